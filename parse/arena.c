@@ -1,0 +1,98 @@
+/* arena.c - see arena.h. */
+#include "arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ld_arena_block {
+    ld_arena_block *next;
+    size_t size; /* usable bytes after the header */
+    size_t used;
+    max_align_t data[]; /* alignment for any payload */
+};
+
+enum { LD_ARENA_MIN_BLOCK = 64 * 1024 };
+
+void ld_arena_init(ld_arena *a, size_t max_bytes)
+{
+    memset(a, 0, sizeof *a);
+    a->max_bytes = max_bytes;
+}
+
+static ld_arena_block *new_block(ld_arena *a, size_t need)
+{
+    size_t size = a->head ? a->head->size * 2 : LD_ARENA_MIN_BLOCK;
+    if (size < need) size = need;
+    if (a->max_bytes && a->held_bytes + size > a->max_bytes) {
+        if (a->held_bytes + need > a->max_bytes) return NULL;
+        size = need;
+    }
+    ld_arena_block *b = malloc(sizeof *b + size);
+    if (!b) return NULL;
+    b->next = a->head;
+    b->size = size;
+    b->used = 0;
+    a->head = b;
+    a->held_bytes += size;
+    return b;
+}
+
+void *ld_arena_alloc(ld_arena *a, size_t n)
+{
+    size_t need = (n + 7u) & ~(size_t)7u;
+    if (need < n) return NULL; /* overflow */
+    ld_arena_block *b = a->head;
+    if (!b || b->size - b->used < need) {
+        b = new_block(a, need);
+        if (!b) return NULL;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += need;
+    a->used_bytes += need;
+    return p;
+}
+
+char *ld_arena_memdup(ld_arena *a, const void *p, size_t n)
+{
+    char *q = ld_arena_alloc(a, n + 1);
+    if (!q) return NULL;
+    if (n) memcpy(q, p, n);
+    q[n] = '\0';
+    return q;
+}
+
+void ld_arena_reset(ld_arena *a)
+{
+    ld_arena_block *keep = NULL;
+    ld_arena_block *b = a->head;
+    while (b) {
+        ld_arena_block *next = b->next;
+        if (!keep || b->size > keep->size) {
+            if (keep) free(keep);
+            keep = b;
+        } else {
+            free(b);
+        }
+        b = next;
+    }
+    a->head = keep;
+    a->held_bytes = 0;
+    if (keep) {
+        keep->next = NULL;
+        keep->used = 0;
+        a->held_bytes = keep->size;
+    }
+    a->used_bytes = 0;
+}
+
+void ld_arena_release(ld_arena *a)
+{
+    ld_arena_block *b = a->head;
+    while (b) {
+        ld_arena_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    a->head = NULL;
+    a->held_bytes = a->used_bytes = 0;
+}
