@@ -1,4 +1,70 @@
-/* main.c - logdiff's command table and dispatcher (placeholder until the
- * subcommands land; replaced below in this session). */
+/* main.c - logdiff's command table and dispatcher.
+ * A thin dispatcher after git.c: look the subcommand up, run it, and make
+ * sure standard output reached its destination (a full disk or a closed
+ * pipe is trouble, exit 2) before exiting with the subcommand's status. */
+#include <errno.h>
 #include <stdio.h>
-int main(void) { return 0; }
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "logdiff_config.h"
+
+struct cmd_entry {
+    const char *name;
+    int (*fn)(int, char **, struct ld_cli *);
+    const char *summary;
+};
+
+static const struct cmd_entry commands[] = {
+    { "scan", cmd_scan, "list every request found in the logs, one row each" },
+    { "show", cmd_show, "everything about one request, by rid" },
+};
+
+static void print_main_usage(FILE *f)
+{
+    fprintf(f, "usage: logdiff <command> [options] LOG...\n\n"
+               "logdiff reads SGLang and vLLM request logs (plain, gzip, zstd, xz,\n"
+               "bzip2, tar, zip; '-' for standard input) and tells which layer\n"
+               "lost the conversation.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "    %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'logdiff <command> --help' describes a command's options.\n"
+               "exit status: 0 nothing to report, 1 something reported, 2 trouble\n");
+}
+
+static int finish_stdout(int status)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (errno != EPIPE)
+            fprintf(stderr, "logdiff: cannot write standard output: %s\n",
+                    strerror(errno));
+        return LD_EXIT_TROUBLE;
+    }
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    struct ld_cli cli = { stdout, stderr, isatty(STDOUT_FILENO),
+                          isatty(STDERR_FILENO) };
+    if (argc < 2) {
+        print_main_usage(stderr);
+        return LD_EXIT_TROUBLE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "help")) {
+        print_main_usage(stdout);
+        return finish_stdout(LD_EXIT_SAME);
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("logdiff %s\n", LD_VERSION);
+        return finish_stdout(LD_EXIT_SAME);
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return finish_stdout(commands[i].fn(argc - 1, argv + 1, &cli));
+    fprintf(stderr, "logdiff: '%s' is not a logdiff command (see 'logdiff --help')\n",
+            argv[1]);
+    return LD_EXIT_TROUBLE;
+}

@@ -1,0 +1,214 @@
+/* jsonout.c - see jsonout.h. */
+#include "jsonout.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of a valid UTF-8 sequence at s (1-4), or 0 when invalid.  Lone
+ * surrogates (ED A0..BF xx) are reported as 3 with *surrogate set. */
+static int utf8_seq(const unsigned char *s, size_t left, int *surrogate)
+{
+    *surrogate = 0;
+    unsigned c = s[0];
+    int n = c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
+    if (n == 0 || (size_t)n > left) return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (n == 3 && c == 0xE0 && s[1] < 0xA0) return 0;      /* overlong */
+    if (n == 4 && c == 0xF0 && s[1] < 0x90) return 0;      /* overlong */
+    if (n == 4 && c == 0xF4 && s[1] > 0x8F) return 0;      /* > U+10FFFF */
+    if (n == 3 && c == 0xED && s[1] >= 0xA0) *surrogate = 1;
+    return n;
+}
+
+static char *escape_text(const char *s, size_t len)
+{
+    size_t cap = len * 6 + 3; /* worst case: every byte as \udcXX */
+    char *out = malloc(cap), *o = out;
+    if (!out) return NULL;
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    *o++ = '"';
+    while (p < end) {
+        unsigned c = *p;
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') { *o++ = (char)c; p++; continue; }
+        if (c < 0x80) {
+            const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
+                            : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+            if (esc) { memcpy(o, esc, 2); o += 2; }
+            else o += sprintf(o, "\\u%04x", c);
+            p++;
+            continue;
+        }
+        int surrogate;
+        int n = utf8_seq(p, (size_t)(end - p), &surrogate);
+        if (n == 0) { o += sprintf(o, "\\udc%02x", c); p++; continue; }
+        if (surrogate) {
+            unsigned cp = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+            o += sprintf(o, "\\u%04x", cp);
+        } else {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    *o++ = '"';
+    *o = '\0';
+    return out;
+}
+
+cJSON *ld_json_text(const char *s, size_t len)
+{
+    if (!s) return cJSON_CreateNull();
+    char *esc = escape_text(s, len);
+    if (!esc) return NULL;
+    cJSON *item = cJSON_CreateRaw(esc);
+    free(esc);
+    return item;
+}
+
+cJSON *ld_json_cstr(const char *s)
+{
+    return s ? ld_json_text(s, strlen(s)) : cJSON_CreateNull();
+}
+
+cJSON *ld_json_int(int64_t v)
+{
+    if (v == LD_UNSET_INT) return cJSON_CreateNull();
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return cJSON_CreateRaw(buf); /* exact: cJSON numbers are doubles */
+}
+
+cJSON *ld_json_double(double v)
+{
+    if (isnan(v) || isinf(v)) return cJSON_CreateNull();
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    /* shortest form that reads back the same, like Python's repr */
+    for (int prec = 1; prec <= 17; prec++) {
+        char tmp[40];
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) { memcpy(buf, tmp, sizeof tmp); break; }
+    }
+    return cJSON_CreateRaw(buf);
+}
+
+static cJSON *json_str_value(const ld_py_value *v, ld_arena *scratch)
+{
+    const char *s;
+    size_t len;
+    if (ld_py_str_decode(v, scratch, &s, &len, NULL) != LD_OK)
+        return ld_json_text(v->u.raw, v->n); /* malformed escape: raw text */
+    return ld_json_text(s, len);
+}
+
+static cJSON *json_seq(const ld_py_value *items, size_t n, ld_arena *scratch)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < n; i++)
+        cJSON_AddItemToArray(arr, ld_json_value(&items[i], scratch));
+    return arr;
+}
+
+/* Text of a dict key for a JSON object member name (NUL-terminated). */
+static const char *key_text(const ld_py_value *k, ld_arena *scratch)
+{
+    const char *s;
+    size_t len;
+    char buf[64];
+    switch (k->kind) {
+    case LD_PY_STR:
+        if (ld_py_str_decode(k, scratch, &s, &len, NULL) == LD_OK)
+            return ld_arena_memdup(scratch, s, len);
+        return ld_arena_memdup(scratch, k->u.raw, k->n);
+    case LD_PY_INT:
+        if (k->flags & LD_PY_F_BIGINT) return ld_arena_memdup(scratch, k->u.raw, k->n);
+        snprintf(buf, sizeof buf, "%lld", (long long)k->u.i);
+        return ld_arena_memdup(scratch, buf, strlen(buf));
+    case LD_PY_NONE: return "None";
+    case LD_PY_BOOL: return k->u.i ? "True" : "False";
+    default: return ld_py_kind_name((ld_py_kind)k->kind);
+    }
+}
+
+static cJSON *json_object(const ld_py_value *v, ld_arena *scratch)
+{
+    cJSON *obj = cJSON_CreateObject();
+    for (uint32_t i = 0; obj && i < v->n; i++) {
+        const char *k = key_text(&v->u.items[2 * i], scratch);
+        cJSON_AddItemToObject(obj, k ? k : "?", ld_json_value(&v->u.items[2 * i + 1], scratch));
+    }
+    return obj;
+}
+
+static cJSON *json_call(const ld_py_call *c, ld_arena *scratch)
+{
+    cJSON *obj = cJSON_CreateObject();
+    if (!obj) return NULL;
+    cJSON_AddItemToObject(obj, "__class__", ld_json_text(c->name, c->name_len));
+    for (uint32_t i = 0; i < c->n_args; i++) {
+        char pos[32];
+        const char *name = c->arg_names[i]
+            ? ld_arena_memdup(scratch, c->arg_names[i], c->arg_name_lens[i]) : NULL;
+        if (!name) { snprintf(pos, sizeof pos, "__arg%u__", (unsigned)i); name = pos; }
+        cJSON_AddItemToObject(obj, name, ld_json_value(&c->args[i], scratch));
+    }
+    return obj;
+}
+
+static cJSON *json_marker(const ld_py_value *v, ld_arena *scratch)
+{
+    cJSON *obj = cJSON_CreateObject();
+    if (!obj) return NULL;
+    if (v->kind == LD_PY_TRUNC) {
+        cJSON_AddItemToObject(obj, "__truncated__", cJSON_CreateTrue());
+        cJSON_AddItemToObject(obj, "head", ld_json_value(&v->u.items[0], scratch));
+        cJSON_AddItemToObject(obj, "tail", ld_json_value(&v->u.items[1], scratch));
+    } else {
+        const ld_py_abbrev *a = v->u.abbrev;
+        cJSON_AddItemToObject(obj, "__abbreviated__", ld_json_text(a->key, a->key_len));
+        cJSON_AddItemToObject(obj, "chars", ld_json_int((int64_t)a->n_chars));
+        cJSON_AddItemToObject(obj, "blake2b", ld_json_text(a->digest, a->digest_len));
+    }
+    return obj;
+}
+
+cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch)
+{
+    if (!v) return cJSON_CreateNull();
+    switch ((ld_py_kind)v->kind) {
+    case LD_PY_NONE: return cJSON_CreateNull();
+    case LD_PY_BOOL: return cJSON_CreateBool(v->u.i != 0);
+    case LD_PY_INT:
+        if (v->flags & LD_PY_F_BIGINT) {
+            char *digits = ld_arena_memdup(scratch, v->u.raw, v->n);
+            return digits ? cJSON_CreateRaw(digits) : NULL;
+        }
+        return ld_json_int(v->u.i);
+    case LD_PY_FLOAT:
+        if (isnan(v->u.f)) return cJSON_CreateString("nan");
+        if (isinf(v->u.f)) return cJSON_CreateString(v->u.f > 0 ? "inf" : "-inf");
+        return ld_json_double(v->u.f);
+    case LD_PY_STR: case LD_PY_BYTES: return json_str_value(v, scratch);
+    case LD_PY_LIST: case LD_PY_TUPLE: case LD_PY_SET:
+        return json_seq(v->u.items, v->n, scratch);
+    case LD_PY_DICT: return json_object(v, scratch);
+    case LD_PY_CALL: return json_call(v->u.call, scratch);
+    case LD_PY_NAME: case LD_PY_OPAQUE: return ld_json_text(v->u.raw, v->n);
+    case LD_PY_ELLIPSIS: return cJSON_CreateString("...");
+    case LD_PY_TRUNC: case LD_PY_ABBREV: return json_marker(v, scratch);
+    }
+    return cJSON_CreateNull();
+}
+
+int ld_json_print_line(FILE *f, cJSON *item)
+{
+    char *s = item ? cJSON_PrintUnformatted(item) : NULL;
+    cJSON_Delete(item);
+    if (!s) return -1;
+    fputs(s, f);
+    fputc('\n', f);
+    cJSON_free(s);
+    return 0;
+}

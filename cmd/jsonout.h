@@ -1,0 +1,40 @@
+/* jsonout.h - JSON output for scripts, built with cJSON.
+ *
+ * Strings go through ld_json_text(): cJSON passes bytes through unchecked,
+ * so a log's invalid UTF-8 or lone surrogates (kept losslessly as WTF-8)
+ * would make invalid JSON.  We escape them the way Python's
+ * json.dumps(..., ensure_ascii=False) of a surrogateescape'd string does:
+ * a lone surrogate as "\udXXX", an invalid byte 0xXY as "\udcXY"; so
+ * json.loads(line) then .encode('utf-8', 'surrogateescape') gives back the
+ * exact bytes.  Everything else is raw UTF-8.
+ */
+#ifndef LD_CMD_JSONOUT_H
+#define LD_CMD_JSONOUT_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "pylit.h"
+#include "request.h"
+
+/* A JSON string item for s[0..len) (NULL s gives null).  Caller owns it
+ * (usually by adding it to an object).  NULL on out of memory. */
+cJSON *ld_json_text(const char *s, size_t len);
+cJSON *ld_json_cstr(const char *s); /* NUL-terminated; NULL gives null */
+
+/* Number or null (NAN / LD_UNSET_INT give null). */
+cJSON *ld_json_int(int64_t v);
+cJSON *ld_json_double(double v);
+
+/* A parsed Python value as JSON: dict -> object (keys as their text), list,
+ * tuple, set -> array, call -> object with "__class__", truncation ->
+ * {"__truncated__": true, "head": ..., "tail": ...}, abbreviation ->
+ * {"__abbreviated__": key, "chars": N, "blake2b": hex}, nan/inf -> strings.
+ * `scratch` holds decoded strings until the item is printed. */
+cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch);
+
+/* Writes `item` on one line followed by "\n" and deletes it.  Returns 0, or
+ * -1 when printing failed. */
+int ld_json_print_line(FILE *f, cJSON *item);
+
+#endif

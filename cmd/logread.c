@@ -1,0 +1,133 @@
+/* logread.c - see logread.h. */
+#include "logread.h"
+
+#include <string.h>
+
+#include "jsonout.h"
+#include "progress.h"
+
+typedef struct read_ctx {
+    ld_logread *lr;
+    ld_progress bar;
+} read_ctx;
+
+cJSON *ld_error_json(const char *kind, const ld_error *e)
+{
+    cJSON *row = cJSON_CreateObject();
+    cJSON *err = cJSON_CreateObject();
+    if (!row || !err) { cJSON_Delete(row); cJSON_Delete(err); return NULL; }
+    cJSON_AddItemToObject(row, "rid", cJSON_CreateNull());
+    cJSON_AddItemToObject(row, "file", ld_json_cstr(e->path));
+    cJSON_AddItemToObject(row, "line", e->line ? ld_json_int((int64_t)e->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(err, "kind", cJSON_CreateString(kind));
+    cJSON_AddItemToObject(err, "file", ld_json_cstr(e->path));
+    cJSON_AddItemToObject(err, "line", e->line ? ld_json_int((int64_t)e->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(err, "offset", ld_json_int((int64_t)e->offset));
+    cJSON_AddItemToObject(err, "code", cJSON_CreateString(ld_strerror(e->code)));
+    cJSON_AddItemToObject(err, "reason", ld_json_cstr(e->msg));
+    cJSON_AddItemToObject(row, "error", err);
+    return row;
+}
+
+static void print_problem(FILE *f, const ld_error *e)
+{
+    if (e->line)
+        fprintf(f, "logdiff: %s:%llu: byte %llu: %s\n", e->path ? e->path : "-",
+                (unsigned long long)e->line, (unsigned long long)e->offset, e->msg);
+    else
+        fprintf(f, "logdiff: %s: byte %llu: %s\n", e->path ? e->path : "-",
+                (unsigned long long)e->offset, e->msg);
+}
+
+static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)
+{
+    read_ctx *c = vctx;
+    ld_logread *lr = c->lr;
+    if (kind == LD_PROBLEM_IO) lr->io_errors++;
+    else lr->line_errors++;
+    if (kind == LD_PROBLEM_LINE && lr->line_errors_as_records) return;
+    ld_progress_done(&c->bar);
+    if (lr->json)
+        ld_json_print_line(lr->cli->out,
+            ld_error_json(kind == LD_PROBLEM_IO ? "log.io_error" : "log.parse_error", e));
+    if (!lr->json || kind == LD_PROBLEM_IO) print_problem(lr->cli->err, e);
+}
+
+static void on_progress(void *vctx, uint64_t done, uint64_t total, const char *member)
+{
+    read_ctx *c = vctx;
+    (void)total;
+    ld_progress_update(&c->bar, done, member);
+}
+
+int ld_logread_run(ld_logread *lr, char **inputs, int n,
+                   const ld_pair_options *opts, ld_pair_emit_fn emit, void *ctx)
+{
+    char **paths = NULL;
+    size_t n_paths = 0;
+    ld_error e;
+    ld_error_clear(&e);
+    if (ld_logset_expand((const char *const *)inputs, (size_t)n, &paths, &n_paths, &e) != LD_OK) {
+        fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
+        return LD_EXIT_TROUBLE;
+    }
+    read_ctx c = { lr, { 0 } };
+    ld_progress_init(&c.bar, lr->cli->err, lr->cli->err_is_tty,
+                     ld_logset_total_bytes(paths, n_paths), 64u << 20);
+    ld_pairer *p = NULL;
+    if (ld_pairer_new(opts, emit, ctx, &p, &e) != LD_OK) {
+        fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
+        ld_logset_free_paths(paths, n_paths);
+        return LD_EXIT_TROUBLE;
+    }
+    ld_logset_hooks hooks = { on_problem, on_progress, &c };
+    ld_status st = ld_logset_run(paths, n_paths, p, &hooks, &lr->stats, &e);
+    ld_progress_done(&c.bar);
+    lr->pair_stats = *ld_pairer_stats(p);
+    ld_pairer_free(p);
+    ld_logset_free_paths(paths, n_paths);
+    if (st != LD_OK) {
+        fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
+        return LD_EXIT_TROUBLE;
+    }
+    return 0;
+}
+
+const char *ld_request_where(const ld_request *r, char *buf, size_t cap,
+                             const ld_source **out_src)
+{
+    /* the earliest part in the order a request is logged */
+    const ld_source *best = NULL;
+    for (int p = 0; p < LD_PART_COUNT && !best; p++)
+        if (r->src[p].line) best = &r->src[p];
+    if (out_src) *out_src = best;
+    if (r->flags & LD_REQ_ERROR)
+        snprintf(buf, cap, "%s:%llu", r->error.path ? r->error.path : "-",
+                 (unsigned long long)r->error.line);
+    else if (best)
+        snprintf(buf, cap, "%s:%llu", best->member ? best->member : "-",
+                 (unsigned long long)best->line);
+    else
+        snprintf(buf, cap, "-");
+    return buf;
+}
+
+const char *ld_request_flag_words(const ld_request *r, char *buf, size_t cap)
+{
+    static const struct { unsigned bit; const char *word; } words[] = {
+        { LD_REQ_ERROR, "parse-error" },   { LD_REQ_UNPAIRED, "unpaired" },
+        { LD_REQ_AMBIGUOUS, "ambiguous" }, { LD_REQ_UNCONFIRMED, "unconfirmed" },
+        { LD_REQ_TRUNCATED, "truncated" }, { LD_REQ_SKIPPED_FIELDS, "fields-skipped" },
+        { LD_REQ_BATCH, "batch" },         { LD_REQ_DUPLICATE, "duplicate" },
+        { LD_REQ_INTERNAL, "internal" },
+    };
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (!(r->flags & words[i].bit)) continue;
+        int n = snprintf(buf + used, cap - used, "%s%s", used ? "," : "", words[i].word);
+        if (n < 0 || (size_t)n >= cap - used) break;
+        used += (size_t)n;
+    }
+    return buf;
+}

@@ -1,0 +1,161 @@
+/* scan.c - `logdiff scan`: one row per request found in the logs. */
+#include <math.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "jsonout.h"
+#include "logread.h"
+#include "options.h"
+
+static const char *const scan_usage[] = {
+    "logdiff scan [--json] [--all] LOG...",
+    "",
+    "Lists every request in SGLang / vLLM request logs, one row each: rid, time,",
+    "file:line, messages, prompt and output characters, finish reason,",
+    "temperature and flags (truncated by the logger, unpaired, parse error).",
+    "LOG may be a file, a directory, or '-' for standard input; gzip, zstd, xz,",
+    "bzip2, tar and zip are read by content.  Exit status: 0 all requests",
+    "complete and parsed, 1 a line failed to parse or a request misses a part,",
+    "2 usage or I/O error.",
+    NULL
+};
+
+typedef struct scan_state {
+    struct ld_cli *cli;
+    int json, all;
+    uint64_t rows, errors, unpaired;
+} scan_state;
+
+static cJSON *request_json(const ld_request *r)
+{
+    char where[512];
+    const ld_source *src = NULL;
+    ld_request_where(r, where, sizeof where, &src);
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
+    cJSON_AddItemToObject(o, "time", ld_json_cstr(r->timestamp));
+    cJSON_AddItemToObject(o, "file", ld_json_cstr(src ? src->member : NULL));
+    cJSON_AddItemToObject(o, "line", src ? ld_json_int((int64_t)src->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "engine", cJSON_CreateString(ld_engine_name(r->engine)));
+    cJSON_AddItemToObject(o, "messages", r->n_messages >= 0 ? ld_json_int(r->n_messages) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "prompt_chars", (r->prompt.flags & LD_TEXT_PRESENT)
+                          ? ld_json_int((int64_t)r->prompt.n_chars) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "output_chars", (r->output.flags & LD_TEXT_PRESENT)
+                          ? ld_json_int((int64_t)r->output.n_chars) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "finish_reason", ld_json_cstr(r->finish_type));
+    cJSON_AddItemToObject(o, "temperature", ld_json_double(r->temperature));
+    cJSON_AddItemToObject(o, "top_p", ld_json_double(r->top_p));
+    cJSON_AddItemToObject(o, "max_tokens", ld_json_int(r->max_tokens));
+    cJSON_AddItemToObject(o, "model", ld_json_cstr(r->model));
+    cJSON_AddItemToObject(o, "input_ids", r->n_input_ids >= 0 ? ld_json_int(r->n_input_ids) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "output_ids", r->n_output_ids >= 0 ? ld_json_int(r->n_output_ids) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "prompt_tokens", ld_json_int(r->prompt_tokens));
+    cJSON_AddItemToObject(o, "completion_tokens", ld_json_int(r->completion_tokens));
+    cJSON_AddItemToObject(o, "e2e_latency", ld_json_double(r->e2e_latency));
+    cJSON *parts = cJSON_AddArrayToObject(o, "parts");
+    cJSON *missing = cJSON_AddArrayToObject(o, "missing");
+    for (int p = 0; p < LD_PART_COUNT; p++) {
+        if (r->seen & LD_PART_BIT(p))
+            cJSON_AddItemToArray(parts, cJSON_CreateString(ld_part_name((ld_part)p)));
+        if (r->missing & LD_PART_BIT(p))
+            cJSON_AddItemToArray(missing, cJSON_CreateString(ld_part_name((ld_part)p)));
+    }
+    char words[256];
+    ld_request_flag_words(r, words, sizeof words);
+    cJSON *flags = cJSON_AddArrayToObject(o, "flags");
+    for (char *w = strtok(words, ","); w; w = strtok(NULL, ","))
+        cJSON_AddItemToArray(flags, cJSON_CreateString(w));
+    return o;
+}
+
+static void print_header(scan_state *s)
+{
+    const char *bold = s->cli->out_is_tty ? "\033[1m" : "", *reset = s->cli->out_is_tty ? "\033[0m" : "";
+    fprintf(s->cli->out, "%s%-34s %-19s %-28s %5s %9s %8s %-7s %5s  %s%s\n", bold, "rid", "time",
+            "file:line", "msgs", "prompt", "output", "finish", "temp", "flags", reset);
+}
+
+static void fmt_count(char *buf, size_t cap, int present, int64_t v)
+{
+    if (present) snprintf(buf, cap, "%lld", (long long)v);
+    else snprintf(buf, cap, "-");
+}
+
+static void print_row(scan_state *s, const ld_request *r)
+{
+    char where[512], words[256], msgs[24], prompt[24], output[24], temp[16];
+    ld_request_where(r, where, sizeof where, NULL);
+    ld_request_flag_words(r, words, sizeof words);
+    if (r->flags & LD_REQ_ERROR) {
+        const char *red = s->cli->out_is_tty ? "\033[31m" : "", *reset = s->cli->out_is_tty ? "\033[0m" : "";
+        fprintf(s->cli->out, "%s%-34s %-19s %-28s parse error at byte %llu: %s%s\n", red, "-", "-",
+                where, (unsigned long long)r->error.offset, r->error.msg, reset);
+        return;
+    }
+    fmt_count(msgs, sizeof msgs, r->n_messages >= 0, r->n_messages);
+    fmt_count(prompt, sizeof prompt, r->prompt.flags & LD_TEXT_PRESENT, (int64_t)r->prompt.n_chars);
+    fmt_count(output, sizeof output, r->output.flags & LD_TEXT_PRESENT, (int64_t)r->output.n_chars);
+    if (isnan(r->temperature)) snprintf(temp, sizeof temp, "-");
+    else snprintf(temp, sizeof temp, "%g", r->temperature);
+    const char *warn = "", *reset = "";
+    if (s->cli->out_is_tty && words[0]) {
+        warn = (r->flags & (LD_REQ_UNPAIRED | LD_REQ_AMBIGUOUS)) ? "\033[33m" : "";
+        reset = warn[0] ? "\033[0m" : "";
+    }
+    fprintf(s->cli->out, "%-34s %-19.19s %-28s %5s %9s %8s %-7.7s %5s  %s%s%s\n",
+            r->rid ? r->rid : "(no rid)", r->timestamp ? r->timestamp : "-", where, msgs,
+            prompt, output, r->finish_type ? r->finish_type : "-", temp, warn, words, reset);
+}
+
+static int on_request(void *ctx, ld_request *r)
+{
+    scan_state *s = ctx;
+    if (r->flags & LD_REQ_ERROR) s->errors++;
+    if (r->flags & (LD_REQ_UNPAIRED | LD_REQ_AMBIGUOUS)) s->unpaired++;
+    if (s->rows++ == 0 && !s->json) print_header(s);
+    if (s->json) ld_json_print_line(s->cli->out, (r->flags & LD_REQ_ERROR)
+                                    ? ld_error_json("log.parse_error", &r->error)
+                                    : request_json(r));
+    else print_row(s, r);
+    return 0;
+}
+
+static void print_summary(scan_state *s, const ld_logread *lr)
+{
+    const ld_pair_stats *ps = &lr->pair_stats;
+    FILE *f = s->json ? s->cli->err : s->cli->out;
+    if (s->json && !s->cli->err_is_tty) return; /* scripts read stdout only */
+    fprintf(f, "%llu requests; %llu lines read: %llu request lines, %llu other lines skipped, "
+               "%llu parse errors; %llu health checks left out; %llu unpaired or ambiguous; "
+               "%llu input errors\n",
+            (unsigned long long)(s->rows - s->errors), (unsigned long long)ps->lines,
+            (unsigned long long)ps->request_lines, (unsigned long long)ps->skipped,
+            (unsigned long long)ps->errors, (unsigned long long)ps->health_checks,
+            (unsigned long long)s->unpaired, (unsigned long long)lr->io_errors);
+}
+
+int cmd_scan(int argc, char **argv, struct ld_cli *cli)
+{
+    scan_state s = { cli, 0, 0, 0, 0, 0 };
+    const ld_option options[] = {
+        { LD_OPT_BOOL, 0, "json", &s.json, NULL, "JSON Lines, one object per request" },
+        { LD_OPT_BOOL, 0, "all", &s.all, NULL, "include internal requests (HEALTH_CHECK_*)" },
+        LD_OPTION_END
+    };
+    int n_args = 0;
+    int rc = ld_parse_options(argc, argv, scan_usage, options, &n_args, cli->out, cli->err);
+    if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
+    if (n_args == 0) {
+        fprintf(cli->err, "logdiff scan: no log given (use '-' for standard input)\n");
+        return LD_EXIT_TROUBLE;
+    }
+    ld_pair_options opts = { 0 };
+    opts.flags = LD_PAIR_ERROR_RECORDS | (s.all ? LD_PAIR_KEEP_INTERNAL : 0);
+    ld_logread lr = { cli, s.json, 1, 0, 0, { 0 }, { 0 } };
+    if (ld_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0)
+        return LD_EXIT_TROUBLE;
+    print_summary(&s, &lr);
+    if (lr.io_errors) return LD_EXIT_TROUBLE;
+    return (s.errors || s.unpaired) ? LD_EXIT_DIFF : LD_EXIT_SAME;
+}

@@ -1,0 +1,225 @@
+/* logset.c - see logset.h. */
+#include "logset.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "input.h"
+
+/* ------------------------------------------------------------ paths */
+
+typedef struct path_list {
+    char **v;
+    size_t n, cap;
+} path_list;
+
+static int push_path(path_list *l, const char *p)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(p))) return -1;
+    l->n++;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the regular files under `dir`, sorted, depth-first. */
+static int expand_dir(path_list *l, const char *dir, int depth)
+{
+    if (depth > 32) return 0; /* symlink loops */
+    DIR *d = opendir(dir);
+    if (!d) return push_path(l, dir); /* reported when opened */
+    path_list names = { 0 };
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) && rc == 0) {
+        if (e->d_name[0] == '.') continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *full = malloc(len);
+        if (!full) { rc = -1; break; }
+        snprintf(full, len, "%s%s%s", dir,
+                 dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name);
+        rc = push_path(&names, full);
+        free(full);
+    }
+    closedir(d);
+    if (names.n) qsort(names.v, names.n, sizeof *names.v, cmp_str);
+    for (size_t i = 0; i < names.n && rc == 0; i++) {
+        struct stat st;
+        if (stat(names.v[i], &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) rc = expand_dir(l, names.v[i], depth + 1);
+        else if (S_ISREG(st.st_mode)) rc = push_path(l, names.v[i]);
+    }
+    ld_logset_free_paths(names.v, names.n);
+    return rc;
+}
+
+ld_status ld_logset_expand(const char *const *paths, size_t n,
+                           char ***out_paths, size_t *out_n, ld_error *err)
+{
+    path_list l = { 0 };
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        int rc;
+        if (strcmp(paths[i], "-") != 0 && stat(paths[i], &st) == 0 &&
+            S_ISDIR(st.st_mode))
+            rc = expand_dir(&l, paths[i], 0);
+        else
+            rc = push_path(&l, paths[i]);
+        if (rc != 0) {
+            ld_logset_free_paths(l.v, l.n);
+            return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory listing inputs");
+        }
+    }
+    *out_paths = l.v;
+    *out_n = l.n;
+    return LD_OK;
+}
+
+void ld_logset_free_paths(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+}
+
+uint64_t ld_logset_total_bytes(char *const *paths, size_t n)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (strcmp(paths[i], "-") != 0 && stat(paths[i], &st) == 0 &&
+            S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    return total;
+}
+
+/* ------------------------------------------------------------ reading */
+
+typedef struct run_state {
+    ld_pairer *pairer;
+    const ld_logset_hooks *hooks;
+    ld_logset_stats *stats;
+    uint64_t done_before; /* bytes of inputs finished before this one */
+    uint64_t total;
+    uint64_t lines_since_progress;
+} run_state;
+
+static void problem(run_state *s, ld_problem_kind kind, const ld_error *e)
+{
+    if (kind == LD_PROBLEM_IO) s->stats->io_errors++;
+    else s->stats->line_errors++;
+    if (s->hooks && s->hooks->on_problem)
+        s->hooks->on_problem(s->hooks->ctx, kind, e);
+}
+
+static void progress(run_state *s, ld_input *in, const char *member)
+{
+    if (!s->hooks || !s->hooks->on_progress) return;
+    s->hooks->on_progress(s->hooks->ctx,
+                          s->done_before + ld_input_bytes_consumed(in),
+                          s->total, member);
+}
+
+/* Reads the current member to its end (or its first unrecoverable error). */
+static ld_status read_member(run_state *s, ld_input *in, ld_linereader *r)
+{
+    const char *member = ld_input_member_name(in);
+    for (;;) {
+        ld_line line;
+        int has = 0;
+        ld_error e;
+        ld_error_clear(&e);
+        ld_status st = ld_linereader_next(r, &line, &has, &e);
+        if (st == LD_ERR_LIMIT) {
+            if (!e.path) e.path = member;
+            problem(s, LD_PROBLEM_LINE, &e);
+            continue;
+        }
+        if (st != LD_OK) {
+            if (!e.path) e.path = member;
+            problem(s, LD_PROBLEM_IO, &e);
+            return st == LD_ERR_NOMEM ? st : LD_OK;
+        }
+        if (!has) return LD_OK;
+        s->stats->bytes += line.len;
+        ld_line_result res;
+        ld_error_clear(&e);
+        st = ld_pairer_feed_line(s->pairer, member, &line, &res, &e);
+        if (res == LD_LINE_ERROR) {
+            if (!e.path) e.path = member;
+            problem(s, LD_PROBLEM_LINE, &e);
+        }
+        if (++s->lines_since_progress >= 64) {
+            s->lines_since_progress = 0;
+            progress(s, in, member);
+        }
+    }
+}
+
+/* Every member of one opened input. */
+static ld_status read_input(run_state *s, ld_input *in)
+{
+    ld_linereader *r = NULL;
+    ld_error e;
+    ld_error_clear(&e);
+    if (ld_linereader_new(in, 0, &r, &e) != LD_OK) return LD_ERR_NOMEM;
+    ld_status st = LD_OK;
+    int failures = 0;
+    for (;;) {
+        s->stats->members++;
+        st = read_member(s, in, r);
+        if (st != LD_OK) break;
+        int has = 0;
+        ld_error_clear(&e);
+        while (ld_input_next_member(in, &has, &e) != LD_OK) {
+            if (!e.path) e.path = ld_input_member_name(in);
+            problem(s, LD_PROBLEM_IO, &e);
+            ld_error_clear(&e);
+            /* libarchive cannot always resynchronise after a bad header */
+            if (++failures >= 16) { has = 0; break; }
+        }
+        if (!has) break;
+        ld_linereader_reset(r);
+    }
+    if (ld_linereader_peak_bytes(r) > s->stats->peak_line_buffer)
+        s->stats->peak_line_buffer = ld_linereader_peak_bytes(r);
+    ld_linereader_free(r);
+    return st;
+}
+
+ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
+                        const ld_logset_hooks *hooks, ld_logset_stats *stats,
+                        ld_error *err)
+{
+    run_state s = { pairer, hooks, stats, 0, ld_logset_total_bytes(paths, n), 0 };
+    memset(stats, 0, sizeof *stats);
+    for (size_t i = 0; i < n; i++) {
+        ld_input *in = NULL;
+        ld_error e;
+        ld_error_clear(&e);
+        if (ld_input_open(paths[i], &in, &e) != LD_OK) {
+            if (!e.path) e.path = paths[i];
+            problem(&s, LD_PROBLEM_IO, &e);
+            continue;
+        }
+        stats->inputs++;
+        ld_status st = read_input(&s, in);
+        s.done_before += ld_input_bytes_consumed(in);
+        ld_input_close(in);
+        if (st != LD_OK)
+            return LD_FAIL(err, st, 0, "out of memory reading '%s'", paths[i]);
+    }
+    return ld_pairer_finish(pairer, err);
+}

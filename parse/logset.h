@@ -1,0 +1,62 @@
+/* logset.h - reads a set of log inputs (files, directories, "-") line by line
+ * into a pairer: the loop every subcommand that reads logs shares.
+ *
+ * Directories are expanded to the regular files below them, sorted by name
+ * (hidden entries skipped), so `logdiff scan logs/` works on a log folder.
+ * Problems never stop the run: an input that cannot be opened, a corrupt
+ * member or a line that fails to parse is reported through the hooks and
+ * counted, and reading goes on with the rest.
+ * Not thread-safe (one run per thread); no global state.
+ */
+#ifndef LD_LOGSET_H
+#define LD_LOGSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ld_error.h"
+#include "pair.h"
+
+typedef enum ld_problem_kind {
+    LD_PROBLEM_IO = 0,   /* file or member could not be read (err->path names it) */
+    LD_PROBLEM_LINE = 1  /* a request line failed to parse (path, line, offset) */
+} ld_problem_kind;
+
+typedef struct ld_logset_hooks {
+    /* Called for every problem; `err` is valid for the call only. */
+    void (*on_problem)(void *ctx, ld_problem_kind kind, const ld_error *err);
+    /* Called now and then with bytes of input consumed so far (compressed
+     * bytes for compressed files) out of `total` (0 when unknown). */
+    void (*on_progress)(void *ctx, uint64_t done, uint64_t total,
+                        const char *member);
+    void *ctx;
+} ld_logset_hooks;
+
+typedef struct ld_logset_stats {
+    uint64_t inputs;       /* files (and stdin) opened */
+    uint64_t members;      /* members read (1 per non-archive input) */
+    uint64_t bytes;        /* decompressed bytes of lines delivered */
+    uint64_t io_errors;    /* inputs/members that could not be read (fully) */
+    uint64_t line_errors;  /* request lines that failed to parse */
+    size_t peak_line_buffer; /* largest line buffer held, bytes */
+} ld_logset_stats;
+
+/* Expands directories in paths[0..n) into a new array of paths (files kept
+ * in order, each directory replaced by its sorted regular files, recursively).
+ * *out_paths and each string are malloc'd: free with ld_logset_free_paths().
+ * A path that does not exist is kept (opening it reports the error later). */
+ld_status ld_logset_expand(const char *const *paths, size_t n,
+                           char ***out_paths, size_t *out_n, ld_error *err);
+void ld_logset_free_paths(char **paths, size_t n);
+
+/* Sum of the sizes of regular files among paths (0 for stdin/pipes). */
+uint64_t ld_logset_total_bytes(char *const *paths, size_t n);
+
+/* Reads every input (already expanded) into `pairer`, then calls
+ * ld_pairer_finish().  Returns LD_OK unless memory ran out; all other
+ * problems go to hooks->on_problem and the counters. */
+ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
+                        const ld_logset_hooks *hooks, ld_logset_stats *stats,
+                        ld_error *err);
+
+#endif

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+# gen_demo_logs.py - writes the bundled demo logs (testdata/demo/) with SGLang's own
+# rendering rules (../shared/tools/sglang_render.py): an agent harness whose long answer
+# was interrupted (finish reason abort) and whose next request carries an empty assistant turn.
+"""Usage: python3 tools/gen_demo_logs.py [--shared ../shared] [--out testdata/demo]
+
+The story, in server time order (file server-0.log, a current-generation SGLang at
+--log-requests-level 3 with the default timestamp prefix; server-1.log.gz a rotated file of
+a second server):
+  demo-healthy-1         a normal two-turn chat, finished with 'stop'
+  demo-interrupted-1     the agent asks for a long refactoring plan; the client disconnects
+                         mid-answer, so the server logs finish_reason abort with a partial answer
+  demo-empty-assistant-2 the harness's next request carries that answer as an EMPTY
+                         assistant turn: the model answers as if it had never seen it
+  demo-healthy-2         another healthy request on the second server
+plus a health check, scheduler lines and access lines, as real logs have them.
+"""
+import argparse
+import gzip
+import os
+import sys
+
+QWEN_BOS = ""
+
+
+def qwen_prompt(messages):
+    """Qwen2.5-style ChatML rendering (what the server's template produced)."""
+    parts = []
+    for m in messages:
+        parts.append("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m.get("content") or ""))
+    parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def fake_ids(text, base=1000):
+    """Token ids are not checked by scan: one id per 4 characters, deterministic."""
+    return [base + (ord(c) % 5000) for c in text[::4]]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "demo"))
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(args.shared, "tools"))
+    import sglang_render as sr  # noqa: E402
+
+    big = sr.BIG
+    system = "You are CodePilot, an agent that edits a repository with the tools you are given."
+    ask = ("Plan the refactoring of parse/pylit.c into three files, with the reasons, "
+           "and list every function that moves.")
+    partial = ("Here is the plan.\n\n1. **pylit_str.c** - string literals: `scan_string`, "
+               "`decode_escape`, `utf8_put`.\n2. **pylit_num.c** - numbers: `scan_int`, ")
+    follow = "Go on with step 2 and show me the new header."
+
+    def openai(rid_unused, msgs, temperature=0.2, max_tokens=2048):
+        payload = {"model": "qwen2.5-coder-32b", "messages": msgs, "max_tokens": max_tokens,
+                   "stream": True, "temperature": temperature}
+        return "Receive OpenAI: obj=" + sr.text_render(payload, big)
+
+    def receive(rid, prompt, temperature=0.2, max_tokens=2048):
+        obj = sr.Record("GenerateReqInput", [
+            ("rid", rid), ("http_worker_ipc", None), ("text", None), ("input_ids", fake_ids(prompt)),
+            ("sampling_params", {"temperature": temperature, "max_new_tokens": max_tokens, "top_p": 0.95}),
+            ("stream", True)])
+        return "Receive: obj=" + sr.text_render(obj, big)
+
+    def finish(rid, prompt, output, reason, temperature=0.2, max_tokens=2048, latency=1.5):
+        obj = sr.Record("GenerateReqInput", [
+            ("rid", rid), ("http_worker_ipc", None), ("text", prompt), ("input_ids", fake_ids(prompt)),
+            ("sampling_params", {"temperature": temperature, "max_new_tokens": max_tokens, "top_p": 0.95}),
+            ("stream", True)])
+        out = {"text": output, "output_ids": fake_ids(output, 2000), "meta_info": {
+            "id": rid, "finish_reason": reason, "prompt_tokens": len(fake_ids(prompt)),
+            "weight_version": "default", "num_retractions": 0,
+            "completion_tokens": len(fake_ids(output)), "cached_tokens": 0, "e2e_latency": latency}}
+        return "Finish: obj=" + sr.text_render(obj, big) + ", out=" + sr.text_render(out, big)
+
+    lines = []
+    t = ["[2026-11-20 09:14:%02d] " % s for s in range(60)]
+    conv1 = [{"role": "system", "content": system},
+             {"role": "user", "content": "What does `ld_pylit_parse` return when the line is cut?"}]
+    ans1 = "It returns `LD_ERR_TRUNCATED` with `err->offset` at the byte where the input ended."
+    p1 = qwen_prompt(conv1)
+    lines += [t[1] + openai(None, conv1), t[1] + receive("demo-healthy-1", p1),
+              "[2026-11-20 09:14:01 TP0] Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, token usage: 0.01, #running-req: 0, #queue-req: 0",
+              t[2] + finish("demo-healthy-1", p1, ans1, {"type": "stop", "matched": 151645}),
+              t[2] + 'INFO:     127.0.0.1:50312 - "POST /v1/chat/completions HTTP/1.1" 200 OK']
+    conv2 = [{"role": "system", "content": system}, {"role": "user", "content": ask}]
+    p2 = qwen_prompt(conv2)
+    lines += [t[5] + openai(None, conv2), t[5] + receive("demo-interrupted-1", p2),
+              "Receive: obj=GenerateReqInput(rid='HEALTH_CHECK_1763630046.5988789', sampling_params={'max_new_tokens': 1, 'temperature': 0.0}, stream=False)",
+              t[9] + finish("demo-interrupted-1", p2, partial,
+                            {"type": "abort", "message": "Request is disconnected from the client side (type 1)."},
+                            latency=4.2)]
+    conv3 = conv2 + [{"role": "assistant", "content": ""}, {"role": "user", "content": follow}]
+    p3 = qwen_prompt(conv3)
+    ans3 = "This is the very first message I see from you, and the previous response was empty. Which file do you mean?"
+    lines += [t[20] + openai(None, conv3), t[20] + receive("demo-empty-assistant-2", p3),
+              t[22] + finish("demo-empty-assistant-2", p3, ans3, {"type": "stop", "matched": 151645})]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "server-0.log"), "w", encoding="utf-8", newline="\n") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+    conv4 = [{"role": "user", "content": "Summarise: 日志里的请求 — \"quoted\" and 'single' \\ backslash 😀"}]
+    p4 = qwen_prompt(conv4)
+    ans4 = "A request in the log, with quotes and a backslash."
+    lines2 = [t[30] + openai(None, conv4, temperature=0.7, max_tokens=256),
+              t[30] + receive("demo-healthy-2", p4, 0.7, 256),
+              t[31] + finish("demo-healthy-2", p4, ans4, {"type": "stop", "matched": 151645}, 0.7, 256, 0.4)]
+    data = ("\n".join(lines2) + "\n").encode("utf-8")
+    with open(os.path.join(args.out, "server-1.log.gz"), "wb") as fh:
+        fh.write(gzip.compress(data, mtime=0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

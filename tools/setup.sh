@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# setup.sh - the two commands of the README, for a fresh Debian machine.
+#   tools/setup.sh demo   install what is missing, build, run logdiff on the demo logs
+#   tools/setup.sh test   install what is missing, build, run every CPU test
+#                         (normal build with -Werror, then ASan+UBSan, then a
+#                         short libFuzzer run of every fuzz target)
+# Environment: BUILD_DIR (default build), FUZZ_SECONDS (default 20 per target),
+# JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-demo}
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+
+need_pkgs() {
+    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev gzip zstd xz-utils bzip2 zip"
+    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev"
+    local missing=""
+    for p in $pkgs; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing="$missing $p"
+    done
+    echo "$missing"
+}
+
+install_missing() {
+    local missing
+    missing=$(need_pkgs)
+    [ -z "$missing" ] && return 0
+    echo "setup: installing$missing" >&2
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >&2
+}
+
+build() { # build DIR [cmake args...]
+    local dir=$1; shift
+    cmake -S . -B "$dir" -DLOGDIFF_WERROR=ON "$@" >/dev/null
+    cmake --build "$dir" -j "$JOBS"
+}
+
+fuzz_smoke() {
+    local dir=$BUILD_DIR-fuzz
+    build "$dir" -DCMAKE_C_COMPILER=clang -DLOGDIFF_FUZZ=ON -DLOGDIFF_SANITIZE=address,undefined
+    for src in tests/fuzz/fuzz_*.c; do
+        local name fmt work
+        name=$(basename "$src" .c); fmt=${name#fuzz_}
+        work=$(mktemp -d)
+        cp -r "tests/fuzz/corpus/$fmt/." "$work/" 2>/dev/null || true
+        echo "fuzz: $name for ${FUZZ_SECONDS}s" >&2
+        "$dir/$name" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=0 \
+            "$work" >"$dir/$name.log" 2>&1 || { tail -40 "$dir/$name.log"; exit 1; }
+        rm -rf "$work"
+    done
+}
+
+install_missing
+case "$mode" in
+demo)
+    build "$BUILD_DIR"
+    echo "== logdiff scan testdata/demo/ =="
+    "$BUILD_DIR/logdiff" scan testdata/demo/ && rc=0 || rc=$?
+    echo "== logdiff show --rid demo-interrupted-1 testdata/demo/ =="
+    "$BUILD_DIR/logdiff" show --rid demo-interrupted-1 testdata/demo/ || true
+    [ "$rc" -le 1 ] || exit "$rc"
+    ;;
+test)
+    build "$BUILD_DIR-asan" -DLOGDIFF_SANITIZE=address,undefined
+    ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$BUILD_DIR-asan" -L cpu --output-on-failure -j "$JOBS"
+    fuzz_smoke
+    build "$BUILD_DIR"
+    ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOBS"
+    ;;
+*)
+    echo "usage: tools/setup.sh demo|test" >&2; exit 2 ;;
+esac
