@@ -28,7 +28,8 @@ static const ld_option *find_long(const ld_option *options, const char *name,
                                   size_t len)
 {
     for (const ld_option *o = options; o->type != LD_OPT_END; o++)
-        if (strlen(o->long_name) == len && !strncmp(o->long_name, name, len))
+        if (o->long_name && strlen(o->long_name) == len &&
+            !strncmp(o->long_name, name, len))
             return o;
     return NULL;
 }
@@ -52,6 +53,7 @@ static int store(const ld_option *o, const char *arg, FILE *errout,
         *(const char **)o->value = arg;
         return 0;
     }
+    if (!arg) return -1;
     char *end;
     errno = 0;
     long v = strtol(arg, &end, 10);

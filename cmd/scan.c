@@ -72,8 +72,8 @@ static cJSON *request_json(const ld_request *r)
 static void print_header(scan_state *s)
 {
     const char *bold = s->cli->out_is_tty ? "\033[1m" : "", *reset = s->cli->out_is_tty ? "\033[0m" : "";
-    fprintf(s->cli->out, "%s%-34s %-19s %-28s %5s %9s %8s %-7s %5s  %s%s\n", bold, "rid", "time",
-            "file:line", "msgs", "prompt", "output", "finish", "temp", "flags", reset);
+    fprintf(s->cli->out, "%s%-32s %-19s %5s %9s %8s %-7s %5s  %-16s %s%s\n", bold, "rid", "time",
+            "msgs", "prompt", "output", "finish", "temp", "flags", "file:line", reset);
 }
 
 static void fmt_count(char *buf, size_t cap, int present, int64_t v)
@@ -89,8 +89,8 @@ static void print_row(scan_state *s, const ld_request *r)
     ld_request_flag_words(r, words, sizeof words);
     if (r->flags & LD_REQ_ERROR) {
         const char *red = s->cli->out_is_tty ? "\033[31m" : "", *reset = s->cli->out_is_tty ? "\033[0m" : "";
-        fprintf(s->cli->out, "%s%-34s %-19s %-28s parse error at byte %llu: %s%s\n", red, "-", "-",
-                where, (unsigned long long)r->error.offset, r->error.msg, reset);
+        fprintf(s->cli->out, "%s%-32s %-19s parse error at byte %llu: %s%s  %s\n", red, "-", "-",
+                (unsigned long long)r->error.offset, r->error.msg, reset, where);
         return;
     }
     fmt_count(msgs, sizeof msgs, r->n_messages >= 0, r->n_messages);
@@ -103,9 +103,9 @@ static void print_row(scan_state *s, const ld_request *r)
         warn = (r->flags & (LD_REQ_UNPAIRED | LD_REQ_AMBIGUOUS)) ? "\033[33m" : "";
         reset = warn[0] ? "\033[0m" : "";
     }
-    fprintf(s->cli->out, "%-34s %-19.19s %-28s %5s %9s %8s %-7.7s %5s  %s%s%s\n",
-            r->rid ? r->rid : "(no rid)", r->timestamp ? r->timestamp : "-", where, msgs,
-            prompt, output, r->finish_type ? r->finish_type : "-", temp, warn, words, reset);
+    fprintf(s->cli->out, "%-32s %-19.19s %5s %9s %8s %-7.7s %5s  %s%-16s%s %s\n",
+            r->rid ? r->rid : "(no rid)", r->timestamp ? r->timestamp : "-", msgs, prompt, output,
+            r->finish_type ? r->finish_type : "-", temp, warn, words[0] ? words : "-", reset, where);
 }
 
 static int on_request(void *ctx, ld_request *r)

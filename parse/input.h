@@ -26,6 +26,13 @@ typedef struct ld_input ld_input;
  * member is made current.  Errors: LD_ERR_IO with the system's reason. */
 ld_status ld_input_open(const char *path, ld_input **out, ld_error *err);
 
+/* Like ld_input_open() over `len` bytes of memory (for tests and fuzzing).
+ * The memory is borrowed and must outlive the input; `name` (copied; NULL =
+ * "<memory>") stands in for the path in member names.  Fails like
+ * ld_input_open() when not even the first member header can be read. */
+ld_status ld_input_open_memory(const void *data, size_t len, const char *name,
+                               ld_input **out, ld_error *err);
+
 /* Name of the current member: the path for a plain or compressed file,
  * "path:member" for an archive member.  Borrowed, valid until the next
  * ld_input_next_member() or ld_input_close(). */
@@ -72,7 +79,11 @@ ld_status ld_linereader_new(ld_input *in, size_t max_line_bytes,
                             ld_linereader **out, ld_error *err);
 
 /* Next line; *out_has = 0 at the end of the member.  After an error the
- * reader is still usable when the error was LD_ERR_LIMIT (line skipped). */
+ * reader is still usable when the error was LD_ERR_LIMIT (line skipped).
+ * An LD_ERR_IO from the input ends the member: the lines before it were
+ * delivered, the partial line at the error is dropped (err->line is its
+ * number, err->offset the bytes read), and later calls give *out_has = 0.
+ * err->path is the member name: valid until ld_input_next_member(). */
 ld_status ld_linereader_next(ld_linereader *r, ld_line *out, int *out_has,
                              ld_error *err);
 

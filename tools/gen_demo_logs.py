@@ -17,6 +17,7 @@ plus a health check, scheduler lines and access lines, as real logs have them.
 """
 import argparse
 import gzip
+import json
 import os
 import sys
 
@@ -37,10 +38,19 @@ def fake_ids(text, base=1000):
     return [base + (ord(c) % 5000) for c in text[::4]]
 
 
+def fact(rid, messages, prompt, output, finish, temperature, file, line):
+    """What `logdiff scan --json` must say about a request, from the Python objects."""
+    return {"rid": rid, "messages": len(messages), "prompt_chars": len(prompt),
+            "output_chars": len(output), "finish_reason": finish, "temperature": temperature,
+            "file": file, "line": line, "input_ids": len(fake_ids(prompt)),
+            "output_ids": len(fake_ids(output, 2000))}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "demo"))
+    ap.add_argument("--expect", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "cli", "demo.expect.jsonl"))
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(args.shared, "tools"))
     import sglang_render as sr  # noqa: E402
@@ -98,6 +108,11 @@ def main():
     ans3 = "This is the very first message I see from you, and the previous response was empty. Which file do you mean?"
     lines += [t[20] + openai(None, conv3), t[20] + receive("demo-empty-assistant-2", p3),
               t[22] + finish("demo-empty-assistant-2", p3, ans3, {"type": "stop", "matched": 151645})]
+    expect = [
+        fact("demo-healthy-1", conv1, p1, ans1, "stop", 0.2, "server-0.log", 1),
+        fact("demo-interrupted-1", conv2, p2, partial, "abort", 0.2, "server-0.log", 6),
+        fact("demo-empty-assistant-2", conv3, p3, ans3, "stop", 0.2, "server-0.log", 10),
+    ]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "server-0.log"), "w", encoding="utf-8", newline="\n") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -108,6 +123,10 @@ def main():
     lines2 = [t[30] + openai(None, conv4, temperature=0.7, max_tokens=256),
               t[30] + receive("demo-healthy-2", p4, 0.7, 256),
               t[31] + finish("demo-healthy-2", p4, ans4, {"type": "stop", "matched": 151645}, 0.7, 256, 0.4)]
+    expect.append(fact("demo-healthy-2", conv4, p4, ans4, "stop", 0.7, "server-1.log.gz", 1))
+    with open(args.expect, "w", encoding="utf-8") as fh:
+        for e in expect:
+            fh.write(json.dumps(e, ensure_ascii=False) + "\n")
     data = ("\n".join(lines2) + "\n").encode("utf-8")
     with open(os.path.join(args.out, "server-1.log.gz"), "wb") as fh:
         fh.write(gzip.compress(data, mtime=0))

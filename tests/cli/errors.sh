@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Bad input: clear errors naming file, line and byte offset; the rest is still reported;
+# exit status as diff(1).
+. "$(dirname "$0")/lib.sh"
+run "missing file" 2 "$LOGDIFF" scan "$WORK/no-such.log"
+check "missing file named" grep -q "no-such.log" "$WORK/err"
+
+# a log with a request line cut in the middle (a fragment) between good requests
+good="$DEMO/server-0.log"
+{ head -n 5 "$good"; head -n 7 "$good" | tail -n 1 | head -c 300; echo; tail -n +6 "$good"; } >"$WORK/cut.log"
+run "cut line: exit 1" 1 "$LOGDIFF" scan --json "$WORK/cut.log"
+check "cut line: error object" python3 -c "
+import json,sys
+rows=[json.loads(l) for l in open('$WORK/out')]
+errs=[r for r in rows if r['rid'] is None]
+assert len(errs)==1, errs
+e=errs[0]['error']
+assert e['kind']=='log.parse_error' and e['file'].endswith('cut.log') and e['line']==6, e
+off=sum(len(l) for l in open('$WORK/cut.log','rb').readlines()[:5])
+assert off <= e['offset'] <= off+300, (off, e)
+assert e['reason'], e
+rids={r['rid'] for r in rows if r['rid']}
+assert {'demo-healthy-1','demo-interrupted-1','demo-empty-assistant-2'} <= rids, rids
+"
+run "cut line: text mode names line and byte" 1 "$LOGDIFF" scan "$WORK/cut.log"
+check "cut line: text row" grep -q "parse error at byte .*cut.log:6$" "$WORK/out"
+
+# binary junk and an empty file are read without crashing; every line accounted for
+head -c 100000 /dev/urandom >"$WORK/junk.bin"; : >"$WORK/empty.log"
+run "junk and empty" 0 "$LOGDIFF" scan "$WORK/junk.bin" "$WORK/empty.log" "$DEMO/server-1.log.gz"
+check "junk: demo-healthy-2 still found" grep -q "^demo-healthy-2 " "$WORK/out"
+
+# a truncated gzip: error naming the file, other inputs still read
+head -c 300 "$DEMO/server-1.log.gz" >"$WORK/cut.gz"
+run "truncated gzip: exit 2" 2 "$LOGDIFF" scan "$WORK/cut.gz" "$good"
+check "truncated gzip: named" grep -q "cut.gz" "$WORK/err"
+check "truncated gzip: others read" grep -q "^demo-interrupted-1 " "$WORK/out"
+finish
