@@ -6,6 +6,8 @@
 #include "jsonout.h"
 #include "progress.h"
 
+enum { LD_LOGREAD_MAX_OPEN = 1 << 16 };
+
 typedef struct read_ctx {
     ld_logread *lr;
     ld_progress bar;
@@ -74,8 +76,13 @@ int ld_logread_run(ld_logread *lr, char **inputs, int n,
     read_ctx c = { lr, { 0 } };
     ld_progress_init(&c.bar, lr->cli->err, lr->cli->err_is_tty,
                      ld_logset_total_bytes(paths, n_paths), 64u << 20);
+    /* Memory is bounded by open requests; a log whose requests never finish
+     * (vLLM without --enable-log-outputs, SGLang at EXCEEDED_MS) would keep
+     * them all, so the oldest is reported unpaired past this many. */
+    ld_pair_options o = *opts;
+    if (!o.max_open) o.max_open = LD_LOGREAD_MAX_OPEN;
     ld_pairer *p = NULL;
-    if (ld_pairer_new(opts, emit, ctx, &p, &e) != LD_OK) {
+    if (ld_pairer_new(&o, emit, ctx, &p, &e) != LD_OK) {
         fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
         ld_logset_free_paths(paths, n_paths);
         return LD_EXIT_TROUBLE;

@@ -1,0 +1,26 @@
+#!/bin/sh
+# scan.sh - benchmark `logdiff scan --json` against the Python baseline (see bench/README.md).
+#
+#   bench/scan.sh [SIZE_MB]          # default 100; also measures 2*SIZE_MB and a JSON-mode log
+#
+# Builds logdiff (Release) only if build/logdiff is missing, then runs bench/scan.py, which
+# generates the logs under build/bench/, times both sides in the same run and prints
+# `name  baseline  logdiff  unit  ratio` lines, the verdicts, the machine and the inputs.
+# Extra options after SIZE_MB go to scan.py (e.g. --runs 5 --baseline-runs 3 --keep).
+# Exit status: 0 when everything ran (a target miss is still 0), 2 when something could not run.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+SIZE_MB=${1:-100}
+[ $# -gt 0 ] && shift
+PY=${PYTHON:-python3}
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "scan.sh: $PY not found; the benchmark driver needs Python 3" >&2
+    exit 2
+fi
+if [ ! -x build/logdiff ]; then
+    echo "scan.sh: build/logdiff missing, building it (Release)" >&2
+    if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; } >&2; then
+        echo "scan.sh: build failed; measuring the baseline only" >&2
+    fi
+fi
+exec "$PY" bench/scan.py --size-mb "$SIZE_MB" "$@"
