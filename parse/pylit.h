@@ -13,6 +13,7 @@
  * Logger markers become explicit values, never ordinary text:
  *   'head' ... 'tail'     -> LD_PY_TRUNC (items[0]=head STR, items[1]=tail STR)
  *   [..] ... [..]         -> LD_PY_TRUNC (items[0]=head LIST, items[1]=tail LIST)
+ *   (..) ... (..)         -> LD_PY_TRUNC (two TUPLEs: a long tuple field)
  *   <key: N chars, blake2b=HEX> -> LD_PY_ABBREV
  *
  * Memory: every value lives in the caller's arena; STR/BYTES/NAME/INT-big
@@ -44,7 +45,7 @@ typedef enum ld_py_kind {
     LD_PY_NAME,   /* bare or dotted identifier not otherwise known: u.raw/n */
     LD_PY_OPAQUE, /* <...> repr of an object: u.raw/n = text between < and > */
     LD_PY_ELLIPSIS, /* a bare ... (JSON-mode list marker after conversion, or Python Ellipsis) */
-    LD_PY_TRUNC,  /* logger truncation: u.items[0] head, u.items[1] tail (both STR or both LIST) */
+    LD_PY_TRUNC,  /* logger truncation: u.items[0] head, u.items[1] tail (both STR, both LIST or both TUPLE) */
     LD_PY_ABBREV  /* <key: N chars, blake2b=HEX>: u.abbrev */
 } ld_py_kind;
 
@@ -54,6 +55,7 @@ typedef enum ld_py_kind {
 #define LD_PY_F_DQUOTE 0x04u  /* STR/BYTES: written with double quotes */
 #define LD_PY_F_RAWSTR 0x08u  /* STR/BYTES: r-prefixed (escapes are literal) */
 #define LD_PY_F_JSON 0x10u    /* STR: u.raw/n is already decoded UTF-8 (came from JSON) */
+#define LD_PY_F_UPREFIX 0x20u /* STR: u-prefixed (u'...'); locates the raw text for error offsets */
 
 typedef struct ld_py_value ld_py_value;
 typedef struct ld_py_call ld_py_call;
@@ -95,7 +97,7 @@ struct ld_py_abbrev {
 #define LD_PYLIT_WHOLE 0x1u /* the value must extend to the end of the buffer (trailing spaces allowed) */
 
 typedef struct ld_pylit_limits {
-    uint32_t max_depth;   /* nesting depth; 0 = default (512) */
+    uint32_t max_depth;   /* nesting depth; 0 = default (512); values above 2048 are clamped (C stack) */
     uint32_t max_digits;  /* digits of one integer literal; 0 = default (4300, CPython's limit) */
 } ld_pylit_limits;
 

@@ -1,0 +1,366 @@
+/* pair_feed.c - per-line handling of the pairer: recognise, parse, merge
+ * into the open record of the rid, join `Receive OpenAI` lines, emit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "logline.h"
+#include "pair_internal.h"
+#include "request_fill.h"
+#include "request_text.h"
+
+static int rid_match(const char *a, const char *b)
+{
+    return a && b && !strcmp(a, b);
+}
+
+static ld_fill_ctx make_ctx(ld_pairer *p, const char *rid, const char *parent)
+{
+    const char *only = p->opts.only_rid;
+    int sel = !only || rid_match(rid, only) || rid_match(parent, only);
+    ld_fill_ctx c = {&p->line_arena, sel && (p->opts.flags & LD_PAIR_KEEP_TEXT),
+                     sel && (p->opts.flags & LD_PAIR_KEEP_VALUES), p->opts.vllm_max_log_len};
+    return c;
+}
+
+static int is_internal(const char *rid)
+{
+    return rid && !strncmp(rid, "HEALTH_CHECK_", 13);
+}
+
+static void set_ts(ld_request *r, const ld_logline *l)
+{
+    if (!r->timestamp && l->ts) r->timestamp = ld_request_strdup(r, l->ts, l->ts_len);
+}
+
+static ld_status keep_value(ld_request *r, const ld_fill_ctx *c, const ld_py_value *v,
+                            const ld_py_value **dst, ld_error *err)
+{
+    if (!c->keep_values || !v) return LD_OK;
+    *dst = ld_py_value_clone(&r->arena, v);
+    return *dst ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory copying a value");
+}
+
+/* ---------------------------------------------------------------- OpenAI join */
+
+/* Text that identifies an OpenAI payload in its templated prompt: the
+ * content of its final message (user, tool, or a prefilled assistant turn),
+ * which templates put just before the generation prompt; when that message
+ * has no text (an assistant turn with only tool calls), the last user
+ * message, which may then be anywhere.  Copied into q's record. */
+static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c)
+{
+    const ld_py_value *ms = ld_req_get(q->r->openai_obj, "messages");
+    if (!ms || ms->kind != LD_PY_LIST) return;
+    q->n_messages = (int)ms->n;
+    for (uint32_t i = ms->n; i-- > 0;) {
+        int final = i + 1 == ms->n;
+        const ld_py_value *role = ld_req_get(&ms->u.items[i], "role");
+        const char *s, *t;
+        size_t n, tn;
+        if (!final && (!role || !ld_req_is_text(role) ||
+                       ld_req_decode_parts(c, role, &s, &n, &t, &tn, NULL) || n != 4 ||
+                       memcmp(s, "user", 4)))
+            continue;
+        const ld_py_value *ct = ld_req_get(&ms->u.items[i], "content");
+        if (ct && ct->kind == LD_PY_LIST && ct->n > 0) ct = ld_req_get(&ct->u.items[ct->n - 1], "text");
+        if (!ld_req_is_text(ct) || ld_req_decode_parts(c, ct, &s, &n, &t, &tn, NULL)) continue;
+        if (t) s = t, n = tn; /* a cut message: its tail */
+        while (n && (s[n - 1] == ' ' || s[n - 1] == '\n')) n--; /* templates strip */
+        if (n == 0) continue;
+        q->user_text = ld_request_strdup(q->r, s, n);
+        q->user_len = q->user_text ? n : 0;
+        q->anchored = final;
+        return;
+    }
+}
+
+static void emit_openai_only(ld_pairer *p, ld_pending_openai *q)
+{
+    ld_request *r = q->r;
+    r->missing = LD_PART_BIT(LD_PART_RECEIVE) | LD_PART_BIT(LD_PART_FINISH);
+    r->flags |= LD_REQ_UNPAIRED;
+    if (!(p->opts.flags & LD_PAIR_KEEP_VALUES) || p->opts.only_rid) r->openai_obj = NULL;
+    q->r = NULL;
+    ld_pair_free_openai(q);
+    ld_pair_emit(p, r);
+}
+
+void ld_pair_flush_first(ld_pairer *p)
+{
+    ld_pending_openai *q = p->pending;
+    if (!q) return;
+    p->pending = q->next;
+    emit_openai_only(p, q);
+}
+
+void ld_pair_flush_openai(ld_pairer *p, const char *member)
+{
+    for (ld_pending_openai **pp = &p->pending; *pp;) {
+        ld_pending_openai *q = *pp;
+        if (member && strcmp(q->member, member)) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        emit_openai_only(p, q);
+    }
+}
+
+static ld_status handle_openai(ld_pairer *p, const char *member, const ld_logline *l,
+                               const ld_line *line, ld_error *err)
+{
+    ld_pending_openai *q = calloc(1, sizeof *q);
+    ld_request *r = ld_request_new(p->opts.max_record_bytes);
+    char *m = malloc(strlen(member) + 1);
+    if (!q || !r || !m) {
+        free(q);
+        free(m);
+        ld_request_free(r);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
+    }
+    strcpy(m, member);
+    q->member = m;
+    q->r = r;
+    ld_request_set_source(r, LD_PART_OPENAI, member, line->lineno, line->offset);
+    set_ts(r, l);
+    if (l->json) r->flags |= LD_REQ_JSON;
+    r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
+    ld_fill_ctx c = make_ctx(p, NULL, NULL);
+    ld_status st = r->openai_obj ? ld_request_fill_openai(r, &c, r->openai_obj, err)
+                                 : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
+    if (r->openai_obj) note_user_text(q, &c);
+    ld_pair_add_openai(p, q);
+    return st;
+}
+
+ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
+                               ld_error *err)
+{
+    ld_request *qr = q->r;
+    const ld_source *s = &qr->src[LD_PART_OPENAI];
+    ld_fill_ctx c = make_ctx(p, r->rid, r->parent_rid);
+    ld_request_set_source(r, LD_PART_OPENAI, s->member, s->line, s->offset);
+    if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
+    if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
+    LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
+    return keep_value(r, &c, qr->openai_obj, &r->openai_obj, err);
+}
+
+/* Checks (and maybe corrects) the OpenAI join against a prompt value. */
+static ld_status check_prompt(ld_pairer *p, const ld_fill_ctx *c, ld_open *o,
+                              const ld_pending_openai *batch_q, const ld_py_value *text,
+                              ld_error *err)
+{
+    const char *h, *t;
+    size_t hn, tn;
+    if (!ld_req_is_text(text)) return LD_OK;
+    if (ld_req_decode_parts(c, text, &h, &hn, &t, &tn, NULL) != LD_OK) return LD_OK;
+    if (batch_q) { /* one OpenAI line for every sub-request of a batch */
+        if (!batch_q->user_text) return LD_OK;
+        o->checked = 1;
+        o->confirmed |= ld_pair_openai_fits(batch_q, h, hn, t, tn);
+        return LD_OK;
+    }
+    return ld_pair_openai_check(p, o, h, hn, t, tn, err);
+}
+
+/* ---------------------------------------------------------------- SGLang */
+
+static ld_part sglang_part(ld_logline_kind k)
+{
+    return k == LD_LOGLINE_SG_RECEIVE ? LD_PART_RECEIVE
+           : k == LD_LOGLINE_SG_FINISH ? LD_PART_FINISH
+                                       : LD_PART_INOUT;
+}
+
+static ld_status get_open(ld_pairer *p, const char *rid, ld_open **o, ld_error *err)
+{
+    *o = ld_pair_lookup(p, rid);
+    return *o ? LD_OK : ld_pair_create(p, rid, o, err);
+}
+
+typedef struct sub_job {
+    const ld_logline *l;
+    const ld_line *line;
+    const char *member;
+    ld_pending_openai *q;
+    int n, i;
+} sub_job;
+
+static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
+                            const char *parent, ld_error *err)
+{
+    const ld_logline *l = j->l;
+    ld_part part = sglang_part(l->kind);
+    int sub = j->n > 1 ? j->i : -1;
+    ld_open *o;
+    LD_TRY(get_open(p, rid, &o, err));
+    ld_request *r = o->r;
+    if (sub >= 0) r->flags |= LD_REQ_BATCH;
+    if (j->n > 1 || r->sub_index < 0) r->sub_index = sub;
+    if (parent && !r->parent_rid) r->parent_rid = ld_request_strdup(r, parent, strlen(parent));
+    if (l->json) r->flags |= LD_REQ_JSON;
+    if (is_internal(rid)) r->flags |= LD_REQ_INTERNAL;
+    ld_request_set_source(r, part, j->member, j->line->lineno, j->line->offset);
+    ld_fill_ctx c = make_ctx(p, rid, parent ? parent : r->parent_rid);
+    if (j->q) LD_TRY(ld_pair_apply_openai(p, j->q, r, err));
+    else if (part == LD_PART_RECEIVE && !o->q && !(r->seen & LD_PART_BIT(LD_PART_OPENAI)) &&
+             !is_internal(rid))
+        o->q = ld_pair_take_oldest_openai(p, j->member);
+    set_ts(r, l);
+    LD_TRY(ld_request_fill_obj(r, &c, l->obj, sub, err));
+    const ld_py_value *text = ld_req_get(l->obj, "text");
+    if (sub >= 0 && text && text->kind == LD_PY_LIST) text = (uint32_t)sub < text->n ? &text->u.items[sub] : NULL;
+    LD_TRY(check_prompt(p, &c, o, j->q, text, err));
+    LD_TRY(keep_value(r, &c, l->obj, part == LD_PART_RECEIVE ? &r->receive_obj : &r->finish_obj, err));
+    if (l->out) {
+        LD_TRY(ld_request_fill_out(r, &c, l->out, err));
+        LD_TRY(keep_value(r, &c, l->out, &r->out, err));
+    }
+    if (part != LD_PART_RECEIVE) ld_pair_complete(p, o);
+    return LD_OK;
+}
+
+static ld_status handle_sglang(ld_pairer *p, const char *member, const ld_logline *l,
+                               const ld_line *line, ld_error *err)
+{
+    sub_job j = {l, line, member, NULL, 1, 0};
+    const ld_py_value *rv = l->rid ? l->rid : ld_req_get(l->obj, "rid");
+    if (l->kind == LD_LOGLINE_SG_RECEIVE) {
+        j.n = ld_request_n_subs(l->obj, l->rid);
+        if (j.n > 1) j.q = ld_pair_take_oldest_openai(p, member);
+    } else if (rv && rv->kind == LD_PY_LIST && rv->n > 1) {
+        j.n = (int)rv->n;
+    }
+    ld_status st = LD_OK;
+    int internal = 0;
+    for (j.i = 0; j.i < j.n && st == LD_OK; j.i++) {
+        const char *rid, *parent;
+        ld_fill_ctx c = make_ctx(p, NULL, NULL);
+        st = ld_request_sub_rid(&c, l->obj, l->rid, j.n, j.i, &rid, &parent, err);
+        if (st != LD_OK) break;
+        char synth[64];
+        if (!rid) { /* no rid logged: one record per line */
+            snprintf(synth, sizeof synth, "<no rid>@%llu", (unsigned long long)line->lineno);
+            rid = synth;
+        }
+        if (is_internal(rid)) {
+            internal = 1;
+            if (!(p->opts.flags & LD_PAIR_KEEP_INTERNAL)) {
+                ld_open *o = ld_pair_lookup(p, rid);
+                if (o && l->kind != LD_LOGLINE_SG_RECEIVE) ld_pair_complete(p, o);
+                continue;
+            }
+        }
+        st = sglang_sub(p, &j, rid, parent, err);
+    }
+    if (internal) p->stats.health_checks++;
+    ld_pair_free_openai(j.q);
+    ld_pair_evict(p);
+    return st;
+}
+
+/* ---------------------------------------------------------------- vLLM */
+
+static ld_status handle_vllm(ld_pairer *p, const char *member, const ld_logline *l,
+                             const ld_line *line, ld_error *err)
+{
+    char *rid = ld_arena_memdup(&p->line_arena, l->vllm_rid, l->vllm_rid_len);
+    if (!rid) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a rid");
+    ld_part part = l->kind == LD_LOGLINE_VLLM_RECEIVED  ? LD_PART_VLLM_RECEIVED
+                   : l->kind == LD_LOGLINE_VLLM_DETAILS ? LD_PART_VLLM_DETAILS
+                                                        : LD_PART_VLLM_GENERATED;
+    if (part == LD_PART_VLLM_GENERATED) p->seen_vllm_generated = 1;
+    ld_open *o;
+    LD_TRY(get_open(p, rid, &o, err));
+    ld_request *r = o->r;
+    r->engine = LD_ENGINE_VLLM;
+    ld_request_set_source(r, part, member, line->lineno, line->offset);
+    r->flags &= ~LD_REQ_DUPLICATE; /* streaming deltas repeat the Generated line */
+    set_ts(r, l);
+    ld_fill_ctx c = make_ctx(p, rid, NULL);
+    LD_TRY(ld_request_fill_vllm(r, &c, l, err));
+    if (part == LD_PART_VLLM_GENERATED && l->vllm_streaming != 1) ld_pair_complete(p, o);
+    ld_pair_evict(p);
+    return LD_OK;
+}
+
+/* ---------------------------------------------------------------- lines */
+
+static ld_part kind_part(ld_logline_kind k)
+{
+    switch (k) {
+    case LD_LOGLINE_SG_OPENAI: return LD_PART_OPENAI;
+    case LD_LOGLINE_SG_RECEIVE: return LD_PART_RECEIVE;
+    case LD_LOGLINE_SG_FINISH: return LD_PART_FINISH;
+    case LD_LOGLINE_SG_INOUT: return LD_PART_INOUT;
+    case LD_LOGLINE_VLLM_RECEIVED: return LD_PART_VLLM_RECEIVED;
+    case LD_LOGLINE_VLLM_DETAILS: return LD_PART_VLLM_DETAILS;
+    case LD_LOGLINE_VLLM_GENERATED: return LD_PART_VLLM_GENERATED;
+    default: return LD_PART_COUNT;
+    }
+}
+
+static void emit_error(ld_pairer *p, const ld_logline *l, const ld_line *line,
+                       const ld_error *e)
+{
+    ld_request *r = ld_request_new(0);
+    if (!r) return;
+    r->flags |= LD_REQ_ERROR | (l->json ? LD_REQ_JSON : 0);
+    r->error = *e;
+    r->error.path = e->path ? ld_request_strdup(r, e->path, strlen(e->path)) : NULL;
+    if (l->kind >= LD_LOGLINE_VLLM_RECEIVED && l->kind <= LD_LOGLINE_VLLM_GENERATED)
+        r->engine = LD_ENGINE_VLLM;
+    ld_part part = kind_part(l->kind);
+    if (part != LD_PART_COUNT) ld_request_set_source(r, part, e->path, line->lineno, line->offset);
+    set_ts(r, l);
+    ld_pair_emit(p, r);
+}
+
+static ld_status dispatch(ld_pairer *p, const char *member, const ld_logline *l,
+                          const ld_line *line, ld_error *err)
+{
+    switch (l->kind) {
+    case LD_LOGLINE_SG_OPENAI: return handle_openai(p, member, l, line, err);
+    case LD_LOGLINE_SG_RECEIVE:
+    case LD_LOGLINE_SG_FINISH:
+    case LD_LOGLINE_SG_INOUT: return handle_sglang(p, member, l, line, err);
+    default: return handle_vllm(p, member, l, line, err);
+    }
+}
+
+ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
+                              const ld_line *line, ld_line_result *out_result,
+                              ld_error *err)
+{
+    ld_error e;
+    ld_logline l;
+    ld_error_clear(&e);
+    if (!member_name) member_name = "-";
+    p->stats.lines++;
+    ld_arena_reset(&p->line_arena);
+    ld_status st = ld_logline_parse(line->data, line->len, p->opts.json_trunc_half,
+                                    &p->line_arena, &l, &e);
+    if (st == LD_OK && l.kind == LD_LOGLINE_OTHER) {
+        p->stats.skipped++;
+        if (out_result) *out_result = LD_LINE_SKIPPED;
+        return LD_OK;
+    }
+    if (st == LD_OK) st = dispatch(p, member_name, &l, line, &e);
+    if (st == LD_OK) {
+        p->stats.request_lines++;
+        if (out_result) *out_result = LD_LINE_PARSED;
+        return LD_OK;
+    }
+    p->stats.errors++;
+    e.code = st;
+    e.path = member_name;
+    e.line = line->lineno;
+    e.offset += line->offset;
+    if (!e.msg[0]) snprintf(e.msg, sizeof e.msg, "%s", ld_strerror(st));
+    if (p->opts.flags & LD_PAIR_ERROR_RECORDS) emit_error(p, &l, line, &e);
+    if (err) *err = e;
+    if (out_result) *out_result = LD_LINE_ERROR;
+    return st;
+}

@@ -1,0 +1,73 @@
+/* pair_internal.h - internal state of the pairer, shared by pair.c (table,
+ * emission, lifecycle) and pair_feed.c (per-line handling).  Not public. */
+#ifndef LD_PAIR_INTERNAL_H
+#define LD_PAIR_INTERNAL_H
+
+#include "pair.h"
+
+/* An open record.  Owned by the pairer (calloc); `r` too until emitted. */
+typedef struct ld_open {
+    ld_request *r;
+    struct ld_open *hnext;        /* hash chain */
+    struct ld_open *prev, *next;  /* age list, oldest first */
+    struct ld_pending_openai *q;  /* OpenAI line tentatively joined at Receive (FIFO),
+                                     not yet applied to r; owned here */
+    int checked;                  /* a prompt text was compared with an OpenAI line */
+    int confirmed;                /* the joined OpenAI line's last user message is in it */
+    int ambiguous;                /* several OpenAI lines would fit */
+} ld_open;
+
+/* A `Receive OpenAI` line waiting for its request.  Owned by the pending
+ * list, or by an ld_open (q) once tentatively joined. */
+typedef struct ld_pending_openai {
+    char *member;                 /* malloc'd copy */
+    ld_request *r;                /* OpenAI-only record; r->openai_obj always kept here */
+    const char *user_text;        /* identifying text (see note_user_text), in r->arena */
+    size_t user_len;
+    int anchored;                 /* user_text is the final message: it must end near
+                                     the end of the prompt */
+    int n_messages;
+    struct ld_pending_openai *next;
+} ld_pending_openai;
+
+struct ld_pairer {
+    ld_pair_options opts;
+    ld_pair_emit_fn emit;
+    void *ctx;
+    ld_pair_stats stats;
+    ld_arena line_arena;          /* parsed values of the current line + scratch */
+    ld_open **buckets;
+    size_t n_buckets;             /* power of two */
+    ld_open *oldest, *newest;
+    ld_pending_openai *pending;
+    int seen_vllm_generated;
+};
+
+ld_open *ld_pair_lookup(ld_pairer *p, const char *rid);
+ld_status ld_pair_create(ld_pairer *p, const char *rid, ld_open **out, ld_error *err);
+void ld_pair_complete(ld_pairer *p, ld_open *o);
+void ld_pair_emit(ld_pairer *p, ld_request *r);
+void ld_pair_evict(ld_pairer *p);
+/* Emits the pending OpenAI line(s) of `member` (all members when NULL) as
+ * OpenAI-only records. */
+void ld_pair_flush_openai(ld_pairer *p, const char *member);
+
+/* pair_openai.c: joining `Receive OpenAI` lines (see the comment there). */
+ld_status ld_pair_add_openai(ld_pairer *p, ld_pending_openai *q);
+ld_pending_openai *ld_pair_take_oldest_openai(ld_pairer *p, const char *member);
+void ld_pair_free_openai(ld_pending_openai *q);
+/* A line of record o carried prompt text `text` (head h, tail t when cut). */
+ld_status ld_pair_openai_check(ld_pairer *p, ld_open *o, const char *h, size_t hn,
+                               const char *t, size_t tn, ld_error *err);
+/* 1 when q's last user message occurs in the prompt (for batch joins). */
+int ld_pair_openai_fits(const ld_pending_openai *q, const char *h, size_t hn,
+                        const char *t, size_t tn);
+/* Emits the first pending OpenAI line as an OpenAI-only record. */
+void ld_pair_flush_first(ld_pairer *p);
+/* Before emitting o: apply its tentative OpenAI line when nothing contradicts it. */
+ld_status ld_pair_openai_settle(ld_pairer *p, ld_open *o, ld_error *err);
+/* Copies an OpenAI line's fields into record r (pair_feed.c). */
+ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
+                               ld_error *err);
+
+#endif

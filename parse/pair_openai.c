@@ -1,0 +1,228 @@
+/* pair_openai.c - joining `Receive OpenAI` lines to their requests.
+ *
+ * The OpenAI line carries no rid.  It is logged before its `Receive:` line,
+ * but with concurrent requests several OpenAI lines can come before their
+ * Receive lines (the handler logs, then templates and tokenizes while other
+ * requests' lines interleave).  So:
+ *   1. OpenAI lines queue per member, in log order (the pending list);
+ *   2. a `Receive:` takes the oldest queued line of its member tentatively
+ *      (requests mostly reach the tokenizer in the order they arrived);
+ *   3. the first line of the request that carries the templated prompt checks
+ *      the join by content: the OpenAI line's last user message must occur in
+ *      the prompt.  On a mismatch the right line is looked for among the
+ *      queued ones and among the tentative joins of the member's other open
+ *      requests, and the two are swapped;
+ *   4. a request emitted with no prompt text to check keeps its FIFO join and
+ *      is flagged unconfirmed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pair_internal.h"
+
+enum {
+    LD_PAIR_MAX_PENDING_OPENAI = 4096,
+    TAIL_PROBE = 64,
+    /* template text that may follow the final message: end-of-turn tokens,
+     * the generation prompt, a thinking preamble */
+    END_SLACK = 2048
+};
+
+static const char *mem_find(const char *h, size_t hn, const char *n, size_t nn)
+{
+    if (nn == 0) return h;
+    if (nn > hn) return NULL;
+    const char *end = h + hn - nn;
+    for (const char *q = h; q <= end; q++) {
+        q = memchr(q, n[0], (size_t)(end - q) + 1);
+        if (!q) return NULL;
+        if (memcmp(q, n, nn) == 0) return q;
+    }
+    return NULL;
+}
+
+/* The last `window` bytes of a text (all of it when shorter). */
+static const char *last_bytes(const char *s, size_t n, size_t window, size_t *out_n)
+{
+    *out_n = n < window ? n : window;
+    return s + n - *out_n;
+}
+
+/* 1 when the prompt (head h, and tail t when the logger cut its middle)
+ * holds q's identifying text: near the prompt's end when it is the final
+ * message (an earlier turn of the same conversation would fit anywhere).
+ * A message that straddles the logger's cut is recognised by its last
+ * TAIL_PROBE bytes. */
+static int prompt_has_user(const ld_pending_openai *q, const char *h, size_t hn,
+                           const char *t, size_t tn)
+{
+    if (!q->user_text) return 0;
+    const char *end_part = t ? t : h;
+    size_t end_n = t ? tn : hn, wn;
+    if (q->anchored) {
+        const char *w = last_bytes(end_part, end_n, q->user_len + END_SLACK, &wn);
+        if (mem_find(w, wn, q->user_text, q->user_len)) return 1;
+        if (!t || q->user_len <= TAIL_PROBE) return 0;
+        w = last_bytes(t, tn, TAIL_PROBE + END_SLACK, &wn);
+        return mem_find(w, wn, q->user_text + q->user_len - TAIL_PROBE, TAIL_PROBE) != NULL;
+    }
+    if (mem_find(h, hn, q->user_text, q->user_len)) return 1;
+    if (!t) return 0;
+    if (mem_find(t, tn, q->user_text, q->user_len)) return 1;
+    if (q->user_len <= TAIL_PROBE) return 0;
+    return mem_find(t, tn, q->user_text + q->user_len - TAIL_PROBE, TAIL_PROBE) ||
+           mem_find(h, hn, q->user_text, TAIL_PROBE);
+}
+
+void ld_pair_free_openai(ld_pending_openai *q)
+{
+    if (!q) return;
+    ld_request_free(q->r);
+    free(q->member);
+    free(q);
+}
+
+static uint64_t openai_line(const ld_pending_openai *q)
+{
+    return q->r->src[LD_PART_OPENAI].line;
+}
+
+/* Puts q back in log order among its member's queued lines. */
+static void reinsert(ld_pairer *p, ld_pending_openai *q)
+{
+    ld_pending_openai **pp = &p->pending;
+    while (*pp && !(!strcmp((*pp)->member, q->member) && openai_line(*pp) > openai_line(q)))
+        pp = &(*pp)->next;
+    q->next = *pp;
+    *pp = q;
+}
+
+ld_status ld_pair_add_openai(ld_pairer *p, ld_pending_openai *q)
+{
+    size_t same = 0;
+    ld_pending_openai **pp = &p->pending;
+    for (; *pp; pp = &(*pp)->next) same += !strcmp((*pp)->member, q->member);
+    q->next = NULL;
+    *pp = q;
+    /* a member whose OpenAI lines never find a Receive must not grow
+     * without bound: the oldest goes out as an OpenAI-only record */
+    if (same >= LD_PAIR_MAX_PENDING_OPENAI) {
+        ld_pending_openai *old = ld_pair_take_oldest_openai(p, q->member);
+        if (old) {
+            old->next = p->pending;
+            p->pending = old;
+            ld_pair_flush_first(p);
+        }
+    }
+    return LD_OK;
+}
+
+ld_pending_openai *ld_pair_take_oldest_openai(ld_pairer *p, const char *member)
+{
+    for (ld_pending_openai **pp = &p->pending; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->member, member)) continue;
+        ld_pending_openai *q = *pp;
+        *pp = q->next;
+        q->next = NULL;
+        return q;
+    }
+    return NULL;
+}
+
+/* The queued line of o's member, logged before o's Receive, that fits the
+ * prompt; unlinked from the queue.  *out_more = another one fits too. */
+static ld_pending_openai *take_fitting(ld_pairer *p, const ld_open *o, const char *member,
+                                       const char *h, size_t hn, const char *t, size_t tn,
+                                       int *out_more)
+{
+    const ld_source *recv = &o->r->src[LD_PART_RECEIVE];
+    ld_pending_openai **found = NULL;
+    *out_more = 0;
+    for (ld_pending_openai **pp = &p->pending; *pp; pp = &(*pp)->next) {
+        ld_pending_openai *q = *pp;
+        if (strcmp(q->member, member)) continue;
+        if (recv->line && recv->member && !strcmp(recv->member, member) &&
+            openai_line(q) > recv->line)
+            continue;
+        if (!prompt_has_user(q, h, hn, t, tn)) continue;
+        if (found) { *out_more = (*found)->n_messages != q->n_messages; break; }
+        found = pp;
+    }
+    if (!found) return NULL;
+    ld_pending_openai *q = *found;
+    *found = q->next;
+    q->next = NULL;
+    return q;
+}
+
+/* Another open request of the member whose tentative line fits the prompt. */
+static ld_open *other_fitting(ld_pairer *p, const ld_open *o, const char *member,
+                              const char *h, size_t hn, const char *t, size_t tn)
+{
+    for (ld_open *x = p->oldest; x; x = x->next)
+        if (x != o && x->q && !strcmp(x->q->member, member) &&
+            prompt_has_user(x->q, h, hn, t, tn))
+            return x;
+    return NULL;
+}
+
+static ld_status apply(ld_pairer *p, ld_open *o, ld_error *err)
+{
+    ld_pending_openai *q = o->q;
+    o->q = NULL;
+    ld_status st = ld_pair_apply_openai(p, q, o->r, err);
+    ld_pair_free_openai(q);
+    return st;
+}
+
+ld_status ld_pair_openai_check(ld_pairer *p, ld_open *o, const char *h, size_t hn,
+                               const char *t, size_t tn, ld_error *err)
+{
+    if (o->r->seen & LD_PART_BIT(LD_PART_OPENAI)) return LD_OK;
+    if (!o->q && !(o->r->seen & LD_PART_BIT(LD_PART_RECEIVE))) return LD_OK;
+    if (o->q && !o->q->user_text) return LD_OK; /* nothing to check with */
+    o->checked = 1;
+    if (o->q && prompt_has_user(o->q, h, hn, t, tn)) {
+        o->confirmed = 1;
+        return apply(p, o, err);
+    }
+    const char *member = o->q ? o->q->member : o->r->src[LD_PART_RECEIVE].member;
+    if (!member) return LD_OK;
+    int more = 0;
+    ld_pending_openai *fit = take_fitting(p, o, member, h, hn, t, tn, &more);
+    if (fit) {
+        if (o->q) reinsert(p, o->q);
+        o->q = fit;
+        o->confirmed = 1;
+        o->ambiguous = more;
+        return apply(p, o, err);
+    }
+    ld_open *x = other_fitting(p, o, member, h, hn, t, tn);
+    if (x) {
+        ld_pending_openai *mine = o->q;
+        o->q = x->q;
+        x->q = mine;
+        o->confirmed = 1;
+        return apply(p, o, err);
+    }
+    /* no OpenAI line fits this prompt: the tentative one belongs elsewhere,
+     * and the request is left without one, flagged */
+    if (o->q) {
+        reinsert(p, o->q);
+        o->ambiguous = 1;
+    }
+    o->q = NULL;
+    return LD_OK;
+}
+
+int ld_pair_openai_fits(const ld_pending_openai *q, const char *h, size_t hn,
+                        const char *t, size_t tn)
+{
+    return prompt_has_user(q, h, hn, t, tn);
+}
+
+ld_status ld_pair_openai_settle(ld_pairer *p, ld_open *o, ld_error *err)
+{
+    if (!o->q) return LD_OK;
+    return apply(p, o, err);
+}

@@ -1,0 +1,68 @@
+/* request_fill.h - internal: filling an ld_request from parsed line values.
+ * Used by pair.c only; not part of the public API.
+ *
+ * Every function copies what it keeps into r->arena (so the record never
+ * borrows the line) and uses ctx->scratch (reset per line by the caller)
+ * for temporary decoding. */
+#ifndef LD_REQUEST_FILL_H
+#define LD_REQUEST_FILL_H
+
+#include "request.h"
+
+typedef struct ld_fill_ctx {
+    ld_arena *scratch;          /* per-line temporary memory */
+    int keep_text;              /* copy texts (else only counts) */
+    int keep_values;            /* deep-copy value trees */
+    uint64_t vllm_max_log_len;  /* 0 = unknown */
+} ld_fill_ctx;
+
+/* New empty record (all fields unknown), arena capped at max_bytes (0 = none). */
+ld_request *ld_request_new(size_t max_bytes);
+
+/* Copies a string into the record; NULL on failure or when s is NULL. */
+const char *ld_request_strdup(ld_request *r, const char *s, size_t n);
+
+/* Records the source of a part and marks it seen. */
+void ld_request_set_source(ld_request *r, ld_part part, const char *member,
+                           uint64_t line, uint64_t offset);
+
+/* Number of sub-requests of an SGLang obj (1 for a single request) and the
+ * rid of sub-request i (written to *out_rid, a decoded copy in scratch; NULL
+ * when the obj has no rid).  *out_expanded = 1 when a string rid was expanded
+ * as "{rid}_{i}". */
+int ld_request_n_subs(const ld_py_value *obj, const ld_py_value *json_rid);
+ld_status ld_request_sub_rid(const ld_fill_ctx *ctx, const ld_py_value *obj,
+                             const ld_py_value *json_rid, int n_subs, int i,
+                             const char **out_rid, const char **out_parent,
+                             ld_error *err);
+
+/* Fields of an SGLang GenerateReqInput (CALL or JSON dict) for sub-request
+ * `sub` (-1 when single): prompt text, input ids, sampling, stream. */
+ld_status ld_request_fill_obj(ld_request *r, const ld_fill_ctx *ctx,
+                              const ld_py_value *obj, int sub, ld_error *err);
+
+/* Fields of an `out=` dict: output text, output ids, meta_info. */
+ld_status ld_request_fill_out(ld_request *r, const ld_fill_ctx *ctx,
+                              const ld_py_value *out, ld_error *err);
+
+/* Fields of a `Receive OpenAI` payload dict: model, messages, tools, kwargs, sampling. */
+ld_status ld_request_fill_openai(ld_request *r, const ld_fill_ctx *ctx,
+                                 const ld_py_value *obj, ld_error *err);
+
+/* Messages from a list of message dicts (also batch text=[[{...}]]). */
+ld_status ld_request_fill_messages(ld_request *r, const ld_fill_ctx *ctx,
+                                   const ld_py_value *list, ld_error *err);
+
+/* vLLM fields: prompt, params, token ids, output, finish reason. */
+struct ld_logline;
+ld_status ld_request_fill_vllm(ld_request *r, const ld_fill_ctx *ctx,
+                               const struct ld_logline *l, ld_error *err);
+
+/* 1 if the tree holds a logger truncation / abbreviation marker. */
+int ld_py_has_marker(const ld_py_value *v);
+
+/* Decoded text of a STR value (JSON strings as they are) into scratch. */
+ld_status ld_request_decode(const ld_fill_ctx *ctx, const ld_py_value *v,
+                            const char **out, size_t *out_len, ld_error *err);
+
+#endif /* LD_REQUEST_FILL_H */

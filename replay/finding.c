@@ -1,0 +1,86 @@
+/* finding.c - see finding.h. */
+#include "finding.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+ld_finding *ld_findings_add(ld_findings *list, ld_arena *arena, const char *kind,
+                            ld_severity sev, int64_t message, const char *fmt, ...)
+{
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 8;
+        ld_finding *nv = ld_arena_alloc(arena, cap * sizeof *nv);
+        if (!nv) return NULL;
+        if (list->n) memcpy(nv, list->v, list->n * sizeof *nv);
+        list->v = nv; /* the old array stays in the arena until its reset */
+        list->cap = cap;
+    }
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *detail = ld_arena_memdup(arena, buf, strlen(buf));
+    if (!detail) return NULL;
+    ld_finding *f = &list->v[list->n++];
+    *f = (ld_finding){ kind, sev, message, detail, LD_NO_VALUE, LD_NO_VALUE,
+                       LD_NO_VALUE, LD_NO_VALUE, LD_NO_VALUE, NULL, NULL, NULL };
+    return f;
+}
+
+const char *ld_excerpt(ld_arena *arena, const char *s, size_t s_len, size_t off,
+                       size_t max_chars)
+{
+    if (off > s_len) off = s_len;
+    /* start a little before off, on a character boundary */
+    size_t start = off > max_chars / 4 ? off - max_chars / 4 : 0;
+    while (start > 0 && ((unsigned char)s[start] & 0xC0) == 0x80) start--;
+    char *out = ld_arena_alloc(arena, max_chars * 6 + 8);
+    if (!out) return NULL;
+    size_t o = 0, chars = 0, i = start;
+    if (start > 0) { memcpy(out, "...", 3); o = 3; }
+    while (i < s_len && chars < max_chars) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') { memcpy(out + o, "\\n", 2); o += 2; i++; chars++; continue; }
+        if (c == '\r' || c == '\t') { out[o++] = ' '; i++; chars++; continue; }
+        size_t n = 1;
+        while (i + n < s_len && n < 4 && ((unsigned char)s[i + n] & 0xC0) == 0x80) n++;
+        memcpy(out + o, s + i, n);
+        o += n;
+        i += n;
+        chars++;
+    }
+    if (i < s_len) { memcpy(out + o, "...", 3); o += 3; }
+    out[o] = '\0';
+    return out;
+}
+
+static const char *const categories[] = { "harness", "template", "kernels", "sampling", "log" };
+
+const char *ld_kind_category(const char *kind)
+{
+    for (size_t i = 0; i < sizeof categories / sizeof categories[0]; i++) {
+        size_t n = strlen(categories[i]);
+        if (!strncmp(kind, categories[i], n) && kind[n] == '.') return categories[i];
+    }
+    return "log";
+}
+
+static int category_rank(const char *category)
+{
+    for (size_t i = 0; i < sizeof categories / sizeof categories[0]; i++)
+        if (!strcmp(category, categories[i])) return (int)i;
+    return (int)(sizeof categories / sizeof categories[0]);
+}
+
+const char *ld_verdict_of(const ld_findings *list)
+{
+    const char *best = NULL;
+    for (size_t i = 0; i < list->n; i++) {
+        if (list->v[i].severity != LD_SEV_ERROR) continue;
+        const char *cat = ld_kind_category(list->v[i].kind);
+        if (!best || category_rank(cat) < category_rank(best)) best = cat;
+    }
+    return best ? best : "ok";
+}

@@ -1,0 +1,76 @@
+/* fuzz_pylit.c - libFuzzer target for parse/pylit.c.  Parses the input as
+ * one value and as a kwargs tail, decodes every string found and counts its
+ * characters; must never crash, hang or read outside the input.  The corpus
+ * in tests/fuzz/corpus/pylit/ replays as the plain test fuzz.pylit. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pylit.h"
+
+static void walk(const ld_py_value *v, ld_arena *a, int depth)
+{
+    const char *s;
+    size_t n;
+    if (depth > 4096) abort(); /* the parser's depth limit must hold */
+    switch (v->kind) {
+    case LD_PY_STR:
+    case LD_PY_BYTES:
+        if (ld_py_str_decode(v, a, &s, &n, NULL) == LD_OK) {
+            (void)ld_utf8_count_chars(s, n);
+            if (v->flags & LD_PY_F_ESCAPED && !(v->flags & LD_PY_F_RAWSTR) && s[n] != '\0')
+                abort(); /* decoded copies are NUL-terminated */
+        }
+        break;
+    case LD_PY_LIST:
+    case LD_PY_TUPLE:
+    case LD_PY_SET:
+    case LD_PY_TRUNC:
+    case LD_PY_DICT: {
+        size_t k = v->kind == LD_PY_DICT ? 2 * (size_t)v->n : v->n;
+        for (size_t i = 0; i < k; i++) walk(&v->u.items[i], a, depth + 1);
+        if (v->kind == LD_PY_DICT) (void)ld_py_dict_get(v, "text");
+        break;
+    }
+    case LD_PY_CALL:
+        for (uint32_t i = 0; i < v->u.call->n_args; i++)
+            walk(&v->u.call->args[i], a, depth + 1);
+        (void)ld_py_call_get(v, "rid");
+        break;
+    case LD_PY_NAME:
+    case LD_PY_OPAQUE:
+        (void)ld_utf8_count_chars(v->u.raw, v->n);
+        break;
+    default: break;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* an exact-size copy, so reading one byte past the end is caught even
+     * when the fuzzer's own buffer is larger */
+    char *buf = malloc(size ? size : 1);
+    if (!buf) return 0;
+    if (size) memcpy(buf, data, size);
+    ld_arena arena;
+    ld_arena_init(&arena, 64u << 20);
+    ld_py_value *v;
+    ld_error err;
+    size_t end;
+    for (unsigned flags = 0; flags <= LD_PYLIT_WHOLE; flags++) {
+        if (ld_pylit_parse(buf, size, flags, NULL, &arena, &v, &end, &err) == LD_OK) {
+            if (end > size) abort();
+            walk(v, &arena, 0);
+        } else if (err.offset > size) {
+            abort(); /* an error offset must point into the input (or its end) */
+        }
+        ld_arena_reset(&arena);
+    }
+    ld_pylit_limits lim = {8, 30};
+    if (ld_pylit_parse_kwargs(buf, size, &lim, &arena, &v, &err) == LD_OK) walk(v, &arena, 0);
+    ld_arena_reset(&arena);
+    if (ld_pylit_parse_kwargs(buf, size, NULL, &arena, &v, &err) == LD_OK) walk(v, &arena, 0);
+    ld_arena_release(&arena);
+    free(buf);
+    return 0;
+}

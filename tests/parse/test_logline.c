@@ -1,0 +1,230 @@
+/* test_logline.c - recognition of request-log lines (prefixes, kinds), JSON
+ * truncation markers, vLLM fields and error offsets.  Expected values are
+ * written by hand from ../shared/docs/log-formats.md. */
+#include <string.h>
+
+#include "ld_test.h"
+#include "logline.h"
+
+typedef struct kind_case {
+    const char *line;
+    ld_logline_kind kind;
+    const char *ts; /* NULL = none */
+} kind_case;
+
+static const kind_case KINDS[] = {
+    {"[2025-03-03 17:53:04] Receive: obj=GenerateReqInput(rid='a')", LD_LOGLINE_SG_RECEIVE,
+     "2025-03-03 17:53:04"},
+    {"[2025-03-03 17:53:04.123 DP0 TP1 EP1] Finish: obj=G(rid='a'), out={}", LD_LOGLINE_SG_FINISH,
+     "2025-03-03 17:53:04.123"},
+    {"[16:43:29 TP0] Receive: obj=G(rid='a')", LD_LOGLINE_SG_RECEIVE, "16:43:29"},
+    {"Receive OpenAI: obj={'model': 'm'}", LD_LOGLINE_SG_OPENAI, NULL},
+    {"Receive OpenAI: obj={'model': 'm'}, headers={'x-smg-routing-key': 'k'}", LD_LOGLINE_SG_OPENAI, NULL},
+    {"2025-05-14T17:45:10.901234567Z stdout F [2025-05-14 17:45:10] Receive: obj=G()",
+     LD_LOGLINE_SG_RECEIVE, "2025-05-14 17:45:10"},
+    {"2025-05-14 17:45:10.901 1647689 kserve.trace Receive: obj=G()", LD_LOGLINE_SG_RECEIVE,
+     "2025-05-14 17:45:10.901"},
+    {" in=GenerateReqInput(text=None), out={}", LD_LOGLINE_SG_INOUT, NULL},
+    {"Config logging: obj=ConfigureLoggingReq(log_requests=True)", LD_LOGLINE_OTHER, NULL},
+    {"error: 'Receive: obj=G()' in a message", LD_LOGLINE_OTHER, NULL},
+    {"[2025-03-03 17:53:04] INFO:     10.27.1.1:65179 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+     LD_LOGLINE_OTHER, NULL},
+    {"[2025-11-03 18:48:33 TP0] Prefill batch, #new-seq: 1, #new-token: 64", LD_LOGLINE_OTHER, NULL},
+    {"", LD_LOGLINE_OTHER, NULL},
+    {"INFO 04-10 03:35:45 [logger.py:39] Received request c-1: prompt: 'x', params: "
+     "SamplingParams(n=1), prompt_token_ids: None, lora_request: None.",
+     LD_LOGLINE_VLLM_RECEIVED, "04-10 03:35:45"},
+    {"(APIServer pid=9) DEBUG 02-13 11:33:33 [logger.py:50] Request c-1 details: prompt: 'x', "
+     "prompt_token_ids: [1], prompt_embeds shape: None.",
+     LD_LOGLINE_VLLM_DETAILS, "02-13 11:33:33"},
+    {"INFO 02-13 11:33:34 [logger.py:60] Generated response c-1 (streaming complete): output: 'y', "
+     "output_token_ids: [2, 3], finish_reason: stop",
+     LD_LOGLINE_VLLM_GENERATED, "02-13 11:33:34"},
+    {"INFO 02-02 09:05:42 async_llm_engine.py:110] Finished request cmpl-1.", LD_LOGLINE_OTHER, NULL},
+    {"{\"timestamp\": \"2026-03-15T10:00:00\", \"event\": \"request.received\", \"rid\": \"a\", "
+     "\"obj\": {\"rid\": \"a\"}}",
+     LD_LOGLINE_SG_RECEIVE, "2026-03-15T10:00:00"},
+    {"{\"timestamp\": \"2026-03-15T10:00:00\", \"event\": \"request.received.openai\", \"obj\": {}}",
+     LD_LOGLINE_SG_OPENAI, "2026-03-15T10:00:00"},
+    {"{\"timestamp\": \"2026-03-15T10:00:00\", \"event\": \"request.finished\", \"rid\": \"a\", "
+     "\"obj\": {}, \"out\": {}}",
+     LD_LOGLINE_SG_FINISH, "2026-03-15T10:00:00"},
+    {"{\"level\": \"info\", \"msg\": \"hello\"}", LD_LOGLINE_OTHER, NULL},
+};
+
+static int test_logline_kinds_and_prefixes(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        const kind_case *c = &KINDS[i];
+        ld_logline l;
+        ld_error e;
+        ld_error_clear(&e);
+        ld_arena_reset(&a);
+        ld_status st = ld_logline_parse(c->line, strlen(c->line), 0, &a, &l, &e);
+        CHECK_MSG(st == LD_OK, "case %zu: %s", i, e.msg);
+        CHECK_MSG(l.kind == c->kind, "case %zu: kind %d want %d", i, (int)l.kind, (int)c->kind);
+        if (c->ts) {
+            CHECK_MSG(l.ts && l.ts_len == strlen(c->ts) && !memcmp(l.ts, c->ts, l.ts_len),
+                      "case %zu: ts '%.*s'", i, (int)l.ts_len, l.ts ? l.ts : "");
+        } else if (c->kind != LD_LOGLINE_OTHER) {
+            CHECK_MSG(!l.ts, "case %zu: unexpected ts", i);
+        }
+    }
+    ld_arena_release(&a);
+    return 0;
+}
+
+static int test_logline_sglang_fields(void)
+{
+    const char *line = "[2026-01-01 00:00:00] Finish: obj=GenerateReqInput(rid='r1', text='ab' ... 'yz'), "
+                       "headers={'x-smg-routing-key': 'k'}, out={'text': 'ok', 'meta_info': {}}";
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_logline l;
+    ld_error e;
+    CHECK(ld_logline_parse(line, strlen(line), 0, &a, &l, &e) == LD_OK);
+    CHECK(l.kind == LD_LOGLINE_SG_FINISH);
+    CHECK(l.obj && l.obj->kind == LD_PY_CALL);
+    CHECK(l.headers && l.headers->kind == LD_PY_DICT);
+    CHECK(l.out && l.out->kind == LD_PY_DICT);
+    const ld_py_value *t = ld_py_call_get(l.obj, "text");
+    CHECK(t && t->kind == LD_PY_TRUNC);
+    CHECK_EQ_INT(l.body_off, strlen("[2026-01-01 00:00:00] Finish: "));
+    ld_arena_release(&a);
+    return 0;
+}
+
+static int test_logline_json_truncation(void)
+{
+    /* half = 4: a cut string has 2*4+3 = 11 characters, a cut list 2*4+1 = 9 items */
+    const char *line = "{\"timestamp\": \"t\", \"event\": \"request.received\", \"rid\": \"a\", \"obj\": "
+                       "{\"cut\": \"ABCD...MNOP\", \"long\": \"ABCD...MNOPQ\", \"lit\": \"...\", "
+                       "\"cjk\": \"\u4f60\u597d\u4f60\u597d...\u4f60\u597d\u4f60\u597d\", "
+                       "\"l\": [0, 1, 2, 3, \"...\", 6, 7, 8, 9], \"m\": [0, 1, \"...\", 3]}}";
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_logline l;
+    ld_error e;
+    CHECK(ld_logline_parse(line, strlen(line), 4, &a, &l, &e) == LD_OK);
+    CHECK(l.json && l.kind == LD_LOGLINE_SG_RECEIVE);
+    const ld_py_value *cut = ld_py_dict_get(l.obj, "cut");
+    CHECK(cut && cut->kind == LD_PY_TRUNC);
+    CHECK(cut->u.items[0].n == 4 && !memcmp(cut->u.items[0].u.raw, "ABCD", 4));
+    CHECK(cut->u.items[1].n == 4 && !memcmp(cut->u.items[1].u.raw, "MNOP", 4));
+    CHECK(cut->u.items[0].flags & LD_PY_F_JSON);
+    CHECK(ld_py_dict_get(l.obj, "long")->kind == LD_PY_STR);
+    CHECK(ld_py_dict_get(l.obj, "lit")->kind == LD_PY_STR);
+    const ld_py_value *cjk = ld_py_dict_get(l.obj, "cjk");
+    CHECK(cjk && cjk->kind == LD_PY_TRUNC && cjk->u.items[0].n == 12);
+    const ld_py_value *lst = ld_py_dict_get(l.obj, "l");
+    CHECK(lst && lst->kind == LD_PY_LIST && lst->n == 9);
+    CHECK(lst->u.items[4].kind == LD_PY_ELLIPSIS);
+    CHECK(lst->u.items[5].kind == LD_PY_INT && lst->u.items[5].u.i == 6);
+    const ld_py_value *m = ld_py_dict_get(l.obj, "m");
+    CHECK(m && m->u.items[2].kind == LD_PY_STR);
+    CHECK(l.rid && l.rid->kind == LD_PY_STR);
+    ld_arena_release(&a);
+    return 0;
+}
+
+static int test_logline_vllm_fields(void)
+{
+    const char *line = "INFO 02-02 09:05:41 async_llm_engine.py:431] Received request cmpl-1-0: "
+                       "prompt: 'a\\nb', prefix_pos: None,sampling params: SamplingParams(n=1, "
+                       "temperature=0.5, max_tokens=5), prompt token ids: [1, 2, 3], lora_request: None.";
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_logline l;
+    ld_error e;
+    CHECK(ld_logline_parse(line, strlen(line), 0, &a, &l, &e) == LD_OK);
+    CHECK(l.kind == LD_LOGLINE_VLLM_RECEIVED);
+    CHECK(l.vllm_rid_len == 8 && !memcmp(l.vllm_rid, "cmpl-1-0", 8));
+    CHECK(l.vllm_prompt && l.vllm_prompt->kind == LD_PY_STR);
+    CHECK(l.vllm_params && l.vllm_params->kind == LD_PY_CALL);
+    CHECK(l.vllm_prompt_ids && l.vllm_prompt_ids->n == 3);
+    const char *gen = "INFO 02-13 11:33:34 [logger.py:60] Generated response c-1 (streaming delta): "
+                      "output: 'y', output_token_ids: [2], finish_reason: None";
+    ld_arena_reset(&a);
+    CHECK(ld_logline_parse(gen, strlen(gen), 0, &a, &l, &e) == LD_OK);
+    CHECK(l.kind == LD_LOGLINE_VLLM_GENERATED && l.vllm_streaming == 1);
+    CHECK(l.vllm_finish_len == 4 && !memcmp(l.vllm_finish, "None", 4));
+    ld_arena_release(&a);
+    return 0;
+}
+
+static int test_logline_error_offsets(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_logline l;
+    ld_error e;
+    /* cut inside a string literal: error at the end of the line, message
+     * names where the literal started (line-relative) */
+    const char *cut = "[2025-02-20 16:56:30] Receive: obj=GenerateReqInput(text='Who is";
+    size_t q = (size_t)(strchr(cut, '\'') - cut);
+    ld_error_clear(&e);
+    ld_status st = ld_logline_parse(cut, strlen(cut), 0, &a, &l, &e);
+    CHECK(st == LD_ERR_TRUNCATED || st == LD_ERR_SYNTAX);
+    CHECK_EQ_INT(e.offset, strlen(cut));
+    char want[32];
+    snprintf(want, sizeof want, "byte %zu", q);
+    CHECK_MSG(strstr(e.msg, want) != NULL, "msg '%s' lacks '%s'", e.msg, want);
+    /* a syntax error in the middle */
+    const char *bad = "Receive: obj=G(rid='a', x=@)";
+    ld_arena_reset(&a);
+    ld_error_clear(&e);
+    CHECK(ld_logline_parse(bad, strlen(bad), 0, &a, &l, &e) == LD_ERR_SYNTAX);
+    CHECK_EQ_INT(e.offset, (size_t)(strchr(bad, '@') - bad));
+    /* a line that starts inside a record */
+    const char *frag = "t_processor=None, bootstrap_host=None, bootstrap_port=None, priority=35)";
+    ld_arena_reset(&a);
+    ld_error_clear(&e);
+    st = ld_logline_parse(frag, strlen(frag), 0, &a, &l, &e);
+    CHECK(st == LD_ERR_TRUNCATED && l.kind == LD_LOGLINE_FRAGMENT);
+    CHECK_EQ_INT(e.offset, 0);
+    /* JSON cut at the end */
+    const char *js = "{\"timestamp\": \"t\", \"event\": \"request.received\", \"rid\": \"a\", \"obj\": {\"text\": \"abc";
+    ld_arena_reset(&a);
+    ld_error_clear(&e);
+    st = ld_logline_parse(js, strlen(js), 0, &a, &l, &e);
+    CHECK(st == LD_ERR_TRUNCATED || st == LD_ERR_SYNTAX);
+    CHECK(e.msg[0]);
+    /* vLLM prompt cut */
+    const char *vl = "INFO 04-10 03:35:45 [logger.py:39] Received request c-1: prompt: 'abc";
+    ld_arena_reset(&a);
+    ld_error_clear(&e);
+    st = ld_logline_parse(vl, strlen(vl), 0, &a, &l, &e);
+    CHECK(st == LD_ERR_TRUNCATED || st == LD_ERR_SYNTAX);
+    CHECK_EQ_INT(e.offset, strlen(vl));
+    ld_arena_release(&a);
+    return 0;
+}
+
+static int test_logline_long_other_line_is_cheap(void)
+{
+    /* a long line without a marker in its first window is OTHER even if a
+     * marker appears far later */
+    size_t n = 200000;
+    char *s = malloc(n + 64);
+    CHECK(s);
+    memset(s, 'x', n);
+    strcpy(s + n, " Receive: obj=G()");
+    ld_logline l;
+    ld_logline_classify(s, strlen(s), &l);
+    free(s);
+    CHECK(l.kind == LD_LOGLINE_OTHER);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_logline_kinds_and_prefixes),
+    LD_CASE(test_logline_sglang_fields),
+    LD_CASE(test_logline_json_truncation),
+    LD_CASE(test_logline_vllm_fields),
+    LD_CASE(test_logline_error_offsets),
+    LD_CASE(test_logline_long_other_line_is_cheap),
+};
+
+LD_TEST_MAIN(cases)

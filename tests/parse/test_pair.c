@@ -1,0 +1,507 @@
+/* test_pair.c - the pairer over the generated fixtures (testdata/logs, made by
+ * tools/gen_log_fixtures.py from Python objects) and the real samples of
+ * ../shared/corpus/logs. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ld_test.h"
+#include "pair.h"
+
+#define MAX_RECS 256
+#define MAX_ERRS 64
+
+typedef struct run {
+    ld_request *recs[MAX_RECS];
+    int n_recs;
+    uint64_t err_lines[MAX_ERRS];
+    uint64_t err_offsets[MAX_ERRS];
+    char err_msgs[MAX_ERRS][256];
+    int n_errs;
+    ld_pair_stats stats;
+} run;
+
+static int take(void *ctx, ld_request *r)
+{
+    run *rn = ctx;
+    if (rn->n_recs >= MAX_RECS) return 0;
+    rn->recs[rn->n_recs++] = r;
+    return LD_PAIR_TAKE;
+}
+
+static void run_free(run *rn)
+{
+    for (int i = 0; i < rn->n_recs; i++) ld_request_free(rn->recs[i]);
+    free(rn);
+}
+
+/* Reads `path` through the real reader and pairer. NULL on an i/o error. */
+static run *run_file(const char *path, unsigned flags)
+{
+    run *rn = calloc(1, sizeof *rn);
+    ld_pair_options o = {0};
+    o.flags = flags;
+    ld_pairer *p = NULL;
+    ld_input *in = NULL;
+    ld_linereader *lr = NULL;
+    ld_error e;
+    if (!rn || ld_pairer_new(&o, take, rn, &p, &e) || ld_input_open(path, &in, &e) ||
+        ld_linereader_new(in, 0, &lr, &e)) {
+        fprintf(stderr, "  cannot read '%s': %s\n", path, e.msg);
+        ld_pairer_free(p);
+        ld_input_close(in);
+        free(rn);
+        return NULL;
+    }
+    ld_line l;
+    int has;
+    while (ld_linereader_next(lr, &l, &has, &e) == LD_OK && has) {
+        ld_line_result res;
+        if (ld_pairer_feed_line(p, ld_input_member_name(in), &l, &res, &e) != LD_OK &&
+            rn->n_errs < MAX_ERRS) {
+            rn->err_lines[rn->n_errs] = e.line;
+            rn->err_offsets[rn->n_errs] = e.offset;
+            snprintf(rn->err_msgs[rn->n_errs], 256, "%s", e.msg);
+            rn->n_errs++;
+        }
+    }
+    ld_pairer_finish(p, &e);
+    rn->stats = *ld_pairer_stats(p);
+    ld_pairer_free(p);
+    ld_linereader_free(lr);
+    ld_input_close(in);
+    return rn;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* ------------------------------------------------------------ expectations */
+
+static const ld_request *find_rec(const run *rn, const cJSON *rid, int sub)
+{
+    for (int i = 0; i < rn->n_recs; i++) {
+        const ld_request *r = rn->recs[i];
+        if (r->flags & LD_REQ_ERROR) continue;
+        int same = cJSON_IsString(rid) ? (r->rid && !strcmp(r->rid, rid->valuestring))
+                                       : !r->rid;
+        if (same && r->sub_index == sub) return r;
+    }
+    return NULL;
+}
+
+static int json_null(const cJSON *j)
+{
+    return !j || cJSON_IsNull(j);
+}
+
+static int check_int(const char *what, const char *rid, const cJSON *j, int64_t got,
+                     int64_t unknown)
+{
+    if (!j) return 0;
+    int64_t want = json_null(j) ? unknown : (int64_t)j->valuedouble;
+    if (want == got) return 0;
+    fprintf(stderr, "  %s: %s: want %lld got %lld\n", rid, what, (long long)want, (long long)got);
+    return 1;
+}
+
+static int check_text(const char *what, const char *rid, const cJSON *j, const ld_text *t)
+{
+    if (!j) return 0;
+    int64_t got = (t->flags & LD_TEXT_PRESENT) ? (int64_t)t->n_chars : -1;
+    return check_int(what, rid, j, got, -1);
+}
+
+static unsigned missing_bits(const cJSON *arr)
+{
+    unsigned m = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+        for (int p = 0; p < LD_PART_COUNT; p++)
+            if (cJSON_IsString(e) && !strcmp(e->valuestring, ld_part_name((ld_part)p)))
+                m |= LD_PART_BIT(p);
+    return m;
+}
+
+static int check_flag(const char *what, const char *rid, const cJSON *j, int got)
+{
+    if (!j || cJSON_IsTrue(j) == !!got) return 0;
+    fprintf(stderr, "  %s: %s: want %d got %d\n", rid, what, cJSON_IsTrue(j), !!got);
+    return 1;
+}
+
+static int check_request(const run *rn, const cJSON *x)
+{
+    const cJSON *rid = cJSON_GetObjectItem(x, "rid");
+    int sub = (int)cJSON_GetObjectItem(x, "sub_index")->valuedouble;
+    const char *name = cJSON_IsString(rid) ? rid->valuestring : "(no rid)";
+    const ld_request *r = find_rec(rn, rid, sub);
+    if (!r) {
+        fprintf(stderr, "  %s sub %d: no record\n", name, sub);
+        return 1;
+    }
+    int bad = 0;
+    const cJSON *j;
+    if ((j = cJSON_GetObjectItem(x, "engine")) && strcmp(j->valuestring, ld_engine_name(r->engine)))
+        bad |= fprintf(stderr, "  %s: engine %s\n", name, ld_engine_name(r->engine)) > 0;
+    bad |= check_int("n_messages", name, cJSON_GetObjectItem(x, "n_messages"), r->n_messages, -1);
+    bad |= check_text("prompt_chars", name, cJSON_GetObjectItem(x, "prompt_chars"), &r->prompt);
+    bad |= check_text("output_chars", name, cJSON_GetObjectItem(x, "output_chars"), &r->output);
+    bad |= check_int("max_tokens", name, cJSON_GetObjectItem(x, "max_tokens"), r->max_tokens, LD_UNSET_INT);
+    bad |= check_int("n_input_ids", name, cJSON_GetObjectItem(x, "n_input_ids"), r->n_input_ids, -1);
+    bad |= check_int("n_output_ids", name, cJSON_GetObjectItem(x, "n_output_ids"), r->n_output_ids, -1);
+    bad |= check_int("prompt_tokens", name, cJSON_GetObjectItem(x, "prompt_tokens"), r->prompt_tokens, LD_UNSET_INT);
+    bad |= check_int("completion_tokens", name, cJSON_GetObjectItem(x, "completion_tokens"), r->completion_tokens, LD_UNSET_INT);
+    if ((j = cJSON_GetObjectItem(x, "temperature"))) {
+        int ok = json_null(j) ? isnan(r->temperature) : fabs(r->temperature - j->valuedouble) < 1e-12;
+        if (!ok) bad |= fprintf(stderr, "  %s: temperature %g\n", name, r->temperature) > 0;
+    }
+    if ((j = cJSON_GetObjectItem(x, "finish"))) {
+        int ok = json_null(j) ? !r->finish_type : r->finish_type && !strcmp(r->finish_type, j->valuestring);
+        if (!ok) bad |= fprintf(stderr, "  %s: finish %s\n", name, r->finish_type ? r->finish_type : "-") > 0;
+    }
+    if ((j = cJSON_GetObjectItem(x, "timestamp"))) {
+        int ok = json_null(j) ? !r->timestamp : r->timestamp && !strcmp(r->timestamp, j->valuestring);
+        if (!ok) bad |= fprintf(stderr, "  %s: timestamp %s\n", name, r->timestamp ? r->timestamp : "-") > 0;
+    }
+    if ((j = cJSON_GetObjectItem(x, "missing")) && missing_bits(j) != r->missing)
+        bad |= fprintf(stderr, "  %s: missing %#x want %#x\n", name, r->missing, missing_bits(j)) > 0;
+    bad |= check_flag("truncated", name, cJSON_GetObjectItem(x, "truncated"), r->flags & LD_REQ_TRUNCATED);
+    bad |= check_flag("openai", name, cJSON_GetObjectItem(x, "openai"), r->seen & LD_PART_BIT(LD_PART_OPENAI));
+    bad |= check_flag("unconfirmed", name, cJSON_GetObjectItem(x, "unconfirmed"), r->flags & LD_REQ_UNCONFIRMED);
+    bad |= check_flag("ambiguous", name, cJSON_GetObjectItem(x, "ambiguous"), r->flags & LD_REQ_AMBIGUOUS);
+    return bad;
+}
+
+static int check_counts(const run *rn, const cJSON *doc)
+{
+    int bad = 0;
+    const char *names[] = {"lines", "request_lines", "skipped", "errors", "health_checks"};
+    uint64_t got[] = {rn->stats.lines, rn->stats.request_lines, rn->stats.skipped,
+                      rn->stats.errors, rn->stats.health_checks};
+    for (int i = 0; i < 5; i++)
+        bad |= check_int(names[i], "file", cJSON_GetObjectItem(doc, names[i]), (int64_t)got[i], -1);
+    const cJSON *el = cJSON_GetObjectItem(doc, "error_lines"), *e;
+    int k = 0;
+    cJSON_ArrayForEach(e, el) {
+        if (k >= rn->n_errs || rn->err_lines[k] != (uint64_t)e->valuedouble)
+            bad |= fprintf(stderr, "  error line %d not reported\n", (int)e->valuedouble) > 0;
+        k++;
+    }
+    int n_req = cJSON_GetArraySize(cJSON_GetObjectItem(doc, "requests"));
+    if (rn->n_recs != n_req)
+        bad |= fprintf(stderr, "  %d records, want %d\n", rn->n_recs, n_req) > 0;
+    return bad;
+}
+
+static int check_fixture(const char *dir, const char *expect_name, unsigned flags)
+{
+    char path[2048], logp[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, expect_name);
+    char *txt = slurp(path);
+    cJSON *doc = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    if (!doc) {
+        fprintf(stderr, "  cannot read %s\n", path);
+        return 1;
+    }
+    snprintf(logp, sizeof logp, "%s/%s", dir, cJSON_GetObjectItem(doc, "file")->valuestring);
+    run *rn = run_file(logp, flags);
+    int bad = rn ? check_counts(rn, doc) : 1;
+    const cJSON *x;
+    if (rn) cJSON_ArrayForEach(x, cJSON_GetObjectItem(doc, "requests")) bad |= check_request(rn, x);
+    if (bad) fprintf(stderr, "  ^ in %s\n", logp);
+    if (rn) run_free(rn);
+    cJSON_Delete(doc);
+    return bad;
+}
+
+static int all_fixtures(unsigned flags)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/logs", LD_TESTDATA_DIR);
+    DIR *d = opendir(dir);
+    if (!d) SKIP("no fixtures in %s (run tools/gen_log_fixtures.py)", dir);
+    int bad = 0, n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len < 12 || strcmp(de->d_name + len - 12, ".expect.json")) continue;
+        bad |= check_fixture(dir, de->d_name, flags);
+        n++;
+    }
+    closedir(d);
+    CHECK(n >= 20);
+    return bad;
+}
+
+static int test_pair_fixtures_counts_only(void)
+{
+    return all_fixtures(0);
+}
+
+static int test_pair_fixtures_keep_text(void)
+{
+    return all_fixtures(LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES);
+}
+
+/* ------------------------------------------------------------ real samples */
+
+static run *corpus(const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/corpus/logs/%s", LD_SHARED_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fclose(f);
+    return run_file(path, LD_PAIR_KEEP_TEXT);
+}
+
+#define CORPUS(rn, name)                                                         \
+    run *rn = corpus(name);                                                      \
+    if (!rn) SKIP("%s/corpus/logs/%s not found (shared dir absent)", LD_SHARED_DIR, name)
+
+static int test_pair_corpus_01_sglang_receive(void)
+{
+    CORPUS(rn, "01-sglang043-receive-chat-input_ids.log");
+    CHECK_EQ_INT(rn->stats.lines, 2);
+    CHECK_EQ_INT(rn->stats.skipped, 1);
+    CHECK_EQ_INT(rn->n_recs, 1);
+    ld_request *r = rn->recs[0];
+    CHECK_EQ_STR(r->rid, "ced00776101841e180bf04c8dbdc4ec2");
+    CHECK_EQ_STR(r->timestamp, "2025-03-03 17:53:04");
+    CHECK_EQ_INT(r->n_input_ids, 64);
+    CHECK(fabs(r->temperature - 0.1) < 1e-12 && fabs(r->top_p - 0.9) < 1e-12);
+    CHECK_EQ_INT(r->top_k, -1);
+    CHECK(r->prompt.flags & LD_TEXT_NONE);
+    CHECK_EQ_INT(r->stream, 1);
+    CHECK(r->missing == LD_PART_BIT(LD_PART_FINISH) && (r->flags & LD_REQ_UNPAIRED));
+    CHECK_EQ_INT(r->src[LD_PART_RECEIVE].line, 2);
+    CHECK_EQ_INT(r->src[LD_PART_RECEIVE].offset, 94);
+    run_free(rn);
+    return 0;
+}
+
+static int test_pair_corpus_vllm(void)
+{
+    static const struct { const char *file, *rid; int lines; double temp; int64_t max; int64_t chars; int64_t ids; } cs[] = {
+        {"02-vllm-v0.8-received-request-chat-prompt.log", "chatcmpl-b654b653c8714431a1096a3be88f1662", 2, 0.7, 32742, 145, -1},
+        {"03-vllm-v0.15-received-request-no-prompt.log", "chatcmpl-a269fdcb7c6ce890", 6, 0.7, 100, -1, -1},
+        {"04-vllm-kserve-received-request-multimodal.log", "chatcmpl-017ee87d69ed40e9b67198e5c5e0ee7d", 3, 0.6, 4082, 71, -1},
+        {"05-vllm-v0.3-received-request-old-format.log", "cmpl-e3ab58bfc7834026a608eee91a74dc15-0", 2, 1.0, 5, -1, 5},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        CORPUS(rn, cs[i].file);
+        CHECK_EQ_INT(rn->stats.lines, cs[i].lines);
+        CHECK_EQ_INT(rn->stats.request_lines, 1);
+        CHECK_EQ_INT(rn->stats.skipped, cs[i].lines - 1);
+        CHECK_EQ_INT(rn->n_recs, 1);
+        ld_request *r = rn->recs[0];
+        CHECK_EQ_STR(r->rid, cs[i].rid);
+        CHECK(r->engine == LD_ENGINE_VLLM);
+        CHECK(fabs(r->temperature - cs[i].temp) < 1e-12);
+        CHECK_EQ_INT(r->max_tokens, cs[i].max);
+        CHECK_EQ_INT((r->prompt.flags & LD_TEXT_PRESENT) ? (int64_t)r->prompt.n_chars : -1, cs[i].chars);
+        CHECK_EQ_INT(r->n_input_ids, cs[i].ids);
+        CHECK_EQ_INT(r->missing, 0);
+        run_free(rn);
+    }
+    return 0;
+}
+
+static int test_pair_corpus_06_health_checks(void)
+{
+    CORPUS(rn, "06-sglang-sparse-receive-no-prefix.log");
+    CHECK_EQ_INT(rn->stats.lines, 11);
+    CHECK_EQ_INT(rn->stats.request_lines, 4);
+    CHECK_EQ_INT(rn->stats.health_checks, 2);
+    CHECK_EQ_INT(rn->stats.skipped, 7);
+    CHECK_EQ_INT(rn->n_recs, 2);
+    CHECK_EQ_STR(rn->recs[0]->rid, "equjaezUEaqGxtUPuOvMuQI");
+    CHECK_EQ_STR(rn->recs[1]->rid, "equjaYbfHIfcxs0PnNWj6Qs");
+    CHECK_EQ_INT(rn->recs[1]->max_tokens, 166);
+    CHECK_EQ_INT(rn->recs[0]->stream, 1);
+    CHECK(!rn->recs[0]->timestamp);
+    run_free(rn);
+    return 0;
+}
+
+static int test_pair_corpus_fragments(void)
+{
+    static const struct { const char *file; int lines; int skipped; uint64_t offset; } cs[] = {
+        {"07-sglang-level1-finish-out-meta_info-fragment.log", 1, 0, 0},
+        {"08-sglang-v05-level1-receive-rid-first-fragment.log", 1, 0, 1306},
+        {"09-sglang-level1-receive-tail-then-prefill.log", 3, 2, 0},
+        {"10-sglang-pr3699-batch-messages-text-fragment.log", 1, 0, 1357},
+        {"11-sglang-v049-receive-input_ids-fragment.log", 1, 0, 1325},
+        {"12-sglang-pr3699-patched-receive-text-fragment.log", 1, 0, 534},
+        {"13-sglang-v03-in-out-legacy-fragment.log", 1, 0, 501},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        CORPUS(rn, cs[i].file);
+        CHECK_MSG(rn->stats.errors == 1, "%s", cs[i].file);
+        CHECK_EQ_INT(rn->stats.lines, cs[i].lines);
+        CHECK_EQ_INT(rn->stats.skipped, cs[i].skipped);
+        CHECK_EQ_INT(rn->n_errs, 1);
+        CHECK_EQ_INT(rn->err_lines[0], 1);
+        CHECK_MSG(rn->err_offsets[0] == cs[i].offset, "%s: offset %llu", cs[i].file,
+                  (unsigned long long)rn->err_offsets[0]);
+        CHECK(rn->err_msgs[0][0] != 0);
+        CHECK_EQ_INT(rn->n_recs, 0);
+        run_free(rn);
+    }
+    return 0;
+}
+
+
+/* ------------------------------------------------------------ options */
+
+static int feed_all(ld_pairer *p, const char *member, const char *const *lines, size_t n)
+{
+    int errs = 0;
+    uint64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0};
+        ld_line_result res;
+        ld_error e;
+        if (ld_pairer_feed_line(p, member, &l, &res, &e) != LD_OK) errs++;
+        off += l.len + 1;
+    }
+    return errs;
+}
+
+static const char *const ROT_A[] = {
+    "[2026-01-01 00:00:00] Receive: obj=G(rid='r1', text='hello there', sampling_params={'temperature': 0.5})",
+    "[2026-01-01 00:00:01] Receive: obj=G(rid='r2', text='second', sampling_params={})",
+};
+static const char *const ROT_B[] = {
+    "[2026-01-01 01:00:00] Finish: obj=G(rid='r1', text='hello there'), out={'text': 'hi', 'meta_info': {'finish_reason': {'type': 'stop', 'matched': 2}, 'prompt_tokens': 3}}",
+    "[2026-01-01 01:00:01] Finish: obj=G(rid='r2', text='second'), out={'text': 'x', 'meta_info': {'finish_reason': {'type': 'abort', 'message': 'gone'}}}",
+    "[2026-01-01 01:00:02] Receive: obj=G(rid='r3', text='third'",
+};
+
+static int test_pair_rotated_files_merge(void)
+{
+    run *rn = calloc(1, sizeof *rn);
+    ld_pair_options o = {0};
+    o.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS;
+    o.only_rid = "r2";
+    ld_pairer *p;
+    ld_error e;
+    CHECK(rn && ld_pairer_new(&o, take, rn, &p, &e) == LD_OK);
+    CHECK_EQ_INT(feed_all(p, "s.log.2026-01-01_00", ROT_A, 2), 0);
+    CHECK_EQ_INT(rn->n_recs, 0); /* nothing complete yet */
+    CHECK_EQ_INT(feed_all(p, "s.log", ROT_B, 3), 1);
+    ld_pairer_finish(p, &e);
+    const ld_pair_stats *st = ld_pairer_stats(p);
+    CHECK_EQ_INT(st->lines, 5);
+    CHECK_EQ_INT(st->request_lines, 4);
+    CHECK_EQ_INT(st->errors, 1);
+    CHECK_EQ_INT(st->open, 0);
+    ld_pairer_free(p);
+    CHECK_EQ_INT(rn->n_recs, 3);
+    ld_request *r1 = rn->recs[0], *r2 = rn->recs[1], *er = rn->recs[2];
+    CHECK_EQ_STR(r1->rid, "r1");
+    CHECK_EQ_STR(r1->src[LD_PART_RECEIVE].member, "s.log.2026-01-01_00");
+    CHECK_EQ_STR(r1->src[LD_PART_FINISH].member, "s.log");
+    CHECK_EQ_INT(r1->missing, 0);
+    CHECK_EQ_STR(r1->timestamp, "2026-01-01 00:00:00");
+    CHECK(r1->finish_kind == LD_FINISH_STOP && !strcmp(r1->finish_matched, "2"));
+    CHECK(r1->prompt.n_chars == 11 && (r1->prompt.flags & LD_TEXT_NOT_KEPT) && !r1->prompt.bytes);
+    CHECK_EQ_STR(r2->rid, "r2"); /* only_rid: texts kept for r2 only */
+    CHECK(r2->prompt.bytes && !strcmp(r2->prompt.bytes, "second"));
+    CHECK(r2->finish_kind == LD_FINISH_ABORT && !strcmp(r2->finish_message, "gone"));
+    CHECK(er->flags & LD_REQ_ERROR);
+    CHECK(!er->rid);
+    CHECK_EQ_STR(er->error.path, "s.log");
+    CHECK_EQ_INT(er->error.line, 3);
+    CHECK(er->error.offset > strlen(ROT_B[0]) + strlen(ROT_B[1]) + 2);
+    run_free(rn);
+    return 0;
+}
+
+static int test_pair_max_open_evicts_oldest(void)
+{
+    static const char *const L[] = {
+        "Receive: obj=G(rid='a')", "Receive: obj=G(rid='b')", "Receive: obj=G(rid='c')",
+        "Finish: obj=G(rid='c'), out={}",
+    };
+    run *rn = calloc(1, sizeof *rn);
+    ld_pair_options o = {0};
+    o.max_open = 2;
+    ld_pairer *p;
+    ld_error e;
+    CHECK(rn && ld_pairer_new(&o, take, rn, &p, &e) == LD_OK);
+    feed_all(p, "m", L, 4);
+    CHECK_EQ_INT(rn->n_recs, 2); /* 'a' evicted when 'c' opened, then 'c' finished */
+    CHECK_EQ_STR(rn->recs[0]->rid, "a");
+    CHECK(rn->recs[0]->missing == LD_PART_BIT(LD_PART_FINISH));
+    CHECK_EQ_STR(rn->recs[1]->rid, "c");
+    CHECK_EQ_INT(ld_pairer_stats(p)->max_open_seen, 3);
+    ld_pairer_free(p); /* 'b' freed without being emitted */
+    run_free(rn);
+    return 0;
+}
+
+static int test_pair_openai_join_confirmed(void)
+{
+    static const char *const L[] = {
+        "Receive OpenAI: obj={'model': 'qwen', 'messages': [{'role': 'system', 'content': 'S'}, "
+        "{'role': 'user', 'content': [{'type': 'text', 'text': 'What is 2+2?'}]}], 'tools': [{}, {}], "
+        "'chat_template_kwargs': {'enable_thinking': False}, 'temperature': 0.3}",
+        "Receive: obj=G(rid='q', text=None, input_ids=[1, 2, 3])",
+        "Finish: obj=G(rid='q', text='<s>S</s><u>What is 2+2?</u>', input_ids=[1, 2, 3]), "
+        "out={'text': '4', 'output_ids': [7], 'meta_info': {'completion_tokens': 1, 'e2e_latency': 0.5}}",
+    };
+    run *rn = calloc(1, sizeof *rn);
+    ld_pair_options o = {0};
+    o.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES;
+    ld_pairer *p;
+    ld_error e;
+    CHECK(rn && ld_pairer_new(&o, take, rn, &p, &e) == LD_OK);
+    CHECK_EQ_INT(feed_all(p, "m", L, 3), 0);
+    CHECK_EQ_INT(rn->n_recs, 1);
+    ld_request *r = rn->recs[0];
+    CHECK_EQ_STR(r->model, "qwen");
+    CHECK_EQ_INT(r->n_messages, 2);
+    CHECK(r->messages[1].content.flags & LD_TEXT_PARTS);
+    CHECK_EQ_STR(r->messages[1].content.bytes, "What is 2+2?");
+    CHECK_EQ_INT(r->n_tools, 2);
+    CHECK(r->chat_template_kwargs && r->chat_template_kwargs->kind == LD_PY_DICT);
+    CHECK(fabs(r->temperature - 0.3) < 1e-12);
+    CHECK(!(r->flags & (LD_REQ_UNCONFIRMED | LD_REQ_AMBIGUOUS | LD_REQ_UNPAIRED)));
+    CHECK(r->openai_obj && r->receive_obj && r->finish_obj && r->out);
+    CHECK(fabs(r->e2e_latency - 0.5) < 1e-12);
+    CHECK_EQ_INT(r->src[LD_PART_OPENAI].line, 1);
+    ld_pairer_free(p);
+    run_free(rn);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_pair_rotated_files_merge),
+    LD_CASE(test_pair_max_open_evicts_oldest),
+    LD_CASE(test_pair_openai_join_confirmed),
+    LD_CASE(test_pair_fixtures_counts_only),
+    LD_CASE(test_pair_fixtures_keep_text),
+    LD_CASE(test_pair_corpus_01_sglang_receive),
+    LD_CASE(test_pair_corpus_vllm),
+    LD_CASE(test_pair_corpus_06_health_checks),
+    LD_CASE(test_pair_corpus_fragments),
+};
+
+LD_TEST_MAIN(cases)

@@ -1,0 +1,796 @@
+/* test_pylit.c - tests for parse/pylit.c: differential tests against the
+ * CPython-generated cases in testdata/parse/pylit/ (tools/gen_pylit_cases.py)
+ * and unit tests for every construct, escape, marker and error. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ld_test.h"
+#include "pylit.h"
+
+/* ------------------------------------------------------------ canonical form
+ * Same grammar as tools/gen_pylit_cases.py (see its docstring). */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        b->p = realloc(b->p, cap);
+        if (!b->p) abort();
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_hex(sbuf *b, const char *s, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        char h[2] = {digits[(unsigned char)s[i] >> 4], digits[(unsigned char)s[i] & 15]};
+        sb_put(b, h, 2);
+    }
+}
+
+static int canon(sbuf *b, const ld_py_value *v, ld_arena *a);
+
+static int canon_items(sbuf *b, const char *open, const ld_py_value *items,
+                       size_t n, ld_arena *a)
+{
+    sb_str(b, open);
+    for (size_t i = 0; i < n; i++) {
+        if (i) sb_str(b, ",");
+        if (canon(b, &items[i], a)) return 1;
+    }
+    sb_str(b, "]");
+    return 0;
+}
+
+static int canon_call(sbuf *b, const ld_py_call *c, ld_arena *a)
+{
+    sb_str(b, "C");
+    sb_put(b, c->name ? c->name : "", c->name_len);
+    sb_str(b, "(");
+    for (uint32_t i = 0; i < c->n_args; i++) {
+        if (i) sb_str(b, ",");
+        if (c->arg_names[i]) sb_put(b, c->arg_names[i], c->arg_name_lens[i]);
+        sb_str(b, "=");
+        if (canon(b, &c->args[i], a)) return 1;
+    }
+    sb_str(b, ")");
+    return 0;
+}
+
+static int canon_scalar(sbuf *b, const ld_py_value *v, ld_arena *a)
+{
+    char tmp[64];
+    const char *s;
+    size_t n;
+    switch (v->kind) {
+    case LD_PY_NONE: sb_str(b, "N"); return 0;
+    case LD_PY_BOOL: sb_str(b, v->u.i ? "T" : "F"); return 0;
+    case LD_PY_INT:
+        if (v->flags & LD_PY_F_BIGINT) {
+            sb_str(b, "i");
+            sb_put(b, v->u.raw, v->n);
+        } else {
+            snprintf(tmp, sizeof tmp, "i%lld", (long long)v->u.i);
+            sb_str(b, tmp);
+        }
+        return 0;
+    case LD_PY_FLOAT: {
+        uint64_t bits;
+        memcpy(&bits, &v->u.f, 8);
+        if (isnan(v->u.f)) snprintf(tmp, sizeof tmp, "fnan");
+        else snprintf(tmp, sizeof tmp, "f%016llx", (unsigned long long)bits);
+        sb_str(b, tmp);
+        return 0;
+    }
+    case LD_PY_STR:
+    case LD_PY_BYTES:
+        if (ld_py_str_decode(v, a, &s, &n, NULL) != LD_OK) return 1;
+        sb_str(b, v->kind == LD_PY_STR ? "s" : "b");
+        sb_hex(b, s, n);
+        return 0;
+    default: return 1;
+    }
+}
+
+static int canon(sbuf *b, const ld_py_value *v, ld_arena *a)
+{
+    char tmp[64];
+    switch (v->kind) {
+    case LD_PY_LIST: return canon_items(b, "L[", v->u.items, v->n, a);
+    case LD_PY_TUPLE: return canon_items(b, "U[", v->u.items, v->n, a);
+    case LD_PY_SET: return canon_items(b, "S[", v->u.items, v->n, a);
+    case LD_PY_TRUNC: return canon_items(b, "X[", v->u.items, 2, a);
+    case LD_PY_DICT:
+        sb_str(b, "D[");
+        for (uint32_t i = 0; i < v->n; i++) {
+            if (i) sb_str(b, ",");
+            if (canon(b, &v->u.items[2 * i], a)) return 1;
+            sb_str(b, ":");
+            if (canon(b, &v->u.items[2 * i + 1], a)) return 1;
+        }
+        sb_str(b, "]");
+        return 0;
+    case LD_PY_CALL: return canon_call(b, v->u.call, a);
+    case LD_PY_NAME:
+        sb_str(b, "M");
+        sb_put(b, v->u.raw, v->n);
+        return 0;
+    case LD_PY_OPAQUE:
+        sb_str(b, "O");
+        sb_hex(b, v->u.raw, v->n);
+        return 0;
+    case LD_PY_ELLIPSIS: sb_str(b, "E"); return 0;
+    case LD_PY_ABBREV:
+        sb_str(b, "A");
+        sb_put(b, v->u.abbrev->key, v->u.abbrev->key_len);
+        snprintf(tmp, sizeof tmp, ":%llu:", (unsigned long long)v->u.abbrev->n_chars);
+        sb_str(b, tmp);
+        sb_put(b, v->u.abbrev->digest, v->u.abbrev->digest_len);
+        return 0;
+    default: return canon_scalar(b, v, a);
+    }
+}
+
+/* Decodes every string below v; nonzero when one has a bad escape. */
+static int decode_all(const ld_py_value *v, ld_arena *a)
+{
+    const char *s;
+    size_t n;
+    switch (v->kind) {
+    case LD_PY_STR:
+    case LD_PY_BYTES: return ld_py_str_decode(v, a, &s, &n, NULL) != LD_OK;
+    case LD_PY_LIST:
+    case LD_PY_TUPLE:
+    case LD_PY_SET:
+    case LD_PY_TRUNC:
+    case LD_PY_DICT: {
+        size_t n_items = v->kind == LD_PY_DICT ? 2 * (size_t)v->n : v->n;
+        for (size_t i = 0; i < n_items; i++)
+            if (decode_all(&v->u.items[i], a)) return 1;
+        return 0;
+    }
+    case LD_PY_CALL:
+        for (uint32_t i = 0; i < v->u.call->n_args; i++)
+            if (decode_all(&v->u.call->args[i], a)) return 1;
+        return 0;
+    default: return 0;
+    }
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static ld_arena g_arena;
+
+static ld_status parse_whole(const char *s, size_t n, ld_py_value **out, ld_error *err)
+{
+    ld_arena_reset(&g_arena);
+    ld_error_clear(err);
+    size_t end = 0;
+    return ld_pylit_parse(s, n, LD_PYLIT_WHOLE, NULL, &g_arena, out, &end, err);
+}
+
+/* Parses `text` whole and returns its canonical form in a static buffer,
+ * or "ERR<code>@<offset>". */
+static const char *canon_of(const char *text)
+{
+    static sbuf b;
+    ld_py_value *v;
+    ld_error err;
+    b.n = 0;
+    sb_str(&b, "");
+    ld_status st = parse_whole(text, strlen(text), &v, &err);
+    if (st != LD_OK) {
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "ERR%d@%llu", (int)st, (unsigned long long)err.offset);
+        sb_str(&b, tmp);
+        return b.p;
+    }
+    if (canon(&b, v, &g_arena)) sb_str(&b, "<decode error>");
+    return b.p;
+}
+
+/* The decoded text of a STR/BYTES value, in the test arena. */
+static int decoded_is(const ld_py_value *v, const char *want, size_t want_len)
+{
+    const char *s;
+    size_t n;
+    if (ld_py_str_decode(v, &g_arena, &s, &n, NULL) != LD_OK) return 0;
+    return n == want_len && memcmp(s, want, n) == 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (p) p[n] = '\0';
+    *len = (size_t)n;
+    return p;
+}
+
+/* Runs fn(left, right_text, right_len) on every `left<TAB>right` line. */
+typedef int (*line_fn)(const char *left, size_t left_len, const char *text,
+                       size_t text_len, int lineno);
+
+static int for_each_case(const char *name, line_fn fn, int *n_cases)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/parse/pylit/%s", LD_TESTDATA_DIR, name);
+    char *data = read_file(path, &len);
+    if (!data) {
+        fprintf(stderr, "  cannot read %s\n", path);
+        return 1;
+    }
+    int fails = 0, lineno = 0;
+    *n_cases = 0;
+    for (char *p = data, *e; p < data + len; p = e + 1) {
+        e = memchr(p, '\n', (size_t)(data + len - p));
+        if (!e) e = data + len;
+        lineno++;
+        if (*p == '#' || e == p) continue;
+        char *tab = memchr(p, '\t', (size_t)(e - p));
+        if (!tab) { fails++; continue; }
+        (*n_cases)++;
+        /* copy the text to its own exact-size block so ASan catches any
+         * read past the end (the parser must not rely on a terminator) */
+        size_t tn = (size_t)(e - tab - 1);
+        char *t = malloc(tn ? tn : 1);
+        memcpy(t, tab + 1, tn);
+        if (fn(p, (size_t)(tab - p), t, tn, lineno)) fails++;
+        free(t);
+        if (fails > 10) break;
+    }
+    free(data);
+    return fails;
+}
+
+static int check_positive(const char *want, size_t want_len, const char *text,
+                          size_t n, int lineno)
+{
+    static sbuf b;
+    ld_py_value *v;
+    ld_error err;
+    ld_status st = parse_whole(text, n, &v, &err);
+    if (st != LD_OK) {
+        fprintf(stderr, "  line %d: error %d at %llu: %s\n", lineno, (int)st,
+                (unsigned long long)err.offset, err.msg);
+        return 1;
+    }
+    b.n = 0;
+    sb_str(&b, "");
+    if (canon(&b, v, &g_arena) || b.n != want_len || memcmp(b.p, want, want_len)) {
+        fprintf(stderr, "  line %d: canonical form differs\n   want %.*s\n   got  %s\n",
+                lineno, (int)want_len, want, b.p);
+        return 1;
+    }
+    return 0;
+}
+
+static int check_negative(const char *kind, size_t kind_len, const char *text,
+                          size_t n, int lineno)
+{
+    ld_py_value *v;
+    ld_error err;
+    ld_status st = parse_whole(text, n, &v, &err);
+    if (st == LD_OK && decode_all(v, &g_arena)) return 0; /* bad escape */
+    int ok = kind_len == 1 && (kind[0] == 'T' ? st == LD_ERR_TRUNCATED
+                                              : st == LD_ERR_SYNTAX || st == LD_ERR_TRUNCATED);
+    if (!ok)
+        fprintf(stderr, "  line %d: want %.*s, got status %d (%s) for: %.*s\n", lineno,
+                (int)kind_len, kind, (int)st, st ? err.msg : "ok", (int)n, text);
+    if (ok && err.offset > n) {
+        fprintf(stderr, "  line %d: offset %llu past the end\n", lineno,
+                (unsigned long long)err.offset);
+        return 1;
+    }
+    return !ok;
+}
+
+/* ------------------------------------------------------------ differential */
+
+static int test_pylit_random_reprs(void)
+{
+    int n;
+    int fails = for_each_case("y_random.txt", check_positive, &n);
+    CHECK_MSG(fails == 0, "%d failing lines", fails);
+    CHECK(n >= 3000);
+    return 0;
+}
+
+static int test_pylit_sglang_truncation(void)
+{
+    int n;
+    int fails = for_each_case("y_trunc.txt", check_positive, &n);
+    CHECK_MSG(fails == 0, "%d failing lines", fails);
+    CHECK(n >= 500);
+    return 0;
+}
+
+static int test_pylit_rejected(void)
+{
+    int n;
+    int fails = for_each_case("n_random.txt", check_negative, &n);
+    CHECK_MSG(fails == 0, "%d failing lines", fails);
+    CHECK(n >= 1000);
+    return 0;
+}
+
+/* ------------------------------------------------------------ constructs */
+
+static int test_pylit_scalars(void)
+{
+    CHECK_EQ_STR(canon_of("None"), "N");
+    CHECK_EQ_STR(canon_of(" True "), "T");
+    CHECK_EQ_STR(canon_of("False"), "F");
+    CHECK_EQ_STR(canon_of("0"), "i0");
+    CHECK_EQ_STR(canon_of("-42"), "i-42");
+    CHECK_EQ_STR(canon_of("9223372036854775807"), "i9223372036854775807");
+    CHECK_EQ_STR(canon_of("-9223372036854775808"), "i-9223372036854775808");
+    CHECK_EQ_STR(canon_of("9223372036854775808"), "i9223372036854775808");
+    CHECK_EQ_STR(canon_of("1e-05"), "f3ee4f8b588e368f1");
+    CHECK_EQ_STR(canon_of("1.5e+300"), "f7e41eb2d66005835"); /* struct.pack('>d', 1.5e300) */
+    CHECK_EQ_STR(canon_of("inf"), "f7ff0000000000000");
+    CHECK_EQ_STR(canon_of("-inf"), "ffff0000000000000");
+    CHECK_EQ_STR(canon_of("nan"), "fnan");
+    CHECK_EQ_STR(canon_of("-0.0"), "f8000000000000000");
+    CHECK_EQ_STR(canon_of("1."), "f3ff0000000000000");
+    CHECK_EQ_STR(canon_of("..."), "E");
+    CHECK_EQ_STR(canon_of("Ellipsis"), "E");
+    CHECK_EQ_STR(canon_of("Color.RED"), "MColor.RED");
+    CHECK_EQ_STR(canon_of("<function f at 0x7f>"), "O66756e6374696f6e20662061742030783766");
+    return 0;
+}
+
+static int test_pylit_containers(void)
+{
+    CHECK_EQ_STR(canon_of("[]"), "L[]");
+    CHECK_EQ_STR(canon_of("[1, [2, []], 3]"), "L[i1,L[i2,L[]],i3]");
+    CHECK_EQ_STR(canon_of("[1, 2,]"), "L[i1,i2]");
+    CHECK_EQ_STR(canon_of("()"), "U[]");
+    CHECK_EQ_STR(canon_of("(1,)"), "U[i1]");
+    CHECK_EQ_STR(canon_of("(1)"), "i1");
+    CHECK_EQ_STR(canon_of("(1, 'a')"), "U[i1,s61]");
+    CHECK_EQ_STR(canon_of("{}"), "D[]");
+    CHECK_EQ_STR(canon_of("{1: 2, (1, 2): None, 'k': [3]}"), "D[i1:i2,U[i1,i2]:N,s6b:L[i3]]");
+    CHECK_EQ_STR(canon_of("{1, 2, 'x'}"), "S[i1,i2,s78]");
+    CHECK_EQ_STR(canon_of("[1, ...]"), "L[i1,E]");
+    CHECK_EQ_STR(canon_of("[151644, 8948, 198, 0, 00, -5, 12345678901234567890]"),
+                 "L[i151644,i8948,i198,i0,i0,i-5,i12345678901234567890]");
+    return 0;
+}
+
+static int test_pylit_calls(void)
+{
+    CHECK_EQ_STR(canon_of("A()"), "CA()");
+    CHECK_EQ_STR(canon_of("Point(1, y=2)"), "CPoint(=i1,y=i2)");
+    CHECK_EQ_STR(canon_of("m.Finish(reason=Reason.STOP, x=[1], y=B(z=None))"),
+                 "Cm.Finish(reason=MReason.STOP,x=L[i1],y=CB(z=N))");
+    CHECK_EQ_STR(canon_of("set()"), "Cset()");
+    ld_py_value *v;
+    ld_error err;
+    const char *t = "GenerateReqInput(rid='9f1c', text='hi', stream=False)";
+    CHECK_EQ_INT(parse_whole(t, strlen(t), &v, &err), LD_OK);
+    const ld_py_value *rid = ld_py_call_get(v, "rid");
+    CHECK(rid && rid->kind == LD_PY_STR && decoded_is(rid, "9f1c", 4));
+    CHECK(ld_py_call_get(v, "stream")->kind == LD_PY_BOOL);
+    CHECK(ld_py_call_get(v, "missing") == NULL);
+    CHECK(ld_py_call_get(v, "ri") == NULL);
+    CHECK(ld_py_dict_get(v, "rid") == NULL);
+    CHECK_EQ_INT(v->u.call->name_len, 16);
+    return 0;
+}
+
+static int test_pylit_string_escapes(void)
+{
+    /* each escape Python's repr/str literal grammar has */
+    CHECK_EQ_STR(canon_of("'\\\\ \\' \\\" \\n \\r \\t \\a \\b \\f \\v \\0'"),
+                 "s5c20272022200a200d200920072008200c200b2000");
+    CHECK_EQ_STR(canon_of("'\\101\\7\\377'"), "s4107c3bf");      /* octal; \377 = U+00FF */
+    CHECK_EQ_STR(canon_of("'\\x41\\xe9'"), "s41c3a9");           /* \xe9 is U+00E9 in str */
+    CHECK_EQ_STR(canon_of("b'\\x41\\xe9\\377'"), "b41e9ff");     /* ... and a byte in bytes */
+    CHECK_EQ_STR(canon_of("'\\u20ac\\U0001f600'"), "se282acf09f9880");
+    CHECK_EQ_STR(canon_of("'x\\ud800y'"), "s78eda08079");        /* lone surrogate, WTF-8 */
+    CHECK_EQ_STR(canon_of("'\\ud83d\\ude00'"), "seda0bdedb880");  /* two code points, as Python */
+    CHECK_EQ_STR(canon_of("'a\\\nb'"), "s6162");                 /* backslash-newline */
+    CHECK_EQ_STR(canon_of("'\\q'"), "s5c71");                    /* unknown escape kept */
+    CHECK_EQ_STR(canon_of("b'\\u20ac'"), "b5c7532306163");       /* no \\u in bytes */
+    CHECK_EQ_STR(canon_of("\"it's\""), "s69742773");
+    CHECK_EQ_STR(canon_of("r'a\\nb'"), "s615c6e62");
+    CHECK_EQ_STR(canon_of("u'x'"), "s78");
+    CHECK_EQ_STR(canon_of("'\xe4\xbd\xa0\xff\xfe'"), "se4bda0fffe"); /* raw UTF-8 and invalid bytes kept */
+    CHECK_EQ_STR(canon_of("''"), "s");
+    return 0;
+}
+
+static int test_pylit_bad_escapes(void)
+{
+    static const char *const bad[] = {"'\\x4'", "'\\u12'", "'\\U0011ffff'", "b'\\777'", "'ab\\x'"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_py_value *v;
+        ld_error err;
+        const char *s;
+        size_t n;
+        CHECK_EQ_INT(parse_whole(bad[i], strlen(bad[i]), &v, &err), LD_OK);
+        CHECK_EQ_INT(ld_py_str_decode(v, &g_arena, &s, &n, &err), LD_ERR_SYNTAX);
+    }
+    /* offset of the backslash: 'ab\x' -> byte 3 in the buffer */
+    ld_py_value *v;
+    ld_error err;
+    const char *s;
+    size_t n;
+    CHECK_EQ_INT(parse_whole("['ab\\x']", 8, &v, &err), LD_OK);
+    CHECK_EQ_INT(ld_py_str_decode(&v->u.items[0], &g_arena, &s, &n, &err), LD_ERR_SYNTAX);
+    CHECK_EQ_INT(err.offset, 4);
+    CHECK_EQ_INT(parse_whole("[rb'\\x']", 8, &v, &err), LD_OK); /* raw: no escapes */
+    CHECK_EQ_INT(ld_py_str_decode(&v->u.items[0], &g_arena, &s, &n, &err), LD_OK);
+    /* u'...': the raw text starts two bytes after the value */
+    CHECK_EQ_INT(parse_whole("[u'\\x']", 7, &v, &err), LD_OK);
+    CHECK_EQ_INT(ld_py_str_decode(&v->u.items[0], &g_arena, &s, &n, &err), LD_ERR_SYNTAX);
+    CHECK_EQ_INT(err.offset, 3);
+    CHECK_EQ_INT(parse_whole("'\\N{DASH}'", 10, &v, &err), LD_OK);
+    CHECK_EQ_INT(ld_py_str_decode(v, &g_arena, &s, &n, &err), LD_ERR_UNSUPPORTED);
+    return 0;
+}
+
+static int test_pylit_zero_copy(void)
+{
+    ld_py_value *v;
+    ld_error err;
+    const char *t = "['plain', 'esc\\n']";
+    const char *s;
+    size_t n;
+    CHECK_EQ_INT(parse_whole(t, strlen(t), &v, &err), LD_OK);
+    CHECK_EQ_INT(ld_py_str_decode(&v->u.items[0], &g_arena, &s, &n, &err), LD_OK);
+    CHECK(s == t + 2 && n == 5);
+    CHECK(!(v->u.items[0].flags & LD_PY_F_ESCAPED));
+    CHECK(v->u.items[1].flags & LD_PY_F_ESCAPED);
+    CHECK_EQ_INT(ld_py_str_decode(&v->u.items[1], &g_arena, &s, &n, &err), LD_OK);
+    CHECK(n == 4 && memcmp(s, "esc\n", 5) == 0); /* NUL-terminated copy */
+    CHECK_EQ_INT(v->u.items[1].off, 10); /* the quote after "['plain', " */
+    return 0;
+}
+
+/* ------------------------------------------------------------ markers */
+
+static int test_pylit_truncation_markers(void)
+{
+    ld_py_value *v;
+    ld_error err;
+    const char *t = "'ABCD' ... \"MN'P\"";
+    CHECK_EQ_INT(parse_whole(t, strlen(t), &v, &err), LD_OK);
+    CHECK_EQ_INT(v->kind, LD_PY_TRUNC);
+    CHECK(v->u.items[0].kind == LD_PY_STR && decoded_is(&v->u.items[0], "ABCD", 4));
+    CHECK(v->u.items[1].kind == LD_PY_STR && decoded_is(&v->u.items[1], "MN'P", 4));
+    CHECK_EQ_STR(canon_of("[0, 1] ... [8, 9]"), "X[L[i0,i1],L[i8,i9]]");
+    CHECK_EQ_STR(canon_of("(0, 1) ... (8, 9)"), "X[U[i0,i1],U[i8,i9]]");
+    CHECK_EQ_STR(canon_of("{'text': 'AB' ... 'YZ', 'ids': [1] ... [2]}"),
+                 "D[s74657874:X[s4142,s595a],s696473:X[L[i1],L[i2]]]");
+    /* not a marker: an Ellipsis list item, and the marker's dots inside a string */
+    CHECK_EQ_STR(canon_of("['a', ...]"), "L[s61,E]");
+    CHECK_EQ_STR(canon_of("'a ... b'"), "s61202e2e2e2062");
+    /* the input ends inside or right after the marker: cut line */
+    CHECK_EQ_STR(canon_of("'ABCD' .."), "ERR4@9");
+    CHECK_EQ_STR(canon_of("'ABCD' ... "), "ERR4@11");
+    CHECK_EQ_STR(canon_of("'ABCD' ... 'MN"), "ERR4@14");
+    CHECK_EQ_STR(canon_of("[1] ... "), "ERR4@8");
+    /* a marker followed by something else is a syntax error after the value */
+    CHECK_EQ_STR(canon_of("'ABCD' ... x"), "ERR3@7");
+    ld_py_value *w;
+    CHECK_EQ_INT(parse_whole("'AB' ... \0'", 11, &w, &err), LD_ERR_SYNTAX); /* NUL is no quote */
+    CHECK_EQ_INT(err.offset, 5);
+    CHECK_EQ_INT(parse_whole("[1] ... \0", 9, &w, &err), LD_ERR_SYNTAX);
+    return 0;
+}
+
+static int test_pylit_abbreviation_marker(void)
+{
+    ld_py_value *v;
+    ld_error err;
+    const char *t = "{'text': <text: 5120 chars, blake2b=0123456789abcdef>}";
+    CHECK_EQ_INT(parse_whole(t, strlen(t), &v, &err), LD_OK);
+    const ld_py_value *a = ld_py_dict_get(v, "text");
+    CHECK(a && a->kind == LD_PY_ABBREV);
+    CHECK_EQ_INT(a->u.abbrev->n_chars, 5120);
+    CHECK(a->u.abbrev->key_len == 4 && memcmp(a->u.abbrev->key, "text", 4) == 0);
+    CHECK(a->u.abbrev->digest_len == 16 && memcmp(a->u.abbrev->digest, "0123456789abcdef", 16) == 0);
+    CHECK_EQ_INT(a->off, 9);
+    /* near misses stay opaque reprs */
+    CHECK_EQ_STR(canon_of("<text: 5 chars, blake2b=>"), "O746578743a2035206368617273"
+                 "2c20626c616b6532623d");
+    CHECK_EQ_STR(canon_of("<a<b>c>"), "O613c623e63");
+    CHECK_EQ_STR(canon_of("<text: 5120 chars"), "ERR4@17");
+    return 0;
+}
+
+/* ------------------------------------------------------------ errors */
+
+static int check_error(const char *text, ld_status want, uint64_t off, const char *msg_part)
+{
+    ld_py_value *v;
+    ld_error err;
+    ld_status st = parse_whole(text, strlen(text), &v, &err);
+    if (st != want || err.offset != off || (msg_part && !strstr(err.msg, msg_part))) {
+        fprintf(stderr, "  %s: got %d at %llu (%s), want %d at %llu (%s)\n", text, (int)st,
+                (unsigned long long)err.offset, err.msg, (int)want,
+                (unsigned long long)off, msg_part ? msg_part : "");
+        return 1;
+    }
+    return 0;
+}
+
+static int test_pylit_error_offsets(void)
+{
+    /* byte 3 is the '3' that should have been ',' or ']' */
+    CHECK(!check_error("[1 3]", LD_ERR_SYNTAX, 3, "expected ',' or ']' after list item"));
+    CHECK(!check_error("{1: 2 3}", LD_ERR_SYNTAX, 6, "',' or '}' after dict value"));
+    CHECK(!check_error("{1: 2, 3 4}", LD_ERR_SYNTAX, 9, "':' after dict key"));
+    CHECK(!check_error("(1 2)", LD_ERR_SYNTAX, 3, "',' or ')' after tuple item"));
+    CHECK(!check_error("[1, @]", LD_ERR_SYNTAX, 4, "a value"));
+    CHECK(!check_error("[1] x", LD_ERR_SYNTAX, 4, "end of the input"));
+    CHECK(!check_error("[01]", LD_ERR_SYNTAX, 1, "leading zeros"));
+    CHECK(!check_error("[1x]", LD_ERR_SYNTAX, 2, "end of the number"));
+    CHECK(!check_error("[1e+]", LD_ERR_SYNTAX, 4, "exponent digit"));
+    CHECK(!check_error("A(x=1 y=2)", LD_ERR_SYNTAX, 6, "',' or ')' after argument"));
+    /* truncated inputs: offset is where the input ended, the message says
+     * where the literal began */
+    CHECK(!check_error("[1, 'abc", LD_ERR_TRUNCATED, 8, "unterminated string literal starting at byte 4"));
+    CHECK(!check_error("'ab\\'", LD_ERR_TRUNCATED, 5, "starting at byte 0"));
+    CHECK(!check_error("[1, 2", LD_ERR_TRUNCATED, 5, "',' or ']'"));
+    CHECK(!check_error("[1, 2,", LD_ERR_TRUNCATED, 6, "a value"));
+    CHECK(!check_error("{'a': ", LD_ERR_TRUNCATED, 6, NULL));
+    CHECK(!check_error("{'a'", LD_ERR_TRUNCATED, 4, NULL));
+    CHECK(!check_error("A(x=", LD_ERR_TRUNCATED, 4, NULL));
+    CHECK(!check_error("A(x", LD_ERR_TRUNCATED, 3, NULL));
+    CHECK(!check_error("[Tr", LD_ERR_TRUNCATED, 3, NULL));
+    CHECK(!check_error("Tr", LD_ERR_TRUNCATED, 2, "keyword"));
+    CHECK(!check_error("-", LD_ERR_TRUNCATED, 1, NULL));
+    CHECK(!check_error("-in", LD_ERR_TRUNCATED, 3, NULL));
+    CHECK(!check_error("1.5e", LD_ERR_TRUNCATED, 4, NULL));
+    CHECK(!check_error("Color.", LD_ERR_TRUNCATED, 6, NULL));
+    CHECK(!check_error("..", LD_ERR_TRUNCATED, 2, NULL));
+    CHECK(!check_error("<object at", LD_ERR_TRUNCATED, 10, NULL));
+    CHECK(!check_error("", LD_ERR_TRUNCATED, 0, "a value"));
+    CHECK(!check_error("   ", LD_ERR_TRUNCATED, 3, "a value"));
+    CHECK(!check_error("[1_000]", LD_ERR_SYNTAX, 2, "end of the number")); /* repr has no '_' */
+    CHECK(!check_error("[\x01]", LD_ERR_SYNTAX, 1, "found byte 0x01"));
+    CHECK(!check_error("b'a' ... b'b'", LD_ERR_SYNTAX, 5, NULL)); /* only str is cut */
+    CHECK(!check_error("f'x'", LD_ERR_SYNTAX, 1, NULL));           /* no f-strings */
+    CHECK(!check_error("[1, 2]]", LD_ERR_SYNTAX, 6, NULL));
+    /* SGLang prints a dict key with a quote unescaped: a clean syntax error */
+    CHECK(!check_error("{'it's': 1}", LD_ERR_SYNTAX, 5, "after set item"));
+    return 0;
+}
+
+static int test_pylit_depth_limit(void)
+{
+    size_t n = 100000;
+    char *s = malloc(2 * n);
+    memset(s, '[', n);
+    memset(s + n, ']', n);
+    ld_py_value *v;
+    ld_error err;
+    ld_arena_reset(&g_arena);
+    ld_status st = ld_pylit_parse(s, 2 * n, LD_PYLIT_WHOLE, NULL, &g_arena, &v, NULL, &err);
+    CHECK_EQ_INT(st, LD_ERR_LIMIT);
+    CHECK_EQ_INT(err.offset, 512); /* the 513th '[' */
+    CHECK(strstr(err.msg, "nesting deeper than 512"));
+    /* the same input mixing every container kind */
+    for (size_t i = 0; i < n; i++) s[i] = "[({"[i % 3];
+    st = ld_pylit_parse(s, n, 0, NULL, &g_arena, &v, NULL, &err);
+    CHECK_EQ_INT(st, LD_ERR_LIMIT);
+    /* 512 levels are fine, and a huge caller limit is clamped, not obeyed */
+    memset(s, '[', 512);
+    memset(s + 512, ']', 512);
+    CHECK_EQ_INT(ld_pylit_parse(s, 1024, LD_PYLIT_WHOLE, NULL, &g_arena, &v, NULL, &err), LD_OK);
+    memset(s, '[', n);
+    memset(s + n, ']', n);
+    ld_pylit_limits lim = {UINT32_MAX, 0};
+    CHECK_EQ_INT(ld_pylit_parse(s, 2 * n, 0, &lim, &g_arena, &v, NULL, &err), LD_ERR_LIMIT);
+    lim.max_depth = 3;
+    CHECK_EQ_INT(ld_pylit_parse("[[[[1]]]]", 9, 0, &lim, &g_arena, &v, NULL, &err), LD_ERR_LIMIT);
+    CHECK_EQ_INT(err.offset, 3);
+    free(s);
+    return 0;
+}
+
+static int test_pylit_digit_limit(void)
+{
+    size_t n = 10000;
+    char *s = malloc(n + 2);
+    s[0] = '[';
+    memset(s + 1, '7', n);
+    s[n + 1] = ']';
+    ld_py_value *v;
+    ld_error err;
+    ld_arena_reset(&g_arena);
+    CHECK_EQ_INT(ld_pylit_parse(s, n + 2, 0, NULL, &g_arena, &v, NULL, &err), LD_ERR_LIMIT);
+    CHECK_EQ_INT(err.offset, 1);
+    CHECK(strstr(err.msg, "10000 digits"));
+    /* 4300 digits is CPython's limit, and still fine */
+    s[4301] = ']';
+    CHECK_EQ_INT(ld_pylit_parse(s, 4302, 0, NULL, &g_arena, &v, NULL, &err), LD_OK);
+    CHECK(v->u.items[0].flags & LD_PY_F_BIGINT);
+    CHECK_EQ_INT(v->u.items[0].n, 4300);
+    ld_pylit_limits lim = {0, 20};
+    CHECK_EQ_INT(ld_pylit_parse("-123456789012345678901", 22, 0, &lim, &g_arena, &v, NULL, &err),
+                 LD_ERR_LIMIT);
+    free(s);
+    return 0;
+}
+
+static int test_pylit_out_end(void)
+{
+    ld_py_value *v;
+    ld_error err;
+    size_t end = 0;
+    const char *t = "  [1, 2] tail";
+    ld_arena_reset(&g_arena);
+    CHECK_EQ_INT(ld_pylit_parse(t, strlen(t), 0, NULL, &g_arena, &v, &end, &err), LD_OK);
+    CHECK_EQ_INT(end, 8);
+    CHECK_EQ_INT(v->off, 2);
+    t = "'a' ... 'b', x";
+    CHECK_EQ_INT(ld_pylit_parse(t, strlen(t), 0, NULL, &g_arena, &v, &end, &err), LD_OK);
+    CHECK_EQ_INT(end, 11);
+    CHECK_EQ_INT(ld_pylit_parse(t, strlen(t), LD_PYLIT_WHOLE, NULL, &g_arena, &v, &end, &err),
+                 LD_ERR_SYNTAX);
+    CHECK_EQ_INT(err.offset, 11);
+    return 0;
+}
+
+static int test_pylit_kwargs(void)
+{
+    const char *t = "obj=GenerateReqInput(rid='9f1c', text='AB' ... 'YZ', input_ids=[1, 2, 3], "
+                    "sampling_params={'temperature': 0.7, 'max_new_tokens': 64}, stream=False), "
+                    "headers={'x-smg-routing-key': 'abc'}, out={'text': 'Hello Bob!', "
+                    "'output_ids': [9906, 14261, 0], 'meta_info': {'id': '9f1c', "
+                    "'finish_reason': {'type': 'stop', 'matched': 151645}, 'e2e_latency': 0.21}}";
+    ld_py_value *v;
+    ld_error err;
+    ld_arena_reset(&g_arena);
+    CHECK_EQ_INT(ld_pylit_parse_kwargs(t, strlen(t), NULL, &g_arena, &v, &err), LD_OK);
+    CHECK_EQ_INT(v->kind, LD_PY_CALL);
+    CHECK_EQ_INT(v->u.call->n_args, 3);
+    CHECK_EQ_INT(v->u.call->name_len, 0);
+    const ld_py_value *obj = ld_py_call_get(v, "obj");
+    CHECK(obj && obj->kind == LD_PY_CALL);
+    CHECK(ld_py_call_get(obj, "text")->kind == LD_PY_TRUNC);
+    CHECK_EQ_INT(ld_py_call_get(obj, "input_ids")->n, 3);
+    const ld_py_value *sp = ld_py_call_get(obj, "sampling_params");
+    CHECK(ld_py_dict_get(sp, "temperature")->u.f == 0.7);
+    const ld_py_value *out = ld_py_call_get(v, "out");
+    const ld_py_value *fr = ld_py_dict_get(ld_py_dict_get(out, "meta_info"), "finish_reason");
+    CHECK_EQ_INT(ld_py_dict_get(fr, "matched")->u.i, 151645);
+    CHECK(decoded_is(ld_py_dict_get(ld_py_call_get(v, "headers"), "x-smg-routing-key"), "abc", 3));
+    /* cut lines and junk */
+    static const struct { const char *s; ld_status st; uint64_t off; } bad[] = {
+        {"obj=A(x=1), ou", LD_ERR_TRUNCATED, 14},
+        {"obj=A(x=1),", LD_ERR_TRUNCATED, 11},
+        {"obj=A(x=1", LD_ERR_TRUNCATED, 9},
+        {"obj=A(x=1) out={}", LD_ERR_SYNTAX, 11},
+        {"obj=1, 2", LD_ERR_SYNTAX, 7},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_status st = ld_pylit_parse_kwargs(bad[i].s, strlen(bad[i].s), NULL, &g_arena, &v, &err);
+        CHECK_MSG(st == bad[i].st && err.offset == bad[i].off, "%s: %d at %llu", bad[i].s,
+                  (int)st, (unsigned long long)err.offset);
+    }
+    CHECK_EQ_INT(ld_pylit_parse_kwargs("", 0, NULL, &g_arena, &v, &err), LD_OK);
+    CHECK_EQ_INT(v->u.call->n_args, 0);
+    return 0;
+}
+
+static int test_pylit_dict_get(void)
+{
+    ld_py_value *v;
+    ld_error err;
+    const char *t = "{1: 'int', 'a\\'b': 'esc', \"c\": 'dq', 'k': 'last', 'k2': None}";
+    CHECK_EQ_INT(parse_whole(t, strlen(t), &v, &err), LD_OK);
+    CHECK(decoded_is(ld_py_dict_get(v, "a'b"), "esc", 3));
+    CHECK(decoded_is(ld_py_dict_get(v, "c"), "dq", 2));
+    CHECK(decoded_is(ld_py_dict_get(v, "k"), "last", 4));
+    CHECK(ld_py_dict_get(v, "k2")->kind == LD_PY_NONE);
+    CHECK(ld_py_dict_get(v, "1") == NULL); /* int key is not the string '1' */
+    CHECK(ld_py_dict_get(v, "") == NULL);
+    CHECK(ld_py_dict_get(NULL, "k") == NULL);
+    CHECK_EQ_STR(ld_py_kind_name(LD_PY_DICT), "dict");
+    CHECK_EQ_STR(ld_py_kind_name(LD_PY_NONE), "NoneType");
+    for (int k = LD_PY_NONE; k <= LD_PY_ABBREV; k++)
+        CHECK(strcmp(ld_py_kind_name((ld_py_kind)k), "unknown") != 0);
+    /* NULL arguments are a usage error, not a crash */
+    ld_arena_reset(&g_arena);
+    CHECK_EQ_INT(ld_pylit_parse(NULL, 3, 0, NULL, &g_arena, &v, NULL, &err), LD_ERR_USAGE);
+    CHECK_EQ_INT(ld_pylit_parse("1", 1, 0, NULL, NULL, &v, NULL, &err), LD_ERR_USAGE);
+    return 0;
+}
+
+static int test_pylit_count_chars(void)
+{
+    CHECK_EQ_INT(ld_utf8_count_chars("", 0), 0);
+    CHECK_EQ_INT(ld_utf8_count_chars("hello, world 12345", 18), 18);
+    CHECK_EQ_INT(ld_utf8_count_chars("\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80", 11), 4);
+    CHECK_EQ_INT(ld_utf8_count_chars("\xed\xa0\x80", 3), 1);      /* WTF-8 surrogate */
+    CHECK_EQ_INT(ld_utf8_count_chars("\xff\xfe", 2), 2);          /* invalid bytes */
+    CHECK_EQ_INT(ld_utf8_count_chars("\xe4\xbd", 2), 2);          /* cut sequence */
+    CHECK_EQ_INT(ld_utf8_count_chars("\xc0\x80", 2), 2);          /* overlong */
+    CHECK_EQ_INT(ld_utf8_count_chars("\xf4\x90\x80\x80", 4), 4);  /* > U+10FFFF */
+    CHECK_EQ_INT(ld_utf8_count_chars("abcdefgh\xc3\xa9ijklmnopq", 18), 17);
+    /* a truncated half is max_length//2 code points before escaping */
+    ld_py_value *v;
+    ld_error err;
+    const char *t = "'\\ud800\xe4\xbd\xa0\\n\\x00\xf0\x9f\x98\x80'";
+    const char *s;
+    size_t n;
+    CHECK_EQ_INT(parse_whole(t, strlen(t), &v, &err), LD_OK);
+    CHECK_EQ_INT(ld_py_str_decode(v, &g_arena, &s, &n, &err), LD_OK);
+    CHECK_EQ_INT(ld_utf8_count_chars(s, n), 5);
+    return 0;
+}
+
+static int test_pylit_not_nul_terminated(void)
+{
+    /* every prefix of a line in an exact-size block: no read past the end */
+    const char *t = "obj=A(t='x\\u00e9' ... 'y', ids=[1, 22, 333] ... [4], f=1e-05, "
+                    "n=None, s={1, 2}, o=<a <b>>, e=..., d=Color.RED, z=-inf)";
+    size_t len = strlen(t);
+    for (size_t k = 0; k <= len; k++) {
+        char *b = malloc(k ? k : 1);
+        memcpy(b, t, k);
+        ld_py_value *v;
+        ld_error err;
+        ld_arena_reset(&g_arena);
+        ld_status st = ld_pylit_parse_kwargs(b, k, NULL, &g_arena, &v, &err);
+        if (k < len && k > 0) CHECK_MSG(st == LD_ERR_TRUNCATED || st == LD_OK, "prefix %zu: %d", k, (int)st);
+        if (k == len) CHECK_EQ_INT(st, LD_OK);
+        if (st == LD_OK) CHECK(!decode_all(v, &g_arena));
+        free(b);
+    }
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_pylit_random_reprs),
+    LD_CASE(test_pylit_sglang_truncation),
+    LD_CASE(test_pylit_rejected),
+    LD_CASE(test_pylit_scalars),
+    LD_CASE(test_pylit_containers),
+    LD_CASE(test_pylit_calls),
+    LD_CASE(test_pylit_string_escapes),
+    LD_CASE(test_pylit_bad_escapes),
+    LD_CASE(test_pylit_zero_copy),
+    LD_CASE(test_pylit_truncation_markers),
+    LD_CASE(test_pylit_abbreviation_marker),
+    LD_CASE(test_pylit_error_offsets),
+    LD_CASE(test_pylit_depth_limit),
+    LD_CASE(test_pylit_digit_limit),
+    LD_CASE(test_pylit_out_end),
+    LD_CASE(test_pylit_kwargs),
+    LD_CASE(test_pylit_dict_get),
+    LD_CASE(test_pylit_count_chars),
+    LD_CASE(test_pylit_not_nul_terminated),
+};
+
+LD_TEST_MAIN(cases)
