@@ -192,6 +192,8 @@ cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch)
         return ld_json_double(v->u.f);
     case LD_PY_STR: case LD_PY_BYTES: return json_str_value(v, scratch);
     case LD_PY_LIST: case LD_PY_TUPLE: case LD_PY_SET:
+        if (v->kind == LD_PY_LIST && (v->flags & LD_PY_F_SKIMMED)) /* counted, not kept */
+            return cJSON_CreateString("<list of ints, counted only>");
         return json_seq(v->u.items, v->n, scratch);
     case LD_PY_DICT: return json_object(v, scratch);
     case LD_PY_CALL: return json_call(v->u.call, scratch);

@@ -252,12 +252,13 @@ void ld_logline_rebase_msg(ld_error *err, size_t off)
     memcpy(err->msg, buf, sizeof buf);
 }
 
-static ld_status parse_sglang_text(const char *data, size_t len, ld_arena *arena,
-                                   ld_logline *out, ld_error *err)
+static ld_status parse_sglang_text(const char *data, size_t len, unsigned pylit_flags,
+                                   ld_arena *arena, ld_logline *out, ld_error *err)
 {
     ld_py_value *kw = NULL;
     size_t off = out->body_off;
-    ld_status st = ld_pylit_parse_kwargs(data + off, len - off, NULL, arena, &kw, err);
+    ld_pylit_limits lim = { 0, 0, pylit_flags };
+    ld_status st = ld_pylit_parse_kwargs(data + off, len - off, &lim, arena, &kw, err);
     if (st != LD_OK) {
         if (err) {
             err->offset += off;
@@ -281,6 +282,13 @@ static ld_status parse_sglang_text(const char *data, size_t len, ld_arena *arena
 ld_status ld_logline_parse(const char *data, size_t len, uint32_t json_half,
                            ld_arena *arena, ld_logline *out, ld_error *err)
 {
+    return ld_logline_parse_ex(data, len, json_half, 0, arena, out, err);
+}
+
+ld_status ld_logline_parse_ex(const char *data, size_t len, uint32_t json_half,
+                              unsigned pylit_flags, ld_arena *arena,
+                              ld_logline *out, ld_error *err)
+{
     ld_logline_classify(data, len, out);
     len = trim_end(data, len);
     if (out->kind == LD_LOGLINE_OTHER) return LD_OK;
@@ -297,6 +305,6 @@ ld_status ld_logline_parse(const char *data, size_t len, uint32_t json_half,
     case LD_LOGLINE_VLLM_GENERATED:
         return ld_logline_parse_vllm(data, len, arena, out, err);
     default:
-        return parse_sglang_text(data, len, arena, out, err);
+        return parse_sglang_text(data, len, pylit_flags, arena, out, err);
     }
 }

@@ -6,6 +6,7 @@
 
 #include "logline.h"
 #include "pair_internal.h"
+#include "pylit.h"
 #include "request_fill.h"
 #include "request_text.h"
 
@@ -340,8 +341,12 @@ ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
     if (!member_name) member_name = "-";
     p->stats.lines++;
     ld_arena_reset(&p->line_arena);
-    ld_status st = ld_logline_parse(line->data, line->len, p->opts.json_trunc_half,
-                                    &p->line_arena, &l, &e);
+    /* counts of token ids are all a pairer needs unless texts or values are
+     * kept (a tool call's object arguments are re-serialised from values) */
+    unsigned pyflags = (p->opts.flags & (LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_TEXT))
+                       ? 0 : LD_PYLIT_SKIM_INT_LISTS;
+    ld_status st = ld_logline_parse_ex(line->data, line->len, p->opts.json_trunc_half,
+                                       pyflags, &p->line_arena, &l, &e);
     if (st == LD_OK && l.kind == LD_LOGLINE_OTHER) {
         p->stats.skipped++;
         if (out_result) *out_result = LD_LINE_SKIPPED;

@@ -13,6 +13,10 @@
  */
 #include "pylit.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +44,8 @@ typedef struct py_parser {
     ld_py_value *stk; /* scratch stack of finished children, malloc'd */
     size_t sp;
     size_t cap;
+    size_t n_markers; /* logger markers met so far in this parse */
+    int skim_ints;    /* LD_PYLIT_SKIM_INT_LISTS */
 } py_parser;
 
 static ld_status parse_value(py_parser *p, ld_py_value *out);
@@ -133,6 +139,20 @@ static ld_status pop_items(py_parser *p, size_t base, ld_py_value **out_items)
     return LD_OK;
 }
 
+/* LD_PY_F_MARKED for a container whose children are stk[base, sp): a scan
+ * only in the rare parses that met a logger marker at all. */
+static uint8_t marks_of_children(const py_parser *p, size_t base)
+{
+    if (!p->n_markers) return LD_PY_F_MARKS_KNOWN;
+    for (size_t i = base; i < p->sp; i++) {
+        const ld_py_value *c = &p->stk[i];
+        if ((c->flags & LD_PY_F_MARKED) || c->kind == LD_PY_TRUNC ||
+            c->kind == LD_PY_ABBREV || c->kind == LD_PY_ELLIPSIS)
+            return LD_PY_F_MARKS_KNOWN | LD_PY_F_MARKED;
+    }
+    return LD_PY_F_MARKS_KNOWN;
+}
+
 static ld_status make_container(py_parser *p, ld_py_value *out, ld_py_kind kind,
                                 size_t start, size_t base)
 {
@@ -142,7 +162,7 @@ static ld_status make_container(py_parser *p, ld_py_value *out, ld_py_kind kind,
         return LD_FAIL(p->err, LD_ERR_LIMIT, start,
                        "container with more than 2^32 items");
     out->kind = (uint8_t)kind;
-    out->flags = 0;
+    out->flags = marks_of_children(p, base);
     out->n = (uint32_t)n;
     out->off = start;
     p->depth--;
@@ -155,24 +175,41 @@ static ld_status make_container(py_parser *p, ld_py_value *out, ld_py_kind kind,
  * is found here (memchr for the quote, then for backslashes before it);
  * the quote position is searched again only when a backslash escapes it,
  * which keeps long strings with many escapes linear. */
+/* First byte in [s, end) equal to q or '\\', or NULL: one pass for both
+ * (SSE2 is part of x86-64; elsewhere a plain loop), where two memchr
+ * passes plus a call per escape cost more on prompts full of "\n". */
+static const char *find_quote_or_backslash(const char *s, const char *end, char q)
+{
+#if defined(__SSE2__)
+    const __m128i vq = _mm_set1_epi8(q), vb = _mm_set1_epi8('\\');
+    while (end - s >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(x, vq), _mm_cmpeq_epi8(x, vb)));
+        if (m) return s + __builtin_ctz(m);
+        s += 16;
+    }
+#endif
+    for (; s < end; s++)
+        if (*s == q || *s == '\\') return s;
+    return NULL;
+}
+
 static ld_status parse_quoted(py_parser *p, ld_py_value *out, size_t start,
                               ld_py_kind kind, unsigned flags)
 {
     const char *end = p->buf + p->len;
     char q = p->buf[p->pos];
-    const char *s = p->buf + p->pos + 1;
-    const char *qp = memchr(s, q, (size_t)(end - s));
-    const char *cur = s;
+    const char *s = p->buf + p->pos + 1, *cur = s, *qp;
     for (;;) {
-        if (!qp)
+        qp = find_quote_or_backslash(cur, end, q);
+        if (!qp || (qp + 1 >= end && *qp == '\\'))
             return LD_FAIL(p->err, LD_ERR_TRUNCATED, p->len,
                            "unterminated string literal starting at byte %zu",
                            start);
-        const char *bs = memchr(cur, '\\', (size_t)(qp - cur));
-        if (!bs) break;
+        if (*qp == q) break;
         flags |= LD_PY_F_ESCAPED;
-        cur = bs + 2; /* bs < qp, so cur <= qp + 1 <= end */
-        if (cur > qp) qp = memchr(cur, q, (size_t)(end - cur));
+        cur = qp + 2; /* the escaped byte, whatever it is, is skipped */
     }
     if ((uint64_t)(qp - s) > UINT32_MAX)
         return LD_FAIL(p->err, LD_ERR_LIMIT, start,
@@ -212,6 +249,7 @@ static ld_status make_trunc(py_parser *p, ld_py_value *out,
     if (!items) return nomem(p, 2 * sizeof *items);
     items[0] = *head;
     items[1] = *tail;
+    p->n_markers++;
     out->kind = LD_PY_TRUNC;
     out->flags = 0;
     out->n = 2;
@@ -469,8 +507,138 @@ static ld_status parse_rest(py_parser *p, char close, const char *what)
     }
 }
 
+/* Number of ',' bytes in s[0..n): eight bytes at a time, exactly (a byte
+ * is zero after the XOR iff its high bit stays clear in t; the multiply
+ * adds the eight flags into the top byte, with no popcount instruction
+ * needed on baseline x86-64). */
+static size_t count_commas(const unsigned char *s, size_t n)
+{
+    size_t count = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        x ^= 0x2C2C2C2C2C2C2C2Cull;
+        uint64_t t = ((x & 0x7F7F7F7F7F7F7F7Full) + 0x7F7F7F7F7F7F7F7Full) | x;
+        uint64_t hits = (~t & 0x8080808080808080ull) >> 7;
+        count += (size_t)((hits * 0x0101010101010101ull) >> 56);
+    }
+    for (; i < n; i++) count += s[i] == ',';
+    return count;
+}
+
+/* Decimal digits at s (before `end`, at most 18): their count, 0 if none. */
+static unsigned plain_digits(const unsigned char *s, const unsigned char *end,
+                             uint64_t *out)
+{
+    unsigned n = 0;
+    uint64_t v = 0;
+    while (s + n < end && n < 19 && s[n] >= '0' && s[n] <= '9')
+        v = v * 10 + (uint64_t)(s[n++] - '0');
+    *out = v;
+    return n <= 18 ? n : 0;
+}
+
+/* Popcount of a 16-bit mask without a popcount instruction. */
+static unsigned bits16(unsigned m)
+{
+    m = m - ((m >> 1) & 0x5555u);
+    m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
+    m = (m + (m >> 4)) & 0x0F0Fu;
+    return (m + (m >> 8)) & 0x1Fu;
+}
+
+/* Checks that s[0..n) is `D, D, ..., D` (D: decimal digits, exactly one
+ * ", " between items, as repr writes) and returns the number of items, or 0
+ * when it is anything else.  16 bytes at a time with SSE2 byte classes: a
+ * space must follow each comma, a digit each space.  Long digit runs are
+ * not bounded here (counts only). */
+static size_t skim_count(const unsigned char *s, size_t n)
+{
+    if (n == 0 || s[0] < '0' || s[0] > '9' || s[n - 1] < '0' || s[n - 1] > '9') return 0;
+    size_t commas = 0, i = 0;
+    unsigned carry_c = 0, carry_s = 0; /* last byte of the previous block */
+#if defined(__SSE2__)
+    const __m128i vc = _mm_set1_epi8(','), vs = _mm_set1_epi8(' ');
+    const __m128i lo = _mm_set1_epi8((char)('0' - 128)), hi = _mm_set1_epi8((char)('9' - 128));
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    for (; i + 16 <= n; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        unsigned c = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vc));
+        unsigned sp = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vs));
+        __m128i xs = _mm_xor_si128(x, flip); /* signed compare of unsigned bytes */
+        unsigned nd = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmplt_epi8(xs, lo), _mm_cmpgt_epi8(xs, hi)));
+        if ((c | sp | (0xFFFFu & ~nd)) != 0xFFFFu) return 0;     /* other bytes */
+        if ((((c << 1) | carry_c) & 0xFFFFu) != sp) return 0;    /* ", " pairs */
+        if ((((sp << 1) | carry_s) & 0xFFFFu) & nd) return 0;    /* digit after ", " */
+        carry_c = c >> 15;
+        carry_s = sp >> 15;
+        commas += bits16(c);
+    }
+#endif
+    for (; i < n; i++) {
+        unsigned char b = s[i];
+        int is_c = b == ',', is_s = b == ' ', is_d = b >= '0' && b <= '9';
+        if (!is_c && !is_s && !is_d) return 0;
+        if (is_s != (int)carry_c || (carry_s && !is_d)) return 0;
+        carry_c = (unsigned)is_c;
+        carry_s = (unsigned)is_s;
+        commas += (size_t)is_c;
+    }
+    return commas + 1;
+}
+
+/* Token-id lists are most of a request log's bytes.  For a list of plain
+ * non-negative ints written as repr() writes them, count the items first
+ * (the first ']' and the commas before it), allocate the array once in the
+ * arena and parse straight into it: no scratch stack, no copy.  Returns 1
+ * when done; 0 leaves p untouched for the general path (any other shape). */
+static int int_list_direct(py_parser *p, ld_py_value *out)
+{
+    const unsigned char *buf = (const unsigned char *)p->buf, *end = buf + p->len;
+    const unsigned char *s = buf + p->pos + 1;
+    if (s >= end || *s < '0' || *s > '9') return 0;
+    const unsigned char *close = memchr(s, ']', (size_t)(end - s));
+    if (!close || close - s < 64) return 0; /* short lists: the general path is fine */
+    if (p->skim_ints) {
+        size_t count = skim_count(s, (size_t)(close - s));
+        if (count == 0 || count > UINT32_MAX || p->depth >= p->max_depth) return 0;
+        out->kind = LD_PY_LIST;
+        out->flags = LD_PY_F_MARKS_KNOWN | LD_PY_F_SKIMMED;
+        out->n = (uint32_t)count;
+        out->off = p->pos;
+        out->u.items = NULL;
+        p->pos = (size_t)(close - buf) + 1;
+        return 1;
+    }
+    size_t n = count_commas(s, (size_t)(close - s)) + 1;
+    if (n > UINT32_MAX || p->depth >= p->max_depth) return 0;
+    ld_py_value *items = ld_arena_alloc(p->arena, n * sizeof *items);
+    if (!items) return 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t v = 0;
+        unsigned d = s + 8 <= end ? swar_digits(s, &v) : 0;
+        if (d == 0 || d == 8) d = plain_digits(s, close, &v);
+        if (d == 0 || (s[0] == '0' && d > 1)) return 0;
+        items[k] = (ld_py_value){ LD_PY_INT, 0, 0, (uint64_t)(s - buf), { .i = (int64_t)v } };
+        s += d;
+        if (k + 1 == n) break;
+        if (s + 2 > close || s[0] != ',' || s[1] != ' ') return 0;
+        s += 2;
+    }
+    if (s != close) return 0;
+    out->kind = LD_PY_LIST;
+    out->flags = LD_PY_F_MARKS_KNOWN;
+    out->n = (uint32_t)n;
+    out->off = p->pos;
+    out->u.items = items;
+    p->pos = (size_t)(close - buf) + 1;
+    return 1;
+}
+
 static ld_status parse_list_plain(py_parser *p, ld_py_value *out)
 {
+    if (int_list_direct(p, out)) return LD_OK;
     size_t start = p->pos, base = p->sp;
     LD_TRY(enter(p, start));
     p->pos++;
@@ -649,6 +817,7 @@ static ld_status parse_angle(py_parser *p, ld_py_value *out)
         ld_py_abbrev *a = ld_arena_alloc(p->arena, sizeof *a);
         if (!a) return nomem(p, sizeof *a);
         *a = ab;
+        p->n_markers++;
         out->kind = LD_PY_ABBREV;
         out->n = 0;
         out->u.abbrev = a;
@@ -664,6 +833,7 @@ static ld_status parse_ellipsis(py_parser *p, ld_py_value *out)
 {
     size_t rest = p->len - p->pos;
     if (rest >= 3 && memcmp(p->buf + p->pos, "...", 3) == 0) {
+        p->n_markers++;
         out->kind = LD_PY_ELLIPSIS;
         out->flags = 0;
         out->n = 0;
@@ -742,9 +912,9 @@ static ld_status make_call(py_parser *p, ld_py_value *out, size_t start,
         c->arg_name_lens[k] = m->n;
         c->args[k] = p->stk[base + 2 * k + 1];
     }
+    out->flags = marks_of_children(p, base);
     p->sp = base;
     out->kind = LD_PY_CALL;
-    out->flags = 0;
     out->n = (uint32_t)n;
     out->off = start;
     out->u.call = c;
@@ -900,6 +1070,7 @@ static void parser_init(py_parser *p, const char *buf, size_t len,
     p->max_depth = limits && limits->max_depth ? limits->max_depth : PY_DEFAULT_DEPTH;
     if (p->max_depth > PY_HARD_DEPTH) p->max_depth = PY_HARD_DEPTH;
     p->max_digits = limits && limits->max_digits ? limits->max_digits : PY_DEFAULT_DIGITS;
+    p->skim_ints = limits && (limits->flags & LD_PYLIT_SKIM_INT_LISTS);
 }
 
 static ld_status finish(py_parser *p, ld_status st, const ld_py_value *v,

@@ -55,7 +55,13 @@ typedef enum ld_py_kind {
 #define LD_PY_F_DQUOTE 0x04u  /* STR/BYTES: written with double quotes */
 #define LD_PY_F_RAWSTR 0x08u  /* STR/BYTES: r-prefixed (escapes are literal) */
 #define LD_PY_F_JSON 0x10u    /* STR: u.raw/n is already decoded UTF-8 (came from JSON) */
+#define LD_PY_F_MARKED 0x40u  /* container: holds a logger marker (TRUNC, ABBREV, ELLIPSIS)
+                                 somewhere below; valid when LD_PY_F_MARKS_KNOWN is set */
+#define LD_PY_F_MARKS_KNOWN 0x80u /* container: LD_PY_F_MARKED is authoritative (set by the
+                                     parser, so callers need not walk the tree) */
 #define LD_PY_F_UPREFIX 0x20u /* STR: u-prefixed (u'...'); locates the raw text for error offsets */
+#define LD_PY_F_SKIMMED 0x20u /* LIST (the bit means this for lists only): ints counted,
+                                 not kept (u.items NULL); only with LD_PYLIT_SKIM_INT_LISTS */
 
 typedef struct ld_py_value ld_py_value;
 typedef struct ld_py_call ld_py_call;
@@ -96,9 +102,16 @@ struct ld_py_abbrev {
 /* parse flags */
 #define LD_PYLIT_WHOLE 0x1u /* the value must extend to the end of the buffer (trailing spaces allowed) */
 
+/* ld_pylit_limits.flags */
+#define LD_PYLIT_SKIM_INT_LISTS 0x1u /* a long list of plain non-negative ints (token ids)
+                                        is checked and counted but not materialised: a
+                                        LD_PY_LIST with n items, u.items NULL and
+                                        LD_PY_F_SKIMMED.  For callers that need counts only */
+
 typedef struct ld_pylit_limits {
     uint32_t max_depth;   /* nesting depth; 0 = default (512); values above 2048 are clamped (C stack) */
     uint32_t max_digits;  /* digits of one integer literal; 0 = default (4300, CPython's limit) */
+    uint32_t flags;       /* LD_PYLIT_SKIM_INT_LISTS */
 } ld_pylit_limits;
 
 /* Parses one value at buf[0..len) (leading spaces skipped).  On success

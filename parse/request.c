@@ -69,6 +69,11 @@ int ld_py_has_marker(const ld_py_value *v)
     case LD_PY_ABBREV:
     case LD_PY_ELLIPSIS:
         return 1;
+    default:
+        break;
+    }
+    if (v->flags & LD_PY_F_MARKS_KNOWN) return (v->flags & LD_PY_F_MARKED) != 0;
+    switch (v->kind) { /* trees not built by the parser (JSON lines) */
     case LD_PY_LIST:
     case LD_PY_TUPLE:
     case LD_PY_SET:
@@ -136,6 +141,7 @@ static int clone_into(ld_arena *a, ld_py_value *dst, const ld_py_value *src)
         dst->u.raw = ld_arena_memdup(a, src->u.raw, src->n);
         return dst->u.raw ? 0 : -1;
     case LD_PY_LIST: case LD_PY_TUPLE: case LD_PY_SET: case LD_PY_TRUNC: {
+        if (src->kind == LD_PY_LIST && (src->flags & LD_PY_F_SKIMMED)) return 0; /* count only */
         size_t n = src->kind == LD_PY_TRUNC ? 2 : src->n;
         dst->u.items = ld_arena_alloc(a, (n + 1) * sizeof *dst->u.items);
         return dst->u.items ? clone_items(a, dst->u.items, src->u.items, n) : -1;

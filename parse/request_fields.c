@@ -28,6 +28,7 @@ static int num_i(const ld_py_value *v, int64_t *out)
 static const ld_py_value *at_sub(const ld_py_value *v, int sub)
 {
     if (!v || sub < 0 || v->kind != LD_PY_LIST) return v;
+    if (!v->u.items) return NULL; /* a skimmed int list has no elements to pick */
     return (uint32_t)sub < v->n ? &v->u.items[sub] : NULL;
 }
 
@@ -35,6 +36,7 @@ static const ld_py_value *at_sub(const ld_py_value *v, int sub)
 static int64_t list_len(ld_request *r, const ld_py_value *v)
 {
     if (!v) return -1;
+    if (v->kind == LD_PY_LIST && (v->flags & LD_PY_F_SKIMMED)) return v->n;
     if (v->kind == LD_PY_LIST || v->kind == LD_PY_TUPLE) {
         int64_t n = 0;
         for (uint32_t i = 0; i < v->n; i++)
@@ -52,7 +54,7 @@ static int64_t list_len(ld_request *r, const ld_py_value *v)
 
 static int is_batch_list(const ld_py_value *v)
 {
-    return v && v->kind == LD_PY_LIST && v->n > 0 &&
+    return v && v->kind == LD_PY_LIST && v->n > 0 && v->u.items &&
            (v->u.items[0].kind == LD_PY_LIST || v->u.items[0].kind == LD_PY_STR ||
             v->u.items[0].kind == LD_PY_TRUNC || v->u.items[0].kind == LD_PY_DICT);
 }
@@ -64,7 +66,8 @@ int ld_request_n_subs(const ld_py_value *obj, const ld_py_value *json_rid)
     const ld_py_value *text = ld_req_get(obj, "text");
     const ld_py_value *ids = ld_req_get(obj, "input_ids");
     if (text && text->kind == LD_PY_LIST && is_batch_list(text)) return (int)text->n;
-    if (ids && ids->kind == LD_PY_LIST && ids->n > 0 && ids->u.items[0].kind == LD_PY_LIST)
+    if (ids && ids->kind == LD_PY_LIST && ids->n > 0 && ids->u.items &&
+        ids->u.items[0].kind == LD_PY_LIST)
         return (int)ids->n;
     int64_t n = 0;
     const ld_py_value *sp = ld_req_get(obj, "sampling_params");
@@ -128,7 +131,7 @@ ld_status ld_request_fill_obj(ld_request *r, const ld_fill_ctx *ctx,
 {
     const ld_py_value *text = at_sub(ld_req_get(obj, "text"), sub);
     const ld_py_value *ids = ld_req_get(obj, "input_ids");
-    if (sub >= 0 && ids && ids->kind == LD_PY_LIST && ids->n > 0 &&
+    if (sub >= 0 && ids && ids->kind == LD_PY_LIST && ids->n > 0 && ids->u.items &&
         ids->u.items[0].kind == LD_PY_LIST)
         ids = at_sub(ids, sub);
     if (!ld_req_get(obj, "text") && !ld_req_get(obj, "input_ids"))

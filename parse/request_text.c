@@ -278,6 +278,7 @@ static void jvalue(jbuf *j, const ld_fill_ctx *ctx, const ld_py_value *v, int as
         jitems(j, ctx, v->u.items[0].u.items, v->u.items[0].n, 0);
         break;
     case LD_PY_LIST: case LD_PY_TUPLE: case LD_PY_SET:
+        if (!v->u.items && v->n) { jputs(j, "[...]"); break; } /* skimmed: counted only */
         jitems(j, ctx, v->u.items, v->n, 0);
         break;
     case LD_PY_DICT: jitems(j, ctx, v->u.items, 2 * (size_t)v->n, 1); break;

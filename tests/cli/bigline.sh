@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A 64 MiB request line (SGLang level 3: nothing truncated) goes through scan whole,
 # gzip-compressed too; prompt and output character counts come from Python.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 SHARED=${LD_SHARED_DIR:-$LD_SOURCE_DIR/../shared}
 if [ ! -f "$SHARED/tools/sglang_render.py" ]; then
     echo "skipped: $SHARED/tools/sglang_render.py not found (../shared absent)"; exit 77

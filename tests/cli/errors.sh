@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad input: clear errors naming file, line and byte offset; the rest is still reported;
 # exit status as diff(1).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 run "missing file" 2 "$LOGDIFF" scan "$WORK/no-such.log"
 check "missing file named" grep -q "no-such.log" "$WORK/err"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every subcommand answers --help/-h with its usage and exit 0; bad usage exits 2.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 run "logdiff --help" 0 "$LOGDIFF" --help
 check "main help lists scan and show" grep -q "scan" "$WORK/out"
 run "logdiff with no arguments" 2 "$LOGDIFF"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # logdiff scan on the demo logs, plain, from stdin, compressed and archived: the facts
 # match the generator's Python objects (testdata/cli/demo.expect.jsonl).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 EXPECT="$LD_SOURCE_DIR/testdata/cli/demo.expect.jsonl"
 CHECK="python3 $LD_SOURCE_DIR/tests/cli/check_scan.py"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # logdiff show: one request at a glance, and as JSON with full texts.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 run "show empty-assistant request" 0 "$LOGDIFF" show --rid demo-empty-assistant-2 "$DEMO"
 check "message table flags the empty assistant turn" grep -q "2  assistant .*(empty assistant turn)" "$WORK/out"
 check "prompt shown" grep -q "^<|im_start|>user" "$WORK/out"

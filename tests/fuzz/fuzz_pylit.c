@@ -27,6 +27,10 @@ static void walk(const ld_py_value *v, ld_arena *a, int depth)
     case LD_PY_SET:
     case LD_PY_TRUNC:
     case LD_PY_DICT: {
+        if (v->kind == LD_PY_LIST && (v->flags & LD_PY_F_SKIMMED)) {
+            if (v->u.items || v->n == 0) abort(); /* skimmed: counted, no items */
+            break;
+        }
         size_t k = v->kind == LD_PY_DICT ? 2 * (size_t)v->n : v->n;
         for (size_t i = 0; i < k; i++) walk(&v->u.items[i], a, depth + 1);
         if (v->kind == LD_PY_DICT) (void)ld_py_dict_get(v, "text");
@@ -66,7 +70,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ld_arena_reset(&arena);
     }
-    ld_pylit_limits lim = {8, 30};
+    /* skimming int lists must accept exactly what the full parse accepts,
+     * with the same item counts at the top level */
+    ld_pylit_limits skim = {0, 0, LD_PYLIT_SKIM_INT_LISTS};
+    ld_py_value *full = NULL;
+    ld_status full_st = ld_pylit_parse(buf, size, LD_PYLIT_WHOLE, NULL, &arena, &full, &end, &err);
+    ld_arena skim_arena;
+    ld_arena_init(&skim_arena, 64u << 20);
+    ld_status skim_st = ld_pylit_parse(buf, size, LD_PYLIT_WHOLE, &skim, &skim_arena, &v, &end, &err);
+    if ((full_st == LD_OK) != (skim_st == LD_OK)) abort();
+    if (full_st == LD_OK) {
+        walk(v, &skim_arena, 0);
+        if (full->kind != v->kind) abort();
+        if (full->kind == LD_PY_LIST && full->n != v->n) abort();
+    }
+    ld_arena_release(&skim_arena);
+    ld_arena_reset(&arena);
+    ld_pylit_limits lim = {8, 30, 0};
     if (ld_pylit_parse_kwargs(buf, size, &lim, &arena, &v, &err) == LD_OK) walk(v, &arena, 0);
     ld_arena_reset(&arena);
     if (ld_pylit_parse_kwargs(buf, size, NULL, &arena, &v, &err) == LD_OK) walk(v, &arena, 0);

@@ -608,7 +608,7 @@ static int test_pylit_depth_limit(void)
     CHECK_EQ_INT(ld_pylit_parse(s, 1024, LD_PYLIT_WHOLE, NULL, &g_arena, &v, NULL, &err), LD_OK);
     memset(s, '[', n);
     memset(s + n, ']', n);
-    ld_pylit_limits lim = {UINT32_MAX, 0};
+    ld_pylit_limits lim = {UINT32_MAX, 0, 0};
     CHECK_EQ_INT(ld_pylit_parse(s, 2 * n, 0, &lim, &g_arena, &v, NULL, &err), LD_ERR_LIMIT);
     lim.max_depth = 3;
     CHECK_EQ_INT(ld_pylit_parse("[[[[1]]]]", 9, 0, &lim, &g_arena, &v, NULL, &err), LD_ERR_LIMIT);
@@ -635,7 +635,7 @@ static int test_pylit_digit_limit(void)
     CHECK_EQ_INT(ld_pylit_parse(s, 4302, 0, NULL, &g_arena, &v, NULL, &err), LD_OK);
     CHECK(v->u.items[0].flags & LD_PY_F_BIGINT);
     CHECK_EQ_INT(v->u.items[0].n, 4300);
-    ld_pylit_limits lim = {0, 20};
+    ld_pylit_limits lim = {0, 20, 0};
     CHECK_EQ_INT(ld_pylit_parse("-123456789012345678901", 22, 0, &lim, &g_arena, &v, NULL, &err),
                  LD_ERR_LIMIT);
     free(s);
@@ -771,6 +771,71 @@ static int test_pylit_not_nul_terminated(void)
     return 0;
 }
 
+
+/* Skimmed int lists (LD_PYLIT_SKIM_INT_LISTS): the same acceptance and the
+ * same counts as the full parse; the expected count is the generator's. */
+static int skim_case(const char *s, size_t n, long want_n)
+{
+    ld_pylit_limits skim = { 0, 0, LD_PYLIT_SKIM_INT_LISTS };
+    ld_py_value *a = NULL, *b = NULL;
+    ld_error ea, eb;
+    size_t end;
+    ld_status sa = ld_pylit_parse(s, n, LD_PYLIT_WHOLE, NULL, &g_arena, &a, &end, &ea);
+    ld_status sb = ld_pylit_parse(s, n, LD_PYLIT_WHOLE, &skim, &g_arena, &b, &end, &eb);
+    CHECK_EQ_INT(sa, sb);
+    if (want_n < 0) {
+        CHECK(sa != LD_OK);
+        CHECK_EQ_INT(ea.offset, eb.offset);
+        return 0;
+    }
+    CHECK_EQ_INT(sa, LD_OK);
+    CHECK_EQ_INT(a->kind, LD_PY_LIST);
+    CHECK_EQ_INT(b->kind, LD_PY_LIST);
+    CHECK_EQ_INT(a->n, want_n);
+    CHECK_EQ_INT(b->n, want_n);
+    return 0;
+}
+
+static int test_pylit_skim_int_lists(void)
+{
+    static char buf[1 << 16];
+    uint32_t x = 12345;
+    for (int len = 1; len < 4000; len = len * 3 / 2 + 1) {
+        size_t o = 0;
+        buf[o++] = '[';
+        for (int i = 0; i < len; i++) {
+            x = x * 1103515245u + 12345u;
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%u", i ? ", " : "",
+                                  (x >> 8) % (i % 7 == 0 ? 10u : 200000u));
+        }
+        buf[o++] = ']';
+        if (skim_case(buf, o, len)) return 1;
+        size_t long_list = o > 66;
+        ld_pylit_limits skim = { 0, 0, LD_PYLIT_SKIM_INT_LISTS };
+        ld_py_value *v;
+        CHECK_EQ_INT(ld_pylit_parse(buf, o, 0, &skim, &g_arena, &v, NULL, NULL), LD_OK);
+        CHECK_EQ_INT((v->flags & LD_PY_F_SKIMMED) != 0, long_list);
+    }
+    static const struct { const char *s; long n; } odd[] = {
+        { "[1,2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]", 23 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, -22]", 22 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22 ]", 22 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,]", 22 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,  21, 22]", 22 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 1.5, 22]", 22 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, , 22]", -1 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22", -1 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21 22]", -1 },
+        { "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 'a]', 2]", 22 },
+    };
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        if (skim_case(odd[i].s, strlen(odd[i].s), odd[i].n)) {
+            fprintf(stderr, "  case %zu: %s\n", i, odd[i].s);
+            return 1;
+        }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_pylit_random_reprs),
     LD_CASE(test_pylit_sglang_truncation),
@@ -791,6 +856,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pylit_dict_get),
     LD_CASE(test_pylit_count_chars),
     LD_CASE(test_pylit_not_nul_terminated),
+    LD_CASE(test_pylit_skim_int_lists),
 };
 
 LD_TEST_MAIN(cases)
