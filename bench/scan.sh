@@ -3,7 +3,7 @@
 #
 #   bench/scan.sh [SIZE_MB]          # default 100; also measures 2*SIZE_MB and a JSON-mode log
 #
-# Builds logdiff (Release) only if build/logdiff is missing, then runs bench/scan.py, which
+# Builds logdiff in Release into build-bench/ (incremental), then runs bench/scan.py, which
 # generates the logs under build/bench/, times both sides in the same run and prints
 # `name  baseline  logdiff  unit  ratio` lines, the verdicts, the machine and the inputs.
 # Extra options after SIZE_MB go to scan.py (e.g. --runs 5 --baseline-runs 3 --keep).
@@ -17,10 +17,10 @@ if ! command -v "$PY" >/dev/null 2>&1; then
     echo "scan.sh: $PY not found; the benchmark driver needs Python 3" >&2
     exit 2
 fi
-if [ ! -x build/logdiff ]; then
-    echo "scan.sh: build/logdiff missing, building it (Release)" >&2
-    if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2; } >&2; then
-        echo "scan.sh: build failed; measuring the baseline only" >&2
-    fi
+# Always a Release build of the current tree: timing a stale or -O0 binary
+# would mislead.
+if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+       cmake --build build-bench -j2 --target logdiff; } >&2; then
+    echo "scan.sh: build failed; measuring the baseline only" >&2
 fi
-exec "$PY" bench/scan.py --size-mb "$SIZE_MB" "$@"
+exec "$PY" bench/scan.py --size-mb "$SIZE_MB" --logdiff build-bench/logdiff "$@"

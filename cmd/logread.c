@@ -36,9 +36,11 @@ static void print_problem(FILE *f, const ld_error *e)
     if (e->line)
         fprintf(f, "logdiff: %s:%llu: byte %llu: %s\n", e->path ? e->path : "-",
                 (unsigned long long)e->line, (unsigned long long)e->offset, e->msg);
-    else
+    else if (e->offset)
         fprintf(f, "logdiff: %s: byte %llu: %s\n", e->path ? e->path : "-",
                 (unsigned long long)e->offset, e->msg);
+    else /* failed before any byte was read: opening */
+        fprintf(f, "logdiff: %s: %s\n", e->path ? e->path : "-", e->msg);
 }
 
 static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)

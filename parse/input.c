@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -66,6 +67,10 @@ struct ld_input {
     const void *iblk;       /* pending inner (decompressed) block */
     size_t iblk_len;
 
+    char *map;              /* plain regular file mapped read-only (ld_input_map) */
+    size_t map_len;
+    size_t map_released;    /* bytes at the front already unmapped */
+
     const void *blk;        /* pending libarchive data block */
     size_t blk_len;
     int64_t blk_off;        /* member offset where blk starts */
@@ -88,6 +93,8 @@ static ld_status fail_msg(ld_error *err, ld_status code, uint64_t off,
 {
     char low[200];
     snprintf(low, sizeof low, "%s", why ? why : "unknown error");
+    size_t n = strlen(low); /* libarchive ends some messages with a newline */
+    while (n && isspace((unsigned char)low[n - 1])) low[--n] = '\0';
     if (!isupper((unsigned char)low[1])) /* keep acronyms: "ZIP ..." */
         low[0] = (char)tolower((unsigned char)low[0]);
     if (err) err->path = path;
@@ -695,6 +702,47 @@ ld_status ld_input_open_memory(const void *data, size_t len, const char *name,
     return LD_OK;
 }
 
+/* ---------------------------------------------------------------- mapping */
+
+int ld_input_map(ld_input *in, const char **out_data, size_t *out_len)
+{
+    if (in->map) {
+        *out_data = in->map;
+        *out_len = in->map_len;
+        return 1;
+    }
+    /* only a plain regular file opened by path, not yet read past its prefix */
+    if (in->kind != LD_SRC_FD || in->ar || !in->own_fd || !in->seekable ||
+        !in->file_size || in->pos != 0 || in->file_size > (uint64_t)SIZE_MAX)
+        return 0;
+    void *m = mmap(NULL, (size_t)in->file_size, PROT_READ, MAP_PRIVATE, in->fd, 0);
+    if (m == MAP_FAILED) return 0; /* the read() path still works */
+    posix_madvise(m, (size_t)in->file_size, POSIX_MADV_SEQUENTIAL);
+    in->map = m;
+    in->map_len = (size_t)in->file_size;
+    *out_data = in->map;
+    *out_len = in->map_len;
+    return 1;
+}
+
+void ld_input_map_release(ld_input *in, uint64_t off)
+{
+    if (!in->map || off > in->map_len) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t upto = (size_t)off / page * page;
+    in->consumed = off;
+    if (upto <= in->map_released) return;
+    munmap(in->map + in->map_released, upto - in->map_released);
+    in->map_released = upto;
+}
+
+static void unmap(ld_input *in)
+{
+    if (in->map && in->map_len > in->map_released)
+        munmap(in->map + in->map_released, in->map_len - in->map_released);
+    in->map = NULL;
+}
+
 /* ---------------------------------------------------------------- queries */
 
 const char *ld_input_member_name(const ld_input *in)
@@ -716,6 +764,7 @@ void ld_input_close(ld_input *in)
 {
     if (!in) return;
     drop_inner(in);
+    unmap(in);
     if (in->ar) archive_read_free(in->ar);
     if (in->own_fd && in->fd >= 0) close(in->fd);
     free(in->block);

@@ -58,6 +58,19 @@ int ld_input_is_archive(const ld_input *in);
 uint64_t ld_input_bytes_consumed(const ld_input *in);
 uint64_t ld_input_file_size(const ld_input *in);
 
+/* For a plain (uncompressed, not archived) regular file opened by path,
+ * before any read: maps the whole file read-only so that lines can be taken
+ * from the page cache without read()'s copy.  Returns 1 with the mapping
+ * (borrowed; bytes below what ld_input_map_release() gave back stay
+ * readable until ld_input_close()), 0 when the input cannot be mapped (then
+ * use ld_input_read()).  The line reader uses it on its own. */
+int ld_input_map(ld_input *in, const char **out_data, size_t *out_len);
+
+/* Bytes below `off` of the mapping will not be read again: unmapped (whole
+ * pages), so memory stays bounded by what is still ahead; also the progress
+ * counter. */
+void ld_input_map_release(ld_input *in, uint64_t off);
+
 void ld_input_close(ld_input *in);
 
 /* One line of the current member, without its "\n" or "\r\n". */

@@ -6,6 +6,10 @@
  * longest line (by half again, so the peak stays under ~1.5x that line plus
  * one read) and shrinks back once the long line is gone.
  *
+ * A plain regular file is read through ld_input_map() instead: lines point
+ * into the mapping (no copy at all), and every LR_RELEASE bytes the part
+ * already handed out is given back so the mapped pages do not accumulate.
+ *
  * Ownership: the reader owns its buffer; the ld_input is borrowed.
  */
 #include "input.h"
@@ -16,7 +20,8 @@
 enum {
     LR_CHUNK = 1024 * 1024,             /* smallest read handed to the input */
     LR_DEFAULT_CAP = 2 * LR_CHUNK,      /* normal buffer size */
-    LR_SHRINK_AT = 4 * LR_DEFAULT_CAP   /* shrink back when above this */
+    LR_SHRINK_AT = 4 * LR_DEFAULT_CAP,  /* shrink back when above this */
+    LR_RELEASE = 4 * 1024 * 1024        /* mapped bytes given back at a time */
 };
 
 #define LR_DEFAULT_MAX_LINE ((size_t)1 << 30)
@@ -24,6 +29,10 @@ enum {
 struct ld_linereader {
     ld_input *in;     /* borrowed */
     char *buf;        /* owned */
+    const char *data; /* what lines are cut from: buf, or the input's mapping */
+    int mapped;       /* data is the mapping (the whole member, eof set) */
+    int map_tried;    /* ld_input_map was asked for this member */
+    size_t released;  /* mapping offset given back so far */
     size_t cap;
     size_t start;     /* first byte of the next line */
     size_t end;       /* end of valid data */
@@ -49,6 +58,7 @@ ld_status ld_linereader_new(ld_input *in, size_t max_line_bytes,
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "line reader buffer");
     }
     r->in = in;
+    r->data = r->buf;
     r->cap = LR_DEFAULT_CAP;
     r->peak = r->cap;
     r->max_line = max_line_bytes ? max_line_bytes : LR_DEFAULT_MAX_LINE;
@@ -63,6 +73,7 @@ static ld_status resize(ld_linereader *r, size_t cap, ld_error *err)
         return LD_FAIL(err, LD_ERR_NOMEM, r->base + r->start,
                        "line buffer of %zu bytes", cap);
     r->buf = nb;
+    r->data = nb;
     r->cap = cap;
     if (cap > r->peak) r->peak = cap;
     return LD_OK;
@@ -105,9 +116,9 @@ static ld_status refill(ld_linereader *r, ld_error *err)
 static ld_status skip_line(ld_linereader *r, ld_error *err)
 {
     while (r->skipping) {
-        char *nl = memchr(r->buf + r->start, '\n', r->end - r->start);
+        const char *nl = memchr(r->data + r->start, '\n', r->end - r->start);
         if (nl) {
-            r->start = (size_t)(nl - r->buf) + 1;
+            r->start = (size_t)(nl - r->data) + 1;
             r->scan = r->start;
             r->skipping = 0;
             break;
@@ -123,10 +134,30 @@ static ld_status skip_line(ld_linereader *r, ld_error *err)
     return LD_OK;
 }
 
+/* Switches to the input's mapping when it has one (plain regular file). */
+static void try_map(ld_linereader *r)
+{
+    const char *m;
+    size_t n;
+    r->map_tried = 1;
+    if (r->end != 0 || !ld_input_map(r->in, &m, &n)) return;
+    r->data = m;
+    r->mapped = 1;
+    r->start = r->scan = 0;
+    r->end = n;
+    r->eof = 1;
+    r->released = 0;
+}
+
 static void emit(ld_linereader *r, ld_line *out, size_t stop, int terminated)
 {
+    /* the previous line (before start) is no longer borrowed by the caller */
+    if (r->mapped && r->start - r->released >= LR_RELEASE) {
+        ld_input_map_release(r->in, r->start);
+        r->released = r->start;
+    }
     size_t len = stop - r->start;
-    out->data = r->buf + r->start;
+    out->data = r->data + r->start;
     out->offset = r->base + r->start;
     out->lineno = ++r->lineno;
     out->crlf = terminated && len > 0 && out->data[len - 1] == '\r';
@@ -155,17 +186,18 @@ ld_status ld_linereader_next(ld_linereader *r, ld_line *out, int *out_has,
     *out_has = 0;
     for (;;) {
         if (r->skipping) LD_TRY(skip_line(r, err));
-        char *nl = r->end > r->scan
-                       ? memchr(r->buf + r->scan, '\n', r->end - r->scan)
-                       : NULL;
-        if (nl && (size_t)(nl - r->buf) - r->start > r->max_line) {
+        if (!r->map_tried) try_map(r);
+        const char *nl = r->end > r->scan
+                             ? memchr(r->data + r->scan, '\n', r->end - r->scan)
+                             : NULL;
+        if (nl && (size_t)(nl - r->data) - r->start > r->max_line) {
             ld_status st = too_long(r, err);
             r->skipping = 0;  /* its end is already here */
-            r->start = r->scan = (size_t)(nl - r->buf) + 1;
+            r->start = r->scan = (size_t)(nl - r->data) + 1;
             return st;
         }
         if (nl) {
-            emit(r, out, (size_t)(nl - r->buf), 1);
+            emit(r, out, (size_t)(nl - r->data), 1);
             *out_has = 1;
             return LD_OK;
         }
@@ -173,6 +205,10 @@ ld_status ld_linereader_next(ld_linereader *r, ld_line *out, int *out_has,
         if (r->failed) return LD_OK;  /* the partial line died with the error */
         if (r->end - r->start > r->max_line) return too_long(r, err);
         if (r->eof) {
+            if (r->mapped) { /* all of it handed out (progress reaches 100%) */
+                ld_input_map_release(r->in, r->start == r->end ? r->end : r->start);
+                r->released = r->start;
+            }
             if (r->start == r->end) return LD_OK;
             emit(r, out, r->end, 0);
             *out_has = 1;
@@ -184,6 +220,9 @@ ld_status ld_linereader_next(ld_linereader *r, ld_line *out, int *out_has,
 
 void ld_linereader_reset(ld_linereader *r)
 {
+    r->data = r->buf;
+    r->mapped = r->map_tried = 0;
+    r->released = 0;
     r->start = r->end = r->scan = 0;
     r->base = 0;
     r->lineno = 0;
