@@ -19,6 +19,7 @@ struct cmd_entry {
 static const struct cmd_entry commands[] = {
     { "scan", cmd_scan, "list every request found in the logs, one row each" },
     { "show", cmd_show, "everything about one request, by rid" },
+    { "diff", cmd_diff, "which layer lost the conversation: a verdict per request" },
 };
 
 static void print_main_usage(FILE *f)

@@ -60,6 +60,22 @@ typedef struct ld_test_case {
         return LD_SKIP;                                                    \
     } while (0)
 
+/* The whole file at `path`, NUL-terminated, malloc'd (caller frees); NULL
+ * when it cannot be read. */
+static inline char *ld_test_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
 static inline int ld_test_run(const ld_test_case *cases, size_t n, int argc,
                               char **argv)
 {

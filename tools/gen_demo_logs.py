@@ -38,9 +38,11 @@ def fake_ids(text, base=1000):
     return [base + (ord(c) % 5000) for c in text[::4]]
 
 
-def fact(rid, messages, prompt, output, finish, temperature, file, line):
-    """What `logdiff scan --json` must say about a request, from the Python objects."""
-    return {"rid": rid, "messages": len(messages), "prompt_chars": len(prompt),
+def fact(rid, messages, prompt, output, finish, temperature, file, line, verdict="ok", kinds=()):
+    """What `logdiff scan --json` (and diff) must say about a request, from the Python objects
+    and from how the story was built: `verdict` and the error `kinds` are what was planted."""
+    return {"rid": rid, "verdict": verdict, "error_kinds": sorted(kinds),
+            "messages": len(messages), "prompt_chars": len(prompt),
             "output_chars": len(output), "finish_reason": finish, "temperature": temperature,
             "file": file, "line": line, "input_ids": len(fake_ids(prompt)),
             "output_ids": len(fake_ids(output, 2000))}
@@ -111,7 +113,9 @@ def main():
     expect = [
         fact("demo-healthy-1", conv1, p1, ans1, "stop", 0.2, "server-0.log", 1),
         fact("demo-interrupted-1", conv2, p2, partial, "abort", 0.2, "server-0.log", 6),
-        fact("demo-empty-assistant-2", conv3, p3, ans3, "stop", 0.2, "server-0.log", 10),
+        # planted: the aborted answer of demo-interrupted-1 sent back as an empty turn
+        fact("demo-empty-assistant-2", conv3, p3, ans3, "stop", 0.2, "server-0.log", 10,
+             "harness", ["harness.empty_assistant", "harness.stale_assistant"]),
     ]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "server-0.log"), "w", encoding="utf-8", newline="\n") as fh:

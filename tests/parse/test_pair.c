@@ -76,19 +76,6 @@ static run *run_file(const char *path, unsigned flags)
     return rn;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
 
 /* ------------------------------------------------------------ expectations */
 
@@ -212,7 +199,7 @@ static int check_fixture(const char *dir, const char *expect_name, unsigned flag
 {
     char path[2048], logp[2048];
     snprintf(path, sizeof path, "%s/%s", dir, expect_name);
-    char *txt = slurp(path);
+    char *txt = ld_test_slurp(path);
     cJSON *doc = txt ? cJSON_Parse(txt) : NULL;
     free(txt);
     if (!doc) {

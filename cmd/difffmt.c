@@ -1,0 +1,154 @@
+/* difffmt.c - see difffmt.h. */
+#include "difffmt.h"
+
+#include <string.h>
+
+#include "jsonout.h"
+
+static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",
+                                                     "kernels", "sampling", "log" };
+
+void ld_diff_report_init(ld_diff_report *rep, struct ld_cli *cli)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->cli = cli;
+    ld_arena_init(&rep->arena, 0);
+}
+
+static int verdict_index(const char *v)
+{
+    for (int i = 0; i < LD_N_VERDICTS; i++)
+        if (!strcmp(v, verdicts[i])) return i;
+    return LD_N_VERDICTS - 1;
+}
+
+static cJSON *evidence_num(int64_t v)
+{
+    return v == LD_NO_VALUE ? cJSON_CreateNull() : ld_json_int(v);
+}
+
+static cJSON *finding_json(const ld_finding *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddItemToObject(o, "kind", cJSON_CreateString(f->kind));
+    cJSON_AddItemToObject(o, "severity", cJSON_CreateString(f->severity == LD_SEV_ERROR ? "error" : "info"));
+    cJSON_AddItemToObject(o, "message", f->message >= 0 ? ld_json_int(f->message) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "detail", ld_json_cstr(f->detail));
+    cJSON_AddItemToObject(o, "array_offset", evidence_num(f->array_offset));
+    cJSON_AddItemToObject(o, "prompt_offset", evidence_num(f->prompt_offset));
+    cJSON_AddItemToObject(o, "expected_len", evidence_num(f->expected_len));
+    cJSON_AddItemToObject(o, "actual_len", evidence_num(f->actual_len));
+    cJSON_AddItemToObject(o, "first_diff", evidence_num(f->first_diff));
+    cJSON_AddItemToObject(o, "array_excerpt", ld_json_cstr(f->array_excerpt));
+    cJSON_AddItemToObject(o, "prompt_excerpt", ld_json_cstr(f->prompt_excerpt));
+    cJSON_AddItemToObject(o, "related_rid", ld_json_cstr(f->related_rid));
+    return o;
+}
+
+static void print_json(ld_diff_report *rep, const ld_request *r, const ld_verdict *v)
+{
+    char where[512];
+    const ld_source *src = NULL;
+    ld_request_where(r, where, sizeof where, &src);
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return;
+    cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
+    cJSON_AddItemToObject(o, "verdict", cJSON_CreateString(v->verdict));
+    cJSON_AddItemToObject(o, "conversation", ld_json_cstr(v->conversation));
+    cJSON_AddItemToObject(o, "file", ld_json_cstr((r->flags & LD_REQ_ERROR) ? r->error.path
+                                                  : src ? src->member : NULL));
+    cJSON_AddItemToObject(o, "line", (r->flags & LD_REQ_ERROR) ? ld_json_int((int64_t)r->error.line)
+                          : src ? ld_json_int((int64_t)src->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "time", ld_json_cstr(r->timestamp));
+    cJSON_AddItemToObject(o, "messages", r->n_messages >= 0 ? ld_json_int(r->n_messages) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "finish_reason", ld_json_cstr(r->finish_type));
+    cJSON_AddBoolToObject(o, "aligned", v->aligned);
+    cJSON *arr = cJSON_AddArrayToObject(o, "findings");
+    for (size_t i = 0; i < v->findings.n; i++)
+        cJSON_AddItemToArray(arr, finding_json(&v->findings.v[i]));
+    ld_json_print_line(rep->cli->out, o);
+}
+
+/* The first error finding, or NULL: the one-line reason of the verdict. */
+static const ld_finding *first_error(const ld_verdict *v)
+{
+    const char *want = v->verdict;
+    for (size_t i = 0; i < v->findings.n; i++)
+        if (v->findings.v[i].severity == LD_SEV_ERROR &&
+            !strcmp(ld_kind_category(v->findings.v[i].kind), want))
+            return &v->findings.v[i];
+    return NULL;
+}
+
+static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const char *reset)
+{
+    int stale = !strcmp(g->kind, LD_K_HARNESS_STALE_ASSISTANT);
+    const char *left = stale ? "sent back" : "array", *right = stale ? "produced" : "prompt";
+    if (g->array_excerpt)
+        fprintf(f, "        %s%-9s%s \"%s\"\n", dim, left, reset, g->array_excerpt);
+    if (g->prompt_excerpt && g->related_rid)
+        fprintf(f, "        %s%-9s%s \"%s\"  %s(by %s)%s\n", dim, right, reset,
+                g->prompt_excerpt, dim, g->related_rid, reset);
+    else if (g->prompt_excerpt)
+        fprintf(f, "        %s%-9s%s \"%s\"\n", dim, right, reset, g->prompt_excerpt);
+    else if (g->related_rid)
+        fprintf(f, "        %srelated%s   %s\n", dim, reset, g->related_rid);
+}
+
+static void print_text(ld_diff_report *rep, const ld_request *r, const ld_verdict *v)
+{
+    FILE *f = rep->cli->out;
+    int tty = rep->cli->out_is_tty, ok = !strcmp(v->verdict, "ok");
+    const char *col = tty ? (ok ? "\033[32m" : "\033[1;31m") : "", *reset = tty ? "\033[0m" : "";
+    const char *dim = tty ? "\033[2m" : "";
+    char where[512];
+    ld_request_where(r, where, sizeof where, NULL);
+    const ld_finding *why = first_error(v);
+    fprintf(f, "%-32s %s%-8s%s %-30s %s\n", r->rid ? r->rid : "-", col, v->verdict, reset,
+            where, why ? why->kind : "");
+    if (ok && !rep->verbose) return;
+    for (size_t i = 0; i < v->findings.n; i++) {
+        const ld_finding *g = &v->findings.v[i];
+        if (g->severity != LD_SEV_ERROR && !rep->verbose) continue;
+        fprintf(f, "    %s%-5s%s %s", g->severity == LD_SEV_ERROR ? col : dim,
+                g->severity == LD_SEV_ERROR ? "error" : "info", reset, g->kind);
+        if (g->message >= 0) fprintf(f, " [message %lld]", (long long)g->message);
+        fprintf(f, ": %s\n", g->detail);
+        print_excerpts(f, g, dim, reset);
+    }
+}
+
+int ld_diff_report_request(void *ctx, ld_request *r)
+{
+    ld_diff_report *rep = ctx;
+    ld_verdict v;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_arena_reset(&rep->arena);
+    if (ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) != LD_OK) {
+        fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
+        rep->failed = 1;
+        return 0;
+    }
+    if (rep->only_rid && !(r->rid && !strcmp(r->rid, rep->only_rid))) return 0;
+    rep->n_reported++;
+    rep->per_verdict[verdict_index(v.verdict)]++;
+    if (strcmp(v.verdict, "ok")) rep->n_not_ok++;
+    if (rep->json) print_json(rep, r, &v);
+    else print_text(rep, r, &v);
+    return 0;
+}
+
+void ld_diff_report_summary(ld_diff_report *rep, const ld_logread *lr)
+{
+    FILE *f = rep->json ? rep->cli->err : rep->cli->out;
+    if (rep->json && !rep->cli->err_is_tty) return; /* scripts read stdout only */
+    fprintf(f, "%s%llu requests:", rep->json ? "" : "\n", (unsigned long long)rep->n_reported);
+    for (int i = 0; i < LD_N_VERDICTS; i++)
+        if (rep->per_verdict[i])
+            fprintf(f, " %llu %s", (unsigned long long)rep->per_verdict[i], verdicts[i]);
+    fprintf(f, "; %llu lines read, %llu health checks left out, %llu input errors\n",
+            (unsigned long long)lr->pair_stats.lines,
+            (unsigned long long)lr->pair_stats.health_checks, (unsigned long long)lr->io_errors);
+}

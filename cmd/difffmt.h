@@ -1,0 +1,34 @@
+/* difffmt.h - how `logdiff diff` reports verdicts: one line per request and
+ * its findings with excerpts side by side for people, JSON Lines for
+ * scripts, and the summary. */
+#ifndef LD_CMD_DIFFFMT_H
+#define LD_CMD_DIFFFMT_H
+
+#include <stdint.h>
+
+#include "cmd.h"
+#include "diff.h"
+#include "logread.h"
+
+enum { LD_N_VERDICTS = 6 };
+
+typedef struct ld_diff_report {
+    struct ld_cli *cli;
+    int json, verbose;
+    const char *only_rid;
+    ld_differ *differ;
+    ld_arena arena;          /* per request, reset after each */
+    uint64_t n_reported, n_not_ok;
+    uint64_t per_verdict[LD_N_VERDICTS];
+    int failed;              /* out of memory while judging */
+} ld_diff_report;
+
+void ld_diff_report_init(ld_diff_report *rep, struct ld_cli *cli);
+
+/* Pairer callback: judges and prints one request. */
+int ld_diff_report_request(void *ctx, ld_request *r);
+
+/* Requests per verdict (people: stdout; scripts: stderr on a terminal). */
+void ld_diff_report_summary(ld_diff_report *rep, const ld_logread *lr);
+
+#endif

@@ -1,0 +1,117 @@
+/* repetition.c - see repetition.h. */
+#include "repetition.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W 8 /* window bytes */
+
+static uint64_t win_hash(const char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    /* murmur3's finaliser: every input bit reaches the low bits used as slot */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static int is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* ASCII letters and the first byte of every non-ASCII character. */
+static size_t letters(const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') k++;
+        else if (c >= 0xC0) k++;
+    }
+    return k;
+}
+
+/* The counts first: letters() reads the unit, which is only cheap once the
+ * stretch is known to hold several copies of it (linear time overall). */
+static int passes(const char *s, size_t start, size_t end, size_t p)
+{
+    size_t len = end - start, count = len / p;
+    if (len < LD_REP_MIN_BYTES) return 0;
+    if (count < (p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT
+                 : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT : LD_REP_LONG_COUNT))
+        return 0;
+    return letters(s + start, p) >= LD_REP_MIN_LETTERS;
+}
+
+/* Keeps the periodic stretch [start, end) of period p if it beats *best. */
+static void consider(const char *s, size_t start, size_t end, size_t p, ld_repetition *best,
+                     int *found)
+{
+    if (!passes(s, start, end, p) || (*found && end - start <= best->len)) return;
+    size_t u = start;
+    /* show the unit from a word start when it holds one (a rotation of it) */
+    int at_word = start == 0 || is_space((unsigned char)s[start - 1]);
+    for (size_t k = start + 1; !at_word && k < start + p; k++)
+        if (is_space((unsigned char)s[k - 1]) && !is_space((unsigned char)s[k])) { u = k; break; }
+    *best = (ld_repetition){start, end - start, u, p, (end - start) / p};
+    *found = 1;
+}
+
+/* Position of the previous window equal to s[i..i+W) (or SIZE_MAX); the
+ * table then remembers i for it.  tbl holds positions + 1, 0 = empty. */
+static size_t last_seen(const char *s, uint32_t *tbl, size_t mask, size_t i)
+{
+    size_t slot = (size_t)win_hash(s + i) & mask;
+    while (tbl[slot]) {
+        size_t j = tbl[slot] - 1;
+        if (!memcmp(s + j, s + i, W)) {
+            tbl[slot] = (uint32_t)(i + 1);
+            return j;
+        }
+        slot = (slot + 1) & mask;
+    }
+    tbl[slot] = (uint32_t)(i + 1);
+    return SIZE_MAX;
+}
+
+ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *out_found,
+                             ld_error *err)
+{
+    *out_found = 0;
+    size_t base = n > LD_REP_MAX_SCAN ? n - LD_REP_MAX_SCAN : 0;
+    s += base;
+    n -= base;
+    if (n < LD_REP_MIN_BYTES) return LD_OK;
+    size_t size = 64;
+    while (size < 2 * n) size *= 2;
+    uint32_t *tbl = calloc(size, sizeof *tbl);
+    if (!tbl) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory scanning %zu bytes for repetition", n);
+    size_t p = 0, start = 0, end = 0;
+    for (size_t i = 0; i + W <= n; i++) {
+        if (p && s[i + W - 1] == s[i + W - 1 - p]) { /* the run goes on */
+            end = i + W;
+            last_seen(s, tbl, size - 1, i);
+            continue;
+        }
+        if (p) consider(s, start, end, p, out, out_found);
+        p = 0;
+        size_t j = last_seen(s, tbl, size - 1, i);
+        if (j != SIZE_MAX) {
+            p = i - j;
+            start = j;
+            end = i + W;
+        }
+    }
+    if (p) consider(s, start, end, p, out, out_found);
+    free(tbl);
+    if (*out_found) {
+        out->start += base;
+        out->unit_off += base;
+    }
+    return LD_OK;
+}

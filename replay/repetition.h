@@ -1,0 +1,61 @@
+/* repetition.h - find degenerate repetition (a model looping) in an output.
+ *
+ * What counts: a stretch of the text that is periodic, i.e. one unit of p
+ * bytes written again and again back to back ("the the the ...", a sentence
+ * or a paragraph said over and over, a run of identical lines).  Exact
+ * repetition only; a loop whose copies differ (a counter, a changing value)
+ * is not reported.  Text that merely reuses words, braces or keywords (prose,
+ * code, lists, tables, JSON arrays of similar objects) is not periodic over
+ * more than a few bytes and is not reported.
+ *
+ * Thresholds (chosen so that normal prose, C code, markdown tables and JSON
+ * arrays stay silent while loops fire; see tests/replay/test_repetition.c):
+ *   - the unit holds at least LD_REP_MIN_LETTERS letters (ASCII letters or
+ *     non-ASCII characters), so runs of spaces, braces, "0, 0, 0", "| --- |"
+ *     and "=====" never count;
+ *   - the stretch covers at least LD_REP_MIN_BYTES bytes;
+ *   - a short unit (< LD_REP_SHORT_UNIT bytes, a word or two) repeats at
+ *     least LD_REP_SHORT_COUNT times: "ha ha ha", "no no no" or a few NULLs in
+ *     an initializer are not a loop, fifty "the " are;
+ *   - a unit of a phrase or a line (< LD_REP_LONG_UNIT bytes) repeats at least
+ *     LD_REP_MID_COUNT times;
+ *   - a longer unit (a long sentence, a paragraph) repeats at least
+ *     LD_REP_LONG_COUNT times (twice can be a legitimate quote).
+ *
+ * Cost: linear in the length: one pass over 8-byte windows with a hash table
+ * of the last position of each window (2 x n slots, malloc'd and freed in the
+ * call); a run is extended byte by byte against its period.  Only the last
+ * LD_REP_MAX_SCAN bytes of a longer text are looked at (a loop runs to the
+ * end of the output).  Thread safety: none shared; no global state.
+ */
+#ifndef LD_REPETITION_H
+#define LD_REPETITION_H
+
+#include <stddef.h>
+
+#include "ld_error.h"
+
+#define LD_REP_MIN_LETTERS 2
+#define LD_REP_MIN_BYTES 64
+#define LD_REP_SHORT_UNIT 16
+#define LD_REP_SHORT_COUNT 20
+#define LD_REP_LONG_UNIT 64
+#define LD_REP_MID_COUNT 6
+#define LD_REP_LONG_COUNT 3
+#define LD_REP_MAX_SCAN ((size_t)4 << 20)
+
+typedef struct ld_repetition {
+    size_t start;     /* byte offset of the periodic stretch in the text */
+    size_t len;       /* bytes it covers */
+    size_t unit_off;  /* offset of one copy of the unit, rotated to start at a word */
+    size_t unit_len;  /* the period in bytes */
+    size_t count;     /* whole copies of the unit in the stretch */
+} ld_repetition;
+
+/* Looks for the longest stretch of s[0..n) that passes the thresholds above.
+ * *out_found = 1 and *out filled when there is one, else 0.  Returns LD_OK,
+ * or LD_ERR_NOMEM when the temporary table cannot be allocated. */
+ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *out_found,
+                             ld_error *err);
+
+#endif

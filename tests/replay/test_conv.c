@@ -1,0 +1,287 @@
+/* test_conv.c - conversations across requests (replay/conv.c): fixtures of
+ * testdata/replay/harness (tools/gen_harness_fixtures.py) through the real
+ * reader and pairer, plus evidence, eviction and memory bounds. */
+#include "harness_fixture.h"
+
+static int test_conv_fixture_classic_interrupt(void) { return hf_fixture("classic-interrupt"); }
+static int test_conv_fixture_healthy_no_findings(void) { return hf_fixture("healthy"); }
+static int test_conv_fixture_altered(void) { return hf_fixture("altered"); }
+static int test_conv_fixture_interleaved(void) { return hf_fixture("interleaved"); }
+static int test_conv_fixture_two_files(void) { return hf_fixture("two-files"); }
+static int test_conv_fixture_logger_cut(void) { return hf_fixture("logger-cut"); }
+
+/* ------------------------------------------------------------ line by line */
+
+typedef struct seq {
+    ld_conv_tracker *t;
+    ld_arena arena;
+    ld_findings f[16];
+    const char *conv[16];
+    char rid[16][32];
+    int n;
+} seq;
+
+static int seq_emit(void *ctx, ld_request *r)
+{
+    seq *s = ctx;
+    if (s->n >= 16) return 0;
+    int i = s->n++;
+    snprintf(s->rid[i], sizeof s->rid[i], "%s", r->rid ? r->rid : "-");
+    memset(&s->f[i], 0, sizeof s->f[i]);
+    if (ld_harness_check(r, &s->arena, &s->f[i], NULL) ||
+        ld_conv_check(s->t, r, &s->arena, &s->f[i], &s->conv[i], NULL))
+        s->rid[i][0] = '!';
+    return 0;
+}
+
+/* One request: Receive OpenAI (messages), Receive, Finish with `out` and `fin`. */
+static void req_lines(char *buf, size_t n, const char *rid, const char *msgs, const char *out,
+                      const char *fin)
+{
+    snprintf(buf, n,
+             "Receive OpenAI: obj={'model': 'm', 'messages': [%s]}\n"
+             "Receive: obj=G(rid='%s', text=None, input_ids=[1])\n"
+             "Finish: obj=G(rid='%s', text=\"%s\", input_ids=[1]), out={'text': %s, "
+             "'meta_info': {'finish_reason': %s}}",
+             msgs, rid, rid, msgs /* the prompt contains every user message */, out, fin);
+}
+
+static int seq_run(seq *s, const ld_conv_options *o, char *const *reqs, int n)
+{
+    memset(s, 0, sizeof *s);
+    ld_arena_init(&s->arena, 0);
+    if (ld_conv_tracker_new(o, &s->t, NULL)) return -1;
+    ld_pair_options po = {0};
+    po.flags = LD_PAIR_KEEP_TEXT;
+    ld_pairer *p;
+    if (ld_pairer_new(&po, seq_emit, s, &p, NULL)) return -1;
+    int bad = 0;
+    uint64_t lineno = 0;
+    for (int i = 0; i < n; i++) {
+        char *save = NULL;
+        for (char *l = strtok_r(reqs[i], "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            ld_line line = {l, strlen(l), ++lineno, 0, 0, 0};
+            ld_line_result res;
+            if (ld_pairer_feed_line(p, "m", &line, &res, NULL) != LD_OK) bad++;
+        }
+    }
+    ld_pairer_finish(p, NULL);
+    ld_pairer_free(p);
+    return bad;
+}
+
+static void seq_free(seq *s)
+{
+    ld_conv_tracker_free(s->t);
+    ld_arena_release(&s->arena);
+}
+
+static const ld_finding *kind_of(const ld_findings *f, const char *kind)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (!strcmp(f->v[i].kind, kind)) return &f->v[i];
+    return NULL;
+}
+
+#define SU "{'role': 'system', 'content': 'S'}, {'role': 'user', 'content': 'fix the bug'}"
+#define STOP "{'type': 'stop', 'matched': 7}"
+#define ABORT "{'type': 'abort', 'message': 'client gone'}"
+
+static int test_conv_stale_evidence_interrupted(void)
+{
+    static char a[1024], b[1024];
+    req_lines(a, sizeof a, "p1", SU, "'Let me open main.c and look at'", ABORT);
+    req_lines(b, sizeof b, "p2", SU ", {'role': 'assistant', 'content': ''}, "
+              "{'role': 'user', 'content': 'go on'}", "'ok'", STOP);
+    char *reqs[] = {a, b};
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, 2), 0);
+    CHECK_EQ_INT(s.n, 2);
+    CHECK_EQ_INT(s.f[0].n, 0);
+    const ld_finding *st = kind_of(&s.f[1], LD_K_HARNESS_STALE_ASSISTANT);
+    const ld_finding *em = kind_of(&s.f[1], LD_K_HARNESS_EMPTY_ASSISTANT);
+    CHECK(st && em);
+    CHECK_EQ_INT(st->message, 2);
+    CHECK_EQ_INT(st->expected_len, 30);
+    CHECK_EQ_INT(st->actual_len, 0);
+    CHECK_EQ_INT(st->first_diff, 0);
+    CHECK_EQ_STR(st->related_rid, "p1");
+    CHECK(st->prompt_excerpt && !strncmp(st->prompt_excerpt, "Let me open", 11));
+    CHECK(strstr(st->detail, "sent back empty") && strstr(st->detail, "abort"));
+    CHECK_EQ_STR(em->related_rid, "p1");
+    CHECK(strstr(em->detail, "request p1") && strstr(em->detail, "abort"));
+    CHECK(s.conv[0] && s.conv[1] && !strcmp(s.conv[0], "p1") && !strcmp(s.conv[1], "p1"));
+    CHECK(!strcmp(ld_verdict_of(&s.f[1]), "harness"));
+    seq_free(&s);
+    return 0;
+}
+
+static int test_conv_edit_offset_and_excerpts(void)
+{
+    static char a[1024], b[1024];
+    req_lines(a, sizeof a, "e1", SU, "'  The bug is in parse_int: it ignores the sign.\\n'", STOP);
+    req_lines(b, sizeof b, "e2", SU ", {'role': 'assistant', 'content': 'The bug is in parse_int: "
+              "it ignores overflow.'}, {'role': 'user', 'content': 'fix it'}", "'ok'", STOP);
+    char *reqs[] = {a, b};
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, 2), 0);
+    const ld_finding *st = kind_of(&s.f[1], LD_K_HARNESS_STALE_ASSISTANT);
+    CHECK(st && s.f[1].n == 1);
+    CHECK_EQ_INT(st->first_diff, 36); /* after "...it ignores " (edge spaces trimmed) */
+    CHECK_EQ_INT(st->array_offset, 36);
+    CHECK_EQ_INT(st->expected_len, 45);
+    CHECK_EQ_INT(st->actual_len, 45);
+    CHECK(strstr(st->array_excerpt, "overflow") && strstr(st->prompt_excerpt, "the sign"));
+    CHECK(strstr(st->detail, "was edited"));
+    seq_free(&s);
+    return 0;
+}
+
+static int test_conv_benign_forms(void)
+{
+    /* reasoning inline vs reasoning_content, edge whitespace, stop string,
+     * a retry: the message equals the second of two outputs for one array */
+    static char a[1024], a2[1024], b[1024], c[1024], d[1024];
+    req_lines(a, sizeof a, "b1", SU, "'first try'", ABORT);
+    req_lines(a2, sizeof a2, "b1r", SU, "'<think>R1</think>\\n\\nAnswer one. DONE'",
+              "{'type': 'stop', 'matched': 'DONE'}");
+    req_lines(b, sizeof b, "b2", SU ", {'role': 'assistant', 'content': 'Answer one.', "
+              "'reasoning_content': 'R1'}, {'role': 'user', 'content': 'q2'}", "'R2</think>Two.'", STOP);
+    req_lines(c, sizeof c, "b3", SU ", {'role': 'assistant', 'content': '<think>R1</think>Answer one.'}, "
+              "{'role': 'user', 'content': 'q2'}, {'role': 'assistant', 'content': '\\n Two. '}, "
+              "{'role': 'user', 'content': 'q3'}", "'Three.'", STOP);
+    req_lines(d, sizeof d, "b4", SU ", {'role': 'assistant', 'content': 'Answer one.'}, "
+              "{'role': 'user', 'content': 'q2'}, {'role': 'assistant', 'content': 'Two.', "
+              "'reasoning_content': 'R2'}, {'role': 'user', 'content': 'q3'}, "
+              "{'role': 'assistant', 'content': 'Three.'}, {'role': 'user', 'content': 'q4'}", "'x'", STOP);
+    char *reqs[] = {a, a2, b, c, d};
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, 5), 0);
+    CHECK_EQ_INT(s.n, 5);
+    for (int i = 0; i < 5; i++) CHECK_MSG(s.f[i].n == 0, "%s: %s", s.rid[i], s.f[i].v[0].detail);
+    ld_conv_stats st;
+    ld_conv_tracker_stats(s.t, &st);
+    CHECK_EQ_INT(st.conversations, 1);
+    CHECK_EQ_INT(st.matched, 6); /* b2: 1, b3: 2, b4: 3 */
+    seq_free(&s);
+    return 0;
+}
+
+static int test_conv_reasoning_changed(void)
+{
+    static char a[1024], b[1024];
+    req_lines(a, sizeof a, "r1", SU, "'<think>Check the sign.</think>Fixed.'", STOP);
+    req_lines(b, sizeof b, "r2", SU ", {'role': 'assistant', 'content': 'Fixed.', "
+              "'reasoning_content': 'Something else entirely.'}, {'role': 'user', 'content': 'ok'}",
+              "'x'", STOP);
+    char *reqs[] = {a, b};
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, 2), 0);
+    const ld_finding *st = kind_of(&s.f[1], LD_K_HARNESS_STALE_ASSISTANT);
+    CHECK(st && strstr(st->detail, "reasoning"));
+    seq_free(&s);
+    return 0;
+}
+
+/* Conversations A, B, C with max_conversations = 2: A is evicted when C
+ * arrives, so A's edited second turn is no longer checked (and no memory of
+ * it is held), while C's is. */
+static int test_conv_lru_eviction(void)
+{
+    static char r[6][1024];
+    req_lines(r[0], 1024, "A1", "{'role': 'user', 'content': 'conv A'}", "'alpha'", STOP);
+    req_lines(r[1], 1024, "B1", "{'role': 'user', 'content': 'conv B'}", "'beta'", STOP);
+    req_lines(r[2], 1024, "C1", "{'role': 'user', 'content': 'conv C'}", "'gamma'", STOP);
+    req_lines(r[3], 1024, "A2", "{'role': 'user', 'content': 'conv A'}, {'role': 'assistant', "
+              "'content': 'EDITED'}, {'role': 'user', 'content': 'more A'}", "'x'", STOP);
+    req_lines(r[4], 1024, "C2", "{'role': 'user', 'content': 'conv C'}, {'role': 'assistant', "
+              "'content': 'EDITED'}, {'role': 'user', 'content': 'more C'}", "'x'", STOP);
+    char *reqs[] = {r[0], r[1], r[2], r[3], r[4]};
+    ld_conv_options o = {0};
+    o.max_conversations = 2;
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, &o, reqs, 5), 0);
+    CHECK_EQ_INT(s.n, 5);
+    CHECK_EQ_INT(s.f[3].n, 0); /* A evicted: its producer is gone */
+    CHECK(kind_of(&s.f[4], LD_K_HARNESS_STALE_ASSISTANT)); /* C still known */
+    CHECK_EQ_STR(s.conv[3], "A2"); /* A started again under a new id */
+    ld_conv_stats st;
+    ld_conv_tracker_stats(s.t, &st);
+    CHECK(st.conversations <= 2);
+    CHECK(st.evicted >= 2);
+    seq_free(&s);
+    return 0;
+}
+
+/* The byte cap bounds memory whatever the number of requests. */
+static int test_conv_byte_cap(void)
+{
+    ld_conv_options o = {0};
+    o.max_bytes = 16 << 10;
+    ld_conv_tracker *t;
+    CHECK(ld_conv_tracker_new(&o, &t, NULL) == LD_OK);
+    static char lines[1024];
+    ld_conv_stats st;
+    for (int i = 0; i < 2000; i++) {
+        char msgs[128], out[64];
+        snprintf(msgs, sizeof msgs, "{'role': 'user', 'content': 'question %d'}", i);
+        snprintf(out, sizeof out, "'answer number %d, with some more words to hold'", i);
+        req_lines(lines, sizeof lines, "x", msgs, out, STOP);
+        seq s;
+        char *reqs[] = {lines};
+        memset(&s, 0, sizeof s);
+        ld_arena_init(&s.arena, 0);
+        s.t = t;
+        ld_pair_options po = {0};
+        po.flags = LD_PAIR_KEEP_TEXT;
+        ld_pairer *p;
+        CHECK(ld_pairer_new(&po, seq_emit, &s, &p, NULL) == LD_OK);
+        char *save = NULL;
+        for (char *l = strtok_r(reqs[0], "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            ld_line line = {l, strlen(l), 1, 0, 0, 0};
+            ld_line_result res;
+            ld_pairer_feed_line(p, "m", &line, &res, NULL);
+        }
+        ld_pairer_free(p);
+        ld_arena_release(&s.arena);
+        CHECK(s.n == 1 && s.rid[0][0] != '!');
+        ld_conv_tracker_stats(t, &st);
+        CHECK(st.bytes <= o.max_bytes);
+    }
+    CHECK(st.evicted > 1000);
+    CHECK(st.peak_bytes <= o.max_bytes + 1024);
+    ld_conv_tracker_free(t);
+    return 0;
+}
+
+static int test_conv_no_messages_no_id(void)
+{
+    static char a[512] = "Receive: obj=G(rid='z', text='hi', input_ids=[1])\n"
+                         "Finish: obj=G(rid='z', text='hi'), out={'text': 'yo', 'meta_info': {}}";
+    char *reqs[] = {a};
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, 1), 0);
+    CHECK_EQ_INT(s.n, 1);
+    CHECK(!s.conv[0]);
+    CHECK_EQ_INT(s.f[0].n, 0);
+    seq_free(&s);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_conv_fixture_classic_interrupt),
+    LD_CASE(test_conv_fixture_healthy_no_findings),
+    LD_CASE(test_conv_fixture_altered),
+    LD_CASE(test_conv_fixture_interleaved),
+    LD_CASE(test_conv_fixture_two_files),
+    LD_CASE(test_conv_fixture_logger_cut),
+    LD_CASE(test_conv_stale_evidence_interrupted),
+    LD_CASE(test_conv_edit_offset_and_excerpts),
+    LD_CASE(test_conv_benign_forms),
+    LD_CASE(test_conv_reasoning_changed),
+    LD_CASE(test_conv_lru_eviction),
+    LD_CASE(test_conv_byte_cap),
+    LD_CASE(test_conv_no_messages_no_id),
+};
+
+LD_TEST_MAIN(cases)
