@@ -447,12 +447,12 @@ static int test_pair_max_open_evicts_oldest(void)
 static int test_pair_openai_join_confirmed(void)
 {
     static const char *const L[] = {
-        "Receive OpenAI: obj={'model': 'qwen', 'messages': [{'role': 'system', 'content': 'S'}, "
-        "{'role': 'user', 'content': [{'type': 'text', 'text': 'What is 2+2?'}]}], 'tools': [{}, {}], "
-        "'chat_template_kwargs': {'enable_thinking': False}, 'temperature': 0.3}",
+        ("Receive OpenAI: obj={'model': 'qwen', 'messages': [{'role': 'system', 'content': 'S'}, "
+         "{'role': 'user', 'content': [{'type': 'text', 'text': 'What is 2+2?'}]}], 'tools': [{}, {}], "
+         "'chat_template_kwargs': {'enable_thinking': False}, 'temperature': 0.3}"),
         "Receive: obj=G(rid='q', text=None, input_ids=[1, 2, 3])",
-        "Finish: obj=G(rid='q', text='<s>S</s><u>What is 2+2?</u>', input_ids=[1, 2, 3]), "
-        "out={'text': '4', 'output_ids': [7], 'meta_info': {'completion_tokens': 1, 'e2e_latency': 0.5}}",
+        ("Finish: obj=G(rid='q', text='<s>S</s><u>What is 2+2?</u>', input_ids=[1, 2, 3]), "
+         "out={'text': '4', 'output_ids': [7], 'meta_info': {'completion_tokens': 1, 'e2e_latency': 0.5}}"),
     };
     run *rn = calloc(1, sizeof *rn);
     ld_pair_options o = {0};
