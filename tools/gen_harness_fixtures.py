@@ -29,6 +29,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PREFIX = "[2026-03-20 12:00:00] "
+# How lines are written: text mode with the timestamp prefix by default; main() also writes
+# some fixtures again in JSON mode and without a prefix (same requests, same expectations).
+VARIANT = {"format": "text", "prefix": PREFIX, "suffix": ""}
 SYSTEM = "You are a coding agent. Use the tools to inspect and edit files; answer briefly."
 LIMIT2 = 2048
 
@@ -39,13 +42,29 @@ K_TRUNC = "log.truncated"
 K_UNPAIRED = "log.unpaired"
 K_PARSE = "log.parse_error"
 K_REP = "sampling.repetition"
+K_DROPPED = "template.dropped_message"
 
 
 def chatml(messages):
+    """ChatML as Qwen2.5's template writes it, tool calls included: each call as
+    <tool_call>{"name": ..., "arguments": <tojson of the arguments>}</tool_call> (a string
+    argument is JSON-encoded again, as `tojson` does), so every part reaches the prompt."""
     out = []
     for m in messages:
-        out.append("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m.get("content") or ""))
+        body = m.get("content") or ""
+        for c in m.get("tool_calls") or []:
+            fn = c["function"]
+            body += '\n<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>' % (
+                fn["name"], json.dumps(fn["arguments"], ensure_ascii=False))
+        out.append("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], body))
     return "".join(out) + "<|im_start|>assistant\n"
+
+
+def reasoning_only(msgs):
+    """Assistant turns whose only text is reasoning_content, which chatml() (like Qwen's template
+    for earlier turns) does not render."""
+    return [i for i, m in enumerate(msgs) if m["role"] == "assistant" and blank(m.get("content"))
+            and not m.get("tool_calls") and not blank(m.get("reasoning_content"))]
 
 
 def blank(s):
@@ -122,7 +141,9 @@ class Req:
 
 class Fixture:
     def __init__(self, R, name, level=3):
+        name += VARIANT["suffix"]
         self.R, self.name, self.level = R, name, level
+        self.format, self.prefix = VARIANT["format"], VARIANT["prefix"]
         self.files = [[name + ".log", []]]
         self.reqs, self.errors = [], []
 
@@ -136,8 +157,9 @@ class Fixture:
                                 "kinds": [kind]})
 
     def render(self, obj, out=None, event="receive"):
-        ns = argparse.Namespace(event=event, format="text", level=self.level, era="current",
-                                skip_video_data=False, prefix=PREFIX, timestamp=None,
+        ns = argparse.Namespace(event=event, format=self.format, level=self.level, era="current",
+                                skip_video_data=False, prefix=self.prefix,
+                                timestamp="2026-03-20T12:00:00.000001",
                                 abbreviate=None, abbreviate_min=0)
         req = {"obj": obj, "out": out, "headers": {}}
         if event != "openai":
@@ -179,6 +201,8 @@ class Fixture:
                 kinds.add(K_EMPTY)
             if orphan_tools(q.messages):
                 kinds.add(K_ORPHAN)
+            if reasoning_only(q.messages):
+                kinds.add(K_DROPPED)      # chatml() drops reasoning: the model saw an empty turn
         conv = q.conversation
         if conv is None and q.openai_logged:
             conv = q.rid                  # a conversation of its own
@@ -475,6 +499,9 @@ def main():
     fixtures = [classic_interrupt(R), healthy(R), altered(R), tools(R), level1(R),
                 logger_cut(R), unpaired(R), parse_errors(R), repetition(R), interleaved(R),
                 two_files(R)]
+    for fmt, prefix, suffix in (("json", "", "-json"), ("text", "", "-noprefix")):
+        VARIANT.update({"format": fmt, "prefix": prefix, "suffix": suffix})
+        fixtures += [classic_interrupt(R), healthy(R), tools(R), logger_cut(R), interleaved(R)]
     for fx in fixtures:
         fx.write(args.out)
     print("wrote %d fixtures to %s" % (len(fixtures), args.out))

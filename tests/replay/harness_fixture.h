@@ -185,7 +185,10 @@ static int hf_check_kinds(const hf_rec *r, const cJSON *x)
     const char *v[32];
     int n = 0;
     const cJSON *k;
-    cJSON_ArrayForEach(k, cJSON_GetObjectItem(x, "kinds")) if (n < 32) v[n++] = k->valuestring;
+    /* template.* kinds come from the aligner, which these harness and
+     * conversation tests do not run (tests/cli/diff_fixtures.sh does) */
+    cJSON_ArrayForEach(k, cJSON_GetObjectItem(x, "kinds"))
+        if (n < 32 && strncmp(k->valuestring, "template.", 9) != 0) v[n++] = k->valuestring;
     char *want = hf_join(v, n);
     int bad = strcmp(want, r->kinds) != 0;
     if (bad) fprintf(stderr, "  %s: kinds [%s], want [%s]\n", r->rid ? r->rid : "-", r->kinds, want);
