@@ -19,7 +19,7 @@ static ld_fill_ctx make_ctx(ld_pairer *p, const char *rid, const char *parent)
 {
     const char *only = p->opts.only_rid;
     int sel = !only || rid_match(rid, only) || rid_match(parent, only);
-    ld_fill_ctx c = {&p->line_arena, sel && (p->opts.flags & LD_PAIR_KEEP_TEXT),
+    ld_fill_ctx c = {&p->line_arena, &p->memo, sel && (p->opts.flags & LD_PAIR_KEEP_TEXT),
                      sel && (p->opts.flags & LD_PAIR_KEEP_VALUES), p->opts.vllm_max_log_len};
     return c;
 }
@@ -341,10 +341,10 @@ ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
     if (!member_name) member_name = "-";
     p->stats.lines++;
     ld_arena_reset(&p->line_arena);
-    /* counts of token ids are all a pairer needs unless texts or values are
-     * kept (a tool call's object arguments are re-serialised from values) */
-    unsigned pyflags = (p->opts.flags & (LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_TEXT))
-                       ? 0 : LD_PYLIT_SKIM_INT_LISTS;
+    memset(&p->memo, 0, sizeof p->memo); /* its strings lived in line_arena */
+    /* counts of token ids are all a pairer needs unless values are kept
+     * (only token-id fields are skimmed, so kept texts are whole) */
+    unsigned pyflags = (p->opts.flags & LD_PAIR_KEEP_VALUES) ? 0 : LD_PYLIT_SKIM_INT_LISTS;
     ld_status st = ld_logline_parse_ex(line->data, line->len, p->opts.json_trunc_half,
                                        pyflags, &p->line_arena, &l, &e);
     if (st == LD_OK && l.kind == LD_LOGLINE_OTHER) {

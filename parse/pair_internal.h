@@ -4,6 +4,7 @@
 #define LD_PAIR_INTERNAL_H
 
 #include "pair.h"
+#include "request_fill.h"
 
 /* An open record.  Owned by the pairer (calloc); `r` too until emitted. */
 typedef struct ld_open {
@@ -36,6 +37,7 @@ struct ld_pairer {
     void *ctx;
     ld_pair_stats stats;
     ld_arena line_arena;          /* parsed values of the current line + scratch */
+    ld_decode_memo memo;          /* last long string decoded on this line */
     ld_open **buckets;
     size_t n_buckets;             /* power of two */
     ld_open *oldest, *newest;

@@ -46,6 +46,7 @@ typedef struct py_parser {
     size_t cap;
     size_t n_markers; /* logger markers met so far in this parse */
     int skim_ints;    /* LD_PYLIT_SKIM_INT_LISTS */
+    int skim_here;    /* the value being parsed may be skimmed (see value_under) */
 } py_parser;
 
 static ld_status parse_value(py_parser *p, ld_py_value *out);
@@ -600,7 +601,7 @@ static int int_list_direct(py_parser *p, ld_py_value *out)
     if (s >= end || *s < '0' || *s > '9') return 0;
     const unsigned char *close = memchr(s, ']', (size_t)(end - s));
     if (!close || close - s < 64) return 0; /* short lists: the general path is fine */
-    if (p->skim_ints) {
+    if (p->skim_here) {
         size_t count = skim_count(s, (size_t)(close - s));
         if (count == 0 || count > UINT32_MAX || p->depth >= p->max_depth) return 0;
         out->kind = LD_PY_LIST;
@@ -709,12 +710,43 @@ static ld_status parse_paren_or_trunc(py_parser *p, ld_py_value *out)
 }
 
 /* Dict entries after the first key is pushed: `: value (, key: value)*`. */
+/* Token-id fields are the only ones skimmed under LD_PYLIT_SKIM_INT_LISTS:
+ * an int list anywhere else (tool-call arguments, logit_bias, ...) stays
+ * whole, since callers may print it back. */
+static int is_token_id_key(const char *k, size_t n)
+{
+    static const char *const names[] = { "input_ids", "output_ids", "prompt_token_ids",
+                                         "output_token_ids", "token_ids" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && memcmp(names[i], k, n) == 0) return 1;
+    return 0;
+}
+
+/* Parses the value of key / argument k[0..n): skimming allowed only below
+ * a token-id key (nested batch lists included). */
+static ld_status value_under(py_parser *p, const char *k, size_t n, ld_py_value *v)
+{
+    int saved = p->skim_here;
+    p->skim_here = p->skim_ints && is_token_id_key(k, n);
+    ld_status st = parse_value(p, v);
+    p->skim_here = saved;
+    return st;
+}
+
+/* The value of the dict entry whose key is on top of the stack. */
+static ld_status dict_value(py_parser *p, ld_py_value *v)
+{
+    const ld_py_value *k = &p->stk[p->sp - 1];
+    if (k->kind == LD_PY_STR) return value_under(p, k->u.raw, k->n, v);
+    return value_under(p, "", 0, v);
+}
+
 static ld_status parse_dict_rest(py_parser *p)
 {
     for (;;) {
         ld_py_value v;
         p->pos++; /* the ':' checked by the caller */
-        LD_TRY(parse_value(p, &v));
+        LD_TRY(dict_value(p, &v));
         LD_TRY(push(p, &v));
         skip_ws(p);
         if (p->pos >= p->len) return eof_err(p, "',' or '}' after dict value");
@@ -872,10 +904,11 @@ static ld_status parse_arg(py_parser *p, int need_name)
         while (i < p->len && p->buf[i] == ' ') i++;
         if (i < p->len && p->buf[i] == '=' &&
             (i + 1 >= p->len || p->buf[i + 1] != '=')) {
-            LD_TRY(push_arg_name(p, p->buf + p->pos, e - p->pos));
+            const char *name = p->buf + p->pos;
+            LD_TRY(push_arg_name(p, name, e - p->pos));
             p->pos = i + 1;
             ld_py_value v;
-            LD_TRY(parse_value(p, &v));
+            LD_TRY(value_under(p, name, e - (size_t)(name - p->buf), &v));
             return push(p, &v);
         }
         if (need_name && i >= p->len) return eof_err(p, "'=' after argument name");
@@ -1071,6 +1104,7 @@ static void parser_init(py_parser *p, const char *buf, size_t len,
     if (p->max_depth > PY_HARD_DEPTH) p->max_depth = PY_HARD_DEPTH;
     p->max_digits = limits && limits->max_digits ? limits->max_digits : PY_DEFAULT_DIGITS;
     p->skim_ints = limits && (limits->flags & LD_PYLIT_SKIM_INT_LISTS);
+    p->skim_here = p->skim_ints; /* the top-level value itself */
 }
 
 static ld_status finish(py_parser *p, ld_status st, const ld_py_value *v,

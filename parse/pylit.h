@@ -103,10 +103,12 @@ struct ld_py_abbrev {
 #define LD_PYLIT_WHOLE 0x1u /* the value must extend to the end of the buffer (trailing spaces allowed) */
 
 /* ld_pylit_limits.flags */
-#define LD_PYLIT_SKIM_INT_LISTS 0x1u /* a long list of plain non-negative ints (token ids)
-                                        is checked and counted but not materialised: a
-                                        LD_PY_LIST with n items, u.items NULL and
-                                        LD_PY_F_SKIMMED.  For callers that need counts only */
+#define LD_PYLIT_SKIM_INT_LISTS 0x1u /* a long list of plain non-negative ints that is the
+                                        top-level value or sits under a token-id key
+                                        (input_ids, output_ids, prompt_token_ids,
+                                        output_token_ids, token_ids) is checked and counted
+                                        but not materialised: a LD_PY_LIST with n items,
+                                        u.items NULL and LD_PY_F_SKIMMED */
 
 typedef struct ld_pylit_limits {
     uint32_t max_depth;   /* nesting depth; 0 = default (512); values above 2048 are clamped (C stack) */

@@ -101,7 +101,19 @@ ld_status ld_request_decode(const ld_fill_ctx *ctx, const ld_py_value *v,
         *out_len = v->n;
         return LD_OK;
     }
-    return ld_py_str_decode(v, ctx->scratch, out, out_len, err);
+    ld_decode_memo *m = ctx->memo;
+    if (m && m->v == v) {
+        *out = m->s;
+        *out_len = m->n;
+        return LD_OK;
+    }
+    LD_TRY(ld_py_str_decode(v, ctx->scratch, out, out_len, err));
+    if (m && (v->flags & LD_PY_F_ESCAPED) && v->n > 256) { /* worth remembering */
+        m->v = v;
+        m->s = *out;
+        m->n = *out_len;
+    }
+    return LD_OK;
 }
 
 /* ---------------------------------------------------------------- clone */

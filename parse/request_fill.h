@@ -9,8 +9,18 @@
 
 #include "request.h"
 
+/* The last string decoded on this line (the prompt is decoded for its
+ * count and again for the OpenAI join check; decoding once is enough).
+ * Lives with the pairer and is cleared with its line arena. */
+typedef struct ld_decode_memo {
+    const ld_py_value *v;
+    const char *s;
+    size_t n;
+} ld_decode_memo;
+
 typedef struct ld_fill_ctx {
     ld_arena *scratch;          /* per-line temporary memory */
+    ld_decode_memo *memo;       /* may be NULL */
     int keep_text;              /* copy texts (else only counts) */
     int keep_values;            /* deep-copy value trees */
     uint64_t vllm_max_log_len;  /* 0 = unknown */

@@ -16,10 +16,27 @@
 #define JSON_SCAN_MAX (64u * 1024u)
 #define MAX_LEAVES 256
 
+#define PREFIX_PROBE 16    /* bytes of a long needle looked for first */
+#define PROBE_MISSES 32    /* failed full compares before the two-way search */
+
+/* First occurrence of n in h.  A message usually sits right where the
+ * search starts, and glibc's two-way memmem pays a setup over the whole of a
+ * long needle on every call; so candidates for a short prefix are checked
+ * with memcmp first, and after PROBE_MISSES false candidates (repetitive
+ * text) the two-way search takes the rest, keeping the bound linear. */
 const char *ld_af_mem(const char *h, size_t hlen, const char *n, size_t nlen)
 {
     if (nlen == 0 || nlen > hlen) return NULL;
-    return memmem(h, hlen, n, nlen);
+    if (nlen <= 4 * PREFIX_PROBE) return memmem(h, hlen, n, nlen);
+    const char *p = h, *last = h + (hlen - nlen); /* last possible start */
+    for (int misses = 0; misses < PROBE_MISSES && p <= last; misses++) {
+        const char *c = memmem(p, (size_t)(last - p) + PREFIX_PROBE, n, PREFIX_PROBE);
+        if (!c) return NULL;
+        if (memcmp(c + PREFIX_PROBE, n + PREFIX_PROBE, nlen - PREFIX_PROBE) == 0) return c;
+        p = c + 1;
+    }
+    if (p > last) return NULL;
+    return memmem(p, (size_t)(h + hlen - p), n, nlen);
 }
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
