@@ -548,18 +548,23 @@ static unsigned bits16(unsigned m)
     return (m + (m >> 8)) & 0x1Fu;
 }
 
-/* Checks that s[0..n) is `D, D, ..., D` (D: decimal digits, exactly one
- * ", " between items, as repr writes) and returns the number of items, or 0
- * when it is anything else.  16 bytes at a time with SSE2 byte classes: a
- * space must follow each comma, a digit each space.  Long digit runs are
- * not bounded here (counts only). */
-static size_t skim_count(const unsigned char *s, size_t n)
+/* Checks that s starts `D, D, ..., D]` (D: decimal digits, exactly one
+ * ", " between items, as repr writes) and returns the number of items with
+ * *out_close at the ']', or 0 when it is anything else (or has no ']').  One
+ * pass, 16 bytes at a time with SSE2 byte classes: a space must follow each
+ * comma, a digit each space, a digit come before the ']', and no item may
+ * start with 0 and go on (Python has no leading zeros).  Long digit runs
+ * are not bounded here (counts only). */
+static size_t skim_list(const unsigned char *s, const unsigned char *end,
+                        const unsigned char **out_close)
 {
-    if (n == 0 || s[0] < '0' || s[0] > '9' || s[n - 1] < '0' || s[n - 1] > '9') return 0;
-    size_t commas = 0, i = 0;
-    unsigned carry_c = 0, carry_s = 0; /* last byte of the previous block */
+    size_t n = (size_t)(end - s), commas = 0, i = 0;
+    unsigned carry_c = 0, carry_s = 1; /* last byte of the previous block; the
+                                          list's first byte starts an item */
+    unsigned carry_z = 0;              /* ... was a 0 starting an item */
+    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;
 #if defined(__SSE2__)
-    const __m128i vc = _mm_set1_epi8(','), vs = _mm_set1_epi8(' ');
+    const __m128i vc = _mm_set1_epi8(','), vs = _mm_set1_epi8(' '), v0 = _mm_set1_epi8('0');
     const __m128i lo = _mm_set1_epi8((char)('0' - 128)), hi = _mm_set1_epi8((char)('9' - 128));
     const __m128i flip = _mm_set1_epi8((char)0x80);
     for (; i + 16 <= n; i += 16) {
@@ -569,24 +574,47 @@ static size_t skim_count(const unsigned char *s, size_t n)
         __m128i xs = _mm_xor_si128(x, flip); /* signed compare of unsigned bytes */
         unsigned nd = (unsigned)_mm_movemask_epi8(
             _mm_or_si128(_mm_cmplt_epi8(xs, lo), _mm_cmpgt_epi8(xs, hi)));
-        if ((c | sp | (0xFFFFu & ~nd)) != 0xFFFFu) return 0;     /* other bytes */
-        if ((((c << 1) | carry_c) & 0xFFFFu) != sp) return 0;    /* ", " pairs */
-        if ((((sp << 1) | carry_s) & 0xFFFFu) & nd) return 0;    /* digit after ", " */
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, v0));
+        unsigned other = ~(c | sp | (0xFFFFu & ~nd)) & 0xFFFFu, valid = 0xFFFFu;
+        unsigned k = other ? (unsigned)__builtin_ctz(other) : 16;
+        if (other) { /* the first byte outside the classes must be the ']' */
+            if (s[i + k] != ']') return 0;
+            valid = (1u << k) - 1;
+            c &= valid;
+            sp &= valid;
+        }
+        if ((((c << 1) | carry_c) & valid) != sp) return 0;     /* ", " pairs */
+        unsigned starts = ((sp << 1) | carry_s) & valid;        /* item starts */
+        if (starts & nd) return 0;                              /* digit after ", " */
+        unsigned lead0 = z & starts;                            /* an item starting 0 */
+        if ((((lead0 << 1) | carry_z) & valid) & ~nd) return 0; /* ... and going on */
+        commas += bits16(c);
+        if (other) {
+            if (k == 0 ? (carry_c | carry_s) : ((c | sp) >> (k - 1)) & 1) return 0;
+            *out_close = s + i + k;
+            return commas + 1;
+        }
         carry_c = c >> 15;
         carry_s = sp >> 15;
-        commas += bits16(c);
+        carry_z = lead0 >> 15;
     }
 #endif
     for (; i < n; i++) {
         unsigned char b = s[i];
+        if (b == ']') {
+            if (carry_c || carry_s) return 0; /* ends in ", " */
+            *out_close = s + i;
+            return commas + 1;
+        }
         int is_c = b == ',', is_s = b == ' ', is_d = b >= '0' && b <= '9';
         if (!is_c && !is_s && !is_d) return 0;
-        if (is_s != (int)carry_c || (carry_s && !is_d)) return 0;
+        if (is_s != (int)carry_c || (carry_s && !is_d) || (carry_z && is_d)) return 0;
+        carry_z = carry_s && b == '0';
         carry_c = (unsigned)is_c;
         carry_s = (unsigned)is_s;
         commas += (size_t)is_c;
     }
-    return commas + 1;
+    return 0;
 }
 
 /* Token-id lists are most of a request log's bytes.  For a list of plain
@@ -599,11 +627,11 @@ static int int_list_direct(py_parser *p, ld_py_value *out)
     const unsigned char *buf = (const unsigned char *)p->buf, *end = buf + p->len;
     const unsigned char *s = buf + p->pos + 1;
     if (s >= end || *s < '0' || *s > '9') return 0;
-    const unsigned char *close = memchr(s, ']', (size_t)(end - s));
-    if (!close || close - s < 64) return 0; /* short lists: the general path is fine */
+    const unsigned char *close = NULL;
     if (p->skim_here) {
-        size_t count = skim_count(s, (size_t)(close - s));
-        if (count == 0 || count > UINT32_MAX || p->depth >= p->max_depth) return 0;
+        size_t count = skim_list(s, end, &close);
+        if (count == 0 || close - s < 64 || count > UINT32_MAX || p->depth >= p->max_depth)
+            return 0; /* short lists: the general path is fine */
         out->kind = LD_PY_LIST;
         out->flags = LD_PY_F_MARKS_KNOWN | LD_PY_F_SKIMMED;
         out->n = (uint32_t)count;
@@ -612,6 +640,8 @@ static int int_list_direct(py_parser *p, ld_py_value *out)
         p->pos = (size_t)(close - buf) + 1;
         return 1;
     }
+    close = memchr(s, ']', (size_t)(end - s));
+    if (!close || close - s < 64) return 0; /* short lists: the general path is fine */
     size_t n = count_commas(s, (size_t)(close - s)) + 1;
     if (n > UINT32_MAX || p->depth >= p->max_depth) return 0;
     ld_py_value *items = ld_arena_alloc(p->arena, n * sizeof *items);
