@@ -3,6 +3,10 @@
  * where a literal ends; escapes are validated and decoded here, on demand. */
 #include "pylit.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,13 +139,31 @@ static int decode_escape(const char *s, size_t n, size_t *i, int bytes,
     return 1;
 }
 
+/* First backslash in [s, end), or NULL.  Inline 16-byte steps: prompts
+ * carry an escape every line, and a libc call per escape costs more than
+ * the scan itself. */
+static const char *find_backslash(const char *s, const char *end)
+{
+#if defined(__SSE2__)
+    const __m128i vb = _mm_set1_epi8('\\');
+    for (; end - s >= 16; s += 16) {
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)s), vb));
+        if (m) return s + __builtin_ctz(m);
+    }
+#endif
+    for (; s < end; s++)
+        if (*s == '\\') return s;
+    return NULL;
+}
+
 /* Decodes raw[0..n) into dst (room for n bytes: no escape grows). */
 static int decode_into(const char *raw, size_t n, int bytes, char *dst,
                        size_t *out_len, py_decode_err *e)
 {
     size_t i = 0, o = 0;
     while (i < n) {
-        const char *bs = memchr(raw + i, '\\', n - i);
+        const char *bs = find_backslash(raw + i, raw + n);
         size_t run = bs ? (size_t)(bs - raw) - i : n - i;
         memcpy(dst + o, raw + i, run);
         o += run;
@@ -221,7 +243,14 @@ size_t ld_utf8_count_chars(const char *s, size_t len)
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, count = 0;
     while (i < len) {
-        /* ASCII runs dominate prompts: eight bytes at a time. */
+        /* ASCII runs dominate prompts: sixteen, then eight bytes at a time. */
+#if defined(__SSE2__)
+        while (i + 16 <= len &&
+               !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)(u + i)))) {
+            i += 16;
+            count += 16;
+        }
+#endif
         while (i + 8 <= len) {
             uint64_t w;
             memcpy(&w, u + i, 8);
