@@ -4,6 +4,7 @@
  * pipe is trouble, exit 2) before exiting with the subcommand's status. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -49,6 +50,9 @@ int main(int argc, char **argv)
 {
     struct ld_cli cli = { stdout, stderr, isatty(STDOUT_FILENO),
                           isatty(STDERR_FILENO) };
+    /* colours only on a terminal, and never when NO_COLOR is set (no-color.org) */
+    const char *no_color = getenv("NO_COLOR");
+    if (no_color && *no_color) cli.out_is_tty = 0;
     if (argc < 2) {
         print_main_usage(stderr);
         return LD_EXIT_TROUBLE;
