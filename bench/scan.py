@@ -222,7 +222,7 @@ def main():
         notes.append("check (1 MB log): baseline printed %d records (one per request line), logdiff scan --json printed %d lines"
                      % (len(base_out), len(ld_out)))
 
-    results, stats = [], {}
+    results, stats, diffs = [], {}, []
     for name, fmt, mb in inputs:
         path = os.path.join(args.workdir, "%s_seed%d.%s" % (name, args.seed, "jsonl" if fmt == "json" else "log"))
         say("generating %s (%s, %g MB)" % (os.path.relpath(path, ROOT), fmt, mb))
@@ -239,6 +239,12 @@ def main():
             lt, lrss, lerr = runner.best([args.logdiff, "scan", "--json", path], args.runs)
             if lerr:
                 problems.append("logdiff scan failed on %s: %s" % (name, lerr))
+            if fmt == "text":  # issue "logdiff diff": >= 70% of scan's throughput, same run
+                say("logdiff diff on %s (%d runs)" % (name, args.runs))
+                dt, drss, derr = runner.best([args.logdiff, "diff", "--json", path], args.runs)
+                if derr:
+                    problems.append("logdiff diff failed on %s: %s" % (name, derr))
+                diffs.append((name, lt, dt, drss))
         results.append((name, st, bt, brss, lt, lrss))
         if not args.keep:
             os.unlink(path)
@@ -258,6 +264,11 @@ def main():
         print("throughput_%s  %s  %s  MB/s  %s" % (name[len("scan_"):],
               "%.1fMB/s" % (st["bytes"] / MB / bt) if bt else "n/a",
               "%.0fMB/s" % (st["bytes"] / MB / lt) if lt else "n/a", fmt_x(lt and 1 / lt, bt and 1 / bt)))
+
+    # diff against scan: "baseline" = scan here
+    for name, lt, dt, drss in diffs:
+        print("diff_%s  %s  %s  s  %s" % (name[len("scan_"):], fmt_s(lt), fmt_s(dt), fmt_x(lt, dt)))
+        print("rss_diff_%s  -  %s  MiB  -" % (name[len("scan_"):], "%.1fMiB" % (drss / 1024) if drss else "n/a"))
 
     # ---- verdicts against the issue's targets
     def verdict(ok):
@@ -293,6 +304,12 @@ def main():
                 label(size), label(2 * size), r1 / 1024, r2 / 1024, (r2 - r1) / 1024))
     else:
         print("peak_rss n/a  limit %.1f MiB: NOT RUN" % limit)
+    if diffs and diffs[0][1] and diffs[0][2]:
+        share = diffs[0][1] / diffs[0][2]
+        print("diff vs scan throughput: %.0f%%  target>=70%%: %s" % (100 * share, verdict(share >= 0.7)))
+        if len(diffs) > 1 and diffs[0][3] and diffs[1][3]:
+            print("diff rss_growth %s -> %s: %.1f -> %.1f MiB" % (label(size), label(2 * size),
+                  diffs[0][3] / 1024, diffs[1][3] / 1024))
     for p in notes + problems:
         print(p)
 
