@@ -555,8 +555,12 @@ static unsigned bits16(unsigned m)
  * comma, a digit each space, a digit come before the ']', and no item may
  * start with 0 and go on (Python has no leading zeros).  Long digit runs
  * are not bounded here (counts only). */
-static size_t skim_list(const unsigned char *s, const unsigned char *end,
-                        const unsigned char **out_close)
+static size_t skim_tail(const unsigned char *s, size_t n, size_t i, size_t commas,
+                        unsigned carry_c, unsigned carry_s, unsigned carry_z,
+                        const unsigned char **out_close);
+
+static size_t skim_list_sse2(const unsigned char *s, const unsigned char *end,
+                             const unsigned char **out_close)
 {
     size_t n = (size_t)(end - s), commas = 0, i = 0;
     unsigned carry_c = 0, carry_s = 1; /* last byte of the previous block; the
@@ -599,6 +603,14 @@ static size_t skim_list(const unsigned char *s, const unsigned char *end,
         carry_z = lead0 >> 15;
     }
 #endif
+    return skim_tail(s, n, i, commas, carry_c, carry_s, carry_z, out_close);
+}
+
+/* The bytes after the last whole vector block, one at a time. */
+static size_t skim_tail(const unsigned char *s, size_t n, size_t i, size_t commas,
+                        unsigned carry_c, unsigned carry_s, unsigned carry_z,
+                        const unsigned char **out_close)
+{
     for (; i < n; i++) {
         unsigned char b = s[i];
         if (b == ']') {
@@ -615,6 +627,72 @@ static size_t skim_list(const unsigned char *s, const unsigned char *end,
         commas += (size_t)is_c;
     }
     return 0;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+/* Popcount of a 32-bit mask without a popcount instruction. */
+static unsigned bits32(uint32_t m)
+{
+    return bits16(m & 0xFFFFu) + bits16(m >> 16);
+}
+
+/* skim_list_sse2 with 32-byte AVX2 blocks: token ids are half of a request
+ * log's bytes, and this pass is the largest single cost of `scan`. */
+__attribute__((target("avx2")))
+static size_t skim_list_avx2(const unsigned char *s, const unsigned char *end,
+                             const unsigned char **out_close)
+{
+    size_t n = (size_t)(end - s), commas = 0, i = 0;
+    uint32_t carry_c = 0, carry_s = 1, carry_z = 0;
+    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;
+    const __m256i vc = _mm256_set1_epi8(','), vs = _mm256_set1_epi8(' ');
+    const __m256i v0 = _mm256_set1_epi8('0');
+    const __m256i lo = _mm256_set1_epi8((char)('0' - 128)), hi = _mm256_set1_epi8((char)('9' - 128));
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        uint32_t c = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vc));
+        uint32_t sp = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vs));
+        uint32_t z = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, v0));
+        __m256i xs = _mm256_xor_si256(x, flip);
+        uint32_t nd = (uint32_t)_mm256_movemask_epi8(
+            _mm256_or_si256(_mm256_cmpgt_epi8(lo, xs), _mm256_cmpgt_epi8(xs, hi)));
+        uint32_t other = ~(c | sp | ~nd), valid = 0xFFFFFFFFu;
+        unsigned k = other ? (unsigned)__builtin_ctz(other) : 32;
+        if (other) {
+            if (s[i + k] != ']') return 0;
+            valid = k ? (0xFFFFFFFFu >> (32 - k)) : 0;
+            c &= valid;
+            sp &= valid;
+        }
+        if ((((c << 1) | carry_c) & valid) != sp) return 0;
+        uint32_t starts = ((sp << 1) | carry_s) & valid;
+        if (starts & nd) return 0;
+        uint32_t lead0 = z & starts;
+        if ((((lead0 << 1) | carry_z) & valid) & ~nd) return 0;
+        commas += bits32(c);
+        if (other) {
+            if (k == 0 ? (carry_c | carry_s) : ((c | sp) >> (k - 1)) & 1) return 0;
+            *out_close = s + i + k;
+            return commas + 1;
+        }
+        carry_c = c >> 31;
+        carry_s = sp >> 31;
+        carry_z = lead0 >> 31;
+    }
+    return skim_tail(s, n, i, commas, carry_c, carry_s, carry_z, out_close);
+}
+#endif
+
+static size_t skim_list(const unsigned char *s, const unsigned char *end,
+                        const unsigned char **out_close)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) return skim_list_avx2(s, end, out_close);
+#endif
+    return skim_list_sse2(s, end, out_close);
 }
 
 /* Token-id lists are most of a request log's bytes.  For a list of plain
