@@ -1,0 +1,82 @@
+/* tpl.h - a Jinja2 interpreter for chat templates, byte-compatible with
+ * Python jinja2 3.1 as HF transformers configures it:
+ * ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) with
+ * loopcontrols, a json.dumps-style `tojson`, and the globals
+ * raise_exception(msg) and strftime_now(fmt).
+ *
+ * Ownership:
+ * - an ld_tpl (compiled template) is owned by the caller of ld_tpl_compile
+ *   and released with ld_tpl_free; it keeps its own copy of the source and is
+ *   read-only after compilation, so one ld_tpl may be rendered by several
+ *   threads at once (each render has its own state);
+ * - ld_tpl_value objects passed as context are built by the caller in an
+ *   ld_arena the caller owns (ld_tpl_value_*); rendering never modifies them;
+ * - the rendered text is malloc'd and owned by the caller (free()).
+ */
+#ifndef LD_TPL_H
+#define LD_TPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "ld_error.h"
+
+typedef struct ld_tpl ld_tpl;             /* compiled template (opaque) */
+typedef struct ld_tpl_value ld_tpl_value; /* a template value (opaque) */
+struct cJSON;
+
+/* Sandbox limits; a zero field means "use the default" (in brackets). */
+typedef struct ld_tpl_limits {
+    uint32_t max_depth;        /* macro/call recursion depth [64] */
+    uint64_t max_loop_iters;   /* loop iterations in one render [1000000] */
+    size_t max_output_bytes;   /* size of the rendered text [64 MiB] */
+    size_t max_memory_bytes;   /* scratch memory of one render [512 MiB] */
+    const char *today;         /* "YYYY-MM-DD" for strftime_now; NULL =
+                                  the goldens' pinned 2024-07-26 */
+} ld_tpl_limits;
+
+/* Compiles `len` bytes of template source.  Returns LD_OK and a new template
+ * in *out (caller frees with ld_tpl_free), or LD_ERR_SYNTAX /
+ * LD_ERR_TRUNCATED / LD_ERR_LIMIT / LD_ERR_NOMEM with err->line (1-based
+ * template line), err->offset (byte offset in src) and the column in
+ * err->msg.  `src` is copied; it need not outlive the call. */
+ld_status ld_tpl_compile(const char *src, size_t len, ld_tpl **out,
+                         ld_error *err);
+
+/* Frees a compiled template (NULL allowed). */
+void ld_tpl_free(ld_tpl *t);
+
+/* Renders `t` with the variables of `ctx` (a dict value; NULL = none).
+ * `lim` may be NULL (defaults).  On success *out is a malloc'd,
+ * NUL-terminated buffer of *out_len bytes the caller frees.  Errors:
+ * LD_ERR_MISMATCH for a refusal by the template (raise_exception: the message
+ * is quoted in err->msg as 'MESSAGE') and for runtime errors of the kind
+ * Python raises (undefined call, type error, sandbox refusal: err->msg begins
+ * with "security error"), LD_ERR_UNSUPPORTED for a filter/test/method this
+ * interpreter lacks, LD_ERR_LIMIT for a sandbox limit; err->line and
+ * err->offset locate the failing expression in the template.  Thread-safe
+ * for distinct `out`/`err`. */
+ld_status ld_tpl_render(const ld_tpl *t, const ld_tpl_value *ctx,
+                        const ld_tpl_limits *lim, char **out, size_t *out_len,
+                        ld_error *err);
+
+/* ---- context values, allocated in the caller's arena `a` (NULL when the
+ * arena is exhausted).  Strings are copied into the arena. */
+ld_tpl_value *ld_tpl_value_none(ld_arena *a);
+ld_tpl_value *ld_tpl_value_bool(ld_arena *a, int b);
+ld_tpl_value *ld_tpl_value_int(ld_arena *a, int64_t i);
+ld_tpl_value *ld_tpl_value_str(ld_arena *a, const char *s, size_t len);
+ld_tpl_value *ld_tpl_value_dict(ld_arena *a);
+ld_tpl_value *ld_tpl_value_list(ld_arena *a);
+/* Appends to a list / sets key (replacing an existing key) in a dict.
+ * Returns LD_ERR_NOMEM when the arena is exhausted, LD_ERR_USAGE on a wrong
+ * kind. */
+ld_status ld_tpl_list_push(ld_arena *a, ld_tpl_value *list, ld_tpl_value *v);
+ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key,
+                          ld_tpl_value *v);
+/* Converts a cJSON tree (objects keep their key order; numbers that are
+ * integral in the JSON text become int, others float).  NULL on NOMEM. */
+ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const struct cJSON *j);
+
+#endif

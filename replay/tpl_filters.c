@@ -1,0 +1,579 @@
+/* tpl_filters.c - the filters, tests, Python methods and globals that chat
+ * templates use, with the semantics of jinja2 3.1 under transformers'
+ * ImmutableSandboxedEnvironment (mutating list/dict methods are refused with
+ * a security error; tojson is json.dumps(ensure_ascii=False)). */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tpl_internal.h"
+
+#define A (tpl_rt_arena(rt))
+#define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)
+#define TYPE_ERR(...) tpl_rt_fail(rt, at, LD_ERR_MISMATCH, __VA_ARGS__)
+
+static bool is(const char *a, const char *b) { return strcmp(a, b) == 0; }
+
+static ld_tpl_value *kwarg(tpl_args *a, const char *name, size_t pos)
+{
+    for (size_t i = 0; i < a->n_kw; i++) if (is(a->kw[i], name)) return a->kwv[i];
+    return pos < a->n_pos ? a->pos[pos] : NULL;
+}
+
+static const char *const str_methods[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
+                                          "upper", "lower", "replace", "title", "capitalize", "find", "count",
+                                          "isdigit", "isspace", "splitlines", NULL};
+static const char *const dict_methods[] = {"get", "items", "keys", "values", NULL};
+static const char *const unsafe_methods[] = {"append", "pop", "insert", "extend", "remove", "clear", "sort",
+                                             "reverse", "update", "setdefault", "popitem", NULL};
+
+static bool in_set(const char *const *set, const char *name, size_t len)
+{
+    for (int i = 0; set[i]; i++) if (strlen(set[i]) == len && memcmp(set[i], name, len) == 0) return true;
+    return false;
+}
+
+bool tpl_has_method(const ld_tpl_value *v, const char *name)
+{
+    size_t n = strlen(name);
+    return (v->kind == TV_STR && in_set(str_methods, name, n)) || (v->kind == TV_DICT && in_set(dict_methods, name, n));
+}
+
+ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, size_t len)
+{
+    char hint[200];
+    bool unsafe = (v->kind == TV_LIST || v->kind == TV_DICT) && in_set(unsafe_methods, name, len);
+    if (v->kind == TV_NS) {
+        ld_tpl_value *x = tv_dict_get(v, name, len);
+        if (x) return x;
+    } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (v->kind == TV_DICT && in_set(dict_methods, name, len))) {
+        ld_tpl_value *m = tv_new(A, TV_METHOD);
+        if (!m) return NULL;
+        m->u.method.self = v;
+        m->u.method.name = ld_arena_memdup(A, name, len);
+        return m->u.method.name ? m : NULL;
+    } else if (v->kind == TV_DICT && !unsafe) {
+        ld_tpl_value *x = tv_dict_get(v, name, len);
+        if (x) return x;
+    }
+    if (unsafe)
+        snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, tv_type_name(v));
+    else
+        snprintf(hint, sizeof hint, "'%s object' has no attribute '%.*s'", tv_type_name(v), (int)(len > 60 ? 60 : len), name);
+    ld_tpl_value *u = tv_undef(A, hint);
+    if (u && unsafe) u->flags |= TV_F_UNSAFE;
+    return u;
+}
+
+/* ---------------------------------------------------------------- strings */
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+static ld_tpl_value *strip(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl_value *chars, bool l, bool r)
+{
+    const char *p = s->u.str.s;
+    size_t b = 0, e = s->u.str.len;
+    bool ws = !chars || chars->kind != TV_STR;
+#define STRIPPABLE(c) (ws ? is_space(c) : memchr(chars->u.str.s, (c), chars->u.str.len) != NULL)
+    if (l) while (b < e && STRIPPABLE(p[b])) b++;
+    if (r) while (e > b && STRIPPABLE(p[e - 1])) e--;
+#undef STRIPPABLE
+    return tv_str(A, p + b, e - b);
+}
+
+static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *sep = kwarg(a, "sep", 0), *mx = kwarg(a, "maxsplit", 1);
+    int64_t max = mx && mx->kind == TV_INT ? mx->u.i : -1;
+    ld_tpl_value *l = tv_new(A, TV_LIST);
+    const char *p = s->u.str.s;
+    size_t n = s->u.str.len, i = 0;
+    NEWV(l);
+    if (!sep || sep->kind == TV_NONE) {
+        while (i < n) {
+            while (i < n && is_space(p[i])) i++;
+            if (i == n) break;
+            size_t j = i;
+            if (max >= 0 && (int64_t)l->u.list.n >= max) {
+                size_t e = n;
+                while (e > i && is_space(p[e - 1])) e--;
+                NEWV(tv_push(A, l, tv_str(A, p + i, e - i)));
+                break;
+            }
+            while (j < n && !is_space(p[j])) j++;
+            NEWV(tv_push(A, l, tv_str(A, p + i, j - i)));
+            i = j;
+        }
+        return *out = l, LD_OK;
+    }
+    if (sep->kind != TV_STR) return TYPE_ERR("type error: must be str or None, not %s", tv_type_name(sep));
+    size_t k = sep->u.str.len;
+    if (!k) return TYPE_ERR("value error: empty separator");
+    size_t start = 0;
+    for (i = 0; i + k <= n;) {
+        if ((max < 0 || (int64_t)l->u.list.n < max) && memcmp(p + i, sep->u.str.s, k) == 0) {
+            NEWV(tv_push(A, l, tv_str(A, p + start, i - start)));
+            i += k, start = i;
+        } else {
+            i++;
+        }
+    }
+    NEWV(tv_push(A, l, tv_str(A, p + start, n - start)));
+    return *out = l, LD_OK;
+}
+
+static ld_tpl_value *str_replace(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl_value *o, const ld_tpl_value *r, int64_t count)
+{
+    tv_buf b = {0};
+    size_t n = s->u.str.len, k = o->u.str.len;
+    int64_t done = 0;
+    for (size_t i = 0; i <= n;) {
+        if ((count < 0 || done < count) && (k ? i + k <= n && memcmp(s->u.str.s + i, o->u.str.s, k) == 0 : true)) {
+            tv_buf_put(&b, r->u.str.s, r->u.str.len);
+            done++;
+            if (k) { i += k; continue; }
+        }
+        if (i < n) tv_buf_putc(&b, s->u.str.s[i]);
+        i++;
+    }
+    ld_tpl_value *v = b.failed ? NULL : tv_str(A, b.p, b.len);
+    free(b.p);
+    return v;
+}
+
+static ld_tpl_value *case_map(tpl_rt *rt, const ld_tpl_value *s, int mode) /* 0 lower 1 upper 2 title 3 capitalize */
+{
+    ld_tpl_value *v = tv_str(A, s->u.str.s, s->u.str.len);
+    if (!v) return NULL;
+    char *p = (char *)v->u.str.s;
+    bool prev_alpha = false;
+    for (size_t i = 0; i < v->u.str.len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        bool up = mode == 1 || (mode == 2 && !prev_alpha) || (mode == 3 && i == 0);
+        if (c < 0x80) p[i] = (char)(up ? toupper(c) : tolower(c));
+        prev_alpha = c >= 0x80 || isalpha(c);
+    }
+    return v;
+}
+
+static bool affix(const ld_tpl_value *s, const ld_tpl_value *x, bool end)
+{
+    if (x->kind != TV_STR || x->u.str.len > s->u.str.len) return false;
+    return memcmp(s->u.str.s + (end ? s->u.str.len - x->u.str.len : 0), x->u.str.s, x->u.str.len) == 0;
+}
+
+static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const char *m, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *x = a->n_pos ? a->pos[0] : NULL;
+    if (is(m, "startswith") || is(m, "endswith")) {
+        bool r = false;
+        if (!x) return TYPE_ERR("type error: %s takes at least 1 argument", m);
+        if (x->kind == TV_LIST) for (size_t i = 0; i < x->u.list.n; i++) r = r || affix(s, x->u.list.items[i], m[0] == 'e');
+        else if (x->kind == TV_STR) r = affix(s, x, m[0] == 'e');
+        else return TYPE_ERR("type error: %s first arg must be str or a tuple of str, not %s", m, tv_type_name(x));
+        NEWV(*out = ld_tpl_value_bool(A, r));
+        return LD_OK;
+    }
+    if (is(m, "split")) return str_split(rt, at, s, a, out);
+    if (is(m, "strip") || is(m, "lstrip") || is(m, "rstrip")) {
+        NEWV(*out = strip(rt, s, x, m[0] != 'r', m[0] != 'l'));
+        return LD_OK;
+    }
+    if (is(m, "lower") || is(m, "upper") || is(m, "title") || is(m, "capitalize")) {
+        NEWV(*out = case_map(rt, s, m[0] == 'l' ? 0 : m[0] == 'u' ? 1 : m[0] == 't' ? 2 : 3));
+        return LD_OK;
+    }
+    if (is(m, "replace")) {
+        if (a->n_pos < 2 || a->pos[0]->kind != TV_STR || a->pos[1]->kind != TV_STR) return TYPE_ERR("type error: replace expects two strings");
+        int64_t c = a->n_pos > 2 && a->pos[2]->kind == TV_INT ? a->pos[2]->u.i : -1;
+        NEWV(*out = str_replace(rt, s, a->pos[0], a->pos[1], c));
+        return LD_OK;
+    }
+    if ((is(m, "find") || is(m, "count")) && x && x->kind == TV_STR) {
+        int64_t found = -1, cnt = 0;
+        for (size_t i = 0; i + x->u.str.len <= s->u.str.len;) {
+            if (memcmp(s->u.str.s + i, x->u.str.s, x->u.str.len) == 0) {
+                if (found < 0) found = (int64_t)tv_utf8_count(s->u.str.s, i);
+                cnt++;
+                i += x->u.str.len ? x->u.str.len : 1;
+            } else i++;
+        }
+        NEWV(*out = ld_tpl_value_int(A, is(m, "find") ? found : cnt));
+        return LD_OK;
+    }
+    return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "string method '%s' with these arguments is not supported", m);
+}
+
+static ld_tpl_value *pairs(tpl_rt *rt, const ld_tpl_value *d)
+{
+    ld_tpl_value *l = tv_new(A, TV_LIST);
+    if (!l) return NULL;
+    for (size_t i = 0; i < d->u.dict.n; i++) {
+        ld_tpl_value *t = tv_new(A, TV_LIST);
+        if (!t || !tv_push(A, t, d->u.dict.keys[i]) || !tv_push(A, t, d->u.dict.vals[i]) || !tv_push(A, l, t)) return NULL;
+        t->flags |= TV_F_TUPLE;
+    }
+    return l;
+}
+
+ld_status tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self, const char *m, tpl_args *a, ld_tpl_value **out)
+{
+    if (self->kind == TV_STR) return str_method(rt, at, self, m, a, out);
+    if (is(m, "get")) {
+        if (!a->n_pos) return TYPE_ERR("type error: get expected at least 1 argument, got 0");
+        ld_tpl_value *v = tv_dict_getv(self, a->pos[0]);
+        if (!v) v = a->n_pos > 1 ? a->pos[1] : ld_tpl_value_none(A);
+        NEWV(*out = v);
+        return LD_OK;
+    }
+    if (is(m, "items")) { NEWV(*out = pairs(rt, self)); return LD_OK; }
+    ld_tpl_value *l = tv_new(A, TV_LIST);
+    NEWV(l);
+    for (size_t i = 0; i < self->u.dict.n; i++)
+        NEWV(tv_push(A, l, is(m, "keys") ? self->u.dict.keys[i] : self->u.dict.vals[i]));
+    *out = l;
+    return LD_OK;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static ld_status run_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v, tpl_args *a, bool *out)
+{
+    int k = v->kind;
+    ld_tpl_value *x = a->n_pos ? a->pos[0] : NULL;
+    if (is(name, "defined")) *out = k != TV_UNDEF;
+    else if (is(name, "undefined")) *out = k == TV_UNDEF;
+    else if (is(name, "none")) *out = k == TV_NONE;
+    else if (is(name, "string")) *out = k == TV_STR;
+    else if (is(name, "mapping")) *out = k == TV_DICT;
+    else if (is(name, "iterable")) *out = k == TV_STR || k == TV_LIST || k == TV_DICT || k == TV_UNDEF;
+    else if (is(name, "sequence")) *out = k == TV_STR || k == TV_LIST || k == TV_DICT;
+    else if (is(name, "number")) *out = k == TV_INT || k == TV_FLOAT || k == TV_BOOL;
+    else if (is(name, "integer")) *out = k == TV_INT;
+    else if (is(name, "float")) *out = k == TV_FLOAT;
+    else if (is(name, "boolean")) *out = k == TV_BOOL;
+    else if (is(name, "true")) *out = k == TV_BOOL && v->u.b;
+    else if (is(name, "false")) *out = k == TV_BOOL && !v->u.b;
+    else if (is(name, "callable")) *out = k == TV_MACRO || k == TV_METHOD || k == TV_FUNC;
+    else if (is(name, "lower") || is(name, "upper")) {
+        bool r = k == TV_STR, any = false;
+        for (size_t i = 0; r && i < v->u.str.len; i++) {
+            unsigned char c = (unsigned char)v->u.str.s[i];
+            if (isalpha(c)) any = true, r = is(name, "lower") ? !isupper(c) : !islower(c);
+        }
+        *out = r && any;
+    } else if (is(name, "odd") || is(name, "even")) {
+        if (k != TV_INT) return TYPE_ERR("type error: %s test needs an integer", name);
+        *out = ((v->u.i % 2) != 0) == is(name, "odd");
+    } else if (x && (is(name, "eq") || is(name, "equalto") || is(name, "==") || is(name, "sameas"))) *out = tv_equal(v, x);
+    else if (x && (is(name, "ne") || is(name, "!="))) *out = !tv_equal(v, x);
+    else if (x && (is(name, "in"))) {
+        *out = false;
+        if (x->kind == TV_LIST) for (size_t i = 0; i < x->u.list.n; i++) *out = *out || tv_equal(x->u.list.items[i], v);
+        else if (x->kind == TV_DICT) *out = tv_dict_getv(x, v) != NULL;
+        else if (x->kind == TV_STR && k == TV_STR) *out = v->u.str.len == 0 || (v->u.str.len <= x->u.str.len && strstr(x->u.str.s, v->u.str.s));
+    } else if (x && (is(name, "gt") || is(name, "lt") || is(name, "ge") || is(name, "le") || is(name, "greaterthan") || is(name, "lessthan"))) {
+        bool ok;
+        int c = tv_compare(v, x, &ok);
+        if (!ok) return TYPE_ERR("type error: cannot compare '%s' and '%s'", tv_type_name(v), tv_type_name(x));
+        *out = name[0] == 'g' ? (name[1] == 'e' ? c >= 0 : c > 0) : (name[1] == 'e' ? c <= 0 : c < 0);
+    } else if (x && is(name, "divisibleby") && k == TV_INT && x->kind == TV_INT && x->u.i) *out = v->u.i % x->u.i == 0;
+    else return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: no test named '%s'", name);
+    return LD_OK;
+}
+
+ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v, tpl_args *args, bool *out)
+{
+    return run_test(rt, at, name, v, args, out);
+}
+
+/* ---------------------------------------------------------------- filters */
+
+/* attribute path "a.b" of v (jinja's make_attrgetter); undefined if absent */
+static ld_tpl_value *attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path)
+{
+    const char *p = path->u.str.s, *e = p + path->u.str.len;
+    while (v && p <= e) {
+        const char *dot = memchr(p, '.', (size_t)(e - p));
+        size_t n = dot ? (size_t)(dot - p) : (size_t)(e - p);
+        if (v->kind == TV_UNDEF) return v;
+        bool digits = n > 0;
+        for (size_t i = 0; i < n; i++) digits = digits && isdigit((unsigned char)p[i]);
+        if (digits && v->kind == TV_LIST) {
+            size_t idx = (size_t)strtoull(p, NULL, 10);
+            v = idx < v->u.list.n ? v->u.list.items[idx] : tv_undef(A, "index out of range");
+        } else {
+            ld_tpl_value *x = v->kind == TV_DICT ? tv_dict_get(v, p, n) : NULL;
+            v = x ? x : tpl_getattr(rt, v, p, n);
+        }
+        if (!dot) break;
+        p = dot + 1;
+    }
+    return v;
+}
+
+static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *ind = kwarg(a, "indent", 0), *seps = kwarg(a, "separators", 99), *sk = kwarg(a, "sort_keys", 99);
+    int indent = ind && ind->kind == TV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
+    const char *item = indent >= 0 ? "," : ", ", *key = ": ";
+    char ib[64], kb[64];
+    if (sk && tv_truthy(sk)) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "tojson(sort_keys=True) is not supported");
+    if (seps && seps->kind == TV_LIST && seps->u.list.n == 2 && seps->u.list.items[0]->kind == TV_STR &&
+        seps->u.list.items[1]->kind == TV_STR) {
+        snprintf(ib, sizeof ib, "%.*s", (int)seps->u.list.items[0]->u.str.len, seps->u.list.items[0]->u.str.s);
+        snprintf(kb, sizeof kb, "%.*s", (int)seps->u.list.items[1]->u.str.len, seps->u.list.items[1]->u.str.s);
+        item = ib, key = kb;
+    }
+    tv_buf b = {0};
+    const char *why = NULL;
+    bool ok = tv_tojson(&b, v, indent, item, key, 0, &why);
+    ld_tpl_value *r = ok && !b.failed ? tv_str(A, b.p ? b.p : "", b.len) : NULL;
+    free(b.p);
+    if (!ok) return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
+    NEWV(r);
+    return *out = r, LD_OK;
+}
+
+static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *seq, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *items, *r = tv_new(A, TV_LIST);
+    NEWV(r);
+    r->flags |= TV_F_GEN;
+    LD_TRY(tpl_iter(rt, at, seq, &items));
+    bool attr = is(f, "selectattr") || is(f, "rejectattr"), rej = f[0] == 'r';
+    size_t first_arg = attr ? 1 : 0;
+    ld_tpl_value *attr_name = is(f, "map") ? kwarg(a, "attribute", 99) : attr ? kwarg(a, "attribute", 0) : NULL;
+    if (attr && (!attr_name || attr_name->kind != TV_STR)) return TYPE_ERR("type error: %s needs an attribute name", f);
+    for (size_t i = 0; i < items->u.list.n; i++) {
+        ld_tpl_value *it = items->u.list.items[i], *x = it;
+        if (attr_name && attr_name->kind == TV_STR) NEWV(x = attr_path(rt, it, attr_name));
+        if (is(f, "map")) {
+            if (!attr_name) {
+                if (!a->n_pos || a->pos[0]->kind != TV_STR) return TYPE_ERR("type error: map needs a filter name or attribute");
+                tpl_args sub = {a->pos + 1, a->n_pos - 1, a->kwv, a->kw, a->n_kw};
+                LD_TRY(tpl_filter(rt, at, a->pos[0]->u.str.s, it, &sub, &x));
+            } else if (x->kind == TV_UNDEF) {
+                ld_tpl_value *d = kwarg(a, "default", 99);
+                if (d) x = d;
+            }
+            NEWV(tv_push(A, r, x));
+            continue;
+        }
+        bool keep;
+        if (a->n_pos > first_arg) {
+            if (a->pos[first_arg]->kind != TV_STR) return TYPE_ERR("type error: test name must be a string");
+            tpl_args sub = {a->pos + first_arg + 1, a->n_pos - first_arg - 1, NULL, NULL, 0};
+            LD_TRY(run_test(rt, at, a->pos[first_arg]->u.str.s, x, &sub, &keep));
+        } else {
+            keep = tv_truthy(x);
+        }
+        if (keep != rej) NEWV(tv_push(A, r, it));
+    }
+    *out = r;
+    return LD_OK;
+}
+
+static ld_status do_join(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *sep = kwarg(a, "d", 0), *attr = kwarg(a, "attribute", 1), *items;
+    LD_TRY(tpl_iter(rt, at, v, &items));
+    tv_buf b = {0};
+    for (size_t i = 0; i < items->u.list.n; i++) {
+        ld_tpl_value *x = items->u.list.items[i];
+        if (i && sep && sep->kind == TV_STR) tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
+        if (attr && attr->kind == TV_STR && !(x = attr_path(rt, x, attr))) { free(b.p); return tpl_nomem(rt, at); }
+        if (!tv_print(&b, x, false)) { free(b.p); return TYPE_ERR("type error: cannot join a '%s'", tv_type_name(x)); }
+    }
+    ld_tpl_value *r = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
+    free(b.p);
+    NEWV(r);
+    return *out = r, LD_OK;
+}
+
+static int cmp_ci(const ld_tpl_value *x, const ld_tpl_value *y, bool cs)
+{
+    bool ok;
+    if (!cs && x->kind == TV_STR && y->kind == TV_STR) {
+        size_t n = x->u.str.len < y->u.str.len ? x->u.str.len : y->u.str.len;
+        for (size_t i = 0; i < n; i++) {
+            int c = tolower((unsigned char)x->u.str.s[i]) - tolower((unsigned char)y->u.str.s[i]);
+            if (c) return c;
+        }
+        return (x->u.str.len > y->u.str.len) - (x->u.str.len < y->u.str.len);
+    }
+    return tv_compare(x, y, &ok);
+}
+
+/* stable insertion sort by key (items are few) */
+static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, bool dict, ld_tpl_value **out)
+{
+    ld_tpl_value *items, *r = tv_new(A, TV_LIST);
+    NEWV(r);
+    if (dict) {
+        if (v->kind != TV_DICT) return TYPE_ERR("type error: dictsort needs a mapping");
+        NEWV(items = pairs(rt, v));
+    } else {
+        LD_TRY(tpl_iter(rt, at, v, &items));
+    }
+    ld_tpl_value *rev = kwarg(a, dict ? "reverse" : "reverse", dict ? 2 : 0), *cs = kwarg(a, "case_sensitive", dict ? 0 : 1);
+    ld_tpl_value *attr = dict ? NULL : kwarg(a, "attribute", 2);
+    bool desc = rev && tv_truthy(rev), sens = cs && tv_truthy(cs);
+    for (size_t i = 0; i < items->u.list.n; i++) NEWV(tv_push(A, r, items->u.list.items[i]));
+    ld_tpl_value **p = r->u.list.items;
+    for (size_t i = 1; i < r->u.list.n; i++) {
+        ld_tpl_value *x = p[i];
+        size_t j = i;
+        for (; j > 0; j--) {
+            ld_tpl_value *kx = dict ? x->u.list.items[0] : x, *ky = dict ? p[j - 1]->u.list.items[0] : p[j - 1];
+            if (attr && attr->kind == TV_STR) kx = attr_path(rt, kx, attr), ky = attr_path(rt, ky, attr);
+            if (!kx || !ky) return tpl_nomem(rt, at);
+            int c = cmp_ci(ky, kx, sens);
+            if (desc ? c >= 0 : c <= 0) break;
+            p[j] = p[j - 1];
+        }
+        p[j] = x;
+    }
+    *out = r;
+    return LD_OK;
+}
+
+static ld_status do_strftime(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_value **out)
+{
+    if (!a->n_pos || a->pos[0]->kind != TV_STR) return TYPE_ERR("type error: strftime_now needs a format string");
+    struct tm tm;
+    int y = 2024, mo = 7, d = 26;
+    memset(&tm, 0, sizeof tm);
+    (void)sscanf(tpl_rt_today(rt), "%d-%d-%d", &y, &mo, &d);
+    tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d, tm.tm_hour = 0, tm.tm_isdst = -1;
+    /* derive the weekday and day of the year: timegm-free Zeller */
+    static const int cum[] = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    tm.tm_yday = cum[(mo - 1) % 12] + d - 1 + (leap && mo > 2);
+    int yy = mo < 3 ? y - 1 : y;
+    static const int t[] = {0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4};
+    tm.tm_wday = (yy + yy / 4 - yy / 100 + yy / 400 + t[(mo - 1) % 12] + d) % 7;
+    char buf[256];
+    char fmt[200];
+    snprintf(fmt, sizeof fmt, "%.*s", (int)a->pos[0]->u.str.len, a->pos[0]->u.str.s);
+    size_t n = fmt[0] ? strftime(buf, sizeof buf, fmt, &tm) : 0;
+    NEWV(*out = tv_str(A, buf, n));
+    return LD_OK;
+}
+
+static ld_status do_range(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_value **out)
+{
+    int64_t p[3] = {0, 0, 1};
+    for (size_t i = 0; i < a->n_pos && i < 3; i++) {
+        if (a->pos[i]->kind != TV_INT) return TYPE_ERR("type error: range() needs integers");
+        p[i] = a->pos[i]->u.i;
+    }
+    if (a->n_pos == 1) p[1] = p[0], p[0] = 0;
+    if (!a->n_pos || p[2] == 0) return TYPE_ERR("value error: bad range() arguments");
+    ld_tpl_value *r = tv_new(A, TV_LIST);
+    NEWV(r);
+    int64_t cnt = 0;
+    for (int64_t i = p[0]; p[2] > 0 ? i < p[1] : i > p[1]; i += p[2]) {
+        if (++cnt > 100000) return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "range() longer than 100000 items");
+        NEWV(tv_push(A, r, ld_tpl_value_int(A, i)));
+    }
+    *out = r;
+    return LD_OK;
+}
+
+static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *items;
+    (void)a;
+    if (is(f, "length") || is(f, "count")) {
+        int64_t n;
+        if (v->kind == TV_STR) n = (int64_t)tv_utf8_count(v->u.str.s, v->u.str.len);
+        else if (v->kind == TV_LIST && !(v->flags & TV_F_GEN)) n = (int64_t)v->u.list.n;
+        else if (v->kind == TV_DICT || v->kind == TV_NS) n = (int64_t)v->u.dict.n;
+        else if (v->kind == TV_UNDEF) n = 0;
+        else return TYPE_ERR("type error: object of type '%s' has no len()", tv_type_name(v));
+        NEWV(*out = ld_tpl_value_int(A, n));
+        return LD_OK;
+    }
+    if (is(f, "first") || is(f, "last")) {
+        if (v->kind == TV_UNDEF) return *out = v, LD_OK;
+        LD_TRY(tpl_iter(rt, at, v, &items));
+        size_t n = items->u.list.n;
+        NEWV(*out = n ? items->u.list.items[f[0] == 'f' ? 0 : n - 1] : tv_undef(A, "no first item, sequence was empty"));
+        return LD_OK;
+    }
+    if (is(f, "list")) {
+        LD_TRY(tpl_iter(rt, at, v, &items));
+        ld_tpl_value *r = tv_new(A, TV_LIST);
+        NEWV(r);
+        for (size_t i = 0; i < items->u.list.n; i++) NEWV(tv_push(A, r, items->u.list.items[i]));
+        return *out = r, LD_OK;
+    }
+    if (is(f, "reverse")) {
+        ld_tpl_value *r = tv_new(A, TV_LIST);
+        NEWV(r);
+        LD_TRY(tpl_iter(rt, at, v, &items));
+        for (size_t i = items->u.list.n; i > 0; i--) NEWV(tv_push(A, r, items->u.list.items[i - 1]));
+        if (v->kind == TV_STR) {
+            tpl_args none = {0};
+            return do_join(rt, at, r, &none, out);
+        }
+        return *out = r, LD_OK;
+    }
+    if (is(f, "items")) {
+        if (v->kind == TV_UNDEF) NEWV(*out = tv_new(A, TV_LIST));
+        else if (v->kind != TV_DICT) return TYPE_ERR("type error: Can only get item pairs from a mapping.");
+        else NEWV(*out = pairs(rt, v));
+        return LD_OK;
+    }
+    if (is(f, "int") || is(f, "float") || is(f, "abs")) {
+        double d = v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->kind == TV_BOOL ? v->u.b
+                 : v->kind == TV_STR ? strtod(v->u.str.s, NULL) : 0;
+        if (is(f, "abs")) {
+            if (v->kind == TV_INT) NEWV(*out = ld_tpl_value_int(A, v->u.i < 0 ? -v->u.i : v->u.i));
+            else if (v->kind == TV_FLOAT) NEWV(*out = tv_float(A, v->u.f < 0 ? -v->u.f : v->u.f));
+            else return TYPE_ERR("type error: bad operand type for abs(): '%s'", tv_type_name(v));
+            return LD_OK;
+        }
+        if (f[0] == 'i') NEWV(*out = ld_tpl_value_int(A, v->kind == TV_INT ? v->u.i : (int64_t)d));
+        else NEWV(*out = tv_float(A, d));
+        return LD_OK;
+    }
+    return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: No filter named '%s' found.", f);
+}
+
+ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    if (is(f, "__range")) return do_range(rt, at, a, out);
+    if (is(f, "__strftime_now")) return do_strftime(rt, at, a, out);
+    if (is(f, "default") || is(f, "d")) {
+        ld_tpl_value *d = kwarg(a, "default_value", 0), *b = kwarg(a, "boolean", 1);
+        bool use = v->kind == TV_UNDEF || (b && tv_truthy(b) && !tv_truthy(v));
+        if (use) NEWV(*out = d ? d : tv_str(A, "", 0));
+        else *out = v;
+        return LD_OK;
+    }
+    if (is(f, "safe")) return *out = v, LD_OK;
+    if (is(f, "tojson")) return do_tojson(rt, at, v, a, out);
+    if (is(f, "map") || is(f, "select") || is(f, "reject") || is(f, "selectattr") || is(f, "rejectattr"))
+        return do_map_select(rt, at, f, v, a, out);
+    if (is(f, "join")) return do_join(rt, at, v, a, out);
+    if (is(f, "sort")) return do_sort(rt, at, v, a, false, out);
+    if (is(f, "dictsort")) return do_sort(rt, at, v, a, true, out);
+    if (is(f, "string")) {
+        if (v->kind == TV_UNDEF) NEWV(*out = tv_str(A, "", 0));
+        else if (!(*out = tpl_str_of(rt, v))) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", tv_type_name(v));
+        return LD_OK;
+    }
+    if (is(f, "trim") || is(f, "lower") || is(f, "upper") || is(f, "title") || is(f, "capitalize") || is(f, "replace")) {
+        ld_tpl_value *s = v->kind == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
+        if (!s) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", tv_type_name(v));
+        if (is(f, "trim")) {
+            tpl_args sub = {a->pos, a->n_pos, NULL, NULL, 0};
+            return str_method(rt, at, s, "strip", &sub, out);
+        }
+        return str_method(rt, at, s, f, a, out);
+    }
+    return simple_filter(rt, at, f, v, a, out);
+}

@@ -1,0 +1,174 @@
+/* tpl_internal.h - shared types of the template interpreter (tpl_*.c only).
+ * Every AST node and the template source live in the ld_tpl's arena (owner:
+ * the ld_tpl); every value made while rendering lives in the render's arena
+ * (owner: one ld_tpl_render call). */
+#ifndef LD_TPL_INTERNAL_H
+#define LD_TPL_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "tpl.h"
+
+/* ---------------------------------------------------------------- values */
+enum {
+    TV_UNDEF, TV_NONE, TV_BOOL, TV_INT, TV_FLOAT, TV_STR, TV_LIST, TV_DICT,
+    TV_NS, TV_MACRO, TV_METHOD, TV_FUNC
+};
+#define TV_F_GEN 1    /* list produced lazily by Python (map/select...) */
+#define TV_F_UNSAFE 2 /* undefined from a sandbox refusal */
+#define TV_F_TUPLE 4  /* list that Python would hold as a tuple */
+
+struct ld_tpl_value {
+    uint8_t kind, flags;
+    union {
+        int b;
+        int64_t i;
+        double f;
+        struct { const char *s; size_t len; } str; /* also undef hint */
+        struct { ld_tpl_value **items; size_t n, cap; } list;
+        struct { ld_tpl_value **keys, **vals; size_t n, cap; } dict;
+        struct { const struct tpl_node *node; } macro;
+        struct { const ld_tpl_value *self; const char *name; } method;
+        struct { int id; } func;
+    } u;
+};
+
+ld_tpl_value *tv_new(ld_arena *a, int kind);
+ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len);
+ld_tpl_value *tv_undef(ld_arena *a, const char *hint);
+ld_tpl_value *tv_float(ld_arena *a, double f);
+bool tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v);
+bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v);
+ld_tpl_value *tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
+ld_tpl_value *tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k);
+bool tv_truthy(const ld_tpl_value *v);
+bool tv_equal(const ld_tpl_value *a, const ld_tpl_value *b);
+/* <0, 0, >0; *ok false when Python would raise TypeError */
+int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok);
+const char *tv_type_name(const ld_tpl_value *v);
+size_t tv_utf8_count(const char *s, size_t len);
+
+/* growable byte buffer in an arena-free malloc'd block */
+typedef struct tv_buf {
+    char *p;
+    size_t len, cap, max; /* max 0 = unlimited */
+    bool failed;          /* allocation failed or max reached */
+} tv_buf;
+void tv_buf_put(tv_buf *b, const char *s, size_t n);
+void tv_buf_putc(tv_buf *b, char c);
+/* Python str(v) / repr(v) appended to b; false when v cannot be printed */
+bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr);
+/* json.dumps(v, ensure_ascii=False, indent, separators); indent<0 = None */
+bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
+               const char *key_sep, int depth, const char **why);
+void tv_float_repr(tv_buf *b, double f);
+
+/* ---------------------------------------------------------------- tokens */
+enum {
+    TK_EOF, TK_DATA, TK_VAR_BEGIN, TK_VAR_END, TK_BLOCK_BEGIN, TK_BLOCK_END,
+    TK_NAME, TK_STRING, TK_INT, TK_FLOAT, TK_OP
+};
+typedef struct tpl_token {
+    uint8_t type;
+    uint32_t off;     /* byte offset in the normalised source */
+    const char *s;    /* DATA/NAME/OP: borrowed from source; STRING: decoded */
+    size_t len;
+    int64_t i;
+    double f;
+} tpl_token;
+
+typedef struct tpl_tokens {
+    tpl_token *v;
+    size_t n, cap;
+} tpl_tokens;
+
+/* Tokenises the normalised source into toks (malloc'd array, caller frees
+ * toks->v); decoded strings are allocated in `a`. */
+ld_status tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *toks,
+                  ld_error *err);
+/* line (1-based) and column (1-based) of `off` in src */
+void tpl_line_col(const char *src, size_t off, uint64_t *line, uint64_t *col);
+
+/* ---------------------------------------------------------------- AST */
+enum {
+    /* statements */
+    N_DATA, N_OUTPUT, N_IF, N_FOR, N_SET, N_SET_ATTR, N_MACRO, N_BREAK,
+    N_CONTINUE, N_SET_BLOCK,
+    /* expressions */
+    N_CONST, N_NAME, N_GETATTR, N_GETITEM, N_SLICE, N_CALL, N_FILTER, N_TEST,
+    N_BINOP, N_UNARY, N_AND, N_OR, N_NOT, N_COMPARE, N_COND, N_LIST, N_DICT,
+    N_TUPLE, N_CONCAT
+};
+
+typedef struct tpl_node tpl_node;
+typedef struct tpl_nodes {
+    tpl_node **v;
+    size_t n;
+} tpl_nodes;
+
+struct tpl_node {
+    uint8_t kind;
+    uint8_t neg;        /* N_TEST: `is not`; N_COMPARE: op code */
+    uint32_t off;       /* where it starts in the source (errors) */
+    const char *s;      /* name / attr / op / filter / test; data text */
+    size_t s_len;
+    tpl_node *a, *b, *c;   /* operands, condition, iterable, ... */
+    tpl_nodes list;        /* args / items / body / targets */
+    tpl_nodes list2;       /* kwarg values / dict values / else body */
+    const char **kw;       /* kwarg names (list2.n of them) */
+    const ld_tpl_value *lit; /* N_CONST */
+};
+
+struct ld_tpl {
+    ld_arena arena;     /* owns the source copy, the tokens' strings, the AST */
+    const char *src;    /* normalised source */
+    size_t src_len;
+    tpl_nodes body;
+};
+
+ld_status tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err);
+
+/* ---------------------------------------------------------------- eval */
+typedef struct tpl_rt tpl_rt; /* render state, tpl_eval.c */
+
+/* Raise a runtime error at node `at` (code LD_ERR_MISMATCH etc.) */
+ld_status tpl_rt_fail(tpl_rt *rt, const tpl_node *at, ld_status code,
+                      const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+ld_arena *tpl_rt_arena(tpl_rt *rt);
+const char *tpl_rt_today(tpl_rt *rt);
+
+/* Filters, tests, methods and globals (tpl_filters.c).  args/kwargs already
+ * evaluated; kw names parallel kwargs. */
+typedef struct tpl_args {
+    ld_tpl_value **pos;
+    size_t n_pos;
+    ld_tpl_value **kwv;
+    const char **kw;
+    size_t n_kw;
+} tpl_args;
+ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *name,
+                     ld_tpl_value *v, tpl_args *args, ld_tpl_value **out);
+ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name,
+                   ld_tpl_value *v, tpl_args *args, bool *out);
+ld_status tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self,
+                     const char *name, tpl_args *args, ld_tpl_value **out);
+/* attribute `name` of v: dict key, method, or undefined */
+ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name,
+                          size_t len);
+bool tpl_has_method(const ld_tpl_value *v, const char *name);
+enum { TF_RAISE = 1, TF_STRFTIME, TF_NAMESPACE, TF_RANGE, TF_DICT };
+
+/* helpers shared by eval and filters */
+ld_tpl_value *tpl_str_of(tpl_rt *rt, const ld_tpl_value *v); /* NULL on fail */
+/* items of an iterable as a list (dict -> keys, str -> chars); NULL + error */
+ld_status tpl_iter(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v,
+                   ld_tpl_value **out);
+ld_status tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
+                         tpl_args *args, ld_tpl_value **out);
+ld_status tpl_nomem(tpl_rt *rt, const tpl_node *at);
+
+#endif

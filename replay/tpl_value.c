@@ -1,0 +1,441 @@
+/* tpl_value.c - the value model of the template interpreter: constructors,
+ * Python truthiness/equality/ordering, Python str()/repr() printing and
+ * json.dumps(ensure_ascii=False) serialisation.  Values live in an arena;
+ * lists and dicts grow by copying into a larger arena block. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpl_internal.h"
+
+ld_tpl_value *tv_new(ld_arena *a, int kind)
+{
+    ld_tpl_value *v = ld_arena_alloc(a, sizeof *v);
+    if (v) memset(v, 0, sizeof *v), v->kind = (uint8_t)kind;
+    return v;
+}
+
+ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len)
+{
+    ld_tpl_value *v = tv_new(a, TV_STR);
+    if (!v) return NULL;
+    char *c = ld_arena_memdup(a, s ? s : "", len);
+    if (!c) return NULL;
+    v->u.str.s = c, v->u.str.len = len;
+    return v;
+}
+
+ld_tpl_value *tv_undef(ld_arena *a, const char *hint)
+{
+    ld_tpl_value *v = tv_new(a, TV_UNDEF);
+    if (v && hint) {
+        v->u.str.s = ld_arena_memdup(a, hint, strlen(hint));
+        v->u.str.len = v->u.str.s ? strlen(hint) : 0;
+    }
+    return v;
+}
+
+ld_tpl_value *tv_float(ld_arena *a, double f)
+{
+    ld_tpl_value *v = tv_new(a, TV_FLOAT);
+    if (v) v->u.f = f;
+    return v;
+}
+
+ld_tpl_value *ld_tpl_value_none(ld_arena *a) { return tv_new(a, TV_NONE); }
+ld_tpl_value *ld_tpl_value_bool(ld_arena *a, int b)
+{
+    ld_tpl_value *v = tv_new(a, TV_BOOL);
+    if (v) v->u.b = !!b;
+    return v;
+}
+ld_tpl_value *ld_tpl_value_int(ld_arena *a, int64_t i)
+{
+    ld_tpl_value *v = tv_new(a, TV_INT);
+    if (v) v->u.i = i;
+    return v;
+}
+ld_tpl_value *ld_tpl_value_str(ld_arena *a, const char *s, size_t len) { return tv_str(a, s, len); }
+ld_tpl_value *ld_tpl_value_dict(ld_arena *a) { return tv_new(a, TV_DICT); }
+ld_tpl_value *ld_tpl_value_list(ld_arena *a) { return tv_new(a, TV_LIST); }
+
+static bool grow(ld_arena *a, ld_tpl_value ***v, size_t n, size_t *cap)
+{
+    if (n < *cap) return true;
+    size_t nc = *cap ? *cap * 2 : 4;
+    ld_tpl_value **nv = ld_arena_alloc(a, nc * sizeof *nv);
+    if (!nv) return false;
+    if (n) memcpy(nv, *v, n * sizeof *nv);
+    *v = nv, *cap = nc;
+    return true;
+}
+
+bool tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v)
+{
+    if (!v || !grow(a, &l->u.list.items, l->u.list.n, &l->u.list.cap)) return false;
+    l->u.list.items[l->u.list.n++] = v;
+    return true;
+}
+
+bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
+{
+    if (!k || !v) return false;
+    for (size_t i = 0; i < d->u.dict.n; i++)
+        if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i] = v, true;
+    size_t cap = d->u.dict.cap;
+    if (!grow(a, &d->u.dict.keys, d->u.dict.n, &cap)) return false;
+    cap = d->u.dict.cap;
+    if (!grow(a, &d->u.dict.vals, d->u.dict.n, &cap)) return false;
+    d->u.dict.cap = cap;
+    d->u.dict.keys[d->u.dict.n] = k, d->u.dict.vals[d->u.dict.n++] = v;
+    return true;
+}
+
+ld_tpl_value *tv_dict_get(const ld_tpl_value *d, const char *k, size_t len)
+{
+    for (size_t i = 0; i < d->u.dict.n; i++) {
+        const ld_tpl_value *key = d->u.dict.keys[i];
+        if (key->kind == TV_STR && key->u.str.len == len && memcmp(key->u.str.s, k, len) == 0)
+            return d->u.dict.vals[i];
+    }
+    return NULL;
+}
+
+ld_tpl_value *tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k)
+{
+    for (size_t i = 0; i < d->u.dict.n; i++)
+        if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i];
+    return NULL;
+}
+
+ld_status ld_tpl_list_push(ld_arena *a, ld_tpl_value *list, ld_tpl_value *v)
+{
+    if (!list || list->kind != TV_LIST) return LD_ERR_USAGE;
+    return tv_push(a, list, v) ? LD_OK : LD_ERR_NOMEM;
+}
+
+ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key, ld_tpl_value *v)
+{
+    if (!dict || dict->kind != TV_DICT) return LD_ERR_USAGE;
+    return tv_dict_put(a, dict, tv_str(a, key, strlen(key)), v) ? LD_OK : LD_ERR_NOMEM;
+}
+
+ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const cJSON *j)
+{
+    if (!j || cJSON_IsNull(j)) return tv_new(a, TV_NONE);
+    if (cJSON_IsBool(j)) return ld_tpl_value_bool(a, cJSON_IsTrue(j));
+    if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d == floor(d) && fabs(d) < 9007199254740992.0) return ld_tpl_value_int(a, (int64_t)d);
+        return tv_float(a, d);
+    }
+    if (cJSON_IsString(j)) return tv_str(a, j->valuestring, strlen(j->valuestring));
+    ld_tpl_value *v = tv_new(a, cJSON_IsArray(j) ? TV_LIST : TV_DICT);
+    if (!v) return NULL;
+    for (const cJSON *c = j->child; c; c = c->next) {
+        ld_tpl_value *x = ld_tpl_value_from_json(a, c);
+        if (v->kind == TV_LIST ? !tv_push(a, v, x)
+                               : !tv_dict_put(a, v, tv_str(a, c->string ? c->string : "", c->string ? strlen(c->string) : 0), x))
+            return NULL;
+    }
+    return v;
+}
+
+bool tv_truthy(const ld_tpl_value *v)
+{
+    switch (v->kind) {
+    case TV_BOOL: return v->u.b;
+    case TV_INT: return v->u.i != 0;
+    case TV_FLOAT: return v->u.f != 0;
+    case TV_STR: return v->u.str.len != 0;
+    case TV_LIST: return v->u.list.n != 0;
+    case TV_DICT: return v->u.dict.n != 0;
+    case TV_UNDEF: case TV_NONE: return false;
+    default: return true;
+    }
+}
+
+static bool is_num(const ld_tpl_value *v) { return v->kind == TV_BOOL || v->kind == TV_INT || v->kind == TV_FLOAT; }
+static double num(const ld_tpl_value *v) { return v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b; }
+
+bool tv_equal(const ld_tpl_value *a, const ld_tpl_value *b)
+{
+    if (is_num(a) && is_num(b)) {
+        if (a->kind != TV_FLOAT && b->kind != TV_FLOAT)
+            return (a->kind == TV_INT ? a->u.i : a->u.b) == (b->kind == TV_INT ? b->u.i : b->u.b);
+        return num(a) == num(b);
+    }
+    if (a->kind != b->kind) return false;
+    switch (a->kind) {
+    case TV_UNDEF: case TV_NONE: return true;
+    case TV_STR: return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
+    case TV_LIST:
+        if (a->u.list.n != b->u.list.n || (a->flags & TV_F_TUPLE) != (b->flags & TV_F_TUPLE)) return false;
+        for (size_t i = 0; i < a->u.list.n; i++)
+            if (!tv_equal(a->u.list.items[i], b->u.list.items[i])) return false;
+        return true;
+    case TV_DICT:
+        if (a->u.dict.n != b->u.dict.n) return false;
+        for (size_t i = 0; i < a->u.dict.n; i++) {
+            const ld_tpl_value *o = tv_dict_getv(b, a->u.dict.keys[i]);
+            if (!o || !tv_equal(a->u.dict.vals[i], o)) return false;
+        }
+        return true;
+    default: return a == b;
+    }
+}
+
+int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok)
+{
+    *ok = true;
+    if (is_num(a) && is_num(b)) {
+        if (a->kind != TV_FLOAT && b->kind != TV_FLOAT) {
+            int64_t x = a->kind == TV_INT ? a->u.i : a->u.b, y = b->kind == TV_INT ? b->u.i : b->u.b;
+            return (x > y) - (x < y);
+        }
+        double x = num(a), y = num(b);
+        return (x > y) - (x < y);
+    }
+    if (a->kind == TV_STR && b->kind == TV_STR) {
+        size_t n = a->u.str.len < b->u.str.len ? a->u.str.len : b->u.str.len;
+        int c = memcmp(a->u.str.s, b->u.str.s, n);
+        if (c) return c < 0 ? -1 : 1;
+        return (a->u.str.len > b->u.str.len) - (a->u.str.len < b->u.str.len);
+    }
+    if (a->kind == TV_LIST && b->kind == TV_LIST) {
+        for (size_t i = 0; i < a->u.list.n && i < b->u.list.n; i++) {
+            if (tv_equal(a->u.list.items[i], b->u.list.items[i])) continue;
+            return tv_compare(a->u.list.items[i], b->u.list.items[i], ok);
+        }
+        return (a->u.list.n > b->u.list.n) - (a->u.list.n < b->u.list.n);
+    }
+    *ok = false;
+    return 0;
+}
+
+const char *tv_type_name(const ld_tpl_value *v)
+{
+    static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str",
+                                        "list", "dict", "Namespace", "Macro", "method", "function"};
+    if (v->kind == TV_LIST && (v->flags & TV_F_GEN)) return "generator";
+    if (v->kind == TV_LIST && (v->flags & TV_F_TUPLE)) return "tuple";
+    return names[v->kind];
+}
+
+size_t tv_utf8_count(const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+void tv_buf_put(tv_buf *b, const char *s, size_t n)
+{
+    if (b->failed || !n) return;
+    if (b->max && b->len + n > b->max) { b->failed = true; return; }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->failed = true; return; }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void tv_buf_putc(tv_buf *b, char c) { tv_buf_put(b, &c, 1); }
+
+static void puts_(tv_buf *b, const char *s) { tv_buf_put(b, s, strlen(s)); }
+
+/* Python repr(float): the shortest digits that round-trip, fixed notation
+ * for exponents -4..15, else d.ddde+XX. */
+void tv_float_repr(tv_buf *b, double f)
+{
+    char tmp[64], out[80];
+    if (isnan(f)) { puts_(b, "nan"); return; }
+    if (isinf(f)) { puts_(b, f < 0 ? "-inf" : "inf"); return; }
+    int prec;
+    for (prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
+        if (strtod(tmp, NULL) == f) break;
+    }
+    /* tmp: [-]d[.ddd]e[+-]XX */
+    char digits[32];
+    size_t nd = 0;
+    const char *p = tmp;
+    bool neg = *p == '-';
+    if (neg) p++;
+    for (; *p && *p != 'e'; p++) if (*p != '.') digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = 0;
+    int exp = atoi(p + 1);
+    size_t k = 0;
+    if (neg) out[k++] = '-';
+    if (exp >= -4 && exp < 16) {
+        if (exp >= 0) {
+            for (int i = 0; i <= exp; i++) out[k++] = (size_t)i < nd ? digits[i] : '0';
+            out[k++] = '.';
+            if ((size_t)exp + 1 < nd) for (size_t i = (size_t)exp + 1; i < nd; i++) out[k++] = digits[i];
+            else out[k++] = '0';
+        } else {
+            out[k++] = '0', out[k++] = '.';
+            for (int i = 0; i < -exp - 1; i++) out[k++] = '0';
+            for (size_t i = 0; i < nd; i++) out[k++] = digits[i];
+        }
+        out[k] = 0;
+    } else {
+        out[k++] = digits[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            for (size_t i = 1; i < nd; i++) out[k++] = digits[i];
+        }
+        snprintf(out + k, sizeof out - k, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+    puts_(b, out);
+}
+
+static void str_repr(tv_buf *b, const char *s, size_t n)
+{
+    bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
+    char q = sq && !dq ? '"' : '\'';
+    tv_buf_putc(b, q);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[8];
+        if (c == '\\' || c == (unsigned char)q) tv_buf_putc(b, '\\'), tv_buf_putc(b, (char)c);
+        else if (c == '\n') puts_(b, "\\n");
+        else if (c == '\r') puts_(b, "\\r");
+        else if (c == '\t') puts_(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) snprintf(e, sizeof e, "\\x%02x", c), puts_(b, e);
+        else tv_buf_putc(b, (char)c);
+    }
+    tv_buf_putc(b, q);
+}
+
+static void int_print(tv_buf *b, int64_t i)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%lld", (long long)i);
+    puts_(b, t);
+}
+
+bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
+{
+    switch (v->kind) {
+    case TV_UNDEF: return !repr;
+    case TV_NONE: puts_(b, "None"); return true;
+    case TV_BOOL: puts_(b, v->u.b ? "True" : "False"); return true;
+    case TV_INT: int_print(b, v->u.i); return true;
+    case TV_FLOAT: tv_float_repr(b, v->u.f); return true;
+    case TV_STR:
+        if (repr) str_repr(b, v->u.str.s, v->u.str.len);
+        else tv_buf_put(b, v->u.str.s, v->u.str.len);
+        return true;
+    case TV_LIST: {
+        if (v->flags & TV_F_GEN) return false;
+        bool tup = v->flags & TV_F_TUPLE;
+        tv_buf_putc(b, tup ? '(' : '[');
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            if (i) puts_(b, ", ");
+            if (!tv_print(b, v->u.list.items[i], true)) return false;
+        }
+        if (tup && v->u.list.n == 1) tv_buf_putc(b, ',');
+        tv_buf_putc(b, tup ? ')' : ']');
+        return true;
+    }
+    case TV_DICT:
+        tv_buf_putc(b, '{');
+        for (size_t i = 0; i < v->u.dict.n; i++) {
+            if (i) puts_(b, ", ");
+            if (!tv_print(b, v->u.dict.keys[i], true)) return false;
+            puts_(b, ": ");
+            if (!tv_print(b, v->u.dict.vals[i], true)) return false;
+        }
+        tv_buf_putc(b, '}');
+        return true;
+    default: return false;
+    }
+}
+
+static void json_str(tv_buf *b, const char *s, size_t n)
+{
+    tv_buf_putc(b, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[8];
+        switch (c) {
+        case '"': puts_(b, "\\\""); break;
+        case '\\': puts_(b, "\\\\"); break;
+        case '\n': puts_(b, "\\n"); break;
+        case '\r': puts_(b, "\\r"); break;
+        case '\t': puts_(b, "\\t"); break;
+        case '\b': puts_(b, "\\b"); break;
+        case '\f': puts_(b, "\\f"); break;
+        default:
+            if (c < 0x20) snprintf(e, sizeof e, "\\u%04x", c), puts_(b, e);
+            else tv_buf_putc(b, (char)c);
+        }
+    }
+    tv_buf_putc(b, '"');
+}
+
+static void newline_indent(tv_buf *b, int indent, int depth)
+{
+    tv_buf_putc(b, '\n');
+    for (int i = 0; i < indent * depth; i++) tv_buf_putc(b, ' ');
+}
+
+bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
+               const char *key_sep, int depth, const char **why)
+{
+    if (depth > 200) return *why = "nesting too deep", false;
+    switch (v->kind) {
+    case TV_NONE: puts_(b, "null"); return true;
+    case TV_BOOL: puts_(b, v->u.b ? "true" : "false"); return true;
+    case TV_INT: int_print(b, v->u.i); return true;
+    case TV_FLOAT:
+        if (isnan(v->u.f)) puts_(b, "NaN");
+        else if (isinf(v->u.f)) puts_(b, v->u.f < 0 ? "-Infinity" : "Infinity");
+        else tv_float_repr(b, v->u.f);
+        return true;
+    case TV_STR: json_str(b, v->u.str.s, v->u.str.len); return true;
+    case TV_LIST:
+    case TV_DICT: {
+        bool list = v->kind == TV_LIST;
+        size_t n = list ? v->u.list.n : v->u.dict.n;
+        if (list && (v->flags & TV_F_GEN)) return *why = "Object of type generator is not JSON serializable", false;
+        tv_buf_putc(b, list ? '[' : '{');
+        if (!n) return tv_buf_putc(b, list ? ']' : '}'), true;
+        for (size_t i = 0; i < n; i++) {
+            if (i) puts_(b, item_sep);
+            if (indent >= 0) newline_indent(b, indent, depth + 1);
+            if (!list) {
+                const ld_tpl_value *k = v->u.dict.keys[i];
+                if (k->kind == TV_STR) json_str(b, k->u.str.s, k->u.str.len);
+                else if (k->kind == TV_INT || k->kind == TV_FLOAT) {
+                    tv_buf_putc(b, '"');
+                    tv_tojson(b, k, -1, "", "", depth, why);
+                    tv_buf_putc(b, '"');
+                } else if (k->kind == TV_BOOL) puts_(b, k->u.b ? "\"true\"" : "\"false\"");
+                else if (k->kind == TV_NONE) puts_(b, "\"null\"");
+                else return *why = "keys must be str, int, float, bool or None", false;
+                puts_(b, key_sep);
+            }
+            if (!tv_tojson(b, list ? v->u.list.items[i] : v->u.dict.vals[i], indent, item_sep, key_sep, depth + 1, why))
+                return false;
+        }
+        if (indent >= 0) newline_indent(b, indent, depth);
+        tv_buf_putc(b, list ? ']' : '}');
+        return true;
+    }
+    default:
+        *why = v->kind == TV_UNDEF ? "Object of type Undefined is not JSON serializable"
+                                   : "object is not JSON serializable";
+        return false;
+    }
+}
