@@ -191,7 +191,8 @@ def main():
     ap = argparse.ArgumentParser(description="Benchmark `logdiff scan --json` against the Python baseline.")
     ap.add_argument("--size-mb", type=float, default=100, help="base log size in MB (default 100)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=3, help="logdiff runs per input, best taken (default 3)")
+    ap.add_argument("--runs", type=int, default=7,
+                    help="logdiff runs per input, best taken (default 7: shared machines are noisy)")
     ap.add_argument("--baseline-runs", type=int, default=1, help="baseline runs per input (default 1: it is slow)")
     ap.add_argument("--logdiff", default=os.path.join(ROOT, "build", "logdiff"))
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "bench"))
