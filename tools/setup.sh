@@ -49,6 +49,11 @@ fuzz_smoke() {
         name=$(basename "$src" .c); fmt=${name#fuzz_}
         work=$(mktemp -d)
         cp -r "tests/fuzz/corpus/$fmt/." "$work/" 2>/dev/null || true
+        # real chat templates are third-party data: they stay in ../shared and
+        # only seed the run when that folder is there
+        if [ "$fmt" = template ] && [ -d ../shared/templates ]; then
+            cp ../shared/templates/*.jinja "$work/" 2>/dev/null || true
+        fi
         echo "fuzz: $name for ${FUZZ_SECONDS}s" >&2
         "$dir/$name" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=0 \
             "$work" >"$dir/$name.log" 2>&1 || { tail -40 "$dir/$name.log"; exit 1; }
