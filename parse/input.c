@@ -418,26 +418,38 @@ static size_t copy_block(ld_input *in, unsigned char *buf, size_t cap)
     return n;
 }
 
+/* Next data block of archive `a` (the input's, or the inner decoder of a
+ * compressed member).  At the member's end: LD_OK with member_done set.  A
+ * warning (e.g. a bad CRC) is a damaged member too. */
+static ld_status data_block(ld_input *in, struct archive *a, const void **out,
+                            size_t *out_n, la_int64_t *out_off, const char *why_default,
+                            ld_error *err)
+{
+    *out_n = 0;
+    *out_off = 0;
+    int r = archive_read_data_block(a, out, out_n, out_off);
+    if (r == ARCHIVE_EOF) {
+        in->member_done = 1;
+        return LD_OK;
+    }
+    if (r != ARCHIVE_OK) {
+        in->member_done = 1;
+        const char *why = archive_error_string(a);
+        return fail_msg(err, LD_ERR_IO, in->delivered, in->member, NULL, why ? why : why_default);
+    }
+    return LD_OK;
+}
+
 /* Makes the next block of the current archive member pending (in->blk);
  * leaves blk_len == 0 and member_done set at the member's end. */
 static ld_status fill_block(ld_input *in, ld_error *err)
 {
-    while (in->blk_len == 0) {
+    while (in->blk_len == 0 && !in->member_done) {
         const void *b;
-        size_t n = 0;
-        la_int64_t off = 0;
-        int r = archive_read_data_block(in->ar, &b, &n, &off);
-        if (r == ARCHIVE_EOF) {
-            in->member_done = 1;
-            return LD_OK;
-        }
-        if (r != ARCHIVE_OK) {
-            /* a warning (e.g. a bad CRC) is still a damaged member */
-            in->member_done = 1;
-            const char *why = archive_error_string(in->ar);
-            return fail_msg(err, LD_ERR_IO, in->delivered, in->member, NULL,
-                            why ? why : "corrupt or truncated data");
-        }
+        size_t n;
+        la_int64_t off;
+        LD_TRY(data_block(in, in->ar, &b, &n, &off, "corrupt or truncated data", err));
+        if (in->member_done) return LD_OK;
         in->blk = b;
         in->blk_len = n;
         /* never move backwards: overlapping blocks are cut to what's new */
@@ -507,19 +519,11 @@ static ld_status read_inner(ld_input *in, unsigned char *buf, size_t cap,
 {
     while (in->iblk_len == 0) {
         const void *b;
-        size_t n = 0;
-        la_int64_t off = 0;
-        int r = archive_read_data_block(in->inner, &b, &n, &off);
-        if (r == ARCHIVE_EOF) {
-            in->member_done = 1;
-            return LD_OK;
-        }
-        if (r != ARCHIVE_OK) {
-            in->member_done = 1;
-            const char *why = archive_error_string(in->inner);
-            return fail_msg(err, LD_ERR_IO, in->delivered, in->member, NULL,
-                            why ? why : "corrupt or truncated compressed member");
-        }
+        size_t n;
+        la_int64_t off;
+        LD_TRY(data_block(in, in->inner, &b, &n, &off,
+                          "corrupt or truncated compressed member", err));
+        if (in->member_done) return LD_OK;
         in->iblk = b;
         in->iblk_len = n;
     }
