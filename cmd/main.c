@@ -21,6 +21,7 @@ static const struct cmd_entry commands[] = {
     { "scan", cmd_scan, "list every request found in the logs, one row each" },
     { "show", cmd_show, "everything about one request, by rid" },
     { "diff", cmd_diff, "which layer lost the conversation: a verdict per request" },
+    { "template", cmd_template, "render a request through a chat template, exact bytes" },
 };
 
 static void print_main_usage(FILE *f)

@@ -1,0 +1,212 @@
+/* template.c - `logdiff template`: render an OpenAI chat-completions request
+ * through a chat template, the way HF transformers' apply_chat_template
+ * does, and write the prompt to standard output byte for byte. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "jsonout.h"
+#include "logread.h"
+#include "options.h"
+#include "tpl.h"
+#include "tpl_source.h"
+
+static const char *const template_usage[] = {
+    "logdiff template --template SRC [--bos-token S] [--eos-token S] [--no-generation-prompt] REQUEST.json",
+    "logdiff template --template SRC [options] --rid RID LOG...",
+    "",
+    "Renders an OpenAI chat-completions request body through a chat template and",
+    "writes the prompt to standard output, exact bytes, nothing added.  SRC is a",
+    ".jinja file, a tokenizer_config.json or a model directory.  The template sees",
+    "`messages`, `tools` (only when the request has them), `add_generation_prompt`,",
+    "`bos_token`/`eos_token` (from SRC unless given; absent = None) and every key of",
+    "`chat_template_kwargs`.  REQUEST.json may be '-' for standard input; with --rid",
+    "the request is the logged `Receive OpenAI` payload of that rid.  Exit status:",
+    "0 rendered, 2 the template refused (its message on standard error) or",
+    "usage/I/O error.",
+    NULL
+};
+
+typedef struct rid_state {
+    const char *rid;
+    cJSON *request;  /* the first matching payload, converted (owned) */
+    int matched;     /* a record with this rid was seen */
+    int oom, bad_json; /* bad_json: text not valid UTF-8 / JSON once converted */
+} rid_state;
+
+static int on_request(void *ctx, ld_request *r)
+{
+    rid_state *s = ctx;
+    if (!((r->rid && !strcmp(r->rid, s->rid)) ||
+          (r->parent_rid && !strcmp(r->parent_rid, s->rid))))
+        return 0;
+    s->matched = 1;
+    if (s->request || !r->openai_obj) return 0;
+    ld_arena scratch;
+    ld_arena_init(&scratch, 0);
+    cJSON *j = ld_json_value(r->openai_obj, &scratch);
+    /* ld_json_value gives pre-escaped "raw" strings and numbers; printing
+     * and parsing again yields plain cJSON values the context builder reads */
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    s->request = text ? cJSON_Parse(text) : NULL;
+    if (text && !s->request) s->bad_json = 1;
+    else if (!s->request) s->oom = 1;
+    free(text);
+    cJSON_Delete(j);
+    ld_arena_release(&scratch);
+    return 0;
+}
+
+static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs, int n)
+{
+    rid_state s = { rid, NULL, 0, 0, 0 };
+    ld_pair_options opts = { 0 };
+    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
+    opts.only_rid = rid;
+    ld_logread lr = { cli, 0, 0, 0, 0, { 0 }, { 0 } };
+    int rc = ld_logread_run(&lr, logs, n, &opts, on_request, &s);
+    if (rc != 0 || s.oom || lr.io_errors) {
+        if (s.oom) fprintf(cli->err, "logdiff template: out of memory\n");
+        cJSON_Delete(s.request);
+        return NULL;
+    }
+    if (s.bad_json)
+        fprintf(cli->err, "logdiff template: request '%s': its logged payload does not convert "
+                          "to JSON (invalid UTF-8?)\n", rid);
+    else if (!s.matched)
+        fprintf(cli->err, "logdiff template: no request with rid '%s' in the logs given\n", rid);
+    else if (!s.request)
+        fprintf(cli->err, "logdiff template: request '%s' has no 'Receive OpenAI' line "
+                          "(its message array was not logged)\n", rid);
+    return s.request;
+}
+
+static cJSON *request_from_file(struct ld_cli *cli, const char *path)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        fprintf(cli->err, "logdiff template: cannot open '%s'\n", path);
+        return NULL;
+    }
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+    for (size_t n; buf && (n = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += n;
+        if (len == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    int bad = ferror(f);
+    if (f != stdin) fclose(f);
+    cJSON *j = buf && !bad ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (!j)
+        fprintf(cli->err, "logdiff template: '%s': %s\n", path,
+                bad ? "read error" : "not valid JSON");
+    return j;
+}
+
+static void set_token(ld_arena *a, ld_tpl_value *ctx, const char *key, const char *v)
+{
+    ld_tpl_dict_set(a, ctx, key, v ? ld_tpl_value_str(a, v, strlen(v)) : ld_tpl_value_none(a));
+}
+
+/* The render context of apply_chat_template; NULL (message printed) when the
+ * request is not a dict with a `messages` list or memory ran out. */
+static ld_tpl_value *build_context(struct ld_cli *cli, ld_arena *a, const cJSON *req,
+                                   const char *bos, const char *eos, int gen_prompt)
+{
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    if (!cJSON_IsObject(req) || !cJSON_IsArray(msgs)) {
+        fprintf(cli->err, "logdiff template: the request has no 'messages' list\n");
+        return NULL;
+    }
+    ld_tpl_value *ctx = ld_tpl_value_dict(a);
+    int bad = !ctx;
+    if (ctx) {
+        bad |= ld_tpl_dict_set(a, ctx, "messages", ld_tpl_value_from_json(a, msgs)) != LD_OK;
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
+        if (tools) bad |= ld_tpl_dict_set(a, ctx, "tools", ld_tpl_value_from_json(a, tools)) != LD_OK;
+        bad |= ld_tpl_dict_set(a, ctx, "add_generation_prompt", ld_tpl_value_bool(a, gen_prompt)) != LD_OK;
+        set_token(a, ctx, "bos_token", bos);
+        set_token(a, ctx, "eos_token", eos);
+        const cJSON *kw = cJSON_GetObjectItemCaseSensitive(req, "chat_template_kwargs");
+        for (const cJSON *k = cJSON_IsObject(kw) ? kw->child : NULL; k && !bad; k = k->next)
+            bad |= ld_tpl_dict_set(a, ctx, k->string, ld_tpl_value_from_json(a, k)) != LD_OK;
+    }
+    if (bad) fprintf(cli->err, "logdiff template: out of memory\n");
+    return bad ? NULL : ctx;
+}
+
+static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
+{
+    if (e->line)
+        fprintf(cli->err, "logdiff template: %s:%llu: %s\n", what, (unsigned long long)e->line, e->msg);
+    else
+        fprintf(cli->err, "logdiff template: %s\n", e->msg);
+}
+
+static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req,
+                  const char *bos, const char *eos, int gen_prompt)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    int status = LD_EXIT_TROUBLE;
+    ld_tpl_value *ctx = build_context(cli, &a, req, bos, eos, gen_prompt);
+    char *out = NULL;
+    size_t out_len = 0;
+    ld_error err;
+    ld_error_clear(&err);
+    if (ctx && ld_tpl_render(src->tpl, ctx, NULL, &out, &out_len, &err) != LD_OK) {
+        print_error(cli, src->template_path, &err);
+    } else if (ctx) {
+        fwrite(out, 1, out_len, cli->out);
+        status = LD_EXIT_SAME;
+    }
+    free(out);
+    ld_arena_release(&a);
+    return status;
+}
+
+int cmd_template(int argc, char **argv, struct ld_cli *cli)
+{
+    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL;
+    int no_gen = 0;
+    const ld_option options[] = {
+        { LD_OPT_STRING, 0, "template", &tpl_path, "SRC", ".jinja, tokenizer_config.json or model directory (required)" },
+        { LD_OPT_STRING, 0, "bos-token", &bos, "S", "bos_token (default: from SRC, else None)" },
+        { LD_OPT_STRING, 0, "eos-token", &eos, "S", "eos_token (default: from SRC, else None)" },
+        { LD_OPT_BOOL, 0, "no-generation-prompt", &no_gen, NULL, "add_generation_prompt=False" },
+        { LD_OPT_STRING, 0, "rid", &rid, "RID", "render this logged request (LOG... instead of REQUEST.json)" },
+        LD_OPTION_END
+    };
+    int n_args = 0;
+    int rc = ld_parse_options(argc, argv, template_usage, options, &n_args, cli->out, cli->err);
+    if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
+    const char *problem = !tpl_path ? "--template SRC is required"
+                        : rid && n_args == 0 ? "no log given"
+                        : !rid && n_args != 1 ? "give exactly one REQUEST.json (or --rid RID LOG...)"
+                        : NULL;
+    if (problem) {
+        fprintf(cli->err, "logdiff template: %s\n", problem);
+        return LD_EXIT_TROUBLE;
+    }
+    ld_tpl_source *src = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    if (ld_tpl_source_load(tpl_path, NULL, &src, &err) != LD_OK) {
+        print_error(cli, tpl_path, &err);
+        return LD_EXIT_TROUBLE;
+    }
+    cJSON *req = rid ? request_from_log(cli, rid, argv + 1, n_args)
+                     : request_from_file(cli, argv[1]);
+    int status = LD_EXIT_TROUBLE;
+    if (req)
+        status = render(cli, src, req, bos ? bos : src->bos_token, eos ? eos : src->eos_token, !no_gen);
+    cJSON_Delete(req);
+    ld_tpl_source_free(src);
+    return status;
+}

@@ -1,0 +1,261 @@
+/* tpl_source.c - loading a chat template and its special tokens from a
+ * .jinja file, a tokenizer_config.json or a model directory (tpl_source.h). */
+#include "tpl_source.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Reads the whole file into a malloc'd NUL-terminated buffer. */
+static ld_status slurp(const char *path, char **out, size_t *out_len,
+                       ld_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return LD_FAIL(err, LD_ERR_IO, 0, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (len + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - 1 - len, f);
+        len += n;
+        if (n == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading '%s'", path);
+    if (bad) {
+        free(buf);
+        return LD_FAIL(err, LD_ERR_IO, len, "cannot read '%s'", path);
+    }
+    buf[len] = 0;
+    *out = buf;
+    *out_len = len;
+    return LD_OK;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static char *join_path(const char *dir, const char *file)
+{
+    size_t n = strlen(dir) + strlen(file) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, file);
+    return p;
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* A special token: absent or null -> NULL (None); a string; or a dict with a
+ * string "content" (AddedToken as saved by transformers). */
+static ld_status read_token(const cJSON *cfg, const char *key, const char *file,
+                            char **out, ld_error *err)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    *out = NULL;
+    if (!t || cJSON_IsNull(t)) return LD_OK;
+    if (cJSON_IsObject(t)) t = cJSON_GetObjectItemCaseSensitive(t, "content");
+    if (!cJSON_IsString(t))
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0,
+                       "'%s': '%s' is neither a string, null nor a dict with a string 'content'",
+                       file, key);
+    *out = dup_str(t->valuestring);
+    return *out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+}
+
+/* Picks the template text of a tokenizer_config's chat_template. */
+static ld_status pick_template(const cJSON *cfg, const char *file, const char *name,
+                               const char **out, ld_error *err)
+{
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+    const char *want = name ? name : "default";
+    if (!ct || cJSON_IsNull(ct))
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "'%s' has no 'chat_template'", file);
+    if (cJSON_IsString(ct)) {
+        if (strcmp(want, "default") != 0)
+            return LD_FAIL(err, LD_ERR_MISMATCH, 0,
+                           "'%s' has a single chat_template, not one named '%s'", file, want);
+        *out = ct->valuestring;
+        return LD_OK;
+    }
+    if (!cJSON_IsArray(ct))
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0,
+                       "'%s': 'chat_template' is neither a string nor a list of named templates",
+                       file);
+    char names[160] = "";
+    size_t used = 0;
+    for (const cJSON *e = ct->child; e; e = e->next) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "template");
+        if (!cJSON_IsString(n) || !cJSON_IsString(t))
+            return LD_FAIL(err, LD_ERR_MISMATCH, 0,
+                           "'%s': a 'chat_template' entry lacks a string 'name' or 'template'",
+                           file);
+        if (strcmp(n->valuestring, want) == 0) {
+            *out = t->valuestring;
+            return LD_OK;
+        }
+        if (used < sizeof names)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'",
+                                     used ? ", " : "", n->valuestring);
+    }
+    return LD_FAIL(err, LD_ERR_MISMATCH, 0, "'%s' has no chat_template named '%s' (it has %s)",
+                   file, want, used ? names : "none");
+}
+
+static ld_status compile_into(ld_tpl_source *s, const char *text, size_t len,
+                              const char *user_path, const char *file, ld_error *err)
+{
+    ld_status st = ld_tpl_compile(text, len, &s->tpl, err);
+    if (st != LD_OK && err) {
+        char msg[2 * sizeof err->msg + 64];
+        snprintf(msg, sizeof msg, "template of '%.200s': %s", file, err->msg);
+        memcpy(err->msg, msg, sizeof err->msg - 1);
+        err->msg[sizeof err->msg - 1] = 0;
+        err->path = user_path;
+    }
+    return st;
+}
+
+/* Reads tokenizer_config.json `file`: tokens always, the template only when
+ * `want_template`.  JSON that is not an object is a syntax error. */
+static ld_status load_config(ld_tpl_source *s, const char *file, char *text, size_t len,
+                             const char *name, int want_template, const char *user_path,
+                             ld_error *err)
+{
+    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    if (!cJSON_IsObject(cfg)) {
+        cJSON_Delete(cfg);
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "'%s' is not a JSON object", file);
+    }
+    ld_status st = read_token(cfg, "bos_token", file, &s->bos_token, err);
+    if (st == LD_OK) st = read_token(cfg, "eos_token", file, &s->eos_token, err);
+    if (st == LD_OK && want_template) {
+        const char *tpl = NULL;
+        st = pick_template(cfg, file, name, &tpl, err);
+        if (st == LD_OK) st = compile_into(s, tpl, strlen(tpl), user_path, file, err);
+    }
+    cJSON_Delete(cfg);
+    return st;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* A single file: a JSON object is a tokenizer_config, anything else (or a
+ * file not named *.json that fails to parse) is template text. */
+static ld_status load_file(ld_tpl_source *s, const char *path, const char *name,
+                           ld_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    LD_TRY(slurp(path, &text, &len, err));
+    cJSON *probe = cJSON_ParseWithLength(text, len);
+    int is_json = cJSON_IsObject(probe);
+    cJSON_Delete(probe);
+    ld_status st;
+    if (is_json || ends_with(path, ".json")) {
+        st = load_config(s, path, text, len, name, 1, path, err);
+    } else if (name && strcmp(name, "default") != 0) {
+        st = LD_FAIL(err, LD_ERR_MISMATCH, 0,
+                     "'%s' is a single template, not a list with one named '%s'", path, name);
+    } else {
+        st = compile_into(s, text, len, path, path, err);
+    }
+    free(text);
+    return st;
+}
+
+static ld_status load_dir(ld_tpl_source *s, const char *dir, const char *name, ld_error *err)
+{
+    char *jinja = join_path(dir, "chat_template.jinja");
+    char *cfg = join_path(dir, "tokenizer_config.json");
+    ld_status st = LD_OK;
+    int have_jinja = jinja && exists(jinja), have_cfg = cfg && exists(cfg);
+    if (!jinja || !cfg) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    else if (!have_jinja && !have_cfg)
+        st = LD_FAIL(err, LD_ERR_IO, 0,
+                     "'%s' holds neither chat_template.jinja nor tokenizer_config.json", dir);
+    if (st == LD_OK && have_cfg) {
+        char *text = NULL;
+        size_t len = 0;
+        st = slurp(cfg, &text, &len, err);
+        if (st == LD_OK)
+            st = load_config(s, cfg, text, len, name, !have_jinja, dir, err);
+        free(text);
+    }
+    if (st == LD_OK && have_jinja) {
+        char *text = NULL;
+        size_t len = 0;
+        st = slurp(jinja, &text, &len, err);
+        if (st == LD_OK) st = compile_into(s, text, len, dir, jinja, err);
+        free(text);
+    }
+    if (st == LD_OK) {
+        s->template_path = have_jinja ? jinja : cfg;
+        if (have_jinja) jinja = NULL;
+        else cfg = NULL;
+    }
+    free(jinja);
+    free(cfg);
+    return st;
+}
+
+ld_status ld_tpl_source_load(const char *path, const char *name,
+                             ld_tpl_source **out, ld_error *err)
+{
+    *out = NULL;
+    ld_tpl_source *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st;
+    if (is_dir(path)) {
+        st = load_dir(s, path, name, err);
+    } else {
+        st = load_file(s, path, name, err);
+        if (st == LD_OK && !(s->template_path = dup_str(path)))
+            st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    if (st != LD_OK) {
+        if (err) err->path = path;
+        ld_tpl_source_free(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+void ld_tpl_source_free(ld_tpl_source *src)
+{
+    if (!src) return;
+    ld_tpl_free(src->tpl);
+    free(src->bos_token);
+    free(src->eos_token);
+    free(src->template_path);
+    free(src);
+}

@@ -1,0 +1,48 @@
+/* tpl_source.h - where a chat template comes from: a .jinja file, a
+ * tokenizer_config.json, or a model directory holding either.
+ *
+ * The rules follow HF transformers:
+ * - a file that is not a JSON object is the template source itself;
+ * - tokenizer_config.json: `chat_template` is a string, or a list of
+ *   {"name": ..., "template": ...} from which the one named "default" is
+ *   taken unless a name is asked for; `bos_token` / `eos_token` are a string,
+ *   an AddedToken-like dict {"content": ...}, or null (Python None);
+ * - a directory: chat_template.jinja when present (transformers prefers it),
+ *   else the chat_template of tokenizer_config.json; the special tokens come
+ *   from tokenizer_config.json when it exists.
+ *
+ * Ownership: an ld_tpl_source is owned by the caller of ld_tpl_source_load
+ * and released with ld_tpl_source_free; it owns its compiled template and
+ * token strings.  Read-only after loading (its template may be rendered by
+ * several threads at once, see tpl.h).
+ */
+#ifndef LD_TPL_SOURCE_H
+#define LD_TPL_SOURCE_H
+
+#include "ld_error.h"
+#include "tpl.h"
+
+typedef struct ld_tpl_source {
+    ld_tpl *tpl;         /* compiled template (owned) */
+    char *bos_token;     /* owned; NULL = absent or null (Python None) */
+    char *eos_token;     /* owned; NULL = absent or null (Python None) */
+    char *template_path; /* owned: the file the template text came from */
+} ld_tpl_source;
+
+/* Loads the chat template at `path` (a .jinja or other non-JSON file, a
+ * tokenizer_config.json, or a directory).  `name` picks one of a list of
+ * named templates (NULL = "default"); asking for a name other than
+ * "default" of a single template is an error.  Returns LD_OK and a new
+ * source in *out (caller frees with ld_tpl_source_free), or: LD_ERR_IO (a
+ * file cannot be read; err->path = `path`), LD_ERR_SYNTAX (bad JSON, or a
+ * template that does not compile: err->line is the template's line),
+ * LD_ERR_MISMATCH (no chat_template, no such name, a token of the wrong
+ * type), LD_ERR_NOMEM.  err->msg names the file and what is missing.
+ * err->path is borrowed from `path`.  Thread-safe. */
+ld_status ld_tpl_source_load(const char *path, const char *name,
+                             ld_tpl_source **out, ld_error *err);
+
+/* Frees a source and everything it owns (NULL allowed). */
+void ld_tpl_source_free(ld_tpl_source *src);
+
+#endif
