@@ -94,20 +94,47 @@ cJSON *ld_json_double(double v)
     return cJSON_CreateRaw(buf);
 }
 
-static cJSON *json_str_value(const ld_py_value *v, ld_arena *scratch)
+/* How a value tree is written: output items (strings escaped by us, exact
+ * numbers, see the header) or plain cJSON items for code that reads the tree
+ * back (ld_json_value_plain). */
+typedef struct jv {
+    ld_arena *scratch;
+    int plain;
+} jv;
+
+static cJSON *jv_text(const jv *c, const char *s, size_t len)
+{
+    if (!c->plain) return ld_json_text(s, len);
+    char *z = ld_arena_memdup(c->scratch, s, len); /* cJSON wants NUL-terminated text */
+    return z ? cJSON_CreateString(z) : NULL;
+}
+
+static cJSON *jv_int(const jv *c, int64_t v)
+{
+    return c->plain ? cJSON_CreateNumber((double)v) : ld_json_int(v);
+}
+
+static cJSON *jv_double(const jv *c, double v)
+{
+    return c->plain ? cJSON_CreateNumber(v) : ld_json_double(v);
+}
+
+static cJSON *jv_value(const jv *c, const ld_py_value *v);
+
+static cJSON *json_str_value(const ld_py_value *v, const jv *c)
 {
     const char *s;
     size_t len;
-    if (ld_py_str_decode(v, scratch, &s, &len, NULL) != LD_OK)
-        return ld_json_text(v->u.raw, v->n); /* malformed escape: raw text */
-    return ld_json_text(s, len);
+    if (ld_py_str_decode(v, c->scratch, &s, &len, NULL) != LD_OK)
+        return jv_text(c, v->u.raw, v->n); /* malformed escape: raw text */
+    return jv_text(c, s, len);
 }
 
-static cJSON *json_seq(const ld_py_value *items, size_t n, ld_arena *scratch)
+static cJSON *json_seq(const ld_py_value *items, size_t n, const jv *c)
 {
     cJSON *arr = cJSON_CreateArray();
     for (size_t i = 0; arr && i < n; i++)
-        cJSON_AddItemToArray(arr, ld_json_value(&items[i], scratch));
+        cJSON_AddItemToArray(arr, jv_value(c, &items[i]));
     return arr;
 }
 
@@ -132,49 +159,49 @@ static const char *key_text(const ld_py_value *k, ld_arena *scratch)
     }
 }
 
-static cJSON *json_object(const ld_py_value *v, ld_arena *scratch)
+static cJSON *json_object(const ld_py_value *v, const jv *c)
 {
     cJSON *obj = cJSON_CreateObject();
     for (uint32_t i = 0; obj && i < v->n; i++) {
-        const char *k = key_text(&v->u.items[2 * i], scratch);
-        cJSON_AddItemToObject(obj, k ? k : "?", ld_json_value(&v->u.items[2 * i + 1], scratch));
+        const char *k = key_text(&v->u.items[2 * i], c->scratch);
+        cJSON_AddItemToObject(obj, k ? k : "?", jv_value(c, &v->u.items[2 * i + 1]));
     }
     return obj;
 }
 
-static cJSON *json_call(const ld_py_call *c, ld_arena *scratch)
+static cJSON *json_call(const ld_py_call *call, const jv *c)
 {
     cJSON *obj = cJSON_CreateObject();
     if (!obj) return NULL;
-    cJSON_AddItemToObject(obj, "__class__", ld_json_text(c->name, c->name_len));
-    for (uint32_t i = 0; i < c->n_args; i++) {
+    cJSON_AddItemToObject(obj, "__class__", jv_text(c, call->name, call->name_len));
+    for (uint32_t i = 0; i < call->n_args; i++) {
         char pos[32];
-        const char *name = c->arg_names[i]
-            ? ld_arena_memdup(scratch, c->arg_names[i], c->arg_name_lens[i]) : NULL;
+        const char *name = call->arg_names[i]
+            ? ld_arena_memdup(c->scratch, call->arg_names[i], call->arg_name_lens[i]) : NULL;
         if (!name) { snprintf(pos, sizeof pos, "__arg%u__", (unsigned)i); name = pos; }
-        cJSON_AddItemToObject(obj, name, ld_json_value(&c->args[i], scratch));
+        cJSON_AddItemToObject(obj, name, jv_value(c, &call->args[i]));
     }
     return obj;
 }
 
-static cJSON *json_marker(const ld_py_value *v, ld_arena *scratch)
+static cJSON *json_marker(const ld_py_value *v, const jv *c)
 {
     cJSON *obj = cJSON_CreateObject();
     if (!obj) return NULL;
     if (v->kind == LD_PY_TRUNC) {
         cJSON_AddItemToObject(obj, "__truncated__", cJSON_CreateTrue());
-        cJSON_AddItemToObject(obj, "head", ld_json_value(&v->u.items[0], scratch));
-        cJSON_AddItemToObject(obj, "tail", ld_json_value(&v->u.items[1], scratch));
+        cJSON_AddItemToObject(obj, "head", jv_value(c, &v->u.items[0]));
+        cJSON_AddItemToObject(obj, "tail", jv_value(c, &v->u.items[1]));
     } else {
         const ld_py_abbrev *a = v->u.abbrev;
-        cJSON_AddItemToObject(obj, "__abbreviated__", ld_json_text(a->key, a->key_len));
-        cJSON_AddItemToObject(obj, "chars", ld_json_int((int64_t)a->n_chars));
-        cJSON_AddItemToObject(obj, "blake2b", ld_json_text(a->digest, a->digest_len));
+        cJSON_AddItemToObject(obj, "__abbreviated__", jv_text(c, a->key, a->key_len));
+        cJSON_AddItemToObject(obj, "chars", jv_int(c, (int64_t)a->n_chars));
+        cJSON_AddItemToObject(obj, "blake2b", jv_text(c, a->digest, a->digest_len));
     }
     return obj;
 }
 
-cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch)
+static cJSON *jv_value(const jv *c, const ld_py_value *v)
 {
     if (!v) return cJSON_CreateNull();
     switch ((ld_py_kind)v->kind) {
@@ -182,26 +209,39 @@ cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch)
     case LD_PY_BOOL: return cJSON_CreateBool(v->u.i != 0);
     case LD_PY_INT:
         if (v->flags & LD_PY_F_BIGINT) {
-            char *digits = ld_arena_memdup(scratch, v->u.raw, v->n);
-            return digits ? cJSON_CreateRaw(digits) : NULL;
+            char *digits = ld_arena_memdup(c->scratch, v->u.raw, v->n);
+            if (!digits) return NULL;
+            return c->plain ? cJSON_CreateNumber(strtod(digits, NULL)) : cJSON_CreateRaw(digits);
         }
-        return ld_json_int(v->u.i);
+        return jv_int(c, v->u.i);
     case LD_PY_FLOAT:
         if (isnan(v->u.f)) return cJSON_CreateString("nan");
         if (isinf(v->u.f)) return cJSON_CreateString(v->u.f > 0 ? "inf" : "-inf");
-        return ld_json_double(v->u.f);
-    case LD_PY_STR: case LD_PY_BYTES: return json_str_value(v, scratch);
+        return jv_double(c, v->u.f);
+    case LD_PY_STR: case LD_PY_BYTES: return json_str_value(v, c);
     case LD_PY_LIST: case LD_PY_TUPLE: case LD_PY_SET:
         if (v->kind == LD_PY_LIST && (v->flags & LD_PY_F_SKIMMED)) /* counted, not kept */
             return cJSON_CreateString("<list of ints, counted only>");
-        return json_seq(v->u.items, v->n, scratch);
-    case LD_PY_DICT: return json_object(v, scratch);
-    case LD_PY_CALL: return json_call(v->u.call, scratch);
-    case LD_PY_NAME: case LD_PY_OPAQUE: return ld_json_text(v->u.raw, v->n);
+        return json_seq(v->u.items, v->n, c);
+    case LD_PY_DICT: return json_object(v, c);
+    case LD_PY_CALL: return json_call(v->u.call, c);
+    case LD_PY_NAME: case LD_PY_OPAQUE: return jv_text(c, v->u.raw, v->n);
     case LD_PY_ELLIPSIS: return cJSON_CreateString("...");
-    case LD_PY_TRUNC: case LD_PY_ABBREV: return json_marker(v, scratch);
+    case LD_PY_TRUNC: case LD_PY_ABBREV: return json_marker(v, c);
     }
     return cJSON_CreateNull();
+}
+
+cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch)
+{
+    jv c = { scratch, 0 };
+    return jv_value(&c, v);
+}
+
+cJSON *ld_json_value_plain(const ld_py_value *v, ld_arena *scratch)
+{
+    jv c = { scratch, 1 };
+    return jv_value(&c, v);
 }
 
 int ld_json_print_line(FILE *f, cJSON *item)

@@ -33,6 +33,11 @@ cJSON *ld_json_double(double v);
  * `scratch` holds decoded strings until the item is printed. */
 cJSON *ld_json_value(const ld_py_value *v, ld_arena *scratch);
 
+/* The same tree as plain cJSON items (cJSON strings and numbers, which
+ * cJSON's readers understand) for code that reads it back rather than
+ * printing it; a string holding a NUL byte is cut there. */
+cJSON *ld_json_value_plain(const ld_py_value *v, ld_arena *scratch);
+
 /* Writes `item` on one line followed by "\n" and deletes it.  Returns 0, or
  * -1 when printing failed. */
 int ld_json_print_line(FILE *f, cJSON *item);

@@ -32,7 +32,7 @@ typedef struct rid_state {
     const char *rid;
     cJSON *request;  /* the first matching payload, converted (owned) */
     int matched;     /* a record with this rid was seen */
-    int oom, bad_json; /* bad_json: text not valid UTF-8 / JSON once converted */
+    int oom;
 } rid_state;
 
 static int on_request(void *ctx, ld_request *r)
@@ -45,22 +45,15 @@ static int on_request(void *ctx, ld_request *r)
     if (s->request || !r->openai_obj) return 0;
     ld_arena scratch;
     ld_arena_init(&scratch, 0);
-    cJSON *j = ld_json_value(r->openai_obj, &scratch);
-    /* ld_json_value gives pre-escaped "raw" strings and numbers; printing
-     * and parsing again yields plain cJSON values the context builder reads */
-    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
-    s->request = text ? cJSON_Parse(text) : NULL;
-    if (text && !s->request) s->bad_json = 1;
-    else if (!s->request) s->oom = 1;
-    free(text);
-    cJSON_Delete(j);
+    s->request = ld_json_value_plain(r->openai_obj, &scratch); /* strings copied by cJSON */
+    if (!s->request) s->oom = 1;
     ld_arena_release(&scratch);
     return 0;
 }
 
 static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs, int n)
 {
-    rid_state s = { rid, NULL, 0, 0, 0 };
+    rid_state s = { rid, NULL, 0, 0 };
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = rid;
@@ -71,10 +64,7 @@ static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs,
         cJSON_Delete(s.request);
         return NULL;
     }
-    if (s.bad_json)
-        fprintf(cli->err, "logdiff template: request '%s': its logged payload does not convert "
-                          "to JSON (invalid UTF-8?)\n", rid);
-    else if (!s.matched)
+    if (!s.matched)
         fprintf(cli->err, "logdiff template: no request with rid '%s' in the logs given\n", rid);
     else if (!s.request)
         fprintf(cli->err, "logdiff template: request '%s' has no 'Receive OpenAI' line "

@@ -94,6 +94,10 @@ check "--rid: ends with the generation prompt" bash -c "tail -c 22 '$WORK/out' |
 run "--rid unknown: exit 2" 2 "$LOGDIFF" template --template "$QWEN" --rid nope "$DEMO/server-0.log"
 check "--rid unknown: message" grep -q "no request with rid 'nope'" "$WORK/err"
 grep -v "Receive OpenAI" "$DEMO/server-0.log" >"$WORK/no-openai.log"
+# a logged payload with quotes, a backslash, CJK and an emoji (tools/gen_demo_logs.py) reaches
+# the template as the same text
+run "--rid demo-healthy-2 (rotated .gz log)" 0 "$LOGDIFF" template --template "$QWEN" --rid demo-healthy-2 "$DEMO"
+check "--rid: the user text intact" grep -qF "Summarise: 日志里的请求 — \"quoted\" and 'single' \\ backslash 😀<|im_end|>" "$WORK/out"
 run "--rid without Receive OpenAI: exit 2" 2 "$LOGDIFF" template --template "$QWEN" --rid demo-healthy-1 "$WORK/no-openai.log"
 check "--rid without Receive OpenAI: message" grep -q "has no 'Receive OpenAI' line" "$WORK/err"
 finish
