@@ -27,6 +27,7 @@
 #include <stddef.h>
 
 #include "arena.h"
+#include "finding.h"
 #include "ld_error.h"
 
 /* ------------------------------------------------------------------ input */
@@ -124,12 +125,13 @@ typedef struct ld_align_msg_result {
     size_t n_parts;
 } ld_align_msg_result;
 
-/* Finding kinds (stable strings; compare by strcmp or by pointer). */
-#define LD_ALIGN_DROPPED_MESSAGE    "template.dropped_message"     /* error */
-#define LD_ALIGN_MANGLED_MESSAGE    "template.mangled_message"     /* error */
-#define LD_ALIGN_ORDER              "template.order"               /* error */
-#define LD_ALIGN_DROPPED_TOOL_CALL  "template.dropped_tool_call"   /* error */
-#define LD_ALIGN_REASONING_STRIPPED "template.reasoning_stripped"  /* info */
+/* Finding kinds: the template.* kinds of finding.h (one list of kinds for
+ * the whole project; compare by strcmp). */
+#define LD_ALIGN_DROPPED_MESSAGE    LD_K_TEMPLATE_DROPPED             /* error */
+#define LD_ALIGN_MANGLED_MESSAGE    LD_K_TEMPLATE_MANGLED             /* error */
+#define LD_ALIGN_ORDER              LD_K_TEMPLATE_ORDER               /* error */
+#define LD_ALIGN_DROPPED_TOOL_CALL  LD_K_TEMPLATE_DROPPED_TOOL_CALL   /* error */
+#define LD_ALIGN_REASONING_STRIPPED LD_K_TEMPLATE_REASONING_STRIPPED  /* info */
 #define LD_ALIGN_SEV_ERROR "error"
 #define LD_ALIGN_SEV_INFO "info"
 

@@ -26,6 +26,7 @@
 #define LD_K_TEMPLATE_DROPPED "template.dropped_message"
 #define LD_K_TEMPLATE_MANGLED "template.mangled_message"
 #define LD_K_TEMPLATE_ORDER "template.order"
+#define LD_K_TEMPLATE_DROPPED_TOOL_CALL "template.dropped_tool_call"
 #define LD_K_TEMPLATE_REASONING_STRIPPED "template.reasoning_stripped"
 #define LD_K_LOG_TRUNCATED "log.truncated"
 #define LD_K_LOG_UNPAIRED "log.unpaired"
