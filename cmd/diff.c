@@ -48,12 +48,12 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     }
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS;
-    ld_logread lr = { cli, rep.json, 1, 0, 0, { 0 }, { 0 } };
+    ld_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
     rc = ld_logread_run(&lr, argv + 1, n_args, &opts, ld_diff_report_request, &rep);
     if (rc == 0) ld_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
     ld_arena_release(&rep.arena);
-    if (rc != 0 || rep.failed || lr.io_errors) return LD_EXIT_TROUBLE;
+    if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;
     if (rep.only_rid && !rep.n_reported) {
         fprintf(cli->err, "logdiff diff: no request with rid '%s' in the logs given\n", rep.only_rid);
         return LD_EXIT_TROUBLE;

@@ -150,5 +150,5 @@ void ld_diff_report_summary(ld_diff_report *rep, const ld_logread *lr)
             fprintf(f, " %llu %s", (unsigned long long)rep->per_verdict[i], verdicts[i]);
     fprintf(f, "; %llu lines read, %llu health checks left out, %llu input errors\n",
             (unsigned long long)lr->pair_stats.lines,
-            (unsigned long long)lr->pair_stats.health_checks, (unsigned long long)lr->io_errors);
+            (unsigned long long)lr->pair_stats.health_checks, (unsigned long long)lr->stats.io_errors);
 }

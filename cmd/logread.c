@@ -47,8 +47,6 @@ static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)
 {
     read_ctx *c = vctx;
     ld_logread *lr = c->lr;
-    if (kind == LD_PROBLEM_IO) lr->io_errors++;
-    else lr->line_errors++;
     if (kind == LD_PROBLEM_LINE && lr->line_errors_as_records) return;
     ld_progress_done(&c->bar);
     if (lr->json)

@@ -14,7 +14,6 @@ typedef struct ld_logread {
     struct ld_cli *cli;
     int json;                   /* problems as JSON lines on stdout too */
     int line_errors_as_records; /* bad lines arrive as LD_REQ_ERROR records */
-    uint64_t io_errors, line_errors;
     ld_logset_stats stats;
     ld_pair_stats pair_stats;
 } ld_logread;
@@ -22,7 +21,7 @@ typedef struct ld_logread {
 /* Reads inputs[0..n) ("-" = stdin, directories expanded) into a pairer made
  * with `opts` that calls `emit(ctx, req)`.  Returns LD_EXIT_TROUBLE when
  * nothing could be done (no inputs, out of memory), else 0; I/O problems are
- * counted in lr->io_errors and reported as they happen. */
+ * counted in lr->stats.io_errors and reported as they happen. */
 int ld_logread_run(ld_logread *lr, char **inputs, int n,
                    const ld_pair_options *opts, ld_pair_emit_fn emit,
                    void *ctx);

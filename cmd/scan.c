@@ -132,7 +132,7 @@ static void print_summary(scan_state *s, const ld_logread *lr)
             (unsigned long long)(s->rows - s->errors), (unsigned long long)ps->lines,
             (unsigned long long)ps->request_lines, (unsigned long long)ps->skipped,
             (unsigned long long)ps->errors, (unsigned long long)ps->health_checks,
-            (unsigned long long)s->unpaired, (unsigned long long)lr->io_errors);
+            (unsigned long long)s->unpaired, (unsigned long long)lr->stats.io_errors);
 }
 
 int cmd_scan(int argc, char **argv, struct ld_cli *cli)
@@ -152,10 +152,10 @@ int cmd_scan(int argc, char **argv, struct ld_cli *cli)
     }
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_ERROR_RECORDS | (s.all ? LD_PAIR_KEEP_INTERNAL : 0);
-    ld_logread lr = { cli, s.json, 1, 0, 0, { 0 }, { 0 } };
+    ld_logread lr = { cli, s.json, 1, { 0 }, { 0 } };
     if (ld_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0)
         return LD_EXIT_TROUBLE;
     print_summary(&s, &lr);
-    if (lr.io_errors) return LD_EXIT_TROUBLE;
+    if (lr.stats.io_errors) return LD_EXIT_TROUBLE;
     return (s.errors || s.unpaired) ? LD_EXIT_DIFF : LD_EXIT_SAME;
 }

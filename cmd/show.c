@@ -68,7 +68,7 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = s.rid;
-    ld_logread lr = { cli, 0, 0, 0, 0, { 0 }, { 0 } };
+    ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
     if (ld_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0 || s.oom) {
         for (size_t i = 0; i < s.n_found; i++) ld_request_free(s.found[i]);
         free(s.found);
@@ -87,6 +87,6 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
         ld_request_free(r);
     }
     free(s.found);
-    if (lr.io_errors) status = LD_EXIT_TROUBLE;
+    if (lr.stats.io_errors) status = LD_EXIT_TROUBLE;
     return status;
 }

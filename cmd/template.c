@@ -57,9 +57,9 @@ static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs,
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = rid;
-    ld_logread lr = { cli, 0, 0, 0, 0, { 0 }, { 0 } };
+    ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
     int rc = ld_logread_run(&lr, logs, n, &opts, on_request, &s);
-    if (rc != 0 || s.oom || lr.io_errors) {
+    if (rc != 0 || s.oom || lr.stats.io_errors) {
         if (s.oom) fprintf(cli->err, "logdiff template: out of memory\n");
         cJSON_Delete(s.request);
         return NULL;
