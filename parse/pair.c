@@ -168,7 +168,7 @@ ld_status ld_pairer_finish(ld_pairer *p, ld_error *err)
 {
     (void)err;
     while (p->oldest) ld_pair_complete(p, p->oldest);
-    ld_pair_flush_openai(p, NULL);
+    ld_pair_flush_openai(p);
     return LD_OK;
 }
 

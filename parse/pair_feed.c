@@ -95,17 +95,9 @@ void ld_pair_flush_first(ld_pairer *p)
     emit_openai_only(p, q);
 }
 
-void ld_pair_flush_openai(ld_pairer *p, const char *member)
+void ld_pair_flush_openai(ld_pairer *p)
 {
-    for (ld_pending_openai **pp = &p->pending; *pp;) {
-        ld_pending_openai *q = *pp;
-        if (member && strcmp(q->member, member)) {
-            pp = &q->next;
-            continue;
-        }
-        *pp = q->next;
-        emit_openai_only(p, q);
-    }
+    while (p->pending) ld_pair_flush_first(p);
 }
 
 static ld_status handle_openai(ld_pairer *p, const char *member, const ld_logline *l,

@@ -50,9 +50,8 @@ ld_status ld_pair_create(ld_pairer *p, const char *rid, ld_open **out, ld_error 
 void ld_pair_complete(ld_pairer *p, ld_open *o);
 void ld_pair_emit(ld_pairer *p, ld_request *r);
 void ld_pair_evict(ld_pairer *p);
-/* Emits the pending OpenAI line(s) of `member` (all members when NULL) as
- * OpenAI-only records. */
-void ld_pair_flush_openai(ld_pairer *p, const char *member);
+/* Emits every pending OpenAI line as an OpenAI-only record. */
+void ld_pair_flush_openai(ld_pairer *p);
 
 /* pair_openai.c: joining `Receive OpenAI` lines (see the comment there). */
 ld_status ld_pair_add_openai(ld_pairer *p, ld_pending_openai *q);
