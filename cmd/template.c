@@ -9,7 +9,7 @@
 #include "jsonout.h"
 #include "logread.h"
 #include "options.h"
-#include "tpl.h"
+#include "chat_render.h"
 #include "tpl_source.h"
 
 static const char *const template_usage[] = {
@@ -18,7 +18,8 @@ static const char *const template_usage[] = {
     "",
     "Renders an OpenAI chat-completions request body through a chat template and",
     "writes the prompt to standard output, exact bytes, nothing added.  SRC is a",
-    ".jinja file, a tokenizer_config.json or a model directory.  The template sees",
+    ".jinja file, a tokenizer_config.json, a model directory, or a built-in encoder",
+    "(deepseek-v3.2, deepseek-v4).  The template sees",
     "`messages`, `tools` (only when the request has them), `add_generation_prompt`,",
     "`bos_token`/`eos_token` (from SRC unless given; absent = None) and every key of",
     "`chat_template_kwargs`.  REQUEST.json may be '-' for standard input; with --rid",
@@ -99,38 +100,6 @@ static cJSON *request_from_file(struct ld_cli *cli, const char *path)
     return j;
 }
 
-static void set_token(ld_arena *a, ld_tpl_value *ctx, const char *key, const char *v)
-{
-    ld_tpl_dict_set(a, ctx, key, v ? ld_tpl_value_str(a, v, strlen(v)) : ld_tpl_value_none(a));
-}
-
-/* The render context of apply_chat_template; NULL (message printed) when the
- * request is not a dict with a `messages` list or memory ran out. */
-static ld_tpl_value *build_context(struct ld_cli *cli, ld_arena *a, const cJSON *req,
-                                   const char *bos, const char *eos, int gen_prompt)
-{
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(req, "messages");
-    if (!cJSON_IsObject(req) || !cJSON_IsArray(msgs)) {
-        fprintf(cli->err, "logdiff template: the request has no 'messages' list\n");
-        return NULL;
-    }
-    ld_tpl_value *ctx = ld_tpl_value_dict(a);
-    int bad = !ctx;
-    if (ctx) {
-        bad |= ld_tpl_dict_set(a, ctx, "messages", ld_tpl_value_from_json(a, msgs)) != LD_OK;
-        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
-        if (tools) bad |= ld_tpl_dict_set(a, ctx, "tools", ld_tpl_value_from_json(a, tools)) != LD_OK;
-        bad |= ld_tpl_dict_set(a, ctx, "add_generation_prompt", ld_tpl_value_bool(a, gen_prompt)) != LD_OK;
-        set_token(a, ctx, "bos_token", bos);
-        set_token(a, ctx, "eos_token", eos);
-        const cJSON *kw = cJSON_GetObjectItemCaseSensitive(req, "chat_template_kwargs");
-        for (const cJSON *k = cJSON_IsObject(kw) ? kw->child : NULL; k && !bad; k = k->next)
-            bad |= ld_tpl_dict_set(a, ctx, k->string, ld_tpl_value_from_json(a, k)) != LD_OK;
-    }
-    if (bad) fprintf(cli->err, "logdiff template: out of memory\n");
-    return bad ? NULL : ctx;
-}
-
 static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 {
     if (e->line)
@@ -142,22 +111,19 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req,
                   const char *bos, const char *eos, int gen_prompt)
 {
-    ld_arena a;
-    ld_arena_init(&a, 0);
-    int status = LD_EXIT_TROUBLE;
-    ld_tpl_value *ctx = build_context(cli, &a, req, bos, eos, gen_prompt);
+    ld_chat_opts opts = { bos, eos, !gen_prompt, NULL };
     char *out = NULL;
     size_t out_len = 0;
     ld_error err;
     ld_error_clear(&err);
-    if (ctx && ld_tpl_render(src->tpl, ctx, NULL, &out, &out_len, &err) != LD_OK) {
+    int status = LD_EXIT_TROUBLE;
+    if (ld_chat_render(src, req, &opts, &out, &out_len, &err) != LD_OK) {
         print_error(cli, src->template_path, &err);
-    } else if (ctx) {
+    } else {
         fwrite(out, 1, out_len, cli->out);
         status = LD_EXIT_SAME;
     }
     free(out);
-    ld_arena_release(&a);
     return status;
 }
 
@@ -195,7 +161,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
                      : request_from_file(cli, argv[1]);
     int status = LD_EXIT_TROUBLE;
     if (req)
-        status = render(cli, src, req, bos ? bos : src->bos_token, eos ? eos : src->eos_token, !no_gen);
+        status = render(cli, src, req, bos, eos, !no_gen);
     cJSON_Delete(req);
     ld_tpl_source_free(src);
     return status;

@@ -3,6 +3,7 @@
 #include "tpl_source.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,14 +193,61 @@ static ld_status load_file(ld_tpl_source *s, const char *path, const char *name,
     return st;
 }
 
+static int same_ignoring_case(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+    return *a == *b;
+}
+
+ld_tpl_kind ld_tpl_builtin_by_name(const char *name)
+{
+    static const struct { const char *name; ld_tpl_kind kind; } names[] = {
+        { "deepseek-v3.2", LD_TPL_DEEPSEEK_V32 }, { "deepseek-v32", LD_TPL_DEEPSEEK_V32 },
+        { "dsv32", LD_TPL_DEEPSEEK_V32 }, { "deepseek-v4", LD_TPL_DEEPSEEK_V4 },
+        { "dsv4", LD_TPL_DEEPSEEK_V4 },
+    };
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (same_ignoring_case(name, names[i].name)) return names[i].kind;
+    return LD_TPL_JINJA;
+}
+
+static const char *builtin_label(ld_tpl_kind kind)
+{
+    return kind == LD_TPL_DEEPSEEK_V32 ? "builtin:deepseek-v3.2" : "builtin:deepseek-v4";
+}
+
+/* The built-in encoder a model directory's config.json asks for (by its
+ * `model_type`, as SGLang picks its encoder), else LD_TPL_JINJA. */
+static ld_tpl_kind builtin_of_model_dir(const char *dir)
+{
+    char *path = join_path(dir, "config.json");
+    char *text = NULL;
+    size_t len = 0;
+    ld_tpl_kind kind = LD_TPL_JINJA;
+    if (path && exists(path) && slurp(path, &text, &len, NULL) == LD_OK) {
+        cJSON *cfg = cJSON_ParseWithLength(text, len);
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+        if (cJSON_IsString(mt)) {
+            if (!strcmp(mt->valuestring, "deepseek_v32")) kind = LD_TPL_DEEPSEEK_V32;
+            else if (!strcmp(mt->valuestring, "deepseek_v4")) kind = LD_TPL_DEEPSEEK_V4;
+        }
+        cJSON_Delete(cfg);
+    }
+    free(text);
+    free(path);
+    return kind;
+}
+
 static ld_status load_dir(ld_tpl_source *s, const char *dir, const char *name, ld_error *err)
 {
     char *jinja = join_path(dir, "chat_template.jinja");
     char *cfg = join_path(dir, "tokenizer_config.json");
     ld_status st = LD_OK;
     int have_jinja = jinja && exists(jinja), have_cfg = cfg && exists(cfg);
+    ld_tpl_kind builtin = have_jinja ? LD_TPL_JINJA : builtin_of_model_dir(dir);
     if (!jinja || !cfg) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    else if (!have_jinja && !have_cfg)
+    else if (!have_jinja && !have_cfg && builtin == LD_TPL_JINJA)
         st = LD_FAIL(err, LD_ERR_IO, 0,
                      "'%s' holds neither chat_template.jinja nor tokenizer_config.json", dir);
     if (st == LD_OK && have_cfg) {
@@ -207,7 +255,8 @@ static ld_status load_dir(ld_tpl_source *s, const char *dir, const char *name, l
         size_t len = 0;
         st = slurp(cfg, &text, &len, err);
         if (st == LD_OK)
-            st = load_config(s, cfg, text, len, name, !have_jinja, dir, err);
+            st = load_config(s, cfg, text, len, name, !have_jinja && builtin == LD_TPL_JINJA,
+                             dir, err);
         free(text);
     }
     if (st == LD_OK && have_jinja) {
@@ -217,7 +266,11 @@ static ld_status load_dir(ld_tpl_source *s, const char *dir, const char *name, l
         if (st == LD_OK) st = compile_into(s, text, len, dir, jinja, err);
         free(text);
     }
-    if (st == LD_OK) {
+    if (st == LD_OK && builtin != LD_TPL_JINJA) {
+        s->kind = builtin;
+        if (!(s->template_path = dup_str(builtin_label(builtin))))
+            st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    } else if (st == LD_OK) {
         s->template_path = have_jinja ? jinja : cfg;
         if (have_jinja) jinja = NULL;
         else cfg = NULL;
@@ -234,7 +287,12 @@ ld_status ld_tpl_source_load(const char *path, const char *name,
     ld_tpl_source *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st;
-    if (is_dir(path)) {
+    ld_tpl_kind builtin = exists(path) ? LD_TPL_JINJA : ld_tpl_builtin_by_name(path);
+    if (builtin != LD_TPL_JINJA) {
+        s->kind = builtin;
+        st = (s->template_path = dup_str(builtin_label(builtin))) ? LD_OK
+             : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    } else if (is_dir(path)) {
         st = load_dir(s, path, name, err);
     } else {
         st = load_file(s, path, name, err);

@@ -1,5 +1,8 @@
 /* tpl_source.h - where a chat template comes from: a .jinja file, a
- * tokenizer_config.json, or a model directory holding either.
+ * tokenizer_config.json, or a model directory holding either; or one of the
+ * built-in encoders of code-defined formats (dsenc.h), by name
+ * ("deepseek-v3.2", "deepseek-v4") or from a model directory's config.json
+ * (`model_type` deepseek_v32 / deepseek_v4) when it has no chat template.
  *
  * The rules follow HF transformers:
  * - a file that is not a JSON object is the template source itself;
@@ -22,15 +25,24 @@
 #include "ld_error.h"
 #include "tpl.h"
 
+typedef enum ld_tpl_kind {
+    LD_TPL_JINJA = 0,       /* a Jinja2 chat template: `tpl` */
+    LD_TPL_DEEPSEEK_V32,    /* built-in DeepSeek-V3.2 encoder (dsenc.h) */
+    LD_TPL_DEEPSEEK_V4      /* built-in DeepSeek-V4 encoder (dsenc.h) */
+} ld_tpl_kind;
+
 typedef struct ld_tpl_source {
-    ld_tpl *tpl;         /* compiled template (owned) */
+    ld_tpl_kind kind;
+    ld_tpl *tpl;         /* compiled template (owned); NULL for built-ins */
     char *bos_token;     /* owned; NULL = absent or null (Python None) */
     char *eos_token;     /* owned; NULL = absent or null (Python None) */
-    char *template_path; /* owned: the file the template text came from */
+    char *template_path; /* owned: the file the template text came from, or
+                            "builtin:NAME" */
 } ld_tpl_source;
 
 /* Loads the chat template at `path` (a .jinja or other non-JSON file, a
- * tokenizer_config.json, or a directory).  `name` picks one of a list of
+ * tokenizer_config.json, or a directory), or, when no file `path` exists
+ * and it names a built-in encoder, that encoder.  `name` picks one of a list of
  * named templates (NULL = "default"); asking for a name other than
  * "default" of a single template is an error.  Returns LD_OK and a new
  * source in *out (caller frees with ld_tpl_source_free), or: LD_ERR_IO (a
@@ -41,6 +53,10 @@ typedef struct ld_tpl_source {
  * err->path is borrowed from `path`.  Thread-safe. */
 ld_status ld_tpl_source_load(const char *path, const char *name,
                              ld_tpl_source **out, ld_error *err);
+
+/* The built-in encoder called `name` ("deepseek-v3.2"/"dsv32",
+ * "deepseek-v4"/"dsv4", any case); LD_TPL_JINJA when there is none. */
+ld_tpl_kind ld_tpl_builtin_by_name(const char *name);
 
 /* Frees a source and everything it owns (NULL allowed). */
 void ld_tpl_source_free(ld_tpl_source *src);

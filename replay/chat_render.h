@@ -1,0 +1,39 @@
+/* chat_render.h - the prompt a server builds from an OpenAI chat-completions
+ * request: through a Jinja chat template with the context HF transformers'
+ * apply_chat_template gives it, or through a built-in encoder (dsenc.h).
+ *
+ * The template sees `messages`, `tools` (only when the request has them),
+ * `add_generation_prompt`, `bos_token` / `eos_token` (the options', else the
+ * source's, else None) and every key of the request's
+ * `chat_template_kwargs`.
+ *
+ * Ownership: `src` and `request` are borrowed; the prompt is malloc'd,
+ * NUL-terminated and owned by the caller (free()).  Thread-safe.
+ */
+#ifndef LD_CHAT_RENDER_H
+#define LD_CHAT_RENDER_H
+
+#include <stddef.h>
+
+#include "ld_error.h"
+#include "tpl.h"
+#include "tpl_source.h"
+
+struct cJSON;
+
+typedef struct ld_chat_opts {
+    const char *bos_token;      /* overrides the source's; NULL = source's */
+    const char *eos_token;      /* overrides the source's; NULL = source's */
+    int no_generation_prompt;   /* add_generation_prompt=False */
+    const ld_tpl_limits *limits; /* NULL = defaults (tpl.h) */
+} ld_chat_opts;
+
+/* Renders `request` (a JSON object with a `messages` list) through `src`.
+ * `opts` may be NULL.  Errors: LD_ERR_USAGE (no `messages` list), the
+ * errors of ld_tpl_render (a template's refusal is LD_ERR_MISMATCH with
+ * err->line set) or of ld_dsenc_render, LD_ERR_NOMEM. */
+ld_status ld_chat_render(const ld_tpl_source *src, const struct cJSON *request,
+                         const ld_chat_opts *opts, char **out, size_t *out_len,
+                         ld_error *err);
+
+#endif
