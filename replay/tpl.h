@@ -79,4 +79,12 @@ ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key,
  * integral in the JSON text become int, others float).  NULL on NOMEM. */
 ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const struct cJSON *j);
 
+/* Python json.dumps(v, ensure_ascii=False) of a cJSON tree: separators
+ * ", " and ": ", insertion order, floats as Python repr, integral numbers of
+ * the JSON text as ints.  `indent` < 0 = None.  On success *out is a
+ * malloc'd NUL-terminated string of *out_len bytes (caller frees).  Errors:
+ * LD_ERR_NOMEM, LD_ERR_LIMIT (nesting deeper than 200). */
+ld_status ld_tpl_json_dumps(const struct cJSON *j, int indent, char **out,
+                            size_t *out_len, ld_error *err);
+
 #endif

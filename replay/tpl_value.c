@@ -439,3 +439,27 @@ bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_se
         return false;
     }
 }
+
+ld_status ld_tpl_json_dumps(const struct cJSON *j, int indent, char **out,
+                            size_t *out_len, ld_error *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_tpl_value *v = ld_tpl_value_from_json(&a, j);
+    tv_buf b = { 0 };
+    const char *why = NULL;
+    bool ok = v && tv_tojson(&b, v, indent, ", ", ": ", 0, &why);
+    ld_arena_release(&a);
+    if (!ok || b.failed) {
+        free(b.p);
+        if (!v || b.failed) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory in json.dumps");
+        return LD_FAIL(err, LD_ERR_LIMIT, 0, "json.dumps: %s", why ? why : "cannot serialise");
+    }
+    if (!b.p && !(b.p = calloc(1, 1)))
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory in json.dumps");
+    *out = b.p;
+    *out_len = b.len;
+    return LD_OK;
+}
