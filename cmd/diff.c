@@ -1,5 +1,6 @@
 /* diff.c - `logdiff diff`: a verdict per request (which layer lost the
  * conversation) with the evidence, and a summary. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -7,29 +8,79 @@
 #include "difffmt.h"
 #include "logread.h"
 #include "options.h"
+#include "rerender.h"
+#include "tpl_source.h"
 
 static const char *const diff_usage[] = {
     "logdiff diff [--json] [--rid RID] [--verbose] [--no-conversations] LOG...",
+    "logdiff diff --template SRC [--server sglang|hf] [--bos-token S] [--eos-token S] LOG...",
     "",
     "Compares every request's message array with the prompt the server built",
     "from it, follows conversations across requests, and gives each request a",
     "verdict: ok, harness (the client sent a broken history), template (the",
     "templated prompt lost or mangled a turn), sampling (a degenerate output)",
-    "or log (the log cannot tell).  Exit status: 0 every verdict ok, 1 some",
-    "request is not ok, 2 usage or I/O error.",
+    "or log (the log cannot tell).",
+    "",
+    "With --template (or --model), every logged message array is also rendered",
+    "again through the model's chat template (a .jinja file, tokenizer_config.json,",
+    "model directory or built-in encoder, as for `logdiff template`) after the",
+    "server's own preprocessing (--server, default sglang), and compared with the",
+    "logged prompt: template.faithful when byte for byte the same,",
+    "template.render_mismatch (an error) with the first differing byte and a short",
+    "unified diff when not.",
+    "",
+    "Exit status: 0 every verdict ok, 1 some request is not ok, 2 usage or I/O",
+    "error.",
     NULL
 };
+
+/* --template / --model / --server: loads the template into *src (NULL when
+ * neither is given).  Returns 0, or -1 with the reason printed. */
+static int load_template(struct ld_cli *cli, const char *tpl_path, const char *model_dir,
+                         const char *server, ld_rerender *rr, ld_tpl_source **src)
+{
+    int kind = ld_server_by_name(server);
+    if (kind < 0) {
+        fprintf(cli->err, "logdiff diff: unknown --server '%s' (sglang or hf)\n", server);
+        return -1;
+    }
+    if (tpl_path && model_dir) {
+        fprintf(cli->err, "logdiff diff: give --template or --model, not both\n");
+        return -1;
+    }
+    const char *path = tpl_path ? tpl_path : model_dir;
+    if (!path) return 0;
+    ld_error e;
+    ld_error_clear(&e);
+    if (ld_tpl_source_load(path, NULL, src, &e) != LD_OK) {
+        if (e.line)
+            fprintf(cli->err, "logdiff diff: %s:%llu: %s\n", path, (unsigned long long)e.line, e.msg);
+        else
+            fprintf(cli->err, "logdiff diff: %s\n", e.msg);
+        return -1;
+    }
+    rr->src = *src;
+    rr->server = (ld_server_kind)kind;
+    return 0;
+}
 
 int cmd_diff(int argc, char **argv, struct ld_cli *cli)
 {
     ld_diff_report rep;
     ld_diff_report_init(&rep, cli);
     int no_conv = 0;
+    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang";
+    ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
         { LD_OPT_BOOL, 'v', "verbose", &rep.verbose, NULL, "also list info findings and ok requests' findings" },
         { LD_OPT_BOOL, 0, "no-conversations", &no_conv, NULL, "judge each request alone" },
+        { LD_OPT_STRING, 0, "template", &tpl_path, "SRC", "re-render through this chat template and compare" },
+        { LD_OPT_STRING, 0, "model", &model_dir, "DIR", "same, with the template of this model directory" },
+        { LD_OPT_STRING, 0, "server", &server, "NAME", "preprocessing before the template: sglang (default) or hf" },
+        { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
+        { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -39,19 +90,24 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
         return LD_EXIT_TROUBLE;
     }
+    ld_tpl_source *src = NULL;
+    if (load_template(cli, tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
+    rep.rerender = src ? &rr : NULL;
     ld_diff_options dopts = { { 0 }, no_conv };
     ld_error e;
     ld_error_clear(&e);
     if (ld_differ_new(&dopts, &rep.differ, &e) != LD_OK) {
         fprintf(cli->err, "logdiff diff: %s\n", e.msg);
+        ld_tpl_source_free(src);
         return LD_EXIT_TROUBLE;
     }
     ld_pair_options opts = { 0 };
-    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS;
+    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS | (src ? LD_PAIR_KEEP_VALUES : 0);
     ld_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
     rc = ld_logread_run(&lr, argv + 1, n_args, &opts, ld_diff_report_request, &rep);
     if (rc == 0) ld_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
+    ld_tpl_source_free(src);
     ld_arena_release(&rep.arena);
     if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;
     if (rep.only_rid && !rep.n_reported) {

@@ -43,6 +43,7 @@ static cJSON *finding_json(const ld_finding *f)
     cJSON_AddItemToObject(o, "array_excerpt", ld_json_cstr(f->array_excerpt));
     cJSON_AddItemToObject(o, "prompt_excerpt", ld_json_cstr(f->prompt_excerpt));
     cJSON_AddItemToObject(o, "related_rid", ld_json_cstr(f->related_rid));
+    cJSON_AddItemToObject(o, "unified_diff", ld_json_cstr(f->unified_diff));
     return o;
 }
 
@@ -84,7 +85,9 @@ static const ld_finding *first_error(const ld_verdict *v)
 static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const char *reset)
 {
     int stale = !strcmp(g->kind, LD_K_HARNESS_STALE_ASSISTANT);
-    const char *left = stale ? "sent back" : "array", *right = stale ? "produced" : "prompt";
+    int render = !strcmp(g->kind, LD_K_TEMPLATE_RENDER_MISMATCH);
+    const char *left = stale ? "sent back" : render ? "rendered" : "array";
+    const char *right = stale ? "produced" : render ? "logged" : "prompt";
     if (g->array_excerpt)
         fprintf(f, "        %s%-9s%s \"%s\"\n", dim, left, reset, g->array_excerpt);
     if (g->prompt_excerpt && g->related_rid)
@@ -94,6 +97,21 @@ static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const 
         fprintf(f, "        %s%-9s%s \"%s\"\n", dim, right, reset, g->prompt_excerpt);
     else if (g->related_rid)
         fprintf(f, "        %srelated%s   %s\n", dim, reset, g->related_rid);
+}
+
+/* The diff indented under its finding, '-' lines red and '+' lines green on
+ * a terminal. */
+static void print_unified_diff(FILE *f, const char *d, int tty)
+{
+    while (*d) {
+        const char *nl = strchr(d, '\n');
+        size_t n = nl ? (size_t)(nl - d) : strlen(d);
+        const char *col = !tty || !strncmp(d, "---", 3) || !strncmp(d, "+++", 3) ? ""
+                          : *d == '-' ? "\033[31m" : *d == '+' ? "\033[32m"
+                          : *d == '@' ? "\033[36m" : "";
+        fprintf(f, "        %s%.*s%s\n", col, (int)n, d, *col ? "\033[0m" : "");
+        d += n + (nl != NULL);
+    }
 }
 
 static void print_text(ld_diff_report *rep, const ld_request *r, const ld_verdict *v)
@@ -116,7 +134,24 @@ static void print_text(ld_diff_report *rep, const ld_request *r, const ld_verdic
         if (g->message >= 0) fprintf(f, " [message %lld]", (long long)g->message);
         fprintf(f, ": %s\n", g->detail);
         print_excerpts(f, g, dim, reset);
+        if (g->unified_diff && *g->unified_diff) print_unified_diff(f, g->unified_diff, tty);
     }
+}
+
+/* --template: the re-render findings join the request's, and the verdict
+ * is recomputed over all of them. */
+static ld_status rerender(ld_diff_report *rep, const ld_request *r, ld_verdict *v, ld_error *e)
+{
+    cJSON *request = r->openai_obj && !(r->flags & LD_REQ_ERROR)
+                     ? ld_json_value_plain(r->openai_obj, &rep->arena) : NULL;
+    if (r->openai_obj && !request && !(r->flags & LD_REQ_ERROR))
+        return LD_FAIL(e, LD_ERR_NOMEM, 0, "out of memory converting the logged request");
+    ld_status st = LD_OK;
+    if (!(r->flags & LD_REQ_ERROR))
+        st = ld_rerender_check(rep->rerender, r, request, &rep->arena, &v->findings, e);
+    cJSON_Delete(request);
+    v->verdict = ld_verdict_of(&v->findings);
+    return st;
 }
 
 int ld_diff_report_request(void *ctx, ld_request *r)
@@ -126,7 +161,8 @@ int ld_diff_report_request(void *ctx, ld_request *r)
     ld_error e;
     ld_error_clear(&e);
     ld_arena_reset(&rep->arena);
-    if (ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) != LD_OK) {
+    if (ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) != LD_OK ||
+        (rep->rerender && rerender(rep, r, &v, &e) != LD_OK)) {
         fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
         rep->failed = 1;
         return 0;

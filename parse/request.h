@@ -107,7 +107,7 @@ typedef struct ld_tool_call {
 /* One chat message (from Receive OpenAI `messages`, or a batch text=[[{...}]]). */
 typedef struct ld_message {
     const char *role;          /* owned by the record; NULL if absent */
-    ld_text content;           /* string content, or the text parts of a list (LD_TEXT_PARTS) */
+    ld_text content;           /* string content, or the text parts of a list joined by " " (LD_TEXT_PARTS) */
     ld_text reasoning_content;
     uint32_t n_tool_calls;     /* elements of `tool_calls` (always counted) */
     const char *tool_call_id;  /* NULL if absent */

@@ -86,7 +86,10 @@ ld_status ld_req_text(ld_request *r, const ld_fill_ctx *ctx, const ld_py_value *
     return LD_OK;
 }
 
-/* content given as a list of parts: the text parts joined */
+/* content given as a list of parts: the text parts joined by " ", as SGLang
+ * flattens them for templates that take string content (and for tool
+ * results); templates that loop over the parts themselves may join them
+ * differently, which the alignment then reports */
 static ld_status parts_text(ld_request *r, const ld_fill_ctx *ctx, const ld_py_value *list,
                             ld_text *t, ld_error *err)
 {
@@ -99,13 +102,14 @@ static ld_status parts_text(ld_request *r, const ld_fill_ctx *ctx, const ld_py_v
         LD_TRY(text_fill(ctx->scratch, 1, ctx, ld_req_get(&list->u.items[i], "text"),
                          &pts[i], err));
         fl |= pts[i].flags & (LD_TEXT_TRUNCATED | LD_TEXT_ABBREVIATED);
-        total += pts[i].len;
-        chars += pts[i].n_chars;
+        total += pts[i].len + (i > 0);
+        chars += pts[i].n_chars + (i > 0);
     }
     char *b = ld_arena_alloc(ctx->scratch, total + 1);
     if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory joining parts");
     size_t at = 0;
     for (uint32_t i = 0; i < list->n; i++) {
+        if (i > 0) b[at++] = ' ';
         if (pts[i].bytes && pts[i].len) memcpy(b + at, pts[i].bytes, pts[i].len);
         at += pts[i].bytes ? pts[i].len : 0;
     }

@@ -25,7 +25,7 @@ ld_finding *ld_findings_add(ld_findings *list, ld_arena *arena, const char *kind
     if (!detail) return NULL;
     ld_finding *f = &list->v[list->n++];
     *f = (ld_finding){ kind, sev, message, detail, LD_NO_VALUE, LD_NO_VALUE,
-                       LD_NO_VALUE, LD_NO_VALUE, LD_NO_VALUE, NULL, NULL, NULL };
+                       LD_NO_VALUE, LD_NO_VALUE, LD_NO_VALUE, NULL, NULL, NULL, NULL };
     return f;
 }
 

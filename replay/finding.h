@@ -28,6 +28,9 @@
 #define LD_K_TEMPLATE_ORDER "template.order"
 #define LD_K_TEMPLATE_DROPPED_TOOL_CALL "template.dropped_tool_call"
 #define LD_K_TEMPLATE_REASONING_STRIPPED "template.reasoning_stripped"
+#define LD_K_TEMPLATE_FAITHFUL "template.faithful"
+#define LD_K_TEMPLATE_RENDER_MISMATCH "template.render_mismatch"
+#define LD_K_TEMPLATE_NOT_RENDERED "template.not_rendered"
 #define LD_K_LOG_TRUNCATED "log.truncated"
 #define LD_K_LOG_UNPAIRED "log.unpaired"
 #define LD_K_LOG_PARSE_ERROR "log.parse_error"
@@ -51,6 +54,7 @@ typedef struct ld_finding {
     const char *array_excerpt;  /* short excerpt from the array side */
     const char *prompt_excerpt; /* short excerpt from the prompt / other side */
     const char *related_rid;    /* another request this finding points at */
+    const char *unified_diff;   /* a short unified diff of the two sides */
 } ld_finding;
 
 typedef struct ld_findings {
