@@ -82,21 +82,41 @@ static const ld_finding *first_error(const ld_verdict *v)
     return NULL;
 }
 
+/* An excerpt on one line: newlines, tabs and other control bytes shown as
+ * escapes (the JSON output keeps the raw bytes). */
+static void put_excerpt(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const char *reset)
 {
     int stale = !strcmp(g->kind, LD_K_HARNESS_STALE_ASSISTANT);
     int render = !strcmp(g->kind, LD_K_TEMPLATE_RENDER_MISMATCH);
     const char *left = stale ? "sent back" : render ? "rendered" : "array";
     const char *right = stale ? "produced" : render ? "logged" : "prompt";
-    if (g->array_excerpt)
-        fprintf(f, "        %s%-9s%s \"%s\"\n", dim, left, reset, g->array_excerpt);
-    if (g->prompt_excerpt && g->related_rid)
-        fprintf(f, "        %s%-9s%s \"%s\"  %s(by %s)%s\n", dim, right, reset,
-                g->prompt_excerpt, dim, g->related_rid, reset);
-    else if (g->prompt_excerpt)
-        fprintf(f, "        %s%-9s%s \"%s\"\n", dim, right, reset, g->prompt_excerpt);
-    else if (g->related_rid)
+    if (g->array_excerpt) {
+        fprintf(f, "        %s%-9s%s ", dim, left, reset);
+        put_excerpt(f, g->array_excerpt);
+        fputc('\n', f);
+    }
+    if (g->prompt_excerpt) {
+        fprintf(f, "        %s%-9s%s ", dim, right, reset);
+        put_excerpt(f, g->prompt_excerpt);
+        if (g->related_rid) fprintf(f, "  %s(by %s)%s", dim, g->related_rid, reset);
+        fputc('\n', f);
+    } else if (g->related_rid) {
         fprintf(f, "        %srelated%s   %s\n", dim, reset, g->related_rid);
+    }
 }
 
 /* The diff indented under its finding, '-' lines red and '+' lines green on

@@ -44,11 +44,37 @@ static ld_status keep_value(ld_request *r, const ld_fill_ctx *c, const ld_py_val
 
 /* ---------------------------------------------------------------- OpenAI join */
 
+/* The text of message `m` for identifying it in a prompt (the tail of a cut
+ * message, the last part of a part list, trailing blanks off as templates
+ * strip them); 0 when it has none. */
+static int message_text(const ld_fill_ctx *c, const ld_py_value *m, const char **s, size_t *n)
+{
+    const ld_py_value *ct = ld_req_get(m, "content");
+    const char *t;
+    size_t tn;
+    if (ct && ct->kind == LD_PY_LIST && ct->n > 0) ct = ld_req_get(&ct->u.items[ct->n - 1], "text");
+    if (!ld_req_is_text(ct) || ld_req_decode_parts(c, ct, s, n, &t, &tn, NULL)) return 0;
+    if (t) *s = t, *n = tn; /* a cut message: its tail */
+    while (*n && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\n')) (*n)--;
+    return *n > 0;
+}
+
+static int is_user(const ld_fill_ctx *c, const ld_py_value *m)
+{
+    const ld_py_value *role = ld_req_get(m, "role");
+    const char *s, *t;
+    size_t n, tn;
+    return role && ld_req_is_text(role) && !ld_req_decode_parts(c, role, &s, &n, &t, &tn, NULL) &&
+           n == 4 && !memcmp(s, "user", 4);
+}
+
 /* Text that identifies an OpenAI payload in its templated prompt: the
  * content of its final message (user, tool, or a prefilled assistant turn),
  * which templates put just before the generation prompt; when that message
  * has no text (an assistant turn with only tool calls), the last user
- * message, which may then be anywhere.  Copied into q's record. */
+ * message, which may then be anywhere.  With a final message, the last user
+ * message before it is noted too, for a prompt that lost its final message.
+ * Copied into q's record. */
 static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c)
 {
     const ld_py_value *ms = ld_req_get(q->r->openai_obj, "messages");
@@ -56,23 +82,19 @@ static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c)
     q->n_messages = (int)ms->n;
     for (uint32_t i = ms->n; i-- > 0;) {
         int final = i + 1 == ms->n;
-        const ld_py_value *role = ld_req_get(&ms->u.items[i], "role");
-        const char *s, *t;
-        size_t n, tn;
-        if (!final && (!role || !ld_req_is_text(role) ||
-                       ld_req_decode_parts(c, role, &s, &n, &t, &tn, NULL) || n != 4 ||
-                       memcmp(s, "user", 4)))
+        const char *s;
+        size_t n;
+        if ((!final && !is_user(c, &ms->u.items[i])) || !message_text(c, &ms->u.items[i], &s, &n))
             continue;
-        const ld_py_value *ct = ld_req_get(&ms->u.items[i], "content");
-        if (ct && ct->kind == LD_PY_LIST && ct->n > 0) ct = ld_req_get(&ct->u.items[ct->n - 1], "text");
-        if (!ld_req_is_text(ct) || ld_req_decode_parts(c, ct, &s, &n, &t, &tn, NULL)) continue;
-        if (t) s = t, n = tn; /* a cut message: its tail */
-        while (n && (s[n - 1] == ' ' || s[n - 1] == '\n')) n--; /* templates strip */
-        if (n == 0) continue;
+        if (q->user_text) { /* the earlier user message of an anchored payload */
+            q->earlier_user = ld_request_strdup(q->r, s, n);
+            q->earlier_user_len = q->earlier_user ? n : 0;
+            return;
+        }
         q->user_text = ld_request_strdup(q->r, s, n);
         q->user_len = q->user_text ? n : 0;
         q->anchored = final;
-        return;
+        if (!final || !q->user_text) return;
     }
 }
 

@@ -27,6 +27,10 @@ typedef struct ld_pending_openai {
     size_t user_len;
     int anchored;                 /* user_text is the final message: it must end near
                                      the end of the prompt */
+    const char *earlier_user;     /* anchored: the last user message before the final
+                                     one (in r->arena), for the fallback join of a
+                                     prompt that lost its final message; NULL if none */
+    size_t earlier_user_len;
     int n_messages;
     struct ld_pending_openai *next;
 } ld_pending_openai;

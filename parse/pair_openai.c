@@ -13,7 +13,11 @@
  *      queued ones and among the tentative joins of the member's other open
  *      requests, and the two are swapped;
  *   4. a request emitted with no prompt text to check keeps its FIFO join and
- *      is flagged unconfirmed.
+ *      is flagged unconfirmed;
+ *   5. when no line fits, a prompt that lost the final message (the very
+ *      fault logdiff looks for) still holds the payload's earlier user turn:
+ *      the tentative join is kept on that evidence, flagged ambiguous when
+ *      another line of the member could have been the one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +159,17 @@ static ld_pending_openai *take_fitting(ld_pairer *p, const ld_open *o, const cha
     return q;
 }
 
+/* 1 when another OpenAI line of the member could belong to o: one queued,
+ * or the tentative line of another open request. */
+static int other_candidates(const ld_pairer *p, const ld_open *o, const char *member)
+{
+    for (const ld_pending_openai *q = p->pending; q; q = q->next)
+        if (!strcmp(q->member, member)) return 1;
+    for (const ld_open *x = p->oldest; x; x = x->next)
+        if (x != o && x->q && !strcmp(x->q->member, member)) return 1;
+    return 0;
+}
+
 /* Another open request of the member whose tentative line fits the prompt. */
 static ld_open *other_fitting(ld_pairer *p, const ld_open *o, const char *member,
                               const char *h, size_t hn, const char *t, size_t tn)
@@ -203,6 +218,13 @@ ld_status ld_pair_openai_check(ld_pairer *p, ld_open *o, const char *h, size_t h
         o->q = x->q;
         x->q = mine;
         o->confirmed = 1;
+        return apply(p, o, err);
+    }
+    if (o->q && o->q->anchored && o->q->earlier_user &&
+        (mem_find(h, hn, o->q->earlier_user, o->q->earlier_user_len) ||
+         (t && mem_find(t, tn, o->q->earlier_user, o->q->earlier_user_len)))) {
+        o->ambiguous = other_candidates(p, o, member);
+        o->confirmed = !o->ambiguous; /* by its earlier turn, and no rival */
         return apply(p, o, err);
     }
     /* no OpenAI line fits this prompt: the tentative one belongs elsewhere,

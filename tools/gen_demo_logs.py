@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 # gen_demo_logs.py - writes the bundled demo logs (testdata/demo/) with SGLang's own
 # rendering rules (../shared/tools/sglang_render.py): an agent harness whose long answer
-# was interrupted (finish reason abort) and whose next request carries an empty assistant turn.
+# was interrupted (finish reason abort) and whose next request carries an empty assistant turn,
+# and a second server whose preprocessing lost a tool result.  The prompts are what SGLang
+# builds: its request model and preprocessing (tools/gen_rerender_fixtures.py) and the real
+# Qwen2.5 chat template (../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja) through Python
+# jinja2 set up as transformers sets it up.
 """Usage: python3 tools/gen_demo_logs.py [--shared ../shared] [--out testdata/demo]
 
 The story, in server time order (file server-0.log, a current-generation SGLang at
@@ -13,6 +17,9 @@ a second server):
   demo-empty-assistant-2 the harness's next request carries that answer as an EMPTY
                          assistant turn: the model answers as if it had never seen it
   demo-healthy-2         another healthy request on the second server
+  demo-tool-result-lost  on the second server, an agent turn with a tool call and its result:
+                         the server's preprocessing (a patched build) lost the tool result, so
+                         the model answers that it has no weather data
 plus a health check, scheduler lines and access lines, as real logs have them.
 """
 import argparse
@@ -24,13 +31,29 @@ import sys
 QWEN_BOS = ""
 
 
-def qwen_prompt(messages):
-    """Qwen2.5-style ChatML rendering (what the server's template produced)."""
-    parts = []
-    for m in messages:
-        parts.append("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m.get("content") or ""))
-    parts.append("<|im_start|>assistant\n")
-    return "".join(parts)
+QWEN = None  # (template, SGLang modules), loaded by main()
+
+
+def qwen_prompt(messages, tools=None):
+    """The prompt SGLang builds for Qwen2.5 from this request."""
+    import gen_rerender_fixtures as rr
+    tpl, proto, jtu = QWEN
+    body = {"model": "qwen2.5-coder-32b", "messages": messages}
+    if tools:
+        body["tools"] = tools
+    req = proto.ChatCompletionRequest(**body)
+    msgs, tool_dumps, kwargs = rr.mirror_serving_chat(req, jtu)
+    return tpl.render(messages=msgs, tools=tool_dumps, documents=None, add_generation_prompt=True,
+                      bos_token=None, eos_token="<|im_end|>", **kwargs)
+
+
+def load_qwen(shared):
+    import gen_rerender_fixtures as rr
+    global QWEN
+    proto, jtu = rr.sglang_modules()
+    path = os.path.join(shared, "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+    with open(path, encoding="utf-8") as fh:
+        QWEN = (rr.jinja_env().from_string(fh.read()), proto, jtu)
 
 
 def fake_ids(text, base=1000):
@@ -55,7 +78,9 @@ def main():
     ap.add_argument("--expect", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "cli", "demo.expect.jsonl"))
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(args.shared, "tools"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import sglang_render as sr  # noqa: E402
+    load_qwen(args.shared)
 
     big = sr.BIG
     system = "You are CodePilot, an agent that edits a repository with the tools you are given."
@@ -65,9 +90,11 @@ def main():
                "`decode_escape`, `utf8_put`.\n2. **pylit_num.c** - numbers: `scan_int`, ")
     follow = "Go on with step 2 and show me the new header."
 
-    def openai(rid_unused, msgs, temperature=0.2, max_tokens=2048):
+    def openai(rid_unused, msgs, temperature=0.2, max_tokens=2048, tools=None):
         payload = {"model": "qwen2.5-coder-32b", "messages": msgs, "max_tokens": max_tokens,
                    "stream": True, "temperature": temperature}
+        if tools:
+            payload["tools"] = tools
         return "Receive OpenAI: obj=" + sr.text_render(payload, big)
 
     def receive(rid, prompt, temperature=0.2, max_tokens=2048):
@@ -128,6 +155,26 @@ def main():
               t[30] + receive("demo-healthy-2", p4, 0.7, 256),
               t[31] + finish("demo-healthy-2", p4, ans4, {"type": "stop", "matched": 151645}, 0.7, 256, 0.4)]
     expect.append(fact("demo-healthy-2", conv4, p4, ans4, "stop", 0.7, "server-1.log.gz", 1))
+    weather = {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}
+    conv5 = [{"role": "system", "content": "You are a travel agent with tools."},
+             {"role": "user", "content": "Should I take an umbrella to Bergen today?"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "call_7", "type": "function",
+                  "function": {"name": "get_weather", "arguments": "{\"city\": \"Bergen\"}"}}]},
+             {"role": "tool", "tool_call_id": "call_7",
+              "content": "{\"city\": \"Bergen\", \"rain_mm\": 14, \"sky\": \"overcast\"}"}]
+    # planted: the second server's preprocessing dropped the tool result before templating
+    p5 = qwen_prompt(conv5[:3], [weather])
+    ans5 = "I could not get the weather for Bergen: the tool returned nothing. Try again?"
+    lines2 += [t[40] + openai(None, conv5, temperature=0.0, max_tokens=512, tools=[weather]),
+               t[40] + receive("demo-tool-result-lost", p5, 0.0, 512),
+               t[42] + finish("demo-tool-result-lost", p5, ans5, {"type": "stop", "matched": 151645},
+                              0.0, 512, 0.9)]
+    expect.append(fact("demo-tool-result-lost", conv5, p5, ans5, "stop", 0.0, "server-1.log.gz", 4,
+                       "template", ["template.dropped_message"]))
     with open(args.expect, "w", encoding="utf-8") as fh:
         for e in expect:
             fh.write(json.dumps(e, ensure_ascii=False) + "\n")

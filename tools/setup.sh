@@ -65,8 +65,13 @@ install_missing
 case "$mode" in
 demo)
     build "$BUILD_DIR"
-    echo "== logdiff diff testdata/demo/ =="
-    "$BUILD_DIR/logdiff" diff testdata/demo/ && rc=0 || rc=$?
+    # with the model's real chat template (in ../shared) the diff also re-renders every
+    # logged array and shows where the server's prompt differs
+    qwen=../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+    tpl=()
+    [ -f "$qwen" ] && tpl=(--template "$qwen")
+    echo "== logdiff diff ${tpl[*]} testdata/demo/ =="
+    "$BUILD_DIR/logdiff" diff "${tpl[@]}" testdata/demo/ && rc=0 || rc=$?
     echo "== logdiff scan testdata/demo/ =="
     "$BUILD_DIR/logdiff" scan testdata/demo/ || true
     # diff exits 1 when it found something, as diff(1) does: the demo's point

@@ -32,4 +32,23 @@ check "names the file" grep -q "nope.jinja" "$WORK/err"
 printf '{%% for x in %%}' > "$WORK/bad.jinja"
 run "template that does not compile" 2 "$LOGDIFF" diff --template "$WORK/bad.jinja" "$D/server.log"
 check "with its line" grep -q "bad.jinja:1:" "$WORK/err"
+# the demo through the real Qwen2.5 template: faithful everywhere except the request whose
+# tool result the server lost (tools/gen_demo_logs.py)
+QWEN="${LD_SHARED_DIR:-$LD_SOURCE_DIR/../shared}/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+if [ -f "$QWEN" ]; then
+    run "demo --template Qwen2.5" 1 "$LOGDIFF" diff --json --template "$QWEN" "$DEMO"
+    check "demo: one render mismatch, the rest faithful" python3 -c "
+import json
+rows = {r['rid']: r for r in map(json.loads, open('$WORK/out'))}
+kinds = {rid: [f['kind'] for f in r['findings'] if f['kind'] in
+               ('template.faithful', 'template.render_mismatch', 'template.not_rendered')]
+         for rid, r in rows.items()}
+assert kinds.pop('demo-tool-result-lost') == ['template.render_mismatch'], kinds
+assert all(k == ['template.faithful'] for k in kinds.values()), kinds
+f = [f for f in rows['demo-tool-result-lost']['findings'] if f['kind'] == 'template.render_mismatch'][0]
+assert '+<tool_response>' in f['unified_diff'], f
+"
+else
+    echo "skipped: demo through Qwen2.5 ($QWEN absent)"
+fi
 finish
