@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "dsenc.h"
 
 static int set_token(ld_arena *a, ld_tpl_value *ctx, const char *key, const char *v)
 {
@@ -69,8 +70,9 @@ ld_status ld_chat_render(const ld_tpl_source *src, const cJSON *request,
     case LD_TPL_JINJA:
         return render_jinja(src, request, o, out, out_len, err);
     case LD_TPL_DEEPSEEK_V32:
+        return ld_dsenc_render(LD_DSENC_V32, request, !o->no_generation_prompt, out, out_len, err);
     case LD_TPL_DEEPSEEK_V4:
-        break;
+        return ld_dsenc_render(LD_DSENC_V4, request, !o->no_generation_prompt, out, out_len, err);
     }
-    return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "'%s' is not available yet", src->template_path);
+    return LD_FAIL(err, LD_ERR_USAGE, 0, "'%s': unknown template kind", src->template_path);
 }

@@ -5,7 +5,8 @@
  * The template sees `messages`, `tools` (only when the request has them),
  * `add_generation_prompt`, `bos_token` / `eos_token` (the options', else the
  * source's, else None) and every key of the request's
- * `chat_template_kwargs`.
+ * `chat_template_kwargs`.  A built-in encoder takes the request as the
+ * server got it and does the server's preprocessing itself (dsenc.h).
  *
  * Ownership: `src` and `request` are borrowed; the prompt is malloc'd,
  * NUL-terminated and owned by the caller (free()).  Thread-safe.

@@ -42,10 +42,13 @@ static ld_finding *add_not_rendered(ld_findings *out, ld_arena *arena, const cha
                            "not re-rendered: %s", why);
 }
 
-/* Prepares and renders; SGLang's retry with bare function tools included. */
+/* Prepares and renders; SGLang's retry with bare function tools included.
+ * Built-in encoders prepare the request themselves. */
 static ld_status render_request(const ld_rerender *rr, const cJSON *request, char **out,
                                 size_t *out_len, ld_error *err)
 {
+    if (rr->src->kind != LD_TPL_JINJA)
+        return ld_chat_render(rr->src, request, &rr->chat, out, out_len, err);
     cJSON *prepared = NULL;
     LD_TRY(ld_server_prepare(rr->server, rr->content_parts, request, &prepared, err));
     ld_status st = ld_chat_render(rr->src, prepared, &rr->chat, out, out_len, err);
