@@ -61,6 +61,7 @@ static int load_template(struct ld_cli *cli, const char *tpl_path, const char *m
     }
     rr->src = *src;
     rr->server = (ld_server_kind)kind;
+    rr->content_parts = (*src)->text && ld_server_template_wants_parts((*src)->text, (*src)->text_len);
     return 0;
 }
 
