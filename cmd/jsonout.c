@@ -114,9 +114,25 @@ static cJSON *jv_int(const jv *c, int64_t v)
     return c->plain ? cJSON_CreateNumber((double)v) : ld_json_int(v);
 }
 
+/* A Python float; in plain trees an integral one keeps a float literal
+ * ("2.0") on the node, as ld_tpl_json_keep_floats does for JSON text, so
+ * that templates still see a float. */
 static cJSON *jv_double(const jv *c, double v)
 {
-    return c->plain ? cJSON_CreateNumber(v) : ld_json_double(v);
+    if (!c->plain) return ld_json_double(v);
+    cJSON *n = cJSON_CreateNumber(v);
+    if (n && isfinite(v) && v == floor(v)) {
+        char lit[40];
+        snprintf(lit, sizeof lit, "%.17g", v);
+        if (!strpbrk(lit, ".e")) strcat(lit, ".0");
+        size_t len = strlen(lit) + 1;
+        if (!(n->valuestring = cJSON_malloc(len))) {
+            cJSON_Delete(n);
+            return NULL;
+        }
+        memcpy(n->valuestring, lit, len); /* freed by cJSON_Delete */
+    }
+    return n;
 }
 
 static cJSON *jv_value(const jv *c, const ld_py_value *v);

@@ -10,6 +10,7 @@
 #include "logread.h"
 #include "options.h"
 #include "chat_render.h"
+#include "tpl.h"
 #include "tpl_source.h"
 
 static const char *const template_usage[] = {
@@ -93,6 +94,10 @@ static cJSON *request_from_file(struct ld_cli *cli, const char *path)
     int bad = ferror(f);
     if (f != stdin) fclose(f);
     cJSON *j = buf && !bad ? cJSON_ParseWithLength(buf, len) : NULL;
+    if (j && ld_tpl_json_keep_floats(j, buf, len) != LD_OK) { /* 2.0 stays a float */
+        cJSON_Delete(j);
+        j = NULL;
+    }
     free(buf);
     if (!j)
         fprintf(cli->err, "logdiff template: '%s': %s\n", path,

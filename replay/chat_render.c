@@ -8,32 +8,74 @@
 #include "arena.h"
 #include "dsenc.h"
 
-static int set_token(ld_arena *a, ld_tpl_value *ctx, const char *key, const char *v)
-{
-    ld_tpl_value *val = v ? ld_tpl_value_str(a, v, strlen(v)) : ld_tpl_value_none(a);
-    return val && ld_tpl_dict_set(a, ctx, key, val) == LD_OK;
-}
-
 static int set_json(ld_arena *a, ld_tpl_value *ctx, const char *key, const cJSON *j)
 {
-    ld_tpl_value *val = ld_tpl_value_from_json(a, j);
+    ld_tpl_value *val = j ? ld_tpl_value_from_json(a, j) : ld_tpl_value_none(a);
     return val && ld_tpl_dict_set(a, ctx, key, val) == LD_OK;
 }
 
-/* The context apply_chat_template builds; NULL when memory ran out. */
+static const char *const reasoning_names[] = { "reasoning_content", "thinking", "reasoning" };
+
+/* The reasoning a message carries under any of its names, or NULL. */
+static const cJSON *reasoning_of(const cJSON *m)
+{
+    for (size_t i = 0; i < 3; i++) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, reasoning_names[i]);
+        if (r && !cJSON_IsNull(r)) return r;
+    }
+    return NULL;
+}
+
+/* One message as transformers hands it to the template: keys whose value is
+ * None dropped; a reasoning under any name also given as `thinking` (first,
+ * unless the message has it) and `reasoning_content` (in its place, else
+ * last). */
+static ld_tpl_value *message_value(ld_arena *a, const cJSON *m)
+{
+    if (!cJSON_IsObject(m)) return ld_tpl_value_from_json(a, m);
+    ld_tpl_value *d = ld_tpl_value_dict(a);
+    const cJSON *reasoning = reasoning_of(m);
+    int ok = d != NULL;
+    if (ok && reasoning && !cJSON_GetObjectItemCaseSensitive(m, "thinking"))
+        ok = set_json(a, d, "thinking", reasoning);
+    for (const cJSON *k = m->child; ok && k; k = k->next) {
+        if (cJSON_IsNull(k)) continue;
+        int aliased = reasoning && (!strcmp(k->string, "thinking") ||
+                                    !strcmp(k->string, "reasoning_content"));
+        ok = set_json(a, d, k->string, aliased ? reasoning : k);
+    }
+    if (ok && reasoning) ok = set_json(a, d, "reasoning_content", reasoning);
+    return ok ? d : NULL;
+}
+
+static ld_tpl_value *messages_value(ld_arena *a, const cJSON *msgs)
+{
+    ld_tpl_value *list = ld_tpl_value_list(a);
+    for (const cJSON *m = msgs->child; list && m; m = m->next) {
+        ld_tpl_value *v = message_value(a, m);
+        if (!v || ld_tpl_list_push(a, list, v) != LD_OK) return NULL;
+    }
+    return list;
+}
+
+/* The context transformers' apply_chat_template (5.x) gives the template:
+ * normalized messages, `tools` and `documents` always there (None when the
+ * request has none), add_generation_prompt, the special tokens that are set
+ * (an unset one stays undefined), then the template kwargs.  NULL when
+ * memory ran out. */
 static ld_tpl_value *build_context(ld_arena *a, const cJSON *req, const char *bos,
                                    const char *eos, int gen_prompt)
 {
     ld_tpl_value *ctx = ld_tpl_value_dict(a);
-    int ok = ctx != NULL;
-    ok = ok && set_json(a, ctx, "messages", cJSON_GetObjectItemCaseSensitive(req, "messages"));
+    ld_tpl_value *msgs = ctx ? messages_value(a, cJSON_GetObjectItemCaseSensitive(req, "messages")) : NULL;
+    int ok = msgs && ld_tpl_dict_set(a, ctx, "messages", msgs) == LD_OK;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
-    /* the OpenAI server passes tools=None when the request has none; the
-     * templates test `tools is defined` and `tools` alike, so leave it out */
-    if (ok && tools && !cJSON_IsNull(tools)) ok = set_json(a, ctx, "tools", tools);
+    ok = ok && set_json(a, ctx, "tools", tools && cJSON_IsArray(tools) && tools->child ? tools : NULL);
+    ok = ok && set_json(a, ctx, "documents", NULL);
     ok = ok && ld_tpl_dict_set(a, ctx, "add_generation_prompt",
                                ld_tpl_value_bool(a, gen_prompt)) == LD_OK;
-    ok = ok && set_token(a, ctx, "bos_token", bos) && set_token(a, ctx, "eos_token", eos);
+    if (ok && bos) ok = ld_tpl_dict_set(a, ctx, "bos_token", ld_tpl_value_str(a, bos, strlen(bos))) == LD_OK;
+    if (ok && eos) ok = ld_tpl_dict_set(a, ctx, "eos_token", ld_tpl_value_str(a, eos, strlen(eos))) == LD_OK;
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(req, "chat_template_kwargs");
     for (const cJSON *k = cJSON_IsObject(kw) ? kw->child : NULL; k && ok; k = k->next)
         ok = set_json(a, ctx, k->string, k);

@@ -2,9 +2,12 @@
  * request: through a Jinja chat template with the context HF transformers'
  * apply_chat_template gives it, or through a built-in encoder (dsenc.h).
  *
- * The template sees `messages`, `tools` (only when the request has them),
+ * The template sees what transformers 5.x's apply_chat_template gives it:
+ * `messages` (keys whose value is None dropped; a reasoning under any of
+ * reasoning_content / thinking / reasoning also given as both `thinking` and
+ * `reasoning_content`), `tools` and `documents` (None when absent),
  * `add_generation_prompt`, `bos_token` / `eos_token` (the options', else the
- * source's, else None) and every key of the request's
+ * source's; undefined when neither has one) and every key of the request's
  * `chat_template_kwargs`.  A built-in encoder takes the request as the
  * server got it and does the server's preprocessing itself (dsenc.h).
  *

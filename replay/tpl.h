@@ -4,6 +4,19 @@
  * loopcontrols, a json.dumps-style `tojson`, and the globals
  * raise_exception(msg) and strftime_now(fmt).
  *
+ * Language: if/elif/else, for (tuple targets, `if` filter, else,
+ * `recursive` with loop(...), loop.cycle; every iteration has its own
+ * scope), set (also ns.attr and set blocks), macro, call blocks with
+ * caller(...), filter blocks, raw, break/continue, chained comparisons, and
+ * the jinja2 filters, tests and Python str/dict methods chat templates use
+ * (tpl_filters.c and the files it names).  Not supported (compile or
+ * render error, never a wrong text): include/import/extends/block, with,
+ * autoescape, do; integers beyond 64 bits; str.format grouping (',' '_'),
+ * nested fields in specs; filters such as pprint, urlize, xmlattr.  Known
+ * differences from Python: case mapping beyond the scripts listed in
+ * tpl_unicase.c, repr() of unassigned code points, the \N{name} escape,
+ * and strings with NUL bytes (cJSON).
+ *
  * Ownership:
  * - an ld_tpl (compiled template) is owned by the caller of ld_tpl_compile
  *   and released with ld_tpl_free; it keeps its own copy of the source and is
@@ -78,6 +91,18 @@ ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key,
 /* Converts a cJSON tree (objects keep their key order; numbers that are
  * integral in the JSON text become int, others float).  NULL on NOMEM. */
 ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const struct cJSON *j);
+
+/* Re-scans `text`, the JSON that `root` was parsed from (cJSON_Parse), and
+ * stores the literal of every number on its node (valuestring, allocated
+ * with cJSON_malloc and freed by cJSON_Delete), so that
+ * ld_tpl_value_from_json and ld_tpl_json_dumps keep `2.0` a float and large
+ * integers exact, as Python's json module does (cJSON alone keeps only the
+ * double: without this, an integral number is an int whatever its text).
+ * Call it after parsing and before editing numbers.  Returns LD_OK, or
+ * LD_ERR_MISMATCH when `text` is not the text of `root` (the nodes seen up
+ * to there keep their literal, which is harmless) or memory ran out. */
+ld_status ld_tpl_json_keep_floats(struct cJSON *root, const char *text,
+                                  size_t len);
 
 /* Python json.dumps(v, ensure_ascii=False) of a cJSON tree: separators
  * ", " and ": ", insertion order, floats as Python repr, integral numbers of

@@ -16,6 +16,21 @@ typedef struct frame {
     ld_tpl_value *vars; /* dict */
 } frame;
 
+/* a for loop being run: what `loop(...)` of a recursive loop calls */
+typedef struct loop_ctx {
+    const tpl_node *n;
+    frame *parent;         /* the scope the loop runs in */
+    const ld_tpl_value *lo; /* the current `loop` object */
+    struct loop_ctx *prev;
+} loop_ctx;
+
+/* a call block being run: the scope its `caller` body sees */
+typedef struct call_ctx {
+    const tpl_node *n;
+    frame *site;
+    struct call_ctx *prev;
+} call_ctx;
+
 struct tpl_rt {
     const ld_tpl *t;
     ld_arena arena;
@@ -28,6 +43,9 @@ struct tpl_rt {
     frame *root;
     frame *cur;
     const ld_tpl_value *ctx;
+    loop_ctx *loops;
+    call_ctx *calls;
+    ld_tpl_value *block_value; /* body of the innermost filter block */
 };
 
 ld_arena *tpl_rt_arena(tpl_rt *rt) { return &rt->arena; }
@@ -145,12 +163,13 @@ static ld_status assign_targets(tpl_rt *rt, const tpl_node *n, ld_tpl_value *ite
     return LD_OK;
 }
 
-static ld_tpl_value *loop_obj(tpl_rt *rt, const ld_tpl_value *items, size_t i)
+static ld_tpl_value *loop_obj(tpl_rt *rt, const ld_tpl_value *items, size_t i, int64_t depth)
 {
     ld_arena *a = &rt->arena;
     size_t n = items->u.list.n;
     ld_tpl_value *d = tv_new(a, TV_DICT);
     if (!d) return NULL;
+    d->flags |= TV_F_LOOP;
 #define PUT(k, v) if (ld_tpl_dict_set(a, d, k, v) != LD_OK) return NULL
     PUT("index", ld_tpl_value_int(a, (int64_t)i + 1));
     PUT("index0", ld_tpl_value_int(a, (int64_t)i));
@@ -159,24 +178,25 @@ static ld_tpl_value *loop_obj(tpl_rt *rt, const ld_tpl_value *items, size_t i)
     PUT("first", ld_tpl_value_bool(a, i == 0));
     PUT("last", ld_tpl_value_bool(a, i + 1 == n));
     PUT("length", ld_tpl_value_int(a, (int64_t)n));
-    PUT("depth", ld_tpl_value_int(a, 1));
-    PUT("depth0", ld_tpl_value_int(a, 0));
+    PUT("depth", ld_tpl_value_int(a, depth));
+    PUT("depth0", ld_tpl_value_int(a, depth - 1));
     if (i > 0) PUT("previtem", items->u.list.items[i - 1]);
     if (i + 1 < n) PUT("nextitem", items->u.list.items[i + 1]);
 #undef PUT
     return d;
 }
 
-static ld_status exec_for(tpl_rt *rt, const tpl_node *n)
+/* Runs loop `n` over the list `seq` at recursion `depth` in scope `parent`.
+ * Every iteration gets a fresh scope: a `set` in the body lasts until the
+ * end of its iteration, as in jinja2. */
+static ld_status run_loop(tpl_rt *rt, const tpl_node *n, ld_tpl_value *seq, int64_t depth, frame *parent)
 {
-    ld_tpl_value *seq, *items;
-    frame f = {rt->cur, tv_new(&rt->arena, TV_DICT)};
+    frame *saved = rt->cur, f = {parent, tv_new(&rt->arena, TV_DICT)};
+    loop_ctx lc = {n, parent, NULL, rt->loops};
     NEW(rt, n, f.vars);
-    LD_TRY(eval(rt, n->a, &seq));
-    LD_TRY(tpl_iter(rt, n->a, seq, &seq));
     rt->cur = &f;
     ld_status s = LD_OK;
-    items = seq;
+    ld_tpl_value *items = seq;
     if (n->c) { /* `for x in xs if cond`: filter first, loop.* counts the kept items */
         NEW(rt, n, items = tv_new(&rt->arena, TV_LIST));
         for (size_t i = 0; s == LD_OK && i < seq->u.list.n; i++) {
@@ -186,18 +206,109 @@ static ld_status exec_for(tpl_rt *rt, const tpl_node *n)
             if (tv_truthy(c) && !tv_push(&rt->arena, items, seq->u.list.items[i])) s = tpl_nomem(rt, n);
         }
     }
+    rt->loops = &lc;
     for (size_t i = 0; s == LD_OK && i < items->u.list.n; i++) {
-        ld_tpl_value *lo = loop_obj(rt, items, i);
-        if (!lo) { s = tpl_nomem(rt, n); break; }
+        ld_tpl_value *lo = loop_obj(rt, items, i, depth);
+        if (!lo || !(f.vars = tv_new(&rt->arena, TV_DICT))) { s = tpl_nomem(rt, n); break; }
+        lc.lo = lo;
         if ((s = count_iter(rt, n)) != LD_OK || (s = set_var(rt, n, "loop", lo)) != LD_OK ||
             (s = assign_targets(rt, n, items->u.list.items[i])) != LD_OK || (s = exec_body(rt, &n->list)) != LD_OK)
             break;
         if (rt->ctrl == 1) { rt->ctrl = 0; break; }
         rt->ctrl = 0;
     }
-    rt->cur = f.parent;
+    rt->loops = lc.prev;
+    rt->cur = saved;
     if (s == LD_OK && items->u.list.n == 0) s = exec_body(rt, &n->list2);
     return s;
+}
+
+static ld_status exec_for(tpl_rt *rt, const tpl_node *n)
+{
+    ld_tpl_value *seq;
+    LD_TRY(eval(rt, n->a, &seq));
+    LD_TRY(tpl_iter(rt, n->a, seq, &seq));
+    return run_loop(rt, n, seq, 1, rt->cur);
+}
+
+/* Runs `body` with its output captured into a new string *out. */
+static ld_status capture(tpl_rt *rt, const tpl_node *at, const tpl_nodes *body, ld_tpl_value **out)
+{
+    tv_buf b = {0}, *saved = rt->out;
+    b.max = rt->lim.max_output_bytes;
+    rt->out = &b;
+    ld_status s = exec_body(rt, body);
+    rt->out = saved;
+    if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
+    if (s == LD_OK && !(*out = tv_str(&rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    free(b.p);
+    return s;
+}
+
+/* `loop(items)` in a recursive loop: the loop body over items, one level
+ * deeper, rendered to a string. */
+static ld_status call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *lo, tpl_args *a, ld_tpl_value **out)
+{
+    loop_ctx *lc = rt->loops;
+    while (lc && lc->lo != lo) lc = lc->prev;
+    if (!lc || !lc->n->neg)
+        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: the loop must be marked as recursive to be called");
+    if (a->n_pos != 1 || a->n_kw)
+        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: loop() takes exactly one argument");
+    if (rt->macro_depth >= rt->lim.max_depth)
+        return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u calls exceeded", rt->lim.max_depth);
+    ld_tpl_value *seq, *d = tv_dict_get(lo, "depth", 5);
+    LD_TRY(tpl_iter(rt, at, a->pos[0], &seq));
+    tv_buf b = {0}, *saved = rt->out;
+    b.max = rt->lim.max_output_bytes;
+    rt->out = &b;
+    rt->macro_depth++;
+    ld_status s = run_loop(rt, lc->n, seq, (d && d->kind == TV_INT ? d->u.i : 1) + 1, lc->parent);
+    rt->macro_depth--;
+    rt->out = saved;
+    if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
+    if (s == LD_OK && !(*out = tv_str(&rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    free(b.p);
+    return s;
+}
+
+static ld_status eval_args(tpl_rt *rt, const tpl_node *n, tpl_args *a);
+static ld_status undefined_use(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v);
+
+/* {% call(params) m(args) %}body{% endcall %}: m(args) with `caller` =
+ * the body as a macro that sees the scope of the call site. */
+static ld_status exec_call_block(tpl_rt *rt, const tpl_node *n)
+{
+    ld_tpl_value *callee, *caller, *v;
+    tpl_args a;
+    LD_TRY(eval(rt, n->a->a, &callee));
+    if (callee->kind == TV_UNDEF) return undefined_use(rt, n->a, callee);
+    if (callee->kind != TV_MACRO)
+        return tpl_rt_fail(rt, n->a, LD_ERR_MISMATCH, "type error: a call block needs a macro, not '%s'", tv_type_name(callee));
+    LD_TRY(eval_args(rt, n->a, &a));
+    NEW(rt, n, caller = tv_new(&rt->arena, TV_MACRO));
+    caller->u.macro.node = n;
+    call_ctx cc = {n, rt->cur, rt->calls};
+    rt->calls = &cc;
+    ld_status s = tpl_call_macro_with(rt, n->a, callee, &a, caller, &v);
+    rt->calls = cc.prev;
+    LD_TRY(s);
+    tv_buf_put(rt->out, v->u.str.s, v->u.str.len);
+    return LD_OK;
+}
+
+/* {% filter chain %}body{% endfilter %} */
+static ld_status exec_filter_block(tpl_rt *rt, const tpl_node *n)
+{
+    ld_tpl_value *body, *v, *saved = rt->block_value;
+    LD_TRY(capture(rt, n, &n->list, &body));
+    rt->block_value = body;
+    ld_status s = eval(rt, n->a, &v);
+    rt->block_value = saved;
+    LD_TRY(s);
+    if (!tv_print(rt->out, v, false) && !rt->out->failed)
+        return tpl_rt_fail(rt, n->a, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", tv_type_name(v));
+    return LD_OK;
 }
 
 static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
@@ -216,21 +327,14 @@ static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
         LD_TRY(eval(rt, n->a, &v));
         return exec_body(rt, tv_truthy(v) ? &n->list : &n->list2);
     case N_FOR: return exec_for(rt, n);
+    case N_CALL_BLOCK: LD_TRY(exec_call_block(rt, n)); break;
+    case N_FILTER_BLOCK: LD_TRY(exec_filter_block(rt, n)); break;
     case N_SET:
         LD_TRY(eval(rt, n->a, &v));
         return assign_targets(rt, n, v);
-    case N_SET_BLOCK: {
-        tv_buf b = {0}, *saved = rt->out;
-        b.max = rt->lim.max_output_bytes;
-        rt->out = &b;
-        ld_status s = exec_body(rt, &n->list);
-        rt->out = saved;
-        if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, n, LD_ERR_LIMIT, "output size limit exceeded");
-        if (s == LD_OK && !(v = tv_str(&rt->arena, b.p, b.len))) s = tpl_nomem(rt, n);
-        free(b.p);
-        LD_TRY(s);
+    case N_SET_BLOCK:
+        LD_TRY(capture(rt, n, &n->list, &v));
         return set_var(rt, n, n->s, v);
-    }
     case N_SET_ATTR: {
         ld_tpl_value *ns = lookup(rt, n->s, n->s_len);
         NEW(rt, n, ns);
@@ -264,18 +368,52 @@ static ld_status exec_body(tpl_rt *rt, const tpl_nodes *body)
     return LD_OK;
 }
 
+/* Arguments beyond the parameters: into `varargs` (a tuple) and `kwargs`
+ * (a dict) when the body uses them, else a TypeError as in jinja2. */
+static ld_status extra_args(tpl_rt *rt, const tpl_node *at, const tpl_node *def, tpl_args *args)
+{
+    size_t np = def->list2.n;
+    ld_tpl_value *va = tv_new(&rt->arena, TV_LIST), *kw = tv_new(&rt->arena, TV_DICT);
+    NEW(rt, at, va && kw);
+    va->flags |= TV_F_TUPLE;
+    for (size_t i = np; i < args->n_pos; i++) NEW(rt, at, tv_push(&rt->arena, va, args->pos[i]));
+    for (size_t k = 0; k < args->n_kw; k++) {
+        bool known = false;
+        for (size_t i = 0; i < np; i++) known = known || strcmp(args->kw[k], def->kw[i]) == 0;
+        if (known) continue;
+        if (!(def->neg & 2))
+            return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes no keyword argument '%s'", def->s, args->kw[k]);
+        NEW(rt, at, tv_dict_put(&rt->arena, kw, tv_str(&rt->arena, args->kw[k], strlen(args->kw[k])), args->kwv[k]));
+    }
+    if (def->neg & 1) LD_TRY(set_var(rt, at, "varargs", va));
+    if (def->neg & 2) LD_TRY(set_var(rt, at, "kwargs", kw));
+    return LD_OK;
+}
+
 ld_status tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, tpl_args *args, ld_tpl_value **out)
 {
+    return tpl_call_macro_with(rt, at, m, args, NULL, out);
+}
+
+ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, tpl_args *args,
+                              ld_tpl_value *caller, ld_tpl_value **out)
+{
     const tpl_node *def = m->u.macro.node;
+    frame *parent = rt->root; /* a macro sees the template's globals; a caller body its call site */
+    if (def->kind == N_CALL_BLOCK) {
+        call_ctx *cc = rt->calls;
+        while (cc && cc->n != def) cc = cc->prev;
+        if (cc) parent = cc->site;
+    }
     size_t np = def->list2.n;
     if (rt->macro_depth >= rt->lim.max_depth)
         return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u macro calls exceeded", rt->lim.max_depth);
-    if (args->n_pos > np)
+    if (args->n_pos > np && !(def->neg & 1))
         return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes not more than %zu argument(s)", def->s, np);
-    frame f = {rt->root, tv_new(&rt->arena, TV_DICT)}, *saved_cur = rt->cur;
+    frame f = {parent, tv_new(&rt->arena, TV_DICT)}, *saved_cur = rt->cur;
     NEW(rt, at, f.vars);
     rt->cur = &f;
-    ld_status s = LD_OK;
+    ld_status s = caller ? set_var(rt, at, "caller", caller) : LD_OK;
     for (size_t i = 0; s == LD_OK && i < np; i++) {
         ld_tpl_value *v = i < args->n_pos ? args->pos[i] : NULL;
         for (size_t k = 0; !v && k < args->n_kw; k++)
@@ -288,11 +426,7 @@ ld_status tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, 
         }
         if (s == LD_OK) s = set_var(rt, at, def->kw[i], v);
     }
-    for (size_t k = 0; s == LD_OK && k < args->n_kw; k++) {
-        bool known = false;
-        for (size_t i = 0; i < np; i++) known = known || strcmp(args->kw[k], def->kw[i]) == 0;
-        if (!known) s = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes no keyword argument '%s'", def->s, args->kw[k]);
-    }
+    s = s == LD_OK ? extra_args(rt, at, def, args) : s;
     tv_buf b = {0}, *saved_out = rt->out;
     b.max = rt->lim.max_output_bytes;
     rt->out = &b;
@@ -371,9 +505,13 @@ static ld_status eval_call(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     switch (f->kind) {
     case TV_METHOD: return tpl_method(rt, n, f->u.method.self, f->u.method.name, &a, out);
     case TV_MACRO: return tpl_call_macro(rt, n, f, &a, out);
+    case TV_DICT:
+        if (f->flags & TV_F_LOOP) return call_loop(rt, n, f, &a, out);
+        break;
     case TV_FUNC: return call_func(rt, n, f, &a, out);
-    default: return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: '%s' object is not callable", tv_type_name(f));
+    default: break;
     }
+    return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: '%s' object is not callable", tv_type_name(f));
 }
 
 static int64_t clampi(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -490,6 +628,17 @@ static ld_status arith(tpl_rt *rt, const tpl_node *n, char op, ld_tpl_value *a, 
         for (size_t i = 0; i < b->u.list.n; i++) NEW(rt, n, tv_push(A, r, b->u.list.items[i]));
         return *out = r, LD_OK;
     }
+    if (op == '*' && a->kind == TV_INT && (b->kind == TV_STR || b->kind == TV_LIST)) return arith(rt, n, op, b, a, out);
+    if (op == '*' && a->kind == TV_LIST && b->kind == TV_INT) { /* [x] * n */
+        ld_tpl_value *r = tv_new(A, TV_LIST);
+        NEW(rt, n, r);
+        r->flags = a->flags & TV_F_TUPLE;
+        for (int64_t i = 0; i < b->u.i; i++) {
+            if (r->u.list.n + a->u.list.n > rt->lim.max_output_bytes) return tpl_nomem(rt, n);
+            for (size_t j = 0; j < a->u.list.n; j++) NEW(rt, n, tv_push(A, r, a->u.list.items[j]));
+        }
+        return *out = r, LD_OK;
+    }
     if (op == '*' && a->kind == TV_STR && (b->kind == TV_INT)) {
         tv_buf s = {0};
         s.max = rt->lim.max_output_bytes;
@@ -523,17 +672,28 @@ static ld_status arith(tpl_rt *rt, const tpl_node *n, char op, ld_tpl_value *a, 
         return LD_OK;
     }
     int64_t x = inum(a), y = inum(b), r;
+    bool over = false;
     switch (op) {
-    case '+': r = (int64_t)((uint64_t)x + (uint64_t)y); break;
-    case '-': r = (int64_t)((uint64_t)x - (uint64_t)y); break;
-    case '*': r = (int64_t)((uint64_t)x * (uint64_t)y); break;
-    case 'f': r = (x == INT64_MIN && y == -1) ? x : x / y - ((x % y != 0) && ((x < 0) != (y < 0))); break;
+    case '+': over = __builtin_add_overflow(x, y, &r); break;
+    case '-': over = __builtin_sub_overflow(x, y, &r); break;
+    case '*': over = __builtin_mul_overflow(x, y, &r); break;
+    case 'f':
+        if (x == INT64_MIN && y == -1) { over = true; break; }
+        r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+        break;
     case '%': r = (y == -1) ? 0 : x % y; if (r != 0 && ((r < 0) != (y < 0))) r += y; break;
     default:
         if (y < 0) { NEW(rt, n, *out = tv_float(A, pow((double)x, (double)y))); return LD_OK; }
-        r = 1;
-        for (int64_t i = 0; i < y && i < 64; i++) r = (int64_t)((uint64_t)r * (uint64_t)x);
+        r = 1; /* by squaring */
+        int64_t bs = x;
+        for (uint64_t e = (uint64_t)y; e && !over;) {
+            if (e & 1) over = __builtin_mul_overflow(r, bs, &r);
+            e >>= 1;
+            if (e && !over) over = __builtin_mul_overflow(bs, bs, &bs);
+        }
     }
+    if (over) /* Python's ints have no bound: no wrapped-around result */
+        return tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "integer result beyond 64 bits is not supported");
     NEW(rt, n, *out = ld_tpl_value_int(A, r));
     return LD_OK;
 }
@@ -556,6 +716,10 @@ static ld_status eval_compare(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
     ld_tpl_value *a, *b;
     bool r, ok = true;
+    if (n->c) { /* a chain: false as soon as one link is */
+        LD_TRY(eval(rt, n->c, &a));
+        if (!tv_truthy(a)) return *out = a, LD_OK;
+    }
     LD_TRY(eval(rt, n->a, &a));
     LD_TRY(eval(rt, n->b, &b));
     switch (n->neg) {
@@ -629,6 +793,10 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     case N_UNARY:
         LD_TRY(eval(rt, n->a, &a));
         if (n->neg == '+' && numeric(a)) return *out = a, LD_OK;
+        if (a->kind == TV_FLOAT) { /* -x, not 0 - x: -0.0 keeps its sign */
+            NEW(rt, n, *out = tv_float(&rt->arena, -a->u.f));
+            return LD_OK;
+        }
         NEW(rt, n, b = ld_tpl_value_int(&rt->arena, 0));
         return arith(rt, n, '-', b, a, out);
     case N_AND: case N_OR:
@@ -647,6 +815,7 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
         NEW(rt, n, *out = tv_undef(&rt->arena, "the inline if-expression evaluated to false and no else section was defined"));
         return LD_OK;
     case N_LIST: case N_DICT: case N_TUPLE: return eval_seq(rt, n, out);
+    case N_BLOCK_VALUE: NEW(rt, n, *out = rt->block_value); return LD_OK;
     default: return tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "unknown expression");
     }
 }

@@ -21,10 +21,14 @@ static ld_tpl_value *kwarg(tpl_args *a, const char *name, size_t pos)
     return pos < a->n_pos ? a->pos[pos] : NULL;
 }
 
+ld_tpl_value *tpl_kwarg(tpl_args *a, const char *name, size_t pos) { return kwarg(a, name, pos); }
+
 static const char *const str_methods[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
                                           "upper", "lower", "replace", "title", "capitalize", "find", "count",
-                                          "isdigit", "isspace", "splitlines", NULL};
+                                          "isdigit", "isspace", "splitlines", "format", "isalpha", "isalnum",
+                                          "isupper", "islower", "join", "rfind", "removeprefix", "removesuffix", NULL};
 static const char *const dict_methods[] = {"get", "items", "keys", "values", NULL};
+static const char *const list_methods[] = {"index", "count", NULL};
 static const char *const unsafe_methods[] = {"append", "pop", "insert", "extend", "remove", "clear", "sort",
                                              "reverse", "update", "setdefault", "popitem", NULL};
 
@@ -37,17 +41,26 @@ static bool in_set(const char *const *set, const char *name, size_t len)
 bool tpl_has_method(const ld_tpl_value *v, const char *name)
 {
     size_t n = strlen(name);
-    return (v->kind == TV_STR && in_set(str_methods, name, n)) || (v->kind == TV_DICT && in_set(dict_methods, name, n));
+    return (v->kind == TV_STR && in_set(str_methods, name, n)) || (v->kind == TV_DICT && in_set(dict_methods, name, n)) ||
+           (v->kind == TV_LIST && in_set(list_methods, name, n));
 }
 
 ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, size_t len)
 {
     char hint[200];
     bool unsafe = (v->kind == TV_LIST || v->kind == TV_DICT) && in_set(unsafe_methods, name, len);
+    if ((v->flags & TV_F_GROUP) && v->u.list.n == 2 && (len == 7 || len == 4) && memcmp(name, len == 7 ? "grouper" : "list", len) == 0)
+        return v->u.list.items[len == 7 ? 0 : 1];
+    if ((v->flags & TV_F_LOOP) && len == 5 && memcmp(name, "cycle", 5) == 0) {
+        ld_tpl_value *m = tv_new(A, TV_METHOD);
+        if (m) m->u.method.self = v, m->u.method.name = "cycle";
+        return m;
+    }
     if (v->kind == TV_NS) {
         ld_tpl_value *x = tv_dict_get(v, name, len);
         if (x) return x;
-    } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (v->kind == TV_DICT && in_set(dict_methods, name, len))) {
+    } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (v->kind == TV_DICT && in_set(dict_methods, name, len)) ||
+               (v->kind == TV_LIST && !(v->flags & TV_F_GEN) && in_set(list_methods, name, len))) {
         ld_tpl_value *m = tv_new(A, TV_METHOD);
         if (!m) return NULL;
         m->u.method.self = v;
@@ -142,21 +155,6 @@ static ld_tpl_value *str_replace(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl
     return v;
 }
 
-static ld_tpl_value *case_map(tpl_rt *rt, const ld_tpl_value *s, int mode) /* 0 lower 1 upper 2 title 3 capitalize */
-{
-    ld_tpl_value *v = tv_str(A, s->u.str.s, s->u.str.len);
-    if (!v) return NULL;
-    char *p = (char *)v->u.str.s;
-    bool prev_alpha = false;
-    for (size_t i = 0; i < v->u.str.len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        bool up = mode == 1 || (mode == 2 && !prev_alpha) || (mode == 3 && i == 0);
-        if (c < 0x80) p[i] = (char)(up ? toupper(c) : tolower(c));
-        prev_alpha = c >= 0x80 || isalpha(c);
-    }
-    return v;
-}
-
 static bool affix(const ld_tpl_value *s, const ld_tpl_value *x, bool end)
 {
     if (x->kind != TV_STR || x->u.str.len > s->u.str.len) return false;
@@ -176,12 +174,14 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         return LD_OK;
     }
     if (is(m, "split")) return str_split(rt, at, s, a, out);
+    if (is(m, "format")) return tpl_str_format(rt, at, s, a, out);
     if (is(m, "strip") || is(m, "lstrip") || is(m, "rstrip")) {
         NEWV(*out = strip(rt, s, x, m[0] != 'r', m[0] != 'l'));
         return LD_OK;
     }
     if (is(m, "lower") || is(m, "upper") || is(m, "title") || is(m, "capitalize")) {
-        NEWV(*out = case_map(rt, s, m[0] == 'l' ? 0 : m[0] == 'u' ? 1 : m[0] == 't' ? 2 : 3));
+        int mode = m[0] == 'l' ? TV_CASE_LOWER : m[0] == 'u' ? TV_CASE_UPPER : m[0] == 't' ? TV_CASE_TITLE : TV_CASE_CAPITALIZE;
+        NEWV(*out = tv_case_map(A, s->u.str.s, s->u.str.len, mode));
         return LD_OK;
     }
     if (is(m, "replace")) {
@@ -202,6 +202,8 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         NEWV(*out = ld_tpl_value_int(A, is(m, "find") ? found : cnt));
         return LD_OK;
     }
+    ld_status st = tpl_str_method_more(rt, at, s, m, a, out);
+    if (st != LD_ERR_UNSUPPORTED) return st;
     return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "string method '%s' with these arguments is not supported", m);
 }
 
@@ -220,6 +222,21 @@ static ld_tpl_value *pairs(tpl_rt *rt, const ld_tpl_value *d)
 ld_status tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self, const char *m, tpl_args *a, ld_tpl_value **out)
 {
     if (self->kind == TV_STR) return str_method(rt, at, self, m, a, out);
+    if ((self->flags & TV_F_LOOP) && is(m, "cycle")) {
+        ld_tpl_value *i0 = tv_dict_get(self, "index0", 6);
+        if (!a->n_pos) return TYPE_ERR("type error: no items for cycling given");
+        *out = a->pos[(size_t)(i0 && i0->kind == TV_INT ? i0->u.i : 0) % a->n_pos];
+        return LD_OK;
+    }
+    if (self->kind == TV_LIST) { /* index / count */
+        int64_t found = -1, cnt = 0;
+        if (a->n_pos != 1) return TYPE_ERR("type error: %s() takes exactly one argument", m);
+        for (size_t i = 0; i < self->u.list.n; i++)
+            if (tv_equal(self->u.list.items[i], a->pos[0])) cnt++, found = found < 0 ? (int64_t)i : found;
+        if (is(m, "index") && found < 0) return TYPE_ERR("value error: value is not in list");
+        NEWV(*out = ld_tpl_value_int(A, is(m, "index") ? found : cnt));
+        return LD_OK;
+    }
     if (is(m, "get")) {
         if (!a->n_pos) return TYPE_ERR("type error: get expected at least 1 argument, got 0");
         ld_tpl_value *v = tv_dict_getv(self, a->pos[0]);
@@ -257,12 +274,9 @@ static ld_status run_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_t
     else if (is(name, "false")) *out = k == TV_BOOL && !v->u.b;
     else if (is(name, "callable")) *out = k == TV_MACRO || k == TV_METHOD || k == TV_FUNC;
     else if (is(name, "lower") || is(name, "upper")) {
-        bool r = k == TV_STR, any = false;
-        for (size_t i = 0; r && i < v->u.str.len; i++) {
-            unsigned char c = (unsigned char)v->u.str.s[i];
-            if (isalpha(c)) any = true, r = is(name, "lower") ? !isupper(c) : !islower(c);
-        }
-        *out = r && any;
+        ld_tpl_value *s = k == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
+        NEWV(s);
+        *out = tpl_str_is_case(rt, s, name[0] == 'u');
     } else if (is(name, "odd") || is(name, "even")) {
         if (k != TV_INT) return TYPE_ERR("type error: %s test needs an integer", name);
         *out = ((v->u.i % 2) != 0) == is(name, "odd");
@@ -291,6 +305,9 @@ ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_valu
 /* ---------------------------------------------------------------- filters */
 
 /* attribute path "a.b" of v (jinja's make_attrgetter); undefined if absent */
+static ld_tpl_value *attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path);
+ld_tpl_value *tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path) { return attr_path(rt, v, path); }
+
 static ld_tpl_value *attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path)
 {
     const char *p = path->u.str.s, *e = p + path->u.str.len;
@@ -316,10 +333,10 @@ static ld_tpl_value *attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *
 static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
     ld_tpl_value *ind = kwarg(a, "indent", 0), *seps = kwarg(a, "separators", 99), *sk = kwarg(a, "sort_keys", 99);
+    ld_tpl_value *asc = kwarg(a, "ensure_ascii", 99);
     int indent = ind && ind->kind == TV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
     const char *item = indent >= 0 ? "," : ", ", *key = ": ";
     char ib[64], kb[64];
-    if (sk && tv_truthy(sk)) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "tojson(sort_keys=True) is not supported");
     if (seps && seps->kind == TV_LIST && seps->u.list.n == 2 && seps->u.list.items[0]->kind == TV_STR &&
         seps->u.list.items[1]->kind == TV_STR) {
         snprintf(ib, sizeof ib, "%.*s", (int)seps->u.list.items[0]->u.str.len, seps->u.list.items[0]->u.str.s);
@@ -328,7 +345,8 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
     }
     tv_buf b = {0};
     const char *why = NULL;
-    bool ok = tv_tojson(&b, v, indent, item, key, 0, &why);
+    int flags = (sk && tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && tv_truthy(asc) ? TV_JSON_ASCII : 0);
+    bool ok = tv_tojson(&b, v, indent, item, key, flags, 0, &why);
     ld_tpl_value *r = ok && !b.failed ? tv_str(A, b.p ? b.p : "", b.len) : NULL;
     free(b.p);
     if (!ok) return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
@@ -418,6 +436,8 @@ static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
         LD_TRY(tpl_iter(rt, at, v, &items));
     }
     ld_tpl_value *rev = kwarg(a, dict ? "reverse" : "reverse", dict ? 2 : 0), *cs = kwarg(a, "case_sensitive", dict ? 0 : 1);
+    ld_tpl_value *by = dict ? kwarg(a, "by", 1) : NULL;
+    int ki = by && by->kind == TV_STR && by->u.str.len == 5 && memcmp(by->u.str.s, "value", 5) == 0; /* sort by item ki */
     ld_tpl_value *attr = dict ? NULL : kwarg(a, "attribute", 2);
     bool desc = rev && tv_truthy(rev), sens = cs && tv_truthy(cs);
     for (size_t i = 0; i < items->u.list.n; i++) NEWV(tv_push(A, r, items->u.list.items[i]));
@@ -426,7 +446,7 @@ static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
         ld_tpl_value *x = p[i];
         size_t j = i;
         for (; j > 0; j--) {
-            ld_tpl_value *kx = dict ? x->u.list.items[0] : x, *ky = dict ? p[j - 1]->u.list.items[0] : p[j - 1];
+            ld_tpl_value *kx = dict ? x->u.list.items[ki] : x, *ky = dict ? p[j - 1]->u.list.items[ki] : p[j - 1];
             if (attr && attr->kind == TV_STR) kx = attr_path(rt, kx, attr), ky = attr_path(rt, ky, attr);
             if (!kx || !ky) return tpl_nomem(rt, at);
             int c = cmp_ci(ky, kx, sens);
@@ -559,6 +579,20 @@ ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value
     if (is(f, "map") || is(f, "select") || is(f, "reject") || is(f, "selectattr") || is(f, "rejectattr"))
         return do_map_select(rt, at, f, v, a, out);
     if (is(f, "join")) return do_join(rt, at, v, a, out);
+    if (is(f, "unique")) return tpl_filter_unique(rt, at, v, a, out);
+    if (is(f, "groupby")) return tpl_filter_groupby(rt, at, v, a, out);
+    if (is(f, "indent")) return tpl_filter_indent(rt, at, v, a, out);
+    if (is(f, "batch")) return tpl_filter_batch(rt, at, v, a, out);
+    if (is(f, "slice")) return tpl_filter_slice(rt, at, v, a, out);
+    if (is(f, "attr")) return tpl_filter_attr(rt, at, v, a, out);
+    if (is(f, "format")) return tpl_filter_format(rt, at, v, a, out);
+    if (is(f, "center")) return tpl_filter_center(rt, at, v, a, out);
+    if (is(f, "truncate")) return tpl_filter_truncate(rt, at, v, a, out);
+    if (is(f, "wordcount")) return tpl_filter_wordcount(rt, at, v, out);
+    if (is(f, "escape") || is(f, "e")) return tpl_filter_escape(rt, at, v, out);
+    if (is(f, "round")) return tpl_filter_round(rt, at, v, a, out);
+    if (is(f, "sum")) return tpl_filter_sum(rt, at, v, a, out);
+    if (is(f, "min") || is(f, "max")) return tpl_filter_minmax(rt, at, f[1] == 'a', v, a, out);
     if (is(f, "sort")) return do_sort(rt, at, v, a, false, out);
     if (is(f, "dictsort")) return do_sort(rt, at, v, a, true, out);
     if (is(f, "string")) {
@@ -569,6 +603,10 @@ ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value
     if (is(f, "trim") || is(f, "lower") || is(f, "upper") || is(f, "title") || is(f, "capitalize") || is(f, "replace")) {
         ld_tpl_value *s = v->kind == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
         if (!s) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", tv_type_name(v));
+        if (is(f, "title")) { /* jinja2's own: words split at [-\s({[<], not str.title */
+            NEWV(*out = tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_TITLE_WORDS));
+            return LD_OK;
+        }
         if (is(f, "trim")) {
             tpl_args sub = {a->pos, a->n_pos, NULL, NULL, 0};
             return str_method(rt, at, s, "strip", &sub, out);

@@ -17,6 +17,8 @@ enum {
 #define TV_F_GEN 1    /* list produced lazily by Python (map/select...) */
 #define TV_F_UNSAFE 2 /* undefined from a sandbox refusal */
 #define TV_F_TUPLE 4  /* list that Python would hold as a tuple */
+#define TV_F_LOOP 8   /* dict that is a for loop's `loop` object */
+#define TV_F_GROUP 16 /* tuple (grouper, list) made by groupby */
 
 struct ld_tpl_value {
     uint8_t kind, flags;
@@ -47,6 +49,10 @@ bool tv_equal(const ld_tpl_value *a, const ld_tpl_value *b);
 int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok);
 const char *tv_type_name(const ld_tpl_value *v);
 size_t tv_utf8_count(const char *s, size_t len);
+/* Python str.lower/upper/title/capitalize and jinja2's `title` filter
+ * (words split at [-\s({[<]) on UTF-8 text (tpl_unicase.c); NULL on NOMEM */
+enum { TV_CASE_LOWER, TV_CASE_UPPER, TV_CASE_TITLE, TV_CASE_CAPITALIZE, TV_CASE_TITLE_WORDS };
+ld_tpl_value *tv_case_map(ld_arena *a, const char *s, size_t len, int mode);
 
 /* growable byte buffer in an arena-free malloc'd block */
 typedef struct tv_buf {
@@ -58,9 +64,18 @@ void tv_buf_put(tv_buf *b, const char *s, size_t n);
 void tv_buf_putc(tv_buf *b, char c);
 /* Python str(v) / repr(v) appended to b; false when v cannot be printed */
 bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr);
-/* json.dumps(v, ensure_ascii=False, indent, separators); indent<0 = None */
+/* json.dumps(v, indent, separators, ensure_ascii, sort_keys); indent<0 =
+ * None; flags: TV_JSON_* (none = ensure_ascii=False, sort_keys=False) */
+#define TV_JSON_SORT_KEYS 1
+#define TV_JSON_ASCII 2
 bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
-               const char *key_sep, int depth, const char **why);
+               const char *key_sep, int flags, int depth, const char **why);
+/* a string as Python repr() / json.dumps writes it (tpl_escape.c) */
+void tv_str_repr(tv_buf *b, const char *s, size_t n);
+void tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii);
+/* the code point at s (*cp = 0xFFFFFFFF for a byte that is not UTF-8);
+ * returns its length in bytes, at least 1 */
+size_t tv_utf8_decode(const char *s, size_t n, uint32_t *cp);
 void tv_float_repr(tv_buf *b, double f);
 
 /* ---------------------------------------------------------------- tokens */
@@ -97,8 +112,16 @@ enum {
     /* expressions */
     N_CONST, N_NAME, N_GETATTR, N_GETITEM, N_SLICE, N_CALL, N_FILTER, N_TEST,
     N_BINOP, N_UNARY, N_AND, N_OR, N_NOT, N_COMPARE, N_COND, N_LIST, N_DICT,
-    N_TUPLE, N_CONCAT
+    N_TUPLE, N_CONCAT,
+    /* statements added later */
+    N_CALL_BLOCK,   /* {% call(params) callee(args) %}: a = call, list = body,
+                       list2/kw = caller's parameters (a macro's shape) */
+    N_FILTER_BLOCK, /* {% filter f | g %}: a = filter chain over b, list = body */
+    N_BLOCK_VALUE   /* the rendered body inside a filter block's chain */
 };
+/* N_MACRO, N_CALL_BLOCK: neg bit 1 / 2 = the body uses varargs / kwargs.
+ * N_FOR: neg = 1 for `recursive`.  N_COMPARE: c = the comparison before it
+ * in a chain (`a < b < c` is `a < b and b < c`) */
 
 typedef struct tpl_node tpl_node;
 typedef struct tpl_nodes {
@@ -169,6 +192,38 @@ ld_status tpl_iter(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v,
                    ld_tpl_value **out);
 ld_status tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
                          tpl_args *args, ld_tpl_value **out);
+/* the same with `caller` (a call block's body) visible in the macro */
+ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
+                              tpl_args *args, ld_tpl_value *caller, ld_tpl_value **out);
 ld_status tpl_nomem(tpl_rt *rt, const tpl_node *at);
+/* keyword argument `name`, else positional `pos`, else NULL */
+ld_tpl_value *tpl_kwarg(tpl_args *a, const char *name, size_t pos);
+/* attribute path "a.b.0" of v (jinja's make_attrgetter); undefined if absent */
+ld_tpl_value *tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path);
+/* filters and methods of their own files: tpl_seq.c, tpl_fmt.c */
+ld_status tpl_filter_unique(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_groupby(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_batch(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_slice(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_attr(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
+ld_status tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
+/* tpl_num.c */
+ld_status tpl_filter_round(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_sum(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status tpl_filter_minmax(tpl_rt *rt, const tpl_node *at, bool max, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+/* tpl_strmeth.c: the other str methods; LD_ERR_UNSUPPORTED (no error set)
+ * for a name it does not know */
+ld_status tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const char *m, tpl_args *a,
+                              ld_tpl_value **out);
+/* str.isupper() (upper) / str.islower() of s */
+bool tpl_str_is_case(tpl_rt *rt, const ld_tpl_value *s, bool upper);
+/* length of the line break at s as str.splitlines sees them, 0 if none */
+size_t tv_line_break(const char *s, size_t n);
 
 #endif

@@ -158,6 +158,19 @@ static ld_status lex_tag(const char *src, size_t len, size_t *pos, char endc,
             size_t n = 1;
             while (n < rest && (c[n] == '_' || ((c[n] | 32) >= 'a' && (c[n] | 32) <= 'z') || (c[n] >= '0' && c[n] <= '9'))) n++;
             tok.type = TK_NAME, tok.len = n;
+        } else if (ch == '0' && rest > 2 && strchr("xXoObB", c[1]) && hexval(c[2]) >= 0) {
+            /* 0x1F, 0o17, 0b101 (underscores allowed between digits) */
+            int base = (c[1] | 32) == 'x' ? 16 : (c[1] | 32) == 'o' ? 8 : 2;
+            size_t n = 2;
+            uint64_t v = 0;
+            for (; n < rest && (c[n] == '_' || (hexval(c[n]) >= 0 && hexval(c[n]) < base)); n++) {
+                if (c[n] == '_') continue;
+                if (v > UINT64_MAX / 16)
+                    return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
+                v = v * (uint64_t)base + (uint64_t)hexval(c[n]);
+            }
+            if (v > INT64_MAX) return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
+            tok.type = TK_INT, tok.len = n, tok.i = (int64_t)v;
         } else if (ch >= '0' && ch <= '9') {
             size_t n = 0;
             bool is_f = false;
@@ -221,6 +234,65 @@ static ld_status emit_data(tpl_tokens *t, const char *src, size_t from, size_t t
     return push(t, tok) ? LD_OK : LD_ERR_NOMEM;
 }
 
+/* Where the data before a tag at `tag` ends: `{%-` strips all whitespace
+ * before it; otherwise (lstrip_blocks) a block or comment tag that only
+ * blanks precede on its line takes those blanks. */
+static size_t data_end(const char *src, size_t p, size_t tag, char kind, char sign, bool line_starting)
+{
+    size_t end = tag;
+    if (sign == '-') {
+        while (end > p && is_ws(src[end - 1])) end--;
+    } else if (sign != '+' && kind != '{') {
+        size_t l = end;
+        while (l > p && src[l - 1] != '\n') l--;
+        bool blank = l < end;
+        for (size_t i = l; i < end; i++) blank = blank && is_ws(src[i]);
+        if ((l > p || (l == p && line_starting)) && blank) end = l;
+    }
+    return end;
+}
+
+/* After `{% raw %}` (its three tokens are the last ones): pops them and
+ * emits everything up to `{% endraw %}` as data.  Like jinja2, the newline
+ * after the raw tag is kept even with trim_blocks; the endraw tag strips
+ * and trims like any block tag. */
+static ld_status lex_raw(const char *src, size_t len, size_t *pos, tpl_tokens *t, bool *nl, ld_error *err)
+{
+    size_t p = *pos, open = t->v[t->n - 3].off;
+    if (*t->v[t->n - 1].s != '-' && *nl && p > 0 && src[p - 1] == '\n') p--;
+    t->n -= 3;
+    for (size_t q = p; q + 1 < len; q++) {
+        if (src[q] != '{' || src[q + 1] != '%') continue;
+        size_t r = q + 2;
+        char sign = r < len && (src[r] == '-' || src[r] == '+') ? src[r] : 0;
+        r += sign != 0;
+        while (r < len && is_ws(src[r])) r++;
+        if (len - r < 6 || memcmp(src + r, "endraw", 6) != 0) continue;
+        r += 6;
+        while (r < len && is_ws(src[r])) r++;
+        bool dash = r < len && src[r] == '-', plus = r < len && src[r] == '+';
+        r += dash || plus;
+        if (len - r < 2 || src[r] != '%' || src[r + 1] != '}') continue;
+        LD_TRY(emit_data(t, src, p, data_end(src, p, q, '%', sign, false)));
+        r += 2;
+        *nl = false;
+        if (dash) {
+            while (r < len && is_ws(src[r])) *nl = src[r] == '\n', r++;
+        } else if (!plus && r < len && src[r] == '\n') {
+            r++, *nl = true;
+        }
+        *pos = r;
+        return LD_OK;
+    }
+    return lex_fail(src, open, LD_ERR_TRUNCATED, err, "missing endraw");
+}
+
+static bool at_raw(const tpl_tokens *t)
+{
+    return t->n >= 3 && t->v[t->n - 3].type == TK_BLOCK_BEGIN && t->v[t->n - 2].type == TK_NAME &&
+           t->v[t->n - 2].len == 3 && memcmp(t->v[t->n - 2].s, "raw", 3) == 0 && t->v[t->n - 1].type == TK_BLOCK_END;
+}
+
 ld_status tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *t, ld_error *err)
 {
     size_t p = 0;
@@ -231,16 +303,7 @@ ld_status tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *t, ld_er
         if (tag == len) return emit_data(t, src, p, len) == LD_OK ? LD_OK : LD_ERR_NOMEM;
         char kind = src[tag + 1];
         char sign = tag + 2 < len ? src[tag + 2] : 0;
-        size_t end = tag;
-        if (sign == '-') {
-            while (end > p && is_ws(src[end - 1])) end--;
-        } else if (sign != '+' && kind != '{') {
-            size_t l = end;
-            while (l > p && src[l - 1] != '\n') l--;
-            bool blank = l < end;
-            for (size_t i = l; i < end; i++) blank = blank && is_ws(src[i]);
-            if ((l > p || (l == p && line_starting)) && blank) end = l;
-        }
+        size_t end = data_end(src, p, tag, kind, sign, line_starting);
         if (emit_data(t, src, p, end) != LD_OK) return LD_ERR_NOMEM;
         p = tag + 2 + (sign == '-' || sign == '+');
         bool nl = false;
@@ -259,6 +322,7 @@ ld_status tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *t, ld_er
             tpl_token tok = {kind == '{' ? TK_VAR_BEGIN : TK_BLOCK_BEGIN, (uint32_t)tag, src + tag, 2, 0, 0};
             if (!push(t, tok)) return LD_ERR_NOMEM;
             LD_TRY(lex_tag(src, len, &p, kind == '{' ? '}' : '%', kind == '%', a, t, &nl, err));
+            if (kind == '%' && at_raw(t)) LD_TRY(lex_raw(src, len, &p, t, &nl, err));
         }
         line_starting = nl;
     }

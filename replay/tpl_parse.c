@@ -1,7 +1,8 @@
 /* tpl_parse.c - recursive-descent parser from tokens to the AST, following
  * jinja2's grammar (parser.py): statements if/elif/else, for (with tuple
- * targets, `if` filter and else), set (name, tuple, ns.attr, block), macro,
- * break/continue; expressions with jinja2's precedence (or < and < not <
+ * targets, `if` filter, else and `recursive`), set (name, tuple, ns.attr,
+ * block), macro, call blocks, filter blocks, break/continue ({% raw %} is
+ * the lexer's); expressions with jinja2's precedence (or < and < not <
  * compare < + - < ~ < * / // % < ** < unary < filters/tests < postfix). */
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct parser {
     size_t i;
     int depth;
     ld_error *err;
+    uint8_t refs; /* names `varargs` (1) / `kwargs` (2) seen in the macro being parsed */
 } parser;
 
 typedef struct nvec {
@@ -179,6 +181,8 @@ static ld_status parse_primary(parser *p, tpl_node **out)
             }
         if (!(n = node(p, N_NAME, k->off)) || !(n->s = tok_str(p, k))) return NOMEM(p);
         n->s_len = k->len;
+        if (tok_is(k, TK_NAME, "varargs")) p->refs |= 1;
+        if (tok_is(k, TK_NAME, "kwargs")) p->refs |= 2;
         p->i++;
     } else if (k->type == TK_STRING) {
         /* adjacent literals concatenate, as in Python */
@@ -195,6 +199,9 @@ static ld_status parse_primary(parser *p, tpl_node **out)
         n->lit = k->type == TK_INT ? ld_tpl_value_int(A, k->i) : tv_float(A, k->f);
         if (!n->lit) return NOMEM(p);
         p->i++;
+    } else if (tok_is(k, TK_OP, "(") && p->i + 1 < p->toks->n && tok_is(&p->toks->v[p->i + 1], TK_OP, ")")) {
+        if (!(n = node(p, N_TUPLE, k->off))) return NOMEM(p); /* () */
+        p->i += 2;
     } else if (tok_is(k, TK_OP, "(")) {
         p->i++;
         LD_TRY(parse_expr(p, &n));
@@ -429,7 +436,7 @@ static ld_status parse_compare(parser *p, tpl_node **out)
 {
     static const char *const ops[] = {"==", "!=", "<", "<=", ">", ">="};
     LD_TRY(parse_math1(p, out));
-    for (;;) {
+    for (tpl_node *prev = NULL;;) {
         int op = 0;
         for (int j = 0; j < 6; j++) if (at_op(p, ops[j])) op = j + 1;
         uint32_t off = cur(p)->off;
@@ -439,9 +446,9 @@ static ld_status parse_compare(parser *p, tpl_node **out)
         p->i++;
         tpl_node *n = node(p, N_COMPARE, off);
         if (!n) return NOMEM(p);
-        n->neg = (uint8_t)op, n->a = *out;
+        n->neg = (uint8_t)op, n->a = prev ? prev->b : *out, n->c = prev;
         LD_TRY(parse_math1(p, &n->b));
-        *out = n;
+        *out = prev = n;
     }
 }
 
@@ -587,7 +594,7 @@ static ld_status parse_for(parser *p, tpl_node *n)
         p->i++;
         LD_TRY(parse_expr(p, &n->c));
     }
-    if (at_name(p, "recursive")) return pfail(p, cur(p), LD_ERR_UNSUPPORTED, "recursive loops are not supported");
+    if (at_name(p, "recursive")) n->neg = 1, p->i++;
     LD_TRY(block_end(p));
     LD_TRY(parse_body(p, stops, &n->list));
     if (cur(p)->type == TK_EOF) return pfail(p, NULL, LD_ERR_TRUNCATED, "missing endfor");
@@ -642,6 +649,8 @@ static ld_status parse_set(parser *p, tpl_node *n)
     return block_end(p);
 }
 
+static ld_status parse_params(parser *p, const tpl_token *k, tpl_node *n);
+
 static ld_status parse_macro(parser *p, tpl_node *n)
 {
     static const char *const stops[] = {"endmacro", NULL};
@@ -650,7 +659,21 @@ static ld_status parse_macro(parser *p, tpl_node *n)
     if (!(n->s = tok_str(p, k))) return NOMEM(p);
     n->s_len = k->len;
     p->i++;
-    /* parameters: reuse the call-argument parser, then check the shapes */
+    LD_TRY(parse_params(p, k, n));
+    LD_TRY(block_end(p));
+    uint8_t outer = p->refs;
+    p->refs = 0;
+    LD_TRY(parse_body(p, stops, &n->list));
+    n->neg = p->refs; /* the macro takes extra arguments into varargs / kwargs */
+    p->refs = outer;
+    if (cur(p)->type == TK_EOF) return pfail(p, NULL, LD_ERR_TRUNCATED, "missing endmacro");
+    return expect_end_tag(p, "endmacro");
+}
+
+/* (a, b=1): names in n->kw, defaults in n->list2 (NULL = none) */
+static ld_status parse_params(parser *p, const tpl_token *k, tpl_node *n)
+{
+    /* reuse the call-argument parser, then check the shapes */
     tpl_node tmp;
     memset(&tmp, 0, sizeof tmp);
     LD_TRY(parse_call_args(p, &tmp));
@@ -665,10 +688,45 @@ static ld_status parse_macro(parser *p, tpl_node *n)
     }
     for (size_t j = 0; j < tmp.list2.n; j++)
         n->kw[tmp.list.n + j] = tmp.kw[j], n->list2.v[tmp.list.n + j] = tmp.list2.v[j];
+    return LD_OK;
+}
+
+/* {% call(params) callee(args) %}body{% endcall %}: the body is the macro
+ * `caller` that callee sees */
+static ld_status parse_call_block(parser *p, const tpl_token *k, tpl_node *n)
+{
+    static const char *const stops[] = {"endcall", NULL};
+    n->kind = N_CALL_BLOCK;
+    n->s = "caller", n->s_len = 6;
+    if (at_op(p, "(")) LD_TRY(parse_params(p, k, n));
+    LD_TRY(parse_expr(p, &n->a));
+    if (n->a->kind != N_CALL) return pfail(p, k, LD_ERR_SYNTAX, "expected a call after 'call'");
+    LD_TRY(block_end(p));
+    uint8_t outer = p->refs;
+    p->refs = 0;
+    LD_TRY(parse_body(p, stops, &n->list));
+    n->neg = p->refs;
+    p->refs = outer;
+    if (cur(p)->type == TK_EOF) return pfail(p, NULL, LD_ERR_TRUNCATED, "missing endcall");
+    return expect_end_tag(p, "endcall");
+}
+
+/* {% filter f(args) | g %}body{% endfilter %} */
+static ld_status parse_filter_block(parser *p, tpl_node *n)
+{
+    static const char *const stops[] = {"endfilter", NULL};
+    const tpl_token *k = cur(p);
+    n->kind = N_FILTER_BLOCK;
+    if (k->type != TK_NAME) return pfail(p, k, LD_ERR_SYNTAX, "expected filter name");
+    tpl_node *f = node(p, N_FILTER, k->off);
+    if (!f || !(f->s = tok_str(p, k)) || !(n->b = f->a = node(p, N_BLOCK_VALUE, k->off))) return NOMEM(p);
+    p->i++;
+    if (at_op(p, "(")) LD_TRY(parse_call_args(p, f));
+    LD_TRY(parse_filters(p, f, &n->a));
     LD_TRY(block_end(p));
     LD_TRY(parse_body(p, stops, &n->list));
-    if (cur(p)->type == TK_EOF) return pfail(p, NULL, LD_ERR_TRUNCATED, "missing endmacro");
-    return expect_end_tag(p, "endmacro");
+    if (cur(p)->type == TK_EOF) return pfail(p, NULL, LD_ERR_TRUNCATED, "missing endfilter");
+    return expect_end_tag(p, "endfilter");
 }
 
 static ld_status parse_block(parser *p, tpl_node **out)
@@ -687,11 +745,13 @@ static ld_status parse_block(parser *p, tpl_node **out)
     if (tok_is(k, TK_NAME, "for")) return n->kind = N_FOR, parse_for(p, n);
     if (tok_is(k, TK_NAME, "set")) return n->kind = N_SET, parse_set(p, n);
     if (tok_is(k, TK_NAME, "macro")) return n->kind = N_MACRO, parse_macro(p, n);
+    if (tok_is(k, TK_NAME, "call")) return parse_call_block(p, k, n);
+    if (tok_is(k, TK_NAME, "filter")) return parse_filter_block(p, n);
     if (tok_is(k, TK_NAME, "break") || tok_is(k, TK_NAME, "continue")) {
         n->kind = k->s[0] == 'b' ? N_BREAK : N_CONTINUE;
         return block_end(p);
     }
-    static const char *const unsup[] = {"call", "filter", "raw", "include", "import", "from",
+    static const char *const unsup[] = {"include", "import", "from",
                                         "extends", "block", "with", "autoescape", "do", NULL};
     for (int j = 0; unsup[j]; j++)
         if (tok_is(k, TK_NAME, unsup[j])) return pfail(p, k, LD_ERR_UNSUPPORTED, "unsupported statement");
@@ -732,7 +792,7 @@ static ld_status parse_body(parser *p, const char *const *stops, tpl_nodes *out)
 
 ld_status tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err)
 {
-    parser p = {t, toks, 0, 0, err};
+    parser p = {t, toks, 0, 0, err, 0};
     ld_status s = parse_body(&p, NULL, &t->body);
     if (s == LD_OK && cur(&p)->type != TK_EOF) s = pfail(&p, cur(&p), LD_ERR_SYNTAX, "unexpected end tag");
     return s;

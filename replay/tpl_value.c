@@ -3,6 +3,7 @@
  * json.dumps(ensure_ascii=False) serialisation.  Values live in an arena;
  * lists and dicts grow by copying into a larger arena block. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,13 @@ ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const cJSON *j)
     if (cJSON_IsBool(j)) return ld_tpl_value_bool(a, cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
+        const char *t = j->valuestring; /* literal, ld_tpl_json_keep_floats */
+        if (t && strpbrk(t, ".eE")) return tv_float(a, d);
+        if (t) {
+            errno = 0;
+            long long i = strtoll(t, NULL, 10);
+            if (errno == 0) return ld_tpl_value_int(a, (int64_t)i);
+        }
         if (d == floor(d) && fabs(d) < 9007199254740992.0) return ld_tpl_value_int(a, (int64_t)d);
         return tv_float(a, d);
     }
@@ -299,24 +307,6 @@ void tv_float_repr(tv_buf *b, double f)
     puts_(b, out);
 }
 
-static void str_repr(tv_buf *b, const char *s, size_t n)
-{
-    bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
-    char q = sq && !dq ? '"' : '\'';
-    tv_buf_putc(b, q);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char e[8];
-        if (c == '\\' || c == (unsigned char)q) tv_buf_putc(b, '\\'), tv_buf_putc(b, (char)c);
-        else if (c == '\n') puts_(b, "\\n");
-        else if (c == '\r') puts_(b, "\\r");
-        else if (c == '\t') puts_(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) snprintf(e, sizeof e, "\\x%02x", c), puts_(b, e);
-        else tv_buf_putc(b, (char)c);
-    }
-    tv_buf_putc(b, q);
-}
-
 static void int_print(tv_buf *b, int64_t i)
 {
     char t[32];
@@ -333,7 +323,7 @@ bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
     case TV_INT: int_print(b, v->u.i); return true;
     case TV_FLOAT: tv_float_repr(b, v->u.f); return true;
     case TV_STR:
-        if (repr) str_repr(b, v->u.str.s, v->u.str.len);
+        if (repr) tv_str_repr(b, v->u.str.s, v->u.str.len);
         else tv_buf_put(b, v->u.str.s, v->u.str.len);
         return true;
     case TV_LIST: {
@@ -362,36 +352,34 @@ bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
     }
 }
 
-static void json_str(tv_buf *b, const char *s, size_t n)
-{
-    tv_buf_putc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char e[8];
-        switch (c) {
-        case '"': puts_(b, "\\\""); break;
-        case '\\': puts_(b, "\\\\"); break;
-        case '\n': puts_(b, "\\n"); break;
-        case '\r': puts_(b, "\\r"); break;
-        case '\t': puts_(b, "\\t"); break;
-        case '\b': puts_(b, "\\b"); break;
-        case '\f': puts_(b, "\\f"); break;
-        default:
-            if (c < 0x20) snprintf(e, sizeof e, "\\u%04x", c), puts_(b, e);
-            else tv_buf_putc(b, (char)c);
-        }
-    }
-    tv_buf_putc(b, '"');
-}
-
 static void newline_indent(tv_buf *b, int indent, int depth)
 {
     tv_buf_putc(b, '\n');
     for (int i = 0; i < indent * depth; i++) tv_buf_putc(b, ' ');
 }
 
+/* The order json.dumps(sort_keys=True) writes d's items in: a malloc'd
+ * index array (caller frees), NULL with *why set when keys do not compare. */
+static size_t *sorted_keys(const ld_tpl_value *d, const char **why)
+{
+    size_t n = d->u.dict.n, *ix = malloc((n ? n : 1) * sizeof *ix);
+    if (!ix) return *why = "out of memory", NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        for (; j > 0; j--) {
+            bool ok;
+            int c = tv_compare(d->u.dict.keys[ix[j - 1]], d->u.dict.keys[i], &ok);
+            if (!ok) return free(ix), *why = "'<' not supported between the key types", NULL;
+            if (c <= 0) break;
+            ix[j] = ix[j - 1];
+        }
+        ix[j] = i;
+    }
+    return ix;
+}
+
 bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
-               const char *key_sep, int depth, const char **why)
+               const char *key_sep, int flags, int depth, const char **why)
 {
     if (depth > 200) return *why = "nesting too deep", false;
     switch (v->kind) {
@@ -403,7 +391,7 @@ bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_se
         else if (isinf(v->u.f)) puts_(b, v->u.f < 0 ? "-Infinity" : "Infinity");
         else tv_float_repr(b, v->u.f);
         return true;
-    case TV_STR: json_str(b, v->u.str.s, v->u.str.len); return true;
+    case TV_STR: tv_json_str(b, v->u.str.s, v->u.str.len, flags & TV_JSON_ASCII); return true;
     case TV_LIST:
     case TV_DICT: {
         bool list = v->kind == TV_LIST;
@@ -411,24 +399,34 @@ bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_se
         if (list && (v->flags & TV_F_GEN)) return *why = "Object of type generator is not JSON serializable", false;
         tv_buf_putc(b, list ? '[' : '{');
         if (!n) return tv_buf_putc(b, list ? ']' : '}'), true;
-        for (size_t i = 0; i < n; i++) {
-            if (i) puts_(b, item_sep);
+        bool sort_keys = !list && (flags & TV_JSON_SORT_KEYS);
+        size_t *order = sort_keys ? sorted_keys(v, why) : NULL;
+        if (sort_keys && !order) return false;
+        bool ok = true;
+        for (size_t o = 0; ok && o < n; o++) {
+            size_t i = order ? order[o] : o;
+            if (o) puts_(b, item_sep);
             if (indent >= 0) newline_indent(b, indent, depth + 1);
             if (!list) {
                 const ld_tpl_value *k = v->u.dict.keys[i];
-                if (k->kind == TV_STR) json_str(b, k->u.str.s, k->u.str.len);
+                if (k->kind == TV_STR) tv_json_str(b, k->u.str.s, k->u.str.len, flags & TV_JSON_ASCII);
                 else if (k->kind == TV_INT || k->kind == TV_FLOAT) {
                     tv_buf_putc(b, '"');
-                    tv_tojson(b, k, -1, "", "", depth, why);
+                    tv_tojson(b, k, -1, "", "", 0, depth, why);
                     tv_buf_putc(b, '"');
                 } else if (k->kind == TV_BOOL) puts_(b, k->u.b ? "\"true\"" : "\"false\"");
                 else if (k->kind == TV_NONE) puts_(b, "\"null\"");
-                else return *why = "keys must be str, int, float, bool or None", false;
+                else {
+                    *why = "keys must be str, int, float, bool or None", ok = false;
+                    break;
+                }
                 puts_(b, key_sep);
             }
-            if (!tv_tojson(b, list ? v->u.list.items[i] : v->u.dict.vals[i], indent, item_sep, key_sep, depth + 1, why))
-                return false;
+            ok = tv_tojson(b, list ? v->u.list.items[i] : v->u.dict.vals[i], indent, item_sep, key_sep, flags,
+                           depth + 1, why);
         }
+        free(order);
+        if (!ok) return false;
         if (indent >= 0) newline_indent(b, indent, depth);
         tv_buf_putc(b, list ? ']' : '}');
         return true;
@@ -450,7 +448,7 @@ ld_status ld_tpl_json_dumps(const struct cJSON *j, int indent, char **out,
     ld_tpl_value *v = ld_tpl_value_from_json(&a, j);
     tv_buf b = { 0 };
     const char *why = NULL;
-    bool ok = v && tv_tojson(&b, v, indent, ", ", ": ", 0, &why);
+    bool ok = v && tv_tojson(&b, v, indent, ", ", ": ", 0, 0, &why);
     ld_arena_release(&a);
     if (!ok || b.failed) {
         free(b.p);

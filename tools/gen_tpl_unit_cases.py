@@ -6,8 +6,9 @@ sets it up (ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True),
 loopcontrols, json.dumps tojson, raise_exception, strftime_now pinned to
 2024-07-26) and writes testdata/replay/tpl/cases.json:
 [{"name", "template", "context", "expect"} or {..., "error": "<Type>: <msg>",
-"error_line": N}].  Note: floats in the context must not be integral (the C
-side reads the JSON with cJSON, which cannot tell 2.0 from 2).
+"error_line": N}].  A float in the context stays a float even when it is
+whole (2.0): the C side reads the file with cJSON and keeps the number
+literals with ld_tpl_json_keep_floats.
 Usage: python3 tools/gen_tpl_unit_cases.py > testdata/replay/tpl/cases.json
 """
 import datetime
@@ -21,7 +22,10 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 CTX = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},
                     {"role": "assistant", "content": "A", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}],
        "s": "  Hello World  ", "n": 7, "f": 2.5, "l": [3, 1, 2], "d": {"b": 1, "a": [1, 2.5, None, True, "x\"y"]},
-       "none": None, "t": True}
+       "none": None, "t": True, "whole": 2.0,
+       "tree": [{"name": "a", "children": [{"name": "b", "children": []}, {"name": "c", "children": [{"name": "d"}]}]},
+                {"name": "e"}],
+       "people": [{"name": "Ann", "city": "Oslo"}, {"name": "Bob", "city": "Rome"}, {"name": "Cy", "city": "Oslo"}]}
 
 CASES = [
     # lexer whitespace rules
@@ -72,6 +76,53 @@ CASES = [
     ("m_string", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'a,b,c'.split(',') }}|{{ 'a b  c'.split() }}|{{ 'a,b,c'.split(',', 1) }}|{{ s.startswith('  He') }}|{{ s.endswith('x') }}|{{ 'xxaxx'.strip('x') }}"),
     ("m_dict", "{{ d.get('b') }} {{ d.get('zz', 'no') }} {{ d.get('zz') }} {{ d.keys() | list }} {{ d.items() | list }}"),
     ("g_strftime", "{{ strftime_now('%d %b %Y') }} {{ strftime_now('%Y-%m-%d %A') }}"),
+    # gaps found while building the differential corpus (tools/gen_tpl_corpus.py)
+    ("expr_chained_compare", "{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 < 3 > 2 }} {{ 1 == 1 != 2 }} {{ n > 5 > f }} {{ 1 < n <= 7 < 8 }}"),
+    ("scope_set_in_for_resets", "{% for i in [1,2,3] %}{% if i == 1 %}{% set x = 5 %}{% endif %}[{{ x }}]{% endfor %}"),
+    ("scope_set_in_for_outer", "{% set x = 1 %}{% for i in [1,2] %}[{{ x }}]{% set x = i * 10 %}[{{ x }}]{% endfor %}{{ x }}"),
+    ("loop_recursive", "{% for item in tree recursive %}<{{ item.name }}{{ loop.depth }}{{ loop.depth0 }}{% if item.children %}[{{ loop(item.children) }}]{% endif %}>{% endfor %}"),
+    ("loop_recursive_index", "{% for item in tree recursive %}{{ loop.index }}{{ item.name }}{% if item.children %}({{ loop(item.children) | trim }}){% endif %} {% endfor %}"),
+    ("loop_cycle", "{% for x in l %}{{ loop.cycle('odd', 'even') }}{{ loop.cycle(1, 2, 3) }} {% endfor %}"),
+    ("macro_call_block", "{% macro wrap(t) %}<{{ t }}:{{ caller() }}>{% endmacro %}{% call wrap('a') %}body{{ n }}{% endcall %}"),
+    ("macro_call_block_args", "{% macro each(xs) %}{% for x in xs %}{{ caller(x, loop.index) }}{% endfor %}{% endmacro %}{% call(x, i) each(l) %}[{{ i }}:{{ x }}]{% endcall %}"),
+    ("stmt_filter_block", "{% filter upper %}abc {{ s | trim }}{% endfilter %}|{% filter replace('a', 'b') %}aaa{{ 'a' }}{% endfilter %}|{% filter trim | upper %}  x  {% endfilter %}"),
+    ("stmt_raw", "{% raw %}{{ x }} {% if %}{# c #}{% endraw %}|\n  {%- raw %} a {% endraw -%}  |{% raw %}\n{{ y }}{% endraw %}"),
+    ("f_tojson_sort_keys", "{{ d | tojson(sort_keys=true) }}|{{ {'b': {'z': 1, 'y': 2}, 'a': none} | tojson(sort_keys=true, indent=1) }}"),
+    ("f_indent", "{{ 'a\nb\n\nc' | indent }}|{{ 'a\nb' | indent(2, true) }}|{{ 'a\n\nb\n' | indent(4, blank=true) }}|{{ 'x\ny' | indent('> ') }}|{{ 'x\ny' | indent(width=1, first=true) }}"),
+    ("f_unique", "{{ [1, 2, 1, 3, 2] | unique | list }} {{ ['a', 'A', 'b'] | unique | list }} {{ ['a', 'A'] | unique(case_sensitive=true) | list }} {{ people | unique(attribute='city') | map(attribute='name') | list }}"),
+    ("f_groupby", "{% for g in people | groupby('city') %}{{ g.grouper }}:{{ g.list | map(attribute='name') | join(',') }};{% endfor %}|{% for city, ps in people | groupby('city') %}{{ city }}={{ ps | length }} {% endfor %}"),
+    ("f_case_unicode", "{{ 'éàç ÀÉÏ ñ' | upper }} {{ 'ΑΒΓ ΔΈΖ' | lower }} {{ 'привет МИР' | title }} {{ 'élan VITAL' | capitalize }} {{ 'ÿ Ω ж' | upper }}"),
+    ("m_case_unicode", "{{ 'Ärger'.upper() }} {{ 'ΣΟΦΊΑ'.lower() }} {{ 'Ёлка'.lower() }} {{ 'åsa öberg'.title() }}"),
+    ("f_title_words", "{{ \"they're 3rd-place (mc)donald x\tY ΟΔΟΣ\" | title }}|{{ \"they're 3rd-place (mc)donald ΟΔΟΣ\".title() }}|{{ 'straße'.upper() }} {{ 'ß'.capitalize() }} {{ 'ΟΔΟΣ ΣΑ'.lower() }}"),
+    ("f_groupby_more", "{{ (people | groupby('city'))[0] }}|{% for g in [{'k': 'a'}, {'k': 'A'}, {'k': 'b'}, {}] | groupby('k', default='z') %}{{ g.grouper }}{{ g.list | length }} {% endfor %}|{% for g in [{'k': 'a'}, {'k': 'A'}] | groupby('k', case_sensitive=true) %}{{ g.grouper }}{% endfor %}|{% for g in [[1, 'x'], [0, 'y'], [1, 'z']] | groupby(0) %}{{ g.grouper }}:{{ g.list | map('last') | join }} {% endfor %}"),
+    ("f_unique_more", "{{ ['b', 'B', 'a', 'b'] | unique | join(',') }} {{ [1, 1.0, true, 2] | unique | list }} {{ 'hello' | unique | join }}"),
+    ("expr_chained_more", "{{ 1 < 2 in [true] }} {{ 1 < 2 in [2] }} {{ 'a' not in 'b' != false }} {{ (1 < 2) < 2 }} {{ 3 > 2 == 2 }}"),
+    ("scope_set_in_for_nested", "{% for i in [1, 2] %}{% set x = i %}{% for j in [1, 2] %}{% if j == 1 %}{% set y = x * 10 %}{% endif %}{{ x }}{{ y }};{% endfor %}{% endfor %}|{% set ns = namespace(n=0) %}{% for i in [1, 2] %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"),
+    ("loop_recursive_else_filter", "{% for x in tree if x.name != 'e' recursive %}{{ x.name }}({{ loop(x.children) if x.children else '' }}){% else %}-{% endfor %}"),
+    ("loop_cycle_nested", "{% for a in [1, 2] %}{% for b in [1, 2, 3] %}{{ loop.cycle('x', 'y') }}{% endfor %}{{ loop.cycle('A', 'B') }}{% endfor %}"),
+    ("macro_call_block_scope", "{% macro box() %}[{{ caller() }}]{% endmacro %}{% for m in messages %}{% call box() %}{{ loop.index }}{{ m.role }}{% endcall %}{% endfor %}{% macro twice() %}{{ caller(1) }}{{ caller(2) }}{% endmacro %}{% call(k) twice() %}<{{ k }}{% call box() %}{{ k * 2 }}{% endcall %}>{% endcall %}"),
+    ("stmt_filter_block_more", "{% filter indent(2, true) %}a\nb{% endfilter %}|{% filter upper %}{% filter replace('x', 'y') %}x{% set z = 1 %}{% endfilter %}x{% endfilter %}|{% filter title %}hello world{% endfilter %}"),
+    ("stmt_raw_ws", "a\n  {% raw %}  {{ x }}\n  {% endraw %}\nb|{% raw -%}   y   {%- endraw %}|{%- raw %}z{% endraw +%}\n"),
+    ("m_format_more", "{{ '{!r} {!s} {k!r}'.format('a', 'b', k=none) }} {{ '{0}{0}{1}'.format(1, 2) }} {{ '}}{{'.format() }} {{ '{}'.format(d) }}"),
+    ("expr_repr_unprintable", "{{ ['nbsp\u00a0', 'zwj\u200d', '\x85', 'id\u3000', 'é', 'ls\u2028', 'bom\ufeff', 'pua\ue000', 'tab\t', 'x\x7f', 'emoji👍', \"it's\", 'a\\b'] }}"),
+    ("f_tojson_ensure_ascii", "{{ ['é', '👍', 'x\x7f', 'ok', 'ß\n'] | tojson(ensure_ascii=true) }}|{{ {'ключ': 'é'} | tojson(ensure_ascii=false) }}"),
+    ("f_format_printf", "{{ '%s-%d|%r|%%|%i' | format('a', 7, 'q', 3) }} {{ '%s' | format(none) }} {{ '%.2f' | format(f) }} {{ '%(x)s' | format(x=1) if false else 'ok' }}"),
+    ("f_numbers", "{{ [3, 1, 2] | sum }} {{ l | sum(start=10) }} {{ people | sum(attribute='n', start=0) if false else '' }}{{ l | min }} {{ l | max }} {{ ['b', 'A', 'c'] | max }} {{ ['b', 'A', 'c'] | min(case_sensitive=true) }} {{ people | max(attribute='name') }} {{ [] | max }}|{{ 2.5 | round }} {{ 3.14159 | round(2) }} {{ 2.5 | round(0, 'floor') }} {{ 2.1 | round(0, 'ceil') }} {{ 7 | round }} {{ -0.5 | round }}"),
+    ("f_seq_more", "{{ l | batch(2) | list }} {{ l | batch(2, 'x') | list }} {{ people | map(attribute='name') | list | batch(2) | map('join', '+') | join(' ') }} {{ messages[0] | attr('role') }}"),
+    ("f_text_more", "{{ 'a b  c\nd' | wordcount }} [{{ 'ab' | center(6) }}] {{ '<a href=\"x\">&' | e }} {{ '<b>' | escape }} {{ 'hello world foo bar' | truncate(11) }} {{ 'hello' | truncate(3, true, '..', 0) }}"),
+    ("m_string_more", "{{ ', '.join(['a', 'b']) }} {{ ''.join(l | map('string')) }} {{ 'abcabc'.rfind('b') }} {{ 'ab1'.isalnum() }} {{ 'ab'.isalpha() }} {{ 'AB'.isupper() }} {{ 'ab'.islower() }} {{ 'prefix_x'.removeprefix('prefix_') }} {{ 'x.txt'.removesuffix('.txt') }}"),
+    ("expr_tuple_literals", "{{ () }} {{ (1,) }} {{ ('a', 1) }} {{ [('a', 1)] }} {{ {'a': (1,)} }} {{ () | length }}"),
+    ("expr_int_literals", "{{ 1_000 + 0x10 }} {{ 0o17 }} {{ 0b101 }} {{ 0xFF_FF }}"),
+    ("expr_repeat", "{{ 'x' * 3 }} {{ [1, 'a'] * 2 }} {{ 3 * 'y' }} {{ 2 * [0] }} {{ (1,) * 2 }}"),
+    ("expr_neg_zero", "{{ -0.0 }} {{ -(0.0) }} {{ 0.0 * -1 }} {{ -f }} {{ -n }} {{ [-0.0] | tojson }}"),
+    ("macro_varargs_kwargs", "{% macro f(a, b=2) %}{{ a }}{{ b }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1) }}|{{ f(1, 3, 4, 5) }}|{{ f(1, c=9, b=0) }}"),
+    ("m_rsplit", "{{ 'a b c'.rsplit(' ', 1) }} {{ '  a  b c  '.rsplit(none, 1) }} {{ 'a,b,,c'.rsplit(',') }} {{ 'a::b::c'.rsplit('::', 1) }} {{ 'abc'.rsplit('x') }}"),
+    ("m_list_index_count", "{{ l.index(1) }} {{ [1, 2, 1].count(1) }} {{ messages.index(messages[1]) }}"),
+    ("f_slice_dictsort_by", "{{ l | slice(2) | list }} {{ [1, 2, 3, 4] | slice(2, 0) | list }} {{ [1, 2, 3] | slice(2, 'x') | list }}|{{ {'b': 1, 'a': 2} | dictsort(by='value') }} {{ {'b': 1, 'a': 2} | dictsort(false, 'value', true) }}"),
+    ("m_format_spec", "{{ '{:>5}|{:<5}|{:^6}|{:*^7}|{:5}|{:.2}'.format('a', 'b', 'c', 'd', 'e', 'xyz') }}|{{ '{:5d}|{:+d}|{: d}|{:05d}|{:#x}|{:X}|{:o}|{:#b}|{:c}|{:=+6d}'.format(42, 42, 42, -42, 255, 255, 8, 5, 65, 7) }}|{{ '{:.2f}|{:8.3f}|{:e}|{:.1e}|{:g}|{:.3g}|{:%}|{:.1%}|{:f}|{:10}|{:.3}|{}'.format(3.14159, 2.5, 12345.678, 0.000123, 0.0001, 1234567.0, 0.25, 0.125, 1, 2.5, 2.0, 1e20) }}|{{ '{!r:>6}|{!s:<4}|{:ñ>3}'.format('a', 1, 'b') }}"),
+    ("err_format_spec_type", "{{ '{:d}'.format('x') }}"),
+    ("m_format", "{{ '{} and {}'.format(1, 'b') }} {{ '{0}-{1}-{0}'.format('x', 'y') }} {{ '{name}!'.format(name='z') }} {{ '{{}}{}'.format(3) }} {{ '{}'.format(none) }} {{ '{}|{}'.format(f, [1]) }}"),
+    ("expr_whole_float", "{{ whole }} {{ whole | tojson }} {{ [whole] }} {{ whole * 2 }} {{ whole | int }} {{ {'w': whole} | tojson }}"),
     # errors
     ("err_raise", "line1\n  {{ raise_exception('boom here') }}"),
     ("err_append", "{% set x = [] %}{{ x.append(1) }}"),

@@ -34,6 +34,13 @@ while read -r tpl bos eos; do
         [ "$(cat "$WORK/$case.gen")" = 0 ] && gen=(--no-generation-prompt)
         result=$(cat "$WORK/$tpl.$case.result")
         name="$tpl/$case"
+        if [ "$name" = openai-gpt-oss-120b/reasoning_history ]; then
+            # the shared goldens were rendered by plain jinja2, without transformers' message
+            # normalization, which gives gpt-oss the reasoning as `thinking`; this pair is
+            # checked as transformers renders it in tests/replay/test_tpl_corpus.c
+            echo "skip $name: golden rendered without transformers' reasoning alias"
+            continue
+        fi
         if [ "${result#ERROR}" != "$result" ]; then
             run "$name refuses: exit 2" 2 "$LOGDIFF" template --template "$T/$tpl.jinja" \
                 "${args[@]}" "${gen[@]}" "$WORK/$case.json"
@@ -55,25 +62,32 @@ google-gemma-2-2b-it <bos> <eos>
 openai-gpt-oss-120b <|startoftext|> <|return|>
 EOF
 
-# an absent token is Python None; --bos-token overrides the source; kwargs become variables
-printf '%s' '{{ bos_token }}|{{ eos_token is none }}|{{ add_generation_prompt }}|{{ tools is defined }}|{{ enable_thinking }}' >"$WORK/t.jinja"
-echo '{"messages": [], "chat_template_kwargs": {"enable_thinking": false}}' >"$WORK/k.json"
-run "no tokens: None" 0 "$LOGDIFF" template --template "$WORK/t.jinja" "$WORK/k.json"
-check "no tokens: output" test "$(cat "$WORK/out")" = "None|True|True|False|False"
+# the context transformers gives a template (testdata/replay/tpl_corpus/context.json, from
+# transformers itself: tools/gen_tpl_corpus.py): an unset token is undefined, tools and documents
+# are None, kwargs become variables; --bos-token overrides the source
+CTX="$LD_SOURCE_DIR/testdata/replay/tpl_corpus/context.json"
+python3 - "$CTX" "$WORK" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+open(sys.argv[2] + "/t.jinja", "w", encoding="utf-8").write(d["template"])
+json.dump(d["request"], open(sys.argv[2] + "/k.json", "w", encoding="utf-8"))
+for c in d["cases"]:
+    open(sys.argv[2] + "/" + c["name"] + ".want", "w", encoding="utf-8").write(c["out"])
+PY
+run "no tokens" 0 "$LOGDIFF" template --template "$WORK/t.jinja" "$WORK/k.json"
+check "no tokens: output as transformers" cmp -s "$WORK/out" "$WORK/no_tokens.want"
 run "--bos-token, --no-generation-prompt" 0 "$LOGDIFF" template --template "$WORK/t.jinja" \
     --bos-token '<s>' --no-generation-prompt "$WORK/k.json"
-check "options: output" test "$(cat "$WORK/out")" = "<s>|True|False|False|False"
+check "options: output as transformers" cmp -s "$WORK/out" "$WORK/bos_no_gen.want"
 # from a tokenizer_config.json: tokens from the config, the option wins
 python3 -c "
 import json,sys
 json.dump({'chat_template': open(sys.argv[1]).read(), 'bos_token': {'content': '<B>'}, 'eos_token': 'E'}, open(sys.argv[2], 'w'))
 " "$WORK/t.jinja" "$WORK/tokenizer_config.json"
 run "tokenizer_config.json" 0 "$LOGDIFF" template --template "$WORK/tokenizer_config.json" "$WORK/k.json"
-check "config tokens" test "$(cat "$WORK/out")" = "<B>|False|True|False|False"
+check "config tokens" cmp -s "$WORK/out" "$WORK/bos_eos.want"
 run "model directory, --eos-token" 0 "$LOGDIFF" template --template "$WORK" --eos-token X - <"$WORK/k.json"
-check "directory: chat_template.jinja absent, config used" test "$(cat "$WORK/out")" = "<B>|False|True|False|False"
-
-# errors
+check "directory: chat_template.jinja absent, config used" cmp -s "$WORK/out" "$WORK/bos_eos.want"
 run "no --template: exit 2" 2 "$LOGDIFF" template "$WORK/k.json"
 run "missing template file: exit 2" 2 "$LOGDIFF" template --template "$WORK/nope.jinja" "$WORK/k.json"
 check "missing file named" grep -q "nope.jinja" "$WORK/err"

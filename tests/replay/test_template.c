@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "golden_tokens.h"
 #include "ld_test.h"
 #include "tpl.h"
 
@@ -150,25 +151,6 @@ static bool listed(const char *tpl, const char *c)
     return false;
 }
 
-static void tokens_for(const char *name, const char **bos, const char **eos)
-{
-    const char *n = strncmp(name, "orig__", 6) == 0 ? name + 6 : name;
-    char low[256];
-    size_t i;
-    for (i = 0; n[i] && i < sizeof low - 1; i++) low[i] = (char)((n[i] >= 'A' && n[i] <= 'Z') ? n[i] + 32 : n[i]);
-    low[i] = 0;
-    *bos = *eos = NULL;
-    if (strstr(low, "deepseek")) *bos = "<｜begin▁of▁sentence｜>", *eos = "<｜end▁of▁sentence｜>";
-    else if (strstr(low, "qwen")) *eos = "<|im_end|>";
-    else if (strstr(low, "llama")) *bos = "<|begin_of_text|>", *eos = "<|eot_id|>";
-    else if (strstr(low, "mistral") || strstr(low, "ministral")) *bos = "<s>", *eos = "</s>";
-    else if (strstr(low, "gpt-oss")) *bos = "<|startoftext|>", *eos = "<|return|>";
-    else if (strstr(low, "kimi")) *bos = "[BOS]", *eos = "[EOS]";
-    else if (strstr(low, "glm")) *eos = "<|endoftext|>";
-    else if (strstr(low, "gemma")) *bos = "<bos>", *eos = "<eos>";
-    else if (strstr(low, "phi")) *bos = "<s>", *eos = "<|endoftext|>";
-}
-
 static ld_tpl_value *tok_value(ld_arena *a, const char *s)
 {
     return s ? ld_tpl_value_str(a, s, strlen(s)) : ld_tpl_value_none(a);
@@ -195,7 +177,7 @@ static int run_pair(const char *dir, const char *name, const char *cname, const 
     ld_arena_init(&a, 0);
     ld_tpl_value *ctx = ld_tpl_value_dict(&a);
     const char *bos, *eos;
-    tokens_for(name, &bos, &eos);
+    ld_golden_tokens(name, &bos, &eos);
     for (const cJSON *c = cse->child; c; c = c->next) ld_tpl_dict_set(&a, ctx, c->string, ld_tpl_value_from_json(&a, c));
     ld_tpl_dict_set(&a, ctx, "bos_token", tok_value(&a, bos));
     ld_tpl_dict_set(&a, ctx, "eos_token", tok_value(&a, eos));

@@ -57,8 +57,9 @@ static int run_prefix(const char *prefix)
 {
     char *js = ld_test_slurp(LD_TESTDATA_DIR "/replay/tpl/cases.json");
     cJSON *all = js ? cJSON_Parse(js) : NULL;
+    /* keep whole floats (2.0) floats, as Python's json does */
+    CHECK(all && ld_tpl_json_keep_floats(all, js, strlen(js)) == LD_OK);
     free(js);
-    CHECK(all);
     int failed = 0, n = 0;
     for (const cJSON *c = all->child; c; c = c->next) {
         if (strncmp(cJSON_GetObjectItem(c, "name")->valuestring, prefix, strlen(prefix)) != 0) continue;
@@ -81,6 +82,7 @@ static int test_tpl_filters(void) { return run_prefix("f_"); }
 static int test_tpl_methods(void) { return run_prefix("m_"); }
 static int test_tpl_globals(void) { return run_prefix("g_"); }
 static int test_tpl_errors(void) { return run_prefix("err_"); }
+static int test_tpl_statements(void) { return run_prefix("stmt_"); }
 
 /* sandbox limits end in LD_ERR_LIMIT, not a crash or a hang */
 static int test_tpl_limits(void)
@@ -104,11 +106,44 @@ static int test_tpl_limits(void)
     return 0;
 }
 
+/* Python's ints are unbounded: a result beyond 64 bits is refused, never
+ * wrapped around */
+static int test_tpl_int_overflow(void)
+{
+    static const char *const srcs[] = {
+        "{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}", "{{ 4294967296 * 4294967296 }}",
+        "{{ 3 ** 41 }}", "{{ 0x7FFFFFFFFFFFFFFF * 2 }}", "{{ 99999999999999999999 }}",
+    };
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+        ld_tpl *t = NULL;
+        ld_error err;
+        char *out = NULL;
+        size_t n;
+        ld_status s = ld_tpl_compile(srcs[i], strlen(srcs[i]), &t, &err);
+        if (s == LD_OK) s = ld_tpl_render(t, NULL, NULL, &out, &n, &err);
+        CHECK_MSG(s == LD_ERR_UNSUPPORTED, "%s: status %d", srcs[i], (int)s);
+        CHECK(out == NULL);
+        ld_tpl_free(t);
+    }
+    const char *ok = "{{ 3 ** 39 }} {{ (-2) ** 63 }} {{ 0 ** 5 }} {{ (-1) ** 1001 }}";
+    ld_tpl *t = NULL;
+    ld_error err;
+    char *out = NULL;
+    size_t n;
+    CHECK(ld_tpl_compile(ok, strlen(ok), &t, &err) == LD_OK);
+    CHECK(ld_tpl_render(t, NULL, NULL, &out, &n, &err) == LD_OK);
+    CHECK_EQ_STR(out, "4052555153018976267 -9223372036854775808 0 -1");
+    free(out);
+    ld_tpl_free(t);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_tpl_whitespace), LD_CASE(test_tpl_loops),   LD_CASE(test_tpl_scoping),
     LD_CASE(test_tpl_macros),     LD_CASE(test_tpl_expressions), LD_CASE(test_tpl_tests),
     LD_CASE(test_tpl_filters),    LD_CASE(test_tpl_methods), LD_CASE(test_tpl_globals),
-    LD_CASE(test_tpl_errors),     LD_CASE(test_tpl_limits),
+    LD_CASE(test_tpl_errors),     LD_CASE(test_tpl_statements), LD_CASE(test_tpl_limits),
+    LD_CASE(test_tpl_int_overflow),
 };
 
 LD_TEST_MAIN(cases)

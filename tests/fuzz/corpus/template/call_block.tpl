@@ -1,0 +1,1 @@
+{% macro box(t) %}<{{ t }}:{{ caller(t) }}>{% endmacro %}{% for m in messages %}{% call(x) box(m.role) %}{{ x | upper }}{{ loop.index }}{% endcall %}{% endfor %}

@@ -1,0 +1,1 @@
+{{ 1 < 2 < 3 }}{{ 3 > 2 > 1 > 0 }}{{ 'a' in 'abc' != false }}{% for i in [1, 2, 3] %}{% if i == 1 %}{% set x = 5 %}{% endif %}[{{ x }}]{% endfor %}

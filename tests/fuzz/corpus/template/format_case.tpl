@@ -1,0 +1,1 @@
+{{ '{} {0} {k!r}'.format('x', k='y') }}{{ 'Straße ΟΔΟΣ Ёлка' | upper }}{{ 'ΟΔΟΣ' | lower }}{{ "they're (here)" | title }}{{ 'élan'.capitalize() }}

@@ -1,0 +1,1 @@
+{% for g in messages | groupby('role') %}{{ g.grouper }}={{ g.list | length }}{% endfor %}{{ ['a', 'A', 'b'] | unique | list }}{{ {'b': 1, 'a': 2.0} | tojson(sort_keys=true, indent=2) }}

@@ -1,0 +1,2 @@
+  {%- raw %} {{ not evaluated }} {% if %}{% endraw -%}
+{% raw %}{%- endraw %}

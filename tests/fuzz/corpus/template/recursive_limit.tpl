@@ -1,0 +1,1 @@
+{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}{% macro m() %}{{ caller() }}{% endmacro %}{% call m() %}{% call m() %}{{ loop }}{% endcall %}{% endcall %}

@@ -1,0 +1,1 @@
+{% set t = [{'n': 'a', 'c': [{'n': 'b', 'c': []}]}, {'n': 'd'}] %}{% for x in t recursive %}{{ loop.depth }}{{ x.n }}{% if x.c %}[{{ loop(x.c) }}]{% endif %}{{ loop.cycle('-', '+') }}{% endfor %}

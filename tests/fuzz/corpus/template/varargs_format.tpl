@@ -1,0 +1,1 @@
+{% macro f(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1, 2, k=3) }}{{ '{:*^9.3f}|{!r:>5}|{:#x}'.format(3.14159, 'a', 0xFF) }}{{ [1, 2, 3] | slice(2, 0) | list }}{{ 'a b'.rsplit(none, 1) }}{{ () }}{{ [0] * 3 }}{{ -0.0 }}{{ 3 ** 39 }}
