@@ -93,6 +93,9 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     }
     ld_tpl_source *src = NULL;
     if (load_template(cli, tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
+    ld_arena render_scratch; /* reused by every re-render */
+    ld_arena_init(&render_scratch, 0);
+    rr.chat.scratch = &render_scratch;
     rep.rerender = src ? &rr : NULL;
     ld_diff_options dopts = { { 0 }, no_conv };
     ld_error e;
@@ -100,6 +103,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     if (ld_differ_new(&dopts, &rep.differ, &e) != LD_OK) {
         fprintf(cli->err, "logdiff diff: %s\n", e.msg);
         ld_tpl_source_free(src);
+        ld_arena_release(&render_scratch);
         return LD_EXIT_TROUBLE;
     }
     ld_pair_options opts = { 0 };
@@ -109,6 +113,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     if (rc == 0) ld_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
     ld_tpl_source_free(src);
+    ld_arena_release(&render_scratch);
     ld_arena_release(&rep.arena);
     if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;
     if (rep.only_rid && !rep.n_reported) {

@@ -116,7 +116,7 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req,
                   const char *bos, const char *eos, int gen_prompt)
 {
-    ld_chat_opts opts = { bos, eos, !gen_prompt, NULL };
+    ld_chat_opts opts = { bos, eos, !gen_prompt, NULL, NULL };
     char *out = NULL;
     size_t out_len = 0;
     ld_error err;

@@ -10,7 +10,7 @@
 
 static int set_json(ld_arena *a, ld_tpl_value *ctx, const char *key, const cJSON *j)
 {
-    ld_tpl_value *val = j ? ld_tpl_value_from_json(a, j) : ld_tpl_value_none(a);
+    ld_tpl_value *val = j ? ld_tpl_value_from_json_borrowed(a, j) : ld_tpl_value_none(a); /* req outlives the render */
     return val && ld_tpl_dict_set(a, ctx, key, val) == LD_OK;
 }
 
@@ -30,9 +30,17 @@ static const cJSON *reasoning_of(const cJSON *m)
  * None dropped; a reasoning under any name also given as `thinking` (first,
  * unless the message has it) and `reasoning_content` (in its place, else
  * last). */
+static int has_null_value(const cJSON *m)
+{
+    for (const cJSON *k = m->child; k; k = k->next)
+        if (cJSON_IsNull(k)) return 1;
+    return 0;
+}
+
 static ld_tpl_value *message_value(ld_arena *a, const cJSON *m)
 {
-    if (!cJSON_IsObject(m)) return ld_tpl_value_from_json(a, m);
+    if (!cJSON_IsObject(m) || (!reasoning_of(m) && !has_null_value(m)))
+        return ld_tpl_value_from_json_borrowed(a, m); /* nothing to normalize */
     ld_tpl_value *d = ld_tpl_value_dict(a);
     const cJSON *reasoning = reasoning_of(m);
     int ok = d != NULL;
@@ -82,18 +90,31 @@ static ld_tpl_value *build_context(ld_arena *a, const cJSON *req, const char *bo
     return ok ? ctx : NULL;
 }
 
+ld_status ld_chat_context(const ld_tpl_source *src, const cJSON *request, const ld_chat_opts *opts,
+                          ld_arena *arena, ld_tpl_value **out, ld_error *err)
+{
+    static const ld_chat_opts no_opts;
+    const ld_chat_opts *o = opts ? opts : &no_opts;
+    const char *bos = o->bos_token ? o->bos_token : src->bos_token;
+    const char *eos = o->eos_token ? o->eos_token : src->eos_token;
+    if (!cJSON_IsObject(request) ||
+        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(request, "messages")))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "the request has no 'messages' list");
+    *out = build_context(arena, request, bos, eos, !o->no_generation_prompt);
+    return *out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory building the template context");
+}
+
 static ld_status render_jinja(const ld_tpl_source *src, const cJSON *req,
                               const ld_chat_opts *o, char **out, size_t *out_len,
                               ld_error *err)
 {
-    ld_arena a;
-    ld_arena_init(&a, 0);
-    const char *bos = o->bos_token ? o->bos_token : src->bos_token;
-    const char *eos = o->eos_token ? o->eos_token : src->eos_token;
-    ld_tpl_value *ctx = build_context(&a, req, bos, eos, !o->no_generation_prompt);
-    ld_status st = ctx ? ld_tpl_render(src->tpl, ctx, o->limits, out, out_len, err)
-                       : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory building the template context");
-    ld_arena_release(&a);
+    ld_arena own, *a = o->scratch;
+    if (!a) ld_arena_init(a = &own, 0);
+    ld_tpl_value *ctx = NULL;
+    ld_status st = ld_chat_context(src, req, o, a, &ctx, err);
+    if (st == LD_OK) st = ld_tpl_render_in(src->tpl, ctx, o->limits, a, out, out_len, err);
+    if (a == &own) ld_arena_release(a);
+    else ld_arena_reset(a);
     return st;
 }
 

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "arena.h"
 #include "ld_error.h"
 #include "tpl.h"
 #include "tpl_source.h"
@@ -30,6 +31,9 @@ typedef struct ld_chat_opts {
     const char *eos_token;      /* overrides the source's; NULL = source's */
     int no_generation_prompt;   /* add_generation_prompt=False */
     const ld_tpl_limits *limits; /* NULL = defaults (tpl.h) */
+    ld_arena *scratch;          /* NULL = fresh memory per render; else the
+                                   caller's arena, reset after each render so
+                                   that repeated renders reuse its memory */
 } ld_chat_opts;
 
 /* Renders `request` (a JSON object with a `messages` list) through `src`.
@@ -39,5 +43,13 @@ typedef struct ld_chat_opts {
 ld_status ld_chat_render(const ld_tpl_source *src, const struct cJSON *request,
                          const ld_chat_opts *opts, char **out, size_t *out_len,
                          ld_error *err);
+
+/* The template context of `request` (above) for a Jinja source, built in
+ * `arena` (values borrow strings from `request`, which must outlive them):
+ * for callers that render it several times with ld_tpl_render_in.  Errors:
+ * LD_ERR_USAGE (no `messages` list), LD_ERR_NOMEM. */
+ld_status ld_chat_context(const ld_tpl_source *src, const struct cJSON *request,
+                          const ld_chat_opts *opts, ld_arena *arena, ld_tpl_value **out,
+                          ld_error *err);
 
 #endif

@@ -74,6 +74,15 @@ ld_status ld_tpl_render(const ld_tpl *t, const ld_tpl_value *ctx,
                         const ld_tpl_limits *lim, char **out, size_t *out_len,
                         ld_error *err);
 
+/* As ld_tpl_render, with the render's scratch memory taken from `scratch`,
+ * which the caller owns and resets (ld_arena_reset) once it no longer needs
+ * the context values it may also hold: repeated renders then reuse the same
+ * memory instead of asking the system for it each time.  The memory limit
+ * counts what the render adds to the arena. */
+ld_status ld_tpl_render_in(const ld_tpl *t, const ld_tpl_value *ctx,
+                           const ld_tpl_limits *lim, ld_arena *scratch,
+                           char **out, size_t *out_len, ld_error *err);
+
 /* ---- context values, allocated in the caller's arena `a` (NULL when the
  * arena is exhausted).  Strings are copied into the arena. */
 ld_tpl_value *ld_tpl_value_none(ld_arena *a);
@@ -91,6 +100,10 @@ ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key,
 /* Converts a cJSON tree (objects keep their key order; numbers that are
  * integral in the JSON text become int, others float).  NULL on NOMEM. */
 ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const struct cJSON *j);
+/* The same, with strings and keys pointing into `j` instead of copied: `j`
+ * must outlive the value and stay unchanged (a render's context built from
+ * a request the caller keeps). */
+ld_tpl_value *ld_tpl_value_from_json_borrowed(ld_arena *a, const struct cJSON *j);
 
 /* Re-scans `text`, the JSON that `root` was parsed from (cJSON_Parse), and
  * stores the literal of every number on its node (valuestring, allocated

@@ -57,6 +57,12 @@ void tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
     tv_buf_putc(b, '"');
     for (size_t i = 0; i < n;) {
+        if (!ascii) { /* copy the run that needs no escape in one go */
+            size_t j = i;
+            while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\') j++;
+            tv_buf_put(b, s + i, j - i);
+            if ((i = j) == n) break;
+        }
         uint32_t c;
         size_t k = tv_utf8_decode(s + i, n - i, &c);
         char e[16];

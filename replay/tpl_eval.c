@@ -33,7 +33,8 @@ typedef struct call_ctx {
 
 struct tpl_rt {
     const ld_tpl *t;
-    ld_arena arena;
+    ld_arena *arena;    /* the render's scratch memory: `own`, or the caller's */
+    ld_arena own;
     tv_buf *out;
     ld_error *err;
     ld_tpl_limits lim;
@@ -48,7 +49,7 @@ struct tpl_rt {
     ld_tpl_value *block_value; /* body of the innermost filter block */
 };
 
-ld_arena *tpl_rt_arena(tpl_rt *rt) { return &rt->arena; }
+ld_arena *tpl_rt_arena(tpl_rt *rt) { return rt->arena; }
 const char *tpl_rt_today(tpl_rt *rt) { return rt->lim.today; }
 
 ld_status tpl_rt_fail(tpl_rt *rt, const tpl_node *at, ld_status code, const char *fmt, ...)
@@ -94,18 +95,17 @@ static ld_tpl_value *lookup(tpl_rt *rt, const char *name, size_t len)
     }
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (strlen(globals[i].n) == len && memcmp(globals[i].n, name, len) == 0) {
-            ld_tpl_value *v = tv_new(&rt->arena, TV_FUNC);
+            ld_tpl_value *v = tv_new(rt->arena, TV_FUNC);
             if (v) v->u.func.id = globals[i].id;
             return v;
         }
-    char hint[160];
-    snprintf(hint, sizeof hint, "'%.*s' is undefined", (int)(len > 100 ? 100 : len), name);
-    return tv_undef(&rt->arena, hint);
+    return tv_undef_lazy(rt->arena, NULL, name, len); /* name: the template's */
 }
 
+/* `name` is the template's (or a literal): the key points at it. */
 static ld_status set_var(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v)
 {
-    NEW(rt, at, tv_dict_put(&rt->arena, rt->cur->vars, tv_str(&rt->arena, name, strlen(name)), v));
+    NEW(rt, at, tv_dict_put(rt->arena, rt->cur->vars, tv_str_ref(rt->arena, name, strlen(name)), v));
     return LD_OK;
 }
 
@@ -114,27 +114,27 @@ ld_tpl_value *tpl_str_of(tpl_rt *rt, const ld_tpl_value *v)
     if (v->kind == TV_STR) return (ld_tpl_value *)v;
     tv_buf b = {0};
     if (!tv_print(&b, v, false) || b.failed) { free(b.p); return NULL; }
-    ld_tpl_value *s = tv_str(&rt->arena, b.p, b.len);
+    ld_tpl_value *s = tv_str(rt->arena, b.p, b.len);
     free(b.p);
     return s;
 }
 
 ld_status tpl_iter(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v, ld_tpl_value **out)
 {
-    ld_tpl_value *l = tv_new(&rt->arena, TV_LIST);
+    ld_tpl_value *l = tv_new(rt->arena, TV_LIST);
     NEW(rt, at, l);
     switch (v->kind) {
     case TV_LIST: *out = (ld_tpl_value *)v; return LD_OK;
     case TV_UNDEF: *out = l; return LD_OK;
     case TV_DICT: case TV_NS:
-        for (size_t i = 0; i < v->u.dict.n; i++) NEW(rt, at, tv_push(&rt->arena, l, v->u.dict.keys[i]));
+        for (size_t i = 0; i < v->u.dict.n; i++) NEW(rt, at, tv_push(rt->arena, l, v->u.dict.keys[i]));
         *out = l;
         return LD_OK;
     case TV_STR:
         for (size_t i = 0; i < v->u.str.len;) {
             size_t j = i + 1;
             while (j < v->u.str.len && ((unsigned char)v->u.str.s[j] & 0xC0) == 0x80) j++;
-            NEW(rt, at, tv_push(&rt->arena, l, tv_str(&rt->arena, v->u.str.s + i, j - i)));
+            NEW(rt, at, tv_push(rt->arena, l, tv_str(rt->arena, v->u.str.s + i, j - i)));
             i = j;
         }
         *out = l;
@@ -163,27 +163,61 @@ static ld_status assign_targets(tpl_rt *rt, const tpl_node *n, ld_tpl_value *ite
     return LD_OK;
 }
 
-static ld_tpl_value *loop_obj(tpl_rt *rt, const ld_tpl_value *items, size_t i, int64_t depth)
+/* The keys of `loop` objects, built once per loop and shared by its
+ * iterations (a dict grows into a new key array, so sharing is safe):
+ * all[] = the fixed ones, previtem, nextitem; no_prev[] = the fixed ones,
+ * nextitem (the first iteration has no previtem). */
+enum { LOOP_FIXED = 9, LOOP_KEYS = 11 };
+static const char *const loop_key_names[LOOP_KEYS] = {
+    "index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+    "previtem", "nextitem"
+};
+
+typedef struct loop_keys {
+    ld_tpl_value *all[LOOP_KEYS], *no_prev[LOOP_FIXED + 1];
+} loop_keys;
+
+static bool make_loop_keys(ld_arena *a, loop_keys *k)
 {
-    ld_arena *a = &rt->arena;
+    for (size_t i = 0; i < LOOP_KEYS; i++) {
+        const char *s = loop_key_names[i];
+        if (!(k->all[i] = tv_str_ref(a, s, strlen(s)))) return false;
+        if (i < LOOP_FIXED) k->no_prev[i] = k->all[i];
+    }
+    k->no_prev[LOOP_FIXED] = k->all[LOOP_KEYS - 1];
+    return true;
+}
+
+/* One iteration's `loop`: a dict over the shared keys, its values in one
+ * allocation. */
+static ld_tpl_value *loop_obj(tpl_rt *rt, loop_keys *keys, const ld_tpl_value *items, size_t i,
+                              int64_t depth)
+{
+    struct block {
+        ld_tpl_value d, num[LOOP_FIXED];
+        ld_tpl_value *vals[LOOP_KEYS];
+    } *b = ld_arena_alloc(rt->arena, sizeof *b);
+    if (!b) return NULL;
     size_t n = items->u.list.n;
-    ld_tpl_value *d = tv_new(a, TV_DICT);
-    if (!d) return NULL;
-    d->flags |= TV_F_LOOP;
-#define PUT(k, v) if (ld_tpl_dict_set(a, d, k, v) != LD_OK) return NULL
-    PUT("index", ld_tpl_value_int(a, (int64_t)i + 1));
-    PUT("index0", ld_tpl_value_int(a, (int64_t)i));
-    PUT("revindex", ld_tpl_value_int(a, (int64_t)(n - i)));
-    PUT("revindex0", ld_tpl_value_int(a, (int64_t)(n - i - 1)));
-    PUT("first", ld_tpl_value_bool(a, i == 0));
-    PUT("last", ld_tpl_value_bool(a, i + 1 == n));
-    PUT("length", ld_tpl_value_int(a, (int64_t)n));
-    PUT("depth", ld_tpl_value_int(a, depth));
-    PUT("depth0", ld_tpl_value_int(a, depth - 1));
-    if (i > 0) PUT("previtem", items->u.list.items[i - 1]);
-    if (i + 1 < n) PUT("nextitem", items->u.list.items[i + 1]);
-#undef PUT
-    return d;
+    int64_t fixed[LOOP_FIXED] = { (int64_t)i + 1, (int64_t)i, (int64_t)(n - i), (int64_t)(n - i - 1),
+                                  i == 0, i + 1 == n, (int64_t)n, depth, depth - 1 };
+    memset(b, 0, sizeof *b);
+    for (size_t k = 0; k < LOOP_FIXED; k++) {
+        bool is_bool = k == 4 || k == 5;
+        b->num[k].kind = is_bool ? TV_BOOL : TV_INT;
+        if (is_bool) b->num[k].u.b = (int)fixed[k];
+        else b->num[k].u.i = fixed[k];
+        b->vals[k] = &b->num[k];
+    }
+    size_t nk = LOOP_FIXED;
+    if (i > 0) b->vals[nk++] = items->u.list.items[i - 1];
+    if (i + 1 < n) b->vals[nk++] = items->u.list.items[i + 1];
+    b->d.kind = TV_DICT;
+    b->d.flags = TV_F_LOOP;
+    b->d.u.dict.keys = i > 0 || i + 1 >= n ? keys->all : keys->no_prev;
+    b->d.u.dict.vals = b->vals;
+    b->d.u.dict.n = b->d.u.dict.cap = nk;
+    return &b->d;
 }
 
 /* Runs loop `n` over the list `seq` at recursion `depth` in scope `parent`.
@@ -191,25 +225,27 @@ static ld_tpl_value *loop_obj(tpl_rt *rt, const ld_tpl_value *items, size_t i, i
  * end of its iteration, as in jinja2. */
 static ld_status run_loop(tpl_rt *rt, const tpl_node *n, ld_tpl_value *seq, int64_t depth, frame *parent)
 {
-    frame *saved = rt->cur, f = {parent, tv_new(&rt->arena, TV_DICT)};
+    frame *saved = rt->cur, f = {parent, tv_new(rt->arena, TV_DICT)};
     loop_ctx lc = {n, parent, NULL, rt->loops};
     NEW(rt, n, f.vars);
     rt->cur = &f;
     ld_status s = LD_OK;
     ld_tpl_value *items = seq;
     if (n->c) { /* `for x in xs if cond`: filter first, loop.* counts the kept items */
-        NEW(rt, n, items = tv_new(&rt->arena, TV_LIST));
+        NEW(rt, n, items = tv_new(rt->arena, TV_LIST));
         for (size_t i = 0; s == LD_OK && i < seq->u.list.n; i++) {
             ld_tpl_value *c;
             if ((s = count_iter(rt, n)) != LD_OK || (s = assign_targets(rt, n, seq->u.list.items[i])) != LD_OK ||
                 (s = eval(rt, n->c, &c)) != LD_OK) break;
-            if (tv_truthy(c) && !tv_push(&rt->arena, items, seq->u.list.items[i])) s = tpl_nomem(rt, n);
+            if (tv_truthy(c) && !tv_push(rt->arena, items, seq->u.list.items[i])) s = tpl_nomem(rt, n);
         }
     }
     rt->loops = &lc;
+    loop_keys keys;
+    if (s == LD_OK && items->u.list.n && !make_loop_keys(rt->arena, &keys)) s = tpl_nomem(rt, n);
     for (size_t i = 0; s == LD_OK && i < items->u.list.n; i++) {
-        ld_tpl_value *lo = loop_obj(rt, items, i, depth);
-        if (!lo || !(f.vars = tv_new(&rt->arena, TV_DICT))) { s = tpl_nomem(rt, n); break; }
+        ld_tpl_value *lo = loop_obj(rt, &keys, items, i, depth);
+        if (!lo || !(f.vars = tv_new(rt->arena, TV_DICT))) { s = tpl_nomem(rt, n); break; }
         lc.lo = lo;
         if ((s = count_iter(rt, n)) != LD_OK || (s = set_var(rt, n, "loop", lo)) != LD_OK ||
             (s = assign_targets(rt, n, items->u.list.items[i])) != LD_OK || (s = exec_body(rt, &n->list)) != LD_OK)
@@ -240,7 +276,7 @@ static ld_status capture(tpl_rt *rt, const tpl_node *at, const tpl_nodes *body, 
     ld_status s = exec_body(rt, body);
     rt->out = saved;
     if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
-    if (s == LD_OK && !(*out = tv_str(&rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    if (s == LD_OK && !(*out = tv_str(rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
     free(b.p);
     return s;
 }
@@ -267,7 +303,7 @@ static ld_status call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *l
     rt->macro_depth--;
     rt->out = saved;
     if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
-    if (s == LD_OK && !(*out = tv_str(&rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    if (s == LD_OK && !(*out = tv_str(rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
     free(b.p);
     return s;
 }
@@ -286,7 +322,7 @@ static ld_status exec_call_block(tpl_rt *rt, const tpl_node *n)
     if (callee->kind != TV_MACRO)
         return tpl_rt_fail(rt, n->a, LD_ERR_MISMATCH, "type error: a call block needs a macro, not '%s'", tv_type_name(callee));
     LD_TRY(eval_args(rt, n->a, &a));
-    NEW(rt, n, caller = tv_new(&rt->arena, TV_MACRO));
+    NEW(rt, n, caller = tv_new(rt->arena, TV_MACRO));
     caller->u.macro.node = n;
     call_ctx cc = {n, rt->cur, rt->calls};
     rt->calls = &cc;
@@ -341,11 +377,11 @@ static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
         if (ns->kind != TV_NS)
             return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "template runtime error: cannot assign attribute on non-namespace object");
         LD_TRY(eval(rt, n->a, &v));
-        NEW(rt, n, tv_dict_put(&rt->arena, ns, tv_str(&rt->arena, n->b->s, n->b->s_len), v));
+        NEW(rt, n, tv_dict_put(rt->arena, ns, tv_str_ref(rt->arena, n->b->s, n->b->s_len), v));
         break;
     }
     case N_MACRO:
-        NEW(rt, n, v = tv_new(&rt->arena, TV_MACRO));
+        NEW(rt, n, v = tv_new(rt->arena, TV_MACRO));
         v->u.macro.node = n;
         return set_var(rt, n, n->s, v);
     case N_BREAK: rt->ctrl = 1; break;
@@ -373,17 +409,17 @@ static ld_status exec_body(tpl_rt *rt, const tpl_nodes *body)
 static ld_status extra_args(tpl_rt *rt, const tpl_node *at, const tpl_node *def, tpl_args *args)
 {
     size_t np = def->list2.n;
-    ld_tpl_value *va = tv_new(&rt->arena, TV_LIST), *kw = tv_new(&rt->arena, TV_DICT);
+    ld_tpl_value *va = tv_new(rt->arena, TV_LIST), *kw = tv_new(rt->arena, TV_DICT);
     NEW(rt, at, va && kw);
     va->flags |= TV_F_TUPLE;
-    for (size_t i = np; i < args->n_pos; i++) NEW(rt, at, tv_push(&rt->arena, va, args->pos[i]));
+    for (size_t i = np; i < args->n_pos; i++) NEW(rt, at, tv_push(rt->arena, va, args->pos[i]));
     for (size_t k = 0; k < args->n_kw; k++) {
         bool known = false;
         for (size_t i = 0; i < np; i++) known = known || strcmp(args->kw[k], def->kw[i]) == 0;
         if (known) continue;
         if (!(def->neg & 2))
             return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes no keyword argument '%s'", def->s, args->kw[k]);
-        NEW(rt, at, tv_dict_put(&rt->arena, kw, tv_str(&rt->arena, args->kw[k], strlen(args->kw[k])), args->kwv[k]));
+        NEW(rt, at, tv_dict_put(rt->arena, kw, tv_str(rt->arena, args->kw[k], strlen(args->kw[k])), args->kwv[k]));
     }
     if (def->neg & 1) LD_TRY(set_var(rt, at, "varargs", va));
     if (def->neg & 2) LD_TRY(set_var(rt, at, "kwargs", kw));
@@ -410,7 +446,7 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
         return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u macro calls exceeded", rt->lim.max_depth);
     if (args->n_pos > np && !(def->neg & 1))
         return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes not more than %zu argument(s)", def->s, np);
-    frame f = {parent, tv_new(&rt->arena, TV_DICT)}, *saved_cur = rt->cur;
+    frame f = {parent, tv_new(rt->arena, TV_DICT)}, *saved_cur = rt->cur;
     NEW(rt, at, f.vars);
     rt->cur = &f;
     ld_status s = caller ? set_var(rt, at, "caller", caller) : LD_OK;
@@ -422,7 +458,7 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
         else if (!v) {
             char hint[160];
             snprintf(hint, sizeof hint, "parameter '%s' was not provided", def->kw[i]);
-            v = tv_undef(&rt->arena, hint);
+            v = tv_undef(rt->arena, hint);
         }
         if (s == LD_OK) s = set_var(rt, at, def->kw[i], v);
     }
@@ -437,7 +473,7 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
     rt->out = saved_out;
     rt->cur = saved_cur;
     if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
-    if (s == LD_OK && !(*out = tv_str(&rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    if (s == LD_OK && !(*out = tv_str(rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
     free(b.p);
     return s;
 }
@@ -446,7 +482,8 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
 
 static ld_status undefined_use(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v)
 {
-    const char *hint = v->u.str.s ? v->u.str.s : "value is undefined";
+    char buf[200];
+    const char *hint = tv_undef_hint(v, buf, sizeof buf);
     if (v->flags & TV_F_UNSAFE) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "security error: %s", hint);
     return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "undefined error: %s", hint);
 }
@@ -455,8 +492,8 @@ static ld_status eval_args(tpl_rt *rt, const tpl_node *n, tpl_args *a)
 {
     memset(a, 0, sizeof *a);
     a->n_pos = n->list.n, a->n_kw = n->list2.n, a->kw = n->kw;
-    if (a->n_pos) NEW(rt, n, a->pos = ld_arena_alloc(&rt->arena, a->n_pos * sizeof *a->pos));
-    if (a->n_kw) NEW(rt, n, a->kwv = ld_arena_alloc(&rt->arena, a->n_kw * sizeof *a->kwv));
+    if (a->n_pos) NEW(rt, n, a->pos = ld_arena_alloc(rt->arena, a->n_pos * sizeof *a->pos));
+    if (a->n_kw) NEW(rt, n, a->kwv = ld_arena_alloc(rt->arena, a->n_kw * sizeof *a->kwv));
     for (size_t i = 0; i < a->n_pos; i++) LD_TRY(eval(rt, n->list.v[i], &a->pos[i]));
     for (size_t i = 0; i < a->n_kw; i++) LD_TRY(eval(rt, n->list2.v[i], &a->kwv[i]));
     return LD_OK;
@@ -464,7 +501,7 @@ static ld_status eval_args(tpl_rt *rt, const tpl_node *n, tpl_args *a)
 
 static ld_status call_func(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *f, tpl_args *a, ld_tpl_value **out)
 {
-    ld_arena *A = &rt->arena;
+    ld_arena *A = rt->arena;
     switch (f->u.func.id) {
     case TF_RAISE: {
         ld_tpl_value *m = a->n_pos ? tpl_str_of(rt, a->pos[0]) : tv_str(A, "", 0);
@@ -541,14 +578,14 @@ static ld_status eval_slice(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld
     int64_t b = given[0] ? (p[0] < 0 ? p[0] + len : p[0]) : (st > 0 ? 0 : len - 1);
     int64_t e = given[1] ? (p[1] < 0 ? p[1] + len : p[1]) : (st > 0 ? len : -1);
     b = clampi(b, lo, hi), e = given[1] ? clampi(e, lo, hi) : e;
-    ld_tpl_value *r = tv_new(&rt->arena, TV_LIST);
+    ld_tpl_value *r = tv_new(rt->arena, TV_LIST);
     NEW(rt, n, r);
     r->flags = obj->flags & TV_F_TUPLE;
-    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) NEW(rt, n, tv_push(&rt->arena, r, items->u.list.items[i]));
+    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) NEW(rt, n, tv_push(rt->arena, r, items->u.list.items[i]));
     if (obj->kind == TV_STR) {
         tv_buf s = {0};
         for (size_t i = 0; i < r->u.list.n; i++) tv_buf_put(&s, r->u.list.items[i]->u.str.s, r->u.list.items[i]->u.str.len);
-        r = s.failed ? NULL : tv_str(&rt->arena, s.p, s.len);
+        r = s.failed ? NULL : tv_str(rt->arena, s.p, s.len);
         free(s.p);
         NEW(rt, n, r);
     }
@@ -565,7 +602,7 @@ static ld_status getitem(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld_tp
         int64_t i = key->kind == TV_INT ? key->u.i : key->u.b, len = (int64_t)items->u.list.n;
         if (i < 0) i += len;
         if (i >= 0 && i < len) return *out = items->u.list.items[i], LD_OK;
-        NEW(rt, n, *out = tv_undef(&rt->arena, "index out of range"));
+        NEW(rt, n, *out = tv_undef(rt->arena, "index out of range"));
         return LD_OK;
     }
     if (obj->kind == TV_DICT || obj->kind == TV_NS) {
@@ -578,7 +615,7 @@ static ld_status getitem(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld_tp
     }
     char hint[160];
     snprintf(hint, sizeof hint, "'%s object' has no item", tv_type_name(obj));
-    NEW(rt, n, *out = tv_undef(&rt->arena, hint));
+    NEW(rt, n, *out = tv_undef(rt->arena, hint));
     return LD_OK;
 }
 
@@ -588,9 +625,7 @@ static ld_status contains(tpl_rt *rt, const tpl_node *n, ld_tpl_value *x, ld_tpl
     if (c->kind == TV_STR) {
         if (x->kind != TV_STR)
             return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: 'in <string>' requires string as left operand, not %s", tv_type_name(x));
-        if (x->u.str.len == 0) return *out = true, LD_OK;
-        for (size_t i = 0; i + x->u.str.len <= c->u.str.len; i++)
-            if (memcmp(c->u.str.s + i, x->u.str.s, x->u.str.len) == 0) return *out = true, LD_OK;
+        *out = tv_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
         return LD_OK;
     }
     if (c->kind == TV_DICT || c->kind == TV_NS) return *out = tv_dict_getv(c, x) != NULL, LD_OK;
@@ -608,7 +643,7 @@ static int64_t inum(const ld_tpl_value *v) { return v->kind == TV_INT ? v->u.i :
 
 static ld_status arith(tpl_rt *rt, const tpl_node *n, char op, ld_tpl_value *a, ld_tpl_value *b, ld_tpl_value **out)
 {
-    ld_arena *A = &rt->arena;
+    ld_arena *A = rt->arena;
     if (a->kind == TV_UNDEF) return undefined_use(rt, n, a);
     if (b->kind == TV_UNDEF) return undefined_use(rt, n, b);
     if (op == '+' && a->kind == TV_STR && b->kind == TV_STR) {
@@ -704,8 +739,8 @@ static ld_status eval_binop(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     LD_TRY(eval(rt, n->a, &a));
     LD_TRY(eval(rt, n->b, &b));
     if (n->neg == '~') {
-        ld_tpl_value *x = a->kind == TV_UNDEF ? tv_str(&rt->arena, "", 0) : tpl_str_of(rt, a);
-        ld_tpl_value *y = b->kind == TV_UNDEF ? tv_str(&rt->arena, "", 0) : tpl_str_of(rt, b);
+        ld_tpl_value *x = a->kind == TV_UNDEF ? tv_str(rt->arena, "", 0) : tpl_str_of(rt, a);
+        ld_tpl_value *y = b->kind == TV_UNDEF ? tv_str(rt->arena, "", 0) : tpl_str_of(rt, b);
         if (!x || !y) return tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "cannot convert value to string");
         return arith(rt, n, '+', x, y, out);
     }
@@ -735,22 +770,22 @@ static ld_status eval_compare(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     }
     if (!ok) return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: '<' not supported between instances of '%s' and '%s'",
                                 tv_type_name(a), tv_type_name(b));
-    NEW(rt, n, *out = ld_tpl_value_bool(&rt->arena, r));
+    *out = tv_bool(r);
     return LD_OK;
 }
 
 static ld_status eval_seq(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
-    ld_tpl_value *r = tv_new(&rt->arena, n->kind == N_DICT ? TV_DICT : TV_LIST), *k, *v;
+    ld_tpl_value *r = tv_new(rt->arena, n->kind == N_DICT ? TV_DICT : TV_LIST), *k, *v;
     NEW(rt, n, r);
     if (n->kind == N_TUPLE) r->flags |= TV_F_TUPLE;
     for (size_t i = 0; i < n->list.n; i++) {
         LD_TRY(eval(rt, n->list.v[i], &k));
         if (n->kind == N_DICT) {
             LD_TRY(eval(rt, n->list2.v[i], &v));
-            NEW(rt, n, tv_dict_put(&rt->arena, r, k, v));
+            NEW(rt, n, tv_dict_put(rt->arena, r, k, v));
         } else {
-            NEW(rt, n, tv_push(&rt->arena, r, k));
+            NEW(rt, n, tv_push(rt->arena, r, k));
         }
     }
     *out = r;
@@ -786,7 +821,7 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
         LD_TRY(eval(rt, n->a, &a));
         LD_TRY(eval_args(rt, n, &args));
         LD_TRY(tpl_test(rt, n, n->s, a, &args, &r));
-        NEW(rt, n, *out = ld_tpl_value_bool(&rt->arena, n->neg ? !r : r));
+        *out = tv_bool(n->neg ? !r : r);
         return LD_OK;
     }
     case N_BINOP: return eval_binop(rt, n, out);
@@ -794,10 +829,10 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
         LD_TRY(eval(rt, n->a, &a));
         if (n->neg == '+' && numeric(a)) return *out = a, LD_OK;
         if (a->kind == TV_FLOAT) { /* -x, not 0 - x: -0.0 keeps its sign */
-            NEW(rt, n, *out = tv_float(&rt->arena, -a->u.f));
+            NEW(rt, n, *out = tv_float(rt->arena, -a->u.f));
             return LD_OK;
         }
-        NEW(rt, n, b = ld_tpl_value_int(&rt->arena, 0));
+        NEW(rt, n, b = ld_tpl_value_int(rt->arena, 0));
         return arith(rt, n, '-', b, a, out);
     case N_AND: case N_OR:
         LD_TRY(eval(rt, n->a, &a));
@@ -805,14 +840,14 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
         return eval(rt, n->b, out);
     case N_NOT:
         LD_TRY(eval(rt, n->a, &a));
-        NEW(rt, n, *out = ld_tpl_value_bool(&rt->arena, !tv_truthy(a)));
+        *out = tv_bool(!tv_truthy(a));
         return LD_OK;
     case N_COMPARE: return eval_compare(rt, n, out);
     case N_COND:
         LD_TRY(eval(rt, n->b, &a));
         if (tv_truthy(a)) return eval(rt, n->a, out);
         if (n->c) return eval(rt, n->c, out);
-        NEW(rt, n, *out = tv_undef(&rt->arena, "the inline if-expression evaluated to false and no else section was defined"));
+        NEW(rt, n, *out = tv_undef(rt->arena, "the inline if-expression evaluated to false and no else section was defined"));
         return LD_OK;
     case N_LIST: case N_DICT: case N_TUPLE: return eval_seq(rt, n, out);
     case N_BLOCK_VALUE: NEW(rt, n, *out = rt->block_value); return LD_OK;
@@ -828,8 +863,8 @@ static ld_status eval(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     return s;
 }
 
-ld_status ld_tpl_render(const ld_tpl *t, const ld_tpl_value *ctx, const ld_tpl_limits *lim, char **out,
-                        size_t *out_len, ld_error *err)
+ld_status ld_tpl_render_in(const ld_tpl *t, const ld_tpl_value *ctx, const ld_tpl_limits *lim,
+                           ld_arena *scratch, char **out, size_t *out_len, ld_error *err)
 {
     tpl_rt rt;
     tv_buf b = {0};
@@ -846,14 +881,29 @@ ld_status ld_tpl_render(const ld_tpl *t, const ld_tpl_value *ctx, const ld_tpl_l
     rt.t = t, rt.err = err, rt.ctx = ctx;
     b.max = rt.lim.max_output_bytes;
     rt.out = &b;
-    ld_arena_init(&rt.arena, rt.lim.max_memory_bytes);
-    frame root = {NULL, tv_new(&rt.arena, TV_DICT)};
+    size_t saved_max = scratch ? scratch->max_bytes : 0;
+    if (scratch) {
+        rt.arena = scratch;
+        /* the limit counts what this render adds to what the arena holds */
+        scratch->max_bytes = scratch->held_bytes + rt.lim.max_memory_bytes;
+    } else {
+        ld_arena_init(&rt.own, rt.lim.max_memory_bytes);
+        rt.arena = &rt.own;
+    }
+    frame root = {NULL, tv_new(rt.arena, TV_DICT)};
     rt.root = rt.cur = &root;
     ld_status s = root.vars ? exec_body(&rt, &t->body) : tpl_nomem(&rt, NULL);
     if (s == LD_OK && b.failed) s = tpl_rt_fail(&rt, NULL, LD_ERR_LIMIT, "output size limit exceeded");
-    ld_arena_release(&rt.arena);
+    if (scratch) scratch->max_bytes = saved_max;
+    else ld_arena_release(&rt.own);
     if (s != LD_OK) { free(b.p); return s; }
     if (!b.p && !(b.p = calloc(1, 1))) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     *out = b.p, *out_len = b.len;
     return LD_OK;
+}
+
+ld_status ld_tpl_render(const ld_tpl *t, const ld_tpl_value *ctx, const ld_tpl_limits *lim, char **out,
+                        size_t *out_len, ld_error *err)
+{
+    return ld_tpl_render_in(t, ctx, lim, NULL, out, out_len, err);
 }

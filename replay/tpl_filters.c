@@ -32,9 +32,13 @@ static const char *const list_methods[] = {"index", "count", NULL};
 static const char *const unsafe_methods[] = {"append", "pop", "insert", "extend", "remove", "clear", "sort",
                                              "reverse", "update", "setdefault", "popitem", NULL};
 
+/* name[0..len) is one of set's words (first byte checked before the rest:
+ * this runs on every attribute access) */
 static bool in_set(const char *const *set, const char *name, size_t len)
 {
-    for (int i = 0; set[i]; i++) if (strlen(set[i]) == len && memcmp(set[i], name, len) == 0) return true;
+    if (!len) return false;
+    for (int i = 0; set[i]; i++)
+        if (set[i][0] == name[0] && strncmp(set[i], name, len) == 0 && set[i][len] == 0) return true;
     return false;
 }
 
@@ -70,12 +74,10 @@ ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, s
         ld_tpl_value *x = tv_dict_get(v, name, len);
         if (x) return x;
     }
-    if (unsafe)
-        snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, tv_type_name(v));
-    else
-        snprintf(hint, sizeof hint, "'%s object' has no attribute '%.*s'", tv_type_name(v), (int)(len > 60 ? 60 : len), name);
+    if (!unsafe) return tv_undef_lazy(A, tv_type_name(v), name, len);
+    snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, tv_type_name(v));
     ld_tpl_value *u = tv_undef(A, hint);
-    if (u && unsafe) u->flags |= TV_F_UNSAFE;
+    if (u) u->flags |= TV_F_UNSAFE;
     return u;
 }
 
@@ -124,13 +126,11 @@ static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s
     size_t k = sep->u.str.len;
     if (!k) return TYPE_ERR("value error: empty separator");
     size_t start = 0;
-    for (i = 0; i + k <= n;) {
-        if ((max < 0 || (int64_t)l->u.list.n < max) && memcmp(p + i, sep->u.str.s, k) == 0) {
-            NEWV(tv_push(A, l, tv_str(A, p + start, i - start)));
-            i += k, start = i;
-        } else {
-            i++;
-        }
+    const char *hit;
+    while ((max < 0 || (int64_t)l->u.list.n < max) &&
+           (hit = tv_memfind(p + start, n - start, sep->u.str.s, k))) {
+        NEWV(tv_push(A, l, tv_str(A, p + start, (size_t)(hit - p) - start)));
+        start = (size_t)(hit - p) + k;
     }
     NEWV(tv_push(A, l, tv_str(A, p + start, n - start)));
     return *out = l, LD_OK;
@@ -141,6 +141,21 @@ static ld_tpl_value *str_replace(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl
     tv_buf b = {0};
     size_t n = s->u.str.len, k = o->u.str.len;
     int64_t done = 0;
+    if (k) { /* jump from match to match */
+        size_t i = 0;
+        const char *hit;
+        while ((count < 0 || done < count) && (hit = tv_memfind(s->u.str.s + i, n - i, o->u.str.s, k))) {
+            size_t at = (size_t)(hit - s->u.str.s);
+            tv_buf_put(&b, s->u.str.s + i, at - i);
+            tv_buf_put(&b, r->u.str.s, r->u.str.len);
+            done++;
+            i = at + k;
+        }
+        tv_buf_put(&b, s->u.str.s + i, n - i);
+        ld_tpl_value *v = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
+        free(b.p);
+        return v;
+    }
     for (size_t i = 0; i <= n;) {
         if ((count < 0 || done < count) && (k ? i + k <= n && memcmp(s->u.str.s + i, o->u.str.s, k) == 0 : true)) {
             tv_buf_put(&b, r->u.str.s, r->u.str.len);
@@ -192,12 +207,14 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
     }
     if ((is(m, "find") || is(m, "count")) && x && x->kind == TV_STR) {
         int64_t found = -1, cnt = 0;
-        for (size_t i = 0; i + x->u.str.len <= s->u.str.len;) {
-            if (memcmp(s->u.str.s + i, x->u.str.s, x->u.str.len) == 0) {
-                if (found < 0) found = (int64_t)tv_utf8_count(s->u.str.s, i);
-                cnt++;
-                i += x->u.str.len ? x->u.str.len : 1;
-            } else i++;
+        size_t i = 0;
+        const char *hit;
+        while (i <= s->u.str.len &&
+               (hit = tv_memfind(s->u.str.s + i, s->u.str.len - i, x->u.str.s, x->u.str.len))) {
+            size_t pos = (size_t)(hit - s->u.str.s);
+            if (found < 0) found = (int64_t)tv_utf8_count(s->u.str.s, pos);
+            cnt++;
+            i = pos + (x->u.str.len ? x->u.str.len : 1);
         }
         NEWV(*out = ld_tpl_value_int(A, is(m, "find") ? found : cnt));
         return LD_OK;

@@ -19,6 +19,7 @@ enum {
 #define TV_F_TUPLE 4  /* list that Python would hold as a tuple */
 #define TV_F_LOOP 8   /* dict that is a for loop's `loop` object */
 #define TV_F_GROUP 16 /* tuple (grouper, list) made by groupby */
+#define TV_F_LAZY_HINT 32 /* undefined whose message is made when needed (u.undef) */
 
 struct ld_tpl_value {
     uint8_t kind, flags;
@@ -32,12 +33,28 @@ struct ld_tpl_value {
         struct { const struct tpl_node *node; } macro;
         struct { const ld_tpl_value *self; const char *name; } method;
         struct { int id; } func;
+        /* TV_UNDEF with TV_F_LAZY_HINT: "'NAME' is undefined" (type NULL) or
+         * "'TYPE object' has no attribute 'NAME'"; NAME is not copied */
+        struct { const char *name; size_t len; const char *type; } undef;
     } u;
 };
 
 ld_tpl_value *tv_new(ld_arena *a, int kind);
 ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len);
+/* A string value that points at s (not copied): s must outlive the value,
+ * as the template's own strings outlive a render. */
+ld_tpl_value *tv_str_ref(ld_arena *a, const char *s, size_t len);
+/* The shared True / False values (never NULL). */
+ld_tpl_value *tv_bool(bool b);
+/* The first occurrence of n[0..nn) in h[0..hn), or NULL (h when nn is 0):
+ * memchr to the candidates, memcmp to confirm. */
+const char *tv_memfind(const char *h, size_t hn, const char *n, size_t nn);
 ld_tpl_value *tv_undef(ld_arena *a, const char *hint);
+/* An undefined whose hint is formatted only if an error needs it (see
+ * u.undef): most undefined values are only tested, never reported. */
+ld_tpl_value *tv_undef_lazy(ld_arena *a, const char *type, const char *name, size_t len);
+/* The hint of an undefined value, formatted into buf when lazy. */
+const char *tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size);
 ld_tpl_value *tv_float(ld_arena *a, double f);
 bool tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v);
 bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v);

@@ -143,7 +143,7 @@ ld_status tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
                               ld_tpl_value **out)
 {
     ld_tpl_value *x = a->n_pos ? a->pos[0] : NULL;
-    bool r;
+    bool r = false;
     if (is(m, "isdigit")) r = all_of(s, cp_digit, NULL);
     else if (is(m, "isspace")) r = all_of(s, cp_space, NULL);
     else if (is(m, "isalpha")) r = all_of(s, cp_alpha, NULL);

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,32 @@ ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len)
     return v;
 }
 
+/* Shared True and False: comparisons and tests return these instead of
+ * allocating (values are never modified once made). */
+static ld_tpl_value true_value = { .kind = TV_BOOL, .u.b = 1 };
+static ld_tpl_value false_value = { .kind = TV_BOOL, .u.b = 0 };
+
+ld_tpl_value *tv_bool(bool b) { return b ? &true_value : &false_value; }
+
+ld_tpl_value *tv_str_ref(ld_arena *a, const char *s, size_t len)
+{
+    ld_tpl_value *v = tv_new(a, TV_STR);
+    if (v) v->u.str.s = s, v->u.str.len = len;
+    return v;
+}
+
+const char *tv_memfind(const char *h, size_t hn, const char *n, size_t nn)
+{
+    if (nn == 0) return h;
+    if (nn > hn) return NULL;
+    const char *end = h + (hn - nn) + 1; /* one past the last possible start */
+    for (const char *p = h; p < end; p++) {
+        if (!(p = memchr(p, (unsigned char)n[0], (size_t)(end - p)))) return NULL;
+        if (memcmp(p + 1, n + 1, nn - 1) == 0) return p;
+    }
+    return NULL;
+}
+
 ld_tpl_value *tv_undef(ld_arena *a, const char *hint)
 {
     ld_tpl_value *v = tv_new(a, TV_UNDEF);
@@ -35,6 +62,28 @@ ld_tpl_value *tv_undef(ld_arena *a, const char *hint)
         v->u.str.len = v->u.str.s ? strlen(hint) : 0;
     }
     return v;
+}
+
+ld_tpl_value *tv_undef_lazy(ld_arena *a, const char *type, const char *name, size_t len)
+{
+    ld_tpl_value *v = tv_new(a, TV_UNDEF);
+    if (v) {
+        v->flags = TV_F_LAZY_HINT;
+        v->u.undef.name = name, v->u.undef.len = len, v->u.undef.type = type;
+    }
+    return v;
+}
+
+const char *tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size)
+{
+    if (!(v->flags & TV_F_LAZY_HINT)) return v->u.str.s ? v->u.str.s : "value is undefined";
+    int n = (int)(v->u.undef.len > 100 ? 100 : v->u.undef.len);
+    if (v->u.undef.type)
+        snprintf(buf, size, "'%s object' has no attribute '%.*s'", v->u.undef.type, n > 60 ? 60 : n,
+                 v->u.undef.name);
+    else
+        snprintf(buf, size, "'%.*s' is undefined", n, v->u.undef.name);
+    return buf;
 }
 
 ld_tpl_value *tv_float(ld_arena *a, double f)
@@ -79,11 +128,29 @@ bool tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v)
     return true;
 }
 
+/* The index of string key k in dict d, or d->u.dict.n.  The first byte is
+ * compared before memcmp: keys are short and mostly differ there. */
+static size_t str_key_index(const ld_tpl_value *d, const char *k, size_t len)
+{
+    for (size_t i = 0; i < d->u.dict.n; i++) {
+        const ld_tpl_value *key = d->u.dict.keys[i];
+        if (key->kind == TV_STR && key->u.str.len == len &&
+            (len == 0 || (key->u.str.s[0] == k[0] && memcmp(key->u.str.s, k, len) == 0)))
+            return i;
+    }
+    return d->u.dict.n;
+}
+
 bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
 {
     if (!k || !v) return false;
-    for (size_t i = 0; i < d->u.dict.n; i++)
-        if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i] = v, true;
+    if (k->kind == TV_STR) { /* the common case, without tv_equal's dispatch */
+        size_t i = str_key_index(d, k->u.str.s, k->u.str.len);
+        if (i < d->u.dict.n) return d->u.dict.vals[i] = v, true;
+    } else {
+        for (size_t i = 0; i < d->u.dict.n; i++)
+            if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i] = v, true;
+    }
     size_t cap = d->u.dict.cap;
     if (!grow(a, &d->u.dict.keys, d->u.dict.n, &cap)) return false;
     cap = d->u.dict.cap;
@@ -95,16 +162,13 @@ bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
 
 ld_tpl_value *tv_dict_get(const ld_tpl_value *d, const char *k, size_t len)
 {
-    for (size_t i = 0; i < d->u.dict.n; i++) {
-        const ld_tpl_value *key = d->u.dict.keys[i];
-        if (key->kind == TV_STR && key->u.str.len == len && memcmp(key->u.str.s, k, len) == 0)
-            return d->u.dict.vals[i];
-    }
-    return NULL;
+    size_t i = str_key_index(d, k, len);
+    return i < d->u.dict.n ? d->u.dict.vals[i] : NULL;
 }
 
 ld_tpl_value *tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k)
 {
+    if (k->kind == TV_STR) return tv_dict_get(d, k->u.str.s, k->u.str.len);
     for (size_t i = 0; i < d->u.dict.n; i++)
         if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i];
     return NULL;
@@ -122,7 +186,28 @@ ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key, ld_t
     return tv_dict_put(a, dict, tv_str(a, key, strlen(key)), v) ? LD_OK : LD_ERR_NOMEM;
 }
 
-ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const cJSON *j)
+/* Room for n items (keys and values for a dict) up front. */
+static bool reserve(ld_arena *a, ld_tpl_value *v, size_t n)
+{
+    if (v->kind == TV_LIST) {
+        v->u.list.items = ld_arena_alloc(a, n * sizeof *v->u.list.items);
+        v->u.list.cap = v->u.list.items ? n : 0;
+        return v->u.list.items != NULL;
+    }
+    v->u.dict.keys = ld_arena_alloc(a, n * sizeof *v->u.dict.keys);
+    v->u.dict.vals = ld_arena_alloc(a, n * sizeof *v->u.dict.vals);
+    v->u.dict.cap = v->u.dict.keys && v->u.dict.vals ? n : 0;
+    return v->u.dict.cap == n;
+}
+
+/* A JSON string as a value: copied, or pointing into the cJSON tree. */
+static ld_tpl_value *json_str(ld_arena *a, const char *s, bool borrow)
+{
+    s = s ? s : "";
+    return borrow ? tv_str_ref(a, s, strlen(s)) : tv_str(a, s, strlen(s));
+}
+
+static ld_tpl_value *from_json(ld_arena *a, const cJSON *j, bool borrow)
 {
     if (!j || cJSON_IsNull(j)) return tv_new(a, TV_NONE);
     if (cJSON_IsBool(j)) return ld_tpl_value_bool(a, cJSON_IsTrue(j));
@@ -138,16 +223,28 @@ ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const cJSON *j)
         if (d == floor(d) && fabs(d) < 9007199254740992.0) return ld_tpl_value_int(a, (int64_t)d);
         return tv_float(a, d);
     }
-    if (cJSON_IsString(j)) return tv_str(a, j->valuestring, strlen(j->valuestring));
+    if (cJSON_IsString(j)) return json_str(a, j->valuestring, borrow);
     ld_tpl_value *v = tv_new(a, cJSON_IsArray(j) ? TV_LIST : TV_DICT);
     if (!v) return NULL;
+    size_t n = 0;
+    for (const cJSON *c = j->child; c; c = c->next) n++;
+    if (n && !reserve(a, v, n)) return NULL;
     for (const cJSON *c = j->child; c; c = c->next) {
-        ld_tpl_value *x = ld_tpl_value_from_json(a, c);
-        if (v->kind == TV_LIST ? !tv_push(a, v, x)
-                               : !tv_dict_put(a, v, tv_str(a, c->string ? c->string : "", c->string ? strlen(c->string) : 0), x))
+        ld_tpl_value *x = from_json(a, c, borrow);
+        if (v->kind == TV_LIST ? !tv_push(a, v, x) : !tv_dict_put(a, v, json_str(a, c->string, borrow), x))
             return NULL;
     }
     return v;
+}
+
+ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const cJSON *j)
+{
+    return from_json(a, j, false);
+}
+
+ld_tpl_value *ld_tpl_value_from_json_borrowed(ld_arena *a, const cJSON *j)
+{
+    return from_json(a, j, true);
 }
 
 bool tv_truthy(const ld_tpl_value *v)
