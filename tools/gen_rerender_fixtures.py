@@ -257,6 +257,26 @@ def cases(proto, tpl, log):
             log_openai=False)
 
 
+def deepseek_log(proto, sr):
+    """A DeepSeek-V3.2 server's log: prompts from SGLang's own encoder (the expected outputs of
+    testdata/replay/dsenc/v32.json, written by tools/gen_dsenc_cases.py), one of them with a
+    tool call the server lost; for `logdiff diff --template deepseek-v3.2`."""
+    with open(os.path.join(ROOT, "testdata", "replay", "dsenc", "v32.json"), encoding="utf-8") as fh:
+        cases = {c["name"]: c for c in json.load(fh)}
+    log = Log(sr)
+    for name in ("multi_turn_thinking", "tools_args_string"):
+        c = cases[name]
+        body = proto.ChatCompletionRequest(**c["request"]).model_dump(exclude_none=True)
+        log.add("ds-" + name, body, c["expect"], ["template.faithful"], "ok")
+    c = cases["parallel_calls"]
+    body = proto.ChatCompletionRequest(**c["request"]).model_dump(exclude_none=True)
+    start = c["expect"].rindex("<\uff5cDSML\uff5cinvoke")  # the last call of the conversation
+    end = c["expect"].index("</\uff5cDSML\uff5cinvoke>", start) + len("</\uff5cDSML\uff5cinvoke>\n")
+    lost = c["expect"][:start] + c["expect"][end:]  # the server dropped it
+    log.add("ds-parallel-call-lost", body, lost, ["template.render_mismatch"], "template")
+    return log
+
+
 def prep_vectors(proto):
     """Logged body -> what the template sees, for tests/replay/test_rerender.c."""
     weather = {"type": "function", "function": {"parameters": {"type": "object"},
@@ -356,6 +376,12 @@ def main():
     cases(proto, tpl, log)
     with open(os.path.join(OUT, "server.log"), "w", encoding="utf-8", newline="\n") as fh:
         fh.write("\n".join(log.lines) + "\n")
+    ds = deepseek_log(proto, sr)
+    with open(os.path.join(OUT, "server-dsv32.log"), "w", encoding="utf-8", newline="\n") as fh:
+        fh.write("\n".join(ds.lines) + "\n")
+    with open(os.path.join(OUT, "expect-dsv32.json"), "w", encoding="utf-8") as fh:
+        json.dump({"sglang": SGLANG, "requests": ds.expect}, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
     with open(os.path.join(OUT, "vectors.json"), "w", encoding="utf-8") as fh:
         json.dump({"sglang": SGLANG, "prep": prep_vectors(proto), "udiff": udiff_vectors(),
                    "content_format": content_format_vectors()}, fh, indent=1, ensure_ascii=False)

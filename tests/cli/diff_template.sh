@@ -32,6 +32,11 @@ check "names the file" grep -q "nope.jinja" "$WORK/err"
 printf '{%% for x in %%}' > "$WORK/bad.jinja"
 run "template that does not compile" 2 "$LOGDIFF" diff --template "$WORK/bad.jinja" "$D/server.log"
 check "with its line" grep -q "bad.jinja:1:" "$WORK/err"
+# a DeepSeek-V3.2 server (prompts from SGLang's encoder) through the built-in encoder
+run "diff --template deepseek-v3.2" 1 "$LOGDIFF" diff --json --template deepseek-v3.2 "$D/server-dsv32.log"
+check "deepseek-v3.2: faithful, and the lost tool call found" \
+    python3 "$LD_SOURCE_DIR/tests/cli/check_rerender.py" "$D/expect-dsv32.json" "$WORK/out" kinds
+
 # the demo through the real Qwen2.5 template: faithful everywhere except the request whose
 # tool result the server lost (tools/gen_demo_logs.py)
 QWEN="${LD_SHARED_DIR:-$LD_SOURCE_DIR/../shared}/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
