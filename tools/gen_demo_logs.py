@@ -43,7 +43,7 @@ def qwen_prompt(messages, tools=None):
         body["tools"] = tools
     req = proto.ChatCompletionRequest(**body)
     msgs, tool_dumps, kwargs = rr.mirror_serving_chat(req, jtu)
-    return tpl.render(messages=msgs, tools=tool_dumps, documents=None, add_generation_prompt=True,
+    return tpl.render(messages=rr.transformers_normalize(msgs), tools=tool_dumps, documents=None, add_generation_prompt=True,
                       bos_token=None, eos_token="<|im_end|>", **kwargs)
 
 

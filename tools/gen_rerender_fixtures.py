@@ -145,14 +145,27 @@ def mirror_serving_chat(req, jtu, content_format="string"):
 
 def render_hf(tpl, body):
     """apply_chat_template on the logged body as it is (`--server hf`)."""
-    ctx = dict(messages=body["messages"], tools=body.get("tools"), documents=None,
+    ctx = dict(messages=transformers_normalize(body["messages"]), tools=body.get("tools"), documents=None,
                add_generation_prompt=True, bos_token=BOS, eos_token="</s>",
                **body.get("chat_template_kwargs", {}))
     return tpl.render(**ctx)
 
 
+def transformers_normalize(messages):
+    """What transformers 5.x's apply_chat_template does to messages before the template
+    (chat_template_utils._normalize_chat_messages and _alias_reasoning_fields): None-valued keys
+    dropped, a reasoning under any of its names given as `thinking` and `reasoning_content`."""
+    out = []
+    for m in messages:
+        m = {k: v for k, v in m.items() if v is not None}
+        r = next((m[k] for k in ("reasoning_content", "thinking", "reasoning") if m.get(k) is not None), None)
+        out.append({"thinking": r, **m, "reasoning_content": r} if r is not None else m)
+    return out
+
+
 def render(tpl, req):
     messages, tools, kwargs = mirror_serving_chat(req, JTU)
+    messages = transformers_normalize(messages)
     ctx = dict(messages=messages, tools=tools, documents=None, add_generation_prompt=True,
                bos_token=BOS, eos_token="</s>", **kwargs)
     return tpl.render(**ctx)
