@@ -24,5 +24,6 @@ int cmd_scan(int argc, char **argv, struct ld_cli *cli);
 int cmd_show(int argc, char **argv, struct ld_cli *cli);
 int cmd_diff(int argc, char **argv, struct ld_cli *cli);
 int cmd_template(int argc, char **argv, struct ld_cli *cli);
+int cmd_tokenize(int argc, char **argv, struct ld_cli *cli);
 
 #endif

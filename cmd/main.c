@@ -22,6 +22,7 @@ static const struct cmd_entry commands[] = {
     { "show", cmd_show, "everything about one request, by rid" },
     { "diff", cmd_diff, "which layer lost the conversation: a verdict per request" },
     { "template", cmd_template, "render a request through a chat template, exact bytes" },
+    { "tokenize", cmd_tokenize, "text to token ids (or back) with a tokenizer.json, as HF tokenizers" },
 };
 
 static void print_main_usage(FILE *f)

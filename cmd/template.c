@@ -9,6 +9,7 @@
 #include "jsonout.h"
 #include "logread.h"
 #include "options.h"
+#include "slurp.h"
 #include "chat_render.h"
 #include "tpl.h"
 #include "tpl_source.h"
@@ -76,32 +77,23 @@ static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs,
 
 static cJSON *request_from_file(struct ld_cli *cli, const char *path)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        fprintf(cli->err, "logdiff template: cannot open '%s'\n", path);
+    char *buf = NULL;
+    size_t len = 0;
+    ld_error err;
+    ld_error_clear(&err);
+    ld_status st = strcmp(path, "-") ? ld_slurp_file(path, &buf, &len, &err)
+                                     : ld_slurp_stream(stdin, &buf, &len, &err);
+    if (st != LD_OK) {
+        fprintf(cli->err, "logdiff template: %s\n", err.msg);
         return NULL;
     }
-    size_t len = 0, cap = 65536;
-    char *buf = malloc(cap);
-    for (size_t n; buf && (n = fread(buf + len, 1, cap - len, f)) > 0;) {
-        len += n;
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    int bad = ferror(f);
-    if (f != stdin) fclose(f);
-    cJSON *j = buf && !bad ? cJSON_ParseWithLength(buf, len) : NULL;
+    cJSON *j = cJSON_ParseWithLength(buf, len);
     if (j && ld_tpl_json_keep_floats(j, buf, len) != LD_OK) { /* 2.0 stays a float */
         cJSON_Delete(j);
         j = NULL;
     }
     free(buf);
-    if (!j)
-        fprintf(cli->err, "logdiff template: '%s': %s\n", path,
-                bad ? "read error" : "not valid JSON");
+    if (!j) fprintf(cli->err, "logdiff template: '%s': not valid JSON\n", path);
     return j;
 }
 

@@ -12,39 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gguf.h"
+#include "slurp.h"
 
-/* Reads the whole file into a malloc'd NUL-terminated buffer. */
-static ld_status slurp(const char *path, char **out, size_t *out_len,
-                       ld_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return LD_FAIL(err, LD_ERR_IO, 0, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (len + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - 1 - len, f);
-        len += n;
-        if (n == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading '%s'", path);
-    if (bad) {
-        free(buf);
-        return LD_FAIL(err, LD_ERR_IO, len, "cannot read '%s'", path);
-    }
-    buf[len] = 0;
-    *out = buf;
-    *out_len = len;
-    return LD_OK;
-}
+#include "gguf.h"
 
 static int is_dir(const char *path)
 {
@@ -289,7 +259,7 @@ static ld_status load_file(ld_tpl_source *s, const char *path, const char *name,
     if (has_gguf_magic(path)) return load_gguf(s, path, name, path, err);
     char *text = NULL;
     size_t len = 0;
-    LD_TRY(slurp(path, &text, &len, err));
+    LD_TRY(ld_slurp_file(path, &text, &len, err));
     cJSON *probe = cJSON_ParseWithLength(text, len);
     int is_json = cJSON_IsObject(probe);
     cJSON_Delete(probe);
@@ -353,7 +323,7 @@ static ld_tpl_kind builtin_of_model_dir(const char *dir)
     char *text = NULL;
     size_t len = 0;
     ld_tpl_kind kind = LD_TPL_JINJA;
-    if (path && exists(path) && slurp(path, &text, &len, NULL) == LD_OK) {
+    if (path && exists(path) && ld_slurp_file(path, &text, &len, NULL) == LD_OK) {
         cJSON *cfg = cJSON_ParseWithLength(text, len);
         const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
         if (cJSON_IsString(mt)) {
@@ -435,7 +405,7 @@ static ld_status load_dir(ld_tpl_source *s, const char *dir, const char *name, l
     if (st == LD_OK && have_cfg) {
         char *text = NULL;
         size_t len = 0;
-        st = slurp(cfg, &text, &len, err);
+        st = ld_slurp_file(cfg, &text, &len, err);
         if (st == LD_OK)
             st = load_config(s, cfg, text, len, name, !have_jinja && builtin == LD_TPL_JINJA,
                              dir, err);
@@ -444,7 +414,7 @@ static ld_status load_dir(ld_tpl_source *s, const char *dir, const char *name, l
     if (st == LD_OK && have_jinja) {
         char *text = NULL;
         size_t len = 0;
-        st = slurp(jinja, &text, &len, err);
+        st = ld_slurp_file(jinja, &text, &len, err);
         if (st == LD_OK) st = compile_into(s, text, len, dir, jinja, err);
         free(text);
     }

@@ -14,7 +14,7 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 need_pkgs() {
-    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev gzip zstd xz-utils bzip2 zip"
+    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev libutf8proc-dev gzip zstd xz-utils bzip2 zip"
     [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev"
     local missing=""
     for p in $pkgs; do
