@@ -37,12 +37,20 @@ enum {
     LD_TOK_PARSE_SPECIAL = 2u /* special tokens written in the text are tokens */
 };
 
-/* Loads `path`: a tokenizer.json, or a directory holding one.  LD_ERR_IO
+/* Loads `path`: a tokenizer.json, a GGUF file (by its magic), or a
+ * directory holding a tokenizer.json or else a single *.gguf.  LD_ERR_IO
  * (cannot read; err->path = path), LD_ERR_SYNTAX (bad JSON or regex),
  * LD_ERR_UNSUPPORTED (a model, normalizer, pre-tokenizer, post-processor or
  * decoder type not handled: the message names it), LD_ERR_MISMATCH (a merge
  * or token refers to a token not in the vocabulary). */
 ld_status ld_tok_load(const char *path, ld_tok **out, ld_error *err);
+
+/* From a GGUF file's vocabulary (tokenizer.ggml.*: byte-level BPE with a
+ * pre-tokenizer llama.cpp names, see tok_gguf.c); errors as ld_tok_load,
+ * plus the GGUF reader's. */
+ld_status ld_tok_load_gguf(const char *path, ld_tok **out, ld_error *err);
+/* The same from a GGUF file in memory (`buf` need not outlive the call). */
+ld_status ld_tok_load_gguf_memory(const void *buf, size_t len, ld_tok **out, ld_error *err);
 
 /* The same from the JSON text itself (`len` bytes, no NUL needed). */
 ld_status ld_tok_load_json(const char *json, size_t len, ld_tok **out, ld_error *err);

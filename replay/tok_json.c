@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "slurp.h"
@@ -395,22 +397,57 @@ ld_status ld_tok_load_json(const char *json, size_t len, ld_tok **out, ld_error 
     return st;
 }
 
+/* 1 when the file at `path` begins with the GGUF magic. */
+static int is_gguf(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char magic[4] = { 0 };
+    int yes = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    if (f) fclose(f);
+    return yes;
+}
+
+/* A directory's tokenizer: tokenizer.json, else its only *.gguf. */
+static ld_status dir_file(const char *dir, char *file, size_t size, ld_error *err)
+{
+    struct stat st;
+    snprintf(file, size, "%s/tokenizer.json", dir);
+    if (stat(file, &st) == 0) return LD_OK;
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".gguf")) continue;
+        if (found++) break;
+        snprintf(file, size, "%s/%s", dir, e->d_name);
+    }
+    if (d) closedir(d);
+    if (found == 1) return LD_OK;
+    return LD_FAIL(err, LD_ERR_IO, 0, found ? "'%s' holds several .gguf files: name the file"
+                                            : "'%s' holds neither tokenizer.json nor a .gguf file", dir);
+}
+
 ld_status ld_tok_load(const char *path, ld_tok **out, ld_error *err)
 {
     struct stat st;
     char joined[4096];
     const char *file = path;
     *out = NULL;
+    ld_status s = LD_OK;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(joined, sizeof joined, "%s/tokenizer.json", path);
+        s = dir_file(path, joined, sizeof joined, err);
         file = joined;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    ld_status s = ld_slurp_file(file, &buf, &len, err);
-    if (s == LD_OK) {
-        s = ld_tok_load_json(buf, len, out, err);
-        free(buf);
+    if (s == LD_OK && is_gguf(file)) {
+        s = ld_tok_load_gguf(file, out, err);
+    } else if (s == LD_OK) {
+        char *buf = NULL;
+        size_t len = 0;
+        s = ld_slurp_file(file, &buf, &len, err);
+        if (s == LD_OK) {
+            s = ld_tok_load_json(buf, len, out, err);
+            free(buf);
+        }
     }
     if (s != LD_OK && err) err->path = path;
     return s;

@@ -1,6 +1,7 @@
 /* test_tok.c - the byte-level BPE tokenizer against HF `tokenizers`:
- * - llama.cpp's gpt-2 test vectors (../shared/tokenizers/ggml-vocab-gpt-2.gguf.inp/.out)
- *   through ../shared/tokenizers/gpt2-tokenizer.json, every case id for id;
+ * - llama.cpp's test vectors (../shared/tokenizers/ggml-vocab-*.gguf.inp/.out): gpt-2 through
+ *   ../shared/tokenizers/gpt2-tokenizer.json and through its GGUF vocabulary, deepseek-llm and
+ *   deepseek-coder through theirs, every case id for id;
  * - a >1 MB corpus of our own (tools/gen_tok_cases.py -> testdata/replay/tok/cases.json.zst):
  *   ids from HF tokenizers 0.23.3 for gpt2-tokenizer.json and variants of it (Qwen2-,
  *   Llama-3-, DeepSeek-V3-style pre-tokenizers, every Split behaviour, Digits, NFC/NFD/NFKC,
@@ -129,19 +130,22 @@ static int round_trips(const ld_tok *t, const char *text, size_t len, unsigned f
     return ok;
 }
 
-static int test_tok_llama_cpp_gpt2_vectors(void)
+/* llama.cpp's test vectors ggml-vocab-<model>.gguf.inp/.out through `t`
+ * (owned; freed here): every case id for id, and decode(encode(x)) == x. */
+static int run_vectors(const char *model, ld_tok *t)
 {
-    char *inp = ld_test_slurp(SHARED_TOK "ggml-vocab-gpt-2.gguf.inp");
-    char *out = ld_test_slurp(SHARED_TOK "ggml-vocab-gpt-2.gguf.out");
-    if (!inp || !out) {
+    char inp_path[512], out_path[512];
+    snprintf(inp_path, sizeof inp_path, SHARED_TOK "ggml-vocab-%s.gguf.inp", model);
+    snprintf(out_path, sizeof out_path, SHARED_TOK "ggml-vocab-%s.gguf.out", model);
+    char *inp = ld_test_slurp(inp_path), *out = ld_test_slurp(out_path);
+    if (!inp || !out || !t) {
         free(inp);
         free(out);
-        SKIP("%s absent", SHARED_TOK "ggml-vocab-gpt-2.gguf.inp/.out");
+        ld_tok_free(t);
+        SKIP("%s or its tokenizer absent", inp_path);
     }
-    ld_tok *t = make_tok("gpt2");
-    CHECK(t);
     static const char sep[] = "\n__ggml_vocab_test__\n";
-    int cases = 0, matched = 0;
+    int cases = 0, matched = 0, trips = 0;
     char *p = inp, *line = out;
     for (char *end; (end = strstr(p, sep)); p = end + strlen(sep), cases++) {
         char *nl = strchr(line, '\n');
@@ -149,26 +153,49 @@ static int test_tok_llama_cpp_gpt2_vectors(void)
         *nl = 0;
         int32_t want[512];
         size_t n = 0;
-        for (char *q = line; *q;) {
+        for (char *q = line; *q && n < 512;) {
             char *e;
             long v = strtol(q, &e, 10);
             if (e == q) break;
             want[n++] = (int32_t)v;
             q = e;
         }
-        char label[32];
-        snprintf(label, sizeof label, "case %d", cases);
+        char label[64];
+        snprintf(label, sizeof label, "%s case %d", model, cases);
         matched += same_ids(t, p, (size_t)(end - p), 0, want, n, label, 0);
-        matched -= !round_trips(t, p, (size_t)(end - p), 0) ? 0 : 0;
+        trips += round_trips(t, p, (size_t)(end - p), 0);
         line = nl + 1;
     }
-    fprintf(stderr, "  llama.cpp gpt-2 vectors: %d/%d cases match\n", matched, cases);
+    fprintf(stderr, "  llama.cpp %s vectors: %d/%d cases match, %d round trips\n", model, matched, cases,
+            trips);
     ld_tok_free(t);
     free(inp);
     free(out);
     CHECK_EQ_INT(cases, 46);
     CHECK_EQ_INT(matched, cases);
+    CHECK_EQ_INT(trips, cases);
     return 0;
+}
+
+/* The vocabulary of a shared vocab-only GGUF, NULL (message printed) if it
+ * does not load. */
+static ld_tok *gguf_tok(const char *model)
+{
+    char path[512];
+    snprintf(path, sizeof path, SHARED_TOK "ggml-vocab-%s.gguf", model);
+    ld_tok *t = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    if (ld_tok_load(path, &t, &err) != LD_OK) fprintf(stderr, "  %s: %s\n", path, err.msg);
+    return t;
+}
+
+static int test_tok_llama_cpp_gpt2_vectors(void) { return run_vectors("gpt-2", make_tok("gpt2")); }
+static int test_tok_gguf_gpt2_vectors(void) { return run_vectors("gpt-2", gguf_tok("gpt-2")); }
+static int test_tok_gguf_deepseek_llm_vectors(void) { return run_vectors("deepseek-llm", gguf_tok("deepseek-llm")); }
+static int test_tok_gguf_deepseek_coder_vectors(void)
+{
+    return run_vectors("deepseek-coder", gguf_tok("deepseek-coder"));
 }
 
 static int run_config(const char *config, int check_round_trip)
@@ -373,6 +400,9 @@ static int test_tok_cleanup(void)
 
 static const ld_test_case cases[] = {
     LD_CASE(test_tok_llama_cpp_gpt2_vectors),
+    LD_CASE(test_tok_gguf_gpt2_vectors),
+    LD_CASE(test_tok_gguf_deepseek_llm_vectors),
+    LD_CASE(test_tok_gguf_deepseek_coder_vectors),
     LD_CASE(test_tok_corpus_gpt2),
     LD_CASE(test_tok_corpus_qwen2),
     LD_CASE(test_tok_corpus_llama3),
