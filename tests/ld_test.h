@@ -76,6 +76,25 @@ static inline char *ld_test_slurp(const char *path)
     return b;
 }
 
+/* The file as an exact-size malloc'd buffer (no NUL added, so ASan sees any
+ * read past the end); *n its size.  NULL when it cannot be read. */
+static inline unsigned char *ld_test_read_bytes(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = len >= 0 ? malloc(len > 0 ? (size_t)len : 1) : NULL;
+    if (b && len > 0 && fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n = len > 0 ? (size_t)len : 0;
+    return b;
+}
+
 static inline int ld_test_run(const ld_test_case *cases, size_t n, int argc,
                               char **argv)
 {

@@ -28,24 +28,6 @@ static cJSON *load_json(const char *path)
     return j;
 }
 
-/* The file as an exact-size malloc'd buffer (ASan sees any over-read). */
-static uint8_t *load_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(len > 0 ? (size_t)len : 1);
-    if (b && len > 0 && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 static int64_t jint(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -285,7 +267,7 @@ static int test_gguf_matches_gguf_py(void)
         ld_gguf_close(g);
         /* the same from an exact-size buffer */
         size_t n;
-        uint8_t *buf = load_bytes(path, &n);
+        uint8_t *buf = ld_test_read_bytes(path, &n);
         CHECK(buf);
         CHECK_MSG(ld_gguf_parse(buf, n, &g, &err) == LD_OK, "%s: %s", path, err.msg);
         if (rc == 0) rc = check_against_oracle(g, o, fixtures[f]);
@@ -358,7 +340,7 @@ static int test_gguf_every_prefix_truncated(void)
         char path[512];
         snprintf(path, sizeof path, GDIR "%s.gguf", fixtures[f]);
         size_t n;
-        uint8_t *full = load_bytes(path, &n);
+        uint8_t *full = ld_test_read_bytes(path, &n);
         CHECK(full);
         /* the file is whole once its last tensor's data is there (the
          * padding after it is optional) */

@@ -1,0 +1,83 @@
+/* backend.h - the op interface between the forward pass and a compute
+ * backend.  The engine calls ops through the table; the backend owns its
+ * buffers (fp32 activations, KV caches) and its weights.  The plain-C
+ * reference backend (backend_ref.c over kernels/ref_ops.c) is the first;
+ * a CUDA backend implements the same table later.
+ *
+ * Contract every backend keeps (what makes replay deterministic):
+ *  - an op's result for a token row depends only on that row's inputs (and
+ *    for attention, on the KV cache), never on how many rows are processed
+ *    together, so one prefill, chunks and token-by-token agree bitwise;
+ *  - every reduction has a fixed order, a function of the shapes only;
+ *  - results do not depend on the number of threads or blocks.
+ *
+ * Buffers are arrays of fp32; sizes and offsets count floats.  Host arrays
+ * passed to ops (token ids, inverse frequencies) are read during the call.
+ */
+#ifndef LD_BACKEND_H
+#define LD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ld_error.h"
+#include "safetensors.h"
+
+typedef struct ld_backend ld_backend;
+typedef struct ld_buf ld_buf;       /* backend-owned fp32 array */
+typedef struct ld_weight ld_weight; /* backend-owned weight */
+
+/* A weight on the host: `rows` x `cols` (a vector has rows = 1), row-major,
+ * of dtype F32, F16 or BF16; `data` stays valid while the weight lives. */
+typedef struct ld_host_tensor {
+    ld_dtype dtype;
+    const void *data;
+    int64_t rows, cols;
+} ld_host_tensor;
+
+typedef struct ld_backend_ops {
+    const char *name;
+    void (*destroy)(ld_backend *be);
+
+    ld_status (*buf_alloc)(ld_backend *be, size_t n, ld_buf **out, ld_error *err);
+    void (*buf_free)(ld_backend *be, ld_buf *b);
+    ld_status (*buf_write)(ld_backend *be, ld_buf *b, size_t off, const float *src, size_t n, ld_error *err);
+    ld_status (*buf_read)(ld_backend *be, const ld_buf *b, size_t off, float *dst, size_t n, ld_error *err);
+
+    /* The reference backend uses the host data in place (no copy). */
+    ld_status (*weight_load)(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err);
+    void (*weight_free)(ld_backend *be, ld_weight *w);
+
+    /* out[t] = table[tokens[t]], t < T; tokens already checked < rows */
+    ld_status (*embed)(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err);
+    /* RMSNorm of `rows` rows of w->cols values */
+    ld_status (*rmsnorm)(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err);
+    /* out [T][w->rows] = x [T][w->cols] . w^T (+ bias) */
+    ld_status (*matmul)(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err);
+    /* in-place RoPE of x [T][n_heads*head_dim], row t at position pos0 + t */
+    ld_status (*rope)(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq, ld_error *err);
+    /* cache rows [pos0, pos0+T) of `row` floats = src [T][row] */
+    ld_status (*kv_store)(ld_backend *be, ld_buf *cache, const ld_buf *src, int T, int pos0, int row, ld_error *err);
+    /* causal attention of q [T][n_heads*hd] (positions pos0...) against the
+     * caches; window > 0 = sliding window; see ld_ref_attention */
+    ld_status (*attention)(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kcache, const ld_buf *vcache,
+                           int T, int pos0, int n_heads, int n_kv, int head_dim, int window, float scale, ld_error *err);
+    ld_status (*swiglu)(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err);
+    ld_status (*add)(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_error *err);
+    ld_status (*softmax)(ld_backend *be, ld_buf *out, const ld_buf *x, int rows, int n, ld_error *err);
+} ld_backend_ops;
+
+struct ld_backend {
+    const ld_backend_ops *ops;
+};
+
+/* The plain-C reference backend with `n_threads` threads (>= 1, the caller's
+ * thread included). */
+ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err);
+
+static inline void ld_backend_destroy(ld_backend *be)
+{
+    if (be) be->ops->destroy(be);
+}
+
+#endif /* LD_BACKEND_H */

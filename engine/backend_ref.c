@@ -1,0 +1,431 @@
+/* backend_ref.c - the plain-C reference backend: kernels/ref_ops.c behind
+ * the op table, spread over a pthread pool.  Each op's items (rows, output
+ * columns, heads) are cut into one contiguous range per thread; each item
+ * is computed by exactly one thread with the same code, so the results are
+ * bitwise identical whatever the number of threads.  Weights are used in
+ * place from the host mapping (f32) or converted row by row (f16, bf16). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ref_ops.h"
+
+struct ld_buf {
+    float *p;
+    size_t n;
+};
+
+struct ld_weight {
+    ld_kdt dt;
+    const void *data;
+    int64_t rows, cols;
+};
+
+typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
+
+typedef struct ref_backend {
+    ld_backend base;
+    int n_threads;
+    pthread_t *threads;
+    int n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned gen;
+    int pending, quit;
+    task_fn fn;
+    void *ctx;
+    size_t n_items;
+    /* per-thread scratch */
+    float **scratch;
+    size_t scratch_cap;
+} ref_backend;
+
+typedef struct worker_arg {
+    ref_backend *rb;
+    int tid;
+} worker_arg;
+
+static void run_chunk(ref_backend *rb, task_fn fn, void *ctx, size_t n, int tid)
+{
+    size_t nt = (size_t)rb->n_threads;
+    size_t i0 = n * (size_t)tid / nt, i1 = n * (size_t)(tid + 1) / nt;
+    if (i0 < i1) fn(ctx, tid, i0, i1);
+}
+
+static void *worker(void *arg)
+{
+    ref_backend *rb = ((worker_arg *)arg)->rb;
+    int tid = ((worker_arg *)arg)->tid;
+    free(arg);
+    pthread_mutex_lock(&rb->mu);
+    unsigned seen = 0; /* workers start before the first run */
+    for (;;) {
+        while (rb->gen == seen && !rb->quit) pthread_cond_wait(&rb->go, &rb->mu);
+        if (rb->quit) break;
+        seen = rb->gen;
+        task_fn fn = rb->fn;
+        void *ctx = rb->ctx;
+        size_t n = rb->n_items;
+        pthread_mutex_unlock(&rb->mu);
+        run_chunk(rb, fn, ctx, n, tid);
+        pthread_mutex_lock(&rb->mu);
+        if (--rb->pending == 0) pthread_cond_signal(&rb->done);
+    }
+    pthread_mutex_unlock(&rb->mu);
+    return NULL;
+}
+
+static void run(ref_backend *rb, task_fn fn, void *ctx, size_t n)
+{
+    if (rb->n_threads == 1 || n < 2) {
+        if (n) fn(ctx, 0, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&rb->mu);
+    rb->fn = fn;
+    rb->ctx = ctx;
+    rb->n_items = n;
+    rb->pending = rb->n_threads - 1;
+    rb->gen++;
+    pthread_cond_broadcast(&rb->go);
+    pthread_mutex_unlock(&rb->mu);
+    run_chunk(rb, fn, ctx, n, 0);
+    pthread_mutex_lock(&rb->mu);
+    while (rb->pending) pthread_cond_wait(&rb->done, &rb->mu);
+    pthread_mutex_unlock(&rb->mu);
+}
+
+static ld_status need_scratch(ref_backend *rb, size_t n, ld_error *err)
+{
+    if (n <= rb->scratch_cap) return LD_OK;
+    for (int i = 0; i < rb->n_threads; i++) {
+        float *p = realloc(rb->scratch[i], n * sizeof *p);
+        if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of scratch", n);
+        rb->scratch[i] = p;
+    }
+    rb->scratch_cap = n;
+    return LD_OK;
+}
+
+static void destroy(ld_backend *be)
+{
+    ref_backend *rb = (ref_backend *)be;
+    pthread_mutex_lock(&rb->mu);
+    rb->quit = 1;
+    pthread_cond_broadcast(&rb->go);
+    pthread_mutex_unlock(&rb->mu);
+    for (int i = 0; i < rb->n_started; i++) pthread_join(rb->threads[i], NULL);
+    pthread_mutex_destroy(&rb->mu);
+    pthread_cond_destroy(&rb->go);
+    pthread_cond_destroy(&rb->done);
+    for (int i = 0; i < rb->n_threads; i++) free(rb->scratch[i]);
+    free(rb->scratch);
+    free(rb->threads);
+    free(rb);
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+static ld_status buf_alloc(ld_backend *be, size_t n, ld_buf **out, ld_error *err)
+{
+    (void)be;
+    *out = NULL;
+    ld_buf *b = malloc(sizeof *b);
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!b || !p) {
+        free(b);
+        free(p);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a buffer of %zu floats", n);
+    }
+    b->p = p;
+    b->n = n;
+    *out = b;
+    return LD_OK;
+}
+
+static void buf_free(ld_backend *be, ld_buf *b)
+{
+    (void)be;
+    if (b) free(b->p);
+    free(b);
+}
+
+static ld_status range(const ld_buf *b, size_t off, size_t n, ld_error *err)
+{
+    if (off > b->n || n > b->n - off)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "range [%zu, +%zu) outside a buffer of %zu floats", off, n, b->n);
+    return LD_OK;
+}
+
+static ld_status buf_write(ld_backend *be, ld_buf *b, size_t off, const float *src, size_t n, ld_error *err)
+{
+    (void)be;
+    LD_TRY(range(b, off, n, err));
+    if (n) memcpy(b->p + off, src, n * sizeof *src);
+    return LD_OK;
+}
+
+static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *dst, size_t n, ld_error *err)
+{
+    (void)be;
+    LD_TRY(range(b, off, n, err));
+    if (n) memcpy(dst, b->p + off, n * sizeof *dst);
+    return LD_OK;
+}
+
+static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err)
+{
+    (void)be;
+    *out = NULL;
+    ld_kdt dt;
+    switch (t->dtype) {
+    case LD_DT_F32: dt = LD_KDT_F32; break;
+    case LD_DT_F16: dt = LD_KDT_F16; break;
+    case LD_DT_BF16: dt = LD_KDT_BF16; break;
+    default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
+    }
+    if (((uintptr_t)t->data) % ld_dtype_size(t->dtype))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight data is not aligned to its element size");
+    ld_weight *w = malloc(sizeof *w);
+    if (!w) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    w->dt = dt;
+    w->data = t->data;
+    w->rows = t->rows;
+    w->cols = t->cols;
+    *out = w;
+    return LD_OK;
+}
+
+static void weight_free(ld_backend *be, ld_weight *w)
+{
+    (void)be;
+    free(w);
+}
+
+/* ---------------------------------------------------------------- ops */
+
+typedef struct op_ctx {
+    ref_backend *rb;
+    float *out;
+    const float *a, *b, *c;
+    const ld_weight *w, *bias;
+    const int32_t *tokens;
+    const float *inv_freq;
+    int T, n_heads, n_kv, hd, pos0, window, n;
+    float eps, scale;
+} op_ctx;
+
+static void t_embed(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_embed(c->out, c->w->data, c->w->dt, (int)c->w->cols, c->tokens, i0, i1);
+}
+
+static ld_status embed(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err)
+{
+    LD_TRY(range(out, 0, (size_t)T * (size_t)table->cols, err));
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= table->rows)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d outside the vocabulary of %lld", (int)tokens[t], (long long)table->rows);
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .w = table, .tokens = tokens};
+    run(c.rb, t_embed, &c, (size_t)T);
+    return LD_OK;
+}
+
+static void t_rmsnorm(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_rmsnorm(c->out, c->a, c->w->data, c->w->dt, (int)c->w->cols, c->eps, i0, i1);
+}
+
+static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err)
+{
+    size_t n = (size_t)rows * (size_t)w->cols;
+    LD_TRY(range(out, 0, n, err));
+    LD_TRY(range(x, 0, n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = x->p, .w = w, .eps = eps};
+    run(c.rb, t_rmsnorm, &c, (size_t)rows);
+    return LD_OK;
+}
+
+static void t_matmul(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    ld_ref_matmul(c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                  c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows,
+                  c->rb->scratch[tid], i0, i1);
+}
+
+static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    LD_TRY(range(out, 0, (size_t)T * (size_t)w->rows, err));
+    LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
+    if (bias && bias->rows * bias->cols != w->rows)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
+                       (long long)(bias->rows * bias->cols), (long long)w->rows);
+    LD_TRY(need_scratch(rb, (size_t)w->cols, err));
+    op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
+    run(rb, t_matmul, &c, (size_t)w->rows);
+    return LD_OK;
+}
+
+static void t_rope(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_rope(c->out, c->n_heads, c->hd, c->inv_freq, c->pos0, i0, i1);
+}
+
+static ld_status rope(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq, ld_error *err)
+{
+    LD_TRY(range(x, 0, (size_t)T * (size_t)n_heads * (size_t)head_dim, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = x->p, .n_heads = n_heads, .hd = head_dim,
+                .pos0 = pos0, .inv_freq = inv_freq};
+    run(c.rb, t_rope, &c, (size_t)T);
+    return LD_OK;
+}
+
+static ld_status kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int T, int pos0, int row, ld_error *err)
+{
+    (void)be;
+    size_t n = (size_t)T * (size_t)row;
+    LD_TRY(range(src, 0, n, err));
+    LD_TRY(range(cache, (size_t)pos0 * (size_t)row, n, err));
+    if (n) memcpy(cache->p + (size_t)pos0 * (size_t)row, src->p, n * sizeof *src->p);
+    return LD_OK;
+}
+
+static void t_attention(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    ld_ref_attention(c->out, c->a, c->b, c->c, c->n_heads, c->n_kv, c->hd, c->pos0, c->window,
+                     c->scale, c->rb->scratch[tid], i0, i1);
+}
+
+static ld_status attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kcache, const ld_buf *vcache,
+                           int T, int pos0, int n_heads, int n_kv, int head_dim, int window, float scale, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    size_t nq = (size_t)T * (size_t)n_heads * (size_t)head_dim;
+    size_t nkv = (size_t)(pos0 + T) * (size_t)n_kv * (size_t)head_dim;
+    if (n_kv <= 0 || n_heads % n_kv) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d heads over %d kv heads", n_heads, n_kv);
+    LD_TRY(range(out, 0, nq, err));
+    LD_TRY(range(q, 0, nq, err));
+    LD_TRY(range(kcache, 0, nkv, err));
+    LD_TRY(range(vcache, 0, nkv, err));
+    LD_TRY(need_scratch(rb, (size_t)(pos0 + T), err));
+    op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
+                .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
+    run(rb, t_attention, &c, (size_t)T * (size_t)n_heads);
+    return LD_OK;
+}
+
+static void t_swiglu(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_swiglu(c->out, c->a, c->b, i0, i1);
+}
+
+static ld_status swiglu(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err)
+{
+    LD_TRY(range(out, 0, n, err));
+    LD_TRY(range(gate, 0, n, err));
+    LD_TRY(range(up, 0, n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = gate->p, .b = up->p};
+    run(c.rb, t_swiglu, &c, n);
+    return LD_OK;
+}
+
+static void t_add(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_add(c->out, c->a, i0, i1);
+}
+
+static ld_status add(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_error *err)
+{
+    LD_TRY(range(x, 0, n, err));
+    LD_TRY(range(y, 0, n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = x->p, .a = y->p};
+    run(c.rb, t_add, &c, n);
+    return LD_OK;
+}
+
+static void t_softmax(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_softmax(c->out, c->a, c->n, i0, i1);
+}
+
+static ld_status softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows, int n, ld_error *err)
+{
+    LD_TRY(range(out, 0, (size_t)rows * (size_t)n, err));
+    LD_TRY(range(x, 0, (size_t)rows * (size_t)n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = x->p, .n = n};
+    run(c.rb, t_softmax, &c, (size_t)rows);
+    return LD_OK;
+}
+
+static const ld_backend_ops ref_ops = {
+    .name = "ref",
+    .destroy = destroy,
+    .buf_alloc = buf_alloc,
+    .buf_free = buf_free,
+    .buf_write = buf_write,
+    .buf_read = buf_read,
+    .weight_load = weight_load,
+    .weight_free = weight_free,
+    .embed = embed,
+    .rmsnorm = rmsnorm,
+    .matmul = matmul,
+    .rope = rope,
+    .kv_store = kv_store,
+    .attention = attention,
+    .swiglu = swiglu,
+    .add = add,
+    .softmax = softmax,
+};
+
+ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "thread count %d outside [1, 1024]", n_threads);
+    ref_backend *rb = calloc(1, sizeof *rb);
+    if (!rb) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    rb->base.ops = &ref_ops;
+    rb->n_threads = n_threads;
+    rb->threads = calloc((size_t)n_threads, sizeof *rb->threads);
+    rb->scratch = calloc((size_t)n_threads, sizeof *rb->scratch);
+    if (!rb->threads || !rb->scratch) {
+        free(rb->threads);
+        free(rb->scratch);
+        free(rb);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    pthread_mutex_init(&rb->mu, NULL);
+    pthread_cond_init(&rb->go, NULL);
+    pthread_cond_init(&rb->done, NULL);
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (a) {
+            a->rb = rb;
+            a->tid = i;
+        }
+        if (!a || pthread_create(&rb->threads[rb->n_started], NULL, worker, a) != 0) {
+            free(a);
+            destroy(&rb->base);
+            return LD_FAIL(err, LD_ERR_NOMEM, 0, "cannot start thread %d", i);
+        }
+        rb->n_started++;
+    }
+    *out = &rb->base;
+    return LD_OK;
+}

@@ -1,0 +1,42 @@
+/* forward.h - the forward pass of a dense decoder (model.h) over a backend
+ * (backend.h), with a KV cache: a session holds the cache and the position.
+ *
+ * ld_session_eval appends T tokens at the current position, in chunks of at
+ * most max_batch tokens.  Every op computes a token's row the same way
+ * whatever the chunk (attention reads the cache, which holds the same
+ * values), so the logits of a position are bitwise identical whether the
+ * prompt runs as one prefill, in chunks or token by token, and (with the
+ * reference backend) whatever the number of threads.
+ */
+#ifndef LD_FORWARD_H
+#define LD_FORWARD_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "model.h"
+
+typedef struct ld_session ld_session;
+
+/* A session of at most `max_seq` positions over `model` (borrowed) and
+ * `be` (borrowed); max_batch bounds the tokens per chunk (and the scratch
+ * buffers). */
+ld_status ld_session_create(const ld_model *model, ld_backend *be, int max_seq,
+                            int max_batch, ld_session **out, ld_error *err);
+
+/* Run `T` tokens from the current position.  `logits` (NULL: not wanted)
+ * receives [T][vocab]; `hidden` (NULL: not wanted) receives
+ * [n_layers + 2][T][hidden]: the embeddings, the residual stream after each
+ * layer, and the final norm's output. */
+ld_status ld_session_eval(ld_session *s, const int32_t *tokens, int T,
+                          float *logits, float *hidden, ld_error *err);
+
+/* Positions done so far. */
+int ld_session_pos(const ld_session *s);
+
+/* Forget the cache (back to position 0). */
+void ld_session_reset(ld_session *s);
+
+void ld_session_destroy(ld_session *s);
+
+#endif /* LD_FORWARD_H */

@@ -1,0 +1,141 @@
+/* model.c - see model.h. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bind `name` expecting shape [rows, cols] (cols only when rows == 0: a
+ * vector).  Optional tensors may be absent. */
+static ld_status bind(const ld_safetensors *st, ld_model_tensor *mt, int optional,
+                      int64_t rows, int64_t cols, ld_error *err, const char *fmt, ...)
+{
+    char name[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    memset(mt, 0, sizeof *mt);
+    const ld_st_tensor *t = ld_st_find(st, name);
+    char want[64];
+    if (rows) snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
+    else snprintf(want, sizeof want, "[%lld]", (long long)cols);
+    if (!t) {
+        if (optional) return LD_OK;
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' %s is missing", name, want);
+    }
+    int ok = rows ? t->n_dims == 2 && t->shape[0] == (uint64_t)rows && t->shape[1] == (uint64_t)cols
+                  : t->n_dims == 1 && t->shape[0] == (uint64_t)cols;
+    if (!ok) {
+        char got[96] = "[";
+        for (int d = 0; d < t->n_dims && strlen(got) < 70; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? ", " : "",
+                     (unsigned long long)t->shape[d]);
+        strcat(got, "]");
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' has shape %s, expected %s", name, got, want);
+    }
+    if (t->dtype != LD_DT_F32 && t->dtype != LD_DT_F16 && t->dtype != LD_DT_BF16)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32, F16, BF16 supported)", name,
+                       ld_dtype_name(t->dtype));
+    mt->st = t;
+    mt->host.dtype = t->dtype;
+    mt->host.data = t->data;
+    mt->host.rows = rows ? rows : 1;
+    mt->host.cols = cols;
+    return LD_OK;
+}
+
+void ld_model_close(ld_model *m)
+{
+    if (!m) return;
+    ld_st_close(m->st);
+    free(m->layers);
+    free(m);
+}
+
+ld_status ld_model_bind(const ld_model_config *cfg, const ld_safetensors *st, ld_model **out, ld_error *err)
+{
+    *out = NULL;
+    ld_model *m = calloc(1, sizeof *m);
+    if (!m) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    m->cfg = *cfg;
+    m->layers = calloc((size_t)cfg->n_layers, sizeof *m->layers);
+    if (!m->layers) {
+        free(m);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    const int64_t V = cfg->vocab, D = cfg->hidden, I = cfg->intermediate, hd = cfg->head_dim;
+    const int64_t Q = (int64_t)cfg->n_heads * hd, KV = (int64_t)cfg->n_kv_heads * hd;
+    ld_status s = LD_OK;
+#define B(mt, opt, r, c, ...) \
+    if (s == LD_OK) s = bind(st, (mt), (opt), (r), (c), err, __VA_ARGS__)
+    B(&m->embed, 0, V, D, "model.embed_tokens.weight");
+    B(&m->norm, 0, 0, D, "model.norm.weight");
+    if (cfg->tie_embeddings) m->lm_head = m->embed;
+    else B(&m->lm_head, 0, V, D, "lm_head.weight");
+    for (int l = 0; l < cfg->n_layers && s == LD_OK; l++) {
+        ld_model_layer *L = &m->layers[l];
+        const char *p = "model.layers";
+        B(&L->attn_norm, 0, 0, D, "%s.%d.input_layernorm.weight", p, l);
+        B(&L->wq, 0, Q, D, "%s.%d.self_attn.q_proj.weight", p, l);
+        B(&L->wk, 0, KV, D, "%s.%d.self_attn.k_proj.weight", p, l);
+        B(&L->wv, 0, KV, D, "%s.%d.self_attn.v_proj.weight", p, l);
+        B(&L->wo, 0, D, Q, "%s.%d.self_attn.o_proj.weight", p, l);
+        if (cfg->qkv_bias) {
+            B(&L->bq, 0, 0, Q, "%s.%d.self_attn.q_proj.bias", p, l);
+            B(&L->bk, 0, 0, KV, "%s.%d.self_attn.k_proj.bias", p, l);
+            B(&L->bv, 0, 0, KV, "%s.%d.self_attn.v_proj.bias", p, l);
+        }
+        if (cfg->o_bias) B(&L->bo, 0, 0, D, "%s.%d.self_attn.o_proj.bias", p, l);
+        if (cfg->qk_norm) {
+            B(&L->q_norm, 0, 0, hd, "%s.%d.self_attn.q_norm.weight", p, l);
+            B(&L->k_norm, 0, 0, hd, "%s.%d.self_attn.k_norm.weight", p, l);
+        }
+        B(&L->ffn_norm, 0, 0, D, "%s.%d.post_attention_layernorm.weight", p, l);
+        B(&L->w_gate, 0, I, D, "%s.%d.mlp.gate_proj.weight", p, l);
+        B(&L->w_up, 0, I, D, "%s.%d.mlp.up_proj.weight", p, l);
+        B(&L->w_down, 0, D, I, "%s.%d.mlp.down_proj.weight", p, l);
+        if (cfg->mlp_bias) {
+            B(&L->b_gate, 0, 0, I, "%s.%d.mlp.gate_proj.bias", p, l);
+            B(&L->b_up, 0, 0, I, "%s.%d.mlp.up_proj.bias", p, l);
+            B(&L->b_down, 0, 0, D, "%s.%d.mlp.down_proj.bias", p, l);
+        }
+    }
+#undef B
+    if (s != LD_OK) {
+        free(m->layers);
+        free(m);
+        return s;
+    }
+    *out = m;
+    return LD_OK;
+}
+
+ld_status ld_model_open(const char *dir, ld_model **out, ld_error *err)
+{
+    *out = NULL;
+    size_t n = strlen(dir) + sizeof "/config.json";
+    char *cp = malloc(n);
+    if (!cp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    snprintf(cp, n, "%s/config.json", dir);
+    ld_model_config *cfg = malloc(sizeof *cfg);
+    ld_status s = cfg ? ld_model_config_load(cp, cfg, err) : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (s != LD_OK) {
+        if (err) err->path = dir;  /* cp is freed below */
+        free(cp);
+        free(cfg);
+        return s;
+    }
+    free(cp);
+    ld_safetensors *st = NULL;
+    s = ld_st_open(dir, &st, err);
+    if (s == LD_OK) s = ld_model_bind(cfg, st, out, err);
+    free(cfg);
+    if (s != LD_OK) {
+        ld_st_close(st);
+        if (err) err->path = dir;
+        return s;
+    }
+    (*out)->st = st;
+    return LD_OK;
+}

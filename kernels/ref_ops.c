@@ -1,0 +1,183 @@
+/* ref_ops.c - see ref_ops.h. */
+#include "ref_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+float ld_ref_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float ld_ref_f16_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, u;
+    if (e == 31) {
+        u = s | 0x7f800000u | (m << 13);            /* inf, nan */
+    } else if (e) {
+        u = s | ((e + 112u) << 23) | (m << 13);     /* normal */
+    } else if (!m) {
+        u = s;                                      /* zero */
+    } else {                                        /* subnormal: normalise */
+        e = 113;
+        while (!(m & 1024u)) {
+            m <<= 1;
+            e--;
+        }
+        u = s | (e << 23) | ((m & 1023u) << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+void ld_ref_to_f32(float *dst, const void *src, ld_kdt dt, size_t off, size_t n)
+{
+    if (dt == LD_KDT_F32) {
+        memcpy(dst, (const float *)src + off, n * sizeof *dst);
+        return;
+    }
+    const uint16_t *h = (const uint16_t *)src + off;
+    if (dt == LD_KDT_BF16)
+        for (size_t i = 0; i < n; i++) dst[i] = ld_ref_bf16_to_f32(h[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = ld_ref_f16_to_f32(h[i]);
+}
+
+static float elem(const void *p, ld_kdt dt, size_t i)
+{
+    if (dt == LD_KDT_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return dt == LD_KDT_BF16 ? ld_ref_bf16_to_f32(h) : ld_ref_f16_to_f32(h);
+}
+
+void ld_ref_embed(float *out, const void *table, ld_kdt dt, int dim,
+                  const int32_t *tokens, size_t i0, size_t i1)
+{
+    for (size_t t = i0; t < i1; t++)
+        ld_ref_to_f32(out + t * (size_t)dim, table, dt, (size_t)tokens[t] * (size_t)dim, (size_t)dim);
+}
+
+void ld_ref_rmsnorm(float *out, const float *x, const void *w, ld_kdt dt,
+                    int dim, float eps, size_t i0, size_t i1)
+{
+    for (size_t r = i0; r < i1; r++) {
+        const float *xr = x + r * (size_t)dim;
+        float *o = out + r * (size_t)dim;
+        float ss = 0.0f;
+        for (int i = 0; i < dim; i++) ss += xr[i] * xr[i];
+        float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+        for (int i = 0; i < dim; i++) o[i] = elem(w, dt, (size_t)i) * (xr[i] * inv);
+    }
+}
+
+void ld_ref_matmul(float *out, const float *x, const void *w, ld_kdt dt,
+                   const void *bias, ld_kdt bias_dt, int T, int K, int N,
+                   float *row, size_t i0, size_t i1)
+{
+    for (size_t n = i0; n < i1; n++) {
+        const float *wr;
+        if (dt == LD_KDT_F32) {
+            wr = (const float *)w + n * (size_t)K;
+        } else {
+            ld_ref_to_f32(row, w, dt, n * (size_t)K, (size_t)K);
+            wr = row;
+        }
+        float b = bias ? elem(bias, bias_dt, n) : 0.0f;
+        for (int t = 0; t < T; t++) {
+            const float *xr = x + (size_t)t * (size_t)K;
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) acc += xr[k] * wr[k];
+            out[(size_t)t * (size_t)N + n] = acc + b;
+        }
+    }
+}
+
+void ld_ref_rope(float *x, int n_heads, int head_dim, const float *inv_freq,
+                 int pos0, size_t i0, size_t i1)
+{
+    int half = head_dim / 2;
+    for (size_t t = i0; t < i1; t++) {
+        float pos = (float)(pos0 + (int)t);
+        float *row = x + t * (size_t)n_heads * (size_t)head_dim;
+        for (int i = 0; i < half; i++) {
+            float a = pos * inv_freq[i];
+            float c = cosf(a), s = sinf(a);
+            for (int h = 0; h < n_heads; h++) {
+                float *v = row + (size_t)h * (size_t)head_dim;
+                float x0 = v[i], x1 = v[i + half];
+                v[i] = x0 * c - x1 * s;
+                v[i + half] = x1 * c + x0 * s;
+            }
+        }
+    }
+}
+
+void ld_ref_attention(float *out, const float *q, const float *kcache,
+                      const float *vcache, int n_heads, int n_kv, int hd,
+                      int pos0, int window, float scale, float *scores,
+                      size_t i0, size_t i1)
+{
+    int group = n_heads / n_kv;
+    size_t qrow = (size_t)n_heads * (size_t)hd, kvrow = (size_t)n_kv * (size_t)hd;
+    for (size_t it = i0; it < i1; it++) {
+        int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
+        int pos = pos0 + t, kvh = h / group;
+        int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        const float *qv = q + (size_t)t * qrow + (size_t)h * (size_t)hd;
+        float mx = -INFINITY;
+        for (int j = lo; j <= pos; j++) {
+            const float *kv = kcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd;
+            float d = 0.0f;
+            for (int i = 0; i < hd; i++) d += qv[i] * kv[i];
+            d *= scale;
+            scores[j] = d;
+            if (d > mx) mx = d;
+        }
+        float sum = 0.0f;
+        for (int j = lo; j <= pos; j++) {
+            scores[j] = expf(scores[j] - mx);
+            sum += scores[j];
+        }
+        float *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
+        for (int i = 0; i < hd; i++) o[i] = 0.0f;
+        for (int j = lo; j <= pos; j++) {
+            float p = scores[j] / sum;
+            const float *vv = vcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd;
+            for (int i = 0; i < hd; i++) o[i] += p * vv[i];
+        }
+    }
+}
+
+void ld_ref_swiglu(float *out, const float *gate, const float *up, size_t i0, size_t i1)
+{
+    for (size_t i = i0; i < i1; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void ld_ref_add(float *x, const float *y, size_t i0, size_t i1)
+{
+    for (size_t i = i0; i < i1; i++) x[i] += y[i];
+}
+
+void ld_ref_softmax(float *out, const float *x, int n, size_t i0, size_t i1)
+{
+    for (size_t r = i0; r < i1; r++) {
+        const float *xr = x + r * (size_t)n;
+        float *o = out + r * (size_t)n;
+        float mx = -INFINITY;
+        for (int i = 0; i < n; i++)
+            if (xr[i] > mx) mx = xr[i];
+        float sum = 0.0f;
+        for (int i = 0; i < n; i++) {
+            o[i] = expf(xr[i] - mx);
+            sum += o[i];
+        }
+        for (int i = 0; i < n; i++) o[i] /= sum;
+    }
+}

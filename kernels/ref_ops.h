@@ -1,0 +1,71 @@
+/* ref_ops.h - the plain-C fp32 reference kernels.
+ *
+ * Leaves: arrays in, arrays out, no engine headers.  Every kernel computes
+ * a half-open range of independent output items [i0, i1) (rows, heads...),
+ * so a caller may split the range over threads; each output element is
+ * computed by one call with the same loop in the same order whatever the
+ * split, so results are bitwise identical for any number of threads.
+ * Reductions run in index order with one fp32 accumulator.  Nothing depends
+ * on how many tokens are processed together: a token's row is computed the
+ * same way in a prefill, a chunk or alone.
+ *
+ * Weights come in a storage type (ld_kdt) and are converted to fp32 per use
+ * (bf16 and f16 -> f32 are exact), so results equal those of an fp32 copy.
+ */
+#ifndef LD_REF_OPS_H
+#define LD_REF_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum ld_kdt { LD_KDT_F32 = 0, LD_KDT_F16 = 1, LD_KDT_BF16 = 2 } ld_kdt;
+
+float ld_ref_bf16_to_f32(uint16_t h);
+float ld_ref_f16_to_f32(uint16_t h);
+
+/* dst[0..n) = src[off .. off+n) of type dt, as fp32 */
+void ld_ref_to_f32(float *dst, const void *src, ld_kdt dt, size_t off, size_t n);
+
+/* out[t][0..dim) = table[tokens[t]] for t in [i0, i1); tokens < rows of the
+ * table are the caller's to check */
+void ld_ref_embed(float *out, const void *table, ld_kdt dt, int dim,
+                  const int32_t *tokens, size_t i0, size_t i1);
+
+/* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows r in [i0, i1) of dim */
+void ld_ref_rmsnorm(float *out, const float *x, const void *w, ld_kdt dt,
+                    int dim, float eps, size_t i0, size_t i1);
+
+/* out[t][n] = sum_k x[t][k] * w[n][k] (+ bias[n]) for t in [0, T) and the
+ * output columns n in [i0, i1); w is [N][K]; `row` is K floats of scratch */
+void ld_ref_matmul(float *out, const float *x, const void *w, ld_kdt dt,
+                   const void *bias, ld_kdt bias_dt, int T, int K, int N,
+                   float *row, size_t i0, size_t i1);
+
+/* RoPE, HF rotate_half style: for each head of row t (position pos0 + t),
+ * pairs (i, i + head_dim/2) rotate by (pos * inv_freq[i]); x is
+ * [T][n_heads * head_dim], work items are rows t in [i0, i1) */
+void ld_ref_rope(float *x, int n_heads, int head_dim, const float *inv_freq,
+                 int pos0, size_t i0, size_t i1);
+
+/* Causal attention of T query rows (positions pos0..pos0+T-1) against a
+ * KV cache holding positions 0..pos0+T-1: q [T][n_heads*hd], caches
+ * [positions][n_kv*hd], out [T][n_heads*hd].  Query head h reads kv head
+ * h / (n_heads / n_kv).  window > 0 restricts each query to the last
+ * `window` positions (itself included).  Work items are (t, h) pairs,
+ * index t * n_heads + h, in [i0, i1); `scores` holds pos0 + T floats. */
+void ld_ref_attention(float *out, const float *q, const float *kcache,
+                      const float *vcache, int n_heads, int n_kv, int hd,
+                      int pos0, int window, float scale, float *scores,
+                      size_t i0, size_t i1);
+
+/* out[i] = silu(gate[i]) * up[i], i in [i0, i1) */
+void ld_ref_swiglu(float *out, const float *gate, const float *up, size_t i0,
+                   size_t i1);
+
+/* x[i] += y[i], i in [i0, i1) */
+void ld_ref_add(float *x, const float *y, size_t i0, size_t i1);
+
+/* out[r] = softmax(x[r]) over n columns, rows r in [i0, i1) */
+void ld_ref_softmax(float *out, const float *x, int n, size_t i0, size_t i1);
+
+#endif /* LD_REF_OPS_H */

@@ -1,0 +1,425 @@
+/* test_forward.c - the forward pass (engine/forward.h) over the reference
+ * backend on the tiny HF models in testdata/models/ (written with
+ * transformers by tools/gen_tiny_models.py): logits and per-layer hidden
+ * states against transformers', bitwise determinism over thread counts and
+ * over prefill / chunks / token by token, and the errors a wrong config or
+ * checkpoint gives. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "ld_test.h"
+#include "model.h"
+
+#define MDIR LD_TESTDATA_DIR "/models/"
+
+/* ------------------------------------------------------------ helpers */
+
+static float *load_f32(const char *dir, const char *file, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *p = malloc(n * sizeof *p);
+    if (p && fread(p, sizeof *p, n, f) != n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    return p;
+}
+
+/* sqrt(sum (a-b)^2 / sum b^2), and the largest |a-b| */
+static double nerr(const float *a, const float *b, size_t n, double *maxabs)
+{
+    double num = 0, den = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+        if (fabs(d) > mx) mx = fabs(d);
+    }
+    if (maxabs) *maxabs = mx;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+typedef struct seq {
+    int32_t tokens[64];
+    int T;
+    char logits_file[64], hidden_file[64];
+    char native_file[64];   /* "" unless a half-precision model */
+} seq;
+
+/* The sequences of ref.json. */
+static int load_seqs(const char *dir, seq *seqs, int max)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    char *text = ld_test_slurp(path);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    int n = 0;
+    const cJSON *arr = cJSON_GetObjectItem(j, "sequences"), *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (n == max) break;
+        seq *s = &seqs[n++];
+        s->T = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (s->T < 64) s->tokens[s->T++] = t->valueint;
+        snprintf(s->logits_file, sizeof s->logits_file, "%s",
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file")->valuestring);
+        snprintf(s->hidden_file, sizeof s->hidden_file, "%s",
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(e, "hidden"), "file")->valuestring);
+        const cJSON *nat = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits_native"), "file");
+        snprintf(s->native_file, sizeof s->native_file, "%s", cJSON_IsString(nat) ? nat->valuestring : "");
+    }
+    cJSON_Delete(j);
+    return n;
+}
+
+/* Run `toks` through a fresh session of `m`, `threads` threads, in calls of
+ * `call` tokens (0: all at once) with chunks of at most `batch`. */
+static ld_status run(const ld_model *m, int threads, int batch, int call, const int32_t *toks, int T,
+                     float *logits, float *hidden, ld_error *err)
+{
+    ld_backend *be = NULL;
+    ld_session *s = NULL;
+    ld_status st = ld_backend_ref_create(threads, &be, err);
+    if (st == LD_OK) st = ld_session_create(m, be, 64, batch, &s, err);
+    size_t V = (size_t)m->cfg.vocab;
+    for (int t0 = 0; st == LD_OK && t0 < T;) {
+        int n = call ? (T - t0 < call ? T - t0 : call) : T;
+        if (hidden) {
+            /* hidden planes are per call: run with a temporary and scatter */
+            size_t D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
+            float *h = malloc(P * (size_t)n * D * sizeof *h);
+            st = h ? ld_session_eval(s, toks + t0, n, logits + (size_t)t0 * V, h, err) : LD_ERR_NOMEM;
+            for (size_t p = 0; st == LD_OK && p < P; p++)
+                memcpy(hidden + (p * (size_t)T + (size_t)t0) * D, h + p * (size_t)n * D, (size_t)n * D * sizeof *h);
+            free(h);
+        } else {
+            st = ld_session_eval(s, toks + t0, n, logits + (size_t)t0 * V, NULL, err);
+        }
+        t0 += n;
+    }
+    if (st == LD_OK && ld_session_pos(s) != T) st = LD_ERR_MISMATCH;
+    ld_session_destroy(s);
+    ld_backend_destroy(be);
+    return st;
+}
+
+static int open_model(const char *name, ld_model **m)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_error err;
+    ld_error_clear(&err);
+    ld_status st = ld_model_open(dir, m, &err);
+    CHECK_MSG(st == LD_OK, "%s: %s", name, err.msg);
+    return 0;
+}
+
+/* ------------------------------------------------------------ against transformers */
+
+static int check_model(const char *name, double tol, double native_tol)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_model *m = NULL;
+    if (open_model(name, &m)) return 1;
+    seq seqs[4];
+    int ns = load_seqs(dir, seqs, 4);
+    CHECK(ns == 2);
+    size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
+    int bad = 0;
+    for (int i = 0; i < ns; i++) {
+        seq *q = &seqs[i];
+        size_t T = (size_t)q->T;
+        float *ref_l = load_f32(dir, q->logits_file, T * V), *ref_h = load_f32(dir, q->hidden_file, P * T * D);
+        float *l = malloc(T * V * sizeof *l), *h = malloc(P * T * D * sizeof *h);
+        CHECK(ref_l && ref_h && l && h);
+        ld_error err;
+        ld_error_clear(&err);
+        ld_status st = run(m, 2, 64, 0, q->tokens, q->T, l, h, &err);
+        CHECK_MSG(st == LD_OK, "%s", err.msg);
+        double mx, e = nerr(l, ref_l, T * V, &mx);
+        fprintf(stderr, "  %-12s seq %d (%2zu tokens): logits nerr %.3g max|d| %.3g;", name, i, T, e, mx);
+        if (!(e < tol)) bad = 1;
+        for (size_t p = 0; p < P; p++) {
+            double eh = nerr(h + p * T * D, ref_h + p * T * D, T * D, NULL);
+            fprintf(stderr, " h%zu %.2g", p, eh);
+            if (!(eh < tol)) bad = 1;
+        }
+        if (q->native_file[0]) {
+            /* transformers computing in bf16/f16 itself: far looser */
+            float *nat = load_f32(dir, q->native_file, T * V);
+            CHECK(nat);
+            double en = nerr(l, nat, T * V, NULL);
+            fprintf(stderr, "; vs %s compute %.3g", m->embed.host.dtype == LD_DT_BF16 ? "bf16" : "f16", en);
+            if (!(en < native_tol)) bad = 1;
+            free(nat);
+        }
+        fputc('\n', stderr);
+        free(ref_l);
+        free(ref_h);
+        free(l);
+        free(h);
+    }
+    ld_model_close(m);
+    CHECK_MSG(!bad, "%s: error above %g", name, tol);
+    return 0;
+}
+
+/* The logits of sequence b when `cfg` replaces the model's config: far from
+ * transformers' (so the feature that `cfg` drops is exercised). */
+static int check_ablation(const char *name, void (*drop)(ld_model_config *))
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_model *m = NULL, *b = NULL;
+    if (open_model(name, &m)) return 1;
+    seq seqs[4];
+    CHECK(load_seqs(dir, seqs, 4) == 2);
+    ld_model_config c = m->cfg;
+    drop(&c);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_model_bind(&c, m->st, &b, &err) == LD_OK, "%s", err.msg);
+    size_t n = (size_t)seqs[1].T * (size_t)c.vocab;
+    float *ref = load_f32(dir, seqs[1].logits_file, n), *l = malloc(n * sizeof *l);
+    CHECK(ref && l);
+    CHECK_MSG(run(b, 1, 64, 0, seqs[1].tokens, seqs[1].T, l, NULL, &err) == LD_OK, "%s", err.msg);
+    double e = nerr(l, ref, n, NULL);
+    fprintf(stderr, "  %s without the feature: nerr %.3g\n", name, e);
+    CHECK(e > 1e-3);
+    free(ref);
+    free(l);
+    ld_model_close(b); /* a bound model does not own the checkpoint */
+    ld_model_close(m);
+    return 0;
+}
+
+static void drop_window(ld_model_config *c) { memset(c->window, 0, sizeof c->window); }
+static void drop_rope_scaling(ld_model_config *c) { c->rope_type = LD_ROPE_DEFAULT; }
+
+static int test_forward_features_matter(void)
+{
+    if (check_ablation("mistral", drop_window)) return 1;
+    if (check_ablation("llama3", drop_rope_scaling)) return 1;
+    return check_ablation("smollm", drop_rope_scaling);
+}
+
+/* fp32 models: against transformers in fp32.  bf16/f16 models: against
+ * transformers in fp32 on the same (upcast) weights, which is what the
+ * engine computes, as tightly; and, loosely, against transformers
+ * computing in bf16/f16 (its rounding of every intermediate). */
+static int test_forward_llama3(void) { return check_model("llama3", 1e-5, 0); }
+static int test_forward_llama3_bf16(void) { return check_model("llama3-bf16", 1e-5, 2e-2); }
+static int test_forward_smollm(void) { return check_model("smollm", 1e-5, 0); }
+static int test_forward_qwen2(void) { return check_model("qwen2", 1e-5, 0); }
+static int test_forward_qwen3(void) { return check_model("qwen3", 1e-5, 0); }
+static int test_forward_qwen3_f16(void) { return check_model("qwen3-f16", 1e-5, 3e-3); }
+static int test_forward_mistral_sliding_window(void) { return check_model("mistral", 1e-5, 0); }
+
+/* ------------------------------------------------------------ determinism */
+
+static int check_deterministic(const char *name)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_model *m = NULL;
+    if (open_model(name, &m)) return 1;
+    seq seqs[4];
+    CHECK(load_seqs(dir, seqs, 4) == 2);
+    const seq *q = &seqs[1];
+    size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+    size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q->T * (size_t)m->cfg.hidden;
+    float *base = malloc(n * sizeof *base), *l = malloc(n * sizeof *l);
+    float *hbase = malloc(nh * sizeof *hbase), *h = malloc(nh * sizeof *h);
+    CHECK(base && l && hbase && h);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(run(m, 1, 64, 0, q->tokens, q->T, base, hbase, &err) == LD_OK, "%s", err.msg);
+    /* threads x (batch, call): one prefill, chunks, calls of uneven size,
+     * token by token */
+    static const int shapes[][2] = {{64, 0}, {1, 0}, {3, 0}, {5, 0}, {64, 1}, {64, 4}, {2, 7}, {64, 11}};
+    for (int threads = 1; threads <= 3; threads++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            memset(l, 0, n * sizeof *l);
+            memset(h, 0, nh * sizeof *h);
+            CHECK_MSG(run(m, threads, shapes[k][0], shapes[k][1], q->tokens, q->T, l, h, &err) == LD_OK, "%s",
+                      err.msg);
+            CHECK_MSG(memcmp(l, base, n * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0,
+                      "%s: %d threads, batch %d, calls of %d differ from 1 thread in one prefill", name, threads,
+                      shapes[k][0], shapes[k][1]);
+        }
+    free(base);
+    free(l);
+    free(hbase);
+    free(h);
+    ld_model_close(m);
+    return 0;
+}
+
+static int test_forward_deterministic_llama3(void) { return check_deterministic("llama3"); }
+static int test_forward_deterministic_qwen3_f16(void) { return check_deterministic("qwen3-f16"); }
+static int test_forward_deterministic_mistral(void) { return check_deterministic("mistral"); }
+static int test_forward_deterministic_qwen2(void) { return check_deterministic("qwen2"); }
+
+/* ------------------------------------------------------------ errors */
+
+static const char *cfg_base =
+    "{\"architectures\": [\"%s\"], \"hidden_size\": 64, \"intermediate_size\": 128,"
+    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"vocab_size\": 300, \"rms_norm_eps\": 1e-5%s}";
+
+static ld_status parse_cfg(const char *arch, const char *extra, ld_model_config *c, ld_error *err)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, cfg_base, arch, extra);
+    ld_error_clear(err);
+    return ld_model_config_parse(buf, strlen(buf), c, err);
+}
+
+static int test_config_fields(void)
+{
+    ld_model_config c;
+    ld_error err;
+    CHECK(parse_cfg("LlamaForCausalLM", "", &c, &err) == LD_OK);
+    CHECK(c.arch == LD_ARCH_LLAMA && c.head_dim == 16 && c.rope_theta == 10000.0 && !c.tie_embeddings);
+    CHECK(parse_cfg("Qwen2ForCausalLM", ", \"tie_word_embeddings\": true, \"rope_theta\": 1e6", &c, &err) == LD_OK);
+    CHECK(c.qkv_bias && !c.o_bias && c.tie_embeddings && c.rope_theta == 1e6);
+    /* transformers 4 style scaling */
+    CHECK(parse_cfg("LlamaForCausalLM",
+                    ", \"rope_theta\": 5e5, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8,"
+                    " \"low_freq_factor\": 1, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}",
+                    &c, &err) == LD_OK);
+    CHECK(c.rope_type == LD_ROPE_LLAMA3 && c.rope_orig_max_pos == 8192);
+    CHECK(parse_cfg("Qwen3ForCausalLM", ", \"head_dim\": 32", &c, &err) == LD_OK);
+    CHECK(c.qk_norm && c.head_dim == 32);
+    CHECK(parse_cfg("MistralForCausalLM", ", \"sliding_window\": 4096", &c, &err) == LD_OK);
+    CHECK(c.window[0] == 4096 && c.window[1] == 4096);
+    CHECK(parse_cfg("Qwen2ForCausalLM", ", \"sliding_window\": 8, \"use_sliding_window\": true, \"max_window_layers\": 1",
+                    &c, &err) == LD_OK);
+    CHECK(c.window[0] == 0 && c.window[1] == 8);
+    return 0;
+}
+
+static int test_config_errors(void)
+{
+    ld_model_config c;
+    ld_error err;
+    CHECK(parse_cfg("GPT2LMHeadModel", "", &c, &err) == LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "'GPT2LMHeadModel'") != NULL, "%s", err.msg);
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}", &c, &err) ==
+          LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "rope_scaling.rope_type") && strstr(err.msg, "yarn"), "%s", err.msg);
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 4}", &c,
+                    &err) == LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "rope_parameters.rope_type"), "%s", err.msg);
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"hidden_act\": \"gelu\"", &c, &err) == LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "hidden_act"), "%s", err.msg);
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"quantization_config\": {}", &c, &err) == LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "quantization_config"), "%s", err.msg);
+    const char *gqa = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 8,"
+                      " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 3,"
+                      " \"vocab_size\": 3}";
+    CHECK(ld_model_config_parse(gqa, strlen(gqa), &c, &err) == LD_ERR_SYNTAX);
+    CHECK_MSG(strstr(err.msg, "num_key_value_heads"), "%s", err.msg);
+    const char *neg = "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 8,"
+                      " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": -1}";
+    CHECK(ld_model_config_parse(neg, strlen(neg), &c, &err) == LD_ERR_SYNTAX);
+    CHECK_MSG(strstr(err.msg, "vocab_size"), "%s", err.msg);
+    CHECK(ld_model_config_parse("[1]", 3, &c, &err) == LD_ERR_SYNTAX);
+    CHECK(ld_model_config_parse("{", 1, &c, &err) == LD_ERR_SYNTAX);
+    /* a file on disk */
+    CHECK(ld_model_config_load(MDIR "nonexistent/config.json", &c, &err) == LD_ERR_IO);
+    return 0;
+}
+
+static int test_bind_errors(void)
+{
+    ld_model *m = NULL;
+    if (open_model("llama3", &m)) return 1;
+    ld_model_config c = m->cfg;
+    ld_model *b = NULL;
+    ld_error err;
+    /* a missing tensor: Qwen3's q_norm asked of a Llama checkpoint */
+    c.qk_norm = 1;
+    ld_error_clear(&err);
+    CHECK(ld_model_bind(&c, m->st, &b, &err) == LD_ERR_MISMATCH && !b);
+    CHECK_MSG(strstr(err.msg, "'model.layers.0.self_attn.q_norm.weight' [16] is missing"), "%s", err.msg);
+    /* a wrong shape */
+    c = m->cfg;
+    c.intermediate = 100;
+    ld_error_clear(&err);
+    CHECK(ld_model_bind(&c, m->st, &b, &err) == LD_ERR_MISMATCH && !b);
+    CHECK_MSG(strstr(err.msg, "'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], expected [100, 64]"),
+              "%s", err.msg);
+    /* untied but no lm_head: the tied smollm checkpoint */
+    ld_model *t = NULL;
+    if (open_model("smollm", &t)) return 1;
+    c = t->cfg;
+    c.tie_embeddings = 0;
+    ld_error_clear(&err);
+    CHECK(ld_model_bind(&c, t->st, &b, &err) == LD_ERR_MISMATCH);
+    CHECK_MSG(strstr(err.msg, "'lm_head.weight' [300, 64] is missing"), "%s", err.msg);
+    ld_model_close(t);
+    /* a token outside the vocabulary, and too many tokens */
+    ld_backend *be = NULL;
+    ld_session *s = NULL;
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    CHECK(ld_session_create(m, be, 8, 4, &s, &err) == LD_OK);
+    int32_t toks[9] = {1, 2, 300, 4, 5, 6, 7, 8, 9};
+    ld_error_clear(&err);
+    CHECK(ld_session_eval(s, toks, 3, NULL, NULL, &err) == LD_ERR_USAGE);
+    CHECK_MSG(strstr(err.msg, "token id 300"), "%s", err.msg);
+    toks[2] = 3;
+    CHECK(ld_session_eval(s, toks, 9, NULL, NULL, &err) == LD_ERR_LIMIT);
+    CHECK(ld_session_eval(s, toks, 8, NULL, NULL, &err) == LD_OK);
+    CHECK(ld_session_eval(s, toks, 1, NULL, NULL, &err) == LD_ERR_LIMIT);
+    ld_session_reset(s);
+    CHECK(ld_session_pos(s) == 0 && ld_session_eval(s, toks, 1, NULL, NULL, &err) == LD_OK);
+    ld_session_destroy(s);
+    /* a weight not aligned to its element size (a hostile file) */
+    static float store[8];
+    ld_host_tensor ht = {.dtype = LD_DT_F32, .data = (const char *)store + 2, .rows = 1, .cols = 4};
+    ld_weight *w = NULL;
+    CHECK(be->ops->weight_load(be, &ht, &w, &err) == LD_ERR_UNSUPPORTED && !w);
+    CHECK_MSG(strstr(err.msg, "aligned"), "%s", err.msg);
+    ht.dtype = LD_DT_I32;
+    ht.data = store;
+    CHECK(be->ops->weight_load(be, &ht, &w, &err) == LD_ERR_UNSUPPORTED && !w);
+    ld_backend_destroy(be);
+    ld_model_close(m);
+    /* a directory without a model */
+    ld_error_clear(&err);
+    CHECK(ld_model_open(MDIR "nonexistent", &b, &err) == LD_ERR_IO && !b);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_forward_llama3),
+    LD_CASE(test_forward_llama3_bf16),
+    LD_CASE(test_forward_smollm),
+    LD_CASE(test_forward_qwen2),
+    LD_CASE(test_forward_qwen3),
+    LD_CASE(test_forward_qwen3_f16),
+    LD_CASE(test_forward_mistral_sliding_window),
+    LD_CASE(test_forward_features_matter),
+    LD_CASE(test_forward_deterministic_llama3),
+    LD_CASE(test_forward_deterministic_qwen3_f16),
+    LD_CASE(test_forward_deterministic_mistral),
+    LD_CASE(test_forward_deterministic_qwen2),
+    LD_CASE(test_config_fields),
+    LD_CASE(test_config_errors),
+    LD_CASE(test_bind_errors),
+};
+
+LD_TEST_MAIN(cases)
