@@ -6,6 +6,7 @@
 #include "cmd.h"
 #include "diff.h"
 #include "difffmt.h"
+#include "judge.h"
 #include "logread.h"
 #include "options.h"
 #include "rerender.h"
@@ -29,48 +30,23 @@ static const char *const diff_usage[] = {
     "template.render_mismatch (an error) with the first differing byte and a short",
     "unified diff when not.",
     "",
+    "With --tokenizer (a tokenizer.json, a GGUF vocabulary or a model directory),",
+    "the input ids a request logged are checked against its logged prompt text,",
+    "re-encoded: template.tokens_faithful, or template.token_mismatch at the first",
+    "differing id with both sides decoded (a double BOS, a special token the text",
+    "spells out taken as text, ids of another text).",
+    "",
     "Exit status: 0 every verdict ok, 1 some request is not ok, 2 usage or I/O",
     "error.",
     NULL
 };
-
-/* --template / --model / --server: loads the template into *src (NULL when
- * neither is given).  Returns 0, or -1 with the reason printed. */
-static int load_template(struct ld_cli *cli, const char *tpl_path, const char *model_dir,
-                         const char *server, ld_rerender *rr, ld_tpl_source **src)
-{
-    int kind = ld_server_by_name(server);
-    if (kind < 0) {
-        fprintf(cli->err, "logdiff diff: unknown --server '%s' (sglang or hf)\n", server);
-        return -1;
-    }
-    if (tpl_path && model_dir) {
-        fprintf(cli->err, "logdiff diff: give --template or --model, not both\n");
-        return -1;
-    }
-    const char *path = tpl_path ? tpl_path : model_dir;
-    if (!path) return 0;
-    ld_error e;
-    ld_error_clear(&e);
-    if (ld_tpl_source_load(path, NULL, src, &e) != LD_OK) {
-        if (e.line)
-            fprintf(cli->err, "logdiff diff: %s:%llu: %s\n", path, (unsigned long long)e.line, e.msg);
-        else
-            fprintf(cli->err, "logdiff diff: %s\n", e.msg);
-        return -1;
-    }
-    rr->src = *src;
-    rr->server = (ld_server_kind)kind;
-    rr->content_parts = (*src)->text && ld_server_template_wants_parts((*src)->text, (*src)->text_len);
-    return 0;
-}
 
 int cmd_diff(int argc, char **argv, struct ld_cli *cli)
 {
     ld_diff_report rep;
     ld_diff_report_init(&rep, cli);
     int no_conv = 0;
-    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang";
+    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL;
     ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
@@ -82,6 +58,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "server", &server, "NAME", "preprocessing before the template: sglang (default) or hf" },
         { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
+        { LD_OPT_STRING, 0, "tokenizer", &tok_path, "SRC", "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -92,27 +69,36 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         return LD_EXIT_TROUBLE;
     }
     ld_tpl_source *src = NULL;
-    if (load_template(cli, tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
+    ld_tok *tok = NULL;
+    if (ld_judge_load_template(cli, "diff", tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
+    if (ld_judge_load_tokenizer(cli, "diff", tok_path, &tok) != 0) {
+        ld_tpl_source_free(src);
+        return LD_EXIT_TROUBLE;
+    }
     ld_arena render_scratch; /* reused by every re-render */
     ld_arena_init(&render_scratch, 0);
     rr.chat.scratch = &render_scratch;
-    rep.rerender = src ? &rr : NULL;
+    rep.checks.rerender = src ? &rr : NULL;
+    rep.checks.tok = tok;
     ld_diff_options dopts = { { 0 }, no_conv };
     ld_error e;
     ld_error_clear(&e);
     if (ld_differ_new(&dopts, &rep.differ, &e) != LD_OK) {
         fprintf(cli->err, "logdiff diff: %s\n", e.msg);
         ld_tpl_source_free(src);
+        ld_tok_free(tok);
         ld_arena_release(&render_scratch);
         return LD_EXIT_TROUBLE;
     }
     ld_pair_options opts = { 0 };
-    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS | (src ? LD_PAIR_KEEP_VALUES : 0);
+    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
+                 (ld_judge_needs_values(&rep.checks) ? LD_PAIR_KEEP_VALUES : 0);
     ld_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
     rc = ld_logread_run(&lr, argv + 1, n_args, &opts, ld_diff_report_request, &rep);
     if (rc == 0) ld_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
     ld_tpl_source_free(src);
+    ld_tok_free(tok);
     ld_arena_release(&render_scratch);
     ld_arena_release(&rep.arena);
     if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;

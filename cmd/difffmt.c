@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "jsonout.h"
+#include "judge.h"
 
 static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",
                                                      "kernels", "sampling", "log" };
@@ -102,8 +103,9 @@ static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const 
 {
     int stale = !strcmp(g->kind, LD_K_HARNESS_STALE_ASSISTANT);
     int render = !strcmp(g->kind, LD_K_TEMPLATE_RENDER_MISMATCH);
-    const char *left = stale ? "sent back" : render ? "rendered" : "array";
-    const char *right = stale ? "produced" : render ? "logged" : "prompt";
+    int tokens = !strcmp(g->kind, LD_K_TEMPLATE_TOKEN_MISMATCH);
+    const char *left = stale ? "sent back" : render ? "rendered" : tokens ? "re-encoded" : "array";
+    const char *right = stale ? "produced" : render || tokens ? "logged" : "prompt";
     if (g->array_excerpt) {
         fprintf(f, "        %s%-9s%s ", dim, left, reset);
         put_excerpt(f, g->array_excerpt);
@@ -158,22 +160,6 @@ static void print_text(ld_diff_report *rep, const ld_request *r, const ld_verdic
     }
 }
 
-/* --template: the re-render findings join the request's, and the verdict
- * is recomputed over all of them. */
-static ld_status rerender(ld_diff_report *rep, const ld_request *r, ld_verdict *v, ld_error *e)
-{
-    cJSON *request = r->openai_obj && !(r->flags & LD_REQ_ERROR)
-                     ? ld_json_value_plain(r->openai_obj, &rep->arena) : NULL;
-    if (r->openai_obj && !request && !(r->flags & LD_REQ_ERROR))
-        return LD_FAIL(e, LD_ERR_NOMEM, 0, "out of memory converting the logged request");
-    ld_status st = LD_OK;
-    if (!(r->flags & LD_REQ_ERROR))
-        st = ld_rerender_check(rep->rerender, r, request, &rep->arena, &v->findings, e);
-    cJSON_Delete(request);
-    v->verdict = ld_verdict_of(&v->findings);
-    return st;
-}
-
 int ld_diff_report_request(void *ctx, ld_request *r)
 {
     ld_diff_report *rep = ctx;
@@ -181,8 +167,7 @@ int ld_diff_report_request(void *ctx, ld_request *r)
     ld_error e;
     ld_error_clear(&e);
     ld_arena_reset(&rep->arena);
-    if (ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) != LD_OK ||
-        (rep->rerender && rerender(rep, r, &v, &e) != LD_OK)) {
+    if (ld_judge_request(rep->differ, &rep->checks, r, &rep->arena, &v, &e) != LD_OK) {
         fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
         rep->failed = 1;
         return 0;

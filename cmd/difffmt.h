@@ -9,7 +9,7 @@
 #include "cmd.h"
 #include "diff.h"
 #include "logread.h"
-#include "rerender.h"
+#include "judge.h"
 
 enum { LD_N_VERDICTS = 6 };
 
@@ -18,7 +18,7 @@ typedef struct ld_diff_report {
     int json, verbose;
     const char *only_rid;
     ld_differ *differ;
-    const ld_rerender *rerender; /* --template: re-render and compare; NULL = off */
+    ld_judge_checks checks;      /* --template / --tokenizer checks (members NULL = off) */
     ld_arena arena;          /* per request, reset after each */
     uint64_t n_reported, n_not_ok;
     uint64_t per_verdict[LD_N_VERDICTS];

@@ -23,6 +23,7 @@ static const struct cmd_entry commands[] = {
     { "diff", cmd_diff, "which layer lost the conversation: a verdict per request" },
     { "template", cmd_template, "render a request through a chat template, exact bytes" },
     { "tokenize", cmd_tokenize, "text to token ids (or back) with a tokenizer.json, as HF tokenizers" },
+    { "regress", cmd_regress, "compare archived logs' verdicts with a baseline, for CI" },
 };
 
 static void print_main_usage(FILE *f)

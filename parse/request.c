@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "request_fill.h"
+#include "request_text.h"
 
 const char *ld_engine_name(ld_engine e)
 {
@@ -190,4 +191,75 @@ ld_py_value *ld_py_value_clone(ld_arena *arena, const ld_py_value *v)
     ld_py_value *c = ld_arena_alloc(arena, sizeof *c);
     if (!c || clone_into(arena, c, v)) return NULL;
     return c;
+}
+
+/* obj's input_ids list for sub-request `sub` (-1 = single), or NULL. */
+static const ld_py_value *ids_of(const ld_py_value *obj, int32_t sub)
+{
+    const ld_py_value *ids = obj ? ld_req_get(obj, "input_ids") : NULL;
+    if (ids && ids->kind == LD_PY_LIST && ids->n > 0 && ids->u.items &&
+        ids->u.items[0].kind == LD_PY_LIST)
+        ids = sub >= 0 && (uint32_t)sub < ids->n ? &ids->u.items[sub] : NULL;
+    return ids && (ids->kind == LD_PY_LIST || ids->kind == LD_PY_TRUNC) ? ids : NULL;
+}
+
+ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    const ld_py_value *v = ids_of(r->finish_obj, r->sub_index);
+    if (!v) v = ids_of(r->receive_obj, r->sub_index);
+    if (!v) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no input_ids for this request");
+    if (v->kind == LD_PY_TRUNC)
+        return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the input_ids list");
+    if (v->n && !v->u.items)
+        return LD_FAIL(err, LD_ERR_MISMATCH, v->off, "the input_ids were counted, not kept");
+    int32_t *out = malloc((v->n ? v->n : 1) * sizeof *out);
+    if (!out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for input_ids");
+    for (uint32_t i = 0; i < v->n; i++) {
+        const ld_py_value *x = &v->u.items[i];
+        if (x->kind != LD_PY_INT || (x->flags & LD_PY_F_BIGINT) || x->u.i < 0 || x->u.i > INT32_MAX) {
+            free(out);
+            return LD_FAIL(err, LD_ERR_SYNTAX, x->off, "input_ids[%u] is not a token id", i);
+        }
+        out[i] = (int32_t)x->u.i;
+    }
+    *ids = out;
+    *n = v->n;
+    return LD_OK;
+}
+
+/* out's output_ids list for sub-request `sub` (-1 = single), or NULL. */
+static const ld_py_value *out_ids_of(const ld_py_value *out, int32_t sub)
+{
+    const ld_py_value *ids = out ? ld_req_get(out, "output_ids") : NULL;
+    if (ids && ids->kind == LD_PY_LIST && ids->n > 0 && ids->u.items &&
+        ids->u.items[0].kind == LD_PY_LIST)
+        ids = sub >= 0 && (uint32_t)sub < ids->n ? &ids->u.items[sub] : NULL;
+    return ids && (ids->kind == LD_PY_LIST || ids->kind == LD_PY_TRUNC) ? ids : NULL;
+}
+
+ld_status ld_request_output_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    const ld_py_value *v = out_ids_of(r->out, r->sub_index);
+    if (!v) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no output_ids for this request");
+    if (v->kind == LD_PY_TRUNC)
+        return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the output_ids list");
+    if (v->n && !v->u.items)
+        return LD_FAIL(err, LD_ERR_MISMATCH, v->off, "the output_ids were counted, not kept");
+    int32_t *out = malloc((v->n ? v->n : 1) * sizeof *out);
+    if (!out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for output_ids");
+    for (uint32_t i = 0; i < v->n; i++) {
+        const ld_py_value *x = &v->u.items[i];
+        if (x->kind != LD_PY_INT || (x->flags & LD_PY_F_BIGINT) || x->u.i < 0 || x->u.i > INT32_MAX) {
+            free(out);
+            return LD_FAIL(err, LD_ERR_SYNTAX, x->off, "output_ids[%u] is not a token id", i);
+        }
+        out[i] = (int32_t)x->u.i;
+    }
+    *ids = out;
+    *n = v->n;
+    return LD_OK;
 }

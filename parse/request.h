@@ -190,6 +190,23 @@ typedef struct ld_request {
     const ld_py_value *out;         /* Finish out dict */
 } ld_request;
 
+/* The prompt's token ids as logged: `input_ids` of the Finish obj, else of
+ * the Receive obj (the record's sub-request for a batch); needs the values
+ * (LD_PAIR_KEEP_VALUES).  *ids is malloc'd (caller frees), *n ids.  Errors:
+ * LD_ERR_MISMATCH when the record holds no id list, LD_ERR_TRUNCATED when
+ * the logger cut the list, LD_ERR_SYNTAX for an item that is not an id,
+ * LD_ERR_NOMEM. */
+ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err);
+
+/* The output's token ids as logged: `output_ids` of the Finish out dict
+ * (the record's sub-request for a batch); needs the values
+ * (LD_PAIR_KEEP_VALUES).  Same contract as ld_request_input_ids: *ids is
+ * malloc'd (caller frees), *n ids; LD_ERR_MISMATCH when the record holds no
+ * id list (no Finish line, or a log level that leaves output_ids out),
+ * LD_ERR_TRUNCATED when the logger cut the list, LD_ERR_SYNTAX for an item
+ * that is not an id, LD_ERR_NOMEM. */
+ld_status ld_request_output_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err);
+
 /* Frees the record and everything it owns.  NULL allowed. */
 void ld_request_free(ld_request *r);
 

@@ -71,16 +71,14 @@ def fact(rid, messages, prompt, output, finish, temperature, file, line, verdict
             "output_ids": len(fake_ids(output, 2000))}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "demo"))
-    ap.add_argument("--expect", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "cli", "demo.expect.jsonl"))
-    args = ap.parse_args()
-    sys.path.insert(0, os.path.join(args.shared, "tools"))
+def build(shared, lose_tool_result=True):
+    """The two servers' log lines and the facts, in story order.  lose_tool_result=False gives
+    the same story on a server build that keeps the tool result (tools/gen_regress_fixtures.py:
+    the "before" of the regression test)."""
+    sys.path.insert(0, os.path.join(shared, "tools"))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import sglang_render as sr  # noqa: E402
-    load_qwen(args.shared)
+    load_qwen(shared)
 
     big = sr.BIG
     system = "You are CodePilot, an agent that edits a repository with the tools you are given."
@@ -144,9 +142,6 @@ def main():
         fact("demo-empty-assistant-2", conv3, p3, ans3, "stop", 0.2, "server-0.log", 10,
              "harness", ["harness.empty_assistant", "harness.stale_assistant"]),
     ]
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "server-0.log"), "w", encoding="utf-8", newline="\n") as fh:
-        fh.write("\n".join(lines) + "\n")
 
     conv4 = [{"role": "user", "content": "Summarise: 日志里的请求 — \"quoted\" and 'single' \\ backslash 😀"}]
     p4 = qwen_prompt(conv4)
@@ -167,14 +162,31 @@ def main():
              {"role": "tool", "tool_call_id": "call_7",
               "content": "{\"city\": \"Bergen\", \"rain_mm\": 14, \"sky\": \"overcast\"}"}]
     # planted: the second server's preprocessing dropped the tool result before templating
-    p5 = qwen_prompt(conv5[:3], [weather])
-    ans5 = "I could not get the weather for Bergen: the tool returned nothing. Try again?"
+    p5 = qwen_prompt(conv5[:3] if lose_tool_result else conv5, [weather])
+    ans5 = ("I could not get the weather for Bergen: the tool returned nothing. Try again?"
+            if lose_tool_result else "Yes: 14 mm of rain and an overcast sky in Bergen today.")
     lines2 += [t[40] + openai(None, conv5, temperature=0.0, max_tokens=512, tools=[weather]),
                t[40] + receive("demo-tool-result-lost", p5, 0.0, 512),
                t[42] + finish("demo-tool-result-lost", p5, ans5, {"type": "stop", "matched": 151645},
                               0.0, 512, 0.9)]
-    expect.append(fact("demo-tool-result-lost", conv5, p5, ans5, "stop", 0.0, "server-1.log.gz", 4,
-                       "template", ["template.dropped_message"]))
+    if lose_tool_result:
+        expect.append(fact("demo-tool-result-lost", conv5, p5, ans5, "stop", 0.0, "server-1.log.gz", 4,
+                           "template", ["template.dropped_message"]))
+    else:
+        expect.append(fact("demo-tool-result-lost", conv5, p5, ans5, "stop", 0.0, "server-1.log.gz", 4))
+    return lines, lines2, expect
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "demo"))
+    ap.add_argument("--expect", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "cli", "demo.expect.jsonl"))
+    args = ap.parse_args()
+    lines, lines2, expect = build(args.shared)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "server-0.log"), "w", encoding="utf-8", newline="\n") as fh:
+        fh.write("\n".join(lines) + "\n")
     with open(args.expect, "w", encoding="utf-8") as fh:
         for e in expect:
             fh.write(json.dumps(e, ensure_ascii=False) + "\n")

@@ -15,7 +15,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 need_pkgs() {
     local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev libutf8proc-dev gzip zstd xz-utils bzip2 zip"
-    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev"
+    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium" # chromium: the HTML report test (regress_html.sh)
     local missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

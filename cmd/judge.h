@@ -1,0 +1,41 @@
+/* judge.h - one request's verdict as `logdiff diff` gives it: the differ's
+ * checks (replay/diff.h) and, with --template / --model, the re-render
+ * check (replay/rerender.h), with --tokenizer the token check
+ * (replay/tokcheck.h).  Shared by `logdiff diff` and `logdiff regress`
+ * so that both judge every request the same way. */
+#ifndef LD_CMD_JUDGE_H
+#define LD_CMD_JUDGE_H
+
+#include "cmd.h"
+#include "diff.h"
+#include "rerender.h"
+#include "tok.h"
+#include "tpl_source.h"
+
+/* The optional checks; NULL members are off. */
+typedef struct ld_judge_checks {
+    const ld_rerender *rerender; /* --template / --model */
+    const ld_tok *tok;           /* --tokenizer */
+} ld_judge_checks;
+
+/* --template / --model / --server of command `cmd` ("diff"): loads the
+ * template into *src (left NULL when neither is given) and sets up *rr.
+ * Returns 0, or -1 with the reason printed on cli->err. */
+int ld_judge_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_path,
+                           const char *model_dir, const char *server, ld_rerender *rr,
+                           ld_tpl_source **src);
+
+/* --tokenizer SRC of command `cmd`: loads it into *tok (left NULL when
+ * `path` is NULL).  Returns 0, or -1 with the reason printed. */
+int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *path, ld_tok **tok);
+
+/* 1 when the checks need the logged values (LD_PAIR_KEEP_VALUES). */
+int ld_judge_needs_values(const ld_judge_checks *c);
+
+/* Judges r into *v (findings in `arena`): ld_differ_judge(), then the
+ * checks that are on; their findings join and the verdict is recomputed
+ * over all of them.  Errors: LD_ERR_NOMEM. */
+ld_status ld_judge_request(ld_differ *d, const ld_judge_checks *checks, const ld_request *r,
+                           ld_arena *arena, ld_verdict *v, ld_error *e);
+
+#endif

@@ -1,0 +1,230 @@
+/* regress.c - `logdiff regress`: the forensic pipeline over archived logs in
+ * CI, compared with a baseline of verdicts; fails when a request that was
+ * healthy is not any more. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "judge.h"
+#include "options.h"
+#include "regress.h"
+
+static const char *const regress_usage[] = {
+    "logdiff regress --baseline FILE [--update-baseline] [--junit FILE] [--html FILE]",
+    "                [--json] [--template SRC | --model DIR] [--jobs N] INPUT...",
+    "",
+    "Judges every request of the INPUTs (logs, compressed logs, archives: tar in",
+    "any compression, zip; directories) as `logdiff diff` does, with --template",
+    "also re-rendering each through the chat template, and compares the verdicts",
+    "with the baseline FILE.  A request that was ok and is not, or has an error",
+    "finding of a kind it did not have, is a regression; so is a new request that",
+    "is not ok.  Requests that got better are reported as fixed, baseline requests",
+    "missing from the INPUTs are listed, archive members without any request line",
+    "are skipped and listed.  --update-baseline writes the verdicts to FILE instead",
+    "(JSON, one request per line, sorted by rid: review it like code).",
+    "",
+    "Each INPUT is read by its own thread (--jobs, default: the number of cores)",
+    "and paired on its own: give the rotated files of one server as one directory",
+    "or archive.  Verdicts and every output are the same whatever --jobs is.",
+    "",
+    "Exit status: 0 nothing regressed (or the baseline was written), 1 something",
+    "regressed, 2 usage or I/O error (an unreadable input or member included).",
+    NULL
+};
+
+typedef struct rg_opts {
+    int json, verbose, update, no_conv;
+    long jobs;
+    const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server;
+} rg_opts;
+
+/* The whole file into a malloc'd buffer; NULL with errno on failure. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb) { free(buf); buf = NULL; errno = ENOMEM; }
+        else buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); errno = EIO; return NULL; }
+    *len = n;
+    return buf;
+}
+
+static int load_baseline(rg_run *run, struct ld_cli *cli)
+{
+    size_t len = 0;
+    char *text = slurp(run->baseline_path, &len);
+    if (!text) {
+        fprintf(cli->err, "logdiff regress: cannot read the baseline %s: %s "
+                "(write one with --update-baseline)\n", run->baseline_path, strerror(errno));
+        return -1;
+    }
+    ld_error e;
+    ld_error_clear(&e);
+    ld_status st = ld_baseline_parse(text, len, &run->base, &e);
+    free(text);
+    if (st == LD_OK) return 0;
+    if (e.line)
+        fprintf(cli->err, "logdiff regress: %s:%llu: %s\n", run->baseline_path,
+                (unsigned long long)e.line, e.msg);
+    else
+        fprintf(cli->err, "logdiff regress: %s: %s\n", run->baseline_path, e.msg);
+    fprintf(cli->err, "logdiff regress: the baseline was edited by hand or written by another "
+            "logdiff: write it again with --update-baseline from the logs it stands for\n");
+    return -1;
+}
+
+/* Writes with `fn` into path through a temporary file renamed over it. */
+static int write_file(rg_run *run, const char *path, int (*fn)(const rg_run *, FILE *))
+{
+    size_t n = strlen(path) + 8;
+    char *tmp = malloc(n);
+    if (!tmp) return -1;
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    int rc = f ? fn(run, f) : -1;
+    if (f && (fclose(f) != 0 || rc != 0)) rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1;
+    if (rc != 0) {
+        fprintf(run->cli->err, "logdiff regress: cannot write %s: %s\n", path, strerror(errno));
+        if (f) remove(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
+static int write_baseline(const rg_run *run, FILE *f)
+{
+    ld_error e;
+    ld_error_clear(&e);
+    return ld_baseline_write(&run->cur, f, &e) == LD_OK ? 0 : -1;
+}
+
+/* --model and --jobs: what exists today (see the README). */
+static int check_sources(const rg_opts *o, struct ld_cli *cli)
+{
+    if (o->model)
+        fprintf(cli->err, "logdiff regress: note: --model %s: only its chat template is "
+                "checked; there is no replay engine yet to check the kernels\n", o->model);
+    if (o->jobs < 1 || o->jobs > 1024) {
+        fprintf(cli->err, "logdiff regress: --jobs must be between 1 and 1024\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads and judges every input, then compares; 0 or -1. */
+static int run_inputs(rg_run *run, const rg_opts *o, const ld_judge_checks *checks)
+{
+    ld_diff_options dopts = { { 0 }, o->no_conv };
+    ld_error e;
+    ld_error_clear(&e);
+    if (ld_differ_new(&dopts, &run->differ, &e) != LD_OK) {
+        fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
+        return -1;
+    }
+    run->checks = *checks;
+    ld_pair_options popts = { 0 };
+    popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
+                  (ld_judge_needs_values(checks) ? LD_PAIR_KEEP_VALUES : 0);
+    rg_sink sink = { rg_on_record, rg_on_member, rg_on_problem, run };
+    int rc = rg_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, &sink, &e);
+    if (rc != 0) fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
+    ld_differ_free(run->differ);
+    run->differ = NULL;
+    if (rc != 0 || run->failed) return -1;
+    return rg_compare(run);
+}
+
+static int write_outputs(rg_run *run, const rg_opts *o)
+{
+    int rc = 0;
+    if (o->update && write_file(run, o->baseline, write_baseline) != 0) rc = -1;
+    if (o->junit && write_file(run, o->junit, rg_write_junit) != 0) rc = -1;
+    if (o->html && write_file(run, o->html, rg_write_html) != 0) rc = -1;
+    if ((o->json ? rg_write_json(run, run->cli->out)
+                 : rg_write_text(run, run->cli->out, o->verbose)) != 0) rc = -1;
+    return rc;
+}
+
+static int exit_status(const rg_run *run, int update)
+{
+    if (run->io_errors) return LD_EXIT_TROUBLE;
+    if (update) return LD_EXIT_SAME;
+    size_t regressed = run->diff.count[LD_CHANGE_REGRESSED] + run->diff.count[LD_CHANGE_NEW_FAILING];
+    return regressed ? LD_EXIT_DIFF : LD_EXIT_SAME;
+}
+
+int cmd_regress(int argc, char **argv, struct ld_cli *cli)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    rg_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang" };
+    ld_rerender rr = { 0 };
+    const ld_option options[] = {
+        { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
+        { LD_OPT_BOOL, 0, "update-baseline", &o.update, NULL, "write the verdicts to the baseline FILE" },
+        { LD_OPT_STRING, 0, "junit", &o.junit, "FILE", "also write a JUnit XML report" },
+        { LD_OPT_STRING, 0, "html", &o.html, "FILE", "also write an HTML report (one file)" },
+        { LD_OPT_BOOL, 0, "json", &o.json, NULL, "JSON Lines on stdout, one object per request" },
+        { LD_OPT_BOOL, 'v', "verbose", &o.verbose, NULL, "also list unchanged requests" },
+        { LD_OPT_INT, 'j', "jobs", &o.jobs, "N", "reader threads (default: the number of cores)" },
+        { LD_OPT_BOOL, 0, "no-conversations", &o.no_conv, NULL, "judge each request alone" },
+        { LD_OPT_STRING, 0, "template", &o.tpl, "SRC", "re-render through this chat template too" },
+        { LD_OPT_STRING, 0, "model", &o.model, "DIR", "same, with the template of this model directory" },
+        { LD_OPT_STRING, 0, "tokenizer", &o.tokenizer, "SRC", "check logged input ids against the prompt text" },
+        { LD_OPT_STRING, 0, "server", &o.server, "NAME", "preprocessing before the template: sglang or hf" },
+        { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template" },
+        { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template" },
+        LD_OPTION_END
+    };
+    int n_args = 0;
+    int rc = ld_parse_options(argc, argv, regress_usage, options, &n_args, cli->out, cli->err);
+    if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
+    if (!o.baseline || n_args == 0) {
+        fprintf(cli->err, "logdiff regress: %s\n", !o.baseline ? "--baseline FILE is required"
+                : "no input given (use '-' for standard input)");
+        return LD_EXIT_TROUBLE;
+    }
+    if (check_sources(&o, cli) != 0) return LD_EXIT_TROUBLE;
+    rg_run run;
+    memset(&run, 0, sizeof run);
+    run.cli = cli;
+    run.inputs = argv + 1;
+    run.n_inputs = (size_t)n_args;
+    run.baseline_path = o.baseline;
+    run.updating = o.update;
+    run.template_desc = o.tpl ? o.tpl : o.model;
+    ld_arena_init(&run.strings, 0);
+    ld_baseline_init(&run.base);
+    ld_baseline_init(&run.cur);
+    ld_tpl_source *src = NULL;
+    ld_tok *tok = NULL;
+    ld_arena scratch;
+    ld_arena_init(&scratch, 0);
+    rr.chat.scratch = &scratch;
+    ld_judge_checks checks = { NULL, NULL };
+    rc = (!o.update && load_baseline(&run, cli) != 0) ||
+         ld_judge_load_template(cli, "regress", o.tpl, o.model, o.server, &rr, &src) != 0 ||
+         ld_judge_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0;
+    if (!rc) {
+        checks.rerender = src ? &rr : NULL;
+        checks.tok = tok;
+    }
+    rc = rc || run_inputs(&run, &o, &checks) != 0 || write_outputs(&run, &o) != 0
+         ? LD_EXIT_TROUBLE : exit_status(&run, o.update);
+    rg_run_free(&run);
+    ld_tpl_source_free(src);
+    ld_tok_free(tok);
+    ld_arena_release(&scratch);
+    return rc;
+}

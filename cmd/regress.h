@@ -1,0 +1,105 @@
+/* regress.h - what `logdiff regress` knows after a run, shared by its
+ * writers (text and JSON on stdout, JUnit XML, HTML).
+ *
+ * Every request gets an rg_item, in judging order (input order, then the
+ * order the pairer completed them).  Items whose verdict is not ok keep
+ * their record and verdict (findings, alignment) for the reports; ok ones
+ * keep only what the baseline and the summary need, so memory grows with
+ * the failing requests, not with the logs.
+ */
+#ifndef LD_CMD_REGRESS_H
+#define LD_CMD_REGRESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baseline.h"
+#include "cmd.h"
+#include "diff.h"
+#include "regress_read.h"
+#include "judge.h"
+#include "rerender.h"
+
+typedef struct rg_item {
+    const char *rid;            /* NULL: a line that failed to parse */
+    const char *key;            /* the baseline key: rid, or "(parse error) label:line" */
+    const char *label;          /* the member inside its input (JUnit classname) */
+    const char *where;          /* "member:line" as logdiff diff prints it */
+    const char *verdict;        /* static */
+    const char *conversation;   /* conversation id, NULL if none */
+    size_t input;
+    /* kept when the verdict is not ok, else NULL */
+    ld_request *req;
+    ld_verdict *v;
+    ld_arena *arena;            /* holds *v */
+    /* the comparison with the baseline (SAME without one) */
+    ld_change change;
+    const ld_baseline_entry *before;
+    const char *const *new_errors;
+    size_t n_new_errors;
+} rg_item;
+
+typedef struct rg_member {
+    size_t input;
+    const char *name, *label;
+    uint64_t lines, request_lines;
+    int failed;                 /* could not be read (fully): see the problems */
+} rg_member;
+
+typedef struct rg_problem {
+    size_t input;
+    const char *name;           /* the input or member that could not be read */
+    const char *msg;            /* "name: reason" */
+} rg_problem;
+
+typedef struct rg_run {
+    struct ld_cli *cli;
+    char *const *inputs;
+    size_t n_inputs;
+    ld_arena strings;           /* every string of items and members */
+    rg_item *items;
+    size_t n_items, cap_items;
+    rg_member *members;
+    size_t n_members, cap_members;
+    rg_problem *problems;       /* inputs or members that could not be read */
+    size_t n_problems, cap_problems;
+    uint64_t io_errors;
+    int failed;                 /* out of memory */
+    /* judging */
+    ld_differ *differ;
+    ld_judge_checks checks;     /* --template / --tokenizer (members NULL = off) */
+    /* the baseline file and the comparison */
+    const char *baseline_path;
+    int updating;               /* --update-baseline: no comparison */
+    ld_baseline base, cur;
+    ld_baseline_diff diff;
+    const char *template_desc;  /* --template SRC / --model DIR, for the reports */
+} rg_run;
+
+/* Sink callbacks for rg_read_inputs (regress_collect.c). */
+void rg_on_record(void *ctx, size_t input, ld_request *r, const char *label);
+void rg_on_member(void *ctx, size_t input, const rg_member_info *m);
+void rg_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
+
+/* After reading: the run's baseline, sorted, and (unless updating) the
+ * comparison with run->base, copied into the items.  Returns 0 or -1
+ * (message printed). */
+int rg_compare(rg_run *run);
+
+void rg_run_free(rg_run *run);
+
+/* The order reports list items in: regressions first, then new failing,
+ * other not-ok, fixed, improved, ok; by key within each.  A malloc'd array
+ * of item indices (NULL on out of memory). */
+size_t *rg_report_order(const rg_run *run);
+
+/* Members that held no request line (not a log: skipped). */
+int rg_member_is_skipped(const rg_member *m);
+
+/* Writers.  Each returns 0, or -1 with the reason printed. */
+int rg_write_text(const rg_run *run, FILE *out, int verbose);
+int rg_write_json(const rg_run *run, FILE *out);
+int rg_write_junit(const rg_run *run, FILE *out);
+int rg_write_html(const rg_run *run, FILE *out);
+
+#endif

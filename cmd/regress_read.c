@@ -1,0 +1,311 @@
+/* regress_read.c - see regress_read.h: worker threads read inputs into
+ * per-input event queues; the calling thread drains them in input order. */
+#include "regress_read.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "input.h"
+#include "logline.h"
+
+enum { EV_RECORD, EV_MEMBER, EV_PROBLEM };
+
+typedef struct rg_event {
+    struct rg_event *next;
+    int kind;
+    ld_request *req;            /* EV_RECORD */
+    char *label;                /* EV_RECORD, EV_MEMBER */
+    char *name;                 /* EV_MEMBER; EV_PROBLEM: the error's path */
+    uint64_t lines, request_lines;
+    int failed;                 /* EV_MEMBER: an I/O problem came before */
+    ld_problem_kind pkind;      /* EV_PROBLEM */
+    ld_error error;             /* EV_PROBLEM: path = name */
+} rg_event;
+
+typedef struct rg_queue {
+    rg_event *head, *tail;
+    size_t n_records;
+    int done;
+} rg_queue;
+
+typedef struct rg_reader {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *const *inputs;
+    size_t n, next, current;
+    rg_queue *q;
+    const ld_pair_options *opts;
+    int nomem;
+} rg_reader;
+
+typedef struct rg_worker {
+    rg_reader *rd;
+    size_t index;
+    char **paths;
+    size_t n_paths;
+    int arg_is_dir;
+} rg_worker;
+
+static void push(rg_reader *rd, size_t i, rg_event *ev)
+{
+    pthread_mutex_lock(&rd->mu);
+    rg_queue *q = &rd->q[i];
+    while (ev->kind == EV_RECORD && i != rd->current && q->n_records >= LD_RG_QUEUE_CAP)
+        pthread_cond_wait(&rd->cv, &rd->mu);
+    if (q->tail) q->tail->next = ev;
+    else q->head = ev;
+    q->tail = ev;
+    q->n_records += ev->kind == EV_RECORD;
+    pthread_cond_broadcast(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+}
+
+static rg_event *new_event(rg_worker *w, int kind)
+{
+    rg_event *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        pthread_mutex_lock(&w->rd->mu);
+        w->rd->nomem = 1;
+        pthread_mutex_unlock(&w->rd->mu);
+        return NULL;
+    }
+    ev->kind = kind;
+    return ev;
+}
+
+/* The member inside its input (see rg_member_info.label), malloc'd. */
+static char *label_of(const rg_worker *w, const char *member)
+{
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; member && i < w->n_paths; i++) {
+        size_t l = strlen(w->paths[i]);
+        if (l > best_len && !strncmp(member, w->paths[i], l) &&
+            (member[l] == '\0' || member[l] == ':')) {
+            best = w->paths[i];
+            best_len = l;
+        }
+    }
+    if (!best) return strdup(member ? member : "-");
+    if (member[best_len] == ':') return strdup(member + best_len + 1);
+    const char *arg = w->rd->inputs[w->index];
+    size_t al = strlen(arg);
+    if (w->arg_is_dir && !strncmp(best, arg, al)) {
+        const char *rest = best + al;
+        while (*rest == '/') rest++;
+        return strdup(rest);
+    }
+    const char *slash = strrchr(best, '/');
+    return strdup(slash && slash[1] ? slash + 1 : best);
+}
+
+static int emit(void *ctx, ld_request *r)
+{
+    rg_worker *w = ctx;
+    rg_event *ev = new_event(w, EV_RECORD);
+    if (!ev) return 0;
+    const char *member = (r->flags & LD_REQ_ERROR) ? r->error.path : NULL;
+    for (int p = 0; p < LD_PART_COUNT && !member; p++)
+        if (r->src[p].line) member = r->src[p].member;
+    ev->req = r;
+    ev->label = label_of(w, member);
+    push(w->rd, w->index, ev);
+    return LD_PAIR_TAKE;
+}
+
+static void problem(rg_worker *w, ld_problem_kind kind, const ld_error *e, const char *name)
+{
+    rg_event *ev = new_event(w, EV_PROBLEM);
+    if (!ev) return;
+    ev->pkind = kind;
+    ev->error = *e;
+    ev->name = strdup(e->path ? e->path : name ? name : "-");
+    ev->error.path = ev->name;
+    push(w->rd, w->index, ev);
+}
+
+static void member_end(rg_worker *w, const char *name, uint64_t lines, uint64_t reqs, int failed)
+{
+    rg_event *ev = new_event(w, EV_MEMBER);
+    if (!ev) return;
+    ev->name = strdup(name);
+    ev->label = label_of(w, name);
+    ev->lines = lines;
+    ev->request_lines = reqs;
+    ev->failed = failed;
+    push(w->rd, w->index, ev);
+}
+
+/* Reads the current member to its end or its first I/O error. */
+static void read_member(rg_worker *w, ld_input *in, ld_linereader *lr, ld_pairer *p)
+{
+    const char *member = ld_input_member_name(in);
+    const ld_pair_stats *ps = ld_pairer_stats(p);
+    uint64_t req0 = ps->request_lines + ps->errors, lines = 0;
+    int failed = 0;
+    for (;;) {
+        ld_line line;
+        int has = 0;
+        ld_error e;
+        ld_error_clear(&e);
+        ld_status st = ld_linereader_next(lr, &line, &has, &e);
+        if (st == LD_ERR_LIMIT) { problem(w, LD_PROBLEM_LINE, &e, member); continue; }
+        if (st != LD_OK) { problem(w, LD_PROBLEM_IO, &e, member); failed = 1; break; }
+        if (!has) break;
+        lines++;
+        ld_line_result res;
+        ld_error_clear(&e);
+        ld_pairer_feed_line(p, member, &line, &res, &e); /* bad lines become records */
+    }
+    member_end(w, member, lines, ps->request_lines + ps->errors - req0, failed);
+}
+
+/* Every member of one opened file. */
+static void read_file(rg_worker *w, ld_input *in, ld_pairer *p)
+{
+    ld_linereader *lr = NULL;
+    ld_error e;
+    ld_error_clear(&e);
+    if (ld_linereader_new(in, 0, &lr, &e) != LD_OK) { problem(w, LD_PROBLEM_IO, &e, NULL); return; }
+    int failures = 0;
+    for (;;) {
+        read_member(w, in, lr, p);
+        int has = 0;
+        ld_error_clear(&e);
+        while (ld_input_next_member(in, &has, &e) != LD_OK) {
+            problem(w, LD_PROBLEM_IO, &e, ld_input_member_name(in));
+            ld_error_clear(&e);
+            /* libarchive cannot always resynchronise after a bad header */
+            if (++failures >= 16) { has = 0; break; }
+        }
+        if (!has) break;
+        ld_linereader_reset(lr);
+    }
+    ld_linereader_free(lr);
+}
+
+static void read_one_input(rg_worker *w)
+{
+    const char *arg = w->rd->inputs[w->index];
+    struct stat st;
+    w->arg_is_dir = strcmp(arg, "-") && stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
+    ld_error e;
+    ld_error_clear(&e);
+    ld_pairer *p = NULL;
+    ld_pair_options o = *w->rd->opts;
+    if (!o.max_open) o.max_open = 1 << 16; /* as logdiff diff: see logread.c */
+    if (ld_logset_expand(&arg, 1, &w->paths, &w->n_paths, &e) != LD_OK ||
+        ld_pairer_new(&o, emit, w, &p, &e) != LD_OK) {
+        problem(w, LD_PROBLEM_IO, &e, arg);
+        ld_logset_free_paths(w->paths, w->n_paths);
+        return;
+    }
+    for (size_t i = 0; i < w->n_paths; i++) {
+        ld_input *in = NULL;
+        ld_error_clear(&e);
+        if (ld_input_open(w->paths[i], &in, &e) != LD_OK) {
+            problem(w, LD_PROBLEM_IO, &e, w->paths[i]);
+            continue;
+        }
+        read_file(w, in, p);
+        ld_input_close(in);
+    }
+    ld_error_clear(&e);
+    if (ld_pairer_finish(p, &e) != LD_OK) problem(w, LD_PROBLEM_IO, &e, arg);
+    ld_pairer_free(p);
+    ld_logset_free_paths(w->paths, w->n_paths);
+}
+
+static void *worker_main(void *arg)
+{
+    rg_reader *rd = arg;
+    for (;;) {
+        pthread_mutex_lock(&rd->mu);
+        size_t i = rd->next < rd->n ? rd->next++ : rd->n;
+        pthread_mutex_unlock(&rd->mu);
+        if (i == rd->n) return NULL;
+        rg_worker w = { rd, i, NULL, 0, 0 };
+        read_one_input(&w);
+        pthread_mutex_lock(&rd->mu);
+        rd->q[i].done = 1;
+        pthread_cond_broadcast(&rd->cv);
+        pthread_mutex_unlock(&rd->mu);
+    }
+}
+
+static void deliver(const rg_sink *sink, size_t i, rg_event *ev)
+{
+    if (ev->kind == EV_RECORD) {
+        sink->on_record(sink->ctx, i, ev->req, ev->label);
+    } else if (ev->kind == EV_MEMBER) {
+        rg_member_info m = { ev->name, ev->label, ev->lines, ev->request_lines, NULL };
+        ld_error e;
+        ld_error_clear(&e);
+        if (ev->failed) { e.code = LD_ERR_IO; e.path = ev->name; m.error = &e; }
+        sink->on_member(sink->ctx, i, &m);
+    } else {
+        sink->on_problem(sink->ctx, i, ev->pkind, &ev->error);
+    }
+    free(ev->label);
+    free(ev->name);
+    free(ev);
+}
+
+/* Drains input i's queue until its worker is done with it. */
+static void drain(rg_reader *rd, size_t i, const rg_sink *sink)
+{
+    for (;;) {
+        pthread_mutex_lock(&rd->mu);
+        rg_queue *q = &rd->q[i];
+        while (!q->head && !q->done) pthread_cond_wait(&rd->cv, &rd->mu);
+        rg_event *ev = q->head;
+        if (ev) {
+            q->head = ev->next;
+            if (!q->head) q->tail = NULL;
+            q->n_records -= ev->kind == EV_RECORD;
+            pthread_cond_broadcast(&rd->cv);
+        }
+        pthread_mutex_unlock(&rd->mu);
+        if (!ev) return;
+        deliver(sink, i, ev);
+    }
+}
+
+int rg_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
+                   const rg_sink *sink, ld_error *err)
+{
+    rg_reader rd = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, inputs, n, 0, 0,
+                     calloc(n ? n : 1, sizeof(rg_queue)), opts, 0 };
+    size_t n_threads = (size_t)(jobs < 1 ? 1 : jobs) < n ? (size_t)(jobs < 1 ? 1 : jobs) : n;
+    pthread_t *th = calloc(n_threads ? n_threads : 1, sizeof *th);
+    size_t started = 0;
+    /* the line recogniser's regexes are compiled on first use: do it here,
+     * before several threads could race to (logline.h) */
+    if (ld_logline_init(err) != LD_OK) n_threads = 0;
+    if (rd.q && th)
+        while (started < n_threads && pthread_create(&th[started], NULL, worker_main, &rd) == 0)
+            started++;
+    if (!started && n) {
+        free(rd.q);
+        free(th);
+        LD_FAIL(err, LD_ERR_NOMEM, 0, "cannot start reader threads");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        drain(&rd, i, sink);
+        pthread_mutex_lock(&rd.mu);
+        rd.current = i + 1;
+        pthread_cond_broadcast(&rd.cv);
+        pthread_mutex_unlock(&rd.mu);
+    }
+    for (size_t t = 0; t < started; t++) pthread_join(th[t], NULL);
+    free(th);
+    free(rd.q);
+    if (rd.nomem) {
+        LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading the inputs");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,143 @@
+/* regress_text.c - `logdiff regress` on stdout: a line per request that
+ * changed (people) or a JSON object per request (scripts), and the summary. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonout.h"
+#include "regress.h"
+
+/* The status word of an item: the change, "recorded" when writing the
+ * baseline, "not-ok" for a request that fails as it did before. */
+static const char *status_of(const rg_run *run, const rg_item *it)
+{
+    if (run->updating) return "recorded";
+    if (it->change == LD_CHANGE_SAME && strcmp(it->verdict, "ok")) return "not-ok";
+    return ld_change_name(it->change);
+}
+
+static int listed(const rg_run *run, const rg_item *it, int verbose)
+{
+    if (verbose) return 1;
+    if (run->updating) return 0;
+    return it->change != LD_CHANGE_SAME && it->change != LD_CHANGE_NEW;
+}
+
+static void print_errors(FILE *f, const rg_item *it)
+{
+    for (size_t i = 0; it->v && i < it->v->findings.n; i++) {
+        const ld_finding *g = &it->v->findings.v[i];
+        if (g->severity != LD_SEV_ERROR) continue;
+        fprintf(f, "    error %s", g->kind);
+        if (g->message >= 0) fprintf(f, " [message %lld]", (long long)g->message);
+        fprintf(f, ": %s\n", g->detail);
+    }
+}
+
+static void print_item(const rg_run *run, FILE *f, const rg_item *it)
+{
+    int up = ld_change_is_regression(it->change) && !run->updating;
+    char change[64];
+    snprintf(change, sizeof change, "%s -> %s", it->before ? it->before->verdict : "(new)", it->verdict);
+    fprintf(f, "%-12s %-32s %-22s %s", up ? "REGRESSED" : status_of(run, it), it->key,
+            run->updating ? it->verdict : change, it->where);
+    for (size_t i = 0; i < it->n_new_errors; i++)
+        fprintf(f, "%s%s", i ? ", " : "  new: ", it->new_errors[i]);
+    fputc('\n', f);
+    if (up) print_errors(f, it);
+}
+
+static void print_summary(const rg_run *run, FILE *f)
+{
+    size_t ok = 0, skipped = 0;
+    for (size_t i = 0; i < run->n_items; i++) ok += !strcmp(run->items[i].verdict, "ok");
+    for (size_t i = 0; i < run->n_members; i++) skipped += rg_member_is_skipped(&run->members[i]);
+    const size_t *c = run->diff.count;
+    fprintf(f, "\n%zu requests: %zu ok, %zu not ok", run->n_items, ok, run->n_items - ok);
+    if (run->updating)
+        fprintf(f, "; baseline %s written", run->baseline_path);
+    else
+        fprintf(f, "; %zu regressed, %zu new failing, %zu fixed, %zu improved, %zu new, "
+                "%zu missing", c[LD_CHANGE_REGRESSED], c[LD_CHANGE_NEW_FAILING], c[LD_CHANGE_FIXED],
+                c[LD_CHANGE_IMPROVED], c[LD_CHANGE_NEW], run->diff.n_missing);
+    fprintf(f, "; %zu members skipped, %llu input errors\n", skipped,
+            (unsigned long long)run->io_errors);
+}
+
+int rg_write_text(const rg_run *run, FILE *f, int verbose)
+{
+    size_t *order = rg_report_order(run);
+    if (!order) return -1;
+    for (size_t k = 0; k < run->cur.n; k++)
+        if (listed(run, &run->items[order[k]], verbose)) print_item(run, f, &run->items[order[k]]);
+    for (size_t k = 0; k < run->diff.n_missing; k++) {
+        const ld_baseline_entry *e = &run->base.v[run->diff.missing[k]];
+        fprintf(f, "%-12s %-32s (was %s)\n", "missing", e->rid, e->verdict);
+    }
+    for (size_t i = 0; i < run->n_members; i++)
+        if (rg_member_is_skipped(&run->members[i]))
+            fprintf(f, "%-12s %s: not a log (no request line in %llu lines)\n", "skipped",
+                    run->members[i].name, (unsigned long long)run->members[i].lines);
+    for (size_t i = 0; i < run->n_problems; i++)
+        fprintf(f, "%-12s %s\n", "unreadable", run->problems[i].msg);
+    print_summary(run, f);
+    free(order);
+    return 0;
+}
+
+static cJSON *kinds_json(const char *const *k, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(k[i]));
+    return a;
+}
+
+static cJSON *item_json(const rg_run *run, const rg_item *it, const ld_baseline_entry *now)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddItemToObject(o, "rid", ld_json_cstr(it->rid));
+    cJSON_AddItemToObject(o, "key", ld_json_cstr(it->key));
+    cJSON_AddItemToObject(o, "status", cJSON_CreateString(status_of(run, it)));
+    cJSON_AddBoolToObject(o, "regression", !run->updating && ld_change_is_regression(it->change));
+    cJSON_AddItemToObject(o, "verdict", cJSON_CreateString(it->verdict));
+    cJSON_AddItemToObject(o, "before", it->before ? cJSON_CreateString(it->before->verdict)
+                                                  : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "errors", kinds_json(now->errors, now->n_errors));
+    cJSON_AddItemToObject(o, "new_errors", kinds_json(it->new_errors, it->n_new_errors));
+    cJSON_AddItemToObject(o, "member", ld_json_cstr(it->label));
+    cJSON_AddItemToObject(o, "where", ld_json_cstr(it->where));
+    return o;
+}
+
+static cJSON *other_json(const char *rid, const char *status, const char *before,
+                         const char *member, const char *reason)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddItemToObject(o, "rid", ld_json_cstr(rid));
+    cJSON_AddItemToObject(o, "status", cJSON_CreateString(status));
+    cJSON_AddItemToObject(o, "before", ld_json_cstr(before));
+    cJSON_AddItemToObject(o, "member", ld_json_cstr(member));
+    cJSON_AddItemToObject(o, "reason", ld_json_cstr(reason));
+    return o;
+}
+
+int rg_write_json(const rg_run *run, FILE *f)
+{
+    /* the run's entries in key order, so that each item finds its own */
+    for (size_t j = 0; j < run->cur.n; j++)
+        ld_json_print_line(f, item_json(run, &run->items[run->cur.v[j].tag], &run->cur.v[j]));
+    for (size_t k = 0; k < run->diff.n_missing; k++) {
+        const ld_baseline_entry *e = &run->base.v[run->diff.missing[k]];
+        ld_json_print_line(f, other_json(e->rid, "missing", e->verdict, NULL,
+                                         "in the baseline, not in the inputs"));
+    }
+    for (size_t i = 0; i < run->n_members; i++)
+        if (rg_member_is_skipped(&run->members[i]))
+            ld_json_print_line(f, other_json(NULL, "skipped", NULL, run->members[i].name,
+                                             "not a log: no request line"));
+    for (size_t i = 0; i < run->n_problems; i++)
+        ld_json_print_line(f, other_json(NULL, "unreadable", NULL, run->problems[i].name,
+                                         run->problems[i].msg));
+    return 0;
+}

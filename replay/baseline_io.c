@@ -1,0 +1,284 @@
+/* baseline_io.c - the baseline file: writing it one request per line, and
+ * reading it back with every field checked (see baseline.h). */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "baseline_internal.h"
+
+/* ------------------------------------------------------------ writing */
+
+static int valid_utf8(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t l = ld_utf8_seq_len(s + i, n - i);
+        if (!l) return 0;
+        i += l;
+    }
+    return 1;
+}
+
+/* A JSON string of valid UTF-8 text. */
+static void put_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { fputc('\\', out); fputc(c, out); }
+        else if (c == '\n') fputs("\\n", out);
+        else if (c == '\t') fputs("\\t", out);
+        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void put_kinds(FILE *out, const char *name, const char *const *k, size_t n)
+{
+    fprintf(out, ", \"%s\": [", name);
+    for (size_t i = 0; i < n; i++) fprintf(out, "%s\"%s\"", i ? ", " : "", k[i]);
+    fputc(']', out);
+}
+
+static void put_entry(FILE *out, const ld_baseline_entry *e, int last)
+{
+    if (valid_utf8(e->rid)) {
+        fputs("{\"rid\": ", out);
+        put_json_string(out, e->rid);
+    } else {
+        fputs("{\"rid_hex\": \"", out);
+        for (const char *p = e->rid; *p; p++) fprintf(out, "%02x", (unsigned char)*p);
+        fputc('"', out);
+    }
+    if (e->occurrence) fprintf(out, ", \"occurrence\": %" PRIu32, e->occurrence);
+    fprintf(out, ", \"verdict\": \"%s\"", e->verdict);
+    put_kinds(out, "errors", e->errors, e->n_errors);
+    put_kinds(out, "info", e->info, e->n_info);
+    fprintf(out, ", \"hash\": \"%016" PRIx64 "\"}%s\n", e->hash, last ? "" : ",");
+}
+
+ld_status ld_baseline_write(const ld_baseline *b, FILE *out, ld_error *err)
+{
+    fprintf(out, "{\"format\": \"%s\", \"version\": %d, \"requests\": [\n",
+            LD_BASELINE_FORMAT, LD_BASELINE_VERSION);
+    for (size_t i = 0; i < b->n; i++) put_entry(out, &b->v[i], i + 1 == b->n);
+    fputs("]}\n", out);
+    if (fflush(out) != 0 || ferror(out))
+        return LD_FAIL(err, LD_ERR_IO, 0, "cannot write the baseline");
+    return LD_OK;
+}
+
+/* ------------------------------------------------------------ reading */
+
+typedef struct entry_ctx {
+    size_t index;       /* 1-based, for messages */
+    const char *rid;    /* for messages, once known */
+} entry_ctx;
+
+/* LD_ERR_SYNTAX naming the entry. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static ld_status bad_entry(ld_error *err, const entry_ctx *c, const char *fmt, ...)
+{
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (c->rid)
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "request %zu (rid '%.60s'): %s", c->index, c->rid, what);
+    return LD_FAIL(err, LD_ERR_SYNTAX, 0, "request %zu: %s", c->index, what);
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static ld_status read_rid(ld_baseline *b, const cJSON *o, entry_ctx *c, ld_baseline_entry *e,
+                          ld_error *err)
+{
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(o, "rid");
+    const cJSON *hex = cJSON_GetObjectItemCaseSensitive(o, "rid_hex");
+    if (!rid == !hex) return bad_entry(err, c, "needs exactly one of \"rid\" and \"rid_hex\"");
+    if (rid) {
+        if (!cJSON_IsString(rid) || !*rid->valuestring)
+            return bad_entry(err, c, "\"rid\" is not a non-empty string");
+        e->rid = ld_arena_memdup(&b->arena, rid->valuestring, strlen(rid->valuestring));
+    } else {
+        const char *h = cJSON_IsString(hex) ? hex->valuestring : NULL;
+        size_t n = h ? strlen(h) : 0;
+        if (!n || n % 2) return bad_entry(err, c, "\"rid_hex\" is not lower-case hex bytes");
+        char *s = ld_arena_alloc(&b->arena, n / 2 + 1);
+        if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading the baseline");
+        for (size_t i = 0; i < n; i += 2) {
+            int hi = hexval(h[i]), lo = hexval(h[i + 1]);
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return bad_entry(err, c, "\"rid_hex\" is not lower-case hex bytes");
+            s[i / 2] = (char)(hi * 16 + lo);
+        }
+        s[n / 2] = '\0';
+        e->rid = s;
+    }
+    if (!e->rid) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading the baseline");
+    c->rid = e->rid;
+    return LD_OK;
+}
+
+static ld_status read_kinds(ld_baseline *b, const cJSON *o, const char *name, entry_ctx *c,
+                            const char ***out, size_t *n_out, ld_error *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsArray(a)) return bad_entry(err, c, "\"%s\" is not an array of finding kinds", name);
+    size_t n = (size_t)cJSON_GetArraySize(a), k = 0;
+    const char **list = ld_arena_alloc(&b->arena, (n ? n : 1) * sizeof *list);
+    if (!list) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading the baseline");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        const char *kind = cJSON_IsString(it) ? ld_baseline_static_kind(it->valuestring) : NULL;
+        if (!kind)
+            return bad_entry(err, c, "\"%s\": unknown finding kind %s%.60s%s", name,
+                             cJSON_IsString(it) ? "'" : "", cJSON_IsString(it) ? it->valuestring : "(not a string)",
+                             cJSON_IsString(it) ? "'" : "");
+        list[k++] = kind;
+    }
+    ld_baseline_sort_kinds(list, &k);
+    *out = list;
+    *n_out = k;
+    return LD_OK;
+}
+
+/* The verdict must be what the error kinds add up to (finding.h). */
+static ld_status check_verdict(const ld_baseline_entry *e, entry_ctx *c, ld_error *err)
+{
+    static const char *const rank[] = { "harness", "template", "kernels", "sampling", "log" };
+    const char *want = "ok";
+    for (size_t r = 0; r < sizeof rank / sizeof rank[0] && !strcmp(want, "ok"); r++)
+        for (size_t i = 0; i < e->n_errors; i++)
+            if (!strcmp(ld_kind_category(e->errors[i]), rank[r])) want = rank[r];
+    if (strcmp(want, e->verdict))
+        return bad_entry(err, c, "verdict \"%s\" does not follow from its errors (they give \"%s\")",
+                         e->verdict, want);
+    return LD_OK;
+}
+
+static ld_status read_hash(const cJSON *o, entry_ctx *c, ld_baseline_entry *e, ld_error *err)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "hash");
+    if (!cJSON_IsString(h) || strlen(h->valuestring) != 16)
+        return bad_entry(err, c, "\"hash\" is not 16 lower-case hex digits");
+    for (int i = 0; i < 16; i++) {
+        int v = hexval(h->valuestring[i]);
+        if (v < 0) return bad_entry(err, c, "\"hash\" is not 16 lower-case hex digits");
+        e->hash = e->hash << 4 | (uint64_t)v;
+    }
+    return LD_OK;
+}
+
+static ld_status check_fields(const cJSON *o, entry_ctx *c, ld_error *err)
+{
+    static const char *const known[] = { "rid", "rid_hex", "occurrence", "verdict",
+                                         "errors", "info", "hash" };
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o) {
+        size_t i = 0;
+        while (i < sizeof known / sizeof known[0] && strcmp(it->string, known[i])) i++;
+        if (i == sizeof known / sizeof known[0])
+            return bad_entry(err, c, "unknown field \"%.40s\"", it->string);
+    }
+    return LD_OK;
+}
+
+static ld_status read_entry(ld_baseline *b, const cJSON *o, size_t index, ld_error *err)
+{
+    entry_ctx c = { index, NULL };
+    if (!cJSON_IsObject(o)) return bad_entry(err, &c, "not an object");
+    ld_baseline_entry *e = ld_baseline_push(b, err);
+    if (!e) return LD_ERR_NOMEM;
+    e->tag = index - 1;
+    LD_TRY(read_rid(b, o, &c, e, err));
+    LD_TRY(check_fields(o, &c, err));
+    const cJSON *occ = cJSON_GetObjectItemCaseSensitive(o, "occurrence");
+    if (occ && (!cJSON_IsNumber(occ) || occ->valuedouble < 1 || occ->valuedouble > 1e9 ||
+                occ->valuedouble != (double)(uint32_t)occ->valuedouble))
+        return bad_entry(err, &c, "\"occurrence\" is not a positive integer");
+    e->occurrence = occ ? (uint32_t)occ->valuedouble : 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "verdict");
+    e->verdict = cJSON_IsString(v) ? ld_baseline_static_verdict(v->valuestring) : NULL;
+    if (!e->verdict)
+        return bad_entry(err, &c, "\"verdict\" is not one of ok, harness, template, kernels, sampling, log");
+    LD_TRY(read_kinds(b, o, "errors", &c, &e->errors, &e->n_errors, err));
+    LD_TRY(read_kinds(b, o, "info", &c, &e->info, &e->n_info, err));
+    LD_TRY(check_verdict(e, &c, err));
+    return read_hash(o, &c, e, err);
+}
+
+static ld_status check_header(const cJSON *root, ld_error *err)
+{
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, LD_BASELINE_FORMAT))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "not a logdiff baseline (\"format\" is not \"%s\")", LD_BASELINE_FORMAT);
+    if (!cJSON_IsNumber(ver))
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "\"version\" is not a number");
+    if (ver->valuedouble != LD_BASELINE_VERSION)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "baseline format version %g, this logdiff reads version %d "
+                       "(no migration from version %g exists)",
+                       ver->valuedouble, LD_BASELINE_VERSION, ver->valuedouble);
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "requests")))
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "\"requests\" is not an array");
+    return LD_OK;
+}
+
+static ld_status check_repeats(const ld_baseline *b, ld_error *err)
+{
+    for (size_t i = 1; i < b->n; i++)
+        if (!strcmp(b->v[i].rid, b->v[i - 1].rid) && b->v[i].occurrence == b->v[i - 1].occurrence)
+            return LD_FAIL(err, LD_ERR_SYNTAX, 0,
+                           "requests %zu and %zu: the same rid '%.60s' (occurrence %" PRIu32 ") twice",
+                           b->v[i - 1].tag + 1, b->v[i].tag + 1, b->v[i].rid, b->v[i].occurrence);
+    return LD_OK;
+}
+
+static int cmp_key(const void *pa, const void *pb)
+{
+    const ld_baseline_entry *a = pa, *b = pb;
+    int c = strcmp(a->rid, b->rid);
+    if (c) return c;
+    if (a->occurrence != b->occurrence) return a->occurrence < b->occurrence ? -1 : 1;
+    return a->tag < b->tag ? -1 : a->tag > b->tag;
+}
+
+static ld_status syntax_error(const char *text, const char *at, ld_error *err)
+{
+    uint64_t line = 1;
+    for (const char *p = text; p < at; p++) line += *p == '\n';
+    ld_status st = LD_FAIL(err, LD_ERR_SYNTAX, (uint64_t)(at - text), "not valid JSON");
+    if (err) err->line = line;
+    return st;
+}
+
+ld_status ld_baseline_parse(const char *text, size_t len, ld_baseline *out, ld_error *err)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) return syntax_error(text, end && end >= text ? end : text, err);
+    ld_status st = cJSON_IsObject(root) ? check_header(root, err)
+                   : LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "not a logdiff baseline (not a JSON object)");
+    size_t index = 0;
+    const cJSON *it;
+    if (st == LD_OK) {
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "requests")) {
+            if ((st = read_entry(out, it, ++index, err)) != LD_OK) break;
+        }
+    }
+    cJSON_Delete(root);
+    if (st != LD_OK) return st;
+    if (out->n > 1) qsort(out->v, out->n, sizeof *out->v, cmp_key);
+    return check_repeats(out, err);
+}
