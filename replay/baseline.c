@@ -7,32 +7,14 @@
 
 #include "baseline_internal.h"
 
-static const char *const verdicts[] = { "ok", "harness", "template", "kernels",
-                                        "sampling", "log" };
-
-/* Every finding kind a baseline may hold: every LD_K_* of finding.h
- * (tests/replay/test_baseline.c checks that none is missing). */
-static const char *const kinds[] = {
-    LD_K_HARNESS_EMPTY_ASSISTANT, LD_K_HARNESS_STALE_ASSISTANT, LD_K_HARNESS_ORPHAN_TOOL,
-    LD_K_TEMPLATE_DROPPED, LD_K_TEMPLATE_MANGLED, LD_K_TEMPLATE_ORDER,
-    LD_K_TEMPLATE_DROPPED_TOOL_CALL, LD_K_TEMPLATE_REASONING_STRIPPED,
-    LD_K_TEMPLATE_FAITHFUL, LD_K_TEMPLATE_RENDER_MISMATCH, LD_K_TEMPLATE_NOT_RENDERED,
-    LD_K_LOG_TRUNCATED, LD_K_LOG_UNPAIRED, LD_K_LOG_PARSE_ERROR, LD_K_SAMPLING_REPETITION,
-    LD_K_TEMPLATE_TOKENS_FAITHFUL, LD_K_TEMPLATE_TOKEN_MISMATCH, LD_K_TEMPLATE_TOKENS_NOT_CHECKED,
-};
-
 const char *ld_baseline_static_verdict(const char *s)
 {
-    for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++)
-        if (!strcmp(s, verdicts[i])) return verdicts[i];
-    return NULL;
+    return ld_verdict_static(s);
 }
 
 const char *ld_baseline_static_kind(const char *s)
 {
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (!strcmp(s, kinds[i])) return kinds[i];
-    return NULL;
+    return ld_kind_static(s);
 }
 
 void ld_baseline_init(ld_baseline *b)

@@ -58,6 +58,32 @@ const char *ld_excerpt(ld_arena *arena, const char *s, size_t s_len, size_t off,
 
 static const char *const categories[] = { "harness", "template", "kernels", "sampling", "log" };
 
+/* Every kind of finding.h (tests/replay/test_baseline.c checks that none is
+ * missing). */
+static const char *const kinds[] = {
+    LD_K_HARNESS_EMPTY_ASSISTANT, LD_K_HARNESS_STALE_ASSISTANT, LD_K_HARNESS_ORPHAN_TOOL,
+    LD_K_TEMPLATE_DROPPED, LD_K_TEMPLATE_MANGLED, LD_K_TEMPLATE_ORDER,
+    LD_K_TEMPLATE_DROPPED_TOOL_CALL, LD_K_TEMPLATE_REASONING_STRIPPED,
+    LD_K_TEMPLATE_FAITHFUL, LD_K_TEMPLATE_RENDER_MISMATCH, LD_K_TEMPLATE_NOT_RENDERED,
+    LD_K_TEMPLATE_TOKENS_FAITHFUL, LD_K_TEMPLATE_TOKEN_MISMATCH, LD_K_TEMPLATE_TOKENS_NOT_CHECKED,
+    LD_K_LOG_TRUNCATED, LD_K_LOG_UNPAIRED, LD_K_LOG_PARSE_ERROR, LD_K_SAMPLING_REPETITION,
+};
+
+const char *ld_kind_static(const char *s)
+{
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(s, kinds[i])) return kinds[i];
+    return NULL;
+}
+
+const char *ld_verdict_static(const char *s)
+{
+    static const char *const verdicts[] = { "ok", "harness", "template", "kernels", "sampling", "log" };
+    for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++)
+        if (!strcmp(s, verdicts[i])) return verdicts[i];
+    return NULL;
+}
+
 const char *ld_kind_category(const char *kind)
 {
     for (size_t i = 0; i < sizeof categories / sizeof categories[0]; i++) {

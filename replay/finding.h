@@ -80,6 +80,13 @@ ld_finding *ld_findings_add(ld_findings *list, ld_arena *arena, const char *kind
 const char *ld_excerpt(ld_arena *arena, const char *s, size_t s_len, size_t off,
                        size_t max_chars);
 
+/* The static kind string (one of LD_K_*) equal to s, or NULL: every kind
+ * is listed once, in finding.c, next to the definitions above. */
+const char *ld_kind_static(const char *s);
+
+/* The static verdict string ("ok", "harness", ...) equal to s, or NULL. */
+const char *ld_verdict_static(const char *s);
+
 /* "harness", "template", ... : the category of a kind (static string). */
 const char *ld_kind_category(const char *kind);
 
