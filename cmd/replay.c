@@ -1,0 +1,392 @@
+/* replay.c - `logdiff replay --model DIR --rid RID LOG...`: run a logged
+ * request's prompt through the reference engine, teacher-force its logged
+ * output and say where (if anywhere) the output leaves what the model would
+ * produce (replay/replay.h). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "jsonout.h"
+#include "logread.h"
+#include "options.h"
+#include "replay.h"
+
+static const char *const replay_usage[] = {
+    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--top-k K] [--max-tokens N] LOG...",
+    "",
+    "Replays one logged request on the plain-C reference engine: the prompt ids",
+    "of the log (input_ids; else the prompt text tokenized with DIR's",
+    "tokenizer.json, special tokens parsed) run through the HF model in DIR",
+    "(Llama, Qwen2, Qwen3, Mistral; safetensors), then the logged output ids",
+    "(out['output_ids']) are teacher-forced.  For each output position: the",
+    "logged token's rank and log-probability under the replay, the replay's",
+    "top-1 and the margin between its two best logits.  The divergence is the",
+    "first position whose logged token is outside the replay's top K and more",
+    "than --near-tie nats below its top-1 (closer is a near-tie: a flat",
+    "distribution that rounding can reorder; reported, not a divergence); the",
+    "replay's greedy continuation from there is shown.  Without a logged",
+    "output, the greedy continuation of the prompt is shown.  Verdicts:",
+    "replay.consistent, replay.divergent, replay.no_output.  Exit status:",
+    "0 consistent (or no output), 1 divergent, 2 usage, I/O or model error, an",
+    "id outside the vocabulary or past the context.",
+    NULL
+};
+
+#define PFX "logdiff replay: "
+
+typedef struct pick {
+    const char *rid;
+    ld_request *exact;      /* first record with this rid */
+    ld_request *sub;        /* first sub-request of a batch with this parent rid */
+    size_t n_exact, n_sub;
+    int oom;
+} pick;
+
+static int on_request(void *ctx, ld_request *r)
+{
+    pick *s = ctx;
+    if (r->rid && !strcmp(r->rid, s->rid)) {
+        if (s->n_exact++ == 0) {
+            s->exact = r;
+            return LD_PAIR_TAKE;
+        }
+    } else if (r->parent_rid && !strcmp(r->parent_rid, s->rid)) {
+        if (s->n_sub++ == 0) {
+            s->sub = r;
+            return LD_PAIR_TAKE;
+        }
+    }
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n) (n >= 1), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t k = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (k == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0;
+    if (k == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+    return k;
+}
+
+/* Bytes as people read them, into buf (NUL-terminated): \n \t \" \\, other
+ * control bytes and bytes that are not valid UTF-8 as \xNN; at most `max`
+ * source bytes, then "...". */
+static void escape(char *buf, size_t cap, const char *text, size_t len, size_t max)
+{
+    size_t o = 0;
+    const unsigned char *t = (const unsigned char *)text;
+    for (size_t i = 0; i < len && i < max && o + 8 < cap;) {
+        unsigned char c = t[i];
+        size_t k = c >= 0x80 ? utf8_len(t + i, len - i) : 1;
+        if (c == '\n') o += (size_t)snprintf(buf + o, cap - o, "\\n");
+        else if (c == '\t') o += (size_t)snprintf(buf + o, cap - o, "\\t");
+        else if (c == '"' || c == '\\') o += (size_t)snprintf(buf + o, cap - o, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f || k == 0) o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+        else {
+            memcpy(buf + o, t + i, k);
+            o += k;
+            i += k;
+            continue;
+        }
+        i++;
+    }
+    if (len > max && o + 4 < cap) o += (size_t)snprintf(buf + o, cap - o, "...");
+    buf[o < cap ? o : cap - 1] = 0;
+}
+
+/* A token as people read it: the id, and its bytes quoted and escaped when a
+ * tokenizer is there. */
+static const char *tok_show(const ld_tok *tok, int32_t id, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%ld", (long)id);
+    char *text = NULL;
+    size_t len = 0;
+    if (!tok || n < 0 || (size_t)n + 8 >= cap || ld_tok_decode(tok, &id, 1, &text, &len, NULL) != LD_OK)
+        return buf;
+    char esc[80];
+    escape(esc, sizeof esc, text, len, 18);
+    snprintf(buf + n, cap - (size_t)n, " \"%s\"", esc);
+    free(text);
+    return buf;
+}
+
+static cJSON *tok_json(const ld_tok *tok, int32_t id)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "id", ld_json_int(id));
+    char *text = NULL;
+    size_t len = 0;
+    if (tok && ld_tok_decode(tok, &id, 1, &text, &len, NULL) == LD_OK)
+        cJSON_AddItemToObject(o, "text", ld_json_text(text, len));
+    else
+        cJSON_AddItemToObject(o, "text", cJSON_CreateNull());
+    free(text);
+    return o;
+}
+
+static cJSON *ids_json(const int32_t *ids, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, ld_json_int(ids[i]));
+    return a;
+}
+
+static cJSON *text_json(const ld_tok *tok, const int32_t *ids, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *j = tok && ld_tok_decode(tok, ids, n, &text, &len, NULL) == LD_OK ? ld_json_text(text, len)
+                                                                            : cJSON_CreateNull();
+    free(text);
+    return j;
+}
+
+static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_engine *e,
+                       const ld_replay_result *res)
+{
+    const ld_tok *tok = ld_replay_engine_tok(e);
+    char where[512];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
+    cJSON_AddItemToObject(o, "where", ld_json_cstr(ld_request_where(r, where, sizeof where, NULL)));
+    cJSON_AddItemToObject(o, "verdict", cJSON_CreateString(ld_replay_verdict_kind(res->verdict)));
+    cJSON_AddItemToObject(o, "model", ld_json_cstr(ld_replay_engine_arch(e)));
+    cJSON_AddItemToObject(o, "tokenizer", cJSON_CreateBool(tok != NULL));
+    cJSON_AddItemToObject(o, "prompt_source", cJSON_CreateString(res->prompt_source == LD_REPLAY_PROMPT_IDS
+                                                                     ? "input_ids" : "tokenized_text"));
+    cJSON_AddItemToObject(o, "prompt_tokens", ld_json_int((int64_t)res->n_prompt));
+    cJSON_AddItemToObject(o, "output_tokens", ld_json_int((int64_t)res->n_output));
+    cJSON_AddItemToObject(o, "temperature", ld_json_double(r->temperature));
+    cJSON_AddItemToObject(o, "top_k", ld_json_int(res->top_k));
+    cJSON_AddItemToObject(o, "near_tie", ld_json_double(res->near_tie));
+    cJSON_AddItemToObject(o, "no_output_reason",
+                          res->no_output_reason[0] ? cJSON_CreateString(res->no_output_reason) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "first_outside_top_k", res->first_outside >= 0 ? ld_json_int(res->first_outside)
+                                                                            : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "first_not_top1", res->first_not_top1 >= 0 ? ld_json_int(res->first_not_top1)
+                                                                        : cJSON_CreateNull());
+    cJSON *nt = cJSON_CreateArray();
+    for (size_t i = 0; i < res->n_output; i++)
+        if (res->pos[i].near_tie) cJSON_AddItemToArray(nt, ld_json_int((int64_t)i));
+    cJSON_AddItemToObject(o, "near_ties", nt);
+    if (res->divergence >= 0) {
+        const ld_replay_pos *p = &res->pos[res->divergence];
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddItemToObject(d, "position", ld_json_int(res->divergence));
+        cJSON *lg = tok_json(tok, p->id);
+        cJSON_AddItemToObject(lg, "rank", ld_json_int(p->rank));
+        cJSON_AddItemToObject(lg, "logprob", ld_json_double(p->logprob));
+        cJSON_AddItemToObject(d, "logged", lg);
+        cJSON *rp = tok_json(tok, p->top1);
+        cJSON_AddItemToObject(rp, "logprob", ld_json_double(p->top1_logprob));
+        cJSON_AddItemToObject(d, "replay", rp);
+        cJSON_AddItemToObject(d, "margin", ld_json_double(p->margin));
+        cJSON_AddItemToObject(d, "gap", ld_json_double(p->gap));
+        cJSON *top = cJSON_CreateArray();
+        for (size_t i = 0; i < res->n_top; i++) {
+            cJSON *t = tok_json(tok, res->top[i].id);
+            cJSON_AddItemToObject(t, "logprob", ld_json_double(res->top[i].logprob));
+            cJSON_AddItemToArray(top, t);
+        }
+        cJSON_AddItemToObject(d, "top_k", top);
+        cJSON_AddItemToObject(o, "divergence", d);
+    } else {
+        cJSON_AddItemToObject(o, "divergence", cJSON_CreateNull());
+    }
+    if (res->greedy_from >= 0) {
+        cJSON *g = cJSON_CreateObject();
+        cJSON_AddItemToObject(g, "from", ld_json_int(res->greedy_from));
+        cJSON_AddItemToObject(g, "ids", ids_json(res->greedy, res->n_greedy));
+        cJSON_AddItemToObject(g, "text", text_json(tok, res->greedy, res->n_greedy));
+        cJSON_AddItemToObject(o, "greedy", g);
+    } else {
+        cJSON_AddItemToObject(o, "greedy", cJSON_CreateNull());
+    }
+    cJSON *rows = cJSON_CreateArray();
+    for (size_t i = 0; i < res->n_output; i++) {
+        const ld_replay_pos *p = &res->pos[i];
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddItemToObject(row, "position", ld_json_int((int64_t)i));
+        cJSON_AddItemToObject(row, "logged", tok_json(tok, p->id));
+        cJSON_AddItemToObject(row, "rank", ld_json_int(p->rank));
+        cJSON_AddItemToObject(row, "logprob", ld_json_double(p->logprob));
+        cJSON_AddItemToObject(row, "top1", tok_json(tok, p->top1));
+        cJSON_AddItemToObject(row, "top1_logprob", ld_json_double(p->top1_logprob));
+        cJSON_AddItemToObject(row, "margin", ld_json_double(p->margin));
+        cJSON_AddItemToObject(row, "near_tie", cJSON_CreateBool(p->near_tie));
+        cJSON_AddItemToArray(rows, row);
+    }
+    cJSON_AddItemToObject(o, "positions", rows);
+    ld_json_print_line(cli->out, o);
+}
+
+/* Rows shown: the first few, those around the divergence, every one whose
+ * logged token is not the replay's top-1, the last; the others (the logged
+ * token is the top-1 there) are counted on one line. */
+static int shown(const ld_replay_result *res, size_t i)
+{
+    int64_t P = res->divergence;
+    return i < 8 || i + 2 >= res->n_output || res->pos[i].rank > 1 ||
+           (P >= 0 && (int64_t)i + 6 >= P && (int64_t)i <= P + 3);
+}
+
+static void print_text(struct ld_cli *cli, const ld_request *r, const ld_replay_engine *e,
+                       const ld_replay_result *res)
+{
+    FILE *f = cli->out;
+    const ld_tok *tok = ld_replay_engine_tok(e);
+    char where[512], a[96], b[96];
+    fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d\n", r->rid ? r->rid : "-",
+            ld_request_where(r, where, sizeof where, NULL), ld_replay_engine_arch(e), res->n_prompt,
+            res->prompt_source == LD_REPLAY_PROMPT_IDS ? "logged input_ids" : "the logged text, tokenized",
+            res->n_output, res->top_k);
+    if (res->n_output) {
+        fprintf(f, "     pos  %-26s %6s %9s  %-26s %9s %8s\n", "logged", "rank", "logprob", "replay top-1",
+                "logprob", "margin");
+        size_t hidden = 0;
+        for (size_t i = 0; i < res->n_output; i++) {
+            const ld_replay_pos *p = &res->pos[i];
+            if (!shown(res, i)) {
+                hidden++;
+                continue;
+            }
+            if (hidden) fprintf(f, "     ...  (%zu positions where the logged token is the top-1)\n", hidden);
+            hidden = 0;
+            const char *mark = (int64_t)i == res->divergence ? ">>" : p->near_tie ? "~ " : p->outside ? "! " : "  ";
+            fprintf(f, "  %s%4zu  %-26s %6lld %9.4f  %-26s %9.4f %8.4f%s\n", mark, i, tok_show(tok, p->id, a, sizeof a),
+                    (long long)p->rank, p->logprob, tok_show(tok, p->top1, b, sizeof b), p->top1_logprob, p->margin,
+                    (int64_t)i == res->divergence ? "  divergence"
+                    : p->near_tie                 ? "  near-tie"
+                                                  : "");
+        }
+        if (hidden) fprintf(f, "     ...  (%zu positions where the logged token is the top-1)\n", hidden);
+    }
+    if (res->greedy_from >= 0) {
+        fprintf(f, "greedy from position %lld:", (long long)res->greedy_from);
+        for (size_t i = 0; i < res->n_greedy; i++) fprintf(f, " %ld", (long)res->greedy[i]);
+        char *text = NULL;
+        size_t len = 0;
+        if (tok && ld_tok_decode(tok, res->greedy, res->n_greedy, &text, &len, NULL) == LD_OK) {
+            char esc[512];
+            escape(esc, sizeof esc, text, len, 120);
+            fprintf(f, "  \"%s\"", esc);
+        }
+        free(text);
+        fputc('\n', f);
+    }
+    const char *kind = ld_replay_verdict_kind(res->verdict);
+    if (res->verdict == LD_REPLAY_DIVERGENT) {
+        const ld_replay_pos *p = &res->pos[res->divergence];
+        fprintf(f, "%s at position %lld: logged %s (rank %lld, logprob %.4f), the replay's top-1 %s (logprob %.4f); "
+                   "%.4f nats apart, top-two margin %.4f\n",
+                kind, (long long)res->divergence, tok_show(tok, p->id, a, sizeof a), (long long)p->rank, p->logprob,
+                tok_show(tok, p->top1, b, sizeof b), p->top1_logprob, p->gap, p->margin);
+    } else if (res->verdict == LD_REPLAY_CONSISTENT) {
+        fprintf(f, "%s: all %zu logged tokens within the replay's top %d", kind, res->n_output, res->top_k);
+        if (res->n_near_ties) fprintf(f, " or near-ties (%zu, within %g nats of the top-1)", res->n_near_ties,
+                                      res->near_tie);
+        if (res->first_not_top1 >= 0)
+            fprintf(f, "; first token other than the top-1 at position %lld (margin %.4f)\n",
+                    (long long)res->first_not_top1, res->pos[res->first_not_top1].margin);
+        else
+            fprintf(f, "; each is the replay's top-1\n");
+    } else {
+        fprintf(f, "%s: %s; the greedy continuation of the prompt is shown\n", kind, res->no_output_reason);
+    }
+}
+
+static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
+{
+    if (e->path) fprintf(cli->err, PFX "%s: %s: %s\n", what, e->path, e->msg);
+    else fprintf(cli->err, PFX "%s: %s\n", what, e->msg);
+}
+
+int cmd_replay(int argc, char **argv, struct ld_cli *cli)
+{
+    const char *model = NULL, *rid = NULL, *near_tie = NULL;
+    int json = 0;
+    long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
+    const ld_option options[] = {
+        { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory: config.json, *.safetensors (required)" },
+        { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
+        { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object" },
+        { LD_OPT_INT, 0, "threads", &threads, "N", "threads of the reference engine (default: the cores)" },
+        { LD_OPT_INT, 0, "top-k", &top_k, "K", "a logged token ranked at most K is within reach (default 5, max 64)" },
+        { LD_OPT_INT, 0, "max-tokens", &max_tokens, "N", "length of the greedy continuation (default 8; 0: none)" },
+        { LD_OPT_STRING, 0, "near-tie", &near_tie, "X", "nats under which a gap is a near-tie (default 0.1; 0: none)" },
+        LD_OPTION_END
+    };
+    int n_args = 0;
+    int rc = ld_parse_options(argc, argv, replay_usage, options, &n_args, cli->out, cli->err);
+    if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
+    double nt = LD_REPLAY_NEAR_TIE;
+    char *end = NULL;
+    if (near_tie) nt = strtod(near_tie, &end);
+    const char *problem = !model ? "--model DIR is required"
+                        : !rid ? "--rid RID is required"
+                        : n_args == 0 ? "no log given"
+                        : top_k < 1 || top_k > LD_REPLAY_MAX_TOP_K ? "--top-k: give 1 to 64"
+                        : max_tokens < 0 || max_tokens > 4096 ? "--max-tokens: give 0 to 4096"
+                        : threads < 0 || threads > 1024 ? "--threads: give 1 to 1024"
+                        : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
+                            ? "--near-tie: give a number of nats >= 0"
+                            : NULL;
+    if (problem) {
+        fprintf(cli->err, PFX "%s\n", problem);
+        return LD_EXIT_TROUBLE;
+    }
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > 64 ? 64 : n;
+    }
+
+    pick s = { rid, NULL, NULL, 0, 0, 0 };
+    ld_pair_options popts = { 0 };
+    popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
+    popts.only_rid = rid;
+    ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    int status = LD_EXIT_TROUBLE;
+    ld_replay_engine *e = NULL;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    if (ld_logread_run(&lr, argv + 1, n_args, &popts, on_request, &s) != 0 || lr.stats.io_errors) goto out;
+    ld_request *r = s.exact;
+    if (!r && s.n_sub == 1) r = s.sub;
+    if (!r) {
+        if (s.n_sub > 1)
+            fprintf(cli->err, PFX "'%s' is a batch of %zu requests: give the rid of one of them\n", rid, s.n_sub);
+        else
+            fprintf(cli->err, PFX "no request with rid '%s' in the logs given\n", rid);
+        goto out;
+    }
+    if (s.n_exact > 1)
+        fprintf(cli->err, PFX "warning: %zu requests have rid '%s'; replaying the first\n", s.n_exact, rid);
+    if (ld_replay_engine_open(model, (int)threads, &e, &err) != LD_OK) {
+        print_error(cli, model, &err);
+        goto out;
+    }
+    ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
+    if (ld_replay_request(e, r, &ro, &res, &err) != LD_OK) {
+        print_error(cli, rid, &err);
+        goto out;
+    }
+    if (!json && res.prompt_source == LD_REPLAY_PROMPT_TOKENIZED)
+        fprintf(cli->err, PFX "note: the log holds no complete input_ids for '%s': its prompt text was tokenized with "
+                          "%s/tokenizer.json, special tokens parsed, nothing added\n", rid, model);
+    if (json) print_json(cli, r, e, &res);
+    else print_text(cli, r, e, &res);
+    status = res.verdict == LD_REPLAY_DIVERGENT ? LD_EXIT_DIFF : LD_EXIT_SAME;
+out:
+    ld_replay_result_free(&res);
+    ld_replay_engine_close(e);
+    ld_request_free(s.exact);
+    ld_request_free(s.sub);
+    return status;
+}

@@ -1,0 +1,284 @@
+/* replay.c - teacher-forced replay of a logged request and its verdict
+ * (replay.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "replay_internal.h"
+
+#define CHUNK 32 /* output rows evaluated per call (bounds the logits buffer) */
+
+const char *ld_replay_verdict_kind(ld_replay_verdict v)
+{
+    switch (v) {
+    case LD_REPLAY_CONSISTENT: return LD_K_REPLAY_CONSISTENT;
+    case LD_REPLAY_DIVERGENT: return LD_K_REPLAY_DIVERGENT;
+    case LD_REPLAY_NO_OUTPUT: return LD_K_REPLAY_NO_OUTPUT;
+    }
+    return "replay.unknown";
+}
+
+void ld_replay_result_free(ld_replay_result *res)
+{
+    if (!res) return;
+    free(res->prompt);
+    free(res->output);
+    free(res->pos);
+    free(res->top);
+    free(res->greedy);
+    memset(res, 0, sizeof *res);
+}
+
+/* What one row of logits says about `logged` (-1: nothing logged). */
+static void row_stats(const float *x, int V, int32_t logged, ld_replay_pos *p)
+{
+    int best = 0;
+    for (int j = 1; j < V; j++)
+        if (x[j] > x[best]) best = j;
+    double m = x[best], second = -INFINITY, sum = 0;
+    for (int j = 0; j < V; j++) {
+        if (j != best && x[j] > second) second = x[j];
+        sum += exp((double)x[j] - m);
+    }
+    double lse = m + log(sum);
+    p->top1 = best;
+    p->top1_logprob = m - lse;
+    p->margin = V > 1 ? m - second : 0;
+    if (logged < 0) return;
+    double xl = x[logged];
+    int64_t rank = 1;
+    for (int j = 0; j < V; j++)
+        if (x[j] > xl) rank++;
+    p->id = logged;
+    p->logprob = xl - lse;
+    p->rank = rank;
+    p->gap = m - xl;
+}
+
+/* The k best of a row, best first (lowest id first among equal logits). */
+static ld_status top_k(const float *x, int V, int k, ld_replay_result *res, ld_error *err)
+{
+    if (k > V) k = V;
+    res->top = malloc((size_t)k * sizeof *res->top);
+    char *taken = calloc((size_t)V, 1);
+    if (!res->top || !taken) {
+        free(taken);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    double m = -INFINITY, sum = 0;
+    for (int j = 0; j < V; j++)
+        if (x[j] > m) m = x[j];
+    for (int j = 0; j < V; j++) sum += exp((double)x[j] - m);
+    double lse = m + log(sum);
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int j = 0; j < V; j++)
+            if (!taken[j] && (best < 0 || x[j] > x[best])) best = j;
+        taken[best] = 1;
+        res->top[i].id = best;
+        res->top[i].logprob = x[best] - lse;
+    }
+    res->n_top = (size_t)k;
+    free(taken);
+    return LD_OK;
+}
+
+static ld_status check_ids(const char *what, const int32_t *ids, size_t n, int V, ld_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return LD_FAIL(err, LD_ERR_MISMATCH, i, "%s[%zu] = %ld is outside the model's vocabulary of %d ids",
+                           what, i, (long)ids[i], V);
+    return LD_OK;
+}
+
+/* Greedy continuation of ctx [n] (n >= 1) for `count` tokens, from a reset
+ * session; `row` holds one row of logits. */
+static ld_status greedy(ld_session *s, const int32_t *ctx, size_t n, int count, int V, float *row,
+                        ld_replay_result *res, ld_error *err)
+{
+    res->greedy = malloc((size_t)(count > 0 ? count : 1) * sizeof *res->greedy);
+    if (!res->greedy) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_session_reset(s);
+    if (n > 1) LD_TRY(ld_session_eval(s, ctx, (int)(n - 1), NULL, NULL, err));
+    int32_t next = ctx[n - 1];
+    for (int i = 0; i < count; i++) {
+        LD_TRY(ld_session_eval(s, &next, 1, row, NULL, err));
+        ld_replay_pos p;
+        row_stats(row, V, -1, &p);
+        next = p.top1;
+        res->greedy[res->n_greedy++] = next;
+    }
+    return LD_OK;
+}
+
+static ld_status dup_ids(const int32_t *src, size_t n, int32_t **dst, ld_error *err)
+{
+    *dst = malloc((n ? n : 1) * sizeof **dst);
+    if (!*dst) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (n) memcpy(*dst, src, n * sizeof **dst);
+    return LD_OK;
+}
+
+static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_result *res, int max_tokens,
+                     ld_error *err)
+{
+    const ld_model_config *c = &e->model->cfg;
+    int V = c->vocab, ctxlen = c->max_pos;
+    size_t np = res->n_prompt, no = res->n_output;
+    (void)o;
+    /* positions: the prompt, the output, the continuation (shortened to fit) */
+    size_t need = np + no;
+    size_t room = (size_t)ctxlen - need;
+    if ((size_t)max_tokens > room) max_tokens = (int)room;
+    int max_seq = (int)(need + (size_t)max_tokens);
+    if (max_seq < 1) max_seq = 1;
+    ld_session *s = NULL;
+    LD_TRY(ld_session_create(e->model, e->be, max_seq, CHUNK, &s, err));
+    float *buf = malloc((size_t)CHUNK * (size_t)V * sizeof *buf);
+    int32_t *feed = NULL;
+    ld_status st = buf ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (st == LD_OK && no > 0) {
+        res->pos = calloc(no, sizeof *res->pos);
+        feed = malloc(no * sizeof *feed);
+        if (!res->pos || !feed) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    if (st == LD_OK && no > 0) {
+        /* row i of the logits predicts output[i]: fed prompt[np-1], output[0..no-1) */
+        feed[0] = res->prompt[np - 1];
+        for (size_t i = 1; i < no; i++) feed[i] = res->output[i - 1];
+        if (np > 1) st = ld_session_eval(s, res->prompt, (int)(np - 1), NULL, NULL, err);
+        for (size_t i0 = 0; st == LD_OK && i0 < no; i0 += CHUNK) {
+            int n = no - i0 < CHUNK ? (int)(no - i0) : CHUNK;
+            st = ld_session_eval(s, feed + i0, n, buf, NULL, err);
+            for (int r = 0; st == LD_OK && r < n; r++) {
+                size_t i = i0 + (size_t)r;
+                const float *row = buf + (size_t)r * (size_t)V;
+                ld_replay_pos *p = &res->pos[i];
+                row_stats(row, V, res->output[i], p);
+                p->outside = p->rank > res->top_k;
+                p->near_tie = p->outside && p->gap < res->near_tie;
+                if (p->near_tie) res->n_near_ties++;
+                if (p->outside && res->first_outside < 0) res->first_outside = (int64_t)i;
+                if (p->rank > 1 && res->first_not_top1 < 0) res->first_not_top1 = (int64_t)i;
+                if (p->outside && !p->near_tie && res->divergence < 0) {
+                    res->divergence = (int64_t)i;
+                    st = top_k(row, V, res->top_k, res, err);
+                }
+            }
+        }
+    }
+    if (st == LD_OK) {
+        if (no == 0) res->verdict = LD_REPLAY_NO_OUTPUT;
+        else res->verdict = res->divergence >= 0 ? LD_REPLAY_DIVERGENT : LD_REPLAY_CONSISTENT;
+    }
+    /* the greedy continuation: from the divergence, or from the prompt's end */
+    int64_t from = res->verdict == LD_REPLAY_DIVERGENT ? res->divergence : no == 0 ? 0 : -1;
+    if (st == LD_OK && from >= 0 && max_tokens > 0) {
+        size_t n = np + (size_t)from;
+        int32_t *ctx = malloc(n * sizeof *ctx);
+        if (!ctx) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        else {
+            memcpy(ctx, res->prompt, np * sizeof *ctx);
+            if (from) memcpy(ctx + np, res->output, (size_t)from * sizeof *ctx);
+            res->greedy_from = from;
+            st = greedy(s, ctx, n, max_tokens, V, buf, res, err);
+            free(ctx);
+        }
+    }
+    free(feed);
+    free(buf);
+    ld_session_destroy(s);
+    return st;
+}
+
+ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
+                        size_t n_output, const char *no_output_reason, const ld_replay_opts *opts,
+                        ld_replay_result *out, ld_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->divergence = out->first_outside = out->first_not_top1 = out->greedy_from = -1;
+    ld_replay_opts o = opts ? *opts : (ld_replay_opts){ 0, 0, NAN };
+    if (o.top_k < 0 || o.top_k > LD_REPLAY_MAX_TOP_K)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "top-k %d: give 1 to %d", o.top_k, LD_REPLAY_MAX_TOP_K);
+    out->top_k = o.top_k ? o.top_k : LD_REPLAY_TOP_K;
+    out->near_tie = isnan(o.near_tie) || o.near_tie < 0 ? LD_REPLAY_NEAR_TIE : o.near_tie;
+    int max_tokens = o.max_tokens == 0 ? LD_REPLAY_MAX_TOKENS : o.max_tokens < 0 ? 0 : o.max_tokens;
+    int V = e->model->cfg.vocab, ctxlen = e->model->cfg.max_pos;
+    if (n_prompt == 0) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the prompt has no ids: nothing to replay");
+    LD_TRY(check_ids("input_ids", prompt, n_prompt, V, err));
+    LD_TRY(check_ids("output_ids", output, output ? n_output : 0, V, err));
+    if (n_prompt > (size_t)ctxlen)
+        return LD_FAIL(err, LD_ERR_LIMIT, (uint64_t)ctxlen,
+                       "the prompt's %zu ids exceed the model's context of %d positions: input_ids[%d] is the "
+                       "first that does not fit", n_prompt, ctxlen, ctxlen);
+    if (output && n_output > (size_t)ctxlen - n_prompt)
+        return LD_FAIL(err, LD_ERR_LIMIT, (uint64_t)ctxlen - n_prompt,
+                       "the prompt's %zu ids and the output's %zu exceed the model's context of %d positions: "
+                       "output_ids[%zu] is the first that does not fit", n_prompt, n_output, ctxlen,
+                       (size_t)ctxlen - n_prompt);
+    ld_status st = dup_ids(prompt, n_prompt, &out->prompt, err);
+    out->n_prompt = n_prompt;
+    if (st == LD_OK && output && n_output) {
+        st = dup_ids(output, n_output, &out->output, err);
+        out->n_output = n_output;
+    }
+    if (st == LD_OK && !out->n_output && no_output_reason)
+        snprintf(out->no_output_reason, sizeof out->no_output_reason, "%s", no_output_reason);
+    if (st == LD_OK) st = run(e, &o, out, max_tokens, err);
+    if (st != LD_OK) ld_replay_result_free(out);
+    return st;
+}
+
+ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                            ld_replay_result *out, ld_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *prompt = NULL, *output = NULL;
+    size_t np = 0, no = 0;
+    ld_replay_prompt_source src = LD_REPLAY_PROMPT_IDS;
+    ld_error ierr;
+    ld_error_clear(&ierr);
+    ld_status st = ld_request_input_ids(r, &prompt, &np, &ierr);
+    int text_whole = r->prompt.bytes && (r->prompt.flags & LD_TEXT_PRESENT) &&
+                     !(r->prompt.flags & (LD_TEXT_TRUNCATED | LD_TEXT_ABBREVIATED | LD_TEXT_HEAD_ONLY));
+    if ((st == LD_ERR_MISMATCH || st == LD_ERR_TRUNCATED) && text_whole && e->tok) {
+        /* no id list, or one the logger cut: the whole prompt text, tokenized */
+        st = ld_tok_encode(e->tok, r->prompt.bytes, r->prompt.len, LD_TOK_PARSE_SPECIAL, &prompt, &np, err);
+        if (st != LD_OK) return st;
+        src = LD_REPLAY_PROMPT_TOKENIZED;
+    } else if (st == LD_ERR_MISMATCH && text_whole) {
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0,
+                       "the log holds no input_ids for this request, only the prompt text, and the model "
+                       "directory has no tokenizer to tokenize it%s%s",
+                       e->tok_error[0] ? ": " : "", e->tok_error);
+    } else if (st == LD_ERR_MISMATCH) {
+        const char *why = !(r->prompt.flags & LD_TEXT_PRESENT) ? "nor the prompt text"
+                        : "and the logger cut the prompt text";
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no input_ids for this request %s", why);
+    } else if (st != LD_OK) {
+        if (err) *err = ierr;
+        return st;
+    }
+    char reason[160] = "";
+    st = ld_request_output_ids(r, &output, &no, &ierr);
+    if (st == LD_ERR_MISMATCH) {
+        snprintf(reason, sizeof reason, "%.150s",
+                 !(r->seen & (LD_PART_BIT(LD_PART_FINISH) | LD_PART_BIT(LD_PART_INOUT)))
+                     ? "no Finish line was logged for this request"
+                     : ierr.msg);
+        st = LD_OK;
+    } else if (st != LD_OK) {
+        free(prompt);
+        if (err) *err = ierr;
+        return st;
+    } else if (no == 0) {
+        snprintf(reason, sizeof reason, "the logged output_ids list is empty");
+    }
+    st = ld_replay_ids(e, prompt, np, output, no, reason, opts, out, err);
+    if (st == LD_OK) out->prompt_source = src;
+    free(prompt);
+    free(output);
+    return st;
+}

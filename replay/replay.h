@@ -1,0 +1,163 @@
+/* replay.h - replaying a logged request on the reference engine: the prompt
+ * ids of the log run through the model, the logged output ids teacher-forced
+ * after them, and at every output position the logged token's log-probability
+ * and rank under the replay, the replay's own top-1 and the margin between
+ * its two best logits.
+ *
+ * The verdict (what `logdiff replay` reports):
+ *   - the logged token at position i is "within reach" when its rank under
+ *     the replay is at most top_k (ranks count from 1: one plus the number of
+ *     tokens with a strictly larger logit);
+ *   - a position whose logged token is outside the top_k but whose logit is
+ *     less than `near_tie` (nats; default LD_REPLAY_NEAR_TIE) below the
+ *     replay's top-1 logit is a near-tie: a flat distribution, where rounding
+ *     differences between the server's kernels and the reference can reorder
+ *     many tokens at once.  It is reported, and is not a divergence;
+ *   - the divergence P is the first position outside the top_k that is not
+ *     a near-tie: LD_REPLAY_DIVERGENT at P, with the replay's greedy
+ *     continuation from P (the context being the prompt and the logged
+ *     tokens before P);
+ *   - LD_REPLAY_CONSISTENT otherwise;
+ *   - LD_REPLAY_NO_OUTPUT when the log holds no output ids (or an empty list):
+ *     the greedy continuation of the prompt is reported.
+ * The logit gap (top-1 logit minus the logged token's) is the same number as
+ * the log-probability gap, as both sides are normalised by the same sum.
+ *
+ * Prompt ids: `input_ids` of the log (ld_request_input_ids); when the log has
+ * no id list (or one the logger cut) but the whole prompt text, and the engine
+ * has a tokenizer (tokenizer.json in the model directory), the text tokenized
+ * with special tokens parsed and nothing added (LD_REPLAY_PROMPT_TOKENIZED
+ * says so); else an error.
+ *
+ * Ownership: an ld_replay_engine owns its model, backend and tokenizer; it is
+ * used by one replay at a time.  An ld_replay_result owns its arrays (free
+ * with ld_replay_result_free).  Library code: errors are returned, nothing is
+ * printed.
+ */
+#ifndef LD_REPLAY_H
+#define LD_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ld_error.h"
+#include "request.h"
+#include "tok.h"
+
+/* Stable verdict kinds (scripts match on them). */
+#define LD_K_REPLAY_CONSISTENT "replay.consistent"
+#define LD_K_REPLAY_DIVERGENT "replay.divergent"
+#define LD_K_REPLAY_NO_OUTPUT "replay.no_output"
+
+#define LD_REPLAY_TOP_K 5          /* default k */
+#define LD_REPLAY_MAX_TOKENS 8     /* default length of the greedy continuation */
+#define LD_REPLAY_NEAR_TIE 0.1     /* default near-tie threshold, nats */
+#define LD_REPLAY_MAX_TOP_K 64     /* the top-k list kept at the divergence */
+
+typedef struct ld_replay_engine ld_replay_engine;
+
+/* Opens the HF model directory `dir` (config.json, safetensors; engine/
+ * model.h) on the reference backend with `n_threads` threads, and its
+ * tokenizer.json when there is one.  A tokenizer that cannot be loaded is not
+ * an error (tokens are then shown as ids): ld_replay_engine_tok_error says
+ * why. */
+ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine **out, ld_error *err);
+
+/* The tokenizer (NULL when none) and, when none, why ("" when the directory
+ * has no tokenizer.json). */
+const ld_tok *ld_replay_engine_tok(const ld_replay_engine *e);
+const char *ld_replay_engine_tok_error(const ld_replay_engine *e);
+
+/* Vocabulary size and context length (max_position_embeddings) of the model. */
+int ld_replay_engine_vocab(const ld_replay_engine *e);
+int ld_replay_engine_context(const ld_replay_engine *e);
+
+/* "Qwen3ForCausalLM" ... */
+const char *ld_replay_engine_arch(const ld_replay_engine *e);
+
+void ld_replay_engine_close(ld_replay_engine *e);
+
+typedef struct ld_replay_opts {
+    int top_k;         /* 0 = LD_REPLAY_TOP_K; at most LD_REPLAY_MAX_TOP_K */
+    int max_tokens;    /* greedy continuation length; 0 = LD_REPLAY_MAX_TOKENS, -1 = none */
+    double near_tie;   /* nats; NAN or < 0 = LD_REPLAY_NEAR_TIE; 0 = no near-ties */
+} ld_replay_opts;
+
+typedef enum ld_replay_verdict {
+    LD_REPLAY_CONSISTENT = 0,
+    LD_REPLAY_DIVERGENT = 1,
+    LD_REPLAY_NO_OUTPUT = 2
+} ld_replay_verdict;
+
+/* The stable kind of a verdict (LD_K_REPLAY_*). */
+const char *ld_replay_verdict_kind(ld_replay_verdict v);
+
+typedef enum ld_replay_prompt_source {
+    LD_REPLAY_PROMPT_IDS = 0,       /* the log's input_ids */
+    LD_REPLAY_PROMPT_TOKENIZED = 1  /* the log's prompt text, tokenized */
+} ld_replay_prompt_source;
+
+/* One output position i: the replay predicting output_ids[i]. */
+typedef struct ld_replay_pos {
+    int32_t id;            /* the logged token */
+    double logprob;        /* its log-probability under the replay */
+    int64_t rank;          /* 1 + tokens with a larger logit */
+    int32_t top1;          /* the replay's top-1 (lowest id among equal logits) */
+    double top1_logprob;
+    double margin;         /* top-1 logit minus the second best logit (>= 0) */
+    double gap;            /* top-1 logit minus the logged token's logit (>= 0) */
+    int outside;           /* rank > top_k */
+    int near_tie;          /* outside, and gap < near_tie */
+} ld_replay_pos;
+
+typedef struct ld_replay_cand {
+    int32_t id;
+    double logprob;
+} ld_replay_cand;
+
+typedef struct ld_replay_result {
+    ld_replay_verdict verdict;
+    ld_replay_prompt_source prompt_source;
+    int top_k;
+    double near_tie;
+    int32_t *prompt;          /* the prompt ids replayed [n_prompt] */
+    size_t n_prompt;
+    int32_t *output;          /* the logged output ids [n_output] (NULL when none) */
+    size_t n_output;
+    ld_replay_pos *pos;       /* [n_output] */
+    int64_t divergence;       /* P, or -1 */
+    int64_t first_outside;    /* first position outside the top-k (near-tie or not), or -1 */
+    int64_t first_not_top1;   /* first position whose logged token is not the top-1, or -1 */
+    size_t n_near_ties;       /* positions outside the top-k that are near-ties */
+    ld_replay_cand *top;      /* the replay's top_k at the divergence [n_top] */
+    size_t n_top;
+    int32_t *greedy;          /* greedy continuation from P (or from the prompt's end
+                                 for LD_REPLAY_NO_OUTPUT) [n_greedy]; NULL when none */
+    size_t n_greedy;
+    int64_t greedy_from;      /* output position the continuation starts at, or -1 */
+    char no_output_reason[160]; /* LD_REPLAY_NO_OUTPUT: why ("" otherwise) */
+} ld_replay_result;
+
+/* Replays `prompt` [n_prompt] then teacher-forces `output` [n_output]
+ * (NULL/0: no output; `no_output_reason` is copied into the result).  Ids are
+ * checked first: LD_ERR_MISMATCH naming the index ("input_ids[5] = 300 is
+ * outside ...", "output_ids[2] ..."), LD_ERR_LIMIT when the prompt and output
+ * (and the continuation, which is then shortened, never refused) exceed the
+ * model's context (naming the first output index that does not fit),
+ * LD_ERR_MISMATCH for an empty prompt, LD_ERR_NOMEM; the engine's errors. */
+ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt,
+                        const int32_t *output, size_t n_output, const char *no_output_reason,
+                        const ld_replay_opts *opts, ld_replay_result *out, ld_error *err);
+
+/* Replays a logged request (read with LD_PAIR_KEEP_VALUES, and
+ * LD_PAIR_KEEP_TEXT for the prompt-text fallback): prompt ids as said above,
+ * output ids from ld_request_output_ids (a record without them is
+ * LD_REPLAY_NO_OUTPUT; a list the logger cut is LD_ERR_TRUNCATED).  Errors
+ * as ld_replay_ids, plus LD_ERR_MISMATCH when the log holds neither input_ids
+ * nor (with a tokenizer) the prompt text, and the tokenizer's errors. */
+ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                            ld_replay_result *out, ld_error *err);
+
+void ld_replay_result_free(ld_replay_result *res);
+
+#endif /* LD_REPLAY_H */

@@ -1,0 +1,78 @@
+/* replay_engine.c - the model, backend and tokenizer a replay runs on
+ * (replay.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "model.h"
+#include "replay_internal.h"
+
+ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine **out, ld_error *err)
+{
+    *out = NULL;
+    if (n_threads < 1) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d threads: give at least 1", n_threads);
+    ld_replay_engine *e = calloc(1, sizeof *e);
+    if (!e) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = ld_model_open(dir, &e->model, err);
+    if (st == LD_OK) st = ld_backend_ref_create(n_threads, &e->be, err);
+    if (st != LD_OK) {
+        ld_replay_engine_close(e);
+        return st;
+    }
+    size_t n = strlen(dir);
+    char *path = malloc(n + sizeof "/tokenizer.json");
+    if (!path) {
+        ld_replay_engine_close(e);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    memcpy(path, dir, n);
+    memcpy(path + n, "/tokenizer.json", sizeof "/tokenizer.json");
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        ld_error terr;
+        ld_error_clear(&terr);
+        if (ld_tok_load(path, &e->tok, &terr) != LD_OK) {
+            e->tok = NULL;
+            snprintf(e->tok_error, sizeof e->tok_error, "tokenizer.json: %.200s", terr.msg);
+        }
+    }
+    free(path);
+    *out = e;
+    return LD_OK;
+}
+
+const ld_tok *ld_replay_engine_tok(const ld_replay_engine *e)
+{
+    return e->tok;
+}
+
+const char *ld_replay_engine_tok_error(const ld_replay_engine *e)
+{
+    return e->tok_error;
+}
+
+int ld_replay_engine_vocab(const ld_replay_engine *e)
+{
+    return e->model->cfg.vocab;
+}
+
+int ld_replay_engine_context(const ld_replay_engine *e)
+{
+    return e->model->cfg.max_pos;
+}
+
+const char *ld_replay_engine_arch(const ld_replay_engine *e)
+{
+    return e->model->cfg.arch_name;
+}
+
+void ld_replay_engine_close(ld_replay_engine *e)
+{
+    if (!e) return;
+    ld_tok_free(e->tok);
+    ld_backend_destroy(e->be);
+    ld_model_close(e->model);
+    free(e);
+}

@@ -1,0 +1,16 @@
+/* replay_internal.h - what the replay files share (not a public API). */
+#ifndef LD_REPLAY_INTERNAL_H
+#define LD_REPLAY_INTERNAL_H
+
+#include "backend.h"
+#include "model.h"
+#include "replay.h"
+
+struct ld_replay_engine {
+    ld_model *model;
+    ld_backend *be;
+    ld_tok *tok;          /* NULL when none */
+    char tok_error[256];  /* why there is none ("" when no tokenizer.json) */
+};
+
+#endif

@@ -1,0 +1,437 @@
+/* test_replay.c - the replay pipeline (replay/replay.h) on the tiny Qwen3 of
+ * testdata/models/qwen3 and the log of testdata/replay/replaylog/ (written
+ * with transformers by tools/gen_replay_fixtures.py): a request whose output
+ * is transformers' greedy decoding replays consistent, with every logged
+ * token's log-probability within 1e-4 of transformers' log_softmax; one
+ * altered from P on diverges exactly at P, with transformers' greedy
+ * continuation; a request without output gives the greedy continuation of
+ * its prompt; ids outside the vocabulary and past the context are errors
+ * naming the index. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ld_test.h"
+#include "pair.h"
+#include "replay.h"
+
+#define MODEL LD_TESTDATA_DIR "/models/qwen3"
+#define FIXDIR LD_TESTDATA_DIR "/replay/replaylog"
+#define TOL 1e-4
+
+/* ------------------------------------------------------------ fixtures */
+
+typedef struct recs {
+    ld_request *v[16];
+    int n;
+} recs;
+
+static int keep(void *ctx, ld_request *r)
+{
+    recs *o = ctx;
+    if (o->n >= 16) return 0;
+    o->v[o->n++] = r;
+    return LD_PAIR_TAKE;
+}
+
+/* Every request of server.log (values and texts kept); 0 on failure. */
+static int read_log(recs *o)
+{
+    memset(o, 0, sizeof *o);
+    char *text = ld_test_slurp(FIXDIR "/server.log");
+    if (!text) return 0;
+    ld_pair_options opt = { 0 };
+    opt.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES;
+    ld_pairer *p;
+    ld_error e;
+    if (ld_pairer_new(&opt, keep, o, &p, &e)) {
+        free(text);
+        return 0;
+    }
+    uint64_t off = 0, lineno = 0;
+    int ok = 1;
+    for (char *s = text; *s;) {
+        char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        ld_line l = { s, len, ++lineno, off, 0, nl == NULL };
+        ld_line_result res;
+        if (ld_pairer_feed_line(p, "server.log", &l, &res, &e) != LD_OK) ok = 0;
+        off += len + 1;
+        s += len + (nl != NULL);
+    }
+    ld_pairer_finish(p, &e);
+    ld_pairer_free(p);
+    free(text);
+    return ok;
+}
+
+static void recs_free(recs *o)
+{
+    for (int i = 0; i < o->n; i++) ld_request_free(o->v[i]);
+}
+
+static const ld_request *by_rid(const recs *o, const char *rid)
+{
+    for (int i = 0; i < o->n; i++)
+        if (o->v[i]->rid && !strcmp(o->v[i]->rid, rid)) return o->v[i];
+    return NULL;
+}
+
+static cJSON *load_expect(void)
+{
+    char *text = ld_test_slurp(FIXDIR "/expect.json");
+    if (!text) return NULL;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    return j;
+}
+
+static cJSON *expect_req(cJSON *ex, const char *rid)
+{
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(ex, "requests"), rid);
+}
+
+static int setup(ld_replay_engine **e, recs *o, cJSON **ex)
+{
+    ld_error err;
+    ld_error_clear(&err);
+    *e = NULL;
+    *ex = NULL;
+    memset(o, 0, sizeof *o);
+    if (ld_replay_engine_open(MODEL, 2, e, &err) != LD_OK) {
+        fprintf(stderr, "  engine: %s\n", err.msg);
+        return 0;
+    }
+    *ex = load_expect();
+    return *ex && read_log(o);
+}
+
+static void teardown(ld_replay_engine *e, recs *o, cJSON *ex)
+{
+    ld_replay_engine_close(e);
+    recs_free(o);
+    cJSON_Delete(ex);
+}
+
+/* Checks every position against transformers' numbers; the largest logprob
+ * difference goes to *maxd. */
+static int check_positions(const ld_replay_result *res, cJSON *want, double *maxd)
+{
+    CHECK_EQ_INT(res->n_output, cJSON_GetArraySize(want));
+    for (size_t i = 0; i < res->n_output; i++) {
+        cJSON *w = cJSON_GetArrayItem(want, (int)i);
+        const ld_replay_pos *p = &res->pos[i];
+        CHECK_EQ_INT(p->id, cJSON_GetObjectItem(w, "id")->valueint);
+        double d = fabs(p->logprob - cJSON_GetObjectItem(w, "logprob")->valuedouble);
+        if (d > *maxd) *maxd = d;
+        CHECK_MSG(d < TOL, "position %zu: logprob %.8f, transformers %.8f", i, p->logprob,
+                  cJSON_GetObjectItem(w, "logprob")->valuedouble);
+        CHECK_EQ_INT(p->rank, cJSON_GetObjectItem(w, "rank")->valueint);
+        CHECK_EQ_INT(p->top1, cJSON_GetObjectItem(w, "top1")->valueint);
+        CHECK(fabs(p->top1_logprob - cJSON_GetObjectItem(w, "top1_logprob")->valuedouble) < TOL);
+        CHECK(fabs(p->margin - cJSON_GetObjectItem(w, "margin")->valuedouble) < TOL);
+    }
+    return 0;
+}
+
+static int check_ids(const int32_t *ids, size_t n, cJSON *want)
+{
+    CHECK_EQ_INT(n, cJSON_GetArraySize(want));
+    for (size_t i = 0; i < n; i++) CHECK_EQ_INT(ids[i], cJSON_GetArrayItem(want, (int)i)->valueint);
+    return 0;
+}
+
+/* ------------------------------------------------------------ cases */
+
+static int test_replay_greedy_output_is_consistent(void)
+{
+    ld_replay_engine *e;
+    recs o;
+    cJSON *ex;
+    int rc = 1;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    if (!setup(&e, &o, &ex)) goto out;
+    const ld_request *r = by_rid(&o, "rp-greedy");
+    cJSON *w = expect_req(ex, "rp-greedy");
+    if (!r || !w) goto out;
+    if (ld_replay_request(e, r, NULL, &res, &err) != LD_OK) {
+        fprintf(stderr, "  replay: %s\n", err.msg);
+        goto out;
+    }
+    double maxd = 0;
+    if (res.verdict != LD_REPLAY_CONSISTENT || res.divergence != -1 || res.first_outside != -1 ||
+        res.first_not_top1 != -1 || res.prompt_source != LD_REPLAY_PROMPT_IDS || res.n_greedy != 0 ||
+        res.n_prompt != 14)
+        goto out;
+    if (check_positions(&res, cJSON_GetObjectItem(w, "positions"), &maxd)) goto out;
+    fprintf(stderr, "  largest |logprob - transformers| on rp-greedy: %.3g\n", maxd);
+    rc = 0;
+out:
+    ld_replay_result_free(&res);
+    teardown(e, &o, ex);
+    return rc;
+}
+
+static int test_replay_altered_output_diverges_at_p(void)
+{
+    ld_replay_engine *e;
+    recs o;
+    cJSON *ex;
+    int rc = 1;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    if (!setup(&e, &o, &ex)) goto out;
+    const ld_request *r = by_rid(&o, "rp-altered");
+    cJSON *w = expect_req(ex, "rp-altered");
+    if (!r || !w) goto out;
+    if (ld_replay_request(e, r, NULL, &res, &err) != LD_OK) {
+        fprintf(stderr, "  replay: %s\n", err.msg);
+        goto out;
+    }
+    int P = cJSON_GetObjectItem(w, "divergence")->valueint;
+    double maxd = 0;
+    if (res.verdict != LD_REPLAY_DIVERGENT || res.divergence != P || res.first_outside != P ||
+        res.first_not_top1 != P || res.n_near_ties != 0 || res.greedy_from != P || res.top_k != 5)
+        goto out;
+    if (check_positions(&res, cJSON_GetObjectItem(w, "positions"), &maxd)) goto out;
+    fprintf(stderr, "  largest |logprob - transformers| on rp-altered: %.3g\n", maxd);
+    /* the top-k at P: best first, the first being the replay's top-1 */
+    if (res.n_top != 5 || res.top[0].id != res.pos[P].top1) goto out;
+    for (size_t i = 1; i < res.n_top; i++)
+        if (res.top[i].logprob > res.top[i - 1].logprob) goto out;
+    if (res.pos[P].gap <= res.near_tie) goto out;
+    if (check_ids(res.greedy, res.n_greedy, cJSON_GetObjectItem(w, "greedy_from_divergence"))) goto out;
+    rc = 0;
+out:
+    ld_replay_result_free(&res);
+    teardown(e, &o, ex);
+    return rc;
+}
+
+/* A near-tie threshold wider than every gap turns each outside position into
+ * a near-tie: consistent, the near-ties counted; top-k = vocab: every token
+ * is within reach. */
+static int test_replay_near_tie_rule_and_top_k(void)
+{
+    ld_replay_engine *e;
+    recs o;
+    cJSON *ex;
+    int rc = 1;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    if (!setup(&e, &o, &ex)) goto out;
+    const ld_request *r = by_rid(&o, "rp-altered");
+    int P = cJSON_GetObjectItem(expect_req(ex, "rp-altered"), "divergence")->valueint;
+    if (!r) goto out;
+    ld_replay_opts opts = { 0, 0, 100.0 };
+    if (ld_replay_request(e, r, &opts, &res, &err) != LD_OK) goto out;
+    if (res.verdict != LD_REPLAY_CONSISTENT || res.divergence != -1 || res.first_outside != P ||
+        res.n_near_ties != res.n_output - (size_t)P || !res.pos[P].near_tie || res.n_greedy != 0)
+        goto out;
+    ld_replay_result_free(&res);
+    opts = (ld_replay_opts){ 64, -1, 0 };
+    if (ld_replay_request(e, r, &opts, &res, &err) != LD_OK) goto out;
+    /* the altered tokens are ranked last of 300: outside any top-64 */
+    if (res.verdict != LD_REPLAY_DIVERGENT || res.divergence != P || res.n_top != 64 || res.n_greedy != 0)
+        goto out;
+    ld_replay_result_free(&res);
+    opts = (ld_replay_opts){ 65, 0, 0 };
+    if (ld_replay_request(e, r, &opts, &res, &err) != LD_ERR_USAGE) goto out;
+    rc = 0;
+out:
+    ld_replay_result_free(&res);
+    teardown(e, &o, ex);
+    return rc;
+}
+
+static int test_replay_no_output_gives_greedy_continuation(void)
+{
+    ld_replay_engine *e;
+    recs o;
+    cJSON *ex;
+    int rc = 1;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    if (!setup(&e, &o, &ex)) goto out;
+    const ld_request *r = by_rid(&o, "rp-no-output");
+    cJSON *w = expect_req(ex, "rp-no-output");
+    if (!r || !w) goto out;
+    if (ld_replay_request(e, r, NULL, &res, &err) != LD_OK) {
+        fprintf(stderr, "  replay: %s\n", err.msg);
+        goto out;
+    }
+    if (res.verdict != LD_REPLAY_NO_OUTPUT || res.n_output != 0 || res.greedy_from != 0 ||
+        !strstr(res.no_output_reason, "no Finish line"))
+        goto out;
+    if (check_ids(res.greedy, res.n_greedy, cJSON_GetObjectItem(w, "greedy_from_prompt"))) goto out;
+    rc = 0;
+out:
+    ld_replay_result_free(&res);
+    teardown(e, &o, ex);
+    return rc;
+}
+
+static int test_replay_errors_name_the_index(void)
+{
+    ld_replay_engine *e;
+    recs o;
+    cJSON *ex;
+    int rc = 1;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    if (!setup(&e, &o, &ex)) goto out;
+    /* from the log: input_ids[5] = 300 */
+    const ld_request *r = by_rid(&o, "rp-bad-id");
+    if (!r || ld_replay_request(e, r, NULL, &res, &err) != LD_ERR_MISMATCH) goto out;
+    CHECK_MSG(strstr(err.msg, "input_ids[5] = 300") && strstr(err.msg, "vocabulary of 300"), "%s", err.msg);
+    /* the prompt text only, and no tokenizer.json in the model directory */
+    r = by_rid(&o, "rp-text-only");
+    if (!r || ld_replay_request(e, r, NULL, &res, &err) != LD_ERR_MISMATCH) goto out;
+    CHECK_MSG(strstr(err.msg, "no input_ids") && strstr(err.msg, "no tokenizer"), "%s", err.msg);
+    r = by_rid(&o, "rp-ids-cut");
+    if (!r || ld_replay_request(e, r, NULL, &res, &err) != LD_ERR_TRUNCATED) goto out;
+    CHECK_MSG(strstr(err.msg, "cut the input_ids"), "%s", err.msg);
+    /* ids given directly */
+    int32_t prompt[3] = { 1, 2, 3 }, outp[4] = { 5, 6, -1, 7 };
+    CHECK_EQ_INT(ld_replay_ids(e, prompt, 3, outp, 4, NULL, NULL, &res, &err), LD_ERR_MISMATCH);
+    CHECK_MSG(strstr(err.msg, "output_ids[2] = -1"), "%s", err.msg);
+    outp[2] = 299;
+    prompt[1] = 1000;
+    CHECK_EQ_INT(ld_replay_ids(e, prompt, 3, outp, 4, NULL, NULL, &res, &err), LD_ERR_MISMATCH);
+    CHECK_MSG(strstr(err.msg, "input_ids[1] = 1000"), "%s", err.msg);
+    CHECK_EQ_INT(ld_replay_ids(e, prompt, 0, outp, 4, NULL, NULL, &res, &err), LD_ERR_MISMATCH);
+    /* the context is 256 positions: a 250-id prompt leaves room for 6 */
+    int ctx = ld_replay_engine_context(e);
+    CHECK_EQ_INT(ctx, 256);
+    int32_t *many = calloc(300, sizeof *many);
+    CHECK(many);
+    ld_status st = ld_replay_ids(e, many, 250, many, 10, NULL, NULL, &res, &err);
+    int ok = st == LD_ERR_LIMIT && strstr(err.msg, "output_ids[6]") != NULL;
+    if (ok) {
+        st = ld_replay_ids(e, many, 257, NULL, 0, NULL, NULL, &res, &err);
+        ok = st == LD_ERR_LIMIT && strstr(err.msg, "input_ids[256]") != NULL;
+    }
+    if (ok) {
+        /* exactly full: replayed, the continuation shortened to nothing */
+        st = ld_replay_ids(e, many, 250, many, 6, NULL, NULL, &res, &err);
+        ok = st == LD_OK && res.n_output == 6 && res.n_greedy == 0;
+        ld_replay_result_free(&res);
+    }
+    free(many);
+    CHECK_MSG(ok, "%s", err.msg);
+    rc = 0;
+out:
+    ld_replay_result_free(&res);
+    teardown(e, &o, ex);
+    return rc;
+}
+
+/* The same numbers with 1 and 3 threads, and over the ids entry point. */
+static int test_replay_deterministic_over_threads(void)
+{
+    ld_replay_engine *e1 = NULL, *e3 = NULL;
+    ld_replay_result a = { 0 }, b = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    cJSON *ex = load_expect();
+    CHECK(ex);
+    cJSON *w = expect_req(ex, "rp-altered");
+    cJSON *pj = cJSON_GetObjectItem(ex, "prompt"), *oj = cJSON_GetObjectItem(w, "output_ids");
+    int32_t prompt[64], outp[64];
+    int np = cJSON_GetArraySize(pj), no = cJSON_GetArraySize(oj);
+    for (int i = 0; i < np; i++) prompt[i] = cJSON_GetArrayItem(pj, i)->valueint;
+    for (int i = 0; i < no; i++) outp[i] = cJSON_GetArrayItem(oj, i)->valueint;
+    cJSON_Delete(ex);
+    int rc = 1;
+    if (ld_replay_engine_open(MODEL, 1, &e1, &err) || ld_replay_engine_open(MODEL, 3, &e3, &err)) goto out;
+    if (ld_replay_ids(e1, prompt, (size_t)np, outp, (size_t)no, NULL, NULL, &a, &err) ||
+        ld_replay_ids(e3, prompt, (size_t)np, outp, (size_t)no, NULL, NULL, &b, &err))
+        goto out;
+    if (a.n_output != b.n_output || a.n_greedy != b.n_greedy || a.divergence != b.divergence) goto out;
+    for (size_t i = 0; i < a.n_output; i++)
+        if (a.pos[i].logprob != b.pos[i].logprob || a.pos[i].margin != b.pos[i].margin) goto out;
+    for (size_t i = 0; i < a.n_greedy; i++)
+        if (a.greedy[i] != b.greedy[i]) goto out;
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "  %s\n", err.msg);
+    ld_replay_result_free(&a);
+    ld_replay_result_free(&b);
+    ld_replay_engine_close(e1);
+    ld_replay_engine_close(e3);
+    return rc;
+}
+
+/* The log has only the prompt text: tokenized with model/tokenizer.json (HF
+ * tokenizers' ids in expect.json), then replayed consistent. */
+static int test_replay_prompt_text_tokenized(void)
+{
+    ld_replay_engine *e = NULL;
+    recs o;
+    int rc = 1;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    memset(&o, 0, sizeof o);
+    cJSON *ex = load_expect();
+    if (!ex || !read_log(&o)) goto out;
+    if (ld_replay_engine_open(FIXDIR "/model", 1, &e, &err) != LD_OK || !ld_replay_engine_tok(e)) goto out;
+    const ld_request *r = by_rid(&o, "rp-text-only");
+    cJSON *w = expect_req(ex, "rp-text-only");
+    if (!r || !w || ld_replay_request(e, r, NULL, &res, &err) != LD_OK) goto out;
+    double maxd = 0;
+    if (res.prompt_source != LD_REPLAY_PROMPT_TOKENIZED || res.verdict != LD_REPLAY_CONSISTENT) goto out;
+    if (check_ids(res.prompt, res.n_prompt, cJSON_GetObjectItem(w, "prompt_ids"))) goto out;
+    if (check_positions(&res, cJSON_GetObjectItem(w, "positions"), &maxd)) goto out;
+    /* input_ids cut by the logger, the text whole: the text, tokenized */
+    ld_replay_result_free(&res);
+    r = by_rid(&o, "rp-ids-cut");
+    if (!r || ld_replay_request(e, r, NULL, &res, &err) != LD_OK) goto out;
+    if (res.prompt_source != LD_REPLAY_PROMPT_TOKENIZED || res.verdict != LD_REPLAY_CONSISTENT) goto out;
+    if (check_ids(res.prompt, res.n_prompt, cJSON_GetObjectItem(w, "prompt_ids"))) goto out;
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "  %s\n", err.msg);
+    ld_replay_result_free(&res);
+    teardown(e, &o, ex);
+    return rc;
+}
+
+static int test_replay_engine_errors(void)
+{
+    ld_replay_engine *e = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK(ld_replay_engine_open(FIXDIR, 1, &e, &err) != LD_OK); /* no config.json */
+    CHECK(e == NULL);
+    CHECK_EQ_INT(ld_replay_engine_open(MODEL, 0, &e, &err), LD_ERR_USAGE);
+    CHECK(ld_replay_engine_open(MODEL, 1, &e, &err) == LD_OK);
+    CHECK(ld_replay_engine_tok(e) == NULL);
+    CHECK_EQ_STR(ld_replay_engine_tok_error(e), "");
+    CHECK_EQ_INT(ld_replay_engine_vocab(e), 300);
+    CHECK_EQ_STR(ld_replay_engine_arch(e), "Qwen3ForCausalLM");
+    ld_replay_engine_close(e);
+    CHECK_EQ_STR(ld_replay_verdict_kind(LD_REPLAY_DIVERGENT), "replay.divergent");
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_replay_greedy_output_is_consistent),
+    LD_CASE(test_replay_altered_output_diverges_at_p),
+    LD_CASE(test_replay_near_tie_rule_and_top_k),
+    LD_CASE(test_replay_no_output_gives_greedy_continuation),
+    LD_CASE(test_replay_errors_name_the_index),
+    LD_CASE(test_replay_deterministic_over_threads),
+    LD_CASE(test_replay_prompt_text_tokenized),
+    LD_CASE(test_replay_engine_errors),
+};
+
+LD_TEST_MAIN(cases)
