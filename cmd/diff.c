@@ -15,6 +15,7 @@
 static const char *const diff_usage[] = {
     "logdiff diff [--json] [--rid RID] [--verbose] [--no-conversations] LOG...",
     "logdiff diff --template SRC [--server sglang|hf] [--bos-token S] [--eos-token S] LOG...",
+    "logdiff diff --replay DIR [--tokenizer SRC] LOG...",
     "",
     "Compares every request's message array with the prompt the server built",
     "from it, follows conversations across requests, and gives each request a",
@@ -36,6 +37,19 @@ static const char *const diff_usage[] = {
     "differing id with both sides decoded (a double BOS, a special token the text",
     "spells out taken as text, ids of another text).",
     "",
+    "With --replay (an HF model directory: config.json, safetensors, and its",
+    "tokenizer.json when there is one), every request with logged output ids is",
+    "replayed on the plain-C reference engine as `logdiff replay` does (the",
+    "logged input ids, else the prompt text tokenized; the logged output",
+    "teacher-forced): kernels.divergence (an error: verdict kernels) at the first",
+    "output position P whose logged token is outside the replay's top 5 and not",
+    "a near-tie, with the logged token's rank and logprob, the replay's top-1,",
+    "the top-two margin, and the context before P ('|') then the logged tokens",
+    "and the replay's greedy continuation (decoded when there is a tokenizer);",
+    "kernels.consistent (info) otherwise; kernels.not_replayed (info) with the",
+    "reason when it cannot (no output ids, ids outside the vocabulary, a context",
+    "too long, no input ids and no tokenizer for the prompt text).",
+    "",
     "Exit status: 0 every verdict ok, 1 some request is not ok, 2 usage or I/O",
     "error.",
     NULL
@@ -46,7 +60,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_diff_report rep;
     ld_diff_report_init(&rep, cli);
     int no_conv = 0;
-    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL;
+    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL, *replay_dir = NULL;
     ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
@@ -59,6 +73,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "tokenizer", &tok_path, "SRC", "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" },
+        { LD_OPT_STRING, 0, "replay", &replay_dir, "DIR", "replay each logged output on the reference engine (HF model dir)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -70,9 +85,12 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     }
     ld_tpl_source *src = NULL;
     ld_tok *tok = NULL;
+    ld_replay_engine *engine = NULL;
     if (ld_judge_load_template(cli, "diff", tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
-    if (ld_judge_load_tokenizer(cli, "diff", tok_path, &tok) != 0) {
+    if (ld_judge_load_tokenizer(cli, "diff", tok_path, &tok) != 0 ||
+        ld_judge_load_replay(cli, "diff", replay_dir, &engine) != 0) {
         ld_tpl_source_free(src);
+        ld_tok_free(tok);
         return LD_EXIT_TROUBLE;
     }
     ld_arena render_scratch; /* reused by every re-render */
@@ -80,6 +98,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     rr.chat.scratch = &render_scratch;
     rep.checks.rerender = src ? &rr : NULL;
     rep.checks.tok = tok;
+    rep.checks.replay = engine;
     ld_diff_options dopts = { { 0 }, no_conv };
     ld_error e;
     ld_error_clear(&e);
@@ -87,6 +106,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: %s\n", e.msg);
         ld_tpl_source_free(src);
         ld_tok_free(tok);
+        ld_replay_engine_close(engine);
         ld_arena_release(&render_scratch);
         return LD_EXIT_TROUBLE;
     }
@@ -99,6 +119,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_differ_free(rep.differ);
     ld_tpl_source_free(src);
     ld_tok_free(tok);
+    ld_replay_engine_close(engine);
     ld_arena_release(&render_scratch);
     ld_arena_release(&rep.arena);
     if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;

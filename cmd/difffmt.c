@@ -104,8 +104,9 @@ static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const 
     int stale = !strcmp(g->kind, LD_K_HARNESS_STALE_ASSISTANT);
     int render = !strcmp(g->kind, LD_K_TEMPLATE_RENDER_MISMATCH);
     int tokens = !strcmp(g->kind, LD_K_TEMPLATE_TOKEN_MISMATCH);
-    const char *left = stale ? "sent back" : render ? "rendered" : tokens ? "re-encoded" : "array";
-    const char *right = stale ? "produced" : render || tokens ? "logged" : "prompt";
+    int kernels = !strcmp(g->kind, LD_K_KERNELS_DIVERGENCE);
+    const char *left = stale ? "sent back" : render ? "rendered" : tokens ? "re-encoded" : kernels ? "replay" : "array";
+    const char *right = stale ? "produced" : render || tokens || kernels ? "logged" : "prompt";
     if (g->array_excerpt) {
         fprintf(f, "        %s%-9s%s ", dim, left, reset);
         put_excerpt(f, g->array_excerpt);
@@ -167,7 +168,11 @@ int ld_diff_report_request(void *ctx, ld_request *r)
     ld_error e;
     ld_error_clear(&e);
     ld_arena_reset(&rep->arena);
-    if (ld_judge_request(rep->differ, &rep->checks, r, &rep->arena, &v, &e) != LD_OK) {
+    /* the replay is costly: only for the requests reported (the differ still
+     * sees every one, for the conversations) */
+    ld_judge_checks checks = rep->checks;
+    if (rep->only_rid && !(r->rid && !strcmp(r->rid, rep->only_rid))) checks.replay = NULL;
+    if (ld_judge_request(rep->differ, &checks, r, &rep->arena, &v, &e) != LD_OK) {
         fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
         rep->failed = 1;
         return 0;

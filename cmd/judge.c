@@ -1,6 +1,8 @@
 /* judge.c - see judge.h. */
 #include "judge.h"
 
+#include <unistd.h>
+
 #include "jsonout.h"
 #include "tokcheck.h"
 
@@ -44,9 +46,23 @@ int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *pat
     return -1;
 }
 
+int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const char *dir, ld_replay_engine **e)
+{
+    *e = NULL;
+    if (!dir) return 0;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
+    ld_error err;
+    ld_error_clear(&err);
+    if (ld_replay_engine_open(dir, threads, e, &err) == LD_OK) return 0;
+    if (err.path) fprintf(cli->err, "logdiff %s: --replay %s: %s: %s\n", cmd, dir, err.path, err.msg);
+    else fprintf(cli->err, "logdiff %s: --replay %s: %s\n", cmd, dir, err.msg);
+    return -1;
+}
+
 int ld_judge_needs_values(const ld_judge_checks *c)
 {
-    return c->rerender || c->tok;
+    return c->rerender || c->tok || c->replay;
 }
 
 /* --template: the re-render findings join the request's. */
@@ -72,6 +88,7 @@ ld_status ld_judge_request(ld_differ *d, const ld_judge_checks *checks, const ld
     /* the token check needs the request's own lines: not an OpenAI-only or error record */
     if (checks && checks->tok && r->rid && !(r->flags & LD_REQ_ERROR))
         LD_TRY(ld_tokcheck(checks->tok, r, arena, &v->findings, e));
+    if (checks && checks->replay) LD_TRY(ld_replay_check(checks->replay, r, arena, &v->findings, e));
     v->verdict = ld_verdict_of(&v->findings);
     return LD_OK;
 }

@@ -1,13 +1,15 @@
 /* judge.h - one request's verdict as `logdiff diff` gives it: the differ's
  * checks (replay/diff.h) and, with --template / --model, the re-render
  * check (replay/rerender.h), with --tokenizer the token check
- * (replay/tokcheck.h).  Shared by `logdiff diff` and `logdiff regress`
+ * (replay/tokcheck.h), with --replay the kernels check (replay/replay.h:
+ * ld_replay_check).  Shared by `logdiff diff` and `logdiff regress`
  * so that both judge every request the same way. */
 #ifndef LD_CMD_JUDGE_H
 #define LD_CMD_JUDGE_H
 
 #include "cmd.h"
 #include "diff.h"
+#include "replay.h"
 #include "rerender.h"
 #include "tok.h"
 #include "tpl_source.h"
@@ -16,6 +18,7 @@
 typedef struct ld_judge_checks {
     const ld_rerender *rerender; /* --template / --model */
     const ld_tok *tok;           /* --tokenizer */
+    ld_replay_engine *replay;    /* --replay: used by one judge at a time */
 } ld_judge_checks;
 
 /* --template / --model / --server of command `cmd` ("diff"): loads the
@@ -28,6 +31,11 @@ int ld_judge_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_
 /* --tokenizer SRC of command `cmd`: loads it into *tok (left NULL when
  * `path` is NULL).  Returns 0, or -1 with the reason printed. */
 int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *path, ld_tok **tok);
+
+/* --replay DIR of command `cmd`: opens the reference engine into *e (left
+ * NULL when `dir` is NULL) with as many threads as cores (at most 64).
+ * Returns 0, or -1 with the reason printed. */
+int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const char *dir, ld_replay_engine **e);
 
 /* 1 when the checks need the logged values (LD_PAIR_KEEP_VALUES). */
 int ld_judge_needs_values(const ld_judge_checks *c);

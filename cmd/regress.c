@@ -1,6 +1,7 @@
 /* regress.c - `logdiff regress`: the forensic pipeline over archived logs in
  * CI, compared with a baseline of verdicts; fails when a request that was
  * healthy is not any more. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,8 @@
 
 static const char *const regress_usage[] = {
     "logdiff regress --baseline FILE [--update-baseline] [--junit FILE] [--html FILE]",
-    "                [--json] [--template SRC | --model DIR] [--jobs N] INPUT...",
+    "                [--json] [--template SRC | --model DIR] [--replay DIR] [--tokenizer SRC]",
+    "                [--jobs N] INPUT...",
     "",
     "Judges every request of the INPUTs (logs, compressed logs, archives: tar in",
     "any compression, zip; directories) as `logdiff diff` does, with --template",
@@ -23,6 +25,14 @@ static const char *const regress_usage[] = {
     "missing from the INPUTs are listed, archive members without any request line",
     "are skipped and listed.  --update-baseline writes the verdicts to FILE instead",
     "(JSON, one request per line, sorted by rid: review it like code).",
+    "",
+    "--replay DIR replays every logged output on the plain-C reference engine",
+    "(an HF model directory: config.json, safetensors) as `logdiff diff --replay`",
+    "does: kernels.divergence (an error) at the first logged token the replay",
+    "does not reach, kernels.consistent or kernels.not_replayed (info).",
+    "--model DIR re-renders through DIR's chat template and, when DIR holds",
+    "weights (*.safetensors), replays as --replay DIR does; a DIR with weights",
+    "and no chat template is only replayed.",
     "",
     "Each INPUT is read by its own thread (--jobs, default: the number of cores)",
     "and paired on its own: give the rotated files of one server as one directory",
@@ -36,7 +46,7 @@ static const char *const regress_usage[] = {
 typedef struct rg_opts {
     int json, verbose, update, no_conv;
     long jobs;
-    const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server;
+    const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server, *replay;
 } rg_opts;
 
 /* The whole file into a malloc'd buffer; NULL with errno on failure. */
@@ -110,12 +120,44 @@ static int write_baseline(const rg_run *run, FILE *f)
     return ld_baseline_write(&run->cur, f, &e) == LD_OK ? 0 : -1;
 }
 
-/* --model and --jobs: what exists today (see the README). */
+/* 1 when the directory holds safetensors weights. */
+static int has_weights(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *de; !found && (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        found = n > 12 && !strcmp(de->d_name + n - 12, ".safetensors");
+    }
+    closedir(d);
+    return found;
+}
+
+/* --model DIR: its chat template (when it has one) and its weights (when it
+ * has them) for the replay; --replay DIR: the replay.  Sets *tpl_dir (the
+ * directory to take the template from, or NULL) and *replay_dir. */
+static int model_sources(const rg_opts *o, struct ld_cli *cli, const char **tpl_dir, const char **replay_dir)
+{
+    *tpl_dir = o->model;
+    *replay_dir = o->replay;
+    if (!o->model || !has_weights(o->model)) return 0;
+    if (!o->replay) *replay_dir = o->model;
+    ld_tpl_source *src = NULL;
+    ld_error e;
+    ld_error_clear(&e);
+    if (!o->tpl && ld_tpl_source_load(o->model, NULL, &src, &e) != LD_OK) {
+        fprintf(cli->err, "logdiff regress: note: --model %s: no chat template to re-render with (%s); "
+                "its weights are replayed\n", o->model, e.msg);
+        *tpl_dir = NULL;
+    }
+    ld_tpl_source_free(src);
+    return 0;
+}
+
+/* --jobs. */
 static int check_sources(const rg_opts *o, struct ld_cli *cli)
 {
-    if (o->model)
-        fprintf(cli->err, "logdiff regress: note: --model %s: only its chat template is "
-                "checked; there is no replay engine yet to check the kernels\n", o->model);
     if (o->jobs < 1 || o->jobs > 1024) {
         fprintf(cli->err, "logdiff regress: --jobs must be between 1 and 1024\n");
         return -1;
@@ -168,7 +210,7 @@ static int exit_status(const rg_run *run, int update)
 int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    rg_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang" };
+    rg_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL };
     ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
@@ -180,7 +222,8 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 'j', "jobs", &o.jobs, "N", "reader threads (default: the number of cores)" },
         { LD_OPT_BOOL, 0, "no-conversations", &o.no_conv, NULL, "judge each request alone" },
         { LD_OPT_STRING, 0, "template", &o.tpl, "SRC", "re-render through this chat template too" },
-        { LD_OPT_STRING, 0, "model", &o.model, "DIR", "same, with the template of this model directory" },
+        { LD_OPT_STRING, 0, "model", &o.model, "DIR", "same, with the template of this model directory; replays too when it holds weights" },
+        { LD_OPT_STRING, 0, "replay", &o.replay, "DIR", "replay each logged output on the reference engine (HF model dir)" },
         { LD_OPT_STRING, 0, "tokenizer", &o.tokenizer, "SRC", "check logged input ids against the prompt text" },
         { LD_OPT_STRING, 0, "server", &o.server, "NAME", "preprocessing before the template: sglang or hf" },
         { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template" },
@@ -212,19 +255,26 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
     ld_arena scratch;
     ld_arena_init(&scratch, 0);
     rr.chat.scratch = &scratch;
-    ld_judge_checks checks = { NULL, NULL };
+    ld_judge_checks checks = { NULL, NULL, NULL };
+    ld_replay_engine *engine = NULL;
+    const char *tpl_dir = NULL, *replay_dir = NULL;
     rc = (!o.update && load_baseline(&run, cli) != 0) ||
-         ld_judge_load_template(cli, "regress", o.tpl, o.model, o.server, &rr, &src) != 0 ||
-         ld_judge_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0;
+         model_sources(&o, cli, &tpl_dir, &replay_dir) != 0 ||
+         ld_judge_load_template(cli, "regress", o.tpl, tpl_dir, o.server, &rr, &src) != 0 ||
+         ld_judge_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0 ||
+         ld_judge_load_replay(cli, "regress", replay_dir, &engine) != 0;
+    run.template_desc = o.tpl ? o.tpl : tpl_dir;
     if (!rc) {
         checks.rerender = src ? &rr : NULL;
         checks.tok = tok;
+        checks.replay = engine;
     }
     rc = rc || run_inputs(&run, &o, &checks) != 0 || write_outputs(&run, &o) != 0
          ? LD_EXIT_TROUBLE : exit_status(&run, o.update);
     rg_run_free(&run);
     ld_tpl_source_free(src);
     ld_tok_free(tok);
+    ld_replay_engine_close(engine);
     ld_arena_release(&scratch);
     return rc;
 }

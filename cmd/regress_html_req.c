@@ -106,8 +106,9 @@ static void findings(const rg_run *run, FILE *f, const rg_item *it)
         if (g->message >= 0) fprintf(f, " [message %lld]", (long long)g->message);
         fputs(": ", f);
         rg_html_text(f, g->detail);
-        excerpt(f, "array", g->array_excerpt);
-        excerpt(f, "prompt", g->prompt_excerpt);
+        int kern = !strcmp(g->kind, LD_K_KERNELS_DIVERGENCE);
+        excerpt(f, kern ? "replay" : "array", g->array_excerpt);
+        excerpt(f, kern ? "logged" : "prompt", g->prompt_excerpt);
         if (g->related_rid) {
             size_t r = item_of_rid(run, g->related_rid);
             fputs("<br><small>related request</small> ", f);

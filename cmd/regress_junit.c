@@ -67,8 +67,9 @@ static void finding_text(FILE *f, const ld_finding *g)
     fputs(": ", f);
     ld_markup_cstr(f, g->detail, 0);
     fputc('\n', f);
-    if (g->array_excerpt) { fputs("    array:  ", f); ld_markup_cstr(f, g->array_excerpt, 0); fputc('\n', f); }
-    if (g->prompt_excerpt) { fputs("    prompt: ", f); ld_markup_cstr(f, g->prompt_excerpt, 0); fputc('\n', f); }
+    int kern = !strcmp(g->kind, LD_K_KERNELS_DIVERGENCE);
+    if (g->array_excerpt) { fputs(kern ? "    replay: " : "    array:  ", f); ld_markup_cstr(f, g->array_excerpt, 0); fputc('\n', f); }
+    if (g->prompt_excerpt) { fputs(kern ? "    logged: " : "    prompt: ", f); ld_markup_cstr(f, g->prompt_excerpt, 0); fputc('\n', f); }
     if (g->related_rid) { fputs("    related request: ", f); ld_markup_cstr(f, g->related_rid, 0); fputc('\n', f); }
     if (g->unified_diff) { ld_markup_cstr(f, g->unified_diff, 0); fputc('\n', f); }
 }

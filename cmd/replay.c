@@ -3,6 +3,7 @@
  * output and say where (if anywhere) the output leaves what the model would
  * produce (replay/replay.h). */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@
 #include "replay.h"
 
 static const char *const replay_usage[] = {
-    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--top-k K] [--max-tokens N] LOG...",
+    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--top-k K] [--max-tokens N]",
+    "               [--seed N] LOG...",
     "",
     "Replays one logged request on the plain-C reference engine: the prompt ids",
     "of the log (input_ids; else the prompt text tokenized with DIR's",
@@ -28,7 +30,11 @@ static const char *const replay_usage[] = {
     "than --near-tie nats below its top-1 (closer is a near-tie: a flat",
     "distribution that rounding can reorder; reported, not a divergence); the",
     "replay's greedy continuation from there is shown.  Without a logged",
-    "output, the greedy continuation of the prompt is shown.  Verdicts:",
+    "output, the greedy continuation of the prompt is shown.  With --seed N the",
+    "continuation is sampled instead, reproducibly, with the request's logged",
+    "sampling parameters applied as SGLang does (temperature, top_k, top_p,",
+    "min_p) and a counter-based generator keyed by (N, output position); greedy",
+    "all the same when the logged temperature is 0 or absent.  Verdicts:",
     "replay.consistent, replay.divergent, replay.no_output.  Exit status:",
     "0 consistent (or no output), 1 divergent, 2 usage, I/O or model error, an",
     "id outside the vocabulary or past the context.",
@@ -202,11 +208,22 @@ static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_
     if (res->greedy_from >= 0) {
         cJSON *g = cJSON_CreateObject();
         cJSON_AddItemToObject(g, "from", ld_json_int(res->greedy_from));
+        if (res->sampled) {
+            char seed[24];
+            snprintf(seed, sizeof seed, "%llu", (unsigned long long)res->seed);
+            cJSON_AddItemToObject(g, "seed", cJSON_CreateString(seed));
+            cJSON_AddItemToObject(g, "temperature", ld_json_double(res->params.temperature));
+            cJSON_AddItemToObject(g, "top_k", ld_json_int(res->params.top_k));
+            cJSON_AddItemToObject(g, "top_p", ld_json_double(res->params.top_p));
+            cJSON_AddItemToObject(g, "min_p", ld_json_double(res->params.min_p));
+        }
         cJSON_AddItemToObject(g, "ids", ids_json(res->greedy, res->n_greedy));
         cJSON_AddItemToObject(g, "text", text_json(tok, res->greedy, res->n_greedy));
-        cJSON_AddItemToObject(o, "greedy", g);
+        cJSON_AddItemToObject(o, res->sampled ? "sampled" : "greedy", g);
+        cJSON_AddItemToObject(o, res->sampled ? "greedy" : "sampled", cJSON_CreateNull());
     } else {
         cJSON_AddItemToObject(o, "greedy", cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "sampled", cJSON_CreateNull());
     }
     cJSON *rows = cJSON_CreateArray();
     for (size_t i = 0; i < res->n_output; i++) {
@@ -268,7 +285,14 @@ static void print_text(struct ld_cli *cli, const ld_request *r, const ld_replay_
         if (hidden) fprintf(f, "     ...  (%zu positions where the logged token is the top-1)\n", hidden);
     }
     if (res->greedy_from >= 0) {
-        fprintf(f, "greedy from position %lld:", (long long)res->greedy_from);
+        if (res->sampled)
+            fprintf(f, "sampled (seed %llu, temperature %g, top-k %lld, top-p %g, min-p %g) from position %lld:",
+                    (unsigned long long)res->seed, res->params.temperature,
+                    (long long)(res->params.top_k > 0 ? res->params.top_k : -1),
+                    isnan(res->params.top_p) ? 1.0 : res->params.top_p,
+                    isnan(res->params.min_p) ? 0.0 : res->params.min_p, (long long)res->greedy_from);
+        else
+            fprintf(f, "greedy from position %lld:", (long long)res->greedy_from);
         for (size_t i = 0; i < res->n_greedy; i++) fprintf(f, " %ld", (long)res->greedy[i]);
         char *text = NULL;
         size_t len = 0;
@@ -309,7 +333,7 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
-    const char *model = NULL, *rid = NULL, *near_tie = NULL;
+    const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL;
     int json = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
     const ld_option options[] = {
@@ -320,6 +344,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "top-k", &top_k, "K", "a logged token ranked at most K is within reach (default 5, max 64)" },
         { LD_OPT_INT, 0, "max-tokens", &max_tokens, "N", "length of the greedy continuation (default 8; 0: none)" },
         { LD_OPT_STRING, 0, "near-tie", &near_tie, "X", "nats under which a gap is a near-tie (default 0.1; 0: none)" },
+        { LD_OPT_STRING, 0, "seed", &seed_arg, "N", "sample the continuation with the logged parameters, seed N (0 to 2^64-1)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -328,6 +353,16 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     double nt = LD_REPLAY_NEAR_TIE;
     char *end = NULL;
     if (near_tie) nt = strtod(near_tie, &end);
+    ld_replay_sampling sampling = { 0, { NAN, 0, NAN, NAN } };
+    char *send = NULL;
+    int bad_seed = 0;
+    if (seed_arg) {
+        errno = 0;
+        unsigned long long v = strtoull(seed_arg, &send, 10);
+        bad_seed = send == seed_arg || *send || errno || seed_arg[0] == '-' || seed_arg[0] == '+' ||
+                   seed_arg[0] == ' ';
+        sampling.seed = (uint64_t)v;
+    }
     const char *problem = !model ? "--model DIR is required"
                         : !rid ? "--rid RID is required"
                         : n_args == 0 ? "no log given"
@@ -336,6 +371,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : threads < 0 || threads > 1024 ? "--threads: give 1 to 1024"
                         : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
                             ? "--near-tie: give a number of nats >= 0"
+                        : bad_seed ? "--seed: give an integer from 0 to 18446744073709551615"
                             : NULL;
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);
@@ -373,13 +409,17 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         goto out;
     }
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
-    if (ld_replay_request(e, r, &ro, &res, &err) != LD_OK) {
+    if (seed_arg) sampling.params = ld_sample_params_of(r);
+    if (ld_replay_request_sampled(e, r, &ro, seed_arg ? &sampling : NULL, &res, &err) != LD_OK) {
         print_error(cli, rid, &err);
         goto out;
     }
     if (!json && res.prompt_source == LD_REPLAY_PROMPT_TOKENIZED)
         fprintf(cli->err, PFX "note: the log holds no complete input_ids for '%s': its prompt text was tokenized with "
                           "%s/tokenizer.json, special tokens parsed, nothing added\n", rid, model);
+    if (!json && seed_arg && !res.sampled && res.greedy_from >= 0)
+        fprintf(cli->err, PFX "note: --seed: '%s' logged temperature %g: the continuation is greedy\n", rid,
+                r->temperature);
     if (json) print_json(cli, r, e, &res);
     else print_text(cli, r, e, &res);
     status = res.verdict == LD_REPLAY_DIVERGENT ? LD_EXIT_DIFF : LD_EXIT_SAME;

@@ -38,6 +38,9 @@
 #define LD_K_LOG_UNPAIRED "log.unpaired"
 #define LD_K_LOG_PARSE_ERROR "log.parse_error"
 #define LD_K_SAMPLING_REPETITION "sampling.repetition"
+#define LD_K_KERNELS_DIVERGENCE "kernels.divergence"
+#define LD_K_KERNELS_CONSISTENT "kernels.consistent"
+#define LD_K_KERNELS_NOT_REPLAYED "kernels.not_replayed"
 
 typedef enum ld_severity { LD_SEV_INFO = 0, LD_SEV_ERROR = 1 } ld_severity;
 

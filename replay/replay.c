@@ -93,24 +93,33 @@ static ld_status check_ids(const char *what, const int32_t *ids, size_t n, int V
     return LD_OK;
 }
 
-/* Greedy continuation of ctx [n] (n >= 1) for `count` tokens, from a reset
- * session; `row` holds one row of logits. */
+/* The continuation of ctx [n] (n >= 1) for `count` tokens, from a reset
+ * session, greedy or (res->sampled) sampled at output positions
+ * res->greedy_from + i; `row` holds one row of logits. */
 static ld_status greedy(ld_session *s, const int32_t *ctx, size_t n, int count, int V, float *row,
                         ld_replay_result *res, ld_error *err)
 {
     res->greedy = malloc((size_t)(count > 0 ? count : 1) * sizeof *res->greedy);
     if (!res->greedy) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_sampler *smp = NULL;
+    if (res->sampled) LD_TRY(ld_sampler_new(V, &smp, err));
     ld_session_reset(s);
-    if (n > 1) LD_TRY(ld_session_eval(s, ctx, (int)(n - 1), NULL, NULL, err));
+    ld_status st = n > 1 ? ld_session_eval(s, ctx, (int)(n - 1), NULL, NULL, err) : LD_OK;
     int32_t next = ctx[n - 1];
-    for (int i = 0; i < count; i++) {
-        LD_TRY(ld_session_eval(s, &next, 1, row, NULL, err));
-        ld_replay_pos p;
-        row_stats(row, V, -1, &p);
-        next = p.top1;
+    for (int i = 0; st == LD_OK && i < count; i++) {
+        st = ld_session_eval(s, &next, 1, row, NULL, err);
+        if (st != LD_OK) break;
+        if (smp) {
+            next = ld_sampler_token(smp, row, V, &res->params, res->seed, (uint64_t)res->greedy_from + (uint64_t)i);
+        } else {
+            ld_replay_pos p;
+            row_stats(row, V, -1, &p);
+            next = p.top1;
+        }
         res->greedy[res->n_greedy++] = next;
     }
-    return LD_OK;
+    ld_sampler_free(smp);
+    return st;
 }
 
 static ld_status dup_ids(const int32_t *src, size_t n, int32_t **dst, ld_error *err)
@@ -193,9 +202,9 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     return st;
 }
 
-ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
-                        size_t n_output, const char *no_output_reason, const ld_replay_opts *opts,
-                        ld_replay_result *out, ld_error *err)
+static ld_status replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
+                            size_t n_output, const char *no_output_reason, const ld_replay_opts *opts,
+                            const ld_replay_sampling *sampling, ld_replay_result *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
     out->divergence = out->first_outside = out->first_not_top1 = out->greedy_from = -1;
@@ -203,6 +212,11 @@ ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_pro
     if (o.top_k < 0 || o.top_k > LD_REPLAY_MAX_TOP_K)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "top-k %d: give 1 to %d", o.top_k, LD_REPLAY_MAX_TOP_K);
     out->top_k = o.top_k ? o.top_k : LD_REPLAY_TOP_K;
+    if (sampling) {
+        out->seed = sampling->seed;
+        out->params = sampling->params;
+        out->sampled = !ld_sample_is_greedy(&sampling->params);
+    }
     out->near_tie = isnan(o.near_tie) || o.near_tie < 0 ? LD_REPLAY_NEAR_TIE : o.near_tie;
     int max_tokens = o.max_tokens == 0 ? LD_REPLAY_MAX_TOKENS : o.max_tokens < 0 ? 0 : o.max_tokens;
     int V = e->model->cfg.vocab, ctxlen = e->model->cfg.max_pos;
@@ -231,8 +245,21 @@ ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_pro
     return st;
 }
 
+ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
+                        size_t n_output, const char *no_output_reason, const ld_replay_opts *opts,
+                        ld_replay_result *out, ld_error *err)
+{
+    return replay_ids(e, prompt, n_prompt, output, n_output, no_output_reason, opts, NULL, out, err);
+}
+
 ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
                             ld_replay_result *out, ld_error *err)
+{
+    return ld_replay_request_sampled(e, r, opts, NULL, out, err);
+}
+
+ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                    const ld_replay_sampling *sampling, ld_replay_result *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
     int32_t *prompt = NULL, *output = NULL;
@@ -276,7 +303,7 @@ ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_r
     } else if (no == 0) {
         snprintf(reason, sizeof reason, "the logged output_ids list is empty");
     }
-    st = ld_replay_ids(e, prompt, np, output, no, reason, opts, out, err);
+    st = replay_ids(e, prompt, np, output, no, reason, opts, sampling, out, err);
     if (st == LD_OK) out->prompt_source = src;
     free(prompt);
     free(output);

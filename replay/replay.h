@@ -40,7 +40,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "finding.h"
 #include "ld_error.h"
+#include "replay_sample.h"
 #include "request.h"
 #include "tok.h"
 
@@ -82,6 +84,14 @@ typedef struct ld_replay_opts {
     int max_tokens;    /* greedy continuation length; 0 = LD_REPLAY_MAX_TOKENS, -1 = none */
     double near_tie;   /* nats; NAN or < 0 = LD_REPLAY_NEAR_TIE; 0 = no near-ties */
 } ld_replay_opts;
+
+/* A sampled continuation (ld_replay_request_sampled): `params` as
+ * replay_sample.h (greedy all the same when they say so: temperature 0 or
+ * unknown), the generator keyed by (seed, output position). */
+typedef struct ld_replay_sampling {
+    uint64_t seed;
+    ld_sample_params params;
+} ld_replay_sampling;
 
 typedef enum ld_replay_verdict {
     LD_REPLAY_CONSISTENT = 0,
@@ -131,8 +141,13 @@ typedef struct ld_replay_result {
     size_t n_near_ties;       /* positions outside the top-k that are near-ties */
     ld_replay_cand *top;      /* the replay's top_k at the divergence [n_top] */
     size_t n_top;
-    int32_t *greedy;          /* greedy continuation from P (or from the prompt's end
-                                 for LD_REPLAY_NO_OUTPUT) [n_greedy]; NULL when none */
+    int32_t *greedy;          /* the continuation from P (or from the prompt's end
+                                 for LD_REPLAY_NO_OUTPUT) [n_greedy]; NULL when none;
+                                 greedy unless `sampled` */
+    int sampled;              /* the continuation was sampled (a sampling was given
+                                 and its parameters are not greedy) */
+    uint64_t seed;            /* the sampling's, when one was given */
+    ld_sample_params params;
     size_t n_greedy;
     int64_t greedy_from;      /* output position the continuation starts at, or -1 */
     char no_output_reason[160]; /* LD_REPLAY_NO_OUTPUT: why ("" otherwise) */
@@ -158,6 +173,33 @@ ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_pro
 ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
                             ld_replay_result *out, ld_error *err);
 
+/* ld_replay_request with the continuation sampled as `sampling` says (NULL:
+ * greedy, as ld_replay_request). */
+ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                    const ld_replay_sampling *sampling, ld_replay_result *out, ld_error *err);
+
 void ld_replay_result_free(ld_replay_result *res);
+
+/* The kernels check of `logdiff diff --replay` (replay_check.c): replays r
+ * (as ld_replay_request, default options, a continuation of
+ * LD_REPLAY_CHECK_TOKENS tokens) and adds one finding to *out:
+ *   - LD_K_KERNELS_DIVERGENCE (error) at the divergence P: first_diff = P,
+ *     expected_len / actual_len = the logged token's rank / the output's
+ *     length, the detail naming the logged token (rank, logprob), the
+ *     replay's top-1 (logprob), the gap and the top-two margin;
+ *     prompt_excerpt the logged output around P, array_excerpt the replay's
+ *     (the same context, then its greedy continuation): decoded with the
+ *     engine's tokenizer when there is one, else ids; the context and what
+ *     follows P are separated by " | ";
+ *   - LD_K_KERNELS_CONSISTENT (info) when every logged token is within reach;
+ *   - LD_K_KERNELS_NOT_REPLAYED (info) with the reason when the request
+ *     cannot be replayed: no output ids (no Finish line, an empty list, a list
+ *     the logger cut), ids outside the vocabulary, a context too long, no
+ *     input ids and no tokenizer for the prompt text.
+ * Records that failed to parse (LD_REQ_ERROR) get nothing.  Strings live in
+ * `arena`.  Errors: LD_ERR_NOMEM, the engine's own errors. */
+#define LD_REPLAY_CHECK_TOKENS 8
+ld_status ld_replay_check(ld_replay_engine *e, const ld_request *r, ld_arena *arena, ld_findings *out,
+                          ld_error *err);
 
 #endif /* LD_REPLAY_H */

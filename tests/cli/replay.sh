@@ -91,6 +91,37 @@ check "note on stderr" grep -q "tokenized with .*tokenizer.json, special tokens 
 run "decoded tokens shown" 1 "$LOGDIFF" replay --model "$D/model" --rid rp-altered "$LOG"
 check "decoded logged token" grep -q 'logged 119 "w"' "$WORK/out"
 
+# --seed: the continuation sampled with the logged parameters, reproducibly
+sed "s/'temperature': 0.0/'temperature': 0.8, 'top_p': 0.9, 'min_p': 0.05/g" "$LOG" >"$WORK/hot.log"
+sed "s/'temperature': 0.0/'temperature': 0.8, 'top_k': 1/g" "$LOG" >"$WORK/topk1.log"
+run "--seed 7" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered --seed 7 "$WORK/hot.log"
+cp "$WORK/out" "$WORK/s7a"
+run "--seed 7 again" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered --seed 7 --threads 1 "$WORK/hot.log"
+cp "$WORK/out" "$WORK/s7b"
+run "--seed 8" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered --seed 8 "$WORK/hot.log"
+check "same seed, same continuation; another seed, another; logged parameters" python3 - "$WORK/s7a" "$WORK/s7b" "$WORK/out" "$D/expect.json" <<'PY'
+import json, sys
+a, b, c = (json.load(open(p)) for p in sys.argv[1:4])
+ex = json.load(open(sys.argv[4]))["requests"]["rp-altered"]
+assert a["greedy"] is None and a["sampled"]["from"] == ex["divergence"], a
+assert a["sampled"]["ids"] == b["sampled"]["ids"] and len(a["sampled"]["ids"]) == 8
+assert c["sampled"]["ids"] != a["sampled"]["ids"]
+s = a["sampled"]
+assert (s["seed"], s["temperature"], s["top_p"], s["min_p"], s["top_k"]) == ("7", 0.8, 0.9, 0.05, None), s
+PY
+run "--seed, temperature 0 logged: greedy" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered --seed 7 "$LOG"
+check "transformers' greedy continuation" python3 -c '
+import json, sys; d = json.load(open(sys.argv[1])); ex = json.load(open(sys.argv[2]))["requests"]["rp-altered"]
+assert d["sampled"] is None and d["greedy"]["ids"] == ex["greedy_from_divergence"], d["greedy"]' "$WORK/out" "$D/expect.json"
+run "--seed, top_k 1 logged: greedy (as SGLang)" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered --seed 3 "$WORK/topk1.log"
+check "transformers' greedy continuation" python3 -c '
+import json, sys; d = json.load(open(sys.argv[1])); ex = json.load(open(sys.argv[2]))["requests"]["rp-altered"]
+assert d["greedy"]["ids"] == ex["greedy_from_divergence"], d' "$WORK/out" "$D/expect.json"
+run "--seed, text output" 1 "$LOGDIFF" replay --model "$M" --rid rp-altered --seed 7 "$WORK/hot.log"
+check "says sampled, with the parameters" grep -q "^sampled (seed 7, temperature 0.8, top-k -1, top-p 0.9, min-p 0.05) from position 4:" "$WORK/out"
+run "bad --seed" 2 "$LOGDIFF" replay --model "$M" --rid rp-altered --seed -1 "$LOG"
+check "says what to give" grep -q -- "--seed: give an integer" "$WORK/err"
+
 # errors: exit 2 with the reason
 run "id outside the vocabulary" 2 "$LOGDIFF" replay --model "$M" --rid rp-bad-id "$LOG"
 check "names input_ids[5]" grep -q "input_ids\[5\] = 300 is outside the model's vocabulary" "$WORK/err"
