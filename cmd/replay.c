@@ -21,8 +21,9 @@ static const char *const replay_usage[] = {
     "",
     "Replays one logged request on the plain-C reference engine: the prompt ids",
     "of the log (input_ids; else the prompt text tokenized with DIR's",
-    "tokenizer.json, special tokens parsed) run through the HF model in DIR",
-    "(Llama, Qwen2, Qwen3, Mistral; safetensors), then the logged output ids",
+    "tokenizer.json or GGUF vocabulary, special tokens parsed) run through the model",
+    "(Llama, Qwen2, Qwen3, Mistral; safetensors or GGUF with F32/F16/BF16,",
+    "Q8_0, Q4_0, Q4_1, Q4_K, Q6_K weights), then the logged output ids",
     "(out['output_ids']) are teacher-forced.  For each output position: the",
     "logged token's rank and log-probability under the replay, the replay's",
     "top-1 and the margin between its two best logits.  The divergence is the",
@@ -337,7 +338,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     int json = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
     const ld_option options[] = {
-        { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory: config.json, *.safetensors (required)" },
+        { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
         { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object" },
         { LD_OPT_INT, 0, "threads", &threads, "N", "threads of the reference engine (default: the cores)" },

@@ -27,12 +27,27 @@ typedef struct ld_backend ld_backend;
 typedef struct ld_buf ld_buf;       /* backend-owned fp32 array */
 typedef struct ld_weight ld_weight; /* backend-owned weight */
 
+/* GGML block types a weight may be stored in (GGUF); see kernels/
+ * ref_quant.h.  Each row is a whole number of blocks. */
+typedef enum ld_wquant {
+    LD_WQ_NONE = 0,     /* plain `dtype` */
+    LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0, LD_WQ_Q4_K, LD_WQ_Q6_K
+} ld_wquant;
+
 /* A weight on the host: `rows` x `cols` (a vector has rows = 1), row-major,
- * of dtype F32, F16 or BF16; `data` stays valid while the weight lives. */
+ * of dtype F32, F16 or BF16 (little-endian), or of a block type when
+ * `quant` is set (then `dtype` is ignored; only matrices, cols a multiple of
+ * the block); `data` stays valid while the weight lives.  rope_hd > 0: the
+ * rows are in the order llama.cpp's GGUF conversion gives Llama's q/k
+ * projections (heads of rope_hd rows, rotation pairs adjacent); the matmul
+ * gives its outputs in HF order (pairs i, i + rope_hd/2), see
+ * ld_ref_matmul_ex. */
 typedef struct ld_host_tensor {
     ld_dtype dtype;
     const void *data;
     int64_t rows, cols;
+    ld_wquant quant;
+    int rope_hd;
 } ld_host_tensor;
 
 typedef struct ld_backend_ops {
@@ -52,7 +67,8 @@ typedef struct ld_backend_ops {
     ld_status (*embed)(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err);
     /* RMSNorm of `rows` rows of w->cols values */
     ld_status (*rmsnorm)(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err);
-    /* out [T][w->rows] = x [T][w->cols] . w^T (+ bias) */
+    /* out [T][w->rows] = x [T][w->cols] . w^T (+ bias); quantized rows are
+     * dequantized one at a time */
     ld_status (*matmul)(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err);
     /* in-place RoPE of x [T][n_heads*head_dim], row t at position pos0 + t */
     ld_status (*rope)(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq, ld_error *err);

@@ -3,7 +3,8 @@
  * columns, heads) are cut into one contiguous range per thread; each item
  * is computed by exactly one thread with the same code, so the results are
  * bitwise identical whatever the number of threads.  Weights are used in
- * place from the host mapping (f32) or converted row by row (f16, bf16). */
+ * place from the host mapping (f32) or converted row by row (f16, bf16, and
+ * the GGML block types, dequantized exactly into a per-thread row). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ struct ld_weight {
     ld_kdt dt;
     const void *data;
     int64_t rows, cols;
+    int rope_hd;
 };
 
 typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
@@ -179,20 +181,38 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     (void)be;
     *out = NULL;
     ld_kdt dt;
-    switch (t->dtype) {
-    case LD_DT_F32: dt = LD_KDT_F32; break;
-    case LD_DT_F16: dt = LD_KDT_F16; break;
-    case LD_DT_BF16: dt = LD_KDT_BF16; break;
-    default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
+    int64_t block = 1;
+    switch (t->quant) {
+    case LD_WQ_NONE:
+        switch (t->dtype) {
+        case LD_DT_F32: dt = LD_KDT_F32; break;
+        case LD_DT_F16: dt = LD_KDT_F16; break;
+        case LD_DT_BF16: dt = LD_KDT_BF16; break;
+        default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
+        }
+        if (((uintptr_t)t->data) % ld_dtype_size(t->dtype))
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight data is not aligned to its element size");
+        break;
+    case LD_WQ_Q4_0: dt = LD_KDT_Q4_0; block = 32; break;
+    case LD_WQ_Q4_1: dt = LD_KDT_Q4_1; block = 32; break;
+    case LD_WQ_Q8_0: dt = LD_KDT_Q8_0; block = 32; break;
+    case LD_WQ_Q4_K: dt = LD_KDT_Q4_K; block = 256; break;
+    case LD_WQ_Q6_K: dt = LD_KDT_Q6_K; block = 256; break;
+    default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight block type %d is not supported", (int)t->quant);
     }
-    if (((uintptr_t)t->data) % ld_dtype_size(t->dtype))
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight data is not aligned to its element size");
+    if (t->cols % block)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rows of %lld values are not whole blocks of %lld", (long long)t->cols,
+                       (long long)block);
+    if (t->rope_hd < 0 || t->rope_hd % 2 || (t->rope_hd && t->rows % t->rope_hd))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rope row order of %d rows per head for %lld rows", t->rope_hd,
+                       (long long)t->rows);
     ld_weight *w = malloc(sizeof *w);
     if (!w) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     w->dt = dt;
     w->data = t->data;
     w->rows = t->rows;
     w->cols = t->cols;
+    w->rope_hd = t->rope_hd;
     *out = w;
     return LD_OK;
 }
@@ -244,6 +264,7 @@ static void t_rmsnorm(void *p, int tid, size_t i0, size_t i1)
 static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err)
 {
     size_t n = (size_t)rows * (size_t)w->cols;
+    if (ld_ref_kdt_is_block(w->dt)) return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
     LD_TRY(range(out, 0, n, err));
     LD_TRY(range(x, 0, n, err));
     op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = x->p, .w = w, .eps = eps};
@@ -254,9 +275,9 @@ static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
 static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
-    ld_ref_matmul(c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
-                  c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows,
-                  c->rb->scratch[tid], i0, i1);
+    ld_ref_matmul_ex(c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                     c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows,
+                     c->w->rope_hd, c->rb->scratch[tid], i0, i1);
 }
 
 static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err)
@@ -264,6 +285,8 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     ref_backend *rb = (ref_backend *)be;
     LD_TRY(range(out, 0, (size_t)T * (size_t)w->rows, err));
     LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
+    if (bias && ld_ref_kdt_is_block(bias->dt))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);

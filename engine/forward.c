@@ -27,11 +27,13 @@ struct ld_session {
 static ld_status load(ld_session *s, const ld_model_tensor *t, ld_weight **w, ld_error *err)
 {
     *w = NULL;
-    if (!t->st) return LD_OK;
+    if (!t->st && !t->gg) return LD_OK;
     ld_status st = OPS(s)->weight_load(s->be, &t->host, w, err);
     if (st != LD_OK && err) {
         char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "tensor '%.100s': %.140s", t->st->name, err->msg);
+        if (t->st) snprintf(msg, sizeof msg, "tensor '%.100s': %.140s", t->st->name, err->msg);
+        else snprintf(msg, sizeof msg, "tensor '%.*s': %.140s", (int)(t->gg->name.len > 100 ? 100 : t->gg->name.len),
+                      t->gg->name.ptr, err->msg);
         memcpy(err->msg, msg, sizeof msg);
     }
     return st;

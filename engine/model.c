@@ -49,6 +49,7 @@ void ld_model_close(ld_model *m)
 {
     if (!m) return;
     ld_st_close(m->st);
+    ld_gguf_close(m->gguf);
     free(m->layers);
     free(m);
 }

@@ -19,12 +19,15 @@
 #define LD_MODEL_H
 
 #include "backend.h"
+#include "gguf.h"
 #include "model_config.h"
 #include "safetensors.h"
 
 /* One bound weight: rows x cols (a vector: rows = 1). */
 typedef struct ld_model_tensor {
-    const ld_st_tensor *st;   /* NULL when the model has no such tensor */
+    const ld_st_tensor *st;   /* the safetensors tensor, or */
+    const ld_gguf_tensor *gg; /* the GGUF tensor; both NULL when the model
+                                 has no such tensor */
     ld_host_tensor host;
 } ld_model_tensor;
 
@@ -35,7 +38,8 @@ typedef struct ld_model_layer {
 
 typedef struct ld_model {
     ld_model_config cfg;
-    ld_safetensors *st;          /* owned */
+    ld_safetensors *st;          /* owned (HF models) */
+    ld_gguf *gguf;               /* owned (GGUF models, model_gguf.c) */
     ld_model_tensor embed, norm, lm_head;  /* lm_head = embed when tied */
     ld_model_layer *layers;      /* cfg.n_layers */
 } ld_model;
@@ -49,6 +53,26 @@ ld_status ld_model_bind(const ld_model_config *cfg, const ld_safetensors *st,
 /* Open a HF model directory: config.json and model.safetensors (or the
  * sharded index). */
 ld_status ld_model_open(const char *dir, ld_model **out, ld_error *err);
+
+/* Open a GGUF model file (model_gguf.c): the config from the metadata
+ * (general.architecture llama, qwen2 or qwen3), the weights by GGUF name
+ * (token_embd, blk.N.attn_q, ..., output_norm, output or tied), each
+ * shape and type checked (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K),
+ * used in place from the mapping.  Llama's q/k rows, which the conversion
+ * to GGUF reordered for GGML's rope, are read in HF order (rope_hd). */
+ld_status ld_model_open_gguf(const char *path, ld_model **out, ld_error *err);
+
+/* The GGUF file a model path names: `path` itself when it is a regular file,
+ * or the only *.gguf of a directory that has no config.json: a malloc'd
+ * copy in *gguf (caller frees).  *gguf = NULL for a directory with a
+ * config.json (an HF model) or without a *.gguf.  LD_ERR_MISMATCH for a
+ * directory with several *.gguf and no config.json; LD_ERR_IO when `path`
+ * cannot be read. */
+ld_status ld_model_find_gguf(const char *path, char **gguf, ld_error *err);
+
+/* Open `path`: a GGUF file or a directory holding one (as
+ * ld_model_find_gguf says), else an HF directory (ld_model_open). */
+ld_status ld_model_open_any(const char *path, ld_model **out, ld_error *err);
 
 void ld_model_close(ld_model *m);
 

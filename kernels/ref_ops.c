@@ -1,5 +1,6 @@
 /* ref_ops.c - see ref_ops.h. */
 #include "ref_ops.h"
+#include "ref_quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,8 +35,31 @@ float ld_ref_f16_to_f32(uint16_t h)
     return f;
 }
 
+int ld_ref_kdt_is_block(ld_kdt dt)
+{
+    return dt >= LD_KDT_Q4_0 && dt <= LD_KDT_Q6_K;
+}
+
+static uint32_t kdt_ggml(ld_kdt dt)
+{
+    switch (dt) {
+    case LD_KDT_Q4_0: return LD_GGML_Q4_0;
+    case LD_KDT_Q4_1: return LD_GGML_Q4_1;
+    case LD_KDT_Q8_0: return LD_GGML_Q8_0;
+    case LD_KDT_Q4_K: return LD_GGML_Q4_K;
+    default: return LD_GGML_Q6_K;
+    }
+}
+
 void ld_ref_to_f32(float *dst, const void *src, ld_kdt dt, size_t off, size_t n)
 {
+    if (ld_ref_kdt_is_block(dt)) {
+        uint32_t ty = kdt_ggml(dt);
+        size_t block = 1, bytes = 0;
+        ld_ref_quant_layout(ty, &block, &bytes);
+        ld_ref_dequant(dst, (const unsigned char *)src + off / block * bytes, ty, n);
+        return;
+    }
     if (dt == LD_KDT_F32) {
         memcpy(dst, (const float *)src + off, n * sizeof *dst);
         return;
@@ -78,12 +102,24 @@ void ld_ref_matmul(float *out, const float *x, const void *w, ld_kdt dt,
                    const void *bias, ld_kdt bias_dt, int T, int K, int N,
                    float *row, size_t i0, size_t i1)
 {
+    ld_ref_matmul_ex(out, x, w, dt, bias, bias_dt, T, K, N, 0, row, i0, i1);
+}
+
+void ld_ref_matmul_ex(float *out, const float *x, const void *w, ld_kdt dt,
+                      const void *bias, ld_kdt bias_dt, int T, int K, int N,
+                      int rope_hd, float *row, size_t i0, size_t i1)
+{
     for (size_t n = i0; n < i1; n++) {
+        size_t src = n;
+        if (rope_hd > 0) {
+            size_t hd = (size_t)rope_hd, h = n / hd, r = n % hd;
+            src = h * hd + 2 * (r % (hd / 2)) + r / (hd / 2);
+        }
         const float *wr;
         if (dt == LD_KDT_F32) {
-            wr = (const float *)w + n * (size_t)K;
+            wr = (const float *)w + src * (size_t)K;
         } else {
-            ld_ref_to_f32(row, w, dt, n * (size_t)K, (size_t)K);
+            ld_ref_to_f32(row, w, dt, src * (size_t)K, (size_t)K);
             wr = row;
         }
         float b = bias ? elem(bias, bias_dt, n) : 0.0f;

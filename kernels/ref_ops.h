@@ -18,7 +18,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum ld_kdt { LD_KDT_F32 = 0, LD_KDT_F16 = 1, LD_KDT_BF16 = 2 } ld_kdt;
+/* Storage types.  The block types (ref_quant.h) hold rows that are a whole
+ * number of blocks; offsets and counts passed for them (ld_ref_to_f32, the
+ * K of ld_ref_matmul) must be multiples of the block, which the caller
+ * checks.  They are dequantized exactly, one row at a time. */
+typedef enum ld_kdt {
+    LD_KDT_F32 = 0, LD_KDT_F16 = 1, LD_KDT_BF16 = 2,
+    LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0, LD_KDT_Q4_K, LD_KDT_Q6_K
+} ld_kdt;
+
+/* 1 for the block types (LD_KDT_Q*) */
+int ld_ref_kdt_is_block(ld_kdt dt);
 
 float ld_ref_bf16_to_f32(uint16_t h);
 float ld_ref_f16_to_f32(uint16_t h);
@@ -40,6 +50,16 @@ void ld_ref_rmsnorm(float *out, const float *x, const void *w, ld_kdt dt,
 void ld_ref_matmul(float *out, const float *x, const void *w, ld_kdt dt,
                    const void *bias, ld_kdt bias_dt, int T, int K, int N,
                    float *row, size_t i0, size_t i1);
+
+/* ld_ref_matmul where output column n reads weight row rope_row(n): with
+ * heads of `rope_hd` rows, the row h*hd + j*hd/2 + i (j in {0, 1}) of the
+ * HF order is row h*hd + 2i + j of `w`, the order llama.cpp's GGUF
+ * conversion gives Llama's q/k projections (pairs adjacent for GGML's
+ * rope).  rope_hd = 0 reads row n (ld_ref_matmul).  `bias` is indexed by n
+ * (HF order). */
+void ld_ref_matmul_ex(float *out, const float *x, const void *w, ld_kdt dt,
+                      const void *bias, ld_kdt bias_dt, int T, int K, int N,
+                      int rope_hd, float *row, size_t i0, size_t i1);
 
 /* RoPE, HF rotate_half style: for each head of row t (position pos0 + t),
  * pairs (i, i + head_dim/2) rotate by (pos * inv_freq[i]); x is

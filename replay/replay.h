@@ -58,9 +58,10 @@
 
 typedef struct ld_replay_engine ld_replay_engine;
 
-/* Opens the HF model directory `dir` (config.json, safetensors; engine/
- * model.h) on the reference backend with `n_threads` threads, and its
- * tokenizer.json when there is one.  A tokenizer that cannot be loaded is not
+/* Opens the model at `dir`: an HF model directory (config.json, safetensors;
+ * engine/model.h) with its tokenizer.json when there is one, or a GGUF file
+ * (or a directory holding only one) with the tokenizer of its vocabulary; on
+ * the reference backend with `n_threads` threads.  A tokenizer that cannot be loaded is not
  * an error (tokens are then shown as ids): ld_replay_engine_tok_error says
  * why. */
 ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine **out, ld_error *err);

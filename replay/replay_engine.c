@@ -1,5 +1,7 @@
 /* replay_engine.c - the model, backend and tokenizer a replay runs on
- * (replay.h). */
+ * (replay.h): an HF directory (config.json, safetensors, tokenizer.json) or
+ * a GGUF file, or a directory holding one (engine/model_gguf.c), whose
+ * vocabulary is the tokenizer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +17,26 @@ ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine
     if (n_threads < 1) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d threads: give at least 1", n_threads);
     ld_replay_engine *e = calloc(1, sizeof *e);
     if (!e) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_status st = ld_model_open(dir, &e->model, err);
+    char *gguf = NULL;
+    ld_status st = ld_model_find_gguf(dir, &gguf, err);
+    if (st == LD_OK) st = gguf ? ld_model_open_gguf(gguf, &e->model, err) : ld_model_open(dir, &e->model, err);
     if (st == LD_OK) st = ld_backend_ref_create(n_threads, &e->be, err);
     if (st != LD_OK) {
+        if (gguf && err && err->path == gguf) err->path = dir;
+        free(gguf);
         ld_replay_engine_close(e);
         return st;
+    }
+    if (gguf) { /* the tokenizer from the GGUF vocabulary */
+        ld_error terr;
+        ld_error_clear(&terr);
+        if (ld_tok_load_gguf(gguf, &e->tok, &terr) != LD_OK) {
+            e->tok = NULL;
+            snprintf(e->tok_error, sizeof e->tok_error, "GGUF vocabulary: %.200s", terr.msg);
+        }
+        free(gguf);
+        *out = e;
+        return LD_OK;
     }
     size_t n = strlen(dir);
     char *path = malloc(n + sizeof "/tokenizer.json");

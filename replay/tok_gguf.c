@@ -22,27 +22,29 @@ enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 #define DIGITS NULL /* Digits(individual_digits=true) */
 #define CJK_RANGES "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+"
 
-/* A pre-tokenizer: Split(Isolated) steps then ByteLevel(use_regex=false),
- * or ByteLevel(use_regex=true) alone when `steps` is empty. */
+/* A pre-tokenizer: Split(Isolated) / Digits steps then ByteLevel, whose
+ * GPT-2 regex is used when `steps` is empty or `gpt2_regex` is set. */
 typedef struct pre_def {
     const char *names[4];      /* tokenizer.ggml.pre values */
     const char *steps[6];      /* regexes; DIGITS for a Digits step; NULL-ended */
     int n_steps;
-    int nfc, ignore_merges;
+    int nfc, ignore_merges, gpt2_regex;
 } pre_def;
 
 static const pre_def pre_defs[] = {
-    { { "gpt-2", "gpt2", "default", NULL }, { NULL }, 0, 0, 0 },
+    { { "gpt-2", "gpt2", "default", NULL }, { NULL }, 0, 0, 0, 0 },
+    /* SmolLM / SmolLM2: Digits(individual_digits) then ByteLevel(use_regex) */
+    { { "smollm", NULL }, { DIGITS }, 1, 0, 0, 1 },
     { { "llama-bpe", "llama3", "llama-v3", NULL },
       { "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
-        "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" }, 1, 0, 1 },
+        "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" }, 1, 0, 1, 0 },
     { { "qwen2", NULL },
       { "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
-        "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" }, 1, 1, 0 },
+        "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" }, 1, 1, 0, 0 },
     { { "deepseek-v3", NULL },
       { "\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
         "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\x{d}\\x{a}\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
-        "| ?[\\p{P}\\p{S}]+[\\x{d}\\x{a}]*|\\s*[\\x{d}\\x{a}]+|\\s+(?!\\S)|\\s+" }, 3, 0, 0 },
+        "| ?[\\p{P}\\p{S}]+[\\x{d}\\x{a}]*|\\s*[\\x{d}\\x{a}]+|\\s+(?!\\S)|\\s+" }, 3, 0, 0, 0 },
     { { "deepseek-llm", NULL },
       { "[\\x{d}\\x{a}]",
         "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}"
@@ -61,9 +63,9 @@ static const pre_def pre_defs[] = {
         "\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}"
         "\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+",
         "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+",
-        "\\s+$", CJK_RANGES, DIGITS }, 6, 0, 0 },
+        "\\s+$", CJK_RANGES, DIGITS }, 6, 0, 0, 0 },
     { { "deepseek-coder", NULL },
-      { "[\\x{d}\\x{a}]", "\\s?\\p{L}+", "\\s?\\p{P}+", CJK_RANGES, DIGITS }, 5, 0, 0 },
+      { "[\\x{d}\\x{a}]", "\\s?\\p{L}+", "\\s?\\p{P}+", CJK_RANGES, DIGITS }, 5, 0, 0, 0 },
 };
 
 static const pre_def *pre_def_of(ld_gguf_str name)
@@ -92,7 +94,7 @@ static size_t pre_steps(const pre_def *d, ld_tok_pre_spec *pre)
     }
     memset(&pre[n], 0, sizeof pre[n]);
     pre[n].kind = LD_TOK_PRE_BYTELEVEL;
-    pre[n].use_regex = d->n_steps == 0;
+    pre[n].use_regex = d->n_steps == 0 || d->gpt2_regex;
     return n + 1;
 }
 
