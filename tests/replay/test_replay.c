@@ -145,136 +145,125 @@ static int check_ids(const int32_t *ids, size_t n, cJSON *want)
 
 /* ------------------------------------------------------------ cases */
 
-static int test_replay_greedy_output_is_consistent(void)
-{
+/* One request of the fixture log, replayed: the engine, the records, the
+ * expectations, the result. */
+typedef struct run {
     ld_replay_engine *e;
     recs o;
     cJSON *ex;
-    int rc = 1;
-    ld_replay_result res = { 0 };
+    const ld_request *r;
+    cJSON *want; /* expect.json's entry for the rid */
+    ld_replay_result res;
     ld_error err;
-    ld_error_clear(&err);
-    if (!setup(&e, &o, &ex)) goto out;
-    const ld_request *r = by_rid(&o, "rp-greedy");
-    cJSON *w = expect_req(ex, "rp-greedy");
-    if (!r || !w) goto out;
-    if (ld_replay_request(e, r, NULL, &res, &err) != LD_OK) {
-        fprintf(stderr, "  replay: %s\n", err.msg);
-        goto out;
-    }
+} run;
+
+/* Opens the fixture and replays `rid` with `opts` into x->res; 1 on
+ * success (a message printed otherwise).  stop() frees whatever it got. */
+static int start(run *x, const char *rid, const ld_replay_opts *opts)
+{
+    memset(x, 0, sizeof *x);
+    if (!setup(&x->e, &x->o, &x->ex)) return 0;
+    x->r = by_rid(&x->o, rid);
+    x->want = expect_req(x->ex, rid);
+    if (!x->r || !x->want) return fprintf(stderr, "  %s not in the fixture\n", rid), 0;
+    if (ld_replay_request(x->e, x->r, opts, &x->res, &x->err) != LD_OK)
+        return fprintf(stderr, "  replay: %s\n", x->err.msg), 0;
+    return 1;
+}
+
+static void stop(run *x)
+{
+    ld_replay_result_free(&x->res);
+    teardown(x->e, &x->o, x->ex);
+}
+
+static int check_greedy(const run *x)
+{
+    const ld_replay_result *res = &x->res;
     double maxd = 0;
-    if (res.verdict != LD_REPLAY_CONSISTENT || res.divergence != -1 || res.first_outside != -1 ||
-        res.first_not_top1 != -1 || res.prompt_source != LD_REPLAY_PROMPT_IDS || res.n_greedy != 0 ||
-        res.n_prompt != 14)
-        goto out;
-    if (check_positions(&res, cJSON_GetObjectItem(w, "positions"), &maxd)) goto out;
+    CHECK(res->verdict == LD_REPLAY_CONSISTENT && res->divergence == -1 && res->first_outside == -1);
+    CHECK(res->first_not_top1 == -1 && res->prompt_source == LD_REPLAY_PROMPT_IDS);
+    CHECK(res->n_greedy == 0 && res->n_prompt == 14);
+    CHECK(check_positions(res, cJSON_GetObjectItem(x->want, "positions"), &maxd) == 0);
     fprintf(stderr, "  largest |logprob - transformers| on rp-greedy: %.3g\n", maxd);
-    rc = 0;
-out:
-    ld_replay_result_free(&res);
-    teardown(e, &o, ex);
+    return 0;
+}
+
+static int test_replay_greedy_output_is_consistent(void)
+{
+    run x;
+    int rc = start(&x, "rp-greedy", NULL) ? check_greedy(&x) : 1;
+    stop(&x);
     return rc;
+}
+
+static int check_altered(const run *x)
+{
+    const ld_replay_result *res = &x->res;
+    int P = cJSON_GetObjectItem(x->want, "divergence")->valueint;
+    double maxd = 0;
+    CHECK(res->verdict == LD_REPLAY_DIVERGENT && res->divergence == P && res->first_outside == P);
+    CHECK(res->first_not_top1 == P && res->n_near_ties == 0 && res->greedy_from == P && res->top_k == 5);
+    CHECK(check_positions(res, cJSON_GetObjectItem(x->want, "positions"), &maxd) == 0);
+    fprintf(stderr, "  largest |logprob - transformers| on rp-altered: %.3g\n", maxd);
+    /* the top-k at P: best first, the first being the replay's top-1 */
+    CHECK(res->n_top == 5 && res->top[0].id == res->pos[P].top1);
+    for (size_t i = 1; i < res->n_top; i++) CHECK(res->top[i].logprob <= res->top[i - 1].logprob);
+    CHECK(res->pos[P].gap > res->near_tie);
+    CHECK(check_ids(res->greedy, res->n_greedy, cJSON_GetObjectItem(x->want, "greedy_from_divergence")) == 0);
+    return 0;
 }
 
 static int test_replay_altered_output_diverges_at_p(void)
 {
-    ld_replay_engine *e;
-    recs o;
-    cJSON *ex;
-    int rc = 1;
-    ld_replay_result res = { 0 };
-    ld_error err;
-    ld_error_clear(&err);
-    if (!setup(&e, &o, &ex)) goto out;
-    const ld_request *r = by_rid(&o, "rp-altered");
-    cJSON *w = expect_req(ex, "rp-altered");
-    if (!r || !w) goto out;
-    if (ld_replay_request(e, r, NULL, &res, &err) != LD_OK) {
-        fprintf(stderr, "  replay: %s\n", err.msg);
-        goto out;
-    }
-    int P = cJSON_GetObjectItem(w, "divergence")->valueint;
-    double maxd = 0;
-    if (res.verdict != LD_REPLAY_DIVERGENT || res.divergence != P || res.first_outside != P ||
-        res.first_not_top1 != P || res.n_near_ties != 0 || res.greedy_from != P || res.top_k != 5)
-        goto out;
-    if (check_positions(&res, cJSON_GetObjectItem(w, "positions"), &maxd)) goto out;
-    fprintf(stderr, "  largest |logprob - transformers| on rp-altered: %.3g\n", maxd);
-    /* the top-k at P: best first, the first being the replay's top-1 */
-    if (res.n_top != 5 || res.top[0].id != res.pos[P].top1) goto out;
-    for (size_t i = 1; i < res.n_top; i++)
-        if (res.top[i].logprob > res.top[i - 1].logprob) goto out;
-    if (res.pos[P].gap <= res.near_tie) goto out;
-    if (check_ids(res.greedy, res.n_greedy, cJSON_GetObjectItem(w, "greedy_from_divergence"))) goto out;
-    rc = 0;
-out:
-    ld_replay_result_free(&res);
-    teardown(e, &o, ex);
+    run x;
+    int rc = start(&x, "rp-altered", NULL) ? check_altered(&x) : 1;
+    stop(&x);
     return rc;
 }
 
 /* A near-tie threshold wider than every gap turns each outside position into
- * a near-tie: consistent, the near-ties counted; top-k = vocab: every token
- * is within reach. */
+ * a near-tie: consistent, the near-ties counted; top-64 still leaves the
+ * altered tokens (ranked last of 300) out; top-65 is refused. */
+static int check_near_ties(run *x)
+{
+    ld_replay_result *res = &x->res;
+    int P = cJSON_GetObjectItem(x->want, "divergence")->valueint;
+    CHECK(res->verdict == LD_REPLAY_CONSISTENT && res->divergence == -1 && res->first_outside == P);
+    CHECK(res->n_near_ties == res->n_output - (size_t)P && res->pos[P].near_tie && res->n_greedy == 0);
+    ld_replay_result_free(res);
+    ld_replay_opts opts = { 64, -1, 0 };
+    CHECK(ld_replay_request(x->e, x->r, &opts, res, &x->err) == LD_OK);
+    CHECK(res->verdict == LD_REPLAY_DIVERGENT && res->divergence == P && res->n_top == 64 && res->n_greedy == 0);
+    ld_replay_result_free(res);
+    opts = (ld_replay_opts){ 65, 0, 0 };
+    CHECK_EQ_INT(ld_replay_request(x->e, x->r, &opts, res, &x->err), LD_ERR_USAGE);
+    return 0;
+}
+
 static int test_replay_near_tie_rule_and_top_k(void)
 {
-    ld_replay_engine *e;
-    recs o;
-    cJSON *ex;
-    int rc = 1;
-    ld_replay_result res = { 0 };
-    ld_error err;
-    ld_error_clear(&err);
-    if (!setup(&e, &o, &ex)) goto out;
-    const ld_request *r = by_rid(&o, "rp-altered");
-    int P = cJSON_GetObjectItem(expect_req(ex, "rp-altered"), "divergence")->valueint;
-    if (!r) goto out;
-    ld_replay_opts opts = { 0, 0, 100.0 };
-    if (ld_replay_request(e, r, &opts, &res, &err) != LD_OK) goto out;
-    if (res.verdict != LD_REPLAY_CONSISTENT || res.divergence != -1 || res.first_outside != P ||
-        res.n_near_ties != res.n_output - (size_t)P || !res.pos[P].near_tie || res.n_greedy != 0)
-        goto out;
-    ld_replay_result_free(&res);
-    opts = (ld_replay_opts){ 64, -1, 0 };
-    if (ld_replay_request(e, r, &opts, &res, &err) != LD_OK) goto out;
-    /* the altered tokens are ranked last of 300: outside any top-64 */
-    if (res.verdict != LD_REPLAY_DIVERGENT || res.divergence != P || res.n_top != 64 || res.n_greedy != 0)
-        goto out;
-    ld_replay_result_free(&res);
-    opts = (ld_replay_opts){ 65, 0, 0 };
-    if (ld_replay_request(e, r, &opts, &res, &err) != LD_ERR_USAGE) goto out;
-    rc = 0;
-out:
-    ld_replay_result_free(&res);
-    teardown(e, &o, ex);
+    run x;
+    ld_replay_opts wide = { 0, 0, 100.0 };
+    int rc = start(&x, "rp-altered", &wide) ? check_near_ties(&x) : 1;
+    stop(&x);
     return rc;
+}
+
+static int check_no_output(const run *x)
+{
+    const ld_replay_result *res = &x->res;
+    CHECK(res->verdict == LD_REPLAY_NO_OUTPUT && res->n_output == 0 && res->greedy_from == 0);
+    CHECK(strstr(res->no_output_reason, "no Finish line") != NULL);
+    CHECK(check_ids(res->greedy, res->n_greedy, cJSON_GetObjectItem(x->want, "greedy_from_prompt")) == 0);
+    return 0;
 }
 
 static int test_replay_no_output_gives_greedy_continuation(void)
 {
-    ld_replay_engine *e;
-    recs o;
-    cJSON *ex;
-    int rc = 1;
-    ld_replay_result res = { 0 };
-    ld_error err;
-    ld_error_clear(&err);
-    if (!setup(&e, &o, &ex)) goto out;
-    const ld_request *r = by_rid(&o, "rp-no-output");
-    cJSON *w = expect_req(ex, "rp-no-output");
-    if (!r || !w) goto out;
-    if (ld_replay_request(e, r, NULL, &res, &err) != LD_OK) {
-        fprintf(stderr, "  replay: %s\n", err.msg);
-        goto out;
-    }
-    if (res.verdict != LD_REPLAY_NO_OUTPUT || res.n_output != 0 || res.greedy_from != 0 ||
-        !strstr(res.no_output_reason, "no Finish line"))
-        goto out;
-    if (check_ids(res.greedy, res.n_greedy, cJSON_GetObjectItem(w, "greedy_from_prompt"))) goto out;
-    rc = 0;
-out:
-    ld_replay_result_free(&res);
-    teardown(e, &o, ex);
+    run x;
+    int rc = start(&x, "rp-no-output", NULL) ? check_no_output(&x) : 1;
+    stop(&x);
     return rc;
 }
 
