@@ -1,5 +1,6 @@
 /* model.c - see model.h. */
 #include "model.h"
+#include "model_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,24 @@
 
 /* Bind `name` expecting shape [rows, cols] (cols only when rows == 0: a
  * vector).  Optional tensors may be absent. */
+ld_status ld_model_check_shape(const char *name, const uint64_t *shape, int n_dims, int64_t rows,
+                               int64_t cols, uint64_t offset, ld_error *err)
+{
+    char want[64];
+    if (rows) snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
+    else snprintf(want, sizeof want, "[%lld]", (long long)cols);
+    if (!shape) return LD_FAIL(err, LD_ERR_MISMATCH, offset, "tensor '%s' %s is missing", name, want);
+    int ok = rows ? n_dims == 2 && shape[0] == (uint64_t)rows && shape[1] == (uint64_t)cols
+                  : n_dims == 1 && shape[0] == (uint64_t)cols;
+    if (ok) return LD_OK;
+    char got[96] = "[";
+    for (int d = 0; d < n_dims && strlen(got) < 70; d++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? ", " : "",
+                 (unsigned long long)shape[d]);
+    strcat(got, "]");
+    return LD_FAIL(err, LD_ERR_MISMATCH, offset, "tensor '%s' has shape %s, expected %s", name, got, want);
+}
+
 static ld_status bind(const ld_safetensors *st, ld_model_tensor *mt, int optional,
                       int64_t rows, int64_t cols, ld_error *err, const char *fmt, ...)
 {
@@ -17,23 +36,8 @@ static ld_status bind(const ld_safetensors *st, ld_model_tensor *mt, int optiona
     va_end(ap);
     memset(mt, 0, sizeof *mt);
     const ld_st_tensor *t = ld_st_find(st, name);
-    char want[64];
-    if (rows) snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
-    else snprintf(want, sizeof want, "[%lld]", (long long)cols);
-    if (!t) {
-        if (optional) return LD_OK;
-        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' %s is missing", name, want);
-    }
-    int ok = rows ? t->n_dims == 2 && t->shape[0] == (uint64_t)rows && t->shape[1] == (uint64_t)cols
-                  : t->n_dims == 1 && t->shape[0] == (uint64_t)cols;
-    if (!ok) {
-        char got[96] = "[";
-        for (int d = 0; d < t->n_dims && strlen(got) < 70; d++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? ", " : "",
-                     (unsigned long long)t->shape[d]);
-        strcat(got, "]");
-        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' has shape %s, expected %s", name, got, want);
-    }
+    if (!t && optional) return LD_OK;
+    LD_TRY(ld_model_check_shape(name, t ? t->shape : NULL, t ? t->n_dims : 0, rows, cols, 0, err));
     if (t->dtype != LD_DT_F32 && t->dtype != LD_DT_F16 && t->dtype != LD_DT_BF16)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32, F16, BF16 supported)", name,
                        ld_dtype_name(t->dtype));

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 
 #include "model.h"
+#include "model_internal.h"
 
 typedef struct gctx {
     const ld_gguf *g;
@@ -224,25 +225,11 @@ static ld_status bind(gctx *c, ld_model_tensor *mt, int optional, int64_t rows, 
     va_end(ap);
     memset(mt, 0, sizeof *mt);
     const ld_gguf_tensor *t = ld_gguf_find_tensor(c->g, name);
-    char want[64];
-    if (rows) snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
-    else snprintf(want, sizeof want, "[%lld]", (long long)cols);
-    if (!t) {
-        if (optional) return LD_OK;
-        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' %s is missing", name, want);
-    }
-    /* GGUF lists dims fastest first: [cols, rows] */
-    int ok = rows ? t->n_dims == 2 && t->dims[0] == (uint64_t)cols && t->dims[1] == (uint64_t)rows
-                  : t->n_dims == 1 && t->dims[0] == (uint64_t)cols;
-    if (!ok) {
-        char got[96] = "[";
-        for (int d = (int)t->n_dims - 1; d >= 0 && strlen(got) < 70; d--)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d == (int)t->n_dims - 1 ? "" : ", ",
-                     (unsigned long long)t->dims[d]);
-        strcat(got, "]");
-        return LD_FAIL(err, LD_ERR_MISMATCH, t->info_offset, "tensor '%s' has shape %s (rows, cols), expected %s", name,
-                       got, want);
-    }
+    if (!t && optional) return LD_OK;
+    uint64_t shape[LD_GGUF_MAX_DIMS]; /* GGUF lists dims fastest first: reversed, row-major */
+    int n_dims = t ? (int)t->n_dims : 0;
+    for (int d = 0; d < n_dims; d++) shape[d] = t->dims[n_dims - 1 - d];
+    LD_TRY(ld_model_check_shape(name, t ? shape : NULL, n_dims, rows, cols, t ? t->info_offset : 0, err));
     ld_dtype dt;
     ld_wquant q;
     if (tensor_type(t->type, rows != 0, &dt, &q) != LD_OK) {
