@@ -54,7 +54,7 @@ int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const char *dir, l
     int threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
     ld_error err;
     ld_error_clear(&err);
-    if (ld_replay_engine_open(dir, threads, e, &err) == LD_OK) return 0;
+    if (ld_replay_engine_open(dir, NULL, threads, e, &err) == LD_OK) return 0;
     if (err.path) fprintf(cli->err, "logdiff %s: --replay %s: %s: %s\n", cmd, dir, err.path, err.msg);
     else fprintf(cli->err, "logdiff %s: --replay %s: %s\n", cmd, dir, err.msg);
     return -1;

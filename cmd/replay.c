@@ -16,10 +16,14 @@
 #include "replay.h"
 
 static const char *const replay_usage[] = {
-    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--top-k K] [--max-tokens N]",
-    "               [--seed N] LOG...",
+    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref]",
+    "               [--top-k K] [--max-tokens N] [--seed N] LOG...",
     "",
-    "Replays one logged request on the plain-C reference engine: the prompt ids",
+    "Replays one logged request on logdiff's own CPU engine (fp32, a fixed",
+    "summation order, the same bits whatever --threads): --backend cpu (the",
+    "default) sums dot products in eight lanes with fma, SIMD where the machine",
+    "has it; --backend ref is the plain reference, one accumulator in index",
+    "order, several times slower; the two agree to rounding.  The prompt ids",
     "of the log (input_ids; else the prompt text tokenized with DIR's",
     "tokenizer.json or GGUF vocabulary, special tokens parsed) run through the model",
     "(Llama, Qwen2, Qwen3, Mistral; safetensors or GGUF with F32/F16/BF16,",
@@ -164,6 +168,7 @@ static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_
     cJSON_AddItemToObject(o, "where", ld_json_cstr(ld_request_where(r, where, sizeof where, NULL)));
     cJSON_AddItemToObject(o, "verdict", cJSON_CreateString(ld_replay_verdict_kind(res->verdict)));
     cJSON_AddItemToObject(o, "model", ld_json_cstr(ld_replay_engine_arch(e)));
+    cJSON_AddItemToObject(o, "backend", ld_json_cstr(ld_replay_engine_backend(e)));
     cJSON_AddItemToObject(o, "tokenizer", cJSON_CreateBool(tok != NULL));
     cJSON_AddItemToObject(o, "prompt_source", cJSON_CreateString(res->prompt_source == LD_REPLAY_PROMPT_IDS
                                                                      ? "input_ids" : "tokenized_text"));
@@ -260,10 +265,10 @@ static void print_text(struct ld_cli *cli, const ld_request *r, const ld_replay_
     FILE *f = cli->out;
     const ld_tok *tok = ld_replay_engine_tok(e);
     char where[512], a[96], b[96];
-    fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d\n", r->rid ? r->rid : "-",
+    fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d, backend %s\n", r->rid ? r->rid : "-",
             ld_request_where(r, where, sizeof where, NULL), ld_replay_engine_arch(e), res->n_prompt,
             res->prompt_source == LD_REPLAY_PROMPT_IDS ? "logged input_ids" : "the logged text, tokenized",
-            res->n_output, res->top_k);
+            res->n_output, res->top_k, ld_replay_engine_backend(e));
     if (res->n_output) {
         fprintf(f, "     pos  %-26s %6s %9s  %-26s %9s %8s\n", "logged", "rank", "logprob", "replay top-1",
                 "logprob", "margin");
@@ -334,14 +339,15 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
-    const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL;
+    const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
     int json = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
         { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object" },
-        { LD_OPT_INT, 0, "threads", &threads, "N", "threads of the reference engine (default: the cores)" },
+        { LD_OPT_INT, 0, "threads", &threads, "N", "threads of the engine (default: the cores)" },
+        { LD_OPT_STRING, 0, "backend", &backend, "NAME", "cpu (fast, the default) or ref (the plain reference)" },
         { LD_OPT_INT, 0, "top-k", &top_k, "K", "a logged token ranked at most K is within reach (default 5, max 64)" },
         { LD_OPT_INT, 0, "max-tokens", &max_tokens, "N", "length of the greedy continuation (default 8; 0: none)" },
         { LD_OPT_STRING, 0, "near-tie", &near_tie, "X", "nats under which a gap is a near-tie (default 0.1; 0: none)" },
@@ -370,6 +376,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : top_k < 1 || top_k > LD_REPLAY_MAX_TOP_K ? "--top-k: give 1 to 64"
                         : max_tokens < 0 || max_tokens > 4096 ? "--max-tokens: give 0 to 4096"
                         : threads < 0 || threads > 1024 ? "--threads: give 1 to 1024"
+                        : strcmp(backend, "cpu") && strcmp(backend, "ref") ? "--backend: give cpu or ref"
                         : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
                             ? "--near-tie: give a number of nats >= 0"
                         : bad_seed ? "--seed: give an integer from 0 to 18446744073709551615"
@@ -405,7 +412,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     }
     if (s.n_exact > 1)
         fprintf(cli->err, PFX "warning: %zu requests have rid '%s'; replaying the first\n", s.n_exact, rid);
-    if (ld_replay_engine_open(model, (int)threads, &e, &err) != LD_OK) {
+    if (ld_replay_engine_open(model, backend, (int)threads, &e, &err) != LD_OK) {
         print_error(cli, model, &err);
         goto out;
     }

@@ -1,8 +1,10 @@
 /* backend.h - the op interface between the forward pass and a compute
  * backend.  The engine calls ops through the table; the backend owns its
  * buffers (fp32 activations, KV caches) and its weights.  The plain-C
- * reference backend (backend_ref.c over kernels/ref_ops.c) is the first;
- * a CUDA backend implements the same table later.
+ * reference backend (backend_ref.c over kernels/ref_ops.c) is the first,
+ * the fast CPU backend (the same with kernels/cpu_ops.c's matmul and
+ * attention) the
+ * second; a CUDA backend implements the same table later.
  *
  * Contract every backend keeps (what makes replay deterministic):
  *  - an op's result for a token row depends only on that row's inputs (and
@@ -90,6 +92,12 @@ struct ld_backend {
 /* The plain-C reference backend with `n_threads` threads (>= 1, the caller's
  * thread included). */
 ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err);
+
+/* The fast CPU backend: the reference's ops but for the matmul and the
+ * attention of kernels/cpu_ops.h (eight-lane fma sums, SIMD where the machine has it),
+ * with the same contract above; its results agree with the reference to
+ * rounding, not bitwise. */
+ld_status ld_backend_cpu_create(int n_threads, ld_backend **out, ld_error *err);
 
 static inline void ld_backend_destroy(ld_backend *be)
 {

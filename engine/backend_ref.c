@@ -1,16 +1,29 @@
-/* backend_ref.c - the plain-C reference backend: kernels/ref_ops.c behind
- * the op table, spread over a pthread pool.  Each op's items (rows, output
- * columns, heads) are cut into one contiguous range per thread; each item
- * is computed by exactly one thread with the same code, so the results are
- * bitwise identical whatever the number of threads.  Weights are used in
- * place from the host mapping (f32) or converted row by row (f16, bf16, and
- * the GGML block types, dequantized exactly into a per-thread row). */
+/* backend_ref.c - the plain-C CPU backends: kernels/ref_ops.c behind the op
+ * table ("ref"), or the same with kernels/cpu_ops.c's matmul and attention
+ * ("cpu"),
+ * spread over a thread pool.  Each op's items (rows, output columns, heads)
+ * are cut into one contiguous range per thread; each item is computed by
+ * exactly one thread with the same code, so the results are bitwise
+ * identical whatever the number of threads.  Weights are used in place from
+ * the host mapping (f32) or converted row by row (f16, bf16, and the GGML
+ * block types, dequantized exactly into a per-thread row).
+ *
+ * The pool: a decode step runs some ten ops per layer, each a few
+ * microseconds of work, so waking workers through a condition variable
+ * (tens of microseconds) would cost more than the work.  Workers spin on
+ * the generation counter for a while (SPIN_NS) before they sleep on `go`;
+ * the caller spins on `pending` likewise before sleeping on `done`. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
+#include "cpu_ops.h"
 #include "ref_ops.h"
+
+#define SPIN_NS 200000L /* how long an idle thread spins before it sleeps */
 
 struct ld_buf {
     float *p;
@@ -29,18 +42,26 @@ typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
 typedef struct ref_backend {
     ld_backend base;
     int n_threads;
+    int fast; /* 1: the "cpu" backend (cpu_ops.h's matmul) */
     pthread_t *threads;
     int n_started;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    unsigned gen;
-    int pending, quit;
+    atomic_uint gen;
+    atomic_int pending, quit;
+    /* the task of generation `gen`, written before gen is bumped */
     task_fn fn;
     void *ctx;
     size_t n_items;
+    size_t grain;       /* 0: one contiguous range per thread; else ranges
+                           of `grain` items taken from `next` */
+    atomic_size_t next;
     /* per-thread scratch */
     float **scratch;
     size_t scratch_cap;
+    /* the "cpu" matmul's prepared activations, shared by the threads */
+    float *prep;
+    size_t prep_cap;
 } ref_backend;
 
 typedef struct worker_arg {
@@ -48,11 +69,55 @@ typedef struct worker_arg {
     int tid;
 } worker_arg;
 
+/* Which thread computes an item never changes the item's result (each is
+ * computed whole by one call, scratch is per thread and rewritten per
+ * item), so ranges may also be handed out first come, first served: the
+ * matmuls are, so that a thread slowed by the other's memory traffic does
+ * not leave the other waiting. */
 static void run_chunk(ref_backend *rb, task_fn fn, void *ctx, size_t n, int tid)
 {
+    if (rb->grain) {
+        size_t g = rb->grain, i0;
+        while ((i0 = atomic_fetch_add_explicit(&rb->next, g, memory_order_relaxed)) < n)
+            fn(ctx, tid, i0, n - i0 < g ? n : i0 + g);
+        return;
+    }
     size_t nt = (size_t)rb->n_threads;
     size_t i0 = n * (size_t)tid / nt, i1 = n * (size_t)(tid + 1) / nt;
     if (i0 < i1) fn(ctx, tid, i0, i1);
+}
+
+static long elapsed_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* spins until gen != seen or quit, then sleeps until then */
+static unsigned wait_for_work(ref_backend *rb, unsigned seen)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 0;; i++) {
+        unsigned g = atomic_load_explicit(&rb->gen, memory_order_acquire);
+        if (g != seen || atomic_load(&rb->quit)) return g;
+        cpu_relax();
+        if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
+    }
+    pthread_mutex_lock(&rb->mu);
+    unsigned g;
+    while ((g = atomic_load_explicit(&rb->gen, memory_order_acquire)) == seen && !atomic_load(&rb->quit))
+        pthread_cond_wait(&rb->go, &rb->mu);
+    pthread_mutex_unlock(&rb->mu);
+    return g;
 }
 
 static void *worker(void *arg)
@@ -60,42 +125,51 @@ static void *worker(void *arg)
     ref_backend *rb = ((worker_arg *)arg)->rb;
     int tid = ((worker_arg *)arg)->tid;
     free(arg);
-    pthread_mutex_lock(&rb->mu);
     unsigned seen = 0; /* workers start before the first run */
     for (;;) {
-        while (rb->gen == seen && !rb->quit) pthread_cond_wait(&rb->go, &rb->mu);
-        if (rb->quit) break;
-        seen = rb->gen;
-        task_fn fn = rb->fn;
-        void *ctx = rb->ctx;
-        size_t n = rb->n_items;
-        pthread_mutex_unlock(&rb->mu);
-        run_chunk(rb, fn, ctx, n, tid);
-        pthread_mutex_lock(&rb->mu);
-        if (--rb->pending == 0) pthread_cond_signal(&rb->done);
+        seen = wait_for_work(rb, seen);
+        if (atomic_load(&rb->quit)) break;
+        run_chunk(rb, rb->fn, rb->ctx, rb->n_items, tid);
+        if (atomic_fetch_sub_explicit(&rb->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&rb->mu);
+            pthread_cond_signal(&rb->done);
+            pthread_mutex_unlock(&rb->mu);
+        }
     }
-    pthread_mutex_unlock(&rb->mu);
     return NULL;
 }
 
-static void run(ref_backend *rb, task_fn fn, void *ctx, size_t n)
+static void run_grain(ref_backend *rb, task_fn fn, void *ctx, size_t n, size_t grain)
 {
     if (rb->n_threads == 1 || n < 2) {
         if (n) fn(ctx, 0, 0, n);
         return;
     }
-    pthread_mutex_lock(&rb->mu);
     rb->fn = fn;
     rb->ctx = ctx;
     rb->n_items = n;
-    rb->pending = rb->n_threads - 1;
-    rb->gen++;
+    rb->grain = grain;
+    atomic_store_explicit(&rb->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&rb->pending, rb->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rb->gen, 1, memory_order_release);
+    pthread_mutex_lock(&rb->mu); /* wakes the workers that went to sleep */
     pthread_cond_broadcast(&rb->go);
     pthread_mutex_unlock(&rb->mu);
     run_chunk(rb, fn, ctx, n, 0);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned i = 0; atomic_load_explicit(&rb->pending, memory_order_acquire); i++) {
+        cpu_relax();
+        if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
+    }
     pthread_mutex_lock(&rb->mu);
-    while (rb->pending) pthread_cond_wait(&rb->done, &rb->mu);
+    while (atomic_load_explicit(&rb->pending, memory_order_acquire)) pthread_cond_wait(&rb->done, &rb->mu);
     pthread_mutex_unlock(&rb->mu);
+}
+
+static void run(ref_backend *rb, task_fn fn, void *ctx, size_t n)
+{
+    run_grain(rb, fn, ctx, n, 0);
 }
 
 static ld_status need_scratch(ref_backend *rb, size_t n, ld_error *err)
@@ -113,8 +187,8 @@ static ld_status need_scratch(ref_backend *rb, size_t n, ld_error *err)
 static void destroy(ld_backend *be)
 {
     ref_backend *rb = (ref_backend *)be;
+    atomic_store(&rb->quit, 1);
     pthread_mutex_lock(&rb->mu);
-    rb->quit = 1;
     pthread_cond_broadcast(&rb->go);
     pthread_mutex_unlock(&rb->mu);
     for (int i = 0; i < rb->n_started; i++) pthread_join(rb->threads[i], NULL);
@@ -123,6 +197,7 @@ static void destroy(ld_backend *be)
     pthread_cond_destroy(&rb->done);
     for (int i = 0; i < rb->n_threads; i++) free(rb->scratch[i]);
     free(rb->scratch);
+    free(rb->prep);
     free(rb->threads);
     free(rb);
 }
@@ -275,6 +350,12 @@ static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
 static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
+    if (c->rb->fast) {
+        ld_cpu_matmul(c->out, c->a, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                      c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
+                      c->rb->scratch[tid], i0, i1);
+        return;
+    }
     ld_ref_matmul_ex(c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
                      c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows,
                      c->w->rope_hd, c->rb->scratch[tid], i0, i1);
@@ -290,9 +371,20 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
-    LD_TRY(need_scratch(rb, (size_t)w->cols, err));
+    LD_TRY(need_scratch(rb, rb->fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
+    if (rb->fast) {
+        size_t np = ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
+        if (np > rb->prep_cap) {
+            float *p = realloc(rb->prep, np * sizeof *p);
+            if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
+            rb->prep = p;
+            rb->prep_cap = np;
+        }
+        ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
+    }
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
-    run(rb, t_matmul, &c, (size_t)w->rows);
+    size_t grain = (size_t)w->rows / ((size_t)rb->n_threads * 8);
+    run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 2 ? 2 : grain + grain % 2);
     return LD_OK;
 }
 
@@ -325,6 +417,11 @@ static ld_status kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int 
 static void t_attention(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
+    if (c->rb->fast) {
+        ld_cpu_attention(c->out, c->a, c->b, c->c, c->n_heads, c->n_kv, c->hd, c->pos0, c->window, c->scale,
+                         c->rb->scratch[tid], i0, i1);
+        return;
+    }
     ld_ref_attention(c->out, c->a, c->b, c->c, c->n_heads, c->n_kv, c->hd, c->pos0, c->window,
                      c->scale, c->rb->scratch[tid], i0, i1);
 }
@@ -396,34 +493,37 @@ static ld_status softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows,
     return LD_OK;
 }
 
-static const ld_backend_ops ref_ops = {
-    .name = "ref",
-    .destroy = destroy,
-    .buf_alloc = buf_alloc,
-    .buf_free = buf_free,
-    .buf_write = buf_write,
-    .buf_read = buf_read,
-    .weight_load = weight_load,
-    .weight_free = weight_free,
-    .embed = embed,
-    .rmsnorm = rmsnorm,
-    .matmul = matmul,
-    .rope = rope,
-    .kv_store = kv_store,
-    .attention = attention,
-    .swiglu = swiglu,
-    .add = add,
-    .softmax = softmax,
-};
+#define OP_TABLE                 \
+    .destroy = destroy,           \
+    .buf_alloc = buf_alloc,       \
+    .buf_free = buf_free,         \
+    .buf_write = buf_write,       \
+    .buf_read = buf_read,         \
+    .weight_load = weight_load,   \
+    .weight_free = weight_free,   \
+    .embed = embed,               \
+    .rmsnorm = rmsnorm,           \
+    .matmul = matmul,             \
+    .rope = rope,                 \
+    .kv_store = kv_store,         \
+    .attention = attention,       \
+    .swiglu = swiglu,             \
+    .add = add,                   \
+    .softmax = softmax
 
-ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err)
+static const ld_backend_ops ref_ops = {.name = "ref", OP_TABLE};
+static const ld_backend_ops cpu_ops = {.name = "cpu", OP_TABLE};
+#undef OP_TABLE
+
+static ld_status create(int n_threads, int fast, ld_backend **out, ld_error *err)
 {
     *out = NULL;
     if (n_threads < 1 || n_threads > 1024)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "thread count %d outside [1, 1024]", n_threads);
     ref_backend *rb = calloc(1, sizeof *rb);
     if (!rb) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    rb->base.ops = &ref_ops;
+    rb->base.ops = fast ? &cpu_ops : &ref_ops;
+    rb->fast = fast;
     rb->n_threads = n_threads;
     rb->threads = calloc((size_t)n_threads, sizeof *rb->threads);
     rb->scratch = calloc((size_t)n_threads, sizeof *rb->scratch);
@@ -451,4 +551,14 @@ ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err)
     }
     *out = &rb->base;
     return LD_OK;
+}
+
+ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    return create(n_threads, 0, out, err);
+}
+
+ld_status ld_backend_cpu_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    return create(n_threads, 1, out, err);
 }

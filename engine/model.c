@@ -49,6 +49,38 @@ static ld_status bind(const ld_safetensors *st, ld_model_tensor *mt, int optiona
     return LD_OK;
 }
 
+uint64_t ld_model_tensor_bytes(const ld_model_tensor *t)
+{
+    return t->st ? t->st->n_bytes : t->gg ? t->gg->n_bytes : 0;
+}
+
+/* the sum over the layers' tensors */
+static uint64_t layer_bytes(const ld_model_layer *L)
+{
+    const ld_model_tensor *ts[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv,
+                                   &L->bo, &L->q_norm, &L->k_norm, &L->ffn_norm, &L->w_gate, &L->w_up,
+                                   &L->w_down, &L->b_gate, &L->b_up, &L->b_down};
+    uint64_t n = 0;
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) n += ld_model_tensor_bytes(ts[i]);
+    return n;
+}
+
+uint64_t ld_model_weight_bytes(const ld_model *m)
+{
+    uint64_t n = ld_model_tensor_bytes(&m->embed) + ld_model_tensor_bytes(&m->norm);
+    if (!m->cfg.tie_embeddings) n += ld_model_tensor_bytes(&m->lm_head);
+    for (int l = 0; l < m->cfg.n_layers; l++) n += layer_bytes(&m->layers[l]);
+    return n;
+}
+
+uint64_t ld_model_decode_bytes(const ld_model *m)
+{
+    uint64_t table = ld_model_tensor_bytes(&m->embed);
+    uint64_t row = m->cfg.vocab > 0 ? table / (uint64_t)m->cfg.vocab : 0;
+    /* the table is read as the lm_head when tied, else one row of it */
+    return ld_model_weight_bytes(m) - table + (m->cfg.tie_embeddings ? table : row);
+}
+
 void ld_model_close(ld_model *m)
 {
     if (!m) return;

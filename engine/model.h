@@ -74,6 +74,18 @@ ld_status ld_model_find_gguf(const char *path, char **gguf, ld_error *err);
  * ld_model_find_gguf says), else an HF directory (ld_model_open). */
 ld_status ld_model_open_any(const char *path, ld_model **out, ld_error *err);
 
+/* Bytes of one bound tensor in its file (0 when absent). */
+uint64_t ld_model_tensor_bytes(const ld_model_tensor *t);
+
+/* Bytes of all the bound weights: what the mappings hold in memory once
+ * every weight has been read. */
+uint64_t ld_model_weight_bytes(const ld_model *m);
+
+/* Bytes of weights one decode step reads: every weight once (the lm_head,
+ * tied or not, whole), but of the embedding table only the token's row.
+ * Divided by a memory bandwidth: the roofline of decode speed. */
+uint64_t ld_model_decode_bytes(const ld_model *m);
+
 void ld_model_close(ld_model *m);
 
 #endif /* LD_MODEL_H */

@@ -90,7 +90,7 @@ static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err
         sc = get(root, "rope_scaling");
         if (sc && !cJSON_IsObject(sc)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'rope_scaling' is not an object");
     }
-    double theta;
+    double theta = 10000.0;
     LD_TRY(get_num(rp ? rp : root, rp ? where : "", "rope_theta", 10000.0, 0, &theta, err));
     c->rope_theta = theta;
     c->rope_type = LD_ROPE_DEFAULT;

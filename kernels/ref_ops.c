@@ -152,10 +152,30 @@ void ld_ref_rope(float *x, int n_heads, int head_dim, const float *inv_freq,
     }
 }
 
+static float dot_seq(const float *a, const float *b, int n)
+{
+    float d = 0.0f;
+    for (int i = 0; i < n; i++) d += a[i] * b[i];
+    return d;
+}
+
+static void axpy_seq(float *o, float p, const float *v, int n)
+{
+    for (int i = 0; i < n; i++) o[i] += p * v[i];
+}
+
 void ld_ref_attention(float *out, const float *q, const float *kcache,
                       const float *vcache, int n_heads, int n_kv, int hd,
                       int pos0, int window, float scale, float *scores,
                       size_t i0, size_t i1)
+{
+    ld_attention_with(dot_seq, axpy_seq, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores,
+                      i0, i1);
+}
+
+void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out, const float *q, const float *kcache,
+                       const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
+                       float *scores, size_t i0, size_t i1)
 {
     int group = n_heads / n_kv;
     size_t qrow = (size_t)n_heads * (size_t)hd, kvrow = (size_t)n_kv * (size_t)hd;
@@ -166,10 +186,7 @@ void ld_ref_attention(float *out, const float *q, const float *kcache,
         const float *qv = q + (size_t)t * qrow + (size_t)h * (size_t)hd;
         float mx = -INFINITY;
         for (int j = lo; j <= pos; j++) {
-            const float *kv = kcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd;
-            float d = 0.0f;
-            for (int i = 0; i < hd; i++) d += qv[i] * kv[i];
-            d *= scale;
+            float d = dot(qv, kcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd, hd) * scale;
             scores[j] = d;
             if (d > mx) mx = d;
         }
@@ -180,11 +197,8 @@ void ld_ref_attention(float *out, const float *q, const float *kcache,
         }
         float *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
         for (int i = 0; i < hd; i++) o[i] = 0.0f;
-        for (int j = lo; j <= pos; j++) {
-            float p = scores[j] / sum;
-            const float *vv = vcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd;
-            for (int i = 0; i < hd; i++) o[i] += p * vv[i];
-        }
+        for (int j = lo; j <= pos; j++)
+            axpy(o, scores[j] / sum, vcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd, hd);
     }
 }
 

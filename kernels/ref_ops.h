@@ -78,6 +78,18 @@ void ld_ref_attention(float *out, const float *q, const float *kcache,
                       int pos0, int window, float scale, float *scores,
                       size_t i0, size_t i1);
 
+/* ld_ref_attention with its two inner loops given: dot(q, k, hd) for the
+ * scores (the reference: one accumulator in index order) and
+ * axpy(o, p, v, hd) for o += p * v (the reference: o[i] += p * v[i], two
+ * roundings); the fast kernels (cpu_ops.h) pass theirs. */
+typedef float (*ld_dot_fn)(const float *a, const float *b, int n);
+typedef void (*ld_axpy_fn)(float *o, float p, const float *v, int n);
+void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out,
+                       const float *q, const float *kcache,
+                       const float *vcache, int n_heads, int n_kv, int hd,
+                       int pos0, int window, float scale, float *scores,
+                       size_t i0, size_t i1);
+
 /* out[i] = silu(gate[i]) * up[i], i in [i0, i1) */
 void ld_ref_swiglu(float *out, const float *gate, const float *up, size_t i0,
                    size_t i1);

@@ -61,10 +61,15 @@ typedef struct ld_replay_engine ld_replay_engine;
 /* Opens the model at `dir`: an HF model directory (config.json, safetensors;
  * engine/model.h) with its tokenizer.json when there is one, or a GGUF file
  * (or a directory holding only one) with the tokenizer of its vocabulary; on
- * the reference backend with `n_threads` threads.  A tokenizer that cannot be loaded is not
- * an error (tokens are then shown as ids): ld_replay_engine_tok_error says
- * why. */
-ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine **out, ld_error *err);
+ * the CPU backend `backend` ("cpu", the fast one, when NULL; or "ref", the
+ * plain reference; see engine/backend.h) with `n_threads` threads.  A
+ * tokenizer that cannot be loaded is not an error (tokens are then shown as
+ * ids): ld_replay_engine_tok_error says why. */
+ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
+                                ld_error *err);
+
+/* The name of the backend the engine runs on ("cpu", "ref"). */
+const char *ld_replay_engine_backend(const ld_replay_engine *e);
 
 /* The tokenizer (NULL when none) and, when none, why ("" when the directory
  * has no tokenizer.json). */

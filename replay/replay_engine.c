@@ -11,7 +11,15 @@
 #include "model.h"
 #include "replay_internal.h"
 
-ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine **out, ld_error *err)
+static ld_status open_backend(const char *name, int n_threads, ld_backend **be, ld_error *err)
+{
+    if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create(n_threads, be, err);
+    if (strcmp(name, "ref") == 0) return ld_backend_ref_create(n_threads, be, err);
+    return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref)", name);
+}
+
+ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
+                                ld_error *err)
 {
     *out = NULL;
     if (n_threads < 1) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d threads: give at least 1", n_threads);
@@ -20,7 +28,7 @@ ld_status ld_replay_engine_open(const char *dir, int n_threads, ld_replay_engine
     char *gguf = NULL;
     ld_status st = ld_model_find_gguf(dir, &gguf, err);
     if (st == LD_OK) st = gguf ? ld_model_open_gguf(gguf, &e->model, err) : ld_model_open(dir, &e->model, err);
-    if (st == LD_OK) st = ld_backend_ref_create(n_threads, &e->be, err);
+    if (st == LD_OK) st = open_backend(backend, n_threads, &e->be, err);
     if (st != LD_OK) {
         if (gguf && err && err->path == gguf) err->path = dir;
         free(gguf);
@@ -78,6 +86,11 @@ int ld_replay_engine_vocab(const ld_replay_engine *e)
 int ld_replay_engine_context(const ld_replay_engine *e)
 {
     return e->model->cfg.max_pos;
+}
+
+const char *ld_replay_engine_backend(const ld_replay_engine *e)
+{
+    return e->be->ops->name;
 }
 
 const char *ld_replay_engine_arch(const ld_replay_engine *e)

@@ -21,7 +21,7 @@
 
 static float *load_f32(const char *dir, const char *file, size_t n)
 {
-    char path[512];
+    char path[1100];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -83,14 +83,23 @@ static int load_seqs(const char *dir, seq *seqs, int max)
     return n;
 }
 
-/* Run `toks` through a fresh session of `m`, `threads` threads, in calls of
- * `call` tokens (0: all at once) with chunks of at most `batch`. */
-static ld_status run(const ld_model *m, int threads, int batch, int call, const int32_t *toks, int T,
-                     float *logits, float *hidden, ld_error *err)
+/* The CPU backends: every check runs on each. */
+typedef struct backend_kind {
+    const char *name;
+    ld_status (*create)(int n_threads, ld_backend **out, ld_error *err);
+} backend_kind;
+static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", ld_backend_cpu_create}};
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
+/* Run `toks` through a fresh session of `m` on backend `bk`, `threads`
+ * threads, in calls of `call` tokens (0: all at once) with chunks of at
+ * most `batch`. */
+static ld_status run_on(const backend_kind *bk, const ld_model *m, int threads, int batch, int call,
+                        const int32_t *toks, int T, float *logits, float *hidden, ld_error *err)
 {
     ld_backend *be = NULL;
     ld_session *s = NULL;
-    ld_status st = ld_backend_ref_create(threads, &be, err);
+    ld_status st = bk->create(threads, &be, err);
     if (st == LD_OK) st = ld_session_create(m, be, 64, batch, &s, err);
     size_t V = (size_t)m->cfg.vocab;
     for (int t0 = 0; st == LD_OK && t0 < T;) {
@@ -114,6 +123,12 @@ static ld_status run(const ld_model *m, int threads, int batch, int call, const 
     return st;
 }
 
+static ld_status run(const ld_model *m, int threads, int batch, int call, const int32_t *toks, int T,
+                     float *logits, float *hidden, ld_error *err)
+{
+    return run_on(&backends[0], m, threads, batch, call, toks, T, logits, hidden, err);
+}
+
 static int open_model(const char *name, ld_model **m)
 {
     char dir[512];
@@ -127,7 +142,7 @@ static int open_model(const char *name, ld_model **m)
 
 /* ------------------------------------------------------------ against transformers */
 
-static int check_model(const char *name, double tol, double native_tol)
+static int check_model_on(const backend_kind *bk, const char *name, double tol, double native_tol)
 {
     char dir[512];
     snprintf(dir, sizeof dir, MDIR "%s", name);
@@ -146,10 +161,11 @@ static int check_model(const char *name, double tol, double native_tol)
         CHECK(ref_l && ref_h && l && h);
         ld_error err;
         ld_error_clear(&err);
-        ld_status st = run(m, 2, 64, 0, q->tokens, q->T, l, h, &err);
+        ld_status st = run_on(bk, m, 2, 64, 0, q->tokens, q->T, l, h, &err);
         CHECK_MSG(st == LD_OK, "%s", err.msg);
         double mx, e = nerr(l, ref_l, T * V, &mx);
-        fprintf(stderr, "  %-12s seq %d (%2zu tokens): logits nerr %.3g max|d| %.3g;", name, i, T, e, mx);
+        fprintf(stderr, "  %s %-12s seq %d (%2zu tokens): logits nerr %.3g max|d| %.3g;", bk->name, name, i, T, e,
+                mx);
         if (!(e < tol)) bad = 1;
         for (size_t p = 0; p < P; p++) {
             double eh = nerr(h + p * T * D, ref_h + p * T * D, T * D, NULL);
@@ -172,7 +188,14 @@ static int check_model(const char *name, double tol, double native_tol)
         free(h);
     }
     ld_model_close(m);
-    CHECK_MSG(!bad, "%s: error above %g", name, tol);
+    CHECK_MSG(!bad, "%s on %s: error above %g", name, bk->name, tol);
+    return 0;
+}
+
+static int check_model(const char *name, double tol, double native_tol)
+{
+    for (int b = 0; b < N_BACKENDS; b++)
+        if (check_model_on(&backends[b], name, tol, native_tol)) return 1;
     return 0;
 }
 
@@ -229,7 +252,7 @@ static int test_forward_mistral_sliding_window(void) { return check_model("mistr
 
 /* ------------------------------------------------------------ determinism */
 
-static int check_deterministic(const char *name)
+static int check_deterministic_on(const backend_kind *bk, const char *name)
 {
     char dir[512];
     snprintf(dir, sizeof dir, MDIR "%s", name);
@@ -245,7 +268,7 @@ static int check_deterministic(const char *name)
     CHECK(base && l && hbase && h);
     ld_error err;
     ld_error_clear(&err);
-    CHECK_MSG(run(m, 1, 64, 0, q->tokens, q->T, base, hbase, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(run_on(bk, m, 1, 64, 0, q->tokens, q->T, base, hbase, &err) == LD_OK, "%s", err.msg);
     /* threads x (batch, call): one prefill, chunks, calls of uneven size,
      * token by token */
     static const int shapes[][2] = {{64, 0}, {1, 0}, {3, 0}, {5, 0}, {64, 1}, {64, 4}, {2, 7}, {64, 11}};
@@ -253,17 +276,24 @@ static int check_deterministic(const char *name)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
             memset(l, 0, n * sizeof *l);
             memset(h, 0, nh * sizeof *h);
-            CHECK_MSG(run(m, threads, shapes[k][0], shapes[k][1], q->tokens, q->T, l, h, &err) == LD_OK, "%s",
-                      err.msg);
+            CHECK_MSG(run_on(bk, m, threads, shapes[k][0], shapes[k][1], q->tokens, q->T, l, h, &err) == LD_OK,
+                      "%s", err.msg);
             CHECK_MSG(memcmp(l, base, n * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0,
-                      "%s: %d threads, batch %d, calls of %d differ from 1 thread in one prefill", name, threads,
-                      shapes[k][0], shapes[k][1]);
+                      "%s on %s: %d threads, batch %d, calls of %d differ from 1 thread in one prefill", name,
+                      bk->name, threads, shapes[k][0], shapes[k][1]);
         }
     free(base);
     free(l);
     free(hbase);
     free(h);
     ld_model_close(m);
+    return 0;
+}
+
+static int check_deterministic(const char *name)
+{
+    for (int b = 0; b < N_BACKENDS; b++)
+        if (check_deterministic_on(&backends[b], name)) return 1;
     return 0;
 }
 

@@ -100,7 +100,7 @@ static int setup(ld_replay_engine **e, recs *o, cJSON **ex)
     *e = NULL;
     *ex = NULL;
     memset(o, 0, sizeof *o);
-    if (ld_replay_engine_open(MODEL, 2, e, &err) != LD_OK) {
+    if (ld_replay_engine_open(MODEL, NULL, 2, e, &err) != LD_OK) {
         fprintf(stderr, "  engine: %s\n", err.msg);
         return 0;
     }
@@ -323,8 +323,8 @@ out:
     return rc;
 }
 
-/* The same numbers with 1 and 3 threads, and over the ids entry point. */
-static int test_replay_deterministic_over_threads(void)
+/* The same numbers with 1 and 3 threads of `backend`, over the ids entry point. */
+static int deterministic_over_threads(const char *backend)
 {
     ld_replay_engine *e1 = NULL, *e3 = NULL;
     ld_replay_result a = { 0 }, b = { 0 };
@@ -340,7 +340,8 @@ static int test_replay_deterministic_over_threads(void)
     for (int i = 0; i < no; i++) outp[i] = cJSON_GetArrayItem(oj, i)->valueint;
     cJSON_Delete(ex);
     int rc = 1;
-    if (ld_replay_engine_open(MODEL, 1, &e1, &err) || ld_replay_engine_open(MODEL, 3, &e3, &err)) goto out;
+    if (ld_replay_engine_open(MODEL, backend, 1, &e1, &err) || ld_replay_engine_open(MODEL, backend, 3, &e3, &err))
+        goto out;
     if (ld_replay_ids(e1, prompt, (size_t)np, outp, (size_t)no, NULL, NULL, &a, &err) ||
         ld_replay_ids(e3, prompt, (size_t)np, outp, (size_t)no, NULL, NULL, &b, &err))
         goto out;
@@ -359,6 +360,13 @@ out:
     return rc;
 }
 
+static int test_replay_deterministic_over_threads(void)
+{
+    CHECK(deterministic_over_threads("ref") == 0);
+    CHECK(deterministic_over_threads("cpu") == 0);
+    return 0;
+}
+
 /* The log has only the prompt text: tokenized with model/tokenizer.json (HF
  * tokenizers' ids in expect.json), then replayed consistent. */
 static int test_replay_prompt_text_tokenized(void)
@@ -372,7 +380,7 @@ static int test_replay_prompt_text_tokenized(void)
     memset(&o, 0, sizeof o);
     cJSON *ex = load_expect();
     if (!ex || !read_log(&o)) goto out;
-    if (ld_replay_engine_open(FIXDIR "/model", 1, &e, &err) != LD_OK || !ld_replay_engine_tok(e)) goto out;
+    if (ld_replay_engine_open(FIXDIR "/model", "ref", 1, &e, &err) != LD_OK || !ld_replay_engine_tok(e)) goto out;
     const ld_request *r = by_rid(&o, "rp-text-only");
     cJSON *w = expect_req(ex, "rp-text-only");
     if (!r || !w || ld_replay_request(e, r, NULL, &res, &err) != LD_OK) goto out;
@@ -399,10 +407,13 @@ static int test_replay_engine_errors(void)
     ld_replay_engine *e = NULL;
     ld_error err;
     ld_error_clear(&err);
-    CHECK(ld_replay_engine_open(FIXDIR, 1, &e, &err) != LD_OK); /* no config.json */
+    CHECK(ld_replay_engine_open(FIXDIR, NULL, 1, &e, &err) != LD_OK); /* no config.json */
     CHECK(e == NULL);
-    CHECK_EQ_INT(ld_replay_engine_open(MODEL, 0, &e, &err), LD_ERR_USAGE);
-    CHECK(ld_replay_engine_open(MODEL, 1, &e, &err) == LD_OK);
+    CHECK_EQ_INT(ld_replay_engine_open(MODEL, NULL, 0, &e, &err), LD_ERR_USAGE);
+    CHECK_EQ_INT(ld_replay_engine_open(MODEL, "gpu", 1, &e, &err), LD_ERR_USAGE);
+    CHECK(e == NULL);
+    CHECK(ld_replay_engine_open(MODEL, NULL, 1, &e, &err) == LD_OK);
+    CHECK_EQ_STR(ld_replay_engine_backend(e), "cpu");
     CHECK(ld_replay_engine_tok(e) == NULL);
     CHECK_EQ_STR(ld_replay_engine_tok_error(e), "");
     CHECK_EQ_INT(ld_replay_engine_vocab(e), 300);

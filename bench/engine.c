@@ -1,0 +1,188 @@
+/* engine.c - bench_engine: prefill and decode speed of logdiff's engine on a
+ * model, and what bounds it: the memory bandwidth of this machine, measured
+ * in the same process before the model is opened.  Driven by
+ * bench/replay.sh (see bench/README.md).  Two modes, two processes, so that
+ * the bandwidth buffer does not count in the engine's peak memory:
+ *
+ *   bench_engine --bandwidth MB [--threads N]
+ *     bandwidth_gbs    best of 5 reads of an MB MiB buffer (far above any
+ *                      cache) by N threads, each summing its share in eight
+ *                      fp32 lanes (the read pattern of a matmul over a
+ *                      weight matrix); GB = 10^9 bytes
+ *
+ *   bench_engine --model PATH [--backend cpu|ref] [--threads N]
+ *                [--prompt N] [--decode N]
+ *     weight_bytes     the bound weights (engine/model.h)
+ *     decode_bytes     weight bytes one decode step reads
+ *     prefill_tps      --prompt random token ids (seed 1) in one call
+ *     decode_tps       --decode tokens one at a time after the prompt, each
+ *                      with its logits and the greedy choice fed back
+ *     kv_bytes         the session's KV cache
+ *     rss_peak_bytes   peak resident set of the process (getrusage)
+ *
+ * Exit status 0, or 2 with a message when something cannot run.
+ */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <pthread.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "model.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct bw_part {
+    const float *p;
+    size_t n;
+    float sum;
+} bw_part;
+
+static void *bw_read(void *arg)
+{
+    bw_part *b = arg;
+    float lane[8] = {0};
+    for (size_t i = 0; i + 8 <= b->n; i += 8)
+        for (int l = 0; l < 8; l++) lane[l] += b->p[i + (size_t)l];
+    b->sum = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
+    return NULL;
+}
+
+static double bandwidth(size_t mb, int threads)
+{
+    size_t n = mb << 18; /* floats */
+    float *p = mmap(NULL, n * sizeof *p, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 0;
+    for (size_t i = 0; i < n; i++) p[i] = (float)(i & 1023);
+    double best = 0, sink = 0;
+    bw_part parts[64];
+    pthread_t th[64];
+    if (threads > 64) threads = 64;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now();
+        for (int i = 0; i < threads; i++) {
+            parts[i].p = p + n * (size_t)i / (size_t)threads;
+            parts[i].n = n / (size_t)threads;
+            if (i) pthread_create(&th[i], NULL, bw_read, &parts[i]);
+        }
+        bw_read(&parts[0]);
+        for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
+        double gbs = (double)(n * sizeof *p) / (now() - t0) / 1e9;
+        for (int i = 0; i < threads; i++) sink += parts[i].sum;
+        if (gbs > best) best = gbs;
+    }
+    munmap(p, n * sizeof *p);
+    return sink == -1.0 ? 0 : best; /* the sums are used, so the reads stay */
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = NULL, *backend = "cpu";
+    int threads = 2, prompt = 128, decode = 64;
+    long bw_mb = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--prompt")) prompt = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bandwidth")) bw_mb = atol(argv[i + 1]);
+        else {
+            fprintf(stderr, "bench_engine: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (threads >= 1 && bw_mb > 0) {
+        double bw = bandwidth((size_t)bw_mb, threads);
+        if (bw <= 0) {
+            fprintf(stderr, "bench_engine: cannot map %ld MiB\n", bw_mb);
+            return 2;
+        }
+        printf("bandwidth_gbs %.3f\nthreads %d\n", bw, threads);
+        return 0;
+    }
+    if (!model || threads < 1 || prompt < 1 || decode < 1) {
+        fprintf(stderr, "usage: bench_engine --bandwidth MB [--threads N]\n"
+                        "       bench_engine --model PATH [--backend cpu|ref] [--threads N] [--prompt N] "
+                        "[--decode N]\n");
+        return 2;
+    }
+    ld_error err;
+    ld_error_clear(&err);
+    ld_model *m = NULL;
+    ld_backend *be = NULL;
+    ld_session *s = NULL;
+    int max_seq = prompt + decode;
+    ld_status st = ld_model_open_any(model, &m, &err);
+    if (st == LD_OK)
+        st = !strcmp(backend, "ref") ? ld_backend_ref_create(threads, &be, &err)
+                                     : ld_backend_cpu_create(threads, &be, &err);
+    if (st == LD_OK && max_seq > m->cfg.max_pos) max_seq = m->cfg.max_pos;
+    if (st == LD_OK) st = ld_session_create(m, be, max_seq, prompt, &s, &err);
+    if (st != LD_OK) {
+        fprintf(stderr, "bench_engine: %s: %s\n", model, err.msg);
+        return 2;
+    }
+    int V = m->cfg.vocab;
+    int32_t *toks = malloc((size_t)prompt * sizeof *toks);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!toks || !logits) return 2;
+    uint64_t r = 1;
+    for (int i = 0; i < prompt; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        toks[i] = (int32_t)((r >> 33) % (uint64_t)V);
+    }
+    /* the prompt but its last token in one call, then the last with logits */
+    double t0 = now();
+    st = prompt > 1 ? ld_session_eval(s, toks, prompt - 1, NULL, NULL, &err) : LD_OK;
+    if (st == LD_OK) st = ld_session_eval(s, toks + prompt - 1, 1, logits, NULL, &err);
+    double t_prefill = now() - t0;
+    int n_dec = 0;
+    t0 = now();
+    for (; st == LD_OK && n_dec < decode && ld_session_pos(s) < max_seq; n_dec++) {
+        int32_t next = argmax(logits, V);
+        st = ld_session_eval(s, &next, 1, logits, NULL, &err);
+    }
+    double t_decode = now() - t0;
+    if (st != LD_OK) {
+        fprintf(stderr, "bench_engine: %s\n", err.msg);
+        return 2;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const ld_model_config *c = &m->cfg;
+    uint64_t kv = 2ull * (uint64_t)c->n_layers * (uint64_t)max_seq * (uint64_t)c->n_kv_heads *
+                  (uint64_t)c->head_dim * sizeof(float);
+    uint64_t dec_bytes = ld_model_decode_bytes(m);
+    printf("backend %s\nthreads %d\n", be->ops->name, threads);
+    printf("weight_bytes %llu\n", (unsigned long long)ld_model_weight_bytes(m));
+    printf("decode_bytes %llu\n", (unsigned long long)dec_bytes);
+    printf("prompt_tokens %d\nprefill_tps %.2f\n", prompt, prompt / t_prefill);
+    printf("decode_tokens %d\ndecode_tps %.2f\n", n_dec, n_dec / t_decode);
+    printf("kv_bytes %llu\n", (unsigned long long)kv);
+    printf("rss_peak_bytes %lld\n", (long long)ru.ru_maxrss * 1024);
+    free(toks);
+    free(logits);
+    ld_session_destroy(s);
+    ld_backend_destroy(be);
+    ld_model_close(m);
+    return 0;
+}

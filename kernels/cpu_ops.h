@@ -1,0 +1,89 @@
+/* cpu_ops.h - the fast fp32 CPU kernels: the "cpu" backend's matmul and
+ * attention.
+ *
+ * The reference (ref_ops.h) sums a dot product in index order with one
+ * accumulator, which is easy to state but latency-bound: a few GFLOP/s.
+ * The kernels here keep the reference's contract (fp32, a fixed reduction
+ * order that is a function of the shapes only, each output computed by one
+ * call, the same whatever the thread split or the number of tokens in the
+ * call) with a different, equally fixed order that SIMD units can run:
+ *
+ *   hsum8(a)  = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+ *   fma(a,b,c) = a * b + c rounded once (C's fmaf)
+ *
+ *   Plain rows (F32, F16, BF16, and Q4_K, Q6_K dequantized exactly into
+ *   fp32 first): eight lane accumulators acc[l] = fma(w[k], x[k], acc[l])
+ *   for k = 8j + l in order of j; the K % 8 tail in a ninth, sequential
+ *   accumulator; out = hsum8(acc) + tail (+ bias).
+ *
+ *   Blocks of 32 (Q4_0, Q4_1, Q8_0), weight = d * q (+ m): the integer q
+ *   stays exact, so per block, with s[l] = 0 and for g = 0..3
+ *   s[l] = fma(q[e], x[e], s[l]) where e = e(g, l) is the element in lane
+ *   l of group g; then acc[l] = fma(d, s[l], acc[l]).  For Q8_0
+ *   e = 8g + l; for Q4_0 and Q4_1 e = 4g + l (l < 4), 16 + 4g + l - 4
+ *   (l >= 4): the low then the high nibbles of bytes 4g..4g+3, which a
+ *   vector unit gets from one broadcast word without shuffles (the
+ *   activations are put in that order once per matmul: the prep step).
+ *   Q4_1's offsets use the block sums of x (xs = hsum8 of the lanes
+ *   v[l] = ((x[l] + x[8+l]) + x[16+l]) + x[24+l]) in a sequential
+ *   accumulator macc = fma(m, xs, macc); out = (hsum8(acc) + macc) + bias
+ *   (macc = 0 for Q4_0 and Q8_0, bias = 0 when none; plain rows likewise
+ *   (hsum8(acc) + tail) + bias).
+ *
+ * This is algebraically the reference's sum but rounds differently: results
+ * agree with ref_ops to a few ulps of the dot product's magnitude, which
+ * tests/engine/test_cpu_ops.c checks op by op, as llama.cpp's backend tests
+ * compare every backend with the CPU one.  On x86-64 with AVX2, FMA and
+ * F16C the same arithmetic runs eight lanes at a time; elsewhere (or with
+ * LD_CPU_PORTABLE set in the environment) a portable C twin computes it
+ * with fmaf, and the two give the same bits (the tests check that too), so
+ * a replay's numbers do not depend on the machine's vector unit.
+ */
+#ifndef LD_CPU_OPS_H
+#define LD_CPU_OPS_H
+
+#include <stddef.h>
+
+#include "ref_ops.h"
+
+/* Floats of per-thread scratch ld_cpu_matmul needs for T rows of K. */
+size_t ld_cpu_matmul_scratch(ld_kdt dt, int T, int K);
+
+/* The prep step: once per matmul (not per thread), x [T][K] rearranged for
+ * weights of type dt into `prep`, ld_cpu_matmul_prep_size floats (0: the
+ * type needs none, and prep may be NULL). */
+size_t ld_cpu_matmul_prep_size(ld_kdt dt, int T, int K);
+void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K);
+
+/* out[t][n] = x[t] . w[rope_row(n)] (+ bias[n]), t in [0, T), n in
+ * [i0, i1): as ld_ref_matmul_ex (same arguments and row order), with the
+ * summation order above; `prep` from ld_cpu_matmul_prep on this x;
+ * `scratch` holds ld_cpu_matmul_scratch floats. */
+void ld_cpu_matmul(float *out, const float *x, const float *prep,
+                   const void *w, ld_kdt dt, const void *bias,
+                   ld_kdt bias_dt, int T, int K, int N, int rope_hd,
+                   float *scratch, size_t i0, size_t i1);
+
+/* The same with the portable C twin whatever the machine (for tests). */
+void ld_cpu_matmul_portable(float *out, const float *x, const float *prep,
+                            const void *w, ld_kdt dt, const void *bias,
+                            ld_kdt bias_dt, int T, int K, int N, int rope_hd,
+                            float *scratch, size_t i0, size_t i1);
+
+/* Causal attention as ld_ref_attention (same arguments), its dot products
+ * q . k summed as plain rows above, and the output accumulated as
+ * o[i] = fma(p_j, v_j[i], o[i]) over positions j in order; the softmax as
+ * the reference's (expf, one sequential sum). */
+void ld_cpu_attention(float *out, const float *q, const float *kcache,
+                      const float *vcache, int n_heads, int n_kv, int hd,
+                      int pos0, int window, float scale, float *scores,
+                      size_t i0, size_t i1);
+void ld_cpu_attention_portable(float *out, const float *q, const float *kcache,
+                               const float *vcache, int n_heads, int n_kv,
+                               int hd, int pos0, int window, float scale,
+                               float *scores, size_t i0, size_t i1);
+
+/* 1 when the kernels above run the vector code on this machine. */
+int ld_cpu_simd(void);
+
+#endif /* LD_CPU_OPS_H */

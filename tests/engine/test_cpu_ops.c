@@ -1,0 +1,250 @@
+/* test_cpu_ops.c - the fast CPU matmul (kernels/cpu_ops.h) against the
+ * reference (kernels/ref_ops.h), for every storage type, the way llama.cpp's
+ * backend tests hold every backend's ops to the CPU one:
+ *  - within the rounding bound of two fp32 summation orders
+ *    ((K + 16) * 2^-23 * sum |w x|) of the reference, element by element;
+ *  - the SIMD path and the portable twin give the same bits;
+ *  - a token's row is the same in a call of T tokens and alone, and any
+ *    split of the output columns gives the same bits;
+ *  - bias and the rope row order are applied as the reference does. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "ld_test.h"
+#include "ref_ops.h"
+#include "ref_quant.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static float uniform(void) /* [-1, 1) */
+{
+    return (float)((double)next_u32() / 2147483648.0 - 1.0);
+}
+
+/* an f16 of magnitude in [2^lo, 2^(hi+1)) with a random sign and mantissa */
+static uint16_t rand_f16(int lo, int hi)
+{
+    int e = lo + (int)(next_u32() % (uint32_t)(hi - lo + 1)) + 15;
+    return (uint16_t)((next_u32() & 1u) << 15 | (unsigned)e << 10 | (next_u32() & 1023u));
+}
+
+static uint16_t rand_bf16(void)
+{
+    int e = 120 + (int)(next_u32() % 10u);
+    return (uint16_t)((next_u32() & 1u) << 15 | (unsigned)e << 7 | (next_u32() & 127u));
+}
+
+static void put16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+typedef struct kind {
+    ld_kdt dt;
+    const char *name;
+    uint32_t ggml;
+    int block;
+} kind;
+
+static const kind kinds[] = {
+    {LD_KDT_F32, "f32", LD_GGML_F32, 1},      {LD_KDT_F16, "f16", LD_GGML_F16, 1},
+    {LD_KDT_BF16, "bf16", LD_GGML_BF16, 1},   {LD_KDT_Q4_0, "q4_0", LD_GGML_Q4_0, 32},
+    {LD_KDT_Q4_1, "q4_1", LD_GGML_Q4_1, 32},  {LD_KDT_Q8_0, "q8_0", LD_GGML_Q8_0, 32},
+    {LD_KDT_Q4_K, "q4_k", LD_GGML_Q4_K, 256}, {LD_KDT_Q6_K, "q6_k", LD_GGML_Q6_K, 256},
+};
+
+/* N rows of K elements of kind k, random, with sane scales; malloc'd */
+static void *rand_weights(const kind *k, int N, int K, size_t *size)
+{
+    size_t block = 1, bytes = 4;
+    ld_ref_quant_layout(k->ggml, &block, &bytes);
+    size_t n = (size_t)N * (size_t)K / block * bytes;
+    unsigned char *w = malloc(n);
+    if (!w) return NULL;
+    *size = n;
+    for (size_t i = 0; i < n; i++) w[i] = (unsigned char)next_u32();
+    size_t nb = n / bytes;
+    for (size_t b = 0; b < nb; b++) {
+        unsigned char *p = w + b * bytes;
+        switch (k->dt) {
+        case LD_KDT_F32: {
+            float f = uniform();
+            memcpy(p, &f, 4);
+            break;
+        }
+        case LD_KDT_F16: put16(p, rand_f16(-6, 0)); break;
+        case LD_KDT_BF16: put16(p, rand_bf16()); break;
+        case LD_KDT_Q4_0: case LD_KDT_Q8_0: put16(p, rand_f16(-9, -5)); break;
+        case LD_KDT_Q4_1: put16(p, rand_f16(-9, -5)); put16(p + 2, rand_f16(-6, -3)); break;
+        case LD_KDT_Q4_K: put16(p, rand_f16(-12, -9)); put16(p + 2, rand_f16(-12, -9)); break;
+        case LD_KDT_Q6_K: put16(p + 208, rand_f16(-14, -11)); break;
+        }
+    }
+    return w;
+}
+
+typedef struct mm {
+    const kind *k;
+    int T, K, N, rope_hd, with_bias;
+    void *w;
+    float *x, *bias, *deq; /* deq: the weights dequantized, [N][K] */
+} mm;
+
+static int mm_make(mm *m, const kind *k, int T, int K, int N, int rope_hd, int with_bias)
+{
+    memset(m, 0, sizeof *m);
+    m->k = k;
+    m->T = T;
+    m->K = K;
+    m->N = N;
+    m->rope_hd = rope_hd;
+    m->with_bias = with_bias;
+    size_t size;
+    m->w = rand_weights(k, N, K, &size);
+    m->x = malloc((size_t)T * (size_t)K * sizeof *m->x);
+    m->bias = malloc((size_t)N * sizeof *m->bias);
+    m->deq = malloc((size_t)N * (size_t)K * sizeof *m->deq);
+    if (!m->w || !m->x || !m->bias || !m->deq) return 1;
+    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) m->x[i] = uniform();
+    for (int i = 0; i < N; i++) m->bias[i] = uniform();
+    ld_ref_to_f32(m->deq, m->w, k->dt, 0, (size_t)N * (size_t)K);
+    return 0;
+}
+
+static void mm_free(mm *m)
+{
+    free(m->w);
+    free(m->x);
+    free(m->bias);
+    free(m->deq);
+}
+
+typedef void (*mm_fn)(float *, const float *, const float *, const void *, ld_kdt, const void *, ld_kdt, int, int,
+                      int, int, float *, size_t, size_t);
+
+static void ref_fn(float *out, const float *x, const float *prep, const void *w, ld_kdt dt, const void *bias,
+                   ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *row, size_t i0, size_t i1)
+{
+    (void)prep;
+    ld_ref_matmul_ex(out, x, w, dt, bias, bias_dt, T, K, N, rope_hd, row, i0, i1);
+}
+
+/* out = the whole matmul by `fn`, output columns split at `split` */
+static int mm_run(const mm *m, mm_fn fn, int T, const float *x, size_t split, float *out)
+{
+    size_t ns = fn == ref_fn ? (size_t)m->K : ld_cpu_matmul_scratch(m->k->dt, T, m->K);
+    size_t np = ld_cpu_matmul_prep_size(m->k->dt, T, m->K);
+    float *scratch = malloc(ns * sizeof *scratch), *prep = malloc((np ? np : 1) * sizeof *prep);
+    if (!scratch || !prep) return 1;
+    ld_cpu_matmul_prep(prep, x, m->k->dt, T, m->K);
+    const void *b = m->with_bias ? m->bias : NULL;
+    fn(out, x, prep, m->w, m->k->dt, b, LD_KDT_F32, T, m->K, m->N, m->rope_hd, scratch, 0, split);
+    fn(out, x, prep, m->w, m->k->dt, b, LD_KDT_F32, T, m->K, m->N, m->rope_hd, scratch, split, (size_t)m->N);
+    free(scratch);
+    free(prep);
+    return 0;
+}
+
+static size_t src_row(int n, int rope_hd)
+{
+    if (!rope_hd) return (size_t)n;
+    int h = n / rope_hd, r = n % rope_hd;
+    return (size_t)(h * rope_hd + 2 * (r % (rope_hd / 2)) + r / (rope_hd / 2));
+}
+
+static int check_case(const kind *k, int T, int K, int N, int rope_hd, int with_bias)
+{
+    mm m;
+    CHECK(mm_make(&m, k, T, K, N, rope_hd, with_bias) == 0);
+    size_t n = (size_t)T * (size_t)N;
+    float *ref = malloc(n * sizeof *ref), *cpu = malloc(n * sizeof *cpu), *port = malloc(n * sizeof *port);
+    float *split = malloc(n * sizeof *split), *alone = malloc((size_t)N * sizeof *alone);
+    CHECK(ref && cpu && port && split && alone);
+    CHECK(mm_run(&m, ref_fn, T, m.x, (size_t)N, ref) == 0);
+    CHECK(mm_run(&m, ld_cpu_matmul, T, m.x, (size_t)N, cpu) == 0);
+    CHECK(mm_run(&m, ld_cpu_matmul_portable, T, m.x, (size_t)N, port) == 0);
+    CHECK(mm_run(&m, ld_cpu_matmul, T, m.x, (size_t)N / 3, split) == 0);
+    CHECK_MSG(memcmp(cpu, port, n * sizeof *cpu) == 0, "%s T=%d K=%d: the SIMD path and the portable twin differ",
+              k->name, T, K);
+    CHECK_MSG(memcmp(cpu, split, n * sizeof *cpu) == 0, "%s T=%d K=%d: a column split changes the bits", k->name,
+              T, K);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        CHECK(mm_run(&m, ld_cpu_matmul, 1, m.x + (size_t)t * (size_t)K, (size_t)N, alone) == 0);
+        CHECK_MSG(memcmp(alone, cpu + (size_t)t * (size_t)N, (size_t)N * sizeof *alone) == 0,
+                  "%s T=%d K=%d: token %d alone differs from the batch", k->name, T, K, t);
+        for (int o = 0; o < N; o++) {
+            const float *wr = m.deq + src_row(o, rope_hd) * (size_t)K, *xr = m.x + (size_t)t * (size_t)K;
+            double mag = with_bias ? fabs(m.bias[o]) : 0;
+            for (int i = 0; i < K; i++) mag += fabs((double)wr[i] * xr[i]);
+            double bound = (K + 16) * ldexp(1.0, -23) * mag + 1e-30;
+            double d = fabs((double)cpu[(size_t)t * (size_t)N + (size_t)o] - ref[(size_t)t * (size_t)N + (size_t)o]);
+            CHECK_MSG(d <= bound, "%s T=%d K=%d: output [%d][%d]: cpu %.9g ref %.9g, |d| %.3g > bound %.3g",
+                      k->name, T, K, t, o, cpu[(size_t)t * (size_t)N + (size_t)o],
+                      ref[(size_t)t * (size_t)N + (size_t)o], d, bound);
+            if (d / bound > worst) worst = d / bound;
+        }
+    }
+    fprintf(stderr, "  %-5s T=%d K=%3d N=%2d%s%s: worst |cpu - ref| = %.2f of the bound\n", k->name, T, K, N,
+            rope_hd ? " rope" : "", with_bias ? " bias" : "", worst);
+    free(ref);
+    free(cpu);
+    free(port);
+    free(split);
+    free(alone);
+    mm_free(&m);
+    return 0;
+}
+
+static int test_matmul_every_type(void)
+{
+    fprintf(stderr, "  (SIMD path %s on this machine)\n", ld_cpu_simd() ? "in use" : "not available: portable only");
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const kind *k = &kinds[i];
+        int K = k->block == 256 ? 512 : k->block == 32 ? 96 : 77; /* 77: a tail of 5 */
+        CHECK(check_case(k, 7, K, 24, 0, 0) == 0);
+        CHECK(check_case(k, 1, K, 16, 8, 1) == 0);
+        CHECK(check_case(k, 5, k->block == 1 ? 576 : K, 12, 0, 1) == 0);
+    }
+    return 0;
+}
+
+/* Sums that cancel: the bound scales with sum |w x|, not with the result. */
+static int test_matmul_cancellation(void)
+{
+    const kind *k = &kinds[0];
+    mm m;
+    CHECK(mm_make(&m, k, 2, 64, 4, 0, 0) == 0);
+    for (int i = 0; i < 64; i++) {
+        ((float *)m.w)[i] = (float)(i % 2 ? 1e4 : -1e4);
+        m.x[i] = 1.0f + (float)i * 1e-7f;
+    }
+    float ref[8], cpu[8];
+    CHECK(mm_run(&m, ref_fn, 2, m.x, 4, ref) == 0);
+    CHECK(mm_run(&m, ld_cpu_matmul, 2, m.x, 4, cpu) == 0);
+    /* exact: sum of 32 pairs 1e4 * (x_odd - x_even) = 32 * 1e4 * 1e-7 */
+    CHECK(fabs(cpu[0] - 32 * 1e4 * 1e-7) < 0.05);
+    CHECK(fabs(ref[0] - 32 * 1e4 * 1e-7) < 0.05);
+    mm_free(&m);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_matmul_every_type),
+    LD_CASE(test_matmul_cancellation),
+};
+
+LD_TEST_MAIN(cases)
