@@ -12,8 +12,13 @@
  * microseconds of work, so waking workers through a condition variable
  * (tens of microseconds) would cost more than the work.  Workers spin on
  * the generation counter for a while (SPIN_NS) before they sleep on `go`;
- * the caller spins on `pending` likewise before sleeping on `done`. */
+ * the caller spins on `pending` likewise before sleeping on `done`.  The
+ * spin yields the core now and then, so that on a machine busy with other
+ * work a descheduled thread of the pool gets to run instead of being
+ * waited for.  Element-wise ops too small to be worth a hand-off
+ * (SMALL_OP) run on the calling thread alone. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,7 @@
 #include "ref_ops.h"
 
 #define SPIN_NS 200000L /* how long an idle thread spins before it sleeps */
+#define SMALL_OP 16384  /* elements below which add / swiglu stay on one thread */
 
 struct ld_buf {
     float *p;
@@ -94,8 +100,14 @@ static long elapsed_ns(const struct timespec *t0)
     return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
 }
 
-static void cpu_relax(void)
+/* one step of a spin: a pause, and every 64th step the core to whoever
+ * else wants it */
+static void cpu_relax(unsigned i)
 {
+    if ((i & 63) == 63) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -109,7 +121,7 @@ static unsigned wait_for_work(ref_backend *rb, unsigned seen)
     for (unsigned i = 0;; i++) {
         unsigned g = atomic_load_explicit(&rb->gen, memory_order_acquire);
         if (g != seen || atomic_load(&rb->quit)) return g;
-        cpu_relax();
+        cpu_relax(i);
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
     pthread_mutex_lock(&rb->mu);
@@ -159,7 +171,7 @@ static void run_grain(ref_backend *rb, task_fn fn, void *ctx, size_t n, size_t g
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; atomic_load_explicit(&rb->pending, memory_order_acquire); i++) {
-        cpu_relax();
+        cpu_relax(i);
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
     pthread_mutex_lock(&rb->mu);
@@ -440,7 +452,7 @@ static ld_status attention(ld_backend *be, ld_buf *out, const ld_buf *q, const l
     LD_TRY(need_scratch(rb, (size_t)(pos0 + T), err));
     op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
                 .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
-    run(rb, t_attention, &c, (size_t)T * (size_t)n_heads);
+    run_grain(rb, t_attention, &c, (size_t)T * (size_t)n_heads, 1);
     return LD_OK;
 }
 
@@ -457,7 +469,8 @@ static ld_status swiglu(ld_backend *be, ld_buf *out, const ld_buf *gate, const l
     LD_TRY(range(gate, 0, n, err));
     LD_TRY(range(up, 0, n, err));
     op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = gate->p, .b = up->p};
-    run(c.rb, t_swiglu, &c, n);
+    if (n < SMALL_OP) t_swiglu(&c, 0, 0, n);
+    else run(c.rb, t_swiglu, &c, n);
     return LD_OK;
 }
 
@@ -473,7 +486,8 @@ static ld_status add(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_er
     LD_TRY(range(x, 0, n, err));
     LD_TRY(range(y, 0, n, err));
     op_ctx c = {.rb = (ref_backend *)be, .out = x->p, .a = y->p};
-    run(c.rb, t_add, &c, n);
+    if (n < SMALL_OP) t_add(&c, 0, 0, n);
+    else run(c.rb, t_add, &c, n);
     return LD_OK;
 }
 

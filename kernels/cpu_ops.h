@@ -17,27 +17,31 @@
  *   accumulator; out = hsum8(acc) + tail (+ bias).
  *
  *   Blocks of 32 (Q4_0, Q4_1, Q8_0), weight = d * q (+ m): the integer q
- *   stays exact, so per block, with s[l] = 0 and for g = 0..3
- *   s[l] = fma(q[e], x[e], s[l]) where e = e(g, l) is the element in lane
- *   l of group g; then acc[l] = fma(d, s[l], acc[l]).  For Q8_0
- *   e = 8g + l; for Q4_0 and Q4_1 e = 4g + l (l < 4), 16 + 4g + l - 4
- *   (l >= 4): the low then the high nibbles of bytes 4g..4g+3, which a
- *   vector unit gets from one broadcast word without shuffles (the
- *   activations are put in that order once per matmul: the prep step).
- *   Q4_1's offsets use the block sums of x (xs = hsum8 of the lanes
- *   v[l] = ((x[l] + x[8+l]) + x[16+l]) + x[24+l]) in a sequential
- *   accumulator macc = fma(m, xs, macc); out = (hsum8(acc) + macc) + bias
- *   (macc = 0 for Q4_0 and Q8_0, bias = 0 when none; plain rows likewise
- *   (hsum8(acc) + tail) + bias).
+ *   stays exact, so the sum runs in sixteen lanes over a block's two
+ *   groups of sixteen: s[j] = 0, then for g = 0, 1
+ *   s[j] = fma(q[e], x[e], s[j]) where e = e(g, j) is the element in lane
+ *   j of group g; then acc[j] = fma(d, s[j], acc[j]).  For Q8_0
+ *   e = 16g + j; for Q4_0 and Q4_1 e = 16 h + 8g + 4 (j % 2) + j / 4 with
+ *   h = (j / 2) % 2: nibble j / 2 of the 32-bit half j % 2 of the block's
+ *   64-bit word g, which a vector unit gets from one broadcast without
+ *   shuffles (the activations are put in that order once per matmul: the
+ *   prep step).  Q4_1's offsets use the block sums of x (xs = hsum8 of the
+ *   lanes v[l] = ((x[l] + x[8+l]) + x[16+l]) + x[24+l]) in a sequential
+ *   accumulator macc = fma(m, xs, macc).
+ *   out = (hsum16(acc) + macc) + bias, hsum16(a) = hsum8(a[l] + a[8+l]);
+ *   macc = 0 for Q4_0 and Q8_0, bias = 0 when none; plain rows likewise
+ *   (hsum8(acc) + tail) + bias.
  *
  * This is algebraically the reference's sum but rounds differently: results
  * agree with ref_ops to a few ulps of the dot product's magnitude, which
  * tests/engine/test_cpu_ops.c checks op by op, as llama.cpp's backend tests
- * compare every backend with the CPU one.  On x86-64 with AVX2, FMA and
- * F16C the same arithmetic runs eight lanes at a time; elsewhere (or with
- * LD_CPU_PORTABLE set in the environment) a portable C twin computes it
- * with fmaf, and the two give the same bits (the tests check that too), so
- * a replay's numbers do not depend on the machine's vector unit.
+ * compare every backend with the CPU one.  Three implementations compute
+ * the same arithmetic and give the same bits (the tests check it), so a
+ * replay's numbers do not depend on the machine's vector unit: a portable
+ * C twin with fmaf (cpu_ops.c), AVX2+FMA+F16C (cpu_avx2.c: eight lanes per
+ * register, a block's sixteen in two) and AVX-512F (cpu_avx512.c: a
+ * block's sixteen in one, for the blocks).  The best the machine has is
+ * used; LD_CPU_SIMD=portable or =avx2 in the environment caps it.
  */
 #ifndef LD_CPU_OPS_H
 #define LD_CPU_OPS_H
@@ -64,11 +68,15 @@ void ld_cpu_matmul(float *out, const float *x, const float *prep,
                    ld_kdt bias_dt, int T, int K, int N, int rope_hd,
                    float *scratch, size_t i0, size_t i1);
 
-/* The same with the portable C twin whatever the machine (for tests). */
-void ld_cpu_matmul_portable(float *out, const float *x, const float *prep,
-                            const void *w, ld_kdt dt, const void *bias,
-                            ld_kdt bias_dt, int T, int K, int N, int rope_hd,
-                            float *scratch, size_t i0, size_t i1);
+/* Implementation levels (ld_cpu_simd). */
+enum { LD_CPU_PORTABLE = 0, LD_CPU_AVX2 = 1, LD_CPU_AVX512 = 2 };
+
+/* ld_cpu_matmul at `level`, capped at what the machine has (for tests:
+ * every level gives the same bits). */
+void ld_cpu_matmul_at(int level, float *out, const float *x,
+                      const float *prep, const void *w, ld_kdt dt,
+                      const void *bias, ld_kdt bias_dt, int T, int K, int N,
+                      int rope_hd, float *scratch, size_t i0, size_t i1);
 
 /* Causal attention as ld_ref_attention (same arguments), its dot products
  * q . k summed as plain rows above, and the output accumulated as
@@ -78,12 +86,12 @@ void ld_cpu_attention(float *out, const float *q, const float *kcache,
                       const float *vcache, int n_heads, int n_kv, int hd,
                       int pos0, int window, float scale, float *scores,
                       size_t i0, size_t i1);
-void ld_cpu_attention_portable(float *out, const float *q, const float *kcache,
-                               const float *vcache, int n_heads, int n_kv,
-                               int hd, int pos0, int window, float scale,
-                               float *scores, size_t i0, size_t i1);
+void ld_cpu_attention_at(int level, float *out, const float *q,
+                         const float *kcache, const float *vcache,
+                         int n_heads, int n_kv, int hd, int pos0, int window,
+                         float scale, float *scores, size_t i0, size_t i1);
 
-/* 1 when the kernels above run the vector code on this machine. */
+/* The level the kernels above run at on this machine (LD_CPU_*). */
 int ld_cpu_simd(void);
 
 #endif /* LD_CPU_OPS_H */

@@ -209,6 +209,10 @@ ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld
     *n = 0;
     const ld_py_value *v = ids_of(r->finish_obj, r->sub_index);
     if (!v) v = ids_of(r->receive_obj, r->sub_index);
+    if (!v && r->vllm_prompt_ids && (r->flags & LD_REQ_IDS_HEAD_ONLY))
+        return LD_FAIL(err, LD_ERR_TRUNCATED, r->vllm_prompt_ids->off,
+                       "vLLM logged %u prompt_token_ids, its --max-log-len: the list may be cut", r->vllm_prompt_ids->n);
+    if (!v) v = r->vllm_prompt_ids;
     if (!v) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no input_ids for this request");
     if (v->kind == LD_PY_TRUNC)
         return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the input_ids list");
@@ -244,6 +248,7 @@ ld_status ld_request_output_ids(const ld_request *r, int32_t **ids, size_t *n, l
     *ids = NULL;
     *n = 0;
     const ld_py_value *v = out_ids_of(r->out, r->sub_index);
+    if (!v) v = r->vllm_output_ids;
     if (!v) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no output_ids for this request");
     if (v->kind == LD_PY_TRUNC)
         return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the output_ids list");

@@ -128,6 +128,8 @@ typedef struct ld_message {
 #define LD_REQ_SKIPPED_FIELDS 0x0080u /* level 0/1: text/input_ids/... left out */
 #define LD_REQ_JSON 0x0100u        /* came from JSON-mode lines */
 #define LD_REQ_DUPLICATE 0x0200u   /* a second line of the same part and rid was merged in */
+#define LD_REQ_IDS_HEAD_ONLY 0x0400u /* vLLM prompt_token_ids of at least --max-log-len ids
+                                        (ld_pair_options.vllm_max_log_len): maybe cut */
 
 typedef enum ld_finish_kind {
     LD_FINISH_UNKNOWN = 0, /* no finish reason seen */
@@ -188,18 +190,23 @@ typedef struct ld_request {
     const ld_py_value *receive_obj; /* Receive obj (call or JSON dict) */
     const ld_py_value *finish_obj;  /* Finish / in= obj */
     const ld_py_value *out;         /* Finish out dict */
+    const ld_py_value *vllm_prompt_ids; /* vLLM prompt_token_ids list */
+    const ld_py_value *vllm_output_ids; /* vLLM output_token_ids of the complete (not
+                                           streaming delta) response line */
 } ld_request;
 
 /* The prompt's token ids as logged: `input_ids` of the Finish obj, else of
- * the Receive obj (the record's sub-request for a batch); needs the values
- * (LD_PAIR_KEEP_VALUES).  *ids is malloc'd (caller frees), *n ids.  Errors:
- * LD_ERR_MISMATCH when the record holds no id list, LD_ERR_TRUNCATED when
- * the logger cut the list, LD_ERR_SYNTAX for an item that is not an id,
- * LD_ERR_NOMEM. */
+ * the Receive obj (the record's sub-request for a batch), else vLLM's
+ * prompt_token_ids; needs the values (LD_PAIR_KEEP_VALUES).  *ids is
+ * malloc'd (caller frees), *n ids.  Errors: LD_ERR_MISMATCH when the record
+ * holds no id list, LD_ERR_TRUNCATED when the logger cut the list (SGLang's
+ * marker, or vLLM ids as many as --max-log-len: LD_REQ_IDS_HEAD_ONLY),
+ * LD_ERR_SYNTAX for an item that is not an id, LD_ERR_NOMEM. */
 ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err);
 
 /* The output's token ids as logged: `output_ids` of the Finish out dict
- * (the record's sub-request for a batch); needs the values
+ * (the record's sub-request for a batch), else vLLM's output_token_ids of
+ * the complete response line (streaming deltas hold a piece); needs the values
  * (LD_PAIR_KEEP_VALUES).  Same contract as ld_request_input_ids: *ids is
  * malloc'd (caller frees), *n ids; LD_ERR_MISMATCH when the record holds no
  * id list (no Finish line, or a log level that leaves output_ids out),

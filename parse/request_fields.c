@@ -231,6 +231,13 @@ ld_status ld_request_fill_openai(ld_request *r, const ld_fill_ctx *ctx,
     return LD_OK;
 }
 
+/* an owned copy of an id list in the record */
+static ld_status keep_ids(ld_request *r, const ld_py_value *v, const ld_py_value **dst, ld_error *err)
+{
+    *dst = ld_py_value_clone(&r->arena, v);
+    return *dst ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory copying an id list");
+}
+
 ld_status ld_request_fill_vllm(ld_request *r, const ld_fill_ctx *ctx,
                                const struct ld_logline *l, ld_error *err)
 {
@@ -245,11 +252,18 @@ ld_status ld_request_fill_vllm(ld_request *r, const ld_fill_ctx *ctx,
         if (better_text(&r->prompt, &t)) r->prompt = t;
     }
     int64_t n = list_len(r, l->vllm_prompt_ids);
-    if (n >= 0) r->n_input_ids = n;
+    if (n >= 0) {
+        r->n_input_ids = n;
+        if (ctx->vllm_max_log_len && (uint64_t)n >= ctx->vllm_max_log_len) r->flags |= LD_REQ_IDS_HEAD_ONLY;
+        if (ctx->keep_values && l->vllm_prompt_ids->kind == LD_PY_LIST)
+            LD_TRY(keep_ids(r, l->vllm_prompt_ids, &r->vllm_prompt_ids, err));
+    }
     sampling(r, l->vllm_params, 1);
     if (l->vllm_output) LD_TRY(ld_req_text(r, ctx, l->vllm_output, &r->output, err));
     n = list_len(r, l->vllm_output_ids);
     if (n >= 0) r->n_output_ids = n;
+    if (n >= 0 && l->vllm_streaming != 1 && ctx->keep_values && l->vllm_output_ids->kind == LD_PY_LIST)
+        LD_TRY(keep_ids(r, l->vllm_output_ids, &r->vllm_output_ids, err));
     if (l->vllm_finish) {
         size_t k = l->vllm_finish_len;
         while (k > 0 && (l->vllm_finish[k - 1] == '.' || l->vllm_finish[k - 1] == ' ')) k--;

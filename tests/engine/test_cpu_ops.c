@@ -3,7 +3,8 @@
  * backend tests hold every backend's ops to the CPU one:
  *  - within the rounding bound of two fp32 summation orders
  *    ((K + 16) * 2^-23 * sum |w x|) of the reference, element by element;
- *  - the SIMD path and the portable twin give the same bits;
+ *  - every implementation level the machine has (portable, AVX2, AVX-512)
+ *    gives the same bits;
  *  - a token's row is the same in a call of T tokens and alone, and any
  *    split of the output columns gives the same bits;
  *  - bias and the rope row order are applied as the reference does. */
@@ -142,6 +143,14 @@ static void ref_fn(float *out, const float *x, const float *prep, const void *w,
     ld_ref_matmul_ex(out, x, w, dt, bias, bias_dt, T, K, N, rope_hd, row, i0, i1);
 }
 
+static int g_level; /* the level cpu_fn runs at */
+
+static void cpu_fn(float *out, const float *x, const float *prep, const void *w, ld_kdt dt, const void *bias,
+                   ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0, size_t i1)
+{
+    ld_cpu_matmul_at(g_level, out, x, prep, w, dt, bias, bias_dt, T, K, N, rope_hd, scratch, i0, i1);
+}
+
 /* out = the whole matmul by `fn`, output columns split at `split` */
 static int mm_run(const mm *m, mm_fn fn, int T, const float *x, size_t split, float *out)
 {
@@ -171,14 +180,18 @@ static int check_case(const kind *k, int T, int K, int N, int rope_hd, int with_
     CHECK(mm_make(&m, k, T, K, N, rope_hd, with_bias) == 0);
     size_t n = (size_t)T * (size_t)N;
     float *ref = malloc(n * sizeof *ref), *cpu = malloc(n * sizeof *cpu), *port = malloc(n * sizeof *port);
+    static const char *const level_name[] = {"portable", "AVX2", "AVX-512"};
     float *split = malloc(n * sizeof *split), *alone = malloc((size_t)N * sizeof *alone);
     CHECK(ref && cpu && port && split && alone);
     CHECK(mm_run(&m, ref_fn, T, m.x, (size_t)N, ref) == 0);
     CHECK(mm_run(&m, ld_cpu_matmul, T, m.x, (size_t)N, cpu) == 0);
-    CHECK(mm_run(&m, ld_cpu_matmul_portable, T, m.x, (size_t)N, port) == 0);
+    for (g_level = 0; g_level <= ld_cpu_simd(); g_level++) {
+        memset(port, 0, n * sizeof *port);
+        CHECK(mm_run(&m, cpu_fn, T, m.x, (size_t)N, port) == 0);
+        CHECK_MSG(memcmp(cpu, port, n * sizeof *cpu) == 0, "%s T=%d K=%d: the %s code differs from the best level's",
+                  k->name, T, K, level_name[g_level]);
+    }
     CHECK(mm_run(&m, ld_cpu_matmul, T, m.x, (size_t)N / 3, split) == 0);
-    CHECK_MSG(memcmp(cpu, port, n * sizeof *cpu) == 0, "%s T=%d K=%d: the SIMD path and the portable twin differ",
-              k->name, T, K);
     CHECK_MSG(memcmp(cpu, split, n * sizeof *cpu) == 0, "%s T=%d K=%d: a column split changes the bits", k->name,
               T, K);
     double worst = 0;
@@ -211,7 +224,8 @@ static int check_case(const kind *k, int T, int K, int N, int rope_hd, int with_
 
 static int test_matmul_every_type(void)
 {
-    fprintf(stderr, "  (SIMD path %s on this machine)\n", ld_cpu_simd() ? "in use" : "not available: portable only");
+    static const char *const level_name[] = {"portable C only", "AVX2", "AVX-512"};
+    fprintf(stderr, "  (levels compared: up to %s on this machine)\n", level_name[ld_cpu_simd()]);
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         const kind *k = &kinds[i];
         int K = k->block == 256 ? 512 : k->block == 32 ? 96 : 77; /* 77: a tail of 5 */
@@ -242,9 +256,41 @@ static int test_matmul_cancellation(void)
     return 0;
 }
 
+/* Attention: every level the same bits, and within the rounding bound of
+ * the reference (scores of a few units, outputs convex combinations). */
+static int test_attention_levels(void)
+{
+    enum { T = 5, H = 4, KV = 2, HD = 20, P0 = 7, POS = P0 + T };
+    static float q[T * H * HD], kc[POS * KV * HD], vc[POS * KV * HD];
+    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS];
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) q[i] = uniform();
+    for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
+        kc[i] = uniform();
+        vc[i] = uniform();
+    }
+    for (int window = 0; window <= 3; window += 3) {
+        ld_ref_attention(ref, q, kc, vc, H, KV, HD, P0, window, 0.3f, scores, 0, T * H);
+        ld_cpu_attention(best, q, kc, vc, H, KV, HD, P0, window, 0.3f, scores, 0, T * H);
+        for (int level = 0; level <= ld_cpu_simd(); level++) {
+            ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, HD, P0, window, 0.3f, scores, 0, 7);
+            ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, HD, P0, window, 0.3f, scores, 7, T * H);
+            CHECK_MSG(memcmp(lv, best, sizeof lv) == 0, "attention level %d differs (window %d)", level, window);
+        }
+        double worst = 0;
+        for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
+            double d = fabs((double)ref[i] - best[i]);
+            if (d > worst) worst = d;
+        }
+        fprintf(stderr, "  attention window %d: max |cpu - ref| %.3g\n", window, worst);
+        CHECK(worst < 1e-5);
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_matmul_every_type),
     LD_CASE(test_matmul_cancellation),
+    LD_CASE(test_attention_levels),
 };
 
 LD_TEST_MAIN(cases)

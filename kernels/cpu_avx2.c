@@ -1,0 +1,220 @@
+/* cpu_avx2.c - the fast kernels of cpu_ops.h on x86-64 with AVX2, FMA and
+ * F16C (compiled for them with target attributes, called only when the
+ * machine has them; see ld_cpu_simd).  The blocks' sixteen lanes are two
+ * registers of eight (lo = lanes 0-7, hi = lanes 8-15), lane for lane the
+ * same arithmetic as the portable twin and the AVX-512 code, so all three
+ * give the same bits. */
+#include "cpu_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+AVX2_INLINE float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* a0+a4 .. a3+a7 */
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         /* (02)(13) */
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* d of a block in every lane: the f16 broadcast, then widened (exact) */
+AVX2_INLINE __m256 block_scale(const unsigned char *b)
+{
+    short h;
+    memcpy(&h, b, sizeof h);
+    return _mm256_cvtph_ps(_mm_set1_epi16(h));
+}
+
+/* group g (16 elements) of a block in lane order: q[0] lanes 0-7, q[1] 8-15 */
+AVX2_INLINE void decode_group(const unsigned char *b, const ld_kdt dt, int g, __m256 q[2])
+{
+    if (dt == LD_KDT_Q8_0) {
+        for (int h = 0; h < 2; h++)
+            q[h] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 16 * g + 8 * h))));
+        return;
+    }
+    /* a broadcast 64-bit word: lane j takes 32-bit half j % 2 shifted
+     * by 4 (j / 2), so no cross-lane shuffle */
+    const __m256i sh_lo = _mm256_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12);
+    const __m256i sh_hi = _mm256_setr_epi32(16, 16, 20, 20, 24, 24, 28, 28);
+    const __m256i m15 = _mm256_set1_epi32(15);
+    long long word;
+    memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
+    __m256i v = _mm256_set1_epi64x(word);
+    __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(v, sh_lo), m15);
+    __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(v, sh_hi), m15);
+    if (dt == LD_KDT_Q4_0) {
+        lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(8));
+        hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(8));
+    }
+    q[0] = _mm256_cvtepi32_ps(lo);
+    q[1] = _mm256_cvtepi32_ps(hi);
+}
+
+/* tokens [t0, t0+tn) of output n; dt and tn constant at each call site */
+AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const ld_kdt dt, int t0, const int tn,
+                          size_t n, float bias)
+{
+    __m256 acc[LD_CPU_TILE][2];
+    float macc[LD_CPU_TILE];
+    for (int tt = 0; tt < tn; tt++) {
+        acc[tt][0] = acc[tt][1] = _mm256_setzero_ps();
+        macc[tt] = 0.0f;
+    }
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt);
+    for (int b = 0; b < nb; b++) {
+        const unsigned char *blk = wrow + (size_t)b * bytes;
+        __m256 s[LD_CPU_TILE][2];
+        for (int tt = 0; tt < tn; tt++) s[tt][0] = s[tt][1] = _mm256_setzero_ps();
+        for (int g = 0; g < 2; g++) {
+            __m256 q[2];
+            decode_group(blk, dt, g, q);
+            for (int tt = 0; tt < tn; tt++) {
+                const float *xv = m->xq + (size_t)(t0 + tt) * (size_t)m->K + (size_t)b * LD_CPU_QB + 16 * g;
+                s[tt][0] = _mm256_fmadd_ps(q[0], _mm256_loadu_ps(xv), s[tt][0]);
+                s[tt][1] = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xv + 8), s[tt][1]);
+            }
+        }
+        __m256 d = block_scale(blk);
+        for (int tt = 0; tt < tn; tt++) {
+            acc[tt][0] = _mm256_fmadd_ps(d, s[tt][0], acc[tt][0]);
+            acc[tt][1] = _mm256_fmadd_ps(d, s[tt][1], acc[tt][1]);
+        }
+        if (dt == LD_KDT_Q4_1) {
+            float mn = _cvtsh_ss(ld_cpu_le16(blk + 2));
+            for (int tt = 0; tt < tn; tt++)
+                macc[tt] = fmaf(mn, m->xs[(size_t)(t0 + tt) * (size_t)nb + (size_t)b], macc[tt]);
+        }
+    }
+    for (int tt = 0; tt < tn; tt++)
+        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(_mm256_add_ps(acc[tt][0], acc[tt][1])) + macc[tt]) + bias;
+}
+
+/* one token, outputs n0 and n0 + 1 at once (decode): the rows share the
+ * loads of x, their chains interleave; each row's arithmetic is q32_tile's */
+AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
+{
+    const unsigned char *w0 = (const unsigned char *)m->w + ld_cpu_src_row(n0, m->rope_hd) * m->row_bytes;
+    const unsigned char *w1 = (const unsigned char *)m->w + ld_cpu_src_row(n0 + 1, m->rope_hd) * m->row_bytes;
+    __m256 a0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, a1[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    float macc0 = 0.0f, macc1 = 0.0f;
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt);
+    for (int b = 0; b < nb; b++) {
+        const unsigned char *b0 = w0 + (size_t)b * bytes, *b1 = w1 + (size_t)b * bytes;
+        __m256 s0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, s1[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int g = 0; g < 2; g++) {
+            __m256 q0[2], q1[2];
+            decode_group(b0, dt, g, q0);
+            decode_group(b1, dt, g, q1);
+            const float *xv = m->xq + (size_t)b * LD_CPU_QB + 16 * g;
+            __m256 xlo = _mm256_loadu_ps(xv), xhi = _mm256_loadu_ps(xv + 8);
+            s0[0] = _mm256_fmadd_ps(q0[0], xlo, s0[0]);
+            s0[1] = _mm256_fmadd_ps(q0[1], xhi, s0[1]);
+            s1[0] = _mm256_fmadd_ps(q1[0], xlo, s1[0]);
+            s1[1] = _mm256_fmadd_ps(q1[1], xhi, s1[1]);
+        }
+        __m256 d0 = block_scale(b0), d1 = block_scale(b1);
+        a0[0] = _mm256_fmadd_ps(d0, s0[0], a0[0]);
+        a0[1] = _mm256_fmadd_ps(d0, s0[1], a0[1]);
+        a1[0] = _mm256_fmadd_ps(d1, s1[0], a1[0]);
+        a1[1] = _mm256_fmadd_ps(d1, s1[1], a1[1]);
+        if (dt == LD_KDT_Q4_1) {
+            macc0 = fmaf(_cvtsh_ss(ld_cpu_le16(b0 + 2)), m->xs[b], macc0);
+            macc1 = fmaf(_cvtsh_ss(ld_cpu_le16(b1 + 2)), m->xs[b], macc1);
+        }
+    }
+    m->out[n0] = (hsum8(_mm256_add_ps(a0[0], a0[1])) + macc0) + ld_cpu_bias(m, n0);
+    m->out[n0 + 1] = (hsum8(_mm256_add_ps(a1[0], a1[1])) + macc1) + ld_cpu_bias(m, n0 + 1);
+}
+
+AVX2_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
+{
+    if (m->T == 1)
+        for (; i0 + 1 < i1; i0 += 2) q32_pair(m, dt, i0);
+    for (size_t n = i0; n < i1; n++) {
+        const unsigned char *wrow = (const unsigned char *)m->w + ld_cpu_src_row(n, m->rope_hd) * m->row_bytes;
+        float bias = ld_cpu_bias(m, n);
+        for (int t0 = 0; t0 < m->T; t0 += LD_CPU_TILE) {
+            switch (m->T - t0) {
+            case 1: q32_tile(m, wrow, dt, t0, 1, n, bias); break;
+            case 2: q32_tile(m, wrow, dt, t0, 2, n, bias); break;
+            case 3: q32_tile(m, wrow, dt, t0, 3, n, bias); break;
+            default: q32_tile(m, wrow, dt, t0, 4, n, bias); break;
+            }
+        }
+    }
+}
+
+AVX2 void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1)
+{
+    if (m->dt == LD_KDT_Q4_0) q32_rows(m, LD_KDT_Q4_0, i0, i1);
+    else if (m->dt == LD_KDT_Q4_1) q32_rows(m, LD_KDT_Q4_1, i0, i1);
+    else q32_rows(m, LD_KDT_Q8_0, i0, i1);
+}
+
+AVX2_INLINE void plain_tile(const ld_cpu_mm *m, const float *wr, int t0, const int tn, size_t n, float bias)
+{
+    __m256 acc[LD_CPU_TILE];
+    float tail[LD_CPU_TILE];
+    for (int tt = 0; tt < tn; tt++) {
+        acc[tt] = _mm256_setzero_ps();
+        tail[tt] = 0.0f;
+    }
+    int K = m->K, k8 = K - K % 8;
+    for (int k = 0; k < k8; k += 8) {
+        __m256 w = _mm256_loadu_ps(wr + k);
+        for (int tt = 0; tt < tn; tt++)
+            acc[tt] = _mm256_fmadd_ps(w, _mm256_loadu_ps(m->x + (size_t)(t0 + tt) * (size_t)K + k), acc[tt]);
+    }
+    for (int tt = 0; tt < tn; tt++) {
+        const float *xr = m->x + (size_t)(t0 + tt) * (size_t)K;
+        for (int k = k8; k < K; k++) tail[tt] = fmaf(wr[k], xr[k], tail[tt]);
+        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(acc[tt]) + tail[tt]) + bias;
+    }
+}
+
+AVX2 void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn, size_t n, float bias)
+{
+    switch (tn) {
+    case 1: plain_tile(m, wr, t0, 1, n, bias); break;
+    case 2: plain_tile(m, wr, t0, 2, n, bias); break;
+    case 3: plain_tile(m, wr, t0, 3, n, bias); break;
+    default: plain_tile(m, wr, t0, 4, n, bias); break;
+    }
+}
+
+AVX2 float ld_cpu_dot_avx2(const float *a, const float *b, int n)
+{
+    int n8 = n - n % 8;
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < n8; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    float tail = 0.0f;
+    for (int k = n8; k < n; k++) tail = fmaf(a[k], b[k], tail);
+    return hsum8(acc) + tail;
+}
+
+AVX2 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n)
+{
+    int n8 = n - n % 8;
+    __m256 pv = _mm256_set1_ps(p);
+    for (int i = 0; i < n8; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+    for (int i = n8; i < n; i++) o[i] = fmaf(p, v[i], o[i]);
+}
+
+#else /* not x86-64: never called (ld_cpu_simd() is 0) */
+void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1) { (void)m; (void)i0; (void)i1; }
+void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn, size_t n, float bias)
+{
+    (void)m; (void)wr; (void)t0; (void)tn; (void)n; (void)bias;
+}
+float ld_cpu_dot_avx2(const float *a, const float *b, int n) { (void)a; (void)b; (void)n; return 0.0f; }
+void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n) { (void)o; (void)p; (void)v; (void)n; }
+#endif
