@@ -17,7 +17,8 @@
 
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref]",
-    "               [--top-k K] [--max-tokens N] [--seed N] LOG...",
+    "               [--top-k K] [--max-tokens N] [--seed N]",
+    "               [--dump-layers DIR [--positions LIST]] LOG...",
     "",
     "Replays one logged request on logdiff's own CPU engine (fp32, a fixed",
     "summation order, the same bits whatever --threads): --backend cpu (the",
@@ -43,6 +44,16 @@ static const char *const replay_usage[] = {
     "replay.consistent, replay.divergent, replay.no_output.  Exit status:",
     "0 consistent (or no output), 1 divergent, 2 usage, I/O or model error, an",
     "id outside the vocabulary or past the context.",
+    "",
+    "--dump-layers DIR writes the hidden states of the replayed sequence (the",
+    "prompt ids, then the logged output ids; position p holds token p) as NumPy",
+    "files for comparison with another engine: DIR/embed.npy, DIR/layer_00.npy",
+    "... (the residual stream after each decoder layer), DIR/final_norm.npy, each",
+    "float32 [positions, hidden]; DIR/positions.npy and DIR/tokens.npy (int64);",
+    "DIR/manifest.json saying what each is.  DIR is created if missing.",
+    "--positions LIST picks the rows: positions and ranges A-B, inclusive,",
+    "comma-separated, negative from the end (-1: the last), e.g. 0,5,10-20,-1;",
+    "default every position.",
     NULL
 };
 
@@ -158,8 +169,31 @@ static cJSON *text_json(const ld_tok *tok, const int32_t *ids, size_t n)
     return j;
 }
 
+/* The `dump` object of --json: where the files went and which rows. */
+static cJSON *dump_json(const char *dir, const ld_replay_dump *d)
+{
+    if (!dir) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "dir", ld_json_cstr(dir));
+    cJSON_AddItemToObject(o, "sequence_length", ld_json_int((int64_t)d->seq_len));
+    cJSON *pos = cJSON_CreateArray();
+    for (size_t i = 0; i < d->n_pos; i++) cJSON_AddItemToArray(pos, ld_json_int(d->pos[i]));
+    cJSON_AddItemToObject(o, "positions", pos);
+    cJSON_AddItemToObject(o, "n_layers", ld_json_int(d->n_layers));
+    cJSON_AddItemToObject(o, "hidden", ld_json_int(d->hidden));
+    cJSON *files = cJSON_CreateArray();
+    char name[48];
+    for (int k = 0; k < d->n_layers + 2; k++)
+        cJSON_AddItemToArray(files, cJSON_CreateString(ld_replay_dump_file(k, d->n_layers, name, sizeof name)));
+    cJSON_AddItemToArray(files, cJSON_CreateString("positions.npy"));
+    cJSON_AddItemToArray(files, cJSON_CreateString("tokens.npy"));
+    cJSON_AddItemToArray(files, cJSON_CreateString("manifest.json"));
+    cJSON_AddItemToObject(o, "files", files);
+    return o;
+}
+
 static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_engine *e,
-                       const ld_replay_result *res)
+                       const ld_replay_result *res, const char *dump_dir, const ld_replay_dump *dump)
 {
     const ld_tok *tok = ld_replay_engine_tok(e);
     char where[512];
@@ -246,6 +280,7 @@ static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_
         cJSON_AddItemToArray(rows, row);
     }
     cJSON_AddItemToObject(o, "positions", rows);
+    if (dump_dir) cJSON_AddItemToObject(o, "dump", dump_json(dump_dir, dump));
     ld_json_print_line(cli->out, o);
 }
 
@@ -340,6 +375,7 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
+    const char *dump_dir = NULL, *positions = NULL;
     int json = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
     const ld_option options[] = {
@@ -352,6 +388,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "max-tokens", &max_tokens, "N", "length of the greedy continuation (default 8; 0: none)" },
         { LD_OPT_STRING, 0, "near-tie", &near_tie, "X", "nats under which a gap is a near-tie (default 0.1; 0: none)" },
         { LD_OPT_STRING, 0, "seed", &seed_arg, "N", "sample the continuation with the logged parameters, seed N (0 to 2^64-1)" },
+        { LD_OPT_STRING, 0, "dump-layers", &dump_dir, "DIR", "write the per-layer hidden states as .npy files into DIR" },
+        { LD_OPT_STRING, 0, "positions", &positions, "LIST", "with --dump-layers: the positions, e.g. 0,5,10-20,-1 (default all)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -380,9 +418,18 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
                             ? "--near-tie: give a number of nats >= 0"
                         : bad_seed ? "--seed: give an integer from 0 to 18446744073709551615"
+                        : positions && !dump_dir ? "--positions: give it with --dump-layers DIR"
+                        : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
                             : NULL;
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);
+        return LD_EXIT_TROUBLE;
+    }
+    ld_replay_positions want = { NULL, 0 };
+    ld_error perr;
+    ld_error_clear(&perr);
+    if (positions && ld_replay_positions_parse(positions, &want, &perr) != LD_OK) {
+        fprintf(cli->err, PFX "--positions: %s\n", perr.msg);
         return LD_EXIT_TROUBLE;
     }
     if (threads == 0) {
@@ -398,6 +445,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     int status = LD_EXIT_TROUBLE;
     ld_replay_engine *e = NULL;
     ld_replay_result res = { 0 };
+    ld_replay_dump dump = { .want = &want };
     ld_error err;
     ld_error_clear(&err);
     if (ld_logread_run(&lr, argv + 1, n_args, &popts, on_request, &s) != 0 || lr.stats.io_errors) goto out;
@@ -412,14 +460,24 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     }
     if (s.n_exact > 1)
         fprintf(cli->err, PFX "warning: %zu requests have rid '%s'; replaying the first\n", s.n_exact, rid);
+    if (dump_dir && ld_replay_dump_mkdir(dump_dir, &err) != LD_OK) {
+        fprintf(cli->err, PFX "--dump-layers: %s\n", err.msg);
+        goto out;
+    }
     if (ld_replay_engine_open(model, backend, (int)threads, &e, &err) != LD_OK) {
         print_error(cli, model, &err);
         goto out;
     }
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
     if (seed_arg) sampling.params = ld_sample_params_of(r);
-    if (ld_replay_request_sampled(e, r, &ro, seed_arg ? &sampling : NULL, &res, &err) != LD_OK) {
-        print_error(cli, rid, &err);
+    if (ld_replay_request_dump(e, r, &ro, seed_arg ? &sampling : NULL, dump_dir ? &dump : NULL, &res, &err) !=
+        LD_OK) {
+        if (err.code == LD_ERR_USAGE && dump_dir) fprintf(cli->err, PFX "--positions: %s\n", err.msg);
+        else print_error(cli, rid, &err);
+        goto out;
+    }
+    if (dump_dir && ld_replay_dump_write(dump_dir, &dump, e, r->rid, &err) != LD_OK) {
+        fprintf(cli->err, PFX "--dump-layers: %s\n", err.msg);
         goto out;
     }
     if (!json && res.prompt_source == LD_REPLAY_PROMPT_TOKENIZED)
@@ -428,10 +486,15 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     if (!json && seed_arg && !res.sampled && res.greedy_from >= 0)
         fprintf(cli->err, PFX "note: --seed: '%s' logged temperature %g: the continuation is greedy\n", rid,
                 r->temperature);
-    if (json) print_json(cli, r, e, &res);
+    if (!json && dump_dir)
+        fprintf(cli->err, PFX "note: hidden states of %zu of the %zu positions, %d planes of %d floats, written to "
+                          "%s (manifest.json)\n", dump.n_pos, dump.seq_len, dump.n_layers + 2, dump.hidden, dump_dir);
+    if (json) print_json(cli, r, e, &res, dump_dir, &dump);
     else print_text(cli, r, e, &res);
     status = res.verdict == LD_REPLAY_DIVERGENT ? LD_EXIT_DIFF : LD_EXIT_SAME;
 out:
+    ld_replay_dump_free(&dump);
+    ld_replay_positions_free(&want);
     ld_replay_result_free(&res);
     ld_replay_engine_close(e);
     ld_request_free(s.exact);

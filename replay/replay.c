@@ -1,6 +1,7 @@
 /* replay.c - teacher-forced replay of a logged request and its verdict
  * (replay.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,8 +131,39 @@ static ld_status dup_ids(const int32_t *src, size_t n, int32_t **dst, ld_error *
     return LD_OK;
 }
 
+/* While dumping: the dump being filled, a per-call hidden buffer
+ * [planes][CHUNK][D], and the index of the next wanted position. */
+typedef struct dumper {
+    ld_replay_dump *d;
+    float *hbuf;
+    size_t planes, D, next;
+} dumper;
+
+/* Feeds toks [n] (absolute positions at .. at+n) to the session: one call
+ * when not dumping (dp NULL), else calls of at most CHUNK tokens, asking
+ * for the hidden states only in calls holding a wanted position and copying
+ * those rows into the dump.  `logits` (NULL: not wanted) needs n <= CHUNK. */
+static ld_status feed(ld_session *s, const int32_t *toks, size_t n, size_t at, float *logits, dumper *dp,
+                      ld_error *err)
+{
+    if (!dp) return n ? ld_session_eval(s, toks, (int)n, logits, NULL, err) : LD_OK;
+    ld_replay_dump *d = dp->d;
+    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+        size_t k = n - i0 < CHUNK ? n - i0 : CHUNK, lo = at + i0;
+        int want = dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k;
+        LD_TRY(ld_session_eval(s, toks + i0, (int)k, i0 == 0 ? logits : NULL, want ? dp->hbuf : NULL, err));
+        for (; dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k; dp->next++) {
+            size_t r = (size_t)d->pos[dp->next] - lo;
+            for (size_t p = 0; p < dp->planes; p++)
+                memcpy(d->rows + (p * d->n_pos + dp->next) * dp->D, dp->hbuf + (p * k + r) * dp->D,
+                       dp->D * sizeof *d->rows);
+        }
+    }
+    return LD_OK;
+}
+
 static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_result *res, int max_tokens,
-                     ld_error *err)
+                     ld_replay_dump *dump, ld_error *err)
 {
     const ld_model_config *c = &e->model->cfg;
     int V = c->vocab, ctxlen = c->max_pos;
@@ -146,21 +178,24 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     ld_session *s = NULL;
     LD_TRY(ld_session_create(e->model, e->be, max_seq, CHUNK, &s, err));
     float *buf = malloc((size_t)CHUNK * (size_t)V * sizeof *buf);
-    int32_t *feed = NULL;
-    ld_status st = buf ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    int32_t *fed = NULL;
+    dumper dpv = { dump, NULL, (size_t)c->n_layers + 2, (size_t)c->hidden, 0 }, *dp = dump ? &dpv : NULL;
+    if (dp) dpv.hbuf = malloc(dpv.planes * CHUNK * dpv.D * sizeof *dpv.hbuf);
+    ld_status st = buf && (!dp || dpv.hbuf) ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     if (st == LD_OK && no > 0) {
         res->pos = calloc(no, sizeof *res->pos);
-        feed = malloc(no * sizeof *feed);
-        if (!res->pos || !feed) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        fed = malloc(no * sizeof *fed);
+        if (!res->pos || !fed) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
+    if (st == LD_OK && no == 0 && dp) st = feed(s, res->prompt, np, 0, NULL, dp, err);
     if (st == LD_OK && no > 0) {
         /* row i of the logits predicts output[i]: fed prompt[np-1], output[0..no-1) */
-        feed[0] = res->prompt[np - 1];
-        for (size_t i = 1; i < no; i++) feed[i] = res->output[i - 1];
-        if (np > 1) st = ld_session_eval(s, res->prompt, (int)(np - 1), NULL, NULL, err);
+        fed[0] = res->prompt[np - 1];
+        for (size_t i = 1; i < no; i++) fed[i] = res->output[i - 1];
+        st = feed(s, res->prompt, np - 1, 0, NULL, dp, err);
         for (size_t i0 = 0; st == LD_OK && i0 < no; i0 += CHUNK) {
             int n = no - i0 < CHUNK ? (int)(no - i0) : CHUNK;
-            st = ld_session_eval(s, feed + i0, n, buf, NULL, err);
+            st = feed(s, fed + i0, (size_t)n, np - 1 + i0, buf, dp, err);
             for (int r = 0; st == LD_OK && r < n; r++) {
                 size_t i = i0 + (size_t)r;
                 const float *row = buf + (size_t)r * (size_t)V;
@@ -177,6 +212,9 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
                 }
             }
         }
+        /* the last output token, only fed for its hidden states */
+        if (st == LD_OK && dp && dpv.next < dump->n_pos)
+            st = feed(s, res->output + no - 1, 1, np + no - 1, NULL, dp, err);
     }
     if (st == LD_OK) {
         if (no == 0) res->verdict = LD_REPLAY_NO_OUTPUT;
@@ -196,17 +234,44 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
             free(ctx);
         }
     }
-    free(feed);
+    free(fed);
     free(buf);
+    if (dp) free(dpv.hbuf);
     ld_session_destroy(s);
     return st;
 }
 
+/* The dump's positions in the sequence prompt ++ output of `res`, its
+ * tokens, and room for its rows. */
+static ld_status dump_prepare(const ld_replay_engine *e, const ld_replay_result *res, ld_replay_dump *d,
+                              ld_error *err)
+{
+    const ld_model_config *c = &e->model->cfg;
+    d->seq_len = res->n_prompt + res->n_output;
+    d->n_prompt = res->n_prompt;
+    d->n_layers = c->n_layers;
+    d->hidden = c->hidden;
+    LD_TRY(ld_replay_positions_resolve(d->want, d->seq_len, &d->pos, &d->n_pos, err));
+    size_t planes = (size_t)c->n_layers + 2, D = (size_t)c->hidden;
+    if (d->n_pos > SIZE_MAX / sizeof *d->rows / planes / (D ? D : 1))
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    d->tokens = malloc(d->n_pos * sizeof *d->tokens);
+    d->rows = malloc(planes * d->n_pos * D * sizeof *d->rows);
+    if (!d->tokens || !d->rows) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (size_t i = 0; i < d->n_pos; i++) {
+        size_t p = (size_t)d->pos[i];
+        d->tokens[i] = p < res->n_prompt ? res->prompt[p] : res->output[p - res->n_prompt];
+    }
+    return LD_OK;
+}
+
 static ld_status replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
                             size_t n_output, const char *no_output_reason, const ld_replay_opts *opts,
-                            const ld_replay_sampling *sampling, ld_replay_result *out, ld_error *err)
+                            const ld_replay_sampling *sampling, ld_replay_dump *dump, ld_replay_result *out,
+                            ld_error *err)
 {
     memset(out, 0, sizeof *out);
+    if (dump) *dump = (ld_replay_dump){ .want = dump->want };
     out->divergence = out->first_outside = out->first_not_top1 = out->greedy_from = -1;
     ld_replay_opts o = opts ? *opts : (ld_replay_opts){ 0, 0, NAN };
     if (o.top_k < 0 || o.top_k > LD_REPLAY_MAX_TOP_K)
@@ -240,8 +305,12 @@ static ld_status replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n
     }
     if (st == LD_OK && !out->n_output && no_output_reason)
         snprintf(out->no_output_reason, sizeof out->no_output_reason, "%s", no_output_reason);
-    if (st == LD_OK) st = run(e, &o, out, max_tokens, err);
-    if (st != LD_OK) ld_replay_result_free(out);
+    if (st == LD_OK && dump) st = dump_prepare(e, out, dump, err);
+    if (st == LD_OK) st = run(e, &o, out, max_tokens, dump, err);
+    if (st != LD_OK) {
+        ld_replay_result_free(out);
+        ld_replay_dump_free(dump);
+    }
     return st;
 }
 
@@ -249,7 +318,14 @@ ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_pro
                         size_t n_output, const char *no_output_reason, const ld_replay_opts *opts,
                         ld_replay_result *out, ld_error *err)
 {
-    return replay_ids(e, prompt, n_prompt, output, n_output, no_output_reason, opts, NULL, out, err);
+    return replay_ids(e, prompt, n_prompt, output, n_output, no_output_reason, opts, NULL, NULL, out, err);
+}
+
+ld_status ld_replay_ids_dump(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
+                             size_t n_output, const ld_replay_opts *opts, ld_replay_dump *dump,
+                             ld_replay_result *out, ld_error *err)
+{
+    return replay_ids(e, prompt, n_prompt, output, n_output, NULL, opts, NULL, dump, out, err);
 }
 
 ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
@@ -261,7 +337,15 @@ ld_status ld_replay_request(ld_replay_engine *e, const ld_request *r, const ld_r
 ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
                                     const ld_replay_sampling *sampling, ld_replay_result *out, ld_error *err)
 {
+    return ld_replay_request_dump(e, r, opts, sampling, NULL, out, err);
+}
+
+ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                 const ld_replay_sampling *sampling, ld_replay_dump *dump,
+                                 ld_replay_result *out, ld_error *err)
+{
     memset(out, 0, sizeof *out);
+    if (dump) *dump = (ld_replay_dump){ .want = dump->want };
     int32_t *prompt = NULL, *output = NULL;
     size_t np = 0, no = 0;
     ld_replay_prompt_source src = LD_REPLAY_PROMPT_IDS;
@@ -303,7 +387,7 @@ ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, co
     } else if (no == 0) {
         snprintf(reason, sizeof reason, "the logged output_ids list is empty");
     }
-    st = replay_ids(e, prompt, np, output, no, reason, opts, sampling, out, err);
+    st = replay_ids(e, prompt, np, output, no, reason, opts, sampling, dump, out, err);
     if (st == LD_OK) out->prompt_source = src;
     free(prompt);
     free(output);

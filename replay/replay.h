@@ -29,6 +29,9 @@
  * with special tokens parsed and nothing added (LD_REPLAY_PROMPT_TOKENIZED
  * says so); else an error.
  *
+ * Layer dumps (ld_replay_request_dump, below): the hidden states of chosen
+ * positions, kept while replaying, and written as .npy files (npy.h).
+ *
  * Ownership: an ld_replay_engine owns its model, backend and tokenizer; it is
  * used by one replay at a time.  An ld_replay_result owns its arrays (free
  * with ld_replay_result_free).  Library code: errors are returned, nothing is
@@ -185,6 +188,97 @@ ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, co
                                     const ld_replay_sampling *sampling, ld_replay_result *out, ld_error *err);
 
 void ld_replay_result_free(ld_replay_result *res);
+
+/* ------------------------------------------------------------ layer dumps
+ *
+ * The hidden states of the replayed sequence at chosen positions, for
+ * comparison with another engine (`logdiff replay --dump-layers`).  The
+ * replayed sequence is prompt ++ output (positions 0 .. n_prompt +
+ * n_output - 1; the prompt alone when there is no output): position p holds
+ * token seq[p], and its hidden states are those the engine computes feeding
+ * seq[p] after seq[0..p).  When dumping, the last output token (which
+ * teacher forcing does not otherwise need) is fed too, so that the whole
+ * sequence is there.  Planes: 0 the embeddings, 1 + l the residual stream
+ * after decoder layer l, n_layers + 1 the final RMSNorm's output
+ * (engine/forward.h).  Dumping changes no logit: the engine computes a row
+ * the same way whatever the chunking. */
+
+/* Positions as given: ranges [first, last], inclusive; negative numbers
+ * count from the end (-1: the last position).  Owns `v`. */
+typedef struct ld_replay_range {
+    int64_t first, last;
+} ld_replay_range;
+
+typedef struct ld_replay_positions {
+    ld_replay_range *v;
+    size_t n;
+} ld_replay_positions;
+
+/* Parses a list such as "0,5,10-20,-3--1": comma-separated numbers or
+ * ranges A-B (inclusive), each number optionally negative; blanks around
+ * items are allowed.  On success *out owns a malloc'd array (free with
+ * ld_replay_positions_free).  Errors: LD_ERR_SYNTAX naming the byte offset
+ * and what was expected (an empty list or item, a stray character, a
+ * number of more than 18 digits), LD_ERR_NOMEM. */
+ld_status ld_replay_positions_parse(const char *list, ld_replay_positions *out, ld_error *err);
+
+/* The positions of `p` (NULL or empty: all) in a sequence of `seq_len`,
+ * ascending and distinct, in a malloc'd array *out_pos [*out_n] (caller
+ * frees).  Errors: LD_ERR_USAGE naming the number as given and the length
+ * ("position 40 is outside the replayed sequence of 26 positions ..."), or
+ * a range that runs backwards; LD_ERR_NOMEM. */
+ld_status ld_replay_positions_resolve(const ld_replay_positions *p, size_t seq_len, int64_t **out_pos,
+                                      size_t *out_n, ld_error *err);
+
+void ld_replay_positions_free(ld_replay_positions *p);
+
+/* A dump: `want` is read, the rest filled by ld_replay_request_dump (and
+ * owned by the struct: free with ld_replay_dump_free). */
+typedef struct ld_replay_dump {
+    const ld_replay_positions *want; /* borrowed; NULL or empty: every position */
+    size_t seq_len;                  /* positions in the replayed sequence */
+    size_t n_prompt;                 /* of which the prompt's */
+    int64_t *pos;                    /* [n_pos] ascending, distinct */
+    int64_t *tokens;                 /* [n_pos] the token at each */
+    size_t n_pos;
+    int n_layers, hidden;            /* n_layers + 2 planes of `hidden` floats */
+    float *rows;                     /* [n_layers + 2][n_pos][hidden] */
+} ld_replay_dump;
+
+void ld_replay_dump_free(ld_replay_dump *d);
+
+/* ld_replay_request_sampled, also filling *dump (when not NULL) with the
+ * hidden states at dump->want's positions.  Only those rows are kept (the
+ * sequence is evaluated in chunks).  Errors as ld_replay_request_sampled,
+ * plus those of ld_replay_positions_resolve, before anything is computed;
+ * on error *dump's outputs are freed. */
+ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                 const ld_replay_sampling *sampling, ld_replay_dump *dump,
+                                 ld_replay_result *out, ld_error *err);
+
+/* ld_replay_ids with a dump, as ld_replay_request_dump. */
+ld_status ld_replay_ids_dump(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt, const int32_t *output,
+                             size_t n_output, const ld_replay_opts *opts, ld_replay_dump *dump,
+                             ld_replay_result *out, ld_error *err);
+
+/* Creates `dir` when it does not exist (one level: the parent must exist)
+ * and checks that it is a directory.  Errors: LD_ERR_IO with the system's
+ * reason, naming the directory. */
+ld_status ld_replay_dump_mkdir(const char *dir, ld_error *err);
+
+/* Writes the dump into `dir` (which must exist): embed.npy, layer_NN.npy
+ * (one per decoder layer, NN zero-padded to two digits or more),
+ * final_norm.npy, each float32 [n_pos][hidden] ('<f4', C order);
+ * positions.npy and tokens.npy (int64 [n_pos]); manifest.json describing
+ * them (the model's architecture, n_layers, hidden, the positions, `rid`
+ * (may be NULL), each file's meaning).  Existing files of those names are
+ * replaced.  Errors: LD_ERR_IO naming the file, LD_ERR_NOMEM. */
+ld_status ld_replay_dump_write(const char *dir, const ld_replay_dump *d, const ld_replay_engine *e,
+                               const char *rid, ld_error *err);
+
+/* The name of plane k's file ("embed.npy", "layer_00.npy", ...,
+ * "final_norm.npy") for a model of n_layers, into buf [cap]; returns buf. */
+const char *ld_replay_dump_file(int k, int n_layers, char *buf, size_t cap);
 
 /* The kernels check of `logdiff diff --replay` (replay_check.c): replays r
  * (as ld_replay_request, default options, a continuation of

@@ -25,6 +25,15 @@ testdata/replay/replaylog/model/ is the same Qwen3 (config.json and model.safete
 testdata/models/qwen3) with a tokenizer.json: a byte-level BPE of 256 byte tokens, a few merges
 and the special tokens <|im_start|> <|im_end|>, built here with HF tokenizers (pinned below).
 
+testdata/replay/replaylog/hidden-rp-greedy.{json,f32} hold transformers' hidden states of rp-greedy's
+sequence (the prompt, then the logged output: position p holds token p) at a few positions, for
+`logdiff replay --dump-layers` (tests/cli/replay_dump.sh): [planes, positions, hidden] raw little-endian
+float32, planes the embeddings, the output of each decoder layer and of the final norm (forward hooks,
+as tools/gen_tiny_models.py), the whole sequence run in one forward pass.
+
+--out DIR writes everything into DIR instead of the fixture directory (to check that a rerun gives
+the same bytes before copying what changed).
+
 testdata/replay/replaylog/expect.json holds, per request with an output, transformers' teacher-
 forced numbers at each output position (log_softmax of the logged token, its rank, the top-1
 token and its log-probability, the margin between the top two logits), the divergence position,
@@ -66,6 +75,29 @@ def greedy(model, prefix, n):
         margins.append(float(top2.values[0] - top2.values[1]))
         ids.append(int(torch.argmax(last)))
     return ids[len(prefix):], min(margins)
+
+
+HIDDEN_POS = [0, 6, 13, 14, 19, 25]   # rp-greedy: prompt start, middle, last; output first, middle, last
+
+
+def hidden_states(model, ids, positions):
+    """transformers' hidden states of ids at positions: [embed, layer 0 .. layer L-1, final norm]."""
+    inner, caught, hooks = model.model, {}, []
+
+    def grab(key):
+        def hook(_mod, _inp, out):
+            caught[key] = (out[0] if isinstance(out, tuple) else out).detach()
+        return hook
+    names = ["embed"] + ["layer.%d" % i for i in range(len(inner.layers))] + ["norm"]
+    mods = [inner.embed_tokens] + list(inner.layers) + [inner.norm]
+    for name, mod in zip(names, mods):
+        hooks.append(mod.register_forward_hook(grab(name)))
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for h in hooks:
+        h.remove()
+    planes = [caught[n].reshape(len(ids), -1)[positions].float() for n in names]
+    return names, torch.stack(planes)
 
 
 def teacher_forced(model, prompt, out):
@@ -119,7 +151,9 @@ def byte_level_tokenizer():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--out", default=OUT)
     args = ap.parse_args()
+    out_dir = args.out
     got = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__,
            "tokenizers": tokenizers.__version__}
     if got != PINNED:
@@ -215,7 +249,29 @@ def main():
                              "prompt_ids": text_ids, "output_ids": text_out, "positions": tf_text},
         },
     }
-    mdir = os.path.join(OUT, "model")
+    seq = PROMPT + true_out
+    names, hidden = hidden_states(model, seq, HIDDEN_POS)
+    hidden_index = {
+        "generator": "tools/gen_replay_fixtures.py",
+        "versions": got,
+        "model": "testdata/models/qwen3",
+        "rid": "rp-greedy",
+        "sequence": seq,
+        "positions": HIDDEN_POS,
+        "tokens": [seq[p] for p in HIDDEN_POS],
+        "planes": names,
+        "file": "hidden-rp-greedy.f32",
+        "shape": list(hidden.shape),
+        "dtype": "<f4",
+    }
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "hidden-rp-greedy.f32"), "wb") as fh:
+        fh.write(hidden.numpy().astype("<f4").tobytes())
+    with open(os.path.join(out_dir, "hidden-rp-greedy.json"), "w", encoding="utf-8") as fh:
+        json.dump(hidden_index, fh, indent=1)
+        fh.write("\n")
+    mdir = os.path.join(out_dir, "model")
     os.makedirs(mdir, exist_ok=True)
     for name in ("config.json", "model.safetensors"):
         link = os.path.join(mdir, name)
@@ -223,9 +279,9 @@ def main():
             os.remove(link)
         os.symlink(os.path.join("..", "..", "..", "models", "qwen3", name), link)
     tok.save(os.path.join(mdir, "tokenizer.json"))
-    with open(os.path.join(OUT, "server.log"), "w", encoding="utf-8", newline="\n") as fh:
+    with open(os.path.join(out_dir, "server.log"), "w", encoding="utf-8", newline="\n") as fh:
         fh.write("\n".join(lines) + "\n")
-    with open(os.path.join(OUT, "expect.json"), "w", encoding="utf-8") as fh:
+    with open(os.path.join(out_dir, "expect.json"), "w", encoding="utf-8") as fh:
         json.dump(expect, fh, indent=1)
         fh.write("\n")
     return 0
