@@ -211,6 +211,15 @@ static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_
     cJSON_AddItemToObject(o, "temperature", ld_json_double(r->temperature));
     cJSON_AddItemToObject(o, "top_k", ld_json_int(res->top_k));
     cJSON_AddItemToObject(o, "near_tie", ld_json_double(res->near_tie));
+    cJSON *cut = cJSON_CreateNull();
+    if (res->output_cut) {
+        cJSON_Delete(cut);
+        cut = cJSON_CreateObject();
+        cJSON_AddItemToObject(cut, "replayed", ld_json_int((int64_t)res->n_output));
+        cJSON_AddItemToObject(cut, "logged", res->n_output_logged >= 0 ? ld_json_int(res->n_output_logged)
+                                                                       : cJSON_CreateNull());
+    }
+    cJSON_AddItemToObject(o, "output_cut", cut);
     cJSON_AddItemToObject(o, "no_output_reason",
                           res->no_output_reason[0] ? cJSON_CreateString(res->no_output_reason) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "first_outside_top_k", res->first_outside >= 0 ? ld_json_int(res->first_outside)
@@ -483,6 +492,12 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     if (!json && res.prompt_source == LD_REPLAY_PROMPT_TOKENIZED)
         fprintf(cli->err, PFX "note: the log holds no complete input_ids for '%s': its prompt text was tokenized with "
                           "%s/tokenizer.json, special tokens parsed, nothing added\n", rid, model);
+    if (!json && res.output_cut) {
+        char total[32] = "?";
+        if (res.n_output_logged >= 0) snprintf(total, sizeof total, "%lld", (long long)res.n_output_logged);
+        fprintf(cli->err, PFX "note: the logger cut the output_ids of '%s': the %zu it kept from the start (of %s) "
+                          "were teacher-forced; the verdict covers those\n", rid, res.n_output, total);
+    }
     if (!json && seed_arg && !res.sampled && res.greedy_from >= 0)
         fprintf(cli->err, PFX "note: --seed: '%s' logged temperature %g: the continuation is greedy\n", rid,
                 r->temperature);

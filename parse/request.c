@@ -203,6 +203,32 @@ static const ld_py_value *ids_of(const ld_py_value *obj, int32_t sub)
     return ids && (ids->kind == LD_PY_LIST || ids->kind == LD_PY_TRUNC) ? ids : NULL;
 }
 
+/* The ids of list `v` (a LIST, or the head of a cut one when `head` is
+ * set) into a malloc'd array; `what` names the field in errors. */
+static ld_status ids_from(const ld_py_value *v, const char *what, int head, int32_t **ids, size_t *n,
+                          ld_error *err)
+{
+    if (v->kind == LD_PY_TRUNC) {
+        if (!head) return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the %s list", what);
+        v = &v->u.items[0];
+        if (v->kind != LD_PY_LIST) return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the %s list", what);
+    }
+    if (v->n && !v->u.items) return LD_FAIL(err, LD_ERR_MISMATCH, v->off, "the %s were counted, not kept", what);
+    int32_t *out = malloc((v->n ? v->n : 1) * sizeof *out);
+    if (!out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %s", what);
+    for (uint32_t i = 0; i < v->n; i++) {
+        const ld_py_value *x = &v->u.items[i];
+        if (x->kind != LD_PY_INT || (x->flags & LD_PY_F_BIGINT) || x->u.i < 0 || x->u.i > INT32_MAX) {
+            free(out);
+            return LD_FAIL(err, LD_ERR_SYNTAX, x->off, "%s[%u] is not a token id", what, i);
+        }
+        out[i] = (int32_t)x->u.i;
+    }
+    *ids = out;
+    *n = v->n;
+    return LD_OK;
+}
+
 ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err)
 {
     *ids = NULL;
@@ -214,23 +240,7 @@ ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld
                        "vLLM logged %u prompt_token_ids, its --max-log-len: the list may be cut", r->vllm_prompt_ids->n);
     if (!v) v = r->vllm_prompt_ids;
     if (!v) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no input_ids for this request");
-    if (v->kind == LD_PY_TRUNC)
-        return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the input_ids list");
-    if (v->n && !v->u.items)
-        return LD_FAIL(err, LD_ERR_MISMATCH, v->off, "the input_ids were counted, not kept");
-    int32_t *out = malloc((v->n ? v->n : 1) * sizeof *out);
-    if (!out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for input_ids");
-    for (uint32_t i = 0; i < v->n; i++) {
-        const ld_py_value *x = &v->u.items[i];
-        if (x->kind != LD_PY_INT || (x->flags & LD_PY_F_BIGINT) || x->u.i < 0 || x->u.i > INT32_MAX) {
-            free(out);
-            return LD_FAIL(err, LD_ERR_SYNTAX, x->off, "input_ids[%u] is not a token id", i);
-        }
-        out[i] = (int32_t)x->u.i;
-    }
-    *ids = out;
-    *n = v->n;
-    return LD_OK;
+    return ids_from(v, "input_ids", 0, ids, n, err);
 }
 
 /* out's output_ids list for sub-request `sub` (-1 = single), or NULL. */
@@ -243,28 +253,22 @@ static const ld_py_value *out_ids_of(const ld_py_value *out, int32_t sub)
     return ids && (ids->kind == LD_PY_LIST || ids->kind == LD_PY_TRUNC) ? ids : NULL;
 }
 
-ld_status ld_request_output_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err)
+static ld_status output_ids(const ld_request *r, int head, int32_t **ids, size_t *n, ld_error *err)
 {
     *ids = NULL;
     *n = 0;
     const ld_py_value *v = out_ids_of(r->out, r->sub_index);
     if (!v) v = r->vllm_output_ids;
     if (!v) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the log holds no output_ids for this request");
-    if (v->kind == LD_PY_TRUNC)
-        return LD_FAIL(err, LD_ERR_TRUNCATED, v->off, "the logger cut the output_ids list");
-    if (v->n && !v->u.items)
-        return LD_FAIL(err, LD_ERR_MISMATCH, v->off, "the output_ids were counted, not kept");
-    int32_t *out = malloc((v->n ? v->n : 1) * sizeof *out);
-    if (!out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for output_ids");
-    for (uint32_t i = 0; i < v->n; i++) {
-        const ld_py_value *x = &v->u.items[i];
-        if (x->kind != LD_PY_INT || (x->flags & LD_PY_F_BIGINT) || x->u.i < 0 || x->u.i > INT32_MAX) {
-            free(out);
-            return LD_FAIL(err, LD_ERR_SYNTAX, x->off, "output_ids[%u] is not a token id", i);
-        }
-        out[i] = (int32_t)x->u.i;
-    }
-    *ids = out;
-    *n = v->n;
-    return LD_OK;
+    return ids_from(v, "output_ids", head, ids, n, err);
+}
+
+ld_status ld_request_output_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err)
+{
+    return output_ids(r, 0, ids, n, err);
+}
+
+ld_status ld_request_output_ids_head(const ld_request *r, int32_t **ids, size_t *n, ld_error *err)
+{
+    return output_ids(r, 1, ids, n, err);
 }

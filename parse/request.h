@@ -214,6 +214,10 @@ ld_status ld_request_input_ids(const ld_request *r, int32_t **ids, size_t *n, ld
  * that is not an id, LD_ERR_NOMEM. */
 ld_status ld_request_output_ids(const ld_request *r, int32_t **ids, size_t *n, ld_error *err);
 
+/* ld_request_output_ids, but of a list the logger cut (head ... tail) the
+ * head, the ids from the first on: what a replay can still teacher-force. */
+ld_status ld_request_output_ids_head(const ld_request *r, int32_t **ids, size_t *n, ld_error *err);
+
 /* Frees the record and everything it owns.  NULL allowed. */
 void ld_request_free(ld_request *r);
 

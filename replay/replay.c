@@ -373,7 +373,12 @@ ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const
         return st;
     }
     char reason[160] = "";
+    int cut = 0;
     st = ld_request_output_ids(r, &output, &no, &ierr);
+    if (st == LD_ERR_TRUNCATED) { /* head ... tail: the head can still be teacher-forced */
+        st = ld_request_output_ids_head(r, &output, &no, &ierr);
+        cut = st == LD_OK;
+    }
     if (st == LD_ERR_MISMATCH) {
         snprintf(reason, sizeof reason, "%.150s",
                  !(r->seen & (LD_PART_BIT(LD_PART_FINISH) | LD_PART_BIT(LD_PART_INOUT)))
@@ -388,7 +393,11 @@ ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const
         snprintf(reason, sizeof reason, "the logged output_ids list is empty");
     }
     st = replay_ids(e, prompt, np, output, no, reason, opts, sampling, dump, out, err);
-    if (st == LD_OK) out->prompt_source = src;
+    if (st == LD_OK) {
+        out->prompt_source = src;
+        out->output_cut = cut;
+        out->n_output_logged = cut ? (r->completion_tokens != LD_UNSET_INT ? r->completion_tokens : -1) : (int64_t)no;
+    }
     free(prompt);
     free(output);
     return st;

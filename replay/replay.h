@@ -160,6 +160,10 @@ typedef struct ld_replay_result {
     size_t n_greedy;
     int64_t greedy_from;      /* output position the continuation starts at, or -1 */
     char no_output_reason[160]; /* LD_REPLAY_NO_OUTPUT: why ("" otherwise) */
+    int output_cut;           /* the logger cut output_ids: `output` is the head it kept,
+                                 the verdict covers that head only */
+    int64_t n_output_logged;  /* output_cut: the output's length as logged
+                                 (completion_tokens), or -1 when unknown */
 } ld_replay_result;
 
 /* Replays `prompt` [n_prompt] then teacher-forces `output` [n_output]

@@ -37,10 +37,10 @@ static int keep(void *ctx, ld_request *r)
 }
 
 /* Every request of server.log (values and texts kept); 0 on failure. */
-static int read_log(recs *o)
+/* Pairs the log `text` (freed here) into o. */
+static int read_log_text(recs *o, char *text)
 {
     memset(o, 0, sizeof *o);
-    char *text = ld_test_slurp(FIXDIR "/server.log");
     if (!text) return 0;
     ld_pair_options opt = { 0 };
     opt.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES;
@@ -65,6 +65,11 @@ static int read_log(recs *o)
     ld_pairer_free(p);
     free(text);
     return ok;
+}
+
+static int read_log(recs *o)
+{
+    return read_log_text(o, ld_test_slurp(FIXDIR "/server.log"));
 }
 
 static void recs_free(recs *o)
@@ -195,6 +200,45 @@ static int test_replay_greedy_output_is_consistent(void)
     int rc = start(&x, "rp-greedy", NULL) ? check_greedy(&x) : 1;
     stop(&x);
     return rc;
+}
+
+/* rp-greedy with its 12 output_ids cut by the logger to the first 5 ...
+ * the last 3: the head is teacher-forced (transformers' numbers for those
+ * positions), the cut is reported with completion_tokens. */
+static int test_replay_output_ids_cut_by_the_logger(void)
+{
+    char *text = ld_test_slurp(FIXDIR "/server.log");
+    CHECK(text);
+    const char *whole = "'output_ids': [211, 266, 43, 122, 269, 160, 89, 155, 4, 43, 9, 159]";
+    const char *cut = "'output_ids': [211, 266, 43, 122, 269] ... [43, 9, 159]";
+    char *line = strstr(text, "Finish: obj=GenerateReqInput(rid='rp-greedy'");
+    char *at = line ? strstr(line, whole) : NULL;
+    CHECK(at && (!strchr(line, '\n') || at < strchr(line, '\n')));
+    memcpy(at, cut, strlen(cut));
+    memmove(at + strlen(cut), at + strlen(whole), strlen(at + strlen(whole)) + 1);
+    ld_replay_engine *e = NULL;
+    recs o;
+    ld_replay_result res = { 0 };
+    ld_error err;
+    ld_error_clear(&err);
+    cJSON *ex = load_expect();
+    CHECK(ex && read_log_text(&o, text));
+    CHECK(ld_replay_engine_open(MODEL, NULL, 1, &e, &err) == LD_OK);
+    const ld_request *r = by_rid(&o, "rp-greedy");
+    CHECK(r && ld_replay_request(e, r, NULL, &res, &err) == LD_OK);
+    CHECK(res.output_cut == 1 && res.n_output == 5 && res.n_output_logged == 12);
+    CHECK(res.verdict == LD_REPLAY_CONSISTENT);
+    cJSON *want = cJSON_GetObjectItem(expect_req(ex, "rp-greedy"), "positions");
+    cJSON *head = cJSON_CreateArray();
+    for (int i = 0; i < 5; i++) cJSON_AddItemToArray(head, cJSON_Duplicate(cJSON_GetArrayItem(want, i), 1));
+    double maxd = 0;
+    CHECK(check_positions(&res, head, &maxd) == 0);
+    cJSON_Delete(head);
+    ld_replay_result_free(&res);
+    ld_replay_engine_close(e);
+    recs_free(&o);
+    cJSON_Delete(ex);
+    return 0;
 }
 
 static int check_altered(const run *x)
@@ -424,6 +468,7 @@ static int test_replay_engine_errors(void)
 }
 
 static const ld_test_case cases[] = {
+    LD_CASE(test_replay_output_ids_cut_by_the_logger),
     LD_CASE(test_replay_greedy_output_is_consistent),
     LD_CASE(test_replay_altered_output_diverges_at_p),
     LD_CASE(test_replay_near_tie_rule_and_top_k),
