@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "lm.h"
 #include "replay_internal.h"
 
 #define CHUNK 32 /* output rows evaluated per call (bounds the logits buffer) */
@@ -97,18 +97,18 @@ static ld_status check_ids(const char *what, const int32_t *ids, size_t n, int V
 /* The continuation of ctx [n] (n >= 1) for `count` tokens, from a reset
  * session, greedy or (res->sampled) sampled at output positions
  * res->greedy_from + i; `row` holds one row of logits. */
-static ld_status greedy(ld_session *s, const int32_t *ctx, size_t n, int count, int V, float *row,
+static ld_status greedy(ld_lm_session *s, const int32_t *ctx, size_t n, int count, int V, float *row,
                         ld_replay_result *res, ld_error *err)
 {
     res->greedy = malloc((size_t)(count > 0 ? count : 1) * sizeof *res->greedy);
     if (!res->greedy) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_sampler *smp = NULL;
     if (res->sampled) LD_TRY(ld_sampler_new(V, &smp, err));
-    ld_session_reset(s);
-    ld_status st = n > 1 ? ld_session_eval(s, ctx, (int)(n - 1), NULL, NULL, err) : LD_OK;
+    ld_lm_reset(s);
+    ld_status st = n > 1 ? ld_lm_eval(s, ctx, (int)(n - 1), NULL, NULL, err) : LD_OK;
     int32_t next = ctx[n - 1];
     for (int i = 0; st == LD_OK && i < count; i++) {
-        st = ld_session_eval(s, &next, 1, row, NULL, err);
+        st = ld_lm_eval(s, &next, 1, row, NULL, err);
         if (st != LD_OK) break;
         if (smp) {
             next = ld_sampler_token(smp, row, V, &res->params, res->seed, (uint64_t)res->greedy_from + (uint64_t)i);
@@ -143,15 +143,15 @@ typedef struct dumper {
  * when not dumping (dp NULL), else calls of at most CHUNK tokens, asking
  * for the hidden states only in calls holding a wanted position and copying
  * those rows into the dump.  `logits` (NULL: not wanted) needs n <= CHUNK. */
-static ld_status feed(ld_session *s, const int32_t *toks, size_t n, size_t at, float *logits, dumper *dp,
+static ld_status feed(ld_lm_session *s, const int32_t *toks, size_t n, size_t at, float *logits, dumper *dp,
                       ld_error *err)
 {
-    if (!dp) return n ? ld_session_eval(s, toks, (int)n, logits, NULL, err) : LD_OK;
+    if (!dp) return n ? ld_lm_eval(s, toks, (int)n, logits, NULL, err) : LD_OK;
     ld_replay_dump *d = dp->d;
     for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
         size_t k = n - i0 < CHUNK ? n - i0 : CHUNK, lo = at + i0;
         int want = dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k;
-        LD_TRY(ld_session_eval(s, toks + i0, (int)k, i0 == 0 ? logits : NULL, want ? dp->hbuf : NULL, err));
+        LD_TRY(ld_lm_eval(s, toks + i0, (int)k, i0 == 0 ? logits : NULL, want ? dp->hbuf : NULL, err));
         for (; dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k; dp->next++) {
             size_t r = (size_t)d->pos[dp->next] - lo;
             for (size_t p = 0; p < dp->planes; p++)
@@ -165,7 +165,7 @@ static ld_status feed(ld_session *s, const int32_t *toks, size_t n, size_t at, f
 static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_result *res, int max_tokens,
                      ld_replay_dump *dump, ld_error *err)
 {
-    const ld_model_config *c = &e->model->cfg;
+    const ld_lm_info *c = ld_lm_info_of(e->lm);
     int V = c->vocab, ctxlen = c->max_pos;
     size_t np = res->n_prompt, no = res->n_output;
     (void)o;
@@ -175,8 +175,8 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     if ((size_t)max_tokens > room) max_tokens = (int)room;
     int max_seq = (int)(need + (size_t)max_tokens);
     if (max_seq < 1) max_seq = 1;
-    ld_session *s = NULL;
-    LD_TRY(ld_session_create(e->model, e->be, max_seq, CHUNK, &s, err));
+    ld_lm_session *s = NULL;
+    LD_TRY(ld_lm_session_create(e->lm, e->be, max_seq, CHUNK, &s, err));
     float *buf = malloc((size_t)CHUNK * (size_t)V * sizeof *buf);
     int32_t *fed = NULL;
     dumper dpv = { dump, NULL, (size_t)c->n_layers + 2, (size_t)c->hidden, 0 }, *dp = dump ? &dpv : NULL;
@@ -237,7 +237,7 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     free(fed);
     free(buf);
     if (dp) free(dpv.hbuf);
-    ld_session_destroy(s);
+    ld_lm_session_destroy(s);
     return st;
 }
 
@@ -246,7 +246,7 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
 static ld_status dump_prepare(const ld_replay_engine *e, const ld_replay_result *res, ld_replay_dump *d,
                               ld_error *err)
 {
-    const ld_model_config *c = &e->model->cfg;
+    const ld_lm_info *c = ld_lm_info_of(e->lm);
     d->seq_len = res->n_prompt + res->n_output;
     d->n_prompt = res->n_prompt;
     d->n_layers = c->n_layers;
@@ -284,7 +284,7 @@ static ld_status replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n
     }
     out->near_tie = isnan(o.near_tie) || o.near_tie < 0 ? LD_REPLAY_NEAR_TIE : o.near_tie;
     int max_tokens = o.max_tokens == 0 ? LD_REPLAY_MAX_TOKENS : o.max_tokens < 0 ? 0 : o.max_tokens;
-    int V = e->model->cfg.vocab, ctxlen = e->model->cfg.max_pos;
+    int V = ld_lm_info_of(e->lm)->vocab, ctxlen = ld_lm_info_of(e->lm)->max_pos;
     if (n_prompt == 0) return LD_FAIL(err, LD_ERR_MISMATCH, 0, "the prompt has no ids: nothing to replay");
     LD_TRY(check_ids("input_ids", prompt, n_prompt, V, err));
     LD_TRY(check_ids("output_ids", output, output ? n_output : 0, V, err));

@@ -201,10 +201,10 @@ static char *manifest(const ld_replay_dump *d, const ld_replay_engine *e, const 
     if (rid) cJSON_AddStringToObject(o, "rid", rid);
     else cJSON_AddNullToObject(o, "rid");
     cJSON *m = cJSON_AddObjectToObject(o, "model");
-    cJSON_AddStringToObject(m, "arch", e->model->cfg.arch_name);
+    cJSON_AddStringToObject(m, "arch", ld_lm_info_of(e->lm)->arch);
     cJSON_AddNumberToObject(m, "n_layers", d->n_layers);
     cJSON_AddNumberToObject(m, "hidden", d->hidden);
-    cJSON_AddNumberToObject(m, "vocab", e->model->cfg.vocab);
+    cJSON_AddNumberToObject(m, "vocab", ld_lm_info_of(e->lm)->vocab);
     cJSON_AddStringToObject(o, "backend", e->be->ops->name);
     cJSON_AddStringToObject(o, "sequence", "prompt ++ output: position p holds token seq[p]; its hidden states are "
                                            "computed from seq[0..p] (causal)");

@@ -27,10 +27,9 @@ ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_thre
     if (!e) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     char *gguf = NULL;
     ld_status st = ld_model_find_gguf(dir, &gguf, err);
-    if (st == LD_OK) st = gguf ? ld_model_open_gguf(gguf, &e->model, err) : ld_model_open(dir, &e->model, err);
+    if (st == LD_OK) st = ld_lm_open(dir, &e->lm, err);
     if (st == LD_OK) st = open_backend(backend, n_threads, &e->be, err);
     if (st != LD_OK) {
-        if (gguf && err && err->path == gguf) err->path = dir;
         free(gguf);
         ld_replay_engine_close(e);
         return st;
@@ -80,12 +79,12 @@ const char *ld_replay_engine_tok_error(const ld_replay_engine *e)
 
 int ld_replay_engine_vocab(const ld_replay_engine *e)
 {
-    return e->model->cfg.vocab;
+    return ld_lm_info_of(e->lm)->vocab;
 }
 
 int ld_replay_engine_context(const ld_replay_engine *e)
 {
-    return e->model->cfg.max_pos;
+    return ld_lm_info_of(e->lm)->max_pos;
 }
 
 const char *ld_replay_engine_backend(const ld_replay_engine *e)
@@ -95,7 +94,7 @@ const char *ld_replay_engine_backend(const ld_replay_engine *e)
 
 const char *ld_replay_engine_arch(const ld_replay_engine *e)
 {
-    return e->model->cfg.arch_name;
+    return ld_lm_info_of(e->lm)->arch;
 }
 
 void ld_replay_engine_close(ld_replay_engine *e)
@@ -103,6 +102,6 @@ void ld_replay_engine_close(ld_replay_engine *e)
     if (!e) return;
     ld_tok_free(e->tok);
     ld_backend_destroy(e->be);
-    ld_model_close(e->model);
+    ld_lm_close(e->lm);
     free(e);
 }

@@ -3,11 +3,11 @@
 #define LD_REPLAY_INTERNAL_H
 
 #include "backend.h"
-#include "model.h"
+#include "lm.h"
 #include "replay.h"
 
 struct ld_replay_engine {
-    ld_model *model;
+    ld_lm *lm;
     ld_backend *be;
     ld_tok *tok;          /* NULL when none */
     char tok_error[256];  /* why there is none ("" when no tokenizer.json) */

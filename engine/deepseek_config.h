@@ -1,0 +1,95 @@
+/* deepseek_config.h - the description of a DeepSeek-V3 model (HF
+ * config.json, model_type "deepseek_v3" / DeepseekV3ForCausalLM): MLA
+ * attention with optional q LoRA, RoPE (default or YaRN with DeepSeek's
+ * mscale), dense layers then MoE layers with the noaux_tc sigmoid router,
+ * group limit and shared experts.
+ *
+ * Every field is validated; an error names the field (LD_ERR_SYNTAX for a
+ * malformed or inconsistent value, LD_ERR_UNSUPPORTED for a valid value the
+ * engine does not compute: another scoring_func or topk_method, another
+ * rope_type, a quantization_config other than DeepSeek's block FP8...).  Both config styles are read:
+ * transformers 5 ("rope_parameters") and 4 ("rope_theta" + "rope_scaling").
+ * Fields both transformers and DeepSeek's code ignore (moe_layer_freq,
+ * num_nextn_predict_layers: the MTP layer is not run) are accepted.
+ */
+#ifndef LD_DEEPSEEK_CONFIG_H
+#define LD_DEEPSEEK_CONFIG_H
+
+#include <stddef.h>
+
+#include "ld_error.h"
+
+#define LD_DS_MAX_LAYERS 1024
+#define LD_DS_MAX_EXPERTS 1024
+
+/* eps of the q_a / kv_a latent RMSNorms: fixed at 1e-6 by transformers
+ * (DeepseekV3RMSNorm's default) and by the official code (RMSNorm's
+ * default), whatever rms_norm_eps says */
+#define LD_DS_LATENT_NORM_EPS 1e-6f
+
+typedef struct ld_ds_config {
+    int vocab, hidden, n_layers, n_heads;
+    int intermediate;          /* dense layers' MLP */
+    int moe_intermediate;      /* each routed expert; shared: x n_shared */
+    int q_lora_rank;           /* 0: plain q_proj */
+    int kv_lora_rank;          /* c: the latent that is cached */
+    int qk_nope, qk_rope, v_head;  /* dn, dr, dv */
+    int first_k_dense;         /* layers < this are dense */
+    int n_routed, n_shared, top_k, n_group, topk_group;
+    int norm_topk_prob;
+    float routed_scaling;
+    int score_bias;            /* 1: the e_score_correction_bias selects
+                                  (noaux_tc); 0 only for ablations */
+    int max_pos;
+    float rms_eps;
+    int tie_embeddings;
+    int attention_bias;        /* q_a_proj, kv_a_proj_with_mqa, o_proj */
+    int rope_interleave;       /* 1: pairs (2i, 2i+1) (DeepSeek), 0: (i, i+dr/2) */
+    /* RoPE over the dr dims */
+    double rope_theta;
+    int yarn;                  /* 0: plain RoPE */
+    double rope_factor, rope_orig_max_pos, beta_fast, beta_slow;
+    double mscale, mscale_all_dim;  /* 0 when absent */
+    double attention_factor;   /* cos/sin factor; < 0: absent (derived) */
+    int yarn_truncate;
+    /* quantization_config {quant_method fp8, fmt e4m3, weight_block_size}:
+     * the linear weights may be F8_E4M3 with an F32 `<name>_scale_inv` per
+     * block; dequantized exactly (q * scale_inv) when the model is bound.
+     * Activations are not quantized (activation_scheme "dynamic" is
+     * accepted and ignored: the engine computes them in fp32) */
+    int fp8;
+    int fp8_block[2];          /* rows, cols of a scale block */
+} ld_ds_config;
+
+/* 1 if the config.json text names DeepSeek-V3 (architectures
+ * DeepseekV3ForCausalLM or model_type deepseek_v3), 0 otherwise (also for
+ * text that is not JSON). */
+int ld_ds_config_detect(const char *json, size_t len);
+
+ld_status ld_ds_config_parse(const char *json, size_t len, ld_ds_config *out, ld_error *err);
+
+/* Read and parse the file at `path` (err->path = path on failure). */
+ld_status ld_ds_config_load(const char *path, ld_ds_config *out, ld_error *err);
+
+/* The dr/2 RoPE inverse frequencies as transformers computes them in fp32
+ * (_compute_yarn_parameters with YaRN; 1/base^(2i/dr) without). */
+void ld_ds_rope_inv_freq(const ld_ds_config *c, float *inv_freq);
+
+/* The factor transformers multiplies cos and sin by: with YaRN,
+ * attention_factor, or mscale(factor, mscale) / mscale(factor,
+ * mscale_all_dim) when both are set, else mscale(factor, 1); 1 without
+ * YaRN.  mscale(f, m) = 0.1 m ln f + 1 (1 when f <= 1). */
+float ld_ds_rope_attn_factor(const ld_ds_config *c);
+
+/* The softmax scale: (dn + dr)^-0.5, times mscale(factor, mscale_all_dim)^2
+ * with YaRN when mscale_all_dim is set (transformers; the official code:
+ * the same when max_seq_len > original_max_position_embeddings). */
+float ld_ds_softmax_scale(const ld_ds_config *c);
+
+/* 1 if layer `l` is MoE */
+static inline int ld_ds_layer_is_moe(const ld_ds_config *c, int l)
+{
+    return l >= c->first_k_dense;
+}
+
+#endif /* LD_DEEPSEEK_CONFIG_H */

@@ -1,0 +1,408 @@
+/* deepseek_forward.c - see deepseek_forward.h. */
+#include "deepseek_forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref_deepseek.h"
+#include "ref_ops.h"
+
+typedef struct ds_mlp {
+    ld_weight *gate, *up, *down;
+} ds_mlp;
+
+typedef struct ds_layer {
+    ld_weight *attn_norm, *q_a, *q_a_bias, *q_a_norm, *q_b, *q, *kv_a, *kv_a_bias, *kv_a_norm, *kv_b, *o, *o_bias;
+    ld_weight *ffn_norm, *router;
+    ds_mlp mlp;          /* dense MLP or the shared experts */
+    ds_mlp *experts;     /* [E] (MoE layers) */
+    float *router_bias;  /* [E] fp32 host copy */
+    ld_buf *ckv, *kpe;   /* the latent cache: [max_seq][c], [max_seq][dr] */
+} ds_layer;
+
+struct ld_ds_session {
+    const ld_ds_model *m;
+    ld_backend *be;
+    int max_seq, max_batch, pos;
+    ld_ds_attn attn;
+    float *inv_freq;
+    float scale, attn_factor;
+    ld_weight *embed, *norm, *lm_head;
+    ds_layer *layers;
+    /* backend buffers (B = max_batch rows, S = max_seq) */
+    ld_buf *x, *xb, *qa, *q, *kva, *ckv_raw, *ckvn, *kvb, *att, *g, *u, *y, *xe, *rl, *logits;
+    /* host scratch */
+    float *hq, *hkva, *hckv, *hkpe, *hkvb, *hcache, *hatt, *scores, *hx, *hy, *hxe, *hrl, *wts, *sel_w, *qabs, *olat;
+    int32_t *idx;
+    int *sel_t;
+};
+
+#define OPS(s) ((s)->be->ops)
+
+static ld_status load(ld_ds_session *s, const ld_model_tensor *t, ld_weight **w, ld_error *err)
+{
+    *w = NULL;
+    if (!t->st) return LD_OK;
+    ld_status st = OPS(s)->weight_load(s->be, &t->host, w, err);
+    if (st != LD_OK && err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "tensor '%.100s': %.140s", t->st->name, err->msg);
+        memcpy(err->msg, msg, sizeof msg);
+    }
+    return st;
+}
+
+static void unload(ld_ds_session *s, ld_weight *w)
+{
+    if (w) OPS(s)->weight_free(s->be, w);
+}
+
+static void unload_mlp(ld_ds_session *s, ds_mlp *x)
+{
+    unload(s, x->gate);
+    unload(s, x->up);
+    unload(s, x->down);
+}
+
+void ld_ds_session_destroy(ld_ds_session *s)
+{
+    if (!s) return;
+    const ld_ds_config *c = &s->m->cfg;
+    if (s->layers) {
+        for (int l = 0; l < c->n_layers; l++) {
+            ds_layer *L = &s->layers[l];
+            ld_weight *ws[] = {L->attn_norm, L->q_a,  L->q_a_bias, L->q_a_norm, L->q_b,      L->q,       L->kv_a,
+                               L->kv_a_bias, L->kv_a_norm, L->kv_b, L->o,     L->o_bias, L->ffn_norm, L->router};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
+            unload_mlp(s, &L->mlp);
+            if (L->experts)
+                for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
+            free(L->experts);
+            free(L->router_bias);
+            OPS(s)->buf_free(s->be, L->ckv);
+            OPS(s)->buf_free(s->be, L->kpe);
+        }
+    }
+    unload(s, s->embed);
+    unload(s, s->norm);
+    if (s->lm_head != s->embed) unload(s, s->lm_head);
+    ld_buf *bs[] = {s->x, s->xb, s->qa, s->q, s->kva, s->ckv_raw, s->ckvn, s->kvb,
+                    s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
+    float *hs[] = {s->hq, s->hkva, s->hckv, s->hkpe, s->hkvb, s->hcache, s->hatt, s->scores, s->hx,
+                   s->hy, s->hxe, s->hrl, s->wts, s->sel_w, s->qabs, s->olat, s->inv_freq};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
+    free(s->idx);
+    free(s->sel_t);
+    free(s->layers);
+    free(s);
+}
+
+static ld_status load_mlp(ld_ds_session *s, const ld_ds_expert *src, ds_mlp *dst, ld_error *err)
+{
+    LD_TRY(load(s, &src->gate, &dst->gate, err));
+    LD_TRY(load(s, &src->up, &dst->up, err));
+    return load(s, &src->down, &dst->down, err);
+}
+
+static ld_status load_layer(ld_ds_session *s, int l, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_ds_layer *ml = &s->m->layers[l];
+    ds_layer *L = &s->layers[l];
+    const ld_model_tensor *ts[] = {&ml->attn_norm, &ml->q_a,      &ml->q_a_bias, &ml->q_a_norm, &ml->q_b,
+                                   &ml->q,         &ml->kv_a,     &ml->kv_a_bias, &ml->kv_a_norm, &ml->kv_b,
+                                   &ml->o,         &ml->o_bias,   &ml->ffn_norm, &ml->router};
+    ld_weight **ws[] = {&L->attn_norm, &L->q_a,  &L->q_a_bias, &L->q_a_norm, &L->q_b, &L->q,      &L->kv_a,
+                        &L->kv_a_bias, &L->kv_a_norm, &L->kv_b, &L->o,     &L->o_bias, &L->ffn_norm, &L->router};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) LD_TRY(load(s, ts[i], ws[i], err));
+    if (ml->mlp.gate.st) LD_TRY(load_mlp(s, &ml->mlp, &L->mlp, err));
+    if (!ml->moe) return LD_OK;
+    L->experts = calloc((size_t)c->n_routed, sizeof *L->experts);
+    L->router_bias = malloc((size_t)c->n_routed * sizeof *L->router_bias);
+    if (!L->experts || !L->router_bias) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_ref_to_f32(L->router_bias, ml->router_bias.host.data, (ld_kdt)ml->router_bias.host.dtype, 0,
+                  (size_t)c->n_routed);
+    for (int e = 0; e < c->n_routed; e++) LD_TRY(load_mlp(s, &ml->experts[e], &L->experts[e], err));
+    return LD_OK;
+}
+
+/* n elements of sz bytes (at least one) */
+static void *halloc(size_t n, size_t sz)
+{
+    return malloc((n > 0 ? n : 1) * sz);
+}
+
+#define MAX3(a, b, c) ((a) > (b) ? ((a) > (c) ? (a) : (c)) : ((b) > (c) ? (b) : (c)))
+
+ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq, int max_batch, ld_ds_attn attn,
+                               ld_ds_session **out, ld_error *err)
+{
+    *out = NULL;
+    const ld_ds_config *c = &m->cfg;
+    if (max_seq < 1 || max_batch < 1 || max_seq > c->max_pos)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d", max_seq,
+                       max_batch, c->max_pos);
+    if (attn != LD_DS_ATTN_NAIVE && attn != LD_DS_ATTN_ABSORBED)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown attention form %d", (int)attn);
+    if (max_batch > max_seq) max_batch = max_seq;
+    ld_ds_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    s->m = m;
+    s->be = be;
+    s->max_seq = max_seq;
+    s->max_batch = max_batch;
+    s->attn = attn;
+    s->scale = ld_ds_softmax_scale(c);
+    s->attn_factor = ld_ds_rope_attn_factor(c);
+    size_t B = (size_t)max_batch, S = (size_t)max_seq, D = (size_t)c->hidden, H = (size_t)c->n_heads;
+    size_t dn = (size_t)c->qk_nope, dr = (size_t)c->qk_rope, dv = (size_t)c->v_head, C = (size_t)c->kv_lora_rank;
+    size_t E = (size_t)c->n_routed, K = (size_t)c->top_k;
+    size_t QH = H * (dn + dr), KVB = H * (dn + dv);
+    size_t FF = MAX3((size_t)c->intermediate, (size_t)c->moe_intermediate * (size_t)c->n_shared,
+                     (size_t)c->moe_intermediate);
+    s->layers = calloc((size_t)c->n_layers, sizeof *s->layers);
+    s->inv_freq = malloc(dr / 2 * sizeof *s->inv_freq);
+#define HALLOC(p, n) (p) = halloc((n), sizeof *(p))
+    HALLOC(s->hq, B * QH);
+    HALLOC(s->hkva, B * (C + dr));
+    HALLOC(s->hckv, B * C);
+    HALLOC(s->hkpe, S * dr);
+    HALLOC(s->hkvb, attn == LD_DS_ATTN_NAIVE ? S * KVB : 1);
+    HALLOC(s->hcache, attn == LD_DS_ATTN_ABSORBED ? S * C : 1);
+    HALLOC(s->hatt, B * H * dv);
+    HALLOC(s->scores, S);
+    HALLOC(s->hx, B * D);
+    HALLOC(s->hy, B * D);
+    HALLOC(s->hxe, B * D);
+    HALLOC(s->hrl, B * E);
+    HALLOC(s->wts, B * K);
+    HALLOC(s->sel_w, B);
+    HALLOC(s->qabs, attn == LD_DS_ATTN_ABSORBED ? B * H * C : 1);
+    HALLOC(s->olat, attn == LD_DS_ATTN_ABSORBED ? B * H * C : 1);
+    HALLOC(s->idx, B * K);
+    HALLOC(s->sel_t, B);
+#undef HALLOC
+    if (!s->layers || !s->inv_freq || !s->hq || !s->hkva || !s->hckv || !s->hkpe || !s->hkvb || !s->hcache ||
+        !s->hatt || !s->scores || !s->hx || !s->hy || !s->hxe || !s->hrl || !s->wts || !s->sel_w || !s->qabs ||
+        !s->olat || !s->idx || !s->sel_t) {
+        ld_ds_session_destroy(s);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    ld_ds_rope_inv_freq(c, s->inv_freq);
+    ld_status st = LD_OK;
+#define ALLOC(b, n) \
+    if (st == LD_OK) st = OPS(s)->buf_alloc(be, (n), &(b), err)
+    ALLOC(s->x, B * D);
+    ALLOC(s->xb, B * D);
+    ALLOC(s->qa, B * (c->q_lora_rank ? (size_t)c->q_lora_rank : 1));
+    ALLOC(s->q, B * QH);
+    ALLOC(s->kva, B * (C + dr));
+    ALLOC(s->ckv_raw, B * C);
+    ALLOC(s->ckvn, B * C);
+    ALLOC(s->kvb, attn == LD_DS_ATTN_NAIVE ? S * KVB : 1);
+    ALLOC(s->att, B * H * dv);
+    ALLOC(s->g, B * FF);
+    ALLOC(s->u, B * FF);
+    ALLOC(s->y, B * D);
+    ALLOC(s->xe, B * D);
+    ALLOC(s->rl, B * E);
+    ALLOC(s->logits, B * (size_t)c->vocab);
+    if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
+    if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
+    if (st == LD_OK) {
+        if (c->tie_embeddings) s->lm_head = s->embed;
+        else st = load(s, &m->lm_head, &s->lm_head, err);
+    }
+    for (int l = 0; l < c->n_layers && st == LD_OK; l++) {
+        st = load_layer(s, l, err);
+        ALLOC(s->layers[l].ckv, S * C);
+        ALLOC(s->layers[l].kpe, S * dr);
+    }
+#undef ALLOC
+    if (st != LD_OK) {
+        ld_ds_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+int ld_ds_session_pos(const ld_ds_session *s)
+{
+    return s->pos;
+}
+
+void ld_ds_session_reset(ld_ds_session *s)
+{
+    s->pos = 0;
+}
+
+/* rows [t0, t0+n) of plane p of hidden [planes][T][D] */
+static ld_status trace(ld_ds_session *s, const ld_buf *b, float *hidden, int plane, int T, int t0, int n,
+                       ld_error *err)
+{
+    if (!hidden) return LD_OK;
+    size_t D = (size_t)s->m->cfg.hidden;
+    return OPS(s)->buf_read(s->be, b, 0, hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, (size_t)n * D,
+                            err);
+}
+
+/* MLA of the n rows of s->xb (positions pos0...) into s->xb */
+static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds_layer *L = &s->layers[l];
+    int pos0 = s->pos, H = c->n_heads, dn = c->qk_nope, dr = c->qk_rope, dv = c->v_head, C = c->kv_lora_rank;
+    size_t N = (size_t)n, QH = (size_t)H * (size_t)(dn + dr), KA = (size_t)(C + dr);
+    size_t S = (size_t)pos0 + N;
+
+    if (c->q_lora_rank) {
+        LD_TRY(o->matmul(be, s->qa, s->xb, L->q_a, L->q_a_bias, n, err));
+        LD_TRY(o->rmsnorm(be, s->qa, s->qa, L->q_a_norm, n, LD_DS_LATENT_NORM_EPS, err));
+        LD_TRY(o->matmul(be, s->q, s->qa, L->q_b, NULL, n, err));
+    } else {
+        LD_TRY(o->matmul(be, s->q, s->xb, L->q, NULL, n, err));
+    }
+    LD_TRY(o->matmul(be, s->kva, s->xb, L->kv_a, L->kv_a_bias, n, err));
+    LD_TRY(o->buf_read(be, s->q, 0, s->hq, N * QH, err));
+    LD_TRY(o->buf_read(be, s->kva, 0, s->hkva, N * KA, err));
+    /* RoPE of q's rope parts and of k_pe (one head) */
+    ld_ref_ds_rope(s->hq, QH, (size_t)dn, H, (size_t)(dn + dr), dr, s->inv_freq, s->attn_factor, c->rope_interleave,
+                   pos0, 0, N);
+    ld_ref_ds_rope(s->hkva, KA, (size_t)C, 1, 0, dr, s->inv_freq, s->attn_factor, c->rope_interleave, pos0, 0, N);
+    for (size_t t = 0; t < N; t++) {
+        memcpy(s->hckv + t * (size_t)C, s->hkva + t * KA, (size_t)C * sizeof *s->hckv);
+        LD_TRY(o->buf_write(be, L->kpe, ((size_t)pos0 + t) * (size_t)dr, s->hkva + t * KA + C, (size_t)dr, err));
+    }
+    LD_TRY(o->buf_write(be, s->ckv_raw, 0, s->hckv, N * (size_t)C, err));
+    LD_TRY(o->rmsnorm(be, s->ckvn, s->ckv_raw, L->kv_a_norm, n, LD_DS_LATENT_NORM_EPS, err));
+    LD_TRY(o->kv_store(be, L->ckv, s->ckvn, n, pos0, C, err));
+    LD_TRY(o->buf_read(be, L->kpe, 0, s->hkpe, S * (size_t)dr, err));
+
+    size_t items = N * (size_t)H;
+    if (s->attn == LD_DS_ATTN_NAIVE) {
+        /* per-head [k_nope | v] of every cached position */
+        LD_TRY(o->matmul(be, s->kvb, L->ckv, L->kv_b, NULL, (int)S, err));
+        LD_TRY(o->buf_read(be, s->kvb, 0, s->hkvb, S * (size_t)H * (size_t)(dn + dv), err));
+        ld_ref_mla_attention(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores, 0, items);
+    } else {
+        const ld_host_tensor *w = &s->m->layers[l].kv_b.host;
+        LD_TRY(o->buf_read(be, L->ckv, 0, s->hcache, S * (size_t)C, err));
+        ld_ref_mla_absorb_q(s->qabs, s->hq, w->data, (ld_kdt)w->dtype, H, dn, dr, dv, C, 0, items);
+        ld_ref_mla_latent_attention(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
+                                    s->scores, 0, items);
+        ld_ref_mla_absorb_out(s->hatt, s->olat, w->data, (ld_kdt)w->dtype, H, dn, dv, C, 0, items);
+    }
+    LD_TRY(o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err));
+    return o->matmul(be, s->xb, s->att, L->o, L->o_bias, n, err);
+}
+
+/* SwiGLU MLP (intermediate width `width`) of `n` rows of `x` into `out` */
+static ld_status swiglu_mlp(ld_ds_session *s, const ds_mlp *w, int width, ld_buf *out, const ld_buf *x, int n,
+                            ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    LD_TRY(o->matmul(s->be, s->g, x, w->gate, NULL, n, err));
+    LD_TRY(o->matmul(s->be, s->u, x, w->up, NULL, n, err));
+    LD_TRY(o->swiglu(s->be, s->g, s->g, s->u, (size_t)n * (size_t)width, err));
+    return o->matmul(s->be, out, s->g, w->down, NULL, n, err);
+}
+
+/* MoE of the n rows of s->xb into s->y; experts chosen into s->idx */
+static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds_layer *L = &s->layers[l];
+    size_t N = (size_t)n, D = (size_t)c->hidden, E = (size_t)c->n_routed, K = (size_t)c->top_k;
+    LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
+    LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
+    ld_ref_ds_route(s->idx, s->wts, s->hrl, c->score_bias ? L->router_bias : NULL, c->n_routed, c->n_group,
+                    c->topk_group, c->top_k, c->norm_topk_prob, c->routed_scaling, 0, N);
+    LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
+    memset(s->hy, 0, N * D * sizeof *s->hy);
+    /* experts in ascending id; each runs on the rows routed to it */
+    for (int e = 0; e < c->n_routed; e++) {
+        int cnt = 0;
+        for (size_t t = 0; t < N; t++)
+            for (size_t k = 0; k < K; k++)
+                if (s->idx[t * K + k] == e) {
+                    s->sel_t[cnt] = (int)t;
+                    s->sel_w[cnt++] = s->wts[t * K + k];
+                }
+        if (!cnt) continue;
+        for (int i = 0; i < cnt; i++) memcpy(s->hxe + (size_t)i * D, s->hx + (size_t)s->sel_t[i] * D, D * sizeof *s->hx);
+        LD_TRY(o->buf_write(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
+        LD_TRY(swiglu_mlp(s, &L->experts[e], c->moe_intermediate, s->xe, s->xe, cnt, err));
+        LD_TRY(o->buf_read(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
+        for (int i = 0; i < cnt; i++)
+            ld_ref_ds_axpy(s->hy + (size_t)s->sel_t[i] * D, s->hxe + (size_t)i * D, s->sel_w[i], 0, D);
+    }
+    LD_TRY(o->buf_write(be, s->y, 0, s->hy, N * D, err));
+    if (c->n_shared) {
+        LD_TRY(swiglu_mlp(s, &L->mlp, c->moe_intermediate * c->n_shared, s->xe, s->xb, n, err));
+        LD_TRY(o->add(be, s->y, s->xe, N * D, err));
+    }
+    return LD_OK;
+}
+
+static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
+                       int32_t *experts, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    size_t D = (size_t)c->hidden, N = (size_t)n, K = (size_t)c->top_k;
+
+    LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
+    LD_TRY(trace(s, s->x, hidden, 0, T, t0, n, err));
+    for (int l = 0; l < c->n_layers; l++) {
+        ds_layer *L = &s->layers[l];
+        LD_TRY(o->rmsnorm(be, s->xb, s->x, L->attn_norm, n, c->rms_eps, err));
+        LD_TRY(attention(s, l, n, err));
+        LD_TRY(o->add(be, s->x, s->xb, N * D, err));
+        LD_TRY(o->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, c->rms_eps, err));
+        int32_t *ex = experts ? experts + ((size_t)l * (size_t)T + (size_t)t0) * K : NULL;
+        if (s->m->layers[l].moe) {
+            LD_TRY(moe(s, l, n, err));
+            LD_TRY(o->add(be, s->x, s->y, N * D, err));
+            if (ex) memcpy(ex, s->idx, N * K * sizeof *ex);
+        } else {
+            LD_TRY(swiglu_mlp(s, &L->mlp, c->intermediate, s->xb, s->xb, n, err));
+            LD_TRY(o->add(be, s->x, s->xb, N * D, err));
+            if (ex)
+                for (size_t i = 0; i < N * K; i++) ex[i] = -1;
+        }
+        LD_TRY(trace(s, s->x, hidden, 1 + l, T, t0, n, err));
+    }
+    LD_TRY(o->rmsnorm(be, s->xb, s->x, s->norm, n, c->rms_eps, err));
+    LD_TRY(trace(s, s->xb, hidden, c->n_layers + 1, T, t0, n, err));
+    if (logits) {
+        size_t V = (size_t)c->vocab;
+        LD_TRY(o->matmul(be, s->logits, s->xb, s->lm_head, NULL, n, err));
+        LD_TRY(o->buf_read(be, s->logits, 0, logits + (size_t)t0 * V, N * V, err));
+    }
+    s->pos += n;
+    return LD_OK;
+}
+
+ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                             int32_t *experts, ld_error *err)
+{
+    if (T < 0 || T > s->max_seq - s->pos)
+        return LD_FAIL(err, LD_ERR_LIMIT, 0, "%d tokens at position %d exceed the session's %d positions", T, s->pos,
+                       s->max_seq);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= s->m->cfg.vocab)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d", (int)tokens[t],
+                           t, s->m->cfg.vocab);
+    for (int t0 = 0; t0 < T; t0 += s->max_batch) {
+        int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
+        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, err));
+    }
+    return LD_OK;
+}

@@ -1,0 +1,121 @@
+/* lm.c - see lm.h. */
+#include "lm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deepseek_config.h"
+#include "deepseek_forward.h"
+#include "deepseek_model.h"
+#include "forward.h"
+#include "model.h"
+
+struct ld_lm {
+    ld_model *dense;   /* one of the two */
+    ld_ds_model *ds;
+    ld_lm_info info;
+};
+
+struct ld_lm_session {
+    ld_session *dense;
+    ld_ds_session *ds;
+};
+
+/* 1 when `dir`/config.json names DeepSeek-V3 (a file that cannot be read
+ * is not: the dense loader then says what is wrong with it) */
+static int is_deepseek_dir(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    enum { MAX = 1 << 20 }; /* configs are a few KB */
+    char *text = malloc(MAX);
+    size_t len = text ? fread(text, 1, MAX, f) : 0;
+    fclose(f);
+    int ds = text && len < MAX && ld_ds_config_detect(text, len);
+    free(text);
+    return ds;
+}
+
+ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
+{
+    *out = NULL;
+    ld_lm *lm = calloc(1, sizeof *lm);
+    if (!lm) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    char *gguf = NULL;
+    ld_status st = ld_model_find_gguf(path, &gguf, err);
+    if (st == LD_OK && !gguf && is_deepseek_dir(path)) st = ld_ds_model_open(path, &lm->ds, err);
+    else if (st == LD_OK) st = gguf ? ld_model_open_gguf(gguf, &lm->dense, err) : ld_model_open(path, &lm->dense, err);
+    if (st != LD_OK) {
+        if (gguf && err && err->path == gguf) err->path = path;
+        free(gguf);
+        free(lm);
+        return st;
+    }
+    free(gguf);
+    if (lm->ds) {
+        const ld_ds_config *c = &lm->ds->cfg;
+        lm->info = (ld_lm_info){"DeepseekV3ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden};
+    } else {
+        const ld_model_config *c = &lm->dense->cfg;
+        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden};
+    }
+    *out = lm;
+    return LD_OK;
+}
+
+const ld_lm_info *ld_lm_info_of(const ld_lm *lm)
+{
+    return &lm->info;
+}
+
+void ld_lm_close(ld_lm *lm)
+{
+    if (!lm) return;
+    ld_model_close(lm->dense);
+    ld_ds_model_close(lm->ds);
+    free(lm);
+}
+
+ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, int max_seq, int max_batch, ld_lm_session **out,
+                               ld_error *err)
+{
+    *out = NULL;
+    ld_lm_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, LD_DS_ATTN_NAIVE, &s->ds, err)
+                          : ld_session_create(lm->dense, be, max_seq, max_batch, &s->dense, err);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err)
+{
+    if (s->ds) return ld_ds_session_eval(s->ds, tokens, T, logits, hidden, NULL, err);
+    return ld_session_eval(s->dense, tokens, T, logits, hidden, err);
+}
+
+int ld_lm_pos(const ld_lm_session *s)
+{
+    return s->ds ? ld_ds_session_pos(s->ds) : ld_session_pos(s->dense);
+}
+
+void ld_lm_reset(ld_lm_session *s)
+{
+    if (s->ds) ld_ds_session_reset(s->ds);
+    else ld_session_reset(s->dense);
+}
+
+void ld_lm_session_destroy(ld_lm_session *s)
+{
+    if (!s) return;
+    ld_ds_session_destroy(s->ds);
+    ld_session_destroy(s->dense);
+    free(s);
+}

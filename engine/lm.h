@@ -1,0 +1,48 @@
+/* lm.h - one interface over the engine's model families, what a caller
+ * that only runs tokens needs (replay/): the dense decoders (model.h,
+ * forward.h: Llama, Qwen2/3, Mistral, SmolLM, from HF directories or GGUF)
+ * and DeepSeek-V3 (deepseek_model.h, deepseek_forward.h, from HF
+ * directories).  The families keep their own sessions; this dispatches.
+ */
+#ifndef LD_LM_H
+#define LD_LM_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "ld_error.h"
+
+typedef struct ld_lm ld_lm;
+typedef struct ld_lm_session ld_lm_session;
+
+typedef struct ld_lm_info {
+    const char *arch;  /* "LlamaForCausalLM", "DeepseekV3ForCausalLM", ... */
+    int vocab;
+    int max_pos;       /* the context length */
+    int n_layers;
+    int hidden;        /* the residual stream's width (hidden planes) */
+} ld_lm_info;
+
+/* Opens `path`: a GGUF file or a directory holding only one, or an HF
+ * directory whose config.json names DeepSeek-V3 or a dense decoder. */
+ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err);
+
+const ld_lm_info *ld_lm_info_of(const ld_lm *lm);
+
+void ld_lm_close(ld_lm *lm);
+
+/* A session of at most max_seq positions, chunks of at most max_batch
+ * tokens, on `be` (borrowed; so is `lm`). */
+ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, int max_seq, int max_batch, ld_lm_session **out,
+                               ld_error *err);
+
+/* Runs T tokens from the current position: logits [T][vocab] and hidden
+ * [n_layers + 2][T][hidden] (embeddings, after each layer, final norm),
+ * each NULL when not wanted; the contract of ld_session_eval. */
+ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err);
+
+int ld_lm_pos(const ld_lm_session *s);
+void ld_lm_reset(ld_lm_session *s);
+void ld_lm_session_destroy(ld_lm_session *s);
+
+#endif /* LD_LM_H */

@@ -1,0 +1,725 @@
+/* test_deepseek.c - DeepSeek-V3 (engine/deepseek_forward.h) over the
+ * reference and CPU backends on the tiny HF models in
+ * testdata/models/deepseek-v3 and deepseek-v3-lite (written with transformers by
+ * tools/gen_tiny_deepseek.py): logits, per-layer hidden states and the
+ * routed experts against transformers'; the absorbed MLA form against the
+ * naive one; bitwise determinism over thread counts and over prefill /
+ * chunks / token by token; ablations that show the router's correction
+ * bias, its group limit, YaRN and mscale are exercised; the errors a wrong
+ * config or checkpoint gives. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "deepseek_forward.h"
+#include "ld_test.h"
+#include "ref_deepseek.h"
+
+#define MDIR LD_TESTDATA_DIR "/models/"
+#define MAX_T 64
+#define MAX_L 8
+#define MAX_K 8
+
+/* ------------------------------------------------------------ helpers */
+
+static float *load_f32(const char *dir, const char *file, size_t n)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *p = malloc(n * sizeof *p);
+    if (p && fread(p, sizeof *p, n, f) != n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    return p;
+}
+
+/* sqrt(sum (a-b)^2 / sum b^2), and the largest |a-b| */
+static double nerr(const float *a, const float *b, size_t n, double *maxabs)
+{
+    double num = 0, den = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+        if (fabs(d) > mx) mx = fabs(d);
+    }
+    if (maxabs) *maxabs = mx;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+typedef struct seq {
+    int32_t tokens[MAX_T];
+    int T;
+    char logits_file[64], hidden_file[64];
+    /* transformers' experts, [layer][t][k] ascending, -1: dense layer */
+    int32_t experts[MAX_L][MAX_T][MAX_K];
+} seq;
+
+/* The sequences of ref.json (top_k experts per token). */
+static int load_seqs(const char *dir, int top_k, seq *seqs, int max)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    char *text = ld_test_slurp(path);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    int n = 0;
+    const cJSON *arr = cJSON_GetObjectItem(j, "sequences"), *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (n == max) break;
+        seq *s = &seqs[n++];
+        memset(s, 0xff, sizeof *s);
+        s->T = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (s->T < MAX_T) s->tokens[s->T++] = t->valueint;
+        snprintf(s->logits_file, sizeof s->logits_file, "%s",
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file")->valuestring);
+        snprintf(s->hidden_file, sizeof s->hidden_file, "%s",
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(e, "hidden"), "file")->valuestring);
+        const cJSON *lay;
+        cJSON_ArrayForEach(lay, cJSON_GetObjectItem(e, "experts"))
+        {
+            int l = atoi(lay->string + strlen("layer."));
+            int tt = 0;
+            const cJSON *row;
+            cJSON_ArrayForEach(row, lay)
+            {
+                int k = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, row) if (l < MAX_L && tt < MAX_T && k < top_k) s->experts[l][tt][k++] =
+                    x->valueint;
+                tt++;
+            }
+        }
+    }
+    cJSON_Delete(j);
+    return n;
+}
+
+typedef struct backend_kind {
+    const char *name;
+    ld_status (*create)(int n_threads, ld_backend **out, ld_error *err);
+} backend_kind;
+static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", ld_backend_cpu_create}};
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
+/* Run `toks` through a fresh session: `threads` threads, calls of `call`
+ * tokens (0: all at once), chunks of at most `batch`. */
+static ld_status run_on(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
+                        ld_ds_attn attn, const int32_t *toks, int T, float *logits, float *hidden, int32_t *experts,
+                        ld_error *err)
+{
+    ld_backend *be = NULL;
+    ld_ds_session *s = NULL;
+    ld_status st = bk->create(threads, &be, err);
+    if (st == LD_OK) st = ld_ds_session_create(m, be, MAX_T, batch, attn, &s, err);
+    size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
+    size_t K = (size_t)m->cfg.top_k, L = (size_t)m->cfg.n_layers;
+    for (int t0 = 0; st == LD_OK && t0 < T;) {
+        int n = call ? (T - t0 < call ? T - t0 : call) : T;
+        /* hidden planes and experts are per call: a temporary, scattered */
+        float *h = hidden ? malloc(P * (size_t)n * D * sizeof *h) : NULL;
+        int32_t *ex = experts ? malloc(L * (size_t)n * K * sizeof *ex) : NULL;
+        if ((hidden && !h) || (experts && !ex)) st = LD_ERR_NOMEM;
+        if (st == LD_OK) st = ld_ds_session_eval(s, toks + t0, n, logits ? logits + (size_t)t0 * V : NULL, h, ex, err);
+        for (size_t p = 0; h && st == LD_OK && p < P; p++)
+            memcpy(hidden + (p * (size_t)T + (size_t)t0) * D, h + p * (size_t)n * D, (size_t)n * D * sizeof *h);
+        for (size_t l = 0; ex && st == LD_OK && l < L; l++)
+            memcpy(experts + (l * (size_t)T + (size_t)t0) * K, ex + l * (size_t)n * K, (size_t)n * K * sizeof *ex);
+        free(h);
+        free(ex);
+        t0 += n;
+    }
+    if (st == LD_OK && ld_ds_session_pos(s) != T) st = LD_ERR_MISMATCH;
+    ld_ds_session_destroy(s);
+    ld_backend_destroy(be);
+    return st;
+}
+
+static int open_model(const char *name, ld_ds_model **m)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_error err;
+    ld_error_clear(&err);
+    ld_status st = ld_ds_model_open(dir, m, &err);
+    CHECK_MSG(st == LD_OK, "%s: %s", name, err.msg);
+    return 0;
+}
+
+/* ------------------------------------------------------------ against transformers */
+
+static int check_model_on(const backend_kind *bk, const char *name, ld_ds_attn attn, double tol)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_ds_model *m = NULL;
+    if (open_model(name, &m)) return 1;
+    CHECK(m->cfg.n_layers <= MAX_L && m->cfg.top_k <= MAX_K);
+    static seq seqs[2];
+    CHECK(load_seqs(dir, m->cfg.top_k, seqs, 2) == 2);
+    size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
+    size_t K = (size_t)m->cfg.top_k, L = (size_t)m->cfg.n_layers;
+    int bad = 0;
+    for (int i = 0; i < 2; i++) {
+        seq *q = &seqs[i];
+        size_t T = (size_t)q->T;
+        float *ref_l = load_f32(dir, q->logits_file, T * V), *ref_h = load_f32(dir, q->hidden_file, P * T * D);
+        float *l = malloc(T * V * sizeof *l), *h = malloc(P * T * D * sizeof *h);
+        int32_t *ex = malloc(L * T * K * sizeof *ex);
+        CHECK(ref_l && ref_h && l && h && ex);
+        ld_error err;
+        ld_error_clear(&err);
+        ld_status st = run_on(bk, m, 2, MAX_T, 0, attn, q->tokens, q->T, l, h, ex, &err);
+        CHECK_MSG(st == LD_OK, "%s", err.msg);
+        double mx, e = nerr(l, ref_l, T * V, &mx);
+        fprintf(stderr, "  %s %s %-16s seq %c (%2zu tokens): logits nerr %.3g max|d| %.3g;", bk->name,
+                attn == LD_DS_ATTN_NAIVE ? "naive" : "absorbed", name, 'a' + i, T, e, mx);
+        if (!(e < tol)) bad = 1;
+        for (size_t p = 0; p < P; p++) {
+            double eh = nerr(h + p * T * D, ref_h + p * T * D, T * D, NULL);
+            fprintf(stderr, " h%zu %.2g", p, eh);
+            if (!(eh < tol)) bad = 1;
+        }
+        int routed = 0, diff = 0;
+        for (size_t ly = 0; ly < L; ly++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t k = 0; k < K; k++) {
+                    int32_t want = q->experts[ly][t][k], got = ex[(ly * T + t) * K + k];
+                    routed += want >= 0;
+                    diff += want != got;
+                }
+        fprintf(stderr, "; %d expert choices, %d differ\n", routed, diff);
+        if (diff || !routed) bad = 1;
+        free(ref_l);
+        free(ref_h);
+        free(l);
+        free(h);
+        free(ex);
+    }
+    ld_ds_model_close(m);
+    CHECK_MSG(!bad, "%s on %s: error above %g or other experts", name, bk->name, tol);
+    return 0;
+}
+
+static int check_model(const char *name, ld_ds_attn attn)
+{
+    for (int b = 0; b < N_BACKENDS; b++)
+        if (check_model_on(&backends[b], name, attn, 1e-5)) return 1;
+    return 0;
+}
+
+static int test_deepseek_v3(void) { return check_model("deepseek-v3", LD_DS_ATTN_NAIVE); }
+static int test_deepseek_v3_lite(void) { return check_model("deepseek-v3-lite", LD_DS_ATTN_NAIVE); }
+static int test_deepseek_v3_absorbed(void) { return check_model("deepseek-v3", LD_DS_ATTN_ABSORBED); }
+static int test_deepseek_v3_lite_absorbed(void) { return check_model("deepseek-v3-lite", LD_DS_ATTN_ABSORBED); }
+/* FP8 block-scaled weights against transformers on their dequantization */
+static int test_deepseek_v3_fp8(void)
+{
+    return check_model("deepseek-v3-fp8", LD_DS_ATTN_NAIVE) || check_model("deepseek-v3-fp8", LD_DS_ATTN_ABSORBED);
+}
+
+/* The absorbed form against the naive one on the same backend: the same
+ * function to rounding. */
+static int test_deepseek_absorbed_matches_naive(void)
+{
+    const char *names[] = {"deepseek-v3", "deepseek-v3-lite"};
+    for (int i = 0; i < 2; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, MDIR "%s", names[i]);
+        ld_ds_model *m = NULL;
+        if (open_model(names[i], &m)) return 1;
+        static seq seqs[2];
+        CHECK(load_seqs(dir, m->cfg.top_k, seqs, 2) == 2);
+        const seq *q = &seqs[1];
+        size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+        size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q->T * (size_t)m->cfg.hidden;
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        float *ha = malloc(nh * sizeof *ha), *hb = malloc(nh * sizeof *hb);
+        CHECK(a && b && ha && hb);
+        ld_error err;
+        ld_error_clear(&err);
+        /* token by token: the decode form the absorbed path is for */
+        CHECK_MSG(run_on(&backends[0], m, 1, MAX_T, 0, LD_DS_ATTN_NAIVE, q->tokens, q->T, a, ha, NULL, &err) == LD_OK,
+                  "%s", err.msg);
+        CHECK_MSG(run_on(&backends[0], m, 1, MAX_T, 1, LD_DS_ATTN_ABSORBED, q->tokens, q->T, b, hb, NULL, &err) ==
+                      LD_OK,
+                  "%s", err.msg);
+        double mx, e = nerr(b, a, n, &mx), eh = nerr(hb, ha, nh, NULL);
+        fprintf(stderr, "  %-16s absorbed vs naive: logits nerr %.3g max|d| %.3g, hidden nerr %.3g%s\n", names[i], e,
+                mx, eh, memcmp(a, b, n * sizeof *a) ? "" : " (bitwise equal)");
+        CHECK(e < 2e-6 && eh < 2e-6);
+        free(a);
+        free(b);
+        free(ha);
+        free(hb);
+        ld_ds_model_close(m);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ ablations */
+
+/* The logits of sequence b when `drop` changes the model's config: far from
+ * transformers' (so the feature `drop` removes is exercised). */
+static int check_ablation(const char *name, const char *what, void (*drop)(ld_ds_config *))
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_ds_model *m = NULL, *b = NULL;
+    if (open_model(name, &m)) return 1;
+    static seq seqs[2];
+    CHECK(load_seqs(dir, m->cfg.top_k, seqs, 2) == 2);
+    ld_ds_config c = m->cfg;
+    drop(&c);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_ds_model_bind(&c, m->st, &b, &err) == LD_OK, "%s", err.msg);
+    size_t n = (size_t)seqs[1].T * (size_t)c.vocab;
+    float *ref = load_f32(dir, seqs[1].logits_file, n), *l = malloc(n * sizeof *l);
+    CHECK(ref && l);
+    CHECK_MSG(run_on(&backends[0], b, 1, MAX_T, 0, LD_DS_ATTN_NAIVE, seqs[1].tokens, seqs[1].T, l, NULL, NULL,
+                     &err) == LD_OK,
+              "%s", err.msg);
+    double e = nerr(l, ref, n, NULL);
+    fprintf(stderr, "  %-16s without %s: nerr %.3g\n", name, what, e);
+    CHECK_MSG(e > 1e-3, "%s without %s: logits moved only %.3g", name, what, e);
+    free(ref);
+    free(l);
+    ld_ds_model_close(b); /* a bound model does not own the checkpoint */
+    ld_ds_model_close(m);
+    return 0;
+}
+
+static void drop_bias(ld_ds_config *c) { c->score_bias = 0; }
+static void drop_group_limit(ld_ds_config *c) { c->topk_group = c->n_group; }
+static void drop_yarn(ld_ds_config *c) { c->yarn = 0; }
+static void drop_mscale(ld_ds_config *c) { c->mscale_all_dim = 0; }
+static void flip_interleave(ld_ds_config *c) { c->rope_interleave = !c->rope_interleave; }
+static void drop_norm_topk(ld_ds_config *c) { c->norm_topk_prob = !c->norm_topk_prob; }
+
+static int test_deepseek_features_matter(void)
+{
+    if (check_ablation("deepseek-v3", "the correction bias", drop_bias)) return 1;
+    if (check_ablation("deepseek-v3", "the group limit", drop_group_limit)) return 1;
+    if (check_ablation("deepseek-v3", "YaRN", drop_yarn)) return 1;
+    if (check_ablation("deepseek-v3", "mscale", drop_mscale)) return 1;
+    if (check_ablation("deepseek-v3", "interleaved pairs", flip_interleave)) return 1;
+    if (check_ablation("deepseek-v3", "norm_topk_prob", drop_norm_topk)) return 1;
+    if (check_ablation("deepseek-v3-lite", "the correction bias", drop_bias)) return 1;
+    if (check_ablation("deepseek-v3-lite", "the group limit", drop_group_limit)) return 1;
+    return check_ablation("deepseek-v3-lite", "rotate_half pairs", flip_interleave);
+}
+
+/* ------------------------------------------------------------ determinism */
+
+static int check_deterministic_on(const backend_kind *bk, const char *name, ld_ds_attn attn)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_ds_model *m = NULL;
+    if (open_model(name, &m)) return 1;
+    static seq seqs[2];
+    CHECK(load_seqs(dir, m->cfg.top_k, seqs, 2) == 2);
+    const seq *q = &seqs[1];
+    size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+    size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q->T * (size_t)m->cfg.hidden;
+    size_t ne = (size_t)m->cfg.n_layers * (size_t)q->T * (size_t)m->cfg.top_k;
+    float *base = malloc(n * sizeof *base), *l = malloc(n * sizeof *l);
+    float *hbase = malloc(nh * sizeof *hbase), *h = malloc(nh * sizeof *h);
+    int32_t *ebase = malloc(ne * sizeof *ebase), *ex = malloc(ne * sizeof *ex);
+    CHECK(base && l && hbase && h && ebase && ex);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(run_on(bk, m, 1, MAX_T, 0, attn, q->tokens, q->T, base, hbase, ebase, &err) == LD_OK, "%s", err.msg);
+    static const int shapes[][2] = {{64, 0}, {1, 0}, {3, 0}, {5, 0}, {64, 1}, {64, 4}, {2, 7}, {64, 11}};
+    for (int threads = 1; threads <= 3; threads++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            memset(l, 0, n * sizeof *l);
+            memset(h, 0, nh * sizeof *h);
+            memset(ex, 0, ne * sizeof *ex);
+            CHECK_MSG(run_on(bk, m, threads, shapes[k][0], shapes[k][1], attn, q->tokens, q->T, l, h, ex, &err) ==
+                          LD_OK,
+                      "%s", err.msg);
+            CHECK_MSG(memcmp(l, base, n * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0 &&
+                          memcmp(ex, ebase, ne * sizeof *ex) == 0,
+                      "%s on %s (%s): %d threads, batch %d, calls of %d differ from 1 thread in one prefill", name,
+                      bk->name, attn == LD_DS_ATTN_NAIVE ? "naive" : "absorbed", threads, shapes[k][0], shapes[k][1]);
+        }
+    free(base);
+    free(l);
+    free(hbase);
+    free(h);
+    free(ebase);
+    free(ex);
+    ld_ds_model_close(m);
+    return 0;
+}
+
+static int test_deepseek_deterministic(void)
+{
+    const char *names[] = {"deepseek-v3", "deepseek-v3-lite", "deepseek-v3-fp8"};
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < N_BACKENDS; b++)
+            for (int a = 0; a < 2; a++)
+                if (check_deterministic_on(&backends[b], names[i], (ld_ds_attn)a)) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the router kernel */
+
+/* Hand-made cases of ld_ref_ds_route: group limit, bias for selection only,
+ * ties by index, weights from the un-biased scores. */
+static int test_deepseek_router_kernel(void)
+{
+    /* 8 experts, 4 groups of 2; logits chosen so sigmoid scores are known
+     * in order: expert 7 is best alone but its group (3) has a weak
+     * partner, group 1 (experts 2, 3) wins on the sum of its top 2 */
+    float logits[8] = {-2.0f, -1.5f, 1.0f, 0.9f, -3.0f, -3.0f, 2.0f, -4.0f};
+    int32_t idx[2];
+    float w[2];
+    ld_ref_ds_route(idx, w, logits, NULL, 8, 4, 1, 2, 1, 1.0f, 0, 1);
+    CHECK(idx[0] == 2 && idx[1] == 3);
+    /* two groups: group 1 and group 3 (6 + 7 = 2.0 and -4.0 vs 0:-2,-1.5) */
+    ld_ref_ds_route(idx, w, logits, NULL, 8, 4, 2, 2, 1, 1.0f, 0, 1);
+    CHECK(idx[0] == 2 && idx[1] == 6);
+    /* no group limit: the two best experts */
+    ld_ref_ds_route(idx, w, logits, NULL, 8, 1, 1, 2, 1, 1.0f, 0, 1);
+    CHECK(idx[0] == 2 && idx[1] == 6);
+    double s2 = 1 / (1 + exp(-1.0)), s6 = 1 / (1 + exp(-2.0));
+    CHECK(fabs(w[0] - s2 / (s2 + s6)) < 1e-6 && fabs(w[1] - s6 / (s2 + s6)) < 1e-6);
+    /* the bias selects (expert 0 now first) but the weights stay s */
+    float bias[8] = {1.0f, 0, 0, 0, 0, 0, 0, 0};
+    ld_ref_ds_route(idx, w, logits, bias, 8, 1, 1, 2, 0, 2.5f, 0, 1);
+    CHECK(idx[0] == 0 && idx[1] == 6);
+    CHECK(fabs(w[0] - 2.5 / (1 + exp(2.0))) < 1e-6 && fabs(w[1] - 2.5 * s6) < 1e-6);
+    /* ties: the lower index first */
+    float tie[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    ld_ref_ds_route(idx, w, tie, NULL, 4, 2, 1, 2, 1, 1.0f, 0, 1);
+    CHECK(idx[0] == 0 && idx[1] == 1);
+    ld_ref_ds_route(idx, w, tie, NULL, 4, 1, 1, 1, 1, 1.0f, 0, 1);
+    CHECK(idx[0] == 0 && w[0] == 1.0f);
+    return 0;
+}
+
+/* Every E4M3 code against its definition (in double), the block
+ * dequantization with partial blocks. */
+static int test_deepseek_fp8_kernel(void)
+{
+    for (int v = 0; v < 256; v++) {
+        int e = (v >> 3) & 15, m = v & 7;
+        double want = e == 0 ? m / 8.0 * pow(2, -6) : (1 + m / 8.0) * pow(2, e - 7);
+        if (v & 0x80) want = -want;
+        float got = ld_ref_fp8_e4m3_to_f32((uint8_t)v);
+        if (e == 15 && m == 7) CHECK_MSG(isnan(got), "code 0x%02x", v);
+        else CHECK_MSG((double)got == want && !signbit(got) == !signbit(want), "code 0x%02x: %g, want %g", v, got, want);
+    }
+    CHECK(ld_ref_fp8_e4m3_to_f32(0x7e) == 448.0f && ld_ref_fp8_e4m3_to_f32(0x01) == 0x1p-9f);
+    CHECK(ld_ref_fp8_e4m3_to_f32(0x38) == 1.0f && ld_ref_fp8_e4m3_to_f32(0xc0) == -2.0f);
+    /* 3 x 5 with blocks 2 x 2: scales [2][3] */
+    uint8_t q[15];
+    for (int i = 0; i < 15; i++) q[i] = 0x38; /* 1.0 */
+    float sc[6] = {1, 2, 3, 4, 5, 6}, out[15];
+    ld_ref_fp8_block_dequant(out, q, sc, 3, 5, 2, 2, 0, 3);
+    static const float want[15] = {1, 1, 2, 2, 3, 1, 1, 2, 2, 3, 4, 4, 5, 5, 6};
+    CHECK(memcmp(out, want, sizeof want) == 0);
+    return 0;
+}
+
+/* ------------------------------------------------------------ config */
+
+static const char *cfg_base =
+    "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"vocab_size\": 300, \"hidden_size\": 64,"
+    " \"intermediate_size\": 64, \"moe_intermediate_size\": 16, \"num_hidden_layers\": 3,"
+    " \"num_attention_heads\": 4, \"q_lora_rank\": 32, \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16,"
+    " \"qk_rope_head_dim\": 8, \"v_head_dim\": 16, \"n_routed_experts\": 8, \"n_shared_experts\": 1,"
+    " \"num_experts_per_tok\": 2, \"n_group\": 4, \"topk_group\": 2, \"first_k_dense_replace\": 1%s}";
+
+/* cfg_base with the fields of `extra` (", \"k\": v, ...") replacing or
+ * added to its own */
+static ld_status parse_cfg(const char *extra, ld_ds_config *c, ld_error *err)
+{
+    char buf[2048];
+    snprintf(buf, sizeof buf, cfg_base, "");
+    cJSON *base = cJSON_Parse(buf);
+    snprintf(buf, sizeof buf, "{%s}", extra[0] ? extra + 1 : "");
+    cJSON *over = cJSON_Parse(buf);
+    if (!base || !over) {
+        cJSON_Delete(base);
+        cJSON_Delete(over);
+        return LD_ERR_USAGE;
+    }
+    while (over->child) {
+        cJSON *item = cJSON_DetachItemViaPointer(over, over->child);
+        cJSON_DeleteItemFromObjectCaseSensitive(base, item->string);
+        cJSON_AddItemToObject(base, item->string, item);
+    }
+    char *text = cJSON_PrintUnformatted(base);
+    ld_error_clear(err);
+    ld_status st = text ? ld_ds_config_parse(text, strlen(text), c, err) : LD_ERR_NOMEM;
+    free(text);
+    cJSON_Delete(base);
+    cJSON_Delete(over);
+    return st;
+}
+
+static int test_deepseek_config_fields(void)
+{
+    ld_ds_config c;
+    ld_error err;
+    CHECK_MSG(parse_cfg("", &c, &err) == LD_OK, "%s", err.msg);
+    CHECK(c.q_lora_rank == 32 && c.kv_lora_rank == 32 && c.n_group == 4 && c.topk_group == 2 && !c.yarn);
+    CHECK(c.rope_interleave && c.score_bias && !c.norm_topk_prob && c.routed_scaling == 1.0f);
+    CHECK(c.rms_eps == 1e-6f && c.rope_theta == 10000.0 && !c.tie_embeddings);
+    CHECK(fabs(ld_ds_softmax_scale(&c) - 1.0 / sqrt(24.0)) < 1e-7);
+    /* transformers 4 style, V3's own numbers: softmax scale 0.135234 for
+     * dn + dr = 192 (engine-notes 1.4); here dn + dr = 24 */
+    CHECK(parse_cfg(", \"q_lora_rank\": null, \"rope_theta\": 10000, \"rope_scaling\": {\"type\": \"yarn\","
+                    " \"factor\": 40, \"original_max_position_embeddings\": 4096, \"beta_fast\": 32,"
+                    " \"beta_slow\": 1, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}",
+                    &c, &err) == LD_OK);
+    CHECK(c.q_lora_rank == 0 && c.yarn && c.rope_factor == 40 && c.rope_orig_max_pos == 4096);
+    double m = 0.1 * log(40.0) + 1.0;
+    CHECK(fabs(ld_ds_softmax_scale(&c) - m * m / sqrt(24.0)) < 1e-7 && ld_ds_rope_attn_factor(&c) == 1.0f);
+    c.qk_nope = 128;
+    c.qk_rope = 64;
+    CHECK(fabs(ld_ds_softmax_scale(&c) - 0.135234) < 1e-6);
+    /* V3's YaRN frequencies (d = 64, orig 4096, factor 40): i <= 10 kept,
+     * i >= 23 divided by 40 (engine-notes 1.6) */
+    float f[32];
+    ld_ds_rope_inv_freq(&c, f);
+    CHECK(f[10] == 1.0f / powf(10000.0f, 20.0f / 64.0f));
+    CHECK(fabsf(f[23] - 1.0f / powf(10000.0f, 46.0f / 64.0f) / 40.0f) < 1e-9f);
+    CHECK(f[16] < 1.0f / powf(10000.0f, 32.0f / 64.0f) && f[16] > 1.0f / powf(10000.0f, 32.0f / 64.0f) / 40.0f);
+    /* mscale != mscale_all_dim: transformers' cos/sin factor */
+    CHECK(parse_cfg(", \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 100, \"factor\": 4,"
+                    " \"original_max_position_embeddings\": 32, \"mscale\": 0.5, \"mscale_all_dim\": 1.0}",
+                    &c, &err) == LD_OK);
+    CHECK(fabs(ld_ds_rope_attn_factor(&c) - (0.05 * log(4.0) + 1) / (0.1 * log(4.0) + 1)) < 1e-7);
+    /* model_type alone, V3's flags spelled out */
+    const char *mt = "{\"model_type\": \"deepseek_v3\", \"vocab_size\": 3, \"hidden_size\": 8, \"intermediate_size\": 8,"
+                     " \"moe_intermediate_size\": 4, \"num_hidden_layers\": 1, \"num_attention_heads\": 1,"
+                     " \"kv_lora_rank\": 4, \"qk_nope_head_dim\": 2, \"qk_rope_head_dim\": 2, \"v_head_dim\": 2,"
+                     " \"n_routed_experts\": 2, \"num_experts_per_tok\": 1, \"scoring_func\": \"sigmoid\","
+                     " \"topk_method\": \"noaux_tc\", \"moe_layer_freq\": 1, \"num_nextn_predict_layers\": 1}";
+    CHECK_MSG(ld_ds_config_parse(mt, strlen(mt), &c, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_ds_config_detect(mt, strlen(mt)) == 1);
+    const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"]}";
+    CHECK(ld_ds_config_detect(llama, strlen(llama)) == 0 && ld_ds_config_detect("{", 1) == 0);
+    /* the generated checkpoints' config.json */
+    CHECK(ld_ds_config_load(MDIR "deepseek-v3/config.json", &c, &err) == LD_OK);
+    CHECK(c.yarn && c.rope_factor == 4.0 && c.mscale == 1.0 && c.mscale_all_dim == 1.0 && c.norm_topk_prob &&
+          c.routed_scaling == 2.5f && c.first_k_dense == 1 && !c.fp8);
+    /* V3's FP8 quantization_config (V3.1's scale_fmt too) */
+    CHECK_MSG(parse_cfg(", \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\","
+                        " \"quant_method\": \"fp8\", \"scale_fmt\": \"ue8m0\", \"weight_block_size\": [128, 128]}",
+                        &c, &err) == LD_OK,
+              "%s", err.msg);
+    CHECK(c.fp8 && c.fp8_block[0] == 128 && c.fp8_block[1] == 128);
+    CHECK(ld_ds_config_load(MDIR "deepseek-v3-fp8/config.json", &c, &err) == LD_OK);
+    CHECK(c.fp8 && c.fp8_block[0] == 16 && c.fp8_block[1] == 16);
+    /* a full V3/R1 config.json (transformers 4 style, the values of
+     * engine-notes 1.1, the fields neither implementation reads included) */
+    const char *v3 =
+        "{\"architectures\": [\"DeepseekV3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"auto_map\": {\"AutoConfig\": \"configuration_deepseek.DeepseekV3Config\"}, \"aux_loss_alpha\": 0.001,"
+        " \"bos_token_id\": 0, \"eos_token_id\": 1, \"ep_size\": 1, \"first_k_dense_replace\": 3,"
+        " \"hidden_act\": \"silu\", \"hidden_size\": 7168, \"initializer_range\": 0.02, \"intermediate_size\": 18432,"
+        " \"kv_lora_rank\": 512, \"max_position_embeddings\": 163840, \"model_type\": \"deepseek_v3\","
+        " \"moe_intermediate_size\": 2048, \"moe_layer_freq\": 1, \"n_group\": 8, \"n_routed_experts\": 256,"
+        " \"n_shared_experts\": 1, \"norm_topk_prob\": true, \"num_attention_heads\": 128,"
+        " \"num_experts_per_tok\": 8, \"num_hidden_layers\": 61, \"num_key_value_heads\": 128,"
+        " \"num_nextn_predict_layers\": 1, \"q_lora_rank\": 1536, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64,"
+        " \"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", \"quant_method\": \"fp8\","
+        " \"weight_block_size\": [128, 128]}, \"rms_norm_eps\": 1e-06, \"rope_scaling\": {\"beta_fast\": 32,"
+        " \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 1.0,"
+        " \"original_max_position_embeddings\": 4096, \"type\": \"yarn\"}, \"rope_theta\": 10000,"
+        " \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", \"seq_aux\": true,"
+        " \"tie_word_embeddings\": false, \"topk_group\": 4, \"topk_method\": \"noaux_tc\","
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.33.1\", \"use_cache\": true,"
+        " \"v_head_dim\": 128, \"vocab_size\": 129280}";
+    CHECK_MSG(ld_ds_config_parse(v3, strlen(v3), &c, &err) == LD_OK, "%s", err.msg);
+    CHECK(c.n_layers == 61 && c.first_k_dense == 3 && c.n_routed == 256 && c.top_k == 8 && c.topk_group == 4);
+    CHECK(c.fp8 && c.fp8_block[0] == 128 && c.yarn && c.rope_factor == 40 && c.rms_eps == 1e-6f);
+    CHECK(fabs(ld_ds_softmax_scale(&c) - 0.135234) < 1e-6 && ld_ds_rope_attn_factor(&c) == 1.0f);
+    return 0;
+}
+
+static int expect_cfg_error(const char *extra, ld_status code, const char *needle)
+{
+    ld_ds_config c;
+    ld_error err;
+    ld_status st = parse_cfg(extra, &c, &err);
+    CHECK_MSG(st == code, "%s: status %d, want %d (%s)", extra, (int)st, (int)code, err.msg);
+    CHECK_MSG(strstr(err.msg, needle) != NULL, "%s: '%s' lacks '%s'", extra, err.msg, needle);
+    return 0;
+}
+
+static int test_deepseek_config_errors(void)
+{
+    static const struct {
+        const char *extra;
+        ld_status code;
+        const char *needle;
+    } cases[] = {
+        {", \"scoring_func\": \"softmax\"", LD_ERR_UNSUPPORTED, "'scoring_func' = 'softmax'"},
+        {", \"topk_method\": \"greedy\"", LD_ERR_UNSUPPORTED, "'topk_method'"},
+        {", \"topk_group\": 5", LD_ERR_SYNTAX, "'topk_group' (5) exceeds 'n_group' (4)"},
+        {", \"n_group\": 3", LD_ERR_SYNTAX, "'n_routed_experts' (8) is not a multiple of 'n_group' (3)"},
+        {", \"n_group\": 8, \"topk_group\": 2", LD_ERR_SYNTAX, "fewer than 2 experts per group"},
+        {", \"num_experts_per_tok\": 5", LD_ERR_SYNTAX, "'num_experts_per_tok' (5)"},
+        {", \"num_key_value_heads\": 2", LD_ERR_SYNTAX, "'num_key_value_heads'"},
+        {", \"qk_rope_head_dim\": 7", LD_ERR_SYNTAX, "'qk_rope_head_dim' (7) is not even"},
+        {", \"head_dim\": 16", LD_ERR_SYNTAX, "'head_dim' (16) is not qk_rope_head_dim (8)"},
+        {", \"qk_head_dim\": 16", LD_ERR_SYNTAX, "'qk_head_dim'"},
+        {", \"hidden_act\": \"gelu\"", LD_ERR_UNSUPPORTED, "'hidden_act' = 'gelu'"},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\"}", LD_ERR_SYNTAX,
+         "'quantization_config.weight_block_size' is not a list of 2 integers"},
+        {", \"quantization_config\": {\"quant_method\": \"awq\", \"weight_block_size\": [128, 128]}", LD_ERR_UNSUPPORTED,
+         "'quantization_config.quant_method' = 'awq'"},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"static\","
+         " \"weight_block_size\": [128, 128]}",
+         LD_ERR_UNSUPPORTED, "'quantization_config.activation_scheme' = 'static'"},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 0]}", LD_ERR_SYNTAX,
+         "'quantization_config.weight_block_size'"},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"modules_to_not_convert\": [],"
+         " \"weight_block_size\": [128, 128]}",
+         LD_ERR_UNSUPPORTED, "'quantization_config.modules_to_not_convert'"},
+        {", \"quantization_config\": {\"fmt\": \"e4m3\"}", LD_ERR_SYNTAX, "'quantization_config.quant_method' is missing"},
+        {", \"moe_layer_freq\": 2", LD_ERR_SYNTAX, "'moe_layer_freq'"},
+        {", \"routed_scaling_factor\": -1", LD_ERR_SYNTAX, "'routed_scaling_factor'"},
+        {", \"norm_topk_prob\": 1", LD_ERR_SYNTAX, "'norm_topk_prob' is not a boolean"},
+        {", \"kv_lora_rank\": 0", LD_ERR_SYNTAX, "'kv_lora_rank'"},
+        {", \"n_routed_experts\": 2000", LD_ERR_SYNTAX, "'n_routed_experts'"},
+        {", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 4}", LD_ERR_UNSUPPORTED,
+         "'rope_scaling.rope_type' = 'dynamic'"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4}", LD_ERR_SYNTAX,
+         "'rope_parameters.original_max_position_embeddings' is missing"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 0, \"original_max_position_embeddings\": 8}",
+         LD_ERR_SYNTAX, "'rope_parameters.factor'"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 8,"
+         " \"mscale\": \"x\"}",
+         LD_ERR_SYNTAX, "'rope_parameters.mscale'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (expect_cfg_error(cases[i].extra, cases[i].code, cases[i].needle)) return 1;
+    ld_ds_config c;
+    ld_error err;
+    const char *missing = "{\"model_type\": \"deepseek_v3\", \"vocab_size\": 3}";
+    CHECK(ld_ds_config_parse(missing, strlen(missing), &c, &err) == LD_ERR_SYNTAX);
+    CHECK_MSG(strstr(err.msg, "'hidden_size' is missing"), "%s", err.msg);
+    const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"]}";
+    CHECK(ld_ds_config_parse(llama, strlen(llama), &c, &err) == LD_ERR_UNSUPPORTED);
+    CHECK(ld_ds_config_parse("[1]", 3, &c, &err) == LD_ERR_SYNTAX);
+    CHECK(ld_ds_config_parse("{", 1, &c, &err) == LD_ERR_SYNTAX);
+    CHECK(ld_ds_config_load(MDIR "nonexistent/config.json", &c, &err) == LD_ERR_IO);
+    return 0;
+}
+
+/* ------------------------------------------------------------ binding and session errors */
+
+static int expect_bind_error(const ld_ds_model *m, void (*change)(ld_ds_config *), const char *needle)
+{
+    ld_ds_config c = m->cfg;
+    change(&c);
+    ld_ds_model *b = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK(ld_ds_model_bind(&c, m->st, &b, &err) == LD_ERR_MISMATCH && !b);
+    CHECK_MSG(strstr(err.msg, needle), "'%s' lacks '%s'", err.msg, needle);
+    return 0;
+}
+
+static void want_qlora(ld_ds_config *c) { c->q_lora_rank = 16; }
+static void want_no_qlora(ld_ds_config *c) { c->q_lora_rank = 0; }
+static void want_more_experts(ld_ds_config *c) { c->n_routed = 8; c->n_group = 2; }
+static void want_wider_shared(ld_ds_config *c) { c->n_shared = 3; }
+static void want_untied(ld_ds_config *c) { c->tie_embeddings = 0; }
+static void want_smaller_latent(ld_ds_config *c) { c->kv_lora_rank = 8; }
+static void want_more_dense(ld_ds_config *c) { c->first_k_dense = 2; }
+
+static int test_deepseek_bind_errors(void)
+{
+    ld_ds_model *m = NULL, *v3 = NULL;
+    ld_error err8;
+    if (open_model("deepseek-v3-lite", &m) || open_model("deepseek-v3", &v3)) return 1;
+    if (expect_bind_error(m, want_qlora, "'model.layers.0.self_attn.q_a_proj.weight' [16, 32] is missing")) return 1;
+    if (expect_bind_error(v3, want_no_qlora, "'model.layers.0.self_attn.q_proj.weight' [96, 64] is missing"))
+        return 1;
+    if (expect_bind_error(m, want_more_experts, "'model.layers.0.mlp.gate.weight' has shape [6, 32], expected [8, 32]"))
+        return 1;
+    if (expect_bind_error(m, want_wider_shared,
+                          "'model.layers.0.mlp.shared_experts.gate_proj.weight' has shape [16, 32], expected [24, 32]"))
+        return 1;
+    if (expect_bind_error(m, want_untied, "'lm_head.weight' [300, 32] is missing")) return 1;
+    if (expect_bind_error(m, want_smaller_latent, "'model.layers.0.self_attn.kv_a_proj_with_mqa.weight' has shape [20, 32], expected [12, 32]"))
+        return 1;
+    if (expect_bind_error(v3, want_more_dense, "'model.layers.1.mlp.gate_proj.weight' [64, 64] is missing")) return 1;
+    /* FP8: scales of another block size; FP8 without a quantization_config */
+    ld_ds_model *f8 = NULL, *b8 = NULL;
+    if (open_model("deepseek-v3-fp8", &f8)) return 1;
+    ld_ds_config c8 = f8->cfg;
+    c8.fp8_block[0] = 8;
+    ld_error_clear(&err8);
+    CHECK(ld_ds_model_bind(&c8, f8->st, &b8, &err8) == LD_ERR_MISMATCH && !b8);
+    CHECK_MSG(strstr(err8.msg, "'model.layers.0.self_attn.q_a_proj.weight_scale_inv' has shape [1, 2], expected [2, 2]"),
+              "%s", err8.msg);
+    c8 = f8->cfg;
+    c8.fp8 = 0;
+    CHECK(ld_ds_model_bind(&c8, f8->st, &b8, &err8) == LD_ERR_UNSUPPORTED && !b8);
+    CHECK_MSG(strstr(err8.msg, "'model.layers.0.self_attn.q_a_proj.weight' has dtype F8_E4M3"), "%s", err8.msg);
+    ld_ds_model_close(f8);
+    /* sessions: bad sizes, tokens outside the vocabulary, too many tokens */
+    ld_backend *be = NULL;
+    ld_ds_session *s = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    CHECK(ld_ds_session_create(m, be, m->cfg.max_pos + 1, 4, LD_DS_ATTN_NAIVE, &s, &err) == LD_ERR_USAGE && !s);
+    CHECK(ld_ds_session_create(m, be, 8, 4, (ld_ds_attn)7, &s, &err) == LD_ERR_USAGE && !s);
+    CHECK(ld_ds_session_create(m, be, 8, 4, LD_DS_ATTN_ABSORBED, &s, &err) == LD_OK);
+    int32_t toks[9] = {1, 2, 300, 4, 5, 6, 7, 8, 9};
+    CHECK(ld_ds_session_eval(s, toks, 3, NULL, NULL, NULL, &err) == LD_ERR_USAGE);
+    CHECK_MSG(strstr(err.msg, "token id 300"), "%s", err.msg);
+    toks[2] = 3;
+    CHECK(ld_ds_session_eval(s, toks, 9, NULL, NULL, NULL, &err) == LD_ERR_LIMIT);
+    CHECK(ld_ds_session_eval(s, toks, 8, NULL, NULL, NULL, &err) == LD_OK);
+    CHECK(ld_ds_session_eval(s, toks, 1, NULL, NULL, NULL, &err) == LD_ERR_LIMIT);
+    ld_ds_session_reset(s);
+    CHECK(ld_ds_session_pos(s) == 0 && ld_ds_session_eval(s, toks, 1, NULL, NULL, NULL, &err) == LD_OK);
+    ld_ds_session_destroy(s);
+    ld_backend_destroy(be);
+    ld_ds_model_close(m);
+    ld_ds_model_close(v3);
+    /* a directory without a model; a dense model's directory */
+    ld_ds_model *b = NULL;
+    CHECK(ld_ds_model_open(MDIR "nonexistent", &b, &err) == LD_ERR_IO && !b);
+    CHECK(ld_ds_model_open(MDIR "llama3", &b, &err) == LD_ERR_UNSUPPORTED && !b);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_deepseek_v3),
+    LD_CASE(test_deepseek_v3_lite),
+    LD_CASE(test_deepseek_v3_absorbed),
+    LD_CASE(test_deepseek_v3_lite_absorbed),
+    LD_CASE(test_deepseek_v3_fp8),
+    LD_CASE(test_deepseek_absorbed_matches_naive),
+    LD_CASE(test_deepseek_features_matter),
+    LD_CASE(test_deepseek_deterministic),
+    LD_CASE(test_deepseek_router_kernel),
+    LD_CASE(test_deepseek_fp8_kernel),
+    LD_CASE(test_deepseek_config_fields),
+    LD_CASE(test_deepseek_config_errors),
+    LD_CASE(test_deepseek_bind_errors),
+};
+
+LD_TEST_MAIN(cases)
