@@ -83,7 +83,10 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
     s->be = be;
     s->max_seq = max_seq;
     s->max_batch = max_batch;
-    s->scale = (float)(1.0 / sqrt((double)c->head_dim));
+    /* 1/sqrt(head_dim), times the square of the RoPE attention factor:
+     * HF multiplies cos and sin (so q and k) by it (YaRN's mscale); here it
+     * scales the scores instead, the same up to rounding */
+    s->scale = (float)(ld_model_rope_qk_scale(c) / sqrt((double)c->head_dim));
     s->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof *s->inv_freq);
     s->layers = calloc((size_t)c->n_layers, sizeof *s->layers);
     if (!s->inv_freq || !s->layers) {

@@ -74,6 +74,82 @@ static ld_status get_bool(const cJSON *o, const char *k, int def, int *out, ld_e
     return LD_OK;
 }
 
+/* A finite number >= 0 (or null: *present = 0). */
+static ld_status get_opt_num(const cJSON *o, const char *where, const char *k, int *present, double *out, ld_error *err)
+{
+    const cJSON *v = get(o, k);
+    *present = 0;
+    if (!v) return LD_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is not a non-negative number", where, k);
+    *present = 1;
+    *out = v->valuedouble;
+    return LD_OK;
+}
+
+/* transformers' get_mscale */
+static double yarn_mscale(double scale, double mscale)
+{
+    return scale <= 1 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+/* rope_type "yarn" as transformers 5.23's _compute_yarn_parameters reads
+ * it: factor (null: max_position_embeddings / original), the top-level
+ * original_max_position_embeddings first, else the scaling's, else
+ * max_position_embeddings; beta_fast / beta_slow (absent, null or 0: 32 /
+ * 1); truncate (default true; null is false); attention_factor, else from
+ * mscale and mscale_all_dim when both are non-zero, else from the factor. */
+static ld_status parse_yarn(const cJSON *root, const cJSON *sc, const char *where, ld_model_config *c, ld_error *err)
+{
+    c->rope_type = LD_ROPE_YARN;
+    int has = 0;
+    if (c->rope_theta == 1.0) /* log(base) divides: transformers fails too */
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'rope_theta' is 1 (%srope_type yarn needs a base above 1)", where);
+    const cJSON *top = get(root, "original_max_position_embeddings");
+    if (top) LD_TRY(get_num(root, "", "original_max_position_embeddings", 0, 1, &c->rope_orig_max_pos, err));
+    else if (get(sc, "original_max_position_embeddings"))
+        LD_TRY(get_num(sc, where, "original_max_position_embeddings", 0, 1, &c->rope_orig_max_pos, err));
+    else if (get(root, "max_position_embeddings")) c->rope_orig_max_pos = c->max_pos;
+    else return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%soriginal_max_position_embeddings' is missing", where);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(sc, "factor");
+    if (!f) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%sfactor' is missing", where);
+    if (cJSON_IsNull(f)) {
+        if (!get(root, "max_position_embeddings"))
+            return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%sfactor' is null and 'max_position_embeddings' is missing", where);
+        c->rope_factor = (double)c->max_pos / c->rope_orig_max_pos;
+    } else {
+        LD_TRY(get_num(sc, where, "factor", 1.0, 1, &c->rope_factor, err));
+    }
+    c->rope_beta_fast = 32;
+    c->rope_beta_slow = 1;
+    double v = 0;
+    LD_TRY(get_opt_num(sc, where, "beta_fast", &has, &v, err));
+    if (has && v != 0) c->rope_beta_fast = v;
+    LD_TRY(get_opt_num(sc, where, "beta_slow", &has, &v, err));
+    if (has && v != 0) c->rope_beta_slow = v;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(sc, "truncate");
+    c->rope_truncate = 1;
+    if (tr && cJSON_IsNull(tr)) c->rope_truncate = 0;
+    else if (tr && !cJSON_IsBool(tr)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%struncate' is not a boolean", where);
+    else if (tr) c->rope_truncate = cJSON_IsTrue(tr);
+    const cJSON *af = get(sc, "attention_factor");
+    if (af) {
+        if (!cJSON_IsNumber(af) || !isfinite(af->valuedouble) || af->valuedouble <= 0)
+            return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%sattention_factor' is not a positive number", where);
+        c->rope_attn_factor = af->valuedouble;
+    } else {
+        double ms = 0, msa = 0;
+        int has_ms = 0, has_msa = 0;
+        LD_TRY(get_opt_num(sc, where, "mscale", &has_ms, &ms, err));
+        LD_TRY(get_opt_num(sc, where, "mscale_all_dim", &has_msa, &msa, err));
+        if (has_ms && has_msa && ms != 0 && msa != 0)
+            c->rope_attn_factor = yarn_mscale(c->rope_factor, ms) / yarn_mscale(c->rope_factor, msa);
+        else
+            c->rope_attn_factor = yarn_mscale(c->rope_factor, 1.0);
+    }
+    return LD_OK;
+}
+
 static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err)
 {
     /* transformers 5: rope_parameters {rope_type, rope_theta, ...};
@@ -94,6 +170,7 @@ static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err
     LD_TRY(get_num(rp ? rp : root, rp ? where : "", "rope_theta", 10000.0, 0, &theta, err));
     c->rope_theta = theta;
     c->rope_type = LD_ROPE_DEFAULT;
+    c->rope_attn_factor = 1.0;
     if (!sc) return LD_OK;
     const cJSON *t = get(sc, "rope_type");
     if (!t) t = get(sc, "type");
@@ -114,7 +191,25 @@ static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config fields '%slow_freq_factor' and 'high_freq_factor' are equal", where);
         return LD_OK;
     }
-    return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%srope_type' = '%.40s' is not supported (default, linear, llama3)", where, ty);
+    if (strcmp(ty, "yarn") == 0) return parse_yarn(root, sc, where, c, err);
+    if (strcmp(ty, "dynamic") == 0) {
+        /* SGLang's DynamicNTKScalingRotaryEmbedding: one base for the whole
+         * context max_position_embeddings * factor (transformers instead
+         * recomputes it from each forward call's length) */
+        c->rope_type = LD_ROPE_DYNAMIC;
+        LD_TRY(get_num(sc, where, "factor", 1.0, 1, &c->rope_factor, err));
+        if (!get(root, "max_position_embeddings"))
+            return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'max_position_embeddings' is missing (needed by %srope_type 'dynamic')", where);
+        if (c->head_dim <= 2)
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%srope_type' 'dynamic' needs a head dim above 2", where);
+        double ctx = floor((double)c->max_pos * c->rope_factor);
+        if (!(ctx >= 1 && ctx <= (double)(1 << 30)))
+            return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config fields 'max_position_embeddings' * '%sfactor' = %g is outside [1, 2^30]", where, ctx);
+        c->rope_orig_max_pos = c->max_pos;
+        c->max_pos = (int)ctx;
+        return LD_OK;
+    }
+    return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%srope_type' = '%.40s' is not supported (default, linear, llama3, yarn, dynamic)", where, ty);
 }
 
 static ld_status parse_windows(const cJSON *root, ld_model_config *c, ld_error *err)
@@ -259,13 +354,65 @@ ld_status ld_model_config_load(const char *path, ld_model_config *out, ld_error 
     return st;
 }
 
+/* transformers' find_correction_dim (double, as Python) */
+static double yarn_corr_dim(double rot, int dim, double base, double orig)
+{
+    return ((double)dim * log(orig / (rot * 2 * 3.14159265358979323846))) / (2 * log(base));
+}
+
+/* _compute_yarn_parameters: the blend in fp32 as torch computes it (the
+ * Python scalars rounded to fp32 where they meet a float32 tensor). */
+static void yarn_inv_freq(const ld_model_config *c, float *inv_freq)
+{
+    int half = c->head_dim / 2, dim = c->head_dim;
+    double low = yarn_corr_dim(c->rope_beta_fast, dim, c->rope_theta, c->rope_orig_max_pos);
+    double high = yarn_corr_dim(c->rope_beta_slow, dim, c->rope_theta, c->rope_orig_max_pos);
+    if (c->rope_truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    if (low < 0) low = 0;
+    if (high > dim - 1) high = dim - 1;
+    if (low == high) high += 0.001;
+    float lo = (float)low, span = (float)(high - low), factor = (float)c->rope_factor;
+    float base = (float)c->rope_theta;
+    for (int i = 0; i < half; i++) {
+        float pos_freq = powf(base, (float)(2 * i) / (float)dim);
+        float extra = 1.0f / pos_freq;
+        float inter = 1.0f / (factor * pos_freq);
+        float ramp = ((float)i - lo) / span;
+        ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+        float ef = 1.0f - ramp; /* inv_freq_extrapolation_factor */
+        float a = inter * (1.0f - ef), b = extra * ef;
+        inv_freq[i] = a + b;
+    }
+}
+
+double ld_model_rope_qk_scale(const ld_model_config *c)
+{
+    double a = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
+    return a * a;
+}
+
 void ld_model_rope_inv_freq(const ld_model_config *c, float *inv_freq)
 {
     int half = c->head_dim / 2;
     float base = (float)c->rope_theta;
-    for (int i = 0; i < half; i++) {
-        float e = (float)(2 * i) / (float)c->head_dim;
-        inv_freq[i] = 1.0f / powf(base, e);
+    if (c->rope_type == LD_ROPE_DYNAMIC) {
+        /* SGLang: max_len = max_position_embeddings * factor, base' = base *
+         * (factor * max_len / max_position_embeddings - (factor - 1)) **
+         * (rotary_dim / (rotary_dim - 2)), in double (Python floats) */
+        double f = c->rope_factor, mp = c->rope_orig_max_pos, max_len = mp * f;
+        double b = c->rope_theta * pow(f * max_len / mp - (f - 1), (double)c->head_dim / (double)(c->head_dim - 2));
+        base = (float)b;
+    }
+    if (c->rope_type == LD_ROPE_YARN) {
+        yarn_inv_freq(c, inv_freq);
+    } else {
+        for (int i = 0; i < half; i++) {
+            float e = (float)(2 * i) / (float)c->head_dim;
+            inv_freq[i] = 1.0f / powf(base, e);
+        }
     }
     if (c->rope_type == LD_ROPE_LINEAR) {
         for (int i = 0; i < half; i++) inv_freq[i] /= (float)c->rope_factor;
@@ -286,4 +433,6 @@ void ld_model_rope_inv_freq(const ld_model_config *c, float *inv_freq)
             inv_freq[i] = scaled;
         }
     }
+    if (c->rope_n_freq_factors == half)
+        for (int i = 0; i < half; i++) inv_freq[i] /= c->rope_freq_factors[i];
 }

@@ -9,13 +9,13 @@
  *   agree), A.rope.dimension_count (must be the head dim: no partial RoPE),
  *   A.rope.freq_base (default 10000), A.attention.layer_norm_rms_epsilon,
  *   A.context_length, A.vocab_size (default: the tokenizer.ggml.tokens
- *   count, else the embedding's rows), A.rope.scaling.type (none, linear
- *   with A.rope.scaling.factor).
+ *   count, else the embedding's rows), A.rope.scaling.* (none, linear,
+ *   yarn: parse_rope_scaling); Llama's rope_freqs.weight (bind_rope_freqs).
  * Refused (LD_ERR_UNSUPPORTED naming the key or tensor): another
  * architecture, experts, a sliding window, another RoPE scaling, a
- * big-endian file, and any tensor that is not bound below (rope_freqs.weight
- * of Llama 3's scaling, biases Llama does not have...), so that nothing
- * that changes the numbers is ignored.
+ * big-endian file, and any tensor that is not bound below (biases Llama
+ * does not have, rope_freqs.weight of a Qwen...), so that nothing that
+ * changes the numbers is ignored.
  *
  * Tensors (GGUF dims are [cols, rows]):
  *   token_embd.weight [V, D]  output_norm.weight [D]  output.weight [V, D]
@@ -35,6 +35,7 @@
  * matmul reads row 2i + j for output j*hd/2 + i: the projections come out
  * in HF order and everything after them is what the HF model computes. */
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,113 @@ static int has_key(const gctx *c, const char *suffix)
     return ld_gguf_find(c->g, key) != NULL;
 }
 
+/* RoPE scaling as llama.cpp reads it for llama / qwen2 / qwen3
+ * (llama_model::load_hparams, llama_context's constructor, ggml's
+ * rope_yarn):
+ *   A.rope.scaling.type: none, linear (A.rope.scaling.factor), yarn:
+ *     factor, A.rope.scaling.original_context_length (default
+ *     context_length); beta_fast 32, beta_slow 1, the correction range
+ *     floored/ceiled (HF's truncate) and the same blend as HF's
+ *     _compute_yarn_parameters; the magnitude on cos/sin get_mscale(factor)
+ *     (HF's attention factor when the config has none);
+ *   A.rope.scaling.attn_factor (default 1) multiplies the magnitude (any
+ *     type).
+ * llama.cpp reads the yarn_* keys (beta_fast, beta_slow, ext_factor,
+ * attn_factor, log_multiplier) only for other architectures (DeepSeek,
+ * Grok...) and ignores them here: present with another value than its
+ * default they are LD_ERR_UNSUPPORTED (what the file means is unclear). */
+static double gguf_mscale(double scale)
+{
+    return scale <= 1 ? 1.0 : 0.1 * log(scale) + 1.0;
+}
+
+static ld_status parse_rope_scaling(gctx *c, ld_model_config *cfg, ld_error *err)
+{
+    char key[128];
+    cfg->rope_attn_factor = 1.0;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+    if (ld_gguf_find(c->g, key)) {
+        ld_gguf_str t;
+        LD_TRY(ld_gguf_get_str(c->g, key, &t, err));
+        if (ld_gguf_str_eq(t, "linear")) {
+            cfg->rope_type = LD_ROPE_LINEAR;
+            LD_TRY(key_float(c, "rope.scaling.factor", 1, 0, &cfg->rope_factor, err));
+        } else if (ld_gguf_str_eq(t, "yarn")) {
+            cfg->rope_type = LD_ROPE_YARN;
+            int orig = 0;
+            if (cfg->rope_theta == 1.0)
+                return LD_FAIL(err, LD_ERR_SYNTAX, 0, "GGUF key '%s.rope.freq_base' is 1 (yarn needs a base above 1)", c->arch);
+            LD_TRY(key_float(c, "rope.scaling.factor", 1, 0, &cfg->rope_factor, err));
+            LD_TRY(key_int(c, "rope.scaling.original_context_length", 0, cfg->max_pos, 1, 1 << 30, &orig, err));
+            cfg->rope_orig_max_pos = orig;
+            cfg->rope_beta_fast = 32;
+            cfg->rope_beta_slow = 1;
+            cfg->rope_truncate = 1;
+            cfg->rope_attn_factor = gguf_mscale(cfg->rope_factor);
+        } else if (!ld_gguf_str_eq(t, "none")) {
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "GGUF key '%s' = '%.*s' is not supported (none, linear, yarn)", key,
+                           (int)(t.len > 40 ? 40 : t.len), t.ptr);
+        }
+    } else if (has_key(c, "rope.scaling.factor")) {
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "GGUF key '%s.rope.scaling.factor' without rope.scaling.type", c->arch);
+    }
+    static const struct {
+        const char *suffix;
+        double def;
+    } ignored[] = {
+        {"rope.scaling.yarn_beta_fast", 32}, {"rope.scaling.yarn_beta_slow", 1}, {"rope.scaling.yarn_ext_factor", -1},
+        {"rope.scaling.yarn_attn_factor", 1}, {"rope.scaling.yarn_log_multiplier", 0},
+    };
+    for (size_t k = 0; k < sizeof ignored / sizeof ignored[0]; k++) {
+        snprintf(key, sizeof key, "%s.%s", c->arch, ignored[k].suffix);
+        const ld_gguf_kv *kv = ld_gguf_find(c->g, key);
+        if (!kv) continue;
+        double def = ignored[k].def;
+        if (def < 0) def = cfg->rope_type == LD_ROPE_YARN ? 1 : 0; /* ext_factor: what "unset" becomes */
+        int is_float = kv->value.type == LD_GGUF_FLOAT32 || kv->value.type == LD_GGUF_FLOAT64;
+        if (!is_float || kv->value.v.f != def)
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, kv->offset,
+                           "GGUF key '%s' other than %g is not supported (llama.cpp ignores it for %s)", key, def,
+                           c->arch);
+    }
+    if (has_key(c, "rope.scaling.attn_factor")) {
+        double v = 1.0;
+        LD_TRY(key_float(c, "rope.scaling.attn_factor", 1, 1.0, &v, err));
+        cfg->rope_attn_factor *= v;
+    }
+    return LD_OK;
+}
+
+/* rope_freqs.weight (Llama only, as llama.cpp): F32 [head_dim / 2], the
+ * divisors of the inverse frequencies (llama.cpp's conversion of Llama 3's
+ * "llama3" scaling), each finite and positive.  Copied into the config. */
+static ld_status bind_rope_freqs(gctx *c, ld_model_config *cfg, ld_error *err)
+{
+    const ld_gguf_tensor *t = ld_gguf_find_tensor(c->g, "rope_freqs.weight");
+    if (!t || cfg->arch != LD_ARCH_LLAMA) return LD_OK; /* elsewhere: refused as not used */
+    int half = cfg->head_dim / 2;
+    if (t->n_dims != 1 || t->dims[0] != (uint64_t)half)
+        return LD_FAIL(err, LD_ERR_MISMATCH, t->info_offset, "tensor 'rope_freqs.weight' has %u dims [%llu...], expected [%d]",
+                       t->n_dims, (unsigned long long)t->dims[0], half);
+    if (t->type != 0) {
+        const char *tn = ld_gguf_ggml_type(t->type, NULL, NULL);
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, t->info_offset, "tensor 'rope_freqs.weight' has type %s (F32 supported)",
+                       tn ? tn : "?");
+    }
+    const unsigned char *p = ld_gguf_tensor_data(c->g, t);
+    for (int i = 0; i < half; i++) {
+        float f;
+        memcpy(&f, p + (size_t)i * sizeof f, sizeof f);
+        if (!(f > 0) || !isfinite(f))
+            return LD_FAIL(err, LD_ERR_SYNTAX, t->info_offset, "tensor 'rope_freqs.weight' [%d] = %g is not a positive number",
+                           i, (double)f);
+        cfg->rope_freq_factors[i] = f;
+    }
+    cfg->rope_n_freq_factors = half;
+    c->bound[t - c->g->tensors] = 1;
+    return LD_OK;
+}
+
 static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
 {
     const ld_gguf *g = c->g;
@@ -145,23 +253,9 @@ static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
     cfg->rope_theta = theta;
     cfg->rope_type = LD_ROPE_DEFAULT;
 
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
-    if (ld_gguf_find(g, key)) {
-        ld_gguf_str t;
-        LD_TRY(ld_gguf_get_str(g, key, &t, err));
-        if (ld_gguf_str_eq(t, "linear")) {
-            cfg->rope_type = LD_ROPE_LINEAR;
-            LD_TRY(key_float(c, "rope.scaling.factor", 1, 0, &cfg->rope_factor, err));
-        } else if (!ld_gguf_str_eq(t, "none")) {
-            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "GGUF key '%s' = '%.*s' is not supported (none, linear)", key,
-                           (int)(t.len > 40 ? 40 : t.len), t.ptr);
-        }
-    } else if (has_key(c, "rope.scaling.factor")) {
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "GGUF key '%s.rope.scaling.factor' without rope.scaling.type", c->arch);
-    }
-    static const char *const refused[] = {"expert_count", "attention.sliding_window", "rope.scaling.attn_factor",
-                                          "attn_logit_softcapping", "final_logit_softcapping"};
+    LD_TRY(parse_rope_scaling(c, cfg, err));
+    static const char *const refused[] = {"expert_count", "attention.sliding_window", "attn_logit_softcapping",
+                                          "final_logit_softcapping"};
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
         if (!has_key(c, refused[k])) continue;
         if (k == 0) { /* expert_count 0 is a dense model */
@@ -307,6 +401,7 @@ ld_status ld_model_open_gguf(const char *path, ld_model **out, ld_error *err)
         m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
         if (!m->layers) s = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
+    if (s == LD_OK) s = bind_rope_freqs(&c, &m->cfg, err);
     if (s == LD_OK) s = bind_all(&c, m, err);
     free(c.bound);
     if (s != LD_OK) {

@@ -5,6 +5,8 @@
 #
 #   pip install gguf==0.19.0      # the pinned version (pulls numpy)
 #   python3 tools/gen_gguf_fixtures.py [--shared ../shared]
+#   /tmp/engvenv/bin/python tools/gen_gguf_fixtures.py --rope-models
+#       (only the RoPE-scaling models below; needs safetensors too)
 #
 # Writes (all small, committed; tests need no Python at test time):
 #   testdata/engine/gguf/<name>.gguf    written with gguf.GGUFWriter
@@ -12,6 +14,19 @@
 #   testdata/engine/gguf/shared.json    facts GGUFReader reports about the real
 #                                       files ../shared/tokenizers/*.gguf
 #   tests/fuzz/corpus/gguf/*            the fixtures, truncated and damaged copies
+# and with --rope-models (tests/engine/test_gguf_model.c; nothing else):
+#   testdata/engine/rope/<model>.gguf   tiny HF models of testdata/models/
+#       converted as llama.cpp's convert_hf_to_gguf.py does, weights F32
+#       (Llama's q/k rows reordered), so the oracle is transformers' logits
+#       of the HF model, testdata/models/<src>/ref-<seq>.logits.f32:
+#         llama3-freqs.gguf  llama3 -> rope_freqs.weight (the converter's
+#                            Llama 3 divisors), no rope.scaling.type
+#         llama-yarn.gguf    llama-yarn -> rope.scaling.type yarn, factor,
+#                            original_context_length
+#   testdata/engine/rope/models.txt    "<gguf> <src model>" lines
+#   testdata/engine/rope/bad-<what>.gguf  one-layer llamas with one RoPE
+#       defect each, and ok-*.gguf (rope_freqs, yarn with every key,
+#       linear with the attention factors: the config read is checked)
 #
 # Oracle encoding (<name>.json): integers are decimal strings (64-bit exact),
 # floats are float.hex() strings ("nan", "inf" too), bools are JSON booleans,
@@ -310,15 +325,213 @@ def corpus(fixtures):
             f.write(bytes(d))
 
 
+ROPE_OUT = os.path.join(ROOT, "testdata", "engine", "rope")
+
+
+def hf_to_gguf_rows(w, n_head):
+    """llama.cpp's reordering of a Llama q/k projection: within each head,
+    row j*hd/2 + i goes to row 2i + j."""
+    n, k = w.shape
+    hd = n // n_head
+    return w.reshape(n_head, 2, hd // 2, k).transpose(0, 2, 1, 3).reshape(n, k)
+
+
+def llama3_rope_freqs(cfg):
+    """convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors for
+    rope_type llama3 (with the scaling's own original_max_position_embeddings)"""
+    import math
+    rp = cfg["rope_parameters"]
+    base = rp["rope_theta"]
+    dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    factor, lo, hi = rp["factor"], rp["low_freq_factor"], rp["high_freq_factor"]
+    old = rp["original_max_position_embeddings"]
+    lo_wl, hi_wl = old / lo, old / hi
+    out = []
+    for f in freqs:
+        wl = 2 * math.pi / f
+        if wl < hi_wl:
+            out.append(1.0)
+        elif wl > lo_wl:
+            out.append(factor)
+        else:
+            smooth = (old / wl - lo) / (hi - lo)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+HF_NAMES = [  # GGUF suffix, HF suffix (per layer)
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_gate.weight", "mlp.gate_proj.weight"),
+    ("ffn_up.weight", "mlp.up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+]
+
+
+def rope_model(src, out, keys):
+    """testdata/models/<src> (a Llama) as GGUF with F32 weights; keys(w, cfg)
+    writes the RoPE metadata and extra tensors"""
+    from safetensors.numpy import load_file
+    d = os.path.join(ROOT, "testdata", "models", src)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    sd = load_file(os.path.join(d, "model.safetensors"))
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads", nh)
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+    w = gguf.GGUFWriter(os.path.join(ROPE_OUT, out + ".gguf"), "llama")
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_file_type(0)
+    keys(w, cfg)
+    f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)
+    w.add_tensor("token_embd.weight", f32(sd["model.embed_tokens.weight"]))
+    w.add_tensor("output_norm.weight", f32(sd["model.norm.weight"]))
+    if not cfg.get("tie_word_embeddings"):
+        w.add_tensor("output.weight", f32(sd["lm_head.weight"]))
+    for l in range(cfg["num_hidden_layers"]):
+        for g, h in HF_NAMES:
+            t = sd["model.layers.%d.%s" % (l, h)]
+            if g in ("attn_q.weight", "attn_k.weight"):
+                t = hf_to_gguf_rows(t, nh if g == "attn_q.weight" else nkv)
+            w.add_tensor("blk.%d.%s" % (l, g), f32(t))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return "%s %s\n" % (out, src)
+
+
+def yarn_keys(w, cfg):
+    """convert_hf_to_gguf.py's yarn metadata (no attention_factor in the
+    config: llama.cpp derives the magnitude from the factor, as HF)"""
+    rp = cfg["rope_parameters"]
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rp["factor"])
+    w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
+
+
+def rope_bad():
+    """one-layer llamas (hidden 32, 2 heads: head dim 16, vocab 8, F32)"""
+    rng = np.random.RandomState(11)
+    D, I, V, NH = 32, 32, 8, 2
+
+    def model(name, arch="llama", meta=None, extra=None):
+        w = gguf.GGUFWriter(os.path.join(ROPE_OUT, name + ".gguf"), arch)
+        w.add_block_count(1)
+        w.add_context_length(64)
+        w.add_embedding_length(D)
+        w.add_feed_forward_length(I)
+        w.add_head_count(NH)
+        w.add_layer_norm_rms_eps(1e-5)
+        w.add_vocab_size(V)
+        if meta:
+            meta(w)
+        names = {"token_embd.weight": (V, D), "output_norm.weight": (D,), "blk.0.attn_norm.weight": (D,),
+                 "blk.0.attn_q.weight": (D, D), "blk.0.attn_k.weight": (D, D), "blk.0.attn_v.weight": (D, D),
+                 "blk.0.attn_output.weight": (D, D), "blk.0.ffn_norm.weight": (D,),
+                 "blk.0.ffn_gate.weight": (I, D), "blk.0.ffn_up.weight": (I, D), "blk.0.ffn_down.weight": (D, I)}
+        if arch == "qwen2":
+            names.update({"blk.0.attn_q.bias": (D,), "blk.0.attn_k.bias": (D,), "blk.0.attn_v.bias": (D,)})
+        for n, shp in names.items():
+            w.add_tensor(n, rng.standard_normal(shp).astype(np.float32))
+        for n, arr in (extra or {}).items():
+            w.add_tensor(n, arr)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+    freqs = np.array([1, 1, 1.5, 2, 3, 4, 4, 4], dtype=np.float32)
+
+    def yarn(factor=True, ext=None):
+        def meta(w):
+            w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            if factor:
+                w.add_rope_scaling_factor(4.0)
+            w.add_rope_scaling_orig_ctx_len(16)
+            if ext is not None:
+                w.add_rope_scaling_yarn_ext_factor(ext)
+        return meta
+
+    def yarn_attn(w):
+        # yarn_* keys at llama.cpp's defaults (it ignores them for llama)
+        yarn(ext=1.0)(w)
+        w.add_rope_scaling_yarn_beta_fast(32.0)
+        w.add_rope_scaling_yarn_beta_slow(1.0)
+        w.add_rope_scaling_yarn_log_mul(0.0)
+        w.add_rope_scaling_yarn_attn_factor(1.0)
+        w.add_rope_scaling_attn_factors(2.0)
+
+    def linear_attn(w):
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(2.0)
+        w.add_rope_scaling_attn_factors(2.0)
+
+    def yarn_beta(w):
+        yarn()(w)
+        w.add_rope_scaling_yarn_beta_fast(24.0)
+
+    def yarn_log_mul(w):
+        yarn()(w)
+        w.add_rope_scaling_yarn_log_mul(0.1)
+
+    model("ok-freqs", extra={"rope_freqs.weight": freqs})
+    model("ok-yarn-attn", meta=yarn_attn)
+    model("ok-linear-attn", meta=linear_attn)
+    model("bad-freqs-shape", extra={"rope_freqs.weight": np.ones(9, dtype=np.float32)})
+    model("bad-freqs-value", extra={"rope_freqs.weight": np.array([1, 1, 0, 2, 3, 4, 4, 4], dtype=np.float32)})
+    model("bad-freqs-type", extra={"rope_freqs.weight": freqs.astype(np.float16)})
+    model("bad-freqs-qwen2", arch="qwen2", extra={"rope_freqs.weight": freqs})
+    model("bad-yarn-factor", meta=yarn(factor=False))
+    model("bad-yarn-ext", meta=yarn(ext=0.5))
+    model("bad-yarn-beta", meta=yarn_beta)
+    model("bad-yarn-logmul", meta=yarn_log_mul)
+    model("bad-scaling-type", meta=lambda w: w.add_string("llama.rope.scaling.type", "longrope"))
+
+
+def rope_models():
+    os.makedirs(ROPE_OUT, exist_ok=True)
+
+    def freqs(w, cfg):
+        w.add_tensor("rope_freqs.weight", llama3_rope_freqs(cfg))
+    lines = [rope_model("llama3", "llama3-freqs", freqs),
+             rope_model("llama-yarn", "llama-yarn", yarn_keys)]
+    with open(os.path.join(ROPE_OUT, "models.txt"), "w") as f:
+        f.writelines(lines)
+    rope_bad()
+    for n in sorted(os.listdir(ROPE_OUT)):
+        print("%7d  %s" % (os.path.getsize(os.path.join(ROPE_OUT, n)), os.path.relpath(os.path.join(ROPE_OUT, n), ROOT)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
     ap.add_argument("--any-version", action="store_true",
                     help="run with a gguf other than the pinned " + PINNED)
+    ap.add_argument("--rope-models", action="store_true",
+                    help="write only testdata/engine/rope/ (the RoPE-scaling GGUF models)")
     args = ap.parse_args()
     if gguf_version() != PINNED and not args.any_version:
         sys.exit("gen_gguf_fixtures.py: gguf %s installed, %s pinned (pip install gguf==%s)"
                  % (gguf_version(), PINNED, PINNED))
+    if args.rope_models:
+        rope_models()
+        return
     os.makedirs(OUT, exist_ok=True)
     fixtures = {
         "all_types": (build_all_types, gguf.GGUFEndian.LITTLE),

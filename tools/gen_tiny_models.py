@@ -6,7 +6,10 @@ Run by developers (not by CI), from the repository root, in a venv:
     python3 -m venv /tmp/engvenv
     /tmp/engvenv/bin/pip install torch==2.15.0 transformers==5.23.0 \
         safetensors==0.8.0 numpy==2.4.6
-    /tmp/engvenv/bin/python tools/gen_tiny_models.py
+    /tmp/engvenv/bin/python tools/gen_tiny_models.py [--only NAME,...]
+
+(--only: just those models, e.g. --only llama-yarn,qwen2-yarn,qwen2-dynamic;
+the others' files are left as they are.)
 
 For each model it writes testdata/models/<name>/:
     config.json, model.safetensors   genuine HF format (save_pretrained)
@@ -17,6 +20,15 @@ For each model it writes testdata/models/<name>/:
                                       each decoder layer, the final norm
     ref-<seq>.logits-native.f32       (bf16/f16 models) [T, vocab] from
                                       transformers computing in that dtype
+ref.json's "rope" (the yarn / dynamic models only): the inverse
+frequencies transformers' rotary embedding computed with ("inv_freq",
+float.hex) and its cos/sin factor ("attention_scaling"); for "dynamic" also
+"inv_freq_sglang": SGLang's DynamicNTKScalingRotaryEmbedding formula (a
+fixed base from max_len = max_position_embeddings * factor) evaluated here
+with torch as sglang's code does (sglang itself is not imported).  The
+dynamic model's sequences are max_len long, so that transformers' dynamic
+RoPE (which recomputes the base from the current length) uses exactly
+SGLang's base.
 The reference always runs in fp32 (eager attention) on the weights as
 stored: a bf16/f16 model is loaded and upcast, which is exactly what the C
 engine computes (fp32 arithmetic, half-precision storage).
@@ -46,6 +58,12 @@ OUT = os.path.join(ROOT, "testdata", "models")
 SEQS = {
     "a": [1, 17, 254, 3, 99, 42, 42, 7, 288, 150, 61, 5, 200],
     "b": [(i * 37 + 11) % 299 + 1 for i in range(21)],
+}
+
+# the dynamic-NTK model: sequences of max_position_embeddings * factor = 64
+SEQS_64 = {
+    "a": [(i * 53 + 7) % 299 + 1 for i in range(64)],
+    "b": [(i * 91 + 40) % 299 + 1 for i in range(64)],
 }
 
 COMMON = dict(vocab_size=300, hidden_size=64, intermediate_size=128,
@@ -88,7 +106,39 @@ def models():
             sliding_window=5,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
          torch.float32, 5),
+        # YaRN: transformers' defaults (beta 32/1, truncate, the attention
+        # factor from the factor); the ramp covers dims 2..6 of 8
+        ("llama-yarn", LlamaConfig, dict(
+            COMMON, num_key_value_heads=2, tie_word_embeddings=False,
+            max_position_embeddings=16384,
+            rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0,
+                             "factor": 4.0,
+                             "original_max_position_embeddings": 4096}),
+         torch.float32, 6),
+        # YaRN with the optional fields: beta_fast, no truncation, the
+        # attention factor from mscale / mscale_all_dim
+        ("qwen2-yarn", Qwen2Config, dict(
+            COMMON, num_key_value_heads=2, tie_word_embeddings=True,
+            max_position_embeddings=32768,
+            rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0,
+                             "factor": 8.0,
+                             "original_max_position_embeddings": 4096,
+                             "beta_fast": 16.0, "beta_slow": 2.0,
+                             "truncate": False, "mscale": 2.0,
+                             "mscale_all_dim": 0.5}),
+         torch.float32, 7),
+        # dynamic NTK: max_len = 32 * 2 = 64 = the sequences' length
+        ("qwen2-dynamic", Qwen2Config, dict(
+            COMMON, num_key_value_heads=2, tie_word_embeddings=True,
+            max_position_embeddings=32,
+            rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0,
+                             "factor": 2.0}),
+         torch.float32, 8),
     ]
+
+
+def seqs_for(name):
+    return SEQS_64 if name.endswith("-dynamic") else SEQS
 
 
 def randomize(model, seed):
@@ -106,7 +156,7 @@ def randomize(model, seed):
             p.copy_(v)
 
 
-def native_logits(path, dtype):
+def native_logits(path, dtype, seqs):
     """Logits of transformers computing in the storage dtype itself (what a
     bf16/f16 server computes), for the record: the C engine computes in
     fp32 and is compared with these only loosely."""
@@ -114,13 +164,42 @@ def native_logits(path, dtype):
         path, dtype=dtype, attn_implementation="eager")
     model.eval()
     out = {}
-    for seq, toks in SEQS.items():
+    for seq, toks in seqs.items():
         with torch.no_grad():
             out[seq] = model(torch.tensor([toks])).logits[0].float().numpy()
     return out
 
 
-def reference(path):
+def sglang_dynamic_inv_freq(cfg):
+    """SGLang's DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache
+    (sglang 0.5.23, rotary_embedding/rope_variant.py) and
+    RotaryEmbedding._compute_inv_freq, evaluated with torch."""
+    rp = cfg["rope_parameters"]
+    max_pos = cfg["max_position_embeddings"]
+    factor = rp["factor"]
+    rotary_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    max_len = max_pos * factor
+    base = rp["rope_theta"] * ((factor * max_len / max_pos) - (factor - 1)) ** (
+        rotary_dim / (rotary_dim - 2))
+    return 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float)
+                           / rotary_dim))
+
+
+def rope_record(model, path):
+    """the inverse frequencies and cos/sin factor transformers used (after
+    the forward passes: the dynamic RoPE updates them)"""
+    rot = model.model.rotary_emb
+    rec = {"rope_type": rot.rope_type,
+           "inv_freq": [float(x).hex() for x in rot.inv_freq.float().tolist()],
+           "attention_scaling": float(rot.attention_scaling).hex()}
+    if rot.rope_type == "dynamic":
+        cfg = json.load(open(os.path.join(path, "config.json")))
+        rec["inv_freq_sglang"] = [float(x).hex() for x in
+                                  sglang_dynamic_inv_freq(cfg).tolist()]
+    return rec
+
+
+def reference(path, seqs):
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=torch.float32, attn_implementation="eager")
     model.eval()
@@ -138,7 +217,7 @@ def reference(path):
     names = (["embed"] + ["layer.%d" % i for i in range(len(inner.layers))]
              + ["norm"])
     out = {}
-    for seq, toks in SEQS.items():
+    for seq, toks in seqs.items():
         caught.clear()
         with torch.no_grad():
             logits = model(torch.tensor([toks])).logits[0].float()
@@ -146,7 +225,8 @@ def reference(path):
         out[seq] = (logits.numpy(), hidden.numpy())
     for h in hooks:
         h.remove()
-    return names, out
+    rope = rope_record(model, path) if model.model.rotary_emb.rope_type != "default" else None
+    return names, out, rope
 
 
 def write_model(name, cfg_cls, cfg_kw, dtype, seed):
@@ -168,8 +248,9 @@ def write_model(name, cfg_cls, cfg_kw, dtype, seed):
         p = os.path.join(d, extra)
         if os.path.exists(p):
             os.remove(p)
-    names, out = reference(d)
-    native = native_logits(d, dtype) if dtype != torch.float32 else {}
+    seqs = seqs_for(name)
+    names, out, rope = reference(d, seqs)
+    native = native_logits(d, dtype, seqs) if dtype != torch.float32 else {}
     index = {"generator": "tools/gen_tiny_models.py",
              "versions": {"python": sys.version.split()[0],
                           "torch": torch.__version__,
@@ -183,7 +264,7 @@ def write_model(name, cfg_cls, cfg_kw, dtype, seed):
         hf = "ref-%s.hidden.f32" % seq
         logits.astype("<f4").tofile(os.path.join(d, lf))
         hidden.astype("<f4").tofile(os.path.join(d, hf))
-        entry = {"name": seq, "tokens": SEQS[seq],
+        entry = {"name": seq, "tokens": seqs[seq],
                  "logits": {"file": lf, "shape": list(logits.shape)},
                  "hidden": {"file": hf, "shape": list(hidden.shape)}}
         if seq in native:
@@ -193,6 +274,8 @@ def write_model(name, cfg_cls, cfg_kw, dtype, seed):
                                       "shape": list(native[seq].shape),
                                       "dtype": index["storage_dtype"]}
         index["sequences"].append(entry)
+    if rope is not None and rope["rope_type"] in ("yarn", "dynamic"):
+        index["rope"] = rope
     with open(os.path.join(d, "ref.json"), "w") as f:
         json.dump(index, f, indent=1)
         f.write("\n")
@@ -274,10 +357,17 @@ def main():
         if have[k] != v:
             print("warning: %s %s, the fixtures were written with %s"
                   % (k, have[k], v), file=sys.stderr)
+    only = None
+    if len(sys.argv) == 3 and sys.argv[1] == "--only":
+        only = set(sys.argv[2].split(","))
+    elif len(sys.argv) != 1:
+        sys.exit("usage: gen_tiny_models.py [--only NAME,...]")
     os.makedirs(OUT, exist_ok=True)
     for m in models():
-        write_model(*m)
-    write_fuzz_corpus()
+        if only is None or m[0] in only:
+            write_model(*m)
+    if only is None:
+        write_fuzz_corpus()
 
 
 if __name__ == "__main__":

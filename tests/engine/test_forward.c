@@ -230,12 +230,73 @@ static int check_ablation(const char *name, void (*drop)(ld_model_config *))
 
 static void drop_window(ld_model_config *c) { memset(c->window, 0, sizeof c->window); }
 static void drop_rope_scaling(ld_model_config *c) { c->rope_type = LD_ROPE_DEFAULT; }
+/* YaRN's two parts separately: the blended frequencies (the attention
+ * factor kept), and the attention factor (the frequencies kept) */
+static void drop_rope_freqs_only(ld_model_config *c) { c->rope_type = LD_ROPE_DEFAULT; }
+static void drop_rope_attn_factor(ld_model_config *c) { c->rope_attn_factor = 1.0; }
+/* dynamic: the config's own max_position_embeddings (no NTK base) */
+static void drop_dynamic(ld_model_config *c) { c->rope_type = LD_ROPE_DEFAULT; }
 
 static int test_forward_features_matter(void)
 {
     if (check_ablation("mistral", drop_window)) return 1;
     if (check_ablation("llama3", drop_rope_scaling)) return 1;
-    return check_ablation("smollm", drop_rope_scaling);
+    if (check_ablation("smollm", drop_rope_scaling)) return 1;
+    if (check_ablation("llama-yarn", drop_rope_freqs_only)) return 1;
+    if (check_ablation("llama-yarn", drop_rope_attn_factor)) return 1;
+    if (check_ablation("qwen2-yarn", drop_rope_freqs_only)) return 1;
+    if (check_ablation("qwen2-yarn", drop_rope_attn_factor)) return 1;
+    return check_ablation("qwen2-dynamic", drop_dynamic);
+}
+
+/* The inverse frequencies and the cos/sin factor against those in ref.json
+ * ("rope", tools/gen_tiny_models.py): yarn against transformers' own
+ * (rotary_emb.inv_freq, .attention_scaling); dynamic against SGLang's
+ * formula evaluated by the generator with torch (not against transformers',
+ * whose base is computed from the current length in float32 tensor ops: it
+ * differs from SGLang's double base by an ulp in some entries, reported). */
+static int check_rope(const char *name, const char *key)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_model *m = NULL;
+    if (open_model(name, &m)) return 1;
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    char *text = ld_test_slurp(path);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *rope = cJSON_GetObjectItem(j, "rope");
+    const cJSON *want = cJSON_GetObjectItem(rope, key), *tf = cJSON_GetObjectItem(rope, "inv_freq");
+    const cJSON *as = cJSON_GetObjectItem(rope, "attention_scaling");
+    int half = m->cfg.head_dim / 2;
+    CHECK(cJSON_GetArraySize(want) == half && cJSON_GetArraySize(tf) == half && cJSON_IsString(as));
+    float inv[LD_MODEL_MAX_HEAD_DIM / 2];
+    ld_model_rope_inv_freq(&m->cfg, inv);
+    double worst = 0, worst_tf = 0;
+    for (int i = 0; i < half; i++) {
+        double w = strtod(cJSON_GetArrayItem(want, i)->valuestring, NULL);
+        double t = strtod(cJSON_GetArrayItem(tf, i)->valuestring, NULL);
+        double r = fabs((double)inv[i] - w) / w, rt = fabs((double)inv[i] - t) / t;
+        if (r > worst) worst = r;
+        if (rt > worst_tf) worst_tf = rt;
+    }
+    double a = strtod(as->valuestring, NULL);
+    double qk = ld_model_rope_qk_scale(&m->cfg);
+    fprintf(stderr, "  %-13s inv_freq vs %s: max rel %.3g (vs transformers' %.3g); attention factor %.17g (%s)\n",
+            name, key, worst, worst_tf, sqrt(qk), as->valuestring);
+    /* one fp32 ulp is 1.2e-7 relative at most */
+    CHECK_MSG(worst <= 1.2e-7, "%s: inv_freq differs from %s by %.3g", name, key, worst);
+    CHECK_MSG(fabs(qk - a * a) <= 1e-15 * a * a, "%s: q.k factor %.17g, transformers' %.17g^2", name, qk, a);
+    cJSON_Delete(j);
+    ld_model_close(m);
+    return 0;
+}
+
+static int test_rope_inv_freq(void)
+{
+    if (check_rope("llama-yarn", "inv_freq")) return 1;
+    if (check_rope("qwen2-yarn", "inv_freq")) return 1;
+    return check_rope("qwen2-dynamic", "inv_freq_sglang");
 }
 
 /* fp32 models: against transformers in fp32.  bf16/f16 models: against
@@ -249,6 +310,13 @@ static int test_forward_qwen2(void) { return check_model("qwen2", 1e-5, 0); }
 static int test_forward_qwen3(void) { return check_model("qwen3", 1e-5, 0); }
 static int test_forward_qwen3_f16(void) { return check_model("qwen3-f16", 1e-5, 3e-3); }
 static int test_forward_mistral_sliding_window(void) { return check_model("mistral", 1e-5, 0); }
+/* YaRN: transformers multiplies cos and sin by the attention factor, the
+ * engine the softmax scale by its square (same up to rounding) */
+static int test_forward_llama_yarn(void) { return check_model("llama-yarn", 1e-5, 0); }
+static int test_forward_qwen2_yarn(void) { return check_model("qwen2-yarn", 1e-5, 0); }
+/* dynamic NTK: 64-token sequences, so that transformers' length-dependent
+ * base is SGLang's fixed one (max_len = 32 * 2) */
+static int test_forward_qwen2_dynamic(void) { return check_model("qwen2-dynamic", 1e-5, 0); }
 
 /* ------------------------------------------------------------ determinism */
 
@@ -301,6 +369,8 @@ static int test_forward_deterministic_llama3(void) { return check_deterministic(
 static int test_forward_deterministic_qwen3_f16(void) { return check_deterministic("qwen3-f16"); }
 static int test_forward_deterministic_mistral(void) { return check_deterministic("mistral"); }
 static int test_forward_deterministic_qwen2(void) { return check_deterministic("qwen2"); }
+static int test_forward_deterministic_llama_yarn(void) { return check_deterministic("llama-yarn"); }
+static int test_forward_deterministic_qwen2_dynamic(void) { return check_deterministic("qwen2-dynamic"); }
 
 /* ------------------------------------------------------------ errors */
 
@@ -330,7 +400,37 @@ static int test_config_fields(void)
                     ", \"rope_theta\": 5e5, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8,"
                     " \"low_freq_factor\": 1, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}",
                     &c, &err) == LD_OK);
-    CHECK(c.rope_type == LD_ROPE_LLAMA3 && c.rope_orig_max_pos == 8192);
+    CHECK(c.rope_type == LD_ROPE_LLAMA3 && c.rope_orig_max_pos == 8192 && c.rope_attn_factor == 1.0);
+    /* yarn, transformers 4 style: defaults; the top-level
+     * original_max_position_embeddings wins (as transformers) */
+    CHECK(parse_cfg("LlamaForCausalLM",
+                    ", \"original_max_position_embeddings\": 2048, \"rope_scaling\": {\"type\": \"yarn\","
+                    " \"factor\": 4, \"original_max_position_embeddings\": 8192}",
+                    &c, &err) == LD_OK);
+    CHECK(c.rope_type == LD_ROPE_YARN && c.rope_orig_max_pos == 2048 && c.rope_beta_fast == 32 &&
+          c.rope_beta_slow == 1 && c.rope_truncate == 1);
+    CHECK(fabs(c.rope_attn_factor - (0.1 * log(4.0) + 1)) < 1e-15);
+    /* explicit attention_factor; beta 0 / null mean the default; truncate
+     * null is false; factor null is max_position_embeddings / original */
+    CHECK(parse_cfg("LlamaForCausalLM",
+                    ", \"max_position_embeddings\": 4096, \"rope_parameters\": {\"rope_type\": \"yarn\","
+                    " \"factor\": null, \"original_max_position_embeddings\": 1024, \"beta_fast\": 0,"
+                    " \"beta_slow\": null, \"truncate\": null, \"attention_factor\": 0.75}",
+                    &c, &err) == LD_OK);
+    CHECK(c.rope_factor == 4 && c.rope_beta_fast == 32 && c.rope_beta_slow == 1 && c.rope_truncate == 0 &&
+          c.rope_attn_factor == 0.75 && ld_model_rope_qk_scale(&c) == 0.5625);
+    /* mscale without mscale_all_dim: from the factor alone */
+    CHECK(parse_cfg("LlamaForCausalLM",
+                    ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 40,"
+                    " \"original_max_position_embeddings\": 4096, \"mscale\": 1.0, \"mscale_all_dim\": 0}",
+                    &c, &err) == LD_OK);
+    CHECK(fabs(c.rope_attn_factor - (0.1 * log(40.0) + 1)) < 1e-15);
+    /* dynamic: SGLang's context is max_position_embeddings * factor */
+    CHECK(parse_cfg("LlamaForCausalLM",
+                    ", \"max_position_embeddings\": 100, \"rope_scaling\": {\"rope_type\": \"dynamic\","
+                    " \"factor\": 2.5}",
+                    &c, &err) == LD_OK);
+    CHECK(c.rope_type == LD_ROPE_DYNAMIC && c.max_pos == 250 && c.rope_orig_max_pos == 100 && c.rope_factor == 2.5);
     CHECK(parse_cfg("Qwen3ForCausalLM", ", \"head_dim\": 32", &c, &err) == LD_OK);
     CHECK(c.qk_norm && c.head_dim == 32);
     CHECK(parse_cfg("MistralForCausalLM", ", \"sliding_window\": 4096", &c, &err) == LD_OK);
@@ -347,12 +447,57 @@ static int test_config_errors(void)
     ld_error err;
     CHECK(parse_cfg("GPT2LMHeadModel", "", &c, &err) == LD_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "'GPT2LMHeadModel'") != NULL, "%s", err.msg);
-    CHECK(parse_cfg("LlamaForCausalLM", ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}", &c, &err) ==
-          LD_ERR_UNSUPPORTED);
-    CHECK_MSG(strstr(err.msg, "rope_scaling.rope_type") && strstr(err.msg, "yarn"), "%s", err.msg);
-    CHECK(parse_cfg("LlamaForCausalLM", ", \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 4}", &c,
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4}", &c,
+                    &err) == LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "rope_scaling.rope_type") && strstr(err.msg, "longrope"), "%s", err.msg);
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"rope_parameters\": {\"rope_type\": \"su\", \"factor\": 4}", &c,
                     &err) == LD_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "rope_parameters.rope_type"), "%s", err.msg);
+    /* yarn and dynamic fields missing or invalid: the error names the field */
+    static const struct {
+        const char *extra, *needle;
+    } bad[] = {
+        {", \"max_position_embeddings\": 64, \"rope_parameters\": {\"rope_type\": \"yarn\","
+         " \"original_max_position_embeddings\": 16}",
+         "'rope_parameters.factor' is missing"},
+        {", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}",
+         "'rope_scaling.original_max_position_embeddings' is missing"},
+        {", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 0, \"original_max_position_embeddings\": 16}",
+         "'rope_scaling.factor' is not a positive number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": \"4\","
+         " \"original_max_position_embeddings\": 16}",
+         "'rope_parameters.factor' is not a positive number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4,"
+         " \"original_max_position_embeddings\": -16}",
+         "'rope_parameters.original_max_position_embeddings' is not a positive number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4,"
+         " \"original_max_position_embeddings\": 16, \"beta_fast\": \"x\"}",
+         "'rope_parameters.beta_fast' is not a non-negative number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4,"
+         " \"original_max_position_embeddings\": 16, \"beta_slow\": -1}",
+         "'rope_parameters.beta_slow' is not a non-negative number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4,"
+         " \"original_max_position_embeddings\": 16, \"truncate\": 1}",
+         "'rope_parameters.truncate' is not a boolean"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4,"
+         " \"original_max_position_embeddings\": 16, \"attention_factor\": 0}",
+         "'rope_parameters.attention_factor' is not a positive number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4,"
+         " \"original_max_position_embeddings\": 16, \"mscale\": -1, \"mscale_all_dim\": 1}",
+         "'rope_parameters.mscale' is not a non-negative number"},
+        {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1, \"factor\": 4,"
+         " \"original_max_position_embeddings\": 16}",
+         "'rope_theta' is 1"},
+        {", \"rope_parameters\": {\"rope_type\": \"dynamic\"}", "'rope_parameters.factor' is missing"},
+        {", \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2}", "'max_position_embeddings' is missing"},
+        {", \"max_position_embeddings\": 1073741824, \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}",
+         "outside [1, 2^30]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_status st = parse_cfg("LlamaForCausalLM", bad[i].extra, &c, &err);
+        CHECK_MSG(st == LD_ERR_SYNTAX && strstr(err.msg, bad[i].needle), "case %zu: status %d, '%s'", i, (int)st,
+                  err.msg);
+    }
     CHECK(parse_cfg("LlamaForCausalLM", ", \"hidden_act\": \"gelu\"", &c, &err) == LD_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "hidden_act"), "%s", err.msg);
     CHECK(parse_cfg("LlamaForCausalLM", ", \"quantization_config\": {}", &c, &err) == LD_ERR_UNSUPPORTED);
@@ -442,11 +587,17 @@ static const ld_test_case cases[] = {
     LD_CASE(test_forward_qwen3),
     LD_CASE(test_forward_qwen3_f16),
     LD_CASE(test_forward_mistral_sliding_window),
+    LD_CASE(test_forward_llama_yarn),
+    LD_CASE(test_forward_qwen2_yarn),
+    LD_CASE(test_forward_qwen2_dynamic),
+    LD_CASE(test_rope_inv_freq),
     LD_CASE(test_forward_features_matter),
     LD_CASE(test_forward_deterministic_llama3),
     LD_CASE(test_forward_deterministic_qwen3_f16),
     LD_CASE(test_forward_deterministic_mistral),
     LD_CASE(test_forward_deterministic_qwen2),
+    LD_CASE(test_forward_deterministic_llama_yarn),
+    LD_CASE(test_forward_deterministic_qwen2_dynamic),
     LD_CASE(test_config_fields),
     LD_CASE(test_config_errors),
     LD_CASE(test_bind_errors),
