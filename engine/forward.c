@@ -2,6 +2,8 @@
 #include "forward.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +70,31 @@ void ld_session_destroy(ld_session *s)
     free(s);
 }
 
+/* The bytes of the buffers a session allocates (KV caches and the chunk's
+ * activations), in double so that no product overflows. */
+static double session_bytes(const ld_model_config *c, int max_seq, int max_batch, double *kv)
+{
+    double KV = (double)c->n_kv_heads * c->head_dim, Q = (double)c->n_heads * c->head_dim;
+    *kv = 2.0 * c->n_layers * max_seq * KV * sizeof(float);
+    double act = (double)max_batch * (2.0 * c->hidden + 2.0 * Q + 2.0 * KV + 2.0 * c->intermediate + c->vocab);
+    return *kv + act * sizeof(float);
+}
+
+/* Refuses, before allocating, a session larger than the machine's memory:
+ * a clear error rather than a process the kernel kills. */
+static ld_status check_memory(const ld_model_config *c, int max_seq, int max_batch, ld_error *err)
+{
+    double kv, need = session_bytes(c, max_seq, max_batch, &kv);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (need > (double)SIZE_MAX / 2 || (have > 0 && need > have))
+        return LD_FAIL(err, LD_ERR_LIMIT, 0,
+                       "a session of %d positions needs %.1f GiB (KV cache %.1f GiB), more than the %.1f GiB of "
+                       "memory of this machine",
+                       max_seq, need / 1073741824.0, kv / 1073741824.0, have / 1073741824.0);
+    return LD_OK;
+}
+
 ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int max_batch,
                             ld_session **out, ld_error *err)
 {
@@ -77,6 +104,7 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
         return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d",
                        max_seq, max_batch, c->max_pos);
     if (max_batch > max_seq) max_batch = max_seq;
+    LD_TRY(check_memory(c, max_seq, max_batch, err));
     ld_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     s->m = m;

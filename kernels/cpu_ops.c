@@ -159,15 +159,32 @@ static void axpy_portable(float *o, float p, const float *v, int n)
 
 /* ---------------------------------------------------------------- dispatch */
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+/* The level this CPU and OS support, from CPUID and XGETBV (the compilers'
+ * __builtin_cpu_supports do not all know "f16c"): AVX2 needs AVX2, FMA,
+ * F16C and the OS saving the YMM state; AVX-512 also AVX-512F and the ZMM
+ * state. */
+static int cpu_level(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return LD_CPU_PORTABLE;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!(fma && osxsave && avx && f16c)) return LD_CPU_PORTABLE;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    if ((xlo & 0x6) != 0x6) return LD_CPU_PORTABLE; /* XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 5) & 1)) return LD_CPU_PORTABLE;
+    int avx512f = (b >> 16) & 1;
+    return avx512f && (xlo & 0xe6) == 0xe6 ? LD_CPU_AVX512 : LD_CPU_AVX2; /* + opmask, ZMM state */
+}
+#endif
+
 static int detect_level(void)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    int level = LD_CPU_PORTABLE;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-        level = LD_CPU_AVX2;
-        if (__builtin_cpu_supports("avx512f")) level = LD_CPU_AVX512;
-    }
+    int level = cpu_level();
     const char *cap = getenv("LD_CPU_SIMD");
     if (cap && strcmp(cap, "portable") == 0) level = LD_CPU_PORTABLE;
     else if (cap && strcmp(cap, "avx2") == 0 && level > LD_CPU_AVX2) level = LD_CPU_AVX2;

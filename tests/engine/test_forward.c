@@ -518,6 +518,30 @@ static int test_config_errors(void)
     return 0;
 }
 
+/* A session larger than the machine's memory is refused before anything
+ * is allocated, naming the positions and the sizes. */
+static int test_session_memory_limit(void)
+{
+    ld_model *m = NULL, *b = NULL;
+    if (open_model("qwen3", &m)) return 1;
+    ld_model_config c = m->cfg;
+    c.max_pos = 2000000000;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_model_bind(&c, m->st, &b, &err) == LD_OK, "%s", err.msg);
+    ld_backend *be = NULL;
+    ld_session *s = NULL;
+    CHECK(ld_backend_cpu_create(1, &be, &err) == LD_OK);
+    CHECK_EQ_INT(ld_session_create(b, be, 2000000000, 64, &s, &err), LD_ERR_LIMIT);
+    CHECK(s == NULL && strstr(err.msg, "2000000000 positions") && strstr(err.msg, "KV cache"));
+    CHECK(ld_session_create(b, be, 1000, 64, &s, &err) == LD_OK);
+    ld_session_destroy(s);
+    ld_backend_destroy(be);
+    ld_model_close(b);
+    ld_model_close(m);
+    return 0;
+}
+
 static int test_bind_errors(void)
 {
     ld_model *m = NULL;
@@ -601,6 +625,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_config_fields),
     LD_CASE(test_config_errors),
     LD_CASE(test_bind_errors),
+    LD_CASE(test_session_memory_limit),
 };
 
 LD_TEST_MAIN(cases)
