@@ -14,11 +14,14 @@
 #include "logread.h"
 #include "options.h"
 #include "replay.h"
+#include "replay_compare.h"
+#include "replay_kernels.h"
 
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref]",
     "               [--top-k K] [--max-tokens N] [--seed N]",
-    "               [--dump-layers DIR [--positions LIST]] LOG...",
+    "               [--dump-layers DIR [--positions LIST]] [--kernels SPEC]",
+    "               [--compare-kernels] LOG...",
     "",
     "Replays one logged request on logdiff's own CPU engine (fp32, a fixed",
     "summation order, the same bits whatever --threads): --backend cpu (the",
@@ -55,6 +58,16 @@ static const char *const replay_usage[] = {
     "--positions LIST picks the rows: positions and ranges A-B, inclusive,",
     "comma-separated, negative from the end (-1: the last), e.g. 0,5,10-20,-1;",
     "default every position.",
+    "",
+    "--kernels OP=VARIANT,... swaps ops of the backend for production-style",
+    "kernels: matmul=ref|fast|bf16|splitk (bf16 operands with fp32",
+    "accumulation; split-K in fixed splits of 256), attention=ref|fast,",
+    "rmsnorm=ref|bf16, swiglu=ref|bf16 (outputs rounded to bf16).",
+    "--compare-kernels replays the request on the reference backend and then",
+    "once per variant, and reports for each the first layer and position whose",
+    "hidden row departs from the reference's beyond 1e-5 normalised error, the",
+    "largest change of a logged token's log-probability, how many ranks",
+    "changed, and the verdict it would give.",
     NULL
 };
 
@@ -385,8 +398,8 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
-    const char *dump_dir = NULL, *positions = NULL;
-    int json = 0;
+    const char *dump_dir = NULL, *positions = NULL, *kernels = NULL;
+    int json = 0, compare = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
@@ -400,6 +413,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "seed", &seed_arg, "N", "sample the continuation with the logged parameters, seed N (0 to 2^64-1)" },
         { LD_OPT_STRING, 0, "dump-layers", &dump_dir, "DIR", "write the per-layer hidden states as .npy files into DIR" },
         { LD_OPT_STRING, 0, "positions", &positions, "LIST", "with --dump-layers: the positions, e.g. 0,5,10-20,-1 (default all)" },
+        { LD_OPT_STRING, 0, "kernels", &kernels, "SPEC", "swap ops for variants: matmul=bf16,rmsnorm=bf16,..." },
+        { LD_OPT_BOOL, 0, "compare-kernels", &compare, NULL, "replay once per kernel variant and compare with the reference" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -429,6 +444,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--near-tie: give a number of nats >= 0"
                         : bad_seed ? "--seed: give an integer from 0 to 18446744073709551615"
                         : positions && !dump_dir ? "--positions: give it with --dump-layers DIR"
+                        : compare && (dump_dir || kernels || seed_arg)
+                            ? "--compare-kernels: not with --dump-layers, --kernels or --seed"
                         : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
                             : NULL;
     if (problem) {
@@ -478,7 +495,22 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         print_error(cli, model, &err);
         goto out;
     }
+    if (kernels && ld_replay_engine_set_backend(e, backend, kernels, (int)threads, &err) != LD_OK) {
+        fprintf(cli->err, PFX "%s\n", err.msg);
+        goto out;
+    }
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
+    if (compare) {
+        ld_kernel_cmp_report rep;
+        if (ld_replay_compare_kernels(e, r, &ro, (int)threads, &rep, &err) != LD_OK) {
+            print_error(cli, rid, &err);
+            goto out;
+        }
+        ld_print_kernel_cmp(cli->out, r->rid ? r->rid : rid, &rep, json);
+        ld_kernel_cmp_report_free(&rep);
+        status = LD_EXIT_SAME;
+        goto out;
+    }
     if (seed_arg) sampling.params = ld_sample_params_of(r);
     if (ld_replay_request_dump(e, r, &ro, seed_arg ? &sampling : NULL, dump_dir ? &dump : NULL, &res, &err) !=
         LD_OK) {

@@ -25,8 +25,10 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu_kernels.h"
 #include "cpu_ops.h"
 #include "ref_ops.h"
+#include "ref_variants.h"
 
 #define SPIN_NS 200000L /* how long an idle thread spins before it sleeps */
 #define SMALL_OP 16384  /* elements below which add / swiglu stay on one thread */
@@ -48,7 +50,9 @@ typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
 typedef struct ref_backend {
     ld_backend base;
     int n_threads;
-    int fast; /* 1: the "cpu" backend (cpu_ops.h's matmul) */
+    ld_cpu_kernels k;  /* the kernel each op runs (cpu_kernels.h) */
+    ld_backend_ops ops; /* the op table with this instance's name */
+    char label[96];     /* "ref", "cpu", "ref+matmul=bf16", ... */
     pthread_t *threads;
     int n_started;
     pthread_mutex_t mu;
@@ -345,6 +349,10 @@ static void t_rmsnorm(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
     (void)tid;
+    if (c->rb->k.v[LD_KOP_RMSNORM] == LD_KV_BF16) {
+        ld_var_rmsnorm_bf16(c->out, c->a, c->w->data, c->w->dt, (int)c->w->cols, c->eps, i0, i1);
+        return;
+    }
     ld_ref_rmsnorm(c->out, c->a, c->w->data, c->w->dt, (int)c->w->cols, c->eps, i0, i1);
 }
 
@@ -362,7 +370,14 @@ static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
 static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
-    if (c->rb->fast) {
+    ld_kvar v = c->rb->k.v[LD_KOP_MATMUL];
+    if (v == LD_KV_BF16 || v == LD_KV_SPLITK) {
+        (v == LD_KV_BF16 ? ld_var_matmul_bf16 : ld_var_matmul_splitk)(
+            c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL, c->bias ? c->bias->dt : LD_KDT_F32,
+            c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd, c->rb->scratch[tid], i0, i1);
+        return;
+    }
+    if (v == LD_KV_FAST) {
         ld_cpu_matmul(c->out, c->a, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
                       c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
                       c->rb->scratch[tid], i0, i1);
@@ -383,8 +398,9 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
-    LD_TRY(need_scratch(rb, rb->fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
-    if (rb->fast) {
+    int fast = rb->k.v[LD_KOP_MATMUL] == LD_KV_FAST;
+    LD_TRY(need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
+    if (fast) {
         size_t np = ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
         if (np > rb->prep_cap) {
             float *p = realloc(rb->prep, np * sizeof *p);
@@ -429,7 +445,7 @@ static ld_status kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int 
 static void t_attention(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
-    if (c->rb->fast) {
+    if (c->rb->k.v[LD_KOP_ATTENTION] == LD_KV_FAST) {
         ld_cpu_attention(c->out, c->a, c->b, c->c, c->n_heads, c->n_kv, c->hd, c->pos0, c->window, c->scale,
                          c->rb->scratch[tid], i0, i1);
         return;
@@ -460,7 +476,8 @@ static void t_swiglu(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
     (void)tid;
-    ld_ref_swiglu(c->out, c->a, c->b, i0, i1);
+    if (c->rb->k.v[LD_KOP_SWIGLU] == LD_KV_BF16) ld_var_swiglu_bf16(c->out, c->a, c->b, i0, i1);
+    else ld_ref_swiglu(c->out, c->a, c->b, i0, i1);
 }
 
 static ld_status swiglu(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err)
@@ -529,15 +546,19 @@ static const ld_backend_ops ref_ops = {.name = "ref", OP_TABLE};
 static const ld_backend_ops cpu_ops = {.name = "cpu", OP_TABLE};
 #undef OP_TABLE
 
-static ld_status create(int n_threads, int fast, ld_backend **out, ld_error *err)
+static ld_status create(int n_threads, int fast, const char *kernels, ld_backend **out, ld_error *err)
 {
     *out = NULL;
     if (n_threads < 1 || n_threads > 1024)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "thread count %d outside [1, 1024]", n_threads);
+    ld_cpu_kernels k = ld_cpu_kernels_default(fast);
+    LD_TRY(ld_cpu_kernels_parse(kernels, &k, err));
     ref_backend *rb = calloc(1, sizeof *rb);
     if (!rb) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    rb->base.ops = fast ? &cpu_ops : &ref_ops;
-    rb->fast = fast;
+    rb->ops = fast ? cpu_ops : ref_ops;
+    rb->ops.name = ld_cpu_kernels_label(&k, fast, rb->label, sizeof rb->label);
+    rb->base.ops = &rb->ops;
+    rb->k = k;
     rb->n_threads = n_threads;
     rb->threads = calloc((size_t)n_threads, sizeof *rb->threads);
     rb->scratch = calloc((size_t)n_threads, sizeof *rb->scratch);
@@ -569,10 +590,15 @@ static ld_status create(int n_threads, int fast, ld_backend **out, ld_error *err
 
 ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err)
 {
-    return create(n_threads, 0, out, err);
+    return create(n_threads, 0, NULL, out, err);
 }
 
 ld_status ld_backend_cpu_create(int n_threads, ld_backend **out, ld_error *err)
 {
-    return create(n_threads, 1, out, err);
+    return create(n_threads, 1, NULL, out, err);
+}
+
+ld_status ld_backend_cpu_create_ex(int n_threads, int fast, const char *kernels, ld_backend **out, ld_error *err)
+{
+    return create(n_threads, fast, kernels, out, err);
 }

@@ -71,7 +71,14 @@ typedef struct ld_replay_engine ld_replay_engine;
 ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
                                 ld_error *err);
 
-/* The name of the backend the engine runs on ("cpu", "ref"). */
+/* Replaces the engine's backend by `backend` ("cpu", "ref") with the ops
+ * `kernels` names swapped ("OP=VARIANT,...", engine/cpu_kernels.h; NULL:
+ * none).  On error the engine keeps its backend. */
+ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,
+                                       int n_threads, ld_error *err);
+
+/* The name of the backend the engine runs on ("cpu", "ref",
+ * "ref+matmul=bf16"...). */
 const char *ld_replay_engine_backend(const ld_replay_engine *e);
 
 /* The tokenizer (NULL when none) and, when none, why ("" when the directory

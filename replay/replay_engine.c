@@ -11,11 +11,22 @@
 #include "model.h"
 #include "replay_internal.h"
 
-static ld_status open_backend(const char *name, int n_threads, ld_backend **be, ld_error *err)
+static ld_status open_backend(const char *name, const char *kernels, int n_threads, ld_backend **be,
+                              ld_error *err)
 {
-    if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create(n_threads, be, err);
-    if (strcmp(name, "ref") == 0) return ld_backend_ref_create(n_threads, be, err);
+    if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create_ex(n_threads, 1, kernels, be, err);
+    if (strcmp(name, "ref") == 0) return ld_backend_cpu_create_ex(n_threads, 0, kernels, be, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref)", name);
+}
+
+ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,
+                                       int n_threads, ld_error *err)
+{
+    ld_backend *be = NULL;
+    LD_TRY(open_backend(backend, kernels, n_threads, &be, err));
+    ld_backend_destroy(e->be);
+    e->be = be;
+    return LD_OK;
 }
 
 ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
@@ -28,7 +39,7 @@ ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_thre
     char *gguf = NULL;
     ld_status st = ld_model_find_gguf(dir, &gguf, err);
     if (st == LD_OK) st = ld_lm_open(dir, &e->lm, err);
-    if (st == LD_OK) st = open_backend(backend, n_threads, &e->be, err);
+    if (st == LD_OK) st = open_backend(backend, NULL, n_threads, &e->be, err);
     if (st != LD_OK) {
         free(gguf);
         ld_replay_engine_close(e);

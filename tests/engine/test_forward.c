@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "ref_variants.h"
 #include "ld_test.h"
 #include "model.h"
 
@@ -518,6 +519,79 @@ static int test_config_errors(void)
     return 0;
 }
 
+/* Op variants (engine/cpu_kernels.h) on the ref backend, one at a time,
+ * against transformers' fp32 logits: the fp32 reorderings stay within the
+ * 1e-5 of the reference, the bf16 ones move the logits visibly (>= 1e-4)
+ * but stay sane (<= 5e-2), so a replay can show what each choice costs. */
+static int test_forward_kernel_variants(void)
+{
+    static const struct { const char *spec; double lo, hi; } vs[] = {
+        {"matmul=fast", 0, 1e-5},    {"matmul=splitk", 0, 1e-5}, {"attention=fast", 0, 1e-5},
+        {"matmul=bf16", 1e-4, 5e-2}, {"rmsnorm=bf16", 1e-4, 5e-2}, {"swiglu=bf16", 1e-4, 5e-2},
+    };
+    ld_model *m = NULL;
+    if (open_model("qwen3", &m)) return 1;
+    seq seqs[4];
+    CHECK(load_seqs(MDIR "qwen3", seqs, 4) == 2);
+    const seq *q = &seqs[1];
+    size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+    float *ref = load_f32(MDIR "qwen3", q->logits_file, n), *l = malloc(n * sizeof *l);
+    CHECK(ref && l);
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        ld_error err;
+        ld_error_clear(&err);
+        ld_backend *be = NULL;
+        ld_session *s = NULL;
+        CHECK_MSG(ld_backend_cpu_create_ex(2, 0, vs[i].spec, &be, &err) == LD_OK, "%s: %s", vs[i].spec, err.msg);
+        char want[64];
+        snprintf(want, sizeof want, "ref+%s", vs[i].spec);
+        CHECK_EQ_STR(be->ops->name, want);
+        CHECK(ld_session_create(m, be, 64, 64, &s, &err) == LD_OK);
+        CHECK(ld_session_eval(s, q->tokens, q->T, l, NULL, &err) == LD_OK);
+        double e = nerr(l, ref, n, NULL);
+        fprintf(stderr, "  qwen3 with %-15s logits nerr %.3g (band %.0e .. %.0e)\n", vs[i].spec, e, vs[i].lo, vs[i].hi);
+        CHECK_MSG(e >= vs[i].lo && e <= vs[i].hi, "%s: %.3g outside its band", vs[i].spec, e);
+        ld_session_destroy(s);
+        ld_backend_destroy(be);
+    }
+    free(ref);
+    free(l);
+    ld_model_close(m);
+    return 0;
+}
+
+/* Kernel specs: errors name the op or variant and where; labels. */
+static int test_kernel_specs(void)
+{
+    static const struct { const char *spec, *needle; uint64_t off; } bad[] = {
+        {"matmul", "not OP=VARIANT", 0},          {"gemm=ref", "unknown op 'gemm'", 0},
+        {"matmul=fp8", "no variant 'fp8'", 7},    {"rmsnorm=fast", "no variant 'fast'", 8},
+        {"matmul=ref,", "ends with ','", 10},     {"attention=ref,swiglu=x", "no variant 'x'", 21},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_error err;
+        ld_error_clear(&err);
+        ld_backend *be = NULL;
+        CHECK_EQ_INT(ld_backend_cpu_create_ex(1, 1, bad[i].spec, &be, &err), LD_ERR_USAGE);
+        CHECK_MSG(be == NULL && strstr(err.msg, bad[i].needle) && err.offset == bad[i].off, "'%s': %s @%llu",
+                  bad[i].spec, err.msg, (unsigned long long)err.offset);
+    }
+    ld_error err;
+    ld_backend *be = NULL;
+    CHECK(ld_backend_cpu_create_ex(1, 1, "matmul=ref,rmsnorm=bf16", &be, &err) == LD_OK);
+    CHECK_EQ_STR(be->ops->name, "cpu+matmul=ref,rmsnorm=bf16");
+    ld_backend_destroy(be);
+    CHECK(ld_backend_cpu_create_ex(1, 1, "", &be, &err) == LD_OK);
+    CHECK_EQ_STR(be->ops->name, "cpu");
+    ld_backend_destroy(be);
+    /* bf16 rounding: to nearest, ties to even (1 + 2^-8 is halfway) */
+    CHECK(ld_var_bf16_round(1.0f + 0x1p-8f) == 1.0f);
+    CHECK(ld_var_bf16_round(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
+    CHECK(ld_var_bf16_round(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
+    CHECK(ld_var_bf16_round(-2.5f) == -2.5f);
+    return 0;
+}
+
 /* A session larger than the machine's memory is refused before anything
  * is allocated, naming the positions and the sizes. */
 static int test_session_memory_limit(void)
@@ -626,6 +700,8 @@ static const ld_test_case cases[] = {
     LD_CASE(test_config_errors),
     LD_CASE(test_bind_errors),
     LD_CASE(test_session_memory_limit),
+    LD_CASE(test_forward_kernel_variants),
+    LD_CASE(test_kernel_specs),
 };
 
 LD_TEST_MAIN(cases)

@@ -1,0 +1,75 @@
+/* replay_kernels.c - see replay_kernels.h. */
+#include "replay_kernels.h"
+
+#include <cjson/cJSON.h>
+
+#include "jsonout.h"
+
+/* "embeddings", "layer 3", "final norm" */
+static const char *plane_name(int p, int n_layers, char *buf, size_t cap)
+{
+    if (p == 0) return "embeddings";
+    if (p == n_layers + 1) return "final norm";
+    snprintf(buf, cap, "layer %d", p - 1);
+    return buf;
+}
+
+static void print_json(FILE *f, const char *rid, const ld_kernel_cmp_report *rep)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "rid", ld_json_cstr(rid));
+    cJSON_AddItemToObject(o, "reference", ld_json_cstr("ref"));
+    cJSON_AddItemToObject(o, "reference_verdict", ld_json_cstr(ld_replay_verdict_kind(rep->base.verdict)));
+    cJSON_AddItemToObject(o, "tolerance", ld_json_double(LD_KCMP_TOL));
+    cJSON *vs = cJSON_CreateArray();
+    char buf[32];
+    for (size_t i = 0; i < rep->n; i++) {
+        const ld_kernel_cmp *c = &rep->v[i];
+        cJSON *v = cJSON_CreateObject();
+        cJSON_AddItemToObject(v, "variant", ld_json_cstr(c->variant));
+        cJSON *dep = cJSON_CreateNull();
+        if (c->first_plane >= 0) {
+            cJSON_Delete(dep);
+            dep = cJSON_CreateObject();
+            cJSON_AddItemToObject(dep, "plane", ld_json_int(c->first_plane));
+            cJSON_AddItemToObject(dep, "where", ld_json_cstr(plane_name(c->first_plane, rep->n_layers, buf, sizeof buf)));
+            cJSON_AddItemToObject(dep, "position", ld_json_int(c->first_pos));
+            cJSON_AddItemToObject(dep, "nerr", ld_json_double(c->first_nerr));
+        }
+        cJSON_AddItemToObject(v, "first_departure", dep);
+        cJSON_AddItemToObject(v, "final_norm_max_nerr", ld_json_double(c->max_nerr));
+        cJSON_AddItemToObject(v, "max_abs_dlogprob", ld_json_double(c->max_dlogprob));
+        cJSON_AddItemToObject(v, "rank_changes", ld_json_int((int64_t)c->rank_changes));
+        cJSON_AddItemToObject(v, "verdict", ld_json_cstr(ld_replay_verdict_kind(c->verdict)));
+        cJSON_AddItemToObject(v, "divergence", c->divergence >= 0 ? ld_json_int(c->divergence) : cJSON_CreateNull());
+        cJSON_AddItemToArray(vs, v);
+    }
+    cJSON_AddItemToObject(o, "variants", vs);
+    ld_json_print_line(f, o);
+}
+
+void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json)
+{
+    if (json) {
+        print_json(f, rid, rep);
+        return;
+    }
+    fprintf(f, "%s: each kernel variant against the reference backend (%s); a hidden row departs beyond "
+               "normalised error %g\n", rid, ld_replay_verdict_kind(rep->base.verdict), LD_KCMP_TOL);
+    fprintf(f, "  %-15s %-34s %14s %14s %6s  %s\n", "variant", "first departure", "final-norm err",
+            "max |d logp|", "ranks", "verdict");
+    char buf[32], dep[64];
+    for (size_t i = 0; i < rep->n; i++) {
+        const ld_kernel_cmp *c = &rep->v[i];
+        if (c->first_plane < 0) snprintf(dep, sizeof dep, "none");
+        else
+            snprintf(dep, sizeof dep, "%s, position %lld (%.2g)", plane_name(c->first_plane, rep->n_layers, buf,
+                                                                             sizeof buf),
+                     (long long)c->first_pos, c->first_nerr);
+        char verdict[64];
+        if (c->divergence >= 0) snprintf(verdict, sizeof verdict, "divergent at %lld", (long long)c->divergence);
+        else snprintf(verdict, sizeof verdict, "%s", ld_replay_verdict_kind(c->verdict));
+        fprintf(f, "  %-15s %-34s %14.3g %14.3g %6zu  %s\n", c->variant, dep, c->max_nerr, c->max_dlogprob,
+                c->rank_changes, verdict);
+    }
+}

@@ -1,0 +1,43 @@
+/* cpu_kernels.h - which kernel each op of the CPU backends runs: the
+ * reference (kernels/ref_ops.h), the fast one (kernels/cpu_ops.h) or a
+ * production-style variant (kernels/ref_variants.h), chosen per op with a
+ * spec "OP=VARIANT[,OP=VARIANT...]" (`logdiff replay --kernels`).
+ *
+ *   matmul     ref | fast | bf16 | splitk
+ *   attention  ref | fast
+ *   rmsnorm    ref | bf16
+ *   swiglu     ref | bf16
+ *
+ * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
+ * attention; a spec changes the ops it names.
+ */
+#ifndef LD_CPU_KERNELS_H
+#define LD_CPU_KERNELS_H
+
+#include "ld_error.h"
+
+typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK } ld_kvar;
+
+typedef enum ld_kop { LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_COUNT } ld_kop;
+
+typedef struct ld_cpu_kernels {
+    ld_kvar v[LD_KOP_COUNT];
+} ld_cpu_kernels;
+
+/* The defaults of backend "ref" (fast = 0) or "cpu" (fast = 1). */
+ld_cpu_kernels ld_cpu_kernels_default(int fast);
+
+/* Applies `spec` (NULL or "": nothing) to *k.  LD_ERR_USAGE naming the
+ * unknown op or variant, err->offset its byte offset in the spec; *k is
+ * unchanged on error. */
+ld_status ld_cpu_kernels_parse(const char *spec, ld_cpu_kernels *k, ld_error *err);
+
+/* "ref", "cpu", or the base name followed by the ops that differ from its
+ * defaults, e.g. "ref+matmul=bf16"; into buf (cap bytes). */
+const char *ld_cpu_kernels_label(const ld_cpu_kernels *k, int fast, char *buf, size_t cap);
+
+/* Every "op=variant" that differs from the ref defaults, NULL-terminated
+ * (what `--compare-kernels` runs one at a time). */
+extern const char *const ld_cpu_kernel_variants[];
+
+#endif /* LD_CPU_KERNELS_H */

@@ -1,0 +1,38 @@
+/* ref_variants.h - numerically distinct versions of reference ops, the way
+ * production kernels commonly compute them, for op-by-op A/B in replay
+ * (`logdiff replay --kernels OP=VARIANT`, `--compare-kernels`): each shows
+ * on a CPU how much one precision choice moves a real request's numbers.
+ * Same arguments and work split as the ref_ops.h kernel they replace;
+ * fixed orders, so each is deterministic like the reference.
+ *
+ *   matmul bf16    operands rounded to bf16 (round to nearest even), their
+ *                  products summed in fp32 in index order: a bf16 GEMM with
+ *                  fp32 accumulation
+ *   matmul splitk  K cut in splits of LD_VAR_SPLIT_K, each summed in index
+ *                  order, the partial sums added in split order: split-K
+ *                  with a fixed split size
+ *   rmsnorm bf16   the reference's, its output rounded to bf16 (a bf16
+ *                  activation stream)
+ *   swiglu bf16    the reference's, its output rounded to bf16
+ */
+#ifndef LD_REF_VARIANTS_H
+#define LD_REF_VARIANTS_H
+
+#include <stddef.h>
+
+#include "ref_ops.h"
+
+#define LD_VAR_SPLIT_K 256
+
+/* x rounded to the nearest bf16 (ties to even; NaN stays NaN), as fp32 */
+float ld_var_bf16_round(float x);
+
+void ld_var_matmul_bf16(float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
+                        int T, int K, int N, int rope_hd, float *row, size_t i0, size_t i1);
+void ld_var_matmul_splitk(float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
+                          int T, int K, int N, int rope_hd, float *row, size_t i0, size_t i1);
+void ld_var_rmsnorm_bf16(float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps, size_t i0,
+                         size_t i1);
+void ld_var_swiglu_bf16(float *out, const float *gate, const float *up, size_t i0, size_t i1);
+
+#endif /* LD_REF_VARIANTS_H */

@@ -1,0 +1,97 @@
+/* replay_compare.c - see replay_compare.h. */
+#include "replay_compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep)
+{
+    ld_replay_result_free(&rep->base);
+    free(rep->v);
+    memset(rep, 0, sizeof *rep);
+}
+
+/* ||a - b|| / ||b|| over n floats (0 when both are 0) */
+static double row_nerr(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = (double)a[i] - b[i];
+        d += x * x;
+        m += (double)b[i] * b[i];
+    }
+    return m > 0 ? sqrt(d / m) : sqrt(d);
+}
+
+/* The variant's rows and logged-token numbers against the reference's. */
+static void compare(const ld_replay_dump *ref, const ld_replay_result *rres, const ld_replay_dump *var,
+                    const ld_replay_result *vres, ld_kernel_cmp *c)
+{
+    size_t D = (size_t)ref->hidden, P = (size_t)ref->n_layers + 2, N = ref->n_pos;
+    c->first_plane = -1;
+    c->first_pos = -1;
+    for (size_t p = 0; p < P; p++)
+        for (size_t i = 0; i < N; i++) {
+            const float *a = var->rows + (p * N + i) * D, *b = ref->rows + (p * N + i) * D;
+            double e = row_nerr(a, b, D);
+            if (p + 1 == P && e > c->max_nerr) c->max_nerr = e;
+            if (c->first_plane < 0 && e > LD_KCMP_TOL) {
+                c->first_plane = (int)p;
+                c->first_pos = ref->pos[i];
+                c->first_nerr = e;
+            }
+        }
+    for (size_t i = 0; i < rres->n_output && i < vres->n_output; i++) {
+        double d = fabs(vres->pos[i].logprob - rres->pos[i].logprob);
+        if (d > c->max_dlogprob) c->max_dlogprob = d;
+        if (vres->pos[i].rank != rres->pos[i].rank) c->rank_changes++;
+    }
+    c->verdict = vres->verdict;
+    c->divergence = vres->divergence;
+}
+
+/* one replay of r on backend `kernels` (NULL: the reference) with every row */
+static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts, int n_threads,
+                            const char *kernels, ld_replay_dump *dump, ld_replay_result *res, ld_error *err)
+{
+    LD_TRY(ld_replay_engine_set_backend(e, "ref", kernels, n_threads, err));
+    *dump = (ld_replay_dump){.want = NULL};
+    return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
+}
+
+ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                    int n_threads, ld_kernel_cmp_report *out, ld_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t nv = 0;
+    while (ld_cpu_kernel_variants[nv]) nv++;
+    out->v = calloc(nv, sizeof *out->v);
+    if (!out->v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_replay_dump ref;
+    ld_status st = replay_all(e, r, opts, n_threads, NULL, &ref, &out->base, err);
+    out->n_layers = ref.n_layers;
+    for (size_t i = 0; st == LD_OK && i < nv; i++) {
+        ld_replay_dump var;
+        ld_replay_result vres = {0};
+        st = replay_all(e, r, opts, n_threads, ld_cpu_kernel_variants[i], &var, &vres, err);
+        if (st == LD_OK) {
+            ld_kernel_cmp *c = &out->v[out->n++];
+            snprintf(c->variant, sizeof c->variant, "%s", ld_cpu_kernel_variants[i]);
+            compare(&ref, &out->base, &var, &vres, c);
+        }
+        ld_replay_dump_free(&var);
+        ld_replay_result_free(&vres);
+    }
+    ld_replay_dump_free(&ref);
+    ld_error serr;
+    if (ld_replay_engine_set_backend(e, "ref", NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
+        if (err) *err = serr;
+        st = serr.code;
+    }
+    if (st != LD_OK) ld_kernel_cmp_report_free(out);
+    return st;
+}

@@ -1,0 +1,45 @@
+/* replay_compare.h - `logdiff replay --compare-kernels`: the request replayed
+ * on the reference backend, then once per kernel variant
+ * (engine/cpu_kernels.h: ld_cpu_kernel_variants, each alone), every hidden
+ * row and every logged token's numbers compared with the reference's.  It
+ * shows on a CPU how much each precision choice a production stack makes
+ * (bf16 operands, bf16 activations, split-K, the fast reorderings) moves a
+ * real request: where it first departs, and what it does to the logged
+ * tokens' ranks and to the verdict. */
+#ifndef LD_REPLAY_COMPARE_H
+#define LD_REPLAY_COMPARE_H
+
+#include "replay.h"
+
+#define LD_KCMP_TOL 1e-5 /* a hidden row departs beyond this normalised error */
+
+typedef struct ld_kernel_cmp {
+    char variant[48];        /* "matmul=bf16" */
+    int first_plane;         /* first plane with a departing row: 0 the
+                                embeddings, 1 + l after layer l, n_layers + 1
+                                the final norm; -1 when none departs */
+    int64_t first_pos;       /* the first departing row's position there */
+    double first_nerr;       /* its normalised error */
+    double max_nerr;         /* the largest normalised error of the final norm's rows */
+    double max_dlogprob;     /* largest |logprob - the reference's| of a logged token */
+    size_t rank_changes;     /* logged tokens whose rank changed */
+    ld_replay_verdict verdict;
+    int64_t divergence;      /* the variant's divergence, or -1 */
+} ld_kernel_cmp;
+
+typedef struct ld_kernel_cmp_report {
+    ld_replay_result base;   /* the reference's replay */
+    int n_layers;
+    ld_kernel_cmp *v;        /* [n] */
+    size_t n;
+} ld_kernel_cmp_report;
+
+/* Replays `r` on the reference backend (n_threads threads) and once per
+ * variant; leaves `e` on the reference backend.  Errors as
+ * ld_replay_request_dump's. */
+ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                    int n_threads, ld_kernel_cmp_report *out, ld_error *err);
+
+void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep);
+
+#endif /* LD_REPLAY_COMPARE_H */

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# logdiff replay --kernels and --compare-kernels on the log of testdata/replay/replaylog/ and the tiny
+# Qwen3 of testdata/models/qwen3.  The variants' distance to transformers is held to its band in
+# tests/engine/test_forward.c (test_forward_kernel_variants); here: the report names every variant,
+# the fp32 reorderings (fast, splitk) never depart from the reference beyond 1e-5 while the bf16 ones
+# depart from the first layer on, its numbers are consistent, --json and text agree, --kernels runs
+# the request on the swapped backend (named in the output), and bad specs are usage errors (exit 2).
+. "$(dirname "$0")/lib.bash"
+D="$LD_SOURCE_DIR/testdata/replay/replaylog"
+M="$LD_SOURCE_DIR/testdata/models/qwen3"
+LOG="$D/server.log"
+
+run "compare-kernels --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 2 --compare-kernels --json "$LOG"
+check "report" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["rid"] == "rp-greedy" and r["reference_verdict"] == "replay.consistent" and r["tolerance"] == 1e-5, r
+vs = {v["variant"]: v for v in r["variants"]}
+assert sorted(vs) == sorted(["matmul=fast", "matmul=bf16", "matmul=splitk", "attention=fast", "rmsnorm=bf16",
+                             "swiglu=bf16"]), sorted(vs)
+for name in ("matmul=fast", "matmul=splitk", "attention=fast"):
+    v = vs[name]
+    assert v["first_departure"] is None and v["final_norm_max_nerr"] < 1e-5 and v["max_abs_dlogprob"] < 1e-4, v
+    assert v["rank_changes"] == 0 and v["verdict"] == "replay.consistent", v
+for name in ("matmul=bf16", "rmsnorm=bf16", "swiglu=bf16"):
+    v = vs[name]
+    d = v["first_departure"]
+    assert d is not None and 1 <= d["plane"] <= 2 and d["where"] in ("layer 0", "layer 1") and d["nerr"] > 1e-5, v
+    assert 1e-5 < v["final_norm_max_nerr"] < 0.1 and 0 < v["max_abs_dlogprob"] < 1, v
+PY
+
+run "compare-kernels text" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 1 --compare-kernels "$LOG"
+check "table rows" bash -c "grep -c '^  matmul=\|^  attention=\|^  rmsnorm=\|^  swiglu=' '$WORK/out' | grep -qx 6"
+check "fp32 rows depart nowhere" grep -q "^  matmul=splitk  *none " "$WORK/out"
+check "bf16 rows depart at layer 0" grep -q "^  matmul=bf16  *layer 0, position 0 " "$WORK/out"
+
+run "--kernels matmul=bf16" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels matmul=bf16 "$LOG"
+check "backend named" grep -q "backend ref+matmul=bf16\|backend cpu+matmul=bf16" "$WORK/out"
+run "--kernels bad variant" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels matmul=fp8 "$LOG"
+check "says which" grep -q "matmul has no variant 'fp8'" "$WORK/err"
+run "--kernels bad op" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels gemm=ref "$LOG"
+check "says which op" grep -q "unknown op 'gemm'" "$WORK/err"
+run "--compare-kernels with --kernels" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --compare-kernels --kernels matmul=ref "$LOG"
+finish
