@@ -33,7 +33,8 @@ typedef struct ld_weight ld_weight; /* backend-owned weight */
  * ref_quant.h.  Each row is a whole number of blocks. */
 typedef enum ld_wquant {
     LD_WQ_NONE = 0,     /* plain `dtype` */
-    LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0, LD_WQ_Q4_K, LD_WQ_Q6_K
+    LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0, LD_WQ_Q4_K, LD_WQ_Q6_K,
+    LD_WQ_F8B           /* FP8 E4M3 bytes with fp32 block scales (`scale`) */
 } ld_wquant;
 
 /* A weight on the host: `rows` x `cols` (a vector has rows = 1), row-major,
@@ -50,6 +51,10 @@ typedef struct ld_host_tensor {
     int64_t rows, cols;
     ld_wquant quant;
     int rope_hd;
+    /* LD_WQ_F8B: [ceil(rows / scale_br)][ceil(cols / scale_bc)] fp32, the
+     * value of [r][c] being e4m3(data[r][c]) * scale[r / br][c / bc] */
+    const float *scale;
+    int scale_br, scale_bc;
 } ld_host_tensor;
 
 typedef struct ld_backend_ops {

@@ -40,9 +40,10 @@ struct ld_buf {
 
 struct ld_weight {
     ld_kdt dt;
-    const void *data;
+    const void *data;   /* the host data, or &f8 for LD_KDT_F8B */
     int64_t rows, cols;
     int rope_hd;
+    ld_f8b f8;
 };
 
 typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
@@ -289,6 +290,11 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     case LD_WQ_Q8_0: dt = LD_KDT_Q8_0; block = 32; break;
     case LD_WQ_Q4_K: dt = LD_KDT_Q4_K; block = 256; break;
     case LD_WQ_Q6_K: dt = LD_KDT_Q6_K; block = 256; break;
+    case LD_WQ_F8B:
+        if (!t->scale || t->scale_br < 1 || t->scale_bc < 1 || t->rope_hd)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "an FP8 weight without its block scales");
+        dt = LD_KDT_F8B;
+        break;
     default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight block type %d is not supported", (int)t->quant);
     }
     if (t->cols % block)
@@ -304,6 +310,10 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     w->rows = t->rows;
     w->cols = t->cols;
     w->rope_hd = t->rope_hd;
+    if (dt == LD_KDT_F8B) {
+        w->f8 = (ld_f8b){t->data, t->scale, t->rows, t->cols, t->scale_br, t->scale_bc};
+        w->data = &w->f8;
+    }
     *out = w;
     return LD_OK;
 }
@@ -359,7 +369,8 @@ static void t_rmsnorm(void *p, int tid, size_t i0, size_t i1)
 static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err)
 {
     size_t n = (size_t)rows * (size_t)w->cols;
-    if (ld_ref_kdt_is_block(w->dt)) return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
+    if (ld_ref_kdt_is_block(w->dt) || w->dt == LD_KDT_F8B)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
     LD_TRY(range(out, 0, n, err));
     LD_TRY(range(x, 0, n, err));
     op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = x->p, .w = w, .eps = eps};
@@ -393,7 +404,7 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     ref_backend *rb = (ref_backend *)be;
     LD_TRY(range(out, 0, (size_t)T * (size_t)w->rows, err));
     LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
-    if (bias && ld_ref_kdt_is_block(bias->dt))
+    if (bias && (ld_ref_kdt_is_block(bias->dt) || bias->dt == LD_KDT_F8B))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",

@@ -26,7 +26,32 @@ ld_status ld_model_check_shape(const char *name, const uint64_t *shape, int n_di
     return LD_FAIL(err, LD_ERR_MISMATCH, offset, "tensor '%s' has shape %s, expected %s", name, got, want);
 }
 
-static ld_status bind(const ld_safetensors *st, ld_model_tensor *mt, int optional,
+/* FP8 weight `t` (`name`, rows x cols) with its `<name>_scale_inv`: F32,
+ * one per block of the config's size, aligned; read in place. */
+static ld_status bind_f8b(const ld_safetensors *st, const ld_fp8_config *fp8, ld_model_tensor *mt,
+                          const ld_st_tensor *t, const char *name, int64_t rows, int64_t cols, ld_error *err)
+{
+    char sname[176];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    const ld_st_tensor *s = ld_st_find(st, sname);
+    int64_t br = fp8->block[0], bc = fp8->block[1];
+    LD_TRY(ld_model_check_shape(sname, s ? s->shape : NULL, s ? s->n_dims : 0, (rows + br - 1) / br,
+                                (cols + bc - 1) / bc, 0, err));
+    if (s->dtype != LD_DT_F32)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32 scales supported)", sname,
+                       ld_dtype_name(s->dtype));
+    if ((uintptr_t)s->data % sizeof(float))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' is not aligned to 4 bytes in its file", sname);
+    mt->st = t;
+    mt->host = (ld_host_tensor){.dtype = t->dtype, .data = t->data, .rows = rows, .cols = cols,
+                                .quant = LD_WQ_F8B, .scale = (const float *)s->data, .scale_br = (int)br,
+                                .scale_bc = (int)bc};
+    return LD_OK;
+}
+
+/* Binds `name` (printf-style) as [rows, cols] (a vector of cols when rows
+ * is 0); `fp8`: a linear weight that may be block-scaled FP8 (NULL: not). */
+static ld_status bind(const ld_safetensors *st, const ld_fp8_config *fp8, ld_model_tensor *mt, int optional,
                       int64_t rows, int64_t cols, ld_error *err, const char *fmt, ...)
 {
     char name[160];
@@ -38,9 +63,10 @@ static ld_status bind(const ld_safetensors *st, ld_model_tensor *mt, int optiona
     const ld_st_tensor *t = ld_st_find(st, name);
     if (!t && optional) return LD_OK;
     LD_TRY(ld_model_check_shape(name, t ? t->shape : NULL, t ? t->n_dims : 0, rows, cols, 0, err));
+    if (t->dtype == LD_DT_F8_E4M3 && fp8 && fp8->on && rows) return bind_f8b(st, fp8, mt, t, name, rows, cols, err);
     if (t->dtype != LD_DT_F32 && t->dtype != LD_DT_F16 && t->dtype != LD_DT_BF16)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32, F16, BF16 supported)", name,
-                       ld_dtype_name(t->dtype));
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32, F16, BF16%s supported)", name,
+                       ld_dtype_name(t->dtype), fp8 && fp8->on ? ", F8_E4M3 with block scales" : "");
     mt->st = t;
     mt->host.dtype = t->dtype;
     mt->host.data = t->data;
@@ -104,20 +130,23 @@ ld_status ld_model_bind(const ld_model_config *cfg, const ld_safetensors *st, ld
     const int64_t V = cfg->vocab, D = cfg->hidden, I = cfg->intermediate, hd = cfg->head_dim;
     const int64_t Q = (int64_t)cfg->n_heads * hd, KV = (int64_t)cfg->n_kv_heads * hd;
     ld_status s = LD_OK;
+    const ld_fp8_config *f8 = &cfg->fp8; /* for the linear weights */
 #define B(mt, opt, r, c, ...) \
-    if (s == LD_OK) s = bind(st, (mt), (opt), (r), (c), err, __VA_ARGS__)
+    if (s == LD_OK) s = bind(st, NULL, (mt), (opt), (r), (c), err, __VA_ARGS__)
+#define BL(mt, r, c, ...) \
+    if (s == LD_OK) s = bind(st, f8, (mt), 0, (r), (c), err, __VA_ARGS__)
     B(&m->embed, 0, V, D, "model.embed_tokens.weight");
     B(&m->norm, 0, 0, D, "model.norm.weight");
     if (cfg->tie_embeddings) m->lm_head = m->embed;
-    else B(&m->lm_head, 0, V, D, "lm_head.weight");
+    else BL(&m->lm_head, V, D, "lm_head.weight");
     for (int l = 0; l < cfg->n_layers && s == LD_OK; l++) {
         ld_model_layer *L = &m->layers[l];
         const char *p = "model.layers";
         B(&L->attn_norm, 0, 0, D, "%s.%d.input_layernorm.weight", p, l);
-        B(&L->wq, 0, Q, D, "%s.%d.self_attn.q_proj.weight", p, l);
-        B(&L->wk, 0, KV, D, "%s.%d.self_attn.k_proj.weight", p, l);
-        B(&L->wv, 0, KV, D, "%s.%d.self_attn.v_proj.weight", p, l);
-        B(&L->wo, 0, D, Q, "%s.%d.self_attn.o_proj.weight", p, l);
+        BL(&L->wq, Q, D, "%s.%d.self_attn.q_proj.weight", p, l);
+        BL(&L->wk, KV, D, "%s.%d.self_attn.k_proj.weight", p, l);
+        BL(&L->wv, KV, D, "%s.%d.self_attn.v_proj.weight", p, l);
+        BL(&L->wo, D, Q, "%s.%d.self_attn.o_proj.weight", p, l);
         if (cfg->qkv_bias) {
             B(&L->bq, 0, 0, Q, "%s.%d.self_attn.q_proj.bias", p, l);
             B(&L->bk, 0, 0, KV, "%s.%d.self_attn.k_proj.bias", p, l);
@@ -129,9 +158,9 @@ ld_status ld_model_bind(const ld_model_config *cfg, const ld_safetensors *st, ld
             B(&L->k_norm, 0, 0, hd, "%s.%d.self_attn.k_norm.weight", p, l);
         }
         B(&L->ffn_norm, 0, 0, D, "%s.%d.post_attention_layernorm.weight", p, l);
-        B(&L->w_gate, 0, I, D, "%s.%d.mlp.gate_proj.weight", p, l);
-        B(&L->w_up, 0, I, D, "%s.%d.mlp.up_proj.weight", p, l);
-        B(&L->w_down, 0, D, I, "%s.%d.mlp.down_proj.weight", p, l);
+        BL(&L->w_gate, I, D, "%s.%d.mlp.gate_proj.weight", p, l);
+        BL(&L->w_up, I, D, "%s.%d.mlp.up_proj.weight", p, l);
+        BL(&L->w_down, D, I, "%s.%d.mlp.down_proj.weight", p, l);
         if (cfg->mlp_bias) {
             B(&L->b_gate, 0, 0, I, "%s.%d.mlp.gate_proj.bias", p, l);
             B(&L->b_up, 0, 0, I, "%s.%d.mlp.up_proj.bias", p, l);
@@ -139,6 +168,7 @@ ld_status ld_model_bind(const ld_model_config *cfg, const ld_safetensors *st, ld
         }
     }
 #undef B
+#undef BL
     if (s != LD_OK) {
         free(m->layers);
         free(m);

@@ -274,7 +274,7 @@ static ld_status parse(const cJSON *root, ld_model_config *c, ld_error *err)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'hidden_act' = '%.40s' is not supported (silu)",
                        cJSON_IsString(act) ? act->valuestring : "?");
     static const char *const unsupported[] = {
-        "quantization_config", "attn_logit_softcapping", "final_logit_softcapping",
+        "attn_logit_softcapping", "final_logit_softcapping",
         "partial_rotary_factor"};
     for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++)
         if (get(root, unsupported[k]))
@@ -306,6 +306,7 @@ static ld_status parse(const cJSON *root, ld_model_config *c, ld_error *err)
     c->o_bias = ab && c->arch != LD_ARCH_QWEN2;
     c->qk_norm = c->arch == LD_ARCH_QWEN3;
     LD_TRY(parse_rope(root, c, err));
+    LD_TRY(ld_fp8_config_parse(root, &c->fp8, err));
     return parse_windows(root, c, err);
 }
 

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "fp8_config.h"
 #include "ld_error.h"
 
 #define LD_MODEL_MAX_LAYERS 1024
@@ -38,6 +39,7 @@ typedef enum ld_rope_type {
 typedef struct ld_model_config {
     ld_arch arch;
     char arch_name[64];          /* as in "architectures" (or model_type) */
+    ld_fp8_config fp8;           /* quantization_config: block-scaled FP8 linear weights */
     int vocab;
     int hidden;
     int intermediate;

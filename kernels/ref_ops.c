@@ -1,5 +1,6 @@
 /* ref_ops.c - see ref_ops.h. */
 #include "ref_ops.h"
+#include "ref_deepseek.h" /* ld_ref_fp8_e4m3_to_f32 */
 #include "ref_quant.h"
 
 #include <math.h>
@@ -51,8 +52,21 @@ static uint32_t kdt_ggml(ld_kdt dt)
     }
 }
 
+static void f8b_to_f32(float *dst, const ld_f8b *f, size_t off, size_t n)
+{
+    size_t cols = (size_t)f->cols, nbc = (cols + (size_t)f->bc - 1) / (size_t)f->bc;
+    for (size_t i = 0; i < n; i++) {
+        size_t e = off + i, r = e / cols, c = e % cols;
+        dst[i] = ld_ref_fp8_e4m3_to_f32(f->q[e]) * f->scale[r / (size_t)f->br * nbc + c / (size_t)f->bc];
+    }
+}
+
 void ld_ref_to_f32(float *dst, const void *src, ld_kdt dt, size_t off, size_t n)
 {
+    if (dt == LD_KDT_F8B) {
+        f8b_to_f32(dst, src, off, n);
+        return;
+    }
     if (ld_ref_kdt_is_block(dt)) {
         uint32_t ty = kdt_ggml(dt);
         size_t block = 1, bytes = 0;

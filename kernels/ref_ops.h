@@ -24,8 +24,22 @@
  * checks.  They are dequantized exactly, one row at a time. */
 typedef enum ld_kdt {
     LD_KDT_F32 = 0, LD_KDT_F16 = 1, LD_KDT_BF16 = 2,
-    LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0, LD_KDT_Q4_K, LD_KDT_Q6_K
+    LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0, LD_KDT_Q4_K, LD_KDT_Q6_K,
+    LD_KDT_F8B   /* block-scaled FP8 E4M3: the data is an ld_f8b (below) */
 } ld_kdt;
+
+/* A block-scaled FP8 E4M3 matrix (the `weight_scale_inv` checkpoints of
+ * DeepSeek-V3, Qwen3-FP8...): element [r][c] = e4m3(q[r][c]) *
+ * scale[r / br][c / bc], one fp32 product (exact as their weight_dequant),
+ * scale [ceil(rows / br)][ceil(cols / bc)].  With dt = LD_KDT_F8B the
+ * kernels take a pointer to this as the weight's data; offsets count
+ * elements of the matrix; rows are converted one at a time. */
+typedef struct ld_f8b {
+    const uint8_t *q;
+    const float *scale;
+    int64_t rows, cols;
+    int br, bc;
+} ld_f8b;
 
 /* 1 for the block types (LD_KDT_Q*) */
 int ld_ref_kdt_is_block(ld_kdt dt);

@@ -101,6 +101,10 @@ def models():
                              "rope_theta": 1000000.0}),
          torch.float32, 4),
         ("qwen3-f16", None, None, torch.float16, 4),
+        # block-scaled FP8 (the Qwen3-FP8 / DeepSeek format, 16x16 blocks
+        # here so that partial blocks occur): the reference is transformers
+        # in fp32 on the dequantized weights
+        ("qwen3-fp8", None, None, "fp8", 4),
         ("mistral", MistralConfig, dict(
             COMMON, num_key_value_heads=2, tie_word_embeddings=False,
             sliding_window=5,
@@ -229,6 +233,56 @@ def reference(path, seqs):
     return names, out, rope
 
 
+FP8_BLOCK = 16
+FP8_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def fp8_quantize(model):
+    """Each linear weight (lm_head left out, as Qwen3-FP8 does) to e4m3 with
+    an fp32 scale per FP8_BLOCK x FP8_BLOCK block (amax / 448), the model's
+    weight replaced by its exact dequantization; returns {name: (q, scale)}."""
+    out = {}
+    b = FP8_BLOCK
+    for name, p in model.named_parameters():
+        if not name.endswith(".weight") or name.split(".")[-2] not in FP8_LINEAR:
+            continue
+        w = p.detach().float()
+        r, c = w.shape
+        nr, nc = -(-r // b), -(-c // b)
+        scale = torch.empty(nr, nc, dtype=torch.float32)
+        for i in range(nr):
+            for j in range(nc):
+                blk = w[i * b:(i + 1) * b, j * b:(j + 1) * b]
+                scale[i, j] = blk.abs().max().clamp(min=1e-12) / 448.0
+        full = scale.repeat_interleave(b, 0)[:r].repeat_interleave(b, 1)[:, :c]
+        q = (w / full).to(torch.float8_e4m3fn)
+        with torch.no_grad():
+            p.copy_(q.float() * full)
+        out[name] = (q, scale)
+    return out
+
+
+def fp8_rewrite(d, quant):
+    """model.safetensors with the FP8 bytes and their `_scale_inv`, and the
+    quantization_config, once the reference has run on the fp32 weights."""
+    from safetensors.torch import load_file, save_file
+    path = os.path.join(d, "model.safetensors")
+    tensors = load_file(path)
+    for name, (q, scale) in quant.items():
+        tensors[name] = q.contiguous()
+        tensors[name + "_scale_inv"] = scale.contiguous()
+    save_file(tensors, path, metadata={"format": "pt"})
+    cp = os.path.join(d, "config.json")
+    with open(cp) as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                  "modules_to_not_convert": ["lm_head"],
+                                  "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}
+    with open(cp, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
 def write_model(name, cfg_cls, cfg_kw, dtype, seed):
     d = os.path.join(OUT, name)
     if os.path.isdir(d):
@@ -242,6 +296,10 @@ def write_model(name, cfg_cls, cfg_kw, dtype, seed):
         cfg = cfg_cls(**cfg_kw)
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
         randomize(model, seed)
+    quant = None
+    if dtype == "fp8":
+        quant = fp8_quantize(model)
+        dtype = torch.float32
     model = model.to(dtype)
     model.save_pretrained(d, safe_serialization=True)
     for extra in ("generation_config.json",):
@@ -251,12 +309,14 @@ def write_model(name, cfg_cls, cfg_kw, dtype, seed):
     seqs = seqs_for(name)
     names, out, rope = reference(d, seqs)
     native = native_logits(d, dtype, seqs) if dtype != torch.float32 else {}
+    if quant:
+        fp8_rewrite(d, quant)
     index = {"generator": "tools/gen_tiny_models.py",
              "versions": {"python": sys.version.split()[0],
                           "torch": torch.__version__,
                           "transformers": transformers.__version__,
                           "numpy": np.__version__},
-             "storage_dtype": str(dtype).replace("torch.", ""),
+             "storage_dtype": "float8_e4m3fn" if quant else str(dtype).replace("torch.", ""),
              "reference_dtype": "float32",
              "hidden_names": names, "sequences": []}
     for seq, (logits, hidden) in out.items():

@@ -92,6 +92,7 @@ static void *rand_weights(const kind *k, int N, int K, size_t *size)
         case LD_KDT_Q4_1: put16(p, rand_f16(-9, -5)); put16(p + 2, rand_f16(-6, -3)); break;
         case LD_KDT_Q4_K: put16(p, rand_f16(-12, -9)); put16(p + 2, rand_f16(-12, -9)); break;
         case LD_KDT_Q6_K: put16(p + 208, rand_f16(-14, -11)); break;
+        default: break;
         }
     }
     return w;

@@ -310,6 +310,9 @@ static int test_forward_smollm(void) { return check_model("smollm", 1e-5, 0); }
 static int test_forward_qwen2(void) { return check_model("qwen2", 1e-5, 0); }
 static int test_forward_qwen3(void) { return check_model("qwen3", 1e-5, 0); }
 static int test_forward_qwen3_f16(void) { return check_model("qwen3-f16", 1e-5, 3e-3); }
+/* block-scaled FP8 weights read in place: transformers on their exact
+ * dequantization, as tightly as fp32 */
+static int test_forward_qwen3_fp8(void) { return check_model("qwen3-fp8", 1e-5, 0); }
 static int test_forward_mistral_sliding_window(void) { return check_model("mistral", 1e-5, 0); }
 /* YaRN: transformers multiplies cos and sin by the attention factor, the
  * engine the softmax scale by its square (same up to rounding) */
@@ -616,6 +619,52 @@ static int test_session_memory_limit(void)
     return 0;
 }
 
+/* FP8: the quantization_config's errors name the field; the binder's name
+ * the scale tensor (its block size or absence) and refuse FP8 without a
+ * quantization_config. */
+static int test_fp8_errors(void)
+{
+    ld_model_config c;
+    ld_error err;
+    static const struct {
+        const char *extra, *needle;
+        ld_status st;
+    } bad[] = {
+        {", \"quantization_config\": {\"quant_method\": \"awq\", \"weight_block_size\": [128, 128]}",
+         "'quantization_config.quant_method' = 'awq' is not supported", LD_ERR_UNSUPPORTED},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e5m2\", \"weight_block_size\": [1, 1]}",
+         "'quantization_config.fmt' = 'e5m2'", LD_ERR_UNSUPPORTED},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\"}",
+         "'quantization_config.weight_block_size' is not a list of 2 integers", LD_ERR_SYNTAX},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 0]}",
+         "in [1, 65536]", LD_ERR_SYNTAX},
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128],"
+         " \"ignored_layers\": []}",
+         "'quantization_config.ignored_layers' is not supported", LD_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_error_clear(&err);
+        CHECK_EQ_INT(parse_cfg("Qwen3ForCausalLM", bad[i].extra, &c, &err), bad[i].st);
+        CHECK_MSG(strstr(err.msg, bad[i].needle), "%s: %s", bad[i].needle, err.msg);
+    }
+    ld_model *m = NULL, *b = NULL;
+    if (open_model("qwen3-fp8", &m)) return 1;
+    CHECK(m->cfg.fp8.on && m->cfg.fp8.block[0] == 16 && m->cfg.fp8.block[1] == 16);
+    ld_model_config k = m->cfg;
+    k.fp8.block[1] = 32; /* scales of another block size: their shape is wrong */
+    ld_error_clear(&err);
+    CHECK_EQ_INT(ld_model_bind(&k, m->st, &b, &err), LD_ERR_MISMATCH);
+    CHECK_MSG(strstr(err.msg, "'model.layers.0.self_attn.q_proj.weight_scale_inv' has shape [8, 4], expected [8, 2]"),
+              "%s", err.msg);
+    k = m->cfg;
+    k.fp8.on = 0; /* FP8 weights without a quantization_config */
+    ld_error_clear(&err);
+    CHECK_EQ_INT(ld_model_bind(&k, m->st, &b, &err), LD_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "'model.layers.0.self_attn.q_proj.weight' has dtype F8_E4M3"), "%s", err.msg);
+    ld_model_close(m);
+    return 0;
+}
+
 static int test_bind_errors(void)
 {
     ld_model *m = NULL;
@@ -684,6 +733,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_forward_qwen2),
     LD_CASE(test_forward_qwen3),
     LD_CASE(test_forward_qwen3_f16),
+    LD_CASE(test_forward_qwen3_fp8),
     LD_CASE(test_forward_mistral_sliding_window),
     LD_CASE(test_forward_llama_yarn),
     LD_CASE(test_forward_qwen2_yarn),
@@ -699,6 +749,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_config_fields),
     LD_CASE(test_config_errors),
     LD_CASE(test_bind_errors),
+    LD_CASE(test_fp8_errors),
     LD_CASE(test_session_memory_limit),
     LD_CASE(test_forward_kernel_variants),
     LD_CASE(test_kernel_specs),
