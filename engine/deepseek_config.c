@@ -1,5 +1,6 @@
 /* deepseek_config.c - see deepseek_config.h. */
 #include "deepseek_config.h"
+#include "fp8_config.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -73,20 +74,82 @@ static ld_status get_choice(const cJSON *o, const char *k, const char *const *ok
                    v->valuestring, ok[0]);
 }
 
+/* 1: DeepSeek-V3, 2: DeepSeek-V3.2, 0: neither */
 static int names_deepseek(const cJSON *root)
 {
     const cJSON *ar = get(root, "architectures"), *mt = get(root, "model_type");
-    if (cJSON_IsArray(ar) && cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child))
-        return strcmp(ar->child->valuestring, "DeepseekV3ForCausalLM") == 0;
-    return !ar && cJSON_IsString(mt) && strcmp(mt->valuestring, "deepseek_v3") == 0;
+    if (cJSON_IsArray(ar) && cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child)) {
+        if (strcmp(ar->child->valuestring, "DeepseekV3ForCausalLM") == 0) return 1;
+        return strcmp(ar->child->valuestring, "DeepseekV32ForCausalLM") == 0 ? 2 : 0;
+    }
+    if (ar || !cJSON_IsString(mt)) return 0;
+    if (strcmp(mt->valuestring, "deepseek_v3") == 0) return 1;
+    return strcmp(mt->valuestring, "deepseek_v32") == 0 ? 2 : 0;
 }
 
 int ld_ds_config_detect(const char *json, size_t len)
 {
     cJSON *root = cJSON_ParseWithLength(json, len);
-    int r = root && cJSON_IsObject(root) && names_deepseek(root);
+    int r = root && cJSON_IsObject(root) && names_deepseek(root) != 0;
     cJSON_Delete(root);
     return r;
+}
+
+/* A list field, when present: n_layers strings, item l equal to want(l). */
+static ld_status check_layer_list(const cJSON *root, const char *k, const ld_ds_config *c,
+                                  const char *(*want)(const ld_ds_config *, int), ld_error *err)
+{
+    const cJSON *v = get(root, k);
+    if (!v) return LD_OK;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != c->n_layers)
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a list of %d strings", k, c->n_layers);
+    int l = 0;
+    for (const cJSON *e = v->child; e; e = e->next, l++) {
+        if (!cJSON_IsString(e))
+            return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a list of %d strings", k, c->n_layers);
+        if (strcmp(e->valuestring, want(c, l)) != 0)
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%s[%d]' = '%.40s' is not supported (%s)", k, l,
+                           e->valuestring, want(c, l));
+    }
+    return LD_OK;
+}
+
+static const char *mlp_type(const ld_ds_config *c, int l)
+{
+    return ld_ds_layer_is_moe(c, l) ? "sparse" : "dense";
+}
+
+static const char *attn_type(const ld_ds_config *c, int l)
+{
+    (void)c;
+    (void)l;
+    return "indexed_attention";
+}
+
+/* V3.2's indexer fields and the V3 options its transformers class drops */
+static ld_status parse_v32(const cJSON *root, ld_ds_config *c, ld_error *err)
+{
+    c->v32 = 1;
+    LD_TRY(get_int(root, "", "index_n_heads", 1, 1 << 12, 64, &c->index_n_heads, err));
+    LD_TRY(get_int(root, "", "index_head_dim", 1, 1 << 12, 128, &c->index_head_dim, err));
+    LD_TRY(get_int(root, "", "index_topk", 1, 1 << 30, 2048, &c->index_topk, err));
+    if (c->index_head_dim < c->qk_rope)
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0,
+                       "config field 'index_head_dim' (%d) is smaller than qk_rope_head_dim (%d),"
+                       " the dims the indexer rotates",
+                       c->index_head_dim, c->qk_rope);
+    if (!c->q_lora_rank)
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0,
+                       "config field 'q_lora_rank' is missing or 0: DeepSeek-V3.2's indexer reads the q latent");
+    if (!c->rope_interleave)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "config field 'rope_interleave' = false is not supported by DeepSeek-V3.2"
+                       " (MLA rotates interleaved pairs)");
+    int mlp_bias = 0;
+    LD_TRY(get_bool(root, "mlp_bias", 0, &mlp_bias, err));
+    if (mlp_bias) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'mlp_bias' = true is not supported");
+    LD_TRY(check_layer_list(root, "mlp_layer_types", c, mlp_type, err));
+    return check_layer_list(root, "layer_types", c, attn_type, err);
 }
 
 static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
@@ -132,49 +195,14 @@ static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
     return LD_OK;
 }
 
-/* DeepSeek's FP8: {"quant_method": "fp8", "fmt": "e4m3",
- * "activation_scheme": "dynamic", "weight_block_size": [b0, b1]} (V3.1+
- * add "scale_fmt", which only rounds activation scales) */
+/* DeepSeek's FP8 (engine/fp8_config.h) */
 static ld_status parse_quant(const cJSON *root, ld_ds_config *c, ld_error *err)
 {
-    const cJSON *q = get(root, "quantization_config");
-    if (!q) return LD_OK;
-    if (!cJSON_IsObject(q)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'quantization_config' is not an object");
-    static const char *const fp8[] = {"fp8", NULL}, *const e4m3[] = {"e4m3", NULL}, *const dyn[] = {"dynamic", NULL},
-                             *const ue8m0[] = {"ue8m0", NULL};
-    if (!get(q, "quant_method"))
-        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'quantization_config.quant_method' is missing");
-    static const struct {
-        const char *key;
-        const char *const *ok;
-    } fields[] = {{"quant_method", fp8}, {"fmt", e4m3}, {"activation_scheme", dyn}, {"scale_fmt", ue8m0}};
-    for (const cJSON *e = q->child; e; e = e->next) {
-        size_t i;
-        for (i = 0; i < sizeof fields / sizeof fields[0]; i++)
-            if (strcmp(e->string, fields[i].key) == 0) break;
-        if (i < sizeof fields / sizeof fields[0]) {
-            const cJSON *v = e;
-            if (!cJSON_IsString(v) || strcmp(v->valuestring, fields[i].ok[0]) != 0)
-                return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                               "config field 'quantization_config.%s' = '%.40s' is not supported (%s)", e->string,
-                               cJSON_IsString(v) ? v->valuestring : "?", fields[i].ok[0]);
-        } else if (strcmp(e->string, "weight_block_size") != 0) {
-            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'quantization_config.%.60s' is not supported",
-                           e->string);
-        }
-    }
-    const cJSON *b = get(q, "weight_block_size");
-    if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2)
-        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'quantization_config.weight_block_size' is not a list of 2 integers");
-    int k = 0;
-    for (const cJSON *e = b->child; e; e = e->next, k++) {
-        if (!cJSON_IsNumber(e) || floor(e->valuedouble) != e->valuedouble || e->valuedouble < 1 ||
-            e->valuedouble > 1 << 16)
-            return LD_FAIL(err, LD_ERR_SYNTAX, 0,
-                           "config field 'quantization_config.weight_block_size' is not a list of 2 integers in [1, 65536]");
-        c->fp8_block[k] = (int)e->valuedouble;
-    }
-    c->fp8 = 1;
+    ld_fp8_config f;
+    LD_TRY(ld_fp8_config_parse(root, &f, err));
+    c->fp8 = f.on;
+    c->fp8_block[0] = f.block[0];
+    c->fp8_block[1] = f.block[1];
     return LD_OK;
 }
 
@@ -182,9 +210,11 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
 {
     memset(c, 0, sizeof *c);
     if (!cJSON_IsObject(root)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config is not a JSON object");
-    if (!names_deepseek(root))
+    int which = names_deepseek(root);
+    if (!which)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                       "config names no DeepSeek-V3 model ('architectures' DeepseekV3ForCausalLM or 'model_type' deepseek_v3)");
+                       "config names no DeepSeek-V3 or V3.2 model ('architectures' DeepseekV3ForCausalLM /"
+                       " DeepseekV32ForCausalLM or 'model_type' deepseek_v3 / deepseek_v32)");
     static const char *const silu[] = {"silu", NULL}, *const sigmoid[] = {"sigmoid", NULL},
                              *const noaux[] = {"noaux_tc", NULL};
     LD_TRY(get_choice(root, "hidden_act", silu, err));
@@ -263,7 +293,8 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
     LD_TRY(get_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
     LD_TRY(get_bool(root, "attention_bias", 0, &c->attention_bias, err));
     LD_TRY(get_bool(root, "rope_interleave", 1, &c->rope_interleave, err));
-    return parse_rope(root, c, err);
+    LD_TRY(parse_rope(root, c, err));
+    return which == 2 ? parse_v32(root, c, err) : LD_OK;
 }
 
 ld_status ld_ds_config_parse(const char *json, size_t len, ld_ds_config *out, ld_error *err)

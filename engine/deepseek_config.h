@@ -1,5 +1,8 @@
 /* deepseek_config.h - the description of a DeepSeek-V3 model (HF
- * config.json, model_type "deepseek_v3" / DeepseekV3ForCausalLM): MLA
+ * config.json, model_type "deepseek_v3" / DeepseekV3ForCausalLM) or a
+ * DeepSeek-V3.2 one ("deepseek_v32" / DeepseekV32ForCausalLM: V3 plus
+ * DeepSeek Sparse Attention, a lightning indexer per layer whose top
+ * index_topk tokens are all MLA attends to): MLA
  * attention with optional q LoRA, RoPE (default or YaRN with DeepSeek's
  * mscale), dense layers then MoE layers with the noaux_tc sigmoid router,
  * group limit and shared experts.
@@ -11,6 +14,21 @@
  * transformers 5 ("rope_parameters") and 4 ("rope_theta" + "rope_scaling").
  * Fields both transformers and DeepSeek's code ignore (moe_layer_freq,
  * num_nextn_predict_layers: the MTP layer is not run) are accepted.
+ *
+ * V3.2 adds index_n_heads, index_head_dim and index_topk (transformers'
+ * defaults 64, 128, 2048 when absent, as transformers reads them):
+ * index_n_heads >= 1, index_head_dim >= qk_rope_head_dim (the indexer
+ * rotates its first qk_rope_head_dim dims) and index_topk >= 1, else an
+ * error naming the field.  An index_topk larger than max_position_embeddings
+ * or than a query's context is not an error: a query with at most
+ * index_topk visible tokens attends to all of them (the official code's
+ * topk(min(index_topk, end_pos)); transformers' too, whose extra picks are
+ * masked).  V3.2 needs q LoRA (the indexer's query is read from the q
+ * latent): q_lora_rank null or 0 is an error.  transformers' V3.2 always
+ * rotates MLA's rope dims in interleaved pairs, so rope_interleave false is
+ * LD_ERR_UNSUPPORTED; mlp_layer_types, when present, must be the
+ * first_k_dense_replace pattern (["dense"] * k + ["sparse"] * ...) and
+ * layer_types all "indexed_attention"; mlp_bias must be false.
  */
 #ifndef LD_DEEPSEEK_CONFIG_H
 #define LD_DEEPSEEK_CONFIG_H
@@ -26,6 +44,10 @@
  * (DeepseekV3RMSNorm's default) and by the official code (RMSNorm's
  * default), whatever rms_norm_eps says */
 #define LD_DS_LATENT_NORM_EPS 1e-6f
+
+/* eps of V3.2's indexer k_norm (a LayerNorm): 1e-6 in transformers and in
+ * the official code, not in config.json */
+#define LD_DS_INDEX_NORM_EPS 1e-6f
 
 typedef struct ld_ds_config {
     int vocab, hidden, n_layers, n_heads;
@@ -59,11 +81,22 @@ typedef struct ld_ds_config {
      * accepted and ignored: the engine computes them in fp32) */
     int fp8;
     int fp8_block[2];          /* rows, cols of a scale block */
+    /* DeepSeek-V3.2 (DSA); all 0 for V3 */
+    int v32;                   /* 1: the layers have a lightning indexer */
+    int index_n_heads, index_head_dim;  /* Hi, di */
+    int index_topk;            /* tokens each query's MLA attends to (at most) */
+    int index_rope_interleave; /* 0: the indexer rotates pairs (i, i+dr/2)
+                                  (transformers, the fixed official code);
+                                  1: pairs (2i, 2i+1), as the official code
+                                  before DeepSeek-V3.2-Exp@8631a81 (2025-11)
+                                  did.  Not in config.json: for ablations and
+                                  for replaying servers that ran that code */
 } ld_ds_config;
 
-/* 1 if the config.json text names DeepSeek-V3 (architectures
- * DeepseekV3ForCausalLM or model_type deepseek_v3), 0 otherwise (also for
- * text that is not JSON). */
+/* 1 if the config.json text names DeepSeek-V3 or V3.2 (architectures
+ * DeepseekV3ForCausalLM / DeepseekV32ForCausalLM, or without architectures
+ * model_type deepseek_v3 / deepseek_v32), 0 otherwise (also for text that
+ * is not JSON). */
 int ld_ds_config_detect(const char *json, size_t len);
 
 ld_status ld_ds_config_parse(const char *json, size_t len, ld_ds_config *out, ld_error *err);

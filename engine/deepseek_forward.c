@@ -18,6 +18,11 @@ typedef struct ds_layer {
     ds_mlp *experts;     /* [E] (MoE layers) */
     float *router_bias;  /* [E] fp32 host copy */
     ld_buf *ckv, *kpe;   /* the latent cache: [max_seq][c], [max_seq][dr] */
+    /* V3.2: the indexer's weights, its LayerNorm (fp32 host copies), its
+     * key cache [max_seq][di] */
+    ld_weight *idx_wq_b, *idx_wk, *idx_weights;
+    float *idx_norm_w, *idx_norm_b;
+    ld_buf *ik;
 } ds_layer;
 
 struct ld_ds_session {
@@ -35,6 +40,11 @@ struct ld_ds_session {
     float *hq, *hkva, *hckv, *hkpe, *hkvb, *hcache, *hatt, *scores, *hx, *hy, *hxe, *hrl, *wts, *sel_w, *qabs, *olat;
     int32_t *idx;
     int *sel_t;
+    /* V3.2: kc = min(index_topk, max_seq) selected positions per query */
+    int kc;
+    ld_buf *iq, *ikn, *iw;                   /* [B][Hi*di], [B][di], [B][Hi] */
+    float *hiq, *hikn, *hiw, *hik, *iscores; /* host copies; keys [S][di]; [S] */
+    int32_t *sel, *heap;                     /* [B][kc], [kc] */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -81,19 +91,28 @@ void ld_ds_session_destroy(ld_ds_session *s)
             free(L->router_bias);
             OPS(s)->buf_free(s->be, L->ckv);
             OPS(s)->buf_free(s->be, L->kpe);
+            unload(s, L->idx_wq_b);
+            unload(s, L->idx_wk);
+            unload(s, L->idx_weights);
+            free(L->idx_norm_w);
+            free(L->idx_norm_b);
+            OPS(s)->buf_free(s->be, L->ik);
         }
     }
     unload(s, s->embed);
     unload(s, s->norm);
     if (s->lm_head != s->embed) unload(s, s->lm_head);
     ld_buf *bs[] = {s->x, s->xb, s->qa, s->q, s->kva, s->ckv_raw, s->ckvn, s->kvb,
-                    s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits};
+                    s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits, s->iq, s->ikn, s->iw};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
     float *hs[] = {s->hq, s->hkva, s->hckv, s->hkpe, s->hkvb, s->hcache, s->hatt, s->scores, s->hx,
-                   s->hy, s->hxe, s->hrl, s->wts, s->sel_w, s->qabs, s->olat, s->inv_freq};
+                   s->hy, s->hxe, s->hrl, s->wts, s->sel_w, s->qabs, s->olat, s->inv_freq,
+                   s->hiq, s->hikn, s->hiw, s->hik, s->iscores};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
     free(s->idx);
     free(s->sel_t);
+    free(s->sel);
+    free(s->heap);
     free(s->layers);
     free(s);
 }
@@ -117,6 +136,17 @@ static ld_status load_layer(ld_ds_session *s, int l, ld_error *err)
                         &L->kv_a_bias, &L->kv_a_norm, &L->kv_b, &L->o,     &L->o_bias, &L->ffn_norm, &L->router};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) LD_TRY(load(s, ts[i], ws[i], err));
     if (ml->mlp.gate.st) LD_TRY(load_mlp(s, &ml->mlp, &L->mlp, err));
+    if (c->v32) {
+        size_t DI = (size_t)c->index_head_dim;
+        LD_TRY(load(s, &ml->idx_wq_b, &L->idx_wq_b, err));
+        LD_TRY(load(s, &ml->idx_wk, &L->idx_wk, err));
+        LD_TRY(load(s, &ml->idx_weights, &L->idx_weights, err));
+        L->idx_norm_w = malloc(DI * sizeof *L->idx_norm_w);
+        L->idx_norm_b = malloc(DI * sizeof *L->idx_norm_b);
+        if (!L->idx_norm_w || !L->idx_norm_b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        ld_ref_to_f32(L->idx_norm_w, ml->idx_k_norm.host.data, (ld_kdt)ml->idx_k_norm.host.dtype, 0, DI);
+        ld_ref_to_f32(L->idx_norm_b, ml->idx_k_bias.host.data, (ld_kdt)ml->idx_k_bias.host.dtype, 0, DI);
+    }
     if (!ml->moe) return LD_OK;
     L->experts = calloc((size_t)c->n_routed, sizeof *L->experts);
     L->router_bias = malloc((size_t)c->n_routed * sizeof *L->router_bias);
@@ -182,10 +212,21 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     HALLOC(s->olat, attn == LD_DS_ATTN_ABSORBED ? B * H * C : 1);
     HALLOC(s->idx, B * K);
     HALLOC(s->sel_t, B);
+    /* V3.2's indexer (1-element placeholders for V3) */
+    size_t HI = c->v32 ? (size_t)c->index_n_heads : 1, DI = c->v32 ? (size_t)c->index_head_dim : 1;
+    s->kc = c->v32 ? (c->index_topk < max_seq ? c->index_topk : max_seq) : 1;
+    HALLOC(s->hiq, c->v32 ? B * HI * DI : 1);
+    HALLOC(s->hikn, c->v32 ? B * DI : 1);
+    HALLOC(s->hiw, c->v32 ? B * HI : 1);
+    HALLOC(s->hik, c->v32 ? S * DI : 1);
+    HALLOC(s->iscores, c->v32 ? S : 1);
+    HALLOC(s->sel, B * (size_t)s->kc);
+    HALLOC(s->heap, (size_t)s->kc);
 #undef HALLOC
     if (!s->layers || !s->inv_freq || !s->hq || !s->hkva || !s->hckv || !s->hkpe || !s->hkvb || !s->hcache ||
         !s->hatt || !s->scores || !s->hx || !s->hy || !s->hxe || !s->hrl || !s->wts || !s->sel_w || !s->qabs ||
-        !s->olat || !s->idx || !s->sel_t) {
+        !s->olat || !s->idx || !s->sel_t || !s->hiq || !s->hikn || !s->hiw || !s->hik || !s->iscores || !s->sel ||
+        !s->heap) {
         ld_ds_session_destroy(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
@@ -208,6 +249,9 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     ALLOC(s->xe, B * D);
     ALLOC(s->rl, B * E);
     ALLOC(s->logits, B * (size_t)c->vocab);
+    ALLOC(s->iq, c->v32 ? B * HI * DI : 1);
+    ALLOC(s->ikn, c->v32 ? B * DI : 1);
+    ALLOC(s->iw, c->v32 ? B * HI : 1);
     if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
     if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
     if (st == LD_OK) {
@@ -218,6 +262,7 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
         st = load_layer(s, l, err);
         ALLOC(s->layers[l].ckv, S * C);
         ALLOC(s->layers[l].kpe, S * dr);
+        if (c->v32) ALLOC(s->layers[l].ik, S * DI);
     }
 #undef ALLOC
     if (st != LD_OK) {
@@ -248,7 +293,44 @@ static ld_status trace(ld_ds_session *s, const ld_buf *b, float *hidden, int pla
                             err);
 }
 
-/* MLA of the n rows of s->xb (positions pos0...) into s->xb */
+/* V3.2: the lightning indexer of the n rows of s->xb (q latent in s->qa):
+ * caches their keys and selects each query's positions into s->sel
+ * ([n][kc], ascending, -1 after the min(kc, pos0 + t + 1) chosen) */
+static ld_status indexer(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds_layer *L = &s->layers[l];
+    int pos0 = s->pos, HI = c->index_n_heads, DI = c->index_head_dim, dr = c->qk_rope;
+    size_t N = (size_t)n, QW = (size_t)HI * (size_t)DI, kc = (size_t)s->kc;
+    LD_TRY(o->matmul(be, s->iq, s->qa, L->idx_wq_b, NULL, n, err));
+    LD_TRY(o->matmul(be, s->ikn, s->xb, L->idx_wk, NULL, n, err));
+    LD_TRY(o->matmul(be, s->iw, s->xb, L->idx_weights, NULL, n, err));
+    LD_TRY(o->buf_read(be, s->iq, 0, s->hiq, N * QW, err));
+    LD_TRY(o->buf_read(be, s->ikn, 0, s->hikn, N * (size_t)DI, err));
+    LD_TRY(o->buf_read(be, s->iw, 0, s->hiw, N * (size_t)HI, err));
+    ld_ref_ds_layernorm(s->hikn, (size_t)DI, L->idx_norm_w, L->idx_norm_b, DI, LD_DS_INDEX_NORM_EPS, 0, N);
+    /* rope first (dims 0..dr), rotate_half pairs: the fixed official code's
+     * and transformers' layout (index_rope_interleave: the original code's) */
+    int il = c->index_rope_interleave;
+    ld_ref_ds_rope(s->hiq, QW, 0, HI, (size_t)DI, dr, s->inv_freq, s->attn_factor, il, pos0, 0, N);
+    ld_ref_ds_rope(s->hikn, (size_t)DI, 0, 1, 0, dr, s->inv_freq, s->attn_factor, il, pos0, 0, N);
+    LD_TRY(o->buf_write(be, L->ik, (size_t)pos0 * (size_t)DI, s->hikn, N * (size_t)DI, err));
+    size_t S = (size_t)pos0 + N;
+    LD_TRY(o->buf_read(be, L->ik, 0, s->hik, S * (size_t)DI, err));
+    for (size_t t = 0; t < N; t++) {
+        int vis = pos0 + (int)t + 1;
+        int32_t *sel = s->sel + t * kc;
+        ld_ref_ds_index_scores(s->iscores, s->hiq + t * QW, s->hiw + t * (size_t)HI, s->hik, HI, DI, vis);
+        int m = ld_ref_ds_topk(sel, s->iscores, vis, (int)kc, s->heap);
+        for (size_t j = (size_t)m; j < kc; j++) sel[j] = -1;
+    }
+    return LD_OK;
+}
+
+/* MLA of the n rows of s->xb (positions pos0...) into s->xb; with V3.2's
+ * indexer over the positions it selects (s->sel) */
 static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
 {
     const ld_ds_config *c = &s->m->cfg;
@@ -281,19 +363,28 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
     LD_TRY(o->rmsnorm(be, s->ckvn, s->ckv_raw, L->kv_a_norm, n, LD_DS_LATENT_NORM_EPS, err));
     LD_TRY(o->kv_store(be, L->ckv, s->ckvn, n, pos0, C, err));
     LD_TRY(o->buf_read(be, L->kpe, 0, s->hkpe, S * (size_t)dr, err));
+    if (c->v32) LD_TRY(indexer(s, l, n, err));
 
     size_t items = N * (size_t)H;
     if (s->attn == LD_DS_ATTN_NAIVE) {
         /* per-head [k_nope | v] of every cached position */
         LD_TRY(o->matmul(be, s->kvb, L->ckv, L->kv_b, NULL, (int)S, err));
         LD_TRY(o->buf_read(be, s->kvb, 0, s->hkvb, S * (size_t)H * (size_t)(dn + dv), err));
-        ld_ref_mla_attention(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores, 0, items);
+        if (c->v32)
+            ld_ref_mla_attention_sparse(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores,
+                                        s->sel, s->kc, 0, items);
+        else
+            ld_ref_mla_attention(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores, 0, items);
     } else {
         const ld_host_tensor *w = &s->m->layers[l].kv_b.host;
         LD_TRY(o->buf_read(be, L->ckv, 0, s->hcache, S * (size_t)C, err));
         ld_ref_mla_absorb_q(s->qabs, s->hq, w->data, (ld_kdt)w->dtype, H, dn, dr, dv, C, 0, items);
-        ld_ref_mla_latent_attention(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
-                                    s->scores, 0, items);
+        if (c->v32)
+            ld_ref_mla_latent_attention_sparse(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0,
+                                               s->scale, s->scores, s->sel, s->kc, 0, items);
+        else
+            ld_ref_mla_latent_attention(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
+                                        s->scores, 0, items);
         ld_ref_mla_absorb_out(s->hatt, s->olat, w->data, (ld_kdt)w->dtype, H, dn, dv, C, 0, items);
     }
     LD_TRY(o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err));
@@ -351,7 +442,7 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
 }
 
 static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
-                       int32_t *experts, ld_error *err)
+                       int32_t *experts, int32_t *selected, ld_error *err)
 {
     const ld_ds_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -364,6 +455,15 @@ static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, in
         ds_layer *L = &s->layers[l];
         LD_TRY(o->rmsnorm(be, s->xb, s->x, L->attn_norm, n, c->rms_eps, err));
         LD_TRY(attention(s, l, n, err));
+        if (selected && c->v32) {
+            size_t KT = (size_t)c->index_topk;
+            int32_t *dst = selected + ((size_t)l * (size_t)T + (size_t)t0) * KT;
+            for (size_t t = 0; t < N; t++) {
+                size_t j = 0;
+                for (; j < (size_t)s->kc; j++) dst[t * KT + j] = s->sel[t * (size_t)s->kc + j];
+                for (; j < KT; j++) dst[t * KT + j] = -1;
+            }
+        }
         LD_TRY(o->add(be, s->x, s->xb, N * D, err));
         LD_TRY(o->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, c->rms_eps, err));
         int32_t *ex = experts ? experts + ((size_t)l * (size_t)T + (size_t)t0) * K : NULL;
@@ -393,6 +493,12 @@ static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, in
 ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                              int32_t *experts, ld_error *err)
 {
+    return ld_ds_session_eval_sel(s, tokens, T, logits, hidden, experts, NULL, err);
+}
+
+ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                 int32_t *experts, int32_t *selected, ld_error *err)
+{
     if (T < 0 || T > s->max_seq - s->pos)
         return LD_FAIL(err, LD_ERR_LIMIT, 0, "%d tokens at position %d exceed the session's %d positions", T, s->pos,
                        s->max_seq);
@@ -402,7 +508,7 @@ ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, flo
                            t, s->m->cfg.vocab);
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
-        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, err));
+        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, selected, err));
     }
     return LD_OK;
 }

@@ -1,4 +1,4 @@
-/* deepseek_forward.h - the forward pass of DeepSeek-V3 (deepseek_model.h)
+/* deepseek_forward.h - the forward pass of DeepSeek-V3 and V3.2 (deepseek_model.h)
  * over a backend (backend.h), with a latent KV cache: a session holds the
  * cache and the position, as forward.h's does for the dense models.
  *
@@ -32,6 +32,43 @@
  *   y = sum over the chosen experts in ascending id of w * Expert(x),
  *   then + SharedExperts(x) (SwiGLU of width n_shared * moe_intermediate).
  *
+ * DeepSeek-V3.2 (cfg.v32: DeepSeek Sparse Attention).  Each layer's
+ * lightning indexer (Hi heads of di dims, the first dr = qk_rope_head_dim
+ * of them rotated) picks the positions MLA attends to:
+ *   iq = indexer.wq_b cq (the same q latent as MLA's), per head
+ *     [rope dr | rest] (rope FIRST, unlike MLA);
+ *   ik = LayerNorm(indexer.wk x) (weight and bias, eps 1e-6), one head;
+ *   RoPE of iq's and ik's first dr dims in rotate_half pairs (i, i+dr/2),
+ *     the same inv_freq and cos/sin factor as MLA (cfg.index_rope_interleave:
+ *     interleaved pairs, the official code before its Nov. 2025 fix);
+ *   w = indexer.weights_proj x, [Hi] (fp32);
+ *   I[t][s] = sum_h (w_h Hi^-0.5) relu((iq_h . ik_s) di^-0.5) over the
+ *     visible s <= pos(t) (ld_ref_ds_index_scores);
+ *   sel[t] = the min(index_topk, pos(t) + 1) best s: score descending, then
+ *     position ascending (ld_ref_ds_topk; deterministic, where torch.topk
+ *     leaves ties unspecified), attended in ascending position.
+ * The indexer keys are cached per layer and position (di floats), next to
+ * MLA's c + dr.  MLA then runs as for V3 over sel[t] only: the softmax and
+ * the sum of values (naive) or latents (absorbed) skip the other positions
+ * (ld_ref_mla_attention_sparse / ld_ref_mla_latent_attention_sparse); a
+ * query with at most index_topk visible positions attends to all of them,
+ * bit for bit as V3's dense attention.  (The naive form still expands
+ * kv_b_proj for every cached position; only the selected ones are read.)
+ * ld_ds_session_eval_sel returns the selections.
+ * transformers 5.23 (DeepseekV32Indexer) and the official V3.2-Exp code
+ * (inference/model.py, Indexer and MLA) differ where the engine follows
+ * transformers: the official code rotates q and k by a Hadamard transform
+ * (orthogonal: no change in exact arithmetic) and quantizes them to FP8
+ * e4m3 with per-128 scales before the scores (fp8_index), and caches the
+ * indexer keys (and, later, the latent) in FP8; the engine, as
+ * transformers, scores in fp32 without either.  The official code folds
+ * di^-0.5 and the q scale into the weights outside the relu (the same
+ * function: the scales are positive).  Its weights_proj runs in the
+ * default dtype (bf16), transformers' and the engine's in fp32.  Its
+ * top-k takes min(index_topk, end_pos) of the masked scores, transformers'
+ * min(index_topk, T) with future positions masked at attention: the same
+ * attended set.  Its original (Sept. 2025) indexer RoPE was interleaved.
+ *
  * Where transformers 5.23 and DeepSeek's official inference code differ,
  * the engine computes what both compute for configs where they agree, and
  * transformers otherwise: YaRN and the mscale^2 softmax factor are applied
@@ -53,7 +90,8 @@
  * Determinism: as forward.h.  Projections, norms, SwiGLU and adds run
  * through the backend's op table; the ops it lacks (RoPE on a sub-range of
  * the head, MLA attention with q.k and v of different widths, the router,
- * the weighted expert sum, the absorbed products) run as plain-C kernels
+ * the weighted expert sum, the absorbed products, V3.2's indexer LayerNorm,
+ * scores and top-k) run as plain-C kernels
  * (kernels/ref_deepseek.h) on host copies of the buffers (buf_read /
  * buf_write), single-threaded, in a fixed order.  Each token's routed
  * experts run as matmuls over the rows routed to that expert, and a
@@ -89,6 +127,13 @@ ld_status ld_ds_session_create(const ld_ds_model *model, ld_backend *be, int max
  * layers). */
 ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                              int32_t *experts, ld_error *err);
+
+/* ld_ds_session_eval, and for DeepSeek-V3.2 the positions the indexer
+ * selected: `selected` (NULL: not wanted; ignored for V3) receives
+ * [n_layers][T][index_topk], per query the min(index_topk, pos + 1)
+ * positions its MLA attended to in ascending order, then -1. */
+ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                 int32_t *experts, int32_t *selected, ld_error *err);
 
 /* Positions done so far. */
 int ld_ds_session_pos(const ld_ds_session *s);

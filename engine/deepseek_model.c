@@ -129,6 +129,14 @@ static ld_status bind_layer(ld_ds_model *m, const ld_safetensors *st, ld_ds_laye
     LD_TRY(bind_lin(m, st, &L->kv_b, H * (dn + dv), C, err, "%s.self_attn.kv_b_proj.weight", p));
     LD_TRY(bind_lin(m, st, &L->o, D, H * dv, err, "%s.self_attn.o_proj.weight", p));
     if (c->attention_bias) LD_TRY(bind(m, st, &L->o_bias, 0, D, err, "%s.self_attn.o_proj.bias", p));
+    if (c->v32) {
+        const int64_t HI = c->index_n_heads, DI = c->index_head_dim;
+        LD_TRY(bind_lin(m, st, &L->idx_wq_b, HI * DI, QR, err, "%s.self_attn.indexer.wq_b.weight", p));
+        LD_TRY(bind_lin(m, st, &L->idx_wk, DI, D, err, "%s.self_attn.indexer.wk.weight", p));
+        LD_TRY(bind(m, st, &L->idx_k_norm, 0, DI, err, "%s.self_attn.indexer.k_norm.weight", p));
+        LD_TRY(bind(m, st, &L->idx_k_bias, 0, DI, err, "%s.self_attn.indexer.k_norm.bias", p));
+        LD_TRY(bind(m, st, &L->idx_weights, HI, D, err, "%s.self_attn.indexer.weights_proj.weight", p));
+    }
     LD_TRY(bind(m, st, &L->ffn_norm, 0, D, err, "%s.post_attention_layernorm.weight", p));
     L->moe = ld_ds_layer_is_moe(c, l);
     char q[96];

@@ -1,4 +1,4 @@
-/* deepseek_model.h - a DeepSeek-V3 model: its config (deepseek_config.h)
+/* deepseek_model.h - a DeepSeek-V3 or V3.2 model: its config (deepseek_config.h)
  * and its weights bound by HF tensor name from a safetensors checkpoint,
  * every shape checked against the config (ld_model_check_shape).  Weights
  * stay in the mapping (nothing copied); F32, F16 and BF16 are accepted.
@@ -25,9 +25,16 @@
  *     model.layers.L.mlp.shared_experts.{gate,up}_proj.weight [Is, D],
  *       down_proj.weight [D, Is]             (Is = Im * n_shared_experts; none
  *                                             when n_shared_experts = 0)
+ * DeepSeek-V3.2 (cfg.v32) adds per layer the lightning indexer (Hi =
+ * index_n_heads, di = index_head_dim):
+ *   model.layers.L.self_attn.indexer.
+ *     wq_b.weight [Hi*di, qr], wk.weight [di, D],
+ *     k_norm.weight [di], k_norm.bias [di]     (a LayerNorm)
+ *     weights_proj.weight [Hi, D]
  * With a quantization_config (deepseek_config.h: DeepSeek's block FP8) the
- * linear weights above (attention projections, dense MLP, experts, shared
- * experts; not the router, embeddings, lm_head, norms or biases) may be
+ * linear weights above (attention projections, the indexer's wq_b and wk,
+ * dense MLP, experts, shared experts; not the indexer's weights_proj, the
+ * router, embeddings, lm_head, norms or biases) may be
  * F8_E4M3, each with `<name>_scale_inv` F32 [ceil(rows/b0), ceil(cols/b1)];
  * they are dequantized exactly (kernels/ref_deepseek.h) into fp32 copies the
  * model owns: 4 bytes per weight instead of 1, a stopgap until the backend
@@ -61,6 +68,10 @@ typedef struct ld_ds_layer {
     ld_ds_expert mlp;       /* dense: [I, D] x2, [D, I]; MoE: the shared experts */
     ld_model_tensor router, router_bias;       /* [E, D], [E] */
     ld_ds_expert *experts;                     /* [E] (MoE layers) */
+    /* the V3.2 indexer (st NULL for V3) */
+    ld_model_tensor idx_wq_b, idx_wk;          /* [Hi*di, qr], [di, D] */
+    ld_model_tensor idx_k_norm, idx_k_bias;    /* [di], [di] */
+    ld_model_tensor idx_weights;               /* [Hi, D] */
 } ld_ds_layer;
 
 typedef struct ld_ds_model {

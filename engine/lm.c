@@ -57,7 +57,8 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
     free(gguf);
     if (lm->ds) {
         const ld_ds_config *c = &lm->ds->cfg;
-        lm->info = (ld_lm_info){"DeepseekV3ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden};
+        const char *arch = c->v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
+        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden};
     } else {
         const ld_model_config *c = &lm->dense->cfg;
         lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden};

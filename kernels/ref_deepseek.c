@@ -2,6 +2,8 @@
 #include "ref_deepseek.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 static float elem(const void *p, ld_kdt dt, size_t i)
 {
@@ -42,33 +44,56 @@ static float softmax_exp(float *scores, int n, float mx)
     return sum;
 }
 
-void ld_ref_mla_attention(float *out, const float *q, const float *kv, const float *kpe, int n_heads, int dn,
-                          int dr, int dv, int pos0, float scale, float *scores, size_t i0, size_t i1)
+/* the j-th position query t attends to (sel NULL: all of 0..n-1) */
+static inline int pos_at(const int32_t *sel, int j)
+{
+    return sel ? (int)sel[j] : j;
+}
+
+static void mla_attention(float *out, const float *q, const float *kv, const float *kpe, int n_heads, int dn, int dr,
+                          int dv, int pos0, float scale, float *scores, const int32_t *sel, int k, size_t i0,
+                          size_t i1)
 {
     size_t qrow = (size_t)n_heads * (size_t)(dn + dr), kvrow = (size_t)n_heads * (size_t)(dn + dv);
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
         int n = pos0 + t + 1;
+        const int32_t *st = sel ? sel + (size_t)t * (size_t)k : NULL;
+        if (sel && n > k) n = k;
         const float *qn = q + (size_t)t * qrow + (size_t)h * (size_t)(dn + dr), *qp = qn + dn;
         float mx = -INFINITY;
-        for (int s = 0; s < n; s++) {
+        for (int j = 0; j < n; j++) {
+            int s = pos_at(st, j);
             const float *kn = kv + (size_t)s * kvrow + (size_t)h * (size_t)(dn + dv), *kp = kpe + (size_t)s * (size_t)dr;
             float d = 0.0f;
             for (int i = 0; i < dn; i++) d += qn[i] * kn[i];
             for (int i = 0; i < dr; i++) d += qp[i] * kp[i];
             d *= scale;
-            scores[s] = d;
+            scores[j] = d;
             if (d > mx) mx = d;
         }
         float sum = softmax_exp(scores, n, mx);
         float *o = out + ((size_t)t * (size_t)n_heads + (size_t)h) * (size_t)dv;
         for (int i = 0; i < dv; i++) o[i] = 0.0f;
-        for (int s = 0; s < n; s++) {
-            float p = scores[s] / sum;
-            const float *v = kv + (size_t)s * kvrow + (size_t)h * (size_t)(dn + dv) + dn;
+        for (int j = 0; j < n; j++) {
+            float p = scores[j] / sum;
+            const float *v = kv + (size_t)pos_at(st, j) * kvrow + (size_t)h * (size_t)(dn + dv) + dn;
             for (int i = 0; i < dv; i++) o[i] += p * v[i];
         }
     }
+}
+
+void ld_ref_mla_attention(float *out, const float *q, const float *kv, const float *kpe, int n_heads, int dn,
+                          int dr, int dv, int pos0, float scale, float *scores, size_t i0, size_t i1)
+{
+    mla_attention(out, q, kv, kpe, n_heads, dn, dr, dv, pos0, scale, scores, NULL, 0, i0, i1);
+}
+
+void ld_ref_mla_attention_sparse(float *out, const float *q, const float *kv, const float *kpe, int n_heads, int dn,
+                                 int dr, int dv, int pos0, float scale, float *scores, const int32_t *sel, int k,
+                                 size_t i0, size_t i1)
+{
+    mla_attention(out, q, kv, kpe, n_heads, dn, dr, dv, pos0, scale, scores, sel, k, i0, i1);
 }
 
 void ld_ref_mla_absorb_q(float *q_abs, const float *q, const void *w, ld_kdt dt, int n_heads, int dn, int dr,
@@ -88,35 +113,52 @@ void ld_ref_mla_absorb_q(float *q_abs, const float *q, const void *w, ld_kdt dt,
     }
 }
 
-void ld_ref_mla_latent_attention(float *o_lat, const float *q_abs, const float *q, const float *ckv,
-                                 const float *kpe, int n_heads, int dn, int dr, int c, int pos0, float scale,
-                                 float *scores, size_t i0, size_t i1)
+static void latent_attention(float *o_lat, const float *q_abs, const float *q, const float *ckv, const float *kpe,
+                             int n_heads, int dn, int dr, int c, int pos0, float scale, float *scores,
+                             const int32_t *sel, int k, size_t i0, size_t i1)
 {
     size_t qrow = (size_t)n_heads * (size_t)(dn + dr);
     for (size_t it = i0; it < i1; it++) {
         int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
         int n = pos0 + t + 1;
+        const int32_t *st = sel ? sel + (size_t)t * (size_t)k : NULL;
+        if (sel && n > k) n = k;
         const float *qa = q_abs + it * (size_t)c;
         const float *qp = q + (size_t)t * qrow + (size_t)h * (size_t)(dn + dr) + dn;
         float mx = -INFINITY;
-        for (int s = 0; s < n; s++) {
+        for (int j = 0; j < n; j++) {
+            int s = pos_at(st, j);
             const float *kc = ckv + (size_t)s * (size_t)c, *kp = kpe + (size_t)s * (size_t)dr;
             float d = 0.0f;
-            for (int j = 0; j < c; j++) d += qa[j] * kc[j];
+            for (int i = 0; i < c; i++) d += qa[i] * kc[i];
             for (int i = 0; i < dr; i++) d += qp[i] * kp[i];
             d *= scale;
-            scores[s] = d;
+            scores[j] = d;
             if (d > mx) mx = d;
         }
         float sum = softmax_exp(scores, n, mx);
         float *o = o_lat + it * (size_t)c;
-        for (int j = 0; j < c; j++) o[j] = 0.0f;
-        for (int s = 0; s < n; s++) {
-            float p = scores[s] / sum;
-            const float *kc = ckv + (size_t)s * (size_t)c;
-            for (int j = 0; j < c; j++) o[j] += p * kc[j];
+        for (int i = 0; i < c; i++) o[i] = 0.0f;
+        for (int j = 0; j < n; j++) {
+            float p = scores[j] / sum;
+            const float *kc = ckv + (size_t)pos_at(st, j) * (size_t)c;
+            for (int i = 0; i < c; i++) o[i] += p * kc[i];
         }
     }
+}
+
+void ld_ref_mla_latent_attention(float *o_lat, const float *q_abs, const float *q, const float *ckv,
+                                 const float *kpe, int n_heads, int dn, int dr, int c, int pos0, float scale,
+                                 float *scores, size_t i0, size_t i1)
+{
+    latent_attention(o_lat, q_abs, q, ckv, kpe, n_heads, dn, dr, c, pos0, scale, scores, NULL, 0, i0, i1);
+}
+
+void ld_ref_mla_latent_attention_sparse(float *o_lat, const float *q_abs, const float *q, const float *ckv,
+                                        const float *kpe, int n_heads, int dn, int dr, int c, int pos0, float scale,
+                                        float *scores, const int32_t *sel, int k, size_t i0, size_t i1)
+{
+    latent_attention(o_lat, q_abs, q, ckv, kpe, n_heads, dn, dr, c, pos0, scale, scores, sel, k, i0, i1);
 }
 
 void ld_ref_mla_absorb_out(float *out, const float *o_lat, const void *w, ld_kdt dt, int n_heads, int dn, int dv,
@@ -203,6 +245,92 @@ void ld_ref_ds_route(int32_t *idx, float *w, const float *logits, const float *b
             w[t * (size_t)top_k + (size_t)k] = v * scale;
         }
     }
+}
+
+void ld_ref_ds_layernorm(float *x, size_t row_stride, const float *w, const float *b, int dim, float eps, size_t i0,
+                         size_t i1)
+{
+    for (size_t r = i0; r < i1; r++) {
+        float *v = x + r * row_stride;
+        float sum = 0.0f;
+        for (int i = 0; i < dim; i++) sum += v[i];
+        float mean = sum / (float)dim, ss = 0.0f;
+        for (int i = 0; i < dim; i++) {
+            float d = v[i] - mean;
+            ss += d * d;
+        }
+        float rstd = 1.0f / sqrtf(ss / (float)dim + eps);
+        for (int i = 0; i < dim; i++) v[i] = (v[i] - mean) * rstd * w[i] + b[i];
+    }
+}
+
+void ld_ref_ds_index_scores(float *scores, const float *q, const float *w, const float *keys, int n_heads, int dim,
+                            int n)
+{
+    float wscale = 1.0f / sqrtf((float)n_heads), qscale = 1.0f / sqrtf((float)dim);
+    for (int s = 0; s < n; s++) {
+        const float *k = keys + (size_t)s * (size_t)dim;
+        float acc = 0.0f;
+        for (int h = 0; h < n_heads; h++) {
+            const float *qh = q + (size_t)h * (size_t)dim;
+            float d = 0.0f;
+            for (int i = 0; i < dim; i++) d += qh[i] * k[i];
+            d *= qscale;
+            if (d < 0.0f) d = 0.0f; /* relu (a NaN stays NaN, as torch's) */
+            acc += (w[h] * wscale) * d;
+        }
+        scores[s] = acc;
+    }
+}
+
+/* position a ranks above b: score descending, NaN last, then index ascending */
+static int ranks_above(const float *sc, int32_t a, int32_t b)
+{
+    float x = sc[a], y = sc[b];
+    int xn = x != x, yn = y != y;
+    if (xn != yn) return yn;
+    if (!xn && x != y) return x > y;
+    return a < b;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int ld_ref_ds_topk(int32_t *idx, const float *scores, int n, int k, int32_t *heap)
+{
+    int m = n < k ? n : k, len = 0;
+    if (m <= 0) return 0;
+    /* heap[0] is the worst of the best so far */
+    for (int32_t s = 0; s < n; s++) {
+        if (len < m) {
+            int i = len++;
+            heap[i] = s;
+            while (i > 0 && ranks_above(scores, heap[(i - 1) / 2], heap[i])) {
+                int32_t t = heap[i];
+                heap[i] = heap[(i - 1) / 2];
+                heap[(i - 1) / 2] = t;
+                i = (i - 1) / 2;
+            }
+        } else if (ranks_above(scores, s, heap[0])) {
+            heap[0] = s;
+            for (int i = 0;;) {
+                int l = 2 * i + 1, r = l + 1, w = i;
+                if (l < len && ranks_above(scores, heap[w], heap[l])) w = l;
+                if (r < len && ranks_above(scores, heap[w], heap[r])) w = r;
+                if (w == i) break;
+                int32_t t = heap[i];
+                heap[i] = heap[w];
+                heap[w] = t;
+                i = w;
+            }
+        }
+    }
+    memcpy(idx, heap, (size_t)m * sizeof *idx);
+    qsort(idx, (size_t)m, sizeof *idx, cmp_i32);
+    return m;
 }
 
 void ld_ref_ds_axpy(float *y, const float *x, float w, size_t i0, size_t i1)

@@ -2,7 +2,9 @@
  * that the backend op table (engine/backend.h) does not have yet: RoPE on a
  * sub-range of each head (interleaved pairs or rotate_half pairs), MLA
  * attention in its naive and absorbed forms, the noaux_tc router and the
- * weighted accumulation of expert outputs.
+ * weighted accumulation of expert outputs; and DeepSeek-V3.2's lightning
+ * indexer (LayerNorm, scores, deterministic top-k) and MLA restricted to
+ * the indexer's tokens (sparse MLA, both forms).
  *
  * Leaves, as ref_ops.h: arrays in, arrays out, no engine headers.  Each
  * kernel computes the independent items [i0, i1) (rows, (token, head)
@@ -71,6 +73,45 @@ void ld_ref_mla_latent_attention(float *o_lat, const float *q_abs,
 void ld_ref_mla_absorb_out(float *out, const float *o_lat, const void *w,
                            ld_kdt dt, int n_heads, int dn, int dv, int c,
                            size_t i0, size_t i1);
+
+/* Sparse MLA (DeepSeek-V3.2): ld_ref_mla_attention over the positions
+ * sel[t][0 .. n_t) only, n_t = min(k, pos0 + t + 1), ascending (as
+ * ld_ref_ds_topk writes them): the scores, their softmax and the weighted
+ * sum of v run over those positions in that order.  With every position
+ * selected it is ld_ref_mla_attention bit for bit. */
+void ld_ref_mla_attention_sparse(float *out, const float *q, const float *kv, const float *kpe, int n_heads, int dn,
+                                 int dr, int dv, int pos0, float scale, float *scores, const int32_t *sel, int k,
+                                 size_t i0, size_t i1);
+
+/* Sparse MLA, absorbed form: ld_ref_mla_latent_attention over the
+ * positions sel[t][0 .. n_t) as ld_ref_mla_attention_sparse's. */
+void ld_ref_mla_latent_attention_sparse(float *o_lat, const float *q_abs, const float *q, const float *ckv,
+                                        const float *kpe, int n_heads, int dn, int dr, int c, int pos0, float scale,
+                                        float *scores, const int32_t *sel, int k, size_t i0, size_t i1);
+
+/* LayerNorm in place of rows of `dim` floats, `row_stride` apart:
+ *   mean = sum x / dim;  var = sum (x - mean)^2 / dim   (fp32, in order)
+ *   x = (x - mean) * (1 / sqrtf(var + eps)) * w + b
+ * (the indexer's k_norm, eps 1e-6).  Items: rows. */
+void ld_ref_ds_layernorm(float *x, size_t row_stride, const float *w, const float *b, int dim, float eps, size_t i0,
+                         size_t i1);
+
+/* The lightning indexer's scores of one query against n cached keys:
+ * q [n_heads][dim] (its rope part rotated), w [n_heads] (weights_proj of
+ * the query's normed hidden state), keys [n][dim] (LayerNorm'd, rotated):
+ *   scores[s] = sum_h (w[h] * n_heads^-0.5) * relu((q_h . k_s) * dim^-0.5)
+ * (h ascending, one accumulator; the dot product one accumulator, i
+ * ascending): transformers' DeepseekV32Indexer in fp32.  The official code
+ * folds dim^-0.5 into the weights (relu is positively homogeneous: the
+ * same function, other rounding). */
+void ld_ref_ds_index_scores(float *scores, const float *q, const float *w, const float *keys, int n_heads, int dim,
+                            int n);
+
+/* The min(k, n) best of scores[0..n): score descending, then index
+ * ascending (a NaN ranks below every number), written to idx ascending;
+ * returns their number.  `scratch` holds k int32 (a heap of the best so
+ * far; the order is total, so the result depends on the scores only). */
+int ld_ref_ds_topk(int32_t *idx, const float *scores, int n, int k, int32_t *scratch);
 
 /* The noaux_tc router of one token row per item: logits [T][E] (the gate's
  * fp32 x . W^T), bias [E] fp32 (NULL: no correction bias).

@@ -1,12 +1,14 @@
-/* test_deepseek.c - DeepSeek-V3 (engine/deepseek_forward.h) over the
- * reference and CPU backends on the tiny HF models in
- * testdata/models/deepseek-v3 and deepseek-v3-lite (written with transformers by
- * tools/gen_tiny_deepseek.py): logits, per-layer hidden states and the
- * routed experts against transformers'; the absorbed MLA form against the
- * naive one; bitwise determinism over thread counts and over prefill /
- * chunks / token by token; ablations that show the router's correction
- * bias, its group limit, YaRN and mscale are exercised; the errors a wrong
- * config or checkpoint gives. */
+/* test_deepseek.c - DeepSeek-V3 and V3.2 (engine/deepseek_forward.h) over
+ * the reference and CPU backends on the tiny HF models in
+ * testdata/models/deepseek-v3, deepseek-v3-lite, deepseek-v3-fp8 (written with
+ * transformers by tools/gen_tiny_deepseek.py) and deepseek-v32
+ * (tools/gen_tiny_deepseek_v32.py): logits, per-layer hidden states, the
+ * routed experts and V3.2's indexer selections against transformers'; the
+ * absorbed MLA form against the naive one; bitwise determinism over thread
+ * counts and over prefill / chunks / token by token; ablations that show the
+ * router's correction bias, its group limit, YaRN, mscale, V3.2's sparsity
+ * and its indexer RoPE layout are exercised; the errors a wrong config or
+ * checkpoint gives. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #define MAX_T 64
 #define MAX_L 8
 #define MAX_K 8
+#define MAX_KI 8 /* index_topk of the V3.2 fixture at most */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -60,6 +63,10 @@ typedef struct seq {
     char logits_file[64], hidden_file[64];
     /* transformers' experts, [layer][t][k] ascending, -1: dense layer */
     int32_t experts[MAX_L][MAX_T][MAX_K];
+    /* V3.2: the positions transformers' indexer selected, [layer][t][j]
+     * ascending, -1 after them; has_sel: present in ref.json */
+    int32_t selected[MAX_L][MAX_T][MAX_KI];
+    int has_sel;
 } seq;
 
 /* The sequences of ref.json (top_k experts per token). */
@@ -99,6 +106,22 @@ static int load_seqs(const char *dir, int top_k, seq *seqs, int max)
                 tt++;
             }
         }
+        s->has_sel = 0;
+        cJSON_ArrayForEach(lay, cJSON_GetObjectItem(e, "selected"))
+        {
+            int l = atoi(lay->string + strlen("layer."));
+            int tt = 0;
+            const cJSON *row;
+            s->has_sel = 1;
+            cJSON_ArrayForEach(row, lay)
+            {
+                int k = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, row) if (l < MAX_L && tt < MAX_T && k < MAX_KI) s->selected[l][tt][k++] =
+                    x->valueint;
+                tt++;
+            }
+        }
     }
     cJSON_Delete(j);
     return n;
@@ -113,23 +136,29 @@ static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", 
 
 /* Run `toks` through a fresh session: `threads` threads, calls of `call`
  * tokens (0: all at once), chunks of at most `batch`. */
-static ld_status run_on(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
-                        ld_ds_attn attn, const int32_t *toks, int T, float *logits, float *hidden, int32_t *experts,
-                        ld_error *err)
+static ld_status run_on_sel(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
+                            ld_ds_attn attn, const int32_t *toks, int T, float *logits, float *hidden,
+                            int32_t *experts, int32_t *selected, ld_error *err)
 {
     ld_backend *be = NULL;
     ld_ds_session *s = NULL;
     ld_status st = bk->create(threads, &be, err);
     if (st == LD_OK) st = ld_ds_session_create(m, be, MAX_T, batch, attn, &s, err);
     size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
-    size_t K = (size_t)m->cfg.top_k, L = (size_t)m->cfg.n_layers;
+    size_t K = (size_t)m->cfg.top_k, L = (size_t)m->cfg.n_layers, KI = (size_t)m->cfg.index_topk;
+    if (!m->cfg.v32) selected = NULL;
     for (int t0 = 0; st == LD_OK && t0 < T;) {
         int n = call ? (T - t0 < call ? T - t0 : call) : T;
         /* hidden planes and experts are per call: a temporary, scattered */
         float *h = hidden ? malloc(P * (size_t)n * D * sizeof *h) : NULL;
         int32_t *ex = experts ? malloc(L * (size_t)n * K * sizeof *ex) : NULL;
-        if ((hidden && !h) || (experts && !ex)) st = LD_ERR_NOMEM;
-        if (st == LD_OK) st = ld_ds_session_eval(s, toks + t0, n, logits ? logits + (size_t)t0 * V : NULL, h, ex, err);
+        int32_t *sl = selected ? malloc(L * (size_t)n * KI * sizeof *sl) : NULL;
+        if ((hidden && !h) || (experts && !ex) || (selected && !sl)) st = LD_ERR_NOMEM;
+        if (st == LD_OK)
+            st = ld_ds_session_eval_sel(s, toks + t0, n, logits ? logits + (size_t)t0 * V : NULL, h, ex, sl, err);
+        for (size_t l = 0; sl && st == LD_OK && l < L; l++)
+            memcpy(selected + (l * (size_t)T + (size_t)t0) * KI, sl + l * (size_t)n * KI, (size_t)n * KI * sizeof *sl);
+        free(sl);
         for (size_t p = 0; h && st == LD_OK && p < P; p++)
             memcpy(hidden + (p * (size_t)T + (size_t)t0) * D, h + p * (size_t)n * D, (size_t)n * D * sizeof *h);
         for (size_t l = 0; ex && st == LD_OK && l < L; l++)
@@ -142,6 +171,13 @@ static ld_status run_on(const backend_kind *bk, const ld_ds_model *m, int thread
     ld_ds_session_destroy(s);
     ld_backend_destroy(be);
     return st;
+}
+
+static ld_status run_on(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
+                        ld_ds_attn attn, const int32_t *toks, int T, float *logits, float *hidden, int32_t *experts,
+                        ld_error *err)
+{
+    return run_on_sel(bk, m, threads, batch, call, attn, toks, T, logits, hidden, experts, NULL, err);
 }
 
 static int open_model(const char *name, ld_ds_model **m)
@@ -175,10 +211,13 @@ static int check_model_on(const backend_kind *bk, const char *name, ld_ds_attn a
         float *ref_l = load_f32(dir, q->logits_file, T * V), *ref_h = load_f32(dir, q->hidden_file, P * T * D);
         float *l = malloc(T * V * sizeof *l), *h = malloc(P * T * D * sizeof *h);
         int32_t *ex = malloc(L * T * K * sizeof *ex);
-        CHECK(ref_l && ref_h && l && h && ex);
+        size_t KI = m->cfg.v32 ? (size_t)m->cfg.index_topk : 1;
+        int32_t *sl = malloc(L * T * KI * sizeof *sl);
+        CHECK(ref_l && ref_h && l && h && ex && sl);
+        CHECK(!m->cfg.v32 || (q->has_sel && KI <= MAX_KI));
         ld_error err;
         ld_error_clear(&err);
-        ld_status st = run_on(bk, m, 2, MAX_T, 0, attn, q->tokens, q->T, l, h, ex, &err);
+        ld_status st = run_on_sel(bk, m, 2, MAX_T, 0, attn, q->tokens, q->T, l, h, ex, sl, &err);
         CHECK_MSG(st == LD_OK, "%s", err.msg);
         double mx, e = nerr(l, ref_l, T * V, &mx);
         fprintf(stderr, "  %s %s %-16s seq %c (%2zu tokens): logits nerr %.3g max|d| %.3g;", bk->name,
@@ -197,8 +236,24 @@ static int check_model_on(const backend_kind *bk, const char *name, ld_ds_attn a
                     routed += want >= 0;
                     diff += want != got;
                 }
-        fprintf(stderr, "; %d expert choices, %d differ\n", routed, diff);
+        fprintf(stderr, "; %d expert choices, %d differ", routed, diff);
         if (diff || !routed) bad = 1;
+        if (m->cfg.v32) {
+            int picks = 0, sdiff = 0, sparse = 0;
+            for (size_t ly = 0; ly < L; ly++)
+                for (size_t t = 0; t < T; t++) {
+                    sparse += t + 1 > KI;
+                    for (size_t k = 0; k < KI; k++) {
+                        int32_t want = q->selected[ly][t][k], got = sl[(ly * T + t) * KI + k];
+                        picks += want >= 0;
+                        sdiff += want != got;
+                    }
+                }
+            fprintf(stderr, "; %d indexer picks (%d sparse rows), %d differ", picks, sparse, sdiff);
+            if (sdiff || !sparse) bad = 1;
+        }
+        fprintf(stderr, "\n");
+        free(sl);
         free(ref_l);
         free(ref_h);
         free(l);
@@ -221,6 +276,10 @@ static int test_deepseek_v3(void) { return check_model("deepseek-v3", LD_DS_ATTN
 static int test_deepseek_v3_lite(void) { return check_model("deepseek-v3-lite", LD_DS_ATTN_NAIVE); }
 static int test_deepseek_v3_absorbed(void) { return check_model("deepseek-v3", LD_DS_ATTN_ABSORBED); }
 static int test_deepseek_v3_lite_absorbed(void) { return check_model("deepseek-v3-lite", LD_DS_ATTN_ABSORBED); }
+/* DeepSeek-V3.2: the indexer's selections too (index_topk 4 of 13 and 21
+ * tokens) */
+static int test_deepseek_v32(void) { return check_model("deepseek-v32", LD_DS_ATTN_NAIVE); }
+static int test_deepseek_v32_absorbed(void) { return check_model("deepseek-v32", LD_DS_ATTN_ABSORBED); }
 /* FP8 block-scaled weights against transformers on their dequantization */
 static int test_deepseek_v3_fp8(void)
 {
@@ -231,8 +290,8 @@ static int test_deepseek_v3_fp8(void)
  * function to rounding. */
 static int test_deepseek_absorbed_matches_naive(void)
 {
-    const char *names[] = {"deepseek-v3", "deepseek-v3-lite"};
-    for (int i = 0; i < 2; i++) {
+    const char *names[] = {"deepseek-v3", "deepseek-v3-lite", "deepseek-v32"};
+    for (int i = 0; i < 3; i++) {
         char dir[512];
         snprintf(dir, sizeof dir, MDIR "%s", names[i]);
         ld_ds_model *m = NULL;
@@ -305,6 +364,47 @@ static void drop_yarn(ld_ds_config *c) { c->yarn = 0; }
 static void drop_mscale(ld_ds_config *c) { c->mscale_all_dim = 0; }
 static void flip_interleave(ld_ds_config *c) { c->rope_interleave = !c->rope_interleave; }
 static void drop_norm_topk(ld_ds_config *c) { c->norm_topk_prob = !c->norm_topk_prob; }
+/* V3.2: every query attends to its whole context (dense MLA) */
+static void drop_sparsity(ld_ds_config *c) { c->index_topk = 1 << 20; }
+static void drop_indexer(ld_ds_config *c) { c->v32 = 0; }
+/* the original (Sept. 2025) official indexer RoPE: interleaved pairs */
+static void interleave_index_rope(ld_ds_config *c) { c->index_rope_interleave = 1; }
+
+/* Dense attention through the sparse path (index_topk past the context)
+ * is the V3 forward (no indexer) bit for bit: the sparse kernels with every
+ * position selected are the dense ones. */
+static int test_deepseek_v32_dense_is_v3(void)
+{
+    ld_ds_model *m = NULL, *a = NULL, *b = NULL;
+    if (open_model("deepseek-v32", &m)) return 1;
+    static seq seqs[2];
+    CHECK(load_seqs(MDIR "deepseek-v32", m->cfg.top_k, seqs, 2) == 2);
+    ld_ds_config ca = m->cfg, cb = m->cfg;
+    drop_sparsity(&ca);
+    drop_indexer(&cb);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_ds_model_bind(&ca, m->st, &a, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_ds_model_bind(&cb, m->st, &b, &err) == LD_OK, "%s", err.msg);
+    const seq *q = &seqs[1];
+    size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+    float *la = malloc(n * sizeof *la), *lb = malloc(n * sizeof *lb);
+    CHECK(la && lb);
+    for (int f = 0; f < 2; f++) {
+        CHECK_MSG(run_on(&backends[1], a, 2, MAX_T, 0, (ld_ds_attn)f, q->tokens, q->T, la, NULL, NULL, &err) == LD_OK,
+                  "%s", err.msg);
+        CHECK_MSG(run_on(&backends[1], b, 2, MAX_T, 0, (ld_ds_attn)f, q->tokens, q->T, lb, NULL, NULL, &err) == LD_OK,
+                  "%s", err.msg);
+        CHECK_MSG(memcmp(la, lb, n * sizeof *la) == 0, "%s: dense V3.2 differs from V3",
+                  f ? "absorbed" : "naive");
+    }
+    free(la);
+    free(lb);
+    ld_ds_model_close(a);
+    ld_ds_model_close(b);
+    ld_ds_model_close(m);
+    return 0;
+}
 
 static int test_deepseek_features_matter(void)
 {
@@ -316,6 +416,9 @@ static int test_deepseek_features_matter(void)
     if (check_ablation("deepseek-v3", "norm_topk_prob", drop_norm_topk)) return 1;
     if (check_ablation("deepseek-v3-lite", "the correction bias", drop_bias)) return 1;
     if (check_ablation("deepseek-v3-lite", "the group limit", drop_group_limit)) return 1;
+    if (check_ablation("deepseek-v32", "the indexer's top-k (dense MLA)", drop_sparsity)) return 1;
+    if (check_ablation("deepseek-v32", "rotate_half pairs in the indexer", interleave_index_rope)) return 1;
+    if (check_ablation("deepseek-v32", "the correction bias", drop_bias)) return 1;
     return check_ablation("deepseek-v3-lite", "rotate_half pairs", flip_interleave);
 }
 
@@ -333,24 +436,30 @@ static int check_deterministic_on(const backend_kind *bk, const char *name, ld_d
     size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
     size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q->T * (size_t)m->cfg.hidden;
     size_t ne = (size_t)m->cfg.n_layers * (size_t)q->T * (size_t)m->cfg.top_k;
+    size_t ns = m->cfg.v32 ? (size_t)m->cfg.n_layers * (size_t)q->T * (size_t)m->cfg.index_topk : 1;
+    int32_t *sbase = malloc(ns * sizeof *sbase), *sl = malloc(ns * sizeof *sl);
+    CHECK(sbase && sl);
+    memset(sbase, 0, ns * sizeof *sbase);
     float *base = malloc(n * sizeof *base), *l = malloc(n * sizeof *l);
     float *hbase = malloc(nh * sizeof *hbase), *h = malloc(nh * sizeof *h);
     int32_t *ebase = malloc(ne * sizeof *ebase), *ex = malloc(ne * sizeof *ex);
     CHECK(base && l && hbase && h && ebase && ex);
     ld_error err;
     ld_error_clear(&err);
-    CHECK_MSG(run_on(bk, m, 1, MAX_T, 0, attn, q->tokens, q->T, base, hbase, ebase, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(run_on_sel(bk, m, 1, MAX_T, 0, attn, q->tokens, q->T, base, hbase, ebase, sbase, &err) == LD_OK, "%s",
+              err.msg);
     static const int shapes[][2] = {{64, 0}, {1, 0}, {3, 0}, {5, 0}, {64, 1}, {64, 4}, {2, 7}, {64, 11}};
     for (int threads = 1; threads <= 3; threads++)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
             memset(l, 0, n * sizeof *l);
             memset(h, 0, nh * sizeof *h);
             memset(ex, 0, ne * sizeof *ex);
-            CHECK_MSG(run_on(bk, m, threads, shapes[k][0], shapes[k][1], attn, q->tokens, q->T, l, h, ex, &err) ==
-                          LD_OK,
+            memset(sl, 0, ns * sizeof *sl);
+            CHECK_MSG(run_on_sel(bk, m, threads, shapes[k][0], shapes[k][1], attn, q->tokens, q->T, l, h, ex, sl,
+                                 &err) == LD_OK,
                       "%s", err.msg);
             CHECK_MSG(memcmp(l, base, n * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0 &&
-                          memcmp(ex, ebase, ne * sizeof *ex) == 0,
+                          memcmp(ex, ebase, ne * sizeof *ex) == 0 && memcmp(sl, sbase, ns * sizeof *sl) == 0,
                       "%s on %s (%s): %d threads, batch %d, calls of %d differ from 1 thread in one prefill", name,
                       bk->name, attn == LD_DS_ATTN_NAIVE ? "naive" : "absorbed", threads, shapes[k][0], shapes[k][1]);
         }
@@ -360,14 +469,16 @@ static int check_deterministic_on(const backend_kind *bk, const char *name, ld_d
     free(h);
     free(ebase);
     free(ex);
+    free(sbase);
+    free(sl);
     ld_ds_model_close(m);
     return 0;
 }
 
 static int test_deepseek_deterministic(void)
 {
-    const char *names[] = {"deepseek-v3", "deepseek-v3-lite", "deepseek-v3-fp8"};
-    for (int i = 0; i < 3; i++)
+    const char *names[] = {"deepseek-v3", "deepseek-v3-lite", "deepseek-v3-fp8", "deepseek-v32"};
+    for (int i = 0; i < 4; i++)
         for (int b = 0; b < N_BACKENDS; b++)
             for (int a = 0; a < 2; a++)
                 if (check_deterministic_on(&backends[b], names[i], (ld_ds_attn)a)) return 1;
@@ -407,6 +518,65 @@ static int test_deepseek_router_kernel(void)
     CHECK(idx[0] == 0 && idx[1] == 1);
     ld_ref_ds_route(idx, w, tie, NULL, 4, 1, 1, 1, 1, 1.0f, 0, 1);
     CHECK(idx[0] == 0 && w[0] == 1.0f);
+    return 0;
+}
+
+/* V3.2's leaves: the top-k order (score descending, index ascending, NaN
+ * last; written ascending), the indexer score formula, sparse MLA with
+ * every position selected equal to dense MLA bit for bit. */
+static int test_deepseek_indexer_kernels(void)
+{
+    int32_t idx[8], heap[8];
+    float sc[7] = {0.5f, 2.0f, 0.5f, NAN, 2.0f, -1.0f, 0.5f};
+    CHECK(ld_ref_ds_topk(idx, sc, 7, 3, heap) == 3);
+    CHECK(idx[0] == 0 && idx[1] == 1 && idx[2] == 4);
+    CHECK(ld_ref_ds_topk(idx, sc, 7, 4, heap) == 4);
+    CHECK(idx[0] == 0 && idx[1] == 1 && idx[2] == 2 && idx[3] == 4);
+    CHECK(ld_ref_ds_topk(idx, sc, 7, 6, heap) == 6);
+    CHECK(idx[0] == 0 && idx[1] == 1 && idx[2] == 2 && idx[3] == 4 && idx[4] == 5 && idx[5] == 6);
+    /* fewer than k: all of them; NaN last but taken */
+    CHECK(ld_ref_ds_topk(idx, sc, 5, 8, heap) == 5);
+    CHECK(idx[0] == 0 && idx[4] == 4);
+    float zeros[6] = {0};
+    CHECK(ld_ref_ds_topk(idx, zeros, 6, 2, heap) == 2 && idx[0] == 0 && idx[1] == 1);
+    CHECK(ld_ref_ds_topk(idx, sc, 0, 2, heap) == 0);
+    /* scores: 2 heads of dim 4, 3 keys; head 1's dot with key 2 negative
+     * (relu'd away) */
+    float q[8] = {1, 0, 0, 0, 0, 1, 0, 0}, w[2] = {2.0f, -1.0f};
+    float keys[12] = {1, 1, 0, 0, 0.5f, -1, 0, 0, -1, 3, 0, 0};
+    float out[3];
+    ld_ref_ds_index_scores(out, q, w, keys, 2, 4, 3);
+    double ws = 1 / sqrt(2.0), qs = 0.5;
+    double want[3] = {ws * (2 * qs * 1 - 1 * qs * 1), ws * (2 * qs * 0.5), ws * (-1 * qs * 3)};
+    for (int i = 0; i < 3; i++) CHECK_MSG(fabs(out[i] - want[i]) < 1e-6, "score %d: %g, want %g", i, out[i], want[i]);
+    /* LayerNorm */
+    float x[4] = {1, 2, 3, 6}, g[4] = {1, 1, 2, 1}, b[4] = {0, 0, 0, 1};
+    ld_ref_ds_layernorm(x, 4, g, b, 4, 0.0f, 0, 1);
+    double sd = sqrt((4 + 1 + 0 + 9) / 4.0);
+    CHECK(fabs(x[0] + 2 / sd) < 1e-6 && fabs(x[2] - 0.0) < 1e-6 && fabs(x[3] - (3 / sd + 1)) < 1e-6);
+    /* sparse MLA with all positions selected == dense, naive and latent */
+    enum { T = 5, H = 2, DN = 3, DR = 2, DV = 3, C = 4 };
+    float qq[T * H * (DN + DR)], kv[T * H * (DN + DV)], kpe[T * DR], ckv[T * C], qabs[T * H * C];
+    float o1[T * H * C], o2[T * H * C], scores[T];
+    for (size_t i = 0; i < sizeof qq / sizeof *qq; i++) qq[i] = sinf((float)i * 0.7f);
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++) kv[i] = cosf((float)i * 0.3f);
+    for (size_t i = 0; i < sizeof kpe / sizeof *kpe; i++) kpe[i] = sinf((float)i * 1.3f);
+    for (size_t i = 0; i < sizeof ckv / sizeof *ckv; i++) ckv[i] = cosf((float)i * 0.9f);
+    for (size_t i = 0; i < sizeof qabs / sizeof *qabs; i++) qabs[i] = sinf((float)i * 0.2f);
+    int32_t all[T * T];
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < T; j++) all[t * T + j] = j <= t ? j : -1;
+    ld_ref_mla_attention(o1, qq, kv, kpe, H, DN, DR, DV, 0, 0.4f, scores, 0, T * H);
+    ld_ref_mla_attention_sparse(o2, qq, kv, kpe, H, DN, DR, DV, 0, 0.4f, scores, all, T, 0, T * H);
+    CHECK(memcmp(o1, o2, T * H * DV * sizeof *o1) == 0);
+    ld_ref_mla_latent_attention(o1, qabs, qq, ckv, kpe, H, DN, DR, C, 0, 0.4f, scores, 0, T * H);
+    ld_ref_mla_latent_attention_sparse(o2, qabs, qq, ckv, kpe, H, DN, DR, C, 0, 0.4f, scores, all, T, 0, T * H);
+    CHECK(memcmp(o1, o2, T * H * C * sizeof *o1) == 0);
+    /* one selected position: its v exactly */
+    int32_t one[T] = {3, 3, 3, 3, 3};
+    ld_ref_mla_attention_sparse(o2, qq + 4 * H * (DN + DR), kv, kpe, H, DN, DR, DV, 4, 0.4f, scores, one, 1, 0, H);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < DV; i++) CHECK(o2[h * DV + i] == kv[3 * H * (DN + DV) + h * (DN + DV) + DN + i]);
     return 0;
 }
 
@@ -550,6 +720,26 @@ static int test_deepseek_config_fields(void)
     CHECK(c.n_layers == 61 && c.first_k_dense == 3 && c.n_routed == 256 && c.top_k == 8 && c.topk_group == 4);
     CHECK(c.fp8 && c.fp8_block[0] == 128 && c.yarn && c.rope_factor == 40 && c.rms_eps == 1e-6f);
     CHECK(fabs(ld_ds_softmax_scale(&c) - 0.135234) < 1e-6 && ld_ds_rope_attn_factor(&c) == 1.0f);
+    CHECK(!c.v32);
+    /* V3.2: the generated config.json (transformers' fields: mlp_layer_types,
+     * layer_types, mlp_bias), transformers' defaults, model_type alone */
+    CHECK_MSG(ld_ds_config_load(MDIR "deepseek-v32/config.json", &c, &err) == LD_OK, "%s", err.msg);
+    CHECK(c.v32 && c.index_n_heads == 4 && c.index_head_dim == 16 && c.index_topk == 4 && c.q_lora_rank == 24);
+    CHECK(c.first_k_dense == 1 && c.n_layers == 3 && c.rope_interleave && c.yarn);
+    CHECK_MSG(parse_cfg(", \"architectures\": [\"DeepseekV32ForCausalLM\"]", &c, &err) == LD_OK, "%s", err.msg);
+    CHECK(c.v32 && c.index_n_heads == 64 && c.index_head_dim == 128 && c.index_topk == 2048);
+    CHECK_MSG(parse_cfg(", \"architectures\": [\"DeepseekV32ForCausalLM\"], \"index_topk\": 100000000,"
+                        " \"mlp_layer_types\": [\"dense\", \"sparse\", \"sparse\"], \"mlp_bias\": false,"
+                        " \"layer_types\": [\"indexed_attention\", \"indexed_attention\", \"indexed_attention\"]",
+                        &c, &err) == LD_OK,
+              "%s", err.msg);
+    CHECK(c.index_topk == 100000000);
+    const char *v32 = "{\"model_type\": \"deepseek_v32\"}";
+    CHECK(ld_ds_config_detect(v32, strlen(v32)) == 1);
+    const char *v32a = "{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"model_type\": \"x\"}";
+    CHECK(ld_ds_config_detect(v32a, strlen(v32a)) == 1);
+    const char *v4 = "{\"model_type\": \"deepseek_v4\"}";
+    CHECK(ld_ds_config_detect(v4, strlen(v4)) == 0);
     return 0;
 }
 
@@ -590,9 +780,9 @@ static int test_deepseek_config_errors(void)
          LD_ERR_UNSUPPORTED, "'quantization_config.activation_scheme' = 'static'"},
         {", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 0]}", LD_ERR_SYNTAX,
          "'quantization_config.weight_block_size'"},
-        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"modules_to_not_convert\": [],"
+        {", \"quantization_config\": {\"quant_method\": \"fp8\", \"ignored_layers\": [],"
          " \"weight_block_size\": [128, 128]}",
-         LD_ERR_UNSUPPORTED, "'quantization_config.modules_to_not_convert'"},
+         LD_ERR_UNSUPPORTED, "'quantization_config.ignored_layers'"},
         {", \"quantization_config\": {\"fmt\": \"e4m3\"}", LD_ERR_SYNTAX, "'quantization_config.quant_method' is missing"},
         {", \"moe_layer_freq\": 2", LD_ERR_SYNTAX, "'moe_layer_freq'"},
         {", \"routed_scaling_factor\": -1", LD_ERR_SYNTAX, "'routed_scaling_factor'"},
@@ -608,6 +798,23 @@ static int test_deepseek_config_errors(void)
         {", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 8,"
          " \"mscale\": \"x\"}",
          LD_ERR_SYNTAX, "'rope_parameters.mscale'"},
+        /* DeepSeek-V3.2 */
+#define V32 ", \"architectures\": [\"DeepseekV32ForCausalLM\"]"
+        {V32 ", \"index_topk\": 0", LD_ERR_SYNTAX, "'index_topk' is not an integer in [1, "},
+        {V32 ", \"index_topk\": -5", LD_ERR_SYNTAX, "'index_topk'"},
+        {V32 ", \"index_topk\": 2.5", LD_ERR_SYNTAX, "'index_topk'"},
+        {V32 ", \"index_n_heads\": 0", LD_ERR_SYNTAX, "'index_n_heads'"},
+        {V32 ", \"index_head_dim\": \"x\"", LD_ERR_SYNTAX, "'index_head_dim'"},
+        {V32 ", \"index_head_dim\": 4", LD_ERR_SYNTAX, "'index_head_dim' (4) is smaller than qk_rope_head_dim (8)"},
+        {V32 ", \"q_lora_rank\": null", LD_ERR_SYNTAX, "'q_lora_rank' is missing or 0"},
+        {V32 ", \"rope_interleave\": false", LD_ERR_UNSUPPORTED, "'rope_interleave' = false"},
+        {V32 ", \"mlp_bias\": true", LD_ERR_UNSUPPORTED, "'mlp_bias' = true"},
+        {V32 ", \"mlp_layer_types\": [\"dense\", \"dense\", \"sparse\"]", LD_ERR_UNSUPPORTED,
+         "'mlp_layer_types[1]' = 'dense' is not supported (sparse)"},
+        {V32 ", \"mlp_layer_types\": [\"dense\"]", LD_ERR_SYNTAX, "'mlp_layer_types' is not a list of 3 strings"},
+        {V32 ", \"layer_types\": [\"indexed_attention\", \"full_attention\", \"indexed_attention\"]",
+         LD_ERR_UNSUPPORTED, "'layer_types[1]' = 'full_attention'"},
+#undef V32
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (expect_cfg_error(cases[i].extra, cases[i].code, cases[i].needle)) return 1;
@@ -645,6 +852,15 @@ static void want_wider_shared(ld_ds_config *c) { c->n_shared = 3; }
 static void want_untied(ld_ds_config *c) { c->tie_embeddings = 0; }
 static void want_smaller_latent(ld_ds_config *c) { c->kv_lora_rank = 8; }
 static void want_more_dense(ld_ds_config *c) { c->first_k_dense = 2; }
+static void want_wider_index(ld_ds_config *c) { c->index_head_dim = 32; }
+static void want_more_index_heads(ld_ds_config *c) { c->index_n_heads = 5; }
+static void want_indexer(ld_ds_config *c)
+{
+    c->v32 = 1;
+    c->index_n_heads = 4;
+    c->index_head_dim = 16;
+    c->index_topk = 4;
+}
 
 static int test_deepseek_bind_errors(void)
 {
@@ -663,6 +879,18 @@ static int test_deepseek_bind_errors(void)
     if (expect_bind_error(m, want_smaller_latent, "'model.layers.0.self_attn.kv_a_proj_with_mqa.weight' has shape [20, 32], expected [12, 32]"))
         return 1;
     if (expect_bind_error(v3, want_more_dense, "'model.layers.1.mlp.gate_proj.weight' [64, 64] is missing")) return 1;
+    /* V3.2: the indexer's tensors by name and shape */
+    ld_ds_model *v32 = NULL;
+    if (open_model("deepseek-v32", &v32)) return 1;
+    if (expect_bind_error(v32, want_wider_index,
+                          "'model.layers.0.self_attn.indexer.wq_b.weight' has shape [64, 24], expected [128, 24]"))
+        return 1;
+    if (expect_bind_error(v32, want_more_index_heads,
+                          "'model.layers.0.self_attn.indexer.wq_b.weight' has shape [64, 24], expected [80, 24]"))
+        return 1;
+    if (expect_bind_error(v3, want_indexer, "'model.layers.0.self_attn.indexer.wq_b.weight' [64, 32] is missing"))
+        return 1;
+    ld_ds_model_close(v32);
     /* FP8: scales of another block size; FP8 without a quantization_config */
     ld_ds_model *f8 = NULL, *b8 = NULL;
     if (open_model("deepseek-v3-fp8", &f8)) return 1;
@@ -712,11 +940,15 @@ static const ld_test_case cases[] = {
     LD_CASE(test_deepseek_v3_absorbed),
     LD_CASE(test_deepseek_v3_lite_absorbed),
     LD_CASE(test_deepseek_v3_fp8),
+    LD_CASE(test_deepseek_v32),
+    LD_CASE(test_deepseek_v32_absorbed),
+    LD_CASE(test_deepseek_v32_dense_is_v3),
     LD_CASE(test_deepseek_absorbed_matches_naive),
     LD_CASE(test_deepseek_features_matter),
     LD_CASE(test_deepseek_deterministic),
     LD_CASE(test_deepseek_router_kernel),
     LD_CASE(test_deepseek_fp8_kernel),
+    LD_CASE(test_deepseek_indexer_kernels),
     LD_CASE(test_deepseek_config_fields),
     LD_CASE(test_deepseek_config_errors),
     LD_CASE(test_deepseek_bind_errors),

@@ -504,7 +504,7 @@ static int test_config_errors(void)
     }
     CHECK(parse_cfg("LlamaForCausalLM", ", \"hidden_act\": \"gelu\"", &c, &err) == LD_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "hidden_act"), "%s", err.msg);
-    CHECK(parse_cfg("LlamaForCausalLM", ", \"quantization_config\": {}", &c, &err) == LD_ERR_UNSUPPORTED);
+    CHECK(parse_cfg("LlamaForCausalLM", ", \"quantization_config\": {}", &c, &err) == LD_ERR_SYNTAX); /* quant_method missing */
     CHECK_MSG(strstr(err.msg, "quantization_config"), "%s", err.msg);
     const char *gqa = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 8,"
                       " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 3,"
