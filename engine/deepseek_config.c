@@ -1,5 +1,6 @@
 /* deepseek_config.c - see deepseek_config.h. */
 #include "deepseek_config.h"
+#include "config_json.h"
 #include "fp8_config.h"
 
 #include <cjson/cJSON.h>
@@ -8,64 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const cJSON *get(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNull(v) ? NULL : v;
-}
 
-/* An integer field in [lo, hi]; `def` < lo means required. */
-static ld_status get_int(const cJSON *o, const char *where, const char *k, long lo, long hi, long def, int *out,
-                         ld_error *err)
-{
-    const cJSON *v = get(o, k);
-    if (!v) {
-        if (def < lo) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is missing", where, k);
-        *out = (int)def;
-        return LD_OK;
-    }
-    if (!cJSON_IsNumber(v) || floor(v->valuedouble) != v->valuedouble || v->valuedouble < (double)lo ||
-        v->valuedouble > (double)hi)
-        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is not an integer in [%ld, %ld]", where, k, lo,
-                       hi);
-    *out = (int)v->valuedouble;
-    return LD_OK;
-}
 
-/* A finite number > 0 (>= 0 when zero_ok); `required` or `def`. */
-static ld_status get_num(const cJSON *o, const char *where, const char *k, double def, int required, int zero_ok,
-                         double *out, ld_error *err)
-{
-    const cJSON *v = get(o, k);
-    if (!v) {
-        if (required) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is missing", where, k);
-        *out = def;
-        return LD_OK;
-    }
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
-        (!zero_ok && v->valuedouble == 0))
-        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is not a %s number", where, k,
-                       zero_ok ? "non-negative" : "positive");
-    *out = v->valuedouble;
-    return LD_OK;
-}
 
-static ld_status get_bool(const cJSON *o, const char *k, int def, int *out, ld_error *err)
-{
-    const cJSON *v = get(o, k);
-    if (!v) {
-        *out = def;
-        return LD_OK;
-    }
-    if (!cJSON_IsBool(v)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a boolean", k);
-    *out = cJSON_IsTrue(v);
-    return LD_OK;
-}
 
 /* A string field that, when present, must be one of `ok` (NULL-ended). */
 static ld_status get_choice(const cJSON *o, const char *k, const char *const *ok, ld_error *err)
 {
-    const cJSON *v = get(o, k);
+    const cJSON *v = ld_cfg_get(o, k);
     if (!v) return LD_OK;
     if (!cJSON_IsString(v)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a string", k);
     for (const char *const *p = ok; *p; p++)
@@ -77,7 +28,7 @@ static ld_status get_choice(const cJSON *o, const char *k, const char *const *ok
 /* 1: DeepSeek-V3, 2: DeepSeek-V3.2, 0: neither */
 static int names_deepseek(const cJSON *root)
 {
-    const cJSON *ar = get(root, "architectures"), *mt = get(root, "model_type");
+    const cJSON *ar = ld_cfg_get(root, "architectures"), *mt = ld_cfg_get(root, "model_type");
     if (cJSON_IsArray(ar) && cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child)) {
         if (strcmp(ar->child->valuestring, "DeepseekV3ForCausalLM") == 0) return 1;
         return strcmp(ar->child->valuestring, "DeepseekV32ForCausalLM") == 0 ? 2 : 0;
@@ -99,7 +50,7 @@ int ld_ds_config_detect(const char *json, size_t len)
 static ld_status check_layer_list(const cJSON *root, const char *k, const ld_ds_config *c,
                                   const char *(*want)(const ld_ds_config *, int), ld_error *err)
 {
-    const cJSON *v = get(root, k);
+    const cJSON *v = ld_cfg_get(root, k);
     if (!v) return LD_OK;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != c->n_layers)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a list of %d strings", k, c->n_layers);
@@ -130,9 +81,9 @@ static const char *attn_type(const ld_ds_config *c, int l)
 static ld_status parse_v32(const cJSON *root, ld_ds_config *c, ld_error *err)
 {
     c->v32 = 1;
-    LD_TRY(get_int(root, "", "index_n_heads", 1, 1 << 12, 64, &c->index_n_heads, err));
-    LD_TRY(get_int(root, "", "index_head_dim", 1, 1 << 12, 128, &c->index_head_dim, err));
-    LD_TRY(get_int(root, "", "index_topk", 1, 1 << 30, 2048, &c->index_topk, err));
+    LD_TRY(ld_cfg_int(root, "", "index_n_heads", 1, 1 << 12, 64, &c->index_n_heads, err));
+    LD_TRY(ld_cfg_int(root, "", "index_head_dim", 1, 1 << 12, 128, &c->index_head_dim, err));
+    LD_TRY(ld_cfg_int(root, "", "index_topk", 1, 1 << 30, 2048, &c->index_topk, err));
     if (c->index_head_dim < c->qk_rope)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0,
                        "config field 'index_head_dim' (%d) is smaller than qk_rope_head_dim (%d),"
@@ -146,7 +97,7 @@ static ld_status parse_v32(const cJSON *root, ld_ds_config *c, ld_error *err)
                        "config field 'rope_interleave' = false is not supported by DeepSeek-V3.2"
                        " (MLA rotates interleaved pairs)");
     int mlp_bias = 0;
-    LD_TRY(get_bool(root, "mlp_bias", 0, &mlp_bias, err));
+    LD_TRY(ld_cfg_bool(root, "mlp_bias", 0, &mlp_bias, err));
     if (mlp_bias) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'mlp_bias' = true is not supported");
     LD_TRY(check_layer_list(root, "mlp_layer_types", c, mlp_type, err));
     return check_layer_list(root, "layer_types", c, attn_type, err);
@@ -154,23 +105,23 @@ static ld_status parse_v32(const cJSON *root, ld_ds_config *c, ld_error *err)
 
 static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
 {
-    const cJSON *rp = get(root, "rope_parameters");
+    const cJSON *rp = ld_cfg_get(root, "rope_parameters");
     const char *where = "rope_parameters.";
     const cJSON *sc = rp;
     if (rp && !cJSON_IsObject(rp))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'rope_parameters' is not an object");
     if (!rp) {
         where = "rope_scaling.";
-        sc = get(root, "rope_scaling");
+        sc = ld_cfg_get(root, "rope_scaling");
         if (sc && !cJSON_IsObject(sc))
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'rope_scaling' is not an object");
     }
-    LD_TRY(get_num(rp ? rp : root, rp ? where : "", "rope_theta", 10000.0, 0, 0, &c->rope_theta, err));
+    LD_TRY(ld_cfg_num(rp ? rp : root, rp ? where : "", "rope_theta", 10000.0, 0, 0, &c->rope_theta, err));
     c->yarn = 0;
     c->attention_factor = -1;
     if (!sc) return LD_OK;
-    const cJSON *t = get(sc, "rope_type");
-    if (!t) t = get(sc, "type");
+    const cJSON *t = ld_cfg_get(sc, "rope_type");
+    if (!t) t = ld_cfg_get(sc, "type");
     if (!t) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%srope_type' is missing", where);
     if (!cJSON_IsString(t)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%srope_type' is not a string", where);
     if (strcmp(t->valuestring, "default") == 0) return LD_OK;
@@ -178,19 +129,19 @@ static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%srope_type' = '%.40s' is not supported (default, yarn)",
                        where, t->valuestring);
     c->yarn = 1;
-    LD_TRY(get_num(sc, where, "factor", 1.0, 1, 0, &c->rope_factor, err));
-    LD_TRY(get_num(sc, where, "original_max_position_embeddings", 0, 1, 0, &c->rope_orig_max_pos, err));
-    LD_TRY(get_num(sc, where, "beta_fast", 32.0, 0, 1, &c->beta_fast, err));
-    LD_TRY(get_num(sc, where, "beta_slow", 1.0, 0, 1, &c->beta_slow, err));
+    LD_TRY(ld_cfg_num(sc, where, "factor", 1.0, 1, 0, &c->rope_factor, err));
+    LD_TRY(ld_cfg_num(sc, where, "original_max_position_embeddings", 0, 1, 0, &c->rope_orig_max_pos, err));
+    LD_TRY(ld_cfg_num(sc, where, "beta_fast", 32.0, 0, 1, &c->beta_fast, err));
+    LD_TRY(ld_cfg_num(sc, where, "beta_slow", 1.0, 0, 1, &c->beta_slow, err));
     /* transformers: `or 32` / `or 1` */
     if (c->beta_fast == 0) c->beta_fast = 32.0;
     if (c->beta_slow == 0) c->beta_slow = 1.0;
-    LD_TRY(get_num(sc, where, "mscale", 0.0, 0, 1, &c->mscale, err));
-    LD_TRY(get_num(sc, where, "mscale_all_dim", 0.0, 0, 1, &c->mscale_all_dim, err));
-    LD_TRY(get_num(sc, where, "attention_factor", -1.0, 0, 1, &c->attention_factor, err));
-    if (!get(sc, "attention_factor")) c->attention_factor = -1;
-    LD_TRY(get_bool(sc, "truncate", 1, &c->yarn_truncate, err));
-    if (get(sc, "partial_rotary_factor"))
+    LD_TRY(ld_cfg_num(sc, where, "mscale", 0.0, 0, 1, &c->mscale, err));
+    LD_TRY(ld_cfg_num(sc, where, "mscale_all_dim", 0.0, 0, 1, &c->mscale_all_dim, err));
+    LD_TRY(ld_cfg_num(sc, where, "attention_factor", -1.0, 0, 1, &c->attention_factor, err));
+    if (!ld_cfg_get(sc, "attention_factor")) c->attention_factor = -1;
+    LD_TRY(ld_cfg_bool(sc, "truncate", 1, &c->yarn_truncate, err));
+    if (ld_cfg_get(sc, "partial_rotary_factor"))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%spartial_rotary_factor' is not supported", where);
     return LD_OK;
 }
@@ -224,48 +175,48 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
     static const char *const unsupported[] = {"attn_logit_softcapping",
                                               "final_logit_softcapping", "partial_rotary_factor"};
     for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++)
-        if (get(root, unsupported[k]))
+        if (ld_cfg_get(root, unsupported[k]))
             return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%s' is not supported", unsupported[k]);
     int tp = 1, freq = 1;
-    LD_TRY(get_int(root, "", "pretraining_tp", 1, 1, 1, &tp, err));
-    LD_TRY(get_int(root, "", "moe_layer_freq", 1, 1, 1, &freq, err));
+    LD_TRY(ld_cfg_int(root, "", "pretraining_tp", 1, 1, 1, &tp, err));
+    LD_TRY(ld_cfg_int(root, "", "moe_layer_freq", 1, 1, 1, &freq, err));
 
-    LD_TRY(get_int(root, "", "vocab_size", 1, 1 << 24, -1, &c->vocab, err));
-    LD_TRY(get_int(root, "", "hidden_size", 1, 1 << 16, -1, &c->hidden, err));
-    LD_TRY(get_int(root, "", "intermediate_size", 1, 1 << 20, -1, &c->intermediate, err));
-    LD_TRY(get_int(root, "", "moe_intermediate_size", 1, 1 << 20, -1, &c->moe_intermediate, err));
-    LD_TRY(get_int(root, "", "num_hidden_layers", 1, LD_DS_MAX_LAYERS, -1, &c->n_layers, err));
-    LD_TRY(get_int(root, "", "num_attention_heads", 1, 1 << 12, -1, &c->n_heads, err));
+    LD_TRY(ld_cfg_int(root, "", "vocab_size", 1, 1 << 24, -1, &c->vocab, err));
+    LD_TRY(ld_cfg_int(root, "", "hidden_size", 1, 1 << 16, -1, &c->hidden, err));
+    LD_TRY(ld_cfg_int(root, "", "intermediate_size", 1, 1 << 20, -1, &c->intermediate, err));
+    LD_TRY(ld_cfg_int(root, "", "moe_intermediate_size", 1, 1 << 20, -1, &c->moe_intermediate, err));
+    LD_TRY(ld_cfg_int(root, "", "num_hidden_layers", 1, LD_DS_MAX_LAYERS, -1, &c->n_layers, err));
+    LD_TRY(ld_cfg_int(root, "", "num_attention_heads", 1, 1 << 12, -1, &c->n_heads, err));
     int nkv = 0;
-    LD_TRY(get_int(root, "", "num_key_value_heads", 1, 1 << 12, c->n_heads, &nkv, err));
+    LD_TRY(ld_cfg_int(root, "", "num_key_value_heads", 1, 1 << 12, c->n_heads, &nkv, err));
     if (nkv != c->n_heads)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0,
                        "config field 'num_key_value_heads' (%d) differs from 'num_attention_heads' (%d) (MLA)", nkv,
                        c->n_heads);
-    LD_TRY(get_int(root, "", "q_lora_rank", 0, 1 << 16, 0, &c->q_lora_rank, err)); /* null, 0: none */
-    LD_TRY(get_int(root, "", "kv_lora_rank", 1, 1 << 16, -1, &c->kv_lora_rank, err));
-    LD_TRY(get_int(root, "", "qk_nope_head_dim", 1, 1 << 12, -1, &c->qk_nope, err));
-    LD_TRY(get_int(root, "", "qk_rope_head_dim", 2, 1 << 12, -1, &c->qk_rope, err));
-    LD_TRY(get_int(root, "", "v_head_dim", 1, 1 << 12, -1, &c->v_head, err));
+    LD_TRY(ld_cfg_int(root, "", "q_lora_rank", 0, 1 << 16, 0, &c->q_lora_rank, err)); /* null, 0: none */
+    LD_TRY(ld_cfg_int(root, "", "kv_lora_rank", 1, 1 << 16, -1, &c->kv_lora_rank, err));
+    LD_TRY(ld_cfg_int(root, "", "qk_nope_head_dim", 1, 1 << 12, -1, &c->qk_nope, err));
+    LD_TRY(ld_cfg_int(root, "", "qk_rope_head_dim", 2, 1 << 12, -1, &c->qk_rope, err));
+    LD_TRY(ld_cfg_int(root, "", "v_head_dim", 1, 1 << 12, -1, &c->v_head, err));
     if (c->qk_rope % 2)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'qk_rope_head_dim' (%d) is not even", c->qk_rope);
     int v = 0;
     /* derived fields transformers writes: must agree when present */
-    LD_TRY(get_int(root, "", "qk_head_dim", 1, 1 << 13, c->qk_nope + c->qk_rope, &v, err));
+    LD_TRY(ld_cfg_int(root, "", "qk_head_dim", 1, 1 << 13, c->qk_nope + c->qk_rope, &v, err));
     if (v != c->qk_nope + c->qk_rope)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'qk_head_dim' (%d) is not qk_nope_head_dim + qk_rope_head_dim (%d)",
                        v, c->qk_nope + c->qk_rope);
-    LD_TRY(get_int(root, "", "head_dim", 1, 1 << 12, c->qk_rope, &v, err));
+    LD_TRY(ld_cfg_int(root, "", "head_dim", 1, 1 << 12, c->qk_rope, &v, err));
     if (v != c->qk_rope)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'head_dim' (%d) is not qk_rope_head_dim (%d)", v,
                        c->qk_rope);
 
-    LD_TRY(get_int(root, "", "first_k_dense_replace", 0, LD_DS_MAX_LAYERS, 0, &c->first_k_dense, err));
-    LD_TRY(get_int(root, "", "n_routed_experts", 1, LD_DS_MAX_EXPERTS, -1, &c->n_routed, err));
-    LD_TRY(get_int(root, "", "n_shared_experts", 0, 1 << 10, 0, &c->n_shared, err));
-    LD_TRY(get_int(root, "", "num_experts_per_tok", 1, LD_DS_MAX_EXPERTS, -1, &c->top_k, err));
-    LD_TRY(get_int(root, "", "n_group", 1, LD_DS_MAX_EXPERTS, 1, &c->n_group, err));
-    LD_TRY(get_int(root, "", "topk_group", 1, LD_DS_MAX_EXPERTS, 1, &c->topk_group, err));
+    LD_TRY(ld_cfg_int(root, "", "first_k_dense_replace", 0, LD_DS_MAX_LAYERS, 0, &c->first_k_dense, err));
+    LD_TRY(ld_cfg_int(root, "", "n_routed_experts", 1, LD_DS_MAX_EXPERTS, -1, &c->n_routed, err));
+    LD_TRY(ld_cfg_int(root, "", "n_shared_experts", 0, 1 << 10, 0, &c->n_shared, err));
+    LD_TRY(ld_cfg_int(root, "", "num_experts_per_tok", 1, LD_DS_MAX_EXPERTS, -1, &c->top_k, err));
+    LD_TRY(ld_cfg_int(root, "", "n_group", 1, LD_DS_MAX_EXPERTS, 1, &c->n_group, err));
+    LD_TRY(ld_cfg_int(root, "", "topk_group", 1, LD_DS_MAX_EXPERTS, 1, &c->topk_group, err));
     if (c->n_routed % c->n_group)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'n_routed_experts' (%d) is not a multiple of 'n_group' (%d)",
                        c->n_routed, c->n_group);
@@ -280,19 +231,19 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0,
                        "config field 'num_experts_per_tok' (%d) exceeds the %d experts of 'topk_group' groups", c->top_k,
                        c->topk_group * (c->n_routed / c->n_group));
-    LD_TRY(get_bool(root, "norm_topk_prob", 0, &c->norm_topk_prob, err));
+    LD_TRY(ld_cfg_bool(root, "norm_topk_prob", 0, &c->norm_topk_prob, err));
     double rs = 1.0;
-    LD_TRY(get_num(root, "", "routed_scaling_factor", 1.0, 0, 0, &rs, err));
+    LD_TRY(ld_cfg_num(root, "", "routed_scaling_factor", 1.0, 0, 0, &rs, err));
     c->routed_scaling = (float)rs;
     c->score_bias = 1;
 
-    LD_TRY(get_int(root, "", "max_position_embeddings", 1, 1 << 30, 1 << 30, &c->max_pos, err));
+    LD_TRY(ld_cfg_int(root, "", "max_position_embeddings", 1, 1 << 30, 1 << 30, &c->max_pos, err));
     double eps;
-    LD_TRY(get_num(root, "", "rms_norm_eps", 1e-6, 0, 0, &eps, err));
+    LD_TRY(ld_cfg_num(root, "", "rms_norm_eps", 1e-6, 0, 0, &eps, err));
     c->rms_eps = (float)eps;
-    LD_TRY(get_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
-    LD_TRY(get_bool(root, "attention_bias", 0, &c->attention_bias, err));
-    LD_TRY(get_bool(root, "rope_interleave", 1, &c->rope_interleave, err));
+    LD_TRY(ld_cfg_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
+    LD_TRY(ld_cfg_bool(root, "attention_bias", 0, &c->attention_bias, err));
+    LD_TRY(ld_cfg_bool(root, "rope_interleave", 1, &c->rope_interleave, err));
     LD_TRY(parse_rope(root, c, err));
     return which == 2 ? parse_v32(root, c, err) : LD_OK;
 }

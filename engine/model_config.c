@@ -1,5 +1,6 @@
 /* model_config.c - see model_config.h. */
 #include "model_config.h"
+#include "config_json.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -24,60 +25,14 @@ const char *ld_arch_name(ld_arch a)
     return "?";
 }
 
-static const cJSON *get(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNull(v) ? NULL : v;
-}
 
-/* An integer field in [lo, hi]; `def` < lo means required. */
-static ld_status get_int(const cJSON *o, const char *k, long lo, long hi,
-                         long def, int *out, ld_error *err)
-{
-    const cJSON *v = get(o, k);
-    if (!v) {
-        if (def < lo) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is missing", k);
-        *out = (int)def;
-        return LD_OK;
-    }
-    if (!cJSON_IsNumber(v) || floor(v->valuedouble) != v->valuedouble ||
-        v->valuedouble < (double)lo || v->valuedouble > (double)hi)
-        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not an integer in [%ld, %ld]", k, lo, hi);
-    *out = (int)v->valuedouble;
-    return LD_OK;
-}
 
-static ld_status get_num(const cJSON *o, const char *where, const char *k,
-                         double def, int required, double *out, ld_error *err)
-{
-    const cJSON *v = get(o, k);
-    if (!v) {
-        if (required) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is missing", where, k);
-        *out = def;
-        return LD_OK;
-    }
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0)
-        return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is not a positive number", where, k);
-    *out = v->valuedouble;
-    return LD_OK;
-}
 
-static ld_status get_bool(const cJSON *o, const char *k, int def, int *out, ld_error *err)
-{
-    const cJSON *v = get(o, k);
-    if (!v) {
-        *out = def;
-        return LD_OK;
-    }
-    if (!cJSON_IsBool(v)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a boolean", k);
-    *out = cJSON_IsTrue(v);
-    return LD_OK;
-}
 
 /* A finite number >= 0 (or null: *present = 0). */
 static ld_status get_opt_num(const cJSON *o, const char *where, const char *k, int *present, double *out, ld_error *err)
 {
-    const cJSON *v = get(o, k);
+    const cJSON *v = ld_cfg_get(o, k);
     *present = 0;
     if (!v) return LD_OK;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
@@ -105,20 +60,20 @@ static ld_status parse_yarn(const cJSON *root, const cJSON *sc, const char *wher
     int has = 0;
     if (c->rope_theta == 1.0) /* log(base) divides: transformers fails too */
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'rope_theta' is 1 (%srope_type yarn needs a base above 1)", where);
-    const cJSON *top = get(root, "original_max_position_embeddings");
-    if (top) LD_TRY(get_num(root, "", "original_max_position_embeddings", 0, 1, &c->rope_orig_max_pos, err));
-    else if (get(sc, "original_max_position_embeddings"))
-        LD_TRY(get_num(sc, where, "original_max_position_embeddings", 0, 1, &c->rope_orig_max_pos, err));
-    else if (get(root, "max_position_embeddings")) c->rope_orig_max_pos = c->max_pos;
+    const cJSON *top = ld_cfg_get(root, "original_max_position_embeddings");
+    if (top) LD_TRY(ld_cfg_num(root, "", "original_max_position_embeddings", 0, 1, 0, &c->rope_orig_max_pos, err));
+    else if (ld_cfg_get(sc, "original_max_position_embeddings"))
+        LD_TRY(ld_cfg_num(sc, where, "original_max_position_embeddings", 0, 1, 0, &c->rope_orig_max_pos, err));
+    else if (ld_cfg_get(root, "max_position_embeddings")) c->rope_orig_max_pos = c->max_pos;
     else return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%soriginal_max_position_embeddings' is missing", where);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(sc, "factor");
     if (!f) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%sfactor' is missing", where);
     if (cJSON_IsNull(f)) {
-        if (!get(root, "max_position_embeddings"))
+        if (!ld_cfg_get(root, "max_position_embeddings"))
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%sfactor' is null and 'max_position_embeddings' is missing", where);
         c->rope_factor = (double)c->max_pos / c->rope_orig_max_pos;
     } else {
-        LD_TRY(get_num(sc, where, "factor", 1.0, 1, &c->rope_factor, err));
+        LD_TRY(ld_cfg_num(sc, where, "factor", 1.0, 1, 0, &c->rope_factor, err));
     }
     c->rope_beta_fast = 32;
     c->rope_beta_slow = 1;
@@ -132,7 +87,7 @@ static ld_status parse_yarn(const cJSON *root, const cJSON *sc, const char *wher
     if (tr && cJSON_IsNull(tr)) c->rope_truncate = 0;
     else if (tr && !cJSON_IsBool(tr)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%struncate' is not a boolean", where);
     else if (tr) c->rope_truncate = cJSON_IsTrue(tr);
-    const cJSON *af = get(sc, "attention_factor");
+    const cJSON *af = ld_cfg_get(sc, "attention_factor");
     if (af) {
         if (!cJSON_IsNumber(af) || !isfinite(af->valuedouble) || af->valuedouble <= 0)
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%sattention_factor' is not a positive number", where);
@@ -154,39 +109,39 @@ static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err
 {
     /* transformers 5: rope_parameters {rope_type, rope_theta, ...};
      * transformers 4: rope_theta + rope_scaling {rope_type|type, ...} */
-    const cJSON *rp = get(root, "rope_parameters");
+    const cJSON *rp = ld_cfg_get(root, "rope_parameters");
     const char *where = "rope_parameters.";
     const cJSON *sc = rp;
     if (rp && !cJSON_IsObject(rp))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'rope_parameters' is not an object (per-layer-type RoPE is not supported)");
-    if (rp && get(rp, "full_attention"))
+    if (rp && ld_cfg_get(rp, "full_attention"))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'rope_parameters' per layer type is not supported");
     if (!rp) {
         where = "rope_scaling.";
-        sc = get(root, "rope_scaling");
+        sc = ld_cfg_get(root, "rope_scaling");
         if (sc && !cJSON_IsObject(sc)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'rope_scaling' is not an object");
     }
     double theta = 10000.0;
-    LD_TRY(get_num(rp ? rp : root, rp ? where : "", "rope_theta", 10000.0, 0, &theta, err));
+    LD_TRY(ld_cfg_num(rp ? rp : root, rp ? where : "", "rope_theta", 10000.0, 0, 0, &theta, err));
     c->rope_theta = theta;
     c->rope_type = LD_ROPE_DEFAULT;
     c->rope_attn_factor = 1.0;
     if (!sc) return LD_OK;
-    const cJSON *t = get(sc, "rope_type");
-    if (!t) t = get(sc, "type");
+    const cJSON *t = ld_cfg_get(sc, "rope_type");
+    if (!t) t = ld_cfg_get(sc, "type");
     const char *ty = cJSON_IsString(t) ? t->valuestring : NULL;
     if (!ty) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%srope_type' is missing", where);
     if (strcmp(ty, "default") == 0) return LD_OK;
     if (strcmp(ty, "linear") == 0) {
         c->rope_type = LD_ROPE_LINEAR;
-        return get_num(sc, where, "factor", 1.0, 1, &c->rope_factor, err);
+        return ld_cfg_num(sc, where, "factor", 1.0, 1, 0, &c->rope_factor, err);
     }
     if (strcmp(ty, "llama3") == 0) {
         c->rope_type = LD_ROPE_LLAMA3;
-        LD_TRY(get_num(sc, where, "factor", 1.0, 1, &c->rope_factor, err));
-        LD_TRY(get_num(sc, where, "low_freq_factor", 1.0, 1, &c->rope_low_freq_factor, err));
-        LD_TRY(get_num(sc, where, "high_freq_factor", 1.0, 1, &c->rope_high_freq_factor, err));
-        LD_TRY(get_num(sc, where, "original_max_position_embeddings", 1.0, 1, &c->rope_orig_max_pos, err));
+        LD_TRY(ld_cfg_num(sc, where, "factor", 1.0, 1, 0, &c->rope_factor, err));
+        LD_TRY(ld_cfg_num(sc, where, "low_freq_factor", 1.0, 1, 0, &c->rope_low_freq_factor, err));
+        LD_TRY(ld_cfg_num(sc, where, "high_freq_factor", 1.0, 1, 0, &c->rope_high_freq_factor, err));
+        LD_TRY(ld_cfg_num(sc, where, "original_max_position_embeddings", 1.0, 1, 0, &c->rope_orig_max_pos, err));
         if (c->rope_high_freq_factor == c->rope_low_freq_factor)
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config fields '%slow_freq_factor' and 'high_freq_factor' are equal", where);
         return LD_OK;
@@ -197,8 +152,8 @@ static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err
          * context max_position_embeddings * factor (transformers instead
          * recomputes it from each forward call's length) */
         c->rope_type = LD_ROPE_DYNAMIC;
-        LD_TRY(get_num(sc, where, "factor", 1.0, 1, &c->rope_factor, err));
-        if (!get(root, "max_position_embeddings"))
+        LD_TRY(ld_cfg_num(sc, where, "factor", 1.0, 1, 0, &c->rope_factor, err));
+        if (!ld_cfg_get(root, "max_position_embeddings"))
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'max_position_embeddings' is missing (needed by %srope_type 'dynamic')", where);
         if (c->head_dim <= 2)
             return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%srope_type' 'dynamic' needs a head dim above 2", where);
@@ -215,8 +170,8 @@ static ld_status parse_rope(const cJSON *root, ld_model_config *c, ld_error *err
 static ld_status parse_windows(const cJSON *root, ld_model_config *c, ld_error *err)
 {
     int sw = 0;
-    LD_TRY(get_int(root, "sliding_window", 0, 1L << 30, 0, &sw, err));
-    const cJSON *lt = get(root, "layer_types");
+    LD_TRY(ld_cfg_int(root, "", "sliding_window", 0, 1L << 30, 0, &sw, err));
+    const cJSON *lt = ld_cfg_get(root, "layer_types");
     if (lt) {
         if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers)
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'layer_types' is not a list of %d strings", c->n_layers);
@@ -238,8 +193,8 @@ static ld_status parse_windows(const cJSON *root, ld_model_config *c, ld_error *
     }
     if (c->arch == LD_ARCH_QWEN2 || c->arch == LD_ARCH_QWEN3) {
         int use = 0, mwl = 0;
-        LD_TRY(get_bool(root, "use_sliding_window", 0, &use, err));
-        LD_TRY(get_int(root, "max_window_layers", 0, 1L << 30, c->n_layers, &mwl, err));
+        LD_TRY(ld_cfg_bool(root, "use_sliding_window", 0, &use, err));
+        LD_TRY(ld_cfg_int(root, "", "max_window_layers", 0, 1L << 30, c->n_layers, &mwl, err));
         if (use)
             for (int l = mwl; l < c->n_layers; l++) c->window[l] = sw;
         return LD_OK;
@@ -251,8 +206,8 @@ static ld_status parse(const cJSON *root, ld_model_config *c, ld_error *err)
 {
     memset(c, 0, sizeof *c);
     if (!cJSON_IsObject(root)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config is not a JSON object");
-    const cJSON *ar = get(root, "architectures");
-    const cJSON *mt = get(root, "model_type");
+    const cJSON *ar = ld_cfg_get(root, "architectures");
+    const cJSON *mt = ld_cfg_get(root, "model_type");
     const char *name = NULL;
     if (cJSON_IsArray(ar) && cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child))
         name = ar->child->valuestring;
@@ -269,7 +224,7 @@ static ld_status parse(const cJSON *root, ld_model_config *c, ld_error *err)
     c->arch = archs[i].arch;
     snprintf(c->arch_name, sizeof c->arch_name, "%s", archs[i].cls);
 
-    const cJSON *act = get(root, "hidden_act");
+    const cJSON *act = ld_cfg_get(root, "hidden_act");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'hidden_act' = '%.40s' is not supported (silu)",
                        cJSON_IsString(act) ? act->valuestring : "?");
@@ -277,31 +232,31 @@ static ld_status parse(const cJSON *root, ld_model_config *c, ld_error *err)
         "attn_logit_softcapping", "final_logit_softcapping",
         "partial_rotary_factor"};
     for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++)
-        if (get(root, unsupported[k]))
+        if (ld_cfg_get(root, unsupported[k]))
             return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%s' is not supported", unsupported[k]);
     int tp = 1;
-    LD_TRY(get_int(root, "pretraining_tp", 1, 1, 1, &tp, err));
+    LD_TRY(ld_cfg_int(root, "", "pretraining_tp", 1, 1, 1, &tp, err));
 
-    LD_TRY(get_int(root, "vocab_size", 1, 1 << 24, -1, &c->vocab, err));
-    LD_TRY(get_int(root, "hidden_size", 1, 1 << 16, -1, &c->hidden, err));
-    LD_TRY(get_int(root, "intermediate_size", 1, 1 << 20, -1, &c->intermediate, err));
-    LD_TRY(get_int(root, "num_hidden_layers", 1, LD_MODEL_MAX_LAYERS, -1, &c->n_layers, err));
-    LD_TRY(get_int(root, "num_attention_heads", 1, 1 << 12, -1, &c->n_heads, err));
-    LD_TRY(get_int(root, "num_key_value_heads", 1, 1 << 12, c->n_heads, &c->n_kv_heads, err));
+    LD_TRY(ld_cfg_int(root, "", "vocab_size", 1, 1 << 24, -1, &c->vocab, err));
+    LD_TRY(ld_cfg_int(root, "", "hidden_size", 1, 1 << 16, -1, &c->hidden, err));
+    LD_TRY(ld_cfg_int(root, "", "intermediate_size", 1, 1 << 20, -1, &c->intermediate, err));
+    LD_TRY(ld_cfg_int(root, "", "num_hidden_layers", 1, LD_MODEL_MAX_LAYERS, -1, &c->n_layers, err));
+    LD_TRY(ld_cfg_int(root, "", "num_attention_heads", 1, 1 << 12, -1, &c->n_heads, err));
+    LD_TRY(ld_cfg_int(root, "", "num_key_value_heads", 1, 1 << 12, c->n_heads, &c->n_kv_heads, err));
     if (c->n_heads % c->n_kv_heads)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'num_attention_heads' (%d) is not a multiple of 'num_key_value_heads' (%d)",
                        c->n_heads, c->n_kv_heads);
-    LD_TRY(get_int(root, "head_dim", 2, 1 << 12, c->hidden / c->n_heads, &c->head_dim, err));
+    LD_TRY(ld_cfg_int(root, "", "head_dim", 2, 1 << 12, c->hidden / c->n_heads, &c->head_dim, err));
     if (c->head_dim < 2 || c->head_dim % 2)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'head_dim' (%d) is not a positive even number", c->head_dim);
-    LD_TRY(get_int(root, "max_position_embeddings", 1, 1 << 30, 1 << 30, &c->max_pos, err));
+    LD_TRY(ld_cfg_int(root, "", "max_position_embeddings", 1, 1 << 30, 1 << 30, &c->max_pos, err));
     double eps;
-    LD_TRY(get_num(root, "", "rms_norm_eps", 1e-6, 0, &eps, err));
+    LD_TRY(ld_cfg_num(root, "", "rms_norm_eps", 1e-6, 0, 0, &eps, err));
     c->rms_eps = (float)eps;
-    LD_TRY(get_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
+    LD_TRY(ld_cfg_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
     int ab = 0;
-    LD_TRY(get_bool(root, "attention_bias", 0, &ab, err));
-    LD_TRY(get_bool(root, "mlp_bias", 0, &c->mlp_bias, err));
+    LD_TRY(ld_cfg_bool(root, "attention_bias", 0, &ab, err));
+    LD_TRY(ld_cfg_bool(root, "mlp_bias", 0, &c->mlp_bias, err));
     c->qkv_bias = ab || c->arch == LD_ARCH_QWEN2;
     c->o_bias = ab && c->arch != LD_ARCH_QWEN2;
     c->qk_norm = c->arch == LD_ARCH_QWEN3;

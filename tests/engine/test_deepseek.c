@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "deepseek_forward.h"
+#include "fixtures.h"
 #include "ld_test.h"
 #include "ref_deepseek.h"
 
@@ -27,35 +28,6 @@
 #define MAX_KI 8 /* index_topk of the V3.2 fixture at most */
 
 /* ------------------------------------------------------------ helpers */
-
-static float *load_f32(const char *dir, const char *file, size_t n)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    float *p = malloc(n * sizeof *p);
-    if (p && fread(p, sizeof *p, n, f) != n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    return p;
-}
-
-/* sqrt(sum (a-b)^2 / sum b^2), and the largest |a-b| */
-static double nerr(const float *a, const float *b, size_t n, double *maxabs)
-{
-    double num = 0, den = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-        if (fabs(d) > mx) mx = fabs(d);
-    }
-    if (maxabs) *maxabs = mx;
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 typedef struct seq {
     int32_t tokens[MAX_T];

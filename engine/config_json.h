@@ -1,0 +1,26 @@
+/* config_json.h - typed reads of config.json fields (cJSON), shared by the
+ * model families' config parsers: every error names the field, `where`
+ * being its parent's prefix ("rope_parameters.", or ""). */
+#ifndef LD_CONFIG_JSON_H
+#define LD_CONFIG_JSON_H
+
+#include <cjson/cJSON.h>
+
+#include "ld_error.h"
+
+/* o[k], NULL when absent or null */
+const cJSON *ld_cfg_get(const cJSON *o, const char *k);
+
+/* An integer in [lo, hi]; absent: `def`, or an error when def < lo (required). */
+ld_status ld_cfg_int(const cJSON *o, const char *where, const char *k, long lo, long hi, long def, int *out,
+                     ld_error *err);
+
+/* A finite number > 0 (>= 0 when zero_ok); absent: an error when
+ * `required`, else `def`. */
+ld_status ld_cfg_num(const cJSON *o, const char *where, const char *k, double def, int required, int zero_ok,
+                     double *out, ld_error *err);
+
+/* A boolean; absent: `def`. */
+ld_status ld_cfg_bool(const cJSON *o, const char *k, int def, int *out, ld_error *err);
+
+#endif /* LD_CONFIG_JSON_H */
