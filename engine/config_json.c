@@ -43,14 +43,14 @@ ld_status ld_cfg_num(const cJSON *o, const char *where, const char *k, double de
     return LD_OK;
 }
 
-ld_status ld_cfg_bool(const cJSON *o, const char *k, int def, int *out, ld_error *err)
+ld_status ld_cfg_bool(const cJSON *o, const char *where, const char *k, int def, int *out, ld_error *err)
 {
     const cJSON *v = ld_cfg_get(o, k);
     if (!v) {
         *out = def;
         return LD_OK;
     }
-    if (!cJSON_IsBool(v)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s' is not a boolean", k);
+    if (!cJSON_IsBool(v)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field '%s%s' is not a boolean", where, k);
     *out = cJSON_IsTrue(v);
     return LD_OK;
 }

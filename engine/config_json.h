@@ -21,6 +21,6 @@ ld_status ld_cfg_num(const cJSON *o, const char *where, const char *k, double de
                      double *out, ld_error *err);
 
 /* A boolean; absent: `def`. */
-ld_status ld_cfg_bool(const cJSON *o, const char *k, int def, int *out, ld_error *err);
+ld_status ld_cfg_bool(const cJSON *o, const char *where, const char *k, int def, int *out, ld_error *err);
 
 #endif /* LD_CONFIG_JSON_H */

@@ -97,7 +97,7 @@ static ld_status parse_v32(const cJSON *root, ld_ds_config *c, ld_error *err)
                        "config field 'rope_interleave' = false is not supported by DeepSeek-V3.2"
                        " (MLA rotates interleaved pairs)");
     int mlp_bias = 0;
-    LD_TRY(ld_cfg_bool(root, "mlp_bias", 0, &mlp_bias, err));
+    LD_TRY(ld_cfg_bool(root, "", "mlp_bias", 0, &mlp_bias, err));
     if (mlp_bias) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'mlp_bias' = true is not supported");
     LD_TRY(check_layer_list(root, "mlp_layer_types", c, mlp_type, err));
     return check_layer_list(root, "layer_types", c, attn_type, err);
@@ -140,7 +140,7 @@ static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
     LD_TRY(ld_cfg_num(sc, where, "mscale_all_dim", 0.0, 0, 1, &c->mscale_all_dim, err));
     LD_TRY(ld_cfg_num(sc, where, "attention_factor", -1.0, 0, 1, &c->attention_factor, err));
     if (!ld_cfg_get(sc, "attention_factor")) c->attention_factor = -1;
-    LD_TRY(ld_cfg_bool(sc, "truncate", 1, &c->yarn_truncate, err));
+    LD_TRY(ld_cfg_bool(sc, "", "truncate", 1, &c->yarn_truncate, err));
     if (ld_cfg_get(sc, "partial_rotary_factor"))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%spartial_rotary_factor' is not supported", where);
     return LD_OK;
@@ -231,7 +231,7 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0,
                        "config field 'num_experts_per_tok' (%d) exceeds the %d experts of 'topk_group' groups", c->top_k,
                        c->topk_group * (c->n_routed / c->n_group));
-    LD_TRY(ld_cfg_bool(root, "norm_topk_prob", 0, &c->norm_topk_prob, err));
+    LD_TRY(ld_cfg_bool(root, "", "norm_topk_prob", 0, &c->norm_topk_prob, err));
     double rs = 1.0;
     LD_TRY(ld_cfg_num(root, "", "routed_scaling_factor", 1.0, 0, 0, &rs, err));
     c->routed_scaling = (float)rs;
@@ -241,9 +241,9 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
     double eps;
     LD_TRY(ld_cfg_num(root, "", "rms_norm_eps", 1e-6, 0, 0, &eps, err));
     c->rms_eps = (float)eps;
-    LD_TRY(ld_cfg_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
-    LD_TRY(ld_cfg_bool(root, "attention_bias", 0, &c->attention_bias, err));
-    LD_TRY(ld_cfg_bool(root, "rope_interleave", 1, &c->rope_interleave, err));
+    LD_TRY(ld_cfg_bool(root, "", "tie_word_embeddings", 0, &c->tie_embeddings, err));
+    LD_TRY(ld_cfg_bool(root, "", "attention_bias", 0, &c->attention_bias, err));
+    LD_TRY(ld_cfg_bool(root, "", "rope_interleave", 1, &c->rope_interleave, err));
     LD_TRY(parse_rope(root, c, err));
     return which == 2 ? parse_v32(root, c, err) : LD_OK;
 }

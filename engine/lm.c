@@ -8,23 +8,30 @@
 #include "deepseek_config.h"
 #include "deepseek_forward.h"
 #include "deepseek_model.h"
+#include "deepseek_v4_config.h"
+#include "deepseek_v4_forward.h"
+#include "deepseek_v4_model.h"
 #include "forward.h"
 #include "model.h"
 
 struct ld_lm {
-    ld_model *dense;   /* one of the two */
+    ld_model *dense;   /* one of the three */
     ld_ds_model *ds;
+    ld_ds4_model *ds4;
     ld_lm_info info;
 };
 
 struct ld_lm_session {
     ld_session *dense;
     ld_ds_session *ds;
+    ld_ds4_session *ds4;
 };
 
-/* 1 when `dir`/config.json names DeepSeek-V3 (a file that cannot be read
- * is not: the dense loader then says what is wrong with it) */
-static int is_deepseek_dir(const char *dir)
+enum { FAMILY_DENSE = 0, FAMILY_DS = 1, FAMILY_DS4 = 2 };
+
+/* Which family `dir`/config.json names (a file that cannot be read is
+ * dense: the dense loader then says what is wrong with it) */
+static int family_of_dir(const char *dir)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path) return 0;
@@ -34,9 +41,12 @@ static int is_deepseek_dir(const char *dir)
     char *text = malloc(MAX);
     size_t len = text ? fread(text, 1, MAX, f) : 0;
     fclose(f);
-    int ds = text && len < MAX && ld_ds_config_detect(text, len);
+    int fam = !text || len >= MAX               ? FAMILY_DENSE
+              : ld_ds4_config_detect(text, len) ? FAMILY_DS4
+              : ld_ds_config_detect(text, len)  ? FAMILY_DS
+                                                : FAMILY_DENSE;
     free(text);
-    return ds;
+    return fam;
 }
 
 ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
@@ -46,7 +56,9 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
     if (!lm) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     char *gguf = NULL;
     ld_status st = ld_model_find_gguf(path, &gguf, err);
-    if (st == LD_OK && !gguf && is_deepseek_dir(path)) st = ld_ds_model_open(path, &lm->ds, err);
+    int fam = st == LD_OK && !gguf ? family_of_dir(path) : FAMILY_DENSE;
+    if (st == LD_OK && fam == FAMILY_DS4) st = ld_ds4_model_open(path, &lm->ds4, err);
+    else if (st == LD_OK && fam == FAMILY_DS) st = ld_ds_model_open(path, &lm->ds, err);
     else if (st == LD_OK) st = gguf ? ld_model_open_gguf(gguf, &lm->dense, err) : ld_model_open(path, &lm->dense, err);
     if (st != LD_OK) {
         if (gguf && err && err->path == gguf) err->path = path;
@@ -55,7 +67,10 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
         return st;
     }
     free(gguf);
-    if (lm->ds) {
+    if (lm->ds4) {
+        const ld_ds4_config *c = &lm->ds4->cfg;
+        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden};
+    } else if (lm->ds) {
         const ld_ds_config *c = &lm->ds->cfg;
         const char *arch = c->v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
         lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden};
@@ -77,6 +92,7 @@ void ld_lm_close(ld_lm *lm)
     if (!lm) return;
     ld_model_close(lm->dense);
     ld_ds_model_close(lm->ds);
+    ld_ds4_model_close(lm->ds4);
     free(lm);
 }
 
@@ -86,8 +102,9 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, int max_seq, int
     *out = NULL;
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_status st = lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, LD_DS_ATTN_NAIVE, &s->ds, err)
-                          : ld_session_create(lm->dense, be, max_seq, max_batch, &s->dense, err);
+    ld_status st = lm->ds4 ? ld_ds4_session_create(lm->ds4, be, max_seq, max_batch, &s->ds4, err)
+                   : lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, LD_DS_ATTN_NAIVE, &s->ds, err)
+                            : ld_session_create(lm->dense, be, max_seq, max_batch, &s->dense, err);
     if (st != LD_OK) {
         free(s);
         return st;
@@ -98,18 +115,20 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, int max_seq, int
 
 ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err)
 {
+    if (s->ds4) return ld_ds4_session_eval(s->ds4, tokens, T, logits, hidden, NULL, err);
     if (s->ds) return ld_ds_session_eval(s->ds, tokens, T, logits, hidden, NULL, err);
     return ld_session_eval(s->dense, tokens, T, logits, hidden, err);
 }
 
 int ld_lm_pos(const ld_lm_session *s)
 {
-    return s->ds ? ld_ds_session_pos(s->ds) : ld_session_pos(s->dense);
+    return s->ds4 ? ld_ds4_session_pos(s->ds4) : s->ds ? ld_ds_session_pos(s->ds) : ld_session_pos(s->dense);
 }
 
 void ld_lm_reset(ld_lm_session *s)
 {
-    if (s->ds) ld_ds_session_reset(s->ds);
+    if (s->ds4) ld_ds4_session_reset(s->ds4);
+    else if (s->ds) ld_ds_session_reset(s->ds);
     else ld_session_reset(s->dense);
 }
 
@@ -117,6 +136,7 @@ void ld_lm_session_destroy(ld_lm_session *s)
 {
     if (!s) return;
     ld_ds_session_destroy(s->ds);
+    ld_ds4_session_destroy(s->ds4);
     ld_session_destroy(s->dense);
     free(s);
 }

@@ -1,8 +1,8 @@
 /* lm.h - one interface over the engine's model families, what a caller
  * that only runs tokens needs (replay/): the dense decoders (model.h,
  * forward.h: Llama, Qwen2/3, Mistral, SmolLM, from HF directories or GGUF)
- * and DeepSeek-V3 / V3.2 (deepseek_model.h, deepseek_forward.h, from HF
- * directories).  The families keep their own sessions; this dispatches.
+ * DeepSeek-V3 / V3.2 (deepseek_model.h, deepseek_forward.h) and DeepSeek-V4
+ * (deepseek_v4_*.h), from HF directories.  The families keep their own sessions; this dispatches.
  */
 #ifndef LD_LM_H
 #define LD_LM_H

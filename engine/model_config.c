@@ -193,7 +193,7 @@ static ld_status parse_windows(const cJSON *root, ld_model_config *c, ld_error *
     }
     if (c->arch == LD_ARCH_QWEN2 || c->arch == LD_ARCH_QWEN3) {
         int use = 0, mwl = 0;
-        LD_TRY(ld_cfg_bool(root, "use_sliding_window", 0, &use, err));
+        LD_TRY(ld_cfg_bool(root, "", "use_sliding_window", 0, &use, err));
         LD_TRY(ld_cfg_int(root, "", "max_window_layers", 0, 1L << 30, c->n_layers, &mwl, err));
         if (use)
             for (int l = mwl; l < c->n_layers; l++) c->window[l] = sw;
@@ -253,10 +253,10 @@ static ld_status parse(const cJSON *root, ld_model_config *c, ld_error *err)
     double eps;
     LD_TRY(ld_cfg_num(root, "", "rms_norm_eps", 1e-6, 0, 0, &eps, err));
     c->rms_eps = (float)eps;
-    LD_TRY(ld_cfg_bool(root, "tie_word_embeddings", 0, &c->tie_embeddings, err));
+    LD_TRY(ld_cfg_bool(root, "", "tie_word_embeddings", 0, &c->tie_embeddings, err));
     int ab = 0;
-    LD_TRY(ld_cfg_bool(root, "attention_bias", 0, &ab, err));
-    LD_TRY(ld_cfg_bool(root, "mlp_bias", 0, &c->mlp_bias, err));
+    LD_TRY(ld_cfg_bool(root, "", "attention_bias", 0, &ab, err));
+    LD_TRY(ld_cfg_bool(root, "", "mlp_bias", 0, &c->mlp_bias, err));
     c->qkv_bias = ab || c->arch == LD_ARCH_QWEN2;
     c->o_bias = ab && c->arch != LD_ARCH_QWEN2;
     c->qk_norm = c->arch == LD_ARCH_QWEN3;

@@ -241,25 +241,29 @@ static int test_replay_output_ids_cut_by_the_logger(void)
     return 0;
 }
 
-/* DeepSeek-V3 through the replay pipeline (engine/lm.h): sequence b of the
- * tiny checkpoint, its last 6 tokens teacher-forced; every log-probability
- * is transformers' log-softmax of its logits (ref-b.logits.f32). */
-static int test_replay_deepseek_v3(void)
+/* A DeepSeek checkpoint through the replay pipeline (engine/lm.h): sequence
+ * b of the tiny model `name`, its last 6 tokens teacher-forced; every
+ * log-probability is transformers' log-softmax of its logits
+ * (ref-b.logits.f32). */
+static int replay_matches_transformers(const char *name, const char *arch, int V)
 {
-    const char *dir = LD_TESTDATA_DIR "/models/deepseek-v3";
-    char *js = ld_test_slurp(LD_TESTDATA_DIR "/models/deepseek-v3/ref.json");
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, LD_TESTDATA_DIR "/models/%s", name);
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    char *js = ld_test_slurp(path);
     cJSON *ref = js ? cJSON_Parse(js) : NULL;
     free(js);
     CHECK(ref);
     cJSON *seq = cJSON_GetArrayItem(cJSON_GetObjectItem(ref, "sequences"), 1);
     cJSON *toks = cJSON_GetObjectItem(seq, "tokens");
-    int T = cJSON_GetArraySize(toks), V = 300, no = 6;
+    int T = cJSON_GetArraySize(toks), no = 6;
     int32_t ids[64];
     CHECK(T <= 64 && T > no);
     for (int i = 0; i < T; i++) ids[i] = cJSON_GetArrayItem(toks, i)->valueint;
     size_t nl = (size_t)T * (size_t)V;
     float *logits = malloc(nl * sizeof *logits);
-    FILE *f = fopen(LD_TESTDATA_DIR "/models/deepseek-v3/ref-b.logits.f32", "rb");
+    snprintf(path, sizeof path, "%s/ref-b.logits.f32", dir);
+    FILE *f = fopen(path, "rb");
     CHECK(logits && f && fread(logits, sizeof *logits, nl, f) == nl);
     fclose(f);
     ld_replay_engine *e = NULL;
@@ -267,7 +271,7 @@ static int test_replay_deepseek_v3(void)
     ld_error err;
     ld_error_clear(&err);
     CHECK_MSG(ld_replay_engine_open(dir, NULL, 2, &e, &err) == LD_OK, "%s", err.msg);
-    CHECK_EQ_STR(ld_replay_engine_arch(e), "DeepseekV3ForCausalLM");
+    CHECK_EQ_STR(ld_replay_engine_arch(e), arch);
     CHECK_EQ_INT(ld_replay_engine_vocab(e), V);
     CHECK(ld_replay_ids(e, ids, (size_t)(T - no), ids + T - no, (size_t)no, NULL, NULL, &res, &err) == LD_OK);
     CHECK(res.n_output == (size_t)no);
@@ -279,14 +283,29 @@ static int test_replay_deepseek_v3(void)
         for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
         double want = row[ids[T - no + i]] - mx - log(sum), d = fabs(res.pos[i].logprob - want);
         worst = d > worst ? d : worst;
-        CHECK_MSG(d < TOL, "position %d: logprob %.7f, transformers %.7f", i, res.pos[i].logprob, want);
+        CHECK_MSG(d < TOL, "%s position %d: logprob %.7f, transformers %.7f", name, i, res.pos[i].logprob, want);
     }
-    fprintf(stderr, "  deepseek-v3: largest |logprob - transformers| %.3g\n", worst);
+    fprintf(stderr, "  %s: largest |logprob - transformers| %.3g\n", name, worst);
     ld_replay_result_free(&res);
     ld_replay_engine_close(e);
     free(logits);
     cJSON_Delete(ref);
     return 0;
+}
+
+static int test_replay_deepseek_v3(void)
+{
+    return replay_matches_transformers("deepseek-v3", "DeepseekV3ForCausalLM", 300);
+}
+
+static int test_replay_deepseek_v32(void)
+{
+    return replay_matches_transformers("deepseek-v32", "DeepseekV32ForCausalLM", 300);
+}
+
+static int test_replay_deepseek_v4(void)
+{
+    return replay_matches_transformers("deepseek-v4", "DeepseekV4ForCausalLM", 300);
 }
 
 static int check_altered(const run *x)
@@ -517,6 +536,8 @@ static int test_replay_engine_errors(void)
 
 static const ld_test_case cases[] = {
     LD_CASE(test_replay_deepseek_v3),
+    LD_CASE(test_replay_deepseek_v32),
+    LD_CASE(test_replay_deepseek_v4),
     LD_CASE(test_replay_output_ids_cut_by_the_logger),
     LD_CASE(test_replay_greedy_output_is_consistent),
     LD_CASE(test_replay_altered_output_diverges_at_p),

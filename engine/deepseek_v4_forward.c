@@ -1,0 +1,625 @@
+/* deepseek_v4_forward.c - see deepseek_v4_forward.h. */
+#include "deepseek_v4_forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref_deepseek_v4.h"
+#include "ref_ops.h"
+
+typedef struct ds4_mlp {
+    ld_weight *gate, *up, *down;
+} ds4_mlp;
+
+/* a compressor's weights and state */
+typedef struct ds4_comp {
+    ld_weight *wkv, *wgate;
+    float *ape, *norm;       /* [r][width], [dim] fp32 host copies */
+    int width, dim, ratio, overlap;
+    float *kv, *gate;        /* [2 ratio][width]: the last positions' projections
+                                (position p in row p % (2 ratio)) */
+    float *skv, *sgate;      /* [2 ratio][width]: one entry's slots, in order */
+    float *entries;          /* [max_seq / ratio][dim]: normalised, rotated */
+} ds4_comp;
+
+typedef struct ds4_layer {
+    ld_weight *attn_norm, *ffn_norm, *wq_a, *q_norm, *wq_b, *wkv, *kv_norm, *wo_b, *router;
+    ld_weight **wo_a;        /* [G]: views of wo_a's blocks of rows */
+    float *hc_attn[3], *hc_ffn[3];  /* fn, base, scale */
+    float *sinks, *router_bias;
+    ds4_mlp shared, *experts;
+    float *kvc;              /* [kv_rows][hd] rotated kv, position p in row
+                                p % kv_rows */
+    int has_comp, has_index;
+    ds4_comp comp, icomp;
+    ld_weight *iwq_b, *iweights;
+} ds4_layer;
+
+struct ld_ds4_session {
+    const ld_ds4_model *m;
+    ld_backend *be;
+    int max_seq, max_batch, pos, kv_rows;
+    float *inv_main, *inv_comp, af_main, af_comp;
+    ld_weight *embed, *norm, *lm_head;
+    float *hc_head[3];
+    ds4_layer *layers;
+    /* backend buffers (B = max_batch rows) */
+    ld_buf *x, *xb, *qa, *q, *kv, *ckv, *cg, *iq, *iw, *att, *og, *ogall, *ao, *rl, *g, *u, *xe, *logits;
+    /* host scratch */
+    float *streams, *nstreams, *post, *comb, *hu, *hf, *hq, *hkv, *hatt, *hgrp, *hog, *hiq, *hiw, *hrl, *hx, *hy,
+        *hxe, *hg, *hup, *wts, *sel_w, *scores, *hcs, *ent, *hck, *hcg;
+    const float **keys;
+    int32_t *idx, *pick;
+    int *sel_t;
+};
+
+#define OPS(s) ((s)->be->ops)
+
+static ld_status load_view(ld_ds4_session *s, const ld_host_tensor *h, const char *name, ld_weight **w, ld_error *err)
+{
+    ld_status st = OPS(s)->weight_load(s->be, h, w, err);
+    if (st != LD_OK && err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "tensor '%.100s': %.140s", name, err->msg);
+        memcpy(err->msg, msg, sizeof msg);
+    }
+    return st;
+}
+
+static ld_status load(ld_ds4_session *s, const ld_model_tensor *t, ld_weight **w, ld_error *err)
+{
+    *w = NULL;
+    if (!t->st) return LD_OK;
+    return load_view(s, &t->host, t->st->name, w, err);
+}
+
+/* an fp32 host copy of a (small) tensor */
+static ld_status host_copy(const ld_model_tensor *t, float **out, ld_error *err)
+{
+    size_t n = (size_t)t->host.rows * (size_t)t->host.cols;
+    *out = malloc((n ? n : 1) * sizeof **out);
+    if (!*out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_ref_to_f32(*out, t->host.data, (ld_kdt)t->host.dtype, 0, n);
+    return LD_OK;
+}
+
+static void unload(ld_ds4_session *s, ld_weight *w)
+{
+    if (w) OPS(s)->weight_free(s->be, w);
+}
+
+static void unload_mlp(ld_ds4_session *s, ds4_mlp *x)
+{
+    unload(s, x->gate);
+    unload(s, x->up);
+    unload(s, x->down);
+}
+
+static void free_comp(ld_ds4_session *s, ds4_comp *c)
+{
+    unload(s, c->wkv);
+    unload(s, c->wgate);
+    free(c->ape);
+    free(c->norm);
+    free(c->kv);
+    free(c->gate);
+    free(c->skv);
+    free(c->sgate);
+    free(c->entries);
+}
+
+void ld_ds4_session_destroy(ld_ds4_session *s)
+{
+    if (!s) return;
+    const ld_ds4_config *c = &s->m->cfg;
+    if (s->layers) {
+        for (int l = 0; l < c->n_layers; l++) {
+            ds4_layer *L = &s->layers[l];
+            ld_weight *ws[] = {L->attn_norm, L->ffn_norm, L->wq_a, L->q_norm, L->wq_b, L->wkv,
+                               L->kv_norm,   L->wo_b,     L->router, L->iwq_b, L->iweights};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
+            if (L->wo_a)
+                for (int g = 0; g < c->o_groups; g++) unload(s, L->wo_a[g]);
+            free(L->wo_a);
+            for (int i = 0; i < 3; i++) {
+                free(L->hc_attn[i]);
+                free(L->hc_ffn[i]);
+            }
+            free(L->sinks);
+            free(L->router_bias);
+            unload_mlp(s, &L->shared);
+            if (L->experts)
+                for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
+            free(L->experts);
+            free(L->kvc);
+            free_comp(s, &L->comp);
+            free_comp(s, &L->icomp);
+        }
+    }
+    unload(s, s->embed);
+    unload(s, s->norm);
+    if (s->lm_head != s->embed) unload(s, s->lm_head);
+    for (int i = 0; i < 3; i++) free(s->hc_head[i]);
+    ld_buf *bs[] = {s->x,   s->xb,  s->qa,    s->q,  s->kv, s->ckv, s->cg, s->iq, s->iw,
+                    s->att, s->og,  s->ogall, s->ao, s->rl, s->g,   s->u,  s->xe, s->logits};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+        if (bs[i]) OPS(s)->buf_free(s->be, bs[i]);
+    float *hs[] = {s->streams, s->nstreams, s->post, s->comb, s->hu,  s->hf,  s->hq,  s->hkv,   s->hatt,
+                   s->hgrp,    s->hog,      s->hiq,  s->hiw,  s->hrl, s->hx,  s->hy,  s->hxe,   s->hg,
+                   s->hup,     s->wts,      s->sel_w, s->scores, s->hcs, s->ent, s->inv_main, s->inv_comp, s->hck, s->hcg};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
+    free((void *)s->keys);
+    free(s->idx);
+    free(s->pick);
+    free(s->sel_t);
+    free(s->layers);
+    free(s);
+}
+
+static ld_status load_mlp(ld_ds4_session *s, const ld_ds4_mlp *src, ds4_mlp *dst, ld_error *err)
+{
+    LD_TRY(load(s, &src->gate, &dst->gate, err));
+    LD_TRY(load(s, &src->up, &dst->up, err));
+    return load(s, &src->down, &dst->down, err);
+}
+
+static ld_status load_comp(ld_ds4_session *s, const ld_ds4_compressor *src, ds4_comp *c, int width, int dim,
+                           int ratio, ld_error *err)
+{
+    size_t S = (size_t)s->max_seq;
+    c->width = width;
+    c->dim = dim;
+    c->ratio = ratio;
+    c->overlap = width == 2 * dim;
+    LD_TRY(load(s, &src->wkv, &c->wkv, err));
+    LD_TRY(load(s, &src->wgate, &c->wgate, err));
+    LD_TRY(host_copy(&src->ape, &c->ape, err));
+    LD_TRY(host_copy(&src->norm, &c->norm, err));
+    size_t ring = 2 * (size_t)ratio * (size_t)width;
+    c->kv = malloc(ring * sizeof *c->kv);
+    c->gate = malloc(ring * sizeof *c->gate);
+    c->skv = malloc(ring * sizeof *c->skv);
+    c->sgate = malloc(ring * sizeof *c->sgate);
+    c->entries = malloc((S / (size_t)ratio + 1) * (size_t)dim * sizeof *c->entries);
+    if (!c->kv || !c->gate || !c->skv || !c->sgate || !c->entries)
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    return LD_OK;
+}
+
+static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_ds4_layer *ml = &s->m->layers[l];
+    ds4_layer *L = &s->layers[l];
+    const ld_model_tensor *ts[] = {&ml->attn_norm, &ml->ffn_norm, &ml->wq_a, &ml->q_norm, &ml->wq_b,
+                                   &ml->wkv,       &ml->kv_norm,  &ml->wo_b, &ml->router};
+    ld_weight **ws[] = {&L->attn_norm, &L->ffn_norm, &L->wq_a, &L->q_norm, &L->wq_b,
+                        &L->wkv,       &L->kv_norm,  &L->wo_b, &L->router};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) LD_TRY(load(s, ts[i], ws[i], err));
+    /* wo_a: one weight per group, a view of its OL rows */
+    int G = c->o_groups, OL = c->o_lora_rank;
+    L->wo_a = calloc((size_t)G, sizeof *L->wo_a);
+    if (!L->wo_a) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int g = 0; g < G; g++) {
+        ld_host_tensor h = ml->wo_a.host;
+        h.rows = OL;
+        h.data = (const uint8_t *)h.data + (size_t)g * (size_t)OL * (size_t)h.cols * ld_dtype_size(h.dtype);
+        LD_TRY(load_view(s, &h, ml->wo_a.st->name, &L->wo_a[g], err));
+    }
+    const ld_model_tensor *hca[3] = {&ml->hc_attn_fn, &ml->hc_attn_base, &ml->hc_attn_scale};
+    const ld_model_tensor *hcf[3] = {&ml->hc_ffn_fn, &ml->hc_ffn_base, &ml->hc_ffn_scale};
+    for (int i = 0; i < 3; i++) {
+        LD_TRY(host_copy(hca[i], &L->hc_attn[i], err));
+        LD_TRY(host_copy(hcf[i], &L->hc_ffn[i], err));
+    }
+    LD_TRY(host_copy(&ml->sinks, &L->sinks, err));
+    if (ml->router_bias.st) LD_TRY(host_copy(&ml->router_bias, &L->router_bias, err));
+    LD_TRY(load_mlp(s, &ml->shared, &L->shared, err));
+    L->experts = calloc((size_t)c->n_routed, sizeof *L->experts);
+    L->kvc = malloc((size_t)s->kv_rows * (size_t)c->head_dim * sizeof *L->kvc);
+    if (!L->experts || !L->kvc) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int e = 0; e < c->n_routed; e++) LD_TRY(load_mlp(s, &ml->experts[e], &L->experts[e], err));
+    int type = c->layer_type[l], r = ld_ds4_layer_ratio(c, l);
+    if (type != LD_DS4_SLIDING) {
+        L->has_comp = 1;
+        LD_TRY(load_comp(s, &ml->comp, &L->comp, (type == LD_DS4_CSA ? 2 : 1) * c->head_dim, c->head_dim, r, err));
+    }
+    if (type == LD_DS4_CSA) {
+        L->has_index = 1;
+        LD_TRY(load_comp(s, &ml->icomp, &L->icomp, 2 * c->index_head_dim, c->index_head_dim, r, err));
+        LD_TRY(load(s, &ml->iwq_b, &L->iwq_b, err));
+        LD_TRY(load(s, &ml->iweights, &L->iweights, err));
+    }
+    return LD_OK;
+}
+
+/* n elements of sz bytes (at least one) */
+static void *halloc(size_t n, size_t sz)
+{
+    return calloc(n > 0 ? n : 1, sz);
+}
+
+static size_t max2(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
+                                ld_ds4_session **out, ld_error *err)
+{
+    *out = NULL;
+    const ld_ds4_config *c = &m->cfg;
+    if (max_seq < 1 || max_batch < 1 || max_seq > c->max_pos)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d", max_seq,
+                       max_batch, c->max_pos);
+    if (max_batch > max_seq) max_batch = max_seq;
+    ld_ds4_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    s->m = m;
+    s->be = be;
+    s->max_seq = max_seq;
+    s->max_batch = max_batch;
+    /* the window of every row of a chunk stays in the KV ring */
+    s->kv_rows = c->sliding_window < max_seq - max_batch ? c->sliding_window + max_batch : max_seq;
+    size_t B = (size_t)max_batch, S = (size_t)max_seq, D = (size_t)c->hidden, N = (size_t)c->hc_mult;
+    size_t H = (size_t)c->n_heads, hd = (size_t)c->head_dim, QR = (size_t)c->q_lora_rank;
+    size_t G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank, E = (size_t)c->n_routed, K = (size_t)c->top_k;
+    size_t I = (size_t)c->moe_intermediate, ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads;
+    size_t HC = (2 + N) * N, R = (size_t)c->rope_dim;
+    s->layers = calloc((size_t)c->n_layers, sizeof *s->layers);
+#define HALLOC(p, n) (p) = halloc((n), sizeof *(p))
+    HALLOC(s->inv_main, R / 2);
+    HALLOC(s->inv_comp, R / 2);
+    HALLOC(s->streams, B * N * D);
+    HALLOC(s->nstreams, B * N * D);
+    HALLOC(s->post, B * N);
+    HALLOC(s->comb, B * N * N);
+    HALLOC(s->hu, B * D);
+    HALLOC(s->hf, B * D);
+    HALLOC(s->hq, B * H * hd);
+    HALLOC(s->hkv, B * hd);
+    HALLOC(s->hatt, B * H * hd);
+    HALLOC(s->hgrp, B * H * hd / G);
+    HALLOC(s->hog, B * G * OL);
+    HALLOC(s->hiq, B * nih * ih);
+    HALLOC(s->hck, B * 2 * max2(hd, ih));
+    HALLOC(s->hcg, B * 2 * max2(hd, ih));
+    HALLOC(s->hiw, B * nih);
+    HALLOC(s->hrl, B * E);
+    HALLOC(s->hx, B * D);
+    HALLOC(s->hy, B * D);
+    HALLOC(s->hxe, B * D);
+    HALLOC(s->hg, B * I);
+    HALLOC(s->hup, B * I);
+    HALLOC(s->wts, B * K);
+    HALLOC(s->sel_w, B);
+    HALLOC(s->scores, S + (size_t)c->sliding_window + 1);
+    HALLOC(s->hcs, N * D + HC);
+    HALLOC(s->ent, max2(hd, ih));
+    HALLOC(s->keys, S + (size_t)c->sliding_window + 1);
+    HALLOC(s->idx, B * K);
+    HALLOC(s->pick, S + 1);
+    HALLOC(s->sel_t, B);
+#undef HALLOC
+    if (!s->layers || !s->inv_main || !s->inv_comp || !s->streams || !s->nstreams || !s->post || !s->comb || !s->hu ||
+        !s->hf || !s->hq || !s->hkv || !s->hatt || !s->hgrp || !s->hog || !s->hiq || !s->hck || !s->hcg || !s->hiw || !s->hrl || !s->hx ||
+        !s->hy || !s->hxe || !s->hg || !s->hup || !s->wts || !s->sel_w || !s->scores || !s->hcs || !s->ent ||
+        !s->keys || !s->idx || !s->pick || !s->sel_t) {
+        ld_ds4_session_destroy(s);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    ld_ds4_rope_inv_freq(c, &c->rope_main, s->inv_main, &s->af_main);
+    ld_ds4_rope_inv_freq(c, &c->rope_compress, s->inv_comp, &s->af_comp);
+    ld_status st = LD_OK;
+#define ALLOC(b, n) \
+    if (st == LD_OK) st = OPS(s)->buf_alloc(be, (n), &(b), err)
+    ALLOC(s->x, B * D);
+    ALLOC(s->xb, B * D);
+    ALLOC(s->qa, B * QR);
+    ALLOC(s->q, B * H * hd);
+    ALLOC(s->kv, B * hd);
+    ALLOC(s->ckv, B * 2 * max2(hd, ih));
+    ALLOC(s->cg, B * 2 * max2(hd, ih));
+    ALLOC(s->iq, B * nih * ih);
+    ALLOC(s->iw, B * nih);
+    ALLOC(s->att, B * H * hd / G);
+    ALLOC(s->og, B * OL);
+    ALLOC(s->ogall, B * G * OL);
+    ALLOC(s->ao, B * D);
+    ALLOC(s->rl, B * E);
+    ALLOC(s->g, B * I);
+    ALLOC(s->u, B * max2(I, D));
+    ALLOC(s->xe, B * D);
+    ALLOC(s->logits, B * (size_t)c->vocab);
+#undef ALLOC
+    if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
+    if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
+    if (st == LD_OK) {
+        if (c->tie_embeddings) s->lm_head = s->embed;
+        else st = load(s, &m->lm_head, &s->lm_head, err);
+    }
+    if (st == LD_OK) st = host_copy(&m->hc_fn, &s->hc_head[0], err);
+    if (st == LD_OK) st = host_copy(&m->hc_base, &s->hc_head[1], err);
+    if (st == LD_OK) st = host_copy(&m->hc_scale, &s->hc_head[2], err);
+    for (int l = 0; l < c->n_layers && st == LD_OK; l++) st = load_layer(s, l, err);
+    if (st != LD_OK) {
+        ld_ds4_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+int ld_ds4_session_pos(const ld_ds4_session *s)
+{
+    return s->pos;
+}
+
+void ld_ds4_session_reset(ld_ds4_session *s)
+{
+    s->pos = 0;
+}
+
+/* The n rows' projections of compressor `c`; each row goes to the ring,
+ * and the entry whose window it completes is computed then. */
+static ld_status compress(ld_ds4_session *s, ds4_comp *c, int n, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    const ld_ds4_config *cf = &s->m->cfg;
+    size_t W = (size_t)c->width, r = (size_t)c->ratio, bytes = W * sizeof(float);
+    LD_TRY(o->matmul(s->be, s->ckv, s->xb, c->wkv, NULL, n, err));
+    LD_TRY(o->matmul(s->be, s->cg, s->xb, c->wgate, NULL, n, err));
+    LD_TRY(o->buf_read(s->be, s->ckv, 0, s->hck, (size_t)n * W, err));
+    LD_TRY(o->buf_read(s->be, s->cg, 0, s->hcg, (size_t)n * W, err));
+    for (int t = 0; t < n; t++) {
+        size_t p = (size_t)s->pos + (size_t)t;
+        memcpy(c->kv + (p % (2 * r)) * W, s->hck + (size_t)t * W, bytes);
+        memcpy(c->gate + (p % (2 * r)) * W, s->hcg + (size_t)t * W, bytes);
+        if ((p + 1) % r) continue;
+        int w = (int)((p + 1) / r) - 1, prev = c->overlap && w > 0;
+        /* the slots in order: window w - 1 (CSA), then window w */
+        for (size_t j = 0; j < (prev ? 2 : 1) * r; j++) {
+            size_t q = ((size_t)w - (prev ? 1 : 0)) * r + j;
+            memcpy(c->skv + j * W, c->kv + (q % (2 * r)) * W, bytes);
+            memcpy(c->sgate + j * W, c->gate + (q % (2 * r)) * W, bytes);
+        }
+        float *e = c->entries + (size_t)w * (size_t)c->dim;
+        ld_ref_ds4_compress(s->ent, c->skv, c->sgate, c->ape, c->ratio, c->dim, W, c->overlap, prev);
+        ld_ref_rmsnorm(e, s->ent, c->norm, LD_KDT_F32, c->dim, cf->rms_eps, 0, 1);
+        ld_ref_ds4_rope(e, 1, c->dim, cf->rope_dim, s->inv_comp, s->af_comp, w * c->ratio, 0);
+    }
+    return LD_OK;
+}
+
+/* attention of the n rows of s->xb (positions s->pos...) into s->ao */
+static ld_status attention(ld_ds4_session *s, int l, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds4_layer *L = &s->layers[l];
+    int H = c->n_heads, hd = c->head_dim, rd = c->rope_dim, G = c->o_groups, OL = c->o_lora_rank;
+    size_t N = (size_t)n, QH = (size_t)H * (size_t)hd, GW = QH / (size_t)G;
+    int comp_rope = c->layer_type[l] != LD_DS4_SLIDING;
+    const float *inv = comp_rope ? s->inv_comp : s->inv_main;
+    float af = comp_rope ? s->af_comp : s->af_main;
+
+    LD_TRY(o->matmul(be, s->qa, s->xb, L->wq_a, NULL, n, err));
+    LD_TRY(o->rmsnorm(be, s->qa, s->qa, L->q_norm, n, c->rms_eps, err));
+    LD_TRY(o->matmul(be, s->q, s->qa, L->wq_b, NULL, n, err));
+    LD_TRY(o->buf_read(be, s->q, 0, s->hq, N * QH, err));
+    LD_TRY(o->matmul(be, s->kv, s->xb, L->wkv, NULL, n, err));
+    LD_TRY(o->rmsnorm(be, s->kv, s->kv, L->kv_norm, n, c->rms_eps, err));
+    LD_TRY(o->buf_read(be, s->kv, 0, s->hkv, N * (size_t)hd, err));
+    for (int t = 0; t < n; t++) {
+        float *q = s->hq + (size_t)t * QH;
+        for (int h = 0; h < H; h++) ld_ref_ds4_unit_rmsnorm(q + (size_t)h * (size_t)hd, hd, c->rms_eps);
+        ld_ref_ds4_rope(q, H, hd, rd, inv, af, s->pos + t, 0);
+        float *kv = L->kvc + (size_t)((s->pos + t) % s->kv_rows) * (size_t)hd;
+        memcpy(kv, s->hkv + (size_t)t * (size_t)hd, (size_t)hd * sizeof *kv);
+        ld_ref_ds4_rope(kv, 1, hd, rd, inv, af, s->pos + t, 0);
+    }
+    if (L->has_comp) LD_TRY(compress(s, &L->comp, n, err));
+    int nih = c->index_n_heads, ih = c->index_head_dim;
+    if (L->has_index) {
+        LD_TRY(compress(s, &L->icomp, n, err));
+        LD_TRY(o->matmul(be, s->iq, s->qa, L->iwq_b, NULL, n, err));
+        LD_TRY(o->buf_read(be, s->iq, 0, s->hiq, N * (size_t)nih * (size_t)ih, err));
+        LD_TRY(o->matmul(be, s->iw, s->xb, L->iweights, NULL, n, err));
+        LD_TRY(o->buf_read(be, s->iw, 0, s->hiw, N * (size_t)nih, err));
+    }
+    for (int t = 0; t < n; t++) {
+        int p = s->pos + t, nk = 0;
+        int lo = p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+        for (int j = lo; j <= p; j++) s->keys[nk++] = L->kvc + (size_t)(j % s->kv_rows) * (size_t)hd;
+        if (L->has_comp && c->use_compressed) {
+            int nvalid = (p + 1) / L->comp.ratio, npick = nvalid;
+            if (L->has_index) {
+                float *iq = s->hiq + (size_t)t * (size_t)nih * (size_t)ih;
+                ld_ref_ds4_rope(iq, nih, ih, rd, s->inv_comp, s->af_comp, p, 0);
+                ld_ref_ds4_index_scores(s->scores, iq, s->hiw + (size_t)t * (size_t)nih, L->icomp.entries, nvalid,
+                                        nih, ih, 1.0f / sqrtf((float)ih), 1.0f / sqrtf((float)nih));
+                npick = ld_ref_ds4_topk(s->pick, s->scores, nvalid, c->index_topk);
+            } else {
+                for (int w = 0; w < nvalid; w++) s->pick[w] = w;
+            }
+            for (int i = 0; i < npick; i++) s->keys[nk++] = L->comp.entries + (size_t)s->pick[i] * (size_t)hd;
+        }
+        float *out = s->hatt + (size_t)t * QH;
+        ld_ref_ds4_attention(out, s->hq + (size_t)t * QH, H, hd, s->keys, nk, c->use_sinks ? L->sinks : NULL,
+                             1.0f / sqrtf((float)hd), s->scores);
+        ld_ref_ds4_rope(out, H, hd, rd, inv, af, p, 1);
+    }
+    /* grouped output projection: group g's heads through wo_a's block g */
+    for (int g = 0; g < G; g++) {
+        for (size_t t = 0; t < N; t++)
+            memcpy(s->hgrp + t * GW, s->hatt + t * QH + (size_t)g * GW, GW * sizeof *s->hgrp);
+        LD_TRY(o->buf_write(be, s->att, 0, s->hgrp, N * GW, err));
+        LD_TRY(o->matmul(be, s->og, s->att, L->wo_a[g], NULL, n, err));
+        LD_TRY(o->buf_read(be, s->og, 0, s->hgrp, N * (size_t)OL, err));
+        for (size_t t = 0; t < N; t++)
+            memcpy(s->hog + t * (size_t)G * (size_t)OL + (size_t)g * (size_t)OL, s->hgrp + t * (size_t)OL,
+                   (size_t)OL * sizeof *s->hog);
+    }
+    LD_TRY(o->buf_write(be, s->ogall, 0, s->hog, N * (size_t)G * (size_t)OL, err));
+    return o->matmul(be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+}
+
+/* clamped SwiGLU MLP of n rows of backend `x` into host `out` [n][D] */
+static ld_status mlp(ld_ds4_session *s, const ds4_mlp *w, const ld_buf *x, int n, float *out, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    const ld_ds4_config *c = &s->m->cfg;
+    size_t NI = (size_t)n * (size_t)c->moe_intermediate;
+    LD_TRY(o->matmul(s->be, s->g, x, w->gate, NULL, n, err));
+    LD_TRY(o->matmul(s->be, s->u, x, w->up, NULL, n, err));
+    LD_TRY(o->buf_read(s->be, s->g, 0, s->hg, NI, err));
+    LD_TRY(o->buf_read(s->be, s->u, 0, s->hup, NI, err));
+    ld_ref_ds4_clamped_swiglu(s->hg, s->hg, s->hup, c->swiglu_limit, NI);
+    LD_TRY(o->buf_write(s->be, s->g, 0, s->hg, NI, err));
+    LD_TRY(o->matmul(s->be, s->u, s->g, w->down, NULL, n, err));
+    return o->buf_read(s->be, s->u, 0, out, (size_t)n * (size_t)c->hidden, err);
+}
+
+/* MoE of the n rows of s->xb into host s->hf; experts chosen into s->idx */
+static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds4_layer *L = &s->layers[l];
+    const ld_ds4_layer *ml = &s->m->layers[l];
+    size_t N = (size_t)n, D = (size_t)c->hidden, E = (size_t)c->n_routed, K = (size_t)c->top_k;
+    LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
+    LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
+    int hash = c->mlp_type[l] == LD_DS4_HASH && c->use_hash;
+    for (size_t t = 0; t < N; t++)
+        ld_ref_ds4_route(s->idx + t * K, s->wts + t * K, s->hrl + t * E,
+                         c->use_score_bias ? L->router_bias : NULL,
+                         hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k, c->routed_scaling);
+    LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
+    memset(s->hf, 0, N * D * sizeof *s->hf);
+    for (int e = 0; e < c->n_routed; e++) {
+        int cnt = 0;
+        for (size_t t = 0; t < N; t++)
+            for (size_t k = 0; k < K; k++)
+                if (s->idx[t * K + k] == e) {
+                    s->sel_t[cnt] = (int)t;
+                    s->sel_w[cnt++] = s->wts[t * K + k];
+                }
+        if (!cnt) continue;
+        for (int i = 0; i < cnt; i++) memcpy(s->hxe + (size_t)i * D, s->hx + (size_t)s->sel_t[i] * D, D * sizeof *s->hx);
+        LD_TRY(o->buf_write(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
+        LD_TRY(mlp(s, &L->experts[e], s->xe, cnt, s->hxe, err));
+        for (int i = 0; i < cnt; i++) {
+            float *y = s->hf + (size_t)s->sel_t[i] * D;
+            const float *x = s->hxe + (size_t)i * D;
+            for (size_t d = 0; d < D; d++) y[d] += x[d] * s->sel_w[i];
+        }
+    }
+    LD_TRY(mlp(s, &L->shared, s->xb, n, s->hy, err));
+    for (size_t i = 0; i < N * D; i++) s->hf[i] = s->hf[i] + s->hy[i];
+    return LD_OK;
+}
+
+/* plane p of hidden [planes][T][D]: rows [t0, t0+n) from host `src` */
+static void trace(ld_ds4_session *s, const float *src, float *hidden, int plane, int T, int t0, int n)
+{
+    if (!hidden) return;
+    size_t D = (size_t)s->m->cfg.hidden;
+    memcpy(hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, src, (size_t)n * D * sizeof *src);
+}
+
+/* one mHC site around a block: collapse the streams into s->xb (normed by
+ * `norm`), run the block (attention: 0, MoE: 1) into s->hf, expand */
+static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tokens, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ds4_layer *L = &s->layers[l];
+    size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
+    float **p = which ? L->hc_ffn : L->hc_attn;
+    for (int t = 0; t < n; t++)
+        ld_ref_ds4_hc_pre(s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, p[0], p[1], p[2],
+                          c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, s->post + (size_t)t * N,
+                          s->comb + (size_t)t * N * N, s->hu + (size_t)t * D, s->hcs);
+    LD_TRY(o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err));
+    LD_TRY(o->rmsnorm(s->be, s->xb, s->u, which ? L->ffn_norm : L->attn_norm, n, c->rms_eps, err));
+    if (which) {
+        LD_TRY(moe(s, l, tokens, n, err));
+    } else {
+        LD_TRY(attention(s, l, n, err));
+        LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * D, err));
+    }
+    for (int t = 0; t < n; t++)
+        ld_ref_ds4_hc_post(s->nstreams + (size_t)t * N * D, s->streams + (size_t)t * N * D, s->hf + (size_t)t * D,
+                           s->post + (size_t)t * N, s->comb + (size_t)t * N * N, c->hc_mult, c->hidden);
+    float *tmp = s->streams;
+    s->streams = s->nstreams;
+    s->nstreams = tmp;
+    return LD_OK;
+}
+
+static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
+                       int32_t *experts, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult, K = (size_t)c->top_k;
+
+    LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
+    LD_TRY(o->buf_read(be, s->x, 0, s->hu, (size_t)n * D, err));
+    trace(s, s->hu, hidden, 0, T, t0, n);
+    for (int t = 0; t < n; t++)
+        for (size_t j = 0; j < N; j++)
+            memcpy(s->streams + ((size_t)t * N + j) * D, s->hu + (size_t)t * D, D * sizeof *s->hu);
+    for (int l = 0; l < c->n_layers; l++) {
+        LD_TRY(hc_site(s, l, 0, tokens, n, err));
+        LD_TRY(hc_site(s, l, 1, tokens, n, err));
+        if (experts) memcpy(experts + ((size_t)l * (size_t)T + (size_t)t0) * K, s->idx, (size_t)n * K * sizeof *experts);
+        if (hidden) {
+            for (int t = 0; t < n; t++)
+                for (size_t d = 0; d < D; d++) {
+                    float acc = 0.0f;
+                    for (size_t j = 0; j < N; j++) acc += s->streams[((size_t)t * N + j) * D + d];
+                    s->hu[(size_t)t * D + d] = acc / (float)N;
+                }
+            trace(s, s->hu, hidden, 1 + l, T, t0, n);
+        }
+    }
+    for (int t = 0; t < n; t++)
+        ld_ref_ds4_hc_head(s->hu + (size_t)t * D, s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, s->hc_head[0],
+                           s->hc_head[1], s->hc_head[2][0], c->rms_eps, c->hc_eps, s->hcs);
+    LD_TRY(o->buf_write(be, s->u, 0, s->hu, (size_t)n * D, err));
+    LD_TRY(o->rmsnorm(be, s->xb, s->u, s->norm, n, c->rms_eps, err));
+    if (hidden) {
+        LD_TRY(o->buf_read(be, s->xb, 0, s->hu, (size_t)n * D, err));
+        trace(s, s->hu, hidden, c->n_layers + 1, T, t0, n);
+    }
+    if (logits) {
+        size_t V = (size_t)c->vocab;
+        LD_TRY(o->matmul(be, s->logits, s->xb, s->lm_head, NULL, n, err));
+        LD_TRY(o->buf_read(be, s->logits, 0, logits + (size_t)t0 * V, (size_t)n * V, err));
+    }
+    s->pos += n;
+    return LD_OK;
+}
+
+ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                              int32_t *experts, ld_error *err)
+{
+    if (T < 0 || T > s->max_seq - s->pos)
+        return LD_FAIL(err, LD_ERR_LIMIT, 0, "%d tokens at position %d exceed the session's %d positions", T, s->pos,
+                       s->max_seq);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= s->m->cfg.vocab)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d", (int)tokens[t],
+                           t, s->m->cfg.vocab);
+    for (int t0 = 0; t0 < T; t0 += s->max_batch) {
+        int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
+        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, err));
+    }
+    return LD_OK;
+}
