@@ -1,0 +1,462 @@
+/* backend_cuda.c - the CUDA backend (see backend_cuda.h) over kernels/
+ * cuda_ops.h.  The kernel-spec parser is always built (it needs no GPU);
+ * the backend itself only when CUDA is (LD_HAVE_CUDA), else
+ * ld_backend_cuda_create says "built without CUDA". */
+#include "backend_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "logdiff_config.h"
+
+static const char *const op_names[LD_CUDA_N_OPS] = {"embed", "rmsnorm", "matmul", "rope", "kv_store",
+                                                    "attention", "swiglu", "add", "softmax"};
+
+const char *ld_cuda_op_name(int op)
+{
+    return op >= 0 && op < LD_CUDA_N_OPS ? op_names[op] : NULL;
+}
+
+static int span_is(const char *p, size_t n, const char *word)
+{
+    return strlen(word) == n && memcmp(p, word, n) == 0;
+}
+
+ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error *err)
+{
+    ld_cuda_kernels k;
+    for (int i = 0; i < LD_CUDA_N_OPS; i++) k.custom[i] = 1;
+    const char *p = spec ? spec : "";
+    while (*p) {
+        size_t off = (size_t)(p - spec);
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq)
+            return LD_FAIL(err, LD_ERR_USAGE, off, "kernel spec item '%.*s' is not op=variant", (int)len, p);
+        size_t nlen = (size_t)(eq - p), vlen = len - nlen - 1;
+        const char *val = eq + 1;
+        int custom;
+        if (span_is(val, vlen, "ref")) custom = 0;
+        else if (span_is(val, vlen, "custom")) custom = 1;
+        else
+            return LD_FAIL(err, LD_ERR_USAGE, (uint64_t)(val - spec),
+                           "unknown kernel variant '%.*s' for '%.*s' (ref or custom)", (int)vlen, val, (int)nlen, p);
+        if (span_is(p, nlen, "all")) {
+            for (int i = 0; i < LD_CUDA_N_OPS; i++) k.custom[i] = (unsigned char)custom;
+        } else {
+            int op = -1;
+            for (int i = 0; i < LD_CUDA_N_OPS; i++)
+                if (span_is(p, nlen, op_names[i])) op = i;
+            if (op < 0) return LD_FAIL(err, LD_ERR_USAGE, off, "unknown op '%.*s' in the kernel spec", (int)nlen, p);
+            k.custom[op] = (unsigned char)custom;
+        }
+        if (!end) break;
+        p = end + 1;
+        if (!*p) return LD_FAIL(err, LD_ERR_USAGE, (uint64_t)(p - spec), "kernel spec ends with ','");
+    }
+    *out = k;
+    return LD_OK;
+}
+
+#if !LD_HAVE_CUDA
+
+ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
+{
+    (void)device;
+    *out = NULL;
+    ld_cuda_kernels k;
+    LD_TRY(ld_cuda_kernels_parse(kernels_spec, &k, err));
+    return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "built without CUDA");
+}
+
+#else /* LD_HAVE_CUDA */
+
+#include "cuda_ops.h"
+#include "ref_ops.h"
+
+struct ld_buf {
+    float *d; /* device */
+    size_t n;
+};
+
+struct ld_weight {
+    void *d; /* device copy of the host bytes */
+    ld_kdt dt;
+    int64_t rows, cols;
+    int rope_hd;
+};
+
+typedef struct cuda_backend {
+    ld_backend base;
+    int device;
+    ld_cuda_kernels k;
+    int32_t *tokens; /* device scratch for embed's token ids */
+    size_t tokens_cap;
+    float *freq; /* device scratch for rope's inverse frequencies */
+    size_t freq_cap;
+    float *work; /* attention workspace */
+    size_t work_cap;
+} cuda_backend;
+
+static ld_status cu_fail(ld_error *err, const char *what, int code)
+{
+    return LD_FAIL(err, ld_cu_is_oom(code) ? LD_ERR_NOMEM : LD_ERR_CUDA, 0, "cuda %s: %s (%s)", what,
+                   ld_cu_error_string(code), ld_cu_error_name(code));
+}
+
+/* a CUDA call of op `what`: a non-zero code returns an ld_error naming it */
+#define CU(what, expr)                                  \
+    do {                                                \
+        int cu_e_ = (expr);                             \
+        if (cu_e_) return cu_fail(err, (what), cu_e_);  \
+    } while (0)
+
+static int variant(const cuda_backend *cb, int op)
+{
+    return cb->k.custom[op] ? LD_CU_CUSTOM : LD_CU_REF;
+}
+
+/* grows a device scratch array to `bytes` */
+static ld_status scratch(void **p, size_t *cap, size_t bytes, const char *what, ld_error *err)
+{
+    if (bytes <= *cap) return LD_OK;
+    ld_cu_free(*p);
+    *p = NULL;
+    *cap = 0;
+    CU(what, ld_cu_malloc(p, bytes));
+    *cap = bytes;
+    return LD_OK;
+}
+
+static void destroy(ld_backend *be)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    ld_cu_set_device(cb->device);
+    ld_cu_free(cb->tokens);
+    ld_cu_free(cb->freq);
+    ld_cu_free(cb->work);
+    free(cb);
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+static ld_status buf_alloc(ld_backend *be, size_t n, ld_buf **out, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    *out = NULL;
+    if (n > SIZE_MAX / sizeof(float) - 1)
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "a buffer of %zu floats is too large", n);
+    ld_buf *b = malloc(sizeof *b);
+    if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    b->n = n;
+    b->d = NULL;
+    void *d = NULL;
+    int e = ld_cu_set_device(cb->device);
+    if (!e) e = ld_cu_malloc(&d, (n ? n : 1) * sizeof(float));
+    if (!e) e = ld_cu_memset0(d, n * sizeof(float));
+    if (e) {
+        ld_cu_free(d);
+        free(b);
+        ld_status st = cu_fail(err, "buf_alloc", e);
+        if (err) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%.180s, %zu floats", err->msg, n);
+            memcpy(err->msg, msg, sizeof msg);
+        }
+        return st;
+    }
+    b->d = d;
+    *out = b;
+    return LD_OK;
+}
+
+static void buf_free(ld_backend *be, ld_buf *b)
+{
+    if (!b) return;
+    ld_cu_set_device(((cuda_backend *)be)->device);
+    ld_cu_free(b->d);
+    free(b);
+}
+
+static ld_status range(const ld_buf *b, size_t off, size_t n, ld_error *err)
+{
+    if (off > b->n || n > b->n - off)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "range [%zu, +%zu) outside a buffer of %zu floats", off, n, b->n);
+    return LD_OK;
+}
+
+static ld_status buf_write(ld_backend *be, ld_buf *b, size_t off, const float *src, size_t n, ld_error *err)
+{
+    LD_TRY(range(b, off, n, err));
+    CU("buf_write", ld_cu_set_device(((cuda_backend *)be)->device));
+    CU("buf_write", ld_cu_h2d(b->d + off, src, n * sizeof *src));
+    return LD_OK;
+}
+
+static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *dst, size_t n, ld_error *err)
+{
+    LD_TRY(range(b, off, n, err));
+    CU("buf_read", ld_cu_set_device(((cuda_backend *)be)->device));
+    CU("buf_read", ld_cu_d2h(dst, b->d + off, n * sizeof *dst));
+    return LD_OK;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    *out = NULL;
+    ld_kdt dt;
+    int64_t block = 1;
+    switch (t->quant) {
+    case LD_WQ_NONE:
+        switch (t->dtype) {
+        case LD_DT_F32: dt = LD_KDT_F32; break;
+        case LD_DT_F16: dt = LD_KDT_F16; break;
+        case LD_DT_BF16: dt = LD_KDT_BF16; break;
+        default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
+        }
+        break;
+    case LD_WQ_Q4_0: dt = LD_KDT_Q4_0; block = 32; break;
+    case LD_WQ_Q4_1: dt = LD_KDT_Q4_1; block = 32; break;
+    case LD_WQ_Q8_0: dt = LD_KDT_Q8_0; block = 32; break;
+    case LD_WQ_Q4_K: dt = LD_KDT_Q4_K; block = 256; break;
+    case LD_WQ_Q6_K: dt = LD_KDT_Q6_K; block = 256; break;
+    case LD_WQ_F8B:
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "block-scaled FP8 weights are not supported by the CUDA backend yet");
+    default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight block type %d is not supported", (int)t->quant);
+    }
+    if (t->rows < 0 || t->cols < 0 || t->cols > 0x7fffffff || t->rows > 0x7fffffff)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "weight of %lld x %lld values", (long long)t->rows, (long long)t->cols);
+    if (t->cols % block)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rows of %lld values are not whole blocks of %lld", (long long)t->cols,
+                       (long long)block);
+    if (t->rope_hd < 0 || t->rope_hd % 2 || (t->rope_hd && t->rows % t->rope_hd))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rope row order of %d rows per head for %lld rows", t->rope_hd,
+                       (long long)t->rows);
+    size_t bytes = ld_cu_row_bytes(dt, t->cols) * (size_t)t->rows;
+    ld_weight *w = malloc(sizeof *w);
+    if (!w) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    w->d = NULL;
+    int e = ld_cu_set_device(cb->device);
+    if (!e) e = ld_cu_malloc(&w->d, bytes);
+    if (!e) e = ld_cu_h2d(w->d, t->data, bytes);
+    if (e) {
+        ld_cu_free(w->d);
+        free(w);
+        return cu_fail(err, "weight_load", e);
+    }
+    w->dt = dt;
+    w->rows = t->rows;
+    w->cols = t->cols;
+    w->rope_hd = t->rope_hd;
+    *out = w;
+    return LD_OK;
+}
+
+static void weight_free(ld_backend *be, ld_weight *w)
+{
+    if (!w) return;
+    ld_cu_set_device(((cuda_backend *)be)->device);
+    ld_cu_free(w->d);
+    free(w);
+}
+
+/* ---------------------------------------------------------------- ops */
+
+static ld_status embed(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "embed of %d tokens", T);
+    LD_TRY(range(out, 0, (size_t)T * (size_t)table->cols, err));
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= table->rows)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d outside the vocabulary of %lld", (int)tokens[t],
+                           (long long)table->rows);
+    if (!T) return LD_OK;
+    CU("embed", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->tokens, &cb->tokens_cap, (size_t)T * sizeof(int32_t), "embed", err));
+    CU("embed", ld_cu_h2d(cb->tokens, tokens, (size_t)T * sizeof(int32_t)));
+    CU("embed", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), out->d, table->d, table->dt, (int)table->cols,
+                            cb->tokens, T));
+    return LD_OK;
+}
+
+static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps,
+                         ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (rows < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "rmsnorm of %d rows", rows);
+    size_t n = (size_t)rows * (size_t)w->cols;
+    if (ld_ref_kdt_is_block(w->dt)) return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
+    LD_TRY(range(out, 0, n, err));
+    LD_TRY(range(x, 0, n, err));
+    CU("rmsnorm", ld_cu_set_device(cb->device));
+    CU("rmsnorm", ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), out->d, x->d, w->d, w->dt, (int)w->cols, eps, rows));
+    return LD_OK;
+}
+
+static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias,
+                        int T, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul of %d tokens", T);
+    LD_TRY(range(out, 0, (size_t)T * (size_t)w->rows, err));
+    LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
+    if (x == out) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul in place");
+    if (bias && ld_ref_kdt_is_block(bias->dt)) return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
+    if (bias && bias->rows * bias->cols != w->rows)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
+                       (long long)(bias->rows * bias->cols), (long long)w->rows);
+    CU("matmul", ld_cu_set_device(cb->device));
+    CU("matmul", ld_cu_matmul(variant(cb, LD_CUDA_OP_MATMUL), out->d, x->d, w->d, w->dt, bias ? bias->d : NULL,
+                              bias ? bias->dt : LD_KDT_F32, T, (int)w->cols, (int)w->rows, w->rope_hd));
+    return LD_OK;
+}
+
+static ld_status rope(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq,
+                      ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0 || n_heads < 0 || head_dim < 0 || pos0 < 0)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rope of %d tokens, %d heads of %d at %d", T, n_heads, head_dim, pos0);
+    LD_TRY(range(x, 0, (size_t)T * (size_t)n_heads * (size_t)head_dim, err));
+    size_t half = (size_t)(head_dim / 2);
+    if (!T || !n_heads || !half) return LD_OK;
+    CU("rope", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->freq, &cb->freq_cap, half * sizeof(float), "rope", err));
+    CU("rope", ld_cu_h2d(cb->freq, inv_freq, half * sizeof(float)));
+    CU("rope", ld_cu_rope(variant(cb, LD_CUDA_OP_ROPE), x->d, T, n_heads, head_dim, cb->freq, pos0));
+    return LD_OK;
+}
+
+static ld_status kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int T, int pos0, int row, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0 || pos0 < 0 || row < 0)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "kv_store of %d rows of %d at %d", T, row, pos0);
+    size_t n = (size_t)T * (size_t)row;
+    LD_TRY(range(src, 0, n, err));
+    LD_TRY(range(cache, (size_t)pos0 * (size_t)row, n, err));
+    CU("kv_store", ld_cu_set_device(cb->device));
+    CU("kv_store", ld_cu_copy(variant(cb, LD_CUDA_OP_KV_STORE), cache->d + (size_t)pos0 * (size_t)row, src->d, n));
+    return LD_OK;
+}
+
+/* the custom attention runs its queries in tiles whose workspace stays
+ * under this many floats (or one query's, when that is more) */
+#define ATT_WORK_FLOATS ((size_t)16 << 20)
+
+static ld_status attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kcache, const ld_buf *vcache,
+                           int T, int pos0, int n_heads, int n_kv, int head_dim, int window, float scale, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0 || pos0 < 0 || n_heads < 0 || head_dim < 0)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "attention of %d tokens at %d, %d heads of %d", T, pos0, n_heads,
+                       head_dim);
+    size_t nq = (size_t)T * (size_t)n_heads * (size_t)head_dim;
+    size_t nkv = (size_t)(pos0 + T) * (size_t)n_kv * (size_t)head_dim;
+    if (n_kv <= 0 || n_heads % n_kv) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d heads over %d kv heads", n_heads, n_kv);
+    LD_TRY(range(out, 0, nq, err));
+    LD_TRY(range(q, 0, nq, err));
+    LD_TRY(range(kcache, 0, nkv, err));
+    LD_TRY(range(vcache, 0, nkv, err));
+    if (!nq) return LD_OK;
+    int v = variant(cb, LD_CUDA_OP_ATTENTION);
+    if (v == LD_CU_CUSTOM && head_dim > LD_CU_ATT_MAX_HD)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda attention: head_dim %d > %d (custom kernel; use attention=ref)",
+                       head_dim, LD_CU_ATT_MAX_HD);
+    CU("attention", ld_cu_set_device(cb->device));
+    size_t per_query = ld_cu_attention_work(v, 1, n_heads, head_dim, pos0, T), want = 0;
+    if (per_query) {
+        size_t tile = ATT_WORK_FLOATS / per_query;
+        if (tile < 1) tile = 1;
+        if (tile > (size_t)T) tile = (size_t)T;
+        want = tile * per_query;
+        if (want > cb->work_cap / sizeof(float))
+            LD_TRY(scratch((void **)&cb->work, &cb->work_cap, want * sizeof(float), "attention", err));
+        else
+            want = cb->work_cap / sizeof(float);
+    }
+    CU("attention", ld_cu_attention(v, out->d, q->d, kcache->d, vcache->d, T, pos0, n_heads, n_kv, head_dim, window,
+                                    scale, cb->work, want));
+    return LD_OK;
+}
+
+static ld_status swiglu(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(range(out, 0, n, err));
+    LD_TRY(range(gate, 0, n, err));
+    LD_TRY(range(up, 0, n, err));
+    CU("swiglu", ld_cu_set_device(cb->device));
+    CU("swiglu", ld_cu_swiglu(variant(cb, LD_CUDA_OP_SWIGLU), out->d, gate->d, up->d, n));
+    return LD_OK;
+}
+
+static ld_status add(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(range(x, 0, n, err));
+    LD_TRY(range(y, 0, n, err));
+    CU("add", ld_cu_set_device(cb->device));
+    CU("add", ld_cu_add(variant(cb, LD_CUDA_OP_ADD), x->d, y->d, n));
+    return LD_OK;
+}
+
+static ld_status softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows, int n, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (rows < 0 || n < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "softmax of %d rows of %d", rows, n);
+    LD_TRY(range(out, 0, (size_t)rows * (size_t)n, err));
+    LD_TRY(range(x, 0, (size_t)rows * (size_t)n, err));
+    CU("softmax", ld_cu_set_device(cb->device));
+    CU("softmax", ld_cu_softmax(variant(cb, LD_CUDA_OP_SOFTMAX), out->d, x->d, rows, n));
+    return LD_OK;
+}
+
+static const ld_backend_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = destroy,
+    .buf_alloc = buf_alloc,
+    .buf_free = buf_free,
+    .buf_write = buf_write,
+    .buf_read = buf_read,
+    .weight_load = weight_load,
+    .weight_free = weight_free,
+    .embed = embed,
+    .rmsnorm = rmsnorm,
+    .matmul = matmul,
+    .rope = rope,
+    .kv_store = kv_store,
+    .attention = attention,
+    .swiglu = swiglu,
+    .add = add,
+    .softmax = softmax,
+};
+
+ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
+{
+    *out = NULL;
+    ld_cuda_kernels k;
+    LD_TRY(ld_cuda_kernels_parse(kernels_spec, &k, err));
+    int n = 0, e = ld_cu_device_count(&n);
+    if (e || n == 0)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "no CUDA device: %s",
+                       e ? ld_cu_error_string(e) : "the runtime sees 0 devices");
+    if (device < 0 || device >= n)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "CUDA device %d outside [0, %d)", device, n);
+    CU("create", ld_cu_set_device(device));
+    CU("create", ld_cu_sync()); /* creates the context now, reports a broken device here */
+    cuda_backend *cb = calloc(1, sizeof *cb);
+    if (!cb) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    cb->base.ops = &cuda_ops;
+    cb->device = device;
+    cb->k = k;
+    *out = &cb->base;
+    return LD_OK;
+}
+
+#endif /* LD_HAVE_CUDA */

@@ -1,0 +1,56 @@
+/* backend_cuda.h - the CUDA backend: backend.h's op table on one device,
+ * over kernels/cuda_ops.h.
+ *
+ * Buffers are plain device allocations (cudaMalloc, zeroed); weight_load
+ * copies the host bytes to the device as they are (quantized blocks stay
+ * quantized and are dequantized inside the kernels, exactly as ref_quant.c
+ * does).  Every CUDA call is checked; a failure is LD_ERR_CUDA with the op
+ * and CUDA's message.  Kernels run asynchronously, so a fault inside one is
+ * reported by a later call (buf_read copies back synchronously).
+ *
+ * Each op has two kernels (cuda_ops.h): "ref", one thread per output and
+ * the reference's arithmetic, and "custom", the fast one; both keep
+ * backend.h's contract (fixed reduction orders, nothing depends on how many
+ * tokens run together).
+ */
+#ifndef LD_BACKEND_CUDA_H
+#define LD_BACKEND_CUDA_H
+
+#include "backend.h"
+
+/* The ops whose kernel a spec selects, in the table's order. */
+enum {
+    LD_CUDA_OP_EMBED,
+    LD_CUDA_OP_RMSNORM,
+    LD_CUDA_OP_MATMUL,
+    LD_CUDA_OP_ROPE,
+    LD_CUDA_OP_KV_STORE,
+    LD_CUDA_OP_ATTENTION,
+    LD_CUDA_OP_SWIGLU,
+    LD_CUDA_OP_ADD,
+    LD_CUDA_OP_SOFTMAX,
+    LD_CUDA_N_OPS
+};
+
+/* kernel choice per op: 0 = ref, 1 = custom */
+typedef struct ld_cuda_kernels {
+    unsigned char custom[LD_CUDA_N_OPS];
+} ld_cuda_kernels;
+
+/* "embed", "rmsnorm"...; NULL outside [0, LD_CUDA_N_OPS) */
+const char *ld_cuda_op_name(int op);
+
+/* Parse a kernel spec: comma-separated `op=variant` with op one of the
+ * names above or `all`, variant `ref` or `custom`; later items win
+ * ("all=ref,matmul=custom").  NULL or "" = every op custom.  Errors
+ * (LD_ERR_USAGE) name the unknown op or variant and the item's offset.
+ * Needs no GPU, and is there in builds without CUDA. */
+ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error *err);
+
+/* The CUDA backend on `device` with the kernels of `kernels_spec` (above).
+ * Errors: a bad spec (LD_ERR_USAGE, checked first), a build without CUDA or
+ * no CUDA device (LD_ERR_UNSUPPORTED, the message says which), a device
+ * number out of range (LD_ERR_USAGE), any other CUDA failure (LD_ERR_CUDA). */
+ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err);
+
+#endif /* LD_BACKEND_CUDA_H */

@@ -1,0 +1,315 @@
+/* cuda_weights.cu - the ops that read weights: embed, rmsnorm, matmul.
+ * Weights are the host bytes as they are (F32, F16, BF16 or a GGML block
+ * type), dequantized one element at a time with ref_quant.c's fp32
+ * operations in its order (this file is compiled with --fmad=false), so
+ * every element equals the reference's dequantization bitwise. */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+#include "cuda_ops.h"
+
+#define FULL 0xffffffffu
+
+/* ------------------------------------------------------------ elements */
+
+/* ld_ref_f16_to_f32, bit for bit */
+__device__ __forceinline__ float f16_to_f32(uint32_t h)
+{
+    uint32_t s = (h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, u;
+    if (e == 31) {
+        u = s | 0x7f800000u | (m << 13);
+    } else if (e) {
+        u = s | ((e + 112u) << 23) | (m << 13);
+    } else if (!m) {
+        u = s;
+    } else {
+        e = 113;
+        while (!(m & 1024u)) {
+            m <<= 1;
+            e--;
+        }
+        u = s | (e << 23) | ((m & 1023u) << 13);
+    }
+    return __uint_as_float(u);
+}
+
+__device__ __forceinline__ uint32_t le16(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+}
+
+__device__ __forceinline__ float half_at(const uint8_t *p)
+{
+    return f16_to_f32(le16(p));
+}
+
+/* element k of the row whose bytes start at `row` (ld_cu_row_bytes each),
+ * the type a template argument (the custom matmul's inner loop) */
+template <int DT> __device__ __forceinline__ float elem_t(const uint8_t *row, int k)
+{
+    switch (DT) {
+    case LD_KDT_F32: return ((const float *)row)[k];
+    case LD_KDT_F16: return f16_to_f32(le16(row + 2 * k));
+    case LD_KDT_BF16: return __uint_as_float(le16(row + 2 * k) << 16);
+    case LD_KDT_Q4_0: {
+        const uint8_t *b = row + (k / 32) * 18;
+        int j = k % 32;
+        float d = half_at(b);
+        int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+        return d * (float)(q - 8);
+    }
+    case LD_KDT_Q4_1: {
+        const uint8_t *b = row + (k / 32) * 20;
+        int j = k % 32;
+        float d = half_at(b), m = half_at(b + 2);
+        int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+        return d * (float)q + m;
+    }
+    case LD_KDT_Q8_0: {
+        const uint8_t *b = row + (k / 32) * 34;
+        float d = half_at(b);
+        return (float)(int8_t)b[2 + k % 32] * d;
+    }
+    case LD_KDT_Q4_K: {
+        const uint8_t *b = row + (k / 256) * 144;
+        const uint8_t *s = b + 4, *qs = b + 16;
+        int r = k % 256, j = r / 32, i = r % 32, sc, mn;
+        if (j < 4) {
+            sc = s[j] & 63;
+            mn = s[j + 4] & 63;
+        } else {
+            sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+            mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        }
+        float d = half_at(b), dmin = half_at(b + 2);
+        float dl = d * (float)sc, ml = dmin * (float)mn;
+        int q = (qs[32 * (j / 2) + i] >> ((j % 2) * 4)) & 15;
+        return dl * (float)q - ml;
+    }
+    case LD_KDT_Q6_K: {
+        const uint8_t *b = row + (k / 256) * 210;
+        const uint8_t *ql = b, *qh = b + 128, *sc = b + 192;
+        float d = half_at(b + 208);
+        int i = k % 256, h = i / 128, r = i % 128;
+        int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+        int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        float dl = d * (float)(int8_t)sc[i / 16];
+        return dl * (float)((lo | (hi << 4)) - 32);
+    }
+    }
+    return 0.0f;
+}
+
+/* the same, the type a run-time argument */
+__device__ float elem(const uint8_t *row, int dt, int k)
+{
+    switch (dt) {
+    case LD_KDT_F32: return elem_t<LD_KDT_F32>(row, k);
+    case LD_KDT_F16: return elem_t<LD_KDT_F16>(row, k);
+    case LD_KDT_BF16: return elem_t<LD_KDT_BF16>(row, k);
+    case LD_KDT_Q4_0: return elem_t<LD_KDT_Q4_0>(row, k);
+    case LD_KDT_Q4_1: return elem_t<LD_KDT_Q4_1>(row, k);
+    case LD_KDT_Q8_0: return elem_t<LD_KDT_Q8_0>(row, k);
+    case LD_KDT_Q4_K: return elem_t<LD_KDT_Q4_K>(row, k);
+    case LD_KDT_Q6_K: return elem_t<LD_KDT_Q6_K>(row, k);
+    }
+    return 0.0f;
+}
+
+/* bytes per row, device side (see ld_cu_row_bytes) */
+static size_t row_bytes(ld_kdt dt, int cols)
+{
+    return ld_cu_row_bytes(dt, cols);
+}
+
+static unsigned blocks_for(size_t n, unsigned threads)
+{
+    return (unsigned)((n + threads - 1) / threads);
+}
+
+/* ------------------------------------------------------------ embed */
+
+__global__ void embed_ref(float *out, const uint8_t *table, int dt, size_t rb, int dim, const int32_t *tokens,
+                          size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    size_t t = i / (size_t)dim;
+    int k = (int)(i % (size_t)dim);
+    out[i] = elem(table + (size_t)tokens[t] * rb, dt, k);
+}
+
+/* one block per token, threads striding over the row */
+__global__ void embed_custom(float *out, const uint8_t *table, int dt, size_t rb, int dim, const int32_t *tokens)
+{
+    size_t t = blockIdx.x;
+    const uint8_t *row = table + (size_t)tokens[t] * rb;
+    float *o = out + t * (size_t)dim;
+    for (int k = threadIdx.x; k < dim; k += blockDim.x) o[k] = elem(row, dt, k);
+}
+
+extern "C" int ld_cu_embed(int v, float *out, const void *table, ld_kdt dt, int dim, const int32_t *tokens, int T)
+{
+    if (T <= 0 || dim <= 0) return 0;
+    size_t rb = row_bytes(dt, dim), n = (size_t)T * (size_t)dim;
+    const uint8_t *tb = (const uint8_t *)table;
+    if (v == LD_CU_REF) embed_ref<<<blocks_for(n, 256), 256>>>(out, tb, (int)dt, rb, dim, tokens, n);
+    else embed_custom<<<(unsigned)T, 256>>>(out, tb, (int)dt, rb, dim, tokens);
+    return (int)cudaGetLastError();
+}
+
+/* ------------------------------------------------------------ rmsnorm */
+
+/* one thread per row, ld_ref_rmsnorm's loop (in place safe as the C is) */
+__global__ void rmsnorm_ref(float *out, const float *x, const uint8_t *w, int dt, int dim, float eps, int rows)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float *xr = x + (size_t)r * (size_t)dim;
+    float *o = out + (size_t)r * (size_t)dim;
+    float ss = 0.0f;
+    for (int i = 0; i < dim; i++) ss += xr[i] * xr[i];
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int i = 0; i < dim; i++) o[i] = elem(w, dt, i) * (xr[i] * inv);
+}
+
+#define NORM_THREADS 256
+
+/* a fixed tree over NORM_THREADS partial sums in shared memory; returns
+ * the total to every thread */
+__device__ float block_sum(float v, float *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = NORM_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    float total = sh[0];
+    __syncthreads();
+    return total;
+}
+
+/* one block of NORM_THREADS per row: thread j sums x[j + 256 m]^2 (fmaf,
+ * m ascending), then the fixed tree */
+__global__ void rmsnorm_custom(float *out, const float *x, const uint8_t *w, int dt, int dim, float eps)
+{
+    __shared__ float sh[NORM_THREADS];
+    const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
+    float *o = out + (size_t)blockIdx.x * (size_t)dim;
+    float p = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) p = fmaf(xr[i], xr[i], p);
+    float ss = block_sum(p, sh);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) o[i] = elem(w, dt, i) * (xr[i] * inv);
+}
+
+extern "C" int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps,
+                             int rows)
+{
+    if (rows <= 0 || dim <= 0) return 0;
+    const uint8_t *wb = (const uint8_t *)w;
+    if (v == LD_CU_REF) rmsnorm_ref<<<blocks_for((size_t)rows, 64), 64>>>(out, x, wb, (int)dt, dim, eps, rows);
+    else rmsnorm_custom<<<(unsigned)rows, NORM_THREADS>>>(out, x, wb, (int)dt, dim, eps);
+    return (int)cudaGetLastError();
+}
+
+/* ------------------------------------------------------------ matmul */
+
+/* the weight row of output column n (ld_ref_matmul_ex's rope order) */
+__device__ __forceinline__ size_t src_row(int n, int rope_hd)
+{
+    if (rope_hd <= 0) return (size_t)n;
+    int hd = rope_hd, h = n / hd, r = n % hd;
+    return (size_t)h * hd + 2 * (r % (hd / 2)) + r / (hd / 2);
+}
+
+__device__ __forceinline__ float bias_at(const void *bias, int bias_dt, int n)
+{
+    return bias ? elem((const uint8_t *)bias, bias_dt, n) : 0.0f;
+}
+
+/* one thread per output (t, n): acc += x[t][k] * w[k], k ascending */
+__global__ void matmul_ref(float *out, const float *x, const uint8_t *w, int dt, size_t rb, const void *bias,
+                           int bias_dt, int T, int K, int N, int rope_hd)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * (size_t)N) return;
+    int t = (int)(i / (size_t)N), n = (int)(i % (size_t)N);
+    const uint8_t *wr = w + src_row(n, rope_hd) * rb;
+    const float *xr = x + (size_t)t * (size_t)K;
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) acc += xr[k] * elem(wr, dt, k);
+    out[i] = acc + bias_at(bias, bias_dt, n);
+}
+
+#define MM_WARPS 8 /* output columns per block, one warp each */
+#define MM_TT 8    /* tokens per warp */
+
+/* A warp per output column n and up to MM_TT tokens: lane l dequantizes
+ * w[k] for k = l, l + 32, ... once and accumulates x[t][k] * w[k] with
+ * fmaf, k ascending, for each of its tokens; the 32 partials are then
+ * summed by the fixed tree of __shfl_down_sync (16, 8, 4, 2, 1).  A
+ * token's sums do not depend on which tile or how many tokens run with it,
+ * so T = 1 (a GEMV) and T > 1 (a GEMM reading each weight once per MM_TT
+ * tokens) give the same bits. */
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    matmul_custom(float *out, const float *x, const uint8_t *w, size_t rb, const void *bias, int bias_dt, int T, int K,
+                  int N, int rope_hd)
+{
+    int lane = threadIdx.x & 31;
+    int n = blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    if (n >= N) return; /* the whole warp */
+    int t0 = blockIdx.y * MM_TT;
+    int nt = T - t0 < MM_TT ? T - t0 : MM_TT;
+    const uint8_t *wr = w + src_row(n, rope_hd) * rb;
+    const float *x0 = x + (size_t)t0 * (size_t)K;
+    float acc[MM_TT];
+#pragma unroll
+    for (int tt = 0; tt < MM_TT; tt++) acc[tt] = 0.0f;
+    for (int k = lane; k < K; k += 32) {
+        float wv = elem_t<DT>(wr, k);
+#pragma unroll
+        for (int tt = 0; tt < MM_TT; tt++)
+            if (tt < nt) acc[tt] = fmaf(__ldg(x0 + (size_t)tt * (size_t)K + k), wv, acc[tt]);
+    }
+    float b = bias_at(bias, bias_dt, n);
+#pragma unroll
+    for (int tt = 0; tt < MM_TT; tt++) {
+        float s = acc[tt];
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(FULL, s, off);
+        if (lane == 0 && tt < nt) out[(size_t)(t0 + tt) * (size_t)N + n] = s + b;
+    }
+}
+
+extern "C" int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, const void *bias,
+                            ld_kdt bias_dt, int T, int K, int N, int rope_hd)
+{
+    if (T <= 0 || N <= 0) return 0;
+    size_t rb = row_bytes(dt, K);
+    const uint8_t *wb = (const uint8_t *)w;
+    if (v == LD_CU_REF) {
+        size_t n = (size_t)T * (size_t)N;
+        matmul_ref<<<blocks_for(n, 128), 128>>>(out, x, wb, (int)dt, rb, bias, (int)bias_dt, T, K, N, rope_hd);
+    } else {
+        dim3 grid((unsigned)((N + MM_WARPS - 1) / MM_WARPS), (unsigned)((T + MM_TT - 1) / MM_TT));
+        if (grid.y > 65535u) return (int)cudaErrorInvalidValue;
+        switch (dt) {
+#define MM_CASE(D)                                                                                       \
+    case D: matmul_custom<D><<<grid, MM_WARPS * 32>>>(out, x, wb, rb, bias, (int)bias_dt, T, K, N, rope_hd); break
+            MM_CASE(LD_KDT_F32);
+            MM_CASE(LD_KDT_F16);
+            MM_CASE(LD_KDT_BF16);
+            MM_CASE(LD_KDT_Q4_0);
+            MM_CASE(LD_KDT_Q4_1);
+            MM_CASE(LD_KDT_Q8_0);
+            MM_CASE(LD_KDT_Q4_K);
+            MM_CASE(LD_KDT_Q6_K);
+#undef MM_CASE
+        default: return (int)cudaErrorInvalidValue;
+        }
+    }
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# gpu-check.sh - the CUDA backend's checks, for a session that has a GPU:
+#   1. builds with CUDA for the present GPU's architecture (nvidia-smi's
+#      compute capability; LOGDIFF_CUDA_ARCHS overrides), warnings as
+#      errors -- or takes binaries prepared elsewhere (below);
+#   2. runs the GPU tests: test_engine_cuda_ops (ctest engine.cuda_ops,
+#      label gpu) and test_engine_backend_ops (every op on cpu, cuda-ref and
+#      cuda-custom against the reference backend);
+#   3. runs the kernel benchmark (bench/cuda_ops.c: each kernel's time and
+#      bandwidth against a device-to-device cudaMemcpy of the same run);
+#   4. (when it built) builds everything else and runs the engine's other
+#      CPU tests (ctest -L cpu -R '^engine\.');
+# and prints a short table (step, result, seconds), the tests' summary
+# lines and the benchmark.  A build error outside the GPU targets is
+# reported and fails the run, but the GPU tests and the benchmark still run.
+# Unattended, no network; every step has a timeout and all of them
+# together stay under GPU_CHECK_BUDGET seconds (default 470: give the
+# device tool a timeout_s of 500 or more).  Logs go to BUILD_DIR/gpu-check/
+# and, when OUT is set, to $OUT/gpu-check/ (7 files; the GPU machine
+# returns what is written under $OUT).
+#
+# The GPU machine's image may lack the project's C dependencies (cJSON,
+# PCRE2, libarchive... through pkg-config); then the configure step fails.
+# For that case prepare the binaries on a machine that has them (and nvcc,
+# no GPU needed) and carry them:
+#
+#   tools/gpu-check.sh --prepare            # here: build-gpu/gpu-bin/, ~10 MB
+#   # device run, carry ["build-gpu/gpu-bin"]:
+#   GPU_CHECK_BIN=build-gpu/gpu-bin tools/gpu-check.sh
+#
+# gpu-bin/ holds the three executables, the shared libraries they need
+# beyond the C/C++ runtime (libcjson), and the source directory they were
+# built in (the tests read testdata/ there by absolute path; when that
+# directory does not exist on the GPU machine it is made a link to this
+# checkout).  Without GPU_CHECK_BIN, a configure failure falls back to
+# BUILD_DIR/gpu-bin when it is there.
+#
+# Usage: tools/gpu-check.sh [BUILD_DIR]           (default: build-gpu)
+#        tools/gpu-check.sh --prepare [BUILD_DIR]   (LOGDIFF_CUDA_ARCHS
+#                                                    default 90 there)
+# Exit: 0 all passed, 1 a test failed, 2 the build or the setup failed.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+prepare=0
+if [ "${1:-}" = --prepare ]; then prepare=1; shift; fi
+build=${1:-$root/build-gpu}
+case $build in /*) ;; *) build=$root/$build ;; esac
+logs=$build/gpu-check
+mkdir -p "$logs"
+jobs=$(nproc 2>/dev/null || echo 4)
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+targets="test_engine_cuda_ops test_engine_backend_ops bench_cuda_ops"
+
+if [ $prepare = 1 ]; then
+    archs=${LOGDIFF_CUDA_ARCHS:-90}
+    cmake -S "$root" -B "$build" -DLOGDIFF_CUDA=ON -DLOGDIFF_WERROR=ON "-DLOGDIFF_CUDA_ARCHS=$archs" \
+        "-DCMAKE_CUDA_COMPILER=$nvcc" > "$logs/prepare.log" 2>&1 &&
+        cmake --build "$build" -j "$jobs" --target $targets >> "$logs/prepare.log" 2>&1 || {
+        tail -30 "$logs/prepare.log"; echo "gpu-check --prepare: build failed"; exit 2; }
+    bin=$build/gpu-bin
+    rm -rf "$bin" && mkdir -p "$bin/lib"
+    for t in $targets; do cp "$build/$t" "$bin/"; done
+    # shared libraries beyond the C and C++ runtimes
+    for t in $targets; do ldd "$build/$t"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+        grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+        while read -r lib; do cp -L "$lib" "$bin/lib/"; done
+    echo "$root" > "$bin/source_dir"
+    echo "$archs" > "$bin/archs"
+    echo "prepared $bin (archs $archs):"
+    ls -la "$bin" "$bin/lib"
+    du -sh "$bin"
+    exit 0
+fi
+
+summary=$logs/summary.txt
+: > "$summary"
+status=0
+note() { printf '%s\n' "$*" | tee -a "$summary"; }
+row() { printf '%-24s %-8s %6ss\n' "$1" "$2" "$3" | tee -a "$summary"; }
+
+# step NAME LIMIT_S CMD...: runs CMD with a timeout, its output to
+# $logs/NAME.log, and records the result; limits are capped by what is
+# left of the budget
+budget=${GPU_CHECK_BUDGET:-470}
+step() {
+    local name=$1 limit=$2; shift 2
+    local t0=$SECONDS rc left=$((budget - SECONDS))
+    if [ $left -lt 15 ]; then
+        row "$name" no-time 0
+        return 124
+    fi
+    [ "$limit" -gt $left ] && limit=$left
+    timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+    rc=$?
+    local what=ok
+    if [ $rc = 124 ]; then what=TIMEOUT
+    elif [ $rc = 77 ]; then what=skipped
+    elif [ $rc = 2 ] && grep -q 'no CUDA device' "$logs/$name.log"; then what=no-gpu
+    elif [ $rc != 0 ]; then what="FAIL($rc)"
+    fi
+    row "$name" "$what" $((SECONDS - t0))
+    return $rc
+}
+
+copy_out() {
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT/gpu-check" && cp -f "$logs"/*.log "$logs"/*.txt "$OUT/gpu-check/" 2>/dev/null
+    fi
+}
+
+note "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>&1 |
+        sed 's/^/gpu: /' | tee -a "$summary"
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+else
+    note "gpu: nvidia-smi not found (the GPU tests will skip)"
+    cap=
+fi
+
+# where the binaries come from
+bin=${GPU_CHECK_BIN:-}
+built=0
+if [ -z "$bin" ]; then
+    archs=${LOGDIFF_CUDA_ARCHS:-${cap:-80;90;90a}}
+    note "nvcc: $("$nvcc" --version 2>/dev/null | tail -1) ; archs: $archs ; jobs: $jobs"
+    if step configure 90 cmake -S "$root" -B "$build" -DLOGDIFF_CUDA=ON -DLOGDIFF_WERROR=ON \
+        "-DLOGDIFF_CUDA_ARCHS=$archs" "-DCMAKE_CUDA_COMPILER=$nvcc"; then
+        # the GPU targets first, so that a broken file elsewhere does not stop them
+        step build-gpu 240 cmake --build "$build" -j "$jobs" --target $targets || {
+            grep -E 'error' "$logs/build-gpu.log" | head -20 | tee -a "$summary"; copy_out; exit 2; }
+        bin=$build
+        built=1
+    elif [ -x "$build/gpu-bin/test_engine_cuda_ops" ]; then
+        grep -E 'Could NOT|not found|Error' "$logs/configure.log" | head -5 | tee -a "$summary"
+        note "configure failed: using the prepared binaries in $build/gpu-bin"
+        bin=$build/gpu-bin
+    else
+        tail -20 "$logs/configure.log"
+        note "configure failed and no prepared binaries (tools/gpu-check.sh --prepare, then carry build-gpu/gpu-bin)"
+        copy_out
+        exit 2
+    fi
+fi
+case $bin in /*) ;; *) bin=$root/$bin ;; esac
+if [ -f "$bin/source_dir" ]; then
+    note "binaries: $bin (prepared, archs $(cat "$bin/archs" 2>/dev/null))"
+    [ -d "$bin/lib" ] && export LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    src=$(cat "$bin/source_dir")
+    if [ "$src" != "$root" ] && [ ! -e "$src" ]; then
+        mkdir -p "$(dirname "$src")" && ln -s "$root" "$src" && note "linked $src -> $root (the tests' testdata path)"
+    fi
+fi
+note ""
+
+step test-cuda-ops 150 "$bin/test_engine_cuda_ops"
+rc=$?
+[ $rc = 0 ] || [ $rc = 77 ] || status=1
+step test-backend-ops 120 "$bin/test_engine_backend_ops" || status=1
+step bench-cuda-ops 90 "$bin/bench_cuda_ops"
+rc=$?
+[ $rc = 0 ] || [ $rc = 2 ] || status=1
+if [ $built = 1 ]; then
+    step build-all 150 cmake --build "$build" -j "$jobs" -- -k || {
+        status=1; grep -E 'error:' "$logs/build-all.log" | head -10 | tee -a "$summary"; }
+    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \
+        -j "$jobs" --output-on-failure --timeout 140 || status=1
+fi
+
+note ""
+# the tests' own lines: skips (with their reason), failures, summaries
+for t in test-cuda-ops test-backend-ops; do
+    note "== $t"
+    grep -E '^(ok|skip|FAIL) |skipped:|check failed|logits nmse|bitwise|buf_alloc:|passed,|FAIL( \(|$)' \
+        "$logs/$t.log" | head -60 | tee -a "$summary"
+done
+[ -f "$logs/test-engine-cpu.log" ] && grep -hE 'tests passed|\*\*\*' "$logs/test-engine-cpu.log" | head -20 |
+    tee -a "$summary"
+note ""
+note "== bench"
+tee -a "$summary" < "$logs/bench-cuda-ops.log"
+note ""
+note "result: $([ $status = 0 ] && echo PASS || echo FAIL); logs in $logs${OUT:+ and $OUT/gpu-check}"
+copy_out
+exit $status
