@@ -2,6 +2,50 @@
 #include "config_json.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+ld_status ld_cfg_read_file(const char *path, char **out, size_t *len, ld_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ld_status s = LD_FAIL(err, LD_ERR_IO, 0, "cannot open '%.200s'", path);
+        if (err) err->path = path;
+        return s;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    ld_status st = LD_OK;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= (1u << 24)) {
+                st = LD_FAIL(err, LD_ERR_LIMIT, 0, "config larger than 16 MiB");
+                break;
+            }
+            char *nb = realloc(buf, cap = cap ? cap * 2 : 4096);
+            if (!nb) {
+                st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        if (!got) break;
+        n += got;
+    }
+    if (st == LD_OK && ferror(f)) st = LD_FAIL(err, LD_ERR_IO, 0, "cannot read '%.200s'", path);
+    fclose(f);
+    if (st != LD_OK) {
+        free(buf);
+        if (err) err->path = path;
+        return st;
+    }
+    *out = buf;
+    *len = n;
+    return LD_OK;
+}
 
 const cJSON *ld_cfg_get(const cJSON *o, const char *k)
 {

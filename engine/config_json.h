@@ -8,6 +8,11 @@
 
 #include "ld_error.h"
 
+/* The whole file at `path` (at most 16 MiB) into a malloc'd *buf of *len
+ * bytes (caller frees); LD_ERR_IO / LD_ERR_LIMIT / LD_ERR_NOMEM with
+ * err->path = path. */
+ld_status ld_cfg_read_file(const char *path, char **buf, size_t *len, ld_error *err);
+
 /* o[k], NULL when absent or null */
 const cJSON *ld_cfg_get(const cJSON *o, const char *k);
 

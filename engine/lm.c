@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_json.h"
 #include "deepseek_config.h"
 #include "deepseek_forward.h"
 #include "deepseek_model.h"
@@ -35,16 +36,10 @@ static int family_of_dir(const char *dir)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    enum { MAX = 1 << 20 }; /* configs are a few KB */
-    char *text = malloc(MAX);
-    size_t len = text ? fread(text, 1, MAX, f) : 0;
-    fclose(f);
-    int fam = !text || len >= MAX               ? FAMILY_DENSE
-              : ld_ds4_config_detect(text, len) ? FAMILY_DS4
-              : ld_ds_config_detect(text, len)  ? FAMILY_DS
-                                                : FAMILY_DENSE;
+    char *text = NULL;
+    size_t len = 0;
+    if (ld_cfg_read_file(path, &text, &len, NULL) != LD_OK) return FAMILY_DENSE;
+    int fam = ld_ds4_config_detect(text, len) ? FAMILY_DS4 : ld_ds_config_detect(text, len) ? FAMILY_DS : FAMILY_DENSE;
     free(text);
     return fam;
 }
