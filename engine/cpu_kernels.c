@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsnorm", "swiglu"};
-static const char *const var_names[] = {"ref", "fast", "bf16", "splitk"};
+static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsnorm", "swiglu", "mla"};
+static const char *const var_names[] = {"ref", "fast", "bf16", "splitk", "absorbed"};
 
 /* which variants each op has (bit per ld_kvar) */
 static const unsigned op_allows[LD_KOP_COUNT] = {
@@ -13,10 +13,11 @@ static const unsigned op_allows[LD_KOP_COUNT] = {
     1u << LD_KV_REF | 1u << LD_KV_FAST,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
+    1u << LD_KV_REF | 1u << LD_KV_ABSORBED,
 };
 
 const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "matmul=splitk", "attention=fast",
-                                              "rmsnorm=bf16", "swiglu=bf16", NULL};
+                                              "rmsnorm=bf16", "swiglu=bf16", "mla=absorbed", NULL};
 
 ld_cpu_kernels ld_cpu_kernels_default(int fast)
 {
@@ -46,9 +47,9 @@ ld_status ld_cpu_kernels_parse(const char *spec, ld_cpu_kernels *k, ld_error *er
         size_t ol = (size_t)(eq - (spec + i)), vo = (size_t)(eq - spec) + 1;
         int op = lookup(op_names, LD_KOP_COUNT, spec + i, ol);
         if (op < 0)
-            return LD_FAIL(err, LD_ERR_USAGE, i, "kernels: unknown op '%.*s' (matmul, attention, rmsnorm, swiglu)",
+            return LD_FAIL(err, LD_ERR_USAGE, i, "kernels: unknown op '%.*s' (matmul, attention, rmsnorm, swiglu, mla)",
                            (int)ol, spec + i);
-        int v = lookup(var_names, 4, spec + vo, end - vo);
+        int v = lookup(var_names, 5, spec + vo, end - vo);
         if (v < 0 || !(op_allows[op] >> v & 1u))
             return LD_FAIL(err, LD_ERR_USAGE, vo, "kernels: %s has no variant '%.*s'", op_names[op],
                            (int)(end - vo), spec + vo);

@@ -7,6 +7,10 @@
  *   attention  ref | fast
  *   rmsnorm    ref | bf16
  *   swiglu     ref | bf16
+ *   mla        ref | absorbed   (DeepSeek's MLA: the naive form, per-head
+ *              k/v expanded from the latent, or kv_b_proj absorbed into q
+ *              and the output as decode kernels do; read by the model's
+ *              session, not the backend)
  *
  * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
  * attention; a spec changes the ops it names.
@@ -16,9 +20,11 @@
 
 #include "ld_error.h"
 
-typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK } ld_kvar;
+typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED } ld_kvar;
 
-typedef enum ld_kop { LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_COUNT } ld_kop;
+typedef enum ld_kop {
+    LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_COUNT
+} ld_kop;
 
 typedef struct ld_cpu_kernels {
     ld_kvar v[LD_KOP_COUNT];

@@ -64,14 +64,14 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
     free(gguf);
     if (lm->ds4) {
         const ld_ds4_config *c = &lm->ds4->cfg;
-        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden};
+        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, 0};
     } else if (lm->ds) {
         const ld_ds_config *c = &lm->ds->cfg;
         const char *arch = c->v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
-        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden};
+        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, 1};
     } else {
         const ld_model_config *c = &lm->dense->cfg;
-        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden};
+        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0};
     }
     *out = lm;
     return LD_OK;
@@ -91,14 +91,15 @@ void ld_lm_close(ld_lm *lm)
     free(lm);
 }
 
-ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, int max_seq, int max_batch, ld_lm_session **out,
-                               ld_error *err)
+ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int max_seq,
+                               int max_batch, ld_lm_session **out, ld_error *err)
 {
+    ld_ds_attn form = k && k->v[LD_KOP_MLA] == LD_KV_ABSORBED ? LD_DS_ATTN_ABSORBED : LD_DS_ATTN_NAIVE;
     *out = NULL;
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lm->ds4 ? ld_ds4_session_create(lm->ds4, be, max_seq, max_batch, &s->ds4, err)
-                   : lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, LD_DS_ATTN_NAIVE, &s->ds, err)
+                   : lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, form, &s->ds, err)
                             : ld_session_create(lm->dense, be, max_seq, max_batch, &s->dense, err);
     if (st != LD_OK) {
         free(s);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_kernels.h"
 #include "ld_error.h"
 
 typedef struct ld_lm ld_lm;
@@ -21,6 +22,7 @@ typedef struct ld_lm_info {
     int max_pos;       /* the context length */
     int n_layers;
     int hidden;        /* the residual stream's width (hidden planes) */
+    int has_mla;       /* DeepSeek's MLA: `mla=absorbed` of the kernels applies */
 } ld_lm_info;
 
 /* Opens `path`: a GGUF file or a directory holding only one, or an HF
@@ -32,9 +34,11 @@ const ld_lm_info *ld_lm_info_of(const ld_lm *lm);
 void ld_lm_close(ld_lm *lm);
 
 /* A session of at most max_seq positions, chunks of at most max_batch
- * tokens, on `be` (borrowed; so is `lm`). */
-ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, int max_seq, int max_batch, ld_lm_session **out,
-                               ld_error *err);
+ * tokens, on `be` (borrowed; so are `lm` and `k`); `k` (NULL: the
+ * defaults) says which form the session computes where the model family
+ * has a choice (LD_KOP_MLA). */
+ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int max_seq,
+                               int max_batch, ld_lm_session **out, ld_error *err);
 
 /* Runs T tokens from the current position: logits [T][vocab] and hidden
  * [n_layers + 2][T][hidden] (embeddings, after each layer, final norm),

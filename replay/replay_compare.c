@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "replay_internal.h"
 
 void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep)
 {
@@ -74,7 +75,9 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     ld_replay_dump ref;
     ld_status st = replay_all(e, r, opts, n_threads, NULL, &ref, &out->base, err);
     out->n_layers = ref.n_layers;
+    int has_mla = ld_lm_info_of(e->lm)->has_mla;
     for (size_t i = 0; st == LD_OK && i < nv; i++) {
+        if (!has_mla && strncmp(ld_cpu_kernel_variants[i], "mla=", 4) == 0) continue; /* no MLA here */
         ld_replay_dump var;
         ld_replay_result vres = {0};
         st = replay_all(e, r, opts, n_threads, ld_cpu_kernel_variants[i], &var, &vres, err);

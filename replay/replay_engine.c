@@ -23,9 +23,12 @@ ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend,
                                        int n_threads, ld_error *err)
 {
     ld_backend *be = NULL;
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
+    LD_TRY(ld_cpu_kernels_parse(kernels, &k, err));
     LD_TRY(open_backend(backend, kernels, n_threads, &be, err));
     ld_backend_destroy(e->be);
     e->be = be;
+    e->k = k;
     return LD_OK;
 }
 

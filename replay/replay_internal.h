@@ -9,6 +9,7 @@
 struct ld_replay_engine {
     ld_lm *lm;
     ld_backend *be;
+    ld_cpu_kernels k;     /* the kernel spec's choices (what the session reads: mla) */
     ld_tok *tok;          /* NULL when none */
     char tok_error[256];  /* why there is none ("" when no tokenizer.json) */
 };
