@@ -9,8 +9,14 @@
  *   swiglu     ref | bf16
  *   mla        ref | absorbed   (DeepSeek's MLA: the naive form, per-head
  *              k/v expanded from the latent, or kv_b_proj absorbed into q
- *              and the output as decode kernels do; read by the model's
- *              session, not the backend)
+ *              and the output as decode kernels do)
+ *   router     ref | bf16       (DeepSeek's gate logits from bf16 operands,
+ *              rounded to bf16, as the official V3 code computes them)
+ *   combine    ref | bf16       (DeepSeek's expert outputs summed in bf16:
+ *              each output and each product rounded, the sum too, as the
+ *              official V3 code's bf16 `y += expert(x) * w`)
+ * The last three are read by the DeepSeek V3/V3.2 sessions, not the
+ * backend.
  *
  * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
  * attention; a spec changes the ops it names.
@@ -23,7 +29,8 @@
 typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED } ld_kvar;
 
 typedef enum ld_kop {
-    LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_COUNT
+    LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_ROUTER,
+    LD_KOP_COMBINE, LD_KOP_COUNT
 } ld_kop;
 
 typedef struct ld_cpu_kernels {

@@ -1,5 +1,6 @@
 /* deepseek_forward.c - see deepseek_forward.h. */
 #include "deepseek_forward.h"
+#include "ref_variants.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct ld_ds_session {
     ld_backend *be;
     int max_seq, max_batch, pos;
     ld_ds_attn attn;
+    int router_bf16, combine_bf16; /* ld_ds_session_set_variants */
     float *inv_freq;
     float scale, attn_factor;
     ld_weight *embed, *norm, *lm_head;
@@ -273,6 +275,12 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     return LD_OK;
 }
 
+void ld_ds_session_set_variants(ld_ds_session *s, int router_bf16, int combine_bf16)
+{
+    s->router_bf16 = router_bf16;
+    s->combine_bf16 = combine_bf16;
+}
+
 int ld_ds_session_pos(const ld_ds_session *s)
 {
     return s->pos;
@@ -410,8 +418,19 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
     ld_backend *be = s->be;
     ds_layer *L = &s->layers[l];
     size_t N = (size_t)n, D = (size_t)c->hidden, E = (size_t)c->n_routed, K = (size_t)c->top_k;
-    LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
-    LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
+    const ld_model_tensor *rt = &s->m->layers[l].router;
+    if (s->router_bf16 && rt->host.quant != LD_WQ_NONE)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "router=bf16 needs a plain F32/F16/BF16 gate weight");
+    if (s->router_bf16) { /* bf16 operands, bf16 logits (the official V3 gate); the
+                             storage dtypes F32/F16/BF16 are numbered as ld_kdt's */
+        LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
+        ld_var_matmul_bf16(s->hrl, s->hx, rt->host.data, (ld_kdt)rt->host.dtype, NULL, LD_KDT_F32, n, (int)D,
+                           (int)E, 0, s->hxe, 0, E);
+        for (size_t i = 0; i < N * E; i++) s->hrl[i] = ld_var_bf16_round(s->hrl[i]);
+    } else {
+        LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
+        LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
+    }
     ld_ref_ds_route(s->idx, s->wts, s->hrl, c->score_bias ? L->router_bias : NULL, c->n_routed, c->n_group,
                     c->topk_group, c->top_k, c->norm_topk_prob, c->routed_scaling, 0, N);
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
@@ -430,8 +449,16 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
         LD_TRY(o->buf_write(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
         LD_TRY(swiglu_mlp(s, &L->experts[e], c->moe_intermediate, s->xe, s->xe, cnt, err));
         LD_TRY(o->buf_read(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
-        for (int i = 0; i < cnt; i++)
-            ld_ref_ds_axpy(s->hy + (size_t)s->sel_t[i] * D, s->hxe + (size_t)i * D, s->sel_w[i], 0, D);
+        for (int i = 0; i < cnt; i++) {
+            float *y = s->hy + (size_t)s->sel_t[i] * D, *v = s->hxe + (size_t)i * D;
+            if (!s->combine_bf16) {
+                ld_ref_ds_axpy(y, v, s->sel_w[i], 0, D);
+                continue;
+            }
+            float w = ld_var_bf16_round(s->sel_w[i]); /* bf16 tensors: y += expert(x) * w */
+            for (size_t j = 0; j < D; j++)
+                y[j] = ld_var_bf16_round(y[j] + ld_var_bf16_round(ld_var_bf16_round(v[j]) * w));
+        }
     }
     LD_TRY(o->buf_write(be, s->y, 0, s->hy, N * D, err));
     if (c->n_shared) {

@@ -135,6 +135,12 @@ ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, flo
 ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                  int32_t *experts, int32_t *selected, ld_error *err);
 
+/* Production-style variants of two ops (engine/cpu_kernels.h: router=bf16,
+ * combine=bf16): the gate logits from bf16 operands rounded to bf16, and
+ * the expert outputs summed in bf16, as the official V3 code computes
+ * them; 0, 0 (the default) is transformers' fp32. */
+void ld_ds_session_set_variants(ld_ds_session *s, int router_bf16, int combine_bf16);
+
 /* Positions done so far. */
 int ld_ds_session_pos(const ld_ds_session *s);
 

@@ -105,6 +105,7 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
         free(s);
         return st;
     }
+    if (s->ds && k) ld_ds_session_set_variants(s->ds, k->v[LD_KOP_ROUTER] == LD_KV_BF16, k->v[LD_KOP_COMBINE] == LD_KV_BF16);
     *out = s;
     return LD_OK;
 }

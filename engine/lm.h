@@ -22,7 +22,8 @@ typedef struct ld_lm_info {
     int max_pos;       /* the context length */
     int n_layers;
     int hidden;        /* the residual stream's width (hidden planes) */
-    int has_mla;       /* DeepSeek's MLA: `mla=absorbed` of the kernels applies */
+    int has_mla;       /* DeepSeek V3/V3.2: the mla, router and combine kernel
+                          variants apply */
 } ld_lm_info;
 
 /* Opens `path`: a GGUF file or a directory holding only one, or an HF

@@ -299,6 +299,19 @@ static int replay_matches_transformers(const char *name, const char *arch, int V
         }
         CHECK_MSG(!same, "%s: mla=absorbed gave the naive form's bits", name);
         ld_replay_result_free(&ab);
+        /* the official code's bf16 gate and bf16 expert sum: they move the
+         * log-probabilities visibly, and not absurdly */
+        static const char *const bf16[] = {"router=bf16", "combine=bf16"};
+        for (int v = 0; v < 2; v++) {
+            ld_replay_result r2 = { 0 };
+            CHECK(ld_replay_engine_set_backend(e, "cpu", bf16[v], 2, &err) == LD_OK);
+            CHECK(ld_replay_ids(e, ids, (size_t)(T - no), ids + T - no, (size_t)no, NULL, NULL, &r2, &err) == LD_OK);
+            double moved = 0;
+            for (int i = 0; i < no; i++) moved = fmax(moved, fabs(r2.pos[i].logprob - res.pos[i].logprob));
+            fprintf(stderr, "  %s with %s: largest |d logprob| %.3g\n", name, bf16[v], moved);
+            CHECK_MSG(moved > 1e-6 && moved < 1.0, "%s %s moved the log-probs by %.3g", name, bf16[v], moved);
+            ld_replay_result_free(&r2);
+        }
     }
     ld_replay_result_free(&res);
     ld_replay_engine_close(e);
