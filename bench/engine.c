@@ -10,10 +10,12 @@
  *                      fp32 lanes (the read pattern of a matmul over a
  *                      weight matrix); GB = 10^9 bytes
  *
- *   bench_engine --model PATH [--backend cpu|ref] [--threads N]
- *                [--prompt N] [--decode N]
- *     weight_bytes     the bound weights (engine/model.h)
- *     decode_bytes     weight bytes one decode step reads
+ *   bench_engine --model PATH [--backend cpu|ref] [--kernels SPEC]
+ *                [--threads N] [--prompt N] [--decode N]
+ *     (any model engine/lm.h opens: dense GGUF or HF, DeepSeek V3/V3.2/V4;
+ *     --kernels as `logdiff replay --kernels`)
+ *     weight_bytes     the bound weights (dense models; 0 otherwise)
+ *     decode_bytes     weight bytes one decode step reads (dense; 0 else)
  *     prefill_tps      --prompt random token ids (seed 1) in one call
  *     decode_tps       --decode tokens one at a time after the prompt, each
  *                      with its logits and the greedy choice fed back
@@ -32,7 +34,8 @@
 #include <pthread.h>
 
 #include "backend.h"
-#include "forward.h"
+#include "cpu_kernels.h"
+#include "lm.h"
 #include "model.h"
 
 static double now(void)
@@ -95,12 +98,13 @@ static int argmax(const float *x, int n)
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *backend = "cpu";
+    const char *model = NULL, *backend = "cpu", *kernels = NULL;
     int threads = 2, prompt = 128, decode = 64;
     long bw_mb = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--backend")) backend = argv[i + 1];
+        else if (!strcmp(argv[i], "--kernels")) kernels = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
@@ -121,27 +125,27 @@ int main(int argc, char **argv)
     }
     if (!model || threads < 1 || prompt < 1 || decode < 1) {
         fprintf(stderr, "usage: bench_engine --bandwidth MB [--threads N]\n"
-                        "       bench_engine --model PATH [--backend cpu|ref] [--threads N] [--prompt N] "
-                        "[--decode N]\n");
+                        "       bench_engine --model PATH [--backend cpu|ref] [--kernels SPEC] [--threads N] "
+                        "[--prompt N] [--decode N]\n");
         return 2;
     }
     ld_error err;
     ld_error_clear(&err);
-    ld_model *m = NULL;
+    ld_lm *m = NULL;
     ld_backend *be = NULL;
-    ld_session *s = NULL;
+    ld_lm_session *s = NULL;
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
     int max_seq = prompt + decode;
-    ld_status st = ld_model_open_any(model, &m, &err);
-    if (st == LD_OK)
-        st = !strcmp(backend, "ref") ? ld_backend_ref_create(threads, &be, &err)
-                                     : ld_backend_cpu_create(threads, &be, &err);
-    if (st == LD_OK && max_seq > m->cfg.max_pos) max_seq = m->cfg.max_pos;
-    if (st == LD_OK) st = ld_session_create(m, be, max_seq, prompt, &s, &err);
+    ld_status st = ld_lm_open(model, &m, &err);
+    if (st == LD_OK) st = ld_cpu_kernels_parse(kernels, &k, &err);
+    if (st == LD_OK) st = ld_backend_cpu_create_ex(threads, strcmp(backend, "ref") != 0, kernels, &be, &err);
+    if (st == LD_OK && max_seq > ld_lm_info_of(m)->max_pos) max_seq = ld_lm_info_of(m)->max_pos;
+    if (st == LD_OK) st = ld_lm_session_create(m, be, &k, max_seq, prompt, &s, &err);
     if (st != LD_OK) {
         fprintf(stderr, "bench_engine: %s: %s\n", model, err.msg);
         return 2;
     }
-    int V = m->cfg.vocab;
+    int V = ld_lm_info_of(m)->vocab;
     int32_t *toks = malloc((size_t)prompt * sizeof *toks);
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!toks || !logits) return 2;
@@ -152,14 +156,14 @@ int main(int argc, char **argv)
     }
     /* the prompt but its last token in one call, then the last with logits */
     double t0 = now();
-    st = prompt > 1 ? ld_session_eval(s, toks, prompt - 1, NULL, NULL, &err) : LD_OK;
-    if (st == LD_OK) st = ld_session_eval(s, toks + prompt - 1, 1, logits, NULL, &err);
+    st = prompt > 1 ? ld_lm_eval(s, toks, prompt - 1, NULL, NULL, &err) : LD_OK;
+    if (st == LD_OK) st = ld_lm_eval(s, toks + prompt - 1, 1, logits, NULL, &err);
     double t_prefill = now() - t0;
     int n_dec = 0;
     t0 = now();
-    for (; st == LD_OK && n_dec < decode && ld_session_pos(s) < max_seq; n_dec++) {
+    for (; st == LD_OK && n_dec < decode && ld_lm_pos(s) < max_seq; n_dec++) {
         int32_t next = argmax(logits, V);
-        st = ld_session_eval(s, &next, 1, logits, NULL, &err);
+        st = ld_lm_eval(s, &next, 1, logits, NULL, &err);
     }
     double t_decode = now() - t0;
     if (st != LD_OK) {
@@ -168,12 +172,20 @@ int main(int argc, char **argv)
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    const ld_model_config *c = &m->cfg;
-    uint64_t kv = 2ull * (uint64_t)c->n_layers * (uint64_t)max_seq * (uint64_t)c->n_kv_heads *
-                  (uint64_t)c->head_dim * sizeof(float);
-    uint64_t dec_bytes = ld_model_decode_bytes(m);
+    /* the dense models' weight bytes and KV cache, from their description */
+    uint64_t kv = 0, dec_bytes = 0, w_bytes = 0;
+    ld_model *dense = NULL;
+    ld_error derr;
+    if (ld_model_open_any(model, &dense, &derr) == LD_OK) {
+        const ld_model_config *c = &dense->cfg;
+        kv = 2ull * (uint64_t)c->n_layers * (uint64_t)max_seq * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim *
+             sizeof(float);
+        dec_bytes = ld_model_decode_bytes(dense);
+        w_bytes = ld_model_weight_bytes(dense);
+        ld_model_close(dense);
+    }
     printf("backend %s\nthreads %d\n", be->ops->name, threads);
-    printf("weight_bytes %llu\n", (unsigned long long)ld_model_weight_bytes(m));
+    printf("weight_bytes %llu\n", (unsigned long long)w_bytes);
     printf("decode_bytes %llu\n", (unsigned long long)dec_bytes);
     printf("prompt_tokens %d\nprefill_tps %.2f\n", prompt, prompt / t_prefill);
     printf("decode_tokens %d\ndecode_tps %.2f\n", n_dec, n_dec / t_decode);
@@ -181,8 +193,8 @@ int main(int argc, char **argv)
     printf("rss_peak_bytes %lld\n", (long long)ru.ru_maxrss * 1024);
     free(toks);
     free(logits);
-    ld_session_destroy(s);
+    ld_lm_session_destroy(s);
     ld_backend_destroy(be);
-    ld_model_close(m);
+    ld_lm_close(m);
     return 0;
 }

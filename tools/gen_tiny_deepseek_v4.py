@@ -6,6 +6,7 @@ for them.
 Run by developers (not by CI), from the repository root, in the venv of
 tools/gen_tiny_models.py (torch 2.15.0, transformers 5.23.0, numpy 2.4.6):
     /tmp/engvenv/bin/python tools/gen_tiny_deepseek_v4.py
+    /tmp/engvenv/bin/python tools/gen_tiny_deepseek_v4.py --bench DIR   # bench/deepseek.sh's model
 
 It writes testdata/models/deepseek-v4/ and deepseek-v4-fp4/, in the layout
 of tools/gen_tiny_deepseek.py:
@@ -424,7 +425,43 @@ def write_model(name, kw, quant):
     assert size < 1000000, "a fixture must stay under 1 MB"
 
 
+# bench/deepseek.sh's model: the largest "tiny but not toy" V4 that stays a
+# few hundred MB (hidden 1024, 8 layers, 64 experts), random weights, no
+# reference outputs
+KW_BENCH = dict(
+    KW, vocab_size=4096, hidden_size=1024, moe_intermediate_size=128,
+    num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=1,
+    head_dim=128, q_lora_rank=256, n_routed_experts=64, num_experts_per_tok=4,
+    layer_types=["sliding_attention", "compressed_sparse_attention",
+                 "heavily_compressed_attention", "compressed_sparse_attention"] * 2,
+    mlp_layer_types=["hash_moe", "hash_moe"] + ["moe"] * 6,
+    compress_rates={"compressed_sparse_attention": 4,
+                    "heavily_compressed_attention": 16},
+    rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                     "original_max_position_embeddings": 1024,
+                     "beta_fast": 32.0, "beta_slow": 1.0},
+    sliding_window=128, o_groups=4, o_lora_rank=128,
+    index_n_heads=8, index_head_dim=64, index_topk=64,
+    max_position_embeddings=4096)
+
+
+def write_bench_model(d):
+    torch.manual_seed(1)
+    model = AutoModelForCausalLM.from_config(DeepseekV4Config(**KW_BENCH), dtype=torch.float32)
+    randomize(model, 1)
+    model.save_pretrained(d, safe_serialization=True)
+    p = os.path.join(d, "generation_config.json")
+    if os.path.exists(p):
+        os.remove(p)
+    n = sum(p.numel() for p in model.parameters())
+    print("bench model: %d parameters in %s" % (n, d))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+        torch.set_num_threads(2)
+        write_bench_model(sys.argv[2])
+        return
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     print("python %s, torch %s, transformers %s, numpy %s" % (
