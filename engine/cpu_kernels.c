@@ -5,7 +5,7 @@
 #include <string.h>
 
 static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsnorm", "swiglu",
-                                                   "mla",    "router",    "combine"};
+                                                   "mla",    "router",    "combine", "mhc"};
 static const char *const var_names[] = {"ref", "fast", "bf16", "splitk", "absorbed"};
 
 /* which variants each op has (bit per ld_kvar) */
@@ -17,11 +17,12 @@ static const unsigned op_allows[LD_KOP_COUNT] = {
     1u << LD_KV_REF | 1u << LD_KV_ABSORBED,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
+    1u << LD_KV_REF | 1u << LD_KV_BF16,
 };
 
 const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "matmul=splitk", "attention=fast",
                                               "rmsnorm=bf16", "swiglu=bf16", "mla=absorbed", "router=bf16",
-                                              "combine=bf16", NULL};
+                                              "combine=bf16", "mhc=bf16", NULL};
 
 ld_cpu_kernels ld_cpu_kernels_default(int fast)
 {
@@ -52,7 +53,7 @@ ld_status ld_cpu_kernels_parse(const char *spec, ld_cpu_kernels *k, ld_error *er
         int op = lookup(op_names, LD_KOP_COUNT, spec + i, ol);
         if (op < 0)
             return LD_FAIL(err, LD_ERR_USAGE, i, "kernels: unknown op '%.*s' (matmul, attention, rmsnorm, swiglu, mla, router, "
-                           "combine)",
+                           "combine, mhc)",
                            (int)ol, spec + i);
         int v = lookup(var_names, 5, spec + vo, end - vo);
         if (v < 0 || !(op_allows[op] >> v & 1u))

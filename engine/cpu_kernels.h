@@ -15,8 +15,11 @@
  *   combine    ref | bf16       (DeepSeek's expert outputs summed in bf16:
  *              each output and each product rounded, the sum too, as the
  *              official V3 code's bf16 `y += expert(x) * w`)
- * The last three are read by the DeepSeek V3/V3.2 sessions, not the
- * backend.
+ *   mhc        ref | bf16       (DeepSeek-V4's mHC mixing: the post and comb
+ *              matrices rounded to bf16 before they mix the streams, a
+ *              mixing matrix cast to bf16)
+ * mla, router and combine are read by the DeepSeek V3/V3.2 sessions, mhc
+ * by the V4 one; not by the backend.
  *
  * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
  * attention; a spec changes the ops it names.
@@ -30,7 +33,7 @@ typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_K
 
 typedef enum ld_kop {
     LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_ROUTER,
-    LD_KOP_COMBINE, LD_KOP_COUNT
+    LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_COUNT
 } ld_kop;
 
 typedef struct ld_cpu_kernels {

@@ -1,5 +1,6 @@
 /* deepseek_v4_forward.c - see deepseek_v4_forward.h. */
 #include "deepseek_v4_forward.h"
+#include "ref_variants.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct ds4_layer {
 } ds4_layer;
 
 struct ld_ds4_session {
+    int mhc_bf16; /* ld_ds4_session_set_variants */
     const ld_ds4_model *m;
     ld_backend *be;
     int max_seq, max_batch, pos, kv_rows;
@@ -351,6 +353,11 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     return LD_OK;
 }
 
+void ld_ds4_session_set_variants(ld_ds4_session *s, int mhc_bf16)
+{
+    s->mhc_bf16 = mhc_bf16;
+}
+
 int ld_ds4_session_pos(const ld_ds4_session *s)
 {
     return s->pos;
@@ -544,6 +551,11 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
         ld_ref_ds4_hc_pre(s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, p[0], p[1], p[2],
                           c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, s->post + (size_t)t * N,
                           s->comb + (size_t)t * N * N, s->hu + (size_t)t * D, s->hcs);
+    if (s->mhc_bf16) /* the variant: the mixing matrices cast to bf16 */
+        for (size_t i = 0; i < (size_t)n * N; i++) {
+            s->post[i] = ld_var_bf16_round(s->post[i]);
+            for (size_t j = 0; j < N; j++) s->comb[i * N + j] = ld_var_bf16_round(s->comb[i * N + j]);
+        }
     LD_TRY(o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err));
     LD_TRY(o->rmsnorm(s->be, s->xb, s->u, which ? L->ffn_norm : L->attn_norm, n, c->rms_eps, err));
     if (which) {

@@ -115,6 +115,11 @@ ld_status ld_ds4_session_create(const ld_ds4_model *model, ld_backend *be, int m
 ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                               int32_t *experts, ld_error *err);
 
+/* The production-style variant of engine/cpu_kernels.h's mhc=bf16: the
+ * post and comb mixing matrices rounded to bf16 before they mix the
+ * streams; 0 (the default) is transformers' fp32. */
+void ld_ds4_session_set_variants(ld_ds4_session *s, int mhc_bf16);
+
 /* Positions done so far. */
 int ld_ds4_session_pos(const ld_ds4_session *s);
 

@@ -64,14 +64,14 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
     free(gguf);
     if (lm->ds4) {
         const ld_ds4_config *c = &lm->ds4->cfg;
-        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, 0};
+        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, 0, 1};
     } else if (lm->ds) {
         const ld_ds_config *c = &lm->ds->cfg;
         const char *arch = c->v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
-        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, 1};
+        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, 1, 0};
     } else {
         const ld_model_config *c = &lm->dense->cfg;
-        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0};
+        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0, 0};
     }
     *out = lm;
     return LD_OK;
@@ -105,6 +105,7 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
         free(s);
         return st;
     }
+    if (s->ds4 && k) ld_ds4_session_set_variants(s->ds4, k->v[LD_KOP_MHC] == LD_KV_BF16);
     if (s->ds && k) ld_ds_session_set_variants(s->ds, k->v[LD_KOP_ROUTER] == LD_KV_BF16, k->v[LD_KOP_COMBINE] == LD_KV_BF16);
     *out = s;
     return LD_OK;

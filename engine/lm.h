@@ -24,6 +24,7 @@ typedef struct ld_lm_info {
     int hidden;        /* the residual stream's width (hidden planes) */
     int has_mla;       /* DeepSeek V3/V3.2: the mla, router and combine kernel
                           variants apply */
+    int has_mhc;       /* DeepSeek-V4: the mhc variant applies */
 } ld_lm_info;
 
 /* Opens `path`: a GGUF file or a directory holding only one, or an HF

@@ -75,11 +75,12 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     ld_replay_dump ref;
     ld_status st = replay_all(e, r, opts, n_threads, NULL, &ref, &out->base, err);
     out->n_layers = ref.n_layers;
-    int has_mla = ld_lm_info_of(e->lm)->has_mla;
+    int has_mla = ld_lm_info_of(e->lm)->has_mla, has_mhc = ld_lm_info_of(e->lm)->has_mhc;
     for (size_t i = 0; st == LD_OK && i < nv; i++) {
         const char *v = ld_cpu_kernel_variants[i];
         if (!has_mla && (!strncmp(v, "mla=", 4) || !strncmp(v, "router=", 7) || !strncmp(v, "combine=", 8)))
             continue; /* DeepSeek V3/V3.2 ops, not in this model */
+        if (!has_mhc && !strncmp(v, "mhc=", 4)) continue; /* DeepSeek-V4's */
         ld_replay_dump var;
         ld_replay_result vres = {0};
         st = replay_all(e, r, opts, n_threads, ld_cpu_kernel_variants[i], &var, &vres, err);

@@ -313,6 +313,17 @@ static int replay_matches_transformers(const char *name, const char *arch, int V
             ld_replay_result_free(&r2);
         }
     }
+    if (strcmp(arch, "DeepseekV4ForCausalLM") == 0) {
+        /* the mHC mixing matrices cast to bf16: a visible, sane move */
+        ld_replay_result r2 = { 0 };
+        CHECK(ld_replay_engine_set_backend(e, "cpu", "mhc=bf16", 2, &err) == LD_OK);
+        CHECK(ld_replay_ids(e, ids, (size_t)(T - no), ids + T - no, (size_t)no, NULL, NULL, &r2, &err) == LD_OK);
+        double moved = 0;
+        for (int i = 0; i < no; i++) moved = fmax(moved, fabs(r2.pos[i].logprob - res.pos[i].logprob));
+        fprintf(stderr, "  %s with mhc=bf16: largest |d logprob| %.3g\n", name, moved);
+        CHECK_MSG(moved > 1e-6 && moved < 1.0, "%s mhc=bf16 moved the log-probs by %.3g", name, moved);
+        ld_replay_result_free(&r2);
+    }
     ld_replay_result_free(&res);
     ld_replay_engine_close(e);
     free(logits);
