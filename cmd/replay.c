@@ -27,7 +27,9 @@ static const char *const replay_usage[] = {
     "summation order, the same bits whatever --threads): --backend cpu (the",
     "default) sums dot products in eight lanes with fma, SIMD where the machine",
     "has it; --backend ref is the plain reference, one accumulator in index",
-    "order, several times slower; the two agree to rounding.  The prompt ids",
+    "order, several times slower; the two agree to rounding; --backend cuda",
+    "runs on GPU 0 (builds with CUDA).  --check BACKEND replays on both and",
+    "reports per layer the largest normalised error and difference.  The prompt ids",
     "of the log (input_ids; else the prompt text tokenized with DIR's",
     "tokenizer.json or GGUF vocabulary, special tokens parsed) run through the model",
     "(Llama, Qwen2, Qwen3, Mistral; safetensors or GGUF with F32/F16/BF16,",
@@ -403,7 +405,7 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
-    const char *dump_dir = NULL, *positions = NULL, *kernels = NULL;
+    const char *dump_dir = NULL, *positions = NULL, *kernels = NULL, *check = NULL;
     int json = 0, compare = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
     const ld_option options[] = {
@@ -420,6 +422,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "positions", &positions, "LIST", "with --dump-layers: the positions, e.g. 0,5,10-20,-1 (default all)" },
         { LD_OPT_STRING, 0, "kernels", &kernels, "SPEC", "swap ops for variants: matmul=bf16,rmsnorm=bf16,..." },
         { LD_OPT_BOOL, 0, "compare-kernels", &compare, NULL, "replay once per kernel variant and compare with the reference" },
+        { LD_OPT_STRING, 0, "check", &check, "BACKEND", "replay on --backend and on BACKEND too; compare layer by layer" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -444,7 +447,12 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : top_k < 1 || top_k > LD_REPLAY_MAX_TOP_K ? "--top-k: give 1 to 64"
                         : max_tokens < 0 || max_tokens > 4096 ? "--max-tokens: give 0 to 4096"
                         : threads < 0 || threads > 1024 ? "--threads: give 1 to 1024"
-                        : strcmp(backend, "cpu") && strcmp(backend, "ref") ? "--backend: give cpu or ref"
+                        : strcmp(backend, "cpu") && strcmp(backend, "ref") && strcmp(backend, "cuda")
+                            ? "--backend: give cpu, ref or cuda"
+                        : check && strcmp(check, "cpu") && strcmp(check, "ref") && strcmp(check, "cuda")
+                            ? "--check: give cpu, ref or cuda"
+                        : check && (compare || dump_dir || kernels || seed_arg)
+                            ? "--check: not with --compare-kernels, --dump-layers, --kernels or --seed"
                         : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
                             ? "--near-tie: give a number of nats >= 0"
                         : bad_seed ? "--seed: give an integer from 0 to 18446744073709551615"
@@ -505,6 +513,17 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         goto out;
     }
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
+    if (check) {
+        ld_backend_cmp cmp;
+        if (ld_replay_check_backends(e, r, &ro, backend, check, (int)threads, &cmp, &err) != LD_OK) {
+            print_error(cli, check, &err);
+            goto out;
+        }
+        ld_print_backend_cmp(cli->out, r->rid ? r->rid : rid, &cmp, json);
+        ld_backend_cmp_free(&cmp);
+        status = LD_EXIT_SAME;
+        goto out;
+    }
     if (compare) {
         ld_kernel_cmp_report rep;
         if (ld_replay_compare_kernels(e, r, &ro, (int)threads, &rep, &err) != LD_OK) {

@@ -1,5 +1,5 @@
 /* replay_kernels.h - the output of `logdiff replay --compare-kernels`
- * (replay/replay_compare.h): a table, or one JSON object. */
+ * and --check (replay/replay_compare.h): a table, or one JSON object. */
 #ifndef LD_CMD_REPLAY_KERNELS_H
 #define LD_CMD_REPLAY_KERNELS_H
 
@@ -8,5 +8,9 @@
 #include "replay_compare.h"
 
 void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json);
+
+/* `--check OTHER`: per plane the two backends' largest row error and
+ * element difference, and the logged tokens' changes */
+void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int json);
 
 #endif

@@ -71,7 +71,8 @@ typedef struct ld_replay_engine ld_replay_engine;
 ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
                                 ld_error *err);
 
-/* Replaces the engine's backend by `backend` ("cpu", "ref") with the ops
+/* Replaces the engine's backend by `backend` ("cpu", "ref"; "cuda": device
+ * 0, `kernels` then being engine/backend_cuda.h's op=ref|custom) with the ops
  * `kernels` names swapped ("OP=VARIANT,...", engine/cpu_kernels.h; NULL:
  * none).  On error the engine keeps its backend. */
 ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,

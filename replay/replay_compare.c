@@ -55,11 +55,12 @@ static void compare(const ld_replay_dump *ref, const ld_replay_result *rres, con
     c->divergence = vres->divergence;
 }
 
-/* one replay of r on backend `kernels` (NULL: the reference) with every row */
+/* one replay of r on `backend` with `kernels` (NULL: its own) with every row */
 static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts, int n_threads,
-                            const char *kernels, ld_replay_dump *dump, ld_replay_result *res, ld_error *err)
+                            const char *backend, const char *kernels, ld_replay_dump *dump, ld_replay_result *res,
+                            ld_error *err)
 {
-    LD_TRY(ld_replay_engine_set_backend(e, "ref", kernels, n_threads, err));
+    LD_TRY(ld_replay_engine_set_backend(e, backend, kernels, n_threads, err));
     *dump = (ld_replay_dump){.want = NULL};
     return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
 }
@@ -73,7 +74,7 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     out->v = calloc(nv, sizeof *out->v);
     if (!out->v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_replay_dump ref;
-    ld_status st = replay_all(e, r, opts, n_threads, NULL, &ref, &out->base, err);
+    ld_status st = replay_all(e, r, opts, n_threads, "ref", NULL, &ref, &out->base, err);
     out->n_layers = ref.n_layers;
     int has_mla = ld_lm_info_of(e->lm)->has_mla, has_mhc = ld_lm_info_of(e->lm)->has_mhc;
     for (size_t i = 0; st == LD_OK && i < nv; i++) {
@@ -83,7 +84,7 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
         if (!has_mhc && !strncmp(v, "mhc=", 4)) continue; /* DeepSeek-V4's */
         ld_replay_dump var;
         ld_replay_result vres = {0};
-        st = replay_all(e, r, opts, n_threads, ld_cpu_kernel_variants[i], &var, &vres, err);
+        st = replay_all(e, r, opts, n_threads, "ref", ld_cpu_kernel_variants[i], &var, &vres, err);
         if (st == LD_OK) {
             ld_kernel_cmp *c = &out->v[out->n++];
             snprintf(c->variant, sizeof c->variant, "%s", ld_cpu_kernel_variants[i]);
@@ -99,5 +100,59 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
         st = serr.code;
     }
     if (st != LD_OK) ld_kernel_cmp_report_free(out);
+    return st;
+}
+
+void ld_backend_cmp_free(ld_backend_cmp *c)
+{
+    ld_replay_result_free(&c->a);
+    ld_replay_result_free(&c->b);
+    free(c->plane);
+    memset(c, 0, sizeof *c);
+}
+
+/* per plane: the largest row error and element difference of b against a */
+static void compare_planes(const ld_replay_dump *a, const ld_replay_dump *b, ld_backend_cmp_plane *plane)
+{
+    size_t D = (size_t)a->hidden, P = (size_t)a->n_layers + 2, N = a->n_pos;
+    for (size_t p = 0; p < P; p++)
+        for (size_t i = 0; i < N; i++) {
+            const float *x = b->rows + (p * N + i) * D, *y = a->rows + (p * N + i) * D;
+            double e = row_nerr(x, y, D);
+            if (e > plane[p].max_nerr) plane[p].max_nerr = e;
+            for (size_t j = 0; j < D; j++) {
+                double d = fabs((double)x[j] - y[j]);
+                if (d > plane[p].max_abs) plane[p].max_abs = d;
+            }
+        }
+}
+
+ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                   const char *backend, const char *other, int n_threads, ld_backend_cmp *out,
+                                   ld_error *err)
+{
+    memset(out, 0, sizeof *out);
+    ld_replay_dump da = {0}, db = {0};
+    ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
+    if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
+    if (st == LD_OK) st = replay_all(e, r, opts, n_threads, backend, NULL, &da, &out->a, err);
+    if (st == LD_OK) {
+        snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
+        out->n_layers = da.n_layers;
+        out->n_pos = da.n_pos;
+        out->plane = calloc((size_t)da.n_layers + 2, sizeof *out->plane);
+        if (!out->plane) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    if (st == LD_OK) {
+        compare_planes(&da, &db, out->plane);
+        for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
+            double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);
+            if (d > out->max_dlogprob) out->max_dlogprob = d;
+            if (out->b.pos[i].rank != out->a.pos[i].rank) out->rank_changes++;
+        }
+    }
+    ld_replay_dump_free(&da);
+    ld_replay_dump_free(&db);
+    if (st != LD_OK) ld_backend_cmp_free(out);
     return st;
 }

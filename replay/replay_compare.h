@@ -42,4 +42,30 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
 
 void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep);
 
+/* `logdiff replay --check OTHER`: the request on the engine's backend
+ * `backend` and on `other` (each "cpu", "ref" or "cuda"), every hidden row
+ * compared, per plane (embeddings, each layer, final norm), as llm.c and
+ * llama.cpp compare backends. */
+typedef struct ld_backend_cmp_plane {
+    double max_nerr;   /* the largest normalised error of a row */
+    double max_abs;    /* the largest |a - b| of an element */
+} ld_backend_cmp_plane;
+
+typedef struct ld_backend_cmp {
+    ld_replay_result a, b;      /* the two replays */
+    char name_a[96], name_b[96];
+    int n_layers;
+    ld_backend_cmp_plane *plane; /* [n_layers + 2] */
+    size_t n_pos;
+    double max_dlogprob;
+    size_t rank_changes;
+} ld_backend_cmp;
+
+/* Leaves `e` on `backend`. */
+ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                   const char *backend, const char *other, int n_threads, ld_backend_cmp *out,
+                                   ld_error *err);
+
+void ld_backend_cmp_free(ld_backend_cmp *c);
+
 #endif /* LD_REPLAY_COMPARE_H */

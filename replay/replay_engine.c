@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "backend_cuda.h"
 #include "model.h"
 #include "replay_internal.h"
 
@@ -16,7 +17,8 @@ static ld_status open_backend(const char *name, const char *kernels, int n_threa
 {
     if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create_ex(n_threads, 1, kernels, be, err);
     if (strcmp(name, "ref") == 0) return ld_backend_cpu_create_ex(n_threads, 0, kernels, be, err);
-    return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref)", name);
+    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(0, kernels, be, err); /* op=ref|custom */
+    return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 
 ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,
@@ -24,7 +26,7 @@ ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend,
 {
     ld_backend *be = NULL;
     ld_cpu_kernels k = ld_cpu_kernels_default(0);
-    LD_TRY(ld_cpu_kernels_parse(kernels, &k, err));
+    if (!backend || strcmp(backend, "cuda") != 0) LD_TRY(ld_cpu_kernels_parse(kernels, &k, err));
     LD_TRY(open_backend(backend, kernels, n_threads, &be, err));
     ld_backend_destroy(e->be);
     e->be = be;

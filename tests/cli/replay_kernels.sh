@@ -40,5 +40,24 @@ run "--kernels bad variant" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --k
 check "says which" grep -q "matmul has no variant 'fp8'" "$WORK/err"
 run "--kernels bad op" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels gemm=ref "$LOG"
 check "says which op" grep -q "unknown op 'gemm'" "$WORK/err"
+run "--check ref --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --json "$LOG"
+check "cpu against ref, layer by layer" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["backend"] == "cpu" and r["check"] == "ref" and r["positions"] == 26, r
+where = [p["where"] for p in r["planes"]]
+assert where == ["embeddings", "layer 0", "layer 1", "final norm"], where
+assert r["planes"][0]["max_nerr"] == 0 and r["planes"][0]["max_abs"] == 0, r  # the same table rows
+for p in r["planes"][1:]:
+    assert 0 < p["max_nerr"] < 1e-5 and p["max_abs"] < 1e-4, p   # two summation orders, not two models
+assert r["rank_changes"] == 0 and r["max_abs_dlogprob"] < 1e-5 and r["verdicts"] == ["replay.consistent"] * 2, r
+PY
+run "--check text" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --backend ref "$LOG"
+check "ref against itself: zero everywhere" bash -c "grep -c '^  layer [01]  *0  *0$' '$WORK/out' | grep -qx 2"
+# the CUDA backend: where this build or machine has none, a clear usage/platform error
+"$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+check "--backend cuda runs or says why" bash -c "[ $rc = 0 ] || { [ $rc = 2 ] && grep -q 'CUDA' '$WORK/err'; }"
+run "--check bad" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check gpu "$LOG"
 run "--compare-kernels with --kernels" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --compare-kernels --kernels matmul=ref "$LOG"
 finish
