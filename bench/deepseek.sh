@@ -58,7 +58,7 @@ row() { printf '%-22s %10.2f %10.2f  %-6s %6.2f\n' "$1" "$2" "$3" "$4" "$("$PY" 
 read -r ref_p ref_d < <(measure --backend ref)
 row prefill_ref "$ref_p" "$ref_p" tok/s
 row decode_ref "$ref_d" "$ref_d" tok/s
-for v in matmul=fast matmul=bf16 matmul=splitk rmsnorm=bf16 swiglu=bf16; do
+for v in matmul=fast matmul=bf16 matmul=splitk matmul=fp8act rmsnorm=bf16 swiglu=bf16 mhc=bf16; do
     read -r p d < <(measure --backend ref --kernels "$v")
     row "prefill_$v" "$ref_p" "$p" tok/s
     row "decode_$v" "$ref_d" "$d" tok/s

@@ -106,7 +106,7 @@ ld_status ld_backend_cpu_create(int n_threads, ld_backend **out, ld_error *err);
 
 /* Either CPU backend (fast = 0: "ref", 1: "cpu") with ops swapped for
  * other kernels by `kernels`, "OP=VARIANT[,...]" (engine/cpu_kernels.h:
- * matmul=ref|fast|bf16|splitk, attention=ref|fast, rmsnorm=ref|bf16,
+ * matmul=ref|fast|bf16|splitk|fp8act, attention=ref|fast, rmsnorm=ref|bf16,
  * swiglu=ref|bf16); its ops->name says which ("ref+matmul=bf16").
  * LD_ERR_USAGE for a bad spec, naming the op or variant. */
 ld_status ld_backend_cpu_create_ex(int n_threads, int fast, const char *kernels, ld_backend **out, ld_error *err);

@@ -388,6 +388,12 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
             c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd, c->rb->scratch[tid], i0, i1);
         return;
     }
+    if (v == LD_KV_FP8ACT) { /* the activations, quantized once by matmul(), through the reference */
+        ld_ref_matmul_ex(c->out, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                         c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
+                         c->rb->scratch[tid], i0, i1);
+        return;
+    }
     if (v == LD_KV_FAST) {
         ld_cpu_matmul(c->out, c->a, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
                       c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
@@ -409,17 +415,18 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
-    int fast = rb->k.v[LD_KOP_MATMUL] == LD_KV_FAST;
+    int fast = rb->k.v[LD_KOP_MATMUL] == LD_KV_FAST, fp8 = rb->k.v[LD_KOP_MATMUL] == LD_KV_FP8ACT;
     LD_TRY(need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
-    if (fast) {
-        size_t np = ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
+    if (fast || fp8) {
+        size_t np = fp8 ? (size_t)T * (size_t)w->cols : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
         if (np > rb->prep_cap) {
             float *p = realloc(rb->prep, np * sizeof *p);
             if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
             rb->prep = p;
             rb->prep_cap = np;
         }
-        ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
+        if (fp8) ld_var_fp8_act(rb->prep, x->p, T, (int)w->cols);
+        else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
     }
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
     size_t grain = (size_t)w->rows / ((size_t)rb->n_threads * 8);

@@ -6,11 +6,11 @@
 
 static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsnorm", "swiglu",
                                                    "mla",    "router",    "combine", "mhc"};
-static const char *const var_names[] = {"ref", "fast", "bf16", "splitk", "absorbed"};
+static const char *const var_names[] = {"ref", "fast", "bf16", "splitk", "absorbed", "fp8act"};
 
 /* which variants each op has (bit per ld_kvar) */
 static const unsigned op_allows[LD_KOP_COUNT] = {
-    1u << LD_KV_REF | 1u << LD_KV_FAST | 1u << LD_KV_BF16 | 1u << LD_KV_SPLITK,
+    1u << LD_KV_REF | 1u << LD_KV_FAST | 1u << LD_KV_BF16 | 1u << LD_KV_SPLITK | 1u << LD_KV_FP8ACT,
     1u << LD_KV_REF | 1u << LD_KV_FAST,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
@@ -20,7 +20,8 @@ static const unsigned op_allows[LD_KOP_COUNT] = {
     1u << LD_KV_REF | 1u << LD_KV_BF16,
 };
 
-const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "matmul=splitk", "attention=fast",
+const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "matmul=splitk", "matmul=fp8act",
+                                              "attention=fast",
                                               "rmsnorm=bf16", "swiglu=bf16", "mla=absorbed", "router=bf16",
                                               "combine=bf16", "mhc=bf16", NULL};
 
@@ -55,7 +56,7 @@ ld_status ld_cpu_kernels_parse(const char *spec, ld_cpu_kernels *k, ld_error *er
             return LD_FAIL(err, LD_ERR_USAGE, i, "kernels: unknown op '%.*s' (matmul, attention, rmsnorm, swiglu, mla, router, "
                            "combine, mhc)",
                            (int)ol, spec + i);
-        int v = lookup(var_names, 5, spec + vo, end - vo);
+        int v = lookup(var_names, 6, spec + vo, end - vo);
         if (v < 0 || !(op_allows[op] >> v & 1u))
             return LD_FAIL(err, LD_ERR_USAGE, vo, "kernels: %s has no variant '%.*s'", op_names[op],
                            (int)(end - vo), spec + vo);

@@ -3,7 +3,7 @@
  * production-style variant (kernels/ref_variants.h), chosen per op with a
  * spec "OP=VARIANT[,OP=VARIANT...]" (`logdiff replay --kernels`).
  *
- *   matmul     ref | fast | bf16 | splitk
+ *   matmul     ref | fast | bf16 | splitk | fp8act
  *   attention  ref | fast
  *   rmsnorm    ref | bf16
  *   swiglu     ref | bf16
@@ -29,7 +29,7 @@
 
 #include "ld_error.h"
 
-typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED } ld_kvar;
+typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED, LD_KV_FP8ACT } ld_kvar;
 
 typedef enum ld_kop {
     LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_ROUTER,

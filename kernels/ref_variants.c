@@ -1,6 +1,7 @@
 /* ref_variants.c - see ref_variants.h. */
 #include "ref_variants.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -81,4 +82,32 @@ void ld_var_swiglu_bf16(float *out, const float *gate, const float *up, size_t i
 {
     ld_ref_swiglu(out, gate, up, i0, i1);
     for (size_t i = i0; i < i1; i++) out[i] = ld_var_bf16_round(out[i]);
+}
+
+float ld_var_e4m3_round(float v)
+{
+    if (isnan(v)) return v;
+    float a = fabsf(v);
+    if (a >= 448.0f) return copysignf(448.0f, v);
+    if (a == 0.0f) return v;
+    int e;
+    frexpf(a, &e);                     /* a = f * 2^e, f in [0.5, 1) */
+    int step = e - 1 < -6 ? -9 : e - 4; /* 3 mantissa bits; subnormals 2^-9 */
+    float q = ldexpf(nearbyintf(ldexpf(a, -step)), step); /* exact scalings; ties to even */
+    if (q > 448.0f) q = 448.0f;
+    return copysignf(q, v);
+}
+
+void ld_var_fp8_act(float *out, const float *x, int T, int K)
+{
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < K; b += LD_VAR_ACT_BLOCK) {
+            const float *xv = x + (size_t)t * (size_t)K;
+            float *ov = out + (size_t)t * (size_t)K;
+            int e = K - b < LD_VAR_ACT_BLOCK ? K : b + LD_VAR_ACT_BLOCK;
+            float amax = 0.0f;
+            for (int k = b; k < e; k++) amax = fmaxf(amax, fabsf(xv[k]));
+            float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+            for (int k = b; k < e; k++) ov[k] = ld_var_e4m3_round(xv[k] / scale) * scale;
+        }
 }

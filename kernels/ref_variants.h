@@ -14,6 +14,11 @@
  *   rmsnorm bf16   the reference's, its output rounded to bf16 (a bf16
  *                  activation stream)
  *   swiglu bf16    the reference's, its output rounded to bf16
+ *   matmul fp8act  the activations quantized to FP8 E4M3 per token in
+ *                  blocks of LD_VAR_ACT_BLOCK (scale = amax / 448, fp32;
+ *                  values rounded to nearest even on the e4m3 grid), then
+ *                  the reference matmul: what FP8 serving kernels (DeepSeek's
+ *                  1x128 activation quantization) feed their GEMMs
  */
 #ifndef LD_REF_VARIANTS_H
 #define LD_REF_VARIANTS_H
@@ -23,6 +28,7 @@
 #include "ref_ops.h"
 
 #define LD_VAR_SPLIT_K 256
+#define LD_VAR_ACT_BLOCK 128
 
 /* x rounded to the nearest bf16 (ties to even; NaN stays NaN), as fp32 */
 float ld_var_bf16_round(float x);
@@ -33,6 +39,13 @@ void ld_var_matmul_splitk(float *out, const float *x, const void *w, ld_kdt dt, 
                           int T, int K, int N, int rope_hd, float *row, size_t i0, size_t i1);
 void ld_var_rmsnorm_bf16(float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps, size_t i0,
                          size_t i1);
+/* v rounded to the nearest FP8 E4M3 ("fn") value, ties to even, |v| above
+ * 448 saturated to 448; NaN stays NaN */
+float ld_var_e4m3_round(float v);
+
+/* out [T][K] = x quantized as above (the scale and dequantization in fp32) */
+void ld_var_fp8_act(float *out, const float *x, int T, int K);
+
 void ld_var_swiglu_bf16(float *out, const float *gate, const float *up, size_t i0, size_t i1);
 
 #endif /* LD_REF_VARIANTS_H */

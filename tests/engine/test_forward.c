@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "ref_deepseek.h"
 #include "ref_variants.h"
 #include "fixtures.h"
 #include "ld_test.h"
@@ -503,6 +504,7 @@ static int test_forward_kernel_variants(void)
     static const struct { const char *spec; double lo, hi; } vs[] = {
         {"matmul=fast", 0, 1e-5},    {"matmul=splitk", 0, 1e-5}, {"attention=fast", 0, 1e-5},
         {"matmul=bf16", 1e-4, 5e-2}, {"rmsnorm=bf16", 1e-4, 5e-2}, {"swiglu=bf16", 1e-4, 5e-2},
+        {"matmul=fp8act", 1e-3, 2e-1},
     };
     ld_model *m = NULL;
     if (open_model("qwen3", &m)) return 1;
@@ -564,6 +566,21 @@ static int test_kernel_specs(void)
     CHECK(ld_var_bf16_round(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
     CHECK(ld_var_bf16_round(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
     CHECK(ld_var_bf16_round(-2.5f) == -2.5f);
+    /* e4m3 rounding: each of the 254 finite codes (ref_deepseek.h decodes
+     * them) is a fixed point, the midpoint of two neighbours goes to the
+     * even code, past 448 saturates */
+    float vals[128];
+    int nv = 0;
+    for (int c = 0; c < 127; c++) vals[nv++] = ld_ref_fp8_e4m3_to_f32((uint8_t)c); /* 0 .. 448, ascending */
+    for (int i = 0; i < nv; i++) {
+        CHECK_MSG(ld_var_e4m3_round(vals[i]) == vals[i], "code %d (%g) is not a fixed point", i, vals[i]);
+        CHECK(ld_var_e4m3_round(-vals[i]) == -vals[i]);
+        if (i + 1 < nv) {
+            float mid = (vals[i] + vals[i + 1]) / 2;
+            CHECK_MSG(ld_var_e4m3_round(mid) == vals[i % 2 ? i + 1 : i], "midpoint of codes %d and %d", i, i + 1);
+        }
+    }
+    CHECK(ld_var_e4m3_round(1000.0f) == 448.0f && ld_var_e4m3_round(-500.0f) == -448.0f);
     return 0;
 }
 
