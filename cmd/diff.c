@@ -39,7 +39,7 @@ static const char *const diff_usage[] = {
     "",
     "With --replay (an HF model directory: config.json, safetensors, and its",
     "tokenizer.json when there is one), every request with logged output ids is",
-    "replayed on the plain-C reference engine as `logdiff replay` does (the",
+    "replayed on logdiff's CPU engine as `logdiff replay` does (the",
     "logged input ids, else the prompt text tokenized; the logged output",
     "teacher-forced): kernels.divergence (an error: verdict kernels) at the first",
     "output position P whose logged token is outside the replay's top 5 and not",
@@ -73,7 +73,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "tokenizer", &tok_path, "SRC", "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" },
-        { LD_OPT_STRING, 0, "replay", &replay_dir, "DIR", "replay each logged output on the reference engine (HF model dir)" },
+        { LD_OPT_STRING, 0, "replay", &replay_dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
         LD_OPTION_END
     };
     int n_args = 0;

@@ -24,7 +24,7 @@ static const struct cmd_entry commands[] = {
     { "template", cmd_template, "render a request through a chat template, exact bytes" },
     { "tokenize", cmd_tokenize, "text to token ids (or back) with a tokenizer.json, as HF tokenizers" },
     { "regress", cmd_regress, "compare archived logs' verdicts with a baseline, for CI" },
-    { "replay", cmd_replay, "replay a logged request on the reference engine: where its output diverges" },
+    { "replay", cmd_replay, "replay a logged request on logdiff's engine: where its output diverges" },
 };
 
 static void print_main_usage(FILE *f)

@@ -122,9 +122,9 @@ static ld_status divergence(ld_replay_engine *e, const ld_replay_result *res, ld
     char a[96], b[96];
     ld_finding *f = ld_findings_add(
         out, arena, LD_K_KERNELS_DIVERGENCE, LD_SEV_ERROR, -1,
-        "the replay on the reference engine (%s) diverges at output position %zu of %zu: logged %s (rank %lld, "
-        "logprob %.4f), the replay's top-1 %s (logprob %.4f); %.4f nats apart, top-two margin %.4f",
-        ld_replay_engine_arch(e), P, res->n_output, tok_word(tok, p->id, a, sizeof a, err), (long long)p->rank,
+        "the replay on logdiff's engine (%s, backend %s) diverges at output position %zu of %zu: logged %s (rank "
+        "%lld, logprob %.4f), the replay's top-1 %s (logprob %.4f); %.4f nats apart, top-two margin %.4f",
+        ld_replay_engine_arch(e), ld_replay_engine_backend(e), P, res->n_output, tok_word(tok, p->id, a, sizeof a, err), (long long)p->rank,
         p->logprob, tok_word(tok, p->top1, b, sizeof b, err), p->top1_logprob, p->gap, p->margin);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     f->first_diff = (int64_t)P;
@@ -143,7 +143,12 @@ static ld_status divergence(ld_replay_engine *e, const ld_replay_result *res, ld
 static ld_status consistent(ld_replay_engine *e, const ld_replay_result *res, ld_arena *arena, ld_findings *out,
                             ld_error *err)
 {
-    char ties[96] = "", first[96] = "; each is the replay's top-1";
+    char ties[96] = "", first[96] = "; each is the replay's top-1", cut[96] = "";
+    if (res->output_cut && res->n_output_logged >= 0)
+        snprintf(cut, sizeof cut, " (the logger cut the output_ids: the first %zu of %lld)", res->n_output,
+                 (long long)res->n_output_logged);
+    else if (res->output_cut)
+        snprintf(cut, sizeof cut, " (the logger cut the output_ids: the first %zu)", res->n_output);
     if (res->n_near_ties)
         snprintf(ties, sizeof ties, " or near-ties (%zu, within %g nats of the top-1)", res->n_near_ties,
                  res->near_tie);
@@ -151,11 +156,11 @@ static ld_status consistent(ld_replay_engine *e, const ld_replay_result *res, ld
         snprintf(first, sizeof first, "; first token other than the top-1 at position %lld (margin %.4f)",
                  (long long)res->first_not_top1, res->pos[res->first_not_top1].margin);
     ld_finding *f = ld_findings_add(out, arena, LD_K_KERNELS_CONSISTENT, LD_SEV_INFO, -1,
-                                    "replayed on the reference engine (%s, %zu prompt ids%s): all %zu logged tokens "
-                                    "within the replay's top %d%s%s",
-                                    ld_replay_engine_arch(e), res->n_prompt,
+                                    "replayed on logdiff's engine (%s, backend %s, %zu prompt ids%s): all %zu logged "
+                                    "tokens%s within the replay's top %d%s%s",
+                                    ld_replay_engine_arch(e), ld_replay_engine_backend(e), res->n_prompt,
                                     res->prompt_source == LD_REPLAY_PROMPT_IDS ? "" : ", the prompt text tokenized",
-                                    res->n_output, res->top_k, ties, first);
+                                    res->n_output, cut, res->top_k, ties, first);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     f->actual_len = (int64_t)res->n_output;
     return LD_OK;
@@ -171,6 +176,11 @@ ld_status ld_replay_check(ld_replay_engine *e, const ld_request *r, ld_arena *ar
     ld_error ierr;
     ld_error_clear(&ierr);
     ld_status st = ld_request_output_ids(r, &ids, &n, &ierr);
+    if (st == LD_ERR_TRUNCATED) { /* the logger cut them: the head it kept is replayed */
+        free(ids);
+        ids = NULL;
+        st = ld_request_output_ids_head(r, &ids, &n, &ierr);
+    }
     free(ids);
     if (st == LD_ERR_NOMEM) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     char why[400];

@@ -108,4 +108,23 @@ check "rp-altered named" grep -q "rp-altered" "$WORK/out"
 run "regress --help says what --model does" 0 "$LOGDIFF" regress --help
 check "help: --model replays" grep -q "when DIR holds" "$WORK/out"
 run "regress without --replay: the altered log is not a regression" 0 "$LOGDIFF" regress --baseline "$WORK/b.json" "$LOG"
+# output_ids the logger cut (head ... tail): the head is replayed, and the finding says so
+python3 - "$LOG" "$WORK/cut.log" <<'PY'
+import sys
+text = open(sys.argv[1], encoding="utf-8").read()
+whole = "'output_ids': [211, 266, 43, 122, 269, 160, 89, 155, 4, 43, 9, 159]"
+start = text.index("Finish: obj=GenerateReqInput(rid='rp-greedy'")
+at = text.index(whole, start)
+assert at < text.index("\n", start)
+open(sys.argv[2], "w", encoding="utf-8").write(
+    text[:at] + "'output_ids': [211, 266, 43, 122, 269] ... [43, 9, 159]" + text[at + len(whole):])
+PY
+run "diff --replay: a cut output is replayed up to the cut" 0 "$LOGDIFF" diff --json --rid rp-greedy --replay "$M" "$WORK/cut.log"
+check "consistent, the cut said" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+k = [f for f in r["findings"] if f["kind"].startswith("kernels.")]
+assert [f["kind"] for f in k] == ["kernels.consistent"], k
+assert "all 5 logged tokens (the logger cut the output_ids: the first 5 of 12)" in k[0]["detail"], k[0]["detail"]
+PY
 finish
