@@ -437,15 +437,8 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
     memset(s->hy, 0, N * D * sizeof *s->hy);
     /* experts in ascending id; each runs on the rows routed to it */
     for (int e = 0; e < c->n_routed; e++) {
-        int cnt = 0;
-        for (size_t t = 0; t < N; t++)
-            for (size_t k = 0; k < K; k++)
-                if (s->idx[t * K + k] == e) {
-                    s->sel_t[cnt] = (int)t;
-                    s->sel_w[cnt++] = s->wts[t * K + k];
-                }
+        int cnt = ld_ref_moe_gather(s->sel_t, s->sel_w, s->hxe, s->hx, s->idx, s->wts, N, K, D, e);
         if (!cnt) continue;
-        for (int i = 0; i < cnt; i++) memcpy(s->hxe + (size_t)i * D, s->hx + (size_t)s->sel_t[i] * D, D * sizeof *s->hx);
         LD_TRY(o->buf_write(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
         LD_TRY(swiglu_mlp(s, &L->experts[e], c->moe_intermediate, s->xe, s->xe, cnt, err));
         LD_TRY(o->buf_read(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref_deepseek.h"
 #include "ref_deepseek_v4.h"
 #include "ref_ops.h"
 
@@ -508,22 +509,11 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hf, 0, N * D * sizeof *s->hf);
     for (int e = 0; e < c->n_routed; e++) {
-        int cnt = 0;
-        for (size_t t = 0; t < N; t++)
-            for (size_t k = 0; k < K; k++)
-                if (s->idx[t * K + k] == e) {
-                    s->sel_t[cnt] = (int)t;
-                    s->sel_w[cnt++] = s->wts[t * K + k];
-                }
+        int cnt = ld_ref_moe_gather(s->sel_t, s->sel_w, s->hxe, s->hx, s->idx, s->wts, N, K, D, e);
         if (!cnt) continue;
-        for (int i = 0; i < cnt; i++) memcpy(s->hxe + (size_t)i * D, s->hx + (size_t)s->sel_t[i] * D, D * sizeof *s->hx);
         LD_TRY(o->buf_write(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
         LD_TRY(mlp(s, &L->experts[e], s->xe, cnt, s->hxe, err));
-        for (int i = 0; i < cnt; i++) {
-            float *y = s->hf + (size_t)s->sel_t[i] * D;
-            const float *x = s->hxe + (size_t)i * D;
-            for (size_t d = 0; d < D; d++) y[d] += x[d] * s->sel_w[i];
-        }
+        for (int i = 0; i < cnt; i++) ld_ref_ds_axpy(s->hf + (size_t)s->sel_t[i] * D, s->hxe + (size_t)i * D, s->sel_w[i], 0, D);
     }
     LD_TRY(mlp(s, &L->shared, s->xb, n, s->hy, err));
     for (size_t i = 0; i < N * D; i++) s->hf[i] = s->hf[i] + s->hy[i];

@@ -358,3 +358,18 @@ void ld_ref_fp8_block_dequant(float *out, const uint8_t *q, const float *scale_i
         for (size_t c = 0; c < cols; c++) out[r * cols + c] = ld_ref_fp8_e4m3_to_f32(q[r * cols + c]) * srow[c / b1];
     }
 }
+
+int ld_ref_moe_gather(int *rows, float *w, float *xe, const float *x, const int32_t *idx, const float *wts,
+                      size_t N, size_t K, size_t D, int e)
+{
+    int cnt = 0;
+    for (size_t t = 0; t < N; t++)
+        for (size_t k = 0; k < K; k++)
+            if (idx[t * K + k] == e) {
+                rows[cnt] = (int)t;
+                w[cnt] = wts[t * K + k];
+                memcpy(xe + (size_t)cnt * D, x + t * D, D * sizeof *x);
+                cnt++;
+            }
+    return cnt;
+}

@@ -143,4 +143,11 @@ void ld_ref_fp8_block_dequant(float *out, const uint8_t *q, const float *scale_i
 /* y[i] += x[i] * w, i in [i0, i1) (two roundings: the product, the sum) */
 void ld_ref_ds_axpy(float *y, const float *x, float w, size_t i0, size_t i1);
 
+/* The tokens routed to expert `e`, for an MoE run one expert at a time: of
+ * N tokens with K choices each (idx, wts [N][K]), those that chose e, in
+ * token order: their index into rows[], their weight into w[], their row
+ * of x [N][D] copied into xe [count][D].  Returns the count (<= N). */
+int ld_ref_moe_gather(int *rows, float *w, float *xe, const float *x, const int32_t *idx, const float *wts,
+                      size_t N, size_t K, size_t D, int e);
+
 #endif /* LD_REF_DEEPSEEK_H */
