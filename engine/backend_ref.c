@@ -429,8 +429,10 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
         else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
     }
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
+    /* about eight pieces per thread, in whole groups of eight rows (the
+     * fast kernels' decode step takes rows eight at a time) */
     size_t grain = (size_t)w->rows / ((size_t)rb->n_threads * 8);
-    run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 2 ? 2 : grain + grain % 2);
+    run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 8 ? 8 : (grain + 7) / 8 * 8);
     return LD_OK;
 }
 

@@ -106,7 +106,12 @@ AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
     float macc0 = 0.0f, macc1 = 0.0f;
     int nb = m->K / LD_CPU_QB;
     size_t bytes = ld_cpu_q32_bytes(dt);
-    for (int b = 0; b < nb; b++) {
+    /* the same block of the rows eight ahead (where rows are in order): the
+     * hardware prefetcher alone does not keep a core's loads ahead of the
+     * arithmetic (bench/README.md) */
+    size_t pf = (n0 + 8) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes;
+    for (int b = 0; b < nb; b++, pf += 2 * bytes) {
+        if (pf < pf_end) _mm_prefetch((const char *)m->w + pf, _MM_HINT_T0);
         const unsigned char *b0 = w0 + (size_t)b * bytes, *b1 = w1 + (size_t)b * bytes;
         __m256 s0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, s1[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int g = 0; g < 2; g++) {

@@ -1,17 +1,18 @@
 /* cpu_avx512.c - the Q4_0 / Q4_1 / Q8_0 matmul of cpu_ops.h with AVX-512F:
  * a block's sixteen lanes in one register, half the instructions of the
  * AVX2 code (which holds them in two) for the same bits.  Compiled with
- * target attributes, called only when the machine has AVX-512F (and AVX2,
+ * target attributes, called only when the machine has AVX-512F and VL (and AVX2,
  * FMA, F16C); see ld_cpu_simd. */
 #include "cpu_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
-#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
-#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512vl,avx2,fma,f16c")))
 
 /* hsum16(a) = hsum8(a[l] + a[8 + l]) (cpu_ops.h) */
 AVX512_INLINE float hsum16(__m512 v)
@@ -42,9 +43,13 @@ AVX512_INLINE __m512 decode_group(const unsigned char *b, const ld_kdt dt, int g
     const __m512i sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
     long long word;
     memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
-    __m512i v = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi64(word), sh), _mm512_set1_epi32(15));
-    if (dt == LD_KDT_Q4_0) v = _mm512_sub_epi32(v, _mm512_set1_epi32(8));
-    return _mm512_cvtepi32_ps(v);
+    /* vpermps reads only the low four bits of each index: the nibble
+     * selects its value (q, or q - 8 for Q4_0) from a table, which is the
+     * mask and the conversion in one instruction */
+    const __m512 val = dt == LD_KDT_Q4_0
+        ? _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7)
+        : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_set1_epi64(word), sh), val);
 }
 
 AVX512_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const ld_kdt dt, int t0, const int tn,
@@ -105,10 +110,69 @@ AVX512_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
     m->out[n0 + 1] = (hsum16(a1) + macc1) + ld_cpu_bias(m, n0 + 1);
 }
 
+/* Eight rows of one token (decode) in one pass over their blocks: the
+ * rows' scales (and Q4_1 offsets) of a block come with one gather and one
+ * conversion, the offset sums of the eight rows run in the lanes of one
+ * register (lane r: row r's sequential macc, same order), and the x of a
+ * block is loaded once for all rows.  The same arithmetic per row as
+ * q32_pair, so the same bits. */
+#define Q32_ROW(r, a)                                                            \
+    do {                                                                         \
+        const unsigned char *blk_ = wb + off[r];                                 \
+        __m512 s_ = _mm512_fmadd_ps(decode_group(blk_, dt, 0), x0, _mm512_setzero_ps()); \
+        s_ = _mm512_fmadd_ps(decode_group(blk_, dt, 1), x1, s_);                 \
+        a = _mm512_fmadd_ps(_mm512_set1_ps(dsc[r]), s_, a);                      \
+    } while (0)
+
+AVX512_INLINE void q32_rows8(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
+{
+    int off[8];
+    for (int r = 0; r < 8; r++) off[r] = (int)(ld_cpu_src_row(n0 + (size_t)r, m->rope_hd) * m->row_bytes);
+    const __m256i voff = _mm256_loadu_si256((const __m256i *)off);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    __m256 macc = _mm256_setzero_ps();
+    float dsc[8];
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt);
+    const unsigned char *wb = (const unsigned char *)m->w;
+    /* the bytes of the next eight rows (where the rows are in order), a
+     * block's worth per row and step: the hardware prefetcher alone does
+     * not keep a core's loads ahead of this loop */
+    const char *w0 = (const char *)m->w;
+    size_t pf = (n0 + 8) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes, pf_step = 8 * bytes;
+    for (int b = 0; b < nb; b++, wb += bytes, pf += pf_step) {
+        for (size_t o = pf; o < pf + pf_step && o < pf_end; o += 64) _mm_prefetch(w0 + o, _MM_HINT_T0);
+        /* lane r: the first 32 bits of row r's block b, d (and m above it) */
+        __m256i dm = _mm256_i32gather_epi32((const int *)wb, voff, 1);
+        _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
+        /* make the compiler read the scales back as broadcasts from memory
+         * (free on the load ports) rather than shuffle them out of a register */
+        __asm__("" : "+m"(dsc));
+        if (dt == LD_KDT_Q4_1) {
+            __m256 mn = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)));
+            macc = _mm256_fmadd_ps(mn, _mm256_set1_ps(m->xs[b]), macc);
+        }
+        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
+        __m512 x0 = _mm512_loadu_ps(xv), x1 = _mm512_loadu_ps(xv + 16);
+        Q32_ROW(0, a0); Q32_ROW(1, a1); Q32_ROW(2, a2); Q32_ROW(3, a3);
+        Q32_ROW(4, a4); Q32_ROW(5, a5); Q32_ROW(6, a6); Q32_ROW(7, a7);
+    }
+    float h[8], mc[8];
+    h[0] = hsum16(a0); h[1] = hsum16(a1); h[2] = hsum16(a2); h[3] = hsum16(a3);
+    h[4] = hsum16(a4); h[5] = hsum16(a5); h[6] = hsum16(a6); h[7] = hsum16(a7);
+    _mm256_storeu_ps(mc, macc);
+    for (int r = 0; r < 8; r++)
+        m->out[n0 + (size_t)r] = (h[r] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
+}
+#undef Q32_ROW
+
 AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
 {
-    if (m->T == 1)
+    if (m->T == 1) {
+        if ((size_t)m->N * m->row_bytes <= INT_MAX) /* the gathers' offsets are ints */
+            for (; i0 + 7 < i1; i0 += 8) q32_rows8(m, dt, i0);
         for (; i0 + 1 < i1; i0 += 2) q32_pair(m, dt, i0);
+    }
     for (size_t n = i0; n < i1; n++) {
         const unsigned char *wrow = (const unsigned char *)m->w + ld_cpu_src_row(n, m->rope_hd) * m->row_bytes;
         float bias = ld_cpu_bias(m, n);

@@ -176,8 +176,8 @@ static int cpu_level(void)
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
     if ((xlo & 0x6) != 0x6) return LD_CPU_PORTABLE; /* XMM and YMM state */
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 5) & 1)) return LD_CPU_PORTABLE;
-    int avx512f = (b >> 16) & 1;
-    return avx512f && (xlo & 0xe6) == 0xe6 ? LD_CPU_AVX512 : LD_CPU_AVX2; /* + opmask, ZMM state */
+    int avx512 = (b >> 16) & 1 && (b >> 31) & 1; /* F and VL (the decode rows' gathers) */
+    return avx512 && (xlo & 0xe6) == 0xe6 ? LD_CPU_AVX512 : LD_CPU_AVX2; /* + opmask, ZMM state */
 }
 #endif
 

@@ -232,6 +232,7 @@ static int test_matmul_every_type(void)
         int K = k->block == 256 ? 512 : k->block == 32 ? 96 : 77; /* 77: a tail of 5 */
         CHECK(check_case(k, 7, K, 24, 0, 0) == 0);
         CHECK(check_case(k, 1, K, 16, 8, 1) == 0);
+        CHECK(check_case(k, 1, K, 43, 0, 0) == 0); /* decode: groups of eight rows, a pair, one */
         CHECK(check_case(k, 5, k->block == 1 ? 576 : K, 12, 0, 1) == 0);
     }
     return 0;
