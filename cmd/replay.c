@@ -75,7 +75,10 @@ static const char *const replay_usage[] = {
     "once per variant, and reports for each the first layer and position whose",
     "hidden row departs from the reference's beyond 1e-5 normalised error, the",
     "largest change of a logged token's log-probability, how many ranks",
-    "changed, and the verdict it would give.",
+    "changed, and the verdict it would give.  With --backend cuda it runs",
+    "every op on its CUDA reference kernel, then each op's custom kernel alone",
+    "among reference ones, then all custom kernels, and compares each with",
+    "the first.",
     NULL
 };
 
@@ -527,7 +530,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     }
     if (compare) {
         ld_kernel_cmp_report rep;
-        if (ld_replay_compare_kernels(e, r, &ro, (int)threads, &rep, &err) != LD_OK) {
+        if (ld_replay_compare_kernels(e, r, &ro, backend, (int)threads, &rep, &err) != LD_OK) {
             print_error(cli, rid, &err);
             goto out;
         }

@@ -18,7 +18,7 @@ static void print_json(FILE *f, const char *rid, const ld_kernel_cmp_report *rep
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "rid", ld_json_cstr(rid));
-    cJSON_AddItemToObject(o, "reference", ld_json_cstr("ref"));
+    cJSON_AddItemToObject(o, "reference", ld_json_cstr(rep->cuda ? "cuda:all=ref" : "ref"));
     cJSON_AddItemToObject(o, "reference_verdict", ld_json_cstr(ld_replay_verdict_kind(rep->base.verdict)));
     cJSON_AddItemToObject(o, "tolerance", ld_json_double(LD_KCMP_TOL));
     cJSON *vs = cJSON_CreateArray();
@@ -54,8 +54,10 @@ void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *r
         print_json(f, rid, rep);
         return;
     }
-    fprintf(f, "%s: each kernel variant against the reference backend (%s); a hidden row departs beyond "
-               "normalised error %g\n", rid, ld_replay_verdict_kind(rep->base.verdict), LD_KCMP_TOL);
+    fprintf(f, "%s: %s (%s); a hidden row departs beyond normalised error %g\n", rid,
+            rep->cuda ? "each custom CUDA kernel alone, then all of them, against the CUDA reference kernels"
+                      : "each kernel variant against the reference backend",
+            ld_replay_verdict_kind(rep->base.verdict), LD_KCMP_TOL);
     fprintf(f, "  %-15s %-34s %14s %14s %6s  %s\n", "variant", "first departure", "final-norm err",
             "max |d logp|", "ranks", "verdict");
     char buf[32], dep[64];

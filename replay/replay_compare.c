@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cuda.h"
 #include "cpu_kernels.h"
 #include "replay_internal.h"
 
@@ -65,29 +66,66 @@ static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_r
     return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
 }
 
+/* whether CPU variant v ("op=variant") is of an op the model has */
+static int variant_applies(const char *v, int has_mla, int has_mhc)
+{
+    if (!strncmp(v, "mla=", 4) || !strncmp(v, "router=", 7) || !strncmp(v, "combine=", 8))
+        return has_mla; /* DeepSeek V3/V3.2 ops */
+    if (!strncmp(v, "mhc=", 4)) return has_mhc; /* DeepSeek-V4's */
+    return 1;
+}
+
+static size_t add_run(ld_kernel_run *runs, size_t n, size_t cap, const char *backend, const char *spec,
+                      const char *label)
+{
+    if (n >= cap) return n;
+    runs[n].backend = backend;
+    snprintf(runs[n].spec, sizeof runs[n].spec, "%s", spec);
+    snprintf(runs[n].label, sizeof runs[n].label, "%s", label);
+    return n + 1;
+}
+
+size_t ld_replay_kernel_plan(const char *backend, int has_mla, int has_mhc, ld_kernel_run *runs, size_t cap)
+{
+    size_t n = 0;
+    if (backend && !strcmp(backend, "cuda")) {
+        n = add_run(runs, n, cap, "cuda", "all=ref", "all=ref");
+        for (int op = 0; op < LD_CUDA_N_OPS; op++) {
+            char spec[96], label[48];
+            snprintf(spec, sizeof spec, "all=ref,%s=custom", ld_cuda_op_name(op));
+            snprintf(label, sizeof label, "%s=custom", ld_cuda_op_name(op));
+            n = add_run(runs, n, cap, "cuda", spec, label);
+        }
+        return add_run(runs, n, cap, "cuda", "all=custom", "all=custom");
+    }
+    n = add_run(runs, n, cap, "ref", "", "ref");
+    for (size_t i = 0; ld_cpu_kernel_variants[i]; i++)
+        if (variant_applies(ld_cpu_kernel_variants[i], has_mla, has_mhc))
+            n = add_run(runs, n, cap, "ref", ld_cpu_kernel_variants[i], ld_cpu_kernel_variants[i]);
+    return n;
+}
+
 ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                    int n_threads, ld_kernel_cmp_report *out, ld_error *err)
+                                    const char *backend, int n_threads, ld_kernel_cmp_report *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
-    size_t nv = 0;
-    while (ld_cpu_kernel_variants[nv]) nv++;
-    out->v = calloc(nv, sizeof *out->v);
+    const ld_lm_info *info = ld_lm_info_of(e->lm);
+    ld_kernel_run runs[64];
+    size_t nr = ld_replay_kernel_plan(backend, info->has_mla, info->has_mhc, runs, sizeof runs / sizeof runs[0]);
+    out->cuda = backend && !strcmp(backend, "cuda");
+    out->v = calloc(nr, sizeof *out->v);
     if (!out->v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_replay_dump ref;
-    ld_status st = replay_all(e, r, opts, n_threads, "ref", NULL, &ref, &out->base, err);
+    ld_replay_dump ref = {0}; /* freed whether or not the replay got to fill it */
+    ld_status st = replay_all(e, r, opts, n_threads, runs[0].backend, runs[0].spec[0] ? runs[0].spec : NULL, &ref,
+                              &out->base, err);
     out->n_layers = ref.n_layers;
-    int has_mla = ld_lm_info_of(e->lm)->has_mla, has_mhc = ld_lm_info_of(e->lm)->has_mhc;
-    for (size_t i = 0; st == LD_OK && i < nv; i++) {
-        const char *v = ld_cpu_kernel_variants[i];
-        if (!has_mla && (!strncmp(v, "mla=", 4) || !strncmp(v, "router=", 7) || !strncmp(v, "combine=", 8)))
-            continue; /* DeepSeek V3/V3.2 ops, not in this model */
-        if (!has_mhc && !strncmp(v, "mhc=", 4)) continue; /* DeepSeek-V4's */
-        ld_replay_dump var;
+    for (size_t i = 1; st == LD_OK && i < nr; i++) {
+        ld_replay_dump var = {0};
         ld_replay_result vres = {0};
-        st = replay_all(e, r, opts, n_threads, "ref", ld_cpu_kernel_variants[i], &var, &vres, err);
+        st = replay_all(e, r, opts, n_threads, runs[i].backend, runs[i].spec, &var, &vres, err);
         if (st == LD_OK) {
             ld_kernel_cmp *c = &out->v[out->n++];
-            snprintf(c->variant, sizeof c->variant, "%s", ld_cpu_kernel_variants[i]);
+            snprintf(c->variant, sizeof c->variant, "%s", runs[i].label);
             compare(&ref, &out->base, &var, &vres, c);
         }
         ld_replay_dump_free(&var);
@@ -95,7 +133,7 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     }
     ld_replay_dump_free(&ref);
     ld_error serr;
-    if (ld_replay_engine_set_backend(e, "ref", NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
+    if (ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
         if (err) *err = serr;
         st = serr.code;
     }

@@ -1,6 +1,7 @@
 /* replay_compare.h - `logdiff replay --compare-kernels`: the request replayed
  * on the reference backend, then once per kernel variant
- * (engine/cpu_kernels.h: ld_cpu_kernel_variants, each alone), every hidden
+ * (engine/cpu_kernels.h: ld_cpu_kernel_variants, each alone; on the CUDA
+ * backend each custom kernel alone among reference kernels), every hidden
  * row and every logged token's numbers compared with the reference's.  It
  * shows on a CPU how much each precision choice a production stack makes
  * (bf16 operands, bf16 activations, split-K, the fast reorderings) moves a
@@ -30,15 +31,36 @@ typedef struct ld_kernel_cmp {
 typedef struct ld_kernel_cmp_report {
     ld_replay_result base;   /* the reference's replay */
     int n_layers;
+    int cuda;                /* 1: the CUDA backend's kernels (below) */
     ld_kernel_cmp *v;        /* [n] */
     size_t n;
 } ld_kernel_cmp_report;
 
-/* Replays `r` on the reference backend (n_threads threads) and once per
- * variant; leaves `e` on the reference backend.  Errors as
- * ld_replay_request_dump's. */
+/* One replay of a comparison: the backend and kernel spec it runs with, and
+ * the label it is reported under. */
+typedef struct ld_kernel_run {
+    const char *backend;     /* "ref" or "cuda" */
+    char spec[96];           /* the kernel spec ("" : the backend's own) */
+    char label[48];
+} ld_kernel_run;
+
+/* The replays --compare-kernels makes, run 0 the baseline, into runs[cap];
+ * returns how many (at most cap).  On the CPU (`backend` "cpu" or "ref"):
+ * the reference backend, then each variant of ld_cpu_kernel_variants that
+ * the model has (has_mla: DeepSeek V3/V3.2's mla, router and combine;
+ * has_mhc: V4's mhc) alone.  On "cuda": every op on its reference kernel
+ * ("all=ref"), then each op's custom kernel alone among reference ones
+ * ("all=ref,OP=custom", labelled "OP=custom"), then every custom kernel
+ * ("all=custom", the backend's default), so that a custom kernel's departure
+ * is its own and not its neighbours'. */
+size_t ld_replay_kernel_plan(const char *backend, int has_mla, int has_mhc, ld_kernel_run *runs, size_t cap);
+
+/* Replays `r` (n_threads threads) once per run of ld_replay_kernel_plan on
+ * `backend`, compares each with run 0; leaves `e` on `backend` with its
+ * default kernels.  Errors as ld_replay_request_dump's, and the backend's
+ * (no CUDA device). */
 ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                    int n_threads, ld_kernel_cmp_report *out, ld_error *err);
+                                    const char *backend, int n_threads, ld_kernel_cmp_report *out, ld_error *err);
 
 void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep);
 

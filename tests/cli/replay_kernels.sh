@@ -58,6 +58,17 @@ check "ref against itself: zero everywhere" bash -c "grep -c '^  layer [01]  *0 
 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
 rc=$?
 check "--backend cuda runs or says why" bash -c "[ $rc = 0 ] || { [ $rc = 2 ] && grep -q 'CUDA' '$WORK/err'; }"
+"$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda --compare-kernels --json "$LOG" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+check "--backend cuda --compare-kernels runs each custom kernel alone, or says why not" bash -c "
+  { [ $rc = 2 ] && grep -q 'CUDA' '$WORK/err'; } ||
+  { [ $rc = 0 ] && python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r[\"reference\"] == \"cuda:all=ref\", r
+names = [v[\"variant\"] for v in r[\"variants\"]]
+assert names[-1] == \"all=custom\" and \"matmul=custom\" in names and \"attention=custom\" in names, names
+' '$WORK/out'; }"
 run "--check bad" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check gpu "$LOG"
 run "--compare-kernels with --kernels" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --compare-kernels --kernels matmul=ref "$LOG"
 finish
