@@ -9,15 +9,17 @@
 #
 #   bench/deepseek.sh                 # THREADS=2 RUNS=3 PROMPT=64 DECODE=32
 #   PYTHON=/tmp/engvenv/bin/python bench/deepseek.sh
+#   VARIANTS="indexer=fp8 rope=bf16" bench/deepseek.sh   # only these
 #
 # The model is written once into build-bench/models/ds4-bench/ by
 # tools/gen_tiny_deepseek_v4.py --bench (needs Python with torch and
 # transformers 5.23: PYTHON; skipped with the reason when it is missing).
 # Prints `name  baseline  logdiff  unit  ratio` lines: the reference's
 # prefill and decode tok/s, then per variant its tok/s against the
-# reference's (ratio = variant / reference: > 1 faster).  The V4-specific
-# ops (mHC, the compressed attention, the router) are plain-C leaves that no
-# variant changes yet, so the variants only move the op-table ops.
+# reference's (ratio = variant / reference: > 1 faster).  VARIANTS are the
+# entries of engine/cpu_kernels.c's ld_cpu_kernel_variants that apply to V4
+# (ld_cpu_kernel_variant_applies with mHC, no MLA): the op-table ops, then
+# the V4 session's combine, mhc, indexer and rope variants.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BUILD=${BENCH_BUILD_DIR:-build-bench}
@@ -58,7 +60,9 @@ row() { printf '%-22s %10.2f %10.2f  %-6s %6.2f\n' "$1" "$2" "$3" "$4" "$("$PY" 
 read -r ref_p ref_d < <(measure --backend ref)
 row prefill_ref "$ref_p" "$ref_p" tok/s
 row decode_ref "$ref_d" "$ref_d" tok/s
-for v in matmul=fast matmul=bf16 matmul=splitk matmul=fp8act rmsnorm=bf16 swiglu=bf16 mhc=bf16; do
+VARIANTS=${VARIANTS:-"matmul=fast matmul=bf16 matmul=splitk matmul=fp8act attention=fast rmsnorm=bf16 swiglu=bf16
+    combine=fused mhc=bf16 mhc=sinkhorn-bf16 indexer=bf16 indexer=fp8 rope=bf16"}
+for v in $VARIANTS; do
     read -r p d < <(measure --backend ref --kernels "$v")
     row "prefill_$v" "$ref_p" "$p" tok/s
     row "decode_$v" "$ref_d" "$d" tok/s

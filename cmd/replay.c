@@ -19,7 +19,7 @@
 
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref]",
-    "               [--top-k K] [--max-tokens N] [--seed N]",
+    "               [--top-k K] [--max-tokens N] [--seed N] [--tp N]",
     "               [--dump-layers DIR [--positions LIST]] [--kernels SPEC]",
     "               [--compare-kernels] LOG...",
     "",
@@ -51,6 +51,13 @@ static const char *const replay_usage[] = {
     "0 consistent (or no output), 1 divergent, 2 usage, I/O or model error, an",
     "id outside the vocabulary or past the context.",
     "",
+    "--tp N splits the model over N tensor-parallel ranks (dense models):",
+    "query/KV heads and MLP rows divided, o_proj and down_proj summed across",
+    "ranks in rank order, so a run gives the same bits every time; N must",
+    "divide the heads, the KV heads and the intermediate size.  On cpu/ref the",
+    "ranks are threads of this process (--threads divided among them); on",
+    "cuda, GPUs 0..N-1 over NCCL (builds with NCCL).",
+    "",
     "--dump-layers DIR writes the hidden states of the replayed sequence (the",
     "prompt ids, then the logged output ids; position p holds token p) as NumPy",
     "files for comparison with another engine: DIR/embed.npy, DIR/layer_00.npy",
@@ -66,11 +73,17 @@ static const char *const replay_usage[] = {
     "accumulation; split-K in fixed splits of 256; activations quantized to",
     "FP8 e4m3 in 1x128 blocks first), attention=ref|fast,",
     "rmsnorm=ref|bf16, swiglu=ref|bf16 (outputs rounded to bf16), and for",
-    "DeepSeek's MLA mla=ref|absorbed (the naive form, or kv_b_proj absorbed",
-    "into q and the output as decode kernels do), router=ref|bf16 and",
-    "combine=ref|bf16 (the gate and the expert sum in bf16, as DeepSeek's",
-    "official V3 code), and for DeepSeek-V4 mhc=ref|bf16 (the mHC mixing",
-    "matrices cast to bf16).",
+    "DeepSeek's MLA mla=ref|absorbed|splitk (the naive form; kv_b_proj",
+    "absorbed into q and the output as decode kernels do; absorbed with",
+    "flash-decoding's split-KV in fixed splits of 64 positions),",
+    "router=ref|bf16 and combine=ref|bf16|fused (the gate and the expert sum",
+    "in bf16, as DeepSeek's official V3 code; fused: routed_scaling_factor on",
+    "the routed sum, as SGLang), indexer=ref|bf16|fp8 (V3.2's and V4's",
+    "indexer scores from bf16 operands, or from q and k Hadamard-rotated and",
+    "quantized to FP8 e4m3 in 1x128 blocks as DeepSeek's V3.2 code),",
+    "rope=ref|bf16 (the cos/sin table in bf16, as SGLang's cache), and for",
+    "DeepSeek-V4 mhc=ref|bf16|sinkhorn-bf16 (the mHC mixing matrices cast to",
+    "bf16, or every Sinkhorn iterate rounded to bf16).",
     "--compare-kernels replays the request on the reference backend and then",
     "once per variant, and reports for each the first layer and position whose",
     "hidden row departs from the reference's beyond 1e-5 normalised error, the",
@@ -228,6 +241,7 @@ static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_
     cJSON_AddItemToObject(o, "verdict", cJSON_CreateString(ld_replay_verdict_kind(res->verdict)));
     cJSON_AddItemToObject(o, "model", ld_json_cstr(ld_replay_engine_arch(e)));
     cJSON_AddItemToObject(o, "backend", ld_json_cstr(ld_replay_engine_backend(e)));
+    if (ld_replay_engine_tp(e)) cJSON_AddItemToObject(o, "tp", ld_json_int(ld_replay_engine_tp(e)));
     cJSON_AddItemToObject(o, "tokenizer", cJSON_CreateBool(tok != NULL));
     cJSON_AddItemToObject(o, "prompt_source", cJSON_CreateString(res->prompt_source == LD_REPLAY_PROMPT_IDS
                                                                      ? "input_ids" : "tokenized_text"));
@@ -334,10 +348,12 @@ static void print_text(struct ld_cli *cli, const ld_request *r, const ld_replay_
     FILE *f = cli->out;
     const ld_tok *tok = ld_replay_engine_tok(e);
     char where[512], a[96], b[96];
-    fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d, backend %s\n", r->rid ? r->rid : "-",
+    char tpn[24] = "";
+    if (ld_replay_engine_tp(e)) snprintf(tpn, sizeof tpn, ", tp %d", ld_replay_engine_tp(e));
+    fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d, backend %s%s\n", r->rid ? r->rid : "-",
             ld_request_where(r, where, sizeof where, NULL), ld_replay_engine_arch(e), res->n_prompt,
             res->prompt_source == LD_REPLAY_PROMPT_IDS ? "logged input_ids" : "the logged text, tokenized",
-            res->n_output, res->top_k, ld_replay_engine_backend(e));
+            res->n_output, res->top_k, ld_replay_engine_backend(e), tpn);
     if (res->n_output) {
         fprintf(f, "     pos  %-26s %6s %9s  %-26s %9s %8s\n", "logged", "rank", "logprob", "replay top-1",
                 "logprob", "margin");
@@ -411,7 +427,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
     const char *dump_dir = NULL, *positions = NULL, *kernels = NULL, *check = NULL;
     int json = 0, compare = 0;
-    long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS;
+    long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS, tp = 0;
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
@@ -427,6 +443,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "kernels", &kernels, "SPEC", "swap ops for variants: matmul=bf16,rmsnorm=bf16,..." },
         { LD_OPT_BOOL, 0, "compare-kernels", &compare, NULL, "replay once per kernel variant and compare with the reference" },
         { LD_OPT_STRING, 0, "check", &check, "BACKEND", "replay on --backend and on BACKEND too; compare layer by layer" },
+        { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (dense models; default: no split)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -464,6 +481,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : compare && (dump_dir || kernels || seed_arg)
                             ? "--compare-kernels: not with --dump-layers, --kernels or --seed"
                         : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
+                        : tp < 0 || tp > 64 ? "--tp: give 1 to 64"
+                        : tp && (check || compare) ? "--tp: not with --check or --compare-kernels"
                             : NULL;
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);
@@ -514,6 +533,10 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     }
     if (kernels && ld_replay_engine_set_backend(e, backend, kernels, (int)threads, &err) != LD_OK) {
         fprintf(cli->err, PFX "%s\n", err.msg);
+        goto out;
+    }
+    if (tp && ld_replay_engine_set_tp(e, (int)tp, 1, backend, kernels, (int)threads, &err) != LD_OK) {
+        fprintf(cli->err, PFX "--tp %ld: %s\n", tp, err.msg);
         goto out;
     }
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };

@@ -18,7 +18,6 @@
  * waited for.  Element-wise ops too small to be worth a hand-off
  * (SMALL_OP) run on the calling thread alone. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "cpu_ops.h"
 #include "ref_ops.h"
 #include "ref_variants.h"
+#include "spin.h"
 
 #define SPIN_NS 200000L /* how long an idle thread spins before it sleeps */
 #define SMALL_OP 16384  /* elements below which add / swiglu stay on one thread */
@@ -105,18 +105,6 @@ static long elapsed_ns(const struct timespec *t0)
     return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
 }
 
-/* one step of a spin: a pause, and every 64th step the core to whoever
- * else wants it */
-static void cpu_relax(unsigned i)
-{
-    if ((i & 63) == 63) {
-        sched_yield();
-        return;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 /* spins until gen != seen or quit, then sleeps until then */
 static unsigned wait_for_work(ref_backend *rb, unsigned seen)
@@ -126,7 +114,7 @@ static unsigned wait_for_work(ref_backend *rb, unsigned seen)
     for (unsigned i = 0;; i++) {
         unsigned g = atomic_load_explicit(&rb->gen, memory_order_acquire);
         if (g != seen || atomic_load(&rb->quit)) return g;
-        cpu_relax(i);
+        ld_spin_relax(i);
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
     pthread_mutex_lock(&rb->mu);
@@ -176,7 +164,7 @@ static void run_grain(ref_backend *rb, task_fn fn, void *ctx, size_t n, size_t g
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0; atomic_load_explicit(&rb->pending, memory_order_acquire); i++) {
-        cpu_relax(i);
+        ld_spin_relax(i);
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
     pthread_mutex_lock(&rb->mu);
@@ -388,7 +376,7 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
             c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd, c->rb->scratch[tid], i0, i1);
         return;
     }
-    if (v == LD_KV_FP8ACT) { /* the activations, quantized once by matmul(), through the reference */
+    if (v == LD_KV_FP8ACT || v == LD_KV_FP8UE8M0) { /* the activations, quantized once by matmul(), through the reference */
         ld_ref_matmul_ex(c->out, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
                          c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
                          c->rb->scratch[tid], i0, i1);
@@ -415,7 +403,8 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
-    int fast = rb->k.v[LD_KOP_MATMUL] == LD_KV_FAST, fp8 = rb->k.v[LD_KOP_MATMUL] == LD_KV_FP8ACT;
+    ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
+    int fast = mv == LD_KV_FAST, fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
     LD_TRY(need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
     if (fast || fp8) {
         size_t np = fp8 ? (size_t)T * (size_t)w->cols : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
@@ -425,7 +414,7 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
             rb->prep = p;
             rb->prep_cap = np;
         }
-        if (fp8) ld_var_fp8_act(rb->prep, x->p, T, (int)w->cols);
+        if (fp8) (mv == LD_KV_FP8UE8M0 ? ld_var_fp8_act_ue8m0 : ld_var_fp8_act)(rb->prep, x->p, T, (int)w->cols);
         else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
     }
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};

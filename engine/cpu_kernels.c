@@ -4,26 +4,32 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsnorm", "swiglu",
-                                                   "mla",    "router",    "combine", "mhc"};
-static const char *const var_names[] = {"ref", "fast", "bf16", "splitk", "absorbed", "fp8act"};
+static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsnorm", "swiglu", "mla",
+                                                   "router", "combine",   "mhc",     "indexer", "rope"};
+static const char *const var_names[LD_KV_COUNT] = {"ref",    "fast",  "bf16", "splitk",       "absorbed",
+                                                   "fp8act", "fused", "fp8",  "sinkhorn-bf16", "fp8ue8m0"};
 
 /* which variants each op has (bit per ld_kvar) */
 static const unsigned op_allows[LD_KOP_COUNT] = {
-    1u << LD_KV_REF | 1u << LD_KV_FAST | 1u << LD_KV_BF16 | 1u << LD_KV_SPLITK | 1u << LD_KV_FP8ACT,
+    1u << LD_KV_REF | 1u << LD_KV_FAST | 1u << LD_KV_BF16 | 1u << LD_KV_SPLITK | 1u << LD_KV_FP8ACT |
+        1u << LD_KV_FP8UE8M0,
     1u << LD_KV_REF | 1u << LD_KV_FAST,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
-    1u << LD_KV_REF | 1u << LD_KV_ABSORBED,
+    1u << LD_KV_REF | 1u << LD_KV_ABSORBED | 1u << LD_KV_SPLITK,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
-    1u << LD_KV_REF | 1u << LD_KV_BF16,
+    1u << LD_KV_REF | 1u << LD_KV_BF16 | 1u << LD_KV_FUSED,
+    1u << LD_KV_REF | 1u << LD_KV_BF16 | 1u << LD_KV_SINKHORN_BF16,
+    1u << LD_KV_REF | 1u << LD_KV_BF16 | 1u << LD_KV_FP8,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
 };
 
-const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "matmul=splitk", "matmul=fp8act",
+const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "matmul=splitk", "matmul=fp8act", "matmul=fp8ue8m0",
                                               "attention=fast",
-                                              "rmsnorm=bf16", "swiglu=bf16", "mla=absorbed", "router=bf16",
-                                              "combine=bf16", "mhc=bf16", NULL};
+                                              "rmsnorm=bf16", "swiglu=bf16", "mla=absorbed", "mla=splitk",
+                                              "router=bf16", "combine=bf16", "combine=fused", "mhc=bf16",
+                                              "mhc=sinkhorn-bf16", "indexer=bf16", "indexer=fp8", "rope=bf16",
+                                              NULL};
 
 ld_cpu_kernels ld_cpu_kernels_default(int fast)
 {
@@ -53,10 +59,11 @@ ld_status ld_cpu_kernels_parse(const char *spec, ld_cpu_kernels *k, ld_error *er
         size_t ol = (size_t)(eq - (spec + i)), vo = (size_t)(eq - spec) + 1;
         int op = lookup(op_names, LD_KOP_COUNT, spec + i, ol);
         if (op < 0)
-            return LD_FAIL(err, LD_ERR_USAGE, i, "kernels: unknown op '%.*s' (matmul, attention, rmsnorm, swiglu, mla, router, "
-                           "combine, mhc)",
+            return LD_FAIL(err, LD_ERR_USAGE, i,
+                           "kernels: unknown op '%.*s' (matmul, attention, rmsnorm, swiglu, mla, router, combine, mhc, "
+                           "indexer, rope)",
                            (int)ol, spec + i);
-        int v = lookup(var_names, 6, spec + vo, end - vo);
+        int v = lookup(var_names, LD_KV_COUNT, spec + vo, end - vo);
         if (v < 0 || !(op_allows[op] >> v & 1u))
             return LD_FAIL(err, LD_ERR_USAGE, vo, "kernels: %s has no variant '%.*s'", op_names[op],
                            (int)(end - vo), spec + vo);
@@ -79,4 +86,17 @@ const char *ld_cpu_kernels_label(const ld_cpu_kernels *k, int fast, char *buf, s
         sep = ',';
     }
     return buf;
+}
+
+int ld_cpu_kernel_variant_applies(const char *v, int has_mla, int has_mhc)
+{
+    static const struct {
+        const char *prefix;
+        int mla, mhc; /* applies with MLA, with mHC */
+    } only[] = {{"mla=", 1, 0},      {"router=", 1, 0}, {"combine=bf16", 1, 0}, {"combine=", 1, 1},
+                {"mhc=", 0, 1},      {"indexer=", 1, 1}, {"rope=", 1, 1}};
+    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
+        if (!strncmp(v, only[i].prefix, strlen(only[i].prefix)))
+            return (only[i].mla && has_mla) || (only[i].mhc && has_mhc);
+    return 1;
 }

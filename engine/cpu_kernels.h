@@ -3,23 +3,35 @@
  * production-style variant (kernels/ref_variants.h), chosen per op with a
  * spec "OP=VARIANT[,OP=VARIANT...]" (`logdiff replay --kernels`).
  *
- *   matmul     ref | fast | bf16 | splitk | fp8act
+ *   matmul     ref | fast | bf16 | splitk | fp8act | fp8ue8m0
  *   attention  ref | fast
  *   rmsnorm    ref | bf16
  *   swiglu     ref | bf16
- *   mla        ref | absorbed   (DeepSeek's MLA: the naive form, per-head
- *              k/v expanded from the latent, or kv_b_proj absorbed into q
- *              and the output as decode kernels do)
+ *   mla        ref | absorbed | splitk   (DeepSeek's MLA: the naive form,
+ *              per-head k/v expanded from the latent; kv_b_proj absorbed
+ *              into q and the output as decode kernels do; or absorbed
+ *              with flash-decoding's split-KV over fixed splits of
+ *              LD_DSV_MLA_SPLIT positions, kernels/ref_ds_variants.h)
  *   router     ref | bf16       (DeepSeek's gate logits from bf16 operands,
  *              rounded to bf16, as the official V3 code computes them)
- *   combine    ref | bf16       (DeepSeek's expert outputs summed in bf16:
- *              each output and each product rounded, the sum too, as the
- *              official V3 code's bf16 `y += expert(x) * w`)
- *   mhc        ref | bf16       (DeepSeek-V4's mHC mixing: the post and comb
- *              matrices rounded to bf16 before they mix the streams, a
- *              mixing matrix cast to bf16)
- * mla, router and combine are read by the DeepSeek V3/V3.2 sessions, mhc
- * by the V4 one; not by the backend.
+ *   combine    ref | bf16 | fused  (bf16: DeepSeek's expert outputs summed
+ *              in bf16, each output and each product rounded, the sum too,
+ *              as the official V3 code's bf16 `y += expert(x) * w`; fused:
+ *              routed_scaling_factor applied once to the sum of the routed
+ *              experts instead of to each weight, as SGLang does)
+ *   mhc        ref | bf16 | sinkhorn-bf16   (DeepSeek-V4's mHC mixing:
+ *              bf16, the post and comb matrices rounded to bf16 before they
+ *              mix the streams, a mixing matrix cast to bf16;
+ *              sinkhorn-bf16, every Sinkhorn iterate rounded to bf16)
+ *   indexer    ref | bf16 | fp8   (the V3.2 / V4 lightning indexer: q, k
+ *              and the head weights rounded to bf16 before the scores; or
+ *              q and k Hadamard-rotated and quantized to FP8 e4m3 per
+ *              token in 1x128 blocks, as DeepSeek's V3.2 code feeds it)
+ *   rope       ref | bf16       (DeepSeek's RoPE with its cos/sin table
+ *              rounded to bf16: SGLang's cos_sin_cache in the model dtype)
+ * mla, router, combine, indexer and rope are read by the DeepSeek V3/V3.2
+ * sessions, combine, mhc, indexer and rope by the V4 one; not by the
+ * backend: engine/lm.c hands them to the session (set_kernels).
  *
  * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
  * attention; a spec changes the ops it names.
@@ -29,11 +41,14 @@
 
 #include "ld_error.h"
 
-typedef enum ld_kvar { LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED, LD_KV_FP8ACT } ld_kvar;
+typedef enum ld_kvar {
+    LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED, LD_KV_FP8ACT, LD_KV_FUSED, LD_KV_FP8,
+    LD_KV_SINKHORN_BF16, LD_KV_FP8UE8M0, LD_KV_COUNT
+} ld_kvar;
 
 typedef enum ld_kop {
     LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_ROUTER,
-    LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_COUNT
+    LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE, LD_KOP_COUNT
 } ld_kop;
 
 typedef struct ld_cpu_kernels {
@@ -55,5 +70,12 @@ const char *ld_cpu_kernels_label(const ld_cpu_kernels *k, int fast, char *buf, s
 /* Every "op=variant" that differs from the ref defaults, NULL-terminated
  * (what `--compare-kernels` runs one at a time). */
 extern const char *const ld_cpu_kernel_variants[];
+
+/* Whether variant v ("op=variant") changes anything on a model with MLA
+ * (DeepSeek V3/V3.2: has_mla) or mHC (V4: has_mhc): mla, router and
+ * combine=bf16 are V3/V3.2's; mhc is V4's; combine=fused, indexer and rope
+ * are both families' (indexer only acts where there is one: V3.2, V4's CSA
+ * layers); the other ops every model's. */
+int ld_cpu_kernel_variant_applies(const char *v, int has_mla, int has_mhc);
 
 #endif /* LD_CPU_KERNELS_H */

@@ -1,12 +1,13 @@
 /* deepseek_forward.c - see deepseek_forward.h. */
 #include "deepseek_forward.h"
-#include "ref_variants.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "ref_deepseek.h"
+#include "ref_ds_variants.h"
 #include "ref_ops.h"
+#include "ref_variants.h"
 
 typedef struct ds_mlp {
     ld_weight *gate, *up, *down;
@@ -31,7 +32,7 @@ struct ld_ds_session {
     ld_backend *be;
     int max_seq, max_batch, pos;
     ld_ds_attn attn;
-    int router_bf16, combine_bf16; /* ld_ds_session_set_variants */
+    ld_cpu_kernels k; /* the session-level variants (mla, router, combine, indexer, rope) */
     float *inv_freq;
     float scale, attn_factor;
     ld_weight *embed, *norm, *lm_head;
@@ -40,6 +41,7 @@ struct ld_ds_session {
     ld_buf *x, *xb, *qa, *q, *kva, *ckv_raw, *ckvn, *kvb, *att, *g, *u, *y, *xe, *rl, *logits;
     /* host scratch */
     float *hq, *hkva, *hckv, *hkpe, *hkvb, *hcache, *hatt, *scores, *hx, *hy, *hxe, *hrl, *wts, *sel_w, *qabs, *olat;
+    float *part; /* mla=splitk: one split's partial output [c] */
     int32_t *idx;
     int *sel_t;
     /* V3.2: kc = min(index_topk, max_seq) selected positions per query */
@@ -108,7 +110,7 @@ void ld_ds_session_destroy(ld_ds_session *s)
                     s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits, s->iq, s->ikn, s->iw};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
     float *hs[] = {s->hq, s->hkva, s->hckv, s->hkpe, s->hkvb, s->hcache, s->hatt, s->scores, s->hx,
-                   s->hy, s->hxe, s->hrl, s->wts, s->sel_w, s->qabs, s->olat, s->inv_freq,
+                   s->hy, s->hxe, s->hrl, s->wts, s->sel_w, s->qabs, s->olat, s->part, s->inv_freq,
                    s->hiq, s->hikn, s->hiw, s->hik, s->iscores};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
     free(s->idx);
@@ -175,8 +177,9 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     if (max_seq < 1 || max_batch < 1 || max_seq > c->max_pos)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d", max_seq,
                        max_batch, c->max_pos);
-    if (attn != LD_DS_ATTN_NAIVE && attn != LD_DS_ATTN_ABSORBED)
+    if (attn != LD_DS_ATTN_NAIVE && attn != LD_DS_ATTN_ABSORBED && attn != LD_DS_ATTN_SPLITK)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown attention form %d", (int)attn);
+    ld_cpu_kernels k = ld_cpu_kernels_default(0); /* the variants: ld_ds_session_set_kernels */
     if (max_batch > max_seq) max_batch = max_seq;
     ld_ds_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -185,6 +188,7 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     s->max_seq = max_seq;
     s->max_batch = max_batch;
     s->attn = attn;
+    s->k = k;
     s->scale = ld_ds_softmax_scale(c);
     s->attn_factor = ld_ds_rope_attn_factor(c);
     size_t B = (size_t)max_batch, S = (size_t)max_seq, D = (size_t)c->hidden, H = (size_t)c->n_heads;
@@ -201,7 +205,7 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     HALLOC(s->hckv, B * C);
     HALLOC(s->hkpe, S * dr);
     HALLOC(s->hkvb, attn == LD_DS_ATTN_NAIVE ? S * KVB : 1);
-    HALLOC(s->hcache, attn == LD_DS_ATTN_ABSORBED ? S * C : 1);
+    HALLOC(s->hcache, attn != LD_DS_ATTN_NAIVE ? S * C : 1);
     HALLOC(s->hatt, B * H * dv);
     HALLOC(s->scores, S);
     HALLOC(s->hx, B * D);
@@ -210,8 +214,9 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     HALLOC(s->hrl, B * E);
     HALLOC(s->wts, B * K);
     HALLOC(s->sel_w, B);
-    HALLOC(s->qabs, attn == LD_DS_ATTN_ABSORBED ? B * H * C : 1);
-    HALLOC(s->olat, attn == LD_DS_ATTN_ABSORBED ? B * H * C : 1);
+    HALLOC(s->qabs, attn != LD_DS_ATTN_NAIVE ? B * H * C : 1);
+    HALLOC(s->olat, attn != LD_DS_ATTN_NAIVE ? B * H * C : 1);
+    HALLOC(s->part, C);
     HALLOC(s->idx, B * K);
     HALLOC(s->sel_t, B);
     /* V3.2's indexer (1-element placeholders for V3) */
@@ -227,8 +232,8 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
 #undef HALLOC
     if (!s->layers || !s->inv_freq || !s->hq || !s->hkva || !s->hckv || !s->hkpe || !s->hkvb || !s->hcache ||
         !s->hatt || !s->scores || !s->hx || !s->hy || !s->hxe || !s->hrl || !s->wts || !s->sel_w || !s->qabs ||
-        !s->olat || !s->idx || !s->sel_t || !s->hiq || !s->hikn || !s->hiw || !s->hik || !s->iscores || !s->sel ||
-        !s->heap) {
+        !s->olat || !s->part || !s->idx || !s->sel_t || !s->hiq || !s->hikn || !s->hiw || !s->hik || !s->iscores ||
+        !s->sel || !s->heap) {
         ld_ds_session_destroy(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
@@ -275,10 +280,10 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     return LD_OK;
 }
 
-void ld_ds_session_set_variants(ld_ds_session *s, int router_bf16, int combine_bf16)
+void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k)
 {
-    s->router_bf16 = router_bf16;
-    s->combine_bf16 = combine_bf16;
+    static const ld_kop ops[] = {LD_KOP_ROUTER, LD_KOP_COMBINE, LD_KOP_INDEXER, LD_KOP_ROPE};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) s->k.v[ops[i]] = k->v[ops[i]];
 }
 
 int ld_ds_session_pos(const ld_ds_session *s)
@@ -301,6 +306,22 @@ static ld_status trace(ld_ds_session *s, const ld_buf *b, float *hidden, int pla
                             err);
 }
 
+/* indexer=bf16|fp8: the n rows' queries q [n][hi][di], keys k [n][di]
+ * (cached so: a bf16 or FP8 index key cache) and weights w [n][hi] as the
+ * variant feeds its score kernel; ref leaves them fp32 */
+static void index_operands(ld_kvar v, float *q, float *k, float *w, size_t n, int hi, int di)
+{
+    size_t qn = n * (size_t)hi * (size_t)di;
+    if (v == LD_KV_BF16) {
+        ld_dsv_round_bf16(q, qn);
+        ld_dsv_round_bf16(k, n * (size_t)di);
+        ld_dsv_round_bf16(w, n * (size_t)hi);
+    } else if (v == LD_KV_FP8) { /* the weights stay fp32 (the scales fold into them) */
+        ld_dsv_index_fp8(q, (int)(n * (size_t)hi), di);
+        ld_dsv_index_fp8(k, (int)n, di);
+    }
+}
+
 /* V3.2: the lightning indexer of the n rows of s->xb (q latent in s->qa):
  * caches their keys and selects each query's positions into s->sel
  * ([n][kc], ascending, -1 after the min(kc, pos0 + t + 1) chosen) */
@@ -321,9 +342,10 @@ static ld_status indexer(ld_ds_session *s, int l, int n, ld_error *err)
     ld_ref_ds_layernorm(s->hikn, (size_t)DI, L->idx_norm_w, L->idx_norm_b, DI, LD_DS_INDEX_NORM_EPS, 0, N);
     /* rope first (dims 0..dr), rotate_half pairs: the fixed official code's
      * and transformers' layout (index_rope_interleave: the original code's) */
-    int il = c->index_rope_interleave;
-    ld_ref_ds_rope(s->hiq, QW, 0, HI, (size_t)DI, dr, s->inv_freq, s->attn_factor, il, pos0, 0, N);
-    ld_ref_ds_rope(s->hikn, (size_t)DI, 0, 1, 0, dr, s->inv_freq, s->attn_factor, il, pos0, 0, N);
+    int il = c->index_rope_interleave, rb = s->k.v[LD_KOP_ROPE] == LD_KV_BF16;
+    ld_ref_ds_rope_ex(s->hiq, QW, 0, HI, (size_t)DI, dr, s->inv_freq, s->attn_factor, il, pos0, rb, 0, N);
+    ld_ref_ds_rope_ex(s->hikn, (size_t)DI, 0, 1, 0, dr, s->inv_freq, s->attn_factor, il, pos0, rb, 0, N);
+    index_operands(s->k.v[LD_KOP_INDEXER], s->hiq, s->hikn, s->hiw, N, HI, DI);
     LD_TRY(o->buf_write(be, L->ik, (size_t)pos0 * (size_t)DI, s->hikn, N * (size_t)DI, err));
     size_t S = (size_t)pos0 + N;
     LD_TRY(o->buf_read(be, L->ik, 0, s->hik, S * (size_t)DI, err));
@@ -360,9 +382,11 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
     LD_TRY(o->buf_read(be, s->q, 0, s->hq, N * QH, err));
     LD_TRY(o->buf_read(be, s->kva, 0, s->hkva, N * KA, err));
     /* RoPE of q's rope parts and of k_pe (one head) */
-    ld_ref_ds_rope(s->hq, QH, (size_t)dn, H, (size_t)(dn + dr), dr, s->inv_freq, s->attn_factor, c->rope_interleave,
-                   pos0, 0, N);
-    ld_ref_ds_rope(s->hkva, KA, (size_t)C, 1, 0, dr, s->inv_freq, s->attn_factor, c->rope_interleave, pos0, 0, N);
+    int rb = s->k.v[LD_KOP_ROPE] == LD_KV_BF16;
+    ld_ref_ds_rope_ex(s->hq, QH, (size_t)dn, H, (size_t)(dn + dr), dr, s->inv_freq, s->attn_factor,
+                      c->rope_interleave, pos0, rb, 0, N);
+    ld_ref_ds_rope_ex(s->hkva, KA, (size_t)C, 1, 0, dr, s->inv_freq, s->attn_factor, c->rope_interleave, pos0, rb, 0,
+                      N);
     for (size_t t = 0; t < N; t++) {
         memcpy(s->hckv + t * (size_t)C, s->hkva + t * KA, (size_t)C * sizeof *s->hckv);
         LD_TRY(o->buf_write(be, L->kpe, ((size_t)pos0 + t) * (size_t)dr, s->hkva + t * KA + C, (size_t)dr, err));
@@ -387,7 +411,11 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
         const ld_host_tensor *w = &s->m->layers[l].kv_b.host;
         LD_TRY(o->buf_read(be, L->ckv, 0, s->hcache, S * (size_t)C, err));
         ld_ref_mla_absorb_q(s->qabs, s->hq, w->data, (ld_kdt)w->dtype, H, dn, dr, dv, C, 0, items);
-        if (c->v32)
+        if (s->attn == LD_DS_ATTN_SPLITK)
+            ld_dsv_mla_latent_attention_splitk(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0,
+                                               s->scale, s->scores, s->part, c->v32 ? s->sel : NULL, s->kc,
+                                               LD_DSV_MLA_SPLIT, 0, items);
+        else if (c->v32)
             ld_ref_mla_latent_attention_sparse(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0,
                                                s->scale, s->scores, s->sel, s->kc, 0, items);
         else
@@ -419,9 +447,11 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
     ds_layer *L = &s->layers[l];
     size_t N = (size_t)n, D = (size_t)c->hidden, E = (size_t)c->n_routed, K = (size_t)c->top_k;
     const ld_model_tensor *rt = &s->m->layers[l].router;
-    if (s->router_bf16 && rt->host.quant != LD_WQ_NONE)
+    int router_bf16 = s->k.v[LD_KOP_ROUTER] == LD_KV_BF16;
+    ld_kvar comb = s->k.v[LD_KOP_COMBINE];
+    if (router_bf16 && rt->host.quant != LD_WQ_NONE)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "router=bf16 needs a plain F32/F16/BF16 gate weight");
-    if (s->router_bf16) { /* bf16 operands, bf16 logits (the official V3 gate); the
+    if (router_bf16) { /* bf16 operands, bf16 logits (the official V3 gate); the
                              storage dtypes F32/F16/BF16 are numbered as ld_kdt's */
         LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
         ld_var_matmul_bf16(s->hrl, s->hx, rt->host.data, (ld_kdt)rt->host.dtype, NULL, LD_KDT_F32, n, (int)D,
@@ -431,8 +461,10 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
         LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
         LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
     }
+    /* combine=fused: the weights unscaled, the scaling on the routed sum */
     ld_ref_ds_route(s->idx, s->wts, s->hrl, c->score_bias ? L->router_bias : NULL, c->n_routed, c->n_group,
-                    c->topk_group, c->top_k, c->norm_topk_prob, c->routed_scaling, 0, N);
+                    c->topk_group, c->top_k, c->norm_topk_prob, comb == LD_KV_FUSED ? 1.0f : c->routed_scaling, 0,
+                    N);
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hy, 0, N * D * sizeof *s->hy);
     /* experts in ascending id; each runs on the rows routed to it */
@@ -444,7 +476,7 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
         LD_TRY(o->buf_read(be, s->xe, 0, s->hxe, (size_t)cnt * D, err));
         for (int i = 0; i < cnt; i++) {
             float *y = s->hy + (size_t)s->sel_t[i] * D, *v = s->hxe + (size_t)i * D;
-            if (!s->combine_bf16) {
+            if (comb != LD_KV_BF16) {
                 ld_ref_ds_axpy(y, v, s->sel_w[i], 0, D);
                 continue;
             }
@@ -453,6 +485,7 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
                 y[j] = ld_var_bf16_round(y[j] + ld_var_bf16_round(ld_var_bf16_round(v[j]) * w));
         }
     }
+    if (comb == LD_KV_FUSED) ld_ref_ds_scale(s->hy, c->routed_scaling, 0, N * D);
     LD_TRY(o->buf_write(be, s->y, 0, s->hy, N * D, err));
     if (c->n_shared) {
         LD_TRY(swiglu_mlp(s, &L->mlp, c->moe_intermediate * c->n_shared, s->xe, s->xb, n, err));

@@ -87,6 +87,16 @@
  * the activations (act_quant, 1x128 blocks, e4m3) before each FP8 GEMM;
  * that is not reproduced here.
  *
+ * Production-style variants (engine/cpu_kernels.h, kernels/ref_ds_variants.h;
+ * each keeps the determinism below): mla=absorbed and mla=splitk (the
+ * absorbed form with flash-decoding's split-KV over fixed splits of
+ * LD_DSV_MLA_SPLIT attended positions, V3.2's selected ones included),
+ * router=bf16, combine=bf16 and combine=fused (the weights unscaled,
+ * routed_scaling_factor on the routed sum, as SGLang's DeepseekV2MoE),
+ * indexer=bf16|fp8 (V3.2's scores from bf16 operands, or from q and k
+ * Hadamard-rotated and FP8-quantized per 1x128 block, the keys cached so),
+ * rope=bf16 (MLA's and the indexer's cos/sin rounded to bf16).
+ *
  * Determinism: as forward.h.  Projections, norms, SwiGLU and adds run
  * through the backend's op table; the ops it lacks (RoPE on a sub-range of
  * the head, MLA attention with q.k and v of different widths, the router,
@@ -104,18 +114,23 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_kernels.h"
 #include "deepseek_model.h"
 
 typedef enum ld_ds_attn {
     LD_DS_ATTN_NAIVE = 0,    /* per-head k/v expanded from the latent */
-    LD_DS_ATTN_ABSORBED = 1  /* kv_b_proj absorbed into q and the output */
+    LD_DS_ATTN_ABSORBED = 1, /* kv_b_proj absorbed into q and the output */
+    LD_DS_ATTN_SPLITK = 2    /* absorbed, the latent attention split-KV
+                                (mla=splitk, kernels/ref_ds_variants.h) */
 } ld_ds_attn;
 
 typedef struct ld_ds_session ld_ds_session;
 
 /* A session of at most `max_seq` positions (<= max_position_embeddings)
  * over `model` and `be` (both borrowed); at most max_batch tokens per
- * chunk. */
+ * chunk; `attn` is the MLA form (engine/cpu_kernels.h: mla=ref, absorbed,
+ * splitk).  The other session-level variants (router, combine, indexer,
+ * rope) start at ref: ld_ds_session_set_kernels. */
 ld_status ld_ds_session_create(const ld_ds_model *model, ld_backend *be, int max_seq, int max_batch,
                                ld_ds_attn attn, ld_ds_session **out, ld_error *err);
 
@@ -135,11 +150,9 @@ ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, flo
 ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                  int32_t *experts, int32_t *selected, ld_error *err);
 
-/* Production-style variants of two ops (engine/cpu_kernels.h: router=bf16,
- * combine=bf16): the gate logits from bf16 operands rounded to bf16, and
- * the expert outputs summed in bf16, as the official V3 code computes
- * them; 0, 0 (the default) is transformers' fp32. */
-void ld_ds_session_set_variants(ld_ds_session *s, int router_bf16, int combine_bf16);
+/* The router, combine, indexer and rope variants of `k` (the MLA form is
+ * the session's, fixed at creation). */
+void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k);
 
 /* Positions done so far. */
 int ld_ds_session_pos(const ld_ds_session *s);

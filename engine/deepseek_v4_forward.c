@@ -1,6 +1,5 @@
 /* deepseek_v4_forward.c - see deepseek_v4_forward.h. */
 #include "deepseek_v4_forward.h"
-#include "ref_variants.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +7,9 @@
 
 #include "ref_deepseek.h"
 #include "ref_deepseek_v4.h"
+#include "ref_ds_variants.h"
 #include "ref_ops.h"
+#include "ref_variants.h"
 
 typedef struct ds4_mlp {
     ld_weight *gate, *up, *down;
@@ -39,7 +40,7 @@ typedef struct ds4_layer {
 } ds4_layer;
 
 struct ld_ds4_session {
-    int mhc_bf16; /* ld_ds4_session_set_variants */
+    ld_cpu_kernels k; /* the session-level variants (combine, mhc, indexer, rope) */
     const ld_ds4_model *m;
     ld_backend *be;
     int max_seq, max_batch, pos, kv_rows;
@@ -263,6 +264,7 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     s->be = be;
     s->max_seq = max_seq;
     s->max_batch = max_batch;
+    s->k = ld_cpu_kernels_default(0); /* the variants: ld_ds4_session_set_kernels */
     /* the window of every row of a chunk stays in the KV ring */
     s->kv_rows = c->sliding_window < max_seq - max_batch ? c->sliding_window + max_batch : max_seq;
     size_t B = (size_t)max_batch, S = (size_t)max_seq, D = (size_t)c->hidden, N = (size_t)c->hc_mult;
@@ -354,9 +356,24 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     return LD_OK;
 }
 
-void ld_ds4_session_set_variants(ld_ds4_session *s, int mhc_bf16)
+void ld_ds4_session_set_kernels(ld_ds4_session *s, const ld_cpu_kernels *k)
 {
-    s->mhc_bf16 = mhc_bf16;
+    static const ld_kop ops[] = {LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) s->k.v[ops[i]] = k->v[ops[i]];
+}
+
+/* rope=bf16 */
+static int rope_bf16(const ld_ds4_session *s)
+{
+    return s->k.v[LD_KOP_ROPE] == LD_KV_BF16;
+}
+
+/* indexer=bf16|fp8: `rows` rows of `dim` (query heads or one key) as the
+ * variant feeds the score kernel (the key when it is cached) */
+static void index_operand(const ld_ds4_session *s, float *x, int rows, int dim)
+{
+    if (s->k.v[LD_KOP_INDEXER] == LD_KV_BF16) ld_dsv_round_bf16(x, (size_t)rows * (size_t)dim);
+    else if (s->k.v[LD_KOP_INDEXER] == LD_KV_FP8) ld_dsv_index_fp8(x, rows, dim);
 }
 
 int ld_ds4_session_pos(const ld_ds4_session *s)
@@ -371,7 +388,7 @@ void ld_ds4_session_reset(ld_ds4_session *s)
 
 /* The n rows' projections of compressor `c`; each row goes to the ring,
  * and the entry whose window it completes is computed then. */
-static ld_status compress(ld_ds4_session *s, ds4_comp *c, int n, ld_error *err)
+static ld_status compress(ld_ds4_session *s, ds4_comp *c, int is_index, int n, ld_error *err)
 {
     const ld_backend_ops *o = OPS(s);
     const ld_ds4_config *cf = &s->m->cfg;
@@ -395,13 +412,15 @@ static ld_status compress(ld_ds4_session *s, ds4_comp *c, int n, ld_error *err)
         float *e = c->entries + (size_t)w * (size_t)c->dim;
         ld_ref_ds4_compress(s->ent, c->skv, c->sgate, c->ape, c->ratio, c->dim, W, c->overlap, prev);
         ld_ref_rmsnorm(e, s->ent, c->norm, LD_KDT_F32, c->dim, cf->rms_eps, 0, 1);
-        ld_ref_ds4_rope(e, 1, c->dim, cf->rope_dim, s->inv_comp, s->af_comp, w * c->ratio, 0);
+        ld_ref_ds4_rope_ex(e, 1, c->dim, cf->rope_dim, s->inv_comp, s->af_comp, w * c->ratio, 0, rope_bf16(s));
+        if (is_index) index_operand(s, e, 1, c->dim);
     }
     return LD_OK;
 }
 
-/* attention of the n rows of s->xb (positions s->pos...) into s->ao */
-static ld_status attention(ld_ds4_session *s, int l, int n, ld_error *err)
+/* attention of the n rows of s->xb (positions s->pos...) into s->ao; the
+ * CSA indexer's picks into `picks` [n][index_topk] (NULL: not wanted) */
+static ld_status attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -423,15 +442,15 @@ static ld_status attention(ld_ds4_session *s, int l, int n, ld_error *err)
     for (int t = 0; t < n; t++) {
         float *q = s->hq + (size_t)t * QH;
         for (int h = 0; h < H; h++) ld_ref_ds4_unit_rmsnorm(q + (size_t)h * (size_t)hd, hd, c->rms_eps);
-        ld_ref_ds4_rope(q, H, hd, rd, inv, af, s->pos + t, 0);
+        ld_ref_ds4_rope_ex(q, H, hd, rd, inv, af, s->pos + t, 0, rope_bf16(s));
         float *kv = L->kvc + (size_t)((s->pos + t) % s->kv_rows) * (size_t)hd;
         memcpy(kv, s->hkv + (size_t)t * (size_t)hd, (size_t)hd * sizeof *kv);
-        ld_ref_ds4_rope(kv, 1, hd, rd, inv, af, s->pos + t, 0);
+        ld_ref_ds4_rope_ex(kv, 1, hd, rd, inv, af, s->pos + t, 0, rope_bf16(s));
     }
-    if (L->has_comp) LD_TRY(compress(s, &L->comp, n, err));
+    if (L->has_comp) LD_TRY(compress(s, &L->comp, 0, n, err));
     int nih = c->index_n_heads, ih = c->index_head_dim;
     if (L->has_index) {
-        LD_TRY(compress(s, &L->icomp, n, err));
+        LD_TRY(compress(s, &L->icomp, 1, n, err));
         LD_TRY(o->matmul(be, s->iq, s->qa, L->iwq_b, NULL, n, err));
         LD_TRY(o->buf_read(be, s->iq, 0, s->hiq, N * (size_t)nih * (size_t)ih, err));
         LD_TRY(o->matmul(be, s->iw, s->xb, L->iweights, NULL, n, err));
@@ -445,10 +464,17 @@ static ld_status attention(ld_ds4_session *s, int l, int n, ld_error *err)
             int nvalid = (p + 1) / L->comp.ratio, npick = nvalid;
             if (L->has_index) {
                 float *iq = s->hiq + (size_t)t * (size_t)nih * (size_t)ih;
-                ld_ref_ds4_rope(iq, nih, ih, rd, s->inv_comp, s->af_comp, p, 0);
-                ld_ref_ds4_index_scores(s->scores, iq, s->hiw + (size_t)t * (size_t)nih, L->icomp.entries, nvalid,
-                                        nih, ih, 1.0f / sqrtf((float)ih), 1.0f / sqrtf((float)nih));
+                float *iw = s->hiw + (size_t)t * (size_t)nih;
+                ld_ref_ds4_rope_ex(iq, nih, ih, rd, s->inv_comp, s->af_comp, p, 0, rope_bf16(s));
+                index_operand(s, iq, nih, ih);
+                if (s->k.v[LD_KOP_INDEXER] == LD_KV_BF16) ld_dsv_round_bf16(iw, (size_t)nih);
+                ld_ref_ds4_index_scores(s->scores, iq, iw, L->icomp.entries, nvalid, nih, ih,
+                                        1.0f / sqrtf((float)ih), 1.0f / sqrtf((float)nih));
                 npick = ld_ref_ds4_topk(s->pick, s->scores, nvalid, c->index_topk);
+                if (picks) {
+                    int32_t *dst = picks + (size_t)t * (size_t)c->index_topk;
+                    for (int i = 0; i < c->index_topk; i++) dst[i] = i < npick ? s->pick[i] : -1;
+                }
             } else {
                 for (int w = 0; w < nvalid; w++) s->pick[w] = w;
             }
@@ -457,7 +483,7 @@ static ld_status attention(ld_ds4_session *s, int l, int n, ld_error *err)
         float *out = s->hatt + (size_t)t * QH;
         ld_ref_ds4_attention(out, s->hq + (size_t)t * QH, H, hd, s->keys, nk, c->use_sinks ? L->sinks : NULL,
                              1.0f / sqrtf((float)hd), s->scores);
-        ld_ref_ds4_rope(out, H, hd, rd, inv, af, p, 1);
+        ld_ref_ds4_rope_ex(out, H, hd, rd, inv, af, p, 1, rope_bf16(s));
     }
     /* grouped output projection: group g's heads through wo_a's block g */
     for (int g = 0; g < G; g++) {
@@ -502,10 +528,12 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_
     LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
     LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
     int hash = c->mlp_type[l] == LD_DS4_HASH && c->use_hash;
+    int fused = s->k.v[LD_KOP_COMBINE] == LD_KV_FUSED; /* the scaling on the routed sum */
     for (size_t t = 0; t < N; t++)
         ld_ref_ds4_route(s->idx + t * K, s->wts + t * K, s->hrl + t * E,
                          c->use_score_bias ? L->router_bias : NULL,
-                         hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k, c->routed_scaling);
+                         hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k,
+                         fused ? 1.0f : c->routed_scaling);
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hf, 0, N * D * sizeof *s->hf);
     for (int e = 0; e < c->n_routed; e++) {
@@ -515,6 +543,7 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_
         LD_TRY(mlp(s, &L->experts[e], s->xe, cnt, s->hxe, err));
         for (int i = 0; i < cnt; i++) ld_ref_ds_axpy(s->hf + (size_t)s->sel_t[i] * D, s->hxe + (size_t)i * D, s->sel_w[i], 0, D);
     }
+    if (fused) ld_ref_ds_scale(s->hf, c->routed_scaling, 0, N * D);
     LD_TRY(mlp(s, &L->shared, s->xb, n, s->hy, err));
     for (size_t i = 0; i < N * D; i++) s->hf[i] = s->hf[i] + s->hy[i];
     return LD_OK;
@@ -530,18 +559,20 @@ static void trace(ld_ds4_session *s, const float *src, float *hidden, int plane,
 
 /* one mHC site around a block: collapse the streams into s->xb (normed by
  * `norm`), run the block (attention: 0, MoE: 1) into s->hf, expand */
-static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tokens, int n, ld_error *err)
+static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tokens, int n, int32_t *picks,
+                         ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
     ds4_layer *L = &s->layers[l];
     size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
     float **p = which ? L->hc_ffn : L->hc_attn;
+    int sinkhorn_bf16 = s->k.v[LD_KOP_MHC] == LD_KV_SINKHORN_BF16;
     for (int t = 0; t < n; t++)
-        ld_ref_ds4_hc_pre(s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, p[0], p[1], p[2],
-                          c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, s->post + (size_t)t * N,
-                          s->comb + (size_t)t * N * N, s->hu + (size_t)t * D, s->hcs);
-    if (s->mhc_bf16) /* the variant: the mixing matrices cast to bf16 */
+        ld_ref_ds4_hc_pre_ex(s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, p[0], p[1], p[2],
+                             c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, sinkhorn_bf16, s->post + (size_t)t * N,
+                             s->comb + (size_t)t * N * N, s->hu + (size_t)t * D, s->hcs);
+    if (s->k.v[LD_KOP_MHC] == LD_KV_BF16) /* the variant: the mixing matrices cast to bf16 */
         for (size_t i = 0; i < (size_t)n * N; i++) {
             s->post[i] = ld_var_bf16_round(s->post[i]);
             for (size_t j = 0; j < N; j++) s->comb[i * N + j] = ld_var_bf16_round(s->comb[i * N + j]);
@@ -551,7 +582,7 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     if (which) {
         LD_TRY(moe(s, l, tokens, n, err));
     } else {
-        LD_TRY(attention(s, l, n, err));
+        LD_TRY(attention(s, l, n, picks, err));
         LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * D, err));
     }
     for (int t = 0; t < n; t++)
@@ -564,7 +595,7 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
 }
 
 static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
-                       int32_t *experts, ld_error *err)
+                       int32_t *experts, int32_t *picks, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -578,8 +609,12 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
         for (size_t j = 0; j < N; j++)
             memcpy(s->streams + ((size_t)t * N + j) * D, s->hu + (size_t)t * D, D * sizeof *s->hu);
     for (int l = 0; l < c->n_layers; l++) {
-        LD_TRY(hc_site(s, l, 0, tokens, n, err));
-        LD_TRY(hc_site(s, l, 1, tokens, n, err));
+        size_t KI = (size_t)c->index_topk;
+        int32_t *pk = picks ? picks + ((size_t)l * (size_t)T + (size_t)t0) * KI : NULL;
+        if (pk)
+            for (size_t i = 0; i < (size_t)n * KI; i++) pk[i] = -1;
+        LD_TRY(hc_site(s, l, 0, tokens, n, pk, err));
+        LD_TRY(hc_site(s, l, 1, tokens, n, NULL, err));
         if (experts) memcpy(experts + ((size_t)l * (size_t)T + (size_t)t0) * K, s->idx, (size_t)n * K * sizeof *experts);
         if (hidden) {
             for (int t = 0; t < n; t++)
@@ -612,6 +647,12 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
 ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                               int32_t *experts, ld_error *err)
 {
+    return ld_ds4_session_eval_picks(s, tokens, T, logits, hidden, experts, NULL, err);
+}
+
+ld_status ld_ds4_session_eval_picks(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                    int32_t *experts, int32_t *picks, ld_error *err)
+{
     if (T < 0 || T > s->max_seq - s->pos)
         return LD_FAIL(err, LD_ERR_LIMIT, 0, "%d tokens at position %d exceed the session's %d positions", T, s->pos,
                        s->max_seq);
@@ -621,7 +662,7 @@ ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, f
                            t, s->m->cfg.vocab);
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
-        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, err));
+        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, picks, err));
     }
     return LD_OK;
 }

@@ -80,6 +80,14 @@
  * 2 ratio positions (a ring) and every compressed entry (max_seq / ratio
  * rows of head_dim or index_head_dim).
  *
+ * Production-style variants (engine/cpu_kernels.h): combine=fused
+ * (routed_scaling_factor on the routed sum), mhc=bf16 (post and comb cast
+ * to bf16) and mhc=sinkhorn-bf16 (every Sinkhorn iterate in bf16),
+ * indexer=bf16|fp8 (the CSA indexer's queries, weights and compressed keys
+ * in bf16, or queries and keys Hadamard-rotated and FP8-quantized per
+ * 1x128 block; the keys when their entry is made), rope=bf16 (every V4
+ * RoPE's cos/sin rounded to bf16).
+ *
  * Determinism: projections, norms and the lm head run through the backend's
  * op table; the mHC, RoPE, attention with sinks, compressors, indexer,
  * router and clamped SwiGLU run as plain-C kernels (kernels/
@@ -94,13 +102,15 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_kernels.h"
 #include "deepseek_v4_model.h"
 
 typedef struct ld_ds4_session ld_ds4_session;
 
 /* A session of at most `max_seq` positions (<= max_position_embeddings)
  * over `model` and `be` (both borrowed); at most max_batch tokens per
- * chunk. */
+ * chunk.  The session-level variants (engine/cpu_kernels.h: combine, mhc,
+ * indexer, rope) start at ref: ld_ds4_session_set_kernels. */
 ld_status ld_ds4_session_create(const ld_ds4_model *model, ld_backend *be, int max_seq, int max_batch,
                                 ld_ds4_session **out, ld_error *err);
 
@@ -115,10 +125,15 @@ ld_status ld_ds4_session_create(const ld_ds4_model *model, ld_backend *be, int m
 ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                               int32_t *experts, ld_error *err);
 
-/* The production-style variant of engine/cpu_kernels.h's mhc=bf16: the
- * post and comb mixing matrices rounded to bf16 before they mix the
- * streams; 0 (the default) is transformers' fp32. */
-void ld_ds4_session_set_variants(ld_ds4_session *s, int mhc_bf16);
+/* ld_ds4_session_eval, and the CSA indexer's picks: `picks` (NULL: not
+ * wanted) receives [n_layers][T][index_topk], per query of a CSA layer the
+ * compressed entries it attends to in ascending order, then -1 (all -1 in
+ * the other layers). */
+ld_status ld_ds4_session_eval_picks(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                    int32_t *experts, int32_t *picks, ld_error *err);
+
+/* The combine, mhc, indexer and rope variants of `k`. */
+void ld_ds4_session_set_kernels(ld_ds4_session *s, const ld_cpu_kernels *k);
 
 /* Positions done so far. */
 int ld_ds4_session_pos(const ld_ds4_session *s);

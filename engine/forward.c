@@ -22,6 +22,8 @@ struct ld_session {
     ld_weight *embed, *norm, *lm_head;
     sess_layer *layers;
     ld_buf *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
+    ld_session_reduce_fn reduce; /* tensor parallelism: NULL = none */
+    void *reduce_ctx;
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -176,6 +178,12 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
     return LD_OK;
 }
 
+void ld_session_set_reduce(ld_session *s, ld_session_reduce_fn fn, void *ctx)
+{
+    s->reduce = fn;
+    s->reduce_ctx = ctx;
+}
+
 int ld_session_pos(const ld_session *s)
 {
     return s->pos;
@@ -223,12 +231,14 @@ static ld_status chunk(ld_session *s, const int32_t *tokens, int n, int T, int t
         LD_TRY(o->attention(be, s->att, s->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd, c->window[l],
                             s->scale, err));
         LD_TRY(o->matmul(be, s->xb, s->att, L->wo, L->bo, n, err));
+        if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, be, s->xb, n, l, 0, err));
         LD_TRY(o->add(be, s->x, s->xb, (size_t)n * D, err));
         LD_TRY(o->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, c->rms_eps, err));
         LD_TRY(o->matmul(be, s->g, s->xb, L->w_gate, L->b_gate, n, err));
         LD_TRY(o->matmul(be, s->u, s->xb, L->w_up, L->b_up, n, err));
         LD_TRY(o->swiglu(be, s->g, s->g, s->u, (size_t)n * I, err));
         LD_TRY(o->matmul(be, s->xb, s->g, L->w_down, L->b_down, n, err));
+        if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, be, s->xb, n, l, 1, err));
         LD_TRY(o->add(be, s->x, s->xb, (size_t)n * D, err));
         LD_TRY(trace(s, s->x, hidden, 1 + l, T, t0, n, err));
     }

@@ -31,6 +31,15 @@ ld_status ld_session_create(const ld_model *model, ld_backend *be, int max_seq,
 ld_status ld_session_eval(ld_session *s, const int32_t *tokens, int T,
                           float *logits, float *hidden, ld_error *err);
 
+/* Tensor parallelism (tp_forward.h): a hook the session calls on the
+ * output of o_proj (which = 0) and of down_proj (which = 1) of layer
+ * `layer`, x [T][hidden] in the session's backend, before it is added to
+ * the residual stream; the TP forward sums the ranks' partial outputs
+ * there.  NULL (the default): no call, the plain forward. */
+typedef ld_status (*ld_session_reduce_fn)(void *ctx, ld_backend *be, ld_buf *x, int T, int layer, int which,
+                                          ld_error *err);
+void ld_session_set_reduce(ld_session *s, ld_session_reduce_fn fn, void *ctx);
+
 /* Positions done so far. */
 int ld_session_pos(const ld_session *s);
 

@@ -14,6 +14,7 @@
 #include "deepseek_v4_model.h"
 #include "forward.h"
 #include "model.h"
+#include "tp_shard.h"
 
 struct ld_lm {
     ld_model *dense;   /* one of the three */
@@ -24,6 +25,7 @@ struct ld_lm {
 
 struct ld_lm_session {
     ld_session *dense;
+    ld_tp_session *tp;
     ld_ds_session *ds;
     ld_ds4_session *ds4;
 };
@@ -94,7 +96,9 @@ void ld_lm_close(ld_lm *lm)
 ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int max_seq,
                                int max_batch, ld_lm_session **out, ld_error *err)
 {
-    ld_ds_attn form = k && k->v[LD_KOP_MLA] == LD_KV_ABSORBED ? LD_DS_ATTN_ABSORBED : LD_DS_ATTN_NAIVE;
+    ld_kvar mla = k ? k->v[LD_KOP_MLA] : LD_KV_REF;
+    ld_ds_attn form = mla == LD_KV_ABSORBED ? LD_DS_ATTN_ABSORBED : mla == LD_KV_SPLITK ? LD_DS_ATTN_SPLITK
+                                                                                     : LD_DS_ATTN_NAIVE;
     *out = NULL;
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -105,8 +109,32 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
         free(s);
         return st;
     }
-    if (s->ds4 && k) ld_ds4_session_set_variants(s->ds4, k->v[LD_KOP_MHC] == LD_KV_BF16);
-    if (s->ds && k) ld_ds_session_set_variants(s->ds, k->v[LD_KOP_ROUTER] == LD_KV_BF16, k->v[LD_KOP_COMBINE] == LD_KV_BF16);
+    if (s->ds4 && k) ld_ds4_session_set_kernels(s->ds4, k);
+    if (s->ds && k) ld_ds_session_set_kernels(s->ds, k);
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err)
+{
+    if (!lm->dense)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor parallelism is implemented for the dense decoders "
+                       "(Llama, Qwen2/3, Mistral), not for %s", lm->info.arch);
+    return ld_tp_check_config(&lm->dense->cfg, n, err);
+}
+
+ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max_seq, int max_batch,
+                                  ld_lm_session **out, ld_error *err)
+{
+    *out = NULL;
+    LD_TRY(ld_lm_tp_check(lm, tp->n, err));
+    ld_lm_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = ld_tp_session_create(lm->dense, tp, max_seq, max_batch, &s->tp, err);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
     *out = s;
     return LD_OK;
 }
@@ -115,18 +143,21 @@ ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logi
 {
     if (s->ds4) return ld_ds4_session_eval(s->ds4, tokens, T, logits, hidden, NULL, err);
     if (s->ds) return ld_ds_session_eval(s->ds, tokens, T, logits, hidden, NULL, err);
+    if (s->tp) return ld_tp_session_eval(s->tp, tokens, T, logits, hidden, err);
     return ld_session_eval(s->dense, tokens, T, logits, hidden, err);
 }
 
 int ld_lm_pos(const ld_lm_session *s)
 {
-    return s->ds4 ? ld_ds4_session_pos(s->ds4) : s->ds ? ld_ds_session_pos(s->ds) : ld_session_pos(s->dense);
+    return s->ds4 ? ld_ds4_session_pos(s->ds4) : s->ds ? ld_ds_session_pos(s->ds)
+                   : s->tp ? ld_tp_session_pos(s->tp) : ld_session_pos(s->dense);
 }
 
 void ld_lm_reset(ld_lm_session *s)
 {
     if (s->ds4) ld_ds4_session_reset(s->ds4);
     else if (s->ds) ld_ds_session_reset(s->ds);
+    else if (s->tp) ld_tp_session_reset(s->tp);
     else ld_session_reset(s->dense);
 }
 
@@ -136,5 +167,6 @@ void ld_lm_session_destroy(ld_lm_session *s)
     ld_ds_session_destroy(s->ds);
     ld_ds4_session_destroy(s->ds4);
     ld_session_destroy(s->dense);
+    ld_tp_session_destroy(s->tp);
     free(s);
 }

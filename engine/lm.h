@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "cpu_kernels.h"
 #include "ld_error.h"
+#include "tp_forward.h"
 
 typedef struct ld_lm ld_lm;
 typedef struct ld_lm_session ld_lm_session;
@@ -41,6 +42,17 @@ void ld_lm_close(ld_lm *lm);
  * has a choice (LD_KOP_MLA). */
 ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int max_seq,
                                int max_batch, ld_lm_session **out, ld_error *err);
+
+/* A session whose model is split over tp->n ranks (tensor parallelism,
+ * tp_forward.h), each rank on its own backend as `tp` says; the dense
+ * decoders only: DeepSeek models are LD_ERR_UNSUPPORTED.  The rest as
+ * ld_lm_session_create. */
+ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max_seq, int max_batch,
+                                  ld_lm_session **out, ld_error *err);
+
+/* Whether `lm` can be split over n ranks (the first errors of
+ * ld_lm_session_create_tp, without building anything). */
+ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err);
 
 /* Runs T tokens from the current position: logits [T][vocab] and hidden
  * [n_layers + 2][T][hidden] (embeddings, after each layer, final norm),

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref_variants.h"
+
 static float elem(const void *p, ld_kdt dt, size_t i)
 {
     if (dt == LD_KDT_F32) return ((const float *)p)[i];
@@ -12,8 +14,9 @@ static float elem(const void *p, ld_kdt dt, size_t i)
     return dt == LD_KDT_BF16 ? ld_ref_bf16_to_f32(h) : ld_ref_f16_to_f32(h);
 }
 
-void ld_ref_ds_rope(float *x, size_t row_stride, size_t off, int n_heads, size_t head_stride, int dim,
-                    const float *inv_freq, float attn_factor, int interleave, int pos0, size_t i0, size_t i1)
+void ld_ref_ds_rope_ex(float *x, size_t row_stride, size_t off, int n_heads, size_t head_stride, int dim,
+                       const float *inv_freq, float attn_factor, int interleave, int pos0, int bf16_table, size_t i0,
+                       size_t i1)
 {
     int half = dim / 2;
     for (size_t t = i0; t < i1; t++) {
@@ -22,6 +25,10 @@ void ld_ref_ds_rope(float *x, size_t row_stride, size_t off, int n_heads, size_t
         for (int i = 0; i < half; i++) {
             float a = pos * inv_freq[i];
             float c = cosf(a) * attn_factor, s = sinf(a) * attn_factor;
+            if (bf16_table) {
+                c = ld_var_bf16_round(c);
+                s = ld_var_bf16_round(s);
+            }
             int i0p = interleave ? 2 * i : i, i1p = interleave ? 2 * i + 1 : i + half;
             for (int h = 0; h < n_heads; h++) {
                 float *v = row + (size_t)h * head_stride;
@@ -31,6 +38,13 @@ void ld_ref_ds_rope(float *x, size_t row_stride, size_t off, int n_heads, size_t
             }
         }
     }
+}
+
+void ld_ref_ds_rope(float *x, size_t row_stride, size_t off, int n_heads, size_t head_stride, int dim,
+                    const float *inv_freq, float attn_factor, int interleave, int pos0, size_t i0, size_t i1)
+{
+    ld_ref_ds_rope_ex(x, row_stride, off, n_heads, head_stride, dim, inv_freq, attn_factor, interleave, pos0, 0, i0,
+                      i1);
 }
 
 /* softmax of scores[0..n) in place (max subtracted), returns the sum */
@@ -336,6 +350,11 @@ int ld_ref_ds_topk(int32_t *idx, const float *scores, int n, int k, int32_t *hea
 void ld_ref_ds_axpy(float *y, const float *x, float w, size_t i0, size_t i1)
 {
     for (size_t i = i0; i < i1; i++) y[i] += x[i] * w;
+}
+
+void ld_ref_ds_scale(float *y, float w, size_t i0, size_t i1)
+{
+    for (size_t i = i0; i < i1; i++) y[i] = y[i] * w;
 }
 
 float ld_ref_fp8_e4m3_to_f32(uint8_t v)

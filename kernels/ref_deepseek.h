@@ -34,6 +34,14 @@ void ld_ref_ds_rope(float *x, size_t row_stride, size_t off, int n_heads,
                     float attn_factor, int interleave, int pos0, size_t i0,
                     size_t i1);
 
+/* ld_ref_ds_rope, with bf16_table = 1 the rope=bf16 variant: c and s
+ * (attn_factor included) rounded to bf16 before they rotate, as SGLang's
+ * RotaryEmbedding keeps its cos_sin_cache in the model dtype (bf16) and
+ * its DeepSeek YaRN rope folds mscale into that cache before the cast. */
+void ld_ref_ds_rope_ex(float *x, size_t row_stride, size_t off, int n_heads, size_t head_stride, int dim,
+                       const float *inv_freq, float attn_factor, int interleave, int pos0, int bf16_table, size_t i0,
+                       size_t i1);
+
 /* Naive MLA attention (per-head keys and values expanded from the latent):
  * q [T][H][dn + dr] (per head: nope, then the rotated rope part),
  * kv [S][H][dn + dv] (per head: k_nope, then v; kv_b_proj of the cached
@@ -142,6 +150,10 @@ void ld_ref_fp8_block_dequant(float *out, const uint8_t *q, const float *scale_i
 
 /* y[i] += x[i] * w, i in [i0, i1) (two roundings: the product, the sum) */
 void ld_ref_ds_axpy(float *y, const float *x, float w, size_t i0, size_t i1);
+
+/* y[i] = y[i] * w, i in [i0, i1) (combine=fused's routed_scaling_factor on
+ * the sum of the routed experts) */
+void ld_ref_ds_scale(float *y, float w, size_t i0, size_t i1);
 
 /* The tokens routed to expert `e`, for an MoE run one expert at a time: of
  * N tokens with K choices each (idx, wts [N][K]), those that chose e, in

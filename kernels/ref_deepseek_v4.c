@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ref_deepseek.h"
+#include "ref_variants.h"
 
 static float sigmoidf(float x)
 {
@@ -32,9 +33,23 @@ static void hc_mix(float *m, const float *X, int ND, const float *fn, int rows, 
     }
 }
 
+/* the Sinkhorn iterate comb [N][N] rounded to bf16 (bf16 = 1) */
+static void iterate_bf16(float *comb, int N, int bf16)
+{
+    if (bf16)
+        for (int i = 0; i < N * N; i++) comb[i] = ld_var_bf16_round(comb[i]);
+}
+
 void ld_ref_ds4_hc_pre(const float *X, int N, int D, const float *fn, const float *base, const float *scale,
                        int iters, float norm_eps, float hc_eps, float *post, float *comb, float *collapsed,
                        float *scratch)
+{
+    ld_ref_ds4_hc_pre_ex(X, N, D, fn, base, scale, iters, norm_eps, hc_eps, 0, post, comb, collapsed, scratch);
+}
+
+void ld_ref_ds4_hc_pre_ex(const float *X, int N, int D, const float *fn, const float *base, const float *scale,
+                          int iters, float norm_eps, float hc_eps, int bf16_sinkhorn, float *post, float *comb,
+                          float *collapsed, float *scratch)
 {
     int ND = N * D, R = (2 + N) * N;
     float *xn = scratch, *m = scratch + ND;
@@ -55,18 +70,22 @@ void ld_ref_ds4_hc_pre(const float *X, int N, int D, const float *fn, const floa
         }
         for (int k = 0; k < N; k++) c[k] = c[k] / sum + hc_eps;
     }
+    iterate_bf16(comb, N, bf16_sinkhorn);
     for (int it = 0; it < (iters > 1 ? iters : 1); it++) {
-        if (it > 0) /* rows */
+        if (it > 0) { /* rows */
             for (int r = 0; r < N; r++) {
                 float s = 0.0f;
                 for (int k = 0; k < N; k++) s += comb[r * N + k];
                 for (int k = 0; k < N; k++) comb[r * N + k] = comb[r * N + k] / (s + hc_eps);
             }
+            iterate_bf16(comb, N, bf16_sinkhorn);
+        }
         for (int k = 0; k < N; k++) { /* columns */
             float s = 0.0f;
             for (int r = 0; r < N; r++) s += comb[r * N + k];
             for (int r = 0; r < N; r++) comb[r * N + k] = comb[r * N + k] / (s + hc_eps);
         }
+        iterate_bf16(comb, N, bf16_sinkhorn);
     }
     for (int d = 0; d < D; d++) {
         float acc = 0.0f;
@@ -104,9 +123,19 @@ void ld_ref_ds4_hc_head(float *out, const float *X, int N, int D, const float *f
 void ld_ref_ds4_rope(float *x, int n_heads, int head_dim, int dim, const float *inv_freq, float attn_factor, int pos,
                      int inverse)
 {
+    ld_ref_ds4_rope_ex(x, n_heads, head_dim, dim, inv_freq, attn_factor, pos, inverse, 0);
+}
+
+void ld_ref_ds4_rope_ex(float *x, int n_heads, int head_dim, int dim, const float *inv_freq, float attn_factor,
+                        int pos, int inverse, int bf16_table)
+{
     for (int i = 0; i < dim / 2; i++) {
         float a = (float)pos * inv_freq[i];
         float c = cosf(a) * attn_factor, s = sinf(a) * attn_factor;
+        if (bf16_table) {
+            c = ld_var_bf16_round(c);
+            s = ld_var_bf16_round(s);
+        }
         if (inverse) s = -s;
         for (int h = 0; h < n_heads; h++) {
             float *p = x + (size_t)h * (size_t)head_dim + (size_t)(head_dim - dim) + 2 * (size_t)i;

@@ -37,6 +37,15 @@ void ld_ref_ds4_hc_pre(const float *X, int N, int D, const float *fn, const floa
                        int iters, float norm_eps, float hc_eps, float *post, float *comb, float *collapsed,
                        float *scratch);
 
+/* ld_ref_ds4_hc_pre, with bf16_sinkhorn = 1 the mhc=sinkhorn-bf16
+ * variant: the comb iterate rounded to bf16 after the softmax + hc_eps and
+ * after every row and every column normalisation (a Sinkhorn kernel whose
+ * iterates live in bf16 registers or tensors), the sums and divisions in
+ * fp32. */
+void ld_ref_ds4_hc_pre_ex(const float *X, int N, int D, const float *fn, const float *base, const float *scale,
+                          int iters, float norm_eps, float hc_eps, int bf16_sinkhorn, float *post, float *comb,
+                          float *collapsed, float *scratch);
+
 /* The streams after the block: out[k][d] = post[k] * f[d] + sum_j comb[j][k]
  * X[j][d] (j ascending).  out must not alias X. */
 void ld_ref_ds4_hc_post(float *out, const float *X, const float *f, const float *post, const float *comb, int N,
@@ -55,6 +64,11 @@ void ld_ref_ds4_hc_head(float *out, const float *X, int N, int D, const float *f
  * inverse = 1 rotates by -s (the de-rotation of the attention output). */
 void ld_ref_ds4_rope(float *x, int n_heads, int head_dim, int dim, const float *inv_freq, float attn_factor, int pos,
                      int inverse);
+
+/* ld_ref_ds4_rope, with bf16_table = 1 (rope=bf16) c and s rounded to bf16
+ * before they rotate (as ld_ref_ds_rope_ex). */
+void ld_ref_ds4_rope_ex(float *x, int n_heads, int head_dim, int dim, const float *inv_freq, float attn_factor,
+                        int pos, int inverse, int bf16_table);
 
 /* Shared-KV attention of one token: q [H][hd], keys[i] (i < nk) rows of hd
  * that are the keys and the values, scores over them * scale, the sink

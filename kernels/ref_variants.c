@@ -111,3 +111,25 @@ void ld_var_fp8_act(float *out, const float *x, int T, int K)
             for (int k = b; k < e; k++) ov[k] = ld_var_e4m3_round(xv[k] / scale) * scale;
         }
 }
+
+/* 2^ceil(log2 s) for s > 0 (exact: frexp splits s = f 2^e, f in [0.5, 1)) */
+static float pow2_ceil(float s)
+{
+    int e;
+    float f = frexpf(s, &e);
+    return f == 0.5f ? s : ldexpf(1.0f, e);
+}
+
+void ld_var_fp8_act_ue8m0(float *out, const float *x, int T, int K)
+{
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < K; b += LD_VAR_ACT_BLOCK) {
+            const float *xv = x + (size_t)t * (size_t)K;
+            float *ov = out + (size_t)t * (size_t)K;
+            int e = K - b < LD_VAR_ACT_BLOCK ? K : b + LD_VAR_ACT_BLOCK;
+            float amax = 1e-4f;
+            for (int k = b; k < e; k++) amax = fmaxf(amax, fabsf(xv[k]));
+            float scale = pow2_ceil(amax / 448.0f);
+            for (int k = b; k < e; k++) ov[k] = ld_var_e4m3_round(xv[k] / scale) * scale;
+        }
+}

@@ -19,6 +19,9 @@
  *                  values rounded to nearest even on the e4m3 grid), then
  *                  the reference matmul: what FP8 serving kernels (DeepSeek's
  *                  1x128 activation quantization) feed their GEMMs
+ *   matmul fp8ue8m0  the same with the block scale rounded up to a power
+ *                  of two (ld_var_fp8_act_ue8m0), as DeepSeek V3.1/V3.2/V4's
+ *                  FP8 GEMMs are fed (scale_fmt "ue8m0")
  */
 #ifndef LD_REF_VARIANTS_H
 #define LD_REF_VARIANTS_H
@@ -45,6 +48,13 @@ float ld_var_e4m3_round(float v);
 
 /* out [T][K] = x quantized as above (the scale and dequantization in fp32) */
 void ld_var_fp8_act(float *out, const float *x, int T, int K);
+
+/* ld_var_fp8_act with DeepSeek's ue8m0 scales (act_quant with scale_fmt
+ * "ue8m0", as V3.1/V3.2/V4's FP8 GEMMs are fed, DeepGEMM's UE8M0 scaling
+ * factors): per block amax = max(|x|, 1e-4), s = 2^ceil(log2(amax / 448))
+ * (a power of two, so x / s and q * s are exact), q = e4m3(x / s), out =
+ * q * s. */
+void ld_var_fp8_act_ue8m0(float *out, const float *x, int T, int K);
 
 void ld_var_swiglu_bf16(float *out, const float *gate, const float *up, size_t i0, size_t i1);
 

@@ -176,7 +176,8 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     int max_seq = (int)(need + (size_t)max_tokens);
     if (max_seq < 1) max_seq = 1;
     ld_lm_session *s = NULL;
-    LD_TRY(ld_lm_session_create(e->lm, e->be, &e->k, max_seq, CHUNK, &s, err));
+    if (e->tp) LD_TRY(ld_lm_session_create_tp(e->lm, &e->tpo, max_seq, CHUNK, &s, err));
+    else LD_TRY(ld_lm_session_create(e->lm, e->be, &e->k, max_seq, CHUNK, &s, err));
     float *buf = malloc((size_t)CHUNK * (size_t)V * sizeof *buf);
     int32_t *fed = NULL;
     dumper dpv = { dump, NULL, (size_t)c->n_layers + 2, (size_t)c->hidden, 0 }, *dp = dump ? &dpv : NULL;

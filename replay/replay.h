@@ -78,6 +78,22 @@ ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_thre
 ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,
                                        int n_threads, ld_error *err);
 
+/* Splits the model over `n` ranks (tensor parallelism, engine/
+ * tp_forward.h) for the replays that follow: each rank on its own
+ * `backend` ("cpu", "ref" over simulated ranks, threads of this process;
+ * "cuda" over NCCL, GPUs 0..n-1) with `kernels` (NULL: none) and
+ * max(1, n_threads / n) threads; the ranks grouped into `n_nodes`
+ * simulated nodes (0 or 1: one).  n = 0 goes back to the plain session.
+ * Errors (checked here, before any replay): LD_ERR_UNSUPPORTED for a
+ * DeepSeek model, LD_ERR_USAGE for an n that does not divide the model's
+ * heads or intermediate size (naming the field) or a bad backend.  The
+ * shards, backends and communicator are made per replay. */
+ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const char *backend, const char *kernels,
+                                  int n_threads, ld_error *err);
+
+/* The ranks set by ld_replay_engine_set_tp (0: none). */
+int ld_replay_engine_tp(const ld_replay_engine *e);
+
 /* The name of the backend the engine runs on ("cpu", "ref",
  * "ref+matmul=bf16"...). */
 const char *ld_replay_engine_backend(const ld_replay_engine *e);

@@ -69,10 +69,7 @@ static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_r
 /* whether CPU variant v ("op=variant") is of an op the model has */
 static int variant_applies(const char *v, int has_mla, int has_mhc)
 {
-    if (!strncmp(v, "mla=", 4) || !strncmp(v, "router=", 7) || !strncmp(v, "combine=", 8))
-        return has_mla; /* DeepSeek V3/V3.2 ops */
-    if (!strncmp(v, "mhc=", 4)) return has_mhc; /* DeepSeek-V4's */
-    return 1;
+    return ld_cpu_kernel_variant_applies(v, has_mla, has_mhc);
 }
 
 static size_t add_run(ld_kernel_run *runs, size_t n, size_t cap, const char *backend, const char *spec,

@@ -103,6 +103,40 @@ int ld_replay_engine_context(const ld_replay_engine *e)
     return ld_lm_info_of(e->lm)->max_pos;
 }
 
+ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const char *backend, const char *kernels,
+                                  int n_threads, ld_error *err)
+{
+    if (n == 0) {
+        e->tp = 0;
+        return LD_OK;
+    }
+    const char *b = backend ? backend : "cpu";
+    if (strcmp(b, "cpu") && strcmp(b, "ref") && strcmp(b, "cuda"))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", b);
+    if (n_nodes < 0 || (n_nodes > 1 && n % n_nodes))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", n, n_nodes);
+    LD_TRY(ld_lm_tp_check(e->lm, n, err));
+    char *k = NULL;
+    if (kernels) {
+        size_t len = strlen(kernels) + 1;
+        k = malloc(len);
+        if (!k) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        memcpy(k, kernels, len);
+    }
+    free(e->tp_kernels);
+    e->tp_kernels = k;
+    snprintf(e->tp_backend, sizeof e->tp_backend, "%s", b);
+    int per = n_threads / n;
+    e->tp = n;
+    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per};
+    return LD_OK;
+}
+
+int ld_replay_engine_tp(const ld_replay_engine *e)
+{
+    return e->tp;
+}
+
 const char *ld_replay_engine_backend(const ld_replay_engine *e)
 {
     return e->be->ops->name;
@@ -117,6 +151,7 @@ void ld_replay_engine_close(ld_replay_engine *e)
 {
     if (!e) return;
     ld_tok_free(e->tok);
+    free(e->tp_kernels);
     ld_backend_destroy(e->be);
     ld_lm_close(e->lm);
     free(e);

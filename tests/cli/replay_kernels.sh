@@ -16,13 +16,13 @@ import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[0])
 assert r["rid"] == "rp-greedy" and r["reference_verdict"] == "replay.consistent" and r["tolerance"] == 1e-5, r
 vs = {v["variant"]: v for v in r["variants"]}
-assert sorted(vs) == sorted(["matmul=fast", "matmul=bf16", "matmul=splitk", "matmul=fp8act", "attention=fast",
+assert sorted(vs) == sorted(["matmul=fast", "matmul=bf16", "matmul=splitk", "matmul=fp8act", "matmul=fp8ue8m0", "attention=fast",
                              "rmsnorm=bf16", "swiglu=bf16"]), sorted(vs)  # no DeepSeek op in a Qwen3
 for name in ("matmul=fast", "matmul=splitk", "attention=fast"):
     v = vs[name]
     assert v["first_departure"] is None and v["final_norm_max_nerr"] < 1e-5 and v["max_abs_dlogprob"] < 1e-4, v
     assert v["rank_changes"] == 0 and v["verdict"] == "replay.consistent", v
-for name in ("matmul=bf16", "matmul=fp8act", "rmsnorm=bf16", "swiglu=bf16"):
+for name in ("matmul=bf16", "matmul=fp8act", "matmul=fp8ue8m0", "rmsnorm=bf16", "swiglu=bf16"):
     v = vs[name]
     d = v["first_departure"]
     assert d is not None and 1 <= d["plane"] <= 2 and d["where"] in ("layer 0", "layer 1") and d["nerr"] > 1e-5, v
@@ -30,7 +30,7 @@ for name in ("matmul=bf16", "matmul=fp8act", "rmsnorm=bf16", "swiglu=bf16"):
 PY
 
 run "compare-kernels text" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 1 --compare-kernels "$LOG"
-check "table rows" bash -c "grep -c '^  matmul=\|^  attention=\|^  rmsnorm=\|^  swiglu=' '$WORK/out' | grep -qx 7"
+check "table rows" bash -c "grep -c '^  matmul=\|^  attention=\|^  rmsnorm=\|^  swiglu=' '$WORK/out' | grep -qx 8"
 check "fp32 rows depart nowhere" grep -q "^  matmul=splitk  *none " "$WORK/out"
 check "bf16 rows depart at layer 0" grep -q "^  matmul=bf16  *layer 0, position 0 " "$WORK/out"
 

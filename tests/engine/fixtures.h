@@ -5,10 +5,22 @@
 #define LD_TEST_ENGINE_FIXTURES_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 /* n little-endian floats of dir/file, malloc'd; NULL when unreadable or short */
+/* the tests' reproducible random numbers (xorshift64, one stream per test
+ * program) */
+static inline uint32_t next_u32(void)
+{
+    static uint64_t rng = 0x9E3779B97F4A7C15ull;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
 static inline float *load_f32(const char *dir, const char *file, size_t n)
 {
     char path[1100];

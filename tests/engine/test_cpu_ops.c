@@ -15,19 +15,11 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "fixtures.h"
 #include "ld_test.h"
 #include "ref_ops.h"
 #include "ref_quant.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint32_t next_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
 
 static float uniform(void) /* [-1, 1) */
 {

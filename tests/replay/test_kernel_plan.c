@@ -35,7 +35,9 @@ static int is_deepseek_op(const char *spec, const char *const *ops)
 
 static int test_plan_cpu_one_variant_per_run(void)
 {
-    static const char *const mla_ops[] = {"mla=", "router=", "combine=", NULL}, *const mhc_ops[] = {"mhc=", NULL};
+    static const char *const mla_ops[] = {"mla=", "router=", "combine=bf16", NULL}, *const mhc_ops[] = {"mhc=", NULL};
+    /* DeepSeek ops of both families (V3/V3.2 and V4) */
+    static const char *const ds_ops[] = {"combine=fused", "indexer=", "rope=", NULL};
     for (int has_mla = 0; has_mla <= 1; has_mla++)
         for (int has_mhc = 0; has_mhc <= 1; has_mhc++) {
             ld_kernel_run runs[64];
@@ -45,7 +47,8 @@ static int test_plan_cpu_one_variant_per_run(void)
             size_t listed = 0, kept = 0;
             for (size_t i = 0; ld_cpu_kernel_variants[i]; i++, listed++) {
                 const char *v = ld_cpu_kernel_variants[i];
-                int applies = (!is_deepseek_op(v, mla_ops) || has_mla) && (!is_deepseek_op(v, mhc_ops) || has_mhc);
+                int applies = (!is_deepseek_op(v, mla_ops) || has_mla) && (!is_deepseek_op(v, mhc_ops) || has_mhc) &&
+                              (!is_deepseek_op(v, ds_ops) || has_mla || has_mhc);
                 kept += (size_t)applies;
             }
             CHECK_MSG(n == kept + 1, "mla %d mhc %d: %zu runs for %zu of %zu variants", has_mla, has_mhc, n, kept,
@@ -54,6 +57,8 @@ static int test_plan_cpu_one_variant_per_run(void)
                 CHECK(!strcmp(runs[i].backend, "ref") && !strcmp(runs[i].label, runs[i].spec));
                 CHECK_MSG(has_mla || !is_deepseek_op(runs[i].spec, mla_ops), "%s without MLA", runs[i].spec);
                 CHECK_MSG(has_mhc || !is_deepseek_op(runs[i].spec, mhc_ops), "%s without mHC", runs[i].spec);
+                CHECK_MSG(has_mla || has_mhc || !is_deepseek_op(runs[i].spec, ds_ops), "%s without DeepSeek",
+                          runs[i].spec);
                 ld_cpu_kernels k = ld_cpu_kernels_default(0);
                 ld_error err;
                 CHECK_MSG(ld_cpu_kernels_parse(runs[i].spec, &k, &err) == LD_OK, "%s: %s", runs[i].spec, err.msg);

@@ -1,0 +1,147 @@
+/* comm.h - a communicator between the ranks of a tensor-parallel group
+ * (tp_forward.h): N ranks, each holding one shard of the model, exchange
+ * float buffers.  Two implementations:
+ *
+ *  - comm_sim.c: the N ranks are threads of one process sharing memory
+ *    (the CPU backends), optionally grouped into simulated nodes;
+ *  - comm_nccl.c: NCCL, one rank per GPU, one process driving the GPUs of
+ *    a machine (ncclCommInitAll) or one process per rank joined through
+ *    NCCL's bootstrap (ncclGetUniqueId / ncclCommInitRank); built only
+ *    where CUDA and NCCL are found, else its constructors say so.
+ *
+ * Determinism.  all_reduce_sum is NOT a library all-reduce: it is an
+ * all-gather of every rank's partial buffer followed, on every rank, by a
+ * local sum in rank order, out[i] = ((p0[i] + p1[i]) + p2[i]) + ... (fp32,
+ * left to right, one rounding per addition; see ld_comm_ordered_sum).  So
+ * every rank holds the same bits, and a rerun gives the same bits, whatever
+ * the transport did.  NCCL's own ncclAllReduce does not promise that: the
+ * order in which it adds the ranks' contributions follows the algorithm
+ * (ring, tree, NVLS, CollNet), the protocol (LL, LL128, Simple) and the
+ * number of channels it picks, which depend on the message size, the
+ * topology and NCCL_* environment variables (NCCL_ALGO, NCCL_PROTO,
+ * NCCL_MIN_NCHANNELS...), so two runs on different machines, with other
+ * settings or another NCCL version may round differently (a ring also
+ * starts each chunk's sum at a different rank, so even the ranks of one
+ * call can disagree in the last bit before the all-gather phase copies
+ * one result around).  Gathering costs N times the bytes of a
+ * reduce-scatter on the wire; for decode-sized messages (a few rows of
+ * `hidden` floats) the collective is latency-bound and the difference
+ * does not matter.
+ *
+ * Buffers are host memory (float arrays of the caller).  The NCCL
+ * communicator stages them through device buffers it owns (see
+ * comm_nccl.c): backend.h has no op exposing a backend buffer's device
+ * pointer, so the TP forward reads the partial out of its backend, reduces,
+ * and writes it back.
+ *
+ * Every rank must call the same collectives in the same order with the
+ * same sizes (as with MPI or NCCL).  A rank that fails calls ld_comm_abort
+ * so that the others, waiting in a collective, return LD_ERR_MISMATCH
+ * ("another rank failed") instead of hanging; after an abort the group
+ * stays aborted (create a new one).
+ *
+ * Library code: errors are returned, nothing is printed.
+ */
+#ifndef LD_COMM_H
+#define LD_COMM_H
+
+#include <stddef.h>
+
+#include "ld_error.h"
+
+typedef struct ld_comm ld_comm;
+
+typedef struct ld_comm_ops {
+    const char *name; /* "sim", "nccl" */
+    /* recv [size][n] = every rank's send [n], in rank order */
+    ld_status (*all_gather)(ld_comm *c, const float *send, float *recv, size_t n, ld_error *err);
+    /* buf [n] = the ordered sum of every rank's buf (all-gather + local sum) */
+    ld_status (*all_reduce_sum)(ld_comm *c, float *buf, size_t n, ld_error *err);
+    ld_status (*barrier)(ld_comm *c, ld_error *err);
+    /* wakes the ranks waiting in a collective with an error; any rank may
+     * call it, from any thread */
+    void (*abort)(ld_comm *c);
+    /* frees this rank's handle (a group's shared state goes with the last) */
+    void (*destroy)(ld_comm *c);
+} ld_comm_ops;
+
+/* One rank's handle.  node / n_nodes: which simulated (or real) node the
+ * rank sits on (ranks are numbered node by node: node = rank / (size /
+ * n_nodes)). */
+struct ld_comm {
+    const ld_comm_ops *ops;
+    int rank, size;
+    int node, n_nodes;
+};
+
+static inline ld_status ld_comm_all_gather(ld_comm *c, const float *send, float *recv, size_t n, ld_error *err)
+{
+    return c->ops->all_gather(c, send, recv, n, err);
+}
+
+static inline ld_status ld_comm_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *err)
+{
+    return c->ops->all_reduce_sum(c, buf, n, err);
+}
+
+static inline ld_status ld_comm_barrier(ld_comm *c, ld_error *err)
+{
+    return c->ops->barrier(c, err);
+}
+
+static inline void ld_comm_abort(ld_comm *c)
+{
+    if (c) c->ops->abort(c);
+}
+
+static inline void ld_comm_destroy(ld_comm *c)
+{
+    if (c) c->ops->destroy(c);
+}
+
+/* out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ... for i < n,
+ * parts being [n_parts][n] (n_parts >= 1; one part is copied as it is, no
+ * 0 + p that would turn -0 into +0).  `out` may be parts[0]. */
+void ld_comm_ordered_sum(const float *parts, int n_parts, size_t n, float *out);
+
+/* ---------------------------------------------------------------- sim */
+
+/* A group of `size` simulated ranks in `n_nodes` nodes (size a multiple of
+ * n_nodes; 1 = flat): out[r] is rank r's handle, to be used by one thread
+ * each and destroyed each (any order).  The all-gather of a grouped
+ * communicator runs in two levels as a multi-node one would: the ranks of
+ * a node gather into the node's buffer, the node leaders (local rank 0)
+ * exchange the node blocks, and each rank copies the whole; the result is
+ * the flat one, bit for bit (it is a copy).  Each level counts the bytes it
+ * moves (ld_comm_sim_traffic).  Errors: LD_ERR_USAGE for sizes out of
+ * range, LD_ERR_NOMEM. */
+ld_status ld_comm_sim_create(int size, int n_nodes, ld_comm **out, ld_error *err);
+
+/* Bytes the group's all-gathers moved so far within nodes and between
+ * nodes (a rank's contribution counted once per receiving rank or node). */
+void ld_comm_sim_traffic(const ld_comm *c, double *intra_bytes, double *inter_bytes);
+
+/* ---------------------------------------------------------------- nccl */
+
+/* 1 when this build has the NCCL communicator. */
+int ld_comm_nccl_available(void);
+
+/* One process driving `size` GPUs (devices devices[0..size), NULL: 0..size-1)
+ * through ncclCommInitAll: out[r] is rank r's handle, bound to its device;
+ * rank r's collectives must be called from a thread that drives that
+ * device (the TP forward runs one thread per rank).  Errors:
+ * LD_ERR_UNSUPPORTED in a build without NCCL or with fewer devices,
+ * LD_ERR_CUDA for NCCL/CUDA failures (NCCL's message). */
+ld_status ld_comm_nccl_create_all(int size, const int *devices, ld_comm **out, ld_error *err);
+
+/* NCCL's bootstrap across processes (and nodes): rank 0 calls
+ * ld_comm_nccl_unique_id and shares the 128 bytes out of band (a file on
+ * shared storage, an environment variable, a TCP rendezvous); every
+ * process then calls ld_comm_nccl_create_rank with it, its rank, the group
+ * size and its local device. */
+#define LD_COMM_NCCL_ID_BYTES 128
+ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_error *err);
+ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
+                                   ld_comm **out, ld_error *err);
+
+#endif /* LD_COMM_H */

@@ -1,0 +1,308 @@
+/* comm_nccl.c - the NCCL communicator of comm.h (builds with CUDA and NCCL:
+ * CMake defines LD_HAVE_NCCL; elsewhere the constructors say the build has
+ * no NCCL).
+ *
+ * One rank = one GPU.  Buffers given to the collectives are host memory
+ * (comm.h); each rank owns device staging buffers: send [n], recv
+ * [size][n], out [n].  all_gather copies send to the device, runs
+ * ncclAllGather and copies recv back; all_reduce_sum runs the same
+ * all-gather and then the ordered-sum kernel (kernels/cuda_tp.cu: thread i
+ * sums recv[0][i] + recv[1][i] + ... left to right in fp32), never
+ * ncclAllReduce, whose summation order depends on NCCL's algorithm,
+ * protocol and channel choices (comm.h).  Everything runs on the device's
+ * legacy default stream, the stream the CUDA backend's kernels run on, so
+ * the collective is ordered after the kernels that produced the partial,
+ * and the synchronous copy back waits for it.
+ *
+ * Abort: a rank that fails calls ld_comm_abort; for a group made by
+ * ld_comm_nccl_create_all that aborts every rank's communicator
+ * (ncclCommAbort), which makes the NCCL kernels the other ranks wait in
+ * return with an error.  A process made by ld_comm_nccl_create_rank aborts
+ * only its own: the other processes see NCCL's error (or time out) on
+ * their side.
+ *
+ * Not run yet: the machines this was written on have no GPU (NCCL and CUDA
+ * are compiled and linked against only).  `test_engine_tp cuda` runs it
+ * where there is one: TP = 1 over NCCL on one GPU against the plain CUDA
+ * forward, TP = 2 on two GPUs against transformers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+
+#ifndef LD_HAVE_NCCL
+#define LD_HAVE_NCCL 0
+#endif
+
+#if LD_HAVE_NCCL
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "cuda_ops.h"
+#include "cuda_tp.h"
+
+/* What the ranks of one create_all share: every communicator, so that an
+ * abort reaches them all. */
+typedef struct nccl_group {
+    pthread_mutex_t mu;
+    int size, refs;
+    atomic_int aborted; /* read without the lock by the collectives */
+    ncclComm_t *comms;
+} nccl_group;
+
+typedef struct nccl_rank {
+    ld_comm base;
+    ncclComm_t comm;
+    nccl_group *g;     /* NULL for a create_rank process */
+    int device, aborted;
+    float *d_send, *d_recv, *d_out;
+    size_t cap;        /* n the staging holds */
+} nccl_rank;
+
+static ld_status nccl_fail(ld_error *err, const char *what, ncclResult_t r, ncclComm_t comm)
+{
+    const char *last = comm ? ncclGetLastError(comm) : NULL;
+    return LD_FAIL(err, LD_ERR_CUDA, 0, "NCCL %s: %s%s%s", what, ncclGetErrorString(r), last && *last ? ": " : "",
+                   last ? last : "");
+}
+
+static ld_status cuda_fail(ld_error *err, const char *what, int code)
+{
+    return LD_FAIL(err, LD_ERR_CUDA, 0, "CUDA %s: %s", what, ld_cu_error_string(code));
+}
+
+#define CU_TRY(what, call)                            \
+    do {                                              \
+        int cu_e_ = (call);                           \
+        if (cu_e_) return cuda_fail(err, what, cu_e_); \
+    } while (0)
+
+static void free_staging(nccl_rank *r)
+{
+    if (r->d_send) ld_cu_free(r->d_send);
+    if (r->d_recv) ld_cu_free(r->d_recv);
+    if (r->d_out) ld_cu_free(r->d_out);
+    r->d_send = r->d_recv = r->d_out = NULL;
+    r->cap = 0;
+}
+
+static ld_status staging(nccl_rank *r, size_t n, ld_error *err)
+{
+    if (n <= r->cap) return LD_OK;
+    free_staging(r);
+    size_t b = n * sizeof(float);
+    CU_TRY("staging", ld_cu_malloc((void **)&r->d_send, b));
+    CU_TRY("staging", ld_cu_malloc((void **)&r->d_recv, b * (size_t)r->base.size));
+    CU_TRY("staging", ld_cu_malloc((void **)&r->d_out, b));
+    r->cap = n;
+    return LD_OK;
+}
+
+/* the device all-gather of host `send` [n] into d_recv [size][n] */
+static ld_status gather_on_device(nccl_rank *r, const float *send, size_t n, ld_error *err)
+{
+    if (r->aborted || (r->g && atomic_load(&r->g->aborted)))
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
+    CU_TRY("set device", ld_cu_set_device(r->device));
+    LD_TRY(staging(r, n, err));
+    CU_TRY("copy to the device", ld_cu_h2d(r->d_send, send, n * sizeof(float)));
+    ncclResult_t e = ncclAllGather(r->d_send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
+    if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
+    return LD_OK;
+}
+
+static ld_status nc_all_gather(ld_comm *c, const float *send, float *recv, size_t n, ld_error *err)
+{
+    nccl_rank *r = (nccl_rank *)c;
+    LD_TRY(gather_on_device(r, send, n, err));
+    CU_TRY("copy to the host", ld_cu_d2h(recv, r->d_recv, n * sizeof(float) * (size_t)c->size));
+    return LD_OK;
+}
+
+static ld_status nc_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *err)
+{
+    nccl_rank *r = (nccl_rank *)c;
+    LD_TRY(gather_on_device(r, buf, n, err));
+    CU_TRY("ordered sum", ld_cu_tp_ordered_sum(r->d_recv, c->size, n, r->d_out));
+    CU_TRY("copy to the host", ld_cu_d2h(buf, r->d_out, n * sizeof(float)));
+    return LD_OK;
+}
+
+static ld_status nc_barrier(ld_comm *c, ld_error *err)
+{
+    float one = 1.0f;
+    return nc_all_reduce_sum(c, &one, 1, err);
+}
+
+static void nc_abort(ld_comm *c)
+{
+    nccl_rank *r = (nccl_rank *)c;
+    if (!r->g) {
+        if (!r->aborted) ncclCommAbort(r->comm);
+        r->aborted = 1;
+        return;
+    }
+    pthread_mutex_lock(&r->g->mu);
+    if (!atomic_load(&r->g->aborted))
+        for (int k = 0; k < r->g->size; k++) ncclCommAbort(r->g->comms[k]);
+    atomic_store(&r->g->aborted, 1);
+    pthread_mutex_unlock(&r->g->mu);
+}
+
+static void group_free(nccl_group *g)
+{
+    if (!g) return;
+    free(g->comms);
+    free(g);
+}
+
+static void nc_destroy(ld_comm *c)
+{
+    nccl_rank *r = (nccl_rank *)c;
+    ld_cu_set_device(r->device);
+    free_staging(r);
+    if (r->g) {
+        pthread_mutex_lock(&r->g->mu);
+        if (!atomic_load(&r->g->aborted)) ncclCommDestroy(r->comm);
+        int last = --r->g->refs == 0;
+        pthread_mutex_unlock(&r->g->mu);
+        if (last) {
+            pthread_mutex_destroy(&r->g->mu);
+            group_free(r->g);
+        }
+    } else if (!r->aborted) {
+        ncclCommDestroy(r->comm);
+    }
+    free(r);
+}
+
+static const ld_comm_ops nccl_ops = {"nccl", nc_all_gather, nc_all_reduce_sum, nc_barrier, nc_abort, nc_destroy};
+
+int ld_comm_nccl_available(void)
+{
+    return 1;
+}
+
+static ld_status check_devices(int size, ld_error *err)
+{
+    int have = 0, e = ld_cu_device_count(&have);
+    if (e || have < size)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "%d ranks need %d CUDA devices, this machine has %d%s%s", size, size,
+                       e ? 0 : have, e ? ": " : "", e ? ld_cu_error_string(e) : "");
+    return LD_OK;
+}
+
+ld_status ld_comm_nccl_create_all(int size, const int *devices, ld_comm **out, ld_error *err)
+{
+    if (size < 1 || size > 1024) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks: give 1 to 1024", size);
+    LD_TRY(check_devices(size, err));
+    /* everything allocated first: nothing to undo after ncclCommInitAll */
+    nccl_group *g = calloc(1, sizeof *g);
+    int *devs = malloc((size_t)size * sizeof *devs);
+    int ok = g && devs && (g->comms = calloc((size_t)size, sizeof *g->comms)) != NULL;
+    for (int k = 0; k < size; k++) out[k] = NULL;
+    for (int k = 0; ok && k < size; k++) ok = (out[k] = calloc(1, sizeof(nccl_rank))) != NULL;
+    ncclResult_t e = ncclSuccess;
+    if (ok) {
+        for (int k = 0; k < size; k++) devs[k] = devices ? devices[k] : k;
+        e = ncclCommInitAll(g->comms, size, devs);
+    }
+    if (!ok || e != ncclSuccess) {
+        for (int k = 0; k < size; k++) free(out[k]);
+        group_free(g);
+        free(devs);
+        return ok ? nccl_fail(err, "ncclCommInitAll", e, NULL) : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    atomic_init(&g->aborted, 0);
+    g->size = g->refs = size;
+    for (int k = 0; k < size; k++) {
+        nccl_rank *r = (nccl_rank *)out[k];
+        r->base = (ld_comm){&nccl_ops, k, size, 0, 1};
+        r->comm = g->comms[k];
+        r->g = g;
+        r->device = devs[k];
+    }
+    free(devs);
+    return LD_OK;
+}
+
+ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_error *err)
+{
+    ncclUniqueId u;
+    ncclResult_t e = ncclGetUniqueId(&u);
+    if (e != ncclSuccess) return nccl_fail(err, "ncclGetUniqueId", e, NULL);
+    memcpy(id, u.internal, LD_COMM_NCCL_ID_BYTES);
+    return LD_OK;
+}
+
+ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
+                                   ld_comm **out, ld_error *err)
+{
+    if (size < 1 || rank < 0 || rank >= size)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rank %d of %d: give 0 <= rank < size", rank, size);
+    LD_TRY(check_devices(device + 1, err));
+    nccl_rank *r = calloc(1, sizeof *r);
+    if (!r) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ncclUniqueId u;
+    memcpy(u.internal, id, LD_COMM_NCCL_ID_BYTES);
+    int ce = ld_cu_set_device(device);
+    if (ce) {
+        free(r);
+        return cuda_fail(err, "set device", ce);
+    }
+    ncclResult_t e = ncclCommInitRank(&r->comm, size, u, rank);
+    if (e != ncclSuccess) {
+        free(r);
+        return nccl_fail(err, "ncclCommInitRank", e, NULL);
+    }
+    r->base = (ld_comm){&nccl_ops, rank, size, 0, 1};
+    r->device = device;
+    *out = &r->base;
+    return LD_OK;
+}
+
+#else /* no NCCL in this build */
+
+int ld_comm_nccl_available(void)
+{
+    return 0;
+}
+
+static ld_status no_nccl(ld_error *err)
+{
+    return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                   "tensor parallelism on GPUs needs NCCL: this build of logdiff has none (built without CUDA or "
+                   "without nccl.h / libnccl)");
+}
+
+ld_status ld_comm_nccl_create_all(int size, const int *devices, ld_comm **out, ld_error *err)
+{
+    (void)size;
+    (void)devices;
+    (void)out;
+    return no_nccl(err);
+}
+
+ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_error *err)
+{
+    (void)id;
+    return no_nccl(err);
+}
+
+ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
+                                   ld_comm **out, ld_error *err)
+{
+    (void)id;
+    (void)size;
+    (void)rank;
+    (void)device;
+    (void)out;
+    return no_nccl(err);
+}
+
+#endif

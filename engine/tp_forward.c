@@ -1,0 +1,299 @@
+/* tp_forward.c - see tp_forward.h.
+ *
+ * Ranks 1..N-1 run on threads started with the session (rank 0 on the
+ * caller's thread); an eval wakes them and waits for them.  Each runs
+ * ld_session_eval on its shard, and the
+ * session's reduce hook (forward.h) does the all-reduce: the partial
+ * [T][hidden] is read out of the rank's backend into a host buffer, summed
+ * across ranks in rank order, the row-parallel bias added, and written
+ * back.  A rank that fails aborts the communicator, so the others leave
+ * their collective with an error instead of waiting; the first failure is
+ * the one reported. */
+#include "tp_forward.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "forward.h"
+#include "tp_shard.h"
+
+typedef struct tp_rank {
+    struct ld_tp_session *tp;
+    int rank;
+    ld_tp_shard *shard;
+    ld_backend *be;
+    ld_session *sess;
+    ld_comm *comm;
+    float *stage;          /* host staging of the partial [T][hidden] */
+    size_t stage_cap;
+    /* the eval in progress */
+    const int32_t *tokens;
+    int T;
+    float *logits, *hidden;
+    ld_status st;
+    ld_error err;
+} tp_rank;
+
+struct ld_tp_session {
+    const ld_model *m;
+    int n, broken;
+    tp_rank *ranks;
+    atomic_int first_fail;
+    /* the threads of ranks 1..n-1, started once: an eval bumps `gen` and
+     * waits until `pending` is back to 0; `quit` ends them */
+    pthread_t *threads;
+    int n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned gen;
+    int pending, quit;
+};
+
+/* ------------------------------------------------------------ the reduce */
+
+static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int layer, int which, ld_error *err)
+{
+    tp_rank *r = ctx;
+    size_t D = (size_t)r->tp->m->cfg.hidden, n = (size_t)T * D;
+    if (n > r->stage_cap) {
+        float *p = realloc(r->stage, n * sizeof *p);
+        if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        r->stage = p;
+        r->stage_cap = n;
+    }
+    LD_TRY(be->ops->buf_read(be, x, 0, r->stage, n, err));
+    LD_TRY(ld_comm_all_reduce_sum(r->comm, r->stage, n, err));
+    const float *b = ld_tp_shard_bias(r->shard, layer, which);
+    if (b)
+        for (size_t t = 0; t < (size_t)T; t++)
+            for (size_t i = 0; i < D; i++) r->stage[t * D + i] = r->stage[t * D + i] + b[i];
+    return be->ops->buf_write(be, x, 0, r->stage, n, err);
+}
+
+/* ------------------------------------------------------------ ranks */
+
+static void run_rank(tp_rank *r)
+{
+    ld_error_clear(&r->err);
+    r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
+    if (r->st != LD_OK) {
+        int none = -1;
+        atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->rank);
+        ld_comm_abort(r->comm);
+    }
+}
+
+static void *rank_thread(void *arg)
+{
+    tp_rank *r = arg;
+    ld_tp_session *s = r->tp;
+    unsigned seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->gen == seen && !s->quit) pthread_cond_wait(&s->go, &s->mu);
+        if (s->quit) {
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        seen = s->gen;
+        pthread_mutex_unlock(&s->mu);
+        run_rank(r);
+        pthread_mutex_lock(&s->mu);
+        if (--s->pending == 0) pthread_cond_signal(&s->done);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* The error of the rank that failed first (the others failed because it
+ * aborted the group), its rank named. */
+static ld_status first_error(ld_tp_session *s, int f, ld_error *err)
+{
+    s->broken = 1;
+    if (err) {
+        *err = s->ranks[f].err;
+        if (s->n > 1) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "tensor-parallel rank %d: %.200s", f, s->ranks[f].err.msg);
+            memcpy(err->msg, msg, sizeof msg);
+        }
+    }
+    return s->ranks[f].st;
+}
+
+ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                             ld_error *err)
+{
+    if (s->broken)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "this tensor-parallel session failed before: create a new one");
+    const ld_model_config *c = &s->m->cfg;
+    for (int t = 0; t < T; t++) /* the same refusal on every rank, before any collective */
+        if (tokens[t] < 0 || tokens[t] >= c->vocab)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d",
+                           (int)tokens[t], t, c->vocab);
+    atomic_store(&s->first_fail, -1);
+    for (int k = 0; k < s->n; k++) {
+        tp_rank *r = &s->ranks[k];
+        r->tokens = tokens;
+        r->T = T;
+        r->logits = k == 0 ? logits : NULL;
+        r->hidden = k == 0 ? hidden : NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->pending = s->n - 1;
+    s->gen++;
+    pthread_cond_broadcast(&s->go);
+    pthread_mutex_unlock(&s->mu);
+    run_rank(&s->ranks[0]);
+    pthread_mutex_lock(&s->mu);
+    while (s->pending > 0) pthread_cond_wait(&s->done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    int f = atomic_load(&s->first_fail);
+    return f < 0 ? LD_OK : first_error(s, f, err);
+}
+
+int ld_tp_session_pos(const ld_tp_session *s)
+{
+    return ld_session_pos(s->ranks[0].sess);
+}
+
+void ld_tp_session_reset(ld_tp_session *s)
+{
+    for (int k = 0; k < s->n; k++) ld_session_reset(s->ranks[k].sess);
+}
+
+const char *ld_tp_session_backend(const ld_tp_session *s)
+{
+    return s->ranks[0].be->ops->name;
+}
+
+const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank)
+{
+    return rank >= 0 && rank < s->n ? s->ranks[rank].comm : NULL;
+}
+
+static void stop_threads(ld_tp_session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->go);
+    pthread_mutex_unlock(&s->mu);
+    for (int k = 0; k < s->n_started; k++) pthread_join(s->threads[k], NULL);
+    s->n_started = 0;
+}
+
+void ld_tp_session_destroy(ld_tp_session *s)
+{
+    if (!s) return;
+    stop_threads(s);
+    free(s->threads);
+    pthread_cond_destroy(&s->go);
+    pthread_cond_destroy(&s->done);
+    pthread_mutex_destroy(&s->mu);
+    for (int k = 0; s->ranks && k < s->n; k++) {
+        tp_rank *r = &s->ranks[k];
+        ld_session_destroy(r->sess);
+        ld_backend_destroy(r->be);
+        ld_tp_shard_free(r->shard);
+        ld_comm_destroy(r->comm);
+        free(r->stage);
+    }
+    free(s->ranks);
+    free(s);
+}
+
+/* ------------------------------------------------------------ creation */
+
+static ld_status open_backend(const ld_tp_opts *o, int rank, ld_backend **be, ld_error *err)
+{
+    const char *name = o->backend ? o->backend : "cpu";
+    if (strcmp(name, "cpu") == 0 || strcmp(name, "ref") == 0) {
+        if (o->threads < 1) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d threads per rank: give at least 1", o->threads);
+        return ld_backend_cpu_create_ex(o->threads, name[0] == 'c', o->kernels, be, err);
+    }
+    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(rank, o->kernels, be, err);
+    return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
+}
+
+/* The group's communicators, one per rank, into the ranks. */
+static ld_status open_comms(ld_tp_session *s, const ld_tp_opts *o, ld_error *err)
+{
+    int nodes = o->n_nodes > 1 ? o->n_nodes : 1;
+    ld_comm **c = calloc((size_t)s->n, sizeof *c);
+    if (!c) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st;
+    if (o->backend && strcmp(o->backend, "cuda") == 0) {
+        st = nodes > 1 ? LD_FAIL(err, LD_ERR_USAGE, 0, "the CUDA tensor-parallel group runs on one machine: "
+                                 "several nodes run one process each (engine/README.md, tensor parallelism)")
+                       : ld_comm_nccl_create_all(s->n, NULL, c, err);
+    } else {
+        st = ld_comm_sim_create(s->n, nodes, c, err);
+    }
+    if (st == LD_OK)
+        for (int k = 0; k < s->n; k++) s->ranks[k].comm = c[k];
+    free(c);
+    return st;
+}
+
+static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max_seq, int max_batch, ld_error *err)
+{
+    tp_rank *r = &s->ranks[k];
+    r->tp = s;
+    r->rank = k;
+    LD_TRY(ld_tp_shard_create(s->m, s->n, k, &r->shard, err));
+    LD_TRY(open_backend(o, k, &r->be, err));
+    LD_TRY(ld_session_create(ld_tp_shard_model(r->shard), r->be, max_seq, max_batch, &r->sess, err));
+    ld_session_set_reduce(r->sess, tp_reduce, r);
+    return LD_OK;
+}
+
+/* ranks 1..n-1 on threads of their own (rank 0 runs on the caller's) */
+static ld_status start_threads(ld_tp_session *s, ld_error *err)
+{
+    s->threads = calloc((size_t)(s->n > 1 ? s->n - 1 : 1), sizeof *s->threads);
+    if (!s->threads) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int k = 1; k < s->n; k++) {
+        if (pthread_create(&s->threads[k - 1], NULL, rank_thread, &s->ranks[k]) != 0)
+            return LD_FAIL(err, LD_ERR_NOMEM, 0, "could not start the thread of rank %d", k);
+        s->n_started++;
+    }
+    return LD_OK;
+}
+
+ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_seq, int max_batch,
+                               ld_tp_session **out, ld_error *err)
+{
+    *out = NULL;
+    LD_TRY(ld_tp_check_config(&m->cfg, o->n, err));
+    if (o->n_nodes < 0 || (o->n_nodes > 1 && o->n % o->n_nodes))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", o->n,
+                       o->n_nodes);
+    ld_tp_session *s = calloc(1, sizeof *s);
+    if (s) s->ranks = calloc((size_t)o->n, sizeof *s->ranks);
+    if (!s || !s->ranks) {
+        free(s);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    s->m = m;
+    s->n = o->n;
+    atomic_init(&s->first_fail, -1);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->go, NULL);
+    pthread_cond_init(&s->done, NULL);
+    ld_status st;
+    /* the communicators first: for cuda they say whether the build has NCCL
+     * and the machine enough GPUs before any backend is made */
+    st = open_comms(s, o, err);
+    for (int k = 0; k < s->n && st == LD_OK; k++) st = open_rank(s, o, k, max_seq, max_batch, err);
+    if (st == LD_OK) st = start_threads(s, err);
+    if (st != LD_OK) {
+        ld_tp_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}

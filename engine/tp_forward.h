@@ -1,0 +1,74 @@
+/* tp_forward.h - tensor parallelism for the dense decoders (forward.h):
+ * the model split over N ranks (tp_shard.h), each rank running the
+ * ordinary forward pass on its shard with its own backend instance, the
+ * partial outputs of o_proj and down_proj summed across ranks by a
+ * communicator (comm.h) before they join the residual stream.
+ *
+ * Per layer and rank: attention over its H/N query heads and KV/N KV heads
+ * (its own KV cache of KV/N heads), o_proj over those heads' columns, an
+ * all-reduce; the MLP over its I/N intermediate rows, down_proj over
+ * those columns, an all-reduce.  Embeddings, norms and the lm_head are
+ * replicated: every rank holds the whole residual stream, identical bits
+ * on every rank (the all-reduce gives every rank the same sum), and rank 0
+ * computes the logits and hidden states the caller asked for.  (A
+ * vocab-parallel lm_head, each rank computing V/N rows and an all-gather,
+ * would give the same bits, since a logit is one dot product computed whole;
+ * it saves memory and time on big vocabularies, not needed at this size.)
+ *
+ * Determinism: the sum is comm.h's ordered sum (rank 0 + rank 1 + ...,
+ * whatever the transport), every rank's ops keep backend.h's contract, so a
+ * TP=N run gives the same bits run after run, whatever the threads per rank
+ * or the grouping of the ranks into nodes; it differs from the single-rank
+ * forward (and from TP=M) by rounding only: the K-slices of o_proj and
+ * down_proj sum in another order.  TP=1 through this path is the plain
+ * forward's bits.
+ *
+ * Ranks run as threads of this process: on the CPU backends ("cpu", "ref")
+ * over the simulated communicator (comm_sim.c), on "cuda" over NCCL (one
+ * GPU per rank, devices 0..N-1; builds with NCCL only).  Library code:
+ * errors are returned, nothing is printed.
+ */
+#ifndef LD_TP_FORWARD_H
+#define LD_TP_FORWARD_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "model.h"
+
+typedef struct ld_tp_opts {
+    int n;               /* ranks (>= 1) */
+    int n_nodes;         /* sim only: nodes the ranks are grouped in (0 or 1: flat) */
+    const char *backend; /* "cpu" (NULL: this), "ref" or "cuda" */
+    const char *kernels; /* the backend's kernel spec (backend.h / backend_cuda.h), NULL: defaults */
+    int threads;         /* CPU backends: threads per rank (>= 1) */
+} ld_tp_opts;
+
+typedef struct ld_tp_session ld_tp_session;
+
+/* A TP session of `m` (borrowed) as forward.h's ld_session_create.
+ * Errors: those of ld_tp_check_config / ld_tp_shard_create (a size that
+ * does not divide the heads, a K-slice cutting quantization blocks),
+ * LD_ERR_USAGE for a bad backend name or node count, the backends' and
+ * communicators' (LD_ERR_UNSUPPORTED for cuda in a build without NCCL or
+ * on a machine with fewer GPUs than ranks). */
+ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_seq, int max_batch,
+                               ld_tp_session **out, ld_error *err);
+
+/* ld_session_eval over the group (logits and hidden from rank 0).  After
+ * an error the session is unusable (destroy it). */
+ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                             ld_error *err);
+
+int ld_tp_session_pos(const ld_tp_session *s);
+void ld_tp_session_reset(ld_tp_session *s);
+
+/* The ranks' backend name ("cpu", "ref", "cuda"...). */
+const char *ld_tp_session_backend(const ld_tp_session *s);
+
+/* Rank r's communicator (for its counters; comm_sim.h's traffic). */
+const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank);
+
+void ld_tp_session_destroy(ld_tp_session *s);
+
+#endif /* LD_TP_FORWARD_H */

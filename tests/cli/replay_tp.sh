@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# logdiff replay --tp N: the request of testdata/replay/replaylog/ (logged by transformers) on the tiny
+# Qwen3 split over 2 simulated ranks (tensor parallelism, engine/tp_forward.h): the same verdict and
+# per-position ranks as the unsplit replay, log-probabilities within rounding of it, the same bits
+# (the whole --json report) whatever --threads and run after run, the report saying tp 2, layer dumps
+# (the replicated embeddings the same bytes, the layers rounded differently); sizes that do
+# not divide the heads, DeepSeek models, --tp with --check, and cuda without NCCL/GPUs are clear errors.
+. "$(dirname "$0")/lib.bash"
+D="$LD_SOURCE_DIR/testdata/replay/replaylog"
+M="$LD_SOURCE_DIR/testdata/models/qwen3"
+LOG="$D/server.log"
+
+run "no split --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 2 --json "$LOG"
+cp "$WORK/out" "$WORK/plain.json"
+run "--tp 2 --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 2 --tp 2 --json "$LOG"
+cp "$WORK/out" "$WORK/tp2.json"
+check "tp 2 reported, same verdict and ranks, logprobs within rounding" python3 - "$WORK/plain.json" "$WORK/tp2.json" <<'PY'
+import json, sys
+a = json.loads(open(sys.argv[1]).read().splitlines()[0])
+b = json.loads(open(sys.argv[2]).read().splitlines()[0])
+assert "tp" not in a and b["tp"] == 2 and b["backend"] == "cpu", (a.get("tp"), b.get("tp"))
+assert a["verdict"] == b["verdict"] == "replay.consistent", (a["verdict"], b["verdict"])
+pa, pb = a["positions"], b["positions"]
+assert len(pa) == len(pb) == 12
+for x, y in zip(pa, pb):
+    assert x["rank"] == y["rank"] and x["top1"]["id"] == y["top1"]["id"], (x, y)
+    assert abs(x["logprob"] - y["logprob"]) < 1e-5, (x, y)
+PY
+run "--tp 2 --threads 4" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 4 --tp 2 --json "$LOG"
+check "bitwise: --threads 2 and 4 give the same report" cmp -s "$WORK/out" "$WORK/tp2.json"
+run "--tp 2 again" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --threads 2 --tp 2 --json "$LOG"
+check "bitwise: a rerun gives the same report" cmp -s "$WORK/out" "$WORK/tp2.json"
+run "--tp 2 --backend ref, text" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --backend ref "$LOG"
+check "text names backend and tp" grep -q "backend ref, tp 2$" "$WORK/out"
+check "text verdict" grep -q "^replay.consistent" "$WORK/out"
+
+run "--tp 2 --dump-layers" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --dump-layers "$WORK/d2" "$LOG"
+run "--dump-layers, no split" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --dump-layers "$WORK/d1" "$LOG"
+check "replicated embeddings: the same bytes" cmp -s "$WORK/d1/embed.npy" "$WORK/d2/embed.npy"
+check "split layers: other sums" bash -c "! cmp -s '$WORK/d1/layer_01.npy' '$WORK/d2/layer_01.npy'"
+run "--tp 3" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 3 "$LOG"
+check "names the field" grep -q "tensor parallel size 3 does not divide the model's num_attention_heads (4)" "$WORK/err"
+run "--tp 4" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 4 "$LOG"
+check "names the KV heads" grep -q "num_key_value_heads (2)" "$WORK/err"
+run "--tp 65" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 65 "$LOG"
+check "range" grep -q -- "--tp: give 1 to 64" "$WORK/err"
+run "--tp with --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --check ref "$LOG"
+check "not with --check" grep -q -- "--tp: not with --check" "$WORK/err"
+run "--tp on DeepSeek" 2 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v3" --rid rp-greedy --tp 2 "$LOG"
+check "dense only" grep -q "tensor parallelism is implemented for the dense decoders" "$WORK/err"
+# cuda: NCCL over GPUs 0..1 where built with NCCL and the machine has two GPUs; else a clear error
+"$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+check "--tp 2 --backend cuda runs or says why" bash -c "[ $rc = 0 ] || { [ $rc = 2 ] && grep -q 'CUDA\|NCCL' '$WORK/err'; }"
+check "help names --tp" bash -c "'$LOGDIFF' replay --help | grep -q -- '--tp N'"
+finish
