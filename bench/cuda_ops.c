@@ -10,8 +10,19 @@
  * written over its time).  A benchmark: nothing is asserted; exit 0 when
  * everything ran, 2 when something could not (no device, a CUDA error).
  *
- * Usage: bench_cuda_ops [--quick] */
+ * The DeepSeek section (kernels/cuda_deepseek.cu, cuda_sample.cu) at
+ * DeepSeek-V3/V3.2/V4 sizes: the FP8 block-scaled GEMV/GEMM, MLA's
+ * absorption GEMMs and absorbed decode (dense and sparse), the indexer's
+ * scores and top-k, the routers, the expert combine, mHC and sampling over
+ * a 129280 vocabulary; "bytes" is what the op must read and write once
+ * (the latent cache once for MLA, however many heads read it; the bf16
+ * weight half for each absorption).  The reference kernels are timed only
+ * where they finish in a moment (the sampler's is O(V^2), MLA's recomputes
+ * the scores per output element): "-" in the us/call column otherwise.
+ *
+ * Usage: bench_cuda_ops [--quick] [--only engine|deepseek] */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +32,7 @@
 #include "cuda_ops.h"
 
 static int quick;
+static const char *only; /* NULL: every section */
 
 static double now_s(void)
 {
@@ -147,12 +159,324 @@ static void line(const char *op, const char *type, const char *shape, int T, con
            100.0 * gbps / ref_gbps);
 }
 
+/* ---------------------------------------------------------------- DeepSeek */
+
+typedef enum ds_op {
+    DS_FP8, DS_ABSQ, DS_ABSO, DS_MLA, DS_INDEX, DS_TOPK, DS_ROUTE, DS_ROUTE4, DS_COMBINE, DS_HC_PRE, DS_HC_POST,
+    DS_SAMPLE, DS_MOE_PLAN, DS_MOE_GEMM
+} ds_op;
+
+/* one call of a DeepSeek op; the fields each op reads */
+typedef struct ds_ctx {
+    ds_op op;
+    int v, T, K, N, H, c, dr, pos0, k, E, form;
+    double temp, top_p;
+    float *out, *x, *y, *z, *w, *work, *post, *comb;
+    void *vwork;
+    size_t work_n;
+    uint8_t *q;
+    int32_t *idx, *sel, *rows, *offs, *row_of;
+} ds_ctx;
+
+static int call_ds(void *p)
+{
+    ds_ctx *c = p;
+    switch (c->op) {
+    case DS_FP8: return ld_cu_fp8_matmul(c->v, c->out, c->x, c->q, c->w, c->T, c->K, c->N, 128, 128);
+    case DS_ABSQ: return ld_cu_mla_absorb_q(c->v, c->out, c->x, c->q, LD_KDT_BF16, c->T, c->H, 128, 64, 128, 512);
+    case DS_ABSO: return ld_cu_mla_absorb_out(c->v, c->out, c->x, c->q, LD_KDT_BF16, c->T, c->H, 128, 128, 512);
+    case DS_MLA:
+        return ld_cu_mla_latent(c->v, c->out, c->x, c->y, c->z, c->w, c->T, c->H, 128, c->dr, c->c, c->pos0,
+                                0.07f, c->sel, c->k, c->work, c->work_n);
+    case DS_INDEX:
+        return ld_cu_index_scores(c->v, c->form, c->out, c->x, c->y, c->z, c->T, c->H, c->c, c->N, 0.088f, 0.125f);
+    case DS_TOPK: return ld_cu_topk(c->v, c->idx, c->x, c->T, c->N, c->N, -1, c->k);
+    case DS_ROUTE: return ld_cu_ds_route(c->v, c->idx, c->out, c->x, c->y, c->T, c->E, 8, 4, 8, 1, 2.5f);
+    case DS_ROUTE4: return ld_cu_ds4_route(c->v, c->idx, c->out, c->x, c->y, NULL, NULL, c->T, c->E, 6, 1.5f);
+    case DS_COMBINE: return ld_cu_moe_combine(c->v, c->out, c->x, c->sel, c->y, c->T, c->K, c->N);
+    case DS_HC_PRE:
+        return ld_cu_hc_pre(c->v, c->post, c->comb, c->out, c->x, c->T, c->K, c->N, c->y, c->z, c->w, 20, 1e-6f,
+                            1e-6f, c->work, c->work_n);
+    case DS_HC_POST: return ld_cu_hc_post(c->v, c->out, c->x, c->y, c->post, c->comb, c->T, c->K, c->N);
+    case DS_MOE_PLAN: return ld_cu_moe_plan(c->v, c->offs, c->rows, c->row_of, c->idx, c->T, c->K, c->E);
+    case DS_MOE_GEMM:
+        return ld_cu_moe_fp8_matmul(c->v, c->out, c->x, c->rows, c->offs, c->q, c->w, c->E, c->T * c->K, c->T, c->c,
+                                    c->N, 128, 128);
+    case DS_SAMPLE:
+        return ld_cu_sample(c->v, c->idx, c->x, c->T, c->N, c->temp, -1, c->top_p, NAN, 7, 0, c->vwork, c->work_n);
+    }
+    return 0;
+}
+
+static void dline(const char *op, const char *shape, int T, int v, double t, double bytes, double ref_gbps)
+{
+    double gbps = bytes / t / 1e9;
+    printf("%-13s %-26s %4d  %-6s %10.2f %8.1f %6.1f%%\n", op, shape, T, v ? "custom" : "ref", t * 1e6, gbps,
+           100.0 * gbps / ref_gbps);
+}
+
+/* times c (custom, then ref when `ref_ok`) and prints the lines */
+static void ds_time(ds_ctx *c, const char *op, const char *shape, double bytes, int ref_ok, double cp)
+{
+    for (int v = 1; v >= 0; v--) {
+        if (v == LD_CU_REF && (!ref_ok || quick)) {
+            printf("%-13s %-26s %4d  %-6s %10s\n", op, shape, c->T, "ref", "-");
+            continue;
+        }
+        c->v = v;
+        dline(op, shape, c->T, v, time_it(call_ds, c, v ? (quick ? 10 : 50) : 2), bytes, cp);
+    }
+}
+
+static int32_t *dev_i32(const int32_t *h, size_t n)
+{
+    void *d;
+    TRY(ld_cu_malloc(&d, n * sizeof *h));
+    TRY(ld_cu_h2d(d, h, n * sizeof *h));
+    return d;
+}
+
+static void *dev_zero(size_t bytes)
+{
+    void *d;
+    TRY(ld_cu_malloc(&d, bytes));
+    TRY(ld_cu_memset0(d, bytes));
+    return d;
+}
+
+static void bench_deepseek(double cp)
+{
+    char shape[64];
+    printf("%-13s %-26s %4s  %-6s %10s %8s %7s\n", "op", "shape", "T", "kernel", "us/call", "GB/s", "%copy");
+
+    /* FP8 block-scaled GEMV / GEMM at DeepSeek-V3 sizes (N x K) */
+    struct { int N, K; } f8[] = {{1536, 7168}, {576, 7168}, {7168, 2048}, {24576, 1536}};
+    for (size_t i = 0; i < sizeof f8 / sizeof f8[0]; i++) {
+        int N = f8[i].N, K = f8[i].K, Ts[] = {1, 8, 64};
+        size_t nsc = (size_t)((N + 127) / 128) * (size_t)((K + 127) / 128);
+        ds_ctx c = {.op = DS_FP8, .N = N, .K = K};
+        c.q = dev_random((size_t)N * (size_t)K);
+        c.w = dev_random(nsc * 4);
+        c.x = dev_random((size_t)64 * (size_t)K * 4);
+        c.out = dev_zero((size_t)64 * (size_t)N * 4);
+        for (int ti = 0; ti < 3; ti++) {
+            c.T = Ts[ti];
+            snprintf(shape, sizeof shape, "fp8 %dx%d", N, K);
+            double bytes = (double)N * K + 4.0 * (double)nsc + 4.0 * c.T * ((double)K + N);
+            ds_time(&c, "fp8_matmul", shape, bytes, c.T == 1, cp);
+        }
+        TRY(ld_cu_free(c.q));
+        TRY(ld_cu_free(c.w));
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.out));
+    }
+
+    /* MoE: the plan and the grouped FP8 expert GEMM (16 experts of
+     * 2048 x 7168, 8 chosen per token; bytes: the chosen experts' weights) */
+    int mT[] = {1, 16};
+    for (size_t i = 0; i < 2; i++) {
+        int T = mT[i], E = 16, K = 8, D = 7168, N = 2048, used = 0;
+        int32_t *hidx = malloc((size_t)T * K * sizeof *hidx);
+        int seen[16] = {0};
+        if (!hidx) exit(2);
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++) hidx[t * K + k] = (int32_t)((t * 3 + k * 2) % E); /* distinct per token */
+        for (int j = 0; j < T * K; j++) used += !seen[hidx[j]]++;
+        size_t nsc = (size_t)E * ((N + 127) / 128) * ((D + 127) / 128);
+        ds_ctx c = {.op = DS_MOE_PLAN, .T = T, .K = K, .E = E, .N = N, .c = D};
+        c.idx = dev_i32(hidx, (size_t)T * K);
+        c.offs = dev_zero((size_t)(E + 1) * 4);
+        c.rows = dev_zero((size_t)T * K * 4);
+        c.row_of = dev_zero((size_t)T * K * 4);
+        c.q = dev_random((size_t)E * N * D);
+        c.w = dev_random(nsc * 4);
+        c.x = dev_random((size_t)T * D * 4);
+        c.out = dev_zero((size_t)T * K * N * 4);
+        snprintf(shape, sizeof shape, "E %d K %d", E, K);
+        ds_time(&c, "moe_plan", shape, (double)T * K * 4.0 * 3, 1, cp);
+        c.v = LD_CU_CUSTOM;
+        TRY(call_ds(&c)); /* the plan the GEMM reads */
+        c.op = DS_MOE_GEMM;
+        snprintf(shape, sizeof shape, "fp8 %d experts %dx%d", used, N, D);
+        ds_time(&c, "moe_fp8_gemm", shape, (double)used * N * D + 4.0 * T * (D + (double)K * N), T == 1, cp);
+        free(hidx);
+        TRY(ld_cu_free(c.idx));
+        TRY(ld_cu_free(c.offs));
+        TRY(ld_cu_free(c.rows));
+        TRY(ld_cu_free(c.row_of));
+        TRY(ld_cu_free(c.q));
+        TRY(ld_cu_free(c.w));
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.out));
+    }
+
+    /* MLA absorption (kv_b_proj bf16 [H*256][512]): W_UK^T q, W_UV o_lat */
+    int aH[] = {16, 128};
+    for (size_t i = 0; i < 2; i++) {
+        int H = aH[i], aT[] = {1, 8};
+        size_t wb = (size_t)H * 256 * 512 * 2;
+        ds_ctx c = {.H = H};
+        c.q = dev_random(wb);
+        c.x = dev_random((size_t)8 * H * 512 * 4);
+        c.out = dev_zero((size_t)8 * H * 512 * 4);
+        for (int ti = 0; ti < 2; ti++) {
+            c.T = aT[ti];
+            snprintf(shape, sizeof shape, "bf16 H %d 128->512", H);
+            c.op = DS_ABSQ;
+            ds_time(&c, "absorb_q", shape, (double)wb / 2 + 4.0 * c.T * H * (192 + 512), c.T == 1, cp);
+            snprintf(shape, sizeof shape, "bf16 H %d 512->128", H);
+            c.op = DS_ABSO;
+            ds_time(&c, "absorb_out", shape, (double)wb / 2 + 4.0 * c.T * H * (512 + 128), c.T == 1, cp);
+        }
+        TRY(ld_cu_free(c.q));
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.out));
+    }
+
+    /* MLA absorbed decode: 128 heads (16 per rank at TP 8), latent 512 +
+     * rope 64, dense over ctx and sparse over 2048 selected */
+    struct { int H, ctx, k; } ml[] = {{16, 4096, 0}, {128, 4096, 0}, {128, 32768, 0}, {128, 32768, 2048}};
+    for (size_t i = 0; i < sizeof ml / sizeof ml[0]; i++) {
+        int H = ml[i].H, ctx = ml[i].ctx, k = ml[i].k, c_ = 512, dr = 64;
+        ds_ctx c = {.op = DS_MLA, .T = 1, .H = H, .c = c_, .dr = dr, .pos0 = ctx - 1, .k = k};
+        c.x = dev_random((size_t)H * c_ * 4);
+        c.y = dev_random((size_t)H * (128 + dr) * 4);
+        c.z = dev_random((size_t)ctx * c_ * 4);
+        c.w = dev_random((size_t)ctx * dr * 4);
+        c.out = dev_zero((size_t)H * c_ * 4);
+        if (k) {
+            int32_t *h = malloc((size_t)k * sizeof *h);
+            if (!h) exit(2);
+            for (int j = 0; j < k; j++) h[j] = (int32_t)((int64_t)j * ctx / k); /* ascending, spread */
+            c.sel = dev_i32(h, (size_t)k);
+            free(h);
+        }
+        c.work_n = ld_cu_mla_latent_work(LD_CU_CUSTOM, 1, H, c_, c.pos0, c.sel, k);
+        c.work = dev_zero(c.work_n * 4);
+        int keys = k ? k : ctx;
+        if (k) snprintf(shape, sizeof shape, "H %d ctx %d sel %d", H, ctx, k);
+        else snprintf(shape, sizeof shape, "H %d ctx %d", H, ctx);
+        double bytes = (double)keys * (c_ + dr) * 4.0 + (double)H * (2 * c_ + 128 + dr) * 4.0;
+        ds_time(&c, k ? "mla_sparse" : "mla_latent", shape, bytes, 0, cp);
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.y));
+        TRY(ld_cu_free(c.z));
+        TRY(ld_cu_free(c.w));
+        TRY(ld_cu_free(c.out));
+        TRY(ld_cu_free(c.sel));
+        TRY(ld_cu_free(c.work));
+    }
+
+    /* the V3.2 indexer (64 heads of 128) and its top-2048 */
+    int ns[] = {4096, 32768};
+    for (size_t i = 0; i < 2; i++) {
+        int n = ns[i];
+        ds_ctx c = {.op = DS_INDEX, .T = 1, .H = 64, .c = 128, .N = n, .form = 0};
+        c.x = dev_random((size_t)64 * 128 * 4);
+        c.y = dev_random(64 * 4);
+        c.z = dev_random((size_t)n * 128 * 4);
+        c.out = dev_zero((size_t)n * 4);
+        snprintf(shape, sizeof shape, "v3.2 H 64 dim 128 n %d", n);
+        ds_time(&c, "index_scores", shape, (double)n * 128 * 4.0 + (double)n * 4.0, n <= 4096, cp);
+        ds_ctx t = {.op = DS_TOPK, .T = 1, .N = n, .k = 2048, .x = c.out};
+        t.idx = dev_zero((size_t)2048 * 4);
+        snprintf(shape, sizeof shape, "n %d k 2048", n);
+        ds_time(&t, "topk", shape, (double)n * 4.0 + 2048 * 4.0, 0, cp); /* ref: O(n k) in one thread */
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.y));
+        TRY(ld_cu_free(c.z));
+        TRY(ld_cu_free(c.out));
+        TRY(ld_cu_free(t.idx));
+    }
+
+    /* routers over 256 experts, expert combine of 8 choices at hidden 7168 */
+    int rT[] = {1, 64};
+    for (size_t i = 0; i < 2; i++) {
+        int T = rT[i];
+        ds_ctx c = {.op = DS_ROUTE, .T = T, .E = 256};
+        c.x = dev_random((size_t)T * 256 * 4);
+        c.y = dev_random(256 * 4);
+        c.out = dev_zero((size_t)T * 8 * 4);
+        c.idx = dev_zero((size_t)T * 8 * 4);
+        snprintf(shape, sizeof shape, "E 256 groups 4/8 k 8");
+        ds_time(&c, "ds_route", shape, (double)T * 256 * 4.0, 1, cp);
+        c.op = DS_ROUTE4;
+        snprintf(shape, sizeof shape, "E 256 k 6 sqrt-softplus");
+        ds_time(&c, "ds4_route", shape, (double)T * 256 * 4.0, 1, cp);
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.y));
+        TRY(ld_cu_free(c.out));
+        TRY(ld_cu_free(c.idx));
+
+        ds_ctx m = {.op = DS_COMBINE, .T = T, .K = 8, .N = 7168};
+        m.x = dev_random((size_t)T * 8 * 7168 * 4);
+        m.y = dev_random((size_t)T * 8 * 4);
+        m.out = dev_random((size_t)T * 7168 * 4);
+        snprintf(shape, sizeof shape, "K 8 D 7168");
+        ds_time(&m, "moe_combine", shape, (double)T * 7168 * 4.0 * 10, 1, cp);
+        TRY(ld_cu_free(m.x));
+        TRY(ld_cu_free(m.y));
+        TRY(ld_cu_free(m.out));
+
+        /* mHC with 4 streams of 4096 */
+        int N = 4, D = 4096, ND = N * D, R = (2 + N) * N;
+        ds_ctx h = {.op = DS_HC_PRE, .T = T, .K = N, .N = D};
+        h.x = dev_random((size_t)T * ND * 4);
+        h.y = dev_random((size_t)R * ND * 4);
+        h.z = dev_random((size_t)R * 4);
+        h.w = dev_random(3 * 4);
+        h.post = dev_zero((size_t)T * N * 4);
+        h.comb = dev_zero((size_t)T * N * N * 4);
+        h.out = dev_zero((size_t)T * ND * 4);
+        h.work_n = ld_cu_hc_work(T, N);
+        h.work = dev_zero(h.work_n * 4);
+        snprintf(shape, sizeof shape, "N 4 D 4096 sinkhorn 20");
+        ds_time(&h, "hc_pre", shape, (double)R * ND * 4.0 + (double)T * (ND + D) * 4.0, 1, cp);
+        h.op = DS_HC_POST;
+        TRY(ld_cu_free(h.y)); /* fn; f in its place */
+        h.y = dev_random((size_t)T * D * 4);
+        snprintf(shape, sizeof shape, "N 4 D 4096");
+        ds_time(&h, "hc_post", shape, (double)T * (2.0 * ND + D) * 4.0, 1, cp);
+        TRY(ld_cu_free(h.x));
+        TRY(ld_cu_free(h.y));
+        TRY(ld_cu_free(h.z));
+        TRY(ld_cu_free(h.w));
+        TRY(ld_cu_free(h.post));
+        TRY(ld_cu_free(h.comb));
+        TRY(ld_cu_free(h.out));
+        TRY(ld_cu_free(h.work));
+    }
+
+    /* sampling over DeepSeek's vocabulary: greedy and top_p 0.9 */
+    int sT[] = {1, 8};
+    for (size_t i = 0; i < 2; i++) {
+        int T = sT[i], V = 129280;
+        ds_ctx c = {.op = DS_SAMPLE, .T = T, .N = V, .temp = 0.0, .top_p = NAN};
+        c.x = dev_random((size_t)T * V * 4);
+        c.idx = dev_zero((size_t)T * 4);
+        c.work_n = ld_cu_sample_work(LD_CU_CUSTOM, T, V);
+        c.vwork = dev_zero(c.work_n);
+        snprintf(shape, sizeof shape, "V %d greedy", V);
+        ds_time(&c, "sample", shape, (double)T * V * 4.0, 1, cp);
+        c.temp = 0.7;
+        c.top_p = 0.9;
+        snprintf(shape, sizeof shape, "V %d t 0.7 top_p 0.9", V);
+        ds_time(&c, "sample", shape, (double)T * V * 4.0, 0, cp);
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.idx));
+        TRY(ld_cu_free(c.vwork));
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "engine") || !strcmp(argv[i + 1], "deepseek")))
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_cuda_ops [--quick]\n");
+            fprintf(stderr, "usage: bench_cuda_ops [--quick] [--only engine|deepseek]\n");
             return 2;
         }
     }
@@ -172,6 +496,10 @@ int main(int argc, char **argv)
     printf("%-9s %-5s %-12s %4s  %-6s %10s %8s %7s\n", "op", "type", "N x K", "T", "kernel", "us/call", "GB/s",
            "%copy");
 
+    if (only && !strcmp(only, "deepseek")) {
+        bench_deepseek(cp);
+        return 0;
+    }
     struct { int N, K; } shapes[] = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
     ld_kdt types[] = {LD_KDT_F32, LD_KDT_F16, LD_KDT_BF16, LD_KDT_Q8_0, LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q4_K,
                       LD_KDT_Q6_K};
@@ -233,6 +561,10 @@ int main(int argc, char **argv)
         TRY(ld_cu_free(c.vc));
         TRY(ld_cu_free(c.out));
         TRY(ld_cu_free(c.work));
+    }
+    if (!only) {
+        printf("\n");
+        bench_deepseek(cp);
     }
     return 0;
 }

@@ -114,6 +114,156 @@ int ld_cu_add(int v, float *x, const float *y, size_t n);
 /* out[r] = softmax(x[r]) over n columns; out may be x */
 int ld_cu_softmax(int v, float *out, const float *x, int rows, int n);
 
+/* ================================================================ DeepSeek
+ * The CUDA twins of ref_deepseek.h and ref_deepseek_v4.h
+ * (kernels/cuda_deepseek.cu) and of replay_sample.c's sampler
+ * (kernels/cuda_sample.cu).  Same conventions as above: device pointers,
+ * `v` LD_CU_REF (one thread per output, or per row where the reference's
+ * loop is sequential: routers, top-k, Sinkhorn, the sampler's walk) or
+ * LD_CU_CUSTOM, a CUDA error code returned (0 = success), every launch
+ * checked.  No float atomics: every reduction has a fixed order. */
+
+/* keys per split of the custom MLA decode kernel: split s is the entries
+ * [s * LD_CU_MLA_SPLIT, (s + 1) * LD_CU_MLA_SPLIT) of the query's key list
+ * (positions 0..pos, or its selection) */
+#define LD_CU_MLA_SPLIT 64
+
+/* out[t][n] = sum_k x[t][k] * (e4m3(q[n][k]) * scale[n / br][k / bc]), the
+ * weight [N][K] an ld_f8b's data (q N*K bytes, scale [ceil(N/br)][ceil(K/bc)]
+ * fp32), fp32 accumulation: ld_ref_matmul with LD_KDT_F8B.  ref: bitwise
+ * the C reference's; custom: a warp per output column over up to 8 rows at
+ * a time, lanes over 16-byte chunks of the row, fmaf in order, shuffle
+ * tree. */
+int ld_cu_fp8_matmul(int v, float *out, const float *x, const uint8_t *q, const float *scale, int T, int K, int N,
+                     int br, int bc);
+
+/* The MoE plan of T tokens with K choices each (idx [T][K], expert ids <
+ * E): offsets [E + 1] (expert e's grouped rows are [offsets[e],
+ * offsets[e + 1])), rows [T*K] (the token of each grouped row: by expert,
+ * then in token order, as ld_ref_moe_gather), row_of [T*K] (the grouped
+ * row of choice (t, k), for ld_cu_moe_combine).  ref: a thread per expert
+ * (count, fill) and one for the offsets; custom: the same in one block
+ * (E + 1 <= 12288; integer atomics for the counts only). */
+int ld_cu_moe_plan(int v, int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int T, int K, int E);
+
+/* The grouped expert GEMM over FP8 block-scaled weights: out[r][n] =
+ * x[rows[r]] . W_e[n] for the R grouped rows, e the expert of row r (by
+ * offsets), W_e the e-th of E stacked [N][K] matrices (q [E][N][K] bytes,
+ * scale [E][ceil(N/br)][ceil(K/bc)]); each row as ld_ref_matmul with
+ * LD_KDT_F8B of its expert.  max_rows bounds any expert's row count (the
+ * custom grid; T is enough).  ref: a thread per output; custom: per
+ * expert ld_cu_fp8_matmul's warp kernel over its gathered rows. */
+int ld_cu_moe_fp8_matmul(int v, float *out, const float *x, const int32_t *rows, const int32_t *offsets,
+                         const uint8_t *q, const float *scale, int E, int R, int max_rows, int K, int N, int br,
+                         int bc);
+
+/* floats of workspace ld_cu_mla_latent needs (0 for the reference) */
+size_t ld_cu_mla_latent_work(int v, int T, int n_heads, int c, int pos0, const int32_t *sel, int k);
+
+/* Absorbed MLA decode/prefill over the latent cache:
+ * ld_ref_mla_latent_attention (sel NULL) or
+ * ld_ref_mla_latent_attention_sparse (sel [T][k], ascending positions,
+ * n_t = min(k, pos0 + t + 1) of them read) for every (t, h).  custom:
+ * split-K, LD_CU_MLA_SPLIT keys per split, a block per (token, 8 heads,
+ * split) staging the split's latent rows in shared memory for its heads
+ * (c + dr <= 704, c <= 768), each split's (max, sum, o[c]) into `work`,
+ * merged in split order. */
+int ld_cu_mla_latent(int v, float *o_lat, const float *q_abs, const float *q, const float *ckv, const float *kpe,
+                     int T, int n_heads, int dn, int dr, int c, int pos0, float scale, const int32_t *sel, int k,
+                     float *work, size_t work_floats);
+
+/* Absorbed MLA, steps 1 and 3 (ld_ref_mla_absorb_q, ld_ref_mla_absorb_out)
+ * for every (t, h), w = kv_b_proj [H*(dn+dv)][c] of type F32, F16 or BF16:
+ * q_abs [T][H][c] = W_UK^T q_nope; out [T][H][dv] = W_UV o_lat.  ref: a
+ * thread per output, the C loop; custom: absorb_q a thread per (h, j) over
+ * up to 8 tokens (the weight read once for them, fmaf in d order),
+ * absorb_out a warp per (h, i) row over up to 8 tokens (lanes over j,
+ * tree). */
+int ld_cu_mla_absorb_q(int v, float *q_abs, const float *q, const void *w, ld_kdt dt, int T, int n_heads, int dn,
+                       int dr, int dv, int c);
+int ld_cu_mla_absorb_out(int v, float *out, const float *o_lat, const void *w, ld_kdt dt, int T, int n_heads, int dn,
+                         int dv, int c);
+
+/* Lightning-indexer scores of T queries against n keys: q [T][n_heads][dim],
+ * w [T][n_heads], keys [n][dim], scores [T][n].  form 0: DeepSeek-V3.2,
+ * ld_ref_ds_index_scores (qscale, wscale ignored: n_heads^-0.5 and
+ * dim^-0.5 as the reference computes them); form 1: DeepSeek-V4,
+ * ld_ref_ds4_index_scores with the given scales.  custom: a warp per key,
+ * the query heads in shared memory (n_heads * dim <= 12288). */
+int ld_cu_index_scores(int v, int form, float *scores, const float *q, const float *w, const float *keys, int T,
+                       int n_heads, int dim, int n, float qscale, float wscale);
+
+/* Deterministic top-k of each row t < T of scores [T][ld]: the row's
+ * n_t = n (pos0 < 0) or min(n, pos0 + t + 1) first entries, the
+ * m_t = min(k, n_t) best (score descending, NaN last, then index
+ * ascending) into idx[t][0..m_t) ascending, idx[t][m_t..k) = -1: the set
+ * of ld_ref_ds_topk and ld_ref_ds4_topk.  ref: a thread per row
+ * (insertion, O(n k)); custom: a block per row, radix select on 64-bit
+ * (score, index) keys, then an ordered compaction. */
+int ld_cu_topk(int v, int32_t *idx, const float *scores, int T, int ld, int n, int pos0, int k);
+
+/* The noaux_tc router (ld_ref_ds_route) of T rows: idx, w [T][top_k].
+ * bias NULL or E floats; E <= 1024, n_group <= 64, top_k <= 64.  ref: a
+ * thread per row, the C loops (the sigmoids recomputed where read: the same
+ * bits); custom: a block per row, the expert selection by block-wide
+ * argmax rounds (a total order: the same choice). */
+int ld_cu_ds_route(int v, int32_t *idx, float *w, const float *logits, const float *bias, int T, int E, int n_group,
+                   int topk_group, int top_k, int norm, float scale);
+
+/* DeepSeek-V4's router (ld_ref_ds4_route) of T rows: tid2eid NULL (top-K
+ * of sqrt-softplus + bias) or [vocab][K] with tokens [T] (the hash layers:
+ * row tokens[t] of the table is the experts).  idx, w [T][K]; E <= 1024,
+ * K <= 64.  ref: a thread per row; custom: a block per row, K argmax
+ * rounds. */
+int ld_cu_ds4_route(int v, int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                    const int32_t *tokens, int T, int E, int K, float scale);
+
+/* The expert outputs combined in a fixed order: for k = 0..K-1 (the
+ * router's ascending expert ids), y[t][d] = y[t][d] + eo[row][d] * w[t][k]
+ * (two roundings, ld_ref_ds_axpy's), row = row_of[t][k] (NULL: t * K + k),
+ * eo the grouped GEMM's output rows [.][D].  Both kernels: the same bits. */
+int ld_cu_moe_combine(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D);
+
+/* floats of workspace ld_cu_hc_pre needs: T * (1 + (2 + N) * N + N) */
+size_t ld_cu_hc_work(int T, int N);
+
+/* mHC pre-mixing with Sinkhorn-Knopp (ld_ref_ds4_hc_pre) of T tokens:
+ * X [T][N][D], fn [(2+N)*N][N*D], base [(2+N)*N], scale [3]; post [T][N],
+ * comb [T][N][N], collapsed [T][D].  N <= 64.  custom: block-reduced
+ * norm, a warp per mixing row. */
+int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
+                 const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
+                 float *work, size_t work_floats);
+
+/* mHC post-mixing (ld_ref_ds4_hc_post) of T tokens: out [T][N][D] (not
+ * aliasing X), f [T][D], post [T][N], comb [T][N][N].  Both kernels: the
+ * same bits. */
+int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float *post, const float *comb, int T,
+                  int N, int D);
+
+/* ---------------------------------------------------------------- sampling
+ * replay_sample.h's sampler on the device (kernels/cuda_sample.cu): the
+ * same counter-based generator (a pure integer hash of (seed, position),
+ * its top 53 bits as a double in [0, 1)) and the same filters: greedy
+ * (temperature < 1e-6, NaN, or top_k == 1: the first argmax), else
+ * softmax(logits / temperature) in double, sorted descending (ties: lower
+ * id), top_k, top_p (on the unrenormalised cumulative sum), min_p, inverse
+ * CDF with u * (kept sum).  Row t of logits [T][V] is output position
+ * pos0 + t. */
+
+/* the generator's hash and uniform at positions pos0 .. pos0 + n - 1
+ * (either output may be NULL), computed on the device */
+int ld_cu_sample_uniforms(uint64_t *hash, double *u, uint64_t seed, uint64_t pos0, int n);
+
+/* bytes of workspace ld_cu_sample needs for T rows of V */
+size_t ld_cu_sample_work(int v, int T, int V);
+
+/* tokens[t] for t < T.  ref: double softmax by a thread per row, ranks by a
+ * thread per (row, id) (O(V^2)), the walk by a thread per row; custom:
+ * block-reduced max and sum, a bitonic sort per row, the same walk. */
+int ld_cu_sample(int v, int32_t *tokens, const float *logits, int T, int V, double temperature, int64_t top_k,
+                 double top_p, double min_p, uint64_t seed, uint64_t pos0, void *work, size_t work_bytes);
+
 #ifdef __cplusplus
 }
 #endif

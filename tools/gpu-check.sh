@@ -4,10 +4,13 @@
 #      compute capability; LOGDIFF_CUDA_ARCHS overrides), warnings as
 #      errors -- or takes binaries prepared elsewhere (below);
 #   2. runs the GPU tests: test_engine_cuda_ops (ctest engine.cuda_ops,
-#      label gpu) and test_engine_backend_ops (every op on cpu, cuda-ref and
-#      cuda-custom against the reference backend);
+#      label gpu), test_engine_backend_ops (every op on cpu, cuda-ref and
+#      cuda-custom against the reference backend) and
+#      test_engine_cuda_deepseek (ctest engine.cuda_deepseek, label gpu: the
+#      DeepSeek ops and the sampler, both kernels, against the C reference);
 #   3. runs the kernel benchmark (bench/cuda_ops.c: each kernel's time and
-#      bandwidth against a device-to-device cudaMemcpy of the same run);
+#      bandwidth against a device-to-device cudaMemcpy of the same run), its
+#      engine section and its DeepSeek section as two steps;
 #   4. (when it built) builds everything else and runs the engine's other
 #      CPU tests (ctest -L cpu -R '^engine\.');
 # and prints a short table (step, result, seconds), the tests' summary
@@ -28,7 +31,7 @@
 #   # device run, carry ["build-gpu/gpu-bin"]:
 #   GPU_CHECK_BIN=build-gpu/gpu-bin tools/gpu-check.sh
 #
-# gpu-bin/ holds the three executables, the shared libraries they need
+# gpu-bin/ holds the four executables, the shared libraries they need
 # beyond the C/C++ runtime (libcjson), and the source directory they were
 # built in (the tests read testdata/ there by absolute path; when that
 # directory does not exist on the GPU machine it is made a link to this
@@ -49,7 +52,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_engine_cuda_ops test_engine_backend_ops bench_cuda_ops"
+targets="test_engine_cuda_ops test_engine_backend_ops test_engine_cuda_deepseek bench_cuda_ops"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -157,7 +160,13 @@ step test-cuda-ops 150 "$bin/test_engine_cuda_ops"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-backend-ops 120 "$bin/test_engine_backend_ops" || status=1
-step bench-cuda-ops 90 "$bin/bench_cuda_ops"
+step test-cuda-deepseek 90 "$bin/test_engine_cuda_deepseek"
+rc=$?
+[ $rc = 0 ] || [ $rc = 77 ] || status=1
+step bench-cuda-ops 90 "$bin/bench_cuda_ops" --only engine
+rc=$?
+[ $rc = 0 ] || [ $rc = 2 ] || status=1
+step bench-deepseek 75 "$bin/bench_cuda_ops" --only deepseek
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
 if [ $built = 1 ]; then
@@ -165,6 +174,13 @@ if [ $built = 1 ]; then
         status=1; grep -E 'error:' "$logs/build-all.log" | head -10 | tee -a "$summary"; }
     step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \
         -j "$jobs" --output-on-failure --timeout 140 || status=1
+    # tensor parallelism over NCCL (test_engine_tp's cuda case: TP=1 over NCCL
+    # bitwise the plain CUDA forward; TP=2 where there are two GPUs); only
+    # when built here, since libnccl (~200 MB) does not travel in gpu-bin
+    step test-tp-nccl 60 "$build/test_engine_tp" cuda
+    rc=$?
+    [ $rc = 0 ] || [ $rc = 77 ] || status=1
+    grep -E '^(ok|skip|FAIL) |cuda tp|passed,' "$logs/test-tp-nccl.log" 2>/dev/null | tee -a "$summary"
 fi
 
 note ""
@@ -174,11 +190,18 @@ for t in test-cuda-ops test-backend-ops; do
     grep -E '^(ok|skip|FAIL) |skipped:|check failed|logits nmse|bitwise|buf_alloc:|passed,|FAIL( \(|$)' \
         "$logs/$t.log" | head -60 | tee -a "$summary"
 done
+# every comparison line of the DeepSeek test (op, kernel, shape, nmse or indices)
+note "== test-cuda-deepseek"
+[ -f "$logs/test-cuda-deepseek.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|passed,| (ref|custom) |differ' \
+    "$logs/test-cuda-deepseek.log" | head -150 | tee -a "$summary"
 [ -f "$logs/test-engine-cpu.log" ] && grep -hE 'tests passed|\*\*\*' "$logs/test-engine-cpu.log" | head -20 |
     tee -a "$summary"
 note ""
 note "== bench"
 tee -a "$summary" < "$logs/bench-cuda-ops.log"
+note ""
+note "== bench deepseek"
+[ -f "$logs/bench-deepseek.log" ] && tee -a "$summary" < "$logs/bench-deepseek.log"
 note ""
 note "result: $([ $status = 0 ] && echo PASS || echo FAIL); logs in $logs${OUT:+ and $OUT/gpu-check}"
 copy_out

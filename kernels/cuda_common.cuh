@@ -1,0 +1,111 @@
+/* cuda_common.cuh - small device helpers of cuda_deepseek.cu and
+ * cuda_sample.cu (CUDA C++ only; C code includes cuda_ops.h).
+ *
+ * Every reduction here has a fixed order that depends on the launch shape
+ * only (a shuffle tree xor 16, 8, 4, 2, 1; a shared-memory tree over the
+ * warps in index order), so a result never depends on timing; no float
+ * atomics. */
+#ifndef LD_CUDA_COMMON_CUH
+#define LD_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+
+#define LD_CU_FULL 0xffffffffu
+
+/* the launch's error (0 = success), cleared */
+static inline int ld_cu_launched(void)
+{
+    return (int)cudaGetLastError();
+}
+
+/* blocks of `threads` covering n items */
+static inline unsigned ld_cu_blocks(size_t n, int threads)
+{
+    return (unsigned)((n + (size_t)threads - 1) / (size_t)threads);
+}
+
+/* sum over the warp, every lane gets it (fixed xor tree) */
+__device__ __forceinline__ float ld_warp_sum(float v)
+{
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(LD_CU_FULL, v, off);
+    return v;
+}
+
+__device__ __forceinline__ double ld_warp_sum_d(double v)
+{
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(LD_CU_FULL, v, off);
+    return v;
+}
+
+/* block sum (blockDim.x a multiple of 32, <= 1024): the warps' sums added
+ * in warp order by warp 0; every thread gets it.  `sh` 32 floats. */
+__device__ __forceinline__ float ld_block_sum(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = ld_warp_sum(v);
+    __syncthreads(); /* sh may be in use by a previous call */
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float x = lane < nw ? sh[lane] : 0.0f;
+        x = ld_warp_sum(x);
+        if (lane == 0) sh[0] = x;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+__device__ __forceinline__ double ld_block_sum_d(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = ld_warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        double x = lane < nw ? sh[lane] : 0.0;
+        x = ld_warp_sum_d(x);
+        if (lane == 0) sh[0] = x;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+/* FP8 E4M3 "fn" to fp32, exact (ld_ref_fp8_e4m3_to_f32): bias 7,
+ * subnormals m * 2^-9, S.1111.111 NaN */
+__device__ __forceinline__ float ld_e4m3_to_f32(uint32_t v)
+{
+    uint32_t e = (v >> 3) & 15u, m = v & 7u, s = (v & 0x80u) << 24;
+    if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);
+    if (e == 0u) {
+        float r = (float)m * 0x1p-9f;
+        return s ? -r : r;
+    }
+    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+
+/* element i of a weight of type F32, F16 or BF16 (exact conversions, as
+ * ld_ref_to_f32) */
+__device__ __forceinline__ float ld_elem_f(const void *w, int dt, size_t i)
+{
+    if (dt == 0) return ((const float *)w)[i];
+    uint32_t h = ((const uint16_t *)w)[i];
+    if (dt == 2) return __uint_as_float(h << 16);
+    return __half2float(__ushort_as_half((unsigned short)h));
+}
+
+/* a ranks before b: score descending, NaN last, then index ascending (the
+ * total order of ld_ref_ds4_topk and ld_ref_ds_topk) */
+__device__ __forceinline__ int ld_ranks_before(float sa, int a, float sb, int b)
+{
+    int na = sa != sa, nb = sb != sb;
+    if (na != nb) return nb;
+    if (!na && sa != sb) return sa > sb;
+    return a < b;
+}
+
+#endif /* LD_CUDA_COMMON_CUH */

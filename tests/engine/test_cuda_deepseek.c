@@ -1,0 +1,937 @@
+/* test_cuda_deepseek.c - the GPU-only checks of the CUDA DeepSeek ops and
+ * sampler (kernels/cuda_deepseek.cu, kernels/cuda_sample.cu; ctest label
+ * gpu): every op, its reference kernel (LD_CU_REF) and its custom kernel
+ * (LD_CU_CUSTOM), against the plain-C reference (ref_deepseek.h,
+ * ref_deepseek_v4.h, ref_ops.h, replay_sample.h) on random inputs of small
+ * realistic shapes.  Every case skips (77) with the reason when CUDA is not
+ * built or no device is present (the message of ld_backend_cuda_create,
+ * as test_cuda_ops.c).
+ *
+ * Tolerances (nmse = sum (a - r)^2 / sum r^2, non-finite values in the same
+ * places; max |d| printed, not asserted):
+ *   fp8_matmul     ref: bitwise; custom: nmse <= 1e-10 (fmaf, lane
+ *                  partition and shuffle tree instead of one accumulator)
+ *   absorb_q/out   ref: bitwise (F32, BF16, F16 weights); custom: nmse <=
+ *                  1e-10
+ *   mla_latent     ref: nmse <= 1e-12 (CUDA's expf within 2 ulp of the C
+ *                  library's); custom: nmse <= 1e-10 (split-K merge)
+ *   index_scores   ref: bitwise (no transcendental); custom: nmse <= 1e-10
+ *   topk           both: the index rows equal exactly (and -1 filled)
+ *   ds_route,      both: the chosen experts equal exactly; weights nmse <=
+ *   ds4_route      1e-12 (expf / log1pf ulps)
+ *   moe_plan       both: offsets, rows and row_of equal exactly
+ *   moe_fp8_gemm   ref: bitwise; custom: nmse <= 1e-10 (as fp8_matmul)
+ *   moe_combine    both: bitwise (the same two roundings per step)
+ *   hc_pre         ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (the
+ *                  block-reduced norm, the warp dot products)
+ *   hc_post        both: bitwise
+ *   sample         the generator's hash and uniform: bitwise equal to
+ *                  replay's ld_sample_hash / ld_sample_uniform; the tokens
+ *                  of both kernels equal ld_sampler_token's exactly, greedy
+ *                  and seeded, with each filter alone and together, ties
+ *                  and NaN included
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "fixtures.h"
+#include "ld_test.h"
+#include "logdiff_config.h"
+
+/* a skip with the reason the CUDA backend gives (built without CUDA, no
+ * device) */
+static int gpu_unavailable(char *why, size_t cap)
+{
+    ld_backend *be = NULL;
+    ld_error err = {0};
+    ld_status st = ld_backend_cuda_create(0, NULL, &be, &err);
+    if (st == LD_OK) {
+        ld_backend_destroy(be);
+        return 0;
+    }
+    snprintf(why, cap, "%s", err.msg);
+    return 1;
+}
+
+#define NEED_GPU()                                                         \
+    do {                                                                   \
+        char why_[300];                                                    \
+        if (gpu_unavailable(why_, sizeof why_)) SKIP("%s", why_);          \
+    } while (0)
+
+#if LD_HAVE_CUDA
+
+#include "cuda_ops.h"
+#include "ref_deepseek.h"
+#include "ref_deepseek_v4.h"
+#include "ref_ops.h"
+#include "replay_sample.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+
+static float frand(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(next_u32() & 0xffffff) / 16777216.0f;
+}
+
+static void fill(float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = frand(lo, hi);
+}
+
+/* device buffers of the current case, freed together */
+#define MAXBUF 64
+static void *dbuf[MAXBUF];
+static int ndbuf;
+
+static void dfree_all(void)
+{
+    for (int i = 0; i < ndbuf; i++) ld_cu_free(dbuf[i]);
+    ndbuf = 0;
+}
+
+/* a device copy of `bytes` of host data (NULL: zeros); NULL on failure */
+static void *dput(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    if (ndbuf == MAXBUF || ld_cu_malloc(&d, bytes)) return NULL;
+    dbuf[ndbuf++] = d;
+    if (h ? ld_cu_h2d(d, h, bytes) : ld_cu_memset0(d, bytes ? bytes : 1)) return NULL;
+    return d;
+}
+
+#define CU(expr)                                                                             \
+    do {                                                                                     \
+        int e_ = (expr);                                                                     \
+        CHECK_MSG(!e_, "%s: %s", #expr, ld_cu_error_string(e_));                            \
+    } while (0)
+
+#define DPUT(var, h, bytes)                                                                  \
+    do {                                                                                     \
+        var = dput((h), (bytes));                                                            \
+        CHECK_MSG(var, "device buffer of %zu bytes", (size_t)(bytes));                      \
+    } while (0)
+
+static const char *kname(int v)
+{
+    return v == LD_CU_REF ? "ref" : "custom";
+}
+
+/* nmse of a against r (-1 when non-finite values differ in place) */
+static double nmse(const float *a, const float *r, size_t n, double *maxd)
+{
+    double num = 0, den = 0;
+    *maxd = 0;
+    for (size_t i = 0; i < n; i++) {
+        int fa = isfinite(a[i]), fr = isfinite(r[i]);
+        if (fa != fr) return -1;
+        if (!fr) {
+            if (!(isnan(a[i]) && isnan(r[i])) && a[i] != r[i]) return -1;
+            continue;
+        }
+        double d = (double)a[i] - (double)r[i];
+        num += d * d;
+        den += (double)r[i] * (double)r[i];
+        if (fabs(d) > *maxd) *maxd = fabs(d);
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* compares a (device, n floats) with r: bitwise (tol < 0) or nmse <= tol */
+static int compare(const char *op, int v, const char *shape, const float *dev, const float *r, size_t n, double tol)
+{
+    float *a = malloc(n * sizeof *a);
+    CHECK(a);
+    int e = ld_cu_d2h(a, dev, n * sizeof *a);
+    if (e) {
+        free(a);
+        CHECK_MSG(0, "%s %s: %s", op, kname(v), ld_cu_error_string(e));
+    }
+    double mx, err = nmse(a, r, n, &mx);
+    int same = !memcmp(a, r, n * sizeof *a);
+    printf("  %-15s %-6s %-34s nmse %-9.3g max|d| %-9.3g %s\n", op, kname(v), shape, err, mx,
+           same ? "bitwise" : "");
+    free(a);
+    if (tol < 0) CHECK_MSG(same, "%s %s %s: not bitwise equal to the C reference", op, kname(v), shape);
+    else CHECK_MSG(err >= 0 && err <= tol, "%s %s %s: nmse %g > %g", op, kname(v), shape, err, tol);
+    return 0;
+}
+
+static int compare_i32(const char *op, int v, const char *shape, const int32_t *dev, const int32_t *r, size_t n)
+{
+    int32_t *a = malloc(n * sizeof *a);
+    CHECK(a);
+    int e = ld_cu_d2h(a, dev, n * sizeof *a);
+    size_t bad = 0, first = n;
+    for (size_t i = 0; !e && i < n; i++)
+        if (a[i] != r[i]) {
+            if (first == n) first = i;
+            bad++;
+        }
+    printf("  %-15s %-6s %-34s %zu of %zu indices differ\n", op, kname(v), shape, e ? n : bad, n);
+    if (!e && bad) printf("    first at %zu: %d, reference %d\n", first, (int)a[first], (int)r[first]);
+    free(a);
+    CHECK_MSG(!e, "%s: %s", op, ld_cu_error_string(e));
+    CHECK_MSG(!bad, "%s %s %s: indices differ from the C reference", op, kname(v), shape);
+    return 0;
+}
+
+/* FP8 E4M3 bytes, NaN codes (S.1111.111) left out */
+static uint8_t rand_e4m3(void)
+{
+    uint8_t b;
+    do b = (uint8_t)next_u32();
+    while ((b & 0x7f) == 0x7f);
+    return b;
+}
+
+/* ---------------------------------------------------------------- FP8 GEMM */
+
+static int test_cuda_fp8_matmul(void)
+{
+    NEED_GPU();
+    struct { int T, K, N, br, bc; } sh[] = {
+        {1, 256, 96, 128, 128}, {5, 384, 130, 128, 128}, {3, 200, 33, 64, 64}, {9, 512, 70, 128, 128},
+    };
+    for (size_t c = 0; c < sizeof sh / sizeof sh[0]; c++) {
+        int T = sh[c].T, K = sh[c].K, N = sh[c].N, br = sh[c].br, bc = sh[c].bc;
+        int nbr = (N + br - 1) / br, nbc = (K + bc - 1) / bc;
+        uint8_t *q = malloc((size_t)N * K);
+        float *sc = malloc(sizeof(float) * nbr * nbc), *x = malloc(sizeof(float) * T * K);
+        float *ref = malloc(sizeof(float) * T * N), *row = malloc(sizeof(float) * K);
+        CHECK(q && sc && x && ref && row);
+        for (size_t i = 0; i < (size_t)N * K; i++) q[i] = rand_e4m3();
+        for (int i = 0; i < nbr * nbc; i++) sc[i] = ldexpf(frand(1, 2), -8 + (int)(next_u32() % 3));
+        fill(x, (size_t)T * K, -1, 1);
+        ld_f8b f = {q, sc, N, K, br, bc};
+        ld_ref_matmul(ref, x, &f, LD_KDT_F8B, NULL, LD_KDT_F32, T, K, N, row, 0, (size_t)N);
+        uint8_t *dq;
+        float *dsc, *dx, *dout;
+        DPUT(dq, q, (size_t)N * K);
+        DPUT(dsc, sc, sizeof(float) * nbr * nbc);
+        DPUT(dx, x, sizeof(float) * T * K);
+        DPUT(dout, NULL, sizeof(float) * T * N);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d K %d N %d blk %dx%d", T, K, N, br, bc);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * T * N));
+            CU(ld_cu_fp8_matmul(v, dout, dx, dq, dsc, T, K, N, br, bc));
+            if (compare("fp8_matmul", v, shape, dout, ref, (size_t)T * N, v ? 1e-10 : -1)) return 1;
+            /* the last row alone equals its row of the batch bitwise */
+            float *batch = malloc(sizeof(float) * T * N), *alone = malloc(sizeof(float) * N);
+            CHECK(batch && alone);
+            CU(ld_cu_d2h(batch, dout, sizeof(float) * T * N));
+            CU(ld_cu_fp8_matmul(v, dout, dx + (size_t)(T - 1) * K, dq, dsc, 1, K, N, br, bc));
+            CU(ld_cu_d2h(alone, dout, sizeof(float) * N));
+            int same = !memcmp(alone, batch + (size_t)(T - 1) * N, sizeof(float) * N);
+            free(batch);
+            free(alone);
+            CHECK_MSG(same, "fp8_matmul %s %s: the last row alone differs from the batch", kname(v), shape);
+        }
+        free(q);
+        free(sc);
+        free(x);
+        free(ref);
+        free(row);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- MoE */
+
+/* the plan (offsets, rows, row_of: exact) and the grouped FP8 GEMM of
+ * random routes against ld_ref_moe_gather + ld_ref_matmul per expert */
+static int test_cuda_moe_grouped(void)
+{
+    NEED_GPU();
+    struct { int T, K, E, D, N; } sh[] = {{7, 4, 16, 256, 96}, {1, 8, 256, 512, 64}, {33, 6, 64, 200, 130}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, K = sh[ci].K, E = sh[ci].E, D = sh[ci].D, N = sh[ci].N, R = T * K, br = 128, bc = 128;
+        int nbr = (N + br - 1) / br, nbc = (D + bc - 1) / bc;
+        int32_t *idx = malloc(sizeof(int32_t) * R), *off = malloc(sizeof(int32_t) * (E + 1));
+        int32_t *rows = malloc(sizeof(int32_t) * R), *row_of = malloc(sizeof(int32_t) * R);
+        int *grows = malloc(sizeof(int) * T);
+        float *x = malloc(sizeof(float) * T * D), *wts = malloc(sizeof(float) * R), *gw = malloc(sizeof(float) * T);
+        float *xe = malloc(sizeof(float) * T * D), *ref = malloc(sizeof(float) * R * N);
+        float *row = malloc(sizeof(float) * D);
+        uint8_t *q = malloc((size_t)E * N * D);
+        float *sc = malloc(sizeof(float) * E * nbr * nbc);
+        CHECK(idx && off && rows && row_of && grows && x && wts && gw && xe && ref && row && q && sc);
+        for (int t = 0; t < T; t++) /* K distinct experts, ascending */
+            for (int k = 0; k < K; k++) {
+                int e, dup;
+                do {
+                    e = (int)(next_u32() % (uint32_t)E);
+                    dup = 0;
+                    for (int j = 0; j < k; j++) dup |= idx[t * K + j] == e;
+                } while (dup);
+                int j = k;
+                while (j > 0 && idx[t * K + j - 1] > e) {
+                    idx[t * K + j] = idx[t * K + j - 1];
+                    j--;
+                }
+                idx[t * K + j] = e;
+            }
+        fill(x, (size_t)T * D, -1, 1);
+        fill(wts, (size_t)R, 0, 1);
+        for (size_t i = 0; i < (size_t)E * N * D; i++) q[i] = rand_e4m3();
+        for (int i = 0; i < E * nbr * nbc; i++) sc[i] = ldexpf(frand(1, 2), -8);
+        off[0] = 0;
+        for (int e = 0; e < E; e++) {
+            int cnt = ld_ref_moe_gather(grows, gw, xe, x, idx, wts, (size_t)T, (size_t)K, (size_t)D, e);
+            ld_f8b f = {q + (size_t)e * N * D, sc + (size_t)e * nbr * nbc, N, D, br, bc};
+            if (cnt) ld_ref_matmul(ref + (size_t)off[e] * N, xe, &f, LD_KDT_F8B, NULL, LD_KDT_F32, cnt, D, N, row, 0,
+                                   (size_t)N);
+            for (int i = 0; i < cnt; i++) {
+                rows[off[e] + i] = grows[i];
+                for (int k = 0; k < K; k++)
+                    if (idx[grows[i] * K + k] == e) row_of[grows[i] * K + k] = off[e] + i;
+            }
+            off[e + 1] = off[e] + cnt;
+        }
+        int32_t *didx, *doff, *drows, *drow_of;
+        float *dx, *dsc, *dout;
+        uint8_t *dq;
+        DPUT(didx, idx, sizeof(int32_t) * R);
+        DPUT(doff, NULL, sizeof(int32_t) * (E + 1));
+        DPUT(drows, NULL, sizeof(int32_t) * R);
+        DPUT(drow_of, NULL, sizeof(int32_t) * R);
+        DPUT(dx, x, sizeof(float) * T * D);
+        DPUT(dq, q, (size_t)E * N * D);
+        DPUT(dsc, sc, sizeof(float) * E * nbr * nbc);
+        DPUT(dout, NULL, sizeof(float) * R * N);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d K %d E %d D %d N %d", T, K, E, D, N);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(drows, sizeof(int32_t) * R));
+            CU(ld_cu_moe_plan(v, doff, drows, drow_of, didx, T, K, E));
+            if (compare_i32("moe_plan off", v, shape, doff, off, (size_t)E + 1)) return 1;
+            if (compare_i32("moe_plan rows", v, shape, drows, rows, (size_t)R)) return 1;
+            if (compare_i32("moe_plan row_of", v, shape, drow_of, row_of, (size_t)R)) return 1;
+            CU(ld_cu_memset0(dout, sizeof(float) * R * N));
+            CU(ld_cu_moe_fp8_matmul(v, dout, dx, drows, doff, dq, dsc, E, R, T, D, N, br, bc));
+            if (compare("moe_fp8_gemm", v, shape, dout, ref, (size_t)R * N, v ? 1e-10 : -1)) return 1;
+        }
+        free(idx);
+        free(off);
+        free(rows);
+        free(row_of);
+        free(grows);
+        free(x);
+        free(wts);
+        free(gw);
+        free(xe);
+        free(ref);
+        free(row);
+        free(q);
+        free(sc);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- MLA */
+
+static int test_cuda_mla_latent(void)
+{
+    NEED_GPU();
+    struct { int T, H, dn, dr, c, pos0, k; } sh[] = {
+        {1, 4, 16, 8, 64, 0, 0},   {1, 4, 16, 8, 64, 200, 0}, {3, 4, 16, 16, 96, 70, 0},
+        {1, 8, 32, 16, 128, 300, 48}, {4, 4, 16, 8, 64, 40, 32}, {2, 2, 8, 8, 64, 130, 100},
+        {1, 12, 16, 16, 64, 150, 0}, {2, 16, 128, 64, 512, 300, 0}, {1, 16, 128, 64, 512, 500, 128},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, H = sh[ci].H, dn = sh[ci].dn, dr = sh[ci].dr, c = sh[ci].c, pos0 = sh[ci].pos0,
+            k = sh[ci].k, S = pos0 + T;
+        size_t nq = (size_t)T * H * (dn + dr), na = (size_t)T * H * c;
+        float *q = malloc(sizeof(float) * nq), *qa = malloc(sizeof(float) * na);
+        float *ckv = malloc(sizeof(float) * S * c), *kpe = malloc(sizeof(float) * S * dr);
+        float *ref = malloc(sizeof(float) * na), *scores = malloc(sizeof(float) * S);
+        int32_t *sel = k ? malloc(sizeof(int32_t) * T * k) : NULL, *heap = malloc(sizeof(int32_t) * (k + 1));
+        CHECK(q && qa && ckv && kpe && ref && scores && heap && (!k || sel));
+        fill(q, nq, -1, 1);
+        fill(qa, na, -0.5f, 0.5f);
+        fill(ckv, (size_t)S * c, -1, 1);
+        fill(kpe, (size_t)S * dr, -1, 1);
+        float scale = 1.0f / sqrtf((float)(c + dr));
+        if (k) { /* each query's selection: the top-k of random scores over its positions */
+            for (int t = 0; t < T; t++) {
+                fill(scores, (size_t)S, -1, 1);
+                int m = ld_ref_ds_topk(sel + (size_t)t * k, scores, pos0 + t + 1, k, heap);
+                for (int j = m; j < k; j++) sel[(size_t)t * k + j] = -1;
+            }
+            ld_ref_mla_latent_attention_sparse(ref, qa, q, ckv, kpe, H, dn, dr, c, pos0, scale, scores, sel, k, 0,
+                                               (size_t)T * H);
+        } else {
+            ld_ref_mla_latent_attention(ref, qa, q, ckv, kpe, H, dn, dr, c, pos0, scale, scores, 0, (size_t)T * H);
+        }
+        float *dq, *dqa, *dckv, *dkpe, *dout, *dwork;
+        int32_t *dsel = NULL;
+        DPUT(dq, q, sizeof(float) * nq);
+        DPUT(dqa, qa, sizeof(float) * na);
+        DPUT(dckv, ckv, sizeof(float) * S * c);
+        DPUT(dkpe, kpe, sizeof(float) * S * dr);
+        DPUT(dout, NULL, sizeof(float) * na);
+        if (k) DPUT(dsel, sel, sizeof(int32_t) * T * k);
+        size_t wn = ld_cu_mla_latent_work(LD_CU_CUSTOM, T, H, c, pos0, dsel, k);
+        DPUT(dwork, NULL, sizeof(float) * (wn ? wn : 1));
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d H %d c %d dr %d pos0 %d %s%d", T, H, c, dr, pos0, k ? "k " : "",
+                 k ? k : S);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * na));
+            CU(ld_cu_mla_latent(v, dout, dqa, dq, dckv, dkpe, T, H, dn, dr, c, pos0, scale, dsel, k, dwork, wn));
+            if (compare(k ? "mla_sparse" : "mla_latent", v, shape, dout, ref, na, v ? 1e-10 : 1e-12)) return 1;
+        }
+        /* batch invariance: each token alone (position pos0 + t) gives its
+         * row of the batch bitwise, with both kernels */
+        float *batch = malloc(sizeof(float) * na), *alone = malloc(sizeof(float) * H * c);
+        CHECK(batch && alone);
+        for (int v = 0; v < 2 && T > 1; v++) {
+            CU(ld_cu_mla_latent(v, dout, dqa, dq, dckv, dkpe, T, H, dn, dr, c, pos0, scale, dsel, k, dwork, wn));
+            CU(ld_cu_d2h(batch, dout, sizeof(float) * na));
+            for (int t = 0; t < T; t++) {
+                CU(ld_cu_mla_latent(v, dout, dqa + (size_t)t * H * c, dq + (size_t)t * H * (dn + dr), dckv, dkpe, 1, H,
+                                    dn, dr, c, pos0 + t, scale, dsel ? dsel + (size_t)t * k : NULL, k, dwork, wn));
+                CU(ld_cu_d2h(alone, dout, sizeof(float) * H * c));
+                CHECK_MSG(!memcmp(alone, batch + (size_t)t * H * c, sizeof(float) * H * c),
+                          "mla %s %s: token %d alone differs from its row of the batch", kname(v), shape, t);
+            }
+            printf("  %-15s %-6s %-34s each token alone = its batch row\n", "mla", kname(v), shape);
+        }
+        free(batch);
+        free(alone);
+        free(q);
+        free(qa);
+        free(ckv);
+        free(kpe);
+        free(ref);
+        free(scores);
+        free(sel);
+        free(heap);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_mla_absorb(void)
+{
+    NEED_GPU();
+    struct { int T, H, dn, dr, dv, c; ld_kdt dt; } sh[] = {
+        {1, 4, 16, 8, 16, 64, LD_KDT_F32}, {3, 4, 16, 8, 16, 96, LD_KDT_BF16}, {11, 2, 32, 16, 32, 128, LD_KDT_F16},
+        {1, 16, 128, 64, 128, 512, LD_KDT_BF16},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, H = sh[ci].H, dn = sh[ci].dn, dr = sh[ci].dr, dv = sh[ci].dv, c = sh[ci].c;
+        ld_kdt dt = sh[ci].dt;
+        size_t nw = (size_t)H * (dn + dv) * c, nq = (size_t)T * H * (dn + dr), na = (size_t)T * H * c,
+               no = (size_t)T * H * dv;
+        size_t wbytes = nw * (dt == LD_KDT_F32 ? 4 : 2);
+        unsigned char *w = malloc(wbytes);
+        float *q = malloc(sizeof(float) * nq), *ol = malloc(sizeof(float) * na);
+        float *rq = malloc(sizeof(float) * na), *ro = malloc(sizeof(float) * no);
+        CHECK(w && q && ol && rq && ro);
+        for (size_t i = 0; i < nw; i++) {
+            if (dt == LD_KDT_F32) {
+                ((float *)w)[i] = frand(-0.5f, 0.5f);
+            } else if (dt == LD_KDT_BF16) {
+                float f = frand(-0.5f, 0.5f);
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                ((uint16_t *)w)[i] = (uint16_t)(u >> 16);
+            } else { /* f16: sign, exponent 8..16, random mantissa */
+                uint32_t r = next_u32();
+                ((uint16_t *)w)[i] = (uint16_t)(((r & 1) << 15) | ((8 + (r >> 1) % 9) << 10) | ((r >> 8) & 1023));
+            }
+        }
+        fill(q, nq, -1, 1);
+        fill(ol, na, -1, 1);
+        ld_ref_mla_absorb_q(rq, q, w, dt, H, dn, dr, dv, c, 0, (size_t)T * H);
+        ld_ref_mla_absorb_out(ro, ol, w, dt, H, dn, dv, c, 0, (size_t)T * H);
+        void *dw;
+        float *dq, *dol, *da, *dout;
+        DPUT(dw, w, wbytes);
+        DPUT(dq, q, sizeof(float) * nq);
+        DPUT(dol, ol, sizeof(float) * na);
+        DPUT(da, NULL, sizeof(float) * na);
+        DPUT(dout, NULL, sizeof(float) * no);
+        char shape[64];
+        snprintf(shape, sizeof shape, "%s T %d H %d dn %d dv %d c %d",
+                 dt == LD_KDT_F32 ? "f32" : dt == LD_KDT_BF16 ? "bf16" : "f16", T, H, dn, dv, c);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_mla_absorb_q(v, da, dq, dw, dt, T, H, dn, dr, dv, c));
+            if (compare("absorb_q", v, shape, da, rq, na, v ? 1e-10 : -1)) return 1;
+            CU(ld_cu_mla_absorb_out(v, dout, dol, dw, dt, T, H, dn, dv, c));
+            if (compare("absorb_out", v, shape, dout, ro, no, v ? 1e-10 : -1)) return 1;
+        }
+        free(w);
+        free(q);
+        free(ol);
+        free(rq);
+        free(ro);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- indexer */
+
+static int test_cuda_index_scores(void)
+{
+    NEED_GPU();
+    struct { int form, T, H, dim, n; } sh[] = {
+        {0, 1, 8, 64, 300}, {0, 3, 16, 128, 129}, {1, 2, 4, 128, 257}, {1, 1, 8, 64, 64},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int form = sh[ci].form, T = sh[ci].T, H = sh[ci].H, dim = sh[ci].dim, n = sh[ci].n;
+        float *q = malloc(sizeof(float) * T * H * dim), *w = malloc(sizeof(float) * T * H);
+        float *keys = malloc(sizeof(float) * n * dim), *ref = malloc(sizeof(float) * T * n);
+        CHECK(q && w && keys && ref);
+        fill(q, (size_t)T * H * dim, -1, 1);
+        fill(w, (size_t)T * H, -1, 1);
+        fill(keys, (size_t)n * dim, -1, 1);
+        float qscale = 1.0f / sqrtf((float)dim), wscale = 1.0f / sqrtf((float)H);
+        for (int t = 0; t < T; t++) {
+            const float *qt = q + (size_t)t * H * dim, *wt = w + (size_t)t * H;
+            if (form == 0) ld_ref_ds_index_scores(ref + (size_t)t * n, qt, wt, keys, H, dim, n);
+            else ld_ref_ds4_index_scores(ref + (size_t)t * n, qt, wt, keys, n, H, dim, qscale, wscale);
+        }
+        float *dq, *dw, *dk, *dout;
+        DPUT(dq, q, sizeof(float) * T * H * dim);
+        DPUT(dw, w, sizeof(float) * T * H);
+        DPUT(dk, keys, sizeof(float) * n * dim);
+        DPUT(dout, NULL, sizeof(float) * T * n);
+        char shape[64];
+        snprintf(shape, sizeof shape, "%s T %d H %d dim %d n %d", form ? "v4" : "v3.2", T, H, dim, n);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * T * n));
+            CU(ld_cu_index_scores(v, form, dout, dq, dw, dk, T, H, dim, n, qscale, wscale));
+            if (compare("index_scores", v, shape, dout, ref, (size_t)T * n, v ? 1e-10 : -1)) return 1;
+        }
+        free(q);
+        free(w);
+        free(keys);
+        free(ref);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- top-k */
+
+static int test_cuda_topk(void)
+{
+    NEED_GPU();
+    struct { int T, ld, n, pos0, k, ties; } sh[] = {
+        {4, 1024, 1000, -1, 64, 0}, {4, 1024, 1000, -1, 64, 1}, {5, 64, 64, 30, 16, 1},
+        {2, 5000, 5000, -1, 512, 1}, {3, 100, 40, -1, 64, 0},   {6, 2048, 2048, 1000, 2048, 1},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, ld = sh[ci].ld, n = sh[ci].n, pos0 = sh[ci].pos0, k = sh[ci].k;
+        float *sc = malloc(sizeof(float) * T * ld);
+        int32_t *ref = malloc(sizeof(int32_t) * T * k), *ref4 = malloc(sizeof(int32_t) * k),
+                *heap = malloc(sizeof(int32_t) * k);
+        CHECK(sc && ref && ref4 && heap);
+        for (size_t i = 0; i < (size_t)T * ld; i++) {
+            float x = frand(-4, 4);
+            if (sh[ci].ties) x = roundf(x * 2) / 2; /* many equal scores */
+            uint32_t r = next_u32() % 64;
+            if (sh[ci].ties && r == 0) x = NAN;
+            if (sh[ci].ties && r == 1) x = -0.0f;
+            if (sh[ci].ties && r == 2) x = 0.0f;
+            if (r == 3) x = -INFINITY;
+            sc[i] = x;
+        }
+        for (int t = 0; t < T; t++) {
+            int nt = pos0 < 0 || pos0 + t + 1 > n ? n : pos0 + t + 1;
+            int m = ld_ref_ds_topk(ref + (size_t)t * k, sc + (size_t)t * ld, nt, k, heap);
+            int m4 = ld_ref_ds4_topk(ref4, sc + (size_t)t * ld, nt, k);
+            CHECK_EQ_INT(m, m4);
+            CHECK_MSG(!memcmp(ref4, ref + (size_t)t * k, (size_t)m * sizeof *ref4),
+                      "the two C top-k differ (row %d)", t);
+            for (int j = m; j < k; j++) ref[(size_t)t * k + j] = -1;
+        }
+        float *dsc;
+        int32_t *didx;
+        DPUT(dsc, sc, sizeof(float) * T * ld);
+        DPUT(didx, NULL, sizeof(int32_t) * T * k);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d n %d pos0 %d k %d%s", T, n, pos0, k, sh[ci].ties ? " ties/NaN" : "");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(didx, sizeof(int32_t) * T * k));
+            CU(ld_cu_topk(v, didx, dsc, T, ld, n, pos0, k));
+            if (compare_i32("topk", v, shape, didx, ref, (size_t)T * k)) return 1;
+        }
+        free(sc);
+        free(ref);
+        free(ref4);
+        free(heap);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- routers */
+
+static int test_cuda_ds_route(void)
+{
+    NEED_GPU();
+    struct { int T, E, ng, tg, k, norm, bias; float scale; } sh[] = {
+        {16, 64, 8, 4, 6, 1, 1, 2.5f}, {7, 256, 8, 4, 8, 1, 1, 2.5f}, {5, 32, 4, 2, 3, 0, 0, 1.0f},
+        {33, 256, 1, 1, 8, 1, 1, 1.0f},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, E = sh[ci].E, K = sh[ci].k;
+        float *lg = malloc(sizeof(float) * T * E), *bias = malloc(sizeof(float) * E);
+        float *rw = malloc(sizeof(float) * T * K);
+        int32_t *ri = malloc(sizeof(int32_t) * T * K);
+        CHECK(lg && bias && rw && ri);
+        fill(lg, (size_t)T * E, -4, 4);
+        fill(bias, (size_t)E, -0.1f, 0.1f);
+        const float *b = sh[ci].bias ? bias : NULL;
+        ld_ref_ds_route(ri, rw, lg, b, E, sh[ci].ng, sh[ci].tg, K, sh[ci].norm, sh[ci].scale, 0, (size_t)T);
+        float *dl, *db = NULL, *dw;
+        int32_t *di;
+        DPUT(dl, lg, sizeof(float) * T * E);
+        if (b) DPUT(db, bias, sizeof(float) * E);
+        DPUT(dw, NULL, sizeof(float) * T * K);
+        DPUT(di, NULL, sizeof(int32_t) * T * K);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d E %d groups %d/%d k %d%s", T, E, sh[ci].tg, sh[ci].ng, K,
+                 b ? " bias" : "");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_ds_route(v, di, dw, dl, db, T, E, sh[ci].ng, sh[ci].tg, K, sh[ci].norm, sh[ci].scale));
+            if (compare_i32("ds_route", v, shape, di, ri, (size_t)T * K)) return 1;
+            if (compare("ds_route w", v, shape, dw, rw, (size_t)T * K, 1e-12)) return 1;
+        }
+        free(lg);
+        free(bias);
+        free(rw);
+        free(ri);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds4_route(void)
+{
+    NEED_GPU();
+    struct { int T, E, K, hash, bias; float scale; } sh[] = {
+        {16, 256, 6, 0, 1, 1.5f}, {9, 64, 8, 0, 0, 1.0f}, {12, 256, 6, 1, 0, 1.5f}, {40, 128, 4, 0, 1, 2.0f},
+    };
+    const int vocab = 50;
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, E = sh[ci].E, K = sh[ci].K;
+        float *lg = malloc(sizeof(float) * T * E), *bias = malloc(sizeof(float) * E);
+        float *rw = malloc(sizeof(float) * T * K);
+        int32_t *ri = malloc(sizeof(int32_t) * T * K), *tab = malloc(sizeof(int32_t) * vocab * K),
+                *tok = malloc(sizeof(int32_t) * T);
+        CHECK(lg && bias && rw && ri && tab && tok);
+        fill(lg, (size_t)T * E, -6, 6);
+        fill(bias, (size_t)E, -0.2f, 0.2f);
+        for (int r = 0; r < vocab; r++) /* K distinct experts per token id, in table order */
+            for (int j = 0; j < K; j++) {
+                int e, dup;
+                do {
+                    e = (int)(next_u32() % (uint32_t)E);
+                    dup = 0;
+                    for (int i = 0; i < j; i++) dup |= tab[r * K + i] == e;
+                } while (dup);
+                tab[r * K + j] = e;
+            }
+        for (int t = 0; t < T; t++) tok[t] = (int32_t)(next_u32() % (uint32_t)vocab);
+        const float *b = sh[ci].bias ? bias : NULL;
+        for (int t = 0; t < T; t++)
+            ld_ref_ds4_route(ri + (size_t)t * K, rw + (size_t)t * K, lg + (size_t)t * E, b,
+                             sh[ci].hash ? tab + (size_t)tok[t] * K : NULL, E, K, sh[ci].scale);
+        float *dl, *db = NULL, *dw;
+        int32_t *di, *dtab = NULL, *dtok = NULL;
+        DPUT(dl, lg, sizeof(float) * T * E);
+        if (b) DPUT(db, bias, sizeof(float) * E);
+        if (sh[ci].hash) {
+            DPUT(dtab, tab, sizeof(int32_t) * vocab * K);
+            DPUT(dtok, tok, sizeof(int32_t) * T);
+        }
+        DPUT(dw, NULL, sizeof(float) * T * K);
+        DPUT(di, NULL, sizeof(int32_t) * T * K);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d E %d K %d%s%s", T, E, K, sh[ci].hash ? " hash" : "", b ? " bias" : "");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_ds4_route(v, di, dw, dl, db, dtab, dtok, T, E, K, sh[ci].scale));
+            if (compare_i32("ds4_route", v, shape, di, ri, (size_t)T * K)) return 1;
+            if (compare("ds4_route w", v, shape, dw, rw, (size_t)T * K, 1e-12)) return 1;
+        }
+        free(lg);
+        free(bias);
+        free(rw);
+        free(ri);
+        free(tab);
+        free(tok);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- MoE combine */
+
+static int test_cuda_moe_combine(void)
+{
+    NEED_GPU();
+    struct { int T, K, D, perm; } sh[] = {{5, 6, 68, 1}, {3, 8, 70, 1}, {16, 8, 256, 0}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, K = sh[ci].K, D = sh[ci].D, R = T * K;
+        float *y = malloc(sizeof(float) * T * D), *ref = malloc(sizeof(float) * T * D);
+        float *eo = malloc(sizeof(float) * R * D), *w = malloc(sizeof(float) * R);
+        int32_t *row_of = malloc(sizeof(int32_t) * R);
+        CHECK(y && ref && eo && w && row_of);
+        fill(y, (size_t)T * D, -1, 1);
+        fill(eo, (size_t)R * D, -2, 2);
+        fill(w, (size_t)R, 0, 1);
+        for (int i = 0; i < R; i++) row_of[i] = i;
+        for (int i = R - 1; sh[ci].perm && i > 0; i--) { /* the grouped GEMM's row order */
+            int j = (int)(next_u32() % (uint32_t)(i + 1)), x = row_of[i];
+            row_of[i] = row_of[j];
+            row_of[j] = x;
+        }
+        memcpy(ref, y, sizeof(float) * T * D);
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++)
+                ld_ref_ds_axpy(ref + (size_t)t * D, eo + (size_t)row_of[t * K + k] * D, w[t * K + k], 0, (size_t)D);
+        float *dy, *deo, *dw;
+        int32_t *drow = NULL;
+        DPUT(dy, NULL, sizeof(float) * T * D);
+        DPUT(deo, eo, sizeof(float) * R * D);
+        DPUT(dw, w, sizeof(float) * R);
+        if (sh[ci].perm) DPUT(drow, row_of, sizeof(int32_t) * R);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d K %d D %d%s", T, K, D, sh[ci].perm ? " permuted" : "");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_h2d(dy, y, sizeof(float) * T * D));
+            CU(ld_cu_moe_combine(v, dy, deo, drow, dw, T, K, D));
+            if (compare("moe_combine", v, shape, dy, ref, (size_t)T * D, -1)) return 1;
+        }
+        free(y);
+        free(ref);
+        free(eo);
+        free(w);
+        free(row_of);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- mHC */
+
+static int test_cuda_hc(void)
+{
+    NEED_GPU();
+    struct { int T, N, D, iters; } sh[] = {{3, 4, 64, 20}, {2, 4, 256, 1}, {5, 8, 96, 3}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, N = sh[ci].N, D = sh[ci].D, iters = sh[ci].iters, ND = N * D, R = (2 + N) * N;
+        float *X = malloc(sizeof(float) * T * ND), *fn = malloc(sizeof(float) * R * ND);
+        float *base = malloc(sizeof(float) * R), scale[3], *f = malloc(sizeof(float) * T * D);
+        float *post = malloc(sizeof(float) * T * N), *comb = malloc(sizeof(float) * T * N * N);
+        float *col = malloc(sizeof(float) * T * D), *out = malloc(sizeof(float) * T * ND);
+        float *scratch = malloc(sizeof(float) * (ND + R));
+        CHECK(X && fn && base && f && post && comb && col && out && scratch);
+        fill(X, (size_t)T * ND, -2, 2);
+        fill(fn, (size_t)R * ND, -0.05f, 0.05f);
+        fill(base, (size_t)R, -1, 1);
+        fill(scale, 3, 0.5f, 2);
+        fill(f, (size_t)T * D, -1, 1);
+        const float neps = 1e-6f, heps = 1e-6f;
+        for (int t = 0; t < T; t++) {
+            ld_ref_ds4_hc_pre(X + (size_t)t * ND, N, D, fn, base, scale, iters, neps, heps, post + (size_t)t * N,
+                              comb + (size_t)t * N * N, col + (size_t)t * D, scratch);
+            ld_ref_ds4_hc_post(out + (size_t)t * ND, X + (size_t)t * ND, f + (size_t)t * D, post + (size_t)t * N,
+                               comb + (size_t)t * N * N, N, D);
+        }
+        float *dX, *dfn, *dbase, *dscale, *df, *dpost, *dcomb, *dcol, *dout, *dwork, *dpost_r, *dcomb_r;
+        size_t wn = ld_cu_hc_work(T, N);
+        DPUT(dX, X, sizeof(float) * T * ND);
+        DPUT(dfn, fn, sizeof(float) * R * ND);
+        DPUT(dbase, base, sizeof(float) * R);
+        DPUT(dscale, scale, sizeof scale);
+        DPUT(df, f, sizeof(float) * T * D);
+        DPUT(dpost, NULL, sizeof(float) * T * N);
+        DPUT(dcomb, NULL, sizeof(float) * T * N * N);
+        DPUT(dcol, NULL, sizeof(float) * T * D);
+        DPUT(dout, NULL, sizeof(float) * T * ND);
+        DPUT(dwork, NULL, sizeof(float) * wn);
+        /* hc_post from the C reference's post and comb: its own bits */
+        DPUT(dpost_r, post, sizeof(float) * T * N);
+        DPUT(dcomb_r, comb, sizeof(float) * T * N * N);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d N %d D %d iters %d", T, N, D, iters);
+        for (int v = 0; v < 2; v++) {
+            double tol = v ? 1e-10 : 1e-12;
+            CU(ld_cu_hc_pre(v, dpost, dcomb, dcol, dX, T, N, D, dfn, dbase, dscale, iters, neps, heps, dwork, wn));
+            if (compare("hc_pre post", v, shape, dpost, post, (size_t)T * N, tol)) return 1;
+            if (compare("hc_pre comb", v, shape, dcomb, comb, (size_t)T * N * N, tol)) return 1;
+            if (compare("hc_pre coll", v, shape, dcol, col, (size_t)T * D, tol)) return 1;
+            CU(ld_cu_hc_post(v, dout, dX, df, dpost_r, dcomb_r, T, N, D));
+            if (compare("hc_post", v, shape, dout, out, (size_t)T * ND, -1)) return 1;
+        }
+        free(X);
+        free(fn);
+        free(base);
+        free(f);
+        free(post);
+        free(comb);
+        free(col);
+        free(out);
+        free(scratch);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+static int test_cuda_sample_generator(void)
+{
+    NEED_GPU();
+    const uint64_t seeds[] = {0, 1, 42, 0xdeadbeefull, UINT64_MAX};
+    const uint64_t pos0s[] = {0, 1000, (uint64_t)1 << 40, UINT64_MAX - 600};
+    enum { NU = 512 };
+    uint64_t *dh, h[NU];
+    double *du, u[NU];
+    DPUT(dh, NULL, sizeof h);
+    DPUT(du, NULL, sizeof u);
+    int bad = 0;
+    for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++)
+        for (size_t p = 0; p < sizeof pos0s / sizeof pos0s[0]; p++) {
+            CU(ld_cu_sample_uniforms(dh, du, seeds[s], pos0s[p], NU));
+            CU(ld_cu_d2h(h, dh, sizeof h));
+            CU(ld_cu_d2h(u, du, sizeof u));
+            for (int i = 0; i < NU; i++) {
+                uint64_t pos = pos0s[p] + (uint64_t)i;
+                double cu = ld_sample_uniform(seeds[s], pos);
+                bad += h[i] != ld_sample_hash(seeds[s], pos) || memcmp(&u[i], &cu, sizeof cu);
+            }
+        }
+    printf("  generator: %d of %d (seed, position) pairs differ from replay's\n", bad,
+           (int)(NU * (sizeof seeds / sizeof seeds[0]) * (sizeof pos0s / sizeof pos0s[0])));
+    dfree_all();
+    CHECK(!bad);
+    return 0;
+}
+
+static int test_cuda_sample(void)
+{
+    NEED_GPU();
+    struct { const char *name; double temp; int64_t top_k; double top_p, min_p; } ps[] = {
+        {"greedy", 0.0, -1, NAN, NAN},        {"greedy-nan-temp", NAN, -1, NAN, NAN},
+        {"top_k=1", 0.8, 1, NAN, NAN},        {"all", 0.7, -1, 1.0, 0.0},
+        {"top_k 20", 1.0, 20, NAN, NAN},      {"top_p 0.9", 0.8, -1, 0.9, NAN},
+        {"min_p 0.05", 1.3, -1, NAN, 0.05},   {"k 50 p 0.95 min_p 0.02", 0.9, 50, 0.95, 0.02},
+        {"hot", 3.0, 0, 0.99, NAN},
+    };
+    struct { int T, V, ties; } sh[] = {{8, 1000, 0}, {6, 777, 1}, {3, 4096, 0}};
+    ld_error err = {0};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, V = sh[ci].V;
+        float *lg = malloc(sizeof(float) * T * V);
+        int32_t *ref = malloc(sizeof(int32_t) * T);
+        ld_sampler *smp = NULL;
+        CHECK(lg && ref);
+        CHECK(ld_sampler_new(V, &smp, &err) == LD_OK);
+        for (size_t i = 0; i < (size_t)T * V; i++) {
+            float x = frand(-1, 1) + frand(-1, 1) + frand(-1, 1);
+            lg[i] = sh[ci].ties ? roundf(x * 4) / 2 : x * 3;
+        }
+        if (sh[ci].ties) { /* the greedy NaN cases: a NaN at id 0 (row 0), elsewhere (row 1) */
+            lg[0] = NAN;
+            lg[(size_t)V + 5] = NAN;
+        }
+        float *dl;
+        int32_t *dt;
+        size_t wb = ld_cu_sample_work(LD_CU_REF, T, V), wc = ld_cu_sample_work(LD_CU_CUSTOM, T, V);
+        void *dwork;
+        DPUT(dl, lg, sizeof(float) * T * V);
+        DPUT(dt, NULL, sizeof(int32_t) * T);
+        DPUT(dwork, NULL, wb > wc ? wb : wc);
+        for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+            ld_sample_params p = {ps[pi].temp, ps[pi].top_k, ps[pi].top_p, ps[pi].min_p};
+            int greedy = ld_sample_is_greedy(&p);
+            if (sh[ci].ties && !greedy) continue; /* the NaN rows are for greedy only */
+            uint64_t seed = 1234 + pi, pos0 = 100 + 7 * ci;
+            for (int t = 0; t < T; t++) ref[t] = ld_sampler_token(smp, lg + (size_t)t * V, V, &p, seed, pos0 + t);
+            char shape[64];
+            snprintf(shape, sizeof shape, "V %d T %d %s", V, T, ps[pi].name);
+            for (int v = 0; v < 2; v++) {
+                CU(ld_cu_memset0(dt, sizeof(int32_t) * T));
+                CU(ld_cu_sample(v, dt, dl, T, V, p.temperature, p.top_k, p.top_p, p.min_p, seed, pos0, dwork,
+                                wb > wc ? wb : wc));
+                if (compare_i32("sample", v, shape, dt, ref, (size_t)T)) return 1;
+            }
+        }
+        /* the same logits with ties, seeded: the tie order (lower id first) */
+        if (sh[ci].ties) {
+            lg[0] = 0.5f;
+            lg[(size_t)V + 5] = 0.5f;
+            CU(ld_cu_h2d(dl, lg, sizeof(float) * T * V));
+            ld_sample_params p = {1.0, -1, 0.8, NAN};
+            for (int t = 0; t < T; t++) ref[t] = ld_sampler_token(smp, lg + (size_t)t * V, V, &p, 99, (uint64_t)t);
+            for (int v = 0; v < 2; v++) {
+                CU(ld_cu_sample(v, dt, dl, T, V, p.temperature, p.top_k, p.top_p, p.min_p, 99, 0, dwork,
+                                wb > wc ? wb : wc));
+                if (compare_i32("sample", v, "ties top_p 0.8", dt, ref, (size_t)T)) return 1;
+            }
+        }
+        ld_sampler_free(smp);
+        free(lg);
+        free(ref);
+        dfree_all();
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static int test_cuda_deepseek_errors(void)
+{
+    NEED_GPU();
+    /* shapes the launchers refuse, before any launch */
+    CHECK(ld_cu_ds_route(LD_CU_CUSTOM, NULL, NULL, NULL, NULL, 1, 2048, 8, 4, 8, 1, 1.0f) != 0);
+    CHECK(ld_cu_ds_route(LD_CU_REF, NULL, NULL, NULL, NULL, 1, 64, 7, 4, 8, 1, 1.0f) != 0);
+    CHECK(ld_cu_ds4_route(LD_CU_REF, NULL, NULL, NULL, NULL, NULL, NULL, 1, 64, 65, 1.0f) != 0);
+    CHECK(ld_cu_hc_pre(LD_CU_REF, NULL, NULL, NULL, NULL, 1, 65, 8, NULL, NULL, NULL, 1, 1e-6f, 1e-6f, NULL, 0) != 0);
+    CHECK(ld_cu_index_scores(LD_CU_CUSTOM, 0, NULL, NULL, NULL, NULL, 1, 64, 512, 10, 1, 1) != 0);
+    CHECK(ld_cu_mla_latent(LD_CU_CUSTOM, NULL, NULL, NULL, NULL, NULL, 1, 4, 16, 8, 64, 10, 1.0f, NULL, 0, NULL, 0) !=
+          0);
+    CHECK(ld_cu_sample(LD_CU_CUSTOM, NULL, NULL, 1, 100, 1.0, -1, NAN, NAN, 0, 0, NULL, 0) != 0);
+    /* the device still works after them */
+    CHECK(ld_cu_sync() == 0);
+    return 0;
+}
+
+static const ld_test_case tests[] = {
+    LD_CASE(test_cuda_fp8_matmul), LD_CASE(test_cuda_moe_grouped), LD_CASE(test_cuda_mla_latent),
+    LD_CASE(test_cuda_mla_absorb),
+    LD_CASE(test_cuda_index_scores),
+    LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds_route),    LD_CASE(test_cuda_ds4_route),
+    LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_sample_generator),
+    LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_deepseek_errors),
+};
+
+#else /* !LD_HAVE_CUDA */
+
+static int test_cuda_deepseek(void)
+{
+    NEED_GPU(); /* "built without CUDA" */
+    return 0;
+}
+
+static const ld_test_case tests[] = {LD_CASE(test_cuda_deepseek)};
+
+#endif
+
+LD_TEST_MAIN(tests)
