@@ -88,15 +88,15 @@ const char *ld_cpu_kernels_label(const ld_cpu_kernels *k, int fast, char *buf, s
     return buf;
 }
 
-int ld_cpu_kernel_variant_applies(const char *v, int has_mla, int has_mhc)
+int ld_cpu_kernel_variant_applies(const char *v, unsigned features)
 {
     static const struct {
         const char *prefix;
-        int mla, mhc; /* applies with MLA, with mHC */
-    } only[] = {{"mla=", 1, 0},      {"router=", 1, 0}, {"combine=bf16", 1, 0}, {"combine=", 1, 1},
-                {"mhc=", 0, 1},      {"indexer=", 1, 1}, {"rope=", 1, 1}};
+        unsigned needs; /* LD_KF_* */
+    } only[] = {{"mla=", LD_KF_MLA},         {"router=", LD_KF_MLA},      {"combine=bf16", LD_KF_MLA},
+                {"combine=", LD_KF_DEEPSEEK}, {"mhc=", LD_KF_MHC},         {"indexer=", LD_KF_INDEXER},
+                {"rope=", LD_KF_DEEPSEEK}};
     for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
-        if (!strncmp(v, only[i].prefix, strlen(only[i].prefix)))
-            return (only[i].mla && has_mla) || (only[i].mhc && has_mhc);
+        if (!strncmp(v, only[i].prefix, strlen(only[i].prefix))) return (features & only[i].needs) != 0;
     return 1;
 }

@@ -71,11 +71,17 @@ const char *ld_cpu_kernels_label(const ld_cpu_kernels *k, int fast, char *buf, s
  * (what `--compare-kernels` runs one at a time). */
 extern const char *const ld_cpu_kernel_variants[];
 
-/* Whether variant v ("op=variant") changes anything on a model with MLA
- * (DeepSeek V3/V3.2: has_mla) or mHC (V4: has_mhc): mla, router and
- * combine=bf16 are V3/V3.2's; mhc is V4's; combine=fused, indexer and rope
- * are both families' (indexer only acts where there is one: V3.2, V4's CSA
- * layers); the other ops every model's. */
-int ld_cpu_kernel_variant_applies(const char *v, int has_mla, int has_mhc);
+/* What a model has that session-level variants act on (ld_lm_info). */
+enum {
+    LD_KF_MLA = 1,     /* DeepSeek V3/V3.2: mla, router, combine=bf16 */
+    LD_KF_MHC = 2,     /* DeepSeek-V4: mhc */
+    LD_KF_INDEXER = 4, /* V3.2, and V4 with CSA layers: indexer */
+    LD_KF_DEEPSEEK = 8 /* any DeepSeek: combine=fused, rope */
+};
+
+/* Whether variant v ("op=variant") changes anything on a model with
+ * `features` (LD_KF_*); the ops of the backend (matmul, attention,
+ * rmsnorm, swiglu) act on every model. */
+int ld_cpu_kernel_variant_applies(const char *v, unsigned features);
 
 #endif /* LD_CPU_KERNELS_H */

@@ -66,14 +66,18 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
     free(gguf);
     if (lm->ds4) {
         const ld_ds4_config *c = &lm->ds4->cfg;
-        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, 0, 1};
+        unsigned f = LD_KF_DEEPSEEK | LD_KF_MHC;
+        for (int l = 0; l < c->n_layers; l++)
+            if (c->layer_type[l] == LD_DS4_CSA) f |= LD_KF_INDEXER;
+        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, f};
     } else if (lm->ds) {
         const ld_ds_config *c = &lm->ds->cfg;
         const char *arch = c->v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
-        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, 1, 0};
+        unsigned f = LD_KF_DEEPSEEK | LD_KF_MLA | (c->v32 ? LD_KF_INDEXER : 0u);
+        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, f};
     } else {
         const ld_model_config *c = &lm->dense->cfg;
-        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0, 0};
+        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0};
     }
     *out = lm;
     return LD_OK;

@@ -23,9 +23,8 @@ typedef struct ld_lm_info {
     int max_pos;       /* the context length */
     int n_layers;
     int hidden;        /* the residual stream's width (hidden planes) */
-    int has_mla;       /* DeepSeek V3/V3.2: the mla, router and combine kernel
-                          variants apply */
-    int has_mhc;       /* DeepSeek-V4: the mhc variant applies */
+    unsigned kernel_features; /* LD_KF_* (cpu_kernels.h): which session-level
+                                 kernel variants act on this model */
 } ld_lm_info;
 
 /* Opens `path`: a GGUF file or a directory holding only one, or an HF

@@ -66,12 +66,6 @@ static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_r
     return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
 }
 
-/* whether CPU variant v ("op=variant") is of an op the model has */
-static int variant_applies(const char *v, int has_mla, int has_mhc)
-{
-    return ld_cpu_kernel_variant_applies(v, has_mla, has_mhc);
-}
-
 static size_t add_run(ld_kernel_run *runs, size_t n, size_t cap, const char *backend, const char *spec,
                       const char *label)
 {
@@ -82,7 +76,7 @@ static size_t add_run(ld_kernel_run *runs, size_t n, size_t cap, const char *bac
     return n + 1;
 }
 
-size_t ld_replay_kernel_plan(const char *backend, int has_mla, int has_mhc, ld_kernel_run *runs, size_t cap)
+size_t ld_replay_kernel_plan(const char *backend, unsigned features, ld_kernel_run *runs, size_t cap)
 {
     size_t n = 0;
     if (backend && !strcmp(backend, "cuda")) {
@@ -97,7 +91,7 @@ size_t ld_replay_kernel_plan(const char *backend, int has_mla, int has_mhc, ld_k
     }
     n = add_run(runs, n, cap, "ref", "", "ref");
     for (size_t i = 0; ld_cpu_kernel_variants[i]; i++)
-        if (variant_applies(ld_cpu_kernel_variants[i], has_mla, has_mhc))
+        if (ld_cpu_kernel_variant_applies(ld_cpu_kernel_variants[i], features))
             n = add_run(runs, n, cap, "ref", ld_cpu_kernel_variants[i], ld_cpu_kernel_variants[i]);
     return n;
 }
@@ -108,7 +102,7 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     memset(out, 0, sizeof *out);
     const ld_lm_info *info = ld_lm_info_of(e->lm);
     ld_kernel_run runs[64];
-    size_t nr = ld_replay_kernel_plan(backend, info->has_mla, info->has_mhc, runs, sizeof runs / sizeof runs[0]);
+    size_t nr = ld_replay_kernel_plan(backend, info->kernel_features, runs, sizeof runs / sizeof runs[0]);
     out->cuda = backend && !strcmp(backend, "cuda");
     out->v = calloc(nr, sizeof *out->v);
     if (!out->v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");

@@ -47,13 +47,12 @@ typedef struct ld_kernel_run {
 /* The replays --compare-kernels makes, run 0 the baseline, into runs[cap];
  * returns how many (at most cap).  On the CPU (`backend` "cpu" or "ref"):
  * the reference backend, then each variant of ld_cpu_kernel_variants that
- * the model has (has_mla: DeepSeek V3/V3.2's mla, router and combine;
- * has_mhc: V4's mhc) alone.  On "cuda": every op on its reference kernel
+ * acts on a model with `features` (LD_KF_*, ld_lm_info) alone.  On "cuda": every op on its reference kernel
  * ("all=ref"), then each op's custom kernel alone among reference ones
  * ("all=ref,OP=custom", labelled "OP=custom"), then every custom kernel
  * ("all=custom", the backend's default), so that a custom kernel's departure
  * is its own and not its neighbours'. */
-size_t ld_replay_kernel_plan(const char *backend, int has_mla, int has_mhc, ld_kernel_run *runs, size_t cap);
+size_t ld_replay_kernel_plan(const char *backend, unsigned features, ld_kernel_run *runs, size_t cap);
 
 /* Replays `r` (n_threads threads) once per run of ld_replay_kernel_plan on
  * `backend`, compares each with run 0; leaves `e` on `backend` with its

@@ -614,12 +614,14 @@ static int test_ds_variant_specs(void)
         CHECK_MSG(found, "%s not in ld_cpu_kernel_variants", listed[i]);
     }
     /* which models a variant applies to */
-    CHECK(ld_cpu_kernel_variant_applies("indexer=fp8", 1, 0) && ld_cpu_kernel_variant_applies("indexer=fp8", 0, 1) &&
-          !ld_cpu_kernel_variant_applies("indexer=fp8", 0, 0));
-    CHECK(!ld_cpu_kernel_variant_applies("rope=bf16", 0, 0) && ld_cpu_kernel_variant_applies("matmul=bf16", 0, 0));
-    CHECK(ld_cpu_kernel_variant_applies("combine=fused", 0, 1) && !ld_cpu_kernel_variant_applies("combine=bf16", 0, 1));
-    CHECK(!ld_cpu_kernel_variant_applies("mhc=sinkhorn-bf16", 1, 0));
-    CHECK(!ld_cpu_kernel_variant_applies("mla=splitk", 0, 1));
+    CHECK(ld_cpu_kernel_variant_applies("indexer=fp8", LD_KF_INDEXER) &&
+          !ld_cpu_kernel_variant_applies("indexer=fp8", LD_KF_MLA | LD_KF_DEEPSEEK) &&
+          !ld_cpu_kernel_variant_applies("indexer=fp8", 0));
+    CHECK(!ld_cpu_kernel_variant_applies("rope=bf16", 0) && ld_cpu_kernel_variant_applies("matmul=bf16", 0));
+    CHECK(ld_cpu_kernel_variant_applies("combine=fused", LD_KF_DEEPSEEK | LD_KF_MHC) &&
+          !ld_cpu_kernel_variant_applies("combine=bf16", LD_KF_DEEPSEEK | LD_KF_MHC));
+    CHECK(!ld_cpu_kernel_variant_applies("mhc=sinkhorn-bf16", LD_KF_DEEPSEEK | LD_KF_MLA));
+    CHECK(!ld_cpu_kernel_variant_applies("mla=splitk", LD_KF_DEEPSEEK | LD_KF_MHC));
     return 0;
 }
 
@@ -653,6 +655,11 @@ static int test_ds_lm_hands_variants_to_session(void)
         ld_backend *be = NULL;
         ld_lm_session *s = NULL;
         CHECK_MSG(ld_lm_open(dir, &lm, &err) == LD_OK, "%s: %s", dir, err.msg);
+        unsigned want = !strcmp(cases_[c].model, "deepseek-v3")    ? LD_KF_DEEPSEEK | LD_KF_MLA
+                        : !strcmp(cases_[c].model, "deepseek-v32") ? LD_KF_DEEPSEEK | LD_KF_MLA | LD_KF_INDEXER
+                                                                   : LD_KF_DEEPSEEK | LD_KF_MHC | LD_KF_INDEXER;
+        CHECK_MSG(ld_lm_info_of(lm)->kernel_features == want, "%s: features %u, expected %u", cases_[c].model,
+                  ld_lm_info_of(lm)->kernel_features, want);
         CHECK(ld_backend_cpu_create_ex(1, 0, cases_[c].spec, &be, &err) == LD_OK);
         CHECK(ld_lm_session_create(lm, be, &k, MAX_T, MAX_T, &s, &err) == LD_OK);
         CHECK_MSG(ld_lm_eval(s, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s", err.msg);

@@ -36,7 +36,7 @@ static void kernels(const char *s)
     ld_cpu_kernels k = ld_cpu_kernels_default(1);
     if (ld_cpu_kernels_parse(s, &k, NULL) != LD_OK) return;
     for (int op = 0; op < LD_KOP_COUNT; op++)
-        if (k.v[op] > LD_KV_FP8ACT) abort();
+        if ((int)k.v[op] < 0 || k.v[op] >= LD_KV_COUNT) abort();
     char label[96];
     ld_cpu_kernels_label(&k, 1, label, sizeof label);
 }

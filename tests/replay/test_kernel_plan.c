@@ -26,53 +26,58 @@ static int cpu_ops_changed(const ld_cpu_kernels *k, int *which)
     return n;
 }
 
-static int is_deepseek_op(const char *spec, const char *const *ops)
+/* the model features (LD_KF_*) a CPU variant needs to act, 0: none (every
+ * model's), as engine/cpu_kernels.h states them */
+static unsigned needs(const char *v)
 {
-    for (int i = 0; ops[i]; i++)
-        if (!strncmp(spec, ops[i], strlen(ops[i]))) return 1;
+    static const struct {
+        const char *prefix;
+        unsigned f;
+    } rule[] = {{"mla=", LD_KF_MLA},         {"router=", LD_KF_MLA}, {"combine=bf16", LD_KF_MLA},
+                {"combine=", LD_KF_DEEPSEEK}, {"rope=", LD_KF_DEEPSEEK}, {"mhc=", LD_KF_MHC},
+                {"indexer=", LD_KF_INDEXER}};
+    for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++)
+        if (!strncmp(v, rule[i].prefix, strlen(rule[i].prefix))) return rule[i].f;
     return 0;
 }
 
 static int test_plan_cpu_one_variant_per_run(void)
 {
-    static const char *const mla_ops[] = {"mla=", "router=", "combine=bf16", NULL}, *const mhc_ops[] = {"mhc=", NULL};
-    /* DeepSeek ops of both families (V3/V3.2 and V4) */
-    static const char *const ds_ops[] = {"combine=fused", "indexer=", "rope=", NULL};
-    for (int has_mla = 0; has_mla <= 1; has_mla++)
-        for (int has_mhc = 0; has_mhc <= 1; has_mhc++) {
-            ld_kernel_run runs[64];
-            size_t n = ld_replay_kernel_plan("cpu", has_mla, has_mhc, runs, 64);
-            CHECK(n >= 2 && n < 64);
-            CHECK(!strcmp(runs[0].backend, "ref") && runs[0].spec[0] == 0);
-            size_t listed = 0, kept = 0;
-            for (size_t i = 0; ld_cpu_kernel_variants[i]; i++, listed++) {
-                const char *v = ld_cpu_kernel_variants[i];
-                int applies = (!is_deepseek_op(v, mla_ops) || has_mla) && (!is_deepseek_op(v, mhc_ops) || has_mhc) &&
-                              (!is_deepseek_op(v, ds_ops) || has_mla || has_mhc);
-                kept += (size_t)applies;
-            }
-            CHECK_MSG(n == kept + 1, "mla %d mhc %d: %zu runs for %zu of %zu variants", has_mla, has_mhc, n, kept,
-                      listed);
-            for (size_t i = 1; i < n; i++) {
-                CHECK(!strcmp(runs[i].backend, "ref") && !strcmp(runs[i].label, runs[i].spec));
-                CHECK_MSG(has_mla || !is_deepseek_op(runs[i].spec, mla_ops), "%s without MLA", runs[i].spec);
-                CHECK_MSG(has_mhc || !is_deepseek_op(runs[i].spec, mhc_ops), "%s without mHC", runs[i].spec);
-                CHECK_MSG(has_mla || has_mhc || !is_deepseek_op(runs[i].spec, ds_ops), "%s without DeepSeek",
-                          runs[i].spec);
-                ld_cpu_kernels k = ld_cpu_kernels_default(0);
-                ld_error err;
-                CHECK_MSG(ld_cpu_kernels_parse(runs[i].spec, &k, &err) == LD_OK, "%s: %s", runs[i].spec, err.msg);
-                int op = -1;
-                CHECK_MSG(cpu_ops_changed(&k, &op) == 1, "%s changes more or less than one op", runs[i].spec);
-            }
+    for (unsigned f = 0; f < 16; f++) {
+        ld_kernel_run runs[64];
+        size_t n = ld_replay_kernel_plan("cpu", f, runs, 64);
+        CHECK(n >= 2 && n < 64);
+        CHECK(!strcmp(runs[0].backend, "ref") && runs[0].spec[0] == 0);
+        size_t kept = 0;
+        for (size_t i = 0; ld_cpu_kernel_variants[i]; i++)
+            kept += !needs(ld_cpu_kernel_variants[i]) || (needs(ld_cpu_kernel_variants[i]) & f);
+        CHECK_MSG(n == kept + 1, "features %u: %zu runs for %zu variants", f, n, kept);
+        for (size_t i = 1; i < n; i++) {
+            CHECK(!strcmp(runs[i].backend, "ref") && !strcmp(runs[i].label, runs[i].spec));
+            CHECK_MSG(!needs(runs[i].spec) || (needs(runs[i].spec) & f), "%s on features %u", runs[i].spec, f);
+            ld_cpu_kernels k = ld_cpu_kernels_default(0);
+            ld_error err;
+            CHECK_MSG(ld_cpu_kernels_parse(runs[i].spec, &k, &err) == LD_OK, "%s: %s", runs[i].spec, err.msg);
+            int op = -1;
+            CHECK_MSG(cpu_ops_changed(&k, &op) == 1, "%s changes more or less than one op", runs[i].spec);
         }
+    }
+    /* a dense model: the backend's ops only; DeepSeek-V3 (no indexer) gets no indexer run */
+    ld_kernel_run runs[64];
+    size_t n = ld_replay_kernel_plan("cpu", 0, runs, 64);
+    for (size_t i = 1; i < n; i++)
+        CHECK_MSG(!strncmp(runs[i].spec, "matmul=", 7) || !strncmp(runs[i].spec, "attention=", 10) ||
+                      !strncmp(runs[i].spec, "rmsnorm=", 8) || !strncmp(runs[i].spec, "swiglu=", 7),
+                  "%s on a dense model", runs[i].spec);
+    n = ld_replay_kernel_plan("cpu", LD_KF_MLA | LD_KF_DEEPSEEK, runs, 64);
+    for (size_t i = 1; i < n; i++) CHECK_MSG(strncmp(runs[i].spec, "indexer=", 8), "%s on V3", runs[i].spec);
     return 0;
 }
 
 static int test_plan_cuda_each_custom_kernel_alone(void)
 {
     ld_kernel_run runs[64];
-    size_t n = ld_replay_kernel_plan("cuda", 0, 0, runs, 64);
+    size_t n = ld_replay_kernel_plan("cuda", 0, runs, 64);
     CHECK_MSG(n == LD_CUDA_N_OPS + 2, "%zu runs for %d ops", n, LD_CUDA_N_OPS);
     int seen[LD_CUDA_N_OPS] = {0};
     for (size_t i = 0; i < n; i++) {
@@ -103,9 +108,9 @@ static int test_plan_cuda_each_custom_kernel_alone(void)
 static int test_plan_stops_at_capacity(void)
 {
     ld_kernel_run runs[3];
-    CHECK(ld_replay_kernel_plan("cuda", 0, 0, runs, 3) == 3);
-    CHECK(ld_replay_kernel_plan("ref", 1, 1, runs, 2) == 2);
-    CHECK(ld_replay_kernel_plan("ref", 1, 1, runs, 0) == 0);
+    CHECK(ld_replay_kernel_plan("cuda", 0, runs, 3) == 3);
+    CHECK(ld_replay_kernel_plan("ref", 15, runs, 2) == 2);
+    CHECK(ld_replay_kernel_plan("ref", 15, runs, 0) == 0);
     return 0;
 }
 
