@@ -81,7 +81,9 @@ struct ld_buf {
 };
 
 struct ld_weight {
-    void *d; /* device copy of the host bytes */
+    void *d; /* device copy of the host bytes (LD_KDT_F8B: the e4m3 bytes) */
+    float *scale; /* LD_KDT_F8B: device copy of the scale grid, else NULL */
+    int br, bc;   /* LD_KDT_F8B: the scale blocks */
     ld_kdt dt;
     int64_t rows, cols;
     int rope_hd;
@@ -97,6 +99,10 @@ typedef struct cuda_backend {
     size_t freq_cap;
     float *work; /* attention workspace */
     size_t work_cap;
+    int32_t *zeros; /* zero token ids: an FP8 matmul's bias rows by embed */
+    size_t zeros_cap;
+    float *bias_rows; /* [<= BIAS_ROWS][N] fp32 copies of an FP8 matmul's bias */
+    size_t bias_rows_cap;
 } cuda_backend;
 
 static ld_status cu_fail(ld_error *err, const char *what, int code)
@@ -136,6 +142,8 @@ static void destroy(ld_backend *be)
     ld_cu_free(cb->tokens);
     ld_cu_free(cb->freq);
     ld_cu_free(cb->work);
+    ld_cu_free(cb->zeros);
+    ld_cu_free(cb->bias_rows);
     free(cb);
 }
 
@@ -204,30 +212,64 @@ static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *ds
 
 /* ---------------------------------------------------------------- weights */
 
+/* the kernel type of host tensor t and the values per block of its rows */
+static ld_status weight_type(const ld_host_tensor *t, ld_kdt *dt, int64_t *block, ld_error *err)
+{
+    *block = 1;
+    switch (t->quant) {
+    case LD_WQ_NONE:
+        switch (t->dtype) {
+        case LD_DT_F32: *dt = LD_KDT_F32; return LD_OK;
+        case LD_DT_F16: *dt = LD_KDT_F16; return LD_OK;
+        case LD_DT_BF16: *dt = LD_KDT_BF16; return LD_OK;
+        default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
+        }
+    case LD_WQ_Q4_0: *dt = LD_KDT_Q4_0; *block = 32; return LD_OK;
+    case LD_WQ_Q4_1: *dt = LD_KDT_Q4_1; *block = 32; return LD_OK;
+    case LD_WQ_Q8_0: *dt = LD_KDT_Q8_0; *block = 32; return LD_OK;
+    case LD_WQ_Q4_K: *dt = LD_KDT_Q4_K; *block = 256; return LD_OK;
+    case LD_WQ_Q6_K: *dt = LD_KDT_Q6_K; *block = 256; return LD_OK;
+    case LD_WQ_F8B:
+        if (!t->scale || t->scale_br < 1 || t->scale_bc < 1)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "an FP8 weight without its block scales");
+        if (t->rope_hd)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "an FP8 block-scaled weight in the rope row order");
+        *dt = LD_KDT_F8B;
+        return LD_OK;
+    default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight block type %d is not supported", (int)t->quant);
+    }
+}
+
+/* fp32 values in the scale grid of FP8 weight t */
+static size_t f8b_scales(const ld_host_tensor *t)
+{
+    size_t rb = (size_t)((t->rows + t->scale_br - 1) / t->scale_br);
+    return rb * (size_t)((t->cols + t->scale_bc - 1) / t->scale_bc);
+}
+
+/* device copies of t's `bytes` of data and, for an FP8 weight, of its
+ * scale grid into w (w->d, w->scale: what was allocated, for the caller to
+ * free on an error); a CUDA error code */
+static int weight_copy(ld_weight *w, const ld_host_tensor *t, size_t bytes)
+{
+    int e = ld_cu_malloc(&w->d, bytes);
+    if (!e) e = ld_cu_h2d(w->d, t->data, bytes);
+    if (e || w->dt != LD_KDT_F8B) return e;
+    size_t ns = f8b_scales(t);
+    void *s = NULL;
+    e = ld_cu_malloc(&s, (ns ? ns : 1) * sizeof(float));
+    w->scale = s;
+    if (!e) e = ld_cu_h2d(s, t->scale, ns * sizeof(float));
+    return e;
+}
+
 static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     *out = NULL;
-    ld_kdt dt;
+    ld_kdt dt = LD_KDT_F32;
     int64_t block = 1;
-    switch (t->quant) {
-    case LD_WQ_NONE:
-        switch (t->dtype) {
-        case LD_DT_F32: dt = LD_KDT_F32; break;
-        case LD_DT_F16: dt = LD_KDT_F16; break;
-        case LD_DT_BF16: dt = LD_KDT_BF16; break;
-        default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
-        }
-        break;
-    case LD_WQ_Q4_0: dt = LD_KDT_Q4_0; block = 32; break;
-    case LD_WQ_Q4_1: dt = LD_KDT_Q4_1; block = 32; break;
-    case LD_WQ_Q8_0: dt = LD_KDT_Q8_0; block = 32; break;
-    case LD_WQ_Q4_K: dt = LD_KDT_Q4_K; block = 256; break;
-    case LD_WQ_Q6_K: dt = LD_KDT_Q6_K; block = 256; break;
-    case LD_WQ_F8B:
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "block-scaled FP8 weights are not supported by the CUDA backend yet");
-    default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight block type %d is not supported", (int)t->quant);
-    }
+    LD_TRY(weight_type(t, &dt, &block, err));
     if (t->rows < 0 || t->cols < 0 || t->cols > 0x7fffffff || t->rows > 0x7fffffff)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "weight of %lld x %lld values", (long long)t->rows, (long long)t->cols);
     if (t->cols % block)
@@ -236,22 +278,26 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     if (t->rope_hd < 0 || t->rope_hd % 2 || (t->rope_hd && t->rows % t->rope_hd))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "rope row order of %d rows per head for %lld rows", t->rope_hd,
                        (long long)t->rows);
-    size_t bytes = ld_cu_row_bytes(dt, t->cols) * (size_t)t->rows;
-    ld_weight *w = malloc(sizeof *w);
+    size_t bytes = dt == LD_KDT_F8B ? (size_t)t->cols * (size_t)t->rows
+                                    : ld_cu_row_bytes(dt, t->cols) * (size_t)t->rows;
+    ld_weight *w = calloc(1, sizeof *w);
     if (!w) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    w->d = NULL;
+    w->dt = dt;
     int e = ld_cu_set_device(cb->device);
-    if (!e) e = ld_cu_malloc(&w->d, bytes);
-    if (!e) e = ld_cu_h2d(w->d, t->data, bytes);
+    if (!e) e = weight_copy(w, t, bytes);
     if (e) {
         ld_cu_free(w->d);
+        ld_cu_free(w->scale);
         free(w);
         return cu_fail(err, "weight_load", e);
     }
-    w->dt = dt;
     w->rows = t->rows;
     w->cols = t->cols;
     w->rope_hd = t->rope_hd;
+    if (dt == LD_KDT_F8B) {
+        w->br = t->scale_br;
+        w->bc = t->scale_bc;
+    }
     *out = w;
     return LD_OK;
 }
@@ -261,6 +307,7 @@ static void weight_free(ld_backend *be, ld_weight *w)
     if (!w) return;
     ld_cu_set_device(((cuda_backend *)be)->device);
     ld_cu_free(w->d);
+    ld_cu_free(w->scale);
     free(w);
 }
 
@@ -270,6 +317,8 @@ static ld_status embed(ld_backend *be, ld_buf *out, const ld_weight *table, cons
 {
     cuda_backend *cb = (cuda_backend *)be;
     if (T < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "embed of %d tokens", T);
+    if (table->dt == LD_KDT_F8B)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda embed: an FP8 block-scaled table is not supported");
     LD_TRY(range(out, 0, (size_t)T * (size_t)table->cols, err));
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= table->rows)
@@ -290,11 +339,56 @@ static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
     cuda_backend *cb = (cuda_backend *)be;
     if (rows < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "rmsnorm of %d rows", rows);
     size_t n = (size_t)rows * (size_t)w->cols;
-    if (ld_ref_kdt_is_block(w->dt)) return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
+    if (ld_ref_kdt_is_block(w->dt) || w->dt == LD_KDT_F8B)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
     LD_TRY(range(out, 0, n, err));
     LD_TRY(range(x, 0, n, err));
     CU("rmsnorm", ld_cu_set_device(cb->device));
     CU("rmsnorm", ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), out->d, x->d, w->d, w->dt, (int)w->cols, eps, rows));
+    return LD_OK;
+}
+
+/* rows of an FP8 matmul's bias copies (the scratch is this many rows) */
+#define BIAS_ROWS 64
+
+/* out [T][N] += bias (N values of F32, F16 or BF16), row by row: the bias
+ * converted to fp32 into up to BIAS_ROWS rows (embed's exact conversion of
+ * row 0, zero token ids), then added to the rows of out that many at a
+ * time (x += y, element-wise: no row depends on the others) */
+static ld_status add_bias_rows(cuda_backend *cb, ld_buf *out, const ld_weight *bias, int T, int N, ld_error *err)
+{
+    int v = variant(cb, LD_CUDA_OP_MATMUL), R = T < BIAS_ROWS ? T : BIAS_ROWS;
+    size_t had = cb->zeros_cap;
+    LD_TRY(scratch((void **)&cb->zeros, &cb->zeros_cap, (size_t)R * sizeof(int32_t), "matmul", err));
+    if (cb->zeros_cap != had) CU("matmul", ld_cu_memset0(cb->zeros, cb->zeros_cap));
+    LD_TRY(scratch((void **)&cb->bias_rows, &cb->bias_rows_cap, (size_t)R * (size_t)N * sizeof(float), "matmul",
+                   err));
+    CU("matmul", ld_cu_embed(v, cb->bias_rows, bias->d, bias->dt, N, cb->zeros, R));
+    for (int t0 = 0; t0 < T; t0 += R) {
+        int nt = T - t0 < R ? T - t0 : R;
+        CU("matmul", ld_cu_add(v, out->d + (size_t)t0 * (size_t)N, cb->bias_rows, (size_t)nt * (size_t)N));
+    }
+    return LD_OK;
+}
+
+/* tokens per ld_cu_fp8_matmul call (its custom grid's y bound, for any
+ * rows per block); rows are independent, so the split changes no result */
+#define F8B_MAX_T 65535
+
+/* the FP8 block-scaled matmul: ld_cu_fp8_matmul (acc + 0.0f, as the
+ * reference without a bias), then the bias added to the rows */
+static ld_status matmul_f8b(cuda_backend *cb, ld_buf *out, const ld_buf *x, const ld_weight *w,
+                            const ld_weight *bias, int T, ld_error *err)
+{
+    int v = variant(cb, LD_CUDA_OP_MATMUL), K = (int)w->cols, N = (int)w->rows;
+    if (!T || !N) return LD_OK;
+    if (!K) CU("matmul", ld_cu_memset0(out->d, (size_t)T * (size_t)N * sizeof(float)));
+    for (int t0 = 0; K && t0 < T; t0 += F8B_MAX_T) {
+        int nt = T - t0 < F8B_MAX_T ? T - t0 : F8B_MAX_T;
+        CU("matmul", ld_cu_fp8_matmul(v, out->d + (size_t)t0 * (size_t)N, x->d + (size_t)t0 * (size_t)K, w->d,
+                                      w->scale, nt, K, N, w->br, w->bc));
+    }
+    if (bias) LD_TRY(add_bias_rows(cb, out, bias, T, N, err));
     return LD_OK;
 }
 
@@ -306,11 +400,13 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     LD_TRY(range(out, 0, (size_t)T * (size_t)w->rows, err));
     LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
     if (x == out) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul in place");
-    if (bias && ld_ref_kdt_is_block(bias->dt)) return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
+    if (bias && (ld_ref_kdt_is_block(bias->dt) || bias->dt == LD_KDT_F8B))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
     CU("matmul", ld_cu_set_device(cb->device));
+    if (w->dt == LD_KDT_F8B) return matmul_f8b(cb, out, x, w, bias, T, err);
     CU("matmul", ld_cu_matmul(variant(cb, LD_CUDA_OP_MATMUL), out->d, x->d, w->d, w->dt, bias ? bias->d : NULL,
                               bias ? bias->dt : LD_KDT_F32, T, (int)w->cols, (int)w->rows, w->rope_hd));
     return LD_OK;

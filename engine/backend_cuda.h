@@ -4,7 +4,7 @@
  * Buffers are plain device allocations (cudaMalloc, zeroed); weight_load
  * copies the host bytes to the device as they are (quantized blocks stay
  * quantized and are dequantized inside the kernels, exactly as ref_quant.c
- * does).  Every CUDA call is checked; a failure is LD_ERR_CUDA with the op
+ * does; FP8 block weights bring their fp32 scale grid along).  Every CUDA call is checked; a failure is LD_ERR_CUDA with the op
  * and CUDA's message.  Kernels run asynchronously, so a fault inside one is
  * reported by a later call (buf_read copies back synchronously).
  *

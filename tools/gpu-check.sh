@@ -7,7 +7,11 @@
 #      label gpu), test_engine_backend_ops (every op on cpu, cuda-ref and
 #      cuda-custom against the reference backend) and
 #      test_engine_cuda_deepseek (ctest engine.cuda_deepseek, label gpu: the
-#      DeepSeek ops and the sampler, both kernels, against the C reference);
+#      DeepSeek ops and the sampler, both kernels, against the C reference)
+#      and test_engine_cuda_determinism (ctest engine.cuda_determinism,
+#      label gpu: 100 replays of a request, prefill / chunks / token by
+#      token bitwise, both kernel sets near transformers, on qwen3 and
+#      qwen3-fp8);
 #   3. runs the kernel benchmark (bench/cuda_ops.c: each kernel's time and
 #      bandwidth against a device-to-device cudaMemcpy of the same run), its
 #      engine section and its DeepSeek section as two steps;
@@ -19,8 +23,8 @@
 # Unattended, no network; every step has a timeout and all of them
 # together stay under GPU_CHECK_BUDGET seconds (default 470: give the
 # device tool a timeout_s of 500 or more).  Logs go to BUILD_DIR/gpu-check/
-# and, when OUT is set, to $OUT/gpu-check/ (7 files; the GPU machine
-# returns what is written under $OUT).
+# and, when OUT is set, to $OUT/gpu-check/ (a log per step and the
+# summary; the GPU machine returns what is written under $OUT).
 #
 # The GPU machine's image may lack the project's C dependencies (cJSON,
 # PCRE2, libarchive... through pkg-config); then the configure step fails.
@@ -31,7 +35,7 @@
 #   # device run, carry ["build-gpu/gpu-bin"]:
 #   GPU_CHECK_BIN=build-gpu/gpu-bin tools/gpu-check.sh
 #
-# gpu-bin/ holds the four executables, the shared libraries they need
+# gpu-bin/ holds the executables of `targets`, the shared libraries they need
 # beyond the C/C++ runtime (libcjson), and the source directory they were
 # built in (the tests read testdata/ there by absolute path; when that
 # directory does not exist on the GPU machine it is made a link to this
@@ -52,7 +56,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_engine_cuda_ops test_engine_backend_ops test_engine_cuda_deepseek bench_cuda_ops"
+targets="test_engine_cuda_ops test_engine_backend_ops test_engine_cuda_deepseek test_engine_cuda_determinism bench_cuda_ops"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -163,6 +167,9 @@ step test-backend-ops 120 "$bin/test_engine_backend_ops" || status=1
 step test-cuda-deepseek 90 "$bin/test_engine_cuda_deepseek"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
+step test-cuda-determinism 60 "$bin/test_engine_cuda_determinism"
+rc=$?
+[ $rc = 0 ] || [ $rc = 77 ] || status=1
 step bench-cuda-ops 90 "$bin/bench_cuda_ops" --only engine
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
@@ -194,6 +201,10 @@ done
 note "== test-cuda-deepseek"
 [ -f "$logs/test-cuda-deepseek.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|passed,| (ref|custom) |differ' \
     "$logs/test-cuda-deepseek.log" | head -150 | tee -a "$summary"
+# the determinism test's lines: replays, chunks, the transformers errors
+note "== test-cuda-determinism"
+[ -f "$logs/test-cuda-determinism.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|replays of|calls of|logits nerr|differs|passed,' \
+    "$logs/test-cuda-determinism.log" | head -60 | tee -a "$summary"
 [ -f "$logs/test-engine-cpu.log" ] && grep -hE 'tests passed|\*\*\*' "$logs/test-engine-cpu.log" | head -20 |
     tee -a "$summary"
 note ""

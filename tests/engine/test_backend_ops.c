@@ -5,7 +5,10 @@
  * a tolerance per op, non-finite values in the same places, a guard region
  * after every output that must stay as written, and the batch-split
  * invariance of backend.h's contract (a row computed in a batch equals the
- * row computed alone, bitwise).  Prints one table line per (backend, case).
+ * row computed alone, bitwise).  Weights come in every storage type: plain,
+ * GGML blocks and FP8 block-scaled (matmul only, with partial edge blocks;
+ * the places such a weight does not belong are refused).  Prints one table
+ * line per (backend, case).
  *
  * Backends: "cpu" (ld_backend_cpu_create) always; "cuda-ref" and
  * "cuda-custom" (ld_backend_cuda_create with all=ref / all custom) when
@@ -73,19 +76,63 @@ typedef struct kind {
     ld_dtype dtype;
     ld_wquant quant;
     int block, bytes;
+    int br, bc; /* LD_WQ_F8B: the scale blocks (rows x columns) */
 } kind;
 
 static const kind kinds[] = {
-    {"f32", LD_DT_F32, LD_WQ_NONE, 1, 4},      {"f16", LD_DT_F16, LD_WQ_NONE, 1, 2},
-    {"bf16", LD_DT_BF16, LD_WQ_NONE, 1, 2},    {"q4_0", LD_DT_F32, LD_WQ_Q4_0, 32, 18},
-    {"q4_1", LD_DT_F32, LD_WQ_Q4_1, 32, 20},   {"q8_0", LD_DT_F32, LD_WQ_Q8_0, 32, 34},
-    {"q4_k", LD_DT_F32, LD_WQ_Q4_K, 256, 144}, {"q6_k", LD_DT_F32, LD_WQ_Q6_K, 256, 210},
+    {"f32", LD_DT_F32, LD_WQ_NONE, 1, 4, 0, 0},      {"f16", LD_DT_F16, LD_WQ_NONE, 1, 2, 0, 0},
+    {"bf16", LD_DT_BF16, LD_WQ_NONE, 1, 2, 0, 0},    {"q4_0", LD_DT_F32, LD_WQ_Q4_0, 32, 18, 0, 0},
+    {"q4_1", LD_DT_F32, LD_WQ_Q4_1, 32, 20, 0, 0},   {"q8_0", LD_DT_F32, LD_WQ_Q8_0, 32, 34, 0, 0},
+    {"q4_k", LD_DT_F32, LD_WQ_Q4_K, 256, 144, 0, 0}, {"q6_k", LD_DT_F32, LD_WQ_Q6_K, 256, 210, 0, 0},
+    /* block-scaled FP8 (matmul only): DeepSeek's 128x128, small blocks
+     * with partial edge blocks, and column blocks that are not a multiple
+     * of the custom kernel's 16-byte chunks */
+    {"f8b16x16", LD_DT_F32, LD_WQ_F8B, 1, 1, 16, 16}, {"f8b128x128", LD_DT_F32, LD_WQ_F8B, 1, 1, 128, 128},
+    {"f8b8x24", LD_DT_F32, LD_WQ_F8B, 1, 1, 8, 24},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
+#define KIND_F8B16 8
+#define KIND_F8B128 9
+#define KIND_F8B8X24 10
+
+static int is_f8b(int k)
+{
+    return kinds[k].quant == LD_WQ_F8B;
+}
+
+/* bytes of an FP8 weight's e4m3 values, its scale grid following them */
+static size_t f8b_qbytes(int rows, int cols)
+{
+    return ((size_t)rows * (size_t)cols + 15) & ~(size_t)15;
+}
+
+static size_t f8b_nscales(const kind *k, int rows, int cols)
+{
+    return (size_t)((rows + k->br - 1) / k->br) * (size_t)((cols + k->bc - 1) / k->bc);
+}
+
+/* rows x cols of FP8 E4M3 (every byte but the NaNs 0x7f, 0xff), then the
+ * scale grid: positive, in [2^-10, 2^-6) as weight_scale_inv's */
+static void *rand_f8b(const kind *k, int rows, int cols)
+{
+    size_t nq = f8b_qbytes(rows, cols), ns = f8b_nscales(k, rows, cols);
+    unsigned char *w = malloc(nq + ns * sizeof(float));
+    if (!w) return NULL;
+    for (size_t i = 0; i < nq; i++) {
+        unsigned char b = (unsigned char)next_u32();
+        w[i] = (b & 0x7f) == 0x7f ? (unsigned char)(b - 1) : b;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        float f = ldexpf(1.5f + 0.5f * uniform(), -7 - (int)(next_u32() % 4u));
+        memcpy(w + nq + i * sizeof f, &f, sizeof f);
+    }
+    return w;
+}
 
 /* rows x cols of kind k, random with sane scales (malloc'd, 8-aligned) */
 static void *rand_weights(const kind *k, int rows, int cols)
 {
+    if (k->quant == LD_WQ_F8B) return rand_f8b(k, rows, cols);
     size_t nb = (size_t)rows * (size_t)cols / (size_t)k->block, n = nb * (size_t)k->bytes;
     unsigned char *w = malloc(n ? n : 1);
     if (!w) return NULL;
@@ -114,7 +161,7 @@ static void *rand_weights(const kind *k, int rows, int cols)
             put16(p + 2, rand_f16(-12, -8));
             break;
         case LD_WQ_Q6_K: put16(p + 208, rand_f16(-14, -10)); break;
-        default: break; /* LD_WQ_F8B: not among the kinds here */
+        default: break; /* LD_WQ_F8B: rand_f8b */
         }
     }
     return w;
@@ -212,6 +259,11 @@ static ld_weight *load_weight(ld_backend *be, const kind *k, const void *data, i
 {
     ld_host_tensor t = {.dtype = k->dtype, .data = data, .rows = rows, .cols = cols, .quant = k->quant,
                         .rope_hd = rope_hd};
+    if (k->quant == LD_WQ_F8B) { /* the scale grid follows the bytes (rand_f8b) */
+        t.scale = (const float *)((const unsigned char *)data + f8b_qbytes(rows, cols));
+        t.scale_br = k->br;
+        t.scale_bc = k->bc;
+    }
     ld_weight *w = NULL;
     ld_error err = {0};
     if (be->ops->weight_load(be, &t, &w, &err) != LD_OK) fprintf(stderr, "  weight_load: %s\n", err.msg);
@@ -437,10 +489,31 @@ static void add_case(ocase c)
     cases[n_cases++] = c;
 }
 
+/* FP8 block-scaled matmuls: partial edge blocks in both dimensions
+ * (16x16 blocks on 40 x 56), 128x128 blocks on a realistic shape (2048 ->
+ * 384) and with partial blocks (640 -> 200, 200 -> 130), the custom
+ * kernel's 16-byte path (K % 16 == 0) and its byte path, blocks of 24
+ * columns that split its chunks, 1 to 70 tokens (its 8-row groups; the
+ * backend adds a bias 64 rows at a time), and biases of every plain type */
+static void build_f8b_cases(void)
+{
+    static const int mm[][5] = {
+        /* kind, T, K, N, bias kind */
+        {KIND_F8B16, 1, 56, 40, -1},      {KIND_F8B16, 13, 56, 40, -1},     {KIND_F8B16, 5, 96, 40, 0},
+        {KIND_F8B16, 3, 56, 40, 2},       {KIND_F8B16, 70, 56, 40, 0},      {KIND_F8B128, 1, 2048, 384, -1},
+        {KIND_F8B128, 13, 2048, 384, -1}, {KIND_F8B128, 9, 640, 200, -1},   {KIND_F8B128, 4, 200, 130, 1},
+        {KIND_F8B8X24, 7, 96, 50, -1},    {KIND_F8B8X24, 2, 100, 17, 0},
+    };
+    for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
+        add_case((ocase){.op = OP_MATMUL, .kind = mm[i][0], .a = mm[i][1], .b = mm[i][2], .c = mm[i][3],
+                         .bias_kind = mm[i][4]});
+}
+
 static void build_cases(void)
 {
     n_cases = 0;
     for (int k = 0; k < N_KINDS; k++) {
+        if (is_f8b(k)) continue; /* build_f8b_cases */
         int blk = kinds[k].block, dim = blk == 256 ? 512 : blk == 32 ? 96 : 37;
         add_case((ocase){.op = OP_EMBED, .kind = k, .a = 11, .b = dim, .c = 1});
         add_case((ocase){.op = OP_EMBED, .kind = k, .a = 11, .b = dim, .c = 7});
@@ -452,6 +525,7 @@ static void build_cases(void)
         add_case((ocase){.op = OP_MATMUL, .kind = k, .a = 5, .b = Ks[1], .c = 64, .d = 16, .bias_kind = 0});
         add_case((ocase){.op = OP_MATMUL, .kind = k, .a = 3, .b = Ks[0], .c = 48, .d = 0, .bias_kind = 2});
     }
+    build_f8b_cases();
     for (int k = 0; k < 3; k++) {
         add_case((ocase){.op = OP_RMSNORM, .kind = k, .a = 1, .b = 1});
         add_case((ocase){.op = OP_RMSNORM, .kind = k, .a = 576, .b = 5});
@@ -545,12 +619,17 @@ static int check_split(bk *b)
     rng = 42;
     const int T = 11;
     for (int k = 0; k < N_KINDS; k++) {
-        int K = kinds[k].block == 256 ? 512 : 96, N = 80;
+        int K = kinds[k].block == 256 ? 512 : 96, N = 80, rope_hd = 16;
+        if (is_f8b(k)) { /* no rope order; partial blocks */
+            K = k == KIND_F8B16 ? 56 : k == KIND_F8B128 ? 640 : 96;
+            N = k == KIND_F8B128 ? 200 : 40;
+            rope_hd = 0;
+        }
         void *wd = rand_weights(&kinds[k], N, K);
         float *x = malloc((size_t)T * (size_t)K * sizeof *x), *all = malloc((size_t)T * (size_t)N * sizeof *all);
         float *one = malloc((size_t)N * sizeof *one);
         fill(x, (size_t)T * (size_t)K, 1.0f);
-        ld_weight *w = load_weight(be, &kinds[k], wd, N, K, 16);
+        ld_weight *w = load_weight(be, &kinds[k], wd, N, K, rope_hd);
         ld_buf *bx = upload(be, x, (size_t)T * (size_t)K), *bo = upload(be, NULL, (size_t)T * (size_t)N);
         CHECK(w && bx && bo);
         CHECK_MSG(o->matmul(be, bo, bx, w, NULL, T, &err) == LD_OK, "%s", err.msg);
@@ -641,6 +720,50 @@ static int check_split(bk *b)
  * helpers above) */
 #ifndef LD_BACKEND_OPS_NO_MAIN
 
+/* ---------------------------------------------------------------- FP8 */
+
+/* FP8 block weights where they do not belong, refused as the reference
+ * backend refuses them: without their scales or in the rope row order
+ * (weight_load), as a norm weight or a bias (LD_ERR_USAGE); and on CUDA,
+ * which has no kernel for it, as an embedding table (LD_ERR_UNSUPPORTED). */
+static int check_f8b_refusals(bk *b)
+{
+    if (!b->be) SKIP("%s: %s", b->name, b->skip);
+    ld_backend *be = b->be;
+    const ld_backend_ops *o = be->ops;
+    ld_error err = {0};
+    rng = 5;
+    const kind *k = &kinds[KIND_F8B16];
+    void *wd = rand_weights(k, 32, 32);
+    CHECK(wd);
+    const float *sc = (const float *)((const unsigned char *)wd + f8b_qbytes(32, 32));
+    ld_host_tensor bad[] = {
+        {.data = wd, .rows = 32, .cols = 32, .quant = LD_WQ_F8B, .scale_br = 16, .scale_bc = 16},
+        {.data = wd, .rows = 32, .cols = 32, .quant = LD_WQ_F8B, .scale = sc, .scale_br = 16},
+        {.data = wd, .rows = 32, .cols = 32, .quant = LD_WQ_F8B, .scale = sc, .scale_br = 16, .scale_bc = 16,
+         .rope_hd = 16},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_weight *w = NULL;
+        CHECK_MSG(o->weight_load(be, &bad[i], &w, &err) == LD_ERR_USAGE && !w, "%s: FP8 weight %zu", b->name, i);
+    }
+    ld_weight *w = load_weight(be, k, wd, 32, 32, 0);
+    ld_buf *bx = upload(be, NULL, 32 * 32), *bo = upload(be, NULL, 32 * 32);
+    CHECK(w && bx && bo);
+    CHECK(o->rmsnorm(be, bo, bx, w, 1, 1e-6f, &err) == LD_ERR_USAGE && strstr(err.msg, "block type"));
+    CHECK(o->matmul(be, bo, bx, w, w, 1, &err) == LD_ERR_USAGE && strstr(err.msg, "bias of a block type"));
+    int32_t tok = 3;
+    ld_status st = o->embed(be, bo, w, &tok, 1, &err);
+    if (strncmp(b->name, "cuda", 4) == 0) CHECK_MSG(st == LD_ERR_UNSUPPORTED, "%s: embed %d", b->name, (int)st);
+    /* and the weight works as a matmul's */
+    CHECK_MSG(o->matmul(be, bo, bx, w, NULL, 32, &err) == LD_OK, "%s: %s", b->name, err.msg);
+    o->buf_free(be, bx);
+    o->buf_free(be, bo);
+    o->weight_free(be, w);
+    free(wd);
+    return 0;
+}
+
 static int with_backend(int which)
 {
     bk b[3];
@@ -668,6 +791,20 @@ static int with_backend_split(int which)
 static int test_split_cpu(void) { return with_backend_split(0); }
 static int test_split_cuda_ref(void) { return with_backend_split(1); }
 static int test_split_cuda_custom(void) { return with_backend_split(2); }
+
+static int with_backend_f8b(int which)
+{
+    bk b[3];
+    int n = 0;
+    CHECK(!open_backends(b, &n));
+    int rc = check_f8b_refusals(&b[which]);
+    close_backends(b, n);
+    return rc;
+}
+
+static int test_f8b_refusals_cpu(void) { return with_backend_f8b(0); }
+static int test_f8b_refusals_cuda_ref(void) { return with_backend_f8b(1); }
+static int test_f8b_refusals_cuda_custom(void) { return with_backend_f8b(2); }
 
 /* ---------------------------------------------------------------- spec */
 
@@ -744,6 +881,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_spec_parse),      LD_CASE(test_spec_errors),      LD_CASE(test_cuda_unavailable),
     LD_CASE(test_ops_cpu),         LD_CASE(test_split_cpu),        LD_CASE(test_ops_cuda_ref),
     LD_CASE(test_split_cuda_ref),  LD_CASE(test_ops_cuda_custom),  LD_CASE(test_split_cuda_custom),
+    LD_CASE(test_f8b_refusals_cpu), LD_CASE(test_f8b_refusals_cuda_ref), LD_CASE(test_f8b_refusals_cuda_custom),
 };
 
 LD_TEST_MAIN(tests)
