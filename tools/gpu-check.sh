@@ -15,8 +15,10 @@
 #   3. runs the kernel benchmark (bench/cuda_ops.c: each kernel's time and
 #      bandwidth against a device-to-device cudaMemcpy of the same run), its
 #      engine section and its DeepSeek section as two steps;
-#   4. (when it built) builds everything else and runs the engine's other
-#      CPU tests (ctest -L cpu -R '^engine\.');
+#   4. (when it built) builds everything else, runs test_engine_tp's NCCL
+#      case, logdiff replay on the CUDA backend end to end
+#      (tests/cli/replay_cuda.sh: --check ref, --compare-kernels) and the
+#      engine's other CPU tests (ctest -L cpu -R '^engine\.');
 # and prints a short table (step, result, seconds), the tests' summary
 # lines and the benchmark.  A build error outside the GPU targets is
 # reported and fails the run, but the GPU tests and the benchmark still run.
@@ -179,8 +181,6 @@ rc=$?
 if [ $built = 1 ]; then
     step build-all 150 cmake --build "$build" -j "$jobs" -- -k || {
         status=1; grep -E 'error:' "$logs/build-all.log" | head -10 | tee -a "$summary"; }
-    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \
-        -j "$jobs" --output-on-failure --timeout 140 || status=1
     # tensor parallelism over NCCL (test_engine_tp's cuda case: TP=1 over NCCL
     # bitwise the plain CUDA forward; TP=2 where there are two GPUs); only
     # when built here, since libnccl (~200 MB) does not travel in gpu-bin
@@ -188,6 +188,18 @@ if [ $built = 1 ]; then
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
     grep -E '^(ok|skip|FAIL) |cuda tp|passed,' "$logs/test-tp-nccl.log" 2>/dev/null | tee -a "$summary"
+    # logdiff replay end to end on the CUDA backend against the reference
+    # (tests/cli/replay_cuda.sh: --check ref on dense, FP8, DeepSeek V3.2 /
+    # V3 FP8 / V4 FP4 tiny models; --compare-kernels); only when built here
+    # (logdiff's libraries do not travel in gpu-bin)
+    step replay-cuda 90 env LOGDIFF="$build/logdiff" LD_SOURCE_DIR="$root" bash "$root/tests/cli/replay_cuda.sh"
+    rc=$?
+    [ $rc = 0 ] || [ $rc = 77 ] || status=1
+    grep -E '^(ok|FAIL|skipped)|worst plane|final-norm|passed,' "$logs/replay-cuda.log" 2>/dev/null | tee -a "$summary"
+    # last: the engine's CPU tests (CI runs them too; here they show the GPU
+    # machine's build is sound) get what is left of the budget
+    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \
+        -j "$jobs" --output-on-failure --timeout 140 || status=1
 fi
 
 note ""
