@@ -19,6 +19,11 @@
  * weight half for each absorption).  The reference kernels are timed only
  * where they finish in a moment (the sampler's is O(V^2), MLA's recomputes
  * the scores per output element): "-" in the us/call column otherwise.
+ * Then kernels/cuda_deepseek_v4.cu at DeepSeek-V4-Flash sizes: the
+ * shared-KV attention with sinks (CSA: window + 512 picked entries; HCA:
+ * window + every entry), the clamped SwiGLU, the output's inverse RoPE,
+ * hc_head, the FP4 expert GEMV/GEMM (UE8M0 scales per 32), the
+ * compressor (T = the entries pooled) and V3.2's indexer LayerNorm.
  *
  * Usage: bench_cuda_ops [--quick] [--only engine|deepseek] */
 #define _POSIX_C_SOURCE 200809L
@@ -244,6 +249,199 @@ static void *dev_zero(size_t bytes)
     return d;
 }
 
+/* ---------------------------------------------------------------- DeepSeek-V4 (cuda_deepseek_v4.cu) */
+
+typedef enum v4_op { V4_ATT, V4_SWIGLU, V4_ROPE, V4_HC_HEAD, V4_FP4, V4_COMP, V4_LN } v4_op;
+
+/* one call of a V4 op; the fields each op reads */
+typedef struct v4_ctx {
+    v4_op op;
+    int v, T, H, hd, win, pos0, ratio, kpick, N, K, D, r, d, overlap;
+    float *out, *x, *y, *z, *w, *work;
+    size_t work_n;
+    uint8_t *q;
+    int32_t *picks;
+} v4_ctx;
+
+static int call_v4(void *p)
+{
+    v4_ctx *c = p;
+    switch (c->op) {
+    case V4_ATT:
+        return ld_cu_ds4_attention(c->v, c->out, c->x, c->T, c->H, c->hd, c->y, c->win + c->T - 1, c->win, c->z,
+                                   c->ratio, c->picks, c->kpick, c->w, 0.044f, c->pos0, c->work, c->work_n);
+    case V4_SWIGLU:
+        return ld_cu_ds4_clamped_swiglu(c->v, c->out, c->x, c->x + c->N, c->T, c->N, 2 * (size_t)c->N, 10.0f);
+    case V4_ROPE:
+        return ld_cu_ds_rope(c->v, c->x, c->T, (size_t)c->H * (size_t)c->hd, (size_t)(c->hd - 64), c->H,
+                             (size_t)c->hd, 64, c->y, 1.0f, 1, c->pos0, 1, 0);
+    case V4_HC_HEAD:
+        return ld_cu_ds4_hc_head(c->v, c->out, c->x, c->T, c->N, c->D, c->y, c->z, 1.5f, 1e-6f, 1e-6f, c->work,
+                                 c->work_n);
+    case V4_FP4: return ld_cu_ds4_fp4_matmul(c->v, c->out, c->x, c->q, c->w, 1, c->T, c->K, c->N, c->N, c->K / 32);
+    case V4_COMP:
+        return ld_cu_ds4_compress(c->v, c->out, c->x, c->y, c->z, c->r, c->d, (size_t)(c->overlap ? 2 * c->d : c->d),
+                                  c->overlap, 1, c->T);
+    case V4_LN: return ld_cu_ds_layernorm(c->v, c->x, c->T, (size_t)c->d, c->y, c->z, c->d, 1e-6f);
+    }
+    return 0;
+}
+
+/* times c (custom, then ref when `ref_ok`) and prints the lines */
+static void v4_time(v4_ctx *c, const char *op, const char *shape, double bytes, int ref_ok, double cp)
+{
+    for (int v = 1; v >= 0; v--) {
+        if (v == LD_CU_REF && (!ref_ok || quick)) {
+            printf("%-13s %-26s %4d  %-6s %10s\n", op, shape, c->T, "ref", "-");
+            continue;
+        }
+        c->v = v;
+        dline(op, shape, c->T, v, time_it(call_v4, c, v ? (quick ? 10 : 50) : 2), bytes, cp);
+    }
+}
+
+/* DeepSeek-V4-Flash sizes: 64 heads of 512 sharing one KV head, window
+ * 128, CSA (ratio 4, index_topk 512) and HCA (ratio 128) entries; hidden
+ * 4096, experts 2048 x 4096 FP4 with UE8M0 scales per 32 weights; mHC 4
+ * streams; the compressor's entries; V3.2's indexer keys (128) for the
+ * LayerNorm.  Attention's bytes: every key row once (however many heads
+ * read it), q and out. */
+static void bench_deepseek_v4(double cp)
+{
+    char shape[64];
+
+    /* attention decode / short prefill: CSA (window + 512 picked of 2048
+     * entries) and HCA (window + all 512 entries) */
+    struct { int ratio, kpick, pos0; const char *name; } at[] = {{4, 512, 8191, "csa"}, {128, 0, 65535, "hca"}};
+    for (size_t i = 0; i < 2; i++) {
+        int Ts[] = {1, 4}, H = 64, hd = 512, win = 128, Tm = 4;
+        int nent = (at[i].pos0 + Tm) / at[i].ratio;
+        v4_ctx c = {.op = V4_ATT, .H = H, .hd = hd, .win = win, .pos0 = at[i].pos0, .ratio = at[i].ratio,
+                    .kpick = at[i].kpick};
+        int32_t *hp = malloc((size_t)Tm * 512 * sizeof *hp);
+        if (!hp) exit(2);
+        for (int t = 0; t < Tm; t++)
+            for (int j = 0; j < 512; j++) hp[t * 512 + j] = j * 4; /* ascending, < 2048 */
+        c.picks = at[i].kpick ? dev_i32(hp, (size_t)Tm * 512) : NULL;
+        free(hp);
+        c.x = dev_random((size_t)Tm * H * hd * 4);
+        c.y = dev_random((size_t)(win + Tm) * hd * 4);
+        c.z = dev_random((size_t)nent * hd * 4);
+        c.w = dev_random((size_t)H * 4);
+        c.out = dev_zero((size_t)Tm * H * hd * 4);
+        size_t w0 = ld_cu_ds4_attention_work(0, Tm, H, hd, c.pos0, win, c.ratio, c.kpick, 1);
+        size_t w1 = ld_cu_ds4_attention_work(1, Tm, H, hd, c.pos0, win, c.ratio, c.kpick, 1);
+        c.work_n = w0 > w1 ? w0 : w1;
+        c.work = dev_zero(c.work_n * 4);
+        for (int ti = 0; ti < 2; ti++) {
+            c.T = Ts[ti];
+            int nk = win + (c.kpick ? c.kpick : (c.pos0 + 1) / c.ratio);
+            snprintf(shape, sizeof shape, "%s H 64 hd 512 keys %d", at[i].name, nk);
+            double bytes = 4.0 * ((double)c.T * nk * hd + 2.0 * c.T * H * hd);
+            v4_time(&c, "ds4_attention", shape, bytes, c.T == 1, cp);
+        }
+        if (c.picks) TRY(ld_cu_free(c.picks));
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.y));
+        TRY(ld_cu_free(c.z));
+        TRY(ld_cu_free(c.w));
+        TRY(ld_cu_free(c.out));
+        TRY(ld_cu_free(c.work));
+    }
+
+    int Ts[] = {1, 64};
+    for (size_t i = 0; i < 2; i++) {
+        int T = Ts[i];
+        /* clamped SwiGLU of a fused gate/up row of 2 x 2048 */
+        v4_ctx s = {.op = V4_SWIGLU, .T = T, .N = 2048};
+        s.x = dev_random((size_t)T * 4096 * 4);
+        s.out = dev_zero((size_t)T * 2048 * 4);
+        snprintf(shape, sizeof shape, "F 2048 fused");
+        v4_time(&s, "ds4_swiglu", shape, (double)T * 2048 * 12.0, 1, cp);
+        TRY(ld_cu_free(s.x));
+        TRY(ld_cu_free(s.out));
+
+        /* the output's inverse RoPE: 64 heads, the last 64 of 512 */
+        v4_ctx r = {.op = V4_ROPE, .T = T, .H = 64, .hd = 512, .pos0 = 1000};
+        r.x = dev_random((size_t)T * 64 * 512 * 4);
+        r.y = dev_random(32 * 4);
+        snprintf(shape, sizeof shape, "H 64 hd 512 dim 64 inverse");
+        v4_time(&r, "ds4_rope", shape, (double)T * 64 * 64 * 8.0, 1, cp);
+        TRY(ld_cu_free(r.x));
+        TRY(ld_cu_free(r.y));
+
+        /* hc_head: 4 streams of 4096 */
+        int N = 4, D = 4096, ND = N * D;
+        v4_ctx h = {.op = V4_HC_HEAD, .T = T, .N = N, .D = D};
+        h.x = dev_random((size_t)T * ND * 4);
+        h.y = dev_random((size_t)N * ND * 4);
+        h.z = dev_random((size_t)N * 4);
+        h.out = dev_zero((size_t)T * D * 4);
+        h.work_n = ld_cu_hc_head_work(T, N);
+        h.work = dev_zero(h.work_n * 4);
+        snprintf(shape, sizeof shape, "N 4 D 4096");
+        v4_time(&h, "hc_head", shape, (double)N * ND * 4.0 + (double)T * (ND + D) * 4.0, 1, cp);
+        TRY(ld_cu_free(h.x));
+        TRY(ld_cu_free(h.y));
+        TRY(ld_cu_free(h.z));
+        TRY(ld_cu_free(h.out));
+        TRY(ld_cu_free(h.work));
+
+        /* V3.2 indexer keys' LayerNorm (128) */
+        v4_ctx l = {.op = V4_LN, .T = T, .d = 128};
+        l.x = dev_random((size_t)T * 128 * 4);
+        l.y = dev_random(128 * 4);
+        l.z = dev_random(128 * 4);
+        snprintf(shape, sizeof shape, "dim 128");
+        v4_time(&l, "ds_layernorm", shape, (double)T * 128 * 8.0 + 1024.0, 1, cp);
+        TRY(ld_cu_free(l.x));
+        TRY(ld_cu_free(l.y));
+        TRY(ld_cu_free(l.z));
+    }
+
+    /* FP4 expert GEMV / GEMM (gate or up 2048 x 4096, down 4096 x 2048) */
+    struct { int N, K; } f4[] = {{2048, 4096}, {4096, 2048}};
+    for (size_t i = 0; i < 2; i++) {
+        int N = f4[i].N, K = f4[i].K, fT[] = {1, 8};
+        size_t nsc = (size_t)N * (size_t)(K / 32);
+        v4_ctx c = {.op = V4_FP4, .N = N, .K = K};
+        c.q = dev_random((size_t)N * K / 2);
+        c.w = dev_random(nsc);
+        c.x = dev_random((size_t)8 * K * 4);
+        c.out = dev_zero((size_t)8 * N * 4);
+        for (int ti = 0; ti < 2; ti++) {
+            c.T = fT[ti];
+            snprintf(shape, sizeof shape, "fp4 %dx%d ue8m0/32", N, K);
+            double bytes = (double)N * K / 2 + (double)nsc + 4.0 * c.T * ((double)K + N);
+            v4_time(&c, "fp4_matmul", shape, bytes, c.T == 1, cp);
+        }
+        TRY(ld_cu_free(c.q));
+        TRY(ld_cu_free(c.w));
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.out));
+    }
+
+    /* the compressor: CSA (ratio 4, 2 x 512) one entry and 64 (a prefill
+     * chunk), HCA (ratio 128, 512) one entry */
+    struct { int r, overlap, nw; const char *name; } cp4[] = {{4, 1, 1, "csa"}, {4, 1, 64, "csa"}, {128, 0, 1, "hca"}};
+    for (size_t i = 0; i < 3; i++) {
+        int r = cp4[i].r, d = 512, ov = cp4[i].overlap, nw = cp4[i].nw;
+        size_t stride = (size_t)(ov ? 2 * d : d), rows = (size_t)(nw + 1) * r;
+        v4_ctx c = {.op = V4_COMP, .T = nw, .r = r, .d = d, .overlap = ov};
+        c.x = dev_random(rows * stride * 4);
+        c.y = dev_random(rows * stride * 4);
+        c.z = dev_random((size_t)r * stride * 4);
+        c.out = dev_zero((size_t)nw * d * 4);
+        snprintf(shape, sizeof shape, "%s r %d d %d", cp4[i].name, r, d);
+        double bytes = (double)nw * (ov ? 2 : 1) * r * d * 2 * 4.0 + (double)r * stride * 4 + (double)nw * d * 4;
+        v4_time(&c, "ds4_compress", shape, bytes, 1, cp);
+        TRY(ld_cu_free(c.x));
+        TRY(ld_cu_free(c.y));
+        TRY(ld_cu_free(c.z));
+        TRY(ld_cu_free(c.out));
+    }
+}
+
 static void bench_deepseek(double cp)
 {
     char shape[64];
@@ -466,6 +664,8 @@ static void bench_deepseek(double cp)
         TRY(ld_cu_free(c.idx));
         TRY(ld_cu_free(c.vwork));
     }
+
+    bench_deepseek_v4(cp);
 }
 
 int main(int argc, char **argv)

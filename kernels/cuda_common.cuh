@@ -108,4 +108,46 @@ __device__ __forceinline__ int ld_ranks_before(float sa, int a, float sb, int b)
     return a < b;
 }
 
+/* ---- DeepSeek-V4 helpers (cuda_deepseek_v4.cu) ---- */
+
+/* max over the warp, every lane gets it (exact whatever the order; NaN
+ * ignored as fmaxf does) */
+__device__ __forceinline__ float ld_warp_max(float v)
+{
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(LD_CU_FULL, v, off));
+    return v;
+}
+
+/* x rounded to bf16 (to nearest, ties to even; NaN kept), as
+ * ld_var_bf16_round */
+__device__ __forceinline__ float ld_bf16_round(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return x;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+/* FP4 E2M1 code (low 4 bits) to fp32, exact (ld_ref_ds4_e2m1_to_f32):
+ * 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (code & 8) */
+__device__ __forceinline__ float ld_e2m1_to_f32(uint32_t code)
+{
+    uint32_t e = (code >> 1) & 3u, m = code & 1u;
+    float v = e ? __uint_as_float(((e + 126u) << 23) | (m << 22)) : (m ? 0.5f : 0.0f);
+    return (code & 8u) ? -v : v;
+}
+
+/* UE8M0 to fp32: 2^(v - 127), 255 NaN (ld_ref_ds4_e8m0_to_f32) */
+__device__ __forceinline__ float ld_e8m0_to_f32(uint32_t v)
+{
+    if (v == 255u) return __uint_as_float(0x7fc00000u);
+    return v ? __uint_as_float(v << 23) : __uint_as_float(0x00400000u);
+}
+
+/* 1 / (1 + expf(-x)), the C references' sigmoid */
+__device__ __forceinline__ float ld_sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
 #endif /* LD_CUDA_COMMON_CUH */

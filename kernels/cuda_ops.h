@@ -264,6 +264,94 @@ size_t ld_cu_sample_work(int v, int T, int V);
 int ld_cu_sample(int v, int32_t *tokens, const float *logits, int T, int V, double temperature, int64_t top_k,
                  double top_p, double min_p, uint64_t seed, uint64_t pos0, void *work, size_t work_bytes);
 
+/* ---------------------------------------------------------------- DeepSeek-V4
+ * kernels/cuda_deepseek_v4.cu: the twins of the rest of ref_deepseek_v4.h
+ * and of V3.2's indexer LayerNorm and RoPE (ref_deepseek.h).  As above: v
+ * is LD_CU_REF or LD_CU_CUSTOM, device arrays, T token rows at positions
+ * pos0 + t, every row computed the same whatever rows run with it; 0 or a
+ * CUDA error code (cudaErrorInvalidValue for a refused shape, before any
+ * launch). */
+
+/* floats of workspace ld_cu_ds4_attention needs (its arguments of the same
+ * names; kpick 0 when there are no picks, has_entries 0/1).  ref: T * H *
+ * (nk + 1), custom: T * H * ceil(nk / 64) * (hd + 2), nk the bound of a
+ * token's key count: min(window, pos0 + T) + (kpick, or (pos0 + T) /
+ * ratio without picks, or 0 without entries). */
+size_t ld_cu_ds4_attention_work(int v, int T, int H, int hd, int pos0, int window, int ratio, int kpick,
+                                int has_entries);
+
+/* V4's shared-KV attention with per-head sinks (ld_ref_ds4_attention) of T
+ * tokens, q [T][H][hd], out [T][H][hd].  Token t (position p = pos0 + t)
+ * sees, in this order, the sliding window: positions max(0, p - window +
+ * 1) .. p of the ring kv [kv_rows][hd] (row = position % kv_rows, so
+ * kv_rows >= window + T - 1 for a batch), then the compressed entries
+ * entries [.][hd] (NULL: none): picks [T][kpick] up to the first negative
+ * (ld_cu_topk's rows; NULL: every entry w < (p + 1) / ratio).  sinks [H]
+ * or NULL.  ref: a thread per (t, h) for the scores and their exps
+ * (`work`), a thread per output for sum_i (e_i / sum) k_i[d]; custom
+ * (hd <= 512): split-K over the key list, 64 keys a split, a block per
+ * (split, 8 heads, token) (the 8 queries in shared memory, a warp per key
+ * for the dot products, two keys a lane for the split's max and sum, a
+ * thread per d for the unnormalised output, fmaf), then a thread per
+ * output merging the splits in order with the sink.  T <= 65535. */
+int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
+                        int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                        const float *sinks, float scale, int pos0, float *work, size_t work_floats);
+
+/* V4's clamped SwiGLU of the routed experts (ld_ref_ds4_clamped_swiglu)
+ * of T rows: out [T][F] (rows F apart) from g and u (rows `ld` apart: ld =
+ * 2F, u = g + F for a fused gate/up output).  ref: a thread per element;
+ * custom: four a thread (16-byte accesses; F, ld multiples of 4 and the
+ * pointers aligned, else the ref kernel).  Both: the same bits. */
+int ld_cu_ds4_clamped_swiglu(int v, float *out, const float *g, const float *u, int T, int F, size_t ld,
+                             float limit);
+
+/* RoPE of T rows in place: ld_ref_ds_rope_ex (V3.2, the indexer's keys
+ * and queries; inverse 0) and ld_ref_ds4_rope_ex (V4: off = head_dim - dim,
+ * head_stride = head_dim, interleave 1; inverse 1 rotates by -sin, the
+ * de-rotation of the attention output).  x [T][row_stride], heads at off +
+ * h * head_stride.  ref: a thread per (t, h, pair); custom: a block per
+ * row, its cos / sin table in shared memory (dim <= 1024, else the ref
+ * kernel).  Both: the same bits. */
+int ld_cu_ds_rope(int v, float *x, int T, size_t row_stride, size_t off, int n_heads, size_t head_stride, int dim,
+                  const float *inv_freq, float attn_factor, int interleave, int pos0, int inverse, int bf16_table);
+
+/* floats of workspace ld_cu_ds4_hc_head needs: T * (1 + N) (ref; the
+ * custom kernel needs none) */
+size_t ld_cu_hc_head_work(int T, int N);
+
+/* The final stream collapse (ld_ref_ds4_hc_head) of T tokens: X [T][N][D],
+ * fn [N][N*D], base [N], out [T][D].  N <= 64.  ref: a thread per token
+ * (norm), per (t, j) (mix), per (t, d) (collapse); custom: a block per
+ * token (block-reduced norm, a warp per mixing row). */
+int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, const float *fn, const float *base,
+                      float scale, float norm_eps, float hc_eps, float *work, size_t work_floats);
+
+/* out [T][N] = x [T][K] . W^T with W [N][K] packed FP4 E2M1 (q [N][K/2],
+ * byte k/2, low nibble for even k) times its block scale, in
+ * ld_ref_ds4_dequant's format: scale [sr][sc] (fp32, or UE8M0 bytes with
+ * scale_e8m0 = 1: 2^(v - 127)), sr | N, sc | K, K even; w = e2m1 * scale
+ * (one product), one accumulator in k order (ref: a thread per output,
+ * the C loop); custom: a warp per output column over up to 8 token rows
+ * (16-byte chunks of 32 weights a lane, fmaf, the shuffle tree). */
+int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale, int scale_e8m0,
+                         int T, int K, int N, int sr, int sc);
+
+/* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
+ * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`
+ * floats indexed by absolute position, ape [r][stride].  ref: a thread per
+ * (entry, column), the C loop; custom: a block per (32 columns, entry),
+ * the slots split over 8 parts (max, sum of exps, fmaf'd weighted sum)
+ * combined in part order, one division at the end.  nw <= 65535. */
+int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r, int d,
+                       size_t stride, int overlap, int w0, int nw);
+
+/* V3.2's indexer LayerNorm (ld_ref_ds_layernorm) in place over `rows`
+ * rows of dim floats, row_stride apart; w, b [dim].  ref: a thread per row,
+ * the C loop; custom: a block per row, block-reduced sums. */
+int ld_cu_ds_layernorm(int v, float *x, int rows, size_t row_stride, const float *w, const float *b, int dim,
+                       float eps);
+
 #ifdef __cplusplus
 }
 #endif

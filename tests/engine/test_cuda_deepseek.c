@@ -1,7 +1,7 @@
 /* test_cuda_deepseek.c - the GPU-only checks of the CUDA DeepSeek ops and
- * sampler (kernels/cuda_deepseek.cu, kernels/cuda_sample.cu; ctest label
- * gpu): every op, its reference kernel (LD_CU_REF) and its custom kernel
- * (LD_CU_CUSTOM), against the plain-C reference (ref_deepseek.h,
+ * sampler (kernels/cuda_deepseek.cu, cuda_deepseek_v4.cu, cuda_sample.cu;
+ * ctest label gpu): every op, its reference kernel (LD_CU_REF) and its
+ * custom kernel (LD_CU_CUSTOM), against the plain-C reference (ref_deepseek.h,
  * ref_deepseek_v4.h, ref_ops.h, replay_sample.h) on random inputs of small
  * realistic shapes.  Every case skips (77) with the reason when CUDA is not
  * built or no device is present (the message of ld_backend_cuda_create,
@@ -30,6 +30,22 @@
  *                  of both kernels equal ld_sampler_token's exactly, greedy
  *                  and seeded, with each filter alone and together, ties
  *                  and NaN included
+ * kernels/cuda_deepseek_v4.cu:
+ *   ds4_attention  ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (split-K
+ *                  over 64 keys, fmaf, unnormalised sums merged in order);
+ *                  window, compressed entries all / picked (-1 filled),
+ *                  sinks on and off, hd 64..512; the last row run alone
+ *                  equals the batch's row bitwise (both kernels)
+ *   clamped_swiglu both: nmse <= 1e-12 (expf); custom bitwise = ref kernel
+ *   rope           both: nmse <= 1e-12 (cosf / sinf ulps; 1e-5 with the
+ *                  bf16 table: an ulp may cross a bf16 rounding boundary);
+ *                  custom bitwise = ref kernel; V4 (inverse too) and V3.2
+ *   hc_head        ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10
+ *   fp4_matmul     ref: bitwise (fp32 and UE8M0 scales); custom: nmse <=
+ *                  1e-10; the last row alone: the batch's bits
+ *   ds4_compress   ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (slot
+ *                  parts, one division)
+ *   ds_layernorm   ref: bitwise; custom: nmse <= 1e-10
  */
 #include <math.h>
 #include <stdint.h>
@@ -894,6 +910,365 @@ static int test_cuda_sample(void)
     return 0;
 }
 
+/* ---------------------------------------------------------------- DeepSeek-V4 (cuda_deepseek_v4.cu) */
+
+/* a device result of n floats to a new host array (NULL on failure) */
+static float *dget(const float *dev, size_t n)
+{
+    float *h = malloc(n * sizeof *h);
+    if (h && ld_cu_d2h(h, dev, n * sizeof *h)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static int test_cuda_ds4_attention(void)
+{
+    NEED_GPU();
+    /* picks: 0 every valid entry, 1 an ascending random subset of at most
+     * kpick (some rows shorter, -1 filled); ratio 0: no entries */
+    struct { int T, H, hd, window, pos0, ratio, kpick, picks, sinks; } sh[] = {
+        {1, 64, 512, 128, 700, 4, 64, 1, 1}, {5, 8, 128, 16, 40, 8, 0, 0, 1}, {3, 12, 96, 32, 0, 0, 0, 0, 0},
+        {2, 9, 200, 8, 100, 4, 16, 1, 1},    {1, 16, 512, 128, 4095, 128, 0, 0, 1}, {4, 3, 64, 5, 2, 2, 0, 0, 1},
+        {2, 8, 64, 128, 3000, 4, 0, 0, 1}, /* 878 keys: 14 splits */
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, H = sh[ci].H, hd = sh[ci].hd, win = sh[ci].window, pos0 = sh[ci].pos0;
+        int ratio = sh[ci].ratio, kpick = sh[ci].picks ? sh[ci].kpick : 0;
+        int kv_rows = win + T - 1, npos = pos0 + T, nent = ratio ? npos / ratio : 0;
+        size_t QH = (size_t)H * hd;
+        float *q = malloc(sizeof(float) * T * QH), *kv = malloc(sizeof(float) * kv_rows * hd);
+        float *ent = malloc(sizeof(float) * (nent + 1) * hd), *sinks = malloc(sizeof(float) * H);
+        float *ref = malloc(sizeof(float) * T * QH), *scores = malloc(sizeof(float) * (win + nent + kpick + 1));
+        const float **keys = malloc(sizeof(float *) * (win + nent + kpick + 1));
+        int32_t *picks = malloc(sizeof(int32_t) * (T * kpick + 1));
+        CHECK(q && kv && ent && sinks && ref && scores && keys && picks);
+        fill(q, (size_t)T * QH, -2, 2);
+        fill(ent, (size_t)(nent + 1) * hd, -2, 2);
+        fill(sinks, (size_t)H, -1, 3);
+        for (int p = 0; p < npos; p++) fill(kv + (size_t)(p % kv_rows) * hd, (size_t)hd, -2, 2);
+        for (int t = 0; t < T; t++) {
+            int p = pos0 + t, nk = 0, lo = p - win + 1 > 0 ? p - win + 1 : 0;
+            for (int j = lo; j <= p; j++) keys[nk++] = kv + (size_t)(j % kv_rows) * hd;
+            int nvalid = ratio ? (p + 1) / ratio : 0;
+            if (kpick) {
+                int32_t *pr = picks + (size_t)t * kpick;
+                int want = nvalid < kpick ? nvalid : kpick, m = 0;
+                if (t % 2 && want > 2) want -= 2; /* a shorter row */
+                /* an ascending random subset of [0, nvalid) of `want` */
+                for (int w = 0; w < nvalid && m < want; w++)
+                    if ((int)(next_u32() % (uint32_t)(nvalid - w)) < want - m) pr[m++] = w;
+                for (int i = m; i < kpick; i++) pr[i] = -1;
+                for (int i = 0; i < m; i++) keys[nk++] = ent + (size_t)pr[i] * hd;
+            } else {
+                for (int w = 0; w < nvalid; w++) keys[nk++] = ent + (size_t)w * hd;
+            }
+            ld_ref_ds4_attention(ref + (size_t)t * QH, q + (size_t)t * QH, H, hd, keys, nk,
+                                 sh[ci].sinks ? sinks : NULL, 1.0f / sqrtf((float)hd), scores);
+        }
+        float *dq, *dkv, *dent, *dsinks, *dout;
+        int32_t *dpicks;
+        DPUT(dq, q, sizeof(float) * T * QH);
+        DPUT(dkv, kv, sizeof(float) * kv_rows * hd);
+        DPUT(dent, ent, sizeof(float) * (nent + 1) * hd);
+        DPUT(dsinks, sinks, sizeof(float) * H);
+        DPUT(dpicks, picks, sizeof(int32_t) * (T * kpick + 1));
+        DPUT(dout, NULL, sizeof(float) * T * QH);
+        char shape[80];
+        snprintf(shape, sizeof shape, "T %d H %d hd %d win %d p0 %d r %d k %d%s", T, H, hd, win, pos0, ratio, kpick,
+                 sh[ci].sinks ? " sink" : "");
+        for (int v = 0; v < 2; v++) {
+            size_t wn = ld_cu_ds4_attention_work(v, T, H, hd, pos0, win, ratio, kpick, ratio > 0);
+            float *dwork;
+            DPUT(dwork, NULL, sizeof(float) * (wn + 1));
+            CU(ld_cu_memset0(dout, sizeof(float) * T * QH));
+            CU(ld_cu_ds4_attention(v, dout, dq, T, H, hd, dkv, kv_rows, win, ratio ? dent : NULL, ratio,
+                                   kpick ? dpicks : NULL, kpick, sh[ci].sinks ? dsinks : NULL,
+                                   1.0f / sqrtf((float)hd), pos0, dwork, wn));
+            if (compare("ds4_attention", v, shape, dout, ref, (size_t)T * QH, v ? 1e-10 : 1e-12)) return 1;
+            /* the last row alone (T = 1 at its position): the batch's bits */
+            float *rows = dget(dout, (size_t)T * QH), *alone;
+            CHECK(rows);
+            size_t w1 = ld_cu_ds4_attention_work(v, 1, H, hd, pos0 + T - 1, win, ratio, kpick, ratio > 0);
+            CHECK(w1 <= wn);
+            DPUT(alone, NULL, sizeof(float) * QH);
+            CU(ld_cu_ds4_attention(v, alone, dq + (size_t)(T - 1) * QH, 1, H, hd, dkv, kv_rows, win,
+                                   ratio ? dent : NULL, ratio, kpick ? dpicks + (size_t)(T - 1) * kpick : NULL, kpick,
+                                   sh[ci].sinks ? dsinks : NULL, 1.0f / sqrtf((float)hd), pos0 + T - 1, dwork, w1));
+            int bad = compare("ds4_att alone", v, shape, alone, rows + (size_t)(T - 1) * QH, QH, -1);
+            free(rows);
+            if (bad) return 1;
+        }
+        free(q);
+        free(kv);
+        free(ent);
+        free(sinks);
+        free(ref);
+        free(scores);
+        free(keys);
+        free(picks);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds4_swiglu(void)
+{
+    NEED_GPU();
+    /* fused: g and u the halves of one [T][2F] row (the float4 path);
+     * else separate [T][F] arrays with F odd (the scalar path) */
+    struct { int T, F, fused; } sh[] = {{3, 2048, 1}, {5, 1001, 0}, {1, 64, 1}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, F = sh[ci].F, fused = sh[ci].fused;
+        size_t ld = fused ? 2 * (size_t)F : (size_t)F, n = (size_t)T * F;
+        float *gu = malloc(sizeof(float) * T * ld * 2), *ref = malloc(sizeof(float) * n);
+        CHECK(gu && ref);
+        fill(gu, (size_t)T * ld * 2, -15, 15); /* beyond the limit 10 both ways */
+        const float *g = gu, *u = fused ? gu + F : gu + (size_t)T * ld;
+        for (int t = 0; t < T; t++)
+            ld_ref_ds4_clamped_swiglu(ref + (size_t)t * F, g + (size_t)t * ld, u + (size_t)t * ld, 10.0f, (size_t)F);
+        float *dgu, *dout, *rk = NULL;
+        DPUT(dgu, gu, sizeof(float) * T * ld * 2);
+        DPUT(dout, NULL, sizeof(float) * n);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d F %d %s", T, F, fused ? "fused" : "split");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * n));
+            CU(ld_cu_ds4_clamped_swiglu(v, dout, dgu, fused ? dgu + F : dgu + (size_t)T * ld, T, F, ld, 10.0f));
+            if (compare("clamped_swiglu", v, shape, dout, ref, n, 1e-12)) return 1;
+            if (!v) CHECK(rk = dget(dout, n));
+            else if (compare("swiglu cu=ref", v, shape, dout, rk, n, -1)) return 1;
+        }
+        free(rk);
+        free(gu);
+        free(ref);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds_rope(void)
+{
+    NEED_GPU();
+    /* v4: heads of hd, the last dim rotated, interleaved (queries, the
+     * output's inverse); v3.2: the indexer's key rows (one head at off 0),
+     * both pair layouts */
+    struct { int v4, T, H, hd, dim, interleave, pos0, inverse, bf16; } sh[] = {
+        {1, 2, 64, 512, 64, 1, 1000, 0, 0}, {1, 3, 8, 128, 64, 1, 7, 1, 0},  {1, 2, 4, 512, 64, 1, 4095, 1, 1},
+        {0, 5, 1, 128, 64, 0, 300, 0, 0},   {0, 4, 2, 192, 64, 1, 0, 0, 1},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, H = sh[ci].H, hd = sh[ci].hd, dim = sh[ci].dim, il = sh[ci].interleave;
+        int pos0 = sh[ci].pos0, inv = sh[ci].inverse, bf = sh[ci].bf16;
+        size_t rs = (size_t)H * hd + 3, n = (size_t)T * rs, off = sh[ci].v4 ? (size_t)(hd - dim) : 0;
+        float *x = malloc(sizeof(float) * n), *ref = malloc(sizeof(float) * n), freq[512];
+        CHECK(x && ref);
+        fill(x, n, -2, 2);
+        for (int i = 0; i < dim / 2; i++) freq[i] = powf(10000.0f, -2.0f * (float)i / (float)dim);
+        memcpy(ref, x, sizeof(float) * n);
+        float af = 1.25f;
+        for (int t = 0; t < T; t++) {
+            if (sh[ci].v4) ld_ref_ds4_rope_ex(ref + (size_t)t * rs, H, hd, dim, freq, af, pos0 + t, inv, bf);
+            else ld_ref_ds_rope_ex(ref, rs, off, H, (size_t)hd, dim, freq, af, il, pos0, bf, (size_t)t, (size_t)t + 1);
+        }
+        float *dx, *dfreq, *rk = NULL;
+        DPUT(dx, NULL, sizeof(float) * n);
+        DPUT(dfreq, freq, sizeof(float) * dim / 2);
+        char shape[80];
+        snprintf(shape, sizeof shape, "%s T %d H %d hd %d dim %d p0 %d%s%s", sh[ci].v4 ? "v4" : "v3.2", T, H, hd,
+                 dim, pos0, inv ? " inv" : "", bf ? " bf16" : "");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_h2d(dx, x, sizeof(float) * n));
+            CU(ld_cu_ds_rope(v, dx, T, rs, off, H, (size_t)hd, dim, dfreq, af, il, pos0, inv, bf));
+            /* cosf / sinf ulps; with the bf16 table one may cross a bf16
+             * rounding boundary (rare) */
+            if (compare("rope", v, shape, dx, ref, n, bf ? 1e-5 : 1e-12)) return 1;
+            if (!v) CHECK(rk = dget(dx, n));
+            else if (compare("rope cu=ref", v, shape, dx, rk, n, -1)) return 1;
+        }
+        free(rk);
+        free(x);
+        free(ref);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds4_hc_head(void)
+{
+    NEED_GPU();
+    struct { int T, N, D; } sh[] = {{3, 4, 64}, {2, 4, 4096}, {5, 8, 96}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, N = sh[ci].N, D = sh[ci].D, ND = N * D;
+        float *X = malloc(sizeof(float) * T * ND), *fn = malloc(sizeof(float) * N * ND);
+        float *base = malloc(sizeof(float) * N), *ref = malloc(sizeof(float) * T * D);
+        float *scratch = malloc(sizeof(float) * (ND + N));
+        CHECK(X && fn && base && ref && scratch);
+        fill(X, (size_t)T * ND, -2, 2);
+        fill(fn, (size_t)N * ND, -0.05f, 0.05f);
+        fill(base, (size_t)N, -1, 1);
+        const float scale = 1.5f, neps = 1e-6f, heps = 1e-6f;
+        for (int t = 0; t < T; t++)
+            ld_ref_ds4_hc_head(ref + (size_t)t * D, X + (size_t)t * ND, N, D, fn, base, scale, neps, heps, scratch);
+        float *dX, *dfn, *dbase, *dout, *dwork;
+        size_t wn = ld_cu_hc_head_work(T, N);
+        DPUT(dX, X, sizeof(float) * T * ND);
+        DPUT(dfn, fn, sizeof(float) * N * ND);
+        DPUT(dbase, base, sizeof(float) * N);
+        DPUT(dout, NULL, sizeof(float) * T * D);
+        DPUT(dwork, NULL, sizeof(float) * wn);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d N %d D %d", T, N, D);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * T * D));
+            CU(ld_cu_ds4_hc_head(v, dout, dX, T, N, D, dfn, dbase, scale, neps, heps, dwork, wn));
+            if (compare("hc_head", v, shape, dout, ref, (size_t)T * D, v ? 1e-10 : 1e-12)) return 1;
+        }
+        free(X);
+        free(fn);
+        free(base);
+        free(ref);
+        free(scratch);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds4_fp4(void)
+{
+    NEED_GPU();
+    /* scale blocks (N/sr) x (K/sc); e8m0: UE8M0 bytes, else fp32 */
+    struct { int T, K, N, sr, sc, e8m0; } sh[] = {
+        {1, 256, 64, 64, 8, 1}, {5, 512, 96, 3, 4, 0}, {9, 200, 33, 1, 5, 1}, {3, 4096, 70, 70, 128, 1},
+        {12, 1024, 40, 5, 8, 0},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, K = sh[ci].K, N = sh[ci].N, sr = sh[ci].sr, sc = sh[ci].sc, e8 = sh[ci].e8m0;
+        size_t nq = (size_t)N * K / 2, ns = (size_t)sr * sc;
+        uint8_t *q = malloc(nq), *s8 = malloc(ns);
+        float *sf = malloc(sizeof(float) * ns), *x = malloc(sizeof(float) * T * K);
+        float *w = malloc(sizeof(float) * N * K), *ref = malloc(sizeof(float) * T * N);
+        CHECK(q && s8 && sf && x && w && ref);
+        for (size_t i = 0; i < nq; i++) q[i] = (uint8_t)next_u32();
+        for (size_t i = 0; i < ns; i++) {
+            s8[i] = (uint8_t)(120 + next_u32() % 12); /* 2^-7 .. 2^4 */
+            sf[i] = e8 ? ld_ref_ds4_e8m0_to_f32(s8[i]) : frand(0.001f, 0.1f);
+        }
+        fill(x, (size_t)T * K, -1, 1);
+        ld_ref_ds4_dequant(w, q, 1, sf, (size_t)N, (size_t)K, (size_t)sr, (size_t)sc, 0, (size_t)N);
+        for (int t = 0; t < T; t++)
+            for (int n = 0; n < N; n++) {
+                float acc = 0.0f;
+                for (int k = 0; k < K; k++) acc += x[(size_t)t * K + k] * w[(size_t)n * K + k];
+                ref[(size_t)t * N + n] = acc;
+            }
+        uint8_t *dq;
+        void *dsc;
+        float *dx, *dout;
+        DPUT(dq, q, nq);
+        if (e8) DPUT(dsc, s8, ns);
+        else DPUT(dsc, sf, sizeof(float) * ns);
+        DPUT(dx, x, sizeof(float) * T * K);
+        DPUT(dout, NULL, sizeof(float) * T * N);
+        char shape[64];
+        snprintf(shape, sizeof shape, "T %d %dx%d blk %dx%d %s", T, N, K, N / sr, K / sc, e8 ? "ue8m0" : "f32");
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * T * N));
+            CU(ld_cu_ds4_fp4_matmul(v, dout, dx, dq, dsc, e8, T, K, N, sr, sc));
+            if (compare("fp4_matmul", v, shape, dout, ref, (size_t)T * N, v ? 1e-10 : -1)) return 1;
+            /* the last row alone: the batch's bits */
+            float *rows = dget(dout, (size_t)T * N), *alone;
+            CHECK(rows);
+            DPUT(alone, NULL, sizeof(float) * N);
+            CU(ld_cu_ds4_fp4_matmul(v, alone, dx + (size_t)(T - 1) * K, dq, dsc, e8, 1, K, N, sr, sc));
+            int bad = compare("fp4 alone", v, shape, alone, rows + (size_t)(T - 1) * N, (size_t)N, -1);
+            free(rows);
+            if (bad) return 1;
+        }
+        free(q);
+        free(s8);
+        free(sf);
+        free(x);
+        free(w);
+        free(ref);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds4_compress(void)
+{
+    NEED_GPU();
+    struct { int r, d, overlap, w0, nw; } sh[] = {
+        {4, 64, 1, 0, 5}, {128, 64, 0, 1, 3}, {4, 128, 1, 3, 4}, {8, 48, 0, 0, 2},
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int r = sh[ci].r, d = sh[ci].d, ov = sh[ci].overlap, w0 = sh[ci].w0, nw = sh[ci].nw;
+        size_t stride = (size_t)(ov ? 2 * d : d) + 1, rows = (size_t)(w0 + nw) * r;
+        float *kv = malloc(sizeof(float) * rows * stride), *gate = malloc(sizeof(float) * rows * stride);
+        float *ape = malloc(sizeof(float) * r * stride), *ref = malloc(sizeof(float) * nw * d);
+        CHECK(kv && gate && ape && ref);
+        fill(kv, rows * stride, -2, 2);
+        fill(gate, rows * stride, -3, 3);
+        fill(ape, (size_t)r * stride, -1, 1);
+        for (int e = 0; e < nw; e++) ld_ref_ds4_compress(ref + (size_t)e * d, kv, gate, ape, r, d, stride, ov, w0 + e);
+        float *dkv, *dgate, *dape, *dout;
+        DPUT(dkv, kv, sizeof(float) * rows * stride);
+        DPUT(dgate, gate, sizeof(float) * rows * stride);
+        DPUT(dape, ape, sizeof(float) * r * stride);
+        DPUT(dout, NULL, sizeof(float) * nw * d);
+        char shape[64];
+        snprintf(shape, sizeof shape, "%s r %d d %d w %d..%d", ov ? "csa" : "hca", r, d, w0, w0 + nw - 1);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_memset0(dout, sizeof(float) * nw * d));
+            CU(ld_cu_ds4_compress(v, dout, dkv, dgate, dape, r, d, stride, ov, w0, nw));
+            if (compare("ds4_compress", v, shape, dout, ref, (size_t)nw * d, v ? 1e-10 : 1e-12)) return 1;
+        }
+        free(kv);
+        free(gate);
+        free(ape);
+        free(ref);
+        dfree_all();
+    }
+    return 0;
+}
+
+static int test_cuda_ds_layernorm(void)
+{
+    NEED_GPU();
+    struct { int rows, dim, stride; } sh[] = {{7, 128, 160}, {3, 1000, 1000}, {1, 64, 64}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int rows = sh[ci].rows, dim = sh[ci].dim;
+        size_t rs = (size_t)sh[ci].stride, n = (size_t)rows * rs;
+        float *x = malloc(sizeof(float) * n), *ref = malloc(sizeof(float) * n);
+        float *w = malloc(sizeof(float) * dim), *b = malloc(sizeof(float) * dim);
+        CHECK(x && ref && w && b);
+        fill(x, n, -3, 5);
+        fill(w, (size_t)dim, 0.5f, 1.5f);
+        fill(b, (size_t)dim, -0.5f, 0.5f);
+        memcpy(ref, x, sizeof(float) * n);
+        ld_ref_ds_layernorm(ref, rs, w, b, dim, 1e-6f, 0, (size_t)rows);
+        float *dx, *dw, *db;
+        DPUT(dx, NULL, sizeof(float) * n);
+        DPUT(dw, w, sizeof(float) * dim);
+        DPUT(db, b, sizeof(float) * dim);
+        char shape[64];
+        snprintf(shape, sizeof shape, "rows %d dim %d stride %zu", rows, dim, rs);
+        for (int v = 0; v < 2; v++) {
+            CU(ld_cu_h2d(dx, x, sizeof(float) * n));
+            CU(ld_cu_ds_layernorm(v, dx, rows, rs, dw, db, dim, 1e-6f));
+            if (compare("ds_layernorm", v, shape, dx, ref, n, v ? 1e-10 : -1)) return 1;
+        }
+        free(x);
+        free(ref);
+        free(w);
+        free(b);
+        dfree_all();
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static int test_cuda_deepseek_errors(void)
@@ -908,6 +1283,16 @@ static int test_cuda_deepseek_errors(void)
     CHECK(ld_cu_mla_latent(LD_CU_CUSTOM, NULL, NULL, NULL, NULL, NULL, 1, 4, 16, 8, 64, 10, 1.0f, NULL, 0, NULL, 0) !=
           0);
     CHECK(ld_cu_sample(LD_CU_CUSTOM, NULL, NULL, 1, 100, 1.0, -1, NAN, NAN, 0, 0, NULL, 0) != 0);
+    CHECK(ld_cu_ds4_attention(LD_CU_CUSTOM, NULL, NULL, 1, 4, 576, NULL, 0, 0, NULL, 0, NULL, 0, NULL, 1.0f, 0, NULL,
+                              (size_t)1 << 20) != 0); /* hd > 512 */
+    CHECK(ld_cu_ds4_attention(LD_CU_REF, NULL, NULL, 1, 4, 64, NULL, 0, 0, NULL, 4, NULL, 0, NULL, 1.0f, 10, NULL,
+                              0) != 0); /* no workspace */
+    CHECK(ld_cu_ds4_hc_head(LD_CU_CUSTOM, NULL, NULL, 1, 65, 8, NULL, NULL, 1.0f, 1e-6f, 1e-6f, NULL, 0) != 0);
+    CHECK(ld_cu_ds4_fp4_matmul(LD_CU_REF, NULL, NULL, NULL, NULL, 0, 1, 63, 8, 1, 1) != 0); /* K odd */
+    CHECK(ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, NULL, NULL, NULL, NULL, 1, 1, 64, 8, 3, 1) != 0); /* 3 !| 8 */
+    CHECK(ld_cu_ds_rope(LD_CU_REF, NULL, 1, 64, 0, 1, 64, 63, NULL, 1.0f, 1, 0, 0, 0) != 0);    /* dim odd */
+    CHECK(ld_cu_ds4_compress(LD_CU_REF, NULL, NULL, NULL, NULL, 4, 64, 64, 1, 0, 1) != 0);       /* stride < 2d */
+    CHECK(ld_cu_ds_layernorm(LD_CU_CUSTOM, NULL, 2, 10, NULL, NULL, 64, 1e-6f) != 0);            /* stride < dim */
     /* the device still works after them */
     CHECK(ld_cu_sync() == 0);
     return 0;
@@ -919,7 +1304,9 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_index_scores),
     LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds_route),    LD_CASE(test_cuda_ds4_route),
     LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_sample_generator),
-    LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_deepseek_errors),
+    LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
+    LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
+    LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 
 #else /* !LD_HAVE_CUDA */

@@ -1,0 +1,790 @@
+/* cuda_deepseek_v4.cu - the CUDA twins of DeepSeek-V4's remaining ops of
+ * ref_deepseek_v4.h (shared-KV attention with sinks over a sliding window
+ * and compressed entries, clamped SwiGLU, RoPE and its inverse, the final
+ * hc_head collapse, the FP4 E2M1 block-scaled GEMV, the compressor's
+ * softmax pooling) and of DeepSeek-V3.2's indexer LayerNorm and RoPE
+ * (ref_deepseek.h); see cuda_ops.h, section DeepSeek-V4.
+ *
+ * As cuda_deepseek.cu: each op has a reference kernel (one thread per
+ * output element, or per row where the C loop is sequential: LayerNorm,
+ * the attention's scores), a literal port of the C loop in fp32 with its
+ * summation order, equal to the C reference bitwise except where CUDA's
+ * expf, sinf, cosf differ from the C library's by an ulp; and a custom
+ * kernel (warp and block reductions, shared memory, split-K) whose order is
+ * a function of the shapes only, so a token's row is the same alone or in
+ * a batch.  Compiled with --fmad=false; no float atomics. */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+#include "cuda_ops.h"
+
+#define INVAL ((int)cudaErrorInvalidValue)
+
+/* ================================================================ attention */
+
+/* Where token t's keys are: the sliding window (positions max(0, p - window
+ * + 1) .. p of the ring kv [kv_rows][hd], row = position % kv_rows), then
+ * the compressed entries ent [.][hd]: picks[t][0 .. kpick) up to the first
+ * negative (picks NULL: every entry w < (p + 1) / ratio). */
+struct ds4_keys {
+    const float *kv, *ent;
+    const int32_t *picks;
+    int kv_rows, window, kpick, ratio, hd;
+};
+
+/* the key count of the token at position p (row t); *lo, *nw the window */
+__device__ __forceinline__ int ds4_nkeys(const ds4_keys &K, int t, int p, int *lo, int *nw)
+{
+    int l = p - K.window + 1;
+    if (l < 0) l = 0;
+    int n = p - l + 1, nc = 0;
+    if (n < 0) n = 0;
+    if (K.ent) {
+        if (K.picks) {
+            const int32_t *pr = K.picks + (size_t)t * (size_t)K.kpick;
+            while (nc < K.kpick && pr[nc] >= 0) nc++;
+        } else if (K.ratio > 0) {
+            nc = (p + 1) / K.ratio;
+        }
+    }
+    *lo = l;
+    *nw = n;
+    return n + nc;
+}
+
+__device__ __forceinline__ const float *ds4_key(const ds4_keys &K, int t, int lo, int nw, int i)
+{
+    if (i < nw) return K.kv + (size_t)((lo + i) % K.kv_rows) * (size_t)K.hd;
+    int c = i - nw;
+    size_t w = K.picks ? (size_t)K.picks[(size_t)t * (size_t)K.kpick + (size_t)c] : (size_t)c;
+    return K.ent + w * (size_t)K.hd;
+}
+
+/* an upper bound of any token's key count */
+static int ds4_nk_max(int T, int pos0, int window, int ratio, int kpick, int has_ent)
+{
+    long long last = (long long)pos0 + T; /* positions < last */
+    long long nw = window < last ? window : last;
+    if (nw < 0) nw = 0;
+    long long nc = 0;
+    if (has_ent) nc = kpick > 0 ? kpick : ratio > 0 ? last / ratio : 0;
+    long long n = nw + nc;
+    return n > 0x3fffffff ? 0x3fffffff : (int)n;
+}
+
+#define A4_SPLIT 64 /* keys per split (the custom kernel): 2 a lane */
+#define A4_KPL (A4_SPLIT / 32)
+#define A4_HEADS 8  /* heads per block (custom) */
+#define A4_MAX_HD 512
+
+__host__ __device__ static inline size_t a4_nsplit(int nk)
+{
+    return (size_t)((nk + A4_SPLIT - 1) / A4_SPLIT);
+}
+
+extern "C" size_t ld_cu_ds4_attention_work(int v, int T, int H, int hd, int pos0, int window, int ratio, int kpick,
+                                           int has_entries)
+{
+    if (T <= 0 || H <= 0 || hd <= 0) return 0;
+    int nk = ds4_nk_max(T, pos0, window, ratio, kpick, has_entries);
+    if (v == LD_CU_REF) return (size_t)T * (size_t)H * ((size_t)nk + 1);
+    return (size_t)T * (size_t)H * a4_nsplit(nk) * ((size_t)hd + 2);
+}
+
+/* ref, step 1: a thread per (t, h): the scores, their max (the sink
+ * included), the exps in place and their sum (at [nkmax]) */
+__global__ void a4_scores_ref(float *work, size_t wrow, const float *q, ds4_keys K, const float *sinks, int T, int H,
+                              int pos0, float scale)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * (size_t)H) return;
+    int t = (int)(idx / (size_t)H), h = (int)(idx % (size_t)H), lo, nw;
+    int nk = ds4_nkeys(K, t, pos0 + t, &lo, &nw);
+    const float *qh = q + idx * (size_t)K.hd;
+    float *sc = work + idx * wrow;
+    float mx = sinks ? sinks[h] : -INFINITY;
+    for (int i = 0; i < nk; i++) {
+        const float *k = ds4_key(K, t, lo, nw, i);
+        float acc = 0.0f;
+        for (int d = 0; d < K.hd; d++) acc += qh[d] * k[d];
+        sc[i] = acc * scale;
+        if (sc[i] > mx) mx = sc[i];
+    }
+    float sum = 0.0f;
+    for (int i = 0; i < nk; i++) {
+        sc[i] = expf(sc[i] - mx);
+        sum += sc[i];
+    }
+    if (sinks) sum += expf(sinks[h] - mx);
+    sc[wrow - 1] = sum;
+}
+
+/* ref, step 2: a thread per output (t, h, d): sum_i (e_i / sum) k_i[d] */
+__global__ void a4_out_ref(float *out, const float *work, size_t wrow, ds4_keys K, int T, int H, int pos0)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t hd = (size_t)K.hd;
+    if (idx >= (size_t)T * (size_t)H * hd) return;
+    size_t th = idx / hd, d = idx % hd;
+    int t = (int)(th / (size_t)H), lo, nw;
+    int nk = ds4_nkeys(K, t, pos0 + t, &lo, &nw);
+    const float *sc = work + th * wrow;
+    float sum = sc[wrow - 1], acc = 0.0f;
+    for (int i = 0; i < nk; i++) {
+        float p = sc[i] / sum;
+        acc += p * ds4_key(K, t, lo, nw, i)[d];
+    }
+    out[idx] = acc;
+}
+
+/* custom: a block per (split s, 8 heads, token t), 8 warps.  The split's
+ * A4_SPLIT keys (list positions s * 64 ..): warp w the dot products of
+ * keys w, w + 8, .. with the 8 queries (lanes over d, fmaf, the tree); warp
+ * hh the split's max m and sum l of exp(score - m) for head hh (keys lane
+ * and lane + 32, summed in that order, then the tree); then a thread per d
+ * the unnormalised o[d] = sum_i e_i k_i[d] (i ascending, fmaf).  (m, l, o)
+ * to part[t][h][s].  (64 keys a split: the partial o of 64 heads are about
+ * the bytes of the split's keys.) */
+__global__ void __launch_bounds__(256) a4_split_custom(float *part, size_t nsplit, const float *q, ds4_keys K,
+                                                       int H, int pos0, float scale)
+{
+    __shared__ float qs[A4_HEADS][A4_MAX_HD];
+    __shared__ float es[A4_HEADS][A4_SPLIT];
+    __shared__ const float *kp[A4_SPLIT];
+    int s = blockIdx.x, h0 = blockIdx.y * A4_HEADS, t = blockIdx.z;
+    int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, hd = K.hd;
+    int lo, nw, nk = ds4_nkeys(K, t, pos0 + t, &lo, &nw);
+    int i0 = s * A4_SPLIT;
+    if (i0 >= nk) return; /* the merge reads the splits < ceil(nk / 64) */
+    int ns = nk - i0 < A4_SPLIT ? nk - i0 : A4_SPLIT;
+    int nh = H - h0 < A4_HEADS ? H - h0 : A4_HEADS;
+    for (int e = threadIdx.x; e < A4_HEADS * A4_MAX_HD; e += blockDim.x) {
+        int hh = e / A4_MAX_HD, d = e % A4_MAX_HD;
+        qs[hh][d] = hh < nh && d < hd ? q[((size_t)t * (size_t)H + (size_t)(h0 + hh)) * (size_t)hd + (size_t)d] : 0.0f;
+    }
+    for (int i = threadIdx.x; i < A4_SPLIT; i += blockDim.x) kp[i] = i < ns ? ds4_key(K, t, lo, nw, i0 + i) : K.kv;
+    __syncthreads();
+    for (int i = wp; i < ns; i += 8) {
+        const float *k = kp[i];
+        float kr[A4_MAX_HD / 32];
+#pragma unroll
+        for (int j = 0; j < A4_MAX_HD / 32; j++) {
+            int d = lane + 32 * j;
+            kr[j] = d < hd ? k[d] : 0.0f;
+        }
+#pragma unroll
+        for (int hh = 0; hh < A4_HEADS; hh++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < A4_MAX_HD / 32; j++) acc = fmaf(qs[hh][lane + 32 * j], kr[j], acc);
+            acc = ld_warp_sum(acc);
+            if (lane == 0) es[hh][i] = acc * scale;
+        }
+    }
+    __syncthreads();
+    if (wp < nh) {
+        float x[A4_KPL], m = -INFINITY, l = 0.0f;
+#pragma unroll
+        for (int j = 0; j < A4_KPL; j++) {
+            int i = lane + 32 * j;
+            x[j] = i < ns ? es[wp][i] : -INFINITY;
+            m = fmaxf(m, x[j]);
+        }
+        m = ld_warp_max(m);
+#pragma unroll
+        for (int j = 0; j < A4_KPL; j++) {
+            int i = lane + 32 * j;
+            float e = i < ns ? expf(x[j] - m) : 0.0f;
+            l += e;
+            es[wp][i] = e;
+        }
+        l = ld_warp_sum(l);
+        if (lane == 0) {
+            float *pp = part + (((size_t)t * (size_t)H + (size_t)(h0 + wp)) * nsplit + (size_t)s) * (size_t)(hd + 2);
+            pp[0] = m;
+            pp[1] = l;
+        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc[A4_HEADS];
+#pragma unroll
+        for (int hh = 0; hh < A4_HEADS; hh++) acc[hh] = 0.0f;
+        for (int i = 0; i < ns; i++) {
+            float kd = kp[i][d];
+#pragma unroll
+            for (int hh = 0; hh < A4_HEADS; hh++) acc[hh] = fmaf(es[hh][i], kd, acc[hh]);
+        }
+        for (int hh = 0; hh < nh; hh++)
+            part[(((size_t)t * (size_t)H + (size_t)(h0 + hh)) * nsplit + (size_t)s) * (size_t)(hd + 2) + 2 +
+                 (size_t)d] = acc[hh];
+    }
+}
+
+/* custom, merge: a thread per (t, h, d), the splits in order:
+ * M = max(sink, m_s), L = sum_s l_s exp(m_s - M) + exp(sink - M),
+ * out[d] = sum_s o_s[d] exp(m_s - M) / L */
+__global__ void a4_merge_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks, int T,
+                                int H, int pos0)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t hd = (size_t)K.hd;
+    if (idx >= (size_t)T * (size_t)H * hd) return;
+    size_t th = idx / hd, d = idx % hd;
+    int t = (int)(th / (size_t)H), h = (int)(th % (size_t)H), lo, nw;
+    int ns = (int)a4_nsplit(ds4_nkeys(K, t, pos0 + t, &lo, &nw));
+    const float *pp = part + th * nsplit * (hd + 2);
+    float M = sinks ? sinks[h] : -INFINITY;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2)]);
+    if (M == -INFINITY) { /* no keys, no sink */
+        out[idx] = 0.0f;
+        return;
+    }
+    float L = 0.0f, o = 0.0f;
+    for (int s = 0; s < ns; s++) {
+        const float *ps = pp + (size_t)s * (hd + 2);
+        float f = expf(ps[0] - M);
+        L += ps[1] * f;
+        o = fmaf(ps[2 + d], f, o);
+    }
+    if (sinks) L += expf(sinks[h] - M);
+    out[idx] = o / L;
+}
+
+extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv,
+                                   int kv_rows, int window, const float *entries, int ratio, const int32_t *picks,
+                                   int kpick, const float *sinks, float scale, int pos0, float *work,
+                                   size_t work_floats)
+{
+    if (T <= 0 || H <= 0) return 0;
+    if (hd <= 0 || pos0 < 0 || window < 0 || (window > 0 && (!kv || kv_rows < window)) ||
+        (entries && !picks && ratio <= 0) || (picks && (!entries || kpick <= 0)))
+        return INVAL;
+    if (T > 65535 || (v != LD_CU_REF && hd > A4_MAX_HD)) return INVAL;
+    if (work_floats < ld_cu_ds4_attention_work(v, T, H, hd, pos0, window, ratio, picks ? kpick : 0, entries != NULL))
+        return INVAL;
+    ds4_keys K;
+    K.kv = kv;
+    K.ent = entries;
+    K.picks = picks;
+    K.kv_rows = kv_rows > 0 ? kv_rows : 1;
+    K.window = window;
+    K.kpick = picks ? kpick : 0;
+    K.ratio = ratio;
+    K.hd = hd;
+    int nk = ds4_nk_max(T, pos0, window, ratio, picks ? kpick : 0, entries != NULL);
+    size_t n_out = (size_t)T * (size_t)H * (size_t)hd;
+    int e;
+    if (v == LD_CU_REF) {
+        size_t wrow = (size_t)nk + 1;
+        a4_scores_ref<<<ld_cu_blocks((size_t)T * (size_t)H, 64), 64>>>(work, wrow, q, K, sinks, T, H, pos0, scale);
+        if ((e = ld_cu_launched())) return e;
+        a4_out_ref<<<ld_cu_blocks(n_out, 128), 128>>>(out, work, wrow, K, T, H, pos0);
+        return ld_cu_launched();
+    }
+    size_t nsplit = a4_nsplit(nk);
+    if (nsplit > 0) {
+        if (nsplit > 0x7fffffff) return INVAL;
+        dim3 grid((unsigned)nsplit, (unsigned)((H + A4_HEADS - 1) / A4_HEADS), (unsigned)T);
+        a4_split_custom<<<grid, 256>>>(work, nsplit, q, K, H, pos0, scale);
+        if ((e = ld_cu_launched())) return e;
+    }
+    a4_merge_custom<<<ld_cu_blocks(n_out, 256), 256>>>(out, work, nsplit, K, sinks, T, H, pos0);
+    return ld_cu_launched();
+}
+
+/* ================================================================ clamped SwiGLU */
+
+__device__ __forceinline__ float cswiglu(float g, float u, float limit)
+{
+    float a = g < limit ? g : limit;
+    float b = u < -limit ? -limit : u > limit ? limit : u;
+    return a / (1.0f + expf(-a)) * b;
+}
+
+__global__ void cswiglu_ref(float *out, const float *g, const float *u, int T, int F, size_t ld, float limit)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * (size_t)F) return;
+    size_t t = idx / (size_t)F, i = idx % (size_t)F;
+    out[idx] = cswiglu(g[t * ld + i], u[t * ld + i], limit);
+}
+
+/* four elements a thread (16-byte loads and stores) */
+__global__ void cswiglu_custom4(float *out, const float *g, const float *u, int T, int F, size_t ld, float limit)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, F4 = (size_t)F / 4;
+    if (idx >= (size_t)T * F4) return;
+    size_t t = idx / F4, i = idx % F4;
+    float4 a = ((const float4 *)(g + t * ld))[i], b = ((const float4 *)(u + t * ld))[i], r;
+    r.x = cswiglu(a.x, b.x, limit);
+    r.y = cswiglu(a.y, b.y, limit);
+    r.z = cswiglu(a.z, b.z, limit);
+    r.w = cswiglu(a.w, b.w, limit);
+    ((float4 *)(out + t * (size_t)F))[i] = r;
+}
+
+extern "C" int ld_cu_ds4_clamped_swiglu(int v, float *out, const float *g, const float *u, int T, int F, size_t ld,
+                                        float limit)
+{
+    if (T <= 0 || F <= 0) return 0;
+    if (ld < (size_t)F) return INVAL;
+    int vec = F % 4 == 0 && ld % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)g & 15) == 0 &&
+              ((uintptr_t)u & 15) == 0;
+    if (v == LD_CU_REF || !vec)
+        cswiglu_ref<<<ld_cu_blocks((size_t)T * (size_t)F, 256), 256>>>(out, g, u, T, F, ld, limit);
+    else
+        cswiglu_custom4<<<ld_cu_blocks((size_t)T * (size_t)F / 4, 256), 256>>>(out, g, u, T, F, ld, limit);
+    return ld_cu_launched();
+}
+
+/* ================================================================ RoPE */
+
+/* c and s of pair i at position pos, as the C references compute them */
+__device__ __forceinline__ void rope_cs(float *c, float *s, int pos, float inv_freq, float af, int inverse,
+                                        int bf16_table)
+{
+    float a = (float)pos * inv_freq;
+    float cc = cosf(a) * af, ss = sinf(a) * af;
+    if (bf16_table) {
+        cc = ld_bf16_round(cc);
+        ss = ld_bf16_round(ss);
+    }
+    *c = cc;
+    *s = inverse ? -ss : ss;
+}
+
+__device__ __forceinline__ void rope_pair(float *v, int i, int half, int interleave, float c, float s)
+{
+    int a = interleave ? 2 * i : i, b = interleave ? 2 * i + 1 : i + half;
+    float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x1 * c + x0 * s;
+}
+
+/* a thread per (t, h, pair) */
+__global__ void rope_ref(float *x, int T, size_t row_stride, size_t off, int H, size_t head_stride, int dim,
+                         const float *inv_freq, float af, int interleave, int pos0, int inverse, int bf16_table)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int half = dim / 2;
+    if (idx >= (size_t)T * (size_t)H * (size_t)half) return;
+    int i = (int)(idx % (size_t)half);
+    size_t th = idx / (size_t)half, t = th / (size_t)H, h = th % (size_t)H;
+    float c, s;
+    rope_cs(&c, &s, pos0 + (int)t, inv_freq[i], af, inverse, bf16_table);
+    rope_pair(x + t * row_stride + off + h * head_stride, i, half, interleave, c, s);
+}
+
+#define ROPE_MAX_HALF 512
+
+/* a block per row: the row's cos / sin table in shared memory once, then a
+ * thread per (h, pair); the same values as rope_ref */
+__global__ void rope_custom(float *x, size_t row_stride, size_t off, int H, size_t head_stride, int dim,
+                            const float *inv_freq, float af, int interleave, int pos0, int inverse, int bf16_table)
+{
+    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    int half = dim / 2, t = blockIdx.x;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cs(&cs[i], &sn[i], pos0 + t, inv_freq[i], af, inverse,
+                                                                bf16_table);
+    __syncthreads();
+    float *row = x + (size_t)t * row_stride + off;
+    for (int e = threadIdx.x; e < H * half; e += blockDim.x) {
+        int h = e / half, i = e % half;
+        rope_pair(row + (size_t)h * head_stride, i, half, interleave, cs[i], sn[i]);
+    }
+}
+
+extern "C" int ld_cu_ds_rope(int v, float *x, int T, size_t row_stride, size_t off, int n_heads, size_t head_stride,
+                             int dim, const float *inv_freq, float attn_factor, int interleave, int pos0,
+                             int inverse, int bf16_table)
+{
+    if (T <= 0 || n_heads <= 0 || dim <= 0) return 0;
+    if (dim % 2 || pos0 < 0) return INVAL;
+    if (v == LD_CU_REF || dim / 2 > ROPE_MAX_HALF)
+        rope_ref<<<ld_cu_blocks((size_t)T * (size_t)n_heads * (size_t)(dim / 2), 256), 256>>>(
+            x, T, row_stride, off, n_heads, head_stride, dim, inv_freq, attn_factor, interleave, pos0, inverse,
+            bf16_table);
+    else
+        rope_custom<<<(unsigned)T, 256>>>(x, row_stride, off, n_heads, head_stride, dim, inv_freq, attn_factor,
+                                          interleave, pos0, inverse, bf16_table);
+    return ld_cu_launched();
+}
+
+/* ================================================================ hc_head */
+
+#define HH_MAXN 64
+
+extern "C" size_t ld_cu_hc_head_work(int T, int N)
+{
+    return T > 0 && N > 0 ? (size_t)T * (size_t)(1 + N) : 0;
+}
+
+/* ref: a thread per token (the norm), per (t, o) (the mix), per (t, d) (the
+ * collapse, pre recomputed from the mix: the same bits) */
+__global__ void hh_norm_ref(float *work, const float *X, int T, int N, int ND, float eps)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    const float *x = X + (size_t)t * (size_t)ND;
+    float ss = 0.0f;
+    for (int i = 0; i < ND; i++) ss += x[i] * x[i];
+    work[(size_t)t * (size_t)(1 + N)] = 1.0f / sqrtf(ss / (float)ND + eps);
+}
+
+__global__ void hh_mix_ref(float *work, const float *X, const float *fn, int T, int N, int ND)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * (size_t)N) return;
+    size_t t = idx / (size_t)N, o = idx % (size_t)N;
+    const float *x = X + t * (size_t)ND, *wr = fn + o * (size_t)ND;
+    float *wt = work + t * (size_t)(1 + N);
+    float inv = wt[0], acc = 0.0f;
+    for (int i = 0; i < ND; i++) acc += wr[i] * (x[i] * inv);
+    wt[1 + o] = acc;
+}
+
+__global__ void hh_collapse_ref(float *out, const float *work, const float *X, const float *base, float scale,
+                                float hc_eps, int T, int N, int D)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * (size_t)D) return;
+    size_t t = idx / (size_t)D, d = idx % (size_t)D;
+    const float *m = work + t * (size_t)(1 + N) + 1, *x = X + t * (size_t)N * (size_t)D;
+    float acc = 0.0f;
+    for (int j = 0; j < N; j++) {
+        float pre = ld_sigmoid(m[j] * scale + base[j]) + hc_eps;
+        acc += pre * x[(size_t)j * (size_t)D + d];
+    }
+    out[idx] = acc;
+}
+
+/* custom: a block per token: the block-reduced norm, a warp per mixing row
+ * (lanes over N*D, fmaf, the tree), pre in shared memory, a thread per d */
+__global__ void __launch_bounds__(256) hh_custom(float *out, const float *X, const float *fn, const float *base,
+                                                 float scale, float norm_eps, float hc_eps, int N, int D)
+{
+    __shared__ float sh[32], pre[HH_MAXN];
+    int t = blockIdx.x, lane = threadIdx.x & 31, wp = threadIdx.x >> 5, nwp = blockDim.x >> 5, ND = N * D;
+    const float *x = X + (size_t)t * (size_t)ND;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < ND; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+    ss = ld_block_sum(ss, sh);
+    float inv = 1.0f / sqrtf(ss / (float)ND + norm_eps);
+    for (int o = wp; o < N; o += nwp) {
+        const float *wr = fn + (size_t)o * (size_t)ND;
+        float acc = 0.0f;
+        for (int i = lane; i < ND; i += 32) acc = fmaf(wr[i], x[i] * inv, acc);
+        acc = ld_warp_sum(acc);
+        if (lane == 0) pre[o] = ld_sigmoid(acc * scale + base[o]) + hc_eps;
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < N; j++) acc = fmaf(pre[j], x[(size_t)j * (size_t)D + (size_t)d], acc);
+        out[(size_t)t * (size_t)D + (size_t)d] = acc;
+    }
+}
+
+extern "C" int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, const float *fn,
+                                 const float *base, float scale, float norm_eps, float hc_eps, float *work,
+                                 size_t work_floats)
+{
+    if (T <= 0) return 0;
+    if (N <= 0 || N > HH_MAXN || D <= 0) return INVAL;
+    int e;
+    if (v == LD_CU_REF) {
+        if (work_floats < ld_cu_hc_head_work(T, N)) return INVAL;
+        hh_norm_ref<<<ld_cu_blocks((size_t)T, 64), 64>>>(work, X, T, N, N * D, norm_eps);
+        if ((e = ld_cu_launched())) return e;
+        hh_mix_ref<<<ld_cu_blocks((size_t)T * (size_t)N, 64), 64>>>(work, X, fn, T, N, N * D);
+        if ((e = ld_cu_launched())) return e;
+        hh_collapse_ref<<<ld_cu_blocks((size_t)T * (size_t)D, 256), 256>>>(out, work, X, base, scale, hc_eps, T, N,
+                                                                            D);
+        return ld_cu_launched();
+    }
+    hh_custom<<<(unsigned)T, 256>>>(out, X, fn, base, scale, norm_eps, hc_eps, N, D);
+    return ld_cu_launched();
+}
+
+/* ================================================================ FP4 GEMV */
+
+/* the scale of block (rb, cb): fp32 or UE8M0 bytes */
+__device__ __forceinline__ float fp4_scale(const void *scale, int e8m0, size_t i)
+{
+    return e8m0 ? ld_e8m0_to_f32(((const uint8_t *)scale)[i]) : ((const float *)scale)[i];
+}
+
+/* ref: a thread per (t, n), ld_ref_ds4_dequant's product then the C
+ * matmul's one accumulator in k order */
+__global__ void fp4_mm_ref(float *out, const float *x, const uint8_t *q, const void *scale, int e8m0, int T, int K,
+                           int N, int bm, int bn, int sc)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * (size_t)N) return;
+    int t = (int)(idx / (size_t)N), n = (int)(idx % (size_t)N);
+    const uint8_t *qr = q + (size_t)n * (size_t)(K / 2);
+    const float *xr = x + (size_t)t * (size_t)K;
+    size_t srow = (size_t)(n / bm) * (size_t)sc;
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        uint32_t b = qr[k / 2];
+        float w = ld_e2m1_to_f32(k % 2 ? b >> 4 : b & 15u) * fp4_scale(scale, e8m0, srow + (size_t)(k / bn));
+        acc += xr[k] * w;
+    }
+    out[idx] = acc;
+}
+
+#define F4_ROWS 8
+#define F4_WARPS 8
+
+/* custom: a warp per output column n and up to F4_ROWS token rows; lane L
+ * the 16-byte chunks (32 weights) L, L + 32, .. (VEC: K % 32 == 0, rows
+ * 16-byte aligned; else the bytes L, L + 32, ..), fmaf in order, the
+ * shuffle tree */
+template <int VEC>
+__global__ void __launch_bounds__(32 * F4_WARPS)
+    fp4_mm_custom(float *out, const float *x, const uint8_t *q, const void *scale, int e8m0, int T, int K, int N,
+                  int bm, int bn, int sc)
+{
+    int lane = threadIdx.x & 31, n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
+    int t0 = blockIdx.y * F4_ROWS;
+    if (n >= N) return;
+    int nt = T - t0 < F4_ROWS ? T - t0 : F4_ROWS;
+    const uint8_t *qr = q + (size_t)n * (size_t)(K / 2);
+    size_t srow = (size_t)(n / bm) * (size_t)sc;
+    const float *xr[F4_ROWS];
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++) xr[r] = x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
+    float acc[F4_ROWS];
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++) acc[r] = 0.0f;
+    if (VEC) {
+        int chunks = K / 32, same = bn % 32 == 0;
+        for (int ch = lane; ch < chunks; ch += 32) {
+            uint4 u = ((const uint4 *)qr)[ch];
+            uint32_t wd[4] = {u.x, u.y, u.z, u.w};
+            int k0 = ch * 32;
+            float s0 = fp4_scale(scale, e8m0, srow + (size_t)(k0 / bn));
+            float w[32];
+#pragma unroll
+            for (int e = 0; e < 32; e++) {
+                float s = same ? s0 : fp4_scale(scale, e8m0, srow + (size_t)((k0 + e) / bn));
+                w[e] = ld_e2m1_to_f32((wd[e >> 3] >> (4 * (e & 7))) & 15u) * s;
+            }
+#pragma unroll
+            for (int r = 0; r < F4_ROWS; r++)
+                if (r < nt) {
+                    const float4 *xk = (const float4 *)(xr[r] + k0);
+#pragma unroll
+                    for (int e4 = 0; e4 < 8; e4++) {
+                        float4 xv = xk[e4];
+                        acc[r] = fmaf(xv.x, w[4 * e4], acc[r]);
+                        acc[r] = fmaf(xv.y, w[4 * e4 + 1], acc[r]);
+                        acc[r] = fmaf(xv.z, w[4 * e4 + 2], acc[r]);
+                        acc[r] = fmaf(xv.w, w[4 * e4 + 3], acc[r]);
+                    }
+                }
+        }
+    } else {
+        for (int kb = lane; kb < K / 2; kb += 32) {
+            uint32_t b = qr[kb];
+            int k = 2 * kb;
+            float w0 = ld_e2m1_to_f32(b & 15u) * fp4_scale(scale, e8m0, srow + (size_t)(k / bn));
+            float w1 = ld_e2m1_to_f32(b >> 4) * fp4_scale(scale, e8m0, srow + (size_t)((k + 1) / bn));
+#pragma unroll
+            for (int r = 0; r < F4_ROWS; r++)
+                if (r < nt) {
+                    acc[r] = fmaf(xr[r][k], w0, acc[r]);
+                    acc[r] = fmaf(xr[r][k + 1], w1, acc[r]);
+                }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++) {
+        float a = ld_warp_sum(acc[r]);
+        if (lane == 0 && r < nt) out[(size_t)(t0 + r) * (size_t)N + n] = a;
+    }
+}
+
+extern "C" int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale,
+                                    int scale_e8m0, int T, int K, int N, int sr, int sc)
+{
+    if (T <= 0 || N <= 0) return 0;
+    if (K <= 0 || K % 2 || sr <= 0 || sc <= 0 || N % sr || K % sc) return INVAL;
+    int bm = N / sr, bn = K / sc;
+    if (v == LD_CU_REF) {
+        fp4_mm_ref<<<ld_cu_blocks((size_t)T * (size_t)N, 128), 128>>>(out, x, q, scale, scale_e8m0, T, K, N, bm, bn,
+                                                                       sc);
+        return ld_cu_launched();
+    }
+    unsigned gy = (unsigned)((T + F4_ROWS - 1) / F4_ROWS);
+    if (gy > 65535) return INVAL;
+    dim3 grid((unsigned)((N + F4_WARPS - 1) / F4_WARPS), gy);
+    if (K % 32 == 0 && ((uintptr_t)q & 15) == 0 && ((uintptr_t)x & 15) == 0)
+        fp4_mm_custom<1><<<grid, 32 * F4_WARPS>>>(out, x, q, scale, scale_e8m0, T, K, N, bm, bn, sc);
+    else
+        fp4_mm_custom<0><<<grid, 32 * F4_WARPS>>>(out, x, q, scale, scale_e8m0, T, K, N, bm, bn, sc);
+    return ld_cu_launched();
+}
+
+/* ================================================================ compressor */
+
+/* slot s (< 2r) of entry w: its row, column and ape row; 0 when absent (as
+ * ld_ref_ds4_compress's loop) */
+__device__ __forceinline__ int comp_slot(int s, int r, int d, int c, int overlap, int w, size_t *row, size_t *col,
+                                         size_t *j)
+{
+    int first = s < r, jj = first ? s : s - r;
+    if (!overlap) {
+        if (!first) return 0;
+        *row = (size_t)w * (size_t)r + (size_t)jj;
+        *col = (size_t)c;
+    } else if (first) {
+        if (w == 0) return 0;
+        *row = (size_t)(w - 1) * (size_t)r + (size_t)jj;
+        *col = (size_t)c;
+    } else {
+        *row = (size_t)w * (size_t)r + (size_t)jj;
+        *col = (size_t)d + (size_t)c;
+    }
+    *j = (size_t)jj;
+    return 1;
+}
+
+/* ref: a thread per (entry, column), the C loop's three passes */
+__global__ void comp_ref(float *out, const float *kv, const float *gate, const float *ape, int r, int d,
+                         size_t stride, int overlap, int w0, int nw)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)nw * (size_t)d) return;
+    int w = w0 + (int)(idx / (size_t)d), c = (int)(idx % (size_t)d);
+    float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
+    size_t row, col, j;
+    for (int pass = 0; pass < 2; pass++)
+        for (int s = 0; s < 2 * r; s++) {
+            if (!comp_slot(s, r, d, c, overlap, w, &row, &col, &j)) continue;
+            float z = gate[row * stride + col] + ape[j * stride + col];
+            if (pass == 0) {
+                if (z > mx) mx = z;
+            } else {
+                sum += expf(z - mx);
+            }
+        }
+    for (int s = 0; s < 2 * r; s++) {
+        if (!comp_slot(s, r, d, c, overlap, w, &row, &col, &j)) continue;
+        float z = gate[row * stride + col] + ape[j * stride + col];
+        acc += kv[row * stride + col] * (expf(z - mx) / sum);
+    }
+    out[idx] = acc;
+}
+
+#define CP_COLS 32
+#define CP_PARTS 8
+
+/* custom: a block per (32 columns, entry), 8 slot parts: part y the slots
+ * y, y + 8, .. of its column (max, then sum of e and sum of e * kv, fmaf),
+ * the 8 parts combined in order by part 0; out = (sum e kv) / (sum e) */
+__global__ void __launch_bounds__(CP_COLS *CP_PARTS) comp_custom(float *out, const float *kv, const float *gate,
+                                                                 const float *ape, int r, int d, size_t stride,
+                                                                 int overlap, int w0)
+{
+    __shared__ float sm[CP_PARTS][CP_COLS], ss[CP_PARTS][CP_COLS], sa[CP_PARTS][CP_COLS];
+    int cx = threadIdx.x, py = threadIdx.y, c = blockIdx.x * CP_COLS + cx, e = blockIdx.y, w = w0 + e;
+    int cv = c < d;
+    size_t row, col, j;
+    float mx = -INFINITY;
+    if (cv)
+        for (int s = py; s < 2 * r; s += CP_PARTS)
+            if (comp_slot(s, r, d, c, overlap, w, &row, &col, &j))
+                mx = fmaxf(mx, gate[row * stride + col] + ape[j * stride + col]);
+    sm[py][cx] = mx;
+    __syncthreads();
+    mx = sm[0][cx];
+    for (int y = 1; y < CP_PARTS; y++) mx = fmaxf(mx, sm[y][cx]);
+    float sum = 0.0f, acc = 0.0f;
+    if (cv)
+        for (int s = py; s < 2 * r; s += CP_PARTS)
+            if (comp_slot(s, r, d, c, overlap, w, &row, &col, &j)) {
+                float ez = expf(gate[row * stride + col] + ape[j * stride + col] - mx);
+                sum += ez;
+                acc = fmaf(ez, kv[row * stride + col], acc);
+            }
+    ss[py][cx] = sum;
+    sa[py][cx] = acc;
+    __syncthreads();
+    if (py == 0 && cv) {
+        float S = 0.0f, A = 0.0f;
+        for (int y = 0; y < CP_PARTS; y++) {
+            S += ss[y][cx];
+            A += sa[y][cx];
+        }
+        out[(size_t)e * (size_t)d + (size_t)c] = A / S;
+    }
+}
+
+extern "C" int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r,
+                                  int d, size_t stride, int overlap, int w0, int nw)
+{
+    if (nw <= 0 || d <= 0) return 0;
+    if (r <= 0 || w0 < 0 || stride < (size_t)(overlap ? 2 * d : d) || nw > 65535) return INVAL;
+    if (v == LD_CU_REF)
+        comp_ref<<<ld_cu_blocks((size_t)nw * (size_t)d, 128), 128>>>(out, kv, gate, ape, r, d, stride, overlap, w0,
+                                                                      nw);
+    else
+        comp_custom<<<dim3((unsigned)((d + CP_COLS - 1) / CP_COLS), (unsigned)nw), dim3(CP_COLS, CP_PARTS)>>>(
+            out, kv, gate, ape, r, d, stride, overlap, w0);
+    return ld_cu_launched();
+}
+
+/* ================================================================ LayerNorm (V3.2 indexer) */
+
+/* ref: a thread per row, the C loop */
+__global__ void ln_ref(float *x, int rows, size_t row_stride, const float *w, const float *b, int dim, float eps)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float *v = x + (size_t)r * row_stride;
+    float sum = 0.0f;
+    for (int i = 0; i < dim; i++) sum += v[i];
+    float mean = sum / (float)dim, ss = 0.0f;
+    for (int i = 0; i < dim; i++) {
+        float dd = v[i] - mean;
+        ss += dd * dd;
+    }
+    float rstd = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int i = 0; i < dim; i++) v[i] = (v[i] - mean) * rstd * w[i] + b[i];
+}
+
+/* custom: a block per row, the two block-reduced sums */
+__global__ void ln_custom(float *x, size_t row_stride, const float *w, const float *b, int dim, float eps)
+{
+    __shared__ float sh[32];
+    float *v = x + (size_t)blockIdx.x * row_stride;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) sum += v[i];
+    sum = ld_block_sum(sum, sh);
+    float mean = sum / (float)dim, ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float dd = v[i] - mean;
+        ss = fmaf(dd, dd, ss);
+    }
+    ss = ld_block_sum(ss, sh);
+    float rstd = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) v[i] = (v[i] - mean) * rstd * w[i] + b[i];
+}
+
+extern "C" int ld_cu_ds_layernorm(int v, float *x, int rows, size_t row_stride, const float *w, const float *b,
+                                  int dim, float eps)
+{
+    if (rows <= 0 || dim <= 0) return 0;
+    if (row_stride < (size_t)dim) return INVAL;
+    if (v == LD_CU_REF)
+        ln_ref<<<ld_cu_blocks((size_t)rows, 64), 64>>>(x, rows, row_stride, w, b, dim, eps);
+    else
+        ln_custom<<<(unsigned)rows, 128>>>(x, row_stride, w, b, dim, eps);
+    return ld_cu_launched();
+}
