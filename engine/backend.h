@@ -88,6 +88,60 @@ typedef struct ld_backend_ops {
     ld_status (*swiglu)(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err);
     ld_status (*add)(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_error *err);
     ld_status (*softmax)(ld_backend *be, ld_buf *out, const ld_buf *x, int rows, int n, ld_error *err);
+
+    /* ---- DeepSeek ops (V3/V3.2).  Optional: NULL in a backend without
+     * them; the engine then computes them on host copies with the plain-C
+     * kernels of kernels/ref_deepseek.h, which the reference backend's ops
+     * are, bit for bit.  Host arrays (sel, bias, and the outputs idx, w)
+     * are read or written during the call. */
+
+    /* MLA latent attention, the absorbed form's step 2
+     * (ld_ref_mla_latent_attention): for t < T (position pos0 + t), h <
+     * n_heads, o_lat [T][n_heads][c] from q_abs [T][n_heads][c], the rope
+     * part (the last dr of each head) of q [T][n_heads][dn + dr], the
+     * latent cache ckv [S][c] and the rope keys kpe [S][dr], S >= pos0 + T.
+     * sel NULL: query t attends positions 0..pos0 + t; else sel [T][k]
+     * holds ascending positions of which the first min(k, pos0 + t + 1)
+     * are attended (V3.2's sparse MLA, ld_ref_mla_latent_attention_sparse).
+     * split 0: one softmax pass over the positions in order; split > 0:
+     * split-K of `split` consecutive entries per split, folded in split
+     * order (ld_dsv_mla_latent_attention_splitk).  Each (t, h) is one item
+     * computed whole, so neither T nor the threads change its bits.  The
+     * CUDA backend runs its spec's mla kernel (ref: one pass; custom:
+     * split-K of 64 entries) for split 0 or 64 alike (either agrees with
+     * both to rounding); another split is LD_ERR_UNSUPPORTED there. */
+    ld_status (*mla_latent)(ld_backend *be, ld_buf *o_lat, const ld_buf *q_abs, const ld_buf *q, const ld_buf *ckv,
+                            const ld_buf *kpe, int T, int pos0, int n_heads, int dn, int dr, int c, float scale,
+                            const int32_t *sel, int k, int split, ld_error *err);
+    /* MLA's absorbed products with w = kv_b_proj [n_heads*(dn+dv)][c] (F32,
+     * F16 or BF16; another type is LD_ERR_UNSUPPORTED), per (t, h):
+     * mla_absorb_q: q_abs [T][n_heads][c] = W_UK^T q_nope, the nope part of
+     * q [T][n_heads][dn + dr] (ld_ref_mla_absorb_q); mla_absorb_out: out
+     * [T][n_heads][dv] = W_UV o_lat, o_lat [T][n_heads][c]
+     * (ld_ref_mla_absorb_out).  One accumulator per output in index order
+     * (the CUDA custom kernels: their documented fixed orders). */
+    ld_status (*mla_absorb_q)(ld_backend *be, ld_buf *q_abs, const ld_buf *q, const ld_weight *w, int T, int n_heads,
+                              int dn, int dr, int dv, int c, ld_error *err);
+    ld_status (*mla_absorb_out)(ld_backend *be, ld_buf *out, const ld_buf *o_lat, const ld_weight *w, int T,
+                                int n_heads, int dn, int dv, int c, ld_error *err);
+    /* The noaux_tc group-limited sigmoid router (ld_ref_ds_route) of T rows
+     * of logits [T][E]: into the host arrays idx [T][top_k] (ascending
+     * expert ids) and w [T][top_k] (their weights); bias NULL or E host
+     * floats (the correction bias, for selection only).  The constraints
+     * are ld_ref_ds_route's (E a multiple of n_group, >= 2 experts per
+     * group, topk_group <= n_group, top_k <= topk_group * E / n_group,
+     * E <= 1024); others are LD_ERR_USAGE.  A row's result depends on its
+     * logits only. */
+    ld_status (*ds_route)(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias, int T,
+                          int E, int n_group, int topk_group, int top_k, int norm, float scale, ld_error *err);
+    /* V3.2's lightning-indexer selection of T queries (position pos0 + t):
+     * query t's scores against keys [S][dim] positions 0..pos0 + t
+     * (ld_ref_ds_index_scores of q [T][n_heads][dim], w [T][n_heads]) and
+     * the min(k, pos0 + t + 1) best of them (ld_ref_ds_topk: score
+     * descending, then position ascending), written ascending into the host
+     * array sel [T][k], -1 after them.  S >= pos0 + T. */
+    ld_status (*index_topk)(ld_backend *be, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys, int T,
+                            int pos0, int n_heads, int dim, int k, ld_error *err);
 } ld_backend_ops;
 
 struct ld_backend {

@@ -10,7 +10,8 @@
 #include "logdiff_config.h"
 
 static const char *const op_names[LD_CUDA_N_OPS] = {"embed", "rmsnorm", "matmul", "rope", "kv_store",
-                                                    "attention", "swiglu", "add", "softmax"};
+                                                    "attention", "swiglu", "add", "softmax", "mla", "absorb",
+                                                    "route", "index"};
 
 const char *ld_cuda_op_name(int op)
 {
@@ -73,6 +74,7 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
 #else /* LD_HAVE_CUDA */
 
 #include "cuda_ops.h"
+#include "ds_op_args.h"
 #include "ref_ops.h"
 
 struct ld_buf {
@@ -103,6 +105,10 @@ typedef struct cuda_backend {
     size_t zeros_cap;
     float *bias_rows; /* [<= BIAS_ROWS][N] fp32 copies of an FP8 matmul's bias */
     size_t bias_rows_cap;
+    int32_t *ds_i; /* DeepSeek ops: selections in, expert ids / top-k out */
+    size_t ds_i_cap;
+    float *ds_f; /* DeepSeek ops: router bias and weights, indexer scores */
+    size_t ds_f_cap;
 } cuda_backend;
 
 static ld_status cu_fail(ld_error *err, const char *what, int code)
@@ -144,6 +150,8 @@ static void destroy(ld_backend *be)
     ld_cu_free(cb->work);
     ld_cu_free(cb->zeros);
     ld_cu_free(cb->bias_rows);
+    ld_cu_free(cb->ds_i);
+    ld_cu_free(cb->ds_f);
     free(cb);
 }
 
@@ -513,6 +521,142 @@ static ld_status softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows,
     return LD_OK;
 }
 
+/* ---------------------------------------------------------------- DeepSeek */
+
+/* the workspace floats of the mla kernel for queries tiled so that a tile
+ * stays under ATT_WORK_FLOATS (or holds one query), in *tile */
+static size_t mla_tile(int v, int T, int pos0, int n_heads, int c, const int32_t *dsel, int k, int *tile)
+{
+    size_t per_query = ld_cu_mla_latent_work(v, 1, n_heads, c, pos0 + T - 1, dsel, k);
+    size_t n = per_query ? ATT_WORK_FLOATS / per_query : (size_t)T;
+    if (n < 1) n = 1;
+    if (n > (size_t)T) n = (size_t)T;
+    *tile = (int)n;
+    return n * per_query;
+}
+
+static ld_status mla_latent(ld_backend *be, ld_buf *o_lat, const ld_buf *q_abs, const ld_buf *q, const ld_buf *ckv,
+                            const ld_buf *kpe, int T, int pos0, int n_heads, int dn, int dr, int c, float scale,
+                            const int32_t *sel, int k, int split, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_latent(T, pos0, n_heads, dn, dr, c, sel, k, split, err));
+    if (split && split != LD_CU_MLA_SPLIT)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda mla_latent: split %d (0 or %d)", split, LD_CU_MLA_SPLIT);
+    size_t rows = (size_t)T * (size_t)n_heads, S = (size_t)pos0 + (size_t)T, QW = (size_t)n_heads * (size_t)(dn + dr);
+    LD_TRY(range(o_lat, 0, rows * (size_t)c, err));
+    LD_TRY(range(q_abs, 0, rows * (size_t)c, err));
+    LD_TRY(range(q, 0, rows * (size_t)(dn + dr), err));
+    LD_TRY(range(ckv, 0, S * (size_t)c, err));
+    LD_TRY(range(kpe, 0, S * (size_t)dr, err));
+    if (sel) LD_TRY(ld_ds_args_sel(sel, T, pos0, k, err));
+    if (!rows || !c) return LD_OK;
+    CU("mla_latent", ld_cu_set_device(cb->device));
+    const int32_t *dsel = NULL;
+    if (sel) {
+        size_t nb = (size_t)T * (size_t)k * sizeof(int32_t);
+        LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, nb, "mla_latent", err));
+        CU("mla_latent", ld_cu_h2d(cb->ds_i, sel, nb));
+        dsel = cb->ds_i;
+    }
+    int v = variant(cb, LD_CUDA_OP_MLA), tile = 0;
+    size_t wn = mla_tile(v, T, pos0, n_heads, c, dsel, k, &tile);
+    if (wn) LD_TRY(scratch((void **)&cb->work, &cb->work_cap, wn * sizeof(float), "mla_latent", err));
+    for (int t0 = 0; t0 < T; t0 += tile) {
+        int n = T - t0 < tile ? T - t0 : tile;
+        size_t r0 = (size_t)t0 * (size_t)n_heads * (size_t)c;
+        CU("mla_latent", ld_cu_mla_latent(v, o_lat->d + r0, q_abs->d + r0, q->d + (size_t)t0 * QW, ckv->d, kpe->d, n,
+                                          n_heads, dn, dr, c, pos0 + t0, scale,
+                                          dsel ? dsel + (size_t)t0 * (size_t)k : NULL, k, cb->work, wn));
+    }
+    return LD_OK;
+}
+
+static ld_status mla_absorb_q(ld_backend *be, ld_buf *q_abs, const ld_buf *q, const ld_weight *w, int T, int n_heads,
+                              int dn, int dr, int dv, int c, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_absorb(w->dt, w->rows, w->cols, w->rope_hd, T, n_heads, dn, dr, dv, c, err));
+    size_t rows = (size_t)T * (size_t)n_heads;
+    LD_TRY(range(q_abs, 0, rows * (size_t)c, err));
+    LD_TRY(range(q, 0, rows * (size_t)(dn + dr), err));
+    if (!rows || !c) return LD_OK;
+    CU("mla_absorb_q", ld_cu_set_device(cb->device));
+    CU("mla_absorb_q", ld_cu_mla_absorb_q(variant(cb, LD_CUDA_OP_ABSORB), q_abs->d, q->d, w->d, w->dt, T, n_heads,
+                                          dn, dr, dv, c));
+    return LD_OK;
+}
+
+static ld_status mla_absorb_out(ld_backend *be, ld_buf *out, const ld_buf *o_lat, const ld_weight *w, int T,
+                                int n_heads, int dn, int dv, int c, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_absorb(w->dt, w->rows, w->cols, w->rope_hd, T, n_heads, dn, 0, dv, c, err));
+    size_t rows = (size_t)T * (size_t)n_heads;
+    LD_TRY(range(out, 0, rows * (size_t)dv, err));
+    LD_TRY(range(o_lat, 0, rows * (size_t)c, err));
+    if (!rows || !dv) return LD_OK;
+    CU("mla_absorb_out", ld_cu_set_device(cb->device));
+    CU("mla_absorb_out", ld_cu_mla_absorb_out(variant(cb, LD_CUDA_OP_ABSORB), out->d, o_lat->d, w->d, w->dt, T,
+                                              n_heads, dn, dv, c));
+    return LD_OK;
+}
+
+static ld_status ds_route(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias, int T,
+                          int E, int n_group, int topk_group, int top_k, int norm, float scale, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_route(T, E, n_group, topk_group, top_k, err));
+    if (n_group > 64 || top_k > 64)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds_route: %d groups, top %d (at most 64 each)", n_group,
+                       top_k);
+    LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+    if (!T) return LD_OK;
+    size_t nk = (size_t)T * (size_t)top_k;
+    CU("ds_route", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, nk * sizeof(int32_t), "ds_route", err));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (nk + (size_t)E) * sizeof(float), "ds_route", err));
+    float *dbias = NULL;
+    if (bias) {
+        dbias = cb->ds_f + nk;
+        CU("ds_route", ld_cu_h2d(dbias, bias, (size_t)E * sizeof(float)));
+    }
+    CU("ds_route", ld_cu_ds_route(variant(cb, LD_CUDA_OP_ROUTE), cb->ds_i, cb->ds_f, logits->d, dbias, T, E, n_group,
+                                  topk_group, top_k, norm, scale));
+    CU("ds_route", ld_cu_d2h(idx, cb->ds_i, nk * sizeof(int32_t)));
+    CU("ds_route", ld_cu_d2h(w, cb->ds_f, nk * sizeof(float)));
+    return LD_OK;
+}
+
+static ld_status index_topk(ld_backend *be, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys, int T,
+                            int pos0, int n_heads, int dim, int k, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_index(T, pos0, n_heads, dim, k, err));
+    size_t S = (size_t)pos0 + (size_t)T, QW = (size_t)n_heads * (size_t)dim;
+    LD_TRY(range(q, 0, (size_t)T * QW, err));
+    LD_TRY(range(w, 0, (size_t)T * (size_t)n_heads, err));
+    LD_TRY(range(keys, 0, S * (size_t)dim, err));
+    if (!T) return LD_OK;
+    if (S > 0x7fffffff) return LD_FAIL(err, LD_ERR_LIMIT, 0, "index_topk over %zu positions", S);
+    /* queries in tiles of at most ATT_WORK_FLOATS scores (or one query) */
+    size_t tile = ATT_WORK_FLOATS / S;
+    if (tile < 1) tile = 1;
+    if (tile > (size_t)T) tile = (size_t)T;
+    int v = variant(cb, LD_CUDA_OP_INDEX);
+    CU("index_topk", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, tile * S * sizeof(float), "index_topk", err));
+    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, tile * (size_t)k * sizeof(int32_t), "index_topk", err));
+    for (size_t t0 = 0; t0 < (size_t)T; t0 += tile) {
+        int n = (int)((size_t)T - t0 < tile ? (size_t)T - t0 : tile), p0 = pos0 + (int)t0;
+        CU("index_topk", ld_cu_index_scores(v, 0, cb->ds_f, q->d + t0 * QW, w->d + t0 * (size_t)n_heads, keys->d, n,
+                                            n_heads, dim, p0 + n, 0.0f, 0.0f));
+        CU("index_topk", ld_cu_topk(v, cb->ds_i, cb->ds_f, n, p0 + n, p0 + n, p0, k));
+        CU("index_topk", ld_cu_d2h(sel + t0 * (size_t)k, cb->ds_i, (size_t)n * (size_t)k * sizeof(int32_t)));
+    }
+    return LD_OK;
+}
+
 static const ld_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = destroy,
@@ -531,6 +675,11 @@ static const ld_backend_ops cuda_ops = {
     .swiglu = swiglu,
     .add = add,
     .softmax = softmax,
+    .mla_latent = mla_latent,
+    .mla_absorb_q = mla_absorb_q,
+    .mla_absorb_out = mla_absorb_out,
+    .ds_route = ds_route,
+    .index_topk = index_topk,
 };
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)

@@ -29,6 +29,10 @@ enum {
     LD_CUDA_OP_SWIGLU,
     LD_CUDA_OP_ADD,
     LD_CUDA_OP_SOFTMAX,
+    LD_CUDA_OP_MLA,    /* mla_latent */
+    LD_CUDA_OP_ABSORB, /* mla_absorb_q, mla_absorb_out */
+    LD_CUDA_OP_ROUTE,  /* ds_route */
+    LD_CUDA_OP_INDEX,  /* index_topk (its scores and its top-k) */
     LD_CUDA_N_OPS
 };
 
@@ -37,7 +41,7 @@ typedef struct ld_cuda_kernels {
     unsigned char custom[LD_CUDA_N_OPS];
 } ld_cuda_kernels;
 
-/* "embed", "rmsnorm"...; NULL outside [0, LD_CUDA_N_OPS) */
+/* "embed", "rmsnorm"..., "mla", "absorb", "route", "index"; NULL outside [0, LD_CUDA_N_OPS) */
 const char *ld_cuda_op_name(int op);
 
 /* Parse a kernel spec: comma-separated `op=variant` with op one of the

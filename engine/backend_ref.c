@@ -16,7 +16,14 @@
  * spin yields the core now and then, so that on a machine busy with other
  * work a descheduled thread of the pool gets to run instead of being
  * waited for.  Element-wise ops too small to be worth a hand-off
- * (SMALL_OP) run on the calling thread alone. */
+ * (SMALL_OP) run on the calling thread alone, and so do DeepSeek ops of
+ * too little work (SMALL_WORK).
+ *
+ * The DeepSeek ops (mla_latent, mla_absorb_q / _out, ds_route,
+ * index_topk) call kernels/ref_deepseek.h's and ref_ds_variants.h's
+ * leaves, an item per (token, head) or per token, with per-thread scratch
+ * (scores, split partials, the top-k heap): bitwise what the sessions'
+ * host path computes with the same leaves in one call. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,12 +33,16 @@
 #include "backend.h"
 #include "cpu_kernels.h"
 #include "cpu_ops.h"
+#include "ds_op_args.h"
+#include "ref_deepseek.h"
+#include "ref_ds_variants.h"
 #include "ref_ops.h"
 #include "ref_variants.h"
 #include "spin.h"
 
 #define SPIN_NS 200000L /* how long an idle thread spins before it sleeps */
 #define SMALL_OP 16384  /* elements below which add / swiglu stay on one thread */
+#define SMALL_WORK 65536 /* multiply-adds below which a DeepSeek op stays on one thread */
 
 struct ld_buf {
     float *p;
@@ -70,6 +81,8 @@ typedef struct ref_backend {
     /* per-thread scratch */
     float **scratch;
     size_t scratch_cap;
+    int32_t **iscratch; /* per-thread int32 scratch (index_topk's heap) */
+    size_t iscratch_cap;
     /* the "cpu" matmul's prepared activations, shared by the threads */
     float *prep;
     size_t prep_cap;
@@ -177,6 +190,18 @@ static void run(ref_backend *rb, task_fn fn, void *ctx, size_t n)
     run_grain(rb, fn, ctx, n, 0);
 }
 
+/* n items of about `work` multiply-adds in all, one at a time from the
+ * pool, or on the calling thread when that is too little to hand off
+ * (which thread computes an item changes nothing in it) */
+static void run_items(ref_backend *rb, task_fn fn, void *ctx, size_t n, double work)
+{
+    if (work < SMALL_WORK) {
+        if (n) fn(ctx, 0, 0, n);
+        return;
+    }
+    run_grain(rb, fn, ctx, n, 1);
+}
+
 static ld_status need_scratch(ref_backend *rb, size_t n, ld_error *err)
 {
     if (n <= rb->scratch_cap) return LD_OK;
@@ -186,6 +211,18 @@ static ld_status need_scratch(ref_backend *rb, size_t n, ld_error *err)
         rb->scratch[i] = p;
     }
     rb->scratch_cap = n;
+    return LD_OK;
+}
+
+static ld_status need_iscratch(ref_backend *rb, size_t n, ld_error *err)
+{
+    if (n <= rb->iscratch_cap) return LD_OK;
+    for (int i = 0; i < rb->n_threads; i++) {
+        int32_t *p = realloc(rb->iscratch[i], n * sizeof *p);
+        if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu int32 of scratch", n);
+        rb->iscratch[i] = p;
+    }
+    rb->iscratch_cap = n;
     return LD_OK;
 }
 
@@ -202,6 +239,8 @@ static void destroy(ld_backend *be)
     pthread_cond_destroy(&rb->done);
     for (int i = 0; i < rb->n_threads; i++) free(rb->scratch[i]);
     free(rb->scratch);
+    for (int i = 0; i < rb->n_threads && rb->iscratch; i++) free(rb->iscratch[i]);
+    free(rb->iscratch);
     free(rb->prep);
     free(rb->threads);
     free(rb);
@@ -533,6 +572,169 @@ static ld_status softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows,
     return LD_OK;
 }
 
+/* ---------------------------------------------------------------- DeepSeek */
+
+typedef struct mla_ctx {
+    ref_backend *rb;
+    float *o_lat;
+    const float *q_abs, *q, *ckv, *kpe;
+    const int32_t *sel;
+    int n_heads, dn, dr, c, pos0, k, split;
+    size_t n_scores; /* pos0 + T: the scores' part of a thread's scratch */
+    float scale;
+} mla_ctx;
+
+/* items (t, h): the kernel the session's host path runs, on this thread's
+ * scratch (scores, then the split-K partial output) */
+static void t_mla_latent(void *p, int tid, size_t i0, size_t i1)
+{
+    mla_ctx *m = p;
+    float *scores = m->rb->scratch[tid];
+    if (m->split > 0)
+        ld_dsv_mla_latent_attention_splitk(m->o_lat, m->q_abs, m->q, m->ckv, m->kpe, m->n_heads, m->dn, m->dr, m->c,
+                                           m->pos0, m->scale, scores, scores + m->n_scores, m->sel, m->k, m->split,
+                                           i0, i1);
+    else if (m->sel)
+        ld_ref_mla_latent_attention_sparse(m->o_lat, m->q_abs, m->q, m->ckv, m->kpe, m->n_heads, m->dn, m->dr, m->c,
+                                           m->pos0, m->scale, scores, m->sel, m->k, i0, i1);
+    else
+        ld_ref_mla_latent_attention(m->o_lat, m->q_abs, m->q, m->ckv, m->kpe, m->n_heads, m->dn, m->dr, m->c, m->pos0,
+                                    m->scale, scores, i0, i1);
+}
+
+static ld_status mla_latent(ld_backend *be, ld_buf *o_lat, const ld_buf *q_abs, const ld_buf *q, const ld_buf *ckv,
+                            const ld_buf *kpe, int T, int pos0, int n_heads, int dn, int dr, int c, float scale,
+                            const int32_t *sel, int k, int split, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    LD_TRY(ld_ds_args_latent(T, pos0, n_heads, dn, dr, c, sel, k, split, err));
+    size_t rows = (size_t)T * (size_t)n_heads, S = (size_t)pos0 + (size_t)T;
+    LD_TRY(range(o_lat, 0, rows * (size_t)c, err));
+    LD_TRY(range(q_abs, 0, rows * (size_t)c, err));
+    LD_TRY(range(q, 0, rows * (size_t)(dn + dr), err));
+    LD_TRY(range(ckv, 0, S * (size_t)c, err));
+    LD_TRY(range(kpe, 0, S * (size_t)dr, err));
+    if (sel) LD_TRY(ld_ds_args_sel(sel, T, pos0, k, err));
+    LD_TRY(need_scratch(rb, S + (size_t)c, err));
+    mla_ctx m = {.rb = rb, .o_lat = o_lat->p, .q_abs = q_abs->p, .q = q->p, .ckv = ckv->p, .kpe = kpe->p,
+                 .sel = sel, .n_heads = n_heads, .dn = dn, .dr = dr, .c = c, .pos0 = pos0, .k = k,
+                 .split = split, .n_scores = S, .scale = scale};
+    run_items(rb, t_mla_latent, &m, rows, (double)rows * (double)S * (double)(c + dr));
+    return LD_OK;
+}
+
+typedef struct absorb_ctx {
+    float *out;
+    const float *in;
+    const ld_weight *w;
+    int n_heads, dn, dr, dv, c;
+} absorb_ctx;
+
+static void t_absorb_q(void *p, int tid, size_t i0, size_t i1)
+{
+    absorb_ctx *a = p;
+    (void)tid;
+    ld_ref_mla_absorb_q(a->out, a->in, a->w->data, a->w->dt, a->n_heads, a->dn, a->dr, a->dv, a->c, i0, i1);
+}
+
+static void t_absorb_out(void *p, int tid, size_t i0, size_t i1)
+{
+    absorb_ctx *a = p;
+    (void)tid;
+    ld_ref_mla_absorb_out(a->out, a->in, a->w->data, a->w->dt, a->n_heads, a->dn, a->dv, a->c, i0, i1);
+}
+
+static ld_status mla_absorb_q(ld_backend *be, ld_buf *q_abs, const ld_buf *q, const ld_weight *w, int T, int n_heads,
+                              int dn, int dr, int dv, int c, ld_error *err)
+{
+    LD_TRY(ld_ds_args_absorb(w->dt, w->rows, w->cols, w->rope_hd, T, n_heads, dn, dr, dv, c, err));
+    size_t rows = (size_t)T * (size_t)n_heads;
+    LD_TRY(range(q_abs, 0, rows * (size_t)c, err));
+    LD_TRY(range(q, 0, rows * (size_t)(dn + dr), err));
+    absorb_ctx a = {.out = q_abs->p, .in = q->p, .w = w, .n_heads = n_heads, .dn = dn, .dr = dr, .dv = dv, .c = c};
+    run_items((ref_backend *)be, t_absorb_q, &a, rows, (double)rows * (double)dn * (double)c);
+    return LD_OK;
+}
+
+static ld_status mla_absorb_out(ld_backend *be, ld_buf *out, const ld_buf *o_lat, const ld_weight *w, int T,
+                                int n_heads, int dn, int dv, int c, ld_error *err)
+{
+    LD_TRY(ld_ds_args_absorb(w->dt, w->rows, w->cols, w->rope_hd, T, n_heads, dn, 0, dv, c, err));
+    size_t rows = (size_t)T * (size_t)n_heads;
+    LD_TRY(range(out, 0, rows * (size_t)dv, err));
+    LD_TRY(range(o_lat, 0, rows * (size_t)c, err));
+    absorb_ctx a = {.out = out->p, .in = o_lat->p, .w = w, .n_heads = n_heads, .dn = dn, .dv = dv, .c = c};
+    run_items((ref_backend *)be, t_absorb_out, &a, rows, (double)rows * (double)dv * (double)c);
+    return LD_OK;
+}
+
+typedef struct route_ctx {
+    int32_t *idx;
+    float *w;
+    const float *logits, *bias;
+    int E, n_group, topk_group, top_k, norm;
+    float scale;
+} route_ctx;
+
+static void t_ds_route(void *p, int tid, size_t i0, size_t i1)
+{
+    route_ctx *r = p;
+    (void)tid;
+    ld_ref_ds_route(r->idx, r->w, r->logits, r->bias, r->E, r->n_group, r->topk_group, r->top_k, r->norm, r->scale,
+                    i0, i1);
+}
+
+static ld_status ds_route(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias, int T,
+                          int E, int n_group, int topk_group, int top_k, int norm, float scale, ld_error *err)
+{
+    LD_TRY(ld_ds_args_route(T, E, n_group, topk_group, top_k, err));
+    LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+    route_ctx r = {.idx = idx, .w = w, .logits = logits->p, .bias = bias, .E = E, .n_group = n_group,
+                   .topk_group = topk_group, .top_k = top_k, .norm = norm, .scale = scale};
+    run_items((ref_backend *)be, t_ds_route, &r, (size_t)T, (double)T * (double)E * 16.0);
+    return LD_OK;
+}
+
+typedef struct index_ctx {
+    ref_backend *rb;
+    int32_t *sel;
+    const float *q, *w, *keys;
+    int pos0, n_heads, dim, k;
+} index_ctx;
+
+/* items: queries; scores in this thread's scratch, the heap in its int32
+ * scratch */
+static void t_index_topk(void *p, int tid, size_t i0, size_t i1)
+{
+    index_ctx *x = p;
+    size_t qw = (size_t)x->n_heads * (size_t)x->dim, k = (size_t)x->k;
+    for (size_t t = i0; t < i1; t++) {
+        int vis = x->pos0 + (int)t + 1;
+        int32_t *sel = x->sel + t * k;
+        ld_ref_ds_index_scores(x->rb->scratch[tid], x->q + t * qw, x->w + t * (size_t)x->n_heads, x->keys,
+                               x->n_heads, x->dim, vis);
+        int m = ld_ref_ds_topk(sel, x->rb->scratch[tid], vis, x->k, x->rb->iscratch[tid]);
+        for (size_t j = (size_t)m; j < k; j++) sel[j] = -1;
+    }
+}
+
+static ld_status index_topk(ld_backend *be, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys, int T,
+                            int pos0, int n_heads, int dim, int k, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    LD_TRY(ld_ds_args_index(T, pos0, n_heads, dim, k, err));
+    size_t S = (size_t)pos0 + (size_t)T;
+    LD_TRY(range(q, 0, (size_t)T * (size_t)n_heads * (size_t)dim, err));
+    LD_TRY(range(w, 0, (size_t)T * (size_t)n_heads, err));
+    LD_TRY(range(keys, 0, S * (size_t)dim, err));
+    LD_TRY(need_scratch(rb, S, err));
+    LD_TRY(need_iscratch(rb, (size_t)k, err));
+    index_ctx x = {.rb = rb, .sel = sel, .q = q->p, .w = w->p, .keys = keys->p, .pos0 = pos0, .n_heads = n_heads,
+                   .dim = dim, .k = k};
+    run_items(rb, t_index_topk, &x, (size_t)T, (double)T * (double)S * (double)n_heads * (double)dim);
+    return LD_OK;
+}
+
 #define OP_TABLE                 \
     .destroy = destroy,           \
     .buf_alloc = buf_alloc,       \
@@ -549,7 +751,12 @@ static ld_status softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows,
     .attention = attention,       \
     .swiglu = swiglu,             \
     .add = add,                   \
-    .softmax = softmax
+    .softmax = softmax,           \
+    .mla_latent = mla_latent,     \
+    .mla_absorb_q = mla_absorb_q, \
+    .mla_absorb_out = mla_absorb_out, \
+    .ds_route = ds_route,         \
+    .index_topk = index_topk
 
 static const ld_backend_ops ref_ops = {.name = "ref", OP_TABLE};
 static const ld_backend_ops cpu_ops = {.name = "cpu", OP_TABLE};
@@ -571,9 +778,11 @@ static ld_status create(int n_threads, int fast, const char *kernels, ld_backend
     rb->n_threads = n_threads;
     rb->threads = calloc((size_t)n_threads, sizeof *rb->threads);
     rb->scratch = calloc((size_t)n_threads, sizeof *rb->scratch);
-    if (!rb->threads || !rb->scratch) {
+    rb->iscratch = calloc((size_t)n_threads, sizeof *rb->iscratch);
+    if (!rb->threads || !rb->scratch || !rb->iscratch) {
         free(rb->threads);
         free(rb->scratch);
+        free(rb->iscratch);
         free(rb);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }

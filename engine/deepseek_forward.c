@@ -39,6 +39,7 @@ struct ld_ds_session {
     ds_layer *layers;
     /* backend buffers (B = max_batch rows, S = max_seq) */
     ld_buf *x, *xb, *qa, *q, *kva, *ckv_raw, *ckvn, *kvb, *att, *g, *u, *y, *xe, *rl, *logits;
+    ld_buf *bqabs, *bolat; /* the backend's q_abs, o_lat [B][H][c] (absorbed forms) */
     /* host scratch */
     float *hq, *hkva, *hckv, *hkpe, *hkvb, *hcache, *hatt, *scores, *hx, *hy, *hxe, *hrl, *wts, *sel_w, *qabs, *olat;
     float *part; /* mla=splitk: one split's partial output [c] */
@@ -107,7 +108,7 @@ void ld_ds_session_destroy(ld_ds_session *s)
     unload(s, s->norm);
     if (s->lm_head != s->embed) unload(s, s->lm_head);
     ld_buf *bs[] = {s->x, s->xb, s->qa, s->q, s->kva, s->ckv_raw, s->ckvn, s->kvb,
-                    s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits, s->iq, s->ikn, s->iw};
+                    s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits, s->iq, s->ikn, s->iw, s->bqabs, s->bolat};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
     float *hs[] = {s->hq, s->hkva, s->hckv, s->hkpe, s->hkvb, s->hcache, s->hatt, s->scores, s->hx,
                    s->hy, s->hxe, s->hrl, s->wts, s->sel_w, s->qabs, s->olat, s->part, s->inv_freq,
@@ -259,6 +260,8 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     ALLOC(s->iq, c->v32 ? B * HI * DI : 1);
     ALLOC(s->ikn, c->v32 ? B * DI : 1);
     ALLOC(s->iw, c->v32 ? B * HI : 1);
+    ALLOC(s->bqabs, attn != LD_DS_ATTN_NAIVE ? B * H * C : 1);
+    ALLOC(s->bolat, attn != LD_DS_ATTN_NAIVE ? B * H * C : 1);
     if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
     if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
     if (st == LD_OK) {
@@ -347,6 +350,11 @@ static ld_status indexer(ld_ds_session *s, int l, int n, ld_error *err)
     ld_ref_ds_rope_ex(s->hikn, (size_t)DI, 0, 1, 0, dr, s->inv_freq, s->attn_factor, il, pos0, rb, 0, N);
     index_operands(s->k.v[LD_KOP_INDEXER], s->hiq, s->hikn, s->hiw, N, HI, DI);
     LD_TRY(o->buf_write(be, L->ik, (size_t)pos0 * (size_t)DI, s->hikn, N * (size_t)DI, err));
+    if (o->index_topk) { /* the rotated (and variant-fed) operands back to the backend */
+        LD_TRY(o->buf_write(be, s->iq, 0, s->hiq, N * QW, err));
+        LD_TRY(o->buf_write(be, s->iw, 0, s->hiw, N * (size_t)HI, err));
+        return o->index_topk(be, s->sel, s->iq, s->iw, L->ik, n, pos0, HI, DI, (int)kc, err);
+    }
     size_t S = (size_t)pos0 + N;
     LD_TRY(o->buf_read(be, L->ik, 0, s->hik, S * (size_t)DI, err));
     for (size_t t = 0; t < N; t++) {
@@ -357,6 +365,73 @@ static ld_status indexer(ld_ds_session *s, int l, int n, ld_error *err)
         for (size_t j = (size_t)m; j < kc; j++) sel[j] = -1;
     }
     return LD_OK;
+}
+
+/* the absorbed form's latent attention of the n rows on host copies: the
+ * plain-C kernel of the session's form over s->qabs, s->hq, s->hkpe and
+ * the latent cache read into s->hcache, into s->olat */
+static ld_status latent_attention_host(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    int pos0 = s->pos, H = c->n_heads, dn = c->qk_nope, dr = c->qk_rope, C = c->kv_lora_rank;
+    size_t items = (size_t)n * (size_t)H, S = (size_t)pos0 + (size_t)n;
+    LD_TRY(OPS(s)->buf_read(s->be, s->layers[l].ckv, 0, s->hcache, S * (size_t)C, err));
+    if (s->attn == LD_DS_ATTN_SPLITK)
+        ld_dsv_mla_latent_attention_splitk(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
+                                           s->scores, s->part, c->v32 ? s->sel : NULL, s->kc, LD_DSV_MLA_SPLIT, 0,
+                                           items);
+    else if (c->v32)
+        ld_ref_mla_latent_attention_sparse(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
+                                           s->scores, s->sel, s->kc, 0, items);
+    else
+        ld_ref_mla_latent_attention(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
+                                    s->scores, 0, items);
+    return LD_OK;
+}
+
+/* the backend has the absorbed products, for layer l's kv_b_proj (plain
+ * F32/F16/BF16 rows, as the host path reads it) */
+static int absorb_ops(const ld_ds_session *s, int l)
+{
+    const ld_backend_ops *o = OPS(s);
+    const ld_host_tensor *w = &s->m->layers[l].kv_b.host;
+    return o->mla_absorb_q && o->mla_absorb_out && w->quant == LD_WQ_NONE && !w->rope_hd;
+}
+
+/* the absorbed forms of MLA for the n rows, from the rotated q in s->hq,
+ * into s->att: the absorbed products and the latent attention by the
+ * backend's ops where it has them (the operands travel between s->q,
+ * s->bqabs, s->bolat on the backend and s->qabs, s->olat, s->hatt on the
+ * host only where one step is the backend's and the next is not) */
+static ld_status absorbed(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds_layer *L = &s->layers[l];
+    const ld_host_tensor *w = &s->m->layers[l].kv_b.host;
+    int H = c->n_heads, dn = c->qk_nope, dr = c->qk_rope, dv = c->v_head, C = c->kv_lora_rank;
+    int ab = absorb_ops(s, l), lat = o->mla_latent != NULL;
+    size_t N = (size_t)n, items = N * (size_t)H, nl = items * (size_t)C;
+    if (ab || lat) LD_TRY(o->buf_write(be, s->q, 0, s->hq, items * (size_t)(dn + dr), err));
+    if (ab) {
+        LD_TRY(o->mla_absorb_q(be, s->bqabs, s->q, L->kv_b, n, H, dn, dr, dv, C, err));
+        if (!lat) LD_TRY(o->buf_read(be, s->bqabs, 0, s->qabs, nl, err));
+    } else {
+        ld_ref_mla_absorb_q(s->qabs, s->hq, w->data, (ld_kdt)w->dtype, H, dn, dr, dv, C, 0, items);
+        if (lat) LD_TRY(o->buf_write(be, s->bqabs, 0, s->qabs, nl, err));
+    }
+    if (lat) {
+        LD_TRY(o->mla_latent(be, s->bolat, s->bqabs, s->q, L->ckv, L->kpe, n, s->pos, H, dn, dr, C, s->scale,
+                             c->v32 ? s->sel : NULL, s->kc, s->attn == LD_DS_ATTN_SPLITK ? LD_DSV_MLA_SPLIT : 0, err));
+        if (!ab) LD_TRY(o->buf_read(be, s->bolat, 0, s->olat, nl, err));
+    } else {
+        LD_TRY(latent_attention_host(s, l, n, err));
+        if (ab) LD_TRY(o->buf_write(be, s->bolat, 0, s->olat, nl, err));
+    }
+    if (ab) return o->mla_absorb_out(be, s->att, s->bolat, L->kv_b, n, H, dn, dv, C, err);
+    ld_ref_mla_absorb_out(s->hatt, s->olat, w->data, (ld_kdt)w->dtype, H, dn, dv, C, 0, items);
+    return o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err);
 }
 
 /* MLA of the n rows of s->xb (positions pos0...) into s->xb; with V3.2's
@@ -394,11 +469,14 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
     LD_TRY(o->buf_write(be, s->ckv_raw, 0, s->hckv, N * (size_t)C, err));
     LD_TRY(o->rmsnorm(be, s->ckvn, s->ckv_raw, L->kv_a_norm, n, LD_DS_LATENT_NORM_EPS, err));
     LD_TRY(o->kv_store(be, L->ckv, s->ckvn, n, pos0, C, err));
-    LD_TRY(o->buf_read(be, L->kpe, 0, s->hkpe, S * (size_t)dr, err));
+    int latent_op = s->attn != LD_DS_ATTN_NAIVE && o->mla_latent;
+    if (!latent_op) LD_TRY(o->buf_read(be, L->kpe, 0, s->hkpe, S * (size_t)dr, err));
     if (c->v32) LD_TRY(indexer(s, l, n, err));
 
     size_t items = N * (size_t)H;
-    if (s->attn == LD_DS_ATTN_NAIVE) {
+    if (s->attn != LD_DS_ATTN_NAIVE) {
+        LD_TRY(absorbed(s, l, n, err));
+    } else {
         /* per-head [k_nope | v] of every cached position */
         LD_TRY(o->matmul(be, s->kvb, L->ckv, L->kv_b, NULL, (int)S, err));
         LD_TRY(o->buf_read(be, s->kvb, 0, s->hkvb, S * (size_t)H * (size_t)(dn + dv), err));
@@ -407,23 +485,8 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
                                         s->sel, s->kc, 0, items);
         else
             ld_ref_mla_attention(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores, 0, items);
-    } else {
-        const ld_host_tensor *w = &s->m->layers[l].kv_b.host;
-        LD_TRY(o->buf_read(be, L->ckv, 0, s->hcache, S * (size_t)C, err));
-        ld_ref_mla_absorb_q(s->qabs, s->hq, w->data, (ld_kdt)w->dtype, H, dn, dr, dv, C, 0, items);
-        if (s->attn == LD_DS_ATTN_SPLITK)
-            ld_dsv_mla_latent_attention_splitk(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0,
-                                               s->scale, s->scores, s->part, c->v32 ? s->sel : NULL, s->kc,
-                                               LD_DSV_MLA_SPLIT, 0, items);
-        else if (c->v32)
-            ld_ref_mla_latent_attention_sparse(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0,
-                                               s->scale, s->scores, s->sel, s->kc, 0, items);
-        else
-            ld_ref_mla_latent_attention(s->olat, s->qabs, s->hq, s->hcache, s->hkpe, H, dn, dr, C, pos0, s->scale,
-                                        s->scores, 0, items);
-        ld_ref_mla_absorb_out(s->hatt, s->olat, w->data, (ld_kdt)w->dtype, H, dn, dv, C, 0, items);
+        LD_TRY(o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err));
     }
-    LD_TRY(o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err));
     return o->matmul(be, s->xb, s->att, L->o, L->o_bias, n, err);
 }
 
@@ -436,6 +499,26 @@ static ld_status swiglu_mlp(ld_ds_session *s, const ds_mlp *w, int width, ld_buf
     LD_TRY(o->matmul(s->be, s->u, x, w->up, NULL, n, err));
     LD_TRY(o->swiglu(s->be, s->g, s->g, s->u, (size_t)n * (size_t)width, err));
     return o->matmul(s->be, out, s->g, w->down, NULL, n, err);
+}
+
+/* the router of the n rows into s->idx, s->wts: from the logits in s->rl
+ * (in s->hrl with router=bf16, which computes them on the host) by the
+ * backend's ds_route, else on the host from s->hrl */
+static ld_status route(ld_ds_session *s, int l, int n, int logits_on_host, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    const float *bias = c->score_bias ? s->layers[l].router_bias : NULL;
+    /* combine=fused: the weights unscaled, the scaling on the routed sum */
+    float scale = s->k.v[LD_KOP_COMBINE] == LD_KV_FUSED ? 1.0f : c->routed_scaling;
+    if (!o->ds_route) {
+        ld_ref_ds_route(s->idx, s->wts, s->hrl, bias, c->n_routed, c->n_group, c->topk_group, c->top_k,
+                        c->norm_topk_prob, scale, 0, (size_t)n);
+        return LD_OK;
+    }
+    if (logits_on_host) LD_TRY(o->buf_write(s->be, s->rl, 0, s->hrl, (size_t)n * (size_t)c->n_routed, err));
+    return o->ds_route(s->be, s->idx, s->wts, s->rl, bias, n, c->n_routed, c->n_group, c->topk_group, c->top_k,
+                       c->norm_topk_prob, scale, err);
 }
 
 /* MoE of the n rows of s->xb into s->y; experts chosen into s->idx */
@@ -459,12 +542,9 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
         for (size_t i = 0; i < N * E; i++) s->hrl[i] = ld_var_bf16_round(s->hrl[i]);
     } else {
         LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
-        LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
+        if (!o->ds_route) LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
     }
-    /* combine=fused: the weights unscaled, the scaling on the routed sum */
-    ld_ref_ds_route(s->idx, s->wts, s->hrl, c->score_bias ? L->router_bias : NULL, c->n_routed, c->n_group,
-                    c->topk_group, c->top_k, c->norm_topk_prob, comb == LD_KV_FUSED ? 1.0f : c->routed_scaling, 0,
-                    N);
+    LD_TRY(route(s, l, n, router_bf16, err));
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hy, 0, N * D * sizeof *s->hy);
     /* experts in ascending id; each runs on the rows routed to it */

@@ -98,12 +98,17 @@
  * rope=bf16 (MLA's and the indexer's cos/sin rounded to bf16).
  *
  * Determinism: as forward.h.  Projections, norms, SwiGLU and adds run
- * through the backend's op table; the ops it lacks (RoPE on a sub-range of
- * the head, MLA attention with q.k and v of different widths, the router,
- * the weighted expert sum, the absorbed products, V3.2's indexer LayerNorm,
- * scores and top-k) run as plain-C kernels
- * (kernels/ref_deepseek.h) on host copies of the buffers (buf_read /
- * buf_write), single-threaded, in a fixed order.  Each token's routed
+ * through the backend's op table, and so do, when the backend has them
+ * (backend.h's optional DeepSeek ops), the absorbed forms' latent attention
+ * (mla_latent, dense or over V3.2's selection, split-K for mla=splitk), the
+ * router (ds_route) and V3.2's indexer scores and top-k (index_topk): the
+ * ref and cpu backends run the same plain-C kernels over their thread
+ * pool, one (token, head) or token per item, so their bits are the host
+ * path's whatever the thread count.  The rest (RoPE on a sub-range of the
+ * head, the naive form's attention, the weighted expert sum, the absorbed
+ * products, V3.2's indexer LayerNorm), and the DeepSeek ops a backend
+ * lacks, run as plain-C kernels (kernels/ref_deepseek.h) on host copies of
+ * the buffers (buf_read / buf_write), single-threaded, in a fixed order.  Each token's routed
  * experts run as matmuls over the rows routed to that expert, and a
  * matmul's row does not depend on the others, so one prefill, chunks and
  * token-by-token give the same bits, whatever the number of threads.

@@ -107,15 +107,19 @@ static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", 
 #define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
 
 /* Run `toks` through a fresh session: `threads` threads, calls of `call`
- * tokens (0: all at once), chunks of at most `batch`. */
-static ld_status run_on_sel(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
-                            ld_ds_attn attn, const int32_t *toks, int T, float *logits, float *hidden,
-                            int32_t *experts, int32_t *selected, ld_error *err)
+ * tokens (0: all at once), chunks of at most `batch`, the session-level
+ * variants of `kspec` (engine/cpu_kernels.h; NULL: ref). */
+static ld_status run_on_spec(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
+                             ld_ds_attn attn, const char *kspec, const int32_t *toks, int T, float *logits,
+                             float *hidden, int32_t *experts, int32_t *selected, ld_error *err)
 {
     ld_backend *be = NULL;
     ld_ds_session *s = NULL;
-    ld_status st = bk->create(threads, &be, err);
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
+    ld_status st = ld_cpu_kernels_parse(kspec, &k, err);
+    if (st == LD_OK) st = bk->create(threads, &be, err);
     if (st == LD_OK) st = ld_ds_session_create(m, be, MAX_T, batch, attn, &s, err);
+    if (st == LD_OK) ld_ds_session_set_kernels(s, &k);
     size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
     size_t K = (size_t)m->cfg.top_k, L = (size_t)m->cfg.n_layers, KI = (size_t)m->cfg.index_topk;
     if (!m->cfg.v32) selected = NULL;
@@ -143,6 +147,13 @@ static ld_status run_on_sel(const backend_kind *bk, const ld_ds_model *m, int th
     ld_ds_session_destroy(s);
     ld_backend_destroy(be);
     return st;
+}
+
+static ld_status run_on_sel(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
+                            ld_ds_attn attn, const int32_t *toks, int T, float *logits, float *hidden,
+                            int32_t *experts, int32_t *selected, ld_error *err)
+{
+    return run_on_spec(bk, m, threads, batch, call, attn, NULL, toks, T, logits, hidden, experts, selected, err);
 }
 
 static ld_status run_on(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
@@ -454,6 +465,141 @@ static int test_deepseek_deterministic(void)
         for (int b = 0; b < N_BACKENDS; b++)
             for (int a = 0; a < 2; a++)
                 if (check_deterministic_on(&backends[b], names[i], (ld_ds_attn)a)) return 1;
+    return 0;
+}
+
+
+/* ------------------------------------------------------------ op table vs host leaves */
+
+/* The session's host path: a backend whose DeepSeek ops (mla_latent,
+ * mla_absorb_q, mla_absorb_out, ds_route, index_topk) are NULL, so that the session computes them itself
+ * with the plain-C kernels on host copies, as before the op table had
+ * them.  One table serves every such backend (the name is this file's). */
+static ld_backend_ops host_leaf_ops;
+
+static ld_status host_leaves(ld_status st, ld_backend *be)
+{
+    if (st != LD_OK) return st;
+    host_leaf_ops = *be->ops;
+    host_leaf_ops.name = "host-leaves";
+    host_leaf_ops.mla_latent = NULL;
+    host_leaf_ops.mla_absorb_q = NULL;
+    host_leaf_ops.mla_absorb_out = NULL;
+    host_leaf_ops.ds_route = NULL;
+    host_leaf_ops.index_topk = NULL;
+    be->ops = &host_leaf_ops;
+    return LD_OK;
+}
+
+static ld_status ref_host_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_ref_create(n_threads, out, err);
+    return host_leaves(st, *out);
+}
+
+static ld_status cpu_host_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_cpu_create(n_threads, out, err);
+    return host_leaves(st, *out);
+}
+
+static const backend_kind host_backends[] = {{"ref-host", ref_host_create}, {"cpu-host", cpu_host_create}};
+
+/* A mix: backend `partial_fast` (0 ref, 1 cpu) without its mla_latent
+ * (partial_drop 1) or without its absorbed products (2), so that the
+ * session moves the operands between the backend and the host mid-way. */
+static ld_backend_ops partial_ops;
+static int partial_fast, partial_drop;
+
+static ld_status partial_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_cpu_create_ex(n_threads, partial_fast, NULL, out, err);
+    if (st != LD_OK) return st;
+    partial_ops = *(*out)->ops;
+    partial_ops.name = "partial";
+    if (partial_drop == 1) {
+        partial_ops.mla_latent = NULL;
+    } else {
+        partial_ops.mla_absorb_q = NULL;
+        partial_ops.mla_absorb_out = NULL;
+    }
+    (*out)->ops = &partial_ops;
+    return LD_OK;
+}
+
+/* `name` with MLA form `attn` and variants `kspec`: the op-table path on
+ * backend bk with 1 and 3 threads, in one prefill, token by token and in
+ * chunks, gives the bits of the host path (1 thread, one prefill): logits,
+ * hidden states, experts and V3.2's selections */
+static int check_op_table_on(int b, int drop, const ld_ds_model *m, const char *name, const seq *q, ld_ds_attn attn,
+                             const char *kspec)
+{
+    static const backend_kind partial = {"partial", partial_create};
+    const backend_kind *under = drop ? &partial : &backends[b];
+    partial_fast = b;
+    partial_drop = drop;
+    size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+    size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q->T * (size_t)m->cfg.hidden;
+    size_t ne = (size_t)m->cfg.n_layers * (size_t)q->T * (size_t)m->cfg.top_k;
+    size_t ns = m->cfg.v32 ? (size_t)m->cfg.n_layers * (size_t)q->T * (size_t)m->cfg.index_topk : 1;
+    float *base = calloc(n + nh, sizeof *base), *l = calloc(n + nh, sizeof *l);
+    int32_t *ebase = calloc(ne + ns, sizeof *ebase), *ex = calloc(ne + ns, sizeof *ex);
+    CHECK(base && l && ebase && ex);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(run_on_spec(&host_backends[b], m, 1, MAX_T, 0, attn, kspec, q->tokens, q->T, base, base + n, ebase,
+                          ebase + ne, &err) == LD_OK,
+              "%s", err.msg);
+    static const int shapes[][3] = {{1, 64, 0}, {3, 64, 0}, {1, 64, 1}, {3, 64, 1}, {3, 5, 0}, {1, 2, 7}};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0] && !bad; k++) {
+        memset(l, 0, (n + nh) * sizeof *l);
+        memset(ex, 0, (ne + ns) * sizeof *ex);
+        CHECK_MSG(run_on_spec(under, m, shapes[k][0], shapes[k][1], shapes[k][2], attn, kspec, q->tokens,
+                              q->T, l, l + n, ex, ex + ne, &err) == LD_OK,
+                  "%s", err.msg);
+        bad = memcmp(l, base, (n + nh) * sizeof *l) || memcmp(ex, ebase, (ne + ns) * sizeof *ex);
+        CHECK_MSG(!bad, "%s on %s (drop %d), form %d, '%s': %d threads, batch %d, calls of %d differ from the host "
+                  "path", name, backends[b].name, drop, (int)attn, kspec ? kspec : "", shapes[k][0], shapes[k][1],
+                  shapes[k][2]);
+    }
+    free(base);
+    free(l);
+    free(ebase);
+    free(ex);
+    return 0;
+}
+
+static int test_deepseek_op_table_matches_host(void)
+{
+    for (int b = 0; b < N_BACKENDS; b++) { /* the path under test is taken */
+        ld_backend *be = NULL;
+        ld_error err;
+        CHECK(backends[b].create(1, &be, &err) == LD_OK);
+        int has = be->ops->mla_latent && be->ops->mla_absorb_q && be->ops->mla_absorb_out && be->ops->ds_route &&
+                  be->ops->index_topk;
+        ld_backend_destroy(be);
+        CHECK_MSG(has, "%s lacks a DeepSeek op", backends[b].name);
+    }
+    const char *names[] = {"deepseek-v3", "deepseek-v3-lite", "deepseek-v3-fp8", "deepseek-v32"};
+    const char *specs[] = {NULL, "router=bf16,combine=fused,indexer=fp8,rope=bf16", "indexer=bf16,combine=bf16"};
+    for (int i = 0; i < 4; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, MDIR "%s", names[i]);
+        ld_ds_model *m = NULL;
+        if (open_model(names[i], &m)) return 1;
+        static seq seqs[2];
+        CHECK(load_seqs(dir, m->cfg.top_k, seqs, 2) == 2);
+        for (int b = 0; b < N_BACKENDS; b++)
+            for (int a = 0; a < 3; a++)
+                for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++)
+                    for (int drop = 0; drop < (a ? 3 : 1); drop++) /* the mixes: absorbed forms only */
+                        if (check_op_table_on(b, drop, m, names[i], &seqs[1], (ld_ds_attn)a, specs[k])) {
+                            ld_ds_model_close(m);
+                            return 1;
+                        }
+        ld_ds_model_close(m);
+    }
     return 0;
 }
 
@@ -918,6 +1064,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_deepseek_absorbed_matches_naive),
     LD_CASE(test_deepseek_features_matter),
     LD_CASE(test_deepseek_deterministic),
+    LD_CASE(test_deepseek_op_table_matches_host),
     LD_CASE(test_deepseek_router_kernel),
     LD_CASE(test_deepseek_fp8_kernel),
     LD_CASE(test_deepseek_indexer_kernels),
