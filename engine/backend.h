@@ -57,6 +57,9 @@ typedef struct ld_host_tensor {
     int scale_br, scale_bc;
 } ld_host_tensor;
 
+/* the mHC variant of hc_pre (the session's mhc= kernel choice) */
+enum { LD_DS4_MHC_F32 = 0, LD_DS4_MHC_BF16 = 1, LD_DS4_MHC_SINKHORN_BF16 = 2 };
+
 typedef struct ld_backend_ops {
     const char *name;
     void (*destroy)(ld_backend *be);
@@ -142,6 +145,43 @@ typedef struct ld_backend_ops {
      * array sel [T][k], -1 after them.  S >= pos0 + T. */
     ld_status (*index_topk)(ld_backend *be, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys, int T,
                             int pos0, int n_heads, int dim, int k, ld_error *err);
+
+    /* ---- DeepSeek-V4 ops.  Optional as the above: NULL, or
+     * LD_ERR_UNSUPPORTED for a variant the backend lacks (checked before
+     * anything is written), and the V4 session computes them on host copies
+     * with kernels/ref_deepseek_v4.h's leaves, which the reference
+     * backend's ops are, bit for bit (an item per token, per-thread
+     * scratch: neither T nor the threads change a token's bits). */
+
+    /* mHC pre-mixing with Sinkhorn-Knopp (ld_ref_ds4_hc_pre_ex) of T
+     * tokens: X [T][N][D] the streams, fn [(2+N)*N][N*D] fp32 (a buffer),
+     * base [(2+N)*N] and scale [3] host floats; out post [T][N], comb
+     * [T][N][N], collapsed [T][D].  variant: LD_DS4_MHC_F32 (the
+     * reference), LD_DS4_MHC_BF16 (mhc=bf16: post and comb then rounded to
+     * bf16) or LD_DS4_MHC_SINKHORN_BF16 (mhc=sinkhorn-bf16: the Sinkhorn
+     * iterate in bf16); another is LD_ERR_USAGE.  The CUDA backend runs its
+     * spec's hc kernel (ld_cu_hc_pre; custom agrees to rounding), N <= 64,
+     * LD_DS4_MHC_F32 only (the others LD_ERR_UNSUPPORTED). */
+    ld_status (*hc_pre)(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                        const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                        float norm_eps, float hc_eps, int variant, ld_error *err);
+    /* mHC post-mixing (ld_ref_ds4_hc_post) of T tokens: out [T][N][D] (not
+     * aliasing X) = post[k] f[d] + sum_j comb[j][k] X[j][d] (j ascending),
+     * X [T][N][D], f [T][D], post [T][N], comb [T][N][N].  Every backend
+     * and kernel: the same bits. */
+    ld_status (*hc_post)(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *f, const ld_buf *post,
+                         const ld_buf *comb, int T, int N, int D, ld_error *err);
+    /* V4's router (ld_ref_ds4_route) of T rows of logits [T][E]: into the
+     * host arrays idx [T][K] (ascending expert ids) and w [T][K] (their
+     * weights, times scale).  hash NULL: the top-K of sqrt(softplus(logit))
+     * + bias (bias NULL or E host floats, for selection only); else the
+     * host array hash [T][K], row t the token's experts (tid2eid's row of
+     * the hash layers).  E <= 1024, K <= min(E, 64), hash ids in [0, E);
+     * others are LD_ERR_USAGE.  A row's result depends on its inputs only;
+     * the CUDA backend runs its spec's route kernel (ids equal, weights to
+     * rounding). */
+    ld_status (*ds4_route)(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias,
+                           const int32_t *hash, int T, int E, int K, float scale, ld_error *err);
 } ld_backend_ops;
 
 struct ld_backend {

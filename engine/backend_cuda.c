@@ -11,7 +11,7 @@
 
 static const char *const op_names[LD_CUDA_N_OPS] = {"embed", "rmsnorm", "matmul", "rope", "kv_store",
                                                     "attention", "swiglu", "add", "softmax", "mla", "absorb",
-                                                    "route", "index"};
+                                                    "route", "index", "hc"};
 
 const char *ld_cuda_op_name(int op)
 {
@@ -657,6 +657,86 @@ static ld_status index_topk(ld_backend *be, int32_t *sel, const ld_buf *q, const
     return LD_OK;
 }
 
+static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                        const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                        float norm_eps, float hc_eps, int mhc, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_hc_pre(T, N, D, iters, mhc, err));
+    if (mhc != LD_DS4_MHC_F32)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre: the fp32 mixing only (variant %d)", mhc);
+    if (N > 64) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre: %d streams (at most 64)", N);
+    size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T, hc = (2 + n) * n;
+    LD_TRY(range(post, 0, tt * n, err));
+    LD_TRY(range(comb, 0, tt * n * n, err));
+    LD_TRY(range(collapsed, 0, tt * d, err));
+    LD_TRY(range(X, 0, tt * n * d, err));
+    LD_TRY(range(fn, 0, hc * n * d, err));
+    if (!T) return LD_OK;
+    CU("hc_pre", ld_cu_set_device(cb->device));
+    size_t wn = ld_cu_hc_work(T, N);
+    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, wn * sizeof(float), "hc_pre", err));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (hc + 3) * sizeof(float), "hc_pre", err));
+    CU("hc_pre", ld_cu_h2d(cb->ds_f, base, hc * sizeof(float)));
+    CU("hc_pre", ld_cu_h2d(cb->ds_f + hc, scale, 3 * sizeof(float)));
+    CU("hc_pre", ld_cu_hc_pre(variant(cb, LD_CUDA_OP_HC), post->d, comb->d, collapsed->d, X->d, T, N, D, fn->d,
+                              cb->ds_f, cb->ds_f + hc, iters, norm_eps, hc_eps, cb->work, wn));
+    return LD_OK;
+}
+
+static ld_status hc_post(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *f, const ld_buf *post,
+                         const ld_buf *comb, int T, int N, int D, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_hc_post(T, N, D, err));
+    size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T;
+    LD_TRY(range(out, 0, tt * n * d, err));
+    LD_TRY(range(X, 0, tt * n * d, err));
+    LD_TRY(range(f, 0, tt * d, err));
+    LD_TRY(range(post, 0, tt * n, err));
+    LD_TRY(range(comb, 0, tt * n * n, err));
+    if (!T) return LD_OK;
+    if (out->d == X->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "hc_post: out aliases X");
+    CU("hc_post", ld_cu_set_device(cb->device));
+    CU("hc_post", ld_cu_hc_post(variant(cb, LD_CUDA_OP_HC), out->d, X->d, f->d, post->d, comb->d, T, N, D));
+    return LD_OK;
+}
+
+static ld_status ds4_route(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias,
+                           const int32_t *hash, int T, int E, int K, float scale, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds_args_ds4_route(T, E, K, hash, err));
+    LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+    if (!T) return LD_OK;
+    size_t nk = (size_t)T * (size_t)K, ni = nk + (hash ? nk + (size_t)T : 0);
+    CU("ds4_route", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, ni * sizeof(int32_t), "ds4_route", err));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (nk + (size_t)E) * sizeof(float), "ds4_route", err));
+    float *dbias = NULL;
+    if (bias) {
+        dbias = cb->ds_f + nk;
+        CU("ds4_route", ld_cu_h2d(dbias, bias, (size_t)E * sizeof(float)));
+    }
+    int32_t *table = NULL, *rows = NULL;
+    if (hash) { /* the rows as the table, row t for token t */
+        table = cb->ds_i + nk;
+        rows = table + nk;
+        int32_t *iota = malloc((size_t)T * sizeof *iota);
+        if (!iota) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        for (int t = 0; t < T; t++) iota[t] = t;
+        int e1 = ld_cu_h2d(table, hash, nk * sizeof(int32_t));
+        int e2 = e1 ? 0 : ld_cu_h2d(rows, iota, (size_t)T * sizeof *iota);
+        free(iota);
+        CU("ds4_route", e1 ? e1 : e2);
+    }
+    CU("ds4_route", ld_cu_ds4_route(variant(cb, LD_CUDA_OP_ROUTE), cb->ds_i, cb->ds_f, logits->d, dbias, table, rows,
+                                    T, E, K, scale));
+    CU("ds4_route", ld_cu_d2h(idx, cb->ds_i, nk * sizeof(int32_t)));
+    CU("ds4_route", ld_cu_d2h(w, cb->ds_f, nk * sizeof(float)));
+    return LD_OK;
+}
+
 static const ld_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = destroy,
@@ -680,6 +760,9 @@ static const ld_backend_ops cuda_ops = {
     .mla_absorb_out = mla_absorb_out,
     .ds_route = ds_route,
     .index_topk = index_topk,
+    .hc_pre = hc_pre,
+    .hc_post = hc_post,
+    .ds4_route = ds4_route,
 };
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)

@@ -31,8 +31,9 @@ enum {
     LD_CUDA_OP_SOFTMAX,
     LD_CUDA_OP_MLA,    /* mla_latent */
     LD_CUDA_OP_ABSORB, /* mla_absorb_q, mla_absorb_out */
-    LD_CUDA_OP_ROUTE,  /* ds_route */
+    LD_CUDA_OP_ROUTE,  /* ds_route, ds4_route */
     LD_CUDA_OP_INDEX,  /* index_topk (its scores and its top-k) */
+    LD_CUDA_OP_HC,     /* hc_pre, hc_post (V4's mHC mixing) */
     LD_CUDA_N_OPS
 };
 
@@ -41,7 +42,7 @@ typedef struct ld_cuda_kernels {
     unsigned char custom[LD_CUDA_N_OPS];
 } ld_cuda_kernels;
 
-/* "embed", "rmsnorm"..., "mla", "absorb", "route", "index"; NULL outside [0, LD_CUDA_N_OPS) */
+/* "embed", "rmsnorm"..., "mla", "absorb", "route", "index", "hc"; NULL outside [0, LD_CUDA_N_OPS) */
 const char *ld_cuda_op_name(int op);
 
 /* Parse a kernel spec: comma-separated `op=variant` with op one of the

@@ -23,7 +23,8 @@
  * index_topk) call kernels/ref_deepseek.h's and ref_ds_variants.h's
  * leaves, an item per (token, head) or per token, with per-thread scratch
  * (scores, split partials, the top-k heap): bitwise what the sessions'
- * host path computes with the same leaves in one call. */
+ * host path computes with the same leaves in one call.  So do V4's hc_pre
+ * hc_post and ds4_route (kernels/ref_deepseek_v4.h), an item per token. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "cpu_ops.h"
 #include "ds_op_args.h"
 #include "ref_deepseek.h"
+#include "ref_deepseek_v4.h"
 #include "ref_ds_variants.h"
 #include "ref_ops.h"
 #include "ref_variants.h"
@@ -735,6 +737,107 @@ static ld_status index_topk(ld_backend *be, int32_t *sel, const ld_buf *q, const
     return LD_OK;
 }
 
+typedef struct hc_ctx {
+    ref_backend *rb;
+    float *post, *comb, *out;
+    const float *X, *fn, *base, *scale, *f;
+    int N, D, iters, variant;
+    float norm_eps, hc_eps;
+} hc_ctx;
+
+/* items: tokens; the host path's leaf on this thread's scratch, then the
+ * mhc=bf16 rounding of the token's post and comb */
+static void t_hc_pre(void *p, int tid, size_t i0, size_t i1)
+{
+    hc_ctx *h = p;
+    size_t N = (size_t)h->N, D = (size_t)h->D;
+    for (size_t t = i0; t < i1; t++) {
+        float *post = h->post + t * N, *comb = h->comb + t * N * N;
+        ld_ref_ds4_hc_pre_ex(h->X + t * N * D, h->N, h->D, h->fn, h->base, h->scale, h->iters, h->norm_eps,
+                             h->hc_eps, h->variant == LD_DS4_MHC_SINKHORN_BF16, post, comb, h->out + t * D,
+                             h->rb->scratch[tid]);
+        if (h->variant != LD_DS4_MHC_BF16) continue;
+        for (size_t i = 0; i < N; i++) post[i] = ld_var_bf16_round(post[i]);
+        for (size_t i = 0; i < N * N; i++) comb[i] = ld_var_bf16_round(comb[i]);
+    }
+}
+
+static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                        const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                        float norm_eps, float hc_eps, int variant, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    LD_TRY(ld_ds_args_hc_pre(T, N, D, iters, variant, err));
+    size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T, hc = (2 + n) * n;
+    LD_TRY(range(post, 0, tt * n, err));
+    LD_TRY(range(comb, 0, tt * n * n, err));
+    LD_TRY(range(collapsed, 0, tt * d, err));
+    LD_TRY(range(X, 0, tt * n * d, err));
+    LD_TRY(range(fn, 0, hc * n * d, err));
+    LD_TRY(need_scratch(rb, n * d + hc, err));
+    hc_ctx h = {.rb = rb, .post = post->p, .comb = comb->p, .out = collapsed->p, .X = X->p, .fn = fn->p,
+                .base = base, .scale = scale, .N = N, .D = D, .iters = iters, .variant = variant,
+                .norm_eps = norm_eps, .hc_eps = hc_eps};
+    run_items(rb, t_hc_pre, &h, tt, (double)tt * (double)hc * (double)(n * d));
+    return LD_OK;
+}
+
+static void t_hc_post(void *p, int tid, size_t i0, size_t i1)
+{
+    hc_ctx *h = p;
+    size_t N = (size_t)h->N, D = (size_t)h->D;
+    (void)tid;
+    for (size_t t = i0; t < i1; t++)
+        ld_ref_ds4_hc_post(h->out + t * N * D, h->X + t * N * D, h->f + t * D, h->post + t * N, h->comb + t * N * N,
+                           h->N, h->D);
+}
+
+static ld_status hc_post(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *f, const ld_buf *post,
+                         const ld_buf *comb, int T, int N, int D, ld_error *err)
+{
+    LD_TRY(ld_ds_args_hc_post(T, N, D, err));
+    size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T;
+    LD_TRY(range(out, 0, tt * n * d, err));
+    LD_TRY(range(X, 0, tt * n * d, err));
+    LD_TRY(range(f, 0, tt * d, err));
+    LD_TRY(range(post, 0, tt * n, err));
+    LD_TRY(range(comb, 0, tt * n * n, err));
+    if (out->p == X->p && tt) return LD_FAIL(err, LD_ERR_USAGE, 0, "hc_post: out aliases X");
+    hc_ctx h = {.out = out->p, .X = X->p, .f = f->p, .post = post->p, .comb = comb->p, .N = N, .D = D};
+    run_items((ref_backend *)be, t_hc_post, &h, tt, (double)tt * (double)(n + 1) * (double)(n * d));
+    return LD_OK;
+}
+
+typedef struct ds4_route_ctx {
+    int32_t *idx;
+    float *w;
+    const float *logits, *bias;
+    const int32_t *hash;
+    int E, K;
+    float scale;
+} ds4_route_ctx;
+
+static void t_ds4_route(void *p, int tid, size_t i0, size_t i1)
+{
+    ds4_route_ctx *r = p;
+    size_t K = (size_t)r->K;
+    (void)tid;
+    for (size_t t = i0; t < i1; t++)
+        ld_ref_ds4_route(r->idx + t * K, r->w + t * K, r->logits + t * (size_t)r->E, r->bias,
+                         r->hash ? r->hash + t * K : NULL, r->E, r->K, r->scale);
+}
+
+static ld_status ds4_route(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias,
+                           const int32_t *hash, int T, int E, int K, float scale, ld_error *err)
+{
+    LD_TRY(ld_ds_args_ds4_route(T, E, K, hash, err));
+    LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+    ds4_route_ctx r = {.idx = idx, .w = w, .logits = logits->p, .bias = bias, .hash = hash, .E = E, .K = K,
+                       .scale = scale};
+    run_items((ref_backend *)be, t_ds4_route, &r, (size_t)T, (double)T * (double)E * 16.0);
+    return LD_OK;
+}
+
 #define OP_TABLE                 \
     .destroy = destroy,           \
     .buf_alloc = buf_alloc,       \
@@ -756,7 +859,10 @@ static ld_status index_topk(ld_backend *be, int32_t *sel, const ld_buf *q, const
     .mla_absorb_q = mla_absorb_q, \
     .mla_absorb_out = mla_absorb_out, \
     .ds_route = ds_route,         \
-    .index_topk = index_topk
+    .index_topk = index_topk,     \
+    .hc_pre = hc_pre,             \
+    .hc_post = hc_post,           \
+    .ds4_route = ds4_route
 
 static const ld_backend_ops ref_ops = {.name = "ref", OP_TABLE};
 static const ld_backend_ops cpu_ops = {.name = "cpu", OP_TABLE};

@@ -30,6 +30,7 @@ typedef struct ds4_layer {
     ld_weight *attn_norm, *ffn_norm, *wq_a, *q_norm, *wq_b, *wkv, *kv_norm, *wo_b, *router;
     ld_weight **wo_a;        /* [G]: views of wo_a's blocks of rows */
     float *hc_attn[3], *hc_ffn[3];  /* fn, base, scale */
+    ld_buf *hc_fn[2];        /* attention's and the MoE's fn for hc_pre */
     float *sinks, *router_bias;
     ds4_mlp shared, *experts;
     float *kvc;              /* [kv_rows][hd] rotated kv, position p in row
@@ -50,11 +51,16 @@ struct ld_ds4_session {
     ds4_layer *layers;
     /* backend buffers (B = max_batch rows) */
     ld_buf *x, *xb, *qa, *q, *kv, *ckv, *cg, *iq, *iw, *att, *og, *ogall, *ao, *rl, *g, *u, *xe, *logits;
+    /* the mHC ops' buffers (backends with hc_pre / hc_post): streams in and
+       out, post, comb, the block's output */
+    ld_buf *bst, *bnst, *bpost, *bcomb, *bf;
+    int hc_host; /* 1: the mHC mixing on the host (no entries, or a variant
+                    the backend lacks) */
     /* host scratch */
     float *streams, *nstreams, *post, *comb, *hu, *hf, *hq, *hkv, *hatt, *hgrp, *hog, *hiq, *hiw, *hrl, *hx, *hy,
         *hxe, *hg, *hup, *wts, *sel_w, *scores, *hcs, *ent, *hck, *hcg;
     const float **keys;
-    int32_t *idx, *pick;
+    int32_t *idx, *pick, *hrows; /* hrows: ds4_route's hash rows [B][K] */
     int *sel_t;
 };
 
@@ -126,6 +132,8 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
             if (L->wo_a)
                 for (int g = 0; g < c->o_groups; g++) unload(s, L->wo_a[g]);
             free(L->wo_a);
+            for (int i = 0; i < 2; i++)
+                if (L->hc_fn[i]) OPS(s)->buf_free(s->be, L->hc_fn[i]);
             for (int i = 0; i < 3; i++) {
                 free(L->hc_attn[i]);
                 free(L->hc_ffn[i]);
@@ -146,7 +154,8 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     if (s->lm_head != s->embed) unload(s, s->lm_head);
     for (int i = 0; i < 3; i++) free(s->hc_head[i]);
     ld_buf *bs[] = {s->x,   s->xb,  s->qa,    s->q,  s->kv, s->ckv, s->cg, s->iq, s->iw,
-                    s->att, s->og,  s->ogall, s->ao, s->rl, s->g,   s->u,  s->xe, s->logits};
+                    s->att, s->og,  s->ogall, s->ao, s->rl, s->g,   s->u,  s->xe, s->logits,
+                    s->bst, s->bnst, s->bpost, s->bcomb, s->bf};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
         if (bs[i]) OPS(s)->buf_free(s->be, bs[i]);
     float *hs[] = {s->streams, s->nstreams, s->post, s->comb, s->hu,  s->hf,  s->hq,  s->hkv,   s->hatt,
@@ -155,6 +164,7 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i]);
     free((void *)s->keys);
     free(s->idx);
+    free(s->hrows);
     free(s->pick);
     free(s->sel_t);
     free(s->layers);
@@ -216,6 +226,12 @@ static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
     for (int i = 0; i < 3; i++) {
         LD_TRY(host_copy(hca[i], &L->hc_attn[i], err));
         LD_TRY(host_copy(hcf[i], &L->hc_ffn[i], err));
+    }
+    for (int i = 0; i < 2 && !s->hc_host; i++) {
+        const ld_model_tensor *fn = i ? hcf[0] : hca[0];
+        size_t n = (size_t)fn->host.rows * (size_t)fn->host.cols;
+        LD_TRY(OPS(s)->buf_alloc(s->be, n, &L->hc_fn[i], err));
+        LD_TRY(OPS(s)->buf_write(s->be, L->hc_fn[i], 0, i ? L->hc_ffn[0] : L->hc_attn[0], n, err));
     }
     LD_TRY(host_copy(&ml->sinks, &L->sinks, err));
     if (ml->router_bias.st) LD_TRY(host_copy(&ml->router_bias, &L->router_bias, err));
@@ -304,13 +320,14 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     HALLOC(s->ent, max2(hd, ih));
     HALLOC(s->keys, S + (size_t)c->sliding_window + 1);
     HALLOC(s->idx, B * K);
+    HALLOC(s->hrows, B * K);
     HALLOC(s->pick, S + 1);
     HALLOC(s->sel_t, B);
 #undef HALLOC
     if (!s->layers || !s->inv_main || !s->inv_comp || !s->streams || !s->nstreams || !s->post || !s->comb || !s->hu ||
         !s->hf || !s->hq || !s->hkv || !s->hatt || !s->hgrp || !s->hog || !s->hiq || !s->hck || !s->hcg || !s->hiw || !s->hrl || !s->hx ||
         !s->hy || !s->hxe || !s->hg || !s->hup || !s->wts || !s->sel_w || !s->scores || !s->hcs || !s->ent ||
-        !s->keys || !s->idx || !s->pick || !s->sel_t) {
+        !s->keys || !s->idx || !s->hrows || !s->pick || !s->sel_t) {
         ld_ds4_session_destroy(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
@@ -337,6 +354,14 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     ALLOC(s->u, B * max2(I, D));
     ALLOC(s->xe, B * D);
     ALLOC(s->logits, B * (size_t)c->vocab);
+    s->hc_host = !OPS(s)->hc_pre || !OPS(s)->hc_post;
+    if (!s->hc_host) {
+        ALLOC(s->bst, B * N * D);
+        ALLOC(s->bnst, B * N * D);
+        ALLOC(s->bpost, B * N);
+        ALLOC(s->bcomb, B * N * N);
+        ALLOC(s->bf, B * D);
+    }
 #undef ALLOC
     if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
     if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
@@ -526,14 +551,21 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_
     const ld_ds4_layer *ml = &s->m->layers[l];
     size_t N = (size_t)n, D = (size_t)c->hidden, E = (size_t)c->n_routed, K = (size_t)c->top_k;
     LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
-    LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
     int hash = c->mlp_type[l] == LD_DS4_HASH && c->use_hash;
     int fused = s->k.v[LD_KOP_COMBINE] == LD_KV_FUSED; /* the scaling on the routed sum */
-    for (size_t t = 0; t < N; t++)
-        ld_ref_ds4_route(s->idx + t * K, s->wts + t * K, s->hrl + t * E,
-                         c->use_score_bias ? L->router_bias : NULL,
-                         hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k,
-                         fused ? 1.0f : c->routed_scaling);
+    const float *bias = c->use_score_bias ? L->router_bias : NULL;
+    float scale = fused ? 1.0f : c->routed_scaling;
+    if (o->ds4_route) { /* the hash layers' rows gathered into s->hrows */
+        for (size_t t = 0; hash && t < N; t++)
+            memcpy(s->hrows + t * K, ml->tid2eid + (size_t)tokens[t] * K, K * sizeof *s->hrows);
+        LD_TRY(o->ds4_route(be, s->idx, s->wts, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed, c->top_k, scale,
+                            err));
+    } else {
+        LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
+        for (size_t t = 0; t < N; t++)
+            ld_ref_ds4_route(s->idx + t * K, s->wts + t * K, s->hrl + t * E, bias,
+                             hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k, scale);
+    }
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hf, 0, N * D * sizeof *s->hf);
     for (int e = 0; e < c->n_routed; e++) {
@@ -557,16 +589,18 @@ static void trace(ld_ds4_session *s, const float *src, float *hidden, int plane,
     memcpy(hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, src, (size_t)n * D * sizeof *src);
 }
 
-/* one mHC site around a block: collapse the streams into s->xb (normed by
- * `norm`), run the block (attention: 0, MoE: 1) into s->hf, expand */
-static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tokens, int n, int32_t *picks,
-                         ld_error *err)
+/* the session's mhc= variant as hc_pre's */
+static int mhc_variant(const ld_ds4_session *s)
+{
+    if (s->k.v[LD_KOP_MHC] == LD_KV_BF16) return LD_DS4_MHC_BF16;
+    return s->k.v[LD_KOP_MHC] == LD_KV_SINKHORN_BF16 ? LD_DS4_MHC_SINKHORN_BF16 : LD_DS4_MHC_F32;
+}
+
+/* the host path of hc_pre: s->post, s->comb, the collapsed streams in s->u */
+static ld_status hc_pre_host(ld_ds4_session *s, float **p, int n, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
-    const ld_backend_ops *o = OPS(s);
-    ds4_layer *L = &s->layers[l];
     size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
-    float **p = which ? L->hc_ffn : L->hc_attn;
     int sinkhorn_bf16 = s->k.v[LD_KOP_MHC] == LD_KV_SINKHORN_BF16;
     for (int t = 0; t < n; t++)
         ld_ref_ds4_hc_pre_ex(s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, p[0], p[1], p[2],
@@ -577,17 +611,72 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
             s->post[i] = ld_var_bf16_round(s->post[i]);
             for (size_t j = 0; j < N; j++) s->comb[i * N + j] = ld_var_bf16_round(s->comb[i * N + j]);
         }
-    LD_TRY(o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err));
+    return OPS(s)->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
+}
+
+/* hc_pre: the backend's entry (the streams into s->bst, post and comb in
+ * s->bpost, s->bcomb), or the host path when the backend has none or
+ * lacks the variant (LD_ERR_UNSUPPORTED, refused before any write) */
+static ld_status hc_pre(ld_ds4_session *s, int l, int which, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    ds4_layer *L = &s->layers[l];
+    float **p = which ? L->hc_ffn : L->hc_attn;
+    if (s->hc_host) return hc_pre_host(s, p, n, err);
+    size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
+    LD_TRY(OPS(s)->buf_write(s->be, s->bst, 0, s->streams, (size_t)n * N * D, err));
+    ld_error e = {0};
+    ld_status st = OPS(s)->hc_pre(s->be, s->bpost, s->bcomb, s->u, s->bst, L->hc_fn[which], p[1], p[2], n,
+                                  c->hc_mult, c->hidden, c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, mhc_variant(s),
+                                  &e);
+    if (st == LD_ERR_UNSUPPORTED) {
+        s->hc_host = 1;
+        return hc_pre_host(s, p, n, err);
+    }
+    if (st != LD_OK && err) *err = e;
+    return st;
+}
+
+/* hc_post of the block's output f (host s->hf, or the buffer s->ao) into
+ * s->nstreams */
+static ld_status hc_post(ld_ds4_session *s, const ld_buf *f, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
+    if (s->hc_host) {
+        for (int t = 0; t < n; t++)
+            ld_ref_ds4_hc_post(s->nstreams + (size_t)t * N * D, s->streams + (size_t)t * N * D,
+                               s->hf + (size_t)t * D, s->post + (size_t)t * N, s->comb + (size_t)t * N * N,
+                               c->hc_mult, c->hidden);
+        return LD_OK;
+    }
+    if (!f) {
+        LD_TRY(OPS(s)->buf_write(s->be, s->bf, 0, s->hf, (size_t)n * D, err));
+        f = s->bf;
+    }
+    LD_TRY(OPS(s)->hc_post(s->be, s->bnst, s->bst, f, s->bpost, s->bcomb, n, c->hc_mult, c->hidden, err));
+    return OPS(s)->buf_read(s->be, s->bnst, 0, s->nstreams, (size_t)n * N * D, err);
+}
+
+/* one mHC site around a block: collapse the streams into s->xb (normed by
+ * `norm`), run the block (attention: 0, MoE: 1) into s->hf, expand */
+static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tokens, int n, int32_t *picks,
+                         ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ds4_layer *L = &s->layers[l];
+    LD_TRY(hc_pre(s, l, which, n, err));
     LD_TRY(o->rmsnorm(s->be, s->xb, s->u, which ? L->ffn_norm : L->attn_norm, n, c->rms_eps, err));
+    const ld_buf *f = NULL;
     if (which) {
         LD_TRY(moe(s, l, tokens, n, err));
     } else {
         LD_TRY(attention(s, l, n, picks, err));
-        LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * D, err));
+        if (s->hc_host) LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * (size_t)c->hidden, err));
+        else f = s->ao;
     }
-    for (int t = 0; t < n; t++)
-        ld_ref_ds4_hc_post(s->nstreams + (size_t)t * N * D, s->streams + (size_t)t * N * D, s->hf + (size_t)t * D,
-                           s->post + (size_t)t * N, s->comb + (size_t)t * N * N, c->hc_mult, c->hidden);
+    LD_TRY(hc_post(s, f, n, err));
     float *tmp = s->streams;
     s->streams = s->nstreams;
     s->nstreams = tmp;

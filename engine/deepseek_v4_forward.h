@@ -89,10 +89,14 @@
  * RoPE's cos/sin rounded to bf16).
  *
  * Determinism: projections, norms and the lm head run through the backend's
- * op table; the mHC, RoPE, attention with sinks, compressors, indexer,
- * router and clamped SwiGLU run as plain-C kernels (kernels/
- * ref_deepseek_v4.h) on host copies, one token at a time, single-threaded,
- * in a fixed order.  A compressed entry is computed once, when its window
+ * op table, and so does the mHC mixing where the backend has backend.h's
+ * optional hc_pre / hc_post (the ref and cpu backends: the same leaves, a
+ * token per item on their pool, the same bits; a backend without them, or
+ * refusing the session's mhc= variant with LD_ERR_UNSUPPORTED, leaves it
+ * on the host); the RoPE, attention with sinks, compressors, indexer,
+ * router, clamped SwiGLU and head collapse run as plain-C kernels
+ * (kernels/ref_deepseek_v4.h) on host copies, one token at a time,
+ * single-threaded, in a fixed order.  A compressed entry is computed once, when its window
  * completes, from the cached per-position projections, so one prefill,
  * chunks and token-by-token give the same bits whatever the thread count.
  */

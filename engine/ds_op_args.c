@@ -1,6 +1,8 @@
 /* ds_op_args.c - see ds_op_args.h. */
 #include "ds_op_args.h"
 
+#include "backend.h"
+
 ld_status ld_ds_args_latent(int T, int pos0, int n_heads, int dn, int dr, int c, const int32_t *sel, int k,
                             int split, ld_error *err)
 {
@@ -51,5 +53,32 @@ ld_status ld_ds_args_index(int T, int pos0, int n_heads, int dim, int k, ld_erro
     if (T < 0 || pos0 < 0 || n_heads < 1 || dim < 1 || k < 1)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "index_topk of %d queries at %d, %d heads of %d, k %d", T, pos0, n_heads,
                        dim, k);
+    return LD_OK;
+}
+
+ld_status ld_ds_args_hc_pre(int T, int N, int D, int iters, int variant, ld_error *err)
+{
+    if (T < 0 || N < 1 || D < 1 || iters < 0)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "hc_pre of %d tokens, %d streams of %d, %d iterations", T, N, D, iters);
+    if (variant != LD_DS4_MHC_F32 && variant != LD_DS4_MHC_BF16 && variant != LD_DS4_MHC_SINKHORN_BF16)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "hc_pre: variant %d", variant);
+    return LD_OK;
+}
+
+ld_status ld_ds_args_hc_post(int T, int N, int D, ld_error *err)
+{
+    if (T < 0 || N < 1 || D < 1)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "hc_post of %d tokens, %d streams of %d", T, N, D);
+    return LD_OK;
+}
+
+ld_status ld_ds_args_ds4_route(int T, int E, int K, const int32_t *hash, ld_error *err)
+{
+    if (T < 0 || E < 1 || E > 1024 || K < 1 || K > E || K > 64)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route of %d experts, top %d", E, K);
+    for (size_t i = 0; hash && i < (size_t)T * (size_t)K; i++)
+        if (hash[i] < 0 || hash[i] >= E)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route: row %zu names expert %d of %d", i / (size_t)K,
+                           (int)hash[i], E);
     return LD_OK;
 }

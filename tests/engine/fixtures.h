@@ -1,6 +1,7 @@
 /* fixtures.h - what the engine tests share to read the tiny models'
  * reference tensors (testdata/models/<name>/ref-*.f32, written by the
- * tools/gen_tiny_*.py generators) and compare with them. */
+ * tools/gen_tiny_*.py generators) and compare with them, their random
+ * numbers, and the DeepSeek sessions' host path. */
 #ifndef LD_TEST_ENGINE_FIXTURES_H
 #define LD_TEST_ENGINE_FIXTURES_H
 
@@ -8,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "backend.h"
 
 /* n little-endian floats of dir/file, malloc'd; NULL when unreadable or short */
 /* the tests' reproducible random numbers (xorshift64, one stream per test
@@ -48,6 +51,42 @@ static inline double nerr(const float *a, const float *b, size_t n, double *maxa
     }
     if (maxabs) *maxabs = mx;
     return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* The DeepSeek sessions' host path: `be` (just made, with status st) gets
+ * a table whose DeepSeek entries (V3/V3.2's mla_latent, mla_absorb_q,
+ * mla_absorb_out, ds_route, index_topk; V4's hc_pre, hc_post, ds4_route)
+ * are NULL, so that the sessions compute those ops themselves with the
+ * plain-C kernels on host copies, as before the op table had them.  One
+ * table serves every such backend of a test program. */
+static inline ld_status ld_test_host_leaves(ld_status st, ld_backend *be)
+{
+    static ld_backend_ops ops;
+    if (st != LD_OK) return st;
+    ops = *be->ops;
+    ops.name = "host-leaves";
+    ops.mla_latent = NULL;
+    ops.mla_absorb_q = NULL;
+    ops.mla_absorb_out = NULL;
+    ops.ds_route = NULL;
+    ops.index_topk = NULL;
+    ops.hc_pre = NULL;
+    ops.hc_post = NULL;
+    ops.ds4_route = NULL;
+    be->ops = &ops;
+    return LD_OK;
+}
+
+static inline ld_status ld_test_ref_host_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_ref_create(n_threads, out, err);
+    return ld_test_host_leaves(st, *out);
+}
+
+static inline ld_status ld_test_cpu_host_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_cpu_create(n_threads, out, err);
+    return ld_test_host_leaves(st, *out);
 }
 
 #endif

@@ -27,7 +27,9 @@
 #include "backend_cuda.h"
 #include "ld_test.h"
 #include "ref_deepseek.h"
+#include "ref_deepseek_v4.h"
 #include "ref_ds_variants.h"
+#include "ref_variants.h"
 
 #define GUARD 64
 #define SENTINEL 1234.5f
@@ -1282,9 +1284,13 @@ static int check_ds_ops(ld_backend *be, const char *be_name, int exact)
     return 0;
 }
 
+/* a check of some DeepSeek entries on one backend (exact: bitwise the
+ * plain-C kernels, else within the CUDA tolerances) */
+typedef int (*ds_check_fn)(ld_backend *be, const char *be_name, int exact);
+
 /* the CPU backends: bitwise the plain-C kernels with 1, 2 (fast) and 3
  * threads */
-static int test_ds_ops_cpu(void)
+static int on_cpu_backends(ds_check_fn check)
 {
     static const struct {
         int threads, fast;
@@ -1294,14 +1300,16 @@ static int test_ds_ops_cpu(void)
         ld_backend *be = NULL;
         ld_error err = {0};
         CHECK_MSG(ld_backend_cpu_create_ex(runs[i].threads, runs[i].fast, NULL, &be, &err) == LD_OK, "%s", err.msg);
-        int rc = check_ds_ops(be, runs[i].name, 1);
+        int rc = check(be, runs[i].name, 1);
         ld_backend_destroy(be);
         if (rc) return rc;
     }
     return 0;
 }
 
-static int with_backend_ds(int which)
+/* backend `which` of open_backends (1 cuda-ref, 2 cuda-custom), or a
+ * visible skip without it */
+static int on_backend(int which, ds_check_fn check)
 {
     bk b[3];
     int n = 0;
@@ -1311,14 +1319,15 @@ static int with_backend_ds(int which)
         fprintf(stderr, "  skipped: %s: %s\n", b[which].name, b[which].skip);
         rc = LD_SKIP;
     } else {
-        rc = check_ds_ops(b[which].be, b[which].name, 0);
+        rc = check(b[which].be, b[which].name, 0);
     }
     close_backends(b, n);
     return rc;
 }
 
-static int test_ds_ops_cuda_ref(void) { return with_backend_ds(1); }
-static int test_ds_ops_cuda_custom(void) { return with_backend_ds(2); }
+static int test_ds_ops_cpu(void) { return on_cpu_backends(check_ds_ops); }
+static int test_ds_ops_cuda_ref(void) { return on_backend(1, check_ds_ops); }
+static int test_ds_ops_cuda_custom(void) { return on_backend(2, check_ds_ops); }
 
 /* bad shapes, cache ranges and selections are refused (LD_ERR_USAGE) */
 static int test_ds_ops_refusals(void)
@@ -1361,6 +1370,279 @@ static int test_ds_ops_refusals(void)
     return 0;
 }
 
+/* ---------------------------------------------------------------- DeepSeek-V4 */
+
+/* V4's mHC mixing (hc_pre, hc_post) on random inputs against
+ * kernels/ref_deepseek_v4.h's leaves called a token at a time (the V4
+ * session's host path; mhc=bf16: post and comb then rounded to bf16): the
+ * CPU backends bitwise whatever their thread count, CUDA's fp32 mixing to
+ * a tolerance and its refusal of the bf16 variants; the rows one call
+ * each give the batch's bits; the guards stay. */
+
+typedef struct hc_case {
+    int T, N, D, iters;
+} hc_case;
+
+static const hc_case hc_cases[] = {{1, 4, 64, 20}, {5, 4, 96, 20}, {3, 4, 32, 1}, {2, 8, 48, 7}, {4, 4, 1024, 20},
+                                   {9, 2, 16, 0}};
+
+typedef struct hc_data {
+    float *X, *fn, *base, scale[3], *f; /* inputs */
+    float *post, *comb, *col, *out;     /* outputs [T]... */
+} hc_data;
+
+static size_t hc_rows(const hc_case *c)
+{
+    return (size_t)(2 + c->N) * (size_t)c->N;
+}
+
+static int hc_make(const hc_case *c, hc_data *d)
+{
+    size_t T = (size_t)c->T, N = (size_t)c->N, D = (size_t)c->D, HC = hc_rows(c);
+    d->X = malloc(T * N * D * sizeof(float));
+    d->fn = malloc(HC * N * D * sizeof(float));
+    d->base = malloc(HC * sizeof(float));
+    d->f = malloc(T * D * sizeof(float));
+    d->post = malloc(T * N * sizeof(float));
+    d->comb = malloc(T * N * N * sizeof(float));
+    d->col = malloc(T * D * sizeof(float));
+    d->out = malloc(T * N * D * sizeof(float));
+    if (!d->X || !d->fn || !d->base || !d->f || !d->post || !d->comb || !d->col || !d->out) return 1;
+    fill(d->X, T * N * D, 2.0f);
+    fill(d->fn, HC * N * D, 0.2f);
+    fill(d->base, HC, 0.5f);
+    fill(d->scale, 3, 1.5f);
+    fill(d->f, T * D, 1.0f);
+    return 0;
+}
+
+static void hc_free(hc_data *d)
+{
+    float *ps[] = {d->X, d->fn, d->base, d->f, d->post, d->comb, d->col, d->out};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+}
+
+/* the session's host path: the leaves a token at a time into d's outputs */
+static int hc_expect(const hc_case *c, int variant, hc_data *d)
+{
+    size_t N = (size_t)c->N, D = (size_t)c->D;
+    float *scratch = malloc((N * D + hc_rows(c)) * sizeof *scratch);
+    if (!scratch) return 1;
+    for (size_t t = 0; t < (size_t)c->T; t++) {
+        float *post = d->post + t * N, *comb = d->comb + t * N * N;
+        ld_ref_ds4_hc_pre_ex(d->X + t * N * D, c->N, c->D, d->fn, d->base, d->scale, c->iters, 1e-6f, 1e-6f,
+                             variant == LD_DS4_MHC_SINKHORN_BF16, post, comb, d->col + t * D, scratch);
+        for (size_t i = 0; variant == LD_DS4_MHC_BF16 && i < N; i++) post[i] = ld_var_bf16_round(post[i]);
+        for (size_t i = 0; variant == LD_DS4_MHC_BF16 && i < N * N; i++) comb[i] = ld_var_bf16_round(comb[i]);
+        ld_ref_ds4_hc_post(d->out + t * N * D, d->X + t * N * D, d->f + t * D, post, comb, c->N, c->D);
+    }
+    free(scratch);
+    return 0;
+}
+
+/* tokens [t0, t0 + T) by the ops into r's outputs at t0; hc_post mixes
+ * the op's own post and comb; LD_ERR_UNSUPPORTED is returned as such */
+static ld_status hc_run(ld_backend *be, const hc_case *c, int variant, const hc_data *in, int t0, int T, hc_data *r)
+{
+    const ld_backend_ops *o = be->ops;
+    size_t N = (size_t)c->N, D = (size_t)c->D, t = (size_t)t0, n = (size_t)T, HC = hc_rows(c);
+    ld_buf *bx = upload(be, in->X + t * N * D, n * N * D), *bfn = upload(be, in->fn, HC * N * D);
+    ld_buf *bf = upload(be, in->f + t * D, n * D), *bp = upload(be, NULL, n * N), *bc = upload(be, NULL, n * N * N);
+    ld_buf *bu = upload(be, NULL, n * D), *bo = upload(be, NULL, n * N * D);
+    ld_error err = {0};
+    ld_status st = !bx || !bfn || !bf || !bp || !bc || !bu || !bo ? LD_ERR_NOMEM : LD_OK;
+    if (st == LD_OK)
+        st = o->hc_pre(be, bp, bc, bu, bx, bfn, in->base, in->scale, T, c->N, c->D, c->iters, 1e-6f, 1e-6f, variant,
+                       &err);
+    if (st == LD_OK) st = o->hc_post(be, bo, bx, bf, bp, bc, T, c->N, c->D, &err);
+    if (st != LD_OK && st != LD_ERR_UNSUPPORTED) fprintf(stderr, "  hc ops: %s\n", err.msg);
+    ld_buf *bs[] = {bp, bc, bu, bo};
+    float *dst[] = {r->post + t * N, r->comb + t * N * N, r->col + t * D, r->out + t * N * D};
+    size_t len[] = {n * N, n * N * N, n * D, n * N * D};
+    for (int i = 0; i < 4 && st == LD_OK; i++) {
+        float *h = download(be, bs[i], len[i]);
+        if (!h) st = LD_ERR_MISMATCH;
+        else memcpy(dst[i], h, len[i] * sizeof *h);
+        free(h);
+    }
+    ld_buf *all[] = {bx, bfn, bf, bp, bc, bu, bo};
+    for (int i = 0; i < 7; i++)
+        if (all[i]) o->buf_free(be, all[i]);
+    return st;
+}
+
+/* a's outputs equal r's (bitwise, or to tol) */
+static int hc_agree(const char *be_name, const char *what, const hc_case *c, const hc_data *a, const hc_data *r,
+                    int exact)
+{
+    size_t T = (size_t)c->T, N = (size_t)c->N, D = (size_t)c->D;
+    char w[4][200];
+    const char *part[] = {"post", "comb", "collapsed", "hc_post"};
+    for (int i = 0; i < 4; i++) snprintf(w[i], sizeof w[i], "%s %s", what, part[i]);
+    return agree(be_name, w[0], a->post, r->post, T * N, exact, 1e-10) +
+           agree(be_name, w[1], a->comb, r->comb, T * N * N, exact, 1e-10) +
+           agree(be_name, w[2], a->col, r->col, T * D, exact, 1e-10) +
+           agree(be_name, w[3], a->out, r->out, T * N * D, exact, 1e-10);
+}
+
+/* one case, one variant: the batch, then its rows one call each */
+static int check_hc_case(ld_backend *be, const char *be_name, int exact, const hc_case *c, int variant)
+{
+    hc_data in = {0}, a = {0}, one = {0};
+    int bad = hc_make(c, &in) || hc_make(c, &a) || hc_make(c, &one) || hc_expect(c, variant, &in);
+    char what[120];
+    snprintf(what, sizeof what, "hc T=%d N=%d D=%d iters=%d variant=%d", c->T, c->N, c->D, c->iters, variant);
+    ld_status st = bad ? LD_ERR_NOMEM : hc_run(be, c, variant, &in, 0, c->T, &a);
+    if (!bad && !exact && variant != LD_DS4_MHC_F32) { /* CUDA: the fp32 mixing only */
+        printf("  %-12s %-62s %s\n", be_name, what, st == LD_ERR_UNSUPPORTED ? "refused" : "FAIL (not refused)");
+        bad = st != LD_ERR_UNSUPPORTED;
+    } else if (!bad) {
+        bad = st != LD_OK || hc_agree(be_name, what, c, &a, &in, exact);
+        for (int t = 0; t < c->T && !bad; t++) bad = hc_run(be, c, variant, &in, t, 1, &one) != LD_OK;
+        size_t T = (size_t)c->T, N = (size_t)c->N, D = (size_t)c->D;
+        if (!bad && (memcmp(one.post, a.post, T * N * sizeof(float)) ||
+                     memcmp(one.comb, a.comb, T * N * N * sizeof(float)) ||
+                     memcmp(one.col, a.col, T * D * sizeof(float)) ||
+                     memcmp(one.out, a.out, T * N * D * sizeof(float)))) {
+            printf("  %-12s %-62s  FAIL (rows one call each differ from the batch)\n", be_name, what);
+            bad = 1;
+        }
+    }
+    hc_free(&in);
+    hc_free(&a);
+    hc_free(&one);
+    return bad;
+}
+
+/* V4's router (ds4_route) against ld_ref_ds4_route a row at a time: the
+ * CPU backends bitwise, CUDA's ids exactly and weights to a tolerance;
+ * rows one call each give the batch's results */
+
+typedef struct ds4_route_case {
+    int T, E, K, bias, hash;
+    float scale;
+} ds4_route_case;
+
+static const ds4_route_case ds4_route_cases[] = {
+    {3, 64, 6, 1, 0, 2.5f}, {1, 256, 8, 0, 0, 1.0f}, {5, 16, 4, 1, 1, 1.5f}, {7, 384, 6, 1, 1, 16.0f},
+    {2, 1024, 64, 1, 0, 1.0f}, {64, 256, 8, 1, 1, 2.0f}, {48, 256, 8, 0, 0, 1.0f},
+};
+
+/* rows [t0, t0 + T) by the op */
+static int ds4_route_run(ld_backend *be, const ds4_route_case *c, const float *lg, const float *bias,
+                         const int32_t *hash, int t0, int T, int32_t *idx, float *w)
+{
+    size_t K = (size_t)c->K;
+    ld_buf *bl = upload(be, lg + (size_t)t0 * (size_t)c->E, (size_t)T * (size_t)c->E);
+    ld_error err = {0};
+    int bad = !bl || be->ops->ds4_route(be, idx, w, bl, c->bias ? bias : NULL, c->hash ? hash + (size_t)t0 * K : NULL,
+                                        T, c->E, c->K, c->scale, &err) != LD_OK;
+    if (bad && bl) fprintf(stderr, "  ds4_route: %s\n", err.msg);
+    if (bl) be->ops->buf_free(be, bl);
+    return bad;
+}
+
+static int check_one_ds4_route(ld_backend *be, const char *be_name, int exact, const ds4_route_case *c)
+{
+    size_t nl = (size_t)c->T * (size_t)c->E, nk = (size_t)c->T * (size_t)c->K, K = (size_t)c->K;
+    float *lg = malloc(nl * sizeof *lg), *bias = malloc((size_t)c->E * sizeof *bias);
+    float *rw = malloc(nk * sizeof *rw), *aw = malloc(nk * sizeof *aw), *ow = malloc(nk * sizeof *ow);
+    int32_t *ri = malloc(nk * sizeof *ri), *ai = malloc(nk * sizeof *ai), *oi = malloc(nk * sizeof *oi);
+    int32_t *hash = malloc(nk * sizeof *hash);
+    int bad = !lg || !bias || !rw || !aw || !ow || !ri || !ai || !oi || !hash;
+    if (!bad) {
+        fill(lg, nl, 6.0f);
+        fill(bias, (size_t)c->E, 0.5f);
+        for (int t = 0; t < c->T; t++) { /* a tie in every row; hash rows of distinct ids, not sorted */
+            lg[(size_t)t * (size_t)c->E + (size_t)c->E - 1] = lg[(size_t)t * (size_t)c->E + 1];
+            for (size_t k = 0; k < K; k++)
+                hash[(size_t)t * K + k] = (int32_t)((k * 7 + (size_t)t * 3 + 5) % (size_t)c->E);
+        }
+        for (size_t t = 0; t < (size_t)c->T; t++)
+            ld_ref_ds4_route(ri + t * K, rw + t * K, lg + t * (size_t)c->E, c->bias ? bias : NULL,
+                             c->hash ? hash + t * K : NULL, c->E, c->K, c->scale);
+        bad = ds4_route_run(be, c, lg, bias, hash, 0, c->T, ai, aw);
+    }
+    if (!bad) {
+        char what[160];
+        snprintf(what, sizeof what, "ds4_route T=%d E=%d K=%d bias=%d hash=%d", c->T, c->E, c->K, c->bias, c->hash);
+        int ids = memcmp(ai, ri, nk * sizeof *ai) == 0;
+        if (!ids) printf("  %-12s %-62s  FAIL (other experts)\n", be_name, what);
+        bad = !ids + agree(be_name, what, aw, rw, nk, exact, 1e-12);
+        for (int t = 0; t < c->T; t++)
+            bad += ds4_route_run(be, c, lg, bias, hash, t, 1, oi + (size_t)t * K, ow + (size_t)t * K);
+        if (memcmp(oi, ai, nk * sizeof *oi) || memcmp(ow, aw, nk * sizeof *ow)) {
+            printf("  %-12s %-62s  FAIL (rows one call each differ from the batch)\n", be_name, what);
+            bad++;
+        }
+    }
+    void *ps[] = {lg, bias, rw, aw, ow, ri, ai, oi, hash};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    return bad;
+}
+
+static int check_ds4_route(ld_backend *be, const char *be_name, int exact)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ds4_route_cases / sizeof ds4_route_cases[0]; i++) {
+        rng = 0xD4700000u + i;
+        bad += check_one_ds4_route(be, be_name, exact, &ds4_route_cases[i]);
+    }
+    return bad;
+}
+
+/* every V4 op of backend `be` on every case and variant */
+static int check_ds4_ops(ld_backend *be, const char *be_name, int exact)
+{
+    CHECK_MSG(be->ops->hc_pre && be->ops->hc_post && be->ops->ds4_route, "%s lacks a V4 op", be_name);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof hc_cases / sizeof hc_cases[0]; i++)
+        for (int v = LD_DS4_MHC_F32; v <= LD_DS4_MHC_SINKHORN_BF16; v++) {
+            rng = 0x4C000000u + i;
+            bad += check_hc_case(be, be_name, exact, &hc_cases[i], v);
+        }
+    bad += check_ds4_route(be, be_name, exact);
+    CHECK_MSG(!bad, "%d V4 cases failed on %s", bad, be_name);
+    return 0;
+}
+
+static int test_ds4_ops_cpu(void) { return on_cpu_backends(check_ds4_ops); }
+static int test_ds4_ops_cuda_ref(void) { return on_backend(1, check_ds4_ops); }
+static int test_ds4_ops_cuda_custom(void) { return on_backend(2, check_ds4_ops); }
+
+/* bad shapes and variants, buffers too short, an aliased hc_post, hash
+ * rows naming no expert */
+static int test_ds4_ops_refusals(void)
+{
+    ld_backend *be = NULL;
+    ld_error err = {0};
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    const ld_backend_ops *o = be->ops;
+    ld_buf *b = upload(be, NULL, 256), *b2 = upload(be, NULL, 256);
+    CHECK(b && b2);
+    float base[24] = {0}, scale[3] = {1, 1, 1};
+    CHECK(o->hc_pre(be, b, b, b2, b, b, base, scale, 1, 2, 4, 1, 1e-6f, 1e-6f, LD_DS4_MHC_F32, &err) == LD_OK);
+    CHECK(o->hc_pre(be, b, b, b2, b, b, base, scale, 1, 2, 4, 1, 1e-6f, 1e-6f, 3, &err) == LD_ERR_USAGE);
+    CHECK(o->hc_pre(be, b, b, b2, b, b, base, scale, 1, 0, 4, 1, 1e-6f, 1e-6f, 0, &err) == LD_ERR_USAGE);
+    CHECK(o->hc_pre(be, b, b, b2, b, b, base, scale, 1, 2, 4, -1, 1e-6f, 1e-6f, 0, &err) == LD_ERR_USAGE);
+    CHECK(o->hc_pre(be, b, b, b2, b, b, base, scale, 1, 4, 64, 1, 1e-6f, 1e-6f, 0, &err) == LD_ERR_USAGE); /* fn */
+    CHECK(o->hc_post(be, b2, b, b, b, b, 1, 2, 4, &err) == LD_OK);
+    CHECK(o->hc_post(be, b, b, b, b, b, 1, 2, 4, &err) == LD_ERR_USAGE);   /* out aliases X */
+    CHECK(o->hc_post(be, b2, b, b, b, b, 1, 2, 0, &err) == LD_ERR_USAGE);  /* D 0 */
+    CHECK(o->hc_post(be, b2, b, b, b, b, 100, 2, 4, &err) == LD_ERR_USAGE); /* past the buffer */
+    int32_t idx[8], hash[8] = {0, 1, 2, 3, 0, 1, 2, 16};
+    float w[8];
+    CHECK(o->ds4_route(be, idx, w, b, NULL, hash, 2, 16, 4, 1.0f, &err) == LD_ERR_USAGE); /* expert 16 of 16 */
+    CHECK(o->ds4_route(be, idx, w, b, NULL, hash, 1, 16, 4, 1.0f, &err) == LD_OK);
+    CHECK(o->ds4_route(be, idx, w, b, NULL, NULL, 1, 16, 17, 1.0f, &err) == LD_ERR_USAGE); /* K > E */
+    CHECK(o->ds4_route(be, idx, w, b, NULL, NULL, 1, 2048, 4, 1.0f, &err) == LD_ERR_USAGE); /* E > 1024 */
+    CHECK(o->ds4_route(be, idx, w, b, NULL, NULL, 40, 16, 4, 1.0f, &err) == LD_ERR_USAGE); /* past the buffer */
+    o->buf_free(be, b);
+    o->buf_free(be, b2);
+    ld_backend_destroy(be);
+    return 0;
+}
+
 static const ld_test_case tests[] = {
     LD_CASE(test_spec_parse),      LD_CASE(test_spec_errors),      LD_CASE(test_cuda_unavailable),
     LD_CASE(test_ops_cpu),         LD_CASE(test_split_cpu),        LD_CASE(test_ops_cuda_ref),
@@ -1368,6 +1650,8 @@ static const ld_test_case tests[] = {
     LD_CASE(test_f8b_refusals_cpu), LD_CASE(test_f8b_refusals_cuda_ref), LD_CASE(test_f8b_refusals_cuda_custom),
     LD_CASE(test_ds_ops_cpu),      LD_CASE(test_ds_ops_cuda_ref),  LD_CASE(test_ds_ops_cuda_custom),
     LD_CASE(test_ds_ops_refusals),
+    LD_CASE(test_ds4_ops_cpu),     LD_CASE(test_ds4_ops_cuda_ref), LD_CASE(test_ds4_ops_cuda_custom),
+    LD_CASE(test_ds4_ops_refusals),
 };
 
 LD_TEST_MAIN(tests)

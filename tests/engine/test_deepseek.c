@@ -471,39 +471,9 @@ static int test_deepseek_deterministic(void)
 
 /* ------------------------------------------------------------ op table vs host leaves */
 
-/* The session's host path: a backend whose DeepSeek ops (mla_latent,
- * mla_absorb_q, mla_absorb_out, ds_route, index_topk) are NULL, so that the session computes them itself
- * with the plain-C kernels on host copies, as before the op table had
- * them.  One table serves every such backend (the name is this file's). */
-static ld_backend_ops host_leaf_ops;
-
-static ld_status host_leaves(ld_status st, ld_backend *be)
-{
-    if (st != LD_OK) return st;
-    host_leaf_ops = *be->ops;
-    host_leaf_ops.name = "host-leaves";
-    host_leaf_ops.mla_latent = NULL;
-    host_leaf_ops.mla_absorb_q = NULL;
-    host_leaf_ops.mla_absorb_out = NULL;
-    host_leaf_ops.ds_route = NULL;
-    host_leaf_ops.index_topk = NULL;
-    be->ops = &host_leaf_ops;
-    return LD_OK;
-}
-
-static ld_status ref_host_create(int n_threads, ld_backend **out, ld_error *err)
-{
-    ld_status st = ld_backend_ref_create(n_threads, out, err);
-    return host_leaves(st, *out);
-}
-
-static ld_status cpu_host_create(int n_threads, ld_backend **out, ld_error *err)
-{
-    ld_status st = ld_backend_cpu_create(n_threads, out, err);
-    return host_leaves(st, *out);
-}
-
-static const backend_kind host_backends[] = {{"ref-host", ref_host_create}, {"cpu-host", cpu_host_create}};
+/* the session's host path: fixtures.h */
+static const backend_kind host_backends[] = {{"ref-host", ld_test_ref_host_create},
+                                              {"cpu-host", ld_test_cpu_host_create}};
 
 /* A mix: backend `partial_fast` (0 ref, 1 cpu) without its mla_latent
  * (partial_drop 1) or without its absorbed products (2), so that the

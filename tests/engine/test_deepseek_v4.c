@@ -90,14 +90,19 @@ static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", 
 #define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
 
 /* Run `toks` through a fresh session: `threads` threads, calls of `call`
- * tokens (0: all at once), chunks of at most `batch`. */
-static ld_status run_on(const backend_kind *bk, const ld_ds4_model *m, int threads, int batch, int call,
-                        const int32_t *toks, int T, float *logits, float *hidden, int32_t *experts, ld_error *err)
+ * tokens (0: all at once), chunks of at most `batch`, the session-level
+ * variants of `kspec` (engine/cpu_kernels.h; NULL: ref). */
+static ld_status run_on_spec(const backend_kind *bk, const ld_ds4_model *m, int threads, int batch, int call,
+                             const char *kspec, const int32_t *toks, int T, float *logits, float *hidden,
+                             int32_t *experts, ld_error *err)
 {
     ld_backend *be = NULL;
     ld_ds4_session *s = NULL;
-    ld_status st = bk->create(threads, &be, err);
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
+    ld_status st = ld_cpu_kernels_parse(kspec, &k, err);
+    if (st == LD_OK) st = bk->create(threads, &be, err);
     if (st == LD_OK) st = ld_ds4_session_create(m, be, MAX_T, batch, &s, err);
+    if (st == LD_OK) ld_ds4_session_set_kernels(s, &k);
     size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
     size_t K = (size_t)m->cfg.top_k, L = (size_t)m->cfg.n_layers;
     for (int t0 = 0; st == LD_OK && t0 < T;) {
@@ -118,6 +123,12 @@ static ld_status run_on(const backend_kind *bk, const ld_ds4_model *m, int threa
     ld_ds4_session_destroy(s);
     ld_backend_destroy(be);
     return st;
+}
+
+static ld_status run_on(const backend_kind *bk, const ld_ds4_model *m, int threads, int batch, int call,
+                        const int32_t *toks, int T, float *logits, float *hidden, int32_t *experts, ld_error *err)
+{
+    return run_on_spec(bk, m, threads, batch, call, NULL, toks, T, logits, hidden, experts, err);
 }
 
 static int open_model(ld_ds4_model **m)
@@ -613,6 +624,148 @@ static int test_deepseek_v4_weight_errors(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ op table vs host leaves */
+
+/* the session's host path: fixtures.h */
+static const backend_kind host_backends[] = {{"ref-host", ld_test_ref_host_create},
+                                              {"cpu-host", ld_test_cpu_host_create}};
+
+/* A backend with the fp32 mixing only, as CUDA's: its hc_pre refuses the
+ * bf16 variants (LD_ERR_UNSUPPORTED), and the session falls back to the
+ * host leaves */
+static ld_backend_ops fp32_mix_ops;
+static ld_status (*inner_hc_pre)(ld_backend *, ld_buf *, ld_buf *, ld_buf *, const ld_buf *, const ld_buf *,
+                                 const float *, const float *, int, int, int, int, float, float, int, ld_error *);
+
+static ld_status fp32_hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                             const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                             float norm_eps, float hc_eps, int variant, ld_error *err)
+{
+    if (variant != LD_DS4_MHC_F32) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "test: the fp32 mixing only");
+    return inner_hc_pre(be, post, comb, collapsed, X, fn, base, scale, T, N, D, iters, norm_eps, hc_eps, variant,
+                        err);
+}
+
+static ld_status fp32_mix(ld_status st, ld_backend *be)
+{
+    if (st != LD_OK) return st;
+    fp32_mix_ops = *be->ops;
+    fp32_mix_ops.name = "fp32-mix";
+    inner_hc_pre = be->ops->hc_pre;
+    fp32_mix_ops.hc_pre = fp32_hc_pre;
+    be->ops = &fp32_mix_ops;
+    return LD_OK;
+}
+
+static ld_status ref_fp32_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_ref_create(n_threads, out, err);
+    return fp32_mix(st, *out);
+}
+
+static ld_status cpu_fp32_create(int n_threads, ld_backend **out, ld_error *err)
+{
+    ld_status st = ld_backend_cpu_create(n_threads, out, err);
+    return fp32_mix(st, *out);
+}
+
+static const backend_kind fp32_backends[] = {{"ref-fp32-mix", ref_fp32_create}, {"cpu-fp32-mix", cpu_fp32_create}};
+
+/* the op-table path on backend b with 1 and 3 threads, in one prefill,
+ * token by token and in chunks, gives the bits of the host path (1
+ * thread, one prefill): logits, hidden planes, experts and the indexer's
+ * picks */
+static int check_op_table_on(int b, const backend_kind *under, const ld_ds4_model *m, const char *name,
+                             const seq *q, const char *kspec)
+{
+    size_t T = (size_t)q->T, L = (size_t)m->cfg.n_layers;
+    size_t n = T * (size_t)m->cfg.vocab, nh = (L + 2) * T * (size_t)m->cfg.hidden;
+    size_t ne = L * T * (size_t)m->cfg.top_k;
+    float *base = calloc(n + nh, sizeof *base), *l = calloc(n + nh, sizeof *l);
+    int32_t *ebase = calloc(ne, sizeof *ebase), *ex = calloc(ne, sizeof *ex);
+    CHECK(base && l && ebase && ex);
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(run_on_spec(&host_backends[b], m, 1, MAX_T, 0, kspec, q->tokens, q->T, base, base + n, ebase, &err) ==
+                  LD_OK,
+              "%s", err.msg);
+    static const int shapes[][3] = {{1, 64, 0}, {3, 64, 0}, {1, 64, 1}, {3, 64, 1}, {3, 5, 0}, {1, 2, 7}};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0] && !bad; k++) {
+        memset(l, 0, (n + nh) * sizeof *l);
+        memset(ex, 0, ne * sizeof *ex);
+        CHECK_MSG(run_on_spec(under, m, shapes[k][0], shapes[k][1], shapes[k][2], kspec, q->tokens, q->T, l,
+                              l + n, ex, &err) == LD_OK,
+                  "%s", err.msg);
+        bad = memcmp(l, base, (n + nh) * sizeof *l) || memcmp(ex, ebase, ne * sizeof *ex);
+        CHECK_MSG(!bad, "%s on %s, '%s': %d threads, batch %d, calls of %d differ from the host path", name,
+                  under->name, kspec ? kspec : "", shapes[k][0], shapes[k][1], shapes[k][2]);
+    }
+    free(base);
+    free(l);
+    free(ebase);
+    free(ex);
+    return 0;
+}
+
+/* the picks of the indexer: the op-table path's equal the host path's */
+static int check_op_table_picks(int b, const ld_ds4_model *m, const seq *q, const char *kspec)
+{
+    size_t KI = (size_t)m->cfg.index_topk, L = (size_t)m->cfg.n_layers, T = (size_t)q->T;
+    const backend_kind *bks[2] = {&host_backends[b], &backends[b]};
+    int32_t *pk[2];
+    for (int i = 0; i < 2; i++) {
+        ld_backend *be = NULL;
+        ld_ds4_session *s = NULL;
+        ld_error err;
+        ld_error_clear(&err);
+        ld_cpu_kernels k = ld_cpu_kernels_default(0);
+        pk[i] = calloc(L * T * KI + 1, sizeof *pk[i]);
+        CHECK(pk[i] && ld_cpu_kernels_parse(kspec, &k, &err) == LD_OK);
+        CHECK_MSG(bks[i]->create(i ? 3 : 1, &be, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(ld_ds4_session_create(m, be, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
+        ld_ds4_session_set_kernels(s, &k);
+        CHECK_MSG(ld_ds4_session_eval_picks(s, q->tokens, q->T, NULL, NULL, NULL, pk[i], &err) == LD_OK, "%s",
+                  err.msg);
+        ld_ds4_session_destroy(s);
+        ld_backend_destroy(be);
+    }
+    CHECK(memcmp(pk[0], pk[1], L * T * KI * sizeof *pk[0]) == 0);
+    free(pk[0]);
+    free(pk[1]);
+    return 0;
+}
+
+static int test_deepseek_v4_op_table_matches_host(void)
+{
+    for (int b = 0; b < N_BACKENDS; b++) { /* the path under test is taken */
+        ld_backend *be = NULL;
+        ld_error err;
+        CHECK(backends[b].create(1, &be, &err) == LD_OK);
+        int has = be->ops->hc_pre && be->ops->hc_post && be->ops->ds4_route;
+        ld_backend_destroy(be);
+        CHECK_MSG(has, "%s lacks a V4 op", backends[b].name);
+    }
+    const char *names[] = {"deepseek-v4", "deepseek-v4-fp4"};
+    const char *specs[] = {NULL, "mhc=bf16", "mhc=sinkhorn-bf16,combine=fused,indexer=fp8,rope=bf16"};
+    int r = 0;
+    for (int i = 0; i < 2 && !r; i++) {
+        use_model(names[i]);
+        ld_ds4_model *m = NULL;
+        if (open_model(&m)) return 1;
+        static seq seqs[2];
+        CHECK(load_seqs(m->cfg.top_k, seqs, 2) == 2);
+        for (int b = 0; b < N_BACKENDS && !r; b++)
+            for (size_t k = 0; k < sizeof specs / sizeof specs[0] && !r; k++)
+                r = check_op_table_on(b, &backends[b], m, names[i], &seqs[1], specs[k]) ||
+                    check_op_table_on(b, &fp32_backends[b], m, names[i], &seqs[1], specs[k]) ||
+                    check_op_table_picks(b, m, &seqs[1], specs[k]);
+        ld_ds4_model_close(m);
+    }
+    use_model("deepseek-v4");
+    return r;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_deepseek_v4_kernels),
     LD_CASE(test_deepseek_v4_config_errors),
@@ -623,6 +776,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_deepseek_v4_reset),
     LD_CASE(test_deepseek_v4_features_matter),
     LD_CASE(test_deepseek_v4_deterministic),
+    LD_CASE(test_deepseek_v4_op_table_matches_host),
 };
 
 LD_TEST_MAIN(cases)
