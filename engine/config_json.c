@@ -4,6 +4,15 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+char *ld_cfg_path(const char *dir)
+{
+    size_t n = strlen(dir) + sizeof "/config.json";
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/config.json", dir);
+    return p;
+}
 
 ld_status ld_cfg_read_file(const char *path, char **out, size_t *len, ld_error *err)
 {

@@ -13,6 +13,9 @@
  * err->path = path. */
 ld_status ld_cfg_read_file(const char *path, char **buf, size_t *len, ld_error *err);
 
+/* "dir/config.json", malloc'd (caller frees); NULL when out of memory */
+char *ld_cfg_path(const char *dir);
+
 /* o[k], NULL when absent or null */
 const cJSON *ld_cfg_get(const cJSON *o, const char *k);
 

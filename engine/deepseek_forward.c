@@ -8,6 +8,7 @@
 #include "ref_ds_variants.h"
 #include "ref_ops.h"
 #include "ref_variants.h"
+#include "session_args.h"
 
 typedef struct ds_mlp {
     ld_weight *gate, *up, *down;
@@ -632,13 +633,7 @@ ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, flo
 ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                  int32_t *experts, int32_t *selected, ld_error *err)
 {
-    if (T < 0 || T > s->max_seq - s->pos)
-        return LD_FAIL(err, LD_ERR_LIMIT, 0, "%d tokens at position %d exceed the session's %d positions", T, s->pos,
-                       s->max_seq);
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= s->m->cfg.vocab)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d", (int)tokens[t],
-                           t, s->m->cfg.vocab);
+    LD_TRY(ld_session_check_eval(tokens, T, s->pos, s->max_seq, s->m->cfg.vocab, err));
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
         LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, selected, err));

@@ -1,5 +1,6 @@
 /* deepseek_model.c - see deepseek_model.h. */
 #include "deepseek_model.h"
+#include "config_json.h"
 #include "model_internal.h"
 #include "ref_deepseek.h"
 
@@ -192,15 +193,13 @@ ld_status ld_ds_model_bind(const ld_ds_config *cfg, const ld_safetensors *st, ld
 ld_status ld_ds_model_open(const char *dir, ld_ds_model **out, ld_error *err)
 {
     *out = NULL;
-    size_t n = strlen(dir) + sizeof "/config.json";
-    char *cp = malloc(n);
+    char *cp = ld_cfg_path(dir);
     ld_ds_config *cfg = malloc(sizeof *cfg);
     if (!cp || !cfg) {
         free(cp);
         free(cfg);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
-    snprintf(cp, n, "%s/config.json", dir);
     ld_status s = ld_ds_config_load(cp, cfg, err);
     free(cp);
     ld_safetensors *st = NULL;

@@ -1,5 +1,6 @@
 /* deepseek_v4_model.c - see deepseek_v4_model.h. */
 #include "deepseek_v4_model.h"
+#include "config_json.h"
 #include "model_internal.h"
 #include "ref_deepseek_v4.h"
 
@@ -281,15 +282,13 @@ ld_status ld_ds4_model_bind(const ld_ds4_config *cfg, const ld_safetensors *st, 
 ld_status ld_ds4_model_open(const char *dir, ld_ds4_model **out, ld_error *err)
 {
     *out = NULL;
-    size_t n = strlen(dir) + sizeof "/config.json";
-    char *cp = malloc(n);
+    char *cp = ld_cfg_path(dir);
     ld_ds4_config *cfg = malloc(sizeof *cfg);
     if (!cp || !cfg) {
         free(cp);
         free(cfg);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
-    snprintf(cp, n, "%s/config.json", dir);
     ld_status s = ld_ds4_config_load(cp, cfg, err);
     free(cp);
     ld_safetensors *st = NULL;

@@ -3,9 +3,11 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "session_args.h"
 
 typedef struct sess_layer {
     ld_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
@@ -255,13 +257,7 @@ static ld_status chunk(ld_session *s, const int32_t *tokens, int n, int T, int t
 
 ld_status ld_session_eval(ld_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err)
 {
-    if (T < 0 || T > s->max_seq - s->pos)
-        return LD_FAIL(err, LD_ERR_LIMIT, 0, "%d tokens at position %d exceed the session's %d positions", T,
-                       s->pos, s->max_seq);
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= s->m->cfg.vocab)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d",
-                           (int)tokens[t], t, s->m->cfg.vocab);
+    LD_TRY(ld_session_check_eval(tokens, T, s->pos, s->max_seq, s->m->cfg.vocab, err));
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
         LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, err));

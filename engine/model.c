@@ -1,5 +1,6 @@
 /* model.c - see model.h. */
 #include "model.h"
+#include "config_json.h"
 #include "model_internal.h"
 
 #include <stdio.h>
@@ -181,10 +182,8 @@ ld_status ld_model_bind(const ld_model_config *cfg, const ld_safetensors *st, ld
 ld_status ld_model_open(const char *dir, ld_model **out, ld_error *err)
 {
     *out = NULL;
-    size_t n = strlen(dir) + sizeof "/config.json";
-    char *cp = malloc(n);
+    char *cp = ld_cfg_path(dir);
     if (!cp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    snprintf(cp, n, "%s/config.json", dir);
     ld_model_config *cfg = malloc(sizeof *cfg);
     ld_status s = cfg ? ld_model_config_load(cp, cfg, err) : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     if (s != LD_OK) {

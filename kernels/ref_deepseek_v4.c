@@ -173,28 +173,40 @@ void ld_ref_ds4_attention(float *out, const float *q, int H, int hd, const float
     }
 }
 
+/* Slot s (< 2r) of entry w: its row of the projections and its column
+ * offset (0 or d, the overlapping half), j its ape row; 0 when the slot is
+ * not used (the second half without overlap, the first half of entry 0). */
+static int compress_slot(int s, int r, int d, int overlap, int w, size_t *row, size_t *col, int *j)
+{
+    int first = s < r;
+    *j = first ? s : s - r;
+    if (!overlap) {
+        if (!first) return 0;
+        *row = (size_t)w * (size_t)r + (size_t)*j;
+        *col = 0;
+    } else if (first) {
+        if (w == 0) return 0;
+        *row = (size_t)(w - 1) * (size_t)r + (size_t)*j;
+        *col = 0;
+    } else {
+        *row = (size_t)w * (size_t)r + (size_t)*j;
+        *col = (size_t)d;
+    }
+    return 1;
+}
+
 void ld_ref_ds4_compress(float *out, const float *kv, const float *gate, const float *ape, int r, int d,
                          size_t stride, int overlap, int w)
 {
     /* slots: (row, column offset, ape row); at most 2r */
     for (int c = 0; c < d; c++) {
         float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
+        size_t row, col;
+        int j;
         for (int pass = 0; pass < 2; pass++)
             for (int s = 0; s < 2 * r; s++) {
-                int first = s < r, j = first ? s : s - r;
-                size_t row, col;
-                if (!overlap) {
-                    if (!first) continue;
-                    row = (size_t)w * (size_t)r + (size_t)j;
-                    col = (size_t)c;
-                } else if (first) {
-                    if (w == 0) continue;
-                    row = (size_t)(w - 1) * (size_t)r + (size_t)j;
-                    col = (size_t)c;
-                } else {
-                    row = (size_t)w * (size_t)r + (size_t)j;
-                    col = (size_t)d + (size_t)c;
-                }
+                if (!compress_slot(s, r, d, overlap, w, &row, &col, &j)) continue;
+                col += (size_t)c;
                 float z = gate[row * stride + col] + ape[(size_t)j * stride + col];
                 if (pass == 0) {
                     if (z > mx) mx = z;
@@ -203,20 +215,8 @@ void ld_ref_ds4_compress(float *out, const float *kv, const float *gate, const f
                 }
             }
         for (int s = 0; s < 2 * r; s++) {
-            int first = s < r, j = first ? s : s - r;
-            size_t row, col;
-            if (!overlap) {
-                if (!first) continue;
-                row = (size_t)w * (size_t)r + (size_t)j;
-                col = (size_t)c;
-            } else if (first) {
-                if (w == 0) continue;
-                row = (size_t)(w - 1) * (size_t)r + (size_t)j;
-                col = (size_t)c;
-            } else {
-                row = (size_t)w * (size_t)r + (size_t)j;
-                col = (size_t)d + (size_t)c;
-            }
+            if (!compress_slot(s, r, d, overlap, w, &row, &col, &j)) continue;
+            col += (size_t)c;
             float z = gate[row * stride + col] + ape[(size_t)j * stride + col];
             acc += kv[row * stride + col] * (expf(z - mx) / sum);
         }
