@@ -140,6 +140,7 @@ static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
     LD_TRY(ld_cfg_num(sc, where, "mscale_all_dim", 0.0, 0, 1, &c->mscale_all_dim, err));
     LD_TRY(ld_cfg_num(sc, where, "attention_factor", -1.0, 0, 1, &c->attention_factor, err));
     if (!ld_cfg_get(sc, "attention_factor")) c->attention_factor = -1;
+    LD_TRY(ld_ds_yarn_check(c->rope_factor, c->mscale, c->mscale_all_dim, c->attention_factor, where, err));
     LD_TRY(ld_cfg_bool(sc, "", "truncate", 1, &c->yarn_truncate, err));
     if (ld_cfg_get(sc, "partial_rotary_factor"))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%spartial_rotary_factor' is not supported", where);
@@ -271,6 +272,24 @@ ld_status ld_ds_config_load(const char *path, ld_ds_config *out, ld_error *err)
 static double yarn_mscale(double scale, double m)
 {
     return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+static int positive_float(double v)
+{
+    float f = (float)v;
+    return isfinite(f) && f > 0;
+}
+
+ld_status ld_ds_yarn_check(double factor, double mscale, double mscale_all_dim, double attention_factor,
+                           const char *where, ld_error *err)
+{
+    double a = yarn_mscale(factor, mscale), b = yarn_mscale(factor, mscale_all_dim);
+    if (!positive_float(a / b) || !positive_float(b * b) || (attention_factor >= 0 && !isfinite((float)attention_factor)))
+        return LD_FAIL(err, LD_ERR_SYNTAX, 0,
+                       "config fields '%smscale' = %g, '%smscale_all_dim' = %g, '%sattention_factor' = %g with factor "
+                       "%g do not give a finite attention scale",
+                       where, mscale, where, mscale_all_dim, where, attention_factor, factor);
+    return LD_OK;
 }
 
 static double correction_dim(double rot, int dim, double base, double orig)

@@ -108,6 +108,14 @@ ld_status ld_ds_config_load(const char *path, ld_ds_config *out, ld_error *err);
  * (_compute_yarn_parameters with YaRN; 1/base^(2i/dr) without). */
 void ld_ds_rope_inv_freq(const ld_ds_config *c, float *inv_freq);
 
+/* YaRN's magnitude corrections from (factor, mscale, mscale_all_dim,
+ * attention_factor < 0 when absent) stay finite positive floats: the cos/sin
+ * factor and the softmax scale's multiplier; else LD_ERR_SYNTAX naming the
+ * fields under `where` ("rope_parameters.").  The V3 and V4 parsers call it
+ * for every yarn entry. */
+ld_status ld_ds_yarn_check(double factor, double mscale, double mscale_all_dim, double attention_factor,
+                           const char *where, ld_error *err);
+
 /* The factor transformers multiplies cos and sin by: with YaRN,
  * attention_factor, or mscale(factor, mscale) / mscale(factor,
  * mscale_all_dim) when both are set, else mscale(factor, 1); 1 without

@@ -67,6 +67,7 @@ static ld_status parse_rope_entry(const cJSON *o, const char *where, double thet
     LD_TRY(ld_cfg_num(o, where, "mscale", 0.0, 0, 1, &r->mscale, err));
     LD_TRY(ld_cfg_num(o, where, "mscale_all_dim", 0.0, 0, 1, &r->mscale_all_dim, err));
     LD_TRY(ld_cfg_num(o, where, "attention_factor", force_af ? 1.0 : -1.0, 0, 1, &r->attention_factor, err));
+    LD_TRY(ld_ds_yarn_check(r->factor, r->mscale, r->mscale_all_dim, r->attention_factor, where, err));
     return ld_cfg_bool(o, where, "truncate", 1, &r->truncate, err);
 }
 

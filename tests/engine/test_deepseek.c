@@ -762,6 +762,11 @@ static int test_deepseek_config_fields(void)
                     " \"original_max_position_embeddings\": 32, \"mscale\": 0.5, \"mscale_all_dim\": 1.0}",
                     &c, &err) == LD_OK);
     CHECK(fabs(ld_ds_rope_attn_factor(&c) - (0.05 * log(4.0) + 1) / (0.1 * log(4.0) + 1)) < 1e-7);
+    /* an mscale_all_dim whose square overflows a float (the fuzzer's find): refused, not an inf scale */
+    CHECK(parse_cfg(", \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 100, \"factor\": 4,"
+                    " \"original_max_position_embeddings\": 32, \"mscale\": 1, \"mscale_all_dim\": 1e90}",
+                    &c, &err) == LD_ERR_SYNTAX);
+    CHECK_MSG(strstr(err.msg, "'rope_parameters.mscale_all_dim' = 1e+90"), "%s", err.msg);
     /* model_type alone, V3's flags spelled out */
     const char *mt = "{\"model_type\": \"deepseek_v3\", \"vocab_size\": 3, \"hidden_size\": 8, \"intermediate_size\": 8,"
                      " \"moe_intermediate_size\": 4, \"num_hidden_layers\": 1, \"num_attention_heads\": 1,"

@@ -544,6 +544,11 @@ static int test_deepseek_v4_config_errors(void)
     if (expect_config_error("rope_parameters", "{\"main\": {\"rope_type\": \"llama3\"}, \"compress\": {}}",
                             LD_ERR_UNSUPPORTED, "rope_parameters.main.rope_type"))
         return 1;
+    if (expect_config_error("rope_parameters",
+                            "{\"main\": {\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": "
+                            "32, \"mscale\": 1e40, \"mscale_all_dim\": 1}, \"compress\": {}}",
+                            LD_ERR_SYNTAX, "'rope_parameters.main.mscale' = 1e+40"))
+        return 1;
     if (expect_config_error("n_shared_experts", "2", LD_ERR_UNSUPPORTED, "n_shared_experts")) return 1;
     if (expect_config_error("architectures", "[\"DeepseekV3ForCausalLM\"]", LD_ERR_UNSUPPORTED, "DeepSeek-V4"))
         return 1;
