@@ -24,69 +24,17 @@
  *
  * Exit status 0, or 2 with a message when something cannot run.
  */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#define _DEFAULT_SOURCE /* getrusage */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <time.h>
-#include <pthread.h>
 
 #include "backend.h"
 #include "cpu_kernels.h"
 #include "lm.h"
+#include "membw.h"
 #include "model.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-typedef struct bw_part {
-    const float *p;
-    size_t n;
-    float sum;
-} bw_part;
-
-static void *bw_read(void *arg)
-{
-    bw_part *b = arg;
-    float lane[8] = {0};
-    for (size_t i = 0; i + 8 <= b->n; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] += b->p[i + (size_t)l];
-    b->sum = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
-    return NULL;
-}
-
-static double bandwidth(size_t mb, int threads)
-{
-    size_t n = mb << 18; /* floats */
-    float *p = mmap(NULL, n * sizeof *p, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return 0;
-    for (size_t i = 0; i < n; i++) p[i] = (float)(i & 1023);
-    double best = 0, sink = 0;
-    bw_part parts[64];
-    pthread_t th[64];
-    if (threads > 64) threads = 64;
-    for (int r = 0; r < 5; r++) {
-        double t0 = now();
-        for (int i = 0; i < threads; i++) {
-            parts[i].p = p + n * (size_t)i / (size_t)threads;
-            parts[i].n = n / (size_t)threads;
-            if (i) pthread_create(&th[i], NULL, bw_read, &parts[i]);
-        }
-        bw_read(&parts[0]);
-        for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
-        double gbs = (double)(n * sizeof *p) / (now() - t0) / 1e9;
-        for (int i = 0; i < threads; i++) sink += parts[i].sum;
-        if (gbs > best) best = gbs;
-    }
-    munmap(p, n * sizeof *p);
-    return sink == -1.0 ? 0 : best; /* the sums are used, so the reads stay */
-}
 
 static int argmax(const float *x, int n)
 {
@@ -115,7 +63,7 @@ int main(int argc, char **argv)
         }
     }
     if (threads >= 1 && bw_mb > 0) {
-        double bw = bandwidth((size_t)bw_mb, threads);
+        double bw = ld_bench_read_bandwidth((size_t)bw_mb, threads);
         if (bw <= 0) {
             fprintf(stderr, "bench_engine: cannot map %ld MiB\n", bw_mb);
             return 2;
@@ -155,17 +103,17 @@ int main(int argc, char **argv)
         toks[i] = (int32_t)((r >> 33) % (uint64_t)V);
     }
     /* the prompt but its last token in one call, then the last with logits */
-    double t0 = now();
+    double t0 = ld_bench_now();
     st = prompt > 1 ? ld_lm_eval(s, toks, prompt - 1, NULL, NULL, &err) : LD_OK;
     if (st == LD_OK) st = ld_lm_eval(s, toks + prompt - 1, 1, logits, NULL, &err);
-    double t_prefill = now() - t0;
+    double t_prefill = ld_bench_now() - t0;
     int n_dec = 0;
-    t0 = now();
+    t0 = ld_bench_now();
     for (; st == LD_OK && n_dec < decode && ld_lm_pos(s) < max_seq; n_dec++) {
         int32_t next = argmax(logits, V);
         st = ld_lm_eval(s, &next, 1, logits, NULL, &err);
     }
-    double t_decode = now() - t0;
+    double t_decode = ld_bench_now() - t0;
     if (st != LD_OK) {
         fprintf(stderr, "bench_engine: %s\n", err.msg);
         return 2;

@@ -34,7 +34,10 @@ typedef struct ld_weight ld_weight; /* backend-owned weight */
 typedef enum ld_wquant {
     LD_WQ_NONE = 0,     /* plain `dtype` */
     LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0, LD_WQ_Q4_K, LD_WQ_Q6_K,
-    LD_WQ_F8B           /* FP8 E4M3 bytes with fp32 block scales (`scale`) */
+    LD_WQ_F8B,          /* FP8 E4M3 bytes with fp32 block scales (`scale`) */
+    LD_WQ_F4B           /* packed FP4 E2M1 (two a byte, low nibble first:
+                           `data` holds rows * cols / 2 bytes) with fp32
+                           block scales (`scale`), DeepSeek-V4's experts */
 } ld_wquant;
 
 /* A weight on the host: `rows` x `cols` (a vector has rows = 1), row-major,
@@ -52,13 +55,50 @@ typedef struct ld_host_tensor {
     ld_wquant quant;
     int rope_hd;
     /* LD_WQ_F8B: [ceil(rows / scale_br)][ceil(cols / scale_bc)] fp32, the
-     * value of [r][c] being e4m3(data[r][c]) * scale[r / br][c / bc] */
+     * value of [r][c] being e4m3(data[r][c]) * scale[r / br][c / bc];
+     * LD_WQ_F4B the same with e2m1 of [r][c]'s nibble (cols even) */
     const float *scale;
     int scale_br, scale_bc;
 } ld_host_tensor;
 
 /* the mHC variant of hc_pre (the session's mhc= kernel choice) */
 enum { LD_DS4_MHC_F32 = 0, LD_DS4_MHC_BF16 = 1, LD_DS4_MHC_SINKHORN_BF16 = 2 };
+
+/* An expert of the moe entry (below): its gate and up projections [I][D]
+ * and down projection [D][I], all three or none (NULL: absent). */
+typedef struct ld_moe_expert {
+    ld_weight *gate, *up, *down;
+} ld_moe_expert;
+
+/* the moe entry's activation: silu(g) * u through the backend's swiglu op
+ * (V3), or V4's silu(min(g, L)) * clamp(u, -L, L)
+ * (ld_ref_ds4_clamped_swiglu) */
+enum { LD_MOE_ACT_SILU = 0, LD_MOE_ACT_CLAMPED = 1 };
+/* the moe entry's combine (the session's combine= kernel choice) */
+enum { LD_MOE_COMBINE_REF = 0, LD_MOE_COMBINE_FUSED = 1, LD_MOE_COMBINE_BF16 = 2 };
+
+/* the indexer operand variant of V4's compressor and indexer entries (the
+ * session's indexer= kernel choice) */
+enum { LD_DS4_INDEX_F32 = 0, LD_DS4_INDEX_BF16 = 1, LD_DS4_INDEX_FP8 = 2 };
+
+/* V4's RoPE as the attention entries take it: the last `dim` values of each
+ * head rotated, inv_freq [dim/2] a buffer (uploaded once by the session),
+ * bf16 = 1 the rope=bf16 variant (ld_ref_ds4_rope_ex) */
+typedef struct ld_ds4_rot {
+    const ld_buf *inv_freq;
+    float attn_factor;
+    int dim, bf16;
+} ld_ds4_rot;
+
+/* a V4 KV compressor's state and parameters in backend buffers: the rings
+ * of the last 2 ratio positions' projections kv, gate [2 ratio][width],
+ * the entries [.][dim], ape [ratio][width], norm [dim]; width is dim (HCA)
+ * or 2 dim (CSA, overlapping windows) */
+typedef struct ld_ds4_comp_bufs {
+    ld_buf *kv, *gate, *entries;
+    const ld_buf *ape, *norm;
+    int width, dim, ratio;
+} ld_ds4_comp_bufs;
 
 typedef struct ld_backend_ops {
     const char *name;
@@ -160,8 +200,8 @@ typedef struct ld_backend_ops {
      * reference), LD_DS4_MHC_BF16 (mhc=bf16: post and comb then rounded to
      * bf16) or LD_DS4_MHC_SINKHORN_BF16 (mhc=sinkhorn-bf16: the Sinkhorn
      * iterate in bf16); another is LD_ERR_USAGE.  The CUDA backend runs its
-     * spec's hc kernel (ld_cu_hc_pre; custom agrees to rounding), N <= 64,
-     * LD_DS4_MHC_F32 only (the others LD_ERR_UNSUPPORTED). */
+     * spec's hc kernel (ld_cu_hc_pre_ex; custom agrees to rounding), N <= 64,
+     * every variant. */
     ld_status (*hc_pre)(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
                         const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
                         float norm_eps, float hc_eps, int variant, ld_error *err);
@@ -182,6 +222,108 @@ typedef struct ld_backend_ops {
      * rounding). */
     ld_status (*ds4_route)(ld_backend *be, int32_t *idx, float *w, const ld_buf *logits, const float *bias,
                            const int32_t *hash, int T, int E, int K, float scale, ld_error *err);
+
+    /* ---- DeepSeek-V4's attention on the backend: the KV ring, the
+     * compressor state and its entries in backend buffers.  Optional as the
+     * above: the session uses the first five when all are there, and
+     * ds4_hc_head on its own.
+     * T = 0 is a probe: the variant is checked (LD_OK or
+     * LD_ERR_UNSUPPORTED) and nothing is written, so that the session picks
+     * the host path before a layer starts.  Each mirrors the host path's
+     * leaves in its order, per token (the compressor: per position, in
+     * order), so the reference backends give its bits whatever T and the
+     * threads; the CUDA backend runs its spec's kernels (attention= for the
+     * attention and the compressor, rope=, index=, rmsnorm=, hc=; ref: the
+     * same formulas, custom: agree to rounding).
+     * rope: V4's interleaved partial RoPE (ld_ref_ds4_rope_ex) of the last
+     * rope->dim values of each head. */
+
+    /* the queries and the new keys (ld_ref_ds4_unit_rmsnorm of each head
+     * of q [T][H][hd] in place, then RoPE at pos0 + t; kv [T][hd] copied to
+     * row (pos0 + t) % kv_rows of the ring kvc [kv_rows][hd] and rotated
+     * there).  kv_rows >= T. */
+    ld_status (*ds4_qkv)(ld_backend *be, ld_buf *q, ld_buf *kvc, const ld_buf *kv, int T, int pos0, int H, int hd,
+                         int kv_rows, float eps, const ld_ds4_rot *rope, ld_error *err);
+    /* the KV compressor of T positions pos0 + t in order: the projections
+     * kv, gate [T][width] into the rings (position p in row p % (2 ratio)),
+     * and when p + 1 is a multiple of ratio, entry w = (p + 1) / ratio - 1:
+     * ld_ref_ds4_compress of its slots (window w - 1's first half when
+     * width = 2 dim, then window w), ld_ref_rmsnorm with norm [dim], RoPE
+     * at position w * ratio, and for the indexer's keys (index_variant
+     * LD_DS4_INDEX_BF16 / _FP8) the operand rounding of the session's
+     * indexer= variant (ld_dsv_round_bf16 / ld_dsv_index_fp8).  The CUDA
+     * backend: LD_DS4_INDEX_F32 only. */
+    ld_status (*ds4_compress)(ld_backend *be, const ld_ds4_comp_bufs *c, const ld_buf *kv, const ld_buf *gate, int T,
+                              int pos0, float eps, const ld_ds4_rot *rope, int index_variant, ld_error *err);
+    /* the lightning indexer of T queries: q [T][n_heads][dim] rotated at
+     * pos0 + t and rounded to the variant's operand in place, w
+     * [T][n_heads] rounded to bf16 in place for LD_DS4_INDEX_BF16; scores
+     * (ld_ref_ds4_index_scores, qscale dim^-0.5, wscale n_heads^-0.5)
+     * against the (pos0 + t + 1) / ratio first rows of keys [.][dim], and
+     * their ld_ref_ds4_topk best ascending into the host array sel [T][k],
+     * -1 after them.  The CUDA backend: LD_DS4_INDEX_F32 only. */
+    ld_status (*ds4_index)(ld_backend *be, int32_t *sel, ld_buf *q, ld_buf *w, const ld_buf *keys, int T, int pos0,
+                           int n_heads, int dim, int ratio, int k, const ld_ds4_rot *rope, int index_variant,
+                           ld_error *err);
+    /* V4's attention of T queries q [T][H][hd] into out [T][H][hd] (not
+     * aliasing q): token t (position p = pos0 + t) attends, in this order,
+     * the ring kvc's positions max(0, p - window + 1) .. p, then (entries
+     * not NULL) the rows of entries [.][hd] of the host array sel [T][k]
+     * up to its first negative (sel NULL: every row w < (p + 1) / ratio),
+     * with the sink logits sinks [H] (NULL: none), ld_ref_ds4_attention;
+     * then the inverse RoPE of the output at p.  kv_rows >= window + T - 1
+     * (or the whole sequence). */
+    ld_status (*ds4_attention)(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kvc,
+                               const ld_buf *entries, const int32_t *sel, int k, const ld_buf *sinks, int T, int pos0,
+                               int H, int hd, int kv_rows, int window, int ratio, float scale,
+                               const ld_ds4_rot *rope, ld_error *err);
+    /* a block of columns: dst[r * dst_ld + dst_off + j] = src[r * src_ld +
+     * src_off + j], r < rows, j < cols (the grouped output projection's
+     * heads of a group, and its outputs back in place); no aliasing. */
+    ld_status (*copy_cols)(ld_backend *be, ld_buf *dst, size_t dst_ld, size_t dst_off, const ld_buf *src,
+                           size_t src_ld, size_t src_off, int rows, size_t cols, ld_error *err);
+    /* the final stream collapse (ld_ref_ds4_hc_head) of T tokens: X
+     * [T][N][D], fn [N][N*D] (a buffer), base [N] host floats; out [T][D].
+     * The CUDA backend: N <= 64 (more is LD_ERR_UNSUPPORTED, and the
+     * session collapses on the host). */
+    ld_status (*ds4_hc_head)(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
+                             float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err);
+
+    /* ---- The routed experts (DeepSeek V3 / V4 MoE).  Optional as the
+     * above: NULL, or LD_ERR_UNSUPPORTED for a variant the backend lacks
+     * (checked before anything is written), and the session runs its host
+     * loop of kernels/ref_deepseek.h's ld_ref_moe_gather / ld_ref_ds_axpy
+     * around the backend's matmuls, which the CPU backends' entry is, bit
+     * for bit.
+     *
+     * moe: y [T][D] (not aliasing x) from x [T][D] and the route's host
+     * arrays idx, w [T][K] (each row's expert ids strictly ascending, as
+     * the routers give them, each in [0, E) naming an expert of `experts`
+     * [E] whose three weights are there, the chosen ones all of one width
+     * I; others are LD_ERR_USAGE).  Per expert
+     * e, the rows of the tokens that chose it (token order) go through
+     * o_e = down_e(act(gate_e x, up_e x)) (act: LD_MOE_ACT_SILU, the
+     * backend's swiglu op with its variant; LD_MOE_ACT_CLAMPED, limit L),
+     * the backend's matmul over those rows.  Then per token, from y = 0,
+     * the experts in ascending id (k ascending):
+     *   LD_MOE_COMBINE_REF    y = y + o_e * w (two roundings: ld_ref_ds_axpy)
+     *   LD_MOE_COMBINE_FUSED  the same, then y = y * fused_scale (once, on
+     *                         the routed sum: ld_ref_ds_scale)
+     *   LD_MOE_COMBINE_BF16   y = bf16(y + bf16(bf16(o_e) * bf16(w)))
+     *                         (V3's combine=bf16)
+     * and shared (NULL: none) the shared expert, same activation, over all
+     * T rows: y = y + shared(x) (one rounding).  A token's bits depend on
+     * its row of x and its route only, never on T or on which other tokens
+     * share its experts: a matmul's row depends on that row only (the
+     * contract above) and the sums are per token in a fixed order.  The
+     * CPU backends: the session's host loop's calls, the same bits.  CUDA:
+     * the rows gathered per expert on the device, the backend's matmul
+     * (every weight type), the activation and the combine in that order
+     * on the device (to rounding: expf); LD_MOE_COMBINE_BF16 is
+     * LD_ERR_UNSUPPORTED there. */
+    ld_status (*moe)(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *idx, const float *w, int T, int K,
+                     const ld_moe_expert *experts, int E, const ld_moe_expert *shared, int act, float limit,
+                     int combine, float fused_scale, ld_error *err);
 } ld_backend_ops;
 
 struct ld_backend {

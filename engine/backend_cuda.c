@@ -38,11 +38,17 @@ ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error
         size_t nlen = (size_t)(eq - p), vlen = len - nlen - 1;
         const char *val = eq + 1;
         int custom;
-        if (span_is(val, vlen, "ref")) custom = 0;
-        else if (span_is(val, vlen, "custom")) custom = 1;
+        if (span_is(val, vlen, "ref")) custom = LD_CUDA_KERNEL_REF;
+        else if (span_is(val, vlen, "custom")) custom = LD_CUDA_KERNEL_CUSTOM;
+        else if (span_is(val, vlen, "tc")) custom = LD_CUDA_KERNEL_TC;
         else
             return LD_FAIL(err, LD_ERR_USAGE, (uint64_t)(val - spec),
-                           "unknown kernel variant '%.*s' for '%.*s' (ref or custom)", (int)vlen, val, (int)nlen, p);
+                           "unknown kernel variant '%.*s' for '%.*s' (ref, custom, or tc for matmul)", (int)vlen,
+                           val, (int)nlen, p);
+        /* tensor cores serve the GEMM only */
+        if (custom == LD_CUDA_KERNEL_TC && !span_is(p, nlen, "matmul"))
+            return LD_FAIL(err, LD_ERR_USAGE, (uint64_t)(val - spec),
+                           "kernel variant 'tc' is for matmul only, not '%.*s'", (int)nlen, p);
         if (span_is(p, nlen, "all")) {
             for (int i = 0; i < LD_CUDA_N_OPS; i++) k.custom[i] = (unsigned char)custom;
         } else {
@@ -73,8 +79,12 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
 
 #else /* LD_HAVE_CUDA */
 
+#include <math.h>
+
 #include "cuda_ops.h"
+#include "ds4_op_args.h"
 #include "ds_op_args.h"
+#include "moe_args.h"
 #include "ref_ops.h"
 
 struct ld_buf {
@@ -83,9 +93,9 @@ struct ld_buf {
 };
 
 struct ld_weight {
-    void *d; /* device copy of the host bytes (LD_KDT_F8B: the e4m3 bytes) */
-    float *scale; /* LD_KDT_F8B: device copy of the scale grid, else NULL */
-    int br, bc;   /* LD_KDT_F8B: the scale blocks */
+    void *d; /* device copy of the host bytes (LD_KDT_F8B: the e4m3 bytes, F4B: the packed e2m1 ones) */
+    float *scale; /* LD_KDT_F8B / F4B: device copy of the scale grid, else NULL */
+    int br, bc;   /* LD_KDT_F8B / F4B: the scale blocks */
     ld_kdt dt;
     int64_t rows, cols;
     int rope_hd;
@@ -238,12 +248,25 @@ static ld_status weight_type(const ld_host_tensor *t, ld_kdt *dt, int64_t *block
     case LD_WQ_Q4_K: *dt = LD_KDT_Q4_K; *block = 256; return LD_OK;
     case LD_WQ_Q6_K: *dt = LD_KDT_Q6_K; *block = 256; return LD_OK;
     case LD_WQ_F8B:
+    case LD_WQ_F4B: {
+        const char *what = t->quant == LD_WQ_F4B ? "FP4" : "FP8";
         if (!t->scale || t->scale_br < 1 || t->scale_bc < 1)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "an FP8 weight without its block scales");
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "an %s weight without its block scales", what);
         if (t->rope_hd)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "an FP8 block-scaled weight in the rope row order");
-        *dt = LD_KDT_F8B;
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "an %s block-scaled weight in the rope row order", what);
+        if (t->quant == LD_WQ_F8B) {
+            *dt = LD_KDT_F8B;
+            return LD_OK;
+        }
+        /* ld_cu_ds4_fp4_matmul's grid divides the matrix */
+        if (t->rows % t->scale_br || t->cols % t->scale_bc)
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                           "cuda: an FP4 weight of %lld x %lld in scale blocks of %d x %d (not dividing it)",
+                           (long long)t->rows, (long long)t->cols, t->scale_br, t->scale_bc);
+        *dt = LD_KDT_F4B;
+        *block = 2;
         return LD_OK;
+    }
     default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight block type %d is not supported", (int)t->quant);
     }
 }
@@ -262,7 +285,7 @@ static int weight_copy(ld_weight *w, const ld_host_tensor *t, size_t bytes)
 {
     int e = ld_cu_malloc(&w->d, bytes);
     if (!e) e = ld_cu_h2d(w->d, t->data, bytes);
-    if (e || w->dt != LD_KDT_F8B) return e;
+    if (e || !ld_ref_kdt_is_scaled(w->dt)) return e;
     size_t ns = f8b_scales(t);
     void *s = NULL;
     e = ld_cu_malloc(&s, (ns ? ns : 1) * sizeof(float));
@@ -286,8 +309,9 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     if (t->rope_hd < 0 || t->rope_hd % 2 || (t->rope_hd && t->rows % t->rope_hd))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "rope row order of %d rows per head for %lld rows", t->rope_hd,
                        (long long)t->rows);
-    size_t bytes = dt == LD_KDT_F8B ? (size_t)t->cols * (size_t)t->rows
-                                    : ld_cu_row_bytes(dt, t->cols) * (size_t)t->rows;
+    size_t bytes = dt == LD_KDT_F8B   ? (size_t)t->cols * (size_t)t->rows
+                   : dt == LD_KDT_F4B ? (size_t)t->cols / 2 * (size_t)t->rows
+                                      : ld_cu_row_bytes(dt, t->cols) * (size_t)t->rows;
     ld_weight *w = calloc(1, sizeof *w);
     if (!w) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     w->dt = dt;
@@ -302,7 +326,7 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     w->rows = t->rows;
     w->cols = t->cols;
     w->rope_hd = t->rope_hd;
-    if (dt == LD_KDT_F8B) {
+    if (ld_ref_kdt_is_scaled(dt)) {
         w->br = t->scale_br;
         w->bc = t->scale_bc;
     }
@@ -325,8 +349,8 @@ static ld_status embed(ld_backend *be, ld_buf *out, const ld_weight *table, cons
 {
     cuda_backend *cb = (cuda_backend *)be;
     if (T < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "embed of %d tokens", T);
-    if (table->dt == LD_KDT_F8B)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda embed: an FP8 block-scaled table is not supported");
+    if (ld_ref_kdt_is_scaled(table->dt))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda embed: a block-scaled FP8 / FP4 table is not supported");
     LD_TRY(range(out, 0, (size_t)T * (size_t)table->cols, err));
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= table->rows)
@@ -347,7 +371,7 @@ static ld_status rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
     cuda_backend *cb = (cuda_backend *)be;
     if (rows < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "rmsnorm of %d rows", rows);
     size_t n = (size_t)rows * (size_t)w->cols;
-    if (ld_ref_kdt_is_block(w->dt) || w->dt == LD_KDT_F8B)
+    if (ld_ref_kdt_is_block(w->dt) || ld_ref_kdt_is_scaled(w->dt))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
     LD_TRY(range(out, 0, n, err));
     LD_TRY(range(x, 0, n, err));
@@ -383,8 +407,9 @@ static ld_status add_bias_rows(cuda_backend *cb, ld_buf *out, const ld_weight *b
  * rows per block); rows are independent, so the split changes no result */
 #define F8B_MAX_T 65535
 
-/* the FP8 block-scaled matmul: ld_cu_fp8_matmul (acc + 0.0f, as the
- * reference without a bias), then the bias added to the rows */
+/* the block-scaled matmuls: ld_cu_fp8_matmul or ld_cu_ds4_fp4_matmul (acc
+ * + 0.0f, as the reference without a bias), then the bias added to the
+ * rows */
 static ld_status matmul_f8b(cuda_backend *cb, ld_buf *out, const ld_buf *x, const ld_weight *w,
                             const ld_weight *bias, int T, ld_error *err)
 {
@@ -393,8 +418,12 @@ static ld_status matmul_f8b(cuda_backend *cb, ld_buf *out, const ld_buf *x, cons
     if (!K) CU("matmul", ld_cu_memset0(out->d, (size_t)T * (size_t)N * sizeof(float)));
     for (int t0 = 0; K && t0 < T; t0 += F8B_MAX_T) {
         int nt = T - t0 < F8B_MAX_T ? T - t0 : F8B_MAX_T;
-        CU("matmul", ld_cu_fp8_matmul(v, out->d + (size_t)t0 * (size_t)N, x->d + (size_t)t0 * (size_t)K, w->d,
-                                      w->scale, nt, K, N, w->br, w->bc));
+        float *o = out->d + (size_t)t0 * (size_t)N;
+        const float *xt = x->d + (size_t)t0 * (size_t)K;
+        if (w->dt == LD_KDT_F4B) /* fp32 scales, a grid of N/br x K/bc (weight_type checked it divides) */
+            CU("matmul", ld_cu_ds4_fp4_matmul(v, o, xt, w->d, w->scale, 0, nt, K, N, N / w->br, K / w->bc));
+        else
+            CU("matmul", ld_cu_fp8_matmul(v, o, xt, w->d, w->scale, nt, K, N, w->br, w->bc));
     }
     if (bias) LD_TRY(add_bias_rows(cb, out, bias, T, N, err));
     return LD_OK;
@@ -408,15 +437,22 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     LD_TRY(range(out, 0, (size_t)T * (size_t)w->rows, err));
     LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
     if (x == out) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul in place");
-    if (bias && (ld_ref_kdt_is_block(bias->dt) || bias->dt == LD_KDT_F8B))
+    if (bias && (ld_ref_kdt_is_block(bias->dt) || ld_ref_kdt_is_scaled(bias->dt)))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
     CU("matmul", ld_cu_set_device(cb->device));
-    if (w->dt == LD_KDT_F8B) return matmul_f8b(cb, out, x, w, bias, T, err);
-    CU("matmul", ld_cu_matmul(variant(cb, LD_CUDA_OP_MATMUL), out->d, x->d, w->d, w->dt, bias ? bias->d : NULL,
-                              bias ? bias->dt : LD_KDT_F32, T, (int)w->cols, (int)w->rows, w->rope_hd));
+    if (ld_ref_kdt_is_scaled(w->dt)) return matmul_f8b(cb, out, x, w, bias, T, err);
+    const void *bd = bias ? bias->d : NULL;
+    ld_kdt bdt = bias ? bias->dt : LD_KDT_F32;
+    /* tc: the tensor-core GEMM for every T (never by T: a token's bits must
+     * not depend on its batch); other weights the custom kernel */
+    if (cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(w->dt, (int)w->cols))
+        CU("matmul", ld_cu_matmul_tc(out->d, x->d, w->d, w->dt, bd, bdt, T, (int)w->cols, (int)w->rows, w->rope_hd));
+    else
+        CU("matmul", ld_cu_matmul(variant(cb, LD_CUDA_OP_MATMUL), out->d, x->d, w->d, w->dt, bd, bdt, T,
+                                  (int)w->cols, (int)w->rows, w->rope_hd));
     return LD_OK;
 }
 
@@ -657,14 +693,16 @@ static ld_status index_topk(ld_backend *be, int32_t *sel, const ld_buf *q, const
     return LD_OK;
 }
 
+_Static_assert((int)LD_DS4_MHC_F32 == (int)LD_CU_MHC_F32 && (int)LD_DS4_MHC_BF16 == (int)LD_CU_MHC_BF16 &&
+                   (int)LD_DS4_MHC_SINKHORN_BF16 == (int)LD_CU_MHC_SINKHORN_BF16,
+               "the mHC variants of backend.h and cuda_ops.h");
+
 static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
                         const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
                         float norm_eps, float hc_eps, int mhc, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     LD_TRY(ld_ds_args_hc_pre(T, N, D, iters, mhc, err));
-    if (mhc != LD_DS4_MHC_F32)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre: the fp32 mixing only (variant %d)", mhc);
     if (N > 64) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre: %d streams (at most 64)", N);
     size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T, hc = (2 + n) * n;
     LD_TRY(range(post, 0, tt * n, err));
@@ -679,8 +717,9 @@ static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *coll
     LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (hc + 3) * sizeof(float), "hc_pre", err));
     CU("hc_pre", ld_cu_h2d(cb->ds_f, base, hc * sizeof(float)));
     CU("hc_pre", ld_cu_h2d(cb->ds_f + hc, scale, 3 * sizeof(float)));
-    CU("hc_pre", ld_cu_hc_pre(variant(cb, LD_CUDA_OP_HC), post->d, comb->d, collapsed->d, X->d, T, N, D, fn->d,
-                              cb->ds_f, cb->ds_f + hc, iters, norm_eps, hc_eps, cb->work, wn));
+    /* backend.h's LD_DS4_MHC_* are cuda_ops.h's LD_CU_MHC_* (checked below) */
+    CU("hc_pre", ld_cu_hc_pre_ex(variant(cb, LD_CUDA_OP_HC), mhc, post->d, comb->d, collapsed->d, X->d, T, N, D,
+                                 fn->d, cb->ds_f, cb->ds_f + hc, iters, norm_eps, hc_eps, cb->work, wn));
     return LD_OK;
 }
 
@@ -737,6 +776,442 @@ static ld_status ds4_route(ld_backend *be, int32_t *idx, float *w, const ld_buf 
     return LD_OK;
 }
 
+/* ---------------------------------------------------------------- MoE */
+
+static void moe_dims(const ld_weight *w, int64_t dims[2])
+{
+    dims[0] = w->rows;
+    dims[1] = w->cols;
+}
+
+/* floats rounded up to whole 256-byte pieces, so that every scratch array
+ * starts aligned for the 16-byte accesses of the custom kernels */
+static size_t moe_pad(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* The plan of T tokens' K choices on the host (idx is a host array): the
+ * grouped rows by expert in ascending id, then in token order
+ * (ld_ref_moe_gather's), rows [T*K] the token of each grouped row, row_of
+ * [T*K] the grouped row of choice (t, k), off [E + 1] each expert's first
+ * grouped row; next [E] scratch. */
+static void moe_plan(int32_t *off, int32_t *rows, int32_t *row_of, int32_t *next, const int32_t *idx, int T, int K,
+                     int E)
+{
+    size_t nk = (size_t)T * (size_t)K;
+    memset(off, 0, ((size_t)E + 1) * sizeof *off);
+    for (size_t i = 0; i < nk; i++) off[idx[i] + 1]++;
+    for (int e = 0; e < E; e++) off[e + 1] += off[e];
+    memcpy(next, off, (size_t)E * sizeof *next);
+    for (size_t i = 0; i < nk; i++) { /* token order: t = i / K ascending */
+        int32_t r = next[idx[i]]++;
+        rows[r] = (int32_t)(i / (size_t)K);
+        row_of[i] = r;
+    }
+}
+
+/* the device scratch of one moe call (views into cb->ds_f and cb->ds_i) */
+typedef struct moe_dev {
+    float *xe, *eo, *g, *u, *yt, *w, *srow;
+    int32_t *rows, *row_of;
+} moe_dev;
+
+/* act(g, u) into g over `rows` rows of width F (the backend's swiglu
+ * kernel, or V4's clamped one) */
+static ld_status moe_act(cuda_backend *cb, float *g, const float *u, int rows, int64_t F, int act, float limit,
+                         ld_error *err)
+{
+    int v = variant(cb, LD_CUDA_OP_SWIGLU);
+    if (act == LD_MOE_ACT_CLAMPED)
+        CU("moe", ld_cu_ds4_clamped_swiglu(v, g, g, u, rows, (int)F, (size_t)F, limit));
+    else
+        CU("moe", ld_cu_swiglu(v, g, g, u, (size_t)rows * (size_t)F));
+    return LD_OK;
+}
+
+/* the routed experts over the grouped rows: gate and up per expert, the
+ * activation over all rows at once, down per expert into eo */
+static ld_status moe_routed(ld_backend *be, const moe_dev *m, const int32_t *off, const ld_moe_expert *experts, int E,
+                            int64_t D, int64_t I, int act, float limit, ld_error *err)
+{
+    size_t d = (size_t)D, i = (size_t)I;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int e = 0; e < E; e++) {
+            int cnt = off[e + 1] - off[e];
+            if (!cnt) continue;
+            size_t r0 = (size_t)off[e], n = (size_t)cnt;
+            ld_buf xe = {m->xe + r0 * d, n * d}, g = {m->g + r0 * i, n * i}, u = {m->u + r0 * i, n * i};
+            ld_buf eo = {m->eo + r0 * d, n * d};
+            if (pass == 0) {
+                LD_TRY(matmul(be, &g, &xe, experts[e].gate, NULL, cnt, err));
+                LD_TRY(matmul(be, &u, &xe, experts[e].up, NULL, cnt, err));
+            } else {
+                LD_TRY(matmul(be, &eo, &g, experts[e].down, NULL, cnt, err));
+            }
+        }
+        if (pass == 0) LD_TRY(moe_act((cuda_backend *)be, m->g, m->u, off[E], I, act, limit, err));
+    }
+    return LD_OK;
+}
+
+/* the shared expert of the T rows of x added to y (after the routed sum) */
+static ld_status moe_shared(ld_backend *be, ld_buf *y, const ld_buf *x, const moe_dev *m, const ld_moe_expert *sh,
+                            int T, int64_t D, int64_t Is, int act, float limit, ld_error *err)
+{
+    size_t n = (size_t)T * (size_t)Is, nd = (size_t)T * (size_t)D;
+    ld_buf g = {m->g, n}, u = {m->u, n}, eo = {m->eo, nd};
+    LD_TRY(matmul(be, &g, x, sh->gate, NULL, T, err));
+    LD_TRY(matmul(be, &u, x, sh->up, NULL, T, err));
+    LD_TRY(moe_act((cuda_backend *)be, m->g, m->u, T, Is, act, limit, err));
+    LD_TRY(matmul(be, &eo, &g, sh->down, NULL, T, err));
+    CU("moe", ld_cu_add(variant((cuda_backend *)be, LD_CUDA_OP_ADD), y->d, m->eo, nd));
+    return LD_OK;
+}
+
+/* the device scratch for R grouped rows of T tokens, laid out in ds_f and
+ * ds_i; the plan and the weights uploaded */
+static ld_status moe_scratch(cuda_backend *cb, moe_dev *m, const int32_t *plan, const float *w, int fused,
+                             float fused_scale, int T, int K, int64_t D, int64_t I, int64_t Is, ld_error *err)
+{
+    size_t R = (size_t)T * (size_t)K, nd = moe_pad(R * (size_t)D), td = moe_pad((size_t)T * (size_t)D);
+    size_t gi = moe_pad(R * (size_t)I > (size_t)T * (size_t)Is ? R * (size_t)I : (size_t)T * (size_t)Is);
+    size_t nf = 2 * nd + 2 * gi + td + moe_pad(R) + moe_pad((size_t)T);
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, nf * sizeof(float), "moe", err));
+    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, 2 * R * sizeof(int32_t), "moe", err));
+    m->xe = cb->ds_f;
+    m->eo = m->xe + nd;
+    m->g = m->eo + nd;
+    m->u = m->g + gi;
+    m->yt = m->u + gi;
+    m->w = m->yt + td;
+    m->srow = m->w + moe_pad(R);
+    m->rows = cb->ds_i;
+    m->row_of = cb->ds_i + R;
+    CU("moe", ld_cu_h2d(m->rows, plan, 2 * R * sizeof(int32_t)));
+    CU("moe", ld_cu_h2d(m->w, w, R * sizeof(float)));
+    if (!fused) return LD_OK;
+    float *srow = malloc((size_t)T * sizeof *srow);
+    if (!srow) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int t = 0; t < T; t++) srow[t] = fused_scale;
+    int e = ld_cu_h2d(m->srow, srow, (size_t)T * sizeof *srow);
+    free(srow);
+    CU("moe", e);
+    return LD_OK;
+}
+
+/* the combine in the fixed order: per token its experts' rows in k
+ * (ascending id) order from zero (ld_cu_moe_combine: the axpy's two
+ * roundings); fused: that sum into yt, then y = 0 + yt * scale (a
+ * combine of one choice, the weight the scale: the product, exact + 0) */
+static ld_status moe_sum(cuda_backend *cb, ld_buf *y, const moe_dev *m, int fused, int T, int K, int64_t D,
+                         ld_error *err)
+{
+    int v = variant(cb, LD_CUDA_OP_ADD);
+    size_t nd = (size_t)T * (size_t)D;
+    float *dst = fused ? m->yt : y->d;
+    CU("moe", ld_cu_memset0(dst, nd * sizeof(float)));
+    CU("moe", ld_cu_moe_combine(v, dst, m->eo, m->row_of, m->w, T, K, (int)D));
+    if (!fused) return LD_OK;
+    CU("moe", ld_cu_memset0(y->d, nd * sizeof(float)));
+    CU("moe", ld_cu_moe_combine(v, y->d, m->yt, NULL, m->srow, T, 1, (int)D));
+    return LD_OK;
+}
+
+/* The moe entry on the device: the plan on the host (idx is a host array),
+ * the rows gathered per expert by the embed kernel (an F32 "table" of x's
+ * rows: an exact copy), the backend's own matmul per expert (every weight
+ * type), the activation, the fixed-order combine, the shared expert.
+ * combine=bf16 is LD_ERR_UNSUPPORTED. */
+static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *idx, const float *w, int T, int K,
+                     const ld_moe_expert *experts, int E, const ld_moe_expert *shared, int act, float limit,
+                     int combine, float fused_scale, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    int64_t D, I, Is;
+    LD_TRY(ld_moe_args_check(idx, T, K, experts, E, shared, act, combine, moe_dims, &D, &I, &Is, err));
+    if (combine == LD_MOE_COMBINE_BF16)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda moe: combine=bf16 (ref and fused only)");
+    if (!T) return LD_OK;
+    if ((size_t)T * (size_t)K > 0x7fffffff || D > 0x7fffffff)
+        return LD_FAIL(err, LD_ERR_LIMIT, 0, "moe of %d tokens, top %d", T, K);
+    size_t nd = (size_t)T * (size_t)D, R = (size_t)T * (size_t)K;
+    LD_TRY(range(y, 0, nd, err));
+    LD_TRY(range(x, 0, nd, err));
+    if (y->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: y aliases x");
+    /* host plan: [rows R][row_of R][E counters], then the offsets [E + 1] */
+    int32_t *plan = malloc((2 * R + 2 * (size_t)E + 1) * sizeof *plan);
+    if (!plan) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    int32_t *off = plan + 2 * R + (size_t)E;
+    moe_plan(off, plan, plan + R, plan + 2 * R, idx, T, K, E);
+    moe_dev m;
+    int fused = combine == LD_MOE_COMBINE_FUSED;
+    int ce = ld_cu_set_device(cb->device);
+    ld_status st = ce ? cu_fail(err, "moe", ce) : LD_OK;
+    if (st == LD_OK) st = moe_scratch(cb, &m, plan, w, fused, fused_scale, T, K, D, I, Is, err);
+    if (st == LD_OK) {
+        int e = ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R);
+        if (e) st = cu_fail(err, "moe", e);
+    }
+    if (st == LD_OK) st = moe_routed(be, &m, off, experts, E, D, I, act, limit, err);
+    free(plan);
+    LD_TRY(st);
+    LD_TRY(moe_sum(cb, y, &m, fused, T, K, D, err));
+    if (shared) LD_TRY(moe_shared(be, y, x, &m, shared, T, D, Is, act, limit, err));
+    return LD_OK;
+}
+
+/* ---------------------------------------------------------------- V4 attention
+ * backend.h's V4 attention entries over the twins of kernels/
+ * cuda_deepseek_v4.cu: the host path's steps in its order, a launch over
+ * the chunk's tokens where the step allows (the compressor: its positions
+ * in order, its ring being overwritten within a chunk). */
+
+/* the rope's inverse frequencies fit their buffer */
+static ld_status rot_range(const ld_ds4_rot *r, ld_error *err)
+{
+    return range(r->inv_freq, 0, (size_t)r->dim / 2, err);
+}
+
+/* V4's RoPE of T rows `stride` floats apart, n heads of hd each,
+ * row t at position pos0 + t */
+static int ds4_rot_rows(cuda_backend *cb, float *x, int T, size_t stride, int n, int hd, const ld_ds4_rot *r, int pos0,
+                        int inverse)
+{
+    return ld_cu_ds_rope(variant(cb, LD_CUDA_OP_ROPE), x, T, stride, (size_t)(hd - r->dim), n, (size_t)hd, r->dim,
+                         r->inv_freq->d, r->attn_factor, 1, pos0, inverse, r->bf16);
+}
+
+/* n fp32 ones into cb->ds_f: the unit RMSNorm is rmsnorm by ones (the same
+ * formula, the product by 1 exact) */
+static ld_status ds4_ones(cuda_backend *cb, int n, ld_error *err)
+{
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (size_t)n * sizeof(float), "ds4_qkv", err));
+    float *ones = malloc((size_t)n * sizeof *ones);
+    if (!ones) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; i < n; i++) ones[i] = 1.0f;
+    int e = ld_cu_h2d(cb->ds_f, ones, (size_t)n * sizeof *ones);
+    free(ones);
+    CU("ds4_qkv", e);
+    return LD_OK;
+}
+
+static ld_status ds4_qkv(ld_backend *be, ld_buf *q, ld_buf *kvc, const ld_buf *kv, int T, int pos0, int H, int hd,
+                         int kv_rows, float eps, const ld_ds4_rot *rope, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds4_args_qkv(T, pos0, H, hd, kv_rows, rope, err));
+    LD_TRY(rot_range(rope, err));
+    size_t QH = (size_t)H * (size_t)hd, d = (size_t)hd;
+    LD_TRY(range(q, 0, (size_t)T * QH, err));
+    LD_TRY(range(kv, 0, (size_t)T * d, err));
+    LD_TRY(range(kvc, 0, (size_t)kv_rows * d, err));
+    if (!T) return LD_OK;
+    CU("ds4_qkv", ld_cu_set_device(cb->device));
+    LD_TRY(ds4_ones(cb, hd, err));
+    CU("ds4_qkv", ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), q->d, q->d, cb->ds_f, LD_KDT_F32, hd, eps, T * H));
+    CU("ds4_qkv", ds4_rot_rows(cb, q->d, T, QH, H, hd, rope, pos0, 0));
+    /* the ring's rows of the T positions: at most two runs (it wraps once) */
+    for (int t0 = 0; t0 < T;) {
+        int row = (pos0 + t0) % kv_rows, n = T - t0 < kv_rows - row ? T - t0 : kv_rows - row;
+        float *dst = kvc->d + (size_t)row * d;
+        CU("ds4_qkv", ld_cu_d2d(dst, kv->d + (size_t)t0 * d, (size_t)n * d * sizeof(float)));
+        CU("ds4_qkv", ds4_rot_rows(cb, dst, n, d, 1, hd, rope, pos0 + t0, 0));
+        t0 += n;
+    }
+    return LD_OK;
+}
+
+/* `n` ring rows from row `first` (wrapping at 2 r) into dst */
+static int ring_rows(float *dst, const float *ring, size_t first, size_t n, size_t r2, size_t W)
+{
+    size_t a = n < r2 - first ? n : r2 - first;
+    int e = ld_cu_d2d(dst, ring + first * W, a * W * sizeof(float));
+    return e || a == n ? e : ld_cu_d2d(dst + a * W, ring, (n - a) * W * sizeof(float));
+}
+
+/* entry w of compressor c (ds4_compress's contract): its slots gathered
+ * from the rings into work (skv, sgate, then the pooled row), pooled as
+ * positions from (w - prev) r, normed into its row, rotated */
+static ld_status ds4_entry(cuda_backend *cb, const ld_ds4_comp_bufs *c, int w, float eps, const ld_ds4_rot *rope,
+                           ld_error *err)
+{
+    size_t W = (size_t)c->width, r = (size_t)c->ratio, dim = (size_t)c->dim;
+    int overlap = c->width == 2 * c->dim, prev = overlap && w > 0;
+    size_t q0 = ((size_t)w - (size_t)prev) * r, n = (prev ? 2 : 1) * r;
+    float *skv = cb->work, *sgate = skv + 2 * r * W, *ent = sgate + 2 * r * W;
+    float *e = c->entries->d + (size_t)w * dim;
+    CU("ds4_compress", ring_rows(skv, c->kv->d, q0 % (2 * r), n, 2 * r, W));
+    CU("ds4_compress", ring_rows(sgate, c->gate->d, q0 % (2 * r), n, 2 * r, W));
+    CU("ds4_compress", ld_cu_ds4_compress(variant(cb, LD_CUDA_OP_ATTENTION), ent, skv, sgate, c->ape->d, c->ratio,
+                                          c->dim, W, overlap, prev, 1));
+    CU("ds4_compress",
+       ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), e, ent, c->norm->d, LD_KDT_F32, c->dim, eps, 1));
+    CU("ds4_compress", ds4_rot_rows(cb, e, 1, dim, 1, c->dim, rope, w * c->ratio, 0));
+    return LD_OK;
+}
+
+static ld_status ds4_compress(ld_backend *be, const ld_ds4_comp_bufs *c, const ld_buf *kv, const ld_buf *gate, int T,
+                              int pos0, float eps, const ld_ds4_rot *rope, int index_variant, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds4_args_compress(c, T, pos0, rope, index_variant, err));
+    LD_TRY(rot_range(rope, err));
+    if (index_variant != LD_DS4_INDEX_F32)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_compress: fp32 indexer keys only (variant %d)",
+                       index_variant);
+    size_t W = (size_t)c->width, r = (size_t)c->ratio, tt = (size_t)T;
+    LD_TRY(range(kv, 0, tt * W, err));
+    LD_TRY(range(gate, 0, tt * W, err));
+    LD_TRY(range(c->kv, 0, 2 * r * W, err));
+    LD_TRY(range(c->gate, 0, 2 * r * W, err));
+    LD_TRY(range(c->ape, 0, r * W, err));
+    LD_TRY(range(c->norm, 0, (size_t)c->dim, err));
+    LD_TRY(range(c->entries, 0, ((size_t)pos0 + tt) / r * (size_t)c->dim, err));
+    if (!T) return LD_OK;
+    CU("ds4_compress", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (4 * r * W + (size_t)c->dim) * sizeof(float), "ds4_compress",
+                   err));
+    for (size_t t = 0; t < tt; t++) {
+        size_t p = (size_t)pos0 + t, row = p % (2 * r);
+        CU("ds4_compress", ld_cu_d2d(c->kv->d + row * W, kv->d + t * W, W * sizeof(float)));
+        CU("ds4_compress", ld_cu_d2d(c->gate->d + row * W, gate->d + t * W, W * sizeof(float)));
+        if ((p + 1) % r == 0) LD_TRY(ds4_entry(cb, c, (int)((p + 1) / r) - 1, eps, rope, err));
+    }
+    return LD_OK;
+}
+
+/* the indexer's picks of queries [t0, t0 + n), which all see nv entries */
+static ld_status ds4_pick(cuda_backend *cb, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys,
+                          int t0, int n, int nv, int n_heads, int dim, int k, ld_error *err)
+{
+    size_t QW = (size_t)n_heads * (size_t)dim, nk = (size_t)n * (size_t)k;
+    int v = variant(cb, LD_CUDA_OP_INDEX);
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (size_t)n * (size_t)nv * sizeof(float), "ds4_index", err));
+    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, nk * sizeof(int32_t), "ds4_index", err));
+    CU("ds4_index", ld_cu_index_scores(v, 1, cb->ds_f, q->d + (size_t)t0 * QW, w->d + (size_t)t0 * (size_t)n_heads,
+                                       keys->d, n, n_heads, dim, nv, 1.0f / sqrtf((float)dim),
+                                       1.0f / sqrtf((float)n_heads)));
+    CU("ds4_index", ld_cu_topk(v, cb->ds_i, cb->ds_f, n, nv, nv, -1, k));
+    CU("ds4_index", ld_cu_d2h(sel + (size_t)t0 * (size_t)k, cb->ds_i, nk * sizeof(int32_t)));
+    return LD_OK;
+}
+
+static ld_status ds4_index(ld_backend *be, int32_t *sel, ld_buf *q, ld_buf *w, const ld_buf *keys, int T, int pos0,
+                           int n_heads, int dim, int ratio, int k, const ld_ds4_rot *rope, int index_variant,
+                           ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds4_args_index(T, pos0, n_heads, dim, ratio, k, rope, index_variant, err));
+    LD_TRY(rot_range(rope, err));
+    if (index_variant != LD_DS4_INDEX_F32)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_index: fp32 operands only (variant %d)", index_variant);
+    size_t QW = (size_t)n_heads * (size_t)dim, tt = (size_t)T;
+    LD_TRY(range(q, 0, tt * QW, err));
+    LD_TRY(range(w, 0, tt * (size_t)n_heads, err));
+    LD_TRY(range(keys, 0, ((size_t)pos0 + tt) / (size_t)ratio * (size_t)dim, err));
+    if (!T) return LD_OK;
+    CU("ds4_index", ld_cu_set_device(cb->device));
+    CU("ds4_index", ds4_rot_rows(cb, q->d, T, QW, n_heads, dim, rope, pos0, 0));
+    /* queries in runs that see the same entries (at most ratio of them) */
+    for (int t0 = 0, t1; t0 < T; t0 = t1) {
+        int nv = (pos0 + t0 + 1) / ratio;
+        for (t1 = t0 + 1; t1 < T && (pos0 + t1 + 1) / ratio == nv; t1++) {}
+        if (nv > 0) {
+            LD_TRY(ds4_pick(cb, sel, q, w, keys, t0, t1 - t0, nv, n_heads, dim, k, err));
+            continue;
+        }
+        for (size_t i = (size_t)t0 * (size_t)k; i < (size_t)t1 * (size_t)k; i++) sel[i] = -1;
+    }
+    return LD_OK;
+}
+
+static ld_status ds4_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kvc,
+                               const ld_buf *entries, const int32_t *sel, int k, const ld_buf *sinks, int T, int pos0,
+                               int H, int hd, int kv_rows, int window, int ratio, float scale,
+                               const ld_ds4_rot *rope, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds4_args_attention(T, pos0, H, hd, kv_rows, window, entries != NULL, ratio, sel, k, rope, err));
+    LD_TRY(rot_range(rope, err));
+    size_t tt = (size_t)T, QH = (size_t)H * (size_t)hd, S = (size_t)pos0 + tt;
+    LD_TRY(range(out, 0, tt * QH, err));
+    LD_TRY(range(q, 0, tt * QH, err));
+    LD_TRY(range(kvc, 0, (size_t)kv_rows * (size_t)hd, err));
+    if (entries) LD_TRY(range(entries, 0, S / (size_t)ratio * (size_t)hd, err));
+    if (sinks) LD_TRY(range(sinks, 0, (size_t)H, err));
+    if (!T) return LD_OK;
+    if (out->d == q->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_attention: out aliases q");
+    CU("ds4_attention", ld_cu_set_device(cb->device));
+    int kpick = entries && sel ? k : 0, has = entries != NULL, v = variant(cb, LD_CUDA_OP_ATTENTION);
+    /* a window past the chunk's last position is that many positions (the
+       same keys; the kernel wants kv_rows >= window) */
+    int win = window < pos0 + T ? window : pos0 + T;
+    if (kpick) {
+        LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, tt * (size_t)k * sizeof(int32_t), "ds4_attention", err));
+        CU("ds4_attention", ld_cu_h2d(cb->ds_i, sel, tt * (size_t)k * sizeof(int32_t)));
+    }
+    /* tokens in tiles whose workspace stays under ATT_WORK_FLOATS */
+    size_t per = ld_cu_ds4_attention_work(v, 1, H, hd, pos0 + T - 1, win, ratio, kpick, has);
+    size_t tile = per ? ATT_WORK_FLOATS / per : tt;
+    if (tile < 1) tile = 1;
+    if (tile > 65535) tile = 65535;
+    for (size_t t0 = 0; t0 < tt; t0 += tile) {
+        int n = (int)(tt - t0 < tile ? tt - t0 : tile), p0 = pos0 + (int)t0;
+        size_t wn = ld_cu_ds4_attention_work(v, n, H, hd, p0, win, ratio, kpick, has);
+        LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_attention", err));
+        CU("ds4_attention", ld_cu_ds4_attention(v, out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
+                                                win, has ? entries->d : NULL, ratio,
+                                                kpick ? cb->ds_i + t0 * (size_t)k : NULL, kpick,
+                                                sinks ? sinks->d : NULL, scale, p0, cb->work, wn));
+    }
+    CU("ds4_attention", ds4_rot_rows(cb, out->d, T, QH, H, hd, rope, pos0, 1));
+    return LD_OK;
+}
+
+static ld_status copy_cols(ld_backend *be, ld_buf *dst, size_t dst_ld, size_t dst_off, const ld_buf *src,
+                           size_t src_ld, size_t src_off, int rows, size_t cols, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (rows < 0 || dst_off + cols > dst_ld || src_off + cols > src_ld)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "copy_cols of %d rows: columns [%zu, +%zu) of %zu, [%zu, +%zu) of %zu",
+                       rows, dst_off, cols, dst_ld, src_off, cols, src_ld);
+    if (!rows || !cols) return LD_OK;
+    size_t last = (size_t)rows - 1;
+    LD_TRY(range(dst, 0, last * dst_ld + dst_off + cols, err));
+    LD_TRY(range(src, 0, last * src_ld + src_off + cols, err));
+    if (dst->d == src->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "copy_cols: dst aliases src");
+    CU("copy_cols", ld_cu_set_device(cb->device));
+    if (cols == dst_ld && cols == src_ld) { /* whole rows: one copy */
+        CU("copy_cols", ld_cu_d2d(dst->d, src->d + src_off, (size_t)rows * cols * sizeof(float)));
+        return LD_OK;
+    }
+    for (size_t r = 0; r <= last; r++)
+        CU("copy_cols", ld_cu_d2d(dst->d + r * dst_ld + dst_off, src->d + r * src_ld + src_off, cols * sizeof(float)));
+    return LD_OK;
+}
+
+static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
+                             float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_ds4_args_hc_head(T, N, D, err));
+    if (N > 64) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_hc_head: %d streams (at most 64)", N);
+    size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T;
+    LD_TRY(range(out, 0, tt * d, err));
+    LD_TRY(range(X, 0, tt * n * d, err));
+    LD_TRY(range(fn, 0, n * n * d, err));
+    if (!T) return LD_OK;
+    CU("ds4_hc_head", ld_cu_set_device(cb->device));
+    size_t wn = ld_cu_hc_head_work(T, N);
+    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_hc_head", err));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, n * sizeof(float), "ds4_hc_head", err));
+    CU("ds4_hc_head", ld_cu_h2d(cb->ds_f, base, n * sizeof(float)));
+    CU("ds4_hc_head", ld_cu_ds4_hc_head(variant(cb, LD_CUDA_OP_HC), out->d, X->d, T, N, D, fn->d, cb->ds_f, scale,
+                                        norm_eps, hc_eps, cb->work, wn));
+    return LD_OK;
+}
+
 static const ld_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = destroy,
@@ -763,6 +1238,13 @@ static const ld_backend_ops cuda_ops = {
     .hc_pre = hc_pre,
     .hc_post = hc_post,
     .ds4_route = ds4_route,
+    .ds4_qkv = ds4_qkv,
+    .ds4_compress = ds4_compress,
+    .ds4_index = ds4_index,
+    .ds4_attention = ds4_attention,
+    .copy_cols = copy_cols,
+    .ds4_hc_head = ds4_hc_head,
+    .moe = moe,
 };
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)

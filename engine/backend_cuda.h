@@ -11,7 +11,14 @@
  * Each op has two kernels (cuda_ops.h): "ref", one thread per output and
  * the reference's arithmetic, and "custom", the fast one; both keep
  * backend.h's contract (fixed reduction orders, nothing depends on how many
- * tokens run together).
+ * tokens run together).  matmul has a third, "tc": BF16 weights on tensor
+ * cores (ld_cu_matmul_tc, sm_80+), the activations rounded to bf16 and the
+ * products summed in fp32 in the mma's order, so near but not bitwise the
+ * reference (the bf16 variant's numbers); T-independent like the others.
+ * Weights of any other type, and BF16 rows whose length is not a multiple
+ * of 8, run the custom kernel under "tc" (FP8 block weights included:
+ * their tile could be dequantized to bf16 in shared memory and take the
+ * same path, not done yet).
  */
 #ifndef LD_BACKEND_CUDA_H
 #define LD_BACKEND_CUDA_H
@@ -37,7 +44,13 @@ enum {
     LD_CUDA_N_OPS
 };
 
-/* kernel choice per op: 0 = ref, 1 = custom */
+/* the kernel choices (ld_cuda_kernels.custom[op]); TC for matmul only */
+#define LD_CUDA_KERNEL_REF 0
+#define LD_CUDA_KERNEL_CUSTOM 1
+#define LD_CUDA_KERNEL_TC 2
+
+/* kernel choice per op: LD_CUDA_KERNEL_REF, _CUSTOM or (matmul) _TC; a
+ * non-zero value is a non-reference kernel */
 typedef struct ld_cuda_kernels {
     unsigned char custom[LD_CUDA_N_OPS];
 } ld_cuda_kernels;
@@ -46,9 +59,10 @@ typedef struct ld_cuda_kernels {
 const char *ld_cuda_op_name(int op);
 
 /* Parse a kernel spec: comma-separated `op=variant` with op one of the
- * names above or `all`, variant `ref` or `custom`; later items win
- * ("all=ref,matmul=custom").  NULL or "" = every op custom.  Errors
- * (LD_ERR_USAGE) name the unknown op or variant and the item's offset.
+ * names above or `all`, variant `ref` or `custom`, or `tc` for matmul
+ * alone; later items win ("all=ref,matmul=tc").  NULL or "" = every op
+ * custom.  Errors (LD_ERR_USAGE) name the unknown op or variant, or `tc`
+ * for another op, and the item's offset.
  * Needs no GPU, and is there in builds without CUDA. */
 ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error *err);
 

@@ -10,9 +10,8 @@
 #include "ref_variants.h"
 #include "session_args.h"
 
-typedef struct ds_mlp {
-    ld_weight *gate, *up, *down;
-} ds_mlp;
+/* an MLP's three projections, as the backend's moe entry takes them */
+typedef ld_moe_expert ds_mlp;
 
 typedef struct ds_layer {
     ld_weight *attn_norm, *q_a, *q_a_bias, *q_a_norm, *q_b, *q, *kv_a, *kv_a_bias, *kv_a_norm, *kv_b, *o, *o_bias;
@@ -51,6 +50,9 @@ struct ld_ds_session {
     ld_buf *iq, *ikn, *iw;                   /* [B][Hi*di], [B][di], [B][Hi] */
     float *hiq, *hikn, *hiw, *hik, *iscores; /* host copies; keys [S][di]; [S] */
     int32_t *sel, *heap;                     /* [B][kc], [kc] */
+    int moe_host; /* 1: the MoE on the host loop (no moe entry, or a combine it lacks) */
+    ld_ds_reduce_fn reduce;                  /* tensor parallelism: NULL = none */
+    void *reduce_ctx;
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -290,6 +292,12 @@ void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k)
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) s->k.v[ops[i]] = k->v[ops[i]];
 }
 
+void ld_ds_session_set_reduce(ld_ds_session *s, ld_ds_reduce_fn fn, void *ctx)
+{
+    s->reduce = fn;
+    s->reduce_ctx = ctx;
+}
+
 int ld_ds_session_pos(const ld_ds_session *s)
 {
     return s->pos;
@@ -488,7 +496,8 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
             ld_ref_mla_attention(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores, 0, items);
         LD_TRY(o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err));
     }
-    return o->matmul(be, s->xb, s->att, L->o, L->o_bias, n, err);
+    LD_TRY(o->matmul(be, s->xb, s->att, L->o, L->o_bias, n, err));
+    return s->reduce ? s->reduce(s->reduce_ctx, be, s->xb, n, l, 0, err) : LD_OK;
 }
 
 /* SwiGLU MLP (intermediate width `width`) of `n` rows of `x` into `out` */
@@ -523,6 +532,23 @@ static ld_status route(ld_ds_session *s, int l, int n, int logits_on_host, ld_er
 }
 
 /* MoE of the n rows of s->xb into s->y; experts chosen into s->idx */
+/* the routed and shared experts of the n rows of s->xb into s->y by the
+ * backend's moe entry (the host loop's bits); LD_ERR_UNSUPPORTED (nothing
+ * written) when the backend has none or lacks the combine variant */
+static ld_status moe_entry(ld_ds_session *s, ds_layer *L, int n, ld_error *err)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    if (!OPS(s)->moe) return LD_ERR_UNSUPPORTED;
+    ld_kvar comb = s->k.v[LD_KOP_COMBINE];
+    int combine = comb == LD_KV_FUSED ? LD_MOE_COMBINE_FUSED : comb == LD_KV_BF16 ? LD_MOE_COMBINE_BF16
+                                                                                  : LD_MOE_COMBINE_REF;
+    ld_error e = {0};
+    ld_status st = OPS(s)->moe(s->be, s->y, s->xb, s->idx, s->wts, n, c->top_k, L->experts, c->n_routed,
+                               c->n_shared ? &L->mlp : NULL, LD_MOE_ACT_SILU, 0.0f, combine, c->routed_scaling, &e);
+    if (st != LD_OK && st != LD_ERR_UNSUPPORTED && err) *err = e;
+    return st;
+}
+
 static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
 {
     const ld_ds_config *c = &s->m->cfg;
@@ -546,6 +572,11 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
         if (!o->ds_route) LD_TRY(o->buf_read(be, s->rl, 0, s->hrl, N * E, err));
     }
     LD_TRY(route(s, l, n, router_bf16, err));
+    if (!s->moe_host) {
+        ld_status st = moe_entry(s, L, n, err);
+        if (st != LD_ERR_UNSUPPORTED) return st;
+        s->moe_host = 1;
+    }
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hy, 0, N * D * sizeof *s->hy);
     /* experts in ascending id; each runs on the rows routed to it */
@@ -603,10 +634,12 @@ static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, in
         int32_t *ex = experts ? experts + ((size_t)l * (size_t)T + (size_t)t0) * K : NULL;
         if (s->m->layers[l].moe) {
             LD_TRY(moe(s, l, n, err));
+            if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, be, s->y, n, l, 1, err));
             LD_TRY(o->add(be, s->x, s->y, N * D, err));
             if (ex) memcpy(ex, s->idx, N * K * sizeof *ex);
         } else {
             LD_TRY(swiglu_mlp(s, &L->mlp, c->intermediate, s->xb, s->xb, n, err));
+            if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, be, s->xb, n, l, 1, err));
             LD_TRY(o->add(be, s->x, s->xb, N * D, err));
             if (ex)
                 for (size_t i = 0; i < N * K; i++) ex[i] = -1;

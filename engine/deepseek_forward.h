@@ -159,6 +159,18 @@ ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T,
  * the session's, fixed at creation). */
 void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k);
 
+/* Tensor parallelism (tp_forward.h, ld_tp_ds_session_create): a hook the
+ * session calls on layer `layer`'s partial output x [T][hidden] in the
+ * session's backend before it joins the residual stream: after o_proj
+ * (which = 0) and after the whole FFN (which = 1: the dense MLP's
+ * down_proj, or the MoE's routed sum plus the shared experts), where the
+ * TP forward sums the ranks' partial outputs.  NULL (the default): no
+ * call, the plain forward's bits.  The signature is forward.h's
+ * ld_session_reduce_fn. */
+typedef ld_status (*ld_ds_reduce_fn)(void *ctx, ld_backend *be, ld_buf *x, int T, int layer, int which,
+                                     ld_error *err);
+void ld_ds_session_set_reduce(ld_ds_session *s, ld_ds_reduce_fn fn, void *ctx);
+
 /* Positions done so far. */
 int ld_ds_session_pos(const ld_ds_session *s);
 

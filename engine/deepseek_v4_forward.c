@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_tensor.h"
 #include "ref_deepseek.h"
 #include "ref_deepseek_v4.h"
 #include "ref_ds_variants.h"
@@ -12,9 +13,8 @@
 #include "ref_variants.h"
 #include "session_args.h"
 
-typedef struct ds4_mlp {
-    ld_weight *gate, *up, *down;
-} ds4_mlp;
+/* an MLP's gate, up and down weights: the moe entry's expert */
+typedef ld_moe_expert ds4_mlp;
 
 /* a compressor's weights and state */
 typedef struct ds4_comp {
@@ -25,6 +25,9 @@ typedef struct ds4_comp {
                                 (position p in row p % (2 ratio)) */
     float *skv, *sgate;      /* [2 ratio][width]: one entry's slots, in order */
     float *entries;          /* [max_seq / ratio][dim]: normalised, rotated */
+    /* attention on the backend (entries): the rings and entries above in
+       backend buffers, ape and norm copies */
+    ld_buf *bkv, *bgate, *bent, *bape, *bnorm;
 } ds4_comp;
 
 typedef struct ds4_layer {
@@ -39,6 +42,8 @@ typedef struct ds4_layer {
     int has_comp, has_index;
     ds4_comp comp, icomp;
     ld_weight *iwq_b, *iweights;
+    /* attention on the backend (entries): the kv ring, the sinks */
+    ld_buf *bkvc, *bsinks;
 } ds4_layer;
 
 struct ld_ds4_session {
@@ -57,12 +62,23 @@ struct ld_ds4_session {
     ld_buf *bst, *bnst, *bpost, *bcomb, *bf;
     int hc_host; /* 1: the mHC mixing on the host (no entries, or a variant
                     the backend lacks) */
+    /* MoE on the backend (entry) */
+    ld_buf *bmoe; /* the MoE block's output [B][D] (backends with moe) */
+    int moe_host; /* 1: the host loop (no entry, or a variant it refuses) */
     /* host scratch */
     float *streams, *nstreams, *post, *comb, *hu, *hf, *hq, *hkv, *hatt, *hgrp, *hog, *hiq, *hiw, *hrl, *hx, *hy,
         *hxe, *hg, *hup, *wts, *sel_w, *scores, *hcs, *ent, *hck, *hcg;
     const float **keys;
     int32_t *idx, *pick, *hrows; /* hrows: ds4_route's hash rows [B][K] */
     int *sel_t;
+    /* attention on the backend (entries) */
+    int att_entries; /* 1: the backend has every V4 attention entry (and the buffers exist) */
+    int att_be;      /* 1: the KV rings and entries live in the backend buffers (else the host arrays) */
+    ld_buf *bao;     /* [B][H*hd] the attention's output (de-rotated) */
+    ld_buf *bfreq[2]; /* inv_main, inv_comp [rope_dim/2] */
+    ld_buf *bhfn, *bhx; /* ds4_hc_head's fn [N][N*D] and streams [B][N][D] */
+    int32_t *isel;   /* [B][ksel] the indexer's picks */
+    int ksel;        /* index_topk, at most max_seq (no more entries exist) */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -118,6 +134,9 @@ static void free_comp(ld_ds4_session *s, ds4_comp *c)
     free(c->skv);
     free(c->sgate);
     free(c->entries);
+    ld_buf *bs[] = {c->bkv, c->bgate, c->bent, c->bape, c->bnorm};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+        if (bs[i]) OPS(s)->buf_free(s->be, bs[i]);
 }
 
 void ld_ds4_session_destroy(ld_ds4_session *s)
@@ -146,6 +165,8 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
                 for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
             free(L->experts);
             free(L->kvc);
+            if (L->bkvc) OPS(s)->buf_free(s->be, L->bkvc);
+            if (L->bsinks) OPS(s)->buf_free(s->be, L->bsinks);
             free_comp(s, &L->comp);
             free_comp(s, &L->icomp);
         }
@@ -156,7 +177,8 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     for (int i = 0; i < 3; i++) free(s->hc_head[i]);
     ld_buf *bs[] = {s->x,   s->xb,  s->qa,    s->q,  s->kv, s->ckv, s->cg, s->iq, s->iw,
                     s->att, s->og,  s->ogall, s->ao, s->rl, s->g,   s->u,  s->xe, s->logits,
-                    s->bst, s->bnst, s->bpost, s->bcomb, s->bf};
+                    s->bst, s->bnst, s->bpost, s->bcomb, s->bf,
+                    s->bao, s->bhfn, s->bhx, s->bfreq[0], s->bfreq[1]}; /* attention on the backend (entries) */
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
         if (bs[i]) OPS(s)->buf_free(s->be, bs[i]);
     float *hs[] = {s->streams, s->nstreams, s->post, s->comb, s->hu,  s->hf,  s->hq,  s->hkv,   s->hatt,
@@ -168,6 +190,8 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     free(s->hrows);
     free(s->pick);
     free(s->sel_t);
+    free(s->isel);
+    if (s->bmoe) OPS(s)->buf_free(s->be, s->bmoe); /* MoE on the backend (entry) */
     free(s->layers);
     free(s);
 }
@@ -217,9 +241,8 @@ static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
     L->wo_a = calloc((size_t)G, sizeof *L->wo_a);
     if (!L->wo_a) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int g = 0; g < G; g++) {
-        ld_host_tensor h = ml->wo_a.host;
-        h.rows = OL;
-        h.data = (const uint8_t *)h.data + (size_t)g * (size_t)OL * (size_t)h.cols * ld_dtype_size(h.dtype);
+        ld_host_tensor h;
+        LD_TRY(ld_host_rows(&ml->wo_a.host, ml->wo_a.st->name, (int64_t)g * OL, OL, &h, err));
         LD_TRY(load_view(s, &h, ml->wo_a.st->name, &L->wo_a[g], err));
     }
     const ld_model_tensor *hca[3] = {&ml->hc_attn_fn, &ml->hc_attn_base, &ml->hc_attn_scale};
@@ -264,6 +287,53 @@ static void *halloc(size_t n, size_t sz)
 static size_t max2(size_t a, size_t b)
 {
     return a > b ? a : b;
+}
+
+/* a backend buffer of n floats, from `host` when not NULL */
+static ld_status buf_from(ld_ds4_session *s, ld_buf **b, const float *host, size_t n, ld_error *err)
+{
+    LD_TRY(OPS(s)->buf_alloc(s->be, n, b, err));
+    return host ? OPS(s)->buf_write(s->be, *b, 0, host, n, err) : LD_OK;
+}
+
+/* a compressor's state in backend buffers (the host arrays' layout) */
+static ld_status att_alloc_comp(ld_ds4_session *s, ds4_comp *c, ld_error *err)
+{
+    size_t W = (size_t)c->width, r = (size_t)c->ratio, dim = (size_t)c->dim;
+    LD_TRY(buf_from(s, &c->bkv, NULL, 2 * r * W, err));
+    LD_TRY(buf_from(s, &c->bgate, NULL, 2 * r * W, err));
+    LD_TRY(buf_from(s, &c->bent, NULL, ((size_t)s->max_seq / r + 1) * dim, err));
+    LD_TRY(buf_from(s, &c->bape, c->ape, r * W, err));
+    return buf_from(s, &c->bnorm, c->norm, dim, err);
+}
+
+/* the buffers of the attention and hc_head entries, when the backend has
+ * them */
+static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    const ld_ds4_config *c = &s->m->cfg;
+    size_t B = (size_t)s->max_batch, N = (size_t)c->hc_mult, D = (size_t)c->hidden, hd = (size_t)c->head_dim;
+    if (o->ds4_hc_head) {
+        LD_TRY(buf_from(s, &s->bhfn, s->hc_head[0], N * N * D, err));
+        LD_TRY(buf_from(s, &s->bhx, NULL, B * N * D, err));
+    }
+    if (!o->ds4_qkv || !o->ds4_compress || !o->ds4_index || !o->ds4_attention || !o->copy_cols) return LD_OK;
+    s->ksel = c->index_topk < s->max_seq ? c->index_topk : s->max_seq;
+    s->isel = calloc(B * (size_t)s->ksel + 1, sizeof *s->isel);
+    if (!s->isel) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    LD_TRY(buf_from(s, &s->bao, NULL, B * (size_t)c->n_heads * hd, err));
+    LD_TRY(buf_from(s, &s->bfreq[0], s->inv_main, (size_t)c->rope_dim / 2, err));
+    LD_TRY(buf_from(s, &s->bfreq[1], s->inv_comp, (size_t)c->rope_dim / 2, err));
+    for (int l = 0; l < c->n_layers; l++) {
+        ds4_layer *L = &s->layers[l];
+        LD_TRY(buf_from(s, &L->bkvc, NULL, (size_t)s->kv_rows * hd, err));
+        LD_TRY(buf_from(s, &L->bsinks, L->sinks, (size_t)c->n_heads, err));
+        if (L->has_comp) LD_TRY(att_alloc_comp(s, &L->comp, err));
+        if (L->has_index) LD_TRY(att_alloc_comp(s, &L->icomp, err));
+    }
+    s->att_entries = s->att_be = 1;
+    return LD_OK;
 }
 
 ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
@@ -363,6 +433,9 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
         ALLOC(s->bcomb, B * N * N);
         ALLOC(s->bf, B * D);
     }
+    /* MoE on the backend (entry) */
+    s->moe_host = !OPS(s)->moe;
+    if (!s->moe_host) ALLOC(s->bmoe, B * D);
 #undef ALLOC
     if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
     if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
@@ -374,6 +447,7 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     if (st == LD_OK) st = host_copy(&m->hc_base, &s->hc_head[1], err);
     if (st == LD_OK) st = host_copy(&m->hc_scale, &s->hc_head[2], err);
     for (int l = 0; l < c->n_layers && st == LD_OK; l++) st = load_layer(s, l, err);
+    if (st == LD_OK) st = att_alloc(s, err);
     if (st != LD_OK) {
         ld_ds4_session_destroy(s);
         return st;
@@ -444,9 +518,10 @@ static ld_status compress(ld_ds4_session *s, ds4_comp *c, int is_index, int n, l
     return LD_OK;
 }
 
-/* attention of the n rows of s->xb (positions s->pos...) into s->ao; the
- * CSA indexer's picks into `picks` [n][index_topk] (NULL: not wanted) */
-static ld_status attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
+/* the host path of attention(): the n rows of s->xb (positions
+ * s->pos...) into s->ao, the state in host arrays; the CSA indexer's
+ * picks into `picks` [n][index_topk] (NULL: not wanted) */
+static ld_status attention_host(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -526,6 +601,189 @@ static ld_status attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_e
     return o->matmul(be, s->ao, s->ogall, L->wo_b, NULL, n, err);
 }
 
+/* ---- attention on the backend (entries) */
+
+/* the session's indexer= variant as the entries' */
+static int index_variant(const ld_ds4_session *s)
+{
+    if (s->k.v[LD_KOP_INDEXER] == LD_KV_BF16) return LD_DS4_INDEX_BF16;
+    return s->k.v[LD_KOP_INDEXER] == LD_KV_FP8 ? LD_DS4_INDEX_FP8 : LD_DS4_INDEX_F32;
+}
+
+/* layer l's RoPE: the compress rope's (comp 1, or a layer with a
+ * compressor) or the main one */
+static ld_ds4_rot layer_rope(const ld_ds4_session *s, int l, int comp)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    int cr = comp || c->layer_type[l] != LD_DS4_SLIDING;
+    ld_ds4_rot r = {.inv_freq = s->bfreq[cr], .attn_factor = cr ? s->af_comp : s->af_main,
+                     .dim = c->rope_dim, .bf16 = rope_bf16(s)};
+    return r;
+}
+
+static ld_ds4_comp_bufs comp_bufs(const ds4_comp *c)
+{
+    ld_ds4_comp_bufs b = {.kv = c->bkv, .gate = c->bgate, .entries = c->bent, .ape = c->bape, .norm = c->bnorm,
+                     .width = c->width, .dim = c->dim, .ratio = c->ratio};
+    return b;
+}
+
+/* st of a probe: *ok cleared on LD_ERR_UNSUPPORTED, another error kept */
+static ld_status probe_ok(ld_status st, const ld_error *e, int *ok, ld_error *err)
+{
+    if (st == LD_ERR_UNSUPPORTED) *ok = 0;
+    else if (st != LD_OK && err) *err = *e;
+    return st == LD_ERR_UNSUPPORTED ? LD_OK : st;
+}
+
+/* whether the entries take the session's variants now: each called with
+ * T = 0 (a probe, nothing written) */
+static ld_status att_probe(ld_ds4_session *s, int *ok, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    const ld_ds4_config *c = &s->m->cfg;
+    int H = c->n_heads, hd = c->head_dim, vi = index_variant(s);
+    ld_error e = {0};
+    *ok = 1;
+    for (int l = 0; l < c->n_layers && *ok; l++) {
+        ds4_layer *L = &s->layers[l];
+        ld_ds4_rot r = layer_rope(s, l, 0), cr = layer_rope(s, l, 1);
+        ld_ds4_comp_bufs cb = comp_bufs(&L->comp), ib = comp_bufs(&L->icomp);
+        const ld_buf *ent = L->has_comp ? L->comp.bent : NULL;
+        int ratio = L->has_comp ? L->comp.ratio : 1;
+        LD_TRY(probe_ok(o->ds4_qkv(s->be, s->q, L->bkvc, s->kv, 0, s->pos, H, hd, s->kv_rows, c->rms_eps, &r, &e), &e,
+                        ok, err));
+        LD_TRY(probe_ok(o->ds4_attention(s->be, s->bao, s->q, L->bkvc, ent, NULL, s->ksel, L->bsinks, 0, s->pos,
+                                         H, hd, s->kv_rows, c->sliding_window, ratio, 1.0f, &r, &e),
+                        &e, ok, err));
+        if (L->has_comp)
+            LD_TRY(probe_ok(o->ds4_compress(s->be, &cb, s->ckv, s->cg, 0, s->pos, c->rms_eps, &cr, LD_DS4_INDEX_F32,
+                                            &e),
+                            &e, ok, err));
+        if (!L->has_index) continue;
+        LD_TRY(probe_ok(o->ds4_compress(s->be, &ib, s->ckv, s->cg, 0, s->pos, c->rms_eps, &cr, vi, &e), &e, ok, err));
+        LD_TRY(probe_ok(o->ds4_index(s->be, s->isel, s->iq, s->iw, L->icomp.bent, 0, s->pos, c->index_n_heads,
+                                     c->index_head_dim, L->comp.ratio, s->ksel, &cr, vi, &e),
+                        &e, ok, err));
+    }
+    return LD_OK;
+}
+
+/* one state array between the host (to_be 0) and its buffer */
+static ld_status move(ld_ds4_session *s, ld_buf *b, float *host, size_t n, int to_be, ld_error *err)
+{
+    if (to_be) return OPS(s)->buf_write(s->be, b, 0, host, n, err);
+    return OPS(s)->buf_read(s->be, b, 0, host, n, err);
+}
+
+static ld_status move_comp(ld_ds4_session *s, ds4_comp *c, int to_be, ld_error *err)
+{
+    size_t ring = 2 * (size_t)c->ratio * (size_t)c->width;
+    size_t ne = ((size_t)s->max_seq / (size_t)c->ratio + 1) * (size_t)c->dim;
+    LD_TRY(move(s, c->bkv, c->kv, ring, to_be, err));
+    LD_TRY(move(s, c->bgate, c->gate, ring, to_be, err));
+    return move(s, c->bent, c->entries, ne, to_be, err);
+}
+
+/* Picks where the attention state lives for this chunk: in the buffers
+ * when the entries take the variants, else on the host; a change (the
+ * variants set between two evals) moves the rings and entries over (the
+ * same layout on both sides). */
+static ld_status att_place(ld_ds4_session *s, ld_error *err)
+{
+    int ok = 0;
+    if (s->att_entries) LD_TRY(att_probe(s, &ok, err));
+    if (ok == s->att_be) return LD_OK;
+    const ld_ds4_config *c = &s->m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        ds4_layer *L = &s->layers[l];
+        LD_TRY(move(s, L->bkvc, L->kvc, (size_t)s->kv_rows * (size_t)c->head_dim, ok, err));
+        if (L->has_comp) LD_TRY(move_comp(s, &L->comp, ok, err));
+        if (L->has_index) LD_TRY(move_comp(s, &L->icomp, ok, err));
+    }
+    s->att_be = ok;
+    return LD_OK;
+}
+
+/* compressor c's projections of the n rows of s->xb through its entry */
+static ld_status compress_be(ld_ds4_session *s, const ds4_comp *c, int variant, const ld_ds4_rot *rope, int n,
+                             ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    LD_TRY(o->matmul(s->be, s->ckv, s->xb, c->wkv, NULL, n, err));
+    LD_TRY(o->matmul(s->be, s->cg, s->xb, c->wgate, NULL, n, err));
+    ld_ds4_comp_bufs b = comp_bufs(c);
+    return o->ds4_compress(s->be, &b, s->ckv, s->cg, n, s->pos, s->m->cfg.rms_eps, rope, variant, err);
+}
+
+/* the grouped output projection of s->bao into s->ao: group g's heads
+ * through wo_a's block g, the groups' outputs side by side through wo_b */
+static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    const ld_ds4_config *c = &s->m->cfg;
+    size_t G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank;
+    size_t QH = (size_t)c->n_heads * (size_t)c->head_dim, GW = QH / G;
+    for (size_t g = 0; g < G; g++) {
+        LD_TRY(o->copy_cols(s->be, s->att, GW, 0, s->bao, QH, g * GW, n, GW, err));
+        LD_TRY(o->matmul(s->be, s->og, s->att, L->wo_a[g], NULL, n, err));
+        LD_TRY(o->copy_cols(s->be, s->ogall, G * OL, g * OL, s->og, OL, 0, n, OL, err));
+    }
+    return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+}
+
+/* attention() with the state in backend buffers: the projections, then
+ * the entries in the host path's order; only the indexer's picks come
+ * back (int32) */
+static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    ds4_layer *L = &s->layers[l];
+    int H = c->n_heads, hd = c->head_dim;
+    ld_ds4_rot r = layer_rope(s, l, 0), cr = layer_rope(s, l, 1);
+    LD_TRY(o->matmul(be, s->qa, s->xb, L->wq_a, NULL, n, err));
+    LD_TRY(o->rmsnorm(be, s->qa, s->qa, L->q_norm, n, c->rms_eps, err));
+    LD_TRY(o->matmul(be, s->q, s->qa, L->wq_b, NULL, n, err));
+    LD_TRY(o->matmul(be, s->kv, s->xb, L->wkv, NULL, n, err));
+    LD_TRY(o->rmsnorm(be, s->kv, s->kv, L->kv_norm, n, c->rms_eps, err));
+    LD_TRY(o->ds4_qkv(be, s->q, L->bkvc, s->kv, n, s->pos, H, hd, s->kv_rows, c->rms_eps, &r, err));
+    if (L->has_comp) LD_TRY(compress_be(s, &L->comp, LD_DS4_INDEX_F32, &cr, n, err));
+    if (L->has_index) {
+        LD_TRY(compress_be(s, &L->icomp, index_variant(s), &cr, n, err));
+        LD_TRY(o->matmul(be, s->iq, s->qa, L->iwq_b, NULL, n, err));
+        LD_TRY(o->matmul(be, s->iw, s->xb, L->iweights, NULL, n, err));
+    }
+    const ld_buf *ent = NULL;
+    const int32_t *sel = NULL;
+    size_t KI = (size_t)c->index_topk, KS = (size_t)s->ksel;
+    if (L->has_comp && c->use_compressed) {
+        ent = L->comp.bent;
+        if (L->has_index) {
+            LD_TRY(o->ds4_index(be, s->isel, s->iq, s->iw, L->icomp.bent, n, s->pos, c->index_n_heads,
+                                c->index_head_dim, L->comp.ratio, s->ksel, &cr, index_variant(s), err));
+            sel = s->isel;
+            for (size_t t = 0; picks && t < (size_t)n; t++)
+                for (size_t i = 0; i < KI; i++) picks[t * KI + i] = i < KS ? s->isel[t * KS + i] : -1;
+        }
+    }
+    LD_TRY(o->ds4_attention(be, s->bao, s->q, L->bkvc, ent, sel, s->ksel, c->use_sinks ? L->bsinks : NULL, n,
+                            s->pos, H, hd, s->kv_rows, c->sliding_window, L->has_comp ? L->comp.ratio : 1,
+                            1.0f / sqrtf((float)hd), &r, err));
+    return out_proj_be(s, L, n, err);
+}
+
+/* attention of the n rows of s->xb (positions s->pos...) into s->ao: on
+ * the backend's entries, or the host leaves (where the state is decided
+ * once a chunk, at layer 0) */
+static ld_status attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
+{
+    if (l == 0) LD_TRY(att_place(s, err));
+    if (s->att_be) return attention_be(s, l, n, picks, err);
+    return attention_host(s, l, n, picks, err);
+}
+
 /* clamped SwiGLU MLP of n rows of backend `x` into host `out` [n][D] */
 static ld_status mlp(ld_ds4_session *s, const ds4_mlp *w, const ld_buf *x, int n, float *out, ld_error *err)
 {
@@ -542,8 +800,37 @@ static ld_status mlp(ld_ds4_session *s, const ds4_mlp *w, const ld_buf *x, int n
     return o->buf_read(s->be, s->u, 0, out, (size_t)n * (size_t)c->hidden, err);
 }
 
-/* MoE of the n rows of s->xb into host s->hf; experts chosen into s->idx */
-static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_error *err)
+/* The MoE (routed experts, then the shared one) of the n rows of s->xb
+ * by the backend's moe entry into s->bmoe, *f = s->bmoe for hc_post (into
+ * host s->hf, *f NULL, when the mixing is on the host).  An entry refusing
+ * the variant (LD_ERR_UNSUPPORTED, nothing written) sends this and every
+ * later call to the host loop.  combine=bf16 is not V4's (the host loop
+ * ignores it): ref. */
+static ld_status moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int fused, const ld_buf **f, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    ld_error e = {0};
+    ld_status st = OPS(s)->moe(s->be, s->bmoe, s->xb, s->idx, s->wts, n, c->top_k, L->experts, c->n_routed,
+                               &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
+                               fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling, &e);
+    if (st == LD_ERR_UNSUPPORTED) {
+        s->moe_host = 1;
+        return LD_OK;
+    }
+    if (st != LD_OK) {
+        if (err) *err = e;
+        return st;
+    }
+    if (!s->hc_host) {
+        *f = s->bmoe;
+        return LD_OK;
+    }
+    return OPS(s)->buf_read(s->be, s->bmoe, 0, s->hf, (size_t)n * (size_t)c->hidden, err);
+}
+
+/* MoE of the n rows of s->xb into host s->hf (*f NULL), or into a backend
+ * buffer *f by the moe entry; experts chosen into s->idx */
+static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, const ld_buf **f, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -567,6 +854,9 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, ld_
             ld_ref_ds4_route(s->idx + t * K, s->wts + t * K, s->hrl + t * E, bias,
                              hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k, scale);
     }
+    *f = NULL;
+    if (!s->moe_host) LD_TRY(moe_entry(s, L, n, fused, f, err));
+    if (!s->moe_host) return LD_OK;
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
     memset(s->hf, 0, N * D * sizeof *s->hf);
     for (int e = 0; e < c->n_routed; e++) {
@@ -671,7 +961,7 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     LD_TRY(o->rmsnorm(s->be, s->xb, s->u, which ? L->ffn_norm : L->attn_norm, n, c->rms_eps, err));
     const ld_buf *f = NULL;
     if (which) {
-        LD_TRY(moe(s, l, tokens, n, err));
+        LD_TRY(moe(s, l, tokens, n, &f, err));
     } else {
         LD_TRY(attention(s, l, n, picks, err));
         if (s->hc_host) LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * (size_t)c->hidden, err));
@@ -682,6 +972,30 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     s->streams = s->nstreams;
     s->nstreams = tmp;
     return LD_OK;
+}
+
+/* the final stream collapse of the n rows' streams into s->u: the
+ * backend's ds4_hc_head, or the host leaf (no entry, or one that refuses
+ * the shape) */
+static ld_status hc_head(ld_ds4_session *s, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult;
+    if (s->bhfn) {
+        LD_TRY(o->buf_write(s->be, s->bhx, 0, s->streams, (size_t)n * N * D, err));
+        ld_error e = {0};
+        ld_status st = o->ds4_hc_head(s->be, s->u, s->bhx, s->bhfn, s->hc_head[1], s->hc_head[2][0], n, c->hc_mult,
+                                      c->hidden, c->rms_eps, c->hc_eps, &e);
+        if (st != LD_ERR_UNSUPPORTED) {
+            if (st != LD_OK && err) *err = e;
+            return st;
+        }
+    }
+    for (int t = 0; t < n; t++)
+        ld_ref_ds4_hc_head(s->hu + (size_t)t * D, s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, s->hc_head[0],
+                           s->hc_head[1], s->hc_head[2][0], c->rms_eps, c->hc_eps, s->hcs);
+    return o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
 }
 
 static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
@@ -716,10 +1030,7 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
             trace(s, s->hu, hidden, 1 + l, T, t0, n);
         }
     }
-    for (int t = 0; t < n; t++)
-        ld_ref_ds4_hc_head(s->hu + (size_t)t * D, s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, s->hc_head[0],
-                           s->hc_head[1], s->hc_head[2][0], c->rms_eps, c->hc_eps, s->hcs);
-    LD_TRY(o->buf_write(be, s->u, 0, s->hu, (size_t)n * D, err));
+    LD_TRY(hc_head(s, n, err));
     LD_TRY(o->rmsnorm(be, s->xb, s->u, s->norm, n, c->rms_eps, err));
     if (hidden) {
         LD_TRY(o->buf_read(be, s->xb, 0, s->hu, (size_t)n * D, err));

@@ -35,10 +35,33 @@ static float *own(ld_ds4_model *m, size_t n)
     return w;
 }
 
+/* the scale grid of quantized linear `name`: `<stem>.scale` or
+ * `<stem>.weight_scale_inv` */
+static ld_status find_scale(const ld_safetensors *st, const char *name, int fp4, const ld_st_tensor **out,
+                            ld_error *err)
+{
+    char stem[176], sname[200];
+    snprintf(stem, sizeof stem, "%s", name);
+    size_t sl = strlen(stem);
+    if (sl > 7 && strcmp(stem + sl - 7, ".weight") == 0) stem[sl - 7] = 0;
+    snprintf(sname, sizeof sname, "%s.scale", stem);
+    *out = ld_st_find(st, sname);
+    if (!*out) {
+        snprintf(sname, sizeof sname, "%s.weight_scale_inv", stem);
+        *out = ld_st_find(st, sname);
+    }
+    if (!*out)
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s.scale' (or '%s.weight_scale_inv') of %s '%s' is missing",
+                       stem, stem, fp4 ? "FP4" : "FP8", name);
+    return LD_OK;
+}
+
 /* A quantized linear `name` [rows, cols] stored as t: FP8 E4M3 [rows, cols]
  * or packed FP4 [rows, cols/2], its scale grid `<stem>.scale` (DeepSeek) or
  * `<stem>.weight_scale_inv` (transformers) dividing the shape, F8_E8M0, F32
- * or U8 (exponent bytes); dequantized into an owned fp32 copy. */
+ * or U8 (exponent bytes).  The codes stay in the mapping (the backend
+ * takes them as LD_WQ_F8B / LD_WQ_F4B); the scale grid becomes an owned
+ * fp32 copy, [sr][sc] over blocks of rows/sr x cols/sc. */
 static ld_status bind_quant(ld_ds4_model *m, const ld_safetensors *st, ld_model_tensor *mt, const ld_st_tensor *t,
                             const char *name, int64_t rows, int64_t cols, ld_error *err)
 {
@@ -51,44 +74,26 @@ static ld_status bind_quant(ld_ds4_model *m, const ld_safetensors *st, ld_model_
     } else {
         LD_TRY(ld_model_check_shape(name, t->shape, t->n_dims, rows, cols, 0, err));
     }
-    char stem[176], sname[200];
-    snprintf(stem, sizeof stem, "%s", name);
-    size_t sl = strlen(stem);
-    if (sl > 7 && strcmp(stem + sl - 7, ".weight") == 0) stem[sl - 7] = 0;
-    snprintf(sname, sizeof sname, "%s.scale", stem);
-    const ld_st_tensor *s = ld_st_find(st, sname);
-    if (!s) {
-        snprintf(sname, sizeof sname, "%s.weight_scale_inv", stem);
-        s = ld_st_find(st, sname);
-    }
-    if (!s)
-        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s.scale' (or '%s.weight_scale_inv') of %s '%s' is missing",
-                       stem, stem, fp4 ? "FP4" : "FP8", name);
+    const ld_st_tensor *s = NULL;
+    LD_TRY(find_scale(st, name, fp4, &s, err));
     if (s->n_dims != 2 || s->shape[0] < 1 || s->shape[1] < 1 || (uint64_t)rows % s->shape[0] ||
         (uint64_t)cols % s->shape[1])
-        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' is not a 2-d grid dividing [%lld, %lld]", sname,
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "tensor '%s' is not a 2-d grid dividing [%lld, %lld]", s->name,
                        (long long)rows, (long long)cols);
     if (s->dtype != LD_DT_F8_E8M0 && s->dtype != LD_DT_F32 && s->dtype != LD_DT_U8)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F8_E8M0, F32, U8 supported)", sname,
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F8_E8M0, F32, U8 supported)", s->name,
                        ld_dtype_name(s->dtype));
     size_t sr = (size_t)s->shape[0], sc = (size_t)s->shape[1];
-    float *scale = malloc(sr * sc * sizeof *scale);
-    float *w = own(m, (size_t)rows * (size_t)cols);
-    if (!scale || !w) {
-        free(scale);
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory dequantizing '%s'", name);
-    }
+    float *scale = own(m, sr * sc);
+    if (!scale) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for the scales of '%s'", name);
     for (size_t i = 0; i < sr * sc; i++) {
         if (s->dtype == LD_DT_F32) memcpy(&scale[i], s->data + 4 * i, 4);
         else scale[i] = ld_ref_ds4_e8m0_to_f32(s->data[i]); /* U8: transformers reads it as exponents too */
     }
-    ld_ref_ds4_dequant(w, t->data, fp4, scale, (size_t)rows, (size_t)cols, sr, sc, 0, (size_t)rows);
-    free(scale);
     mt->st = t;
-    mt->host.dtype = LD_DT_F32;
-    mt->host.data = w;
-    mt->host.rows = rows;
-    mt->host.cols = cols;
+    mt->host = (ld_host_tensor){.dtype = LD_DT_F32, .data = t->data, .rows = rows, .cols = cols,
+                                .quant = fp4 ? LD_WQ_F4B : LD_WQ_F8B, .scale = scale,
+                                .scale_br = (int)((size_t)rows / sr), .scale_bc = (int)((size_t)cols / sc)};
     return LD_OK;
 }
 
@@ -180,6 +185,13 @@ static ld_status bind_tid2eid(ld_ds4_model *m, const ld_safetensors *st, ld_ds4_
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "tensor '%s' [%zu][%zu] = %lld is not an expert id in [0, %d)", name,
                            i / (size_t)c->top_k, i % (size_t)c->top_k, (long long)v, c->n_routed);
         L->tid2eid[i] = (int32_t)v;
+        /* a token's experts are distinct: the MoE gathers each expert's
+           tokens once (at most T rows an expert) */
+        size_t k = i % (size_t)c->top_k, row = i - k;
+        for (size_t j = 0; j < k; j++)
+            if (L->tid2eid[row + j] == L->tid2eid[i])
+                return LD_FAIL(err, LD_ERR_SYNTAX, 0, "tensor '%s' row %zu names expert %d twice (columns %zu and %zu)",
+                               name, i / (size_t)c->top_k, (int)L->tid2eid[i], j, k);
     }
     return LD_OK;
 }

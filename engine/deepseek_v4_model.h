@@ -48,8 +48,10 @@
  * (DeepSeek) or `<stem>.weight_scale_inv` [sr, sc] that divides [rows,
  * cols] (blocks of rows/sr x cols/sc: 128 x 128 for FP8, 1 x 32 for FP4),
  * F8_E8M0 (2^(v-127)), U8 (the same exponents) or F32; w = q * scale in
- * fp32, into an fp32 copy the model owns (4 bytes a weight: a stopgap until
- * the backend has these weight types).
+ * fp32.  The codes stay in the mapping, handed to the backend as
+ * LD_WQ_F8B / LD_WQ_F4B weights (backend.h: dequantized in its kernels, a
+ * row or a tile at a time, the same fp32 products), with the scale grid
+ * as an fp32 copy the model owns.
  * A missing tensor or a wrong shape is LD_ERR_MISMATCH naming the tensor and
  * the shape expected; another dtype is LD_ERR_UNSUPPORTED; a tid2eid entry
  * outside [0, E) is LD_ERR_SYNTAX naming the tensor, row and column.  Other
@@ -92,7 +94,7 @@ typedef struct ld_ds4_model {
     ld_ds4_layer *layers;
     ld_ds4_mlp *expert_store;
     int official;                      /* DeepSeek's names (no "model.") */
-    float **owned;                     /* dequantized FP8 / FP4 weights */
+    float **owned;                     /* fp32 copies of the FP8 / FP4 scale grids */
     size_t n_owned, cap_owned;
 } ld_ds4_model;
 

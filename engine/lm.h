@@ -44,8 +44,9 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
 
 /* A session whose model is split over tp->n ranks (tensor parallelism,
  * tp_forward.h), each rank on its own backend as `tp` says; the dense
- * decoders only: DeepSeek models are LD_ERR_UNSUPPORTED.  The rest as
- * ld_lm_session_create. */
+ * decoders and DeepSeek V3 / V3.2 (tp_deepseek_shard.h; the MLA form and
+ * the variants from tp->kernels); DeepSeek-V4 is LD_ERR_UNSUPPORTED.  The
+ * rest as ld_lm_session_create. */
 ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max_seq, int max_batch,
                                   ld_lm_session **out, ld_error *err);
 

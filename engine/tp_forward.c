@@ -20,14 +20,17 @@
 #include "backend.h"
 #include "backend_cuda.h"
 #include "forward.h"
+#include "tp_deepseek_shard.h"
 #include "tp_shard.h"
 
 typedef struct tp_rank {
     struct ld_tp_session *tp;
     int rank;
-    ld_tp_shard *shard;
+    ld_tp_shard *shard;       /* a dense decoder's, or */
+    ld_tp_ds_shard *ds_shard; /* DeepSeek-V3/V3.2's */
     ld_backend *be;
-    ld_session *sess;
+    ld_session *sess;         /* the shard's session (one of the two) */
+    ld_ds_session *ds_sess;
     ld_comm *comm;
     float *stage;          /* host staging of the partial [T][hidden] */
     size_t stage_cap;
@@ -39,8 +42,17 @@ typedef struct tp_rank {
     ld_error err;
 } tp_rank;
 
+/* what every rank of a group runs */
+typedef struct tp_model {
+    const ld_model *m;        /* the dense model, or */
+    const ld_ds_model *dm;    /* the DeepSeek one, */
+    ld_ds_attn attn;          /* its MLA form */
+    ld_cpu_kernels k;         /* and session-level variants */
+    int hidden, vocab;
+} tp_model;
+
 struct ld_tp_session {
-    const ld_model *m;
+    tp_model mod;
     int n, broken;
     tp_rank *ranks;
     atomic_int first_fail;
@@ -59,7 +71,7 @@ struct ld_tp_session {
 static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int layer, int which, ld_error *err)
 {
     tp_rank *r = ctx;
-    size_t D = (size_t)r->tp->m->cfg.hidden, n = (size_t)T * D;
+    size_t D = (size_t)r->tp->mod.hidden, n = (size_t)T * D;
     if (n > r->stage_cap) {
         float *p = realloc(r->stage, n * sizeof *p);
         if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -68,7 +80,8 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
     }
     LD_TRY(be->ops->buf_read(be, x, 0, r->stage, n, err));
     LD_TRY(ld_comm_all_reduce_sum(r->comm, r->stage, n, err));
-    const float *b = ld_tp_shard_bias(r->shard, layer, which);
+    const float *b = r->shard ? ld_tp_shard_bias(r->shard, layer, which)
+                              : ld_tp_ds_shard_bias(r->ds_shard, layer, which);
     if (b)
         for (size_t t = 0; t < (size_t)T; t++)
             for (size_t i = 0; i < D; i++) r->stage[t * D + i] = r->stage[t * D + i] + b[i];
@@ -80,7 +93,8 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
 static void run_rank(tp_rank *r)
 {
     ld_error_clear(&r->err);
-    r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
+    r->st = r->sess ? ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err)
+                    : ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
     if (r->st != LD_OK) {
         int none = -1;
         atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->rank);
@@ -130,11 +144,10 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
 {
     if (s->broken)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "this tensor-parallel session failed before: create a new one");
-    const ld_model_config *c = &s->m->cfg;
     for (int t = 0; t < T; t++) /* the same refusal on every rank, before any collective */
-        if (tokens[t] < 0 || tokens[t] >= c->vocab)
+        if (tokens[t] < 0 || tokens[t] >= s->mod.vocab)
             return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d",
-                           (int)tokens[t], t, c->vocab);
+                           (int)tokens[t], t, s->mod.vocab);
     atomic_store(&s->first_fail, -1);
     for (int k = 0; k < s->n; k++) {
         tp_rank *r = &s->ranks[k];
@@ -158,12 +171,17 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
 
 int ld_tp_session_pos(const ld_tp_session *s)
 {
-    return ld_session_pos(s->ranks[0].sess);
+    const tp_rank *r = &s->ranks[0];
+    return r->sess ? ld_session_pos(r->sess) : ld_ds_session_pos(r->ds_sess);
 }
 
 void ld_tp_session_reset(ld_tp_session *s)
 {
-    for (int k = 0; k < s->n; k++) ld_session_reset(s->ranks[k].sess);
+    for (int k = 0; k < s->n; k++) {
+        tp_rank *r = &s->ranks[k];
+        if (r->sess) ld_session_reset(r->sess);
+        else ld_ds_session_reset(r->ds_sess);
+    }
 }
 
 const char *ld_tp_session_backend(const ld_tp_session *s)
@@ -197,8 +215,10 @@ void ld_tp_session_destroy(ld_tp_session *s)
     for (int k = 0; s->ranks && k < s->n; k++) {
         tp_rank *r = &s->ranks[k];
         ld_session_destroy(r->sess);
+        ld_ds_session_destroy(r->ds_sess);
         ld_backend_destroy(r->be);
         ld_tp_shard_free(r->shard);
+        ld_tp_ds_shard_free(r->ds_shard);
         ld_comm_destroy(r->comm);
         free(r->stage);
     }
@@ -244,7 +264,17 @@ static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max
     tp_rank *r = &s->ranks[k];
     r->tp = s;
     r->rank = k;
-    LD_TRY(ld_tp_shard_create(s->m, s->n, k, &r->shard, err));
+    const tp_model *md = &s->mod;
+    if (md->dm) {
+        LD_TRY(ld_tp_ds_shard_create(md->dm, s->n, k, &r->ds_shard, err));
+        LD_TRY(open_backend(o, k, &r->be, err));
+        LD_TRY(ld_ds_session_create(ld_tp_ds_shard_model(r->ds_shard), r->be, max_seq, max_batch, md->attn,
+                                    &r->ds_sess, err));
+        ld_ds_session_set_kernels(r->ds_sess, &md->k);
+        ld_ds_session_set_reduce(r->ds_sess, tp_reduce, r);
+        return LD_OK;
+    }
+    LD_TRY(ld_tp_shard_create(md->m, s->n, k, &r->shard, err));
     LD_TRY(open_backend(o, k, &r->be, err));
     LD_TRY(ld_session_create(ld_tp_shard_model(r->shard), r->be, max_seq, max_batch, &r->sess, err));
     ld_session_set_reduce(r->sess, tp_reduce, r);
@@ -264,11 +294,11 @@ static ld_status start_threads(ld_tp_session *s, ld_error *err)
     return LD_OK;
 }
 
-ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_seq, int max_batch,
-                               ld_tp_session **out, ld_error *err)
+/* The group running `tmpl`: its communicators, ranks and threads. */
+static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_seq, int max_batch,
+                           ld_tp_session **out, ld_error *err)
 {
     *out = NULL;
-    LD_TRY(ld_tp_check_config(&m->cfg, o->n, err));
     if (o->n_nodes < 0 || (o->n_nodes > 1 && o->n % o->n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", o->n,
                        o->n_nodes);
@@ -278,7 +308,7 @@ ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_s
         free(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
-    s->m = m;
+    s->mod = *tmpl;
     s->n = o->n;
     atomic_init(&s->first_fail, -1);
     pthread_mutex_init(&s->mu, NULL);
@@ -296,4 +326,30 @@ ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_s
     }
     *out = s;
     return LD_OK;
+}
+
+ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_seq, int max_batch,
+                               ld_tp_session **out, ld_error *err)
+{
+    *out = NULL;
+    LD_TRY(ld_tp_check_config(&m->cfg, o->n, err));
+    tp_model t = {.m = m, .hidden = m->cfg.hidden, .vocab = m->cfg.vocab};
+    return tp_create(&t, o, max_seq, max_batch, out, err);
+}
+
+ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_ds_attn attn,
+                                  const ld_cpu_kernels *k, int max_seq, int max_batch, ld_tp_session **out,
+                                  ld_error *err)
+{
+    *out = NULL;
+    LD_TRY(ld_tp_ds_check(m, o->n, err));
+    tp_model t = {.dm = m, .attn = attn, .k = k ? *k : ld_cpu_kernels_default(0), .hidden = m->cfg.hidden,
+                       .vocab = m->cfg.vocab};
+    /* combine=bf16 rounds the running expert sum to bf16 after every
+     * expert: on a rank's partial sums that is another function, not a
+     * rounding of the same one */
+    if (o->n > 1 && t.k.v[LD_KOP_COMBINE] == LD_KV_BF16)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "combine=bf16 rounds each token's whole expert sum to bf16; "
+                       "under tensor parallelism a rank holds a partial sum (use combine=ref or fused)");
+    return tp_create(&t, o, max_seq, max_batch, out, err);
 }

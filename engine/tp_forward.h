@@ -1,8 +1,11 @@
-/* tp_forward.h - tensor parallelism for the dense decoders (forward.h):
- * the model split over N ranks (tp_shard.h), each rank running the
- * ordinary forward pass on its shard with its own backend instance, the
- * partial outputs of o_proj and down_proj summed across ranks by a
- * communicator (comm.h) before they join the residual stream.
+/* tp_forward.h - tensor parallelism for the dense decoders (forward.h)
+ * and DeepSeek-V3 / V3.2 (deepseek_forward.h, ld_tp_ds_session_create):
+ * the model split over N ranks (tp_shard.h; DeepSeek: tp_deepseek_shard.h,
+ * MLA's heads, the FFN's and every expert's intermediate rows), each rank
+ * running the ordinary forward pass on its shard with its own backend
+ * instance, the partial outputs of o_proj and down_proj (DeepSeek: of
+ * o_proj and of the whole FFN) summed across ranks by a communicator
+ * (comm.h) before they join the residual stream.
  *
  * Per layer and rank: attention over its H/N query heads and KV/N KV heads
  * (its own KV cache of KV/N heads), o_proj over those heads' columns, an
@@ -34,6 +37,8 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "cpu_kernels.h"
+#include "deepseek_forward.h"
 #include "model.h"
 
 typedef struct ld_tp_opts {
@@ -55,7 +60,23 @@ typedef struct ld_tp_session ld_tp_session;
 ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_seq, int max_batch,
                                ld_tp_session **out, ld_error *err);
 
-/* ld_session_eval over the group (logits and hidden from rank 0).  After
+/* A TP session of the DeepSeek-V3 / V3.2 model `m` (borrowed), split as
+ * tp_deepseek_shard.h says, each rank running deepseek_forward.h's session
+ * on its shard with MLA's form `attn` and the session-level variants of `k`
+ * (NULL: the defaults; router, combine, indexer, rope), the reduce hook
+ * summing the ranks' partials after o_proj and after the FFN.  What holds
+ * for the dense decoders above holds here: TP = N the same bits run after
+ * run, whatever the threads per rank, the node grouping or the chunking;
+ * TP = 1 the plain session's bits.  Errors: ld_tp_ds_check's (a size that
+ * does not divide the heads or an intermediate width, an FP8 scale block
+ * cut), LD_ERR_UNSUPPORTED for combine=bf16 with N > 1 (it rounds the
+ * whole expert sum, of which a rank holds a part), the rest as
+ * ld_tp_session_create. */
+ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_ds_attn attn,
+                                  const ld_cpu_kernels *k, int max_seq, int max_batch, ld_tp_session **out,
+                                  ld_error *err);
+
+/* ld_session_eval (ld_ds_session_eval without the experts) over the group (logits and hidden from rank 0).  After
  * an error the session is unusable (destroy it). */
 ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                              ld_error *err);

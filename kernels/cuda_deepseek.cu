@@ -1295,11 +1295,20 @@ __global__ void hc_mix_custom(float *work, size_t ws, const float *X, const floa
     if (lane == 0) work[t * ws + 1 + o] = acc;
 }
 
-/* a thread per token: pre, post, the comb softmax and Sinkhorn-Knopp, the
- * C reference's loops */
-__global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, const float *base, const float *scale,
-                            int T, int N, int iters, float hc_eps)
+/* the Sinkhorn iterate comb [N][N] rounded to bf16 (mhc=sinkhorn-bf16) */
+__device__ void hc_iterate_bf16(float *cb, int N, int bf16)
 {
+    if (bf16)
+        for (int i = 0; i < N * N; i++) cb[i] = ld_bf16_round(cb[i]);
+}
+
+/* a thread per token: pre, post, the comb softmax and Sinkhorn-Knopp, the
+ * C reference's loops (ld_ref_ds4_hc_pre_ex); variant LD_CU_MHC_BF16 rounds
+ * post and comb to bf16 at the end, LD_CU_MHC_SINKHORN_BF16 every iterate */
+__global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, const float *base, const float *scale,
+                            int T, int N, int iters, float hc_eps, int variant)
+{
+    int sk = variant == LD_CU_MHC_SINKHORN_BF16;
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     const float *m = work + (size_t)t * ws + 1;
@@ -1320,18 +1329,26 @@ __global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, co
         }
         for (int k = 0; k < N; k++) c[k] = c[k] / sum + hc_eps;
     }
+    hc_iterate_bf16(cb, N, sk);
     for (int it = 0; it < (iters > 1 ? iters : 1); it++) {
-        if (it > 0)
+        if (it > 0) {
             for (int r = 0; r < N; r++) {
                 float s = 0.0f;
                 for (int k = 0; k < N; k++) s += cb[r * N + k];
                 for (int k = 0; k < N; k++) cb[r * N + k] = cb[r * N + k] / (s + hc_eps);
             }
+            hc_iterate_bf16(cb, N, sk);
+        }
         for (int k = 0; k < N; k++) {
             float s = 0.0f;
             for (int r = 0; r < N; r++) s += cb[r * N + k];
             for (int r = 0; r < N; r++) cb[r * N + k] = cb[r * N + k] / (s + hc_eps);
         }
+        hc_iterate_bf16(cb, N, sk);
+    }
+    if (variant == LD_CU_MHC_BF16) { /* the mixing matrices cast to bf16 */
+        for (int j = 0; j < N; j++) po[j] = ld_bf16_round(po[j]);
+        hc_iterate_bf16(cb, N, 1);
     }
 }
 
@@ -1351,7 +1368,16 @@ extern "C" int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, c
                             const float *fn, const float *base, const float *scale, int iters, float norm_eps,
                             float hc_eps, float *work, size_t work_floats)
 {
+    return ld_cu_hc_pre_ex(v, LD_CU_MHC_F32, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps,
+                           hc_eps, work, work_floats);
+}
+
+extern "C" int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collapsed, const float *X, int T,
+                               int N, int D, const float *fn, const float *base, const float *scale, int iters,
+                               float norm_eps, float hc_eps, float *work, size_t work_floats)
+{
     if (T <= 0) return 0;
+    if (variant < LD_CU_MHC_F32 || variant > LD_CU_MHC_SINKHORN_BF16) return INVAL;
     if (N <= 0 || N > HC_MAXN || D <= 0 || work_floats < ld_cu_hc_work(T, N)) return INVAL;
     size_t ws = hc_stride(N);
     int ND = N * D, R = (2 + N) * N;
@@ -1366,7 +1392,8 @@ extern "C" int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, c
         hc_mix_custom<<<ld_cu_blocks((size_t)T * (size_t)R * 32, 256), 256>>>(work, ws, X, fn, T, ND, R);
     }
     if ((e = ld_cu_launched())) return e;
-    hc_sinkhorn<<<ld_cu_blocks((size_t)T, 64), 64>>>(post, comb, work, ws, base, scale, T, N, iters, hc_eps);
+    hc_sinkhorn<<<ld_cu_blocks((size_t)T, 64), 64>>>(post, comb, work, ws, base, scale, T, N, iters, hc_eps,
+                                                      variant);
     if ((e = ld_cu_launched())) return e;
     hc_collapse<<<ld_cu_blocks((size_t)T * (size_t)D, 256), 256>>>(collapsed, work, ws, X, T, N, D);
     return ld_cu_launched();

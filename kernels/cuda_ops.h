@@ -14,8 +14,9 @@
  *  LD_CU_CUSTOM  the fast kernel: warp-per-output GEMV/GEMM, block-per-row
  *                norms, split-KV attention.  Its summation order is a
  *                function of the shapes only: a fixed partition over lanes
- *                (k mod 32), fmaf chains in index order, then a fixed
- *                shuffle tree; attention splits the keys at absolute
+ *                (k mod 32; for F32/F16/BF16 rows of whole 16-byte
+ *                chunks, the chunks mod 32), fmaf chains in index order,
+ *                then a fixed shuffle tree; attention splits the keys at absolute
  *                positions that are multiples of LD_CU_ATT_SPLIT and merges
  *                the splits in order.  So a token's row is computed the
  *                same way alone or in a batch, and prefill, chunks and
@@ -235,6 +236,19 @@ int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float 
                  const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
                  float *work, size_t work_floats);
 
+/* the mHC variants of ld_cu_hc_pre_ex (backend.h's LD_DS4_MHC_*, the
+ * session's mhc= choice) */
+enum { LD_CU_MHC_F32 = 0, LD_CU_MHC_BF16 = 1, LD_CU_MHC_SINKHORN_BF16 = 2 };
+
+/* ld_cu_hc_pre with a variant (ld_cu_hc_pre is LD_CU_MHC_F32):
+ * LD_CU_MHC_BF16 rounds post and comb to bf16 at the end (mhc=bf16: the
+ * mixing matrices cast to bf16), LD_CU_MHC_SINKHORN_BF16 rounds every
+ * Sinkhorn iterate of comb to bf16 (ld_ref_ds4_hc_pre_ex with
+ * bf16_sinkhorn = 1); both kernels, as ld_cu_hc_pre. */
+int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N,
+                    int D, const float *fn, const float *base, const float *scale, int iters, float norm_eps,
+                    float hc_eps, float *work, size_t work_floats);
+
 /* mHC post-mixing (ld_ref_ds4_hc_post) of T tokens: out [T][N][D] (not
  * aliasing X), f [T][D], post [T][N], comb [T][N][N].  Both kernels: the
  * same bits. */
@@ -351,6 +365,35 @@ int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, co
  * the C loop; custom: a block per row, block-reduced sums. */
 int ld_cu_ds_layernorm(int v, float *x, int rows, size_t row_stride, const float *w, const float *b, int dim,
                        float eps);
+
+/* ---------------------------------------------------------------- tensor cores
+ * kernels/cuda_gemm_tc.cu: the matmul of BF16 weights on tensor cores
+ * (sm_80+, mma.sync m16n8k16 bf16 x bf16 -> fp32), the CUDA backend's
+ * `matmul=tc`.  Not bitwise the reference: it computes what
+ * ld_var_matmul_bf16 (ref_variants.h) does up to the order of the fp32
+ * sums.  The activations x are rounded to bf16 (nearest even) as they are
+ * staged (the weights are bf16 already), so every product is exact, and
+ * the products are summed in fp32 inside the mma (its own order and
+ * rounding within each 16-wide k step), the k steps chained in ascending
+ * order from zero; then + bias[n] (fp32), as ld_cu_matmul.  The order is a
+ * function of K only: no split-K, no atomics, and the mma computes a row
+ * from that row alone, so a token's row has the same bits at any T and in
+ * any batch.  Relative to the reference (fp32 x, one accumulator) the
+ * difference is dominated by the bf16 rounding of x (2^-9 relative per
+ * element). */
+
+/* 1 when ld_cu_matmul_tc takes weights of type dt with rows of K values:
+ * BF16 and K a positive multiple of 8 (16-byte rows); else use
+ * ld_cu_matmul */
+int ld_cu_matmul_tc_supported(ld_kdt dt, int K);
+
+/* out[t][n] = bf16(x[t]) . w[rope_row(n)] (+ bias[n]) as above; arguments
+ * as ld_cu_matmul (bias NULL or F32/F16/BF16).  x and w 16-byte aligned.
+ * Errors: an unsupported (dt, K) or bias type (cudaErrorInvalidValue), a
+ * misaligned pointer (cudaErrorMisalignedAddress), a device before sm_80
+ * (cudaErrorNoKernelImageForDevice). */
+int ld_cu_matmul_tc(float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt, int T,
+                    int K, int N, int rope_hd);
 
 #ifdef __cplusplus
 }

@@ -247,14 +247,41 @@ __global__ void matmul_ref(float *out, const float *x, const uint8_t *w, int dt,
 #define MM_WARPS 8 /* output columns per block, one warp each */
 #define MM_TT 8    /* tokens per warp */
 
-/* A warp per output column n and up to MM_TT tokens: lane l dequantizes
- * w[k] for k = l, l + 32, ... once and accumulates x[t][k] * w[k] with
- * fmaf, k ascending, for each of its tokens; the 32 partials are then
- * summed by the fixed tree of __shfl_down_sync (16, 8, 4, 2, 1).  A
- * token's sums do not depend on which tile or how many tokens run with it,
- * so T = 1 (a GEMV) and T > 1 (a GEMM reading each weight once per MM_TT
- * tokens) give the same bits. */
-template <int DT>
+/* the elements of a 16-byte chunk of a plain-type row (vec_per<DT>::n of
+ * them), the same values elem_t gives */
+template <int DT> struct vec_per { enum { n = DT == LD_KDT_F32 ? 4 : 8 }; };
+
+template <int DT> __device__ __forceinline__ void chunk_elems(float *w, uint4 u)
+{
+    uint32_t wd[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (DT == LD_KDT_F32) {
+            w[i] = __uint_as_float(wd[i]);
+        } else if (DT == LD_KDT_BF16) {
+            w[2 * i] = __uint_as_float(wd[i] << 16);
+            w[2 * i + 1] = __uint_as_float(wd[i] & 0xffff0000u);
+        } else {
+            w[2 * i] = f16_to_f32(wd[i] & 0xffffu);
+            w[2 * i + 1] = f16_to_f32(wd[i] >> 16);
+        }
+    }
+}
+
+/* A warp per output column n and up to MM_TT tokens.  Lane l dequantizes
+ * its share of the row once and accumulates x[t][k] * w[k] with fmaf, in
+ * index order within its share, for each of its tokens:
+ *  VEC = 0: k = l, l + 32, ... (any type);
+ *  VEC = 1 (F32, F16, BF16 rows of a whole number of 16-byte chunks, 16-byte
+ *    aligned): the chunks c = l, l + 32, ..., one 16-byte load each (4 or
+ *    8 elements), which is what lets a GEMV stream the weights near the
+ *    copy bandwidth (two byte loads per bf16 element do not).
+ * The 32 partials are then summed by the fixed tree of __shfl_down_sync
+ * (16, 8, 4, 2, 1).  The partition is a function of the type, K and the
+ * row's alignment only, so a token's sums do not depend on which tile or
+ * how many tokens run with it: T = 1 (a GEMV) and T > 1 (a GEMM reading
+ * each weight once per MM_TT tokens) give the same bits. */
+template <int DT, int VEC>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     matmul_custom(float *out, const float *x, const uint8_t *w, size_t rb, const void *bias, int bias_dt, int T, int K,
                   int N, int rope_hd)
@@ -269,11 +296,29 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     float acc[MM_TT];
 #pragma unroll
     for (int tt = 0; tt < MM_TT; tt++) acc[tt] = 0.0f;
-    for (int k = lane; k < K; k += 32) {
-        float wv = elem_t<DT>(wr, k);
+    if (VEC) {
+        const int per = vec_per<DT>::n;
+        int chunks = K / per;
+        for (int c = lane; c < chunks; c += 32) {
+            float wv[8];
+            chunk_elems<DT>(wv, __ldg((const uint4 *)wr + c));
+            int k0 = c * per;
 #pragma unroll
-        for (int tt = 0; tt < MM_TT; tt++)
-            if (tt < nt) acc[tt] = fmaf(__ldg(x0 + (size_t)tt * (size_t)K + k), wv, acc[tt]);
+            for (int tt = 0; tt < MM_TT; tt++) {
+                if (tt < nt) {
+                    const float *xk = x0 + (size_t)tt * (size_t)K + k0;
+#pragma unroll
+                    for (int e = 0; e < per; e++) acc[tt] = fmaf(__ldg(xk + e), wv[e], acc[tt]);
+                }
+            }
+        }
+    } else {
+        for (int k = lane; k < K; k += 32) {
+            float wv = elem_t<DT>(wr, k);
+#pragma unroll
+            for (int tt = 0; tt < MM_TT; tt++)
+                if (tt < nt) acc[tt] = fmaf(__ldg(x0 + (size_t)tt * (size_t)K + k), wv, acc[tt]);
+        }
     }
     float b = bias_at(bias, bias_dt, n);
 #pragma unroll
@@ -282,6 +327,15 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
         for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(FULL, s, off);
         if (lane == 0 && tt < nt) out[(size_t)(t0 + tt) * (size_t)N + n] = s + b;
     }
+}
+
+/* the chunked (VEC) kernel applies: a plain type, whole 16-byte chunks per
+ * row, an aligned base (the backend's allocations are; a view of rows
+ * keeps it when the row bytes are a multiple of 16) */
+static int matmul_vec(ld_kdt dt, size_t rb, const void *w)
+{
+    int plain = dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
+    return plain && rb % 16 == 0 && ((uintptr_t)w & 15) == 0;
 }
 
 extern "C" int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, const void *bias,
@@ -296,18 +350,27 @@ extern "C" int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld
     } else {
         dim3 grid((unsigned)((N + MM_WARPS - 1) / MM_WARPS), (unsigned)((T + MM_TT - 1) / MM_TT));
         if (grid.y > 65535u) return (int)cudaErrorInvalidValue;
+        int vec = matmul_vec(dt, rb, w);
         switch (dt) {
-#define MM_CASE(D)                                                                                       \
-    case D: matmul_custom<D><<<grid, MM_WARPS * 32>>>(out, x, wb, rb, bias, (int)bias_dt, T, K, N, rope_hd); break
-            MM_CASE(LD_KDT_F32);
-            MM_CASE(LD_KDT_F16);
-            MM_CASE(LD_KDT_BF16);
+#define MM_LAUNCH(D, VEC) matmul_custom<D, VEC><<<grid, MM_WARPS * 32>>>(out, x, wb, rb, bias, (int)bias_dt, T, K, N, rope_hd)
+#define MM_CASE(D) \
+    case D: MM_LAUNCH(D, 0); break
+#define MM_CASE_VEC(D)                 \
+    case D:                            \
+        if (vec) MM_LAUNCH(D, 1);      \
+        else MM_LAUNCH(D, 0);          \
+        break
+            MM_CASE_VEC(LD_KDT_F32);
+            MM_CASE_VEC(LD_KDT_F16);
+            MM_CASE_VEC(LD_KDT_BF16);
             MM_CASE(LD_KDT_Q4_0);
             MM_CASE(LD_KDT_Q4_1);
             MM_CASE(LD_KDT_Q8_0);
             MM_CASE(LD_KDT_Q4_K);
             MM_CASE(LD_KDT_Q6_K);
 #undef MM_CASE
+#undef MM_CASE_VEC
+#undef MM_LAUNCH
         default: return (int)cudaErrorInvalidValue;
         }
     }

@@ -1,6 +1,7 @@
 /* ref_ops.c - see ref_ops.h. */
 #include "ref_ops.h"
 #include "ref_deepseek.h" /* ld_ref_fp8_e4m3_to_f32 */
+#include "ref_deepseek_v4.h" /* ld_ref_ds4_e2m1_to_f32 */
 #include "ref_quant.h"
 
 #include <math.h>
@@ -52,19 +53,39 @@ static uint32_t kdt_ggml(ld_kdt dt)
     }
 }
 
-static void f8b_to_f32(float *dst, const ld_f8b *f, size_t off, size_t n)
+int ld_ref_kdt_is_scaled(ld_kdt dt)
 {
-    size_t cols = (size_t)f->cols, nbc = (cols + (size_t)f->bc - 1) / (size_t)f->bc;
-    for (size_t i = 0; i < n; i++) {
-        size_t e = off + i, r = e / cols, c = e % cols;
-        dst[i] = ld_ref_fp8_e4m3_to_f32(f->q[e]) * f->scale[r / (size_t)f->br * nbc + c / (size_t)f->bc];
+    return dt == LD_KDT_F8B || dt == LD_KDT_F4B;
+}
+
+/* element e of a scaled matrix's codes: an E4M3 byte, or (fp4) the E2M1
+ * nibble of packed byte e / 2, the low one for even e */
+static float scaled_code(const ld_f8b *f, int fp4, size_t e)
+{
+    if (!fp4) return ld_ref_fp8_e4m3_to_f32(f->q[e]);
+    uint8_t b = f->q[e / 2];
+    return ld_ref_ds4_e2m1_to_f32(e % 2 ? (unsigned)(b >> 4) : (unsigned)(b & 15));
+}
+
+/* element [r][c] = code * scale[r / br][c / bc], one fp32 product; the
+ * elements run a scale block at a time (no division per element) */
+static void scaled_to_f32(float *dst, const ld_f8b *f, int fp4, size_t off, size_t n)
+{
+    size_t cols = (size_t)f->cols, bc = (size_t)f->bc, nbc = (cols + bc - 1) / bc;
+    size_t e = off, end = off + n;
+    while (e < end) {
+        size_t r = e / cols, c = e % cols;
+        size_t stop = e + (bc - c % bc < cols - c ? bc - c % bc : cols - c); /* this block's end in the row */
+        if (stop > end) stop = end;
+        float sc = f->scale[r / (size_t)f->br * nbc + c / bc];
+        for (; e < stop; e++) *dst++ = scaled_code(f, fp4, e) * sc;
     }
 }
 
 void ld_ref_to_f32(float *dst, const void *src, ld_kdt dt, size_t off, size_t n)
 {
-    if (dt == LD_KDT_F8B) {
-        f8b_to_f32(dst, src, off, n);
+    if (ld_ref_kdt_is_scaled(dt)) {
+        scaled_to_f32(dst, src, dt == LD_KDT_F4B, off, n);
         return;
     }
     if (ld_ref_kdt_is_block(dt)) {

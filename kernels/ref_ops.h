@@ -25,7 +25,8 @@
 typedef enum ld_kdt {
     LD_KDT_F32 = 0, LD_KDT_F16 = 1, LD_KDT_BF16 = 2,
     LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0, LD_KDT_Q4_K, LD_KDT_Q6_K,
-    LD_KDT_F8B   /* block-scaled FP8 E4M3: the data is an ld_f8b (below) */
+    LD_KDT_F8B,  /* block-scaled FP8 E4M3: the data is an ld_f8b (below) */
+    LD_KDT_F4B   /* block-scaled packed FP4 E2M1: the data is an ld_f8b (below) */
 } ld_kdt;
 
 /* A block-scaled FP8 E4M3 matrix (the `weight_scale_inv` checkpoints of
@@ -33,7 +34,10 @@ typedef enum ld_kdt {
  * scale[r / br][c / bc], one fp32 product (exact as their weight_dequant),
  * scale [ceil(rows / br)][ceil(cols / bc)].  With dt = LD_KDT_F8B the
  * kernels take a pointer to this as the weight's data; offsets count
- * elements of the matrix; rows are converted one at a time. */
+ * elements of the matrix; rows are converted one at a time.
+ * With dt = LD_KDT_F4B the same struct holds DeepSeek-V4's FP4 experts:
+ * q [rows][cols / 2] bytes, two E2M1 codes a byte, the low nibble first
+ * (cols even), element [r][c] = e2m1(code) * scale[r / br][c / bc]. */
 typedef struct ld_f8b {
     const uint8_t *q;
     const float *scale;
@@ -43,6 +47,9 @@ typedef struct ld_f8b {
 
 /* 1 for the block types (LD_KDT_Q*) */
 int ld_ref_kdt_is_block(ld_kdt dt);
+
+/* 1 for the types whose data is an ld_f8b (LD_KDT_F8B, LD_KDT_F4B) */
+int ld_ref_kdt_is_scaled(ld_kdt dt);
 
 float ld_ref_bf16_to_f32(uint16_t h);
 float ld_ref_f16_to_f32(uint16_t h);

@@ -17,7 +17,7 @@ static ld_status open_backend(const char *name, const char *kernels, int n_threa
 {
     if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create_ex(n_threads, 1, kernels, be, err);
     if (strcmp(name, "ref") == 0) return ld_backend_cpu_create_ex(n_threads, 0, kernels, be, err);
-    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(0, kernels, be, err); /* op=ref|custom */
+    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(0, kernels, be, err); /* op=ref|custom, matmul=tc */
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 

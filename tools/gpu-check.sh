@@ -14,7 +14,14 @@
 #      qwen3-fp8);
 #   3. runs the kernel benchmark (bench/cuda_ops.c: each kernel's time and
 #      bandwidth against a device-to-device cudaMemcpy of the same run), its
-#      engine section and its DeepSeek section as two steps;
+#      engine section and its DeepSeek section as two steps; the engine
+#      step ends with the GEMM section: matmul=tc and custom in TFLOP/s
+#      against cuBLAS's bf16 GEMM of the same run (%cublas), cuBLAS
+#      dlopen'd from the machine's libraries (not carried in gpu-bin: too
+#      big), "cublas: unavailable (...)" where it has none; then
+#      bench_ds4_stack: the decode step of a DeepSeek-V4-Flash-shaped stack
+#      of two layers (FP8 / FP4 weights built in memory) against the copy
+#      roofline (target ratio <= 1.5);
 #   4. (when it built) builds everything else, runs test_engine_tp's NCCL
 #      case, logdiff replay on the CUDA backend end to end
 #      (tests/cli/replay_cuda.sh: --check ref, --compare-kernels) and the
@@ -58,7 +65,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_engine_cuda_ops test_engine_backend_ops test_engine_cuda_deepseek test_engine_cuda_determinism bench_cuda_ops"
+targets="test_engine_cuda_ops test_engine_backend_ops test_engine_cuda_deepseek test_engine_cuda_determinism bench_cuda_ops bench_ds4_stack"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -162,7 +169,9 @@ if [ -f "$bin/source_dir" ]; then
 fi
 note ""
 
-step test-cuda-ops 150 "$bin/test_engine_cuda_ops"
+# test-cuda-ops: ~10-30 s of it is the C reference of the matmul=tc cases
+# (ld_var_matmul_bf16 at T up to 129, N up to 4100, K up to 1544)
+step test-cuda-ops 180 "$bin/test_engine_cuda_ops"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-backend-ops 120 "$bin/test_engine_backend_ops" || status=1
@@ -172,10 +181,19 @@ rc=$?
 step test-cuda-determinism 60 "$bin/test_engine_cuda_determinism"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
-step bench-cuda-ops 90 "$bin/bench_cuda_ops" --only engine
+# bench-cuda-ops: the GEMM section adds ~10 s (6 shapes x T 64/512/2048 x
+# cuBLAS, tc, custom; ~20 ms a measurement run, the custom kernel's T=2048
+# calls the longest) and cuBLAS's load
+step bench-cuda-ops 110 "$bin/bench_cuda_ops" --only engine
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
 step bench-deepseek 75 "$bin/bench_cuda_ops" --only deepseek
+rc=$?
+[ $rc = 0 ] || [ $rc = 2 ] || status=1
+# the decode step of a V4-Flash-shaped stack of 2 layers (CSA, HCA; 7 GB of
+# FP8/FP4 weights built in memory, ~10 s) against the copy roofline
+# (bench/ds4_stack.c; target ratio <= 1.5)
+step bench-ds4-stack 90 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 256 --decode 16
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
 if [ $built = 1 ]; then
@@ -225,6 +243,9 @@ tee -a "$summary" < "$logs/bench-cuda-ops.log"
 note ""
 note "== bench deepseek"
 [ -f "$logs/bench-deepseek.log" ] && tee -a "$summary" < "$logs/bench-deepseek.log"
+note ""
+note "== bench ds4 stack"
+[ -f "$logs/bench-ds4-stack.log" ] && tee -a "$summary" < "$logs/bench-ds4-stack.log"
 note ""
 note "result: $([ $status = 0 ] && echo PASS || echo FAIL); logs in $logs${OUT:+ and $OUT/gpu-check}"
 copy_out

@@ -3,8 +3,9 @@
 # Qwen3 split over 2 simulated ranks (tensor parallelism, engine/tp_forward.h): the same verdict and
 # per-position ranks as the unsplit replay, log-probabilities within rounding of it, the same bits
 # (the whole --json report) whatever --threads and run after run, the report saying tp 2, layer dumps
-# (the replicated embeddings the same bytes, the layers rounded differently); sizes that do
-# not divide the heads, DeepSeek models, --tp with --check, and cuda without NCCL/GPUs are clear errors.
+# (the replicated embeddings the same bytes, the layers rounded differently); DeepSeek-V3 on
+# smallvocab's request split over 2 ranks the same way; sizes that do not divide the heads, FP8 scale
+# blocks cut, DeepSeek-V4, --tp with --check, and cuda without NCCL/GPUs are clear errors.
 . "$(dirname "$0")/lib.bash"
 D="$LD_SOURCE_DIR/testdata/replay/replaylog"
 M="$LD_SOURCE_DIR/testdata/models/qwen3"
@@ -46,8 +47,35 @@ run "--tp 65" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 65 "$LOG"
 check "range" grep -q -- "--tp: give 1 to 64" "$WORK/err"
 run "--tp with --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --check ref "$LOG"
 check "not with --check" grep -q -- "--tp: not with --check" "$WORK/err"
-run "--tp on DeepSeek" 2 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v3" --rid rp-greedy --tp 2 "$LOG"
-check "dense only" grep -q "tensor parallelism is implemented for the dense decoders" "$WORK/err"
+# DeepSeek-V3 (MLA heads and MoE experts split) on smallvocab's sv-forced: its logged ids are forced,
+# not the model's choice, so the verdict is divergent (exit 1) either way; what matters is the same
+DS="$LD_SOURCE_DIR/testdata/models"
+SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
+run "deepseek-v3 no split" 1 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --threads 2 --json "$SV"
+cp "$WORK/out" "$WORK/ds1.json"
+run "deepseek-v3 --tp 2" 1 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --threads 2 --tp 2 --json "$SV"
+cp "$WORK/out" "$WORK/ds2.json"
+check "deepseek-v3 tp 2: same verdict and ranks, logprobs within rounding" python3 - "$WORK/ds1.json" "$WORK/ds2.json" <<'PY'
+import json, sys
+a = json.loads(open(sys.argv[1]).read().splitlines()[0])
+b = json.loads(open(sys.argv[2]).read().splitlines()[0])
+assert "tp" not in a and b["tp"] == 2 and b["model"] == "DeepseekV3ForCausalLM", (a.get("tp"), b.get("tp"))
+assert a["verdict"] == b["verdict"], (a["verdict"], b["verdict"])
+pa, pb = a["positions"], b["positions"]
+assert len(pa) == len(pb) == 8
+for x, y in zip(pa, pb):
+    assert x["rank"] == y["rank"] and x["top1"]["id"] == y["top1"]["id"], (x, y)
+    assert abs(x["logprob"] - y["logprob"]) < 1e-5, (x, y)
+PY
+run "deepseek-v3 --tp 2 --threads 4" 1 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --threads 4 --tp 2 \
+    --json "$SV"
+check "deepseek-v3 bitwise: --threads 2 and 4 give the same report" cmp -s "$WORK/out" "$WORK/ds2.json"
+run "deepseek-v3 --tp 3" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --tp 3 "$SV"
+check "deepseek: names the field" grep -q "does not divide the model's num_attention_heads (4)" "$WORK/err"
+run "deepseek-v3-fp8 --tp 2" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3-fp8" --rid sv-forced --tp 2 "$SV"
+check "fp8: the scale blocks" grep -q "q_b_proj.weight' is FP8 with scale blocks of 16x16" "$WORK/err"
+run "deepseek-v4 --tp 2" 2 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --tp 2 "$SV"
+check "v4: not yet" grep -q "not yet implemented for DeepseekV4ForCausalLM" "$WORK/err"
 # cuda: NCCL over GPUs 0..1 where built with NCCL and the machine has two GPUs; else a clear error
 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
 rc=$?

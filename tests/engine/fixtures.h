@@ -73,6 +73,13 @@ static inline ld_status ld_test_host_leaves(ld_status st, ld_backend *be)
     ops.hc_pre = NULL;
     ops.hc_post = NULL;
     ops.ds4_route = NULL;
+    ops.ds4_qkv = NULL;
+    ops.ds4_compress = NULL;
+    ops.ds4_index = NULL;
+    ops.ds4_attention = NULL;
+    ops.copy_cols = NULL;
+    ops.ds4_hc_head = NULL;
+    ops.moe = NULL;
     be->ops = &ops;
     return LD_OK;
 }

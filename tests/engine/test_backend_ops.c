@@ -6,8 +6,9 @@
  * after every output that must stay as written, and the batch-split
  * invariance of backend.h's contract (a row computed in a batch equals the
  * row computed alone, bitwise).  Weights come in every storage type: plain,
- * GGML blocks and FP8 block-scaled (matmul only, with partial edge blocks;
- * the places such a weight does not belong are refused).  Prints one table
+ * GGML blocks, FP8 block-scaled (matmul only, with partial edge blocks;
+ * the places such a weight does not belong are refused) and packed FP4
+ * block-scaled (DeepSeek-V4's experts; matmul only).  Prints one table
  * line per (backend, case).
  *
  * Backends: "cpu" (ld_backend_cpu_create) always; "cuda-ref" and
@@ -80,7 +81,7 @@ typedef struct kind {
     ld_dtype dtype;
     ld_wquant quant;
     int block, bytes;
-    int br, bc; /* LD_WQ_F8B: the scale blocks (rows x columns) */
+    int br, bc; /* LD_WQ_F8B / F4B: the scale blocks (rows x columns) */
 } kind;
 
 static const kind kinds[] = {
@@ -93,21 +94,29 @@ static const kind kinds[] = {
      * of the custom kernel's 16-byte chunks */
     {"f8b16x16", LD_DT_F32, LD_WQ_F8B, 1, 1, 16, 16}, {"f8b128x128", LD_DT_F32, LD_WQ_F8B, 1, 1, 128, 128},
     {"f8b8x24", LD_DT_F32, LD_WQ_F8B, 1, 1, 8, 24},
+    /* block-scaled packed FP4 (matmul only): DeepSeek-V4's experts (1x32),
+     * and 4x16 blocks */
+    {"f4b1x32", LD_DT_F32, LD_WQ_F4B, 2, 1, 1, 32}, {"f4b4x16", LD_DT_F32, LD_WQ_F4B, 2, 1, 4, 16},
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 #define KIND_F8B16 8
 #define KIND_F8B128 9
 #define KIND_F8B8X24 10
+#define KIND_F4B1X32 11
+#define KIND_F4B4X16 12
 
+/* the block-scaled kinds (FP8, FP4) */
 static int is_f8b(int k)
 {
-    return kinds[k].quant == LD_WQ_F8B;
+    return kinds[k].quant == LD_WQ_F8B || kinds[k].quant == LD_WQ_F4B;
 }
 
-/* bytes of an FP8 weight's e4m3 values, its scale grid following them */
-static size_t f8b_qbytes(int rows, int cols)
+/* bytes of a block-scaled weight's codes (e4m3 bytes, or two e2m1 codes a
+ * byte), its scale grid following them */
+static size_t f8b_qbytes(const kind *k, int rows, int cols)
 {
-    return ((size_t)rows * (size_t)cols + 15) & ~(size_t)15;
+    size_t n = (size_t)rows * (size_t)cols / (k->quant == LD_WQ_F4B ? 2 : 1);
+    return (n + 15) & ~(size_t)15;
 }
 
 static size_t f8b_nscales(const kind *k, int rows, int cols)
@@ -115,16 +124,17 @@ static size_t f8b_nscales(const kind *k, int rows, int cols)
     return (size_t)((rows + k->br - 1) / k->br) * (size_t)((cols + k->bc - 1) / k->bc);
 }
 
-/* rows x cols of FP8 E4M3 (every byte but the NaNs 0x7f, 0xff), then the
- * scale grid: positive, in [2^-10, 2^-6) as weight_scale_inv's */
+/* rows x cols of FP8 E4M3 (every byte but the NaNs 0x7f, 0xff) or packed
+ * FP4 E2M1 (every code), then the scale grid: positive, in [2^-10, 2^-6)
+ * as weight_scale_inv's */
 static void *rand_f8b(const kind *k, int rows, int cols)
 {
-    size_t nq = f8b_qbytes(rows, cols), ns = f8b_nscales(k, rows, cols);
+    size_t nq = f8b_qbytes(k, rows, cols), ns = f8b_nscales(k, rows, cols);
     unsigned char *w = malloc(nq + ns * sizeof(float));
     if (!w) return NULL;
     for (size_t i = 0; i < nq; i++) {
         unsigned char b = (unsigned char)next_u32();
-        w[i] = (b & 0x7f) == 0x7f ? (unsigned char)(b - 1) : b;
+        w[i] = k->quant == LD_WQ_F8B && (b & 0x7f) == 0x7f ? (unsigned char)(b - 1) : b;
     }
     for (size_t i = 0; i < ns; i++) {
         float f = ldexpf(1.5f + 0.5f * uniform(), -7 - (int)(next_u32() % 4u));
@@ -136,7 +146,7 @@ static void *rand_f8b(const kind *k, int rows, int cols)
 /* rows x cols of kind k, random with sane scales (malloc'd, 8-aligned) */
 static void *rand_weights(const kind *k, int rows, int cols)
 {
-    if (k->quant == LD_WQ_F8B) return rand_f8b(k, rows, cols);
+    if (k->quant == LD_WQ_F8B || k->quant == LD_WQ_F4B) return rand_f8b(k, rows, cols);
     size_t nb = (size_t)rows * (size_t)cols / (size_t)k->block, n = nb * (size_t)k->bytes;
     unsigned char *w = malloc(n ? n : 1);
     if (!w) return NULL;
@@ -165,7 +175,7 @@ static void *rand_weights(const kind *k, int rows, int cols)
             put16(p + 2, rand_f16(-12, -8));
             break;
         case LD_WQ_Q6_K: put16(p + 208, rand_f16(-14, -10)); break;
-        default: break; /* LD_WQ_F8B: rand_f8b */
+        default: break; /* LD_WQ_F8B, F4B: rand_f8b */
         }
     }
     return w;
@@ -263,8 +273,8 @@ static ld_weight *load_weight(ld_backend *be, const kind *k, const void *data, i
 {
     ld_host_tensor t = {.dtype = k->dtype, .data = data, .rows = rows, .cols = cols, .quant = k->quant,
                         .rope_hd = rope_hd};
-    if (k->quant == LD_WQ_F8B) { /* the scale grid follows the bytes (rand_f8b) */
-        t.scale = (const float *)((const unsigned char *)data + f8b_qbytes(rows, cols));
+    if (k->quant == LD_WQ_F8B || k->quant == LD_WQ_F4B) { /* the scale grid follows the bytes (rand_f8b) */
+        t.scale = (const float *)((const unsigned char *)data + f8b_qbytes(k, rows, cols));
         t.scale_br = k->br;
         t.scale_bc = k->bc;
     }
@@ -507,6 +517,10 @@ static void build_f8b_cases(void)
         {KIND_F8B16, 3, 56, 40, 2},       {KIND_F8B16, 70, 56, 40, 0},      {KIND_F8B128, 1, 2048, 384, -1},
         {KIND_F8B128, 13, 2048, 384, -1}, {KIND_F8B128, 9, 640, 200, -1},   {KIND_F8B128, 4, 200, 130, 1},
         {KIND_F8B8X24, 7, 96, 50, -1},    {KIND_F8B8X24, 2, 100, 17, 0},
+        /* FP4: V4-Flash's expert shapes cut down, GEMV and GEMM, a bias;
+         * the grid divides the matrix (the CUDA kernel's requirement) */
+        {KIND_F4B1X32, 1, 2048, 64, -1},  {KIND_F4B1X32, 9, 256, 96, -1},   {KIND_F4B1X32, 3, 64, 40, 0},
+        {KIND_F4B4X16, 1, 96, 40, -1},    {KIND_F4B4X16, 13, 48, 20, 2},
     };
     for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
         add_case((ocase){.op = OP_MATMUL, .kind = mm[i][0], .a = mm[i][1], .b = mm[i][2], .c = mm[i][3],
@@ -740,7 +754,7 @@ static int check_f8b_refusals(bk *b)
     const kind *k = &kinds[KIND_F8B16];
     void *wd = rand_weights(k, 32, 32);
     CHECK(wd);
-    const float *sc = (const float *)((const unsigned char *)wd + f8b_qbytes(32, 32));
+    const float *sc = (const float *)((const unsigned char *)wd + f8b_qbytes(k, 32, 32));
     ld_host_tensor bad[] = {
         {.data = wd, .rows = 32, .cols = 32, .quant = LD_WQ_F8B, .scale_br = 16, .scale_bc = 16},
         {.data = wd, .rows = 32, .cols = 32, .quant = LD_WQ_F8B, .scale = sc, .scale_br = 16},
@@ -829,6 +843,15 @@ static int test_spec_parse(void)
         CHECK(ld_cuda_kernels_parse(spec, &k, &err) == LD_OK);
         for (int j = 0; j < LD_CUDA_N_OPS; j++) CHECK(k.custom[j] == (j != i));
     }
+    /* tc: matmul alone, on top of anything; a later item still wins */
+    CHECK(ld_cuda_kernels_parse("all=ref,matmul=tc", &k, &err) == LD_OK);
+    for (int i = 0; i < LD_CUDA_N_OPS; i++)
+        CHECK(k.custom[i] == (i == LD_CUDA_OP_MATMUL ? LD_CUDA_KERNEL_TC : LD_CUDA_KERNEL_REF));
+    CHECK(ld_cuda_kernels_parse("matmul=tc", &k, &err) == LD_OK);
+    for (int i = 0; i < LD_CUDA_N_OPS; i++)
+        CHECK(k.custom[i] == (i == LD_CUDA_OP_MATMUL ? LD_CUDA_KERNEL_TC : LD_CUDA_KERNEL_CUSTOM));
+    CHECK(ld_cuda_kernels_parse("matmul=tc,all=ref", &k, &err) == LD_OK);
+    for (int i = 0; i < LD_CUDA_N_OPS; i++) CHECK(k.custom[i] == LD_CUDA_KERNEL_REF);
     CHECK(ld_cuda_op_name(LD_CUDA_N_OPS) == NULL && ld_cuda_op_name(-1) == NULL);
     return 0;
 }
@@ -848,6 +871,9 @@ static int test_spec_errors(void)
         {",matmul=ref", "is not op=variant", 0},
         {"=ref", "unknown op ''", 0},
         {"all=REF", "unknown kernel variant 'REF'", 4},
+        {"rmsnorm=tc", "'tc' is for matmul only, not 'rmsnorm'", 8},
+        {"matmul=tc,all=tc", "'tc' is for matmul only, not 'all'", 14},
+        {"matmul=TC", "unknown kernel variant 'TC' for 'matmul' (ref, custom, or tc", 7},
     };
     ld_cuda_kernels k;
     memset(&k, 7, sizeof k);

@@ -24,6 +24,10 @@
  *   moe_combine    both: bitwise (the same two roundings per step)
  *   hc_pre         ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (the
  *                  block-reduced norm, the warp dot products)
+ *   hc_pre_ex      mhc=bf16 and mhc=sinkhorn-bf16 against ld_ref_ds4_hc_pre_ex
+ *                  (and the bf16 cast): nmse <= 1e-4 (an expf ulp may move
+ *                  a value across a bf16 rounding boundary); the rounded
+ *                  matrices hold bf16 values exactly
  *   hc_post        both: bitwise
  *   sample         the generator's hash and uniform: bitwise equal to
  *                  replay's ld_sample_hash / ld_sample_uniform; the tokens
@@ -86,6 +90,7 @@ static int gpu_unavailable(char *why, size_t cap)
 #include "ref_deepseek.h"
 #include "ref_deepseek_v4.h"
 #include "ref_ops.h"
+#include "ref_variants.h"
 #include "replay_sample.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -809,6 +814,88 @@ static int test_cuda_hc(void)
     return 0;
 }
 
+static float *dget(const float *dev, size_t n);
+
+/* 1 when every value is a bf16 value (its low 16 bits zero) */
+static int all_bf16(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        if (u & 0xffffu) return 0;
+    }
+    return 1;
+}
+
+/* hc_pre's bf16 variants (mhc=bf16, mhc=sinkhorn-bf16) against the C
+ * leaves the host path runs (ld_ref_ds4_hc_pre_ex, the bf16 cast of
+ * deepseek_v4_forward.c's hc_pre_host); the rounded matrices hold bf16
+ * values exactly */
+static int test_cuda_hc_bf16(void)
+{
+    NEED_GPU();
+    int T = 3, N = 4, D = 64, iters = 20, ND = N * D, R = (2 + N) * N;
+    float *X = malloc(sizeof(float) * T * ND), *fn = malloc(sizeof(float) * R * ND);
+    float *base = malloc(sizeof(float) * R), scale[3], *scratch = malloc(sizeof(float) * (ND + R));
+    float *post = malloc(sizeof(float) * T * N), *comb = malloc(sizeof(float) * T * N * N);
+    float *col = malloc(sizeof(float) * T * D);
+    CHECK(X && fn && base && scratch && post && comb && col);
+    fill(X, (size_t)T * ND, -2, 2);
+    fill(fn, (size_t)R * ND, -0.05f, 0.05f);
+    fill(base, (size_t)R, -1, 1);
+    fill(scale, 3, 0.5f, 2);
+    const float neps = 1e-6f, heps = 1e-6f;
+    float *dX, *dfn, *dbase, *dscale, *dpost, *dcomb, *dcol, *dwork;
+    size_t wn = ld_cu_hc_work(T, N);
+    DPUT(dX, X, sizeof(float) * T * ND);
+    DPUT(dfn, fn, sizeof(float) * R * ND);
+    DPUT(dbase, base, sizeof(float) * R);
+    DPUT(dscale, scale, sizeof scale);
+    DPUT(dpost, NULL, sizeof(float) * T * N);
+    DPUT(dcomb, NULL, sizeof(float) * T * N * N);
+    DPUT(dcol, NULL, sizeof(float) * T * D);
+    DPUT(dwork, NULL, sizeof(float) * wn);
+    for (int variant = LD_CU_MHC_BF16; variant <= LD_CU_MHC_SINKHORN_BF16; variant++) {
+        for (int t = 0; t < T; t++) {
+            float *p = post + (size_t)t * N, *c = comb + (size_t)t * N * N;
+            ld_ref_ds4_hc_pre_ex(X + (size_t)t * ND, N, D, fn, base, scale, iters, neps, heps,
+                                 variant == LD_CU_MHC_SINKHORN_BF16, p, c, col + (size_t)t * D, scratch);
+            if (variant != LD_CU_MHC_BF16) continue;
+            for (int i = 0; i < N; i++) p[i] = ld_var_bf16_round(p[i]);
+            for (int i = 0; i < N * N; i++) c[i] = ld_var_bf16_round(c[i]);
+        }
+        char shape[64];
+        snprintf(shape, sizeof shape, "variant %d T %d N %d D %d", variant, T, N, D);
+        for (int v = 0; v < 2; v++) {
+            /* an expf ulp may move a value across a bf16 rounding boundary:
+             * one bf16 ulp (2^-8 relative) in an element of N*N */
+            double tol = 1e-4;
+            CU(ld_cu_hc_pre_ex(v, variant, dpost, dcomb, dcol, dX, T, N, D, dfn, dbase, dscale, iters, neps, heps,
+                               dwork, wn));
+            if (compare("hc_pre_ex post", v, shape, dpost, post, (size_t)T * N, tol)) return 1;
+            if (compare("hc_pre_ex comb", v, shape, dcomb, comb, (size_t)T * N * N, tol)) return 1;
+            if (compare("hc_pre_ex coll", v, shape, dcol, col, (size_t)T * D, v ? 1e-10 : 1e-12)) return 1;
+            float *hp = dget(dpost, (size_t)T * N), *hc = dget(dcomb, (size_t)T * N * N);
+            CHECK(hp && hc);
+            CHECK(all_bf16(hc, (size_t)T * N * N));
+            if (variant == LD_CU_MHC_BF16) CHECK(all_bf16(hp, (size_t)T * N));
+            free(hp);
+            free(hc);
+        }
+    }
+    CHECK(ld_cu_hc_pre_ex(LD_CU_REF, 3, dpost, dcomb, dcol, dX, T, N, D, dfn, dbase, dscale, iters, neps, heps,
+                          dwork, wn) != 0);
+    free(X);
+    free(fn);
+    free(base);
+    free(scratch);
+    free(post);
+    free(comb);
+    free(col);
+    dfree_all();
+    return 0;
+}
+
 /* ---------------------------------------------------------------- sampling */
 
 static int test_cuda_sample_generator(void)
@@ -1303,7 +1390,8 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_mla_absorb),
     LD_CASE(test_cuda_index_scores),
     LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds_route),    LD_CASE(test_cuda_ds4_route),
-    LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_sample_generator),
+    LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_hc_bf16),
+    LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),

@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "deepseek_v4_forward.h"
 #include "fixtures.h"
 #include "forward.h"
 #include "ld_test.h"
@@ -263,10 +264,283 @@ static int test_cuda_chunks_qwen3_fp8(void) { return with_model("qwen3-fp8", che
 static int test_cuda_transformers_qwen3(void) { return with_model("qwen3", check_transformers); }
 static int test_cuda_transformers_qwen3_fp8(void) { return with_model("qwen3-fp8", check_transformers); }
 
+/* ---------------------------------------------------------------- the moe entry */
+
+#define MOE_D 64
+#define MOE_I 32
+#define MOE_IS 48
+#define MOE_E 8
+#define MOE_K 3
+#define MOE_T 11
+
+static float moe_frand(void)
+{
+    return (float)next_u32() / 4294967296.0f * 2.0f - 1.0f;
+}
+
+/* a random rows x cols host weight of kind 0 (F32), 1 (BF16) or 2 (FP8
+ * E4M3 with 16x16 fp32 block scales); its data malloc'd in h */
+static int moe_host(ld_host_tensor *h, int kind, int rows, int cols)
+{
+    size_t n = (size_t)rows * (size_t)cols;
+    memset(h, 0, sizeof *h);
+    h->rows = rows;
+    h->cols = cols;
+    if (kind == 0) {
+        float *p = malloc(n * sizeof *p);
+        for (size_t i = 0; p && i < n; i++) p[i] = moe_frand() * 0.3f;
+        h->dtype = LD_DT_F32;
+        h->data = p;
+    } else if (kind == 1) {
+        uint16_t *p = malloc(n * sizeof *p);
+        for (size_t i = 0; p && i < n; i++) {
+            float f = moe_frand() * 0.3f;
+            uint32_t u;
+            memcpy(&u, &f, sizeof u);
+            p[i] = (uint16_t)(u >> 16);
+        }
+        h->dtype = LD_DT_BF16;
+        h->data = p;
+    } else {
+        uint8_t *q = malloc(n);
+        size_t ns = (size_t)((rows + 15) / 16) * (size_t)((cols + 15) / 16);
+        float *sc = malloc(ns * sizeof *sc);
+        for (size_t i = 0; q && i < n; i++) {
+            uint8_t b = (uint8_t)(next_u32() & 0xff);
+            q[i] = (b & 0x7f) == 0x7f ? 0x38 : b; /* no NaN codes */
+        }
+        for (size_t i = 0; sc && i < ns; i++) sc[i] = 0.002f + 0.002f * (moe_frand() + 1.0f);
+        h->quant = LD_WQ_F8B;
+        h->data = q;
+        h->scale = sc;
+        h->scale_br = h->scale_bc = 16;
+        if (!sc) return 1;
+    }
+    return h->data == NULL;
+}
+
+static void moe_host_free(ld_host_tensor *h)
+{
+    free((void *)h->data);
+    free((void *)h->scale);
+}
+
+/* the experts (expert 5 absent) and the shared one on backend be */
+static ld_status moe_load(ld_backend *be, ld_host_tensor (*h)[3], ld_moe_expert *ex, ld_moe_expert *sh, ld_error *err)
+{
+    for (int e = 0; e <= MOE_E; e++) {
+        ld_moe_expert *x = e == MOE_E ? sh : &ex[e];
+        memset(x, 0, sizeof *x);
+        if (e == 5) continue;
+        LD_TRY(be->ops->weight_load(be, &h[e][0], &x->gate, err));
+        LD_TRY(be->ops->weight_load(be, &h[e][1], &x->up, err));
+        LD_TRY(be->ops->weight_load(be, &h[e][2], &x->down, err));
+    }
+    return LD_OK;
+}
+
+static void moe_unload(ld_backend *be, ld_moe_expert *ex, ld_moe_expert *sh)
+{
+    for (int e = 0; e <= MOE_E; e++) {
+        ld_moe_expert *x = e == MOE_E ? sh : &ex[e];
+        ld_weight *ws[3] = {x->gate, x->up, x->down};
+        for (int i = 0; i < 3; i++)
+            if (ws[i]) be->ops->weight_free(be, ws[i]);
+    }
+}
+
+/* y [T][D] = the entry on rows [t0, t0 + T) of x */
+static ld_status moe_run(ld_backend *be, const float *x, const int32_t *idx, const float *w, int t0, int T,
+                         const ld_moe_expert *ex, const ld_moe_expert *sh, int act, int comb, float *y, ld_error *err)
+{
+    const ld_backend_ops *o = be->ops;
+    ld_buf *bx = NULL, *by = NULL;
+    size_t n = (size_t)T * MOE_D;
+    ld_status st = o->buf_alloc(be, n, &bx, err);
+    if (st == LD_OK) st = o->buf_alloc(be, n, &by, err);
+    if (st == LD_OK) st = o->buf_write(be, bx, 0, x + (size_t)t0 * MOE_D, n, err);
+    if (st == LD_OK)
+        st = o->moe(be, by, bx, idx + t0 * MOE_K, w + t0 * MOE_K, T, MOE_K, ex, MOE_E, sh, act, 0.4f, comb, 2.5f,
+                    err);
+    if (st == LD_OK) st = o->buf_read(be, by, 0, y, n, err);
+    if (bx) o->buf_free(be, bx);
+    if (by) o->buf_free(be, by);
+    return st;
+}
+
+/* MOE_T tokens' routes: MOE_K distinct experts ascending (never 5) */
+static void moe_route(int32_t *idx, float *w)
+{
+    for (int t = 0; t < MOE_T; t++) {
+        int chosen[MOE_E] = {0}, n = 0;
+        while (n < MOE_K) {
+            int e = (int)(next_u32() % MOE_E);
+            if (e != 5 && !chosen[e]) chosen[e] = 1, n++;
+        }
+        for (int e = 0, k = 0; e < MOE_E; e++)
+            if (chosen[e]) idx[t * MOE_K + k] = e, w[t * MOE_K + k++] = moe_frand() + 1.0f;
+    }
+}
+
+/* the CUDA entry against the ref backend's for one weight kind and kernel
+ * set: every activation, combine ref / fused, with and without the shared
+ * expert, within rounding; combine=bf16 refused; a token's bits the same
+ * alone as with the others */
+static int check_moe_kind(int k, int kind, ld_backend *ref, const float *x, const int32_t *idx, const float *w)
+{
+    ld_host_tensor h[MOE_E + 1][3];
+    memset(h, 0, sizeof h);
+    for (int e = 0; e <= MOE_E; e++) {
+        int I = e == MOE_E ? MOE_IS : MOE_I;
+        CHECK(!moe_host(&h[e][0], kind, I, MOE_D) && !moe_host(&h[e][1], kind, I, MOE_D) &&
+              !moe_host(&h[e][2], kind, MOE_D, I));
+    }
+    ld_backend *cu = NULL;
+    ld_error err = {0};
+    CHECK_MSG(open_cuda(k, &cu, &err) == LD_OK, "%s", err.msg);
+    ld_moe_expert rex[MOE_E], rsh, cex[MOE_E], csh;
+    CHECK_MSG(moe_load(ref, h, rex, &rsh, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(moe_load(cu, h, cex, &csh, &err) == LD_OK, "%s", err.msg);
+    static float want[MOE_T * MOE_D], got[MOE_T * MOE_D], one[MOE_T * MOE_D];
+    size_t n = (size_t)MOE_T * MOE_D;
+    for (int act = 0; act < 2; act++)
+        for (int comb = 0; comb < 2; comb++)
+            for (int sh = 0; sh < 2; sh++) {
+                CHECK_MSG(moe_run(ref, x, idx, w, 0, MOE_T, rex, sh ? &rsh : NULL, act, comb, want, &err) == LD_OK,
+                          "%s", err.msg);
+                CHECK_MSG(moe_run(cu, x, idx, w, 0, MOE_T, cex, sh ? &csh : NULL, act, comb, got, &err) == LD_OK,
+                          "%s", err.msg);
+                double mx, e = nerr(got, want, n, &mx);
+                fprintf(stderr, "  %s, weights %d, act %d, combine %d, shared %d: nerr %.3g max|d| %.3g\n",
+                        kset_name(k), kind, act, comb, sh, e, mx);
+                CHECK_MSG(e < 1e-5, "cuda moe against ref: nerr %.3g", e);
+                for (int t = 0; t < MOE_T; t++)
+                    CHECK(moe_run(cu, x, idx, w, t, 1, cex, sh ? &csh : NULL, act, comb, one + (size_t)t * MOE_D,
+                                  &err) == LD_OK);
+                CHECK_MSG(memcmp(one, got, n * sizeof *got) == 0, "cuda moe: a token alone differs");
+            }
+    CHECK(moe_run(cu, x, idx, w, 0, MOE_T, cex, &csh, 1, LD_MOE_COMBINE_BF16, got, &err) == LD_ERR_UNSUPPORTED);
+    moe_unload(ref, rex, &rsh);
+    moe_unload(cu, cex, &csh);
+    ld_backend_destroy(cu);
+    for (int e = 0; e <= MOE_E; e++)
+        for (int i = 0; i < 3; i++) moe_host_free(&h[e][i]);
+    return 0;
+}
+
+/* the moe entry on the device (F32, BF16 and FP8 weights, both kernel
+ * sets) against the reference backend's */
+static int test_cuda_moe_entry_matches_ref(void)
+{
+    ld_backend *cu = NULL, *ref = NULL;
+    ld_error err = {0};
+    ld_status st = open_cuda(0, &cu, &err);
+    if (st == LD_ERR_UNSUPPORTED) SKIP("%s", err.msg);
+    CHECK_MSG(st == LD_OK, "cuda backend: %s", err.msg);
+    CHECK(cu->ops->moe != NULL);
+    ld_backend_destroy(cu);
+    CHECK(ld_backend_ref_create(1, &ref, &err) == LD_OK);
+    static float x[MOE_T * MOE_D], w[MOE_T * MOE_K];
+    static int32_t idx[MOE_T * MOE_K];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = moe_frand() * 2.0f;
+    moe_route(idx, w);
+    int rc = 0;
+    for (int k = 0; !rc && k < N_KSETS; k++)
+        for (int kind = 0; !rc && kind < 3; kind++) rc = check_moe_kind(k, kind, ref, x, idx, w);
+    ld_backend_destroy(ref);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- DeepSeek-V4
+ * V4's attention (KV ring, compressor, indexer, sinks) and final stream
+ * collapse on the CUDA backend's entries: ref.json's sequences in one
+ * prefill, in calls of 3 and token by token give bitwise the same logits;
+ * they are within V4_TOL of the reference backend's host path under the
+ * same session variants (indexer=bf16: the entries refuse it and the
+ * session falls back to the host leaves), and within TOL of transformers. */
+#define V4_TOL 1e-4
+
+static const char *const v4_specs[] = {NULL, "rope=bf16", "indexer=bf16"};
+
+/* `toks` through a fresh V4 session on `be` in calls of `call` */
+static ld_status run_ds4(ld_backend *be, const ld_ds4_model *m, const char *spec, const int32_t *toks, int T,
+                         int call, float *logits, ld_error *err)
+{
+    ld_ds4_session *s = NULL;
+    ld_cpu_kernels kk = ld_cpu_kernels_default(0);
+    ld_status st = ld_cpu_kernels_parse(spec, &kk, err);
+    if (st == LD_OK) st = ld_ds4_session_create(m, be, MAX_TOKENS, call, &s, err);
+    if (st == LD_OK) ld_ds4_session_set_kernels(s, &kk);
+    for (int t0 = 0; st == LD_OK && t0 < T; t0 += call) {
+        int n = T - t0 < call ? T - t0 : call;
+        st = ld_ds4_session_eval(s, toks + t0, n, logits + (size_t)t0 * (size_t)m->cfg.vocab, NULL, NULL, err);
+    }
+    ld_ds4_session_destroy(s);
+    return st;
+}
+
+static int check_ds4_seq(int k, const ld_ds4_model *m, const char *name, const char *dir, const seq *q,
+                         const char *spec)
+{
+    size_t n = (size_t)q->T * (size_t)m->cfg.vocab;
+    float *l[4], *ref = load_f32(dir, q->logits_file, n);
+    for (int i = 0; i < 4; i++) l[i] = malloc(n * sizeof *l[i]);
+    CHECK(ref && l[0] && l[1] && l[2] && l[3]);
+    ld_error err = {0};
+    ld_backend *be = NULL, *rb = NULL;
+    CHECK_MSG(open_cuda(k, &be, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(be->ops->ds4_attention && be->ops->ds4_hc_head, "the cuda backend lacks V4's attention entries");
+    CHECK_MSG(ld_backend_ref_create(1, &rb, &err) == LD_OK, "%s", err.msg);
+    int calls[3] = {q->T, 3, 1};
+    for (int c = 0; c < 3; c++)
+        CHECK_MSG(run_ds4(be, m, spec, q->tokens, q->T, calls[c], l[c], &err) == LD_OK, "%s %s: %s", name,
+                  kset_name(k), err.msg);
+    CHECK_MSG(run_ds4(rb, m, spec, q->tokens, q->T, q->T, l[3], &err) == LD_OK, "%s: %s", name, err.msg);
+    CHECK_MSG(!memcmp(l[0], l[1], n * sizeof *l[0]) && !memcmp(l[0], l[2], n * sizeof *l[0]),
+              "%s %s '%s': chunks or token by token differ from one prefill", name, kset_name(k), spec ? spec : "");
+    double mx, e = nerr(l[0], l[3], n, &mx), et = nerr(l[0], ref, n, NULL);
+    printf("  %-16s %-10s '%s' (%2d tokens): vs ref backend nerr %.3g max|d| %.3g, vs transformers %.3g\n", name,
+           kset_name(k), spec ? spec : "", q->T, e, mx, et);
+    CHECK_MSG(e < V4_TOL, "%s %s '%s': %g from the ref backend", name, kset_name(k), spec ? spec : "", e);
+    CHECK_MSG(spec || et < TOL, "%s %s: %g from transformers", name, kset_name(k), et);
+    ld_backend_destroy(be);
+    ld_backend_destroy(rb);
+    for (int i = 0; i < 4; i++) free(l[i]);
+    free(ref);
+    return 0;
+}
+
+static int with_ds4(const char *name)
+{
+    ld_backend *be = NULL;
+    ld_error err = {0};
+    ld_status st = open_cuda(0, &be, &err);
+    if (st == LD_ERR_UNSUPPORTED) SKIP("%s", err.msg);
+    CHECK_MSG(st == LD_OK, "cuda backend: %s", err.msg);
+    ld_backend_destroy(be);
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_ds4_model *m = NULL;
+    CHECK_MSG(ld_ds4_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
+    seq seqs[4];
+    int ns = load_seqs(dir, seqs, 4), rc = ns == 2 ? 0 : 1;
+    for (int k = 0; !rc && k < N_KSETS; k++)
+        for (int i = 0; !rc && i < ns; i++)
+            for (size_t v = 0; !rc && v < sizeof v4_specs / sizeof v4_specs[0]; v++)
+                rc = check_ds4_seq(k, m, name, dir, &seqs[i], v4_specs[v]);
+    ld_ds4_model_close(m);
+    return rc;
+}
+
+static int test_cuda_deepseek_v4(void) { return with_ds4("deepseek-v4"); }
+static int test_cuda_deepseek_v4_fp4(void) { return with_ds4("deepseek-v4-fp4"); }
+
 static const ld_test_case tests[] = {
     LD_CASE(test_cuda_transformers_qwen3), LD_CASE(test_cuda_transformers_qwen3_fp8),
     LD_CASE(test_cuda_replays_qwen3),      LD_CASE(test_cuda_replays_qwen3_fp8),
     LD_CASE(test_cuda_chunks_qwen3),       LD_CASE(test_cuda_chunks_qwen3_fp8),
+    LD_CASE(test_cuda_deepseek_v4),        LD_CASE(test_cuda_deepseek_v4_fp4),
+    LD_CASE(test_cuda_moe_entry_matches_ref),
 };
 
 LD_TEST_MAIN(tests)

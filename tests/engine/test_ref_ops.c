@@ -217,7 +217,44 @@ static int test_ref_embed(void)
     return 0;
 }
 
+/* LD_KDT_F4B: packed E2M1 codes (the OCP MX spec's FP4 values, written
+ * here from the spec: 0, 0.5, 1, 1.5, 2, 3, 4, 6, the sign the code's bit
+ * 3), the low nibble first, times a block scale over a grid that does not
+ * divide the matrix (3 x 10 in blocks of 2 x 4: a partial block each way);
+ * through ld_ref_to_f32 at any offset, and a matmul of it equals the
+ * matmul of the expanded fp32 matrix bitwise */
+static int test_ref_f4b(void)
+{
+    static const float mx_fp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    enum { R = 3, C = 10, BR = 2, BC = 4, NBC = (C + BC - 1) / BC };
+    uint8_t q[R * C / 2];
+    float scale[((R + BR - 1) / BR) * NBC], expect[R * C];
+    for (size_t i = 0; i < sizeof scale / sizeof scale[0]; i++) scale[i] = ldexpf(1.0f, (int)i - 2);
+    for (int i = 0; i < R * C / 2; i++) q[i] = (uint8_t)(i * 37 + 11);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            int e = r * C + c, code = e % 2 ? q[e / 2] >> 4 : q[e / 2] & 15;
+            float v = mx_fp4[code & 7] * (code & 8 ? -1.0f : 1.0f);
+            expect[e] = v * scale[(r / BR) * NBC + c / BC];
+        }
+    ld_f8b f = {q, scale, R, C, BR, BC};
+    CHECK(ld_ref_kdt_is_scaled(LD_KDT_F4B) && ld_ref_kdt_is_scaled(LD_KDT_F8B) && !ld_ref_kdt_is_scaled(LD_KDT_BF16));
+    float got[R * C];
+    for (int off = 0; off < R * C; off += 7) {
+        int n = R * C - off < 7 ? R * C - off : 7;
+        ld_ref_to_f32(got, &f, LD_KDT_F4B, (size_t)off, (size_t)n);
+        CHECK(memcmp(got, expect + off, (size_t)n * sizeof *got) == 0);
+    }
+    float x[2 * C], o4[2 * R], o32[2 * R], row[C];
+    fill(x, 2 * C);
+    ld_ref_matmul(o4, x, &f, LD_KDT_F4B, NULL, LD_KDT_F32, 2, C, R, row, 0, R);
+    ld_ref_matmul(o32, x, expect, LD_KDT_F32, NULL, LD_KDT_F32, 2, C, R, row, 0, R);
+    CHECK(memcmp(o4, o32, sizeof o4) == 0);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
+    LD_CASE(test_ref_f4b),
     LD_CASE(test_ref_half_conversions),
     LD_CASE(test_ref_matmul),
     LD_CASE(test_ref_rmsnorm_softmax_swiglu),

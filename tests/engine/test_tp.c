@@ -519,7 +519,7 @@ static int test_tp_gguf_quantized(void)
 }
 
 /* The refusals: a size that does not divide the heads (naming the field),
- * a K-slice cutting a quantization block, a DeepSeek model, a bad node
+ * a K-slice cutting a quantization block, a DeepSeek-V4 model, a bad node
  * count or backend; cuda where the build or machine has no NCCL / GPUs. */
 static int test_tp_errors(void)
 {
@@ -574,13 +574,13 @@ static int test_tp_errors(void)
     ld_tp_shard_free(sh);
     ld_model_close(m);
 
-    /* DeepSeek: refused through the lm interface */
+    /* DeepSeek-V4: refused through the lm interface (V3/V3.2: test_tp_deepseek.c) */
     ld_lm *lm = NULL;
-    CHECK_MSG(ld_lm_open(MDIR "deepseek-v3", &lm, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
     ld_lm_session *ls = NULL;
     ld_tp_opts od = {2, 1, "cpu", NULL, 1};
     CHECK(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_ERR_UNSUPPORTED && !ls);
-    CHECK_MSG(strstr(err.msg, "DeepseekV3ForCausalLM"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "DeepseekV4ForCausalLM") && strstr(err.msg, "not yet"), "%s", err.msg);
     ld_lm_close(lm);
     return 0;
 }

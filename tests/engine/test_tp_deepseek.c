@@ -1,0 +1,566 @@
+/* test_tp_deepseek.c - tensor parallelism for DeepSeek-V3 / V3.2
+ * (engine/tp_deepseek_shard.h, tp_forward.h's ld_tp_ds_session_create) on
+ * simulated ranks over the tiny HF models of testdata/models (written with
+ * transformers by tools/gen_tiny_deepseek*.py): TP = 2 and 4 (where the
+ * heads and intermediate widths divide) within the same 1e-5 of
+ * transformers' logits and hidden states as the single-rank session, in
+ * the naive, absorbed and split-K MLA forms; bitwise equal over reruns,
+ * threads per rank, node groupings and chunkings; TP = 1 bitwise the plain
+ * session; the shard's views and K-slices; the refusals (a size that does
+ * not divide, FP8 scale blocks cut, combine=bf16, DeepSeek-V4); over NCCL
+ * where the build and the machine have it (else a clear refusal). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "comm.h"
+#include "deepseek_forward.h"
+#include "fixtures.h"
+#include "ld_test.h"
+#include "lm.h"
+#include "ref_ops.h"
+#include "tp_deepseek_shard.h"
+#include "tp_forward.h"
+
+#define MDIR LD_TESTDATA_DIR "/models/"
+#define MAX_T 64
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct seq {
+    int32_t tokens[MAX_T];
+    int T;
+    char logits_file[64], hidden_file[64];
+} seq;
+
+/* sequence i of ref.json; 0 when absent */
+static int load_seq(const char *dir, int i, seq *s)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    char *text = ld_test_slurp(path);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sequences"), i), *t;
+    s->T = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (s->T < MAX_T) s->tokens[s->T++] = t->valueint;
+    const cJSON *lf = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file");
+    const cJSON *hf = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "hidden"), "file");
+    int ok = e && s->T > 0 && cJSON_IsString(lf) && cJSON_IsString(hf);
+    if (ok) {
+        snprintf(s->logits_file, sizeof s->logits_file, "%s", lf->valuestring);
+        snprintf(s->hidden_file, sizeof s->hidden_file, "%s", hf->valuestring);
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+static int open_model(const char *name, ld_ds_model **m)
+{
+    ld_error err;
+    ld_error_clear(&err);
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    CHECK_MSG(ld_ds_model_open(dir, m, &err) == LD_OK, "%s: %s", name, err.msg);
+    return 0;
+}
+
+/* One run of `toks`: a TP session (o != NULL) or a plain one on `plain_be`
+ * ("cpu"/"ref", 2 threads), chunks of `batch`, calls of `call` tokens (0:
+ * one call); logits [T][V] and hidden [P][T][D] (NULL: not wanted). */
+typedef struct run_spec {
+    const ld_tp_opts *o;
+    const char *plain_be;
+    ld_ds_attn attn;
+    const char *kspec;
+    int batch, call;
+} run_spec;
+
+static ld_status eval_calls(ld_tp_session *tp, ld_ds_session *ds, const ld_ds_model *m, int call, const int32_t *toks,
+                            int T, float *logits, float *hidden, ld_error *err)
+{
+    size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
+    ld_status st = LD_OK;
+    for (int t0 = 0; st == LD_OK && t0 < T;) {
+        int n = call ? (T - t0 < call ? T - t0 : call) : T;
+        float *h = hidden ? malloc(P * (size_t)n * D * sizeof *h) : NULL; /* per call: scattered */
+        if (hidden && !h) return LD_ERR_NOMEM;
+        float *l = logits ? logits + (size_t)t0 * V : NULL;
+        st = tp ? ld_tp_session_eval(tp, toks + t0, n, l, h, err) : ld_ds_session_eval(ds, toks + t0, n, l, h, NULL, err);
+        for (size_t p = 0; h && st == LD_OK && p < P; p++)
+            memcpy(hidden + (p * (size_t)T + (size_t)t0) * D, h + p * (size_t)n * D, (size_t)n * D * sizeof *h);
+        free(h);
+        t0 += n;
+    }
+    return st;
+}
+
+static ld_status run(const ld_ds_model *m, const run_spec *r, const int32_t *toks, int T, float *logits, float *hidden,
+                     ld_error *err)
+{
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
+    LD_TRY(ld_cpu_kernels_parse(r->kspec, &k, err));
+    ld_tp_session *tp = NULL;
+    ld_ds_session *ds = NULL;
+    ld_backend *be = NULL;
+    ld_status st;
+    if (r->o) {
+        st = ld_tp_ds_session_create(m, r->o, r->attn, &k, MAX_T, r->batch, &tp, err);
+    } else {
+        st = ld_backend_cpu_create_ex(2, strcmp(r->plain_be, "cpu") == 0, NULL, &be, err);
+        if (st == LD_OK) st = ld_ds_session_create(m, be, MAX_T, r->batch, r->attn, &ds, err);
+        if (st == LD_OK) ld_ds_session_set_kernels(ds, &k);
+    }
+    if (st == LD_OK) st = eval_calls(tp, ds, m, r->call, toks, T, logits, hidden, err);
+    if (st == LD_OK && (tp ? ld_tp_session_pos(tp) : ld_ds_session_pos(ds)) != T) st = LD_ERR_MISMATCH;
+    ld_tp_session_destroy(tp);
+    ld_ds_session_destroy(ds);
+    ld_backend_destroy(be);
+    return st;
+}
+
+static const char *form_name(ld_ds_attn a)
+{
+    return a == LD_DS_ATTN_NAIVE ? "naive" : a == LD_DS_ATTN_ABSORBED ? "absorbed" : "splitk";
+}
+
+/* ------------------------------------------------------------ against transformers */
+
+/* Both sequences of `name` over `n` ranks on `be`: logits and every hidden
+ * plane within `tol` normalised error of transformers'; the worst logits
+ * error into *worst (max). */
+static int check_split(const char *name, int n, const char *be, ld_ds_attn attn, double tol, double *worst)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_ds_model *m = NULL;
+    if (open_model(name, &m)) return 1;
+    size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
+    for (int i = 0; i < 2; i++) {
+        seq q;
+        CHECK(load_seq(dir, i, &q));
+        size_t T = (size_t)q.T;
+        float *ref_l = load_f32(dir, q.logits_file, T * V), *ref_h = load_f32(dir, q.hidden_file, P * T * D);
+        float *l = malloc(T * V * sizeof *l), *h = malloc(P * T * D * sizeof *h);
+        CHECK(ref_l && ref_h && l && h);
+        ld_error err;
+        ld_error_clear(&err);
+        ld_tp_opts o = {n, 1, be, NULL, 1};
+        run_spec r = {&o, NULL, attn, NULL, MAX_T, 0};
+        CHECK_MSG(run(m, &r, q.tokens, q.T, l, h, &err) == LD_OK, "%s tp %d: %s", name, n, err.msg);
+        double mx, e = nerr(l, ref_l, T * V, &mx), eh = 0;
+        for (size_t p = 0; p < P; p++) {
+            double x = nerr(h + p * T * D, ref_h + p * T * D, T * D, NULL);
+            if (!(x <= eh)) eh = x;
+        }
+        fprintf(stderr, "  %-16s tp %d %s %-8s seq %c: logits nerr %.3g (max|d| %.3g), worst hidden plane %.3g\n",
+                name, n, be, form_name(attn), 'a' + i, e, mx, eh);
+        CHECK_MSG(e < tol && eh < tol, "%s tp %d %s %s: error above %g", name, n, be, form_name(attn), tol);
+        if (e > *worst) *worst = e;
+        free(ref_l);
+        free(ref_h);
+        free(l);
+        free(h);
+    }
+    ld_ds_model_close(m);
+    return 0;
+}
+
+/* (a) the same 1e-5 of transformers as TP = 1 (test_deepseek's bound),
+ * every MLA form, both CPU backends */
+static int test_tp_ds_vs_transformers(void)
+{
+    static const struct { const char *name; int max_n; } models[] = {
+        {"deepseek-v3", 4}, {"deepseek-v3-lite", 2}, {"deepseek-v32", 4}};
+    static const ld_ds_attn forms[] = {LD_DS_ATTN_NAIVE, LD_DS_ATTN_ABSORBED, LD_DS_ATTN_SPLITK};
+    static const char *const bes[] = {"cpu", "ref"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++)
+            for (size_t b = 0; b < 2; b++) {
+                if (b == 1 && f == 2) continue; /* splitk: cpu only */
+                double w1 = 0, wn = 0;
+                if (check_split(models[i].name, 1, bes[b], forms[f], 1e-5, &w1)) return 1;
+                for (int n = 2; n <= models[i].max_n; n *= 2)
+                    if (check_split(models[i].name, n, bes[b], forms[f], 1e-5, &wn)) return 1;
+                fprintf(stderr, "  %-16s %s %-8s worst logits nerr: tp 1 %.3g, tp 2..%d %.3g\n", models[i].name,
+                        bes[b], form_name(forms[f]), w1, models[i].max_n, wn);
+            }
+    return 0;
+}
+
+/* ------------------------------------------------------------ determinism */
+
+/* (b) bitwise equal over reruns, threads per rank (1, 3), node groupings
+ * (1, 2), prefill / chunks of 3 / calls of 1 and 5 tokens */
+static int test_tp_ds_bitwise_determinism(void)
+{
+    static const struct { const char *name; int n; ld_ds_attn attn; } runs[] = {
+        {"deepseek-v3", 2, LD_DS_ATTN_NAIVE}, {"deepseek-v3", 4, LD_DS_ATTN_ABSORBED},
+        {"deepseek-v3-lite", 2, LD_DS_ATTN_NAIVE}, {"deepseek-v32", 2, LD_DS_ATTN_ABSORBED},
+        {"deepseek-v32", 4, LD_DS_ATTN_NAIVE}};
+    static const char *const bes[] = {"cpu", "ref"};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        ld_ds_model *m = NULL;
+        if (open_model(runs[i].name, &m)) return 1;
+        char dir[512];
+        snprintf(dir, sizeof dir, MDIR "%s", runs[i].name);
+        seq q;
+        CHECK(load_seq(dir, 1, &q));
+        size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+        size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q.T * (size_t)m->cfg.hidden;
+        float *base = malloc(nl * sizeof *base), *l = malloc(nl * sizeof *l);
+        float *hbase = malloc(nh * sizeof *hbase), *h = malloc(nh * sizeof *h);
+        CHECK(base && l && hbase && h);
+        for (int b = 0; b < 2; b++) {
+            ld_error err;
+            ld_error_clear(&err);
+            ld_tp_opts o = {runs[i].n, 1, bes[b], NULL, 1};
+            run_spec r = {&o, NULL, runs[i].attn, NULL, MAX_T, 0};
+            CHECK_MSG(run(m, &r, q.tokens, q.T, base, hbase, &err) == LD_OK, "%s", err.msg);
+            const struct { int threads, nodes, batch, call; } v[] = {
+                {1, 1, MAX_T, 0}, {3, 1, MAX_T, 0}, {1, 2, MAX_T, 0}, {3, 2, 3, 0}, {1, 1, MAX_T, 1}, {3, 2, MAX_T, 5}};
+            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+                ld_tp_opts ov = {runs[i].n, v[k].nodes, bes[b], NULL, v[k].threads};
+                run_spec rv = {&ov, NULL, runs[i].attn, NULL, v[k].batch, v[k].call};
+                CHECK_MSG(run(m, &rv, q.tokens, q.T, l, h, &err) == LD_OK, "%s", err.msg);
+                CHECK_MSG(memcmp(l, base, nl * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0,
+                          "%s tp %d on %s: threads %d, nodes %d, batch %d, call %d differ from the first run",
+                          runs[i].name, runs[i].n, bes[b], v[k].threads, v[k].nodes, v[k].batch, v[k].call);
+            }
+            fprintf(stderr, "  %-16s tp %d %s %-8s: %zu runs bitwise equal (threads 1/3 per rank, nodes 1/2, chunks)\n",
+                    runs[i].name, runs[i].n, bes[b], form_name(runs[i].attn), sizeof v / sizeof v[0] + 1);
+        }
+        free(base);
+        free(l);
+        free(hbase);
+        free(h);
+        ld_ds_model_close(m);
+    }
+    return 0;
+}
+
+/* (c) TP = 1 through the TP path is the plain session, bit for bit
+ * (logits and every hidden plane; the FP8 fixture and attention_bias too) */
+static int test_tp_ds_one_is_plain(void)
+{
+    static const char *const names[] = {"deepseek-v3", "deepseek-v3-fp8", "deepseek-v3-lite", "deepseek-v32"};
+    static const ld_ds_attn forms[] = {LD_DS_ATTN_NAIVE, LD_DS_ATTN_ABSORBED};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        ld_ds_model *m = NULL;
+        if (open_model(names[i], &m)) return 1;
+        char dir[512];
+        snprintf(dir, sizeof dir, MDIR "%s", names[i]);
+        seq q;
+        CHECK(load_seq(dir, 0, &q));
+        size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+        size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q.T * (size_t)m->cfg.hidden;
+        float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+        float *ha = malloc(nh * sizeof *ha), *hb = malloc(nh * sizeof *hb);
+        CHECK(a && b && ha && hb);
+        for (size_t f = 0; f < 2; f++) {
+            ld_error err;
+            ld_error_clear(&err);
+            ld_tp_opts o = {1, 1, "cpu", NULL, 2};
+            run_spec rt = {&o, NULL, forms[f], NULL, MAX_T, 0}, rp = {NULL, "cpu", forms[f], NULL, MAX_T, 0};
+            CHECK_MSG(run(m, &rt, q.tokens, q.T, a, ha, &err) == LD_OK, "%s", err.msg);
+            CHECK_MSG(run(m, &rp, q.tokens, q.T, b, hb, &err) == LD_OK, "%s", err.msg);
+            CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0 && memcmp(ha, hb, nh * sizeof *ha) == 0,
+                      "%s %s: tp 1 differs from the plain session", names[i], form_name(forms[f]));
+        }
+        fprintf(stderr, "  %-16s tp 1 = the plain session bitwise (naive, absorbed)\n", names[i]);
+        free(a);
+        free(b);
+        free(ha);
+        free(hb);
+        ld_ds_model_close(m);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the shard */
+
+/* (d) rank 1 of 2 on deepseek-v3: views of its heads' q_b / kv_b rows and
+ * its intermediate rows, o_proj's and the down projections' K-slices
+ * copied, the router and the latent projections the model's own */
+static int test_tp_ds_shard_layout(void)
+{
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v3", &m)) return 1;
+    const ld_ds_config *c = &m->cfg; /* 4 heads, I 64, Im 16, 1 shared, 8 experts, 1 dense layer */
+    ld_error err;
+    ld_error_clear(&err);
+    ld_tp_ds_shard *sh = NULL;
+    CHECK_MSG(ld_tp_ds_shard_create(m, 2, 1, &sh, &err) == LD_OK, "%s", err.msg);
+    const ld_ds_model *s = ld_tp_ds_shard_model(sh);
+    CHECK(s->cfg.n_heads == 2 && s->cfg.intermediate == 32 && s->cfg.moe_intermediate == 8 && s->cfg.hidden == 64);
+    CHECK(s->cfg.kv_lora_rank == c->kv_lora_rank && s->cfg.n_routed == c->n_routed);
+    int64_t qh = c->qk_nope + c->qk_rope, kvh = c->qk_nope + c->v_head;
+    for (int l = 0; l < c->n_layers; l++) {
+        const ld_ds_layer *a = &m->layers[l], *b = &s->layers[l];
+        CHECK(b->q_b.host.rows == 2 * qh &&
+              b->q_b.host.data == (const float *)a->q_b.host.data + 2 * qh * c->q_lora_rank);
+        CHECK(b->kv_b.host.rows == 2 * kvh &&
+              b->kv_b.host.data == (const float *)a->kv_b.host.data + 2 * kvh * c->kv_lora_rank);
+        CHECK(b->q_a.host.data == a->q_a.host.data && b->kv_a.host.data == a->kv_a.host.data);
+        CHECK(b->o.host.cols == 2 * c->v_head && b->o.host.rows == c->hidden);
+        /* o_proj [D][H*dv]: rank 1's row 3 starts at column 2*dv */
+        CHECK(((const float *)b->o.host.data)[3 * 2 * c->v_head] ==
+              ((const float *)a->o.host.data)[3 * 4 * c->v_head + 2 * c->v_head]);
+        if (!a->moe) {
+            CHECK(b->mlp.gate.host.rows == 32 && b->mlp.down.host.cols == 32);
+            continue;
+        }
+        CHECK(b->router.host.data == a->router.host.data && b->router.host.rows == c->n_routed);
+        CHECK(b->mlp.up.host.rows == 8 && b->mlp.up.host.data == (const float *)a->mlp.up.host.data + 8 * c->hidden);
+        for (int e = 0; e < c->n_routed; e++) {
+            CHECK(b->experts[e].gate.host.rows == 8 && b->experts[e].down.host.cols == 8);
+            CHECK(((const float *)b->experts[e].down.host.data)[1] == ((const float *)a->experts[e].down.host.data)[9]);
+        }
+        CHECK(m->layers[l].experts[0].down.host.cols == 16); /* the model is untouched */
+    }
+    /* copies: per layer o_proj's slice [D][2*dv], the down slices [D][I/2] or
+     * (shared + experts) [D][Im/2] each */
+    size_t D = (size_t)c->hidden, want = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        want += D * 2 * (size_t)c->v_head + (m->layers[l].moe ? (size_t)(1 + c->n_routed) * D * 8 : D * 32);
+    CHECK_MSG(ld_tp_ds_shard_copied_bytes(sh) == want * sizeof(float), "copied %zu, want %zu",
+              ld_tp_ds_shard_copied_bytes(sh), want * sizeof(float));
+    ld_tp_ds_shard_free(sh);
+    ld_ds_model_close(m);
+    return 0;
+}
+
+/* (e) attention_bias (deepseek-v3-lite): o_proj's bias is kept out of the
+ * split matmul and added once after the sum */
+static int test_tp_ds_bias_after_reduce(void)
+{
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v3-lite", &m)) return 1;
+    ld_error err;
+    ld_error_clear(&err);
+    ld_tp_ds_shard *sh = NULL;
+    CHECK(m->cfg.attention_bias && m->layers[0].o_bias.st);
+    CHECK_MSG(ld_tp_ds_shard_create(m, 2, 0, &sh, &err) == LD_OK, "%s", err.msg);
+    const float *b = ld_tp_ds_shard_bias(sh, 0, 0);
+    CHECK(b && !ld_tp_ds_shard_model(sh)->layers[0].o_bias.st && !ld_tp_ds_shard_bias(sh, 0, 1));
+    float want[4];
+    ld_ref_to_f32(want, m->layers[0].o_bias.host.data, (ld_kdt)m->layers[0].o_bias.host.dtype, 0, 4);
+    CHECK(memcmp(b, want, sizeof want) == 0);
+    ld_tp_ds_shard_free(sh);
+    CHECK(ld_tp_ds_shard_create(m, 1, 0, &sh, &err) == LD_OK); /* TP = 1: the matmul adds it */
+    CHECK(!ld_tp_ds_shard_bias(sh, 0, 0) && ld_tp_ds_shard_model(sh)->layers[0].o_bias.st);
+    ld_tp_ds_shard_free(sh);
+    ld_ds_model_close(m);
+    return 0;
+}
+
+/* (e2) the reduce points: one all-reduce of [T][hidden] after o_proj and
+ * one after the FFN, per layer and chunk, nothing else: a flat simulated
+ * group of N receives 2 L N (N - 1) T D floats per chunk of T tokens */
+static int test_tp_ds_reduce_points(void)
+{
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v32", &m)) return 1;
+    seq q;
+    CHECK(load_seq(MDIR "deepseek-v32", 0, &q));
+    ld_error err;
+    ld_error_clear(&err);
+    for (int n = 2; n <= 4; n += 2) {
+        ld_tp_opts o = {n, 1, "cpu", NULL, 1};
+        ld_tp_session *s = NULL;
+        CHECK_MSG(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, MAX_T, 5, &s, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(ld_tp_session_eval(s, q.tokens, q.T, NULL, NULL, &err) == LD_OK, "%s", err.msg);
+        double intra = -1, inter = -1;
+        ld_comm_sim_traffic(ld_tp_session_comm(s, 0), &intra, &inter);
+        double want = 2.0 * m->cfg.n_layers * n * (n - 1) * q.T * m->cfg.hidden * sizeof(float);
+        CHECK_MSG(intra == want && inter == 0, "tp %d: %.0f bytes gathered, want %.0f", n, intra, want);
+        ld_tp_session_destroy(s);
+    }
+    ld_ds_model_close(m);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the lm interface, the refusals */
+
+/* (f) ld_lm's TP session on DeepSeek: the MLA form from the kernel spec,
+ * the same bits as the TP session made directly */
+static int test_tp_ds_lm(void)
+{
+    ld_error err;
+    ld_error_clear(&err);
+    ld_lm *lm = NULL;
+    CHECK_MSG(ld_lm_open(MDIR "deepseek-v32", &lm, &err) == LD_OK, "%s", err.msg);
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v32", &m)) return 1;
+    seq q;
+    CHECK(load_seq(MDIR "deepseek-v32", 0, &q));
+    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+    CHECK(a && b);
+    static const struct { const char *spec; ld_ds_attn attn; } v[] = {
+        {NULL, LD_DS_ATTN_NAIVE}, {"mla=absorbed", LD_DS_ATTN_ABSORBED}, {"mla=splitk,router=bf16", LD_DS_ATTN_SPLITK}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        ld_tp_opts o = {2, 1, "cpu", v[i].spec, 1};
+        CHECK_MSG(ld_lm_tp_check(lm, 2, &err) == LD_OK, "%s", err.msg);
+        ld_lm_session *s = NULL;
+        CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, 4, &s, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(ld_lm_eval(s, q.tokens, q.T, a, NULL, &err) == LD_OK, "%s", err.msg);
+        CHECK(ld_lm_pos(s) == q.T);
+        ld_lm_session_destroy(s);
+        run_spec r = {&o, NULL, v[i].attn, v[i].spec, MAX_T, 0};
+        CHECK_MSG(run(m, &r, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "lm tp 2 with '%s' differs", v[i].spec ? v[i].spec : "");
+    }
+    free(a);
+    free(b);
+    ld_ds_model_close(m);
+    ld_lm_close(lm);
+    return 0;
+}
+
+static int expect_fail(ld_status st, ld_status want, const ld_error *err, const char *needle)
+{
+    CHECK_MSG(st == want, "status %d, want %d (%s)", (int)st, (int)want, err->msg);
+    CHECK_MSG(strstr(err->msg, needle), "'%s' does not say '%s'", err->msg, needle);
+    return 0;
+}
+
+/* (g) the refusals: sizes that do not divide (naming the field), FP8
+ * scale blocks cut (the FP8 fixture's 16x16 blocks allow only TP = 1),
+ * combine=bf16, DeepSeek-V4 */
+static int test_tp_ds_errors(void)
+{
+    ld_error err;
+    ld_error_clear(&err);
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v3", &m)) return 1;
+    ld_tp_session *s = NULL;
+    ld_tp_opts o = {3, 1, "cpu", NULL, 1};
+    if (expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
+                    "tensor parallel size 3 does not divide the model's num_attention_heads (4)"))
+        return 1;
+    CHECK(!s);
+    ld_ds_config c = m->cfg;
+    c.intermediate = 42;
+    if (expect_fail(ld_tp_ds_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "intermediate_size (42)")) return 1;
+    c.first_k_dense = 0; /* no dense layer: its width does not matter */
+    CHECK(ld_tp_ds_check_config(&c, 4, &err) == LD_OK);
+    c.moe_intermediate = 18;
+    if (expect_fail(ld_tp_ds_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "moe_intermediate_size (18)")) return 1;
+    c.first_k_dense = c.n_layers; /* no MoE layer */
+    c.intermediate = 64;
+    CHECK(ld_tp_ds_check_config(&c, 4, &err) == LD_OK);
+    CHECK(ld_tp_ds_check_config(&m->cfg, 0, &err) == LD_ERR_USAGE);
+    o.n = 2;
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
+    CHECK(ld_cpu_kernels_parse("combine=bf16", &k, &err) == LD_OK);
+    if (expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, &k, 16, 16, &s, &err), LD_ERR_UNSUPPORTED,
+                    &err, "combine=bf16"))
+        return 1;
+    o.n = 1; /* one rank holds the whole sum */
+    CHECK_MSG(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, &k, 16, 16, &s, &err) == LD_OK, "%s", err.msg);
+    ld_tp_session_destroy(s);
+    o.n = 2;
+    o.n_nodes = 3;
+    CHECK(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err) == LD_ERR_USAGE && !s);
+    ld_ds_model_close(m);
+
+    /* FP8: q_b_proj [24][16] in 16x16 blocks, 12 rows per rank of 2 */
+    if (open_model("deepseek-v3-fp8", &m)) return 1;
+    o.n_nodes = 1;
+    if (expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_UNSUPPORTED,
+                    &err, "'model.layers.0.self_attn.q_b_proj.weight' is FP8 with scale blocks of 16x16"))
+        return 1;
+    CHECK_MSG(strstr(err.msg, "12 rows"), "%s", err.msg);
+    CHECK(ld_tp_ds_check(m, 1, &err) == LD_OK);
+    ld_ds_model *q = NULL; /* o_proj [32][16]: 8 columns per rank cut its blocks */
+    if (open_model("deepseek-v3-fp8", &q)) return 1;
+    q->layers[0].q_b.st = NULL; /* the test's copy: q_b out of the way */
+    q->layers[1].q_b.st = NULL;
+    if (expect_fail(ld_tp_ds_check(q, 2, &err), LD_ERR_UNSUPPORTED, &err,
+                    "'model.layers.0.self_attn.o_proj.weight' is FP8"))
+        return 1;
+    CHECK_MSG(strstr(err.msg, "8 columns") && strstr(err.msg, "multiple of 16 columns"), "%s", err.msg);
+    ld_ds_model_close(q);
+    ld_ds_model_close(m);
+    ld_lm *lm = NULL;
+    CHECK_MSG(ld_lm_open(MDIR "deepseek-v3-fp8", &lm, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_lm_tp_check(lm, 2, &err) == LD_ERR_UNSUPPORTED && ld_lm_tp_check(lm, 1, &err) == LD_OK);
+    ld_lm_close(lm);
+
+    /* DeepSeek-V4: not yet */
+    CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
+    ld_lm_session *ls = NULL;
+    if (expect_fail(ld_lm_session_create_tp(lm, &o, 16, 16, &ls, &err), LD_ERR_UNSUPPORTED, &err, "not yet"))
+        return 1;
+    CHECK(!ls && strstr(err.msg, "DeepseekV4ForCausalLM"));
+    ld_lm_close(lm);
+    return 0;
+}
+
+/* (h) cuda: over NCCL where the build has it and the machine has the GPUs,
+ * else a clear refusal.  With a GPU, TP = 1 over NCCL is the plain CUDA
+ * DeepSeek session bit for bit (V3.2: MLA, indexer, MoE), and TP = 2 (two
+ * GPUs) within 1e-5 of transformers and the same bits token by token. */
+static int test_tp_ds_cuda_nccl(void)
+{
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v32", &m)) return 1;
+    seq q;
+    CHECK(load_seq(MDIR "deepseek-v32", 0, &q));
+    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+    CHECK(a && b);
+    ld_error err;
+    ld_error_clear(&err);
+    ld_tp_opts o = {1, 1, "cuda", NULL, 1};
+    run_spec r = {&o, NULL, LD_DS_ATTN_ABSORBED, NULL, MAX_T, 0};
+    ld_status st = run(m, &r, q.tokens, q.T, a, NULL, &err);
+    if (st != LD_OK) {
+        fprintf(stderr, "  cuda tp 1: %s\n", err.msg);
+        CHECK_MSG(st == LD_ERR_UNSUPPORTED && (strstr(err.msg, "CUDA") || strstr(err.msg, "NCCL")), "%s", err.msg);
+    } else {
+        ld_backend *be = NULL;
+        ld_ds_session *s = NULL;
+        CHECK_MSG(ld_backend_cuda_create(0, NULL, &be, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(ld_ds_session_create(m, be, MAX_T, MAX_T, LD_DS_ATTN_ABSORBED, &s, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(ld_ds_session_eval(s, q.tokens, q.T, b, NULL, NULL, &err) == LD_OK, "%s", err.msg);
+        ld_ds_session_destroy(s);
+        ld_backend_destroy(be);
+        CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 1 over NCCL differs from the plain CUDA session");
+        fprintf(stderr, "  cuda tp 1 over NCCL: bitwise the plain CUDA session\n");
+        o.n = 2;
+        st = run(m, &r, q.tokens, q.T, a, NULL, &err);
+        if (st == LD_OK) {
+            float *ref = load_f32(MDIR "deepseek-v32", q.logits_file, nl);
+            CHECK(ref);
+            double mx, e = nerr(a, ref, nl, &mx);
+            fprintf(stderr, "  cuda tp 2 over NCCL: logits nerr %.3g (max|d| %.3g) vs transformers\n", e, mx);
+            CHECK(e < 1e-5);
+            r.call = 1;
+            CHECK(run(m, &r, q.tokens, q.T, b, NULL, &err) == LD_OK);
+            CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: prefill and token by token differ");
+            free(ref);
+        } else {
+            fprintf(stderr, "  cuda tp 2: %s\n", err.msg);
+            CHECK(st == LD_ERR_UNSUPPORTED);
+        }
+    }
+    free(a);
+    free(b);
+    ld_ds_model_close(m);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_tp_ds_vs_transformers), LD_CASE(test_tp_ds_bitwise_determinism), LD_CASE(test_tp_ds_one_is_plain),
+    LD_CASE(test_tp_ds_shard_layout),    LD_CASE(test_tp_ds_bias_after_reduce),   LD_CASE(test_tp_ds_reduce_points),
+    LD_CASE(test_tp_ds_lm),
+    LD_CASE(test_tp_ds_errors),          LD_CASE(test_tp_ds_cuda_nccl),
+};
+
+LD_TEST_MAIN(cases)
