@@ -10,45 +10,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Dequantize FP8 tensor `t` (`name`) with its `<name>_scale_inv` into an
- * fp32 copy the model owns, bound as `mt`. */
-static ld_status bind_fp8(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor *mt, const ld_st_tensor *t,
-                          const char *name, int64_t rows, int64_t cols, ld_error *err)
+/* how a tensor may be stored: plain F32/F16/BF16 only, or a linear weight
+ * that may be block-scaled FP8 (bound as LD_WQ_F8B, or dequantized) */
+enum { PLAIN = 0, LINEAR_F8B = 1, LINEAR_DEQUANT = 2 };
+
+/* FP8 tensor `t` (`name`) with its `<name>_scale_inv`, checked as
+ * ld_model_bind_f8b does, dequantized exactly into an fp32 copy the model
+ * owns, bound as `mt` (for the one consumer that needs plain rows:
+ * kv_b_proj, see bind_layer). */
+static ld_status bind_dequant(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor *mt, const ld_st_tensor *t,
+                              const char *name, int64_t rows, int64_t cols, ld_error *err)
 {
-    char sname[192];
-    snprintf(sname, sizeof sname, "%s_scale_inv", name);
-    const ld_st_tensor *s = ld_st_find(st, sname);
-    int64_t b0 = m->cfg.fp8_block[0], b1 = m->cfg.fp8_block[1];
-    LD_TRY(ld_model_check_shape(sname, s ? s->shape : NULL, s ? s->n_dims : 0, (rows + b0 - 1) / b0,
-                                (cols + b1 - 1) / b1, 0, err));
-    if (s->dtype != LD_DT_F32)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32 supported)", sname,
-                       ld_dtype_name(s->dtype));
-    if ((uintptr_t)s->data % sizeof(float))
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' is not aligned to 4 bytes", sname);
+    int b0 = m->cfg.fp8_block[0], b1 = m->cfg.fp8_block[1];
+    LD_TRY(ld_model_bind_f8b(st, b0, b1, mt, t, name, rows, cols, err));
     if (m->n_owned == m->cap_owned) {
-        size_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
+        size_t cap = m->cap_owned ? m->cap_owned * 2 : 16;
         float **o = realloc(m->owned, cap * sizeof *o);
         if (!o) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
         m->owned = o;
         m->cap_owned = cap;
     }
-    float *w = malloc((size_t)rows * (size_t)cols * sizeof *w);
+    size_t n = (size_t)rows * (size_t)cols;
+    float *w = malloc(n * sizeof *w);
     if (!w) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory dequantizing '%s'", name);
     m->owned[m->n_owned++] = w;
-    ld_ref_fp8_block_dequant(w, t->data, (const float *)s->data, (size_t)rows, (size_t)cols, (size_t)b0, (size_t)b1,
-                             0, (size_t)rows);
-    mt->st = t;
-    mt->host.dtype = LD_DT_F32;
-    mt->host.data = w;
-    mt->host.rows = rows;
-    mt->host.cols = cols;
+    m->owned_bytes += n * sizeof *w;
+    ld_ref_fp8_block_dequant(w, mt->host.data, mt->host.scale, (size_t)rows, (size_t)cols, (size_t)b0, (size_t)b1, 0,
+                             (size_t)rows);
+    mt->host = (ld_host_tensor){.dtype = LD_DT_F32, .data = w, .rows = rows, .cols = cols};
     return LD_OK;
 }
 
 /* Bind `name` (printf-style) expecting [rows, cols], or a vector of cols
- * when rows == 0; `lin`: a linear weight that may be FP8. */
-static ld_status bind_any(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor *mt, int lin, int64_t rows,
+ * when rows == 0; `kind`: PLAIN, LINEAR_F8B or LINEAR_DEQUANT. */
+static ld_status bind_any(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor *mt, int kind, int64_t rows,
                           int64_t cols, ld_error *err, const char *fmt, va_list ap)
 {
     char name[160];
@@ -56,10 +51,13 @@ static ld_status bind_any(ld_ds_model *m, const ld_safetensors *st, ld_model_ten
     memset(mt, 0, sizeof *mt);
     const ld_st_tensor *t = ld_st_find(st, name);
     LD_TRY(ld_model_check_shape(name, t ? t->shape : NULL, t ? t->n_dims : 0, rows, cols, 0, err));
-    if (t->dtype == LD_DT_F8_E4M3 && lin && m->cfg.fp8) return bind_fp8(m, st, mt, t, name, rows, cols, err);
+    int fp8 = t->dtype == LD_DT_F8_E4M3 && kind != PLAIN && m->cfg.fp8;
+    if (fp8 && kind == LINEAR_F8B)
+        return ld_model_bind_f8b(st, m->cfg.fp8_block[0], m->cfg.fp8_block[1], mt, t, name, rows, cols, err);
+    if (fp8) return bind_dequant(m, st, mt, t, name, rows, cols, err);
     if (t->dtype != LD_DT_F32 && t->dtype != LD_DT_F16 && t->dtype != LD_DT_BF16)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32, F16, BF16%s supported)", name,
-                       ld_dtype_name(t->dtype), lin && m->cfg.fp8 ? ", F8_E4M3" : "");
+                       ld_dtype_name(t->dtype), kind != PLAIN && m->cfg.fp8 ? ", F8_E4M3" : "");
     mt->st = t;
     mt->host.dtype = t->dtype;
     mt->host.data = t->data;
@@ -73,18 +71,29 @@ static ld_status bind(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor 
 {
     va_list ap;
     va_start(ap, fmt);
-    ld_status s = bind_any(m, st, mt, 0, rows, cols, err, fmt, ap);
+    ld_status s = bind_any(m, st, mt, PLAIN, rows, cols, err, fmt, ap);
     va_end(ap);
     return s;
 }
 
-/* a linear weight (FP8 allowed) */
+/* a linear weight (FP8 allowed: LD_WQ_F8B) */
 static ld_status bind_lin(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor *mt, int64_t rows, int64_t cols,
                           ld_error *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    ld_status s = bind_any(m, st, mt, 1, rows, cols, err, fmt, ap);
+    ld_status s = bind_any(m, st, mt, LINEAR_F8B, rows, cols, err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* a linear weight whose consumers need plain rows (FP8: dequantized) */
+static ld_status bind_lin_plain(ld_ds_model *m, const ld_safetensors *st, ld_model_tensor *mt, int64_t rows,
+                                int64_t cols, ld_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ld_status s = bind_any(m, st, mt, LINEAR_DEQUANT, rows, cols, err, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -127,7 +136,12 @@ static ld_status bind_layer(ld_ds_model *m, const ld_safetensors *st, ld_ds_laye
     LD_TRY(bind_lin(m, st, &L->kv_a, C + dr, D, err, "%s.self_attn.kv_a_proj_with_mqa.weight", p));
     if (c->attention_bias) LD_TRY(bind(m, st, &L->kv_a_bias, 0, C + dr, err, "%s.self_attn.kv_a_proj_with_mqa.bias", p));
     LD_TRY(bind(m, st, &L->kv_a_norm, 0, C, err, "%s.self_attn.kv_a_layernorm.weight", p));
-    LD_TRY(bind_lin(m, st, &L->kv_b, H * (dn + dv), C, err, "%s.self_attn.kv_b_proj.weight", p));
+    /* kv_b_proj: the only FP8 weight kept dequantized (fp32, owned).  MLA's
+     * absorbed forms read it as W_UK / W_UV rows (deepseek_forward.c's
+     * absorbed products on the host, the backends' mla_absorb_q /
+     * mla_absorb_out entries), which take F32/F16/BF16 only.  SGLang too
+     * dequantizes kv_b_proj to bf16 at load for its w_kc / w_vc. */
+    LD_TRY(bind_lin_plain(m, st, &L->kv_b, H * (dn + dv), C, err, "%s.self_attn.kv_b_proj.weight", p));
     LD_TRY(bind_lin(m, st, &L->o, D, H * dv, err, "%s.self_attn.o_proj.weight", p));
     if (c->attention_bias) LD_TRY(bind(m, st, &L->o_bias, 0, D, err, "%s.self_attn.o_proj.bias", p));
     if (c->v32) {

@@ -1,7 +1,8 @@
 /* deepseek_model.h - a DeepSeek-V3 or V3.2 model: its config (deepseek_config.h)
  * and its weights bound by HF tensor name from a safetensors checkpoint,
  * every shape checked against the config (ld_model_check_shape).  Weights
- * stay in the mapping (nothing copied); F32, F16 and BF16 are accepted.
+ * stay in the mapping (nothing copied but FP8 kv_b_proj, below); F32, F16
+ * and BF16 are accepted.
  *
  * Names bound (L = layer; H heads, dn/dr/dv head dims, c = kv_lora_rank,
  * qr = q_lora_rank, D = hidden, E = n_routed_experts):
@@ -36,9 +37,12 @@
  * dense MLP, experts, shared experts; not the indexer's weights_proj, the
  * router, embeddings, lm_head, norms or biases) may be
  * F8_E4M3, each with `<name>_scale_inv` F32 [ceil(rows/b0), ceil(cols/b1)];
- * they are dequantized exactly (kernels/ref_deepseek.h) into fp32 copies the
- * model owns: 4 bytes per weight instead of 1, a stopgap until the backend
- * has a block-scaled FP8 weight type that dequantizes a row at a time.
+ * they are bound as the backends' block-scaled FP8 weights (LD_WQ_F8B:
+ * bytes and scales read in place from the mapping, a byte a weight, the
+ * backends dequantizing a row at a time; model.c's dense FP8 binding),
+ * except kv_b_proj, dequantized exactly (kernels/ref_deepseek.h) into an
+ * fp32 copy the model owns: MLA's absorbed products read its rows as
+ * W_UK / W_UV, plain F32/F16/BF16 only (SGLang dequantizes it at load too).
  * A missing tensor or a wrong shape is LD_ERR_MISMATCH naming the tensor and
  * the shape expected; another dtype is LD_ERR_UNSUPPORTED.  Tensors of the
  * checkpoint that are not bound (the MTP layer model.layers.<n_layers>...)
@@ -80,8 +84,9 @@ typedef struct ld_ds_model {
     ld_model_tensor embed, norm, lm_head;      /* lm_head = embed when tied */
     ld_ds_layer *layers;                       /* cfg.n_layers */
     ld_ds_expert *expert_store;                /* all layers' experts */
-    float **owned;                             /* dequantized FP8 weights */
+    float **owned;                             /* dequantized FP8 weights (kv_b_proj) */
     size_t n_owned, cap_owned;
+    size_t owned_bytes;                        /* their bytes */
 } ld_ds_model;
 
 /* Bind the weights of `st` (borrowed, outlives the model) to `cfg`. */

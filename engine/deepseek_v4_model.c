@@ -91,7 +91,7 @@ static ld_status bind_quant(ld_ds4_model *m, const ld_safetensors *st, ld_model_
         else scale[i] = ld_ref_ds4_e8m0_to_f32(s->data[i]); /* U8: transformers reads it as exponents too */
     }
     mt->st = t;
-    mt->host = (ld_host_tensor){.dtype = LD_DT_F32, .data = t->data, .rows = rows, .cols = cols,
+    mt->host = (ld_host_tensor){.dtype = t->dtype, .data = t->data, .rows = rows, .cols = cols,
                                 .quant = fp4 ? LD_WQ_F4B : LD_WQ_F8B, .scale = scale,
                                 .scale_br = (int)((size_t)rows / sr), .scale_bc = (int)((size_t)cols / sc)};
     return LD_OK;

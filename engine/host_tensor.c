@@ -1,25 +1,28 @@
 /* host_tensor.c - see host_tensor.h. */
 #include "host_tensor.h"
 
-#include "ref_quant.h"
+void ld_host_block(const ld_host_tensor *t, size_t *elems, size_t *bytes)
+{
+    static const size_t blk[][2] = {
+        [LD_WQ_Q4_0] = {32, 18}, [LD_WQ_Q4_1] = {32, 20}, [LD_WQ_Q8_0] = {32, 34},
+        [LD_WQ_Q4_K] = {256, 144}, [LD_WQ_Q6_K] = {256, 210}, [LD_WQ_F8B] = {1, 1}, [LD_WQ_F4B] = {2, 1},
+    };
+    *elems = 1;
+    *bytes = 0;
+    if (t->quant == LD_WQ_NONE) {
+        *bytes = ld_dtype_size(t->dtype);
+    } else if ((size_t)t->quant < sizeof blk / sizeof blk[0]) {
+        *elems = blk[t->quant][0];
+        *bytes = blk[t->quant][1];
+    }
+}
 
 /* bytes of one row of t (0 for a type this file does not know) */
 static size_t row_bytes(const ld_host_tensor *t)
 {
-    size_t cols = (size_t)t->cols;
-    switch (t->quant) {
-    case LD_WQ_NONE: return cols * ld_dtype_size(t->dtype);
-    case LD_WQ_F8B: return cols;
-    case LD_WQ_F4B: return cols / 2;
-    default: break;
-    }
-    static const uint32_t ggml[] = {[LD_WQ_Q4_0] = LD_GGML_Q4_0, [LD_WQ_Q4_1] = LD_GGML_Q4_1,
-                                    [LD_WQ_Q8_0] = LD_GGML_Q8_0, [LD_WQ_Q4_K] = LD_GGML_Q4_K,
-                                    [LD_WQ_Q6_K] = LD_GGML_Q6_K};
-    size_t block = 1, bytes = 0;
-    if ((size_t)t->quant >= sizeof ggml / sizeof ggml[0] || !ld_ref_quant_layout(ggml[t->quant], &block, &bytes))
-        return 0;
-    return cols / block * bytes;
+    size_t elems, bytes;
+    ld_host_block(t, &elems, &bytes);
+    return (size_t)t->cols / elems * bytes;
 }
 
 ld_status ld_host_rows(const ld_host_tensor *t, const char *name, int64_t r0, int64_t n, ld_host_tensor *out,

@@ -27,15 +27,13 @@ ld_status ld_model_check_shape(const char *name, const uint64_t *shape, int n_di
     return LD_FAIL(err, LD_ERR_MISMATCH, offset, "tensor '%s' has shape %s, expected %s", name, got, want);
 }
 
-/* FP8 weight `t` (`name`, rows x cols) with its `<name>_scale_inv`: F32,
- * one per block of the config's size, aligned; read in place. */
-static ld_status bind_f8b(const ld_safetensors *st, const ld_fp8_config *fp8, ld_model_tensor *mt,
-                          const ld_st_tensor *t, const char *name, int64_t rows, int64_t cols, ld_error *err)
+/* see model_internal.h */
+ld_status ld_model_bind_f8b(const ld_safetensors *st, int br, int bc, ld_model_tensor *mt, const ld_st_tensor *t,
+                            const char *name, int64_t rows, int64_t cols, ld_error *err)
 {
-    char sname[176];
+    char sname[192];
     snprintf(sname, sizeof sname, "%s_scale_inv", name);
     const ld_st_tensor *s = ld_st_find(st, sname);
-    int64_t br = fp8->block[0], bc = fp8->block[1];
     LD_TRY(ld_model_check_shape(sname, s ? s->shape : NULL, s ? s->n_dims : 0, (rows + br - 1) / br,
                                 (cols + bc - 1) / bc, 0, err));
     if (s->dtype != LD_DT_F32)
@@ -45,8 +43,8 @@ static ld_status bind_f8b(const ld_safetensors *st, const ld_fp8_config *fp8, ld
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' is not aligned to 4 bytes in its file", sname);
     mt->st = t;
     mt->host = (ld_host_tensor){.dtype = t->dtype, .data = t->data, .rows = rows, .cols = cols,
-                                .quant = LD_WQ_F8B, .scale = (const float *)s->data, .scale_br = (int)br,
-                                .scale_bc = (int)bc};
+                                .quant = LD_WQ_F8B, .scale = (const float *)s->data, .scale_br = br,
+                                .scale_bc = bc};
     return LD_OK;
 }
 
@@ -64,7 +62,7 @@ static ld_status bind(const ld_safetensors *st, const ld_fp8_config *fp8, ld_mod
     const ld_st_tensor *t = ld_st_find(st, name);
     if (!t && optional) return LD_OK;
     LD_TRY(ld_model_check_shape(name, t ? t->shape : NULL, t ? t->n_dims : 0, rows, cols, 0, err));
-    if (t->dtype == LD_DT_F8_E4M3 && fp8 && fp8->on && rows) return bind_f8b(st, fp8, mt, t, name, rows, cols, err);
+    if (t->dtype == LD_DT_F8_E4M3 && fp8 && fp8->on && rows) return ld_model_bind_f8b(st, fp8->block[0], fp8->block[1], mt, t, name, rows, cols, err);
     if (t->dtype != LD_DT_F32 && t->dtype != LD_DT_F16 && t->dtype != LD_DT_BF16)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor '%s' has dtype %s (F32, F16, BF16%s supported)", name,
                        ld_dtype_name(t->dtype), fp8 && fp8->on ? ", F8_E4M3 with block scales" : "");

@@ -5,13 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_ops.h"
+#include "tp_slice.h"
 
 struct ld_tp_ds_shard {
     ld_ds_model model;      /* st and owned NULL; layers and expert_store owned */
     int n, rank;
-    void **copies;          /* K-slices and the fp32 biases */
-    size_t n_copies, cap_copies, copied;
+    ld_tp_owned copies;     /* K-slices (FP8 scale columns too) and the fp32 biases */
     float **bias;           /* [n_layers]: o_proj's bias after the reduce, or NULL */
 };
 
@@ -23,61 +22,28 @@ typedef struct split_ctx {
     int n, rank;
 } split_ctx;
 
-enum { AXIS_ROWS = 0, AXIS_COLS = 1 }; /* column-parallel, row-parallel */
-
-static void *own(ld_tp_ds_shard *s, size_t bytes)
+/* kv_b_proj is stored FP8 but bound dequantized (deepseek_model.h): its
+ * cuts are still checked against the file's scale blocks, as a server
+ * holding the FP8 weights would shard them.  A copy for the check only. */
+static ld_model_tensor as_stored(const split_ctx *x, const ld_model_tensor *t)
 {
-    if (s->n_copies == s->cap_copies) {
-        size_t cap = s->cap_copies ? 2 * s->cap_copies : 16;
-        void **p = realloc(s->copies, cap * sizeof *p);
-        if (!p) return NULL;
-        s->copies = p;
-        s->cap_copies = cap;
+    ld_model_tensor v = *t;
+    if (t->host.quant == LD_WQ_NONE && t->st->dtype == LD_DT_F8_E4M3) {
+        v.host.quant = LD_WQ_F8B;
+        v.host.scale = NULL;
+        v.host.scale_br = x->c->fp8_block[0];
+        v.host.scale_bc = x->c->fp8_block[1];
     }
-    void *q = malloc(bytes ? bytes : 1);
-    if (q) {
-        s->copies[s->n_copies++] = q;
-        s->copied += bytes;
-    }
-    return q;
+    return v;
 }
 
-/* A tensor stored as F8_E4M3 (bound dequantized): its parts must be whole
- * scale blocks.  The parts are equal, so the boundaries k * part all fall
- * on blocks iff part does. */
+/* Rank 0's part stands for all: the parts are equal, so the boundaries
+ * k * part all fall on blocks iff part does. */
 static ld_status check_blocks(const split_ctx *x, const ld_model_tensor *t, int axis, int64_t part, ld_error *err)
 {
-    if (x->n == 1 || !t->st || t->st->dtype != LD_DT_F8_E4M3) return LD_OK;
-    int64_t b = x->c->fp8_block[axis];
-    if (part % b == 0) return LD_OK;
-    return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                   "tensor parallel size %d: tensor '%s' is FP8 with scale blocks of %dx%d, and a rank's %lld %s "
-                   "of it would cut them (the split needs a multiple of %lld %s per rank)", x->n, t->st->name,
-                   x->c->fp8_block[0], x->c->fp8_block[1], (long long)part, axis == AXIS_ROWS ? "rows" : "columns",
-                   (long long)b, axis == AXIS_ROWS ? "rows" : "columns");
-}
-
-/* rows [r0, r0 + n): a view */
-static void rows_view(ld_model_tensor *t, int64_t r0, int64_t n)
-{
-    ld_host_tensor *h = &t->host;
-    h->data = (const unsigned char *)h->data + (size_t)r0 * (size_t)h->cols * ld_dtype_size(h->dtype);
-    h->rows = n;
-}
-
-/* columns [c0, c0 + n) of every row: a copy the shard owns */
-static ld_status cols_copy(ld_tp_ds_shard *s, ld_model_tensor *t, int64_t c0, int64_t n, ld_error *err)
-{
-    ld_host_tensor *h = &t->host;
-    size_t es = ld_dtype_size(h->dtype), src_row = (size_t)h->cols * es, dst_row = (size_t)n * es;
-    unsigned char *dst = own(s, (size_t)h->rows * dst_row);
-    if (!dst) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    const unsigned char *src = h->data;
-    for (int64_t r = 0; r < h->rows; r++) memcpy(dst + (size_t)r * dst_row, src + (size_t)r * src_row + (size_t)c0 * es,
-                                                  dst_row);
-    h->data = dst;
-    h->cols = n;
-    return LD_OK;
+    if (x->n == 1) return LD_OK;
+    ld_model_tensor v = as_stored(x, t);
+    return ld_tp_check_cut(&v, axis, 0, part, err);
 }
 
 /* `t` (absent: nothing) split along `axis` into parts of `part`: checked,
@@ -87,20 +53,17 @@ static ld_status split(const split_ctx *x, ld_model_tensor *t, int axis, int64_t
     if (!t->st) return LD_OK;
     LD_TRY(check_blocks(x, t, axis, part, err));
     if (!x->s || x->n == 1) return LD_OK;
-    if (axis == AXIS_ROWS) {
-        rows_view(t, x->rank * part, part);
-        return LD_OK;
-    }
-    return cols_copy(x->s, t, x->rank * part, part, err);
+    if (axis == LD_TP_ROWS) return ld_tp_slice_rows(t, x->rank * part, part, err);
+    return ld_tp_slice_cols(&x->s->copies, t, x->rank * part, part, err);
 }
 
 /* a SwiGLU MLP of intermediate width `width`: gate/up by rows, down by columns */
 static ld_status split_mlp(const split_ctx *x, ld_ds_expert *e, int64_t width, ld_error *err)
 {
     int64_t part = width / x->n;
-    LD_TRY(split(x, &e->gate, AXIS_ROWS, part, err));
-    LD_TRY(split(x, &e->up, AXIS_ROWS, part, err));
-    return split(x, &e->down, AXIS_COLS, part, err);
+    LD_TRY(split(x, &e->gate, LD_TP_ROWS, part, err));
+    LD_TRY(split(x, &e->up, LD_TP_ROWS, part, err));
+    return split(x, &e->down, LD_TP_COLS, part, err);
 }
 
 /* Layer `L` (a copy of the model's: its tensors are rewritten only with a
@@ -109,10 +72,10 @@ static ld_status split_layer(const split_ctx *x, ld_ds_layer *L, ld_error *err)
 {
     const ld_ds_config *c = x->c;
     int64_t hn = c->n_heads / x->n;
-    LD_TRY(split(x, &L->q_b, AXIS_ROWS, hn * (c->qk_nope + c->qk_rope), err));
-    LD_TRY(split(x, &L->q, AXIS_ROWS, hn * (c->qk_nope + c->qk_rope), err));
-    LD_TRY(split(x, &L->kv_b, AXIS_ROWS, hn * (c->qk_nope + c->v_head), err));
-    LD_TRY(split(x, &L->o, AXIS_COLS, hn * c->v_head, err));
+    LD_TRY(split(x, &L->q_b, LD_TP_ROWS, hn * (c->qk_nope + c->qk_rope), err));
+    LD_TRY(split(x, &L->q, LD_TP_ROWS, hn * (c->qk_nope + c->qk_rope), err));
+    LD_TRY(split(x, &L->kv_b, LD_TP_ROWS, hn * (c->qk_nope + c->v_head), err));
+    LD_TRY(split(x, &L->o, LD_TP_COLS, hn * c->v_head, err));
     if (!L->moe) return split_mlp(x, &L->mlp, c->intermediate, err);
     LD_TRY(split_mlp(x, &L->mlp, (int64_t)c->moe_intermediate * c->n_shared, err));
     for (int e = 0; e < c->n_routed; e++) LD_TRY(split_mlp(x, &L->experts[e], c->moe_intermediate, err));
@@ -160,13 +123,8 @@ static ld_status shard_layer(ld_tp_ds_shard *s, const ld_ds_model *m, int l, ld_
     }
     split_ctx x = {s, &m->cfg, s->n, s->rank};
     LD_TRY(split_layer(&x, L, err));
-    if (s->n == 1 || !L->o_bias.st) return LD_OK;
-    const ld_host_tensor *h = &L->o_bias.host;
-    float *b = own(s, (size_t)h->cols * sizeof *b);
-    if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_kdt dt = h->dtype == LD_DT_F16 ? LD_KDT_F16 : h->dtype == LD_DT_BF16 ? LD_KDT_BF16 : LD_KDT_F32;
-    ld_ref_to_f32(b, h->data, dt, 0, (size_t)h->cols);
-    s->bias[l] = b;
+    if (s->n == 1) return LD_OK;
+    LD_TRY(ld_tp_bias_f32(&s->copies, &L->o_bias, &s->bias[l], err));
     memset(&L->o_bias, 0, sizeof L->o_bias);
     return LD_OK;
 }
@@ -225,14 +183,13 @@ const float *ld_tp_ds_shard_bias(const ld_tp_ds_shard *s, int layer, int which)
 
 size_t ld_tp_ds_shard_copied_bytes(const ld_tp_ds_shard *s)
 {
-    return s->copied;
+    return s->copies.bytes;
 }
 
 void ld_tp_ds_shard_free(ld_tp_ds_shard *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->n_copies; i++) free(s->copies[i]);
-    free(s->copies);
+    ld_tp_owned_free(&s->copies);
     free(s->bias);
     free(s->model.layers);
     free(s->model.expert_store);

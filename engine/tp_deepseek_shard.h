@@ -28,11 +28,13 @@
  * (attention_bias) is kept out of the shard's matmul and added once after
  * the sum (ld_tp_ds_shard_bias).
  *
- * FP8 checkpoints: the engine computes with the exact dequantization of the
- * block-scaled weights (deepseek_model.h), but a split is refused
+ * FP8 checkpoints: the FP8 linears are LD_WQ_F8B (deepseek_model.h), cut
+ * by tp_slice.h as the dense shard cuts them (rows: views with their scale
+ * rows; K-slices: copies with their scale columns), and a split is refused
  * (LD_ERR_UNSUPPORTED naming the tensor and the block) where a rank's rows
  * or columns of a tensor stored as F8_E4M3 would cut its weight_block_size
- * scale blocks: a server holding the FP8 weights shards them on whole
+ * scale blocks (kv_b_proj, bound dequantized, is checked on the file's
+ * blocks too): a server holding the FP8 weights shards them on whole
  * blocks, and the numbers must be the ones such a shard computes.
  *
  * Expert parallelism (not done) would instead give rank r the experts

@@ -13,7 +13,7 @@
  *    a row-major [rows][cols] matrix is not contiguous: it is copied into a
  *    buffer the shard owns ([rows][cols/N]); block-quantized rows (Q4_0...,
  *    Q6_K; FP8 scale blocks) are cut on whole blocks only, anything else is
- *    refused;
+ *    refused (the cuts: tp_slice.h, shared with the DeepSeek shard);
  *  - replicated: embeddings, norms (q/k norms too: per head_dim), lm_head.
  * The shard's config says H/N heads, KV/N KV heads and I/N intermediate; a
  * rank's partial o_proj / down_proj outputs are summed across ranks

@@ -692,6 +692,82 @@ static int test_deepseek_fp8_kernel(void)
     return 0;
 }
 
+/* One tensor of the FP8 fixture: an F8_E4M3 linear bound as LD_WQ_F8B,
+ * its bytes and `<name>_scale_inv` read in place from the file (no copy);
+ * *fp32 += the bytes an fp32 copy of it would take. */
+static int check_f8b(const ld_ds_model *m, const ld_model_tensor *t, size_t *n_f8b, uint64_t *fp32)
+{
+    if (!t->st || t->st->dtype != LD_DT_F8_E4M3) return 0;
+    char sname[200];
+    snprintf(sname, sizeof sname, "%s_scale_inv", t->st->name);
+    const ld_st_tensor *sc = ld_st_find(m->st, sname);
+    const ld_host_tensor *h = &t->host;
+    CHECK_MSG(h->quant == LD_WQ_F8B && h->data == t->st->data && sc && h->scale == (const float *)sc->data,
+              "'%s' is not bound as LD_WQ_F8B in place", t->st->name);
+    CHECK(h->scale_br == 16 && h->scale_bc == 16 && (uint64_t)(h->rows * h->cols) == t->st->n_bytes);
+    (*n_f8b)++;
+    *fp32 += (uint64_t)t->st->n_bytes * sizeof(float);
+    return 0;
+}
+
+static int check_f8b_mlp(const ld_ds_model *m, const ld_ds_expert *x, size_t *n, uint64_t *fp32)
+{
+    return check_f8b(m, &x->gate, n, fp32) || check_f8b(m, &x->up, n, fp32) || check_f8b(m, &x->down, n, fp32);
+}
+
+/* kv_b_proj, the documented exception: an fp32 copy the model owns, equal
+ * to e4m3(code) * scale of its block element by element */
+static int check_kv_b_dequantized(const ld_ds_model *m, const ld_model_tensor *t)
+{
+    char sname[200];
+    snprintf(sname, sizeof sname, "%s_scale_inv", t->st->name);
+    const ld_st_tensor *sc = ld_st_find(m->st, sname);
+    const ld_host_tensor *h = &t->host;
+    CHECK(t->st->dtype == LD_DT_F8_E4M3 && sc && h->quant == LD_WQ_NONE && h->dtype == LD_DT_F32);
+    CHECK(h->data != t->st->data);
+    int64_t bcols = (h->cols + 15) / 16;
+    const uint8_t *q = t->st->data;
+    const float *w = h->data, *s = (const float *)sc->data;
+    for (int64_t r = 0; r < h->rows; r++)
+        for (int64_t c = 0; c < h->cols; c++)
+            CHECK(w[r * h->cols + c] == ld_ref_fp8_e4m3_to_f32(q[r * h->cols + c]) * s[(r / 16) * bcols + c / 16]);
+    return 0;
+}
+
+/* The FP8 fixture's linears stay FP8 (LD_WQ_F8B), all but kv_b_proj; what
+ * the model owns is kv_b_proj's fp32 copies only */
+static int test_deepseek_fp8_binding(void)
+{
+    ld_ds_model *m = NULL;
+    if (open_model("deepseek-v3-fp8", &m)) return 1;
+    const ld_ds_config *c = &m->cfg;
+    size_t n_f8b = 0;
+    uint64_t fp32 = 0, kv_b = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const ld_ds_layer *L = &m->layers[l];
+        const ld_model_tensor *ts[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->o, &L->idx_wq_b, &L->idx_wk};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (check_f8b(m, ts[i], &n_f8b, &fp32)) return 1;
+        if (check_f8b_mlp(m, &L->mlp, &n_f8b, &fp32)) return 1;
+        for (int e = 0; L->moe && e < c->n_routed; e++)
+            if (check_f8b_mlp(m, &L->experts[e], &n_f8b, &fp32)) return 1;
+        if (check_kv_b_dequantized(m, &L->kv_b)) return 1;
+        kv_b += (uint64_t)L->kv_b.host.rows * (uint64_t)L->kv_b.host.cols * sizeof(float);
+        CHECK(!L->moe || L->router.host.quant == LD_WQ_NONE);
+    }
+    /* 2 layers: q_a, q_b, kv_a, o, the dense MLP's 3; 3 x (6 experts + shared) */
+    CHECK_MSG(n_f8b == 2 * 4 + 3 + 3 * 7, "%zu tensors bound as LD_WQ_F8B", n_f8b);
+    CHECK(kv_b == (uint64_t)c->n_layers * (uint64_t)c->n_heads * (uint64_t)(c->qk_nope + c->v_head) *
+                      (uint64_t)c->kv_lora_rank * sizeof(float));
+    CHECK_MSG(m->owned_bytes == kv_b && m->n_owned == (size_t)c->n_layers, "owned %zu bytes in %zu copies",
+              m->owned_bytes, m->n_owned);
+    fprintf(stderr, "  deepseek-v3-fp8: %zu linears LD_WQ_F8B in place; owned %zu bytes (kv_b_proj), %llu with "
+                    "every FP8 linear dequantized to fp32\n", n_f8b, m->owned_bytes,
+            (unsigned long long)(fp32 + kv_b));
+    ld_ds_model_close(m);
+    return 0;
+}
+
 /* ------------------------------------------------------------ config */
 
 static const char *cfg_base =
@@ -1042,6 +1118,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_deepseek_op_table_matches_host),
     LD_CASE(test_deepseek_router_kernel),
     LD_CASE(test_deepseek_fp8_kernel),
+    LD_CASE(test_deepseek_fp8_binding),
     LD_CASE(test_deepseek_indexer_kernels),
     LD_CASE(test_deepseek_config_fields),
     LD_CASE(test_deepseek_config_errors),

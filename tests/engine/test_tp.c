@@ -559,6 +559,14 @@ static int test_tp_errors(void)
     layers[1].wq.host.scale_br = layers[1].wq.host.scale_bc = 48;
     CHECK(ld_tp_shard_create(&q, 2, 1, &sh, &err) == LD_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "q_proj") && strstr(err.msg, "FP8 scale blocks of 48"), "%s", err.msg);
+    /* FP8 scale blocks of 48 columns: o_proj's 32-column K-slices cut them
+     * (refused before any byte or scale is copied) */
+    memcpy(layers, m->layers, (size_t)m->cfg.n_layers * sizeof *layers);
+    layers[1].wo.host.quant = LD_WQ_F8B;
+    layers[1].wo.host.scale_br = layers[1].wo.host.scale_bc = 48;
+    CHECK(ld_tp_shard_create(&q, 2, 0, &sh, &err) == LD_ERR_UNSUPPORTED && !sh);
+    CHECK_MSG(strstr(err.msg, "o_proj") && strstr(err.msg, "FP8 scale blocks of 48 columns") &&
+                  strstr(err.msg, "multiple of 48 columns"), "%s", err.msg);
     free(layers);
 
     /* the shard: views for the column-parallel weights, copies of the K-slices */

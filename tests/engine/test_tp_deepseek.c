@@ -7,7 +7,8 @@
  * the naive, absorbed and split-K MLA forms; bitwise equal over reruns,
  * threads per rank, node groupings and chunkings; TP = 1 bitwise the plain
  * session; the shard's views and K-slices; the refusals (a size that does
- * not divide, FP8 scale blocks cut, combine=bf16, DeepSeek-V4); over NCCL
+ * not divide, FP8 scale blocks cut, combine=bf16, DeepSeek-V4); the FP8
+ * fixture's LD_WQ_F8B weights split on finer (equivalent) blocks; over NCCL
  * where the build and the machine have it (else a clear refusal). */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -22,6 +23,7 @@
 #include "fixtures.h"
 #include "ld_test.h"
 #include "lm.h"
+#include "ref_deepseek.h"
 #include "ref_ops.h"
 #include "tp_deepseek_shard.h"
 #include "tp_forward.h"
@@ -502,6 +504,139 @@ static int test_tp_ds_errors(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ FP8 on block boundaries */
+
+/* The FP8 fixture re-expressed with scale blocks of b x b (b dividing 16):
+ * each fine block takes the scale of the 16 x 16 block it lies in, so the
+ * LD_WQ_F8B weights are the same numbers and transformers' logits still
+ * hold, but TP = 2 may now cut on the finer blocks.  A copy of the model
+ * whose layers, expert tables and scale grids the test owns. */
+typedef struct fine_model {
+    ld_ds_model m;
+    ld_ds_layer *layers;
+    ld_ds_expert *experts;
+    float *grids[256];
+    size_t n_grids;
+} fine_model;
+
+static int refine_tensor(fine_model *f, ld_model_tensor *t, int b)
+{
+    ld_host_tensor *h = &t->host;
+    if (h->quant != LD_WQ_F8B) return 0;
+    CHECK(h->scale_br == 16 && h->scale_bc == 16 && f->n_grids < sizeof f->grids / sizeof f->grids[0]);
+    int64_t fr = (h->rows + b - 1) / b, fc = (h->cols + b - 1) / b, cc = (h->cols + 15) / 16;
+    float *g = malloc((size_t)(fr * fc) * sizeof *g);
+    CHECK(g);
+    f->grids[f->n_grids++] = g;
+    for (int64_t i = 0; i < fr; i++)
+        for (int64_t j = 0; j < fc; j++) g[i * fc + j] = h->scale[(i * b / 16) * cc + j * b / 16];
+    h->scale = g;
+    h->scale_br = h->scale_bc = b;
+    return 0;
+}
+
+static int refine_mlp(fine_model *f, ld_ds_expert *x, int b)
+{
+    return refine_tensor(f, &x->gate, b) || refine_tensor(f, &x->up, b) || refine_tensor(f, &x->down, b);
+}
+
+static void fine_free(fine_model *f)
+{
+    for (size_t i = 0; i < f->n_grids; i++) free(f->grids[i]);
+    free(f->layers);
+    free(f->experts);
+}
+
+static int refine(const ld_ds_model *src, int b, fine_model *f)
+{
+    memset(f, 0, sizeof *f);
+    const ld_ds_config *c = &src->cfg;
+    f->m = *src;
+    f->m.cfg.fp8_block[0] = f->m.cfg.fp8_block[1] = b; /* kv_b_proj (dequantized) is checked on these */
+    f->layers = malloc((size_t)c->n_layers * sizeof *f->layers);
+    f->experts = malloc((size_t)c->n_layers * (size_t)c->n_routed * sizeof *f->experts);
+    CHECK(f->layers && f->experts);
+    f->m.layers = f->layers;
+    for (int l = 0; l < c->n_layers; l++) {
+        ld_ds_layer *L = &f->layers[l];
+        *L = src->layers[l];
+        ld_model_tensor *ts[] = {&L->q_a, &L->q_b, &L->q, &L->kv_a, &L->o, &L->idx_wq_b, &L->idx_wk};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (refine_tensor(f, ts[i], b)) return 1;
+        if (refine_mlp(f, &L->mlp, b)) return 1;
+        if (!L->moe) continue;
+        L->experts = f->experts + (size_t)l * (size_t)c->n_routed;
+        memcpy(L->experts, src->layers[l].experts, (size_t)c->n_routed * sizeof *L->experts);
+        for (int e = 0; e < c->n_routed; e++)
+            if (refine_mlp(f, &L->experts[e], b)) return 1;
+    }
+    return 0;
+}
+
+/* element [r][k] of an LD_WQ_F8B matrix, from its definition */
+static float f8b_at(const ld_host_tensor *h, int64_t r, int64_t k)
+{
+    int64_t bc = (h->cols + h->scale_bc - 1) / h->scale_bc;
+    return ld_ref_fp8_e4m3_to_f32(((const uint8_t *)h->data)[r * h->cols + k]) *
+           h->scale[(r / h->scale_br) * bc + k / h->scale_bc];
+}
+
+/* TP = 2 of the FP8 fixture's LD_WQ_F8B weights on 4 x 4 scale blocks:
+ * rank 1's q_b_proj rows and o_proj's K-slice (scale columns along) are
+ * the full matrices' elements; its logits within 1e-5 of transformers'.
+ * With 8 x 8 blocks, q_b_proj's 12 rows a rank cut them: refused. */
+static int test_tp_ds_fp8_blocks(void)
+{
+    ld_ds_model *src = NULL;
+    if (open_model("deepseek-v3-fp8", &src)) return 1;
+    ld_error err;
+    ld_error_clear(&err);
+    fine_model f;
+    if (refine(src, 8, &f)) return 1;
+    if (expect_fail(ld_tp_ds_check(&f.m, 2, &err), LD_ERR_UNSUPPORTED, &err,
+                    "'model.layers.0.self_attn.q_b_proj.weight' is FP8 with scale blocks of 8x8"))
+        return 1;
+    CHECK_MSG(strstr(err.msg, "12 rows") && strstr(err.msg, "multiple of 8 rows"), "%s", err.msg);
+    fine_free(&f);
+    if (refine(src, 4, &f)) return 1;
+    CHECK_MSG(ld_tp_ds_check(&f.m, 2, &err) == LD_OK, "%s", err.msg);
+    ld_tp_ds_shard *sh = NULL;
+    CHECK_MSG(ld_tp_ds_shard_create(&f.m, 2, 1, &sh, &err) == LD_OK, "%s", err.msg);
+    const ld_ds_model *s = ld_tp_ds_shard_model(sh);
+    const ld_host_tensor *qb = &s->layers[0].q_b.host, *o = &s->layers[1].o.host;
+    const ld_host_tensor *fqb = &f.layers[0].q_b.host, *fo = &f.layers[1].o.host;
+    CHECK(qb->quant == LD_WQ_F8B && qb->rows == 12 && qb->data == (const uint8_t *)fqb->data + 12 * fqb->cols);
+    CHECK(o->quant == LD_WQ_F8B && o->cols == fo->cols / 2 && o->rows == fo->rows);
+    for (int64_t r = 0; r < qb->rows; r++)
+        for (int64_t k = 0; k < qb->cols; k++) CHECK(f8b_at(qb, r, k) == f8b_at(fqb, 12 + r, k));
+    for (int64_t r = 0; r < o->rows; r++)
+        for (int64_t k = 0; k < o->cols; k++) CHECK(f8b_at(o, r, k) == f8b_at(fo, r, o->cols + k));
+    ld_tp_ds_shard_free(sh);
+    char dir[512];
+    snprintf(dir, sizeof dir, MDIR "deepseek-v3-fp8");
+    size_t V = (size_t)src->cfg.vocab;
+    for (int i = 0; i < 2; i++) {
+        seq q;
+        CHECK(load_seq(dir, i, &q));
+        float *ref = load_f32(dir, q.logits_file, (size_t)q.T * V), *l = malloc((size_t)q.T * V * sizeof *l);
+        CHECK(ref && l);
+        for (int a = 0; a < 2; a++) {
+            ld_tp_opts op = {2, 1, a ? "ref" : "cpu", NULL, 1};
+            run_spec r = {&op, NULL, a ? LD_DS_ATTN_ABSORBED : LD_DS_ATTN_NAIVE, NULL, MAX_T, 0};
+            CHECK_MSG(run(&f.m, &r, q.tokens, q.T, l, NULL, &err) == LD_OK, "%s", err.msg);
+            double mx, e = nerr(l, ref, (size_t)q.T * V, &mx);
+            fprintf(stderr, "  deepseek-v3-fp8 4x4 blocks tp 2 %s %s seq %c: logits nerr %.3g (max|d| %.3g)\n", op.backend,
+                    form_name(r.attn), 'a' + i, e, mx);
+            CHECK(e < 1e-5);
+        }
+        free(ref);
+        free(l);
+    }
+    fine_free(&f);
+    ld_ds_model_close(src);
+    return 0;
+}
+
 /* (h) cuda: over NCCL where the build has it and the machine has the GPUs,
  * else a clear refusal.  With a GPU, TP = 1 over NCCL is the plain CUDA
  * DeepSeek session bit for bit (V3.2: MLA, indexer, MoE), and TP = 2 (two
@@ -560,7 +695,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_tp_ds_vs_transformers), LD_CASE(test_tp_ds_bitwise_determinism), LD_CASE(test_tp_ds_one_is_plain),
     LD_CASE(test_tp_ds_shard_layout),    LD_CASE(test_tp_ds_bias_after_reduce),   LD_CASE(test_tp_ds_reduce_points),
     LD_CASE(test_tp_ds_lm),
-    LD_CASE(test_tp_ds_errors),          LD_CASE(test_tp_ds_cuda_nccl),
+    LD_CASE(test_tp_ds_errors),          LD_CASE(test_tp_ds_fp8_blocks),          LD_CASE(test_tp_ds_cuda_nccl),
 };
 
 LD_TEST_MAIN(cases)
