@@ -1401,9 +1401,10 @@ static int test_ds_ops_refusals(void)
 /* V4's mHC mixing (hc_pre, hc_post) on random inputs against
  * kernels/ref_deepseek_v4.h's leaves called a token at a time (the V4
  * session's host path; mhc=bf16: post and comb then rounded to bf16): the
- * CPU backends bitwise whatever their thread count, CUDA's fp32 mixing to
- * a tolerance and its refusal of the bf16 variants; the rows one call
- * each give the batch's bits; the guards stay. */
+ * CPU backends bitwise whatever their thread count, CUDA to a tolerance
+ * (the fp32 mixing 1e-10; the bf16 variants 1e-4, since an expf ulp may
+ * move a value across a bf16 rounding boundary); the rows one call each
+ * give the batch's bits; the guards stay. */
 
 typedef struct hc_case {
     int T, N, D, iters;
@@ -1499,16 +1500,16 @@ static ld_status hc_run(ld_backend *be, const hc_case *c, int variant, const hc_
 
 /* a's outputs equal r's (bitwise, or to tol) */
 static int hc_agree(const char *be_name, const char *what, const hc_case *c, const hc_data *a, const hc_data *r,
-                    int exact)
+                    int exact, double tol)
 {
     size_t T = (size_t)c->T, N = (size_t)c->N, D = (size_t)c->D;
     char w[4][200];
     const char *part[] = {"post", "comb", "collapsed", "hc_post"};
     for (int i = 0; i < 4; i++) snprintf(w[i], sizeof w[i], "%s %s", what, part[i]);
-    return agree(be_name, w[0], a->post, r->post, T * N, exact, 1e-10) +
-           agree(be_name, w[1], a->comb, r->comb, T * N * N, exact, 1e-10) +
-           agree(be_name, w[2], a->col, r->col, T * D, exact, 1e-10) +
-           agree(be_name, w[3], a->out, r->out, T * N * D, exact, 1e-10);
+    return agree(be_name, w[0], a->post, r->post, T * N, exact, tol) +
+           agree(be_name, w[1], a->comb, r->comb, T * N * N, exact, tol) +
+           agree(be_name, w[2], a->col, r->col, T * D, exact, tol) +
+           agree(be_name, w[3], a->out, r->out, T * N * D, exact, tol);
 }
 
 /* one case, one variant: the batch, then its rows one call each */
@@ -1519,11 +1520,9 @@ static int check_hc_case(ld_backend *be, const char *be_name, int exact, const h
     char what[120];
     snprintf(what, sizeof what, "hc T=%d N=%d D=%d iters=%d variant=%d", c->T, c->N, c->D, c->iters, variant);
     ld_status st = bad ? LD_ERR_NOMEM : hc_run(be, c, variant, &in, 0, c->T, &a);
-    if (!bad && !exact && variant != LD_DS4_MHC_F32) { /* CUDA: the fp32 mixing only */
-        printf("  %-12s %-62s %s\n", be_name, what, st == LD_ERR_UNSUPPORTED ? "refused" : "FAIL (not refused)");
-        bad = st != LD_ERR_UNSUPPORTED;
-    } else if (!bad) {
-        bad = st != LD_OK || hc_agree(be_name, what, c, &a, &in, exact);
+    if (!bad) {
+        double tol = variant == LD_DS4_MHC_F32 ? 1e-10 : 1e-4;
+        bad = st != LD_OK || hc_agree(be_name, what, c, &a, &in, exact, tol);
         for (int t = 0; t < c->T && !bad; t++) bad = hc_run(be, c, variant, &in, t, 1, &one) != LD_OK;
         size_t T = (size_t)c->T, N = (size_t)c->N, D = (size_t)c->D;
         if (!bad && (memcmp(one.post, a.post, T * N * sizeof(float)) ||

@@ -1,0 +1,1022 @@
+/* cuda_mock.c - kernels/cuda_ops.h on the CPU: a mock device so that the
+ * CUDA backend's host code (engine/backend_cuda.c, compiled a second time
+ * with LD_CUDA_MOCK) runs in CI, under the sanitizers, without a GPU.
+ *
+ * "Device" memory is host malloc, and every live allocation is kept in a
+ * registry with its size: a launcher or a copy handed a pointer outside
+ * every allocation, or a range running past its end, aborts with the
+ * launcher's name (the bugs this is for: arguments in the wrong order,
+ * scratch too small, copies in the wrong direction, a host pointer given
+ * as a device one).  Each launcher computes its result with the plain-C
+ * reference leaves its CUDA twin is documented to match (cuda_ops.h's
+ * comments are the contract), both variants (ref, custom) alike, and makes
+ * the argument checks the .cu launcher makes (cudaErrorInvalidValue).
+ * ld_cu_mock_calls() counts the launches of each launcher by name (and the
+ * ld_cu_malloc calls); ld_cu_mock_fail_malloc() makes a later allocation
+ * fail as out of memory, for the error paths. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_mock.h"
+#include "cuda_ops.h"
+#include "ref_deepseek.h"
+#include "ref_deepseek_v4.h"
+#include "ref_ops.h"
+#include "ref_variants.h"
+#include "replay_sample.h"
+
+/* the CUDA runtime's codes this mock returns */
+#define E_INVAL 1      /* cudaErrorInvalidValue */
+#define E_NOMEM 2      /* cudaErrorMemoryAllocation */
+#define E_MISALIGN 716 /* cudaErrorMisalignedAddress */
+
+/* ---------------------------------------------------------------- registry */
+
+typedef struct alloc {
+    unsigned char *p;
+    size_t n;
+} alloc;
+
+static alloc *allocs;
+static size_t n_allocs, cap_allocs;
+
+/* the allocation holding [p, p + bytes), or NULL */
+static const alloc *find(const void *p, size_t bytes)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n_allocs; i++)
+        if (b >= allocs[i].p && b < allocs[i].p + allocs[i].n && bytes <= (size_t)(allocs[i].p + allocs[i].n - b))
+            return &allocs[i];
+    return NULL;
+}
+
+static void die(const char *fn, const char *what, const void *p, size_t bytes, const char *why)
+{
+    fprintf(stderr, "cuda mock: %s: %s [%p, +%zu bytes) %s\n", fn, what, p, bytes, why);
+    abort();
+}
+
+/* `bytes` of device memory at p (none when bytes is 0) */
+static void dev(const char *fn, const char *what, const void *p, size_t bytes)
+{
+    if (!bytes) return;
+    if (!p) die(fn, what, p, bytes, "is NULL");
+    if (!find(p, 1)) die(fn, what, p, bytes, "is not device memory");
+    if (!find(p, bytes)) die(fn, what, p, bytes, "runs past the end of its device allocation");
+}
+
+/* `bytes` of host memory at p: never inside a device allocation */
+static void host(const char *fn, const char *what, const void *p, size_t bytes)
+{
+    if (!bytes) return;
+    if (!p) die(fn, what, p, bytes, "is NULL");
+    if (find(p, 1)) die(fn, what, p, bytes, "is device memory where a host array is expected");
+}
+
+/* ---------------------------------------------------------------- call counts */
+
+#define MAX_NAMES 64
+static struct {
+    const char *name;
+    long n;
+} calls[MAX_NAMES];
+
+static void count(const char *fn)
+{
+    for (int i = 0; i < MAX_NAMES; i++) {
+        if (calls[i].name && strcmp(calls[i].name, fn) == 0) {
+            calls[i].n++;
+            return;
+        }
+        if (!calls[i].name) {
+            calls[i].name = fn;
+            calls[i].n = 1;
+            return;
+        }
+    }
+}
+
+long ld_cu_mock_calls(const char *launcher)
+{
+    for (int i = 0; i < MAX_NAMES && calls[i].name; i++)
+        if (strcmp(calls[i].name, launcher) == 0) return calls[i].n;
+    return 0;
+}
+
+size_t ld_cu_mock_live(void)
+{
+    return n_allocs;
+}
+
+/* ---------------------------------------------------------------- runtime */
+
+const char *ld_cu_error_string(int code)
+{
+    switch (code) {
+    case 0: return "no error";
+    case E_INVAL: return "invalid argument";
+    case E_NOMEM: return "out of memory";
+    case E_MISALIGN: return "misaligned address";
+    default: return "unknown error";
+    }
+}
+
+const char *ld_cu_error_name(int code)
+{
+    switch (code) {
+    case 0: return "cudaSuccess";
+    case E_INVAL: return "cudaErrorInvalidValue";
+    case E_NOMEM: return "cudaErrorMemoryAllocation";
+    case E_MISALIGN: return "cudaErrorMisalignedAddress";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+int ld_cu_is_oom(int code)
+{
+    return code == E_NOMEM;
+}
+
+int ld_cu_device_count(int *n)
+{
+    *n = 1;
+    return 0;
+}
+
+int ld_cu_set_device(int d)
+{
+    return d == 0 ? 0 : E_INVAL;
+}
+
+int ld_cu_device_info(int d, char *name, size_t cap, int *major, int *minor, int *sms)
+{
+    if (d != 0) return E_INVAL;
+    if (name && cap) snprintf(name, cap, "mock");
+    if (major) *major = 9;
+    if (minor) *minor = 0;
+    if (sms) *sms = 1;
+    return 0;
+}
+
+/* the allocation that fails next: -1 none, else that many succeed first */
+static long fail_in = -1;
+
+void ld_cu_mock_fail_malloc(long n)
+{
+    fail_in = n;
+}
+
+int ld_cu_malloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    count(__func__);
+    if (fail_in == 0) {
+        fail_in = -1;
+        return E_NOMEM;
+    }
+    if (fail_in > 0) fail_in--;
+    if (n_allocs == cap_allocs) {
+        size_t nc = cap_allocs ? 2 * cap_allocs : 256;
+        alloc *na = realloc(allocs, nc * sizeof *na);
+        if (!na) return E_NOMEM;
+        allocs = na;
+        cap_allocs = nc;
+    }
+    /* 256-byte aligned as cudaMalloc's; filled with NaN-ish garbage so that
+     * reading what was never written shows */
+    size_t n = bytes ? bytes : 1;
+    void *m = aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!m) return E_NOMEM;
+    memset(m, 0xff, n);
+    allocs[n_allocs++] = (alloc){m, n};
+    *p = m;
+    return 0;
+}
+
+int ld_cu_free(void *p)
+{
+    if (!p) return 0;
+    for (size_t i = 0; i < n_allocs; i++)
+        if (allocs[i].p == p) {
+            free(p);
+            allocs[i] = allocs[--n_allocs];
+            return 0;
+        }
+    die("ld_cu_free", "p", p, 0, "is not the start of a device allocation");
+    return E_INVAL;
+}
+
+int ld_cu_memset0(void *p, size_t bytes)
+{
+    dev("ld_cu_memset0", "p", p, bytes);
+    if (bytes) memset(p, 0, bytes);
+    return 0;
+}
+
+int ld_cu_h2d(void *dst, const void *src, size_t bytes)
+{
+    dev("ld_cu_h2d", "dst", dst, bytes);
+    host("ld_cu_h2d", "src", src, bytes);
+    if (bytes) memcpy(dst, src, bytes);
+    return 0;
+}
+
+int ld_cu_d2h(void *dst, const void *src, size_t bytes)
+{
+    host("ld_cu_d2h", "dst", dst, bytes);
+    dev("ld_cu_d2h", "src", src, bytes);
+    if (bytes) memcpy(dst, src, bytes);
+    return 0;
+}
+
+int ld_cu_d2d(void *dst, const void *src, size_t bytes)
+{
+    dev("ld_cu_d2d", "dst", dst, bytes);
+    dev("ld_cu_d2d", "src", src, bytes);
+    if (bytes) memmove(dst, src, bytes);
+    return 0;
+}
+
+int ld_cu_sync(void)
+{
+    return 0;
+}
+
+size_t ld_cu_row_bytes(ld_kdt dt, int64_t cols)
+{
+    size_t c = (size_t)cols;
+    switch (dt) {
+    case LD_KDT_F32: return c * 4;
+    case LD_KDT_F16:
+    case LD_KDT_BF16: return c * 2;
+    case LD_KDT_Q4_0: return c / 32 * 18;
+    case LD_KDT_Q4_1: return c / 32 * 20;
+    case LD_KDT_Q8_0: return c / 32 * 34;
+    case LD_KDT_Q4_K: return c / 256 * 144;
+    case LD_KDT_Q6_K: return c / 256 * 210;
+    default: return 0;
+    }
+}
+
+#define FB sizeof(float)  /* bytes of a float, an int32 */
+#define IB sizeof(int32_t)
+#define Z(a, b) ((size_t)(a) * (size_t)(b))
+
+/* ---------------------------------------------------------------- dense ops */
+
+/* the largest of n device int32 values (checked readable), -1 when none */
+static int32_t max_of(const char *fn, const char *what, const int32_t *p, size_t n)
+{
+    dev(fn, what, p, n * IB);
+    int32_t m = -1;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] > m) m = p[i];
+    return m;
+}
+
+int ld_cu_embed(int v, float *out, const void *table, ld_kdt dt, int dim, const int32_t *tokens, int T)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || dim <= 0) return 0;
+    int32_t mx = max_of(__func__, "tokens", tokens, (size_t)T);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0) die(__func__, "tokens", tokens, Z(T, IB), "holds a negative id");
+    dev(__func__, "table", table, Z(mx + 1, ld_cu_row_bytes(dt, dim)));
+    dev(__func__, "out", out, Z(T, dim) * FB);
+    ld_ref_embed(out, table, dt, dim, tokens, 0, (size_t)T);
+    return 0;
+}
+
+int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps, int rows)
+{
+    (void)v;
+    count(__func__);
+    if (rows <= 0 || dim <= 0) return 0;
+    dev(__func__, "out", out, Z(rows, dim) * FB);
+    dev(__func__, "x", x, Z(rows, dim) * FB);
+    dev(__func__, "w", w, ld_cu_row_bytes(dt, dim));
+    ld_ref_rmsnorm(out, x, w, dt, dim, eps, 0, (size_t)rows);
+    return 0;
+}
+
+static size_t bias_bytes(ld_kdt dt, int N)
+{
+    return dt == LD_KDT_F32 ? Z(N, 4) : Z(N, 2);
+}
+
+/* the checks and the operands of a dense matmul; 0 or a code */
+static int mm_check(const char *fn, float *out, const float *x, const void *w, ld_kdt dt, const void *bias,
+                    ld_kdt bias_dt, int T, int K, int N)
+{
+    if (ld_cu_row_bytes(dt, K) == 0 && K > 0) return E_INVAL;
+    if (bias && bias_dt != LD_KDT_F32 && bias_dt != LD_KDT_F16 && bias_dt != LD_KDT_BF16) return E_INVAL;
+    dev(fn, "out", out, Z(T, N) * FB);
+    dev(fn, "x", x, Z(T, K) * FB);
+    dev(fn, "w", w, Z(N, ld_cu_row_bytes(dt, K)));
+    if (bias) dev(fn, "bias", bias, bias_bytes(bias_dt, N));
+    return 0;
+}
+
+int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
+                 int T, int K, int N, int rope_hd)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || N <= 0) return 0;
+    int e = mm_check(__func__, out, x, w, dt, bias, bias_dt, T, K, N);
+    if (e) return e;
+    float *row = malloc(((size_t)K + 1) * FB);
+    if (!row) return E_NOMEM;
+    ld_ref_matmul_ex(out, x, w, dt, bias, bias_dt, T, K, N, rope_hd, row, 0, (size_t)N);
+    free(row);
+    return 0;
+}
+
+int ld_cu_matmul_tc_supported(ld_kdt dt, int K)
+{
+    return dt == LD_KDT_BF16 && K > 0 && K % 8 == 0;
+}
+
+int ld_cu_matmul_tc(float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt, int T,
+                    int K, int N, int rope_hd)
+{
+    count(__func__);
+    if (T <= 0 || N <= 0) return 0;
+    if (!ld_cu_matmul_tc_supported(dt, K)) return E_INVAL;
+    if (bias && bias_dt != LD_KDT_F32 && bias_dt != LD_KDT_F16 && bias_dt != LD_KDT_BF16) return E_INVAL;
+    if (((uintptr_t)x | (uintptr_t)w) & 15) return E_MISALIGN;
+    int e = mm_check(__func__, out, x, w, dt, bias, bias_dt, T, K, N);
+    if (e) return e;
+    float *row = malloc(((size_t)K + 1) * FB);
+    if (!row) return E_NOMEM;
+    ld_var_matmul_bf16(out, x, w, dt, bias, bias_dt, T, K, N, rope_hd, row, 0, (size_t)N);
+    free(row);
+    return 0;
+}
+
+int ld_cu_rope(int v, float *x, int T, int n_heads, int hd, const float *inv_freq, int pos0)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || n_heads <= 0 || hd < 2) return 0;
+    dev(__func__, "x", x, Z(T, n_heads) * (size_t)hd * FB);
+    dev(__func__, "inv_freq", inv_freq, (size_t)(hd / 2) * FB);
+    ld_ref_rope(x, n_heads, hd, inv_freq, pos0, 0, (size_t)T);
+    return 0;
+}
+
+int ld_cu_copy(int v, float *dst, const float *src, size_t n)
+{
+    (void)v;
+    count(__func__);
+    dev(__func__, "dst", dst, n * FB);
+    dev(__func__, "src", src, n * FB);
+    if (n) memmove(dst, src, n * FB);
+    return 0;
+}
+
+size_t ld_cu_attention_work(int v, int tile, int n_heads, int hd, int pos0, int T)
+{
+    if (v == LD_CU_REF || tile <= 0) return 0;
+    size_t splits = (size_t)((pos0 + T + LD_CU_ATT_SPLIT - 1) / LD_CU_ATT_SPLIT);
+    return Z(tile, n_heads) * splits * (size_t)(hd + 2);
+}
+
+int ld_cu_attention(int v, float *out, const float *q, const float *kcache, const float *vcache, int T, int pos0,
+                    int n_heads, int n_kv, int hd, int window, float scale, float *work, size_t work_floats)
+{
+    count(__func__);
+    if (T <= 0 || n_heads <= 0 || hd <= 0) return 0;
+    if (n_kv <= 0 || n_heads % n_kv) return E_INVAL;
+    if (v != LD_CU_REF) {
+        if (hd > LD_CU_ATT_MAX_HD || n_heads > 65535) return E_INVAL;
+        size_t per = ld_cu_attention_work(v, 1, n_heads, hd, pos0, T);
+        if (!per || work_floats / per < 1) return E_INVAL;
+        dev(__func__, "work", work, work_floats * FB);
+    }
+    size_t nq = Z(T, n_heads) * (size_t)hd, nkv = Z(pos0 + T, n_kv) * (size_t)hd;
+    dev(__func__, "out", out, nq * FB);
+    dev(__func__, "q", q, nq * FB);
+    dev(__func__, "kcache", kcache, nkv * FB);
+    dev(__func__, "vcache", vcache, nkv * FB);
+    float *scores = malloc(((size_t)pos0 + (size_t)T) * FB);
+    if (!scores) return E_NOMEM;
+    ld_ref_attention(out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, 0, Z(T, n_heads));
+    free(scores);
+    return 0;
+}
+
+int ld_cu_swiglu(int v, float *out, const float *gate, const float *up, size_t n)
+{
+    (void)v;
+    count(__func__);
+    dev(__func__, "out", out, n * FB);
+    dev(__func__, "gate", gate, n * FB);
+    dev(__func__, "up", up, n * FB);
+    if (n) ld_ref_swiglu(out, gate, up, 0, n);
+    return 0;
+}
+
+int ld_cu_add(int v, float *x, const float *y, size_t n)
+{
+    (void)v;
+    count(__func__);
+    dev(__func__, "x", x, n * FB);
+    dev(__func__, "y", y, n * FB);
+    if (n) ld_ref_add(x, y, 0, n);
+    return 0;
+}
+
+int ld_cu_softmax(int v, float *out, const float *x, int rows, int n)
+{
+    (void)v;
+    count(__func__);
+    if (rows <= 0 || n <= 0) return 0;
+    dev(__func__, "out", out, Z(rows, n) * FB);
+    dev(__func__, "x", x, Z(rows, n) * FB);
+    ld_ref_softmax(out, x, n, 0, (size_t)rows);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- DeepSeek */
+
+/* a block-scaled weight's scale grid: ceil(N / br) x ceil(K / bc) */
+static size_t f8b_grid(int N, int K, int br, int bc)
+{
+    return Z((N + br - 1) / br, (K + bc - 1) / bc);
+}
+
+/* out [T][N] = x . W^T of an ld_f8b-described weight */
+static int scaled_mm(float *out, const float *x, const ld_f8b *w, ld_kdt dt, int T, int K, int N)
+{
+    float *row = malloc(((size_t)K + 1) * FB);
+    if (!row) return E_NOMEM;
+    ld_ref_matmul(out, x, w, dt, NULL, LD_KDT_F32, T, K, N, row, 0, (size_t)N);
+    free(row);
+    return 0;
+}
+
+int ld_cu_fp8_matmul(int v, float *out, const float *x, const uint8_t *q, const float *scale, int T, int K, int N,
+                     int br, int bc)
+{
+    count(__func__);
+    if (T <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0) return E_INVAL;
+    if (v != LD_CU_REF && (T + 7) / 8 > 65535) return E_INVAL;
+    dev(__func__, "out", out, Z(T, N) * FB);
+    dev(__func__, "x", x, Z(T, K) * FB);
+    dev(__func__, "q", q, Z(N, K));
+    dev(__func__, "scale", scale, f8b_grid(N, K, br, bc) * FB);
+    ld_f8b w = {q, scale, N, K, br, bc};
+    return scaled_mm(out, x, &w, LD_KDT_F8B, T, K, N);
+}
+
+int ld_cu_moe_plan(int v, int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int T, int K, int E)
+{
+    (void)v;
+    count(__func__);
+    if (E <= 0 || K <= 0 || T < 0) return E_INVAL;
+    size_t nk = Z(T, K);
+    dev(__func__, "offsets", offsets, ((size_t)E + 1) * IB);
+    dev(__func__, "rows", rows, nk * IB);
+    dev(__func__, "row_of", row_of, nk * IB);
+    dev(__func__, "idx", idx, nk * IB);
+    memset(offsets, 0, ((size_t)E + 1) * IB);
+    for (size_t i = 0; i < nk; i++) {
+        if (idx[i] < 0 || idx[i] >= E) return E_INVAL;
+        offsets[idx[i] + 1]++;
+    }
+    for (int e = 0; e < E; e++) offsets[e + 1] += offsets[e];
+    int32_t *next = malloc((size_t)E * IB + 1);
+    if (!next) return E_NOMEM;
+    memcpy(next, offsets, (size_t)E * IB);
+    for (size_t i = 0; i < nk; i++) {
+        int32_t r = next[idx[i]]++;
+        rows[r] = (int32_t)(i / (size_t)K);
+        row_of[i] = r;
+    }
+    free(next);
+    return 0;
+}
+
+int ld_cu_moe_fp8_matmul(int v, float *out, const float *x, const int32_t *rows, const int32_t *offsets,
+                         const uint8_t *q, const float *scale, int E, int R, int max_rows, int K, int N, int br, int bc)
+{
+    (void)v;
+    count(__func__);
+    if (R <= 0 || N <= 0) return 0;
+    if (E <= 0 || K <= 0 || br <= 0 || bc <= 0 || max_rows < 0) return E_INVAL;
+    dev(__func__, "offsets", offsets, ((size_t)E + 1) * IB);
+    int32_t mx = max_of(__func__, "rows", rows, (size_t)R);
+    dev(__func__, "out", out, Z(R, N) * FB);
+    dev(__func__, "x", x, Z(mx + 1, K) * FB);
+    size_t g = f8b_grid(N, K, br, bc);
+    dev(__func__, "q", q, Z(E, N) * (size_t)K);
+    dev(__func__, "scale", scale, Z(E, g) * FB);
+    float *xr = malloc(Z(K, 1) * FB);
+    if (!xr) return E_NOMEM;
+    int e = 0;
+    for (int ex = 0; !e && ex < E; ex++) {
+        ld_f8b w = {q + Z(ex, N) * (size_t)K, scale + Z(ex, g), N, K, br, bc};
+        for (int r = offsets[ex]; !e && r < offsets[ex + 1] && r < R; r++) {
+            memcpy(xr, x + Z(rows[r], K), Z(K, FB));
+            e = scaled_mm(out + Z(r, N), xr, &w, LD_KDT_F8B, 1, K, N);
+        }
+    }
+    free(xr);
+    return e;
+}
+
+/* the custom kernel's split count (cuda_deepseek.cu's mla_nsplit): the
+ * longest key list over LD_CU_MLA_SPLIT */
+static int mla_nsplit(int T, int pos0, const int32_t *sel, int k)
+{
+    int n = pos0 + T;
+    if (sel && k < n) n = k;
+    return (n + LD_CU_MLA_SPLIT - 1) / LD_CU_MLA_SPLIT;
+}
+
+size_t ld_cu_mla_latent_work(int v, int T, int n_heads, int c, int pos0, const int32_t *sel, int k)
+{
+    if (v == LD_CU_REF || T <= 0) return 0;
+    return Z(T, n_heads) * (size_t)mla_nsplit(T, pos0, sel, k) * (size_t)(c + 2);
+}
+
+int ld_cu_mla_latent(int v, float *o_lat, const float *q_abs, const float *q, const float *ckv, const float *kpe,
+                     int T, int n_heads, int dn, int dr, int c, int pos0, float scale, const int32_t *sel, int k,
+                     float *work, size_t work_floats)
+{
+    count(__func__);
+    if (T <= 0 || n_heads <= 0 || c <= 0) return 0;
+    if (dn < 0 || dr < 0 || pos0 < 0 || (sel && k < 1)) return E_INVAL;
+    if (v != LD_CU_REF) {
+        if (mla_nsplit(T, pos0, sel, k) > 65535 || c + dr > 704 || c > 768) return E_INVAL;
+        if (work_floats < ld_cu_mla_latent_work(v, T, n_heads, c, pos0, sel, k)) return E_INVAL;
+        dev(__func__, "work", work, work_floats * FB);
+    }
+    size_t rows = Z(T, n_heads), S = (size_t)pos0 + (size_t)T;
+    dev(__func__, "o_lat", o_lat, rows * (size_t)c * FB);
+    dev(__func__, "q_abs", q_abs, rows * (size_t)c * FB);
+    dev(__func__, "q", q, rows * (size_t)(dn + dr) * FB);
+    dev(__func__, "ckv", ckv, S * (size_t)c * FB);
+    dev(__func__, "kpe", kpe, S * (size_t)dr * FB);
+    if (sel) {
+        dev(__func__, "sel", sel, Z(T, k) * IB);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < k && i < pos0 + t + 1; i++)
+                if (sel[Z(t, k) + (size_t)i] < 0 || sel[Z(t, k) + (size_t)i] > pos0 + t)
+                    die(__func__, "sel", sel, Z(T, k) * IB, "selects a position outside 0..pos");
+    }
+    float *scores = malloc(S * FB);
+    if (!scores) return E_NOMEM;
+    if (sel)
+        ld_ref_mla_latent_attention_sparse(o_lat, q_abs, q, ckv, kpe, n_heads, dn, dr, c, pos0, scale, scores, sel, k,
+                                           0, rows);
+    else
+        ld_ref_mla_latent_attention(o_lat, q_abs, q, ckv, kpe, n_heads, dn, dr, c, pos0, scale, scores, 0, rows);
+    free(scores);
+    return 0;
+}
+
+static int absorb_dt_ok(ld_kdt dt)
+{
+    return dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
+}
+
+int ld_cu_mla_absorb_q(int v, float *q_abs, const float *q, const void *w, ld_kdt dt, int T, int n_heads, int dn,
+                       int dr, int dv, int c)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || n_heads <= 0 || c <= 0) return 0;
+    if (!absorb_dt_ok(dt) || dn < 0 || dr < 0 || dv < 0) return E_INVAL;
+    size_t rows = Z(T, n_heads);
+    dev(__func__, "q_abs", q_abs, rows * (size_t)c * FB);
+    dev(__func__, "q", q, rows * (size_t)(dn + dr) * FB);
+    dev(__func__, "w", w, Z(n_heads, dn + dv) * ld_cu_row_bytes(dt, c));
+    ld_ref_mla_absorb_q(q_abs, q, w, dt, n_heads, dn, dr, dv, c, 0, rows);
+    return 0;
+}
+
+int ld_cu_mla_absorb_out(int v, float *out, const float *o_lat, const void *w, ld_kdt dt, int T, int n_heads, int dn,
+                         int dv, int c)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || n_heads <= 0 || dv <= 0) return 0;
+    if (!absorb_dt_ok(dt) || dn < 0 || c < 0) return E_INVAL;
+    size_t rows = Z(T, n_heads);
+    dev(__func__, "out", out, rows * (size_t)dv * FB);
+    dev(__func__, "o_lat", o_lat, rows * (size_t)c * FB);
+    dev(__func__, "w", w, Z(n_heads, dn + dv) * ld_cu_row_bytes(dt, c));
+    ld_ref_mla_absorb_out(out, o_lat, w, dt, n_heads, dn, dv, c, 0, rows);
+    return 0;
+}
+
+int ld_cu_index_scores(int v, int form, float *scores, const float *q, const float *w, const float *keys, int T,
+                       int n_heads, int dim, int n, float qscale, float wscale)
+{
+    count(__func__);
+    if (T <= 0 || n <= 0) return 0;
+    if (n_heads <= 0 || dim <= 0 || (form != 0 && form != 1)) return E_INVAL;
+    if (v != LD_CU_REF && (dim > 32 * 8 || Z(n_heads, dim) > 12288 || T > 65535)) return E_INVAL;
+    size_t QW = Z(n_heads, dim);
+    dev(__func__, "scores", scores, Z(T, n) * FB);
+    dev(__func__, "q", q, Z(T, QW) * FB);
+    dev(__func__, "w", w, Z(T, n_heads) * FB);
+    dev(__func__, "keys", keys, Z(n, dim) * FB);
+    for (int t = 0; t < T; t++) {
+        const float *qt = q + Z(t, QW), *wt = w + Z(t, n_heads);
+        if (form == 0) ld_ref_ds_index_scores(scores + Z(t, n), qt, wt, keys, n_heads, dim, n);
+        else ld_ref_ds4_index_scores(scores + Z(t, n), qt, wt, keys, n, n_heads, dim, qscale, wscale);
+    }
+    return 0;
+}
+
+int ld_cu_topk(int v, int32_t *idx, const float *scores, int T, int ld, int n, int pos0, int k)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || k <= 0) return 0;
+    if (n < 0 || ld < n) return E_INVAL;
+    dev(__func__, "idx", idx, Z(T, k) * IB);
+    dev(__func__, "scores", scores, (Z(T - 1, ld) + (size_t)n) * FB);
+    for (int t = 0; t < T; t++) {
+        int nt = pos0 < 0 ? n : (pos0 + t + 1 < n ? pos0 + t + 1 : n);
+        int32_t *it = idx + Z(t, k);
+        int m = nt > 0 ? ld_ref_ds4_topk(it, scores + Z(t, ld), nt, k) : 0;
+        for (int i = m; i < k; i++) it[i] = -1;
+    }
+    return 0;
+}
+
+int ld_cu_ds_route(int v, int32_t *idx, float *w, const float *logits, const float *bias, int T, int E, int n_group,
+                   int topk_group, int top_k, int norm, float scale)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0) return 0;
+    if (E <= 0 || E > 1024 || n_group <= 0 || n_group > 64 || E % n_group || E / n_group < 2 || topk_group < 1 ||
+        topk_group > n_group || top_k < 1 || top_k > 64 || top_k > topk_group * (E / n_group))
+        return E_INVAL;
+    dev(__func__, "idx", idx, Z(T, top_k) * IB);
+    dev(__func__, "w", w, Z(T, top_k) * FB);
+    dev(__func__, "logits", logits, Z(T, E) * FB);
+    if (bias) dev(__func__, "bias", bias, Z(E, FB));
+    ld_ref_ds_route(idx, w, logits, bias, E, n_group, topk_group, top_k, norm, scale, 0, (size_t)T);
+    return 0;
+}
+
+int ld_cu_ds4_route(int v, int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                    const int32_t *tokens, int T, int E, int K, float scale)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0) return 0;
+    if (E <= 0 || E > 1024 || K < 1 || K > E || K > 64 || (tid2eid && !tokens)) return E_INVAL;
+    dev(__func__, "idx", idx, Z(T, K) * IB);
+    dev(__func__, "w", w, Z(T, K) * FB);
+    dev(__func__, "logits", logits, Z(T, E) * FB);
+    if (bias) dev(__func__, "bias", bias, Z(E, FB));
+    if (tid2eid) {
+        int32_t mx = max_of(__func__, "tokens", tokens, (size_t)T);
+        dev(__func__, "tid2eid", tid2eid, Z(mx + 1, K) * IB);
+    }
+    for (int t = 0; t < T; t++) {
+        const int32_t *hash = tid2eid ? tid2eid + Z(tokens[t], K) : NULL;
+        ld_ref_ds4_route(idx + Z(t, K), w + Z(t, K), logits + Z(t, E), bias, hash, E, K, scale);
+    }
+    return 0;
+}
+
+int ld_cu_moe_combine(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || D <= 0 || K <= 0) return 0;
+    size_t nk = Z(T, K);
+    int32_t mx = row_of ? max_of(__func__, "row_of", row_of, nk) : (int32_t)(nk - 1);
+    dev(__func__, "y", y, Z(T, D) * FB);
+    dev(__func__, "eo", eo, Z(mx + 1, D) * FB);
+    dev(__func__, "w", w, nk * FB);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            size_t i = Z(t, K) + (size_t)k, r = row_of ? (size_t)row_of[i] : i;
+            ld_ref_ds_axpy(y + Z(t, D), eo + Z(r, D), w[i], 0, (size_t)D);
+        }
+    return 0;
+}
+
+size_t ld_cu_hc_work(int T, int N)
+{
+    return T > 0 && N > 0 ? (size_t)T * (1 + Z(2 + N, N) + (size_t)N) : 0;
+}
+
+int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
+                 const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
+                 float *work, size_t work_floats)
+{
+    return ld_cu_hc_pre_ex(v, LD_CU_MHC_F32, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps,
+                           hc_eps, work, work_floats);
+}
+
+int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N,
+                    int D, const float *fn, const float *base, const float *scale, int iters, float norm_eps,
+                    float hc_eps, float *work, size_t work_floats)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0) return 0;
+    if (variant < LD_CU_MHC_F32 || variant > LD_CU_MHC_SINKHORN_BF16) return E_INVAL;
+    if (N <= 0 || N > 64 || D <= 0 || work_floats < ld_cu_hc_work(T, N)) return E_INVAL;
+    size_t n = (size_t)N, d = (size_t)D, hc = (2 + n) * n;
+    dev(__func__, "work", work, work_floats * FB);
+    dev(__func__, "post", post, Z(T, n) * FB);
+    dev(__func__, "comb", comb, Z(T, n * n) * FB);
+    dev(__func__, "collapsed", collapsed, Z(T, d) * FB);
+    dev(__func__, "X", X, Z(T, n * d) * FB);
+    dev(__func__, "fn", fn, hc * n * d * FB);
+    dev(__func__, "base", base, hc * FB);
+    dev(__func__, "scale", scale, 3 * FB);
+    float *scratch = malloc((n * d + hc) * FB);
+    if (!scratch) return E_NOMEM;
+    for (int t = 0; t < T; t++) {
+        float *pt = post + Z(t, n), *ct = comb + Z(t, n * n);
+        ld_ref_ds4_hc_pre_ex(X + Z(t, n * d), N, D, fn, base, scale, iters, norm_eps, hc_eps,
+                             variant == LD_CU_MHC_SINKHORN_BF16, pt, ct, collapsed + Z(t, d), scratch);
+        if (variant != LD_CU_MHC_BF16) continue;
+        for (size_t i = 0; i < n; i++) pt[i] = ld_var_bf16_round(pt[i]);
+        for (size_t i = 0; i < n * n; i++) ct[i] = ld_var_bf16_round(ct[i]);
+    }
+    free(scratch);
+    return 0;
+}
+
+int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float *post, const float *comb, int T,
+                  int N, int D)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || N <= 0 || D <= 0) return 0;
+    size_t n = (size_t)N, d = (size_t)D;
+    dev(__func__, "out", out, Z(T, n * d) * FB);
+    dev(__func__, "X", X, Z(T, n * d) * FB);
+    dev(__func__, "f", f, Z(T, d) * FB);
+    dev(__func__, "post", post, Z(T, n) * FB);
+    dev(__func__, "comb", comb, Z(T, n * n) * FB);
+    for (int t = 0; t < T; t++)
+        ld_ref_ds4_hc_post(out + Z(t, n * d), X + Z(t, n * d), f + Z(t, d), post + Z(t, n), comb + Z(t, n * n), N, D);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+int ld_cu_sample_uniforms(uint64_t *hash, double *u, uint64_t seed, uint64_t pos0, int n)
+{
+    count(__func__);
+    if (n <= 0) return 0;
+    if (hash) dev(__func__, "hash", hash, (size_t)n * sizeof *hash);
+    if (u) dev(__func__, "u", u, (size_t)n * sizeof *u);
+    for (int i = 0; i < n; i++) {
+        if (hash) hash[i] = ld_sample_hash(seed, pos0 + (uint64_t)i);
+        if (u) u[i] = ld_sample_uniform(seed, pos0 + (uint64_t)i);
+    }
+    return 0;
+}
+
+static size_t pow2_at_least(int V)
+{
+    size_t p = 1;
+    while (p < (size_t)V) p <<= 1;
+    return p;
+}
+
+size_t ld_cu_sample_work(int v, int T, int V)
+{
+    if (T <= 0 || V <= 0) return 0;
+    size_t P = v == LD_CU_REF ? (size_t)V : pow2_at_least(V);
+    return (size_t)T * (2 * sizeof(double) + P * (sizeof(double) + sizeof(int32_t)));
+}
+
+int ld_cu_sample(int v, int32_t *tokens, const float *logits, int T, int V, double temperature, int64_t top_k,
+                 double top_p, double min_p, uint64_t seed, uint64_t pos0, void *work, size_t work_bytes)
+{
+    count(__func__);
+    if (T <= 0) return 0;
+    if (V <= 0) return E_INVAL;
+    int greedy = !(temperature >= LD_SAMPLE_EPS) || top_k == 1;
+    if (!greedy && work_bytes < ld_cu_sample_work(v, T, V)) return E_INVAL;
+    if (!greedy) dev(__func__, "work", work, work_bytes);
+    dev(__func__, "tokens", tokens, Z(T, IB));
+    dev(__func__, "logits", logits, Z(T, V) * FB);
+    ld_sampler *s = NULL;
+    ld_error err = {0};
+    if (ld_sampler_new(V, &s, &err) != LD_OK) return E_NOMEM;
+    ld_sample_params p = {temperature, top_k, top_p, min_p};
+    for (int t = 0; t < T; t++) tokens[t] = ld_sampler_token(s, logits + Z(t, V), V, &p, seed, pos0 + (uint64_t)t);
+    ld_sampler_free(s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- DeepSeek-V4 */
+
+/* cuda_deepseek_v4.cu's bound of any token's key count */
+static int ds4_nk_max(int T, int pos0, int window, int ratio, int kpick, int has_ent)
+{
+    long long last = (long long)pos0 + T;
+    long long nw = window < last ? window : last;
+    if (nw < 0) nw = 0;
+    long long nc = 0;
+    if (has_ent) nc = kpick > 0 ? kpick : ratio > 0 ? last / ratio : 0;
+    long long n = nw + nc;
+    return n > 0x3fffffff ? 0x3fffffff : (int)n;
+}
+
+size_t ld_cu_ds4_attention_work(int v, int T, int H, int hd, int pos0, int window, int ratio, int kpick,
+                                int has_entries)
+{
+    if (T <= 0 || H <= 0 || hd <= 0) return 0;
+    int nk = ds4_nk_max(T, pos0, window, ratio, kpick, has_entries);
+    if (v == LD_CU_REF) return Z(T, H) * ((size_t)nk + 1);
+    return Z(T, H) * (size_t)((nk + 63) / 64) * ((size_t)hd + 2);
+}
+
+/* token t's key rows (the window in the ring, then the entries) into keys;
+ * their number */
+static int ds4_keys(const float **keys, const float *kv, int kv_rows, int window, const float *ent, int ratio,
+                    const int32_t *picks, int kpick, int t, int p, int hd)
+{
+    int lo = p - window + 1 < 0 ? 0 : p - window + 1, n = 0;
+    for (int pos = lo; window > 0 && pos <= p; pos++) keys[n++] = kv + Z(pos % kv_rows, hd);
+    if (!ent) return n;
+    if (picks) {
+        const int32_t *pr = picks + Z(t, kpick);
+        for (int c = 0; c < kpick && pr[c] >= 0; c++) keys[n++] = ent + Z(pr[c], hd);
+    } else if (ratio > 0) {
+        for (int c = 0; c < (p + 1) / ratio; c++) keys[n++] = ent + Z(c, hd);
+    }
+    return n;
+}
+
+/* the extent of the entries the picks (or the positions) read */
+static size_t ds4_ent_rows(const int32_t *picks, int kpick, int T, int pos0, int ratio)
+{
+    if (!picks) return ratio > 0 ? ((size_t)pos0 + (size_t)T) / (size_t)ratio : 0;
+    int32_t mx = -1;
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < kpick && picks[Z(t, kpick) + (size_t)c] >= 0; c++)
+            if (picks[Z(t, kpick) + (size_t)c] > mx) mx = picks[Z(t, kpick) + (size_t)c];
+    return (size_t)(mx + 1);
+}
+
+int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
+                        int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                        const float *sinks, float scale, int pos0, float *work, size_t work_floats)
+{
+    count(__func__);
+    if (T <= 0 || H <= 0) return 0;
+    if (hd <= 0 || pos0 < 0 || window < 0 || (window > 0 && (!kv || kv_rows < window)) ||
+        (entries && !picks && ratio <= 0) || (picks && (!entries || kpick <= 0)))
+        return E_INVAL;
+    if (T > 65535 || (v != LD_CU_REF && hd > 512)) return E_INVAL;
+    size_t need = ld_cu_ds4_attention_work(v, T, H, hd, pos0, window, ratio, picks ? kpick : 0, entries != NULL);
+    if (work_floats < need) return E_INVAL;
+    dev(__func__, "work", work, need * FB);
+    size_t QH = Z(H, hd);
+    dev(__func__, "out", out, Z(T, QH) * FB);
+    dev(__func__, "q", q, Z(T, QH) * FB);
+    if (window > 0) dev(__func__, "kv", kv, Z(kv_rows, hd) * FB);
+    if (picks) dev(__func__, "picks", picks, Z(T, kpick) * IB);
+    if (entries) dev(__func__, "entries", entries, ds4_ent_rows(picks, kpick, T, pos0, ratio) * (size_t)hd * FB);
+    if (sinks) dev(__func__, "sinks", sinks, Z(H, FB));
+    int nk = ds4_nk_max(T, pos0, window, ratio, picks ? kpick : 0, entries != NULL);
+    const float **keys = malloc(((size_t)nk + 1) * sizeof *keys);
+    float *scores = malloc(((size_t)nk + 1) * FB);
+    int e = keys && scores ? 0 : E_NOMEM;
+    for (int t = 0; !e && t < T; t++) {
+        int n = ds4_keys(keys, kv, kv_rows, window, entries, ratio, picks, kpick, t, pos0 + t, hd);
+        ld_ref_ds4_attention(out + Z(t, QH), q + Z(t, QH), H, hd, keys, n, sinks, scale, scores);
+    }
+    free(keys);
+    free(scores);
+    return e;
+}
+
+int ld_cu_ds4_clamped_swiglu(int v, float *out, const float *g, const float *u, int T, int F, size_t ld, float limit)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || F <= 0) return 0;
+    if (ld < (size_t)F) return E_INVAL;
+    size_t span = Z(T - 1, ld) + (size_t)F;
+    dev(__func__, "out", out, Z(T, F) * FB);
+    dev(__func__, "g", g, span * FB);
+    dev(__func__, "u", u, span * FB);
+    for (int t = 0; t < T; t++)
+        ld_ref_ds4_clamped_swiglu(out + Z(t, F), g + Z(t, ld), u + Z(t, ld), limit, (size_t)F);
+    return 0;
+}
+
+int ld_cu_ds_rope(int v, float *x, int T, size_t row_stride, size_t off, int n_heads, size_t head_stride, int dim,
+                  const float *inv_freq, float attn_factor, int interleave, int pos0, int inverse, int bf16_table)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || n_heads <= 0 || dim <= 0) return 0;
+    if (dim % 2 || pos0 < 0) return E_INVAL;
+    dev(__func__, "x", x, (Z(T - 1, row_stride) + off + Z(n_heads - 1, head_stride) + (size_t)dim) * FB);
+    dev(__func__, "inv_freq", inv_freq, (size_t)(dim / 2) * FB);
+    if (!inverse) {
+        ld_ref_ds_rope_ex(x, row_stride, off, n_heads, head_stride, dim, inv_freq, attn_factor, interleave, pos0,
+                          bf16_table, 0, (size_t)T);
+        return 0;
+    }
+    if (!interleave) die(__func__, "x", x, 0, "inverse RoPE of the rotate_half layout (V4's is interleaved)");
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < n_heads; h++)
+            ld_ref_ds4_rope_ex(x + Z(t, row_stride) + off + Z(h, head_stride), 1, dim, dim, inv_freq, attn_factor,
+                               pos0 + t, 1, bf16_table);
+    return 0;
+}
+
+size_t ld_cu_hc_head_work(int T, int N)
+{
+    return T > 0 && N > 0 ? Z(T, 1 + N) : 0;
+}
+
+int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, const float *fn, const float *base,
+                      float scale, float norm_eps, float hc_eps, float *work, size_t work_floats)
+{
+    count(__func__);
+    if (T <= 0) return 0;
+    if (N <= 0 || N > 64 || D <= 0) return E_INVAL;
+    if (v == LD_CU_REF) {
+        if (work_floats < ld_cu_hc_head_work(T, N)) return E_INVAL;
+        dev(__func__, "work", work, work_floats * FB);
+    }
+    size_t n = (size_t)N, d = (size_t)D;
+    dev(__func__, "out", out, Z(T, d) * FB);
+    dev(__func__, "X", X, Z(T, n * d) * FB);
+    dev(__func__, "fn", fn, n * n * d * FB);
+    dev(__func__, "base", base, n * FB);
+    float *scratch = malloc((n * d + n) * FB);
+    if (!scratch) return E_NOMEM;
+    for (int t = 0; t < T; t++)
+        ld_ref_ds4_hc_head(out + Z(t, d), X + Z(t, n * d), N, D, fn, base, scale, norm_eps, hc_eps, scratch);
+    free(scratch);
+    return 0;
+}
+
+int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale, int scale_e8m0,
+                         int T, int K, int N, int sr, int sc)
+{
+    count(__func__);
+    if (T <= 0 || N <= 0) return 0;
+    if (K <= 0 || K % 2 || sr <= 0 || sc <= 0 || N % sr || K % sc) return E_INVAL;
+    if (v != LD_CU_REF && (T + 7) / 8 > 65535) return E_INVAL;
+    size_t ns = Z(sr, sc);
+    dev(__func__, "out", out, Z(T, N) * FB);
+    dev(__func__, "x", x, Z(T, K) * FB);
+    dev(__func__, "q", q, Z(N, K / 2));
+    dev(__func__, "scale", scale, ns * (scale_e8m0 ? 1 : FB));
+    float *s = malloc(ns * FB);
+    if (!s) return E_NOMEM;
+    for (size_t i = 0; i < ns; i++)
+        s[i] = scale_e8m0 ? ld_ref_ds4_e8m0_to_f32(((const uint8_t *)scale)[i]) : ((const float *)scale)[i];
+    ld_f8b w = {q, s, N, K, N / sr, K / sc};
+    int e = scaled_mm(out, x, &w, LD_KDT_F4B, T, K, N);
+    free(s);
+    return e;
+}
+
+int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r, int d,
+                       size_t stride, int overlap, int w0, int nw)
+{
+    (void)v;
+    count(__func__);
+    if (nw <= 0 || d <= 0) return 0;
+    if (r <= 0 || w0 < 0 || stride < (size_t)(overlap ? 2 * d : d) || nw > 65535) return E_INVAL;
+    size_t width = (size_t)(overlap ? 2 * d : d), rows = Z(w0 + nw, r);
+    dev(__func__, "out", out, Z(nw, d) * FB);
+    dev(__func__, "kv", kv, (Z(rows - 1, 1) * stride + width) * FB);
+    dev(__func__, "gate", gate, (Z(rows - 1, 1) * stride + width) * FB);
+    dev(__func__, "ape", ape, (Z(r - 1, 1) * stride + width) * FB);
+    for (int i = 0; i < nw; i++) ld_ref_ds4_compress(out + Z(i, d), kv, gate, ape, r, d, stride, overlap, w0 + i);
+    return 0;
+}
+
+int ld_cu_ds_layernorm(int v, float *x, int rows, size_t row_stride, const float *w, const float *b, int dim, float eps)
+{
+    (void)v;
+    count(__func__);
+    if (rows <= 0 || dim <= 0) return 0;
+    if (row_stride < (size_t)dim) return E_INVAL;
+    dev(__func__, "x", x, (Z(rows - 1, 1) * row_stride + (size_t)dim) * FB);
+    dev(__func__, "w", w, Z(dim, FB));
+    dev(__func__, "b", b, Z(dim, FB));
+    ld_ref_ds_layernorm(x, row_stride, w, b, dim, eps, 0, (size_t)rows);
+    return 0;
+}
