@@ -58,19 +58,15 @@ int ld_ref_kdt_is_scaled(ld_kdt dt)
     return dt == LD_KDT_F8B || dt == LD_KDT_F4B;
 }
 
-/* element e of a scaled matrix's codes: an E4M3 byte, or (fp4) the E2M1
- * nibble of packed byte e / 2, the low one for even e */
-static float scaled_code(const ld_f8b *f, int fp4, size_t e)
-{
-    if (!fp4) return ld_ref_fp8_e4m3_to_f32(f->q[e]);
-    uint8_t b = f->q[e / 2];
-    return ld_ref_ds4_e2m1_to_f32(e % 2 ? (unsigned)(b >> 4) : (unsigned)(b & 15));
-}
-
 /* element [r][c] = code * scale[r / br][c / bc], one fp32 product; the
- * elements run a scale block at a time (no division per element) */
+ * codes' values come from a table filled per call (256 E4M3 or 16 E2M1
+ * entries, each the converter's value: the same bits, without a libm call
+ * per element), and the elements run a scale block at a time */
 static void scaled_to_f32(float *dst, const ld_f8b *f, int fp4, size_t off, size_t n)
 {
+    float lut[256];
+    for (unsigned i = 0; i < (fp4 ? 16u : 256u); i++)
+        lut[i] = fp4 ? ld_ref_ds4_e2m1_to_f32(i) : ld_ref_fp8_e4m3_to_f32((uint8_t)i);
     size_t cols = (size_t)f->cols, bc = (size_t)f->bc, nbc = (cols + bc - 1) / bc;
     size_t e = off, end = off + n;
     while (e < end) {
@@ -78,7 +74,10 @@ static void scaled_to_f32(float *dst, const ld_f8b *f, int fp4, size_t off, size
         size_t stop = e + (bc - c % bc < cols - c ? bc - c % bc : cols - c); /* this block's end in the row */
         if (stop > end) stop = end;
         float sc = f->scale[r / (size_t)f->br * nbc + c / bc];
-        for (; e < stop; e++) *dst++ = scaled_code(f, fp4, e) * sc;
+        if (fp4) /* two codes a byte, the low nibble first (element e is byte e / 2) */
+            for (; e < stop; e++) *dst++ = lut[e % 2 ? f->q[e / 2] >> 4 : f->q[e / 2] & 15] * sc;
+        else
+            for (; e < stop; e++) *dst++ = lut[f->q[e]] * sc;
     }
 }
 

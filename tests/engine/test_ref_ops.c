@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ld_test.h"
+#include "ref_deepseek.h"
 #include "ref_ops.h"
 
 static uint32_t rng = 12345;
@@ -253,8 +254,30 @@ static int test_ref_f4b(void)
     return 0;
 }
 
+/* LD_KDT_F8B through ld_ref_to_f32 (a table of the 256 codes per call)
+ * equals the scalar converter times the block scale for every code, NaNs
+ * included, at offsets that start inside a block */
+static int test_ref_f8b_codes(void)
+{
+    enum { R = 2, C = 256, BR = 1, BC = 96, NBC = (C + BC - 1) / BC };
+    uint8_t q[R * C];
+    float scale[R * NBC], expect[R * C], got[R * C];
+    for (int i = 0; i < R * C; i++) q[i] = (uint8_t)(i * 7 + 3);
+    for (int i = 0; i < R * NBC; i++) scale[i] = ldexpf(1.0f, -i);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) expect[r * C + c] = ld_ref_fp8_e4m3_to_f32(q[r * C + c]) * scale[r * NBC + c / BC];
+    ld_f8b f = {q, scale, R, C, BR, BC};
+    for (int off = 0; off < R * C; off += 77) {
+        int n = R * C - off < 150 ? R * C - off : 150;
+        ld_ref_to_f32(got, &f, LD_KDT_F8B, (size_t)off, (size_t)n);
+        CHECK(memcmp(got, expect + off, (size_t)n * sizeof *got) == 0);
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_ref_f4b),
+    LD_CASE(test_ref_f8b_codes),
     LD_CASE(test_ref_half_conversions),
     LD_CASE(test_ref_matmul),
     LD_CASE(test_ref_rmsnorm_softmax_swiglu),
