@@ -79,6 +79,8 @@ struct ld_ds4_session {
     ld_buf *bhfn, *bhx; /* ds4_hc_head's fn [N][N*D] and streams [B][N][D] */
     int32_t *isel;   /* [B][ksel] the indexer's picks */
     int ksel;        /* index_topk, at most max_seq (no more entries exist) */
+    ld_ds4_reduce_fn reduce; /* tensor parallelism: NULL = none */
+    void *reduce_ctx;
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -460,6 +462,12 @@ void ld_ds4_session_set_kernels(ld_ds4_session *s, const ld_cpu_kernels *k)
 {
     static const ld_kop ops[] = {LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) s->k.v[ops[i]] = k->v[ops[i]];
+}
+
+void ld_ds4_session_set_reduce(ld_ds4_session *s, ld_ds4_reduce_fn fn, void *ctx)
+{
+    s->reduce = fn;
+    s->reduce_ctx = ctx;
 }
 
 /* rope=bf16 */
@@ -949,6 +957,18 @@ static ld_status hc_post(ld_ds4_session *s, const ld_buf *f, int n, ld_error *er
     return OPS(s)->buf_read(s->be, s->bnst, 0, s->nstreams, (size_t)n * N * D, err);
 }
 
+/* tensor parallelism: the MoE's partial (the buffer f, or host s->hf when
+ * f is NULL) summed over the ranks in place; the host one through s->ao,
+ * free once the attention's hc_post has read it */
+static ld_status reduce_moe(ld_ds4_session *s, int l, int n, const ld_buf *f, ld_error *err)
+{
+    if (f) return s->reduce(s->reduce_ctx, s->be, s->bmoe, n, l, 1, err); /* f is s->bmoe */
+    size_t nd = (size_t)n * (size_t)s->m->cfg.hidden;
+    LD_TRY(OPS(s)->buf_write(s->be, s->ao, 0, s->hf, nd, err));
+    LD_TRY(s->reduce(s->reduce_ctx, s->be, s->ao, n, l, 1, err));
+    return OPS(s)->buf_read(s->be, s->ao, 0, s->hf, nd, err);
+}
+
 /* one mHC site around a block: collapse the streams into s->xb (normed by
  * `norm`), run the block (attention: 0, MoE: 1) into s->hf, expand */
 static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tokens, int n, int32_t *picks,
@@ -962,8 +982,10 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     const ld_buf *f = NULL;
     if (which) {
         LD_TRY(moe(s, l, tokens, n, &f, err));
+        if (s->reduce) LD_TRY(reduce_moe(s, l, n, f, err));
     } else {
         LD_TRY(attention(s, l, n, picks, err));
+        if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, s->be, s->ao, n, l, 0, err));
         if (s->hc_host) LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * (size_t)c->hidden, err));
         else f = s->ao;
     }

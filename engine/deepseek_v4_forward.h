@@ -139,6 +139,15 @@ ld_status ld_ds4_session_eval_picks(ld_ds4_session *s, const int32_t *tokens, in
 /* The combine, mhc, indexer and rope variants of `k`. */
 void ld_ds4_session_set_kernels(ld_ds4_session *s, const ld_cpu_kernels *k);
 
+/* Tensor parallelism (tp_ds4_shard.h, tp_forward.h): `fn` is called on the
+ * rank's partial output of a block, [T][hidden] in the backend buffer `x`,
+ * before its hc_post (which = 0: wo_b's output, 1: the MoE's routed +
+ * shared sum), and leaves there the sum over the ranks.  NULL (the
+ * default): no call, the single-rank forward's bits. */
+typedef ld_status (*ld_ds4_reduce_fn)(void *ctx, ld_backend *be, ld_buf *x, int T, int layer, int which,
+                                      ld_error *err);
+void ld_ds4_session_set_reduce(ld_ds4_session *s, ld_ds4_reduce_fn fn, void *ctx);
+
 /* Positions done so far. */
 int ld_ds4_session_pos(const ld_ds4_session *s);
 

@@ -15,6 +15,7 @@
 #include "forward.h"
 #include "model.h"
 #include "tp_deepseek_shard.h"
+#include "tp_ds4_shard.h"
 #include "tp_shard.h"
 
 struct ld_lm {
@@ -122,16 +123,15 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
 
 ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err)
 {
-    if (lm->ds4)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "tensor parallelism is not yet implemented for %s (it is for the "
-                       "dense decoders and DeepSeek-V3/V3.2)", lm->info.arch);
+    if (lm->ds4) return ld_tp_ds4_check(lm->ds4, n, err);
     if (lm->ds) return ld_tp_ds_check(lm->ds, n, err);
     return ld_tp_check_config(&lm->dense->cfg, n, err);
 }
 
 /* DeepSeek's MLA form and session-level variants from the ranks' kernel
- * spec (what ld_lm_session_create reads from `k`); the CUDA backend's spec
- * has another syntax and leaves the defaults */
+ * spec (what ld_lm_session_create reads from `k`; V4 uses the variants
+ * only); the CUDA backend's spec has another syntax and leaves the
+ * defaults */
 static ld_status ds_kernels_of(const ld_tp_opts *tp, ld_cpu_kernels *k, ld_ds_attn *form, ld_error *err)
 {
     *k = ld_cpu_kernels_default(0);
@@ -148,11 +148,12 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
     LD_TRY(ld_lm_tp_check(lm, tp->n, err));
     ld_cpu_kernels k = ld_cpu_kernels_default(0);
     ld_ds_attn form = LD_DS_ATTN_NAIVE;
-    if (lm->ds) LD_TRY(ds_kernels_of(tp, &k, &form, err));
+    if (lm->ds || lm->ds4) LD_TRY(ds_kernels_of(tp, &k, &form, err));
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_status st = lm->ds ? ld_tp_ds_session_create(lm->ds, tp, form, &k, max_seq, max_batch, &s->tp, err)
-                          : ld_tp_session_create(lm->dense, tp, max_seq, max_batch, &s->tp, err);
+    ld_status st = lm->ds4 ? ld_tp_ds4_session_create(lm->ds4, tp, &k, max_seq, max_batch, &s->tp, err)
+                   : lm->ds ? ld_tp_ds_session_create(lm->ds, tp, form, &k, max_seq, max_batch, &s->tp, err)
+                            : ld_tp_session_create(lm->dense, tp, max_seq, max_batch, &s->tp, err);
     if (st != LD_OK) {
         free(s);
         return st;

@@ -44,9 +44,11 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
 
 /* A session whose model is split over tp->n ranks (tensor parallelism,
  * tp_forward.h), each rank on its own backend as `tp` says; the dense
- * decoders and DeepSeek V3 / V3.2 (tp_deepseek_shard.h; the MLA form and
- * the variants from tp->kernels); DeepSeek-V4 is LD_ERR_UNSUPPORTED.  The
- * rest as ld_lm_session_create. */
+ * decoders, DeepSeek V3 / V3.2 (tp_deepseek_shard.h; the MLA form and the
+ * variants from tp->kernels) and DeepSeek-V4 (tp_ds4_shard.h: the query
+ * heads with wo_a's groups and the experts' intermediate rows split; the
+ * combine, mhc, indexer and rope variants from tp->kernels).  The rest as
+ * ld_lm_session_create. */
 ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max_seq, int max_batch,
                                   ld_lm_session **out, ld_error *err);
 

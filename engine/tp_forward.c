@@ -19,18 +19,22 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "deepseek_v4_forward.h"
 #include "forward.h"
 #include "tp_deepseek_shard.h"
+#include "tp_ds4_shard.h"
 #include "tp_shard.h"
 
 typedef struct tp_rank {
     struct ld_tp_session *tp;
     int rank;
     ld_tp_shard *shard;       /* a dense decoder's, or */
-    ld_tp_ds_shard *ds_shard; /* DeepSeek-V3/V3.2's */
+    ld_tp_ds_shard *ds_shard; /* DeepSeek-V3/V3.2's, or */
+    ld_tp_ds4_shard *ds4_shard; /* DeepSeek-V4's */
     ld_backend *be;
-    ld_session *sess;         /* the shard's session (one of the two) */
+    ld_session *sess;         /* the shard's session (one of the three) */
     ld_ds_session *ds_sess;
+    ld_ds4_session *ds4_sess;
     ld_comm *comm;
     float *stage;          /* host staging of the partial [T][hidden] */
     size_t stage_cap;
@@ -46,8 +50,9 @@ typedef struct tp_rank {
 typedef struct tp_model {
     const ld_model *m;        /* the dense model, or */
     const ld_ds_model *dm;    /* the DeepSeek one, */
-    ld_ds_attn attn;          /* its MLA form */
-    ld_cpu_kernels k;         /* and session-level variants */
+    ld_ds_attn attn;          /* its MLA form, or */
+    const ld_ds4_model *d4;   /* the DeepSeek-V4 one; */
+    ld_cpu_kernels k;         /* DeepSeek's session-level variants */
     int hidden, vocab;
 } tp_model;
 
@@ -80,8 +85,9 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
     }
     LD_TRY(be->ops->buf_read(be, x, 0, r->stage, n, err));
     LD_TRY(ld_comm_all_reduce_sum(r->comm, r->stage, n, err));
-    const float *b = r->shard ? ld_tp_shard_bias(r->shard, layer, which)
-                              : ld_tp_ds_shard_bias(r->ds_shard, layer, which);
+    const float *b = r->shard      ? ld_tp_shard_bias(r->shard, layer, which)
+                     : r->ds_shard ? ld_tp_ds_shard_bias(r->ds_shard, layer, which)
+                                   : NULL; /* V4: no biases */
     if (b)
         for (size_t t = 0; t < (size_t)T; t++)
             for (size_t i = 0; i < D; i++) r->stage[t * D + i] = r->stage[t * D + i] + b[i];
@@ -93,8 +99,9 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
 static void run_rank(tp_rank *r)
 {
     ld_error_clear(&r->err);
-    r->st = r->sess ? ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err)
-                    : ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    if (r->sess) r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
+    else if (r->ds_sess) r->st = ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    else r->st = ld_ds4_session_eval(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
     if (r->st != LD_OK) {
         int none = -1;
         atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->rank);
@@ -172,7 +179,8 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
 int ld_tp_session_pos(const ld_tp_session *s)
 {
     const tp_rank *r = &s->ranks[0];
-    return r->sess ? ld_session_pos(r->sess) : ld_ds_session_pos(r->ds_sess);
+    return r->sess ? ld_session_pos(r->sess) : r->ds_sess ? ld_ds_session_pos(r->ds_sess)
+                                                          : ld_ds4_session_pos(r->ds4_sess);
 }
 
 void ld_tp_session_reset(ld_tp_session *s)
@@ -180,7 +188,8 @@ void ld_tp_session_reset(ld_tp_session *s)
     for (int k = 0; k < s->n; k++) {
         tp_rank *r = &s->ranks[k];
         if (r->sess) ld_session_reset(r->sess);
-        else ld_ds_session_reset(r->ds_sess);
+        else if (r->ds_sess) ld_ds_session_reset(r->ds_sess);
+        else ld_ds4_session_reset(r->ds4_sess);
     }
 }
 
@@ -216,9 +225,11 @@ void ld_tp_session_destroy(ld_tp_session *s)
         tp_rank *r = &s->ranks[k];
         ld_session_destroy(r->sess);
         ld_ds_session_destroy(r->ds_sess);
+        ld_ds4_session_destroy(r->ds4_sess);
         ld_backend_destroy(r->be);
         ld_tp_shard_free(r->shard);
         ld_tp_ds_shard_free(r->ds_shard);
+        ld_tp_ds4_shard_free(r->ds4_shard);
         ld_comm_destroy(r->comm);
         free(r->stage);
     }
@@ -265,6 +276,15 @@ static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max
     r->tp = s;
     r->rank = k;
     const tp_model *md = &s->mod;
+    if (md->d4) {
+        LD_TRY(ld_tp_ds4_shard_create(md->d4, s->n, k, &r->ds4_shard, err));
+        LD_TRY(open_backend(o, k, &r->be, err));
+        LD_TRY(ld_ds4_session_create(ld_tp_ds4_shard_model(r->ds4_shard), r->be, max_seq, max_batch, &r->ds4_sess,
+                                     err));
+        ld_ds4_session_set_kernels(r->ds4_sess, &md->k);
+        ld_ds4_session_set_reduce(r->ds4_sess, tp_reduce, r);
+        return LD_OK;
+    }
     if (md->dm) {
         LD_TRY(ld_tp_ds_shard_create(md->dm, s->n, k, &r->ds_shard, err));
         LD_TRY(open_backend(o, k, &r->be, err));
@@ -351,5 +371,15 @@ ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_
     if (o->n > 1 && t.k.v[LD_KOP_COMBINE] == LD_KV_BF16)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "combine=bf16 rounds each token's whole expert sum to bf16; "
                        "under tensor parallelism a rank holds a partial sum (use combine=ref or fused)");
+    return tp_create(&t, o, max_seq, max_batch, out, err);
+}
+
+ld_status ld_tp_ds4_session_create(const ld_ds4_model *m, const ld_tp_opts *o, const ld_cpu_kernels *k, int max_seq,
+                                   int max_batch, ld_tp_session **out, ld_error *err)
+{
+    *out = NULL;
+    LD_TRY(ld_tp_ds4_check(m, o->n, err));
+    /* combine=bf16 is not V4's (its forward computes ref): nothing to refuse */
+    tp_model t = {.d4 = m, .k = k ? *k : ld_cpu_kernels_default(0), .hidden = m->cfg.hidden, .vocab = m->cfg.vocab};
     return tp_create(&t, o, max_seq, max_batch, out, err);
 }

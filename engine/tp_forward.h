@@ -1,7 +1,9 @@
-/* tp_forward.h - tensor parallelism for the dense decoders (forward.h)
- * and DeepSeek-V3 / V3.2 (deepseek_forward.h, ld_tp_ds_session_create):
+/* tp_forward.h - tensor parallelism for the dense decoders (forward.h),
+ * DeepSeek-V3 / V3.2 (deepseek_forward.h, ld_tp_ds_session_create) and
+ * DeepSeek-V4 (deepseek_v4_forward.h, ld_tp_ds4_session_create):
  * the model split over N ranks (tp_shard.h; DeepSeek: tp_deepseek_shard.h,
- * MLA's heads, the FFN's and every expert's intermediate rows), each rank
+ * MLA's heads, the FFN's and every expert's intermediate rows; V4:
+ * tp_ds4_shard.h), each rank
  * running the ordinary forward pass on its shard with its own backend
  * instance, the partial outputs of o_proj and down_proj (DeepSeek: of
  * o_proj and of the whole FFN) summed across ranks by a communicator
@@ -39,6 +41,7 @@
 #include "comm.h"
 #include "cpu_kernels.h"
 #include "deepseek_forward.h"
+#include "deepseek_v4_model.h"
 #include "model.h"
 
 typedef struct ld_tp_opts {
@@ -75,6 +78,20 @@ ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_s
 ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_ds_attn attn,
                                   const ld_cpu_kernels *k, int max_seq, int max_batch, ld_tp_session **out,
                                   ld_error *err);
+
+/* A TP session of the DeepSeek-V4 model `m` (borrowed), split as
+ * tp_ds4_shard.h says (the query heads with wo_a's groups, every expert's
+ * intermediate rows), each rank running deepseek_v4_forward.h's session on
+ * its shard with the session-level variants of `k` (NULL: the defaults;
+ * combine, mhc, indexer, rope), the reduce hook summing the ranks'
+ * partials of wo_b's output and of the MoE before hc_post.  The same
+ * guarantees as above (TP = N the same bits run after run, whatever the
+ * threads per rank, the node grouping or the chunking; TP = 1 the plain
+ * session's bits).  Errors: ld_tp_ds4_check's (a size that does not divide
+ * the heads, o_groups or moe_intermediate_size; a scale block cut), the
+ * rest as ld_tp_session_create. */
+ld_status ld_tp_ds4_session_create(const ld_ds4_model *m, const ld_tp_opts *o, const ld_cpu_kernels *k, int max_seq,
+                                   int max_batch, ld_tp_session **out, ld_error *err);
 
 /* ld_session_eval (ld_ds_session_eval without the experts) over the group (logits and hidden from rank 0).  After
  * an error the session is unusable (destroy it). */

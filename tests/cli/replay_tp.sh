@@ -4,8 +4,9 @@
 # per-position ranks as the unsplit replay, log-probabilities within rounding of it, the same bits
 # (the whole --json report) whatever --threads and run after run, the report saying tp 2, layer dumps
 # (the replicated embeddings the same bytes, the layers rounded differently); DeepSeek-V3 on
-# smallvocab's request split over 2 ranks the same way; sizes that do not divide the heads, FP8 scale
-# blocks cut, DeepSeek-V4, --tp with --check, and cuda without NCCL/GPUs are clear errors.
+# smallvocab's request split over 2 ranks the same way, and DeepSeek-V4; sizes that do not divide the
+# heads (V4: its o_groups), FP8 scale blocks cut, --tp with --check, and cuda without NCCL/GPUs are
+# clear errors.
 . "$(dirname "$0")/lib.bash"
 D="$LD_SOURCE_DIR/testdata/replay/replaylog"
 M="$LD_SOURCE_DIR/testdata/models/qwen3"
@@ -74,8 +75,28 @@ run "deepseek-v3 --tp 3" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-
 check "deepseek: names the field" grep -q "does not divide the model's num_attention_heads (4)" "$WORK/err"
 run "deepseek-v3-fp8 --tp 2" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3-fp8" --rid sv-forced --tp 2 "$SV"
 check "fp8: the scale blocks" grep -q "q_b_proj.weight' is FP8 with scale blocks of 16x16" "$WORK/err"
-run "deepseek-v4 --tp 2" 2 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --tp 2 "$SV"
-check "v4: not yet" grep -q "not yet implemented for DeepseekV4ForCausalLM" "$WORK/err"
+# DeepSeek-V4 (query heads with wo_a's groups, and the experts, split; engine/tp_ds4_shard.h) the same way
+run "deepseek-v4 no split" 1 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --threads 2 --json "$SV"
+cp "$WORK/out" "$WORK/v4a.json"
+run "deepseek-v4 --tp 2" 1 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --threads 2 --tp 2 --json "$SV"
+cp "$WORK/out" "$WORK/v4b.json"
+check "deepseek-v4 tp 2: same verdict and ranks, logprobs within rounding" python3 - "$WORK/v4a.json" "$WORK/v4b.json" <<'PY'
+import json, sys
+a = json.loads(open(sys.argv[1]).read().splitlines()[0])
+b = json.loads(open(sys.argv[2]).read().splitlines()[0])
+assert "tp" not in a and b["tp"] == 2 and b["model"] == "DeepseekV4ForCausalLM", (a.get("tp"), b.get("tp"))
+assert a["verdict"] == b["verdict"], (a["verdict"], b["verdict"])
+pa, pb = a["positions"], b["positions"]
+assert len(pa) == len(pb) == 8
+for x, y in zip(pa, pb):
+    assert x["rank"] == y["rank"] and x["top1"]["id"] == y["top1"]["id"], (x, y)
+    assert abs(x["logprob"] - y["logprob"]) < 1e-5, (x, y)
+PY
+run "deepseek-v4 --tp 2 --threads 4" 1 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --threads 4 --tp 2 \
+    --json "$SV"
+check "deepseek-v4 bitwise: --threads 2 and 4 give the same report" cmp -s "$WORK/out" "$WORK/v4b.json"
+run "deepseek-v4 --tp 4" 2 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --tp 4 "$SV"
+check "v4: names o_groups" grep -q "does not divide the model's o_groups (2)" "$WORK/err"
 # cuda: NCCL over GPUs 0..1 where built with NCCL and the machine has two GPUs; else a clear error
 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
 rc=$?

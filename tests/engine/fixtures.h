@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cjson/cJSON.h>
+
 #include "backend.h"
+#include "ld_test.h"
 
 /* n little-endian floats of dir/file, malloc'd; NULL when unreadable or short */
 /* the tests' reproducible random numbers (xorshift64, one stream per test
@@ -94,6 +97,46 @@ static inline ld_status ld_test_cpu_host_create(int n_threads, ld_backend **out,
 {
     ld_status st = ld_backend_cpu_create(n_threads, out, err);
     return ld_test_host_leaves(st, *out);
+}
+
+/* a sequence of a fixture's ref.json (tools/gen_tiny_*.py): its token ids
+ * (at most LD_TEST_MAX_T) and the files of transformers' logits and hidden
+ * states ("" when absent) */
+#define LD_TEST_MAX_T 64
+typedef struct ld_test_seq {
+    int32_t tokens[LD_TEST_MAX_T];
+    int T;
+    char logits_file[64], hidden_file[64];
+} ld_test_seq;
+
+/* sequence i of dir/ref.json into *s: 1 when it is there with tokens and
+ * a logits file, else 0 */
+static inline int ld_test_load_seq(const char *dir, int i, ld_test_seq *s)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/ref.json", dir);
+    char *text = ld_test_slurp(path);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sequences"), i), *t;
+    s->T = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (s->T < LD_TEST_MAX_T) s->tokens[s->T++] = t->valueint;
+    const cJSON *lf = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file");
+    const cJSON *hf = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "hidden"), "file");
+    int ok = e && s->T > 0 && cJSON_IsString(lf);
+    snprintf(s->logits_file, sizeof s->logits_file, "%s", cJSON_IsString(lf) ? lf->valuestring : "");
+    snprintf(s->hidden_file, sizeof s->hidden_file, "%s", cJSON_IsString(hf) ? hf->valuestring : "");
+    cJSON_Delete(j);
+    return ok;
+}
+
+/* up to `max` sequences of dir/ref.json, from the first, while they have
+ * tokens and a logits file; how many */
+static inline int ld_test_load_seqs(const char *dir, ld_test_seq *seqs, int max)
+{
+    int n = 0;
+    while (n < max && ld_test_load_seq(dir, n, &seqs[n])) n++;
+    return n;
 }
 
 #endif

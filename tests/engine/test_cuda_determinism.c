@@ -45,38 +45,8 @@ static const char *kset_name(int k)
 
 /* ---------------------------------------------------------------- fixtures */
 
-typedef struct seq {
-    int32_t tokens[MAX_TOKENS];
-    int T;
-    char logits_file[64];
-} seq;
-
-/* up to `max` sequences of the model's ref.json (tokens, logits file) */
-static int load_seqs(const char *dir, seq *seqs, int max)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/ref.json", dir);
-    char *text = ld_test_slurp(path);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "sequences"))
-    {
-        if (n == max) break;
-        const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file"), *t;
-        if (!cJSON_IsString(f)) break;
-        seq *s = &seqs[n++];
-        s->T = 0;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens"))
-        {
-            if (s->T < MAX_TOKENS) s->tokens[s->T++] = (int32_t)t->valueint;
-        }
-        snprintf(s->logits_file, sizeof s->logits_file, "%s", f->valuestring);
-    }
-    cJSON_Delete(j);
-    return n;
-}
+/* a sequence of the fixture's ref.json (fixtures.h) */
+typedef ld_test_seq seq;
 
 /* the CUDA backend with kernel set k; LD_ERR_UNSUPPORTED (no CUDA, no
  * device) is the caller's to skip on */
@@ -161,7 +131,7 @@ static int with_model(const char *name, model_check fn)
 static int check_replays(int k, const ld_model *m, const char *name, const char *dir)
 {
     seq q;
-    CHECK_MSG(load_seqs(dir, &q, 1) == 1, "%s/ref.json", dir);
+    CHECK_MSG(ld_test_load_seqs(dir, &q, 1) == 1, "%s/ref.json", dir);
     CHECK(q.T + DECODE_STEPS <= MAX_TOKENS);
     int P = q.T + DECODE_STEPS;
     size_t n = (size_t)P * (size_t)m->cfg.vocab;
@@ -201,7 +171,7 @@ static int check_replays(int k, const ld_model *m, const char *name, const char 
 static int check_chunks(int k, const ld_model *m, const char *name, const char *dir)
 {
     seq q;
-    CHECK_MSG(load_seqs(dir, &q, 1) == 1, "%s/ref.json", dir);
+    CHECK_MSG(ld_test_load_seqs(dir, &q, 1) == 1, "%s/ref.json", dir);
     CHECK(q.T + DECODE_STEPS <= MAX_TOKENS);
     int P = q.T + DECODE_STEPS, V = m->cfg.vocab;
     size_t n = (size_t)P * (size_t)V;
@@ -232,7 +202,7 @@ static int check_chunks(int k, const ld_model *m, const char *name, const char *
 static int check_transformers(int k, const ld_model *m, const char *name, const char *dir)
 {
     seq seqs[4];
-    int ns = load_seqs(dir, seqs, 4);
+    int ns = ld_test_load_seqs(dir, seqs, 4);
     CHECK_MSG(ns == 2, "%s/ref.json: %d sequences", dir, ns);
     ld_error err = {0};
     ld_backend *be = NULL;
@@ -523,7 +493,7 @@ static int with_ds4(const char *name)
     ld_ds4_model *m = NULL;
     CHECK_MSG(ld_ds4_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
     seq seqs[4];
-    int ns = load_seqs(dir, seqs, 4), rc = ns == 2 ? 0 : 1;
+    int ns = ld_test_load_seqs(dir, seqs, 4), rc = ns == 2 ? 0 : 1;
     for (int k = 0; !rc && k < N_KSETS; k++)
         for (int i = 0; !rc && i < ns; i++)
             for (size_t v = 0; !rc && v < sizeof v4_specs / sizeof v4_specs[0]; v++)

@@ -276,37 +276,8 @@ static ld_status run(ld_backend *be, const runner *r, const int32_t *toks, int T
 
 /* ---------------------------------------------------------------- fixtures */
 
-typedef struct seq {
-    int32_t tokens[MAX_TOKENS];
-    int T;
-    char logits_file[64];
-} seq;
-
-/* the two sequences of dir/ref.json */
-static int load_seqs(const char *dir, seq *seqs)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/ref.json", dir);
-    char *text = ld_test_slurp(path);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    int n = 0;
-    const cJSON *e, *t;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "sequences"))
-    {
-        const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file");
-        if (n == 2 || !cJSON_IsString(f)) break;
-        seq *s = &seqs[n++];
-        s->T = 0;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens"))
-        {
-            if (s->T < MAX_TOKENS) s->tokens[s->T++] = (int32_t)t->valueint;
-        }
-        snprintf(s->logits_file, sizeof s->logits_file, "%s", f->valuestring);
-    }
-    cJSON_Delete(j);
-    return n;
-}
+/* a sequence of the fixture's ref.json (fixtures.h) */
+typedef ld_test_seq seq;
 
 /* ---------------------------------------------------------------- checks */
 
@@ -379,7 +350,7 @@ static const char *scaled_launcher(const char *name)
 static int check_runner(const runner *r, const char *name, const char *dir, unsigned want, int tc_ref)
 {
     seq seqs[2];
-    CHECK_MSG(load_seqs(dir, seqs) == 2, "%s/ref.json", dir);
+    CHECK_MSG(ld_test_load_seqs(dir, seqs, 2) == 2, "%s/ref.json", dir);
     size_t live = ld_cu_mock_live();
     long l0[N_LAUNCHERS];
     for (int i = 0; i < N_LAUNCHERS; i++) l0[i] = ld_cu_mock_calls(launchers[i]);
@@ -514,7 +485,7 @@ static int test_glue_llama3_bf16_tc(void) { return with_dense("llama3-bf16", 1);
 static int check_oom(const runner *r, const char *name, const char *dir)
 {
     seq q[2];
-    CHECK_MSG(load_seqs(dir, q) == 2, "%s/ref.json", dir);
+    CHECK_MSG(ld_test_load_seqs(dir, q, 2) == 2, "%s/ref.json", dir);
     size_t n = (size_t)q[0].T * (size_t)r->vocab, live = ld_cu_mock_live();
     float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
     CHECK(want && got);

@@ -411,35 +411,8 @@ static ld_status cpu_wrapped(int n, ld_backend **out, ld_error *err)
 
 static const backend_kind wrapped[] = {{"ref", ref_wrapped}, {"cpu", cpu_wrapped}};
 
-/* the fixture's sequences: tokens and the logits file of each */
-typedef struct seq {
-    int32_t tokens[64];
-    int T;
-    char logits_file[64];
-} seq;
-
-static int load_seqs(const char *dir, seq *seqs, int max)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/ref.json", dir);
-    char *text = ld_test_slurp(path);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "sequences"))
-    {
-        if (n == max) break;
-        seq *s = &seqs[n++];
-        s->T = 0;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (s->T < 64) s->tokens[s->T++] = t->valueint;
-        const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file");
-        snprintf(s->logits_file, sizeof s->logits_file, "%s", cJSON_IsString(f) ? f->valuestring : "");
-    }
-    cJSON_Delete(j);
-    return n;
-}
+/* a sequence of the fixture's ref.json (fixtures.h) */
+typedef ld_test_seq seq;
 
 /* logits, hidden planes and experts of `q` on a fresh session: `threads`,
  * chunks of `batch`, calls of `call` tokens (0: one), variants `kspec` */
@@ -517,7 +490,7 @@ static int open_model(const char *name, ld_ds4_model **m, seq *seqs)
     ld_error err;
     ld_error_clear(&err);
     CHECK_MSG(ld_ds4_model_open(dir, m, &err) == LD_OK, "%s", err.msg);
-    CHECK(load_seqs(dir, seqs, 2) == 2);
+    CHECK(ld_test_load_seqs(dir, seqs, 2) == 2);
     return 0;
 }
 

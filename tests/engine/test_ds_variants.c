@@ -35,27 +35,15 @@
 
 /* ------------------------------------------------------------ helpers */
 
-typedef struct seq {
-    int32_t tokens[MAX_T];
-    int T;
-    char logits_file[64];
-} seq;
+/* a sequence of the fixture's ref.json (fixtures.h) */
+typedef ld_test_seq seq;
 
-/* the tokens and logits file of ref.json's sequence `which` */
+/* ref.json's sequence `which` of testdata/models/<model>; 0 when it is there */
 static int load_seq(const char *model, int which, seq *q)
 {
-    char path[600];
-    snprintf(path, sizeof path, MDIR "%s/ref.json", model);
-    char *text = ld_test_slurp(path);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sequences"), which), *t;
-    q->T = 0;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (q->T < MAX_T) q->tokens[q->T++] = t->valueint;
-    const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file");
-    snprintf(q->logits_file, sizeof q->logits_file, "%s", cJSON_IsString(f) ? f->valuestring : "");
-    cJSON_Delete(j);
-    return e && q->T > 0 && cJSON_IsString(f) ? 0 : 1;
+    char dir[600];
+    snprintf(dir, sizeof dir, MDIR "%s", model);
+    return ld_test_load_seq(dir, which, q) ? 0 : 1;
 }
 
 /* a DeepSeek model of either family */

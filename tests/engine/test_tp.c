@@ -519,7 +519,8 @@ static int test_tp_gguf_quantized(void)
 }
 
 /* The refusals: a size that does not divide the heads (naming the field),
- * a K-slice cutting a quantization block, a DeepSeek-V4 model, a bad node
+ * a K-slice cutting a quantization block (DeepSeek-V4 where a size does not
+ * divide), a bad node
  * count or backend; cuda where the build or machine has no NCCL / GPUs. */
 static int test_tp_errors(void)
 {
@@ -582,13 +583,18 @@ static int test_tp_errors(void)
     ld_tp_shard_free(sh);
     ld_model_close(m);
 
-    /* DeepSeek-V4: refused through the lm interface (V3/V3.2: test_tp_deepseek.c) */
+    /* DeepSeek-V4 through the lm interface: split where the sizes divide,
+     * else refused naming the field (V3/V3.2: test_tp_deepseek.c; V4:
+     * test_tp_ds4.c) */
     ld_lm *lm = NULL;
     CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
     ld_lm_session *ls = NULL;
-    ld_tp_opts od = {2, 1, "cpu", NULL, 1};
-    CHECK(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_ERR_UNSUPPORTED && !ls);
-    CHECK_MSG(strstr(err.msg, "DeepseekV4ForCausalLM") && strstr(err.msg, "not yet"), "%s", err.msg);
+    ld_tp_opts od = {3, 1, "cpu", NULL, 1};
+    CHECK(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_ERR_USAGE && !ls);
+    CHECK_MSG(strstr(err.msg, "num_attention_heads (4)"), "%s", err.msg);
+    od.n = 2;
+    CHECK_MSG(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_OK && ls, "%s", err.msg);
+    ld_lm_session_destroy(ls);
     ld_lm_close(lm);
     return 0;
 }

@@ -7,7 +7,7 @@
  * the naive, absorbed and split-K MLA forms; bitwise equal over reruns,
  * threads per rank, node groupings and chunkings; TP = 1 bitwise the plain
  * session; the shard's views and K-slices; the refusals (a size that does
- * not divide, FP8 scale blocks cut, combine=bf16, DeepSeek-V4); the FP8
+ * not divide, FP8 scale blocks cut, combine=bf16, DeepSeek-V4's fields); the FP8
  * fixture's LD_WQ_F8B weights split on finer (equivalent) blocks; over NCCL
  * where the build and the machine have it (else a clear refusal). */
 #include <cjson/cJSON.h>
@@ -33,33 +33,8 @@
 
 /* ------------------------------------------------------------ helpers */
 
-typedef struct seq {
-    int32_t tokens[MAX_T];
-    int T;
-    char logits_file[64], hidden_file[64];
-} seq;
-
-/* sequence i of ref.json; 0 when absent */
-static int load_seq(const char *dir, int i, seq *s)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/ref.json", dir);
-    char *text = ld_test_slurp(path);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "sequences"), i), *t;
-    s->T = 0;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tokens")) if (s->T < MAX_T) s->tokens[s->T++] = t->valueint;
-    const cJSON *lf = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "logits"), "file");
-    const cJSON *hf = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "hidden"), "file");
-    int ok = e && s->T > 0 && cJSON_IsString(lf) && cJSON_IsString(hf);
-    if (ok) {
-        snprintf(s->logits_file, sizeof s->logits_file, "%s", lf->valuestring);
-        snprintf(s->hidden_file, sizeof s->hidden_file, "%s", hf->valuestring);
-    }
-    cJSON_Delete(j);
-    return ok;
-}
+/* a sequence of the fixture's ref.json (fixtures.h) */
+typedef ld_test_seq seq;
 
 static int open_model(const char *name, ld_ds_model **m)
 {
@@ -144,7 +119,7 @@ static int check_split(const char *name, int n, const char *be, ld_ds_attn attn,
     size_t V = (size_t)m->cfg.vocab, D = (size_t)m->cfg.hidden, P = (size_t)m->cfg.n_layers + 2;
     for (int i = 0; i < 2; i++) {
         seq q;
-        CHECK(load_seq(dir, i, &q));
+        CHECK(ld_test_load_seq(dir, i, &q));
         size_t T = (size_t)q.T;
         float *ref_l = load_f32(dir, q.logits_file, T * V), *ref_h = load_f32(dir, q.hidden_file, P * T * D);
         float *l = malloc(T * V * sizeof *l), *h = malloc(P * T * D * sizeof *h);
@@ -211,7 +186,7 @@ static int test_tp_ds_bitwise_determinism(void)
         char dir[512];
         snprintf(dir, sizeof dir, MDIR "%s", runs[i].name);
         seq q;
-        CHECK(load_seq(dir, 1, &q));
+        CHECK(ld_test_load_seq(dir, 1, &q));
         size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
         size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q.T * (size_t)m->cfg.hidden;
         float *base = malloc(nl * sizeof *base), *l = malloc(nl * sizeof *l);
@@ -257,7 +232,7 @@ static int test_tp_ds_one_is_plain(void)
         char dir[512];
         snprintf(dir, sizeof dir, MDIR "%s", names[i]);
         seq q;
-        CHECK(load_seq(dir, 0, &q));
+        CHECK(ld_test_load_seq(dir, 0, &q));
         size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
         size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q.T * (size_t)m->cfg.hidden;
         float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
@@ -368,7 +343,7 @@ static int test_tp_ds_reduce_points(void)
     ld_ds_model *m = NULL;
     if (open_model("deepseek-v32", &m)) return 1;
     seq q;
-    CHECK(load_seq(MDIR "deepseek-v32", 0, &q));
+    CHECK(ld_test_load_seq(MDIR "deepseek-v32", 0, &q));
     ld_error err;
     ld_error_clear(&err);
     for (int n = 2; n <= 4; n += 2) {
@@ -399,7 +374,7 @@ static int test_tp_ds_lm(void)
     ld_ds_model *m = NULL;
     if (open_model("deepseek-v32", &m)) return 1;
     seq q;
-    CHECK(load_seq(MDIR "deepseek-v32", 0, &q));
+    CHECK(ld_test_load_seq(MDIR "deepseek-v32", 0, &q));
     size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
     float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
     CHECK(a && b);
@@ -433,7 +408,7 @@ static int expect_fail(ld_status st, ld_status want, const ld_error *err, const 
 
 /* (g) the refusals: sizes that do not divide (naming the field), FP8
  * scale blocks cut (the FP8 fixture's 16x16 blocks allow only TP = 1),
- * combine=bf16, DeepSeek-V4 */
+ * combine=bf16, DeepSeek-V4's o_groups */
 static int test_tp_ds_errors(void)
 {
     ld_error err;
@@ -494,12 +469,13 @@ static int test_tp_ds_errors(void)
     CHECK(ld_lm_tp_check(lm, 2, &err) == LD_ERR_UNSUPPORTED && ld_lm_tp_check(lm, 1, &err) == LD_OK);
     ld_lm_close(lm);
 
-    /* DeepSeek-V4: not yet */
+    /* DeepSeek-V4 (test_tp_ds4.c): its own fields, o_groups (2) here */
     CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
     ld_lm_session *ls = NULL;
-    if (expect_fail(ld_lm_session_create_tp(lm, &o, 16, 16, &ls, &err), LD_ERR_UNSUPPORTED, &err, "not yet"))
+    o.n = 4;
+    if (expect_fail(ld_lm_session_create_tp(lm, &o, 16, 16, &ls, &err), LD_ERR_USAGE, &err, "o_groups (2)"))
         return 1;
-    CHECK(!ls && strstr(err.msg, "DeepseekV4ForCausalLM"));
+    CHECK(!ls);
     ld_lm_close(lm);
     return 0;
 }
@@ -617,7 +593,7 @@ static int test_tp_ds_fp8_blocks(void)
     size_t V = (size_t)src->cfg.vocab;
     for (int i = 0; i < 2; i++) {
         seq q;
-        CHECK(load_seq(dir, i, &q));
+        CHECK(ld_test_load_seq(dir, i, &q));
         float *ref = load_f32(dir, q.logits_file, (size_t)q.T * V), *l = malloc((size_t)q.T * V * sizeof *l);
         CHECK(ref && l);
         for (int a = 0; a < 2; a++) {
@@ -646,7 +622,7 @@ static int test_tp_ds_cuda_nccl(void)
     ld_ds_model *m = NULL;
     if (open_model("deepseek-v32", &m)) return 1;
     seq q;
-    CHECK(load_seq(MDIR "deepseek-v32", 0, &q));
+    CHECK(ld_test_load_seq(MDIR "deepseek-v32", 0, &q));
     size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
     float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
     CHECK(a && b);
