@@ -1,15 +1,18 @@
 /* fuzz_specs.c - libFuzzer target for the small languages of logdiff
  * replay's options: --positions LIST (replay/replay_dump.c) and --kernels
- * SPEC (engine/cpu_kernels.c).  The input's first byte picks the parser
- * and a sequence length; a list that parses must resolve to positions
- * that are ascending, distinct and inside the sequence, or fail with
- * LD_ERR_USAGE; a spec that parses must name only known variants.  Never
+ * SPEC (engine/cpu_kernels.c for the CPU backends, engine/backend_cuda.c's
+ * parser for the CUDA one, which is built without CUDA too).  The input's
+ * first byte picks the parser and a sequence length; a list that parses
+ * must resolve to positions that are ascending, distinct and inside the
+ * sequence, or fail with LD_ERR_USAGE; a spec that parses must name only
+ * known variants (tc for matmul only).  Never
  * a crash or a read outside the input.  The corpus in
  * tests/fuzz/corpus/specs/ replays as the plain test fuzz.specs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cuda.h"
 #include "cpu_kernels.h"
 #include "replay.h"
 
@@ -41,6 +44,16 @@ static void kernels(const char *s)
     ld_cpu_kernels_label(&k, 1, label, sizeof label);
 }
 
+static void cuda_kernels(const char *s)
+{
+    ld_cuda_kernels k;
+    if (ld_cuda_kernels_parse(s, &k, NULL) != LD_OK) return;
+    for (int op = 0; op < LD_CUDA_N_OPS; op++) {
+        if (k.custom[op] > LD_CUDA_KERNEL_TC) abort();
+        if (k.custom[op] == LD_CUDA_KERNEL_TC && op != LD_CUDA_OP_MATMUL) abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
@@ -48,8 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!s) return 0;
     memcpy(s, data + 1, size - 1);
     s[size - 1] = 0;
-    if (data[0] & 1) kernels(s);
-    else positions(s, (size_t)(data[0] >> 1));
+    if (data[0] & 1) {
+        kernels(s);
+        cuda_kernels(s);
+    } else {
+        positions(s, (size_t)(data[0] >> 1));
+    }
     free(s);
     return 0;
 }
