@@ -122,6 +122,8 @@ typedef struct cuda_backend {
     size_t ds_i_cap;
     float *ds_f; /* DeepSeek ops: router bias and weights, indexer scores */
     size_t ds_f_cap;
+    float *ones; /* ds4_qkv's unit RMSNorm weight: ones_n ones, uploaded once */
+    size_t ones_cap, ones_n;
 } cuda_backend;
 
 static ld_status cu_fail(ld_error *err, const char *what, int code)
@@ -165,6 +167,7 @@ static void destroy(ld_backend *be)
     ld_cu_free(cb->bias_rows);
     ld_cu_free(cb->ds_i);
     ld_cu_free(cb->ds_f);
+    ld_cu_free(cb->ones);
     free(cb);
 }
 
@@ -985,17 +988,19 @@ static int ds4_rot_rows(cuda_backend *cb, float *x, int T, size_t stride, int n,
                          r->inv_freq->d, r->attn_factor, 1, pos0, inverse, r->bf16);
 }
 
-/* n fp32 ones into cb->ds_f: the unit RMSNorm is rmsnorm by ones (the same
+/* at least n fp32 ones in cb->ones (uploaded once, then kept): the unit RMSNorm is rmsnorm by ones (the same
  * formula, the product by 1 exact) */
 static ld_status ds4_ones(cuda_backend *cb, int n, ld_error *err)
 {
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (size_t)n * sizeof(float), "ds4_qkv", err));
+    if ((size_t)n <= cb->ones_n) return LD_OK; /* uploaded by an earlier call */
+    LD_TRY(scratch((void **)&cb->ones, &cb->ones_cap, (size_t)n * sizeof(float), "ds4_qkv", err));
     float *ones = malloc((size_t)n * sizeof *ones);
     if (!ones) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int i = 0; i < n; i++) ones[i] = 1.0f;
-    int e = ld_cu_h2d(cb->ds_f, ones, (size_t)n * sizeof *ones);
+    int e = ld_cu_h2d(cb->ones, ones, (size_t)n * sizeof *ones);
     free(ones);
     CU("ds4_qkv", e);
+    cb->ones_n = (size_t)n;
     return LD_OK;
 }
 
@@ -1012,7 +1017,7 @@ static ld_status ds4_qkv(ld_backend *be, ld_buf *q, ld_buf *kvc, const ld_buf *k
     if (!T) return LD_OK;
     CU("ds4_qkv", ld_cu_set_device(cb->device));
     LD_TRY(ds4_ones(cb, hd, err));
-    CU("ds4_qkv", ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), q->d, q->d, cb->ds_f, LD_KDT_F32, hd, eps, T * H));
+    CU("ds4_qkv", ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), q->d, q->d, cb->ones, LD_KDT_F32, hd, eps, T * H));
     CU("ds4_qkv", ds4_rot_rows(cb, q->d, T, QH, H, hd, rope, pos0, 0));
     /* the ring's rows of the T positions: at most two runs (it wraps once) */
     for (int t0 = 0; t0 < T;) {
@@ -1189,8 +1194,8 @@ static ld_status copy_cols(ld_backend *be, ld_buf *dst, size_t dst_ld, size_t ds
         CU("copy_cols", ld_cu_d2d(dst->d, src->d + src_off, (size_t)rows * cols * sizeof(float)));
         return LD_OK;
     }
-    for (size_t r = 0; r <= last; r++)
-        CU("copy_cols", ld_cu_d2d(dst->d + r * dst_ld + dst_off, src->d + r * src_ld + src_off, cols * sizeof(float)));
+    CU("copy_cols", ld_cu_d2d_rows(dst->d + dst_off, dst_ld * sizeof(float), src->d + src_off, src_ld * sizeof(float),
+                                   cols * sizeof(float), (size_t)rows));
     return LD_OK;
 }
 

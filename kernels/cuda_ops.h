@@ -68,6 +68,9 @@ int ld_cu_memset0(void *p, size_t bytes);
 int ld_cu_h2d(void *dst, const void *src, size_t bytes);
 int ld_cu_d2h(void *dst, const void *src, size_t bytes);
 int ld_cu_d2d(void *dst, const void *src, size_t bytes);
+/* `rows` rows of `width` bytes, row i from src + i * src_pitch to dst + i *
+ * dst_pitch (device to device, one cudaMemcpy2D; pitches in bytes) */
+int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows);
 /* waits for all work on the device, returns its first error */
 int ld_cu_sync(void);
 

@@ -92,6 +92,13 @@ extern "C" int ld_cu_d2d(void *dst, const void *src, size_t bytes)
     return bytes ? ret(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)) : 0;
 }
 
+extern "C" int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                              size_t rows)
+{
+    if (!width || !rows) return 0;
+    return ret(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice));
+}
+
 extern "C" int ld_cu_sync(void)
 {
     cudaError_t e = cudaDeviceSynchronize();

@@ -239,6 +239,16 @@ int ld_cu_d2d(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows)
+{
+    if (!width || !rows) return 0;
+    if (width > dst_pitch || width > src_pitch) return E_INVAL; /* cudaMemcpy2D: an invalid pitch */
+    dev("ld_cu_d2d_rows", "dst", dst, (rows - 1) * dst_pitch + width);
+    dev("ld_cu_d2d_rows", "src", src, (rows - 1) * src_pitch + width);
+    for (size_t i = 0; i < rows; i++) memmove((char *)dst + i * dst_pitch, (const char *)src + i * src_pitch, width);
+    return 0;
+}
+
 int ld_cu_sync(void)
 {
     return 0;
