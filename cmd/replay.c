@@ -18,7 +18,7 @@
 #include "replay_kernels.h"
 
 static const char *const replay_usage[] = {
-    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref]",
+    "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref|cuda]",
     "               [--top-k K] [--max-tokens N] [--seed N] [--tp N]",
     "               [--dump-layers DIR [--positions LIST]] [--kernels SPEC]",
     "               [--compare-kernels] LOG...",
@@ -51,10 +51,13 @@ static const char *const replay_usage[] = {
     "0 consistent (or no output), 1 divergent, 2 usage, I/O or model error, an",
     "id outside the vocabulary or past the context.",
     "",
-    "--tp N splits the model over N tensor-parallel ranks (dense models):",
-    "query/KV heads and MLP rows divided, o_proj and down_proj summed across",
-    "ranks in rank order, so a run gives the same bits every time; N must",
-    "divide the heads, the KV heads and the intermediate size.  On cpu/ref the",
+    "--tp N splits the model over N tensor-parallel ranks: query/KV heads and",
+    "MLP rows divided, o_proj and down_proj summed across ranks in rank",
+    "order, so a run gives the same bits every time; N must divide the heads,",
+    "the KV heads and the intermediate size.  DeepSeek V3/V3.2: MLA's heads and",
+    "every expert's rows divided (the latent cache, indexer and router on",
+    "every rank); V4: its query heads with their output groups, and the",
+    "experts' rows (N also divides o_groups).  On cpu/ref the",
     "ranks are threads of this process (--threads divided among them); on",
     "cuda, GPUs 0..N-1 over NCCL (builds with NCCL).",
     "",
@@ -438,7 +441,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
         { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object" },
         { LD_OPT_INT, 0, "threads", &threads, "N", "threads of the engine (default: the cores)" },
-        { LD_OPT_STRING, 0, "backend", &backend, "NAME", "cpu (fast, the default) or ref (the plain reference)" },
+        { LD_OPT_STRING, 0, "backend", &backend, "NAME", "cpu (fast, the default), ref (the plain reference) or cuda (GPU 0)" },
         { LD_OPT_INT, 0, "top-k", &top_k, "K", "a logged token ranked at most K is within reach (default 5, max 64)" },
         { LD_OPT_INT, 0, "max-tokens", &max_tokens, "N", "length of the greedy continuation (default 8; 0: none)" },
         { LD_OPT_STRING, 0, "near-tie", &near_tie, "X", "nats under which a gap is a near-tie (default 0.1; 0: none)" },
@@ -448,7 +451,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "kernels", &kernels, "SPEC", "swap ops for variants: matmul=bf16,rmsnorm=bf16,..." },
         { LD_OPT_BOOL, 0, "compare-kernels", &compare, NULL, "replay once per kernel variant and compare with the reference" },
         { LD_OPT_STRING, 0, "check", &check, "BACKEND", "replay on --backend and on BACKEND too; compare layer by layer" },
-        { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (dense models; default: no split)" },
+        { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (default: no split)" },
         LD_OPTION_END
     };
     int n_args = 0;
