@@ -52,15 +52,20 @@ check "not with --check" grep -q -- "--tp: not with --check" "$WORK/err"
 # not the model's choice, so the verdict is divergent (exit 1) either way; what matters is the same
 DS="$LD_SOURCE_DIR/testdata/models"
 SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
-run "deepseek-v3 no split" 1 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --threads 2 --json "$SV"
-cp "$WORK/out" "$WORK/ds1.json"
-run "deepseek-v3 --tp 2" 1 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --threads 2 --tp 2 --json "$SV"
-cp "$WORK/out" "$WORK/ds2.json"
-check "deepseek-v3 tp 2: same verdict and ranks, logprobs within rounding" python3 - "$WORK/ds1.json" "$WORK/ds2.json" <<'PY'
+# tp_matches NAME ARCH: NAME's replay of sv-forced under --tp 2 against the unsplit one (same verdict,
+# ranks and top-1, logprobs within rounding; the model's architecture ARCH), then --threads 4 bitwise
+tp_matches() {
+    local name=$1 arch=$2
+    run "$name no split" 1 "$LOGDIFF" replay --model "$DS/$name" --rid sv-forced --threads 2 --json "$SV"
+    cp "$WORK/out" "$WORK/$name-1.json"
+    run "$name --tp 2" 1 "$LOGDIFF" replay --model "$DS/$name" --rid sv-forced --threads 2 --tp 2 --json "$SV"
+    cp "$WORK/out" "$WORK/$name-2.json"
+    check "$name tp 2: same verdict and ranks, logprobs within rounding" python3 - "$WORK/$name-1.json" \
+        "$WORK/$name-2.json" "$arch" <<'PY'
 import json, sys
 a = json.loads(open(sys.argv[1]).read().splitlines()[0])
 b = json.loads(open(sys.argv[2]).read().splitlines()[0])
-assert "tp" not in a and b["tp"] == 2 and b["model"] == "DeepseekV3ForCausalLM", (a.get("tp"), b.get("tp"))
+assert "tp" not in a and b["tp"] == 2 and b["model"] == sys.argv[3], (a.get("tp"), b.get("tp"), b.get("model"))
 assert a["verdict"] == b["verdict"], (a["verdict"], b["verdict"])
 pa, pb = a["positions"], b["positions"]
 assert len(pa) == len(pb) == 8
@@ -68,33 +73,17 @@ for x, y in zip(pa, pb):
     assert x["rank"] == y["rank"] and x["top1"]["id"] == y["top1"]["id"], (x, y)
     assert abs(x["logprob"] - y["logprob"]) < 1e-5, (x, y)
 PY
-run "deepseek-v3 --tp 2 --threads 4" 1 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --threads 4 --tp 2 \
-    --json "$SV"
-check "deepseek-v3 bitwise: --threads 2 and 4 give the same report" cmp -s "$WORK/out" "$WORK/ds2.json"
+    run "$name --tp 2 --threads 4" 1 "$LOGDIFF" replay --model "$DS/$name" --rid sv-forced --threads 4 --tp 2 \
+        --json "$SV"
+    check "$name bitwise: --threads 2 and 4 give the same report" cmp -s "$WORK/out" "$WORK/$name-2.json"
+}
+tp_matches deepseek-v3 DeepseekV3ForCausalLM
 run "deepseek-v3 --tp 3" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-forced --tp 3 "$SV"
 check "deepseek: names the field" grep -q "does not divide the model's num_attention_heads (4)" "$WORK/err"
 run "deepseek-v3-fp8 --tp 2" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3-fp8" --rid sv-forced --tp 2 "$SV"
 check "fp8: the scale blocks" grep -q "q_b_proj.weight' is FP8 with scale blocks of 16x16" "$WORK/err"
 # DeepSeek-V4 (query heads with wo_a's groups, and the experts, split; engine/tp_ds4_shard.h) the same way
-run "deepseek-v4 no split" 1 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --threads 2 --json "$SV"
-cp "$WORK/out" "$WORK/v4a.json"
-run "deepseek-v4 --tp 2" 1 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --threads 2 --tp 2 --json "$SV"
-cp "$WORK/out" "$WORK/v4b.json"
-check "deepseek-v4 tp 2: same verdict and ranks, logprobs within rounding" python3 - "$WORK/v4a.json" "$WORK/v4b.json" <<'PY'
-import json, sys
-a = json.loads(open(sys.argv[1]).read().splitlines()[0])
-b = json.loads(open(sys.argv[2]).read().splitlines()[0])
-assert "tp" not in a and b["tp"] == 2 and b["model"] == "DeepseekV4ForCausalLM", (a.get("tp"), b.get("tp"))
-assert a["verdict"] == b["verdict"], (a["verdict"], b["verdict"])
-pa, pb = a["positions"], b["positions"]
-assert len(pa) == len(pb) == 8
-for x, y in zip(pa, pb):
-    assert x["rank"] == y["rank"] and x["top1"]["id"] == y["top1"]["id"], (x, y)
-    assert abs(x["logprob"] - y["logprob"]) < 1e-5, (x, y)
-PY
-run "deepseek-v4 --tp 2 --threads 4" 1 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --threads 4 --tp 2 \
-    --json "$SV"
-check "deepseek-v4 bitwise: --threads 2 and 4 give the same report" cmp -s "$WORK/out" "$WORK/v4b.json"
+tp_matches deepseek-v4 DeepseekV4ForCausalLM
 run "deepseek-v4 --tp 4" 2 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --tp 4 "$SV"
 check "v4: names o_groups" grep -q "does not divide the model's o_groups (2)" "$WORK/err"
 # cuda: NCCL over GPUs 0..1 where built with NCCL and the machine has two GPUs; else a clear error

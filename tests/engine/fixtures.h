@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -137,6 +138,15 @@ static inline int ld_test_load_seqs(const char *dir, ld_test_seq *seqs, int max)
     int n = 0;
     while (n < max && ld_test_load_seq(dir, n, &seqs[n])) n++;
     return n;
+}
+
+/* 0 when an engine call failed with status `want` and a message naming
+ * `needle`; else the check's failure (1) */
+static inline int ld_test_expect_fail(ld_status st, ld_status want, const ld_error *err, const char *needle)
+{
+    CHECK_MSG(st == want, "status %d, want %d (%s)", (int)st, (int)want, err->msg);
+    CHECK_MSG(strstr(err->msg, needle), "'%s' does not say '%s'", err->msg, needle);
+    return 0;
 }
 
 #endif

@@ -399,13 +399,6 @@ static int test_tp_ds_lm(void)
     return 0;
 }
 
-static int expect_fail(ld_status st, ld_status want, const ld_error *err, const char *needle)
-{
-    CHECK_MSG(st == want, "status %d, want %d (%s)", (int)st, (int)want, err->msg);
-    CHECK_MSG(strstr(err->msg, needle), "'%s' does not say '%s'", err->msg, needle);
-    return 0;
-}
-
 /* (g) the refusals: sizes that do not divide (naming the field), FP8
  * scale blocks cut (the FP8 fixture's 16x16 blocks allow only TP = 1),
  * combine=bf16, DeepSeek-V4's o_groups */
@@ -417,17 +410,17 @@ static int test_tp_ds_errors(void)
     if (open_model("deepseek-v3", &m)) return 1;
     ld_tp_session *s = NULL;
     ld_tp_opts o = {3, 1, "cpu", NULL, 1};
-    if (expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
+    if (ld_test_expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
                     "tensor parallel size 3 does not divide the model's num_attention_heads (4)"))
         return 1;
     CHECK(!s);
     ld_ds_config c = m->cfg;
     c.intermediate = 42;
-    if (expect_fail(ld_tp_ds_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "intermediate_size (42)")) return 1;
+    if (ld_test_expect_fail(ld_tp_ds_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "intermediate_size (42)")) return 1;
     c.first_k_dense = 0; /* no dense layer: its width does not matter */
     CHECK(ld_tp_ds_check_config(&c, 4, &err) == LD_OK);
     c.moe_intermediate = 18;
-    if (expect_fail(ld_tp_ds_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "moe_intermediate_size (18)")) return 1;
+    if (ld_test_expect_fail(ld_tp_ds_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "moe_intermediate_size (18)")) return 1;
     c.first_k_dense = c.n_layers; /* no MoE layer */
     c.intermediate = 64;
     CHECK(ld_tp_ds_check_config(&c, 4, &err) == LD_OK);
@@ -435,7 +428,7 @@ static int test_tp_ds_errors(void)
     o.n = 2;
     ld_cpu_kernels k = ld_cpu_kernels_default(0);
     CHECK(ld_cpu_kernels_parse("combine=bf16", &k, &err) == LD_OK);
-    if (expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, &k, 16, 16, &s, &err), LD_ERR_UNSUPPORTED,
+    if (ld_test_expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, &k, 16, 16, &s, &err), LD_ERR_UNSUPPORTED,
                     &err, "combine=bf16"))
         return 1;
     o.n = 1; /* one rank holds the whole sum */
@@ -449,7 +442,7 @@ static int test_tp_ds_errors(void)
     /* FP8: q_b_proj [24][16] in 16x16 blocks, 12 rows per rank of 2 */
     if (open_model("deepseek-v3-fp8", &m)) return 1;
     o.n_nodes = 1;
-    if (expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_UNSUPPORTED,
+    if (ld_test_expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_UNSUPPORTED,
                     &err, "'model.layers.0.self_attn.q_b_proj.weight' is FP8 with scale blocks of 16x16"))
         return 1;
     CHECK_MSG(strstr(err.msg, "12 rows"), "%s", err.msg);
@@ -458,7 +451,7 @@ static int test_tp_ds_errors(void)
     if (open_model("deepseek-v3-fp8", &q)) return 1;
     q->layers[0].q_b.st = NULL; /* the test's copy: q_b out of the way */
     q->layers[1].q_b.st = NULL;
-    if (expect_fail(ld_tp_ds_check(q, 2, &err), LD_ERR_UNSUPPORTED, &err,
+    if (ld_test_expect_fail(ld_tp_ds_check(q, 2, &err), LD_ERR_UNSUPPORTED, &err,
                     "'model.layers.0.self_attn.o_proj.weight' is FP8"))
         return 1;
     CHECK_MSG(strstr(err.msg, "8 columns") && strstr(err.msg, "multiple of 16 columns"), "%s", err.msg);
@@ -473,7 +466,7 @@ static int test_tp_ds_errors(void)
     CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
     ld_lm_session *ls = NULL;
     o.n = 4;
-    if (expect_fail(ld_lm_session_create_tp(lm, &o, 16, 16, &ls, &err), LD_ERR_USAGE, &err, "o_groups (2)"))
+    if (ld_test_expect_fail(ld_lm_session_create_tp(lm, &o, 16, 16, &ls, &err), LD_ERR_USAGE, &err, "o_groups (2)"))
         return 1;
     CHECK(!ls);
     ld_lm_close(lm);
@@ -569,7 +562,7 @@ static int test_tp_ds_fp8_blocks(void)
     ld_error_clear(&err);
     fine_model f;
     if (refine(src, 8, &f)) return 1;
-    if (expect_fail(ld_tp_ds_check(&f.m, 2, &err), LD_ERR_UNSUPPORTED, &err,
+    if (ld_test_expect_fail(ld_tp_ds_check(&f.m, 2, &err), LD_ERR_UNSUPPORTED, &err,
                     "'model.layers.0.self_attn.q_b_proj.weight' is FP8 with scale blocks of 8x8"))
         return 1;
     CHECK_MSG(strstr(err.msg, "12 rows") && strstr(err.msg, "multiple of 8 rows"), "%s", err.msg);

@@ -486,13 +486,6 @@ static int test_tp_ds4_lm(void)
     return 0;
 }
 
-static int expect_fail(ld_status st, ld_status want, const ld_error *err, const char *needle)
-{
-    CHECK_MSG(st == want, "status %d, want %d (%s)", (int)st, (int)want, err->msg);
-    CHECK_MSG(strstr(err->msg, needle), "'%s' does not say '%s'", err->msg, needle);
-    return 0;
-}
-
 /* (h) the refusals: a size not dividing each field (naming it), out of
  * range, an FP4 scale block cut */
 static int test_tp_ds4_errors(void)
@@ -503,17 +496,17 @@ static int test_tp_ds4_errors(void)
     if (open_model("deepseek-v4-fp4", &m)) return 1;
     ld_tp_session *s = NULL;
     ld_tp_opts o = {3, 1, "cpu", NULL, 1};
-    if (expect_fail(ld_tp_ds4_session_create(m, &o, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
+    if (ld_test_expect_fail(ld_tp_ds4_session_create(m, &o, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
                     "tensor parallel size 3 does not divide the model's num_attention_heads (4)"))
         return 1;
     CHECK(!s);
     o.n = 4; /* the heads divide, the 2 groups do not */
-    if (expect_fail(ld_tp_ds4_session_create(m, &o, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err, "o_groups (2)"))
+    if (ld_test_expect_fail(ld_tp_ds4_session_create(m, &o, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err, "o_groups (2)"))
         return 1;
     ld_ds4_config c = m->cfg;
     c.o_groups = 4;
     c.moe_intermediate = 66;
-    if (expect_fail(ld_tp_ds4_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "moe_intermediate_size (66)")) return 1;
+    if (ld_test_expect_fail(ld_tp_ds4_check_config(&c, 4, &err), LD_ERR_USAGE, &err, "moe_intermediate_size (66)")) return 1;
     c.moe_intermediate = 64;
     CHECK(ld_tp_ds4_check_config(&c, 4, &err) == LD_OK);
     CHECK(ld_tp_ds4_check_config(&m->cfg, 0, &err) == LD_ERR_USAGE);
@@ -522,7 +515,7 @@ static int test_tp_ds4_errors(void)
      * 1x32 scale blocks, 16 columns a rank */
     ld_ds4_model q = *m; /* a shallow copy: only the check reads it */
     q.cfg.o_groups = 4;
-    if (expect_fail(ld_tp_ds4_check(&q, 4, &err), LD_ERR_UNSUPPORTED, &err,
+    if (ld_test_expect_fail(ld_tp_ds4_check(&q, 4, &err), LD_ERR_UNSUPPORTED, &err,
                     "'layers.0.ffn.experts.0.w2.weight' is FP4 with scale blocks of 1x32"))
         return 1;
     CHECK_MSG(strstr(err.msg, "16 columns") && strstr(err.msg, "multiple of 32 columns"), "%s", err.msg);
