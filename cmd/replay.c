@@ -499,6 +499,10 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     ld_replay_positions want = { NULL, 0 };
     ld_error perr;
     ld_error_clear(&perr);
+    if (kernels && ld_replay_kernels_check(backend, kernels, &perr) != LD_OK) {
+        fprintf(cli->err, PFX "--kernels: %s\n", perr.msg);
+        return LD_EXIT_TROUBLE;
+    }
     if (positions && ld_replay_positions_parse(positions, &want, &perr) != LD_OK) {
         fprintf(cli->err, PFX "--positions: %s\n", perr.msg);
         return LD_EXIT_TROUBLE;

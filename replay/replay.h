@@ -78,6 +78,13 @@ ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_thre
 ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,
                                        int n_threads, ld_error *err);
 
+/* Checks a --kernels spec for `backend` ("cpu" or NULL, "ref": engine/
+ * cpu_kernels.h's OP=VARIANT; "cuda": engine/backend_cuda.h's op=ref|custom)
+ * without opening anything, so that a bad spec is named before a model or
+ * a log is read, whatever the build has (a build without CUDA still names
+ * the spec's error first).  LD_ERR_USAGE naming the op or the variant. */
+ld_status ld_replay_kernels_check(const char *backend, const char *kernels, ld_error *err);
+
 /* Splits the model over `n` ranks (tensor parallelism, engine/
  * tp_forward.h) for the replays that follow: each rank on its own
  * `backend` ("cpu", "ref" over simulated ranks, threads of this process;

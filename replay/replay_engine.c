@@ -34,6 +34,16 @@ ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend,
     return LD_OK;
 }
 
+ld_status ld_replay_kernels_check(const char *backend, const char *kernels, ld_error *err)
+{
+    if (backend && strcmp(backend, "cuda") == 0) {
+        ld_cuda_kernels k;
+        return ld_cuda_kernels_parse(kernels, &k, err);
+    }
+    ld_cpu_kernels k;
+    return ld_cpu_kernels_parse(kernels, &k, err);
+}
+
 ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
                                 ld_error *err)
 {

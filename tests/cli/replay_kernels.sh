@@ -40,6 +40,11 @@ run "--kernels bad variant" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --k
 check "says which" grep -q "matmul has no variant 'fp8'" "$WORK/err"
 run "--kernels bad op" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels gemm=ref "$LOG"
 check "says which op" grep -q "unknown op 'gemm'" "$WORK/err"
+# a bad CUDA spec is named as such on any build (one without CUDA too), before the model is opened
+run "--backend cuda --kernels bad variant" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda --kernels matmul=fp8 "$LOG"
+check "names the cuda variant" grep -q "unknown kernel variant 'fp8' for 'matmul'" "$WORK/err"
+run "--backend cuda --kernels bad op" 2 "$LOGDIFF" replay --model /nonexistent --rid rp-greedy --backend cuda --kernels gemm=custom "$LOG"
+check "names the cuda op, not the model" bash -c "grep -q \"unknown op 'gemm'\" '$WORK/err' && ! grep -q nonexistent '$WORK/err'"
 run "--check ref --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --json "$LOG"
 check "cpu against ref, layer by layer" python3 - "$WORK/out" <<'PY'
 import json, sys
