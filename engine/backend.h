@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "ld_error.h"
+#include "mem_kind.h" /* ld_mem, LD_MEM_*: buf_mem's answer */
 #include "safetensors.h"
 
 typedef struct ld_backend ld_backend;
@@ -108,6 +109,14 @@ typedef struct ld_backend_ops {
     void (*buf_free)(ld_backend *be, ld_buf *b);
     ld_status (*buf_write)(ld_backend *be, ld_buf *b, size_t off, const float *src, size_t n, ld_error *err);
     ld_status (*buf_read)(ld_backend *be, const ld_buf *b, size_t off, float *dst, size_t n, ld_error *err);
+    /* Optional (NULL: callers copy through buf_read / buf_write): where the
+     * floats [off, off + n) of b live, so that a communicator can reduce
+     * them where they are (tp_forward.c: NCCL on the device's memory, the
+     * simulated one on the host's) instead of staging a copy.  The pointer
+     * stays valid until b is freed; what a caller writes there is b's
+     * content, ordered with the backend's ops as comm.h says for its kind.
+     * LD_ERR_USAGE for a range outside b. */
+    ld_status (*buf_mem)(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem *out, ld_error *err);
 
     /* The reference backend uses the host data in place (no copy). */
     ld_status (*weight_load)(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err);

@@ -302,6 +302,15 @@ static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *ds
     return LD_OK;
 }
 
+/* the buffer's own host memory: a communicator reduces it in place */
+static ld_status buf_mem(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem *out, ld_error *err)
+{
+    (void)be;
+    LD_TRY(range(b, off, n, err));
+    *out = (ld_mem){b->p + off, LD_MEM_HOST, 0};
+    return LD_OK;
+}
+
 static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err)
 {
     (void)be;
@@ -1183,6 +1192,7 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
     .buf_free = buf_free,         \
     .buf_write = buf_write,       \
     .buf_read = buf_read,         \
+    .buf_mem = buf_mem,           \
     .weight_load = weight_load,   \
     .weight_free = weight_free,   \
     .embed = embed,               \

@@ -28,17 +28,30 @@
  * `hidden` floats) the collective is latency-bound and the difference
  * does not matter.
  *
- * Buffers are host memory (float arrays of the caller).  The NCCL
- * communicator stages them through device buffers it owns (see
- * comm_nccl.c): backend.h has no op exposing a backend buffer's device
- * pointer, so the TP forward reads the partial out of its backend, reduces,
- * and writes it back.
+ * Memory.  all_gather, all_reduce_sum and barrier take host memory (float
+ * arrays of the caller); the NCCL communicator stages it through device
+ * buffers it owns (see comm_nccl.c).  all_reduce_sum_mem (optional) reduces
+ * memory of a kind (mem_kind.h) where it lives, as backend.h's buf_mem
+ * gives a backend buffer's: the simulated communicator host memory, the
+ * NCCL one a CUDA buffer on its rank's device (no host copy, ordered on
+ * the device's legacy default stream after the kernels that wrote it and
+ * before those that read it, nothing synchronised) or host memory (its
+ * staging path).  A kind it cannot reduce in place it refuses with
+ * LD_ERR_UNSUPPORTED having done nothing (no collective started), so the
+ * caller can take the host path instead (tp_forward.c: buf_read, reduce,
+ * buf_write).  Either way the result is the same ordered sum, bit for bit.
  *
  * Every rank must call the same collectives in the same order with the
- * same sizes (as with MPI or NCCL).  A rank that fails calls ld_comm_abort
- * so that the others, waiting in a collective, return LD_ERR_MISMATCH
- * ("another rank failed") instead of hanging; after an abort the group
- * stays aborted (create a new one).
+ * same sizes (as with MPI or NCCL).  For all_reduce_sum_mem that means the
+ * same kind on every rank, so that all refuse or none: a refused rank that
+ * falls back to all_reduce_sum while the others reduce in place relies on
+ * the two paths running the same collective underneath, which this header
+ * does not promise.  The TP forward gets it by giving every rank a backend
+ * of the same type.
+ *
+ * A rank that fails calls ld_comm_abort so that the others, waiting in a
+ * collective, return LD_ERR_MISMATCH ("another rank failed") instead of
+ * hanging; after an abort the group stays aborted (create a new one).
  *
  * Library code: errors are returned, nothing is printed.
  */
@@ -46,8 +59,10 @@
 #define LD_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ld_error.h"
+#include "mem_kind.h"
 
 typedef struct ld_comm ld_comm;
 
@@ -57,6 +72,11 @@ typedef struct ld_comm_ops {
     ld_status (*all_gather)(ld_comm *c, const float *send, float *recv, size_t n, ld_error *err);
     /* buf [n] = the ordered sum of every rank's buf (all-gather + local sum) */
     ld_status (*all_reduce_sum)(ld_comm *c, float *buf, size_t n, ld_error *err);
+    /* Optional (NULL: refuses every kind): m->p [n] = the ordered sum of
+     * every rank's m->p, in place in memory of kind m->kind (for
+     * LD_MEM_CUDA on device m->device).  LD_ERR_UNSUPPORTED, nothing done,
+     * for a kind this communicator cannot reduce where it is. */
+    ld_status (*all_reduce_sum_mem)(ld_comm *c, const ld_mem *m, size_t n, ld_error *err);
     ld_status (*barrier)(ld_comm *c, ld_error *err);
     /* wakes the ranks waiting in a collective with an error; any rank may
      * call it, from any thread */
@@ -82,6 +102,17 @@ static inline ld_status ld_comm_all_gather(ld_comm *c, const float *send, float 
 static inline ld_status ld_comm_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *err)
 {
     return c->ops->all_reduce_sum(c, buf, n, err);
+}
+
+/* The ordered sum in place where m says the floats live (the op above);
+ * LD_ERR_UNSUPPORTED, nothing done and no collective started, where the
+ * communicator cannot reduce that kind in place: the same answer on every
+ * rank for the same kind (see Memory above). */
+static inline ld_status ld_comm_all_reduce_sum_mem(ld_comm *c, const ld_mem *m, size_t n, ld_error *err)
+{
+    if (!c->ops->all_reduce_sum_mem)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "the %s communicator reduces host buffers only", c->ops->name);
+    return c->ops->all_reduce_sum_mem(c, m, n, err);
 }
 
 static inline ld_status ld_comm_barrier(ld_comm *c, ld_error *err)
@@ -120,6 +151,13 @@ ld_status ld_comm_sim_create(int size, int n_nodes, ld_comm **out, ld_error *err
 /* Bytes the group's all-gathers moved so far within nodes and between
  * nodes (a rank's contribution counted once per receiving rank or node). */
 void ld_comm_sim_traffic(const ld_comm *c, double *intra_bytes, double *inter_bytes);
+
+/* The all-reduces the group's ranks ran so far, each rank's call counted:
+ * in place (all_reduce_sum_mem on host memory) and on the caller's buffer
+ * (all_reduce_sum; barriers not counted).  LD_MEM_CUDA, refused, is not
+ * counted.  c: a handle of ld_comm_sim_create's; read it while no rank is
+ * in a collective. */
+void ld_comm_sim_reduces(const ld_comm *c, uint64_t *n_in_place, uint64_t *n_buffer);
 
 /* ---------------------------------------------------------------- nccl */
 

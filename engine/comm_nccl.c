@@ -2,17 +2,28 @@
  * CMake defines LD_HAVE_NCCL; elsewhere the constructors say the build has
  * no NCCL).
  *
- * One rank = one GPU.  Buffers given to the collectives are host memory
- * (comm.h); each rank owns device staging buffers: send [n], recv
- * [size][n], out [n].  all_gather copies send to the device, runs
- * ncclAllGather and copies recv back; all_reduce_sum runs the same
- * all-gather and then the ordered-sum kernel (kernels/cuda_tp.cu: thread i
- * sums recv[0][i] + recv[1][i] + ... left to right in fp32), never
- * ncclAllReduce, whose summation order depends on NCCL's algorithm,
- * protocol and channel choices (comm.h).  Everything runs on the device's
- * legacy default stream, the stream the CUDA backend's kernels run on, so
- * the collective is ordered after the kernels that produced the partial,
- * and the synchronous copy back waits for it.
+ * One rank = one GPU.  Each rank owns device staging buffers: send [n],
+ * recv [size][n], out [n].  Host memory (all_gather, all_reduce_sum, and
+ * all_reduce_sum_mem on LD_MEM_HOST): all_gather copies send to the
+ * device, runs ncclAllGather and copies recv back; all_reduce_sum runs the
+ * same all-gather and then the ordered-sum kernel (kernels/cuda_tp.cu:
+ * thread i sums recv[0][i] + recv[1][i] + ... left to right in fp32) into
+ * out, copied back.  Never ncclAllReduce, whose summation order depends on
+ * NCCL's algorithm, protocol and channel choices (comm.h).
+ *
+ * Device memory (all_reduce_sum_mem on LD_MEM_CUDA, a CUDA backend
+ * buffer's as buf_mem gives it, on this rank's device): ncclAllGather
+ * straight from the buffer into recv, then the ordered-sum kernel from
+ * recv back into the buffer; no host copy, no synchronisation (but for
+ * the cudaMalloc of a staging that grows).  NCCL lets a send buffer be
+ * overwritten once the collective has completed on its stream, which the
+ * kernel, queued after it, waits for.  A buffer on another device than
+ * the rank's is LD_ERR_USAGE (the gather and the kernel run on the rank's).
+ *
+ * Everything runs on the device's legacy default stream, the stream the
+ * CUDA backend's kernels and copies run on, so the collective is ordered
+ * after the kernels that produced the partial and before those that read
+ * the sum; on the host path the synchronous copy back waits for it.
  *
  * Abort: a rank that fails calls ld_comm_abort; for a group made by
  * ld_comm_nccl_create_all that aborts every rank's communicator
@@ -21,10 +32,13 @@
  * only its own: the other processes see NCCL's error (or time out) on
  * their side.
  *
- * Not run yet: the machines this was written on have no GPU (NCCL and CUDA
- * are compiled and linked against only).  `test_engine_tp cuda` runs it
+ * Not run yet, neither the host path nor the device path: the machines
+ * this was written on have no GPU (NCCL and CUDA are compiled and linked
+ * against only).  `test_engine_tp test_tp_cuda_nccl` runs it
  * where there is one: TP = 1 over NCCL on one GPU against the plain CUDA
- * forward, TP = 2 on two GPUs against transformers.
+ * forward, TP = 2 on two GPUs against transformers, each also with the
+ * reduce through the host (the CUDA backend's table without buf_mem)
+ * against the device path, bitwise.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -102,12 +116,19 @@ static ld_status staging(nccl_rank *r, size_t n, ld_error *err)
     return LD_OK;
 }
 
-/* the device all-gather of host `send` [n] into d_recv [size][n] */
-static ld_status gather_on_device(nccl_rank *r, const float *send, size_t n, ld_error *err)
+/* an error once this rank's group is aborted; else the rank's device made current */
+static ld_status enter(nccl_rank *r, ld_error *err)
 {
     if (r->aborted || (r->g && atomic_load(&r->g->aborted)))
         return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
     CU_TRY("set device", ld_cu_set_device(r->device));
+    return LD_OK;
+}
+
+/* the device all-gather of host `send` [n] into d_recv [size][n] */
+static ld_status gather_on_device(nccl_rank *r, const float *send, size_t n, ld_error *err)
+{
+    LD_TRY(enter(r, err));
     LD_TRY(staging(r, n, err));
     CU_TRY("copy to the device", ld_cu_h2d(r->d_send, send, n * sizeof(float)));
     ncclResult_t e = ncclAllGather(r->d_send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
@@ -130,6 +151,31 @@ static ld_status nc_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *e
     CU_TRY("ordered sum", ld_cu_tp_ordered_sum(r->d_recv, c->size, n, r->d_out));
     CU_TRY("copy to the host", ld_cu_d2h(buf, r->d_out, n * sizeof(float)));
     return LD_OK;
+}
+
+/* p [n], on this rank's device, = the ordered sum of every rank's p, all on
+ * the legacy default stream: NCCL's gather from p, the kernel back into p */
+static ld_status reduce_on_device(nccl_rank *r, float *p, size_t n, ld_error *err)
+{
+    LD_TRY(enter(r, err));
+    LD_TRY(staging(r, n, err));
+    ncclResult_t e = ncclAllGather(p, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
+    if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
+    CU_TRY("ordered sum", ld_cu_tp_ordered_sum(r->d_recv, r->base.size, n, p));
+    return LD_OK;
+}
+
+static ld_status nc_all_reduce_sum_mem(ld_comm *c, const ld_mem *m, size_t n, ld_error *err)
+{
+    nccl_rank *r = (nccl_rank *)c;
+    if (m->kind == LD_MEM_HOST) return nc_all_reduce_sum(c, m->p, n, err);
+    if (m->kind != LD_MEM_CUDA)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "the NCCL communicator reduces host or CUDA memory, not memory "
+                       "of kind %d", m->kind);
+    if (m->device != r->device)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rank %d reduces on CUDA device %d, given memory of device %d",
+                       c->rank, r->device, m->device);
+    return reduce_on_device(r, m->p, n, err);
 }
 
 static ld_status nc_barrier(ld_comm *c, ld_error *err)
@@ -180,7 +226,15 @@ static void nc_destroy(ld_comm *c)
     free(r);
 }
 
-static const ld_comm_ops nccl_ops = {"nccl", nc_all_gather, nc_all_reduce_sum, nc_barrier, nc_abort, nc_destroy};
+static const ld_comm_ops nccl_ops = {
+    .name = "nccl",
+    .all_gather = nc_all_gather,
+    .all_reduce_sum = nc_all_reduce_sum,
+    .all_reduce_sum_mem = nc_all_reduce_sum_mem,
+    .barrier = nc_barrier,
+    .abort = nc_abort,
+    .destroy = nc_destroy,
+};
 
 int ld_comm_nccl_available(void)
 {

@@ -16,6 +16,10 @@
  * full [size][n] copy each, (3) every rank copies its leader's full copy.
  * Either way recv is a copy of the same bytes in the same order, so the
  * grouping never changes a result.
+ *
+ * all_reduce_sum_mem: host memory is what every rank already shares, so
+ * the in-place reduce is all_reduce_sum on it (counted apart,
+ * ld_comm_sim_reduces); CUDA memory is refused before anything is done.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -41,6 +45,7 @@ typedef struct sim_group {
     float **full;         /* [size] leaders only: the whole [size][n] */
     size_t *cap;          /* [size] the largest n node_block / full hold */
     double *intra, *inter; /* [size] bytes received by each rank, per level */
+    uint64_t *n_in_place, *n_buffer; /* [size] each rank's all-reduces, per entry point */
 } sim_group;
 
 typedef struct sim_rank {
@@ -177,7 +182,8 @@ static ld_status sim_all_gather(ld_comm *c, const float *send, float *recv, size
     return g->n_nodes == 1 ? gather_flat(r, recv, n, err) : gather_nodes(r, recv, n, err);
 }
 
-static ld_status sim_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *err)
+/* buf = the ordered sum of every rank's buf: gathered, then summed locally */
+static ld_status reduce_host(ld_comm *c, float *buf, size_t n, ld_error *err)
 {
     sim_rank *r = (sim_rank *)c;
     if (!grow(&r->scratch, &r->scratch_cap, (size_t)c->size * n)) {
@@ -187,6 +193,21 @@ static ld_status sim_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *
     LD_TRY(sim_all_gather(c, buf, r->scratch, n, err));
     ld_comm_ordered_sum(r->scratch, c->size, n, buf);
     return LD_OK;
+}
+
+static ld_status sim_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *err)
+{
+    ((sim_rank *)c)->g->n_buffer[c->rank]++;
+    return reduce_host(c, buf, n, err);
+}
+
+static ld_status sim_all_reduce_sum_mem(ld_comm *c, const ld_mem *m, size_t n, ld_error *err)
+{
+    if (m->kind != LD_MEM_HOST)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "the simulated communicator reduces host memory in place, not "
+                       "memory of kind %d", m->kind);
+    ((sim_rank *)c)->g->n_in_place[c->rank]++;
+    return reduce_host(c, m->p, n, err);
 }
 
 static ld_status sim_barrier(ld_comm *c, ld_error *err)
@@ -217,6 +238,8 @@ static void group_free(sim_group *g)
     free(g->cap);
     free(g->intra);
     free(g->inter);
+    free(g->n_in_place);
+    free(g->n_buffer);
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
@@ -234,7 +257,15 @@ static void sim_destroy(ld_comm *c)
     free(r);
 }
 
-static const ld_comm_ops sim_ops = {"sim", sim_all_gather, sim_all_reduce_sum, sim_barrier, sim_abort, sim_destroy};
+static const ld_comm_ops sim_ops = {
+    .name = "sim",
+    .all_gather = sim_all_gather,
+    .all_reduce_sum = sim_all_reduce_sum,
+    .all_reduce_sum_mem = sim_all_reduce_sum_mem,
+    .barrier = sim_barrier,
+    .abort = sim_abort,
+    .destroy = sim_destroy,
+};
 
 void ld_comm_sim_traffic(const ld_comm *c, double *intra_bytes, double *inter_bytes)
 {
@@ -246,6 +277,18 @@ void ld_comm_sim_traffic(const ld_comm *c, double *intra_bytes, double *inter_by
     }
     *intra_bytes = a;
     *inter_bytes = b;
+}
+
+void ld_comm_sim_reduces(const ld_comm *c, uint64_t *n_in_place, uint64_t *n_buffer)
+{
+    const sim_group *g = ((const sim_rank *)c)->g;
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < g->size; k++) {
+        a += g->n_in_place[k];
+        b += g->n_buffer[k];
+    }
+    *n_in_place = a;
+    *n_buffer = b;
 }
 
 static sim_group *group_new(int size, int n_nodes)
@@ -267,7 +310,10 @@ static sim_group *group_new(int size, int n_nodes)
     g->cap = calloc((size_t)size, sizeof *g->cap);
     g->intra = calloc((size_t)size, sizeof *g->intra);
     g->inter = calloc((size_t)size, sizeof *g->inter);
-    if (!g->send || !g->n || !g->node_block || !g->full || !g->cap || !g->intra || !g->inter) {
+    g->n_in_place = calloc((size_t)size, sizeof *g->n_in_place);
+    g->n_buffer = calloc((size_t)size, sizeof *g->n_buffer);
+    if (!g->send || !g->n || !g->node_block || !g->full || !g->cap || !g->intra || !g->inter || !g->n_in_place ||
+        !g->n_buffer) {
         group_free(g);
         return NULL;
     }

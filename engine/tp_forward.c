@@ -3,12 +3,25 @@
  * Ranks 1..N-1 run on threads started with the session (rank 0 on the
  * caller's thread); an eval wakes them and waits for them.  Each runs
  * ld_session_eval on its shard, and the
- * session's reduce hook (forward.h) does the all-reduce: the partial
- * [T][hidden] is read out of the rank's backend into a host buffer, summed
- * across ranks in rank order, the row-parallel bias added, and written
- * back.  A rank that fails aborts the communicator, so the others leave
- * their collective with an error instead of waiting; the first failure is
- * the one reported. */
+ * session's reduce hook (forward.h) does the all-reduce of the partial
+ * [T][hidden], summed across ranks in rank order, then adds the
+ * row-parallel bias.  Where the backend says where its buffer lives
+ * (buf_mem) and the communicator reduces that memory in place
+ * (all_reduce_sum_mem: the CPU backends' host memory over the simulated
+ * communicator, the CUDA backend's device memory over NCCL), the sum is
+ * made there, and a bias is added in place on host memory; on device
+ * memory the reduced partial is read out, the bias added on the host and
+ * written back (only the dense shards of attention_bias / mlp_bias Llamas
+ * and DeepSeek's attention_bias have one: two copies on those reduces
+ * rather than a device op for a rare case).  Otherwise (no buf_mem, a kind
+ * the communicator refuses) the partial is staged: read out of the
+ * backend into a host buffer, reduced there, the bias added, written back.
+ * The sum and the bias are the same arithmetic on every path (the ordered
+ * sum, then one rounding of x + b), so the paths give the same bits; every
+ * rank has a backend of the same type, so all take the same path (comm.h).
+ * A rank that fails aborts the communicator, so the others leave their
+ * collective with an error instead of waiting; the first failure is the
+ * one reported. */
 #include "tp_forward.h"
 
 #include <pthread.h>
@@ -36,7 +49,7 @@ typedef struct tp_rank {
     ld_ds_session *ds_sess;
     ld_ds4_session *ds4_sess;
     ld_comm *comm;
-    float *stage;          /* host staging of the partial [T][hidden] */
+    float *stage;          /* host staging of the partial [T][hidden], where it is not reduced in place */
     size_t stage_cap;
     /* the eval in progress */
     const int32_t *tokens;
@@ -73,25 +86,80 @@ struct ld_tp_session {
 
 /* ------------------------------------------------------------ the reduce */
 
+/* the row-parallel bias [hidden] of (layer, which), NULL: none */
+static const float *rank_bias(const tp_rank *r, int layer, int which)
+{
+    return r->shard      ? ld_tp_shard_bias(r->shard, layer, which)
+           : r->ds_shard ? ld_tp_ds_shard_bias(r->ds_shard, layer, which)
+                         : NULL; /* V4: no biases */
+}
+
+/* x [T][D] += b [D] per row, one rounding each */
+static void add_bias(float *x, const float *b, size_t T, size_t D)
+{
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < D; i++) x[t * D + i] = x[t * D + i] + b[i];
+}
+
+static ld_status stage_grow(tp_rank *r, size_t n, ld_error *err)
+{
+    if (n <= r->stage_cap) return LD_OK;
+    float *p = realloc(r->stage, n * sizeof *p);
+    if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    r->stage = p;
+    r->stage_cap = n;
+    return LD_OK;
+}
+
+/* x's T rows through the host stage: read, reduced across the ranks when
+ * `reduce`, the bias b (NULL: none) added, written back */
+static ld_status via_stage(tp_rank *r, ld_backend *be, ld_buf *x, size_t T, int reduce, const float *b,
+                           ld_error *err)
+{
+    size_t D = (size_t)r->tp->mod.hidden, n = T * D;
+    LD_TRY(stage_grow(r, n, err));
+    LD_TRY(be->ops->buf_read(be, x, 0, r->stage, n, err));
+    if (reduce) LD_TRY(ld_comm_all_reduce_sum(r->comm, r->stage, n, err));
+    if (b) add_bias(r->stage, b, T, D);
+    return be->ops->buf_write(be, x, 0, r->stage, n, err);
+}
+
+/* The all-reduce of x's first n floats where they live; *out_done = 0
+ * (nothing done, err untouched) when the backend has no buf_mem or the
+ * communicator refuses its kind of memory.  *out_m: where they are. */
+static ld_status reduce_in_place(tp_rank *r, ld_backend *be, ld_buf *x, size_t n, ld_mem *out_m, int *out_done,
+                                 ld_error *err)
+{
+    *out_done = 0;
+    if (!be->ops->buf_mem) return LD_OK;
+    LD_TRY(be->ops->buf_mem(be, x, 0, n, out_m, err));
+    ld_error e; /* a refusal is not this reduce's error: the stage takes over */
+    ld_error_clear(&e);
+    ld_status st = ld_comm_all_reduce_sum_mem(r->comm, out_m, n, &e);
+    if (st == LD_ERR_UNSUPPORTED) return LD_OK;
+    if (st != LD_OK) {
+        if (err) *err = e;
+        return st;
+    }
+    *out_done = 1;
+    return LD_OK;
+}
+
 static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int layer, int which, ld_error *err)
 {
     tp_rank *r = ctx;
     size_t D = (size_t)r->tp->mod.hidden, n = (size_t)T * D;
-    if (n > r->stage_cap) {
-        float *p = realloc(r->stage, n * sizeof *p);
-        if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-        r->stage = p;
-        r->stage_cap = n;
+    const float *b = rank_bias(r, layer, which);
+    ld_mem m;
+    int done;
+    LD_TRY(reduce_in_place(r, be, x, n, &m, &done, err));
+    if (!done) return via_stage(r, be, x, (size_t)T, 1, b, err);
+    if (!b) return LD_OK;
+    if (m.kind == LD_MEM_HOST) {
+        add_bias(m.p, b, (size_t)T, D);
+        return LD_OK;
     }
-    LD_TRY(be->ops->buf_read(be, x, 0, r->stage, n, err));
-    LD_TRY(ld_comm_all_reduce_sum(r->comm, r->stage, n, err));
-    const float *b = r->shard      ? ld_tp_shard_bias(r->shard, layer, which)
-                     : r->ds_shard ? ld_tp_ds_shard_bias(r->ds_shard, layer, which)
-                                   : NULL; /* V4: no biases */
-    if (b)
-        for (size_t t = 0; t < (size_t)T; t++)
-            for (size_t i = 0; i < D; i++) r->stage[t * D + i] = r->stage[t * D + i] + b[i];
-    return be->ops->buf_write(be, x, 0, r->stage, n, err);
+    return via_stage(r, be, x, (size_t)T, 0, b, err); /* device memory: the bias on the host */
 }
 
 /* ------------------------------------------------------------ ranks */
@@ -201,6 +269,11 @@ const char *ld_tp_session_backend(const ld_tp_session *s)
 const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank)
 {
     return rank >= 0 && rank < s->n ? s->ranks[rank].comm : NULL;
+}
+
+ld_backend *ld_tp_session_rank_backend(ld_tp_session *s, int rank)
+{
+    return rank >= 0 && rank < s->n ? s->ranks[rank].be : NULL;
 }
 
 static void stop_threads(ld_tp_session *s)

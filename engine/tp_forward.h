@@ -7,7 +7,10 @@
  * running the ordinary forward pass on its shard with its own backend
  * instance, the partial outputs of o_proj and down_proj (DeepSeek: of
  * o_proj and of the whole FFN) summed across ranks by a communicator
- * (comm.h) before they join the residual stream.
+ * (comm.h) before they join the residual stream: where the partial lives
+ * when the backend says where (buf_mem) and the communicator reduces that
+ * memory (host memory over the simulated ranks, device memory over NCCL),
+ * else through a host copy; the same bits either way (tp_forward.c).
  *
  * Per layer and rank: attention over its H/N query heads and KV/N KV heads
  * (its own KV cache of KV/N heads), o_proj over those heads' columns, an
@@ -106,6 +109,13 @@ const char *ld_tp_session_backend(const ld_tp_session *s);
 
 /* Rank r's communicator (for its counters; comm_sim.h's traffic). */
 const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank);
+
+/* Rank r's backend (borrowed: lives as long as s), NULL for a rank out of
+ * range.  For tests and instrumentation: a caller may point its ops at a
+ * table of its own (e.g. without buf_mem, to take the staging path)
+ * before the first eval, if it does so on every rank and keeps the table
+ * alive while s lives. */
+ld_backend *ld_tp_session_rank_backend(ld_tp_session *s, int rank);
 
 void ld_tp_session_destroy(ld_tp_session *s);
 

@@ -4,7 +4,9 @@
  * split over 2 (and 4 where the heads allow) ranks against transformers'
  * logits and hidden states (the same 1e-5 as the single-rank forward),
  * bitwise equal over reruns, threads per rank, node groupings and
- * chunkings; TP = 1 bitwise equal to the plain forward; the refusals. */
+ * chunkings; TP = 1 bitwise equal to the plain forward; the reduce made
+ * in place in the backends' memory, bitwise the staging path's (biases
+ * included); the refusals. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -477,6 +479,139 @@ static int test_tp_row_parallel_bias(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ in place or staged */
+
+/* What the staging path needs: every rank's backend pointed at a copy of
+ * its op table without buf_mem (tp_forward.h: before the first eval). */
+static ld_backend_ops staged_ops[4];
+
+static int take_staging_path(ld_tp_session *s, int n)
+{
+    CHECK(n <= (int)(sizeof staged_ops / sizeof staged_ops[0]));
+    for (int k = 0; k < n; k++) {
+        ld_backend *be = ld_tp_session_rank_backend(s, k);
+        CHECK(be && be->ops->buf_mem);
+        staged_ops[k] = *be->ops;
+        staged_ops[k].buf_mem = NULL;
+        be->ops = &staged_ops[k];
+    }
+    CHECK(ld_tp_session_rank_backend(s, n) == NULL && ld_tp_session_rank_backend(s, -1) == NULL);
+    return 0;
+}
+
+/* toks through a TP session of m (staged: without buf_mem) in calls of
+ * `call` tokens (0: one): logits [T][V], hidden [P][T][D] of the last call
+ * (NULL: none), and (n_in_place not NULL: a simulated group) the group's
+ * in-place and buffer all-reduces. */
+static int run_path(const ld_model *m, const ld_tp_opts *o, int staged, int call, const seq *q, float *logits,
+                    float *hidden, uint64_t *n_in_place, uint64_t *n_buffer)
+{
+    ld_tp_session *s = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_tp_session_create(m, o, 64, 64, &s, &err) == LD_OK, "%s", err.msg);
+    if (staged && take_staging_path(s, o->n)) return 1;
+    size_t V = (size_t)m->cfg.vocab;
+    for (int t0 = 0; t0 < q->T;) {
+        int n = call && q->T - t0 > call ? call : q->T - t0;
+        CHECK_MSG(ld_tp_session_eval(s, q->tokens + t0, n, logits + (size_t)t0 * V, t0 + n == q->T ? hidden : NULL,
+                                     &err) == LD_OK, "%s", err.msg);
+        t0 += n;
+    }
+    if (n_in_place) ld_comm_sim_reduces(ld_tp_session_comm(s, 0), n_in_place, n_buffer);
+    ld_tp_session_destroy(s);
+    return 0;
+}
+
+/* `m` over o->n ranks: in place (the CPU backends have buf_mem, the
+ * simulated communicator reduces host memory) and staged (no buf_mem), the
+ * same logits and hidden planes bit for bit, each path counted: 2 reduces
+ * per layer, rank and eval, all of one kind. */
+static int check_paths(const ld_model *m, const ld_tp_opts *o, const char *name)
+{
+    seq q;
+    load_seq(1, &q);
+    const int call = 5, last = q.T - (q.T - 1) / call * call; /* prefill-sized and decode-sized calls */
+    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+    size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)last * (size_t)m->cfg.hidden;
+    float *l[2], *h[2];
+    uint64_t in_place[2], buffer[2];
+    for (int staged = 0; staged < 2; staged++) {
+        l[staged] = malloc(nl * sizeof **l);
+        h[staged] = malloc(nh * sizeof **h);
+        CHECK(l[staged] && h[staged]);
+        if (run_path(m, o, staged, call, &q, l[staged], h[staged], &in_place[staged], &buffer[staged])) return 1;
+    }
+    uint64_t want = 2u * (uint64_t)m->cfg.n_layers * (uint64_t)o->n * (uint64_t)((q.T + call - 1) / call);
+    fprintf(stderr, "  %-8s tp %d (%d node%s) %s: %llu reduces in place, %llu staged: the same bits\n", name, o->n,
+            o->n_nodes, o->n_nodes > 1 ? "s" : "", o->backend, (unsigned long long)in_place[0],
+            (unsigned long long)buffer[1]);
+    CHECK_MSG(in_place[0] == want && buffer[0] == 0, "%s in place: %llu in place, %llu buffer, want %llu", name,
+              (unsigned long long)in_place[0], (unsigned long long)buffer[0], (unsigned long long)want);
+    CHECK_MSG(in_place[1] == 0 && buffer[1] == want, "%s staged: %llu in place, %llu buffer, want %llu", name,
+              (unsigned long long)in_place[1], (unsigned long long)buffer[1], (unsigned long long)want);
+    CHECK_MSG(memcmp(l[0], l[1], nl * sizeof **l) == 0 && memcmp(h[0], h[1], nh * sizeof **h) == 0,
+              "%s tp %d on %s: in place and staged differ", name, o->n, o->backend);
+    for (int k = 0; k < 2; k++) {
+        free(l[k]);
+        free(h[k]);
+    }
+    return 0;
+}
+
+/* The reduce runs in place on the CPU backends and gives the staging
+ * path's bits (which a backend without buf_mem still takes): qwen2 (q/k/v
+ * biases, column-parallel) and smollm on both backends, 1, 2 and 4 ranks,
+ * flat and in nodes. */
+static int test_tp_reduce_in_place(void)
+{
+    static const struct { const char *name; int n, nodes; } runs[] = {
+        {"qwen2", 1, 1}, {"qwen2", 2, 1}, {"qwen2", 2, 2}, {"smollm", 4, 2}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        ld_model *m = NULL;
+        if (open_model(runs[i].name, &m)) return 1;
+        for (int b = 0; b < 2; b++) {
+            ld_tp_opts o = {runs[i].n, runs[i].nodes, backends[b], NULL, 1};
+            if (check_paths(m, &o, runs[i].name)) return 1;
+        }
+        ld_model_close(m);
+    }
+    return 0;
+}
+
+/* Row-parallel biases, added in place after the in-place reduce: llama3
+ * with made-up o/down biases (as test_tp_row_parallel_bias) gives the
+ * staging path's bits, at TP = 2 and TP = 1. */
+static int test_tp_reduce_in_place_bias(void)
+{
+    ld_model *m = NULL;
+    if (open_model("llama3", &m)) return 1;
+    int L = m->cfg.n_layers, D = m->cfg.hidden;
+    float *bias = malloc((size_t)(2 * L * D) * sizeof *bias);
+    ld_model_layer *layers = malloc((size_t)L * sizeof *layers), *orig = m->layers;
+    CHECK(bias && layers);
+    memcpy(layers, orig, (size_t)L * sizeof *layers);
+    for (int i = 0; i < 2 * L * D; i++) bias[i] = 0.25f * cosf(0.29f * (float)i);
+    for (int l = 0; l < L; l++) {
+        ld_model_tensor t = layers[l].attn_norm; /* an F32 [hidden] vector, its name borrowed */
+        t.host.data = bias + (size_t)(2 * l) * (size_t)D;
+        layers[l].bo = t;
+        t.host.data = bias + (size_t)(2 * l + 1) * (size_t)D;
+        layers[l].b_down = t;
+    }
+    m->layers = layers;
+    int rc = 0;
+    for (int n = 1; n <= 2 && !rc; n++) {
+        ld_tp_opts o = {n, 1, n == 1 ? "ref" : "cpu", NULL, 1};
+        rc = check_paths(m, &o, "llama3+b");
+    }
+    m->layers = orig;
+    free(layers);
+    free(bias);
+    ld_model_close(m);
+    return rc;
+}
+
 /* The quantized GGUF models (Q8_0... weights, Llama's q/k rows reordered):
  * TP = 2 against transformers where the blocks allow the split, a clear
  * refusal naming the tensor where a K-slice would cut a block. */
@@ -601,7 +736,9 @@ static int test_tp_errors(void)
 
 /* cuda: over NCCL where the build has it and the machine has the GPUs;
  * else a clear refusal.  With a GPU, TP = 1 over NCCL is the plain CUDA
- * forward bit for bit, and TP = 2 (two GPUs) within 1e-5 of transformers. */
+ * forward bit for bit, and TP = 2 (two GPUs) within 1e-5 of transformers;
+ * both the same bits with the reduce on the device (the CUDA backend's
+ * buf_mem) and through the host (a table without it). */
 static int test_tp_cuda_nccl(void)
 {
     ld_model *m = NULL;
@@ -633,6 +770,10 @@ static int test_tp_cuda_nccl(void)
     ld_backend_destroy(be);
     CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 1 over NCCL differs from the plain CUDA forward");
     fprintf(stderr, "  cuda tp 1 over NCCL: bitwise the plain CUDA forward\n");
+    /* the reduce on the device (buf_mem: the CUDA buffer in place) and
+     * through the host (no buf_mem: NCCL's staging) give the same bits */
+    if (run_path(m, &o, 1, 0, &q, b, NULL, NULL, NULL)) return 1;
+    CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 1: the reduce on the device and through the host differ");
     o.n = 2;
     st = run_tp(m, &o, 64, 0, q.tokens, q.T, a, NULL, &err);
     if (st == LD_OK) {
@@ -643,6 +784,8 @@ static int test_tp_cuda_nccl(void)
         CHECK(e < 1e-5);
         CHECK(run_tp(m, &o, 64, 1, q.tokens, q.T, b, NULL, &err) == LD_OK);
         CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: prefill and token by token differ");
+        if (run_path(m, &o, 1, 0, &q, b, NULL, NULL, NULL)) return 1;
+        CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: the reduce on the device and through the host differ");
         free(ref);
     } else {
         fprintf(stderr, "  cuda tp 2: %s\n", err.msg);
@@ -659,7 +802,8 @@ static const ld_test_case cases[] = {
     LD_CASE(test_tp_sim_abort),             LD_CASE(test_tp_models_vs_transformers),
     LD_CASE(test_tp_bitwise_determinism),   LD_CASE(test_tp_one_is_plain_forward),
     LD_CASE(test_tp_gguf_quantized),        LD_CASE(test_tp_errors),
-    LD_CASE(test_tp_row_parallel_bias),     LD_CASE(test_tp_cuda_nccl),
+    LD_CASE(test_tp_row_parallel_bias),     LD_CASE(test_tp_reduce_in_place),
+    LD_CASE(test_tp_reduce_in_place_bias),  LD_CASE(test_tp_cuda_nccl),
 };
 
 LD_TEST_MAIN(cases)

@@ -8,7 +8,9 @@
  * threads per rank, node groupings and chunkings; TP = 1 bitwise the plain
  * session; the shard's views and K-slices; the refusals (a size that does
  * not divide, FP8 scale blocks cut, combine=bf16, DeepSeek-V4's fields); the FP8
- * fixture's LD_WQ_F8B weights split on finer (equivalent) blocks; over NCCL
+ * fixture's LD_WQ_F8B weights split on finer (equivalent) blocks; the
+ * reduce in place in the backends' memory, bitwise the staging path's
+ * (attention_bias included); over NCCL
  * where the build and the machine have it (else a clear refusal). */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -361,6 +363,71 @@ static int test_tp_ds_reduce_points(void)
     return 0;
 }
 
+/* One run of q through a TP session of m over 2 ranks on `be`, calls of 4
+ * tokens; staged: every rank's backend without buf_mem (tp_forward.h), so
+ * the reduce goes through the host stage.  Logits [T][V], the group's
+ * in-place and buffer all-reduces. */
+static int run_path(const ld_ds_model *m, const char *be, ld_ds_attn attn, int staged, const seq *q, float *logits,
+                    uint64_t *n_in_place, uint64_t *n_buffer)
+{
+    static ld_backend_ops staged_ops[2];
+    ld_tp_opts o = {2, 1, be, NULL, 1};
+    ld_tp_session *s = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_tp_ds_session_create(m, &o, attn, NULL, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
+    for (int k = 0; staged && k < 2; k++) {
+        ld_backend *b = ld_tp_session_rank_backend(s, k);
+        CHECK(b && b->ops->buf_mem);
+        staged_ops[k] = *b->ops;
+        staged_ops[k].buf_mem = NULL;
+        b->ops = &staged_ops[k];
+    }
+    CHECK_MSG(eval_calls(s, NULL, m, 4, q->tokens, q->T, logits, NULL, &err) == LD_OK, "%s", err.msg);
+    ld_comm_sim_reduces(ld_tp_session_comm(s, 0), n_in_place, n_buffer);
+    ld_tp_session_destroy(s);
+    return 0;
+}
+
+/* (e3) the reduce made in place (the CPU backends' buf_mem, the simulated
+ * communicator's host memory) gives the staging path's bits, o_proj's bias
+ * (deepseek-v3-lite's attention_bias) added in place after it; each path
+ * counted: 2 reduces per layer, rank and call, all of one kind. */
+static int test_tp_ds_reduce_in_place(void)
+{
+    static const struct { const char *name; ld_ds_attn attn; const char *be; } runs[] = {
+        {"deepseek-v3-lite", LD_DS_ATTN_NAIVE, "cpu"}, {"deepseek-v3-lite", LD_DS_ATTN_ABSORBED, "ref"},
+        {"deepseek-v32", LD_DS_ATTN_NAIVE, "cpu"}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        ld_ds_model *m = NULL;
+        if (open_model(runs[i].name, &m)) return 1;
+        char dir[512];
+        snprintf(dir, sizeof dir, MDIR "%s", runs[i].name);
+        seq q;
+        CHECK(ld_test_load_seq(dir, 1, &q));
+        size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+        float *l[2] = {malloc(nl * sizeof(float)), malloc(nl * sizeof(float))};
+        uint64_t in_place[2], buffer[2];
+        CHECK(l[0] && l[1]);
+        for (int staged = 0; staged < 2; staged++)
+            if (run_path(m, runs[i].be, runs[i].attn, staged, &q, l[staged], &in_place[staged], &buffer[staged]))
+                return 1;
+        uint64_t want = 2u * (uint64_t)m->cfg.n_layers * 2u * (uint64_t)((q.T + 3) / 4);
+        fprintf(stderr, "  %-16s tp 2 %s %-8s: %llu reduces in place, %llu staged: the same bits\n", runs[i].name,
+                runs[i].be, form_name(runs[i].attn), (unsigned long long)in_place[0], (unsigned long long)buffer[1]);
+        CHECK_MSG(in_place[0] == want && buffer[0] == 0 && in_place[1] == 0 && buffer[1] == want,
+                  "in place %llu/%llu, staged %llu/%llu, want %llu", (unsigned long long)in_place[0],
+                  (unsigned long long)buffer[0], (unsigned long long)in_place[1], (unsigned long long)buffer[1],
+                  (unsigned long long)want);
+        CHECK_MSG(memcmp(l[0], l[1], nl * sizeof(float)) == 0, "%s %s: in place and staged differ", runs[i].name,
+                  form_name(runs[i].attn));
+        free(l[0]);
+        free(l[1]);
+        ld_ds_model_close(m);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ the lm interface, the refusals */
 
 /* (f) ld_lm's TP session on DeepSeek: the MLA form from the kernel spec,
@@ -663,7 +730,7 @@ static int test_tp_ds_cuda_nccl(void)
 static const ld_test_case cases[] = {
     LD_CASE(test_tp_ds_vs_transformers), LD_CASE(test_tp_ds_bitwise_determinism), LD_CASE(test_tp_ds_one_is_plain),
     LD_CASE(test_tp_ds_shard_layout),    LD_CASE(test_tp_ds_bias_after_reduce),   LD_CASE(test_tp_ds_reduce_points),
-    LD_CASE(test_tp_ds_lm),
+    LD_CASE(test_tp_ds_reduce_in_place), LD_CASE(test_tp_ds_lm),
     LD_CASE(test_tp_ds_errors),          LD_CASE(test_tp_ds_fp8_blocks),          LD_CASE(test_tp_ds_cuda_nccl),
 };
 

@@ -7,7 +7,8 @@
  * single-rank session; bitwise equal over reruns, threads per rank, node
  * groupings and chunkings; TP = 1 bitwise the plain session; the session
  * variants combine=fused and mhc=bf16; the shard's views and K-slices; the
- * reduce points (also on the host leaves); the refusals. */
+ * reduce points (also on the host leaves); the reduce in place in the
+ * backends' memory, bitwise the staging path's; the refusals. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -448,6 +449,70 @@ static int test_tp_ds4_reduce_points(void)
     return 0;
 }
 
+/* One run of q through a TP session of m over 2 ranks on `be`, calls of 3
+ * tokens; staged: every rank's backend without buf_mem (tp_forward.h), the
+ * reduce through the host stage.  Logits and hidden [P][T][D]; the group's
+ * in-place and buffer all-reduces. */
+static int run_path(const ld_ds4_model *m, const char *be, int staged, const seq *q, float *logits, float *hidden,
+                    uint64_t *n_in_place, uint64_t *n_buffer)
+{
+    static ld_backend_ops staged_ops[2];
+    ld_tp_opts o = {2, 1, be, NULL, 1};
+    ld_tp_session *s = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_tp_ds4_session_create(m, &o, NULL, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
+    for (int k = 0; staged && k < 2; k++) {
+        ld_backend *b = ld_tp_session_rank_backend(s, k);
+        CHECK(b && b->ops->buf_mem);
+        staged_ops[k] = *b->ops;
+        staged_ops[k].buf_mem = NULL;
+        b->ops = &staged_ops[k];
+    }
+    CHECK_MSG(eval_calls(s, NULL, m, 3, q->tokens, q->T, logits, hidden, &err) == LD_OK, "%s", err.msg);
+    ld_comm_sim_reduces(ld_tp_session_comm(s, 0), n_in_place, n_buffer);
+    ld_tp_session_destroy(s);
+    return 0;
+}
+
+/* (f2) the reduce made in place (the CPU backends' buf_mem, the simulated
+ * communicator's host memory) gives the staging path's logits and hidden
+ * planes bit for bit on both CPU backends; each path counted: 2 reduces
+ * per layer, rank and call, all of one kind. */
+static int test_tp_ds4_reduce_in_place(void)
+{
+    ld_ds4_model *m = NULL;
+    if (open_model("deepseek-v4", &m)) return 1;
+    seq q;
+    CHECK(ld_test_load_seq(MDIR "deepseek-v4", 1, &q));
+    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+    size_t nh = ((size_t)m->cfg.n_layers + 2) * (size_t)q.T * (size_t)m->cfg.hidden;
+    float *l[2] = {malloc(nl * sizeof(float)), malloc(nl * sizeof(float))};
+    float *h[2] = {malloc(nh * sizeof(float)), malloc(nh * sizeof(float))};
+    CHECK(l[0] && l[1] && h[0] && h[1]);
+    static const char *const bes[] = {"cpu", "ref"};
+    for (int b = 0; b < 2; b++) {
+        uint64_t in_place[2], buffer[2];
+        for (int staged = 0; staged < 2; staged++)
+            if (run_path(m, bes[b], staged, &q, l[staged], h[staged], &in_place[staged], &buffer[staged])) return 1;
+        uint64_t want = 2u * (uint64_t)m->cfg.n_layers * 2u * (uint64_t)((q.T + 2) / 3);
+        fprintf(stderr, "  deepseek-v4 tp 2 %s: %llu reduces in place, %llu staged: the same bits\n", bes[b],
+                (unsigned long long)in_place[0], (unsigned long long)buffer[1]);
+        CHECK_MSG(in_place[0] == want && buffer[0] == 0 && in_place[1] == 0 && buffer[1] == want,
+                  "in place %llu/%llu, staged %llu/%llu, want %llu", (unsigned long long)in_place[0],
+                  (unsigned long long)buffer[0], (unsigned long long)in_place[1], (unsigned long long)buffer[1],
+                  (unsigned long long)want);
+        CHECK_MSG(memcmp(l[0], l[1], nl * sizeof(float)) == 0 && memcmp(h[0], h[1], nh * sizeof(float)) == 0,
+                  "deepseek-v4 on %s: in place and staged differ", bes[b]);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(l[k]);
+        free(h[k]);
+    }
+    ld_ds4_model_close(m);
+    return 0;
+}
+
 /* ------------------------------------------------------------ lm and errors */
 
 /* (g) through lm.h: the variants from the kernels spec, the same bits as
@@ -530,7 +595,7 @@ static int test_tp_ds4_errors(void)
 static const ld_test_case cases[] = {
     LD_CASE(test_tp_ds4_vs_transformers), LD_CASE(test_tp_ds4_bitwise_determinism), LD_CASE(test_tp_ds4_one_is_plain),
     LD_CASE(test_tp_ds4_variants),        LD_CASE(test_tp_ds4_shard_layout),        LD_CASE(test_tp_ds4_reduce_points),
-    LD_CASE(test_tp_ds4_lm),              LD_CASE(test_tp_ds4_errors),
+    LD_CASE(test_tp_ds4_reduce_in_place), LD_CASE(test_tp_ds4_lm),              LD_CASE(test_tp_ds4_errors),
 };
 
 LD_TEST_MAIN(cases)
