@@ -455,6 +455,71 @@ static void bench_deepseek_v4(double cp)
     }
 }
 
+/* ---------------------------------------------------------------- grouped experts */
+
+/* a decode step's routed experts: G weights [N][K] (FP4, fp32 scales per
+ * 32, or FP8 in 128 x 128 blocks), a row each, through one grouped launch
+ * (grouped = 1) or one launch per expert (the per-expert path of the moe
+ * entry before the grouped launch) */
+typedef struct gr_ctx {
+    int fp4, grouped, G, K, N;
+    ld_cu_mm_group tab[16];
+    ld_cu_mm_group *dtab;
+} gr_ctx;
+
+static int call_grouped(void *p)
+{
+    gr_ctx *c = p;
+    int br = c->fp4 ? 1 : 128, bc = c->fp4 ? 32 : 128;
+    if (c->grouped)
+        return c->fp4 ? ld_cu_grouped_fp4_matmul(c->tab, c->dtab, c->G, c->K, c->N, br, bc)
+                      : ld_cu_grouped_fp8_matmul(c->tab, c->dtab, c->G, c->K, c->N, br, bc);
+    for (int g = 0; g < c->G; g++) {
+        const ld_cu_mm_group *t = &c->tab[g];
+        int e = c->fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, t->out, t->x, t->q, t->scale, 0, 1, c->K, c->N, c->N,
+                                              c->K / 32)
+                       : ld_cu_fp8_matmul(LD_CU_CUSTOM, t->out, t->x, t->q, t->scale, 1, c->K, c->N, 128, 128);
+        if (e) return e;
+    }
+    return 0;
+}
+
+/* V4-Flash's decode experts: 6 routed, gate and up in one launch (12
+ * weights 2048 x 4096), down (6 weights 4096 x 2048); FP4 and, as V3's
+ * experts, FP8 */
+static void bench_grouped(double cp)
+{
+    struct { int fp4, G, N, K; const char *name; } sh[] = {
+        {1, 12, 2048, 4096, "fp4 gate+up 12x2048x4096"}, {1, 6, 4096, 2048, "fp4 down 6x4096x2048"},
+        {0, 12, 2048, 4096, "fp8 gate+up 12x2048x4096"}, {0, 6, 4096, 2048, "fp8 down 6x4096x2048"},
+    };
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        gr_ctx c = {.fp4 = sh[i].fp4, .G = sh[i].G, .K = sh[i].K, .N = sh[i].N};
+        size_t qb = c.fp4 ? (size_t)c.N * c.K / 2 : (size_t)c.N * c.K;
+        size_t ns = c.fp4 ? (size_t)c.N * (c.K / 32) : (size_t)((c.N + 127) / 128) * ((c.K + 127) / 128);
+        float *x = dev_random((size_t)c.G * c.K * 4), *out = dev_zero((size_t)c.G * c.N * 4);
+        for (int g = 0; g < c.G; g++) {
+            float *sc = dev_zero(ns * 4); /* zero scales: the bytes are what is timed */
+            c.tab[g] = (ld_cu_mm_group){dev_random(qb), sc, x + (size_t)g * c.K, out + (size_t)g * c.N, 1};
+        }
+        c.dtab = dev_zero(sizeof c.tab[0] * (size_t)c.G);
+        TRY(ld_cu_h2d(c.dtab, c.tab, sizeof c.tab[0] * (size_t)c.G));
+        double bytes = (double)c.G * ((double)qb + 4.0 * ns + 4.0 * (c.K + c.N));
+        for (c.grouped = 1; c.grouped >= 0; c.grouped--) {
+            double t = time_it(call_grouped, &c, quick ? 10 : 50), gbps = bytes / t / 1e9;
+            printf("%-13s %-26s %4d  %-6s %10.2f %8.1f %6.1f%%\n", c.grouped ? "moe_grouped" : "moe_per_expert",
+                   sh[i].name, 1, "custom", t * 1e6, gbps, 100.0 * gbps / cp);
+        }
+        for (int g = 0; g < c.G; g++) {
+            TRY(ld_cu_free((void *)c.tab[g].q));
+            TRY(ld_cu_free((void *)c.tab[g].scale));
+        }
+        TRY(ld_cu_free(c.dtab));
+        TRY(ld_cu_free(x));
+        TRY(ld_cu_free(out));
+    }
+}
+
 static void bench_deepseek(double cp)
 {
     char shape[64];
@@ -679,6 +744,7 @@ static void bench_deepseek(double cp)
     }
 
     bench_deepseek_v4(cp);
+    bench_grouped(cp);
 }
 
 /* ---------------------------------------------------------------- GEMM

@@ -124,6 +124,8 @@ typedef struct cuda_backend {
     size_t ds_f_cap;
     float *ones; /* ds4_qkv's unit RMSNorm weight: ones_n ones, uploaded once */
     size_t ones_cap, ones_n;
+    unsigned char *moe_up; /* the moe entry's upload: plan, weights, grouped tables */
+    size_t moe_up_cap;
 } cuda_backend;
 
 static ld_status cu_fail(ld_error *err, const char *what, int code)
@@ -168,6 +170,7 @@ static void destroy(ld_backend *be)
     ld_cu_free(cb->ds_i);
     ld_cu_free(cb->ds_f);
     ld_cu_free(cb->ones);
+    ld_cu_free(cb->moe_up);
     free(cb);
 }
 
@@ -231,6 +234,15 @@ static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *ds
     LD_TRY(range(b, off, n, err));
     CU("buf_read", ld_cu_set_device(((cuda_backend *)be)->device));
     CU("buf_read", ld_cu_d2h(dst, b->d + off, n * sizeof *dst));
+    return LD_OK;
+}
+
+static ld_status buf_mem(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem *out, ld_error *err)
+{
+    LD_TRY(range(b, off, n, err));
+    out->p = b->d + off;
+    out->kind = LD_MEM_CUDA;
+    out->device = ((cuda_backend *)be)->device;
     return LD_OK;
 }
 
@@ -817,11 +829,54 @@ static void moe_plan(int32_t *off, int32_t *rows, int32_t *row_of, int32_t *next
     }
 }
 
-/* the device scratch of one moe call (views into cb->ds_f and cb->ds_i) */
+/* the device scratch of one moe call: the rows and their products in
+ * cb->ds_f, the plan, the route's weights and the grouped launches'
+ * tables in cb->moe_up (one upload) */
 typedef struct moe_dev {
-    float *xe, *eo, *g, *u, *yt, *w, *srow;
+    float *xe, *eo, *g, *u, *yt;
+    float *w, *srow;
     int32_t *rows, *row_of;
+    ld_cu_mm_group *tab; /* [2 n] gate and up, then [n] down (n active experts) */
 } moe_dev;
+
+/* What one moe call runs: n experts with rows, and how their matmuls go.
+ * dt LD_KDT_F8B / F4B: one grouped launch for every gate and up, one for
+ * every down (all three weights of every active expert of that type, gate
+ * and up of one block shape, down of one; the custom matmul); else
+ * (LD_KDT_F32) the backend's matmul per expert and projection. */
+typedef struct moe_how {
+    int n;
+    ld_kdt dt;
+} moe_how;
+
+/* a weight of the grouped launch's type and shape: rows x cols in blocks
+ * br x bc as `first`'s */
+static int moe_same(const ld_weight *w, const ld_weight *first)
+{
+    return w->dt == first->dt && w->rows == first->rows && w->cols == first->cols && w->br == first->br &&
+           w->bc == first->bc;
+}
+
+static moe_how moe_choose(const cuda_backend *cb, const int32_t *off, const ld_moe_expert *experts, int E)
+{
+    moe_how h = {0, LD_KDT_F32};
+    const ld_moe_expert *first = NULL;
+    int same = variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM;
+    for (int e = 0; e < E; e++) {
+        if (off[e + 1] == off[e]) continue;
+        h.n++;
+        const ld_moe_expert *x = &experts[e];
+        if (!first) first = x;
+        same = same && ld_ref_kdt_is_scaled(x->gate->dt) && moe_same(x->gate, first->gate) &&
+               moe_same(x->up, first->gate) && moe_same(x->down, first->down) && x->down->dt == x->gate->dt;
+    }
+    /* FP4's grouped kernel takes whole blocks (as its matmul does) */
+    if (same && first && first->gate->dt == LD_KDT_F4B)
+        same = first->gate->rows % first->gate->br == 0 && first->gate->cols % first->gate->bc == 0 &&
+               first->down->rows % first->down->br == 0 && first->down->cols % first->down->bc == 0;
+    if (same && first && h.n <= 32767) h.dt = first->gate->dt;
+    return h;
+}
 
 /* act(g, u) into g over `rows` rows of width F (the backend's swiglu
  * kernel, or V4's clamped one) */
@@ -836,11 +891,52 @@ static ld_status moe_act(cuda_backend *cb, float *g, const float *u, int rows, i
     return LD_OK;
 }
 
-/* the routed experts over the grouped rows: gate and up per expert, the
- * activation over all rows at once, down per expert into eo */
-static ld_status moe_routed(ld_backend *be, const moe_dev *m, const int32_t *off, const ld_moe_expert *experts, int E,
-                            int64_t D, int64_t I, int act, float limit, ld_error *err)
+/* the grouped launches' tables on the host (device pointers into m): for
+ * the k-th active expert, entry k its gate (xe rows into g), n + k its up
+ * (into u), 2 n + k its down (g rows into eo) */
+static void moe_tables(ld_cu_mm_group *tab, const moe_dev *m, const int32_t *off, const ld_moe_expert *experts,
+                       int E, int n, int64_t D, int64_t I)
 {
+    size_t d = (size_t)D, i = (size_t)I;
+    int k = 0;
+    for (int e = 0; e < E; e++) {
+        int cnt = off[e + 1] - off[e];
+        if (!cnt) continue;
+        size_t r0 = (size_t)off[e];
+        const ld_moe_expert *x = &experts[e];
+        tab[k] = (ld_cu_mm_group){x->gate->d, x->gate->scale, m->xe + r0 * d, m->g + r0 * i, cnt};
+        tab[n + k] = (ld_cu_mm_group){x->up->d, x->up->scale, m->xe + r0 * d, m->u + r0 * i, cnt};
+        tab[2 * n + k] = (ld_cu_mm_group){x->down->d, x->down->scale, m->g + r0 * i, m->eo + r0 * d, cnt};
+        k++;
+    }
+}
+
+/* one grouped launch of the type's kernel: G groups of weights [N][K] in
+ * blocks br x bc */
+static int moe_grouped(ld_kdt dt, const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int64_t K,
+                       int64_t N, int br, int bc)
+{
+    if (dt == LD_KDT_F4B) return ld_cu_grouped_fp4_matmul(tab, dev_tab, G, (int)K, (int)N, br, bc);
+    return ld_cu_grouped_fp8_matmul(tab, dev_tab, G, (int)K, (int)N, br, bc);
+}
+
+/* the routed experts over the grouped rows: gate and up, the activation
+ * over all rows at once, down into eo; grouped (`tab` the host copy of
+ * m->tab) or a matmul per expert */
+static ld_status moe_routed(ld_backend *be, const moe_dev *m, const ld_cu_mm_group *tab, moe_how how,
+                            const int32_t *off, const ld_moe_expert *experts, int E, int64_t D, int64_t I, int act,
+                            float limit, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (how.dt != LD_KDT_F32) {
+        const ld_weight *gate = NULL, *down = NULL; /* the first active expert's: the blocks of all */
+        for (int e = 0; e < E && !gate; e++)
+            if (off[e + 1] > off[e]) gate = experts[e].gate, down = experts[e].down;
+        CU("moe", moe_grouped(how.dt, tab, m->tab, 2 * how.n, D, I, gate->br, gate->bc));
+        LD_TRY(moe_act(cb, m->g, m->u, off[E], I, act, limit, err));
+        CU("moe", moe_grouped(how.dt, tab + 2 * how.n, m->tab + 2 * how.n, how.n, I, D, down->br, down->bc));
+        return LD_OK;
+    }
     size_t d = (size_t)D, i = (size_t)I;
     for (int pass = 0; pass < 2; pass++) {
         for (int e = 0; e < E; e++) {
@@ -856,7 +952,7 @@ static ld_status moe_routed(ld_backend *be, const moe_dev *m, const int32_t *off
                 LD_TRY(matmul(be, &eo, &g, experts[e].down, NULL, cnt, err));
             }
         }
-        if (pass == 0) LD_TRY(moe_act((cuda_backend *)be, m->g, m->u, off[E], I, act, limit, err));
+        if (pass == 0) LD_TRY(moe_act(cb, m->g, m->u, off[E], I, act, limit, err));
     }
     return LD_OK;
 }
@@ -875,35 +971,54 @@ static ld_status moe_shared(ld_backend *be, ld_buf *y, const ld_buf *x, const mo
     return LD_OK;
 }
 
-/* the device scratch for R grouped rows of T tokens, laid out in ds_f and
- * ds_i; the plan and the weights uploaded */
-static ld_status moe_scratch(cuda_backend *cb, moe_dev *m, const int32_t *plan, const float *w, int fused,
-                             float fused_scale, int T, int K, int64_t D, int64_t I, int64_t Is, ld_error *err)
+/* the bytes of the uploaded block for R grouped rows of T tokens and the
+ * tables of n experts: [tables 3 n][rows R][row_of R][w R][srow T] */
+static size_t moe_up_bytes(size_t R, int T, int n)
+{
+    return (size_t)3 * (size_t)n * sizeof(ld_cu_mm_group) + 2 * R * sizeof(int32_t) + R * sizeof(float) +
+           (size_t)T * sizeof(float);
+}
+
+/* the device scratch for R grouped rows of T tokens laid out in ds_f and
+ * moe_up; *host the host image of moe_up (the caller fills and frees it) */
+static ld_status moe_scratch(cuda_backend *cb, moe_dev *m, unsigned char **host, int T, int K, int n, int64_t D,
+                             int64_t I, int64_t Is, ld_error *err)
 {
     size_t R = (size_t)T * (size_t)K, nd = moe_pad(R * (size_t)D), td = moe_pad((size_t)T * (size_t)D);
     size_t gi = moe_pad(R * (size_t)I > (size_t)T * (size_t)Is ? R * (size_t)I : (size_t)T * (size_t)Is);
-    size_t nf = 2 * nd + 2 * gi + td + moe_pad(R) + moe_pad((size_t)T);
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, nf * sizeof(float), "moe", err));
-    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, 2 * R * sizeof(int32_t), "moe", err));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (2 * nd + 2 * gi + td) * sizeof(float), "moe", err));
+    size_t up = moe_up_bytes(R, T, n);
+    LD_TRY(scratch((void **)&cb->moe_up, &cb->moe_up_cap, up, "moe", err));
     m->xe = cb->ds_f;
     m->eo = m->xe + nd;
     m->g = m->eo + nd;
     m->u = m->g + gi;
     m->yt = m->u + gi;
-    m->w = m->yt + td;
-    m->srow = m->w + moe_pad(R);
-    m->rows = cb->ds_i;
-    m->row_of = cb->ds_i + R;
-    CU("moe", ld_cu_h2d(m->rows, plan, 2 * R * sizeof(int32_t)));
-    CU("moe", ld_cu_h2d(m->w, w, R * sizeof(float)));
-    if (!fused) return LD_OK;
-    float *srow = malloc((size_t)T * sizeof *srow);
-    if (!srow) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (int t = 0; t < T; t++) srow[t] = fused_scale;
-    int e = ld_cu_h2d(m->srow, srow, (size_t)T * sizeof *srow);
-    free(srow);
-    CU("moe", e);
+    /* pointers first (their alignment), then the int32 and float arrays */
+    m->tab = (ld_cu_mm_group *)cb->moe_up;
+    m->rows = (int32_t *)(m->tab + 3 * (size_t)n);
+    m->row_of = m->rows + R;
+    m->w = (float *)(m->row_of + R);
+    m->srow = m->w + R;
+    *host = malloc(up);
+    if (!*host) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     return LD_OK;
+}
+
+/* the host image of the uploaded block: tables, plan, weights, the fused
+ * scale per token (moe_sum's second combine) */
+static void moe_image(unsigned char *host, const moe_dev *m, const int32_t *plan, const int32_t *off,
+                      const float *w, float fused_scale, const ld_moe_expert *experts, int E, int n, int T, int K,
+                      int64_t D, int64_t I)
+{
+    size_t R = (size_t)T * (size_t)K;
+    ld_cu_mm_group *tab = (ld_cu_mm_group *)host;
+    moe_tables(tab, m, off, experts, E, n, D, I);
+    int32_t *ip = (int32_t *)(tab + 3 * (size_t)n);
+    memcpy(ip, plan, 2 * R * sizeof *ip);
+    float *fp = (float *)(ip + 2 * R);
+    memcpy(fp, w, R * sizeof *fp);
+    for (int t = 0; t < T; t++) fp[R + (size_t)t] = fused_scale;
 }
 
 /* the combine in the fixed order: per token its experts' rows in k
@@ -924,11 +1039,38 @@ static ld_status moe_sum(cuda_backend *cb, ld_buf *y, const moe_dev *m, int fuse
     return LD_OK;
 }
 
-/* The moe entry on the device: the plan on the host (idx is a host array),
- * the rows gathered per expert by the embed kernel (an F32 "table" of x's
- * rows: an exact copy), the backend's own matmul per expert (every weight
- * type), the activation, the fixed-order combine, the shared expert.
- * combine=bf16 is LD_ERR_UNSUPPORTED. */
+/* the plan, scratch and upload, the gather, the routed experts (off the
+ * host plan's offsets) */
+static ld_status moe_run_routed(ld_backend *be, moe_dev *m, const int32_t *plan, const int32_t *off,
+                                const float *w, float fused_scale, const ld_moe_expert *experts, int E,
+                                const ld_buf *x, int T, int K, int64_t D, int64_t I, int64_t Is, int act,
+                                float limit, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    moe_how how = moe_choose(cb, off, experts, E);
+    unsigned char *host = NULL;
+    size_t R = (size_t)T * (size_t)K;
+    CU("moe", ld_cu_set_device(cb->device));
+    ld_status st = moe_scratch(cb, m, &host, T, K, how.n, D, I, Is, err);
+    if (st == LD_OK) {
+        moe_image(host, m, plan, off, w, fused_scale, experts, E, how.n, T, K, D, I);
+        int e = ld_cu_h2d(cb->moe_up, host, moe_up_bytes(R, T, how.n));
+        if (!e) e = ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m->xe, x->d, LD_KDT_F32, (int)D, m->rows, (int)R);
+        if (e) st = cu_fail(err, "moe", e);
+    }
+    if (st == LD_OK)
+        st = moe_routed(be, m, (const ld_cu_mm_group *)host, how, off, experts, E, D, I, act, limit, err);
+    free(host);
+    return st;
+}
+
+/* The moe entry on the device: the plan on the host (idx is a host array)
+ * and one upload (plan, weights, the grouped launches' tables), the rows
+ * gathered per expert by the embed kernel (an F32 "table" of x's rows: an
+ * exact copy), the routed experts (grouped launches for FP8 / FP4 experts
+ * with the custom matmul, else the backend's own matmul per expert), the
+ * activation, the fixed-order combine, the shared expert.  combine=bf16
+ * is LD_ERR_UNSUPPORTED. */
 static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *idx, const float *w, int T, int K,
                      const ld_moe_expert *experts, int E, const ld_moe_expert *shared, int act, float limit,
                      int combine, float fused_scale, ld_error *err)
@@ -950,19 +1092,11 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
     if (!plan) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     int32_t *off = plan + 2 * R + (size_t)E;
     moe_plan(off, plan, plan + R, plan + 2 * R, idx, T, K, E);
-    moe_dev m;
-    int fused = combine == LD_MOE_COMBINE_FUSED;
-    int ce = ld_cu_set_device(cb->device);
-    ld_status st = ce ? cu_fail(err, "moe", ce) : LD_OK;
-    if (st == LD_OK) st = moe_scratch(cb, &m, plan, w, fused, fused_scale, T, K, D, I, Is, err);
-    if (st == LD_OK) {
-        int e = ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R);
-        if (e) st = cu_fail(err, "moe", e);
-    }
-    if (st == LD_OK) st = moe_routed(be, &m, off, experts, E, D, I, act, limit, err);
+    moe_dev m = {0};
+    ld_status st = moe_run_routed(be, &m, plan, off, w, fused_scale, experts, E, x, T, K, D, I, Is, act, limit, err);
     free(plan);
     LD_TRY(st);
-    LD_TRY(moe_sum(cb, y, &m, fused, T, K, D, err));
+    LD_TRY(moe_sum(cb, y, &m, combine == LD_MOE_COMBINE_FUSED, T, K, D, err));
     if (shared) LD_TRY(moe_shared(be, y, x, &m, shared, T, D, Is, act, limit, err));
     return LD_OK;
 }
@@ -1227,6 +1361,7 @@ static const ld_backend_ops cuda_ops = {
     .buf_free = buf_free,
     .buf_write = buf_write,
     .buf_read = buf_read,
+    .buf_mem = buf_mem,
     .weight_load = weight_load,
     .weight_free = weight_free,
     .embed = embed,

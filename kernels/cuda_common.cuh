@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda_ops.h"
+
 #define LD_CU_FULL 0xffffffffu
 
 /* the launch's error (0 = success), cleared */
@@ -148,6 +150,23 @@ __device__ __forceinline__ float ld_e8m0_to_f32(uint32_t v)
 __device__ __forceinline__ float ld_sigmoid(float x)
 {
     return 1.0f / (1.0f + expf(-x));
+}
+
+/* the grid of a grouped GEMM (cuda_ops.h's ld_cu_mm_group): column tiles
+ * of `warps` columns, the groups, row tiles of `rows_per` rows of the
+ * largest group; 1, or 0 when no group has rows, -1 when too large */
+static inline int ld_cu_grouped_grid(dim3 *grid, const ld_cu_mm_group *tab, int G, int N, int warps, int rows_per)
+{
+    int most = 0;
+    for (int g = 0; g < G; g++) {
+        if (tab[g].rows < 0) return -1;
+        if (tab[g].rows > most) most = tab[g].rows;
+    }
+    size_t gz = ((size_t)most + (size_t)rows_per - 1) / (size_t)rows_per;
+    if (!gz) return 0;
+    if (G > 65535 || gz > 65535) return -1;
+    *grid = dim3((unsigned)((N + warps - 1) / warps), (unsigned)G, (unsigned)gz);
+    return 1;
 }
 
 #endif /* LD_CUDA_COMMON_CUH */

@@ -12,7 +12,8 @@
  * result is a count (the top-k histograms, the MoE plan's counts).
  *
  * Sections: FP8 GEMM (ld_cu_fp8_matmul), MoE plan and grouped FP8 GEMM,
- * MLA decode (latent attention dense/sparse, absorb_q/absorb_out),
+ * grouped FP8 GEMM over a table of weights (ld_cu_grouped_fp8_matmul), MLA
+ * decode (latent attention dense/sparse, absorb_q/absorb_out),
  * indexer scores (V3.2, V4), top-k, routers (noaux_tc, sqrt-softplus /
  * hash), MoE combine, mHC pre/post. */
 #include <cuda_runtime.h>
@@ -95,13 +96,26 @@ __device__ __forceinline__ void fp8_warp_dot(float *acc, const uint8_t *qr, cons
     for (int r = 0; r < F8_ROWS; r++) acc[r] = ld_warp_sum(acc[r]);
 }
 
+/* fp8_warp_dot's sums written by lane 0: out[r * ldo] for r < nt (the
+ * reference's "+ 0" of its zero bias included) */
+template <int VEC>
+__device__ __forceinline__ void fp8_warp_rows(float *out, size_t ldo, const uint8_t *qr, const float *srow, int K,
+                                              int bc, const float *const *xr, int nt)
+{
+    float acc[F8_ROWS];
+    fp8_warp_dot<VEC>(acc, qr, srow, K, bc, xr, nt);
+#pragma unroll
+    for (int r = 0; r < F8_ROWS; r++)
+        if ((threadIdx.x & 31) == 0 && r < nt) out[(size_t)r * ldo] = acc[r] + 0.0f;
+}
+
 /* a warp per output column n and up to F8_ROWS token rows */
 template <int VEC>
 __global__ void __launch_bounds__(32 * F8_WARPS)
     fp8_mm_custom(float *out, const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br,
                   int bc)
 {
-    int lane = threadIdx.x & 31, n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
+    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
     int t0 = blockIdx.y * F8_ROWS;
     if (n >= N) return;
     int nt = T - t0 < F8_ROWS ? T - t0 : F8_ROWS;
@@ -109,11 +123,8 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     const float *xr[F8_ROWS];
 #pragma unroll
     for (int r = 0; r < F8_ROWS; r++) xr[r] = x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
-    float acc[F8_ROWS];
-    fp8_warp_dot<VEC>(acc, q + (size_t)n * (size_t)K, scale + (size_t)(n / br) * (size_t)nbc, K, bc, xr, nt);
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++)
-        if (lane == 0 && r < nt) out[(size_t)(t0 + r) * (size_t)N + n] = acc[r] + 0.0f;
+    fp8_warp_rows<VEC>(out + (size_t)t0 * (size_t)N + n, (size_t)N, q + (size_t)n * (size_t)K,
+                       scale + (size_t)(n / br) * (size_t)nbc, K, bc, xr, nt);
 }
 
 extern "C" int ld_cu_fp8_matmul(int v, float *out, const float *x, const uint8_t *q, const float *scale, int T,
@@ -251,7 +262,7 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     moe_fp8_custom(float *out, const float *x, const int32_t *rows, const int32_t *offsets, const uint8_t *q,
                    const float *scale, int K, int N, int br, int bc)
 {
-    int lane = threadIdx.x & 31, n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5), e = blockIdx.y;
+    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5), e = blockIdx.y;
     int r0 = offsets[e] + (int)blockIdx.z * F8_ROWS, r1 = offsets[e + 1];
     if (n >= N || r0 >= r1) return;
     int nt = r1 - r0 < F8_ROWS ? r1 - r0 : F8_ROWS;
@@ -259,12 +270,9 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     const float *xr[F8_ROWS];
 #pragma unroll
     for (int r = 0; r < F8_ROWS; r++) xr[r] = x + (size_t)rows[r0 + (r < nt ? r : 0)] * (size_t)K;
-    float acc[F8_ROWS];
-    fp8_warp_dot<VEC>(acc, q + ((size_t)e * (size_t)N + (size_t)n) * (size_t)K,
-                      scale + ((size_t)e * (size_t)nbr + (size_t)(n / br)) * (size_t)nbc, K, bc, xr, nt);
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++)
-        if (lane == 0 && r < nt) out[(size_t)(r0 + r) * (size_t)N + n] = acc[r] + 0.0f;
+    fp8_warp_rows<VEC>(out + (size_t)r0 * (size_t)N + n, (size_t)N,
+                       q + ((size_t)e * (size_t)N + (size_t)n) * (size_t)K,
+                       scale + ((size_t)e * (size_t)nbr + (size_t)(n / br)) * (size_t)nbc, K, bc, xr, nt);
 }
 
 extern "C" int ld_cu_moe_fp8_matmul(int v, float *out, const float *x, const int32_t *rows, const int32_t *offsets,
@@ -287,6 +295,44 @@ extern "C" int ld_cu_moe_fp8_matmul(int v, float *out, const float *x, const int
         moe_fp8_custom<1><<<grid, 32 * F8_WARPS>>>(out, x, rows, offsets, q, scale, K, N, br, bc);
     else
         moe_fp8_custom<0><<<grid, 32 * F8_WARPS>>>(out, x, rows, offsets, q, scale, K, N, br, bc);
+    return ld_cu_launched();
+}
+
+/* ================================================================ grouped FP8 GEMM */
+
+/* block (column tile, group g, row tile of g): fp8_mm_custom's warp over
+ * group g's own weight and rows, its 16-byte path chosen as that
+ * launcher chooses it (K % 16, q aligned), per group on the device */
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    fp8_mm_grouped(const ld_cu_mm_group *groups, int K, int N, int br, int bc)
+{
+    const ld_cu_mm_group g = groups[blockIdx.y];
+    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
+    int t0 = (int)blockIdx.z * F8_ROWS;
+    if (n >= N || t0 >= g.rows) return;
+    int nt = g.rows - t0 < F8_ROWS ? g.rows - t0 : F8_ROWS;
+    int nbc = (K + bc - 1) / bc;
+    const float *xr[F8_ROWS];
+#pragma unroll
+    for (int r = 0; r < F8_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
+    float *o = g.out + (size_t)t0 * (size_t)N + n;
+    const uint8_t *qr = g.q + (size_t)n * (size_t)K;
+    const float *srow = g.scale + (size_t)(n / br) * (size_t)nbc;
+    if (K % 16 == 0 && ((uintptr_t)g.q & 15) == 0)
+        fp8_warp_rows<1>(o, (size_t)N, qr, srow, K, bc, xr, nt);
+    else
+        fp8_warp_rows<0>(o, (size_t)N, qr, srow, K, bc, xr, nt);
+}
+
+extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K,
+                                        int N, int br, int bc)
+{
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0) return INVAL;
+    dim3 grid;
+    int ok = ld_cu_grouped_grid(&grid, tab, G, N, F8_WARPS, F8_ROWS);
+    if (ok <= 0) return ok ? INVAL : 0;
+    fp8_mm_grouped<<<grid, 32 * F8_WARPS>>>(dev_tab, K, N, br, bc);
     return ld_cu_launched();
 }
 

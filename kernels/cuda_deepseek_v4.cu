@@ -541,24 +541,17 @@ __global__ void fp4_mm_ref(float *out, const float *x, const uint8_t *q, const v
 #define F4_ROWS 8
 #define F4_WARPS 8
 
-/* custom: a warp per output column n and up to F4_ROWS token rows; lane L
- * the 16-byte chunks (32 weights) L, L + 32, .. (VEC: K % 32 == 0, rows
- * 16-byte aligned; else the bytes L, L + 32, ..), fmaf in order, the
+/* one warp's dot products of weight row n (qr, its scale row at srow of
+ * the grid) with the token rows xr[0..nt), written to out_rows[r][n]:
+ * lane L the 16-byte chunks (32 weights) L, L + 32, .. (VEC: K % 32 == 0,
+ * rows 16-byte aligned; else the bytes L, L + 32, ..), fmaf in order, the
  * shuffle tree */
 template <int VEC>
-__global__ void __launch_bounds__(32 * F4_WARPS)
-    fp4_mm_custom(float *out, const float *x, const uint8_t *q, const void *scale, int e8m0, int T, int K, int N,
-                  int bm, int bn, int sc)
+__device__ __forceinline__ void fp4_warp_rows(float *out, size_t ldo, const float *const *xr, int nt,
+                                              const uint8_t *qr, const void *scale, int e8m0, size_t srow, int K,
+                                              int bn)
 {
-    int lane = threadIdx.x & 31, n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
-    int t0 = blockIdx.y * F4_ROWS;
-    if (n >= N) return;
-    int nt = T - t0 < F4_ROWS ? T - t0 : F4_ROWS;
-    const uint8_t *qr = q + (size_t)n * (size_t)(K / 2);
-    size_t srow = (size_t)(n / bm) * (size_t)sc;
-    const float *xr[F4_ROWS];
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) xr[r] = x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
+    int lane = threadIdx.x & 31;
     float acc[F4_ROWS];
 #pragma unroll
     for (int r = 0; r < F4_ROWS; r++) acc[r] = 0.0f;
@@ -606,8 +599,60 @@ __global__ void __launch_bounds__(32 * F4_WARPS)
 #pragma unroll
     for (int r = 0; r < F4_ROWS; r++) {
         float a = ld_warp_sum(acc[r]);
-        if (lane == 0 && r < nt) out[(size_t)(t0 + r) * (size_t)N + n] = a;
+        if (lane == 0 && r < nt) out[(size_t)r * ldo] = a;
     }
+}
+
+/* custom: a warp per output column n and up to F4_ROWS token rows */
+template <int VEC>
+__global__ void __launch_bounds__(32 * F4_WARPS)
+    fp4_mm_custom(float *out, const float *x, const uint8_t *q, const void *scale, int e8m0, int T, int K, int N,
+                  int bm, int bn, int sc)
+{
+    int n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
+    int t0 = blockIdx.y * F4_ROWS;
+    if (n >= N) return;
+    int nt = T - t0 < F4_ROWS ? T - t0 : F4_ROWS;
+    const float *xr[F4_ROWS];
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++) xr[r] = x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
+    fp4_warp_rows<VEC>(out + (size_t)t0 * (size_t)N + n, (size_t)N, xr, nt, q + (size_t)n * (size_t)(K / 2), scale,
+                       e8m0, (size_t)(n / bm) * (size_t)sc, K, bn);
+}
+
+/* grouped: block (column tile, group g, row tile of g), the custom warp
+ * over g's weight (fp32 scales) and rows, the 16-byte path chosen per
+ * group as ld_cu_ds4_fp4_matmul chooses it */
+__global__ void __launch_bounds__(32 * F4_WARPS)
+    fp4_mm_grouped(const ld_cu_mm_group *groups, int K, int N, int bm, int bn)
+{
+    const ld_cu_mm_group g = groups[blockIdx.y];
+    int n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
+    int t0 = (int)blockIdx.z * F4_ROWS;
+    if (n >= N || t0 >= g.rows) return;
+    int nt = g.rows - t0 < F4_ROWS ? g.rows - t0 : F4_ROWS;
+    const float *xr[F4_ROWS];
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
+    float *o = g.out + (size_t)t0 * (size_t)N + n;
+    const uint8_t *qr = g.q + (size_t)n * (size_t)(K / 2);
+    size_t srow = (size_t)(n / bm) * (size_t)(K / bn);
+    if (K % 32 == 0 && ((uintptr_t)g.q & 15) == 0 && ((uintptr_t)g.x & 15) == 0)
+        fp4_warp_rows<1>(o, (size_t)N, xr, nt, qr, g.scale, 0, srow, K, bn);
+    else
+        fp4_warp_rows<0>(o, (size_t)N, xr, nt, qr, g.scale, 0, srow, K, bn);
+}
+
+extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K,
+                                        int N, int br, int bc)
+{
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc) return INVAL;
+    dim3 grid;
+    int ok = ld_cu_grouped_grid(&grid, tab, G, N, F4_WARPS, F4_ROWS);
+    if (ok <= 0) return ok ? INVAL : 0;
+    fp4_mm_grouped<<<grid, 32 * F4_WARPS>>>(dev_tab, K, N, br, bc);
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale,

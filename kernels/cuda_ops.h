@@ -354,6 +354,38 @@ int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, co
 int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale, int scale_e8m0,
                          int T, int K, int N, int sr, int sc);
 
+/* ---- grouped block-scaled GEMMs: the MoE entry's experts in one launch.
+ * One group is one expert's matmul over its gathered rows: out [rows][N] =
+ * x [rows][K] . W^T, W [N][K] at q with its fp32 scale grid (each group its
+ * own weight, all of one shape and block size).  Why: a decode step's
+ * experts each have a row or two, so a launch per expert and projection
+ * costs more than the weights take to read; one launch serves them all. */
+typedef struct ld_cu_mm_group {
+    const uint8_t *q;   /* the codes: FP8 [N][K] bytes, FP4 [N][K/2] */
+    const float *scale; /* FP8 [ceil(N/br)][ceil(K/bc)], FP4 [N/br][K/bc] */
+    const float *x;     /* the group's input rows [rows][K] */
+    float *out;         /* its output rows [rows][N] */
+    int rows;           /* >= 0 */
+} ld_cu_mm_group;
+
+/* G groups (tab [G] on the host, for the grid; dev_tab the same entries
+ * in device memory, uploaded by the caller, who usually has more to upload
+ * in the same copy), FP8 E4M3 codes.  The custom kernel only: group g's
+ * outputs are bitwise those of ld_cu_fp8_matmul(LD_CU_CUSTOM) over that
+ * group alone (the same warp body, its 16-byte path chosen per group as
+ * that launcher chooses it: K % 16 == 0 and q 16-byte aligned); the
+ * reference is that launcher per group.  G <= 65535, a group's rows <=
+ * 8 * 65535 (else cudaErrorInvalidValue). */
+int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
+                             int bc);
+/* the same over packed FP4 E2M1 (ld_cu_ds4_fp4_matmul's format with fp32
+ * scales, blocks br x bc dividing N x K, K even): bitwise
+ * ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, scale_e8m0 = 0, sr = N / br, sc = K /
+ * bc) per group (its 16-byte path when K % 32 == 0 and the group's q and x
+ * are 16-byte aligned). */
+int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
+                             int bc);
+
 /* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
  * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`
  * floats indexed by absolute position, ape [r][stride].  ref: a thread per

@@ -34,6 +34,8 @@
 
 /* ---------------------------------------------------------------- registry */
 
+#define MOCK_DEVICE_BYTES ((size_t)64 << 30) /* 64 GiB: a larger allocation fails */
+
 typedef struct alloc {
     unsigned char *p;
     size_t n;
@@ -177,6 +179,9 @@ int ld_cu_malloc(void **p, size_t bytes)
         return E_NOMEM;
     }
     if (fail_in > 0) fail_in--;
+    /* the mock device's memory: what a test asks beyond it is out of memory
+     * as on a GPU (not an abort of the sanitizers' allocator) */
+    if (bytes > MOCK_DEVICE_BYTES) return E_NOMEM;
     if (n_allocs == cap_allocs) {
         size_t nc = cap_allocs ? 2 * cap_allocs : 256;
         alloc *na = realloc(allocs, nc * sizeof *na);
@@ -1000,6 +1005,49 @@ int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, co
     int e = scaled_mm(out, x, &w, LD_KDT_F4B, T, K, N);
     free(s);
     return e;
+}
+
+/* the grouped GEMMs: the device table must hold the host table's entries
+ * (the caller uploads it), each group's ranges inside allocations, then
+ * each group as its own launcher's formula */
+static int grouped_mm(const char *fn, const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N,
+                      int br, int bc, ld_kdt dt)
+{
+    host(fn, "tab", tab, Z(G, sizeof *tab));
+    dev(fn, "dev_tab", dev_tab, Z(G, sizeof *dev_tab));
+    if (memcmp(tab, dev_tab, Z(G, sizeof *tab)) != 0) die(fn, "dev_tab", dev_tab, 0, "differs from the host table");
+    size_t qrow = dt == LD_KDT_F4B ? (size_t)K / 2 : (size_t)K;
+    for (int g = 0; g < G; g++) {
+        const ld_cu_mm_group *t = &tab[g];
+        if (t->rows < 0 || (t->rows + 7) / 8 > 65535) return E_INVAL;
+        if (!t->rows) continue;
+        dev(fn, "group out", t->out, Z(t->rows, N) * FB);
+        dev(fn, "group x", t->x, Z(t->rows, K) * FB);
+        dev(fn, "group q", t->q, Z(N, qrow));
+        dev(fn, "group scale", t->scale, f8b_grid(N, K, br, bc) * FB);
+        ld_f8b w = {t->q, t->scale, N, K, br, bc};
+        int e = scaled_mm(t->out, t->x, &w, dt, t->rows, K, N);
+        if (e) return e;
+    }
+    return 0;
+}
+
+int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
+                             int bc)
+{
+    count(__func__);
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0 || G > 65535) return E_INVAL;
+    return grouped_mm(__func__, tab, dev_tab, G, K, N, br, bc, LD_KDT_F8B);
+}
+
+int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
+                             int bc)
+{
+    count(__func__);
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc || G > 65535) return E_INVAL;
+    return grouped_mm(__func__, tab, dev_tab, G, K, N, br, bc, LD_KDT_F4B);
 }
 
 int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r, int d,

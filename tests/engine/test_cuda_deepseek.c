@@ -84,7 +84,7 @@ static int gpu_unavailable(char *why, size_t cap)
         if (gpu_unavailable(why_, sizeof why_)) SKIP("%s", why_);          \
     } while (0)
 
-#if LD_HAVE_CUDA
+#if LD_HAVE_CUDA || defined(LD_CUDA_MOCK)
 
 #include "cuda_ops.h"
 #include "ref_deepseek.h"
@@ -1284,6 +1284,81 @@ static int test_cuda_ds4_fp4(void)
     return 0;
 }
 
+/* ---------------------------------------------------------------- grouped GEMMs */
+
+/* one grouped case: G groups of `rows[g]` rows, each its own random
+ * weight [N][K] (FP8: blocks br x bc; FP4: fp32 scales, blocks br x bc
+ * dividing), through the grouped launcher, each group's rows bitwise what
+ * the per-weight custom launcher gives for them alone; a group of 0 rows
+ * writes nothing (its neighbours' rows are checked, the buffer's tail
+ * stays zero) */
+static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, int bc)
+{
+    size_t nq = fp4 ? (size_t)N * K / 2 : (size_t)N * K;
+    size_t ns = fp4 ? (size_t)(N / br) * (K / bc) : (size_t)((N + br - 1) / br) * ((K + bc - 1) / bc);
+    int R = 0;
+    for (int g = 0; g < G; g++) R += rows[g];
+    float *x = malloc(sizeof(float) * ((size_t)R * K + 1)), *s = malloc(sizeof(float) * ns);
+    uint8_t *q = malloc(nq);
+    ld_cu_mm_group tab[8];
+    CHECK(x && s && q && G <= 8);
+    fill(x, (size_t)R * K, -1, 1);
+    float *dx, *dout, *dalone;
+    DPUT(dx, x, sizeof(float) * ((size_t)R * K + 1));
+    DPUT(dout, NULL, sizeof(float) * ((size_t)R * N + 64)); /* a zero tail: nothing may land there */
+    DPUT(dalone, NULL, sizeof(float) * ((size_t)R * N + 1));
+    int r0 = 0;
+    for (int g = 0; g < G; g++) { /* each group its own weight */
+        for (size_t i = 0; i < nq; i++) q[i] = fp4 ? (uint8_t)next_u32() : rand_e4m3();
+        for (size_t i = 0; i < ns; i++) s[i] = frand(0.001f, 0.1f);
+        uint8_t *dq;
+        float *ds;
+        DPUT(dq, q, nq);
+        DPUT(ds, s, sizeof(float) * ns);
+        tab[g] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, dout + (size_t)r0 * N, rows[g]};
+        float *a = dalone + (size_t)r0 * N;
+        if (rows[g])
+            CU(fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, a, tab[g].x, dq, ds, 0, rows[g], K, N, N / br, K / bc)
+                   : ld_cu_fp8_matmul(LD_CU_CUSTOM, a, tab[g].x, dq, ds, rows[g], K, N, br, bc));
+        r0 += rows[g];
+    }
+    ld_cu_mm_group *dtab;
+    DPUT(dtab, tab, sizeof tab[0] * (size_t)G);
+    CU(fp4 ? ld_cu_grouped_fp4_matmul(tab, dtab, G, K, N, br, bc)
+           : ld_cu_grouped_fp8_matmul(tab, dtab, G, K, N, br, bc));
+    float *alone = dget(dalone, (size_t)R * N), *got = dget(dout, (size_t)R * N + 64);
+    CHECK(alone && got);
+    char shape[80];
+    snprintf(shape, sizeof shape, "%d groups, %d rows, %dx%d blk %dx%d", G, R, N, K, br, bc);
+    double mx, e = nmse(got, alone, (size_t)R * N, &mx);
+    int same = !memcmp(got, alone, sizeof(float) * (size_t)R * N), tail = 1;
+    for (int i = 0; i < 64; i++) tail = tail && got[(size_t)R * N + i] == 0.0f;
+    printf("  %-15s %-6s %-34s nmse %-9.3g vs one launch a group: %s%s\n", fp4 ? "grouped_fp4" : "grouped_fp8",
+           "custom", shape, e, same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past its rows");
+    free(alone);
+    free(got);
+    free(x);
+    free(s);
+    free(q);
+    dfree_all();
+    CHECK_MSG(same, "grouped %s %s: not bitwise the per-group launches", fp4 ? "fp4" : "fp8", shape);
+    CHECK_MSG(tail, "grouped %s %s: wrote past the last group's rows", fp4 ? "fp4" : "fp8", shape);
+    return 0;
+}
+
+static int test_cuda_grouped(void)
+{
+    NEED_GPU();
+    const int dec[6] = {1, 1, 1, 1, 1, 1}, mixed[5] = {1, 0, 3, 9, 17};
+    /* V4-Flash decode (6 experts, a row each) in small; mixed rows; K not a multiple of the 16-byte path */
+    for (int fp4 = 0; fp4 < 2; fp4++) {
+        if (grouped_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128)) return 1;
+        if (grouped_case(fp4, mixed, 5, 256, 96, fp4 ? 1 : 128, fp4 ? 32 : 128)) return 1;
+        if (grouped_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48)) return 1;
+    }
+    return 0;
+}
+
 static int test_cuda_ds4_compress(void)
 {
     NEED_GPU();
@@ -1394,10 +1469,11 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
+    LD_CASE(test_cuda_grouped),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 
-#else /* !LD_HAVE_CUDA */
+#else /* !LD_HAVE_CUDA && !LD_CUDA_MOCK */
 
 static int test_cuda_deepseek(void)
 {

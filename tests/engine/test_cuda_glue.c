@@ -336,8 +336,18 @@ static int check_seq(int k, const runner *r, const char *name, const char *dir, 
 
 /* every kernel set and sequence for runner r; the entries in `want`
  * (a mask of C_*) each called */
-static const char *const launchers[] = {"ld_cu_matmul", "ld_cu_matmul_tc", "ld_cu_fp8_matmul", "ld_cu_ds4_fp4_matmul"};
-#define N_LAUNCHERS 4
+static const char *const launchers[] = {"ld_cu_matmul",         "ld_cu_matmul_tc",          "ld_cu_fp8_matmul",
+                                        "ld_cu_ds4_fp4_matmul", "ld_cu_grouped_fp8_matmul", "ld_cu_grouped_fp4_matmul"};
+#define N_LAUNCHERS 6
+
+/* the grouped launcher a model's routed experts must reach with a custom
+ * matmul (NULL: none; all=ref runs them one matmul each) */
+static const char *grouped_launcher(const char *name)
+{
+    if (strcmp(name, "deepseek-v4-fp4") == 0) return "ld_cu_grouped_fp4_matmul";
+    if (strcmp(name, "deepseek-v3-fp8") == 0) return "ld_cu_grouped_fp8_matmul";
+    return NULL;
+}
 
 /* the block-scaled launcher a model's weights must reach (NULL: none) */
 static const char *scaled_launcher(const char *name)
@@ -356,11 +366,17 @@ static int check_runner(const runner *r, const char *name, const char *dir, unsi
     for (int i = 0; i < N_LAUNCHERS; i++) l0[i] = ld_cu_mock_calls(launchers[i]);
     const char *scaled = scaled_launcher(name);
     long s0 = scaled ? ld_cu_mock_calls(scaled) : 0;
+    const char *grouped = grouped_launcher(name);
     for (int k = 0; k < N_KSETS; k++) {
         if (tc_ref && k != KSET_TC) continue;
         memset(counts, 0, sizeof counts);
+        long g0 = grouped ? ld_cu_mock_calls(grouped) : 0;
         for (int i = 0; i < 2; i++)
             if (check_seq(k, r, name, dir, &seqs[i], tc_ref)) return 1;
+        /* the experts in one launch a projection with the custom matmul
+         * (all=custom, and matmul=tc: scaled weights take the custom one) */
+        long dg = grouped ? ld_cu_mock_calls(grouped) - g0 : 0;
+        CHECK_MSG(!grouped || (k == 0) == (dg == 0), "%s %s: %s launched %ld times", name, ksets[k], grouped, dg);
         for (int c = 0; c < N_COUNTED; c++)
             CHECK_MSG(!(want >> c & 1) || counts[c] > 0, "%s %s '%s': the %s entry was never called", name,
                       ksets[k], r->spec ? r->spec : "", counted_names[c]);
