@@ -65,7 +65,13 @@ int ld_cu_device_info(int dev, char *name, size_t cap, int *major, int *minor, i
 int ld_cu_malloc(void **p, size_t bytes);
 int ld_cu_free(void *p);
 int ld_cu_memset0(void *p, size_t bytes);
+/* host to the current device: returns once src may be reused; ordered on
+ * the legacy default stream after the work queued there and before what
+ * is queued next, like the kernels.  A copy of up to 64 KiB does not wait
+ * for the queue to drain (a pinned ring, cuda_runtime.cu); a larger one is
+ * cudaMemcpy's. */
 int ld_cu_h2d(void *dst, const void *src, size_t bytes);
+/* device to host: waits for the work queued before it */
 int ld_cu_d2h(void *dst, const void *src, size_t bytes);
 int ld_cu_d2d(void *dst, const void *src, size_t bytes);
 /* `rows` rows of `width` bytes, row i from src + i * src_pitch to dst + i *

@@ -2,6 +2,8 @@
  * errors), so that C code never includes a CUDA header. */
 #include <cuda_runtime.h>
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_ops.h"
@@ -77,9 +79,85 @@ extern "C" int ld_cu_memset0(void *p, size_t bytes)
     return bytes ? ret(cudaMemset(p, 0, bytes)) : 0;
 }
 
+/* ---- small host-to-device copies without draining the queue.
+ * cudaMemcpy from pageable host memory first waits for the stream's work
+ * to finish (the runtime's documented behaviour), so each small upload
+ * of a decode step (a MoE plan, picks, scalars) would leave the GPU idle
+ * while the host queues the next kernels.  Copies of up to a slot's size
+ * go through a ring of pinned slots per device instead: the bytes are
+ * copied into the next slot, cudaMemcpyAsync on the legacy default stream
+ * queues the transfer (ordered there with the kernels, as cudaMemcpy's
+ * was), and an event marks when the slot may be written again (waited for
+ * only when the ring comes round to a slot still in flight: the host is
+ * then H2D_SLOTS uploads ahead of the device).  The caller's buffer is
+ * free on return, as with cudaMemcpy.  The rings, 8 MiB of pinned memory
+ * per device used, live as long as the process; one lock serialises the
+ * copies into them (a memcpy of at most a slot).  Where a ring cannot be
+ * made (pinned memory refused), or LD_CUDA_SYNC_H2D is set to anything
+ * but 0 (to measure what the ring saves, or rule it out), copies are
+ * cudaMemcpy's. */
+#define H2D_SLOT_BYTES ((size_t)64 << 10)
+#define H2D_SLOTS 128
+#define H2D_MAX_DEVICES 64
+
+typedef struct h2d_ring {
+    int state;      /* 0 not made yet, 1 made, -1 could not be made */
+    unsigned next;  /* the slot the next copy takes */
+    unsigned char *slots; /* pinned [H2D_SLOTS][H2D_SLOT_BYTES] */
+    cudaEvent_t done[H2D_SLOTS];
+    unsigned char used[H2D_SLOTS];
+} h2d_ring;
+
+static h2d_ring rings[H2D_MAX_DEVICES];
+static pthread_mutex_t rings_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* the ring of the current device, made on first use */
+static void ring_make(h2d_ring *r)
+{
+    r->state = -1;
+    const char *off = getenv("LD_CUDA_SYNC_H2D");
+    if (off && *off && strcmp(off, "0") != 0) return;
+    if (cudaHostAlloc((void **)&r->slots, (size_t)H2D_SLOTS * H2D_SLOT_BYTES, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        r->slots = NULL;
+        return;
+    }
+    for (int i = 0; i < H2D_SLOTS; i++)
+        if (cudaEventCreateWithFlags(&r->done[i], cudaEventDisableTiming) != cudaSuccess) {
+            (void)cudaGetLastError();
+            while (i--) cudaEventDestroy(r->done[i]);
+            cudaFreeHost(r->slots);
+            r->slots = NULL;
+            return;
+        }
+    r->state = 1;
+}
+
+static int ring_copy(h2d_ring *r, void *dst, const void *src, size_t bytes)
+{
+    if (r->state == 0) ring_make(r);
+    if (r->state < 0) return ret(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    unsigned i = r->next;
+    r->next = (i + 1) % H2D_SLOTS;
+    cudaError_t e;
+    if (r->used[i] && (e = cudaEventSynchronize(r->done[i])) != cudaSuccess) return ret(e);
+    unsigned char *slot = r->slots + (size_t)i * H2D_SLOT_BYTES;
+    memcpy(slot, src, bytes);
+    if ((e = cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, 0)) != cudaSuccess) return ret(e);
+    r->used[i] = 1;
+    return ret(cudaEventRecord(r->done[i], 0));
+}
+
 extern "C" int ld_cu_h2d(void *dst, const void *src, size_t bytes)
 {
-    return bytes ? ret(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)) : 0;
+    if (!bytes) return 0;
+    int dev = -1;
+    if (bytes <= H2D_SLOT_BYTES && ret(cudaGetDevice(&dev))) dev = -1;
+    if (dev < 0 || dev >= H2D_MAX_DEVICES) return ret(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    pthread_mutex_lock(&rings_mu);
+    int e = ring_copy(&rings[dev], dst, src, bytes);
+    pthread_mutex_unlock(&rings_mu);
+    return e;
 }
 
 extern "C" int ld_cu_d2h(void *dst, const void *src, size_t bytes)
