@@ -225,19 +225,30 @@ static int test_deepseek_v4_fp4(void)
 
 /* ------------------------------------------------------------ ablations */
 
-static int check_ablation(const char *what, void (*drop)(ld_ds4_config *))
+/* the fixture opened (*m), its sequences read (seqs [2]), and its tensors
+ * bound again (*b) under the config `drop` changes; the config is static,
+ * one ablated model at a time */
+static int open_ablated(void (*drop)(ld_ds4_config *), ld_ds4_model **m, ld_ds4_model **b, seq *seqs)
 {
-    ld_ds4_model *m = NULL, *b = NULL;
-    if (open_model(&m)) return 1;
-    static seq seqs[2];
-    CHECK(load_seqs(m->cfg.top_k, seqs, 2) == 2);
+    if (open_model(m)) return 1;
+    CHECK(load_seqs((*m)->cfg.top_k, seqs, 2) == 2);
     static ld_ds4_config c;
-    c = m->cfg;
+    c = (*m)->cfg;
     drop(&c);
     ld_error err;
     ld_error_clear(&err);
-    CHECK_MSG(ld_ds4_model_bind(&c, m->st, &b, &err) == LD_OK, "%s", err.msg);
-    size_t n = (size_t)seqs[1].T * (size_t)c.vocab;
+    CHECK_MSG(ld_ds4_model_bind(&c, (*m)->st, b, &err) == LD_OK, "%s", err.msg);
+    return 0;
+}
+
+static int check_ablation(const char *what, void (*drop)(ld_ds4_config *))
+{
+    ld_ds4_model *m = NULL, *b = NULL;
+    static seq seqs[2];
+    if (open_ablated(drop, &m, &b, seqs)) return 1;
+    ld_error err;
+    ld_error_clear(&err);
+    size_t n = (size_t)seqs[1].T * (size_t)b->cfg.vocab;
     float *ref = load_f32(MDIR, seqs[1].logits_file, n), *l = malloc(n * sizeof *l);
     CHECK(ref && l);
     CHECK_MSG(run_on(&backends[0], b, 1, MAX_T, 0, seqs[1].tokens, seqs[1].T, l, NULL, NULL, &err) == LD_OK, "%s",
@@ -911,15 +922,8 @@ static int test_deepseek_v4_op_table_matches_host(void)
 static int check_entries_ablated(const char *what, void (*drop)(ld_ds4_config *))
 {
     ld_ds4_model *m = NULL, *b = NULL;
-    if (open_model(&m)) return 1;
     static seq seqs[2];
-    CHECK(load_seqs(m->cfg.top_k, seqs, 2) == 2);
-    static ld_ds4_config c;
-    c = m->cfg;
-    drop(&c);
-    ld_error err;
-    ld_error_clear(&err);
-    CHECK_MSG(ld_ds4_model_bind(&c, m->st, &b, &err) == LD_OK, "%s", err.msg);
+    if (open_ablated(drop, &m, &b, seqs)) return 1;
     int r = 0;
     for (int k = 0; k < N_BACKENDS && !r; k++) r = check_op_table_on(k, &backends[k], b, what, &seqs[1], NULL);
     ld_ds4_model_close(b);
