@@ -472,8 +472,8 @@ static int call_grouped(void *p)
     gr_ctx *c = p;
     int br = c->fp4 ? 1 : 128, bc = c->fp4 ? 32 : 128;
     if (c->grouped)
-        return c->fp4 ? ld_cu_grouped_fp4_matmul(c->tab, c->dtab, c->G, c->K, c->N, br, bc)
-                      : ld_cu_grouped_fp8_matmul(c->tab, c->dtab, c->G, c->K, c->N, br, bc);
+        return c->fp4 ? ld_cu_grouped_fp4_matmul(c->dtab, c->G, 1, c->K, c->N, br, bc)
+                      : ld_cu_grouped_fp8_matmul(c->dtab, c->G, 1, c->K, c->N, br, bc);
     for (int g = 0; g < c->G; g++) {
         const ld_cu_mm_group *t = &c->tab[g];
         int e = c->fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, t->out, t->x, t->q, t->scale, 0, 1, c->K, c->N, c->N,

@@ -333,6 +333,20 @@ typedef struct ld_backend_ops {
     ld_status (*moe)(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *idx, const float *w, int T, int K,
                      const ld_moe_expert *experts, int E, const ld_moe_expert *shared, int act, float limit,
                      int combine, float fused_scale, ld_error *err);
+    /* V4's router and the moe entry over its choices in one call: ds4_route
+     * of logits [T][E] (bias, hash, scale as there), then moe of x into y
+     * with that route (experts, shared, act, limit, combine, fused_scale as
+     * there).  idx, w [T][K]: host arrays that receive the route, or NULL
+     * when the caller does not need it, which lets a backend keep the route
+     * where it computed it (CUDA: on the device, no copy to the host and
+     * back, no wait for the device).  Optional (NULL: the session calls
+     * ds4_route, then moe); LD_ERR_UNSUPPORTED for a variant moe refuses
+     * (checked before anything is written).  The same bits as the two
+     * calls. */
+    ld_status (*ds4_route_moe)(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
+                               const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
+                               const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
+                               int32_t *idx, float *w, ld_error *err);
 } ld_backend_ops;
 
 struct ld_backend {

@@ -857,13 +857,15 @@ static int moe_same(const ld_weight *w, const ld_weight *first)
            w->bc == first->bc;
 }
 
+/* off NULL: every expert (a route not seen on the host; all are there,
+ * ld_moe_args_all checked it) */
 static moe_how moe_choose(const cuda_backend *cb, const int32_t *off, const ld_moe_expert *experts, int E)
 {
     moe_how h = {0, LD_KDT_F32};
     const ld_moe_expert *first = NULL;
     int same = variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM;
     for (int e = 0; e < E; e++) {
-        if (off[e + 1] == off[e]) continue;
+        if (off && off[e + 1] == off[e]) continue;
         h.n++;
         const ld_moe_expert *x = &experts[e];
         if (!first) first = x;
@@ -911,31 +913,44 @@ static void moe_tables(ld_cu_mm_group *tab, const moe_dev *m, const int32_t *off
     }
 }
 
-/* one grouped launch of the type's kernel: G groups of weights [N][K] in
- * blocks br x bc */
-static int moe_grouped(ld_kdt dt, const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int64_t K,
-                       int64_t N, int br, int bc)
+/* one grouped launch of the type's kernel: G groups (a table on the
+ * device) of at most max_rows rows, weights [N][K] in blocks br x bc */
+static int moe_grouped(ld_kdt dt, const ld_cu_mm_group *tab, int G, int max_rows, int64_t K, int64_t N, int br,
+                       int bc)
 {
-    if (dt == LD_KDT_F4B) return ld_cu_grouped_fp4_matmul(tab, dev_tab, G, (int)K, (int)N, br, bc);
-    return ld_cu_grouped_fp8_matmul(tab, dev_tab, G, (int)K, (int)N, br, bc);
+    if (dt == LD_KDT_F4B) return ld_cu_grouped_fp4_matmul(tab, G, max_rows, (int)K, (int)N, br, bc);
+    return ld_cu_grouped_fp8_matmul(tab, G, max_rows, (int)K, (int)N, br, bc);
+}
+
+/* the grouped launches over m->tab ([G] gates, [G] ups, [G] downs, as
+ * moe_tables or ld_cu_moe_tables lay them out): gate and up in one, the
+ * activation over the R rows, down; `x` an expert whose blocks all share */
+static ld_status moe_grouped_all(cuda_backend *cb, const moe_dev *m, ld_kdt dt, int G, int max_rows, int R,
+                                 const ld_moe_expert *x, int64_t D, int64_t I, int act, float limit, ld_error *err)
+{
+    CU("moe", moe_grouped(dt, m->tab, 2 * G, max_rows, D, I, x->gate->br, x->gate->bc));
+    LD_TRY(moe_act(cb, m->g, m->u, R, I, act, limit, err));
+    CU("moe", moe_grouped(dt, m->tab + 2 * G, G, max_rows, I, D, x->down->br, x->down->bc));
+    return LD_OK;
 }
 
 /* the routed experts over the grouped rows: gate and up, the activation
- * over all rows at once, down into eo; grouped (`tab` the host copy of
+ * over all rows at once, down into eo; grouped (the table uploaded in
  * m->tab) or a matmul per expert */
-static ld_status moe_routed(ld_backend *be, const moe_dev *m, const ld_cu_mm_group *tab, moe_how how,
-                            const int32_t *off, const ld_moe_expert *experts, int E, int64_t D, int64_t I, int act,
-                            float limit, ld_error *err)
+static ld_status moe_routed(ld_backend *be, const moe_dev *m, moe_how how, const int32_t *off,
+                            const ld_moe_expert *experts, int E, int64_t D, int64_t I, int act, float limit,
+                            ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     if (how.dt != LD_KDT_F32) {
-        const ld_weight *gate = NULL, *down = NULL; /* the first active expert's: the blocks of all */
-        for (int e = 0; e < E && !gate; e++)
-            if (off[e + 1] > off[e]) gate = experts[e].gate, down = experts[e].down;
-        CU("moe", moe_grouped(how.dt, tab, m->tab, 2 * how.n, D, I, gate->br, gate->bc));
-        LD_TRY(moe_act(cb, m->g, m->u, off[E], I, act, limit, err));
-        CU("moe", moe_grouped(how.dt, tab + 2 * how.n, m->tab + 2 * how.n, how.n, I, D, down->br, down->bc));
-        return LD_OK;
+        const ld_moe_expert *first = NULL; /* the first active expert: the blocks of all */
+        int most = 0;
+        for (int e = 0; e < E; e++) {
+            int cnt = off[e + 1] - off[e];
+            if (cnt && !first) first = &experts[e];
+            if (cnt > most) most = cnt;
+        }
+        return moe_grouped_all(cb, m, how.dt, how.n, most, off[E], first, D, I, act, limit, err);
     }
     size_t d = (size_t)D, i = (size_t)I;
     for (int pass = 0; pass < 2; pass++) {
@@ -979,21 +994,30 @@ static size_t moe_up_bytes(size_t R, int T, int n)
            (size_t)T * sizeof(float);
 }
 
-/* the device scratch for R grouped rows of T tokens laid out in ds_f and
- * moe_up; *host the host image of moe_up (the caller fills and frees it) */
-static ld_status moe_scratch(cuda_backend *cb, moe_dev *m, unsigned char **host, int T, int K, int n, int64_t D,
-                             int64_t I, int64_t Is, ld_error *err)
+/* the rows and their products for R grouped rows of T tokens in ds_f */
+static ld_status moe_floats(cuda_backend *cb, moe_dev *m, int T, int K, int64_t D, int64_t I, int64_t Is,
+                            ld_error *err)
 {
     size_t R = (size_t)T * (size_t)K, nd = moe_pad(R * (size_t)D), td = moe_pad((size_t)T * (size_t)D);
     size_t gi = moe_pad(R * (size_t)I > (size_t)T * (size_t)Is ? R * (size_t)I : (size_t)T * (size_t)Is);
     LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (2 * nd + 2 * gi + td) * sizeof(float), "moe", err));
-    size_t up = moe_up_bytes(R, T, n);
-    LD_TRY(scratch((void **)&cb->moe_up, &cb->moe_up_cap, up, "moe", err));
     m->xe = cb->ds_f;
     m->eo = m->xe + nd;
     m->g = m->eo + nd;
     m->u = m->g + gi;
     m->yt = m->u + gi;
+    return LD_OK;
+}
+
+/* the device scratch for R grouped rows of T tokens laid out in ds_f and
+ * moe_up; *host the host image of moe_up (the caller fills and frees it) */
+static ld_status moe_scratch(cuda_backend *cb, moe_dev *m, unsigned char **host, int T, int K, int n, int64_t D,
+                             int64_t I, int64_t Is, ld_error *err)
+{
+    size_t R = (size_t)T * (size_t)K;
+    LD_TRY(moe_floats(cb, m, T, K, D, I, Is, err));
+    size_t up = moe_up_bytes(R, T, n);
+    LD_TRY(scratch((void **)&cb->moe_up, &cb->moe_up_cap, up, "moe", err));
     /* pointers first (their alignment), then the int32 and float arrays */
     m->tab = (ld_cu_mm_group *)cb->moe_up;
     m->rows = (int32_t *)(m->tab + 3 * (size_t)n);
@@ -1058,8 +1082,7 @@ static ld_status moe_run_routed(ld_backend *be, moe_dev *m, const int32_t *plan,
         if (!e) e = ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m->xe, x->d, LD_KDT_F32, (int)D, m->rows, (int)R);
         if (e) st = cu_fail(err, "moe", e);
     }
-    if (st == LD_OK)
-        st = moe_routed(be, m, (const ld_cu_mm_group *)host, how, off, experts, E, D, I, act, limit, err);
+    if (st == LD_OK) st = moe_routed(be, m, how, off, experts, E, D, I, act, limit, err);
     free(host);
     return st;
 }
@@ -1099,6 +1122,159 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
     LD_TRY(moe_sum(cb, y, &m, combine == LD_MOE_COMBINE_FUSED, T, K, D, err));
     if (shared) LD_TRY(moe_shared(be, y, x, &m, shared, T, D, Is, act, limit, err));
     return LD_OK;
+}
+
+/* ---------------------------------------------------------------- V4 route + MoE
+ * backend.h's ds4_route_moe: with the route wanted on the host, or experts
+ * the grouped launches do not take, ds4_route then moe as two calls; else
+ * the route never leaves the device: the router kernel, the plan
+ * (ld_cu_moe_plan), the grouped launches' tables (ld_cu_moe_tables from
+ * every expert's weights) and the grouped launches with T as the largest
+ * row count (a token chooses an expert once), so the host queues the whole
+ * MoE without waiting for the device. */
+
+/* byte offsets into moe_up of the device route's arrays */
+typedef struct route_layout {
+    size_t ptrs, tab, idx, hash, iota, offsets, rows, row_of, w, bias, srow, end;
+} route_layout;
+
+static size_t up256(size_t bytes)
+{
+    return (bytes + 255) / 256 * 256;
+}
+
+static route_layout route_lay(size_t T, size_t K, size_t E, size_t G)
+{
+    size_t R = T * K, o = 0, i4 = sizeof(int32_t);
+    route_layout L;
+    L.ptrs = o, o += up256(E * sizeof(ld_cu_moe_w));
+    L.tab = o, o += up256(3 * G * sizeof(ld_cu_mm_group));
+    L.idx = o, o += up256(R * i4);
+    L.hash = o, o += up256(R * i4);
+    L.iota = o, o += up256(T * i4);
+    L.offsets = o, o += up256((E + 1) * i4);
+    L.rows = o, o += up256(R * i4);
+    L.row_of = o, o += up256(R * i4);
+    L.w = o, o += up256(R * sizeof(float));
+    L.bias = o, o += up256(E * sizeof(float));
+    L.srow = o, o += up256(T * sizeof(float));
+    L.end = o;
+    return L;
+}
+
+/* the host arrays the device route reads, uploaded: every expert's
+ * weights, the hash rows and their tokens 0..T-1, the bias, the fused
+ * scale per token */
+static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld_moe_expert *experts, int E,
+                               const float *bias, const int32_t *hash, int T, int K, float fused_scale,
+                               ld_error *err)
+{
+    size_t nt = (size_t)T, np = (size_t)E * sizeof(ld_cu_moe_w);
+    size_t big = np > nt * sizeof(float) ? np : nt * sizeof(float);
+    unsigned char *h = malloc(big), *d = cb->moe_up;
+    if (!h) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_cu_moe_w *p = (ld_cu_moe_w *)h;
+    for (int e = 0; e < E; e++) {
+        const ld_moe_expert *x = &experts[e];
+        p[e] = (ld_cu_moe_w){x->gate->d, x->up->d, x->down->d, x->gate->scale, x->up->scale, x->down->scale};
+    }
+    int ce = ld_cu_h2d(d + L->ptrs, h, np);
+    int32_t *iota = (int32_t *)h;
+    float *srow = (float *)h;
+    if (!ce && hash) ce = ld_cu_h2d(d + L->hash, hash, nt * (size_t)K * sizeof *hash);
+    for (int t = 0; !ce && hash && t < T; t++) iota[t] = t;
+    if (!ce && hash) ce = ld_cu_h2d(d + L->iota, iota, nt * sizeof *iota);
+    if (!ce && bias) ce = ld_cu_h2d(d + L->bias, bias, (size_t)E * sizeof *bias);
+    for (int t = 0; !ce && t < T; t++) srow[t] = fused_scale;
+    if (!ce) ce = ld_cu_h2d(d + L->srow, srow, nt * sizeof *srow);
+    free(h);
+    CU("ds4_route_moe", ce);
+    return LD_OK;
+}
+
+/* the route, plan, tables and the grouped experts on the device; then the
+ * fixed-order combine and the shared expert as moe's */
+static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
+                               const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
+                               const ld_moe_expert *shared, int act, float limit, int fused, float fused_scale,
+                               ld_kdt dt, int64_t D, int64_t I, int64_t Is, ld_error *err)
+{
+    size_t R = (size_t)T * (size_t)K;
+    int G = (size_t)E < R ? E : (int)R;
+    route_layout L = route_lay((size_t)T, (size_t)K, (size_t)E, (size_t)G);
+    moe_dev m = {0};
+    CU("ds4_route_moe", ld_cu_set_device(cb->device));
+    LD_TRY(moe_floats(cb, &m, T, K, D, I, Is, err));
+    LD_TRY(scratch((void **)&cb->moe_up, &cb->moe_up_cap, L.end, "ds4_route_moe", err));
+    unsigned char *b = cb->moe_up;
+    m.tab = (ld_cu_mm_group *)(b + L.tab);
+    m.rows = (int32_t *)(b + L.rows);
+    m.row_of = (int32_t *)(b + L.row_of);
+    m.w = (float *)(b + L.w);
+    m.srow = (float *)(b + L.srow);
+    int32_t *idx = (int32_t *)(b + L.idx), *off = (int32_t *)(b + L.offsets);
+    LD_TRY(route_uploads(cb, &L, experts, E, bias, hash, T, K, fused_scale, err));
+    int vr = variant(cb, LD_CUDA_OP_ROUTE);
+    CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, bias ? (float *)(b + L.bias) : NULL,
+                                        hash ? (int32_t *)(b + L.hash) : NULL, hash ? (int32_t *)(b + L.iota) : NULL,
+                                        T, E, K, scale));
+    CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
+    CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
+    CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, (const ld_cu_moe_w *)(b + L.ptrs), E, m.xe, m.g, m.u, m.eo,
+                                         (int)D, (int)I));
+    LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
+    LD_TRY(moe_sum(cb, y, &m, fused, T, K, D, err));
+    if (shared) LD_TRY(moe_shared(&cb->base, y, x, &m, shared, T, D, Is, act, limit, err));
+    return LD_OK;
+}
+
+/* ds4_route into host arrays (the caller's, or scratch when it wants none),
+ * then moe over them */
+static ld_status route_then_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
+                                const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
+                                const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
+                                int32_t *idx, float *w, ld_error *err)
+{
+    size_t R = (size_t)T * (size_t)K;
+    void *own = NULL;
+    if (!idx) {
+        own = malloc(R * (sizeof *idx + sizeof *w) + 1);
+        if (!own) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        idx = own;
+        w = (float *)(idx + R);
+    }
+    ld_status st = ds4_route(be, idx, w, logits, bias, hash, T, E, K, scale, err);
+    if (st == LD_OK) st = moe(be, y, x, idx, w, T, K, experts, E, shared, act, limit, combine, fused_scale, err);
+    free(own);
+    return st;
+}
+
+static ld_status ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
+                               const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
+                               const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
+                               int32_t *idx, float *w, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(ld_moe_args(T, K, E, act, combine, err));
+    if (combine == LD_MOE_COMBINE_BF16)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda moe: combine=bf16 (ref and fused only)");
+    if (!idx != !w) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: give both idx and w, or neither");
+    LD_TRY(ld_ds_args_ds4_route(T, E, K, hash, err));
+    int64_t D = 0, I = 0, Is = 0;
+    ld_error quiet = {0}; /* an expert missing: the two calls name the chosen one */
+    ld_kdt dt = LD_KDT_F32;
+    if (!idx && T && ld_moe_args_all(T, K, experts, E, shared, act, combine, moe_dims, &D, &I, &Is, &quiet) == LD_OK)
+        dt = moe_choose(cb, NULL, experts, E).dt;
+    if (dt == LD_KDT_F32 || (size_t)T * (size_t)K > 0x7fffffff || D > 0x7fffffff || E > 1024)
+        return route_then_moe(be, y, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit, combine,
+                              fused_scale, idx, w, err);
+    size_t nd = (size_t)T * (size_t)D;
+    LD_TRY(range(y, 0, nd, err));
+    LD_TRY(range(x, 0, nd, err));
+    LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+    if (y->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: y aliases x");
+    return route_moe_dev(cb, y, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit,
+                         combine == LD_MOE_COMBINE_FUSED, fused_scale, dt, D, I, Is, err);
 }
 
 /* ---------------------------------------------------------------- V4 attention
@@ -1388,6 +1564,7 @@ static const ld_backend_ops cuda_ops = {
     .copy_cols = copy_cols,
     .ds4_hc_head = ds4_hc_head,
     .moe = moe,
+    .ds4_route_moe = ds4_route_moe,
 };
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)

@@ -65,6 +65,7 @@ struct ld_ds4_session {
     /* MoE on the backend (entry) */
     ld_buf *bmoe; /* the MoE block's output [B][D] (backends with moe) */
     int moe_host; /* 1: the host loop (no entry, or a variant it refuses) */
+    int want_route; /* 1: this chunk's experts are recorded (s->idx read after each layer) */
     /* host scratch */
     float *streams, *nstreams, *post, *comb, *hu, *hf, *hq, *hkv, *hatt, *hgrp, *hog, *hiq, *hiw, *hrl, *hx, *hy,
         *hxe, *hg, *hup, *wts, *sel_w, *scores, *hcs, *ent, *hck, *hcg;
@@ -808,25 +809,20 @@ static ld_status mlp(ld_ds4_session *s, const ds4_mlp *w, const ld_buf *x, int n
     return o->buf_read(s->be, s->u, 0, out, (size_t)n * (size_t)c->hidden, err);
 }
 
-/* The MoE (routed experts, then the shared one) of the n rows of s->xb
- * by the backend's moe entry into s->bmoe, *f = s->bmoe for hc_post (into
- * host s->hf, *f NULL, when the mixing is on the host).  An entry refusing
- * the variant (LD_ERR_UNSUPPORTED, nothing written) sends this and every
- * later call to the host loop.  combine=bf16 is not V4's (the host loop
- * ignores it): ref. */
-static ld_status moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int fused, const ld_buf **f, ld_error *err)
+/* an entry's answer: LD_ERR_UNSUPPORTED (nothing written) sends this and
+ * every later call to the host loop; else the MoE is in s->bmoe, *f =
+ * s->bmoe for hc_post (into host s->hf, *f NULL, when the mixing is on the
+ * host) */
+static ld_status moe_entry_done(ld_ds4_session *s, ld_status st, const ld_error *e, int n, const ld_buf **f,
+                                ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
-    ld_error e = {0};
-    ld_status st = OPS(s)->moe(s->be, s->bmoe, s->xb, s->idx, s->wts, n, c->top_k, L->experts, c->n_routed,
-                               &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
-                               fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling, &e);
     if (st == LD_ERR_UNSUPPORTED) {
         s->moe_host = 1;
         return LD_OK;
     }
     if (st != LD_OK) {
-        if (err) *err = e;
+        if (err) *err = *e;
         return st;
     }
     if (!s->hc_host) {
@@ -834,6 +830,38 @@ static ld_status moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int fused, co
         return LD_OK;
     }
     return OPS(s)->buf_read(s->be, s->bmoe, 0, s->hf, (size_t)n * (size_t)c->hidden, err);
+}
+
+/* The MoE (routed experts, then the shared one) of the n rows of s->xb by
+ * the backend's moe entry over the route in s->idx / s->wts.  combine=bf16
+ * is not V4's (the host loop ignores it): ref. */
+static ld_status moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int fused, const ld_buf **f, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    ld_error e = {0};
+    ld_status st = OPS(s)->moe(s->be, s->bmoe, s->xb, s->idx, s->wts, n, c->top_k, L->experts, c->n_routed,
+                               &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
+                               fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling, &e);
+    return moe_entry_done(s, st, &e, n, f, err);
+}
+
+/* The router and the moe entry in one call (ds4_route_moe): the route
+ * comes back into s->idx / s->wts only when this chunk records its
+ * experts, else it may stay where the backend computed it.  *done = 0 when
+ * the entry refused the variant (the host loop then routes on its own). */
+static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int hash, const float *bias, float scale,
+                                 int fused, const ld_buf **f, int *done, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    ld_error e = {0};
+    ld_status st = OPS(s)->ds4_route_moe(s->be, s->bmoe, s->xb, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed,
+                                         c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED,
+                                         c->swiglu_limit, fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF,
+                                         c->routed_scaling, s->want_route ? s->idx : NULL,
+                                         s->want_route ? s->wts : NULL, &e);
+    LD_TRY(moe_entry_done(s, st, &e, n, f, err));
+    *done = !s->moe_host;
+    return LD_OK;
 }
 
 /* MoE of the n rows of s->xb into host s->hf (*f NULL), or into a backend
@@ -851,9 +879,15 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, con
     int fused = s->k.v[LD_KOP_COMBINE] == LD_KV_FUSED; /* the scaling on the routed sum */
     const float *bias = c->use_score_bias ? L->router_bias : NULL;
     float scale = fused ? 1.0f : c->routed_scaling;
-    if (o->ds4_route) { /* the hash layers' rows gathered into s->hrows */
-        for (size_t t = 0; hash && t < N; t++)
-            memcpy(s->hrows + t * K, ml->tid2eid + (size_t)tokens[t] * K, K * sizeof *s->hrows);
+    *f = NULL;
+    for (size_t t = 0; o->ds4_route && hash && t < N; t++) /* the hash layers' rows gathered into s->hrows */
+        memcpy(s->hrows + t * K, ml->tid2eid + (size_t)tokens[t] * K, K * sizeof *s->hrows);
+    if (o->ds4_route && o->ds4_route_moe && !s->moe_host) {
+        int done = 0;
+        LD_TRY(route_moe_entry(s, L, n, hash, bias, scale, fused, f, &done, err));
+        if (done) return LD_OK;
+    }
+    if (o->ds4_route) {
         LD_TRY(o->ds4_route(be, s->idx, s->wts, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed, c->top_k, scale,
                             err));
     } else {
@@ -862,7 +896,6 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, con
             ld_ref_ds4_route(s->idx + t * K, s->wts + t * K, s->hrl + t * E, bias,
                              hash ? ml->tid2eid + (size_t)tokens[t] * K : NULL, c->n_routed, c->top_k, scale);
     }
-    *f = NULL;
     if (!s->moe_host) LD_TRY(moe_entry(s, L, n, fused, f, err));
     if (!s->moe_host) return LD_OK;
     LD_TRY(o->buf_read(be, s->xb, 0, s->hx, N * D, err));
@@ -1028,6 +1061,7 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
     ld_backend *be = s->be;
     size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult, K = (size_t)c->top_k;
 
+    s->want_route = experts != NULL;
     LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
     LD_TRY(o->buf_read(be, s->x, 0, s->hu, (size_t)n * D, err));
     trace(s, s->hu, hidden, 0, T, t0, n);

@@ -69,6 +69,28 @@ static inline ld_status ld_moe_args_one(const ld_moe_expert *x, ld_moe_dims_fn d
     return ld_moe_args_expert(g, u, d, *D, I, err);
 }
 
+/* the shared expert (NULL: none): its three weights, its width into *Is */
+static inline ld_status ld_moe_args_shared(const ld_moe_expert *shared, ld_moe_dims_fn dims, int64_t *D, int64_t *Is,
+                                           ld_error *err)
+{
+    if (shared && (!shared->gate || !shared->up || !shared->down))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: a shared expert without its three weights");
+    return shared ? ld_moe_args_one(shared, dims, D, Is, err) : LD_OK;
+}
+
+/* a routed expert's shapes, its width equal to *I's when that is set */
+static inline ld_status ld_moe_args_width(const ld_moe_expert *x, ld_moe_dims_fn dims, int64_t *D, int64_t *I,
+                                          ld_error *err)
+{
+    int64_t w = 0;
+    LD_TRY(ld_moe_args_one(x, dims, D, &w, err));
+    if (*I && w != *I)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: routed experts of widths %lld and %lld", (long long)*I,
+                       (long long)w);
+    *I = w;
+    return LD_OK;
+}
+
 /* A whole moe call: the scalars, the route, the chosen experts' and the
  * shared expert's shapes.  Out: D (the hidden size; -1 when nothing is
  * computed: T = 0 without a shared expert), I the routed experts' width
@@ -82,16 +104,27 @@ static inline ld_status ld_moe_args_check(const int32_t *idx, int T, int K, cons
     *Is = 0;
     LD_TRY(ld_moe_args(T, K, E, act, combine, err));
     LD_TRY(ld_moe_args_route(idx, T, K, experts, E, err));
-    if (shared && (!shared->gate || !shared->up || !shared->down))
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: a shared expert without its three weights");
-    if (shared) LD_TRY(ld_moe_args_one(shared, dims, D, Is, err));
-    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) {
-        int64_t w = 0;
-        LD_TRY(ld_moe_args_one(&experts[idx[i]], dims, D, &w, err));
-        if (*I && w != *I)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: routed experts of widths %lld and %lld", (long long)*I,
-                           (long long)w);
-        *I = w;
+    LD_TRY(ld_moe_args_shared(shared, dims, D, Is, err));
+    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) LD_TRY(ld_moe_args_width(&experts[idx[i]], dims, D, I, err));
+    return LD_OK;
+}
+
+/* The same for a route the caller never sees (backend.h's ds4_route_moe
+ * keeping it on the device): any expert may be chosen, so every one must
+ * be there, all of one width. */
+static inline ld_status ld_moe_args_all(int T, int K, const ld_moe_expert *experts, int E,
+                                        const ld_moe_expert *shared, int act, int combine, ld_moe_dims_fn dims,
+                                        int64_t *D, int64_t *I, int64_t *Is, ld_error *err)
+{
+    *D = -1;
+    *I = 0;
+    *Is = 0;
+    LD_TRY(ld_moe_args(T, K, E, act, combine, err));
+    LD_TRY(ld_moe_args_shared(shared, dims, D, Is, err));
+    for (int e = 0; e < E; e++) {
+        if (!experts[e].gate || !experts[e].up || !experts[e].down)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: expert %d of %d is not there, and the route is not seen", e, E);
+        LD_TRY(ld_moe_args_width(&experts[e], dims, D, I, err));
     }
     return LD_OK;
 }

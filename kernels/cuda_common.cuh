@@ -153,16 +153,12 @@ __device__ __forceinline__ float ld_sigmoid(float x)
 }
 
 /* the grid of a grouped GEMM (cuda_ops.h's ld_cu_mm_group): column tiles
- * of `warps` columns, the groups, row tiles of `rows_per` rows of the
- * largest group; 1, or 0 when no group has rows, -1 when too large */
-static inline int ld_cu_grouped_grid(dim3 *grid, const ld_cu_mm_group *tab, int G, int N, int warps, int rows_per)
+ * of `warps` columns, the G groups, row tiles of `rows_per` rows up to
+ * max_rows; 1, or 0 when max_rows is 0, -1 when too large */
+static inline int ld_cu_grouped_grid(dim3 *grid, int G, int max_rows, int N, int warps, int rows_per)
 {
-    int most = 0;
-    for (int g = 0; g < G; g++) {
-        if (tab[g].rows < 0) return -1;
-        if (tab[g].rows > most) most = tab[g].rows;
-    }
-    size_t gz = ((size_t)most + (size_t)rows_per - 1) / (size_t)rows_per;
+    if (max_rows < 0) return -1;
+    size_t gz = ((size_t)max_rows + (size_t)rows_per - 1) / (size_t)rows_per;
     if (!gz) return 0;
     if (G > 65535 || gz > 65535) return -1;
     *grid = dim3((unsigned)((N + warps - 1) / warps), (unsigned)G, (unsigned)gz);

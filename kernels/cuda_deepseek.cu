@@ -324,15 +324,61 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
         fp8_warp_rows<0>(o, (size_t)N, qr, srow, K, bc, xr, nt);
 }
 
-extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K,
-                                        int N, int br, int bc)
+extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || br <= 0 || bc <= 0) return INVAL;
     dim3 grid;
-    int ok = ld_cu_grouped_grid(&grid, tab, G, N, F8_WARPS, F8_ROWS);
+    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F8_WARPS, F8_ROWS);
     if (ok <= 0) return ok ? INVAL : 0;
-    fp8_mm_grouped<<<grid, 32 * F8_WARPS>>>(dev_tab, K, N, br, bc);
+    fp8_mm_grouped<<<grid, 32 * F8_WARPS>>>(tab, K, N, br, bc);
+    return ld_cu_launched();
+}
+
+/* the grouped launches' tables from the device plan: thread e (an
+ * expert) has rows or not; its position among those that have is the
+ * count of such below it (an inclusive scan of the flags in shared memory,
+ * Hillis-Steele: log2 E rounds); threads k in [active, G) write the empty
+ * entries */
+#define TAB_THREADS 1024
+
+__global__ void __launch_bounds__(TAB_THREADS)
+    moe_tables_kernel(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
+                      const float *xe, float *g, float *u, float *eo, int D, int I)
+{
+    __shared__ int pos[TAB_THREADS];
+    int e = threadIdx.x;
+    int r0 = e < E ? offsets[e] : 0, cnt = e < E ? offsets[e + 1] - r0 : 0;
+    pos[e] = cnt > 0;
+    __syncthreads();
+    for (int step = 1; step < TAB_THREADS; step *= 2) {
+        int add = e >= step ? pos[e - step] : 0;
+        __syncthreads();
+        pos[e] += add;
+        __syncthreads();
+    }
+    int active = pos[TAB_THREADS - 1], k = pos[e] - 1;
+    if (cnt > 0 && k < G) {
+        size_t rd = (size_t)r0 * (size_t)D, ri = (size_t)r0 * (size_t)I;
+        ld_cu_moe_w x = w[e];
+        tab[k] = ld_cu_mm_group{x.gate_q, x.gate_s, xe + rd, g + ri, cnt};
+        tab[G + k] = ld_cu_mm_group{x.up_q, x.up_s, xe + rd, u + ri, cnt};
+        tab[2 * G + k] = ld_cu_mm_group{x.down_q, x.down_s, g + ri, eo + rd, cnt};
+    }
+    for (int j = active + e; j < G; j += TAB_THREADS) {
+        ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0};
+        tab[j] = none;
+        tab[G + j] = none;
+        tab[2 * G + j] = none;
+    }
+}
+
+extern "C" int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
+                                const float *xe, float *g, float *u, float *eo, int D, int I)
+{
+    if (G <= 0) return 0;
+    if (E <= 0 || E > TAB_THREADS || D <= 0 || I <= 0) return INVAL;
+    moe_tables_kernel<<<1, TAB_THREADS>>>(tab, G, offsets, w, E, xe, g, u, eo, D, I);
     return ld_cu_launched();
 }
 

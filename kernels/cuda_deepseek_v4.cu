@@ -643,15 +643,14 @@ __global__ void __launch_bounds__(32 * F4_WARPS)
         fp4_warp_rows<0>(o, (size_t)N, xr, nt, qr, g.scale, 0, srow, K, bn);
 }
 
-extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K,
-                                        int N, int br, int bc)
+extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc) return INVAL;
     dim3 grid;
-    int ok = ld_cu_grouped_grid(&grid, tab, G, N, F4_WARPS, F4_ROWS);
+    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F4_WARPS, F4_ROWS);
     if (ok <= 0) return ok ? INVAL : 0;
-    fp4_mm_grouped<<<grid, 32 * F4_WARPS>>>(dev_tab, K, N, br, bc);
+    fp4_mm_grouped<<<grid, 32 * F4_WARPS>>>(tab, K, N, br, bc);
     return ld_cu_launched();
 }
 

@@ -374,23 +374,38 @@ typedef struct ld_cu_mm_group {
     int rows;           /* >= 0 */
 } ld_cu_mm_group;
 
-/* G groups (tab [G] on the host, for the grid; dev_tab the same entries
- * in device memory, uploaded by the caller, who usually has more to upload
- * in the same copy), FP8 E4M3 codes.  The custom kernel only: group g's
+/* G groups (tab [G] in device memory; max_rows >= every group's rows, the
+ * grid's row tiles: blocks past a group's rows return at once), FP8 E4M3
+ * codes.  The custom kernel only: group g's
  * outputs are bitwise those of ld_cu_fp8_matmul(LD_CU_CUSTOM) over that
  * group alone (the same warp body, its 16-byte path chosen per group as
  * that launcher chooses it: K % 16 == 0 and q 16-byte aligned); the
- * reference is that launcher per group.  G <= 65535, a group's rows <=
- * 8 * 65535 (else cudaErrorInvalidValue). */
-int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
-                             int bc);
+ * reference is that launcher per group.  G <= 65535, max_rows <= 8 *
+ * 65535 (else cudaErrorInvalidValue). */
+int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc);
 /* the same over packed FP4 E2M1 (ld_cu_ds4_fp4_matmul's format with fp32
  * scales, blocks br x bc dividing N x K, K even): bitwise
  * ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, scale_e8m0 = 0, sr = N / br, sc = K /
  * bc) per group (its 16-byte path when K % 32 == 0 and the group's q and x
  * are 16-byte aligned). */
-int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
-                             int bc);
+int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc);
+
+/* One expert's three weights as ld_cu_moe_tables reads them (device
+ * pointers: codes and fp32 scale grids). */
+typedef struct ld_cu_moe_w {
+    const uint8_t *gate_q, *up_q, *down_q;
+    const float *gate_s, *up_s, *down_s;
+} ld_cu_moe_w;
+
+/* The grouped launches' tables from a plan on the device (offsets [E + 1]
+ * as ld_cu_moe_plan's, w [E] every expert's weights): the k-th expert in
+ * ascending id with rows gets tab[k] its gate over rows xe [.][D] into g
+ * [.][I], tab[G + k] its up (into u), tab[2 G + k] its down (g's rows into
+ * eo [.][D]), rows at its offset; entries k >= the number of such experts
+ * (G of each kind) get 0 rows.  The host never sees the plan.  One block,
+ * a thread per expert (E <= 1024), the positions by a prefix count. */
+int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,
+                     float *g, float *u, float *eo, int D, int I);
 
 /* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
  * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`

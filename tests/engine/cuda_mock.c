@@ -1007,20 +1007,19 @@ int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, co
     return e;
 }
 
-/* the grouped GEMMs: the device table must hold the host table's entries
- * (the caller uploads it), each group's ranges inside allocations, then
- * each group as its own launcher's formula */
-static int grouped_mm(const char *fn, const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N,
-                      int br, int bc, ld_kdt dt)
+/* the grouped GEMMs: the table in device memory, no group over max_rows
+ * (the grid would miss its rows: abort), each group's ranges inside
+ * allocations, then each group as its own launcher's formula */
+static int grouped_mm(const char *fn, const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
+                      ld_kdt dt)
 {
-    host(fn, "tab", tab, Z(G, sizeof *tab));
-    dev(fn, "dev_tab", dev_tab, Z(G, sizeof *dev_tab));
-    if (memcmp(tab, dev_tab, Z(G, sizeof *tab)) != 0) die(fn, "dev_tab", dev_tab, 0, "differs from the host table");
+    if (max_rows < 0 || (max_rows + 7) / 8 > 65535) return E_INVAL;
+    dev(fn, "tab", tab, Z(G, sizeof *tab));
     size_t qrow = dt == LD_KDT_F4B ? (size_t)K / 2 : (size_t)K;
     for (int g = 0; g < G; g++) {
         const ld_cu_mm_group *t = &tab[g];
-        if (t->rows < 0 || (t->rows + 7) / 8 > 65535) return E_INVAL;
-        if (!t->rows) continue;
+        if (t->rows > max_rows) die(fn, "tab", t, sizeof *t, "has a group of more rows than max_rows");
+        if (t->rows <= 0) continue;
         dev(fn, "group out", t->out, Z(t->rows, N) * FB);
         dev(fn, "group x", t->x, Z(t->rows, K) * FB);
         dev(fn, "group q", t->q, Z(N, qrow));
@@ -1032,22 +1031,44 @@ static int grouped_mm(const char *fn, const ld_cu_mm_group *tab, const ld_cu_mm_
     return 0;
 }
 
-int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
-                             int bc)
+int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
     count(__func__);
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || br <= 0 || bc <= 0 || G > 65535) return E_INVAL;
-    return grouped_mm(__func__, tab, dev_tab, G, K, N, br, bc, LD_KDT_F8B);
+    return grouped_mm(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F8B);
 }
 
-int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, const ld_cu_mm_group *dev_tab, int G, int K, int N, int br,
-                             int bc)
+int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
     count(__func__);
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc || G > 65535) return E_INVAL;
-    return grouped_mm(__func__, tab, dev_tab, G, K, N, br, bc, LD_KDT_F4B);
+    return grouped_mm(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F4B);
+}
+
+int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,
+                     float *g, float *u, float *eo, int D, int I)
+{
+    count(__func__);
+    if (G <= 0) return 0;
+    if (E <= 0 || E > 1024 || D <= 0 || I <= 0) return E_INVAL;
+    dev(__func__, "tab", tab, Z(3 * G, sizeof *tab));
+    dev(__func__, "offsets", offsets, ((size_t)E + 1) * IB);
+    dev(__func__, "w", w, Z(E, sizeof *w));
+    int k = 0;
+    for (int e = 0; e < E; e++) {
+        int r0 = offsets[e], cnt = offsets[e + 1] - r0;
+        if (cnt <= 0) continue;
+        if (k == G) die(__func__, "offsets", offsets, 0, "name more experts with rows than G");
+        size_t rd = Z(r0, D), ri = Z(r0, I);
+        tab[k] = (ld_cu_mm_group){w[e].gate_q, w[e].gate_s, xe + rd, g + ri, cnt};
+        tab[G + k] = (ld_cu_mm_group){w[e].up_q, w[e].up_s, xe + rd, u + ri, cnt};
+        tab[2 * G + k] = (ld_cu_mm_group){w[e].down_q, w[e].down_s, g + ri, eo + rd, cnt};
+        k++;
+    }
+    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = (ld_cu_mm_group){NULL, NULL, NULL, NULL, 0};
+    return 0;
 }
 
 int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r, int d,

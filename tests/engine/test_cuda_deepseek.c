@@ -1296,8 +1296,11 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
 {
     size_t nq = fp4 ? (size_t)N * K / 2 : (size_t)N * K;
     size_t ns = fp4 ? (size_t)(N / br) * (K / bc) : (size_t)((N + br - 1) / br) * ((K + bc - 1) / bc);
-    int R = 0;
-    for (int g = 0; g < G; g++) R += rows[g];
+    int R = 0, most = 0;
+    for (int g = 0; g < G; g++) {
+        R += rows[g];
+        if (rows[g] > most) most = rows[g];
+    }
     float *x = malloc(sizeof(float) * ((size_t)R * K + 1)), *s = malloc(sizeof(float) * ns);
     uint8_t *q = malloc(nq);
     ld_cu_mm_group tab[8];
@@ -1324,8 +1327,8 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
     }
     ld_cu_mm_group *dtab;
     DPUT(dtab, tab, sizeof tab[0] * (size_t)G);
-    CU(fp4 ? ld_cu_grouped_fp4_matmul(tab, dtab, G, K, N, br, bc)
-           : ld_cu_grouped_fp8_matmul(tab, dtab, G, K, N, br, bc));
+    CU(fp4 ? ld_cu_grouped_fp4_matmul(dtab, G, most, K, N, br, bc)
+           : ld_cu_grouped_fp8_matmul(dtab, G, most, K, N, br, bc));
     float *alone = dget(dalone, (size_t)R * N), *got = dget(dout, (size_t)R * N + 64);
     CHECK(alone && got);
     char shape[80];

@@ -59,12 +59,16 @@ static const char *const ksets[] = {"all=ref", "all=custom", "matmul=tc"};
 
 enum {
     C_MLA, C_ABSORB_Q, C_ABSORB_OUT, C_DS_ROUTE, C_INDEX_TOPK, C_HC_PRE, C_HC_POST, C_DS4_ROUTE, C_DS4_QKV,
-    C_DS4_COMPRESS, C_DS4_INDEX, C_DS4_ATTENTION, C_COPY_COLS, C_DS4_HC_HEAD, C_MOE, N_COUNTED
+    C_DS4_COMPRESS, C_DS4_INDEX, C_DS4_ATTENTION, C_COPY_COLS, C_DS4_HC_HEAD, C_MOE, C_DS4_ROUTE_MOE, N_COUNTED
 };
 static const char *const counted_names[N_COUNTED] = {
     "mla_latent", "mla_absorb_q",  "mla_absorb_out", "ds_route",  "index_topk",  "hc_pre", "hc_post", "ds4_route",
-    "ds4_qkv",    "ds4_compress",  "ds4_index",      "ds4_attention", "copy_cols", "ds4_hc_head", "moe"};
+    "ds4_qkv",    "ds4_compress",  "ds4_index",      "ds4_attention", "copy_cols", "ds4_hc_head", "moe",
+    "ds4_route_moe"};
 static long counts[N_COUNTED];
+/* 1: the counted table leaves ds4_route_moe out (the session then calls
+ * ds4_route and moe) */
+static int no_route_moe;
 static const ld_backend_ops *inner; /* the cuda backend's table (one for every instance) */
 static ld_backend_ops counting;
 
@@ -179,6 +183,15 @@ static ld_status c_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t
     return inner->moe(be, y, x, idx, w, T, K, ex, E, sh, act, limit, combine, fs, err);
 }
 
+static ld_status c_ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *l, const float *bias,
+                                 const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *ex,
+                                 const ld_moe_expert *sh, int act, float limit, int combine, float fs, int32_t *idx,
+                                 float *w, ld_error *err)
+{
+    counts[C_DS4_ROUTE_MOE]++;
+    return inner->ds4_route_moe(be, y, x, l, bias, hash, T, E, K, scale, ex, sh, act, limit, combine, fs, idx, w, err);
+}
+
 /* the mock CUDA backend with kernel set k, its DeepSeek entries counted */
 static ld_status open_cuda(int k, ld_backend **be, ld_error *err)
 {
@@ -203,7 +216,9 @@ static ld_status open_cuda(int k, ld_backend **be, ld_error *err)
     WRAP(copy_cols, c_copy_cols);
     WRAP(ds4_hc_head, c_ds4_hc_head);
     WRAP(moe, c_moe);
+    WRAP(ds4_route_moe, c_ds4_route_moe);
 #undef WRAP
+    if (no_route_moe) counting.ds4_route_moe = NULL;
     (*be)->ops = &counting;
     return LD_OK;
 }
@@ -367,16 +382,21 @@ static int check_runner(const runner *r, const char *name, const char *dir, unsi
     const char *scaled = scaled_launcher(name);
     long s0 = scaled ? ld_cu_mock_calls(scaled) : 0;
     const char *grouped = grouped_launcher(name);
+    /* V4's FP4 experts with the custom matmul: the route kept on the device
+     * (ds4_route_moe's device path builds the tables there) */
+    int dev_route = strcmp(name, "deepseek-v4-fp4") == 0 && !no_route_moe;
     for (int k = 0; k < N_KSETS; k++) {
         if (tc_ref && k != KSET_TC) continue;
         memset(counts, 0, sizeof counts);
-        long g0 = grouped ? ld_cu_mock_calls(grouped) : 0;
+        long g0 = grouped ? ld_cu_mock_calls(grouped) : 0, t0 = ld_cu_mock_calls("ld_cu_moe_tables");
         for (int i = 0; i < 2; i++)
             if (check_seq(k, r, name, dir, &seqs[i], tc_ref)) return 1;
         /* the experts in one launch a projection with the custom matmul
          * (all=custom, and matmul=tc: scaled weights take the custom one) */
-        long dg = grouped ? ld_cu_mock_calls(grouped) - g0 : 0;
+        long dg = grouped ? ld_cu_mock_calls(grouped) - g0 : 0, dt = ld_cu_mock_calls("ld_cu_moe_tables") - t0;
         CHECK_MSG(!grouped || (k == 0) == (dg == 0), "%s %s: %s launched %ld times", name, ksets[k], grouped, dg);
+        CHECK_MSG((dev_route && k != 0) == (dt != 0), "%s %s: ld_cu_moe_tables launched %ld times", name, ksets[k],
+                  dt);
         for (int c = 0; c < N_COUNTED; c++)
             CHECK_MSG(!(want >> c & 1) || counts[c] > 0, "%s %s '%s': the %s entry was never called", name,
                       ksets[k], r->spec ? r->spec : "", counted_names[c]);
@@ -472,14 +492,19 @@ static int with_ds4(const char *name)
     ld_error err = {0};
     CHECK_MSG(ld_ds4_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
     const char *specs[] = {NULL, "mhc=bf16", "mhc=sinkhorn-bf16", "combine=fused"};
-    unsigned want = BIT(C_HC_PRE) | BIT(C_HC_POST) | BIT(C_DS4_ROUTE) | BIT(C_DS4_QKV) | BIT(C_DS4_COMPRESS) |
-                    BIT(C_DS4_INDEX) | BIT(C_DS4_ATTENTION) | BIT(C_COPY_COLS) | BIT(C_DS4_HC_HEAD) | BIT(C_MOE);
+    unsigned want = BIT(C_HC_PRE) | BIT(C_HC_POST) | BIT(C_DS4_QKV) | BIT(C_DS4_COMPRESS) | BIT(C_DS4_INDEX) |
+                    BIT(C_DS4_ATTENTION) | BIT(C_COPY_COLS) | BIT(C_DS4_HC_HEAD);
     int rc = 0;
-    for (int s = 0; !rc && s < 4; s++) {
-        runner r = {DS4, m, LD_DS_ATTN_NAIVE, specs[s], m->cfg.vocab};
-        rc = check_runner(&r, name, dir, want, 0);
-        for (int k = 0; !rc && s == 0 && k < 2; k++) rc = check_long(k, &r, name);
+    /* the router and the MoE in one entry (every spec), and as two (the
+     * default spec, combine=fused: the table without ds4_route_moe) */
+    for (int s = 0; !rc && s < 6; s++) {
+        no_route_moe = s >= 4;
+        runner r = {DS4, m, LD_DS_ATTN_NAIVE, specs[s >= 4 ? (s - 4) * 3 : s], m->cfg.vocab};
+        unsigned w = want | (no_route_moe ? BIT(C_DS4_ROUTE) | BIT(C_MOE) : BIT(C_DS4_ROUTE_MOE));
+        rc = check_runner(&r, name, dir, w, 0);
+        for (int k = 0; !rc && s % 4 == 0 && k < 2; k++) rc = check_long(k, &r, name);
     }
+    no_route_moe = 0;
     ld_ds4_model_close(m);
     return rc;
 }
