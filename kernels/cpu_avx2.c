@@ -195,6 +195,161 @@ AVX2 void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, in
     }
 }
 
+/* ---------------------------------------------------------------- block-scaled rows */
+
+/* Sixteen E4M3 codes as fp16 of the codes' values times 2^-8, exactly:
+ * magnitude bits 0-6 at fp16 bits 7-13 and the sign at bit 15 (an E4M3
+ * subnormal is an fp16 subnormal); the NaN magnitude 0x7f becomes the fp16
+ * NaN 0x7e00, which F16C widens to 0x7fc00000, the reference's NAN (and
+ * with the sign its -NAN, 0xffc00000).  By way of fp16 because F16C widens
+ * subnormal halves at full speed, where an fp32 subnormal times 2^120
+ * takes a microcode assist (some 40 times slower, measured). */
+AVX2_INLINE __m256i e4m3_halves(__m128i codes)
+{
+    __m256i w = _mm256_cvtepu8_epi16(codes);
+    __m256i mag = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(0x3f80));
+    __m256i nan = _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x3f80));
+    mag = _mm256_xor_si256(mag, _mm256_and_si256(nan, _mm256_set1_epi16(0x3f80 ^ 0x7e00)));
+    return _mm256_or_si256(mag, _mm256_and_si256(_mm256_slli_epi16(w, 8), _mm256_set1_epi16((short)0x8000)));
+}
+
+/* eight of those halves as the codes' values times the scale: the exact
+ * product by 2^8, then the one rounding of the reference's value * sc (a
+ * NaN stays the same NaN) */
+AVX2_INLINE __m256 e4m3_scaled(__m128i halves, __m256 sc)
+{
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(halves), _mm256_set1_ps(256.0f)), sc);
+}
+
+AVX2_INLINE void f8_store16(float *dst, __m128i codes, __m256 sc)
+{
+    __m256i h = e4m3_halves(codes);
+    _mm256_storeu_ps(dst, e4m3_scaled(_mm256_castsi256_si128(h), sc));
+    _mm256_storeu_ps(dst + 8, e4m3_scaled(_mm256_extracti128_si256(h, 1), sc));
+}
+
+/* Eight E2M1 codes (bytes b[0..4), the low nibble first) times sc: vpermps
+ * takes the magnitude from the low three bits, bit 3 is the sign. */
+AVX2_INLINE __m256 e2m1_scaled(__m128i bytes, __m256 sc)
+{
+    const __m256 mag = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    __m256i i = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, bytes)); /* lane j: byte j / 2 */
+    i = _mm256_srlv_epi32(i, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
+    __m256i sign = _mm256_slli_epi32(i, 28);
+    __m256 v = _mm256_or_ps(_mm256_permutevar8x32_ps(mag, i),
+                            _mm256_castsi256_ps(_mm256_and_si256(sign, _mm256_set1_epi32(INT32_MIN))));
+    return _mm256_mul_ps(v, sc);
+}
+
+AVX2_INLINE void f4_store16(float *dst, __m128i bytes, __m256 sc)
+{
+    _mm256_storeu_ps(dst, e2m1_scaled(bytes, sc));
+    _mm256_storeu_ps(dst + 8, e2m1_scaled(_mm_srli_si128(bytes, 4), sc));
+}
+
+AVX2_INLINE void f8_block(float *dst, const uint8_t *q, size_t n, float sc)
+{
+    __m256 s = _mm256_set1_ps(sc);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) f8_store16(dst + i, _mm_loadu_si128((const __m128i *)(q + i)), s);
+    if (i < n) { /* the last codes through a buffer: the same arithmetic */
+        unsigned char b[16] = {0};
+        float o[16];
+        memcpy(b, q + i, n - i);
+        f8_store16(o, _mm_loadu_si128((const __m128i *)b), s);
+        memcpy(dst + i, o, (n - i) * sizeof *o);
+    }
+}
+
+AVX2_INLINE void f4_block(float *dst, const uint8_t *q, size_t n, float sc)
+{
+    __m256 s = _mm256_set1_ps(sc);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) f4_store16(dst + i, _mm_loadl_epi64((const __m128i *)(q + i / 2)), s);
+    if (i < n) {
+        unsigned char b[16] = {0};
+        float o[16];
+        memcpy(b, q + i / 2, (n - i + 1) / 2);
+        f4_store16(o, _mm_loadu_si128((const __m128i *)b), s);
+        memcpy(dst + i, o, (n - i) * sizeof *o);
+    }
+}
+
+/* the blocks of a run (cpu_internal.h): first codes, then bc a block */
+AVX2 void ld_cpu_f8_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    for (size_t done = 0, len = first; done < n; done += len, len = bc, sc++)
+        f8_block(dst + done, q + done, len < n - done ? len : n - done, *sc);
+}
+
+AVX2 void ld_cpu_f4_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    for (size_t done = 0, len = first; done < n; done += len, len = bc, sc++)
+        f4_block(dst + done, q + done / 2, len < n - done ? len : n - done, *sc);
+}
+
+AVX2 void ld_cpu_plain_rows_avx2(float acc[LD_CPU_ROWS][8], float tail[LD_CPU_ROWS], const float *const wr[LD_CPU_ROWS],
+                                 const float *x, int n)
+{
+    __m256 a[LD_CPU_ROWS];
+    for (int r = 0; r < LD_CPU_ROWS; r++) a[r] = _mm256_loadu_ps(acc[r]);
+    int n8 = n - n % 8;
+    for (int k = 0; k < n8; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        for (int r = 0; r < LD_CPU_ROWS; r++) a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(wr[r] + k), xv, a[r]);
+    }
+    for (int r = 0; r < LD_CPU_ROWS; r++) {
+        _mm256_storeu_ps(acc[r], a[r]);
+        for (int k = n8; k < n; k++) tail[r] = fmaf(wr[r][k], x[k], tail[r]);
+    }
+}
+
+/* ld_cpu_scaled_rows_avx512's sums with this file's conversion (sixteen
+ * codes of a row as two vectors of eight, each summed as it comes). */
+AVX2_INLINE void scaled_rows(float acc[LD_CPU_ROWS][8], const ld_f8b *f, const int fp4,
+                             const size_t src[LD_CPU_ROWS], const float *x)
+{
+    size_t K = (size_t)f->cols, bc = (size_t)f->bc, nbc = (K + bc - 1) / bc;
+    const uint8_t *q[LD_CPU_ROWS];
+    const float *s[LD_CPU_ROWS];
+    __m256 a[LD_CPU_ROWS];
+    for (int r = 0; r < LD_CPU_ROWS; r++) {
+        q[r] = f->q + (fp4 ? src[r] * K / 2 : src[r] * K);
+        s[r] = f->scale + src[r] / (size_t)f->br * nbc;
+        a[r] = _mm256_loadu_ps(acc[r]);
+    }
+    for (size_t b = 0; b < nbc; b++) {
+        __m256 sc[LD_CPU_ROWS];
+        for (int r = 0; r < LD_CPU_ROWS; r++) sc[r] = _mm256_set1_ps(s[r][b]);
+        size_t end = (b + 1) * bc < K ? (b + 1) * bc : K;
+        for (size_t k = b * bc; k < end; k += 16) {
+            __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+            for (int r = 0; r < LD_CPU_ROWS; r++) {
+                __m256 v0, v1;
+                if (fp4) {
+                    __m128i b8 = _mm_loadl_epi64((const __m128i *)(q[r] + k / 2));
+                    v0 = e2m1_scaled(b8, sc[r]);
+                    v1 = e2m1_scaled(_mm_srli_si128(b8, 4), sc[r]);
+                } else {
+                    __m256i h = e4m3_halves(_mm_loadu_si128((const __m128i *)(q[r] + k)));
+                    v0 = e4m3_scaled(_mm256_castsi256_si128(h), sc[r]);
+                    v1 = e4m3_scaled(_mm256_extracti128_si256(h, 1), sc[r]);
+                }
+                a[r] = _mm256_fmadd_ps(v0, x0, a[r]);
+                a[r] = _mm256_fmadd_ps(v1, x1, a[r]);
+            }
+        }
+    }
+    for (int r = 0; r < LD_CPU_ROWS; r++) _mm256_storeu_ps(acc[r], a[r]);
+}
+
+AVX2 void ld_cpu_scaled_rows_avx2(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
+                                  const size_t src[LD_CPU_ROWS], const float *x)
+{
+    if (dt == LD_KDT_F4B) scaled_rows(acc, f, 1, src, x);
+    else scaled_rows(acc, f, 0, src, x);
+}
+
 AVX2 float ld_cpu_dot_avx2(const float *a, const float *b, int n)
 {
     int n8 = n - n % 8;
@@ -220,6 +375,24 @@ void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn,
 {
     (void)m; (void)wr; (void)t0; (void)tn; (void)n; (void)bias;
 }
+void ld_cpu_plain_rows_avx2(float acc[LD_CPU_ROWS][8], float tail[LD_CPU_ROWS], const float *const wr[LD_CPU_ROWS],
+                            const float *x, int n)
+{
+    (void)acc; (void)tail; (void)wr; (void)x; (void)n;
+}
+void ld_cpu_scaled_rows_avx2(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
+                             const size_t src[LD_CPU_ROWS], const float *x)
+{
+    (void)acc; (void)f; (void)dt; (void)src; (void)x;
+}
 float ld_cpu_dot_avx2(const float *a, const float *b, int n) { (void)a; (void)b; (void)n; return 0.0f; }
+void ld_cpu_f8_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    (void)dst; (void)q; (void)n; (void)sc; (void)first; (void)bc;
+}
+void ld_cpu_f4_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    (void)dst; (void)q; (void)n; (void)sc; (void)first; (void)bc;
+}
 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n) { (void)o; (void)p; (void)v; (void)n; }
 #endif

@@ -194,6 +194,131 @@ AVX512 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1)
     else q32_rows(m, LD_KDT_Q8_0, i0, i1);
 }
 
+/* ---------------------------------------------------------------- block-scaled rows */
+
+/* Sixteen E4M3 codes times sc: as cpu_avx2.c's e4m3_halves (the codes'
+ * values times 2^-8 as fp16, exact, the NaN magnitude as the fp16 NaN
+ * 0x7e00), widened in one register, the exact product by 2^8, then the
+ * reference's one rounding by the scale. */
+AVX512_INLINE __m512 e4m3_scaled(__m128i codes, __m512 sc)
+{
+    __m256i w = _mm256_cvtepu8_epi16(codes);
+    __m256i mag = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(0x3f80));
+    __m256i nan = _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x3f80));
+    mag = _mm256_xor_si256(mag, _mm256_and_si256(nan, _mm256_set1_epi16(0x3f80 ^ 0x7e00)));
+    __m256i h = _mm256_or_si256(mag, _mm256_and_si256(_mm256_slli_epi16(w, 8), _mm256_set1_epi16((short)0x8000)));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)), sc);
+}
+
+/* Sixteen E2M1 codes (bytes b[0..8), the low nibble first) times sc: the
+ * nibble indexes the sixteen values with one vpermps (it reads the low four
+ * bits of each index). */
+AVX512_INLINE __m512 e2m1_scaled(__m128i bytes, __m512 sc)
+{
+    const __m512 val = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    __m512i i = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, bytes)); /* lane j: byte j / 2 */
+    i = _mm512_srlv_epi32(i, _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+    return _mm512_mul_ps(_mm512_permutexvar_ps(i, val), sc);
+}
+
+AVX512_INLINE void f8_block(float *dst, const uint8_t *q, size_t n, float sc)
+{
+    __m512 s = _mm512_set1_ps(sc);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, e4m3_scaled(_mm_loadu_si128((const __m128i *)(q + i)), s));
+    if (i < n) { /* the last codes through a buffer: the same arithmetic */
+        unsigned char b[16] = {0};
+        float o[16];
+        memcpy(b, q + i, n - i);
+        _mm512_storeu_ps(o, e4m3_scaled(_mm_loadu_si128((const __m128i *)b), s));
+        memcpy(dst + i, o, (n - i) * sizeof *o);
+    }
+}
+
+AVX512_INLINE void f4_block(float *dst, const uint8_t *q, size_t n, float sc)
+{
+    __m512 s = _mm512_set1_ps(sc);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, e2m1_scaled(_mm_loadl_epi64((const __m128i *)(q + i / 2)), s));
+    if (i < n) {
+        unsigned char b[16] = {0};
+        float o[16];
+        memcpy(b, q + i / 2, (n - i + 1) / 2);
+        _mm512_storeu_ps(o, e2m1_scaled(_mm_loadu_si128((const __m128i *)b), s));
+        memcpy(dst + i, o, (n - i) * sizeof *o);
+    }
+}
+
+/* the blocks of a run (cpu_internal.h): first codes, then bc a block */
+AVX512 void ld_cpu_f8_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    for (size_t done = 0, len = first; done < n; done += len, len = bc, sc++)
+        f8_block(dst + done, q + done, len < n - done ? len : n - done, *sc);
+}
+
+AVX512 void ld_cpu_f4_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    for (size_t done = 0, len = first; done < n; done += len, len = bc, sc++)
+        f4_block(dst + done, q + done / 2, len < n - done ? len : n - done, *sc);
+}
+
+/* Decode's plain_rows (cpu_ops.c) over block-scaled rows whose scale
+ * blocks are whole vectors, with the conversion in registers: sixteen codes
+ * of each row converted as f8_block / f4_block convert them, their two
+ * halves summed in order into the row's eight lanes as
+ * ld_cpu_plain_rows_avx2 sums them, so the same bits without the trip
+ * through scratch. */
+AVX512_INLINE void scaled_rows(float acc[LD_CPU_ROWS][8], const ld_f8b *f, const int fp4,
+                               const size_t src[LD_CPU_ROWS], const float *x)
+{
+    size_t K = (size_t)f->cols, bc = (size_t)f->bc, nbc = (K + bc - 1) / bc;
+    const uint8_t *q[LD_CPU_ROWS];
+    const float *s[LD_CPU_ROWS];
+    __m256 a[LD_CPU_ROWS];
+    for (int r = 0; r < LD_CPU_ROWS; r++) {
+        q[r] = f->q + (fp4 ? src[r] * K / 2 : src[r] * K);
+        s[r] = f->scale + src[r] / (size_t)f->br * nbc;
+        a[r] = _mm256_loadu_ps(acc[r]);
+    }
+    for (size_t b = 0; b < nbc; b++) {
+        __m512 sc[LD_CPU_ROWS];
+        for (int r = 0; r < LD_CPU_ROWS; r++) sc[r] = _mm512_set1_ps(s[r][b]);
+        size_t end = (b + 1) * bc < K ? (b + 1) * bc : K;
+        for (size_t k = b * bc; k < end; k += 16) {
+            __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+            for (int r = 0; r < LD_CPU_ROWS; r++) {
+                __m512 v = fp4 ? e2m1_scaled(_mm_loadl_epi64((const __m128i *)(q[r] + k / 2)), sc[r])
+                               : e4m3_scaled(_mm_loadu_si128((const __m128i *)(q[r] + k)), sc[r]);
+                a[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(v), x0, a[r]);
+                a[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), x1, a[r]);
+            }
+        }
+    }
+    for (int r = 0; r < LD_CPU_ROWS; r++) _mm256_storeu_ps(acc[r], a[r]);
+}
+
+AVX512 void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
+                                      const size_t src[LD_CPU_ROWS], const float *x)
+{
+    if (dt == LD_KDT_F4B) scaled_rows(acc, f, 1, src, x);
+    else scaled_rows(acc, f, 0, src, x);
+}
+
 #else /* not x86-64: never called (ld_cpu_simd() is 0) */
 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1) { (void)m; (void)i0; (void)i1; }
+void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
+                               const size_t src[LD_CPU_ROWS], const float *x)
+{
+    (void)acc; (void)f; (void)dt; (void)src; (void)x;
+}
+void ld_cpu_f8_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    (void)dst; (void)q; (void)n; (void)sc; (void)first; (void)bc;
+}
+void ld_cpu_f4_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
+{
+    (void)dst; (void)q; (void)n; (void)sc; (void)first; (void)bc;
+}
 #endif

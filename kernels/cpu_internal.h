@@ -12,6 +12,8 @@
 
 #define LD_CPU_QB 32  /* elements per block of Q4_0 / Q4_1 / Q8_0 */
 #define LD_CPU_TILE 4 /* tokens per pass over a weight row */
+#define LD_CPU_ROWS 4 /* plain rows per pass over x of one token (decode) */
+#define LD_CPU_PIECE 512 /* columns of those rows converted at a time (in L1; whole Q4_K / Q6_K blocks) */
 
 /* One matmul as the kernels see it. */
 typedef struct ld_cpu_mm {
@@ -59,6 +61,37 @@ void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1);
 
 /* Tokens [t0, t0+tn) (tn <= LD_CPU_TILE) of output n from the fp32 row wr. */
 void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn, size_t n, float bias);
+
+/* A run of n codes of one row of a block-scaled matrix (cpu_ops.c walks
+ * them) as fp32, bit for bit scaled_to_f32's (kernels/ref_ops.c): the
+ * first `first` codes are a scale block's with scale sc[0], then blocks of
+ * bc codes with sc[1], sc[2], ...; dst[i] = value(code i) * its scale, one
+ * fp32 product.  F8B: q[i] is code i; F4B: q points at the byte of code 0
+ * (an even element; first and bc even), two codes a byte, the low nibble
+ * first.  Only the bytes of the n codes are read. */
+typedef void (*ld_cpu_scaled_run_fn)(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first,
+                                     size_t bc);
+void ld_cpu_f8_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc);
+void ld_cpu_f4_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc);
+void ld_cpu_f8_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc);
+void ld_cpu_f4_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc);
+
+/* Columns [k, k+n) of LD_CPU_ROWS plain rows' sums for one token (T = 1):
+ * acc[r][l] = fma(wr[r][i], x[i], acc[r][l]) for i = 8j + l, the n % 8
+ * last columns (only in a row's last piece) in tail[r] (fmaf, in order):
+ * each row's arithmetic is plain_tile's, the rows' chains of dependent
+ * fmas side by side.  wr[r] and x point at column k. */
+void ld_cpu_plain_rows_avx2(float acc[LD_CPU_ROWS][8], float tail[LD_CPU_ROWS], const float *const wr[LD_CPU_ROWS],
+                            const float *x, int n);
+
+/* The same sums over the whole rows src[r] of a block-scaled matrix (dt
+ * LD_KDT_F8B / F4B) whose cols and bc are multiples of 16, the codes
+ * converted in registers (no tail): bit for bit the rows converted by the
+ * runs above and summed by ld_cpu_plain_rows_avx2. */
+void ld_cpu_scaled_rows_avx2(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
+                             const size_t src[LD_CPU_ROWS], const float *x);
+void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
+                               const size_t src[LD_CPU_ROWS], const float *x);
 
 /* The plain dot product and o += p v of cpu_ops.h. */
 float ld_cpu_dot_avx2(const float *a, const float *b, int n);

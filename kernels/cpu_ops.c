@@ -23,8 +23,9 @@ static int is_q4(ld_kdt dt)
 
 size_t ld_cpu_matmul_scratch(ld_kdt dt, int T, int K)
 {
-    (void)T;
-    return ld_cpu_is_q32(dt) ? 1 : (size_t)K;
+    if (ld_cpu_is_q32(dt)) return 1;
+    size_t rows = (size_t)LD_CPU_ROWS * LD_CPU_PIECE; /* decode: plain_rows' pieces */
+    return T == 1 && rows > (size_t)K ? rows : (size_t)K;
 }
 
 size_t ld_cpu_matmul_prep_size(ld_kdt dt, int T, int K)
@@ -211,7 +212,102 @@ static int clamp_level(int level)
     return level < 0 ? 0 : level > best ? best : level;
 }
 
+/* ---------------------------------------------------------------- conversion */
+
+/* Elements [off, off+n) of the block-scaled matrix f as fp32, in
+ * scaled_to_f32's (kernels/ref_ops.c) order: a row at a time (the
+ * divisions once a row), its scale blocks converted by the vector code's
+ * run.  F4B runs start on whole bytes: where a block starts mid-byte (an
+ * odd bc or off) the blocks go one at a time, such a block's first element
+ * from the reference. */
+static void scaled_to_f32(float *dst, const ld_f8b *f, ld_kdt dt, ld_cpu_scaled_run_fn run, size_t off, size_t n)
+{
+    int fp4 = dt == LD_KDT_F4B;
+    size_t cols = (size_t)f->cols, bc = (size_t)f->bc, nbc = (cols + bc - 1) / bc;
+    size_t e = off, end = off + n, r = off / cols, c = off % cols;
+    for (; e < end; r++, c = 0) {
+        const float *srow = f->scale + r / (size_t)f->br * nbc;
+        size_t b = c / bc, stop = (b + 1) * bc; /* block b's end in the row */
+        size_t row_end = e - c + cols < end ? e - c + cols : end;
+        if (!fp4 || (bc % 2 == 0 && e % 2 == 0)) {
+            run(dst, fp4 ? f->q + e / 2 : f->q + e, row_end - e, srow + b, stop - c, bc);
+            dst += row_end - e;
+            e = row_end;
+            continue;
+        }
+        for (; e < row_end; b++, c = stop, stop += bc) {
+            size_t seg = (stop < cols ? stop : cols) - c; /* the block's codes from e on */
+            if (seg > row_end - e) seg = row_end - e;
+            size_t seg_end = e + seg;
+            if (e % 2) ld_ref_to_f32(dst++, f, dt, e++, 1);
+            if (e < seg_end) run(dst, f->q + e / 2, seg_end - e, srow + b, seg_end - e, bc);
+            dst += seg_end - e;
+            e = seg_end;
+        }
+    }
+}
+
+/* ld_ref_to_f32 at `level` (already clamped): the block-scaled types
+ * through the vector code, the others (and the portable level) the
+ * reference's own */
+static void to_f32(int level, float *dst, const void *w, ld_kdt dt, size_t off, size_t n)
+{
+    if (level == LD_CPU_PORTABLE || !ld_ref_kdt_is_scaled(dt)) {
+        ld_ref_to_f32(dst, w, dt, off, n);
+        return;
+    }
+    ld_cpu_scaled_run_fn run = dt == LD_KDT_F4B ? (level == LD_CPU_AVX512 ? ld_cpu_f4_run_avx512 : ld_cpu_f4_run_avx2)
+                                                : (level == LD_CPU_AVX512 ? ld_cpu_f8_run_avx512 : ld_cpu_f8_run_avx2);
+    scaled_to_f32(dst, w, dt, run, off, n);
+}
+
+void ld_cpu_to_f32_at(int level, float *dst, const void *w, ld_kdt dt, size_t off, size_t n)
+{
+    to_f32(clamp_level(level), dst, w, dt, off, n);
+}
+
 /* ---------------------------------------------------------------- matmul */
+
+/* plain_rows' sums of the rows src[r] a piece of LD_CPU_PIECE columns at
+ * a time: the piece converted into scratch (F32 rows are read in place),
+ * where the sums read it back from L1 */
+static void rows_by_pieces(int level, const ld_cpu_mm *m, float *scratch, const size_t src[LD_CPU_ROWS],
+                           float acc[LD_CPU_ROWS][8], float tail[LD_CPU_ROWS])
+{
+    const float *wr[LD_CPU_ROWS];
+    size_t K = (size_t)m->K;
+    for (size_t k = 0; k < K; k += LD_CPU_PIECE) {
+        size_t len = K - k < LD_CPU_PIECE ? K - k : LD_CPU_PIECE;
+        for (int r = 0; r < LD_CPU_ROWS; r++) {
+            if (m->dt == LD_KDT_F32) {
+                wr[r] = (const float *)m->w + src[r] * K + k;
+            } else {
+                to_f32(level, scratch + (size_t)r * LD_CPU_PIECE, m->w, m->dt, src[r] * K + k, len);
+                wr[r] = scratch + (size_t)r * LD_CPU_PIECE;
+            }
+        }
+        ld_cpu_plain_rows_avx2(acc, tail, wr, m->x + k, (int)len);
+    }
+}
+
+/* Outputs [n0, n0+LD_CPU_ROWS) of one token (decode), the vector code's:
+ * one row's sum is a chain of dependent fmas that leaves the vector unit
+ * mostly idle, so the rows are summed side by side, each as plain_tile
+ * sums it.  Block-scaled rows of whole vectors have their codes converted
+ * in registers, the others go by pieces. */
+static void plain_rows(int level, const ld_cpu_mm *m, float *scratch, size_t n0)
+{
+    float acc[LD_CPU_ROWS][8] = {{0}}, tail[LD_CPU_ROWS] = {0};
+    size_t src[LD_CPU_ROWS];
+    for (int r = 0; r < LD_CPU_ROWS; r++) src[r] = ld_cpu_src_row(n0 + (size_t)r, m->rope_hd);
+    const ld_f8b *f = m->w;
+    if (ld_ref_kdt_is_scaled(m->dt) && m->K % 16 == 0 && f->bc % 16 == 0)
+        (level == LD_CPU_AVX512 ? ld_cpu_scaled_rows_avx512 : ld_cpu_scaled_rows_avx2)(acc, f, m->dt, src, m->x);
+    else
+        rows_by_pieces(level, m, scratch, src, acc, tail);
+    for (int r = 0; r < LD_CPU_ROWS; r++)
+        m->out[n0 + (size_t)r] = (hsum8(acc[r]) + tail[r]) + ld_cpu_bias(m, n0 + (size_t)r);
+}
 
 void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, const void *w, ld_kdt dt,
                       const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0,
@@ -233,7 +329,10 @@ void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, 
         ld_cpu_q32_rows_avx2(&m, i0, i1);
         return;
     }
-    for (size_t n = i0; n < i1; n++) {
+    size_t n = i0;
+    if (T == 1 && level >= LD_CPU_AVX2)
+        for (; n + LD_CPU_ROWS <= i1; n += LD_CPU_ROWS) plain_rows(level, &m, scratch, n);
+    for (; n < i1; n++) {
         size_t src = ld_cpu_src_row(n, rope_hd);
         float b = ld_cpu_bias(&m, n);
         const float *wr = NULL;
@@ -241,7 +340,7 @@ void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, 
             if (dt == LD_KDT_F32) {
                 wr = (const float *)w + src * (size_t)K;
             } else {
-                ld_ref_to_f32(scratch, w, dt, src * (size_t)K, (size_t)K);
+                to_f32(level, scratch, w, dt, src * (size_t)K, (size_t)K);
                 wr = scratch;
             }
         }

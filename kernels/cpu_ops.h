@@ -11,10 +11,12 @@
  *   hsum8(a)  = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
  *   fma(a,b,c) = a * b + c rounded once (C's fmaf)
  *
- *   Plain rows (F32, F16, BF16, and Q4_K, Q6_K dequantized exactly into
- *   fp32 first): eight lane accumulators acc[l] = fma(w[k], x[k], acc[l])
- *   for k = 8j + l in order of j; the K % 8 tail in a ninth, sequential
- *   accumulator; out = hsum8(acc) + tail (+ bias).
+ *   Plain rows (F32, F16, BF16, and Q4_K, Q6_K, block-scaled FP8 / FP4
+ *   (LD_KDT_F8B / F4B) converted exactly into fp32 first, the last two by
+ *   the vector code too, to the reference's bits): eight lane accumulators
+ *   acc[l] = fma(w[k], x[k], acc[l]) for k = 8j + l in order of j; the
+ *   K % 8 tail in a ninth, sequential accumulator; out = hsum8(acc) + tail
+ *   (+ bias).  (Decode sums a few rows side by side, each the same way.)
  *
  *   Blocks of 32 (Q4_0, Q4_1, Q8_0), weight = d * q (+ m): the integer q
  *   stays exact, so the sum runs in sixteen lanes over a block's two
@@ -77,6 +79,13 @@ void ld_cpu_matmul_at(int level, float *out, const float *x,
                       const float *prep, const void *w, ld_kdt dt,
                       const void *bias, ld_kdt bias_dt, int T, int K, int N,
                       int rope_hd, float *scratch, size_t i0, size_t i1);
+
+/* dst[0..n) = elements [off, off+n) of w (type dt) as fp32, the bits of
+ * ld_ref_to_f32, at `level` (capped as above): what ld_cpu_matmul_at
+ * converts a weight row with (the block-scaled types LD_KDT_F8B / F4B
+ * through the vector code, the others as the reference). */
+void ld_cpu_to_f32_at(int level, float *dst, const void *w, ld_kdt dt,
+                      size_t off, size_t n);
 
 /* Causal attention as ld_ref_attention (same arguments), its dot products
  * q . k summed as plain rows above, and the output accumulated as

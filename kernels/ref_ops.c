@@ -5,6 +5,7 @@
 #include "ref_quant.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 float ld_ref_bf16_to_f32(uint16_t h)
@@ -58,15 +59,25 @@ int ld_ref_kdt_is_scaled(ld_kdt dt)
     return dt == LD_KDT_F8B || dt == LD_KDT_F4B;
 }
 
-/* element [r][c] = code * scale[r / br][c / bc], one fp32 product; the
- * codes' values come from a table filled per call (256 E4M3 or 16 E2M1
- * entries, each the converter's value: the same bits, without a libm call
- * per element), and the elements run a scale block at a time */
+/* The codes' values, each the converter's (ld_ref_fp8_e4m3_to_f32,
+ * ld_ref_ds4_e2m1_to_f32: the same bits without a libm call per element),
+ * filled once per process: the first scaled_to_f32 of any thread fills them,
+ * pthread_once makes the others wait for it. */
+static float e4m3_lut[256], e2m1_lut[16];
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+
+static void lut_fill(void)
+{
+    for (unsigned i = 0; i < 256; i++) e4m3_lut[i] = ld_ref_fp8_e4m3_to_f32((uint8_t)i);
+    for (unsigned i = 0; i < 16; i++) e2m1_lut[i] = ld_ref_ds4_e2m1_to_f32(i);
+}
+
+/* element [r][c] = code * scale[r / br][c / bc], one fp32 product, the
+ * elements a scale block at a time */
 static void scaled_to_f32(float *dst, const ld_f8b *f, int fp4, size_t off, size_t n)
 {
-    float lut[256];
-    for (unsigned i = 0; i < (fp4 ? 16u : 256u); i++)
-        lut[i] = fp4 ? ld_ref_ds4_e2m1_to_f32(i) : ld_ref_fp8_e4m3_to_f32((uint8_t)i);
+    pthread_once(&lut_once, lut_fill);
+    const float *lut = fp4 ? e2m1_lut : e4m3_lut;
     size_t cols = (size_t)f->cols, bc = (size_t)f->bc, nbc = (cols + bc - 1) / bc;
     size_t e = off, end = off + n;
     while (e < end) {

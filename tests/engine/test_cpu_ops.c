@@ -7,7 +7,10 @@
  *    gives the same bits;
  *  - a token's row is the same in a call of T tokens and alone, and any
  *    split of the output columns gives the same bits;
- *  - bias and the rope row order are applied as the reference does. */
+ *  - bias and the rope row order are applied as the reference does;
+ *  - the block-scaled FP8 / FP4 rows the matmul converts (ld_cpu_to_f32_at)
+ *    are, at every level, bit for bit the reference's, which is the scalar
+ *    converters' code * scale (kernels/ref_deepseek*.c). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +20,8 @@
 #include "cpu_ops.h"
 #include "fixtures.h"
 #include "ld_test.h"
+#include "ref_deepseek.h"    /* ld_ref_fp8_e4m3_to_f32 */
+#include "ref_deepseek_v4.h" /* ld_ref_ds4_e2m1_to_f32 */
 #include "ref_ops.h"
 #include "ref_quant.h"
 
@@ -50,14 +55,54 @@ typedef struct kind {
     const char *name;
     uint32_t ggml;
     int block;
+    int br, bc; /* LD_KDT_F8B / F4B: the scale blocks */
 } kind;
 
 static const kind kinds[] = {
-    {LD_KDT_F32, "f32", LD_GGML_F32, 1},      {LD_KDT_F16, "f16", LD_GGML_F16, 1},
-    {LD_KDT_BF16, "bf16", LD_GGML_BF16, 1},   {LD_KDT_Q4_0, "q4_0", LD_GGML_Q4_0, 32},
-    {LD_KDT_Q4_1, "q4_1", LD_GGML_Q4_1, 32},  {LD_KDT_Q8_0, "q8_0", LD_GGML_Q8_0, 32},
-    {LD_KDT_Q4_K, "q4_k", LD_GGML_Q4_K, 256}, {LD_KDT_Q6_K, "q6_k", LD_GGML_Q6_K, 256},
+    {LD_KDT_F32, "f32", LD_GGML_F32, 1, 0, 0},      {LD_KDT_F16, "f16", LD_GGML_F16, 1, 0, 0},
+    {LD_KDT_BF16, "bf16", LD_GGML_BF16, 1, 0, 0},   {LD_KDT_Q4_0, "q4_0", LD_GGML_Q4_0, 32, 0, 0},
+    {LD_KDT_Q4_1, "q4_1", LD_GGML_Q4_1, 32, 0, 0},  {LD_KDT_Q8_0, "q8_0", LD_GGML_Q8_0, 32, 0, 0},
+    {LD_KDT_Q4_K, "q4_k", LD_GGML_Q4_K, 256, 0, 0}, {LD_KDT_Q6_K, "q6_k", LD_GGML_Q6_K, 256, 0, 0},
+    {LD_KDT_F8B, "f8b", 0, 1, 3, 32},               {LD_KDT_F4B, "f4b", 0, 2, 2, 32},
+    {LD_KDT_F8B, "f8b/7", 0, 1, 1, 7},              {LD_KDT_F4B, "f4b/5", 0, 2, 1, 5}, /* blocks across lanes */
 };
+
+/* A random block-scaled matrix (LD_KDT_F8B / F4B): codes, scales of a few
+ * powers of two either side of 2^-6 with random mantissas and signs. */
+typedef struct scaled {
+    ld_f8b f;
+    uint8_t *q;
+    float *scale;
+} scaled;
+
+static float rand_scale(void)
+{
+    float s = ldexpf(1.0f + (float)(next_u32() % 1024u) / 1024.0f, -10 + (int)(next_u32() % 8u));
+    return next_u32() % 4u ? s : -s;
+}
+
+/* no_nan: the E4M3 NaN codes (0x7f, 0xff) made 0x7e / 0xfe, for the sums */
+static int scaled_make(scaled *m, ld_kdt dt, int rows, int cols, int br, int bc, int no_nan)
+{
+    int64_t nbr = (rows + br - 1) / br, nbc = (cols + bc - 1) / bc;
+    size_t nq = dt == LD_KDT_F4B ? (size_t)rows * (size_t)cols / 2 : (size_t)rows * (size_t)cols;
+    m->q = malloc(nq ? nq : 1);
+    m->scale = malloc((size_t)(nbr * nbc) * sizeof *m->scale);
+    if (!m->q || !m->scale) return 1;
+    for (size_t i = 0; i < nq; i++) {
+        m->q[i] = (uint8_t)next_u32();
+        if (no_nan && dt == LD_KDT_F8B && (m->q[i] & 0x7f) == 0x7f) m->q[i] ^= 1;
+    }
+    for (int64_t i = 0; i < nbr * nbc; i++) m->scale[i] = rand_scale();
+    m->f = (ld_f8b){m->q, m->scale, rows, cols, br, bc};
+    return 0;
+}
+
+static void scaled_free(scaled *m)
+{
+    free(m->q);
+    free(m->scale);
+}
 
 /* N rows of K elements of kind k, random, with sane scales; malloc'd */
 static void *rand_weights(const kind *k, int N, int K, size_t *size)
@@ -93,7 +138,8 @@ static void *rand_weights(const kind *k, int N, int K, size_t *size)
 typedef struct mm {
     const kind *k;
     int T, K, N, rope_hd, with_bias;
-    void *w;
+    void *w;               /* the weights' data (for F8B / F4B: &sc.f) */
+    scaled sc;             /* F8B / F4B: the matrix */
     float *x, *bias, *deq; /* deq: the weights dequantized, [N][K] */
 } mm;
 
@@ -107,7 +153,12 @@ static int mm_make(mm *m, const kind *k, int T, int K, int N, int rope_hd, int w
     m->rope_hd = rope_hd;
     m->with_bias = with_bias;
     size_t size;
-    m->w = rand_weights(k, N, K, &size);
+    if (ld_ref_kdt_is_scaled(k->dt)) {
+        if (scaled_make(&m->sc, k->dt, N, K, k->br, k->bc, 1)) return 1;
+        m->w = &m->sc.f;
+    } else {
+        m->w = rand_weights(k, N, K, &size);
+    }
     m->x = malloc((size_t)T * (size_t)K * sizeof *m->x);
     m->bias = malloc((size_t)N * sizeof *m->bias);
     m->deq = malloc((size_t)N * (size_t)K * sizeof *m->deq);
@@ -120,7 +171,8 @@ static int mm_make(mm *m, const kind *k, int T, int K, int N, int rope_hd, int w
 
 static void mm_free(mm *m)
 {
-    free(m->w);
+    if (ld_ref_kdt_is_scaled(m->k->dt)) scaled_free(&m->sc);
+    else free(m->w);
     free(m->x);
     free(m->bias);
     free(m->deq);
@@ -221,11 +273,116 @@ static int test_matmul_every_type(void)
     fprintf(stderr, "  (levels compared: up to %s on this machine)\n", level_name[ld_cpu_simd()]);
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         const kind *k = &kinds[i];
-        int K = k->block == 256 ? 512 : k->block == 32 ? 96 : 77; /* 77: a tail of 5 */
+        int K = k->block == 256 ? 512 : k->block == 32 ? 96 : k->block == 2 ? 78 : 77; /* 77, 78: tails */
         CHECK(check_case(k, 7, K, 24, 0, 0) == 0);
         CHECK(check_case(k, 1, K, 16, 8, 1) == 0);
         CHECK(check_case(k, 1, K, 43, 0, 0) == 0); /* decode: groups of eight rows, a pair, one */
-        CHECK(check_case(k, 5, k->block == 1 ? 576 : K, 12, 0, 1) == 0);
+        CHECK(check_case(k, 5, k->block <= 2 ? 576 : K, 12, 0, 1) == 0);
+        if (k->block <= 2) CHECK(check_case(k, 2, 1030, 9, 0, 1) == 0); /* decode: rows in pieces, a tail */
+        if (k->bc % 16 == 0 && k->bc) CHECK(check_case(k, 1, 1152, 9, 0, 1) == 0); /* codes converted in registers */
+    }
+    return 0;
+}
+
+/* Element i of the block-scaled matrix f by the scalar converters, the
+ * oracle: code * scale[r / br][c / bc], one fp32 product. */
+static float scaled_oracle(const ld_f8b *f, ld_kdt dt, size_t i)
+{
+    size_t cols = (size_t)f->cols, bc = (size_t)f->bc, r = i / cols, c = i % cols;
+    float sc = f->scale[r / (size_t)f->br * ((cols + bc - 1) / bc) + c / bc];
+    float v = dt == LD_KDT_F4B ? ld_ref_ds4_e2m1_to_f32(i % 2 ? f->q[i / 2] >> 4u : f->q[i / 2] & 15u)
+                               : ld_ref_fp8_e4m3_to_f32(f->q[i]);
+    return v * sc;
+}
+
+/* dst[0..n) against the oracle's elements [off, off+n), bit for bit (the
+ * NaN codes' patterns too), and the SENTINEL floats after them untouched */
+enum { SENTINEL = 16 };
+static int scaled_same(const float *dst, const float *want, size_t off, size_t n, const char *what, int level,
+                       size_t cols, int bc)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, dst + i, 4);
+        memcpy(&b, want + off + i, 4);
+        CHECK_MSG(a == b, "%s level %d cols %zu bc %d: element %zu (of [%zu, +%zu)): %08x, the scalar converter %08x",
+                  what, level, cols, bc, off + i, off, n, a, b);
+    }
+    for (size_t i = n; i < n + SENTINEL; i++) {
+        uint32_t a;
+        memcpy(&a, dst + i, 4);
+        CHECK_MSG(a == 0xdeadbeefu, "%s level %d: a float written past the range [%zu, +%zu)", what, level, off, n);
+    }
+    return 0;
+}
+
+static void sentinel_fill(float *dst, size_t n)
+{
+    uint32_t v = 0xdeadbeefu;
+    for (size_t i = 0; i < n; i++) memcpy(dst + i, &v, 4);
+}
+
+/* One matrix: every code (F8B: the first 256 elements are codes 0..255;
+ * F4B: the first 256 bytes every pair of nibbles), the whole matrix and
+ * ranges of it from any element (rows and blocks cut anywhere, F4B's odd
+ * elements mid-byte), at every level, against the scalar converters. */
+static int check_scaled(ld_kdt dt, int rows, int cols, int br, int bc)
+{
+    const char *what = dt == LD_KDT_F4B ? "f4b" : "f8b";
+    scaled m;
+    CHECK(scaled_make(&m, dt, rows, cols, br, bc, 0) == 0);
+    size_t n = (size_t)rows * (size_t)cols, nq = dt == LD_KDT_F4B ? n / 2 : n;
+    for (size_t i = 0; i < nq && i < 256; i++) m.q[i] = (uint8_t)i;
+    float *want = malloc(n * sizeof *want), *got = malloc((n + SENTINEL) * sizeof *got);
+    CHECK(want && got);
+    int nans = 0;
+    for (size_t i = 0; i < n; i++) {
+        want[i] = scaled_oracle(&m.f, dt, i);
+        nans += isnan(want[i]) != 0;
+    }
+    CHECK(dt == LD_KDT_F4B ? nans == 0 : nq < 256 || nans >= 2); /* 0x7f, 0xff */
+    sentinel_fill(got, n + SENTINEL);
+    ld_ref_to_f32(got, &m.f, dt, 0, n);
+    CHECK(scaled_same(got, want, 0, n, what, -1, (size_t)cols, bc) == 0); /* the reference's tables */
+    for (int level = 0; level <= ld_cpu_simd(); level++) {
+        sentinel_fill(got, n + SENTINEL);
+        ld_cpu_to_f32_at(level, got, &m.f, dt, 0, n);
+        CHECK(scaled_same(got, want, 0, n, what, level, (size_t)cols, bc) == 0);
+        for (int j = 0; j < 40; j++) {
+            size_t off = j < 4 ? (size_t)j : next_u32() % n, len = j % 3 == 0 ? 1 : next_u32() % (n - off + 1);
+            if (j == 4) off = (size_t)cols - 1, len = n - off; /* from a row's last element on */
+            sentinel_fill(got, len + SENTINEL);
+            ld_cpu_to_f32_at(level, got, &m.f, dt, off, len);
+            CHECK(scaled_same(got, want, off, len, what, level, (size_t)cols, bc) == 0);
+        }
+    }
+    free(want);
+    free(got);
+    scaled_free(&m);
+    return 0;
+}
+
+static int test_scaled_rows(void)
+{
+    static const int shapes[][4] = { /* rows, cols (even: F4B too), br, bc */
+        {3, 256, 1, 128}, {4, 300, 3, 128}, {5, 96, 2, 32}, {3, 78, 2, 7}, {4, 46, 3, 5},
+        {2, 1000, 1, 33}, {3, 2, 1, 1}, {2, 34, 1, 16}, {6, 22, 4, 1}, {1, 512, 1, 512},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int fp4 = 0; fp4 <= 1; fp4++)
+            CHECK(check_scaled(fp4 ? LD_KDT_F4B : LD_KDT_F8B, shapes[i][0], shapes[i][1], shapes[i][2],
+                               shapes[i][3]) == 0);
+    /* the NaN codes' patterns, and the signs of -0 and of 2^-9 (the least
+     * subnormal) through a negative scale */
+    uint8_t q[4] = {0x7f, 0xff, 0x80, 0x01};
+    float sc[1] = {-0.5f}, out[4];
+    ld_f8b f = {q, sc, 1, 4, 1, 4};
+    for (int level = 0; level <= ld_cpu_simd(); level++) {
+        uint32_t b[4];
+        ld_cpu_to_f32_at(level, out, &f, LD_KDT_F8B, 0, 4);
+        memcpy(b, out, sizeof b);
+        CHECK_MSG(b[0] == 0x7fc00000u && b[1] == 0xffc00000u && b[2] == 0x00000000u && b[3] == 0xba800000u,
+                  "level %d: codes 7f ff 80 01 * -0.5 give %08x %08x %08x %08x", level, b[0], b[1], b[2], b[3]);
     }
     return 0;
 }
@@ -282,6 +439,7 @@ static int test_attention_levels(void)
 }
 
 static const ld_test_case cases[] = {
+    LD_CASE(test_scaled_rows),
     LD_CASE(test_matmul_every_type),
     LD_CASE(test_matmul_cancellation),
     LD_CASE(test_attention_levels),
