@@ -101,6 +101,25 @@ typedef struct ld_ds4_comp_bufs {
     int width, dim, ratio;
 } ld_ds4_comp_bufs;
 
+/* ds4_index_attention's two halves: the indexer's arguments as ds4_index
+ * takes them (its ratio: the attention's), the attention's as
+ * ds4_attention takes them (its k: the indexer's) */
+typedef struct ld_ds4_index_call {
+    ld_buf *q, *w;
+    const ld_buf *keys;
+    int n_heads, dim, k;
+    const ld_ds4_rot *rope;
+    int variant;
+} ld_ds4_index_call;
+
+typedef struct ld_ds4_attn_call {
+    ld_buf *out;
+    const ld_buf *q, *kvc, *entries, *sinks;
+    int H, hd, kv_rows, window, ratio;
+    float scale;
+    const ld_ds4_rot *rope;
+} ld_ds4_attn_call;
+
 typedef struct ld_backend_ops {
     const char *name;
     void (*destroy)(ld_backend *be);
@@ -286,6 +305,14 @@ typedef struct ld_backend_ops {
                                const ld_buf *entries, const int32_t *sel, int k, const ld_buf *sinks, int T, int pos0,
                                int H, int hd, int kv_rows, int window, int ratio, float scale,
                                const ld_ds4_rot *rope, ld_error *err);
+    /* ds4_index then ds4_attention over its picks, one call (a CSA layer;
+     * at->entries not NULL): sel [T][ix->k] a host array that receives the
+     * picks, or NULL when the caller does not need them, which lets a
+     * backend keep them where it computed them (CUDA: on the device, no
+     * copy to the host and back, no wait for the device).  Optional (NULL:
+     * the session makes the two calls); errors and bits as the two calls'. */
+    ld_status (*ds4_index_attention)(ld_backend *be, const ld_ds4_index_call *ix, const ld_ds4_attn_call *at, int T,
+                                     int pos0, int32_t *sel, ld_error *err);
     /* a block of columns: dst[r * dst_ld + dst_off + j] = src[r * src_ld +
      * src_off + j], r < rows, j < cols (the grouped output projection's
      * heads of a group, and its outputs back in place); no aliasing. */

@@ -126,6 +126,8 @@ typedef struct cuda_backend {
     size_t ones_cap, ones_n;
     unsigned char *moe_up; /* the moe entry's upload: plan, weights, grouped tables */
     size_t moe_up_cap;
+    int32_t *picks; /* ds4_index_attention's picks, kept on the device */
+    size_t picks_cap;
 } cuda_backend;
 
 static ld_status cu_fail(ld_error *err, const char *what, int code)
@@ -171,6 +173,7 @@ static void destroy(ld_backend *be)
     ld_cu_free(cb->ds_f);
     ld_cu_free(cb->ones);
     ld_cu_free(cb->moe_up);
+    ld_cu_free(cb->picks);
     free(cb);
 }
 
@@ -1400,17 +1403,28 @@ static ld_status ds4_compress(ld_backend *be, const ld_ds4_comp_bufs *c, const l
 }
 
 /* the indexer's picks of queries [t0, t0 + n), which all see nv entries */
-static ld_status ds4_pick(cuda_backend *cb, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys,
-                          int t0, int n, int nv, int n_heads, int dim, int k, ld_error *err)
+/* the picks of the n queries from t0 on, which see nv entries, into the
+ * device array dsel [n][k] (scores in ds_f) */
+static ld_status ds4_pick_dev(cuda_backend *cb, int32_t *dsel, const ld_buf *q, const ld_buf *w, const ld_buf *keys,
+                              int t0, int n, int nv, int n_heads, int dim, int k, ld_error *err)
 {
-    size_t QW = (size_t)n_heads * (size_t)dim, nk = (size_t)n * (size_t)k;
+    size_t QW = (size_t)n_heads * (size_t)dim;
     int v = variant(cb, LD_CUDA_OP_INDEX);
     LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (size_t)n * (size_t)nv * sizeof(float), "ds4_index", err));
-    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, nk * sizeof(int32_t), "ds4_index", err));
     CU("ds4_index", ld_cu_index_scores(v, 1, cb->ds_f, q->d + (size_t)t0 * QW, w->d + (size_t)t0 * (size_t)n_heads,
                                        keys->d, n, n_heads, dim, nv, 1.0f / sqrtf((float)dim),
                                        1.0f / sqrtf((float)n_heads)));
-    CU("ds4_index", ld_cu_topk(v, cb->ds_i, cb->ds_f, n, nv, nv, -1, k));
+    CU("ds4_index", ld_cu_topk(v, dsel, cb->ds_f, n, nv, nv, -1, k));
+    return LD_OK;
+}
+
+/* the same into the host array sel (rows t0..), through ds_i */
+static ld_status ds4_pick(cuda_backend *cb, int32_t *sel, const ld_buf *q, const ld_buf *w, const ld_buf *keys,
+                          int t0, int n, int nv, int n_heads, int dim, int k, ld_error *err)
+{
+    size_t nk = (size_t)n * (size_t)k;
+    LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, nk * sizeof(int32_t), "ds4_index", err));
+    LD_TRY(ds4_pick_dev(cb, cb->ds_i, q, w, keys, t0, n, nv, n_heads, dim, k, err));
     CU("ds4_index", ld_cu_d2h(sel + (size_t)t0 * (size_t)k, cb->ds_i, nk * sizeof(int32_t)));
     return LD_OK;
 }
@@ -1444,6 +1458,35 @@ static ld_status ds4_index(ld_backend *be, int32_t *sel, ld_buf *q, ld_buf *w, c
     return LD_OK;
 }
 
+static ld_status ds4_attention_run(cuda_backend *cb, const ld_ds4_attn_call *a, int T, int pos0, const int32_t *dsel,
+                                   int kpick, ld_error *err);
+
+/* the picks of ds4_index for T queries into cb->picks [T][k] on the device
+ * (q already rotated): the runs of queries that see the same entries as
+ * ds4_index makes them, a run that sees none -1 rows */
+static ld_status ds4_picks_dev(cuda_backend *cb, const ld_ds4_index_call *ix, int T, int pos0, int ratio,
+                               ld_error *err)
+{
+    size_t k = (size_t)ix->k;
+    for (int t0 = 0, t1; t0 < T; t0 = t1) {
+        int nv = (pos0 + t0 + 1) / ratio;
+        for (t1 = t0 + 1; t1 < T && (pos0 + t1 + 1) / ratio == nv; t1++) {}
+        int32_t *dst = cb->picks + (size_t)t0 * k;
+        if (nv > 0) {
+            LD_TRY(ds4_pick_dev(cb, dst, ix->q, ix->w, ix->keys, t0, t1 - t0, nv, ix->n_heads, ix->dim, ix->k, err));
+            continue;
+        }
+        size_t n = (size_t)(t1 - t0) * k;
+        int32_t *none = malloc(n * sizeof *none);
+        if (!none) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        for (size_t i = 0; i < n; i++) none[i] = -1;
+        int e = ld_cu_h2d(dst, none, n * sizeof *none);
+        free(none);
+        CU("ds4_index_attention", e);
+    }
+    return LD_OK;
+}
+
 static ld_status ds4_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kvc,
                                const ld_buf *entries, const int32_t *sel, int k, const ld_buf *sinks, int T, int pos0,
                                int H, int hd, int kv_rows, int window, int ratio, float scale,
@@ -1461,14 +1504,28 @@ static ld_status ds4_attention(ld_backend *be, ld_buf *out, const ld_buf *q, con
     if (!T) return LD_OK;
     if (out->d == q->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_attention: out aliases q");
     CU("ds4_attention", ld_cu_set_device(cb->device));
-    int kpick = entries && sel ? k : 0, has = entries != NULL, v = variant(cb, LD_CUDA_OP_ATTENTION);
-    /* a window past the chunk's last position is that many positions (the
-       same keys; the kernel wants kv_rows >= window) */
-    int win = window < pos0 + T ? window : pos0 + T;
+    int kpick = entries && sel ? k : 0;
     if (kpick) {
         LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, tt * (size_t)k * sizeof(int32_t), "ds4_attention", err));
         CU("ds4_attention", ld_cu_h2d(cb->ds_i, sel, tt * (size_t)k * sizeof(int32_t)));
     }
+    ld_ds4_attn_call at = {out, q, kvc, entries, sinks, H, hd, kv_rows, window, ratio, scale, rope};
+    return ds4_attention_run(cb, &at, T, pos0, kpick ? cb->ds_i : NULL, kpick, err);
+}
+
+/* ds4_attention's kernels once its arguments are checked: the picks dsel
+ * [T][kpick] on the device (NULL, kpick 0: every entry, or none) */
+static ld_status ds4_attention_run(cuda_backend *cb, const ld_ds4_attn_call *a, int T, int pos0, const int32_t *dsel,
+                                   int kpick, ld_error *err)
+{
+    size_t tt = (size_t)T, QH = (size_t)a->H * (size_t)a->hd;
+    int has = a->entries != NULL, v = variant(cb, LD_CUDA_OP_ATTENTION), H = a->H, hd = a->hd, k = kpick;
+    int ratio = a->ratio, kv_rows = a->kv_rows;
+    const ld_buf *out = a->out, *q = a->q, *kvc = a->kvc, *entries = a->entries, *sinks = a->sinks;
+    float scale = a->scale;
+    /* a window past the chunk's last position is that many positions (the
+       same keys; the kernel wants kv_rows >= window) */
+    int win = a->window < pos0 + T ? a->window : pos0 + T;
     /* tokens in tiles whose workspace stays under ATT_WORK_FLOATS */
     size_t per = ld_cu_ds4_attention_work(v, 1, H, hd, pos0 + T - 1, win, ratio, kpick, has);
     size_t tile = per ? ATT_WORK_FLOATS / per : tt;
@@ -1480,11 +1537,65 @@ static ld_status ds4_attention(ld_backend *be, ld_buf *out, const ld_buf *q, con
         LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_attention", err));
         CU("ds4_attention", ld_cu_ds4_attention(v, out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
                                                 win, has ? entries->d : NULL, ratio,
-                                                kpick ? cb->ds_i + t0 * (size_t)k : NULL, kpick,
+                                                kpick ? dsel + t0 * (size_t)k : NULL, kpick,
                                                 sinks ? sinks->d : NULL, scale, p0, cb->work, wn));
     }
-    CU("ds4_attention", ds4_rot_rows(cb, out->d, T, QH, H, hd, rope, pos0, 1));
+    CU("ds4_attention", ds4_rot_rows(cb, out->d, T, QH, H, hd, a->rope, pos0, 1));
     return LD_OK;
+}
+
+/* ds4_index into host picks (the caller's, or scratch when it wants none),
+ * then ds4_attention over them */
+static ld_status index_then_attention(ld_backend *be, const ld_ds4_index_call *ix, const ld_ds4_attn_call *at, int T,
+                                      int pos0, int32_t *sel, ld_error *err)
+{
+    int32_t *own = NULL;
+    if (!sel) {
+        own = malloc(((size_t)T * (size_t)(ix->k > 0 ? ix->k : 1) + 1) * sizeof *own);
+        if (!own) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        sel = own;
+    }
+    ld_status st = ds4_index(be, sel, ix->q, ix->w, ix->keys, T, pos0, ix->n_heads, ix->dim, at->ratio, ix->k, ix->rope,
+                             ix->variant, err);
+    if (st == LD_OK)
+        st = ds4_attention(be, at->out, at->q, at->kvc, at->entries, sel, ix->k, at->sinks, T, pos0, at->H, at->hd,
+                           at->kv_rows, at->window, at->ratio, at->scale, at->rope, err);
+    free(own);
+    return st;
+}
+
+/* backend.h's ds4_index_attention: with the picks wanted on the host, or an
+ * indexer variant other than fp32, ds4_index then ds4_attention; else the
+ * picks go from the top-k kernel straight to the attention kernel on the
+ * device (queries that see no entry yet: -1 rows, uploaded) */
+static ld_status ds4_index_attention(ld_backend *be, const ld_ds4_index_call *ix, const ld_ds4_attn_call *at, int T,
+                                     int pos0, int32_t *sel, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (!at->entries) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_index_attention: no entries to pick from");
+    if (sel || ix->variant != LD_DS4_INDEX_F32 || !T)
+        return index_then_attention(be, ix, at, T, pos0, sel, err);
+    LD_TRY(ld_ds4_args_index(T, pos0, ix->n_heads, ix->dim, at->ratio, ix->k, ix->rope, ix->variant, err));
+    LD_TRY(ld_ds4_args_attention(T, pos0, at->H, at->hd, at->kv_rows, at->window, 1, at->ratio, NULL, ix->k,
+                                 at->rope, err));
+    LD_TRY(rot_range(ix->rope, err));
+    LD_TRY(rot_range(at->rope, err));
+    size_t tt = (size_t)T, QW = (size_t)ix->n_heads * (size_t)ix->dim, QH = (size_t)at->H * (size_t)at->hd;
+    size_t S = (size_t)pos0 + tt, nk = tt * (size_t)ix->k;
+    LD_TRY(range(ix->q, 0, tt * QW, err));
+    LD_TRY(range(ix->w, 0, tt * (size_t)ix->n_heads, err));
+    LD_TRY(range(ix->keys, 0, S / (size_t)at->ratio * (size_t)ix->dim, err));
+    LD_TRY(range(at->out, 0, tt * QH, err));
+    LD_TRY(range(at->q, 0, tt * QH, err));
+    LD_TRY(range(at->kvc, 0, (size_t)at->kv_rows * (size_t)at->hd, err));
+    LD_TRY(range(at->entries, 0, S / (size_t)at->ratio * (size_t)at->hd, err));
+    if (at->sinks) LD_TRY(range(at->sinks, 0, (size_t)at->H, err));
+    if (at->out->d == at->q->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_attention: out aliases q");
+    CU("ds4_index_attention", ld_cu_set_device(cb->device));
+    LD_TRY(scratch((void **)&cb->picks, &cb->picks_cap, nk * sizeof(int32_t), "ds4_index_attention", err));
+    CU("ds4_index_attention", ds4_rot_rows(cb, ix->q->d, T, QW, ix->n_heads, ix->dim, ix->rope, pos0, 0));
+    LD_TRY(ds4_picks_dev(cb, ix, T, pos0, at->ratio, err));
+    return ds4_attention_run(cb, at, T, pos0, cb->picks, ix->k, err);
 }
 
 static ld_status copy_cols(ld_backend *be, ld_buf *dst, size_t dst_ld, size_t dst_off, const ld_buf *src,
@@ -1565,6 +1676,7 @@ static const ld_backend_ops cuda_ops = {
     .ds4_hc_head = ds4_hc_head,
     .moe = moe,
     .ds4_route_moe = ds4_route_moe,
+    .ds4_index_attention = ds4_index_attention,
 };
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)

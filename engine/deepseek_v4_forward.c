@@ -767,6 +767,17 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
     const ld_buf *ent = NULL;
     const int32_t *sel = NULL;
     size_t KI = (size_t)c->index_topk, KS = (size_t)s->ksel;
+    int ratio = L->has_comp ? L->comp.ratio : 1;
+    float scale = 1.0f / sqrtf((float)hd);
+    if (L->has_comp && c->use_compressed && L->has_index && !picks && o->ds4_index_attention) {
+        /* the picks unrecorded: one call, which may keep them on the device */
+        ld_ds4_index_call ix = {s->iq, s->iw, L->icomp.bent, c->index_n_heads, c->index_head_dim, s->ksel, &cr,
+                                index_variant(s)};
+        ld_ds4_attn_call at = {s->bao, s->q, L->bkvc, L->comp.bent, c->use_sinks ? L->bsinks : NULL, H, hd,
+                               s->kv_rows, c->sliding_window, ratio, scale, &r};
+        LD_TRY(o->ds4_index_attention(be, &ix, &at, n, s->pos, NULL, err));
+        return out_proj_be(s, L, n, err);
+    }
     if (L->has_comp && c->use_compressed) {
         ent = L->comp.bent;
         if (L->has_index) {
@@ -778,8 +789,7 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
         }
     }
     LD_TRY(o->ds4_attention(be, s->bao, s->q, L->bkvc, ent, sel, s->ksel, c->use_sinks ? L->bsinks : NULL, n,
-                            s->pos, H, hd, s->kv_rows, c->sliding_window, L->has_comp ? L->comp.ratio : 1,
-                            1.0f / sqrtf((float)hd), &r, err));
+                            s->pos, H, hd, s->kv_rows, c->sliding_window, ratio, scale, &r, err));
     return out_proj_be(s, L, n, err);
 }
 

@@ -59,16 +59,17 @@ static const char *const ksets[] = {"all=ref", "all=custom", "matmul=tc"};
 
 enum {
     C_MLA, C_ABSORB_Q, C_ABSORB_OUT, C_DS_ROUTE, C_INDEX_TOPK, C_HC_PRE, C_HC_POST, C_DS4_ROUTE, C_DS4_QKV,
-    C_DS4_COMPRESS, C_DS4_INDEX, C_DS4_ATTENTION, C_COPY_COLS, C_DS4_HC_HEAD, C_MOE, C_DS4_ROUTE_MOE, N_COUNTED
+    C_DS4_COMPRESS, C_DS4_INDEX, C_DS4_ATTENTION, C_COPY_COLS, C_DS4_HC_HEAD, C_MOE, C_DS4_ROUTE_MOE,
+    C_DS4_INDEX_ATTENTION, N_COUNTED
 };
 static const char *const counted_names[N_COUNTED] = {
     "mla_latent", "mla_absorb_q",  "mla_absorb_out", "ds_route",  "index_topk",  "hc_pre", "hc_post", "ds4_route",
     "ds4_qkv",    "ds4_compress",  "ds4_index",      "ds4_attention", "copy_cols", "ds4_hc_head", "moe",
-    "ds4_route_moe"};
+    "ds4_route_moe", "ds4_index_attention"};
 static long counts[N_COUNTED];
-/* 1: the counted table leaves ds4_route_moe out (the session then calls
- * ds4_route and moe) */
-static int no_route_moe;
+/* 1: the counted table leaves ds4_route_moe and ds4_index_attention out
+ * (the session then makes the two calls of each) */
+static int no_fused;
 static const ld_backend_ops *inner; /* the cuda backend's table (one for every instance) */
 static ld_backend_ops counting;
 
@@ -192,6 +193,13 @@ static ld_status c_ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, con
     return inner->ds4_route_moe(be, y, x, l, bias, hash, T, E, K, scale, ex, sh, act, limit, combine, fs, idx, w, err);
 }
 
+static ld_status c_ds4_index_attention(ld_backend *be, const ld_ds4_index_call *ix, const ld_ds4_attn_call *at, int T,
+                                       int pos0, int32_t *sel, ld_error *err)
+{
+    counts[C_DS4_INDEX_ATTENTION]++;
+    return inner->ds4_index_attention(be, ix, at, T, pos0, sel, err);
+}
+
 /* the mock CUDA backend with kernel set k, its DeepSeek entries counted */
 static ld_status open_cuda(int k, ld_backend **be, ld_error *err)
 {
@@ -217,8 +225,9 @@ static ld_status open_cuda(int k, ld_backend **be, ld_error *err)
     WRAP(ds4_hc_head, c_ds4_hc_head);
     WRAP(moe, c_moe);
     WRAP(ds4_route_moe, c_ds4_route_moe);
+    WRAP(ds4_index_attention, c_ds4_index_attention);
 #undef WRAP
-    if (no_route_moe) counting.ds4_route_moe = NULL;
+    if (no_fused) counting.ds4_route_moe = NULL, counting.ds4_index_attention = NULL;
     (*be)->ops = &counting;
     return LD_OK;
 }
@@ -384,7 +393,7 @@ static int check_runner(const runner *r, const char *name, const char *dir, unsi
     const char *grouped = grouped_launcher(name);
     /* V4's FP4 experts with the custom matmul: the route kept on the device
      * (ds4_route_moe's device path builds the tables there) */
-    int dev_route = strcmp(name, "deepseek-v4-fp4") == 0 && !no_route_moe;
+    int dev_route = strcmp(name, "deepseek-v4-fp4") == 0 && !no_fused;
     for (int k = 0; k < N_KSETS; k++) {
         if (tc_ref && k != KSET_TC) continue;
         memset(counts, 0, sizeof counts);
@@ -492,19 +501,21 @@ static int with_ds4(const char *name)
     ld_error err = {0};
     CHECK_MSG(ld_ds4_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
     const char *specs[] = {NULL, "mhc=bf16", "mhc=sinkhorn-bf16", "combine=fused"};
-    unsigned want = BIT(C_HC_PRE) | BIT(C_HC_POST) | BIT(C_DS4_QKV) | BIT(C_DS4_COMPRESS) | BIT(C_DS4_INDEX) |
-                    BIT(C_DS4_ATTENTION) | BIT(C_COPY_COLS) | BIT(C_DS4_HC_HEAD);
+    unsigned want = BIT(C_HC_PRE) | BIT(C_HC_POST) | BIT(C_DS4_QKV) | BIT(C_DS4_COMPRESS) | BIT(C_DS4_ATTENTION) |
+                    BIT(C_COPY_COLS) | BIT(C_DS4_HC_HEAD);
     int rc = 0;
-    /* the router and the MoE in one entry (every spec), and as two (the
-     * default spec, combine=fused: the table without ds4_route_moe) */
+    /* the router and the MoE, the indexer and the attention, in one entry
+     * each (every spec), and as two calls each (the default spec and
+     * combine=fused: the table without the two entries) */
     for (int s = 0; !rc && s < 6; s++) {
-        no_route_moe = s >= 4;
+        no_fused = s >= 4;
         runner r = {DS4, m, LD_DS_ATTN_NAIVE, specs[s >= 4 ? (s - 4) * 3 : s], m->cfg.vocab};
-        unsigned w = want | (no_route_moe ? BIT(C_DS4_ROUTE) | BIT(C_MOE) : BIT(C_DS4_ROUTE_MOE));
+        unsigned w = want | (no_fused ? BIT(C_DS4_ROUTE) | BIT(C_MOE) | BIT(C_DS4_INDEX)
+                                      : BIT(C_DS4_ROUTE_MOE) | BIT(C_DS4_INDEX_ATTENTION));
         rc = check_runner(&r, name, dir, w, 0);
         for (int k = 0; !rc && s % 4 == 0 && k < 2; k++) rc = check_long(k, &r, name);
     }
-    no_route_moe = 0;
+    no_fused = 0;
     ld_ds4_model_close(m);
     return rc;
 }
