@@ -427,6 +427,28 @@ static int test_tp_one_is_plain_forward(void)
     return 0;
 }
 
+/* m's layers with made-up row-parallel biases (o_proj, down_proj) of
+ * 0.25 f(k i), each an F32 [hidden] vector whose tensor name it borrows:
+ * *bias and *layers (a copy of m->layers holding them) to free; m->layers
+ * is left as it was */
+static int made_up_biases(ld_model *m, float (*f)(float), float k, float **bias, ld_model_layer **layers)
+{
+    int L = m->cfg.n_layers, D = m->cfg.hidden;
+    *bias = malloc((size_t)(2 * L * D) * sizeof **bias);
+    *layers = malloc((size_t)L * sizeof **layers);
+    CHECK(*bias && *layers);
+    memcpy(*layers, m->layers, (size_t)L * sizeof **layers);
+    for (int i = 0; i < 2 * L * D; i++) (*bias)[i] = 0.25f * f(k * (float)i);
+    for (int l = 0; l < L; l++) {
+        ld_model_tensor t = (*layers)[l].attn_norm;
+        t.host.data = *bias + (size_t)(2 * l) * (size_t)D;
+        (*layers)[l].bo = t;
+        t.host.data = *bias + (size_t)(2 * l + 1) * (size_t)D;
+        (*layers)[l].b_down = t;
+    }
+    return 0;
+}
+
 /* Row-parallel biases (o_proj, down_proj: Llama's attention_bias /
  * mlp_bias; no tiny fixture has them) are added once, after the sum: the
  * llama3 model with biases made up for both, split over 2 ranks, stays
@@ -436,19 +458,10 @@ static int test_tp_row_parallel_bias(void)
 {
     ld_model *m = NULL;
     if (open_model("llama3", &m)) return 1;
-    int L = m->cfg.n_layers, D = m->cfg.hidden;
-    float *bias = malloc((size_t)(2 * L * D) * sizeof *bias);
-    ld_model_layer *layers = malloc((size_t)L * sizeof *layers), *orig = m->layers;
-    CHECK(bias && layers);
-    memcpy(layers, orig, (size_t)L * sizeof *layers);
-    for (int i = 0; i < 2 * L * D; i++) bias[i] = 0.25f * sinf(0.37f * (float)i);
-    for (int l = 0; l < L; l++) {
-        ld_model_tensor t = layers[l].attn_norm; /* an F32 [hidden] vector, its name borrowed */
-        t.host.data = bias + (size_t)(2 * l) * (size_t)D;
-        layers[l].bo = t;
-        t.host.data = bias + (size_t)(2 * l + 1) * (size_t)D;
-        layers[l].b_down = t;
-    }
+    int D = m->cfg.hidden;
+    float *bias = NULL;
+    ld_model_layer *layers = NULL, *orig = m->layers;
+    if (made_up_biases(m, sinf, 0.37f, &bias, &layers)) return 1;
     seq q;
     load_seq(1, &q);
     size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
@@ -586,19 +599,9 @@ static int test_tp_reduce_in_place_bias(void)
 {
     ld_model *m = NULL;
     if (open_model("llama3", &m)) return 1;
-    int L = m->cfg.n_layers, D = m->cfg.hidden;
-    float *bias = malloc((size_t)(2 * L * D) * sizeof *bias);
-    ld_model_layer *layers = malloc((size_t)L * sizeof *layers), *orig = m->layers;
-    CHECK(bias && layers);
-    memcpy(layers, orig, (size_t)L * sizeof *layers);
-    for (int i = 0; i < 2 * L * D; i++) bias[i] = 0.25f * cosf(0.29f * (float)i);
-    for (int l = 0; l < L; l++) {
-        ld_model_tensor t = layers[l].attn_norm; /* an F32 [hidden] vector, its name borrowed */
-        t.host.data = bias + (size_t)(2 * l) * (size_t)D;
-        layers[l].bo = t;
-        t.host.data = bias + (size_t)(2 * l + 1) * (size_t)D;
-        layers[l].b_down = t;
-    }
+    float *bias = NULL;
+    ld_model_layer *layers = NULL, *orig = m->layers;
+    if (made_up_biases(m, cosf, 0.29f, &bias, &layers)) return 1;
     m->layers = layers;
     int rc = 0;
     for (int n = 1; n <= 2 && !rc; n++) {
