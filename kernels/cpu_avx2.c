@@ -288,6 +288,31 @@ AVX2 void ld_cpu_f4_run_avx2(float *dst, const uint8_t *q, size_t n, const float
         f4_block(dst + done, q + done / 2, len < n - done ? len : n - done, *sc);
 }
 
+/* eight F16 values as the reference converts them: F16C for every finite
+ * or infinite value (exact, subnormals included), the NaN lanes (exponent
+ * 31, mantissa not 0) rebuilt as sign | 0x7f800000 | mantissa << 13 */
+AVX2_INLINE __m256 f16_eight(__m128i v)
+{
+    __m256i w = _mm256_cvtepu16_epi32(v);
+    __m256i mag = _mm256_and_si256(w, _mm256_set1_epi32(0x7fff));
+    __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7c00));
+    __m256i raw = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
+                                  _mm256_or_si256(_mm256_set1_epi32(0x7f800000),
+                                                  _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13)));
+    return _mm256_blendv_ps(_mm256_cvtph_ps(v), _mm256_castsi256_ps(raw), _mm256_castsi256_ps(nan));
+}
+
+AVX2 void ld_cpu_half_run_avx2(float *dst, const uint16_t *h, size_t n, int bf16)
+{
+    size_t n8 = n - n % 8;
+    for (size_t i = 0; i < n8; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+        __m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)) : f16_eight(v);
+        _mm256_storeu_ps(dst + i, f);
+    }
+    for (size_t i = n8; i < n; i++) dst[i] = bf16 ? ld_ref_bf16_to_f32(h[i]) : ld_ref_f16_to_f32(h[i]);
+}
+
 AVX2 void ld_cpu_plain_rows_avx2(float acc[LD_CPU_ROWS][8], float tail[LD_CPU_ROWS], const float *const wr[LD_CPU_ROWS],
                                  const float *x, int n)
 {

@@ -76,6 +76,12 @@ void ld_cpu_f4_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc,
 void ld_cpu_f8_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc);
 void ld_cpu_f4_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc);
 
+/* n BF16 (bf16 = 1) or F16 values at h as fp32, bit for bit
+ * ld_ref_bf16_to_f32 / ld_ref_f16_to_f32: BF16 shifted into the high half,
+ * F16 by F16C with its NaNs' payloads kept as the reference keeps them
+ * (vcvtph2ps would quiet a signalling one). */
+void ld_cpu_half_run_avx2(float *dst, const uint16_t *h, size_t n, int bf16);
+
 /* Columns [k, k+n) of LD_CPU_ROWS plain rows' sums for one token (T = 1):
  * acc[r][l] = fma(wr[r][i], x[i], acc[r][l]) for i = 8j + l, the n % 8
  * last columns (only in a row's last piece) in tail[r] (fmaf, in order):

@@ -252,6 +252,10 @@ static void scaled_to_f32(float *dst, const ld_f8b *f, ld_kdt dt, ld_cpu_scaled_
  * reference's own */
 static void to_f32(int level, float *dst, const void *w, ld_kdt dt, size_t off, size_t n)
 {
+    if (level >= LD_CPU_AVX2 && (dt == LD_KDT_BF16 || dt == LD_KDT_F16)) {
+        ld_cpu_half_run_avx2(dst, (const uint16_t *)w + off, n, dt == LD_KDT_BF16);
+        return;
+    }
     if (level == LD_CPU_PORTABLE || !ld_ref_kdt_is_scaled(dt)) {
         ld_ref_to_f32(dst, w, dt, off, n);
         return;

@@ -362,6 +362,37 @@ static int check_scaled(ld_kdt dt, int rows, int cols, int br, int bc)
     return 0;
 }
 
+static unsigned bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (unsigned)u;
+}
+
+/* BF16 and F16 rows as every level converts them: all 65536 codes (the
+ * NaNs' payloads, signalling ones included, subnormals, infinities, -0),
+ * from offsets 0..9 so that the vector body and the tails both see each
+ * code, bit for bit the reference's converters */
+static int test_half_rows(void)
+{
+    enum { N = 65536 + 16 };
+    static uint16_t h[N];
+    static float out[N];
+    for (size_t i = 0; i < N; i++) h[i] = (uint16_t)(i * 40503u); /* every code, shuffled */
+    for (int bf16 = 0; bf16 <= 1; bf16++)
+        for (int level = 0; level <= ld_cpu_simd(); level++)
+            for (size_t off = 0; off < 10; off++) {
+                size_t n = N - 16 - off + (off % 3);
+                ld_cpu_to_f32_at(level, out, h, bf16 ? LD_KDT_BF16 : LD_KDT_F16, off, n);
+                for (size_t i = 0; i < n; i++) {
+                    float r = bf16 ? ld_ref_bf16_to_f32(h[off + i]) : ld_ref_f16_to_f32(h[off + i]);
+                    CHECK_MSG(!memcmp(&r, &out[i], sizeof r), "%s level %d: code 0x%04x -> %08x, reference %08x",
+                              bf16 ? "bf16" : "f16", level, h[off + i], bits_of(out[i]), bits_of(r));
+                }
+            }
+    return 0;
+}
+
 static int test_scaled_rows(void)
 {
     static const int shapes[][4] = { /* rows, cols (even: F4B too), br, bc */
@@ -439,7 +470,7 @@ static int test_attention_levels(void)
 }
 
 static const ld_test_case cases[] = {
-    LD_CASE(test_scaled_rows),
+    LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
     LD_CASE(test_matmul_cancellation),
     LD_CASE(test_attention_levels),
