@@ -1136,6 +1136,12 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
  * row count (a token chooses an expert once), so the host queues the whole
  * MoE without waiting for the device. */
 
+/* the most tokens a call keeps its route on the device: the grouped
+ * launches then take T as every expert's row count, so a prefill chunk's
+ * grid would be mostly empty blocks (experts x T / 8 row tiles); a chunk
+ * that large waits for its route instead, and its grid fits the counts */
+#define ROUTE_DEV_MAX_T 16
+
 /* byte offsets into moe_up of the device route's arrays */
 typedef struct route_layout {
     size_t ptrs, tab, idx, hash, iota, offsets, rows, row_of, w, bias, srow, end;
@@ -1268,7 +1274,7 @@ static ld_status ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const
     ld_kdt dt = LD_KDT_F32;
     if (!idx && T && ld_moe_args_all(T, K, experts, E, shared, act, combine, moe_dims, &D, &I, &Is, &quiet) == LD_OK)
         dt = moe_choose(cb, NULL, experts, E).dt;
-    if (dt == LD_KDT_F32 || (size_t)T * (size_t)K > 0x7fffffff || D > 0x7fffffff || E > 1024)
+    if (dt == LD_KDT_F32 || T > ROUTE_DEV_MAX_T || D > 0x7fffffff || E > 1024)
         return route_then_moe(be, y, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit, combine,
                               fused_scale, idx, w, err);
     size_t nd = (size_t)T * (size_t)D;
