@@ -62,6 +62,10 @@ struct ld_ds4_session {
     ld_buf *bst, *bnst, *bpost, *bcomb, *bf;
     int hc_host; /* 1: the mHC mixing on the host (no entries, or a variant
                     the backend lacks) */
+    /* where the current streams are (at least one): s->bst on the backend,
+       which the entries keep from site to site without a copy to the host,
+       and / or the host's s->streams (the host path, the hidden planes) */
+    int st_dev, st_host;
     /* MoE on the backend (entry) */
     ld_buf *bmoe; /* the MoE block's output [B][D] (backends with moe) */
     int moe_host; /* 1: the host loop (no entry, or a variant it refuses) */
@@ -956,6 +960,17 @@ static ld_status hc_pre_host(ld_ds4_session *s, float **p, int n, ld_error *err)
     return OPS(s)->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
 }
 
+/* the current streams of n rows on the host (read back from s->bst when
+ * only the backend has them) */
+static ld_status streams_to_host(ld_ds4_session *s, int n, ld_error *err)
+{
+    if (s->st_host) return LD_OK;
+    size_t N = (size_t)s->m->cfg.hc_mult, D = (size_t)s->m->cfg.hidden;
+    LD_TRY(OPS(s)->buf_read(s->be, s->bst, 0, s->streams, (size_t)n * N * D, err));
+    s->st_host = 1;
+    return LD_OK;
+}
+
 /* hc_pre: the backend's entry (the streams into s->bst, post and comb in
  * s->bpost, s->bcomb), or the host path when the backend has none or
  * lacks the variant (LD_ERR_UNSUPPORTED, refused before any write) */
@@ -964,23 +979,31 @@ static ld_status hc_pre(ld_ds4_session *s, int l, int which, int n, ld_error *er
     const ld_ds4_config *c = &s->m->cfg;
     ds4_layer *L = &s->layers[l];
     float **p = which ? L->hc_ffn : L->hc_attn;
-    if (s->hc_host) return hc_pre_host(s, p, n, err);
-    size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
-    LD_TRY(OPS(s)->buf_write(s->be, s->bst, 0, s->streams, (size_t)n * N * D, err));
+    if (!s->hc_host && !s->st_dev) { /* the streams onto the backend (a chunk's first site) */
+        size_t N = (size_t)c->hc_mult, D = (size_t)c->hidden;
+        LD_TRY(OPS(s)->buf_write(s->be, s->bst, 0, s->streams, (size_t)n * N * D, err));
+        s->st_dev = 1;
+    }
+    if (s->hc_host) {
+        LD_TRY(streams_to_host(s, n, err));
+        return hc_pre_host(s, p, n, err);
+    }
     ld_error e = {0};
     ld_status st = OPS(s)->hc_pre(s->be, s->bpost, s->bcomb, s->u, s->bst, L->hc_fn[which], p[1], p[2], n,
                                   c->hc_mult, c->hidden, c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, mhc_variant(s),
                                   &e);
     if (st == LD_ERR_UNSUPPORTED) {
         s->hc_host = 1;
+        LD_TRY(streams_to_host(s, n, err));
         return hc_pre_host(s, p, n, err);
     }
     if (st != LD_OK && err) *err = e;
     return st;
 }
 
-/* hc_post of the block's output f (host s->hf, or the buffer s->ao) into
- * s->nstreams */
+/* hc_post of the block's output f (host s->hf, or the buffer s->ao): on
+ * the host into s->nstreams (hc_site swaps them in), or by the entry into
+ * s->bnst, which becomes s->bst: the streams stay on the backend */
 static ld_status hc_post(ld_ds4_session *s, const ld_buf *f, int n, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
@@ -997,7 +1020,11 @@ static ld_status hc_post(ld_ds4_session *s, const ld_buf *f, int n, ld_error *er
         f = s->bf;
     }
     LD_TRY(OPS(s)->hc_post(s->be, s->bnst, s->bst, f, s->bpost, s->bcomb, n, c->hc_mult, c->hidden, err));
-    return OPS(s)->buf_read(s->be, s->bnst, 0, s->nstreams, (size_t)n * N * D, err);
+    ld_buf *tmp = s->bst;
+    s->bst = s->bnst;
+    s->bnst = tmp;
+    s->st_host = 0;
+    return LD_OK;
 }
 
 /* tensor parallelism: the MoE's partial (the buffer f, or host s->hf when
@@ -1033,9 +1060,13 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
         else f = s->ao;
     }
     LD_TRY(hc_post(s, f, n, err));
-    float *tmp = s->streams;
-    s->streams = s->nstreams;
-    s->nstreams = tmp;
+    if (s->hc_host) { /* the host's new streams */
+        float *tmp = s->streams;
+        s->streams = s->nstreams;
+        s->nstreams = tmp;
+        s->st_host = 1;
+        s->st_dev = 0;
+    }
     return LD_OK;
 }
 
@@ -1048,19 +1079,44 @@ static ld_status hc_head(ld_ds4_session *s, int n, ld_error *err)
     const ld_backend_ops *o = OPS(s);
     size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult;
     if (s->bhfn) {
-        LD_TRY(o->buf_write(s->be, s->bhx, 0, s->streams, (size_t)n * N * D, err));
+        const ld_buf *X = s->st_dev ? s->bst : s->bhx; /* the streams where they are */
+        if (!s->st_dev) LD_TRY(o->buf_write(s->be, s->bhx, 0, s->streams, (size_t)n * N * D, err));
         ld_error e = {0};
-        ld_status st = o->ds4_hc_head(s->be, s->u, s->bhx, s->bhfn, s->hc_head[1], s->hc_head[2][0], n, c->hc_mult,
+        ld_status st = o->ds4_hc_head(s->be, s->u, X, s->bhfn, s->hc_head[1], s->hc_head[2][0], n, c->hc_mult,
                                       c->hidden, c->rms_eps, c->hc_eps, &e);
         if (st != LD_ERR_UNSUPPORTED) {
             if (st != LD_OK && err) *err = e;
             return st;
         }
     }
+    LD_TRY(streams_to_host(s, n, err));
     for (int t = 0; t < n; t++)
         ld_ref_ds4_hc_head(s->hu + (size_t)t * D, s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, s->hc_head[0],
                            s->hc_head[1], s->hc_head[2][0], c->rms_eps, c->hc_eps, s->hcs);
     return o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
+}
+
+/* every stream of the n rows starts as the row's embedding (s->x): copied
+ * on the backend when the mixing is there and no plane is traced, else
+ * through the host (plane 0 traced) */
+static ld_status start_streams(ld_ds4_session *s, int n, int T, int t0, float *hidden, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    size_t D = (size_t)s->m->cfg.hidden, N = (size_t)s->m->cfg.hc_mult;
+    if (!hidden && !s->hc_host && o->copy_cols) {
+        for (size_t j = 0; j < N; j++) LD_TRY(o->copy_cols(s->be, s->bst, N * D, j * D, s->x, D, 0, n, D, err));
+        s->st_dev = 1;
+        s->st_host = 0;
+        return LD_OK;
+    }
+    LD_TRY(o->buf_read(s->be, s->x, 0, s->hu, (size_t)n * D, err));
+    trace(s, s->hu, hidden, 0, T, t0, n);
+    for (int t = 0; t < n; t++)
+        for (size_t j = 0; j < N; j++)
+            memcpy(s->streams + ((size_t)t * N + j) * D, s->hu + (size_t)t * D, D * sizeof *s->hu);
+    s->st_host = 1;
+    s->st_dev = 0;
+    return LD_OK;
 }
 
 static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
@@ -1073,11 +1129,7 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
 
     s->want_route = experts != NULL;
     LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
-    LD_TRY(o->buf_read(be, s->x, 0, s->hu, (size_t)n * D, err));
-    trace(s, s->hu, hidden, 0, T, t0, n);
-    for (int t = 0; t < n; t++)
-        for (size_t j = 0; j < N; j++)
-            memcpy(s->streams + ((size_t)t * N + j) * D, s->hu + (size_t)t * D, D * sizeof *s->hu);
+    LD_TRY(start_streams(s, n, T, t0, hidden, err));
     for (int l = 0; l < c->n_layers; l++) {
         size_t KI = (size_t)c->index_topk;
         int32_t *pk = picks ? picks + ((size_t)l * (size_t)T + (size_t)t0) * KI : NULL;
@@ -1087,6 +1139,7 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
         LD_TRY(hc_site(s, l, 1, tokens, n, NULL, err));
         if (experts) memcpy(experts + ((size_t)l * (size_t)T + (size_t)t0) * K, s->idx, (size_t)n * K * sizeof *experts);
         if (hidden) {
+            LD_TRY(streams_to_host(s, n, err));
             for (int t = 0; t < n; t++)
                 for (size_t d = 0; d < D; d++) {
                     float acc = 0.0f;
