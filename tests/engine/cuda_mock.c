@@ -12,7 +12,7 @@
  * comments are the contract), both variants (ref, custom) alike, and makes
  * the argument checks the .cu launcher makes (cudaErrorInvalidValue).
  * ld_cu_mock_calls() counts the launches of each launcher by name (and the
- * ld_cu_malloc calls); ld_cu_mock_fail_malloc() makes a later allocation
+ * ld_cu_malloc calls and the copies and memsets); ld_cu_mock_fail_malloc() makes a later allocation
  * fail as out of memory, for the error paths. */
 #include <math.h>
 #include <stdio.h>
@@ -215,6 +215,7 @@ int ld_cu_free(void *p)
 
 int ld_cu_memset0(void *p, size_t bytes)
 {
+    count(__func__);
     dev("ld_cu_memset0", "p", p, bytes);
     if (bytes) memset(p, 0, bytes);
     return 0;
@@ -222,6 +223,7 @@ int ld_cu_memset0(void *p, size_t bytes)
 
 int ld_cu_h2d(void *dst, const void *src, size_t bytes)
 {
+    count(__func__);
     dev("ld_cu_h2d", "dst", dst, bytes);
     host("ld_cu_h2d", "src", src, bytes);
     if (bytes) memcpy(dst, src, bytes);
@@ -230,6 +232,7 @@ int ld_cu_h2d(void *dst, const void *src, size_t bytes)
 
 int ld_cu_d2h(void *dst, const void *src, size_t bytes)
 {
+    count(__func__);
     host("ld_cu_d2h", "dst", dst, bytes);
     dev("ld_cu_d2h", "src", src, bytes);
     if (bytes) memcpy(dst, src, bytes);
@@ -238,6 +241,7 @@ int ld_cu_d2h(void *dst, const void *src, size_t bytes)
 
 int ld_cu_d2d(void *dst, const void *src, size_t bytes)
 {
+    count(__func__);
     dev("ld_cu_d2d", "dst", dst, bytes);
     dev("ld_cu_d2d", "src", src, bytes);
     if (bytes) memmove(dst, src, bytes);
@@ -246,6 +250,7 @@ int ld_cu_d2d(void *dst, const void *src, size_t bytes)
 
 int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows)
 {
+    count(__func__);
     if (!width || !rows) return 0;
     if (width > dst_pitch || width > src_pitch) return E_INVAL; /* cudaMemcpy2D: an invalid pitch */
     dev("ld_cu_d2d_rows", "dst", dst, (rows - 1) * dst_pitch + width);

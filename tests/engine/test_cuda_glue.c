@@ -644,11 +644,50 @@ static int test_mock_device(void)
     return 0;
 }
 
+/* A V4 decode step on the device waits for it once: the FP4 fixture
+ * decoded token by token (all=custom, nothing recorded) copies to the host
+ * only its logits (one ld_cu_d2h a token): the route, the picks and the
+ * mHC streams stay on the device; recording the experts brings the route
+ * back (one more copy a layer and token, at least). */
+static int test_glue_v4_decode_copies(void)
+{
+    ld_ds4_model *m = NULL;
+    ld_backend *be = NULL;
+    ld_ds4_session *s = NULL;
+    ld_error err = {0};
+    CHECK_MSG(ld_ds4_model_open(MDIR "deepseek-v4-fp4", &m, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_backend_cuda_create(0, "all=custom", &be, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_ds4_session_create(m, be, 64, 16, &s, &err) == LD_OK, "%s", err.msg);
+    int L = m->cfg.n_layers, K = m->cfg.top_k;
+    int32_t toks[12], *experts = malloc((size_t)L * (size_t)K * sizeof *experts);
+    float *lg = malloc(12 * (size_t)m->cfg.vocab * sizeof *lg);
+    CHECK(experts && lg);
+    for (int i = 0; i < 12; i++) toks[i] = (int32_t)((7 * i + 3) % m->cfg.vocab);
+    CHECK_MSG(ld_ds4_session_eval(s, toks, 8, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
+    long c0 = ld_cu_mock_calls("ld_cu_d2h");
+    for (int t = 8; t < 11; t++)
+        CHECK_MSG(ld_ds4_session_eval(s, toks + t, 1, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
+    long plain = ld_cu_mock_calls("ld_cu_d2h") - c0;
+    c0 = ld_cu_mock_calls("ld_cu_d2h");
+    CHECK_MSG(ld_ds4_session_eval(s, toks + 11, 1, lg, NULL, experts, &err) == LD_OK, "%s", err.msg);
+    long recorded = ld_cu_mock_calls("ld_cu_d2h") - c0;
+    printf("  deepseek-v4-fp4 decode: %ld copies to the host a token (the logits), %ld with its experts recorded\n",
+           plain / 3, recorded);
+    ld_ds4_session_destroy(s);
+    ld_backend_destroy(be);
+    ld_ds4_model_close(m);
+    free(experts);
+    free(lg);
+    CHECK_MSG(plain == 3, "%ld copies to the host over 3 decode tokens (want 3: the logits)", plain);
+    CHECK_MSG(recorded >= 1 + L, "%ld copies with the experts recorded (want at least %d)", recorded, 1 + L);
+    return 0;
+}
+
 static const ld_test_case tests[] = {
     LD_CASE(test_mock_device),          LD_CASE(test_glue_deepseek_v4), LD_CASE(test_glue_deepseek_v4_fp4),
     LD_CASE(test_glue_deepseek_v3),     LD_CASE(test_glue_deepseek_v3_fp8), LD_CASE(test_glue_deepseek_v32),
     LD_CASE(test_glue_qwen3),           LD_CASE(test_glue_qwen3_fp8),   LD_CASE(test_glue_llama3_bf16_tc),
-    LD_CASE(test_glue_out_of_memory),
+    LD_CASE(test_glue_out_of_memory),   LD_CASE(test_glue_v4_decode_copies),
 };
 
 LD_TEST_MAIN(tests)
