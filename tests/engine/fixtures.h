@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "backend.h"
+#include "tp_forward.h"
 #include "ld_test.h"
 
 /* n little-endian floats of dir/file, malloc'd; NULL when unreadable or short */
@@ -142,6 +143,23 @@ static inline int ld_test_load_seqs(const char *dir, ld_test_seq *seqs, int max)
 
 /* 0 when an engine call failed with status `want` and a message naming
  * `needle`; else the check's failure (1) */
+/* The TP reduce's staging path (tp_forward.c) for ranks 0..n-1 of s: each
+ * rank's backend pointed at a copy of its op table without buf_mem, the
+ * copies in store [n] (outliving the evals); before the first eval.  The
+ * rank accessor's bounds checked on the way. */
+static inline int ld_test_tp_staged(ld_tp_session *s, int n, ld_backend_ops *store)
+{
+    for (int k = 0; k < n; k++) {
+        ld_backend *be = ld_tp_session_rank_backend(s, k);
+        CHECK(be && be->ops->buf_mem);
+        store[k] = *be->ops;
+        store[k].buf_mem = NULL;
+        be->ops = &store[k];
+    }
+    CHECK(ld_tp_session_rank_backend(s, n) == NULL && ld_tp_session_rank_backend(s, -1) == NULL);
+    return 0;
+}
+
 static inline int ld_test_expect_fail(ld_status st, ld_status want, const ld_error *err, const char *needle)
 {
     CHECK_MSG(st == want, "status %d, want %d (%s)", (int)st, (int)want, err->msg);

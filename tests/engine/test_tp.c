@@ -501,15 +501,7 @@ static ld_backend_ops staged_ops[4];
 static int take_staging_path(ld_tp_session *s, int n)
 {
     CHECK(n <= (int)(sizeof staged_ops / sizeof staged_ops[0]));
-    for (int k = 0; k < n; k++) {
-        ld_backend *be = ld_tp_session_rank_backend(s, k);
-        CHECK(be && be->ops->buf_mem);
-        staged_ops[k] = *be->ops;
-        staged_ops[k].buf_mem = NULL;
-        be->ops = &staged_ops[k];
-    }
-    CHECK(ld_tp_session_rank_backend(s, n) == NULL && ld_tp_session_rank_backend(s, -1) == NULL);
-    return 0;
+    return ld_test_tp_staged(s, n, staged_ops);
 }
 
 /* toks through a TP session of m (staged: without buf_mem) in calls of

@@ -462,13 +462,7 @@ static int run_path(const ld_ds4_model *m, const char *be, int staged, const seq
     ld_error err;
     ld_error_clear(&err);
     CHECK_MSG(ld_tp_ds4_session_create(m, &o, NULL, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
-    for (int k = 0; staged && k < 2; k++) {
-        ld_backend *b = ld_tp_session_rank_backend(s, k);
-        CHECK(b && b->ops->buf_mem);
-        staged_ops[k] = *b->ops;
-        staged_ops[k].buf_mem = NULL;
-        b->ops = &staged_ops[k];
-    }
+    if (staged && ld_test_tp_staged(s, 2, staged_ops)) return 1;
     CHECK_MSG(eval_calls(s, NULL, m, 3, q->tokens, q->T, logits, hidden, &err) == LD_OK, "%s", err.msg);
     ld_comm_sim_reduces(ld_tp_session_comm(s, 0), n_in_place, n_buffer);
     ld_tp_session_destroy(s);
