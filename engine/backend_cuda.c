@@ -68,8 +68,9 @@ ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error
 
 /* LD_CUDA_MOCK: the backend built without the CUDA toolkit over the CPU
  * mock of cuda_ops.h (tests/engine/cuda_mock.c), so that this file's host
- * code runs in CI; the only place the mock touches this file. */
-#if !LD_HAVE_CUDA && !defined(LD_CUDA_MOCK)
+ * code runs in CI; LD_CUDA_EMU: over the kernels themselves, run on the CPU
+ * by tests/cuda_emu.  The only place either touches this file. */
+#if !LD_HAVE_CUDA && !defined(LD_CUDA_MOCK) && !defined(LD_CUDA_EMU)
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
 {
@@ -80,7 +81,7 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
     return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "built without CUDA");
 }
 
-#else /* LD_HAVE_CUDA || LD_CUDA_MOCK */
+#else /* LD_HAVE_CUDA || LD_CUDA_MOCK || LD_CUDA_EMU */
 
 #include <math.h>
 
@@ -1707,4 +1708,4 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
     return LD_OK;
 }
 
-#endif /* LD_HAVE_CUDA || LD_CUDA_MOCK */
+#endif /* LD_HAVE_CUDA || LD_CUDA_MOCK || LD_CUDA_EMU */

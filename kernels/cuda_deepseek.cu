@@ -183,7 +183,7 @@ __global__ void moe_fill(int32_t *rows, int32_t *row_of, const int32_t *offsets,
 __global__ void __launch_bounds__(PLAN_THREADS)
     moe_plan_custom(int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int TK, int K, int E)
 {
-    extern __shared__ int32_t cnt[]; /* E + 1 */
+    LD_CU_DYN_SMEM(int32_t, cnt); /* E + 1 */
     for (int e = threadIdx.x; e <= E; e += PLAN_THREADS) cnt[e] = 0;
     __syncthreads();
     for (int i = threadIdx.x; i < TK; i += PLAN_THREADS) {
@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(MLA_GTHREADS)
     mla_split(float *work, const float *q_abs, const float *q, const float *ckv, const float *kpe, int H, int dn,
               int dr, int c, int pos0, float scale, const int32_t *sel, int k, int nsplit)
 {
-    extern __shared__ float sm[]; /* qs [MLA_HG][c + dr], kv [MLA_KC][c + dr] */
+    LD_CU_DYN_SMEM(float, sm); /* qs [MLA_HG][c + dr], kv [MLA_KC][c + dr] */
     __shared__ float pe[MLA_HG][LD_CU_MLA_SPLIT];
     __shared__ float ml[MLA_HG][2];
     __shared__ int ps[LD_CU_MLA_SPLIT];
@@ -783,7 +783,7 @@ __global__ void __launch_bounds__(32 * IDX_WARPS)
     index_custom(float *scores, const float *q, const float *w, const float *keys, int H, int dim, int n, int form,
                  float qscale, float wscale)
 {
-    extern __shared__ float qsh[]; /* H * dim */
+    LD_CU_DYN_SMEM(float, qsh); /* H * dim */
     int t = blockIdx.y, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
     const float *qt = q + (size_t)t * (size_t)H * (size_t)dim;
     for (int i = threadIdx.x; i < H * dim; i += 32 * IDX_WARPS) qsh[i] = qt[i];

@@ -42,6 +42,7 @@
 
 /* ------------------------------------------------------------ PTX */
 
+#ifndef LD_CU_EMU /* tests/cuda_emu/cuda_emu.cuh runs these four on the CPU */
 /* 16 bytes global -> shared, asynchronously; `bytes` (0 or 16) are read,
  * the rest of the 16 zero-filled */
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes)
@@ -68,6 +69,7 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], const 
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+#endif
 
 /* ------------------------------------------------------------ elements */
 

@@ -84,7 +84,7 @@ static int gpu_unavailable(char *why, size_t cap)
         if (gpu_unavailable(why_, sizeof why_)) SKIP("%s", why_);          \
     } while (0)
 
-#if LD_HAVE_CUDA || defined(LD_CUDA_MOCK)
+#if LD_HAVE_CUDA || defined(LD_CUDA_MOCK) || defined(LD_CUDA_EMU)
 
 #include "cuda_ops.h"
 #include "ref_deepseek.h"
@@ -1476,7 +1476,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 
-#else /* !LD_HAVE_CUDA && !LD_CUDA_MOCK */
+#else /* !LD_HAVE_CUDA && !LD_CUDA_MOCK && !LD_CUDA_EMU */
 
 static int test_cuda_deepseek(void)
 {

@@ -255,7 +255,7 @@ static int test_cuda_forward(void)
  *    batch invariance for every weight kind; a BF16 model's forward pass:
  *    prefill, chunks of 3 and token-by-token bitwise equal. */
 
-#if LD_HAVE_CUDA || defined(LD_CUDA_MOCK)
+#if LD_HAVE_CUDA || defined(LD_CUDA_MOCK) || defined(LD_CUDA_EMU)
 #include "cuda_ops.h"
 
 /* 1 when device 0 runs the tensor-core GEMM; else why not in `why` */
@@ -537,7 +537,7 @@ static int test_cuda_matmul_tc_backend(void)
     return rc;
 }
 
-#else /* !LD_HAVE_CUDA && !LD_CUDA_MOCK */
+#else /* !LD_HAVE_CUDA && !LD_CUDA_MOCK && !LD_CUDA_EMU */
 
 static int tc_skip(void)
 {

@@ -1,0 +1,220 @@
+/* emu_check.cu - the emulator's own test (ctest cuda_emu.check): what
+ * kernels rely on, each against a value computed here on the host.
+ *  - thread and block coordinates over a 3-D grid of 3-D blocks;
+ *  - __syncthreads: a block-wide tree sum through shared memory;
+ *  - warp collectives: __shfl_xor_sync, __shfl_down_sync, __shfl_sync and
+ *    __ballot_sync on a full warp and on a partial last warp;
+ *  - dynamic shared memory and integer atomics;
+ *  - what a GPU refuses or leaves undefined, as the launch's error: a block
+ *    of 2048 threads, a grid of 0, 64 KiB of dynamic shared memory, a warp
+ *    collective while lanes of the warp wait at __syncthreads, a shuffle
+ *    naming lanes that have returned; and what the hardware allows in
+ *    practice, __syncthreads after some threads returned.
+ * Built by tests/cuda_emu/launches.pl like the kernels' .cu files; plain
+ * CUDA, so nvcc could build it for a GPU too. */
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* as kernels/cuda_common.cuh */
+#ifndef LD_CU_DYN_SMEM
+#define LD_CU_DYN_SMEM(type, name) extern __shared__ type name[]
+#endif
+
+static int failures;
+
+#define EXPECT(cond, ...)                                                                                             \
+    do {                                                                                                              \
+        if (!(cond)) {                                                                                                \
+            printf("  FAIL %s:%d: ", __FILE__, __LINE__);                                                             \
+            printf(__VA_ARGS__);                                                                                      \
+            printf("\n");                                                                                             \
+            failures++;                                                                                               \
+        }                                                                                                             \
+    } while (0)
+
+/* ---------------------------------------------------------------- kernels */
+
+__global__ void coords(int *out)
+{
+    int b = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+    int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+    int per = (int)(blockDim.x * blockDim.y * blockDim.z);
+    out[b * per + t] = b * 1000 + t;
+}
+
+/* sum of in[] per block of 256 by a shared-memory tree */
+__global__ void block_tree(int *out, const int *in)
+{
+    __shared__ int s[256];
+    int t = (int)threadIdx.x;
+    s[t] = in[blockIdx.x * 256 + t];
+    __syncthreads();
+    for (int h = 128; h > 0; h >>= 1) {
+        if (t < h) s[t] += s[t + h];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+/* per lane: xor-tree sum, its down-shift by 3, lane 5's value, the ballot of odd values */
+__global__ void warp_ops(int *out, const int *in, int n)
+{
+    int i = (int)threadIdx.x;
+    int v = i < n ? in[i] : 0;
+    int sum = v;
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    int down = __shfl_down_sync(0xffffffffu, v, 3);
+    int five = __shfl_sync(0xffffffffu, v, 5);
+    unsigned odd = __ballot_sync(0xffffffffu, v & 1);
+    if (i < n) {
+        out[4 * i] = sum;
+        out[4 * i + 1] = down;
+        out[4 * i + 2] = five;
+        out[4 * i + 3] = (int)odd;
+    }
+}
+
+/* a histogram through dynamic shared memory and atomics */
+__global__ void histogram(int *out, const int *in, int n, int bins)
+{
+    LD_CU_DYN_SMEM(int, h);
+    for (int b = (int)threadIdx.x; b < bins; b += (int)blockDim.x) h[b] = 0;
+    __syncthreads();
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) atomicAdd(&h[in[i] % bins], 1);
+    __syncthreads();
+    for (int b = (int)threadIdx.x; b < bins; b += (int)blockDim.x) out[b] = h[b];
+}
+
+__global__ void half_barrier(int *out)
+{
+    if (threadIdx.x < 32) return;
+    __syncthreads();
+    out[threadIdx.x] = 1;
+}
+
+__global__ void split_warp(int *out)
+{
+    if (threadIdx.x < 16) __syncwarp(); /* lanes 16.. wait at the block's barrier */
+    else __syncthreads();
+    out[threadIdx.x] = 1;
+}
+
+__global__ void shuffle_after_return(int *out)
+{
+    if (threadIdx.x & 1) return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 2);
+}
+
+__global__ void nothing(int *out)
+{
+    (void)out;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static int *dev_ints(const int *host, int n)
+{
+    int *d = NULL;
+    if (cudaMalloc((void **)&d, (size_t)n * sizeof(int)) != cudaSuccess) abort();
+    if (host && cudaMemcpy(d, host, (size_t)n * sizeof(int), cudaMemcpyHostToDevice) != cudaSuccess) abort();
+    return d;
+}
+
+static void to_host(int *host, const int *d, int n)
+{
+    if (cudaMemcpy(host, d, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) abort();
+}
+
+static void check_coords(void)
+{
+    int n = 2 * 3 * 2 * (4 * 2 * 3), *d = dev_ints(NULL, n), h[288];
+    coords<<<dim3(2, 3, 2), dim3(4, 2, 3)>>>(d);
+    EXPECT(cudaGetLastError() == cudaSuccess, "coords launch");
+    to_host(h, d, n);
+    for (int b = 0; b < 12; b++)
+        for (int t = 0; t < 24; t++) EXPECT(h[b * 24 + t] == b * 1000 + t, "coords block %d thread %d", b, t);
+    cudaFree(d);
+}
+
+static void check_block_tree(void)
+{
+    int in[3 * 256], want[3] = {0}, got[3];
+    for (int i = 0; i < 3 * 256; i++) in[i] = (i * 7919) % 1000 - 500, want[i / 256] += in[i];
+    int *din = dev_ints(in, 3 * 256), *dout = dev_ints(NULL, 3);
+    block_tree<<<3, 256>>>(dout, din);
+    EXPECT(cudaGetLastError() == cudaSuccess, "block_tree launch");
+    to_host(got, dout, 3);
+    for (int b = 0; b < 3; b++) EXPECT(got[b] == want[b], "block %d sum %d, want %d", b, got[b], want[b]);
+    cudaFree(din);
+    cudaFree(dout);
+}
+
+/* a full warp (n 32) and a partial one (n 20: lanes past it do not exist) */
+static void check_warp(int n)
+{
+    int in[32], got[128], sum = 0;
+    unsigned odd = 0;
+    for (int i = 0; i < n; i++) in[i] = 3 * i * i + 1, sum += in[i], odd |= (unsigned)(in[i] & 1) << i;
+    int *din = dev_ints(in, n), *dout = dev_ints(NULL, 4 * n);
+    warp_ops<<<1, n>>>(dout, din, n);
+    EXPECT(cudaGetLastError() == cudaSuccess, "warp_ops launch (%d lanes)", n);
+    to_host(got, dout, 4 * n);
+    for (int i = 0; i < n; i++) {
+        if (n == 32) EXPECT(got[4 * i] == sum, "lane %d xor sum %d, want %d", i, got[4 * i], sum);
+        int down = i + 3 < n ? in[i + 3] : in[i]; /* past the warp's lanes: its own value */
+        EXPECT(got[4 * i + 1] == down, "lane %d down-shift %d, want %d (%d lanes)", i, got[4 * i + 1], down, n);
+        EXPECT(got[4 * i + 2] == in[5], "lane %d lane 5's %d, want %d", i, got[4 * i + 2], in[5]);
+        EXPECT((unsigned)got[4 * i + 3] == odd, "lane %d ballot %#x, want %#x", i, (unsigned)got[4 * i + 3], odd);
+    }
+    cudaFree(din);
+    cudaFree(dout);
+}
+
+static void check_histogram(void)
+{
+    enum { N = 5000, BINS = 37 };
+    int in[N], want[BINS] = {0}, got[BINS];
+    for (int i = 0; i < N; i++) in[i] = (i * 2654435761u) >> 7 & 0xffff, want[in[i] % BINS]++;
+    int *din = dev_ints(in, N), *dout = dev_ints(NULL, BINS);
+    histogram<<<1, 128, BINS * sizeof(int)>>>(dout, din, N, BINS);
+    EXPECT(cudaGetLastError() == cudaSuccess, "histogram launch");
+    to_host(got, dout, BINS);
+    for (int b = 0; b < BINS; b++) EXPECT(got[b] == want[b], "bin %d: %d, want %d", b, got[b], want[b]);
+    cudaFree(din);
+    cudaFree(dout);
+}
+
+/* launches a GPU refuses or cannot finish: an error, and the next launch clean */
+static void check_refusals(void)
+{
+    int *d = dev_ints(NULL, 1024);
+    nothing<<<1, 2048>>>(d);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "a block of 2048 threads");
+    nothing<<<0, 32>>>(d);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "a grid of 0 blocks");
+    nothing<<<1, 32, 64 * 1024>>>(d);
+    EXPECT(cudaGetLastError() != cudaSuccess, "64 KiB of dynamic shared memory without the opt-in");
+    half_barrier<<<1, 64>>>(d);
+    EXPECT(cudaGetLastError() == cudaSuccess, "__syncthreads after some threads returned (they count as arrived)");
+    split_warp<<<1, 64>>>(d);
+    EXPECT(cudaGetLastError() == cudaErrorLaunchFailure, "__syncwarp while half the warp waits at __syncthreads");
+    shuffle_after_return<<<1, 32>>>(d);
+    EXPECT(cudaGetLastError() == cudaErrorLaunchFailure, "a full-mask shuffle after half the warp returned");
+    nothing<<<1, 32>>>(d);
+    EXPECT(cudaGetLastError() == cudaSuccess, "a launch after the failures");
+    cudaFree(d);
+}
+
+int main(void)
+{
+    check_coords();
+    check_block_tree();
+    check_warp(32);
+    check_warp(20);
+    check_histogram();
+    check_refusals();
+    printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
+    return failures ? 1 : 0;
+}
