@@ -5,6 +5,8 @@
  *  - warp collectives: __shfl_xor_sync, __shfl_down_sync, __shfl_sync and
  *    __ballot_sync on a full warp and on a partial last warp;
  *  - dynamic shared memory and integer atomics;
+ *  - LD_CUDA_EMU_ORDER=reverse: a racy kernel reads its neighbour's write
+ *    only in the forward order;
  *  - what a GPU refuses or leaves undefined, as the launch's error: a block
  *    of 2048 threads, a grid of 0, 64 KiB of dynamic shared memory, a warp
  *    collective while lanes of the warp wait at __syncthreads, a shuffle
@@ -16,6 +18,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* as kernels/cuda_common.cuh */
 #ifndef LD_CU_DYN_SMEM
@@ -105,6 +108,16 @@ __global__ void shuffle_after_return(int *out)
 {
     if (threadIdx.x & 1) return;
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 2);
+}
+
+/* a race: each thread reads its left neighbour's slot with no barrier
+ * between the write and the read */
+__global__ void racy_neighbour(int *out)
+{
+    __shared__ int s[64];
+    int t = (int)threadIdx.x;
+    s[t] = t + 1;
+    out[t] = t ? s[t - 1] : 0;
 }
 
 __global__ void nothing(int *out)
@@ -207,6 +220,22 @@ static void check_refusals(void)
     cudaFree(d);
 }
 
+/* the emulator's thread order (LD_CUDA_EMU_ORDER): forward, the race above
+ * reads what it hoped for; reverse, each read comes before its write (and
+ * finds the previous launch's values or the NaN fill) */
+static void check_order(void)
+{
+    const char *o = getenv("LD_CUDA_EMU_ORDER");
+    int reverse = o && !strcmp(o, "reverse"), got[64], *d = dev_ints(NULL, 64), hoped = 0;
+    racy_neighbour<<<1, 64>>>(d);
+    EXPECT(cudaGetLastError() == cudaSuccess, "racy_neighbour launch");
+    to_host(got, d, 64);
+    for (int t = 1; t < 64; t++) hoped += got[t] == t;
+    EXPECT(reverse ? hoped < 63 : hoped == 63, "%s order: %d of 63 reads saw their neighbour's write",
+           reverse ? "reverse" : "forward", hoped);
+    cudaFree(d);
+}
+
 int main(void)
 {
     check_coords();
@@ -215,6 +244,7 @@ int main(void)
     check_warp(20);
     check_histogram();
     check_refusals();
+    check_order();
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

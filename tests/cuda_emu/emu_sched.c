@@ -68,8 +68,26 @@ static _Thread_local struct {
     unsigned char *smem; /* dynamic shared memory, LD_EMU_DYN_SMEM_MAX */
     unsigned char *slots; /* 32 warps x 2 banks x 32 lanes x LD_EMU_SLOT */
     const char *name;
+    size_t smem_bytes; /* the launch's dynamic shared memory */
+    int reverse;       /* LD_CUDA_EMU_ORDER=reverse */
     int err;    /* pending (cudaGetLastError) */
 } E;
+
+/* LD_CUDA_EMU_ORDER=reverse (read at each launch): threads (between
+ * barriers) and blocks run last first.  A correct kernel gives the same
+ * bits in either order; one that reads what another thread writes without
+ * a barrier between them, or what another block writes, works in at most
+ * one of them by luck. */
+static int reverse_order(void)
+{
+    return E.reverse;
+}
+
+/* the fiber at position p of the running order */
+static fiber *in_order(int p)
+{
+    return &E.f[reverse_order() ? E.n - 1 - p : p];
+}
 
 static void *pages(size_t n)
 {
@@ -175,12 +193,13 @@ static void arrived(void *fake)
 #endif
 
 /* from the running fiber, now `state`, to the next runnable one after it
- * in thread order, or back to the scheduler */
+ * in the running order, or back to the scheduler */
 static void to_sched(int state)
 {
     fiber *f = E.cur, *next = NULL;
     f->state = state;
-    for (fiber *g = f + 1; g < E.f + E.n; g++)
+    int step = reverse_order() ? -1 : 1;
+    for (fiber *g = f + step; g >= E.f && g < E.f + E.n; g += step)
         if (g->state == F_RUN) {
             next = g;
             break;
@@ -283,9 +302,10 @@ static int release_warp(int w)
 static int run_block(void)
 {
     for (int i = 0; i < E.n; i++) start_fiber(&E.f[i], i);
+    memset(E.smem, 0xff, E.smem_bytes); /* uninitialised: NaN as floats, -1 as integers */
     for (;;) {
-        for (int i = 0; i < E.n; i++)
-            if (E.f[i].state == F_RUN) to_fiber(&E.f[i]);
+        for (int p = 0; p < E.n; p++)
+            if (in_order(p)->state == F_RUN) to_fiber(in_order(p));
         int released = 0, live = 0, at_block = 0;
         for (int w = 0; w * 32 < E.n; w++) {
             int r = release_warp(w);
@@ -346,17 +366,20 @@ int ld_emu_run(ld_emu_dim grid, ld_emu_dim block, size_t smem, void (*body)(void
     E.body = body;
     E.ctx = ctx;
     E.n = n;
-    memset(E.smem, 0xff, smem); /* uninitialised: NaN as floats, -1 as integers */
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                E.bid = (ld_emu_dim){x, y, z};
-                e = run_block();
-                if (e) {
-                    abandon();
-                    return E.err = e;
-                }
-            }
+    E.smem_bytes = smem;
+    const char *order = getenv("LD_CUDA_EMU_ORDER");
+    E.reverse = order && strcmp(order, "reverse") == 0;
+    unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long k = 0; k < blocks; k++) {
+        unsigned long long b = reverse_order() ? blocks - 1 - k : k;
+        E.bid = (ld_emu_dim){(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                             (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
+        e = run_block();
+        if (e) {
+            abandon();
+            return E.err = e;
+        }
+    }
     return 0;
 }
 

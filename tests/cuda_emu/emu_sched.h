@@ -6,7 +6,8 @@
  * reaches a barrier (__syncthreads: every live thread of the block; a warp
  * collective: every live lane of its warp) or returns.  Fibers never run at
  * the same time, so shared memory and integer atomics need no locking; the
- * order between two barriers is thread order, which a correct kernel cannot
+ * order between two barriers is thread order (or its reverse, with
+ * LD_CUDA_EMU_ORDER=reverse, blocks too), which a correct kernel cannot
  * depend on.  What a GPU would reject or leave undefined is an error of the
  * launch (cudaGetLastError, with a message on stderr): a launch shape out of
  * the device's limits, a barrier some threads never reach (a deadlock), a
