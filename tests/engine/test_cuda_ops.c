@@ -13,7 +13,9 @@
  *    quantized GGUF) on both kernel sets: logits near the reference
  *    backend's, and prefill, chunks of 3 and token-by-token bitwise
  *    equal;
- *  - matmul=tc, the tensor-core GEMM (sm_80+; see its section below). */
+ *  - matmul=tc, the tensor-core GEMM (sm_80+; see its section below);
+ *  - the TP all-reduce's ordered sum (kernels/cuda_tp.cu) bitwise against
+ *    engine/comm_sim.c's (not over the mock, which has no such kernel). */
 #define LD_BACKEND_OPS_NO_MAIN
 #include "test_backend_ops.c"
 
@@ -256,7 +258,9 @@ static int test_cuda_forward(void)
  *    prefill, chunks of 3 and token-by-token bitwise equal. */
 
 #if LD_HAVE_CUDA || defined(LD_CUDA_MOCK) || defined(LD_CUDA_EMU)
+#include "comm.h"
 #include "cuda_ops.h"
+#include "cuda_tp.h"
 
 /* 1 when device 0 runs the tensor-core GEMM; else why not in `why` */
 static int tc_device(char *why, size_t cap)
@@ -537,6 +541,53 @@ static int test_cuda_matmul_tc_backend(void)
     return rc;
 }
 
+/* ---------------------------------------------------------------- TP sum
+ * kernels/cuda_tp.cu's ordered sum, the last step of the NCCL all-reduce
+ * (engine/comm_nccl.c), against engine/comm_sim.c's ld_comm_ordered_sum:
+ * bitwise, 1 to 4 parts, n 1, 257 and 4096, into a separate output and in
+ * place (out = parts, as comm_nccl.c's in-place reduce). */
+#ifndef LD_CUDA_MOCK
+static int tp_sum_case(int parts, size_t n, int in_place)
+{
+    size_t all = (size_t)parts * n;
+    float *h = malloc(all * sizeof *h), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    CHECK(h && want && got);
+    for (size_t i = 0; i < all; i++) h[i] = ((float)(next_u32() & 0xffffff) / 16777216.0f - 0.5f) * 1e3f;
+    ld_comm_ordered_sum(h, parts, n, want);
+    float *d = tc_put(h, all * sizeof *h), *o = in_place ? d : tc_put(NULL, n * sizeof *o);
+    CHECK(d && o);
+    int e = ld_cu_tp_ordered_sum(d, parts, n, o);
+    if (!e) e = ld_cu_d2h(got, o, n * sizeof *got);
+    CHECK_MSG(!e, "ld_cu_tp_ordered_sum: CUDA error %d", e);
+    int same = memcmp(got, want, n * sizeof *got) == 0;
+    printf("  tp_ordered_sum %d parts, n %zu%s: %s\n", parts, n, in_place ? ", in place" : "",
+           same ? "bitwise" : "DIFFER");
+    if (o != d) ld_cu_free(o);
+    ld_cu_free(d);
+    free(h);
+    free(want);
+    free(got);
+    CHECK_MSG(same, "tp_ordered_sum %d parts, n %zu: not bitwise ld_comm_ordered_sum", parts, n);
+    return 0;
+}
+#endif
+
+static int test_cuda_tp_ordered_sum(void)
+{
+#ifdef LD_CUDA_MOCK
+    SKIP("the mock has no ordered-sum kernel (the emulator and a GPU run it)");
+#else
+    OPEN_CUDA(b, n);
+    close_backends(b, n);
+    static const size_t ns[] = {1, 257, 4096};
+    for (int parts = 1; parts <= 4; parts++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            for (int in_place = 0; in_place < 2; in_place++)
+                if (tp_sum_case(parts, ns[i], in_place)) return 1;
+    return 0;
+#endif
+}
+
 #else /* !LD_HAVE_CUDA && !LD_CUDA_MOCK && !LD_CUDA_EMU */
 
 static int tc_skip(void)
@@ -548,13 +599,14 @@ static int tc_skip(void)
 static int test_cuda_matmul_tc(void) { return tc_skip(); }
 static int test_cuda_matmul_tc_batch(void) { return tc_skip(); }
 static int test_cuda_matmul_tc_backend(void) { return tc_skip(); }
+static int test_cuda_tp_ordered_sum(void) { return tc_skip(); }
 
 #endif /* LD_HAVE_CUDA */
 
 static const ld_test_case tests[] = {
     LD_CASE(test_cuda_ops_table),       LD_CASE(test_cuda_split),           LD_CASE(test_cuda_bitwise),
     LD_CASE(test_cuda_errors),          LD_CASE(test_cuda_forward),         LD_CASE(test_cuda_matmul_tc),
-    LD_CASE(test_cuda_matmul_tc_batch), LD_CASE(test_cuda_matmul_tc_backend),
+    LD_CASE(test_cuda_matmul_tc_batch), LD_CASE(test_cuda_matmul_tc_backend), LD_CASE(test_cuda_tp_ordered_sum),
 };
 
 LD_TEST_MAIN(tests)
