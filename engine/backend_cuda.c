@@ -4,6 +4,7 @@
  * ld_backend_cuda_create says "built without CUDA". */
 #include "backend_cuda.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +130,7 @@ typedef struct cuda_backend {
     size_t moe_up_cap;
     int32_t *picks; /* ds4_index_attention's picks, kept on the device */
     size_t picks_cap;
+    struct const_slot *consts; /* CONST_SLOTS host constants kept on the device */
 } cuda_backend;
 
 static ld_status cu_fail(ld_error *err, const char *what, int code)
@@ -161,10 +163,93 @@ static ld_status scratch(void **p, size_t *cap, size_t bytes, const char *what, 
     return LD_OK;
 }
 
+/* ---------------------------------------------------------------- constants
+ * Small host arrays an op uploads at every call although they rarely change
+ * (hc_pre's base and scale, the V4 route's bias and expert table: 6 of a
+ * V4 decode layer's 8 uploads; ds4_hc_head's base, the V3 router's bias)
+ * kept on the device between calls.  A slot is
+ * keyed by the host address and size and holds a host copy: a call whose
+ * bytes still equal the copy (a memcmp of at most a few KB, against a few
+ * µs an upload through the ring costs the host) uses the device copy; any
+ * other call uploads and refreshes the slot.  So the cache is never stale,
+ * whatever the caller does with its memory.  Open addressing over the
+ * address's hash; a full probe run evicts its first slot. */
+#define CONST_SLOTS 1024
+#define CONST_PROBES 8
+#define CONST_MAX_BYTES ((size_t)64 << 10) /* a call's constants, at most */
+
+typedef struct const_slot {
+    const void *key;
+    size_t bytes;
+    unsigned char *host; /* the bytes last uploaded */
+    void *dev;
+} const_slot;
+
+static void const_drop(const_slot *c)
+{
+    ld_cu_free(c->dev);
+    free(c->host);
+    *c = (const_slot){0};
+}
+
+/* the slot of key: its own, else an empty one, else the run's first */
+static const_slot *const_find(cuda_backend *cb, const void *key, size_t bytes)
+{
+    size_t h = (size_t)(((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull >> 32) % CONST_SLOTS;
+    const_slot *empty = NULL;
+    for (int i = 0; i < CONST_PROBES; i++) {
+        const_slot *c = &cb->consts[(h + (size_t)i) % CONST_SLOTS];
+        if (c->key == key && c->bytes == bytes) return c;
+        if (!c->key && !empty) empty = c;
+    }
+    return empty ? empty : &cb->consts[h];
+}
+
+/* a device copy of parts[0] (sizes[0] bytes), then parts[1] when given
+ * (one slot for two arrays an op passes together), in the slot of `key`
+ * (the address the caller keeps them at); *dev the device copy */
+static ld_status const_dev(cuda_backend *cb, const void *key, const void *const parts[2], const size_t sizes[2],
+                           void **dev, const char *what, ld_error *err)
+{
+    size_t n = sizes[0] + (parts[1] ? sizes[1] : 0);
+    if (n > CONST_MAX_BYTES) return LD_FAIL(err, LD_ERR_USAGE, 0, "cuda %s: %zu bytes to keep", what, n);
+    if (!cb->consts) cb->consts = calloc(CONST_SLOTS, sizeof *cb->consts);
+    if (!cb->consts) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    const_slot *c = const_find(cb, key, n);
+    if (c->key == key && c->bytes == n && !memcmp(c->host, parts[0], sizes[0]) &&
+        (!parts[1] || !memcmp(c->host + sizes[0], parts[1], sizes[1]))) {
+        *dev = c->dev;
+        return LD_OK;
+    }
+    if (c->key != key || c->bytes != n) {
+        const_drop(c);
+        c->host = malloc(n);
+        if (!c->host) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+        int e = ld_cu_malloc(&c->dev, n);
+        if (e) {
+            const_drop(c);
+            CU(what, e);
+        }
+        c->key = key;
+        c->bytes = n;
+    }
+    memcpy(c->host, parts[0], sizes[0]);
+    if (parts[1]) memcpy(c->host + sizes[0], parts[1], sizes[1]);
+    int e = ld_cu_h2d(c->dev, c->host, n);
+    if (e) {
+        const_drop(c); /* its device bytes are not its host copy's */
+        CU(what, e);
+    }
+    *dev = c->dev;
+    return LD_OK;
+}
+
 static void destroy(ld_backend *be)
 {
     cuda_backend *cb = (cuda_backend *)be;
     ld_cu_set_device(cb->device);
+    for (int i = 0; cb->consts && i < CONST_SLOTS; i++) const_drop(&cb->consts[i]);
+    free(cb->consts);
     ld_cu_free(cb->tokens);
     ld_cu_free(cb->freq);
     ld_cu_free(cb->work);
@@ -673,12 +758,11 @@ static ld_status ds_route(ld_backend *be, int32_t *idx, float *w, const ld_buf *
     size_t nk = (size_t)T * (size_t)top_k;
     CU("ds_route", ld_cu_set_device(cb->device));
     LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, nk * sizeof(int32_t), "ds_route", err));
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (nk + (size_t)E) * sizeof(float), "ds_route", err));
-    float *dbias = NULL;
-    if (bias) {
-        dbias = cb->ds_f + nk;
-        CU("ds_route", ld_cu_h2d(dbias, bias, (size_t)E * sizeof(float)));
-    }
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, nk * sizeof(float), "ds_route", err));
+    float *dbias = NULL; /* kept on the device between calls (const_dev) */
+    if (bias)
+        LD_TRY(const_dev(cb, bias, (const void *const[2]){bias, NULL}, (const size_t[2]){(size_t)E * sizeof *bias, 0},
+                         (void **)&dbias, "ds_route", err));
     CU("ds_route", ld_cu_ds_route(variant(cb, LD_CUDA_OP_ROUTE), cb->ds_i, cb->ds_f, logits->d, dbias, T, E, n_group,
                                   topk_group, top_k, norm, scale));
     CU("ds_route", ld_cu_d2h(idx, cb->ds_i, nk * sizeof(int32_t)));
@@ -736,12 +820,12 @@ static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *coll
     CU("hc_pre", ld_cu_set_device(cb->device));
     size_t wn = ld_cu_hc_work(T, N);
     LD_TRY(scratch((void **)&cb->work, &cb->work_cap, wn * sizeof(float), "hc_pre", err));
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (hc + 3) * sizeof(float), "hc_pre", err));
-    CU("hc_pre", ld_cu_h2d(cb->ds_f, base, hc * sizeof(float)));
-    CU("hc_pre", ld_cu_h2d(cb->ds_f + hc, scale, 3 * sizeof(float)));
+    float *bs; /* base [hc], then scale [3] */
+    LD_TRY(const_dev(cb, base, (const void *const[2]){base, scale},
+                     (const size_t[2]){hc * sizeof(float), 3 * sizeof(float)}, (void **)&bs, "hc_pre", err));
     /* backend.h's LD_DS4_MHC_* are cuda_ops.h's LD_CU_MHC_* (checked below) */
     CU("hc_pre", ld_cu_hc_pre_ex(variant(cb, LD_CUDA_OP_HC), mhc, post->d, comb->d, collapsed->d, X->d, T, N, D,
-                                 fn->d, cb->ds_f, cb->ds_f + hc, iters, norm_eps, hc_eps, cb->work, wn));
+                                 fn->d, bs, bs + hc, iters, norm_eps, hc_eps, cb->work, wn));
     return LD_OK;
 }
 
@@ -773,12 +857,11 @@ static ld_status ds4_route(ld_backend *be, int32_t *idx, float *w, const ld_buf 
     size_t nk = (size_t)T * (size_t)K, ni = nk + (hash ? nk + (size_t)T : 0);
     CU("ds4_route", ld_cu_set_device(cb->device));
     LD_TRY(scratch((void **)&cb->ds_i, &cb->ds_i_cap, ni * sizeof(int32_t), "ds4_route", err));
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (nk + (size_t)E) * sizeof(float), "ds4_route", err));
-    float *dbias = NULL;
-    if (bias) {
-        dbias = cb->ds_f + nk;
-        CU("ds4_route", ld_cu_h2d(dbias, bias, (size_t)E * sizeof(float)));
-    }
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, nk * sizeof(float), "ds4_route", err));
+    float *dbias = NULL; /* kept on the device between calls (const_dev) */
+    if (bias)
+        LD_TRY(const_dev(cb, bias, (const void *const[2]){bias, NULL}, (const size_t[2]){(size_t)E * sizeof *bias, 0},
+                         (void **)&dbias, "ds4_route", err));
     int32_t *table = NULL, *rows = NULL;
     if (hash) { /* the rows as the table, row t for token t */
         table = cb->ds_i + nk;
@@ -1145,7 +1228,7 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
 
 /* byte offsets into moe_up of the device route's arrays */
 typedef struct route_layout {
-    size_t ptrs, tab, idx, hash, iota, offsets, rows, row_of, w, bias, srow, end;
+    size_t tab, idx, hash, iota, offsets, rows, row_of, w, srow, end;
 } route_layout;
 
 static size_t up256(size_t bytes)
@@ -1157,7 +1240,6 @@ static route_layout route_lay(size_t T, size_t K, size_t E, size_t G)
 {
     size_t R = T * K, o = 0, i4 = sizeof(int32_t);
     route_layout L;
-    L.ptrs = o, o += up256(E * sizeof(ld_cu_moe_w));
     L.tab = o, o += up256(3 * G * sizeof(ld_cu_mm_group));
     L.idx = o, o += up256(R * i4);
     L.hash = o, o += up256(R * i4);
@@ -1166,18 +1248,18 @@ static route_layout route_lay(size_t T, size_t K, size_t E, size_t G)
     L.rows = o, o += up256(R * i4);
     L.row_of = o, o += up256(R * i4);
     L.w = o, o += up256(R * sizeof(float));
-    L.bias = o, o += up256(E * sizeof(float));
     L.srow = o, o += up256(T * sizeof(float));
     L.end = o;
     return L;
 }
 
-/* the host arrays the device route reads, uploaded: every expert's
- * weights, the hash rows and their tokens 0..T-1, the bias, the fused
- * scale per token */
+/* the host arrays the device route reads, on the device: every expert's
+ * weights (*ptrs) and the bias (*dbias, NULL without one) kept between calls
+ * (const_dev, keyed by the layer's experts and bias), the hash rows and
+ * their tokens 0..T-1 and the fused scale per token uploaded */
 static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld_moe_expert *experts, int E,
                                const float *bias, const int32_t *hash, int T, int K, float fused_scale,
-                               ld_error *err)
+                               const ld_cu_moe_w **ptrs, const float **dbias, ld_error *err)
 {
     size_t nt = (size_t)T, np = (size_t)E * sizeof(ld_cu_moe_w);
     size_t big = np > nt * sizeof(float) ? np : nt * sizeof(float);
@@ -1188,16 +1270,24 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
         const ld_moe_expert *x = &experts[e];
         p[e] = (ld_cu_moe_w){x->gate->d, x->up->d, x->down->d, x->gate->scale, x->up->scale, x->down->scale};
     }
-    int ce = ld_cu_h2d(d + L->ptrs, h, np);
+    ld_status st = const_dev(cb, experts, (const void *const[2]){p, NULL}, (const size_t[2]){np, 0}, (void **)ptrs,
+                             "ds4_route_moe", err);
+    *dbias = NULL;
+    if (st == LD_OK && bias)
+        st = const_dev(cb, bias, (const void *const[2]){bias, NULL}, (const size_t[2]){(size_t)E * sizeof *bias, 0},
+                       (void **)dbias, "ds4_route_moe", err);
+    int ce = 0;
     int32_t *iota = (int32_t *)h;
     float *srow = (float *)h;
-    if (!ce && hash) ce = ld_cu_h2d(d + L->hash, hash, nt * (size_t)K * sizeof *hash);
-    for (int t = 0; !ce && hash && t < T; t++) iota[t] = t;
-    if (!ce && hash) ce = ld_cu_h2d(d + L->iota, iota, nt * sizeof *iota);
-    if (!ce && bias) ce = ld_cu_h2d(d + L->bias, bias, (size_t)E * sizeof *bias);
-    for (int t = 0; !ce && t < T; t++) srow[t] = fused_scale;
-    if (!ce) ce = ld_cu_h2d(d + L->srow, srow, nt * sizeof *srow);
+    if (st == LD_OK && hash) {
+        ce = ld_cu_h2d(d + L->hash, hash, nt * (size_t)K * sizeof *hash);
+        for (int t = 0; !ce && t < T; t++) iota[t] = t;
+        if (!ce) ce = ld_cu_h2d(d + L->iota, iota, nt * sizeof *iota);
+    }
+    for (int t = 0; st == LD_OK && !ce && t < T; t++) srow[t] = fused_scale;
+    if (st == LD_OK && !ce) ce = ld_cu_h2d(d + L->srow, srow, nt * sizeof *srow);
     free(h);
+    LD_TRY(st);
     CU("ds4_route_moe", ce);
     return LD_OK;
 }
@@ -1223,14 +1313,16 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_buf *x, con
     m.w = (float *)(b + L.w);
     m.srow = (float *)(b + L.srow);
     int32_t *idx = (int32_t *)(b + L.idx), *off = (int32_t *)(b + L.offsets);
-    LD_TRY(route_uploads(cb, &L, experts, E, bias, hash, T, K, fused_scale, err));
+    const ld_cu_moe_w *ptrs;
+    const float *dbias;
+    LD_TRY(route_uploads(cb, &L, experts, E, bias, hash, T, K, fused_scale, &ptrs, &dbias, err));
     int vr = variant(cb, LD_CUDA_OP_ROUTE);
-    CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, bias ? (float *)(b + L.bias) : NULL,
+    CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, dbias,
                                         hash ? (int32_t *)(b + L.hash) : NULL, hash ? (int32_t *)(b + L.iota) : NULL,
                                         T, E, K, scale));
     CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
     CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
-    CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, (const ld_cu_moe_w *)(b + L.ptrs), E, m.xe, m.g, m.u, m.eo,
+    CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, m.xe, m.g, m.u, m.eo,
                                          (int)D, (int)I));
     LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
     LD_TRY(moe_sum(cb, y, &m, fused, T, K, D, err));
@@ -1641,9 +1733,10 @@ static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const
     CU("ds4_hc_head", ld_cu_set_device(cb->device));
     size_t wn = ld_cu_hc_head_work(T, N);
     LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_hc_head", err));
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, n * sizeof(float), "ds4_hc_head", err));
-    CU("ds4_hc_head", ld_cu_h2d(cb->ds_f, base, n * sizeof(float)));
-    CU("ds4_hc_head", ld_cu_ds4_hc_head(variant(cb, LD_CUDA_OP_HC), out->d, X->d, T, N, D, fn->d, cb->ds_f, scale,
+    float *db;
+    LD_TRY(const_dev(cb, base, (const void *const[2]){base, NULL}, (const size_t[2]){n * sizeof(float), 0},
+                     (void **)&db, "ds4_hc_head", err));
+    CU("ds4_hc_head", ld_cu_ds4_hc_head(variant(cb, LD_CUDA_OP_HC), out->d, X->d, T, N, D, fn->d, db, scale,
                                         norm_eps, hc_eps, cb->work, wn));
     return LD_OK;
 }

@@ -664,21 +664,29 @@ static int test_glue_v4_decode_copies(void)
     CHECK(experts && lg);
     for (int i = 0; i < 12; i++) toks[i] = (int32_t)((7 * i + 3) % m->cfg.vocab);
     CHECK_MSG(ld_ds4_session_eval(s, toks, 8, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
-    long c0 = ld_cu_mock_calls("ld_cu_d2h");
+    long c0 = ld_cu_mock_calls("ld_cu_d2h"), u0 = ld_cu_mock_calls("ld_cu_h2d");
     for (int t = 8; t < 11; t++)
         CHECK_MSG(ld_ds4_session_eval(s, toks + t, 1, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
-    long plain = ld_cu_mock_calls("ld_cu_d2h") - c0;
+    long plain = ld_cu_mock_calls("ld_cu_d2h") - c0, up = ld_cu_mock_calls("ld_cu_h2d") - u0;
     c0 = ld_cu_mock_calls("ld_cu_d2h");
     CHECK_MSG(ld_ds4_session_eval(s, toks + 11, 1, lg, NULL, experts, &err) == LD_OK, "%s", err.msg);
     long recorded = ld_cu_mock_calls("ld_cu_d2h") - c0;
-    printf("  deepseek-v4-fp4 decode: %ld copies to the host a token (the logits), %ld with its experts recorded\n",
-           plain / 3, recorded);
+    int hashed = 0;
+    for (int l = 0; l < L; l++) hashed += m->cfg.mlp_type[l] == LD_DS4_HASH;
+    long want_up = 1 + L + 2 * hashed;
+    printf("  deepseek-v4-fp4 decode: %ld copies to the host a token (the logits), %ld with its experts recorded;"
+           " %ld uploads a token over %d layers\n",
+           plain / 3, recorded, up / 3, L);
     ld_ds4_session_destroy(s);
     ld_backend_destroy(be);
     ld_ds4_model_close(m);
     free(experts);
     free(lg);
     CHECK_MSG(plain == 3, "%ld copies to the host over 3 decode tokens (want 3: the logits)", plain);
+    /* uploads a token, by design: its id, and per layer the route's fused
+     * scale (plus a hash layer's rows and their tokens); the mHC base and
+     * scale, the router bias and the expert tables stay on the device */
+    CHECK_MSG(up == 3 * want_up, "%ld uploads over 3 decode tokens (want 3 x %ld)", up, want_up);
     CHECK_MSG(recorded >= 1 + L, "%ld copies with the experts recorded (want at least %d)", recorded, 1 + L);
     return 0;
 }
