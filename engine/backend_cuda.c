@@ -205,23 +205,23 @@ static const_slot *const_find(cuda_backend *cb, const void *key, size_t bytes)
     return empty ? empty : &cb->consts[h];
 }
 
-/* a device copy of parts[0] (sizes[0] bytes), then parts[1] when given
- * (one slot for two arrays an op passes together), in the slot of `key`
- * (the address the caller keeps them at); *dev the device copy */
-static ld_status const_dev(cuda_backend *cb, const void *key, const void *const parts[2], const size_t sizes[2],
+/* a device copy of a (na bytes), then b (nb bytes; none when NULL: two
+ * arrays an op passes together share a slot), in the slot of `key` (the
+ * address the caller keeps them at); *dev the device copy */
+static ld_status const_dev(cuda_backend *cb, const void *key, const void *a, size_t na, const void *b, size_t nb,
                            void **dev, const char *what, ld_error *err)
 {
-    size_t n = sizes[0] + (parts[1] ? sizes[1] : 0);
+    size_t n = na + (b ? nb : 0);
     if (n > CONST_MAX_BYTES) return LD_FAIL(err, LD_ERR_USAGE, 0, "cuda %s: %zu bytes to keep", what, n);
     if (!cb->consts) cb->consts = calloc(CONST_SLOTS, sizeof *cb->consts);
     if (!cb->consts) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     const_slot *c = const_find(cb, key, n);
-    if (c->key == key && c->bytes == n && !memcmp(c->host, parts[0], sizes[0]) &&
-        (!parts[1] || !memcmp(c->host + sizes[0], parts[1], sizes[1]))) {
+    int mine = c->key == key && c->bytes == n;
+    if (mine && !memcmp(c->host, a, na) && (!b || !memcmp(c->host + na, b, nb))) {
         *dev = c->dev;
         return LD_OK;
     }
-    if (c->key != key || c->bytes != n) {
+    if (!mine) {
         const_drop(c);
         c->host = malloc(n);
         if (!c->host) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -233,8 +233,8 @@ static ld_status const_dev(cuda_backend *cb, const void *key, const void *const 
         c->key = key;
         c->bytes = n;
     }
-    memcpy(c->host, parts[0], sizes[0]);
-    if (parts[1]) memcpy(c->host + sizes[0], parts[1], sizes[1]);
+    memcpy(c->host, a, na);
+    if (b) memcpy(c->host + na, b, nb);
     int e = ld_cu_h2d(c->dev, c->host, n);
     if (e) {
         const_drop(c); /* its device bytes are not its host copy's */
@@ -242,6 +242,12 @@ static ld_status const_dev(cuda_backend *cb, const void *key, const void *const 
     }
     *dev = c->dev;
     return LD_OK;
+}
+
+/* const_dev of one array, keyed by its own address */
+static ld_status const_one(cuda_backend *cb, const void *a, size_t na, void **dev, const char *what, ld_error *err)
+{
+    return const_dev(cb, a, a, na, NULL, 0, dev, what, err);
 }
 
 static void destroy(ld_backend *be)
@@ -761,8 +767,7 @@ static ld_status ds_route(ld_backend *be, int32_t *idx, float *w, const ld_buf *
     LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, nk * sizeof(float), "ds_route", err));
     float *dbias = NULL; /* kept on the device between calls (const_dev) */
     if (bias)
-        LD_TRY(const_dev(cb, bias, (const void *const[2]){bias, NULL}, (const size_t[2]){(size_t)E * sizeof *bias, 0},
-                         (void **)&dbias, "ds_route", err));
+        LD_TRY(const_one(cb, bias, (size_t)E * sizeof *bias, (void **)&dbias, "ds_route", err));
     CU("ds_route", ld_cu_ds_route(variant(cb, LD_CUDA_OP_ROUTE), cb->ds_i, cb->ds_f, logits->d, dbias, T, E, n_group,
                                   topk_group, top_k, norm, scale));
     CU("ds_route", ld_cu_d2h(idx, cb->ds_i, nk * sizeof(int32_t)));
@@ -821,8 +826,7 @@ static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *coll
     size_t wn = ld_cu_hc_work(T, N);
     LD_TRY(scratch((void **)&cb->work, &cb->work_cap, wn * sizeof(float), "hc_pre", err));
     float *bs; /* base [hc], then scale [3] */
-    LD_TRY(const_dev(cb, base, (const void *const[2]){base, scale},
-                     (const size_t[2]){hc * sizeof(float), 3 * sizeof(float)}, (void **)&bs, "hc_pre", err));
+    LD_TRY(const_dev(cb, base, base, hc * sizeof(float), scale, 3 * sizeof(float), (void **)&bs, "hc_pre", err));
     /* backend.h's LD_DS4_MHC_* are cuda_ops.h's LD_CU_MHC_* (checked below) */
     CU("hc_pre", ld_cu_hc_pre_ex(variant(cb, LD_CUDA_OP_HC), mhc, post->d, comb->d, collapsed->d, X->d, T, N, D,
                                  fn->d, bs, bs + hc, iters, norm_eps, hc_eps, cb->work, wn));
@@ -860,8 +864,7 @@ static ld_status ds4_route(ld_backend *be, int32_t *idx, float *w, const ld_buf 
     LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, nk * sizeof(float), "ds4_route", err));
     float *dbias = NULL; /* kept on the device between calls (const_dev) */
     if (bias)
-        LD_TRY(const_dev(cb, bias, (const void *const[2]){bias, NULL}, (const size_t[2]){(size_t)E * sizeof *bias, 0},
-                         (void **)&dbias, "ds4_route", err));
+        LD_TRY(const_one(cb, bias, (size_t)E * sizeof *bias, (void **)&dbias, "ds4_route", err));
     int32_t *table = NULL, *rows = NULL;
     if (hash) { /* the rows as the table, row t for token t */
         table = cb->ds_i + nk;
@@ -1270,12 +1273,10 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
         const ld_moe_expert *x = &experts[e];
         p[e] = (ld_cu_moe_w){x->gate->d, x->up->d, x->down->d, x->gate->scale, x->up->scale, x->down->scale};
     }
-    ld_status st = const_dev(cb, experts, (const void *const[2]){p, NULL}, (const size_t[2]){np, 0}, (void **)ptrs,
-                             "ds4_route_moe", err);
+    ld_status st = const_dev(cb, experts, p, np, NULL, 0, (void **)ptrs, "ds4_route_moe", err);
     *dbias = NULL;
     if (st == LD_OK && bias)
-        st = const_dev(cb, bias, (const void *const[2]){bias, NULL}, (const size_t[2]){(size_t)E * sizeof *bias, 0},
-                       (void **)dbias, "ds4_route_moe", err);
+        st = const_one(cb, bias, (size_t)E * sizeof *bias, (void **)dbias, "ds4_route_moe", err);
     int ce = 0;
     int32_t *iota = (int32_t *)h;
     float *srow = (float *)h;
@@ -1734,8 +1735,7 @@ static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const
     size_t wn = ld_cu_hc_head_work(T, N);
     LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_hc_head", err));
     float *db;
-    LD_TRY(const_dev(cb, base, (const void *const[2]){base, NULL}, (const size_t[2]){n * sizeof(float), 0},
-                     (void **)&db, "ds4_hc_head", err));
+    LD_TRY(const_one(cb, base, n * sizeof(float), (void **)&db, "ds4_hc_head", err));
     CU("ds4_hc_head", ld_cu_ds4_hc_head(variant(cb, LD_CUDA_OP_HC), out->d, X->d, T, N, D, fn->d, db, scale,
                                         norm_eps, hc_eps, cb->work, wn));
     return LD_OK;

@@ -69,24 +69,19 @@ static _Thread_local struct {
     unsigned char *slots; /* 32 warps x 2 banks x 32 lanes x LD_EMU_SLOT */
     const char *name;
     size_t smem_bytes; /* the launch's dynamic shared memory */
-    int reverse;       /* LD_CUDA_EMU_ORDER=reverse */
+    /* LD_CUDA_EMU_ORDER=reverse (read at each launch): threads between
+     * barriers, and blocks, run last first.  A correct kernel gives the
+     * same bits in either order; one that reads what another thread writes
+     * without a barrier in between, or what another block writes, works in
+     * at most one of them by luck. */
+    int reverse;
     int err;    /* pending (cudaGetLastError) */
 } E;
-
-/* LD_CUDA_EMU_ORDER=reverse (read at each launch): threads (between
- * barriers) and blocks run last first.  A correct kernel gives the same
- * bits in either order; one that reads what another thread writes without
- * a barrier between them, or what another block writes, works in at most
- * one of them by luck. */
-static int reverse_order(void)
-{
-    return E.reverse;
-}
 
 /* the fiber at position p of the running order */
 static fiber *in_order(int p)
 {
-    return &E.f[reverse_order() ? E.n - 1 - p : p];
+    return &E.f[E.reverse ? E.n - 1 - p : p];
 }
 
 static void *pages(size_t n)
@@ -198,7 +193,7 @@ static void to_sched(int state)
 {
     fiber *f = E.cur, *next = NULL;
     f->state = state;
-    int step = reverse_order() ? -1 : 1;
+    int step = E.reverse ? -1 : 1;
     for (fiber *g = f + step; g >= E.f && g < E.f + E.n; g += step)
         if (g->state == F_RUN) {
             next = g;
@@ -371,7 +366,7 @@ int ld_emu_run(ld_emu_dim grid, ld_emu_dim block, size_t smem, void (*body)(void
     E.reverse = order && strcmp(order, "reverse") == 0;
     unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
     for (unsigned long long k = 0; k < blocks; k++) {
-        unsigned long long b = reverse_order() ? blocks - 1 - k : k;
+        unsigned long long b = E.reverse ? blocks - 1 - k : k;
         E.bid = (ld_emu_dim){(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                              (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         e = run_block();
