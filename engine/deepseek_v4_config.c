@@ -3,6 +3,7 @@
 #include "config_json.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,10 @@ static ld_status check_prf(const cJSON *o, const char *where, const ld_ds4_confi
 {
     const cJSON *v = ld_cfg_get(o, "partial_rotary_factor");
     if (!v) return LD_OK;
-    if (!cJSON_IsNumber(v) || (int)(c->head_dim * v->valuedouble) != c->rope_dim)
+    /* the product range-checked before it becomes an int (the fuzzer's
+     * 1e45: a conversion out of range is undefined) */
+    double dim = cJSON_IsNumber(v) ? c->head_dim * v->valuedouble : -1.0;
+    if (!(dim > -1.0 && dim < (double)INT_MAX) || (int)dim != c->rope_dim)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0,
                        "config field '%spartial_rotary_factor' does not give the rope dim %d of head_dim %d", where,
                        c->rope_dim, c->head_dim);
