@@ -294,7 +294,7 @@ static int call_v4(void *p)
     case V4_FP4: return ld_cu_ds4_fp4_matmul(c->v, c->out, c->x, c->q, c->w, 1, c->T, c->K, c->N, c->N, c->K / 32);
     case V4_COMP:
         return ld_cu_ds4_compress(c->v, c->out, c->x, c->y, c->z, c->r, c->d, (size_t)(c->overlap ? 2 * c->d : c->d),
-                                  c->overlap, 1, c->T);
+                                  c->overlap, 1, c->T, 0);
     case V4_LN: return ld_cu_ds_layernorm(c->v, c->x, c->T, (size_t)c->d, c->y, c->z, c->d, 1e-6f);
     }
     return 0;
@@ -500,7 +500,7 @@ static void bench_grouped(double cp)
         float *x = dev_random((size_t)c.G * c.K * 4), *out = dev_zero((size_t)c.G * c.N * 4);
         for (int g = 0; g < c.G; g++) {
             float *sc = dev_zero(ns * 4); /* zero scales: the bytes are what is timed */
-            c.tab[g] = (ld_cu_mm_group){dev_random(qb), sc, x + (size_t)g * c.K, out + (size_t)g * c.N, 1};
+            c.tab[g] = (ld_cu_mm_group){dev_random(qb), sc, x + (size_t)g * c.K, out + (size_t)g * c.N, 1, 0, 0};
         }
         c.dtab = dev_zero(sizeof c.tab[0] * (size_t)c.G);
         TRY(ld_cu_h2d(c.dtab, c.tab, sizeof c.tab[0] * (size_t)c.G));

@@ -318,6 +318,16 @@ typedef struct ld_backend_ops {
      * heads of a group, and its outputs back in place); no aliasing. */
     ld_status (*copy_cols)(ld_backend *be, ld_buf *dst, size_t dst_ld, size_t dst_off, const ld_buf *src,
                            size_t src_ld, size_t src_off, int rows, size_t cols, ld_error *err);
+    /* The block-diagonal product of G weights ws[g], each [N][K], all of
+     * one type, shape and block size: out[t][g N + n] = ws[g][n] . x[t][g K
+     * .. g K + K) for t < T; x [T][G K], out [T][G N] (V4's grouped output
+     * projection in one call: a launch, not G matmuls and 2 G copies).
+     * Optional (NULL, or LD_ERR_UNSUPPORTED for weights or a kernel set it
+     * does not group, before anything is written: the session copies each
+     * group's columns out with copy_cols, multiplies with matmul and copies
+     * the result back); the bits of those calls. */
+    ld_status (*matmul_blockdiag)(ld_backend *be, ld_buf *out, const ld_buf *x, ld_weight *const *ws, int G, int T,
+                                  ld_error *err);
     /* the final stream collapse (ld_ref_ds4_hc_head) of T tokens: X
      * [T][N][D], fn [N][N*D] (a buffer), base [N] host floats; out [T][D].
      * The CUDA backend: N <= 64 (more is LD_ERR_UNSUPPORTED, and the

@@ -542,6 +542,20 @@ static ld_status matmul_f8b(cuda_backend *cb, ld_buf *out, const ld_buf *x, cons
     return LD_OK;
 }
 
+/* ws [G] one grouped FP8 launch can take over T rows: FP8 block-scaled,
+ * one shape and block size, the custom matmul (the grouped kernel is the
+ * custom one's warp: the same bits as a matmul a weight) */
+static int fp8_group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T)
+{
+    if (G < 1 || T > 8 * 65535 || variant(cb, LD_CUDA_OP_MATMUL) != LD_CU_CUSTOM) return 0;
+    for (int g = 0; g < G; g++) {
+        const ld_weight *w = ws[g], *w0 = ws[0];
+        if (w->dt != LD_KDT_F8B || w->rows != w0->rows || w->cols != w0->cols || w->br != w0->br || w->bc != w0->bc)
+            return 0;
+    }
+    return ws[0]->cols > 0 && ws[0]->rows > 0;
+}
+
 static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias,
                         int T, ld_error *err)
 {
@@ -996,9 +1010,9 @@ static void moe_tables(ld_cu_mm_group *tab, const moe_dev *m, const int32_t *off
         if (!cnt) continue;
         size_t r0 = (size_t)off[e];
         const ld_moe_expert *x = &experts[e];
-        tab[k] = (ld_cu_mm_group){x->gate->d, x->gate->scale, m->xe + r0 * d, m->g + r0 * i, cnt};
-        tab[n + k] = (ld_cu_mm_group){x->up->d, x->up->scale, m->xe + r0 * d, m->u + r0 * i, cnt};
-        tab[2 * n + k] = (ld_cu_mm_group){x->down->d, x->down->scale, m->g + r0 * i, m->eo + r0 * d, cnt};
+        tab[k] = (ld_cu_mm_group){x->gate->d, x->gate->scale, m->xe + r0 * d, m->g + r0 * i, cnt, 0, 0};
+        tab[n + k] = (ld_cu_mm_group){x->up->d, x->up->scale, m->xe + r0 * d, m->u + r0 * i, cnt, 0, 0};
+        tab[2 * n + k] = (ld_cu_mm_group){x->down->d, x->down->scale, m->g + r0 * i, m->eo + r0 * d, cnt, 0, 0};
         k++;
     }
 }
@@ -1062,14 +1076,37 @@ static ld_status moe_routed(ld_backend *be, const moe_dev *m, moe_how how, const
     return LD_OK;
 }
 
+/* an expert's gate and up over the T rows of x: one grouped launch where
+ * both are FP8 of one shape (its table kept on the device, keyed by the
+ * expert), else two matmuls */
+static ld_status gate_up(ld_backend *be, ld_buf *g, ld_buf *u, const ld_buf *x, const ld_moe_expert *ex, int T,
+                         ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    ld_weight *const pair[2] = {ex->gate, ex->up};
+    if (!T || !fp8_group_ok(cb, pair, 2, T)) {
+        LD_TRY(matmul(be, g, x, ex->gate, NULL, T, err));
+        return matmul(be, u, x, ex->up, NULL, T, err);
+    }
+    size_t K = (size_t)ex->gate->cols, N = (size_t)ex->gate->rows;
+    LD_TRY(range(g, 0, (size_t)T * N, err));
+    LD_TRY(range(u, 0, (size_t)T * N, err));
+    LD_TRY(range(x, 0, (size_t)T * K, err));
+    ld_cu_mm_group tab[2] = {{ex->gate->d, ex->gate->scale, x->d, g->d, T, 0, 0},
+                             {ex->up->d, ex->up->scale, x->d, u->d, T, 0, 0}};
+    void *dtab = NULL;
+    LD_TRY(const_dev(cb, ex, tab, sizeof tab, NULL, 0, &dtab, "moe", err));
+    CU("moe", ld_cu_grouped_fp8_matmul(dtab, 2, T, (int)K, (int)N, ex->gate->br, ex->gate->bc));
+    return LD_OK;
+}
+
 /* the shared expert of the T rows of x added to y (after the routed sum) */
 static ld_status moe_shared(ld_backend *be, ld_buf *y, const ld_buf *x, const moe_dev *m, const ld_moe_expert *sh,
                             int T, int64_t D, int64_t Is, int act, float limit, ld_error *err)
 {
     size_t n = (size_t)T * (size_t)Is, nd = (size_t)T * (size_t)D;
     ld_buf g = {m->g, n}, u = {m->u, n}, eo = {m->eo, nd};
-    LD_TRY(matmul(be, &g, x, sh->gate, NULL, T, err));
-    LD_TRY(matmul(be, &u, x, sh->up, NULL, T, err));
+    LD_TRY(gate_up(be, &g, &u, x, sh, T, err));
     LD_TRY(moe_act((cuda_backend *)be, m->g, m->u, T, Is, act, limit, err));
     LD_TRY(matmul(be, &eo, &g, sh->down, NULL, T, err));
     CU("moe", ld_cu_add(variant((cuda_backend *)be, LD_CUDA_OP_ADD), y->d, m->eo, nd));
@@ -1429,6 +1466,12 @@ static ld_status ds4_qkv(ld_backend *be, ld_buf *q, ld_buf *kvc, const ld_buf *k
     LD_TRY(range(kvc, 0, (size_t)kv_rows * d, err));
     if (!T) return LD_OK;
     CU("ds4_qkv", ld_cu_set_device(cb->device));
+    if (variant(cb, LD_CUDA_OP_RMSNORM) == LD_CU_CUSTOM && variant(cb, LD_CUDA_OP_ROPE) == LD_CU_CUSTOM &&
+        kv_rows >= T) { /* one launch for the four below: their bits */
+        CU("ds4_qkv", ld_cu_ds4_qkv(q->d, kvc->d, kv->d, T, H, hd, kv_rows, pos0, eps, rope->inv_freq->d,
+                                    rope->attn_factor, rope->dim, rope->bf16));
+        return LD_OK;
+    }
     LD_TRY(ds4_ones(cb, hd, err));
     CU("ds4_qkv", ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), q->d, q->d, cb->ones, LD_KDT_F32, hd, eps, T * H));
     CU("ds4_qkv", ds4_rot_rows(cb, q->d, T, QH, H, hd, rope, pos0, 0));
@@ -1443,29 +1486,16 @@ static ld_status ds4_qkv(ld_backend *be, ld_buf *q, ld_buf *kvc, const ld_buf *k
     return LD_OK;
 }
 
-/* `n` ring rows from row `first` (wrapping at 2 r) into dst */
-static int ring_rows(float *dst, const float *ring, size_t first, size_t n, size_t r2, size_t W)
-{
-    size_t a = n < r2 - first ? n : r2 - first;
-    int e = ld_cu_d2d(dst, ring + first * W, a * W * sizeof(float));
-    return e || a == n ? e : ld_cu_d2d(dst + a * W, ring, (n - a) * W * sizeof(float));
-}
-
-/* entry w of compressor c (ds4_compress's contract): its slots gathered
- * from the rings into work (skv, sgate, then the pooled row), pooled as
- * positions from (w - prev) r, normed into its row, rotated */
+/* entry w of compressor c (ds4_compress's contract): its slots read in
+ * place from the rings, pooled into work, normed into its row, rotated */
 static ld_status ds4_entry(cuda_backend *cb, const ld_ds4_comp_bufs *c, int w, float eps, const ld_ds4_rot *rope,
                            ld_error *err)
 {
-    size_t W = (size_t)c->width, r = (size_t)c->ratio, dim = (size_t)c->dim;
-    int overlap = c->width == 2 * c->dim, prev = overlap && w > 0;
-    size_t q0 = ((size_t)w - (size_t)prev) * r, n = (prev ? 2 : 1) * r;
-    float *skv = cb->work, *sgate = skv + 2 * r * W, *ent = sgate + 2 * r * W;
-    float *e = c->entries->d + (size_t)w * dim;
-    CU("ds4_compress", ring_rows(skv, c->kv->d, q0 % (2 * r), n, 2 * r, W));
-    CU("ds4_compress", ring_rows(sgate, c->gate->d, q0 % (2 * r), n, 2 * r, W));
-    CU("ds4_compress", ld_cu_ds4_compress(variant(cb, LD_CUDA_OP_ATTENTION), ent, skv, sgate, c->ape->d, c->ratio,
-                                          c->dim, W, overlap, prev, 1));
+    size_t W = (size_t)c->width, dim = (size_t)c->dim;
+    int overlap = c->width == 2 * c->dim;
+    float *ent = cb->work, *e = c->entries->d + (size_t)w * dim;
+    CU("ds4_compress", ld_cu_ds4_compress(variant(cb, LD_CUDA_OP_ATTENTION), ent, c->kv->d, c->gate->d, c->ape->d,
+                                          c->ratio, c->dim, W, overlap, w, 1, 2 * c->ratio));
     CU("ds4_compress",
        ld_cu_rmsnorm(variant(cb, LD_CUDA_OP_RMSNORM), e, ent, c->norm->d, LD_KDT_F32, c->dim, eps, 1));
     CU("ds4_compress", ds4_rot_rows(cb, e, 1, dim, 1, c->dim, rope, w * c->ratio, 0));
@@ -1491,13 +1521,16 @@ static ld_status ds4_compress(ld_backend *be, const ld_ds4_comp_bufs *c, const l
     LD_TRY(range(c->entries, 0, ((size_t)pos0 + tt) / r * (size_t)c->dim, err));
     if (!T) return LD_OK;
     CU("ds4_compress", ld_cu_set_device(cb->device));
-    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (4 * r * W + (size_t)c->dim) * sizeof(float), "ds4_compress",
-                   err));
-    for (size_t t = 0; t < tt; t++) {
-        size_t p = (size_t)pos0 + t, row = p % (2 * r);
-        CU("ds4_compress", ld_cu_d2d(c->kv->d + row * W, kv->d + t * W, W * sizeof(float)));
-        CU("ds4_compress", ld_cu_d2d(c->gate->d + row * W, gate->d + t * W, W * sizeof(float)));
-        if ((p + 1) % r == 0) LD_TRY(ds4_entry(cb, c, (int)((p + 1) / r) - 1, eps, rope, err));
+    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (size_t)c->dim * sizeof(float), "ds4_compress", err));
+    /* the tokens up to the next completed window into the rings in one
+     * launch, then that window's entry (the rows it reads are not yet
+     * overwritten: a chunk is at most r rows of a ring of 2 r) */
+    for (size_t t = 0; t < tt;) {
+        size_t p = (size_t)pos0 + t, n = r - p % r < tt - t ? r - p % r : tt - t;
+        CU("ds4_compress", ld_cu_ring_put2(c->kv->d, c->gate->d, kv->d + t * W, gate->d + t * W, W, (int)(2 * r),
+                                           (int)p, (int)n));
+        t += n;
+        if (((size_t)pos0 + t) % r == 0) LD_TRY(ds4_entry(cb, c, (int)(((size_t)pos0 + t) / r) - 1, eps, rope, err));
     }
     return LD_OK;
 }
@@ -1720,6 +1753,34 @@ static ld_status copy_cols(ld_backend *be, ld_buf *dst, size_t dst_ld, size_t ds
     return LD_OK;
 }
 
+/* the groups matmul_blockdiag takes in one launch */
+#define BLOCKDIAG_MAX_G 64
+
+/* one grouped FP8 launch over G column blocks of x and out, its table
+ * kept on the device (const_dev, keyed by ws: the same buffers and T
+ * upload nothing) */
+static ld_status matmul_blockdiag(ld_backend *be, ld_buf *out, const ld_buf *x, ld_weight *const *ws, int G, int T,
+                                  ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0 || G < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_blockdiag of %d tokens, %d groups", T, G);
+    if (G > BLOCKDIAG_MAX_G || !fp8_group_ok(cb, ws, G, T))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda matmul_blockdiag: not %d FP8 weights of one shape", G);
+    size_t K = (size_t)ws[0]->cols, N = (size_t)ws[0]->rows, GK = (size_t)G * K, GN = (size_t)G * N;
+    LD_TRY(range(out, 0, (size_t)T * GN, err));
+    LD_TRY(range(x, 0, (size_t)T * GK, err));
+    if (x == out) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_blockdiag in place");
+    if (!T) return LD_OK;
+    CU("matmul_blockdiag", ld_cu_set_device(cb->device));
+    ld_cu_mm_group tab[BLOCKDIAG_MAX_G];
+    for (int g = 0; g < G; g++)
+        tab[g] = (ld_cu_mm_group){ws[g]->d, ws[g]->scale, x->d + (size_t)g * K, out->d + (size_t)g * N, T, GK, GN};
+    void *dtab = NULL;
+    LD_TRY(const_dev(cb, ws, tab, (size_t)G * sizeof *tab, NULL, 0, &dtab, "matmul_blockdiag", err));
+    CU("matmul_blockdiag", ld_cu_grouped_fp8_matmul(dtab, G, T, (int)K, (int)N, ws[0]->br, ws[0]->bc));
+    return LD_OK;
+}
+
 static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
                              float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err)
 {
@@ -1773,6 +1834,7 @@ static const ld_backend_ops cuda_ops = {
     .ds4_index = ds4_index,
     .ds4_attention = ds4_attention,
     .copy_cols = copy_cols,
+    .matmul_blockdiag = matmul_blockdiag,
     .ds4_hc_head = ds4_hc_head,
     .moe = moe,
     .ds4_route_moe = ds4_route_moe,

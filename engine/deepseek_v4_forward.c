@@ -730,13 +730,25 @@ static ld_status compress_be(ld_ds4_session *s, const ds4_comp *c, int variant, 
 }
 
 /* the grouped output projection of s->bao into s->ao: group g's heads
- * through wo_a's block g, the groups' outputs side by side through wo_b */
+ * through wo_a's block g (the backend's matmul_blockdiag in one call, or
+ * a copy_cols and matmul a group), the groups' outputs side by side
+ * through wo_b */
 static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_error *err)
 {
     const ld_backend_ops *o = OPS(s);
     const ld_ds4_config *c = &s->m->cfg;
     size_t G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank;
     size_t QH = (size_t)c->n_heads * (size_t)c->head_dim, GW = QH / G;
+    ld_status st = LD_ERR_UNSUPPORTED;
+    ld_error e = {0};
+    if (o->matmul_blockdiag) st = o->matmul_blockdiag(s->be, s->ogall, s->bao, L->wo_a, (int)G, n, &e);
+    if (st != LD_ERR_UNSUPPORTED) {
+        if (st != LD_OK) {
+            if (err) *err = e;
+            return st;
+        }
+        return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+    }
     for (size_t g = 0; g < G; g++) {
         LD_TRY(o->copy_cols(s->be, s->att, GW, 0, s->bao, QH, g * GW, n, GW, err));
         LD_TRY(o->matmul(s->be, s->og, s->att, L->wo_a[g], NULL, n, err));

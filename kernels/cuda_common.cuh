@@ -67,6 +67,27 @@ __device__ __forceinline__ float ld_block_sum(float v, float *sh)
     return sh[0];
 }
 
+/* the custom RMSNorm's block: LD_CU_NORM_THREADS threads, thread j
+ * summing x[j + 256 m]^2 (fmaf, m ascending), then a fixed tree over the
+ * partial sums in shared memory (sh [LD_CU_NORM_THREADS]); every thread
+ * gets 1 / sqrt(mean + eps).  One function for every kernel that norms a
+ * row (rmsnorm_custom, V4's fused q/kv), so that they agree bitwise. */
+#define LD_CU_NORM_THREADS 256
+__device__ __forceinline__ float ld_norm_inv(const float *x, int dim, float eps, float *sh)
+{
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += LD_CU_NORM_THREADS) v = fmaf(x[i], x[i], v);
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = LD_CU_NORM_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    float total = sh[0];
+    __syncthreads();
+    return 1.0f / sqrtf(total / (float)dim + eps);
+}
+
 __device__ __forceinline__ double ld_block_sum_d(double v, double *sh)
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -312,16 +312,17 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     if (n >= N || t0 >= g.rows) return;
     int nt = g.rows - t0 < F8_ROWS ? g.rows - t0 : F8_ROWS;
     int nbc = (K + bc - 1) / bc;
+    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
     const float *xr[F8_ROWS];
 #pragma unroll
-    for (int r = 0; r < F8_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
-    float *o = g.out + (size_t)t0 * (size_t)N + n;
+    for (int r = 0; r < F8_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
+    float *o = g.out + (size_t)t0 * ldo + n;
     const uint8_t *qr = g.q + (size_t)n * (size_t)K;
     const float *srow = g.scale + (size_t)(n / br) * (size_t)nbc;
     if (K % 16 == 0 && ((uintptr_t)g.q & 15) == 0)
-        fp8_warp_rows<1>(o, (size_t)N, qr, srow, K, bc, xr, nt);
+        fp8_warp_rows<1>(o, ldo, qr, srow, K, bc, xr, nt);
     else
-        fp8_warp_rows<0>(o, (size_t)N, qr, srow, K, bc, xr, nt);
+        fp8_warp_rows<0>(o, ldo, qr, srow, K, bc, xr, nt);
 }
 
 extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
@@ -361,12 +362,12 @@ __global__ void __launch_bounds__(TAB_THREADS)
     if (cnt > 0 && k < G) {
         size_t rd = (size_t)r0 * (size_t)D, ri = (size_t)r0 * (size_t)I;
         ld_cu_moe_w x = w[e];
-        tab[k] = ld_cu_mm_group{x.gate_q, x.gate_s, xe + rd, g + ri, cnt};
-        tab[G + k] = ld_cu_mm_group{x.up_q, x.up_s, xe + rd, u + ri, cnt};
-        tab[2 * G + k] = ld_cu_mm_group{x.down_q, x.down_s, g + ri, eo + rd, cnt};
+        tab[k] = ld_cu_mm_group{x.gate_q, x.gate_s, xe + rd, g + ri, cnt, 0, 0};
+        tab[G + k] = ld_cu_mm_group{x.up_q, x.up_s, xe + rd, u + ri, cnt, 0, 0};
+        tab[2 * G + k] = ld_cu_mm_group{x.down_q, x.down_s, g + ri, eo + rd, cnt, 0, 0};
     }
     for (int j = active + e; j < G; j += TAB_THREADS) {
-        ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0};
+        ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0, 0, 0};
         tab[j] = none;
         tab[G + j] = none;
         tab[2 * G + j] = none;
@@ -1349,16 +1350,6 @@ __global__ void hc_norm_ref(float *work, size_t ws, const float *X, int T, int N
     work[(size_t)t * ws] = 1.0f / sqrtf(ss / (float)ND + eps);
 }
 
-__global__ void hc_norm_custom(float *work, size_t ws, const float *X, int ND, float eps)
-{
-    __shared__ float sh[32];
-    int t = blockIdx.x;
-    const float *x = X + (size_t)t * (size_t)ND;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < ND; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
-    ss = ld_block_sum(ss, sh);
-    if (threadIdx.x == 0) work[(size_t)t * ws] = 1.0f / sqrtf(ss / (float)ND + eps);
-}
 
 /* m[t][o] = fn[o] . (X[t] * inv) (each X * inv rounded first, as the
  * reference's normalised copy) */
@@ -1373,18 +1364,28 @@ __global__ void hc_mix_ref(float *work, size_t ws, const float *X, const float *
     work[t * ws + 1 + o] = acc;
 }
 
-/* a warp per (t, o) */
-__global__ void hc_mix_custom(float *work, size_t ws, const float *X, const float *fn, int T, int ND, int R)
+/* block (8 outputs, token t) of HC_THREADS: the token's inverse RMS (each
+ * block its own, the same reduction in every block: the row is in the
+ * cache after the first), then a warp per output o; block 0 keeps the
+ * inverse in work.  One launch where a norm and a mix kernel were two. */
+#define HC_THREADS 256
+__global__ void __launch_bounds__(HC_THREADS)
+    hc_norm_mix_custom(float *work, size_t ws, const float *X, const float *fn, int ND, int R, float eps)
 {
-    size_t wi = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (wi >= (size_t)T * (size_t)R) return;
-    size_t t = wi / (size_t)R, o = wi % (size_t)R;
-    const float *x = X + t * (size_t)ND, *wr = fn + o * (size_t)ND;
-    float inv = work[t * ws], acc = 0.0f;
+    __shared__ float sh[32];
+    int t = blockIdx.y, lane = threadIdx.x & 31, o = blockIdx.x * (HC_THREADS / 32) + (threadIdx.x >> 5);
+    const float *x = X + (size_t)t * (size_t)ND;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < ND; i += HC_THREADS) ss = fmaf(x[i], x[i], ss);
+    ss = ld_block_sum(ss, sh);
+    float inv = 1.0f / sqrtf(ss / (float)ND + eps);
+    if (blockIdx.x == 0 && threadIdx.x == 0) work[(size_t)t * ws] = inv;
+    if (o >= R) return;
+    const float *wr = fn + (size_t)o * (size_t)ND;
+    float acc = 0.0f;
     for (int i = lane; i < ND; i += 32) acc = fmaf(wr[i], x[i] * inv, acc);
     acc = ld_warp_sum(acc);
-    if (lane == 0) work[t * ws + 1 + o] = acc;
+    if (lane == 0) work[(size_t)t * ws + 1 + (size_t)o] = acc;
 }
 
 /* the Sinkhorn iterate comb [N][N] rounded to bf16 (mhc=sinkhorn-bf16) */
@@ -1394,19 +1395,25 @@ __device__ void hc_iterate_bf16(float *cb, int N, int bf16)
         for (int i = 0; i < N * N; i++) cb[i] = ld_bf16_round(cb[i]);
 }
 
+/* pre_j of a token from its mix m: the one expression hc_sinkhorn and the
+ * custom collapse both evaluate (the same bits in either) */
+__device__ __forceinline__ float hc_pre_gate(const float *m, const float *base, const float *scale, int j,
+                                             float hc_eps)
+{
+    return sigmoid_f(m[j] * scale[0] + base[j]) + hc_eps;
+}
+
 /* a thread per token: pre, post, the comb softmax and Sinkhorn-Knopp, the
  * C reference's loops (ld_ref_ds4_hc_pre_ex); variant LD_CU_MHC_BF16 rounds
  * post and comb to bf16 at the end, LD_CU_MHC_SINKHORN_BF16 every iterate */
-__global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, const float *base, const float *scale,
-                            int T, int N, int iters, float hc_eps, int variant)
+__device__ void hc_sinkhorn_token(float *post, float *comb, float *work, size_t ws, const float *base,
+                                  const float *scale, int t, int N, int iters, float hc_eps, int variant)
 {
     int sk = variant == LD_CU_MHC_SINKHORN_BF16;
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T) return;
     const float *m = work + (size_t)t * ws + 1;
     float *pre = work + (size_t)t * ws + 1 + (size_t)(2 + N) * (size_t)N;
     float *po = post + (size_t)t * (size_t)N, *cb = comb + (size_t)t * (size_t)N * (size_t)N;
-    for (int j = 0; j < N; j++) pre[j] = sigmoid_f(m[j] * scale[0] + base[j]) + hc_eps;
+    for (int j = 0; j < N; j++) pre[j] = hc_pre_gate(m, base, scale, j, hc_eps);
     for (int j = 0; j < N; j++) po[j] = 2.0f * sigmoid_f(m[N + j] * scale[1] + base[N + j]);
     for (int r = 0; r < N; r++) {
         float *c = cb + (size_t)r * (size_t)N;
@@ -1444,6 +1451,13 @@ __global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, co
     }
 }
 
+__global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, const float *base, const float *scale,
+                            int T, int N, int iters, float hc_eps, int variant)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < T) hc_sinkhorn_token(post, comb, work, ws, base, scale, t, N, iters, hc_eps, variant);
+}
+
 __global__ void hc_collapse(float *collapsed, const float *work, size_t ws, const float *X, int T, int N, int D)
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -1453,6 +1467,30 @@ __global__ void hc_collapse(float *collapsed, const float *work, size_t ws, cons
     const float *x = X + t * (size_t)N * (size_t)D;
     float acc = 0.0f;
     for (int j = 0; j < N; j++) acc += pre[j] * x[(size_t)j * (size_t)D + d];
+    collapsed[idx] = acc;
+}
+
+/* custom: the collapse and the Sinkhorn in one launch.  Blocks [0, nc)
+ * collapse (a thread per (t, d), pre_j evaluated from the mix as
+ * hc_sinkhorn does, not read from work, which the other blocks write in
+ * the same launch); blocks from nc run hc_sinkhorn's thread per token. */
+__global__ void __launch_bounds__(HC_THREADS)
+    hc_sink_collapse_custom(float *collapsed, float *post, float *comb, float *work, size_t ws, const float *X,
+                            const float *base, const float *scale, int T, int N, int D, int iters, float hc_eps,
+                            int variant, unsigned nc)
+{
+    if (blockIdx.x >= nc) {
+        int t = (int)(blockIdx.x - nc) * HC_THREADS + (int)threadIdx.x;
+        if (t < T) hc_sinkhorn_token(post, comb, work, ws, base, scale, t, N, iters, hc_eps, variant);
+        return;
+    }
+    size_t idx = (size_t)blockIdx.x * HC_THREADS + threadIdx.x;
+    if (idx >= (size_t)T * (size_t)D) return;
+    size_t t = idx / (size_t)D, d = idx % (size_t)D;
+    const float *m = work + t * ws + 1;
+    const float *x = X + t * (size_t)N * (size_t)D;
+    float acc = 0.0f;
+    for (int j = 0; j < N; j++) acc += hc_pre_gate(m, base, scale, j, hc_eps) * x[(size_t)j * (size_t)D + d];
     collapsed[idx] = acc;
 }
 
@@ -1474,15 +1512,19 @@ extern "C" int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, flo
     size_t ws = hc_stride(N);
     int ND = N * D, R = (2 + N) * N;
     int e;
-    if (v == LD_CU_REF) {
-        hc_norm_ref<<<ld_cu_blocks((size_t)T, 64), 64>>>(work, ws, X, T, ND, norm_eps);
+    if (v != LD_CU_REF) { /* two launches: norm and mix, then collapse and Sinkhorn */
+        if (T > 65535) return INVAL;
+        unsigned nc = ld_cu_blocks((size_t)T * (size_t)D, HC_THREADS), ns = ld_cu_blocks((size_t)T, HC_THREADS);
+        dim3 grid((unsigned)((R + HC_THREADS / 32 - 1) / (HC_THREADS / 32)), (unsigned)T);
+        hc_norm_mix_custom<<<grid, HC_THREADS>>>(work, ws, X, fn, ND, R, norm_eps);
         if ((e = ld_cu_launched())) return e;
-        hc_mix_ref<<<ld_cu_blocks((size_t)T * (size_t)R, 128), 128>>>(work, ws, X, fn, T, ND, R);
-    } else {
-        hc_norm_custom<<<(unsigned)T, 256>>>(work, ws, X, ND, norm_eps);
-        if ((e = ld_cu_launched())) return e;
-        hc_mix_custom<<<ld_cu_blocks((size_t)T * (size_t)R * 32, 256), 256>>>(work, ws, X, fn, T, ND, R);
+        hc_sink_collapse_custom<<<nc + ns, HC_THREADS>>>(collapsed, post, comb, work, ws, X, base, scale, T, N, D,
+                                                         iters, hc_eps, variant, nc);
+        return ld_cu_launched();
     }
+    hc_norm_ref<<<ld_cu_blocks((size_t)T, 64), 64>>>(work, ws, X, T, ND, norm_eps);
+    if ((e = ld_cu_launched())) return e;
+    hc_mix_ref<<<ld_cu_blocks((size_t)T * (size_t)R, 128), 128>>>(work, ws, X, fn, T, ND, R);
     if ((e = ld_cu_launched())) return e;
     hc_sinkhorn<<<ld_cu_blocks((size_t)T, 64), 64>>>(post, comb, work, ws, base, scale, T, N, iters, hc_eps,
                                                       variant);

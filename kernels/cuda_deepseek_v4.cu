@@ -414,6 +414,47 @@ extern "C" int ld_cu_ds_rope(int v, float *x, int T, size_t row_stride, size_t o
     return ld_cu_launched();
 }
 
+/* blocks [0, T H): head h of token t's q, normed in place (rmsnorm_custom
+ * by ones: 1 * v is v), then its last rd values rotated (rope_custom's
+ * pairs); blocks [T H, T H + T): kv row t copied to its ring row, then
+ * rotated there.  The bits of the three launches and the copy it
+ * replaces. */
+__global__ void __launch_bounds__(LD_CU_NORM_THREADS)
+    ds4_qkv_custom(float *q, float *kvc, const float *kv, int T, int H, int hd, int kv_rows, int pos0, float eps,
+                   const float *inv_freq, float af, int rd, int bf16_table)
+{
+    __shared__ float sh[LD_CU_NORM_THREADS];
+    int b = blockIdx.x, half = rd / 2, t;
+    float *v;
+    if (b < T * H) {
+        t = b / H;
+        v = q + (size_t)b * (size_t)hd;
+        float inv = ld_norm_inv(v, hd, eps, sh);
+        for (int i = threadIdx.x; i < hd; i += LD_CU_NORM_THREADS) v[i] = 1.0f * (v[i] * inv);
+    } else {
+        t = b - T * H;
+        v = kvc + (size_t)((pos0 + t) % kv_rows) * (size_t)hd;
+        for (int i = threadIdx.x; i < hd; i += LD_CU_NORM_THREADS) v[i] = kv[(size_t)t * (size_t)hd + (size_t)i];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < half; i += LD_CU_NORM_THREADS) {
+        float c, s;
+        rope_cs(&c, &s, pos0 + t, inv_freq[i], af, 0, bf16_table);
+        rope_pair(v + (hd - rd), i, half, 1, c, s);
+    }
+}
+
+extern "C" int ld_cu_ds4_qkv(float *q, float *kvc, const float *kv, int T, int H, int hd, int kv_rows, int pos0,
+                             float eps, const float *inv_freq, float attn_factor, int rd, int bf16_table)
+{
+    if (T <= 0 || H <= 0 || hd <= 0) return 0;
+    if (rd < 0 || rd % 2 || rd > hd || pos0 < 0 || kv_rows < T || (size_t)T * (size_t)(H + 1) > 0x7fffffffu)
+        return INVAL;
+    ds4_qkv_custom<<<(unsigned)(T * (H + 1)), LD_CU_NORM_THREADS>>>(q, kvc, kv, T, H, hd, kv_rows, pos0, eps,
+                                                                     inv_freq, attn_factor, rd, bf16_table);
+    return ld_cu_launched();
+}
+
 /* ================================================================ hc_head */
 
 #define HH_MAXN 64
@@ -631,16 +672,18 @@ __global__ void __launch_bounds__(32 * F4_WARPS)
     int t0 = (int)blockIdx.z * F4_ROWS;
     if (n >= N || t0 >= g.rows) return;
     int nt = g.rows - t0 < F4_ROWS ? g.rows - t0 : F4_ROWS;
+    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
     const float *xr[F4_ROWS];
 #pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
-    float *o = g.out + (size_t)t0 * (size_t)N + n;
+    for (int r = 0; r < F4_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
+    float *o = g.out + (size_t)t0 * ldo + n;
     const uint8_t *qr = g.q + (size_t)n * (size_t)(K / 2);
     size_t srow = (size_t)(n / bm) * (size_t)(K / bn);
-    if (K % 32 == 0 && ((uintptr_t)g.q & 15) == 0 && ((uintptr_t)g.x & 15) == 0)
-        fp4_warp_rows<1>(o, (size_t)N, xr, nt, qr, g.scale, 0, srow, K, bn);
+    /* the 16-byte path reads x in 16-byte pieces: every row aligned */
+    if (K % 32 == 0 && ((uintptr_t)g.q & 15) == 0 && ((uintptr_t)g.x & 15) == 0 && ldx % 4 == 0)
+        fp4_warp_rows<1>(o, ldo, xr, nt, qr, g.scale, 0, srow, K, bn);
     else
-        fp4_warp_rows<0>(o, (size_t)N, xr, nt, qr, g.scale, 0, srow, K, bn);
+        fp4_warp_rows<0>(o, ldo, xr, nt, qr, g.scale, 0, srow, K, bn);
 }
 
 extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
@@ -677,10 +720,11 @@ extern "C" int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uin
 
 /* ================================================================ compressor */
 
-/* slot s (< 2r) of entry w: its row, column and ape row; 0 when absent (as
+/* slot s (< 2r) of entry w: its row (the position, or its row of a ring
+ * of `ring` rows), column and ape row; 0 when absent (as
  * ld_ref_ds4_compress's loop) */
-__device__ __forceinline__ int comp_slot(int s, int r, int d, int c, int overlap, int w, size_t *row, size_t *col,
-                                         size_t *j)
+__device__ __forceinline__ int comp_slot(int s, int r, int d, int c, int overlap, int w, int ring, size_t *row,
+                                         size_t *col, size_t *j)
 {
     int first = s < r, jj = first ? s : s - r;
     if (!overlap) {
@@ -695,13 +739,14 @@ __device__ __forceinline__ int comp_slot(int s, int r, int d, int c, int overlap
         *row = (size_t)w * (size_t)r + (size_t)jj;
         *col = (size_t)d + (size_t)c;
     }
+    if (ring) *row %= (size_t)ring;
     *j = (size_t)jj;
     return 1;
 }
 
 /* ref: a thread per (entry, column), the C loop's three passes */
 __global__ void comp_ref(float *out, const float *kv, const float *gate, const float *ape, int r, int d,
-                         size_t stride, int overlap, int w0, int nw)
+                         size_t stride, int overlap, int w0, int nw, int ring)
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)nw * (size_t)d) return;
@@ -710,7 +755,7 @@ __global__ void comp_ref(float *out, const float *kv, const float *gate, const f
     size_t row, col, j;
     for (int pass = 0; pass < 2; pass++)
         for (int s = 0; s < 2 * r; s++) {
-            if (!comp_slot(s, r, d, c, overlap, w, &row, &col, &j)) continue;
+            if (!comp_slot(s, r, d, c, overlap, w, ring, &row, &col, &j)) continue;
             float z = gate[row * stride + col] + ape[j * stride + col];
             if (pass == 0) {
                 if (z > mx) mx = z;
@@ -719,7 +764,7 @@ __global__ void comp_ref(float *out, const float *kv, const float *gate, const f
             }
         }
     for (int s = 0; s < 2 * r; s++) {
-        if (!comp_slot(s, r, d, c, overlap, w, &row, &col, &j)) continue;
+        if (!comp_slot(s, r, d, c, overlap, w, ring, &row, &col, &j)) continue;
         float z = gate[row * stride + col] + ape[j * stride + col];
         acc += kv[row * stride + col] * (expf(z - mx) / sum);
     }
@@ -734,7 +779,7 @@ __global__ void comp_ref(float *out, const float *kv, const float *gate, const f
  * the 8 parts combined in order by part 0; out = (sum e kv) / (sum e) */
 __global__ void __launch_bounds__(CP_COLS *CP_PARTS) comp_custom(float *out, const float *kv, const float *gate,
                                                                  const float *ape, int r, int d, size_t stride,
-                                                                 int overlap, int w0)
+                                                                 int overlap, int w0, int ring)
 {
     __shared__ float sm[CP_PARTS][CP_COLS], ss[CP_PARTS][CP_COLS], sa[CP_PARTS][CP_COLS];
     int cx = threadIdx.x, py = threadIdx.y, c = blockIdx.x * CP_COLS + cx, e = blockIdx.y, w = w0 + e;
@@ -743,7 +788,7 @@ __global__ void __launch_bounds__(CP_COLS *CP_PARTS) comp_custom(float *out, con
     float mx = -INFINITY;
     if (cv)
         for (int s = py; s < 2 * r; s += CP_PARTS)
-            if (comp_slot(s, r, d, c, overlap, w, &row, &col, &j))
+            if (comp_slot(s, r, d, c, overlap, w, ring, &row, &col, &j))
                 mx = fmaxf(mx, gate[row * stride + col] + ape[j * stride + col]);
     sm[py][cx] = mx;
     __syncthreads();
@@ -752,7 +797,7 @@ __global__ void __launch_bounds__(CP_COLS *CP_PARTS) comp_custom(float *out, con
     float sum = 0.0f, acc = 0.0f;
     if (cv)
         for (int s = py; s < 2 * r; s += CP_PARTS)
-            if (comp_slot(s, r, d, c, overlap, w, &row, &col, &j)) {
+            if (comp_slot(s, r, d, c, overlap, w, ring, &row, &col, &j)) {
                 float ez = expf(gate[row * stride + col] + ape[j * stride + col] - mx);
                 sum += ez;
                 acc = fmaf(ez, kv[row * stride + col], acc);
@@ -771,16 +816,38 @@ __global__ void __launch_bounds__(CP_COLS *CP_PARTS) comp_custom(float *out, con
 }
 
 extern "C" int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r,
-                                  int d, size_t stride, int overlap, int w0, int nw)
+                                  int d, size_t stride, int overlap, int w0, int nw, int ring)
 {
     if (nw <= 0 || d <= 0) return 0;
     if (r <= 0 || w0 < 0 || stride < (size_t)(overlap ? 2 * d : d) || nw > 65535) return INVAL;
+    if (ring && (ring < 2 * r || nw > 1)) return INVAL;
     if (v == LD_CU_REF)
         comp_ref<<<ld_cu_blocks((size_t)nw * (size_t)d, 128), 128>>>(out, kv, gate, ape, r, d, stride, overlap, w0,
-                                                                      nw);
+                                                                      nw, ring);
     else
         comp_custom<<<dim3((unsigned)((d + CP_COLS - 1) / CP_COLS), (unsigned)nw), dim3(CP_COLS, CP_PARTS)>>>(
-            out, kv, gate, ape, r, d, stride, overlap, w0);
+            out, kv, gate, ape, r, d, stride, overlap, w0, ring);
+    return ld_cu_launched();
+}
+
+/* a thread per float of the n rows of a and b */
+__global__ void ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0, int n)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nw = (size_t)n * W;
+    if (idx >= 2 * nw) return;
+    size_t i = idx % nw, t = i / W, row = ((size_t)p0 + t) % (size_t)ring;
+    if (idx < nw)
+        ra[row * W + i % W] = a[i];
+    else
+        rb[row * W + i % W] = b[i];
+}
+
+extern "C" int ld_cu_ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0,
+                               int n)
+{
+    if (n <= 0 || W == 0) return 0;
+    if (ring <= 0 || n > ring || p0 < 0) return INVAL;
+    ring_put2<<<ld_cu_blocks(2 * (size_t)n * W, 256), 256>>>(ra, rb, a, b, W, ring, p0, n);
     return ld_cu_launched();
 }
 

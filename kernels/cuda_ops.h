@@ -239,8 +239,11 @@ size_t ld_cu_hc_work(int T, int N);
 
 /* mHC pre-mixing with Sinkhorn-Knopp (ld_ref_ds4_hc_pre) of T tokens:
  * X [T][N][D], fn [(2+N)*N][N*D], base [(2+N)*N], scale [3]; post [T][N],
- * comb [T][N][N], collapsed [T][D].  N <= 64.  custom: block-reduced
- * norm, a warp per mixing row. */
+ * comb [T][N][N], collapsed [T][D].  N <= 64.  ref: four kernels (norm,
+ * mix, Sinkhorn, collapse); custom: two launches, a decode step's
+ * dominant cost being launches: the block-reduced norm recomputed in
+ * each mixing block with a warp per mixing row, then the collapse and
+ * the Sinkhorn side by side in one grid (T <= 65535). */
 int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                  const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
                  float *work, size_t work_floats);
@@ -369,9 +372,13 @@ int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, co
 typedef struct ld_cu_mm_group {
     const uint8_t *q;   /* the codes: FP8 [N][K] bytes, FP4 [N][K/2] */
     const float *scale; /* FP8 [ceil(N/br)][ceil(K/bc)], FP4 [N/br][K/bc] */
-    const float *x;     /* the group's input rows [rows][K] */
-    float *out;         /* its output rows [rows][N] */
+    const float *x;     /* the group's input rows [rows][K], ldx floats apart */
+    float *out;         /* its output rows [rows][N], ldo floats apart */
     int rows;           /* >= 0 */
+    /* the row strides; 0: K and N (dense rows, the MoE's gathered ones).
+     * Others serve a block-diagonal product, whose groups read and write
+     * column blocks of shared rows (V4's grouped output projection). */
+    size_t ldx, ldo;
 } ld_cu_mm_group;
 
 /* G groups (tab [G] in device memory; max_rows >= every group's rows, the
@@ -409,12 +416,30 @@ int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const l
 
 /* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
  * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`
- * floats indexed by absolute position, ape [r][stride].  ref: a thread per
+ * floats indexed by absolute position (ring 0), or position p at row p %
+ * ring of a ring of `ring` >= 2 r rows (then nw = 1: the ring holds one
+ * entry's window, read in place); ape [r][stride].  ref: a thread per
  * (entry, column), the C loop; custom: a block per (32 columns, entry),
  * the slots split over 8 parts (max, sum of exps, fmaf'd weighted sum)
  * combined in part order, one division at the end.  nw <= 65535. */
 int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r, int d,
-                       size_t stride, int overlap, int w0, int nw);
+                       size_t stride, int overlap, int w0, int nw, int ring);
+
+/* V4's q and kv after their projections in one launch (the custom
+ * kernels' path of the backend's ds4_qkv): each head of q [T][H][hd]
+ * unit-RMSNormed in place (ld_cu_rmsnorm's custom reduction, by ones) and
+ * its last rd values rotated at its position (ld_cu_ds_rope's interleaved
+ * pairs, not inverse); each kv row [T][hd] put at row (pos0 + t) %
+ * kv_rows of the ring kvc and rotated there.  Bitwise the custom
+ * ld_cu_rmsnorm, ld_cu_ds_rope and the copy it replaces.  rd even, <= hd;
+ * kv_rows >= T. */
+int ld_cu_ds4_qkv(float *q, float *kvc, const float *kv, int T, int H, int hd, int kv_rows, int pos0, float eps,
+                  const float *inv_freq, float attn_factor, int rd, int bf16_table);
+
+/* Rows p0 .. p0 + n - 1 (n <= ring) of two arrays a, b [n][W] into their
+ * rings ra, rb [ring][W], position p at row p % ring: one launch for both
+ * (a compressor's kv and gate projections of a chunk's tokens). */
+int ld_cu_ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0, int n);
 
 /* V3.2's indexer LayerNorm (ld_ref_ds_layernorm) in place over `rows`
  * rows of dim floats, row_stride apart; w, b [dim].  ref: a thread per row,

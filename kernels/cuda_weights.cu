@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "cuda_common.cuh"
 #include "cuda_ops.h"
 
 #define FULL 0xffffffffu
@@ -174,34 +175,15 @@ __global__ void rmsnorm_ref(float *out, const float *x, const uint8_t *w, int dt
     for (int i = 0; i < dim; i++) o[i] = elem(w, dt, i) * (xr[i] * inv);
 }
 
-#define NORM_THREADS 256
+#define NORM_THREADS LD_CU_NORM_THREADS
 
-/* a fixed tree over NORM_THREADS partial sums in shared memory; returns
- * the total to every thread */
-__device__ float block_sum(float v, float *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = NORM_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    float total = sh[0];
-    __syncthreads();
-    return total;
-}
-
-/* one block of NORM_THREADS per row: thread j sums x[j + 256 m]^2 (fmaf,
- * m ascending), then the fixed tree */
+/* one block of NORM_THREADS per row: ld_norm_inv's sum, then the products */
 __global__ void rmsnorm_custom(float *out, const float *x, const uint8_t *w, int dt, int dim, float eps)
 {
     __shared__ float sh[NORM_THREADS];
     const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
     float *o = out + (size_t)blockIdx.x * (size_t)dim;
-    float p = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) p = fmaf(xr[i], xr[i], p);
-    float ss = block_sum(p, sh);
-    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    float inv = ld_norm_inv(xr, dim, eps, sh);
     for (int i = threadIdx.x; i < dim; i += NORM_THREADS) o[i] = elem(w, dt, i) * (xr[i] * inv);
 }
 

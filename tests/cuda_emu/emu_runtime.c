@@ -142,15 +142,25 @@ cudaError_t cudaFreeHost(void *ptr)
     return cudaSuccess;
 }
 
+/* the census's name of a copy (a GPU operation as a launch is) */
+static const char *copy_name(enum cudaMemcpyKind kind, int rows)
+{
+    static const char *const names[2][5] = {
+        {"memcpy HtoH", "memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memcpy default"},
+        {"memcpy2D HtoH", "memcpy2D HtoD", "memcpy2D DtoH", "memcpy2D DtoD", "memcpy2D default"}};
+    return (unsigned)kind < 5 ? names[rows][kind] : "memcpy (bad kind)";
+}
+
 cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
+    ld_emu_census_count("memset");
     memset(devPtr, value, count);
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    (void)kind;
+    ld_emu_census_count(copy_name(kind, 0));
     if (count) memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -166,7 +176,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind)
 {
-    (void)kind;
+    ld_emu_census_count(copy_name(kind, 1));
     if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
     for (size_t r = 0; r < height; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return cudaSuccess;

@@ -348,6 +348,7 @@ int ld_emu_run(ld_emu_dim grid, ld_emu_dim block, size_t smem, void (*body)(void
 {
     E.name = name;
     E.n = 0; /* no block yet */
+    ld_emu_census_count(name);
     if (E.cur) { /* a launch from device code: not a feature of this emulator */
         fprintf(stderr, "cuda emu: %s launched from a kernel\n", name);
         abort();

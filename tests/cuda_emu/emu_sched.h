@@ -16,6 +16,7 @@
 #define LD_EMU_SCHED_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,6 +69,17 @@ unsigned ld_emu_warp_lanes(void);
 
 /* the block's dynamic shared memory */
 void *ld_emu_dyn_smem(void);
+
+/* The launch census (emu_census.c), process-wide: ld_emu_run counts each
+ * launch, failed ones too, under its kernel's name (and emu_runtime.c
+ * each copy and memset, under "memcpy HtoD" and the like).  ld_emu_launches: the
+ * launches so far of `name`, or of every kernel when NULL; ld_emu_census:
+ * the table, most launched first, to f (LD_CUDA_EMU_CENSUS=1 prints it to
+ * stderr at exit); ld_emu_census_reset: every count back to 0. */
+void ld_emu_census_count(const char *name);
+long ld_emu_launches(const char *name);
+void ld_emu_census_reset(void);
+void ld_emu_census(FILE *f);
 
 #ifdef __cplusplus
 }

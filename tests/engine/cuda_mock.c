@@ -1025,13 +1025,17 @@ static int grouped_mm(const char *fn, const ld_cu_mm_group *tab, int G, int max_
         const ld_cu_mm_group *t = &tab[g];
         if (t->rows > max_rows) die(fn, "tab", t, sizeof *t, "has a group of more rows than max_rows");
         if (t->rows <= 0) continue;
-        dev(fn, "group out", t->out, Z(t->rows, N) * FB);
-        dev(fn, "group x", t->x, Z(t->rows, K) * FB);
+        size_t ldx = t->ldx ? t->ldx : (size_t)K, ldo = t->ldo ? t->ldo : (size_t)N;
+        if (ldx < (size_t)K || ldo < (size_t)N) die(fn, "tab", t, sizeof *t, "has a row stride below its row");
+        dev(fn, "group out", t->out, (Z(t->rows - 1, 1) * ldo + (size_t)N) * FB);
+        dev(fn, "group x", t->x, (Z(t->rows - 1, 1) * ldx + (size_t)K) * FB);
         dev(fn, "group q", t->q, Z(N, qrow));
         dev(fn, "group scale", t->scale, f8b_grid(N, K, br, bc) * FB);
         ld_f8b w = {t->q, t->scale, N, K, br, bc};
-        int e = scaled_mm(t->out, t->x, &w, dt, t->rows, K, N);
-        if (e) return e;
+        for (int r = 0; r < t->rows; r++) { /* a row at a time: the strides */
+            int e = scaled_mm(t->out + (size_t)r * ldo, t->x + (size_t)r * ldx, &w, dt, 1, K, N);
+            if (e) return e;
+        }
     }
     return 0;
 }
@@ -1067,28 +1071,98 @@ int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const l
         if (cnt <= 0) continue;
         if (k == G) die(__func__, "offsets", offsets, 0, "name more experts with rows than G");
         size_t rd = Z(r0, D), ri = Z(r0, I);
-        tab[k] = (ld_cu_mm_group){w[e].gate_q, w[e].gate_s, xe + rd, g + ri, cnt};
-        tab[G + k] = (ld_cu_mm_group){w[e].up_q, w[e].up_s, xe + rd, u + ri, cnt};
-        tab[2 * G + k] = (ld_cu_mm_group){w[e].down_q, w[e].down_s, g + ri, eo + rd, cnt};
+        tab[k] = (ld_cu_mm_group){w[e].gate_q, w[e].gate_s, xe + rd, g + ri, cnt, 0, 0};
+        tab[G + k] = (ld_cu_mm_group){w[e].up_q, w[e].up_s, xe + rd, u + ri, cnt, 0, 0};
+        tab[2 * G + k] = (ld_cu_mm_group){w[e].down_q, w[e].down_s, g + ri, eo + rd, cnt, 0, 0};
         k++;
     }
-    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = (ld_cu_mm_group){NULL, NULL, NULL, NULL, 0};
+    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = (ld_cu_mm_group){NULL, NULL, NULL, NULL, 0, 0, 0};
     return 0;
 }
 
+/* a ring's window as the absolute rows the C reference reads: entry w's
+ * slots are positions (w - 1) r .. (w + 1) r - 1 at most, copied from the
+ * ring into rows [ (w - 1) r, ..) of a scratch array the reference then
+ * indexes by position (below those rows: never read) */
+static float *ring_window(const float *ring_rows, int ring, int r, size_t stride, int w, size_t width)
+{
+    size_t rows = Z(w + 1, r);
+    float *abs_rows = calloc(rows * stride, FB);
+    if (!abs_rows) return NULL;
+    size_t p0 = w > 0 ? Z(w - 1, r) : 0;
+    for (size_t p = p0; p < rows; p++)
+        memcpy(abs_rows + p * stride, ring_rows + (p % (size_t)ring) * stride, width * FB);
+    return abs_rows;
+}
+
 int ld_cu_ds4_compress(int v, float *out, const float *kv, const float *gate, const float *ape, int r, int d,
-                       size_t stride, int overlap, int w0, int nw)
+                       size_t stride, int overlap, int w0, int nw, int ring)
 {
     (void)v;
     count(__func__);
     if (nw <= 0 || d <= 0) return 0;
     if (r <= 0 || w0 < 0 || stride < (size_t)(overlap ? 2 * d : d) || nw > 65535) return E_INVAL;
+    if (ring && (ring < 2 * r || nw > 1)) return E_INVAL;
     size_t width = (size_t)(overlap ? 2 * d : d), rows = Z(w0 + nw, r);
+    if (ring) {
+        dev(__func__, "out", out, Z(1, d) * FB);
+        dev(__func__, "kv ring", kv, (Z(ring - 1, 1) * stride + width) * FB);
+        dev(__func__, "gate ring", gate, (Z(ring - 1, 1) * stride + width) * FB);
+        dev(__func__, "ape", ape, (Z(r - 1, 1) * stride + width) * FB);
+        float *k = ring_window(kv, ring, r, stride, w0, width), *g = ring_window(gate, ring, r, stride, w0, width);
+        if (k && g) ld_ref_ds4_compress(out, k, g, ape, r, d, stride, overlap, w0);
+        free(k);
+        free(g);
+        return k && g ? 0 : E_NOMEM;
+    }
     dev(__func__, "out", out, Z(nw, d) * FB);
     dev(__func__, "kv", kv, (Z(rows - 1, 1) * stride + width) * FB);
     dev(__func__, "gate", gate, (Z(rows - 1, 1) * stride + width) * FB);
     dev(__func__, "ape", ape, (Z(r - 1, 1) * stride + width) * FB);
     for (int i = 0; i < nw; i++) ld_ref_ds4_compress(out + Z(i, d), kv, gate, ape, r, d, stride, overlap, w0 + i);
+    return 0;
+}
+
+int ld_cu_ds4_qkv(float *q, float *kvc, const float *kv, int T, int H, int hd, int kv_rows, int pos0, float eps,
+                  const float *inv_freq, float attn_factor, int rd, int bf16_table)
+{
+    count(__func__);
+    if (T <= 0 || H <= 0 || hd <= 0) return 0;
+    if (rd < 0 || rd % 2 || rd > hd || pos0 < 0 || kv_rows < T) return E_INVAL;
+    dev(__func__, "q", q, Z(T, H) * (size_t)hd * FB);
+    dev(__func__, "kvc", kvc, Z(kv_rows, hd) * FB);
+    dev(__func__, "kv", kv, Z(T, hd) * FB);
+    dev(__func__, "inv_freq", inv_freq, (size_t)(rd / 2) * FB);
+    float *ones = malloc(Z(hd, FB));
+    if (!ones) return E_NOMEM;
+    for (int i = 0; i < hd; i++) ones[i] = 1.0f;
+    ld_ref_rmsnorm(q, q, ones, LD_KDT_F32, hd, eps, 0, Z(T, H));
+    free(ones);
+    size_t off = (size_t)(hd - rd);
+    ld_ref_ds_rope_ex(q, Z(H, hd), off, H, (size_t)hd, rd, inv_freq, attn_factor, 1, pos0, bf16_table, 0, (size_t)T);
+    for (int t = 0; t < T; t++) {
+        float *row = kvc + Z((pos0 + t) % kv_rows, hd);
+        memcpy(row, kv + Z(t, hd), Z(hd, FB));
+        ld_ref_ds_rope_ex(row, (size_t)hd, off, 1, (size_t)hd, rd, inv_freq, attn_factor, 1, pos0 + t, bf16_table, 0,
+                          1);
+    }
+    return 0;
+}
+
+int ld_cu_ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0, int n)
+{
+    count(__func__);
+    if (n <= 0 || W == 0) return 0;
+    if (ring <= 0 || n > ring || p0 < 0) return E_INVAL;
+    dev(__func__, "ring a", ra, Z(ring, W) * FB);
+    dev(__func__, "ring b", rb, Z(ring, W) * FB);
+    dev(__func__, "a", a, Z(n, W) * FB);
+    dev(__func__, "b", b, Z(n, W) * FB);
+    for (int t = 0; t < n; t++) {
+        size_t row = ((size_t)p0 + (size_t)t) % (size_t)ring;
+        memcpy(ra + row * W, a + Z(t, W), W * FB);
+        memcpy(rb + row * W, b + Z(t, W), W * FB);
+    }
     return 0;
 }
 

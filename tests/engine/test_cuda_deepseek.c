@@ -753,7 +753,7 @@ static int test_cuda_moe_combine(void)
 static int test_cuda_hc(void)
 {
     NEED_GPU();
-    struct { int T, N, D, iters; } sh[] = {{3, 4, 64, 20}, {2, 4, 256, 1}, {5, 8, 96, 3}};
+    struct { int T, N, D, iters; } sh[] = {{3, 4, 64, 20}, {2, 4, 256, 1}, {5, 8, 96, 3}, {4, 3, 100, 5}};
     for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
         int T = sh[ci].T, N = sh[ci].N, D = sh[ci].D, iters = sh[ci].iters, ND = N * D, R = (2 + N) * N;
         float *X = malloc(sizeof(float) * T * ND), *fn = malloc(sizeof(float) * R * ND);
@@ -1182,6 +1182,65 @@ static int test_cuda_ds_rope(void)
     return 0;
 }
 
+/* ld_cu_ds4_qkv (one launch) against the launches it replaces, custom:
+ * the unit RMSNorm of q's heads (ld_cu_rmsnorm by ones), their RoPE
+ * (ld_cu_ds_rope), kv's rows copied into the ring and rotated there:
+ * q and the whole ring bitwise equal (the ring wrapping in the first
+ * shape, the bf16 table in the third) */
+static int test_cuda_ds4_qkv(void)
+{
+    NEED_GPU();
+    struct { int T, H, hd, rd, rows, pos0, bf16; } sh[] = {
+        {3, 4, 64, 16, 4, 2, 0}, {1, 2, 512, 64, 8, 7, 0}, {5, 3, 96, 32, 6, 40, 1}};
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, H = sh[ci].H, hd = sh[ci].hd, rd = sh[ci].rd, rows = sh[ci].rows, pos0 = sh[ci].pos0;
+        int bf = sh[ci].bf16;
+        size_t nq = (size_t)T * H * hd, nk = (size_t)T * hd, nr = (size_t)rows * hd;
+        float *q = malloc(sizeof(float) * nq), *kv = malloc(sizeof(float) * nk), *ring = malloc(sizeof(float) * nr);
+        float *ones = malloc(sizeof(float) * hd), freq[256];
+        CHECK(q && kv && ring && ones);
+        fill(q, nq, -2, 2);
+        fill(kv, nk, -2, 2);
+        fill(ring, nr, -1, 1);
+        for (int i = 0; i < hd; i++) ones[i] = 1.0f;
+        for (int i = 0; i < rd / 2; i++) freq[i] = powf(10000.0f, -2.0f * (float)i / (float)rd);
+        float *dq, *dkv, *dring, *dq2, *dring2, *dones, *dfreq, *want_q, *want_ring;
+        DPUT(dq, q, sizeof(float) * nq);
+        DPUT(dq2, q, sizeof(float) * nq);
+        DPUT(dkv, kv, sizeof(float) * nk);
+        DPUT(dring, ring, sizeof(float) * nr);
+        DPUT(dring2, ring, sizeof(float) * nr);
+        DPUT(dones, ones, sizeof(float) * hd);
+        DPUT(dfreq, freq, sizeof(float) * rd / 2);
+        const float eps = 1e-6f, af = 1.0f;
+        size_t off = (size_t)(hd - rd);
+        CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dq, dq, dones, LD_KDT_F32, hd, eps, T * H));
+        CU(ld_cu_ds_rope(LD_CU_CUSTOM, dq, T, (size_t)H * hd, off, H, (size_t)hd, rd, dfreq, af, 1, pos0, 0, bf));
+        for (int t = 0; t < T; t++) {
+            float *row = dring + (size_t)((pos0 + t) % rows) * hd;
+            CU(ld_cu_d2d(row, dkv + (size_t)t * hd, sizeof(float) * hd));
+            CU(ld_cu_ds_rope(LD_CU_CUSTOM, row, 1, (size_t)hd, off, 1, (size_t)hd, rd, dfreq, af, 1, pos0 + t, 0, bf));
+        }
+        CHECK((want_q = dget(dq, nq)) && (want_ring = dget(dring, nr)));
+        CU(ld_cu_ds4_qkv(dq2, dring2, dkv, T, H, hd, rows, pos0, eps, dfreq, af, rd, bf));
+        char shape[80];
+        snprintf(shape, sizeof shape, "T %d H %d hd %d rd %d ring %d p0 %d%s", T, H, hd, rd, rows, pos0,
+                 bf ? " bf16" : "");
+        if (compare("ds4_qkv q", LD_CU_CUSTOM, shape, dq2, want_q, nq, -1)) return 1;
+        if (compare("ds4_qkv ring", LD_CU_CUSTOM, shape, dring2, want_ring, nr, -1)) return 1;
+        free(want_q);
+        free(want_ring);
+        free(q);
+        free(kv);
+        free(ring);
+        free(ones);
+        dfree_all();
+    }
+    CHECK(ld_cu_ds4_qkv(NULL, NULL, NULL, 2, 1, 64, 1, 0, 1e-6f, NULL, 1.0f, 16, 0) != 0); /* ring < T */
+    CHECK(ld_cu_ds4_qkv(NULL, NULL, NULL, 1, 1, 64, 1, 0, 1e-6f, NULL, 1.0f, 15, 0) != 0); /* odd rd */
+    return 0;
+}
+
 static int test_cuda_ds4_hc_head(void)
 {
     NEED_GPU();
@@ -1318,7 +1377,7 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
         float *ds;
         DPUT(dq, q, nq);
         DPUT(ds, s, sizeof(float) * ns);
-        tab[g] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, dout + (size_t)r0 * N, rows[g]};
+        tab[g] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, dout + (size_t)r0 * N, rows[g], 0, 0};
         float *a = dalone + (size_t)r0 * N;
         if (rows[g])
             CU(fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, a, tab[g].x, dq, ds, 0, rows[g], K, N, N / br, K / bc)
@@ -1362,6 +1421,38 @@ static int test_cuda_grouped(void)
     return 0;
 }
 
+/* entry w read in place from rings of 2 r rows (ld_cu_ring_put2 of its
+ * window's rows, as the backend keeps them): bitwise `want`, the entry
+ * the same kernel pooled from rows by position */
+static int ring_entry(int v, const char *shape, const float *want, const float *kv, const float *gate,
+                      const float *dape, int r, int d, size_t stride, int ov, int w)
+{
+    size_t p0 = (size_t)(ov && w > 0 ? w - 1 : w) * (size_t)r, n = (size_t)(w + 1) * (size_t)r - p0;
+    float *rk, *rg, *dk, *dg, *dent;
+    DPUT(rk, NULL, sizeof(float) * 2 * r * stride);
+    DPUT(rg, NULL, sizeof(float) * 2 * r * stride);
+    DPUT(dk, kv + p0 * stride, sizeof(float) * n * stride);
+    DPUT(dg, gate + p0 * stride, sizeof(float) * n * stride);
+    DPUT(dent, NULL, sizeof(float) * d);
+    /* the window's rows in two puts, as a chunked prefill would */
+    size_t half = n / 2;
+    CU(ld_cu_ring_put2(rk, rg, dk, dg, stride, 2 * r, (int)p0, (int)half));
+    CU(ld_cu_ring_put2(rk, rg, dk + half * stride, dg + half * stride, stride, 2 * r, (int)(p0 + half),
+                       (int)(n - half)));
+    CU(ld_cu_ds4_compress(v, dent, rk, rg, dape, r, d, stride, ov, w, 1, 2 * r));
+    float *got = malloc(sizeof(float) * d), *exp = malloc(sizeof(float) * d);
+    CHECK(got && exp);
+    CU(ld_cu_d2h(got, dent, sizeof(float) * d));
+    CU(ld_cu_d2h(exp, want, sizeof(float) * d));
+    int same = !memcmp(got, exp, sizeof(float) * d);
+    printf("  ds4_compress    %-6s %-30s entry %d from a ring of %d rows: %s\n", v ? "custom" : "ref", shape, w, 2 * r,
+           same ? "bitwise" : "DIFFERS");
+    free(got);
+    free(exp);
+    CHECK_MSG(same, "ds4_compress %s %s: the ring's entry differs", v ? "custom" : "ref", shape);
+    return 0;
+}
+
 static int test_cuda_ds4_compress(void)
 {
     NEED_GPU();
@@ -1387,8 +1478,10 @@ static int test_cuda_ds4_compress(void)
         snprintf(shape, sizeof shape, "%s r %d d %d w %d..%d", ov ? "csa" : "hca", r, d, w0, w0 + nw - 1);
         for (int v = 0; v < 2; v++) {
             CU(ld_cu_memset0(dout, sizeof(float) * nw * d));
-            CU(ld_cu_ds4_compress(v, dout, dkv, dgate, dape, r, d, stride, ov, w0, nw));
+            CU(ld_cu_ds4_compress(v, dout, dkv, dgate, dape, r, d, stride, ov, w0, nw, 0));
             if (compare("ds4_compress", v, shape, dout, ref, (size_t)nw * d, v ? 1e-10 : 1e-12)) return 1;
+            if (ring_entry(v, shape, dout + (size_t)(nw - 1) * d, kv, gate, dape, r, d, stride, ov, w0 + nw - 1))
+                return 1;
         }
         free(kv);
         free(gate);
@@ -1456,7 +1549,9 @@ static int test_cuda_deepseek_errors(void)
     CHECK(ld_cu_ds4_fp4_matmul(LD_CU_REF, NULL, NULL, NULL, NULL, 0, 1, 63, 8, 1, 1) != 0); /* K odd */
     CHECK(ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, NULL, NULL, NULL, NULL, 1, 1, 64, 8, 3, 1) != 0); /* 3 !| 8 */
     CHECK(ld_cu_ds_rope(LD_CU_REF, NULL, 1, 64, 0, 1, 64, 63, NULL, 1.0f, 1, 0, 0, 0) != 0);    /* dim odd */
-    CHECK(ld_cu_ds4_compress(LD_CU_REF, NULL, NULL, NULL, NULL, 4, 64, 64, 1, 0, 1) != 0);       /* stride < 2d */
+    CHECK(ld_cu_ds4_compress(LD_CU_REF, NULL, NULL, NULL, NULL, 4, 64, 64, 1, 0, 1, 0) != 0);    /* stride < 2d */
+    CHECK(ld_cu_ds4_compress(LD_CU_REF, NULL, NULL, NULL, NULL, 4, 64, 128, 1, 0, 1, 7) != 0);   /* ring < 2r */
+    CHECK(ld_cu_ds4_compress(LD_CU_REF, NULL, NULL, NULL, NULL, 4, 64, 128, 1, 0, 2, 8) != 0);   /* ring, 2 entries */
     CHECK(ld_cu_ds_layernorm(LD_CU_CUSTOM, NULL, 2, 10, NULL, NULL, 64, 1e-6f) != 0);            /* stride < dim */
     /* the device still works after them */
     CHECK(ld_cu_sync() == 0);
@@ -1471,7 +1566,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_hc_bf16),
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
-    LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
+    LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_qkv),       LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
     LD_CASE(test_cuda_grouped),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };

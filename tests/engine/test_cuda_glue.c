@@ -659,17 +659,20 @@ static int test_glue_v4_decode_copies(void)
     CHECK_MSG(ld_backend_cuda_create(0, "all=custom", &be, &err) == LD_OK, "%s", err.msg);
     CHECK_MSG(ld_ds4_session_create(m, be, 64, 16, &s, &err) == LD_OK, "%s", err.msg);
     int L = m->cfg.n_layers, K = m->cfg.top_k;
-    int32_t toks[12], *experts = malloc((size_t)L * (size_t)K * sizeof *experts);
-    float *lg = malloc(12 * (size_t)m->cfg.vocab * sizeof *lg);
+    int32_t toks[13], *experts = malloc((size_t)L * (size_t)K * sizeof *experts);
+    float *lg = malloc(13 * (size_t)m->cfg.vocab * sizeof *lg);
     CHECK(experts && lg);
-    for (int i = 0; i < 12; i++) toks[i] = (int32_t)((7 * i + 3) % m->cfg.vocab);
+    for (int i = 0; i < 13; i++) toks[i] = (int32_t)((7 * i + 3) % m->cfg.vocab);
     CHECK_MSG(ld_ds4_session_eval(s, toks, 8, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
+    /* a first decode token: the tables kept on the device (the grouped
+     * output projection's) take its row count once */
+    CHECK_MSG(ld_ds4_session_eval(s, toks + 8, 1, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
     long c0 = ld_cu_mock_calls("ld_cu_d2h"), u0 = ld_cu_mock_calls("ld_cu_h2d");
-    for (int t = 8; t < 11; t++)
+    for (int t = 9; t < 12; t++)
         CHECK_MSG(ld_ds4_session_eval(s, toks + t, 1, lg, NULL, NULL, &err) == LD_OK, "%s", err.msg);
     long plain = ld_cu_mock_calls("ld_cu_d2h") - c0, up = ld_cu_mock_calls("ld_cu_h2d") - u0;
     c0 = ld_cu_mock_calls("ld_cu_d2h");
-    CHECK_MSG(ld_ds4_session_eval(s, toks + 11, 1, lg, NULL, experts, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_ds4_session_eval(s, toks + 12, 1, lg, NULL, experts, &err) == LD_OK, "%s", err.msg);
     long recorded = ld_cu_mock_calls("ld_cu_d2h") - c0;
     int hashed = 0;
     for (int l = 0; l < L; l++) hashed += m->cfg.mlp_type[l] == LD_DS4_HASH;
