@@ -542,6 +542,21 @@ static ld_status matmul_f8b(cuda_backend *cb, ld_buf *out, const ld_buf *x, cons
     return LD_OK;
 }
 
+/* a group of a table that const_dev keeps: its padding bytes (after
+ * rows) zeroed, since const_dev compares the table's bytes with memcmp */
+static void mm_group(ld_cu_mm_group *g, const ld_weight *w, const float *x, float *out, int rows, size_t ldx,
+                     size_t ldo)
+{
+    memset(g, 0, sizeof *g);
+    g->q = w->d;
+    g->scale = w->scale;
+    g->x = x;
+    g->out = out;
+    g->rows = rows;
+    g->ldx = ldx;
+    g->ldo = ldo;
+}
+
 /* ws [G] one grouped FP8 launch can take over T rows: FP8 block-scaled,
  * one shape and block size, the custom matmul (the grouped kernel is the
  * custom one's warp: the same bits as a matmul a weight) */
@@ -1092,8 +1107,9 @@ static ld_status gate_up(ld_backend *be, ld_buf *g, ld_buf *u, const ld_buf *x, 
     LD_TRY(range(g, 0, (size_t)T * N, err));
     LD_TRY(range(u, 0, (size_t)T * N, err));
     LD_TRY(range(x, 0, (size_t)T * K, err));
-    ld_cu_mm_group tab[2] = {{ex->gate->d, ex->gate->scale, x->d, g->d, T, 0, 0},
-                             {ex->up->d, ex->up->scale, x->d, u->d, T, 0, 0}};
+    ld_cu_mm_group tab[2];
+    mm_group(&tab[0], ex->gate, x->d, g->d, T, 0, 0);
+    mm_group(&tab[1], ex->up, x->d, u->d, T, 0, 0);
     void *dtab = NULL;
     LD_TRY(const_dev(cb, ex, tab, sizeof tab, NULL, 0, &dtab, "moe", err));
     CU("moe", ld_cu_grouped_fp8_matmul(dtab, 2, T, (int)K, (int)N, ex->gate->br, ex->gate->bc));
@@ -1773,8 +1789,7 @@ static ld_status matmul_blockdiag(ld_backend *be, ld_buf *out, const ld_buf *x, 
     if (!T) return LD_OK;
     CU("matmul_blockdiag", ld_cu_set_device(cb->device));
     ld_cu_mm_group tab[BLOCKDIAG_MAX_G];
-    for (int g = 0; g < G; g++)
-        tab[g] = (ld_cu_mm_group){ws[g]->d, ws[g]->scale, x->d + (size_t)g * K, out->d + (size_t)g * N, T, GK, GN};
+    for (int g = 0; g < G; g++) mm_group(&tab[g], ws[g], x->d + (size_t)g * K, out->d + (size_t)g * N, T, GK, GN);
     void *dtab = NULL;
     LD_TRY(const_dev(cb, ws, tab, (size_t)G * sizeof *tab, NULL, 0, &dtab, "matmul_blockdiag", err));
     CU("matmul_blockdiag", ld_cu_grouped_fp8_matmul(dtab, G, T, (int)K, (int)N, ws[0]->br, ws[0]->bc));
