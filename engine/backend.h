@@ -233,6 +233,15 @@ typedef struct ld_backend_ops {
     ld_status (*hc_pre)(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
                         const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
                         float norm_eps, float hc_eps, int variant, ld_error *err);
+    /* hc_pre, then rmsnorm of its collapsed rows by w (eps) into normed
+     * [T][D], in one call (the block's input norm: fewer launches).
+     * Optional (NULL, or LD_ERR_UNSUPPORTED for a kernel set or weight it
+     * does not fuse, before anything is written: the session calls
+     * hc_pre, then rmsnorm); the bits of those two calls. */
+    ld_status (*hc_pre_norm)(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                             const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                             float norm_eps, float hc_eps, int variant, const ld_weight *w, float eps,
+                             ld_buf *normed, ld_error *err);
     /* mHC post-mixing (ld_ref_ds4_hc_post) of T tokens: out [T][N][D] (not
      * aliasing X) = post[k] f[d] + sum_j comb[j][k] X[j][d] (j ascending),
      * X [T][N][D], f [T][D], post [T][N], comb [T][N][N].  Every backend

@@ -837,11 +837,12 @@ _Static_assert((int)LD_DS4_MHC_F32 == (int)LD_CU_MHC_F32 && (int)LD_DS4_MHC_BF16
                    (int)LD_DS4_MHC_SINKHORN_BF16 == (int)LD_CU_MHC_SINKHORN_BF16,
                "the mHC variants of backend.h and cuda_ops.h");
 
-static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
-                        const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
-                        float norm_eps, float hc_eps, int mhc, ld_error *err)
+/* hc_pre's checks, its work scratch and its base and scale on the device
+ * (*bs: base [hc], then scale [3]); 1 in *none when T is 0 */
+static ld_status hc_pre_setup(cuda_backend *cb, const ld_buf *post, const ld_buf *comb, const ld_buf *collapsed,
+                              const ld_buf *X, const ld_buf *fn, const float *base, const float *scale, int T, int N,
+                              int D, int iters, int mhc, float **bs, int *none, ld_error *err)
 {
-    cuda_backend *cb = (cuda_backend *)be;
     LD_TRY(ld_ds_args_hc_pre(T, N, D, iters, mhc, err));
     if (N > 64) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre: %d streams (at most 64)", N);
     size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T, hc = (2 + n) * n;
@@ -850,15 +851,49 @@ static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *coll
     LD_TRY(range(collapsed, 0, tt * d, err));
     LD_TRY(range(X, 0, tt * n * d, err));
     LD_TRY(range(fn, 0, hc * n * d, err));
+    *none = !T;
     if (!T) return LD_OK;
     CU("hc_pre", ld_cu_set_device(cb->device));
-    size_t wn = ld_cu_hc_work(T, N);
-    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, wn * sizeof(float), "hc_pre", err));
-    float *bs; /* base [hc], then scale [3] */
-    LD_TRY(const_dev(cb, base, base, hc * sizeof(float), scale, 3 * sizeof(float), (void **)&bs, "hc_pre", err));
+    LD_TRY(scratch((void **)&cb->work, &cb->work_cap, ld_cu_hc_work(T, N) * sizeof(float), "hc_pre", err));
+    return const_dev(cb, base, base, hc * sizeof(float), scale, 3 * sizeof(float), (void **)bs, "hc_pre", err);
+}
+
+static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                        const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                        float norm_eps, float hc_eps, int mhc, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    float *bs = NULL;
+    int none = 0;
+    LD_TRY(hc_pre_setup(cb, post, comb, collapsed, X, fn, base, scale, T, N, D, iters, mhc, &bs, &none, err));
+    if (none) return LD_OK;
+    size_t hc = (size_t)(2 + N) * (size_t)N;
     /* backend.h's LD_DS4_MHC_* are cuda_ops.h's LD_CU_MHC_* (checked below) */
     CU("hc_pre", ld_cu_hc_pre_ex(variant(cb, LD_CUDA_OP_HC), mhc, post->d, comb->d, collapsed->d, X->d, T, N, D,
-                                 fn->d, bs, bs + hc, iters, norm_eps, hc_eps, cb->work, wn));
+                                 fn->d, bs, bs + hc, iters, norm_eps, hc_eps, cb->work, ld_cu_hc_work(T, N)));
+    return LD_OK;
+}
+
+/* hc_pre and rmsnorm in two launches: the custom kernels of both, a norm
+ * weight of F32 or BF16 (else LD_ERR_UNSUPPORTED, nothing written) */
+static ld_status hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
+                             const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
+                             float norm_eps, float hc_eps, int mhc, const ld_weight *w, float eps, ld_buf *normed,
+                             ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (variant(cb, LD_CUDA_OP_HC) != LD_CU_CUSTOM || variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM ||
+        (w->dt != LD_KDT_F32 && w->dt != LD_KDT_BF16) || w->rows * w->cols != D || T > 65535)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre_norm: not fused here");
+    LD_TRY(range(normed, 0, (size_t)(T > 0 ? T : 0) * (size_t)D, err));
+    float *bs = NULL;
+    int none = 0;
+    LD_TRY(hc_pre_setup(cb, post, comb, collapsed, X, fn, base, scale, T, N, D, iters, mhc, &bs, &none, err));
+    if (none) return LD_OK;
+    size_t hc = (size_t)(2 + N) * (size_t)N;
+    CU("hc_pre", ld_cu_hc_pre_norm(mhc, post->d, comb->d, collapsed->d, X->d, T, N, D, fn->d, bs, bs + hc, iters,
+                                   norm_eps, hc_eps, cb->work, ld_cu_hc_work(T, N), w->d, w->dt == LD_KDT_BF16, eps,
+                                   normed->d));
     return LD_OK;
 }
 
@@ -953,6 +988,7 @@ static void moe_plan(int32_t *off, int32_t *rows, int32_t *row_of, int32_t *next
  * tables in cb->moe_up (one upload) */
 typedef struct moe_dev {
     float *xe, *eo, *g, *u, *yt;
+    float *es; /* the shared expert's output [T][D] */
     float *w, *srow;
     int32_t *rows, *row_of;
     ld_cu_mm_group *tab; /* [2 n] gate and up, then [n] down (n active experts) */
@@ -1116,17 +1152,16 @@ static ld_status gate_up(ld_backend *be, ld_buf *g, ld_buf *u, const ld_buf *x, 
     return LD_OK;
 }
 
-/* the shared expert of the T rows of x added to y (after the routed sum) */
-static ld_status moe_shared(ld_backend *be, ld_buf *y, const ld_buf *x, const moe_dev *m, const ld_moe_expert *sh,
-                            int T, int64_t D, int64_t Is, int act, float limit, ld_error *err)
+/* the shared expert of the T rows of x into m->es (after the routed
+ * experts, whose gate and up scratch it reuses; moe_sum adds it) */
+static ld_status moe_shared(ld_backend *be, const ld_buf *x, const moe_dev *m, const ld_moe_expert *sh, int T,
+                            int64_t D, int64_t Is, int act, float limit, ld_error *err)
 {
     size_t n = (size_t)T * (size_t)Is, nd = (size_t)T * (size_t)D;
-    ld_buf g = {m->g, n}, u = {m->u, n}, eo = {m->eo, nd};
+    ld_buf g = {m->g, n}, u = {m->u, n}, es = {m->es, nd};
     LD_TRY(gate_up(be, &g, &u, x, sh, T, err));
     LD_TRY(moe_act((cuda_backend *)be, m->g, m->u, T, Is, act, limit, err));
-    LD_TRY(matmul(be, &eo, &g, sh->down, NULL, T, err));
-    CU("moe", ld_cu_add(variant((cuda_backend *)be, LD_CUDA_OP_ADD), y->d, m->eo, nd));
-    return LD_OK;
+    return matmul(be, &es, &g, sh->down, NULL, T, err);
 }
 
 /* the bytes of the uploaded block for R grouped rows of T tokens and the
@@ -1143,12 +1178,13 @@ static ld_status moe_floats(cuda_backend *cb, moe_dev *m, int T, int K, int64_t 
 {
     size_t R = (size_t)T * (size_t)K, nd = moe_pad(R * (size_t)D), td = moe_pad((size_t)T * (size_t)D);
     size_t gi = moe_pad(R * (size_t)I > (size_t)T * (size_t)Is ? R * (size_t)I : (size_t)T * (size_t)Is);
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (2 * nd + 2 * gi + td) * sizeof(float), "moe", err));
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (2 * nd + 2 * gi + 2 * td) * sizeof(float), "moe", err));
     m->xe = cb->ds_f;
     m->eo = m->xe + nd;
     m->g = m->eo + nd;
     m->u = m->g + gi;
     m->yt = m->u + gi;
+    m->es = m->yt + td;
     return LD_OK;
 }
 
@@ -1192,17 +1228,19 @@ static void moe_image(unsigned char *host, const moe_dev *m, const int32_t *plan
  * (ascending id) order from zero (ld_cu_moe_combine: the axpy's two
  * roundings); fused: that sum into yt, then y = 0 + yt * scale (a
  * combine of one choice, the weight the scale: the product, exact + 0) */
-static ld_status moe_sum(cuda_backend *cb, ld_buf *y, const moe_dev *m, int fused, int T, int K, int64_t D,
-                         ld_error *err)
+static ld_status moe_sum(cuda_backend *cb, ld_buf *y, const moe_dev *m, int fused, int shared, int T, int K,
+                         int64_t D, ld_error *err)
 {
     int v = variant(cb, LD_CUDA_OP_ADD);
-    size_t nd = (size_t)T * (size_t)D;
-    float *dst = fused ? m->yt : y->d;
-    CU("moe", ld_cu_memset0(dst, nd * sizeof(float)));
-    CU("moe", ld_cu_moe_combine(v, dst, m->eo, m->row_of, m->w, T, K, (int)D));
-    if (!fused) return LD_OK;
-    CU("moe", ld_cu_memset0(y->d, nd * sizeof(float)));
-    CU("moe", ld_cu_moe_combine(v, y->d, m->yt, NULL, m->srow, T, 1, (int)D));
+    const float *add = shared ? m->es : NULL;
+    /* from zero, the routed sum, then the shared output: one launch (two
+     * with the fused scale), the bits of memset, combine and add */
+    if (!fused) {
+        CU("moe", ld_cu_moe_combine_ex(v, y->d, m->eo, m->row_of, m->w, T, K, (int)D, 1, add));
+        return LD_OK;
+    }
+    CU("moe", ld_cu_moe_combine_ex(v, m->yt, m->eo, m->row_of, m->w, T, K, (int)D, 1, NULL));
+    CU("moe", ld_cu_moe_combine_ex(v, y->d, m->yt, NULL, m->srow, T, 1, (int)D, 1, add));
     return LD_OK;
 }
 
@@ -1262,8 +1300,8 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
     ld_status st = moe_run_routed(be, &m, plan, off, w, fused_scale, experts, E, x, T, K, D, I, Is, act, limit, err);
     free(plan);
     LD_TRY(st);
-    LD_TRY(moe_sum(cb, y, &m, combine == LD_MOE_COMBINE_FUSED, T, K, D, err));
-    if (shared) LD_TRY(moe_shared(be, y, x, &m, shared, T, D, Is, act, limit, err));
+    if (shared) LD_TRY(moe_shared(be, x, &m, shared, T, D, Is, act, limit, err));
+    LD_TRY(moe_sum(cb, y, &m, combine == LD_MOE_COMBINE_FUSED, shared != NULL, T, K, D, err));
     return LD_OK;
 }
 
@@ -1371,16 +1409,20 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_buf *x, con
     const float *dbias;
     LD_TRY(route_uploads(cb, &L, experts, E, bias, hash, T, K, fused_scale, &ptrs, &dbias, err));
     int vr = variant(cb, LD_CUDA_OP_ROUTE);
-    CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, dbias,
-                                        hash ? (int32_t *)(b + L.hash) : NULL, hash ? (int32_t *)(b + L.iota) : NULL,
-                                        T, E, K, scale));
-    CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
+    int32_t *dhash = hash ? (int32_t *)(b + L.hash) : NULL, *diota = hash ? (int32_t *)(b + L.iota) : NULL;
+    if (vr == LD_CU_CUSTOM && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E) { /* a decode step: one launch */
+        CU("ds4_route_moe", ld_cu_ds4_route_plan_tables(idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale, off,
+                                                        m.rows, m.row_of, m.tab, G, ptrs, m.xe, m.g, m.u, m.eo,
+                                                        (int)D, (int)I));
+    } else {
+        CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale));
+        CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
+        CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, m.xe, m.g, m.u, m.eo, (int)D, (int)I));
+    }
     CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
-    CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, m.xe, m.g, m.u, m.eo,
-                                         (int)D, (int)I));
     LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
-    LD_TRY(moe_sum(cb, y, &m, fused, T, K, D, err));
-    if (shared) LD_TRY(moe_shared(&cb->base, y, x, &m, shared, T, D, Is, act, limit, err));
+    if (shared) LD_TRY(moe_shared(&cb->base, x, &m, shared, T, D, Is, act, limit, err));
+    LD_TRY(moe_sum(cb, y, &m, fused, shared != NULL, T, K, D, err));
     return LD_OK;
 }
 
@@ -1850,6 +1892,7 @@ static const ld_backend_ops cuda_ops = {
     .ds4_attention = ds4_attention,
     .copy_cols = copy_cols,
     .matmul_blockdiag = matmul_blockdiag,
+    .hc_pre_norm = hc_pre_norm,
     .ds4_hc_head = ds4_hc_head,
     .moe = moe,
     .ds4_route_moe = ds4_route_moe,

@@ -75,6 +75,7 @@ struct ld_ds4_session {
         *hxe, *hg, *hup, *wts, *sel_w, *scores, *hcs, *ent, *hck, *hcg;
     const float **keys;
     int32_t *idx, *pick, *hrows; /* hrows: ds4_route's hash rows [B][K] */
+    int32_t *rep;                /* a chunk's tokens, each hc_mult times [B][N] */
     int *sel_t;
     /* attention on the backend (entries) */
     int att_entries; /* 1: the backend has every V4 attention entry (and the buffers exist) */
@@ -195,6 +196,7 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     free((void *)s->keys);
     free(s->idx);
     free(s->hrows);
+    free(s->rep);
     free(s->pick);
     free(s->sel_t);
     free(s->isel);
@@ -399,13 +401,14 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     HALLOC(s->keys, S + (size_t)c->sliding_window + 1);
     HALLOC(s->idx, B * K);
     HALLOC(s->hrows, B * K);
+    HALLOC(s->rep, B * N);
     HALLOC(s->pick, S + 1);
     HALLOC(s->sel_t, B);
 #undef HALLOC
     if (!s->layers || !s->inv_main || !s->inv_comp || !s->streams || !s->nstreams || !s->post || !s->comb || !s->hu ||
         !s->hf || !s->hq || !s->hkv || !s->hatt || !s->hgrp || !s->hog || !s->hiq || !s->hck || !s->hcg || !s->hiw || !s->hrl || !s->hx ||
         !s->hy || !s->hxe || !s->hg || !s->hup || !s->wts || !s->sel_w || !s->scores || !s->hcs || !s->ent ||
-        !s->keys || !s->idx || !s->hrows || !s->pick || !s->sel_t) {
+        !s->keys || !s->idx || !s->hrows || !s->rep || !s->pick || !s->sel_t) {
         ld_ds4_session_destroy(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
@@ -985,8 +988,11 @@ static ld_status streams_to_host(ld_ds4_session *s, int n, ld_error *err)
 
 /* hc_pre: the backend's entry (the streams into s->bst, post and comb in
  * s->bpost, s->bcomb), or the host path when the backend has none or
- * lacks the variant (LD_ERR_UNSUPPORTED, refused before any write) */
-static ld_status hc_pre(ld_ds4_session *s, int l, int which, int n, ld_error *err)
+ * lacks the variant (LD_ERR_UNSUPPORTED, refused before any write).  With
+ * the backend's hc_pre_norm, the block's input norm `norm` too (into
+ * s->xb, *normed = 1). */
+static ld_status hc_pre(ld_ds4_session *s, int l, int which, int n, const ld_weight *norm, int *normed,
+                        ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     ds4_layer *L = &s->layers[l];
@@ -1001,9 +1007,15 @@ static ld_status hc_pre(ld_ds4_session *s, int l, int which, int n, ld_error *er
         return hc_pre_host(s, p, n, err);
     }
     ld_error e = {0};
-    ld_status st = OPS(s)->hc_pre(s->be, s->bpost, s->bcomb, s->u, s->bst, L->hc_fn[which], p[1], p[2], n,
-                                  c->hc_mult, c->hidden, c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, mhc_variant(s),
-                                  &e);
+    ld_status st = LD_ERR_UNSUPPORTED;
+    if (OPS(s)->hc_pre_norm)
+        st = OPS(s)->hc_pre_norm(s->be, s->bpost, s->bcomb, s->u, s->bst, L->hc_fn[which], p[1], p[2], n,
+                                 c->hc_mult, c->hidden, c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, mhc_variant(s),
+                                 norm, c->rms_eps, s->xb, &e);
+    *normed = st == LD_OK;
+    if (st == LD_ERR_UNSUPPORTED)
+        st = OPS(s)->hc_pre(s->be, s->bpost, s->bcomb, s->u, s->bst, L->hc_fn[which], p[1], p[2], n, c->hc_mult,
+                            c->hidden, c->hc_sinkhorn_iters, c->rms_eps, c->hc_eps, mhc_variant(s), &e);
     if (st == LD_ERR_UNSUPPORTED) {
         s->hc_host = 1;
         LD_TRY(streams_to_host(s, n, err));
@@ -1059,8 +1071,10 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
     ds4_layer *L = &s->layers[l];
-    LD_TRY(hc_pre(s, l, which, n, err));
-    LD_TRY(o->rmsnorm(s->be, s->xb, s->u, which ? L->ffn_norm : L->attn_norm, n, c->rms_eps, err));
+    const ld_weight *norm = which ? L->ffn_norm : L->attn_norm;
+    int normed = 0;
+    LD_TRY(hc_pre(s, l, which, n, norm, &normed, err));
+    if (!normed) LD_TRY(o->rmsnorm(s->be, s->xb, s->u, norm, n, c->rms_eps, err));
     const ld_buf *f = NULL;
     if (which) {
         LD_TRY(moe(s, l, tokens, n, &f, err));
@@ -1108,19 +1122,24 @@ static ld_status hc_head(ld_ds4_session *s, int n, ld_error *err)
     return o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
 }
 
-/* every stream of the n rows starts as the row's embedding (s->x): copied
- * on the backend when the mixing is there and no plane is traced, else
- * through the host (plane 0 traced) */
-static ld_status start_streams(ld_ds4_session *s, int n, int T, int t0, float *hidden, ld_error *err)
+/* every stream of the n rows starts as the row's embedding: on the
+ * backend when the mixing is there and no plane is traced, each token's
+ * row embedded hc_mult times straight into the streams (one embed, the
+ * same rows as copies of it), else through the host from s->x (plane 0
+ * traced) */
+static ld_status start_streams(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *hidden,
+                               ld_error *err)
 {
     const ld_backend_ops *o = OPS(s);
     size_t D = (size_t)s->m->cfg.hidden, N = (size_t)s->m->cfg.hc_mult;
-    if (!hidden && !s->hc_host && o->copy_cols) {
-        for (size_t j = 0; j < N; j++) LD_TRY(o->copy_cols(s->be, s->bst, N * D, j * D, s->x, D, 0, n, D, err));
+    if (!hidden && !s->hc_host) {
+        for (size_t i = 0; i < (size_t)n * N; i++) s->rep[i] = tokens[i / N];
+        LD_TRY(o->embed(s->be, s->bst, s->embed, s->rep, n * (int)N, err));
         s->st_dev = 1;
         s->st_host = 0;
         return LD_OK;
     }
+    LD_TRY(o->embed(s->be, s->x, s->embed, tokens, n, err));
     LD_TRY(o->buf_read(s->be, s->x, 0, s->hu, (size_t)n * D, err));
     trace(s, s->hu, hidden, 0, T, t0, n);
     for (int t = 0; t < n; t++)
@@ -1140,8 +1159,7 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
     size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult, K = (size_t)c->top_k;
 
     s->want_route = experts != NULL;
-    LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
-    LD_TRY(start_streams(s, n, T, t0, hidden, err));
+    LD_TRY(start_streams(s, tokens, n, T, t0, hidden, err));
     for (int l = 0; l < c->n_layers; l++) {
         size_t KI = (size_t)c->index_topk;
         int32_t *pk = picks ? picks + ((size_t)l * (size_t)T + (size_t)t0) * KI : NULL;

@@ -73,10 +73,10 @@ __device__ __forceinline__ float ld_block_sum(float v, float *sh)
  * gets 1 / sqrt(mean + eps).  One function for every kernel that norms a
  * row (rmsnorm_custom, V4's fused q/kv), so that they agree bitwise. */
 #define LD_CU_NORM_THREADS 256
-__device__ __forceinline__ float ld_norm_inv(const float *x, int dim, float eps, float *sh)
+/* the tree and the inverse from each thread's partial sum v (a kernel that
+ * computes the row itself sums its own values in ld_norm_inv's order) */
+__device__ __forceinline__ float ld_norm_tree(float v, int dim, float eps, float *sh)
 {
-    float v = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += LD_CU_NORM_THREADS) v = fmaf(x[i], x[i], v);
     sh[threadIdx.x] = v;
     __syncthreads();
     for (int s = LD_CU_NORM_THREADS / 2; s > 0; s >>= 1) {
@@ -86,6 +86,13 @@ __device__ __forceinline__ float ld_norm_inv(const float *x, int dim, float eps,
     float total = sh[0];
     __syncthreads();
     return 1.0f / sqrtf(total / (float)dim + eps);
+}
+
+__device__ __forceinline__ float ld_norm_inv(const float *x, int dim, float eps, float *sh)
+{
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += LD_CU_NORM_THREADS) v = fmaf(x[i], x[i], v);
+    return ld_norm_tree(v, dim, eps, sh);
 }
 
 __device__ __forceinline__ double ld_block_sum_d(double v, double *sh)

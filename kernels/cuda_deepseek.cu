@@ -180,13 +180,15 @@ __global__ void moe_fill(int32_t *rows, int32_t *row_of, const int32_t *offsets,
 
 #define PLAN_THREADS 1024
 
-__global__ void __launch_bounds__(PLAN_THREADS)
-    moe_plan_custom(int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int TK, int K, int E)
+/* the plan by one block of any size (integers: the same whatever the
+ * size), cnt [E + 1] in shared memory */
+__device__ void moe_plan_block(int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int TK, int K,
+                               int E, int32_t *cnt)
 {
-    LD_CU_DYN_SMEM(int32_t, cnt); /* E + 1 */
-    for (int e = threadIdx.x; e <= E; e += PLAN_THREADS) cnt[e] = 0;
+    int nt = (int)blockDim.x;
+    for (int e = threadIdx.x; e <= E; e += nt) cnt[e] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < TK; i += PLAN_THREADS) {
+    for (int i = threadIdx.x; i < TK; i += nt) {
         int e = idx[i];
         if (e >= 0 && e < E) atomicAdd(&cnt[e + 1], 1); /* a count: the same whatever the order */
     }
@@ -194,8 +196,8 @@ __global__ void __launch_bounds__(PLAN_THREADS)
     if (threadIdx.x == 0)
         for (int e = 0; e < E; e++) cnt[e + 1] += cnt[e];
     __syncthreads();
-    for (int e = threadIdx.x; e <= E; e += PLAN_THREADS) offsets[e] = cnt[e];
-    for (int e = threadIdx.x; e < E; e += PLAN_THREADS) {
+    for (int e = threadIdx.x; e <= E; e += nt) offsets[e] = cnt[e];
+    for (int e = threadIdx.x; e < E; e += nt) {
         int r = cnt[e];
         for (int i = 0; i < TK; i++)
             if (idx[i] == e) {
@@ -203,6 +205,13 @@ __global__ void __launch_bounds__(PLAN_THREADS)
                 row_of[i] = r++;
             }
     }
+}
+
+__global__ void __launch_bounds__(PLAN_THREADS)
+    moe_plan_custom(int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int TK, int K, int E)
+{
+    LD_CU_DYN_SMEM(int32_t, cnt); /* E + 1 */
+    moe_plan_block(offsets, rows, row_of, idx, TK, K, E, cnt);
 }
 
 extern "C" int ld_cu_moe_plan(int v, int32_t *offsets, int32_t *rows, int32_t *row_of, const int32_t *idx, int T,
@@ -343,22 +352,21 @@ extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int ma
  * entries */
 #define TAB_THREADS 1024
 
-__global__ void __launch_bounds__(TAB_THREADS)
-    moe_tables_kernel(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
-                      const float *xe, float *g, float *u, float *eo, int D, int I)
+/* the tables by one block of nt >= E threads, pos [nt] in shared memory */
+__device__ void moe_tables_block(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
+                                 const float *xe, float *g, float *u, float *eo, int D, int I, int *pos)
 {
-    __shared__ int pos[TAB_THREADS];
-    int e = threadIdx.x;
+    int e = threadIdx.x, nt = (int)blockDim.x;
     int r0 = e < E ? offsets[e] : 0, cnt = e < E ? offsets[e + 1] - r0 : 0;
     pos[e] = cnt > 0;
     __syncthreads();
-    for (int step = 1; step < TAB_THREADS; step *= 2) {
+    for (int step = 1; step < nt; step *= 2) {
         int add = e >= step ? pos[e - step] : 0;
         __syncthreads();
         pos[e] += add;
         __syncthreads();
     }
-    int active = pos[TAB_THREADS - 1], k = pos[e] - 1;
+    int active = pos[nt - 1], k = pos[e] - 1;
     if (cnt > 0 && k < G) {
         size_t rd = (size_t)r0 * (size_t)D, ri = (size_t)r0 * (size_t)I;
         ld_cu_moe_w x = w[e];
@@ -366,12 +374,20 @@ __global__ void __launch_bounds__(TAB_THREADS)
         tab[G + k] = ld_cu_mm_group{x.up_q, x.up_s, xe + rd, u + ri, cnt, 0, 0};
         tab[2 * G + k] = ld_cu_mm_group{x.down_q, x.down_s, g + ri, eo + rd, cnt, 0, 0};
     }
-    for (int j = active + e; j < G; j += TAB_THREADS) {
+    for (int j = active + e; j < G; j += nt) {
         ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0, 0, 0};
         tab[j] = none;
         tab[G + j] = none;
         tab[2 * G + j] = none;
     }
+}
+
+__global__ void __launch_bounds__(TAB_THREADS)
+    moe_tables_kernel(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
+                      const float *xe, float *g, float *u, float *eo, int D, int I)
+{
+    __shared__ int pos[TAB_THREADS];
+    moe_tables_block(tab, G, offsets, w, E, xe, g, u, eo, D, I, pos);
 }
 
 extern "C" int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
@@ -1220,15 +1236,23 @@ __global__ void ds4_route_ref(int32_t *idx, float *w, const float *logits, const
     ds4_finish(idx + (size_t)t * (size_t)K, w + (size_t)t * (size_t)K, ch, s, K, scale, tid2eid != NULL);
 }
 
-__global__ void __launch_bounds__(ROUTE_THREADS)
-    ds4_route_custom(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
-                     const int32_t *tokens, int E, int K, float scale)
+/* the shared memory of a V4 route row */
+typedef struct ds4_route_sh {
+    float s[MAXE], sel[MAXE];
+    unsigned char elig[MAXE];
+    int32_t ch[MAXG];
+    int shb[ROUTE_THREADS / 32];
+} ds4_route_sh;
+
+/* row t of the V4 route by the block (ROUTE_THREADS threads); the caller
+ * syncs before the block reuses sh */
+__device__ void ds4_route_row(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                              const int32_t *tokens, int t, int E, int K, float scale, ds4_route_sh *sh)
 {
-    __shared__ float s[MAXE], sel[MAXE];
-    __shared__ unsigned char elig[MAXE];
-    __shared__ int32_t ch[MAXG];
-    __shared__ int shb[ROUTE_THREADS / 32];
-    int t = blockIdx.x, tid = threadIdx.x;
+    float *s = sh->s, *sel = sh->sel;
+    unsigned char *elig = sh->elig;
+    int32_t *ch = sh->ch;
+    int *shb = sh->shb, tid = threadIdx.x;
     const float *l = logits + (size_t)t * (size_t)E;
     for (int e = tid; e < E; e += ROUTE_THREADS) {
         s[e] = sqrt_softplus(l[e]);
@@ -1243,7 +1267,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
             for (int kk = 0; kk < K; kk++) ch[kk] = row[kk];
             ds4_finish(idx + (size_t)t * (size_t)K, w + (size_t)t * (size_t)K, ch, sa, K, scale, 1);
         }
-        return;
+        return; /* every thread: the branch is the block's */
     }
     for (int kk = 0; kk < K; kk++) {
         int b = block_best(sel, elig, E, shb);
@@ -1264,6 +1288,54 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
     }
 }
 
+/* a block per row */
+__global__ void __launch_bounds__(ROUTE_THREADS)
+    ds4_route_custom(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                     const int32_t *tokens, int E, int K, float scale)
+{
+    __shared__ ds4_route_sh sh;
+    ds4_route_row(idx, w, logits, bias, tid2eid, tokens, (int)blockIdx.x, E, K, scale, &sh);
+}
+
+/* The route, the plan and the tables of a decode step's few tokens in one
+ * block of ROUTE_THREADS (E <= that): the rows in turn, then the plan,
+ * then the tables, each the bits of its own kernel (integers and
+ * comparisons but for the route, whose row is computed by the same code
+ * with the same block size) */
+__global__ void __launch_bounds__(ROUTE_THREADS)
+    ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                          const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets, int32_t *rows,
+                          int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
+                          float *g, float *u, float *eo, int D, int I)
+{
+    __shared__ ds4_route_sh sh;
+    __shared__ int32_t cnt[ROUTE_THREADS + 1];
+    __shared__ int pos[ROUTE_THREADS];
+    for (int t = 0; t < T; t++) {
+        ds4_route_row(idx, w, logits, bias, tid2eid, tokens, t, E, K, scale, &sh);
+        __syncthreads(); /* sh reused; the row's idx and w seen by the block */
+    }
+    moe_plan_block(offsets, rows, row_of, idx, T * K, K, E, cnt);
+    __syncthreads();
+    moe_tables_block(tab, G, offsets, mw, E, xe, g, u, eo, D, I, pos);
+}
+
+extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias,
+                                           const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K,
+                                           float scale, int32_t *offsets, int32_t *rows, int32_t *row_of,
+                                           ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
+                                           float *g, float *u, float *eo, int D, int I)
+{
+    static_assert(ROUTE_THREADS == LD_CU_ROUTE_FUSED_E, "one thread an expert in the tables");
+    if (T <= 0) return 0;
+    if (E <= 0 || E > ROUTE_THREADS || K < 1 || K > E || K > MAXG || (tid2eid && !tokens) || T > LD_CU_ROUTE_FUSED_T ||
+        G <= 0 || D <= 0 || I <= 0)
+        return INVAL;
+    ds4_route_plan_tables<<<1, ROUTE_THREADS>>>(idx, w, logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows,
+                                                row_of, tab, G, mw, xe, g, u, eo, D, I);
+    return ld_cu_launched();
+}
+
 extern "C" int ld_cu_ds4_route(int v, int32_t *idx, float *w, const float *logits, const float *bias,
                                const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K, float scale)
 {
@@ -1279,27 +1351,32 @@ extern "C" int ld_cu_ds4_route(int v, int32_t *idx, float *w, const float *logit
 
 /* ================================================================ MoE combine */
 
-__global__ void combine_ref(float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D)
+/* from y (or from +0: what a memset to zero would leave), the K
+ * products, then + add (NULL: none) */
+__global__ void combine_ref(float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D,
+                            int from_zero, const float *add)
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * (size_t)D) return;
     size_t t = idx / (size_t)D, d = idx % (size_t)D;
-    float acc = y[idx];
+    float acc = from_zero ? 0.0f : y[idx];
     for (int k = 0; k < K; k++) {
         size_t tk = t * (size_t)K + (size_t)k;
         size_t row = row_of ? (size_t)row_of[tk] : tk;
         acc = acc + eo[row * (size_t)D + d] * w[tk];
     }
+    if (add) acc = acc + add[idx];
     y[idx] = acc;
 }
 
 /* four columns per thread (float4), the same arithmetic */
-__global__ void combine_custom(float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D)
+__global__ void combine_custom(float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D,
+                               int from_zero, const float *add)
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, D4 = (size_t)D / 4;
     if (idx >= (size_t)T * D4) return;
     size_t t = idx / D4, d4 = idx % D4;
-    float4 a = ((float4 *)y)[idx];
+    float4 a = from_zero ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : ((float4 *)y)[idx];
     for (int k = 0; k < K; k++) {
         size_t tk = t * (size_t)K + (size_t)k;
         size_t row = row_of ? (size_t)row_of[tk] : tk;
@@ -1310,19 +1387,34 @@ __global__ void combine_custom(float *y, const float *eo, const int32_t *row_of,
         a.z = a.z + x.z * wk;
         a.w = a.w + x.w * wk;
     }
+    if (add) {
+        float4 b = ((const float4 *)add)[idx];
+        a.x = a.x + b.x;
+        a.y = a.y + b.y;
+        a.z = a.z + b.z;
+        a.w = a.w + b.w;
+    }
     ((float4 *)y)[idx] = a;
+}
+
+extern "C" int ld_cu_moe_combine_ex(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T,
+                                    int K, int D, int from_zero, const float *add)
+{
+    if (T <= 0 || D <= 0 || K < 0) return 0;
+    if (v == LD_CU_CUSTOM && D % 4 == 0 && (((uintptr_t)y | (uintptr_t)eo | (uintptr_t)add) & 15) == 0) {
+        combine_custom<<<ld_cu_blocks((size_t)T * (size_t)(D / 4), 256), 256>>>(y, eo, row_of, w, T, K, D, from_zero,
+                                                                                add);
+        return ld_cu_launched();
+    }
+    combine_ref<<<ld_cu_blocks((size_t)T * (size_t)D, 256), 256>>>(y, eo, row_of, w, T, K, D, from_zero, add);
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_moe_combine(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T,
                                  int K, int D)
 {
-    if (T <= 0 || D <= 0 || K <= 0) return 0;
-    if (v == LD_CU_CUSTOM && D % 4 == 0 && (((uintptr_t)y | (uintptr_t)eo) & 15) == 0) {
-        combine_custom<<<ld_cu_blocks((size_t)T * (size_t)(D / 4), 256), 256>>>(y, eo, row_of, w, T, K, D);
-        return ld_cu_launched();
-    }
-    combine_ref<<<ld_cu_blocks((size_t)T * (size_t)D, 256), 256>>>(y, eo, row_of, w, T, K, D);
-    return ld_cu_launched();
+    if (K <= 0) return 0;
+    return ld_cu_moe_combine_ex(v, y, eo, row_of, w, T, K, D, 0, NULL);
 }
 
 /* ================================================================ mHC */
@@ -1492,6 +1584,68 @@ __global__ void __launch_bounds__(HC_THREADS)
     float acc = 0.0f;
     for (int j = 0; j < N; j++) acc += hc_pre_gate(m, base, scale, j, hc_eps) * x[(size_t)j * (size_t)D + d];
     collapsed[idx] = acc;
+}
+
+/* a norm weight's element k, F32 or BF16 (cuda_weights.cu's elem for
+ * those two: the fused norm's weights) */
+__device__ __forceinline__ float hc_norm_w(const void *w, int bf16, int k)
+{
+    if (!bf16) return ((const float *)w)[k];
+    const uint8_t *p = (const uint8_t *)w + 2 * (size_t)k;
+    return __uint_as_float(((uint32_t)p[0] | ((uint32_t)p[1] << 8)) << 16);
+}
+
+/* custom with the RMSNorm that follows hc_pre: blocks [0, T) a token each,
+ * its collapse (pre from the mix, as hc_sink_collapse_custom) into
+ * collapsed, then the norm of that row (rmsnorm_custom's: thread j sums
+ * its columns j + 256 m in order, the same tree) by w into normed; blocks
+ * from T run the Sinkhorn, a thread per token */
+__global__ void __launch_bounds__(HC_THREADS)
+    hc_sink_collapse_norm_custom(float *collapsed, float *normed, float *post, float *comb, float *work, size_t ws,
+                                 const float *X, const float *base, const float *scale, const void *w, int wbf16,
+                                 float eps, int T, int N, int D, int iters, float hc_eps, int variant)
+{
+    __shared__ float sh[LD_CU_NORM_THREADS], pre[HC_MAXN];
+    if ((int)blockIdx.x >= T) {
+        int t = ((int)blockIdx.x - T) * HC_THREADS + (int)threadIdx.x;
+        if (t < T) hc_sinkhorn_token(post, comb, work, ws, base, scale, t, N, iters, hc_eps, variant);
+        return;
+    }
+    size_t t = blockIdx.x;
+    const float *m = work + t * ws + 1;
+    for (int j = threadIdx.x; j < N; j += HC_THREADS) pre[j] = hc_pre_gate(m, base, scale, j, hc_eps);
+    __syncthreads();
+    const float *x = X + t * (size_t)N * (size_t)D;
+    float *u = collapsed + t * (size_t)D, *o = normed + t * (size_t)D, v = 0.0f;
+    for (int d = threadIdx.x; d < D; d += HC_THREADS) {
+        float acc = 0.0f;
+        for (int j = 0; j < N; j++) acc += pre[j] * x[(size_t)j * (size_t)D + (size_t)d];
+        u[d] = acc;
+        v = fmaf(acc, acc, v);
+    }
+    float inv = ld_norm_tree(v, D, eps, sh);
+    for (int d = threadIdx.x; d < D; d += HC_THREADS) o[d] = hc_norm_w(w, wbf16, d) * (u[d] * inv);
+}
+
+extern "C" int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T,
+                                 int N, int D, const float *fn, const float *base, const float *scale, int iters,
+                                 float norm_eps, float hc_eps, float *work, size_t work_floats, const void *w,
+                                 int w_bf16, float eps, float *normed)
+{
+    static_assert(HC_THREADS == LD_CU_NORM_THREADS, "the fused norm is rmsnorm_custom's block");
+    if (T <= 0) return 0;
+    if (variant < LD_CU_MHC_F32 || variant > LD_CU_MHC_SINKHORN_BF16) return INVAL;
+    if (N <= 0 || N > HC_MAXN || D <= 0 || T > 65535 || work_floats < ld_cu_hc_work(T, N)) return INVAL;
+    size_t ws = hc_stride(N);
+    int ND = N * D, R = (2 + N) * N, e;
+    dim3 grid((unsigned)((R + HC_THREADS / 32 - 1) / (HC_THREADS / 32)), (unsigned)T);
+    hc_norm_mix_custom<<<grid, HC_THREADS>>>(work, ws, X, fn, ND, R, norm_eps);
+    if ((e = ld_cu_launched())) return e;
+    unsigned ns = ld_cu_blocks((size_t)T, HC_THREADS);
+    hc_sink_collapse_norm_custom<<<(unsigned)T + ns, HC_THREADS>>>(collapsed, normed, post, comb, work, ws, X, base,
+                                                                   scale, w, w_bf16, eps, T, N, D, iters, hc_eps,
+                                                                   variant);
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,

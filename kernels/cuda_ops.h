@@ -233,6 +233,12 @@ int ld_cu_ds4_route(int v, int32_t *idx, float *w, const float *logits, const fl
  * (two roundings, ld_ref_ds_axpy's), row = row_of[t][k] (NULL: t * K + k),
  * eo the grouped GEMM's output rows [.][D].  Both kernels: the same bits. */
 int ld_cu_moe_combine(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D);
+/* The same from y = +0 when from_zero (what a memset to zero leaves, y
+ * not read), and then y = y + add[t][d] (one rounding; add NULL: none):
+ * the memset, the combine and the add of the shared expert's output in
+ * one launch, their bits.  K may be 0 (from_zero: y = add). */
+int ld_cu_moe_combine_ex(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D,
+                         int from_zero, const float *add);
 
 /* floats of workspace ld_cu_hc_pre needs: T * (1 + (2 + N) * N + N) */
 size_t ld_cu_hc_work(int T, int N);
@@ -247,6 +253,16 @@ size_t ld_cu_hc_work(int T, int N);
 int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                  const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
                  float *work, size_t work_floats);
+
+/* ld_cu_hc_pre_ex's custom path (variant as there) and the RMSNorm the
+ * session runs next, of the collapsed rows by w (D values, fp32, or bf16
+ * when w_bf16) into normed [T][D], in two launches, not three: the norm
+ * in the collapse's block, a block per token.  Bitwise the custom
+ * ld_cu_hc_pre_ex, then the custom ld_cu_rmsnorm (its reduction order and
+ * products).  T <= 65535. */
+int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
+                      const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
+                      float *work, size_t work_floats, const void *w, int w_bf16, float eps, float *normed);
 
 /* the mHC variants of ld_cu_hc_pre_ex (backend.h's LD_DS4_MHC_*, the
  * session's mhc= choice) */
@@ -413,6 +429,19 @@ typedef struct ld_cu_moe_w {
  * a thread per expert (E <= 1024), the positions by a prefix count. */
 int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,
                      float *g, float *u, float *eo, int D, int I);
+
+/* The rows a decode step routes in one launch (ld_cu_ds4_route_plan_tables) */
+#define LD_CU_ROUTE_FUSED_T 16
+#define LD_CU_ROUTE_FUSED_E 256
+/* ld_cu_ds4_route (custom), ld_cu_moe_plan (custom) over its idx and
+ * ld_cu_moe_tables over that plan, in one launch of one block (T <=
+ * LD_CU_ROUTE_FUSED_T rows, E <= LD_CU_ROUTE_FUSED_E experts, else
+ * cudaErrorInvalidValue): a decode step's MoE set up by one kernel, not
+ * three.  The same outputs bitwise, arguments as those three. */
+int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                                const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets,
+                                int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw,
+                                const float *xe, float *g, float *u, float *eo, int D, int I);
 
 /* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
  * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`

@@ -712,21 +712,43 @@ int ld_cu_ds4_route(int v, int32_t *idx, float *w, const float *logits, const fl
     return 0;
 }
 
-int ld_cu_moe_combine(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D)
+/* the combine's products into y (K > 0), ranges checked as fn's */
+static void combine_into(const char *fn, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K,
+                         int D)
 {
-    (void)v;
-    count(__func__);
-    if (T <= 0 || D <= 0 || K <= 0) return 0;
     size_t nk = Z(T, K);
-    int32_t mx = row_of ? max_of(__func__, "row_of", row_of, nk) : (int32_t)(nk - 1);
-    dev(__func__, "y", y, Z(T, D) * FB);
-    dev(__func__, "eo", eo, Z(mx + 1, D) * FB);
-    dev(__func__, "w", w, nk * FB);
+    int32_t mx = row_of ? max_of(fn, "row_of", row_of, nk) : (int32_t)(nk - 1);
+    dev(fn, "eo", eo, Z(mx + 1, D) * FB);
+    dev(fn, "w", w, nk * FB);
     for (int t = 0; t < T; t++)
         for (int k = 0; k < K; k++) {
             size_t i = Z(t, K) + (size_t)k, r = row_of ? (size_t)row_of[i] : i;
             ld_ref_ds_axpy(y + Z(t, D), eo + Z(r, D), w[i], 0, (size_t)D);
         }
+}
+
+int ld_cu_moe_combine(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || D <= 0 || K <= 0) return 0;
+    dev(__func__, "y", y, Z(T, D) * FB);
+    combine_into(__func__, y, eo, row_of, w, T, K, D);
+    return 0;
+}
+
+int ld_cu_moe_combine_ex(int v, float *y, const float *eo, const int32_t *row_of, const float *w, int T, int K, int D,
+                         int from_zero, const float *add)
+{
+    (void)v;
+    count(__func__);
+    if (T <= 0 || D <= 0 || K < 0) return 0;
+    size_t n = Z(T, D);
+    dev(__func__, "y", y, n * FB);
+    if (add) dev(__func__, "add", add, n * FB);
+    if (from_zero) memset(y, 0, n * FB);
+    if (K > 0) combine_into(__func__, y, eo, row_of, w, T, K, D);
+    for (size_t i = 0; add && i < n; i++) y[i] = y[i] + add[i];
     return 0;
 }
 
@@ -743,24 +765,23 @@ int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float 
                            hc_eps, work, work_floats);
 }
 
-int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N,
-                    int D, const float *fn, const float *base, const float *scale, int iters, float norm_eps,
-                    float hc_eps, float *work, size_t work_floats)
+/* ld_cu_hc_pre_ex's checks and C references, as fn */
+static int hc_pre_body(const char *fn_name, int variant, float *post, float *comb, float *collapsed, const float *X,
+                       int T, int N, int D, const float *fn, const float *base, const float *scale, int iters,
+                       float norm_eps, float hc_eps, float *work, size_t work_floats)
 {
-    (void)v;
-    count(__func__);
     if (T <= 0) return 0;
     if (variant < LD_CU_MHC_F32 || variant > LD_CU_MHC_SINKHORN_BF16) return E_INVAL;
     if (N <= 0 || N > 64 || D <= 0 || work_floats < ld_cu_hc_work(T, N)) return E_INVAL;
     size_t n = (size_t)N, d = (size_t)D, hc = (2 + n) * n;
-    dev(__func__, "work", work, work_floats * FB);
-    dev(__func__, "post", post, Z(T, n) * FB);
-    dev(__func__, "comb", comb, Z(T, n * n) * FB);
-    dev(__func__, "collapsed", collapsed, Z(T, d) * FB);
-    dev(__func__, "X", X, Z(T, n * d) * FB);
-    dev(__func__, "fn", fn, hc * n * d * FB);
-    dev(__func__, "base", base, hc * FB);
-    dev(__func__, "scale", scale, 3 * FB);
+    dev(fn_name, "work", work, work_floats * FB);
+    dev(fn_name, "post", post, Z(T, n) * FB);
+    dev(fn_name, "comb", comb, Z(T, n * n) * FB);
+    dev(fn_name, "collapsed", collapsed, Z(T, d) * FB);
+    dev(fn_name, "X", X, Z(T, n * d) * FB);
+    dev(fn_name, "fn", fn, hc * n * d * FB);
+    dev(fn_name, "base", base, hc * FB);
+    dev(fn_name, "scale", scale, 3 * FB);
     float *scratch = malloc((n * d + hc) * FB);
     if (!scratch) return E_NOMEM;
     for (int t = 0; t < T; t++) {
@@ -772,6 +793,32 @@ int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collaps
         for (size_t i = 0; i < n * n; i++) ct[i] = ld_var_bf16_round(ct[i]);
     }
     free(scratch);
+    return 0;
+}
+
+int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N,
+                    int D, const float *fn, const float *base, const float *scale, int iters, float norm_eps,
+                    float hc_eps, float *work, size_t work_floats)
+{
+    (void)v;
+    count(__func__);
+    return hc_pre_body(__func__, variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps,
+                       work, work_floats);
+}
+
+int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
+                      const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
+                      float *work, size_t work_floats, const void *w, int w_bf16, float eps, float *normed)
+{
+    count(__func__);
+    if (T > 65535) return E_INVAL;
+    int e = hc_pre_body(__func__, variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps,
+                        work, work_floats);
+    if (e || T <= 0) return e;
+    ld_kdt dt = w_bf16 ? LD_KDT_BF16 : LD_KDT_F32;
+    dev(__func__, "w", w, ld_cu_row_bytes(dt, D));
+    dev(__func__, "normed", normed, Z(T, D) * FB);
+    ld_ref_rmsnorm(normed, collapsed, w, dt, D, eps, 0, (size_t)T);
     return 0;
 }
 
@@ -1147,6 +1194,23 @@ int ld_cu_ds4_qkv(float *q, float *kvc, const float *kv, int T, int H, int hd, i
                           1);
     }
     return 0;
+}
+
+int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                                const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets,
+                                int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw,
+                                const float *xe, float *g, float *u, float *eo, int D, int I)
+{
+    count(__func__);
+    if (T <= 0) return 0;
+    if (E <= 0 || E > LD_CU_ROUTE_FUSED_E || K < 1 || K > E || K > 64 || (tid2eid && !tokens) ||
+        T > LD_CU_ROUTE_FUSED_T || G <= 0 || D <= 0 || I <= 0)
+        return E_INVAL;
+    /* the three launchers it stands for, in order (each counted too) */
+    int e = ld_cu_ds4_route(LD_CU_CUSTOM, idx, w, logits, bias, tid2eid, tokens, T, E, K, scale);
+    if (!e) e = ld_cu_moe_plan(LD_CU_CUSTOM, offsets, rows, row_of, idx, T, K, E);
+    if (!e) e = ld_cu_moe_tables(tab, G, offsets, mw, E, xe, g, u, eo, D, I);
+    return e;
 }
 
 int ld_cu_ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0, int n)

@@ -84,6 +84,7 @@ static inline ld_status ld_test_host_leaves(ld_status st, ld_backend *be)
     ops.ds4_attention = NULL;
     ops.copy_cols = NULL;
     ops.matmul_blockdiag = NULL;
+    ops.hc_pre_norm = NULL;
     ops.ds4_hc_head = NULL;
     ops.moe = NULL;
     be->ops = &ops;

@@ -641,6 +641,86 @@ static int test_cuda_ds_route(void)
     return 0;
 }
 
+/* the tables' fields (their padding bytes are not theirs to compare) */
+static int same_tables(const ld_cu_mm_group *a, const ld_cu_mm_group *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].q != b[i].q || a[i].scale != b[i].scale || a[i].x != b[i].x || a[i].out != b[i].out ||
+            a[i].rows != b[i].rows || a[i].ldx != b[i].ldx || a[i].ldo != b[i].ldo)
+            return 0;
+    return 1;
+}
+
+/* ld_cu_ds4_route_plan_tables (one launch) against the custom route,
+ * plan and tables it stands for: the route, the plan and the tables
+ * equal (the weights bitwise); experts' weights at made-up addresses (the
+ * tables copy them, nothing reads them) */
+static int route_fused_same(const char *shape, const float *dl, const float *db, const int32_t *dtab,
+                            const int32_t *dtok, int T, int E, int K, float scale)
+{
+    int R = T * K, G = E < R ? E : R, D = 64, I = 32;
+    ld_cu_moe_w *mw = malloc(sizeof *mw * E);
+    CHECK(mw);
+    for (int e = 0; e < E; e++) {
+        uintptr_t a = (uintptr_t)0x10000 + (uintptr_t)e * 0x100;
+        mw[e] = (ld_cu_moe_w){(const uint8_t *)a, (const uint8_t *)(a + 16), (const uint8_t *)(a + 32),
+                              (const float *)(a + 48), (const float *)(a + 64), (const float *)(a + 80)};
+    }
+    ld_cu_moe_w *dmw;
+    float *dw[2], *xe, *g, *u, *eo;
+    int32_t *di[2], *doff[2], *drows[2], *drow_of[2];
+    ld_cu_mm_group *dt[2];
+    DPUT(dmw, mw, sizeof *mw * E);
+    DPUT(xe, NULL, sizeof(float) * R * D);
+    DPUT(g, NULL, sizeof(float) * R * I);
+    DPUT(u, NULL, sizeof(float) * R * I);
+    DPUT(eo, NULL, sizeof(float) * R * D);
+    for (int i = 0; i < 2; i++) {
+        DPUT(dw[i], NULL, sizeof(float) * R);
+        DPUT(di[i], NULL, sizeof(int32_t) * R);
+        DPUT(doff[i], NULL, sizeof(int32_t) * (E + 1));
+        DPUT(drows[i], NULL, sizeof(int32_t) * R);
+        DPUT(drow_of[i], NULL, sizeof(int32_t) * R);
+        DPUT(dt[i], NULL, sizeof(ld_cu_mm_group) * 3 * G);
+    }
+    CU(ld_cu_ds4_route(LD_CU_CUSTOM, di[0], dw[0], dl, db, dtab, dtok, T, E, K, scale));
+    CU(ld_cu_moe_plan(LD_CU_CUSTOM, doff[0], drows[0], drow_of[0], di[0], T, K, E));
+    CU(ld_cu_moe_tables(dt[0], G, doff[0], dmw, E, xe, g, u, eo, D, I));
+    CU(ld_cu_ds4_route_plan_tables(di[1], dw[1], dl, db, dtab, dtok, T, E, K, scale, doff[1], drows[1], drow_of[1],
+                                   dt[1], G, dmw, xe, g, u, eo, D, I));
+    int32_t *hi[2][4];
+    float *hw[2];
+    ld_cu_mm_group *ht[2];
+    for (int i = 0; i < 2; i++) {
+        hi[i][0] = malloc(sizeof(int32_t) * R);
+        hi[i][1] = malloc(sizeof(int32_t) * (E + 1));
+        hi[i][2] = malloc(sizeof(int32_t) * R);
+        hi[i][3] = malloc(sizeof(int32_t) * R);
+        hw[i] = malloc(sizeof(float) * R);
+        ht[i] = malloc(sizeof(ld_cu_mm_group) * 3 * G);
+        CHECK(hi[i][0] && hi[i][1] && hi[i][2] && hi[i][3] && hw[i] && ht[i]);
+        CU(ld_cu_d2h(hi[i][0], di[i], sizeof(int32_t) * R));
+        CU(ld_cu_d2h(hi[i][1], doff[i], sizeof(int32_t) * (E + 1)));
+        CU(ld_cu_d2h(hi[i][2], drows[i], sizeof(int32_t) * R));
+        CU(ld_cu_d2h(hi[i][3], drow_of[i], sizeof(int32_t) * R));
+        CU(ld_cu_d2h(hw[i], dw[i], sizeof(float) * R));
+        CU(ld_cu_d2h(ht[i], dt[i], sizeof(ld_cu_mm_group) * 3 * G));
+    }
+    int same = !memcmp(hi[0][0], hi[1][0], sizeof(int32_t) * R) &&
+               !memcmp(hi[0][1], hi[1][1], sizeof(int32_t) * (E + 1)) &&
+               !memcmp(hi[0][2], hi[1][2], sizeof(int32_t) * R) && !memcmp(hi[0][3], hi[1][3], sizeof(int32_t) * R) &&
+               !memcmp(hw[0], hw[1], sizeof(float) * R) && same_tables(ht[0], ht[1], 3 * G);
+    printf("  ds4_route+plan+tables one launch %-26s vs the three: %s\n", shape, same ? "the same" : "DIFFER");
+    for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < 4; j++) free(hi[i][j]);
+        free(hw[i]);
+        free(ht[i]);
+    }
+    free(mw);
+    CHECK_MSG(same, "ds4_route_plan_tables %s: differs from the three launches", shape);
+    return 0;
+}
+
 static int test_cuda_ds4_route(void)
 {
     NEED_GPU();
@@ -689,6 +769,9 @@ static int test_cuda_ds4_route(void)
             if (compare_i32("ds4_route", v, shape, di, ri, (size_t)T * K)) return 1;
             if (compare("ds4_route w", v, shape, dw, rw, (size_t)T * K, 1e-12)) return 1;
         }
+        if (T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E &&
+            route_fused_same(shape, dl, db, dtab, dtok, T, E, K, sh[ci].scale))
+            return 1;
         free(lg);
         free(bias);
         free(rw);
@@ -733,11 +816,26 @@ static int test_cuda_moe_combine(void)
         if (sh[ci].perm) DPUT(drow, row_of, sizeof(int32_t) * R);
         char shape[64];
         snprintf(shape, sizeof shape, "T %d K %d D %d%s", T, K, D, sh[ci].perm ? " permuted" : "");
+        /* _ex: from zero (y's garbage unread), then + add: the memset, the
+         * combine and the shared expert's add of the backend, one launch */
+        float *add = malloc(sizeof(float) * T * D), *ref0 = calloc((size_t)T * D, sizeof(float)), *dadd;
+        CHECK(add && ref0);
+        fill(add, (size_t)T * D, -1, 1);
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++)
+                ld_ref_ds_axpy(ref0 + (size_t)t * D, eo + (size_t)row_of[t * K + k] * D, w[t * K + k], 0, (size_t)D);
+        for (size_t i = 0; i < (size_t)T * D; i++) ref0[i] = ref0[i] + add[i];
+        DPUT(dadd, add, sizeof(float) * T * D);
         for (int v = 0; v < 2; v++) {
             CU(ld_cu_h2d(dy, y, sizeof(float) * T * D));
             CU(ld_cu_moe_combine(v, dy, deo, drow, dw, T, K, D));
             if (compare("moe_combine", v, shape, dy, ref, (size_t)T * D, -1)) return 1;
+            CU(ld_cu_h2d(dy, y, sizeof(float) * T * D));
+            CU(ld_cu_moe_combine_ex(v, dy, deo, drow, dw, T, K, D, 1, dadd));
+            if (compare("moe_combine 0+add", v, shape, dy, ref0, (size_t)T * D, -1)) return 1;
         }
+        free(add);
+        free(ref0);
         free(y);
         free(ref);
         free(eo);
@@ -749,6 +847,57 @@ static int test_cuda_moe_combine(void)
 }
 
 /* ---------------------------------------------------------------- mHC */
+
+static float *dget(const float *dev, size_t n);
+
+/* ld_cu_hc_pre_norm (the custom hc_pre and the RMSNorm after it in two
+ * launches) against the custom ld_cu_hc_pre and ld_cu_rmsnorm it
+ * replaces, with an F32 and a BF16 norm weight: post, comb, the collapse
+ * and the normed rows bitwise */
+static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, int D, const float *dfn,
+                            const float *dbase, const float *dscale, int iters, float neps, float heps, float *dwork,
+                            size_t wn)
+{
+    float *w = malloc(sizeof(float) * D), *dw, *dwb, *dp[2], *dc[2], *du[2], *dn[2];
+    uint16_t *wb = malloc(sizeof(uint16_t) * D);
+    CHECK(w && wb);
+    fill(w, (size_t)D, 0.5f, 1.5f);
+    for (int i = 0; i < D; i++) {
+        uint32_t u;
+        memcpy(&u, &w[i], sizeof u);
+        wb[i] = (uint16_t)(u >> 16);
+    }
+    DPUT(dw, w, sizeof(float) * D);
+    DPUT(dwb, wb, sizeof(uint16_t) * D);
+    for (int bf = 0; bf < 2; bf++) {
+        for (int i = 0; i < 2; i++) {
+            DPUT(dp[i], NULL, sizeof(float) * T * N);
+            DPUT(dc[i], NULL, sizeof(float) * T * N * N);
+            DPUT(du[i], NULL, sizeof(float) * T * D);
+            DPUT(dn[i], NULL, sizeof(float) * T * D);
+        }
+        const void *wt = bf ? (const void *)dwb : (const void *)dw;
+        CU(ld_cu_hc_pre(LD_CU_CUSTOM, dp[0], dc[0], du[0], dX, T, N, D, dfn, dbase, dscale, iters, neps, heps, dwork,
+                        wn));
+        CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dn[0], du[0], wt, bf ? LD_KDT_BF16 : LD_KDT_F32, D, 1e-5f, T));
+        CU(ld_cu_hc_pre_norm(LD_CU_MHC_F32, dp[1], dc[1], du[1], dX, T, N, D, dfn, dbase, dscale, iters, neps, heps,
+                             dwork, wn, wt, bf, 1e-5f, dn[1]));
+        float *want[4] = {dget(dp[0], (size_t)T * N), dget(dc[0], (size_t)T * N * N), dget(du[0], (size_t)T * D),
+                          dget(dn[0], (size_t)T * D)};
+        CHECK(want[0] && want[1] && want[2] && want[3]);
+        char sh[96];
+        snprintf(sh, sizeof sh, "%s, %s norm", shape, bf ? "bf16" : "f32");
+        int bad = compare("hc_pre_norm post", LD_CU_CUSTOM, sh, dp[1], want[0], (size_t)T * N, -1) ||
+                  compare("hc_pre_norm comb", LD_CU_CUSTOM, sh, dc[1], want[1], (size_t)T * N * N, -1) ||
+                  compare("hc_pre_norm coll", LD_CU_CUSTOM, sh, du[1], want[2], (size_t)T * D, -1) ||
+                  compare("hc_pre_norm norm", LD_CU_CUSTOM, sh, dn[1], want[3], (size_t)T * D, -1);
+        for (int i = 0; i < 4; i++) free(want[i]);
+        if (bad) return 1;
+    }
+    free(w);
+    free(wb);
+    return 0;
+}
 
 static int test_cuda_hc(void)
 {
@@ -800,6 +949,7 @@ static int test_cuda_hc(void)
             CU(ld_cu_hc_post(v, dout, dX, df, dpost_r, dcomb_r, T, N, D));
             if (compare("hc_post", v, shape, dout, out, (size_t)T * ND, -1)) return 1;
         }
+        if (hc_pre_norm_same(shape, dX, T, N, D, dfn, dbase, dscale, iters, neps, heps, dwork, wn)) return 1;
         free(X);
         free(fn);
         free(base);
@@ -813,8 +963,6 @@ static int test_cuda_hc(void)
     }
     return 0;
 }
-
-static float *dget(const float *dev, size_t n);
 
 /* 1 when every value is a bf16 value (its low 16 bits zero) */
 static int all_bf16(const float *x, size_t n)
