@@ -1048,6 +1048,14 @@ static ld_status moe_act(cuda_backend *cb, float *g, const float *u, int rows, i
     return LD_OK;
 }
 
+/* the activation goes into the grouped gate/up launch: V4's clamped one
+ * with the custom swiglu kernel (swiglu=ref keeps its own kernel, the A/B
+ * of --compare-kernels) */
+static int fuse_act(const cuda_backend *cb, int act)
+{
+    return act == LD_MOE_ACT_CLAMPED && variant(cb, LD_CUDA_OP_SWIGLU) == LD_CU_CUSTOM;
+}
+
 /* the grouped launches' tables on the host (device pointers into m): for
  * the k-th active expert, entry k its gate (xe rows into g), n + k its up
  * (into u), 2 n + k its down (g rows into eo) */
@@ -1083,8 +1091,15 @@ static int moe_grouped(ld_kdt dt, const ld_cu_mm_group *tab, int G, int max_rows
 static ld_status moe_grouped_all(cuda_backend *cb, const moe_dev *m, ld_kdt dt, int G, int max_rows, int R,
                                  const ld_moe_expert *x, int64_t D, int64_t I, int act, float limit, ld_error *err)
 {
-    CU("moe", moe_grouped(dt, m->tab, 2 * G, max_rows, D, I, x->gate->br, x->gate->bc));
-    LD_TRY(moe_act(cb, m->g, m->u, R, I, act, limit, err));
+    if (fuse_act(cb, act)) { /* gate, up and the activation in one launch */
+        if (dt == LD_KDT_F4B)
+            CU("moe", ld_cu_grouped_fp4_glu(m->tab, G, max_rows, (int)D, (int)I, x->gate->br, x->gate->bc, limit));
+        else
+            CU("moe", ld_cu_grouped_fp8_glu(m->tab, G, max_rows, (int)D, (int)I, x->gate->br, x->gate->bc, limit));
+    } else {
+        CU("moe", moe_grouped(dt, m->tab, 2 * G, max_rows, D, I, x->gate->br, x->gate->bc));
+        LD_TRY(moe_act(cb, m->g, m->u, R, I, act, limit, err));
+    }
     CU("moe", moe_grouped(dt, m->tab + 2 * G, G, max_rows, I, D, x->down->br, x->down->bc));
     return LD_OK;
 }
@@ -1127,17 +1142,19 @@ static ld_status moe_routed(ld_backend *be, const moe_dev *m, moe_how how, const
     return LD_OK;
 }
 
-/* an expert's gate and up over the T rows of x: one grouped launch where
- * both are FP8 of one shape (its table kept on the device, keyed by the
- * expert), else two matmuls */
-static ld_status gate_up(ld_backend *be, ld_buf *g, ld_buf *u, const ld_buf *x, const ld_moe_expert *ex, int T,
-                         ld_error *err)
+/* an expert's gate and up over the T rows of x, then its activation into
+ * g: one grouped launch where both are FP8 of one shape (its table kept on
+ * the device, keyed by the expert), the activation in it (fuse_act), else
+ * two matmuls and moe_act */
+static ld_status gate_up_act(ld_backend *be, ld_buf *g, ld_buf *u, const ld_buf *x, const ld_moe_expert *ex, int T,
+                             int act, float limit, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     ld_weight *const pair[2] = {ex->gate, ex->up};
     if (!T || !fp8_group_ok(cb, pair, 2, T)) {
         LD_TRY(matmul(be, g, x, ex->gate, NULL, T, err));
-        return matmul(be, u, x, ex->up, NULL, T, err);
+        LD_TRY(matmul(be, u, x, ex->up, NULL, T, err));
+        return moe_act(cb, g->d, u->d, T, ex->gate->rows, act, limit, err);
     }
     size_t K = (size_t)ex->gate->cols, N = (size_t)ex->gate->rows;
     LD_TRY(range(g, 0, (size_t)T * N, err));
@@ -1148,8 +1165,12 @@ static ld_status gate_up(ld_backend *be, ld_buf *g, ld_buf *u, const ld_buf *x, 
     mm_group(&tab[1], ex->up, x->d, u->d, T, 0, 0);
     void *dtab = NULL;
     LD_TRY(const_dev(cb, ex, tab, sizeof tab, NULL, 0, &dtab, "moe", err));
+    if (fuse_act(cb, act)) {
+        CU("moe", ld_cu_grouped_fp8_glu(dtab, 1, T, (int)K, (int)N, ex->gate->br, ex->gate->bc, limit));
+        return LD_OK;
+    }
     CU("moe", ld_cu_grouped_fp8_matmul(dtab, 2, T, (int)K, (int)N, ex->gate->br, ex->gate->bc));
-    return LD_OK;
+    return moe_act(cb, g->d, u->d, T, N, act, limit, err);
 }
 
 /* the shared expert of the T rows of x into m->es (after the routed
@@ -1159,8 +1180,7 @@ static ld_status moe_shared(ld_backend *be, const ld_buf *x, const moe_dev *m, c
 {
     size_t n = (size_t)T * (size_t)Is, nd = (size_t)T * (size_t)D;
     ld_buf g = {m->g, n}, u = {m->u, n}, es = {m->es, nd};
-    LD_TRY(gate_up(be, &g, &u, x, sh, T, err));
-    LD_TRY(moe_act((cuda_backend *)be, m->g, m->u, T, Is, act, limit, err));
+    LD_TRY(gate_up_act(be, &g, &u, x, sh, T, act, limit, err));
     return matmul(be, &es, &g, sh->down, NULL, T, err);
 }
 

@@ -67,6 +67,16 @@ __device__ __forceinline__ float ld_block_sum(float v, float *sh)
     return sh[0];
 }
 
+/* V4's clamped SwiGLU of one pair: silu(min(g, L)) * clamp(u, -L, L), the
+ * one expression the activation kernels and the fused expert GEMMs
+ * evaluate (the same bits in each) */
+__device__ __forceinline__ float ld_cswiglu(float g, float u, float limit)
+{
+    float a = g < limit ? g : limit;
+    float b = u < -limit ? -limit : u > limit ? limit : u;
+    return a / (1.0f + expf(-a)) * b;
+}
+
 /* the custom RMSNorm's block: LD_CU_NORM_THREADS threads, thread j
  * summing x[j + 256 m]^2 (fmaf, m ascending), then a fixed tree over the
  * partial sums in shared memory (sh [LD_CU_NORM_THREADS]); every thread

@@ -345,6 +345,48 @@ extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int ma
     return ld_cu_launched();
 }
 
+/* block (column tile, pair k, row tile): group k's gate and group G + k's
+ * up (the same rows of the same x) for column n, each dot product as
+ * fp8_mm_grouped's warp computes it (the "+ 0" of its written value
+ * included), then the clamped SwiGLU of the two into the gate's output */
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    fp8_mm_grouped_glu(const ld_cu_mm_group *groups, int G, int K, int N, int br, int bc, float limit)
+{
+    const ld_cu_mm_group g = groups[blockIdx.y], u = groups[G + blockIdx.y];
+    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
+    int t0 = (int)blockIdx.z * F8_ROWS;
+    if (n >= N || t0 >= g.rows) return;
+    int nt = g.rows - t0 < F8_ROWS ? g.rows - t0 : F8_ROWS;
+    int nbc = (K + bc - 1) / bc;
+    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
+    const float *xr[F8_ROWS];
+#pragma unroll
+    for (int r = 0; r < F8_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
+    size_t sr = (size_t)(n / br) * (size_t)nbc;
+    float ga[F8_ROWS], ua[F8_ROWS];
+    const uint8_t *gq = g.q + (size_t)n * (size_t)K, *uq = u.q + (size_t)n * (size_t)K;
+    if (K % 16 == 0 && ((uintptr_t)g.q & 15) == 0) fp8_warp_dot<1>(ga, gq, g.scale + sr, K, bc, xr, nt);
+    else fp8_warp_dot<0>(ga, gq, g.scale + sr, K, bc, xr, nt);
+    if (K % 16 == 0 && ((uintptr_t)u.q & 15) == 0) fp8_warp_dot<1>(ua, uq, u.scale + sr, K, bc, xr, nt);
+    else fp8_warp_dot<0>(ua, uq, u.scale + sr, K, bc, xr, nt);
+#pragma unroll
+    for (int r = 0; r < F8_ROWS; r++)
+        if ((threadIdx.x & 31) == 0 && r < nt)
+            g.out[(size_t)(t0 + r) * ldo + (size_t)n] = ld_cswiglu(ga[r] + 0.0f, ua[r] + 0.0f, limit);
+}
+
+extern "C" int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
+                                     float limit)
+{
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0) return INVAL;
+    dim3 grid;
+    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F8_WARPS, F8_ROWS);
+    if (ok <= 0) return ok ? INVAL : 0;
+    fp8_mm_grouped_glu<<<grid, 32 * F8_WARPS>>>(tab, G, K, N, br, bc, limit);
+    return ld_cu_launched();
+}
+
 /* the grouped launches' tables from the device plan: thread e (an
  * expert) has rows or not; its position among those that have is the
  * count of such below it (an inclusive scan of the flags in shared memory,

@@ -298,12 +298,7 @@ extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int
 
 /* ================================================================ clamped SwiGLU */
 
-__device__ __forceinline__ float cswiglu(float g, float u, float limit)
-{
-    float a = g < limit ? g : limit;
-    float b = u < -limit ? -limit : u > limit ? limit : u;
-    return a / (1.0f + expf(-a)) * b;
-}
+#define cswiglu ld_cswiglu
 
 __global__ void cswiglu_ref(float *out, const float *g, const float *u, int T, int F, size_t ld, float limit)
 {
@@ -588,12 +583,10 @@ __global__ void fp4_mm_ref(float *out, const float *x, const uint8_t *q, const v
  * rows 16-byte aligned; else the bytes L, L + 32, ..), fmaf in order, the
  * shuffle tree */
 template <int VEC>
-__device__ __forceinline__ void fp4_warp_rows(float *out, size_t ldo, const float *const *xr, int nt,
-                                              const uint8_t *qr, const void *scale, int e8m0, size_t srow, int K,
-                                              int bn)
+__device__ __forceinline__ void fp4_warp_dot(float *acc, const float *const *xr, int nt, const uint8_t *qr,
+                                             const void *scale, int e8m0, size_t srow, int K, int bn)
 {
     int lane = threadIdx.x & 31;
-    float acc[F4_ROWS];
 #pragma unroll
     for (int r = 0; r < F4_ROWS; r++) acc[r] = 0.0f;
     if (VEC) {
@@ -638,10 +631,20 @@ __device__ __forceinline__ void fp4_warp_rows(float *out, size_t ldo, const floa
         }
     }
 #pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) {
-        float a = ld_warp_sum(acc[r]);
-        if (lane == 0 && r < nt) out[(size_t)r * ldo] = a;
-    }
+    for (int r = 0; r < F4_ROWS; r++) acc[r] = ld_warp_sum(acc[r]);
+}
+
+/* fp4_warp_dot's sums written by lane 0: out[r * ldo] for r < nt */
+template <int VEC>
+__device__ __forceinline__ void fp4_warp_rows(float *out, size_t ldo, const float *const *xr, int nt,
+                                              const uint8_t *qr, const void *scale, int e8m0, size_t srow, int K,
+                                              int bn)
+{
+    float acc[F4_ROWS];
+    fp4_warp_dot<VEC>(acc, xr, nt, qr, scale, e8m0, srow, K, bn);
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++)
+        if ((threadIdx.x & 31) == 0 && r < nt) out[(size_t)r * ldo] = acc[r];
 }
 
 /* custom: a warp per output column n and up to F4_ROWS token rows */
@@ -694,6 +697,47 @@ extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int ma
     int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F4_WARPS, F4_ROWS);
     if (ok <= 0) return ok ? INVAL : 0;
     fp4_mm_grouped<<<grid, 32 * F4_WARPS>>>(tab, K, N, br, bc);
+    return ld_cu_launched();
+}
+
+/* block (column tile, pair k, row tile): group k's gate and group G + k's
+ * up (the same rows of the same x) for column n, each dot product as
+ * fp4_mm_grouped's warp computes it (its 16-byte path chosen per weight),
+ * then the clamped SwiGLU of the two into the gate's output */
+__global__ void __launch_bounds__(32 * F4_WARPS)
+    fp4_mm_grouped_glu(const ld_cu_mm_group *groups, int G, int K, int N, int bm, int bn, float limit)
+{
+    const ld_cu_mm_group g = groups[blockIdx.y], u = groups[G + blockIdx.y];
+    int n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
+    int t0 = (int)blockIdx.z * F4_ROWS;
+    if (n >= N || t0 >= g.rows) return;
+    int nt = g.rows - t0 < F4_ROWS ? g.rows - t0 : F4_ROWS;
+    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
+    const float *xr[F4_ROWS];
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
+    size_t srow = (size_t)(n / bm) * (size_t)(K / bn);
+    int xv = K % 32 == 0 && ((uintptr_t)g.x & 15) == 0 && ldx % 4 == 0;
+    float ga[F4_ROWS], ua[F4_ROWS];
+    const uint8_t *gq = g.q + (size_t)n * (size_t)(K / 2), *uq = u.q + (size_t)n * (size_t)(K / 2);
+    if (xv && ((uintptr_t)g.q & 15) == 0) fp4_warp_dot<1>(ga, xr, nt, gq, g.scale, 0, srow, K, bn);
+    else fp4_warp_dot<0>(ga, xr, nt, gq, g.scale, 0, srow, K, bn);
+    if (xv && ((uintptr_t)u.q & 15) == 0) fp4_warp_dot<1>(ua, xr, nt, uq, u.scale, 0, srow, K, bn);
+    else fp4_warp_dot<0>(ua, xr, nt, uq, u.scale, 0, srow, K, bn);
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++)
+        if ((threadIdx.x & 31) == 0 && r < nt) g.out[(size_t)(t0 + r) * ldo + (size_t)n] = cswiglu(ga[r], ua[r], limit);
+}
+
+extern "C" int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
+                                     float limit)
+{
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc) return INVAL;
+    dim3 grid;
+    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F4_WARPS, F4_ROWS);
+    if (ok <= 0) return ok ? INVAL : 0;
+    fp4_mm_grouped_glu<<<grid, 32 * F4_WARPS>>>(tab, G, K, N, br, bc, limit);
     return ld_cu_launched();
 }
 

@@ -413,6 +413,16 @@ int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int
  * are 16-byte aligned). */
 int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc);
 
+/* The gate and up of G experts with V4's clamped SwiGLU in one launch:
+ * tab [2 G], entries k < G gates and G + k the ups over the same rows of
+ * the same x (as ld_cu_moe_tables lays them out); for each, the gate's
+ * output rows receive silu(min(g, L)) * clamp(u, -L, L) (limit L) and the
+ * up's are not written.  Bitwise the grouped GEMM of the 2 G groups, then
+ * ld_cu_ds4_clamped_swiglu over each gate's rows into them: the same warp
+ * dot products, the same expression.  FP8 and FP4 as the two above. */
+int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, float limit);
+int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, float limit);
+
 /* One expert's three weights as ld_cu_moe_tables reads them (device
  * pointers: codes and fp32 scale grids). */
 typedef struct ld_cu_moe_w {

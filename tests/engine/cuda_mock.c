@@ -1059,6 +1059,30 @@ int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, co
     return e;
 }
 
+/* one group of a grouped GEMM: its ranges checked, its rows computed
+ * into its output (into [rows][N] instead when not NULL) */
+static int group_rows(const char *fn, const ld_cu_mm_group *t, int max_rows, int K, int N, int br, int bc, ld_kdt dt,
+                      float *into)
+{
+    if (t->rows > max_rows) die(fn, "tab", t, sizeof *t, "has a group of more rows than max_rows");
+    if (t->rows <= 0) return 0;
+    size_t qrow = dt == LD_KDT_F4B ? (size_t)K / 2 : (size_t)K;
+    size_t ldx = t->ldx ? t->ldx : (size_t)K, ldo = t->ldo ? t->ldo : (size_t)N;
+    if (ldx < (size_t)K || ldo < (size_t)N) die(fn, "tab", t, sizeof *t, "has a row stride below its row");
+    dev(fn, "group out", t->out, (Z(t->rows - 1, 1) * ldo + (size_t)N) * FB);
+    dev(fn, "group x", t->x, (Z(t->rows - 1, 1) * ldx + (size_t)K) * FB);
+    dev(fn, "group q", t->q, Z(N, qrow));
+    dev(fn, "group scale", t->scale, f8b_grid(N, K, br, bc) * FB);
+    ld_f8b w = {t->q, t->scale, N, K, br, bc};
+    float *out = into ? into : t->out;
+    size_t ld = into ? (size_t)N : ldo;
+    for (int r = 0; r < t->rows; r++) { /* a row at a time: the strides */
+        int e = scaled_mm(out + (size_t)r * ld, t->x + (size_t)r * ldx, &w, dt, 1, K, N);
+        if (e) return e;
+    }
+    return 0;
+}
+
 /* the grouped GEMMs: the table in device memory, no group over max_rows
  * (the grid would miss its rows: abort), each group's ranges inside
  * allocations, then each group as its own launcher's formula */
@@ -1067,22 +1091,9 @@ static int grouped_mm(const char *fn, const ld_cu_mm_group *tab, int G, int max_
 {
     if (max_rows < 0 || (max_rows + 7) / 8 > 65535) return E_INVAL;
     dev(fn, "tab", tab, Z(G, sizeof *tab));
-    size_t qrow = dt == LD_KDT_F4B ? (size_t)K / 2 : (size_t)K;
     for (int g = 0; g < G; g++) {
-        const ld_cu_mm_group *t = &tab[g];
-        if (t->rows > max_rows) die(fn, "tab", t, sizeof *t, "has a group of more rows than max_rows");
-        if (t->rows <= 0) continue;
-        size_t ldx = t->ldx ? t->ldx : (size_t)K, ldo = t->ldo ? t->ldo : (size_t)N;
-        if (ldx < (size_t)K || ldo < (size_t)N) die(fn, "tab", t, sizeof *t, "has a row stride below its row");
-        dev(fn, "group out", t->out, (Z(t->rows - 1, 1) * ldo + (size_t)N) * FB);
-        dev(fn, "group x", t->x, (Z(t->rows - 1, 1) * ldx + (size_t)K) * FB);
-        dev(fn, "group q", t->q, Z(N, qrow));
-        dev(fn, "group scale", t->scale, f8b_grid(N, K, br, bc) * FB);
-        ld_f8b w = {t->q, t->scale, N, K, br, bc};
-        for (int r = 0; r < t->rows; r++) { /* a row at a time: the strides */
-            int e = scaled_mm(t->out + (size_t)r * ldo, t->x + (size_t)r * ldx, &w, dt, 1, K, N);
-            if (e) return e;
-        }
+        int e = group_rows(fn, &tab[g], max_rows, K, N, br, bc, dt, NULL);
+        if (e) return e;
     }
     return 0;
 }
@@ -1101,6 +1112,47 @@ int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc || G > 65535) return E_INVAL;
     return grouped_mm(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F4B);
+}
+
+/* each gate/up pair: the gate's rows into its output, the up's into a
+ * host row block (the kernel never writes the ups' outputs), then the
+ * clamped SwiGLU of the two into the gate's rows */
+static int grouped_glu(const char *fn, const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
+                       ld_kdt dt, float limit)
+{
+    if (max_rows < 0 || (max_rows + 7) / 8 > 65535) return E_INVAL;
+    dev(fn, "tab", tab, Z(2 * G, sizeof *tab));
+    for (int k = 0; k < G; k++) {
+        const ld_cu_mm_group *g = &tab[k], *u = &tab[G + k];
+        if (g->rows <= 0) continue;
+        if (u->rows != g->rows || u->x != g->x) die(fn, "tab", g, sizeof *g, "pairs a gate and an up of other rows");
+        float *up = malloc(Z(g->rows, N) * FB);
+        if (!up) return E_NOMEM;
+        int e = group_rows(fn, g, max_rows, K, N, br, bc, dt, NULL);
+        if (!e) e = group_rows(fn, u, max_rows, K, N, br, bc, dt, up);
+        size_t lg = g->ldo ? g->ldo : (size_t)N;
+        for (int r = 0; !e && r < g->rows; r++)
+            ld_ref_ds4_clamped_swiglu(g->out + (size_t)r * lg, g->out + (size_t)r * lg, up + Z(r, N), limit, (size_t)N);
+        free(up);
+        if (e) return e;
+    }
+    return 0;
+}
+
+int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, float limit)
+{
+    count(__func__);
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0 || G > 65535) return E_INVAL;
+    return grouped_glu(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F8B, limit);
+}
+
+int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, float limit)
+{
+    count(__func__);
+    if (G <= 0 || N <= 0) return 0;
+    if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc || G > 65535) return E_INVAL;
+    return grouped_glu(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F4B, limit);
 }
 
 int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,

@@ -1556,6 +1556,76 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
     return 0;
 }
 
+/* the gate/up pairs with the activation in one launch (ld_cu_grouped_*_glu)
+ * against the grouped launch of the 2 G groups and the custom clamped
+ * SwiGLU over their rows: the gates' rows bitwise; the ups' rows
+ * untouched */
+static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int bc, float limit)
+{
+    size_t nq = fp4 ? (size_t)N * K / 2 : (size_t)N * K;
+    size_t ns = fp4 ? (size_t)(N / br) * (K / bc) : (size_t)((N + br - 1) / br) * ((K + bc - 1) / bc);
+    int R = 0, most = 0;
+    for (int g = 0; g < G; g++) {
+        R += rows[g];
+        if (rows[g] > most) most = rows[g];
+    }
+    float *x = malloc(sizeof(float) * ((size_t)R * K + 1)), *s = malloc(sizeof(float) * ns);
+    uint8_t *q = malloc(nq);
+    ld_cu_mm_group tab[2][16];
+    CHECK(x && s && q && G <= 8);
+    fill(x, (size_t)R * K, -1, 1);
+    float *dx, *dg[2], *du[2];
+    DPUT(dx, x, sizeof(float) * ((size_t)R * K + 1));
+    for (int i = 0; i < 2; i++) {
+        DPUT(dg[i], NULL, sizeof(float) * ((size_t)R * N + 1));
+        DPUT(du[i], NULL, sizeof(float) * ((size_t)R * N + 1));
+    }
+    for (int j = 0; j < 2 * G; j++) { /* gates, then ups: each its own weight */
+        int g = j % G, r0 = 0;
+        for (int i = 0; i < g; i++) r0 += rows[i];
+        for (size_t i = 0; i < nq; i++) q[i] = fp4 ? (uint8_t)next_u32() : rand_e4m3();
+        for (size_t i = 0; i < ns; i++) s[i] = frand(0.001f, 0.1f);
+        uint8_t *dq;
+        float *ds;
+        DPUT(dq, q, nq);
+        DPUT(ds, s, sizeof(float) * ns);
+        for (int i = 0; i < 2; i++) {
+            float *out = (j < G ? dg[i] : du[i]) + (size_t)r0 * N;
+            tab[i][j] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, out, rows[g], 0, 0};
+        }
+    }
+    ld_cu_mm_group *dt[2];
+    for (int i = 0; i < 2; i++) DPUT(dt[i], tab[i], sizeof tab[i][0] * (size_t)(2 * G));
+    CU(fp4 ? ld_cu_grouped_fp4_matmul(dt[0], 2 * G, most, K, N, br, bc)
+           : ld_cu_grouped_fp8_matmul(dt[0], 2 * G, most, K, N, br, bc));
+    CU(ld_cu_ds4_clamped_swiglu(LD_CU_CUSTOM, dg[0], dg[0], du[0], R, N, (size_t)N, limit));
+    CU(fp4 ? ld_cu_grouped_fp4_glu(dt[1], G, most, K, N, br, bc, limit)
+           : ld_cu_grouped_fp8_glu(dt[1], G, most, K, N, br, bc, limit));
+    float *want = dget(dg[0], (size_t)R * N), *got = dget(dg[1], (size_t)R * N), *ups = dget(du[1], (size_t)R * N);
+    CHECK(want && got && ups);
+    int same = !memcmp(got, want, sizeof(float) * (size_t)R * N), untouched = 1, clamped = 0;
+    for (size_t i = 0; i < (size_t)R * N; i++) untouched = untouched && ups[i] == 0.0f;
+    float *g0 = dget(du[0], (size_t)R * N); /* the ups' values: how many the limit clamps */
+    CHECK(g0);
+    for (size_t i = 0; i < (size_t)R * N; i++) clamped += fabsf(g0[i]) > limit;
+    char shape[80];
+    snprintf(shape, sizeof shape, "%d pairs, %d rows, %dx%d blk %dx%d", G, R, N, K, br, bc);
+    printf("  %-15s %-6s %-34s limit %g (%d ups clamped): vs gate+up, then swiglu: %s\n",
+           fp4 ? "grouped_fp4_glu" : "grouped_fp8_glu", "custom", shape, limit, clamped,
+           same ? "bitwise" : "DIFFER");
+    free(want);
+    free(got);
+    free(ups);
+    free(g0);
+    free(x);
+    free(s);
+    free(q);
+    dfree_all();
+    CHECK_MSG(same, "grouped glu %s %s: not bitwise the grouped launch and the activation", fp4 ? "fp4" : "fp8", shape);
+    CHECK_MSG(untouched, "grouped glu %s %s: wrote the ups' rows", fp4 ? "fp4" : "fp8", shape);
+    return 0;
+}
+
 static int test_cuda_grouped(void)
 {
     NEED_GPU();
@@ -1565,6 +1635,8 @@ static int test_cuda_grouped(void)
         if (grouped_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128)) return 1;
         if (grouped_case(fp4, mixed, 5, 256, 96, fp4 ? 1 : 128, fp4 ? 32 : 128)) return 1;
         if (grouped_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48)) return 1;
+        if (glu_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128, 0.5f)) return 1;
+        if (glu_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48, 0.5f)) return 1;
     }
     return 0;
 }

@@ -45,9 +45,9 @@
  * one launch; 167 with the MoE's combine from zero and the shared add in
  * it; 159 with the attention and FFN input norms in hc_pre's collapse
  * (hc_pre_norm); 155 with the streams embedded in place; 147 with the
- * MoE's route, plan and tables in one launch.  Lower it with each
- * fusion. */
-#define V4_OPS 170
+ * MoE's route, plan and tables in one launch; 139 with the experts'
+ * activation in their gate/up launch.  Lower it with each fusion. */
+#define V4_OPS 162
 
 /* the backend's table without the optional entries that fuse ops: the
  * session falls back to the calls they replace (the fusions inside an
