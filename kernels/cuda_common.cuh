@@ -209,4 +209,29 @@ static inline int ld_cu_grouped_grid(dim3 *grid, int G, int max_rows, int N, int
     return 1;
 }
 
+/* A grouped GEMM block's share of group g (grid: column tiles of `warps`
+ * columns, the groups, row tiles of ROWS rows; a warp a column): its
+ * column n, first row t0, rows nt, output row stride, and the x row of
+ * each of its ROWS slots (slots past nt repeat the first); 0 when the
+ * block has no column or no row of g. */
+typedef struct ld_cu_tile {
+    int n, t0, nt;
+    size_t ldo;
+} ld_cu_tile;
+
+template <int ROWS>
+__device__ __forceinline__ int ld_cu_grouped_tile(ld_cu_tile *t, const float **xr, const ld_cu_mm_group &g, int K,
+                                                  int N, int warps)
+{
+    t->n = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
+    t->t0 = (int)blockIdx.z * ROWS;
+    if (t->n >= N || t->t0 >= g.rows) return 0;
+    t->nt = g.rows - t->t0 < ROWS ? g.rows - t->t0 : ROWS;
+    size_t ldx = g.ldx ? g.ldx : (size_t)K;
+    t->ldo = g.ldo ? g.ldo : (size_t)N;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) xr[r] = g.x + (size_t)(t->t0 + (r < t->nt ? r : 0)) * ldx;
+    return 1;
+}
+
 #endif /* LD_CUDA_COMMON_CUH */

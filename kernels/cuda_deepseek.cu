@@ -309,82 +309,69 @@ extern "C" int ld_cu_moe_fp8_matmul(int v, float *out, const float *x, const int
 
 /* ================================================================ grouped FP8 GEMM */
 
-/* block (column tile, group g, row tile of g): fp8_mm_custom's warp over
- * group g's own weight and rows, its 16-byte path chosen as that
- * launcher chooses it (K % 16, q aligned), per group on the device */
-__global__ void __launch_bounds__(32 * F8_WARPS)
-    fp8_mm_grouped(const ld_cu_mm_group *groups, int K, int N, int br, int bc)
+/* a column's dot products of group w's weight over the tile's rows, as
+ * fp8_mm_custom's warp computes them (its 16-byte path chosen as that
+ * launcher chooses it: K % 16, q aligned) */
+__device__ __forceinline__ void fp8_group_dot(float *acc, const ld_cu_mm_group &w, int n, int K, int br, int bc,
+                                              const float *const *xr, int nt)
 {
-    const ld_cu_mm_group g = groups[blockIdx.y];
-    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
-    int t0 = (int)blockIdx.z * F8_ROWS;
-    if (n >= N || t0 >= g.rows) return;
-    int nt = g.rows - t0 < F8_ROWS ? g.rows - t0 : F8_ROWS;
     int nbc = (K + bc - 1) / bc;
-    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
-    const float *xr[F8_ROWS];
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
-    float *o = g.out + (size_t)t0 * ldo + n;
-    const uint8_t *qr = g.q + (size_t)n * (size_t)K;
-    const float *srow = g.scale + (size_t)(n / br) * (size_t)nbc;
-    if (K % 16 == 0 && ((uintptr_t)g.q & 15) == 0)
-        fp8_warp_rows<1>(o, ldo, qr, srow, K, bc, xr, nt);
+    const uint8_t *qr = w.q + (size_t)n * (size_t)K;
+    const float *srow = w.scale + (size_t)(n / br) * (size_t)nbc;
+    if (K % 16 == 0 && ((uintptr_t)w.q & 15) == 0)
+        fp8_warp_dot<1>(acc, qr, srow, K, bc, xr, nt);
     else
-        fp8_warp_rows<0>(o, ldo, qr, srow, K, bc, xr, nt);
+        fp8_warp_dot<0>(acc, qr, srow, K, bc, xr, nt);
 }
 
-extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
+/* block (column tile, group g, row tile of g): fp8_mm_custom's warp over
+ * group g's own weight and rows (out = the sum + 0, as it writes).  GLU:
+ * the G groups are gates and group G + g is g's up over the same rows of
+ * the same x; the warp computes both and writes the clamped SwiGLU of the
+ * two (each + 0: the values the unfused path would store) into the gate's
+ * output */
+template <int GLU>
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    fp8_mm_grouped(const ld_cu_mm_group *groups, int G, int K, int N, int br, int bc, float limit)
+{
+    const ld_cu_mm_group g = groups[blockIdx.y];
+    ld_cu_tile t;
+    const float *xr[F8_ROWS];
+    if (!ld_cu_grouped_tile<F8_ROWS>(&t, xr, g, K, N, F8_WARPS)) return;
+    float a[F8_ROWS], b[F8_ROWS];
+    fp8_group_dot(a, g, t.n, K, br, bc, xr, t.nt);
+    if (GLU) fp8_group_dot(b, groups[G + blockIdx.y], t.n, K, br, bc, xr, t.nt);
+#pragma unroll
+    for (int r = 0; r < F8_ROWS; r++)
+        if ((threadIdx.x & 31) == 0 && r < t.nt)
+            g.out[(size_t)(t.t0 + r) * t.ldo + (size_t)t.n] =
+                GLU ? ld_cswiglu(a[r] + 0.0f, b[r] + 0.0f, limit) : a[r] + 0.0f;
+}
+
+static int grouped_fp8(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, int glu,
+                       float limit)
 {
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || br <= 0 || bc <= 0) return INVAL;
     dim3 grid;
     int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F8_WARPS, F8_ROWS);
     if (ok <= 0) return ok ? INVAL : 0;
-    fp8_mm_grouped<<<grid, 32 * F8_WARPS>>>(tab, K, N, br, bc);
+    if (glu)
+        fp8_mm_grouped<1><<<grid, 32 * F8_WARPS>>>(tab, G, K, N, br, bc, limit);
+    else
+        fp8_mm_grouped<0><<<grid, 32 * F8_WARPS>>>(tab, G, K, N, br, bc, limit);
     return ld_cu_launched();
 }
 
-/* block (column tile, pair k, row tile): group k's gate and group G + k's
- * up (the same rows of the same x) for column n, each dot product as
- * fp8_mm_grouped's warp computes it (the "+ 0" of its written value
- * included), then the clamped SwiGLU of the two into the gate's output */
-__global__ void __launch_bounds__(32 * F8_WARPS)
-    fp8_mm_grouped_glu(const ld_cu_mm_group *groups, int G, int K, int N, int br, int bc, float limit)
+extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
-    const ld_cu_mm_group g = groups[blockIdx.y], u = groups[G + blockIdx.y];
-    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
-    int t0 = (int)blockIdx.z * F8_ROWS;
-    if (n >= N || t0 >= g.rows) return;
-    int nt = g.rows - t0 < F8_ROWS ? g.rows - t0 : F8_ROWS;
-    int nbc = (K + bc - 1) / bc;
-    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
-    const float *xr[F8_ROWS];
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
-    size_t sr = (size_t)(n / br) * (size_t)nbc;
-    float ga[F8_ROWS], ua[F8_ROWS];
-    const uint8_t *gq = g.q + (size_t)n * (size_t)K, *uq = u.q + (size_t)n * (size_t)K;
-    if (K % 16 == 0 && ((uintptr_t)g.q & 15) == 0) fp8_warp_dot<1>(ga, gq, g.scale + sr, K, bc, xr, nt);
-    else fp8_warp_dot<0>(ga, gq, g.scale + sr, K, bc, xr, nt);
-    if (K % 16 == 0 && ((uintptr_t)u.q & 15) == 0) fp8_warp_dot<1>(ua, uq, u.scale + sr, K, bc, xr, nt);
-    else fp8_warp_dot<0>(ua, uq, u.scale + sr, K, bc, xr, nt);
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++)
-        if ((threadIdx.x & 31) == 0 && r < nt)
-            g.out[(size_t)(t0 + r) * ldo + (size_t)n] = ld_cswiglu(ga[r] + 0.0f, ua[r] + 0.0f, limit);
+    return grouped_fp8(tab, G, max_rows, K, N, br, bc, 0, 0.0f);
 }
 
 extern "C" int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
                                      float limit)
 {
-    if (G <= 0 || N <= 0) return 0;
-    if (K <= 0 || br <= 0 || bc <= 0) return INVAL;
-    dim3 grid;
-    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F8_WARPS, F8_ROWS);
-    if (ok <= 0) return ok ? INVAL : 0;
-    fp8_mm_grouped_glu<<<grid, 32 * F8_WARPS>>>(tab, G, K, N, br, bc, limit);
-    return ld_cu_launched();
+    return grouped_fp8(tab, G, max_rows, K, N, br, bc, 1, limit);
 }
 
 /* the grouped launches' tables from the device plan: thread e (an

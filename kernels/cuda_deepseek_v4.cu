@@ -664,81 +664,66 @@ __global__ void __launch_bounds__(32 * F4_WARPS)
                        e8m0, (size_t)(n / bm) * (size_t)sc, K, bn);
 }
 
-/* grouped: block (column tile, group g, row tile of g), the custom warp
- * over g's weight (fp32 scales) and rows, the 16-byte path chosen per
- * group as ld_cu_ds4_fp4_matmul chooses it */
-__global__ void __launch_bounds__(32 * F4_WARPS)
-    fp4_mm_grouped(const ld_cu_mm_group *groups, int K, int N, int bm, int bn)
+/* a column's dot products of group w's weight (fp32 scales) over the
+ * tile's rows, as fp4_mm_custom's warp computes them; its 16-byte path
+ * where ld_cu_ds4_fp4_matmul would take it (K % 32, q and x 16-byte
+ * aligned, x's rows too: ldx % 4) */
+__device__ __forceinline__ void fp4_group_dot(float *acc, const ld_cu_mm_group &w, const ld_cu_mm_group &g, int n,
+                                              int K, int bm, int bn, const float *const *xr, int nt)
 {
-    const ld_cu_mm_group g = groups[blockIdx.y];
-    int n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
-    int t0 = (int)blockIdx.z * F4_ROWS;
-    if (n >= N || t0 >= g.rows) return;
-    int nt = g.rows - t0 < F4_ROWS ? g.rows - t0 : F4_ROWS;
-    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
-    const float *xr[F4_ROWS];
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
-    float *o = g.out + (size_t)t0 * ldo + n;
-    const uint8_t *qr = g.q + (size_t)n * (size_t)(K / 2);
-    size_t srow = (size_t)(n / bm) * (size_t)(K / bn);
-    /* the 16-byte path reads x in 16-byte pieces: every row aligned */
-    if (K % 32 == 0 && ((uintptr_t)g.q & 15) == 0 && ((uintptr_t)g.x & 15) == 0 && ldx % 4 == 0)
-        fp4_warp_rows<1>(o, ldo, xr, nt, qr, g.scale, 0, srow, K, bn);
+    size_t ldx = g.ldx ? g.ldx : (size_t)K, srow = (size_t)(n / bm) * (size_t)(K / bn);
+    const uint8_t *qr = w.q + (size_t)n * (size_t)(K / 2);
+    if (K % 32 == 0 && ((uintptr_t)w.q & 15) == 0 && ((uintptr_t)g.x & 15) == 0 && ldx % 4 == 0)
+        fp4_warp_dot<1>(acc, xr, nt, qr, w.scale, 0, srow, K, bn);
     else
-        fp4_warp_rows<0>(o, ldo, xr, nt, qr, g.scale, 0, srow, K, bn);
+        fp4_warp_dot<0>(acc, xr, nt, qr, w.scale, 0, srow, K, bn);
 }
 
-extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
+/* grouped: block (column tile, group g, row tile of g), the custom warp
+ * over g's weight and rows.  GLU: groups G + g the ups of the gates g over
+ * the same rows of the same x, the clamped SwiGLU of the two written into
+ * the gate's output (fp8_mm_grouped's GLU) */
+template <int GLU>
+__global__ void __launch_bounds__(32 * F4_WARPS)
+    fp4_mm_grouped(const ld_cu_mm_group *groups, int G, int K, int N, int bm, int bn, float limit)
+{
+    const ld_cu_mm_group g = groups[blockIdx.y];
+    ld_cu_tile t;
+    const float *xr[F4_ROWS];
+    if (!ld_cu_grouped_tile<F4_ROWS>(&t, xr, g, K, N, F4_WARPS)) return;
+    float a[F4_ROWS], b[F4_ROWS];
+    fp4_group_dot(a, g, g, t.n, K, bm, bn, xr, t.nt);
+    if (GLU) fp4_group_dot(b, groups[G + blockIdx.y], g, t.n, K, bm, bn, xr, t.nt);
+#pragma unroll
+    for (int r = 0; r < F4_ROWS; r++)
+        if ((threadIdx.x & 31) == 0 && r < t.nt)
+            g.out[(size_t)(t.t0 + r) * t.ldo + (size_t)t.n] = GLU ? cswiglu(a[r], b[r], limit) : a[r];
+}
+
+static int grouped_fp4(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, int glu,
+                       float limit)
 {
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc) return INVAL;
     dim3 grid;
     int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F4_WARPS, F4_ROWS);
     if (ok <= 0) return ok ? INVAL : 0;
-    fp4_mm_grouped<<<grid, 32 * F4_WARPS>>>(tab, K, N, br, bc);
+    if (glu)
+        fp4_mm_grouped<1><<<grid, 32 * F4_WARPS>>>(tab, G, K, N, br, bc, limit);
+    else
+        fp4_mm_grouped<0><<<grid, 32 * F4_WARPS>>>(tab, G, K, N, br, bc, limit);
     return ld_cu_launched();
 }
 
-/* block (column tile, pair k, row tile): group k's gate and group G + k's
- * up (the same rows of the same x) for column n, each dot product as
- * fp4_mm_grouped's warp computes it (its 16-byte path chosen per weight),
- * then the clamped SwiGLU of the two into the gate's output */
-__global__ void __launch_bounds__(32 * F4_WARPS)
-    fp4_mm_grouped_glu(const ld_cu_mm_group *groups, int G, int K, int N, int bm, int bn, float limit)
+extern "C" int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
-    const ld_cu_mm_group g = groups[blockIdx.y], u = groups[G + blockIdx.y];
-    int n = blockIdx.x * F4_WARPS + (threadIdx.x >> 5);
-    int t0 = (int)blockIdx.z * F4_ROWS;
-    if (n >= N || t0 >= g.rows) return;
-    int nt = g.rows - t0 < F4_ROWS ? g.rows - t0 : F4_ROWS;
-    size_t ldx = g.ldx ? g.ldx : (size_t)K, ldo = g.ldo ? g.ldo : (size_t)N;
-    const float *xr[F4_ROWS];
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) xr[r] = g.x + (size_t)(t0 + (r < nt ? r : 0)) * ldx;
-    size_t srow = (size_t)(n / bm) * (size_t)(K / bn);
-    int xv = K % 32 == 0 && ((uintptr_t)g.x & 15) == 0 && ldx % 4 == 0;
-    float ga[F4_ROWS], ua[F4_ROWS];
-    const uint8_t *gq = g.q + (size_t)n * (size_t)(K / 2), *uq = u.q + (size_t)n * (size_t)(K / 2);
-    if (xv && ((uintptr_t)g.q & 15) == 0) fp4_warp_dot<1>(ga, xr, nt, gq, g.scale, 0, srow, K, bn);
-    else fp4_warp_dot<0>(ga, xr, nt, gq, g.scale, 0, srow, K, bn);
-    if (xv && ((uintptr_t)u.q & 15) == 0) fp4_warp_dot<1>(ua, xr, nt, uq, u.scale, 0, srow, K, bn);
-    else fp4_warp_dot<0>(ua, xr, nt, uq, u.scale, 0, srow, K, bn);
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++)
-        if ((threadIdx.x & 31) == 0 && r < nt) g.out[(size_t)(t0 + r) * ldo + (size_t)n] = cswiglu(ga[r], ua[r], limit);
+    return grouped_fp4(tab, G, max_rows, K, N, br, bc, 0, 0.0f);
 }
 
 extern "C" int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
                                      float limit)
 {
-    if (G <= 0 || N <= 0) return 0;
-    if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc) return INVAL;
-    dim3 grid;
-    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F4_WARPS, F4_ROWS);
-    if (ok <= 0) return ok ? INVAL : 0;
-    fp4_mm_grouped_glu<<<grid, 32 * F4_WARPS>>>(tab, G, K, N, br, bc, limit);
-    return ld_cu_launched();
+    return grouped_fp4(tab, G, max_rows, K, N, br, bc, 1, limit);
 }
 
 extern "C" int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale,

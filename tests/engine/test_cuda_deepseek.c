@@ -1493,6 +1493,46 @@ static int test_cuda_ds4_fp4(void)
 
 /* ---------------------------------------------------------------- grouped GEMMs */
 
+/* the rows of G groups: their sum and the most of one */
+static void row_counts(const int *rows, int G, int *R, int *most)
+{
+    *R = *most = 0;
+    for (int g = 0; g < G; g++) {
+        *R += rows[g];
+        if (rows[g] > *most) *most = rows[g];
+    }
+}
+
+/* a random weight [N][K] on the device: FP8 (scale blocks br x bc) or FP4
+ * (fp32 scales, blocks dividing), codes *dq, scales *ds */
+static int rand_weight(int fp4, int K, int N, int br, int bc, uint8_t **dq, float **ds)
+{
+    size_t nq = fp4 ? (size_t)N * K / 2 : (size_t)N * K;
+    size_t ns = fp4 ? (size_t)(N / br) * (K / bc) : (size_t)((N + br - 1) / br) * ((K + bc - 1) / bc);
+    uint8_t *q = malloc(nq);
+    float *s = malloc(sizeof(float) * ns);
+    CHECK(q && s);
+    for (size_t i = 0; i < nq; i++) q[i] = fp4 ? (uint8_t)next_u32() : rand_e4m3();
+    for (size_t i = 0; i < ns; i++) s[i] = frand(0.001f, 0.1f);
+    DPUT(*dq, q, nq);
+    DPUT(*ds, s, sizeof(float) * ns);
+    free(q);
+    free(s);
+    return 0;
+}
+
+/* R random rows of K floats on the device (one float more: a kernel that
+ * reads past them shows under the sanitizers, not as a crash) */
+static int rand_rows(int R, int K, float **dx)
+{
+    float *x = malloc(sizeof(float) * ((size_t)R * K + 1));
+    CHECK(x);
+    fill(x, (size_t)R * K, -1, 1);
+    DPUT(*dx, x, sizeof(float) * ((size_t)R * K + 1));
+    free(x);
+    return 0;
+}
+
 /* one grouped case: G groups of `rows[g]` rows, each its own random
  * weight [N][K] (FP8: blocks br x bc; FP4: fp32 scales, blocks br x bc
  * dividing), through the grouped launcher, each group's rows bitwise what
@@ -1501,30 +1541,19 @@ static int test_cuda_ds4_fp4(void)
  * stays zero) */
 static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, int bc)
 {
-    size_t nq = fp4 ? (size_t)N * K / 2 : (size_t)N * K;
-    size_t ns = fp4 ? (size_t)(N / br) * (K / bc) : (size_t)((N + br - 1) / br) * ((K + bc - 1) / bc);
-    int R = 0, most = 0;
-    for (int g = 0; g < G; g++) {
-        R += rows[g];
-        if (rows[g] > most) most = rows[g];
-    }
-    float *x = malloc(sizeof(float) * ((size_t)R * K + 1)), *s = malloc(sizeof(float) * ns);
-    uint8_t *q = malloc(nq);
+    int R, most;
+    row_counts(rows, G, &R, &most);
     ld_cu_mm_group tab[8];
-    CHECK(x && s && q && G <= 8);
-    fill(x, (size_t)R * K, -1, 1);
+    CHECK(G <= 8);
     float *dx, *dout, *dalone;
-    DPUT(dx, x, sizeof(float) * ((size_t)R * K + 1));
+    if (rand_rows(R, K, &dx)) return 1;
     DPUT(dout, NULL, sizeof(float) * ((size_t)R * N + 64)); /* a zero tail: nothing may land there */
     DPUT(dalone, NULL, sizeof(float) * ((size_t)R * N + 1));
     int r0 = 0;
     for (int g = 0; g < G; g++) { /* each group its own weight */
-        for (size_t i = 0; i < nq; i++) q[i] = fp4 ? (uint8_t)next_u32() : rand_e4m3();
-        for (size_t i = 0; i < ns; i++) s[i] = frand(0.001f, 0.1f);
         uint8_t *dq;
         float *ds;
-        DPUT(dq, q, nq);
-        DPUT(ds, s, sizeof(float) * ns);
+        if (rand_weight(fp4, K, N, br, bc, &dq, &ds)) return 1;
         tab[g] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, dout + (size_t)r0 * N, rows[g], 0, 0};
         float *a = dalone + (size_t)r0 * N;
         if (rows[g])
@@ -1547,9 +1576,6 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
            "custom", shape, e, same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past its rows");
     free(alone);
     free(got);
-    free(x);
-    free(s);
-    free(q);
     dfree_all();
     CHECK_MSG(same, "grouped %s %s: not bitwise the per-group launches", fp4 ? "fp4" : "fp8", shape);
     CHECK_MSG(tail, "grouped %s %s: wrote past the last group's rows", fp4 ? "fp4" : "fp8", shape);
@@ -1562,20 +1588,12 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
  * untouched */
 static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int bc, float limit)
 {
-    size_t nq = fp4 ? (size_t)N * K / 2 : (size_t)N * K;
-    size_t ns = fp4 ? (size_t)(N / br) * (K / bc) : (size_t)((N + br - 1) / br) * ((K + bc - 1) / bc);
-    int R = 0, most = 0;
-    for (int g = 0; g < G; g++) {
-        R += rows[g];
-        if (rows[g] > most) most = rows[g];
-    }
-    float *x = malloc(sizeof(float) * ((size_t)R * K + 1)), *s = malloc(sizeof(float) * ns);
-    uint8_t *q = malloc(nq);
+    int R, most;
+    row_counts(rows, G, &R, &most);
     ld_cu_mm_group tab[2][16];
-    CHECK(x && s && q && G <= 8);
-    fill(x, (size_t)R * K, -1, 1);
+    CHECK(G <= 8);
     float *dx, *dg[2], *du[2];
-    DPUT(dx, x, sizeof(float) * ((size_t)R * K + 1));
+    if (rand_rows(R, K, &dx)) return 1;
     for (int i = 0; i < 2; i++) {
         DPUT(dg[i], NULL, sizeof(float) * ((size_t)R * N + 1));
         DPUT(du[i], NULL, sizeof(float) * ((size_t)R * N + 1));
@@ -1583,12 +1601,9 @@ static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int b
     for (int j = 0; j < 2 * G; j++) { /* gates, then ups: each its own weight */
         int g = j % G, r0 = 0;
         for (int i = 0; i < g; i++) r0 += rows[i];
-        for (size_t i = 0; i < nq; i++) q[i] = fp4 ? (uint8_t)next_u32() : rand_e4m3();
-        for (size_t i = 0; i < ns; i++) s[i] = frand(0.001f, 0.1f);
         uint8_t *dq;
         float *ds;
-        DPUT(dq, q, nq);
-        DPUT(ds, s, sizeof(float) * ns);
+        if (rand_weight(fp4, K, N, br, bc, &dq, &ds)) return 1;
         for (int i = 0; i < 2; i++) {
             float *out = (j < G ? dg[i] : du[i]) + (size_t)r0 * N;
             tab[i][j] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, out, rows[g], 0, 0};
@@ -1617,9 +1632,6 @@ static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int b
     free(got);
     free(ups);
     free(g0);
-    free(x);
-    free(s);
-    free(q);
     dfree_all();
     CHECK_MSG(same, "grouped glu %s %s: not bitwise the grouped launch and the activation", fp4 ? "fp4" : "fp8", shape);
     CHECK_MSG(untouched, "grouped glu %s %s: wrote the ups' rows", fp4 ? "fp4" : "fp8", shape);
