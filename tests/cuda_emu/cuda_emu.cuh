@@ -39,7 +39,8 @@
 #define __CUDA_ARCH__ 900
 
 /* nvcc's memory spaces: a host compiler's headers leave them empty; a
- * block's __shared__ arrays must be one per block, not one per thread */
+ * block's __shared__ arrays must be one per block, not one per thread
+ * (launches.pl has each declaration poison them for each block) */
 #undef __shared__
 #define __shared__ static thread_local
 

@@ -120,6 +120,19 @@ __global__ void racy_neighbour(int *out)
     out[t] = t ? s[t - 1] : 0;
 }
 
+/* each block reads a static __shared__ value before any thread writes it
+ * (undefined on a GPU), then writes its block number there */
+__global__ void read_before_write(int *out)
+{
+    __shared__ int s[4], one;
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = s[3];
+        out[2 * blockIdx.x + 1] = one;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) s[3] = one = (int)blockIdx.x + 100;
+}
+
 __global__ void nothing(int *out)
 {
     (void)out;
@@ -236,6 +249,22 @@ static void check_order(void)
     cudaFree(d);
 }
 
+/* static __shared__ variables hold the 0xff fill at each block's start,
+ * not zeros nor the previous block's (or launch's) values */
+static void check_shared_poison(void)
+{
+    int got[8], *d = dev_ints(NULL, 8);
+    for (int launch = 0; launch < 2; launch++) {
+        read_before_write<<<4, 32>>>(d);
+        EXPECT(cudaGetLastError() == cudaSuccess, "read_before_write launch");
+        to_host(got, d, 8);
+        for (int i = 0; i < 8; i++)
+            EXPECT(got[i] == -1, "launch %d block %d: a static __shared__ int read %d before its write, want -1",
+                   launch, i / 2, got[i]);
+    }
+    cudaFree(d);
+}
+
 int main(void)
 {
     check_coords();
@@ -245,6 +274,7 @@ int main(void)
     check_histogram();
     check_refusals();
     check_order();
+    check_shared_poison();
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

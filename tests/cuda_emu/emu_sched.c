@@ -76,6 +76,10 @@ static _Thread_local struct {
      * at most one of them by luck. */
     int reverse;
     int err;    /* pending (cudaGetLastError) */
+    /* the static __shared__ variables the running block has poisoned
+     * (ld_emu_shared_poison): reset at each block */
+    void *shared_seen[LD_EMU_MAX_SHARED_VARS];
+    int n_shared_seen;
 } E;
 
 /* the fiber at position p of the running order */
@@ -298,6 +302,7 @@ static int run_block(void)
 {
     for (int i = 0; i < E.n; i++) start_fiber(&E.f[i], i);
     memset(E.smem, 0xff, E.smem_bytes); /* uninitialised: NaN as floats, -1 as integers */
+    E.n_shared_seen = 0;                /* static __shared__ poisoned again at first sight */
     for (;;) {
         for (int p = 0; p < E.n; p++)
             if (in_order(p)->state == F_RUN) to_fiber(in_order(p));
@@ -447,6 +452,19 @@ unsigned ld_emu_warp_lanes(void)
 {
     int left = E.n - running("a warp collective")->warp * 32;
     return left >= 32 ? 0xffffffffu : (1u << left) - 1u;
+}
+
+void ld_emu_shared_poison(void *p, size_t bytes)
+{
+    running("__shared__");
+    for (int i = 0; i < E.n_shared_seen; i++)
+        if (E.shared_seen[i] == p) return;
+    if (E.n_shared_seen == LD_EMU_MAX_SHARED_VARS) {
+        fprintf(stderr, "cuda emu: %s declares more than %d __shared__ variables\n", E.name, LD_EMU_MAX_SHARED_VARS);
+        abort();
+    }
+    E.shared_seen[E.n_shared_seen++] = p;
+    memset(p, 0xff, bytes);
 }
 
 void *ld_emu_dyn_smem(void)

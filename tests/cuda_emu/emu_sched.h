@@ -70,6 +70,15 @@ unsigned ld_emu_warp_lanes(void);
 /* the block's dynamic shared memory */
 void *ld_emu_dyn_smem(void);
 
+/* A static __shared__ variable (bytes at p) reached by a thread of the
+ * running block: the first of its threads to reach the declaration fills
+ * it with 0xff bytes (NaN as floats, -1 as integers, an invalid pointer),
+ * as the dynamic shared memory is at each block; a GPU leaves it
+ * undefined, so a kernel that reads it before writing it fails here, not
+ * by luck of a zero.  launches.pl appends the call to each declaration. */
+#define LD_EMU_MAX_SHARED_VARS 32
+void ld_emu_shared_poison(void *p, size_t bytes);
+
 /* The launch census (emu_census.c), process-wide: ld_emu_run counts each
  * launch, failed ones too, under its kernel's name (and emu_runtime.c
  * each copy and memset, under "memcpy HtoD" and the like).  ld_emu_launches: the
