@@ -265,6 +265,32 @@ static void check_shared_poison(void)
     cudaFree(d);
 }
 
+/* copies whose kind names the wrong side, a memset of host memory, the
+ * free of a host pointer: refused (cudaErrorInvalidValue), the right ones
+ * done; pinned host memory is host memory */
+static void check_copy_sides(void)
+{
+    int h[16] = {0}, h2[16] = {0}, *pinned = NULL, *d = dev_ints(NULL, 16);
+    EXPECT(cudaHostAlloc((void **)&pinned, sizeof h, 0) == cudaSuccess, "cudaHostAlloc");
+    printf("  seven refusals expected on stderr:\n");
+    fflush(stdout);
+    EXPECT(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess, "HtoD to device memory");
+    EXPECT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess, "DtoH to host memory");
+    EXPECT(cudaMemcpy(d, pinned, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess, "HtoD from pinned memory");
+    EXPECT(cudaMemcpy(h2, h, sizeof h, cudaMemcpyHostToDevice) == cudaErrorInvalidValue, "HtoD to host memory");
+    EXPECT(cudaMemcpy(d, h, sizeof h, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue, "DtoH to device memory");
+    EXPECT(cudaMemcpy(d, h, sizeof h, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue, "DtoD from host memory");
+    EXPECT(cudaMemcpy(d + 8, d, sizeof h, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue,
+           "DtoD past the allocation's end");
+    EXPECT(cudaMemset(h, 0, sizeof h) == cudaErrorInvalidValue, "memset of host memory");
+    EXPECT(cudaMemcpy2D(d, 16, h, 16, 16, 4, cudaMemcpyHostToDevice) == cudaSuccess, "2D HtoD, 4 rows");
+    EXPECT(cudaMemcpy2D(d, 32, h, 16, 16, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue,
+           "2D HtoD whose last row leaves the allocation");
+    EXPECT(cudaFree(h) == cudaErrorInvalidValue, "cudaFree of host memory");
+    cudaFreeHost(pinned);
+    cudaFree(d);
+}
+
 int main(void)
 {
     check_coords();
@@ -275,6 +301,7 @@ int main(void)
     check_refusals();
     check_order();
     check_shared_poison();
+    check_copy_sides();
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

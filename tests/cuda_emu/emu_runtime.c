@@ -5,10 +5,16 @@
  *
  * New device memory is filled with 0xff bytes (NaN as floats, -1 as
  * integers), as cudaMalloc leaves it undefined: a kernel that reads what no
- * one wrote shows it.  Linked instead of libcudart; the prototypes are the
- * toolkit's own (cuda_runtime_api.h), so a mismatch does not compile. */
+ * one wrote shows it.  The runtime keeps the device allocations' ranges, so
+ * that a copy whose kind names the wrong side (cudaMemcpyHostToDevice to a
+ * host address...) or a memset of host memory is cudaErrorInvalidValue
+ * with a message, where a GPU would fail or corrupt memory.  Linked instead
+ * of libcudart; the prototypes are the toolkit's own (cuda_runtime_api.h),
+ * so a mismatch does not compile. */
 #include <cuda_runtime_api.h>
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,16 +121,96 @@ const char *cudaGetErrorString(cudaError_t error)
  * allocation fails as out of memory (instead of asking the host) */
 #define DEVICE_BYTES ((size_t)64 << 30)
 
+/* the live device allocations, sorted by address (the TP ranks allocate
+ * from several host threads: under the lock) */
+static struct {
+    pthread_mutex_t lock;
+    uintptr_t *start;
+    size_t *size, n, cap;
+} A = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0};
+
+/* the index of the first allocation starting above p */
+static size_t after(uintptr_t p)
+{
+    size_t lo = 0, hi = A.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (A.start[mid] <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int track(void *p, size_t size)
+{
+    pthread_mutex_lock(&A.lock);
+    int ok = 1;
+    if (A.n == A.cap) {
+        size_t cap = A.cap ? 2 * A.cap : 256;
+        uintptr_t *s = realloc(A.start, cap * sizeof *s);
+        if (s) A.start = s;
+        size_t *z = s ? realloc(A.size, cap * sizeof *z) : NULL;
+        if (z) A.size = z, A.cap = cap;
+        ok = s && z;
+    }
+    if (ok) {
+        size_t i = after((uintptr_t)p);
+        memmove(A.start + i + 1, A.start + i, (A.n - i) * sizeof *A.start);
+        memmove(A.size + i + 1, A.size + i, (A.n - i) * sizeof *A.size);
+        A.start[i] = (uintptr_t)p;
+        A.size[i] = size ? size : 1;
+        A.n++;
+    }
+    pthread_mutex_unlock(&A.lock);
+    return ok;
+}
+
+/* 1 when p was allocated by cudaMalloc and is still live (it is then
+ * forgotten when `forget`) */
+static int untrack(void *p, int forget)
+{
+    pthread_mutex_lock(&A.lock);
+    size_t i = after((uintptr_t)p);
+    int found = i > 0 && A.start[i - 1] == (uintptr_t)p;
+    if (found && forget) {
+        memmove(A.start + i - 1, A.start + i, (A.n - i) * sizeof *A.start);
+        memmove(A.size + i - 1, A.size + i, (A.n - i) * sizeof *A.size);
+        A.n--;
+    }
+    pthread_mutex_unlock(&A.lock);
+    return found;
+}
+
+/* 1 when [p, p + n) lies in one device allocation */
+static int on_device(const void *p, size_t n)
+{
+    pthread_mutex_lock(&A.lock);
+    size_t i = after((uintptr_t)p);
+    int in = i > 0 && (uintptr_t)p - A.start[i - 1] + (n ? n : 1) <= A.size[i - 1];
+    pthread_mutex_unlock(&A.lock);
+    return in;
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     *devPtr = size <= DEVICE_BYTES ? malloc(size ? size : 1) : NULL;
     if (!*devPtr) return cudaErrorMemoryAllocation;
+    if (!track(*devPtr, size)) {
+        free(*devPtr);
+        *devPtr = NULL;
+        return cudaErrorMemoryAllocation;
+    }
     memset(*devPtr, 0xff, size);
     return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *devPtr)
 {
+    if (!devPtr) return cudaSuccess;
+    if (!untrack(devPtr, 1)) {
+        fprintf(stderr, "cuda emu: cudaFree(%p): not a device allocation\n", devPtr);
+        return cudaErrorInvalidValue;
+    }
     free(devPtr);
     return cudaSuccess;
 }
@@ -151,9 +237,29 @@ static const char *copy_name(enum cudaMemcpyKind kind, int rows)
     return (unsigned)kind < 5 ? names[rows][kind] : "memcpy (bad kind)";
 }
 
+/* a copy's two ends (dst's dn bytes, src's sn) on the sides its kind
+ * names, each within one device allocation or outside all; else a message
+ * and cudaErrorInvalidValue.  cudaMemcpyDefault: anything. */
+static cudaError_t sides(const char *fn, void *dst, size_t dn, const void *src, size_t sn, enum cudaMemcpyKind kind)
+{
+    if (!dn || kind == cudaMemcpyDefault) return cudaSuccess;
+    int want_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    int want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    int d = on_device(dst, dn), s = on_device(src, sn);
+    if ((unsigned)kind <= cudaMemcpyDeviceToDevice && d == want_dst && s == want_src) return cudaSuccess;
+    fprintf(stderr, "cuda emu: %s, kind %d: dst %p (%zu bytes) is %s, src %p (%zu bytes) is %s\n", fn, (int)kind, dst,
+            dn, d ? "device memory" : "not (all) device memory", src, sn,
+            s ? "device memory" : "not (all) device memory");
+    return cudaErrorInvalidValue;
+}
+
 cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
     ld_emu_census_count("memset");
+    if (count && !on_device(devPtr, count)) {
+        fprintf(stderr, "cuda emu: cudaMemset of %zu bytes at %p: not device memory\n", count, devPtr);
+        return cudaErrorInvalidValue;
+    }
     memset(devPtr, value, count);
     return cudaSuccess;
 }
@@ -161,6 +267,8 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
     ld_emu_census_count(copy_name(kind, 0));
+    cudaError_t e = sides("cudaMemcpy", dst, count, src, count, kind);
+    if (e) return e;
     if (count) memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -178,6 +286,11 @@ cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitc
 {
     ld_emu_census_count(copy_name(kind, 1));
     if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
+    if (height && width) { /* each side's span: its first row's first byte to its last row's last */
+        cudaError_t e = sides("cudaMemcpy2D", dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width,
+                              kind);
+        if (e) return e;
+    }
     for (size_t r = 0; r < height; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return cudaSuccess;
 }
