@@ -875,7 +875,7 @@ static ld_status hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *coll
 }
 
 /* hc_pre and rmsnorm in two launches: the custom kernels of both, a norm
- * weight of F32 or BF16 (else LD_ERR_UNSUPPORTED, nothing written) */
+ * weight of F32, F16 or BF16 (else LD_ERR_UNSUPPORTED, nothing written) */
 static ld_status hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
                              const ld_buf *fn, const float *base, const float *scale, int T, int N, int D, int iters,
                              float norm_eps, float hc_eps, int mhc, const ld_weight *w, float eps, ld_buf *normed,
@@ -883,7 +883,8 @@ static ld_status hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf 
 {
     cuda_backend *cb = (cuda_backend *)be;
     if (variant(cb, LD_CUDA_OP_HC) != LD_CU_CUSTOM || variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM ||
-        (w->dt != LD_KDT_F32 && w->dt != LD_KDT_BF16) || w->rows * w->cols != D || T > 65535)
+        (w->dt != LD_KDT_F32 && w->dt != LD_KDT_F16 && w->dt != LD_KDT_BF16) || w->rows * w->cols != D ||
+        T > 65535)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre_norm: not fused here");
     LD_TRY(range(normed, 0, (size_t)(T > 0 ? T : 0) * (size_t)D, err));
     float *bs = NULL;
@@ -892,7 +893,7 @@ static ld_status hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf 
     if (none) return LD_OK;
     size_t hc = (size_t)(2 + N) * (size_t)N;
     CU("hc_pre", ld_cu_hc_pre_norm(mhc, post->d, comb->d, collapsed->d, X->d, T, N, D, fn->d, bs, bs + hc, iters,
-                                   norm_eps, hc_eps, cb->work, ld_cu_hc_work(T, N), w->d, w->dt == LD_KDT_BF16, eps,
+                                   norm_eps, hc_eps, cb->work, ld_cu_hc_work(T, N), w->d, (int)w->dt, eps,
                                    normed->d));
     return LD_OK;
 }

@@ -1471,7 +1471,6 @@ __global__ void hc_norm_ref(float *work, size_t ws, const float *X, int T, int N
     work[(size_t)t * ws] = 1.0f / sqrtf(ss / (float)ND + eps);
 }
 
-
 /* m[t][o] = fn[o] . (X[t] * inv) (each X * inv rounded first, as the
  * reference's normalised copy) */
 __global__ void hc_mix_ref(float *work, size_t ws, const float *X, const float *fn, int T, int ND, int R)
@@ -1591,48 +1590,18 @@ __global__ void hc_collapse(float *collapsed, const float *work, size_t ws, cons
     collapsed[idx] = acc;
 }
 
-/* custom: the collapse and the Sinkhorn in one launch.  Blocks [0, nc)
- * collapse (a thread per (t, d), pre_j evaluated from the mix as
- * hc_sinkhorn does, not read from work, which the other blocks write in
- * the same launch); blocks from nc run hc_sinkhorn's thread per token. */
+/* custom: the collapse and the Sinkhorn in one launch.  Blocks [0, T) a
+ * token each: its pre_j evaluated from the mix as hc_sinkhorn does (not
+ * read from work, which the other blocks write in the same launch), its
+ * collapse into collapsed, and with normed (not NULL) the RMSNorm the
+ * session runs next, by w (F32, F16 or BF16: ld_elem_f) into normed, as
+ * rmsnorm_custom computes it (thread j sums its columns j + 256 m in
+ * order, the same tree, the same products).  Blocks from T run
+ * hc_sinkhorn's thread per token. */
 __global__ void __launch_bounds__(HC_THREADS)
-    hc_sink_collapse_custom(float *collapsed, float *post, float *comb, float *work, size_t ws, const float *X,
-                            const float *base, const float *scale, int T, int N, int D, int iters, float hc_eps,
-                            int variant, unsigned nc)
-{
-    if (blockIdx.x >= nc) {
-        int t = (int)(blockIdx.x - nc) * HC_THREADS + (int)threadIdx.x;
-        if (t < T) hc_sinkhorn_token(post, comb, work, ws, base, scale, t, N, iters, hc_eps, variant);
-        return;
-    }
-    size_t idx = (size_t)blockIdx.x * HC_THREADS + threadIdx.x;
-    if (idx >= (size_t)T * (size_t)D) return;
-    size_t t = idx / (size_t)D, d = idx % (size_t)D;
-    const float *m = work + t * ws + 1;
-    const float *x = X + t * (size_t)N * (size_t)D;
-    float acc = 0.0f;
-    for (int j = 0; j < N; j++) acc += hc_pre_gate(m, base, scale, j, hc_eps) * x[(size_t)j * (size_t)D + d];
-    collapsed[idx] = acc;
-}
-
-/* a norm weight's element k, F32 or BF16 (cuda_weights.cu's elem for
- * those two: the fused norm's weights) */
-__device__ __forceinline__ float hc_norm_w(const void *w, int bf16, int k)
-{
-    if (!bf16) return ((const float *)w)[k];
-    const uint8_t *p = (const uint8_t *)w + 2 * (size_t)k;
-    return __uint_as_float(((uint32_t)p[0] | ((uint32_t)p[1] << 8)) << 16);
-}
-
-/* custom with the RMSNorm that follows hc_pre: blocks [0, T) a token each,
- * its collapse (pre from the mix, as hc_sink_collapse_custom) into
- * collapsed, then the norm of that row (rmsnorm_custom's: thread j sums
- * its columns j + 256 m in order, the same tree) by w into normed; blocks
- * from T run the Sinkhorn, a thread per token */
-__global__ void __launch_bounds__(HC_THREADS)
-    hc_sink_collapse_norm_custom(float *collapsed, float *normed, float *post, float *comb, float *work, size_t ws,
-                                 const float *X, const float *base, const float *scale, const void *w, int wbf16,
-                                 float eps, int T, int N, int D, int iters, float hc_eps, int variant)
+    hc_sink_collapse_custom(float *collapsed, float *normed, float *post, float *comb, float *work, size_t ws,
+                            const float *X, const float *base, const float *scale, const void *w, int wdt, float eps,
+                            int T, int N, int D, int iters, float hc_eps, int variant)
 {
     __shared__ float sh[LD_CU_NORM_THREADS], pre[HC_MAXN];
     if ((int)blockIdx.x >= T) {
@@ -1645,36 +1614,53 @@ __global__ void __launch_bounds__(HC_THREADS)
     for (int j = threadIdx.x; j < N; j += HC_THREADS) pre[j] = hc_pre_gate(m, base, scale, j, hc_eps);
     __syncthreads();
     const float *x = X + t * (size_t)N * (size_t)D;
-    float *u = collapsed + t * (size_t)D, *o = normed + t * (size_t)D, v = 0.0f;
+    float *u = collapsed + t * (size_t)D, v = 0.0f;
     for (int d = threadIdx.x; d < D; d += HC_THREADS) {
         float acc = 0.0f;
         for (int j = 0; j < N; j++) acc += pre[j] * x[(size_t)j * (size_t)D + (size_t)d];
         u[d] = acc;
         v = fmaf(acc, acc, v);
     }
-    float inv = ld_norm_tree(v, D, eps, sh);
-    for (int d = threadIdx.x; d < D; d += HC_THREADS) o[d] = hc_norm_w(w, wbf16, d) * (u[d] * inv);
+    if (!normed) return; /* the block's: no thread is left at the tree's barriers */
+    float inv = ld_norm_tree(v, D, eps, sh), *o = normed + t * (size_t)D;
+    for (int d = threadIdx.x; d < D; d += HC_THREADS) o[d] = ld_elem_f(w, wdt, (size_t)d) * (u[d] * inv);
+}
+
+/* the arguments every hc_pre launcher checks (T > 0) */
+static int hc_args_ok(int variant, int T, int N, int D, size_t work_floats)
+{
+    return variant >= LD_CU_MHC_F32 && variant <= LD_CU_MHC_SINKHORN_BF16 && N > 0 && N <= HC_MAXN && D > 0 &&
+           work_floats >= ld_cu_hc_work(T, N);
+}
+
+/* the custom hc_pre in two launches (the norm, when normed is not NULL,
+ * in the second) */
+static int hc_pre_custom(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
+                         const float *fn, const float *base, const float *scale, int iters, float norm_eps,
+                         float hc_eps, float *work, const void *w, int wdt, float eps, float *normed)
+{
+    static_assert(HC_THREADS == LD_CU_NORM_THREADS, "the fused norm is rmsnorm_custom's block");
+    if (T > 65535) return INVAL;
+    size_t ws = hc_stride(N);
+    int R = (2 + N) * N, e;
+    dim3 grid((unsigned)((R + HC_THREADS / 32 - 1) / (HC_THREADS / 32)), (unsigned)T);
+    hc_norm_mix_custom<<<grid, HC_THREADS>>>(work, ws, X, fn, N * D, R, norm_eps);
+    if ((e = ld_cu_launched())) return e;
+    unsigned blocks = (unsigned)T + ld_cu_blocks((size_t)T, HC_THREADS);
+    hc_sink_collapse_custom<<<blocks, HC_THREADS>>>(collapsed, normed, post, comb, work, ws, X, base, scale, w, wdt,
+                                                    eps, T, N, D, iters, hc_eps, variant);
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T,
                                  int N, int D, const float *fn, const float *base, const float *scale, int iters,
                                  float norm_eps, float hc_eps, float *work, size_t work_floats, const void *w,
-                                 int w_bf16, float eps, float *normed)
+                                 int w_dt, float eps, float *normed)
 {
-    static_assert(HC_THREADS == LD_CU_NORM_THREADS, "the fused norm is rmsnorm_custom's block");
     if (T <= 0) return 0;
-    if (variant < LD_CU_MHC_F32 || variant > LD_CU_MHC_SINKHORN_BF16) return INVAL;
-    if (N <= 0 || N > HC_MAXN || D <= 0 || T > 65535 || work_floats < ld_cu_hc_work(T, N)) return INVAL;
-    size_t ws = hc_stride(N);
-    int ND = N * D, R = (2 + N) * N, e;
-    dim3 grid((unsigned)((R + HC_THREADS / 32 - 1) / (HC_THREADS / 32)), (unsigned)T);
-    hc_norm_mix_custom<<<grid, HC_THREADS>>>(work, ws, X, fn, ND, R, norm_eps);
-    if ((e = ld_cu_launched())) return e;
-    unsigned ns = ld_cu_blocks((size_t)T, HC_THREADS);
-    hc_sink_collapse_norm_custom<<<(unsigned)T + ns, HC_THREADS>>>(collapsed, normed, post, comb, work, ws, X, base,
-                                                                   scale, w, w_bf16, eps, T, N, D, iters, hc_eps,
-                                                                   variant);
-    return ld_cu_launched();
+    if (!hc_args_ok(variant, T, N, D, work_floats) || w_dt < 0 || w_dt > 2 || !normed) return INVAL;
+    return hc_pre_custom(variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps, work, w,
+                         w_dt, eps, normed);
 }
 
 extern "C" int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
@@ -1690,21 +1676,13 @@ extern "C" int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, flo
                                float norm_eps, float hc_eps, float *work, size_t work_floats)
 {
     if (T <= 0) return 0;
-    if (variant < LD_CU_MHC_F32 || variant > LD_CU_MHC_SINKHORN_BF16) return INVAL;
-    if (N <= 0 || N > HC_MAXN || D <= 0 || work_floats < ld_cu_hc_work(T, N)) return INVAL;
+    if (!hc_args_ok(variant, T, N, D, work_floats)) return INVAL;
+    if (v != LD_CU_REF) /* two launches: norm and mix, then collapse and Sinkhorn */
+        return hc_pre_custom(variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps, work,
+                             NULL, 0, 0.0f, NULL);
     size_t ws = hc_stride(N);
     int ND = N * D, R = (2 + N) * N;
     int e;
-    if (v != LD_CU_REF) { /* two launches: norm and mix, then collapse and Sinkhorn */
-        if (T > 65535) return INVAL;
-        unsigned nc = ld_cu_blocks((size_t)T * (size_t)D, HC_THREADS), ns = ld_cu_blocks((size_t)T, HC_THREADS);
-        dim3 grid((unsigned)((R + HC_THREADS / 32 - 1) / (HC_THREADS / 32)), (unsigned)T);
-        hc_norm_mix_custom<<<grid, HC_THREADS>>>(work, ws, X, fn, ND, R, norm_eps);
-        if ((e = ld_cu_launched())) return e;
-        hc_sink_collapse_custom<<<nc + ns, HC_THREADS>>>(collapsed, post, comb, work, ws, X, base, scale, T, N, D,
-                                                         iters, hc_eps, variant, nc);
-        return ld_cu_launched();
-    }
     hc_norm_ref<<<ld_cu_blocks((size_t)T, 64), 64>>>(work, ws, X, T, ND, norm_eps);
     if ((e = ld_cu_launched())) return e;
     hc_mix_ref<<<ld_cu_blocks((size_t)T * (size_t)R, 128), 128>>>(work, ws, X, fn, T, ND, R);

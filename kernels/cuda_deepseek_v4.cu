@@ -298,14 +298,12 @@ extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int
 
 /* ================================================================ clamped SwiGLU */
 
-#define cswiglu ld_cswiglu
-
 __global__ void cswiglu_ref(float *out, const float *g, const float *u, int T, int F, size_t ld, float limit)
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * (size_t)F) return;
     size_t t = idx / (size_t)F, i = idx % (size_t)F;
-    out[idx] = cswiglu(g[t * ld + i], u[t * ld + i], limit);
+    out[idx] = ld_cswiglu(g[t * ld + i], u[t * ld + i], limit);
 }
 
 /* four elements a thread (16-byte loads and stores) */
@@ -315,10 +313,10 @@ __global__ void cswiglu_custom4(float *out, const float *g, const float *u, int 
     if (idx >= (size_t)T * F4) return;
     size_t t = idx / F4, i = idx % F4;
     float4 a = ((const float4 *)(g + t * ld))[i], b = ((const float4 *)(u + t * ld))[i], r;
-    r.x = cswiglu(a.x, b.x, limit);
-    r.y = cswiglu(a.y, b.y, limit);
-    r.z = cswiglu(a.z, b.z, limit);
-    r.w = cswiglu(a.w, b.w, limit);
+    r.x = ld_cswiglu(a.x, b.x, limit);
+    r.y = ld_cswiglu(a.y, b.y, limit);
+    r.z = ld_cswiglu(a.z, b.z, limit);
+    r.w = ld_cswiglu(a.w, b.w, limit);
     ((float4 *)(out + t * (size_t)F))[i] = r;
 }
 
@@ -697,7 +695,7 @@ __global__ void __launch_bounds__(32 * F4_WARPS)
 #pragma unroll
     for (int r = 0; r < F4_ROWS; r++)
         if ((threadIdx.x & 31) == 0 && r < t.nt)
-            g.out[(size_t)(t.t0 + r) * t.ldo + (size_t)t.n] = GLU ? cswiglu(a[r], b[r], limit) : a[r];
+            g.out[(size_t)(t.t0 + r) * t.ldo + (size_t)t.n] = GLU ? ld_cswiglu(a[r], b[r], limit) : a[r];
 }
 
 static int grouped_fp4(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, int glu,

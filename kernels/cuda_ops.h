@@ -248,21 +248,22 @@ size_t ld_cu_hc_work(int T, int N);
  * comb [T][N][N], collapsed [T][D].  N <= 64.  ref: four kernels (norm,
  * mix, Sinkhorn, collapse); custom: two launches, a decode step's
  * dominant cost being launches: the block-reduced norm recomputed in
- * each mixing block with a warp per mixing row, then the collapse and
- * the Sinkhorn side by side in one grid (T <= 65535). */
+ * each mixing block with a warp per mixing row, then the collapse (a
+ * block per token) and the Sinkhorn side by side in one grid (T <=
+ * 65535). */
 int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                  const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
                  float *work, size_t work_floats);
 
 /* ld_cu_hc_pre_ex's custom path (variant as there) and the RMSNorm the
- * session runs next, of the collapsed rows by w (D values, fp32, or bf16
- * when w_bf16) into normed [T][D], in two launches, not three: the norm
- * in the collapse's block, a block per token.  Bitwise the custom
- * ld_cu_hc_pre_ex, then the custom ld_cu_rmsnorm (its reduction order and
- * products).  T <= 65535. */
+ * session runs next, of the collapsed rows by w (D values of w_dt
+ * LD_KDT_F32, F16 or BF16) into normed [T][D], in two launches, not
+ * three: the norm in the collapse's block, a block per token.  Bitwise
+ * the custom ld_cu_hc_pre_ex, then the custom ld_cu_rmsnorm (its
+ * reduction order and products).  T <= 65535. */
 int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                       const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
-                      float *work, size_t work_floats, const void *w, int w_bf16, float eps, float *normed);
+                      float *work, size_t work_floats, const void *w, int w_dt, float eps, float *normed);
 
 /* the mHC variants of ld_cu_hc_pre_ex (backend.h's LD_DS4_MHC_*, the
  * session's mhc= choice) */

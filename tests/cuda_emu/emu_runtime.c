@@ -165,14 +165,14 @@ static int track(void *p, size_t size)
     return ok;
 }
 
-/* 1 when p was allocated by cudaMalloc and is still live (it is then
- * forgotten when `forget`) */
-static int untrack(void *p, int forget)
+/* 1 when p was allocated by cudaMalloc and is still live; it is then
+ * forgotten */
+static int untrack(void *p)
 {
     pthread_mutex_lock(&A.lock);
     size_t i = after((uintptr_t)p);
     int found = i > 0 && A.start[i - 1] == (uintptr_t)p;
-    if (found && forget) {
+    if (found) {
         memmove(A.start + i - 1, A.start + i, (A.n - i) * sizeof *A.start);
         memmove(A.size + i - 1, A.size + i, (A.n - i) * sizeof *A.size);
         A.n--;
@@ -207,7 +207,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 cudaError_t cudaFree(void *devPtr)
 {
     if (!devPtr) return cudaSuccess;
-    if (!untrack(devPtr, 1)) {
+    if (!untrack(devPtr)) {
         fprintf(stderr, "cuda emu: cudaFree(%p): not a device allocation\n", devPtr);
         return cudaErrorInvalidValue;
     }

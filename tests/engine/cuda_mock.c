@@ -808,14 +808,14 @@ int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collaps
 
 int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                       const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
-                      float *work, size_t work_floats, const void *w, int w_bf16, float eps, float *normed)
+                      float *work, size_t work_floats, const void *w, int w_dt, float eps, float *normed)
 {
     count(__func__);
-    if (T > 65535) return E_INVAL;
+    if (T > 65535 || w_dt < LD_KDT_F32 || w_dt > LD_KDT_BF16 || (T > 0 && !normed)) return E_INVAL;
     int e = hc_pre_body(__func__, variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps,
                         work, work_floats);
     if (e || T <= 0) return e;
-    ld_kdt dt = w_bf16 ? LD_KDT_BF16 : LD_KDT_F32;
+    ld_kdt dt = (ld_kdt)w_dt;
     dev(__func__, "w", w, ld_cu_row_bytes(dt, D));
     dev(__func__, "normed", normed, Z(T, D) * FB);
     ld_ref_rmsnorm(normed, collapsed, w, dt, D, eps, 0, (size_t)T);

@@ -58,6 +58,19 @@ static inline double nerr(const float *a, const float *b, size_t n, double *maxa
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* The op table's optional entries that stand for several of its calls in
+ * one (each "the bits of" the calls it replaces: ds4_route_moe,
+ * ds4_index_attention, matmul_blockdiag, hc_pre_norm) set NULL in *ops,
+ * so that a session makes those calls: the tests that compare a backend
+ * with and without them. */
+static inline void ld_test_unfuse(ld_backend_ops *ops)
+{
+    ops->ds4_route_moe = NULL;
+    ops->ds4_index_attention = NULL;
+    ops->matmul_blockdiag = NULL;
+    ops->hc_pre_norm = NULL;
+}
+
 /* The DeepSeek sessions' host path: `be` (just made, with status st) gets
  * a table whose DeepSeek entries (V3/V3.2's mla_latent, mla_absorb_q,
  * mla_absorb_out, ds_route, index_topk; V4's hc_pre, hc_post, ds4_route)
@@ -83,10 +96,9 @@ static inline ld_status ld_test_host_leaves(ld_status st, ld_backend *be)
     ops.ds4_index = NULL;
     ops.ds4_attention = NULL;
     ops.copy_cols = NULL;
-    ops.matmul_blockdiag = NULL;
-    ops.hc_pre_norm = NULL;
     ops.ds4_hc_head = NULL;
     ops.moe = NULL;
+    ld_test_unfuse(&ops);
     be->ops = &ops;
     return LD_OK;
 }

@@ -852,41 +852,43 @@ static float *dget(const float *dev, size_t n);
 
 /* ld_cu_hc_pre_norm (the custom hc_pre and the RMSNorm after it in two
  * launches) against the custom ld_cu_hc_pre and ld_cu_rmsnorm it
- * replaces, with an F32 and a BF16 norm weight: post, comb, the collapse
- * and the normed rows bitwise */
+ * replaces, with an F32, an F16 and a BF16 norm weight: post, comb, the
+ * collapse and the normed rows bitwise */
 static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, int D, const float *dfn,
                             const float *dbase, const float *dscale, int iters, float neps, float heps, float *dwork,
                             size_t wn)
 {
-    float *w = malloc(sizeof(float) * D), *dw, *dwb, *dp[2], *dc[2], *du[2], *dn[2];
-    uint16_t *wb = malloc(sizeof(uint16_t) * D);
-    CHECK(w && wb);
+    float *w = malloc(sizeof(float) * D), *dp[2], *dc[2], *du[2], *dn[2];
+    uint16_t *wh = malloc(sizeof(uint16_t) * D), *wb = malloc(sizeof(uint16_t) * D);
+    CHECK(w && wh && wb);
     fill(w, (size_t)D, 0.5f, 1.5f);
     for (int i = 0; i < D; i++) {
         uint32_t u;
         memcpy(&u, &w[i], sizeof u);
-        wb[i] = (uint16_t)(u >> 16);
+        wb[i] = (uint16_t)(u >> 16);                          /* bf16: w truncated */
+        wh[i] = (uint16_t)(0x3800u + next_u32() % 0x0c00u); /* f16 in [0.5, 2) */
     }
-    DPUT(dw, w, sizeof(float) * D);
-    DPUT(dwb, wb, sizeof(uint16_t) * D);
-    for (int bf = 0; bf < 2; bf++) {
+    const void *dwt[3]; /* by ld_kdt: F32, F16, BF16 */
+    DPUT(dwt[LD_KDT_F32], w, sizeof(float) * D);
+    DPUT(dwt[LD_KDT_F16], wh, sizeof(uint16_t) * D);
+    DPUT(dwt[LD_KDT_BF16], wb, sizeof(uint16_t) * D);
+    for (int dt = LD_KDT_F32; dt <= LD_KDT_BF16; dt++) {
         for (int i = 0; i < 2; i++) {
             DPUT(dp[i], NULL, sizeof(float) * T * N);
             DPUT(dc[i], NULL, sizeof(float) * T * N * N);
             DPUT(du[i], NULL, sizeof(float) * T * D);
             DPUT(dn[i], NULL, sizeof(float) * T * D);
         }
-        const void *wt = bf ? (const void *)dwb : (const void *)dw;
         CU(ld_cu_hc_pre(LD_CU_CUSTOM, dp[0], dc[0], du[0], dX, T, N, D, dfn, dbase, dscale, iters, neps, heps, dwork,
                         wn));
-        CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dn[0], du[0], wt, bf ? LD_KDT_BF16 : LD_KDT_F32, D, 1e-5f, T));
+        CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dn[0], du[0], dwt[dt], (ld_kdt)dt, D, 1e-5f, T));
         CU(ld_cu_hc_pre_norm(LD_CU_MHC_F32, dp[1], dc[1], du[1], dX, T, N, D, dfn, dbase, dscale, iters, neps, heps,
-                             dwork, wn, wt, bf, 1e-5f, dn[1]));
+                             dwork, wn, dwt[dt], dt, 1e-5f, dn[1]));
         float *want[4] = {dget(dp[0], (size_t)T * N), dget(dc[0], (size_t)T * N * N), dget(du[0], (size_t)T * D),
                           dget(dn[0], (size_t)T * D)};
         CHECK(want[0] && want[1] && want[2] && want[3]);
         char sh[96];
-        snprintf(sh, sizeof sh, "%s, %s norm", shape, bf ? "bf16" : "f32");
+        snprintf(sh, sizeof sh, "%s, %s norm", shape, dt == LD_KDT_F32 ? "f32" : dt == LD_KDT_F16 ? "f16" : "bf16");
         int bad = compare("hc_pre_norm post", LD_CU_CUSTOM, sh, dp[1], want[0], (size_t)T * N, -1) ||
                   compare("hc_pre_norm comb", LD_CU_CUSTOM, sh, dc[1], want[1], (size_t)T * N * N, -1) ||
                   compare("hc_pre_norm coll", LD_CU_CUSTOM, sh, du[1], want[2], (size_t)T * D, -1) ||
@@ -895,6 +897,7 @@ static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, in
         if (bad) return 1;
     }
     free(w);
+    free(wh);
     free(wb);
     return 0;
 }

@@ -241,12 +241,7 @@ static ld_status open_cuda(int k, ld_backend **be, ld_error *err)
     WRAP(ds4_route_moe, c_ds4_route_moe);
     WRAP(ds4_index_attention, c_ds4_index_attention);
 #undef WRAP
-    if (no_fused) {
-        counting.ds4_route_moe = NULL;
-        counting.ds4_index_attention = NULL;
-        counting.matmul_blockdiag = NULL;
-        counting.hc_pre_norm = NULL;
-    }
+    if (no_fused) ld_test_unfuse(&counting);
     (*be)->ops = &counting;
     return LD_OK;
 }

@@ -14,10 +14,9 @@
  *    windows a token completes) stay within V4_OPS, the count of the
  *    design: a change that adds some fails here and says so, one that
  *    removes some lowers the constant;
- *  - the same tokens on the backend without its fused entries (the op
- *    table's optional calls that merge several ops into one, set NULL:
- *    the session's own sequence of calls) give bitwise the same logits,
- *    with the number of operations that saves printed;
+ *  - the same tokens on the backend without its fused entries
+ *    (ld_test_unfuse: the session's own sequence of calls) give bitwise
+ *    the same logits, with the number of operations that saves printed;
  *  - the decode's logits equal those of the same tokens as one prefill. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,16 +48,15 @@
  * activation in their gate/up launch.  Lower it with each fusion. */
 #define V4_OPS 162
 
-/* the backend's table without the optional entries that fuse ops: the
- * session falls back to the calls they replace (the fusions inside an
- * entry, such as the combine's, are checked kernel by kernel in
- * test_cuda_deepseek.c) */
+/* the backend's table without the optional entries that fuse ops
+ * (ld_test_unfuse): the session makes the calls they replace (the
+ * fusions inside an entry, such as the combine's, are checked kernel by
+ * kernel in test_cuda_deepseek.c) */
 static void unfuse(ld_backend *be)
 {
     static ld_backend_ops ops;
     ops = *be->ops;
-    ops.matmul_blockdiag = NULL;
-    ops.hc_pre_norm = NULL;
+    ld_test_unfuse(&ops);
     be->ops = &ops;
 }
 
