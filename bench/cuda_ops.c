@@ -500,7 +500,7 @@ static void bench_grouped(double cp)
         float *x = dev_random((size_t)c.G * c.K * 4), *out = dev_zero((size_t)c.G * c.N * 4);
         for (int g = 0; g < c.G; g++) {
             float *sc = dev_zero(ns * 4); /* zero scales: the bytes are what is timed */
-            c.tab[g] = (ld_cu_mm_group){dev_random(qb), sc, x + (size_t)g * c.K, out + (size_t)g * c.N, 1, 0, 0};
+            c.tab[g] = (ld_cu_mm_group){dev_random(qb), sc, x + (size_t)g * c.K, out + (size_t)g * c.N, 1, 0, 0, 0, NULL};
         }
         c.dtab = dev_zero(sizeof c.tab[0] * (size_t)c.G);
         TRY(ld_cu_h2d(c.dtab, c.tab, sizeof c.tab[0] * (size_t)c.G));

@@ -337,6 +337,21 @@ typedef struct ld_backend_ops {
      * the result back); the bits of those calls. */
     ld_status (*matmul_blockdiag)(ld_backend *be, ld_buf *out, const ld_buf *x, ld_weight *const *ws, int G, int T,
                                   ld_error *err);
+    /* n products of one input: outs[i] [T][ws[i]->rows] = x [T][K] . ws[i]^T,
+     * no bias, every ws[i] of K = ws[0]->cols columns and its own rows
+     * (projections that share an input: V4's wq_a and wkv, then wq_b and
+     * the indexer's wq_b; one launch, not n).  x is none of outs.  Optional
+     * (NULL, or LD_ERR_UNSUPPORTED for weights or a kernel set it does not
+     * group, before anything is written: the session calls matmul for
+     * each); the bits of those calls.  ws: an array the caller keeps (the
+     * CUDA backend keys its device table by it). */
+    ld_status (*matmul_fanout)(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
+                               int T, ld_error *err);
+    /* rmsnorm(out_a, x_a, w_a, rows) and rmsnorm(out_b, x_b, w_b, rows) in
+     * one call (the q and kv latents' norms).  Optional as matmul_fanout;
+     * the bits of the two rmsnorm calls. */
+    ld_status (*rmsnorm2)(ld_backend *be, ld_buf *out_a, const ld_buf *x_a, const ld_weight *w_a, ld_buf *out_b,
+                          const ld_buf *x_b, const ld_weight *w_b, int rows, float eps, ld_error *err);
     /* the final stream collapse (ld_ref_ds4_hc_head) of T tokens: X
      * [T][N][D], fn [N][N*D] (a buffer), base [N] host floats; out [T][D].
      * The CUDA backend: N <= 64 (more is LD_ERR_UNSUPPORTED, and the

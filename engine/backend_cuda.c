@@ -4,6 +4,7 @@
  * ld_backend_cuda_create says "built without CUDA". */
 #include "backend_cuda.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,18 +558,28 @@ static void mm_group(ld_cu_mm_group *g, const ld_weight *w, const float *x, floa
     g->ldo = ldo;
 }
 
-/* ws [G] one grouped FP8 launch can take over T rows: FP8 block-scaled,
- * one shape and block size, the custom matmul (the grouped kernel is the
- * custom one's warp: the same bits as a matmul a weight) */
-static int fp8_group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T)
+/* ws [G] one grouped launch can take over T rows: all FP8 block-scaled
+ * (or all FP4 where `fp4_too`), one column count and block size, one row
+ * count unless `widths` (the grouped kernels take each group's), the
+ * custom matmul (the grouped kernel is the custom one's warp: the same
+ * bits as a matmul a weight) */
+static int group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T, int widths, int fp4_too)
 {
     if (G < 1 || T > 8 * 65535 || variant(cb, LD_CUDA_OP_MATMUL) != LD_CU_CUSTOM) return 0;
+    const ld_weight *w0 = ws[0];
+    if (w0->dt != LD_KDT_F8B && (!fp4_too || w0->dt != LD_KDT_F4B)) return 0;
     for (int g = 0; g < G; g++) {
-        const ld_weight *w = ws[g], *w0 = ws[0];
-        if (w->dt != LD_KDT_F8B || w->rows != w0->rows || w->cols != w0->cols || w->br != w0->br || w->bc != w0->bc)
+        const ld_weight *w = ws[g];
+        if (w->dt != w0->dt || (!widths && w->rows != w0->rows) || w->cols != w0->cols || w->br != w0->br ||
+            w->bc != w0->bc || w->rows <= 0 || w->rows > INT_MAX)
             return 0;
     }
-    return ws[0]->cols > 0 && ws[0]->rows > 0;
+    return w0->cols > 0;
+}
+
+static int fp8_group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T)
+{
+    return group_ok(cb, ws, G, T, 0, 0);
 }
 
 static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias,
@@ -1070,9 +1081,9 @@ static void moe_tables(ld_cu_mm_group *tab, const moe_dev *m, const int32_t *off
         if (!cnt) continue;
         size_t r0 = (size_t)off[e];
         const ld_moe_expert *x = &experts[e];
-        tab[k] = (ld_cu_mm_group){x->gate->d, x->gate->scale, m->xe + r0 * d, m->g + r0 * i, cnt, 0, 0};
-        tab[n + k] = (ld_cu_mm_group){x->up->d, x->up->scale, m->xe + r0 * d, m->u + r0 * i, cnt, 0, 0};
-        tab[2 * n + k] = (ld_cu_mm_group){x->down->d, x->down->scale, m->g + r0 * i, m->eo + r0 * d, cnt, 0, 0};
+        tab[k] = (ld_cu_mm_group){x->gate->d, x->gate->scale, m->xe + r0 * d, m->g + r0 * i, cnt, 0, 0, 0, NULL};
+        tab[n + k] = (ld_cu_mm_group){x->up->d, x->up->scale, m->xe + r0 * d, m->u + r0 * i, cnt, 0, 0, 0, NULL};
+        tab[2 * n + k] = (ld_cu_mm_group){x->down->d, x->down->scale, m->g + r0 * i, m->eo + r0 * d, cnt, 0, 0, 0, NULL};
         k++;
     }
 }
@@ -1343,7 +1354,7 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
 
 /* byte offsets into moe_up of the device route's arrays */
 typedef struct route_layout {
-    size_t tab, idx, hash, iota, offsets, rows, row_of, w, srow, end;
+    size_t tab, idx, hash, offsets, rows, row_of, w, end;
 } route_layout;
 
 static size_t up256(size_t bytes)
@@ -1358,27 +1369,33 @@ static route_layout route_lay(size_t T, size_t K, size_t E, size_t G)
     L.tab = o, o += up256(3 * G * sizeof(ld_cu_mm_group));
     L.idx = o, o += up256(R * i4);
     L.hash = o, o += up256(R * i4);
-    L.iota = o, o += up256(T * i4);
     L.offsets = o, o += up256((E + 1) * i4);
     L.rows = o, o += up256(R * i4);
     L.row_of = o, o += up256(R * i4);
     L.w = o, o += up256(R * sizeof(float));
-    L.srow = o, o += up256(T * sizeof(float));
     L.end = o;
     return L;
 }
 
-/* the host arrays the device route reads, on the device: every expert's
- * weights (*ptrs) and the bias (*dbias, NULL without one) kept between calls
- * (const_dev, keyed by the layer's experts and bias), the hash rows and
- * their tokens 0..T-1 and the fused scale per token uploaded */
+/* keys of the constant slots that hold arrays the backend makes itself
+ * (const_dev keys a slot by an address that stays put) */
+static const char KEY_IOTA, KEY_SROW;
+
+/* the host arrays the device route reads, on the device, each kept
+ * between calls in a constant slot (const_dev: uploaded when its bytes
+ * change): every expert's weights (*ptrs) and the bias (*dbias, NULL
+ * without one), keyed by the layer's experts and bias; the tokens 0..T-1
+ * (*diota, hash layers only) and the fused scale per token (*dsrow, with
+ * the fused combine only: the only reader), both the same at every layer.
+ * The hash rows (the tokens' own) are uploaded. */
 static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld_moe_expert *experts, int E,
-                               const float *bias, const int32_t *hash, int T, int K, float fused_scale,
-                               const ld_cu_moe_w **ptrs, const float **dbias, ld_error *err)
+                               const float *bias, const int32_t *hash, int T, int K, int fused, float fused_scale,
+                               const ld_cu_moe_w **ptrs, const float **dbias, int32_t **diota, float **dsrow,
+                               ld_error *err)
 {
     size_t nt = (size_t)T, np = (size_t)E * sizeof(ld_cu_moe_w);
     size_t big = np > nt * sizeof(float) ? np : nt * sizeof(float);
-    unsigned char *h = malloc(big), *d = cb->moe_up;
+    unsigned char *h = malloc(big);
     if (!h) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_cu_moe_w *p = (ld_cu_moe_w *)h;
     for (int e = 0; e < E; e++) {
@@ -1386,22 +1403,21 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
         p[e] = (ld_cu_moe_w){x->gate->d, x->up->d, x->down->d, x->gate->scale, x->up->scale, x->down->scale};
     }
     ld_status st = const_dev(cb, experts, p, np, NULL, 0, (void **)ptrs, "ds4_route_moe", err);
-    *dbias = NULL;
+    *dbias = NULL, *diota = NULL, *dsrow = NULL;
     if (st == LD_OK && bias)
         st = const_one(cb, bias, (size_t)E * sizeof *bias, (void **)dbias, "ds4_route_moe", err);
-    int ce = 0;
     int32_t *iota = (int32_t *)h;
     float *srow = (float *)h;
     if (st == LD_OK && hash) {
-        ce = ld_cu_h2d(d + L->hash, hash, nt * (size_t)K * sizeof *hash);
-        for (int t = 0; !ce && t < T; t++) iota[t] = t;
-        if (!ce) ce = ld_cu_h2d(d + L->iota, iota, nt * sizeof *iota);
+        for (int t = 0; t < T; t++) iota[t] = t;
+        st = const_dev(cb, &KEY_IOTA, iota, nt * sizeof *iota, NULL, 0, (void **)diota, "ds4_route_moe", err);
     }
-    for (int t = 0; st == LD_OK && !ce && t < T; t++) srow[t] = fused_scale;
-    if (st == LD_OK && !ce) ce = ld_cu_h2d(d + L->srow, srow, nt * sizeof *srow);
+    for (int t = 0; st == LD_OK && fused && t < T; t++) srow[t] = fused_scale;
+    if (st == LD_OK && fused)
+        st = const_dev(cb, &KEY_SROW, srow, nt * sizeof *srow, NULL, 0, (void **)dsrow, "ds4_route_moe", err);
     free(h);
     LD_TRY(st);
-    CU("ds4_route_moe", ce);
+    if (hash) CU("ds4_route_moe", ld_cu_h2d(cb->moe_up + L->hash, hash, nt * (size_t)K * sizeof *hash));
     return LD_OK;
 }
 
@@ -1424,23 +1440,30 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_buf *x, con
     m.rows = (int32_t *)(b + L.rows);
     m.row_of = (int32_t *)(b + L.row_of);
     m.w = (float *)(b + L.w);
-    m.srow = (float *)(b + L.srow);
-    int32_t *idx = (int32_t *)(b + L.idx), *off = (int32_t *)(b + L.offsets);
+    int32_t *idx = (int32_t *)(b + L.idx), *off = (int32_t *)(b + L.offsets), *diota;
     const ld_cu_moe_w *ptrs;
     const float *dbias;
-    LD_TRY(route_uploads(cb, &L, experts, E, bias, hash, T, K, fused_scale, &ptrs, &dbias, err));
+    LD_TRY(route_uploads(cb, &L, experts, E, bias, hash, T, K, fused, fused_scale, &ptrs, &dbias, &diota, &m.srow,
+                         err));
     int vr = variant(cb, LD_CUDA_OP_ROUTE);
-    int32_t *dhash = hash ? (int32_t *)(b + L.hash) : NULL, *diota = hash ? (int32_t *)(b + L.iota) : NULL;
+    int32_t *dhash = hash ? (int32_t *)(b + L.hash) : NULL;
+    /* the experts' gate and up read their tokens' rows of x in place (the
+     * tables' xrows), not a gathered copy, where that gives the same bits:
+     * the grouped FP4 kernel picks its 16-byte path by x's alignment */
+    int pick = (((uintptr_t)x->d & 15) == 0) == (((uintptr_t)m.xe & 15) == 0);
+    const float *xe = pick ? x->d : m.xe;
     if (vr == LD_CU_CUSTOM && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E) { /* a decode step: one launch */
         CU("ds4_route_moe", ld_cu_ds4_route_plan_tables(idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale, off,
-                                                        m.rows, m.row_of, m.tab, G, ptrs, m.xe, m.g, m.u, m.eo,
+                                                        m.rows, m.row_of, m.tab, G, ptrs, xe, pick, m.g, m.u, m.eo,
                                                         (int)D, (int)I));
     } else {
         CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale));
         CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
-        CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, m.xe, m.g, m.u, m.eo, (int)D, (int)I));
+        CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, xe, pick ? m.rows : NULL, m.g, m.u, m.eo, (int)D,
+                                             (int)I));
     }
-    CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
+    if (!pick)
+        CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
     LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
     if (shared) LD_TRY(moe_shared(&cb->base, x, &m, shared, T, D, Is, act, limit, err));
     LD_TRY(moe_sum(cb, y, &m, fused, shared != NULL, T, K, D, err));
@@ -1743,16 +1766,24 @@ static ld_status ds4_attention_run(cuda_backend *cb, const ld_ds4_attn_call *a, 
     size_t tile = per ? ATT_WORK_FLOATS / per : tt;
     if (tile < 1) tile = 1;
     if (tile > 65535) tile = 65535;
+    /* custom attention and rope: the merge de-rotates (one launch fewer) */
+    int fused = v == LD_CU_CUSTOM && variant(cb, LD_CUDA_OP_ROPE) == LD_CU_CUSTOM;
+    ld_cu_rot rot = {a->rope->inv_freq->d, a->rope->attn_factor, a->rope->dim, a->rope->bf16};
     for (size_t t0 = 0; t0 < tt; t0 += tile) {
         int n = (int)(tt - t0 < tile ? tt - t0 : tile), p0 = pos0 + (int)t0;
         size_t wn = ld_cu_ds4_attention_work(v, n, H, hd, p0, win, ratio, kpick, has);
         LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_attention", err));
-        CU("ds4_attention", ld_cu_ds4_attention(v, out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
-                                                win, has ? entries->d : NULL, ratio,
-                                                kpick ? dsel + t0 * (size_t)k : NULL, kpick,
-                                                sinks ? sinks->d : NULL, scale, p0, cb->work, wn));
+        const float *ent = has ? entries->d : NULL, *snk = sinks ? sinks->d : NULL;
+        const int32_t *pk = kpick ? dsel + t0 * (size_t)k : NULL;
+        if (fused)
+            CU("ds4_attention", ld_cu_ds4_attention_rope(out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
+                                                         win, ent, ratio, pk, kpick, snk, scale, p0, cb->work, wn,
+                                                         rot));
+        else
+            CU("ds4_attention", ld_cu_ds4_attention(v, out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
+                                                    win, ent, ratio, pk, kpick, snk, scale, p0, cb->work, wn));
     }
-    CU("ds4_attention", ds4_rot_rows(cb, out->d, T, QH, H, hd, a->rope, pos0, 1));
+    if (!fused) CU("ds4_attention", ds4_rot_rows(cb, out->d, T, QH, H, hd, a->rope, pos0, 1));
     return LD_OK;
 }
 
@@ -1859,6 +1890,70 @@ static ld_status matmul_blockdiag(ld_backend *be, ld_buf *out, const ld_buf *x, 
     return LD_OK;
 }
 
+/* the products matmul_fanout takes in one launch */
+#define FANOUT_MAX 8
+
+/* one grouped launch over the n weights' own widths, its table kept on
+ * the device (const_dev, keyed by ws) */
+static ld_status matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
+                               int T, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0 || n < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_fanout of %d tokens, %d weights", T, n);
+    if (n > FANOUT_MAX || !group_ok(cb, ws, n, T, 1, 1))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda matmul_fanout: not %d FP8 or FP4 weights of one input", n);
+    size_t K = (size_t)ws[0]->cols, tt = (size_t)T;
+    int N = 0;
+    LD_TRY(range(x, 0, tt * K, err));
+    for (int i = 0; i < n; i++) {
+        LD_TRY(range(outs[i], 0, tt * (size_t)ws[i]->rows, err));
+        if (outs[i]->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_fanout in place");
+        N = (int)ws[i]->rows > N ? (int)ws[i]->rows : N;
+    }
+    if (!T) return LD_OK;
+    CU("matmul_fanout", ld_cu_set_device(cb->device));
+    ld_cu_mm_group tab[FANOUT_MAX];
+    for (int i = 0; i < n; i++) {
+        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
+        tab[i].n = (int)ws[i]->rows;
+    }
+    void *dtab = NULL;
+    LD_TRY(const_dev(cb, ws, tab, (size_t)n * sizeof *tab, NULL, 0, &dtab, "matmul_fanout", err));
+    int br = ws[0]->br, bc = ws[0]->bc;
+    if (ws[0]->dt == LD_KDT_F4B)
+        CU("matmul_fanout", ld_cu_grouped_fp4_matmul(dtab, n, T, (int)K, N, br, bc));
+    else
+        CU("matmul_fanout", ld_cu_grouped_fp8_matmul(dtab, n, T, (int)K, N, br, bc));
+    return LD_OK;
+}
+
+/* a norm weight rmsnorm2's kernel reads: F32, F16 or BF16, one row */
+static int norm_weight_ok(const ld_weight *w)
+{
+    return (w->dt == LD_KDT_F32 || w->dt == LD_KDT_F16 || w->dt == LD_KDT_BF16) && w->cols > 0 && w->cols <= INT_MAX;
+}
+
+static ld_status rmsnorm2(ld_backend *be, ld_buf *out_a, const ld_buf *x_a, const ld_weight *w_a, ld_buf *out_b,
+                          const ld_buf *x_b, const ld_weight *w_b, int rows, float eps, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (rows < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "rmsnorm2 of %d rows", rows);
+    if (variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM || !norm_weight_ok(w_a) || !norm_weight_ok(w_b) ||
+        rows > 0x3fffffff || out_a->d == out_b->d)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda rmsnorm2: not fused here");
+    size_t na = (size_t)rows * (size_t)w_a->cols, nb = (size_t)rows * (size_t)w_b->cols;
+    LD_TRY(range(out_a, 0, na, err));
+    LD_TRY(range(x_a, 0, na, err));
+    LD_TRY(range(out_b, 0, nb, err));
+    LD_TRY(range(x_b, 0, nb, err));
+    if (!rows) return LD_OK;
+    CU("rmsnorm2", ld_cu_set_device(cb->device));
+    ld_cu_norm_arg a = {out_a->d, x_a->d, w_a->d, w_a->dt, (int)w_a->cols};
+    ld_cu_norm_arg b = {out_b->d, x_b->d, w_b->d, w_b->dt, (int)w_b->cols};
+    CU("rmsnorm2", ld_cu_rmsnorm2(a, b, rows, eps));
+    return LD_OK;
+}
+
 static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
                              float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err)
 {
@@ -1913,6 +2008,8 @@ static const ld_backend_ops cuda_ops = {
     .ds4_attention = ds4_attention,
     .copy_cols = copy_cols,
     .matmul_blockdiag = matmul_blockdiag,
+    .matmul_fanout = matmul_fanout,
+    .rmsnorm2 = rmsnorm2,
     .hc_pre_norm = hc_pre_norm,
     .ds4_hc_head = ds4_hc_head,
     .moe = moe,

@@ -42,6 +42,9 @@ typedef struct ds4_layer {
     int has_comp, has_index;
     ds4_comp comp, icomp;
     ld_weight *iwq_b, *iweights;
+    /* the projections that share an input, as matmul_fanout takes them:
+       {wq_a, wkv} of the block's input; {wq_b, iwq_b} of the q latent */
+    ld_weight *down[2], *up[2];
     /* attention on the backend (entries): the kv ring, the sinks */
     ld_buf *bkvc, *bsinks;
 } ds4_layer;
@@ -284,6 +287,8 @@ static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
         LD_TRY(load(s, &ml->iwq_b, &L->iwq_b, err));
         LD_TRY(load(s, &ml->iweights, &L->iweights, err));
     }
+    L->down[0] = L->wq_a, L->down[1] = L->wkv;
+    L->up[0] = L->wq_b, L->up[1] = L->iwq_b; /* NULL without an indexer: one product */
     return LD_OK;
 }
 
@@ -760,6 +765,46 @@ static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_er
     return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
 }
 
+/* the n products of x through ws (a layer's down[] or up[]) into outs:
+ * one matmul_fanout where the backend groups them, else a matmul each */
+static ld_status fanout(ld_ds4_session *s, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int nw, int n,
+                        ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    ld_error e = {0};
+    ld_status st = o->matmul_fanout ? o->matmul_fanout(s->be, outs, x, ws, nw, n, &e) : LD_ERR_UNSUPPORTED;
+    if (st != LD_ERR_UNSUPPORTED) {
+        if (st != LD_OK && err) *err = e;
+        return st;
+    }
+    for (int i = 0; i < nw; i++) LD_TRY(o->matmul(s->be, outs[i], x, ws[i], NULL, n, err));
+    return LD_OK;
+}
+
+/* the q latent (wq_a, q_norm), the kv row (wkv, kv_norm) and the query
+ * heads (wq_b; with an indexer, its queries by iwq_b) of the n rows of
+ * s->xb: the projections of one input together, the two norms together,
+ * where the backend fuses them */
+static ld_status q_and_kv(ld_ds4_session *s, ds4_layer *L, int n, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    float eps = s->m->cfg.rms_eps;
+    ld_buf *down[2] = {s->qa, s->kv}, *up[2] = {s->q, s->iq};
+    LD_TRY(fanout(s, down, s->xb, L->down, 2, n, err));
+    ld_error e = {0};
+    ld_status st = LD_ERR_UNSUPPORTED;
+    if (o->rmsnorm2) st = o->rmsnorm2(s->be, s->qa, s->qa, L->q_norm, s->kv, s->kv, L->kv_norm, n, eps, &e);
+    if (st == LD_ERR_UNSUPPORTED) {
+        LD_TRY(o->rmsnorm(s->be, s->qa, s->qa, L->q_norm, n, eps, err));
+        st = o->rmsnorm(s->be, s->kv, s->kv, L->kv_norm, n, eps, &e);
+    }
+    if (st != LD_OK) {
+        if (err) *err = e;
+        return st;
+    }
+    return fanout(s, up, s->qa, L->up, L->has_index ? 2 : 1, n, err);
+}
+
 /* attention() with the state in backend buffers: the projections, then
  * the entries in the host path's order; only the indexer's picks come
  * back (int32) */
@@ -771,16 +816,11 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
     ds4_layer *L = &s->layers[l];
     int H = c->n_heads, hd = c->head_dim;
     ld_ds4_rot r = layer_rope(s, l, 0), cr = layer_rope(s, l, 1);
-    LD_TRY(o->matmul(be, s->qa, s->xb, L->wq_a, NULL, n, err));
-    LD_TRY(o->rmsnorm(be, s->qa, s->qa, L->q_norm, n, c->rms_eps, err));
-    LD_TRY(o->matmul(be, s->q, s->qa, L->wq_b, NULL, n, err));
-    LD_TRY(o->matmul(be, s->kv, s->xb, L->wkv, NULL, n, err));
-    LD_TRY(o->rmsnorm(be, s->kv, s->kv, L->kv_norm, n, c->rms_eps, err));
+    LD_TRY(q_and_kv(s, L, n, err));
     LD_TRY(o->ds4_qkv(be, s->q, L->bkvc, s->kv, n, s->pos, H, hd, s->kv_rows, c->rms_eps, &r, err));
     if (L->has_comp) LD_TRY(compress_be(s, &L->comp, LD_DS4_INDEX_F32, &cr, n, err));
     if (L->has_index) {
         LD_TRY(compress_be(s, &L->icomp, index_variant(s), &cr, n, err));
-        LD_TRY(o->matmul(be, s->iq, s->qa, L->iwq_b, NULL, n, err));
         LD_TRY(o->matmul(be, s->iw, s->xb, L->iweights, NULL, n, err));
     }
     const ld_buf *ent = NULL;

@@ -223,14 +223,18 @@ template <int ROWS>
 __device__ __forceinline__ int ld_cu_grouped_tile(ld_cu_tile *t, const float **xr, const ld_cu_mm_group &g, int K,
                                                   int N, int warps)
 {
+    int gn = g.n ? g.n : N; /* the group's columns: the grid spans the widest */
     t->n = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
     t->t0 = (int)blockIdx.z * ROWS;
-    if (t->n >= N || t->t0 >= g.rows) return 0;
+    if (t->n >= gn || t->t0 >= g.rows) return 0;
     t->nt = g.rows - t->t0 < ROWS ? g.rows - t->t0 : ROWS;
     size_t ldx = g.ldx ? g.ldx : (size_t)K;
-    t->ldo = g.ldo ? g.ldo : (size_t)N;
+    t->ldo = g.ldo ? g.ldo : (size_t)gn;
 #pragma unroll
-    for (int r = 0; r < ROWS; r++) xr[r] = g.x + (size_t)(t->t0 + (r < t->nt ? r : 0)) * ldx;
+    for (int r = 0; r < ROWS; r++) {
+        int i = t->t0 + (r < t->nt ? r : 0);
+        xr[r] = g.x + (size_t)(g.xrows ? g.xrows[i] : i) * ldx;
+    }
     return 1;
 }
 

@@ -383,7 +383,8 @@ extern "C" int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_r
 
 /* the tables by one block of nt >= E threads, pos [nt] in shared memory */
 __device__ void moe_tables_block(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
-                                 const float *xe, float *g, float *u, float *eo, int D, int I, int *pos)
+                                 const float *xe, const int32_t *xrows, float *g, float *u, float *eo, int D, int I,
+                                 int *pos)
 {
     int e = threadIdx.x, nt = (int)blockDim.x;
     int r0 = e < E ? offsets[e] : 0, cnt = e < E ? offsets[e + 1] - r0 : 0;
@@ -399,12 +400,16 @@ __device__ void moe_tables_block(ld_cu_mm_group *tab, int G, const int32_t *offs
     if (cnt > 0 && k < G) {
         size_t rd = (size_t)r0 * (size_t)D, ri = (size_t)r0 * (size_t)I;
         ld_cu_moe_w x = w[e];
-        tab[k] = ld_cu_mm_group{x.gate_q, x.gate_s, xe + rd, g + ri, cnt, 0, 0};
-        tab[G + k] = ld_cu_mm_group{x.up_q, x.up_s, xe + rd, u + ri, cnt, 0, 0};
-        tab[2 * G + k] = ld_cu_mm_group{x.down_q, x.down_s, g + ri, eo + rd, cnt, 0, 0};
+        /* the gate and up read the expert's rows: gathered at xe + rd, or
+         * picked from xe by xrows */
+        const float *xg = xrows ? xe : xe + rd;
+        const int32_t *xr = xrows ? xrows + r0 : NULL;
+        tab[k] = ld_cu_mm_group{x.gate_q, x.gate_s, xg, g + ri, cnt, 0, 0, 0, xr};
+        tab[G + k] = ld_cu_mm_group{x.up_q, x.up_s, xg, u + ri, cnt, 0, 0, 0, xr};
+        tab[2 * G + k] = ld_cu_mm_group{x.down_q, x.down_s, g + ri, eo + rd, cnt, 0, 0, 0, NULL};
     }
     for (int j = active + e; j < G; j += nt) {
-        ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0, 0, 0};
+        ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL};
         tab[j] = none;
         tab[G + j] = none;
         tab[2 * G + j] = none;
@@ -413,18 +418,18 @@ __device__ void moe_tables_block(ld_cu_mm_group *tab, int G, const int32_t *offs
 
 __global__ void __launch_bounds__(TAB_THREADS)
     moe_tables_kernel(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
-                      const float *xe, float *g, float *u, float *eo, int D, int I)
+                      const float *xe, const int32_t *xrows, float *g, float *u, float *eo, int D, int I)
 {
     __shared__ int pos[TAB_THREADS];
-    moe_tables_block(tab, G, offsets, w, E, xe, g, u, eo, D, I, pos);
+    moe_tables_block(tab, G, offsets, w, E, xe, xrows, g, u, eo, D, I, pos);
 }
 
 extern "C" int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E,
-                                const float *xe, float *g, float *u, float *eo, int D, int I)
+                                const float *xe, const int32_t *xrows, float *g, float *u, float *eo, int D, int I)
 {
     if (G <= 0) return 0;
     if (E <= 0 || E > TAB_THREADS || D <= 0 || I <= 0) return INVAL;
-    moe_tables_kernel<<<1, TAB_THREADS>>>(tab, G, offsets, w, E, xe, g, u, eo, D, I);
+    moe_tables_kernel<<<1, TAB_THREADS>>>(tab, G, offsets, w, E, xe, xrows, g, u, eo, D, I);
     return ld_cu_launched();
 }
 
@@ -1335,7 +1340,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
     ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
                           const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets, int32_t *rows,
                           int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
-                          float *g, float *u, float *eo, int D, int I)
+                          int pick, float *g, float *u, float *eo, int D, int I)
 {
     __shared__ ds4_route_sh sh;
     __shared__ int32_t cnt[ROUTE_THREADS + 1];
@@ -1346,14 +1351,14 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
     }
     moe_plan_block(offsets, rows, row_of, idx, T * K, K, E, cnt);
     __syncthreads();
-    moe_tables_block(tab, G, offsets, mw, E, xe, g, u, eo, D, I, pos);
+    moe_tables_block(tab, G, offsets, mw, E, xe, pick ? rows : NULL, g, u, eo, D, I, pos);
 }
 
 extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias,
                                            const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K,
                                            float scale, int32_t *offsets, int32_t *rows, int32_t *row_of,
                                            ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
-                                           float *g, float *u, float *eo, int D, int I)
+                                           int pick, float *g, float *u, float *eo, int D, int I)
 {
     static_assert(ROUTE_THREADS == LD_CU_ROUTE_FUSED_E, "one thread an expert in the tables");
     if (T <= 0) return 0;
@@ -1361,7 +1366,7 @@ extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *
         G <= 0 || D <= 0 || I <= 0)
         return INVAL;
     ds4_route_plan_tables<<<1, ROUTE_THREADS>>>(idx, w, logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows,
-                                                row_of, tab, G, mw, xe, g, u, eo, D, I);
+                                                row_of, tab, G, mw, xe, pick, g, u, eo, D, I);
     return ld_cu_launched();
 }
 

@@ -224,25 +224,19 @@ __global__ void __launch_bounds__(256) a4_split_custom(float *part, size_t nspli
     }
 }
 
-/* custom, merge: a thread per (t, h, d), the splits in order:
+/* custom, merge: output d of (token, head) th, the splits in order:
  * M = max(sink, m_s), L = sum_s l_s exp(m_s - M) + exp(sink - M),
- * out[d] = sum_s o_s[d] exp(m_s - M) / L */
-__global__ void a4_merge_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks, int T,
-                                int H, int pos0)
+ * out[d] = sum_s o_s[d] exp(m_s - M) / L (0 with no keys and no sink) */
+__device__ __forceinline__ float a4_merged(const float *part, size_t nsplit, const ds4_keys &K, const float *sinks,
+                                           int H, int pos0, size_t th, size_t d)
 {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t hd = (size_t)K.hd;
-    if (idx >= (size_t)T * (size_t)H * hd) return;
-    size_t th = idx / hd, d = idx % hd;
     int t = (int)(th / (size_t)H), h = (int)(th % (size_t)H), lo, nw;
     int ns = (int)a4_nsplit(ds4_nkeys(K, t, pos0 + t, &lo, &nw));
     const float *pp = part + th * nsplit * (hd + 2);
     float M = sinks ? sinks[h] : -INFINITY;
     for (int s = 0; s < ns; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2)]);
-    if (M == -INFINITY) { /* no keys, no sink */
-        out[idx] = 0.0f;
-        return;
-    }
+    if (M == -INFINITY) return 0.0f; /* no keys, no sink */
     float L = 0.0f, o = 0.0f;
     for (int s = 0; s < ns; s++) {
         const float *ps = pp + (size_t)s * (hd + 2);
@@ -251,18 +245,33 @@ __global__ void a4_merge_custom(float *out, const float *part, size_t nsplit, ds
         o = fmaf(ps[2 + d], f, o);
     }
     if (sinks) L += expf(sinks[h] - M);
-    out[idx] = o / L;
+    return o / L;
 }
 
-extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv,
-                                   int kv_rows, int window, const float *entries, int ratio, const int32_t *picks,
-                                   int kpick, const float *sinks, float scale, int pos0, float *work,
-                                   size_t work_floats)
+/* a thread per (t, h, d) */
+__global__ void a4_merge_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks, int T,
+                                int H, int pos0)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t hd = (size_t)K.hd;
+    if (idx >= (size_t)T * (size_t)H * hd) return;
+    out[idx] = a4_merged(part, nsplit, K, sinks, H, pos0, idx / hd, idx % hd);
+}
+
+__global__ void a4_merge_rope_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks,
+                                     int T, int H, int pos0, ld_cu_rot rot);
+
+/* ld_cu_ds4_attention, and with rot (custom only) its merge de-rotating */
+static int ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
+                         int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                         const float *sinks, float scale, int pos0, float *work, size_t work_floats,
+                         const ld_cu_rot *rot)
 {
     if (T <= 0 || H <= 0) return 0;
     if (hd <= 0 || pos0 < 0 || window < 0 || (window > 0 && (!kv || kv_rows < window)) ||
         (entries && !picks && ratio <= 0) || (picks && (!entries || kpick <= 0)))
         return INVAL;
+    if (rot && (v == LD_CU_REF || rot->rd < 0 || rot->rd % 2 || rot->rd > hd)) return INVAL;
     if (T > 65535 || (v != LD_CU_REF && hd > A4_MAX_HD)) return INVAL;
     if (work_floats < ld_cu_ds4_attention_work(v, T, H, hd, pos0, window, ratio, picks ? kpick : 0, entries != NULL))
         return INVAL;
@@ -292,8 +301,29 @@ extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int
         a4_split_custom<<<grid, 256>>>(work, nsplit, q, K, H, pos0, scale);
         if ((e = ld_cu_launched())) return e;
     }
-    a4_merge_custom<<<ld_cu_blocks(n_out, 256), 256>>>(out, work, nsplit, K, sinks, T, H, pos0);
+    if (rot)
+        a4_merge_rope_custom<<<ld_cu_blocks(n_out, 256), 256>>>(out, work, nsplit, K, sinks, T, H, pos0, *rot);
+    else
+        a4_merge_custom<<<ld_cu_blocks(n_out, 256), 256>>>(out, work, nsplit, K, sinks, T, H, pos0);
     return ld_cu_launched();
+}
+
+extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv,
+                                   int kv_rows, int window, const float *entries, int ratio, const int32_t *picks,
+                                   int kpick, const float *sinks, float scale, int pos0, float *work,
+                                   size_t work_floats)
+{
+    return ds4_attention(v, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks, kpick, sinks, scale, pos0,
+                         work, work_floats, NULL);
+}
+
+extern "C" int ld_cu_ds4_attention_rope(float *out, const float *q, int T, int H, int hd, const float *kv,
+                                        int kv_rows, int window, const float *entries, int ratio,
+                                        const int32_t *picks, int kpick, const float *sinks, float scale, int pos0,
+                                        float *work, size_t work_floats, ld_cu_rot rot)
+{
+    return ds4_attention(LD_CU_CUSTOM, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks, kpick, sinks,
+                         scale, pos0, work, work_floats, &rot);
 }
 
 /* ================================================================ clamped SwiGLU */
@@ -373,6 +403,29 @@ __global__ void rope_ref(float *x, int T, size_t row_stride, size_t off, int H, 
 }
 
 #define ROPE_MAX_HALF 512
+
+/* the merge with the inverse RoPE of each head's last rd values: a thread
+ * per (t, h, d) merges d before them; in them the even one merges its
+ * pair (d, d + 1) and rotates it (rope_cs, rope_pair's expressions), the
+ * odd one returns: the values the merge stores, then rope_custom's */
+__global__ void a4_merge_rope_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks,
+                                     int T, int H, int pos0, ld_cu_rot rot)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t hd = (size_t)K.hd, th = idx / hd, d = idx % hd, r0 = hd - (size_t)rot.rd;
+    if (idx >= (size_t)T * (size_t)H * hd) return;
+    if (d < r0) {
+        out[idx] = a4_merged(part, nsplit, K, sinks, H, pos0, th, d);
+        return;
+    }
+    if ((d - r0) & 1) return;
+    float x0 = a4_merged(part, nsplit, K, sinks, H, pos0, th, d);
+    float x1 = a4_merged(part, nsplit, K, sinks, H, pos0, th, d + 1);
+    float c, s;
+    rope_cs(&c, &s, pos0 + (int)(th / (size_t)H), rot.inv_freq[(d - r0) / 2], rot.af, 1, rot.bf16_table);
+    out[idx] = x0 * c - x1 * s;
+    out[idx + 1] = x1 * c + x0 * s;
+}
 
 /* a block per row: the row's cos / sin table in shared memory once, then a
  * thread per (h, pair); the same values as rope_ref */

@@ -92,6 +92,19 @@ int ld_cu_embed(int v, float *out, const void *table, ld_kdt dt, int dim, const 
 
 /* out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows r < rows; out may be x */
 int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps, int rows);
+/* one array's RMSNorm as ld_cu_rmsnorm takes it: out, x [rows][dim], w
+ * [dim] of dt (F32, F16, BF16) */
+typedef struct ld_cu_norm_arg {
+    float *out;
+    const float *x;
+    const void *w;
+    ld_kdt dt;
+    int dim;
+} ld_cu_norm_arg;
+/* Two arrays' RMSNorms of `rows` rows each in one launch (V4's and V3's q
+ * and kv latents): bitwise ld_cu_rmsnorm(LD_CU_CUSTOM, ...) of each; a and
+ * b must not overlap. */
+int ld_cu_rmsnorm2(ld_cu_norm_arg a, ld_cu_norm_arg b, int rows, float eps);
 
 /* out[t][n] = x[t] . w[rope_row(n)] (+ bias[n]), w [N][K] of type dt,
  * bias NULL or N values of bias_dt (F32/F16/BF16); see ld_ref_matmul_ex */
@@ -341,6 +354,23 @@ int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd,
                         int window, const float *entries, int ratio, const int32_t *picks, int kpick,
                         const float *sinks, float scale, int pos0, float *work, size_t work_floats);
 
+/* V4's inverse RoPE of the attention output (the backend's ds4_attention
+ * ends with it): each head's last rd values (rd even, <= hd), interleaved
+ * pairs, row t at position pos0 + t; inv_freq [rd / 2] on the device */
+typedef struct ld_cu_rot {
+    const float *inv_freq;
+    float af; /* the attention factor */
+    int rd, bf16_table;
+} ld_cu_rot;
+/* ld_cu_ds4_attention (custom) whose merge de-rotates its outputs: one
+ * launch fewer, bitwise ld_cu_ds4_attention(LD_CU_CUSTOM, ...) then
+ * ld_cu_ds_rope(LD_CU_CUSTOM, out, T, H hd, hd - rd, H, hd, rd, inv_freq,
+ * af, 1, pos0, 1, bf16_table). */
+int ld_cu_ds4_attention_rope(float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
+                             int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                             const float *sinks, float scale, int pos0, float *work, size_t work_floats,
+                             ld_cu_rot rot);
+
 /* V4's clamped SwiGLU of the routed experts (ld_ref_ds4_clamped_swiglu)
  * of T rows: out [T][F] (rows F apart) from g and u (rows `ld` apart: ld =
  * 2F, u = g + F for a fused gate/up output).  ref: a thread per element;
@@ -387,15 +417,23 @@ int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, co
  * experts each have a row or two, so a launch per expert and projection
  * costs more than the weights take to read; one launch serves them all. */
 typedef struct ld_cu_mm_group {
-    const uint8_t *q;   /* the codes: FP8 [N][K] bytes, FP4 [N][K/2] */
-    const float *scale; /* FP8 [ceil(N/br)][ceil(K/bc)], FP4 [N/br][K/bc] */
+    const uint8_t *q;   /* the codes: FP8 [n][K] bytes, FP4 [n][K/2] */
+    const float *scale; /* FP8 [ceil(n/br)][ceil(K/bc)], FP4 [n/br][K/bc] */
     const float *x;     /* the group's input rows [rows][K], ldx floats apart */
-    float *out;         /* its output rows [rows][N], ldo floats apart */
+    float *out;         /* its output rows [rows][n], ldo floats apart */
     int rows;           /* >= 0 */
-    /* the row strides; 0: K and N (dense rows, the MoE's gathered ones).
+    /* its output columns n, 1 <= n <= the launch's N; 0: N.  Groups of
+     * several widths over one x serve projections that share an input
+     * (V4's wq_a and wkv: ld_cu_grouped_fp8_matmul with N their most). */
+    int n;
+    /* the row strides; 0: K and n (dense rows, the MoE's gathered ones).
      * Others serve a block-diagonal product, whose groups read and write
      * column blocks of shared rows (V4's grouped output projection). */
     size_t ldx, ldo;
+    /* NULL: row r of the group's input at x + r ldx; else at x +
+     * xrows[r] ldx (device, [rows]): rows picked from shared ones, the MoE's
+     * experts reading their tokens' rows where they are, not gathered */
+    const int32_t *xrows;
 } ld_cu_mm_group;
 
 /* G groups (tab [G] in device memory; max_rows >= every group's rows, the
@@ -437,9 +475,12 @@ typedef struct ld_cu_moe_w {
  * [.][I], tab[G + k] its up (into u), tab[2 G + k] its down (g's rows into
  * eo [.][D]), rows at its offset; entries k >= the number of such experts
  * (G of each kind) get 0 rows.  The host never sees the plan.  One block,
- * a thread per expert (E <= 1024), the positions by a prefix count. */
+ * a thread per expert (E <= 1024), the positions by a prefix count.
+ * xrows NULL: xe holds the routed rows gathered in plan order; else xe is
+ * the tokens' rows [T][D] and the gate and up read row xrows[i] for the
+ * plan's row i (xrows: the plan's rows; no gather launch). */
 int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,
-                     float *g, float *u, float *eo, int D, int I);
+                     const int32_t *xrows, float *g, float *u, float *eo, int D, int I);
 
 /* The rows a decode step routes in one launch (ld_cu_ds4_route_plan_tables) */
 #define LD_CU_ROUTE_FUSED_T 16
@@ -448,11 +489,12 @@ int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const l
  * ld_cu_moe_tables over that plan, in one launch of one block (T <=
  * LD_CU_ROUTE_FUSED_T rows, E <= LD_CU_ROUTE_FUSED_E experts, else
  * cudaErrorInvalidValue): a decode step's MoE set up by one kernel, not
- * three.  The same outputs bitwise, arguments as those three. */
+ * three.  The same outputs bitwise, arguments as those three (pick:
+ * the tables' xrows are the plan's rows, xe the tokens' rows). */
 int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
                                 const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets,
                                 int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw,
-                                const float *xe, float *g, float *u, float *eo, int D, int I);
+                                const float *xe, int pick, float *g, float *u, float *eo, int D, int I);
 
 /* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
  * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`

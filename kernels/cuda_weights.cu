@@ -177,14 +177,39 @@ __global__ void rmsnorm_ref(float *out, const float *x, const uint8_t *w, int dt
 
 #define NORM_THREADS LD_CU_NORM_THREADS
 
-/* one block of NORM_THREADS per row: ld_norm_inv's sum, then the products */
+/* row r normed by a block of NORM_THREADS: ld_norm_inv's sum, then the
+ * products (rmsnorm_custom's block; rmsnorm2_custom's, the same bits) */
+__device__ __forceinline__ void rms_row(float *out, const float *x, const uint8_t *w, int dt, int dim, float eps,
+                                        size_t r, float *sh)
+{
+    const float *xr = x + r * (size_t)dim;
+    float *o = out + r * (size_t)dim;
+    float inv = ld_norm_inv(xr, dim, eps, sh);
+    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) o[i] = elem(w, dt, i) * (xr[i] * inv);
+}
+
+/* one block per row */
 __global__ void rmsnorm_custom(float *out, const float *x, const uint8_t *w, int dt, int dim, float eps)
 {
     __shared__ float sh[NORM_THREADS];
-    const float *xr = x + (size_t)blockIdx.x * (size_t)dim;
-    float *o = out + (size_t)blockIdx.x * (size_t)dim;
-    float inv = ld_norm_inv(xr, dim, eps, sh);
-    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) o[i] = elem(w, dt, i) * (xr[i] * inv);
+    rms_row(out, x, w, dt, dim, eps, blockIdx.x, sh);
+}
+
+/* blocks [0, rows): array a's rows, [rows, 2 rows): b's */
+__global__ void rmsnorm2_custom(ld_cu_norm_arg a, ld_cu_norm_arg b, int rows, float eps)
+{
+    __shared__ float sh[NORM_THREADS];
+    int second = (int)blockIdx.x >= rows;
+    const ld_cu_norm_arg &n = second ? b : a;
+    rms_row(n.out, n.x, (const uint8_t *)n.w, (int)n.dt, n.dim, eps, blockIdx.x - (second ? rows : 0), sh);
+}
+
+extern "C" int ld_cu_rmsnorm2(ld_cu_norm_arg a, ld_cu_norm_arg b, int rows, float eps)
+{
+    if (rows <= 0) return 0;
+    if (a.dim <= 0 || b.dim <= 0 || rows > 0x3fffffff) return (int)cudaErrorInvalidValue;
+    rmsnorm2_custom<<<(unsigned)(2 * rows), NORM_THREADS>>>(a, b, rows, eps);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps,

@@ -6,7 +6,8 @@
  * decode token's count of them bounds its time from below, and no unit
  * test of a kernel shows it; tests/engine/test_cuda_launches.c asserts it
  * for a V4 decode token, and LD_CUDA_EMU_CENSUS=1 prints the table at
- * exit of any program built over the emulator. */
+ * exit of any program built over the emulator; LD_CUDA_EMU_TRACE=1 prints
+ * each operation's name as it is queued, to see a token's order. */
 #include "emu_sched.h"
 
 #include <pthread.h>
@@ -23,7 +24,8 @@ static struct {
     int n;
     long total, lost; /* lost: kernels past MAX_KERNELS (counted in total) */
     int ever;         /* a launch was counted: the exit hook is decided */
-} C = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, 0, 0, 0};
+    int trace;        /* LD_CUDA_EMU_TRACE: each operation's name on stderr, in order */
+} C = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, 0, 0, 0, 0};
 
 static void print_at_exit(void)
 {
@@ -37,13 +39,20 @@ static int find(const char *name)
     return -1;
 }
 
+static int env_on(const char *var)
+{
+    const char *e = getenv(var);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 void ld_emu_census_count(const char *name)
 {
     pthread_mutex_lock(&C.lock);
     if (!C.ever) {
-        const char *e = getenv("LD_CUDA_EMU_CENSUS");
-        if (e && *e && strcmp(e, "0") != 0) atexit(print_at_exit);
+        if (env_on("LD_CUDA_EMU_CENSUS")) atexit(print_at_exit);
+        C.trace = env_on("LD_CUDA_EMU_TRACE");
     }
+    if (C.trace) fprintf(stderr, "cuda emu: %s\n", name);
     C.total++;
     C.ever = 1;
     int i = find(name);

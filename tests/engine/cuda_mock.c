@@ -310,15 +310,34 @@ int ld_cu_embed(int v, float *out, const void *table, ld_kdt dt, int dim, const 
     return 0;
 }
 
+static void norm_rows(const char *fn, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps,
+                      int rows)
+{
+    dev(fn, "out", out, Z(rows, dim) * FB);
+    dev(fn, "x", x, Z(rows, dim) * FB);
+    dev(fn, "w", w, ld_cu_row_bytes(dt, dim));
+    ld_ref_rmsnorm(out, x, w, dt, dim, eps, 0, (size_t)rows);
+}
+
 int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps, int rows)
 {
     (void)v;
     count(__func__);
     if (rows <= 0 || dim <= 0) return 0;
-    dev(__func__, "out", out, Z(rows, dim) * FB);
-    dev(__func__, "x", x, Z(rows, dim) * FB);
-    dev(__func__, "w", w, ld_cu_row_bytes(dt, dim));
-    ld_ref_rmsnorm(out, x, w, dt, dim, eps, 0, (size_t)rows);
+    norm_rows(__func__, out, x, w, dt, dim, eps, rows);
+    return 0;
+}
+
+int ld_cu_rmsnorm2(ld_cu_norm_arg a, ld_cu_norm_arg b, int rows, float eps)
+{
+    count(__func__);
+    if (rows <= 0) return 0;
+    if (a.dim <= 0 || b.dim <= 0) return E_INVAL;
+    const char *ao = (const char *)a.out, *bo = (const char *)b.out;
+    if (ao < bo + Z(rows, b.dim) * FB && bo < ao + Z(rows, a.dim) * FB)
+        die(__func__, "a.out", a.out, Z(rows, a.dim) * FB, "overlaps b.out");
+    norm_rows(__func__, a.out, a.x, a.w, a.dt, a.dim, eps, rows);
+    norm_rows(__func__, b.out, b.x, b.w, b.dt, b.dim, eps, rows);
     return 0;
 }
 
@@ -939,11 +958,10 @@ static size_t ds4_ent_rows(const int32_t *picks, int kpick, int T, int pos0, int
     return (size_t)(mx + 1);
 }
 
-int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
-                        int window, const float *entries, int ratio, const int32_t *picks, int kpick,
-                        const float *sinks, float scale, int pos0, float *work, size_t work_floats)
+static int ds4_attention(const char *fn, int v, float *out, const float *q, int T, int H, int hd, const float *kv,
+                         int kv_rows, int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                         const float *sinks, float scale, int pos0, float *work, size_t work_floats)
 {
-    count(__func__);
     if (T <= 0 || H <= 0) return 0;
     if (hd <= 0 || pos0 < 0 || window < 0 || (window > 0 && (!kv || kv_rows < window)) ||
         (entries && !picks && ratio <= 0) || (picks && (!entries || kpick <= 0)))
@@ -951,14 +969,14 @@ int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd,
     if (T > 65535 || (v != LD_CU_REF && hd > 512)) return E_INVAL;
     size_t need = ld_cu_ds4_attention_work(v, T, H, hd, pos0, window, ratio, picks ? kpick : 0, entries != NULL);
     if (work_floats < need) return E_INVAL;
-    dev(__func__, "work", work, need * FB);
+    dev(fn, "work", work, need * FB);
     size_t QH = Z(H, hd);
-    dev(__func__, "out", out, Z(T, QH) * FB);
-    dev(__func__, "q", q, Z(T, QH) * FB);
-    if (window > 0) dev(__func__, "kv", kv, Z(kv_rows, hd) * FB);
-    if (picks) dev(__func__, "picks", picks, Z(T, kpick) * IB);
-    if (entries) dev(__func__, "entries", entries, ds4_ent_rows(picks, kpick, T, pos0, ratio) * (size_t)hd * FB);
-    if (sinks) dev(__func__, "sinks", sinks, Z(H, FB));
+    dev(fn, "out", out, Z(T, QH) * FB);
+    dev(fn, "q", q, Z(T, QH) * FB);
+    if (window > 0) dev(fn, "kv", kv, Z(kv_rows, hd) * FB);
+    if (picks) dev(fn, "picks", picks, Z(T, kpick) * IB);
+    if (entries) dev(fn, "entries", entries, ds4_ent_rows(picks, kpick, T, pos0, ratio) * (size_t)hd * FB);
+    if (sinks) dev(fn, "sinks", sinks, Z(H, FB));
     int nk = ds4_nk_max(T, pos0, window, ratio, picks ? kpick : 0, entries != NULL);
     const float **keys = malloc(((size_t)nk + 1) * sizeof *keys);
     float *scores = malloc(((size_t)nk + 1) * FB);
@@ -970,6 +988,34 @@ int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd,
     free(keys);
     free(scores);
     return e;
+}
+
+int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
+                        int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                        const float *sinks, float scale, int pos0, float *work, size_t work_floats)
+{
+    count(__func__);
+    return ds4_attention(__func__, v, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks, kpick, sinks,
+                         scale, pos0, work, work_floats);
+}
+
+/* the attention, then the inverse RoPE of each head's last rd values */
+int ld_cu_ds4_attention_rope(float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
+                             int window, const float *entries, int ratio, const int32_t *picks, int kpick,
+                             const float *sinks, float scale, int pos0, float *work, size_t work_floats,
+                             ld_cu_rot rot)
+{
+    count(__func__);
+    if (T > 0 && H > 0 && (rot.rd < 0 || rot.rd % 2 || rot.rd > hd)) return E_INVAL;
+    int e = ds4_attention(__func__, LD_CU_CUSTOM, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks,
+                          kpick, sinks, scale, pos0, work, work_floats);
+    if (e || T <= 0 || H <= 0 || !rot.rd) return e;
+    dev(__func__, "rot.inv_freq", rot.inv_freq, (size_t)(rot.rd / 2) * FB);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            ld_ref_ds4_rope_ex(out + Z(t, Z(H, hd)) + Z(h, hd) + (size_t)(hd - rot.rd), 1, rot.rd, rot.rd,
+                               rot.inv_freq, rot.af, pos0 + t, 1, rot.bf16_table);
+    return 0;
 }
 
 int ld_cu_ds4_clamped_swiglu(int v, float *out, const float *g, const float *u, int T, int F, size_t ld, float limit)
@@ -1065,19 +1111,30 @@ static int group_rows(const char *fn, const ld_cu_mm_group *t, int max_rows, int
                       float *into)
 {
     if (t->rows > max_rows) die(fn, "tab", t, sizeof *t, "has a group of more rows than max_rows");
+    if (t->n < 0 || t->n > N) die(fn, "tab", t, sizeof *t, "has a group wider than N");
     if (t->rows <= 0) return 0;
+    if (t->n) N = t->n; /* the group's own columns */
     size_t qrow = dt == LD_KDT_F4B ? (size_t)K / 2 : (size_t)K;
     size_t ldx = t->ldx ? t->ldx : (size_t)K, ldo = t->ldo ? t->ldo : (size_t)N;
     if (ldx < (size_t)K || ldo < (size_t)N) die(fn, "tab", t, sizeof *t, "has a row stride below its row");
     dev(fn, "group out", t->out, (Z(t->rows - 1, 1) * ldo + (size_t)N) * FB);
-    dev(fn, "group x", t->x, (Z(t->rows - 1, 1) * ldx + (size_t)K) * FB);
+    if (t->xrows) { /* each picked row inside x's allocation */
+        dev(fn, "group xrows", t->xrows, Z(t->rows, IB));
+        for (int r = 0; r < t->rows; r++) {
+            if (t->xrows[r] < 0) die(fn, "group xrows", t->xrows, Z(t->rows, IB), "holds a negative row");
+            dev(fn, "group x", t->x, (Z(t->xrows[r], 1) * ldx + (size_t)K) * FB);
+        }
+    } else {
+        dev(fn, "group x", t->x, (Z(t->rows - 1, 1) * ldx + (size_t)K) * FB);
+    }
     dev(fn, "group q", t->q, Z(N, qrow));
     dev(fn, "group scale", t->scale, f8b_grid(N, K, br, bc) * FB);
     ld_f8b w = {t->q, t->scale, N, K, br, bc};
     float *out = into ? into : t->out;
     size_t ld = into ? (size_t)N : ldo;
     for (int r = 0; r < t->rows; r++) { /* a row at a time: the strides */
-        int e = scaled_mm(out + (size_t)r * ld, t->x + (size_t)r * ldx, &w, dt, 1, K, N);
+        const float *xr = t->x + (t->xrows ? (size_t)t->xrows[r] : (size_t)r) * ldx;
+        int e = scaled_mm(out + (size_t)r * ld, xr, &w, dt, 1, K, N);
         if (e) return e;
     }
     return 0;
@@ -1125,14 +1182,16 @@ static int grouped_glu(const char *fn, const ld_cu_mm_group *tab, int G, int max
     for (int k = 0; k < G; k++) {
         const ld_cu_mm_group *g = &tab[k], *u = &tab[G + k];
         if (g->rows <= 0) continue;
-        if (u->rows != g->rows || u->x != g->x) die(fn, "tab", g, sizeof *g, "pairs a gate and an up of other rows");
-        float *up = malloc(Z(g->rows, N) * FB);
+        if (u->rows != g->rows || u->x != g->x || u->n != g->n || u->xrows != g->xrows)
+            die(fn, "tab", g, sizeof *g, "pairs a gate and an up of other rows or widths");
+        int n = g->n > 0 && g->n <= N ? g->n : N;
+        float *up = malloc(Z(g->rows, n) * FB);
         if (!up) return E_NOMEM;
         int e = group_rows(fn, g, max_rows, K, N, br, bc, dt, NULL);
         if (!e) e = group_rows(fn, u, max_rows, K, N, br, bc, dt, up);
-        size_t lg = g->ldo ? g->ldo : (size_t)N;
+        size_t lg = g->ldo ? g->ldo : (size_t)n;
         for (int r = 0; !e && r < g->rows; r++)
-            ld_ref_ds4_clamped_swiglu(g->out + (size_t)r * lg, g->out + (size_t)r * lg, up + Z(r, N), limit, (size_t)N);
+            ld_ref_ds4_clamped_swiglu(g->out + (size_t)r * lg, g->out + (size_t)r * lg, up + Z(r, n), limit, (size_t)n);
         free(up);
         if (e) return e;
     }
@@ -1156,7 +1215,7 @@ int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K,
 }
 
 int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,
-                     float *g, float *u, float *eo, int D, int I)
+                     const int32_t *xrows, float *g, float *u, float *eo, int D, int I)
 {
     count(__func__);
     if (G <= 0) return 0;
@@ -1170,12 +1229,14 @@ int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const l
         if (cnt <= 0) continue;
         if (k == G) die(__func__, "offsets", offsets, 0, "name more experts with rows than G");
         size_t rd = Z(r0, D), ri = Z(r0, I);
-        tab[k] = (ld_cu_mm_group){w[e].gate_q, w[e].gate_s, xe + rd, g + ri, cnt, 0, 0};
-        tab[G + k] = (ld_cu_mm_group){w[e].up_q, w[e].up_s, xe + rd, u + ri, cnt, 0, 0};
-        tab[2 * G + k] = (ld_cu_mm_group){w[e].down_q, w[e].down_s, g + ri, eo + rd, cnt, 0, 0};
+        const float *xg = xrows ? xe : xe + rd; /* picked rows, or gathered */
+        const int32_t *xr = xrows ? xrows + r0 : NULL;
+        tab[k] = (ld_cu_mm_group){w[e].gate_q, w[e].gate_s, xg, g + ri, cnt, 0, 0, 0, xr};
+        tab[G + k] = (ld_cu_mm_group){w[e].up_q, w[e].up_s, xg, u + ri, cnt, 0, 0, 0, xr};
+        tab[2 * G + k] = (ld_cu_mm_group){w[e].down_q, w[e].down_s, g + ri, eo + rd, cnt, 0, 0, 0, NULL};
         k++;
     }
-    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = (ld_cu_mm_group){NULL, NULL, NULL, NULL, 0, 0, 0};
+    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = (ld_cu_mm_group){NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL};
     return 0;
 }
 
@@ -1251,7 +1312,7 @@ int ld_cu_ds4_qkv(float *q, float *kvc, const float *kv, int T, int H, int hd, i
 int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
                                 const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets,
                                 int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw,
-                                const float *xe, float *g, float *u, float *eo, int D, int I)
+                                const float *xe, int pick, float *g, float *u, float *eo, int D, int I)
 {
     count(__func__);
     if (T <= 0) return 0;
@@ -1261,7 +1322,7 @@ int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, con
     /* the three launchers it stands for, in order (each counted too) */
     int e = ld_cu_ds4_route(LD_CU_CUSTOM, idx, w, logits, bias, tid2eid, tokens, T, E, K, scale);
     if (!e) e = ld_cu_moe_plan(LD_CU_CUSTOM, offsets, rows, row_of, idx, T, K, E);
-    if (!e) e = ld_cu_moe_tables(tab, G, offsets, mw, E, xe, g, u, eo, D, I);
+    if (!e) e = ld_cu_moe_tables(tab, G, offsets, mw, E, xe, pick ? rows : NULL, g, u, eo, D, I);
     return e;
 }
 

@@ -641,13 +641,17 @@ static int test_cuda_ds_route(void)
     return 0;
 }
 
-/* the tables' fields (their padding bytes are not theirs to compare) */
-static int same_tables(const ld_cu_mm_group *a, const ld_cu_mm_group *b, int n)
+/* the tables' fields (their padding bytes are not theirs to compare); the
+ * picked rows xrows as offsets into each one's rows array ra, rb */
+static int same_tables(const ld_cu_mm_group *a, const ld_cu_mm_group *b, int n, const int32_t *ra,
+                       const int32_t *rb)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (a[i].q != b[i].q || a[i].scale != b[i].scale || a[i].x != b[i].x || a[i].out != b[i].out ||
-            a[i].rows != b[i].rows || a[i].ldx != b[i].ldx || a[i].ldo != b[i].ldo)
+            a[i].rows != b[i].rows || a[i].n != b[i].n || a[i].ldx != b[i].ldx || a[i].ldo != b[i].ldo)
             return 0;
+        if (!a[i].xrows != !b[i].xrows || (a[i].xrows && a[i].xrows - ra != b[i].xrows - rb)) return 0;
+    }
     return 1;
 }
 
@@ -656,7 +660,7 @@ static int same_tables(const ld_cu_mm_group *a, const ld_cu_mm_group *b, int n)
  * equal (the weights bitwise); experts' weights at made-up addresses (the
  * tables copy them, nothing reads them) */
 static int route_fused_same(const char *shape, const float *dl, const float *db, const int32_t *dtab,
-                            const int32_t *dtok, int T, int E, int K, float scale)
+                            const int32_t *dtok, int T, int E, int K, float scale, int pick)
 {
     int R = T * K, G = E < R ? E : R, D = 64, I = 32;
     ld_cu_moe_w *mw = malloc(sizeof *mw * E);
@@ -685,9 +689,9 @@ static int route_fused_same(const char *shape, const float *dl, const float *db,
     }
     CU(ld_cu_ds4_route(LD_CU_CUSTOM, di[0], dw[0], dl, db, dtab, dtok, T, E, K, scale));
     CU(ld_cu_moe_plan(LD_CU_CUSTOM, doff[0], drows[0], drow_of[0], di[0], T, K, E));
-    CU(ld_cu_moe_tables(dt[0], G, doff[0], dmw, E, xe, g, u, eo, D, I));
+    CU(ld_cu_moe_tables(dt[0], G, doff[0], dmw, E, xe, pick ? drows[0] : NULL, g, u, eo, D, I));
     CU(ld_cu_ds4_route_plan_tables(di[1], dw[1], dl, db, dtab, dtok, T, E, K, scale, doff[1], drows[1], drow_of[1],
-                                   dt[1], G, dmw, xe, g, u, eo, D, I));
+                                   dt[1], G, dmw, xe, pick, g, u, eo, D, I));
     int32_t *hi[2][4];
     float *hw[2];
     ld_cu_mm_group *ht[2];
@@ -709,8 +713,11 @@ static int route_fused_same(const char *shape, const float *dl, const float *db,
     int same = !memcmp(hi[0][0], hi[1][0], sizeof(int32_t) * R) &&
                !memcmp(hi[0][1], hi[1][1], sizeof(int32_t) * (E + 1)) &&
                !memcmp(hi[0][2], hi[1][2], sizeof(int32_t) * R) && !memcmp(hi[0][3], hi[1][3], sizeof(int32_t) * R) &&
-               !memcmp(hw[0], hw[1], sizeof(float) * R) && same_tables(ht[0], ht[1], 3 * G);
-    printf("  ds4_route+plan+tables one launch %-26s vs the three: %s\n", shape, same ? "the same" : "DIFFER");
+               !memcmp(hw[0], hw[1], sizeof(float) * R) && same_tables(ht[0], ht[1], 3 * G, drows[0], drows[1]);
+    for (int k = 0; same && k < 3 * G; k++) /* picked: the gates and ups read x by the plan's rows, the downs not */
+        same = ht[1][k].rows == 0 || !ht[1][k].xrows == (!pick || k >= 2 * G);
+    printf("  ds4_route+plan+tables one launch %-26s%s vs the three: %s\n", shape, pick ? " picked" : "",
+           same ? "the same" : "DIFFER");
     for (int i = 0; i < 2; i++) {
         for (int j = 0; j < 4; j++) free(hi[i][j]);
         free(hw[i]);
@@ -769,9 +776,8 @@ static int test_cuda_ds4_route(void)
             if (compare_i32("ds4_route", v, shape, di, ri, (size_t)T * K)) return 1;
             if (compare("ds4_route w", v, shape, dw, rw, (size_t)T * K, 1e-12)) return 1;
         }
-        if (T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E &&
-            route_fused_same(shape, dl, db, dtab, dtok, T, E, K, sh[ci].scale))
-            return 1;
+        for (int pick = 0; pick < 2 && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E; pick++)
+            if (route_fused_same(shape, dl, db, dtab, dtok, T, E, K, sh[ci].scale, pick)) return 1;
         free(lg);
         free(bias);
         free(rw);
@@ -1161,6 +1167,39 @@ static float *dget(const float *dev, size_t n)
     return h;
 }
 
+/* ld_cu_ds4_attention_rope against the custom attention's output (`out`,
+ * copied) then the custom inverse RoPE of each head's last rd values:
+ * bitwise (rd 64, or hd when smaller; the bf16 table every other case) */
+static int attention_rope_same(const char *shape, const float *out, const float *dq, int T, int H, int hd,
+                               const float *dkv, int kv_rows, int win, const float *dent, int ratio,
+                               const int32_t *dpicks, int kpick, const float *dsinks, int pos0, float *dwork,
+                               size_t wn, int ci)
+{
+    int rd = hd < 64 ? hd : 64;
+    size_t n = (size_t)T * H * hd;
+    float freq[32], *dfreq, *dfused, *dplain, *plain = dget(out, n);
+    CHECK(plain);
+    DPUT(dplain, plain, sizeof(float) * n);
+    free(plain);
+    for (int i = 0; i < rd / 2; i++) freq[i] = powf(10000.0f, -2.0f * (float)i / (float)rd);
+    DPUT(dfreq, freq, sizeof(float) * (size_t)(rd / 2));
+    DPUT(dfused, NULL, sizeof(float) * (n + 1));
+    ld_cu_rot rot = {dfreq, 0.875f, rd, ci % 2};
+    CU(ld_cu_ds_rope(LD_CU_CUSTOM, dplain, T, (size_t)H * hd, (size_t)(hd - rd), H, (size_t)hd, rd, dfreq, rot.af, 1,
+                     pos0, 1, rot.bf16_table));
+    CU(ld_cu_ds4_attention_rope(dfused, dq, T, H, hd, dkv, kv_rows, win, dent, ratio, dpicks, kpick, dsinks,
+                                1.0f / sqrtf((float)hd), pos0, dwork, wn, rot));
+    float *want = dget(dplain, n), *got = dget(dfused, n);
+    CHECK(want && got);
+    int same = !memcmp(want, got, sizeof(float) * n);
+    printf("  %-15s %-6s %-34s vs attention, then rope: %s\n", "ds4_att_rope", "custom", shape,
+           same ? "bitwise" : "DIFFER");
+    free(want);
+    free(got);
+    CHECK_MSG(same, "ds4_attention_rope %s: not bitwise the attention and the rope", shape);
+    return 0;
+}
+
 static int test_cuda_ds4_attention(void)
 {
     NEED_GPU();
@@ -1225,6 +1264,10 @@ static int test_cuda_ds4_attention(void)
                                    kpick ? dpicks : NULL, kpick, sh[ci].sinks ? dsinks : NULL,
                                    1.0f / sqrtf((float)hd), pos0, dwork, wn));
             if (compare("ds4_attention", v, shape, dout, ref, (size_t)T * QH, v ? 1e-10 : 1e-12)) return 1;
+            if (v == LD_CU_CUSTOM && attention_rope_same(shape, dout, dq, T, H, hd, dkv, kv_rows, win,
+                                                         ratio ? dent : NULL, ratio, kpick ? dpicks : NULL, kpick,
+                                                         sh[ci].sinks ? dsinks : NULL, pos0, dwork, wn, (int)ci))
+                return 1;
             /* the last row alone (T = 1 at its position): the batch's bits */
             float *rows = dget(dout, (size_t)T * QH), *alone;
             CHECK(rows);
@@ -1536,20 +1579,44 @@ static int rand_rows(int R, int K, float **dx)
     return 0;
 }
 
+/* the R rows [K] of dx scattered over 2 R + 1 rows of *dtok (row i of dx at
+ * row (*dperm)[i], a made-up order, the others NaN), as tokens' rows that
+ * a group reads through xrows */
+static int pick_rows(const float *dx, int R, int K, float **dtok, int32_t **dperm)
+{
+    size_t nt = 2 * (size_t)R + 1;
+    float *x = dget(dx, (size_t)R * K), *tok = malloc(sizeof(float) * nt * K);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(R + 1));
+    CHECK(x && tok && perm);
+    for (size_t i = 0; i < nt * K; i++) tok[i] = NAN;
+    for (int i = 0; i < R; i++) {
+        perm[i] = (int32_t)((2 * (size_t)(R - 1 - i) + (size_t)(i % 2)) % nt);
+        memcpy(tok + (size_t)perm[i] * K, x + (size_t)i * K, sizeof(float) * K);
+    }
+    DPUT(*dtok, tok, sizeof(float) * nt * K);
+    DPUT(*dperm, perm, sizeof(int32_t) * (size_t)(R + 1));
+    free(x);
+    free(tok);
+    free(perm);
+    return 0;
+}
+
 /* one grouped case: G groups of `rows[g]` rows, each its own random
  * weight [N][K] (FP8: blocks br x bc; FP4: fp32 scales, blocks br x bc
  * dividing), through the grouped launcher, each group's rows bitwise what
  * the per-weight custom launcher gives for them alone; a group of 0 rows
  * writes nothing (its neighbours' rows are checked, the buffer's tail
  * stays zero) */
-static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, int bc)
+static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, int bc, int pick)
 {
     int R, most;
     row_counts(rows, G, &R, &most);
     ld_cu_mm_group tab[8];
     CHECK(G <= 8);
-    float *dx, *dout, *dalone;
+    float *dx, *dout, *dalone, *dtok = NULL;
+    int32_t *dperm = NULL;
     if (rand_rows(R, K, &dx)) return 1;
+    if (pick && pick_rows(dx, R, K, &dtok, &dperm)) return 1;
     DPUT(dout, NULL, sizeof(float) * ((size_t)R * N + 64)); /* a zero tail: nothing may land there */
     DPUT(dalone, NULL, sizeof(float) * ((size_t)R * N + 1));
     int r0 = 0;
@@ -1557,11 +1624,13 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
         uint8_t *dq;
         float *ds;
         if (rand_weight(fp4, K, N, br, bc, &dq, &ds)) return 1;
-        tab[g] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, dout + (size_t)r0 * N, rows[g], 0, 0};
+        tab[g] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, dout + (size_t)r0 * N, rows[g], 0, 0, 0, NULL};
         float *a = dalone + (size_t)r0 * N;
+        if (pick) tab[g].x = dtok, tab[g].xrows = dperm + r0; /* the same rows, read where they lie */
         if (rows[g])
-            CU(fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, a, tab[g].x, dq, ds, 0, rows[g], K, N, N / br, K / bc)
-                   : ld_cu_fp8_matmul(LD_CU_CUSTOM, a, tab[g].x, dq, ds, rows[g], K, N, br, bc));
+            CU(fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, a, dx + (size_t)r0 * K, dq, ds, 0, rows[g], K, N, N / br,
+                                          K / bc)
+                   : ld_cu_fp8_matmul(LD_CU_CUSTOM, a, dx + (size_t)r0 * K, dq, ds, rows[g], K, N, br, bc));
         r0 += rows[g];
     }
     ld_cu_mm_group *dtab;
@@ -1571,7 +1640,7 @@ static int grouped_case(int fp4, const int *rows, int G, int K, int N, int br, i
     float *alone = dget(dalone, (size_t)R * N), *got = dget(dout, (size_t)R * N + 64);
     CHECK(alone && got);
     char shape[80];
-    snprintf(shape, sizeof shape, "%d groups, %d rows, %dx%d blk %dx%d", G, R, N, K, br, bc);
+    snprintf(shape, sizeof shape, "%d groups, %d rows%s, %dx%d blk %dx%d", G, R, pick ? " picked" : "", N, K, br, bc);
     double mx, e = nmse(got, alone, (size_t)R * N, &mx);
     int same = !memcmp(got, alone, sizeof(float) * (size_t)R * N), tail = 1;
     for (int i = 0; i < 64; i++) tail = tail && got[(size_t)R * N + i] == 0.0f;
@@ -1609,7 +1678,7 @@ static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int b
         if (rand_weight(fp4, K, N, br, bc, &dq, &ds)) return 1;
         for (int i = 0; i < 2; i++) {
             float *out = (j < G ? dg[i] : du[i]) + (size_t)r0 * N;
-            tab[i][j] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, out, rows[g], 0, 0};
+            tab[i][j] = (ld_cu_mm_group){dq, ds, dx + (size_t)r0 * K, out, rows[g], 0, 0, 0, NULL};
         }
     }
     ld_cu_mm_group *dt[2];
@@ -1641,17 +1710,72 @@ static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int b
     return 0;
 }
 
+/* projections that share an input in one grouped launch: G weights of
+ * their own widths n[g] over the same T rows of x (V4's wq_a and wkv),
+ * each group's own output [T][n[g]] bitwise the per-weight custom
+ * launcher's; nothing written past a group's columns */
+static int fanout_case(int fp4, int T, int K, const int *n, int G, int br, int bc)
+{
+    ld_cu_mm_group tab[4];
+    CHECK(G <= 4);
+    float *dx, *dout[4], *dalone[4];
+    int N = 0;
+    if (rand_rows(T, K, &dx)) return 1;
+    for (int g = 0; g < G; g++) {
+        uint8_t *dq;
+        float *ds;
+        N = n[g] > N ? n[g] : N;
+        if (rand_weight(fp4, K, n[g], br, bc, &dq, &ds)) return 1;
+        DPUT(dout[g], NULL, sizeof(float) * ((size_t)T * n[g] + 64)); /* a zero tail */
+        DPUT(dalone[g], NULL, sizeof(float) * (size_t)T * n[g]);
+        tab[g] = (ld_cu_mm_group){dq, ds, dx, dout[g], T, n[g], 0, 0, NULL};
+        CU(fp4 ? ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, dalone[g], dx, dq, ds, 0, T, K, n[g], n[g] / br, K / bc)
+               : ld_cu_fp8_matmul(LD_CU_CUSTOM, dalone[g], dx, dq, ds, T, K, n[g], br, bc));
+    }
+    ld_cu_mm_group *dtab;
+    DPUT(dtab, tab, sizeof tab[0] * (size_t)G);
+    CU(fp4 ? ld_cu_grouped_fp4_matmul(dtab, G, T, K, N, br, bc) : ld_cu_grouped_fp8_matmul(dtab, G, T, K, N, br, bc));
+    int same = 1, tail = 1;
+    for (int g = 0; g < G; g++) {
+        size_t m = (size_t)T * n[g];
+        float *alone = dget(dalone[g], m), *got = dget(dout[g], m + 64);
+        CHECK(alone && got);
+        same = same && !memcmp(got, alone, sizeof(float) * m);
+        for (int i = 0; i < 64; i++) tail = tail && got[m + i] == 0.0f;
+        free(alone);
+        free(got);
+    }
+    char shape[80];
+    snprintf(shape, sizeof shape, "%d rows of %d, widths %d..%d (%d)", T, K, n[0], n[G - 1], G);
+    printf("  %-15s %-6s %-34s vs one launch a weight: %s%s\n", fp4 ? "fanout_fp4" : "fanout_fp8", "custom", shape,
+           same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past its columns");
+    dfree_all();
+    CHECK_MSG(same, "fanout %s %s: not bitwise the per-weight launches", fp4 ? "fp4" : "fp8", shape);
+    CHECK_MSG(tail, "fanout %s %s: wrote past a group's columns", fp4 ? "fp4" : "fp8", shape);
+    return 0;
+}
+
 static int test_cuda_grouped(void)
 {
     NEED_GPU();
     const int dec[6] = {1, 1, 1, 1, 1, 1}, mixed[5] = {1, 0, 3, 9, 17};
     /* V4-Flash decode (6 experts, a row each) in small; mixed rows; K not a multiple of the 16-byte path */
     for (int fp4 = 0; fp4 < 2; fp4++) {
-        if (grouped_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128)) return 1;
-        if (grouped_case(fp4, mixed, 5, 256, 96, fp4 ? 1 : 128, fp4 ? 32 : 128)) return 1;
-        if (grouped_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48)) return 1;
+        if (grouped_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128, 0)) return 1;
+        if (grouped_case(fp4, mixed, 5, 256, 96, fp4 ? 1 : 128, fp4 ? 32 : 128, 0)) return 1;
+        if (grouped_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48, 0)) return 1;
+        /* the MoE's gate and up reading their tokens' rows in place (xrows) */
+        if (grouped_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128, 1)) return 1;
+        if (grouped_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48, 1)) return 1;
         if (glu_case(fp4, dec, 6, 512, 256, fp4 ? 1 : 128, fp4 ? 32 : 128, 0.5f)) return 1;
         if (glu_case(fp4, mixed, 5, 200, 40, fp4 ? 8 : 3, fp4 ? 40 : 48, 0.5f)) return 1;
+    }
+    /* wq_a and wkv (q_lora_rank 1024, head_dim 512) in small; the narrow one first; three widths, 9 rows */
+    const int qkv[2] = {96, 48}, kvq[2] = {48, 96}, three[3] = {40, 16, 64};
+    for (int fp4 = 0; fp4 < 2; fp4++) {
+        if (fanout_case(fp4, 1, 256, qkv, 2, fp4 ? 1 : 16, fp4 ? 32 : 128)) return 1;
+        if (fanout_case(fp4, 3, 256, kvq, 2, fp4 ? 16 : 16, fp4 ? 32 : 128)) return 1;
+        if (fanout_case(fp4, 9, 200, three, 3, fp4 ? 8 : 3, fp4 ? 40 : 48)) return 1;
     }
     return 0;
 }

@@ -45,8 +45,13 @@
  * it; 159 with the attention and FFN input norms in hc_pre's collapse
  * (hc_pre_norm); 155 with the streams embedded in place; 147 with the
  * MoE's route, plan and tables in one launch; 139 with the experts'
- * activation in their gate/up launch.  Lower it with each fusion. */
-#define V4_OPS 162
+ * activation in their gate/up launch.  2026-11-30: 129 with wq_a and wkv
+ * in one launch, q_norm and kv_norm in one, wq_b and the indexer's wq_b
+ * in one (matmul_fanout, rmsnorm2); 123 with the fused scale and the hash
+ * rows' token indices kept on the device; 119 with the attention output's
+ * inverse RoPE in the split-K merge; 115 with the experts reading their
+ * tokens' rows in place (no gather).  Lower it with each fusion. */
+#define V4_OPS 147
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
