@@ -85,6 +85,15 @@ enum { LD_DS4_INDEX_F32 = 0, LD_DS4_INDEX_BF16 = 1, LD_DS4_INDEX_FP8 = 2 };
 /* V4's RoPE as the attention entries take it: the last `dim` values of each
  * head rotated, inv_freq [dim/2] a buffer (uploaded once by the session),
  * bf16 = 1 the rope=bf16 variant (ld_ref_ds4_rope_ex) */
+/* hc_post's arguments but its input f (ds4_hc_post: out [T][N][D], X the
+ * streams, post [T][N], comb [T][N][N]), for the entries that compute f and
+ * mix it into the streams in one call */
+typedef struct ld_hc_post_call {
+    ld_buf *out;
+    const ld_buf *X, *post, *comb;
+    int N;
+} ld_hc_post_call;
+
 typedef struct ld_ds4_rot {
     const ld_buf *inv_freq;
     float attn_factor;
@@ -352,6 +361,12 @@ typedef struct ld_backend_ops {
      * the bits of the two rmsnorm calls. */
     ld_status (*rmsnorm2)(ld_backend *be, ld_buf *out_a, const ld_buf *x_a, const ld_weight *w_a, ld_buf *out_b,
                           const ld_buf *x_b, const ld_weight *w_b, int rows, float eps, ld_error *err);
+    /* A block's last projection straight into the new streams: hc_post(p->out,
+     * p->X, f, p->post, p->comb, T, p->N, w->rows) of f = matmul(x, w) (no
+     * bias), f never written.  Optional as matmul_fanout; the bits of
+     * matmul into a buffer and hc_post from it. */
+    ld_status (*matmul_hc_post)(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const ld_weight *w, int T,
+                                ld_error *err);
     /* the final stream collapse (ld_ref_ds4_hc_head) of T tokens: X
      * [T][N][D], fn [N][N*D] (a buffer), base [N] host floats; out [T][D].
      * The CUDA backend: N <= 64 (more is LD_ERR_UNSUPPORTED, and the
@@ -408,6 +423,15 @@ typedef struct ld_backend_ops {
                                const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
                                const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
                                int32_t *idx, float *w, ld_error *err);
+    /* ds4_route_moe whose output y goes straight into the new streams:
+     * hc_post(p->out, p->X, y, p->post, p->comb, T, p->N, D), y never
+     * written.  Optional (NULL, or LD_ERR_UNSUPPORTED for what it does not
+     * fuse, before anything is written: the session calls ds4_route_moe,
+     * then hc_post); the bits of those two calls. */
+    ld_status (*ds4_route_moe_post)(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const ld_buf *logits,
+                                    const float *bias, const int32_t *hash, int T, int E, int K, float scale,
+                                    const ld_moe_expert *experts, const ld_moe_expert *shared, int act, float limit,
+                                    int combine, float fused_scale, int32_t *idx, float *w, ld_error *err);
 } ld_backend_ops;
 
 struct ld_backend {

@@ -1196,6 +1196,31 @@ static ld_status moe_shared(ld_backend *be, const ld_buf *x, const moe_dev *m, c
     return matmul(be, &es, &g, sh->down, NULL, T, err);
 }
 
+/* ld_cu_post of a post call */
+static ld_cu_post cu_post(const ld_hc_post_call *p)
+{
+    ld_cu_post c = {p->out->d, p->X->d, p->post->d, p->comb->d, p->N};
+    return c;
+}
+
+/* the shared expert's gate/up, then its down with the routed experts'
+ * combine (from zero, their K rows a token, then the shared output added)
+ * and hc_post in its epilogue: moe_shared, moe_sum and hc_post in two
+ * launches (the caller checked the kinds: FP8 down, custom kernels) */
+static ld_status moe_shared_post(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const moe_dev *m,
+                                 const ld_moe_expert *sh, int T, int K, int64_t Is, int act, float limit,
+                                 ld_error *err)
+{
+    size_t n = (size_t)T * (size_t)Is;
+    ld_buf g = {m->g, n}, u = {m->u, n};
+    LD_TRY(gate_up_act(be, &g, &u, x, sh, T, act, limit, err));
+    const ld_weight *w = sh->down;
+    ld_cu_combine c = {m->eo, m->row_of, m->w, K};
+    CU("ds4_route_moe", ld_cu_fp8_matmul_post(m->g, w->d, w->scale, T, (int)w->cols, (int)w->rows, w->br, w->bc,
+                                              cu_post(p), &c));
+    return LD_OK;
+}
+
 /* the bytes of the uploaded block for R grouped rows of T tokens and the
  * tables of n experts: [tables 3 n][rows R][row_of R][w R][srow T] */
 static size_t moe_up_bytes(size_t R, int T, int n)
@@ -1346,6 +1371,14 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
  * row count (a token chooses an expert once), so the host queues the whole
  * MoE without waiting for the device. */
 
+/* how ds4_route_moe runs: on the device (dev 1: route_moe_dev over
+ * experts of type dt, dims D, I, Is), or as ds4_route then moe */
+typedef struct route_how {
+    int dev;
+    ld_kdt dt;
+    int64_t D, I, Is;
+} route_how;
+
 /* the most tokens a call keeps its route on the device: the grouped
  * launches then take T as every expert's row count, so a prefill chunk's
  * grid would be mostly empty blocks (experts x T / 8 row tiles); a chunk
@@ -1423,11 +1456,13 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
 
 /* the route, plan, tables and the grouped experts on the device; then the
  * fixed-order combine and the shared expert as moe's */
-static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
-                               const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
-                               const ld_moe_expert *shared, int act, float limit, int fused, float fused_scale,
-                               ld_kdt dt, int64_t D, int64_t I, int64_t Is, ld_error *err)
+static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_call *post, const ld_buf *x,
+                               const ld_buf *logits, const float *bias, const int32_t *hash, int T, int E, int K,
+                               float scale, const ld_moe_expert *experts, const ld_moe_expert *shared, int act,
+                               float limit, int fused, float fused_scale, const route_how *h, ld_error *err)
 {
+    ld_kdt dt = h->dt;
+    int64_t D = h->D, I = h->I, Is = h->Is;
     size_t R = (size_t)T * (size_t)K;
     int G = (size_t)E < R ? E : (int)R;
     route_layout L = route_lay((size_t)T, (size_t)K, (size_t)E, (size_t)G);
@@ -1465,6 +1500,7 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_buf *x, con
     if (!pick)
         CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
     LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
+    if (post) return moe_shared_post(&cb->base, post, x, &m, shared, T, K, Is, act, limit, err);
     if (shared) LD_TRY(moe_shared(&cb->base, x, &m, shared, T, D, Is, act, limit, err));
     LD_TRY(moe_sum(cb, y, &m, fused, shared != NULL, T, K, D, err));
     return LD_OK;
@@ -1491,32 +1527,95 @@ static ld_status route_then_moe(ld_backend *be, ld_buf *y, const ld_buf *x, cons
     return st;
 }
 
+/* ds4_route_moe's checks, and how it runs (*h) */
+static ld_status route_moe_checks(cuda_backend *cb, const ld_buf *x, const ld_buf *logits, const int32_t *hash, int T,
+                                  int E, int K, const ld_moe_expert *experts, const ld_moe_expert *shared, int act,
+                                  int combine, int32_t *idx, float *w, route_how *h, ld_error *err)
+{
+    LD_TRY(ld_moe_args(T, K, E, act, combine, err));
+    if (combine == LD_MOE_COMBINE_BF16)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda moe: combine=bf16 (ref and fused only)");
+    if (!idx != !w) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: give both idx and w, or neither");
+    LD_TRY(ld_ds_args_ds4_route(T, E, K, hash, err));
+    ld_error quiet = {0}; /* an expert missing: the two calls name the chosen one */
+    *h = (route_how){0, LD_KDT_F32, 0, 0, 0};
+    if (!idx && T &&
+        ld_moe_args_all(T, K, experts, E, shared, act, combine, moe_dims, &h->D, &h->I, &h->Is, &quiet) == LD_OK)
+        h->dt = moe_choose(cb, NULL, experts, E).dt;
+    h->dev = !(h->dt == LD_KDT_F32 || T > ROUTE_DEV_MAX_T || h->D > 0x7fffffff || E > 1024);
+    if (!h->dev) return LD_OK;
+    LD_TRY(range(x, 0, (size_t)T * (size_t)h->D, err));
+    return range(logits, 0, (size_t)T * (size_t)E, err);
+}
+
 static ld_status ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
                                const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
                                const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
                                int32_t *idx, float *w, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
-    LD_TRY(ld_moe_args(T, K, E, act, combine, err));
-    if (combine == LD_MOE_COMBINE_BF16)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda moe: combine=bf16 (ref and fused only)");
-    if (!idx != !w) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: give both idx and w, or neither");
-    LD_TRY(ld_ds_args_ds4_route(T, E, K, hash, err));
-    int64_t D = 0, I = 0, Is = 0;
-    ld_error quiet = {0}; /* an expert missing: the two calls name the chosen one */
-    ld_kdt dt = LD_KDT_F32;
-    if (!idx && T && ld_moe_args_all(T, K, experts, E, shared, act, combine, moe_dims, &D, &I, &Is, &quiet) == LD_OK)
-        dt = moe_choose(cb, NULL, experts, E).dt;
-    if (dt == LD_KDT_F32 || T > ROUTE_DEV_MAX_T || D > 0x7fffffff || E > 1024)
+    route_how h;
+    LD_TRY(route_moe_checks(cb, x, logits, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
+    if (!h.dev)
         return route_then_moe(be, y, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit, combine,
                               fused_scale, idx, w, err);
-    size_t nd = (size_t)T * (size_t)D;
-    LD_TRY(range(y, 0, nd, err));
-    LD_TRY(range(x, 0, nd, err));
-    LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+    LD_TRY(range(y, 0, (size_t)T * (size_t)h.D, err));
     if (y->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: y aliases x");
-    return route_moe_dev(cb, y, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit,
-                         combine == LD_MOE_COMBINE_FUSED, fused_scale, dt, D, I, Is, err);
+    return route_moe_dev(cb, y, NULL, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit,
+                         combine == LD_MOE_COMBINE_FUSED, fused_scale, &h, err);
+}
+
+/* the streams of a post call for T tokens of D values: in range, apart
+ * from x */
+static ld_status post_ranges(const ld_hc_post_call *p, const ld_buf *x, int T, int64_t D, ld_error *err)
+{
+    size_t tt = (size_t)T, n = (size_t)p->N, d = (size_t)D;
+    LD_TRY(range(p->out, 0, tt * n * d, err));
+    LD_TRY(range(p->X, 0, tt * n * d, err));
+    LD_TRY(range(p->post, 0, tt * n, err));
+    LD_TRY(range(p->comb, 0, tt * n * n, err));
+    if (p->out->d == p->X->d || p->out->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "hc_post: out aliases X or x");
+    return LD_OK;
+}
+
+/* the custom kernels the fused epilogues stand for */
+static int post_kernels(const cuda_backend *cb)
+{
+    return variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM && variant(cb, LD_CUDA_OP_ADD) == LD_CU_CUSTOM &&
+           variant(cb, LD_CUDA_OP_HC) == LD_CU_CUSTOM;
+}
+
+static ld_status ds4_route_moe_post(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const ld_buf *logits,
+                                    const float *bias, const int32_t *hash, int T, int E, int K, float scale,
+                                    const ld_moe_expert *experts, const ld_moe_expert *shared, int act, float limit,
+                                    int combine, float fused_scale, int32_t *idx, float *w, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    route_how h;
+    LD_TRY(route_moe_checks(cb, x, logits, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
+    if (!h.dev || !T || combine != LD_MOE_COMBINE_REF || !shared || shared->down->dt != LD_KDT_F8B ||
+        shared->down->rows != h.D || p->N <= 0 || !post_kernels(cb))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_route_moe_post: not fused here");
+    LD_TRY(post_ranges(p, x, T, h.D, err));
+    return route_moe_dev(cb, NULL, p, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit, 0,
+                         fused_scale, &h, err);
+}
+
+static ld_status matmul_hc_post(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const ld_weight *w, int T,
+                                ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (T < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_hc_post of %d tokens", T);
+    if (w->dt != LD_KDT_F8B || !post_kernels(cb) || p->N <= 0 || w->rows > INT_MAX || w->cols > INT_MAX ||
+        (T + 7) / 8 > 65535)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda matmul_hc_post: not fused here");
+    LD_TRY(range(x, 0, (size_t)T * (size_t)w->cols, err));
+    LD_TRY(post_ranges(p, x, T, w->rows, err));
+    if (!T) return LD_OK;
+    CU("matmul_hc_post", ld_cu_set_device(cb->device));
+    CU("matmul_hc_post", ld_cu_fp8_matmul_post(x->d, w->d, w->scale, T, (int)w->cols, (int)w->rows, w->br, w->bc,
+                                               cu_post(p), NULL));
+    return LD_OK;
 }
 
 /* ---------------------------------------------------------------- V4 attention
@@ -2009,6 +2108,8 @@ static const ld_backend_ops cuda_ops = {
     .copy_cols = copy_cols,
     .matmul_blockdiag = matmul_blockdiag,
     .matmul_fanout = matmul_fanout,
+    .matmul_hc_post = matmul_hc_post,
+    .ds4_route_moe_post = ds4_route_moe_post,
     .rmsnorm2 = rmsnorm2,
     .hc_pre_norm = hc_pre_norm,
     .ds4_hc_head = ds4_hc_head,

@@ -618,8 +618,7 @@ static ld_status attention_host(ld_ds4_session *s, int l, int n, int32_t *picks,
             memcpy(s->hog + t * (size_t)G * (size_t)OL + (size_t)g * (size_t)OL, s->hgrp + t * (size_t)OL,
                    (size_t)OL * sizeof *s->hog);
     }
-    LD_TRY(o->buf_write(be, s->ogall, 0, s->hog, N * (size_t)G * (size_t)OL, err));
-    return o->matmul(be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+    return o->buf_write(be, s->ogall, 0, s->hog, N * (size_t)G * (size_t)OL, err); /* wo_b: attention_out */
 }
 
 /* ---- attention on the backend (entries) */
@@ -737,10 +736,10 @@ static ld_status compress_be(ld_ds4_session *s, const ds4_comp *c, int variant, 
     return o->ds4_compress(s->be, &b, s->ckv, s->cg, n, s->pos, s->m->cfg.rms_eps, rope, variant, err);
 }
 
-/* the grouped output projection of s->bao into s->ao: group g's heads
+/* the grouped output projection of s->bao into s->ogall: group g's heads
  * through wo_a's block g (the backend's matmul_blockdiag in one call, or
- * a copy_cols and matmul a group), the groups' outputs side by side
- * through wo_b */
+ * a copy_cols and matmul a group), the groups' outputs side by side (wo_b
+ * then takes them: attention_out) */
 static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_error *err)
 {
     const ld_backend_ops *o = OPS(s);
@@ -751,18 +750,15 @@ static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_er
     ld_error e = {0};
     if (o->matmul_blockdiag) st = o->matmul_blockdiag(s->be, s->ogall, s->bao, L->wo_a, (int)G, n, &e);
     if (st != LD_ERR_UNSUPPORTED) {
-        if (st != LD_OK) {
-            if (err) *err = e;
-            return st;
-        }
-        return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+        if (st != LD_OK && err) *err = e;
+        return st;
     }
     for (size_t g = 0; g < G; g++) {
         LD_TRY(o->copy_cols(s->be, s->att, GW, 0, s->bao, QH, g * GW, n, GW, err));
         LD_TRY(o->matmul(s->be, s->og, s->att, L->wo_a[g], NULL, n, err));
         LD_TRY(o->copy_cols(s->be, s->ogall, G * OL, g * OL, s->og, OL, 0, n, OL, err));
     }
-    return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+    return LD_OK;
 }
 
 /* the n products of x through ws (a layer's down[] or up[]) into outs:
@@ -917,13 +913,29 @@ static ld_status moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int fused, co
 /* The router and the moe entry in one call (ds4_route_moe): the route
  * comes back into s->idx / s->wts only when this chunk records its
  * experts, else it may stay where the backend computed it.  *done = 0 when
- * the entry refused the variant (the host loop then routes on its own). */
+ * the entry refused the variant (the host loop then routes on its own).
+ * With `post` (post_call's), first ds4_route_moe_post: the MoE's output
+ * mixed into s->bnst by the same call (*posted = 1), where the backend
+ * fuses that. */
 static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int hash, const float *bias, float scale,
-                                 int fused, const ld_buf **f, int *done, ld_error *err)
+                                 int fused, const ld_hc_post_call *post, const ld_buf **f, int *done, int *posted,
+                                 ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     ld_error e = {0};
-    ld_status st = OPS(s)->ds4_route_moe(s->be, s->bmoe, s->xb, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed,
+    ld_status st = LD_ERR_UNSUPPORTED;
+    if (post && OPS(s)->ds4_route_moe_post)
+        st = OPS(s)->ds4_route_moe_post(s->be, post, s->xb, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed,
+                                        c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
+                                        fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling,
+                                        s->want_route ? s->idx : NULL, s->want_route ? s->wts : NULL, &e);
+    *posted = st == LD_OK;
+    if (st != LD_ERR_UNSUPPORTED) {
+        if (st != LD_OK && err) *err = e;
+        *done = 1;
+        return st;
+    }
+    st = OPS(s)->ds4_route_moe(s->be, s->bmoe, s->xb, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed,
                                          c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED,
                                          c->swiglu_limit, fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF,
                                          c->routed_scaling, s->want_route ? s->idx : NULL,
@@ -934,8 +946,10 @@ static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int has
 }
 
 /* MoE of the n rows of s->xb into host s->hf (*f NULL), or into a backend
- * buffer *f by the moe entry; experts chosen into s->idx */
-static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, const ld_buf **f, ld_error *err)
+ * buffer *f by the moe entry, or (post, *posted = 1) mixed into s->bnst by
+ * the entry; experts chosen into s->idx */
+static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, const ld_hc_post_call *post,
+                     const ld_buf **f, int *posted, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -953,7 +967,7 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, con
         memcpy(s->hrows + t * K, ml->tid2eid + (size_t)tokens[t] * K, K * sizeof *s->hrows);
     if (o->ds4_route && o->ds4_route_moe && !s->moe_host) {
         int done = 0;
-        LD_TRY(route_moe_entry(s, L, n, hash, bias, scale, fused, f, &done, err));
+        LD_TRY(route_moe_entry(s, L, n, hash, bias, scale, fused, post, f, &done, posted, err));
         if (done) return LD_OK;
     }
     if (o->ds4_route) {
@@ -1065,6 +1079,45 @@ static ld_status hc_pre(ld_ds4_session *s, int l, int which, int n, const ld_wei
     return st;
 }
 
+/* the new streams s->bnst become s->bst (on the backend) */
+static void streams_swap(ld_ds4_session *s)
+{
+    ld_buf *tmp = s->bst;
+    s->bst = s->bnst;
+    s->bnst = tmp;
+    s->st_host = 0;
+}
+
+/* where nothing reads a block's output but hc_post (no TP reduce between)
+ * and the streams are on the backend: *p the call that mixes it into
+ * s->bnst, for the entries that compute and mix the output in one; else 0 */
+static int post_call(const ld_ds4_session *s, ld_hc_post_call *p)
+{
+    if (s->reduce || s->hc_host) return 0;
+    *p = (ld_hc_post_call){s->bnst, s->bst, s->bpost, s->bcomb, s->m->cfg.hc_mult};
+    return 1;
+}
+
+/* the attention's last projection: wo_b of s->ogall into s->ao, or, with
+ * `post`, by the backend's matmul_hc_post straight into s->bnst (*posted
+ * = 1) where it fuses that */
+static ld_status attention_out(ld_ds4_session *s, const ds4_layer *L, int n, const ld_hc_post_call *post,
+                               int *posted, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    *posted = 0;
+    if (post && o->matmul_hc_post) {
+        ld_error e = {0};
+        ld_status st = o->matmul_hc_post(s->be, post, s->ogall, L->wo_b, n, &e);
+        *posted = st == LD_OK;
+        if (st != LD_ERR_UNSUPPORTED) {
+            if (st != LD_OK && err) *err = e;
+            return st;
+        }
+    }
+    return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
+}
+
 /* hc_post of the block's output f (host s->hf, or the buffer s->ao): on
  * the host into s->nstreams (hc_site swaps them in), or by the entry into
  * s->bnst, which becomes s->bst: the streams stay on the backend */
@@ -1084,10 +1137,7 @@ static ld_status hc_post(ld_ds4_session *s, const ld_buf *f, int n, ld_error *er
         f = s->bf;
     }
     LD_TRY(OPS(s)->hc_post(s->be, s->bnst, s->bst, f, s->bpost, s->bcomb, n, c->hc_mult, c->hidden, err));
-    ld_buf *tmp = s->bst;
-    s->bst = s->bnst;
-    s->bnst = tmp;
-    s->st_host = 0;
+    streams_swap(s);
     return LD_OK;
 }
 
@@ -1116,11 +1166,21 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     LD_TRY(hc_pre(s, l, which, n, norm, &normed, err));
     if (!normed) LD_TRY(o->rmsnorm(s->be, s->xb, s->u, norm, n, c->rms_eps, err));
     const ld_buf *f = NULL;
+    ld_hc_post_call pc;
+    const ld_hc_post_call *post = post_call(s, &pc) ? &pc : NULL;
+    int posted = 0;
     if (which) {
-        LD_TRY(moe(s, l, tokens, n, &f, err));
+        LD_TRY(moe(s, l, tokens, n, post, &f, &posted, err));
         if (s->reduce) LD_TRY(reduce_moe(s, l, n, f, err));
     } else {
         LD_TRY(attention(s, l, n, picks, err));
+        LD_TRY(attention_out(s, L, n, post, &posted, err));
+    }
+    if (posted) { /* the block's output already mixed into s->bnst */
+        streams_swap(s);
+        return LD_OK;
+    }
+    if (!which) {
         if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, s->be, s->ao, n, l, 0, err));
         if (s->hc_host) LD_TRY(o->buf_read(s->be, s->ao, 0, s->hf, (size_t)n * (size_t)c->hidden, err));
         else f = s->ao;

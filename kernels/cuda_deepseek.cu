@@ -109,20 +109,30 @@ __device__ __forceinline__ void fp8_warp_rows(float *out, size_t ldo, const uint
         if ((threadIdx.x & 31) == 0 && r < nt) out[(size_t)r * ldo] = acc[r] + 0.0f;
 }
 
+/* the warp's share of fp8_mm_custom's grid (a warp per output column,
+ * F8_ROWS token rows a block): its column, first row, rows, and the x row
+ * of each slot (slots past nt repeat the first); 0 past the last column */
+__device__ __forceinline__ int fp8_tile(int *n, int *t0, int *nt, const float **xr, const float *x, int T, int K,
+                                        int N)
+{
+    *n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
+    *t0 = blockIdx.y * F8_ROWS;
+    if (*n >= N) return 0;
+    *nt = T - *t0 < F8_ROWS ? T - *t0 : F8_ROWS;
+#pragma unroll
+    for (int r = 0; r < F8_ROWS; r++) xr[r] = x + (size_t)(*t0 + (r < *nt ? r : 0)) * (size_t)K;
+    return 1;
+}
+
 /* a warp per output column n and up to F8_ROWS token rows */
 template <int VEC>
 __global__ void __launch_bounds__(32 * F8_WARPS)
     fp8_mm_custom(float *out, const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br,
                   int bc)
 {
-    int n = blockIdx.x * F8_WARPS + (threadIdx.x >> 5);
-    int t0 = blockIdx.y * F8_ROWS;
-    if (n >= N) return;
-    int nt = T - t0 < F8_ROWS ? T - t0 : F8_ROWS;
-    int nbc = (K + bc - 1) / bc;
+    int n, t0, nt, nbc = (K + bc - 1) / bc;
     const float *xr[F8_ROWS];
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++) xr[r] = x + (size_t)(t0 + (r < nt ? r : 0)) * (size_t)K;
+    if (!fp8_tile(&n, &t0, &nt, xr, x, T, K, N)) return;
     fp8_warp_rows<VEC>(out + (size_t)t0 * (size_t)N + n, (size_t)N, q + (size_t)n * (size_t)K,
                        scale + (size_t)(n / br) * (size_t)nbc, K, bc, xr, nt);
 }
@@ -143,6 +153,71 @@ extern "C" int ld_cu_fp8_matmul(int v, float *out, const float *x, const uint8_t
         fp8_mm_custom<1><<<grid, 32 * F8_WARPS>>>(out, x, q, scale, T, K, N, br, bc);
     else
         fp8_mm_custom<0><<<grid, 32 * F8_WARPS>>>(out, x, q, scale, T, K, N, br, bc);
+    return ld_cu_launched();
+}
+
+/* ---------------------------------------------------------------- the block's last matmul into the streams */
+
+/* column d of token t's new streams (ld_ref_ds4_hc_post) from the block's
+ * output fd: out[t][k][d] = post[t][k] fd + sum_j comb[t][j][k] X[t][j][d]
+ * for k < N (hc_post_custom's thread; the fused epilogues' too: the same
+ * bits) */
+__device__ __forceinline__ void hc_post_col(float *out, const float *X, float fd, const float *post,
+                                            const float *comb, size_t t, size_t d, int N, int D)
+{
+    size_t ND = (size_t)N * (size_t)D;
+    const float *x = X + t * ND + d, *cb = comb + t * (size_t)N * (size_t)N;
+    for (int k = 0; k < N; k++) {
+        float acc = 0.0f;
+        for (int j = 0; j < N; j++) acc += cb[(size_t)j * (size_t)N + (size_t)k] * x[(size_t)j * (size_t)D];
+        out[t * ND + (size_t)k * (size_t)D + d] = post[t * (size_t)N + (size_t)k] * fd + acc;
+    }
+}
+
+/* fp8_mm_custom's warp, then lane 0 takes each row's sum + 0 (the value
+ * the matmul stores) as f, adds the routed experts' combine to it when
+ * c.eo (combine_ref's expression: from zero, the K rows in order, then f
+ * as the added shared output), and writes the column's N stream values */
+template <int VEC>
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    fp8_mm_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
+                ld_cu_post p, ld_cu_combine c)
+{
+    int n, t0, nt, nbc = (K + bc - 1) / bc;
+    const float *xr[F8_ROWS];
+    if (!fp8_tile(&n, &t0, &nt, xr, x, T, K, N)) return;
+    float acc[F8_ROWS];
+    fp8_warp_dot<VEC>(acc, q + (size_t)n * (size_t)K, scale + (size_t)(n / br) * (size_t)nbc, K, bc, xr, nt);
+    if ((threadIdx.x & 31) != 0) return;
+    for (int r = 0; r < nt; r++) {
+        size_t t = (size_t)(t0 + r);
+        float f = acc[r] + 0.0f;
+        if (c.eo) {
+            float a = 0.0f;
+            for (int k = 0; k < c.K; k++) {
+                size_t tk = t * (size_t)c.K + (size_t)k;
+                size_t row = c.row_of ? (size_t)c.row_of[tk] : tk;
+                a = a + c.eo[row * (size_t)N + (size_t)n] * c.w[tk];
+            }
+            f = a + f;
+        }
+        hc_post_col(p.out, p.X, f, p.post, p.comb, t, (size_t)n, p.N, N);
+    }
+}
+
+extern "C" int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br,
+                                     int bc, ld_cu_post p, const ld_cu_combine *c)
+{
+    if (T <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0 || (c && (c->K < 0 || !c->eo || !c->w))) return INVAL;
+    unsigned gy = (unsigned)((T + F8_ROWS - 1) / F8_ROWS);
+    if (gy > 65535) return INVAL;
+    ld_cu_combine none = {NULL, NULL, NULL, 0};
+    dim3 grid((unsigned)((N + F8_WARPS - 1) / F8_WARPS), gy);
+    if (K % 16 == 0 && ((uintptr_t)q & 15) == 0)
+        fp8_mm_post<1><<<grid, 32 * F8_WARPS>>>(x, q, scale, T, K, N, br, bc, p, c ? *c : none);
+    else
+        fp8_mm_post<0><<<grid, 32 * F8_WARPS>>>(x, q, scale, T, K, N, br, bc, p, c ? *c : none);
     return ld_cu_launched();
 }
 
@@ -1719,14 +1794,8 @@ __global__ void hc_post_custom(float *out, const float *X, const float *f, const
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * (size_t)D) return;
-    size_t t = idx / (size_t)D, d = idx % (size_t)D, ND = (size_t)N * (size_t)D;
-    const float *x = X + t * ND + d, *cb = comb + t * (size_t)N * (size_t)N;
-    float fd = f[t * (size_t)D + d];
-    for (int k = 0; k < N; k++) {
-        float acc = 0.0f;
-        for (int j = 0; j < N; j++) acc += cb[(size_t)j * (size_t)N + (size_t)k] * x[(size_t)j * (size_t)D];
-        out[t * ND + (size_t)k * (size_t)D + d] = post[t * (size_t)N + (size_t)k] * fd + acc;
-    }
+    size_t t = idx / (size_t)D, d = idx % (size_t)D;
+    hc_post_col(out, X, f[t * (size_t)D + d], post, comb, t, d, N, D);
 }
 
 extern "C" int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float *post, const float *comb,

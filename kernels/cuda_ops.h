@@ -294,6 +294,28 @@ int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collaps
 /* mHC post-mixing (ld_ref_ds4_hc_post) of T tokens: out [T][N][D] (not
  * aliasing X), f [T][D], post [T][N], comb [T][N][N].  Both kernels: the
  * same bits. */
+/* ld_cu_hc_post's arguments but f, for the launchers that compute f */
+typedef struct ld_cu_post {
+    float *out;
+    const float *X, *post, *comb;
+    int N;
+} ld_cu_post;
+/* the routed experts' combine as ld_cu_moe_combine_ex takes it */
+typedef struct ld_cu_combine {
+    const float *eo;
+    const int32_t *row_of;
+    const float *w;
+    int K;
+} ld_cu_combine;
+/* A block's last FP8 projection straight into the new streams: f = x [T][K]
+ * . W^T (W [N = D][K], ld_cu_fp8_matmul's format), with c (may be NULL)
+ * f = the combine of c's rows from zero plus f (the routed experts' sum
+ * and the shared expert's output f), then ld_cu_hc_post(p.out, p.X, f,
+ * p.post, p.comb) with p.N streams; f never stored.  Bitwise the custom
+ * ld_cu_fp8_matmul, ld_cu_moe_combine_ex(from_zero, add = its output) and
+ * ld_cu_hc_post: one launch, not three. */
+int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
+                          ld_cu_post p, const ld_cu_combine *c);
 int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float *post, const float *comb, int T,
                   int N, int D);
 

@@ -858,6 +858,44 @@ int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float
     return 0;
 }
 
+/* the matmul into a host block f, the combine into it (c: from zero,
+ * then f added), the mixing from it */
+int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
+                          ld_cu_post p, const ld_cu_combine *c)
+{
+    count(__func__);
+    if (T <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0 || (c && (c->K < 0 || !c->eo || !c->w))) return E_INVAL;
+    if ((T + 7) / 8 > 65535) return E_INVAL;
+    dev(__func__, "x", x, Z(T, K) * FB);
+    dev(__func__, "q", q, Z(N, K));
+    dev(__func__, "scale", scale, f8b_grid(N, K, br, bc) * FB);
+    size_t n = (size_t)p.N, d = (size_t)N;
+    dev(__func__, "p.out", p.out, Z(T, n * d) * FB);
+    dev(__func__, "p.X", p.X, Z(T, n * d) * FB);
+    dev(__func__, "p.post", p.post, Z(T, n) * FB);
+    dev(__func__, "p.comb", p.comb, Z(T, n * n) * FB);
+    float *f = malloc(Z(T, d) * FB), *y = malloc(Z(T, d) * FB);
+    if (!f || !y) {
+        free(f);
+        free(y);
+        return E_NOMEM;
+    }
+    ld_f8b w = {q, scale, N, K, br, bc};
+    int e = scaled_mm(f, x, &w, LD_KDT_F8B, T, K, N);
+    if (!e && c) {
+        memset(y, 0, Z(T, d) * FB);
+        if (c->K > 0) combine_into(__func__, y, c->eo, c->row_of, c->w, T, c->K, N);
+        for (size_t i = 0; i < Z(T, d); i++) f[i] = y[i] + f[i];
+    }
+    for (int t = 0; !e && t < T; t++)
+        ld_ref_ds4_hc_post(p.out + Z(t, n * d), p.X + Z(t, n * d), f + Z(t, d), p.post + Z(t, n),
+                           p.comb + Z(t, n * n), p.N, N);
+    free(f);
+    free(y);
+    return e;
+}
+
 /* ---------------------------------------------------------------- sampling */
 
 int ld_cu_sample_uniforms(uint64_t *hash, double *u, uint64_t seed, uint64_t pos0, int n)

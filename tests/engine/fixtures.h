@@ -61,7 +61,7 @@ static inline double nerr(const float *a, const float *b, size_t n, double *maxa
 /* The op table's optional entries that stand for several of its calls in
  * one (each "the bits of" the calls it replaces: ds4_route_moe,
  * ds4_index_attention, matmul_blockdiag, hc_pre_norm, matmul_fanout,
- * rmsnorm2) set NULL in *ops,
+ * rmsnorm2, matmul_hc_post, ds4_route_moe_post) set NULL in *ops,
  * so that a session makes those calls: the tests that compare a backend
  * with and without them. */
 static inline void ld_test_unfuse(ld_backend_ops *ops)
@@ -72,6 +72,8 @@ static inline void ld_test_unfuse(ld_backend_ops *ops)
     ops->hc_pre_norm = NULL;
     ops->matmul_fanout = NULL;
     ops->rmsnorm2 = NULL;
+    ops->matmul_hc_post = NULL;
+    ops->ds4_route_moe_post = NULL;
 }
 
 /* The DeepSeek sessions' host path: `be` (just made, with status st) gets

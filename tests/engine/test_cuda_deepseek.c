@@ -1755,6 +1755,65 @@ static int fanout_case(int fp4, int T, int K, const int *n, int G, int br, int b
     return 0;
 }
 
+/* ld_cu_fp8_matmul_post against the three launches it stands for: the
+ * custom FP8 matmul into f, with `routed` rows a token the custom combine
+ * from zero of made-up expert outputs with f added, the custom hc_post
+ * from it; the new streams bitwise */
+static int matmul_post_case(int T, int K, int D, int br, int bc, int N, int routed)
+{
+    size_t R = (size_t)T * (size_t)(routed ? routed : 1), nd = (size_t)T * D, nn = (size_t)T * N * D;
+    uint8_t *dq;
+    float *ds, *dx, *dX, *dpost, *dcomb, *deo, *dw, *df, *dy, *dwant, *dgot;
+    int32_t *row_of = malloc(sizeof(int32_t) * R), *drow_of;
+    CHECK(row_of);
+    for (size_t i = 0; i < R; i++) row_of[i] = (int32_t)((i * 7 + 3) % R); /* a permutation: 7 and R coprime */
+    if (rand_weight(0, K, D, br, bc, &dq, &ds) || rand_rows(T, K, &dx) || rand_rows(T * N, D, &dX) ||
+        rand_rows(T, N, &dpost) || rand_rows(T * N, N, &dcomb) || rand_rows((int)R, D, &deo) ||
+        rand_rows((int)R, 1, &dw))
+        return 1;
+    DPUT(drow_of, row_of, sizeof(int32_t) * R);
+    DPUT(df, NULL, sizeof(float) * nd);
+    DPUT(dy, NULL, sizeof(float) * nd);
+    DPUT(dwant, NULL, sizeof(float) * nn);
+    DPUT(dgot, NULL, sizeof(float) * (nn + 64)); /* a zero tail */
+    CU(ld_cu_fp8_matmul(LD_CU_CUSTOM, df, dx, dq, ds, T, K, D, br, bc));
+    const float *f = df;
+    if (routed) {
+        CU(ld_cu_moe_combine_ex(LD_CU_CUSTOM, dy, deo, drow_of, dw, T, routed, D, 1, df));
+        f = dy;
+    }
+    CU(ld_cu_hc_post(LD_CU_CUSTOM, dwant, dX, f, dpost, dcomb, T, N, D));
+    ld_cu_post p = {dgot, dX, dpost, dcomb, N};
+    ld_cu_combine c = {deo, drow_of, dw, routed};
+    CU(ld_cu_fp8_matmul_post(dx, dq, ds, T, K, D, br, bc, p, routed ? &c : NULL));
+    float *want = dget(dwant, nn), *got = dget(dgot, nn + 64);
+    CHECK(want && got);
+    int same = !memcmp(want, got, sizeof(float) * nn), tail = 1;
+    for (int i = 0; i < 64; i++) tail = tail && got[nn + (size_t)i] == 0.0f;
+    char shape[80];
+    snprintf(shape, sizeof shape, "T %d %dx%d blk %dx%d, %d streams, %d routed", T, D, K, br, bc, N, routed);
+    printf("  %-15s %-6s %-40s vs matmul%s, hc_post: %s%s\n", "fp8_mm_post", "custom", shape,
+           routed ? ", combine" : "", same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past the streams");
+    free(want);
+    free(got);
+    free(row_of);
+    dfree_all();
+    CHECK_MSG(same, "fp8_matmul_post %s: not bitwise the launches it replaces", shape);
+    CHECK_MSG(tail, "fp8_matmul_post %s: wrote past the streams", shape);
+    return 0;
+}
+
+static int test_cuda_matmul_post(void)
+{
+    NEED_GPU();
+    /* V4's wo_b and shared down in small (hc_mult 4, 6 routed), 9 rows
+     * over two row tiles, K off the 16-byte path, one stream */
+    if (matmul_post_case(1, 512, 256, 128, 128, 4, 0) || matmul_post_case(1, 512, 256, 128, 128, 4, 6) ||
+        matmul_post_case(9, 200, 96, 3, 48, 4, 6) || matmul_post_case(3, 256, 64, 16, 128, 1, 2))
+        return 1;
+    return 0;
+}
+
 static int test_cuda_grouped(void)
 {
     NEED_GPU();
@@ -1926,7 +1985,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_qkv),       LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
-    LD_CASE(test_cuda_grouped),
+    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 

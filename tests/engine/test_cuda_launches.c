@@ -50,8 +50,11 @@
  * in one (matmul_fanout, rmsnorm2); 123 with the fused scale and the hash
  * rows' token indices kept on the device; 119 with the attention output's
  * inverse RoPE in the split-K merge; 115 with the experts reading their
- * tokens' rows in place (no gather).  Lower it with each fusion. */
-#define V4_OPS 147
+ * tokens' rows in place (no gather); 103 with wo_b, and the shared
+ * expert's down with the routed combine, writing the new streams in their
+ * epilogue (matmul_hc_post, ds4_route_moe_post).  Lower it with each
+ * fusion. */
+#define V4_OPS 135
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
