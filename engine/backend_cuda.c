@@ -558,28 +558,18 @@ static void mm_group(ld_cu_mm_group *g, const ld_weight *w, const float *x, floa
     g->ldo = ldo;
 }
 
-/* ws [G] one grouped launch can take over T rows: all FP8 block-scaled
- * (or all FP4 where `fp4_too`), one column count and block size, one row
- * count unless `widths` (the grouped kernels take each group's), the
- * custom matmul (the grouped kernel is the custom one's warp: the same
- * bits as a matmul a weight) */
-static int group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T, int widths, int fp4_too)
-{
-    if (G < 1 || T > 8 * 65535 || variant(cb, LD_CUDA_OP_MATMUL) != LD_CU_CUSTOM) return 0;
-    const ld_weight *w0 = ws[0];
-    if (w0->dt != LD_KDT_F8B && (!fp4_too || w0->dt != LD_KDT_F4B)) return 0;
-    for (int g = 0; g < G; g++) {
-        const ld_weight *w = ws[g];
-        if (w->dt != w0->dt || (!widths && w->rows != w0->rows) || w->cols != w0->cols || w->br != w0->br ||
-            w->bc != w0->bc || w->rows <= 0 || w->rows > INT_MAX)
-            return 0;
-    }
-    return w0->cols > 0;
-}
-
+/* ws [G] one grouped FP8 launch can take over T rows: FP8 block-scaled,
+ * one shape and block size, the custom matmul (the grouped kernel is the
+ * custom one's warp: the same bits as a matmul a weight) */
 static int fp8_group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T)
 {
-    return group_ok(cb, ws, G, T, 0, 0);
+    if (G < 1 || T > 8 * 65535 || variant(cb, LD_CUDA_OP_MATMUL) != LD_CU_CUSTOM) return 0;
+    for (int g = 0; g < G; g++) {
+        const ld_weight *w = ws[g], *w0 = ws[0];
+        if (w->dt != LD_KDT_F8B || w->rows != w0->rows || w->cols != w0->cols || w->br != w0->br || w->bc != w0->bc)
+            return 0;
+    }
+    return ws[0]->cols > 0 && ws[0]->rows > 0;
 }
 
 static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias,
@@ -1081,9 +1071,9 @@ static void moe_tables(ld_cu_mm_group *tab, const moe_dev *m, const int32_t *off
         if (!cnt) continue;
         size_t r0 = (size_t)off[e];
         const ld_moe_expert *x = &experts[e];
-        tab[k] = (ld_cu_mm_group){x->gate->d, x->gate->scale, m->xe + r0 * d, m->g + r0 * i, cnt, 0, 0, 0, NULL};
-        tab[n + k] = (ld_cu_mm_group){x->up->d, x->up->scale, m->xe + r0 * d, m->u + r0 * i, cnt, 0, 0, 0, NULL};
-        tab[2 * n + k] = (ld_cu_mm_group){x->down->d, x->down->scale, m->g + r0 * i, m->eo + r0 * d, cnt, 0, 0, 0, NULL};
+        mm_group(&tab[k], x->gate, m->xe + r0 * d, m->g + r0 * i, cnt, 0, 0);
+        mm_group(&tab[n + k], x->up, m->xe + r0 * d, m->u + r0 * i, cnt, 0, 0);
+        mm_group(&tab[2 * n + k], x->down, m->g + r0 * i, m->eo + r0 * d, cnt, 0, 0);
         k++;
     }
 }
@@ -1989,40 +1979,77 @@ static ld_status matmul_blockdiag(ld_backend *be, ld_buf *out, const ld_buf *x, 
     return LD_OK;
 }
 
-/* the products matmul_fanout takes in one launch */
-#define FANOUT_MAX 8
+/* a weight matmul_fanout launches with others of its kind: a plain type
+ * (F32, F16, BF16: ld_cu_matmul_fanout; rows not permuted, and not for
+ * the tensor-core kernel, whose sums are another's) or FP8 / FP4 (the
+ * grouped launch), of K columns, for the custom matmul */
+static int fan_one_ok(const cuda_backend *cb, const ld_weight *w, int64_t K)
+{
+    if (w->cols != K || w->rows <= 0 || w->rows > INT_MAX) return 0;
+    if (w->dt == LD_KDT_F8B || w->dt == LD_KDT_F4B) return w->br > 0 && w->bc > 0;
+    if (w->dt != LD_KDT_F32 && w->dt != LD_KDT_F16 && w->dt != LD_KDT_BF16) return 0;
+    return !w->rope_hd &&
+           !(cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(w->dt, (int)K));
+}
 
-/* one grouped launch over the n weights' own widths, its table kept on
- * the device (const_dev, keyed by ws) */
+/* one launch of the m weights ws (one kind) into outs; key: where the
+ * caller keeps them (the grouped launch's table stays on the device) */
+static ld_status fan_launch(cuda_backend *cb, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int m,
+                            int T, const void *key, ld_error *err)
+{
+    int K = (int)ws[0]->cols, N = 0;
+    for (int i = 0; i < m; i++) N = (int)ws[i]->rows > N ? (int)ws[i]->rows : N;
+    if (ws[0]->dt != LD_KDT_F8B && ws[0]->dt != LD_KDT_F4B) {
+        ld_cu_fan fan[LD_CU_FAN_MAX];
+        for (int i = 0; i < m; i++) fan[i] = (ld_cu_fan){ws[i]->d, outs[i]->d, (int)ws[i]->rows};
+        CU("matmul_fanout", ld_cu_matmul_fanout(fan, m, x->d, ws[0]->dt, T, K));
+        return LD_OK;
+    }
+    ld_cu_mm_group tab[LD_CU_FAN_MAX];
+    for (int i = 0; i < m; i++) {
+        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
+        tab[i].n = (int)ws[i]->rows;
+    }
+    void *dtab = NULL;
+    LD_TRY(const_dev(cb, key, tab, (size_t)m * sizeof *tab, NULL, 0, &dtab, "matmul_fanout", err));
+    int br = ws[0]->br, bc = ws[0]->bc;
+    if (ws[0]->dt == LD_KDT_F4B)
+        CU("matmul_fanout", ld_cu_grouped_fp4_matmul(dtab, m, T, K, N, br, bc));
+    else
+        CU("matmul_fanout", ld_cu_grouped_fp8_matmul(dtab, m, T, K, N, br, bc));
+    return LD_OK;
+}
+
+/* a launch for each kind among the n weights (type, and block size for
+ * the block types), in the order of their first weight */
 static ld_status matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
                                int T, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     if (T < 0 || n < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_fanout of %d tokens, %d weights", T, n);
-    if (n > FANOUT_MAX || !group_ok(cb, ws, n, T, 1, 1))
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda matmul_fanout: not %d FP8 or FP4 weights of one input", n);
+    int ok = n >= 1 && n <= LD_CU_FAN_MAX && T <= 8 * 65535 && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM;
+    for (int i = 0; ok && i < n; i++) ok = fan_one_ok(cb, ws[i], ws[0]->cols);
+    if (!ok) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda matmul_fanout: not %d weights it launches together", n);
     size_t K = (size_t)ws[0]->cols, tt = (size_t)T;
-    int N = 0;
     LD_TRY(range(x, 0, tt * K, err));
     for (int i = 0; i < n; i++) {
         LD_TRY(range(outs[i], 0, tt * (size_t)ws[i]->rows, err));
         if (outs[i]->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_fanout in place");
-        N = (int)ws[i]->rows > N ? (int)ws[i]->rows : N;
     }
     if (!T) return LD_OK;
     CU("matmul_fanout", ld_cu_set_device(cb->device));
-    ld_cu_mm_group tab[FANOUT_MAX];
+    int taken[LD_CU_FAN_MAX] = {0};
     for (int i = 0; i < n; i++) {
-        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
-        tab[i].n = (int)ws[i]->rows;
+        if (taken[i]) continue;
+        ld_weight *kw[LD_CU_FAN_MAX];
+        ld_buf *ko[LD_CU_FAN_MAX];
+        int m = 1;
+        kw[0] = ws[i], ko[0] = outs[i];
+        for (int j = i + 1; j < n; j++)
+            if (!taken[j] && ws[j]->dt == ws[i]->dt && ws[j]->br == ws[i]->br && ws[j]->bc == ws[i]->bc)
+                kw[m] = ws[j], ko[m++] = outs[j], taken[j] = 1;
+        LD_TRY(fan_launch(cb, ko, x, kw, m, T, &ws[i], err));
     }
-    void *dtab = NULL;
-    LD_TRY(const_dev(cb, ws, tab, (size_t)n * sizeof *tab, NULL, 0, &dtab, "matmul_fanout", err));
-    int br = ws[0]->br, bc = ws[0]->bc;
-    if (ws[0]->dt == LD_KDT_F4B)
-        CU("matmul_fanout", ld_cu_grouped_fp4_matmul(dtab, n, T, (int)K, N, br, bc));
-    else
-        CU("matmul_fanout", ld_cu_grouped_fp8_matmul(dtab, n, T, (int)K, N, br, bc));
     return LD_OK;
 }
 

@@ -45,6 +45,10 @@ typedef struct ds4_layer {
     /* the projections that share an input, as matmul_fanout takes them:
        {wq_a, wkv} of the block's input; {wq_b, iwq_b} of the q latent */
     ld_weight *down[2], *up[2];
+    /* the attention input's other projections, as matmul_fanout takes them:
+       the compressor's kv and gate, the indexer's compressor's, its weights */
+    ld_weight *xw[5];
+    int nxw;
     /* attention on the backend (entries): the kv ring, the sinks */
     ld_buf *bkvc, *bsinks;
 } ds4_layer;
@@ -84,6 +88,8 @@ struct ld_ds4_session {
     int att_entries; /* 1: the backend has every V4 attention entry (and the buffers exist) */
     int att_be;      /* 1: the KV rings and entries live in the backend buffers (else the host arrays) */
     ld_buf *bao;     /* [B][H*hd] the attention's output (de-rotated) */
+    ld_buf *ickv, *icg; /* [B][2 ih] the indexer's compressor's projections (the
+                           main one's: ckv, cg; all five at once: x_projections) */
     ld_buf *bfreq[2]; /* inv_main, inv_comp [rope_dim/2] */
     ld_buf *bhfn, *bhx; /* ds4_hc_head's fn [N][N*D] and streams [B][N][D] */
     int32_t *isel;   /* [B][ksel] the indexer's picks */
@@ -189,7 +195,7 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     ld_buf *bs[] = {s->x,   s->xb,  s->qa,    s->q,  s->kv, s->ckv, s->cg, s->iq, s->iw,
                     s->att, s->og,  s->ogall, s->ao, s->rl, s->g,   s->u,  s->xe, s->logits,
                     s->bst, s->bnst, s->bpost, s->bcomb, s->bf,
-                    s->bao, s->bhfn, s->bhx, s->bfreq[0], s->bfreq[1]}; /* attention on the backend (entries) */
+                    s->bao, s->bhfn, s->bhx, s->bfreq[0], s->bfreq[1], s->ickv, s->icg}; /* attention on the backend */
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
         if (bs[i]) OPS(s)->buf_free(s->be, bs[i]);
     float *hs[] = {s->streams, s->nstreams, s->post, s->comb, s->hu,  s->hf,  s->hq,  s->hkv,   s->hatt,
@@ -289,6 +295,9 @@ static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
     }
     L->down[0] = L->wq_a, L->down[1] = L->wkv;
     L->up[0] = L->wq_b, L->up[1] = L->iwq_b; /* NULL without an indexer: one product */
+    if (L->has_comp) L->xw[L->nxw++] = L->comp.wkv, L->xw[L->nxw++] = L->comp.wgate;
+    if (L->has_index)
+        L->xw[L->nxw++] = L->icomp.wkv, L->xw[L->nxw++] = L->icomp.wgate, L->xw[L->nxw++] = L->iweights;
     return LD_OK;
 }
 
@@ -337,6 +346,8 @@ static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
     s->isel = calloc(B * (size_t)s->ksel + 1, sizeof *s->isel);
     if (!s->isel) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     LD_TRY(buf_from(s, &s->bao, NULL, B * (size_t)c->n_heads * hd, err));
+    LD_TRY(buf_from(s, &s->ickv, NULL, B * 2 * (size_t)c->index_head_dim, err));
+    LD_TRY(buf_from(s, &s->icg, NULL, B * 2 * (size_t)c->index_head_dim, err));
     LD_TRY(buf_from(s, &s->bfreq[0], s->inv_main, (size_t)c->rope_dim / 2, err));
     LD_TRY(buf_from(s, &s->bfreq[1], s->inv_comp, (size_t)c->rope_dim / 2, err));
     for (int l = 0; l < c->n_layers; l++) {
@@ -725,15 +736,12 @@ static ld_status att_place(ld_ds4_session *s, ld_error *err)
     return LD_OK;
 }
 
-/* compressor c's projections of the n rows of s->xb through its entry */
-static ld_status compress_be(ld_ds4_session *s, const ds4_comp *c, int variant, const ld_ds4_rot *rope, int n,
-                             ld_error *err)
+/* compressor c's entry over its projections kv, gate of the n rows */
+static ld_status compress_be(ld_ds4_session *s, const ds4_comp *c, const ld_buf *kv, const ld_buf *gate, int variant,
+                             const ld_ds4_rot *rope, int n, ld_error *err)
 {
-    const ld_backend_ops *o = OPS(s);
-    LD_TRY(o->matmul(s->be, s->ckv, s->xb, c->wkv, NULL, n, err));
-    LD_TRY(o->matmul(s->be, s->cg, s->xb, c->wgate, NULL, n, err));
     ld_ds4_comp_bufs b = comp_bufs(c);
-    return o->ds4_compress(s->be, &b, s->ckv, s->cg, n, s->pos, s->m->cfg.rms_eps, rope, variant, err);
+    return OPS(s)->ds4_compress(s->be, &b, kv, gate, n, s->pos, s->m->cfg.rms_eps, rope, variant, err);
 }
 
 /* the grouped output projection of s->bao into s->ogall: group g's heads
@@ -814,11 +822,10 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
     ld_ds4_rot r = layer_rope(s, l, 0), cr = layer_rope(s, l, 1);
     LD_TRY(q_and_kv(s, L, n, err));
     LD_TRY(o->ds4_qkv(be, s->q, L->bkvc, s->kv, n, s->pos, H, hd, s->kv_rows, c->rms_eps, &r, err));
-    if (L->has_comp) LD_TRY(compress_be(s, &L->comp, LD_DS4_INDEX_F32, &cr, n, err));
-    if (L->has_index) {
-        LD_TRY(compress_be(s, &L->icomp, index_variant(s), &cr, n, err));
-        LD_TRY(o->matmul(be, s->iw, s->xb, L->iweights, NULL, n, err));
-    }
+    ld_buf *xo[5] = {s->ckv, s->cg, s->ickv, s->icg, s->iw}; /* L->xw's outputs */
+    LD_TRY(fanout(s, xo, s->xb, L->xw, L->nxw, n, err));
+    if (L->has_comp) LD_TRY(compress_be(s, &L->comp, s->ckv, s->cg, LD_DS4_INDEX_F32, &cr, n, err));
+    if (L->has_index) LD_TRY(compress_be(s, &L->icomp, s->ickv, s->icg, index_variant(s), &cr, n, err));
     const ld_buf *ent = NULL;
     const int32_t *sel = NULL;
     size_t KI = (size_t)c->index_topk, KS = (size_t)s->ksel;

@@ -111,6 +111,22 @@ int ld_cu_rmsnorm2(ld_cu_norm_arg a, ld_cu_norm_arg b, int rows, float eps);
 int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
                  int T, int K, int N, int rope_hd);
 
+/* One weight of ld_cu_matmul_fanout: its rows [n][K] at w (device), the
+ * output [T][n] */
+#define LD_CU_FAN_MAX 8
+typedef struct ld_cu_fan {
+    const void *w;
+    float *out;
+    int n;
+} ld_cu_fan;
+/* Projections that share an input in one launch: out_i = x [T][K] . W_i^T
+ * for the G <= LD_CU_FAN_MAX weights fan[i] (host array) of one plain type
+ * dt (F32, F16, BF16), no bias, rows not permuted; each output bitwise
+ * ld_cu_matmul(LD_CU_CUSTOM) of its weight alone (the same warp, its
+ * 16-byte path chosen per weight as that launcher chooses it).  V4's
+ * compressors' kv and gate and the indexer's weights, 5 launches to 1. */
+int ld_cu_matmul_fanout(const ld_cu_fan *fan, int G, const float *x, ld_kdt dt, int T, int K);
+
 /* in-place RoPE of x [T][n_heads*hd], row t at position pos0 + t;
  * inv_freq hd/2 floats */
 int ld_cu_rope(int v, float *x, int T, int n_heads, int hd, const float *inv_freq, int pos0);

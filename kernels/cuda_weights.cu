@@ -289,18 +289,8 @@ template <int DT> __device__ __forceinline__ void chunk_elems(float *w, uint4 u)
  * how many tokens run with it: T = 1 (a GEMV) and T > 1 (a GEMM reading
  * each weight once per MM_TT tokens) give the same bits. */
 template <int DT, int VEC>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-    matmul_custom(float *out, const float *x, const uint8_t *w, size_t rb, const void *bias, int bias_dt, int T, int K,
-                  int N, int rope_hd)
+__device__ __forceinline__ void mm_warp_sums(float *acc, const uint8_t *wr, const float *x0, int K, int nt, int lane)
 {
-    int lane = threadIdx.x & 31;
-    int n = blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
-    if (n >= N) return; /* the whole warp */
-    int t0 = blockIdx.y * MM_TT;
-    int nt = T - t0 < MM_TT ? T - t0 : MM_TT;
-    const uint8_t *wr = w + src_row(n, rope_hd) * rb;
-    const float *x0 = x + (size_t)t0 * (size_t)K;
-    float acc[MM_TT];
 #pragma unroll
     for (int tt = 0; tt < MM_TT; tt++) acc[tt] = 0.0f;
     if (VEC) {
@@ -327,13 +317,58 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 if (tt < nt) acc[tt] = fmaf(__ldg(x0 + (size_t)tt * (size_t)K + k), wv, acc[tt]);
         }
     }
+#pragma unroll
+    for (int tt = 0; tt < MM_TT; tt++)
+        for (int off = 16; off > 0; off >>= 1) acc[tt] += __shfl_down_sync(FULL, acc[tt], off);
+}
+
+/* the kernel: mm_warp_sums of the warp's column, lane 0 writing sum + bias */
+template <int DT, int VEC>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    matmul_custom(float *out, const float *x, const uint8_t *w, size_t rb, const void *bias, int bias_dt, int T, int K,
+                  int N, int rope_hd)
+{
+    int lane = threadIdx.x & 31;
+    int n = blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    if (n >= N) return; /* the whole warp */
+    int t0 = blockIdx.y * MM_TT;
+    int nt = T - t0 < MM_TT ? T - t0 : MM_TT;
+    float acc[MM_TT];
+    mm_warp_sums<DT, VEC>(acc, w + src_row(n, rope_hd) * rb, x + (size_t)t0 * (size_t)K, K, nt, lane);
     float b = bias_at(bias, bias_dt, n);
 #pragma unroll
-    for (int tt = 0; tt < MM_TT; tt++) {
-        float s = acc[tt];
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(FULL, s, off);
-        if (lane == 0 && tt < nt) out[(size_t)(t0 + tt) * (size_t)N + n] = s + b;
-    }
+    for (int tt = 0; tt < MM_TT; tt++)
+        if (lane == 0 && tt < nt) out[(size_t)(t0 + tt) * (size_t)N + n] = acc[tt] + b;
+}
+
+/* the weights of ld_cu_matmul_fanout, by value (a kernel argument) */
+struct mm_fans {
+    ld_cu_fan g[LD_CU_FAN_MAX];
+    int vec[LD_CU_FAN_MAX];
+};
+
+/* block (column tile, token tile, weight z): matmul_custom's warp over
+ * weight z's column (no bias: + 0, as the matmul without one stores) */
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    matmul_fan_custom(mm_fans f, const float *x, size_t rb, int T, int K)
+{
+    const ld_cu_fan &g = f.g[blockIdx.z];
+    int lane = threadIdx.x & 31;
+    int n = blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    if (n >= g.n) return; /* the whole warp */
+    int t0 = blockIdx.y * MM_TT;
+    int nt = T - t0 < MM_TT ? T - t0 : MM_TT;
+    float acc[MM_TT];
+    const uint8_t *wr = (const uint8_t *)g.w + (size_t)n * rb;
+    if (f.vec[blockIdx.z])
+        mm_warp_sums<DT, 1>(acc, wr, x + (size_t)t0 * (size_t)K, K, nt, lane);
+    else
+        mm_warp_sums<DT, 0>(acc, wr, x + (size_t)t0 * (size_t)K, K, nt, lane);
+    float b = bias_at(NULL, 0, n);
+#pragma unroll
+    for (int tt = 0; tt < MM_TT; tt++)
+        if (lane == 0 && tt < nt) g.out[(size_t)(t0 + tt) * (size_t)g.n + n] = acc[tt] + b;
 }
 
 /* the chunked (VEC) kernel applies: a plain type, whole 16-byte chunks per
@@ -343,6 +378,28 @@ static int matmul_vec(ld_kdt dt, size_t rb, const void *w)
 {
     int plain = dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
     return plain && rb % 16 == 0 && ((uintptr_t)w & 15) == 0;
+}
+
+extern "C" int ld_cu_matmul_fanout(const ld_cu_fan *fan, int G, const float *x, ld_kdt dt, int T, int K)
+{
+    if (T <= 0 || G <= 0) return 0;
+    if (G > LD_CU_FAN_MAX || K <= 0 || (dt != LD_KDT_F32 && dt != LD_KDT_F16 && dt != LD_KDT_BF16))
+        return (int)cudaErrorInvalidValue;
+    mm_fans f;
+    size_t rb = row_bytes(dt, K);
+    int N = 0;
+    for (int i = 0; i < G; i++) {
+        if (fan[i].n <= 0) return (int)cudaErrorInvalidValue;
+        f.g[i] = fan[i];
+        f.vec[i] = matmul_vec(dt, rb, fan[i].w); /* as ld_cu_matmul chooses it for that weight */
+        N = fan[i].n > N ? fan[i].n : N;
+    }
+    dim3 grid((unsigned)((N + MM_WARPS - 1) / MM_WARPS), (unsigned)((T + MM_TT - 1) / MM_TT), (unsigned)G);
+    if (grid.y > 65535u) return (int)cudaErrorInvalidValue;
+    if (dt == LD_KDT_F32) matmul_fan_custom<LD_KDT_F32><<<grid, MM_WARPS * 32>>>(f, x, rb, T, K);
+    else if (dt == LD_KDT_F16) matmul_fan_custom<LD_KDT_F16><<<grid, MM_WARPS * 32>>>(f, x, rb, T, K);
+    else matmul_fan_custom<LD_KDT_BF16><<<grid, MM_WARPS * 32>>>(f, x, rb, T, K);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, const void *bias,

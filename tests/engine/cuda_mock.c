@@ -374,6 +374,26 @@ int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, co
     return 0;
 }
 
+/* each weight as ld_cu_matmul without a bias */
+int ld_cu_matmul_fanout(const ld_cu_fan *fan, int G, const float *x, ld_kdt dt, int T, int K)
+{
+    count(__func__);
+    if (T <= 0 || G <= 0) return 0;
+    if (G > LD_CU_FAN_MAX || K <= 0 || (dt != LD_KDT_F32 && dt != LD_KDT_F16 && dt != LD_KDT_BF16)) return E_INVAL;
+    float *row = malloc(((size_t)K + 1) * FB);
+    if (!row) return E_NOMEM;
+    int e = 0;
+    for (int i = 0; !e && i < G; i++) {
+        if (fan[i].n <= 0) e = E_INVAL;
+        if (!e) e = mm_check(__func__, fan[i].out, x, fan[i].w, dt, NULL, LD_KDT_F32, T, K, fan[i].n);
+        if (!e)
+            ld_ref_matmul_ex(fan[i].out, x, fan[i].w, dt, NULL, LD_KDT_F32, T, K, fan[i].n, 0, row, 0,
+                             (size_t)fan[i].n);
+    }
+    free(row);
+    return e;
+}
+
 int ld_cu_matmul_tc_supported(ld_kdt dt, int K)
 {
     return dt == LD_KDT_BF16 && K > 0 && K % 8 == 0;

@@ -1710,6 +1710,24 @@ static int glu_case(int fp4, const int *rows, int G, int K, int N, int br, int b
     return 0;
 }
 
+/* G outputs [T][n[g]] on the device against the per-weight ones: *same
+ * when all are bitwise equal, *tail when the 64 floats after each (zeroed)
+ * are still zero */
+static int fan_compare(float *const *dout, float *const *dalone, int T, const int *n, int G, int *same, int *tail)
+{
+    *same = *tail = 1;
+    for (int g = 0; g < G; g++) {
+        size_t m = (size_t)T * n[g];
+        float *alone = dget(dalone[g], m), *got = dget(dout[g], m + 64);
+        CHECK(alone && got);
+        *same = *same && !memcmp(got, alone, sizeof(float) * m);
+        for (int i = 0; i < 64; i++) *tail = *tail && got[m + i] == 0.0f;
+        free(alone);
+        free(got);
+    }
+    return 0;
+}
+
 /* projections that share an input in one grouped launch: G weights of
  * their own widths n[g] over the same T rows of x (V4's wq_a and wkv),
  * each group's own output [T][n[g]] bitwise the per-weight custom
@@ -1735,16 +1753,8 @@ static int fanout_case(int fp4, int T, int K, const int *n, int G, int br, int b
     ld_cu_mm_group *dtab;
     DPUT(dtab, tab, sizeof tab[0] * (size_t)G);
     CU(fp4 ? ld_cu_grouped_fp4_matmul(dtab, G, T, K, N, br, bc) : ld_cu_grouped_fp8_matmul(dtab, G, T, K, N, br, bc));
-    int same = 1, tail = 1;
-    for (int g = 0; g < G; g++) {
-        size_t m = (size_t)T * n[g];
-        float *alone = dget(dalone[g], m), *got = dget(dout[g], m + 64);
-        CHECK(alone && got);
-        same = same && !memcmp(got, alone, sizeof(float) * m);
-        for (int i = 0; i < 64; i++) tail = tail && got[m + i] == 0.0f;
-        free(alone);
-        free(got);
-    }
+    int same, tail;
+    if (fan_compare(dout, dalone, T, n, G, &same, &tail)) return 1;
     char shape[80];
     snprintf(shape, sizeof shape, "%d rows of %d, widths %d..%d (%d)", T, K, n[0], n[G - 1], G);
     printf("  %-15s %-6s %-34s vs one launch a weight: %s%s\n", fp4 ? "fanout_fp4" : "fanout_fp8", "custom", shape,
@@ -1800,6 +1810,75 @@ static int matmul_post_case(int T, int K, int D, int br, int bc, int N, int rout
     dfree_all();
     CHECK_MSG(same, "fp8_matmul_post %s: not bitwise the launches it replaces", shape);
     CHECK_MSG(tail, "fp8_matmul_post %s: wrote past the streams", shape);
+    return 0;
+}
+
+/* a random plain-type weight [N][K] on the device: F32 in [-1, 1], BF16
+ * the top halves of such floats, F16 of exponents 8..20 (no specials) */
+static int rand_plain(ld_kdt dt, int N, int K, void **dw)
+{
+    size_t n = (size_t)N * K, es = dt == LD_KDT_F32 ? 4 : 2;
+    float *f = malloc(sizeof(float) * n);
+    uint16_t *h = malloc(2 * n);
+    CHECK(f && h);
+    fill(f, n, -1, 1);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        uint32_t r = next_u32();
+        h[i] = dt == LD_KDT_BF16 ? (uint16_t)(u >> 16) : (uint16_t)((r & 0x83ffu) | ((8u + r % 13u) << 10));
+    }
+    DPUT(*dw, dt == LD_KDT_F32 ? (void *)f : (void *)h, es * n);
+    free(f);
+    free(h);
+    return 0;
+}
+
+/* ld_cu_matmul_fanout against ld_cu_matmul (custom) a weight: G weights of
+ * their own widths n[g] over the same T rows, each output bitwise, nothing
+ * written past it */
+static int plain_fan_case(ld_kdt dt, int T, int K, const int *n, int G)
+{
+    ld_cu_fan fan[4];
+    float *dx, *dalone[4];
+    CHECK(G <= 4);
+    if (rand_rows(T, K, &dx)) return 1;
+    for (int g = 0; g < G; g++) {
+        void *dw;
+        if (rand_plain(dt, n[g], K, &dw)) return 1;
+        DPUT(fan[g].out, NULL, sizeof(float) * ((size_t)T * n[g] + 64)); /* a zero tail */
+        DPUT(dalone[g], NULL, sizeof(float) * (size_t)T * n[g]);
+        fan[g].w = dw;
+        fan[g].n = n[g];
+        CU(ld_cu_matmul(LD_CU_CUSTOM, dalone[g], dx, dw, dt, NULL, LD_KDT_F32, T, K, n[g], 0));
+    }
+    CU(ld_cu_matmul_fanout(fan, G, dx, dt, T, K));
+    float *dout[4];
+    for (int g = 0; g < G; g++) dout[g] = fan[g].out;
+    int same, tail;
+    if (fan_compare(dout, dalone, T, n, G, &same, &tail)) return 1;
+    char shape[80];
+    snprintf(shape, sizeof shape, "%s, %d rows of %d, widths %d..%d (%d)",
+             dt == LD_KDT_F32 ? "f32" : dt == LD_KDT_BF16 ? "bf16" : "f16", T, K, n[0], n[G - 1], G);
+    printf("  %-15s %-6s %-40s vs one launch a weight: %s%s\n", "matmul_fanout", "custom", shape,
+           same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past its columns");
+    dfree_all();
+    CHECK_MSG(same, "matmul_fanout %s: not bitwise the per-weight launches", shape);
+    CHECK_MSG(tail, "matmul_fanout %s: wrote past a weight's columns", shape);
+    return 0;
+}
+
+/* V4's compressors' kv and gate and the indexer's weights in small: the
+ * 16-byte path (K = 64), the element path (K = 37), two token tiles */
+static int test_cuda_matmul_fanout(void)
+{
+    NEED_GPU();
+    const int comp[4] = {64, 64, 32, 32}, odd[3] = {8, 40, 3};
+    const ld_kdt dts[3] = {LD_KDT_F32, LD_KDT_BF16, LD_KDT_F16};
+    for (int i = 0; i < 3; i++)
+        if (plain_fan_case(dts[i], 1, 64, comp, 4) || plain_fan_case(dts[i], 9, 37, odd, 3) ||
+            plain_fan_case(dts[i], 3, 64, odd, 3))
+            return 1;
     return 0;
 }
 
@@ -1985,7 +2064,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_qkv),       LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
-    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),
+    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),  LD_CASE(test_cuda_matmul_fanout),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 

@@ -52,9 +52,11 @@
  * inverse RoPE in the split-K merge; 115 with the experts reading their
  * tokens' rows in place (no gather); 103 with wo_b, and the shared
  * expert's down with the routed combine, writing the new streams in their
- * epilogue (matmul_hc_post, ds4_route_moe_post).  Lower it with each
- * fusion. */
-#define V4_OPS 135
+ * epilogue (matmul_hc_post, ds4_route_moe_post); 96 with the compressors'
+ * kv and gate and the indexer's weights in one launch a weight type
+ * (matmul_fanout over plain types, ld_cu_matmul_fanout).  Lower it with
+ * each fusion. */
+#define V4_OPS 128
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
