@@ -131,6 +131,8 @@ typedef struct cuda_backend {
     size_t moe_up_cap;
     int32_t *picks; /* ds4_index_attention's picks, kept on the device */
     size_t picks_cap;
+    int32_t *sync; /* block counts of the kernels whose last block finishes (zero between launches) */
+    size_t sync_cap;
     struct const_slot *consts; /* CONST_SLOTS host constants kept on the device */
 } cuda_backend;
 
@@ -267,7 +269,30 @@ static void destroy(ld_backend *be)
     ld_cu_free(cb->ones);
     ld_cu_free(cb->moe_up);
     ld_cu_free(cb->picks);
+    ld_cu_free(cb->sync);
     free(cb);
+}
+
+/* at least n zero ints of device memory (cb->sync) for the kernels whose
+ * last block to finish does the rest of the work (ld_cu_hc_pre_norm's
+ * sync): zeroed when allocated, and each such kernel leaves them zero */
+static ld_status sync_ints(cuda_backend *cb, size_t n, int32_t **out, const char *what, ld_error *err)
+{
+    if (n * sizeof(int32_t) > cb->sync_cap) {
+        ld_cu_free(cb->sync);
+        cb->sync = NULL;
+        cb->sync_cap = 0;
+        int e = ld_cu_malloc((void **)&cb->sync, n * sizeof(int32_t));
+        if (!e) e = ld_cu_memset0(cb->sync, n * sizeof(int32_t));
+        if (e) {
+            ld_cu_free(cb->sync);
+            cb->sync = NULL;
+            CU(what, e);
+        }
+        cb->sync_cap = n * sizeof(int32_t);
+    }
+    *out = cb->sync;
+    return LD_OK;
 }
 
 /* ---------------------------------------------------------------- buffers */
@@ -893,9 +918,11 @@ static ld_status hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf 
     LD_TRY(hc_pre_setup(cb, post, comb, collapsed, X, fn, base, scale, T, N, D, iters, mhc, &bs, &none, err));
     if (none) return LD_OK;
     size_t hc = (size_t)(2 + N) * (size_t)N;
+    int32_t *sync = NULL;
+    LD_TRY(sync_ints(cb, (size_t)T, &sync, "hc_pre", err));
     CU("hc_pre", ld_cu_hc_pre_norm(mhc, post->d, comb->d, collapsed->d, X->d, T, N, D, fn->d, bs, bs + hc, iters,
                                    norm_eps, hc_eps, cb->work, ld_cu_hc_work(T, N), w->d, (int)w->dt, eps,
-                                   normed->d));
+                                   normed->d, sync));
     return LD_OK;
 }
 

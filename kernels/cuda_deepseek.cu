@@ -1569,10 +1569,9 @@ __global__ void hc_mix_ref(float *work, size_t ws, const float *X, const float *
  * cache after the first), then a warp per output o; block 0 keeps the
  * inverse in work.  One launch where a norm and a mix kernel were two. */
 #define HC_THREADS 256
-__global__ void __launch_bounds__(HC_THREADS)
-    hc_norm_mix_custom(float *work, size_t ws, const float *X, const float *fn, int ND, int R, float eps)
+__device__ __forceinline__ void hc_mix_block(float *work, size_t ws, const float *X, const float *fn, int ND, int R,
+                                             float eps, float *sh)
 {
-    __shared__ float sh[32];
     int t = blockIdx.y, lane = threadIdx.x & 31, o = blockIdx.x * (HC_THREADS / 32) + (threadIdx.x >> 5);
     const float *x = X + (size_t)t * (size_t)ND;
     float ss = 0.0f;
@@ -1586,6 +1585,24 @@ __global__ void __launch_bounds__(HC_THREADS)
     for (int i = lane; i < ND; i += 32) acc = fmaf(wr[i], x[i] * inv, acc);
     acc = ld_warp_sum(acc);
     if (lane == 0) work[(size_t)t * ws + 1 + (size_t)o] = acc;
+}
+
+__global__ void __launch_bounds__(HC_THREADS)
+    hc_norm_mix_custom(float *work, size_t ws, const float *X, const float *fn, int ND, int R, float eps)
+{
+    __shared__ float sh[32];
+    hc_mix_block(work, ws, X, fn, ND, R, eps, sh);
+}
+
+/* token t's mix m [(2 + N) N] and pre [N] in the work rows */
+__device__ __forceinline__ float *hc_mix(float *work, size_t ws, size_t t)
+{
+    return work + t * ws + 1;
+}
+
+__device__ __forceinline__ float *hc_pre_of(float *work, size_t ws, size_t t, int N)
+{
+    return work + t * ws + 1 + (size_t)(2 + N) * (size_t)N;
 }
 
 /* the Sinkhorn iterate comb [N][N] rounded to bf16 (mhc=sinkhorn-bf16) */
@@ -1606,12 +1623,10 @@ __device__ __forceinline__ float hc_pre_gate(const float *m, const float *base, 
 /* a thread per token: pre, post, the comb softmax and Sinkhorn-Knopp, the
  * C reference's loops (ld_ref_ds4_hc_pre_ex); variant LD_CU_MHC_BF16 rounds
  * post and comb to bf16 at the end, LD_CU_MHC_SINKHORN_BF16 every iterate */
-__device__ void hc_sinkhorn_token(float *post, float *comb, float *work, size_t ws, const float *base,
+__device__ void hc_sinkhorn_token(float *post, float *comb, const float *m, float *pre, const float *base,
                                   const float *scale, int t, int N, int iters, float hc_eps, int variant)
 {
     int sk = variant == LD_CU_MHC_SINKHORN_BF16;
-    const float *m = work + (size_t)t * ws + 1;
-    float *pre = work + (size_t)t * ws + 1 + (size_t)(2 + N) * (size_t)N;
     float *po = post + (size_t)t * (size_t)N, *cb = comb + (size_t)t * (size_t)N * (size_t)N;
     for (int j = 0; j < N; j++) pre[j] = hc_pre_gate(m, base, scale, j, hc_eps);
     for (int j = 0; j < N; j++) po[j] = 2.0f * sigmoid_f(m[N + j] * scale[1] + base[N + j]);
@@ -1655,7 +1670,8 @@ __global__ void hc_sinkhorn(float *post, float *comb, float *work, size_t ws, co
                             int T, int N, int iters, float hc_eps, int variant)
 {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < T) hc_sinkhorn_token(post, comb, work, ws, base, scale, t, N, iters, hc_eps, variant);
+    if (t < T) hc_sinkhorn_token(post, comb, hc_mix(work, ws, t), hc_pre_of(work, ws, t, N), base, scale, t, N, iters,
+                                 hc_eps, variant);
 }
 
 __global__ void hc_collapse(float *collapsed, const float *work, size_t ws, const float *X, int T, int N, int D)
@@ -1668,6 +1684,29 @@ __global__ void hc_collapse(float *collapsed, const float *work, size_t ws, cons
     float acc = 0.0f;
     for (int j = 0; j < N; j++) acc += pre[j] * x[(size_t)j * (size_t)D + d];
     collapsed[idx] = acc;
+}
+
+/* (hc_sink_collapse_custom's and hc_pre_one's token block) token t's pre_j
+ * evaluated from its mix m as hc_sinkhorn does, its collapse into
+ * collapsed, and with normed the RMSNorm by w as rmsnorm_custom computes
+ * it; sh [LD_CU_NORM_THREADS], pre [N] shared */
+__device__ void hc_collapse_block(float *collapsed, float *normed, const float *m, const float *X, const float *base,
+                                  const float *scale, const void *w, int wdt, float eps, size_t t, int N, int D,
+                                  float hc_eps, float *sh, float *pre)
+{
+    for (int j = threadIdx.x; j < N; j += HC_THREADS) pre[j] = hc_pre_gate(m, base, scale, j, hc_eps);
+    __syncthreads();
+    const float *x = X + t * (size_t)N * (size_t)D;
+    float *u = collapsed + t * (size_t)D, v = 0.0f;
+    for (int d = threadIdx.x; d < D; d += HC_THREADS) {
+        float acc = 0.0f;
+        for (int j = 0; j < N; j++) acc += pre[j] * x[(size_t)j * (size_t)D + (size_t)d];
+        u[d] = acc;
+        v = fmaf(acc, acc, v);
+    }
+    if (!normed) return; /* the block's: no thread is left at the tree's barriers */
+    float inv = ld_norm_tree(v, D, eps, sh), *o = normed + t * (size_t)D;
+    for (int d = threadIdx.x; d < D; d += HC_THREADS) o[d] = ld_elem_f(w, wdt, (size_t)d) * (u[d] * inv);
 }
 
 /* custom: the collapse and the Sinkhorn in one launch.  Blocks [0, T) a
@@ -1686,24 +1725,45 @@ __global__ void __launch_bounds__(HC_THREADS)
     __shared__ float sh[LD_CU_NORM_THREADS], pre[HC_MAXN];
     if ((int)blockIdx.x >= T) {
         int t = ((int)blockIdx.x - T) * HC_THREADS + (int)threadIdx.x;
-        if (t < T) hc_sinkhorn_token(post, comb, work, ws, base, scale, t, N, iters, hc_eps, variant);
+        if (t < T)
+            hc_sinkhorn_token(post, comb, hc_mix(work, ws, t), hc_pre_of(work, ws, t, N), base, scale, t, N, iters,
+                              hc_eps, variant);
         return;
     }
-    size_t t = blockIdx.x;
-    const float *m = work + t * ws + 1;
-    for (int j = threadIdx.x; j < N; j += HC_THREADS) pre[j] = hc_pre_gate(m, base, scale, j, hc_eps);
+    hc_collapse_block(collapsed, normed, hc_mix(work, ws, blockIdx.x), X, base, scale, w, wdt, eps, blockIdx.x, N, D,
+                      hc_eps, sh, pre);
+}
+
+/* one launch (T <= 65535): grid (hc_norm_mix_custom's blocks of a token,
+ * T); each block its mixes as there, then the token's last block to be
+ * done (a count in sync[t], which it resets to 0) copies the token's mix
+ * into shared memory (through L2: other blocks wrote it) and runs its
+ * Sinkhorn (thread 0) and its collapse and norm (hc_collapse_block): the
+ * values of the two launches, one launch fewer */
+__global__ void __launch_bounds__(HC_THREADS)
+    hc_pre_one(float *collapsed, float *normed, float *post, float *comb, float *work, size_t ws, const float *X,
+               const float *fn, const float *base, const float *scale, const void *w, int wdt, float eps, int N,
+               int D, int iters, float norm_eps, float hc_eps, int variant, int *sync)
+{
+    __shared__ float sh[LD_CU_NORM_THREADS], pre[HC_MAXN], m[(2 + HC_MAXN) * HC_MAXN];
+    __shared__ int last;
+    int t = blockIdx.y, R = (2 + N) * N;
+    hc_mix_block(work, ws, X, fn, N * D, R, norm_eps, sh);
+    __threadfence(); /* the mixes written, before the count says so */
     __syncthreads();
-    const float *x = X + t * (size_t)N * (size_t)D;
-    float *u = collapsed + t * (size_t)D, v = 0.0f;
-    for (int d = threadIdx.x; d < D; d += HC_THREADS) {
-        float acc = 0.0f;
-        for (int j = 0; j < N; j++) acc += pre[j] * x[(size_t)j * (size_t)D + (size_t)d];
-        u[d] = acc;
-        v = fmaf(acc, acc, v);
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&sync[t], 1) == (int)gridDim.x - 1;
+        if (last) sync[t] = 0; /* for the next launch */
     }
-    if (!normed) return; /* the block's: no thread is left at the tree's barriers */
-    float inv = ld_norm_tree(v, D, eps, sh), *o = normed + t * (size_t)D;
-    for (int d = threadIdx.x; d < D; d += HC_THREADS) o[d] = ld_elem_f(w, wdt, (size_t)d) * (u[d] * inv);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float *mt = hc_mix(work, ws, t);
+    for (int i = threadIdx.x; i < R; i += HC_THREADS) m[i] = __ldcg(mt + i);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        hc_sinkhorn_token(post, comb, m, hc_pre_of(work, ws, t, N), base, scale, t, N, iters, hc_eps, variant);
+    hc_collapse_block(collapsed, normed, m, X, base, scale, w, wdt, eps, t, N, D, hc_eps, sh, pre);
 }
 
 /* the arguments every hc_pre launcher checks (T > 0) */
@@ -1714,16 +1774,21 @@ static int hc_args_ok(int variant, int T, int N, int D, size_t work_floats)
 }
 
 /* the custom hc_pre in two launches (the norm, when normed is not NULL,
- * in the second) */
+ * in the second), or with sync in one */
 static int hc_pre_custom(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                          const float *fn, const float *base, const float *scale, int iters, float norm_eps,
-                         float hc_eps, float *work, const void *w, int wdt, float eps, float *normed)
+                         float hc_eps, float *work, const void *w, int wdt, float eps, float *normed, int *sync)
 {
     static_assert(HC_THREADS == LD_CU_NORM_THREADS, "the fused norm is rmsnorm_custom's block");
     if (T > 65535) return INVAL;
     size_t ws = hc_stride(N);
     int R = (2 + N) * N, e;
     dim3 grid((unsigned)((R + HC_THREADS / 32 - 1) / (HC_THREADS / 32)), (unsigned)T);
+    if (sync) {
+        hc_pre_one<<<grid, HC_THREADS>>>(collapsed, normed, post, comb, work, ws, X, fn, base, scale, w, wdt, eps, N, D,
+                                         iters, norm_eps, hc_eps, variant, sync);
+        return ld_cu_launched();
+    }
     hc_norm_mix_custom<<<grid, HC_THREADS>>>(work, ws, X, fn, N * D, R, norm_eps);
     if ((e = ld_cu_launched())) return e;
     unsigned blocks = (unsigned)T + ld_cu_blocks((size_t)T, HC_THREADS);
@@ -1735,12 +1800,12 @@ static int hc_pre_custom(int variant, float *post, float *comb, float *collapsed
 extern "C" int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T,
                                  int N, int D, const float *fn, const float *base, const float *scale, int iters,
                                  float norm_eps, float hc_eps, float *work, size_t work_floats, const void *w,
-                                 int w_dt, float eps, float *normed)
+                                 int w_dt, float eps, float *normed, int *sync)
 {
     if (T <= 0) return 0;
     if (!hc_args_ok(variant, T, N, D, work_floats) || w_dt < 0 || w_dt > 2 || !normed) return INVAL;
     return hc_pre_custom(variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps, work, w,
-                         w_dt, eps, normed);
+                         w_dt, eps, normed, sync);
 }
 
 extern "C" int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
@@ -1759,7 +1824,7 @@ extern "C" int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, flo
     if (!hc_args_ok(variant, T, N, D, work_floats)) return INVAL;
     if (v != LD_CU_REF) /* two launches: norm and mix, then collapse and Sinkhorn */
         return hc_pre_custom(variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps, work,
-                             NULL, 0, 0.0f, NULL);
+                             NULL, 0, 0.0f, NULL, NULL);
     size_t ws = hc_stride(N);
     int ND = N * D, R = (2 + N) * N;
     int e;

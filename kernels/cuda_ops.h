@@ -289,10 +289,13 @@ int ld_cu_hc_pre(int v, float *post, float *comb, float *collapsed, const float 
  * LD_KDT_F32, F16 or BF16) into normed [T][D], in two launches, not
  * three: the norm in the collapse's block, a block per token.  Bitwise
  * the custom ld_cu_hc_pre_ex, then the custom ld_cu_rmsnorm (its
- * reduction order and products).  T <= 65535. */
+ * reduction order and products).  T <= 65535.  With sync (device, [T]
+ * ints, zero, left zero) one launch: each token's last mixing block to be
+ * done (counted in sync[t]) runs its Sinkhorn, collapse and norm; the
+ * same bits. */
 int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                       const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
-                      float *work, size_t work_floats, const void *w, int w_dt, float eps, float *normed);
+                      float *work, size_t work_floats, const void *w, int w_dt, float eps, float *normed, int *sync);
 
 /* the mHC variants of ld_cu_hc_pre_ex (backend.h's LD_DS4_MHC_*, the
  * session's mhc= choice) */

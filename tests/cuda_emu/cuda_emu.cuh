@@ -184,6 +184,16 @@ template <class T> static inline T __ldg(const T *p)
     return *p;
 }
 
+template <class T> static inline T __ldcg(const T *p)
+{
+    return *p;
+}
+
+/* fibers never run at once: every write is seen by the next reader */
+static inline void __threadfence(void)
+{
+}
+
 static inline int __popc(unsigned x)
 {
     return __builtin_popcount(x);

@@ -847,10 +847,15 @@ int ld_cu_hc_pre_ex(int v, int variant, float *post, float *comb, float *collaps
 
 int ld_cu_hc_pre_norm(int variant, float *post, float *comb, float *collapsed, const float *X, int T, int N, int D,
                       const float *fn, const float *base, const float *scale, int iters, float norm_eps, float hc_eps,
-                      float *work, size_t work_floats, const void *w, int w_dt, float eps, float *normed)
+                      float *work, size_t work_floats, const void *w, int w_dt, float eps, float *normed, int *sync)
 {
     count(__func__);
     if (T > 65535 || w_dt < LD_KDT_F32 || w_dt > LD_KDT_BF16 || (T > 0 && !normed)) return E_INVAL;
+    if (sync && T > 0) { /* the counts: device ints, zero (the kernel leaves them so) */
+        dev(__func__, "sync", sync, Z(T, sizeof *sync));
+        for (int t = 0; t < T; t++)
+            if (sync[t]) die(__func__, "sync", sync, Z(T, sizeof *sync), "holds a nonzero count");
+    }
     int e = hc_pre_body(__func__, variant, post, comb, collapsed, X, T, N, D, fn, base, scale, iters, norm_eps, hc_eps,
                         work, work_floats);
     if (e || T <= 0) return e;

@@ -857,9 +857,10 @@ static int test_cuda_moe_combine(void)
 static float *dget(const float *dev, size_t n);
 
 /* ld_cu_hc_pre_norm (the custom hc_pre and the RMSNorm after it in two
- * launches) against the custom ld_cu_hc_pre and ld_cu_rmsnorm it
- * replaces, with an F32, an F16 and a BF16 norm weight: post, comb, the
- * collapse and the normed rows bitwise */
+ * launches, and in one with its sync counts) against the custom
+ * ld_cu_hc_pre and ld_cu_rmsnorm it replaces, with an F32, an F16 and a
+ * BF16 norm weight: post, comb, the collapse and the normed rows bitwise,
+ * the counts left zero */
 static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, int D, const float *dfn,
                             const float *dbase, const float *dscale, int iters, float neps, float heps, float *dwork,
                             size_t wn)
@@ -878,7 +879,10 @@ static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, in
     DPUT(dwt[LD_KDT_F32], w, sizeof(float) * D);
     DPUT(dwt[LD_KDT_F16], wh, sizeof(uint16_t) * D);
     DPUT(dwt[LD_KDT_BF16], wb, sizeof(uint16_t) * D);
-    for (int dt = LD_KDT_F32; dt <= LD_KDT_BF16; dt++) {
+    int32_t *dsync;
+    DPUT(dsync, NULL, sizeof(int32_t) * T);
+    for (int k = 0; k < 6; k++) {
+        int dt = LD_KDT_F32 + k % 3, one = k >= 3;
         for (int i = 0; i < 2; i++) {
             DPUT(dp[i], NULL, sizeof(float) * T * N);
             DPUT(dc[i], NULL, sizeof(float) * T * N * N);
@@ -889,18 +893,24 @@ static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, in
                         wn));
         CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dn[0], du[0], dwt[dt], (ld_kdt)dt, D, 1e-5f, T));
         CU(ld_cu_hc_pre_norm(LD_CU_MHC_F32, dp[1], dc[1], du[1], dX, T, N, D, dfn, dbase, dscale, iters, neps, heps,
-                             dwork, wn, dwt[dt], dt, 1e-5f, dn[1]));
+                             dwork, wn, dwt[dt], dt, 1e-5f, dn[1], one ? dsync : NULL));
         float *want[4] = {dget(dp[0], (size_t)T * N), dget(dc[0], (size_t)T * N * N), dget(du[0], (size_t)T * D),
                           dget(dn[0], (size_t)T * D)};
         CHECK(want[0] && want[1] && want[2] && want[3]);
         char sh[96];
-        snprintf(sh, sizeof sh, "%s, %s norm", shape, dt == LD_KDT_F32 ? "f32" : dt == LD_KDT_F16 ? "f16" : "bf16");
+        snprintf(sh, sizeof sh, "%s, %s norm%s", shape, dt == LD_KDT_F32 ? "f32" : dt == LD_KDT_F16 ? "f16" : "bf16",
+                 one ? ", one launch" : "");
         int bad = compare("hc_pre_norm post", LD_CU_CUSTOM, sh, dp[1], want[0], (size_t)T * N, -1) ||
                   compare("hc_pre_norm comb", LD_CU_CUSTOM, sh, dc[1], want[1], (size_t)T * N * N, -1) ||
                   compare("hc_pre_norm coll", LD_CU_CUSTOM, sh, du[1], want[2], (size_t)T * D, -1) ||
                   compare("hc_pre_norm norm", LD_CU_CUSTOM, sh, dn[1], want[3], (size_t)T * D, -1);
         for (int i = 0; i < 4; i++) free(want[i]);
         if (bad) return 1;
+        int32_t *counts = malloc(sizeof(int32_t) * T);
+        CHECK(counts);
+        CU(ld_cu_d2h(counts, dsync, sizeof(int32_t) * T));
+        for (int t = 0; t < T; t++) CHECK_MSG(counts[t] == 0, "hc_pre_norm %s: count %d left at %d", sh, t, counts[t]);
+        free(counts);
     }
     free(w);
     free(wh);

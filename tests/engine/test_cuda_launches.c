@@ -54,9 +54,10 @@
  * expert's down with the routed combine, writing the new streams in their
  * epilogue (matmul_hc_post, ds4_route_moe_post); 96 with the compressors'
  * kv and gate and the indexer's weights in one launch a weight type
- * (matmul_fanout over plain types, ld_cu_matmul_fanout).  Lower it with
- * each fusion. */
-#define V4_OPS 128
+ * (matmul_fanout over plain types, ld_cu_matmul_fanout); 88 with hc_pre
+ * in one launch (each token's last mixing block runs its Sinkhorn,
+ * collapse and norm).  Lower it with each fusion. */
+#define V4_OPS 120
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
