@@ -1891,10 +1891,12 @@ static ld_status ds4_attention_run(cuda_backend *cb, const ld_ds4_attn_call *a, 
         LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_attention", err));
         const float *ent = has ? entries->d : NULL, *snk = sinks ? sinks->d : NULL;
         const int32_t *pk = kpick ? dsel + t0 * (size_t)k : NULL;
+        int32_t *sync = NULL; /* the split and the merge in one launch */
+        if (fused) LD_TRY(sync_ints(cb, ld_cu_ds4_attention_sync(n, H), &sync, "ds4_attention", err));
         if (fused)
             CU("ds4_attention", ld_cu_ds4_attention_rope(out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
                                                          win, ent, ratio, pk, kpick, snk, scale, p0, cb->work, wn,
-                                                         rot));
+                                                         rot, sync));
         else
             CU("ds4_attention", ld_cu_ds4_attention(v, out->d + t0 * QH, q->d + t0 * QH, n, H, hd, kvc->d, kv_rows,
                                                     win, ent, ratio, pk, kpick, snk, scale, p0, cb->work, wn));

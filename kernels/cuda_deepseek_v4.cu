@@ -85,6 +85,11 @@ __host__ __device__ static inline size_t a4_nsplit(int nk)
     return (size_t)((nk + A4_SPLIT - 1) / A4_SPLIT);
 }
 
+extern "C" size_t ld_cu_ds4_attention_sync(int T, int H)
+{
+    return T > 0 && H > 0 ? (size_t)T * (size_t)((H + A4_HEADS - 1) / A4_HEADS) : 0;
+}
+
 extern "C" size_t ld_cu_ds4_attention_work(int v, int T, int H, int hd, int pos0, int window, int ratio, int kpick,
                                            int has_entries)
 {
@@ -148,17 +153,22 @@ __global__ void a4_out_ref(float *out, const float *work, size_t wrow, ds4_keys 
  * the unnormalised o[d] = sum_i e_i k_i[d] (i ascending, fmaf).  (m, l, o)
  * to part[t][h][s].  (64 keys a split: the partial o of 64 heads are about
  * the bytes of the split's keys.) */
-__global__ void __launch_bounds__(256) a4_split_custom(float *part, size_t nsplit, const float *q, ds4_keys K,
-                                                       int H, int pos0, float scale)
+struct a4_smem { /* the split block's shared memory */
+    float qs[A4_HEADS][A4_MAX_HD];
+    float es[A4_HEADS][A4_SPLIT];
+    const float *kp[A4_SPLIT];
+};
+
+__device__ void a4_split_block(float *part, size_t nsplit, const float *q, const ds4_keys &K, int H, int pos0,
+                               float scale, a4_smem *sm)
 {
-    __shared__ float qs[A4_HEADS][A4_MAX_HD];
-    __shared__ float es[A4_HEADS][A4_SPLIT];
-    __shared__ const float *kp[A4_SPLIT];
+    float(*qs)[A4_MAX_HD] = sm->qs, (*es)[A4_SPLIT] = sm->es;
+    const float **kp = sm->kp;
     int s = blockIdx.x, h0 = blockIdx.y * A4_HEADS, t = blockIdx.z;
     int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, hd = K.hd;
     int lo, nw, nk = ds4_nkeys(K, t, pos0 + t, &lo, &nw);
     int i0 = s * A4_SPLIT;
-    if (i0 >= nk) return; /* the merge reads the splits < ceil(nk / 64) */
+    if (i0 >= nk) return; /* the merge reads the splits < ceil(nk / 64); the whole block returns */
     int ns = nk - i0 < A4_SPLIT ? nk - i0 : A4_SPLIT;
     int nh = H - h0 < A4_HEADS ? H - h0 : A4_HEADS;
     for (int e = threadIdx.x; e < A4_HEADS * A4_MAX_HD; e += blockDim.x) {
@@ -224,6 +234,13 @@ __global__ void __launch_bounds__(256) a4_split_custom(float *part, size_t nspli
     }
 }
 
+__global__ void __launch_bounds__(256) a4_split_custom(float *part, size_t nsplit, const float *q, ds4_keys K,
+                                                       int H, int pos0, float scale)
+{
+    __shared__ a4_smem sm;
+    a4_split_block(part, nsplit, q, K, H, pos0, scale, &sm);
+}
+
 /* custom, merge: output d of (token, head) th, the splits in order:
  * M = max(sink, m_s), L = sum_s l_s exp(m_s - M) + exp(sink - M),
  * out[d] = sum_s o_s[d] exp(m_s - M) / L (0 with no keys and no sink) */
@@ -235,14 +252,15 @@ __device__ __forceinline__ float a4_merged(const float *part, size_t nsplit, con
     int ns = (int)a4_nsplit(ds4_nkeys(K, t, pos0 + t, &lo, &nw));
     const float *pp = part + th * nsplit * (hd + 2);
     float M = sinks ? sinks[h] : -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2)]);
+    /* __ldcg: through L2, the parts being other blocks' (a4_split_merge) */
+    for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(pp + (size_t)s * (hd + 2)));
     if (M == -INFINITY) return 0.0f; /* no keys, no sink */
     float L = 0.0f, o = 0.0f;
     for (int s = 0; s < ns; s++) {
         const float *ps = pp + (size_t)s * (hd + 2);
-        float f = expf(ps[0] - M);
-        L += ps[1] * f;
-        o = fmaf(ps[2 + d], f, o);
+        float f = expf(__ldcg(ps) - M);
+        L += __ldcg(ps + 1) * f;
+        o = fmaf(__ldcg(ps + 2 + d), f, o);
     }
     if (sinks) L += expf(sinks[h] - M);
     return o / L;
@@ -260,12 +278,15 @@ __global__ void a4_merge_custom(float *out, const float *part, size_t nsplit, ds
 
 __global__ void a4_merge_rope_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks,
                                      int T, int H, int pos0, ld_cu_rot rot);
+__global__ void __launch_bounds__(256)
+    a4_split_merge_custom(float *part, size_t nsplit, const float *q, ds4_keys K, int H, int pos0, float scale,
+                          float *out, const float *sinks, ld_cu_rot rot, int *sync);
 
 /* ld_cu_ds4_attention, and with rot (custom only) its merge de-rotating */
 static int ds4_attention(int v, float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
                          int window, const float *entries, int ratio, const int32_t *picks, int kpick,
                          const float *sinks, float scale, int pos0, float *work, size_t work_floats,
-                         const ld_cu_rot *rot)
+                         const ld_cu_rot *rot, int *sync)
 {
     if (T <= 0 || H <= 0) return 0;
     if (hd <= 0 || pos0 < 0 || window < 0 || (window > 0 && (!kv || kv_rows < window)) ||
@@ -295,9 +316,13 @@ static int ds4_attention(int v, float *out, const float *q, int T, int H, int hd
         return ld_cu_launched();
     }
     size_t nsplit = a4_nsplit(nk);
+    if (nsplit > 0x7fffffff) return INVAL;
+    dim3 grid((unsigned)nsplit, (unsigned)((H + A4_HEADS - 1) / A4_HEADS), (unsigned)T);
+    if (nsplit > 0 && sync) {
+        a4_split_merge_custom<<<grid, 256>>>(work, nsplit, q, K, H, pos0, scale, out, sinks, *rot, sync);
+        return ld_cu_launched();
+    }
     if (nsplit > 0) {
-        if (nsplit > 0x7fffffff) return INVAL;
-        dim3 grid((unsigned)nsplit, (unsigned)((H + A4_HEADS - 1) / A4_HEADS), (unsigned)T);
         a4_split_custom<<<grid, 256>>>(work, nsplit, q, K, H, pos0, scale);
         if ((e = ld_cu_launched())) return e;
     }
@@ -314,16 +339,16 @@ extern "C" int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int
                                    size_t work_floats)
 {
     return ds4_attention(v, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks, kpick, sinks, scale, pos0,
-                         work, work_floats, NULL);
+                         work, work_floats, NULL, NULL);
 }
 
 extern "C" int ld_cu_ds4_attention_rope(float *out, const float *q, int T, int H, int hd, const float *kv,
                                         int kv_rows, int window, const float *entries, int ratio,
                                         const int32_t *picks, int kpick, const float *sinks, float scale, int pos0,
-                                        float *work, size_t work_floats, ld_cu_rot rot)
+                                        float *work, size_t work_floats, ld_cu_rot rot, int *sync)
 {
     return ds4_attention(LD_CU_CUSTOM, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks, kpick, sinks,
-                         scale, pos0, work, work_floats, &rot);
+                         scale, pos0, work, work_floats, &rot, sync);
 }
 
 /* ================================================================ clamped SwiGLU */
@@ -408,12 +433,10 @@ __global__ void rope_ref(float *x, int T, size_t row_stride, size_t off, int H, 
  * per (t, h, d) merges d before them; in them the even one merges its
  * pair (d, d + 1) and rotates it (rope_cs, rope_pair's expressions), the
  * odd one returns: the values the merge stores, then rope_custom's */
-__global__ void a4_merge_rope_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks,
-                                     int T, int H, int pos0, ld_cu_rot rot)
+__device__ void a4_merge_item(float *out, const float *part, size_t nsplit, const ds4_keys &K, const float *sinks,
+                              int H, int pos0, size_t th, size_t d, const ld_cu_rot &rot)
 {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t hd = (size_t)K.hd, th = idx / hd, d = idx % hd, r0 = hd - (size_t)rot.rd;
-    if (idx >= (size_t)T * (size_t)H * hd) return;
+    size_t hd = (size_t)K.hd, r0 = hd - (size_t)rot.rd, idx = th * hd + d;
     if (d < r0) {
         out[idx] = a4_merged(part, nsplit, K, sinks, H, pos0, th, d);
         return;
@@ -425,6 +448,42 @@ __global__ void a4_merge_rope_custom(float *out, const float *part, size_t nspli
     rope_cs(&c, &s, pos0 + (int)(th / (size_t)H), rot.inv_freq[(d - r0) / 2], rot.af, 1, rot.bf16_table);
     out[idx] = x0 * c - x1 * s;
     out[idx + 1] = x1 * c + x0 * s;
+}
+
+__global__ void a4_merge_rope_custom(float *out, const float *part, size_t nsplit, ds4_keys K, const float *sinks,
+                                     int T, int H, int pos0, ld_cu_rot rot)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, hd = (size_t)K.hd;
+    if (idx >= (size_t)T * (size_t)H * hd) return;
+    a4_merge_item(out, part, nsplit, K, sinks, H, pos0, idx / hd, idx % hd, rot);
+}
+
+/* the split and the merge (with the inverse RoPE) in one launch: the
+ * split kernel's blocks, then the last of the blocks of a (token, 8 heads)
+ * to be done (counted in sync[t][head group], which it resets to 0)
+ * merges those heads as a4_merge_rope_custom does (the parts read through
+ * L2): the same bits, one launch fewer */
+__global__ void __launch_bounds__(256)
+    a4_split_merge_custom(float *part, size_t nsplit, const float *q, ds4_keys K, int H, int pos0, float scale,
+                          float *out, const float *sinks, ld_cu_rot rot, int *sync)
+{
+    __shared__ a4_smem sm;
+    __shared__ int last;
+    a4_split_block(part, nsplit, q, K, H, pos0, scale, &sm);
+    __threadfence(); /* the parts written, before the count says so */
+    __syncthreads();
+    int *cnt = sync + (size_t)blockIdx.z * gridDim.y + blockIdx.y;
+    if (threadIdx.x == 0) {
+        last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
+        if (last) *cnt = 0; /* for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    int h0 = blockIdx.y * A4_HEADS, nh = H - h0 < A4_HEADS ? H - h0 : A4_HEADS, hd = K.hd;
+    for (int e = threadIdx.x; e < nh * hd; e += blockDim.x)
+        a4_merge_item(out, part, nsplit, K, sinks, H, pos0, (size_t)blockIdx.z * (size_t)H + (size_t)(h0 + e / hd),
+                      (size_t)(e % hd), rot);
 }
 
 /* a block per row: the row's cos / sin table in shared memory once, then a

@@ -406,11 +406,15 @@ typedef struct ld_cu_rot {
 /* ld_cu_ds4_attention (custom) whose merge de-rotates its outputs: one
  * launch fewer, bitwise ld_cu_ds4_attention(LD_CU_CUSTOM, ...) then
  * ld_cu_ds_rope(LD_CU_CUSTOM, out, T, H hd, hd - rd, H, hd, rd, inv_freq,
- * af, 1, pos0, 1, bf16_table). */
+ * af, 1, pos0, 1, bf16_table).  With sync (device, ld_cu_ds4_attention_sync
+ * ints, zero, left zero) the split and the merge in one launch: the last
+ * block of a token's 8 heads to be done merges them; the same bits. */
 int ld_cu_ds4_attention_rope(float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
                              int window, const float *entries, int ratio, const int32_t *picks, int kpick,
                              const float *sinks, float scale, int pos0, float *work, size_t work_floats,
-                             ld_cu_rot rot);
+                             ld_cu_rot rot, int *sync);
+/* the sync ints ld_cu_ds4_attention_rope counts in for T tokens of H heads */
+size_t ld_cu_ds4_attention_sync(int T, int H);
 
 /* V4's clamped SwiGLU of the routed experts (ld_ref_ds4_clamped_swiglu)
  * of T rows: out [T][F] (rows F apart) from g and u (rows `ld` apart: ld =

@@ -791,6 +791,11 @@ int ld_cu_moe_combine_ex(int v, float *y, const float *eo, const int32_t *row_of
     return 0;
 }
 
+size_t ld_cu_ds4_attention_sync(int T, int H)
+{
+    return T > 0 && H > 0 ? Z(T, (H + 7) / 8) : 0;
+}
+
 size_t ld_cu_hc_work(int T, int N)
 {
     return T > 0 && N > 0 ? (size_t)T * (1 + Z(2 + N, N) + (size_t)N) : 0;
@@ -1066,10 +1071,16 @@ int ld_cu_ds4_attention(int v, float *out, const float *q, int T, int H, int hd,
 int ld_cu_ds4_attention_rope(float *out, const float *q, int T, int H, int hd, const float *kv, int kv_rows,
                              int window, const float *entries, int ratio, const int32_t *picks, int kpick,
                              const float *sinks, float scale, int pos0, float *work, size_t work_floats,
-                             ld_cu_rot rot)
+                             ld_cu_rot rot, int *sync)
 {
     count(__func__);
     if (T > 0 && H > 0 && (rot.rd < 0 || rot.rd % 2 || rot.rd > hd)) return E_INVAL;
+    size_t ns = ld_cu_ds4_attention_sync(T, H);
+    if (sync && ns) { /* the counts: device ints, zero (the kernel leaves them so) */
+        dev(__func__, "sync", sync, ns * sizeof *sync);
+        for (size_t i = 0; i < ns; i++)
+            if (sync[i]) die(__func__, "sync", sync, ns * sizeof *sync, "holds a nonzero count");
+    }
     int e = ds4_attention(__func__, LD_CU_CUSTOM, out, q, T, H, hd, kv, kv_rows, window, entries, ratio, picks,
                           kpick, sinks, scale, pos0, work, work_floats);
     if (e || T <= 0 || H <= 0 || !rot.rd) return e;

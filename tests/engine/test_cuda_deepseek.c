@@ -1197,16 +1197,30 @@ static int attention_rope_same(const char *shape, const float *out, const float 
     ld_cu_rot rot = {dfreq, 0.875f, rd, ci % 2};
     CU(ld_cu_ds_rope(LD_CU_CUSTOM, dplain, T, (size_t)H * hd, (size_t)(hd - rd), H, (size_t)hd, rd, dfreq, rot.af, 1,
                      pos0, 1, rot.bf16_table));
-    CU(ld_cu_ds4_attention_rope(dfused, dq, T, H, hd, dkv, kv_rows, win, dent, ratio, dpicks, kpick, dsinks,
-                                1.0f / sqrtf((float)hd), pos0, dwork, wn, rot));
-    float *want = dget(dplain, n), *got = dget(dfused, n);
-    CHECK(want && got);
-    int same = !memcmp(want, got, sizeof(float) * n);
-    printf("  %-15s %-6s %-34s vs attention, then rope: %s\n", "ds4_att_rope", "custom", shape,
-           same ? "bitwise" : "DIFFER");
+    size_t ns = ld_cu_ds4_attention_sync(T, H);
+    int32_t *dsync, *counts = malloc(sizeof(int32_t) * ns);
+    CHECK(counts);
+    DPUT(dsync, NULL, sizeof(int32_t) * ns);
+    float *want = dget(dplain, n);
+    CHECK(want);
+    for (int one = 0; one < 2; one++) { /* the merge its own launch; in the split's */
+        CU(ld_cu_memset0(dfused, sizeof(float) * n));
+        CU(ld_cu_ds4_attention_rope(dfused, dq, T, H, hd, dkv, kv_rows, win, dent, ratio, dpicks, kpick, dsinks,
+                                    1.0f / sqrtf((float)hd), pos0, dwork, wn, rot, one ? dsync : NULL));
+        float *got = dget(dfused, n);
+        CHECK(got);
+        CU(ld_cu_d2h(counts, dsync, sizeof(int32_t) * ns));
+        int same = !memcmp(want, got, sizeof(float) * n), zero = 1;
+        for (size_t i = 0; i < ns; i++) zero = zero && counts[i] == 0;
+        printf("  %-15s %-6s %-34s vs attention, then rope%s: %s\n", "ds4_att_rope", "custom", shape,
+               one ? " (one launch)" : "", same ? "bitwise" : "DIFFER");
+        free(got);
+        CHECK_MSG(same, "ds4_attention_rope %s%s: not bitwise the attention and the rope", shape,
+                  one ? " (one launch)" : "");
+        CHECK_MSG(zero, "ds4_attention_rope %s: counts left nonzero", shape);
+    }
     free(want);
-    free(got);
-    CHECK_MSG(same, "ds4_attention_rope %s: not bitwise the attention and the rope", shape);
+    free(counts);
     return 0;
 }
 

@@ -56,8 +56,10 @@
  * kv and gate and the indexer's weights in one launch a weight type
  * (matmul_fanout over plain types, ld_cu_matmul_fanout); 88 with hc_pre
  * in one launch (each token's last mixing block runs its Sinkhorn,
- * collapse and norm).  Lower it with each fusion. */
-#define V4_OPS 120
+ * collapse and norm); 84 with the attention's split and merge in one
+ * launch (the last block of a token's 8 heads merges them).  Lower it
+ * with each fusion. */
+#define V4_OPS 116
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
