@@ -1018,6 +1018,7 @@ static void moe_plan(int32_t *off, int32_t *rows, int32_t *row_of, int32_t *next
 typedef struct moe_dev {
     float *xe, *eo, *g, *u, *yt;
     float *es; /* the shared expert's output [T][D] */
+    float *sg; /* the shared expert's activation [T][Is] beside the routed ones' (moe_mixed_post) */
     float *w, *srow;
     int32_t *rows, *row_of;
     ld_cu_mm_group *tab; /* [2 n] gate and up, then [n] down (n active experts) */
@@ -1238,6 +1239,40 @@ static ld_status moe_shared_post(ld_backend *be, const ld_hc_post_call *p, const
     return LD_OK;
 }
 
+/* the routed and the shared experts in the mixed launches (the shared
+ * gate and up FP8 of one shape; its down FP8 is the caller's check) */
+static int mixed_ok(const cuda_backend *cb, const ld_moe_expert *sh, int act, int T)
+{
+    ld_weight *const pair[2] = {sh->gate, sh->up};
+    return fuse_act(cb, act) && fp8_group_ok(cb, pair, 2, T);
+}
+
+/* the MoE after its tables, the routed experts of type dt and the shared
+ * one in two launches: every gate/up with the activation
+ * (ld_cu_grouped_glu2: the shared one's into m->sg), then every down with
+ * the combine and hc_post (ld_cu_moe_down_post); the bits of
+ * moe_grouped_all and moe_shared_post.  ex: the experts' block sizes. */
+static ld_status moe_mixed_post(cuda_backend *cb, const ld_hc_post_call *p, const ld_buf *x, const moe_dev *m,
+                                const ld_moe_expert *ex, const ld_moe_expert *sh, ld_kdt dt, int G, int T, int K,
+                                int64_t D, int64_t I, int64_t Is, float limit, ld_error *err)
+{
+    ld_cu_mm_group tab[2];
+    mm_group(&tab[0], sh->gate, x->d, m->sg, T, 0, 0);
+    mm_group(&tab[1], sh->up, x->d, m->sg, T, 0, 0); /* the GLU writes no up */
+    void *dtab = NULL;
+    /* keyed by &sh->up: gate_up_act keys its own table (other outputs) by sh */
+    LD_TRY(const_dev(cb, &sh->up, tab, sizeof tab, NULL, 0, &dtab, "moe", err));
+    int fp4 = dt == LD_KDT_F4B;
+    ld_cu_moe_part a = {m->tab, G, fp4, (int)I, ex->gate->br, ex->gate->bc};
+    ld_cu_moe_part b = {dtab, 1, 0, (int)Is, sh->gate->br, sh->gate->bc};
+    CU("moe", ld_cu_grouped_glu2(a, b, T, (int)D, limit));
+    ld_cu_moe_part r = {m->tab + 2 * G, G, fp4, (int)D, ex->down->br, ex->down->bc};
+    ld_cu_combine c = {m->eo, m->row_of, m->w, K};
+    const ld_weight *w = sh->down;
+    CU("moe", ld_cu_moe_down_post(r, (int)I, m->sg, w->d, w->scale, T, (int)Is, w->br, w->bc, c, cu_post(p)));
+    return LD_OK;
+}
+
 /* the bytes of the uploaded block for R grouped rows of T tokens and the
  * tables of n experts: [tables 3 n][rows R][row_of R][w R][srow T] */
 static size_t moe_up_bytes(size_t R, int T, int n)
@@ -1252,13 +1287,15 @@ static ld_status moe_floats(cuda_backend *cb, moe_dev *m, int T, int K, int64_t 
 {
     size_t R = (size_t)T * (size_t)K, nd = moe_pad(R * (size_t)D), td = moe_pad((size_t)T * (size_t)D);
     size_t gi = moe_pad(R * (size_t)I > (size_t)T * (size_t)Is ? R * (size_t)I : (size_t)T * (size_t)Is);
-    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (2 * nd + 2 * gi + 2 * td) * sizeof(float), "moe", err));
+    size_t si = moe_pad((size_t)T * (size_t)Is);
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (2 * nd + 2 * gi + 2 * td + si) * sizeof(float), "moe", err));
     m->xe = cb->ds_f;
     m->eo = m->xe + nd;
     m->g = m->eo + nd;
     m->u = m->g + gi;
     m->yt = m->u + gi;
     m->es = m->yt + td;
+    m->sg = m->es + td;
     return LD_OK;
 }
 
@@ -1516,6 +1553,8 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_cal
     }
     if (!pick)
         CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
+    if (post && mixed_ok(cb, shared, act, T))
+        return moe_mixed_post(cb, post, x, &m, &experts[0], shared, dt, G, T, K, D, I, Is, limit, err);
     LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
     if (post) return moe_shared_post(&cb->base, post, x, &m, shared, T, K, Is, act, limit, err);
     if (shared) LD_TRY(moe_shared(&cb->base, x, &m, shared, T, D, Is, act, limit, err));

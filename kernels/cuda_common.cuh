@@ -219,22 +219,32 @@ typedef struct ld_cu_tile {
     size_t ldo;
 } ld_cu_tile;
 
+/* rows t0 .. of group g (t0 < g.rows) as a tile: t->t0, nt, ldo (gn the
+ * group's columns) and the x row of each slot (slots past nt repeat the
+ * first) */
+template <int ROWS>
+__device__ __forceinline__ void ld_cu_group_rows(ld_cu_tile *t, const float **xr, const ld_cu_mm_group &g, int t0,
+                                                 int K, int gn)
+{
+    t->t0 = t0;
+    t->nt = g.rows - t0 < ROWS ? g.rows - t0 : ROWS;
+    size_t ldx = g.ldx ? g.ldx : (size_t)K;
+    t->ldo = g.ldo ? g.ldo : (size_t)gn;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        int i = t0 + (r < t->nt ? r : 0);
+        xr[r] = g.x + (size_t)(g.xrows ? g.xrows[i] : i) * ldx;
+    }
+}
+
 template <int ROWS>
 __device__ __forceinline__ int ld_cu_grouped_tile(ld_cu_tile *t, const float **xr, const ld_cu_mm_group &g, int K,
                                                   int N, int warps)
 {
     int gn = g.n ? g.n : N; /* the group's columns: the grid spans the widest */
     t->n = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
-    t->t0 = (int)blockIdx.z * ROWS;
-    if (t->n >= gn || t->t0 >= g.rows) return 0;
-    t->nt = g.rows - t->t0 < ROWS ? g.rows - t->t0 : ROWS;
-    size_t ldx = g.ldx ? g.ldx : (size_t)K;
-    t->ldo = g.ldo ? g.ldo : (size_t)gn;
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        int i = t->t0 + (r < t->nt ? r : 0);
-        xr[r] = g.x + (size_t)(g.xrows ? g.xrows[i] : i) * ldx;
-    }
+    if (t->n >= gn || (int)blockIdx.z * ROWS >= g.rows) return 0;
+    ld_cu_group_rows<ROWS>(t, xr, g, (int)blockIdx.z * ROWS, K, gn);
     return 1;
 }
 

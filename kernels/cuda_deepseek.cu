@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda_blockq.cuh"
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -44,56 +45,6 @@ __global__ void fp8_mm_ref(float *out, const float *x, const uint8_t *q, const f
         acc += xr[k] * w;
     }
     out[idx] = acc + 0.0f; /* the reference adds its (zero) bias */
-}
-
-#define F8_ROWS 8 /* token rows per warp */
-#define F8_WARPS 8
-
-/* one warp's dot products of the weight row (qr, its scale row srow) with
- * the rows xr[0..nt): lane L takes the 16-byte chunks L, L + 32, ... of the
- * row (VEC: K % 16 == 0, the row 16-byte aligned; else single bytes
- * k = L, L + 32, ...), fmaf in order, then the shuffle tree; every lane
- * gets the sums */
-template <int VEC>
-__device__ __forceinline__ void fp8_warp_dot(float *acc, const uint8_t *qr, const float *srow, int K, int bc,
-                                             const float *const *xr, int nt)
-{
-    int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++) acc[r] = 0.0f;
-    if (VEC) {
-        int chunks = K / 16;
-        int same = bc % 16 == 0;
-        for (int ch = lane; ch < chunks; ch += 32) {
-            uint4 u = ((const uint4 *)qr)[ch];
-            uint32_t wd[4] = {u.x, u.y, u.z, u.w};
-            int k0 = ch * 16;
-            float s0 = srow[k0 / bc];
-            float w[16];
-#pragma unroll
-            for (int e = 0; e < 16; e++) {
-                float s = same ? s0 : srow[(k0 + e) / bc];
-                w[e] = ld_e4m3_to_f32((wd[e >> 2] >> (8 * (e & 3))) & 255u) * s;
-            }
-#pragma unroll
-            for (int r = 0; r < F8_ROWS; r++) {
-                if (r < nt) {
-                    const float *xk = xr[r] + k0;
-#pragma unroll
-                    for (int e = 0; e < 16; e++) acc[r] = fmaf(xk[e], w[e], acc[r]);
-                }
-            }
-        }
-    } else {
-        for (int k = lane; k < K; k += 32) {
-            float w = ld_e4m3_to_f32(qr[k]) * srow[k / bc];
-#pragma unroll
-            for (int r = 0; r < F8_ROWS; r++)
-                if (r < nt) acc[r] = fmaf(xr[r][k], w, acc[r]);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++) acc[r] = ld_warp_sum(acc[r]);
 }
 
 /* fp8_warp_dot's sums written by lane 0: out[r * ldo] for r < nt (the
@@ -158,22 +109,6 @@ extern "C" int ld_cu_fp8_matmul(int v, float *out, const float *x, const uint8_t
 
 /* ---------------------------------------------------------------- the block's last matmul into the streams */
 
-/* column d of token t's new streams (ld_ref_ds4_hc_post) from the block's
- * output fd: out[t][k][d] = post[t][k] fd + sum_j comb[t][j][k] X[t][j][d]
- * for k < N (hc_post_custom's thread; the fused epilogues' too: the same
- * bits) */
-__device__ __forceinline__ void hc_post_col(float *out, const float *X, float fd, const float *post,
-                                            const float *comb, size_t t, size_t d, int N, int D)
-{
-    size_t ND = (size_t)N * (size_t)D;
-    const float *x = X + t * ND + d, *cb = comb + t * (size_t)N * (size_t)N;
-    for (int k = 0; k < N; k++) {
-        float acc = 0.0f;
-        for (int j = 0; j < N; j++) acc += cb[(size_t)j * (size_t)N + (size_t)k] * x[(size_t)j * (size_t)D];
-        out[t * ND + (size_t)k * (size_t)D + d] = post[t * (size_t)N + (size_t)k] * fd + acc;
-    }
-}
-
 /* fp8_mm_custom's warp, then lane 0 takes each row's sum + 0 (the value
  * the matmul stores) as f, adds the routed experts' combine to it when
  * c.eo (combine_ref's expression: from zero, the K rows in order, then f
@@ -192,15 +127,7 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     for (int r = 0; r < nt; r++) {
         size_t t = (size_t)(t0 + r);
         float f = acc[r] + 0.0f;
-        if (c.eo) {
-            float a = 0.0f;
-            for (int k = 0; k < c.K; k++) {
-                size_t tk = t * (size_t)c.K + (size_t)k;
-                size_t row = c.row_of ? (size_t)c.row_of[tk] : tk;
-                a = a + c.eo[row * (size_t)N + (size_t)n] * c.w[tk];
-            }
-            f = a + f;
-        }
+        if (c.eo) f = moe_combine_col(c, t, (size_t)n, (size_t)N, f);
         hc_post_col(p.out, p.X, f, p.post, p.comb, t, (size_t)n, p.N, N);
     }
 }
@@ -384,21 +311,6 @@ extern "C" int ld_cu_moe_fp8_matmul(int v, float *out, const float *x, const int
 
 /* ================================================================ grouped FP8 GEMM */
 
-/* a column's dot products of group w's weight over the tile's rows, as
- * fp8_mm_custom's warp computes them (its 16-byte path chosen as that
- * launcher chooses it: K % 16, q aligned) */
-__device__ __forceinline__ void fp8_group_dot(float *acc, const ld_cu_mm_group &w, int n, int K, int br, int bc,
-                                              const float *const *xr, int nt)
-{
-    int nbc = (K + bc - 1) / bc;
-    const uint8_t *qr = w.q + (size_t)n * (size_t)K;
-    const float *srow = w.scale + (size_t)(n / br) * (size_t)nbc;
-    if (K % 16 == 0 && ((uintptr_t)w.q & 15) == 0)
-        fp8_warp_dot<1>(acc, qr, srow, K, bc, xr, nt);
-    else
-        fp8_warp_dot<0>(acc, qr, srow, K, bc, xr, nt);
-}
-
 /* block (column tile, group g, row tile of g): fp8_mm_custom's warp over
  * group g's own weight and rows (out = the sum + 0, as it writes).  GLU:
  * the G groups are gates and group G + g is g's up over the same rows of
@@ -409,18 +321,7 @@ template <int GLU>
 __global__ void __launch_bounds__(32 * F8_WARPS)
     fp8_mm_grouped(const ld_cu_mm_group *groups, int G, int K, int N, int br, int bc, float limit)
 {
-    const ld_cu_mm_group g = groups[blockIdx.y];
-    ld_cu_tile t;
-    const float *xr[F8_ROWS];
-    if (!ld_cu_grouped_tile<F8_ROWS>(&t, xr, g, K, N, F8_WARPS)) return;
-    float a[F8_ROWS], b[F8_ROWS];
-    fp8_group_dot(a, g, t.n, K, br, bc, xr, t.nt);
-    if (GLU) fp8_group_dot(b, groups[G + blockIdx.y], t.n, K, br, bc, xr, t.nt);
-#pragma unroll
-    for (int r = 0; r < F8_ROWS; r++)
-        if ((threadIdx.x & 31) == 0 && r < t.nt)
-            g.out[(size_t)(t.t0 + r) * t.ldo + (size_t)t.n] =
-                GLU ? ld_cswiglu(a[r] + 0.0f, b[r] + 0.0f, limit) : a[r] + 0.0f;
+    grouped_tile<0, GLU>(groups, G, blockIdx.y, K, N, br, bc, limit);
 }
 
 static int grouped_fp8(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, int glu,

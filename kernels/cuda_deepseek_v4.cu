@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda_blockq.cuh"
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -658,12 +659,6 @@ extern "C" int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N
 
 /* ================================================================ FP4 GEMV */
 
-/* the scale of block (rb, cb): fp32 or UE8M0 bytes */
-__device__ __forceinline__ float fp4_scale(const void *scale, int e8m0, size_t i)
-{
-    return e8m0 ? ld_e8m0_to_f32(((const uint8_t *)scale)[i]) : ((const float *)scale)[i];
-}
-
 /* ref: a thread per (t, n), ld_ref_ds4_dequant's product then the C
  * matmul's one accumulator in k order */
 __global__ void fp4_mm_ref(float *out, const float *x, const uint8_t *q, const void *scale, int e8m0, int T, int K,
@@ -682,66 +677,6 @@ __global__ void fp4_mm_ref(float *out, const float *x, const uint8_t *q, const v
         acc += xr[k] * w;
     }
     out[idx] = acc;
-}
-
-#define F4_ROWS 8
-#define F4_WARPS 8
-
-/* one warp's dot products of weight row n (qr, its scale row at srow of
- * the grid) with the token rows xr[0..nt), written to out_rows[r][n]:
- * lane L the 16-byte chunks (32 weights) L, L + 32, .. (VEC: K % 32 == 0,
- * rows 16-byte aligned; else the bytes L, L + 32, ..), fmaf in order, the
- * shuffle tree */
-template <int VEC>
-__device__ __forceinline__ void fp4_warp_dot(float *acc, const float *const *xr, int nt, const uint8_t *qr,
-                                             const void *scale, int e8m0, size_t srow, int K, int bn)
-{
-    int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) acc[r] = 0.0f;
-    if (VEC) {
-        int chunks = K / 32, same = bn % 32 == 0;
-        for (int ch = lane; ch < chunks; ch += 32) {
-            uint4 u = ((const uint4 *)qr)[ch];
-            uint32_t wd[4] = {u.x, u.y, u.z, u.w};
-            int k0 = ch * 32;
-            float s0 = fp4_scale(scale, e8m0, srow + (size_t)(k0 / bn));
-            float w[32];
-#pragma unroll
-            for (int e = 0; e < 32; e++) {
-                float s = same ? s0 : fp4_scale(scale, e8m0, srow + (size_t)((k0 + e) / bn));
-                w[e] = ld_e2m1_to_f32((wd[e >> 3] >> (4 * (e & 7))) & 15u) * s;
-            }
-#pragma unroll
-            for (int r = 0; r < F4_ROWS; r++)
-                if (r < nt) {
-                    const float4 *xk = (const float4 *)(xr[r] + k0);
-#pragma unroll
-                    for (int e4 = 0; e4 < 8; e4++) {
-                        float4 xv = xk[e4];
-                        acc[r] = fmaf(xv.x, w[4 * e4], acc[r]);
-                        acc[r] = fmaf(xv.y, w[4 * e4 + 1], acc[r]);
-                        acc[r] = fmaf(xv.z, w[4 * e4 + 2], acc[r]);
-                        acc[r] = fmaf(xv.w, w[4 * e4 + 3], acc[r]);
-                    }
-                }
-        }
-    } else {
-        for (int kb = lane; kb < K / 2; kb += 32) {
-            uint32_t b = qr[kb];
-            int k = 2 * kb;
-            float w0 = ld_e2m1_to_f32(b & 15u) * fp4_scale(scale, e8m0, srow + (size_t)(k / bn));
-            float w1 = ld_e2m1_to_f32(b >> 4) * fp4_scale(scale, e8m0, srow + (size_t)((k + 1) / bn));
-#pragma unroll
-            for (int r = 0; r < F4_ROWS; r++)
-                if (r < nt) {
-                    acc[r] = fmaf(xr[r][k], w0, acc[r]);
-                    acc[r] = fmaf(xr[r][k + 1], w1, acc[r]);
-                }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++) acc[r] = ld_warp_sum(acc[r]);
 }
 
 /* fp4_warp_dot's sums written by lane 0: out[r * ldo] for r < nt */
@@ -774,21 +709,6 @@ __global__ void __launch_bounds__(32 * F4_WARPS)
                        e8m0, (size_t)(n / bm) * (size_t)sc, K, bn);
 }
 
-/* a column's dot products of group w's weight (fp32 scales) over the
- * tile's rows, as fp4_mm_custom's warp computes them; its 16-byte path
- * where ld_cu_ds4_fp4_matmul would take it (K % 32, q and x 16-byte
- * aligned, x's rows too: ldx % 4) */
-__device__ __forceinline__ void fp4_group_dot(float *acc, const ld_cu_mm_group &w, const ld_cu_mm_group &g, int n,
-                                              int K, int bm, int bn, const float *const *xr, int nt)
-{
-    size_t ldx = g.ldx ? g.ldx : (size_t)K, srow = (size_t)(n / bm) * (size_t)(K / bn);
-    const uint8_t *qr = w.q + (size_t)n * (size_t)(K / 2);
-    if (K % 32 == 0 && ((uintptr_t)w.q & 15) == 0 && ((uintptr_t)g.x & 15) == 0 && ldx % 4 == 0)
-        fp4_warp_dot<1>(acc, xr, nt, qr, w.scale, 0, srow, K, bn);
-    else
-        fp4_warp_dot<0>(acc, xr, nt, qr, w.scale, 0, srow, K, bn);
-}
-
 /* grouped: block (column tile, group g, row tile of g), the custom warp
  * over g's weight and rows.  GLU: groups G + g the ups of the gates g over
  * the same rows of the same x, the clamped SwiGLU of the two written into
@@ -797,17 +717,7 @@ template <int GLU>
 __global__ void __launch_bounds__(32 * F4_WARPS)
     fp4_mm_grouped(const ld_cu_mm_group *groups, int G, int K, int N, int bm, int bn, float limit)
 {
-    const ld_cu_mm_group g = groups[blockIdx.y];
-    ld_cu_tile t;
-    const float *xr[F4_ROWS];
-    if (!ld_cu_grouped_tile<F4_ROWS>(&t, xr, g, K, N, F4_WARPS)) return;
-    float a[F4_ROWS], b[F4_ROWS];
-    fp4_group_dot(a, g, g, t.n, K, bm, bn, xr, t.nt);
-    if (GLU) fp4_group_dot(b, groups[G + blockIdx.y], g, t.n, K, bm, bn, xr, t.nt);
-#pragma unroll
-    for (int r = 0; r < F4_ROWS; r++)
-        if ((threadIdx.x & 31) == 0 && r < t.nt)
-            g.out[(size_t)(t.t0 + r) * t.ldo + (size_t)t.n] = GLU ? ld_cswiglu(a[r], b[r], limit) : a[r];
+    grouped_tile<1, GLU>(groups, G, blockIdx.y, K, N, bm, bn, limit);
 }
 
 static int grouped_fp4(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, int glu,
@@ -834,6 +744,87 @@ extern "C" int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_r
                                      float limit)
 {
     return grouped_fp4(tab, G, max_rows, K, N, br, bc, 1, limit);
+}
+
+/* ================================================================ the MoE's mixed launches */
+
+/* block (column tile, group y of a then b, row tile): that part's GLU tile */
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    glu2_custom(ld_cu_moe_part a, ld_cu_moe_part b, int K, float limit)
+{
+    int y = (int)blockIdx.y, in_a = y < a.G;
+    const ld_cu_moe_part &p = in_a ? a : b;
+    int gy = in_a ? y : y - a.G;
+    if (p.fp4)
+        grouped_tile<1, 1>(p.tab, p.G, gy, K, p.N, p.br, p.bc, limit);
+    else
+        grouped_tile<0, 1>(p.tab, p.G, gy, K, p.N, p.br, p.bc, limit);
+}
+
+extern "C" int ld_cu_grouped_glu2(ld_cu_moe_part a, ld_cu_moe_part b, int max_rows, int K, float limit)
+{
+    static_assert(F4_WARPS == F8_WARPS && F4_ROWS == F8_ROWS, "one grid for both kinds");
+    if (a.G < 0 || b.G < 0 || K <= 0 || (a.G && (a.N <= 0 || a.br <= 0 || a.bc <= 0)) ||
+        (b.G && (b.N <= 0 || b.br <= 0 || b.bc <= 0)) || ((a.fp4 || b.fp4) && K % 2))
+        return INVAL;
+    if (!a.G && !b.G) return 0;
+    dim3 grid;
+    int N = a.N > b.N ? a.N : b.N;
+    int ok = ld_cu_grouped_grid(&grid, a.G + b.G, max_rows, N, F8_WARPS, F8_ROWS);
+    if (ok <= 0) return ok ? INVAL : 0;
+    glu2_custom<<<grid, 32 * F8_WARPS>>>(a, b, K, limit);
+    return ld_cu_launched();
+}
+
+/* a warp per column n: every routed group's rows (down, into its output:
+ * FP4 the sum, FP8 the sum + 0, the grouped kernels' stores), then the
+ * shared down of the T tokens, the combine and the column's new streams
+ * (fp8_mm_post's epilogue) */
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    moe_down_post_custom(ld_cu_moe_part r, int Kr, const float *x, ld_cu_mm_group sd, int T, int Ks, int br, int bc,
+                         ld_cu_combine c, ld_cu_post p)
+{
+    int n = (int)blockIdx.x * F8_WARPS + (int)(threadIdx.x >> 5), lane0 = (threadIdx.x & 31) == 0;
+    if (n >= r.N) return;
+    float acc[F8_ROWS];
+    const float *xr[F8_ROWS];
+    ld_cu_tile t;
+    for (int gy = 0; gy < r.G; gy++) {
+        const ld_cu_mm_group g = r.tab[gy];
+        int gn = g.n ? g.n : r.N;
+        for (int t0 = 0; n < gn && t0 < g.rows; t0 += F8_ROWS) {
+            ld_cu_group_rows<F8_ROWS>(&t, xr, g, t0, Kr, gn);
+            if (r.fp4)
+                group_dot<1>(acc, g, g, n, Kr, r.br, r.bc, xr, t.nt);
+            else
+                group_dot<0>(acc, g, g, n, Kr, r.br, r.bc, xr, t.nt);
+            for (int i = 0; lane0 && i < t.nt; i++)
+                g.out[(size_t)(t0 + i) * t.ldo + (size_t)n] = r.fp4 ? group_stored<1>(acc[i]) : group_stored<0>(acc[i]);
+        }
+    }
+    for (int t0 = 0; t0 < T; t0 += F8_ROWS) {
+        int nt = T - t0 < F8_ROWS ? T - t0 : F8_ROWS;
+        for (int i = 0; i < F8_ROWS; i++) xr[i] = x + (size_t)(t0 + (i < nt ? i : 0)) * (size_t)Ks;
+        fp8_group_dot(acc, sd, n, Ks, br, bc, xr, nt);
+        for (int i = 0; lane0 && i < nt; i++) {
+            size_t tt = (size_t)(t0 + i);
+            float f = moe_combine_col(c, tt, (size_t)n, (size_t)r.N, acc[i] + 0.0f);
+            hc_post_col(p.out, p.X, f, p.post, p.comb, tt, (size_t)n, p.N, r.N);
+        }
+    }
+}
+
+extern "C" int ld_cu_moe_down_post(ld_cu_moe_part r, int Kr, const float *x, const uint8_t *q, const float *scale,
+                                   int T, int Ks, int br, int bc, ld_cu_combine c, ld_cu_post p)
+{
+    if (T <= 0 || r.N <= 0) return 0;
+    if (r.G < 0 || Kr <= 0 || Ks <= 0 || br <= 0 || bc <= 0 || r.br <= 0 || r.bc <= 0 || (r.fp4 && Kr % 2) ||
+        p.N <= 0 || c.K < 0 || !c.eo || !c.w)
+        return INVAL;
+    ld_cu_mm_group sd = {q, scale, NULL, NULL, 0, 0, 0, 0, NULL};
+    moe_down_post_custom<<<(unsigned)((r.N + F8_WARPS - 1) / F8_WARPS), 32 * F8_WARPS>>>(r, Kr, x, sd, T, Ks, br, bc,
+                                                                                          c, p);
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_ds4_fp4_matmul(int v, float *out, const float *x, const uint8_t *q, const void *scale,

@@ -507,6 +507,29 @@ int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int
 int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, float limit);
 int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc, float limit);
 
+/* One part of the MoE's mixed launches: G groups (tab on the device: [2 G]
+ * gates then ups, or [G] downs) of FP8 (fp4 0) or FP4 (fp4 1) weights of
+ * one block size br x bc, N output columns (a group's n may be fewer) */
+typedef struct ld_cu_moe_part {
+    const ld_cu_mm_group *tab;
+    int G, fp4, N, br, bc;
+} ld_cu_moe_part;
+/* The gate/up pairs of two parts over one K in one launch, with the
+ * clamped SwiGLU (the routed experts, FP4, and the shared one, FP8): each
+ * part bitwise ld_cu_grouped_fp4_glu / _fp8_glu of it alone.  max_rows
+ * bounds every group's rows. */
+int ld_cu_grouped_glu2(ld_cu_moe_part a, ld_cu_moe_part b, int max_rows, int K, float limit);
+/* The MoE's downs and its end in one launch: the routed downs (part r,
+ * [G] groups of Kr columns into their tables' outputs, as the grouped
+ * launch writes them), then the shared down of x [T][Ks] (FP8 q, scale,
+ * blocks br x bc, r.N = D outputs) with the combine c over the routed
+ * outputs and ld_cu_hc_post into p (the MoE's output never stored):
+ * bitwise the grouped down launch, then ld_cu_fp8_matmul_post.  A block
+ * per 8 columns, a warp per column over every group's rows and the T
+ * tokens (a decode step's few). */
+int ld_cu_moe_down_post(ld_cu_moe_part r, int Kr, const float *x, const uint8_t *q, const float *scale, int T, int Ks,
+                        int br, int bc, ld_cu_combine c, ld_cu_post p);
+
 /* One expert's three weights as ld_cu_moe_tables reads them (device
  * pointers: codes and fp32 scale grids). */
 typedef struct ld_cu_moe_w {

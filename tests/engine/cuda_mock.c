@@ -890,21 +890,17 @@ int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float
 
 /* the matmul into a host block f, the combine into it (c: from zero,
  * then f added), the mixing from it */
-int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
-                          ld_cu_post p, const ld_cu_combine *c)
+static int matmul_post(const char *fn, const float *x, const uint8_t *q, const float *scale, int T, int K, int N,
+                       int br, int bc, ld_cu_post p, const ld_cu_combine *c)
 {
-    count(__func__);
-    if (T <= 0 || N <= 0) return 0;
-    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0 || (c && (c->K < 0 || !c->eo || !c->w))) return E_INVAL;
-    if ((T + 7) / 8 > 65535) return E_INVAL;
-    dev(__func__, "x", x, Z(T, K) * FB);
-    dev(__func__, "q", q, Z(N, K));
-    dev(__func__, "scale", scale, f8b_grid(N, K, br, bc) * FB);
+    dev(fn, "x", x, Z(T, K) * FB);
+    dev(fn, "q", q, Z(N, K));
+    dev(fn, "scale", scale, f8b_grid(N, K, br, bc) * FB);
     size_t n = (size_t)p.N, d = (size_t)N;
-    dev(__func__, "p.out", p.out, Z(T, n * d) * FB);
-    dev(__func__, "p.X", p.X, Z(T, n * d) * FB);
-    dev(__func__, "p.post", p.post, Z(T, n) * FB);
-    dev(__func__, "p.comb", p.comb, Z(T, n * n) * FB);
+    dev(fn, "p.out", p.out, Z(T, n * d) * FB);
+    dev(fn, "p.X", p.X, Z(T, n * d) * FB);
+    dev(fn, "p.post", p.post, Z(T, n) * FB);
+    dev(fn, "p.comb", p.comb, Z(T, n * n) * FB);
     float *f = malloc(Z(T, d) * FB), *y = malloc(Z(T, d) * FB);
     if (!f || !y) {
         free(f);
@@ -915,7 +911,7 @@ int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, 
     int e = scaled_mm(f, x, &w, LD_KDT_F8B, T, K, N);
     if (!e && c) {
         memset(y, 0, Z(T, d) * FB);
-        if (c->K > 0) combine_into(__func__, y, c->eo, c->row_of, c->w, T, c->K, N);
+        if (c->K > 0) combine_into(fn, y, c->eo, c->row_of, c->w, T, c->K, N);
         for (size_t i = 0; i < Z(T, d); i++) f[i] = y[i] + f[i];
     }
     for (int t = 0; !e && t < T; t++)
@@ -924,6 +920,16 @@ int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, 
     free(f);
     free(y);
     return e;
+}
+
+int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
+                          ld_cu_post p, const ld_cu_combine *c)
+{
+    count(__func__);
+    if (T <= 0 || N <= 0) return 0;
+    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0 || (c && (c->K < 0 || !c->eo || !c->w))) return E_INVAL;
+    if ((T + 7) / 8 > 65535) return E_INVAL;
+    return matmul_post(__func__, x, q, scale, T, K, N, br, bc, p, c);
 }
 
 /* ---------------------------------------------------------------- sampling */
@@ -1286,6 +1292,40 @@ int ld_cu_grouped_fp4_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K,
     if (G <= 0 || N <= 0) return 0;
     if (K <= 0 || K % 2 || br <= 0 || bc <= 0 || N % br || K % bc || G > 65535) return E_INVAL;
     return grouped_glu(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F4B, limit);
+}
+
+/* each part as the grouped GLU of its kind */
+int ld_cu_grouped_glu2(ld_cu_moe_part a, ld_cu_moe_part b, int max_rows, int K, float limit)
+{
+    count(__func__);
+    const ld_cu_moe_part *ps[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        const ld_cu_moe_part *p = ps[i];
+        if (!p->G) continue;
+        if (p->G < 0 || p->N <= 0 || K <= 0 || p->br <= 0 || p->bc <= 0 || (p->fp4 && (K % 2 || K % p->bc)))
+            return E_INVAL;
+        int e = grouped_glu(__func__, p->tab, p->G, max_rows, K, p->N, p->br, p->bc, p->fp4 ? LD_KDT_F4B : LD_KDT_F8B,
+                            limit);
+        if (e) return e;
+    }
+    return 0;
+}
+
+/* the grouped downs, then the shared down with the combine and hc_post
+ * (ld_cu_fp8_matmul_post's body; counted as this launch only) */
+int ld_cu_moe_down_post(ld_cu_moe_part r, int Kr, const float *x, const uint8_t *q, const float *scale, int T, int Ks,
+                        int br, int bc, ld_cu_combine c, ld_cu_post p)
+{
+    count(__func__);
+    if (T <= 0 || r.N <= 0) return 0;
+    if (r.G < 0 || Kr <= 0 || Ks <= 0 || br <= 0 || bc <= 0 || r.br <= 0 || r.bc <= 0 || (r.fp4 && Kr % 2) ||
+        p.N <= 0 || c.K < 0 || !c.eo || !c.w)
+        return E_INVAL;
+    int most = 0; /* the kernel walks every group's rows: no bound of its grid */
+    if (r.G) dev(__func__, "r.tab", r.tab, Z(r.G, sizeof *r.tab));
+    for (int g = 0; g < r.G; g++) most = r.tab[g].rows > most ? r.tab[g].rows : most;
+    int e = r.G ? grouped_mm(__func__, r.tab, r.G, most, Kr, r.N, r.br, r.bc, r.fp4 ? LD_KDT_F4B : LD_KDT_F8B) : 0;
+    return e ? e : matmul_post(__func__, x, q, scale, T, Ks, r.N, br, bc, p, &c);
 }
 
 int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const ld_cu_moe_w *w, int E, const float *xe,

@@ -1906,6 +1906,116 @@ static int test_cuda_matmul_fanout(void)
     return 0;
 }
 
+/* two device arrays of n floats bitwise equal */
+static int dev_same(const float *a, const float *b, size_t n)
+{
+    float *x = dget(a, n), *y = dget(b, n);
+    CHECK(x && y);
+    int same = !memcmp(x, y, sizeof(float) * n);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* the MoE's mixed launches against the launches they stand for, G routed
+ * experts (FP4 or FP8, rows[g] each, a made-up plan over T tokens of K
+ * choices) and the shared one (FP8, T rows): ld_cu_grouped_glu2 against
+ * the grouped GLU of each part, ld_cu_moe_down_post against the grouped
+ * downs then ld_cu_fp8_matmul_post (the routed outputs and the streams
+ * bitwise) */
+static int moe_mixed_case(int fp4, int T, int K, const int *rows, int G, int D, int I, int Is)
+{
+    int R = 0, rbr = fp4 ? 1 : 16, rbc = fp4 ? 32 : 32;
+    for (int g = 0; g < G; g++) R += rows[g];
+    CHECK(R == T * K && G <= 8);
+    float *dx, *dg[2], *du, *dsg[2], *dsu, *deo[2], *dw, *dX, *dpost, *dcomb, *dout[2];
+    int32_t *row_of = malloc(sizeof(int32_t) * R), *tok = malloc(sizeof(int32_t) * R), *drow_of, *dtok;
+    CHECK(row_of && tok);
+    for (int i = 0; i < R; i++) {
+        row_of[i] = (int32_t)((i * 5 + 1) % R); /* a permutation: 5 and R coprime */
+        tok[i] = (int32_t)((i * 3) % T);        /* routed row i's token (the plan's rows) */
+    }
+    if (rand_rows(T, D, &dx) || rand_rows(R, 1, &dw) || rand_rows(T * 4, D, &dX) || rand_rows(T, 4, &dpost) ||
+        rand_rows(T * 4, 4, &dcomb))
+        return 1;
+    DPUT(drow_of, row_of, sizeof(int32_t) * R);
+    DPUT(dtok, tok, sizeof(int32_t) * R);
+    for (int i = 0; i < 2; i++) {
+        DPUT(dg[i], NULL, sizeof(float) * (size_t)R * I);
+        DPUT(dsg[i], NULL, sizeof(float) * (size_t)T * Is);
+        DPUT(deo[i], NULL, sizeof(float) * (size_t)R * D);
+        DPUT(dout[i], NULL, sizeof(float) * (size_t)T * 4 * D);
+    }
+    DPUT(du, NULL, sizeof(float) * (size_t)R * I);
+    DPUT(dsu, NULL, sizeof(float) * (size_t)T * Is);
+    ld_cu_mm_group rt[2][24], st[2][2]; /* [copy][gates, ups, downs] */
+    int r0 = 0;
+    for (int g = 0; g < G; g++) {
+        uint8_t *q[3];
+        float *s[3];
+        if (rand_weight(fp4, D, I, rbr, rbc, &q[0], &s[0]) || rand_weight(fp4, D, I, rbr, rbc, &q[1], &s[1]) ||
+            rand_weight(fp4, I, D, rbr, rbc, &q[2], &s[2]))
+            return 1;
+        for (int c = 0; c < 2; c++) {
+            rt[c][g] = (ld_cu_mm_group){q[0], s[0], dx, dg[c] + (size_t)r0 * I, rows[g], 0, 0, 0, dtok + r0};
+            rt[c][G + g] = (ld_cu_mm_group){q[1], s[1], dx, du + (size_t)r0 * I, rows[g], 0, 0, 0, dtok + r0};
+            rt[c][2 * G + g] = (ld_cu_mm_group){q[2], s[2], dg[c] + (size_t)r0 * I, deo[c] + (size_t)r0 * D,
+                                                rows[g], 0, 0, 0, NULL};
+        }
+        r0 += rows[g];
+    }
+    uint8_t *sq[3];
+    float *ss[3];
+    if (rand_weight(0, D, Is, 16, 32, &sq[0], &ss[0]) || rand_weight(0, D, Is, 16, 32, &sq[1], &ss[1]) ||
+        rand_weight(0, Is, D, 16, 32, &sq[2], &ss[2]))
+        return 1;
+    for (int c = 0; c < 2; c++) {
+        st[c][0] = (ld_cu_mm_group){sq[0], ss[0], dx, dsg[c], T, 0, 0, 0, NULL};
+        st[c][1] = (ld_cu_mm_group){sq[1], ss[1], dx, dsu, T, 0, 0, 0, NULL};
+    }
+    ld_cu_mm_group *drt[2], *dst[2];
+    for (int c = 0; c < 2; c++) {
+        DPUT(drt[c], rt[c], sizeof rt[c][0] * (size_t)(3 * G));
+        DPUT(dst[c], st[c], sizeof st[c][0] * 2);
+    }
+    /* the launches replaced: each part's GLU, the downs, the shared down's post */
+    CU(fp4 ? ld_cu_grouped_fp4_glu(drt[0], G, T, D, I, rbr, rbc, 0.75f)
+           : ld_cu_grouped_fp8_glu(drt[0], G, T, D, I, rbr, rbc, 0.75f));
+    CU(ld_cu_grouped_fp8_glu(dst[0], 1, T, D, Is, 16, 32, 0.75f));
+    CU(fp4 ? ld_cu_grouped_fp4_matmul(drt[0] + 2 * G, G, T, I, D, rbr, rbc)
+           : ld_cu_grouped_fp8_matmul(drt[0] + 2 * G, G, T, I, D, rbr, rbc));
+    ld_cu_combine cmb[2] = {{deo[0], drow_of, dw, K}, {deo[1], drow_of, dw, K}};
+    ld_cu_post pp[2] = {{dout[0], dX, dpost, dcomb, 4}, {dout[1], dX, dpost, dcomb, 4}};
+    CU(ld_cu_fp8_matmul_post(dsg[0], sq[2], ss[2], T, Is, D, 16, 32, pp[0], &cmb[0]));
+    /* the mixed ones */
+    ld_cu_moe_part a = {drt[1], G, fp4, I, rbr, rbc}, b = {dst[1], 1, 0, Is, 16, 32};
+    CU(ld_cu_grouped_glu2(a, b, T, D, 0.75f));
+    ld_cu_moe_part r = {drt[1] + 2 * G, G, fp4, D, rbr, rbc};
+    CU(ld_cu_moe_down_post(r, I, dsg[1], sq[2], ss[2], T, Is, 16, 32, cmb[1], pp[1]));
+    int same = dev_same(dg[0], dg[1], (size_t)R * I) && dev_same(dsg[0], dsg[1], (size_t)T * Is) &&
+               dev_same(deo[0], deo[1], (size_t)R * D) && dev_same(dout[0], dout[1], (size_t)T * 4 * D);
+    char shape[80];
+    snprintf(shape, sizeof shape, "%s T %d K %d, %d experts, D %d I %d Is %d", fp4 ? "fp4" : "fp8", T, K, G, D, I,
+             Is);
+    printf("  %-15s %-6s %-44s vs the grouped launches: %s\n", "moe_mixed", "custom", shape,
+           same ? "bitwise" : "DIFFER");
+    free(row_of);
+    free(tok);
+    dfree_all();
+    CHECK_MSG(same, "moe mixed %s: not bitwise the launches it replaces", shape);
+    return 0;
+}
+
+static int test_cuda_moe_mixed(void)
+{
+    NEED_GPU();
+    const int one[6] = {1, 1, 1, 1, 1, 1}, three[5] = {3, 1, 2, 4, 2};
+    for (int fp4 = 0; fp4 < 2; fp4++)
+        if (moe_mixed_case(fp4, 1, 6, one, 6, 128, 64, 64) || moe_mixed_case(fp4, 4, 3, three, 5, 96, 64, 32))
+            return 1;
+    return 0;
+}
+
 static int test_cuda_matmul_post(void)
 {
     NEED_GPU();
@@ -2088,7 +2198,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_qkv),       LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
-    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),  LD_CASE(test_cuda_matmul_fanout),
+    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),  LD_CASE(test_cuda_matmul_fanout), LD_CASE(test_cuda_moe_mixed),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 

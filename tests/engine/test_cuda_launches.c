@@ -57,9 +57,11 @@
  * (matmul_fanout over plain types, ld_cu_matmul_fanout); 88 with hc_pre
  * in one launch (each token's last mixing block runs its Sinkhorn,
  * collapse and norm); 84 with the attention's split and merge in one
- * launch (the last block of a token's 8 heads merges them).  Lower it
- * with each fusion. */
-#define V4_OPS 116
+ * launch (the last block of a token's 8 heads merges them); 76 with the
+ * routed (FP4) and shared (FP8) experts' gate/up in one launch and their
+ * downs with the combine and hc_post in another (ld_cu_grouped_glu2,
+ * ld_cu_moe_down_post).  Lower it with each fusion. */
+#define V4_OPS 108
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
