@@ -349,13 +349,16 @@ typedef struct ld_backend_ops {
     /* n products of one input: outs[i] [T][ws[i]->rows] = x [T][K] . ws[i]^T,
      * no bias, every ws[i] of K = ws[0]->cols columns and its own rows
      * (projections that share an input: V4's wq_a and wkv, then wq_b and
-     * the indexer's wq_b; one launch, not n).  x is none of outs.  Optional
-     * (NULL, or LD_ERR_UNSUPPORTED for weights or a kernel set it does not
-     * group, before anything is written: the session calls matmul for
-     * each); the bits of those calls.  ws: an array the caller keeps (the
-     * CUDA backend keys its device table by it). */
+     * the indexer's wq_b; one launch, not n).  x is none of outs.  With
+     * norms (else NULL; an array the caller keeps): each outs[i] whose
+     * norms[i] is set then rmsnorm'd in place by it (eps), as the rmsnorm
+     * entry does.  Optional (NULL, or LD_ERR_UNSUPPORTED for weights,
+     * norms or a kernel set it does not group, before anything is
+     * written: the session calls matmul for each, then rmsnorm); the bits
+     * of those calls.  ws: an array the caller keeps (the CUDA backend
+     * keys its device table by it). */
     ld_status (*matmul_fanout)(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
-                               int T, ld_error *err);
+                               int T, ld_weight *const *norms, float eps, ld_error *err);
     /* rmsnorm(out_a, x_a, w_a, rows) and rmsnorm(out_b, x_b, w_b, rows) in
      * one call (the q and kv latents' norms).  Optional as matmul_fanout;
      * the bits of the two rmsnorm calls. */

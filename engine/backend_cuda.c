@@ -2088,15 +2088,55 @@ static ld_status fan_launch(cuda_backend *cb, ld_buf *const *outs, const ld_buf 
     return LD_OK;
 }
 
+/* the norms matmul_fanout fuses: into one FP8 launch (ws of one block
+ * size), each a plain weight of its output's width, the custom rmsnorm */
+static int fan_norms_ok(const cuda_backend *cb, ld_weight *const *ws, ld_weight *const *norms, int n)
+{
+    if (variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM) return 0;
+    for (int i = 0; i < n; i++) {
+        const ld_weight *w = ws[i], *nw = norms[i];
+        if (w->dt != LD_KDT_F8B || w->br != ws[0]->br || w->bc != ws[0]->bc) return 0;
+        if (nw && ((nw->dt != LD_KDT_F32 && nw->dt != LD_KDT_F16 && nw->dt != LD_KDT_BF16) ||
+                   nw->rows * nw->cols != w->rows))
+            return 0;
+    }
+    return 1;
+}
+
+/* the grouped FP8 launch with the norms (ld_cu_grouped_fp8_matmul_norm),
+ * its table kept on the device (keyed by ws) */
+static ld_status fan_norm_launch(cuda_backend *cb, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
+                                 int T, ld_weight *const *norms, float eps, ld_error *err)
+{
+    ld_cu_mm_group tab[LD_CU_FAN_MAX];
+    ld_cu_norm_w nw[LD_CU_FAN_MAX];
+    int N = 0;
+    for (int i = 0; i < n; i++) {
+        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
+        tab[i].n = (int)ws[i]->rows;
+        N = tab[i].n > N ? tab[i].n : N;
+        nw[i] = (ld_cu_norm_w){norms[i] ? norms[i]->d : NULL, norms[i] ? norms[i]->dt : LD_KDT_F32};
+    }
+    void *dtab = NULL;
+    int32_t *sync = NULL;
+    LD_TRY(const_dev(cb, ws, tab, (size_t)n * sizeof *tab, NULL, 0, &dtab, "matmul_fanout", err));
+    LD_TRY(sync_ints(cb, ((size_t)T + 7) / 8, &sync, "matmul_fanout", err));
+    CU("matmul_fanout", ld_cu_grouped_fp8_matmul_norm(dtab, n, T, (int)ws[0]->cols, N, ws[0]->br, ws[0]->bc, nw, eps,
+                                                      sync));
+    return LD_OK;
+}
+
 /* a launch for each kind among the n weights (type, and block size for
- * the block types), in the order of their first weight */
+ * the block types), in the order of their first weight; with norms, one
+ * FP8 launch that norms too */
 static ld_status matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
-                               int T, ld_error *err)
+                               int T, ld_weight *const *norms, float eps, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     if (T < 0 || n < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_fanout of %d tokens, %d weights", T, n);
     int ok = n >= 1 && n <= LD_CU_FAN_MAX && T <= 8 * 65535 && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM;
     for (int i = 0; ok && i < n; i++) ok = fan_one_ok(cb, ws[i], ws[0]->cols);
+    if (ok && norms) ok = fan_norms_ok(cb, ws, norms, n);
     if (!ok) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda matmul_fanout: not %d weights it launches together", n);
     size_t K = (size_t)ws[0]->cols, tt = (size_t)T;
     LD_TRY(range(x, 0, tt * K, err));
@@ -2106,6 +2146,7 @@ static ld_status matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_buf
     }
     if (!T) return LD_OK;
     CU("matmul_fanout", ld_cu_set_device(cb->device));
+    if (norms) return fan_norm_launch(cb, outs, x, ws, n, T, norms, eps, err);
     int taken[LD_CU_FAN_MAX] = {0};
     for (int i = 0; i < n; i++) {
         if (taken[i]) continue;

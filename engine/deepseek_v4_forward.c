@@ -44,7 +44,7 @@ typedef struct ds4_layer {
     ld_weight *iwq_b, *iweights;
     /* the projections that share an input, as matmul_fanout takes them:
        {wq_a, wkv} of the block's input; {wq_b, iwq_b} of the q latent */
-    ld_weight *down[2], *up[2];
+    ld_weight *down[2], *up[2], *down_norm[2]; /* down_norm: {q_norm, kv_norm} */
     /* the attention input's other projections, as matmul_fanout takes them:
        the compressor's kv and gate, the indexer's compressor's, its weights */
     ld_weight *xw[5];
@@ -294,6 +294,7 @@ static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
         LD_TRY(load(s, &ml->iweights, &L->iweights, err));
     }
     L->down[0] = L->wq_a, L->down[1] = L->wkv;
+    L->down_norm[0] = L->q_norm, L->down_norm[1] = L->kv_norm;
     L->up[0] = L->wq_b, L->up[1] = L->iwq_b; /* NULL without an indexer: one product */
     if (L->has_comp) L->xw[L->nxw++] = L->comp.wkv, L->xw[L->nxw++] = L->comp.wgate;
     if (L->has_index)
@@ -776,7 +777,7 @@ static ld_status fanout(ld_ds4_session *s, ld_buf *const *outs, const ld_buf *x,
 {
     const ld_backend_ops *o = OPS(s);
     ld_error e = {0};
-    ld_status st = o->matmul_fanout ? o->matmul_fanout(s->be, outs, x, ws, nw, n, &e) : LD_ERR_UNSUPPORTED;
+    ld_status st = o->matmul_fanout ? o->matmul_fanout(s->be, outs, x, ws, nw, n, NULL, 0.0f, &e) : LD_ERR_UNSUPPORTED;
     if (st != LD_ERR_UNSUPPORTED) {
         if (st != LD_OK && err) *err = e;
         return st;
@@ -794,9 +795,15 @@ static ld_status q_and_kv(ld_ds4_session *s, ds4_layer *L, int n, ld_error *err)
     const ld_backend_ops *o = OPS(s);
     float eps = s->m->cfg.rms_eps;
     ld_buf *down[2] = {s->qa, s->kv}, *up[2] = {s->q, s->iq};
-    LD_TRY(fanout(s, down, s->xb, L->down, 2, n, err));
     ld_error e = {0};
-    ld_status st = LD_ERR_UNSUPPORTED;
+    ld_status st = LD_ERR_UNSUPPORTED; /* the projections and their norms in one call */
+    if (o->matmul_fanout) st = o->matmul_fanout(s->be, down, s->xb, L->down, 2, n, L->down_norm, eps, &e);
+    if (st == LD_OK) return fanout(s, up, s->qa, L->up, L->has_index ? 2 : 1, n, err);
+    if (st != LD_ERR_UNSUPPORTED) {
+        if (err) *err = e;
+        return st;
+    }
+    LD_TRY(fanout(s, down, s->xb, L->down, 2, n, err));
     if (o->rmsnorm2) st = o->rmsnorm2(s->be, s->qa, s->qa, L->q_norm, s->kv, s->kv, L->kv_norm, n, eps, &e);
     if (st == LD_ERR_UNSUPPORTED) {
         LD_TRY(o->rmsnorm(s->be, s->qa, s->qa, L->q_norm, n, eps, err));

@@ -105,6 +105,18 @@ __device__ __forceinline__ float ld_norm_inv(const float *x, int dim, float eps,
     return ld_norm_tree(v, dim, eps, sh);
 }
 
+/* ld_norm_inv of a row other blocks of the launch wrote (its loads through
+ * L2, __ldcg: the same values, the same sums) */
+__device__ __forceinline__ float ld_norm_inv_cg(const float *x, int dim, float eps, float *sh)
+{
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += LD_CU_NORM_THREADS) {
+        float xi = __ldcg(x + i);
+        v = fmaf(xi, xi, v);
+    }
+    return ld_norm_tree(v, dim, eps, sh);
+}
+
 __device__ __forceinline__ double ld_block_sum_d(double v, double *sh)
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;

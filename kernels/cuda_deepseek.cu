@@ -344,6 +344,63 @@ extern "C" int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int ma
     return grouped_fp8(tab, G, max_rows, K, N, br, bc, 0, 0.0f);
 }
 
+/* the norms of a launch, by value */
+struct fan_norms {
+    ld_cu_norm_w g[LD_CU_FAN_MAX];
+};
+
+/* the grouped FP8 GEMM's block, then the last block of its row tile to be
+ * done norms the tile's rows of the groups with a norm (in place, their
+ * values through L2: rmsnorm_custom's sums and products) */
+__global__ void __launch_bounds__(32 * F8_WARPS)
+    fp8_mm_grouped_norm(const ld_cu_mm_group *groups, int G, int K, int N, int br, int bc, fan_norms nm, float eps,
+                        int *sync)
+{
+    static_assert(32 * F8_WARPS == LD_CU_NORM_THREADS, "the norm is rmsnorm_custom's block");
+    __shared__ float sh[LD_CU_NORM_THREADS];
+    __shared__ int last;
+    grouped_tile<0, 0>(groups, G, blockIdx.y, K, N, br, bc, 0.0f);
+    __threadfence(); /* the outputs written, before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&sync[blockIdx.z], 1) == (int)(gridDim.x * gridDim.y) - 1;
+        if (last) sync[blockIdx.z] = 0; /* for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int g = 0; g < G; g++) {
+        if (!nm.g[g].w) continue;
+        const ld_cu_mm_group t = groups[g];
+        int gn = t.n ? t.n : N, r1 = (int)(blockIdx.z + 1) * F8_ROWS;
+        size_t ldo = t.ldo ? t.ldo : (size_t)gn;
+        for (int r = (int)blockIdx.z * F8_ROWS; r < t.rows && r < r1; r++) {
+            float *row = t.out + (size_t)r * ldo;
+            float inv = ld_norm_inv_cg(row, gn, eps, sh);
+            for (int i = threadIdx.x; i < gn; i += LD_CU_NORM_THREADS)
+                row[i] = ld_elem_f(nm.g[g].w, (int)nm.g[g].dt, (size_t)i) * (__ldcg(row + i) * inv);
+        }
+    }
+}
+
+extern "C" int ld_cu_grouped_fp8_matmul_norm(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br,
+                                             int bc, const ld_cu_norm_w *norms, float eps, int *sync)
+{
+    if (G <= 0 || N <= 0) return 0;
+    if (G > LD_CU_FAN_MAX || K <= 0 || br <= 0 || bc <= 0 || !sync) return INVAL;
+    fan_norms nm;
+    for (int g = 0; g < G; g++) {
+        nm.g[g] = norms[g];
+        if (nm.g[g].w && nm.g[g].dt != LD_KDT_F32 && nm.g[g].dt != LD_KDT_F16 && nm.g[g].dt != LD_KDT_BF16)
+            return INVAL;
+    }
+    dim3 grid;
+    int ok = ld_cu_grouped_grid(&grid, G, max_rows, N, F8_WARPS, F8_ROWS);
+    if (ok <= 0) return ok ? INVAL : 0;
+    fp8_mm_grouped_norm<<<grid, 32 * F8_WARPS>>>(tab, G, K, N, br, bc, nm, eps, sync);
+    return ld_cu_launched();
+}
+
 extern "C" int ld_cu_grouped_fp8_glu(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
                                      float limit)
 {

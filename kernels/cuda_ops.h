@@ -497,6 +497,20 @@ int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int
  * are 16-byte aligned). */
 int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc);
 
+/* a norm weight of ld_cu_grouped_fp8_matmul_norm: w [n] of dt (F32, F16,
+ * BF16) on the device, or NULL for none */
+typedef struct ld_cu_norm_w {
+    const void *w;
+    ld_kdt dt;
+} ld_cu_norm_w;
+/* ld_cu_grouped_fp8_matmul, then each group g whose norms[g].w (host
+ * array [G <= LD_CU_FAN_MAX]) is set RMSNormed in place, row by row (eps):
+ * the last block of a row tile to be done (counted in sync, device,
+ * ceil(max_rows / 8) ints, zero, left zero) norms that tile's rows.
+ * Bitwise the grouped launch, then ld_cu_rmsnorm (custom) of each. */
+int ld_cu_grouped_fp8_matmul_norm(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
+                                  const ld_cu_norm_w *norms, float eps, int *sync);
+
 /* The gate and up of G experts with V4's clamped SwiGLU in one launch:
  * tab [2 G], entries k < G gates and G + k the ups over the same rows of
  * the same x (as ld_cu_moe_tables lays them out); for each, the gate's

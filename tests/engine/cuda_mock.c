@@ -1243,6 +1243,31 @@ int ld_cu_grouped_fp8_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int
     return grouped_mm(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F8B);
 }
 
+/* the grouped launch, then each normed group's rows in place */
+int ld_cu_grouped_fp8_matmul_norm(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc,
+                                  const ld_cu_norm_w *norms, float eps, int *sync)
+{
+    count(__func__);
+    if (G <= 0 || N <= 0) return 0;
+    if (G > LD_CU_FAN_MAX || K <= 0 || br <= 0 || bc <= 0 || !sync) return E_INVAL;
+    size_t ns = (size_t)(max_rows + 7) / 8;
+    if (ns) dev(__func__, "sync", sync, ns * sizeof *sync);
+    for (size_t i = 0; i < ns; i++)
+        if (sync[i]) die(__func__, "sync", sync, ns * sizeof *sync, "holds a nonzero count");
+    int e = grouped_mm(__func__, tab, G, max_rows, K, N, br, bc, LD_KDT_F8B);
+    for (int g = 0; !e && g < G; g++) {
+        const ld_cu_mm_group *t = &tab[g];
+        if (!norms[g].w || t->rows <= 0) continue;
+        if (norms[g].dt != LD_KDT_F32 && norms[g].dt != LD_KDT_F16 && norms[g].dt != LD_KDT_BF16) return E_INVAL;
+        int n = t->n ? t->n : N;
+        size_t ldo = t->ldo ? t->ldo : (size_t)n;
+        dev(__func__, "norm w", norms[g].w, ld_cu_row_bytes(norms[g].dt, n));
+        for (int r = 0; r < t->rows; r++)
+            ld_ref_rmsnorm(t->out + (size_t)r * ldo, t->out + (size_t)r * ldo, norms[g].w, norms[g].dt, n, eps, 0, 1);
+    }
+    return e;
+}
+
 int ld_cu_grouped_fp4_matmul(const ld_cu_mm_group *tab, int G, int max_rows, int K, int N, int br, int bc)
 {
     count(__func__);
@@ -1350,7 +1375,8 @@ int ld_cu_moe_tables(ld_cu_mm_group *tab, int G, const int32_t *offsets, const l
         tab[2 * G + k] = (ld_cu_mm_group){w[e].down_q, w[e].down_s, g + ri, eo + rd, cnt, 0, 0, 0, NULL};
         k++;
     }
-    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = (ld_cu_mm_group){NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL};
+    ld_cu_mm_group none = {NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL};
+    for (; k < G; k++) tab[k] = tab[G + k] = tab[2 * G + k] = none;
     return 0;
 }
 

@@ -2016,6 +2016,62 @@ static int test_cuda_moe_mixed(void)
     return 0;
 }
 
+/* ld_cu_grouped_fp8_matmul_norm against the grouped launch, then the
+ * custom ld_cu_rmsnorm of each normed group's rows in place: widths n[g],
+ * group 1 without a norm, the others by an F32, BF16 or F16 weight
+ * (dt = g % 3); T rows (9: two row tiles); the counts left zero */
+static int fanout_norm_case(int T, int K, const int *n, int G)
+{
+    ld_cu_mm_group tab[2][4];
+    ld_cu_norm_w nw[4];
+    float *dx, *dout[2][4];
+    int N = 0;
+    CHECK(G <= 4);
+    if (rand_rows(T, K, &dx)) return 1;
+    for (int g = 0; g < G; g++) {
+        uint8_t *dq;
+        float *ds;
+        void *dw = NULL;
+        ld_kdt dt = (ld_kdt)(LD_KDT_F32 + g % 3);
+        N = n[g] > N ? n[g] : N;
+        if (rand_weight(0, K, n[g], 16, 32, &dq, &ds) || (g != 1 && rand_plain(dt, 1, n[g], &dw))) return 1;
+        nw[g] = (ld_cu_norm_w){dw, dt};
+        for (int c = 0; c < 2; c++) {
+            DPUT(dout[c][g], NULL, sizeof(float) * (size_t)T * n[g]);
+            tab[c][g] = (ld_cu_mm_group){dq, ds, dx, dout[c][g], T, n[g], 0, 0, NULL};
+        }
+    }
+    ld_cu_mm_group *dtab[2];
+    int32_t *dsync, counts[2];
+    DPUT(dtab[0], tab[0], sizeof tab[0][0] * (size_t)G);
+    DPUT(dtab[1], tab[1], sizeof tab[1][0] * (size_t)G);
+    DPUT(dsync, NULL, sizeof(int32_t) * 2);
+    CU(ld_cu_grouped_fp8_matmul(dtab[0], G, T, K, N, 16, 32));
+    for (int g = 0; g < G; g++)
+        if (nw[g].w) CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dout[0][g], dout[0][g], nw[g].w, nw[g].dt, n[g], 1e-6f, T));
+    CU(ld_cu_grouped_fp8_matmul_norm(dtab[1], G, T, K, N, 16, 32, nw, 1e-6f, dsync));
+    int same = 1;
+    for (int g = 0; g < G; g++) same = same && dev_same(dout[0][g], dout[1][g], (size_t)T * n[g]);
+    CU(ld_cu_d2h(counts, dsync, sizeof counts));
+    char shape[80];
+    snprintf(shape, sizeof shape, "%d rows of %d, widths %d..%d (%d)", T, K, n[0], n[G - 1], G);
+    printf("  %-15s %-6s %-40s vs grouped, then rmsnorm: %s\n", "fanout_norm", "custom", shape,
+           same ? "bitwise" : "DIFFER");
+    dfree_all();
+    CHECK_MSG(same, "fanout_norm %s: not bitwise the grouped launch and the norms", shape);
+    CHECK_MSG(counts[0] == 0 && counts[1] == 0, "fanout_norm %s: counts left nonzero", shape);
+    return 0;
+}
+
+static int test_cuda_fanout_norm(void)
+{
+    NEED_GPU();
+    const int qkv[3] = {96, 40, 64}, two[2] = {48, 32};
+    if (fanout_norm_case(1, 256, qkv, 3) || fanout_norm_case(9, 128, qkv, 3) || fanout_norm_case(3, 64, two, 2))
+        return 1;
+    return 0;
+}
+
 static int test_cuda_matmul_post(void)
 {
     NEED_GPU();
@@ -2198,7 +2254,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_qkv),       LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
-    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),  LD_CASE(test_cuda_matmul_fanout), LD_CASE(test_cuda_moe_mixed),
+    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),  LD_CASE(test_cuda_matmul_fanout), LD_CASE(test_cuda_moe_mixed), LD_CASE(test_cuda_fanout_norm),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 

@@ -60,8 +60,10 @@
  * launch (the last block of a token's 8 heads merges them); 76 with the
  * routed (FP4) and shared (FP8) experts' gate/up in one launch and their
  * downs with the combine and hc_post in another (ld_cu_grouped_glu2,
- * ld_cu_moe_down_post).  Lower it with each fusion. */
-#define V4_OPS 108
+ * ld_cu_moe_down_post); 72 with q_norm and kv_norm in the wq_a/wkv launch
+ * (its row tiles' last blocks norm them: matmul_fanout's norms).  Lower
+ * it with each fusion. */
+#define V4_OPS 104
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
