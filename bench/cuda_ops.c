@@ -264,7 +264,10 @@ static void *dev_zero(size_t bytes)
 
 /* ---------------------------------------------------------------- DeepSeek-V4 (cuda_deepseek_v4.cu) */
 
-typedef enum v4_op { V4_ATT, V4_SWIGLU, V4_ROPE, V4_HC_HEAD, V4_FP4, V4_COMP, V4_LN } v4_op;
+/* V4_ATT_ROPE: the attention and its inverse RoPE as the backend runs
+ * them, two launches (sync NULL) or one (the split's last blocks merge):
+ * the A/B of the fused form */
+typedef enum v4_op { V4_ATT, V4_ATT_ROPE, V4_SWIGLU, V4_ROPE, V4_HC_HEAD, V4_FP4, V4_COMP, V4_LN } v4_op;
 
 /* one call of a V4 op; the fields each op reads */
 typedef struct v4_ctx {
@@ -273,7 +276,8 @@ typedef struct v4_ctx {
     float *out, *x, *y, *z, *w, *work;
     size_t work_n;
     uint8_t *q;
-    int32_t *picks;
+    int32_t *picks, *sync; /* V4_ATT_ROPE: sync NULL, two launches */
+    float *freq;
 } v4_ctx;
 
 static int call_v4(void *p)
@@ -283,6 +287,12 @@ static int call_v4(void *p)
     case V4_ATT:
         return ld_cu_ds4_attention(c->v, c->out, c->x, c->T, c->H, c->hd, c->y, c->win + c->T - 1, c->win, c->z,
                                    c->ratio, c->picks, c->kpick, c->w, 0.044f, c->pos0, c->work, c->work_n);
+    case V4_ATT_ROPE: {
+        ld_cu_rot rot = {c->freq, 1.0f, 64, 0};
+        return ld_cu_ds4_attention_rope(c->out, c->x, c->T, c->H, c->hd, c->y, c->win + c->T - 1, c->win, c->z,
+                                        c->ratio, c->picks, c->kpick, c->w, 0.044f, c->pos0, c->work, c->work_n, rot,
+                                        c->sync);
+    }
     case V4_SWIGLU:
         return ld_cu_ds4_clamped_swiglu(c->v, c->out, c->x, c->x + c->N, c->T, c->N, 2 * (size_t)c->N, 10.0f);
     case V4_ROPE:
@@ -346,13 +356,23 @@ static void bench_deepseek_v4(double cp)
         size_t w1 = ld_cu_ds4_attention_work(1, Tm, H, hd, c.pos0, win, c.ratio, c.kpick, 1);
         c.work_n = w0 > w1 ? w0 : w1;
         c.work = dev_zero(c.work_n * 4);
+        c.freq = dev_random(32 * 4);
+        int32_t *sync = dev_zero(ld_cu_ds4_attention_sync(Tm, H) * 4); /* zero, and left zero by each launch */
         for (int ti = 0; ti < 2; ti++) {
             c.T = Ts[ti];
             int nk = win + (c.kpick ? c.kpick : (c.pos0 + 1) / c.ratio);
             snprintf(shape, sizeof shape, "%s H 64 hd 512 keys %d", at[i].name, nk);
             double bytes = 4.0 * ((double)c.T * nk * hd + 2.0 * c.T * H * hd);
+            c.op = V4_ATT;
             v4_time(&c, "ds4_attention", shape, bytes, c.T == 1, cp);
+            c.op = V4_ATT_ROPE; /* custom only: the ref lines print "-" */
+            c.sync = NULL;
+            v4_time(&c, "ds4_att_rope2", shape, bytes, 0, cp);
+            c.sync = sync;
+            v4_time(&c, "ds4_att_rope1", shape, bytes, 0, cp);
         }
+        TRY(ld_cu_free(sync));
+        TRY(ld_cu_free(c.freq));
         if (c.picks) TRY(ld_cu_free(c.picks));
         TRY(ld_cu_free(c.x));
         TRY(ld_cu_free(c.y));
