@@ -363,6 +363,7 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     __threadfence(); /* the outputs written, before the count says so */
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
         last = atomicAdd(&sync[blockIdx.z], 1) == (int)(gridDim.x * gridDim.y) - 1;
         if (last) sync[blockIdx.z] = 0; /* for the next launch */
     }
@@ -1710,6 +1711,7 @@ __global__ void __launch_bounds__(HC_THREADS)
     __threadfence(); /* the mixes written, before the count says so */
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
         last = atomicAdd(&sync[t], 1) == (int)gridDim.x - 1;
         if (last) sync[t] = 0; /* for the next launch */
     }

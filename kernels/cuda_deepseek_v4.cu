@@ -475,6 +475,7 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
     int *cnt = sync + (size_t)blockIdx.z * gridDim.y + blockIdx.y;
     if (threadIdx.x == 0) {
+        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
         last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
         if (last) *cnt = 0; /* for the next launch */
     }
