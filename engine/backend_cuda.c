@@ -278,18 +278,12 @@ static void destroy(ld_backend *be)
  * sync): zeroed when allocated, and each such kernel leaves them zero */
 static ld_status sync_ints(cuda_backend *cb, size_t n, int32_t **out, const char *what, ld_error *err)
 {
-    if (n * sizeof(int32_t) > cb->sync_cap) {
-        ld_cu_free(cb->sync);
-        cb->sync = NULL;
-        cb->sync_cap = 0;
-        int e = ld_cu_malloc((void **)&cb->sync, n * sizeof(int32_t));
-        if (!e) e = ld_cu_memset0(cb->sync, n * sizeof(int32_t));
-        if (e) {
-            ld_cu_free(cb->sync);
-            cb->sync = NULL;
-            CU(what, e);
-        }
-        cb->sync_cap = n * sizeof(int32_t);
+    size_t had = cb->sync_cap;
+    LD_TRY(scratch((void **)&cb->sync, &cb->sync_cap, n * sizeof(int32_t), what, err));
+    if (cb->sync_cap != had) { /* a new allocation */
+        int e = ld_cu_memset0(cb->sync, cb->sync_cap);
+        if (e) cb->sync_cap = 0; /* not zero: the next call allocates again */
+        CU(what, e);
     }
     *out = cb->sync;
     return LD_OK;
@@ -1221,37 +1215,20 @@ static ld_cu_post cu_post(const ld_hc_post_call *p)
     return c;
 }
 
-/* the shared expert's gate/up, then its down with the routed experts'
- * combine (from zero, their K rows a token, then the shared output added)
- * and hc_post in its epilogue: moe_shared, moe_sum and hc_post in two
- * launches (the caller checked the kinds: FP8 down, custom kernels) */
-static ld_status moe_shared_post(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const moe_dev *m,
-                                 const ld_moe_expert *sh, int T, int K, int64_t Is, int act, float limit,
-                                 ld_error *err)
-{
-    size_t n = (size_t)T * (size_t)Is;
-    ld_buf g = {m->g, n}, u = {m->u, n};
-    LD_TRY(gate_up_act(be, &g, &u, x, sh, T, act, limit, err));
-    const ld_weight *w = sh->down;
-    ld_cu_combine c = {m->eo, m->row_of, m->w, K};
-    CU("ds4_route_moe", ld_cu_fp8_matmul_post(m->g, w->d, w->scale, T, (int)w->cols, (int)w->rows, w->br, w->bc,
-                                              cu_post(p), &c));
-    return LD_OK;
-}
-
-/* the routed and the shared experts in the mixed launches (the shared
- * gate and up FP8 of one shape; its down FP8 is the caller's check) */
+/* the routed and the shared experts in the mixed launches: the custom
+ * activation, the shared gate and up FP8 of one shape, its down FP8 */
 static int mixed_ok(const cuda_backend *cb, const ld_moe_expert *sh, int act, int T)
 {
     ld_weight *const pair[2] = {sh->gate, sh->up};
-    return fuse_act(cb, act) && fp8_group_ok(cb, pair, 2, T);
+    return fuse_act(cb, act) && fp8_group_ok(cb, pair, 2, T) && sh->down->dt == LD_KDT_F8B;
 }
 
 /* the MoE after its tables, the routed experts of type dt and the shared
  * one in two launches: every gate/up with the activation
  * (ld_cu_grouped_glu2: the shared one's into m->sg), then every down with
  * the combine and hc_post (ld_cu_moe_down_post); the bits of
- * moe_grouped_all and moe_shared_post.  ex: the experts' block sizes. */
+ * moe_grouped_all, moe_shared, moe_sum and hc_post (ds4_route_moe_post
+ * checked mixed_ok).  ex: the experts' block sizes. */
 static ld_status moe_mixed_post(cuda_backend *cb, const ld_hc_post_call *p, const ld_buf *x, const moe_dev *m,
                                 const ld_moe_expert *ex, const ld_moe_expert *sh, ld_kdt dt, int G, int T, int K,
                                 int64_t D, int64_t I, int64_t Is, float limit, ld_error *err)
@@ -1509,7 +1486,8 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
 }
 
 /* the route, plan, tables and the grouped experts on the device; then the
- * fixed-order combine and the shared expert as moe's */
+ * fixed-order combine and the shared expert as moe's into y, or with post
+ * the mixed launches into the new streams (moe_mixed_post) */
 static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_call *post, const ld_buf *x,
                                const ld_buf *logits, const float *bias, const int32_t *hash, int T, int E, int K,
                                float scale, const ld_moe_expert *experts, const ld_moe_expert *shared, int act,
@@ -1553,10 +1531,8 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_cal
     }
     if (!pick)
         CU("ds4_route_moe", ld_cu_embed(variant(cb, LD_CUDA_OP_EMBED), m.xe, x->d, LD_KDT_F32, (int)D, m.rows, (int)R));
-    if (post && mixed_ok(cb, shared, act, T))
-        return moe_mixed_post(cb, post, x, &m, &experts[0], shared, dt, G, T, K, D, I, Is, limit, err);
+    if (post) return moe_mixed_post(cb, post, x, &m, &experts[0], shared, dt, G, T, K, D, I, Is, limit, err);
     LD_TRY(moe_grouped_all(cb, &m, dt, G, T, (int)R, &experts[0], D, I, act, limit, err));
-    if (post) return moe_shared_post(&cb->base, post, x, &m, shared, T, K, Is, act, limit, err);
     if (shared) LD_TRY(moe_shared(&cb->base, x, &m, shared, T, D, Is, act, limit, err));
     LD_TRY(moe_sum(cb, y, &m, fused, shared != NULL, T, K, D, err));
     return LD_OK;
@@ -1649,7 +1625,7 @@ static ld_status ds4_route_moe_post(ld_backend *be, const ld_hc_post_call *p, co
     cuda_backend *cb = (cuda_backend *)be;
     route_how h;
     LD_TRY(route_moe_checks(cb, x, logits, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
-    if (!h.dev || !T || combine != LD_MOE_COMBINE_REF || !shared || shared->down->dt != LD_KDT_F8B ||
+    if (!h.dev || !T || combine != LD_MOE_COMBINE_REF || !shared || !mixed_ok(cb, shared, act, T) ||
         shared->down->rows != h.D || p->N <= 0 || !post_kernels(cb))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_route_moe_post: not fused here");
     LD_TRY(post_ranges(p, x, T, h.D, err));
@@ -1670,7 +1646,7 @@ static ld_status matmul_hc_post(ld_backend *be, const ld_hc_post_call *p, const 
     if (!T) return LD_OK;
     CU("matmul_hc_post", ld_cu_set_device(cb->device));
     CU("matmul_hc_post", ld_cu_fp8_matmul_post(x->d, w->d, w->scale, T, (int)w->cols, (int)w->rows, w->br, w->bc,
-                                               cu_post(p), NULL));
+                                               cu_post(p)));
     return LD_OK;
 }
 
@@ -2060,26 +2036,36 @@ static int fan_one_ok(const cuda_backend *cb, const ld_weight *w, int64_t K)
            !(cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(w->dt, (int)K));
 }
 
+/* the grouped launch's table of the m block-scaled weights ws over T rows
+ * of x into outs (each group its own width), on the device (kept in the
+ * constant slot of key: where the caller keeps ws); *N the widest */
+static ld_status fan_table(cuda_backend *cb, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int m, int T,
+                           const void *key, void **dtab, int *N, ld_error *err)
+{
+    ld_cu_mm_group tab[LD_CU_FAN_MAX];
+    *N = 0;
+    for (int i = 0; i < m; i++) {
+        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
+        tab[i].n = (int)ws[i]->rows;
+        *N = tab[i].n > *N ? tab[i].n : *N;
+    }
+    return const_dev(cb, key, tab, (size_t)m * sizeof *tab, NULL, 0, dtab, "matmul_fanout", err);
+}
+
 /* one launch of the m weights ws (one kind) into outs; key: where the
  * caller keeps them (the grouped launch's table stays on the device) */
 static ld_status fan_launch(cuda_backend *cb, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int m,
                             int T, const void *key, ld_error *err)
 {
-    int K = (int)ws[0]->cols, N = 0;
-    for (int i = 0; i < m; i++) N = (int)ws[i]->rows > N ? (int)ws[i]->rows : N;
+    int K = (int)ws[0]->cols, N;
     if (ws[0]->dt != LD_KDT_F8B && ws[0]->dt != LD_KDT_F4B) {
         ld_cu_fan fan[LD_CU_FAN_MAX];
         for (int i = 0; i < m; i++) fan[i] = (ld_cu_fan){ws[i]->d, outs[i]->d, (int)ws[i]->rows};
         CU("matmul_fanout", ld_cu_matmul_fanout(fan, m, x->d, ws[0]->dt, T, K));
         return LD_OK;
     }
-    ld_cu_mm_group tab[LD_CU_FAN_MAX];
-    for (int i = 0; i < m; i++) {
-        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
-        tab[i].n = (int)ws[i]->rows;
-    }
     void *dtab = NULL;
-    LD_TRY(const_dev(cb, key, tab, (size_t)m * sizeof *tab, NULL, 0, &dtab, "matmul_fanout", err));
+    LD_TRY(fan_table(cb, outs, x, ws, m, T, key, &dtab, &N, err));
     int br = ws[0]->br, bc = ws[0]->bc;
     if (ws[0]->dt == LD_KDT_F4B)
         CU("matmul_fanout", ld_cu_grouped_fp4_matmul(dtab, m, T, K, N, br, bc));
@@ -2108,18 +2094,13 @@ static int fan_norms_ok(const cuda_backend *cb, ld_weight *const *ws, ld_weight 
 static ld_status fan_norm_launch(cuda_backend *cb, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
                                  int T, ld_weight *const *norms, float eps, ld_error *err)
 {
-    ld_cu_mm_group tab[LD_CU_FAN_MAX];
     ld_cu_norm_w nw[LD_CU_FAN_MAX];
-    int N = 0;
-    for (int i = 0; i < n; i++) {
-        mm_group(&tab[i], ws[i], x->d, outs[i]->d, T, 0, 0);
-        tab[i].n = (int)ws[i]->rows;
-        N = tab[i].n > N ? tab[i].n : N;
+    for (int i = 0; i < n; i++)
         nw[i] = (ld_cu_norm_w){norms[i] ? norms[i]->d : NULL, norms[i] ? norms[i]->dt : LD_KDT_F32};
-    }
     void *dtab = NULL;
     int32_t *sync = NULL;
-    LD_TRY(const_dev(cb, ws, tab, (size_t)n * sizeof *tab, NULL, 0, &dtab, "matmul_fanout", err));
+    int N;
+    LD_TRY(fan_table(cb, outs, x, ws, n, T, ws, &dtab, &N, err));
     LD_TRY(sync_ints(cb, ((size_t)T + 7) / 8, &sync, "matmul_fanout", err));
     CU("matmul_fanout", ld_cu_grouped_fp8_matmul_norm(dtab, n, T, (int)ws[0]->cols, N, ws[0]->br, ws[0]->bc, nw, eps,
                                                       sync));

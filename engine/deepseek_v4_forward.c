@@ -89,7 +89,7 @@ struct ld_ds4_session {
     int att_be;      /* 1: the KV rings and entries live in the backend buffers (else the host arrays) */
     ld_buf *bao;     /* [B][H*hd] the attention's output (de-rotated) */
     ld_buf *ickv, *icg; /* [B][2 ih] the indexer's compressor's projections (the
-                           main one's: ckv, cg; all five at once: x_projections) */
+                           main one's: ckv, cg; all of a layer's L->xw at once) */
     ld_buf *bfreq[2]; /* inv_main, inv_comp [rope_dim/2] */
     ld_buf *bhfn, *bhx; /* ds4_hc_head's fn [N][N*D] and streams [B][N][D] */
     int32_t *isel;   /* [B][ksel] the indexer's picks */
@@ -660,6 +660,16 @@ static ld_ds4_comp_bufs comp_bufs(const ds4_comp *c)
     return b;
 }
 
+/* an optional entry's answer st (its error in *e): 0 when it refused
+ * (LD_ERR_UNSUPPORTED, nothing written: the caller makes the calls it
+ * stands for), else 1 with a failure's error copied to *err */
+static int answered(ld_status st, const ld_error *e, ld_error *err)
+{
+    if (st == LD_ERR_UNSUPPORTED) return 0;
+    if (st != LD_OK && err) *err = *e;
+    return 1;
+}
+
 /* st of a probe: *ok cleared on LD_ERR_UNSUPPORTED, another error kept */
 static ld_status probe_ok(ld_status st, const ld_error *e, int *ok, ld_error *err)
 {
@@ -758,10 +768,7 @@ static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_er
     ld_status st = LD_ERR_UNSUPPORTED;
     ld_error e = {0};
     if (o->matmul_blockdiag) st = o->matmul_blockdiag(s->be, s->ogall, s->bao, L->wo_a, (int)G, n, &e);
-    if (st != LD_ERR_UNSUPPORTED) {
-        if (st != LD_OK && err) *err = e;
-        return st;
-    }
+    if (answered(st, &e, err)) return st;
     for (size_t g = 0; g < G; g++) {
         LD_TRY(o->copy_cols(s->be, s->att, GW, 0, s->bao, QH, g * GW, n, GW, err));
         LD_TRY(o->matmul(s->be, s->og, s->att, L->wo_a[g], NULL, n, err));
@@ -778,10 +785,7 @@ static ld_status fanout(ld_ds4_session *s, ld_buf *const *outs, const ld_buf *x,
     const ld_backend_ops *o = OPS(s);
     ld_error e = {0};
     ld_status st = o->matmul_fanout ? o->matmul_fanout(s->be, outs, x, ws, nw, n, NULL, 0.0f, &e) : LD_ERR_UNSUPPORTED;
-    if (st != LD_ERR_UNSUPPORTED) {
-        if (st != LD_OK && err) *err = e;
-        return st;
-    }
+    if (answered(st, &e, err)) return st;
     for (int i = 0; i < nw; i++) LD_TRY(o->matmul(s->be, outs[i], x, ws[i], NULL, n, err));
     return LD_OK;
 }
@@ -798,21 +802,16 @@ static ld_status q_and_kv(ld_ds4_session *s, ds4_layer *L, int n, ld_error *err)
     ld_error e = {0};
     ld_status st = LD_ERR_UNSUPPORTED; /* the projections and their norms in one call */
     if (o->matmul_fanout) st = o->matmul_fanout(s->be, down, s->xb, L->down, 2, n, L->down_norm, eps, &e);
-    if (st == LD_OK) return fanout(s, up, s->qa, L->up, L->has_index ? 2 : 1, n, err);
-    if (st != LD_ERR_UNSUPPORTED) {
-        if (err) *err = e;
-        return st;
+    if (!answered(st, &e, err)) { /* the projections, then the norms together or one by one */
+        LD_TRY(fanout(s, down, s->xb, L->down, 2, n, err));
+        st = LD_ERR_UNSUPPORTED;
+        if (o->rmsnorm2) st = o->rmsnorm2(s->be, s->qa, s->qa, L->q_norm, s->kv, s->kv, L->kv_norm, n, eps, &e);
+        if (!answered(st, &e, err)) {
+            LD_TRY(o->rmsnorm(s->be, s->qa, s->qa, L->q_norm, n, eps, err));
+            st = o->rmsnorm(s->be, s->kv, s->kv, L->kv_norm, n, eps, err);
+        }
     }
-    LD_TRY(fanout(s, down, s->xb, L->down, 2, n, err));
-    if (o->rmsnorm2) st = o->rmsnorm2(s->be, s->qa, s->qa, L->q_norm, s->kv, s->kv, L->kv_norm, n, eps, &e);
-    if (st == LD_ERR_UNSUPPORTED) {
-        LD_TRY(o->rmsnorm(s->be, s->qa, s->qa, L->q_norm, n, eps, err));
-        st = o->rmsnorm(s->be, s->kv, s->kv, L->kv_norm, n, eps, &e);
-    }
-    if (st != LD_OK) {
-        if (err) *err = e;
-        return st;
-    }
+    LD_TRY(st);
     return fanout(s, up, s->qa, L->up, L->has_index ? 2 : 1, n, err);
 }
 
@@ -944,8 +943,7 @@ static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int has
                                         fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling,
                                         s->want_route ? s->idx : NULL, s->want_route ? s->wts : NULL, &e);
     *posted = st == LD_OK;
-    if (st != LD_ERR_UNSUPPORTED) {
-        if (st != LD_OK && err) *err = e;
+    if (answered(st, &e, err)) {
         *done = 1;
         return st;
     }
@@ -1124,10 +1122,7 @@ static ld_status attention_out(ld_ds4_session *s, const ds4_layer *L, int n, con
         ld_error e = {0};
         ld_status st = o->matmul_hc_post(s->be, post, s->ogall, L->wo_b, n, &e);
         *posted = st == LD_OK;
-        if (st != LD_ERR_UNSUPPORTED) {
-            if (st != LD_OK && err) *err = e;
-            return st;
-        }
+        if (answered(st, &e, err)) return st;
     }
     return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
 }

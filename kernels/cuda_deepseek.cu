@@ -110,13 +110,11 @@ extern "C" int ld_cu_fp8_matmul(int v, float *out, const float *x, const uint8_t
 /* ---------------------------------------------------------------- the block's last matmul into the streams */
 
 /* fp8_mm_custom's warp, then lane 0 takes each row's sum + 0 (the value
- * the matmul stores) as f, adds the routed experts' combine to it when
- * c.eo (combine_ref's expression: from zero, the K rows in order, then f
- * as the added shared output), and writes the column's N stream values */
+ * the matmul stores) as f and writes the column's N stream values */
 template <int VEC>
 __global__ void __launch_bounds__(32 * F8_WARPS)
     fp8_mm_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
-                ld_cu_post p, ld_cu_combine c)
+                ld_cu_post p)
 {
     int n, t0, nt, nbc = (K + bc - 1) / bc;
     const float *xr[F8_ROWS];
@@ -125,26 +123,22 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     fp8_warp_dot<VEC>(acc, q + (size_t)n * (size_t)K, scale + (size_t)(n / br) * (size_t)nbc, K, bc, xr, nt);
     if ((threadIdx.x & 31) != 0) return;
     for (int r = 0; r < nt; r++) {
-        size_t t = (size_t)(t0 + r);
-        float f = acc[r] + 0.0f;
-        if (c.eo) f = moe_combine_col(c, t, (size_t)n, (size_t)N, f);
-        hc_post_col(p.out, p.X, f, p.post, p.comb, t, (size_t)n, p.N, N);
+        hc_post_col(p.out, p.X, group_stored<0>(acc[r]), p.post, p.comb, (size_t)(t0 + r), (size_t)n, p.N, N);
     }
 }
 
 extern "C" int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br,
-                                     int bc, ld_cu_post p, const ld_cu_combine *c)
+                                     int bc, ld_cu_post p)
 {
     if (T <= 0 || N <= 0) return 0;
-    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0 || (c && (c->K < 0 || !c->eo || !c->w))) return INVAL;
+    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0) return INVAL;
     unsigned gy = (unsigned)((T + F8_ROWS - 1) / F8_ROWS);
     if (gy > 65535) return INVAL;
-    ld_cu_combine none = {NULL, NULL, NULL, 0};
     dim3 grid((unsigned)((N + F8_WARPS - 1) / F8_WARPS), gy);
     if (K % 16 == 0 && ((uintptr_t)q & 15) == 0)
-        fp8_mm_post<1><<<grid, 32 * F8_WARPS>>>(x, q, scale, T, K, N, br, bc, p, c ? *c : none);
+        fp8_mm_post<1><<<grid, 32 * F8_WARPS>>>(x, q, scale, T, K, N, br, bc, p);
     else
-        fp8_mm_post<0><<<grid, 32 * F8_WARPS>>>(x, q, scale, T, K, N, br, bc, p, c ? *c : none);
+        fp8_mm_post<0><<<grid, 32 * F8_WARPS>>>(x, q, scale, T, K, N, br, bc, p);
     return ld_cu_launched();
 }
 

@@ -799,8 +799,10 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
                 group_dot<1>(acc, g, g, n, Kr, r.br, r.bc, xr, t.nt);
             else
                 group_dot<0>(acc, g, g, n, Kr, r.br, r.bc, xr, t.nt);
-            for (int i = 0; lane0 && i < t.nt; i++)
-                g.out[(size_t)(t0 + i) * t.ldo + (size_t)n] = r.fp4 ? group_stored<1>(acc[i]) : group_stored<0>(acc[i]);
+            for (int i = 0; lane0 && i < t.nt; i++) {
+                float v = r.fp4 ? group_stored<1>(acc[i]) : group_stored<0>(acc[i]);
+                g.out[(size_t)(t0 + i) * t.ldo + (size_t)n] = v;
+            }
         }
     }
     for (int t0 = 0; t0 < T; t0 += F8_ROWS) {
@@ -809,7 +811,7 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
         fp8_group_dot(acc, sd, n, Ks, br, bc, xr, nt);
         for (int i = 0; lane0 && i < nt; i++) {
             size_t tt = (size_t)(t0 + i);
-            float f = moe_combine_col(c, tt, (size_t)n, (size_t)r.N, acc[i] + 0.0f);
+            float f = moe_combine_col(c, tt, (size_t)n, (size_t)r.N, group_stored<0>(acc[i]));
             hc_post_col(p.out, p.X, f, p.post, p.comb, tt, (size_t)n, p.N, r.N);
         }
     }

@@ -327,14 +327,11 @@ typedef struct ld_cu_combine {
     int K;
 } ld_cu_combine;
 /* A block's last FP8 projection straight into the new streams: f = x [T][K]
- * . W^T (W [N = D][K], ld_cu_fp8_matmul's format), with c (may be NULL)
- * f = the combine of c's rows from zero plus f (the routed experts' sum
- * and the shared expert's output f), then ld_cu_hc_post(p.out, p.X, f,
- * p.post, p.comb) with p.N streams; f never stored.  Bitwise the custom
- * ld_cu_fp8_matmul, ld_cu_moe_combine_ex(from_zero, add = its output) and
- * ld_cu_hc_post: one launch, not three. */
+ * . W^T (W [N = D][K], ld_cu_fp8_matmul's format), then ld_cu_hc_post(p.out,
+ * p.X, f, p.post, p.comb) with p.N streams; f never stored.  Bitwise the
+ * custom ld_cu_fp8_matmul and ld_cu_hc_post: one launch, not two. */
 int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
-                          ld_cu_post p, const ld_cu_combine *c);
+                          ld_cu_post p);
 int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float *post, const float *comb, int T,
                   int N, int D);
 
@@ -538,7 +535,9 @@ int ld_cu_grouped_glu2(ld_cu_moe_part a, ld_cu_moe_part b, int max_rows, int K, 
  * launch writes them), then the shared down of x [T][Ks] (FP8 q, scale,
  * blocks br x bc, r.N = D outputs) with the combine c over the routed
  * outputs and ld_cu_hc_post into p (the MoE's output never stored):
- * bitwise the grouped down launch, then ld_cu_fp8_matmul_post.  A block
+ * bitwise the grouped down launch, then the custom ld_cu_fp8_matmul,
+ * ld_cu_moe_combine_ex (from zero, adding the shared output) and
+ * ld_cu_hc_post.  A block
  * per 8 columns, a warp per column over every group's rows and the T
  * tokens (a decode step's few). */
 int ld_cu_moe_down_post(ld_cu_moe_part r, int Kr, const float *x, const uint8_t *q, const float *scale, int T, int Ks,

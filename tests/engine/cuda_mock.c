@@ -923,13 +923,13 @@ static int matmul_post(const char *fn, const float *x, const uint8_t *q, const f
 }
 
 int ld_cu_fp8_matmul_post(const float *x, const uint8_t *q, const float *scale, int T, int K, int N, int br, int bc,
-                          ld_cu_post p, const ld_cu_combine *c)
+                          ld_cu_post p)
 {
     count(__func__);
     if (T <= 0 || N <= 0) return 0;
-    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0 || (c && (c->K < 0 || !c->eo || !c->w))) return E_INVAL;
+    if (K <= 0 || br <= 0 || bc <= 0 || p.N <= 0) return E_INVAL;
     if ((T + 7) / 8 > 65535) return E_INVAL;
-    return matmul_post(__func__, x, q, scale, T, K, N, br, bc, p, c);
+    return matmul_post(__func__, x, q, scale, T, K, N, br, bc, p, NULL);
 }
 
 /* ---------------------------------------------------------------- sampling */
@@ -1337,7 +1337,7 @@ int ld_cu_grouped_glu2(ld_cu_moe_part a, ld_cu_moe_part b, int max_rows, int K, 
 }
 
 /* the grouped downs, then the shared down with the combine and hc_post
- * (ld_cu_fp8_matmul_post's body; counted as this launch only) */
+ * (matmul_post: counted as this launch only) */
 int ld_cu_moe_down_post(ld_cu_moe_part r, int Kr, const float *x, const uint8_t *q, const float *scale, int T, int Ks,
                         int br, int bc, ld_cu_combine c, ld_cu_post p)
 {

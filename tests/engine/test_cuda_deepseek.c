@@ -107,7 +107,7 @@ static void fill(float *x, size_t n, float lo, float hi)
 }
 
 /* device buffers of the current case, freed together */
-#define MAXBUF 64
+#define MAXBUF 128
 static void *dbuf[MAXBUF];
 static int ndbuf;
 
@@ -1789,48 +1789,34 @@ static int fanout_case(int fp4, int T, int K, const int *n, int G, int br, int b
     return 0;
 }
 
-/* ld_cu_fp8_matmul_post against the three launches it stands for: the
- * custom FP8 matmul into f, with `routed` rows a token the custom combine
- * from zero of made-up expert outputs with f added, the custom hc_post
- * from it; the new streams bitwise */
-static int matmul_post_case(int T, int K, int D, int br, int bc, int N, int routed)
+/* ld_cu_fp8_matmul_post against the two launches it stands for: the
+ * custom FP8 matmul into f, the custom hc_post from it; the new streams
+ * bitwise, nothing written past them */
+static int matmul_post_case(int T, int K, int D, int br, int bc, int N)
 {
-    size_t R = (size_t)T * (size_t)(routed ? routed : 1), nd = (size_t)T * D, nn = (size_t)T * N * D;
+    size_t nd = (size_t)T * D, nn = (size_t)T * N * D;
     uint8_t *dq;
-    float *ds, *dx, *dX, *dpost, *dcomb, *deo, *dw, *df, *dy, *dwant, *dgot;
-    int32_t *row_of = malloc(sizeof(int32_t) * R), *drow_of;
-    CHECK(row_of);
-    for (size_t i = 0; i < R; i++) row_of[i] = (int32_t)((i * 7 + 3) % R); /* a permutation: 7 and R coprime */
+    float *ds, *dx, *dX, *dpost, *dcomb, *df, *dwant, *dgot;
     if (rand_weight(0, K, D, br, bc, &dq, &ds) || rand_rows(T, K, &dx) || rand_rows(T * N, D, &dX) ||
-        rand_rows(T, N, &dpost) || rand_rows(T * N, N, &dcomb) || rand_rows((int)R, D, &deo) ||
-        rand_rows((int)R, 1, &dw))
+        rand_rows(T, N, &dpost) || rand_rows(T * N, N, &dcomb))
         return 1;
-    DPUT(drow_of, row_of, sizeof(int32_t) * R);
     DPUT(df, NULL, sizeof(float) * nd);
-    DPUT(dy, NULL, sizeof(float) * nd);
     DPUT(dwant, NULL, sizeof(float) * nn);
     DPUT(dgot, NULL, sizeof(float) * (nn + 64)); /* a zero tail */
     CU(ld_cu_fp8_matmul(LD_CU_CUSTOM, df, dx, dq, ds, T, K, D, br, bc));
-    const float *f = df;
-    if (routed) {
-        CU(ld_cu_moe_combine_ex(LD_CU_CUSTOM, dy, deo, drow_of, dw, T, routed, D, 1, df));
-        f = dy;
-    }
-    CU(ld_cu_hc_post(LD_CU_CUSTOM, dwant, dX, f, dpost, dcomb, T, N, D));
+    CU(ld_cu_hc_post(LD_CU_CUSTOM, dwant, dX, df, dpost, dcomb, T, N, D));
     ld_cu_post p = {dgot, dX, dpost, dcomb, N};
-    ld_cu_combine c = {deo, drow_of, dw, routed};
-    CU(ld_cu_fp8_matmul_post(dx, dq, ds, T, K, D, br, bc, p, routed ? &c : NULL));
+    CU(ld_cu_fp8_matmul_post(dx, dq, ds, T, K, D, br, bc, p));
     float *want = dget(dwant, nn), *got = dget(dgot, nn + 64);
     CHECK(want && got);
     int same = !memcmp(want, got, sizeof(float) * nn), tail = 1;
     for (int i = 0; i < 64; i++) tail = tail && got[nn + (size_t)i] == 0.0f;
     char shape[80];
-    snprintf(shape, sizeof shape, "T %d %dx%d blk %dx%d, %d streams, %d routed", T, D, K, br, bc, N, routed);
-    printf("  %-15s %-6s %-40s vs matmul%s, hc_post: %s%s\n", "fp8_mm_post", "custom", shape,
-           routed ? ", combine" : "", same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past the streams");
+    snprintf(shape, sizeof shape, "T %d %dx%d blk %dx%d, %d streams", T, D, K, br, bc, N);
+    printf("  %-15s %-6s %-40s vs matmul, hc_post: %s%s\n", "fp8_mm_post", "custom", shape,
+           same ? "bitwise" : "DIFFER", tail ? "" : ", wrote past the streams");
     free(want);
     free(got);
-    free(row_of);
     dfree_all();
     CHECK_MSG(same, "fp8_matmul_post %s: not bitwise the launches it replaces", shape);
     CHECK_MSG(tail, "fp8_matmul_post %s: wrote past the streams", shape);
@@ -1921,8 +1907,8 @@ static int dev_same(const float *a, const float *b, size_t n)
  * experts (FP4 or FP8, rows[g] each, a made-up plan over T tokens of K
  * choices) and the shared one (FP8, T rows): ld_cu_grouped_glu2 against
  * the grouped GLU of each part, ld_cu_moe_down_post against the grouped
- * downs then ld_cu_fp8_matmul_post (the routed outputs and the streams
- * bitwise) */
+ * downs, then the shared down, the combine and hc_post (the routed
+ * outputs and the streams bitwise) */
 static int moe_mixed_case(int fp4, int T, int K, const int *rows, int G, int D, int I, int Is)
 {
     int R = 0, rbr = fp4 ? 1 : 16, rbc = fp4 ? 32 : 32;
@@ -1984,14 +1970,19 @@ static int moe_mixed_case(int fp4, int T, int K, const int *rows, int G, int D, 
     CU(ld_cu_grouped_fp8_glu(dst[0], 1, T, D, Is, 16, 32, 0.75f));
     CU(fp4 ? ld_cu_grouped_fp4_matmul(drt[0] + 2 * G, G, T, I, D, rbr, rbc)
            : ld_cu_grouped_fp8_matmul(drt[0] + 2 * G, G, T, I, D, rbr, rbc));
-    ld_cu_combine cmb[2] = {{deo[0], drow_of, dw, K}, {deo[1], drow_of, dw, K}};
-    ld_cu_post pp[2] = {{dout[0], dX, dpost, dcomb, 4}, {dout[1], dX, dpost, dcomb, 4}};
-    CU(ld_cu_fp8_matmul_post(dsg[0], sq[2], ss[2], T, Is, D, 16, 32, pp[0], &cmb[0]));
+    float *des, *dy; /* the shared output, the MoE's */
+    DPUT(des, NULL, sizeof(float) * (size_t)T * D);
+    DPUT(dy, NULL, sizeof(float) * (size_t)T * D);
+    CU(ld_cu_fp8_matmul(LD_CU_CUSTOM, des, dsg[0], sq[2], ss[2], T, Is, D, 16, 32));
+    CU(ld_cu_moe_combine_ex(LD_CU_CUSTOM, dy, deo[0], drow_of, dw, T, K, D, 1, des));
+    CU(ld_cu_hc_post(LD_CU_CUSTOM, dout[0], dX, dy, dpost, dcomb, T, 4, D));
+    ld_cu_combine cmb = {deo[1], drow_of, dw, K};
+    ld_cu_post pp = {dout[1], dX, dpost, dcomb, 4};
     /* the mixed ones */
     ld_cu_moe_part a = {drt[1], G, fp4, I, rbr, rbc}, b = {dst[1], 1, 0, Is, 16, 32};
     CU(ld_cu_grouped_glu2(a, b, T, D, 0.75f));
     ld_cu_moe_part r = {drt[1] + 2 * G, G, fp4, D, rbr, rbc};
-    CU(ld_cu_moe_down_post(r, I, dsg[1], sq[2], ss[2], T, Is, 16, 32, cmb[1], pp[1]));
+    CU(ld_cu_moe_down_post(r, I, dsg[1], sq[2], ss[2], T, Is, 16, 32, cmb, pp));
     int same = dev_same(dg[0], dg[1], (size_t)R * I) && dev_same(dsg[0], dsg[1], (size_t)T * Is) &&
                dev_same(deo[0], deo[1], (size_t)R * D) && dev_same(dout[0], dout[1], (size_t)T * 4 * D);
     char shape[80];
@@ -2075,10 +2066,10 @@ static int test_cuda_fanout_norm(void)
 static int test_cuda_matmul_post(void)
 {
     NEED_GPU();
-    /* V4's wo_b and shared down in small (hc_mult 4, 6 routed), 9 rows
-     * over two row tiles, K off the 16-byte path, one stream */
-    if (matmul_post_case(1, 512, 256, 128, 128, 4, 0) || matmul_post_case(1, 512, 256, 128, 128, 4, 6) ||
-        matmul_post_case(9, 200, 96, 3, 48, 4, 6) || matmul_post_case(3, 256, 64, 16, 128, 1, 2))
+    /* V4's wo_b in small (hc_mult 4), 9 rows over two row tiles, K off
+     * the 16-byte path, one stream */
+    if (matmul_post_case(1, 512, 256, 128, 128, 4) || matmul_post_case(9, 200, 96, 3, 48, 4) ||
+        matmul_post_case(3, 256, 64, 16, 128, 1))
         return 1;
     return 0;
 }
@@ -2254,7 +2245,8 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),
     LD_CASE(test_cuda_ds_rope),    LD_CASE(test_cuda_ds4_qkv),       LD_CASE(test_cuda_ds4_hc_head),   LD_CASE(test_cuda_ds4_fp4),
-    LD_CASE(test_cuda_grouped),        LD_CASE(test_cuda_matmul_post),  LD_CASE(test_cuda_matmul_fanout), LD_CASE(test_cuda_moe_mixed), LD_CASE(test_cuda_fanout_norm),
+    LD_CASE(test_cuda_grouped),    LD_CASE(test_cuda_matmul_post),   LD_CASE(test_cuda_matmul_fanout),
+    LD_CASE(test_cuda_moe_mixed),  LD_CASE(test_cuda_fanout_norm),
     LD_CASE(test_cuda_ds4_compress), LD_CASE(test_cuda_ds_layernorm), LD_CASE(test_cuda_deepseek_errors),
 };
 
