@@ -145,6 +145,14 @@ typedef struct ld_backend_ops {
      * content, ordered with the backend's ops as comm.h says for its kind.
      * LD_ERR_USAGE for a range outside b. */
     ld_status (*buf_mem)(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem *out, ld_error *err);
+    /* Optional (NULL: a forward pass runs one sequence at a time): a
+     * buffer of the floats [off, off + n) of b, sharing b's memory, so that
+     * an op can run on some rows of a larger buffer (several sequences in
+     * one batch: forward.h's ld_session_eval_batch runs attention per
+     * sequence on its rows).  Writes through either are seen by both; b
+     * must outlive the view, which buf_free releases without touching b.
+     * LD_ERR_USAGE for a range outside b. */
+    ld_status (*buf_view)(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_buf **out, ld_error *err);
 
     /* The reference backend uses the host data in place (no copy). */
     ld_status (*weight_load)(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err);

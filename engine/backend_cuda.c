@@ -96,6 +96,7 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
 struct ld_buf {
     float *d; /* device */
     size_t n;
+    int view; /* buf_view's: d is another buffer's */
 };
 
 struct ld_weight {
@@ -301,6 +302,7 @@ static ld_status buf_alloc(ld_backend *be, size_t n, ld_buf **out, ld_error *err
     if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     b->n = n;
     b->d = NULL;
+    b->view = 0;
     void *d = NULL;
     int e = ld_cu_set_device(cb->device);
     if (!e) e = ld_cu_malloc(&d, (n ? n : 1) * sizeof(float));
@@ -324,8 +326,10 @@ static ld_status buf_alloc(ld_backend *be, size_t n, ld_buf **out, ld_error *err
 static void buf_free(ld_backend *be, ld_buf *b)
 {
     if (!b) return;
-    ld_cu_set_device(((cuda_backend *)be)->device);
-    ld_cu_free(b->d);
+    if (!b->view) {
+        ld_cu_set_device(((cuda_backend *)be)->device);
+        ld_cu_free(b->d);
+    }
     free(b);
 }
 
@@ -349,6 +353,18 @@ static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *ds
     LD_TRY(range(b, off, n, err));
     CU("buf_read", ld_cu_set_device(((cuda_backend *)be)->device));
     CU("buf_read", ld_cu_d2h(dst, b->d + off, n * sizeof *dst));
+    return LD_OK;
+}
+
+static ld_status buf_view(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_buf **out, ld_error *err)
+{
+    (void)be;
+    *out = NULL;
+    LD_TRY(range(b, off, n, err));
+    ld_buf *v = malloc(sizeof *v);
+    if (!v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    *v = (ld_buf){b->d + off, n, 1};
+    *out = v;
     return LD_OK;
 }
 
@@ -1152,8 +1168,8 @@ static ld_status moe_routed(ld_backend *be, const moe_dev *m, moe_how how, const
             int cnt = off[e + 1] - off[e];
             if (!cnt) continue;
             size_t r0 = (size_t)off[e], n = (size_t)cnt;
-            ld_buf xe = {m->xe + r0 * d, n * d}, g = {m->g + r0 * i, n * i}, u = {m->u + r0 * i, n * i};
-            ld_buf eo = {m->eo + r0 * d, n * d};
+            ld_buf xe = {m->xe + r0 * d, n * d, 1}, g = {m->g + r0 * i, n * i, 1}, u = {m->u + r0 * i, n * i, 1};
+            ld_buf eo = {m->eo + r0 * d, n * d, 1};
             if (pass == 0) {
                 LD_TRY(matmul(be, &g, &xe, experts[e].gate, NULL, cnt, err));
                 LD_TRY(matmul(be, &u, &xe, experts[e].up, NULL, cnt, err));
@@ -1203,7 +1219,7 @@ static ld_status moe_shared(ld_backend *be, const ld_buf *x, const moe_dev *m, c
                             int64_t D, int64_t Is, int act, float limit, ld_error *err)
 {
     size_t n = (size_t)T * (size_t)Is, nd = (size_t)T * (size_t)D;
-    ld_buf g = {m->g, n}, u = {m->u, n}, es = {m->es, nd};
+    ld_buf g = {m->g, n, 1}, u = {m->u, n, 1}, es = {m->es, nd, 1};
     LD_TRY(gate_up_act(be, &g, &u, x, sh, T, act, limit, err));
     return matmul(be, &es, &g, sh->down, NULL, T, err);
 }
@@ -2199,6 +2215,7 @@ static const ld_backend_ops cuda_ops = {
     .buf_write = buf_write,
     .buf_read = buf_read,
     .buf_mem = buf_mem,
+    .buf_view = buf_view,
     .weight_load = weight_load,
     .weight_free = weight_free,
     .embed = embed,

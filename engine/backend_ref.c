@@ -54,6 +54,7 @@
 struct ld_buf {
     float *p;
     size_t n;
+    int view; /* buf_view's: p is another buffer's */
 };
 
 struct ld_weight {
@@ -268,6 +269,7 @@ static ld_status buf_alloc(ld_backend *be, size_t n, ld_buf **out, ld_error *err
     }
     b->p = p;
     b->n = n;
+    b->view = 0;
     *out = b;
     return LD_OK;
 }
@@ -275,7 +277,7 @@ static ld_status buf_alloc(ld_backend *be, size_t n, ld_buf **out, ld_error *err
 static void buf_free(ld_backend *be, ld_buf *b)
 {
     (void)be;
-    if (b) free(b->p);
+    if (b && !b->view) free(b->p);
     free(b);
 }
 
@@ -299,6 +301,18 @@ static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *ds
     (void)be;
     LD_TRY(range(b, off, n, err));
     if (n) memcpy(dst, b->p + off, n * sizeof *dst);
+    return LD_OK;
+}
+
+static ld_status buf_view(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_buf **out, ld_error *err)
+{
+    (void)be;
+    *out = NULL;
+    LD_TRY(range(b, off, n, err));
+    ld_buf *v = malloc(sizeof *v);
+    if (!v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    *v = (ld_buf){b->p + off, n, 1};
+    *out = v;
     return LD_OK;
 }
 
@@ -1168,7 +1182,8 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
         free(rows);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for the moe's scratch");
     }
-    ld_buf xe = {f, n}, eo = {f + n, n}, g = {f + 2 * n, nt * wide}, u = {f + 2 * n + nt * wide, nt * wide};
+    ld_buf xe = {f, n, 1}, eo = {f + n, n, 1}, g = {f + 2 * n, nt * wide, 1};
+    ld_buf u = {f + 2 * n + nt * wide, nt * wide, 1};
     float *rw = f + 2 * n + 2 * nt * wide;
     ld_status st = LD_OK;
     memset(y->p, 0, n * sizeof *y->p);
@@ -1190,6 +1205,7 @@ static ld_status moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *
     .destroy = destroy,           \
     .buf_alloc = buf_alloc,       \
     .buf_free = buf_free,         \
+    .buf_view = buf_view,         \
     .buf_write = buf_write,       \
     .buf_read = buf_read,         \
     .buf_mem = buf_mem,           \

@@ -26,6 +26,7 @@ struct ld_session {
     ld_buf *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
     ld_session_reduce_fn reduce; /* tensor parallelism: NULL = none */
     void *reduce_ctx;
+    int borrowed; /* 1: the weights are a lead session's (ld_session_create_sibling) */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -59,14 +60,16 @@ void ld_session_destroy(ld_session *s)
             ld_weight *ws[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv, L->bo,
                                L->q_norm, L->k_norm, L->ffn_norm, L->w_gate, L->w_up, L->w_down,
                                L->b_gate, L->b_up, L->b_down};
-            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
+            for (size_t i = 0; !s->borrowed && i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
             OPS(s)->buf_free(s->be, L->kc);
             OPS(s)->buf_free(s->be, L->vc);
         }
     }
-    unload(s, s->embed);
-    unload(s, s->norm);
-    if (s->lm_head != s->embed) unload(s, s->lm_head);
+    if (!s->borrowed) {
+        unload(s, s->embed);
+        unload(s, s->norm);
+        if (s->lm_head != s->embed) unload(s, s->lm_head);
+    }
     ld_buf *bs[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->g, s->u, s->logits};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
     free(s->layers);
@@ -99,8 +102,10 @@ static ld_status check_memory(const ld_model_config *c, int max_seq, int max_bat
     return LD_OK;
 }
 
-ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int max_batch,
-                            ld_session **out, ld_error *err)
+/* A session's own parts: its scratch, its KV caches, its RoPE table; the
+ * weights are loaded by the caller (load_weights) or borrowed. */
+static ld_status session_new(const ld_model *m, ld_backend *be, int max_seq, int max_batch, ld_session **out,
+                             ld_error *err)
 {
     *out = NULL;
     const ld_model_config *c = &m->cfg;
@@ -131,8 +136,6 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
     ld_status st = LD_OK;
 #define ALLOC(b, n) \
     if (st == LD_OK) st = OPS(s)->buf_alloc(be, (n), &(b), err)
-#define LOAD(w, t) \
-    if (st == LD_OK) st = load(s, (t), &(w), err)
     ALLOC(s->x, B * D);
     ALLOC(s->xb, B * D);
     ALLOC(s->q, B * Q);
@@ -142,11 +145,30 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
     ALLOC(s->g, B * I);
     ALLOC(s->u, B * I);
     ALLOC(s->logits, B * (size_t)c->vocab);
+    for (int l = 0; l < c->n_layers && st == LD_OK; l++) {
+        ALLOC(s->layers[l].kc, (size_t)max_seq * KV);
+        ALLOC(s->layers[l].vc, (size_t)max_seq * KV);
+    }
+#undef ALLOC
+    if (st != LD_OK) {
+        ld_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+static ld_status load_weights(ld_session *s, ld_error *err)
+{
+    const ld_model *m = s->m;
+    ld_status st = LD_OK;
+#define LOAD(w, t) \
+    if (st == LD_OK) st = load(s, (t), &(w), err)
     LOAD(s->embed, &m->embed);
     LOAD(s->norm, &m->norm);
-    if (c->tie_embeddings) s->lm_head = s->embed;
+    if (m->cfg.tie_embeddings) s->lm_head = s->embed;
     else LOAD(s->lm_head, &m->lm_head);
-    for (int l = 0; l < c->n_layers && st == LD_OK; l++) {
+    for (int l = 0; l < m->cfg.n_layers && st == LD_OK; l++) {
         const ld_model_layer *ml = &m->layers[l];
         sess_layer *L = &s->layers[l];
         LOAD(L->attn_norm, &ml->attn_norm);
@@ -167,14 +189,39 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
         LOAD(L->b_gate, &ml->b_gate);
         LOAD(L->b_up, &ml->b_up);
         LOAD(L->b_down, &ml->b_down);
-        ALLOC(L->kc, (size_t)max_seq * KV);
-        ALLOC(L->vc, (size_t)max_seq * KV);
     }
-#undef ALLOC
 #undef LOAD
+    return st;
+}
+
+ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int max_batch,
+                            ld_session **out, ld_error *err)
+{
+    ld_session *s;
+    LD_TRY(session_new(m, be, max_seq, max_batch, &s, err));
+    ld_status st = load_weights(s, err);
     if (st != LD_OK) {
         ld_session_destroy(s);
         return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_session_create_sibling(const ld_session *lead, int max_seq, ld_session **out, ld_error *err)
+{
+    ld_session *s;
+    LD_TRY(session_new(lead->m, lead->be, max_seq, lead->max_batch, &s, err));
+    s->borrowed = 1;
+    s->embed = lead->embed;
+    s->norm = lead->norm;
+    s->lm_head = lead->lm_head;
+    for (int l = 0; l < lead->m->cfg.n_layers; l++) {
+        sess_layer *L = &s->layers[l];
+        ld_buf *kc = L->kc, *vc = L->vc;
+        *L = lead->layers[l];
+        L->kc = kc;
+        L->vc = vc;
     }
     *out = s;
     return LD_OK;
@@ -196,71 +243,229 @@ void ld_session_reset(ld_session *s)
     s->pos = 0;
 }
 
-/* rows [t0, t0+n) of plane p of hidden [planes][T][D] */
-static ld_status trace(ld_session *s, const ld_buf *b, float *hidden, int plane, int T, int t0, int n, ld_error *err)
+/* A sequence's rows in a chunk: tokens [n] at positions s->pos..., rows
+ * [row, row + n) of the chunk's buffers, rows [t0, t0 + n) of the call's
+ * logits [T][vocab] and hidden [planes][T][D]; q, k, v and att (views of
+ * those rows, or the lead's buffers when the chunk is this one sequence's) */
+typedef struct seq_rows {
+    ld_session *s;
+    const int32_t *tokens;
+    int n, row, t0, T;
+    float *logits, *hidden;
+    ld_buf *q, *k, *v, *att;
+} seq_rows;
+
+/* the chunk's rows of b (rows of D floats) into plane p of each sequence's
+ * hidden */
+static ld_status trace(ld_session *w, const ld_buf *b, const seq_rows *r, int nr, int plane, ld_error *err)
 {
-    if (!hidden) return LD_OK;
-    size_t D = (size_t)s->m->cfg.hidden;
-    return OPS(s)->buf_read(s->be, b, 0, hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, (size_t)n * D, err);
+    size_t D = (size_t)w->m->cfg.hidden;
+    for (int i = 0; i < nr; i++) {
+        if (!r[i].hidden) continue;
+        float *dst = r[i].hidden + ((size_t)plane * (size_t)r[i].T + (size_t)r[i].t0) * D;
+        LD_TRY(OPS(w)->buf_read(w->be, b, (size_t)r[i].row * D, dst, (size_t)r[i].n * D, err));
+    }
+    return LD_OK;
 }
 
-static ld_status chunk(ld_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
-                       ld_error *err)
+/* attention of each sequence on its rows and its own KV cache (layer l) */
+static ld_status attention_rows(ld_session *w, const seq_rows *r, int nr, int l, ld_error *err)
 {
-    const ld_model_config *c = &s->m->cfg;
-    const ld_backend_ops *o = OPS(s);
-    ld_backend *be = s->be;
-    int pos0 = s->pos, hd = c->head_dim;
-    size_t D = (size_t)c->hidden, I = (size_t)c->intermediate;
-    int KV = c->n_kv_heads * hd;
-
-    LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
-    LD_TRY(trace(s, s->x, hidden, 0, T, t0, n, err));
-    for (int l = 0; l < c->n_layers; l++) {
-        sess_layer *L = &s->layers[l];
-        LD_TRY(o->rmsnorm(be, s->xb, s->x, L->attn_norm, n, c->rms_eps, err));
-        LD_TRY(o->matmul(be, s->q, s->xb, L->wq, L->bq, n, err));
-        LD_TRY(o->matmul(be, s->k, s->xb, L->wk, L->bk, n, err));
-        LD_TRY(o->matmul(be, s->v, s->xb, L->wv, L->bv, n, err));
-        if (c->qk_norm) {
-            LD_TRY(o->rmsnorm(be, s->q, s->q, L->q_norm, n * c->n_heads, c->rms_eps, err));
-            LD_TRY(o->rmsnorm(be, s->k, s->k, L->k_norm, n * c->n_kv_heads, c->rms_eps, err));
-        }
-        LD_TRY(o->rope(be, s->q, n, c->n_heads, hd, pos0, s->inv_freq, err));
-        LD_TRY(o->rope(be, s->k, n, c->n_kv_heads, hd, pos0, s->inv_freq, err));
-        LD_TRY(o->kv_store(be, L->kc, s->k, n, pos0, KV, err));
-        LD_TRY(o->kv_store(be, L->vc, s->v, n, pos0, KV, err));
-        LD_TRY(o->attention(be, s->att, s->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd, c->window[l],
-                            s->scale, err));
-        LD_TRY(o->matmul(be, s->xb, s->att, L->wo, L->bo, n, err));
-        if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, be, s->xb, n, l, 0, err));
-        LD_TRY(o->add(be, s->x, s->xb, (size_t)n * D, err));
-        LD_TRY(o->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, c->rms_eps, err));
-        LD_TRY(o->matmul(be, s->g, s->xb, L->w_gate, L->b_gate, n, err));
-        LD_TRY(o->matmul(be, s->u, s->xb, L->w_up, L->b_up, n, err));
-        LD_TRY(o->swiglu(be, s->g, s->g, s->u, (size_t)n * I, err));
-        LD_TRY(o->matmul(be, s->xb, s->g, L->w_down, L->b_down, n, err));
-        if (s->reduce) LD_TRY(s->reduce(s->reduce_ctx, be, s->xb, n, l, 1, err));
-        LD_TRY(o->add(be, s->x, s->xb, (size_t)n * D, err));
-        LD_TRY(trace(s, s->x, hidden, 1 + l, T, t0, n, err));
+    const ld_model_config *c = &w->m->cfg;
+    const ld_backend_ops *o = OPS(w);
+    ld_backend *be = w->be;
+    int hd = c->head_dim, KV = c->n_kv_heads * hd;
+    for (int i = 0; i < nr; i++) {
+        const seq_rows *x = &r[i];
+        int n = x->n, pos0 = x->s->pos;
+        sess_layer *L = &x->s->layers[l];
+        LD_TRY(o->rope(be, x->q, n, c->n_heads, hd, pos0, w->inv_freq, err));
+        LD_TRY(o->rope(be, x->k, n, c->n_kv_heads, hd, pos0, w->inv_freq, err));
+        LD_TRY(o->kv_store(be, L->kc, x->k, n, pos0, KV, err));
+        LD_TRY(o->kv_store(be, L->vc, x->v, n, pos0, KV, err));
+        LD_TRY(o->attention(be, x->att, x->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd, c->window[l],
+                            w->scale, err));
     }
-    LD_TRY(o->rmsnorm(be, s->xb, s->x, s->norm, n, c->rms_eps, err));
-    LD_TRY(trace(s, s->xb, hidden, c->n_layers + 1, T, t0, n, err));
-    if (logits) {
-        size_t V = (size_t)c->vocab;
-        LD_TRY(o->matmul(be, s->logits, s->xb, s->lm_head, NULL, n, err));
-        LD_TRY(o->buf_read(be, s->logits, 0, logits + (size_t)t0 * V, (size_t)n * V, err));
-    }
-    s->pos += n;
     return LD_OK;
+}
+
+/* the layers over the chunk's N rows, with w's weights and scratch (x holds
+ * the embeddings); every op but attention runs on all rows at once */
+static ld_status layers(ld_session *w, const seq_rows *r, int nr, int N, ld_error *err)
+{
+    const ld_model_config *c = &w->m->cfg;
+    const ld_backend_ops *o = OPS(w);
+    ld_backend *be = w->be;
+    size_t D = (size_t)c->hidden, I = (size_t)c->intermediate;
+    for (int l = 0; l < c->n_layers; l++) {
+        sess_layer *L = &w->layers[l];
+        LD_TRY(o->rmsnorm(be, w->xb, w->x, L->attn_norm, N, c->rms_eps, err));
+        LD_TRY(o->matmul(be, w->q, w->xb, L->wq, L->bq, N, err));
+        LD_TRY(o->matmul(be, w->k, w->xb, L->wk, L->bk, N, err));
+        LD_TRY(o->matmul(be, w->v, w->xb, L->wv, L->bv, N, err));
+        if (c->qk_norm) {
+            LD_TRY(o->rmsnorm(be, w->q, w->q, L->q_norm, N * c->n_heads, c->rms_eps, err));
+            LD_TRY(o->rmsnorm(be, w->k, w->k, L->k_norm, N * c->n_kv_heads, c->rms_eps, err));
+        }
+        LD_TRY(attention_rows(w, r, nr, l, err));
+        LD_TRY(o->matmul(be, w->xb, w->att, L->wo, L->bo, N, err));
+        if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 0, err));
+        LD_TRY(o->add(be, w->x, w->xb, (size_t)N * D, err));
+        LD_TRY(o->rmsnorm(be, w->xb, w->x, L->ffn_norm, N, c->rms_eps, err));
+        LD_TRY(o->matmul(be, w->g, w->xb, L->w_gate, L->b_gate, N, err));
+        LD_TRY(o->matmul(be, w->u, w->xb, L->w_up, L->b_up, N, err));
+        LD_TRY(o->swiglu(be, w->g, w->g, w->u, (size_t)N * I, err));
+        LD_TRY(o->matmul(be, w->xb, w->g, L->w_down, L->b_down, N, err));
+        if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 1, err));
+        LD_TRY(o->add(be, w->x, w->xb, (size_t)N * D, err));
+        LD_TRY(trace(w, w->x, r, nr, 1 + l, err));
+    }
+    return LD_OK;
+}
+
+static void free_views(ld_session *w, seq_rows *r, int nr)
+{
+    for (int i = 0; i < nr; i++) {
+        ld_buf *v[] = {r[i].q, r[i].k, r[i].v, r[i].att};
+        for (int j = 0; j < 4; j++)
+            if (v[j] && v[j] != w->q && v[j] != w->k && v[j] != w->v && v[j] != w->att) OPS(w)->buf_free(w->be, v[j]);
+        r[i].q = r[i].k = r[i].v = r[i].att = NULL;
+    }
+}
+
+/* each sequence's q, k, v and att: the whole buffers for one sequence,
+ * else views of its rows (the backend's buf_view) */
+static ld_status make_views(ld_session *w, seq_rows *r, int nr, ld_error *err)
+{
+    const ld_model_config *c = &w->m->cfg;
+    size_t Q = (size_t)c->n_heads * (size_t)c->head_dim, KV = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    if (nr == 1) {
+        r->q = w->q, r->k = w->k, r->v = w->v, r->att = w->att;
+        return LD_OK;
+    }
+    const ld_backend_ops *o = OPS(w);
+    if (!o->buf_view)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "the %s backend runs one sequence at a time (no buf_view)", o->name);
+    ld_status st = LD_OK;
+    for (int i = 0; i < nr && st == LD_OK; i++) {
+        size_t row = (size_t)r[i].row, n = (size_t)r[i].n;
+        st = o->buf_view(w->be, w->q, row * Q, n * Q, &r[i].q, err);
+        if (st == LD_OK) st = o->buf_view(w->be, w->k, row * KV, n * KV, &r[i].k, err);
+        if (st == LD_OK) st = o->buf_view(w->be, w->v, row * KV, n * KV, &r[i].v, err);
+        if (st == LD_OK) st = o->buf_view(w->be, w->att, row * Q, n * Q, &r[i].att, err);
+    }
+    if (st != LD_OK) free_views(w, r, nr);
+    return st;
+}
+
+/* the chunk's tokens, one sequence's after another (tmp: freed by the
+ * caller, NULL where the chunk is one sequence's) */
+static ld_status chunk_tokens(const seq_rows *r, int nr, int N, const int32_t **out, int32_t **tmp, ld_error *err)
+{
+    *tmp = NULL;
+    if (nr == 1) {
+        *out = r->tokens;
+        return LD_OK;
+    }
+    int32_t *t = malloc((size_t)N * sizeof *t);
+    if (!t) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; i < nr; i++) memcpy(t + r[i].row, r[i].tokens, (size_t)r[i].n * sizeof *t);
+    *out = *tmp = t;
+    return LD_OK;
+}
+
+/* the final norm, the logits each sequence wants, and the positions */
+static ld_status head(ld_session *w, seq_rows *r, int nr, int N, ld_error *err)
+{
+    const ld_model_config *c = &w->m->cfg;
+    const ld_backend_ops *o = OPS(w);
+    size_t V = (size_t)c->vocab;
+    LD_TRY(o->rmsnorm(w->be, w->xb, w->x, w->norm, N, c->rms_eps, err));
+    LD_TRY(trace(w, w->xb, r, nr, c->n_layers + 1, err));
+    int want = 0;
+    for (int i = 0; i < nr; i++) want |= r[i].logits != NULL;
+    if (want) LD_TRY(o->matmul(w->be, w->logits, w->xb, w->lm_head, NULL, N, err));
+    for (int i = 0; i < nr; i++)
+        if (r[i].logits)
+            LD_TRY(o->buf_read(w->be, w->logits, (size_t)r[i].row * V, r[i].logits + (size_t)r[i].t0 * V,
+                               (size_t)r[i].n * V, err));
+    for (int i = 0; i < nr; i++) r[i].s->pos += r[i].n;
+    return LD_OK;
+}
+
+/* one chunk of N rows (at most w->max_batch) of nr sequences, on w's
+ * weights and scratch */
+static ld_status chunk(ld_session *w, seq_rows *r, int nr, int N, ld_error *err)
+{
+    const int32_t *tokens = NULL;
+    int32_t *tmp = NULL;
+    LD_TRY(chunk_tokens(r, nr, N, &tokens, &tmp, err));
+    ld_status st = make_views(w, r, nr, err);
+    if (st == LD_OK) st = OPS(w)->embed(w->be, w->x, w->embed, tokens, N, err);
+    if (st == LD_OK) st = trace(w, w->x, r, nr, 0, err);
+    if (st == LD_OK) st = layers(w, r, nr, N, err);
+    if (st == LD_OK) st = head(w, r, nr, N, err);
+    free_views(w, r, nr);
+    free(tmp);
+    return st;
+}
+
+/* the parts fit together: the lead's model and backend, each session once,
+ * tokens that fit each */
+static ld_status check_parts(const ld_session_part *p, int n, ld_error *err)
+{
+    if (n < 1 || !p[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
+    const ld_session *lead = p[0].s;
+    for (int i = 0; i < n; i++) {
+        const ld_session *s = p[i].s;
+        if (!s || s->m != lead->m || s->be != lead->be)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's model and backend",
+                           i);
+        for (int j = 0; j < i; j++)
+            if (p[j].s == s) return LD_FAIL(err, LD_ERR_USAGE, 0, "batch parts %d and %d: the same session", j, i);
+        ld_status st = ld_session_check_eval(p[i].tokens, p[i].T, s->pos, s->max_seq, s->m->cfg.vocab, err);
+        if (st != LD_OK) {
+            if (n > 1) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "batch part %d: %.200s", i, err->msg);
+                memcpy(err->msg, msg, sizeof msg);
+            }
+            return st;
+        }
+    }
+    return LD_OK;
+}
+
+ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *err)
+{
+    LD_TRY(check_parts(parts, n, err));
+    ld_session *w = parts[0].s;
+    seq_rows *r = malloc((size_t)n * sizeof *r);
+    int *done = calloc((size_t)n, sizeof *done);
+    ld_status st = r && done ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    /* rounds of at most the lead's max_batch rows: each sequence in turn
+     * takes what is left of its tokens, up to what is left of the round */
+    for (;;) {
+        int nr = 0, N = 0;
+        for (int i = 0; st == LD_OK && i < n && N < w->max_batch; i++) {
+            int take = parts[i].T - done[i];
+            if (take > w->max_batch - N) take = w->max_batch - N;
+            if (take <= 0) continue;
+            r[nr++] = (seq_rows){parts[i].s, parts[i].tokens + done[i], take, N, done[i], parts[i].T,
+                                 parts[i].logits, parts[i].hidden, NULL, NULL, NULL, NULL};
+            done[i] += take;
+            N += take;
+        }
+        if (st != LD_OK || !nr) break;
+        st = chunk(w, r, nr, N, err);
+    }
+    free(r);
+    free(done);
+    return st;
 }
 
 ld_status ld_session_eval(ld_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err)
 {
-    LD_TRY(ld_session_check_eval(tokens, T, s->pos, s->max_seq, s->m->cfg.vocab, err));
-    for (int t0 = 0; t0 < T; t0 += s->max_batch) {
-        int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
-        LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, err));
-    }
-    return LD_OK;
+    ld_session_part p = {s, tokens, T, logits, hidden};
+    return ld_session_eval_batch(&p, 1, err);
 }

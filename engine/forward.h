@@ -31,6 +31,32 @@ ld_status ld_session_create(const ld_model *model, ld_backend *be, int max_seq,
 ld_status ld_session_eval(ld_session *s, const int32_t *tokens, int T,
                           float *logits, float *hidden, ld_error *err);
 
+/* A session that borrows the weights of `lead` (which must outlive it) and
+ * has its own KV cache of max_seq positions and its own scratch (lead's
+ * max_batch): another request on the same model, for batches. */
+ld_status ld_session_create_sibling(const ld_session *lead, int max_seq, ld_session **out, ld_error *err);
+
+/* One sequence's share of a batch: T tokens appended to s at its position,
+ * logits [T][vocab] and hidden [n_layers + 2][T][hidden] as in
+ * ld_session_eval (each NULL: not wanted). */
+typedef struct ld_session_part {
+    ld_session *s;
+    const int32_t *tokens;
+    int T;
+    float *logits, *hidden;
+} ld_session_part;
+
+/* Several sequences in one batch, as a server batches its requests: the
+ * parts' sessions (all of parts[0].s's model and backend, each once) run
+ * together in chunks of at most parts[0].s's max_batch rows, every op on
+ * all the chunk's rows but attention, which each sequence runs on its own
+ * rows and cache.  parts[0].s's weights, scratch and reduce hook serve the
+ * batch.  A sequence's logits are bitwise those it gets alone: no op's
+ * row depends on the other rows (backend.h's contract).  Several parts
+ * need the backend's buf_view (LD_ERR_UNSUPPORTED without).  On an error
+ * the sessions may have run part of their tokens (ld_session_pos). */
+ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *err);
+
 /* Tensor parallelism (tp_forward.h): a hook the session calls on the
  * output of o_proj (which = 0) and of down_proj (which = 1) of layer
  * `layer`, x [T][hidden] in the session's backend, before it is added to

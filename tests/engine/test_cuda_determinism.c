@@ -9,6 +9,9 @@
  *  - chunks: the request's tokens run as one prefill, in chunks of 3 and
  *    token by token give bitwise the same logits per position, which are
  *    also the replay's;
+ *  - batched: the request batched with two others, as a server's
+ *    continuous batching runs them, gives each bitwise its alone logits
+ *    (batch_check.h);
  *  - transformers: the logits of ref.json's sequences are within 1e-5
  *    (normalised, as test_forward.c) of the committed transformers
  *    reference logits.
@@ -21,6 +24,7 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "batch_check.h"
 #include "deepseek_v4_forward.h"
 #include "fixtures.h"
 #include "forward.h"
@@ -234,12 +238,28 @@ static int check_transformers(int k, const ld_model *m, const char *name, const 
     return 0;
 }
 
+/* ref.json's requests and a third batched together (batch_check.h):
+ * each bitwise its alone logits */
+static int check_batched(int k, const ld_model *m, const char *name, const char *dir)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    CHECK_MSG(open_cuda(k, &be, &err) == LD_OK, "%s", err.msg);
+    char label[64];
+    snprintf(label, sizeof label, "%s %s", name, kset_name(k));
+    int rc = ld_test_check_batch(be, m, dir, label);
+    ld_backend_destroy(be);
+    return rc;
+}
+
 static int test_cuda_replays_qwen3(void) { return with_model("qwen3", check_replays); }
 static int test_cuda_replays_qwen3_fp8(void) { return with_model("qwen3-fp8", check_replays); }
 static int test_cuda_chunks_qwen3(void) { return with_model("qwen3", check_chunks); }
 static int test_cuda_chunks_qwen3_fp8(void) { return with_model("qwen3-fp8", check_chunks); }
 static int test_cuda_transformers_qwen3(void) { return with_model("qwen3", check_transformers); }
 static int test_cuda_transformers_qwen3_fp8(void) { return with_model("qwen3-fp8", check_transformers); }
+static int test_cuda_batched_qwen3(void) { return with_model("qwen3", check_batched); }
+static int test_cuda_batched_qwen3_fp8(void) { return with_model("qwen3-fp8", check_batched); }
 
 /* ---------------------------------------------------------------- the moe entry */
 
@@ -516,6 +536,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_transformers_qwen3), LD_CASE(test_cuda_transformers_qwen3_fp8),
     LD_CASE(test_cuda_replays_qwen3),      LD_CASE(test_cuda_replays_qwen3_fp8),
     LD_CASE(test_cuda_chunks_qwen3),       LD_CASE(test_cuda_chunks_qwen3_fp8),
+    LD_CASE(test_cuda_batched_qwen3),      LD_CASE(test_cuda_batched_qwen3_fp8),
     LD_CASE(test_cuda_deepseek_v4),        LD_CASE(test_cuda_deepseek_v4_fp4),
     LD_CASE(test_cuda_moe_entry_matches_ref),
 };

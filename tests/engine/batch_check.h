@@ -1,0 +1,141 @@
+/* batch_check.h - "the same request batched with others gives the same
+ * logits" (issue 9's determinism), for any backend: the check that
+ * test_batch.c runs on the CPU backends and test_cuda_determinism.c on the
+ * CUDA one (a GPU, the emulator, the mock).
+ *
+ * BATCH_SEQS requests, each a prompt and BATCH_DECODE greedy steps, run
+ * alone (one fresh session each: a prefill, then a token a call) and then
+ * together through ld_session_eval_batch as a server's continuous batching
+ * runs them: the first two prompts in one batch, then every step the
+ * running requests' next tokens in one batch, the third request's prompt
+ * joining at the first decode step (its prefill rows in the same chunks
+ * as the others' decode rows), chunks of BATCH_ROWS rows so that a prompt
+ * spans several.  The batch feeds each request the tokens its alone run
+ * chose, so the positions line up; each request's logits at every
+ * position must be bitwise its alone run's.  Sessions: the first created
+ * (its weights, its scratch serve the batch), the second a sibling
+ * borrowing them, the third created with its own weights.  The prompts:
+ * ref.json's sequences, and the first again with its ids shifted (a
+ * request the others do not share a prefix with). */
+#ifndef LD_TEST_BATCH_CHECK_H
+#define LD_TEST_BATCH_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "forward.h"
+#include "ld_test.h"
+
+#define BATCH_SEQS 3
+#define BATCH_DECODE 4
+#define BATCH_ROWS 6
+#define BATCH_MAX_SEQ 64
+
+typedef struct batch_req {
+    int32_t toks[BATCH_MAX_SEQ]; /* the prompt, then the alone run's choices */
+    int P, T;                    /* prompt length; P + BATCH_DECODE */
+    float *alone, *batched;      /* [T][vocab] */
+} batch_req;
+
+static inline int32_t batch_argmax(const float *v, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = (int32_t)i;
+    return best;
+}
+
+/* request r alone on a fresh session: its prompt, then greedy steps */
+static inline ld_status batch_alone(ld_backend *be, const ld_model *m, batch_req *r, ld_error *err)
+{
+    ld_session *s = NULL;
+    size_t V = (size_t)m->cfg.vocab;
+    ld_status st = ld_session_create(m, be, BATCH_MAX_SEQ, r->P, &s, err);
+    if (st == LD_OK) st = ld_session_eval(s, r->toks, r->P, r->alone, NULL, err);
+    for (int p = r->P; st == LD_OK && p < r->T; p++) {
+        r->toks[p] = batch_argmax(r->alone + (size_t)(p - 1) * V, (int)V);
+        st = ld_session_eval(s, r->toks + p, 1, r->alone + (size_t)p * V, NULL, err);
+    }
+    ld_session_destroy(s);
+    return st;
+}
+
+/* step k of the batched run: request i's part (T 0 when it has nothing
+ * to run at that step): request 2 starts a step late */
+static inline ld_session_part batch_step_part(ld_session *s, batch_req *r, int i, int k, size_t V)
+{
+    int start = i == 2 ? 1 : 0, j = k - start; /* the request's own step */
+    ld_session_part p = {s, NULL, 0, NULL, NULL};
+    if (j < 0 || j > BATCH_DECODE) return p;
+    int pos = j == 0 ? 0 : r->P + j - 1, n = j == 0 ? r->P : 1;
+    p.tokens = r->toks + pos;
+    p.T = n;
+    p.logits = r->batched + (size_t)pos * V;
+    return p;
+}
+
+static inline ld_status batch_run(ld_backend *be, const ld_model *m, batch_req *r, ld_error *err)
+{
+    ld_session *s[BATCH_SEQS] = {NULL, NULL, NULL};
+    size_t V = (size_t)m->cfg.vocab;
+    ld_status st = ld_session_create(m, be, BATCH_MAX_SEQ, BATCH_ROWS, &s[0], err);
+    if (st == LD_OK) st = ld_session_create_sibling(s[0], BATCH_MAX_SEQ, &s[1], err);
+    if (st == LD_OK) st = ld_session_create(m, be, BATCH_MAX_SEQ, 2, &s[2], err);
+    for (int k = 0; st == LD_OK && k <= BATCH_DECODE + 1; k++) {
+        ld_session_part parts[BATCH_SEQS];
+        int n = 0;
+        for (int i = 0; i < BATCH_SEQS; i++) {
+            ld_session_part p = batch_step_part(s[i], &r[i], i, k, V);
+            if (p.T) parts[n++] = p;
+        }
+        /* the first part leads: s[0] while it runs, then s[2] alone */
+        if (n) st = ld_session_eval_batch(parts, n, err);
+    }
+    for (int i = 0; i < BATCH_SEQS; i++) ld_session_destroy(s[i]);
+    return st;
+}
+
+/* the check on backend be and model m (dir: its fixture); label names the
+ * run in the output */
+static inline int ld_test_check_batch(ld_backend *be, const ld_model *m, const char *dir, const char *label)
+{
+    ld_test_seq q[2];
+    CHECK_MSG(ld_test_load_seqs(dir, q, 2) == 2, "%s/ref.json: two sequences", dir);
+    batch_req r[BATCH_SEQS];
+    size_t V = (size_t)m->cfg.vocab;
+    for (int i = 0; i < BATCH_SEQS; i++) {
+        const ld_test_seq *src = &q[i == 1];
+        r[i].P = src->T;
+        r[i].T = src->T + BATCH_DECODE;
+        CHECK(r[i].T <= BATCH_MAX_SEQ);
+        for (int t = 0; t < src->T; t++)
+            r[i].toks[t] = i == 2 ? (int32_t)((src->tokens[t] + 7) % (int32_t)V) : src->tokens[t];
+        r[i].alone = malloc((size_t)r[i].T * V * sizeof(float));
+        r[i].batched = malloc((size_t)r[i].T * V * sizeof(float));
+        CHECK(r[i].alone && r[i].batched);
+        memset(r[i].batched, 0xff, (size_t)r[i].T * V * sizeof(float)); /* NaN: a row never written differs */
+    }
+    ld_error err = {0};
+    for (int i = 0; i < BATCH_SEQS; i++)
+        CHECK_MSG(batch_alone(be, m, &r[i], &err) == LD_OK, "%s: request %d alone: %s", label, i, err.msg);
+    CHECK_MSG(batch_run(be, m, r, &err) == LD_OK, "%s: batched: %s", label, err.msg);
+    int bad = 0;
+    for (int i = 0; i < BATCH_SEQS; i++) {
+        int first = -1;
+        for (int p = r[i].T - 1; p >= 0; p--)
+            if (memcmp(r[i].alone + (size_t)p * V, r[i].batched + (size_t)p * V, V * sizeof(float))) first = p;
+        printf("  %-24s request %d (%2d + %d tokens) batched with %d others: %s", label, i, r[i].P, BATCH_DECODE,
+               BATCH_SEQS - 1, first < 0 ? "bitwise its alone logits" : "differs");
+        if (first >= 0) printf(" from position %d", first);
+        printf("\n");
+        bad += first >= 0;
+        free(r[i].alone);
+        free(r[i].batched);
+    }
+    CHECK_MSG(!bad, "%s: %d requests differ batched", label, bad);
+    return 0;
+}
+
+#endif /* LD_TEST_BATCH_CHECK_H */

@@ -1,0 +1,115 @@
+/* test_batch.c - several requests in one batch (forward.h's
+ * ld_session_eval_batch) on the CPU backends: each request's logits
+ * bitwise those it gets alone (batch_check.h), on the reference backend and
+ * the fast CPU one with 3 threads, over dense, sliding-window, FP8 and
+ * bf16 fixtures; the batch's argument errors; a backend without
+ * buf_view runs one sequence but refuses several. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "batch_check.h"
+#include "fixtures.h"
+#include "forward.h"
+#include "ld_test.h"
+#include "model.h"
+
+#define MDIR LD_TESTDATA_DIR "/models/"
+
+typedef ld_status (*create_fn)(int n_threads, ld_backend **out, ld_error *err);
+
+static int check_model(const char *name, const char *backend, create_fn create)
+{
+    char dir[512], label[128];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    snprintf(label, sizeof label, "%s on %s", name, backend);
+    ld_error err = {0};
+    ld_model *m = NULL;
+    CHECK_MSG(ld_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
+    ld_backend *be = NULL;
+    CHECK_MSG(create(3, &be, &err) == LD_OK, "%s: %s", backend, err.msg);
+    int rc = ld_test_check_batch(be, m, dir, label);
+    ld_backend_destroy(be);
+    ld_model_close(m);
+    return rc;
+}
+
+static int test_batch_qwen3_ref(void) { return check_model("qwen3", "ref", ld_backend_ref_create); }
+static int test_batch_qwen3_cpu(void) { return check_model("qwen3", "cpu", ld_backend_cpu_create); }
+static int test_batch_mistral_cpu(void) { return check_model("mistral", "cpu", ld_backend_cpu_create); }
+static int test_batch_qwen3_fp8_cpu(void) { return check_model("qwen3-fp8", "cpu", ld_backend_cpu_create); }
+static int test_batch_llama3_bf16_cpu(void) { return check_model("llama3-bf16", "cpu", ld_backend_cpu_create); }
+
+/* the batch's argument errors, before anything runs */
+static int test_batch_errors(void)
+{
+    ld_error err = {0};
+    ld_model *m = NULL, *m2 = NULL;
+    CHECK_MSG(ld_model_open(MDIR "qwen3", &m, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_model_open(MDIR "qwen3", &m2, &err) == LD_OK, "%s", err.msg);
+    ld_backend *be = NULL;
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    ld_session *a = NULL, *b = NULL, *other = NULL;
+    CHECK(ld_session_create(m, be, 8, 4, &a, &err) == LD_OK);
+    CHECK(ld_session_create_sibling(a, 8, &b, &err) == LD_OK);
+    CHECK(ld_session_create(m2, be, 8, 4, &other, &err) == LD_OK);
+    int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    ld_session_part p[2] = {{a, t, 2, NULL, NULL}, {a, t, 2, NULL, NULL}};
+    CHECK(ld_test_expect_fail(ld_session_eval_batch(p, 2, &err), LD_ERR_USAGE, &err, "the same session") == 0);
+    p[1].s = other;
+    CHECK(ld_test_expect_fail(ld_session_eval_batch(p, 2, &err), LD_ERR_USAGE, &err, "first part's model") == 0);
+    p[1] = (ld_session_part){b, t, 9, NULL, NULL};
+    CHECK(ld_test_expect_fail(ld_session_eval_batch(p, 2, &err), LD_ERR_LIMIT, &err, "batch part 1") == 0);
+    CHECK(ld_test_expect_fail(ld_session_eval_batch(p, 0, &err), LD_ERR_USAGE, &err, "at least one") == 0);
+    CHECK_EQ_INT(ld_session_pos(a), 0);
+    CHECK_EQ_INT(ld_session_pos(b), 0);
+    /* a part with no tokens is no part */
+    p[1].T = 0;
+    CHECK_MSG(ld_session_eval_batch(p, 2, &err) == LD_OK, "%s", err.msg);
+    CHECK_EQ_INT(ld_session_pos(a), 2);
+    ld_session_destroy(b);
+    ld_session_destroy(a);
+    ld_session_destroy(other);
+    ld_backend_destroy(be);
+    ld_model_close(m);
+    ld_model_close(m2);
+    return 0;
+}
+
+/* a backend without buf_view: one sequence runs, two are refused before
+ * anything runs */
+static int test_batch_needs_views(void)
+{
+    ld_error err = {0};
+    ld_model *m = NULL;
+    CHECK_MSG(ld_model_open(MDIR "qwen3", &m, &err) == LD_OK, "%s", err.msg);
+    ld_backend *be = NULL;
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    ld_backend_ops ops = *be->ops;
+    ops.buf_view = NULL;
+    const ld_backend_ops *saved = be->ops;
+    be->ops = &ops;
+    ld_session *a = NULL, *b = NULL;
+    CHECK(ld_session_create(m, be, 8, 4, &a, &err) == LD_OK);
+    CHECK(ld_session_create_sibling(a, 8, &b, &err) == LD_OK);
+    int32_t t[2] = {1, 2};
+    CHECK_MSG(ld_session_eval(a, t, 2, NULL, NULL, &err) == LD_OK, "%s", err.msg);
+    ld_session_part p[2] = {{a, t, 1, NULL, NULL}, {b, t, 2, NULL, NULL}};
+    CHECK(ld_test_expect_fail(ld_session_eval_batch(p, 2, &err), LD_ERR_UNSUPPORTED, &err, "one sequence") == 0);
+    CHECK_EQ_INT(ld_session_pos(a), 2);
+    CHECK_EQ_INT(ld_session_pos(b), 0);
+    ld_session_destroy(b);
+    ld_session_destroy(a);
+    be->ops = saved;
+    ld_backend_destroy(be);
+    ld_model_close(m);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_batch_qwen3_ref),       LD_CASE(test_batch_qwen3_cpu),     LD_CASE(test_batch_mistral_cpu),
+    LD_CASE(test_batch_qwen3_fp8_cpu),   LD_CASE(test_batch_llama3_bf16_cpu), LD_CASE(test_batch_errors),
+    LD_CASE(test_batch_needs_views),
+};
+
+LD_TEST_MAIN(cases)
