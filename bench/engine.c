@@ -11,7 +11,7 @@
  *                      weight matrix); GB = 10^9 bytes
  *
  *   bench_engine --model PATH [--backend cpu|ref] [--kernels SPEC]
- *                [--threads N] [--prompt N] [--decode N]
+ *                [--threads N] [--prompt N] [--decode N] [--batch N]
  *     (any model engine/lm.h opens: dense GGUF or HF, DeepSeek V3/V3.2/V4;
  *     --kernels as `logdiff replay --kernels`)
  *     weight_bytes     the bound weights (dense models; 0 otherwise)
@@ -19,6 +19,13 @@
  *     prefill_tps      --prompt random token ids (seed 1) in one call
  *     decode_tps       --decode tokens one at a time after the prompt, each
  *                      with its logits and the greedy choice fed back
+ *     batch_decode_tps with --batch N (N > 1; the dense models and V4):
+ *                      N requests of the same prompt, each a session (the
+ *                      first's weights shared), prefilled in one batch,
+ *                      then --decode steps of one token each, every step
+ *                      the N requests in one batch (lm.h's
+ *                      ld_lm_eval_batch); tokens of all the requests a
+ *                      second (a step's weights read once for N tokens)
  *     kv_bytes         the session's KV cache
  *     rss_peak_bytes   peak resident set of the process (getrusage)
  *
@@ -44,10 +51,47 @@ static int argmax(const float *x, int n)
     return b;
 }
 
+/* --batch: B sessions over lead's weights (the lead among them, reset),
+ * the prompt in one batch, then `decode` batched steps; the steps' seconds
+ * (< 0: an error, in err) */
+static double batch_decode(ld_lm_session *lead, int B, int max_seq, const int32_t *prompt, int P, int decode, int V,
+                           ld_error *err)
+{
+    ld_lm_session **s = calloc((size_t)B, sizeof *s);
+    ld_lm_part *parts = calloc((size_t)B, sizeof *parts);
+    float *logits = malloc((size_t)B * (size_t)V * sizeof *logits);
+    int32_t *next = malloc((size_t)B * sizeof *next);
+    double secs = -1;
+    ld_status st = s && parts && logits && next ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_lm_reset(lead);
+    s[0] = lead;
+    for (int i = 1; i < B && st == LD_OK; i++) st = ld_lm_session_create_sibling(lead, max_seq, &s[i], err);
+    /* the prompts but their last token, then the last with logits */
+    for (int i = 0; i < B; i++) parts[i] = (ld_lm_part){s[i], prompt, P - 1, NULL};
+    if (st == LD_OK && P > 1) st = ld_lm_eval_batch(parts, B, err);
+    for (int i = 0; i < B; i++) parts[i] = (ld_lm_part){s[i], prompt + P - 1, 1, logits + (size_t)i * (size_t)V};
+    if (st == LD_OK) st = ld_lm_eval_batch(parts, B, err);
+    double t0 = ld_bench_now();
+    for (int k = 0; st == LD_OK && k < decode; k++) {
+        for (int i = 0; i < B; i++) {
+            next[i] = argmax(logits + (size_t)i * (size_t)V, V);
+            parts[i].tokens = &next[i];
+        }
+        st = ld_lm_eval_batch(parts, B, err);
+    }
+    if (st == LD_OK) secs = ld_bench_now() - t0;
+    for (int i = 1; s && i < B; i++) ld_lm_session_destroy(s[i]);
+    free(s);
+    free(parts);
+    free(logits);
+    free(next);
+    return secs;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = NULL, *backend = "cpu", *kernels = NULL;
-    int threads = 2, prompt = 128, decode = 64;
+    int threads = 2, prompt = 128, decode = 64, batch = 1;
     long bw_mb = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
@@ -56,6 +100,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bandwidth")) bw_mb = atol(argv[i + 1]);
         else {
             fprintf(stderr, "bench_engine: unknown option %s\n", argv[i]);
@@ -71,10 +116,10 @@ int main(int argc, char **argv)
         printf("bandwidth_gbs %.3f\nthreads %d\n", bw, threads);
         return 0;
     }
-    if (!model || threads < 1 || prompt < 1 || decode < 1) {
+    if (!model || threads < 1 || prompt < 1 || decode < 1 || batch < 1 || batch > 1024) {
         fprintf(stderr, "usage: bench_engine --bandwidth MB [--threads N]\n"
                         "       bench_engine --model PATH [--backend cpu|ref] [--kernels SPEC] [--threads N] "
-                        "[--prompt N] [--decode N]\n");
+                        "[--prompt N] [--decode N] [--batch N]\n");
         return 2;
     }
     ld_error err;
@@ -118,6 +163,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_engine: %s\n", err.msg);
         return 2;
     }
+    /* the batched decode's steps: as many as the single run made */
+    double t_batch = batch > 1 ? batch_decode(s, batch, max_seq, toks, prompt, n_dec, V, &err) : 0;
+    if (t_batch < 0) {
+        fprintf(stderr, "bench_engine: --batch %d: %s\n", batch, err.msg);
+        return 2;
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     /* the dense models' weight bytes and KV cache, from their description */
@@ -137,6 +188,7 @@ int main(int argc, char **argv)
     printf("decode_bytes %llu\n", (unsigned long long)dec_bytes);
     printf("prompt_tokens %d\nprefill_tps %.2f\n", prompt, prompt / t_prefill);
     printf("decode_tokens %d\ndecode_tps %.2f\n", n_dec, n_dec / t_decode);
+    if (batch > 1) printf("batch %d\nbatch_decode_tps %.2f\n", batch, (double)batch * n_dec / t_batch);
     printf("kv_bytes %llu\n", (unsigned long long)kv);
     printf("rss_peak_bytes %lld\n", (long long)ru.ru_maxrss * 1024);
     free(toks);

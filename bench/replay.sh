@@ -21,6 +21,10 @@
 #                peak RSS over prefill + decode (target <= the limit)
 #   rss_replay   the same limit for `logdiff replay` on the SmolLM2 log and
 #                its peak RSS (log reading, tokenizer and all)
+#   decode_batch the fast backend's decode of one request, and of BATCH
+#                requests (default 4) batched, every step one batch
+#                (bench_engine --batch): tokens a second of all of them
+#                (no target; what a step's weights read once buys)
 # Exit status: 0 when everything ran (a target miss is still 0), 2 when
 # something could not run.
 set -u
@@ -31,6 +35,7 @@ RUNS=${RUNS:-3}
 PROMPT=${PROMPT:-128}
 DECODE=${DECODE:-128}
 BW_MB=${BW_MB:-1024}
+BATCH=${BATCH:-4}
 PY=${PYTHON:-python3}
 G=${LD_SMOLLM2_GGUF:-$BUILD/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
 LOG=testdata/replay/smollm2/server.log
@@ -64,6 +69,7 @@ done
 cpu_decode=$(best "${dec[@]}")
 cpu_prefill=$(best "${pre[@]}")
 kv ref --model "$G" --backend ref --threads "$THREADS" --prompt "$PROMPT" --decode 16
+kv bat --model "$G" --backend cpu --threads "$THREADS" --prompt "$PROMPT" --decode 32 --batch "$BATCH"
 
 roof=$(calc "$bw_bandwidth_gbs * 1e9 / $cpu_decode_bytes")
 limit=$(calc "($cpu_weight_bytes + $cpu_kv_bytes) / 2**20 + 64")
@@ -91,6 +97,7 @@ row prefill_tps "$ref_prefill_tps" "$cpu_prefill" tok/s "$(calc "$cpu_prefill / 
 row decode_ref "$ref_decode_tps" "$cpu_decode" tok/s "$(calc "$cpu_decode / $ref_decode_tps")"
 row rss_engine "$limit" "$rss" MiB "$(calc "$rss / $limit")"
 row rss_replay "$rep_limit" "$rep_mb" MiB "$(calc "$rep_mb / $rep_limit")"
+row decode_batch "$bat_decode_tps" "$bat_batch_decode_tps" tok/s "$(calc "$bat_batch_decode_tps / $bat_decode_tps")"
 verdict() { if [ "$(calc "int($1)")" = 1 ]; then echo PASS; else echo MISS; fi; }
 echo "decode at $(calc "round(100 * $cpu_decode / $roof, 1)")% of the bandwidth roofline  target>=50%: $(verdict "$cpu_decode >= 0.5 * $roof")"
 echo "peak memory $(calc "round($rss, 1)") MiB (engine), $(calc "round($rep_mb, 1)") MiB (replay)  target<=weights+KV+64MiB: $(verdict "$rss <= $limit and $rep_mb <= $rep_limit")"

@@ -53,6 +53,14 @@ typedef struct ds4_layer {
     ld_buf *bkvc, *bsinks;
 } ds4_layer;
 
+/* a sequence's rows in a batch's chunk (ld_ds4_session_eval_batch): its
+ * session (its position, rings and entries), rows [row, row + n) of the
+ * lead's buffers */
+typedef struct ds4_part {
+    ld_ds4_session *s;
+    int row, n;
+} ds4_part;
+
 struct ld_ds4_session {
     ld_cpu_kernels k; /* the session-level variants (combine, mhc, indexer, rope) */
     const ld_ds4_model *m;
@@ -96,6 +104,11 @@ struct ld_ds4_session {
     int ksel;        /* index_topk, at most max_seq (no more entries exist) */
     ld_ds4_reduce_fn reduce; /* tensor parallelism: NULL = none */
     void *reduce_ctx;
+    /* a batch's chunk, this session leading (its weights and scratch): the
+       sequences whose attention runs on their rows; NULL outside one */
+    const ds4_part *parts;
+    int nparts;
+    int borrowed; /* 1: the weights are a lead's (ld_ds4_session_create_sibling) */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -140,12 +153,18 @@ static void unload_mlp(ld_ds4_session *s, ds4_mlp *x)
     unload(s, x->down);
 }
 
-static void free_comp(ld_ds4_session *s, ds4_comp *c)
+/* a compressor's weights and host copies of its small tensors */
+static void free_comp_weights(ld_ds4_session *s, ds4_comp *c)
 {
     unload(s, c->wkv);
     unload(s, c->wgate);
     free(c->ape);
     free(c->norm);
+}
+
+/* a compressor's state, and the backend buffers the session made for it */
+static void free_comp_state(ld_ds4_session *s, ds4_comp *c)
+{
     free(c->kv);
     free(c->gate);
     free(c->skv);
@@ -156,6 +175,33 @@ static void free_comp(ld_ds4_session *s, ds4_comp *c)
         if (bs[i]) OPS(s)->buf_free(s->be, bs[i]);
 }
 
+/* a layer's weights and the host copies of its small tensors (a lead's:
+ * its siblings borrow them) */
+static void free_layer_weights(ld_ds4_session *s, ds4_layer *L)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    ld_weight *ws[] = {L->attn_norm, L->ffn_norm, L->wq_a, L->q_norm, L->wq_b, L->wkv,
+                       L->kv_norm,   L->wo_b,     L->router, L->iwq_b, L->iweights};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
+    if (L->wo_a)
+        for (int g = 0; g < c->o_groups; g++) unload(s, L->wo_a[g]);
+    free(L->wo_a);
+    for (int i = 0; i < 2; i++)
+        if (L->hc_fn[i]) OPS(s)->buf_free(s->be, L->hc_fn[i]);
+    for (int i = 0; i < 3; i++) {
+        free(L->hc_attn[i]);
+        free(L->hc_ffn[i]);
+    }
+    free(L->sinks);
+    free(L->router_bias);
+    unload_mlp(s, &L->shared);
+    if (L->experts)
+        for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
+    free(L->experts);
+    free_comp_weights(s, &L->comp);
+    free_comp_weights(s, &L->icomp);
+}
+
 void ld_ds4_session_destroy(ld_ds4_session *s)
 {
     if (!s) return;
@@ -163,35 +209,20 @@ void ld_ds4_session_destroy(ld_ds4_session *s)
     if (s->layers) {
         for (int l = 0; l < c->n_layers; l++) {
             ds4_layer *L = &s->layers[l];
-            ld_weight *ws[] = {L->attn_norm, L->ffn_norm, L->wq_a, L->q_norm, L->wq_b, L->wkv,
-                               L->kv_norm,   L->wo_b,     L->router, L->iwq_b, L->iweights};
-            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
-            if (L->wo_a)
-                for (int g = 0; g < c->o_groups; g++) unload(s, L->wo_a[g]);
-            free(L->wo_a);
-            for (int i = 0; i < 2; i++)
-                if (L->hc_fn[i]) OPS(s)->buf_free(s->be, L->hc_fn[i]);
-            for (int i = 0; i < 3; i++) {
-                free(L->hc_attn[i]);
-                free(L->hc_ffn[i]);
-            }
-            free(L->sinks);
-            free(L->router_bias);
-            unload_mlp(s, &L->shared);
-            if (L->experts)
-                for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
-            free(L->experts);
+            if (!s->borrowed) free_layer_weights(s, L);
             free(L->kvc);
             if (L->bkvc) OPS(s)->buf_free(s->be, L->bkvc);
             if (L->bsinks) OPS(s)->buf_free(s->be, L->bsinks);
-            free_comp(s, &L->comp);
-            free_comp(s, &L->icomp);
+            free_comp_state(s, &L->comp);
+            free_comp_state(s, &L->icomp);
         }
     }
-    unload(s, s->embed);
-    unload(s, s->norm);
-    if (s->lm_head != s->embed) unload(s, s->lm_head);
-    for (int i = 0; i < 3; i++) free(s->hc_head[i]);
+    if (!s->borrowed) {
+        unload(s, s->embed);
+        unload(s, s->norm);
+        if (s->lm_head != s->embed) unload(s, s->lm_head);
+        for (int i = 0; i < 3; i++) free(s->hc_head[i]);
+    }
     ld_buf *bs[] = {s->x,   s->xb,  s->qa,    s->q,  s->kv, s->ckv, s->cg, s->iq, s->iw,
                     s->att, s->og,  s->ogall, s->ao, s->rl, s->g,   s->u,  s->xe, s->logits,
                     s->bst, s->bnst, s->bpost, s->bcomb, s->bf,
@@ -221,10 +252,24 @@ static ld_status load_mlp(ld_ds4_session *s, const ld_ds4_mlp *src, ds4_mlp *dst
     return load(s, &src->down, &dst->down, err);
 }
 
+/* a compressor's state on the host: its rings and entries (the
+ * session's own, whoever's weights) */
+static ld_status comp_state_alloc(ld_ds4_session *s, ds4_comp *c, ld_error *err)
+{
+    size_t ring = 2 * (size_t)c->ratio * (size_t)c->width;
+    c->kv = malloc(ring * sizeof *c->kv);
+    c->gate = malloc(ring * sizeof *c->gate);
+    c->skv = malloc(ring * sizeof *c->skv);
+    c->sgate = malloc(ring * sizeof *c->sgate);
+    c->entries = malloc(((size_t)s->max_seq / (size_t)c->ratio + 1) * (size_t)c->dim * sizeof *c->entries);
+    if (!c->kv || !c->gate || !c->skv || !c->sgate || !c->entries)
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    return LD_OK;
+}
+
 static ld_status load_comp(ld_ds4_session *s, const ld_ds4_compressor *src, ds4_comp *c, int width, int dim,
                            int ratio, ld_error *err)
 {
-    size_t S = (size_t)s->max_seq;
     c->width = width;
     c->dim = dim;
     c->ratio = ratio;
@@ -233,15 +278,7 @@ static ld_status load_comp(ld_ds4_session *s, const ld_ds4_compressor *src, ds4_
     LD_TRY(load(s, &src->wgate, &c->wgate, err));
     LD_TRY(host_copy(&src->ape, &c->ape, err));
     LD_TRY(host_copy(&src->norm, &c->norm, err));
-    size_t ring = 2 * (size_t)ratio * (size_t)width;
-    c->kv = malloc(ring * sizeof *c->kv);
-    c->gate = malloc(ring * sizeof *c->gate);
-    c->skv = malloc(ring * sizeof *c->skv);
-    c->sgate = malloc(ring * sizeof *c->sgate);
-    c->entries = malloc((S / (size_t)ratio + 1) * (size_t)dim * sizeof *c->entries);
-    if (!c->kv || !c->gate || !c->skv || !c->sgate || !c->entries)
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    return LD_OK;
+    return comp_state_alloc(s, c, err);
 }
 
 static ld_status load_layer(ld_ds4_session *s, int l, ld_error *err)
@@ -362,8 +399,11 @@ static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
     return LD_OK;
 }
 
-ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
-                                ld_ds4_session **out, ld_error *err)
+/* A session's own parts: its host and backend scratch (B = max_batch
+ * rows), its RoPE tables; the weights are loaded (ld_ds4_session_create)
+ * or borrowed (ld_ds4_session_create_sibling) after. */
+static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
+                               ld_ds4_session **out, ld_error *err)
 {
     *out = NULL;
     const ld_ds4_config *c = &m->cfg;
@@ -464,7 +504,21 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     s->moe_host = !OPS(s)->moe;
     if (!s->moe_host) ALLOC(s->bmoe, B * D);
 #undef ALLOC
-    if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
+    if (st != LD_OK) {
+        ld_ds4_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
+                                ld_ds4_session **out, ld_error *err)
+{
+    ld_ds4_session *s;
+    LD_TRY(session_alloc(m, be, max_seq, max_batch, &s, err));
+    const ld_ds4_config *c = &m->cfg;
+    ld_status st = load(s, &m->embed, &s->embed, err);
     if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
     if (st == LD_OK) {
         if (c->tie_embeddings) s->lm_head = s->embed;
@@ -474,6 +528,49 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     if (st == LD_OK) st = host_copy(&m->hc_base, &s->hc_head[1], err);
     if (st == LD_OK) st = host_copy(&m->hc_scale, &s->hc_head[2], err);
     for (int l = 0; l < c->n_layers && st == LD_OK; l++) st = load_layer(s, l, err);
+    if (st == LD_OK) st = att_alloc(s, err);
+    if (st != LD_OK) {
+        ld_ds4_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+/* layer l of a sibling: the lead's weights, its own state (rings, entries;
+ * the backend's copies made by att_alloc) */
+static ld_status borrow_layer(ld_ds4_session *s, const ld_ds4_session *lead, int l, ld_error *err)
+{
+    ds4_layer *L = &s->layers[l];
+    *L = lead->layers[l];
+    L->kvc = NULL;
+    L->bkvc = L->bsinks = NULL;
+    ds4_comp *cs[2] = {&L->comp, &L->icomp};
+    for (int i = 0; i < 2; i++) {
+        ds4_comp *c = cs[i];
+        c->kv = c->gate = c->skv = c->sgate = c->entries = NULL;
+        c->bkv = c->bgate = c->bent = c->bape = c->bnorm = NULL;
+    }
+    L->kvc = malloc((size_t)s->kv_rows * (size_t)s->m->cfg.head_dim * sizeof *L->kvc);
+    if (!L->kvc) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (L->has_comp) LD_TRY(comp_state_alloc(s, &L->comp, err));
+    if (L->has_index) LD_TRY(comp_state_alloc(s, &L->icomp, err));
+    return LD_OK;
+}
+
+ld_status ld_ds4_session_create_sibling(const ld_ds4_session *lead, int max_seq, ld_ds4_session **out,
+                                        ld_error *err)
+{
+    ld_ds4_session *s;
+    LD_TRY(session_alloc(lead->m, lead->be, max_seq, lead->max_batch, &s, err));
+    s->borrowed = 1;
+    s->k = lead->k;
+    s->embed = lead->embed;
+    s->norm = lead->norm;
+    s->lm_head = lead->lm_head;
+    memcpy(s->hc_head, lead->hc_head, sizeof s->hc_head);
+    ld_status st = LD_OK;
+    for (int l = 0; l < lead->m->cfg.n_layers && st == LD_OK; l++) st = borrow_layer(s, lead, l, err);
     if (st == LD_OK) st = att_alloc(s, err);
     if (st != LD_OK) {
         ld_ds4_session_destroy(s);
@@ -871,6 +968,61 @@ static ld_status attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_e
     return attention_host(s, l, n, picks, err);
 }
 
+/* ---- a batch's attention */
+
+#define ATT_BUFS 14
+
+/* the row buffers attention() reads and writes (a pointer to each field,
+ * whose buffer is NULL where the session has none) and the floats of a
+ * row of each */
+static void att_bufs(ld_ds4_session *s, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    size_t D = (size_t)c->hidden, QR = (size_t)c->q_lora_rank, QH = (size_t)c->n_heads * (size_t)c->head_dim;
+    size_t hd = (size_t)c->head_dim, G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank;
+    size_t ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads, cw = 2 * max2(hd, ih);
+    ld_buf **p[ATT_BUFS] = {&s->xb, &s->qa,  &s->q,     &s->kv,  &s->ckv,  &s->cg,  &s->iq,
+                            &s->iw, &s->att, &s->og,    &s->ogall, &s->bao, &s->ickv, &s->icg};
+    size_t n[ATT_BUFS] = {D, QR, QH, hd, cw, cw, nih * ih, nih, QH / G, OL, G * OL, QH, 2 * ih, 2 * ih};
+    memcpy(b, p, sizeof p);
+    memcpy(w, n, sizeof n);
+}
+
+static void free_views(ld_ds4_session *s, ld_buf **v)
+{
+    for (int k = 0; k < ATT_BUFS; k++)
+        if (v[k]) OPS(s)->buf_free(s->be, v[k]);
+}
+
+/* part p's attention: views of its rows of the lead's buffers put in its
+ * session's place while attention() runs there, then its own back */
+static ld_status attention_part(ld_ds4_session *lead, const ds4_part *p, int l, ld_error *err)
+{
+    ld_buf **src[ATT_BUFS], **dst[ATT_BUFS], *views[ATT_BUFS] = {0}, *own[ATT_BUFS];
+    size_t w[ATT_BUFS], wd[ATT_BUFS];
+    att_bufs(lead, src, w);
+    ld_status st = LD_OK;
+    for (int k = 0; k < ATT_BUFS && st == LD_OK; k++)
+        if (*src[k]) st = OPS(lead)->buf_view(lead->be, *src[k], (size_t)p->row * w[k], (size_t)p->n * w[k],
+                                              &views[k], err);
+    if (st == LD_OK) {
+        att_bufs(p->s, dst, wd);
+        for (int k = 0; k < ATT_BUFS; k++) own[k] = *dst[k], *dst[k] = views[k];
+        st = attention(p->s, l, p->n, NULL, err);
+        for (int k = 0; k < ATT_BUFS; k++) *dst[k] = own[k];
+    }
+    free_views(lead, views);
+    return st;
+}
+
+/* a batch's attention of layer l: each sequence on its rows and its own
+ * state (the other blocks run on all the rows at once) */
+static ld_status attention_parts(ld_ds4_session *s, int l, ld_error *err)
+{
+    for (int i = 0; i < s->nparts; i++) LD_TRY(attention_part(s, &s->parts[i], l, err));
+    return LD_OK;
+}
+
 /* clamped SwiGLU MLP of n rows of backend `x` into host `out` [n][D] */
 static ld_status mlp(ld_ds4_session *s, const ds4_mlp *w, const ld_buf *x, int n, float *out, ld_error *err)
 {
@@ -1182,7 +1334,7 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
         LD_TRY(moe(s, l, tokens, n, post, &f, &posted, err));
         if (s->reduce) LD_TRY(reduce_moe(s, l, n, f, err));
     } else {
-        LD_TRY(attention(s, l, n, picks, err));
+        LD_TRY(s->parts ? attention_parts(s, l, err) : attention(s, l, n, picks, err));
         LD_TRY(attention_out(s, L, n, post, &posted, err));
     }
     if (posted) { /* the block's output already mixed into s->bnst */
@@ -1259,8 +1411,10 @@ static ld_status start_streams(ld_ds4_session *s, const int32_t *tokens, int n, 
     return LD_OK;
 }
 
-static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
-                       int32_t *experts, int32_t *picks, ld_error *err)
+/* the n rows through every layer, the head's collapse and the final
+ * norm into s->xb */
+static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *hidden,
+                              int32_t *experts, int32_t *picks, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -1294,13 +1448,120 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
         LD_TRY(o->buf_read(be, s->xb, 0, s->hu, (size_t)n * D, err));
         trace(s, s->hu, hidden, c->n_layers + 1, T, t0, n);
     }
+    return LD_OK;
+}
+
+static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
+                       int32_t *experts, int32_t *picks, ld_error *err)
+{
+    LD_TRY(rows_forward(s, tokens, n, T, t0, hidden, experts, picks, err));
     if (logits) {
-        size_t V = (size_t)c->vocab;
-        LD_TRY(o->matmul(be, s->logits, s->xb, s->lm_head, NULL, n, err));
-        LD_TRY(o->buf_read(be, s->logits, 0, logits + (size_t)t0 * V, (size_t)n * V, err));
+        size_t V = (size_t)s->m->cfg.vocab;
+        LD_TRY(OPS(s)->matmul(s->be, s->logits, s->xb, s->lm_head, NULL, n, err));
+        LD_TRY(OPS(s)->buf_read(s->be, s->logits, 0, logits + (size_t)t0 * V, (size_t)n * V, err));
     }
     s->pos += n;
     return LD_OK;
+}
+
+/* a batch's chunk of N rows (tokens [N]) on s's weights and scratch: the
+ * parts' rows, each part's logits (logits[i]: its rows', NULL: not
+ * wanted) and positions */
+static ld_status batch_chunk(ld_ds4_session *s, const ds4_part *p, int np, const int32_t *tokens, int N,
+                             float *const *logits, ld_error *err)
+{
+    s->parts = p;
+    s->nparts = np;
+    ld_status st = rows_forward(s, tokens, N, N, 0, NULL, NULL, NULL, err);
+    s->parts = NULL;
+    s->nparts = 0;
+    LD_TRY(st);
+    size_t V = (size_t)s->m->cfg.vocab;
+    int want = 0;
+    for (int i = 0; i < np; i++) want |= logits[i] != NULL;
+    if (want) LD_TRY(OPS(s)->matmul(s->be, s->logits, s->xb, s->lm_head, NULL, N, err));
+    for (int i = 0; i < np; i++)
+        if (logits[i])
+            LD_TRY(OPS(s)->buf_read(s->be, s->logits, (size_t)p[i].row * V, logits[i], (size_t)p[i].n * V, err));
+    for (int i = 0; i < np; i++) p[i].s->pos += p[i].n;
+    return LD_OK;
+}
+
+/* the batch's parts fit together: the lead's model, backend and variants,
+ * each session once, no tensor parallelism, tokens that fit each */
+static ld_status check_parts(const ld_ds4_session_part *p, int n, ld_error *err)
+{
+    static const ld_kop kops[] = {LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE};
+    if (n < 1 || !p[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
+    const ld_ds4_session *lead = p[0].s;
+    for (int i = 0; i < n; i++) {
+        const ld_ds4_session *s = p[i].s;
+        int same = s && s->m == lead->m && s->be == lead->be;
+        for (size_t k = 0; same && k < sizeof kops / sizeof kops[0]; k++) same = s->k.v[kops[k]] == lead->k.v[kops[k]];
+        if (!same)
+            return LD_FAIL(err, LD_ERR_USAGE, 0,
+                           "batch part %d: not a session of the first part's model, backend and variants", i);
+        for (int j = 0; j < i; j++)
+            if (p[j].s == s) return LD_FAIL(err, LD_ERR_USAGE, 0, "batch parts %d and %d: the same session", j, i);
+        if (s->reduce && n > 1)
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "batch part %d: a tensor-parallel rank runs one sequence", i);
+        ld_status st = ld_session_check_eval(p[i].tokens, p[i].T, s->pos, s->max_seq, s->m->cfg.vocab, err);
+        if (st != LD_OK && n > 1) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "batch part %d: %.200s", i, err->msg);
+            memcpy(err->msg, msg, sizeof msg);
+        }
+        LD_TRY(st);
+    }
+    if (n > 1 && !OPS(lead)->buf_view)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "the %s backend runs one sequence at a time (no buf_view)",
+                       OPS(lead)->name);
+    return LD_OK;
+}
+
+/* one round's parts (take[i] rows of parts[i], the last done[i]) into p,
+ * their tokens one after another into tok, their logits' rows into lg;
+ * how many parts */
+static int round_parts(const ld_ds4_session_part *parts, int n, const int *done, const int *take, ds4_part *p,
+                       int32_t *tok, float **lg)
+{
+    int np = 0, N = 0;
+    size_t V = (size_t)parts[0].s->m->cfg.vocab;
+    for (int i = 0; i < n; i++) {
+        if (!take[i]) continue;
+        int t0 = done[i] - take[i];
+        memcpy(tok + N, parts[i].tokens + t0, (size_t)take[i] * sizeof *tok);
+        p[np] = (ds4_part){parts[i].s, N, take[i]};
+        lg[np++] = parts[i].logits ? parts[i].logits + (size_t)t0 * V : NULL;
+        N += take[i];
+    }
+    return np;
+}
+
+ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_error *err)
+{
+    LD_TRY(check_parts(parts, n, err));
+    ld_ds4_session *w = parts[0].s;
+    ds4_part *p = malloc((size_t)n * sizeof *p);
+    float **lg = malloc((size_t)n * sizeof *lg);
+    int32_t *tok = malloc((size_t)w->max_batch * sizeof *tok);
+    int *ints = calloc(4 * (size_t)n, sizeof *ints), *T = ints, *cap = ints + n, *done = cap + n, *take = done + n;
+    ld_status st = p && lg && tok && ints ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; st == LD_OK && i < n; i++) T[i] = parts[i].T, cap[i] = parts[i].s->max_batch;
+    /* rounds of at most the lead's max_batch rows; a round of the lead's
+       rows alone is a plain chunk */
+    int N;
+    while (st == LD_OK && (N = ld_batch_round(T, cap, done, take, n, w->max_batch)) > 0) {
+        int np = round_parts(parts, n, done, take, p, tok, lg);
+        if (np == 1 && p[0].s == w)
+            st = chunk(w, tok, N, parts[0].T, done[0] - N, parts[0].logits, NULL, NULL, NULL, err);
+        else st = batch_chunk(w, p, np, tok, N, lg, err);
+    }
+    free(p);
+    free(lg);
+    free(tok);
+    free(ints);
+    return st;
 }
 
 ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,

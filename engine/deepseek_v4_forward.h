@@ -136,6 +136,34 @@ ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, f
 ld_status ld_ds4_session_eval_picks(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                     int32_t *experts, int32_t *picks, ld_error *err);
 
+/* A session that borrows the weights of `lead` (which must outlive it):
+ * its own caches (max_seq positions), scratch (lead's max_batch) and
+ * position, lead's variants: another request on the same model, for
+ * batches. */
+ld_status ld_ds4_session_create_sibling(const ld_ds4_session *lead, int max_seq, ld_ds4_session **out,
+                                        ld_error *err);
+
+/* One sequence's share of a batch: T tokens appended to s at its position,
+ * logits [T][vocab] (NULL: not wanted). */
+typedef struct ld_ds4_session_part {
+    ld_ds4_session *s;
+    const int32_t *tokens;
+    int T;
+    float *logits;
+} ld_ds4_session_part;
+
+/* Several sequences in one batch (forward.h's ld_session_eval_batch for
+ * V4): the parts' sessions (of parts[0].s's model, backend and variants,
+ * each once, none a tensor-parallel rank) run together in chunks of at
+ * most parts[0].s's max_batch rows (and each part's own max_batch): the
+ * mHC mixing, the projections, the MoE and the head on all the chunk's
+ * rows with parts[0].s's weights and scratch, the attention (its own
+ * projections, KV ring, compressors, indexer) per sequence on its rows and
+ * its session's state.  A sequence's logits are bitwise those it gets
+ * alone.  Several parts need the backend's buf_view (LD_ERR_UNSUPPORTED
+ * without).  On an error the sessions may have run part of their tokens. */
+ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_error *err);
+
 /* The combine, mhc, indexer and rope variants of `k`. */
 void ld_ds4_session_set_kernels(ld_ds4_session *s, const ld_cpu_kernels *k);
 

@@ -441,26 +441,24 @@ ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *e
     LD_TRY(check_parts(parts, n, err));
     ld_session *w = parts[0].s;
     seq_rows *r = malloc((size_t)n * sizeof *r);
-    int *done = calloc((size_t)n, sizeof *done);
-    ld_status st = r && done ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    /* rounds of at most the lead's max_batch rows: each sequence in turn
-     * takes what is left of its tokens, up to what is left of the round */
-    for (;;) {
+    int *ints = calloc(4 * (size_t)n, sizeof *ints), *T = ints, *cap = ints + n, *done = cap + n, *take = done + n;
+    ld_status st = r && ints ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; st == LD_OK && i < n; i++) T[i] = parts[i].T, cap[i] = parts[i].s->max_batch;
+    /* rounds of at most the lead's max_batch rows */
+    while (st == LD_OK) {
         int nr = 0, N = 0;
-        for (int i = 0; st == LD_OK && i < n && N < w->max_batch; i++) {
-            int take = parts[i].T - done[i];
-            if (take > w->max_batch - N) take = w->max_batch - N;
-            if (take <= 0) continue;
-            r[nr++] = (seq_rows){parts[i].s, parts[i].tokens + done[i], take, N, done[i], parts[i].T,
-                                 parts[i].logits, parts[i].hidden, NULL, NULL, NULL, NULL};
-            done[i] += take;
-            N += take;
+        if (!ld_batch_round(T, cap, done, take, n, w->max_batch)) break;
+        for (int i = 0; i < n; i++) {
+            if (!take[i]) continue;
+            int t0 = done[i] - take[i];
+            r[nr++] = (seq_rows){parts[i].s, parts[i].tokens + t0, take[i], N, t0, parts[i].T, parts[i].logits,
+                                 parts[i].hidden, NULL, NULL, NULL, NULL};
+            N += take[i];
         }
-        if (st != LD_OK || !nr) break;
         st = chunk(w, r, nr, N, err);
     }
     free(r);
-    free(done);
+    free(ints);
     return st;
 }
 

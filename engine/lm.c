@@ -170,6 +170,57 @@ ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logi
     return ld_session_eval(s->dense, tokens, T, logits, hidden, err);
 }
 
+ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err)
+{
+    *out = NULL;
+    if (!lead->dense && !lead->ds4)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "sessions sharing weights: dense decoders and DeepSeek-V4, not DeepSeek-V3/V3.2 or tensor "
+                       "parallelism yet");
+    ld_lm_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = lead->ds4 ? ld_ds4_session_create_sibling(lead->ds4, max_seq, &s->ds4, err)
+                             : ld_session_create_sibling(lead->dense, max_seq, &s->dense, err);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+/* the parts as the dense family's (ds4 0) or V4's */
+static ld_status batch_family(const ld_lm_part *parts, int n, int ds4, ld_error *err)
+{
+    ld_session_part *dp = ds4 ? NULL : calloc((size_t)n, sizeof *dp);
+    ld_ds4_session_part *vp = ds4 ? calloc((size_t)n, sizeof *vp) : NULL;
+    if (!dp && !vp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = LD_OK;
+    for (int i = 0; i < n && st == LD_OK; i++) {
+        const ld_lm_part *p = &parts[i];
+        if (!p->s || (ds4 ? !p->s->ds4 : !p->s->dense))
+            st = LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's model family", i);
+        else if (ds4) vp[i] = (ld_ds4_session_part){p->s->ds4, p->tokens, p->T, p->logits};
+        else dp[i] = (ld_session_part){p->s->dense, p->tokens, p->T, p->logits, NULL};
+    }
+    if (st == LD_OK) st = ds4 ? ld_ds4_session_eval_batch(vp, n, err) : ld_session_eval_batch(dp, n, err);
+    free(dp);
+    free(vp);
+    return st;
+}
+
+ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err)
+{
+    if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
+    if (n == 1) return ld_lm_eval(parts[0].s, parts[0].tokens, parts[0].T, parts[0].logits, NULL, err);
+    const ld_lm_session *lead = parts[0].s;
+    if (!lead->dense && !lead->ds4)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "batches of several requests: dense decoders and DeepSeek-V4, not DeepSeek-V3/V3.2 or "
+                       "tensor parallelism yet");
+    return batch_family(parts, n, lead->ds4 != NULL, err);
+}
+
 int ld_lm_pos(const ld_lm_session *s)
 {
     return s->ds4 ? ld_ds4_session_pos(s->ds4) : s->ds ? ld_ds_session_pos(s->ds)

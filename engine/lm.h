@@ -61,6 +61,28 @@ ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err);
  * each NULL when not wanted; the contract of ld_session_eval. */
 ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err);
 
+/* Another request's session over the weights of `lead` (which must outlive
+ * it): its own caches of max_seq positions, lead's max_batch and variants
+ * (the dense decoders, DeepSeek-V4; LD_ERR_UNSUPPORTED for the others). */
+ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err);
+
+/* One request's share of a batch: T tokens appended to s, logits [T][vocab]
+ * (NULL: not wanted). */
+typedef struct ld_lm_part {
+    ld_lm_session *s;
+    const int32_t *tokens;
+    int T;
+    float *logits;
+} ld_lm_part;
+
+/* Several requests in one batch, as a server batches them (forward.h's
+ * ld_session_eval_batch, deepseek_v4_forward.h's
+ * ld_ds4_session_eval_batch): every request's logits bitwise those it
+ * gets alone.  The dense decoders and DeepSeek-V4; one part runs on any
+ * session; several on DeepSeek-V3/V3.2 or tensor-parallel sessions are
+ * LD_ERR_UNSUPPORTED. */
+ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err);
+
 int ld_lm_pos(const ld_lm_session *s);
 void ld_lm_reset(ld_lm_session *s);
 void ld_lm_session_destroy(ld_lm_session *s);

@@ -12,9 +12,10 @@
  * as the others' decode rows), chunks of BATCH_ROWS rows so that a prompt
  * spans several.  The batch feeds each request the tokens its alone run
  * chose, so the positions line up; each request's logits at every
- * position must be bitwise its alone run's.  Sessions: the first created
- * (its weights, its scratch serve the batch), the second a sibling
- * borrowing them, the third created with its own weights.  The prompts:
+ * position must be bitwise its alone run's.  Sessions (lm.h, any family
+ * that batches: the dense decoders, DeepSeek-V4): the first created (its
+ * weights, its scratch serve the batch), the second a sibling borrowing
+ * them, the third created with its own weights and a max_batch of 2.  The prompts:
  * ref.json's sequences, and the first again with its ids shifted (a
  * request the others do not share a prefix with). */
 #ifndef LD_TEST_BATCH_CHECK_H
@@ -25,8 +26,8 @@
 #include <string.h>
 
 #include "fixtures.h"
-#include "forward.h"
 #include "ld_test.h"
+#include "lm.h"
 
 #define BATCH_SEQS 3
 #define BATCH_DECODE 4
@@ -48,26 +49,27 @@ static inline int32_t batch_argmax(const float *v, int n)
 }
 
 /* request r alone on a fresh session: its prompt, then greedy steps */
-static inline ld_status batch_alone(ld_backend *be, const ld_model *m, batch_req *r, ld_error *err)
+static inline ld_status batch_alone(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, batch_req *r,
+                                    ld_error *err)
 {
-    ld_session *s = NULL;
-    size_t V = (size_t)m->cfg.vocab;
-    ld_status st = ld_session_create(m, be, BATCH_MAX_SEQ, r->P, &s, err);
-    if (st == LD_OK) st = ld_session_eval(s, r->toks, r->P, r->alone, NULL, err);
+    ld_lm_session *s = NULL;
+    size_t V = (size_t)ld_lm_info_of(m)->vocab;
+    ld_status st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, r->P, &s, err);
+    if (st == LD_OK) st = ld_lm_eval(s, r->toks, r->P, r->alone, NULL, err);
     for (int p = r->P; st == LD_OK && p < r->T; p++) {
         r->toks[p] = batch_argmax(r->alone + (size_t)(p - 1) * V, (int)V);
-        st = ld_session_eval(s, r->toks + p, 1, r->alone + (size_t)p * V, NULL, err);
+        st = ld_lm_eval(s, r->toks + p, 1, r->alone + (size_t)p * V, NULL, err);
     }
-    ld_session_destroy(s);
+    ld_lm_session_destroy(s);
     return st;
 }
 
 /* step k of the batched run: request i's part (T 0 when it has nothing
  * to run at that step): request 2 starts a step late */
-static inline ld_session_part batch_step_part(ld_session *s, batch_req *r, int i, int k, size_t V)
+static inline ld_lm_part batch_step_part(ld_lm_session *s, batch_req *r, int i, int k, size_t V)
 {
     int start = i == 2 ? 1 : 0, j = k - start; /* the request's own step */
-    ld_session_part p = {s, NULL, 0, NULL, NULL};
+    ld_lm_part p = {s, NULL, 0, NULL};
     if (j < 0 || j > BATCH_DECODE) return p;
     int pos = j == 0 ? 0 : r->P + j - 1, n = j == 0 ? r->P : 1;
     p.tokens = r->toks + pos;
@@ -76,35 +78,39 @@ static inline ld_session_part batch_step_part(ld_session *s, batch_req *r, int i
     return p;
 }
 
-static inline ld_status batch_run(ld_backend *be, const ld_model *m, batch_req *r, ld_error *err)
+static inline ld_status batch_run(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, batch_req *r,
+                                  ld_error *err)
 {
-    ld_session *s[BATCH_SEQS] = {NULL, NULL, NULL};
-    size_t V = (size_t)m->cfg.vocab;
-    ld_status st = ld_session_create(m, be, BATCH_MAX_SEQ, BATCH_ROWS, &s[0], err);
-    if (st == LD_OK) st = ld_session_create_sibling(s[0], BATCH_MAX_SEQ, &s[1], err);
-    if (st == LD_OK) st = ld_session_create(m, be, BATCH_MAX_SEQ, 2, &s[2], err);
-    for (int k = 0; st == LD_OK && k <= BATCH_DECODE + 1; k++) {
-        ld_session_part parts[BATCH_SEQS];
+    ld_lm_session *s[BATCH_SEQS] = {NULL, NULL, NULL};
+    size_t V = (size_t)ld_lm_info_of(m)->vocab;
+    ld_status st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, BATCH_ROWS, &s[0], err);
+    if (st == LD_OK) st = ld_lm_session_create_sibling(s[0], BATCH_MAX_SEQ, &s[1], err);
+    if (st == LD_OK) st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, 2, &s[2], err);
+    for (int step = 0; st == LD_OK && step <= BATCH_DECODE + 1; step++) {
+        ld_lm_part parts[BATCH_SEQS];
         int n = 0;
         for (int i = 0; i < BATCH_SEQS; i++) {
-            ld_session_part p = batch_step_part(s[i], &r[i], i, k, V);
+            ld_lm_part p = batch_step_part(s[i], &r[i], i, step, V);
             if (p.T) parts[n++] = p;
         }
         /* the first part leads: s[0] while it runs, then s[2] alone */
-        if (n) st = ld_session_eval_batch(parts, n, err);
+        if (n) st = ld_lm_eval_batch(parts, n, err);
     }
-    for (int i = 0; i < BATCH_SEQS; i++) ld_session_destroy(s[i]);
+    for (int i = 0; i < BATCH_SEQS; i++) ld_lm_session_destroy(s[i]);
     return st;
 }
 
-/* the check on backend be and model m (dir: its fixture); label names the
- * run in the output */
-static inline int ld_test_check_batch(ld_backend *be, const ld_model *m, const char *dir, const char *label)
+/* the check on backend be and the model of fixture dir, with the session
+ * variants k (NULL: the defaults); label names the run in the output */
+static inline int ld_test_check_batch(ld_backend *be, const char *dir, const ld_cpu_kernels *k, const char *label)
 {
     ld_test_seq q[2];
     CHECK_MSG(ld_test_load_seqs(dir, q, 2) == 2, "%s/ref.json: two sequences", dir);
+    ld_error err = {0};
+    ld_lm *m = NULL;
+    CHECK_MSG(ld_lm_open(dir, &m, &err) == LD_OK, "%s: %s", dir, err.msg);
     batch_req r[BATCH_SEQS];
-    size_t V = (size_t)m->cfg.vocab;
+    size_t V = (size_t)ld_lm_info_of(m)->vocab;
     for (int i = 0; i < BATCH_SEQS; i++) {
         const ld_test_seq *src = &q[i == 1];
         r[i].P = src->T;
@@ -117,10 +123,9 @@ static inline int ld_test_check_batch(ld_backend *be, const ld_model *m, const c
         CHECK(r[i].alone && r[i].batched);
         memset(r[i].batched, 0xff, (size_t)r[i].T * V * sizeof(float)); /* NaN: a row never written differs */
     }
-    ld_error err = {0};
     for (int i = 0; i < BATCH_SEQS; i++)
-        CHECK_MSG(batch_alone(be, m, &r[i], &err) == LD_OK, "%s: request %d alone: %s", label, i, err.msg);
-    CHECK_MSG(batch_run(be, m, r, &err) == LD_OK, "%s: batched: %s", label, err.msg);
+        CHECK_MSG(batch_alone(be, m, k, &r[i], &err) == LD_OK, "%s: request %d alone: %s", label, i, err.msg);
+    CHECK_MSG(batch_run(be, m, k, r, &err) == LD_OK, "%s: batched: %s", label, err.msg);
     int bad = 0;
     for (int i = 0; i < BATCH_SEQS; i++) {
         int first = -1;
@@ -134,6 +139,7 @@ static inline int ld_test_check_batch(ld_backend *be, const ld_model *m, const c
         free(r[i].alone);
         free(r[i].batched);
     }
+    ld_lm_close(m);
     CHECK_MSG(!bad, "%s: %d requests differ batched", label, bad);
     return 0;
 }

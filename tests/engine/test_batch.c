@@ -11,6 +11,7 @@
 #include "batch_check.h"
 #include "fixtures.h"
 #include "forward.h"
+#include "lm.h"
 #include "ld_test.h"
 #include "model.h"
 
@@ -18,20 +19,25 @@
 
 typedef ld_status (*create_fn)(int n_threads, ld_backend **out, ld_error *err);
 
-static int check_model(const char *name, const char *backend, create_fn create)
+/* spec: session variants (cpu_kernels.h syntax), NULL the defaults */
+static int check_model_k(const char *name, const char *backend, create_fn create, const char *spec)
 {
     char dir[512], label[128];
     snprintf(dir, sizeof dir, MDIR "%s", name);
-    snprintf(label, sizeof label, "%s on %s", name, backend);
+    snprintf(label, sizeof label, "%s on %s%s%s", name, backend, spec ? " " : "", spec ? spec : "");
     ld_error err = {0};
-    ld_model *m = NULL;
-    CHECK_MSG(ld_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
+    ld_cpu_kernels k = ld_cpu_kernels_default(0);
+    CHECK_MSG(ld_cpu_kernels_parse(spec, &k, &err) == LD_OK, "%s", err.msg);
     ld_backend *be = NULL;
     CHECK_MSG(create(3, &be, &err) == LD_OK, "%s: %s", backend, err.msg);
-    int rc = ld_test_check_batch(be, m, dir, label);
+    int rc = ld_test_check_batch(be, dir, &k, label);
     ld_backend_destroy(be);
-    ld_model_close(m);
     return rc;
+}
+
+static int check_model(const char *name, const char *backend, create_fn create)
+{
+    return check_model_k(name, backend, create, NULL);
 }
 
 static int test_batch_qwen3_ref(void) { return check_model("qwen3", "ref", ld_backend_ref_create); }
@@ -39,6 +45,43 @@ static int test_batch_qwen3_cpu(void) { return check_model("qwen3", "cpu", ld_ba
 static int test_batch_mistral_cpu(void) { return check_model("mistral", "cpu", ld_backend_cpu_create); }
 static int test_batch_qwen3_fp8_cpu(void) { return check_model("qwen3-fp8", "cpu", ld_backend_cpu_create); }
 static int test_batch_llama3_bf16_cpu(void) { return check_model("llama3-bf16", "cpu", ld_backend_cpu_create); }
+static int test_batch_v4_ref(void) { return check_model("deepseek-v4", "ref", ld_backend_ref_create); }
+static int test_batch_v4_cpu(void) { return check_model("deepseek-v4", "cpu", ld_backend_cpu_create); }
+static int test_batch_v4_fp4_cpu(void) { return check_model("deepseek-v4-fp4", "cpu", ld_backend_cpu_create); }
+/* the host paths: no mHC, attention, route or MoE entries */
+static int test_batch_v4_host(void) { return check_model("deepseek-v4", "host-leaves", ld_test_cpu_host_create); }
+/* variants the entries refuse (the host paths again), and the indexer's */
+static int test_batch_v4_variants(void)
+{
+    return check_model_k("deepseek-v4", "cpu", ld_backend_cpu_create, "mhc=bf16,indexer=fp8,rope=bf16,combine=fused");
+}
+
+/* DeepSeek-V3: one request a batch, several refused */
+static int test_batch_v3_refused(void)
+{
+    ld_error err = {0};
+    ld_lm *m = NULL;
+    CHECK_MSG(ld_lm_open(MDIR "deepseek-v3", &m, &err) == LD_OK, "%s", err.msg);
+    ld_backend *be = NULL;
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    ld_lm_session *a = NULL, *b = NULL, *sib = NULL;
+    CHECK(ld_lm_session_create(m, be, NULL, 8, 4, &a, &err) == LD_OK);
+    CHECK(ld_lm_session_create(m, be, NULL, 8, 4, &b, &err) == LD_OK);
+    int32_t t[2] = {1, 2};
+    ld_lm_part p[2] = {{a, t, 2, NULL}, {b, t, 2, NULL}};
+    CHECK_MSG(ld_lm_eval_batch(p, 1, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_test_expect_fail(ld_lm_eval_batch(p, 2, &err), LD_ERR_UNSUPPORTED, &err, "DeepSeek-V3") == 0);
+    CHECK(ld_test_expect_fail(ld_lm_session_create_sibling(a, 8, &sib, &err), LD_ERR_UNSUPPORTED, &err,
+                              "DeepSeek-V3") == 0);
+    CHECK(sib == NULL);
+    CHECK_EQ_INT(ld_lm_pos(a), 2);
+    CHECK_EQ_INT(ld_lm_pos(b), 0);
+    ld_lm_session_destroy(a);
+    ld_lm_session_destroy(b);
+    ld_backend_destroy(be);
+    ld_lm_close(m);
+    return 0;
+}
 
 /* the batch's argument errors, before anything runs */
 static int test_batch_errors(void)
@@ -109,7 +152,9 @@ static int test_batch_needs_views(void)
 static const ld_test_case cases[] = {
     LD_CASE(test_batch_qwen3_ref),       LD_CASE(test_batch_qwen3_cpu),     LD_CASE(test_batch_mistral_cpu),
     LD_CASE(test_batch_qwen3_fp8_cpu),   LD_CASE(test_batch_llama3_bf16_cpu), LD_CASE(test_batch_errors),
-    LD_CASE(test_batch_needs_views),
+    LD_CASE(test_batch_needs_views),     LD_CASE(test_batch_v4_ref),        LD_CASE(test_batch_v4_cpu),
+    LD_CASE(test_batch_v4_fp4_cpu),      LD_CASE(test_batch_v4_host),       LD_CASE(test_batch_v4_variants),
+    LD_CASE(test_batch_v3_refused),
 };
 
 LD_TEST_MAIN(cases)

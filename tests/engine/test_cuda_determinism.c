@@ -239,17 +239,25 @@ static int check_transformers(int k, const ld_model *m, const char *name, const 
 }
 
 /* ref.json's requests and a third batched together (batch_check.h):
- * each bitwise its alone logits */
-static int check_batched(int k, const ld_model *m, const char *name, const char *dir)
+ * each bitwise its alone logits, with every kernel set (dir: the fixture) */
+static int check_batched_dir(const char *name)
 {
     ld_error err = {0};
     ld_backend *be = NULL;
-    CHECK_MSG(open_cuda(k, &be, &err) == LD_OK, "%s", err.msg);
-    char label[64];
-    snprintf(label, sizeof label, "%s %s", name, kset_name(k));
-    int rc = ld_test_check_batch(be, m, dir, label);
+    ld_status st = open_cuda(0, &be, &err);
+    if (st == LD_ERR_UNSUPPORTED) SKIP("%s", err.msg);
+    CHECK_MSG(st == LD_OK, "cuda backend: %s", err.msg);
     ld_backend_destroy(be);
-    return rc;
+    char dir[512], label[64];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    for (int k = 0; k < N_KSETS; k++) {
+        CHECK_MSG(open_cuda(k, &be, &err) == LD_OK, "%s", err.msg);
+        snprintf(label, sizeof label, "%s %s", name, kset_name(k));
+        int rc = ld_test_check_batch(be, dir, NULL, label);
+        ld_backend_destroy(be);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 static int test_cuda_replays_qwen3(void) { return with_model("qwen3", check_replays); }
@@ -258,8 +266,10 @@ static int test_cuda_chunks_qwen3(void) { return with_model("qwen3", check_chunk
 static int test_cuda_chunks_qwen3_fp8(void) { return with_model("qwen3-fp8", check_chunks); }
 static int test_cuda_transformers_qwen3(void) { return with_model("qwen3", check_transformers); }
 static int test_cuda_transformers_qwen3_fp8(void) { return with_model("qwen3-fp8", check_transformers); }
-static int test_cuda_batched_qwen3(void) { return with_model("qwen3", check_batched); }
-static int test_cuda_batched_qwen3_fp8(void) { return with_model("qwen3-fp8", check_batched); }
+static int test_cuda_batched_qwen3(void) { return check_batched_dir("qwen3"); }
+static int test_cuda_batched_qwen3_fp8(void) { return check_batched_dir("qwen3-fp8"); }
+static int test_cuda_batched_deepseek_v4(void) { return check_batched_dir("deepseek-v4"); }
+static int test_cuda_batched_deepseek_v4_fp4(void) { return check_batched_dir("deepseek-v4-fp4"); }
 
 /* ---------------------------------------------------------------- the moe entry */
 
@@ -538,6 +548,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_chunks_qwen3),       LD_CASE(test_cuda_chunks_qwen3_fp8),
     LD_CASE(test_cuda_batched_qwen3),      LD_CASE(test_cuda_batched_qwen3_fp8),
     LD_CASE(test_cuda_deepseek_v4),        LD_CASE(test_cuda_deepseek_v4_fp4),
+    LD_CASE(test_cuda_batched_deepseek_v4), LD_CASE(test_cuda_batched_deepseek_v4_fp4),
     LD_CASE(test_cuda_moe_entry_matches_ref),
 };
 
