@@ -356,11 +356,19 @@ static ld_status buf_read(ld_backend *be, const ld_buf *b, size_t off, float *ds
     return LD_OK;
 }
 
+/* a view starts 16-byte aligned (cudaMalloc's base is 256-aligned): the
+ * kernels read rows of activations as float4 (the tensor-core GEMM's x,
+ * the block-scaled warps'), which a GPU faults on where misaligned */
 static ld_status buf_view(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_buf **out, ld_error *err)
 {
     (void)be;
     *out = NULL;
     LD_TRY(range(b, off, n, err));
+    if (off % 4)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "a view at float %zu: the CUDA kernels' rows start 16-byte aligned (a row width a multiple "
+                       "of 4)",
+                       off);
     ld_buf *v = malloc(sizeof *v);
     if (!v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     *v = (ld_buf){b->d + off, n, 1};

@@ -912,10 +912,19 @@ static ld_status q_and_kv(ld_ds4_session *s, ds4_layer *L, int n, ld_error *err)
     return fanout(s, up, s->qa, L->up, L->has_index ? 2 : 1, n, err);
 }
 
-/* attention() with the state in backend buffers: the projections, then
- * the entries in the host path's order; only the indexer's picks come
- * back (int32) */
-static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
+/* the attention's projections of the n rows of s->xb, every one a
+ * product of a row alone (a batch's projections run on all its rows) */
+static ld_status att_proj_be(ld_ds4_session *s, ds4_layer *L, int n, ld_error *err)
+{
+    LD_TRY(q_and_kv(s, L, n, err));
+    ld_buf *xo[5] = {s->ckv, s->cg, s->ickv, s->icg, s->iw}; /* L->xw's outputs */
+    return fanout(s, xo, s->xb, L->xw, L->nxw, n, err);
+}
+
+/* the entries of attention_be on the projections of n rows of one
+ * sequence (positions s->pos..., its ring and compressors): the output
+ * heads into s->bao, de-rotated */
+static ld_status att_core_be(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -923,10 +932,7 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
     ds4_layer *L = &s->layers[l];
     int H = c->n_heads, hd = c->head_dim;
     ld_ds4_rot r = layer_rope(s, l, 0), cr = layer_rope(s, l, 1);
-    LD_TRY(q_and_kv(s, L, n, err));
     LD_TRY(o->ds4_qkv(be, s->q, L->bkvc, s->kv, n, s->pos, H, hd, s->kv_rows, c->rms_eps, &r, err));
-    ld_buf *xo[5] = {s->ckv, s->cg, s->ickv, s->icg, s->iw}; /* L->xw's outputs */
-    LD_TRY(fanout(s, xo, s->xb, L->xw, L->nxw, n, err));
     if (L->has_comp) LD_TRY(compress_be(s, &L->comp, s->ckv, s->cg, LD_DS4_INDEX_F32, &cr, n, err));
     if (L->has_index) LD_TRY(compress_be(s, &L->icomp, s->ickv, s->icg, index_variant(s), &cr, n, err));
     const ld_buf *ent = NULL;
@@ -940,8 +946,7 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
                                 index_variant(s)};
         ld_ds4_attn_call at = {s->bao, s->q, L->bkvc, L->comp.bent, c->use_sinks ? L->bsinks : NULL, H, hd,
                                s->kv_rows, c->sliding_window, ratio, scale, &r};
-        LD_TRY(o->ds4_index_attention(be, &ix, &at, n, s->pos, NULL, err));
-        return out_proj_be(s, L, n, err);
+        return o->ds4_index_attention(be, &ix, &at, n, s->pos, NULL, err);
     }
     if (L->has_comp && c->use_compressed) {
         ent = L->comp.bent;
@@ -953,8 +958,18 @@ static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, l
                 for (size_t i = 0; i < KI; i++) picks[t * KI + i] = i < KS ? s->isel[t * KS + i] : -1;
         }
     }
-    LD_TRY(o->ds4_attention(be, s->bao, s->q, L->bkvc, ent, sel, s->ksel, c->use_sinks ? L->bsinks : NULL, n,
-                            s->pos, H, hd, s->kv_rows, c->sliding_window, ratio, scale, &r, err));
+    return o->ds4_attention(be, s->bao, s->q, L->bkvc, ent, sel, s->ksel, c->use_sinks ? L->bsinks : NULL, n, s->pos,
+                            H, hd, s->kv_rows, c->sliding_window, ratio, scale, &r, err);
+}
+
+/* attention() with the state in backend buffers: the projections, the
+ * entries in the host path's order, the grouped output projection; only
+ * the indexer's picks come back (int32) */
+static ld_status attention_be(ld_ds4_session *s, int l, int n, int32_t *picks, ld_error *err)
+{
+    ds4_layer *L = &s->layers[l];
+    LD_TRY(att_proj_be(s, L, n, err));
+    LD_TRY(att_core_be(s, l, n, picks, err));
     return out_proj_be(s, L, n, err);
 }
 
@@ -972,15 +987,18 @@ static ld_status attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_e
 
 #define ATT_BUFS 14
 
-/* the row buffers attention() reads and writes (a pointer to each field,
- * whose buffer is NULL where the session has none) and the floats of a
- * row of each */
-static void att_bufs(ld_ds4_session *s, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
+/* the row buffers layer l's attention() reads and writes (a pointer to
+ * each field, whose buffer is NULL where the session has none) and the
+ * floats of a row of each, as the layer's products pack them (the
+ * compressor's kv and gate: its width) */
+static void att_bufs(ld_ds4_session *s, int l, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
 {
     const ld_ds4_config *c = &s->m->cfg;
     size_t D = (size_t)c->hidden, QR = (size_t)c->q_lora_rank, QH = (size_t)c->n_heads * (size_t)c->head_dim;
     size_t hd = (size_t)c->head_dim, G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank;
-    size_t ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads, cw = 2 * max2(hd, ih);
+    size_t ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads;
+    const ds4_layer *L = &s->layers[l];
+    size_t cw = L->has_comp ? (size_t)L->comp.width : 2 * max2(hd, ih);
     ld_buf **p[ATT_BUFS] = {&s->xb, &s->qa,  &s->q,     &s->kv,  &s->ckv,  &s->cg,  &s->iq,
                             &s->iw, &s->att, &s->og,    &s->ogall, &s->bao, &s->ickv, &s->icg};
     size_t n[ATT_BUFS] = {D, QR, QH, hd, cw, cw, nih * ih, nih, QH / G, OL, G * OL, QH, 2 * ih, 2 * ih};
@@ -994,33 +1012,41 @@ static void free_views(ld_ds4_session *s, ld_buf **v)
         if (v[k]) OPS(s)->buf_free(s->be, v[k]);
 }
 
-/* part p's attention: views of its rows of the lead's buffers put in its
+/* part p's attention (core 1: only att_core_be, the projections already
+ * run on all rows): views of its rows of the lead's buffers put in its
  * session's place while attention() runs there, then its own back */
-static ld_status attention_part(ld_ds4_session *lead, const ds4_part *p, int l, ld_error *err)
+static ld_status attention_part(ld_ds4_session *lead, const ds4_part *p, int l, int core, ld_error *err)
 {
     ld_buf **src[ATT_BUFS], **dst[ATT_BUFS], *views[ATT_BUFS] = {0}, *own[ATT_BUFS];
     size_t w[ATT_BUFS], wd[ATT_BUFS];
-    att_bufs(lead, src, w);
+    att_bufs(lead, l, src, w);
     ld_status st = LD_OK;
     for (int k = 0; k < ATT_BUFS && st == LD_OK; k++)
         if (*src[k]) st = OPS(lead)->buf_view(lead->be, *src[k], (size_t)p->row * w[k], (size_t)p->n * w[k],
                                               &views[k], err);
     if (st == LD_OK) {
-        att_bufs(p->s, dst, wd);
+        att_bufs(p->s, l, dst, wd);
         for (int k = 0; k < ATT_BUFS; k++) own[k] = *dst[k], *dst[k] = views[k];
-        st = attention(p->s, l, p->n, NULL, err);
+        st = core ? att_core_be(p->s, l, p->n, NULL, err) : attention(p->s, l, p->n, NULL, err);
         for (int k = 0; k < ATT_BUFS; k++) *dst[k] = own[k];
     }
     free_views(lead, views);
     return st;
 }
 
-/* a batch's attention of layer l: each sequence on its rows and its own
- * state (the other blocks run on all the rows at once) */
-static ld_status attention_parts(ld_ds4_session *s, int l, ld_error *err)
+/* a batch's attention of layer l: the projections on all rows, each
+ * sequence's entries on its rows and its own state, the output projection
+ * on all rows; or, on the host path, each sequence's whole attention */
+static ld_status attention_parts(ld_ds4_session *s, int l, int n, ld_error *err)
 {
-    for (int i = 0; i < s->nparts; i++) LD_TRY(attention_part(s, &s->parts[i], l, err));
-    return LD_OK;
+    if (l == 0)
+        for (int i = 0; i < s->nparts; i++) LD_TRY(att_place(s->parts[i].s, err));
+    int be = 1; /* the parts share the backend and variants: the same place */
+    for (int i = 0; i < s->nparts; i++) be &= s->parts[i].s->att_be;
+    ds4_layer *L = &s->layers[l];
+    if (be) LD_TRY(att_proj_be(s, L, n, err));
+    for (int i = 0; i < s->nparts; i++) LD_TRY(attention_part(s, &s->parts[i], l, be, err));
+    return be ? out_proj_be(s, L, n, err) : LD_OK;
 }
 
 /* clamped SwiGLU MLP of n rows of backend `x` into host `out` [n][D] */
@@ -1334,7 +1360,7 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
         LD_TRY(moe(s, l, tokens, n, post, &f, &posted, err));
         if (s->reduce) LD_TRY(reduce_moe(s, l, n, f, err));
     } else {
-        LD_TRY(s->parts ? attention_parts(s, l, err) : attention(s, l, n, picks, err));
+        LD_TRY(s->parts ? attention_parts(s, l, n, err) : attention(s, l, n, picks, err));
         LD_TRY(attention_out(s, L, n, post, &posted, err));
     }
     if (posted) { /* the block's output already mixed into s->bnst */

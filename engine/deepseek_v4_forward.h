@@ -157,9 +157,9 @@ typedef struct ld_ds4_session_part {
  * each once, none a tensor-parallel rank) run together in chunks of at
  * most parts[0].s's max_batch rows (and each part's own max_batch): the
  * mHC mixing, the projections, the MoE and the head on all the chunk's
- * rows with parts[0].s's weights and scratch, the attention (its own
- * projections, KV ring, compressors, indexer) per sequence on its rows and
- * its session's state.  A sequence's logits are bitwise those it gets
+ * rows with parts[0].s's weights and scratch, the attention's KV ring,
+ * compressors, indexer and attention (on the host path its projections
+ * too) per sequence on its rows and its session's state.  A sequence's logits are bitwise those it gets
  * alone.  Several parts need the backend's buf_view (LD_ERR_UNSUPPORTED
  * without).  On an error the sessions may have run part of their tokens. */
 ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_error *err);

@@ -659,6 +659,37 @@ static int test_mock_device(void)
     return 0;
 }
 
+/* buf_view: a view shares its buffer's memory both ways, is freed
+ * without its buffer, stays inside it, and starts 16-byte aligned */
+static int test_glue_buf_view(void)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    CHECK_MSG(ld_backend_cuda_create(0, NULL, &be, &err) == LD_OK, "%s", err.msg);
+    const ld_backend_ops *o = be->ops;
+    ld_buf *b = NULL, *v = NULL;
+    float h[16], g[4] = {-1, -2, -3, -4}, r[16];
+    for (int i = 0; i < 16; i++) h[i] = (float)i;
+    CHECK(o->buf_alloc(be, 16, &b, &err) == LD_OK && o->buf_write(be, b, 0, h, 16, &err) == LD_OK);
+    CHECK_MSG(o->buf_view(be, b, 8, 4, &v, &err) == LD_OK, "%s", err.msg);
+    CHECK(o->buf_read(be, v, 0, r, 4, &err) == LD_OK && r[0] == 8.0f && r[3] == 11.0f);
+    CHECK(o->buf_write(be, v, 0, g, 4, &err) == LD_OK && o->buf_read(be, b, 0, r, 16, &err) == LD_OK);
+    CHECK(r[7] == 7.0f && r[8] == -1.0f && r[11] == -4.0f && r[12] == 12.0f);
+    CHECK(ld_test_expect_fail(o->buf_read(be, v, 0, r, 5, &err), LD_ERR_USAGE, &err, "outside") == 0);
+    size_t live = ld_cu_mock_live();
+    o->buf_free(be, v);
+    CHECK(ld_cu_mock_live() == live); /* the memory stays b's */
+    ld_buf *bad = NULL;
+    CHECK(ld_test_expect_fail(o->buf_view(be, b, 14, 4, &bad, &err), LD_ERR_USAGE, &err, "outside") == 0);
+    CHECK(ld_test_expect_fail(o->buf_view(be, b, 2, 4, &bad, &err), LD_ERR_UNSUPPORTED, &err, "16-byte") == 0);
+    CHECK(bad == NULL);
+    CHECK(o->buf_read(be, b, 0, r, 16, &err) == LD_OK && r[8] == -1.0f);
+    o->buf_free(be, b);
+    CHECK(ld_cu_mock_live() == live - 1);
+    ld_backend_destroy(be);
+    return 0;
+}
+
 /* A V4 decode step on the device waits for it once: the FP4 fixture
  * decoded token by token (all=custom, nothing recorded) copies to the host
  * only its logits (one ld_cu_d2h a token): the route, the picks and the
@@ -714,7 +745,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_mock_device),          LD_CASE(test_glue_deepseek_v4), LD_CASE(test_glue_deepseek_v4_fp4),
     LD_CASE(test_glue_deepseek_v3),     LD_CASE(test_glue_deepseek_v3_fp8), LD_CASE(test_glue_deepseek_v32),
     LD_CASE(test_glue_qwen3),           LD_CASE(test_glue_qwen3_fp8),   LD_CASE(test_glue_llama3_bf16_tc),
-    LD_CASE(test_glue_out_of_memory),   LD_CASE(test_glue_v4_decode_copies),
+    LD_CASE(test_glue_out_of_memory),   LD_CASE(test_glue_v4_decode_copies), LD_CASE(test_glue_buf_view),
 };
 
 LD_TEST_MAIN(tests)
