@@ -8,6 +8,7 @@
 #include "ref_ds_variants.h"
 #include "ref_ops.h"
 #include "ref_variants.h"
+#include "batch.h"
 #include "session_args.h"
 
 /* an MLP's three projections, as the backend's moe entry takes them */
@@ -26,6 +27,14 @@ typedef struct ds_layer {
     float *idx_norm_w, *idx_norm_b;
     ld_buf *ik;
 } ds_layer;
+
+/* a sequence's rows in a batch's chunk (ld_ds_session_eval_batch): its
+ * session (its position and caches), rows [row, row + n) of the lead's
+ * buffers */
+typedef struct ds_part {
+    ld_ds_session *s;
+    int row, n;
+} ds_part;
 
 struct ld_ds_session {
     const ld_ds_model *m;
@@ -53,6 +62,11 @@ struct ld_ds_session {
     int moe_host; /* 1: the MoE on the host loop (no moe entry, or a combine it lacks) */
     ld_ds_reduce_fn reduce;                  /* tensor parallelism: NULL = none */
     void *reduce_ctx;
+    /* a batch's chunk, this session leading (its weights and scratch): the
+       sequences whose attention runs on their rows; NULL outside one */
+    const struct ds_part *parts;
+    int nparts;
+    int borrowed; /* 1: the weights are a lead's (ld_ds_session_create_sibling) */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -82,6 +96,25 @@ static void unload_mlp(ld_ds_session *s, ds_mlp *x)
     unload(s, x->down);
 }
 
+/* a layer's weights and host copies (a lead's: its siblings borrow them) */
+static void free_layer_weights(ld_ds_session *s, ds_layer *L)
+{
+    const ld_ds_config *c = &s->m->cfg;
+    ld_weight *ws[] = {L->attn_norm, L->q_a,  L->q_a_bias, L->q_a_norm, L->q_b,      L->q,       L->kv_a,
+                       L->kv_a_bias, L->kv_a_norm, L->kv_b, L->o,     L->o_bias, L->ffn_norm, L->router};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
+    unload_mlp(s, &L->mlp);
+    if (L->experts)
+        for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
+    free(L->experts);
+    free(L->router_bias);
+    unload(s, L->idx_wq_b);
+    unload(s, L->idx_wk);
+    unload(s, L->idx_weights);
+    free(L->idx_norm_w);
+    free(L->idx_norm_b);
+}
+
 void ld_ds_session_destroy(ld_ds_session *s)
 {
     if (!s) return;
@@ -89,27 +122,17 @@ void ld_ds_session_destroy(ld_ds_session *s)
     if (s->layers) {
         for (int l = 0; l < c->n_layers; l++) {
             ds_layer *L = &s->layers[l];
-            ld_weight *ws[] = {L->attn_norm, L->q_a,  L->q_a_bias, L->q_a_norm, L->q_b,      L->q,       L->kv_a,
-                               L->kv_a_bias, L->kv_a_norm, L->kv_b, L->o,     L->o_bias, L->ffn_norm, L->router};
-            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
-            unload_mlp(s, &L->mlp);
-            if (L->experts)
-                for (int e = 0; e < c->n_routed; e++) unload_mlp(s, &L->experts[e]);
-            free(L->experts);
-            free(L->router_bias);
+            if (!s->borrowed) free_layer_weights(s, L);
             OPS(s)->buf_free(s->be, L->ckv);
             OPS(s)->buf_free(s->be, L->kpe);
-            unload(s, L->idx_wq_b);
-            unload(s, L->idx_wk);
-            unload(s, L->idx_weights);
-            free(L->idx_norm_w);
-            free(L->idx_norm_b);
             OPS(s)->buf_free(s->be, L->ik);
         }
     }
-    unload(s, s->embed);
-    unload(s, s->norm);
-    if (s->lm_head != s->embed) unload(s, s->lm_head);
+    if (!s->borrowed) {
+        unload(s, s->embed);
+        unload(s, s->norm);
+        if (s->lm_head != s->embed) unload(s, s->lm_head);
+    }
     ld_buf *bs[] = {s->x, s->xb, s->qa, s->q, s->kva, s->ckv_raw, s->ckvn, s->kvb,
                     s->att, s->g, s->u, s->y, s->xe, s->rl, s->logits, s->iq, s->ikn, s->iw, s->bqabs, s->bolat};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
@@ -173,8 +196,18 @@ static void *halloc(size_t n, size_t sz)
 
 #define MAX3(a, b, c) ((a) > (b) ? ((a) > (c) ? (a) : (c)) : ((b) > (c) ? (b) : (c)))
 
-ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq, int max_batch, ld_ds_attn attn,
-                               ld_ds_session **out, ld_error *err)
+/* the weights of layer l: loaded, or (lead not NULL) borrowed from lead */
+static ld_status layer_weights(ld_ds_session *s, const ld_ds_session *lead, int l, ld_error *err)
+{
+    if (!lead) return load_layer(s, l, err);
+    s->layers[l] = lead->layers[l];
+    s->layers[l].ckv = s->layers[l].kpe = s->layers[l].ik = NULL; /* the caches are the session's */
+    return LD_OK;
+}
+
+/* ld_ds_session_create, and (lead not NULL) ld_ds_session_create_sibling */
+static ld_status session_make(const ld_ds_model *m, ld_backend *be, int max_seq, int max_batch, ld_ds_attn attn,
+                              const ld_ds_session *lead, ld_ds_session **out, ld_error *err)
 {
     *out = NULL;
     const ld_ds_config *c = &m->cfg;
@@ -265,14 +298,21 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     ALLOC(s->iw, c->v32 ? B * HI : 1);
     ALLOC(s->bqabs, attn != LD_DS_ATTN_NAIVE ? B * H * C : 1);
     ALLOC(s->bolat, attn != LD_DS_ATTN_NAIVE ? B * H * C : 1);
-    if (st == LD_OK) st = load(s, &m->embed, &s->embed, err);
-    if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
-    if (st == LD_OK) {
+    s->borrowed = lead != NULL;
+    if (lead) {
+        s->k = lead->k;
+        s->embed = lead->embed;
+        s->norm = lead->norm;
+        s->lm_head = lead->lm_head;
+    }
+    if (st == LD_OK && !lead) st = load(s, &m->embed, &s->embed, err);
+    if (st == LD_OK && !lead) st = load(s, &m->norm, &s->norm, err);
+    if (st == LD_OK && !lead) {
         if (c->tie_embeddings) s->lm_head = s->embed;
         else st = load(s, &m->lm_head, &s->lm_head, err);
     }
     for (int l = 0; l < c->n_layers && st == LD_OK; l++) {
-        st = load_layer(s, l, err);
+        st = layer_weights(s, lead, l, err);
         ALLOC(s->layers[l].ckv, S * C);
         ALLOC(s->layers[l].kpe, S * dr);
         if (c->v32) ALLOC(s->layers[l].ik, S * DI);
@@ -284,6 +324,17 @@ ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq
     }
     *out = s;
     return LD_OK;
+}
+
+ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq, int max_batch, ld_ds_attn attn,
+                               ld_ds_session **out, ld_error *err)
+{
+    return session_make(m, be, max_seq, max_batch, attn, NULL, out, err);
+}
+
+ld_status ld_ds_session_create_sibling(const ld_ds_session *lead, int max_seq, ld_ds_session **out, ld_error *err)
+{
+    return session_make(lead->m, lead->be, max_seq, lead->max_batch, lead->attn, lead, out, err);
 }
 
 void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k)
@@ -500,6 +551,51 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
     return s->reduce ? s->reduce(s->reduce_ctx, be, s->xb, n, l, 0, err) : LD_OK;
 }
 
+/* ---- a batch's attention */
+
+#define ATT_BUFS 12
+
+/* the row buffers attention() reads and writes (a pointer to each field)
+ * and the floats of a row of each; 0 where the session's buffer is a
+ * placeholder the form or model does not use (the part keeps its own) */
+static void att_bufs(ld_ds_session *s, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
+{
+    const ld_ds_config *c = &s->m->cfg;
+    size_t H = (size_t)c->n_heads, dn = (size_t)c->qk_nope, dr = (size_t)c->qk_rope, dv = (size_t)c->v_head;
+    size_t C = (size_t)c->kv_lora_rank, v32 = (size_t)(c->v32 != 0), lat = s->attn != LD_DS_ATTN_NAIVE;
+    size_t HI = (size_t)c->index_n_heads, DI = (size_t)c->index_head_dim;
+    ld_buf **p[ATT_BUFS] = {&s->xb, &s->qa, &s->q,  &s->kva, &s->ckv_raw, &s->ckvn,
+                            &s->att, &s->iq, &s->ikn, &s->iw, &s->bqabs,  &s->bolat};
+    size_t n[ATT_BUFS] = {(size_t)c->hidden, (size_t)c->q_lora_rank, H * (dn + dr), C + dr, C, C, H * dv,
+                          v32 * HI * DI, v32 * DI, v32 * HI, lat * H * C, lat * H * C};
+    memcpy(b, p, sizeof p);
+    memcpy(w, n, sizeof n);
+}
+
+/* part p's attention: views of its rows of the lead's buffers put in its
+ * session's place while attention() runs there, then its own back */
+static ld_status attention_part(ld_ds_session *lead, const ds_part *p, int l, ld_error *err)
+{
+    ld_buf **src[ATT_BUFS], **dst[ATT_BUFS], *views[ATT_BUFS] = {0}, *own[ATT_BUFS];
+    size_t w[ATT_BUFS], wd[ATT_BUFS];
+    att_bufs(lead, src, w);
+    ld_status st = LD_OK;
+    for (int k = 0; k < ATT_BUFS && st == LD_OK; k++)
+        if (w[k]) st = OPS(lead)->buf_view(lead->be, *src[k], (size_t)p->row * w[k], (size_t)p->n * w[k], &views[k],
+                                           err);
+    if (st == LD_OK) {
+        att_bufs(p->s, dst, wd);
+        for (int k = 0; k < ATT_BUFS; k++)
+            if (w[k]) own[k] = *dst[k], *dst[k] = views[k];
+        st = attention(p->s, l, p->n, err);
+        for (int k = 0; k < ATT_BUFS; k++)
+            if (w[k]) *dst[k] = own[k];
+    }
+    for (int k = 0; k < ATT_BUFS; k++)
+        if (views[k]) OPS(lead)->buf_free(lead->be, views[k]);
+    return st;
+}
+
 /* SwiGLU MLP (intermediate width `width`) of `n` rows of `x` into `out` */
 static ld_status swiglu_mlp(ld_ds_session *s, const ds_mlp *w, int width, ld_buf *out, const ld_buf *x, int n,
                             ld_error *err)
@@ -606,8 +702,9 @@ static ld_status moe(ld_ds_session *s, int l, int n, ld_error *err)
     return LD_OK;
 }
 
-static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
-                       int32_t *experts, int32_t *selected, ld_error *err)
+/* the n rows through every layer and the final norm into s->xb */
+static ld_status rows_forward(ld_ds_session *s, const int32_t *tokens, int n, int T, int t0, float *hidden,
+                              int32_t *experts, int32_t *selected, ld_error *err)
 {
     const ld_ds_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -619,7 +716,9 @@ static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, in
     for (int l = 0; l < c->n_layers; l++) {
         ds_layer *L = &s->layers[l];
         LD_TRY(o->rmsnorm(be, s->xb, s->x, L->attn_norm, n, c->rms_eps, err));
-        LD_TRY(attention(s, l, n, err));
+        if (s->parts)
+            for (int i = 0; i < s->nparts; i++) LD_TRY(attention_part(s, &s->parts[i], l, err));
+        else LD_TRY(attention(s, l, n, err));
         if (selected && c->v32) {
             size_t KT = (size_t)c->index_topk;
             int32_t *dst = selected + ((size_t)l * (size_t)T + (size_t)t0) * KT;
@@ -647,14 +746,85 @@ static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, in
         LD_TRY(trace(s, s->x, hidden, 1 + l, T, t0, n, err));
     }
     LD_TRY(o->rmsnorm(be, s->xb, s->x, s->norm, n, c->rms_eps, err));
-    LD_TRY(trace(s, s->xb, hidden, c->n_layers + 1, T, t0, n, err));
+    return trace(s, s->xb, hidden, c->n_layers + 1, T, t0, n, err);
+}
+
+static ld_status chunk(ld_ds_session *s, const int32_t *tokens, int n, int T, int t0, float *logits, float *hidden,
+                       int32_t *experts, int32_t *selected, ld_error *err)
+{
+    LD_TRY(rows_forward(s, tokens, n, T, t0, hidden, experts, selected, err));
     if (logits) {
-        size_t V = (size_t)c->vocab;
-        LD_TRY(o->matmul(be, s->logits, s->xb, s->lm_head, NULL, n, err));
-        LD_TRY(o->buf_read(be, s->logits, 0, logits + (size_t)t0 * V, N * V, err));
+        size_t V = (size_t)s->m->cfg.vocab;
+        LD_TRY(OPS(s)->matmul(s->be, s->logits, s->xb, s->lm_head, NULL, n, err));
+        LD_TRY(OPS(s)->buf_read(s->be, s->logits, 0, logits + (size_t)t0 * V, (size_t)n * V, err));
     }
     s->pos += n;
     return LD_OK;
+}
+
+/* a batch's chunk of N rows (tokens [N]) on s's weights and scratch: the
+ * parts' rows (p [np], rows [np]: the same parts), their logits and
+ * positions */
+static ld_status batch_chunk(ld_ds_session *s, const ds_part *p, const ld_batch_rows *rows, int np,
+                             const int32_t *tokens, int N, ld_error *err)
+{
+    s->parts = p;
+    s->nparts = np;
+    ld_status st = rows_forward(s, tokens, N, N, 0, NULL, NULL, NULL, err);
+    s->parts = NULL;
+    s->nparts = 0;
+    LD_TRY(st);
+    LD_TRY(ld_batch_logits(s->be, s->logits, s->xb, s->lm_head, rows, np, N, (size_t)s->m->cfg.vocab, err));
+    for (int i = 0; i < np; i++) p[i].s->pos += p[i].n;
+    return LD_OK;
+}
+
+/* a batch being run: its parts, and room for a round's */
+typedef struct batch_ctx {
+    const ld_ds_session_part *parts;
+    ds_part *p;
+} batch_ctx;
+
+static ld_status batch_round(void *ctx, const ld_batch_rows *rows, int nrows, const int32_t *tokens, int N,
+                             ld_error *err)
+{
+    batch_ctx *b = ctx;
+    ld_ds_session *w = b->parts[0].s;
+    /* a round of the lead's rows alone is a plain chunk */
+    if (nrows == 1 && rows[0].part == 0) return chunk(w, tokens, N, N, 0, rows[0].logits, NULL, NULL, NULL, err);
+    for (int k = 0; k < nrows; k++) b->p[k] = (ds_part){b->parts[rows[k].part].s, rows[k].row, rows[k].n};
+    return batch_chunk(w, b->p, rows, nrows, tokens, N, err);
+}
+
+/* s may share a batch that lead leads: the same model, backend, MLA form
+ * and variants */
+static int batch_mate(const ld_ds_session *s, const ld_ds_session *lead)
+{
+    static const ld_kop kops[] = {LD_KOP_ROUTER, LD_KOP_COMBINE, LD_KOP_INDEXER, LD_KOP_ROPE};
+    int same = s->m == lead->m && s->be == lead->be && s->attn == lead->attn;
+    for (size_t k = 0; same && k < sizeof kops / sizeof kops[0]; k++) same = s->k.v[kops[k]] == lead->k.v[kops[k]];
+    return same;
+}
+
+ld_status ld_ds_session_eval_batch(const ld_ds_session_part *parts, int n, ld_error *err)
+{
+    if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
+    ld_ds_session *w = parts[0].s;
+    ld_batch_seq *seqs = calloc((size_t)n, sizeof *seqs);
+    batch_ctx b = {parts, calloc((size_t)n, sizeof *b.p)};
+    ld_status st = seqs && b.p ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; st == LD_OK && i < n; i++) {
+        const ld_ds_session *s = parts[i].s;
+        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
+                                 s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
+                                 s && s->reduce};
+    }
+    if (st == LD_OK)
+        st = ld_batch_run(seqs, n, w->max_batch, OPS(w)->buf_view != NULL, "model, backend, MLA form and variants",
+                          batch_round, &b, err);
+    free(seqs);
+    free(b.p);
+    return st;
 }
 
 ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,

@@ -155,6 +155,31 @@ ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, flo
 ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                  int32_t *experts, int32_t *selected, ld_error *err);
 
+/* A session that borrows the weights of `lead` (which must outlive it):
+ * its own latent (and index key) caches of max_seq positions, scratch
+ * (lead's max_batch), position; lead's MLA form and variants. */
+ld_status ld_ds_session_create_sibling(const ld_ds_session *lead, int max_seq, ld_ds_session **out, ld_error *err);
+
+/* One sequence's share of a batch: T tokens appended to s at its position,
+ * logits [T][vocab] (NULL: not wanted). */
+typedef struct ld_ds_session_part {
+    ld_ds_session *s;
+    const int32_t *tokens;
+    int T;
+    float *logits;
+} ld_ds_session_part;
+
+/* Several sequences in one batch (forward.h's ld_session_eval_batch for
+ * V3 / V3.2): the parts' sessions (of parts[0].s's model, backend, MLA
+ * form and variants, each once, none a tensor-parallel rank) run together
+ * in chunks of at most parts[0].s's max_batch rows (and each part's own):
+ * the norms, the MLP/MoE and the head on all the chunk's rows with
+ * parts[0].s's weights and scratch, the attention block (MLA and V3.2's
+ * indexer) per sequence on its rows and its session's caches.  A
+ * sequence's logits are bitwise those it gets alone.  Several parts need
+ * the backend's buf_view (LD_ERR_UNSUPPORTED without). */
+ld_status ld_ds_session_eval_batch(const ld_ds_session_part *parts, int n, ld_error *err);
+
 /* The router, combine, indexer and rope variants of `k` (the MLA form is
  * the session's, fixed at creation). */
 void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k);

@@ -11,6 +11,7 @@
 #include "ref_ds_variants.h"
 #include "ref_ops.h"
 #include "ref_variants.h"
+#include "batch.h"
 #include "session_args.h"
 
 /* an MLP's gate, up and down weights: the moe entry's expert */
@@ -1491,10 +1492,10 @@ static ld_status chunk(ld_ds4_session *s, const int32_t *tokens, int n, int T, i
 }
 
 /* a batch's chunk of N rows (tokens [N]) on s's weights and scratch: the
- * parts' rows, each part's logits (logits[i]: its rows', NULL: not
- * wanted) and positions */
-static ld_status batch_chunk(ld_ds4_session *s, const ds4_part *p, int np, const int32_t *tokens, int N,
-                             float *const *logits, ld_error *err)
+ * parts' rows (p [np], rows [np]: the same parts), their logits and
+ * positions */
+static ld_status batch_chunk(ld_ds4_session *s, const ds4_part *p, const ld_batch_rows *rows, int np,
+                             const int32_t *tokens, int N, ld_error *err)
 {
     s->parts = p;
     s->nparts = np;
@@ -1502,91 +1503,56 @@ static ld_status batch_chunk(ld_ds4_session *s, const ds4_part *p, int np, const
     s->parts = NULL;
     s->nparts = 0;
     LD_TRY(st);
-    size_t V = (size_t)s->m->cfg.vocab;
-    int want = 0;
-    for (int i = 0; i < np; i++) want |= logits[i] != NULL;
-    if (want) LD_TRY(OPS(s)->matmul(s->be, s->logits, s->xb, s->lm_head, NULL, N, err));
-    for (int i = 0; i < np; i++)
-        if (logits[i])
-            LD_TRY(OPS(s)->buf_read(s->be, s->logits, (size_t)p[i].row * V, logits[i], (size_t)p[i].n * V, err));
+    LD_TRY(ld_batch_logits(s->be, s->logits, s->xb, s->lm_head, rows, np, N, (size_t)s->m->cfg.vocab, err));
     for (int i = 0; i < np; i++) p[i].s->pos += p[i].n;
     return LD_OK;
 }
 
-/* the batch's parts fit together: the lead's model, backend and variants,
- * each session once, no tensor parallelism, tokens that fit each */
-static ld_status check_parts(const ld_ds4_session_part *p, int n, ld_error *err)
+/* a batch being run: its parts, and room for a round's */
+typedef struct batch_ctx {
+    const ld_ds4_session_part *parts;
+    ds4_part *p;
+} batch_ctx;
+
+static ld_status batch_round(void *ctx, const ld_batch_rows *rows, int nrows, const int32_t *tokens, int N,
+                             ld_error *err)
 {
-    static const ld_kop kops[] = {LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE};
-    if (n < 1 || !p[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
-    const ld_ds4_session *lead = p[0].s;
-    for (int i = 0; i < n; i++) {
-        const ld_ds4_session *s = p[i].s;
-        int same = s && s->m == lead->m && s->be == lead->be;
-        for (size_t k = 0; same && k < sizeof kops / sizeof kops[0]; k++) same = s->k.v[kops[k]] == lead->k.v[kops[k]];
-        if (!same)
-            return LD_FAIL(err, LD_ERR_USAGE, 0,
-                           "batch part %d: not a session of the first part's model, backend and variants", i);
-        for (int j = 0; j < i; j++)
-            if (p[j].s == s) return LD_FAIL(err, LD_ERR_USAGE, 0, "batch parts %d and %d: the same session", j, i);
-        if (s->reduce && n > 1)
-            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "batch part %d: a tensor-parallel rank runs one sequence", i);
-        ld_status st = ld_session_check_eval(p[i].tokens, p[i].T, s->pos, s->max_seq, s->m->cfg.vocab, err);
-        if (st != LD_OK && n > 1) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "batch part %d: %.200s", i, err->msg);
-            memcpy(err->msg, msg, sizeof msg);
-        }
-        LD_TRY(st);
-    }
-    if (n > 1 && !OPS(lead)->buf_view)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "the %s backend runs one sequence at a time (no buf_view)",
-                       OPS(lead)->name);
-    return LD_OK;
+    batch_ctx *b = ctx;
+    ld_ds4_session *w = b->parts[0].s;
+    /* a round of the lead's rows alone is a plain chunk */
+    if (nrows == 1 && rows[0].part == 0) return chunk(w, tokens, N, N, 0, rows[0].logits, NULL, NULL, NULL, err);
+    for (int k = 0; k < nrows; k++) b->p[k] = (ds4_part){b->parts[rows[k].part].s, rows[k].row, rows[k].n};
+    return batch_chunk(w, b->p, rows, nrows, tokens, N, err);
 }
 
-/* one round's parts (take[i] rows of parts[i], the last done[i]) into p,
- * their tokens one after another into tok, their logits' rows into lg;
- * how many parts */
-static int round_parts(const ld_ds4_session_part *parts, int n, const int *done, const int *take, ds4_part *p,
-                       int32_t *tok, float **lg)
+/* s may share a batch that lead leads: the same model, backend and
+ * variants */
+static int batch_mate(const ld_ds4_session *s, const ld_ds4_session *lead)
 {
-    int np = 0, N = 0;
-    size_t V = (size_t)parts[0].s->m->cfg.vocab;
-    for (int i = 0; i < n; i++) {
-        if (!take[i]) continue;
-        int t0 = done[i] - take[i];
-        memcpy(tok + N, parts[i].tokens + t0, (size_t)take[i] * sizeof *tok);
-        p[np] = (ds4_part){parts[i].s, N, take[i]};
-        lg[np++] = parts[i].logits ? parts[i].logits + (size_t)t0 * V : NULL;
-        N += take[i];
-    }
-    return np;
+    static const ld_kop kops[] = {LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE};
+    int same = s->m == lead->m && s->be == lead->be;
+    for (size_t k = 0; same && k < sizeof kops / sizeof kops[0]; k++) same = s->k.v[kops[k]] == lead->k.v[kops[k]];
+    return same;
 }
 
 ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_error *err)
 {
-    LD_TRY(check_parts(parts, n, err));
+    if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
     ld_ds4_session *w = parts[0].s;
-    ds4_part *p = malloc((size_t)n * sizeof *p);
-    float **lg = malloc((size_t)n * sizeof *lg);
-    int32_t *tok = malloc((size_t)w->max_batch * sizeof *tok);
-    int *ints = calloc(4 * (size_t)n, sizeof *ints), *T = ints, *cap = ints + n, *done = cap + n, *take = done + n;
-    ld_status st = p && lg && tok && ints ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (int i = 0; st == LD_OK && i < n; i++) T[i] = parts[i].T, cap[i] = parts[i].s->max_batch;
-    /* rounds of at most the lead's max_batch rows; a round of the lead's
-       rows alone is a plain chunk */
-    int N;
-    while (st == LD_OK && (N = ld_batch_round(T, cap, done, take, n, w->max_batch)) > 0) {
-        int np = round_parts(parts, n, done, take, p, tok, lg);
-        if (np == 1 && p[0].s == w)
-            st = chunk(w, tok, N, parts[0].T, done[0] - N, parts[0].logits, NULL, NULL, NULL, err);
-        else st = batch_chunk(w, p, np, tok, N, lg, err);
+    ld_batch_seq *seqs = calloc((size_t)n, sizeof *seqs);
+    batch_ctx b = {parts, calloc((size_t)n, sizeof *b.p)};
+    ld_status st = seqs && b.p ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; st == LD_OK && i < n; i++) {
+        const ld_ds4_session *s = parts[i].s;
+        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
+                                 s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
+                                 s && s->reduce};
     }
-    free(p);
-    free(lg);
-    free(tok);
-    free(ints);
+    if (st == LD_OK)
+        st = ld_batch_run(seqs, n, w->max_batch, OPS(w)->buf_view != NULL, "model, backend and variants",
+                          batch_round, &b, err);
+    free(seqs);
+    free(b.p);
     return st;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "session_args.h"
 
 typedef struct sess_layer {
@@ -243,13 +244,13 @@ void ld_session_reset(ld_session *s)
     s->pos = 0;
 }
 
-/* A sequence's rows in a chunk: tokens [n] at positions s->pos..., rows
- * [row, row + n) of the chunk's buffers, rows [t0, t0 + n) of the call's
- * logits [T][vocab] and hidden [planes][T][D]; q, k, v and att (views of
- * those rows, or the lead's buffers when the chunk is this one sequence's) */
+/* A sequence's rows in a chunk: n tokens at positions s->pos..., rows
+ * [row, row + n) of the chunk's buffers, their logits ([n][vocab], NULL:
+ * not wanted), rows [t0, t0 + n) of the call's hidden [planes][T][D]; q,
+ * k, v and att (views of those rows, or the lead's buffers when the chunk
+ * is this one sequence's) */
 typedef struct seq_rows {
     ld_session *s;
-    const int32_t *tokens;
     int n, row, t0, T;
     float *logits, *hidden;
     ld_buf *q, *k, *v, *att;
@@ -358,22 +359,6 @@ static ld_status make_views(ld_session *w, seq_rows *r, int nr, ld_error *err)
     return st;
 }
 
-/* the chunk's tokens, one sequence's after another (tmp: freed by the
- * caller, NULL where the chunk is one sequence's) */
-static ld_status chunk_tokens(const seq_rows *r, int nr, int N, const int32_t **out, int32_t **tmp, ld_error *err)
-{
-    *tmp = NULL;
-    if (nr == 1) {
-        *out = r->tokens;
-        return LD_OK;
-    }
-    int32_t *t = malloc((size_t)N * sizeof *t);
-    if (!t) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (int i = 0; i < nr; i++) memcpy(t + r[i].row, r[i].tokens, (size_t)r[i].n * sizeof *t);
-    *out = *tmp = t;
-    return LD_OK;
-}
-
 /* the final norm, the logits each sequence wants, and the positions */
 static ld_status head(ld_session *w, seq_rows *r, int nr, int N, ld_error *err)
 {
@@ -387,78 +372,59 @@ static ld_status head(ld_session *w, seq_rows *r, int nr, int N, ld_error *err)
     if (want) LD_TRY(o->matmul(w->be, w->logits, w->xb, w->lm_head, NULL, N, err));
     for (int i = 0; i < nr; i++)
         if (r[i].logits)
-            LD_TRY(o->buf_read(w->be, w->logits, (size_t)r[i].row * V, r[i].logits + (size_t)r[i].t0 * V,
-                               (size_t)r[i].n * V, err));
+            LD_TRY(o->buf_read(w->be, w->logits, (size_t)r[i].row * V, r[i].logits, (size_t)r[i].n * V, err));
     for (int i = 0; i < nr; i++) r[i].s->pos += r[i].n;
     return LD_OK;
 }
 
-/* one chunk of N rows (at most w->max_batch) of nr sequences, on w's
- * weights and scratch */
-static ld_status chunk(ld_session *w, seq_rows *r, int nr, int N, ld_error *err)
+/* one chunk of N rows (at most w->max_batch) of nr sequences, tokens [N],
+ * on w's weights and scratch */
+static ld_status chunk(ld_session *w, seq_rows *r, int nr, const int32_t *tokens, int N, ld_error *err)
 {
-    const int32_t *tokens = NULL;
-    int32_t *tmp = NULL;
-    LD_TRY(chunk_tokens(r, nr, N, &tokens, &tmp, err));
     ld_status st = make_views(w, r, nr, err);
     if (st == LD_OK) st = OPS(w)->embed(w->be, w->x, w->embed, tokens, N, err);
     if (st == LD_OK) st = trace(w, w->x, r, nr, 0, err);
     if (st == LD_OK) st = layers(w, r, nr, N, err);
     if (st == LD_OK) st = head(w, r, nr, N, err);
     free_views(w, r, nr);
-    free(tmp);
     return st;
 }
 
-/* the parts fit together: the lead's model and backend, each session once,
- * tokens that fit each */
-static ld_status check_parts(const ld_session_part *p, int n, ld_error *err)
+/* a batch being run: its parts, and room for a round's rows */
+typedef struct dense_batch {
+    const ld_session_part *parts;
+    seq_rows *r;
+} dense_batch;
+
+static ld_status dense_round(void *ctx, const ld_batch_rows *rows, int nrows, const int32_t *tokens, int N,
+                             ld_error *err)
 {
-    if (n < 1 || !p[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
-    const ld_session *lead = p[0].s;
-    for (int i = 0; i < n; i++) {
-        const ld_session *s = p[i].s;
-        if (!s || s->m != lead->m || s->be != lead->be)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's model and backend",
-                           i);
-        for (int j = 0; j < i; j++)
-            if (p[j].s == s) return LD_FAIL(err, LD_ERR_USAGE, 0, "batch parts %d and %d: the same session", j, i);
-        ld_status st = ld_session_check_eval(p[i].tokens, p[i].T, s->pos, s->max_seq, s->m->cfg.vocab, err);
-        if (st != LD_OK) {
-            if (n > 1) {
-                char msg[sizeof err->msg];
-                snprintf(msg, sizeof msg, "batch part %d: %.200s", i, err->msg);
-                memcpy(err->msg, msg, sizeof msg);
-            }
-            return st;
-        }
+    dense_batch *b = ctx;
+    for (int k = 0; k < nrows; k++) {
+        const ld_session_part *p = &b->parts[rows[k].part];
+        b->r[k] = (seq_rows){p->s, rows[k].n, rows[k].row, rows[k].t0, p->T, rows[k].logits, p->hidden,
+                             NULL, NULL, NULL, NULL};
     }
-    return LD_OK;
+    return chunk(b->parts[0].s, b->r, nrows, tokens, N, err);
 }
 
 ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *err)
 {
-    LD_TRY(check_parts(parts, n, err));
+    if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
     ld_session *w = parts[0].s;
-    seq_rows *r = malloc((size_t)n * sizeof *r);
-    int *ints = calloc(4 * (size_t)n, sizeof *ints), *T = ints, *cap = ints + n, *done = cap + n, *take = done + n;
-    ld_status st = r && ints ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (int i = 0; st == LD_OK && i < n; i++) T[i] = parts[i].T, cap[i] = parts[i].s->max_batch;
-    /* rounds of at most the lead's max_batch rows */
-    while (st == LD_OK) {
-        int nr = 0, N = 0;
-        if (!ld_batch_round(T, cap, done, take, n, w->max_batch)) break;
-        for (int i = 0; i < n; i++) {
-            if (!take[i]) continue;
-            int t0 = done[i] - take[i];
-            r[nr++] = (seq_rows){parts[i].s, parts[i].tokens + t0, take[i], N, t0, parts[i].T, parts[i].logits,
-                                 parts[i].hidden, NULL, NULL, NULL, NULL};
-            N += take[i];
-        }
-        st = chunk(w, r, nr, N, err);
+    ld_batch_seq *seqs = calloc((size_t)n, sizeof *seqs);
+    dense_batch b = {parts, calloc((size_t)n, sizeof *b.r)};
+    ld_status st = seqs && b.r ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int i = 0; st == LD_OK && i < n; i++) {
+        const ld_session *s = parts[i].s;
+        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
+                                 s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab,
+                                 s && s->m == w->m && s->be == w->be, s && s->reduce};
     }
-    free(r);
-    free(ints);
+    if (st == LD_OK)
+        st = ld_batch_run(seqs, n, w->max_batch, OPS(w)->buf_view != NULL, "model and backend", dense_round, &b, err);
+    free(seqs);
+    free(b.r);
     return st;
 }
 

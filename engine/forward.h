@@ -49,7 +49,7 @@ typedef struct ld_session_part {
 /* Several sequences in one batch, as a server batches its requests: the
  * parts' sessions (all of parts[0].s's model and backend, each once) run
  * together in chunks of at most parts[0].s's max_batch rows (and of each
- * part's own max_batch rows: session_args.h's ld_batch_round), every op on
+ * part's own max_batch rows: session_args.h's ld_batch), every op on
  * all the chunk's rows but attention, which each sequence runs on its own
  * rows and cache.  parts[0].s's weights, scratch and reduce hook serve the
  * batch.  A sequence's logits are bitwise those it gets alone: no op's

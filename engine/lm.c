@@ -173,14 +173,13 @@ ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logi
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
-    if (!lead->dense && !lead->ds4)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                       "sessions sharing weights: dense decoders and DeepSeek-V4, not DeepSeek-V3/V3.2 or tensor "
-                       "parallelism yet");
+    if (lead->tp)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "sessions sharing weights: not with tensor parallelism yet");
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lead->ds4 ? ld_ds4_session_create_sibling(lead->ds4, max_seq, &s->ds4, err)
-                             : ld_session_create_sibling(lead->dense, max_seq, &s->dense, err);
+                   : lead->ds ? ld_ds_session_create_sibling(lead->ds, max_seq, &s->ds, err)
+                              : ld_session_create_sibling(lead->dense, max_seq, &s->dense, err);
     if (st != LD_OK) {
         free(s);
         return st;
@@ -189,22 +188,31 @@ ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, l
     return LD_OK;
 }
 
-/* the parts as the dense family's (ds4 0) or V4's */
-static ld_status batch_family(const ld_lm_part *parts, int n, int ds4, ld_error *err)
+enum { BATCH_DENSE, BATCH_DS, BATCH_DS4 };
+
+/* the parts as family f's, then its eval_batch */
+static ld_status batch_family(const ld_lm_part *parts, int n, int f, ld_error *err)
 {
-    ld_session_part *dp = ds4 ? NULL : calloc((size_t)n, sizeof *dp);
-    ld_ds4_session_part *vp = ds4 ? calloc((size_t)n, sizeof *vp) : NULL;
-    if (!dp && !vp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_session_part *dp = f == BATCH_DENSE ? calloc((size_t)n, sizeof *dp) : NULL;
+    ld_ds_session_part *sp = f == BATCH_DS ? calloc((size_t)n, sizeof *sp) : NULL;
+    ld_ds4_session_part *vp = f == BATCH_DS4 ? calloc((size_t)n, sizeof *vp) : NULL;
+    if (!dp && !sp && !vp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = LD_OK;
     for (int i = 0; i < n && st == LD_OK; i++) {
         const ld_lm_part *p = &parts[i];
-        if (!p->s || (ds4 ? !p->s->ds4 : !p->s->dense))
+        int same = p->s && (f == BATCH_DS4 ? p->s->ds4 != NULL : f == BATCH_DS ? p->s->ds != NULL
+                                                                               : p->s->dense != NULL);
+        if (!same)
             st = LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's model family", i);
-        else if (ds4) vp[i] = (ld_ds4_session_part){p->s->ds4, p->tokens, p->T, p->logits};
+        else if (vp) vp[i] = (ld_ds4_session_part){p->s->ds4, p->tokens, p->T, p->logits};
+        else if (sp) sp[i] = (ld_ds_session_part){p->s->ds, p->tokens, p->T, p->logits};
         else dp[i] = (ld_session_part){p->s->dense, p->tokens, p->T, p->logits, NULL};
     }
-    if (st == LD_OK) st = ds4 ? ld_ds4_session_eval_batch(vp, n, err) : ld_session_eval_batch(dp, n, err);
+    if (st == LD_OK)
+        st = vp ? ld_ds4_session_eval_batch(vp, n, err)
+             : sp ? ld_ds_session_eval_batch(sp, n, err) : ld_session_eval_batch(dp, n, err);
     free(dp);
+    free(sp);
     free(vp);
     return st;
 }
@@ -214,11 +222,9 @@ ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err)
     if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
     if (n == 1) return ld_lm_eval(parts[0].s, parts[0].tokens, parts[0].T, parts[0].logits, NULL, err);
     const ld_lm_session *lead = parts[0].s;
-    if (!lead->dense && !lead->ds4)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                       "batches of several requests: dense decoders and DeepSeek-V4, not DeepSeek-V3/V3.2 or "
-                       "tensor parallelism yet");
-    return batch_family(parts, n, lead->ds4 != NULL, err);
+    if (lead->tp)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "batches of several requests: not with tensor parallelism yet");
+    return batch_family(parts, n, lead->ds4 ? BATCH_DS4 : lead->ds ? BATCH_DS : BATCH_DENSE, err);
 }
 
 int ld_lm_pos(const ld_lm_session *s)

@@ -63,7 +63,7 @@ ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logi
 
 /* Another request's session over the weights of `lead` (which must outlive
  * it): its own caches of max_seq positions, lead's max_batch and variants
- * (the dense decoders, DeepSeek-V4; LD_ERR_UNSUPPORTED for the others). */
+ * (LD_ERR_UNSUPPORTED for a tensor-parallel lead). */
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err);
 
 /* One request's share of a batch: T tokens appended to s, logits [T][vocab]
@@ -75,12 +75,11 @@ typedef struct ld_lm_part {
     float *logits;
 } ld_lm_part;
 
-/* Several requests in one batch, as a server batches them (forward.h's
- * ld_session_eval_batch, deepseek_v4_forward.h's
- * ld_ds4_session_eval_batch): every request's logits bitwise those it
- * gets alone.  The dense decoders and DeepSeek-V4; one part runs on any
- * session; several on DeepSeek-V3/V3.2 or tensor-parallel sessions are
- * LD_ERR_UNSUPPORTED. */
+/* Several requests in one batch, as a server batches them (each family's
+ * eval_batch: forward.h's ld_session_eval_batch, deepseek_forward.h's,
+ * deepseek_v4_forward.h's): every request's logits bitwise those it gets
+ * alone.  One part runs on any session; several on tensor-parallel
+ * sessions are LD_ERR_UNSUPPORTED. */
 ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err);
 
 int ld_lm_pos(const ld_lm_session *s);

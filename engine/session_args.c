@@ -12,17 +12,3 @@ ld_status ld_session_check_eval(const int32_t *tokens, int T, int pos, int max_s
                            t, vocab);
     return LD_OK;
 }
-
-int ld_batch_round(const int *T, const int *cap, int *done, int *take, int n, int budget)
-{
-    int rows = 0;
-    for (int i = 0; i < n; i++) {
-        int t = T[i] - done[i];
-        if (t > cap[i]) t = cap[i];
-        if (t > budget - rows) t = budget - rows;
-        take[i] = t > 0 ? t : 0;
-        done[i] += take[i];
-        rows += take[i];
-    }
-    return rows;
-}

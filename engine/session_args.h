@@ -13,11 +13,4 @@
  * id and its index). */
 ld_status ld_session_check_eval(const int32_t *tokens, int T, int pos, int max_seq, int vocab, ld_error *err);
 
-/* One round of a batch of n sequences (the sessions' eval_batch): each in
- * turn takes what is left of its T[i] tokens (done[i] run so far), at most
- * cap[i] (its session's max_batch) and what is left of `budget` rows (the
- * lead's max_batch).  take[i]: its rows this round (0: none); done[]
- * advanced.  Returns the round's rows, 0 when every sequence is done. */
-int ld_batch_round(const int *T, const int *cap, int *done, int *take, int n, int budget);
-
 #endif /* LD_SESSION_ARGS_H */

@@ -2,7 +2,8 @@
  * ld_session_eval_batch) on the CPU backends: each request's logits
  * bitwise those it gets alone (batch_check.h), on the reference backend and
  * the fast CPU one with 3 threads, over dense, sliding-window, FP8 and
- * bf16 fixtures; the batch's argument errors; a backend without
+ * bf16 fixtures, DeepSeek-V3/V3.2 (every MLA form) and V4, with their
+ * host paths and variants; tensor-parallel sessions refused; the batch's argument errors; a backend without
  * buf_view runs one sequence but refuses several. */
 #include <stdio.h>
 #include <string.h>
@@ -54,33 +55,6 @@ static int test_batch_v4_host(void) { return check_model("deepseek-v4", "host-le
 static int test_batch_v4_variants(void)
 {
     return check_model_k("deepseek-v4", "cpu", ld_backend_cpu_create, "mhc=bf16,indexer=fp8,rope=bf16,combine=fused");
-}
-
-/* DeepSeek-V3: one request a batch, several refused */
-static int test_batch_v3_refused(void)
-{
-    ld_error err = {0};
-    ld_lm *m = NULL;
-    CHECK_MSG(ld_lm_open(MDIR "deepseek-v3", &m, &err) == LD_OK, "%s", err.msg);
-    ld_backend *be = NULL;
-    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
-    ld_lm_session *a = NULL, *b = NULL, *sib = NULL;
-    CHECK(ld_lm_session_create(m, be, NULL, 8, 4, &a, &err) == LD_OK);
-    CHECK(ld_lm_session_create(m, be, NULL, 8, 4, &b, &err) == LD_OK);
-    int32_t t[2] = {1, 2};
-    ld_lm_part p[2] = {{a, t, 2, NULL}, {b, t, 2, NULL}};
-    CHECK_MSG(ld_lm_eval_batch(p, 1, &err) == LD_OK, "%s", err.msg);
-    CHECK(ld_test_expect_fail(ld_lm_eval_batch(p, 2, &err), LD_ERR_UNSUPPORTED, &err, "DeepSeek-V3") == 0);
-    CHECK(ld_test_expect_fail(ld_lm_session_create_sibling(a, 8, &sib, &err), LD_ERR_UNSUPPORTED, &err,
-                              "DeepSeek-V3") == 0);
-    CHECK(sib == NULL);
-    CHECK_EQ_INT(ld_lm_pos(a), 2);
-    CHECK_EQ_INT(ld_lm_pos(b), 0);
-    ld_lm_session_destroy(a);
-    ld_lm_session_destroy(b);
-    ld_backend_destroy(be);
-    ld_lm_close(m);
-    return 0;
 }
 
 /* the batch's argument errors, before anything runs */
@@ -149,12 +123,51 @@ static int test_batch_needs_views(void)
     return 0;
 }
 
+static int test_batch_v3_ref(void) { return check_model("deepseek-v3", "ref", ld_backend_ref_create); }
+static int test_batch_v3_fp8_cpu(void) { return check_model("deepseek-v3-fp8", "cpu", ld_backend_cpu_create); }
+static int test_batch_v32_cpu(void) { return check_model("deepseek-v32", "cpu", ld_backend_cpu_create); }
+/* the absorbed and split-K MLA forms, the host paths, the variants */
+static int test_batch_v3_absorbed(void)
+{
+    return check_model_k("deepseek-v3", "cpu", ld_backend_cpu_create, "mla=absorbed,router=bf16,combine=fused");
+}
+static int test_batch_v32_splitk_host(void)
+{
+    return check_model_k("deepseek-v32", "host-leaves", ld_test_cpu_host_create, "mla=splitk,indexer=bf16,rope=bf16");
+}
+
+/* tensor parallelism: one request a batch, several refused */
+static int test_batch_tp_refused(void)
+{
+    ld_error err = {0};
+    ld_lm *m = NULL;
+    CHECK_MSG(ld_lm_open(MDIR "qwen3", &m, &err) == LD_OK, "%s", err.msg);
+    ld_tp_opts o = {.n = 2, .backend = "ref", .threads = 1};
+    ld_lm_session *a = NULL, *b = NULL, *sib = NULL;
+    CHECK_MSG(ld_lm_session_create_tp(m, &o, 8, 4, &a, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_session_create_tp(m, &o, 8, 4, &b, &err) == LD_OK, "%s", err.msg);
+    int32_t t[2] = {1, 2};
+    ld_lm_part p[2] = {{a, t, 2, NULL}, {b, t, 2, NULL}};
+    CHECK_MSG(ld_lm_eval_batch(p, 1, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_test_expect_fail(ld_lm_eval_batch(p, 2, &err), LD_ERR_UNSUPPORTED, &err, "tensor parallelism") == 0);
+    CHECK(ld_test_expect_fail(ld_lm_session_create_sibling(a, 8, &sib, &err), LD_ERR_UNSUPPORTED, &err,
+                              "tensor parallelism") == 0);
+    CHECK(sib == NULL);
+    CHECK_EQ_INT(ld_lm_pos(a), 2);
+    CHECK_EQ_INT(ld_lm_pos(b), 0);
+    ld_lm_session_destroy(a);
+    ld_lm_session_destroy(b);
+    ld_lm_close(m);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_batch_qwen3_ref),       LD_CASE(test_batch_qwen3_cpu),     LD_CASE(test_batch_mistral_cpu),
     LD_CASE(test_batch_qwen3_fp8_cpu),   LD_CASE(test_batch_llama3_bf16_cpu), LD_CASE(test_batch_errors),
     LD_CASE(test_batch_needs_views),     LD_CASE(test_batch_v4_ref),        LD_CASE(test_batch_v4_cpu),
     LD_CASE(test_batch_v4_fp4_cpu),      LD_CASE(test_batch_v4_host),       LD_CASE(test_batch_v4_variants),
-    LD_CASE(test_batch_v3_refused),
+    LD_CASE(test_batch_v3_ref),          LD_CASE(test_batch_v3_fp8_cpu),    LD_CASE(test_batch_v32_cpu),
+    LD_CASE(test_batch_v3_absorbed),     LD_CASE(test_batch_v32_splitk_host), LD_CASE(test_batch_tp_refused),
 };
 
 LD_TEST_MAIN(cases)

@@ -270,6 +270,8 @@ static int test_cuda_batched_qwen3(void) { return check_batched_dir("qwen3"); }
 static int test_cuda_batched_qwen3_fp8(void) { return check_batched_dir("qwen3-fp8"); }
 static int test_cuda_batched_deepseek_v4(void) { return check_batched_dir("deepseek-v4"); }
 static int test_cuda_batched_deepseek_v4_fp4(void) { return check_batched_dir("deepseek-v4-fp4"); }
+static int test_cuda_batched_deepseek_v3(void) { return check_batched_dir("deepseek-v3"); }
+static int test_cuda_batched_deepseek_v32(void) { return check_batched_dir("deepseek-v32"); }
 
 /* ---------------------------------------------------------------- the moe entry */
 
@@ -549,6 +551,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_batched_qwen3),      LD_CASE(test_cuda_batched_qwen3_fp8),
     LD_CASE(test_cuda_deepseek_v4),        LD_CASE(test_cuda_deepseek_v4_fp4),
     LD_CASE(test_cuda_batched_deepseek_v4), LD_CASE(test_cuda_batched_deepseek_v4_fp4),
+    LD_CASE(test_cuda_batched_deepseek_v3), LD_CASE(test_cuda_batched_deepseek_v32),
     LD_CASE(test_cuda_moe_entry_matches_ref),
 };
 

@@ -1,0 +1,54 @@
+/* batch.h - several sessions' tokens run together, as a server batches
+ * its requests: what each model family's eval_batch (forward.h,
+ * deepseek_forward.h, deepseek_v4_forward.h) shares.  The family says
+ * which sessions may share a batch and runs a round's rows; this checks
+ * the parts, cuts them into rounds and reads each part's logits. */
+#ifndef LD_BATCH_H
+#define LD_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ld_error.h"
+
+/* One part of a batch, as its family describes it. */
+typedef struct ld_batch_seq {
+    const void *s;           /* its session (compared, never entered here) */
+    const int32_t *tokens;   /* [T] */
+    int T;
+    float *logits;           /* [T][vocab], NULL: not wanted */
+    int cap;                 /* its session's max_batch: its rows a round at most */
+    int pos, max_seq, vocab; /* its session's, for the checks */
+    int same;                /* 1: of the lead's model, backend and variants */
+    int tp;                  /* 1: a tensor-parallel rank (one sequence only) */
+} ld_batch_seq;
+
+/* A part's rows in a round. */
+typedef struct ld_batch_rows {
+    int part;       /* the part */
+    int row;        /* its first row among the round's */
+    int n;          /* its rows */
+    int t0;         /* its first token's index in its tokens */
+    float *logits;  /* where its rows' logits go ([n][vocab]), NULL: not wanted */
+} ld_batch_rows;
+
+/* Runs one round: rows [nrows], tokens [N] (one part's after another). */
+typedef ld_status (*ld_batch_round_fn)(void *ctx, const ld_batch_rows *rows, int nrows, const int32_t *tokens,
+                                       int N, ld_error *err);
+
+/* Checks the n parts (parts[0] leads: a session of each part's own, each
+ * once, `same` and not `tp` when n > 1, tokens that fit its session,
+ * has_views (the backend's buf_view) when n > 1; `what` names the lead's
+ * properties in the error), then runs them in rounds of at most `budget`
+ * rows (the lead's max_batch): each round, each part in turn takes what is
+ * left of its tokens, at most its cap and what is left of the round. */
+ld_status ld_batch_run(const ld_batch_seq *parts, int n, int budget, int has_views, const char *what,
+                       ld_batch_round_fn fn, void *ctx, ld_error *err);
+
+/* The logits of a round's N rows of x (lm_head in one matmul into out),
+ * each part's rows to its logits. */
+ld_status ld_batch_logits(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *lm_head,
+                          const ld_batch_rows *rows, int nrows, int N, size_t vocab, ld_error *err);
+
+#endif /* LD_BATCH_H */
