@@ -196,6 +196,11 @@ rc=$?
 step bench-ds4-stack 90 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 256 --decode 16
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
+# the same stack decoding 8 requests a step in one batch (siblings sharing
+# the weights, ld_ds4_session_eval_batch): batch_step_ms, batch_gain
+step bench-ds4-batch 60 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 64 --decode 8 --batch 8
+rc=$?
+[ $rc = 0 ] || [ $rc = 2 ] || status=1
 if [ $built = 1 ]; then
     step build-all 150 cmake --build "$build" -j "$jobs" -- -k || {
         status=1; grep -E 'error:' "$logs/build-all.log" | head -10 | tee -a "$summary"; }
@@ -233,8 +238,8 @@ note "== test-cuda-deepseek"
     "$logs/test-cuda-deepseek.log" | head -150 | tee -a "$summary"
 # the determinism test's lines: replays, chunks, the transformers errors
 note "== test-cuda-determinism"
-[ -f "$logs/test-cuda-determinism.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|replays of|calls of|logits nerr|differs|passed,' \
-    "$logs/test-cuda-determinism.log" | head -60 | tee -a "$summary"
+[ -f "$logs/test-cuda-determinism.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|replays of|calls of|logits nerr|differs|batched with|passed,' \
+    "$logs/test-cuda-determinism.log" | head -120 | tee -a "$summary"
 [ -f "$logs/test-engine-cpu.log" ] && grep -hE 'tests passed|\*\*\*' "$logs/test-engine-cpu.log" | head -20 |
     tee -a "$summary"
 note ""
@@ -246,6 +251,9 @@ note "== bench deepseek"
 note ""
 note "== bench ds4 stack"
 [ -f "$logs/bench-ds4-stack.log" ] && tee -a "$summary" < "$logs/bench-ds4-stack.log"
+note ""
+note "== bench ds4 stack, 8 requests batched"
+[ -f "$logs/bench-ds4-batch.log" ] && grep -E '^(decode_ms|batch)' "$logs/bench-ds4-batch.log" | tee -a "$summary"
 note ""
 note "result: $([ $status = 0 ] && echo PASS || echo FAIL); logs in $logs${OUT:+ and $OUT/gpu-check}"
 copy_out
