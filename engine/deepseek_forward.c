@@ -494,9 +494,36 @@ static ld_status absorbed(ld_ds_session *s, int l, int n, ld_error *err)
     return o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err);
 }
 
-/* MLA of the n rows of s->xb (positions pos0...) into s->xb; with V3.2's
- * indexer over the positions it selects (s->sel) */
-static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
+/* MLA's projections of the n rows of s->xb: the query heads into s->q (via
+ * the normed q latent in s->qa), the kv latent and k_pe into s->kva; each
+ * row a product of its own (a batch's run on all its rows) */
+static ld_status att_proj(ld_ds_session *s, const ds_layer *L, int n, ld_error *err)
+{
+    const ld_backend_ops *o = OPS(s);
+    ld_backend *be = s->be;
+    if (s->m->cfg.q_lora_rank) {
+        LD_TRY(o->matmul(be, s->qa, s->xb, L->q_a, L->q_a_bias, n, err));
+        LD_TRY(o->rmsnorm(be, s->qa, s->qa, L->q_a_norm, n, LD_DS_LATENT_NORM_EPS, err));
+        LD_TRY(o->matmul(be, s->q, s->qa, L->q_b, NULL, n, err));
+    } else {
+        LD_TRY(o->matmul(be, s->q, s->xb, L->q, NULL, n, err));
+    }
+    return o->matmul(be, s->kva, s->xb, L->kv_a, L->kv_a_bias, n, err);
+}
+
+/* the output projection of the n rows' heads (s->att) into s->xb, summed
+ * over the ranks under tensor parallelism */
+static ld_status att_out(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    const ds_layer *L = &s->layers[l];
+    LD_TRY(OPS(s)->matmul(s->be, s->xb, s->att, L->o, L->o_bias, n, err));
+    return s->reduce ? s->reduce(s->reduce_ctx, s->be, s->xb, n, l, 0, err) : LD_OK;
+}
+
+/* MLA of the n rows projected by att_proj (positions pos0..., the
+ * session's caches) into s->att; with V3.2's indexer over the positions
+ * it selects (s->sel) */
+static ld_status att_core(ld_ds_session *s, int l, int n, ld_error *err)
 {
     const ld_ds_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
@@ -506,14 +533,6 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
     size_t N = (size_t)n, QH = (size_t)H * (size_t)(dn + dr), KA = (size_t)(C + dr);
     size_t S = (size_t)pos0 + N;
 
-    if (c->q_lora_rank) {
-        LD_TRY(o->matmul(be, s->qa, s->xb, L->q_a, L->q_a_bias, n, err));
-        LD_TRY(o->rmsnorm(be, s->qa, s->qa, L->q_a_norm, n, LD_DS_LATENT_NORM_EPS, err));
-        LD_TRY(o->matmul(be, s->q, s->qa, L->q_b, NULL, n, err));
-    } else {
-        LD_TRY(o->matmul(be, s->q, s->xb, L->q, NULL, n, err));
-    }
-    LD_TRY(o->matmul(be, s->kva, s->xb, L->kv_a, L->kv_a_bias, n, err));
     LD_TRY(o->buf_read(be, s->q, 0, s->hq, N * QH, err));
     LD_TRY(o->buf_read(be, s->kva, 0, s->hkva, N * KA, err));
     /* RoPE of q's rope parts and of k_pe (one head) */
@@ -547,8 +566,15 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
             ld_ref_mla_attention(s->hatt, s->hq, s->hkvb, s->hkpe, H, dn, dr, dv, pos0, s->scale, s->scores, 0, items);
         LD_TRY(o->buf_write(be, s->att, 0, s->hatt, items * (size_t)dv, err));
     }
-    LD_TRY(o->matmul(be, s->xb, s->att, L->o, L->o_bias, n, err));
-    return s->reduce ? s->reduce(s->reduce_ctx, be, s->xb, n, l, 0, err) : LD_OK;
+    return LD_OK;
+}
+
+/* MLA of the n rows of s->xb (positions s->pos...) into s->xb */
+static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    LD_TRY(att_proj(s, &s->layers[l], n, err));
+    LD_TRY(att_core(s, l, n, err));
+    return att_out(s, l, n, err);
 }
 
 /* ---- a batch's attention */
@@ -572,8 +598,9 @@ static void att_bufs(ld_ds_session *s, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
     memcpy(w, n, sizeof n);
 }
 
-/* part p's attention: views of its rows of the lead's buffers put in its
- * session's place while attention() runs there, then its own back */
+/* part p's attention core: views of its rows of the lead's buffers (the
+ * projections of all the rows) put in its session's place while
+ * att_core() runs there, then its own back */
 static ld_status attention_part(ld_ds_session *lead, const ds_part *p, int l, ld_error *err)
 {
     ld_buf **src[ATT_BUFS], **dst[ATT_BUFS], *views[ATT_BUFS] = {0}, *own[ATT_BUFS];
@@ -587,13 +614,23 @@ static ld_status attention_part(ld_ds_session *lead, const ds_part *p, int l, ld
         att_bufs(p->s, dst, wd);
         for (int k = 0; k < ATT_BUFS; k++)
             if (w[k]) own[k] = *dst[k], *dst[k] = views[k];
-        st = attention(p->s, l, p->n, err);
+        st = att_core(p->s, l, p->n, err);
         for (int k = 0; k < ATT_BUFS; k++)
             if (w[k]) *dst[k] = own[k];
     }
     for (int k = 0; k < ATT_BUFS; k++)
         if (views[k]) OPS(lead)->buf_free(lead->be, views[k]);
     return st;
+}
+
+/* a batch's attention of layer l: the projections on all the rows, each
+ * sequence's core on its rows and its own caches, the output projection
+ * on all the rows */
+static ld_status attention_parts(ld_ds_session *s, int l, int n, ld_error *err)
+{
+    LD_TRY(att_proj(s, &s->layers[l], n, err));
+    for (int i = 0; i < s->nparts; i++) LD_TRY(attention_part(s, &s->parts[i], l, err));
+    return att_out(s, l, n, err);
 }
 
 /* SwiGLU MLP (intermediate width `width`) of `n` rows of `x` into `out` */
@@ -716,9 +753,7 @@ static ld_status rows_forward(ld_ds_session *s, const int32_t *tokens, int n, in
     for (int l = 0; l < c->n_layers; l++) {
         ds_layer *L = &s->layers[l];
         LD_TRY(o->rmsnorm(be, s->xb, s->x, L->attn_norm, n, c->rms_eps, err));
-        if (s->parts)
-            for (int i = 0; i < s->nparts; i++) LD_TRY(attention_part(s, &s->parts[i], l, err));
-        else LD_TRY(attention(s, l, n, err));
+        LD_TRY(s->parts ? attention_parts(s, l, n, err) : attention(s, l, n, err));
         if (selected && c->v32) {
             size_t KT = (size_t)c->index_topk;
             int32_t *dst = selected + ((size_t)l * (size_t)T + (size_t)t0) * KT;

@@ -173,9 +173,10 @@ typedef struct ld_ds_session_part {
  * V3 / V3.2): the parts' sessions (of parts[0].s's model, backend, MLA
  * form and variants, each once, none a tensor-parallel rank) run together
  * in chunks of at most parts[0].s's max_batch rows (and each part's own):
- * the norms, the MLP/MoE and the head on all the chunk's rows with
- * parts[0].s's weights and scratch, the attention block (MLA and V3.2's
- * indexer) per sequence on its rows and its session's caches.  A
+ * the norms, MLA's projections, the MLP/MoE and the head on all the
+ * chunk's rows with parts[0].s's weights and scratch, MLA's rope, caches
+ * and attention (and V3.2's indexer) per sequence on its rows and its
+ * session's caches.  A
  * sequence's logits are bitwise those it gets alone.  Several parts need
  * the backend's buf_view (LD_ERR_UNSUPPORTED without). */
 ld_status ld_ds_session_eval_batch(const ld_ds_session_part *parts, int n, ld_error *err);
