@@ -15,13 +15,14 @@
 #include "options.h"
 #include "replay.h"
 #include "replay_compare.h"
+#include "replay_batched.h"
 #include "replay_kernels.h"
 
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref|cuda]",
     "               [--top-k K] [--max-tokens N] [--seed N] [--tp N]",
     "               [--dump-layers DIR [--positions LIST]] [--kernels SPEC]",
-    "               [--compare-kernels] LOG...",
+    "               [--compare-kernels] [--batch-with RID,...] LOG...",
     "",
     "Replays one logged request on logdiff's own CPU engine (fp32, a fixed",
     "summation order, the same bits whatever --threads): --backend cpu (the",
@@ -92,6 +93,17 @@ static const char *const replay_usage[] = {
     "(the CUDA reference kernel or the fast one, the default), and",
     "matmul=tc: BF16 weights on tensor cores (activations rounded to bf16,",
     "fp32 sums; other weight types run the custom kernel).",
+    "--batch-with RID,... replays the request twice, alone and batched with",
+    "the requests named (their logged prompt and output ids), as a server",
+    "batches requests: each step the request's next 4 ids and 3 of each other",
+    "request's in one batch, every op but attention run on all the rows at",
+    "once.  logdiff's engine computes a token's row the same way whatever",
+    "else is in its batch, so the logits of every position must be bitwise",
+    "the same: the evidence that the replay's verdict does not depend on the",
+    "load, and that an answer that changed with the server's load points at",
+    "the server's kernels.  Verdicts batch.identical (exit 0), batch.differs",
+    "(exit 1: a fault of logdiff's engine).  Not with --tp.",
+    "",
     "--compare-kernels replays the request on the reference backend and then",
     "once per variant, and reports for each the first layer and position whose",
     "hidden row departs from the reference's beyond 1e-5 normalised error, the",
@@ -111,11 +123,19 @@ typedef struct pick {
     ld_request *sub;        /* first sub-request of a batch with this parent rid */
     size_t n_exact, n_sub;
     int oom;
+    const char **with;      /* --batch-with: the rids [n_with] */
+    ld_request **with_r;    /* the first record of each (NULL: not seen) */
+    size_t n_with;
 } pick;
 
 static int on_request(void *ctx, ld_request *r)
 {
     pick *s = ctx;
+    for (size_t i = 0; r->rid && i < s->n_with; i++)
+        if (!s->with_r[i] && !strcmp(r->rid, s->with[i])) {
+            s->with_r[i] = r;
+            return LD_PAIR_TAKE;
+        }
     if (r->rid && !strcmp(r->rid, s->rid)) {
         if (s->n_exact++ == 0) {
             s->exact = r;
@@ -430,10 +450,31 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
     else fprintf(cli->err, PFX "%s: %s\n", what, e->msg);
 }
 
+/* --batch-with: r alone and batched with the requests picked; the exit
+ * status (0 identical, 1 differs, 2 trouble) */
+static int batch_mode(struct ld_cli *cli, ld_replay_engine *e, const ld_request *r, const char *rid, const pick *s,
+                      int json)
+{
+    for (size_t i = 0; i < s->n_with; i++)
+        if (!s->with_r[i]) {
+            fprintf(cli->err, PFX "--batch-with: no request with rid '%s' in the logs given\n", s->with[i]);
+            return LD_EXIT_TROUBLE;
+        }
+    ld_replay_batch_report rep;
+    ld_error err;
+    ld_error_clear(&err);
+    if (ld_replay_batch_check(e, r, (const ld_request *const *)s->with_r, s->n_with, &rep, &err) != LD_OK) {
+        print_error(cli, rid, &err);
+        return LD_EXIT_TROUBLE;
+    }
+    ld_print_batch_report(cli->out, r->rid ? r->rid : rid, s->with, s->n_with, &rep, json);
+    return rep.first_diff < 0 ? LD_EXIT_SAME : LD_EXIT_DIFF;
+}
+
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
-    const char *dump_dir = NULL, *positions = NULL, *kernels = NULL, *check = NULL;
+    const char *dump_dir = NULL, *positions = NULL, *kernels = NULL, *check = NULL, *batch_with = NULL;
     int json = 0, compare = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS, tp = 0;
     const ld_option options[] = {
@@ -452,6 +493,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_BOOL, 0, "compare-kernels", &compare, NULL, "replay once per kernel variant and compare with the reference" },
         { LD_OPT_STRING, 0, "check", &check, "BACKEND", "replay on --backend and on BACKEND too; compare layer by layer" },
         { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (default: no split)" },
+        { LD_OPT_STRING, 0, "batch-with", &batch_with, "RID,...", "replay alone and batched with these requests; compare the logits" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -491,6 +533,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
                         : tp < 0 || tp > 64 ? "--tp: give 1 to 64"
                         : tp && (check || compare) ? "--tp: not with --check or --compare-kernels"
+                        : batch_with && (tp || check || compare || dump_dir || seed_arg)
+                            ? "--batch-with: not with --tp, --check, --compare-kernels, --dump-layers or --seed"
                             : NULL;
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);
@@ -512,10 +556,21 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         threads = n < 1 ? 1 : n > 64 ? 64 : n;
     }
 
-    pick s = { rid, NULL, NULL, 0, 0, 0 };
+    pick s = { rid, NULL, NULL, 0, 0, 0, NULL, NULL, 0 };
+    char *with_buf = NULL;
+    if (batch_with) {
+        char msg[256];
+        if (ld_batch_rids_parse(batch_with, rid, &with_buf, &s.with, &s.n_with, msg, sizeof msg) != 0 ||
+            !(s.with_r = calloc(s.n_with, sizeof *s.with_r))) {
+            fprintf(cli->err, PFX "%s\n", s.with ? msg : "out of memory");
+            free(with_buf);
+            free(s.with);
+            return LD_EXIT_TROUBLE;
+        }
+    }
     ld_pair_options popts = { 0 };
     popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
-    popts.only_rid = rid;
+    popts.only_rid = batch_with ? NULL : rid; /* several requests kept: every record's values */
     ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
     int status = LD_EXIT_TROUBLE;
     ld_replay_engine *e = NULL;
@@ -552,6 +607,10 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         goto out;
     }
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
+    if (batch_with) {
+        status = batch_mode(cli, e, r, rid, &s, json);
+        goto out;
+    }
     if (check) {
         ld_backend_cmp cmp;
         if (ld_replay_check_backends(e, r, &ro, backend, check, (int)threads, &cmp, &err) != LD_OK) {
@@ -610,5 +669,9 @@ out:
     ld_replay_engine_close(e);
     ld_request_free(s.exact);
     ld_request_free(s.sub);
+    for (size_t i = 0; s.with_r && i < s.n_with; i++) ld_request_free(s.with_r[i]);
+    free(s.with_r);
+    free(s.with);
+    free(with_buf);
     return status;
 }

@@ -341,25 +341,21 @@ ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, co
     return ld_replay_request_dump(e, r, opts, sampling, NULL, out, err);
 }
 
-ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                 const ld_replay_sampling *sampling, ld_replay_dump *dump,
-                                 ld_replay_result *out, ld_error *err)
+/* The prompt ids of r (malloc'd into *prompt [*np]): its input_ids, or its
+ * whole prompt text tokenized (*src says which) */
+static ld_status prompt_ids(ld_replay_engine *e, const ld_request *r, int32_t **prompt, size_t *np,
+                            ld_replay_prompt_source *src, ld_error *err)
 {
-    memset(out, 0, sizeof *out);
-    if (dump) *dump = (ld_replay_dump){ .want = dump->want };
-    int32_t *prompt = NULL, *output = NULL;
-    size_t np = 0, no = 0;
-    ld_replay_prompt_source src = LD_REPLAY_PROMPT_IDS;
+    *src = LD_REPLAY_PROMPT_IDS;
     ld_error ierr;
     ld_error_clear(&ierr);
-    ld_status st = ld_request_input_ids(r, &prompt, &np, &ierr);
+    ld_status st = ld_request_input_ids(r, prompt, np, &ierr);
     int text_whole = r->prompt.bytes && (r->prompt.flags & LD_TEXT_PRESENT) &&
                      !(r->prompt.flags & (LD_TEXT_TRUNCATED | LD_TEXT_ABBREVIATED | LD_TEXT_HEAD_ONLY));
     if ((st == LD_ERR_MISMATCH || st == LD_ERR_TRUNCATED) && text_whole && e->tok) {
         /* no id list, or one the logger cut: the whole prompt text, tokenized */
-        st = ld_tok_encode(e->tok, r->prompt.bytes, r->prompt.len, LD_TOK_PARSE_SPECIAL, &prompt, &np, err);
-        if (st != LD_OK) return st;
-        src = LD_REPLAY_PROMPT_TOKENIZED;
+        LD_TRY(ld_tok_encode(e->tok, r->prompt.bytes, r->prompt.len, LD_TOK_PARSE_SPECIAL, prompt, np, err));
+        *src = LD_REPLAY_PROMPT_TOKENIZED;
     } else if (st == LD_ERR_MISMATCH && text_whole) {
         return LD_FAIL(err, LD_ERR_MISMATCH, 0,
                        "the log holds no input_ids for this request, only the prompt text, and the model "
@@ -373,13 +369,38 @@ ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const
         if (err) *err = ierr;
         return st;
     }
+    return LD_OK;
+}
+
+/* The logged output ids of r (malloc'd into *output [*no]); their head
+ * when the logger cut them (*cut 1); LD_ERR_MISMATCH (ierr says why) when
+ * it logged none */
+static ld_status output_ids(const ld_request *r, int32_t **output, size_t *no, int *cut, ld_error *ierr)
+{
+    ld_error_clear(ierr);
+    *cut = 0;
+    ld_status st = ld_request_output_ids(r, output, no, ierr);
+    if (st == LD_ERR_TRUNCATED) { /* head ... tail: the head can still be teacher-forced */
+        st = ld_request_output_ids_head(r, output, no, ierr);
+        *cut = st == LD_OK;
+    }
+    return st;
+}
+
+ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                 const ld_replay_sampling *sampling, ld_replay_dump *dump,
+                                 ld_replay_result *out, ld_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (dump) *dump = (ld_replay_dump){ .want = dump->want };
+    int32_t *prompt = NULL, *output = NULL;
+    size_t np = 0, no = 0;
+    ld_replay_prompt_source src;
+    LD_TRY(prompt_ids(e, r, &prompt, &np, &src, err));
+    ld_error ierr;
     char reason[160] = "";
     int cut = 0;
-    st = ld_request_output_ids(r, &output, &no, &ierr);
-    if (st == LD_ERR_TRUNCATED) { /* head ... tail: the head can still be teacher-forced */
-        st = ld_request_output_ids_head(r, &output, &no, &ierr);
-        cut = st == LD_OK;
-    }
+    ld_status st = output_ids(r, &output, &no, &cut, &ierr);
     if (st == LD_ERR_MISMATCH) {
         snprintf(reason, sizeof reason, "%.150s",
                  !(r->seen & (LD_PART_BIT(LD_PART_FINISH) | LD_PART_BIT(LD_PART_INOUT)))
@@ -401,5 +422,32 @@ ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const
     }
     free(prompt);
     free(output);
+    return st;
+}
+
+ld_status ld_replay_request_seq(ld_replay_engine *e, const ld_request *r, int32_t **seq, size_t *n, ld_error *err)
+{
+    *seq = NULL;
+    *n = 0;
+    int32_t *prompt = NULL, *output = NULL;
+    size_t np = 0, no = 0;
+    ld_replay_prompt_source src;
+    LD_TRY(prompt_ids(e, r, &prompt, &np, &src, err));
+    ld_error ierr;
+    int cut;
+    ld_status st = output_ids(r, &output, &no, &cut, &ierr);
+    if (st == LD_ERR_MISMATCH) st = LD_OK, no = 0; /* no output logged: the prompt alone */
+    int32_t *all = st == LD_OK ? malloc((np + no + 1) * sizeof *all) : NULL;
+    if (st != LD_OK && err) *err = ierr;
+    else if (!all) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (all) {
+        memcpy(all, prompt, np * sizeof *all);
+        if (no) memcpy(all + np, output, no * sizeof *all);
+        *seq = all;
+        *n = np + no;
+    }
+    free(prompt);
+    free(output);
+    if (st == LD_OK && *n) st = check_ids("ids", all, *n, ld_replay_engine_vocab(e), err);
     return st;
 }

@@ -224,6 +224,12 @@ ld_status ld_replay_request_sampled(ld_replay_engine *e, const ld_request *r, co
 
 void ld_replay_result_free(ld_replay_result *res);
 
+/* The ids a replay of r runs: its prompt (as ld_replay_request finds it)
+ * then its logged output ids (their head when the logger cut them; none
+ * when it logged none), malloc'd into *seq [*n]; ids outside the model's
+ * vocabulary are LD_ERR_MISMATCH.  Errors as ld_replay_request's. */
+ld_status ld_replay_request_seq(ld_replay_engine *e, const ld_request *r, int32_t **seq, size_t *n, ld_error *err);
+
 /* ------------------------------------------------------------ layer dumps
  *
  * The hidden states of the replayed sequence at chosen positions, for

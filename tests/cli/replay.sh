@@ -11,6 +11,7 @@ LOG="$D/server.log"
 
 run "--help" 0 "$LOGDIFF" replay --help
 check "--help names the options" grep -q -- "--max-tokens N" "$WORK/out"
+check "--help names --batch-with" grep -q -- "--batch-with RID" "$WORK/out"
 run "listed in logdiff --help" 0 "$LOGDIFF" --help
 check "logdiff --help lists replay" grep -q "^ *replay " "$WORK/out"
 
@@ -121,6 +122,30 @@ run "--seed, text output" 1 "$LOGDIFF" replay --model "$M" --rid rp-altered --se
 check "says sampled, with the parameters" grep -q "^sampled (seed 7, temperature 0.8, top-k -1, top-p 0.9, min-p 0.05) from position 4:" "$WORK/out"
 run "bad --seed" 2 "$LOGDIFF" replay --model "$M" --rid rp-altered --seed -1 "$LOG"
 check "says what to give" grep -q -- "--seed: give an integer" "$WORK/err"
+
+# --batch-with: the request alone and batched with others, bitwise (dense and DeepSeek-V4 fixtures)
+for bm in qwen3 deepseek-v4; do
+    run "--batch-with ($bm)" 0 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/$bm" --rid rp-greedy \
+        --batch-with rp-altered,rp-no-output "$LOG"
+    check "$bm: identical" grep -q "^batch.identical: the logits of all 26 positions are bitwise" "$WORK/out"
+done
+run "plain replay of rp-altered" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered "$LOG"
+cp "$WORK/out" "$WORK/plain.json"
+run "--batch-with --json" 0 "$LOGDIFF" replay --json --model "$M" --rid rp-altered --batch-with rp-greedy "$LOG"
+check "--batch-with JSON fields" python3 -c '
+import json, sys; d = json.load(open(sys.argv[1])); ex = json.load(open(sys.argv[2]))["requests"]["rp-altered"]
+plain = json.load(open(sys.argv[3]))
+assert d["rid"] == "rp-altered" and d["batch_with"] == ["rp-greedy"], d
+assert d["identical"] is True and d["first_difference"] is None and d["max_abs_difference"] == 0, d
+# every position of the prompt and the logged output (transformers fixture: its output_ids)
+assert d["positions"] == plain["prompt_tokens"] + len(ex["output_ids"]), (d, plain["prompt_tokens"])' \
+    "$WORK/out" "$D/expect.json" "$WORK/plain.json"
+run "--batch-with an unknown rid" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-altered,nope "$LOG"
+check "names it" grep -q "no request with rid 'nope'" "$WORK/err"
+run "--batch-with itself" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-greedy "$LOG"
+run "--batch-with a bad id" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-bad-id "$LOG"
+check "names the other request" grep -q -- "--batch-with rp-bad-id: ids\[5\] = 300 is outside" "$WORK/err"
+run "--batch-with --tp" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-altered --tp 2 "$LOG"
 
 # errors: exit 2 with the reason
 run "id outside the vocabulary" 2 "$LOGDIFF" replay --model "$M" --rid rp-bad-id "$LOG"

@@ -1,0 +1,44 @@
+/* replay_batch.h - a logged request replayed alone and batched with other
+ * logged requests, as the server ran it among others (`logdiff replay
+ * --batch-with`).  logdiff's engine computes a token's row the same way
+ * whatever else is in its batch (engine/lm.h's ld_lm_eval_batch), so the
+ * request's logits must come out bitwise the same: the evidence that a
+ * replay's verdict does not depend on load, and that an answer which
+ * changed with the server's load points at the server's kernels.  A
+ * difference is a fault of logdiff's engine. */
+#ifndef LD_REPLAY_BATCH_H
+#define LD_REPLAY_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ld_error.h"
+#include "replay.h"
+#include "request.h"
+
+/* Each step the request feeds LD_REPLAY_BATCH_STEP of its ids and every
+ * other request LD_REPLAY_BATCH_OTHER of its own, in one batch, so that
+ * the request's prefill rows sit next to the others' in every chunk. */
+#define LD_REPLAY_BATCH_STEP 4
+#define LD_REPLAY_BATCH_OTHER 3
+
+typedef struct ld_replay_batch_report {
+    size_t n_with;       /* the other requests */
+    size_t positions;    /* the request's positions compared: its prompt and logged output */
+    size_t steps;        /* batched steps run */
+    int64_t first_diff;  /* the first position whose logits differ, or -1 */
+    size_t n_diff;       /* positions whose logits differ */
+    double max_abs;      /* the largest |difference| of a logit */
+} ld_replay_batch_report;
+
+/* Replays r's ids (ld_replay_request_seq) twice from fresh sessions
+ * sharing the engine's weights: alone, LD_REPLAY_BATCH_STEP ids a call,
+ * and batched with the requests `with` [n_with] (their ids, each step
+ * LD_REPLAY_BATCH_OTHER more of each until they run out), and compares
+ * the logits of every position bit for bit.  A request's ids beyond the
+ * model's context are cut there.  LD_ERR_UNSUPPORTED under tensor
+ * parallelism; the errors of ld_replay_request_seq and of the engine. */
+ld_status ld_replay_batch_check(ld_replay_engine *e, const ld_request *r, const ld_request *const *with,
+                                size_t n_with, ld_replay_batch_report *out, ld_error *err);
+
+#endif /* LD_REPLAY_BATCH_H */
