@@ -6,6 +6,7 @@
 #     DeepSeek-V3 FP8 and V4 FP4 on smallvocab's sv-forced: `--backend cuda --check ref`: every
 #     plane within 1e-4 normalised error of the plain-C reference, no logged token's rank changed;
 #   - the same replay twice on CUDA gives the same bytes (--json);
+#   - `--batch-with` on qwen3 and V4: the request batched with two others, bitwise its alone logits;
 #   - `--backend cuda --compare-kernels` on qwen3: all=ref first, each op's custom kernel alone,
 #     then all=custom, each within 1e-4 of all=ref at the final norm, the verdict unchanged.
 . "$(dirname "$0")/lib.bash"
@@ -50,6 +51,13 @@ check "two CUDA replays, the same bytes" cmp -s "$WORK/a" "$WORK/b"
 LD_CUDA_EMU_ORDER=reverse "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --json "$RL" \
     >"$WORK/c" 2>/dev/null
 check "a third replay (threads in reverse order on the emulator), the same bytes" cmp -s "$WORK/a" "$WORK/c"
+
+# batched with other requests on the device: every position's logits bitwise the request's alone
+for m in qwen3 deepseek-v4; do
+    run "$m --backend cuda --batch-with" 0 "$LOGDIFF" replay --model "$MD/$m" --rid rp-greedy --backend cuda \
+        --batch-with rp-altered,rp-no-output "$RL"
+    check "$m: batch.identical" grep -q "^batch.identical: the logits of all 26 positions" "$WORK/out"
+done
 
 run "qwen3 --backend cuda --compare-kernels" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \
     --backend cuda --compare-kernels --json "$RL"
