@@ -83,3 +83,34 @@ ld_status ld_batch_logits(ld_backend *be, ld_buf *out, const ld_buf *x, const ld
                                      err));
     return LD_OK;
 }
+
+ld_status ld_batch_bind_rows(ld_backend *be, ld_buf **const *src, ld_buf **const *dst, const size_t *w, int n,
+                             int row, int rows, ld_batch_bind *b, ld_error *err)
+{
+    *b = (ld_batch_bind){0};
+    if (n > LD_BATCH_MAX_BUFS) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d row buffers to bind (at most %d)", n,
+                                              LD_BATCH_MAX_BUFS);
+    for (int k = 0; k < n; k++) {
+        if (!w[k] || !*src[k]) continue;
+        ld_buf *v;
+        ld_status st = be->ops->buf_view(be, *src[k], (size_t)row * w[k], (size_t)rows * w[k], &v, err);
+        if (st != LD_OK) {
+            ld_batch_unbind(be, b);
+            return st;
+        }
+        b->dst[b->n] = dst[k];
+        b->own[b->n] = *dst[k];
+        b->view[b->n++] = v;
+        *dst[k] = v;
+    }
+    return LD_OK;
+}
+
+void ld_batch_unbind(ld_backend *be, ld_batch_bind *b)
+{
+    for (int i = b->n; i-- > 0;) { /* last first: a field named twice gets its own back */
+        *b->dst[i] = b->own[i];
+        be->ops->buf_free(be, b->view[i]);
+    }
+    b->n = 0;
+}

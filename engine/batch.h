@@ -51,4 +51,22 @@ ld_status ld_batch_run(const ld_batch_seq *parts, int n, int budget, int has_vie
 ld_status ld_batch_logits(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *lm_head,
                           const ld_batch_rows *rows, int nrows, int N, size_t vocab, ld_error *err);
 
+/* A part's row buffers while its core runs on a batch: each of the part's
+ * session's fields dst[k] (k < n, at most LD_BATCH_MAX_BUFS) points at a
+ * view of rows [row, row + rows) of the lead's buffer *src[k] (w[k] floats
+ * a row); what the field held is kept and put back by ld_batch_unbind,
+ * which frees the views.  A field with w[k] 0 or no lead buffer is left
+ * as it is.  Several families' sessions run their position-dependent
+ * code (attention) on a batch's rows this way, unchanged. */
+#define LD_BATCH_MAX_BUFS 16
+typedef struct ld_batch_bind {
+    int n;
+    ld_buf **dst[LD_BATCH_MAX_BUFS];
+    ld_buf *own[LD_BATCH_MAX_BUFS], *view[LD_BATCH_MAX_BUFS];
+} ld_batch_bind;
+
+ld_status ld_batch_bind_rows(ld_backend *be, ld_buf **const *src, ld_buf **const *dst, const size_t *w, int n,
+                             int row, int rows, ld_batch_bind *b, ld_error *err);
+void ld_batch_unbind(ld_backend *be, ld_batch_bind *b);
+
 #endif /* LD_BATCH_H */

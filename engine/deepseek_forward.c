@@ -581,7 +581,7 @@ static ld_status attention(ld_ds_session *s, int l, int n, ld_error *err)
 
 #define ATT_BUFS 12
 
-/* the row buffers attention() reads and writes (a pointer to each field)
+/* the row buffers att_core() reads and writes (a pointer to each field)
  * and the floats of a row of each; 0 where the session's buffer is a
  * placeholder the form or model does not use (the part keeps its own) */
 static void att_bufs(ld_ds_session *s, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
@@ -598,28 +598,18 @@ static void att_bufs(ld_ds_session *s, ld_buf **b[ATT_BUFS], size_t w[ATT_BUFS])
     memcpy(w, n, sizeof n);
 }
 
-/* part p's attention core: views of its rows of the lead's buffers (the
- * projections of all the rows) put in its session's place while
- * att_core() runs there, then its own back */
+/* part p's attention core on its rows of the lead's buffers (the
+ * projections of all the rows), bound in its session's place */
 static ld_status attention_part(ld_ds_session *lead, const ds_part *p, int l, ld_error *err)
 {
-    ld_buf **src[ATT_BUFS], **dst[ATT_BUFS], *views[ATT_BUFS] = {0}, *own[ATT_BUFS];
+    ld_buf **src[ATT_BUFS], **dst[ATT_BUFS];
     size_t w[ATT_BUFS], wd[ATT_BUFS];
     att_bufs(lead, src, w);
-    ld_status st = LD_OK;
-    for (int k = 0; k < ATT_BUFS && st == LD_OK; k++)
-        if (w[k]) st = OPS(lead)->buf_view(lead->be, *src[k], (size_t)p->row * w[k], (size_t)p->n * w[k], &views[k],
-                                           err);
-    if (st == LD_OK) {
-        att_bufs(p->s, dst, wd);
-        for (int k = 0; k < ATT_BUFS; k++)
-            if (w[k]) own[k] = *dst[k], *dst[k] = views[k];
-        st = att_core(p->s, l, p->n, err);
-        for (int k = 0; k < ATT_BUFS; k++)
-            if (w[k]) *dst[k] = own[k];
-    }
-    for (int k = 0; k < ATT_BUFS; k++)
-        if (views[k]) OPS(lead)->buf_free(lead->be, views[k]);
+    att_bufs(p->s, dst, wd);
+    ld_batch_bind b;
+    LD_TRY(ld_batch_bind_rows(lead->be, src, dst, w, ATT_BUFS, p->row, p->n, &b, err));
+    ld_status st = att_core(p->s, l, p->n, err);
+    ld_batch_unbind(lead->be, &b);
     return st;
 }
 

@@ -544,7 +544,6 @@ static ld_status borrow_layer(ld_ds4_session *s, const ld_ds4_session *lead, int
 {
     ds4_layer *L = &s->layers[l];
     *L = lead->layers[l];
-    L->kvc = NULL;
     L->bkvc = L->bsinks = NULL;
     ds4_comp *cs[2] = {&L->comp, &L->icomp};
     for (int i = 0; i < 2; i++) {
@@ -1007,31 +1006,19 @@ static void att_bufs(ld_ds4_session *s, int l, ld_buf **b[ATT_BUFS], size_t w[AT
     memcpy(w, n, sizeof n);
 }
 
-static void free_views(ld_ds4_session *s, ld_buf **v)
+/* part p's attention on its rows of the lead's buffers, bound in its
+ * session's place: the entries alone (be 1: the projections ran on all
+ * the rows), or the host path's whole block */
+static ld_status attention_part(ld_ds4_session *lead, const ds4_part *p, int l, int be, ld_error *err)
 {
-    for (int k = 0; k < ATT_BUFS; k++)
-        if (v[k]) OPS(s)->buf_free(s->be, v[k]);
-}
-
-/* part p's attention (core 1: only att_core_be, the projections already
- * run on all rows): views of its rows of the lead's buffers put in its
- * session's place while attention() runs there, then its own back */
-static ld_status attention_part(ld_ds4_session *lead, const ds4_part *p, int l, int core, ld_error *err)
-{
-    ld_buf **src[ATT_BUFS], **dst[ATT_BUFS], *views[ATT_BUFS] = {0}, *own[ATT_BUFS];
+    ld_buf **src[ATT_BUFS], **dst[ATT_BUFS];
     size_t w[ATT_BUFS], wd[ATT_BUFS];
     att_bufs(lead, l, src, w);
-    ld_status st = LD_OK;
-    for (int k = 0; k < ATT_BUFS && st == LD_OK; k++)
-        if (*src[k]) st = OPS(lead)->buf_view(lead->be, *src[k], (size_t)p->row * w[k], (size_t)p->n * w[k],
-                                              &views[k], err);
-    if (st == LD_OK) {
-        att_bufs(p->s, l, dst, wd);
-        for (int k = 0; k < ATT_BUFS; k++) own[k] = *dst[k], *dst[k] = views[k];
-        st = core ? att_core_be(p->s, l, p->n, NULL, err) : attention(p->s, l, p->n, NULL, err);
-        for (int k = 0; k < ATT_BUFS; k++) *dst[k] = own[k];
-    }
-    free_views(lead, views);
+    att_bufs(p->s, l, dst, wd);
+    ld_batch_bind b;
+    LD_TRY(ld_batch_bind_rows(lead->be, src, dst, w, ATT_BUFS, p->row, p->n, &b, err));
+    ld_status st = be ? att_core_be(p->s, l, p->n, NULL, err) : attention_host(p->s, l, p->n, NULL, err);
+    ld_batch_unbind(lead->be, &b);
     return st;
 }
 

@@ -245,14 +245,13 @@ void ld_session_reset(ld_session *s)
 }
 
 /* A sequence's rows in a chunk: n tokens at positions s->pos..., rows
- * [row, row + n) of the chunk's buffers, their logits ([n][vocab], NULL:
- * not wanted), rows [t0, t0 + n) of the call's hidden [planes][T][D]; q,
- * k, v and att (views of those rows, or the lead's buffers when the chunk
- * is this one sequence's) */
+ * [row, row + n) of the chunk's buffers, rows [t0, t0 + n) of the call's
+ * hidden [planes][T][D]; q, k, v and att (views of those rows, or the
+ * lead's buffers when the chunk is this one sequence's) */
 typedef struct seq_rows {
     ld_session *s;
     int n, row, t0, T;
-    float *logits, *hidden;
+    float *hidden;
     ld_buf *q, *k, *v, *att;
 } seq_rows;
 
@@ -359,33 +358,28 @@ static ld_status make_views(ld_session *w, seq_rows *r, int nr, ld_error *err)
     return st;
 }
 
-/* the final norm, the logits each sequence wants, and the positions */
-static ld_status head(ld_session *w, seq_rows *r, int nr, int N, ld_error *err)
+/* the final norm, the logits each sequence wants (rows: the round's, as
+ * r), and the positions */
+static ld_status head(ld_session *w, seq_rows *r, const ld_batch_rows *rows, int nr, int N, ld_error *err)
 {
     const ld_model_config *c = &w->m->cfg;
-    const ld_backend_ops *o = OPS(w);
-    size_t V = (size_t)c->vocab;
-    LD_TRY(o->rmsnorm(w->be, w->xb, w->x, w->norm, N, c->rms_eps, err));
+    LD_TRY(OPS(w)->rmsnorm(w->be, w->xb, w->x, w->norm, N, c->rms_eps, err));
     LD_TRY(trace(w, w->xb, r, nr, c->n_layers + 1, err));
-    int want = 0;
-    for (int i = 0; i < nr; i++) want |= r[i].logits != NULL;
-    if (want) LD_TRY(o->matmul(w->be, w->logits, w->xb, w->lm_head, NULL, N, err));
-    for (int i = 0; i < nr; i++)
-        if (r[i].logits)
-            LD_TRY(o->buf_read(w->be, w->logits, (size_t)r[i].row * V, r[i].logits, (size_t)r[i].n * V, err));
+    LD_TRY(ld_batch_logits(w->be, w->logits, w->xb, w->lm_head, rows, nr, N, (size_t)c->vocab, err));
     for (int i = 0; i < nr; i++) r[i].s->pos += r[i].n;
     return LD_OK;
 }
 
 /* one chunk of N rows (at most w->max_batch) of nr sequences, tokens [N],
  * on w's weights and scratch */
-static ld_status chunk(ld_session *w, seq_rows *r, int nr, const int32_t *tokens, int N, ld_error *err)
+static ld_status chunk(ld_session *w, seq_rows *r, const ld_batch_rows *rows, int nr, const int32_t *tokens, int N,
+                       ld_error *err)
 {
     ld_status st = make_views(w, r, nr, err);
     if (st == LD_OK) st = OPS(w)->embed(w->be, w->x, w->embed, tokens, N, err);
     if (st == LD_OK) st = trace(w, w->x, r, nr, 0, err);
     if (st == LD_OK) st = layers(w, r, nr, N, err);
-    if (st == LD_OK) st = head(w, r, nr, N, err);
+    if (st == LD_OK) st = head(w, r, rows, nr, N, err);
     free_views(w, r, nr);
     return st;
 }
@@ -402,10 +396,9 @@ static ld_status dense_round(void *ctx, const ld_batch_rows *rows, int nrows, co
     dense_batch *b = ctx;
     for (int k = 0; k < nrows; k++) {
         const ld_session_part *p = &b->parts[rows[k].part];
-        b->r[k] = (seq_rows){p->s, rows[k].n, rows[k].row, rows[k].t0, p->T, rows[k].logits, p->hidden,
-                             NULL, NULL, NULL, NULL};
+        b->r[k] = (seq_rows){p->s, rows[k].n, rows[k].row, rows[k].t0, p->T, p->hidden, NULL, NULL, NULL, NULL};
     }
-    return chunk(b->parts[0].s, b->r, nrows, tokens, N, err);
+    return chunk(b->parts[0].s, b->r, rows, nrows, tokens, N, err);
 }
 
 ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *err)

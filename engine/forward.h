@@ -47,15 +47,16 @@ typedef struct ld_session_part {
 } ld_session_part;
 
 /* Several sequences in one batch, as a server batches its requests: the
- * parts' sessions (all of parts[0].s's model and backend, each once) run
- * together in chunks of at most parts[0].s's max_batch rows (and of each
- * part's own max_batch rows: session_args.h's ld_batch), every op on
- * all the chunk's rows but attention, which each sequence runs on its own
- * rows and cache.  parts[0].s's weights, scratch and reduce hook serve the
- * batch.  A sequence's logits are bitwise those it gets alone: no op's
- * row depends on the other rows (backend.h's contract).  Several parts
- * need the backend's buf_view (LD_ERR_UNSUPPORTED without).  On an error
- * the sessions may have run part of their tokens (ld_session_pos). */
+ * parts' sessions (all of parts[0].s's model and backend, each once, none
+ * with a reduce hook when there are several) run together in chunks of at
+ * most parts[0].s's max_batch rows (and of each part's own max_batch
+ * rows: batch.h's ld_batch_run), every op on all the chunk's rows but
+ * attention, which each sequence runs on its own rows and cache.
+ * parts[0].s's weights and scratch serve the batch.  A sequence's logits
+ * are bitwise those it gets alone: no op's row depends on the other rows
+ * (backend.h's contract).  Several parts need the backend's buf_view
+ * (LD_ERR_UNSUPPORTED without).  On an error the sessions may have run
+ * part of their tokens (ld_session_pos). */
 ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *err);
 
 /* Tensor parallelism (tp_forward.h): a hook the session calls on the

@@ -188,19 +188,17 @@ ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, l
     return LD_OK;
 }
 
-enum { BATCH_DENSE, BATCH_DS, BATCH_DS4 };
-
 /* the parts as family f's, then its eval_batch */
 static ld_status batch_family(const ld_lm_part *parts, int n, int f, ld_error *err)
 {
-    ld_session_part *dp = f == BATCH_DENSE ? calloc((size_t)n, sizeof *dp) : NULL;
-    ld_ds_session_part *sp = f == BATCH_DS ? calloc((size_t)n, sizeof *sp) : NULL;
-    ld_ds4_session_part *vp = f == BATCH_DS4 ? calloc((size_t)n, sizeof *vp) : NULL;
+    ld_session_part *dp = f == FAMILY_DENSE ? calloc((size_t)n, sizeof *dp) : NULL;
+    ld_ds_session_part *sp = f == FAMILY_DS ? calloc((size_t)n, sizeof *sp) : NULL;
+    ld_ds4_session_part *vp = f == FAMILY_DS4 ? calloc((size_t)n, sizeof *vp) : NULL;
     if (!dp && !sp && !vp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = LD_OK;
     for (int i = 0; i < n && st == LD_OK; i++) {
         const ld_lm_part *p = &parts[i];
-        int same = p->s && (f == BATCH_DS4 ? p->s->ds4 != NULL : f == BATCH_DS ? p->s->ds != NULL
+        int same = p->s && (f == FAMILY_DS4 ? p->s->ds4 != NULL : f == FAMILY_DS ? p->s->ds != NULL
                                                                                : p->s->dense != NULL);
         if (!same)
             st = LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's model family", i);
@@ -224,7 +222,7 @@ ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err)
     const ld_lm_session *lead = parts[0].s;
     if (lead->tp)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "batches of several requests: not with tensor parallelism yet");
-    return batch_family(parts, n, lead->ds4 ? BATCH_DS4 : lead->ds ? BATCH_DS : BATCH_DENSE, err);
+    return batch_family(parts, n, lead->ds4 ? FAMILY_DS4 : lead->ds ? FAMILY_DS : FAMILY_DENSE, err);
 }
 
 int ld_lm_pos(const ld_lm_session *s)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "batch.h"
 #include "batch_check.h"
 #include "fixtures.h"
 #include "forward.h"
@@ -123,6 +124,50 @@ static int test_batch_needs_views(void)
     return 0;
 }
 
+/* ld_batch_bind_rows: a part's fields point at views of the lead's rows
+ * (reads and writes land there), fields without a width or a lead buffer
+ * stay; unbind puts them back; a view refused half way leaves every field
+ * as it was (and no view behind: ASan) */
+static int test_batch_bind(void)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    CHECK(ld_backend_ref_create(1, &be, &err) == LD_OK);
+    const ld_backend_ops *o = be->ops;
+    ld_buf *la = NULL, *lb = NULL, *pa = NULL, *pb = NULL, *pc = NULL, *lc = NULL;
+    CHECK(o->buf_alloc(be, 12, &la, &err) == LD_OK && o->buf_alloc(be, 8, &lb, &err) == LD_OK);
+    CHECK(o->buf_alloc(be, 4, &pa, &err) == LD_OK && o->buf_alloc(be, 4, &pb, &err) == LD_OK);
+    CHECK(o->buf_alloc(be, 4, &pc, &err) == LD_OK);
+    float h[12];
+    for (int i = 0; i < 12; i++) h[i] = (float)i;
+    CHECK(o->buf_write(be, la, 0, h, 12, &err) == LD_OK);
+    ld_buf **src[3] = {&la, &lb, &lc}, **dst[3] = {&pa, &pb, &pc};
+    size_t w[3] = {3, 0, 2}; /* lb: no width; lc: no lead buffer */
+    ld_batch_bind b;
+    ld_buf *keep_a = pa, *keep_b = pb, *keep_c = pc;
+    CHECK_MSG(ld_batch_bind_rows(be, src, dst, w, 3, 2, 2, &b, &err) == LD_OK, "%s", err.msg);
+    CHECK(b.n == 1 && pa != keep_a && b.own[0] == keep_a && pb == keep_b && pc == keep_c);
+    float r[6], g[6] = {-1, -2, -3, -4, -5, -6};
+    CHECK(o->buf_read(be, pa, 0, r, 6, &err) == LD_OK && r[0] == 6.0f && r[5] == 11.0f);
+    CHECK(o->buf_write(be, pa, 0, g, 6, &err) == LD_OK);
+    CHECK(ld_test_expect_fail(o->buf_read(be, pa, 0, r, 7, &err), LD_ERR_USAGE, &err, "outside") == 0);
+    ld_batch_unbind(be, &b);
+    CHECK(b.n == 0 && pa == keep_a && pb == keep_b && pc == keep_c);
+    CHECK(o->buf_read(be, la, 0, h, 12, &err) == LD_OK && h[5] == 5.0f && h[6] == -1.0f && h[11] == -6.0f);
+    CHECK(o->buf_read(be, pa, 0, r, 4, &err) == LD_OK); /* its own again: 4 floats */
+    /* the second view out of range: refused, the first undone */
+    size_t w2[3] = {3, 5, 0};
+    CHECK(ld_test_expect_fail(ld_batch_bind_rows(be, src, dst, w2, 3, 1, 2, &b, &err), LD_ERR_USAGE, &err,
+                              "outside") == 0);
+    CHECK(pa == keep_a && pb == keep_b && b.n == 0);
+    CHECK(ld_test_expect_fail(ld_batch_bind_rows(be, src, dst, w, LD_BATCH_MAX_BUFS + 1, 0, 1, &b, &err),
+                              LD_ERR_USAGE, &err, "row buffers") == 0);
+    ld_buf *all[] = {la, lb, pa, pb, pc};
+    for (int i = 0; i < 5; i++) o->buf_free(be, all[i]);
+    ld_backend_destroy(be);
+    return 0;
+}
+
 static int test_batch_v3_ref(void) { return check_model("deepseek-v3", "ref", ld_backend_ref_create); }
 static int test_batch_v3_fp8_cpu(void) { return check_model("deepseek-v3-fp8", "cpu", ld_backend_cpu_create); }
 static int test_batch_v32_cpu(void) { return check_model("deepseek-v32", "cpu", ld_backend_cpu_create); }
@@ -167,7 +212,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_batch_needs_views),     LD_CASE(test_batch_v4_ref),        LD_CASE(test_batch_v4_cpu),
     LD_CASE(test_batch_v4_fp4_cpu),      LD_CASE(test_batch_v4_host),       LD_CASE(test_batch_v4_variants),
     LD_CASE(test_batch_v3_ref),          LD_CASE(test_batch_v3_fp8_cpu),    LD_CASE(test_batch_v32_cpu),
-    LD_CASE(test_batch_v3_absorbed),     LD_CASE(test_batch_v32_splitk_host), LD_CASE(test_batch_tp_refused),
+    LD_CASE(test_batch_v3_absorbed),     LD_CASE(test_batch_v32_splitk_host), LD_CASE(test_batch_tp_refused),     LD_CASE(test_batch_bind),
 };
 
 LD_TEST_MAIN(cases)
