@@ -37,6 +37,8 @@
  * one batch and decoded --decode steps, every step one batch of B tokens
  * (ld_ds4_session_eval_batch): batch_step_ms, batch_tps (tokens of all the
  * requests a second) and batch_gain (batch_tps over the single decode's).
+ * --kernels graphs=on (CUDA): the launches captured in CUDA graphs
+ * (backend_cuda.h), with their counts printed (graphs_*).
  * --small: hidden 256, 4 heads of 128, 16 experts of 256 (2 per token) and
  * the rest scaled alike, for a CPU run in seconds.  Prints `key value`
  * lines; exit 0, or 2 with a message when something cannot run.
@@ -548,6 +550,21 @@ static ld_status run_batch(ld_ds4_session *lead, const opts *o, int V, double *t
     return st;
 }
 
+/* --kernels graphs=...: what the CUDA graphs did (kernels/cuda_graph.cu),
+ * the prompt's and the decode's together */
+static void print_graphs(const opts *o)
+{
+#if LD_HAVE_CUDA
+    ld_cu_graph_stats g;
+    ld_cu_graph_stats_get(&g);
+    if (!strcmp(o->backend, "cuda") && g.launched)
+        printf("graphs_launched %ld\ngraphs_instantiated %ld\ngraphs_updated %ld\ngraph_ops %ld\n", g.launched,
+               g.instantiated, g.updated, g.ops);
+#else
+    (void)o;
+#endif
+}
+
 static int fail(const char *what, const ld_error *err)
 {
     fprintf(stderr, "bench_ds4_stack: %s: %s\n", what, err->msg);
@@ -604,6 +621,7 @@ int main(int argc, char **argv)
            per_tok * 1e3, (unsigned long long)dec, bw, roof * 1e3);
     if (roof > 0) printf("ratio %.2f\ntarget 1.50\n", per_tok / roof);
     else printf("ratio -\n");
+    print_graphs(&o);
     double t_batch = 0;
     if (o.batch > 1 && run_batch(sess, &o, s.V, &t_batch, &err) != LD_OK) return fail("batch", &err);
     if (o.batch > 1)

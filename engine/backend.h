@@ -153,6 +153,14 @@ typedef struct ld_backend_ops {
      * must outlive the view, which buf_free releases without touching b.
      * LD_ERR_USAGE for a range outside b. */
     ld_status (*buf_view)(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_buf **out, ld_error *err);
+    /* Optional (NULL: every op has run when it returns, or the backend's
+     * work is ordered whatever thread queues it): waits until the work
+     * queued on the backend's device by any thread has run, its first
+     * error returned.  Called where work passes from one thread to another
+     * (tp_forward.c: a rank's backend is made and loaded on the caller's
+     * thread, then runs on the rank's), since the CUDA backend queues each
+     * thread's work on that thread's own stream. */
+    ld_status (*finish)(ld_backend *be, ld_error *err);
 
     /* The reference backend uses the host data in place (no copy). */
     ld_status (*weight_load)(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err);

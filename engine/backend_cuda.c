@@ -25,10 +25,32 @@ static int span_is(const char *p, size_t n, const char *word)
     return strlen(word) == n && memcmp(p, word, n) == 0;
 }
 
+/* graphs=on|off|N (N operations a graph, 1 to 100000) */
+static ld_status parse_graphs(const char *val, size_t vlen, uint64_t off, int *graphs, ld_error *err)
+{
+    if (span_is(val, vlen, "on")) {
+        *graphs = LD_CUDA_GRAPH_CHUNK;
+        return LD_OK;
+    }
+    if (span_is(val, vlen, "off")) {
+        *graphs = 0;
+        return LD_OK;
+    }
+    long n = 0;
+    size_t i = 0;
+    for (; i < vlen && val[i] >= '0' && val[i] <= '9' && n <= 100000; i++) n = n * 10 + (val[i] - '0');
+    if (!vlen || i < vlen || n < 1 || n > 100000)
+        return LD_FAIL(err, LD_ERR_USAGE, off, "graphs=%.*s: on, off, or the operations a graph (1 to 100000)",
+                       (int)vlen, val);
+    *graphs = (int)n;
+    return LD_OK;
+}
+
 ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error *err)
 {
     ld_cuda_kernels k;
     for (int i = 0; i < LD_CUDA_N_OPS; i++) k.custom[i] = 1;
+    k.graphs = 0;
     const char *p = spec ? spec : "";
     while (*p) {
         size_t off = (size_t)(p - spec);
@@ -39,6 +61,13 @@ ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error
             return LD_FAIL(err, LD_ERR_USAGE, off, "kernel spec item '%.*s' is not op=variant", (int)len, p);
         size_t nlen = (size_t)(eq - p), vlen = len - nlen - 1;
         const char *val = eq + 1;
+        if (span_is(p, nlen, "graphs")) {
+            LD_TRY(parse_graphs(val, vlen, (uint64_t)(val - spec), &k.graphs, err));
+            if (!end) break;
+            p = end + 1;
+            if (!*p) return LD_FAIL(err, LD_ERR_USAGE, (uint64_t)(p - spec), "kernel spec ends with ','");
+            continue;
+        }
         int custom;
         if (span_is(val, vlen, "ref")) custom = LD_CUDA_KERNEL_REF;
         else if (span_is(val, vlen, "custom")) custom = LD_CUDA_KERNEL_CUSTOM;
@@ -254,10 +283,21 @@ static ld_status const_one(cuda_backend *cb, const void *a, size_t na, void **de
     return const_dev(cb, a, a, na, NULL, 0, dev, what, err);
 }
 
+/* every thread's work on the device (ld_cu_sync: cudaDeviceSynchronize
+ * waits for all of the device's streams) */
+static ld_status finish(ld_backend *be, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    CU("finish", ld_cu_set_device(cb->device));
+    CU("finish", ld_cu_sync());
+    return LD_OK;
+}
+
 static void destroy(ld_backend *be)
 {
     cuda_backend *cb = (cuda_backend *)be;
     ld_cu_set_device(cb->device);
+    if (cb->k.graphs) ld_cu_graphs_end();
     for (int i = 0; cb->consts && i < CONST_SLOTS; i++) const_drop(&cb->consts[i]);
     free(cb->consts);
     ld_cu_free(cb->tokens);
@@ -2224,6 +2264,7 @@ static const ld_backend_ops cuda_ops = {
     .buf_read = buf_read,
     .buf_mem = buf_mem,
     .buf_view = buf_view,
+    .finish = finish,
     .weight_load = weight_load,
     .weight_free = weight_free,
     .embed = embed,
@@ -2278,6 +2319,10 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
     cb->base.ops = &cuda_ops;
     cb->device = device;
     cb->k = k;
+    if (k.graphs && (e = ld_cu_graphs_begin(k.graphs))) {
+        free(cb);
+        return cu_fail(err, "create: graphs", e);
+    }
     *out = &cb->base;
     return LD_OK;
 }

@@ -53,7 +53,11 @@ enum {
  * non-zero value is a non-reference kernel */
 typedef struct ld_cuda_kernels {
     unsigned char custom[LD_CUDA_N_OPS];
+    int graphs; /* 0: launches go to the GPU one by one; N: captured in CUDA graphs of N operations */
 } ld_cuda_kernels;
+
+/* graphs=on: operations a graph (kernels/cuda_graph.cu's chunk) */
+#define LD_CUDA_GRAPH_CHUNK 64
 
 /* "embed", "rmsnorm"..., "mla", "absorb", "route", "index", "hc"; NULL outside [0, LD_CUDA_N_OPS) */
 const char *ld_cuda_op_name(int op);
@@ -61,7 +65,9 @@ const char *ld_cuda_op_name(int op);
 /* Parse a kernel spec: comma-separated `op=variant` with op one of the
  * names above or `all`, variant `ref` or `custom`, or `tc` for matmul
  * alone; later items win ("all=ref,matmul=tc").  NULL or "" = every op
- * custom.  Errors (LD_ERR_USAGE) name the unknown op or variant, or `tc`
+ * custom.  One more item is not an op: `graphs=on|off|N` captures the
+ * backend's work in CUDA graphs of LD_CUDA_GRAPH_CHUNK (on) or N
+ * operations (kernels/cuda_ops.h's ld_cu_graphs_begin), off by default.  Errors (LD_ERR_USAGE) name the unknown op or variant, or `tc`
  * for another op, and the item's offset.
  * Needs no GPU, and is there in builds without CUDA. */
 ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error *err);

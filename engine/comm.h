@@ -33,9 +33,9 @@
  * buffers it owns (see comm_nccl.c).  all_reduce_sum_mem (optional) reduces
  * memory of a kind (mem_kind.h) where it lives, as backend.h's buf_mem
  * gives a backend buffer's: the simulated communicator host memory, the
- * NCCL one a CUDA buffer on its rank's device (no host copy, ordered on
- * the device's legacy default stream after the kernels that wrote it and
- * before those that read it, nothing synchronised) or host memory (its
+ * NCCL one a CUDA buffer on its rank's device (no host copy, ordered
+ * after the kernels that wrote it and before those that read it, nothing
+ * synchronised: see comm_nccl.c) or host memory (its
  * staging path).  A kind it cannot reduce in place it refuses with
  * LD_ERR_UNSUPPORTED having done nothing (no collective started), so the
  * caller can take the host path instead (tp_forward.c: buf_read, reduce,

@@ -20,10 +20,14 @@
  * kernel, queued after it, waits for.  A buffer on another device than
  * the rank's is LD_ERR_USAGE (the gather and the kernel run on the rank's).
  *
- * Everything runs on the device's legacy default stream, the stream the
- * CUDA backend's kernels and copies run on, so the collective is ordered
+ * NCCL's calls run on the device's legacy default stream.  The CUDA
+ * backend's kernels and copies run on the calling thread's per-thread
+ * default stream (kernels/cuda_ops.h), a blocking stream: the legacy
+ * stream waits for the work queued there before it, and work queued
+ * there after waits for the legacy stream's, so the collective is ordered
  * after the kernels that produced the partial and before those that read
- * the sum; on the host path the synchronous copy back waits for it.
+ * the sum (the ordered-sum kernel too); on the host path the synchronous
+ * copy back waits for it.
  *
  * Abort: a rank that fails calls ld_comm_abort; for a group made by
  * ld_comm_nccl_create_all that aborts every rank's communicator
@@ -154,7 +158,8 @@ static ld_status nc_all_reduce_sum(ld_comm *c, float *buf, size_t n, ld_error *e
 }
 
 /* p [n], on this rank's device, = the ordered sum of every rank's p, all on
- * the legacy default stream: NCCL's gather from p, the kernel back into p */
+ * the device's streams in order (above): NCCL's gather from p, the kernel
+ * back into p */
 static ld_status reduce_on_device(nccl_rank *r, float *p, size_t n, ld_error *err)
 {
     LD_TRY(enter(r, err));

@@ -164,12 +164,27 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
 
 /* ------------------------------------------------------------ ranks */
 
+/* A rank's work on its own thread (rank > 0) is queued where the caller's
+ * is not ordered with it (the CUDA backend: a stream a thread), and the
+ * caller made and loaded the rank's backend, and resets its caches: the
+ * device's work is waited for before the rank runs and after. */
+static ld_status rank_finish(tp_rank *r)
+{
+    if (r->rank == 0 || !r->be || !r->be->ops->finish) return LD_OK;
+    return r->be->ops->finish(r->be, &r->err);
+}
+
 static void run_rank(tp_rank *r)
 {
     ld_error_clear(&r->err);
-    if (r->sess) r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
-    else if (r->ds_sess) r->st = ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
-    else r->st = ld_ds4_session_eval(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    r->st = rank_finish(r);
+    if (r->st == LD_OK && r->sess)
+        r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
+    else if (r->st == LD_OK && r->ds_sess)
+        r->st = ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    else if (r->st == LD_OK)
+        r->st = ld_ds4_session_eval(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st != LD_OK) {
         int none = -1;
         atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->rank);
@@ -323,6 +338,20 @@ static ld_status open_backend(const ld_tp_opts *o, int rank, ld_backend **be, ld
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 
+/* What no rank could run, before anything is made: CUDA graphs (graph
+ * mode is a thread's, kernels/cuda_ops.h, and a rank runs on its own
+ * thread, its communicator's calls outside any capture). */
+static ld_status check_opts(const ld_tp_opts *o, ld_error *err)
+{
+    if (!o->backend || strcmp(o->backend, "cuda") != 0) return LD_OK;
+    ld_cuda_kernels k;
+    LD_TRY(ld_cuda_kernels_parse(o->kernels, &k, err));
+    if (k.graphs)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "graphs=%d: CUDA graphs run on one GPU, not with tensor parallelism",
+                       k.graphs);
+    return LD_OK;
+}
+
 /* The group's communicators, one per rank, into the ranks. */
 static ld_status open_comms(ld_tp_session *s, const ld_tp_opts *o, ld_error *err)
 {
@@ -392,6 +421,7 @@ static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_se
                            ld_tp_session **out, ld_error *err)
 {
     *out = NULL;
+    LD_TRY(check_opts(o, err));
     if (o->n_nodes < 0 || (o->n_nodes > 1 && o->n % o->n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", o->n,
                        o->n_nodes);

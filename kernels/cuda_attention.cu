@@ -20,6 +20,7 @@
 
 #include <math.h>
 
+#include "cuda_common.cuh"
 #include "cuda_ops.h"
 
 #define FULL 0xffffffffu
@@ -188,7 +189,7 @@ extern "C" int ld_cu_attention(int v, float *out, const float *q, const float *k
         size_t n = (size_t)T * (size_t)n_heads * (size_t)hd;
         attention_ref<<<(unsigned)((n + 127) / 128), 128>>>(out, q, kcache, vcache, T, pos0, n_heads, n_kv, hd,
                                                             window, scale);
-        return (int)cudaGetLastError();
+        return ld_cu_launched();
     }
     if (hd > LD_CU_ATT_MAX_HD || n_heads > 65535) return (int)cudaErrorInvalidValue;
     int nsplit = n_splits(pos0, T);
@@ -200,11 +201,10 @@ extern "C" int ld_cu_attention(int v, float *out, const float *q, const float *k
         int nt = T - t0 < tile ? T - t0 : tile;
         attention_split<<<dim3((unsigned)nsplit, (unsigned)n_heads, (unsigned)nt), 32>>>(
             work, q, kcache, vcache, t0, pos0, n_heads, n_kv, hd, window, scale, nsplit);
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) return (int)e;
+        int e = ld_cu_launched();
+        if (e) return e;
         attention_merge<<<dim3((unsigned)n_heads, (unsigned)nt), 32>>>(out, work, t0, n_heads, hd, nsplit);
-        e = cudaGetLastError();
-        if (e != cudaSuccess) return (int)e;
+        if ((e = ld_cu_launched())) return e;
     }
     return 0;
 }

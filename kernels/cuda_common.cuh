@@ -24,10 +24,12 @@
 #define LD_CU_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif
 
-/* the launch's error (0 = success), cleared */
+#include "cuda_graph.h" /* ld_cu_graph_op */
+
+/* the launch's error (0 = success), cleared; every launcher ends with it */
 static inline int ld_cu_launched(void)
 {
-    return (int)cudaGetLastError();
+    return ld_cu_graph_op((int)cudaGetLastError());
 }
 
 /* blocks of `threads` covering n items */

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "cuda_mma_layout.h"
+#include "cuda_common.cuh"
 #include "cuda_ops.h"
 
 #define TC_BM 128                 /* token rows per block */
@@ -265,5 +266,5 @@ extern "C" int ld_cu_matmul_tc(float *out, const float *x, const void *w, ld_kdt
         dim3 grid((unsigned)((N + 127) / 128), gy);
         gemm_tc<4><<<grid, TC_THREADS>>>(out, x, wb, bias, (int)bias_dt, T, K, N, rope_hd);
     }
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }

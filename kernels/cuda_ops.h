@@ -25,7 +25,9 @@
  * The .cu files are compiled with --fmad=false: a*b+c is two roundings
  * unless a kernel asks for fmaf.  Every launcher checks its launch
  * (cudaGetLastError) and returns the CUDA error code (0 = success); the
- * kernels run asynchronously on the legacy default stream, so a fault while
+ * kernels run asynchronously on the calling thread's default stream
+ * (nvcc's --default-stream per-thread, so that it can be captured into a
+ * graph: ld_cu_graphs_begin), so a fault while
  * running is reported by a later call (a copy to the host, ld_cu_sync).
  * ld_cu_error_string turns a code into text.
  */
@@ -66,7 +68,7 @@ int ld_cu_malloc(void **p, size_t bytes);
 int ld_cu_free(void *p);
 int ld_cu_memset0(void *p, size_t bytes);
 /* host to the current device: returns once src may be reused; ordered on
- * the legacy default stream after the work queued there and before what
+ * the thread's default stream after the work queued there and before what
  * is queued next, like the kernels.  A copy of up to 64 KiB does not wait
  * for the queue to drain (a pinned ring, cuda_runtime.cu); a larger one is
  * cudaMemcpy's. */
@@ -79,6 +81,39 @@ int ld_cu_d2d(void *dst, const void *src, size_t bytes);
 int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows);
 /* waits for all work on the device, returns its first error */
 int ld_cu_sync(void);
+
+/* ---------------------------------------------------------------- graphs
+ * (cuda_graph.cu) A decode step is hundreds of small kernels, and each
+ * launch costs the GPU a few microseconds whatever it does; a CUDA graph
+ * runs a recorded sequence of them with less of that.  Between
+ * ld_cu_graphs_begin and ld_cu_graphs_end the calling thread's work (its
+ * launches, copies, memsets: every ld_cu_* call) is captured, `chunk`
+ * operations a graph (<= 0: 64), each graph launched as it fills, so the
+ * GPU runs one while the host captures the next.  A call that must wait
+ * for the device (ld_cu_d2h, ld_cu_sync, ld_cu_free, a large ld_cu_h2d)
+ * first launches what is captured, and the chunk count starts again from
+ * 0: the chunks of two decode steps line up.  The executable graph of
+ * each chunk is kept and updated in place (cudaGraphExecUpdate) while the
+ * next step's chunk has its topology (the same kernels in the same order;
+ * their arguments may differ), several a chunk, so the steps that also
+ * complete a compressor window keep theirs.  The work done, its order and
+ * its bits are those of the same calls without graphs.  The mode is the
+ * thread's (its per-thread default stream: the kernels are compiled with
+ * --default-stream per-thread), for all its ld_cu_* calls whoever makes
+ * them; a thread in it must not change device.  Calls nest: the mode ends
+ * with the last ld_cu_graphs_end. */
+int ld_cu_graphs_begin(int chunk);
+/* launches what is captured, waits for it, ends the mode */
+int ld_cu_graphs_end(void);
+/* this thread's graphs so far */
+typedef struct ld_cu_graph_stats {
+    long ops;          /* operations captured */
+    long launched;     /* graphs launched */
+    long instantiated; /* executable graphs made (each a cudaGraphInstantiate) */
+    long updated;      /* launched after an update of a kept one */
+    long syncs;        /* captures ended by a call that waits for the device */
+} ld_cu_graph_stats;
+void ld_cu_graph_stats_get(ld_cu_graph_stats *s);
 
 /* ---------------------------------------------------------------- ops
  * Shapes and types as in ref_ops.h; all pointers are device pointers. */

@@ -9,6 +9,7 @@
 
 #include <math.h>
 
+#include "cuda_common.cuh"
 #include "cuda_ops.h"
 
 #define FULL 0xffffffffu
@@ -77,7 +78,7 @@ extern "C" int ld_cu_rope(int v, float *x, int T, int n_heads, int hd, const flo
         size_t n = (size_t)T * half;
         rope_custom<<<blocks_for(n, 128), 128>>>(x, T, n_heads, hd, inv_freq, pos0);
     }
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 /* ------------------------------------------------------------ copy */
@@ -93,10 +94,10 @@ extern "C" int ld_cu_copy(int v, float *dst, const float *src, size_t n)
     if (!n) return 0;
     if (v == LD_CU_REF) {
         copy_ref<<<blocks_for(n, 256), 256>>>(dst, src, n);
-        return (int)cudaGetLastError();
+        return ld_cu_launched();
     }
-    cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice, 0);
-    return (int)(e != cudaSuccess ? e : cudaGetLastError());
+    cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice, cudaStreamPerThread);
+    return e != cudaSuccess ? (int)e : ld_cu_launched(); /* counted as a graph's operation */
 }
 
 /* ------------------------------------------------------------ swiglu, add */
@@ -135,7 +136,7 @@ extern "C" int ld_cu_swiglu(int v, float *out, const float *gate, const float *u
     if (!n) return 0;
     if (v == LD_CU_REF) swiglu_ref<<<blocks_for(n, 256), 256>>>(out, gate, up, n);
     else swiglu_custom<<<stride_blocks((n + 3) / 4, 256), 256>>>(out, gate, up, n);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 __global__ void add_ref(float *x, const float *y, size_t n)
@@ -163,7 +164,7 @@ extern "C" int ld_cu_add(int v, float *x, const float *y, size_t n)
     if (!n) return 0;
     if (v == LD_CU_REF) add_ref<<<blocks_for(n, 256), 256>>>(x, y, n);
     else add_custom<<<stride_blocks((n + 3) / 4, 256), 256>>>(x, y, n);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 /* ------------------------------------------------------------ softmax */
@@ -225,5 +226,5 @@ extern "C" int ld_cu_softmax(int v, float *out, const float *x, int rows, int n)
     if (rows <= 0 || n <= 0) return 0;
     if (v == LD_CU_REF) softmax_ref<<<blocks_for((size_t)rows, 64), 64>>>(out, x, rows, n);
     else softmax_custom<<<(unsigned)rows, SM_THREADS>>>(out, x, n);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }

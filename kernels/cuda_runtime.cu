@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_graph.h"
 #include "cuda_ops.h"
 
 /* A failed runtime call also leaves its code as the thread's "last error",
@@ -69,14 +70,28 @@ extern "C" int ld_cu_malloc(void **p, size_t bytes)
     return ret(cudaMalloc(p, bytes ? bytes : 1));
 }
 
+/* a call the runtime refuses during stream capture, between two captures
+ * in graph mode (paused: ld_cu_graph_pause's result): e, its result;
+ * waited: it returned only once the stream's work had run (a copy to the
+ * host does; cudaFree and a copy from pageable memory need not) */
+static int uncaptured(int paused, int e, int waited)
+{
+    int r = ld_cu_graph_resume(waited);
+    return paused ? paused : e ? e : r;
+}
+
 extern "C" int ld_cu_free(void *p)
 {
-    return p ? ret(cudaFree(p)) : 0;
+    if (!p) return 0;
+    int paused = ld_cu_graph_pause(); /* refused during capture */
+    return uncaptured(paused, paused ? 0 : ret(cudaFree(p)), 0);
 }
 
 extern "C" int ld_cu_memset0(void *p, size_t bytes)
 {
-    return bytes ? ret(cudaMemset(p, 0, bytes)) : 0;
+    if (!bytes) return 0;
+    if (ld_cu_graph_capturing()) return ld_cu_graph_op(ret(cudaMemsetAsync(p, 0, bytes, cudaStreamPerThread)));
+    return ret(cudaMemset(p, 0, bytes));
 }
 
 /* ---- small host-to-device copies without draining the queue.
@@ -143,45 +158,67 @@ static int ring_copy(h2d_ring *r, void *dst, const void *src, size_t bytes)
     if (r->used[i] && (e = cudaEventSynchronize(r->done[i])) != cudaSuccess) return ret(e);
     unsigned char *slot = r->slots + (size_t)i * H2D_SLOT_BYTES;
     memcpy(slot, src, bytes);
-    if ((e = cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, 0)) != cudaSuccess) return ret(e);
+    if ((e = cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread)) != cudaSuccess)
+        return ret(e);
     r->used[i] = 1;
-    return ret(cudaEventRecord(r->done[i], 0));
+    return ret(cudaEventRecord(r->done[i], cudaStreamPerThread));
+}
+
+/* a copy cudaMemcpy makes (it may wait for the device): between two
+ * captures in graph mode */
+static int h2d_sync(void *dst, const void *src, size_t bytes)
+{
+    int paused = ld_cu_graph_pause();
+    return uncaptured(paused, paused ? 0 : ret(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)), 0);
 }
 
 extern "C" int ld_cu_h2d(void *dst, const void *src, size_t bytes)
 {
     if (!bytes) return 0;
+    int done, e = ld_cu_graph_h2d(dst, src, bytes, &done);
+    if (done || e) return e;
+    if (ld_cu_graph_capturing()) return h2d_sync(dst, src, bytes); /* too large for the arena */
     int dev = -1;
     if (bytes <= H2D_SLOT_BYTES && ret(cudaGetDevice(&dev))) dev = -1;
     if (dev < 0 || dev >= H2D_MAX_DEVICES) return ret(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     pthread_mutex_lock(&rings_mu);
-    int e = ring_copy(&rings[dev], dst, src, bytes);
+    e = ring_copy(&rings[dev], dst, src, bytes);
     pthread_mutex_unlock(&rings_mu);
     return e;
 }
 
 extern "C" int ld_cu_d2h(void *dst, const void *src, size_t bytes)
 {
-    return bytes ? ret(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)) : 0;
+    if (!bytes) return 0;
+    int paused = ld_cu_graph_pause();
+    return uncaptured(paused, paused ? 0 : ret(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)), !paused);
 }
 
 extern "C" int ld_cu_d2d(void *dst, const void *src, size_t bytes)
 {
-    return bytes ? ret(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)) : 0;
+    if (!bytes) return 0;
+    if (ld_cu_graph_capturing())
+        return ld_cu_graph_op(ret(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamPerThread)));
+    return ret(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 
 extern "C" int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                               size_t rows)
 {
     if (!width || !rows) return 0;
+    if (ld_cu_graph_capturing())
+        return ld_cu_graph_op(ret(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
+                                                    cudaMemcpyDeviceToDevice, cudaStreamPerThread)));
     return ret(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice));
 }
 
 extern "C" int ld_cu_sync(void)
 {
+    int paused = ld_cu_graph_pause();
     cudaError_t e = cudaDeviceSynchronize();
     cudaError_t l = cudaGetLastError();
-    return (int)(e != cudaSuccess ? e : l);
+    int r = ld_cu_graph_resume(1);
+    return paused ? paused : e != cudaSuccess ? (int)e : l != cudaSuccess ? (int)l : r;
 }
 
 extern "C" size_t ld_cu_row_bytes(ld_kdt dt, int64_t cols)

@@ -157,7 +157,7 @@ extern "C" int ld_cu_embed(int v, float *out, const void *table, ld_kdt dt, int 
     const uint8_t *tb = (const uint8_t *)table;
     if (v == LD_CU_REF) embed_ref<<<blocks_for(n, 256), 256>>>(out, tb, (int)dt, rb, dim, tokens, n);
     else embed_custom<<<(unsigned)T, 256>>>(out, tb, (int)dt, rb, dim, tokens);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 /* ------------------------------------------------------------ rmsnorm */
@@ -209,7 +209,7 @@ extern "C" int ld_cu_rmsnorm2(ld_cu_norm_arg a, ld_cu_norm_arg b, int rows, floa
     if (rows <= 0) return 0;
     if (a.dim <= 0 || b.dim <= 0 || rows > 0x3fffffff) return (int)cudaErrorInvalidValue;
     rmsnorm2_custom<<<(unsigned)(2 * rows), NORM_THREADS>>>(a, b, rows, eps);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, ld_kdt dt, int dim, float eps,
@@ -219,7 +219,7 @@ extern "C" int ld_cu_rmsnorm(int v, float *out, const float *x, const void *w, l
     const uint8_t *wb = (const uint8_t *)w;
     if (v == LD_CU_REF) rmsnorm_ref<<<blocks_for((size_t)rows, 64), 64>>>(out, x, wb, (int)dt, dim, eps, rows);
     else rmsnorm_custom<<<(unsigned)rows, NORM_THREADS>>>(out, x, wb, (int)dt, dim, eps);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 /* ------------------------------------------------------------ matmul */
@@ -399,7 +399,7 @@ extern "C" int ld_cu_matmul_fanout(const ld_cu_fan *fan, int G, const float *x, 
     if (dt == LD_KDT_F32) matmul_fan_custom<LD_KDT_F32><<<grid, MM_WARPS * 32>>>(f, x, rb, T, K);
     else if (dt == LD_KDT_F16) matmul_fan_custom<LD_KDT_F16><<<grid, MM_WARPS * 32>>>(f, x, rb, T, K);
     else matmul_fan_custom<LD_KDT_BF16><<<grid, MM_WARPS * 32>>>(f, x, rb, T, K);
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }
 
 extern "C" int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld_kdt dt, const void *bias,
@@ -438,5 +438,5 @@ extern "C" int ld_cu_matmul(int v, float *out, const float *x, const void *w, ld
         default: return (int)cudaErrorInvalidValue;
         }
     }
-    return (int)cudaGetLastError();
+    return ld_cu_launched();
 }

@@ -21,7 +21,8 @@
 #      big), "cublas: unavailable (...)" where it has none; then
 #      bench_ds4_stack: the decode step of a DeepSeek-V4-Flash-shaped stack
 #      of two layers (FP8 / FP4 weights built in memory) against the copy
-#      roofline (target ratio <= 1.5);
+#      roofline (target ratio <= 1.5), with its launches one by one and
+#      captured in CUDA graphs (--kernels graphs=on);
 #   4. (when it built) builds everything else, runs test_engine_tp's NCCL
 #      case, logdiff replay on the CUDA backend end to end
 #      (tests/cli/replay_cuda.sh: --check ref, --compare-kernels) and the
@@ -196,6 +197,11 @@ rc=$?
 step bench-ds4-stack 90 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 256 --decode 16
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
+# the same stack and steps with the launches captured in CUDA graphs of 64
+# operations (kernels/cuda_graph.cu): decode_ms against bench-ds4-stack's
+step bench-ds4-graphs 60 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 256 --decode 16 --kernels graphs=on
+rc=$?
+[ $rc = 0 ] || [ $rc = 2 ] || status=1
 # the same stack decoding 8 requests a step in one batch (siblings sharing
 # the weights, ld_ds4_session_eval_batch): batch_step_ms, batch_gain
 step bench-ds4-batch 60 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 64 --decode 8 --batch 8
@@ -251,6 +257,9 @@ note "== bench deepseek"
 note ""
 note "== bench ds4 stack"
 [ -f "$logs/bench-ds4-stack.log" ] && tee -a "$summary" < "$logs/bench-ds4-stack.log"
+note ""
+note "== bench ds4 stack, CUDA graphs (graphs=on)"
+[ -f "$logs/bench-ds4-graphs.log" ] && grep -E '^(decode_ms|ratio|graph)' "$logs/bench-ds4-graphs.log" | tee -a "$summary"
 note ""
 note "== bench ds4 stack, 8 requests batched"
 [ -f "$logs/bench-ds4-batch.log" ] && grep -E '^(decode_ms|batch)' "$logs/bench-ds4-batch.log" | tee -a "$summary"

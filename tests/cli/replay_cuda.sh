@@ -5,7 +5,8 @@
 #   - dense (qwen3, FP8 qwen3-fp8), DeepSeek-V3.2 (MLA, indexer) on replaylog's rp-greedy, and
 #     DeepSeek-V3 FP8 and V4 FP4 on smallvocab's sv-forced: `--backend cuda --check ref`: every
 #     plane within 1e-4 normalised error of the plain-C reference, no logged token's rank changed;
-#   - the same replay twice on CUDA gives the same bytes (--json);
+#   - the same replay twice on CUDA gives the same bytes (--json), and with its launches captured
+#     in CUDA graphs (--kernels graphs=on / graphs=16; qwen3, V4 FP4);
 #   - `--batch-with` on qwen3 and V4: the request batched with two others, bitwise its alone logits;
 #   - `--backend cuda --compare-kernels` on qwen3: all=ref first, each op's custom kernel alone,
 #     then all=custom, each within 1e-4 of all=ref at the final norm, the verdict unchanged.
@@ -51,6 +52,16 @@ check "two CUDA replays, the same bytes" cmp -s "$WORK/a" "$WORK/b"
 LD_CUDA_EMU_ORDER=reverse "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --json "$RL" \
     >"$WORK/c" 2>/dev/null
 check "a third replay (threads in reverse order on the emulator), the same bytes" cmp -s "$WORK/a" "$WORK/c"
+
+# the launches captured in CUDA graphs (--kernels graphs=N): the same bytes as one by one
+"$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --kernels graphs=on --json "$RL" \
+    >"$WORK/g" 2>"$WORK/err"
+check "qwen3 --kernels graphs=on, the same bytes" cmp -s "$WORK/a" "$WORK/g"
+"$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced --backend cuda --json "$SV" >"$WORK/a4" 2>/dev/null
+"$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced --backend cuda --kernels graphs=16 --json "$SV" \
+    >"$WORK/g4" 2>"$WORK/err"
+check "deepseek-v4-fp4 --kernels graphs=16, the same bytes" cmp -s "$WORK/a4" "$WORK/g4"
+check "deepseek-v4-fp4: a replay at all" grep -q '"verdict"' "$WORK/g4"
 
 # batched with other requests on the device: every position's logits bitwise the request's alone
 for m in qwen3 deepseek-v4; do

@@ -132,10 +132,37 @@ static inline ld_emu_config ld_emu_cfg(dim3 g, dim3 b, size_t smem = 0, cudaStre
     return {{g.x, g.y, g.z}, {b.x, b.y, b.z}, smem};
 }
 
+/* an argument's bytes, FNV-1a (the journal's: emu_sched.h) */
+template <class T> static inline unsigned long long ld_emu_arg_hash(const T &v)
+{
+    unsigned long long h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)&v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 template <class... P> struct ld_emu_launcher {
     void (*kernel)(P...);
     const char *name;
     ld_emu_config cfg;
+
+    /* the launch as a graph node would hold it, in the journal */
+    void journal(const std::tuple<P...> &args, ld_emu_op *out) const
+    {
+        ld_emu_op &op = *out;
+        memset(&op, 0, sizeof op);
+        op.name = name;
+        op.grid[0] = cfg.grid.x, op.grid[1] = cfg.grid.y, op.grid[2] = cfg.grid.z;
+        op.block[0] = cfg.block.x, op.block[1] = cfg.block.y, op.block[2] = cfg.block.z;
+        op.smem = cfg.smem;
+        std::apply(
+            [&op](const auto &...a) {
+                ((op.arg[op.n_args < LD_EMU_OP_ARGS ? op.n_args : LD_EMU_OP_ARGS - 1] ^= ld_emu_arg_hash(a),
+                  op.n_args += op.n_args < LD_EMU_OP_ARGS),
+                 ...);
+            },
+            args);
+    }
 
     /* the arguments converted to the kernel's parameter types, as a launch
      * does; every thread calls the kernel with its own copies */
@@ -150,6 +177,20 @@ template <class... P> struct ld_emu_launcher {
             std::tuple<P...> own = cl->args;
             std::apply(cl->kernel, own);
         };
+        if (ld_emu_capturing()) { /* a node of the graph: the call kept until the graph goes */
+            ld_emu_op op, *jp = NULL;
+            if (ld_emu_journal_on()) journal(c.args, jp = &op);
+            call *kept = new call(c);
+            ld_emu_capture_kernel(reinterpret_cast<const void *>(kernel), name, cfg.grid, cfg.block, cfg.smem, body,
+                                  kept, [](void *p) { delete (call *)p; }, jp);
+            return;
+        }
+        ld_emu_graphs_drain(); /* launched graphs first (an error of theirs: the next wait's) */
+        if (ld_emu_journal_on()) {
+            ld_emu_op op;
+            journal(c.args, &op);
+            ld_emu_journal_add(&op);
+        }
         ld_emu_run(cfg.grid, cfg.block, cfg.smem, body, &c, name);
     }
 };

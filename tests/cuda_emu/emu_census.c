@@ -11,6 +11,7 @@
 #include "emu_sched.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,4 +104,74 @@ void ld_emu_census(FILE *f)
     for (int i = 0; i < C.n; i++) fprintf(f, "  %8ld  %s\n", C.count[order[i]], C.name[order[i]]);
     if (C.lost) fprintf(f, "  %8ld  (kernels past the table's %d)\n", C.lost, MAX_KERNELS);
     pthread_mutex_unlock(&C.lock);
+}
+
+/* ---------------------------------------------------------------- journal */
+
+static struct {
+    pthread_mutex_t lock;
+    int on;
+    ld_emu_op *ops;
+    size_t n, cap;
+    int lost; /* no memory for an entry: the journal is unusable */
+} J = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, 0, 0};
+
+int ld_emu_journal_on(void)
+{
+    return __atomic_load_n(&J.on, __ATOMIC_ACQUIRE);
+}
+
+void ld_emu_journal_start(void)
+{
+    pthread_mutex_lock(&J.lock);
+    J.n = 0;
+    J.lost = 0;
+    __atomic_store_n(&J.on, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&J.lock);
+}
+
+void ld_emu_journal_add(const ld_emu_op *op)
+{
+    pthread_mutex_lock(&J.lock);
+    if (J.on && J.n == J.cap) {
+        size_t cap = J.cap ? 2 * J.cap : 256;
+        ld_emu_op *p = realloc(J.ops, cap * sizeof *p);
+        if (p) {
+            J.ops = p;
+            J.cap = cap;
+        }
+    }
+    if (J.on && J.n < J.cap)
+        J.ops[J.n++] = *op;
+    else if (J.on)
+        J.lost = 1;
+    pthread_mutex_unlock(&J.lock);
+}
+
+size_t ld_emu_journal_stop(ld_emu_op **ops)
+{
+    pthread_mutex_lock(&J.lock);
+    __atomic_store_n(&J.on, 0, __ATOMIC_RELEASE);
+    size_t n = J.lost ? 0 : J.n;
+    *ops = n ? malloc(n * sizeof **ops) : NULL;
+    if (*ops)
+        memcpy(*ops, J.ops, n * sizeof **ops);
+    else
+        n = 0;
+    J.n = 0;
+    pthread_mutex_unlock(&J.lock);
+    return n;
+}
+
+void ld_emu_journal_copy(const char *name, const void *dst, const void *src, size_t bytes)
+{
+    if (!ld_emu_journal_on()) return;
+    ld_emu_op op;
+    memset(&op, 0, sizeof op);
+    op.name = name;
+    op.n_args = 3;
+    op.arg[0] = (unsigned long long)(uintptr_t)dst;
+    op.arg[1] = (unsigned long long)(uintptr_t)src;
+    op.arg[2] = bytes;
+    ld_emu_journal_add(&op);
 }

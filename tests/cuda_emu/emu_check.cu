@@ -11,7 +11,9 @@
  *    of 2048 threads, a grid of 0, 64 KiB of dynamic shared memory, a warp
  *    collective while lanes of the warp wait at __syncthreads, a shuffle
  *    naming lanes that have returned; and what the hardware allows in
- *    practice, __syncthreads after some threads returned.
+ *    practice, __syncthreads after some threads returned;
+ *  - stream capture and graphs: when a graph runs, an update, what capture
+ *    refuses.
  * Built by tests/cuda_emu/launches.pl like the kernels' .cu files; plain
  * CUDA, so nvcc could build it for a GPU too. */
 #include <cuda_runtime.h>
@@ -291,6 +293,78 @@ static void check_copy_sides(void)
     cudaFree(d);
 }
 
+__global__ void add_to(int *x, int v)
+{
+    x[threadIdx.x] += v;
+}
+
+/* graph `g` instantiated or updated into *exec, then launched; 0 or the error */
+static cudaError_t launch_graph(cudaGraphExec_t *exec, cudaGraph_t g)
+{
+    cudaError_t e = *exec ? cudaGraphExecUpdate(*exec, g, NULL) : cudaGraphInstantiate(exec, g, 0);
+    return e ? e : cudaGraphLaunch(*exec, cudaStreamPerThread);
+}
+
+/* stream capture and graphs (emu_graph.c): a captured launch and copy run
+ * only when the graph is launched, and after cudaGraphLaunch returns (a
+ * pinned source rewritten before the next wait is what the copy reads);
+ * an update takes new arguments of the same topology and refuses another;
+ * what the runtime refuses during capture invalidates it */
+static void check_graphs(void)
+{
+    int *d = dev_ints(NULL, 4), *pinned = NULL, h[4] = {1, 2, 3, 4}, out[4];
+    EXPECT(cudaHostAlloc((void **)&pinned, sizeof h, 0) == cudaSuccess, "cudaHostAlloc");
+    memcpy(pinned, h, sizeof h);
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    EXPECT(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed) == cudaSuccess, "begin");
+    EXPECT(cudaMemcpyAsync(d, pinned, sizeof h, cudaMemcpyHostToDevice, cudaStreamPerThread) == cudaSuccess, "copy");
+    add_to<<<1, 4>>>(d, 10);
+    EXPECT(cudaGetLastError() == cudaSuccess, "captured launch");
+    EXPECT(cudaStreamEndCapture(cudaStreamPerThread, &g) == cudaSuccess && g, "end");
+    EXPECT(launch_graph(&exec, g) == cudaSuccess, "first launch");
+    pinned[0] = 100; /* before the graph has run: the copy reads it */
+    EXPECT(cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost) == cudaSuccess, "read");
+    EXPECT(out[0] == 110 && out[3] == 14, "the graph ran after its launch: %d %d", out[0], out[3]);
+    cudaGraphDestroy(g);
+    /* the same topology, another argument: updated */
+    cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    cudaMemcpyAsync(d, pinned, sizeof h, cudaMemcpyHostToDevice, cudaStreamPerThread);
+    add_to<<<1, 4>>>(d, 20);
+    cudaStreamEndCapture(cudaStreamPerThread, &g);
+    EXPECT(launch_graph(&exec, g) == cudaSuccess, "updated launch");
+    EXPECT(cudaStreamSynchronize(cudaStreamPerThread) == cudaSuccess, "sync");
+    cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost);
+    EXPECT(out[0] == 120 && out[1] == 22, "the update's argument: %d %d", out[0], out[1]);
+    cudaGraphDestroy(g);
+    /* another topology: the update refused, the graph as it was */
+    cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    add_to<<<1, 4>>>(d, 1);
+    cudaStreamEndCapture(cudaStreamPerThread, &g);
+    EXPECT(cudaGraphExecUpdate(exec, g, NULL) == cudaErrorGraphExecUpdateFailure, "a topology change updated");
+    cudaGraphDestroy(g);
+    printf("  four capture refusals expected on stderr:\n");
+    fflush(stdout);
+    cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    EXPECT(cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost) == cudaErrorStreamCaptureUnsupported,
+           "a synchronous copy during capture");
+    EXPECT(cudaStreamEndCapture(cudaStreamPerThread, &g) == cudaErrorStreamCaptureInvalidated && !g,
+           "a capture after a refusal");
+    cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    EXPECT(cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, cudaStreamPerThread) ==
+               cudaErrorStreamCaptureUnsupported,
+           "a captured copy from pageable memory");
+    cudaStreamEndCapture(cudaStreamPerThread, &g);
+    cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    EXPECT(cudaFree(d) == cudaErrorStreamCaptureUnsupported, "cudaFree during capture");
+    cudaStreamEndCapture(cudaStreamPerThread, &g);
+    EXPECT(cudaStreamBeginCapture(cudaStreamLegacy, cudaStreamCaptureModeRelaxed) != cudaSuccess,
+           "a capture of the legacy stream");
+    cudaGraphExecDestroy(exec);
+    cudaFreeHost(pinned);
+    cudaFree(d);
+}
+
 int main(void)
 {
     check_coords();
@@ -302,6 +376,7 @@ int main(void)
     check_order();
     check_shared_poison();
     check_copy_sides();
+    check_graphs();
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

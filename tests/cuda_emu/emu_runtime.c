@@ -79,7 +79,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    return cudaSuccess;
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaDeviceSynchronize");
+    return (cudaError_t)ld_emu_graphs_wait();
 }
 
 cudaError_t cudaGetLastError(void)
@@ -97,6 +98,11 @@ const char *cudaGetErrorName(cudaError_t error)
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     default: return "cudaErrorUnknown";
     }
 }
@@ -111,6 +117,11 @@ const char *cudaGetErrorString(cudaError_t error)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorLaunchFailure: return "unspecified launch failure (see the emulator's message)";
     case cudaErrorInvalidPitchValue: return "invalid pitch argument";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorGraphExecUpdateFailure: return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
     default: return "unknown error";
     }
 }
@@ -206,6 +217,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 
 cudaError_t cudaFree(void *devPtr)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaFree");
+    ld_emu_graphs_drain(); /* cudaFree waits for the device */
     if (!devPtr) return cudaSuccess;
     if (!untrack(devPtr)) {
         fprintf(stderr, "cuda emu: cudaFree(%p): not a device allocation\n", devPtr);
@@ -215,15 +228,48 @@ cudaError_t cudaFree(void *devPtr)
     return cudaSuccess;
 }
 
+/* the pinned host allocations (cudaHostAlloc's), so that a captured copy
+ * from pageable memory is refused as the runtime refuses it */
+#define MAX_PINNED 64
+static struct {
+    pthread_mutex_t lock;
+    uintptr_t at[MAX_PINNED];
+    size_t size[MAX_PINNED];
+} H = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}};
+
+static int pinned(const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p;
+    int in = 0;
+    pthread_mutex_lock(&H.lock);
+    for (int i = 0; i < MAX_PINNED && !in; i++) in = H.at[i] && a >= H.at[i] && a - H.at[i] + n <= H.size[i];
+    pthread_mutex_unlock(&H.lock);
+    return in;
+}
+
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
     (void)flags;
     *pHost = malloc(size ? size : 1);
-    return *pHost ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*pHost) return cudaErrorMemoryAllocation;
+    pthread_mutex_lock(&H.lock);
+    for (int i = 0; i < MAX_PINNED; i++)
+        if (!H.at[i]) {
+            H.at[i] = (uintptr_t)*pHost;
+            H.size[i] = size;
+            break;
+        }
+    pthread_mutex_unlock(&H.lock);
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *ptr)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaFreeHost");
+    pthread_mutex_lock(&H.lock);
+    for (int i = 0; i < MAX_PINNED; i++)
+        if (H.at[i] == (uintptr_t)ptr) H.at[i] = 0;
+    pthread_mutex_unlock(&H.lock);
     free(ptr);
     return cudaSuccess;
 }
@@ -255,7 +301,10 @@ static cudaError_t sides(const char *fn, void *dst, size_t dn, const void *src, 
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaMemset (synchronous)");
+    ld_emu_graphs_drain();
     ld_emu_census_count("memset");
+    ld_emu_journal_copy("memset", devPtr, (const void *)(uintptr_t)(unsigned char)value, count);
     if (count && !on_device(devPtr, count)) {
         fprintf(stderr, "cuda emu: cudaMemset of %zu bytes at %p: not device memory\n", count, devPtr);
         return cudaErrorInvalidValue;
@@ -266,17 +315,48 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaMemcpy (synchronous)");
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDefault) { /* waits for the stream */
+        cudaError_t g = (cudaError_t)ld_emu_graphs_wait();
+        if (g) return g;
+    } else {
+        ld_emu_graphs_drain();
+    }
     ld_emu_census_count(copy_name(kind, 0));
+    ld_emu_journal_copy(copy_name(kind, 0), dst, src, count);
     cudaError_t e = sides("cudaMemcpy", dst, count, src, count, kind);
     if (e) return e;
     if (count) memmove(dst, src, count);
     return cudaSuccess;
 }
 
+/* on this thread's stream: a node when it is capturing (the host source
+ * read when the graph runs) */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    (void)stream;
+    cudaError_t e = (cudaError_t)ld_emu_capture_stream((void *)stream, "cudaMemcpyAsync");
+    if (e) return e;
+    if (ld_emu_capturing()) {
+        if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault)
+            return (cudaError_t)ld_emu_capture_refuse("cudaMemcpyAsync to the host (ours read it at once)");
+        if ((e = sides("cudaMemcpyAsync", dst, count, src, count, kind))) return e;
+        if (kind == cudaMemcpyHostToDevice && count && !pinned(src, count))
+            return (cudaError_t)ld_emu_capture_refuse("cudaMemcpyAsync from pageable host memory");
+        return (cudaError_t)ld_emu_capture_copy(dst, src, count, (int)kind, 0);
+    }
     return cudaMemcpy(dst, src, count, kind);
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    cudaError_t e = (cudaError_t)ld_emu_capture_stream((void *)stream, "cudaMemsetAsync");
+    if (e) return e;
+    if (!ld_emu_capturing()) return cudaMemset(devPtr, value, count);
+    if (count && !on_device(devPtr, count)) {
+        fprintf(stderr, "cuda emu: cudaMemsetAsync of %zu bytes at %p: not device memory\n", count, devPtr);
+        return cudaErrorInvalidValue;
+    }
+    return (cudaError_t)ld_emu_capture_copy(devPtr, NULL, count, -1, value);
 }
 
 /* rows of `width` bytes, pitches apart; a pitch below the width is
@@ -284,7 +364,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaMemcpy2D (synchronous)");
+    ld_emu_graphs_drain();
     ld_emu_census_count(copy_name(kind, 1));
+    ld_emu_journal_copy(copy_name(kind, 1), dst, src, width * height);
     if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
     if (height && width) { /* each side's span: its first row's first byte to its last row's last */
         cudaError_t e = sides("cudaMemcpy2D", dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width,
@@ -293,6 +376,23 @@ cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitc
     }
     for (size_t r = 0; r < height; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    cudaError_t e = (cudaError_t)ld_emu_capture_stream((void *)stream, "cudaMemcpy2DAsync");
+    if (e) return e;
+    if (!ld_emu_capturing()) return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyHostToDevice)
+        return (cudaError_t)ld_emu_capture_refuse("cudaMemcpy2DAsync to the host (ours read it at once)");
+    if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
+    if (height && width &&
+        (e = sides("cudaMemcpy2DAsync", dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width, kind)))
+        return e;
+    if (kind == cudaMemcpyHostToDevice && height && width && !pinned(src, (height - 1) * spitch + width))
+        return (cudaError_t)ld_emu_capture_refuse("cudaMemcpy2DAsync from pageable host memory");
+    return (cudaError_t)ld_emu_capture_rows(dst, dpitch, src, spitch, width, height, (int)kind);
 }
 
 /* ---------------------------------------------------------------- events */
@@ -313,6 +413,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaEventRecord (a capture's event is not a record)");
     (void)event;
     (void)stream;
     return cudaSuccess;
@@ -320,6 +421,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
+    if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaEventSynchronize");
+    ld_emu_graphs_drain();
     (void)event;
     return cudaSuccess;
 }

@@ -90,6 +90,54 @@ long ld_emu_launches(const char *name);
 void ld_emu_census_reset(void);
 void ld_emu_census(FILE *f);
 
+/* The journal (emu_census.c): while on, every GPU operation in order with
+ * what a CUDA graph's node would hold of it: a launch's kernel, shape and
+ * each argument's bytes (hashed), a copy's or memset's device addresses
+ * and size.  What it is for: a step whose operations and arguments are
+ * the same token after token can be captured once and replayed as a
+ * graph, and a diff of two tokens' journals names every argument that
+ * still changes (tests/engine/test_cuda_launches.c). */
+#define LD_EMU_OP_ARGS 40
+typedef struct ld_emu_op {
+    const char *name; /* the kernel's, or "memcpy HtoD" and the like */
+    unsigned grid[3], block[3];
+    size_t smem;
+    int n_args; /* arguments kept (a launch's beyond LD_EMU_OP_ARGS fold into the last) */
+    unsigned long long arg[LD_EMU_OP_ARGS];
+} ld_emu_op;
+int ld_emu_journal_on(void);
+void ld_emu_journal_start(void);
+void ld_emu_journal_add(const ld_emu_op *op);
+/* the operations since ld_emu_journal_start, journal off; *ops the
+ * caller's to free (NULL and 0 when none or no memory) */
+size_t ld_emu_journal_stop(ld_emu_op **ops);
+/* a copy or memset in the journal: its device ends (0 for a host one) */
+void ld_emu_journal_copy(const char *name, const void *dst, const void *src, size_t bytes);
+
+/* Stream capture (emu_graph.c): ld_emu_capturing, this thread's stream
+ * records instead of running; ld_emu_capture_kernel keeps a launch as a
+ * node (body(ctx) per thread when the graph runs, drop(ctx) when the last
+ * graph holding it goes; journal: its entry, or NULL); ld_emu_capture_copy
+ * a copy (kind: a cudaMemcpyKind) or, kind < 0, a memset of memset_value;
+ * ld_emu_capture_refuse: `fn`, a call the runtime refuses during capture,
+ * invalidates it (0 when not capturing, else the error to return);
+ * ld_emu_capture_stream: the legacy stream named (an error: the emulated
+ * kernels use the per-thread default stream, as nvcc's --default-stream
+ * per-thread gives them), 0 otherwise. */
+int ld_emu_capturing(void);
+void ld_emu_capture_kernel(const void *kernel, const char *name, ld_emu_dim grid, ld_emu_dim block, size_t smem,
+                           void (*body)(void *), void *ctx, void (*drop)(void *), const ld_emu_op *journal);
+int ld_emu_capture_copy(void *dst, const void *src, size_t bytes, int kind, int memset_value);
+int ld_emu_capture_rows(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows, int kind);
+int ld_emu_capture_refuse(const char *fn);
+int ld_emu_capture_stream(void *stream, const char *fn);
+/* ld_emu_graphs_drain: run the graphs launched and not yet run (before
+ * what the stream orders after them), keeping their first error for the
+ * next wait; ld_emu_graphs_wait: a wait (a drain, then that error, or 0,
+ * taken) */
+void ld_emu_graphs_drain(void);
+int ld_emu_graphs_wait(void);
+
 #ifdef __cplusplus
 }
 #endif

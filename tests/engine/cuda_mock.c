@@ -261,7 +261,26 @@ int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitc
 
 int ld_cu_sync(void)
 {
+    count("ld_cu_sync");
     return 0;
+}
+
+/* graph mode: nothing to capture, the mock runs each call at once (the
+ * emulator, tests/cuda_emu/emu_graph.c, runs graphs) */
+int ld_cu_graphs_begin(int chunk)
+{
+    (void)chunk;
+    return 0;
+}
+
+int ld_cu_graphs_end(void)
+{
+    return 0;
+}
+
+void ld_cu_graph_stats_get(ld_cu_graph_stats *s)
+{
+    memset(s, 0, sizeof *s);
 }
 
 size_t ld_cu_row_bytes(ld_kdt dt, int64_t cols)

@@ -853,6 +853,14 @@ static int test_spec_parse(void)
     CHECK(ld_cuda_kernels_parse("matmul=tc,all=ref", &k, &err) == LD_OK);
     for (int i = 0; i < LD_CUDA_N_OPS; i++) CHECK(k.custom[i] == LD_CUDA_KERNEL_REF);
     CHECK(ld_cuda_op_name(LD_CUDA_N_OPS) == NULL && ld_cuda_op_name(-1) == NULL);
+    /* graphs: not an op, untouched by all=; off by default */
+    CHECK(ld_cuda_kernels_parse(NULL, &k, &err) == LD_OK && k.graphs == 0);
+    CHECK(ld_cuda_kernels_parse("graphs=on,all=ref", &k, &err) == LD_OK && k.graphs == LD_CUDA_GRAPH_CHUNK);
+    for (int i = 0; i < LD_CUDA_N_OPS; i++) CHECK(k.custom[i] == LD_CUDA_KERNEL_REF);
+    CHECK(ld_cuda_kernels_parse("matmul=ref,graphs=100", &k, &err) == LD_OK && k.graphs == 100);
+    CHECK(k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_REF && k.custom[LD_CUDA_OP_EMBED] == LD_CUDA_KERNEL_CUSTOM);
+    CHECK(ld_cuda_kernels_parse("graphs=on,graphs=off", &k, &err) == LD_OK && k.graphs == 0);
+    CHECK(ld_cuda_kernels_parse("graphs=1", &k, &err) == LD_OK && k.graphs == 1);
     return 0;
 }
 
@@ -874,6 +882,12 @@ static int test_spec_errors(void)
         {"rmsnorm=tc", "'tc' is for matmul only, not 'rmsnorm'", 8},
         {"matmul=tc,all=tc", "'tc' is for matmul only, not 'all'", 14},
         {"matmul=TC", "unknown kernel variant 'TC' for 'matmul' (ref, custom, or tc", 7},
+        {"graphs=yes", "graphs=yes: on, off, or the operations a graph", 7},
+        {"all=ref,graphs=0", "graphs=0: on, off", 15},
+        {"graphs=100001", "graphs=100001", 7},
+        {"graphs=", "graphs=: on, off", 7},
+        {"graphs=8x", "graphs=8x", 7},
+        {"graphs=on,", "ends with ','", 10},
     };
     ld_cuda_kernels k;
     memset(&k, 7, sizeof k);

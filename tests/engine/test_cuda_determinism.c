@@ -12,6 +12,9 @@
  *  - batched: the request batched with two others, as a server's
  *    continuous batching runs them, gives each bitwise its alone logits
  *    (batch_check.h);
+ *  - graphs: decode with the launches captured in CUDA graphs gives
+ *    bitwise the logits of the launches one by one, and batches in graph
+ *    mode pass the batched check (qwen3, qwen3-fp8, V3, V3.2, V4, V4-FP4);
  *  - transformers: the logits of ref.json's sequences are within 1e-5
  *    (normalised, as test_forward.c) of the committed transformers
  *    reference logits.
@@ -29,6 +32,7 @@
 #include "fixtures.h"
 #include "forward.h"
 #include "ld_test.h"
+#include "lm.h"
 #include "model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
@@ -259,6 +263,73 @@ static int check_batched_dir(const char *name)
     }
     return 0;
 }
+
+/* CUDA graphs (graphs=N: kernels/cuda_graph.cu): ref.json's first
+ * sequence prefilled but for its last 4 tokens, those decoded one at a
+ * time: bitwise the logits of the launches one by one, for two graph
+ * sizes (several graphs a token, and one graph cut by the copies to the
+ * host); then the batch check with the backend in graph mode (a batch's
+ * launches captured as one request's are) */
+#define GRAPH_DECODE 4
+static ld_status lm_decode(ld_backend *be, const ld_lm *lm, const seq *q, float *logits, ld_error *err)
+{
+    ld_lm_session *s = NULL;
+    size_t V = (size_t)ld_lm_info_of(lm)->vocab;
+    int P = q->T - GRAPH_DECODE;
+    LD_TRY(ld_lm_session_create(lm, be, NULL, MAX_TOKENS, P, &s, err));
+    ld_status st = ld_lm_eval(s, q->tokens, P, logits, NULL, err);
+    for (int p = P; st == LD_OK && p < q->T; p++) st = ld_lm_eval(s, q->tokens + p, 1, logits + (size_t)p * V, NULL, err);
+    ld_lm_session_destroy(s);
+    return st;
+}
+
+static int check_graphs_dir(const char *name)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    ld_status st = open_cuda(1, &be, &err);
+    if (st == LD_ERR_UNSUPPORTED) SKIP("%s", err.msg);
+    CHECK_MSG(st == LD_OK, "cuda backend: %s", err.msg);
+    char dir[512], label[64];
+    snprintf(dir, sizeof dir, MDIR "%s", name);
+    ld_lm *lm = NULL;
+    CHECK_MSG(ld_lm_open(dir, &lm, &err) == LD_OK, "%s: %s", name, err.msg);
+    seq q;
+    CHECK_MSG(ld_test_load_seqs(dir, &q, 1) == 1 && q.T > GRAPH_DECODE && q.T <= MAX_TOKENS, "%s/ref.json", dir);
+    size_t n = (size_t)q.T * (size_t)ld_lm_info_of(lm)->vocab;
+    float *plain = malloc(n * sizeof *plain), *g = malloc(n * sizeof *g);
+    CHECK(plain && g);
+    CHECK_MSG(lm_decode(be, lm, &q, plain, &err) == LD_OK, "%s: %s", name, err.msg);
+    ld_backend_destroy(be);
+    static const char *const specs[] = {"graphs=16", "graphs=on"};
+    int rc = 0;
+    for (int i = 0; !rc && i < 2; i++) {
+        CHECK_MSG(ld_backend_cuda_create(0, specs[i], &be, &err) == LD_OK, "%s", err.msg);
+        memset(g, 0, n * sizeof *g);
+        st = lm_decode(be, lm, &q, g, &err);
+        int same = st == LD_OK && !memcmp(plain, g, n * sizeof *g);
+        printf("  %-16s %-10s %d tokens, the last %d decoded: %s\n", name, specs[i], q.T, GRAPH_DECODE,
+               same ? "bitwise the launches one by one" : "differ");
+        if (i == 0 && same) {
+            snprintf(label, sizeof label, "%s %s", name, specs[i]);
+            rc = ld_test_check_batch(be, dir, NULL, label);
+        }
+        ld_backend_destroy(be);
+        CHECK_MSG(st == LD_OK, "%s %s: %s", name, specs[i], err.msg);
+        CHECK_MSG(same, "%s %s: the logits differ from the launches one by one", name, specs[i]);
+    }
+    free(plain);
+    free(g);
+    ld_lm_close(lm);
+    return rc;
+}
+
+static int test_cuda_graphs_qwen3(void) { return check_graphs_dir("qwen3"); }
+static int test_cuda_graphs_qwen3_fp8(void) { return check_graphs_dir("qwen3-fp8"); }
+static int test_cuda_graphs_deepseek_v3(void) { return check_graphs_dir("deepseek-v3"); }
+static int test_cuda_graphs_deepseek_v32(void) { return check_graphs_dir("deepseek-v32"); }
+static int test_cuda_graphs_deepseek_v4(void) { return check_graphs_dir("deepseek-v4"); }
+static int test_cuda_graphs_deepseek_v4_fp4(void) { return check_graphs_dir("deepseek-v4-fp4"); }
 
 static int test_cuda_replays_qwen3(void) { return with_model("qwen3", check_replays); }
 static int test_cuda_replays_qwen3_fp8(void) { return with_model("qwen3-fp8", check_replays); }
@@ -553,6 +624,9 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_batched_deepseek_v4), LD_CASE(test_cuda_batched_deepseek_v4_fp4),
     LD_CASE(test_cuda_batched_deepseek_v3), LD_CASE(test_cuda_batched_deepseek_v32),
     LD_CASE(test_cuda_moe_entry_matches_ref),
+    LD_CASE(test_cuda_graphs_qwen3),        LD_CASE(test_cuda_graphs_qwen3_fp8),
+    LD_CASE(test_cuda_graphs_deepseek_v3),  LD_CASE(test_cuda_graphs_deepseek_v32),
+    LD_CASE(test_cuda_graphs_deepseek_v4),  LD_CASE(test_cuda_graphs_deepseek_v4_fp4),
 };
 
 LD_TEST_MAIN(tests)

@@ -690,6 +690,21 @@ static int test_glue_buf_view(void)
     return 0;
 }
 
+/* finish: the device's work waited for (a device-wide sync), for the
+ * hand-off of a backend from one thread to another (tp_forward.c) */
+static int test_glue_finish(void)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    CHECK_MSG(ld_backend_cuda_create(0, NULL, &be, &err) == LD_OK, "%s", err.msg);
+    CHECK(be->ops->finish != NULL);
+    long syncs = ld_cu_mock_calls("ld_cu_sync");
+    CHECK_MSG(be->ops->finish(be, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_cu_mock_calls("ld_cu_sync") == syncs + 1);
+    ld_backend_destroy(be);
+    return 0;
+}
+
 /* A V4 decode step on the device waits for it once: the FP4 fixture
  * decoded token by token (all=custom, nothing recorded) copies to the host
  * only its logits (one ld_cu_d2h a token): the route, the picks and the
@@ -746,6 +761,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_glue_deepseek_v3),     LD_CASE(test_glue_deepseek_v3_fp8), LD_CASE(test_glue_deepseek_v32),
     LD_CASE(test_glue_qwen3),           LD_CASE(test_glue_qwen3_fp8),   LD_CASE(test_glue_llama3_bf16_tc),
     LD_CASE(test_glue_out_of_memory),   LD_CASE(test_glue_v4_decode_copies), LD_CASE(test_glue_buf_view),
+    LD_CASE(test_glue_finish),
 };
 
 LD_TEST_MAIN(tests)

@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "cuda_ops.h"
 #include "deepseek_v4_forward.h"
 #include "emu_sched.h"
 #include "fixtures.h"
@@ -77,21 +78,86 @@ static void unfuse(ld_backend *be)
     be->ops = &ops;
 }
 
+/* what a decode token did on the GPU, token by token */
+typedef struct decode_log {
+    long ops[DECODE];         /* GPU operations run (launches, copies, memsets, graph launches) */
+    long graphs[DECODE];      /* graph launches among them */
+    long captured[DECODE];    /* operations captured in graphs (cuda_ops.h's ld_cu_graph_stats) */
+    ld_emu_op *journal[DECODE]; /* the operations run, in order (emu_sched.h's journal) */
+    size_t n_journal[DECODE];
+} decode_log;
+
+static void log_free(decode_log *log)
+{
+    for (int i = 0; i < DECODE; i++) free(log->journal[i]);
+}
+
+/* decode token i's copies to the host */
+static long to_host(const decode_log *log, int i)
+{
+    long n = 0;
+    for (size_t j = 0; j < log->n_journal[i]; j++) n += !strcmp(log->journal[i][j].name, "memcpy DtoH");
+    return n;
+}
+
+/* b's operations against a's: -1 (printed) where a kernel or a launch
+ * shape differs, which a kept CUDA graph could not take by an update;
+ * else the number of operations whose arguments differ, named in
+ * `varying` ("ds4_qkv_custom(7)": the argument's index) */
+static int journal_compare(const ld_emu_op *a, size_t na, const ld_emu_op *b, size_t nb, char *varying, size_t cap)
+{
+    int d = 0;
+    size_t k = 0;
+    varying[0] = 0;
+    if (na != nb) {
+        printf("    %zu operations, then %zu\n", na, nb);
+        return -1;
+    }
+    for (size_t i = 0; i < na; i++) {
+        const ld_emu_op *x = a + i, *y = b + i;
+        if (strcmp(x->name, y->name) || memcmp(x->grid, y->grid, sizeof x->grid) ||
+            memcmp(x->block, y->block, sizeof x->block) || x->smem != y->smem) {
+            printf("    operation %zu: %s, then %s (or its shape)\n", i, x->name, y->name);
+            return -1;
+        }
+        int first = 1;
+        for (int j = 0; j < x->n_args; j++)
+            if (x->arg[j] != y->arg[j] && k + 64 < cap) {
+                k += first ? (size_t)snprintf(varying + k, cap - k, " %s(%d", x->name, j)
+                           : (size_t)snprintf(varying + k, cap - k, ",%d", j);
+                first = 0;
+            }
+        if (!first) {
+            k += (size_t)snprintf(varying + k, cap - k, ")");
+            d++;
+        }
+    }
+    return d;
+}
+
 /* tokens [P + DECODE] through a fresh session on be: P in one call, then
- * one at a time, ops[i] the GPU operations of decode token i (NULL: not
- * counted); the census printed for the last one when `show` */
-static ld_status run(ld_backend *be, const ld_ds4_model *m, const int32_t *toks, int P, float *logits, long *ops,
-                     int show, ld_error *err)
+ * one at a time, each recorded in *log; the census printed for the last
+ * one when `show` */
+static ld_status run(ld_backend *be, const ld_ds4_model *m, const int32_t *toks, int P, float *logits,
+                     decode_log *log, int show, ld_error *err)
 {
     ld_ds4_session *s = NULL;
     size_t V = (size_t)m->cfg.vocab;
+    memset(log, 0, sizeof *log);
     LD_TRY(ld_ds4_session_create(m, be, MAX_TOKENS, P, &s, err));
     ld_status st = ld_ds4_session_eval(s, toks, P, logits, NULL, NULL, err);
     for (int i = 0; st == LD_OK && i < DECODE; i++) {
         if (show && i == DECODE - 1) ld_emu_census_reset();
-        long before = ld_emu_launches(NULL);
+        long before = ld_emu_launches(NULL), graphs = ld_emu_launches("graph launch");
+        ld_cu_graph_stats g0, g1;
+        ld_cu_graph_stats_get(&g0);
+        ld_emu_journal_start();
         st = ld_ds4_session_eval(s, toks + P + i, 1, logits + (size_t)(P + i) * V, NULL, NULL, err);
-        if (ops) ops[i] = ld_emu_launches(NULL) - before;
+        log->n_journal[i] = ld_emu_journal_stop(&log->journal[i]);
+        ld_cu_graph_stats_get(&g1);
+        log->ops[i] = ld_emu_launches(NULL) - before;
+        log->graphs[i] = ld_emu_launches("graph launch") - graphs;
+        log->captured[i] = g1.ops - g0.ops;
     }
     if (st == LD_OK && show) {
         printf("  the last decode token's ");
@@ -101,53 +167,195 @@ static ld_status run(ld_backend *be, const ld_ds4_model *m, const int32_t *toks,
     return st;
 }
 
-static int test_v4_decode_ops(void)
+/* the fixture: the model, its first sequence, logits for it */
+typedef struct fixture {
+    ld_ds4_model *m;
+    ld_test_seq q;
+    int P;    /* tokens prefilled before the DECODE decoded */
+    size_t n; /* logits of the sequence */
+} fixture;
+
+static int fixture_open(fixture *f, ld_error *err)
 {
     const char *dir = MDIR "deepseek-v4-fp4";
+    memset(f, 0, sizeof *f);
+    if (ld_ds4_model_open(dir, &f->m, err) != LD_OK) return 0;
+    if (!ld_test_load_seq(dir, 0, &f->q) || f->q.T <= DECODE + 4) {
+        snprintf(err->msg, sizeof err->msg, "%s/ref.json: sequence 0", dir);
+        return 0;
+    }
+    f->P = f->q.T - DECODE;
+    f->n = (size_t)f->q.T * (size_t)f->m->cfg.vocab;
+    return 1;
+}
+
+static ld_status cuda(const char *spec, ld_backend **be, ld_error *err)
+{
+    return ld_backend_cuda_create(0, spec, be, err);
+}
+
+/* the CUDA backend (every op custom) and the fixture: 0, LD_SKIP without
+ * CUDA or a device, or a failure */
+static int open_all(ld_backend **be, fixture *f, ld_error *err)
+{
+    ld_status st = cuda(NULL, be, err);
+    if (st == LD_ERR_UNSUPPORTED) SKIP("%s", err->msg);
+    CHECK_MSG(st == LD_OK, "cuda backend: %s", err->msg);
+    CHECK_MSG(fixture_open(f, err), "%s", err->msg);
+    return 0;
+}
+
+static int test_v4_decode_ops(void)
+{
     ld_error err = {0};
     ld_backend *be = NULL, *plain = NULL;
-    ld_status st = ld_backend_cuda_create(0, NULL, &be, &err);
-    if (st == LD_ERR_UNSUPPORTED) SKIP("%s", err.msg);
-    CHECK_MSG(st == LD_OK, "cuda backend: %s", err.msg);
-    CHECK_MSG(ld_backend_cuda_create(0, NULL, &plain, &err) == LD_OK, "%s", err.msg);
+    fixture f;
+    int rc = open_all(&be, &f, &err);
+    if (rc) return rc;
+    CHECK_MSG(cuda(NULL, &plain, &err) == LD_OK, "%s", err.msg);
     unfuse(plain);
-    ld_ds4_model *m = NULL;
-    CHECK_MSG(ld_ds4_model_open(dir, &m, &err) == LD_OK, "%s", err.msg);
-    ld_test_seq q;
-    CHECK_MSG(ld_test_load_seq(dir, 0, &q) && q.T > DECODE + 4, "%s/ref.json: sequence 0", dir);
-    int P = q.T - DECODE, L = m->cfg.n_layers;
-    size_t n = (size_t)q.T * (size_t)m->cfg.vocab;
-    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    int L = f.m->cfg.n_layers;
+    float *a = malloc(f.n * sizeof *a), *b = malloc(f.n * sizeof *b), *c = malloc(f.n * sizeof *c);
     CHECK(a && b && c);
-    long fused[DECODE], unfused[DECODE];
-    CHECK_MSG(run(be, m, q.tokens, P, a, fused, 1, &err) == LD_OK, "decode: %s", err.msg);
-    CHECK_MSG(run(plain, m, q.tokens, P, b, unfused, 0, &err) == LD_OK, "unfused decode: %s", err.msg);
+    decode_log fused, unfused;
+    CHECK_MSG(run(be, f.m, f.q.tokens, f.P, a, &fused, 1, &err) == LD_OK, "decode: %s", err.msg);
+    CHECK_MSG(run(plain, f.m, f.q.tokens, f.P, b, &unfused, 0, &err) == LD_OK, "unfused decode: %s", err.msg);
     ld_ds4_session *s = NULL;
-    CHECK_MSG(ld_ds4_session_create(m, be, MAX_TOKENS, q.T, &s, &err) == LD_OK, "%s", err.msg);
-    CHECK_MSG(ld_ds4_session_eval(s, q.tokens, q.T, c, NULL, NULL, &err) == LD_OK, "one prefill: %s", err.msg);
+    CHECK_MSG(ld_ds4_session_create(f.m, be, MAX_TOKENS, f.q.T, &s, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_ds4_session_eval(s, f.q.tokens, f.q.T, c, NULL, NULL, &err) == LD_OK, "one prefill: %s", err.msg);
     ld_ds4_session_destroy(s);
-    printf("  deepseek-v4-fp4 (%d layers), decode after %d tokens, GPU operations a token:", L, P);
-    for (int i = 0; i < DECODE; i++) printf(" %ld", fused[i]);
-    printf(" (%.1f a layer with the head's); without the fused entries:", (double)fused[DECODE - 1] / L);
-    for (int i = 0; i < DECODE; i++) printf(" %ld", unfused[i]);
+    printf("  deepseek-v4-fp4 (%d layers), decode after %d tokens, GPU operations a token:", L, f.P);
+    for (int i = 0; i < DECODE; i++) printf(" %ld", fused.ops[i]);
+    printf(" (%.1f a layer with the head's); without the fused entries:", (double)fused.ops[DECODE - 1] / L);
+    for (int i = 0; i < DECODE; i++) printf(" %ld", unfused.ops[i]);
     printf("\n");
-    int same_fused = !memcmp(a, b, n * sizeof *a), same_prefill = !memcmp(a, c, n * sizeof *a);
+    int same_fused = !memcmp(a, b, f.n * sizeof *a), same_prefill = !memcmp(a, c, f.n * sizeof *a);
     free(a);
     free(b);
     free(c);
-    ld_ds4_model_close(m);
+    ld_ds4_model_close(f.m);
     ld_backend_destroy(be);
     ld_backend_destroy(plain);
+    log_free(&fused);
+    log_free(&unfused);
     CHECK_MSG(same_fused, "the fused entries change the logits");
     CHECK_MSG(same_prefill, "decode token by token differs from one prefill");
     for (int i = 0; i < DECODE; i++) {
-        CHECK_MSG(fused[i] <= V4_OPS, "decode token %d: %ld GPU operations, the design's %d", i, fused[i], V4_OPS);
-        CHECK_MSG(fused[i] < unfused[i], "decode token %d: the fused entries save nothing (%ld, %ld)", i, fused[i],
-                  unfused[i]);
+        CHECK_MSG(fused.ops[i] <= V4_OPS, "decode token %d: %ld GPU operations, the design's %d", i, fused.ops[i],
+                  V4_OPS);
+        CHECK_MSG(fused.ops[i] < unfused.ops[i], "decode token %d: the fused entries save nothing (%ld, %ld)", i,
+                  fused.ops[i], unfused.ops[i]);
     }
     return 0;
 }
 
-static const ld_test_case tests[] = {LD_CASE(test_v4_decode_ops)};
+/* Two decode tokens that complete the same compressor windows (the same
+ * number of operations) run the same kernels in the same launch shapes:
+ * what lets a CUDA graph kept from one token be updated with the next
+ * one's arguments instead of instantiated again (kernels/cuda_graph.cu).
+ * The arguments that still change from token to token (positions, ring
+ * slots, the uploads' host buffers) are printed: those a graph replayed
+ * without capture would need read from the device. */
+static int test_v4_decode_steps_alike(void)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    fixture f;
+    int rc = open_all(&be, &f, &err);
+    if (rc) return rc;
+    float *a = malloc(f.n * sizeof *a);
+    CHECK(a);
+    decode_log log;
+    CHECK_MSG(run(be, f.m, f.q.tokens, f.P, a, &log, 0, &err) == LD_OK, "decode: %s", err.msg);
+    int pairs = 0, bad = 0;
+    char varying[2048];
+    for (int i = 1; i < DECODE; i++)
+        for (int k = i - 1; k >= 0; k--) {
+            if (log.n_journal[k] != log.n_journal[i]) continue;
+            int d = journal_compare(log.journal[k], log.n_journal[k], log.journal[i], log.n_journal[i], varying,
+                                    sizeof varying);
+            pairs++;
+            if (d < 0) bad++;
+            if (d >= 0 && i == DECODE - 1)
+                printf("  decode tokens %d and %d: %zu operations alike, %d with other arguments:%s\n", k, i,
+                       log.n_journal[i], d, varying);
+            break;
+        }
+    free(a);
+    log_free(&log);
+    ld_ds4_model_close(f.m);
+    ld_backend_destroy(be);
+    CHECK_MSG(log.n_journal[1] > 0, "the journal recorded nothing");
+    CHECK_MSG(pairs >= 2, "only %d pairs of decode tokens of the same operations", pairs);
+    CHECK_MSG(!bad, "%d pairs of decode tokens differ in their kernels or launch shapes", bad);
+    return 0;
+}
+
+/* The same decode with the backend's work captured in CUDA graphs
+ * (graphs=N: kernels/cuda_graph.cu): bitwise the logits of the launches
+ * one by one; every operation of a decode token but the logits' copy to
+ * the host runs inside a graph; after the first tokens the kept graphs
+ * are updated, not instantiated again.  Three chunk sizes: several graphs
+ * a token, and one. */
+static int test_v4_decode_graphs(void)
+{
+    ld_error err = {0};
+    ld_backend *be = NULL;
+    fixture f;
+    int rc = open_all(&be, &f, &err);
+    if (rc) return rc;
+    float *a = malloc(f.n * sizeof *a), *b = malloc(f.n * sizeof *b);
+    CHECK(a && b);
+    decode_log plain, graphs;
+    CHECK_MSG(run(be, f.m, f.q.tokens, f.P, a, &plain, 0, &err) == LD_OK, "decode: %s", err.msg);
+    ld_backend_destroy(be);
+    static const char *const specs[] = {"graphs=16", "graphs=on", "all=ref,graphs=7"};
+    for (size_t c = 0; c < sizeof specs / sizeof *specs; c++) {
+        if (c == 2) { /* the reference kernels: their own plain run (before the graphs' backend: graph
+                       * mode is the thread's) */
+            CHECK_MSG(cuda("all=ref", &be, &err) == LD_OK, "%s", err.msg);
+            log_free(&plain);
+            CHECK_MSG(run(be, f.m, f.q.tokens, f.P, a, &plain, 0, &err) == LD_OK, "decode: %s", err.msg);
+            ld_backend_destroy(be);
+        }
+        ld_backend *g = NULL;
+        CHECK_MSG(cuda(specs[c], &g, &err) == LD_OK, "%s: %s", specs[c], err.msg);
+        ld_cu_graph_stats s0, s1;
+        ld_cu_graph_stats_get(&s0);
+        memset(b, 0, f.n * sizeof *b);
+        CHECK_MSG(run(g, f.m, f.q.tokens, f.P, b, &graphs, 0, &err) == LD_OK, "%s decode: %s", specs[c], err.msg);
+        ld_cu_graph_stats_get(&s1);
+        ld_backend_destroy(g);
+        long launched = s1.launched - s0.launched, made = s1.instantiated - s0.instantiated;
+        long updated = s1.updated - s0.updated;
+        printf("  %s: graphs a decode token:", specs[c]);
+        for (int i = 0; i < DECODE; i++) printf(" %ld", graphs.graphs[i]);
+        printf(" (%ld launched in all, %ld instantiated, %ld updated)\n", launched, made, updated);
+        CHECK_MSG(!memcmp(a, b, f.n * sizeof *a), "%s: the logits differ from the launches one by one", specs[c]);
+        for (int i = 0; i < DECODE; i++) {
+            long reads = to_host(&graphs, i);
+            CHECK_MSG(graphs.graphs[i] > 0, "%s: decode token %d ran no graph", specs[c], i);
+            /* what ran: the graphs, their operations, and the copies to the host (the logits') between them */
+            CHECK_MSG(graphs.ops[i] == graphs.graphs[i] + graphs.captured[i] + reads,
+                      "%s: decode token %d: %ld operations run, %ld graphs of %ld operations, %ld copies to the "
+                      "host: some ran outside",
+                      specs[c], i, graphs.ops[i], graphs.graphs[i], graphs.captured[i], reads);
+            CHECK_MSG(graphs.captured[i] + reads == plain.ops[i],
+                      "%s: decode token %d: %ld captured, %ld without graphs", specs[c], i, graphs.captured[i],
+                      plain.ops[i]);
+        }
+        CHECK_MSG(updated > 0 && made < launched, "%s: no kept graph was updated (%ld made, %ld launched)", specs[c],
+                  made, launched);
+        log_free(&graphs);
+    }
+    free(a);
+    free(b);
+    log_free(&plain);
+    ld_ds4_model_close(f.m);
+    return 0;
+}
+
+static const ld_test_case tests[] = {LD_CASE(test_v4_decode_ops), LD_CASE(test_v4_decode_steps_alike),
+                                     LD_CASE(test_v4_decode_graphs)};
 
 LD_TEST_MAIN(tests)

@@ -725,6 +725,14 @@ static int test_tp_errors(void)
     od.n = 2;
     CHECK_MSG(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_OK && ls, "%s", err.msg);
     ld_lm_session_destroy(ls);
+    /* CUDA graphs are a thread's (kernels/cuda_ops.h): refused, with or
+     * without a GPU, before anything is made; a bad kernel spec too */
+    ld_tp_opts og = {2, 1, "cuda", "all=ref,graphs=on", 1};
+    CHECK(ld_lm_session_create_tp(lm, &og, 16, 16, &ls, &err) == LD_ERR_UNSUPPORTED && !ls);
+    CHECK_MSG(strstr(err.msg, "graphs=64: CUDA graphs run on one GPU, not with tensor parallelism"), "%s", err.msg);
+    og.kernels = "graphs=maybe";
+    CHECK(ld_lm_session_create_tp(lm, &og, 16, 16, &ls, &err) == LD_ERR_USAGE && !ls);
+    CHECK_MSG(strstr(err.msg, "graphs=maybe"), "%s", err.msg);
     ld_lm_close(lm);
     return 0;
 }
