@@ -3,6 +3,7 @@
  * output and say where (if anywhere) the output leaves what the model would
  * produce (replay/replay.h). */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -30,7 +31,10 @@ static const char *const replay_usage[] = {
     "has it; --backend ref is the plain reference, one accumulator in index",
     "order, several times slower; the two agree to rounding; --backend cuda",
     "runs on GPU 0 (builds with CUDA).  --check BACKEND replays on both and",
-    "reports per layer the largest normalised error and difference.  The prompt ids",
+    "reports per layer the largest normalised error and difference;",
+    "--check-layers A-B runs only layers A to B on BACKEND (their weights",
+    "alone: a few layers of a model too large for it), fed --backend's",
+    "residual stream entering layer A (dense models so far).  The prompt ids",
     "of the log (input_ids; else the prompt text tokenized with DIR's",
     "tokenizer.json or GGUF vocabulary, special tokens parsed) run through the model",
     "(Llama, Qwen2, Qwen3, Mistral; safetensors or GGUF with F32/F16/BF16,",
@@ -474,10 +478,30 @@ static int batch_mode(struct ld_cli *cli, ld_replay_engine *e, const ld_request 
     return rep.first_diff < 0 ? LD_EXIT_SAME : LD_EXIT_DIFF;
 }
 
+/* "A-B" or "A" (layer numbers from 0, A <= B): the slice [A, B + 1); 0 or -1 */
+static int parse_layers(const char *s, int *first, int *last)
+{
+    char *end = NULL;
+    errno = 0;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s || errno || a < 0 || a > 100000 || !isdigit((unsigned char)s[0])) return -1;
+    if (*end == '-') {
+        const char *t = end + 1;
+        if (!isdigit((unsigned char)*t)) return -1;
+        b = strtol(t, &end, 10);
+        if (errno || b < a || b > 100000) return -1;
+    }
+    if (*end) return -1;
+    *first = (int)a;
+    *last = (int)b + 1;
+    return 0;
+}
+
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     const char *model = NULL, *rid = NULL, *near_tie = NULL, *seed_arg = NULL, *backend = "cpu";
     const char *dump_dir = NULL, *positions = NULL, *kernels = NULL, *check = NULL, *batch_with = NULL;
+    const char *check_layers = NULL;
     int json = 0, compare = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS, tp = 0;
     const ld_option options[] = {
@@ -495,6 +519,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "kernels", &kernels, "SPEC", "swap ops for variants: matmul=bf16,rmsnorm=bf16,..." },
         { LD_OPT_BOOL, 0, "compare-kernels", &compare, NULL, "replay once per kernel variant and compare with the reference" },
         { LD_OPT_STRING, 0, "check", &check, "BACKEND", "replay on --backend and on BACKEND too; compare layer by layer" },
+        { LD_OPT_STRING, 0, "check-layers", &check_layers, "A-B", "with --check: only layers A to B on BACKEND, fed --backend's rows" },
         { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (default: no split)" },
         { LD_OPT_STRING, 0, "batch-with", &batch_with, "RID,...", "replay alone and batched with these requests; compare the logits" },
         LD_OPTION_END
@@ -515,6 +540,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                    seed_arg[0] == ' ';
         sampling.seed = (uint64_t)v;
     }
+    int first = 0, last = 0;
+    int bad_layers = check_layers && parse_layers(check_layers, &first, &last) != 0;
     const char *problem = !model ? "--model DIR is required"
                         : !rid ? "--rid RID is required"
                         : n_args == 0 ? "no log given"
@@ -527,6 +554,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--check: give cpu, ref or cuda"
                         : check && (compare || dump_dir || kernels || seed_arg)
                             ? "--check: not with --compare-kernels, --dump-layers, --kernels or --seed"
+                        : check_layers && !check ? "--check-layers: give it with --check BACKEND"
+                        : bad_layers ? "--check-layers: give A-B (0 <= A <= B) or A, layer numbers from 0"
                         : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
                             ? "--near-tie: give a number of nats >= 0"
                         : bad_seed ? "--seed: give an integer from 0 to 18446744073709551615"
@@ -616,7 +645,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     }
     if (check) {
         ld_backend_cmp cmp;
-        if (ld_replay_check_backends(e, r, &ro, backend, check, (int)threads, &cmp, &err) != LD_OK) {
+        if (ld_replay_check_backends(e, r, &ro, backend, check, first, last, (int)threads, &cmp, &err) != LD_OK) {
             print_error(cli, check, &err);
             goto out;
         }

@@ -79,14 +79,16 @@ void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *r
 void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int json)
 {
     char buf[32];
+    int slice = c->last > 0;
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "rid", ld_json_cstr(rid));
         cJSON_AddItemToObject(o, "backend", ld_json_cstr(c->name_a));
         cJSON_AddItemToObject(o, "check", ld_json_cstr(c->name_b));
+        if (slice) cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray((const int[]){c->first, c->last - 1}, 2));
         cJSON_AddItemToObject(o, "positions", ld_json_int((int64_t)c->n_pos));
         cJSON *ps = cJSON_CreateArray();
-        for (int p = 0; p < c->n_layers + 2; p++) {
+        for (int p = c->plane_lo; p <= c->plane_hi; p++) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddItemToObject(e, "where", ld_json_cstr(plane_name(p, c->n_layers, buf, sizeof buf)));
             cJSON_AddItemToObject(e, "max_nerr", ld_json_double(c->plane[p].max_nerr));
@@ -94,20 +96,40 @@ void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int
             cJSON_AddItemToArray(ps, e);
         }
         cJSON_AddItemToObject(o, "planes", ps);
-        cJSON_AddItemToObject(o, "max_abs_dlogprob", ld_json_double(c->max_dlogprob));
-        cJSON_AddItemToObject(o, "rank_changes", ld_json_int((int64_t)c->rank_changes));
-        cJSON_AddItemToObject(o, "verdicts", cJSON_CreateStringArray((const char *const[]){
-                                                 ld_replay_verdict_kind(c->a.verdict),
-                                                 ld_replay_verdict_kind(c->b.verdict)}, 2));
+        if (slice) { /* no logits on the check side */
+            cJSON_AddItemToObject(o, "max_abs_dlogprob", cJSON_CreateNull());
+            cJSON_AddItemToObject(o, "rank_changes", cJSON_CreateNull());
+            cJSON_AddItemToObject(o, "verdicts", cJSON_CreateStringArray((const char *const[]){
+                                                     ld_replay_verdict_kind(c->a.verdict)}, 1));
+        } else {
+            cJSON_AddItemToObject(o, "max_abs_dlogprob", ld_json_double(c->max_dlogprob));
+            cJSON_AddItemToObject(o, "rank_changes", ld_json_int((int64_t)c->rank_changes));
+            cJSON_AddItemToObject(o, "verdicts", cJSON_CreateStringArray((const char *const[]){
+                                                     ld_replay_verdict_kind(c->a.verdict),
+                                                     ld_replay_verdict_kind(c->b.verdict)}, 2));
+        }
         ld_json_print_line(f, o);
         return;
     }
-    fprintf(f, "%s: backend %s against %s over %zu positions (normalised error of a row, largest element "
-               "difference)\n", rid, c->name_a, c->name_b, c->n_pos);
+    if (slice) {
+        char which[48];
+        if (c->last - 1 == c->first) snprintf(which, sizeof which, "layer %d", c->first);
+        else snprintf(which, sizeof which, "layers %d-%d", c->first, c->last - 1);
+        fprintf(f, "%s: backend %s against %s alone on %s, fed %s's rows entering layer %d, over %zu positions "
+                   "(normalised error of a row, largest element difference)\n",
+                rid, c->name_a, which, c->name_b, c->name_a, c->first, c->n_pos);
+    } else {
+        fprintf(f, "%s: backend %s against %s over %zu positions (normalised error of a row, largest element "
+                   "difference)\n", rid, c->name_a, c->name_b, c->n_pos);
+    }
     fprintf(f, "  %-12s %14s %14s\n", "plane", "max nerr", "max |diff|");
-    for (int p = 0; p < c->n_layers + 2; p++)
+    for (int p = c->plane_lo; p <= c->plane_hi; p++)
         fprintf(f, "  %-12s %14.3g %14.3g\n", plane_name(p, c->n_layers, buf, sizeof buf), c->plane[p].max_nerr,
                 c->plane[p].max_abs);
-    fprintf(f, "logged tokens: largest |d logprob| %.3g, %zu rank changes; verdicts %s / %s\n", c->max_dlogprob,
-            c->rank_changes, ld_replay_verdict_kind(c->a.verdict), ld_replay_verdict_kind(c->b.verdict));
+    if (slice)
+        fprintf(f, "logged tokens: not compared (the slice has no head); verdict %s\n",
+                ld_replay_verdict_kind(c->a.verdict));
+    else
+        fprintf(f, "logged tokens: largest |d logprob| %.3g, %zu rank changes; verdicts %s / %s\n", c->max_dlogprob,
+                c->rank_changes, ld_replay_verdict_kind(c->a.verdict), ld_replay_verdict_kind(c->b.verdict));
 }

@@ -28,6 +28,8 @@ struct ld_session {
     ld_session_reduce_fn reduce; /* tensor parallelism: NULL = none */
     void *reduce_ctx;
     int borrowed; /* 1: the weights are a lead session's (ld_session_create_sibling) */
+    int first, last; /* the layers it runs: all, or a slice's (ld_session_create_slice) */
+    int slice;       /* 1: ld_session_create_slice's (no embeddings, head or logits) */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -62,8 +64,8 @@ void ld_session_destroy(ld_session *s)
                                L->q_norm, L->k_norm, L->ffn_norm, L->w_gate, L->w_up, L->w_down,
                                L->b_gate, L->b_up, L->b_down};
             for (size_t i = 0; !s->borrowed && i < sizeof ws / sizeof ws[0]; i++) unload(s, ws[i]);
-            OPS(s)->buf_free(s->be, L->kc);
-            OPS(s)->buf_free(s->be, L->vc);
+            if (L->kc) OPS(s)->buf_free(s->be, L->kc);
+            if (L->vc) OPS(s)->buf_free(s->be, L->vc);
         }
     }
     if (!s->borrowed) {
@@ -78,21 +80,22 @@ void ld_session_destroy(ld_session *s)
     free(s);
 }
 
-/* The bytes of the buffers a session allocates (KV caches and the chunk's
- * activations), in double so that no product overflows. */
-static double session_bytes(const ld_model_config *c, int max_seq, int max_batch, double *kv)
+/* The bytes of the buffers a session of n_layers layers allocates (KV
+ * caches and the chunk's activations), in double so that no product
+ * overflows. */
+static double session_bytes(const ld_model_config *c, int n_layers, int max_seq, int max_batch, double *kv)
 {
     double KV = (double)c->n_kv_heads * c->head_dim, Q = (double)c->n_heads * c->head_dim;
-    *kv = 2.0 * c->n_layers * max_seq * KV * sizeof(float);
+    *kv = 2.0 * n_layers * max_seq * KV * sizeof(float);
     double act = (double)max_batch * (2.0 * c->hidden + 2.0 * Q + 2.0 * KV + 2.0 * c->intermediate + c->vocab);
     return *kv + act * sizeof(float);
 }
 
 /* Refuses, before allocating, a session larger than the machine's memory:
  * a clear error rather than a process the kernel kills. */
-static ld_status check_memory(const ld_model_config *c, int max_seq, int max_batch, ld_error *err)
+static ld_status check_memory(const ld_model_config *c, int n_layers, int max_seq, int max_batch, ld_error *err)
 {
-    double kv, need = session_bytes(c, max_seq, max_batch, &kv);
+    double kv, need = session_bytes(c, n_layers, max_seq, max_batch, &kv);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (need > (double)SIZE_MAX / 2 || (have > 0 && need > have))
@@ -103,10 +106,11 @@ static ld_status check_memory(const ld_model_config *c, int max_seq, int max_bat
     return LD_OK;
 }
 
-/* A session's own parts: its scratch, its KV caches, its RoPE table; the
- * weights are loaded by the caller (load_weights) or borrowed. */
-static ld_status session_new(const ld_model *m, ld_backend *be, int max_seq, int max_batch, ld_session **out,
-                             ld_error *err)
+/* A session's own parts for layers [first, last): its scratch, those
+ * layers' KV caches, its RoPE table; the weights are loaded by the caller
+ * (load_weights) or borrowed. */
+static ld_status session_new(const ld_model *m, ld_backend *be, int first, int last, int max_seq, int max_batch,
+                             ld_session **out, ld_error *err)
 {
     *out = NULL;
     const ld_model_config *c = &m->cfg;
@@ -114,10 +118,12 @@ static ld_status session_new(const ld_model *m, ld_backend *be, int max_seq, int
         return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d",
                        max_seq, max_batch, c->max_pos);
     if (max_batch > max_seq) max_batch = max_seq;
-    LD_TRY(check_memory(c, max_seq, max_batch, err));
+    LD_TRY(check_memory(c, last - first, max_seq, max_batch, err));
     ld_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     s->m = m;
+    s->first = first;
+    s->last = last;
     s->be = be;
     s->max_seq = max_seq;
     s->max_batch = max_batch;
@@ -146,7 +152,7 @@ static ld_status session_new(const ld_model *m, ld_backend *be, int max_seq, int
     ALLOC(s->g, B * I);
     ALLOC(s->u, B * I);
     ALLOC(s->logits, B * (size_t)c->vocab);
-    for (int l = 0; l < c->n_layers && st == LD_OK; l++) {
+    for (int l = first; l < last && st == LD_OK; l++) {
         ALLOC(s->layers[l].kc, (size_t)max_seq * KV);
         ALLOC(s->layers[l].vc, (size_t)max_seq * KV);
     }
@@ -165,11 +171,13 @@ static ld_status load_weights(ld_session *s, ld_error *err)
     ld_status st = LD_OK;
 #define LOAD(w, t) \
     if (st == LD_OK) st = load(s, (t), &(w), err)
-    LOAD(s->embed, &m->embed);
-    LOAD(s->norm, &m->norm);
-    if (m->cfg.tie_embeddings) s->lm_head = s->embed;
-    else LOAD(s->lm_head, &m->lm_head);
-    for (int l = 0; l < m->cfg.n_layers && st == LD_OK; l++) {
+    if (!s->slice) {
+        LOAD(s->embed, &m->embed);
+        LOAD(s->norm, &m->norm);
+        if (m->cfg.tie_embeddings) s->lm_head = s->embed;
+        else LOAD(s->lm_head, &m->lm_head);
+    }
+    for (int l = s->first; l < s->last && st == LD_OK; l++) {
         const ld_model_layer *ml = &m->layers[l];
         sess_layer *L = &s->layers[l];
         LOAD(L->attn_norm, &ml->attn_norm);
@@ -199,7 +207,7 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
                             ld_session **out, ld_error *err)
 {
     ld_session *s;
-    LD_TRY(session_new(m, be, max_seq, max_batch, &s, err));
+    LD_TRY(session_new(m, be, 0, m->cfg.n_layers, max_seq, max_batch, &s, err));
     ld_status st = load_weights(s, err);
     if (st != LD_OK) {
         ld_session_destroy(s);
@@ -212,7 +220,8 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
 ld_status ld_session_create_sibling(const ld_session *lead, int max_seq, ld_session **out, ld_error *err)
 {
     ld_session *s;
-    LD_TRY(session_new(lead->m, lead->be, max_seq, lead->max_batch, &s, err));
+    if (lead->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session has no siblings");
+    LD_TRY(session_new(lead->m, lead->be, 0, lead->m->cfg.n_layers, max_seq, lead->max_batch, &s, err));
     s->borrowed = 1;
     s->embed = lead->embed;
     s->norm = lead->norm;
@@ -260,6 +269,7 @@ typedef struct seq_rows {
 static ld_status trace(ld_session *w, const ld_buf *b, const seq_rows *r, int nr, int plane, ld_error *err)
 {
     size_t D = (size_t)w->m->cfg.hidden;
+    if (w->slice) plane -= w->first + 1; /* a slice's out holds the planes after its layers */
     for (int i = 0; i < nr; i++) {
         if (!r[i].hidden) continue;
         float *dst = r[i].hidden + ((size_t)plane * (size_t)r[i].T + (size_t)r[i].t0) * D;
@@ -297,7 +307,7 @@ static ld_status layers(ld_session *w, const seq_rows *r, int nr, int N, ld_erro
     const ld_backend_ops *o = OPS(w);
     ld_backend *be = w->be;
     size_t D = (size_t)c->hidden, I = (size_t)c->intermediate;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = w->first; l < w->last; l++) {
         sess_layer *L = &w->layers[l];
         LD_TRY(o->rmsnorm(be, w->xb, w->x, L->attn_norm, N, c->rms_eps, err));
         LD_TRY(o->matmul(be, w->q, w->xb, L->wq, L->bq, N, err));
@@ -410,6 +420,9 @@ ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *e
     ld_status st = seqs && b.r ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int i = 0; st == LD_OK && i < n; i++) {
         const ld_session *s = parts[i].s;
+        if (s && s->slice) st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows "
+                                        "(ld_session_eval_slice), not tokens");
+        if (st != LD_OK) break;
         seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab,
                                  s && s->m == w->m && s->be == w->be, s && s->reduce};
@@ -425,4 +438,45 @@ ld_status ld_session_eval(ld_session *s, const int32_t *tokens, int T, float *lo
 {
     ld_session_part p = {s, tokens, T, logits, hidden};
     return ld_session_eval_batch(&p, 1, err);
+}
+
+/* ---------------------------------------------------------------- slices */
+
+ld_status ld_session_create_slice(const ld_model *m, ld_backend *be, int first, int last, int max_seq, int max_batch,
+                                  ld_session **out, ld_error *err)
+{
+    *out = NULL;
+    if (first < 0 || last <= first || last > m->cfg.n_layers)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "layers [%d, %d): a slice of the model's %d layers is [first, last) "
+                       "with 0 <= first < last <= %d", first, last, m->cfg.n_layers, m->cfg.n_layers);
+    ld_session *s;
+    LD_TRY(session_new(m, be, first, last, max_seq, max_batch, &s, err));
+    s->slice = 1;
+    ld_status st = load_weights(s, err);
+    if (st != LD_OK) {
+        ld_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_session_eval_slice(ld_session *s, const float *x, int T, float *out, ld_error *err)
+{
+    if (!s->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_session_create_slice)");
+    if (T < 1 || s->pos + T > s->max_seq)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d rows at position %d: the session holds %d positions", T, s->pos,
+                       s->max_seq);
+    size_t D = (size_t)s->m->cfg.hidden;
+    for (int t0 = 0; t0 < T; t0 += s->max_batch) {
+        int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
+        seq_rows r = {s, n, 0, t0, T, out, NULL, NULL, NULL, NULL};
+        LD_TRY(OPS(s)->buf_write(s->be, s->x, 0, x + (size_t)t0 * D, (size_t)n * D, err));
+        ld_status st = make_views(s, &r, 1, err);
+        if (st == LD_OK) st = layers(s, &r, 1, n, err);
+        free_views(s, &r, 1);
+        LD_TRY(st);
+        s->pos += n;
+    }
+    return LD_OK;
 }

@@ -68,6 +68,22 @@ typedef ld_status (*ld_session_reduce_fn)(void *ctx, ld_backend *be, ld_buf *x, 
                                           ld_error *err);
 void ld_session_set_reduce(ld_session *s, ld_session_reduce_fn fn, void *ctx);
 
+/* A slice of the model: a session over layers [first, last) alone, whose
+ * weights and KV caches are the only ones it loads and allocates, so that
+ * a CPU can check a few layers of a model too large for it against
+ * another backend (logdiff replay --check-layers).  It runs hidden rows,
+ * not tokens: ld_session_eval_slice appends T rows x [T][hidden] (the
+ * residual stream entering layer `first`: plane `first` of
+ * ld_session_eval's hidden) at the current position, in chunks of at most
+ * max_batch, and writes out [last - first][T][hidden]: the residual
+ * stream after each of its layers (planes first + 1 .. last).  Given the
+ * planes of a whole forward pass on the same backend, the rows are
+ * bitwise that pass's.  ld_session_eval and batches refuse a slice's
+ * session (LD_ERR_USAGE), as does ld_session_create_sibling. */
+ld_status ld_session_create_slice(const ld_model *model, ld_backend *be, int first, int last, int max_seq,
+                                  int max_batch, ld_session **out, ld_error *err);
+ld_status ld_session_eval_slice(ld_session *s, const float *x, int T, float *out, ld_error *err);
+
 /* Positions done so far. */
 int ld_session_pos(const ld_session *s);
 

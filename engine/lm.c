@@ -162,6 +162,30 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
     return LD_OK;
 }
 
+ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, int first, int last, int max_seq,
+                                     int max_batch, ld_lm_session **out, ld_error *err)
+{
+    *out = NULL;
+    if (lm->ds4 || lm->ds)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "layer slices: dense models (Llama, Qwen, Mistral) so far, not "
+                       "DeepSeek %s", lm->ds4 ? "V4" : "V3 / V3.2");
+    ld_lm_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = ld_session_create_slice(lm->dense, be, first, last, max_seq, max_batch, &s->dense, err);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_lm_eval_slice(ld_lm_session *s, const float *x, int T, float *out, ld_error *err)
+{
+    if (!s->dense) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_lm_session_create_slice)");
+    return ld_session_eval_slice(s->dense, x, T, out, err);
+}
+
 ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err)
 {
     if (s->ds4) return ld_ds4_session_eval(s->ds4, tokens, T, logits, hidden, NULL, err);

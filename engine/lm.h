@@ -56,6 +56,15 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
  * ld_lm_session_create_tp, without building anything). */
 ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err);
 
+/* A session over layers [first, last) alone (forward.h's
+ * ld_session_create_slice: their weights and caches only), fed hidden rows
+ * by ld_lm_eval_slice: x [T][hidden] entering layer `first`, out
+ * [last - first][T][hidden] the residual stream after each.  Dense models
+ * so far (LD_ERR_UNSUPPORTED for DeepSeek's). */
+ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, int first, int last, int max_seq,
+                                     int max_batch, ld_lm_session **out, ld_error *err);
+ld_status ld_lm_eval_slice(ld_lm_session *s, const float *x, int T, float *out, ld_error *err);
+
 /* Runs T tokens from the current position: logits [T][vocab] and hidden
  * [n_layers + 2][T][hidden] (embeddings, after each layer, final norm),
  * each NULL when not wanted; the contract of ld_session_eval. */

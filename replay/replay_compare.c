@@ -2,6 +2,7 @@
 #include "replay_compare.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,11 +157,79 @@ static void compare_planes(const ld_replay_dump *a, const ld_replay_dump *b, ld_
         }
 }
 
+/* planes first + 1 .. last of a slice on the engine's backend, fed da's
+ * plane `first` at every position, into db's (laid out as da's) */
+static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int first, int last, ld_replay_dump *db,
+                           ld_error *err)
+{
+    size_t N = da->n_pos, D = (size_t)da->hidden, P = (size_t)da->n_layers + 2;
+    for (size_t i = 0; i < N; i++)
+        if (da->pos[i] != (int64_t)i)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice needs every position's rows (not --positions)");
+    if (last > da->n_layers)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "layers %d-%d: the model has %d (0-%d)", first, last - 1, da->n_layers,
+                       da->n_layers - 1);
+    db->rows = calloc(P * N * D, sizeof *db->rows);
+    float *out = malloc((size_t)(last - first) * N * D * sizeof *out);
+    ld_lm_session *s = NULL;
+    ld_status st = db->rows && out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    int n = N > INT32_MAX ? 0 : (int)N;
+    if (st == LD_OK) st = ld_lm_session_create_slice(e->lm, e->be, first, last, n, n, &s, err);
+    if (st == LD_OK) st = ld_lm_eval_slice(s, da->rows + (size_t)first * N * D, n, out, err);
+    if (st == LD_OK) memcpy(db->rows + (size_t)(first + 1) * N * D, out, (size_t)(last - first) * N * D * sizeof *out);
+    ld_lm_session_destroy(s);
+    free(out);
+    return st;
+}
+
+/* the check of layers [first, last) alone on `other` against the whole
+ * replay on `backend` */
+static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                             const char *backend, const char *other, int first, int last, int n_threads,
+                             ld_backend_cmp *out, ld_error *err)
+{
+    ld_replay_dump da = {0}, db = {0};
+    ld_status st = replay_all(e, r, opts, n_threads, backend, NULL, &da, &out->a, err);
+    if (st == LD_OK) snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
+    if (st == LD_OK) st = ld_replay_engine_set_backend(e, other, NULL, n_threads, err);
+    if (st == LD_OK) {
+        snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
+        st = run_slice(e, &da, first, last, &db, err);
+    }
+    if (st == LD_OK) {
+        out->n_layers = da.n_layers;
+        out->n_pos = da.n_pos;
+        out->plane = calloc((size_t)da.n_layers + 2, sizeof *out->plane);
+        if (!out->plane) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    if (st == LD_OK) {
+        db.n_layers = da.n_layers, db.hidden = da.hidden, db.n_pos = da.n_pos;
+        out->plane_lo = first + 1;
+        out->plane_hi = last;
+        compare_planes(&da, &db, out->plane);
+    }
+    ld_replay_dump_free(&da);
+    free(db.rows);
+    ld_error serr;
+    if (ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
+        if (err) *err = serr;
+        st = serr.code;
+    }
+    return st;
+}
+
 ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                   const char *backend, const char *other, int n_threads, ld_backend_cmp *out,
-                                   ld_error *err)
+                                   const char *backend, const char *other, int first, int last, int n_threads,
+                                   ld_backend_cmp *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
+    out->first = first;
+    out->last = last;
+    if (last > 0) {
+        ld_status st = check_slice(e, r, opts, backend, other, first, last, n_threads, out, err);
+        if (st != LD_OK) ld_backend_cmp_free(out);
+        return st;
+    }
     ld_replay_dump da = {0}, db = {0};
     ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
     if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
@@ -173,6 +242,7 @@ ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, con
         if (!out->plane) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
     if (st == LD_OK) {
+        out->plane_hi = da.n_layers + 1;
         compare_planes(&da, &db, out->plane);
         for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
             double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);

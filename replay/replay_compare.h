@@ -73,19 +73,25 @@ typedef struct ld_backend_cmp_plane {
 } ld_backend_cmp_plane;
 
 typedef struct ld_backend_cmp {
-    ld_replay_result a, b;      /* the two replays */
+    ld_replay_result a, b;      /* the two replays (b empty for a slice) */
     char name_a[96], name_b[96];
     int n_layers;
-    ld_backend_cmp_plane *plane; /* [n_layers + 2] */
+    ld_backend_cmp_plane *plane; /* [n_layers + 2], compared in [plane_lo, plane_hi] */
+    int plane_lo, plane_hi;
+    int first, last;            /* a slice's layers [first, last); last 0: the whole model */
     size_t n_pos;
     double max_dlogprob;
     size_t rank_changes;
 } ld_backend_cmp;
 
-/* Leaves `e` on `backend`. */
+/* Leaves `e` on `backend`.  last > 0: the check backend runs layers
+ * [first, last) alone (lm.h's layer slice: their weights only, for a model
+ * too large for it), fed `backend`'s residual stream entering layer
+ * `first` at every position; planes first + 1 .. last compared, no logits
+ * on the check side (dense models so far). */
 ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                   const char *backend, const char *other, int n_threads, ld_backend_cmp *out,
-                                   ld_error *err);
+                                   const char *backend, const char *other, int first, int last, int n_threads,
+                                   ld_backend_cmp *out, ld_error *err);
 
 void ld_backend_cmp_free(ld_backend_cmp *c);
 

@@ -5,6 +5,7 @@
 #   - dense (qwen3, FP8 qwen3-fp8), DeepSeek-V3.2 (MLA, indexer) on replaylog's rp-greedy, and
 #     DeepSeek-V3 FP8 and V4 FP4 on smallvocab's sv-forced: `--backend cuda --check ref`: every
 #     plane within 1e-4 normalised error of the plain-C reference, no logged token's rank changed;
+#   - `--check ref --check-layers 1` on qwen3: layer 1 alone on the reference, fed the device's rows;
 #   - the same replay twice on CUDA gives the same bytes (--json), and with its launches captured
 #     in CUDA graphs (--kernels graphs=on / graphs=16; qwen3, V4 FP4);
 #   - `--batch-with` on qwen3 and V4: the request batched with two others, bitwise its alone logits;
@@ -39,6 +40,15 @@ for m in qwen3 qwen3-fp8 deepseek-v32; do
         --check ref --json "$RL"
     check_planes "$m" "$WORK/out"
 done
+# a slice: layer 1 alone on the CPU, fed the device's rows entering it (a model too large for the CPU)
+run "qwen3 --backend cuda --check ref --check-layers 1" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \
+    --backend cuda --check ref --check-layers 1 --json "$RL"
+check "qwen3: layer 1 alone on ref against cuda" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["backend"].startswith("cuda") and r["check"] == "ref" and r["layers"] == [1, 1], r
+assert [p["where"] for p in r["planes"]] == ["layer 1"] and r["planes"][0]["max_nerr"] < 1e-4, r
+PY
 for m in deepseek-v3-fp8 deepseek-v4-fp4; do
     run "$m --backend cuda --check ref" 0 "$LOGDIFF" replay --model "$MD/$m" --rid sv-forced --backend cuda \
         --check ref --json "$SV"

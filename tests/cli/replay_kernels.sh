@@ -59,6 +59,29 @@ assert r["rank_changes"] == 0 and r["max_abs_dlogprob"] < 1e-5 and r["verdicts"]
 PY
 run "--check text" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --backend ref "$LOG"
 check "ref against itself: zero everywhere" bash -c "grep -c '^  layer [01]  *0  *0$' '$WORK/out' | grep -qx 2"
+# --check-layers: only those layers on the check backend, fed --backend's rows entering the first
+run "--check ref --check-layers 0-1 --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref \
+    --check-layers 0-1 --json "$LOG"
+check "layers 0-1 alone on ref against cpu" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["backend"] == "cpu" and r["check"] == "ref" and r["layers"] == [0, 1] and r["positions"] == 26, r
+assert [p["where"] for p in r["planes"]] == ["layer 0", "layer 1"], r
+for p in r["planes"]:
+    assert 0 < p["max_nerr"] < 1e-5 and p["max_abs"] < 1e-4, p
+assert r["rank_changes"] is None and r["max_abs_dlogprob"] is None and r["verdicts"] == ["replay.consistent"], r
+PY
+run "--backend ref --check ref --check-layers 1" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend ref \
+    --check ref --check-layers 1 "$LOG"
+check "a slice on the same backend: the whole pass's rows, bit for bit" bash -c \
+    "grep -q 'against layer 1 alone on ref' '$WORK/out' && grep -c '^  layer 1  *0  *0$' '$WORK/out' | grep -qx 1"
+run "--check-layers past the model" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --check-layers 1-2 "$LOG"
+check "names the model's layers" grep -q "the model has 2 (0-1)" "$WORK/err"
+run "--check-layers without --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check-layers 0 "$LOG"
+run "--check-layers backwards" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --check-layers 1-0 "$LOG"
+run "--check-layers on DeepSeek" 2 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v4" \
+    --rid rp-greedy --check ref --check-layers 0 "$LOG"
+check "dense models so far" grep -q "layer slices: dense models" "$WORK/err"
 # the CUDA backend: where this build or machine has none, a clear usage/platform error
 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
 rc=$?
