@@ -67,6 +67,8 @@ struct ld_ds_session {
     const struct ds_part *parts;
     int nparts;
     int borrowed; /* 1: the weights are a lead's (ld_ds_session_create_sibling) */
+    int first, last; /* the layers it runs: all, or a slice's (ld_ds_session_create_slice) */
+    int slice;       /* 1: a slice's session (no embeddings, final norm or head) */
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -123,9 +125,9 @@ void ld_ds_session_destroy(ld_ds_session *s)
         for (int l = 0; l < c->n_layers; l++) {
             ds_layer *L = &s->layers[l];
             if (!s->borrowed) free_layer_weights(s, L);
-            OPS(s)->buf_free(s->be, L->ckv);
-            OPS(s)->buf_free(s->be, L->kpe);
-            OPS(s)->buf_free(s->be, L->ik);
+            ld_buf *caches[] = {L->ckv, L->kpe, L->ik};
+            for (size_t i = 0; i < sizeof caches / sizeof caches[0]; i++)
+                if (caches[i]) OPS(s)->buf_free(s->be, caches[i]);
         }
     }
     if (!s->borrowed) {
@@ -205,9 +207,11 @@ static ld_status layer_weights(ld_ds_session *s, const ld_ds_session *lead, int 
     return LD_OK;
 }
 
-/* ld_ds_session_create, and (lead not NULL) ld_ds_session_create_sibling */
+/* ld_ds_session_create, (lead not NULL) ld_ds_session_create_sibling, and
+ * (slice_last > 0) ld_ds_session_create_slice over [slice_first, slice_last) */
 static ld_status session_make(const ld_ds_model *m, ld_backend *be, int max_seq, int max_batch, ld_ds_attn attn,
-                              const ld_ds_session *lead, ld_ds_session **out, ld_error *err)
+                              const ld_ds_session *lead, int slice_first, int slice_last, ld_ds_session **out,
+                              ld_error *err)
 {
     *out = NULL;
     const ld_ds_config *c = &m->cfg;
@@ -225,6 +229,9 @@ static ld_status session_make(const ld_ds_model *m, ld_backend *be, int max_seq,
     s->max_seq = max_seq;
     s->max_batch = max_batch;
     s->attn = attn;
+    s->slice = slice_last > 0;
+    s->first = s->slice ? slice_first : 0;
+    s->last = s->slice ? slice_last : c->n_layers;
     s->k = k;
     s->scale = ld_ds_softmax_scale(c);
     s->attn_factor = ld_ds_rope_attn_factor(c);
@@ -305,13 +312,14 @@ static ld_status session_make(const ld_ds_model *m, ld_backend *be, int max_seq,
         s->norm = lead->norm;
         s->lm_head = lead->lm_head;
     }
-    if (st == LD_OK && !lead) st = load(s, &m->embed, &s->embed, err);
-    if (st == LD_OK && !lead) st = load(s, &m->norm, &s->norm, err);
-    if (st == LD_OK && !lead) {
+    int ends = !lead && !s->slice; /* the embeddings, final norm and head */
+    if (st == LD_OK && ends) st = load(s, &m->embed, &s->embed, err);
+    if (st == LD_OK && ends) st = load(s, &m->norm, &s->norm, err);
+    if (st == LD_OK && ends) {
         if (c->tie_embeddings) s->lm_head = s->embed;
         else st = load(s, &m->lm_head, &s->lm_head, err);
     }
-    for (int l = 0; l < c->n_layers && st == LD_OK; l++) {
+    for (int l = s->first; l < s->last && st == LD_OK; l++) {
         st = layer_weights(s, lead, l, err);
         ALLOC(s->layers[l].ckv, S * C);
         ALLOC(s->layers[l].kpe, S * dr);
@@ -329,12 +337,13 @@ static ld_status session_make(const ld_ds_model *m, ld_backend *be, int max_seq,
 ld_status ld_ds_session_create(const ld_ds_model *m, ld_backend *be, int max_seq, int max_batch, ld_ds_attn attn,
                                ld_ds_session **out, ld_error *err)
 {
-    return session_make(m, be, max_seq, max_batch, attn, NULL, out, err);
+    return session_make(m, be, max_seq, max_batch, attn, NULL, 0, 0, out, err);
 }
 
 ld_status ld_ds_session_create_sibling(const ld_ds_session *lead, int max_seq, ld_ds_session **out, ld_error *err)
 {
-    return session_make(lead->m, lead->be, max_seq, lead->max_batch, lead->attn, lead, out, err);
+    if (lead->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session has no siblings");
+    return session_make(lead->m, lead->be, max_seq, lead->max_batch, lead->attn, lead, 0, 0, out, err);
 }
 
 void ld_ds_session_set_kernels(ld_ds_session *s, const ld_cpu_kernels *k)
@@ -365,6 +374,7 @@ static ld_status trace(ld_ds_session *s, const ld_buf *b, float *hidden, int pla
 {
     if (!hidden) return LD_OK;
     size_t D = (size_t)s->m->cfg.hidden;
+    if (s->slice) plane -= s->first + 1; /* a slice's out holds the planes after its layers */
     return OPS(s)->buf_read(s->be, b, 0, hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, (size_t)n * D,
                             err);
 }
@@ -738,9 +748,11 @@ static ld_status rows_forward(ld_ds_session *s, const int32_t *tokens, int n, in
     ld_backend *be = s->be;
     size_t D = (size_t)c->hidden, N = (size_t)n, K = (size_t)c->top_k;
 
-    LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
-    LD_TRY(trace(s, s->x, hidden, 0, T, t0, n, err));
-    for (int l = 0; l < c->n_layers; l++) {
+    if (!s->slice) { /* a slice's rows are in s->x already */
+        LD_TRY(o->embed(be, s->x, s->embed, tokens, n, err));
+        LD_TRY(trace(s, s->x, hidden, 0, T, t0, n, err));
+    }
+    for (int l = s->first; l < s->last; l++) {
         ds_layer *L = &s->layers[l];
         LD_TRY(o->rmsnorm(be, s->xb, s->x, L->attn_norm, n, c->rms_eps, err));
         LD_TRY(s->parts ? attention_parts(s, l, n, err) : attention(s, l, n, err));
@@ -770,6 +782,7 @@ static ld_status rows_forward(ld_ds_session *s, const int32_t *tokens, int n, in
         }
         LD_TRY(trace(s, s->x, hidden, 1 + l, T, t0, n, err));
     }
+    if (s->slice) return LD_OK;
     LD_TRY(o->rmsnorm(be, s->xb, s->x, s->norm, n, c->rms_eps, err));
     return trace(s, s->xb, hidden, c->n_layers + 1, T, t0, n, err);
 }
@@ -840,6 +853,9 @@ ld_status ld_ds_session_eval_batch(const ld_ds_session_part *parts, int n, ld_er
     ld_status st = seqs && b.p ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int i = 0; st == LD_OK && i < n; i++) {
         const ld_ds_session *s = parts[i].s;
+        if (s && s->slice) st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows "
+                                        "(ld_ds_session_eval_slice), not tokens");
+        if (st != LD_OK) break;
         seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
                                  s && s->reduce};
@@ -861,10 +877,41 @@ ld_status ld_ds_session_eval(ld_ds_session *s, const int32_t *tokens, int T, flo
 ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                  int32_t *experts, int32_t *selected, ld_error *err)
 {
+    if (s->slice)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows (ld_ds_session_eval_slice), "
+                       "not tokens");
     LD_TRY(ld_session_check_eval(tokens, T, s->pos, s->max_seq, s->m->cfg.vocab, err));
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
         LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, selected, err));
+    }
+    return LD_OK;
+}
+
+/* ---------------------------------------------------------------- slices */
+
+ld_status ld_ds_session_create_slice(const ld_ds_model *m, ld_backend *be, int first, int last, int max_seq,
+                                     int max_batch, ld_ds_attn attn, ld_ds_session **out, ld_error *err)
+{
+    *out = NULL;
+    if (first < 0 || last <= first || last > m->cfg.n_layers)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "layers [%d, %d): a slice of the model's %d layers is [first, last) "
+                       "with 0 <= first < last <= %d", first, last, m->cfg.n_layers, m->cfg.n_layers);
+    return session_make(m, be, max_seq, max_batch, attn, NULL, first, last, out, err);
+}
+
+ld_status ld_ds_session_eval_slice(ld_ds_session *s, const float *x, int T, float *out, ld_error *err)
+{
+    if (!s->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_ds_session_create_slice)");
+    if (T < 1 || s->pos + T > s->max_seq)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d rows at position %d: the session holds %d positions", T, s->pos,
+                       s->max_seq);
+    size_t D = (size_t)s->m->cfg.hidden;
+    for (int t0 = 0; t0 < T; t0 += s->max_batch) {
+        int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
+        LD_TRY(OPS(s)->buf_write(s->be, s->x, 0, x + (size_t)t0 * D, (size_t)n * D, err));
+        LD_TRY(rows_forward(s, NULL, n, T, t0, out, NULL, NULL, err));
+        s->pos += n;
     }
     return LD_OK;
 }

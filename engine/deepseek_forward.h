@@ -160,6 +160,14 @@ ld_status ld_ds_session_eval_sel(ld_ds_session *s, const int32_t *tokens, int T,
  * (lead's max_batch), position; lead's MLA form and variants. */
 ld_status ld_ds_session_create_sibling(const ld_ds_session *lead, int max_seq, ld_ds_session **out, ld_error *err);
 
+/* A slice: layers [first, last) alone, fed hidden rows, as forward.h's
+ * ld_session_create_slice / ld_session_eval_slice (their weights and
+ * caches only; out [last - first][T][hidden]); the variants as
+ * ld_ds_session_set_kernels sets them. */
+ld_status ld_ds_session_create_slice(const ld_ds_model *m, ld_backend *be, int first, int last, int max_seq,
+                                     int max_batch, ld_ds_attn attn, ld_ds_session **out, ld_error *err);
+ld_status ld_ds_session_eval_slice(ld_ds_session *s, const float *x, int T, float *out, ld_error *err);
+
 /* One sequence's share of a batch: T tokens appended to s at its position,
  * logits [T][vocab] (NULL: not wanted). */
 typedef struct ld_ds_session_part {

@@ -99,12 +99,17 @@ void ld_lm_close(ld_lm *lm)
     free(lm);
 }
 
+/* the MLA form `k` asks for (NULL: the naive one) */
+static ld_ds_attn mla_form(const ld_cpu_kernels *k)
+{
+    ld_kvar mla = k ? k->v[LD_KOP_MLA] : LD_KV_REF;
+    return mla == LD_KV_ABSORBED ? LD_DS_ATTN_ABSORBED : mla == LD_KV_SPLITK ? LD_DS_ATTN_SPLITK : LD_DS_ATTN_NAIVE;
+}
+
 ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int max_seq,
                                int max_batch, ld_lm_session **out, ld_error *err)
 {
-    ld_kvar mla = k ? k->v[LD_KOP_MLA] : LD_KV_REF;
-    ld_ds_attn form = mla == LD_KV_ABSORBED ? LD_DS_ATTN_ABSORBED : mla == LD_KV_SPLITK ? LD_DS_ATTN_SPLITK
-                                                                                     : LD_DS_ATTN_NAIVE;
+    ld_ds_attn form = mla_form(k);
     *out = NULL;
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -162,16 +167,19 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
     return LD_OK;
 }
 
-ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, int first, int last, int max_seq,
-                                     int max_batch, ld_lm_session **out, ld_error *err)
+ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int first, int last,
+                                     int max_seq, int max_batch, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
-    if (lm->ds4 || lm->ds)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "layer slices: dense models (Llama, Qwen, Mistral) so far, not "
-                       "DeepSeek %s", lm->ds4 ? "V4" : "V3 / V3.2");
+    if (lm->ds4)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "layer slices: dense models and DeepSeek V3 / V3.2 so far, not "
+                       "DeepSeek V4 (its residual stream is hc_mult streams)");
     ld_lm_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_status st = ld_session_create_slice(lm->dense, be, first, last, max_seq, max_batch, &s->dense, err);
+    ld_status st = lm->ds ? ld_ds_session_create_slice(lm->ds, be, first, last, max_seq, max_batch, mla_form(k),
+                                                       &s->ds, err)
+                          : ld_session_create_slice(lm->dense, be, first, last, max_seq, max_batch, &s->dense, err);
+    if (st == LD_OK && s->ds && k) ld_ds_session_set_kernels(s->ds, k);
     if (st != LD_OK) {
         free(s);
         return st;
@@ -182,6 +190,7 @@ ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, int first,
 
 ld_status ld_lm_eval_slice(ld_lm_session *s, const float *x, int T, float *out, ld_error *err)
 {
+    if (s->ds) return ld_ds_session_eval_slice(s->ds, x, T, out, err);
     if (!s->dense) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_lm_session_create_slice)");
     return ld_session_eval_slice(s->dense, x, T, out, err);
 }

@@ -59,10 +59,11 @@ ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err);
 /* A session over layers [first, last) alone (forward.h's
  * ld_session_create_slice: their weights and caches only), fed hidden rows
  * by ld_lm_eval_slice: x [T][hidden] entering layer `first`, out
- * [last - first][T][hidden] the residual stream after each.  Dense models
- * so far (LD_ERR_UNSUPPORTED for DeepSeek's). */
-ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, int first, int last, int max_seq,
-                                     int max_batch, ld_lm_session **out, ld_error *err);
+ * [last - first][T][hidden] the residual stream after each; `k` as
+ * ld_lm_session_create.  Dense models and DeepSeek V3 / V3.2
+ * (LD_ERR_UNSUPPORTED for V4, whose residual stream is hc_mult streams). */
+ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int first, int last,
+                                     int max_seq, int max_batch, ld_lm_session **out, ld_error *err);
 ld_status ld_lm_eval_slice(ld_lm_session *s, const float *x, int T, float *out, ld_error *err);
 
 /* Runs T tokens from the current position: logits [T][vocab] and hidden

@@ -174,7 +174,7 @@ static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int fi
     ld_lm_session *s = NULL;
     ld_status st = db->rows && out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     int n = N > INT32_MAX ? 0 : (int)N;
-    if (st == LD_OK) st = ld_lm_session_create_slice(e->lm, e->be, first, last, n, n, &s, err);
+    if (st == LD_OK) st = ld_lm_session_create_slice(e->lm, e->be, &e->k, first, last, n, n, &s, err);
     if (st == LD_OK) st = ld_lm_eval_slice(s, da->rows + (size_t)first * N * D, n, out, err);
     if (st == LD_OK) memcpy(db->rows + (size_t)(first + 1) * N * D, out, (size_t)(last - first) * N * D * sizeof *out);
     ld_lm_session_destroy(s);

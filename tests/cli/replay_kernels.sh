@@ -79,9 +79,18 @@ run "--check-layers past the model" 2 "$LOGDIFF" replay --model "$M" --rid rp-gr
 check "names the model's layers" grep -q "the model has 2 (0-1)" "$WORK/err"
 run "--check-layers without --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check-layers 0 "$LOG"
 run "--check-layers backwards" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --check-layers 1-0 "$LOG"
-run "--check-layers on DeepSeek" 2 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v4" \
+run "--check-layers on DeepSeek-V3.2" 0 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v32" \
+    --rid rp-greedy --check ref --check-layers 1-2 --json "$LOG"
+check "V3.2 layers 1-2 alone (MLA, the indexer, MoE)" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["layers"] == [1, 2] and [p["where"] for p in r["planes"]] == ["layer 1", "layer 2"], r
+for p in r["planes"]:
+    assert p["max_nerr"] < 1e-5, p
+PY
+run "--check-layers on DeepSeek-V4" 2 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v4" \
     --rid rp-greedy --check ref --check-layers 0 "$LOG"
-check "dense models so far" grep -q "layer slices: dense models" "$WORK/err"
+check "not V4 yet, and why" grep -q "not DeepSeek V4 (its residual stream is hc_mult streams)" "$WORK/err"
 # the CUDA backend: where this build or machine has none, a clear usage/platform error
 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
 rc=$?

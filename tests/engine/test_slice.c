@@ -6,12 +6,13 @@
  *    its hidden planes, then every slice [first, last) fed plane `first`
  *    (in two calls, the first of 5 rows in chunks of 3) gives bitwise the
  *    planes first + 1 .. last, on the ref and cpu backends, for qwen3
- *    (q/k norms), mistral (a sliding window) and llama3-bf16;
+ *    (q/k norms), mistral (a sliding window), llama3-bf16, DeepSeek V3
+ *    (MLA, dense and MoE layers), V3 FP8 and V3.2 (the indexer);
  *  - only its layers: a slice loads the weights of its layers and nothing
  *    else (no embeddings, final norm or head), counted through the
  *    backend's weight_load;
  *  - refusals: a range outside the model, tokens into a slice, rows into
- *    a whole session, a sibling of a slice, DeepSeek models (not yet). */
+ *    a whole session, a sibling of a slice, DeepSeek V4 (not yet). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,39 +32,41 @@ static ld_status open_backend(int cpu, ld_backend **be, ld_error *err)
     return ld_backend_cpu_create_ex(1, cpu, NULL, be, err);
 }
 
-/* every slice of the model of `name` against its whole forward pass */
+/* every slice of the model of `name` against its whole forward pass
+ * (through lm.h: the dense and DeepSeek V3 families alike) */
 static int check_model(const char *name, int cpu)
 {
     char dir[512];
     snprintf(dir, sizeof dir, MDIR "%s", name);
     ld_error err = {0};
-    ld_model *m = NULL;
+    ld_lm *m = NULL;
     ld_backend *be = NULL;
-    CHECK_MSG(ld_model_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
+    CHECK_MSG(ld_lm_open(dir, &m, &err) == LD_OK, "%s: %s", name, err.msg);
     CHECK_MSG(open_backend(cpu, &be, &err) == LD_OK, "%s", err.msg);
     ld_test_seq q;
     CHECK_MSG(ld_test_load_seq(dir, 0, &q) && q.T > 5 && q.T <= MAX_TOKENS, "%s/ref.json", dir);
-    int L = m->cfg.n_layers, T = q.T;
-    size_t D = (size_t)m->cfg.hidden, plane = (size_t)T * D;
+    int L = ld_lm_info_of(m)->n_layers, T = q.T;
+    size_t D = (size_t)ld_lm_info_of(m)->hidden, plane = (size_t)T * D;
     float *hidden = malloc((size_t)(L + 2) * plane * sizeof *hidden), *out = malloc((size_t)L * plane * sizeof *out);
     CHECK(hidden && out);
-    ld_session *s = NULL;
-    CHECK_MSG(ld_session_create(m, be, MAX_TOKENS, MAX_TOKENS, &s, &err) == LD_OK, "%s", err.msg);
-    CHECK_MSG(ld_session_eval(s, q.tokens, T, NULL, hidden, &err) == LD_OK, "%s", err.msg);
-    ld_session_destroy(s);
+    ld_lm_session *s = NULL;
+    CHECK_MSG(ld_lm_session_create(m, be, NULL, MAX_TOKENS, MAX_TOKENS, &s, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_eval(s, q.tokens, T, NULL, hidden, &err) == LD_OK, "%s", err.msg);
+    ld_lm_session_destroy(s);
     int slices = 0;
     for (int first = 0; first < L; first++)
         for (int last = first + 1; last <= L; last++) {
             int n = last - first;
             float *a = malloc((size_t)n * plane * sizeof *a), *b = malloc((size_t)n * plane * sizeof *b);
             CHECK(a && b);
-            CHECK_MSG(ld_session_create_slice(m, be, first, last, MAX_TOKENS, 3, &s, &err) == LD_OK, "%s", err.msg);
-            /* rows 0..4, then the rest: each call's out holds its own rows */
-            CHECK_MSG(ld_session_eval_slice(s, hidden + (size_t)first * plane, 5, a, &err) == LD_OK, "%s", err.msg);
-            CHECK_MSG(ld_session_eval_slice(s, hidden + (size_t)first * plane + 5 * D, T - 5, b, &err) == LD_OK, "%s",
+            CHECK_MSG(ld_lm_session_create_slice(m, be, NULL, first, last, MAX_TOKENS, 3, &s, &err) == LD_OK, "%s",
                       err.msg);
-            CHECK(ld_session_pos(s) == T);
-            ld_session_destroy(s);
+            /* rows 0..4, then the rest: each call's out holds its own rows */
+            CHECK_MSG(ld_lm_eval_slice(s, hidden + (size_t)first * plane, 5, a, &err) == LD_OK, "%s", err.msg);
+            CHECK_MSG(ld_lm_eval_slice(s, hidden + (size_t)first * plane + 5 * D, T - 5, b, &err) == LD_OK, "%s",
+                      err.msg);
+            CHECK(ld_lm_pos(s) == T);
+            ld_lm_session_destroy(s);
             for (int p = 0; p < n; p++) {
                 const float *want = hidden + (size_t)(first + 1 + p) * plane;
                 memcpy(out + (size_t)p * plane, a + (size_t)p * 5 * D, 5 * D * sizeof *out);
@@ -82,13 +85,13 @@ static int check_model(const char *name, int cpu)
     free(hidden);
     free(out);
     ld_backend_destroy(be);
-    ld_model_close(m);
+    ld_lm_close(m);
     return 0;
 }
 
 static int test_slice_bitwise(void)
 {
-    const char *models[] = {"qwen3", "mistral", "llama3-bf16"};
+    const char *models[] = {"qwen3", "mistral", "llama3-bf16", "deepseek-v3", "deepseek-v3-fp8", "deepseek-v32"};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++)
         for (int cpu = 0; cpu < 2; cpu++)
             if (check_model(models[i], cpu)) return 1;
@@ -171,11 +174,11 @@ static int test_slice_refusals(void)
     ld_lm *lm = NULL;
     ld_lm_session *ls = NULL;
     CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
-    CHECK(ld_test_expect_fail(ld_lm_session_create_slice(lm, be, 0, 1, 8, 8, &ls, &err), LD_ERR_UNSUPPORTED, &err,
-                              "dense models") == 0 && !ls);
+    CHECK(ld_test_expect_fail(ld_lm_session_create_slice(lm, be, NULL, 0, 1, 8, 8, &ls, &err), LD_ERR_UNSUPPORTED,
+                              &err, "not DeepSeek V4") == 0 && !ls);
     ld_lm_close(lm);
     CHECK_MSG(ld_lm_open(MDIR "qwen3", &lm, &err) == LD_OK, "%s", err.msg);
-    CHECK_MSG(ld_lm_session_create_slice(lm, be, 1, 2, 8, 8, &ls, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_session_create_slice(lm, be, NULL, 1, 2, 8, 8, &ls, &err) == LD_OK, "%s", err.msg);
     CHECK(ld_lm_eval_slice(ls, x, 2, out, &err) == LD_OK && ld_lm_pos(ls) == 2);
     ld_lm_session_destroy(ls);
     ld_lm_close(lm);
