@@ -446,9 +446,7 @@ ld_status ld_session_create_slice(const ld_model *m, ld_backend *be, int first, 
                                   ld_session **out, ld_error *err)
 {
     *out = NULL;
-    if (first < 0 || last <= first || last > m->cfg.n_layers)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "layers [%d, %d): a slice of the model's %d layers is [first, last) "
-                       "with 0 <= first < last <= %d", first, last, m->cfg.n_layers, m->cfg.n_layers);
+    LD_TRY(ld_session_check_slice(first, last, m->cfg.n_layers, err));
     ld_session *s;
     LD_TRY(session_new(m, be, first, last, max_seq, max_batch, &s, err));
     s->slice = 1;
@@ -464,9 +462,7 @@ ld_status ld_session_create_slice(const ld_model *m, ld_backend *be, int first, 
 ld_status ld_session_eval_slice(ld_session *s, const float *x, int T, float *out, ld_error *err)
 {
     if (!s->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_session_create_slice)");
-    if (T < 1 || s->pos + T > s->max_seq)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d rows at position %d: the session holds %d positions", T, s->pos,
-                       s->max_seq);
+    LD_TRY(ld_session_check_rows(T, s->pos, s->max_seq, err));
     size_t D = (size_t)s->m->cfg.hidden;
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;

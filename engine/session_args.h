@@ -13,4 +13,10 @@
  * id and its index). */
 ld_status ld_session_check_eval(const int32_t *tokens, int T, int pos, int max_seq, int vocab, ld_error *err);
 
+/* A layer slice (forward.h's ld_session_create_slice and its twins):
+ * [first, last) within a model's n_layers (LD_ERR_USAGE); T rows from
+ * position pos fit a session of max_seq positions (LD_ERR_USAGE). */
+ld_status ld_session_check_slice(int first, int last, int n_layers, ld_error *err);
+ld_status ld_session_check_rows(int T, int pos, int max_seq, ld_error *err);
+
 #endif /* LD_SESSION_ARGS_H */
