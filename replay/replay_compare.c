@@ -167,8 +167,8 @@ static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int fi
         if (da->pos[i] != (int64_t)i)
             return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice needs every position's rows (not --positions)");
     if (last > da->n_layers)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "layers %d-%d: the model has %d (0-%d)", first, last - 1, da->n_layers,
-                       da->n_layers - 1);
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "--check-layers %d-%d: the model has %d layers (0-%d)", first, last - 1,
+                       da->n_layers, da->n_layers - 1);
     db->rows = calloc(P * N * D, sizeof *db->rows);
     float *out = malloc((size_t)(last - first) * N * D * sizeof *out);
     ld_lm_session *s = NULL;

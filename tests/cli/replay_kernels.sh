@@ -76,7 +76,7 @@ run "--backend ref --check ref --check-layers 1" 0 "$LOGDIFF" replay --model "$M
 check "a slice on the same backend: the whole pass's rows, bit for bit" bash -c \
     "grep -q 'against layer 1 alone on ref' '$WORK/out' && grep -c '^  layer 1  *0  *0$' '$WORK/out' | grep -qx 1"
 run "--check-layers past the model" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --check-layers 1-2 "$LOG"
-check "names the model's layers" grep -q "the model has 2 (0-1)" "$WORK/err"
+check "names the model's layers" grep -q "check-layers 1-2: the model has 2 layers (0-1)" "$WORK/err"
 run "--check-layers without --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check-layers 0 "$LOG"
 run "--check-layers backwards" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --check-layers 1-0 "$LOG"
 run "--check-layers on DeepSeek-V3.2" 0 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v32" \
