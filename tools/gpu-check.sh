@@ -242,9 +242,9 @@ done
 note "== test-cuda-deepseek"
 [ -f "$logs/test-cuda-deepseek.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|passed,| (ref|custom) |differ' \
     "$logs/test-cuda-deepseek.log" | head -150 | tee -a "$summary"
-# the determinism test's lines: replays, chunks, the transformers errors
+# the determinism test's lines: replays, chunks, the transformers errors, CUDA graphs against launches one by one
 note "== test-cuda-determinism"
-[ -f "$logs/test-cuda-determinism.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|replays of|calls of|logits nerr|differs|batched with|passed,' \
+[ -f "$logs/test-cuda-determinism.log" ] && grep -E '^(ok|skip|FAIL) |skipped:|check failed|replays of|calls of|logits nerr|differs|batched with|graphs=|passed,' \
     "$logs/test-cuda-determinism.log" | head -120 | tee -a "$summary"
 [ -f "$logs/test-engine-cpu.log" ] && grep -hE 'tests passed|\*\*\*' "$logs/test-engine-cpu.log" | head -20 |
     tee -a "$summary"
