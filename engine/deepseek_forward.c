@@ -299,7 +299,7 @@ static ld_status session_make(const ld_ds_model *m, ld_backend *be, int max_seq,
     ALLOC(s->y, B * D);
     ALLOC(s->xe, B * D);
     ALLOC(s->rl, B * E);
-    ALLOC(s->logits, B * (size_t)c->vocab);
+    ALLOC(s->logits, s->slice ? 1 : B * (size_t)c->vocab);
     ALLOC(s->iq, c->v32 ? B * HI * DI : 1);
     ALLOC(s->ikn, c->v32 ? B * DI : 1);
     ALLOC(s->iw, c->v32 ? B * HI : 1);
@@ -853,9 +853,11 @@ ld_status ld_ds_session_eval_batch(const ld_ds_session_part *parts, int n, ld_er
     ld_status st = seqs && b.p ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int i = 0; st == LD_OK && i < n; i++) {
         const ld_ds_session *s = parts[i].s;
-        if (s && s->slice) st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows "
-                                        "(ld_ds_session_eval_slice), not tokens");
-        if (st != LD_OK) break;
+        if (s && s->slice) {
+            st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows "
+                         "(ld_ds_session_eval_slice), not tokens");
+            break;
+        }
         seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
                                  s && s->reduce};

@@ -81,21 +81,23 @@ void ld_session_destroy(ld_session *s)
 }
 
 /* The bytes of the buffers a session of n_layers layers allocates (KV
- * caches and the chunk's activations), in double so that no product
- * overflows. */
-static double session_bytes(const ld_model_config *c, int n_layers, int max_seq, int max_batch, double *kv)
+ * caches and the chunk's activations, logits but for a slice), in double
+ * so that no product overflows. */
+static double session_bytes(const ld_model_config *c, int n_layers, int slice, int max_seq, int max_batch, double *kv)
 {
     double KV = (double)c->n_kv_heads * c->head_dim, Q = (double)c->n_heads * c->head_dim;
     *kv = 2.0 * n_layers * max_seq * KV * sizeof(float);
-    double act = (double)max_batch * (2.0 * c->hidden + 2.0 * Q + 2.0 * KV + 2.0 * c->intermediate + c->vocab);
+    double act = (double)max_batch * (2.0 * c->hidden + 2.0 * Q + 2.0 * KV + 2.0 * c->intermediate +
+                                      (slice ? 0.0 : c->vocab));
     return *kv + act * sizeof(float);
 }
 
 /* Refuses, before allocating, a session larger than the machine's memory:
  * a clear error rather than a process the kernel kills. */
-static ld_status check_memory(const ld_model_config *c, int n_layers, int max_seq, int max_batch, ld_error *err)
+static ld_status check_memory(const ld_model_config *c, int n_layers, int slice, int max_seq, int max_batch,
+                              ld_error *err)
 {
-    double kv, need = session_bytes(c, n_layers, max_seq, max_batch, &kv);
+    double kv, need = session_bytes(c, n_layers, slice, max_seq, max_batch, &kv);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (need > (double)SIZE_MAX / 2 || (have > 0 && need > have))
@@ -106,11 +108,11 @@ static ld_status check_memory(const ld_model_config *c, int n_layers, int max_se
     return LD_OK;
 }
 
-/* A session's own parts for layers [first, last): its scratch, those
- * layers' KV caches, its RoPE table; the weights are loaded by the caller
- * (load_weights) or borrowed. */
-static ld_status session_new(const ld_model *m, ld_backend *be, int first, int last, int max_seq, int max_batch,
-                             ld_session **out, ld_error *err)
+/* A session's own parts for layers [first, last) (slice: a slice's, no
+ * logits): its scratch, those layers' KV caches, its RoPE table; the
+ * weights are loaded by the caller (load_weights) or borrowed. */
+static ld_status session_new(const ld_model *m, ld_backend *be, int first, int last, int slice, int max_seq,
+                             int max_batch, ld_session **out, ld_error *err)
 {
     *out = NULL;
     const ld_model_config *c = &m->cfg;
@@ -118,12 +120,13 @@ static ld_status session_new(const ld_model *m, ld_backend *be, int first, int l
         return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d",
                        max_seq, max_batch, c->max_pos);
     if (max_batch > max_seq) max_batch = max_seq;
-    LD_TRY(check_memory(c, last - first, max_seq, max_batch, err));
+    LD_TRY(check_memory(c, last - first, slice, max_seq, max_batch, err));
     ld_session *s = calloc(1, sizeof *s);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     s->m = m;
     s->first = first;
     s->last = last;
+    s->slice = slice;
     s->be = be;
     s->max_seq = max_seq;
     s->max_batch = max_batch;
@@ -151,7 +154,7 @@ static ld_status session_new(const ld_model *m, ld_backend *be, int first, int l
     ALLOC(s->att, B * Q);
     ALLOC(s->g, B * I);
     ALLOC(s->u, B * I);
-    ALLOC(s->logits, B * (size_t)c->vocab);
+    ALLOC(s->logits, slice ? 1 : B * (size_t)c->vocab);
     for (int l = first; l < last && st == LD_OK; l++) {
         ALLOC(s->layers[l].kc, (size_t)max_seq * KV);
         ALLOC(s->layers[l].vc, (size_t)max_seq * KV);
@@ -207,7 +210,7 @@ ld_status ld_session_create(const ld_model *m, ld_backend *be, int max_seq, int 
                             ld_session **out, ld_error *err)
 {
     ld_session *s;
-    LD_TRY(session_new(m, be, 0, m->cfg.n_layers, max_seq, max_batch, &s, err));
+    LD_TRY(session_new(m, be, 0, m->cfg.n_layers, 0, max_seq, max_batch, &s, err));
     ld_status st = load_weights(s, err);
     if (st != LD_OK) {
         ld_session_destroy(s);
@@ -221,7 +224,7 @@ ld_status ld_session_create_sibling(const ld_session *lead, int max_seq, ld_sess
 {
     ld_session *s;
     if (lead->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session has no siblings");
-    LD_TRY(session_new(lead->m, lead->be, 0, lead->m->cfg.n_layers, max_seq, lead->max_batch, &s, err));
+    LD_TRY(session_new(lead->m, lead->be, 0, lead->m->cfg.n_layers, 0, max_seq, lead->max_batch, &s, err));
     s->borrowed = 1;
     s->embed = lead->embed;
     s->norm = lead->norm;
@@ -420,9 +423,11 @@ ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *e
     ld_status st = seqs && b.r ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int i = 0; st == LD_OK && i < n; i++) {
         const ld_session *s = parts[i].s;
-        if (s && s->slice) st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows "
-                                        "(ld_session_eval_slice), not tokens");
-        if (st != LD_OK) break;
+        if (s && s->slice) {
+            st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs hidden rows (ld_session_eval_slice), "
+                         "not tokens");
+            break;
+        }
         seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab,
                                  s && s->m == w->m && s->be == w->be, s && s->reduce};
@@ -448,8 +453,7 @@ ld_status ld_session_create_slice(const ld_model *m, ld_backend *be, int first, 
     *out = NULL;
     LD_TRY(ld_session_check_slice(first, last, m->cfg.n_layers, err));
     ld_session *s;
-    LD_TRY(session_new(m, be, first, last, max_seq, max_batch, &s, err));
-    s->slice = 1;
+    LD_TRY(session_new(m, be, first, last, 1, max_seq, max_batch, &s, err));
     ld_status st = load_weights(s, err);
     if (st != LD_OK) {
         ld_session_destroy(s);

@@ -158,11 +158,9 @@ extern "C" int ld_cu_graph_h2d(void *dst, const void *src, size_t bytes, int *do
 {
     *done = 0;
     if (!G.capturing || bytes > ARENA_BYTES / 4) return 0;
-    if (G.arena_used + bytes > ARENA_BYTES) { /* full: wait until the device has read it */
-        int e = ld_cu_graph_pause();
-        if (!e) e = err(cudaStreamSynchronize(cudaStreamPerThread));
-        int r = ld_cu_graph_resume(1);
-        if (e || r) return e ? e : r;
+    if (G.arena_used + bytes > ARENA_BYTES) { /* full: wait until the device has read it (a wait empties it) */
+        int e = ld_cu_sync();
+        if (e) return e;
     }
     unsigned char *p = G.arena + G.arena_used;
     memcpy(p, src, bytes);

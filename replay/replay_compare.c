@@ -141,13 +141,16 @@ void ld_backend_cmp_free(ld_backend_cmp *c)
     memset(c, 0, sizeof *c);
 }
 
-/* per plane: the largest row error and element difference of b against a */
-static void compare_planes(const ld_replay_dump *a, const ld_replay_dump *b, ld_backend_cmp_plane *plane)
+/* per plane p in [out->plane_lo, out->plane_hi]: the largest row error
+ * and element difference of b's rows (those planes only, laid out as a's:
+ * [plane][position][hidden]) against a's */
+static void compare_planes(const ld_replay_dump *a, const float *b, ld_backend_cmp *out)
 {
-    size_t D = (size_t)a->hidden, P = (size_t)a->n_layers + 2, N = a->n_pos;
-    for (size_t p = 0; p < P; p++)
+    size_t D = (size_t)a->hidden, N = a->n_pos, lo = (size_t)out->plane_lo;
+    ld_backend_cmp_plane *plane = out->plane;
+    for (size_t p = lo; p <= (size_t)out->plane_hi; p++)
         for (size_t i = 0; i < N; i++) {
-            const float *x = b->rows + (p * N + i) * D, *y = a->rows + (p * N + i) * D;
+            const float *x = b + ((p - lo) * N + i) * D, *y = a->rows + (p * N + i) * D;
             double e = row_nerr(x, y, D);
             if (e > plane[p].max_nerr) plane[p].max_nerr = e;
             for (size_t j = 0; j < D; j++) {
@@ -157,28 +160,33 @@ static void compare_planes(const ld_replay_dump *a, const ld_replay_dump *b, ld_
         }
 }
 
+/* rows a slice's session runs at once: its scratch is this many rows, not
+ * the request's (the rows do not depend on the chunks: test_slice.c) */
+#define SLICE_CHUNK 256
+
 /* planes first + 1 .. last of a slice on the engine's backend, fed da's
- * plane `first` at every position, into db's (laid out as da's) */
-static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int first, int last, ld_replay_dump *db,
+ * plane `first` at every position: *out [last - first][n_pos][hidden] */
+static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int first, int last, float **out,
                            ld_error *err)
 {
-    size_t N = da->n_pos, D = (size_t)da->hidden, P = (size_t)da->n_layers + 2;
+    size_t N = da->n_pos, D = (size_t)da->hidden;
+    *out = NULL;
     for (size_t i = 0; i < N; i++)
         if (da->pos[i] != (int64_t)i)
             return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice needs every position's rows (not --positions)");
     if (last > da->n_layers)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "--check-layers %d-%d: the model has %d layers (0-%d)", first, last - 1,
                        da->n_layers, da->n_layers - 1);
-    db->rows = calloc(P * N * D, sizeof *db->rows);
-    float *out = malloc((size_t)(last - first) * N * D * sizeof *out);
+    if (N > INT32_MAX) return LD_FAIL(err, LD_ERR_LIMIT, 0, "%zu positions: too many for a session", N);
+    int n = (int)N;
+    *out = malloc((size_t)(last - first) * N * D * sizeof **out);
     ld_lm_session *s = NULL;
-    ld_status st = db->rows && out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    int n = N > INT32_MAX ? 0 : (int)N;
-    if (st == LD_OK) st = ld_lm_session_create_slice(e->lm, e->be, &e->k, first, last, n, n, &s, err);
-    if (st == LD_OK) st = ld_lm_eval_slice(s, da->rows + (size_t)first * N * D, n, out, err);
-    if (st == LD_OK) memcpy(db->rows + (size_t)(first + 1) * N * D, out, (size_t)(last - first) * N * D * sizeof *out);
+    ld_status st = *out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (st == LD_OK)
+        st = ld_lm_session_create_slice(e->lm, e->be, &e->k, first, last, n, n < SLICE_CHUNK ? n : SLICE_CHUNK, &s,
+                                        err);
+    if (st == LD_OK) st = ld_lm_eval_slice(s, da->rows + (size_t)first * N * D, n, *out, err);
     ld_lm_session_destroy(s);
-    free(out);
     return st;
 }
 
@@ -188,13 +196,14 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
                              const char *backend, const char *other, int first, int last, int n_threads,
                              ld_backend_cmp *out, ld_error *err)
 {
-    ld_replay_dump da = {0}, db = {0};
+    ld_replay_dump da = {0};
+    float *rows = NULL; /* the slice's planes */
     ld_status st = replay_all(e, r, opts, n_threads, backend, NULL, &da, &out->a, err);
     if (st == LD_OK) snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
     if (st == LD_OK) st = ld_replay_engine_set_backend(e, other, NULL, n_threads, err);
     if (st == LD_OK) {
         snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
-        st = run_slice(e, &da, first, last, &db, err);
+        st = run_slice(e, &da, first, last, &rows, err);
     }
     if (st == LD_OK) {
         out->n_layers = da.n_layers;
@@ -203,13 +212,12 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
         if (!out->plane) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
     if (st == LD_OK) {
-        db.n_layers = da.n_layers, db.hidden = da.hidden, db.n_pos = da.n_pos;
         out->plane_lo = first + 1;
         out->plane_hi = last;
-        compare_planes(&da, &db, out->plane);
+        compare_planes(&da, rows, out);
     }
     ld_replay_dump_free(&da);
-    free(db.rows);
+    free(rows);
     ld_error serr;
     if (ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
         if (err) *err = serr;
@@ -243,7 +251,7 @@ ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, con
     }
     if (st == LD_OK) {
         out->plane_hi = da.n_layers + 1;
-        compare_planes(&da, &db, out->plane);
+        compare_planes(&da, db.rows, out);
         for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
             double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);
             if (d > out->max_dlogprob) out->max_dlogprob = d;

@@ -359,8 +359,20 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
     return (cudaError_t)ld_emu_capture_copy(devPtr, NULL, count, -1, value);
 }
 
-/* rows of `width` bytes, pitches apart; a pitch below the width is
- * cudaErrorInvalidPitchValue, as the runtime says */
+/* rows of `width` bytes, pitches apart, as `fn` (cudaMemcpy2D and its
+ * async twin) checks them: a pitch below the width is
+ * cudaErrorInvalidPitchValue, as the runtime says; each side's span, its
+ * first row's first byte to its last row's last, on the side its kind
+ * names */
+static cudaError_t rows_ok(const char *fn, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind)
+{
+    if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
+    if (!height || !width) return cudaSuccess;
+    return sides(fn, dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width, kind);
+}
+
+/* rows of `width` bytes, pitches apart (rows_ok) */
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind)
 {
@@ -368,12 +380,8 @@ cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitc
     ld_emu_graphs_drain();
     ld_emu_census_count(copy_name(kind, 1));
     ld_emu_journal_copy(copy_name(kind, 1), dst, src, width * height);
-    if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
-    if (height && width) { /* each side's span: its first row's first byte to its last row's last */
-        cudaError_t e = sides("cudaMemcpy2D", dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width,
-                              kind);
-        if (e) return e;
-    }
+    cudaError_t e = rows_ok("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind);
+    if (e) return e;
     for (size_t r = 0; r < height; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return cudaSuccess;
 }
@@ -386,10 +394,7 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
     if (!ld_emu_capturing()) return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
     if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyHostToDevice)
         return (cudaError_t)ld_emu_capture_refuse("cudaMemcpy2DAsync to the host (ours read it at once)");
-    if (height > 1 && (dpitch < width || spitch < width)) return cudaErrorInvalidPitchValue;
-    if (height && width &&
-        (e = sides("cudaMemcpy2DAsync", dst, (height - 1) * dpitch + width, src, (height - 1) * spitch + width, kind)))
-        return e;
+    if ((e = rows_ok("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind))) return e;
     if (kind == cudaMemcpyHostToDevice && height && width && !pinned(src, (height - 1) * spitch + width))
         return (cudaError_t)ld_emu_capture_refuse("cudaMemcpy2DAsync from pageable host memory");
     return (cudaError_t)ld_emu_capture_rows(dst, dpitch, src, spitch, width, height, (int)kind);

@@ -355,7 +355,50 @@ static int test_v4_decode_graphs(void)
     return 0;
 }
 
+/* Graph mode's uploads past its pinned arena (8 MiB): 24 uploads of 1 MiB,
+ * each a different pattern into its own device range, captured in graphs
+ * of 4 operations.  A copy node reads its host bytes when its graph runs
+ * (the emulator runs a launched graph at the stream's next operation or
+ * wait), so the arena is reused only after a wait: every range holds its
+ * own pattern, and at least two waits emptied the arena. */
+static int test_graph_arena_full(void)
+{
+    enum { UPLOADS = 24, WORDS = (1 << 20) / 4 };
+    uint32_t *host = malloc((size_t)WORDS * sizeof *host), *back = malloc((size_t)UPLOADS * WORDS * sizeof *back);
+    void *dev = NULL;
+    CHECK(host && back);
+    int n_dev = 0;
+    if (ld_cu_device_count(&n_dev) || n_dev < 1) SKIP("no CUDA device");
+    CHECK(ld_cu_malloc(&dev, (size_t)UPLOADS * WORDS * sizeof *host) == 0);
+    ld_cu_graph_stats s0, s1;
+    ld_cu_graph_stats_get(&s0);
+    CHECK(ld_cu_graphs_begin(4) == 0);
+    for (int u = 0; u < UPLOADS; u++) {
+        for (int i = 0; i < WORDS; i++) host[i] = (uint32_t)u * 2654435761u + (uint32_t)i;
+        CHECK(ld_cu_h2d((uint32_t *)dev + (size_t)u * WORDS, host, (size_t)WORDS * sizeof *host) == 0);
+    }
+    CHECK(ld_cu_d2h(back, dev, (size_t)UPLOADS * WORDS * sizeof *back) == 0);
+    CHECK(ld_cu_graphs_end() == 0);
+    ld_cu_graph_stats_get(&s1);
+    int bad = -1;
+    for (int u = 0; u < UPLOADS && bad < 0; u++)
+        for (int i = 0; i < WORDS; i++)
+            if (back[(size_t)u * WORDS + i] != (uint32_t)u * 2654435761u + (uint32_t)i) {
+                bad = u;
+                break;
+            }
+    printf("  %d uploads of 1 MiB in graphs of 4: %ld graphs, %ld waits\n", UPLOADS, s1.launched - s0.launched,
+           s1.syncs - s0.syncs);
+    CHECK(ld_cu_free(dev) == 0);
+    free(host);
+    free(back);
+    CHECK_MSG(bad < 0, "upload %d holds another upload's bytes: the arena was reused before its graph ran", bad);
+    CHECK_MSG(s1.launched - s0.launched >= UPLOADS / 4, "the uploads did not run in graphs");
+    CHECK_MSG(s1.syncs - s0.syncs >= 2, "the full arena was not waited for (%ld waits)", s1.syncs - s0.syncs);
+    return 0;
+}
+
 static const ld_test_case tests[] = {LD_CASE(test_v4_decode_ops), LD_CASE(test_v4_decode_steps_alike),
-                                     LD_CASE(test_v4_decode_graphs)};
+                                     LD_CASE(test_v4_decode_graphs), LD_CASE(test_graph_arena_full)};
 
 LD_TEST_MAIN(tests)
