@@ -34,8 +34,10 @@ static const char *const replay_usage[] = {
     "reports per layer the largest normalised error and difference;",
     "--check-layers A-B runs only layers A to B on BACKEND (their weights",
     "alone: a few layers of a model too large for it), fed --backend's",
-    "residual stream entering layer A (dense models and DeepSeek V3 / V3.2",
-    "so far).  The prompt ids",
+    "residual state entering layer A (DeepSeek V4: its hc_mult streams) and",
+    "the tokens; only the planes compared are kept.  --kernels applies to",
+    "--backend, BACKEND runs its defaults (e.g. --backend cuda --kernels",
+    "graphs=on --check cpu).  The prompt ids",
     "of the log (input_ids; else the prompt text tokenized with DIR's",
     "tokenizer.json or GGUF vocabulary, special tokens parsed) run through the model",
     "(Llama, Qwen2, Qwen3, Mistral; safetensors or GGUF with F32/F16/BF16,",
@@ -553,8 +555,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--backend: give cpu, ref or cuda"
                         : check && strcmp(check, "cpu") && strcmp(check, "ref") && strcmp(check, "cuda")
                             ? "--check: give cpu, ref or cuda"
-                        : check && (compare || dump_dir || kernels || seed_arg)
-                            ? "--check: not with --compare-kernels, --dump-layers, --kernels or --seed"
+                        : check && (compare || dump_dir || seed_arg)
+                            ? "--check: not with --compare-kernels, --dump-layers or --seed"
                         : check_layers && !check ? "--check-layers: give it with --check BACKEND"
                         : bad_layers ? "--check-layers: give A-B (0 <= A <= B) or A, layer numbers from 0"
                         : near_tie && (end == near_tie || *end || !(nt >= 0) || isinf(nt))
@@ -646,7 +648,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     }
     if (check) {
         ld_backend_cmp cmp;
-        if (ld_replay_check_backends(e, r, &ro, backend, check, first, last, (int)threads, &cmp, &err) != LD_OK) {
+        if (ld_replay_check_backends(e, r, &ro, backend, kernels, check, first, last, (int)threads, &cmp, &err) !=
+            LD_OK) {
             print_error(cli, check, &err);
             goto out;
         }

@@ -110,6 +110,12 @@ struct ld_ds4_session {
     const ds4_part *parts;
     int nparts;
     int borrowed; /* 1: the weights are a lead's (ld_ds4_session_create_sibling) */
+    int first, last; /* the layers it runs: all, or a slice's (ld_ds4_session_create_slice) */
+    int slice;       /* 1: a slice's session (no embeddings, head collapse, final norm or lm head) */
+    /* ld_ds4_session_eval_streams: the streams entering layer tap_layer
+       (n_layers: after the last) copied to tap [T][N][D]; NULL: none */
+    float *tap;
+    int tap_layer;
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -376,7 +382,7 @@ static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
     const ld_backend_ops *o = OPS(s);
     const ld_ds4_config *c = &s->m->cfg;
     size_t B = (size_t)s->max_batch, N = (size_t)c->hc_mult, D = (size_t)c->hidden, hd = (size_t)c->head_dim;
-    if (o->ds4_hc_head) {
+    if (o->ds4_hc_head && !s->slice) {
         LD_TRY(buf_from(s, &s->bhfn, s->hc_head[0], N * N * D, err));
         LD_TRY(buf_from(s, &s->bhx, NULL, B * N * D, err));
     }
@@ -389,7 +395,7 @@ static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
     LD_TRY(buf_from(s, &s->icg, NULL, B * 2 * (size_t)c->index_head_dim, err));
     LD_TRY(buf_from(s, &s->bfreq[0], s->inv_main, (size_t)c->rope_dim / 2, err));
     LD_TRY(buf_from(s, &s->bfreq[1], s->inv_comp, (size_t)c->rope_dim / 2, err));
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = s->first; l < s->last; l++) {
         ds4_layer *L = &s->layers[l];
         LD_TRY(buf_from(s, &L->bkvc, NULL, (size_t)s->kv_rows * hd, err));
         LD_TRY(buf_from(s, &L->bsinks, L->sinks, (size_t)c->n_heads, err));
@@ -401,10 +407,11 @@ static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
 }
 
 /* A session's own parts: its host and backend scratch (B = max_batch
- * rows), its RoPE tables; the weights are loaded (ld_ds4_session_create)
- * or borrowed (ld_ds4_session_create_sibling) after. */
-static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
-                               ld_ds4_session **out, ld_error *err)
+ * rows), its RoPE tables, its layers [first, last) (last 0: all of them);
+ * the weights are loaded (session_make) or borrowed
+ * (ld_ds4_session_create_sibling) after. */
+static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch, int first,
+                               int last, ld_ds4_session **out, ld_error *err)
 {
     *out = NULL;
     const ld_ds4_config *c = &m->cfg;
@@ -418,6 +425,9 @@ static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_se
     s->be = be;
     s->max_seq = max_seq;
     s->max_batch = max_batch;
+    s->slice = last > 0;
+    s->first = s->slice ? first : 0;
+    s->last = s->slice ? last : c->n_layers;
     s->k = ld_cpu_kernels_default(0); /* the variants: ld_ds4_session_set_kernels */
     /* the window of every row of a chunk stays in the KV ring */
     s->kv_rows = c->sliding_window < max_seq - max_batch ? c->sliding_window + max_batch : max_seq;
@@ -492,7 +502,7 @@ static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_se
     ALLOC(s->g, B * I);
     ALLOC(s->u, B * max2(I, D));
     ALLOC(s->xe, B * D);
-    ALLOC(s->logits, B * (size_t)c->vocab);
+    ALLOC(s->logits, s->slice ? 1 : B * (size_t)c->vocab);
     s->hc_host = !OPS(s)->hc_pre || !OPS(s)->hc_post;
     if (!s->hc_host) {
         ALLOC(s->bst, B * N * D);
@@ -513,22 +523,29 @@ static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_se
     return LD_OK;
 }
 
-ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
-                                ld_ds4_session **out, ld_error *err)
+/* the embeddings, the head's collapse, the final norm and the lm head:
+ * what a whole session has and a slice has not */
+static ld_status load_ends(ld_ds4_session *s, ld_error *err)
+{
+    const ld_ds4_model *m = s->m;
+    LD_TRY(load(s, &m->embed, &s->embed, err));
+    LD_TRY(load(s, &m->norm, &s->norm, err));
+    if (m->cfg.tie_embeddings) s->lm_head = s->embed;
+    else LD_TRY(load(s, &m->lm_head, &s->lm_head, err));
+    LD_TRY(host_copy(&m->hc_fn, &s->hc_head[0], err));
+    LD_TRY(host_copy(&m->hc_base, &s->hc_head[1], err));
+    return host_copy(&m->hc_scale, &s->hc_head[2], err);
+}
+
+/* ld_ds4_session_create, and (last > 0) ld_ds4_session_create_slice over
+ * layers [first, last): their weights and state only */
+static ld_status session_make(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch, int first, int last,
+                              ld_ds4_session **out, ld_error *err)
 {
     ld_ds4_session *s;
-    LD_TRY(session_alloc(m, be, max_seq, max_batch, &s, err));
-    const ld_ds4_config *c = &m->cfg;
-    ld_status st = load(s, &m->embed, &s->embed, err);
-    if (st == LD_OK) st = load(s, &m->norm, &s->norm, err);
-    if (st == LD_OK) {
-        if (c->tie_embeddings) s->lm_head = s->embed;
-        else st = load(s, &m->lm_head, &s->lm_head, err);
-    }
-    if (st == LD_OK) st = host_copy(&m->hc_fn, &s->hc_head[0], err);
-    if (st == LD_OK) st = host_copy(&m->hc_base, &s->hc_head[1], err);
-    if (st == LD_OK) st = host_copy(&m->hc_scale, &s->hc_head[2], err);
-    for (int l = 0; l < c->n_layers && st == LD_OK; l++) st = load_layer(s, l, err);
+    LD_TRY(session_alloc(m, be, max_seq, max_batch, first, last, &s, err));
+    ld_status st = s->slice ? LD_OK : load_ends(s, err);
+    for (int l = s->first; l < s->last && st == LD_OK; l++) st = load_layer(s, l, err);
     if (st == LD_OK) st = att_alloc(s, err);
     if (st != LD_OK) {
         ld_ds4_session_destroy(s);
@@ -536,6 +553,12 @@ ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_s
     }
     *out = s;
     return LD_OK;
+}
+
+ld_status ld_ds4_session_create(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch,
+                                ld_ds4_session **out, ld_error *err)
+{
+    return session_make(m, be, max_seq, max_batch, 0, 0, out, err);
 }
 
 /* layer l of a sibling: the lead's weights, its own state (rings, entries;
@@ -561,8 +584,10 @@ static ld_status borrow_layer(ld_ds4_session *s, const ld_ds4_session *lead, int
 ld_status ld_ds4_session_create_sibling(const ld_ds4_session *lead, int max_seq, ld_ds4_session **out,
                                         ld_error *err)
 {
+    *out = NULL;
+    if (lead->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session has no siblings");
     ld_ds4_session *s;
-    LD_TRY(session_alloc(lead->m, lead->be, max_seq, lead->max_batch, &s, err));
+    LD_TRY(session_alloc(lead->m, lead->be, max_seq, lead->max_batch, 0, 0, &s, err));
     s->borrowed = 1;
     s->k = lead->k;
     s->embed = lead->embed;
@@ -784,7 +809,7 @@ static ld_status att_probe(ld_ds4_session *s, int *ok, ld_error *err)
     int H = c->n_heads, hd = c->head_dim, vi = index_variant(s);
     ld_error e = {0};
     *ok = 1;
-    for (int l = 0; l < c->n_layers && *ok; l++) {
+    for (int l = s->first; l < s->last && *ok; l++) {
         ds4_layer *L = &s->layers[l];
         ld_ds4_rot r = layer_rope(s, l, 0), cr = layer_rope(s, l, 1);
         ld_ds4_comp_bufs cb = comp_bufs(&L->comp), ib = comp_bufs(&L->icomp);
@@ -834,7 +859,7 @@ static ld_status att_place(ld_ds4_session *s, ld_error *err)
     if (s->att_entries) LD_TRY(att_probe(s, &ok, err));
     if (ok == s->att_be) return LD_OK;
     const ld_ds4_config *c = &s->m->cfg;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = s->first; l < s->last; l++) {
         ds4_layer *L = &s->layers[l];
         LD_TRY(move(s, L->bkvc, L->kvc, (size_t)s->kv_rows * (size_t)c->head_dim, ok, err));
         if (L->has_comp) LD_TRY(move_comp(s, &L->comp, ok, err));
@@ -1179,6 +1204,7 @@ static void trace(ld_ds4_session *s, const float *src, float *hidden, int plane,
 {
     if (!hidden) return;
     size_t D = (size_t)s->m->cfg.hidden;
+    if (s->slice) plane -= s->first + 1; /* a slice's out holds the planes after its layers */
     memcpy(hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, src, (size_t)n * D * sizeof *src);
 }
 
@@ -1425,8 +1451,19 @@ static ld_status start_streams(ld_ds4_session *s, const int32_t *tokens, int n, 
     return LD_OK;
 }
 
-/* the n rows through every layer, the head's collapse and the final
- * norm into s->xb */
+/* ld_ds4_session_eval_streams: the current streams of the n rows from
+ * t0 into s->tap */
+static ld_status tap_streams(ld_ds4_session *s, int n, int t0, ld_error *err)
+{
+    if (!s->tap) return LD_OK;
+    size_t ND = (size_t)s->m->cfg.hc_mult * (size_t)s->m->cfg.hidden;
+    LD_TRY(streams_to_host(s, n, err));
+    memcpy(s->tap + (size_t)t0 * ND, s->streams, (size_t)n * ND * sizeof *s->tap);
+    return LD_OK;
+}
+
+/* the n rows through the session's layers (every layer, or a slice's),
+ * then (not a slice) the head's collapse and the final norm into s->xb */
 static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, int T, int t0, float *hidden,
                               int32_t *experts, int32_t *picks, ld_error *err)
 {
@@ -1436,8 +1473,9 @@ static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, i
     size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult, K = (size_t)c->top_k;
 
     s->want_route = experts != NULL;
-    LD_TRY(start_streams(s, tokens, n, T, t0, hidden, err));
-    for (int l = 0; l < c->n_layers; l++) {
+    if (!s->slice) LD_TRY(start_streams(s, tokens, n, T, t0, hidden, err)); /* a slice's are in s->streams */
+    for (int l = s->first; l < s->last; l++) {
+        if (l == s->tap_layer) LD_TRY(tap_streams(s, n, t0, err));
         size_t KI = (size_t)c->index_topk;
         int32_t *pk = picks ? picks + ((size_t)l * (size_t)T + (size_t)t0) * KI : NULL;
         if (pk)
@@ -1456,6 +1494,8 @@ static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, i
             trace(s, s->hu, hidden, 1 + l, T, t0, n);
         }
     }
+    if (s->last == s->tap_layer) LD_TRY(tap_streams(s, n, t0, err));
+    if (s->slice) return LD_OK;
     LD_TRY(hc_head(s, n, err));
     LD_TRY(o->rmsnorm(be, s->xb, s->u, s->norm, n, c->rms_eps, err));
     if (hidden) {
@@ -1531,6 +1571,11 @@ ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_
     ld_status st = seqs && b.p ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (int i = 0; st == LD_OK && i < n; i++) {
         const ld_ds4_session *s = parts[i].s;
+        if (s && s->slice) {
+            st = LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs streams (ld_ds4_session_eval_slice), "
+                         "not a batch");
+            break;
+        }
         seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
                                  s && s->reduce};
@@ -1552,10 +1597,54 @@ ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, f
 ld_status ld_ds4_session_eval_picks(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                     int32_t *experts, int32_t *picks, ld_error *err)
 {
+    if (s->slice)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice's session runs streams (ld_ds4_session_eval_slice), "
+                       "not a whole pass");
     LD_TRY(ld_session_check_eval(tokens, T, s->pos, s->max_seq, s->m->cfg.vocab, err));
     for (int t0 = 0; t0 < T; t0 += s->max_batch) {
         int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
         LD_TRY(chunk(s, tokens + t0, n, T, t0, logits, hidden, experts, picks, err));
+    }
+    return LD_OK;
+}
+
+ld_status ld_ds4_session_eval_streams(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                      int layer, float *streams, ld_error *err)
+{
+    if (layer < 0 || layer > s->m->cfg.n_layers)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "streams entering layer %d: the model has %d layers", layer,
+                       s->m->cfg.n_layers);
+    s->tap = streams;
+    s->tap_layer = layer;
+    ld_status st = ld_ds4_session_eval_picks(s, tokens, T, logits, hidden, NULL, NULL, err);
+    s->tap = NULL;
+    return st;
+}
+
+/* ---------------------------------------------------------------- slices */
+
+ld_status ld_ds4_session_create_slice(const ld_ds4_model *m, ld_backend *be, int first, int last, int max_seq,
+                                      int max_batch, ld_ds4_session **out, ld_error *err)
+{
+    *out = NULL;
+    LD_TRY(ld_session_check_slice(first, last, m->cfg.n_layers, err));
+    return session_make(m, be, max_seq, max_batch, first, last, out, err);
+}
+
+ld_status ld_ds4_session_eval_slice(ld_ds4_session *s, const int32_t *tokens, const float *x, int T, float *out,
+                                    ld_error *err)
+{
+    if (!s->slice) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_ds4_session_create_slice)");
+    if (!tokens) return LD_FAIL(err, LD_ERR_USAGE, 0, "a DeepSeek V4 slice needs its rows' tokens (hash routing)");
+    LD_TRY(ld_session_check_eval(tokens, T, s->pos, s->max_seq, s->m->cfg.vocab, err));
+    size_t ND = (size_t)s->m->cfg.hc_mult * (size_t)s->m->cfg.hidden;
+    for (int t0 = 0; t0 < T; t0 += s->max_batch) {
+        int n = T - t0 < s->max_batch ? T - t0 : s->max_batch;
+        memcpy(s->streams, x + (size_t)t0 * ND, (size_t)n * ND * sizeof *s->streams);
+        s->st_host = 1;
+        s->st_dev = 0;
+        LD_TRY(rows_forward(s, tokens + t0, n, T, t0, out, NULL, NULL, err));
+        s->pos += n;
     }
     return LD_OK;
 }

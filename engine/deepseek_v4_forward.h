@@ -136,6 +136,28 @@ ld_status ld_ds4_session_eval(ld_ds4_session *s, const int32_t *tokens, int T, f
 ld_status ld_ds4_session_eval_picks(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                     int32_t *experts, int32_t *picks, ld_error *err);
 
+/* ld_ds4_session_eval, and the residual streams entering layer `layer`
+ * (0 .. n_layers; n_layers: after the last layer, before the head's
+ * collapse): `streams` (NULL: not wanted) receives [T][hc_mult][hidden].
+ * What a slice of layers [layer, ...) is fed. */
+ld_status ld_ds4_session_eval_streams(ld_ds4_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                      int layer, float *streams, ld_error *err);
+
+/* A slice: layers [first, last) alone (their weights, KV rings,
+ * compressors and indexers only; no embeddings, head collapse, final
+ * norm or lm head), fed the streams ld_ds4_session_eval_streams gives at
+ * `first`.  ld_ds4_session_eval_slice runs T rows from the slice's
+ * position: x [T][hc_mult][hidden] the streams entering `first`, `tokens`
+ * [T] their ids (the hash layers route by them), out [last - first][T]
+ * [hidden] the planes ld_ds4_session_eval's `hidden` has after each layer
+ * (the streams' means), bitwise those of the whole pass.  A slice's
+ * session runs nothing else (no eval, batch or sibling).  The variants
+ * as ld_ds4_session_set_kernels sets them. */
+ld_status ld_ds4_session_create_slice(const ld_ds4_model *m, ld_backend *be, int first, int last, int max_seq,
+                                      int max_batch, ld_ds4_session **out, ld_error *err);
+ld_status ld_ds4_session_eval_slice(ld_ds4_session *s, const int32_t *tokens, const float *x, int T, float *out,
+                                    ld_error *err);
+
 /* A session that borrows the weights of `lead` (which must outlive it):
  * its own caches (max_seq positions), scratch (lead's max_batch) and
  * position, lead's variants: another request on the same model, for

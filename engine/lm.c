@@ -26,6 +26,7 @@ struct ld_lm {
 };
 
 struct ld_lm_session {
+    const ld_lm_info *info; /* its model's */
     ld_session *dense;
     ld_tp_session *tp;
     ld_ds_session *ds;
@@ -71,15 +72,16 @@ ld_status ld_lm_open(const char *path, ld_lm **out, ld_error *err)
         unsigned f = LD_KF_DEEPSEEK | LD_KF_MHC;
         for (int l = 0; l < c->n_layers; l++)
             if (c->layer_type[l] == LD_DS4_CSA) f |= LD_KF_INDEXER;
-        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, f};
+        lm->info = (ld_lm_info){"DeepseekV4ForCausalLM", c->vocab, c->max_pos, c->n_layers, c->hidden, f,
+                                c->hc_mult * c->hidden};
     } else if (lm->ds) {
         const ld_ds_config *c = &lm->ds->cfg;
         const char *arch = c->v32 ? "DeepseekV32ForCausalLM" : "DeepseekV3ForCausalLM";
         unsigned f = LD_KF_DEEPSEEK | LD_KF_MLA | (c->v32 ? LD_KF_INDEXER : 0u);
-        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, f};
+        lm->info = (ld_lm_info){arch, c->vocab, c->max_pos, c->n_layers, c->hidden, f, c->hidden};
     } else {
         const ld_model_config *c = &lm->dense->cfg;
-        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0};
+        lm->info = (ld_lm_info){c->arch_name, c->vocab, c->max_pos, c->n_layers, c->hidden, 0, c->hidden};
     }
     *out = lm;
     return LD_OK;
@@ -99,6 +101,14 @@ void ld_lm_close(ld_lm *lm)
     free(lm);
 }
 
+/* an empty session of the model of `info` (NULL: out of memory) */
+static ld_lm_session *session_new(const ld_lm_info *info)
+{
+    ld_lm_session *s = calloc(1, sizeof *s);
+    if (s) s->info = info;
+    return s;
+}
+
 /* the MLA form `k` asks for (NULL: the naive one) */
 static ld_ds_attn mla_form(const ld_cpu_kernels *k)
 {
@@ -111,7 +121,7 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
 {
     ld_ds_attn form = mla_form(k);
     *out = NULL;
-    ld_lm_session *s = calloc(1, sizeof *s);
+    ld_lm_session *s = session_new(&lm->info);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lm->ds4 ? ld_ds4_session_create(lm->ds4, be, max_seq, max_batch, &s->ds4, err)
                    : lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, form, &s->ds, err)
@@ -154,7 +164,7 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
     ld_cpu_kernels k = ld_cpu_kernels_default(0);
     ld_ds_attn form = LD_DS_ATTN_NAIVE;
     if (lm->ds || lm->ds4) LD_TRY(ds_kernels_of(tp, &k, &form, err));
-    ld_lm_session *s = calloc(1, sizeof *s);
+    ld_lm_session *s = session_new(&lm->info);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lm->ds4 ? ld_tp_ds4_session_create(lm->ds4, tp, &k, max_seq, max_batch, &s->tp, err)
                    : lm->ds ? ld_tp_ds_session_create(lm->ds, tp, form, &k, max_seq, max_batch, &s->tp, err)
@@ -171,14 +181,13 @@ ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, const ld_c
                                      int max_seq, int max_batch, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
-    if (lm->ds4)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "layer slices: dense models and DeepSeek V3 / V3.2 so far, not "
-                       "DeepSeek V4 (its residual stream is hc_mult streams)");
-    ld_lm_session *s = calloc(1, sizeof *s);
+    ld_lm_session *s = session_new(&lm->info);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_status st = lm->ds ? ld_ds_session_create_slice(lm->ds, be, first, last, max_seq, max_batch, mla_form(k),
-                                                       &s->ds, err)
-                          : ld_session_create_slice(lm->dense, be, first, last, max_seq, max_batch, &s->dense, err);
+    ld_status st = lm->ds4 ? ld_ds4_session_create_slice(lm->ds4, be, first, last, max_seq, max_batch, &s->ds4, err)
+                   : lm->ds ? ld_ds_session_create_slice(lm->ds, be, first, last, max_seq, max_batch, mla_form(k),
+                                                         &s->ds, err)
+                            : ld_session_create_slice(lm->dense, be, first, last, max_seq, max_batch, &s->dense, err);
+    if (st == LD_OK && s->ds4 && k) ld_ds4_session_set_kernels(s->ds4, k);
     if (st == LD_OK && s->ds && k) ld_ds_session_set_kernels(s->ds, k);
     if (st != LD_OK) {
         free(s);
@@ -188,8 +197,10 @@ ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, const ld_c
     return LD_OK;
 }
 
-ld_status ld_lm_eval_slice(ld_lm_session *s, const float *x, int T, float *out, ld_error *err)
+ld_status ld_lm_eval_slice(ld_lm_session *s, const int32_t *tokens, const float *x, int T, float *out,
+                           ld_error *err)
 {
+    if (s->ds4) return ld_ds4_session_eval_slice(s->ds4, tokens, x, T, out, err);
     if (s->ds) return ld_ds_session_eval_slice(s->ds, x, T, out, err);
     if (!s->dense) return LD_FAIL(err, LD_ERR_USAGE, 0, "not a layer slice's session (ld_lm_session_create_slice)");
     return ld_session_eval_slice(s->dense, x, T, out, err);
@@ -203,12 +214,37 @@ ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logi
     return ld_session_eval(s->dense, tokens, T, logits, hidden, err);
 }
 
+/* hidden [n_layers + 2][T][D] (NULL: made here for the copy) plane
+ * `layer` into state [T][D] */
+static ld_status eval_plane(ld_lm_session *s, const ld_lm_info *c, const int32_t *tokens, int T, float *logits,
+                            float *hidden, int layer, float *state, ld_error *err)
+{
+    size_t plane = (size_t)T * (size_t)c->hidden;
+    float *h = hidden ? hidden : malloc(((size_t)c->n_layers + 2) * plane * sizeof *h);
+    if (!h) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = ld_lm_eval(s, tokens, T, logits, h, err);
+    if (st == LD_OK) memcpy(state, h + (size_t)layer * plane, plane * sizeof *state);
+    if (h != hidden) free(h);
+    return st;
+}
+
+ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, int layer,
+                           float *state, ld_error *err)
+{
+    if (!state) return ld_lm_eval(s, tokens, T, logits, hidden, err);
+    if (s->ds4) return ld_ds4_session_eval_streams(s->ds4, tokens, T, logits, hidden, layer, state, err);
+    if (layer < 0 || layer > s->info->n_layers)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "the state entering layer %d: the model has %d layers", layer,
+                       s->info->n_layers);
+    return eval_plane(s, s->info, tokens, T, logits, hidden, layer, state, err);
+}
+
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
     if (lead->tp)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "sessions sharing weights: not with tensor parallelism yet");
-    ld_lm_session *s = calloc(1, sizeof *s);
+    ld_lm_session *s = session_new(lead->info);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lead->ds4 ? ld_ds4_session_create_sibling(lead->ds4, max_seq, &s->ds4, err)
                    : lead->ds ? ld_ds_session_create_sibling(lead->ds, max_seq, &s->ds, err)

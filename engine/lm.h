@@ -25,6 +25,9 @@ typedef struct ld_lm_info {
     int hidden;        /* the residual stream's width (hidden planes) */
     unsigned kernel_features; /* LD_KF_* (cpu_kernels.h): which session-level
                                  kernel variants act on this model */
+    int state_width;   /* floats per row of the residual state entering a
+                          layer (what a slice is fed): hidden, or DeepSeek
+                          V4's hc_mult streams of hidden */
 } ld_lm_info;
 
 /* Opens `path`: a GGUF file or a directory holding only one, or an HF
@@ -57,19 +60,28 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
 ld_status ld_lm_tp_check(const ld_lm *lm, int n, ld_error *err);
 
 /* A session over layers [first, last) alone (forward.h's
- * ld_session_create_slice: their weights and caches only), fed hidden rows
- * by ld_lm_eval_slice: x [T][hidden] entering layer `first`, out
- * [last - first][T][hidden] the residual stream after each; `k` as
- * ld_lm_session_create.  Dense models and DeepSeek V3 / V3.2
- * (LD_ERR_UNSUPPORTED for V4, whose residual stream is hc_mult streams). */
+ * ld_session_create_slice and its twins: their weights and caches only),
+ * fed by ld_lm_eval_slice: x [T][state_width] the residual state entering
+ * layer `first` (ld_lm_eval_state's), tokens [T] the rows' ids (DeepSeek
+ * V4's hash layers route by them; the others ignore them, NULL allowed),
+ * out [last - first][T][hidden] the hidden planes after each layer
+ * (ld_lm_eval's, bitwise); `k` as ld_lm_session_create. */
 ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, const ld_cpu_kernels *k, int first, int last,
                                      int max_seq, int max_batch, ld_lm_session **out, ld_error *err);
-ld_status ld_lm_eval_slice(ld_lm_session *s, const float *x, int T, float *out, ld_error *err);
+ld_status ld_lm_eval_slice(ld_lm_session *s, const int32_t *tokens, const float *x, int T, float *out,
+                           ld_error *err);
 
 /* Runs T tokens from the current position: logits [T][vocab] and hidden
  * [n_layers + 2][T][hidden] (embeddings, after each layer, final norm),
  * each NULL when not wanted; the contract of ld_session_eval. */
 ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, ld_error *err);
+
+/* ld_lm_eval, and the residual state entering layer `layer` (0 ..
+ * n_layers; n_layers: after the last layer): `state` (NULL: not wanted)
+ * receives [T][state_width], what a slice from `layer` is fed.  For the
+ * models whose state is one stream it is hidden plane `layer`. */
+ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, int layer,
+                           float *state, ld_error *err);
 
 /* Another request's session over the weights of `lead` (which must outlive
  * it): its own caches of max_seq positions, lead's max_batch and variants

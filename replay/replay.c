@@ -132,12 +132,28 @@ static ld_status dup_ids(const int32_t *src, size_t n, int32_t **dst, ld_error *
 }
 
 /* While dumping: the dump being filled, a per-call hidden buffer
- * [planes][CHUNK][D], and the index of the next wanted position. */
+ * [planes][CHUNK][D] (every plane: the dump keeps some of them), a
+ * per-call state buffer [CHUNK][state_width] (the dump wants the state),
+ * and the index of the next wanted position. */
 typedef struct dumper {
     ld_replay_dump *d;
-    float *hbuf;
+    float *hbuf, *sbuf;
     size_t planes, D, next;
 } dumper;
+
+/* the call's row r (position index dp->next of the dump) into the dump's
+ * kept planes and state */
+static void keep_row(dumper *dp, size_t k, size_t r)
+{
+    ld_replay_dump *d = dp->d;
+    for (size_t p = (size_t)d->plane_lo; p <= (size_t)d->plane_hi; p++)
+        memcpy(d->rows + ((p - (size_t)d->plane_lo) * d->n_pos + dp->next) * dp->D, dp->hbuf + (p * k + r) * dp->D,
+               dp->D * sizeof *d->rows);
+    if (d->want_state) {
+        size_t W = (size_t)d->state_width;
+        memcpy(d->state + dp->next * W, dp->sbuf + r * W, W * sizeof *d->state);
+    }
+}
 
 /* Feeds toks [n] (absolute positions at .. at+n) to the session: one call
  * when not dumping (dp NULL), else calls of at most CHUNK tokens, asking
@@ -151,13 +167,10 @@ static ld_status feed(ld_lm_session *s, const int32_t *toks, size_t n, size_t at
     for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
         size_t k = n - i0 < CHUNK ? n - i0 : CHUNK, lo = at + i0;
         int want = dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k;
-        LD_TRY(ld_lm_eval(s, toks + i0, (int)k, i0 == 0 ? logits : NULL, want ? dp->hbuf : NULL, err));
-        for (; dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k; dp->next++) {
-            size_t r = (size_t)d->pos[dp->next] - lo;
-            for (size_t p = 0; p < dp->planes; p++)
-                memcpy(d->rows + (p * d->n_pos + dp->next) * dp->D, dp->hbuf + (p * k + r) * dp->D,
-                       dp->D * sizeof *d->rows);
-        }
+        LD_TRY(ld_lm_eval_state(s, toks + i0, (int)k, i0 == 0 ? logits : NULL, want ? dp->hbuf : NULL,
+                                d->state_layer, want && d->want_state ? dp->sbuf : NULL, err));
+        for (; dp->next < d->n_pos && (size_t)d->pos[dp->next] < lo + k; dp->next++)
+            keep_row(dp, k, (size_t)d->pos[dp->next] - lo);
     }
     return LD_OK;
 }
@@ -180,9 +193,11 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     else LD_TRY(ld_lm_session_create(e->lm, e->be, &e->k, max_seq, CHUNK, &s, err));
     float *buf = malloc((size_t)CHUNK * (size_t)V * sizeof *buf);
     int32_t *fed = NULL;
-    dumper dpv = { dump, NULL, (size_t)c->n_layers + 2, (size_t)c->hidden, 0 }, *dp = dump ? &dpv : NULL;
+    dumper dpv = { dump, NULL, NULL, (size_t)c->n_layers + 2, (size_t)c->hidden, 0 }, *dp = dump ? &dpv : NULL;
     if (dp) dpv.hbuf = malloc(dpv.planes * CHUNK * dpv.D * sizeof *dpv.hbuf);
-    ld_status st = buf && (!dp || dpv.hbuf) ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (dp && dump->want_state) dpv.sbuf = malloc((size_t)CHUNK * (size_t)c->state_width * sizeof *dpv.sbuf);
+    int bufs = buf && (!dp || dpv.hbuf) && (!dp || !dump->want_state || dpv.sbuf);
+    ld_status st = bufs ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     if (st == LD_OK && no > 0) {
         res->pos = calloc(no, sizeof *res->pos);
         fed = malloc(no * sizeof *fed);
@@ -238,6 +253,7 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     free(fed);
     free(buf);
     if (dp) free(dpv.hbuf);
+    if (dp) free(dpv.sbuf);
     ld_lm_session_destroy(s);
     return st;
 }
@@ -252,13 +268,23 @@ static ld_status dump_prepare(const ld_replay_engine *e, const ld_replay_result 
     d->n_prompt = res->n_prompt;
     d->n_layers = c->n_layers;
     d->hidden = c->hidden;
+    if (!d->some_planes) d->plane_lo = 0, d->plane_hi = c->n_layers + 1;
+    if (d->plane_lo < 0 || d->plane_lo > d->plane_hi || d->plane_hi > c->n_layers + 1)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "planes %d-%d: the model has planes 0-%d", d->plane_lo, d->plane_hi,
+                       c->n_layers + 1);
+    if (d->want_state && (d->state_layer < 0 || d->state_layer > c->n_layers))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "the state entering layer %d: the model has %d layers", d->state_layer,
+                       c->n_layers);
     LD_TRY(ld_replay_positions_resolve(d->want, d->seq_len, &d->pos, &d->n_pos, err));
-    size_t planes = (size_t)c->n_layers + 2, D = (size_t)c->hidden;
-    if (d->n_pos > SIZE_MAX / sizeof *d->rows / planes / (D ? D : 1))
+    size_t planes = (size_t)(d->plane_hi - d->plane_lo + 1), D = (size_t)c->hidden;
+    size_t W = d->want_state ? (size_t)c->state_width : 0;
+    if (d->n_pos > SIZE_MAX / sizeof *d->rows / (planes * D + W + 1))
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     d->tokens = malloc(d->n_pos * sizeof *d->tokens);
     d->rows = malloc(planes * d->n_pos * D * sizeof *d->rows);
-    if (!d->tokens || !d->rows) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (W) d->state = malloc(d->n_pos * W * sizeof *d->state);
+    d->state_width = (int)W;
+    if (!d->tokens || !d->rows || (W && !d->state)) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (size_t i = 0; i < d->n_pos; i++) {
         size_t p = (size_t)d->pos[i];
         d->tokens[i] = p < res->n_prompt ? res->prompt[p] : res->output[p - res->n_prompt];
@@ -272,7 +298,7 @@ static ld_status replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n
                             ld_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (dump) *dump = (ld_replay_dump){ .want = dump->want };
+    if (dump) ld_replay_dump_reset(dump);
     out->divergence = out->first_outside = out->first_not_top1 = out->greedy_from = -1;
     ld_replay_opts o = opts ? *opts : (ld_replay_opts){ 0, 0, NAN };
     if (o.top_k < 0 || o.top_k > LD_REPLAY_MAX_TOP_K)
@@ -392,7 +418,7 @@ ld_status ld_replay_request_dump(ld_replay_engine *e, const ld_request *r, const
                                  ld_replay_result *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (dump) *dump = (ld_replay_dump){ .want = dump->want };
+    if (dump) ld_replay_dump_reset(dump);
     int32_t *prompt = NULL, *output = NULL;
     size_t np = 0, no = 0;
     ld_replay_prompt_source src;

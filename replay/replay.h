@@ -273,18 +273,32 @@ ld_status ld_replay_positions_resolve(const ld_replay_positions *p, size_t seq_l
 
 void ld_replay_positions_free(ld_replay_positions *p);
 
-/* A dump: `want` is read, the rest filled by ld_replay_request_dump (and
- * owned by the struct: free with ld_replay_dump_free). */
+/* A dump: `want`, the planes kept and the state wanted are read, the rest
+ * filled by ld_replay_request_dump (and owned by the struct: free with
+ * ld_replay_dump_free). */
 typedef struct ld_replay_dump {
     const ld_replay_positions *want; /* borrowed; NULL or empty: every position */
+    /* in: with some_planes, only planes [plane_lo, plane_hi] are kept
+       (without, every plane: they are set to 0 and n_layers + 1); with
+       want_state, also the residual state entering layer state_layer
+       (lm.h's ld_lm_eval_state: what a layer slice is fed).  A check of a
+       few layers of a large model keeps only what it compares. */
+    int some_planes, plane_lo, plane_hi;
+    int want_state, state_layer;
     size_t seq_len;                  /* positions in the replayed sequence */
     size_t n_prompt;                 /* of which the prompt's */
     int64_t *pos;                    /* [n_pos] ascending, distinct */
     int64_t *tokens;                 /* [n_pos] the token at each */
     size_t n_pos;
-    int n_layers, hidden;            /* n_layers + 2 planes of `hidden` floats */
-    float *rows;                     /* [n_layers + 2][n_pos][hidden] */
+    int n_layers, hidden;            /* the model's n_layers + 2 planes of `hidden` floats */
+    float *rows;                     /* [plane_hi - plane_lo + 1][n_pos][hidden]: plane
+                                        plane_lo + k in block k */
+    int state_width;                 /* want_state: floats per row of the state */
+    float *state;                    /* want_state: [n_pos][state_width] */
 } ld_replay_dump;
+
+/* *d emptied but for what the caller asks (want, the planes, the state) */
+void ld_replay_dump_reset(ld_replay_dump *d);
 
 void ld_replay_dump_free(ld_replay_dump *d);
 

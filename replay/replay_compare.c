@@ -63,7 +63,8 @@ static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_r
                             ld_error *err)
 {
     LD_TRY(ld_replay_engine_set_backend(e, backend, kernels, n_threads, err));
-    *dump = (ld_replay_dump){.want = NULL};
+    dump->want = NULL; /* every position; the planes and state as the caller asks */
+    ld_replay_dump_reset(dump);
     return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
 }
 
@@ -142,15 +143,16 @@ void ld_backend_cmp_free(ld_backend_cmp *c)
 }
 
 /* per plane p in [out->plane_lo, out->plane_hi]: the largest row error
- * and element difference of b's rows (those planes only, laid out as a's:
- * [plane][position][hidden]) against a's */
+ * and element difference of b's rows (those planes only:
+ * [plane][position][hidden]) against a's (which keeps planes
+ * a->plane_lo .. a->plane_hi, those among them) */
 static void compare_planes(const ld_replay_dump *a, const float *b, ld_backend_cmp *out)
 {
     size_t D = (size_t)a->hidden, N = a->n_pos, lo = (size_t)out->plane_lo;
     ld_backend_cmp_plane *plane = out->plane;
     for (size_t p = lo; p <= (size_t)out->plane_hi; p++)
         for (size_t i = 0; i < N; i++) {
-            const float *x = b + ((p - lo) * N + i) * D, *y = a->rows + (p * N + i) * D;
+            const float *x = b + ((p - lo) * N + i) * D, *y = a->rows + ((p - (size_t)a->plane_lo) * N + i) * D;
             double e = row_nerr(x, y, D);
             if (e > plane[p].max_nerr) plane[p].max_nerr = e;
             for (size_t j = 0; j < D; j++) {
@@ -165,7 +167,8 @@ static void compare_planes(const ld_replay_dump *a, const float *b, ld_backend_c
 #define SLICE_CHUNK 256
 
 /* planes first + 1 .. last of a slice on the engine's backend, fed da's
- * plane `first` at every position: *out [last - first][n_pos][hidden] */
+ * state entering layer `first` at every position (and its tokens):
+ * *out [last - first][n_pos][hidden] */
 static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int first, int last, float **out,
                            ld_error *err)
 {
@@ -174,31 +177,38 @@ static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int fi
     for (size_t i = 0; i < N; i++)
         if (da->pos[i] != (int64_t)i)
             return LD_FAIL(err, LD_ERR_USAGE, 0, "a layer slice needs every position's rows (not --positions)");
-    if (last > da->n_layers)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "--check-layers %d-%d: the model has %d layers (0-%d)", first, last - 1,
-                       da->n_layers, da->n_layers - 1);
     if (N > INT32_MAX) return LD_FAIL(err, LD_ERR_LIMIT, 0, "%zu positions: too many for a session", N);
     int n = (int)N;
     *out = malloc((size_t)(last - first) * N * D * sizeof **out);
+    int32_t *ids = malloc((N ? N : 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < N; i++) ids[i] = (int32_t)da->tokens[i];
     ld_lm_session *s = NULL;
-    ld_status st = *out ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = *out && ids ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     if (st == LD_OK)
         st = ld_lm_session_create_slice(e->lm, e->be, &e->k, first, last, n, n < SLICE_CHUNK ? n : SLICE_CHUNK, &s,
                                         err);
-    if (st == LD_OK) st = ld_lm_eval_slice(s, da->rows + (size_t)first * N * D, n, *out, err);
+    if (st == LD_OK) st = ld_lm_eval_slice(s, ids, da->state, n, *out, err);
     ld_lm_session_destroy(s);
+    free(ids);
     return st;
 }
 
 /* the check of layers [first, last) alone on `other` against the whole
  * replay on `backend` */
 static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                             const char *backend, const char *other, int first, int last, int n_threads,
-                             ld_backend_cmp *out, ld_error *err)
+                             const char *backend, const char *kernels, const char *other, int first, int last,
+                             int n_threads, ld_backend_cmp *out, ld_error *err)
 {
-    ld_replay_dump da = {0};
+    /* the whole replay keeps what the slice compares and is fed: planes
+       first + 1 .. last, and the state entering `first` */
+    ld_replay_dump da = {.some_planes = 1, .plane_lo = first + 1, .plane_hi = last, .want_state = 1,
+                         .state_layer = first};
     float *rows = NULL; /* the slice's planes */
-    ld_status st = replay_all(e, r, opts, n_threads, backend, NULL, &da, &out->a, err);
+    int L = ld_lm_info_of(e->lm)->n_layers;
+    if (last > L)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "--check-layers %d-%d: the model has %d layers (0-%d)", first, last - 1,
+                       L, L - 1);
+    ld_status st = replay_all(e, r, opts, n_threads, backend, kernels, &da, &out->a, err);
     if (st == LD_OK) snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
     if (st == LD_OK) st = ld_replay_engine_set_backend(e, other, NULL, n_threads, err);
     if (st == LD_OK) {
@@ -219,7 +229,7 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
     ld_replay_dump_free(&da);
     free(rows);
     ld_error serr;
-    if (ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
+    if (ld_replay_engine_set_backend(e, backend, kernels, n_threads, &serr) != LD_OK && st == LD_OK) {
         if (err) *err = serr;
         st = serr.code;
     }
@@ -227,21 +237,22 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
 }
 
 ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                   const char *backend, const char *other, int first, int last, int n_threads,
-                                   ld_backend_cmp *out, ld_error *err)
+                                   const char *backend, const char *kernels, const char *other, int first, int last,
+                                   int n_threads, ld_backend_cmp *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
     out->first = first;
     out->last = last;
+    snprintf(out->kernels_a, sizeof out->kernels_a, "%s", kernels ? kernels : "");
     if (last > 0) {
-        ld_status st = check_slice(e, r, opts, backend, other, first, last, n_threads, out, err);
+        ld_status st = check_slice(e, r, opts, backend, kernels, other, first, last, n_threads, out, err);
         if (st != LD_OK) ld_backend_cmp_free(out);
         return st;
     }
     ld_replay_dump da = {0}, db = {0};
     ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
     if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
-    if (st == LD_OK) st = replay_all(e, r, opts, n_threads, backend, NULL, &da, &out->a, err);
+    if (st == LD_OK) st = replay_all(e, r, opts, n_threads, backend, kernels, &da, &out->a, err);
     if (st == LD_OK) {
         snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
         out->n_layers = da.n_layers;

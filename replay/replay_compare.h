@@ -75,6 +75,7 @@ typedef struct ld_backend_cmp_plane {
 typedef struct ld_backend_cmp {
     ld_replay_result a, b;      /* the two replays (b empty for a slice) */
     char name_a[96], name_b[96];
+    char kernels_a[128];        /* the variants `backend` ran with ("" none) */
     int n_layers;
     ld_backend_cmp_plane *plane; /* [n_layers + 2], compared in [plane_lo, plane_hi] */
     int plane_lo, plane_hi;
@@ -84,14 +85,18 @@ typedef struct ld_backend_cmp {
     size_t rank_changes;
 } ld_backend_cmp;
 
-/* Leaves `e` on `backend`.  last > 0: the check backend runs layers
- * [first, last) alone (lm.h's layer slice: their weights only, for a model
- * too large for it), fed `backend`'s residual stream entering layer
- * `first` at every position; planes first + 1 .. last compared, no logits
- * on the check side (dense models so far). */
+/* r replayed on `backend` with `kernels` (NULL: its own; e.g. the CUDA
+ * backend with its launches in graphs, or a CPU variant) and on `other`
+ * with its defaults, compared plane by plane.  Leaves `e` on `backend`
+ * with `kernels`.  last > 0: the check backend runs layers [first, last)
+ * alone (lm.h's layer slice: their weights only, for a model too large for
+ * it), fed `backend`'s residual state entering layer `first` at every
+ * position (DeepSeek V4: its hc_mult streams) and the tokens; planes
+ * first + 1 .. last compared, only those kept of the whole replay, no
+ * logits on the check side. */
 ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                                   const char *backend, const char *other, int first, int last, int n_threads,
-                                   ld_backend_cmp *out, ld_error *err);
+                                   const char *backend, const char *kernels, const char *other, int first, int last,
+                                   int n_threads, ld_backend_cmp *out, ld_error *err);
 
 void ld_backend_cmp_free(ld_backend_cmp *c);
 

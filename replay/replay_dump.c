@@ -142,7 +142,14 @@ void ld_replay_dump_free(ld_replay_dump *d)
     free(d->pos);
     free(d->tokens);
     free(d->rows);
-    *d = (ld_replay_dump){ .want = d->want };
+    free(d->state);
+    ld_replay_dump_reset(d);
+}
+
+void ld_replay_dump_reset(ld_replay_dump *d)
+{
+    *d = (ld_replay_dump){ .want = d->want, .some_planes = d->some_planes, .plane_lo = d->plane_lo,
+                           .plane_hi = d->plane_hi, .want_state = d->want_state, .state_layer = d->state_layer };
 }
 
 ld_status ld_replay_dump_mkdir(const char *dir, ld_error *err)
@@ -252,6 +259,9 @@ ld_status ld_replay_dump_write(const char *dir, const ld_replay_dump *d, const l
                                const char *rid, ld_error *err)
 {
     size_t dlen = strlen(dir), planes = (size_t)d->n_layers + 2, plane = d->n_pos * (size_t)d->hidden;
+    if (d->plane_lo != 0 || d->plane_hi != d->n_layers + 1)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a dump of planes %d-%d only: the files hold every plane", d->plane_lo,
+                       d->plane_hi);
     char *path = malloc(dlen + 64);
     if (!path) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     memcpy(path, dir, dlen);

@@ -5,7 +5,9 @@
 #   - dense (qwen3, FP8 qwen3-fp8), DeepSeek-V3.2 (MLA, indexer) on replaylog's rp-greedy, and
 #     DeepSeek-V3 FP8 and V4 FP4 on smallvocab's sv-forced: `--backend cuda --check ref`: every
 #     plane within 1e-4 normalised error of the plain-C reference, no logged token's rank changed;
-#   - `--check ref --check-layers 1` on qwen3: layer 1 alone on the reference, fed the device's rows;
+#   - `--check ref --check-layers` on qwen3 (layer 1) and V4 FP4 (layers 1-2, fed the hc streams):
+#     those layers alone on the reference, fed the device's state entering the first;
+#   - `--kernels graphs=on --check ref` on V4 FP4: the captured launches within 1e-4 of the reference;
 #   - the same replay twice on CUDA gives the same bytes (--json), and with its launches captured
 #     in CUDA graphs (--kernels graphs=on / graphs=16; qwen3, V4 FP4);
 #   - `--batch-with` on qwen3 and V4: the request batched with two others, bitwise its alone logits;
@@ -48,6 +50,22 @@ import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[0])
 assert r["backend"].startswith("cuda") and r["check"] == "ref" and r["layers"] == [1, 1], r
 assert [p["where"] for p in r["planes"]] == ["layer 1"] and r["planes"][0]["max_nerr"] < 1e-4, r
+PY
+# --kernels graphs=on with --check: the captured launches against the reference
+run "deepseek-v4-fp4 --kernels graphs=on --check ref" 0 "$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced \
+    --backend cuda --kernels graphs=on --check ref --json "$SV"
+check_planes "deepseek-v4-fp4 (graphs)" "$WORK/out"
+check "graphs: the kernels named" python3 -c \
+    "import json,sys; assert json.loads(open(sys.argv[1]).readline())['kernels'] == 'graphs=on'" "$WORK/out"
+# V4's slice on the reference, fed the device's hc streams entering layer 1
+run "deepseek-v4-fp4 --backend cuda --check ref --check-layers 1-2" 0 "$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" \
+    --rid sv-forced --backend cuda --check ref --check-layers 1-2 --json "$SV"
+check "V4 FP4: layers 1-2 alone on ref against cuda" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["layers"] == [1, 2] and [p["where"] for p in r["planes"]] == ["layer 1", "layer 2"], r
+for p in r["planes"]:
+    assert p["max_nerr"] < 1e-4, p
 PY
 for m in deepseek-v3-fp8 deepseek-v4-fp4; do
     run "$m --backend cuda --check ref" 0 "$LOGDIFF" replay --model "$MD/$m" --rid sv-forced --backend cuda \

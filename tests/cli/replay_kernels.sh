@@ -75,6 +75,25 @@ run "--backend ref --check ref --check-layers 1" 0 "$LOGDIFF" replay --model "$M
     --check ref --check-layers 1 "$LOG"
 check "a slice on the same backend: the whole pass's rows, bit for bit" bash -c \
     "grep -q 'against layer 1 alone on ref' '$WORK/out' && grep -c '^  layer 1  *0  *0$' '$WORK/out' | grep -qx 1"
+# --kernels applies to --backend: a production-style variant against the reference, layer by layer
+run "--kernels matmul=bf16 --check ref --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels matmul=bf16 \
+    --check ref --json "$LOG"
+check "bf16 matmuls against ref: every layer departs, the embeddings do not" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["kernels"] == "matmul=bf16" and r["check"] == "ref", r
+p = {x["where"]: x for x in r["planes"]}
+assert p["embeddings"]["max_nerr"] == 0, r
+for w in ("layer 0", "layer 1", "final norm"):
+    assert 1e-4 < p[w]["max_nerr"] < 0.05, p[w]
+PY
+run "--check ref, no --kernels" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --json "$LOG"
+check "no kernels: null" python3 -c "import json,sys; assert json.loads(open(sys.argv[1]).readline())['kernels'] is None" \
+    "$WORK/out"
+run "--kernels matmul=bf16 --check ref --check-layers 1" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy \
+    --kernels matmul=bf16 --check ref --check-layers 1 "$LOG"
+check "the slice fed the variant's state: layer 1's own departure" bash -c \
+    "grep -q 'backend cpu+matmul=bf16 against layer 1 alone on ref' '$WORK/out' && ! grep -q '^  layer 1  *0  *0$' '$WORK/out'"
 run "--check-layers past the model" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --check-layers 1-2 "$LOG"
 check "names the model's layers" grep -q "check-layers 1-2: the model has 2 layers (0-1)" "$WORK/err"
 run "--check-layers without --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check-layers 0 "$LOG"
@@ -88,9 +107,19 @@ assert r["layers"] == [1, 2] and [p["where"] for p in r["planes"]] == ["layer 1"
 for p in r["planes"]:
     assert p["max_nerr"] < 1e-5, p
 PY
-run "--check-layers on DeepSeek-V4" 2 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v4" \
-    --rid rp-greedy --check ref --check-layers 0 "$LOG"
-check "not V4 yet, and why" grep -q "not DeepSeek V4 (its residual stream is hc_mult streams)" "$WORK/err"
+run "--check-layers on DeepSeek-V4" 0 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/deepseek-v4" \
+    --rid rp-greedy --check ref --check-layers 1-3 --json "$LOG"
+check "V4 layers 1-3 alone (fed the hc streams; hash routing, CSA, HCA)" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["layers"] == [1, 3] and [p["where"] for p in r["planes"]] == ["layer 1", "layer 2", "layer 3"], r
+for p in r["planes"]:
+    assert 0 < p["max_nerr"] < 1e-5, p
+PY
+run "V4 --backend ref --check ref --check-layers 0-1" 0 "$LOGDIFF" replay \
+    --model "$LD_SOURCE_DIR/testdata/models/deepseek-v4" --rid rp-greedy --backend ref --check ref --check-layers 0-1 "$LOG"
+check "a V4 slice on the same backend: the whole pass's planes, bit for bit" bash -c \
+    "grep -c '^  layer [01]  *0  *0$' '$WORK/out' | grep -qx 2"
 # the CUDA backend: where this build or machine has none, a clear usage/platform error
 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend cuda "$LOG" >"$WORK/out" 2>"$WORK/err"
 rc=$?

@@ -314,6 +314,17 @@ static float *whole(const int32_t *seq, int T, int *out_planes, int *out_D)
     return h;
 }
 
+/* seq [T] made, the engine's hidden states of it (whole(); NULL when the
+ * model cannot run) and *e the replay engine on cpu (NULL on failure) */
+static float *whole_and_engine(int32_t *seq, int T, int *planes, int *D, ld_replay_engine **e)
+{
+    make_seq(seq, (size_t)T);
+    float *ref = whole(seq, T, planes, D);
+    ld_error err;
+    if (ref && ld_replay_engine_open(MODEL, "cpu", 2, e, &err) != LD_OK) *e = NULL;
+    return ref;
+}
+
 /* Each dumped row equals the whole-sequence evaluation's, bit for bit. */
 static int rows_match(const ld_replay_dump *d, const float *ref, int planes, int D, size_t T)
 {
@@ -332,14 +343,13 @@ static int test_npy_dump_rows_as_whole_sequence(void)
 {
     enum { NP = 40, NO = 30, T = NP + NO };
     int32_t seq[T];
-    make_seq(seq, T);
     int planes = 0, D = 0;
-    float *ref = whole(seq, T, &planes, &D);
-    if (!ref) SKIP("cannot run %s", MODEL);
     ld_replay_engine *e = NULL;
+    float *ref = whole_and_engine(seq, T, &planes, &D, &e);
+    if (!ref) SKIP("cannot run %s", MODEL);
+    CHECK_MSG(e, "cannot open %s on cpu", MODEL);
     ld_error err;
     ld_error_clear(&err);
-    CHECK_MSG(ld_replay_engine_open(MODEL, "cpu", 2, &e, &err) == LD_OK, "%s", err.msg);
     ld_replay_result plain, res;
     CHECK(ld_replay_ids(e, seq, NP, seq + NP, NO, NULL, NULL, &plain, &err) == LD_OK);
     /* every position (chunks of 32: the prompt's 39, the output's 30, the last one), then
@@ -381,6 +391,57 @@ static int test_npy_dump_rows_as_whole_sequence(void)
     CHECK(d.rows == NULL && d.pos == NULL && res.pos == NULL);
     ld_replay_positions_free(&want);
     ld_replay_result_free(&plain);
+    ld_replay_engine_close(e);
+    free(ref);
+    return 0;
+}
+
+/* A dump that keeps planes [lo, hi] and the state entering a layer (what
+ * --check-layers keeps): those rows of the whole sequence's planes, bit
+ * for bit, the state (one stream here) plane `layer`; bad ranges refused
+ * before anything runs; the .npy writer refuses a partial dump. */
+static int test_npy_dump_some_planes(void)
+{
+    enum { NP = 20, NO = 20, T = NP + NO };
+    int32_t seq[T];
+    int planes = 0, D = 0;
+    ld_replay_engine *e = NULL;
+    float *ref = whole_and_engine(seq, T, &planes, &D, &e);
+    if (!ref) SKIP("cannot run %s", MODEL);
+    CHECK_MSG(e, "cannot open %s on cpu", MODEL);
+    ld_error err;
+    ld_error_clear(&err);
+    ld_replay_result res;
+    for (int lo = 0; lo < planes; lo++)
+        for (int hi = lo; hi < planes; hi++) {
+            int layer = lo < planes - 1 ? lo : 0; /* a state is entering 0 .. n_layers */
+            ld_replay_dump d = { .some_planes = 1, .plane_lo = lo, .plane_hi = hi, .want_state = 1,
+                                 .state_layer = layer };
+            CHECK_MSG(ld_replay_ids_dump(e, seq, NP, seq + NP, NO, NULL, &d, &res, &err) == LD_OK, "%s", err.msg);
+            CHECK(d.n_pos == T && d.state_width == D && d.plane_lo == lo && d.plane_hi == hi);
+            for (int k = lo; k <= hi; k++)
+                CHECK_MSG(!memcmp(d.rows + (size_t)(k - lo) * T * (size_t)D, ref + (size_t)k * T * (size_t)D,
+                                  (size_t)T * (size_t)D * sizeof *ref),
+                          "planes %d-%d: plane %d", lo, hi, k);
+            CHECK_MSG(!memcmp(d.state, ref + (size_t)layer * T * (size_t)D, (size_t)T * (size_t)D * sizeof *ref),
+                      "the state entering layer %d", layer);
+            if (lo > 0 || hi < planes - 1) {
+                CHECK_EQ_INT(ld_replay_dump_write("/nonexistent", &d, e, NULL, &err), LD_ERR_USAGE);
+                CHECK_MSG(strstr(err.msg, "the files hold every plane"), "%s", err.msg);
+            }
+            ld_replay_dump_free(&d);
+            CHECK(d.rows == NULL && d.state == NULL && d.some_planes && d.plane_lo == lo && d.want_state == 1);
+            ld_replay_result_free(&res);
+        }
+    ld_replay_dump bad[] = { { .some_planes = 1, .plane_lo = 2, .plane_hi = 1 },
+                             { .some_planes = 1, .plane_hi = planes },
+                             { .want_state = 1, .state_layer = planes - 1 } };
+    const char *msgs[] = { "planes 2-1", "the model has planes 0-3", "the state entering layer 3" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_INT(ld_replay_ids_dump(e, seq, NP, seq + NP, NO, NULL, &bad[i], &res, &err), LD_ERR_USAGE);
+        CHECK_MSG(strstr(err.msg, msgs[i]), "%s", err.msg);
+        CHECK(bad[i].rows == NULL && bad[i].state == NULL);
+    }
     ld_replay_engine_close(e);
     free(ref);
     return 0;
@@ -458,6 +519,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_npy_positions_parse),
     LD_CASE(test_npy_positions_resolve),
     LD_CASE(test_npy_dump_rows_as_whole_sequence),
+    LD_CASE(test_npy_dump_some_planes),
     LD_CASE(test_npy_dump_files),
 };
 
