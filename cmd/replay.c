@@ -67,7 +67,10 @@ static const char *const replay_usage[] = {
     "every rank); V4: its query heads with their output groups, and the",
     "experts' rows (N also divides o_groups).  On cpu/ref the",
     "ranks are threads of this process (--threads divided among them); on",
-    "cuda, GPUs 0..N-1 over NCCL (builds with NCCL).",
+    "cuda, GPUs 0..N-1 over NCCL (builds with NCCL).  With --check BACKEND",
+    "the split replay is compared with BACKEND unsplit (--check-layers: a",
+    "slice fed the split replay's state: --backend cuda --tp 8 --check cpu",
+    "--check-layers 10-12 for a model that needs eight GPUs).",
     "",
     "--dump-layers DIR writes the hidden states of the replayed sequence (the",
     "prompt ids, then the logged output ids; position p holds token p) as NumPy",
@@ -567,7 +570,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--compare-kernels: not with --dump-layers, --kernels or --seed"
                         : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
                         : tp < 0 || tp > 64 ? "--tp: give 1 to 64"
-                        : tp && (check || compare) ? "--tp: not with --check or --compare-kernels"
+                        : tp && compare ? "--tp: not with --compare-kernels"
                         : batch_with && (tp || check || compare || dump_dir || seed_arg)
                             ? "--batch-with: not with --tp, --check, --compare-kernels, --dump-layers or --seed"
                             : NULL;

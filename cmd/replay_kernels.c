@@ -87,6 +87,7 @@ void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int
         cJSON_AddItemToObject(o, "rid", ld_json_cstr(rid));
         cJSON_AddItemToObject(o, "backend", ld_json_cstr(c->name_a));
         cJSON_AddItemToObject(o, "kernels", c->kernels_a[0] ? ld_json_cstr(c->kernels_a) : cJSON_CreateNull());
+        if (c->tp_a) cJSON_AddItemToObject(o, "tp", ld_json_int(c->tp_a));
         cJSON_AddItemToObject(o, "check", ld_json_cstr(c->name_b));
         if (slice) cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray((const int[]){c->first, c->last - 1}, 2));
         cJSON_AddItemToObject(o, "positions", ld_json_int((int64_t)c->n_pos));
@@ -114,16 +115,18 @@ void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int
         ld_json_print_line(f, o);
         return;
     }
-    char name_a[256]; /* the backend, and its variants */
-    if (c->kernels_a[0] && !strstr(c->name_a, c->kernels_a)) snprintf(name_a, sizeof name_a, "%s (--kernels %s)", c->name_a, c->kernels_a);
-    else snprintf(name_a, sizeof name_a, "%s", c->name_a);
+    char name_a[256], kern[160] = "", tp[32] = ""; /* the backend, its variants and split */
+    if (c->kernels_a[0] && !strstr(c->name_a, c->kernels_a)) /* the CPU names carry their variants */
+        snprintf(kern, sizeof kern, " (--kernels %s)", c->kernels_a);
+    if (c->tp_a) snprintf(tp, sizeof tp, ", tp %d", c->tp_a);
+    snprintf(name_a, sizeof name_a, "%s%s%s", c->name_a, kern, tp);
     if (slice) {
         char which[48];
         if (c->last - 1 == c->first) snprintf(which, sizeof which, "layer %d", c->first);
         else snprintf(which, sizeof which, "layers %d-%d", c->first, c->last - 1);
-        fprintf(f, "%s: backend %s against %s alone on %s, fed %s's state entering layer %d, over %zu positions "
-                   "(normalised error of a row, largest element difference)\n",
-                rid, name_a, which, c->name_b, c->name_a, c->first, c->n_pos);
+        fprintf(f, "%s: backend %s against %s alone on %s, fed that replay's state entering layer %d, over %zu "
+                   "positions (normalised error of a row, largest element difference)\n",
+                rid, name_a, which, c->name_b, c->first, c->n_pos);
     } else {
         fprintf(f, "%s: backend %s against %s over %zu positions (normalised error of a row, largest element "
                    "difference)\n", rid, name_a, c->name_b, c->n_pos);

@@ -232,10 +232,12 @@ ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float
                            float *state, ld_error *err)
 {
     if (!state) return ld_lm_eval(s, tokens, T, logits, hidden, err);
-    if (s->ds4) return ld_ds4_session_eval_streams(s->ds4, tokens, T, logits, hidden, layer, state, err);
-    if (layer < 0 || layer > s->info->n_layers)
+    if (layer < 0 || layer > s->info->n_layers) /* before any rank of a TP session runs */
         return LD_FAIL(err, LD_ERR_USAGE, 0, "the state entering layer %d: the model has %d layers", layer,
                        s->info->n_layers);
+    if (s->ds4) return ld_ds4_session_eval_streams(s->ds4, tokens, T, logits, hidden, layer, state, err);
+    if (s->tp && s->info->state_width != s->info->hidden) /* V4's streams */
+        return ld_tp_session_eval_streams(s->tp, tokens, T, logits, hidden, layer, state, err);
     return eval_plane(s, s->info, tokens, T, logits, hidden, layer, state, err);
 }
 

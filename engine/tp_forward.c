@@ -55,6 +55,8 @@ typedef struct tp_rank {
     const int32_t *tokens;
     int T;
     float *logits, *hidden;
+    float *streams;         /* V4, rank 0: the streams entering layer tap (NULL: none) */
+    int tap;
     ld_status st;
     ld_error err;
 } tp_rank;
@@ -182,6 +184,9 @@ static void run_rank(tp_rank *r)
         r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
     else if (r->st == LD_OK && r->ds_sess)
         r->st = ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    else if (r->st == LD_OK && r->streams)
+        r->st = ld_ds4_session_eval_streams(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, r->tap, r->streams,
+                                            &r->err);
     else if (r->st == LD_OK)
         r->st = ld_ds4_session_eval(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
     if (r->st == LD_OK) r->st = rank_finish(r);
@@ -232,6 +237,15 @@ static ld_status first_error(ld_tp_session *s, int f, ld_error *err)
 ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                              ld_error *err)
 {
+    return ld_tp_session_eval_streams(s, tokens, T, logits, hidden, 0, NULL, err);
+}
+
+ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                     int layer, float *streams, ld_error *err)
+{
+    if (streams && !s->mod.d4)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "residual streams: DeepSeek-V4 sessions only (the others have one, "
+                       "their hidden planes)");
     if (s->broken)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "this tensor-parallel session failed before: create a new one");
     for (int t = 0; t < T; t++) /* the same refusal on every rank, before any collective */
@@ -245,6 +259,8 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
         r->T = T;
         r->logits = k == 0 ? logits : NULL;
         r->hidden = k == 0 ? hidden : NULL;
+        r->streams = k == 0 ? streams : NULL;
+        r->tap = layer;
     }
     pthread_mutex_lock(&s->mu);
     s->pending = s->n - 1;

@@ -101,6 +101,13 @@ ld_status ld_tp_ds4_session_create(const ld_ds4_model *m, const ld_tp_opts *o, c
 ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                              ld_error *err);
 
+/* ld_tp_session_eval of a DeepSeek-V4 session, and (rank 0's: every rank
+ * holds them whole) the residual streams entering layer `layer`, as
+ * ld_ds4_session_eval_streams gives them; LD_ERR_USAGE for the other
+ * families (their state is a hidden plane). */
+ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                     int layer, float *streams, ld_error *err);
+
 int ld_tp_session_pos(const ld_tp_session *s);
 void ld_tp_session_reset(ld_tp_session *s);
 

@@ -193,10 +193,44 @@ static ld_status run_slice(ld_replay_engine *e, const ld_replay_dump *da, int fi
     return st;
 }
 
+/* r replayed whole on `backend` with `kernels`, split over tp ranks when
+ * tp > 0, into *d (its planes and state as *d asks) and out->a */
+static ld_status replay_primary(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts, int n_threads,
+                                const char *backend, const char *kernels, int tp, ld_replay_dump *d,
+                                ld_backend_cmp *out, ld_error *err)
+{
+    e->tp = tp;
+    LD_TRY(replay_all(e, r, opts, n_threads, backend, kernels, d, &out->a, err));
+    snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
+    out->tp_a = tp;
+    return LD_OK;
+}
+
+/* the check side: `other` alone (no split), its defaults */
+static ld_status to_other(ld_replay_engine *e, const char *other, int n_threads, ld_backend_cmp *out, ld_error *err)
+{
+    e->tp = 0;
+    LD_TRY(ld_replay_engine_set_backend(e, other, NULL, n_threads, err));
+    snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
+    return LD_OK;
+}
+
+/* out's planes [lo, hi] of the n_layers + 2 */
+static ld_status planes_alloc(ld_backend_cmp *out, const ld_replay_dump *d, int lo, int hi, ld_error *err)
+{
+    out->n_layers = d->n_layers;
+    out->n_pos = d->n_pos;
+    out->plane = calloc((size_t)d->n_layers + 2, sizeof *out->plane);
+    if (!out->plane) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    out->plane_lo = lo;
+    out->plane_hi = hi;
+    return LD_OK;
+}
+
 /* the check of layers [first, last) alone on `other` against the whole
  * replay on `backend` */
 static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
-                             const char *backend, const char *kernels, const char *other, int first, int last,
+                             const char *backend, const char *kernels, int tp, const char *other, int first, int last,
                              int n_threads, ld_backend_cmp *out, ld_error *err)
 {
     /* the whole replay keeps what the slice compares and is fed: planes
@@ -208,31 +242,37 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
     if (last > L)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "--check-layers %d-%d: the model has %d layers (0-%d)", first, last - 1,
                        L, L - 1);
-    ld_status st = replay_all(e, r, opts, n_threads, backend, kernels, &da, &out->a, err);
-    if (st == LD_OK) snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
-    if (st == LD_OK) st = ld_replay_engine_set_backend(e, other, NULL, n_threads, err);
-    if (st == LD_OK) {
-        snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
-        st = run_slice(e, &da, first, last, &rows, err);
-    }
-    if (st == LD_OK) {
-        out->n_layers = da.n_layers;
-        out->n_pos = da.n_pos;
-        out->plane = calloc((size_t)da.n_layers + 2, sizeof *out->plane);
-        if (!out->plane) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
-    if (st == LD_OK) {
-        out->plane_lo = first + 1;
-        out->plane_hi = last;
-        compare_planes(&da, rows, out);
-    }
+    ld_status st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
+    if (st == LD_OK) st = to_other(e, other, n_threads, out, err);
+    if (st == LD_OK) st = run_slice(e, &da, first, last, &rows, err);
+    if (st == LD_OK) st = planes_alloc(out, &da, first + 1, last, err);
+    if (st == LD_OK) compare_planes(&da, rows, out);
     ld_replay_dump_free(&da);
     free(rows);
-    ld_error serr;
-    if (ld_replay_engine_set_backend(e, backend, kernels, n_threads, &serr) != LD_OK && st == LD_OK) {
-        if (err) *err = serr;
-        st = serr.code;
+    return st;
+}
+
+/* the check of the whole model on `other` against `backend` */
+static ld_status check_whole(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                             const char *backend, const char *kernels, int tp, const char *other, int n_threads,
+                             ld_backend_cmp *out, ld_error *err)
+{
+    ld_replay_dump da = {0}, db = {0};
+    e->tp = 0; /* the check side: `other` alone, its defaults */
+    ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
+    if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
+    if (st == LD_OK) st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
+    if (st == LD_OK) st = planes_alloc(out, &da, 0, da.n_layers + 1, err);
+    if (st == LD_OK) {
+        compare_planes(&da, db.rows, out);
+        for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
+            double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);
+            if (d > out->max_dlogprob) out->max_dlogprob = d;
+            if (out->b.pos[i].rank != out->a.pos[i].rank) out->rank_changes++;
+        }
     }
+    ld_replay_dump_free(&da);
+    ld_replay_dump_free(&db);
     return st;
 }
 
@@ -244,33 +284,16 @@ ld_status ld_replay_check_backends(ld_replay_engine *e, const ld_request *r, con
     out->first = first;
     out->last = last;
     snprintf(out->kernels_a, sizeof out->kernels_a, "%s", kernels ? kernels : "");
-    if (last > 0) {
-        ld_status st = check_slice(e, r, opts, backend, kernels, other, first, last, n_threads, out, err);
-        if (st != LD_OK) ld_backend_cmp_free(out);
-        return st;
+    int tp = e->tp; /* the replay's split; the check side runs unsplit */
+    ld_status st = last > 0 ? check_slice(e, r, opts, backend, kernels, tp, other, first, last, n_threads, out, err)
+                            : check_whole(e, r, opts, backend, kernels, tp, other, n_threads, out, err);
+    /* e left as it came: on backend with kernels, split over tp ranks */
+    e->tp = tp;
+    ld_error serr;
+    if (ld_replay_engine_set_backend(e, backend, kernels, n_threads, &serr) != LD_OK && st == LD_OK) {
+        if (err) *err = serr;
+        st = serr.code;
     }
-    ld_replay_dump da = {0}, db = {0};
-    ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
-    if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
-    if (st == LD_OK) st = replay_all(e, r, opts, n_threads, backend, kernels, &da, &out->a, err);
-    if (st == LD_OK) {
-        snprintf(out->name_a, sizeof out->name_a, "%s", ld_replay_engine_backend(e));
-        out->n_layers = da.n_layers;
-        out->n_pos = da.n_pos;
-        out->plane = calloc((size_t)da.n_layers + 2, sizeof *out->plane);
-        if (!out->plane) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
-    if (st == LD_OK) {
-        out->plane_hi = da.n_layers + 1;
-        compare_planes(&da, db.rows, out);
-        for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
-            double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);
-            if (d > out->max_dlogprob) out->max_dlogprob = d;
-            if (out->b.pos[i].rank != out->a.pos[i].rank) out->rank_changes++;
-        }
-    }
-    ld_replay_dump_free(&da);
-    ld_replay_dump_free(&db);
     if (st != LD_OK) ld_backend_cmp_free(out);
     return st;
 }

@@ -76,6 +76,7 @@ typedef struct ld_backend_cmp {
     ld_replay_result a, b;      /* the two replays (b empty for a slice) */
     char name_a[96], name_b[96];
     char kernels_a[128];        /* the variants `backend` ran with ("" none) */
+    int tp_a;                   /* its tensor-parallel ranks (0: not split) */
     int n_layers;
     ld_backend_cmp_plane *plane; /* [n_layers + 2], compared in [plane_lo, plane_hi] */
     int plane_lo, plane_hi;

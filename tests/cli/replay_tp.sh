@@ -5,8 +5,9 @@
 # (the whole --json report) whatever --threads and run after run, the report saying tp 2, layer dumps
 # (the replicated embeddings the same bytes, the layers rounded differently); DeepSeek-V3 on
 # smallvocab's request split over 2 ranks the same way, and DeepSeek-V4; sizes that do not divide the
-# heads (V4: its o_groups), FP8 scale blocks cut, --tp with --check, and cuda without NCCL/GPUs are
-# clear errors.
+# heads (V4: its o_groups), FP8 scale blocks cut, --tp with --compare-kernels, and cuda without
+# NCCL/GPUs are clear errors. --tp with --check: qwen3 split over 2 ranks against ref, V4's layers 1-2
+# alone on ref fed the split replay's streams, and TP 1's slice bitwise its planes.
 . "$(dirname "$0")/lib.bash"
 D="$LD_SOURCE_DIR/testdata/replay/replaylog"
 M="$LD_SOURCE_DIR/testdata/models/qwen3"
@@ -46,8 +47,34 @@ run "--tp 4" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 4 "$LOG"
 check "names the KV heads" grep -q "num_key_value_heads (2)" "$WORK/err"
 run "--tp 65" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 65 "$LOG"
 check "range" grep -q -- "--tp: give 1 to 64" "$WORK/err"
-run "--tp with --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --check ref "$LOG"
-check "not with --check" grep -q -- "--tp: not with --check" "$WORK/err"
+# --check with --tp: the split replay against one unsplit backend, whole or a slice fed its state
+run "--tp 2 --check ref --json" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --check ref --json "$LOG"
+check "tp 2 against ref: the embeddings equal, the layers within rounding" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["backend"] == "cpu" and r["tp"] == 2 and r["check"] == "ref" and r["rank_changes"] == 0, r
+p = {x["where"]: x for x in r["planes"]}
+assert p["embeddings"]["max_nerr"] == 0, r
+for w in ("layer 0", "layer 1", "final norm"):
+    assert 0 < p[w]["max_nerr"] < 1e-5, p[w]
+PY
+V4="$LD_SOURCE_DIR/testdata/models/deepseek-v4"
+run "V4 --tp 2 --check ref --check-layers 1-2" 0 "$LOGDIFF" replay --model "$V4" --rid rp-greedy --tp 2 --check ref \
+    --check-layers 1-2 --json "$LOG"
+check "V4 layers 1-2 alone on ref, fed the split replay's streams" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[0])
+assert r["tp"] == 2 and r["layers"] == [1, 2] and [p["where"] for p in r["planes"]] == ["layer 1", "layer 2"], r
+for p in r["planes"]:
+    assert 0 < p["max_nerr"] < 1e-5, p
+PY
+run "V4 --tp 1 --backend ref --check ref --check-layers 1-2" 0 "$LOGDIFF" replay --model "$V4" --rid rp-greedy --tp 1 \
+    --backend ref --check ref --check-layers 1-2 "$LOG"
+check "tp 1 is the plain forward: the slice gives its planes bit for bit" bash -c \
+    "grep -q 'backend ref, tp 1 against layers 1-2 alone on ref' '$WORK/out' &&
+     grep -c '^  layer [12]  *0  *0$' '$WORK/out' | grep -qx 2"
+run "--tp with --compare-kernels" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --compare-kernels "$LOG"
+check "not with --compare-kernels" grep -q -- "--tp: not with --compare-kernels" "$WORK/err"
 # DeepSeek-V3 (MLA heads and MoE experts split) on smallvocab's sv-forced: its logged ids are forced,
 # not the model's choice, so the verdict is divergent (exit 1) either way; what matters is the same
 DS="$LD_SOURCE_DIR/testdata/models"

@@ -8,7 +8,8 @@
  * groupings and chunkings; TP = 1 bitwise the plain session; the session
  * variants combine=fused and mhc=bf16; the shard's views and K-slices; the
  * reduce points (also on the host leaves); the reduce in place in the
- * backends' memory, bitwise the staging path's; the refusals. */
+ * backends' memory, bitwise the staging path's; the refusals; the
+ * residual streams a layer slice is fed (TP = 1 the plain ones). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "host_tensor.h"
 #include "ld_test.h"
 #include "lm.h"
+#include "model.h"
 #include "tp_ds4_shard.h"
 #include "tp_forward.h"
 
@@ -545,6 +547,87 @@ static int test_tp_ds4_lm(void)
     return 0;
 }
 
+/* (i) the residual streams (lm.h's ld_lm_eval_state, what a layer slice
+ * of logdiff replay --tp N --check-layers is fed): TP = 1 gives the plain
+ * session's streams bit for bit at every layer, TP = 2 the same bits run
+ * after run and its streams average to its own hidden plane; a dense TP
+ * session's state is its hidden plane; a layer past the model refused
+ * before any rank runs (the session stays usable) */
+static int test_tp_ds4_streams(void)
+{
+    ld_lm *lm = NULL;
+    ld_backend *be = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_backend_cpu_create(1, &be, &err) == LD_OK, "%s", err.msg);
+    seq q;
+    CHECK(ld_test_load_seq(MDIR "deepseek-v4", 0, &q));
+    const ld_lm_info *in = ld_lm_info_of(lm);
+    size_t W = (size_t)in->state_width, D = (size_t)in->hidden, T = (size_t)q.T, N = W / D;
+    size_t planes = ((size_t)in->n_layers + 2) * T * D;
+    float *plain = malloc(T * W * sizeof *plain), *a = malloc(T * W * sizeof *a), *b = malloc(T * W * sizeof *b);
+    float *h = malloc(planes * sizeof *h);
+    CHECK(plain && a && b && h && N == 4);
+    for (int layer = 0; layer <= in->n_layers; layer++) {
+        ld_lm_session *s = NULL;
+        CHECK_MSG(ld_lm_session_create(lm, be, NULL, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(ld_lm_eval_state(s, q.tokens, q.T, NULL, NULL, layer, plain, &err) == LD_OK, "%s", err.msg);
+        ld_lm_session_destroy(s);
+        for (int n = 1; n <= 2; n++) {
+            ld_tp_opts o = {n, 1, "cpu", NULL, 1};
+            for (int rep = 0; rep < 2; rep++) {
+                float *dst = rep ? b : a;
+                CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, 5, &s, &err) == LD_OK, "%s", err.msg);
+                CHECK_MSG(ld_lm_eval_state(s, q.tokens, q.T, NULL, h, layer, dst, &err) == LD_OK, "%s", err.msg);
+                ld_lm_session_destroy(s);
+            }
+            CHECK_MSG(!memcmp(a, b, T * W * sizeof *a), "tp %d, layer %d: streams differ run to run", n, layer);
+            if (n == 1)
+                CHECK_MSG(!memcmp(a, plain, T * W * sizeof *a), "tp 1, layer %d: not the plain streams", layer);
+            for (size_t t = 0; t < T; t++) /* their mean: the split's own plane `layer` (layer > 0) */
+                for (size_t d = 0; layer > 0 && d < D; d++) {
+                    float acc = 0.0f;
+                    for (size_t j = 0; j < N; j++) acc += a[t * W + j * D + d];
+                    CHECK_MSG(acc / (float)N == h[((size_t)layer * T + t) * D + d], "tp %d layer %d row %zu", n,
+                              layer, t);
+                }
+        }
+    }
+    ld_lm_session *s = NULL;
+    ld_tp_opts o = {2, 1, "cpu", NULL, 1};
+    CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_test_expect_fail(ld_lm_eval_state(s, q.tokens, 3, NULL, NULL, 5, a, &err), LD_ERR_USAGE, &err,
+                              "the model has 4 layers") == 0);
+    CHECK_MSG(ld_lm_eval_state(s, q.tokens, 3, NULL, NULL, 4, a, &err) == LD_OK, "still usable: %s", err.msg);
+    ld_lm_session_destroy(s);
+    ld_lm_close(lm);
+    /* a dense TP session: its state is its hidden plane; the V4 entry refuses it */
+    CHECK_MSG(ld_lm_open(MDIR "qwen3", &lm, &err) == LD_OK, "%s", err.msg);
+    in = ld_lm_info_of(lm);
+    CHECK(in->state_width == in->hidden);
+    D = (size_t)in->hidden;
+    CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_eval_state(s, q.tokens, q.T, NULL, h, 1, a, &err) == LD_OK, "%s", err.msg);
+    CHECK(!memcmp(a, h + T * D, T * D * sizeof *a));
+    ld_lm_session_destroy(s);
+    ld_tp_session *tp = NULL;
+    ld_model *dm = NULL;
+    CHECK_MSG(ld_model_open(MDIR "qwen3", &dm, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_tp_session_create(dm, &o, MAX_T, MAX_T, &tp, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_test_expect_fail(ld_tp_session_eval_streams(tp, q.tokens, 2, NULL, NULL, 0, a, &err), LD_ERR_USAGE, &err,
+                              "DeepSeek-V4 sessions only") == 0);
+    ld_tp_session_destroy(tp);
+    ld_model_close(dm);
+    ld_lm_close(lm);
+    ld_backend_destroy(be);
+    free(plain);
+    free(a);
+    free(b);
+    free(h);
+    return 0;
+}
+
 /* (h) the refusals: a size not dividing each field (naming it), out of
  * range, an FP4 scale block cut */
 static int test_tp_ds4_errors(void)
@@ -590,6 +673,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_tp_ds4_vs_transformers), LD_CASE(test_tp_ds4_bitwise_determinism), LD_CASE(test_tp_ds4_one_is_plain),
     LD_CASE(test_tp_ds4_variants),        LD_CASE(test_tp_ds4_shard_layout),        LD_CASE(test_tp_ds4_reduce_points),
     LD_CASE(test_tp_ds4_reduce_in_place), LD_CASE(test_tp_ds4_lm),              LD_CASE(test_tp_ds4_errors),
+    LD_CASE(test_tp_ds4_streams),
 };
 
 LD_TEST_MAIN(cases)
