@@ -124,7 +124,9 @@ static const char *const replay_usage[] = {
     "changed, and the verdict it would give.  With --backend cuda it runs",
     "every op on its CUDA reference kernel, then each op's custom kernel alone",
     "among reference ones, then all custom kernels, and compares each with",
-    "the first.",
+    "the first.  With --tp N every replay is split over the N ranks (a model",
+    "that needs several GPUs); a variant the split cannot run is reported as",
+    "refused, with the reason.",
     NULL
 };
 
@@ -570,7 +572,6 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--compare-kernels: not with --dump-layers, --kernels or --seed"
                         : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
                         : tp < 0 || tp > 64 ? "--tp: give 1 to 64"
-                        : tp && compare ? "--tp: not with --compare-kernels"
                         : batch_with && (tp || check || compare || dump_dir || seed_arg)
                             ? "--batch-with: not with --tp, --check, --compare-kernels, --dump-layers or --seed"
                             : NULL;

@@ -23,12 +23,18 @@ static void print_json(FILE *f, const char *rid, const ld_kernel_cmp_report *rep
     cJSON_AddItemToObject(o, "reference", ld_json_cstr(rep->cuda ? "cuda:all=ref" : "ref"));
     cJSON_AddItemToObject(o, "reference_verdict", ld_json_cstr(ld_replay_verdict_kind(rep->base.verdict)));
     cJSON_AddItemToObject(o, "tolerance", ld_json_double(LD_KCMP_TOL));
+    if (rep->tp) cJSON_AddItemToObject(o, "tp", ld_json_int(rep->tp));
     cJSON *vs = cJSON_CreateArray();
     char buf[32];
     for (size_t i = 0; i < rep->n; i++) {
         const ld_kernel_cmp *c = &rep->v[i];
         cJSON *v = cJSON_CreateObject();
         cJSON_AddItemToObject(v, "variant", ld_json_cstr(c->variant));
+        if (c->refused[0]) { /* the engine refused it here: why, and no numbers */
+            cJSON_AddItemToObject(v, "refused", ld_json_cstr(c->refused));
+            cJSON_AddItemToArray(vs, v);
+            continue;
+        }
         cJSON *dep = cJSON_CreateNull();
         if (c->first_plane >= 0) {
             cJSON_Delete(dep);
@@ -56,15 +62,21 @@ void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *r
         print_json(f, rid, rep);
         return;
     }
-    fprintf(f, "%s: %s (%s); a hidden row departs beyond normalised error %g\n", rid,
+    char tp[48] = "";
+    if (rep->tp) snprintf(tp, sizeof tp, ", every replay split over %d ranks", rep->tp);
+    fprintf(f, "%s: %s (%s%s); a hidden row departs beyond normalised error %g\n", rid,
             rep->cuda ? "each custom CUDA kernel alone, then all of them, against the CUDA reference kernels"
                       : "each kernel variant against the reference backend",
-            ld_replay_verdict_kind(rep->base.verdict), LD_KCMP_TOL);
+            ld_replay_verdict_kind(rep->base.verdict), tp, LD_KCMP_TOL);
     fprintf(f, "  %-15s %-34s %14s %14s %6s  %s\n", "variant", "first departure", "final-norm err",
             "max |d logp|", "ranks", "verdict");
     char buf[32], dep[64];
     for (size_t i = 0; i < rep->n; i++) {
         const ld_kernel_cmp *c = &rep->v[i];
+        if (c->refused[0]) {
+            fprintf(f, "  %-15s refused: %s\n", c->variant, c->refused);
+            continue;
+        }
         if (c->first_plane < 0) snprintf(dep, sizeof dep, "none");
         else
             snprintf(dep, sizeof dep, "%s, position %lld (%.2g)", plane_name(c->first_plane, rep->n_layers, buf,

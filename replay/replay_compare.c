@@ -63,6 +63,8 @@ static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_r
                             ld_error *err)
 {
     LD_TRY(ld_replay_engine_set_backend(e, backend, kernels, n_threads, err));
+    if (e->tp) /* split: the ranks run backend with kernels */
+        LD_TRY(ld_replay_engine_set_tp(e, e->tp, e->tpo.n_nodes, backend, kernels, n_threads, err));
     dump->want = NULL; /* every position; the planes and state as the caller asks */
     ld_replay_dump_reset(dump);
     return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
@@ -106,6 +108,7 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     ld_kernel_run runs[64];
     size_t nr = ld_replay_kernel_plan(backend, info->kernel_features, runs, sizeof runs / sizeof runs[0]);
     out->cuda = backend && !strcmp(backend, "cuda");
+    out->tp = e->tp;
     out->v = calloc(nr, sizeof *out->v);
     if (!out->v) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_replay_dump ref = {0}; /* freed whether or not the replay got to fill it */
@@ -115,18 +118,26 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     for (size_t i = 1; st == LD_OK && i < nr; i++) {
         ld_replay_dump var = {0};
         ld_replay_result vres = {0};
-        st = replay_all(e, r, opts, n_threads, runs[i].backend, runs[i].spec, &var, &vres, err);
-        if (st == LD_OK) {
-            ld_kernel_cmp *c = &out->v[out->n++];
-            snprintf(c->variant, sizeof c->variant, "%s", runs[i].label);
-            compare(&ref, &out->base, &var, &vres, c);
+        ld_error verr = {0};
+        st = replay_all(e, r, opts, n_threads, runs[i].backend, runs[i].spec, &var, &vres, &verr);
+        ld_kernel_cmp *c = &out->v[out->n];
+        snprintf(c->variant, sizeof c->variant, "%s", runs[i].label);
+        if (st == LD_OK) compare(&ref, &out->base, &var, &vres, c);
+        if (st == LD_ERR_UNSUPPORTED) { /* reported, the others still run */
+            snprintf(c->refused, sizeof c->refused, "%s", verr.msg[0] ? verr.msg : "unsupported");
+            st = LD_OK;
         }
+        if (st == LD_OK) out->n++;
+        else if (err) *err = verr;
         ld_replay_dump_free(&var);
         ld_replay_result_free(&vres);
     }
     ld_replay_dump_free(&ref);
     ld_error serr;
-    if (ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr) != LD_OK && st == LD_OK) {
+    ld_status rst = ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr);
+    if (rst == LD_OK && out->tp)
+        rst = ld_replay_engine_set_tp(e, out->tp, e->tpo.n_nodes, backend, NULL, n_threads, &serr);
+    if (rst != LD_OK && st == LD_OK) {
         if (err) *err = serr;
         st = serr.code;
     }

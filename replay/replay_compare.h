@@ -26,12 +26,16 @@ typedef struct ld_kernel_cmp {
     size_t rank_changes;     /* logged tokens whose rank changed */
     ld_replay_verdict verdict;
     int64_t divergence;      /* the variant's divergence, or -1 */
+    char refused[256];       /* not "": the engine refused the variant here
+                                (LD_ERR_UNSUPPORTED: e.g. under --tp), why;
+                                the numbers above are then unset */
 } ld_kernel_cmp;
 
 typedef struct ld_kernel_cmp_report {
     ld_replay_result base;   /* the reference's replay */
     int n_layers;
     int cuda;                /* 1: the CUDA backend's kernels (below) */
+    int tp;                  /* the replays' tensor-parallel ranks (0: not split) */
     ld_kernel_cmp *v;        /* [n] */
     size_t n;
 } ld_kernel_cmp_report;

@@ -5,8 +5,8 @@
 # (the whole --json report) whatever --threads and run after run, the report saying tp 2, layer dumps
 # (the replicated embeddings the same bytes, the layers rounded differently); DeepSeek-V3 on
 # smallvocab's request split over 2 ranks the same way, and DeepSeek-V4; sizes that do not divide the
-# heads (V4: its o_groups), FP8 scale blocks cut, --tp with --compare-kernels, and cuda without
-# NCCL/GPUs are clear errors. --tp with --check: qwen3 split over 2 ranks against ref, V4's layers 1-2
+# heads (V4: its o_groups), FP8 scale blocks cut, and cuda without NCCL/GPUs are clear errors;
+# --compare-kernels under --tp (V3: every variant split, combine=bf16 refused with its reason). --tp with --check: qwen3 split over 2 ranks against ref, V4's layers 1-2
 # alone on ref fed the split replay's streams, and TP 1's slice bitwise its planes.
 . "$(dirname "$0")/lib.bash"
 D="$LD_SOURCE_DIR/testdata/replay/replaylog"
@@ -73,8 +73,33 @@ run "V4 --tp 1 --backend ref --check ref --check-layers 1-2" 0 "$LOGDIFF" replay
 check "tp 1 is the plain forward: the slice gives its planes bit for bit" bash -c \
     "grep -q 'backend ref, tp 1 against layers 1-2 alone on ref' '$WORK/out' &&
      grep -c '^  layer [12]  *0  *0$' '$WORK/out' | grep -qx 2"
-run "--tp with --compare-kernels" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --compare-kernels "$LOG"
-check "not with --compare-kernels" grep -q -- "--tp: not with --compare-kernels" "$WORK/err"
+# --compare-kernels with --tp: every variant's replay split as the reference's; one the split refuses
+# (combine=bf16 rounds a whole expert sum, of which a rank holds a part) reported with its reason
+DV3="$LD_SOURCE_DIR/testdata/models/deepseek-v3"
+SVLOG="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
+run "V3 --compare-kernels" 0 "$LOGDIFF" replay --model "$DV3" --rid sv-forced --compare-kernels --json "$SVLOG"
+cp "$WORK/out" "$WORK/kc1.json"
+run "V3 --tp 2 --compare-kernels" 0 "$LOGDIFF" replay --model "$DV3" --rid sv-forced --tp 2 --compare-kernels --json \
+    "$SVLOG"
+check "split variants: tp 2, combine=bf16 refused, the others compared under the split" python3 - "$WORK/kc1.json" \
+    "$WORK/out" <<'PY'
+import json, sys
+a = json.loads(open(sys.argv[1]).readline())
+b = json.loads(open(sys.argv[2]).readline())
+assert "tp" not in a and b["tp"] == 2, (a.get("tp"), b.get("tp"))
+va = {v["variant"]: v for v in a["variants"]}
+vb = {v["variant"]: v for v in b["variants"]}
+assert list(va) == list(vb), (list(va), list(vb))
+assert "refused" not in va["combine=bf16"], va["combine=bf16"]
+assert "a rank holds a partial sum" in vb["combine=bf16"]["refused"] and "verdict" not in vb["combine=bf16"], vb
+for k in ("matmul=bf16", "rmsnorm=bf16", "router=bf16"):
+    assert vb[k]["first_departure"] is not None and vb[k]["final_norm_max_nerr"] > 1e-5, vb[k]
+# the split is applied: the fp32 reorderings depart by other roundings than unsplit
+assert any(va[k]["final_norm_max_nerr"] != vb[k]["final_norm_max_nerr"] for k in ("matmul=fast", "mla=absorbed")), (va, vb)
+PY
+run "qwen3 --tp 2 --compare-kernels, text" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --tp 2 --compare-kernels \
+    "$LOG"
+check "text says the replays are split" grep -q "every replay split over 2 ranks" "$WORK/out"
 # DeepSeek-V3 (MLA heads and MoE experts split) on smallvocab's sv-forced: its logged ids are forced,
 # not the model's choice, so the verdict is divergent (exit 1) either way; what matters is the same
 DS="$LD_SOURCE_DIR/testdata/models"
