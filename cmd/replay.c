@@ -115,7 +115,8 @@ static const char *const replay_usage[] = {
     "the same: the evidence that the replay's verdict does not depend on the",
     "load, and that an answer that changed with the server's load points at",
     "the server's kernels.  Verdicts batch.identical (exit 0), batch.differs",
-    "(exit 1: a fault of logdiff's engine).  Not with --tp.",
+    "(exit 1: a fault of logdiff's engine).  With --tp N both runs are split,",
+    "each rank batching its share: the same evidence for a split server.",
     "",
     "--compare-kernels replays the request on the reference backend and then",
     "once per variant, and reports for each the first layer and position whose",
@@ -572,8 +573,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--compare-kernels: not with --dump-layers, --kernels or --seed"
                         : dump_dir && !dump_dir[0] ? "--dump-layers: give a directory"
                         : tp < 0 || tp > 64 ? "--tp: give 1 to 64"
-                        : batch_with && (tp || check || compare || dump_dir || seed_arg)
-                            ? "--batch-with: not with --tp, --check, --compare-kernels, --dump-layers or --seed"
+                        : batch_with && (check || compare || dump_dir || seed_arg)
+                            ? "--batch-with: not with --check, --compare-kernels, --dump-layers or --seed"
                             : NULL;
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);

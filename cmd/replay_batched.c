@@ -40,6 +40,7 @@ void ld_print_batch_report(FILE *f, const char *rid, const char *const *with, si
         cJSON_AddItemToObject(o, "batch_with", w);
         cJSON_AddNumberToObject(o, "positions", (double)rep->positions);
         cJSON_AddNumberToObject(o, "steps", (double)rep->steps);
+        if (rep->tp) cJSON_AddNumberToObject(o, "tp", rep->tp);
         cJSON_AddBoolToObject(o, "identical", rep->first_diff < 0);
         if (rep->first_diff < 0) cJSON_AddNullToObject(o, "first_difference");
         else cJSON_AddNumberToObject(o, "first_difference", (double)rep->first_diff);
@@ -50,7 +51,9 @@ void ld_print_batch_report(FILE *f, const char *rid, const char *const *with, si
     }
     fprintf(f, "%s  batched with", rid);
     for (size_t i = 0; i < n_with; i++) fprintf(f, "%s %s", i ? "," : "", with[i]);
-    fprintf(f, " (%zu steps)\n", rep->steps);
+    fprintf(f, " (%zu steps", rep->steps);
+    if (rep->tp) fprintf(f, ", every replay split over %d ranks", rep->tp);
+    fprintf(f, ")\n");
     if (rep->first_diff < 0)
         fprintf(f, "batch.identical: the logits of all %zu positions are bitwise those of the request alone\n",
                 rep->positions);

@@ -17,8 +17,9 @@ static ld_status check(const ld_batch_seq *p, int n, int has_views, const char *
         for (int j = 0; j < i; j++)
             if (p[j].s == p[i].s)
                 return LD_FAIL(err, LD_ERR_USAGE, 0, "batch parts %d and %d: the same session", j, i);
-        if (p[i].tp && n > 1)
-            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "batch part %d: a tensor-parallel rank runs one sequence", i);
+        if (p[i].other_rank && n > 1)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not on the first part's tensor-parallel rank "
+                           "(sessions of one group batch together: siblings)", i);
         ld_status st = ld_session_check_eval(p[i].tokens, p[i].T, p[i].pos, p[i].max_seq, p[i].vocab, err);
         if (st != LD_OK && n > 1 && err) {
             char msg[sizeof err->msg];

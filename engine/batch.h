@@ -21,7 +21,9 @@ typedef struct ld_batch_seq {
     int cap;                 /* its session's max_batch: its rows a round at most */
     int pos, max_seq, vocab; /* its session's, for the checks */
     int same;                /* 1: of the lead's model, backend and variants */
-    int tp;                  /* 1: a tensor-parallel rank (one sequence only) */
+    int other_rank;          /* 1: its tensor-parallel reduce is not the lead's
+                                (another group's rank, or the lead's is one and
+                                its not): it cannot share the lead's chunks */
 } ld_batch_seq;
 
 /* A part's rows in a round. */
@@ -38,7 +40,7 @@ typedef ld_status (*ld_batch_round_fn)(void *ctx, const ld_batch_rows *rows, int
                                        int N, ld_error *err);
 
 /* Checks the n parts (parts[0] leads: a session of each part's own, each
- * once, `same` and not `tp` when n > 1, tokens that fit its session,
+ * once, `same` and not `other_rank` when n > 1, tokens that fit its session,
  * has_views (the backend's buf_view) when n > 1; `what` names the lead's
  * properties in the error), then runs them in rounds of at most `budget`
  * rows (the lead's max_batch): each round, each part in turn takes what is

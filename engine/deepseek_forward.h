@@ -179,8 +179,8 @@ typedef struct ld_ds_session_part {
 
 /* Several sequences in one batch (forward.h's ld_session_eval_batch for
  * V3 / V3.2): the parts' sessions (of parts[0].s's model, backend, MLA
- * form and variants, each once, none a tensor-parallel rank) run together
- * in chunks of at most parts[0].s's max_batch rows (and each part's own):
+ * form and variants, each once, with parts[0].s's reduce hook if any: one
+ * tensor-parallel rank's sessions) run together in chunks of at most parts[0].s's max_batch rows (and each part's own):
  * the norms, MLA's projections, the MLP/MoE and the head on all the
  * chunk's rows with parts[0].s's weights and scratch, MLA's rope, caches
  * and attention (and V3.2's indexer) per sequence on its rows and its

@@ -1578,7 +1578,7 @@ ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_
         }
         seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
-                                 s && s->reduce};
+                                 s && (s->reduce != w->reduce || s->reduce_ctx != w->reduce_ctx)};
     }
     if (st == LD_OK)
         st = ld_batch_run(seqs, n, w->max_batch, OPS(w)->buf_view != NULL, "model, backend and variants",

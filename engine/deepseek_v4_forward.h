@@ -176,8 +176,8 @@ typedef struct ld_ds4_session_part {
 
 /* Several sequences in one batch (forward.h's ld_session_eval_batch for
  * V4): the parts' sessions (of parts[0].s's model, backend and variants,
- * each once, none a tensor-parallel rank) run together in chunks of at
- * most parts[0].s's max_batch rows (and each part's own max_batch): the
+ * each once, with parts[0].s's reduce hook if any: one tensor-parallel
+ * rank's sessions) run together in chunks of at most parts[0].s's max_batch rows (and each part's own max_batch): the
  * mHC mixing, the projections, the MoE and the head on all the chunk's
  * rows with parts[0].s's weights and scratch, the attention's KV ring,
  * compressors, indexer and attention (on the host path its projections

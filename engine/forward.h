@@ -47,8 +47,10 @@ typedef struct ld_session_part {
 } ld_session_part;
 
 /* Several sequences in one batch, as a server batches its requests: the
- * parts' sessions (all of parts[0].s's model and backend, each once, none
- * with a reduce hook when there are several) run together in chunks of at
+ * parts' sessions (all of parts[0].s's model and backend, each once, with
+ * parts[0].s's reduce hook if any: one tensor-parallel rank's sessions,
+ * tp_forward.h's ld_tp_session_eval_batch; the hook is called on a
+ * chunk's rows) run together in chunks of at
  * most parts[0].s's max_batch rows (and of each part's own max_batch
  * rows: batch.h's ld_batch_run), every op on all the chunk's rows but
  * attention, which each sequence runs on its own rows and cache.

@@ -244,11 +244,10 @@ ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
-    if (lead->tp)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "sessions sharing weights: not with tensor parallelism yet");
     ld_lm_session *s = session_new(lead->info);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    ld_status st = lead->ds4 ? ld_ds4_session_create_sibling(lead->ds4, max_seq, &s->ds4, err)
+    ld_status st = lead->tp    ? ld_tp_session_create_sibling(lead->tp, max_seq, &s->tp, err)
+                   : lead->ds4 ? ld_ds4_session_create_sibling(lead->ds4, max_seq, &s->ds4, err)
                    : lead->ds ? ld_ds_session_create_sibling(lead->ds, max_seq, &s->ds, err)
                               : ld_session_create_sibling(lead->dense, max_seq, &s->dense, err);
     if (st != LD_OK) {
@@ -286,13 +285,28 @@ static ld_status batch_family(const ld_lm_part *parts, int n, int f, ld_error *e
     return st;
 }
 
+/* the parts as a tensor-parallel group's (tp_forward.h) */
+static ld_status batch_tp(const ld_lm_part *parts, int n, ld_error *err)
+{
+    ld_tp_session_part *tp = calloc((size_t)n, sizeof *tp);
+    if (!tp) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    ld_status st = LD_OK;
+    for (int i = 0; i < n && st == LD_OK; i++) {
+        if (!parts[i].s || !parts[i].s->tp)
+            st = LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a tensor-parallel session like the first", i);
+        else tp[i] = (ld_tp_session_part){parts[i].s->tp, parts[i].tokens, parts[i].T, parts[i].logits};
+    }
+    if (st == LD_OK) st = ld_tp_session_eval_batch(tp, n, err);
+    free(tp);
+    return st;
+}
+
 ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err)
 {
     if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
     if (n == 1) return ld_lm_eval(parts[0].s, parts[0].tokens, parts[0].T, parts[0].logits, NULL, err);
     const ld_lm_session *lead = parts[0].s;
-    if (lead->tp)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "batches of several requests: not with tensor parallelism yet");
+    if (lead->tp) return batch_tp(parts, n, err);
     return batch_family(parts, n, lead->ds4 ? FAMILY_DS4 : lead->ds ? FAMILY_DS : FAMILY_DENSE, err);
 }
 

@@ -84,8 +84,9 @@ ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float
                            float *state, ld_error *err);
 
 /* Another request's session over the weights of `lead` (which must outlive
- * it): its own caches of max_seq positions, lead's max_batch and variants
- * (LD_ERR_UNSUPPORTED for a tensor-parallel lead). */
+ * it): its own caches of max_seq positions, lead's max_batch and variants;
+ * for a tensor-parallel lead, a sibling on each rank run by the lead's
+ * group (tp_forward.h's ld_tp_session_create_sibling). */
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err);
 
 /* One request's share of a batch: T tokens appended to s, logits [T][vocab]
@@ -100,8 +101,9 @@ typedef struct ld_lm_part {
 /* Several requests in one batch, as a server batches them (each family's
  * eval_batch: forward.h's ld_session_eval_batch, deepseek_forward.h's,
  * deepseek_v4_forward.h's): every request's logits bitwise those it gets
- * alone.  One part runs on any session; several on tensor-parallel
- * sessions are LD_ERR_UNSUPPORTED. */
+ * alone.  One part runs on any session; several tensor-parallel sessions
+ * batch when they are one group's (the first and its siblings:
+ * ld_tp_session_eval_batch), each rank batching its share. */
 ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err);
 
 int ld_lm_pos(const ld_lm_session *s);

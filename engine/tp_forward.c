@@ -51,7 +51,13 @@ typedef struct tp_rank {
     ld_comm *comm;
     float *stage;          /* host staging of the partial [T][hidden], where it is not reduced in place */
     size_t stage_cap;
-    /* the eval in progress */
+    /* the eval in progress: one sequence on the sessions of `who` (this
+       rank of the session evaluated: the group's own or a sibling's), or a
+       batch: nb parts of this rank's family ([nb] ld_session_part,
+       ld_ds_session_part or ld_ds4_session_part) */
+    const struct tp_rank *who;
+    void *bparts;
+    int nb;
     const int32_t *tokens;
     int T;
     float *logits, *hidden;
@@ -84,6 +90,9 @@ struct ld_tp_session {
     pthread_cond_t go, done;
     unsigned gen;
     int pending, quit;
+    /* a sibling (ld_tp_session_create_sibling): its own ranks' sessions on
+       the group's backends, communicators and threads; NULL: a group */
+    struct ld_tp_session *group;
 };
 
 /* ------------------------------------------------------------ the reduce */
@@ -176,19 +185,29 @@ static ld_status rank_finish(tp_rank *r)
     return r->be->ops->finish(r->be, &r->err);
 }
 
+/* the rank's share of the eval in progress */
+static ld_status rank_eval(tp_rank *r)
+{
+    const tp_rank *w = r->who;
+    if (r->nb) {
+        const tp_model *md = &r->tp->mod;
+        return md->d4   ? ld_ds4_session_eval_batch(r->bparts, r->nb, &r->err)
+               : md->dm ? ld_ds_session_eval_batch(r->bparts, r->nb, &r->err)
+                        : ld_session_eval_batch(r->bparts, r->nb, &r->err);
+    }
+    if (w->sess) return ld_session_eval(w->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
+    if (w->ds_sess) return ld_ds_session_eval(w->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    if (r->streams)
+        return ld_ds4_session_eval_streams(w->ds4_sess, r->tokens, r->T, r->logits, r->hidden, r->tap, r->streams,
+                                           &r->err);
+    return ld_ds4_session_eval(w->ds4_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+}
+
 static void run_rank(tp_rank *r)
 {
     ld_error_clear(&r->err);
     r->st = rank_finish(r);
-    if (r->st == LD_OK && r->sess)
-        r->st = ld_session_eval(r->sess, r->tokens, r->T, r->logits, r->hidden, &r->err);
-    else if (r->st == LD_OK && r->ds_sess)
-        r->st = ld_ds_session_eval(r->ds_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
-    else if (r->st == LD_OK && r->streams)
-        r->st = ld_ds4_session_eval_streams(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, r->tap, r->streams,
-                                            &r->err);
-    else if (r->st == LD_OK)
-        r->st = ld_ds4_session_eval(r->ds4_sess, r->tokens, r->T, r->logits, r->hidden, NULL, &r->err);
+    if (r->st == LD_OK) r->st = rank_eval(r);
     if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st != LD_OK) {
         int none = -1;
@@ -240,28 +259,23 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
     return ld_tp_session_eval_streams(s, tokens, T, logits, hidden, 0, NULL, err);
 }
 
-ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
-                                     int layer, float *streams, ld_error *err)
+/* the refusals every rank would make alike, before any collective: a
+ * group that failed, ids outside the vocabulary */
+static ld_status check_eval(const ld_tp_session *g, const int32_t *tokens, int T, ld_error *err)
 {
-    if (streams && !s->mod.d4)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "residual streams: DeepSeek-V4 sessions only (the others have one, "
-                       "their hidden planes)");
-    if (s->broken)
+    if (g->broken)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "this tensor-parallel session failed before: create a new one");
-    for (int t = 0; t < T; t++) /* the same refusal on every rank, before any collective */
-        if (tokens[t] < 0 || tokens[t] >= s->mod.vocab)
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= g->mod.vocab)
             return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d",
-                           (int)tokens[t], t, s->mod.vocab);
+                           (int)tokens[t], t, g->mod.vocab);
+    return LD_OK;
+}
+
+/* the group's ranks run what their fields say (rank 0 on this thread) */
+static ld_status run_group(ld_tp_session *s, ld_error *err)
+{
     atomic_store(&s->first_fail, -1);
-    for (int k = 0; k < s->n; k++) {
-        tp_rank *r = &s->ranks[k];
-        r->tokens = tokens;
-        r->T = T;
-        r->logits = k == 0 ? logits : NULL;
-        r->hidden = k == 0 ? hidden : NULL;
-        r->streams = k == 0 ? streams : NULL;
-        r->tap = layer;
-    }
     pthread_mutex_lock(&s->mu);
     s->pending = s->n - 1;
     s->gen++;
@@ -273,6 +287,76 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
     pthread_mutex_unlock(&s->mu);
     int f = atomic_load(&s->first_fail);
     return f < 0 ? LD_OK : first_error(s, f, err);
+}
+
+/* the group whose threads run s: its own, or a sibling's group */
+static ld_tp_session *group_of(ld_tp_session *s)
+{
+    return s->group ? s->group : s;
+}
+
+ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
+                                     int layer, float *streams, ld_error *err)
+{
+    if (streams && !s->mod.d4)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "residual streams: DeepSeek-V4 sessions only (the others have one, "
+                       "their hidden planes)");
+    ld_tp_session *g = group_of(s);
+    LD_TRY(check_eval(g, tokens, T, err));
+    for (int k = 0; k < g->n; k++) {
+        tp_rank *r = &g->ranks[k];
+        r->who = &s->ranks[k];
+        r->nb = 0;
+        r->tokens = tokens;
+        r->T = T;
+        r->logits = k == 0 ? logits : NULL;
+        r->hidden = k == 0 ? hidden : NULL;
+        r->streams = k == 0 ? streams : NULL;
+        r->tap = layer;
+    }
+    return run_group(g, err);
+}
+
+/* rank k's family parts of the batch `p` [n] (logits on rank 0 only) */
+static void *rank_parts(const ld_tp_session_part *p, int n, int k)
+{
+    const tp_model *md = &group_of(p[0].s)->mod;
+    size_t sz = md->d4 ? sizeof(ld_ds4_session_part) : md->dm ? sizeof(ld_ds_session_part) : sizeof(ld_session_part);
+    void *out = calloc((size_t)n, sz);
+    for (int i = 0; out && i < n; i++) {
+        const tp_rank *r = &p[i].s->ranks[k];
+        float *lg = k == 0 ? p[i].logits : NULL;
+        if (md->d4) ((ld_ds4_session_part *)out)[i] = (ld_ds4_session_part){r->ds4_sess, p[i].tokens, p[i].T, lg};
+        else if (md->dm) ((ld_ds_session_part *)out)[i] = (ld_ds_session_part){r->ds_sess, p[i].tokens, p[i].T, lg};
+        else ((ld_session_part *)out)[i] = (ld_session_part){r->sess, p[i].tokens, p[i].T, lg, NULL};
+    }
+    return out;
+}
+
+ld_status ld_tp_session_eval_batch(const ld_tp_session_part *parts, int n, ld_error *err)
+{
+    if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
+    ld_tp_session *g = group_of(parts[0].s);
+    for (int i = 0; i < n; i++) {
+        if (!parts[i].s || group_of(parts[i].s) != g)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's tensor-parallel "
+                           "group (ld_tp_session_create_sibling)", i);
+        LD_TRY(check_eval(g, parts[i].tokens, parts[i].T, err));
+    }
+    ld_status st = LD_OK;
+    for (int k = 0; k < g->n; k++) {
+        tp_rank *r = &g->ranks[k];
+        r->bparts = rank_parts(parts, n, k);
+        r->nb = n;
+        if (!r->bparts) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    if (st == LD_OK) st = run_group(g, err);
+    for (int k = 0; k < g->n; k++) {
+        free(g->ranks[k].bparts);
+        g->ranks[k].bparts = NULL;
+        g->ranks[k].nb = 0;
+    }
+    return st;
 }
 
 int ld_tp_session_pos(const ld_tp_session *s)
@@ -330,6 +414,7 @@ void ld_tp_session_destroy(ld_tp_session *s)
         ld_session_destroy(r->sess);
         ld_ds_session_destroy(r->ds_sess);
         ld_ds4_session_destroy(r->ds4_sess);
+        if (s->group) continue; /* a sibling's backends, shards and communicators are its group's */
         ld_backend_destroy(r->be);
         ld_tp_shard_free(r->shard);
         ld_tp_ds_shard_free(r->ds_shard);
@@ -491,6 +576,55 @@ ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "combine=bf16 rounds each token's whole expert sum to bf16; "
                        "under tensor parallelism a rank holds a partial sum (use combine=ref or fused)");
     return tp_create(&t, o, max_seq, max_batch, out, err);
+}
+
+/* rank k of sibling s: a sibling of the group's rank session, reducing
+ * through the group's rank (its communicator and stage) */
+static ld_status open_sibling_rank(ld_tp_session *s, const ld_tp_session *g, int k, int max_seq, ld_error *err)
+{
+    tp_rank *r = &s->ranks[k], *gr = &g->ranks[k];
+    r->tp = s;
+    r->rank = k;
+    r->be = gr->be;
+    r->comm = gr->comm;
+    if (gr->ds4_sess) {
+        LD_TRY(ld_ds4_session_create_sibling(gr->ds4_sess, max_seq, &r->ds4_sess, err));
+        ld_ds4_session_set_reduce(r->ds4_sess, tp_reduce, gr);
+    } else if (gr->ds_sess) {
+        LD_TRY(ld_ds_session_create_sibling(gr->ds_sess, max_seq, &r->ds_sess, err));
+        ld_ds_session_set_reduce(r->ds_sess, tp_reduce, gr);
+    } else {
+        LD_TRY(ld_session_create_sibling(gr->sess, max_seq, &r->sess, err));
+        ld_session_set_reduce(r->sess, tp_reduce, gr);
+    }
+    return LD_OK;
+}
+
+ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_session **out, ld_error *err)
+{
+    *out = NULL;
+    ld_tp_session *g = group_of(lead);
+    ld_tp_session *s = calloc(1, sizeof *s);
+    if (s) s->ranks = calloc((size_t)g->n, sizeof *s->ranks);
+    if (!s || !s->ranks) {
+        free(s);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    s->mod = g->mod;
+    s->n = g->n;
+    s->group = g;
+    atomic_init(&s->first_fail, -1);
+    pthread_mutex_init(&s->mu, NULL); /* unused: ld_tp_session_destroy's alike */
+    pthread_cond_init(&s->go, NULL);
+    pthread_cond_init(&s->done, NULL);
+    ld_status st = LD_OK;
+    for (int k = 0; k < s->n && st == LD_OK; k++) st = open_sibling_rank(s, g, k, max_seq, err);
+    if (st != LD_OK) {
+        ld_tp_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return LD_OK;
 }
 
 ld_status ld_tp_ds4_session_create(const ld_ds4_model *m, const ld_tp_opts *o, const ld_cpu_kernels *k, int max_seq,

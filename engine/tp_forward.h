@@ -108,6 +108,29 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
 ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, int T, float *logits, float *hidden,
                                      int layer, float *streams, ld_error *err);
 
+/* Another request's TP session on the group of `lead` (a group or another
+ * sibling; the group must outlive it): on each rank a sibling of the
+ * group's rank session (the shard's weights borrowed, its own caches of
+ * max_seq positions), run by the group's backends, communicators and
+ * threads.  What a tensor-parallel server batches. */
+ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_session **out, ld_error *err);
+
+/* One request's share of a TP batch: T tokens appended to s, logits
+ * [T][vocab] (NULL: not wanted). */
+typedef struct ld_tp_session_part {
+    ld_tp_session *s;
+    const int32_t *tokens;
+    int T;
+    float *logits;
+} ld_tp_session_part;
+
+/* Several requests of one group (parts[0].s's, each a group or its
+ * sibling, each once) in one batch: every rank runs its family's
+ * eval_batch on its sessions of the parts, the same chunks on every rank,
+ * its reduces on the chunk's rows; logits from rank 0.  A request's logits
+ * are bitwise those it gets alone under the same split. */
+ld_status ld_tp_session_eval_batch(const ld_tp_session_part *parts, int n, ld_error *err);
+
 int ld_tp_session_pos(const ld_tp_session *s);
 void ld_tp_session_reset(ld_tp_session *s);
 

@@ -47,11 +47,13 @@ static ld_status seqs_load(ld_replay_engine *e, const ld_request *r, const ld_re
 }
 
 /* the sessions: s[0] leads (r batched), s[1..n] the others, s[n + 1] r
- * alone; all but the lead its siblings (the engine's weights once) */
+ * alone; all but the lead its siblings (the engine's weights once; split
+ * over the engine's ranks when it has them, each rank batching its share) */
 static ld_status sessions(ld_replay_engine *e, const batch_seqs *b, ld_lm_session **s, ld_error *err)
 {
     int rows = LD_REPLAY_BATCH_STEP + LD_REPLAY_BATCH_OTHER * (int)(b->n - 1);
-    LD_TRY(ld_lm_session_create(e->lm, e->be, &e->k, (int)b->len[0], rows, &s[0], err));
+    if (e->tp) LD_TRY(ld_lm_session_create_tp(e->lm, &e->tpo, (int)b->len[0], rows, &s[0], err));
+    else LD_TRY(ld_lm_session_create(e->lm, e->be, &e->k, (int)b->len[0], rows, &s[0], err));
     for (size_t i = 1; i < b->n; i++) LD_TRY(ld_lm_session_create_sibling(s[0], (int)b->len[i], &s[i], err));
     return ld_lm_session_create_sibling(s[0], (int)b->len[0], &s[b->n], err);
 }
@@ -88,10 +90,7 @@ static void compare(const float *a, const float *c, size_t p, int k, int V, ld_r
 ld_status ld_replay_batch_check(ld_replay_engine *e, const ld_request *r, const ld_request *const *with,
                                 size_t n_with, ld_replay_batch_report *out, ld_error *err)
 {
-    *out = (ld_replay_batch_report){n_with, 0, 0, -1, 0, 0.0};
-    if (e->tp)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "--batch-with: not with tensor parallelism (its ranks run one "
-                                                   "request at a time)");
+    *out = (ld_replay_batch_report){n_with, 0, 0, -1, 0, 0.0, e->tp};
     batch_seqs b;
     ld_status st = seqs_load(e, r, with, n_with, &b, err);
     int V = ld_replay_engine_vocab(e);

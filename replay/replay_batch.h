@@ -29,6 +29,7 @@ typedef struct ld_replay_batch_report {
     int64_t first_diff;  /* the first position whose logits differ, or -1 */
     size_t n_diff;       /* positions whose logits differ */
     double max_abs;      /* the largest |difference| of a logit */
+    int tp;              /* the replays' tensor-parallel ranks (0: not split) */
 } ld_replay_batch_report;
 
 /* Replays r's ids (ld_replay_request_seq) twice from fresh sessions

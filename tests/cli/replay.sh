@@ -145,7 +145,8 @@ check "names it" grep -q "no request with rid 'nope'" "$WORK/err"
 run "--batch-with itself" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-greedy "$LOG"
 run "--batch-with a bad id" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-bad-id "$LOG"
 check "names the other request" grep -q -- "--batch-with rp-bad-id: ids\[5\] = 300 is outside" "$WORK/err"
-run "--batch-with --tp" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-altered --tp 2 "$LOG"
+run "--batch-with --check" 2 "$LOGDIFF" replay --model "$M" --rid rp-greedy --batch-with rp-altered --check ref "$LOG"
+check "not with --check" grep -q -- "--batch-with: not with --check" "$WORK/err"
 
 # errors: exit 2 with the reason
 run "id outside the vocabulary" 2 "$LOGDIFF" replay --model "$M" --rid rp-bad-id "$LOG"

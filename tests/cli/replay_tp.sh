@@ -73,6 +73,16 @@ run "V4 --tp 1 --backend ref --check ref --check-layers 1-2" 0 "$LOGDIFF" replay
 check "tp 1 is the plain forward: the slice gives its planes bit for bit" bash -c \
     "grep -q 'backend ref, tp 1 against layers 1-2 alone on ref' '$WORK/out' &&
      grep -c '^  layer [12]  *0  *0$' '$WORK/out' | grep -qx 2"
+# --batch-with under --tp: the request alone and batched with two others, both split, each rank
+# batching its share: bitwise (qwen3, DeepSeek-V3, V4)
+for bm in qwen3 deepseek-v3 deepseek-v4; do
+    run "$bm --tp 2 --batch-with" 0 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/$bm" --rid rp-greedy \
+        --tp 2 --batch-with rp-altered,rp-no-output --json "$LOG"
+    check "$bm: split and batched, bitwise the split run alone" python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["tp"] == 2 and r["identical"] and r["positions"] == 26 and r["steps"] == 7, r' "$WORK/out"
+done
 # --compare-kernels with --tp: every variant's replay split as the reference's; one the split refuses
 # (combine=bf16 rounds a whole expert sum, of which a rank holds a part) reported with its reason
 DV3="$LD_SOURCE_DIR/testdata/models/deepseek-v3"

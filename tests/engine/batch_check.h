@@ -15,7 +15,11 @@
  * position must be bitwise its alone run's.  Sessions (lm.h, any family
  * that batches: the dense decoders, DeepSeek-V4): the first created (its
  * weights, its scratch serve the batch), the second a sibling borrowing
- * them, the third created with its own weights and a max_batch of 2.  The prompts:
+ * them, the third created with its own weights and a max_batch of 2.
+ * Split over tensor-parallel ranks (ld_test_check_batch_tp): every run
+ * split the same way, alone on a fresh group each, batched on one group
+ * (the first, and the two others its siblings: sessions of one group
+ * batch together), each rank batching its share.  The prompts:
  * ref.json's sequences, and the first again with its ids shifted (a
  * request the others do not share a prefix with). */
 #ifndef LD_TEST_BATCH_CHECK_H
@@ -48,13 +52,22 @@ static inline int32_t batch_argmax(const float *v, int n)
     return best;
 }
 
+/* a session of m (max_batch rows a chunk): on be with k, or split as tp
+ * says (not NULL) */
+static inline ld_status batch_session(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, const ld_tp_opts *tp,
+                                      int max_batch, ld_lm_session **s, ld_error *err)
+{
+    if (tp) return ld_lm_session_create_tp(m, tp, BATCH_MAX_SEQ, max_batch, s, err);
+    return ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, max_batch, s, err);
+}
+
 /* request r alone on a fresh session: its prompt, then greedy steps */
-static inline ld_status batch_alone(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, batch_req *r,
-                                    ld_error *err)
+static inline ld_status batch_alone(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, const ld_tp_opts *tp,
+                                    batch_req *r, ld_error *err)
 {
     ld_lm_session *s = NULL;
     size_t V = (size_t)ld_lm_info_of(m)->vocab;
-    ld_status st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, r->P, &s, err);
+    ld_status st = batch_session(be, m, k, tp, r->P, &s, err);
     if (st == LD_OK) st = ld_lm_eval(s, r->toks, r->P, r->alone, NULL, err);
     for (int p = r->P; st == LD_OK && p < r->T; p++) {
         r->toks[p] = batch_argmax(r->alone + (size_t)(p - 1) * V, (int)V);
@@ -78,14 +91,16 @@ static inline ld_lm_part batch_step_part(ld_lm_session *s, batch_req *r, int i, 
     return p;
 }
 
-static inline ld_status batch_run(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, batch_req *r,
-                                  ld_error *err)
+static inline ld_status batch_run(ld_backend *be, const ld_lm *m, const ld_cpu_kernels *k, const ld_tp_opts *tp,
+                                  batch_req *r, ld_error *err)
 {
     ld_lm_session *s[BATCH_SEQS] = {NULL, NULL, NULL};
     size_t V = (size_t)ld_lm_info_of(m)->vocab;
-    ld_status st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, BATCH_ROWS, &s[0], err);
+    ld_status st = batch_session(be, m, k, tp, BATCH_ROWS, &s[0], err);
     if (st == LD_OK) st = ld_lm_session_create_sibling(s[0], BATCH_MAX_SEQ, &s[1], err);
-    if (st == LD_OK) st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, 2, &s[2], err);
+    /* the third: its own weights, or under tp a sibling of the second (one group) */
+    if (st == LD_OK && tp) st = ld_lm_session_create_sibling(s[1], BATCH_MAX_SEQ, &s[2], err);
+    else if (st == LD_OK) st = ld_lm_session_create(m, be, k, BATCH_MAX_SEQ, 2, &s[2], err);
     for (int step = 0; st == LD_OK && step <= BATCH_DECODE + 1; step++) {
         ld_lm_part parts[BATCH_SEQS];
         int n = 0;
@@ -96,13 +111,15 @@ static inline ld_status batch_run(ld_backend *be, const ld_lm *m, const ld_cpu_k
         /* the first part leads: s[0] while it runs, then s[2] alone */
         if (n) st = ld_lm_eval_batch(parts, n, err);
     }
-    for (int i = 0; i < BATCH_SEQS; i++) ld_lm_session_destroy(s[i]);
+    for (int i = BATCH_SEQS - 1; i >= 0; i--) ld_lm_session_destroy(s[i]); /* siblings first */
     return st;
 }
 
 /* the check on backend be and the model of fixture dir, with the session
- * variants k (NULL: the defaults); label names the run in the output */
-static inline int ld_test_check_batch(ld_backend *be, const char *dir, const ld_cpu_kernels *k, const char *label)
+ * variants k (NULL: the defaults), or (tp not NULL) split as tp says;
+ * label names the run in the output */
+static inline int ld_test_check_batch_tp(ld_backend *be, const char *dir, const ld_cpu_kernels *k,
+                                         const ld_tp_opts *tp, const char *label)
 {
     ld_test_seq q[2];
     CHECK_MSG(ld_test_load_seqs(dir, q, 2) == 2, "%s/ref.json: two sequences", dir);
@@ -124,8 +141,8 @@ static inline int ld_test_check_batch(ld_backend *be, const char *dir, const ld_
         memset(r[i].batched, 0xff, (size_t)r[i].T * V * sizeof(float)); /* NaN: a row never written differs */
     }
     for (int i = 0; i < BATCH_SEQS; i++)
-        CHECK_MSG(batch_alone(be, m, k, &r[i], &err) == LD_OK, "%s: request %d alone: %s", label, i, err.msg);
-    CHECK_MSG(batch_run(be, m, k, r, &err) == LD_OK, "%s: batched: %s", label, err.msg);
+        CHECK_MSG(batch_alone(be, m, k, tp, &r[i], &err) == LD_OK, "%s: request %d alone: %s", label, i, err.msg);
+    CHECK_MSG(batch_run(be, m, k, tp, r, &err) == LD_OK, "%s: batched: %s", label, err.msg);
     int bad = 0;
     for (int i = 0; i < BATCH_SEQS; i++) {
         int first = -1;
@@ -142,6 +159,11 @@ static inline int ld_test_check_batch(ld_backend *be, const char *dir, const ld_
     ld_lm_close(m);
     CHECK_MSG(!bad, "%s: %d requests differ batched", label, bad);
     return 0;
+}
+
+static inline int ld_test_check_batch(ld_backend *be, const char *dir, const ld_cpu_kernels *k, const char *label)
+{
+    return ld_test_check_batch_tp(be, dir, k, NULL, label);
 }
 
 #endif /* LD_TEST_BATCH_CHECK_H */

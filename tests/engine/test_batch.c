@@ -3,8 +3,9 @@
  * bitwise those it gets alone (batch_check.h), on the reference backend and
  * the fast CPU one with 3 threads, over dense, sliding-window, FP8 and
  * bf16 fixtures, DeepSeek-V3/V3.2 (every MLA form) and V4, with their
- * host paths and variants; tensor-parallel sessions refused; the batch's argument errors; a backend without
- * buf_view runs one sequence but refuses several. */
+ * host paths and variants; split over 2 tensor-parallel ranks (a group
+ * and its siblings; two groups refused); the batch's argument errors; a
+ * backend without buf_view runs one sequence but refuses several. */
 #include <stdio.h>
 #include <string.h>
 
@@ -181,27 +182,62 @@ static int test_batch_v32_splitk_host(void)
     return check_model_k("deepseek-v32", "host-leaves", ld_test_cpu_host_create, "mla=splitk,indexer=bf16,rope=bf16");
 }
 
-/* tensor parallelism: one request a batch, several refused */
-static int test_batch_tp_refused(void)
+/* tensor parallelism: a server splitting the model over ranks batches its
+ * requests too; each rank batches its share, the reduces run on the
+ * chunk's rows, every request's logits bitwise its alone (split) run's */
+static int test_batch_tp(void)
+{
+    static const char *const models[] = {"qwen3", "mistral", "deepseek-v3", "deepseek-v32", "deepseek-v4",
+                                         "deepseek-v4-fp4"};
+    static const char *const backends[] = {"ref", "cpu"};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+        for (int b = 0; b < 2; b++) {
+            char dir[256], label[64];
+            snprintf(dir, sizeof dir, MDIR "%s", models[i]);
+            snprintf(label, sizeof label, "%s %s tp 2", models[i], backends[b]);
+            ld_tp_opts o = {.n = 2, .backend = backends[b], .threads = 1};
+            if (ld_test_check_batch_tp(NULL, dir, NULL, &o, label)) return 1;
+        }
+    return 0;
+}
+
+/* tensor parallelism: sessions of two groups do not batch (their ranks
+ * reduce over other communicators); a group's sibling runs alone through
+ * the group's threads */
+static int test_batch_tp_groups(void)
 {
     ld_error err = {0};
     ld_lm *m = NULL;
     CHECK_MSG(ld_lm_open(MDIR "qwen3", &m, &err) == LD_OK, "%s", err.msg);
     ld_tp_opts o = {.n = 2, .backend = "ref", .threads = 1};
-    ld_lm_session *a = NULL, *b = NULL, *sib = NULL;
+    ld_lm_session *a = NULL, *b = NULL, *sib = NULL, *plain = NULL;
     CHECK_MSG(ld_lm_session_create_tp(m, &o, 8, 4, &a, &err) == LD_OK, "%s", err.msg);
     CHECK_MSG(ld_lm_session_create_tp(m, &o, 8, 4, &b, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_session_create_sibling(a, 8, &sib, &err) == LD_OK, "%s", err.msg);
     int32_t t[2] = {1, 2};
+    size_t V = (size_t)ld_lm_info_of(m)->vocab;
+    float *la = malloc(2 * V * sizeof *la), *ls = malloc(2 * V * sizeof *ls);
+    CHECK(la && ls);
     ld_lm_part p[2] = {{a, t, 2, NULL}, {b, t, 2, NULL}};
-    CHECK_MSG(ld_lm_eval_batch(p, 1, &err) == LD_OK, "%s", err.msg);
-    CHECK(ld_test_expect_fail(ld_lm_eval_batch(p, 2, &err), LD_ERR_UNSUPPORTED, &err, "tensor parallelism") == 0);
-    CHECK(ld_test_expect_fail(ld_lm_session_create_sibling(a, 8, &sib, &err), LD_ERR_UNSUPPORTED, &err,
-                              "tensor parallelism") == 0);
-    CHECK(sib == NULL);
-    CHECK_EQ_INT(ld_lm_pos(a), 2);
-    CHECK_EQ_INT(ld_lm_pos(b), 0);
+    CHECK(ld_test_expect_fail(ld_lm_eval_batch(p, 2, &err), LD_ERR_USAGE, &err, "tensor-parallel group") == 0);
+    CHECK_EQ_INT(ld_lm_pos(a), 0);
+    CHECK_MSG(ld_lm_eval(a, t, 2, la, NULL, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_eval(sib, t, 2, ls, NULL, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_lm_pos(a) == 2 && ld_lm_pos(sib) == 2 && ld_lm_pos(b) == 0);
+    CHECK_MSG(!memcmp(la, ls, 2 * V * sizeof *la), "a sibling alone: not its group's bits");
+    /* a plain session does not batch with a split one */
+    ld_backend *be = NULL;
+    CHECK_MSG(ld_backend_cpu_create_ex(1, 0, NULL, &be, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_lm_session_create(m, be, NULL, 8, 4, &plain, &err) == LD_OK, "%s", err.msg);
+    ld_lm_part q[2] = {{a, t, 2, NULL}, {plain, t, 2, NULL}};
+    CHECK(ld_test_expect_fail(ld_lm_eval_batch(q, 2, &err), LD_ERR_USAGE, &err, "not a tensor-parallel session") == 0);
+    ld_lm_session_destroy(plain);
+    ld_backend_destroy(be);
+    ld_lm_session_destroy(sib);
     ld_lm_session_destroy(a);
     ld_lm_session_destroy(b);
+    free(la);
+    free(ls);
     ld_lm_close(m);
     return 0;
 }
@@ -212,7 +248,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_batch_needs_views),     LD_CASE(test_batch_v4_ref),        LD_CASE(test_batch_v4_cpu),
     LD_CASE(test_batch_v4_fp4_cpu),      LD_CASE(test_batch_v4_host),       LD_CASE(test_batch_v4_variants),
     LD_CASE(test_batch_v3_ref),          LD_CASE(test_batch_v3_fp8_cpu),    LD_CASE(test_batch_v32_cpu),
-    LD_CASE(test_batch_v3_absorbed),     LD_CASE(test_batch_v32_splitk_host), LD_CASE(test_batch_tp_refused),     LD_CASE(test_batch_bind),
+    LD_CASE(test_batch_v3_absorbed),     LD_CASE(test_batch_v32_splitk_host), LD_CASE(test_batch_tp),          LD_CASE(test_batch_tp_groups),     LD_CASE(test_batch_bind),
 };
 
 LD_TEST_MAIN(cases)
