@@ -34,6 +34,7 @@
 #include "backend_cuda.h"
 #include "deepseek_v4_forward.h"
 #include "forward.h"
+#include "session_args.h"
 #include "tp_deepseek_shard.h"
 #include "tp_ds4_shard.h"
 #include "tp_shard.h"
@@ -80,6 +81,7 @@ typedef struct tp_model {
 struct ld_tp_session {
     tp_model mod;
     int n, broken;
+    int max_seq; /* its ranks' sessions' */
     tp_rank *ranks;
     atomic_int first_fail;
     /* the threads of ranks 1..n-1, started once: an eval bumps `gen` and
@@ -259,17 +261,15 @@ ld_status ld_tp_session_eval(ld_tp_session *s, const int32_t *tokens, int T, flo
     return ld_tp_session_eval_streams(s, tokens, T, logits, hidden, 0, NULL, err);
 }
 
-/* the refusals every rank would make alike, before any collective: a
- * group that failed, ids outside the vocabulary */
-static ld_status check_eval(const ld_tp_session *g, const int32_t *tokens, int T, ld_error *err)
+/* the refusals every rank would make alike, made before any rank runs (a
+ * rank's failure aborts the group's communicator): a group that failed,
+ * ids outside the vocabulary, tokens past s's positions */
+static ld_status check_eval(const ld_tp_session *g, const ld_tp_session *s, const int32_t *tokens, int T,
+                            ld_error *err)
 {
     if (g->broken)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "this tensor-parallel session failed before: create a new one");
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= g->mod.vocab)
-            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d at index %d outside the vocabulary of %d",
-                           (int)tokens[t], t, g->mod.vocab);
-    return LD_OK;
+    return ld_session_check_eval(tokens, T, ld_tp_session_pos(s), s->max_seq, g->mod.vocab, err);
 }
 
 /* the group's ranks run what their fields say (rank 0 on this thread) */
@@ -302,7 +302,7 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
         return LD_FAIL(err, LD_ERR_USAGE, 0, "residual streams: DeepSeek-V4 sessions only (the others have one, "
                        "their hidden planes)");
     ld_tp_session *g = group_of(s);
-    LD_TRY(check_eval(g, tokens, T, err));
+    LD_TRY(check_eval(g, s, tokens, T, err));
     for (int k = 0; k < g->n; k++) {
         tp_rank *r = &g->ranks[k];
         r->who = &s->ranks[k];
@@ -341,7 +341,10 @@ ld_status ld_tp_session_eval_batch(const ld_tp_session_part *parts, int n, ld_er
         if (!parts[i].s || group_of(parts[i].s) != g)
             return LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's tensor-parallel "
                            "group (ld_tp_session_create_sibling)", i);
-        LD_TRY(check_eval(g, parts[i].tokens, parts[i].T, err));
+        for (int j = 0; j < i; j++)
+            if (parts[j].s == parts[i].s)
+                return LD_FAIL(err, LD_ERR_USAGE, 0, "batch parts %d and %d: the same session", j, i);
+        LD_TRY(check_eval(g, parts[i].s, parts[i].tokens, parts[i].T, err));
     }
     ld_status st = LD_OK;
     for (int k = 0; k < g->n; k++) {
@@ -534,6 +537,7 @@ static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_se
     }
     s->mod = *tmpl;
     s->n = o->n;
+    s->max_seq = max_seq;
     atomic_init(&s->first_fail, -1);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->go, NULL);
@@ -612,6 +616,7 @@ ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_s
     }
     s->mod = g->mod;
     s->n = g->n;
+    s->max_seq = max_seq;
     s->group = g;
     atomic_init(&s->first_fail, -1);
     pthread_mutex_init(&s->mu, NULL); /* unused: ld_tp_session_destroy's alike */

@@ -225,6 +225,16 @@ static int test_batch_tp_groups(void)
     CHECK_MSG(ld_lm_eval(sib, t, 2, ls, NULL, &err) == LD_OK, "%s", err.msg);
     CHECK(ld_lm_pos(a) == 2 && ld_lm_pos(sib) == 2 && ld_lm_pos(b) == 0);
     CHECK_MSG(!memcmp(la, ls, 2 * V * sizeof *la), "a sibling alone: not its group's bits");
+    /* refused before any rank runs, the group still usable: the same
+       session twice, tokens past a session's positions (8), an id outside */
+    ld_lm_part d[2] = {{a, t, 1, NULL}, {a, t, 1, NULL}};
+    CHECK(ld_test_expect_fail(ld_lm_eval_batch(d, 2, &err), LD_ERR_USAGE, &err, "the same session") == 0);
+    int32_t many[7] = {1, 2, 3, 4, 5, 6, 7}, bad = 100000;
+    CHECK(ld_test_expect_fail(ld_lm_eval(sib, many, 7, NULL, NULL, &err), LD_ERR_LIMIT, &err,
+                              "7 tokens at position 2 exceed the session's 8 positions") == 0);
+    CHECK(ld_test_expect_fail(ld_lm_eval(a, &bad, 1, NULL, NULL, &err), LD_ERR_USAGE, &err, "vocabulary") == 0);
+    CHECK_MSG(ld_lm_eval(sib, many, 6, NULL, NULL, &err) == LD_OK, "still usable: %s", err.msg);
+    CHECK(ld_lm_pos(sib) == 8 && ld_lm_pos(a) == 2);
     /* a plain session does not batch with a split one */
     ld_backend *be = NULL;
     CHECK_MSG(ld_backend_cpu_create_ex(1, 0, NULL, &be, &err) == LD_OK, "%s", err.msg);
