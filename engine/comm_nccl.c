@@ -36,13 +36,15 @@
  * only its own: the other processes see NCCL's error (or time out) on
  * their side.
  *
- * Not run yet, neither the host path nor the device path: the machines
- * this was written on have no GPU (NCCL and CUDA are compiled and linked
- * against only).  `test_engine_tp test_tp_cuda_nccl` runs it
- * where there is one: TP = 1 over NCCL on one GPU against the plain CUDA
- * forward, TP = 2 on two GPUs against transformers, each also with the
- * reduce through the host (the CUDA backend's table without buf_mem)
- * against the device path, bitwise.
+ * Where it runs: in CI on the CUDA emulator's devices over its NCCL
+ * (tests/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
+ * and copies; this file compiled a second time over it): ctest
+ * engine.cuda_emu_tp (`test_tp_cuda_nccl`: TP = 1 over NCCL bitwise the
+ * plain CUDA forward, TP = 2 on two devices against transformers, each
+ * with the reduce through the host, the CUDA backend's table without
+ * buf_mem, bitwise the device path) and cli.replay_cuda_tp_emu (logdiff
+ * replay --backend cuda --tp 2 end to end).  Not yet on GPUs with
+ * libnccl: tools/gpu-check.sh runs both where a machine is lent.
  */
 #include <stdlib.h>
 #include <string.h>

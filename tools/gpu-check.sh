@@ -225,6 +225,12 @@ if [ $built = 1 ]; then
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
     grep -E '^(ok|FAIL|skipped)|worst plane|final-norm|passed,' "$logs/replay-cuda.log" 2>/dev/null | tee -a "$summary"
+    # the CLI split over two GPUs (tests/cli/replay_cuda_tp.sh: skips on a
+    # one-GPU machine; CI runs it on the emulator's two devices and NCCL)
+    step replay-cuda-tp 90 env LOGDIFF="$build/logdiff" LD_SOURCE_DIR="$root" bash "$root/tests/cli/replay_cuda_tp.sh"
+    rc=$?
+    [ $rc = 0 ] || [ $rc = 77 ] || status=1
+    grep -E '^(FAIL|skipped)|worst plane|passed,' "$logs/replay-cuda-tp.log" 2>/dev/null | tee -a "$summary"
     # last: the engine's CPU tests (CI runs them too; here they show the GPU
     # machine's build is sound) get what is left of the budget
     step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \

@@ -202,6 +202,11 @@ static int on_device(const void *p, size_t n)
     return in;
 }
 
+int ld_emu_device_range(const void *p, size_t n)
+{
+    return on_device(p, n);
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     *devPtr = size <= DEVICE_BYTES ? malloc(size ? size : 1) : NULL;

@@ -114,6 +114,10 @@ size_t ld_emu_journal_stop(ld_emu_op **ops);
 /* a copy or memset in the journal: its device ends (0 for a host one) */
 void ld_emu_journal_copy(const char *name, const void *dst, const void *src, size_t bytes);
 
+/* 1 when [p, p + n) lies in one live device allocation (emu_runtime.c;
+ * emu_nccl.c checks a collective's buffers with it) */
+int ld_emu_device_range(const void *p, size_t n);
+
 /* Stream capture (emu_graph.c): ld_emu_capturing, this thread's stream
  * records instead of running; ld_emu_capture_kernel keeps a launch as a
  * node (body(ctx) per thread when the graph runs, drop(ctx) when the last

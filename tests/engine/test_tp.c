@@ -186,6 +186,46 @@ static int test_tp_sim_abort(void)
     return 0;
 }
 
+/* The NCCL communicator's collectives on host memory (copied to the
+ * device, gathered, summed there in rank order, copied back) on two GPUs,
+ * and its abort: a rank that aborts releases the other from its
+ * collective.  Where there is no NCCL or no two GPUs, a clear refusal.
+ * CI runs it on the CUDA emulator's two devices and NCCL (ctest
+ * engine.cuda_emu_tp). */
+static int test_tp_cuda_nccl_comm(void)
+{
+    ld_comm *c[2];
+    ld_error err;
+    ld_error_clear(&err);
+    ld_status st = ld_comm_nccl_create_all(2, NULL, c, &err);
+    if (st != LD_OK) {
+        fprintf(stderr, "  nccl over 2 devices: %s\n", err.msg);
+        CHECK_MSG(st == LD_ERR_UNSUPPORTED && (strstr(err.msg, "CUDA") || strstr(err.msg, "NCCL")), "%s", err.msg);
+        return 0;
+    }
+    enum { N = 5 };
+    float b[2][N], g[2][2 * N];
+    rank_job jobs[2];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < N; i++) b[r][i] = (float)(r * 10 + i) + 0.25f;
+        jobs[r] = (rank_job){.buf = b[r], .recv = g[r], .n = N};
+    }
+    if (run_group(c, jobs, 2)) return 1;
+    for (int r = 0; r < 2; r++) {
+        CHECK_MSG(jobs[r].st == LD_OK, "rank %d: %s", r, jobs[r].err.msg);
+        for (int i = 0; i < N; i++) {
+            CHECK(g[r][i] == (float)i + 0.25f && g[r][N + i] == (float)(10 + i) + 0.25f); /* rank order */
+            CHECK(b[r][i] == ((float)i + 0.25f) + ((float)(10 + i) + 0.25f));
+        }
+    }
+    CHECK(ld_comm_nccl_create_all(2, NULL, c, &err) == LD_OK);
+    for (int r = 0; r < 2; r++) jobs[r] = (rank_job){.buf = b[r], .n = N, .abort_instead = r == 1};
+    if (run_group(c, jobs, 2)) return 1;
+    CHECK_MSG(jobs[0].st != LD_OK && jobs[0].err.msg[0], "rank 0 left its collective without an error");
+    fprintf(stderr, "  nccl over 2 devices: gather and ordered sum right; after an abort: %s\n", jobs[0].err.msg);
+    return 0;
+}
+
 /* ------------------------------------------------------------ models */
 
 typedef struct seq {
@@ -806,7 +846,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_tp_bitwise_determinism),   LD_CASE(test_tp_one_is_plain_forward),
     LD_CASE(test_tp_gguf_quantized),        LD_CASE(test_tp_errors),
     LD_CASE(test_tp_row_parallel_bias),     LD_CASE(test_tp_reduce_in_place),
-    LD_CASE(test_tp_reduce_in_place_bias),  LD_CASE(test_tp_cuda_nccl),
+    LD_CASE(test_tp_reduce_in_place_bias),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_nccl_comm),
 };
 
 LD_TEST_MAIN(cases)

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# logdiff replay --backend cuda --tp 2: the model split over two GPUs, the ranks' partial sums
+# gathered over NCCL and summed in rank order (engine/comm_nccl.c). Skips (77) where the build has
+# no NCCL or the machine fewer than two GPUs; runs in CI on the CUDA emulator's two devices and its
+# NCCL (tests/cuda_emu/emu_nccl.c), and on a machine with two GPUs for real (tools/gpu-check.sh).
+#   - qwen3 on replaylog's rp-greedy: the same bytes run after run (--json); `--check ref`: every
+#     plane within 1e-4 normalised error of the unsplit plain-C reference, no logged token's rank
+#     changed;
+#   - DeepSeek-V3 (MLA heads and experts split) and V4 FP4 (query heads with wo_a's groups, the
+#     experts' rows) on smallvocab's sv-forced, `--check ref` likewise; V4's layers 1-2 alone on
+#     the reference fed the split replay's hc streams (`--check-layers 1-2`);
+#   - `--batch-with` (qwen3, V4): split and batched, bitwise the split request alone;
+#   - `--compare-kernels` (qwen3): each custom kernel within 1e-4 of all=ref, every replay split.
+. "$(dirname "$0")/lib.bash"
+RL="$LD_SOURCE_DIR/testdata/replay/replaylog/server.log"
+SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
+MD="$LD_SOURCE_DIR/testdata/models"
+
+"$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 --json "$RL" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+if [ $rc = 2 ] && grep -qE 'CUDA|NCCL' "$WORK/err"; then
+    echo "skipped: no two GPUs with NCCL here: $(head -c 200 "$WORK/err")"
+    exit 77
+fi
+check "qwen3 --backend cuda --tp 2 runs (exit $rc)" test "$rc" = 0
+cp "$WORK/out" "$WORK/tp2.json"
+run "qwen3 again" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 --json "$RL"
+check "qwen3: the same bytes run after run" cmp -s "$WORK/out" "$WORK/tp2.json"
+check "qwen3: tp 2 on cuda reported" python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["tp"] == 2 and r["backend"].startswith("cuda") and r["verdict"] == "replay.consistent", r' "$WORK/tp2.json"
+
+# check_planes NAME: the --check JSON in $WORK/out within 1e-4 everywhere, no rank changed
+check_planes() {
+    check "$1: split cuda against unsplit ref, layer by layer" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["tp"] == 2 and r["backend"].startswith("cuda") and r["check"] == "ref", r
+for p in r["planes"]:
+    assert p["max_nerr"] < 1e-4, p
+assert r["rank_changes"] == 0, r
+print("  worst plane nerr %.3g" % max(p["max_nerr"] for p in r["planes"]))
+PY
+}
+run "qwen3 --tp 2 --check ref" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 \
+    --check ref --json "$RL"
+check_planes qwen3
+for m in deepseek-v3 deepseek-v4-fp4; do
+    run "$m --tp 2 --check ref" 0 "$LOGDIFF" replay --model "$MD/$m" --rid sv-forced --backend cuda --tp 2 \
+        --check ref --json "$SV"
+    check_planes "$m"
+done
+run "V4 FP4 --tp 2 --check-layers 1-2" 0 "$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced \
+    --backend cuda --tp 2 --check ref --check-layers 1-2 --json "$SV"
+check "V4 FP4: layers 1-2 alone on ref, fed the split replay's streams" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["tp"] == 2 and r["layers"] == [1, 2] and [p["where"] for p in r["planes"]] == ["layer 1", "layer 2"], r
+for p in r["planes"]:
+    assert p["max_nerr"] < 1e-4, p
+PY
+for m in qwen3 deepseek-v4; do
+    run "$m --tp 2 --batch-with" 0 "$LOGDIFF" replay --model "$MD/$m" --rid rp-greedy --backend cuda --tp 2 \
+        --batch-with rp-altered,rp-no-output --json "$RL"
+    check "$m: split and batched, bitwise the split request alone" python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["tp"] == 2 and r["identical"] and r["positions"] == 26, r' "$WORK/out"
+done
+run "qwen3 --tp 2 --compare-kernels" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 \
+    --compare-kernels --json "$RL"
+check "qwen3: every custom kernel within 1e-4 of the reference kernels, split" python3 - "$WORK/out" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["tp"] == 2 and r["reference"] == "cuda:all=ref", r
+names = [v["variant"] for v in r["variants"]]
+assert names[0] == "embed=custom" and names[-1] == "all=custom", names
+for v in r["variants"]:
+    assert "refused" not in v and v["final_norm_max_nerr"] < 1e-4 and v["rank_changes"] == 0, v
+PY
+finish
