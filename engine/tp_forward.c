@@ -301,6 +301,9 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
     if (streams && !s->mod.d4)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "residual streams: DeepSeek-V4 sessions only (the others have one, "
                        "their hidden planes)");
+    if (streams && (layer < 0 || layer > s->mod.d4->cfg.n_layers)) /* before rank 0 would fail alone */
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "streams entering layer %d: the model has %d layers", layer,
+                       s->mod.d4->cfg.n_layers);
     ld_tp_session *g = group_of(s);
     LD_TRY(check_eval(g, s, tokens, T, err));
     for (int k = 0; k < g->n; k++) {

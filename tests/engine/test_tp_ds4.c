@@ -619,6 +619,15 @@ static int test_tp_ds4_streams(void)
                               "DeepSeek-V4 sessions only") == 0);
     ld_tp_session_destroy(tp);
     ld_model_close(dm);
+    /* V4's TP session itself: a layer past the model refused before any rank runs */
+    ld_ds4_model *m4 = NULL;
+    if (open_model("deepseek-v4", &m4)) return 1;
+    CHECK_MSG(ld_tp_ds4_session_create(m4, &o, NULL, MAX_T, MAX_T, &tp, &err) == LD_OK, "%s", err.msg);
+    CHECK(ld_test_expect_fail(ld_tp_session_eval_streams(tp, q.tokens, 2, NULL, NULL, 5, a, &err), LD_ERR_USAGE, &err,
+                              "the model has 4 layers") == 0);
+    CHECK_MSG(ld_tp_session_eval_streams(tp, q.tokens, 2, NULL, NULL, 4, a, &err) == LD_OK, "%s", err.msg);
+    ld_tp_session_destroy(tp);
+    ld_ds4_model_close(m4);
     ld_lm_close(lm);
     ld_backend_destroy(be);
     free(plain);
