@@ -186,9 +186,51 @@ static int test_tp_sim_abort(void)
     return 0;
 }
 
+/* a rank joining the group of `id` on its own thread, as each process of a
+ * multi-node group does, then its collectives (rank_main) */
+typedef struct rank_join {
+    const unsigned char *id;
+    int rank;
+    rank_job job;
+} rank_join;
+
+static void *join_main(void *arg)
+{
+    rank_join *j = arg;
+    j->job.st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, &j->job.c, &j->job.err);
+    if (j->job.st != LD_OK) return NULL;
+    rank_main(&j->job);
+    ld_comm_destroy(j->job.c);
+    return NULL;
+}
+
+/* ld_comm_nccl_unique_id + ld_comm_nccl_create_rank on two threads (device
+ * r for rank r): the same gather and sum as ld_comm_nccl_create_all's */
+static int nccl_by_rank(float b[2][5], float g[2][10])
+{
+    unsigned char id[LD_COMM_NCCL_ID_BYTES];
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_comm_nccl_unique_id(id, &err) == LD_OK, "%s", err.msg);
+    rank_join j[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 5; i++) b[r][i] = (float)(r * 100 + i);
+        j[r] = (rank_join){id, r, {.buf = b[r], .recv = g[r], .n = 5}};
+        CHECK(pthread_create(&th[r], NULL, join_main, &j[r]) == 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) {
+        CHECK_MSG(j[r].job.st == LD_OK, "rank %d: %s", r, j[r].job.err.msg);
+        for (int i = 0; i < 5; i++)
+            CHECK(g[r][i] == (float)i && g[r][5 + i] == (float)(100 + i) && b[r][i] == (float)(100 + 2 * i));
+    }
+    return 0;
+}
+
 /* The NCCL communicator's collectives on host memory (copied to the
  * device, gathered, summed there in rank order, copied back) on two GPUs,
- * and its abort: a rank that aborts releases the other from its
+ * made in one process and by the multi-process bootstrap, and its abort: a rank that aborts releases the other from its
  * collective.  Where there is no NCCL or no two GPUs, a clear refusal.
  * CI runs it on the CUDA emulator's two devices and NCCL (ctest
  * engine.cuda_emu_tp). */
@@ -218,11 +260,15 @@ static int test_tp_cuda_nccl_comm(void)
             CHECK(b[r][i] == ((float)i + 0.25f) + ((float)(10 + i) + 0.25f));
         }
     }
+    /* the multi-process bootstrap (engine/README.md, multi-node): one id,
+       then each rank joins on its own thread as a process would */
+    if (nccl_by_rank(b, g)) return 1;
     CHECK(ld_comm_nccl_create_all(2, NULL, c, &err) == LD_OK);
     for (int r = 0; r < 2; r++) jobs[r] = (rank_job){.buf = b[r], .n = N, .abort_instead = r == 1};
     if (run_group(c, jobs, 2)) return 1;
     CHECK_MSG(jobs[0].st != LD_OK && jobs[0].err.msg[0], "rank 0 left its collective without an error");
-    fprintf(stderr, "  nccl over 2 devices: gather and ordered sum right; after an abort: %s\n", jobs[0].err.msg);
+    fprintf(stderr, "  nccl over 2 devices: gather and ordered sum right (one process, and a rank a thread joining by "
+                    "id); after an abort: %s\n", jobs[0].err.msg);
     return 0;
 }
 
