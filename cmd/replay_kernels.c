@@ -109,6 +109,8 @@ void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int
             cJSON_AddItemToObject(e, "where", ld_json_cstr(plane_name(p, c->n_layers, buf, sizeof buf)));
             cJSON_AddItemToObject(e, "max_nerr", ld_json_double(c->plane[p].max_nerr));
             cJSON_AddItemToObject(e, "max_abs", ld_json_double(c->plane[p].max_abs));
+            cJSON_AddItemToObject(e, "worst_position", c->plane[p].worst_pos >= 0 ? ld_json_int(c->plane[p].worst_pos)
+                                                                                : cJSON_CreateNull());
             cJSON_AddItemToArray(ps, e);
         }
         cJSON_AddItemToObject(o, "planes", ps);
@@ -143,10 +145,13 @@ void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int
         fprintf(f, "%s: backend %s against %s over %zu positions (normalised error of a row, largest element "
                    "difference)\n", rid, name_a, c->name_b, c->n_pos);
     }
-    fprintf(f, "  %-12s %14s %14s\n", "plane", "max nerr", "max |diff|");
-    for (int p = c->plane_lo; p <= c->plane_hi; p++)
-        fprintf(f, "  %-12s %14.3g %14.3g\n", plane_name(p, c->n_layers, buf, sizeof buf), c->plane[p].max_nerr,
+    fprintf(f, "  %-12s %14s %14s  %s\n", "plane", "max nerr", "max |diff|", "worst row");
+    for (int p = c->plane_lo; p <= c->plane_hi; p++) {
+        fprintf(f, "  %-12s %14.3g %14.3g", plane_name(p, c->n_layers, buf, sizeof buf), c->plane[p].max_nerr,
                 c->plane[p].max_abs);
+        if (c->plane[p].worst_pos >= 0) fprintf(f, "  position %lld", (long long)c->plane[p].worst_pos);
+        fprintf(f, "\n");
+    }
     if (slice)
         fprintf(f, "logged tokens: not compared (the slice has no head); verdict %s\n",
                 ld_replay_verdict_kind(c->a.verdict));

@@ -112,7 +112,9 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
  * sibling; the group must outlive it): on each rank a sibling of the
  * group's rank session (the shard's weights borrowed, its own caches of
  * max_seq positions), run by the group's backends, communicators and
- * threads.  What a tensor-parallel server batches. */
+ * threads.  What a tensor-parallel server batches.  The group's ranks run
+ * one eval at a time: a group and its siblings are evaluated from one
+ * thread (or under the caller's own lock). */
 ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_session **out, ld_error *err);
 
 /* One request's share of a TP batch: T tokens appended to s, logits

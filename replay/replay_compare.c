@@ -154,23 +154,28 @@ void ld_backend_cmp_free(ld_backend_cmp *c)
 }
 
 /* per plane p in [out->plane_lo, out->plane_hi]: the largest row error
- * and element difference of b's rows (those planes only:
+ * (and the position of its row) and element difference of b's rows (those planes only:
  * [plane][position][hidden]) against a's (which keeps planes
  * a->plane_lo .. a->plane_hi, those among them) */
 static void compare_planes(const ld_replay_dump *a, const float *b, ld_backend_cmp *out)
 {
     size_t D = (size_t)a->hidden, N = a->n_pos, lo = (size_t)out->plane_lo;
     ld_backend_cmp_plane *plane = out->plane;
-    for (size_t p = lo; p <= (size_t)out->plane_hi; p++)
+    for (size_t p = lo; p <= (size_t)out->plane_hi; p++) {
+        plane[p].worst_pos = -1;
         for (size_t i = 0; i < N; i++) {
             const float *x = b + ((p - lo) * N + i) * D, *y = a->rows + ((p - (size_t)a->plane_lo) * N + i) * D;
             double e = row_nerr(x, y, D);
-            if (e > plane[p].max_nerr) plane[p].max_nerr = e;
+            if (e > plane[p].max_nerr) {
+                plane[p].max_nerr = e;
+                plane[p].worst_pos = a->pos[i];
+            }
             for (size_t j = 0; j < D; j++) {
                 double d = fabs((double)x[j] - y[j]);
                 if (d > plane[p].max_abs) plane[p].max_abs = d;
             }
         }
+    }
 }
 
 /* rows a slice's session runs at once: its scratch is this many rows, not

@@ -74,6 +74,8 @@ void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep);
 typedef struct ld_backend_cmp_plane {
     double max_nerr;   /* the largest normalised error of a row */
     double max_abs;    /* the largest |a - b| of an element */
+    int64_t worst_pos; /* the position of that row (the first such), -1 when
+                          every row is equal */
 } ld_backend_cmp_plane;
 
 typedef struct ld_backend_cmp {

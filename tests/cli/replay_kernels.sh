@@ -87,6 +87,38 @@ assert p["embeddings"]["max_nerr"] == 0, r
 for w in ("layer 0", "layer 1", "final norm"):
     assert 1e-4 < p[w]["max_nerr"] < 0.05, p[w]
 PY
+# the worst row of each plane, against the same rows recomputed from the two backends' dumps
+run "dump with matmul=bf16" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --kernels matmul=bf16 \
+    --dump-layers "$WORK/da" "$LOG"
+run "dump on ref" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --backend ref --dump-layers "$WORK/db" "$LOG"
+run "--kernels matmul=bf16 --check ref --json again" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy \
+    --kernels matmul=bf16 --check ref --json "$LOG"
+check "worst_position: the argmax of ||ref - bf16|| / ||bf16|| per plane, from the dumps" python3 - "$WORK/out" \
+    "$WORK/da" "$WORK/db" <<'PY'
+import ast, json, math, struct, sys
+r = json.loads(open(sys.argv[1]).readline())
+def npy(path):  # a float32 C-order 2-D .npy, read without numpy
+    b = open(path, "rb").read()
+    hl = struct.unpack("<H", b[8:10])[0]
+    h = ast.literal_eval(b[10:10 + hl].decode())
+    assert h["descr"] == "<f4" and not h["fortran_order"], h
+    n, d = h["shape"]
+    v = struct.unpack("<%df" % (n * d), b[10 + hl:10 + hl + 4 * n * d])
+    return [v[i * d:(i + 1) * d] for i in range(n)]
+files = {"embeddings": "embed.npy", "layer 0": "layer_00.npy", "layer 1": "layer_01.npy", "final norm": "final_norm.npy"}
+pos = json.load(open(sys.argv[2] + "/manifest.json"))["positions"]
+for p in r["planes"]:
+    a, b = npy(sys.argv[2] + "/" + files[p["where"]]), npy(sys.argv[3] + "/" + files[p["where"]])
+    errs = []
+    for x, y in zip(a, b):
+        d = sum((float(v) - float(u)) ** 2 for u, v in zip(x, y))
+        m = sum(float(u) ** 2 for u in x)
+        errs.append(math.sqrt(d / m) if m > 0 else math.sqrt(d))
+    top = max(errs)
+    want = None if top == 0 else pos[errs.index(top)]
+    assert p["worst_position"] == want, (p, want)
+    assert abs(p["max_nerr"] - top) <= 1e-9 * max(top, 1e-30), (p, top)
+PY
 run "--check ref, no --kernels" 0 "$LOGDIFF" replay --model "$M" --rid rp-greedy --check ref --json "$LOG"
 check "no kernels: null" python3 -c "import json,sys; assert json.loads(open(sys.argv[1]).readline())['kernels'] is None" \
     "$WORK/out"
