@@ -214,11 +214,15 @@ ld_status ld_lm_eval(ld_lm_session *s, const int32_t *tokens, int T, float *logi
     return ld_session_eval(s->dense, tokens, T, logits, hidden, err);
 }
 
-/* hidden [n_layers + 2][T][D] (NULL: made here for the copy) plane
- * `layer` into state [T][D] */
-static ld_status eval_plane(ld_lm_session *s, const ld_lm_info *c, const int32_t *tokens, int T, float *logits,
-                            float *hidden, int layer, float *state, ld_error *err)
+/* the one-stream families' state: hidden [n_layers + 2][T][D] (NULL: made
+ * here for the copy) plane `layer` into state [T][D] */
+static ld_status eval_plane(ld_lm_session *s, const int32_t *tokens, int T, float *logits, float *hidden, int layer,
+                            float *state, ld_error *err)
 {
+    const ld_lm_info *c = s->info;
+    if (layer < 0 || layer > c->n_layers)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "the state entering layer %d: the model has %d layers", layer,
+                       c->n_layers);
     size_t plane = (size_t)T * (size_t)c->hidden;
     float *h = hidden ? hidden : malloc(((size_t)c->n_layers + 2) * plane * sizeof *h);
     if (!h) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -232,13 +236,11 @@ ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float
                            float *state, ld_error *err)
 {
     if (!state) return ld_lm_eval(s, tokens, T, logits, hidden, err);
-    if (layer < 0 || layer > s->info->n_layers) /* before any rank of a TP session runs */
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "the state entering layer %d: the model has %d layers", layer,
-                       s->info->n_layers);
+    /* V4's streams: its sessions (a TP one before any rank runs) check the layer */
     if (s->ds4) return ld_ds4_session_eval_streams(s->ds4, tokens, T, logits, hidden, layer, state, err);
-    if (s->tp && s->info->state_width != s->info->hidden) /* V4's streams */
+    if (s->tp && s->info->state_width != s->info->hidden)
         return ld_tp_session_eval_streams(s->tp, tokens, T, logits, hidden, layer, state, err);
-    return eval_plane(s, s->info, tokens, T, logits, hidden, layer, state, err);
+    return eval_plane(s, tokens, T, logits, hidden, layer, state, err);
 }
 
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err)

@@ -523,6 +523,27 @@ static ld_status start_threads(ld_tp_session *s, ld_error *err)
     return LD_OK;
 }
 
+/* an empty session of n ranks running `mod`, sessions of max_seq positions
+ * (a group's or a sibling's; ld_tp_session_destroy takes either) */
+static ld_status session_new(const tp_model *mod, int n, int max_seq, ld_tp_session **out, ld_error *err)
+{
+    ld_tp_session *s = calloc(1, sizeof *s);
+    if (s) s->ranks = calloc((size_t)n, sizeof *s->ranks);
+    if (!s || !s->ranks) {
+        free(s);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    s->mod = *mod;
+    s->n = n;
+    s->max_seq = max_seq;
+    atomic_init(&s->first_fail, -1);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->go, NULL);
+    pthread_cond_init(&s->done, NULL);
+    *out = s;
+    return LD_OK;
+}
+
 /* The group running `tmpl`: its communicators, ranks and threads. */
 static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_seq, int max_batch,
                            ld_tp_session **out, ld_error *err)
@@ -532,19 +553,8 @@ static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_se
     if (o->n_nodes < 0 || (o->n_nodes > 1 && o->n % o->n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", o->n,
                        o->n_nodes);
-    ld_tp_session *s = calloc(1, sizeof *s);
-    if (s) s->ranks = calloc((size_t)o->n, sizeof *s->ranks);
-    if (!s || !s->ranks) {
-        free(s);
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
-    s->mod = *tmpl;
-    s->n = o->n;
-    s->max_seq = max_seq;
-    atomic_init(&s->first_fail, -1);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->go, NULL);
-    pthread_cond_init(&s->done, NULL);
+    ld_tp_session *s;
+    LD_TRY(session_new(tmpl, o->n, max_seq, &s, err));
     ld_status st;
     /* the communicators first: for cuda they say whether the build has NCCL
      * and the machine enough GPUs before any backend is made */
@@ -610,21 +620,9 @@ static ld_status open_sibling_rank(ld_tp_session *s, const ld_tp_session *g, int
 ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_session **out, ld_error *err)
 {
     *out = NULL;
-    ld_tp_session *g = group_of(lead);
-    ld_tp_session *s = calloc(1, sizeof *s);
-    if (s) s->ranks = calloc((size_t)g->n, sizeof *s->ranks);
-    if (!s || !s->ranks) {
-        free(s);
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
-    s->mod = g->mod;
-    s->n = g->n;
-    s->max_seq = max_seq;
-    s->group = g;
-    atomic_init(&s->first_fail, -1);
-    pthread_mutex_init(&s->mu, NULL); /* unused: ld_tp_session_destroy's alike */
-    pthread_cond_init(&s->go, NULL);
-    pthread_cond_init(&s->done, NULL);
+    ld_tp_session *g = group_of(lead), *s;
+    LD_TRY(session_new(&g->mod, g->n, max_seq, &s, err));
+    s->group = g; /* its lock and threads stay unused: the group's run it */
     ld_status st = LD_OK;
     for (int k = 0; k < s->n && st == LD_OK; k++) st = open_sibling_rank(s, g, k, max_seq, err);
     if (st != LD_OK) {

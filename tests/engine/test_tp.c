@@ -272,6 +272,39 @@ static int test_tp_cuda_nccl_comm(void)
     return 0;
 }
 
+#if defined(LD_CUDA_EMU) && defined(LD_EMU_HAVE_NCCL)
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+/* The emulator's NCCL (tests/cuda_emu/emu_nccl.c) refuses what NCCL
+ * refuses, so that the communicator's passing runs mean it called NCCL as
+ * a GPU needs: buffers not in device memory, another device current than
+ * the communicator's, a type it does not gather; the last error says why. */
+static int test_tp_cuda_emu_nccl_refusals(void)
+{
+    ncclComm_t c[2];
+    CHECK(ncclCommInitAll(c, 2, NULL) == ncclSuccess);
+    float host[4] = {0}, *d_send = NULL, *d_recv = NULL;
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&d_send, 2 * sizeof host) == cudaSuccess); /* room for 8: recv is the short one */
+    CHECK(cudaMalloc((void **)&d_recv, 2 * sizeof host) == cudaSuccess);
+    CHECK(ncclAllGather(host, d_recv, 4, ncclFloat, c[0], 0) == ncclInvalidUsage);
+    CHECK_MSG(strstr(ncclGetLastError(c[0]), "send buffer is not device memory"), "%s", ncclGetLastError(c[0]));
+    CHECK(ncclAllGather(d_send, d_recv, 8, ncclFloat, c[0], 0) == ncclInvalidUsage); /* recv holds 2 x 4 */
+    CHECK_MSG(strstr(ncclGetLastError(c[0]), "receive buffer"), "%s", ncclGetLastError(c[0]));
+    CHECK(ncclAllGather(d_send, d_recv, 4, ncclFloat, c[1], 0) == ncclInvalidUsage); /* device 0 current */
+    CHECK_MSG(strstr(ncclGetLastError(c[1]), "current device"), "%s", ncclGetLastError(c[1]));
+    CHECK(ncclAllGather(d_send, d_recv, 4, ncclHalf, c[0], 0) == ncclInvalidArgument);
+    CHECK(strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage") == 0);
+    CHECK(cudaFree(d_send) == cudaSuccess && cudaFree(d_recv) == cudaSuccess);
+    CHECK(ncclCommDestroy(c[0]) == ncclSuccess && ncclCommDestroy(c[1]) == ncclSuccess);
+    return 0;
+}
+#define EMU_NCCL_CASES LD_CASE(test_tp_cuda_emu_nccl_refusals),
+#else
+#define EMU_NCCL_CASES
+#endif
+
 /* ------------------------------------------------------------ models */
 
 typedef struct seq {
@@ -892,7 +925,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_tp_bitwise_determinism),   LD_CASE(test_tp_one_is_plain_forward),
     LD_CASE(test_tp_gguf_quantized),        LD_CASE(test_tp_errors),
     LD_CASE(test_tp_row_parallel_bias),     LD_CASE(test_tp_reduce_in_place),
-    LD_CASE(test_tp_reduce_in_place_bias),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_nccl_comm),
+    LD_CASE(test_tp_reduce_in_place_bias),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_nccl_comm), EMU_NCCL_CASES
 };
 
 LD_TEST_MAIN(cases)
