@@ -22,6 +22,7 @@
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref|cuda]",
     "               [--top-k K] [--max-tokens N] [--seed N] [--tp N]",
+    "               [--tp-rank R --tp-rendezvous FILE [--tp-device D] [--tp-timeout S]]",
     "               [--dump-layers DIR [--positions LIST]] [--kernels SPEC]",
     "               [--compare-kernels] [--batch-with RID,...] LOG...",
     "",
@@ -72,6 +73,20 @@ static const char *const replay_usage[] = {
     "the split replay is compared with BACKEND unsplit (--check-layers: a",
     "slice fed the split replay's state: --backend cuda --tp 8 --check cpu",
     "--check-layers 10-12 for a model that needs eight GPUs).",
+    "",
+    "--tp-rank R --tp-rendezvous FILE makes this process rank R alone of N",
+    "processes, one a rank, as on a deployment over several machines: each",
+    "process is started with the same arguments but its rank, and they meet",
+    "at FILE (a new name; rank 0 creates it and removes it once all are in,",
+    "and refuses one that exists, a run's leftover).  On cuda they join",
+    "through NCCL's bootstrap (FILE on storage every machine sees; the rank",
+    "on GPU --tp-device D, default LD_TP_DEVICE, LOCAL_RANK, else R); on",
+    "cpu/ref through a mapping of FILE shared by the processes of one",
+    "machine (best under /dev/shm).  Rank 0 prints the report; the others",
+    "compute the same and print nothing; all exit alike.  A rank that fails",
+    "or dies ends the others with an error.  --tp-timeout S: how long to wait",
+    "for the others to join (default 600).  From the environment: LD_TP_RANK",
+    "(or a launcher's RANK), LD_TP_RENDEZVOUS.",
     "",
     "--dump-layers DIR writes the hidden states of the replayed sequence (the",
     "prompt ids, then the logged output ids; position p holds token p) as NumPy",
@@ -133,6 +148,53 @@ static const char *const replay_usage[] = {
 };
 
 #define PFX "logdiff replay: "
+
+/* this process as one rank of a group of processes (--tp-rank) */
+typedef struct tp_proc {
+    long rank, device, timeout;
+    const char *rendezvous;
+} tp_proc;
+
+/* *v from the environment variable `name` when set; a problem when it is
+ * not an integer from 0 to 1023 */
+static const char *env_int(const char *name, long *v)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return NULL;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (*end || errno || x < 0 || x > 1023) return name;
+    *v = x;
+    return NULL;
+}
+
+/* The options of --tp-rank completed from the environment and checked;
+ * a problem to report, or NULL. */
+static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, char *msg, size_t cap)
+{
+    const char *bad = NULL;
+    if (!p->rendezvous) p->rendezvous = getenv("LD_TP_RENDEZVOUS");
+    if (p->rendezvous && !*p->rendezvous) p->rendezvous = NULL;
+    if (p->rank < 0 && !(bad = env_int("LD_TP_RANK", &p->rank)) && p->rank < 0 && p->rendezvous)
+        bad = env_int("RANK", &p->rank);
+    if (p->device < 0 && !bad && !(bad = env_int("LD_TP_DEVICE", &p->device)) && p->device < 0)
+        bad = env_int("LOCAL_RANK", &p->device);
+    if (bad) {
+        snprintf(msg, cap, "%s: give an integer from 0 to 1023", bad);
+        return msg;
+    }
+    if (p->rank < 0 && !p->rendezvous) return NULL; /* not a group of processes */
+    if (p->rank < 0 || !p->rendezvous) return "--tp-rank and --tp-rendezvous go together";
+    if (tp < 1) return "--tp-rank: give --tp N too (the group's size)";
+    if (p->rank >= tp) {
+        snprintf(msg, cap, "--tp-rank: give 0 to %ld", tp - 1);
+        return msg;
+    }
+    if (p->timeout < 1 || p->timeout > 86400) return "--tp-timeout: give 1 to 86400 seconds";
+    if (p->device < 0) p->device = strcmp(backend, "cuda") == 0 ? p->rank : 0;
+    return NULL;
+}
 
 typedef struct pick {
     const char *rid;
@@ -514,6 +576,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     const char *check_layers = NULL;
     int json = 0, compare = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS, tp = 0;
+    tp_proc proc = { -1, -1, 600, NULL };
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
@@ -531,6 +594,10 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "check", &check, "BACKEND", "replay on --backend and on BACKEND too; compare layer by layer" },
         { LD_OPT_STRING, 0, "check-layers", &check_layers, "A-B", "with --check: only layers A to B on BACKEND, fed --backend's rows" },
         { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (default: no split)" },
+        { LD_OPT_INT, 0, "tp-rank", &proc.rank, "R", "with --tp N: this process is rank R of N processes" },
+        { LD_OPT_STRING, 0, "tp-rendezvous", &proc.rendezvous, "FILE", "where the processes of the group meet" },
+        { LD_OPT_INT, 0, "tp-device", &proc.device, "D", "cuda: this rank's GPU (default LOCAL_RANK, else R)" },
+        { LD_OPT_INT, 0, "tp-timeout", &proc.timeout, "S", "seconds to wait for the group (default 600)" },
         { LD_OPT_STRING, 0, "batch-with", &batch_with, "RID,...", "replay alone and batched with these requests; compare the logits" },
         LD_OPTION_END
     };
@@ -577,6 +644,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                         : batch_with && (check || compare || dump_dir || seed_arg)
                             ? "--batch-with: not with --check, --compare-kernels, --dump-layers or --seed"
                             : NULL;
+    char tp_msg[96];
+    if (!problem) problem = tp_proc_resolve(&proc, tp, backend, tp_msg, sizeof tp_msg);
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);
         return LD_EXIT_TROUBLE;
@@ -614,6 +683,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     popts.only_rid = batch_with ? NULL : rid; /* several requests kept: every record's values */
     ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
     int status = LD_EXIT_TROUBLE;
+    FILE *quiet = NULL, *report = cli->out;
     ld_replay_engine *e = NULL;
     ld_replay_result res = { 0 };
     ld_replay_dump dump = { .want = &want };
@@ -647,6 +717,18 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, PFX "--tp %ld: %s\n", tp, err.msg);
         goto out;
     }
+    if (proc.rendezvous) {
+        ld_replay_tp_rank tr = { (int)proc.rank, proc.rendezvous, (int)proc.device, (double)proc.timeout };
+        if (ld_replay_engine_join_tp(e, &tr, &err) != LD_OK) {
+            fprintf(cli->err, PFX "--tp-rank %ld: %s\n", proc.rank, err.msg);
+            goto out;
+        }
+        if (proc.rank > 0 && !(quiet = fopen("/dev/null", "w"))) {
+            fprintf(cli->err, PFX "/dev/null: %s\n", strerror(errno));
+            goto out;
+        }
+    }
+    if (quiet) cli->out = quiet; /* rank 0 reports; the other ranks compute the same, quietly */
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };
     if (batch_with) {
         status = batch_mode(cli, e, r, rid, &s, json);
@@ -705,6 +787,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     else print_text(cli, r, e, &res);
     status = res.verdict == LD_REPLAY_DIVERGENT ? LD_EXIT_DIFF : LD_EXIT_SAME;
 out:
+    cli->out = report;
+    if (quiet) fclose(quiet);
     ld_replay_dump_free(&dump);
     ld_replay_positions_free(&want);
     ld_replay_result_free(&res);

@@ -1,9 +1,11 @@
 /* comm.h - a communicator between the ranks of a tensor-parallel group
  * (tp_forward.h): N ranks, each holding one shard of the model, exchange
- * float buffers.  Two implementations:
+ * float buffers.  Three implementations:
  *
  *  - comm_sim.c: the N ranks are threads of one process sharing memory
  *    (the CPU backends), optionally grouped into simulated nodes;
+ *  - comm_shm.c: the N ranks are processes of one machine meeting in a
+ *    mapped file (host memory; the multi-process launch without NCCL);
  *  - comm_nccl.c: NCCL, one rank per GPU, one process driving the GPUs of
  *    a machine (ncclCommInitAll) or one process per rank joined through
  *    NCCL's bootstrap (ncclGetUniqueId / ncclCommInitRank); built only
@@ -135,6 +137,10 @@ static inline void ld_comm_destroy(ld_comm *c)
  * 0 + p that would turn -0 into +0).  `out` may be parts[0]. */
 void ld_comm_ordered_sum(const float *parts, int n_parts, size_t n, float *out);
 
+/* The same sum of parts `stride` floats apart (stride >= n): part p is
+ * parts[p * stride .. p * stride + n). */
+void ld_comm_ordered_sum_strided(const float *parts, size_t stride, int n_parts, size_t n, float *out);
+
 /* ---------------------------------------------------------------- sim */
 
 /* A group of `size` simulated ranks in `n_nodes` nodes (size a multiple of
@@ -158,6 +164,43 @@ void ld_comm_sim_traffic(const ld_comm *c, double *intra_bytes, double *inter_by
  * counted.  c: a handle of ld_comm_sim_create's; read it while no rank is
  * in a collective. */
 void ld_comm_sim_reduces(const ld_comm *c, uint64_t *n_in_place, uint64_t *n_buffer);
+
+/* ---------------------------------------------------------------- shm */
+
+/* Rank `rank` of a group of `size` processes of this machine (1 to
+ * LD_COMM_SHM_MAX_RANKS), meeting at `path` (a new name, best on a tmpfs
+ * such as /dev/shm; the same on every rank): rank 0 creates it, the others
+ * wait for it; every call returns once all `size` have joined, and rank 0
+ * then removes the name.  Host memory only (all_reduce_sum_mem refuses the
+ * other kinds); a rank whose process exits mid-run aborts the group (the
+ * ranks must share a pid namespace).  Errors: LD_ERR_USAGE for a bad rank
+ * or size, a name that exists already (rank 0: a run that did not finish
+ * left it), a group of another size; LD_ERR_IO for file errors and for
+ * ranks missing at timeout_s (<= 0: wait for ever); LD_ERR_MISMATCH when
+ * another rank failed while joining. */
+#define LD_COMM_SHM_MAX_RANKS 64
+ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_s, ld_comm **out, ld_error *err);
+
+/* ---------------------------------------------------------------- join */
+
+/* One process's rank of a group of processes (on one machine or several),
+ * by transport: "shm" (ld_comm_shm_join at `path`) or "nccl" (NCCL's
+ * bootstrap: rank 0 writes ld_comm_nccl_unique_id's bytes to `path`,
+ * published by link(2) so that a leftover is refused, the others read
+ * them when they appear, all call ld_comm_nccl_create_rank on `device`;
+ * rank 0 removes the file once the group is made).  For "nccl" `path` must
+ * be on storage every node sees.  Errors as the transport's, LD_ERR_USAGE
+ * for an unknown transport, LD_ERR_IO for a missing or short id file at
+ * timeout_s (<= 0: wait for ever). */
+typedef struct ld_comm_join_opts {
+    const char *transport; /* "shm" or "nccl" */
+    const char *path;      /* the rendezvous file */
+    int size, rank;
+    int device;            /* nccl: this rank's GPU */
+    double timeout_s;
+} ld_comm_join_opts;
+
+ld_status ld_comm_join(const ld_comm_join_opts *o, ld_comm **out, ld_error *err);
 
 /* ---------------------------------------------------------------- nccl */
 

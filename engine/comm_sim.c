@@ -55,13 +55,18 @@ typedef struct sim_rank {
     size_t scratch_cap;
 } sim_rank;
 
-void ld_comm_ordered_sum(const float *parts, int n_parts, size_t n, float *out)
+void ld_comm_ordered_sum_strided(const float *parts, size_t stride, int n_parts, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         float acc = parts[i];
-        for (int p = 1; p < n_parts; p++) acc += parts[(size_t)p * n + i];
+        for (int p = 1; p < n_parts; p++) acc += parts[(size_t)p * stride + i];
         out[i] = acc;
     }
+}
+
+void ld_comm_ordered_sum(const float *parts, int n_parts, size_t n, float *out)
+{
+    ld_comm_ordered_sum_strided(parts, n, n_parts, n, out);
 }
 
 static ld_status aborted_error(ld_error *err)
@@ -69,13 +74,6 @@ static ld_status aborted_error(ld_error *err)
     return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
 }
 
-
-static long since_ns(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
-}
 
 /* Waits until every rank arrives; an error when the group is aborted
  * before that.  The last to arrive bumps the generation; the others spin
@@ -98,12 +96,7 @@ static ld_status sim_wait(sim_group *g, ld_error *err)
         return LD_OK;
     }
     pthread_mutex_unlock(&g->mu);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned i = 1; atomic_load(&g->gen) == gen && !atomic_load(&g->aborted); i++) {
-        ld_spin_relax(i);
-        if ((i & 255) == 0 && since_ns(&t0) > SPIN_NS) break;
-    }
+    ld_spin_on_gen(&g->gen, gen, &g->aborted, SPIN_NS);
     pthread_mutex_lock(&g->mu);
     while (atomic_load(&g->gen) == gen && !atomic_load(&g->aborted)) pthread_cond_wait(&g->cv, &g->mu);
     int failed = atomic_load(&g->gen) == gen; /* woken by an abort, not by the last arrival */

@@ -41,7 +41,8 @@
 
 typedef struct tp_rank {
     struct ld_tp_session *tp;
-    int rank;
+    int rank;                 /* in the group */
+    int local;                /* in this process's ranks[] (0: runs on the caller's thread) */
     ld_tp_shard *shard;       /* a dense decoder's, or */
     ld_tp_ds_shard *ds_shard; /* DeepSeek-V3/V3.2's, or */
     ld_tp_ds4_shard *ds4_shard; /* DeepSeek-V4's */
@@ -82,8 +83,12 @@ struct ld_tp_session {
     tp_model mod;
     int n, broken;
     int max_seq; /* its ranks' sessions' */
-    tp_rank *ranks;
-    atomic_int first_fail;
+    /* the ranks this process runs: all n (threads), or one of a group of
+       processes (ld_tp_opts.comm: ranks[0] is rank `first`) */
+    int n_local, first;
+    int comm_borrowed; /* the communicator is the caller's (ld_tp_opts.comm) */
+    tp_rank *ranks;    /* [n_local] */
+    atomic_int first_fail; /* the local index of the rank that failed first */
     /* the threads of ranks 1..n-1, started once: an eval bumps `gen` and
      * waits until `pending` is back to 0; `quit` ends them */
     pthread_t *threads;
@@ -183,7 +188,7 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
  * device's work is waited for before the rank runs and after. */
 static ld_status rank_finish(tp_rank *r)
 {
-    if (r->rank == 0 || !r->be || !r->be->ops->finish) return LD_OK;
+    if (r->local == 0 || !r->be || !r->be->ops->finish) return LD_OK;
     return r->be->ops->finish(r->be, &r->err);
 }
 
@@ -213,7 +218,7 @@ static void run_rank(tp_rank *r)
     if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st != LD_OK) {
         int none = -1;
-        atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->rank);
+        atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->local);
         ld_comm_abort(r->comm);
     }
 }
@@ -248,7 +253,7 @@ static ld_status first_error(ld_tp_session *s, int f, ld_error *err)
         *err = s->ranks[f].err;
         if (s->n > 1) {
             char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "tensor-parallel rank %d: %.200s", f, s->ranks[f].err.msg);
+            snprintf(msg, sizeof msg, "tensor-parallel rank %d: %.200s", s->ranks[f].rank, s->ranks[f].err.msg);
             memcpy(err->msg, msg, sizeof msg);
         }
     }
@@ -277,7 +282,7 @@ static ld_status run_group(ld_tp_session *s, ld_error *err)
 {
     atomic_store(&s->first_fail, -1);
     pthread_mutex_lock(&s->mu);
-    s->pending = s->n - 1;
+    s->pending = s->n_local - 1;
     s->gen++;
     pthread_cond_broadcast(&s->go);
     pthread_mutex_unlock(&s->mu);
@@ -306,7 +311,7 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
                        s->mod.d4->cfg.n_layers);
     ld_tp_session *g = group_of(s);
     LD_TRY(check_eval(g, s, tokens, T, err));
-    for (int k = 0; k < g->n; k++) {
+    for (int k = 0; k < g->n_local; k++) { /* the outputs from the first (rank 0 of a whole group) */
         tp_rank *r = &g->ranks[k];
         r->who = &s->ranks[k];
         r->nb = 0;
@@ -320,7 +325,7 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
     return run_group(g, err);
 }
 
-/* rank k's family parts of the batch `p` [n] (logits on rank 0 only) */
+/* local rank k's family parts of the batch `p` [n] (logits on the first only) */
 static void *rank_parts(const ld_tp_session_part *p, int n, int k)
 {
     const tp_model *md = &group_of(p[0].s)->mod;
@@ -350,14 +355,14 @@ ld_status ld_tp_session_eval_batch(const ld_tp_session_part *parts, int n, ld_er
         LD_TRY(check_eval(g, parts[i].s, parts[i].tokens, parts[i].T, err));
     }
     ld_status st = LD_OK;
-    for (int k = 0; k < g->n; k++) {
+    for (int k = 0; k < g->n_local; k++) {
         tp_rank *r = &g->ranks[k];
         r->bparts = rank_parts(parts, n, k);
         r->nb = n;
         if (!r->bparts) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
     if (st == LD_OK) st = run_group(g, err);
-    for (int k = 0; k < g->n; k++) {
+    for (int k = 0; k < g->n_local; k++) {
         free(g->ranks[k].bparts);
         g->ranks[k].bparts = NULL;
         g->ranks[k].nb = 0;
@@ -374,7 +379,7 @@ int ld_tp_session_pos(const ld_tp_session *s)
 
 void ld_tp_session_reset(ld_tp_session *s)
 {
-    for (int k = 0; k < s->n; k++) {
+    for (int k = 0; k < s->n_local; k++) {
         tp_rank *r = &s->ranks[k];
         if (r->sess) ld_session_reset(r->sess);
         else if (r->ds_sess) ld_ds_session_reset(r->ds_sess);
@@ -387,14 +392,29 @@ const char *ld_tp_session_backend(const ld_tp_session *s)
     return s->ranks[0].be->ops->name;
 }
 
+/* rank's entry in ranks[], NULL where this process does not run it */
+static tp_rank *local_rank(const ld_tp_session *s, int rank)
+{
+    int k = rank - s->first;
+    return k >= 0 && k < s->n_local ? &s->ranks[k] : NULL;
+}
+
 const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank)
 {
-    return rank >= 0 && rank < s->n ? s->ranks[rank].comm : NULL;
+    const tp_rank *r = local_rank(s, rank);
+    return r ? r->comm : NULL;
 }
 
 ld_backend *ld_tp_session_rank_backend(ld_tp_session *s, int rank)
 {
-    return rank >= 0 && rank < s->n ? s->ranks[rank].be : NULL;
+    tp_rank *r = local_rank(s, rank);
+    return r ? r->be : NULL;
+}
+
+int ld_tp_session_ranks(const ld_tp_session *s, int *first)
+{
+    if (first) *first = s->first;
+    return s->n_local;
 }
 
 static void stop_threads(ld_tp_session *s)
@@ -415,7 +435,7 @@ void ld_tp_session_destroy(ld_tp_session *s)
     pthread_cond_destroy(&s->go);
     pthread_cond_destroy(&s->done);
     pthread_mutex_destroy(&s->mu);
-    for (int k = 0; s->ranks && k < s->n; k++) {
+    for (int k = 0; s->ranks && k < s->n_local; k++) {
         tp_rank *r = &s->ranks[k];
         ld_session_destroy(r->sess);
         ld_ds_session_destroy(r->ds_sess);
@@ -425,7 +445,7 @@ void ld_tp_session_destroy(ld_tp_session *s)
         ld_tp_shard_free(r->shard);
         ld_tp_ds_shard_free(r->ds_shard);
         ld_tp_ds4_shard_free(r->ds4_shard);
-        ld_comm_destroy(r->comm);
+        if (!s->comm_borrowed) ld_comm_destroy(r->comm);
         free(r->stage);
     }
     free(s->ranks);
@@ -441,7 +461,7 @@ static ld_status open_backend(const ld_tp_opts *o, int rank, ld_backend **be, ld
         if (o->threads < 1) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d threads per rank: give at least 1", o->threads);
         return ld_backend_cpu_create_ex(o->threads, name[0] == 'c', o->kernels, be, err);
     }
-    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(rank, o->kernels, be, err);
+    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(o->comm ? o->device : rank, o->kernels, be, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 
@@ -459,9 +479,15 @@ static ld_status check_opts(const ld_tp_opts *o, ld_error *err)
     return LD_OK;
 }
 
-/* The group's communicators, one per rank, into the ranks. */
+/* The group's communicators, one per rank, into the ranks (a process of
+ * a group: the caller's). */
 static ld_status open_comms(ld_tp_session *s, const ld_tp_opts *o, ld_error *err)
 {
+    if (o->comm) {
+        s->ranks[0].comm = o->comm;
+        s->comm_borrowed = 1;
+        return LD_OK;
+    }
     int nodes = o->n_nodes > 1 ? o->n_nodes : 1;
     ld_comm **c = calloc((size_t)s->n, sizeof *c);
     if (!c) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -482,12 +508,11 @@ static ld_status open_comms(ld_tp_session *s, const ld_tp_opts *o, ld_error *err
 static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max_seq, int max_batch, ld_error *err)
 {
     tp_rank *r = &s->ranks[k];
-    r->tp = s;
-    r->rank = k;
+    int rank = r->rank;
     const tp_model *md = &s->mod;
     if (md->d4) {
-        LD_TRY(ld_tp_ds4_shard_create(md->d4, s->n, k, &r->ds4_shard, err));
-        LD_TRY(open_backend(o, k, &r->be, err));
+        LD_TRY(ld_tp_ds4_shard_create(md->d4, s->n, rank, &r->ds4_shard, err));
+        LD_TRY(open_backend(o, rank, &r->be, err));
         LD_TRY(ld_ds4_session_create(ld_tp_ds4_shard_model(r->ds4_shard), r->be, max_seq, max_batch, &r->ds4_sess,
                                      err));
         ld_ds4_session_set_kernels(r->ds4_sess, &md->k);
@@ -495,27 +520,27 @@ static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max
         return LD_OK;
     }
     if (md->dm) {
-        LD_TRY(ld_tp_ds_shard_create(md->dm, s->n, k, &r->ds_shard, err));
-        LD_TRY(open_backend(o, k, &r->be, err));
+        LD_TRY(ld_tp_ds_shard_create(md->dm, s->n, rank, &r->ds_shard, err));
+        LD_TRY(open_backend(o, rank, &r->be, err));
         LD_TRY(ld_ds_session_create(ld_tp_ds_shard_model(r->ds_shard), r->be, max_seq, max_batch, md->attn,
                                     &r->ds_sess, err));
         ld_ds_session_set_kernels(r->ds_sess, &md->k);
         ld_ds_session_set_reduce(r->ds_sess, tp_reduce, r);
         return LD_OK;
     }
-    LD_TRY(ld_tp_shard_create(md->m, s->n, k, &r->shard, err));
-    LD_TRY(open_backend(o, k, &r->be, err));
+    LD_TRY(ld_tp_shard_create(md->m, s->n, rank, &r->shard, err));
+    LD_TRY(open_backend(o, rank, &r->be, err));
     LD_TRY(ld_session_create(ld_tp_shard_model(r->shard), r->be, max_seq, max_batch, &r->sess, err));
     ld_session_set_reduce(r->sess, tp_reduce, r);
     return LD_OK;
 }
 
-/* ranks 1..n-1 on threads of their own (rank 0 runs on the caller's) */
+/* local ranks 1.. on threads of their own (the first runs on the caller's) */
 static ld_status start_threads(ld_tp_session *s, ld_error *err)
 {
-    s->threads = calloc((size_t)(s->n > 1 ? s->n - 1 : 1), sizeof *s->threads);
+    s->threads = calloc((size_t)(s->n_local > 1 ? s->n_local - 1 : 1), sizeof *s->threads);
     if (!s->threads) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (int k = 1; k < s->n; k++) {
+    for (int k = 1; k < s->n_local; k++) {
         if (pthread_create(&s->threads[k - 1], NULL, rank_thread, &s->ranks[k]) != 0)
             return LD_FAIL(err, LD_ERR_NOMEM, 0, "could not start the thread of rank %d", k);
         s->n_started++;
@@ -523,18 +548,27 @@ static ld_status start_threads(ld_tp_session *s, ld_error *err)
     return LD_OK;
 }
 
-/* an empty session of n ranks running `mod`, sessions of max_seq positions
- * (a group's or a sibling's; ld_tp_session_destroy takes either) */
-static ld_status session_new(const tp_model *mod, int n, int max_seq, ld_tp_session **out, ld_error *err)
+/* an empty session of n ranks running `mod`, of which this process runs
+ * n_local from `first`, sessions of max_seq positions (a group's or a
+ * sibling's; ld_tp_session_destroy takes either) */
+static ld_status session_new(const tp_model *mod, int n, int n_local, int first, int max_seq, ld_tp_session **out,
+                             ld_error *err)
 {
     ld_tp_session *s = calloc(1, sizeof *s);
-    if (s) s->ranks = calloc((size_t)n, sizeof *s->ranks);
+    if (s) s->ranks = calloc((size_t)n_local, sizeof *s->ranks);
     if (!s || !s->ranks) {
         free(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }
     s->mod = *mod;
     s->n = n;
+    s->n_local = n_local;
+    s->first = first;
+    for (int k = 0; k < n_local; k++) {
+        s->ranks[k].tp = s;
+        s->ranks[k].rank = first + k;
+        s->ranks[k].local = k;
+    }
     s->max_seq = max_seq;
     atomic_init(&s->first_fail, -1);
     pthread_mutex_init(&s->mu, NULL);
@@ -553,13 +587,15 @@ static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_se
     if (o->n_nodes < 0 || (o->n_nodes > 1 && o->n % o->n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", o->n,
                        o->n_nodes);
+    if (o->comm && o->comm->size != o->n)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks over a communicator of %d", o->n, o->comm->size);
     ld_tp_session *s;
-    LD_TRY(session_new(tmpl, o->n, max_seq, &s, err));
+    LD_TRY(session_new(tmpl, o->n, o->comm ? 1 : o->n, o->comm ? o->comm->rank : 0, max_seq, &s, err));
     ld_status st;
     /* the communicators first: for cuda they say whether the build has NCCL
      * and the machine enough GPUs before any backend is made */
     st = open_comms(s, o, err);
-    for (int k = 0; k < s->n && st == LD_OK; k++) st = open_rank(s, o, k, max_seq, max_batch, err);
+    for (int k = 0; k < s->n_local && st == LD_OK; k++) st = open_rank(s, o, k, max_seq, max_batch, err);
     if (st == LD_OK) st = start_threads(s, err);
     if (st != LD_OK) {
         ld_tp_session_destroy(s);
@@ -600,8 +636,6 @@ ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_
 static ld_status open_sibling_rank(ld_tp_session *s, const ld_tp_session *g, int k, int max_seq, ld_error *err)
 {
     tp_rank *r = &s->ranks[k], *gr = &g->ranks[k];
-    r->tp = s;
-    r->rank = k;
     r->be = gr->be;
     r->comm = gr->comm;
     if (gr->ds4_sess) {
@@ -621,10 +655,11 @@ ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_s
 {
     *out = NULL;
     ld_tp_session *g = group_of(lead), *s;
-    LD_TRY(session_new(&g->mod, g->n, max_seq, &s, err));
+    LD_TRY(session_new(&g->mod, g->n, g->n_local, g->first, max_seq, &s, err));
     s->group = g; /* its lock and threads stay unused: the group's run it */
+    s->comm_borrowed = 1; /* its group's */
     ld_status st = LD_OK;
-    for (int k = 0; k < s->n && st == LD_OK; k++) st = open_sibling_rank(s, g, k, max_seq, err);
+    for (int k = 0; k < s->n_local && st == LD_OK; k++) st = open_sibling_rank(s, g, k, max_seq, err);
     if (st != LD_OK) {
         ld_tp_session_destroy(s);
         return st;

@@ -33,7 +33,11 @@
  *
  * Ranks run as threads of this process: on the CPU backends ("cpu", "ref")
  * over the simulated communicator (comm_sim.c), on "cuda" over NCCL (one
- * GPU per rank, devices 0..N-1; builds with NCCL only).  Library code:
+ * GPU per rank, devices 0..N-1; builds with NCCL only).  Or each rank is
+ * a process (ld_tp_opts.comm, from ld_comm_join: NCCL's bootstrap across
+ * machines, a shared mapping between the processes of one), every process
+ * making the same calls; the ordered sum makes that the same bits as the
+ * threads.  Library code:
  * errors are returned, nothing is printed.
  */
 #ifndef LD_TP_FORWARD_H
@@ -53,6 +57,15 @@ typedef struct ld_tp_opts {
     const char *backend; /* "cpu" (NULL: this), "ref" or "cuda" */
     const char *kernels; /* the backend's kernel spec (backend.h / backend_cuda.h), NULL: defaults */
     int threads;         /* CPU backends: threads per rank (>= 1) */
+    /* A group of processes (NULL: all n ranks in this process, on
+     * threads): this process runs rank comm->rank alone, its collectives
+     * over `comm` (comm->size == n; ld_comm_join), borrowed: it outlives
+     * the sessions made with it, which use it one eval at a time (every
+     * process making the same sessions and evals in the same order).
+     * Its outputs (logits, hidden, streams) come from its own rank: every
+     * rank holds the whole residual stream, the same bits on each. */
+    ld_comm *comm;
+    int device;          /* with comm, cuda: this rank's GPU */
 } ld_tp_opts;
 
 typedef struct ld_tp_session ld_tp_session;
@@ -139,7 +152,12 @@ void ld_tp_session_reset(ld_tp_session *s);
 /* The ranks' backend name ("cpu", "ref", "cuda"...). */
 const char *ld_tp_session_backend(const ld_tp_session *s);
 
-/* Rank r's communicator (for its counters; comm_sim.h's traffic). */
+/* The ranks this process runs: their count (n, or 1 in a group of
+ * processes), the first's rank in *first (NULL: not wanted). */
+int ld_tp_session_ranks(const ld_tp_session *s, int *first);
+
+/* Rank r's communicator (for its counters; comm_sim.h's traffic); NULL
+ * for a rank this process does not run. */
 const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank);
 
 /* Rank r's backend (borrowed: lives as long as s), NULL for a rank out of

@@ -98,6 +98,28 @@ ld_status ld_replay_kernels_check(const char *backend, const char *kernels, ld_e
 ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const char *backend, const char *kernels,
                                   int n_threads, ld_error *err);
 
+/* This process as rank `rank` of a group of processes, one rank each,
+ * for the split replays that follow (after ld_replay_engine_set_tp(e, N,
+ * ...), N the group's size): they meet at the file `rendezvous` (engine/
+ * comm.h's ld_comm_join: over NCCL's bootstrap for "cuda", each on GPU
+ * `device`; over a shared mapping on one machine for "cpu" and "ref"),
+ * within timeout_s (<= 0: for ever).  Every process must then make the
+ * same replays in the same order; each gets the whole results (the
+ * residual stream is the same bits on every rank).  Later set_tp calls
+ * must keep N and the backend.  Errors: LD_ERR_USAGE without a split or
+ * when joined already, ld_comm_join's. */
+typedef struct ld_replay_tp_rank {
+    int rank;
+    const char *rendezvous;
+    int device;
+    double timeout_s;
+} ld_replay_tp_rank;
+
+ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank *r, ld_error *err);
+
+/* This process's rank in its group (-1: not a rank of a group of processes). */
+int ld_replay_engine_tp_rank(const ld_replay_engine *e);
+
 /* The ranks set by ld_replay_engine_set_tp (0: none). */
 int ld_replay_engine_tp(const ld_replay_engine *e);
 

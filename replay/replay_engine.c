@@ -123,6 +123,9 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     const char *b = backend ? backend : "cpu";
     if (strcmp(b, "cpu") && strcmp(b, "ref") && strcmp(b, "cuda"))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", b);
+    if (e->world && (n != e->world->size || (strcmp(b, "cuda") == 0) != (strcmp(e->tp_backend, "cuda") == 0)))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "this process is a rank of a group of %d over %s: %d ranks on %s "
+                       "cannot use it", e->world->size, e->world->ops->name, n, b);
     if (n_nodes < 0 || (n_nodes > 1 && n % n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", n, n_nodes);
     LD_TRY(ld_lm_tp_check(e->lm, n, err));
@@ -138,8 +141,26 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     snprintf(e->tp_backend, sizeof e->tp_backend, "%s", b);
     int per = n_threads / n;
     e->tp = n;
-    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per};
+    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per, e->world, e->world_device};
     return LD_OK;
+}
+
+ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank *r, ld_error *err)
+{
+    if (!e->tp) return LD_FAIL(err, LD_ERR_USAGE, 0, "a rank of a group needs the split first (--tp N)");
+    if (e->world) return LD_FAIL(err, LD_ERR_USAGE, 0, "this process is a rank of a group already");
+    ld_comm_join_opts o = {strcmp(e->tp_backend, "cuda") == 0 ? "nccl" : "shm", r->rendezvous, e->tp, r->rank,
+                           r->device, r->timeout_s};
+    LD_TRY(ld_comm_join(&o, &e->world, err));
+    e->world_device = r->device;
+    e->tpo.comm = e->world;
+    e->tpo.device = r->device;
+    return LD_OK;
+}
+
+int ld_replay_engine_tp_rank(const ld_replay_engine *e)
+{
+    return e->world ? e->world->rank : -1;
 }
 
 int ld_replay_engine_tp(const ld_replay_engine *e)
@@ -163,6 +184,7 @@ void ld_replay_engine_close(ld_replay_engine *e)
     ld_tok_free(e->tok);
     free(e->tp_kernels);
     ld_backend_destroy(e->be);
+    ld_comm_destroy(e->world); /* after every session made with it */
     ld_lm_close(e->lm);
     free(e);
 }

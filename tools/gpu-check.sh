@@ -231,6 +231,12 @@ if [ $built = 1 ]; then
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
     grep -E '^(FAIL|skipped)|worst plane|passed,' "$logs/replay-cuda-tp.log" 2>/dev/null | tee -a "$summary"
+    # each rank a process (--tp-rank, tests/cli/replay_tp_procs.sh): on real
+    # NCCL's bootstrap where there are two GPUs (the cuda cases skip on one)
+    step replay-tp-procs 60 env LOGDIFF="$build/logdiff" LD_SOURCE_DIR="$root" bash "$root/tests/cli/replay_tp_procs.sh"
+    rc=$?
+    [ $rc = 0 ] || [ $rc = 77 ] || status=1
+    grep -E '^(FAIL|skipped)|passed,' "$logs/replay-tp-procs.log" 2>/dev/null | tee -a "$summary"
     # last: the engine's CPU tests (CI runs them too; here they show the GPU
     # machine's build is sound) get what is left of the budget
     step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \

@@ -6,9 +6,13 @@
  * mismatch does not compile.
  *
  * What is emulated, and how close it is:
- *  - a communicator group: ncclCommInitAll (one process, ndev ranks) or
- *    ncclGetUniqueId + ncclCommInitRank (a rank a thread, groups found by
- *    their id);
+ *  - a communicator group: ncclCommInitAll (one process, ndev ranks, a
+ *    rank a thread) or ncclGetUniqueId + ncclCommInitRank: a rank a
+ *    process (or a thread), as NCCL's bootstrap across machines.  The id
+ *    names a rendezvous file and the ranks meet there through
+ *    engine/comm_shm.c (the processes of one machine sharing a mapping),
+ *    whose all-gather moves the floats between the emulated devices'
+ *    memory of each process;
  *  - ncclAllGather of ncclFloat: every rank's send [count] into every
  *    rank's recv [nranks][count] in rank order.  The emulator's streams run
  *    their work to its end at each call, so what the stream ordered before
@@ -31,33 +35,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "comm.h"
 #include "emu_sched.h"
+
+#define ID_PREFIX "logdiff-emu-nccl:"
+#define JOIN_TIMEOUT_S 600.0 /* as a bootstrap would wait for the others */
 
 typedef struct emu_group {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int size, arrived, refs, joined, aborted;
+    int size, arrived, refs, aborted;
     unsigned gen;           /* barrier generations */
     const void **send;      /* [size]: the send buffers of the collective */
     size_t *count;          /* [size]: their counts (all must agree) */
-    char id[NCCL_UNIQUE_ID_BYTES];
-    struct emu_group *next; /* ncclCommInitRank's groups still joining */
 } emu_group;
 
 struct ncclComm {
-    emu_group *g;
-    int rank, device;
+    emu_group *g;      /* ncclCommInitAll's, or */
+    ld_comm *shm;      /* ncclCommInitRank's */
+    int rank, size, device;
     char last[256];
     struct ncclComm *next_aborted;
 };
 
 static struct {
     pthread_mutex_t mu;
-    emu_group *joining;
     unsigned ids;
     struct ncclComm *aborted; /* kept reachable (above) */
-} R = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL};
+} R = {PTHREAD_MUTEX_INITIALIZER, 0, NULL};
 
 static _Thread_local char last_error[256];
 
@@ -67,7 +74,7 @@ static ncclResult_t fail(ncclComm_t c, ncclResult_t r, const char *msg)
     return r;
 }
 
-static emu_group *group_new(int size, const char *id)
+static emu_group *group_new(int size)
 {
     emu_group *g = calloc(1, sizeof *g);
     if (!g) return NULL;
@@ -82,7 +89,6 @@ static emu_group *group_new(int size, const char *id)
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     g->size = size;
-    if (id) memcpy(g->id, id, NCCL_UNIQUE_ID_BYTES);
     return g;
 }
 
@@ -103,12 +109,13 @@ static void group_unref(emu_group *g)
     if (last) group_free(g);
 }
 
-static ncclComm_t comm_new(emu_group *g, int rank, int device)
+static ncclComm_t comm_new(emu_group *g, int rank, int size, int device)
 {
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->g = g;
     c->rank = rank;
+    c->size = size;
     c->device = device;
     return c;
 }
@@ -129,13 +136,18 @@ static int barrier(emu_group *g)
     return ok;
 }
 
+/* The id: the rendezvous file's name, new to this process and call. */
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
     memset(uniqueId, 0, sizeof *uniqueId);
     pthread_mutex_lock(&R.mu);
     unsigned n = ++R.ids;
     pthread_mutex_unlock(&R.mu);
-    snprintf(uniqueId->internal, sizeof uniqueId->internal, "logdiff-emu-nccl-%u", n);
+    const char *tmp = getenv("TMPDIR");
+    int len = snprintf(uniqueId->internal, sizeof uniqueId->internal, ID_PREFIX "%s/logdiff-emu-nccl-%d-%u",
+                       tmp && *tmp ? tmp : "/tmp", (int)getpid(), n);
+    if (len < 0 || (size_t)len >= sizeof uniqueId->internal)
+        return fail(NULL, ncclInvalidArgument, "ncclGetUniqueId: TMPDIR is too long for the emulator's id");
     return ncclSuccess;
 }
 
@@ -148,11 +160,11 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
         int d = devlist ? devlist[k] : k;
         if (d < 0 || d >= have) return fail(NULL, ncclInvalidArgument, "ncclCommInitAll: no such device");
     }
-    emu_group *g = group_new(ndev, NULL);
+    emu_group *g = group_new(ndev);
     if (!g) return fail(NULL, ncclSystemError, "out of memory");
-    g->refs = g->joined = ndev;
+    g->refs = ndev;
     for (int k = 0; k < ndev; k++) {
-        comm[k] = comm_new(g, k, devlist ? devlist[k] : k);
+        comm[k] = comm_new(g, k, ndev, devlist ? devlist[k] : k);
         if (comm[k]) continue;
         while (k-- > 0) free(comm[k]);
         group_free(g);
@@ -161,34 +173,28 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     return ncclSuccess;
 }
 
+/* Every rank, in whatever process, joins the file the id names (rank 0
+ * creates it); the call returns once all have, as NCCL's does. */
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
     if (nranks < 1 || rank < 0 || rank >= nranks) return fail(NULL, ncclInvalidArgument, "ncclCommInitRank: rank");
+    char id[NCCL_UNIQUE_ID_BYTES + 1];
+    memcpy(id, commId.internal, NCCL_UNIQUE_ID_BYTES);
+    id[NCCL_UNIQUE_ID_BYTES] = 0;
+    if (strncmp(id, ID_PREFIX, strlen(ID_PREFIX)) != 0)
+        return fail(NULL, ncclInvalidArgument, "ncclCommInitRank: not an id of the emulator's ncclGetUniqueId");
     int device = 0;
     cudaGetDevice(&device);
-    pthread_mutex_lock(&R.mu);
-    emu_group **p = &R.joining;
-    while (*p && memcmp((*p)->id, commId.internal, NCCL_UNIQUE_ID_BYTES)) p = &(*p)->next;
-    emu_group *g = *p;
-    if (!g && (g = group_new(nranks, commId.internal)) != NULL) {
-        g->next = R.joining;
-        R.joining = g;
+    ncclComm_t c = comm_new(NULL, rank, nranks, device);
+    if (!c) return fail(NULL, ncclSystemError, "out of memory");
+    ld_error err;
+    if (ld_comm_shm_join(id + strlen(ID_PREFIX), nranks, rank, JOIN_TIMEOUT_S, &c->shm, &err) != LD_OK) {
+        free(c);
+        snprintf(last_error, sizeof last_error, "ncclCommInitRank: %.200s", err.msg);
+        return err.code == LD_ERR_USAGE ? ncclInvalidUsage : ncclSystemError;
     }
-    ncclResult_t r = ncclSuccess;
-    if (!g) r = fail(NULL, ncclSystemError, "out of memory");
-    else if (g->size != nranks) r = fail(NULL, ncclInvalidArgument, "ncclCommInitRank: another group size");
-    else if (!(*comm = comm_new(g, rank, device))) r = fail(NULL, ncclSystemError, "out of memory");
-    if (r == ncclSuccess) {
-        g->refs++;
-        if (++g->joined == g->size) /* complete: no longer found by its id */
-            for (p = &R.joining; *p; p = &(*p)->next)
-                if (*p == g) {
-                    *p = g->next;
-                    break;
-                }
-    }
-    pthread_mutex_unlock(&R.mu);
-    return r;
+    *comm = c;
+    return ncclSuccess;
 }
 
 /* what NCCL would refuse of this call, as its message (NULL: none) */
@@ -200,7 +206,7 @@ static const char *misuse(ncclComm_t c, const void *send, void *recv, size_t cou
     if (ld_emu_capturing()) return "ncclAllGather: the emulator does not capture collectives";
     if (!ld_emu_device_range(send, count * sizeof(float)))
         return "ncclAllGather: the send buffer is not device memory";
-    if (!ld_emu_device_range(recv, count * sizeof(float) * (size_t)c->g->size))
+    if (!ld_emu_device_range(recv, count * sizeof(float) * (size_t)c->size))
         return "ncclAllGather: the receive buffer is not device memory";
     return NULL;
 }
@@ -213,6 +219,12 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
     const char *bad = misuse(comm, sendbuff, recvbuff, sendcount);
     if (bad) return fail(comm, ncclInvalidUsage, bad);
     ld_emu_graphs_drain(); /* the graphs launched before it have run */
+    if (comm->shm) {
+        ld_error err;
+        ld_status st = ld_comm_all_gather(comm->shm, sendbuff, recvbuff, sendcount, &err);
+        if (st == LD_OK) return ncclSuccess;
+        return fail(comm, st == LD_ERR_MISMATCH ? ncclRemoteError : ncclSystemError, err.msg);
+    }
     emu_group *g = comm->g;
     pthread_mutex_lock(&g->mu);
     g->send[comm->rank] = sendbuff;
@@ -232,11 +244,15 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     if (!comm) return ncclSuccess;
-    emu_group *g = comm->g;
-    pthread_mutex_lock(&g->mu);
-    g->aborted = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    if (comm->shm) {
+        ld_comm_abort(comm->shm);
+    } else {
+        emu_group *g = comm->g;
+        pthread_mutex_lock(&g->mu);
+        g->aborted = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
     pthread_mutex_lock(&R.mu);
     comm->next_aborted = R.aborted;
     R.aborted = comm;
@@ -248,8 +264,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (!comm) return ncclSuccess;
     emu_group *g = comm->g;
+    ld_comm_destroy(comm->shm);
     free(comm);
-    group_unref(g);
+    if (g) group_unref(g);
     return ncclSuccess;
 }
 

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "backend_cuda.h"
@@ -434,7 +436,7 @@ static int check_split(const char *name, int n, double tol, double *worst)
         float *l = malloc(T * V * sizeof *l), *h = malloc(P * T * D * sizeof *h);
         CHECK(ref_l && ref_h && l && h);
         for (int b = 0; b < 2; b++) {
-            ld_tp_opts o = {n, 1, backends[b], NULL, 1};
+            ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = backends[b], .kernels = NULL, .threads = 1};
             ld_error err;
             ld_error_clear(&err);
             CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, l, h, &err) == LD_OK, "%s tp %d: %s", name, n, err.msg);
@@ -491,13 +493,13 @@ static int test_tp_bitwise_determinism(void)
         for (int b = 0; b < 2; b++) {
             ld_error err;
             ld_error_clear(&err);
-            ld_tp_opts o = {runs[i].n, 1, backends[b], NULL, 1};
+            ld_tp_opts o = {.n = runs[i].n, .n_nodes = 1, .backend = backends[b], .kernels = NULL, .threads = 1};
             CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, base, NULL, &err) == LD_OK, "%s", err.msg);
             const struct { int threads, nodes, batch, call; } v[] = {
                 {1, 1, 64, 0}, {2, 1, 64, 0}, {3, 1, 64, 0}, {1, runs[i].nodes, 64, 0}, {2, runs[i].nodes, 3, 0},
                 {1, 1, 64, 1}, {3, runs[i].nodes, 64, 5}};
             for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-                ld_tp_opts ov = {runs[i].n, v[k].nodes, backends[b], NULL, v[k].threads};
+                ld_tp_opts ov = {.n = runs[i].n, .n_nodes = v[k].nodes, .backend = backends[b], .kernels = NULL, .threads = v[k].threads};
                 CHECK_MSG(run_tp(m, &ov, v[k].batch, v[k].call, q.tokens, q.T, l, NULL, &err) == LD_OK, "%s",
                           err.msg);
                 CHECK_MSG(memcmp(l, base, nl * sizeof *l) == 0,
@@ -532,7 +534,7 @@ static int test_tp_one_is_plain_forward(void)
             ld_error err;
             ld_error_clear(&err);
             CHECK_MSG(run_plain(m, backends[k], q.tokens, q.T, a, ha, &err) == LD_OK, "%s", err.msg);
-            ld_tp_opts o = {1, 1, backends[k], NULL, 2};
+            ld_tp_opts o = {.n = 1, .n_nodes = 1, .backend = backends[k], .kernels = NULL, .threads = 2};
             CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, b, hb, &err) == LD_OK, "%s", err.msg);
             CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0 && memcmp(ha, hb, nh * sizeof *ha) == 0,
                       "%s on %s: tp 1 differs from the plain forward", names[i], backends[k]);
@@ -591,7 +593,7 @@ static int test_tp_row_parallel_bias(void)
     CHECK(run_plain(m, "ref", q.tokens, q.T, nobias, NULL, &err) == LD_OK);
     m->layers = layers;
     CHECK_MSG(run_plain(m, "ref", q.tokens, q.T, plain, NULL, &err) == LD_OK, "%s", err.msg);
-    ld_tp_opts o = {2, 1, "ref", NULL, 1};
+    ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "ref", .kernels = NULL, .threads = 1};
     CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, tp, NULL, &err) == LD_OK, "%s", err.msg);
     ld_tp_shard *sh = NULL;
     CHECK(ld_tp_shard_create(m, 2, 0, &sh, &err) == LD_OK);
@@ -695,7 +697,7 @@ static int test_tp_reduce_in_place(void)
         ld_model *m = NULL;
         if (open_model(runs[i].name, &m)) return 1;
         for (int b = 0; b < 2; b++) {
-            ld_tp_opts o = {runs[i].n, runs[i].nodes, backends[b], NULL, 1};
+            ld_tp_opts o = {.n = runs[i].n, .n_nodes = runs[i].nodes, .backend = backends[b], .kernels = NULL, .threads = 1};
             if (check_paths(m, &o, runs[i].name)) return 1;
         }
         ld_model_close(m);
@@ -716,7 +718,7 @@ static int test_tp_reduce_in_place_bias(void)
     m->layers = layers;
     int rc = 0;
     for (int n = 1; n <= 2 && !rc; n++) {
-        ld_tp_opts o = {n, 1, n == 1 ? "ref" : "cpu", NULL, 1};
+        ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = n == 1 ? "ref" : "cpu", .kernels = NULL, .threads = 1};
         rc = check_paths(m, &o, "llama3+b");
     }
     m->layers = orig;
@@ -746,7 +748,7 @@ static int test_tp_gguf_quantized(void)
         snprintf(path, sizeof path, QDIR "%s-a.logits.f32", names[i]);
         float *ref = (float *)ld_test_read_bytes(path, &got), *l = malloc(nl * sizeof *l);
         CHECK(ref && got == nl * sizeof *ref && l);
-        ld_tp_opts o = {2, 1, "cpu", NULL, 1};
+        ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
         ld_status st = run_tp(m, &o, 64, 0, q.tokens, q.T, l, NULL, &err);
         if (st == LD_OK) {
             double mx, e = nerr(l, ref, nl, &mx);
@@ -778,7 +780,7 @@ static int test_tp_errors(void)
     ld_error err;
     ld_error_clear(&err);
     ld_tp_session *s = NULL;
-    ld_tp_opts o = {3, 1, "cpu", NULL, 1};
+    ld_tp_opts o = {.n = 3, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
     CHECK(ld_tp_session_create(m, &o, 16, 16, &s, &err) == LD_ERR_USAGE && !s);
     CHECK_MSG(strstr(err.msg, "num_attention_heads (4)"), "%s", err.msg);
     o.n = 4;
@@ -838,7 +840,7 @@ static int test_tp_errors(void)
     ld_lm *lm = NULL;
     CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);
     ld_lm_session *ls = NULL;
-    ld_tp_opts od = {3, 1, "cpu", NULL, 1};
+    ld_tp_opts od = {.n = 3, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
     CHECK(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_ERR_USAGE && !ls);
     CHECK_MSG(strstr(err.msg, "num_attention_heads (4)"), "%s", err.msg);
     od.n = 2;
@@ -846,7 +848,7 @@ static int test_tp_errors(void)
     ld_lm_session_destroy(ls);
     /* CUDA graphs are a thread's (kernels/cuda_ops.h): refused, with or
      * without a GPU, before anything is made; a bad kernel spec too */
-    ld_tp_opts og = {2, 1, "cuda", "all=ref,graphs=on", 1};
+    ld_tp_opts og = {.n = 2, .n_nodes = 1, .backend = "cuda", .kernels = "all=ref,graphs=on", .threads = 1};
     CHECK(ld_lm_session_create_tp(lm, &og, 16, 16, &ls, &err) == LD_ERR_UNSUPPORTED && !ls);
     CHECK_MSG(strstr(err.msg, "graphs=64: CUDA graphs run on one GPU, not with tensor parallelism"), "%s", err.msg);
     og.kernels = "graphs=maybe";
@@ -872,7 +874,7 @@ static int test_tp_cuda_nccl(void)
     CHECK(a && b);
     ld_error err;
     ld_error_clear(&err);
-    ld_tp_opts o = {1, 1, "cuda", NULL, 1};
+    ld_tp_opts o = {.n = 1, .n_nodes = 1, .backend = "cuda", .kernels = NULL, .threads = 1};
     ld_status st = run_tp(m, &o, 64, 0, q.tokens, q.T, a, NULL, &err);
     if (st != LD_OK) {
         fprintf(stderr, "  cuda tp 1: %s (nccl in this build: %s)\n", err.msg, ld_comm_nccl_available() ? "yes" : "no");
@@ -919,13 +921,124 @@ static int test_tp_cuda_nccl(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ processes */
+
+/* Rank `rank` of a group of n processes over the shared mapping at
+ * `path`: the sequence in calls of 5 tokens (4 for the rank `short_rank`,
+ * which puts the ranks out of step), its logits to
+ * <path>.<rank>.  The exit code: 0, 1 for a failed eval (after writing the
+ * error), 2 and up for a broken harness. */
+static int process_rank(const ld_model *m, const char *backend, int n, int rank, const char *path, const seq *q,
+                        int short_rank)
+{
+    ld_comm *c = NULL;
+    ld_error err;
+    ld_error_clear(&err);
+    if (ld_comm_shm_join(path, n, rank, 30.0, &c, &err) != LD_OK) {
+        fprintf(stderr, "  rank %d: %s\n", rank, err.msg);
+        return 2;
+    }
+    size_t V = (size_t)m->cfg.vocab;
+    float *l = malloc((size_t)q->T * V * sizeof *l);
+    if (!l) return 3;
+    ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = backend, .threads = 1, .comm = c};
+    int T = q->T;
+    ld_status st = run_tp(m, &o, 64, rank == short_rank ? 4 : 5, q->tokens, T, l, NULL, &err);
+    char out[700];
+    snprintf(out, sizeof out, "%s.%d", path, rank);
+    FILE *f = fopen(out, "wb");
+    if (!f) return 4;
+    if (st == LD_OK) fwrite(l, sizeof *l, (size_t)T * V, f);
+    else fputs(err.msg, f);
+    fclose(f);
+    free(l);
+    ld_comm_destroy(c);
+    return st == LD_OK ? 0 : 1;
+}
+
+/* Forks the n ranks; exits[r] their exit codes. */
+static int fork_ranks(const ld_model *m, const char *backend, int n, const char *path, const seq *q, int short_rank,
+                      int *exits)
+{
+    pid_t pid[8];
+    for (int r = 0; r < n; r++) {
+        fflush(NULL);
+        pid[r] = fork();
+        if (pid[r] < 0) return 1;
+        if (pid[r] == 0) _exit(process_rank(m, backend, n, r, path, q, short_rank));
+    }
+    for (int r = 0; r < n; r++) {
+        int ws = 0;
+        if (waitpid(pid[r], &ws, 0) != pid[r]) return 1;
+        exits[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 100;
+    }
+    return 0;
+}
+
+/* What ld_tp_opts.comm is for: each rank a process of its own (as on a
+ * multi-node deployment, one process a GPU), joined through the shared
+ * mapping.  Every process's logits are bitwise the one-process group's
+ * (threads over the simulated communicator): the ordered sum does not
+ * depend on the transport.  A rank out of step (another token count)
+ * ends every rank with an error instead of a hang. */
+static int test_tp_processes(void)
+{
+    static const struct { const char *name; int n; const char *backend; } runs[] = {
+        {"qwen3", 2, "cpu"}, {"qwen2", 2, "ref"}, {"smollm", 4, "cpu"}, {"llama3", 2, "cpu"}};
+    char dir[512];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/ld-tp-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    CHECK(mkdtemp(dir) != NULL);
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        ld_model *m = NULL;
+        if (open_model(runs[i].name, &m)) return 1;
+        seq q;
+        load_seq(1, &q);
+        size_t V = (size_t)m->cfg.vocab, T = (size_t)q.T;
+        float *want = malloc(T * V * sizeof *want);
+        CHECK(want);
+        ld_tp_opts o = {.n = runs[i].n, .n_nodes = 1, .backend = runs[i].backend, .threads = 1};
+        ld_error err;
+        CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, want, NULL, &err) == LD_OK, "%s", err.msg);
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, runs[i].name);
+        for (int out_of_step = 0; out_of_step <= 1; out_of_step++) {
+            int exits[8];
+            CHECK(fork_ranks(m, runs[i].backend, runs[i].n, path, &q, out_of_step ? 1 : -1, exits) == 0);
+            for (int r = 0; r < runs[i].n; r++) {
+                char out[700];
+                snprintf(out, sizeof out, "%s.%d", path, r);
+                size_t bytes = 0;
+                unsigned char *got = ld_test_read_bytes(out, &bytes);
+                unlink(out);
+                CHECK_MSG(got, "%s: rank %d wrote nothing (exit %d)", runs[i].name, r, exits[r]);
+                if (out_of_step) {
+                    CHECK_MSG(exits[r] == 1, "%s rank %d out of step: exit %d", runs[i].name, r, exits[r]);
+                    fprintf(stderr, "  %s out of step, rank %d: %.*s\n", runs[i].name, r, (int)bytes, got);
+                } else {
+                    CHECK_MSG(exits[r] == 0 && bytes == T * V * sizeof(float) && memcmp(got, want, bytes) == 0,
+                              "%s tp %d: rank %d's logits (exit %d, %zu bytes) are not the threads' bits",
+                              runs[i].name, runs[i].n, r, exits[r], bytes);
+                }
+                free(got);
+            }
+        }
+        fprintf(stderr, "  %-8s tp %d (%s) as %d processes: every rank bitwise the threads' logits\n", runs[i].name,
+                runs[i].n, runs[i].backend, runs[i].n);
+        free(want);
+        ld_model_close(m);
+    }
+    rmdir(dir);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_tp_ordered_sum_order),     LD_CASE(test_tp_sim_node_grouping),
     LD_CASE(test_tp_sim_abort),             LD_CASE(test_tp_models_vs_transformers),
     LD_CASE(test_tp_bitwise_determinism),   LD_CASE(test_tp_one_is_plain_forward),
     LD_CASE(test_tp_gguf_quantized),        LD_CASE(test_tp_errors),
     LD_CASE(test_tp_row_parallel_bias),     LD_CASE(test_tp_reduce_in_place),
-    LD_CASE(test_tp_reduce_in_place_bias),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_nccl_comm), EMU_NCCL_CASES
+    LD_CASE(test_tp_reduce_in_place_bias), LD_CASE(test_tp_processes),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_nccl_comm), EMU_NCCL_CASES
 };
 
 LD_TEST_MAIN(cases)

@@ -128,7 +128,7 @@ static int check_split(const char *name, int n, const char *be, ld_ds_attn attn,
         CHECK(ref_l && ref_h && l && h);
         ld_error err;
         ld_error_clear(&err);
-        ld_tp_opts o = {n, 1, be, NULL, 1};
+        ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = be, .kernels = NULL, .threads = 1};
         run_spec r = {&o, NULL, attn, NULL, MAX_T, 0};
         CHECK_MSG(run(m, &r, q.tokens, q.T, l, h, &err) == LD_OK, "%s tp %d: %s", name, n, err.msg);
         double mx, e = nerr(l, ref_l, T * V, &mx), eh = 0;
@@ -197,13 +197,13 @@ static int test_tp_ds_bitwise_determinism(void)
         for (int b = 0; b < 2; b++) {
             ld_error err;
             ld_error_clear(&err);
-            ld_tp_opts o = {runs[i].n, 1, bes[b], NULL, 1};
+            ld_tp_opts o = {.n = runs[i].n, .n_nodes = 1, .backend = bes[b], .kernels = NULL, .threads = 1};
             run_spec r = {&o, NULL, runs[i].attn, NULL, MAX_T, 0};
             CHECK_MSG(run(m, &r, q.tokens, q.T, base, hbase, &err) == LD_OK, "%s", err.msg);
             const struct { int threads, nodes, batch, call; } v[] = {
                 {1, 1, MAX_T, 0}, {3, 1, MAX_T, 0}, {1, 2, MAX_T, 0}, {3, 2, 3, 0}, {1, 1, MAX_T, 1}, {3, 2, MAX_T, 5}};
             for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-                ld_tp_opts ov = {runs[i].n, v[k].nodes, bes[b], NULL, v[k].threads};
+                ld_tp_opts ov = {.n = runs[i].n, .n_nodes = v[k].nodes, .backend = bes[b], .kernels = NULL, .threads = v[k].threads};
                 run_spec rv = {&ov, NULL, runs[i].attn, NULL, v[k].batch, v[k].call};
                 CHECK_MSG(run(m, &rv, q.tokens, q.T, l, h, &err) == LD_OK, "%s", err.msg);
                 CHECK_MSG(memcmp(l, base, nl * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0,
@@ -243,7 +243,7 @@ static int test_tp_ds_one_is_plain(void)
         for (size_t f = 0; f < 2; f++) {
             ld_error err;
             ld_error_clear(&err);
-            ld_tp_opts o = {1, 1, "cpu", NULL, 2};
+            ld_tp_opts o = {.n = 1, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 2};
             run_spec rt = {&o, NULL, forms[f], NULL, MAX_T, 0}, rp = {NULL, "cpu", forms[f], NULL, MAX_T, 0};
             CHECK_MSG(run(m, &rt, q.tokens, q.T, a, ha, &err) == LD_OK, "%s", err.msg);
             CHECK_MSG(run(m, &rp, q.tokens, q.T, b, hb, &err) == LD_OK, "%s", err.msg);
@@ -349,7 +349,7 @@ static int test_tp_ds_reduce_points(void)
     ld_error err;
     ld_error_clear(&err);
     for (int n = 2; n <= 4; n += 2) {
-        ld_tp_opts o = {n, 1, "cpu", NULL, 1};
+        ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
         ld_tp_session *s = NULL;
         CHECK_MSG(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, MAX_T, 5, &s, &err) == LD_OK, "%s", err.msg);
         CHECK_MSG(ld_tp_session_eval(s, q.tokens, q.T, NULL, NULL, &err) == LD_OK, "%s", err.msg);
@@ -371,7 +371,7 @@ static int run_path(const ld_ds_model *m, const char *be, ld_ds_attn attn, int s
                     uint64_t *n_in_place, uint64_t *n_buffer)
 {
     static ld_backend_ops staged_ops[2];
-    ld_tp_opts o = {2, 1, be, NULL, 1};
+    ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = be, .kernels = NULL, .threads = 1};
     ld_tp_session *s = NULL;
     ld_error err;
     ld_error_clear(&err);
@@ -442,7 +442,7 @@ static int test_tp_ds_lm(void)
     static const struct { const char *spec; ld_ds_attn attn; } v[] = {
         {NULL, LD_DS_ATTN_NAIVE}, {"mla=absorbed", LD_DS_ATTN_ABSORBED}, {"mla=splitk,router=bf16", LD_DS_ATTN_SPLITK}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        ld_tp_opts o = {2, 1, "cpu", v[i].spec, 1};
+        ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cpu", .kernels = v[i].spec, .threads = 1};
         CHECK_MSG(ld_lm_tp_check(lm, 2, &err) == LD_OK, "%s", err.msg);
         ld_lm_session *s = NULL;
         CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, 4, &s, &err) == LD_OK, "%s", err.msg);
@@ -470,7 +470,7 @@ static int test_tp_ds_errors(void)
     ld_ds_model *m = NULL;
     if (open_model("deepseek-v3", &m)) return 1;
     ld_tp_session *s = NULL;
-    ld_tp_opts o = {3, 1, "cpu", NULL, 1};
+    ld_tp_opts o = {.n = 3, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
     if (ld_test_expect_fail(ld_tp_ds_session_create(m, &o, LD_DS_ATTN_NAIVE, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
                     "tensor parallel size 3 does not divide the model's num_attention_heads (4)"))
         return 1;
@@ -651,7 +651,7 @@ static int test_tp_ds_fp8_blocks(void)
         float *ref = load_f32(dir, q.logits_file, (size_t)q.T * V), *l = malloc((size_t)q.T * V * sizeof *l);
         CHECK(ref && l);
         for (int a = 0; a < 2; a++) {
-            ld_tp_opts op = {2, 1, a ? "ref" : "cpu", NULL, 1};
+            ld_tp_opts op = {.n = 2, .n_nodes = 1, .backend = a ? "ref" : "cpu", .kernels = NULL, .threads = 1};
             run_spec r = {&op, NULL, a ? LD_DS_ATTN_ABSORBED : LD_DS_ATTN_NAIVE, NULL, MAX_T, 0};
             CHECK_MSG(run(&f.m, &r, q.tokens, q.T, l, NULL, &err) == LD_OK, "%s", err.msg);
             double mx, e = nerr(l, ref, (size_t)q.T * V, &mx);
@@ -682,7 +682,7 @@ static int test_tp_ds_cuda_nccl(void)
     CHECK(a && b);
     ld_error err;
     ld_error_clear(&err);
-    ld_tp_opts o = {1, 1, "cuda", NULL, 1};
+    ld_tp_opts o = {.n = 1, .n_nodes = 1, .backend = "cuda", .kernels = NULL, .threads = 1};
     run_spec r = {&o, NULL, LD_DS_ATTN_ABSORBED, NULL, MAX_T, 0};
     ld_status st = run(m, &r, q.tokens, q.T, a, NULL, &err);
     if (st != LD_OK) {

@@ -130,7 +130,7 @@ static int check_split(const char *name, int n, const char *be, double tol, doub
         CHECK(ref_l && ref_h && l && h && pl);
         ld_error err;
         ld_error_clear(&err);
-        ld_tp_opts o = {n, 1, be, NULL, 1};
+        ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = be, .kernels = NULL, .threads = 1};
         run_spec r = {&o, NULL, NULL, MAX_T, 0}, rp = {NULL, be, NULL, MAX_T, 0};
         CHECK_MSG(run(m, &r, q.tokens, q.T, l, h, &err) == LD_OK, "%s tp %d: %s", name, n, err.msg);
         CHECK_MSG(run(m, &rp, q.tokens, q.T, pl, NULL, &err) == LD_OK, "%s: %s", name, err.msg);
@@ -195,13 +195,13 @@ static int test_tp_ds4_bitwise_determinism(void)
         CHECK(base && l && hbase && h);
         ld_error err;
         ld_error_clear(&err);
-        ld_tp_opts o = {2, 1, runs[i].be, NULL, 1};
+        ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = runs[i].be, .kernels = NULL, .threads = 1};
         run_spec r = {&o, NULL, runs[i].spec, MAX_T, 0};
         CHECK_MSG(run(m, &r, q.tokens, q.T, base, hbase, &err) == LD_OK, "%s", err.msg);
         const struct { int threads, nodes, batch, call; } v[] = {
             {1, 1, MAX_T, 0}, {3, 1, MAX_T, 0}, {1, 2, MAX_T, 0}, {3, 2, 3, 0}, {1, 1, MAX_T, 1}, {3, 2, MAX_T, 5}};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-            ld_tp_opts ov = {2, v[k].nodes, runs[i].be, NULL, v[k].threads};
+            ld_tp_opts ov = {.n = 2, .n_nodes = v[k].nodes, .backend = runs[i].be, .kernels = NULL, .threads = v[k].threads};
             run_spec rv = {&ov, NULL, runs[i].spec, v[k].batch, v[k].call};
             CHECK_MSG(run(m, &rv, q.tokens, q.T, l, h, &err) == LD_OK, "%s", err.msg);
             CHECK_MSG(memcmp(l, base, nl * sizeof *l) == 0 && memcmp(h, hbase, nh * sizeof *h) == 0,
@@ -242,7 +242,7 @@ static int test_tp_ds4_one_is_plain(void)
                 ld_error err;
                 ld_error_clear(&err);
                 const char *bn = be ? "ref" : "cpu";
-                ld_tp_opts o = {1, 1, bn, NULL, 2};
+                ld_tp_opts o = {.n = 1, .n_nodes = 1, .backend = bn, .kernels = NULL, .threads = 2};
                 run_spec rt = {&o, NULL, specs[f], MAX_T, 0}, rp = {NULL, bn, specs[f], MAX_T, 0};
                 CHECK_MSG(run(m, &rt, q.tokens, q.T, a, ha, &err) == LD_OK, "%s", err.msg);
                 CHECK_MSG(run(m, &rp, q.tokens, q.T, b, hb, &err) == LD_OK, "%s", err.msg);
@@ -275,7 +275,7 @@ static int test_tp_ds4_variants(void)
     CHECK(ref && a && b);
     ld_error err;
     ld_error_clear(&err);
-    ld_tp_opts o = {2, 1, "cpu", NULL, 2};
+    ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 2};
     run_spec r0 = {&o, NULL, NULL, MAX_T, 0};
     CHECK_MSG(run(m, &r0, q.tokens, q.T, ref, NULL, &err) == LD_OK, "%s", err.msg);
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
@@ -459,7 +459,7 @@ static int run_path(const ld_ds4_model *m, const char *be, int staged, const seq
                     uint64_t *n_in_place, uint64_t *n_buffer)
 {
     static ld_backend_ops staged_ops[2];
-    ld_tp_opts o = {2, 1, be, NULL, 1};
+    ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = be, .kernels = NULL, .threads = 1};
     ld_tp_session *s = NULL;
     ld_error err;
     ld_error_clear(&err);
@@ -529,7 +529,7 @@ static int test_tp_ds4_lm(void)
     CHECK(ld_lm_tp_check(lm, 2, &err) == LD_OK && ld_lm_tp_check(lm, 3, &err) == LD_ERR_USAGE);
     static const char *const specs[] = {NULL, "combine=fused,mhc=bf16"};
     for (size_t i = 0; i < 2; i++) {
-        ld_tp_opts o = {2, 1, "cpu", specs[i], 2};
+        ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cpu", .kernels = specs[i], .threads = 2};
         ld_lm_session *s = NULL;
         CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
         CHECK_MSG(ld_lm_eval(s, q.tokens, q.T, a, NULL, &err) == LD_OK, "%s", err.msg);
@@ -575,7 +575,7 @@ static int test_tp_ds4_streams(void)
         CHECK_MSG(ld_lm_eval_state(s, q.tokens, q.T, NULL, NULL, layer, plain, &err) == LD_OK, "%s", err.msg);
         ld_lm_session_destroy(s);
         for (int n = 1; n <= 2; n++) {
-            ld_tp_opts o = {n, 1, "cpu", NULL, 1};
+            ld_tp_opts o = {.n = n, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
             for (int rep = 0; rep < 2; rep++) {
                 float *dst = rep ? b : a;
                 CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, 5, &s, &err) == LD_OK, "%s", err.msg);
@@ -595,7 +595,7 @@ static int test_tp_ds4_streams(void)
         }
     }
     ld_lm_session *s = NULL;
-    ld_tp_opts o = {2, 1, "cpu", NULL, 1};
+    ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
     CHECK_MSG(ld_lm_session_create_tp(lm, &o, MAX_T, MAX_T, &s, &err) == LD_OK, "%s", err.msg);
     CHECK(ld_test_expect_fail(ld_lm_eval_state(s, q.tokens, 3, NULL, NULL, 5, a, &err), LD_ERR_USAGE, &err,
                               "the model has 4 layers") == 0);
@@ -646,7 +646,7 @@ static int test_tp_ds4_errors(void)
     ld_ds4_model *m = NULL;
     if (open_model("deepseek-v4-fp4", &m)) return 1;
     ld_tp_session *s = NULL;
-    ld_tp_opts o = {3, 1, "cpu", NULL, 1};
+    ld_tp_opts o = {.n = 3, .n_nodes = 1, .backend = "cpu", .kernels = NULL, .threads = 1};
     if (ld_test_expect_fail(ld_tp_ds4_session_create(m, &o, NULL, 16, 16, &s, &err), LD_ERR_USAGE, &err,
                     "tensor parallel size 3 does not divide the model's num_attention_heads (4)"))
         return 1;

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# logdiff replay --tp N --tp-rank R --tp-rendezvous FILE: the split replay with each rank a process
+# of its own, as over several machines (one process a GPU), the processes meeting at FILE.
+#   - every mode (plain, --check, --check-layers, --batch-with, --compare-kernels; qwen3, DeepSeek-V3
+#     and V4): rank 0's report is byte for byte the one-process --tp N report, the other ranks print
+#     nothing, all exit alike (the ordered sum does not depend on the transport);
+#   - the rank and rendezvous from the environment (LD_TP_RANK / a launcher's RANK, LD_TP_RENDEZVOUS);
+#   - a rank that never comes, a rank out of step, a leftover rendezvous file: clear errors, no hang;
+#     the usage errors;
+#   - --backend cuda (where the build has NCCL and two devices: the CUDA emulator's in CI, its NCCL
+#     joining processes through the same file): each process on its own device 0, or on GPU R,
+#     byte for byte the one-process --backend cuda --tp 2 report.
+. "$(dirname "$0")/lib.bash"
+RL="$LD_SOURCE_DIR/testdata/replay/replaylog/server.log"
+SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
+MD="$LD_SOURCE_DIR/testdata/models"
+
+# procs N TAG ARGS...: N processes of `logdiff replay ARGS --tp N --tp-rank R`, meeting at a fresh
+# rendezvous; rank R's stdout, stderr and exit status in $WORK/TAG.R.{out,err,rc}
+procs() {
+    local n=$1 tag=$2 r
+    shift 2
+    for ((r = 0; r < n; r++)); do
+        ("$LOGDIFF" replay "$@" --tp "$n" --tp-rank "$r" --tp-rendezvous "$WORK/rdv-$tag" \
+            >"$WORK/$tag.$r.out" 2>"$WORK/$tag.$r.err"
+         echo $? >"$WORK/$tag.$r.rc") &
+    done
+    wait
+}
+
+# same_as_threads NAME EXIT N ARGS...: the one-process --tp N report, then N processes: rank 0's
+# report the same bytes, the others' empty, every exit status EXIT
+same_as_threads() {
+    local name=$1 want=$2 n=$3 tag r ok=1
+    shift 3
+    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
+    run "$name: one process" "$want" "$LOGDIFF" replay "$@" --tp "$n"
+    cp "$WORK/out" "$WORK/$tag.threads"
+    procs "$n" "$tag" "$@"
+    for ((r = 0; r < n; r++)); do
+        [ "$(cat "$WORK/$tag.$r.rc")" = "$want" ] || { ok=0; echo "  rank $r exit $(cat "$WORK/$tag.$r.rc"): $(head -c 300 "$WORK/$tag.$r.err")"; }
+        [ "$r" = 0 ] || [ ! -s "$WORK/$tag.$r.out" ] || { ok=0; echo "  rank $r printed a report"; }
+    done
+    check "$name: $n processes, every exit $want, rank 0's report the one-process bytes, the others quiet" \
+        bash -c "[ $ok = 1 ] && [ -s '$WORK/$tag.threads' ] && cmp -s '$WORK/$tag.threads' '$WORK/$tag.0.out'"
+    check "$name: the rendezvous file is gone" test ! -e "$WORK/rdv-$tag"
+}
+
+same_as_threads "qwen3 --json" 0 2 --model "$MD/qwen3" --rid rp-greedy --threads 2 --json "$RL"
+same_as_threads "qwen3 text, ref" 0 2 --model "$MD/qwen3" --rid rp-greedy --backend ref "$RL"
+same_as_threads "qwen3 --check ref" 0 2 --model "$MD/qwen3" --rid rp-greedy --check ref --json "$RL"
+same_as_threads "qwen3 --batch-with" 0 2 --model "$MD/qwen3" --rid rp-greedy --batch-with rp-altered,rp-no-output \
+    --json "$RL"
+same_as_threads "deepseek-v3 sv-forced" 1 2 --model "$MD/deepseek-v3" --rid sv-forced --json "$SV"
+same_as_threads "deepseek-v3 --compare-kernels" 0 2 --model "$MD/deepseek-v3" --rid sv-forced --compare-kernels \
+    --json "$SV"
+same_as_threads "deepseek-v4 sv-forced" 1 2 --model "$MD/deepseek-v4" --rid sv-forced --json "$SV"
+same_as_threads "deepseek-v4 --check-layers 1-2" 0 2 --model "$MD/deepseek-v4" --rid rp-greedy --check ref \
+    --check-layers 1-2 --json "$RL"
+check "the split is real: the one-process report says tp 2" grep -q '"tp":2' "$WORK/qwen3___json.threads"
+
+# from the environment, launcher style: RANK with LD_TP_RENDEZVOUS
+for r in 0 1; do
+    (RANK=$r LD_TP_RENDEZVOUS="$WORK/rdv-env" "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --threads 2 \
+        --json --tp 2 "$RL" >"$WORK/env.$r.out" 2>"$WORK/env.$r.err"; echo $? >"$WORK/env.$r.rc") &
+done
+wait
+check "RANK + LD_TP_RENDEZVOUS: both exit 0, rank 0 the same report" bash -c \
+    "[ \$(cat '$WORK/env.0.rc') = 0 ] && [ \$(cat '$WORK/env.1.rc') = 0 ] && [ ! -s '$WORK/env.1.out' ] &&
+     cmp -s '$WORK/env.0.out' '$WORK/qwen3___json.threads'"
+
+# failures end every rank with an error, no hang
+run "rank 1 never comes" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 0 \
+    --tp-rendezvous "$WORK/rdv-alone" --tp-timeout 1 "$RL"
+check "says who is missing" grep -q "1 of 2 ranks joined in time" "$WORK/err"
+check "rank 0 removed the name" test ! -e "$WORK/rdv-alone"
+echo leftover >"$WORK/rdv-left"
+run "a leftover rendezvous file" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 0 \
+    --tp-rendezvous "$WORK/rdv-left" --tp-timeout 1 "$RL"
+check "refused, not joined" grep -q "rendezvous .*rdv-left exists" "$WORK/err"
+check "and left alone" grep -qx leftover "$WORK/rdv-left"
+# rank 1 replays another request: the ranks' collectives differ in size
+("$LOGDIFF" replay --model "$MD/qwen3" --rid rp-altered --tp 2 --tp-rank 1 --tp-rendezvous "$WORK/rdv-step" "$RL" \
+    >"$WORK/step.1.out" 2>"$WORK/step.1.err"; echo $? >"$WORK/step.1.rc") &
+run "ranks out of step" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 0 \
+    --tp-rendezvous "$WORK/rdv-step" "$RL"
+wait
+check "rank 0 names the mismatch" grep -q "tensor-parallel rank 0: collective: rank 0 passed" "$WORK/err"
+check "rank 1 fails too" bash -c "[ \$(cat '$WORK/step.1.rc') = 2 ] && grep -q 'collective' '$WORK/step.1.err'"
+
+# usage
+run "--tp-rank without a rendezvous" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 0 "$RL"
+check "says they go together" grep -q -- "--tp-rank and --tp-rendezvous go together" "$WORK/err"
+run "--tp-rank past the group" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 2 \
+    --tp-rendezvous "$WORK/x" "$RL"
+check "gives the range" grep -q -- "--tp-rank: give 0 to 1" "$WORK/err"
+run "--tp-rank without --tp" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp-rank 0 \
+    --tp-rendezvous "$WORK/x" "$RL"
+check "asks for --tp" grep -q -- "give --tp N too" "$WORK/err"
+run "a bad LD_TP_RANK" 2 env LD_TP_RANK=one "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 "$RL"
+check "names the variable" grep -q "LD_TP_RANK: give an integer" "$WORK/err"
+run "--help" 0 "$LOGDIFF" replay --help
+check "--help documents it" grep -q -- "--tp-rendezvous FILE" "$WORK/out"
+
+# cuda: where the build has NCCL and two devices (the emulator's in CI)
+"$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 --json "$RL" >"$WORK/cuda.threads" \
+    2>"$WORK/err"
+rc=$?
+if [ $rc = 2 ] && grep -qE 'CUDA|NCCL|cuda' "$WORK/err"; then
+    echo "skipped the cuda cases: no two GPUs with NCCL here: $(head -c 200 "$WORK/err")"
+else
+    check "cuda, one process: runs (exit $rc)" test $rc = 0
+    procs 2 cudadev0 --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp-device 0 --json "$RL"
+    check "cuda, 2 processes each on its device 0 (two machines): rank 0's report the one-process bytes" bash -c \
+        "[ \$(cat '$WORK/cudadev0.0.rc') = 0 ] && [ \$(cat '$WORK/cudadev0.1.rc') = 0 ] &&
+         cmp -s '$WORK/cuda.threads' '$WORK/cudadev0.0.out' && [ ! -s '$WORK/cudadev0.1.out' ]"
+    procs 2 cudadevr --model "$MD/qwen3" --rid rp-greedy --backend cuda --json "$RL"
+    check "cuda, 2 processes on GPUs 0 and 1 (one machine): the same bytes" bash -c \
+        "[ \$(cat '$WORK/cudadevr.0.rc') = 0 ] && [ \$(cat '$WORK/cudadevr.1.rc') = 0 ] &&
+         cmp -s '$WORK/cuda.threads' '$WORK/cudadevr.0.out'"
+    same_as_threads "cuda deepseek-v4 --check ref" 0 2 --model "$MD/deepseek-v4" --rid sv-forced --backend cuda \
+        --check ref --json "$SV"
+fi
+finish
