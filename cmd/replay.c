@@ -121,7 +121,7 @@ static const char *const replay_usage[] = {
     "fp32 sums; other weight types run the custom kernel); graphs=on|N",
     "captures the launches in CUDA graphs of 64 (or N) operations, each",
     "launched as it fills and updated in place from step to step (fewer",
-    "microseconds a launch; the same numbers; one GPU, not with --tp).",
+    "microseconds a launch; the same numbers; with --tp on every rank).",
     "--batch-with RID,... replays the request twice, alone and batched with",
     "the requests named (their logged prompt and output ids), as a server",
     "batches requests: each step the request's next 4 ids and 3 of each other",
@@ -705,11 +705,12 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, PFX "--dump-layers: %s\n", err.msg);
         goto out;
     }
-    if (ld_replay_engine_open(model, backend, (int)threads, &e, &err) != LD_OK) {
+    /* with --tp the engine's own backend is made once the split (and a process's GPU) is known */
+    if (ld_replay_engine_open(model, tp ? "cpu" : backend, (int)threads, &e, &err) != LD_OK) {
         print_error(cli, model, &err);
         goto out;
     }
-    if (kernels && ld_replay_engine_set_backend(e, backend, kernels, (int)threads, &err) != LD_OK) {
+    if (kernels && !tp && ld_replay_engine_set_backend(e, backend, kernels, (int)threads, &err) != LD_OK) {
         fprintf(cli->err, PFX "%s\n", err.msg);
         goto out;
     }
@@ -727,6 +728,10 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
             fprintf(cli->err, PFX "/dev/null: %s\n", strerror(errno));
             goto out;
         }
+    }
+    if (tp && ld_replay_engine_set_backend(e, backend, kernels, (int)threads, &err) != LD_OK) {
+        print_error(cli, model, &err);
+        goto out;
     }
     if (quiet) cli->out = quiet; /* rank 0 reports; the other ranks compute the same, quietly */
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };

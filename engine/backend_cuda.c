@@ -112,6 +112,19 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
     return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "built without CUDA");
 }
 
+ld_status ld_backend_cuda_create_unbound(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
+{
+    return ld_backend_cuda_create(device, kernels_spec, out, err);
+}
+
+ld_status ld_backend_cuda_graphs_thread(ld_backend *be, int on, ld_error *err)
+{
+    (void)be;
+    (void)on;
+    (void)err;
+    return LD_OK;
+}
+
 #else /* LD_HAVE_CUDA || LD_CUDA_MOCK || LD_CUDA_EMU */
 
 #include <math.h>
@@ -141,6 +154,7 @@ typedef struct cuda_backend {
     ld_backend base;
     int device;
     ld_cuda_kernels k;
+    int unbound;     /* graphs=N entered by each thread that runs it, not by its creator */
     int32_t *tokens; /* device scratch for embed's token ids */
     size_t tokens_cap;
     float *freq; /* device scratch for rope's inverse frequencies */
@@ -297,7 +311,7 @@ static void destroy(ld_backend *be)
 {
     cuda_backend *cb = (cuda_backend *)be;
     ld_cu_set_device(cb->device);
-    if (cb->k.graphs) ld_cu_graphs_end();
+    if (cb->k.graphs && !cb->unbound) ld_cu_graphs_end();
     for (int i = 0; cb->consts && i < CONST_SLOTS; i++) const_drop(&cb->consts[i]);
     free(cb->consts);
     ld_cu_free(cb->tokens);
@@ -2301,7 +2315,7 @@ static const ld_backend_ops cuda_ops = {
     .ds4_index_attention = ds4_index_attention,
 };
 
-ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
+static ld_status cuda_create(int device, const char *kernels_spec, int unbound, ld_backend **out, ld_error *err)
 {
     *out = NULL;
     ld_cuda_kernels k;
@@ -2319,11 +2333,33 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
     cb->base.ops = &cuda_ops;
     cb->device = device;
     cb->k = k;
-    if (k.graphs && (e = ld_cu_graphs_begin(k.graphs))) {
+    cb->unbound = unbound;
+    if (k.graphs && !unbound && (e = ld_cu_graphs_begin(k.graphs))) {
         free(cb);
         return cu_fail(err, "create: graphs", e);
     }
     *out = &cb->base;
+    return LD_OK;
+}
+
+ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
+{
+    return cuda_create(device, kernels_spec, 0, out, err);
+}
+
+ld_status ld_backend_cuda_create_unbound(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
+{
+    return cuda_create(device, kernels_spec, 1, out, err);
+}
+
+ld_status ld_backend_cuda_graphs_thread(ld_backend *be, int on, ld_error *err)
+{
+    if (!be || be->ops != &cuda_ops) return LD_OK;
+    cuda_backend *cb = (cuda_backend *)be;
+    if (!cb->k.graphs || !cb->unbound) return LD_OK;
+    CU("graphs", ld_cu_set_device(cb->device));
+    if (on) CU("graphs: begin", ld_cu_graphs_begin(cb->k.graphs));
+    else CU("graphs: end", ld_cu_graphs_end());
     return LD_OK;
 }
 

@@ -78,4 +78,20 @@ ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error
  * number out of range (LD_ERR_USAGE), any other CUDA failure (LD_ERR_CUDA). */
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err);
 
+/* As ld_backend_cuda_create, but graphs=N does not put the calling thread
+ * in graph mode (graph mode is a thread's, kernels/cuda_ops.h): each
+ * thread that runs the backend's ops enters it itself,
+ * ld_backend_cuda_graphs_thread(be, 1) before its first and (be, 0)
+ * after its last, as a tensor-parallel rank's thread does with the
+ * backend made for it on the caller's thread (tp_forward.c).  Destroying
+ * it ends no thread's mode. */
+ld_status ld_backend_cuda_create_unbound(int device, const char *kernels_spec, ld_backend **out, ld_error *err);
+
+/* The calling thread enters (on = 1: be's device made current, then its
+ * graph mode with be's graphs=N) or leaves (on = 0: what is captured run
+ * and waited for) graph mode for be; nothing for a backend without
+ * graphs=N or made by ld_backend_cuda_create (bound to its creator's
+ * thread), or not a CUDA backend.  Errors: LD_ERR_CUDA. */
+ld_status ld_backend_cuda_graphs_thread(ld_backend *be, int on, ld_error *err);
+
 #endif /* LD_BACKEND_CUDA_H */

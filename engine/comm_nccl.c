@@ -131,15 +131,30 @@ static ld_status enter(nccl_rank *r, ld_error *err)
     return LD_OK;
 }
 
+/* NCCL's all-gather of the device buffer `send` [n] into d_recv [size][n],
+ * on the legacy stream.  In graph mode (graphs=N, this thread capturing:
+ * kernels/cuda_ops.h) the capture is held around it: what is captured so
+ * far is launched first (so the gather is ordered after it, the stream
+ * being a blocking one) and capture starts again after, the ordered-sum
+ * kernel being the next graph's first node.  NCCL's own graph capture of
+ * collectives is not used: a capture of ours spans a fixed count of
+ * operations, not the collective's boundaries. */
+static ld_status gather(nccl_rank *r, const float *send, size_t n, ld_error *err)
+{
+    CU_TRY("graphs: hold", ld_cu_graphs_hold());
+    ncclResult_t e = ncclAllGather(send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
+    if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
+    CU_TRY("graphs: release", ld_cu_graphs_release());
+    return LD_OK;
+}
+
 /* the device all-gather of host `send` [n] into d_recv [size][n] */
 static ld_status gather_on_device(nccl_rank *r, const float *send, size_t n, ld_error *err)
 {
     LD_TRY(enter(r, err));
     LD_TRY(staging(r, n, err));
     CU_TRY("copy to the device", ld_cu_h2d(r->d_send, send, n * sizeof(float)));
-    ncclResult_t e = ncclAllGather(r->d_send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
-    if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
-    return LD_OK;
+    return gather(r, r->d_send, n, err);
 }
 
 static ld_status nc_all_gather(ld_comm *c, const float *send, float *recv, size_t n, ld_error *err)
@@ -166,8 +181,7 @@ static ld_status reduce_on_device(nccl_rank *r, float *p, size_t n, ld_error *er
 {
     LD_TRY(enter(r, err));
     LD_TRY(staging(r, n, err));
-    ncclResult_t e = ncclAllGather(p, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
-    if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
+    LD_TRY(gather(r, p, n, err));
     CU_TRY("ordered sum", ld_cu_tp_ordered_sum(r->d_recv, r->base.size, n, p));
     return LD_OK;
 }

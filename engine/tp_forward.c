@@ -67,6 +67,8 @@ typedef struct tp_rank {
     int tap;
     ld_status st;
     ld_error err;
+    ld_status enter_st; /* its thread's entry into graph mode (own_threads) */
+    ld_error enter_err;
 } tp_rank;
 
 /* what every rank of a group runs */
@@ -87,6 +89,9 @@ struct ld_tp_session {
        processes (ld_tp_opts.comm: ranks[0] is rank `first`) */
     int n_local, first;
     int comm_borrowed; /* the communicator is the caller's (ld_tp_opts.comm) */
+    /* every local rank on a thread of its own, the caller's thread only
+       waiting: CUDA graphs (graphs=N), graph mode being a thread's */
+    int own_threads;
     tp_rank *ranks;    /* [n_local] */
     atomic_int first_fail; /* the local index of the rank that failed first */
     /* the threads of ranks 1..n-1, started once: an eval bumps `gen` and
@@ -188,7 +193,7 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
  * device's work is waited for before the rank runs and after. */
 static ld_status rank_finish(tp_rank *r)
 {
-    if (r->local == 0 || !r->be || !r->be->ops->finish) return LD_OK;
+    if ((r->local == 0 && !r->tp->own_threads) || !r->be || !r->be->ops->finish) return LD_OK;
     return r->be->ops->finish(r->be, &r->err);
 }
 
@@ -213,7 +218,9 @@ static ld_status rank_eval(tp_rank *r)
 static void run_rank(tp_rank *r)
 {
     ld_error_clear(&r->err);
-    r->st = rank_finish(r);
+    r->st = r->enter_st;
+    if (r->st != LD_OK) r->err = r->enter_err;
+    if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st == LD_OK) r->st = rank_eval(r);
     if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st != LD_OK) {
@@ -223,16 +230,23 @@ static void run_rank(tp_rank *r)
     }
 }
 
+/* A rank's thread: enters graph mode for its backend (graphs=N: made
+ * unbound, tp_forward.c's open_backend), then runs each eval, until quit. */
 static void *rank_thread(void *arg)
 {
     tp_rank *r = arg;
     ld_tp_session *s = r->tp;
     unsigned seen = 0;
+    r->enter_st = ld_backend_cuda_graphs_thread(r->be, 1, &r->enter_err);
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (s->gen == seen && !s->quit) pthread_cond_wait(&s->go, &s->mu);
         if (s->quit) {
             pthread_mutex_unlock(&s->mu);
+            if (r->enter_st == LD_OK) {
+                ld_error e;
+                (void)ld_backend_cuda_graphs_thread(r->be, 0, &e); /* nothing left to report it to */
+            }
             return NULL;
         }
         seen = s->gen;
@@ -277,16 +291,17 @@ static ld_status check_eval(const ld_tp_session *g, const ld_tp_session *s, cons
     return ld_session_check_eval(tokens, T, ld_tp_session_pos(s), s->max_seq, g->mod.vocab, err);
 }
 
-/* the group's ranks run what their fields say (rank 0 on this thread) */
+/* the group's ranks run what their fields say (the first on this thread,
+ * unless each has its own) */
 static ld_status run_group(ld_tp_session *s, ld_error *err)
 {
     atomic_store(&s->first_fail, -1);
     pthread_mutex_lock(&s->mu);
-    s->pending = s->n_local - 1;
+    s->pending = s->own_threads ? s->n_local : s->n_local - 1;
     s->gen++;
     pthread_cond_broadcast(&s->go);
     pthread_mutex_unlock(&s->mu);
-    run_rank(&s->ranks[0]);
+    if (!s->own_threads) run_rank(&s->ranks[0]);
     pthread_mutex_lock(&s->mu);
     while (s->pending > 0) pthread_cond_wait(&s->done, &s->mu);
     pthread_mutex_unlock(&s->mu);
@@ -461,21 +476,23 @@ static ld_status open_backend(const ld_tp_opts *o, int rank, ld_backend **be, ld
         if (o->threads < 1) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d threads per rank: give at least 1", o->threads);
         return ld_backend_cpu_create_ex(o->threads, name[0] == 'c', o->kernels, be, err);
     }
-    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(o->comm ? o->device : rank, o->kernels, be, err);
+    /* unbound: graphs=N is entered by the rank's own thread */
+    if (strcmp(name, "cuda") == 0)
+        return ld_backend_cuda_create_unbound(o->comm ? o->device : rank, o->kernels, be, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 
-/* What no rank could run, before anything is made: CUDA graphs (graph
- * mode is a thread's, kernels/cuda_ops.h, and a rank runs on its own
- * thread, its communicator's calls outside any capture). */
-static ld_status check_opts(const ld_tp_opts *o, ld_error *err)
+/* A bad kernel spec, before anything is made; *graphs: CUDA graphs asked
+ * for (graph mode is a thread's, kernels/cuda_ops.h: every rank then runs
+ * on a thread of its own, which enters it; the communicator holds the
+ * capture around its collectives, comm_nccl.c). */
+static ld_status check_opts(const ld_tp_opts *o, int *graphs, ld_error *err)
 {
+    *graphs = 0;
     if (!o->backend || strcmp(o->backend, "cuda") != 0) return LD_OK;
     ld_cuda_kernels k;
     LD_TRY(ld_cuda_kernels_parse(o->kernels, &k, err));
-    if (k.graphs)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "graphs=%d: CUDA graphs run on one GPU, not with tensor parallelism",
-                       k.graphs);
+    *graphs = k.graphs != 0;
     return LD_OK;
 }
 
@@ -535,13 +552,14 @@ static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max
     return LD_OK;
 }
 
-/* local ranks 1.. on threads of their own (the first runs on the caller's) */
+/* local ranks 1.. on threads of their own (the first runs on the caller's,
+ * unless own_threads) */
 static ld_status start_threads(ld_tp_session *s, ld_error *err)
 {
-    s->threads = calloc((size_t)(s->n_local > 1 ? s->n_local - 1 : 1), sizeof *s->threads);
+    s->threads = calloc((size_t)s->n_local, sizeof *s->threads);
     if (!s->threads) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (int k = 1; k < s->n_local; k++) {
-        if (pthread_create(&s->threads[k - 1], NULL, rank_thread, &s->ranks[k]) != 0)
+    for (int k = s->own_threads ? 0 : 1; k < s->n_local; k++) {
+        if (pthread_create(&s->threads[s->n_started], NULL, rank_thread, &s->ranks[k]) != 0)
             return LD_FAIL(err, LD_ERR_NOMEM, 0, "could not start the thread of rank %d", k);
         s->n_started++;
     }
@@ -583,7 +601,8 @@ static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_se
                            ld_tp_session **out, ld_error *err)
 {
     *out = NULL;
-    LD_TRY(check_opts(o, err));
+    int graphs;
+    LD_TRY(check_opts(o, &graphs, err));
     if (o->n_nodes < 0 || (o->n_nodes > 1 && o->n % o->n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", o->n,
                        o->n_nodes);
@@ -591,6 +610,7 @@ static ld_status tp_create(const tp_model *tmpl, const ld_tp_opts *o, int max_se
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks over a communicator of %d", o->n, o->comm->size);
     ld_tp_session *s;
     LD_TRY(session_new(tmpl, o->n, o->comm ? 1 : o->n, o->comm ? o->comm->rank : 0, max_seq, &s, err));
+    s->own_threads = graphs;
     ld_status st;
     /* the communicators first: for cuda they say whether the build has NCCL
      * and the machine enough GPUs before any backend is made */

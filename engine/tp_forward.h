@@ -37,7 +37,10 @@
  * a process (ld_tp_opts.comm, from ld_comm_join: NCCL's bootstrap across
  * machines, a shared mapping between the processes of one), every process
  * making the same calls; the ordered sum makes that the same bits as the
- * threads.  Library code:
+ * threads.  With CUDA graphs (graphs=N in the kernel spec) every rank runs
+ * on a thread of its own in graph mode (the caller's thread waits; it must
+ * not be in graph mode itself while it makes or evaluates a session:
+ * weights and caches of every rank are set up from it).  Library code:
  * errors are returned, nothing is printed.
  */
 #ifndef LD_TP_FORWARD_H

@@ -154,6 +154,16 @@ extern "C" int ld_cu_graph_resume(int waited)
     return capture_begin();
 }
 
+extern "C" int ld_cu_graphs_hold(void)
+{
+    return G.on ? flush(0) : 0;
+}
+
+extern "C" int ld_cu_graphs_release(void)
+{
+    return G.on && !G.capturing ? capture_begin() : 0;
+}
+
 extern "C" int ld_cu_graph_h2d(void *dst, const void *src, size_t bytes, int *done)
 {
     *done = 0;

@@ -105,6 +105,13 @@ int ld_cu_sync(void);
 int ld_cu_graphs_begin(int chunk);
 /* launches what is captured, waits for it, ends the mode */
 int ld_cu_graphs_end(void);
+/* Work another library queues on this device outside our wrappers (NCCL's
+ * collectives on the legacy stream, engine/comm_nccl.c) must not meet an
+ * open capture: ld_cu_graphs_hold launches what this thread has captured
+ * (without waiting) and stops capturing; ld_cu_graphs_release captures
+ * again.  No-ops outside graph mode. */
+int ld_cu_graphs_hold(void);
+int ld_cu_graphs_release(void);
 /* this thread's graphs so far */
 typedef struct ld_cu_graph_stats {
     long ops;          /* operations captured */

@@ -12,12 +12,19 @@
 #include "model.h"
 #include "replay_internal.h"
 
-static ld_status open_backend(const char *name, const char *kernels, int n_threads, ld_backend **be,
-                              ld_error *err)
+/* e's own backend.  With a split (e->tp) the ranks compute and this one
+ * is only named, so a CUDA one is made unbound (graphs=N puts no thread in
+ * graph mode: the caller's thread, capturing, could not set up the ranks'
+ * sessions on their GPUs) on this process's GPU (a rank of a group of
+ * processes: its own, not GPU 0). */
+static ld_status open_backend(const ld_replay_engine *e, const char *name, const char *kernels, int n_threads,
+                              ld_backend **be, ld_error *err)
 {
     if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create_ex(n_threads, 1, kernels, be, err);
     if (strcmp(name, "ref") == 0) return ld_backend_cpu_create_ex(n_threads, 0, kernels, be, err);
-    if (strcmp(name, "cuda") == 0) return ld_backend_cuda_create(0, kernels, be, err); /* op=ref|custom, matmul=tc */
+    if (strcmp(name, "cuda") == 0) /* op=ref|custom, matmul=tc, graphs=N */
+        return e->tp ? ld_backend_cuda_create_unbound(e->world ? e->world_device : 0, kernels, be, err)
+                     : ld_backend_cuda_create(0, kernels, be, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 
@@ -27,7 +34,7 @@ ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend,
     ld_backend *be = NULL;
     ld_cpu_kernels k = ld_cpu_kernels_default(0);
     if (!backend || strcmp(backend, "cuda") != 0) LD_TRY(ld_cpu_kernels_parse(kernels, &k, err));
-    LD_TRY(open_backend(backend, kernels, n_threads, &be, err));
+    LD_TRY(open_backend(e, backend, kernels, n_threads, &be, err));
     ld_backend_destroy(e->be);
     e->be = be;
     e->k = k;
@@ -54,7 +61,7 @@ ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_thre
     char *gguf = NULL;
     ld_status st = ld_model_find_gguf(dir, &gguf, err);
     if (st == LD_OK) st = ld_lm_open(dir, &e->lm, err);
-    if (st == LD_OK) st = open_backend(backend, NULL, n_threads, &e->be, err);
+    if (st == LD_OK) st = open_backend(e, backend, NULL, n_threads, &e->be, err);
     if (st != LD_OK) {
         free(gguf);
         ld_replay_engine_close(e);

@@ -10,7 +10,9 @@
 #     experts' rows) on smallvocab's sv-forced, `--check ref` likewise; V4's layers 1-2 alone on
 #     the reference fed the split replay's hc streams (`--check-layers 1-2`);
 #   - `--batch-with` (qwen3, V4): split and batched, bitwise the split request alone;
-#   - `--compare-kernels` (qwen3): each custom kernel within 1e-4 of all=ref, every replay split.
+#   - `--compare-kernels` (qwen3): each custom kernel within 1e-4 of all=ref, every replay split;
+#   - `--kernels graphs=on|16` (qwen3, V4 FP4, and V4 batched): the launches captured in CUDA graphs on
+#     every rank, the same bytes as without.
 . "$(dirname "$0")/lib.bash"
 RL="$LD_SOURCE_DIR/testdata/replay/replaylog/server.log"
 SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
@@ -26,6 +28,16 @@ check "qwen3 --backend cuda --tp 2 runs (exit $rc)" test "$rc" = 0
 cp "$WORK/out" "$WORK/tp2.json"
 run "qwen3 again" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 --json "$RL"
 check "qwen3: the same bytes run after run" cmp -s "$WORK/out" "$WORK/tp2.json"
+# CUDA graphs under --tp: every rank on a thread of its own in graph mode, the capture held around
+# each collective (the emulator's NCCL refuses one captured): the same bytes as launch by launch
+run "qwen3 --tp 2 --kernels graphs=on" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 \
+    --kernels graphs=on --json "$RL"
+check "qwen3: graphs under --tp, the same bytes" cmp -s "$WORK/out" "$WORK/tp2.json"
+"$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced --backend cuda --tp 2 --json "$SV" >"$WORK/v4tp.json" \
+    2>/dev/null
+run "V4 FP4 --tp 2 --kernels graphs=16" 1 "$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced \
+    --backend cuda --tp 2 --kernels graphs=16 --json "$SV"
+check "V4 FP4: graphs of 16 under --tp, the same bytes" bash -c "grep -q verdict '$WORK/out' && cmp -s '$WORK/out' '$WORK/v4tp.json'"
 check "qwen3: tp 2 on cuda reported" python3 -c '
 import json, sys
 r = json.loads(open(sys.argv[1]).readline())
@@ -46,6 +58,9 @@ PY
 run "qwen3 --tp 2 --check ref" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 \
     --check ref --json "$RL"
 check_planes qwen3
+run "qwen3 --tp 2 --kernels graphs=on --check ref" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \
+    --backend cuda --tp 2 --kernels graphs=on --check ref --json "$RL"
+check_planes "qwen3 (graphs)"
 for m in deepseek-v3 deepseek-v4-fp4; do
     run "$m --tp 2 --check ref" 0 "$LOGDIFF" replay --model "$MD/$m" --rid sv-forced --backend cuda --tp 2 \
         --check ref --json "$SV"
@@ -60,8 +75,8 @@ assert r["tp"] == 2 and r["layers"] == [1, 2] and [p["where"] for p in r["planes
 for p in r["planes"]:
     assert p["max_nerr"] < 1e-4, p
 PY
-for m in qwen3 deepseek-v4; do
-    run "$m --tp 2 --batch-with" 0 "$LOGDIFF" replay --model "$MD/$m" --rid rp-greedy --backend cuda --tp 2 \
+for m in qwen3 deepseek-v4 "deepseek-v4 --kernels graphs=on"; do
+    run "$m --tp 2 --batch-with" 0 "$LOGDIFF" replay --model "$MD/"$m --rid rp-greedy --backend cuda --tp 2 \
         --batch-with rp-altered,rp-no-output --json "$RL"
     check "$m: split and batched, bitwise the split request alone" python3 -c '
 import json, sys

@@ -118,6 +118,10 @@ else
     check "cuda, 2 processes on GPUs 0 and 1 (one machine): the same bytes" bash -c \
         "[ \$(cat '$WORK/cudadevr.0.rc') = 0 ] && [ \$(cat '$WORK/cudadevr.1.rc') = 0 ] &&
          cmp -s '$WORK/cuda.threads' '$WORK/cudadevr.0.out'"
+    procs 2 cudagraphs --model "$MD/qwen3" --rid rp-greedy --backend cuda --kernels graphs=on --json "$RL"
+    check "cuda graphs, 2 processes: the same bytes" bash -c \
+        "[ \$(cat '$WORK/cudagraphs.0.rc') = 0 ] && [ \$(cat '$WORK/cudagraphs.1.rc') = 0 ] &&
+         cmp -s '$WORK/cuda.threads' '$WORK/cudagraphs.0.out'"
     same_as_threads "cuda deepseek-v4 --check ref" 0 2 --model "$MD/deepseek-v4" --rid sv-forced --backend cuda \
         --check ref --json "$SV"
 fi

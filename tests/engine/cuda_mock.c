@@ -278,6 +278,16 @@ int ld_cu_graphs_end(void)
     return 0;
 }
 
+int ld_cu_graphs_hold(void)
+{
+    return 0;
+}
+
+int ld_cu_graphs_release(void)
+{
+    return 0;
+}
+
 void ld_cu_graph_stats_get(ld_cu_graph_stats *s)
 {
     memset(s, 0, sizeof *s);

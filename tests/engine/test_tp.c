@@ -846,12 +846,8 @@ static int test_tp_errors(void)
     od.n = 2;
     CHECK_MSG(ld_lm_session_create_tp(lm, &od, 16, 16, &ls, &err) == LD_OK && ls, "%s", err.msg);
     ld_lm_session_destroy(ls);
-    /* CUDA graphs are a thread's (kernels/cuda_ops.h): refused, with or
-     * without a GPU, before anything is made; a bad kernel spec too */
-    ld_tp_opts og = {.n = 2, .n_nodes = 1, .backend = "cuda", .kernels = "all=ref,graphs=on", .threads = 1};
-    CHECK(ld_lm_session_create_tp(lm, &og, 16, 16, &ls, &err) == LD_ERR_UNSUPPORTED && !ls);
-    CHECK_MSG(strstr(err.msg, "graphs=64: CUDA graphs run on one GPU, not with tensor parallelism"), "%s", err.msg);
-    og.kernels = "graphs=maybe";
+    /* a bad kernel spec: refused before anything is made, with or without a GPU */
+    ld_tp_opts og = {.n = 2, .n_nodes = 1, .backend = "cuda", .kernels = "graphs=maybe", .threads = 1};
     CHECK(ld_lm_session_create_tp(lm, &og, 16, 16, &ls, &err) == LD_ERR_USAGE && !ls);
     CHECK_MSG(strstr(err.msg, "graphs=maybe"), "%s", err.msg);
     ld_lm_close(lm);
@@ -863,6 +859,55 @@ static int test_tp_errors(void)
  * forward bit for bit, and TP = 2 (two GPUs) within 1e-5 of transformers;
  * both the same bits with the reduce on the device (the CUDA backend's
  * buf_mem) and through the host (a table without it). */
+#ifdef LD_CUDA_EMU
+#include "emu_sched.h"
+/* graphs the emulator launched so far, every thread's */
+static long graph_launches(void)
+{
+    return ld_emu_launches("graph launch");
+}
+#else
+static long graph_launches(void)
+{
+    return -1; /* a GPU's are counted per thread (ld_cu_graph_stats_get): not here */
+}
+#endif
+
+/* CUDA graphs under tensor parallelism: every rank on a thread of its own
+ * in graph mode, the capture held around each collective (comm_nccl.c).
+ * The logits of `want` (TP 2 without graphs) bit for bit, in one call and
+ * token by token, with graphs of 64 and of 5 operations (a capture's end
+ * falling anywhere, next to a collective too).  On the emulator (whose
+ * NCCL refuses a collective during capture) both ranks launch graphs: TP
+ * 2 launches twice TP 1's. */
+static int check_tp_graphs(const ld_model *m, const seq *q, const float *want)
+{
+    size_t nl = (size_t)q->T * (size_t)m->cfg.vocab;
+    float *g = malloc(nl * sizeof *g);
+    CHECK(g);
+    static const char *const specs[] = {"graphs=on", "graphs=5"};
+    for (int i = 0; i < 2; i++)
+        for (int call = 0; call <= 1; call++) {
+            ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cuda", .kernels = specs[i], .threads = 1};
+            ld_error err;
+            long before = graph_launches();
+            CHECK_MSG(run_tp(m, &o, 64, call, q->tokens, q->T, g, NULL, &err) == LD_OK, "%s: %s", specs[i], err.msg);
+            long two = graph_launches() - before;
+            CHECK_MSG(memcmp(g, want, nl * sizeof *g) == 0, "cuda tp 2 %s (%s): not the bits without graphs", specs[i],
+                      call ? "token by token" : "one call");
+            o.n = 1;
+            before = graph_launches();
+            CHECK_MSG(run_tp(m, &o, 64, call, q->tokens, q->T, g, NULL, &err) == LD_OK, "%s", err.msg);
+            long one = graph_launches() - before;
+            if (one >= 0)
+                CHECK_MSG(one > 0 && two == 2 * one, "%s: tp 2 launched %ld graphs, tp 1 %ld", specs[i], two, one);
+            fprintf(stderr, "  cuda tp 2 %s, %s: bitwise without graphs (graphs launched: tp 1 %ld, tp 2 %ld)\n",
+                    specs[i], call ? "token by token" : "one call", one, two);
+        }
+    free(g);
+    return 0;
+}
+
 static int test_tp_cuda_nccl(void)
 {
     ld_model *m = NULL;
@@ -910,6 +955,7 @@ static int test_tp_cuda_nccl(void)
         CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: prefill and token by token differ");
         if (run_path(m, &o, 1, 0, &q, b, NULL, NULL, NULL)) return 1;
         CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: the reduce on the device and through the host differ");
+        if (check_tp_graphs(m, &q, a)) return 1;
         free(ref);
     } else {
         fprintf(stderr, "  cuda tp 2: %s\n", err.msg);
