@@ -105,6 +105,9 @@ struct ld_tp_session {
     /* a sibling (ld_tp_session_create_sibling): its own ranks' sessions on
        the group's backends, communicators and threads; NULL: a group */
     struct ld_tp_session *group;
+    /* a group: its live siblings, and whether it was destroyed while some
+       lived (then the last sibling's destroy frees it) */
+    int n_siblings, closed;
 };
 
 /* ------------------------------------------------------------ the reduce */
@@ -442,9 +445,9 @@ static void stop_threads(ld_tp_session *s)
     s->n_started = 0;
 }
 
-void ld_tp_session_destroy(ld_tp_session *s)
+/* s and what it owns (a sibling: its ranks' sessions only) */
+static void session_free(ld_tp_session *s)
 {
-    if (!s) return;
     stop_threads(s);
     free(s->threads);
     pthread_cond_destroy(&s->go);
@@ -465,6 +468,27 @@ void ld_tp_session_destroy(ld_tp_session *s)
     }
     free(s->ranks);
     free(s);
+}
+
+/* A group outlived by siblings of its is closed, not freed: its backends,
+ * shards, communicators and threads run them, until the last goes. */
+void ld_tp_session_destroy(ld_tp_session *s)
+{
+    if (!s) return;
+    ld_tp_session *g = s->group;
+    if (!g) {
+        pthread_mutex_lock(&s->mu);
+        int keep = s->n_siblings > 0;
+        s->closed = keep;
+        pthread_mutex_unlock(&s->mu);
+        if (!keep) session_free(s);
+        return;
+    }
+    session_free(s);
+    pthread_mutex_lock(&g->mu);
+    int last = --g->n_siblings == 0 && g->closed;
+    pthread_mutex_unlock(&g->mu);
+    if (last) session_free(g);
 }
 
 /* ------------------------------------------------------------ creation */
@@ -680,6 +704,9 @@ ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_s
     s->comm_borrowed = 1; /* its group's */
     ld_status st = LD_OK;
     for (int k = 0; k < s->n_local && st == LD_OK; k++) st = open_sibling_rank(s, g, k, max_seq, err);
+    pthread_mutex_lock(&g->mu);
+    g->n_siblings++; /* counted before the destroy below, which uncounts it */
+    pthread_mutex_unlock(&g->mu);
     if (st != LD_OK) {
         ld_tp_session_destroy(s);
         return st;

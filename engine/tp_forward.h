@@ -125,7 +125,8 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
                                      int layer, float *streams, ld_error *err);
 
 /* Another request's TP session on the group of `lead` (a group or another
- * sibling; the group must outlive it): on each rank a sibling of the
+ * sibling; destroying the group first only closes it: it goes with its
+ * last sibling): on each rank a sibling of the
  * group's rank session (the shard's weights borrowed, its own caches of
  * max_seq positions), run by the group's backends, communicators and
  * threads.  What a tensor-parallel server batches.  The group's ranks run

@@ -243,8 +243,15 @@ static int test_batch_tp_groups(void)
     CHECK(ld_test_expect_fail(ld_lm_eval_batch(q, 2, &err), LD_ERR_USAGE, &err, "not a tensor-parallel session") == 0);
     ld_lm_session_destroy(plain);
     ld_backend_destroy(be);
-    ld_lm_session_destroy(sib);
+    /* the group destroyed before its sibling: closed, not freed; the
+       sibling still runs on its ranks (ASan: nothing used after free, nothing leaked) */
+    ld_lm_session *sib2 = NULL;
+    CHECK_MSG(ld_lm_session_create_sibling(sib, 8, &sib2, &err) == LD_OK, "%s", err.msg);
     ld_lm_session_destroy(a);
+    ld_lm_session_destroy(sib);
+    CHECK_MSG(ld_lm_eval(sib2, t, 2, ls, NULL, &err) == LD_OK, "a sibling after its group: %s", err.msg);
+    CHECK_MSG(!memcmp(la, ls, 2 * V * sizeof *la), "a sibling after its group: not the group's bits");
+    ld_lm_session_destroy(sib2);
     ld_lm_session_destroy(b);
     free(la);
     free(ls);
