@@ -85,8 +85,12 @@ static const char *const replay_usage[] = {
     "machine (best under /dev/shm).  Rank 0 prints the report; the others",
     "compute the same and print nothing; all exit alike.  A rank that fails",
     "or dies ends the others with an error.  --tp-timeout S: how long to wait",
-    "for the others to join (default 600).  From the environment: LD_TP_RANK",
-    "(or a launcher's RANK), LD_TP_RENDEZVOUS.",
+    "for the others to join (default 600).  From the environment: LD_TP_RANK,",
+    "LD_TP_DEVICE, LD_TP_RENDEZVOUS, or with a rendezvous a launcher's rank",
+    "and local rank (RANK/LOCAL_RANK, Slurm's SLURM_PROCID/SLURM_LOCALID,",
+    "Open MPI's OMPI_COMM_WORLD_RANK/_LOCAL_RANK): e.g. srun -N2",
+    "--ntasks-per-node=8 logdiff replay ... --backend cuda --tp 16",
+    "--tp-rendezvous /shared/rdv-$SLURM_JOB_ID.",
     "",
     "--dump-layers DIR writes the hidden states of the replayed sequence (the",
     "prompt ids, then the logged output ids; position p holds token p) as NumPy",
@@ -169,17 +173,30 @@ static const char *env_int(const char *name, long *v)
     return NULL;
 }
 
-/* The options of --tp-rank completed from the environment and checked;
- * a problem to report, or NULL. */
-static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, char *msg, size_t cap)
+/* the first of `names` set in the environment into *v (left as it is when
+ * none is); a problem naming the variable when it is not an integer */
+static const char *env_first(const char *const *names, long *v)
 {
     const char *bad = NULL;
+    for (int i = 0; names[i] && *v < 0 && !bad; i++) bad = env_int(names[i], v);
+    return bad;
+}
+
+/* The options of --tp-rank completed from the environment and checked;
+ * a problem to report, or NULL.  Besides our own variables, the rank and
+ * the local rank as launchers set them: torchrun-style (RANK, LOCAL_RANK),
+ * Slurm's srun, Open MPI's mpirun; those only with a rendezvous given. */
+static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, char *msg, size_t cap)
+{
+    static const char *const own_rank[] = {"LD_TP_RANK", NULL}, *const own_device[] = {"LD_TP_DEVICE", NULL};
+    static const char *const launcher_rank[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", NULL};
+    static const char *const launcher_device[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
     if (!p->rendezvous) p->rendezvous = getenv("LD_TP_RENDEZVOUS");
     if (p->rendezvous && !*p->rendezvous) p->rendezvous = NULL;
-    if (p->rank < 0 && !(bad = env_int("LD_TP_RANK", &p->rank)) && p->rank < 0 && p->rendezvous)
-        bad = env_int("RANK", &p->rank);
-    if (p->device < 0 && !bad && !(bad = env_int("LD_TP_DEVICE", &p->device)) && p->device < 0)
-        bad = env_int("LOCAL_RANK", &p->device);
+    const char *bad = env_first(own_rank, &p->rank);
+    if (!bad) bad = env_first(own_device, &p->device);
+    if (!bad && p->rendezvous) bad = env_first(launcher_rank, &p->rank);
+    if (!bad && p->rendezvous) bad = env_first(launcher_device, &p->device);
     if (bad) {
         snprintf(msg, cap, "%s: give an integer from 0 to 1023", bad);
         return msg;

@@ -4,7 +4,8 @@
 #   - every mode (plain, --check, --check-layers, --batch-with, --compare-kernels; qwen3, DeepSeek-V3
 #     and V4): rank 0's report is byte for byte the one-process --tp N report, the other ranks print
 #     nothing, all exit alike (the ordered sum does not depend on the transport);
-#   - the rank and rendezvous from the environment (LD_TP_RANK / a launcher's RANK, LD_TP_RENDEZVOUS);
+#   - the rank and rendezvous from the environment (LD_TP_RANK, a launcher's RANK or SLURM_PROCID,
+#     LD_TP_RENDEZVOUS; a launcher's variables ignored without a rendezvous);
 #   - a rank that never comes, a rank out of step, a leftover rendezvous file: clear errors, no hang;
 #     the usage errors;
 #   - --backend cuda (where the build has NCCL and two devices: the CUDA emulator's in CI, its NCCL
@@ -68,6 +69,20 @@ wait
 check "RANK + LD_TP_RENDEZVOUS: both exit 0, rank 0 the same report" bash -c \
     "[ \$(cat '$WORK/env.0.rc') = 0 ] && [ \$(cat '$WORK/env.1.rc') = 0 ] && [ ! -s '$WORK/env.1.out' ] &&
      cmp -s '$WORK/env.0.out' '$WORK/qwen3___json.threads'"
+
+# Slurm's srun: SLURM_PROCID for the rank (LD_TP_RANK would win over it)
+for r in 0 1; do
+    (SLURM_PROCID=$r SLURM_LOCALID=0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --threads 2 --json --tp 2 \
+        --tp-rendezvous "$WORK/rdv-slurm" "$RL" >"$WORK/slurm.$r.out" 2>"$WORK/slurm.$r.err"
+     echo $? >"$WORK/slurm.$r.rc") &
+done
+wait
+check "SLURM_PROCID: both exit 0, rank 0 the same report" bash -c \
+    "[ \$(cat '$WORK/slurm.0.rc') = 0 ] && [ \$(cat '$WORK/slurm.1.rc') = 0 ] && [ ! -s '$WORK/slurm.1.out' ] &&
+     cmp -s '$WORK/slurm.0.out' '$WORK/qwen3___json.threads'"
+run "a launcher's RANK without a rendezvous: no group" 0 env RANK=1 "$LOGDIFF" replay --model "$MD/qwen3" \
+    --rid rp-greedy --threads 2 --json --tp 2 "$RL"
+check "  (the one-process report)" cmp -s "$WORK/out" "$WORK/qwen3___json.threads"
 
 # failures end every rank with an error, no hang
 run "rank 1 never comes" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 0 \
