@@ -49,6 +49,9 @@ static const char *const diff_usage[] = {
     "kernels.consistent (info) otherwise; kernels.not_replayed (info) with the",
     "reason when it cannot (no output ids, ids outside the vocabulary, a context",
     "too long, no input ids and no tokenizer for the prompt text).",
+    "--replay-backend ref|cuda replays on the plain reference or the GPU (with",
+    "its custom kernels, as `logdiff replay --backend cuda`), --replay-tp N",
+    "splits each replay over N tensor-parallel ranks (GPUs 0..N-1 on cuda).",
     "",
     "Exit status: 0 every verdict ok, 1 some request is not ok, 2 usage or I/O",
     "error.",
@@ -60,7 +63,8 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_diff_report rep;
     ld_diff_report_init(&rep, cli);
     int no_conv = 0;
-    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL, *replay_dir = NULL;
+    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL;
+    ld_judge_replay replay = { NULL, NULL, 0 };
     ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
@@ -73,7 +77,9 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
         { LD_OPT_STRING, 0, "tokenizer", &tok_path, "SRC", "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" },
-        { LD_OPT_STRING, 0, "replay", &replay_dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
+        { LD_OPT_STRING, 0, "replay", &replay.dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
+        { LD_OPT_STRING, 0, "replay-backend", &replay.backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
+        { LD_OPT_INT, 0, "replay-tp", &replay.tp, "N", "split the replay over N tensor-parallel ranks" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -83,12 +89,17 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
         return LD_EXIT_TROUBLE;
     }
+    const char *problem = ld_judge_replay_problem(&replay);
+    if (problem) {
+        fprintf(cli->err, "logdiff diff: %s\n", problem);
+        return LD_EXIT_TROUBLE;
+    }
     ld_tpl_source *src = NULL;
     ld_tok *tok = NULL;
     ld_replay_engine *engine = NULL;
     if (ld_judge_load_template(cli, "diff", tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
     if (ld_judge_load_tokenizer(cli, "diff", tok_path, &tok) != 0 ||
-        ld_judge_load_replay(cli, "diff", replay_dir, &engine) != 0) {
+        ld_judge_load_replay(cli, "diff", &replay, &engine) != 0) {
         ld_tpl_source_free(src);
         ld_tok_free(tok);
         return LD_EXIT_TROUBLE;

@@ -1,6 +1,7 @@
 /* judge.c - see judge.h. */
 #include "judge.h"
 
+#include <string.h>
 #include <unistd.h>
 
 #include "jsonout.h"
@@ -46,17 +47,43 @@ int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *pat
     return -1;
 }
 
-int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const char *dir, ld_replay_engine **e)
+const char *ld_judge_replay_problem(const ld_judge_replay *o)
+{
+    const char *b = o->backend;
+    if (b && strcmp(b, "cpu") && strcmp(b, "ref") && strcmp(b, "cuda")) return "--replay-backend: give cpu, ref or cuda";
+    if (o->tp < 0 || o->tp > 64) return "--replay-tp: give 1 to 64";
+    if (!o->dir && (b || o->tp)) return "--replay-backend and --replay-tp go with a model to replay (--replay DIR)";
+    return NULL;
+}
+
+/* the engine of o, split when o->tp; *what names the step that failed */
+static ld_status open_replay(const ld_judge_replay *o, int threads, ld_replay_engine **e, const char **what,
+                             ld_error *err)
+{
+    const char *b = o->backend ? o->backend : "cpu";
+    *what = "";
+    /* split: the engine's own backend is made once the split is set (replay.h) */
+    LD_TRY(ld_replay_engine_open(o->dir, o->tp ? "cpu" : b, threads, e, err));
+    if (!o->tp) return LD_OK;
+    *what = "--replay-tp: ";
+    LD_TRY(ld_replay_engine_set_tp(*e, (int)o->tp, 1, b, NULL, threads, err));
+    return ld_replay_engine_set_backend(*e, b, NULL, threads, err);
+}
+
+int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const ld_judge_replay *o, ld_replay_engine **e)
 {
     *e = NULL;
-    if (!dir) return 0;
+    if (!o->dir) return 0;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
     ld_error err;
     ld_error_clear(&err);
-    if (ld_replay_engine_open(dir, NULL, threads, e, &err) == LD_OK) return 0;
-    if (err.path) fprintf(cli->err, "logdiff %s: --replay %s: %s: %s\n", cmd, dir, err.path, err.msg);
-    else fprintf(cli->err, "logdiff %s: --replay %s: %s\n", cmd, dir, err.msg);
+    const char *what = "";
+    if (open_replay(o, threads, e, &what, &err) == LD_OK) return 0;
+    ld_replay_engine_close(*e);
+    *e = NULL;
+    if (err.path) fprintf(cli->err, "logdiff %s: --replay %s: %s%s: %s\n", cmd, o->dir, what, err.path, err.msg);
+    else fprintf(cli->err, "logdiff %s: --replay %s: %s%s\n", cmd, o->dir, what, err.msg);
     return -1;
 }
 

@@ -32,10 +32,25 @@ int ld_judge_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_
  * `path` is NULL).  Returns 0, or -1 with the reason printed. */
 int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *path, ld_tok **tok);
 
-/* --replay DIR of command `cmd`: opens the reference engine into *e (left
- * NULL when `dir` is NULL) with as many threads as cores (at most 64).
- * Returns 0, or -1 with the reason printed. */
-int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const char *dir, ld_replay_engine **e);
+/* How --replay replays: the model, the backend (--replay-backend: cpu, the
+ * default, ref or cuda) and the tensor-parallel split (--replay-tp N, 0:
+ * none), as `logdiff replay --backend NAME --tp N`. */
+typedef struct ld_judge_replay {
+    const char *dir;
+    const char *backend;
+    long tp;
+} ld_judge_replay;
+
+/* The options above as flags of `diff` and `regress`; a problem to report
+ * when they are given without a model to replay, or out of range (NULL:
+ * fine). */
+const char *ld_judge_replay_problem(const ld_judge_replay *o);
+
+/* --replay DIR of command `cmd`: opens the engine into *e (left NULL when
+ * o->dir is NULL) on o's backend, split over o->tp ranks, with as many
+ * threads as cores (at most 64).  Returns 0, or -1 with the reason
+ * printed. */
+int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const ld_judge_replay *o, ld_replay_engine **e);
 
 /* 1 when the checks need the logged values (LD_PAIR_KEEP_VALUES). */
 int ld_judge_needs_values(const ld_judge_checks *c);

@@ -32,7 +32,9 @@ static const char *const regress_usage[] = {
     "does not reach, kernels.consistent or kernels.not_replayed (info).",
     "--model DIR re-renders through DIR's chat template and, when DIR holds",
     "weights (*.safetensors), replays as --replay DIR does; a DIR with weights",
-    "and no chat template is only replayed.",
+    "and no chat template is only replayed.  --replay-backend ref|cuda and",
+    "--replay-tp N replay on that backend, split over N tensor-parallel ranks",
+    "(a GPU CI runner: --replay-backend cuda --replay-tp 8).",
     "",
     "Each INPUT is read by its own thread (--jobs, default: the number of cores)",
     "and paired on its own: give the rotated files of one server as one directory",
@@ -47,6 +49,8 @@ typedef struct rg_opts {
     int json, verbose, update, no_conv;
     long jobs;
     const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server, *replay;
+    const char *replay_backend;
+    long replay_tp;
 } rg_opts;
 
 /* The whole file into a malloc'd buffer; NULL with errno on failure. */
@@ -137,6 +141,18 @@ static int has_weights(const char *dir)
 /* --model DIR: its chat template (when it has one) and its weights (when it
  * has them) for the replay; --replay DIR: the replay.  Sets *tpl_dir (the
  * directory to take the template from, or NULL) and *replay_dir. */
+/* the engine of --replay (or --model's weights) with --replay-backend / --replay-tp */
+static int load_replay(const rg_opts *o, struct ld_cli *cli, const char *dir, ld_replay_engine **e)
+{
+    ld_judge_replay jr = { dir, o->replay_backend, o->replay_tp };
+    const char *problem = ld_judge_replay_problem(&jr);
+    if (problem) {
+        fprintf(cli->err, "logdiff regress: %s\n", problem);
+        return -1;
+    }
+    return ld_judge_load_replay(cli, "regress", &jr, e);
+}
+
 static int model_sources(const rg_opts *o, struct ld_cli *cli, const char **tpl_dir, const char **replay_dir)
 {
     *tpl_dir = o->model;
@@ -210,7 +226,7 @@ static int exit_status(const rg_run *run, int update)
 int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    rg_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL };
+    rg_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, 0 };
     ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
@@ -224,6 +240,8 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "template", &o.tpl, "SRC", "re-render through this chat template too" },
         { LD_OPT_STRING, 0, "model", &o.model, "DIR", "same, with the template of this model directory; replays too when it holds weights" },
         { LD_OPT_STRING, 0, "replay", &o.replay, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
+        { LD_OPT_STRING, 0, "replay-backend", &o.replay_backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
+        { LD_OPT_INT, 0, "replay-tp", &o.replay_tp, "N", "split the replay over N tensor-parallel ranks" },
         { LD_OPT_STRING, 0, "tokenizer", &o.tokenizer, "SRC", "check logged input ids against the prompt text" },
         { LD_OPT_STRING, 0, "server", &o.server, "NAME", "preprocessing before the template: sglang or hf" },
         { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template" },
@@ -262,7 +280,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
          model_sources(&o, cli, &tpl_dir, &replay_dir) != 0 ||
          ld_judge_load_template(cli, "regress", o.tpl, tpl_dir, o.server, &rr, &src) != 0 ||
          ld_judge_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0 ||
-         ld_judge_load_replay(cli, "regress", replay_dir, &engine) != 0;
+         load_replay(&o, cli, replay_dir, &engine) != 0;
     run.template_desc = o.tpl ? o.tpl : tpl_dir;
     if (!rc) {
         checks.rerender = src ? &rr : NULL;

@@ -113,18 +113,28 @@ static ld_status not_replayed(ld_findings *out, ld_arena *arena, const char *why
     return LD_OK;
 }
 
+/* "backend NAME" and, when split, ", tp N": where the replay ran */
+static const char *where_replayed(const ld_replay_engine *e, char *buf, size_t cap)
+{
+    int tp = ld_replay_engine_tp(e);
+    if (tp) snprintf(buf, cap, "backend %s, tp %d", ld_replay_engine_backend(e), tp);
+    else snprintf(buf, cap, "backend %s", ld_replay_engine_backend(e));
+    return buf;
+}
+
 static ld_status divergence(ld_replay_engine *e, const ld_replay_result *res, ld_arena *arena, ld_findings *out,
                             ld_error *err)
 {
+    char where[96];
     const ld_tok *tok = ld_replay_engine_tok(e);
     size_t P = (size_t)res->divergence;
     const ld_replay_pos *p = &res->pos[P];
     char a[96], b[96];
     ld_finding *f = ld_findings_add(
         out, arena, LD_K_KERNELS_DIVERGENCE, LD_SEV_ERROR, -1,
-        "the replay on logdiff's engine (%s, backend %s) diverges at output position %zu of %zu: logged %s (rank "
+        "the replay on logdiff's engine (%s, %s) diverges at output position %zu of %zu: logged %s (rank "
         "%lld, logprob %.4f), the replay's top-1 %s (logprob %.4f); %.4f nats apart, top-two margin %.4f",
-        ld_replay_engine_arch(e), ld_replay_engine_backend(e), P, res->n_output, tok_word(tok, p->id, a, sizeof a, err), (long long)p->rank,
+        ld_replay_engine_arch(e), where_replayed(e, where, sizeof where), P, res->n_output, tok_word(tok, p->id, a, sizeof a, err), (long long)p->rank,
         p->logprob, tok_word(tok, p->top1, b, sizeof b, err), p->top1_logprob, p->gap, p->margin);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     f->first_diff = (int64_t)P;
@@ -143,7 +153,7 @@ static ld_status divergence(ld_replay_engine *e, const ld_replay_result *res, ld
 static ld_status consistent(ld_replay_engine *e, const ld_replay_result *res, ld_arena *arena, ld_findings *out,
                             ld_error *err)
 {
-    char ties[96] = "", first[96] = "; each is the replay's top-1", cut[96] = "";
+    char ties[96] = "", first[96] = "; each is the replay's top-1", cut[96] = "", where[96];
     if (res->output_cut && res->n_output_logged >= 0)
         snprintf(cut, sizeof cut, " (the logger cut the output_ids: the first %zu of %lld)", res->n_output,
                  (long long)res->n_output_logged);
@@ -156,9 +166,9 @@ static ld_status consistent(ld_replay_engine *e, const ld_replay_result *res, ld
         snprintf(first, sizeof first, "; first token other than the top-1 at position %lld (margin %.4f)",
                  (long long)res->first_not_top1, res->pos[res->first_not_top1].margin);
     ld_finding *f = ld_findings_add(out, arena, LD_K_KERNELS_CONSISTENT, LD_SEV_INFO, -1,
-                                    "replayed on logdiff's engine (%s, backend %s, %zu prompt ids%s): all %zu logged "
+                                    "replayed on logdiff's engine (%s, %s, %zu prompt ids%s): all %zu logged "
                                     "tokens%s within the replay's top %d%s%s",
-                                    ld_replay_engine_arch(e), ld_replay_engine_backend(e), res->n_prompt,
+                                    ld_replay_engine_arch(e), where_replayed(e, where, sizeof where), res->n_prompt,
                                     res->prompt_source == LD_REPLAY_PROMPT_IDS ? "" : ", the prompt text tokenized",
                                     res->n_output, cut, res->top_k, ties, first);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");

@@ -5,7 +5,8 @@
 # testdata/models/qwen3: kernels.consistent on the true greedy output, kernels.divergence at P on
 # the altered one (verdict kernels), kernels.not_replayed (with the reason) where there is nothing
 # to replay; regress with a baseline of the true log against the altered log regresses exactly
-# the altered request.  Without --replay, diff's output is unchanged.
+# the altered request; --replay-backend ref --replay-tp 2 gives the same findings and regressions.
+# Without --replay, diff's output is unchanged.
 . "$(dirname "$0")/lib.bash"
 D="$LD_SOURCE_DIR/testdata/replay/replaylog"
 M="$LD_SOURCE_DIR/testdata/models/qwen3"
@@ -107,6 +108,41 @@ check "the note says it is replayed" grep -q "no chat template .*its weights are
 check "rp-altered named" grep -q "rp-altered" "$WORK/out"
 run "regress --help says what --model does" 0 "$LOGDIFF" regress --help
 check "help: --model replays" grep -q "when DIR holds" "$WORK/out"
+# --replay-backend / --replay-tp: the same verdicts on the reference backend split over 2 ranks
+run "diff --replay on cpu" 1 "$LOGDIFF" diff --json --replay "$M" "$LOG"
+cp "$WORK/out" "$WORK/cpu.jsonl"
+run "diff --replay-backend ref --replay-tp 2" 1 "$LOGDIFF" diff --json --replay "$M" --replay-backend ref \
+    --replay-tp 2 "$LOG"
+check "the same kernels findings, positions and ranks; the detail says where it ran" python3 - "$WORK/cpu.jsonl" \
+    "$WORK/out" <<'PY'
+import json, sys
+a = {r["rid"]: r for r in map(json.loads, open(sys.argv[1]))}
+b = {r["rid"]: r for r in map(json.loads, open(sys.argv[2]))}
+assert set(a) == set(b)
+for rid in a:
+    ka = [f for f in a[rid]["findings"] if f["kind"].startswith("kernels.")]
+    kb = [f for f in b[rid]["findings"] if f["kind"].startswith("kernels.")]
+    assert [f["kind"] for f in ka] == [f["kind"] for f in kb] and a[rid]["verdict"] == b[rid]["verdict"], rid
+    for x, y in zip(ka, kb):
+        assert x.get("first_diff") == y.get("first_diff") and x.get("expected_len") == y.get("expected_len"), (x, y)
+        if x["kind"] != "kernels.not_replayed":
+            assert "backend cpu" in x["detail"] and "backend ref, tp 2" in y["detail"], (x["detail"], y["detail"])
+PY
+run "regress --replay-backend ref --replay-tp 2: the altered log regresses the same way" 1 "$LOGDIFF" regress --json \
+    --replay "$M" --replay-backend ref --replay-tp 2 --baseline "$WORK/b.json" "$LOG"
+check "exactly rp-altered regressed" python3 -c '
+import json, sys
+reg = [r for r in map(json.loads, open(sys.argv[1])) if r.get("regression")]
+assert [r["rid"] for r in reg] == ["rp-altered"] and reg[0]["new_errors"] == ["kernels.divergence"], reg' "$WORK/out"
+run "--replay-tp without a model" 2 "$LOGDIFF" diff --replay-tp 2 "$LOG"
+check "says it needs --replay" grep -q "go with a model to replay" "$WORK/err"
+run "--replay-backend gpu" 2 "$LOGDIFF" regress --replay "$M" --replay-backend gpu --baseline "$WORK/b.json" "$LOG"
+check "names the choices" grep -q -- "--replay-backend: give cpu, ref or cuda" "$WORK/err"
+run "--replay-tp 3 on 4 heads" 2 "$LOGDIFF" diff --replay "$M" --replay-tp 3 "$LOG"
+check "names the field" grep -q -- "--replay-tp: tensor parallel size 3 does not divide the model's num_attention_heads" \
+    "$WORK/err"
+run "diff --help names them" 0 "$LOGDIFF" diff --help
+check "help text" grep -q -- "--replay-tp N" "$WORK/out"
 run "regress without --replay: the altered log is not a regression" 0 "$LOGDIFF" regress --baseline "$WORK/b.json" "$LOG"
 # output_ids the logger cut (head ... tail): the head is replayed, and the finding says so
 python3 - "$LOG" "$WORK/cut.log" <<'PY'

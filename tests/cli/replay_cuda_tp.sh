@@ -83,6 +83,18 @@ import json, sys
 r = json.loads(open(sys.argv[1]).readline())
 assert r["tp"] == 2 and r["identical"] and r["positions"] == 26, r' "$WORK/out"
 done
+# logdiff diff on the split GPU replay: the same kernels findings as on the CPU
+"$LOGDIFF" diff --json --replay "$MD/qwen3" "$RL" >"$WORK/dcpu.jsonl" 2>/dev/null
+run "diff --replay-backend cuda --replay-tp 2" 1 "$LOGDIFF" diff --json --replay "$MD/qwen3" --replay-backend cuda \
+    --replay-tp 2 "$RL"
+check "diff: the same kernels findings on split cuda as on cpu" python3 - "$WORK/dcpu.jsonl" "$WORK/out" <<'PY'
+import json, sys
+a = {r["rid"]: r for r in map(json.loads, open(sys.argv[1]))}
+b = {r["rid"]: r for r in map(json.loads, open(sys.argv[2]))}
+kinds = lambda r: [(f["kind"], f.get("first_diff")) for f in r["findings"] if f["kind"].startswith("kernels.")]
+assert set(a) == set(b) and all(kinds(a[k]) == kinds(b[k]) for k in a), (a, b)
+assert any("backend cuda, tp 2" in f["detail"] for r in b.values() for f in r["findings"]), b
+PY
 run "qwen3 --tp 2 --compare-kernels" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 \
     --compare-kernels --json "$RL"
 check "qwen3: every custom kernel within 1e-4 of the reference kernels, split" python3 - "$WORK/out" <<'PY'
