@@ -207,6 +207,8 @@ static ld_status agree_count(shm_rank *r, size_t n, ld_error *err)
 static ld_status move_chunks(shm_rank *r, const float *send, float *recv, size_t n, int reduce, ld_error *err)
 {
     LD_TRY(agree_count(r, n, err));
+    if (n == 0) /* no chunk's barriers: one so that every rank has read the counts before any writes its next */
+        return shm_wait(r->h, err);
     int size = r->base.size;
     for (size_t off = 0; off < n; off += SLOT_FLOATS) {
         size_t m = n - off < SLOT_FLOATS ? n - off : SLOT_FLOATS;

@@ -79,7 +79,7 @@ static int run_ranks(rank_fn fn, int size, const char *path, void *arg, int *sta
 /* one gather and one reduce of n floats, checked */
 static int collectives(ld_comm *c, int rank, int size, size_t n)
 {
-    float *send = malloc(n * sizeof *send), *recv = malloc((size_t)size * n * sizeof *recv);
+    float *send = malloc(n ? n * sizeof *send : 1), *recv = malloc(n ? (size_t)size * n * sizeof *recv : 1);
     RANK_CHECK(send && recv);
     ld_error err;
     for (size_t i = 0; i < n; i++) send[i] = value(rank, i);
@@ -112,7 +112,7 @@ static int rank_collectives(int rank, int size, const char *path, void *arg)
         return 2;
     }
     RANK_CHECK(c->rank == rank && c->size == size);
-    static const size_t sizes[] = {1, 5, 4096, 600000}; /* the last crosses the slots' chunks */
+    static const size_t sizes[] = {0, 1, 0, 0, 5, 4096, 600000}; /* the last crosses the slots' chunks */
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         if (collectives(c, rank, size, sizes[k])) return 3;
     ld_mem dev = {NULL, LD_MEM_CUDA, 0};
