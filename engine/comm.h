@@ -181,6 +181,12 @@ void ld_comm_sim_reduces(const ld_comm *c, uint64_t *n_in_place, uint64_t *n_buf
 #define LD_COMM_SHM_MAX_RANKS 64
 ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_s, ld_comm **out, ld_error *err);
 
+/* 1 once the group of `c` (a handle of ld_comm_shm_join) is aborted, or a
+ * rank's process is found gone now (which aborts it); without waiting, from
+ * any thread.  What a transport's asynchronous error reports (the CUDA
+ * emulator's ncclCommGetAsyncError). */
+int ld_comm_shm_failed(ld_comm *c);
+
 /* ---------------------------------------------------------------- join */
 
 /* One process's rank of a group of processes (on one machine or several),

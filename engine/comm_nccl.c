@@ -33,8 +33,9 @@
  * ld_comm_nccl_create_all that aborts every rank's communicator
  * (ncclCommAbort), which makes the NCCL kernels the other ranks wait in
  * return with an error.  A process made by ld_comm_nccl_create_rank aborts
- * only its own: the other processes see NCCL's error (or time out) on
- * their side.
+ * only its own: the other processes learn of it through NCCL's
+ * asynchronous error, which a watchdog thread of theirs polls, aborting
+ * their communicator in turn (below).
  *
  * Where it runs: in CI on the CUDA emulator's devices over its NCCL
  * (tests/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
@@ -61,6 +62,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "cuda_ops.h"
 #include "cuda_tp.h"
@@ -78,9 +80,17 @@ typedef struct nccl_rank {
     ld_comm base;
     ncclComm_t comm;
     nccl_group *g;     /* NULL for a create_rank process */
-    int device, aborted;
+    int device;
+    atomic_int aborted; /* a create_rank process's: set once, by whoever aborts first */
     float *d_send, *d_recv, *d_out;
     size_t cap;        /* n the staging holds */
+    /* a create_rank process's watchdog (below) */
+    pthread_t watchdog;
+    int watching;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    int wstop;
+    atomic_int async; /* the asynchronous error it saw (ncclSuccess: none) */
 } nccl_rank;
 
 static ld_status nccl_fail(ld_error *err, const char *what, ncclResult_t r, ncclComm_t comm)
@@ -125,7 +135,12 @@ static ld_status staging(nccl_rank *r, size_t n, ld_error *err)
 /* an error once this rank's group is aborted; else the rank's device made current */
 static ld_status enter(nccl_rank *r, ld_error *err)
 {
-    if (r->aborted || (r->g && atomic_load(&r->g->aborted)))
+    int async = atomic_load(&r->async);
+    if (async != ncclSuccess)
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "NCCL's asynchronous error on this rank's communicator: %s (another "
+                       "rank's process failed or left; the communicator was aborted)",
+                       ncclGetErrorString((ncclResult_t)async));
+    if (atomic_load(&r->aborted) || (r->g && atomic_load(&r->g->aborted)))
         return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
     CU_TRY("set device", ld_cu_set_device(r->device));
     return LD_OK;
@@ -208,9 +223,10 @@ static ld_status nc_barrier(ld_comm *c, ld_error *err)
 static void nc_abort(ld_comm *c)
 {
     nccl_rank *r = (nccl_rank *)c;
-    if (!r->g) {
-        if (!r->aborted) ncclCommAbort(r->comm);
-        r->aborted = 1;
+    if (!r->g) { /* under the watchdog's lock: NCCL frees an aborted communicator, which it polls */
+        if (r->watching) pthread_mutex_lock(&r->wmu);
+        if (!atomic_exchange(&r->aborted, 1)) ncclCommAbort(r->comm);
+        if (r->watching) pthread_mutex_unlock(&r->wmu);
         return;
     }
     pthread_mutex_lock(&r->g->mu);
@@ -227,9 +243,12 @@ static void group_free(nccl_group *g)
     free(g);
 }
 
+static void watchdog_stop(nccl_rank *r);
+
 static void nc_destroy(ld_comm *c)
 {
     nccl_rank *r = (nccl_rank *)c;
+    watchdog_stop(r);
     ld_cu_set_device(r->device);
     free_staging(r);
     if (r->g) {
@@ -241,10 +260,67 @@ static void nc_destroy(ld_comm *c)
             pthread_mutex_destroy(&r->g->mu);
             group_free(r->g);
         }
-    } else if (!r->aborted) {
+    } else if (!atomic_load(&r->aborted)) {
         ncclCommDestroy(r->comm);
     }
     free(r);
+}
+
+/* ------------------------------------------------------------ the watchdog
+ * A process made by ld_comm_nccl_create_rank has no other rank in reach to
+ * abort with it: when another process dies, NCCL's collectives here wait
+ * for it, and with them every later wait for the device.  NCCL reports what
+ * its transport sees (a peer's connection gone) as the communicator's
+ * asynchronous error; a thread polls it every WATCH_MS and aborts the
+ * communicator when it is set, which makes NCCL's waiting kernels return,
+ * so the replay ends with an error (enter() says which) instead of
+ * hanging.  (What NCCL cannot see, a peer stalled but alive, still
+ * hangs.) */
+#define WATCH_MS 100
+
+static void *watchdog_main(void *arg)
+{
+    nccl_rank *r = arg;
+    pthread_mutex_lock(&r->wmu);
+    while (!r->wstop) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += WATCH_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&r->wcv, &r->wmu, &t);
+        if (r->wstop || atomic_load(&r->aborted)) break;
+        ncclResult_t a = ncclSuccess;
+        if (ncclCommGetAsyncError(r->comm, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress) {
+            atomic_store(&r->async, (int)a);
+            if (!atomic_exchange(&r->aborted, 1)) ncclCommAbort(r->comm);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->wmu);
+    return NULL;
+}
+
+static void watchdog_start(nccl_rank *r)
+{
+    pthread_mutex_init(&r->wmu, NULL);
+    pthread_cond_init(&r->wcv, NULL);
+    r->watching = pthread_create(&r->watchdog, NULL, watchdog_main, r) == 0;
+}
+
+static void watchdog_stop(nccl_rank *r)
+{
+    if (!r->watching) return;
+    pthread_mutex_lock(&r->wmu);
+    r->wstop = 1;
+    pthread_cond_signal(&r->wcv);
+    pthread_mutex_unlock(&r->wmu);
+    pthread_join(r->watchdog, NULL);
+    pthread_cond_destroy(&r->wcv);
+    pthread_mutex_destroy(&r->wmu);
+    r->watching = 0;
 }
 
 static const ld_comm_ops nccl_ops = {
@@ -337,6 +413,8 @@ ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES]
     }
     r->base = (ld_comm){&nccl_ops, rank, size, 0, 1};
     r->device = device;
+    atomic_init(&r->async, ncclSuccess);
+    watchdog_start(r); /* none (not started) leaves the communicator as it was */
     *out = &r->base;
     return LD_OK;
 }

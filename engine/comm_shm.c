@@ -271,6 +271,16 @@ static const ld_comm_ops shm_ops = {
     .destroy = shm_destroy,
 };
 
+int ld_comm_shm_failed(ld_comm *c)
+{
+    shm_header *h = ((shm_rank *)c)->h;
+    lock(h);
+    check_alive(h);
+    int failed = atomic_load(&h->aborted);
+    pthread_mutex_unlock(&h->mu);
+    return failed;
+}
+
 /* ------------------------------------------------------------ bootstrap */
 
 static void header_init(shm_header *h, int size)

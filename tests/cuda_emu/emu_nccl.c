@@ -25,6 +25,8 @@
  *  - ncclCommAbort: the group's waiting ranks leave with an error, later
  *    collectives fail; the aborted communicators stay reachable (NCCL
  *    frees them; here a rank may still be leaving its barrier);
+ *  - ncclCommGetAsyncError: ncclRemoteError once the group of a process's
+ *    communicator failed (a rank aborted, or its process gone);
  *  - ncclGetErrorString, ncclGetLastError (the last failure's reason).
  * Not emulated: other collectives and types, ncclGroupStart/End, streams'
  * asynchrony (a real collective returns before it runs). */
@@ -267,6 +269,14 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     ld_comm_destroy(comm->shm);
     free(comm);
     if (g) group_unref(g);
+    return ncclSuccess;
+}
+
+/* A process's communicator reports its group's failure (a rank aborted
+ * or gone) as NCCL reports a peer lost: ncclRemoteError. */
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    *asyncError = comm->shm && ld_comm_shm_failed(comm->shm) ? ncclRemoteError : ncclSuccess;
     return ncclSuccess;
 }
 

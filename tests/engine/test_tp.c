@@ -9,9 +9,11 @@
  * included); the refusals. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,6 +232,59 @@ static int nccl_by_rank(float b[2][5], float g[2][10])
     return 0;
 }
 
+/* The watchdog of a process's communicator (comm_nccl.c): rank 1 aborts
+ * its own and leaves; rank 0, calling nothing meanwhile, finds its
+ * communicator aborted by its watchdog (NCCL's asynchronous error polled)
+ * when it next calls a collective.  Without the watchdog the message would
+ * be the all-gather's own. */
+typedef struct watch_job {
+    const unsigned char *id;
+    int rank;
+    atomic_int *left; /* rank 1 has aborted */
+    ld_status st;
+    ld_error err;
+} watch_job;
+
+static void *watch_main(void *arg)
+{
+    watch_job *j = arg;
+    ld_comm *c = NULL;
+    j->st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, &c, &j->err);
+    if (j->st != LD_OK) {
+        atomic_store(j->left, 1);
+        return NULL;
+    }
+    if (j->rank == 1) {
+        ld_comm_abort(c);
+        atomic_store(j->left, 1);
+    } else {
+        while (!atomic_load(j->left)) nanosleep(&(struct timespec){0, 10000000L}, NULL);
+        nanosleep(&(struct timespec){0, 500000000L}, NULL); /* five of the watchdog's polls */
+        float one = 1.0f;
+        j->st = ld_comm_all_reduce_sum(c, &one, 1, &j->err);
+    }
+    ld_comm_destroy(c);
+    return NULL;
+}
+
+static int nccl_watchdog(void)
+{
+    unsigned char id[LD_COMM_NCCL_ID_BYTES];
+    ld_error err;
+    CHECK_MSG(ld_comm_nccl_unique_id(id, &err) == LD_OK, "%s", err.msg);
+    atomic_int left;
+    atomic_init(&left, 0);
+    watch_job j[2] = {{id, 0, &left, LD_OK, {0}}, {id, 1, &left, LD_OK, {0}}};
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) CHECK(pthread_create(&th[r], NULL, watch_main, &j[r]) == 0);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    CHECK_MSG(j[1].st == LD_OK, "rank 1: %s", j[1].err.msg);
+    CHECK_MSG(j[0].st == LD_ERR_MISMATCH && strstr(j[0].err.msg, "NCCL's asynchronous error"),
+              "rank 0 after rank 1 left: %d %s", j[0].st, j[0].err.msg);
+    fprintf(stderr, "  nccl watchdog: %s\n", j[0].err.msg);
+    return 0;
+}
+
 /* The NCCL communicator's collectives on host memory (copied to the
  * device, gathered, summed there in rank order, copied back) on two GPUs,
  * made in one process and by the multi-process bootstrap, and its abort: a rank that aborts releases the other from its
@@ -265,6 +320,7 @@ static int test_tp_cuda_nccl_comm(void)
     /* the multi-process bootstrap (engine/README.md, multi-node): one id,
        then each rank joins on its own thread as a process would */
     if (nccl_by_rank(b, g)) return 1;
+    if (nccl_watchdog()) return 1;
     CHECK(ld_comm_nccl_create_all(2, NULL, c, &err) == LD_OK);
     for (int r = 0; r < 2; r++) jobs[r] = (rank_job){.buf = b[r], .n = N, .abort_instead = r == 1};
     if (run_group(c, jobs, 2)) return 1;
