@@ -193,6 +193,7 @@ static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, cha
     static const char *const launcher_device[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
     if (!p->rendezvous) p->rendezvous = getenv("LD_TP_RENDEZVOUS");
     if (p->rendezvous && !*p->rendezvous) p->rendezvous = NULL;
+    int device_given = p->device >= 0; /* --tp-device itself, not the environment's */
     const char *bad = env_first(own_rank, &p->rank);
     if (!bad) bad = env_first(own_device, &p->device);
     if (!bad && p->rendezvous) bad = env_first(launcher_rank, &p->rank);
@@ -201,7 +202,8 @@ static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, cha
         snprintf(msg, cap, "%s: give an integer from 0 to 1023", bad);
         return msg;
     }
-    if (p->rank < 0 && !p->rendezvous) return NULL; /* not a group of processes */
+    if (p->rank < 0 && !p->rendezvous) /* not a group of processes */
+        return device_given ? "--tp-device: give it with --tp-rank and --tp-rendezvous" : NULL;
     if (p->rank < 0 || !p->rendezvous) return "--tp-rank and --tp-rendezvous go together";
     if (tp < 1) return "--tp-rank: give --tp N too (the group's size)";
     if (p->rank >= tp) {

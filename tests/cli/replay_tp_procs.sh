@@ -112,6 +112,8 @@ check "gives the range" grep -q -- "--tp-rank: give 0 to 1" "$WORK/err"
 run "--tp-rank without --tp" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp-rank 0 \
     --tp-rendezvous "$WORK/x" "$RL"
 check "asks for --tp" grep -q -- "give --tp N too" "$WORK/err"
+run "--tp-device alone" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-device 1 "$RL"
+check "says what it goes with" grep -q -- "--tp-device: give it with --tp-rank and --tp-rendezvous" "$WORK/err"
 run "a bad LD_TP_RANK" 2 env LD_TP_RANK=one "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 "$RL"
 check "names the variable" grep -q "LD_TP_RANK: give an integer" "$WORK/err"
 run "--help" 0 "$LOGDIFF" replay --help
