@@ -243,6 +243,16 @@ static ld_status planes_alloc(ld_backend_cmp *out, const ld_replay_dump *d, int 
     return LD_OK;
 }
 
+/* Whether this process runs the check side.  A rank of a group of
+ * processes other than 0 runs only the split replay, whose collectives the
+ * group needs; rank 0 alone runs `other` and reports (the others' reports
+ * go nowhere): eight processes of a node would otherwise each load the
+ * check's layers on the CPU. */
+static int runs_check_side(const ld_replay_engine *e)
+{
+    return ld_replay_engine_tp_rank(e) <= 0;
+}
+
 /* the check of layers [first, last) alone on `other` against the whole
  * replay on `backend` */
 static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
@@ -259,10 +269,11 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
         return LD_FAIL(err, LD_ERR_USAGE, 0, "--check-layers %d-%d: the model has %d layers (0-%d)", first, last - 1,
                        L, L - 1);
     ld_status st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
-    if (st == LD_OK) st = to_other(e, other, n_threads, out, err);
-    if (st == LD_OK) st = run_slice(e, &da, first, last, &rows, err);
+    int side = runs_check_side(e);
+    if (st == LD_OK && side) st = to_other(e, other, n_threads, out, err);
+    if (st == LD_OK && side) st = run_slice(e, &da, first, last, &rows, err);
     if (st == LD_OK) st = planes_alloc(out, &da, first + 1, last, err);
-    if (st == LD_OK) compare_planes(&da, rows, out);
+    if (st == LD_OK && side) compare_planes(&da, rows, out);
     ld_replay_dump_free(&da);
     free(rows);
     return st;
@@ -274,12 +285,13 @@ static ld_status check_whole(ld_replay_engine *e, const ld_request *r, const ld_
                              ld_backend_cmp *out, ld_error *err)
 {
     ld_replay_dump da = {0}, db = {0};
+    int side = runs_check_side(e);
     e->tp = 0; /* the check side: `other` alone, its defaults */
-    ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
+    ld_status st = side ? replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err) : LD_OK;
     if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
     if (st == LD_OK) st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
     if (st == LD_OK) st = planes_alloc(out, &da, 0, da.n_layers + 1, err);
-    if (st == LD_OK) {
+    if (st == LD_OK && side) {
         compare_planes(&da, db.rows, out);
         for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
             double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);

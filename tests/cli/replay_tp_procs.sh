@@ -3,7 +3,8 @@
 # of its own, as over several machines (one process a GPU), the processes meeting at FILE.
 #   - every mode (plain, --check, --check-layers, --batch-with, --compare-kernels; qwen3, DeepSeek-V3
 #     and V4): rank 0's report is byte for byte the one-process --tp N report, the other ranks print
-#     nothing, all exit alike (the ordered sum does not depend on the transport);
+#     nothing, all exit alike (the ordered sum does not depend on the transport); the check side
+#     on rank 0 alone;
 #   - the rank and rendezvous from the environment (LD_TP_RANK, a launcher's RANK or SLURM_PROCID,
 #     LD_TP_RENDEZVOUS; a launcher's variables ignored without a rendezvous);
 #   - a rank that never comes, a rank out of step, a leftover rendezvous file: clear errors, no hang;
@@ -59,6 +60,18 @@ same_as_threads "deepseek-v4 sv-forced" 1 2 --model "$MD/deepseek-v4" --rid sv-f
 same_as_threads "deepseek-v4 --check-layers 1-2" 0 2 --model "$MD/deepseek-v4" --rid rp-greedy --check ref \
     --check-layers 1-2 --json "$RL"
 check "the split is real: the one-process report says tp 2" grep -q '"tp":2' "$WORK/qwen3___json.threads"
+
+# the check side runs on rank 0 alone (the others' reports go nowhere): with a check backend this
+# build cannot open, rank 0 fails after the split replay (a slice's check runs after it) and rank 1,
+# which never opens it, does not
+procs 2 side --model "$MD/qwen3" --rid rp-greedy --check cuda --check-layers 0-1 --json "$RL"
+if grep -qE "CUDA|cuda" "$WORK/side.0.err"; then
+    check "--check cuda without a GPU: rank 0 fails naming CUDA, rank 1 never opens it" bash -c \
+        "[ \$(cat '$WORK/side.0.rc') = 2 ] && [ \$(cat '$WORK/side.1.rc') = 0 ] && [ ! -s '$WORK/side.1.err' ]"
+else
+    check "--check cuda on a build with a device: both ranks exit 0" bash -c \
+        "[ \$(cat '$WORK/side.0.rc') = 0 ] && [ \$(cat '$WORK/side.1.rc') = 0 ]"
+fi
 
 # from the environment, launcher style: RANK with LD_TP_RENDEZVOUS
 for r in 0 1; do
