@@ -11,7 +11,7 @@
 #     the reference fed the split replay's hc streams (`--check-layers 1-2`);
 #   - `--batch-with` (qwen3, V4): split and batched, bitwise the split request alone;
 #   - `--compare-kernels` (qwen3): each custom kernel within 1e-4 of all=ref, every replay split;
-#   - `--kernels graphs=on|16` (qwen3, V4 FP4, and V4 batched): the launches captured in CUDA graphs on
+#   - `--kernels graphs=on|16|8` (qwen3, V4 FP4, V3, and V4 batched): the launches captured in CUDA graphs on
 #     every rank, the same bytes as without.
 . "$(dirname "$0")/lib.bash"
 RL="$LD_SOURCE_DIR/testdata/replay/replaylog/server.log"
@@ -38,6 +38,12 @@ check "qwen3: graphs under --tp, the same bytes" cmp -s "$WORK/out" "$WORK/tp2.j
 run "V4 FP4 --tp 2 --kernels graphs=16" 1 "$LOGDIFF" replay --model "$MD/deepseek-v4-fp4" --rid sv-forced \
     --backend cuda --tp 2 --kernels graphs=16 --json "$SV"
 check "V4 FP4: graphs of 16 under --tp, the same bytes" bash -c "grep -q verdict '$WORK/out' && cmp -s '$WORK/out' '$WORK/v4tp.json'"
+"$LOGDIFF" replay --model "$MD/deepseek-v3" --rid sv-forced --backend cuda --tp 2 --json "$SV" >"$WORK/v3tp.json" \
+    2>/dev/null
+run "V3 --tp 2 --kernels graphs=8" 1 "$LOGDIFF" replay --model "$MD/deepseek-v3" --rid sv-forced --backend cuda \
+    --tp 2 --kernels graphs=8 --json "$SV"
+check "V3 (MLA, experts split): graphs of 8 under --tp, the same bytes" bash -c \
+    "grep -q verdict '$WORK/out' && cmp -s '$WORK/out' '$WORK/v3tp.json'"
 check "qwen3: tp 2 on cuda reported" python3 -c '
 import json, sys
 r = json.loads(open(sys.argv[1]).readline())
