@@ -3,10 +3,11 @@
  * (comm_shm.c does it) and for NCCL's bootstrap (here: the unique id
  * passed through a file, then ncclCommInitRank).
  *
- * The id file is published as comm_shm.c publishes its mapping: written
- * under a temporary name, then link(2)ed to the name the ranks know, which
- * fails when the name exists, so a run that did not finish cannot hand a
- * stale id to the next (the others would wait on a group nobody makes). */
+ * Both publish their file as comm_file.h says (the helpers are here):
+ * written under a temporary name, then link(2)ed to the name the ranks
+ * know, which fails when the name exists, so a run that did not finish
+ * cannot hand a stale id to the next (the others would wait on a group
+ * nobody makes). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,26 +16,24 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_file.h"
 
-static double now_s(void)
+double ld_comm_now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static ld_status write_id(const char *path, const unsigned char *id, ld_error *err)
+void ld_comm_tmp_name(char *tmp, size_t cap, const char *path)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) return LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
-    ssize_t w = write(fd, id, LD_COMM_NCCL_ID_BYTES);
-    int ok = w == LD_COMM_NCCL_ID_BYTES && fsync(fd) == 0;
-    close(fd);
+    snprintf(tmp, cap, "%s.%d.tmp", path, (int)getpid());
+}
+
+ld_status ld_comm_publish(const char *tmp, const char *path, ld_error *err)
+{
     ld_status st = LD_OK;
-    if (!ok) st = LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
-    else if (link(tmp, path) != 0)
+    if (link(tmp, path) != 0)
         st = errno == EEXIST ? LD_FAIL(err, LD_ERR_USAGE, 0, "rendezvous %s exists: a run that did not finish left "
                                        "it, or another group uses the name (remove it, or give another)", path)
                              : LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", path, strerror(errno));
@@ -42,23 +41,42 @@ static ld_status write_id(const char *path, const unsigned char *id, ld_error *e
     return st;
 }
 
-/* the id, once the file holds all of it (link(2) publishes it whole) */
-static ld_status read_id(const char *path, double deadline, unsigned char *id, ld_error *err)
+ld_status ld_comm_open_published(const char *path, int flags, double deadline, const char *what, int *fd,
+                                 ld_error *err)
 {
     for (;;) {
-        int fd = open(path, O_RDONLY);
-        if (fd >= 0) {
-            ssize_t r = read(fd, id, LD_COMM_NCCL_ID_BYTES);
-            close(fd);
-            if (r == LD_COMM_NCCL_ID_BYTES) return LD_OK;
-            return LD_FAIL(err, LD_ERR_IO, 0, "rendezvous %s: %zd bytes, not an NCCL id of %d", path, r,
-                           LD_COMM_NCCL_ID_BYTES);
-        }
+        if ((*fd = open(path, flags)) >= 0) return LD_OK;
         if (errno != ENOENT) return LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", path, strerror(errno));
-        if (now_s() > deadline)
-            return LD_FAIL(err, LD_ERR_IO, 0, "rendezvous %s: rank 0 did not write the id in time", path);
+        if (ld_comm_now_s() > deadline)
+            return LD_FAIL(err, LD_ERR_IO, 0, "rendezvous %s: rank 0 did not %s in time", path, what);
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
     }
+}
+
+static ld_status write_id(const char *path, const unsigned char *id, ld_error *err)
+{
+    char tmp[4200];
+    ld_comm_tmp_name(tmp, sizeof tmp, path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
+    ssize_t w = write(fd, id, LD_COMM_NCCL_ID_BYTES);
+    int ok = w == LD_COMM_NCCL_ID_BYTES && fsync(fd) == 0;
+    close(fd);
+    if (ok) return ld_comm_publish(tmp, path, err);
+    ld_status st = LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
+    unlink(tmp);
+    return st;
+}
+
+/* the id, once published (whole: link(2) publishes what was written) */
+static ld_status read_id(const char *path, double deadline, unsigned char *id, ld_error *err)
+{
+    int fd;
+    LD_TRY(ld_comm_open_published(path, O_RDONLY, deadline, "write the id", &fd, err));
+    ssize_t r = read(fd, id, LD_COMM_NCCL_ID_BYTES);
+    close(fd);
+    if (r == LD_COMM_NCCL_ID_BYTES) return LD_OK;
+    return LD_FAIL(err, LD_ERR_IO, 0, "rendezvous %s: %zd bytes, not an NCCL id of %d", path, r, LD_COMM_NCCL_ID_BYTES);
 }
 
 static ld_status join_nccl(const ld_comm_join_opts *o, ld_comm **out, ld_error *err)
@@ -68,7 +86,7 @@ static ld_status join_nccl(const ld_comm_join_opts *o, ld_comm **out, ld_error *
     if (!ld_comm_nccl_available())
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "this build has no NCCL (configure with CUDA and NCCL found)");
     unsigned char id[LD_COMM_NCCL_ID_BYTES];
-    double deadline = now_s() + (o->timeout_s > 0 ? o->timeout_s : 1e9);
+    double deadline = ld_comm_now_s() + (o->timeout_s > 0 ? o->timeout_s : 1e9);
     if (o->rank == 0) {
         LD_TRY(ld_comm_nccl_unique_id(id, err));
         LD_TRY(write_id(o->path, id, err));

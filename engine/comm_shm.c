@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_file.h"
 #include "spin.h"
 
 #define SHM_MAGIC 0x31306d6d6f63646cULL /* "ldcomm01" */
@@ -309,67 +310,51 @@ static void *map_fd(int fd, size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Rank 0: the set-up file, published under `path`. */
+/* Rank 0: the set-up file, published under `path`; *map NULL on failure. */
 static ld_status create_file(const char *path, int size, void **map, ld_error *err)
 {
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    ld_comm_tmp_name(tmp, sizeof tmp, path);
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0) return LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
     size_t bytes = map_bytes_of(size);
-    ld_status st = LD_OK;
-    if (ftruncate(fd, (off_t)bytes) != 0 || !(*map = map_fd(fd, bytes)))
-        st = LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
-    close(fd);
-    if (st == LD_OK) {
-        header_init(*map, size);
-        if (link(tmp, path) != 0) {
-            st = errno == EEXIST ? LD_FAIL(err, LD_ERR_USAGE, 0, "rendezvous %s exists: a run that did not finish "
-                                           "left it, or another group uses the name (remove it, or give another)", path)
-                                 : LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", path, strerror(errno));
-            munmap(*map, bytes);
-        }
+    if (ftruncate(fd, (off_t)bytes) != 0 || !(*map = map_fd(fd, bytes))) {
+        ld_status st = LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return st;
     }
-    unlink(tmp);
+    close(fd);
+    header_init(*map, size);
+    ld_status st = ld_comm_publish(tmp, path, err);
+    if (st != LD_OK) {
+        munmap(*map, bytes);
+        *map = NULL;
+    }
     return st;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Ranks 1..: waits for rank 0's file, set up, then maps it whole. */
+/* Ranks 1..: rank 0's file, once published (set up: link(2) publishes it
+ * after header_init), mapped whole; a group of another size refused. */
 static ld_status open_file(const char *path, int size, double deadline, void **map, ld_error *err)
 {
-    for (;;) {
-        int fd = open(path, O_RDWR);
-        if (fd >= 0) {
-            struct stat st;
-            void *p = NULL;
-            if (fstat(fd, &st) == 0 && (size_t)st.st_size >= HEADER_BYTES) p = map_fd(fd, (size_t)st.st_size);
-            close(fd);
-            if (p && atomic_load(&((shm_header *)p)->magic) == SHM_MAGIC) {
-                const shm_header *h = p;
-                if (h->size == size && h->slot_floats == (int32_t)SLOT_FLOATS &&
-                    (size_t)st.st_size == map_bytes_of(size)) {
-                    *map = p;
-                    return LD_OK;
-                }
-                int theirs = h->size;
-                munmap(p, (size_t)st.st_size);
-                return LD_FAIL(err, LD_ERR_USAGE, 0, "rendezvous %s: a group of %d ranks, not %d", path, theirs, size);
-            }
-            if (p) munmap(p, (size_t)st.st_size);
-        } else if (errno != ENOENT) {
-            return LD_FAIL(err, LD_ERR_IO, 0, "%s: %s", path, strerror(errno));
-        }
-        if (now_s() > deadline)
-            return LD_FAIL(err, LD_ERR_IO, 0, "rendezvous %s: rank 0 did not create it in time", path);
-        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    int fd;
+    LD_TRY(ld_comm_open_published(path, O_RDWR, deadline, "create it", &fd, err));
+    struct stat st;
+    void *p = fstat(fd, &st) == 0 && (size_t)st.st_size >= HEADER_BYTES ? map_fd(fd, (size_t)st.st_size) : NULL;
+    close(fd);
+    const shm_header *h = p;
+    if (!h || atomic_load(&h->magic) != SHM_MAGIC) {
+        if (p) munmap(p, (size_t)st.st_size);
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "rendezvous %s: not a logdiff group's file", path);
     }
+    if (h->size == size && h->slot_floats == (int32_t)SLOT_FLOATS && (size_t)st.st_size == map_bytes_of(size)) {
+        *map = p;
+        return LD_OK;
+    }
+    int theirs = h->size;
+    munmap(p, (size_t)st.st_size);
+    return LD_FAIL(err, LD_ERR_USAGE, 0, "rendezvous %s: a group of %d ranks, not %d", path, theirs, size);
 }
 
 /* Signs `rank` in and waits until all have (or the deadline passes, or a
@@ -384,7 +369,7 @@ static ld_status sign_in(shm_header *h, const char *path, int rank, double deadl
     h->pid[rank] = (int32_t)getpid();
     h->joined++;
     pthread_cond_broadcast(&h->cv);
-    while (h->joined < h->size && !atomic_load(&h->aborted) && now_s() < deadline) sleep_tick(h);
+    while (h->joined < h->size && !atomic_load(&h->aborted) && ld_comm_now_s() < deadline) sleep_tick(h);
     /* all in is a join, even if one has aborted since: its collectives say so */
     int joined = h->joined, aborted = atomic_load(&h->aborted);
     if (joined < h->size) abort_locked(h); /* the ranks in leave too */
@@ -403,7 +388,7 @@ ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_
     if (!path || !*path || strlen(path) > 4096) return LD_FAIL(err, LD_ERR_USAGE, 0, "a rendezvous path, please");
     shm_rank *r = calloc(1, sizeof *r);
     if (!r) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    double deadline = now_s() + (timeout_s > 0 ? timeout_s : 1e9);
+    double deadline = ld_comm_now_s() + (timeout_s > 0 ? timeout_s : 1e9);
     void *map = NULL;
     ld_status st = rank == 0 ? create_file(path, size, &map, err) : open_file(path, size, deadline, &map, err);
     if (st == LD_OK) {

@@ -240,6 +240,9 @@ static int test_comm_shm_rendezvous_refusals(void)
     CHECK(strstr(err.msg, "exists") != NULL);
     struct stat sb;
     CHECK(stat(path, &sb) == 0);
+    /* and another rank finding it refuses it at once, as not a group's */
+    CHECK(ld_comm_shm_join(path, 2, 1, 30.0, &c, &err) == LD_ERR_USAGE);
+    CHECK_MSG(strstr(err.msg, "not a logdiff group's file") != NULL, "%s", err.msg);
     unlink(path);
     /* nobody else comes: rank 0 gives up at the timeout and removes the name */
     CHECK(ld_comm_shm_join(path, 2, 0, 0.3, &c, &err) == LD_ERR_IO);
