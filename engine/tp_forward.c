@@ -42,7 +42,6 @@
 typedef struct tp_rank {
     struct ld_tp_session *tp;
     int rank;                 /* in the group */
-    int local;                /* in this process's ranks[] (0: runs on the caller's thread) */
     ld_tp_shard *shard;       /* a dense decoder's, or */
     ld_tp_ds_shard *ds_shard; /* DeepSeek-V3/V3.2's, or */
     ld_tp_ds4_shard *ds4_shard; /* DeepSeek-V4's */
@@ -86,8 +85,8 @@ struct ld_tp_session {
     int n, broken;
     int max_seq; /* its ranks' sessions' */
     /* the ranks this process runs: all n (threads), or one of a group of
-       processes (ld_tp_opts.comm: ranks[0] is rank `first`) */
-    int n_local, first;
+       processes (ld_tp_opts.comm: ranks[0].rank is its rank) */
+    int n_local;
     int comm_borrowed; /* the communicator is the caller's (ld_tp_opts.comm) */
     /* every local rank on a thread of its own, the caller's thread only
        waiting: CUDA graphs (graphs=N), graph mode being a thread's */
@@ -190,13 +189,20 @@ static ld_status tp_reduce(void *ctx, ld_backend *be, ld_buf *x, int T, int laye
 
 /* ------------------------------------------------------------ ranks */
 
+/* r's index in its session's ranks[] (0: the caller's thread runs it,
+ * unless own_threads) */
+static int local_of(const tp_rank *r)
+{
+    return (int)(r - r->tp->ranks);
+}
+
 /* A rank's work on its own thread (rank > 0) is queued where the caller's
  * is not ordered with it (the CUDA backend: a stream a thread), and the
  * caller made and loaded the rank's backend, and resets its caches: the
  * device's work is waited for before the rank runs and after. */
 static ld_status rank_finish(tp_rank *r)
 {
-    if ((r->local == 0 && !r->tp->own_threads) || !r->be || !r->be->ops->finish) return LD_OK;
+    if ((local_of(r) == 0 && !r->tp->own_threads) || !r->be || !r->be->ops->finish) return LD_OK;
     return r->be->ops->finish(r->be, &r->err);
 }
 
@@ -228,7 +234,7 @@ static void run_rank(tp_rank *r)
     if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st != LD_OK) {
         int none = -1;
-        atomic_compare_exchange_strong(&r->tp->first_fail, &none, r->local);
+        atomic_compare_exchange_strong(&r->tp->first_fail, &none, local_of(r));
         ld_comm_abort(r->comm);
     }
 }
@@ -413,7 +419,7 @@ const char *ld_tp_session_backend(const ld_tp_session *s)
 /* rank's entry in ranks[], NULL where this process does not run it */
 static tp_rank *local_rank(const ld_tp_session *s, int rank)
 {
-    int k = rank - s->first;
+    int k = rank - s->ranks[0].rank;
     return k >= 0 && k < s->n_local ? &s->ranks[k] : NULL;
 }
 
@@ -429,11 +435,6 @@ ld_backend *ld_tp_session_rank_backend(ld_tp_session *s, int rank)
     return r ? r->be : NULL;
 }
 
-int ld_tp_session_ranks(const ld_tp_session *s, int *first)
-{
-    if (first) *first = s->first;
-    return s->n_local;
-}
 
 static void stop_threads(ld_tp_session *s)
 {
@@ -605,11 +606,9 @@ static ld_status session_new(const tp_model *mod, int n, int n_local, int first,
     s->mod = *mod;
     s->n = n;
     s->n_local = n_local;
-    s->first = first;
     for (int k = 0; k < n_local; k++) {
         s->ranks[k].tp = s;
         s->ranks[k].rank = first + k;
-        s->ranks[k].local = k;
     }
     s->max_seq = max_seq;
     atomic_init(&s->first_fail, -1);
@@ -699,9 +698,8 @@ ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_s
 {
     *out = NULL;
     ld_tp_session *g = group_of(lead), *s;
-    LD_TRY(session_new(&g->mod, g->n, g->n_local, g->first, max_seq, &s, err));
+    LD_TRY(session_new(&g->mod, g->n, g->n_local, g->ranks[0].rank, max_seq, &s, err));
     s->group = g; /* its lock and threads stay unused: the group's run it */
-    s->comm_borrowed = 1; /* its group's */
     ld_status st = LD_OK;
     for (int k = 0; k < s->n_local && st == LD_OK; k++) st = open_sibling_rank(s, g, k, max_seq, err);
     pthread_mutex_lock(&g->mu);

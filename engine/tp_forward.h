@@ -156,10 +156,6 @@ void ld_tp_session_reset(ld_tp_session *s);
 /* The ranks' backend name ("cpu", "ref", "cuda"...). */
 const char *ld_tp_session_backend(const ld_tp_session *s);
 
-/* The ranks this process runs: their count (n, or 1 in a group of
- * processes), the first's rank in *first (NULL: not wanted). */
-int ld_tp_session_ranks(const ld_tp_session *s, int *first);
-
 /* Rank r's communicator (for its counters; comm_sim.h's traffic); NULL
  * for a rank this process does not run. */
 const ld_comm *ld_tp_session_comm(const ld_tp_session *s, int rank);
