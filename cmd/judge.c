@@ -62,12 +62,11 @@ static ld_status open_replay(const ld_judge_replay *o, int threads, ld_replay_en
 {
     const char *b = o->backend ? o->backend : "cpu";
     *what = "";
-    /* split: the engine's own backend is made once the split is set (replay.h) */
+    /* split: the engine's own backend is made by the split (replay.h) */
     LD_TRY(ld_replay_engine_open(o->dir, o->tp ? "cpu" : b, threads, e, err));
     if (!o->tp) return LD_OK;
     *what = "--replay-tp: ";
-    LD_TRY(ld_replay_engine_set_tp(*e, (int)o->tp, 1, b, NULL, threads, err));
-    return ld_replay_engine_set_backend(*e, b, NULL, threads, err);
+    return ld_replay_engine_set_tp(*e, (int)o->tp, 1, b, NULL, threads, err);
 }
 
 int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const ld_judge_replay *o, ld_replay_engine **e)

@@ -724,7 +724,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, PFX "--dump-layers: %s\n", err.msg);
         goto out;
     }
-    /* with --tp the engine's own backend is made once the split (and a process's GPU) is known */
+    /* with --tp the engine's own backend is made by the split (replay.h), once a process's GPU is known */
     if (ld_replay_engine_open(model, tp ? "cpu" : backend, (int)threads, &e, &err) != LD_OK) {
         print_error(cli, model, &err);
         goto out;
@@ -747,10 +747,6 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
             fprintf(cli->err, PFX "/dev/null: %s\n", strerror(errno));
             goto out;
         }
-    }
-    if (tp && ld_replay_engine_set_backend(e, backend, kernels, (int)threads, &err) != LD_OK) {
-        print_error(cli, model, &err);
-        goto out;
     }
     if (quiet) cli->out = quiet; /* rank 0 reports; the other ranks compute the same, quietly */
     ld_replay_opts ro = { (int)top_k, max_tokens == 0 ? -1 : (int)max_tokens, nt };

@@ -94,7 +94,12 @@ ld_status ld_replay_kernels_check(const char *backend, const char *kernels, ld_e
  * Errors (checked here, before any replay): LD_ERR_UNSUPPORTED for a
  * DeepSeek model, LD_ERR_USAGE for an n that does not divide the model's
  * heads or intermediate size (naming the field) or a bad backend.  The
- * shards, backends and communicator are made per replay. */
+ * shards, backends and communicator are made per replay.  The engine's own
+ * backend becomes `backend` with `kernels` too (the name the reports give;
+ * the ranks compute): a CUDA one unbound, on this process's GPU (its own
+ * once it joins a group of processes), never putting the caller's thread
+ * in graph mode.  Open the engine on "cpu" when a split follows, so that
+ * it makes nothing on GPU 0. */
 ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const char *backend, const char *kernels,
                                   int n_threads, ld_error *err);
 
@@ -106,8 +111,9 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
  * within timeout_s (<= 0: for ever).  Every process must then make the
  * same replays in the same order; each gets the whole results (the
  * residual stream is the same bits on every rank).  Later set_tp calls
- * must keep N and the backend.  Errors: LD_ERR_USAGE without a split or
- * when joined already, ld_comm_join's. */
+ * must keep N and the backend.  A CUDA split's own backend moves to
+ * `device`.  Errors: LD_ERR_USAGE without a split or when joined already,
+ * ld_comm_join's. */
 typedef struct ld_replay_tp_rank {
     int rank;
     const char *rendezvous;

@@ -62,9 +62,10 @@ static ld_status replay_all(ld_replay_engine *e, const ld_request *r, const ld_r
                             const char *backend, const char *kernels, ld_replay_dump *dump, ld_replay_result *res,
                             ld_error *err)
 {
-    LD_TRY(ld_replay_engine_set_backend(e, backend, kernels, n_threads, err));
-    if (e->tp) /* split: the ranks run backend with kernels */
+    if (e->tp) /* split: the ranks run backend with kernels (and the engine's own backend is named so) */
         LD_TRY(ld_replay_engine_set_tp(e, e->tp, e->tpo.n_nodes, backend, kernels, n_threads, err));
+    else
+        LD_TRY(ld_replay_engine_set_backend(e, backend, kernels, n_threads, err));
     dump->want = NULL; /* every position; the planes and state as the caller asks */
     ld_replay_dump_reset(dump);
     return ld_replay_request_dump(e, r, opts, NULL, dump, res, err);
@@ -134,9 +135,8 @@ ld_status ld_replay_compare_kernels(ld_replay_engine *e, const ld_request *r, co
     }
     ld_replay_dump_free(&ref);
     ld_error serr;
-    ld_status rst = ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr);
-    if (rst == LD_OK && out->tp)
-        rst = ld_replay_engine_set_tp(e, out->tp, e->tpo.n_nodes, backend, NULL, n_threads, &serr);
+    ld_status rst = out->tp ? ld_replay_engine_set_tp(e, out->tp, e->tpo.n_nodes, backend, NULL, n_threads, &serr)
+                            : ld_replay_engine_set_backend(e, backend, NULL, n_threads, &serr);
     if (rst != LD_OK && st == LD_OK) {
         if (err) *err = serr;
         st = serr.code;

@@ -149,7 +149,7 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     int per = n_threads / n;
     e->tp = n;
     e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per, e->world, e->world_device};
-    return LD_OK;
+    return ld_replay_engine_set_backend(e, b, kernels, n_threads, err); /* e->tp set: unbound (open_backend) */
 }
 
 ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank *r, ld_error *err)
@@ -162,7 +162,8 @@ ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank 
     e->world_device = r->device;
     e->tpo.comm = e->world;
     e->tpo.device = r->device;
-    return LD_OK;
+    if (strcmp(e->tp_backend, "cuda") != 0) return LD_OK;
+    return ld_replay_engine_set_backend(e, "cuda", e->tp_kernels, 1, err); /* onto this rank's GPU */
 }
 
 int ld_replay_engine_tp_rank(const ld_replay_engine *e)
