@@ -96,7 +96,7 @@ static double time_processes(int ranks, size_t n, int iters)
         if (pid[r] == 0) {
             ld_error err;
             job j = {NULL, n, iters, 0, 0};
-            if (ld_comm_shm_join(path, ranks, r, 30.0, &j.c, &err) != LD_OK) _exit(2);
+            if (ld_comm_shm_join(path, ranks, r, 30.0, 30.0, &j.c, &err) != LD_OK) _exit(2);
             run_reduces(&j);
             ld_comm_destroy(j.c);
             if (r == 0 && write(fd[1], &j.seconds, sizeof j.seconds) != (ssize_t)sizeof j.seconds) _exit(3);

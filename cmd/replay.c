@@ -84,8 +84,10 @@ static const char *const replay_usage[] = {
     "cpu/ref through a mapping of FILE shared by the processes of one",
     "machine (best under /dev/shm).  Rank 0 prints the report; the others",
     "compute the same and print nothing; all exit alike.  A rank that fails",
-    "or dies ends the others with an error.  --tp-timeout S: how long to wait",
-    "for the others to join (default 600).  From the environment: LD_TP_RANK,",
+    "or dies ends the others with an error; so does one alive but stalled:",
+    "--tp-timeout S (default 600) bounds the wait for the others to join and",
+    "each collective's wait for the slowest rank (the first one also waits",
+    "for every rank's weights to load).  From the environment: LD_TP_RANK,",
     "LD_TP_DEVICE, LD_TP_RENDEZVOUS, or with a rendezvous a launcher's rank",
     "and local rank (RANK/LOCAL_RANK, Slurm's SLURM_PROCID/SLURM_LOCALID,",
     "Open MPI's OMPI_COMM_WORLD_RANK/_LOCAL_RANK): e.g. srun -N2",
@@ -616,7 +618,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "tp-rank", &proc.rank, "R", "with --tp N: this process is rank R of N processes" },
         { LD_OPT_STRING, 0, "tp-rendezvous", &proc.rendezvous, "FILE", "where the processes of the group meet" },
         { LD_OPT_INT, 0, "tp-device", &proc.device, "D", "cuda: this rank's GPU (default LOCAL_RANK, else R)" },
-        { LD_OPT_INT, 0, "tp-timeout", &proc.timeout, "S", "seconds to wait for the group (default 600)" },
+        { LD_OPT_INT, 0, "tp-timeout", &proc.timeout, "S", "seconds to wait for the group: to join, at each collective (default 600)" },
         { LD_OPT_STRING, 0, "batch-with", &batch_with, "RID,...", "replay alone and batched with these requests; compare the logits" },
         LD_OPTION_END
     };

@@ -80,6 +80,12 @@ typedef struct ld_comm_ops {
      * for a kind this communicator cannot reduce where it is. */
     ld_status (*all_reduce_sum_mem)(ld_comm *c, const ld_mem *m, size_t n, ld_error *err);
     ld_status (*barrier)(ld_comm *c, ld_error *err);
+    /* Optional (NULL: LD_OK): LD_OK while the group is whole, else the
+     * error that ended it (a rank failed, left, or stalled past the
+     * timeout), without waiting for anyone.  After a result read back
+     * from device memory whose collectives ran asynchronously (NCCL): an
+     * aborted collective lets the work after it run on what it left. */
+    ld_status (*check)(ld_comm *c, ld_error *err);
     /* wakes the ranks waiting in a collective with an error; any rank may
      * call it, from any thread */
     void (*abort)(ld_comm *c);
@@ -120,6 +126,11 @@ static inline ld_status ld_comm_all_reduce_sum_mem(ld_comm *c, const ld_mem *m, 
 static inline ld_status ld_comm_barrier(ld_comm *c, ld_error *err)
 {
     return c->ops->barrier(c, err);
+}
+
+static inline ld_status ld_comm_check(ld_comm *c, ld_error *err)
+{
+    return c->ops->check ? c->ops->check(c, err) : LD_OK;
 }
 
 static inline void ld_comm_abort(ld_comm *c)
@@ -177,9 +188,13 @@ void ld_comm_sim_reduces(const ld_comm *c, uint64_t *n_in_place, uint64_t *n_buf
  * or size, a name that exists already (rank 0: a run that did not finish
  * left it), a group of another size; LD_ERR_IO for file errors and for
  * ranks missing at timeout_s (<= 0: wait for ever); LD_ERR_MISMATCH when
- * another rank failed while joining. */
+ * another rank failed while joining.  wait_s (<= 0: for ever) bounds each
+ * wait of a collective for the others: past it the group is aborted and
+ * its collectives fail naming the ranks that had not arrived (alive but
+ * stalled: a rank that exits is seen at once). */
 #define LD_COMM_SHM_MAX_RANKS 64
-ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_s, ld_comm **out, ld_error *err);
+ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_s, double wait_s, ld_comm **out,
+                           ld_error *err);
 
 /* 1 once the group of `c` (a handle of ld_comm_shm_join) is aborted, or a
  * rank's process is found gone now (which aborts it); without waiting, from
@@ -197,7 +212,9 @@ int ld_comm_shm_failed(ld_comm *c);
  * rank 0 removes the file once the group is made).  For "nccl" `path` must
  * be on storage every node sees.  Errors as the transport's, LD_ERR_USAGE
  * for an unknown transport, LD_ERR_IO for a missing or short id file at
- * timeout_s (<= 0: wait for ever). */
+ * timeout_s (<= 0: wait for ever).  timeout_s also bounds each collective's
+ * wait for the slowest rank (the transports' wait_s / timeout_s): a rank
+ * alive but stalled fails the group instead of hanging it. */
 typedef struct ld_comm_join_opts {
     const char *transport; /* "shm" or "nccl" */
     const char *path;      /* the rendezvous file */
@@ -225,10 +242,14 @@ ld_status ld_comm_nccl_create_all(int size, const int *devices, ld_comm **out, l
  * ld_comm_nccl_unique_id and shares the 128 bytes out of band (a file on
  * shared storage, an environment variable, a TCP rendezvous); every
  * process then calls ld_comm_nccl_create_rank with it, its rank, the group
- * size and its local device. */
+ * size and its local device.  timeout_s (<= 0: none) bounds each
+ * collective: one not complete that long after it was queued (a peer
+ * alive but stalled, which NCCL itself waits for without end) aborts the
+ * communicator, and this rank's collectives and ld_comm_check fail saying
+ * so (comm_nccl.c's watchdog). */
 #define LD_COMM_NCCL_ID_BYTES 128
 ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_error *err);
 ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
-                                   ld_comm **out, ld_error *err);
+                                   double timeout_s, ld_comm **out, ld_error *err);
 
 #endif /* LD_COMM_H */

@@ -93,7 +93,7 @@ static ld_status join_nccl(const ld_comm_join_opts *o, ld_comm **out, ld_error *
     } else {
         LD_TRY(read_id(o->path, deadline, id, err));
     }
-    ld_status st = ld_comm_nccl_create_rank(id, o->size, o->rank, o->device, out, err);
+    ld_status st = ld_comm_nccl_create_rank(id, o->size, o->rank, o->device, o->timeout_s, out, err);
     if (o->rank == 0) unlink(o->path); /* the group is made (or failed): every rank has read it */
     return st;
 }
@@ -104,7 +104,8 @@ ld_status ld_comm_join(const ld_comm_join_opts *o, ld_comm **out, ld_error *err)
     if (!o->path || !*o->path || strlen(o->path) > 4096)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "a rendezvous path, please");
     const char *t = o->transport ? o->transport : "shm";
-    if (strcmp(t, "shm") == 0) return ld_comm_shm_join(o->path, o->size, o->rank, o->timeout_s, out, err);
+    if (strcmp(t, "shm") == 0)
+        return ld_comm_shm_join(o->path, o->size, o->rank, o->timeout_s, o->timeout_s, out, err);
     if (strcmp(t, "nccl") == 0) return join_nccl(o, out, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown transport '%.40s' (shm, nccl)", t);
 }

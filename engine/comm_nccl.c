@@ -35,7 +35,9 @@
  * return with an error.  A process made by ld_comm_nccl_create_rank aborts
  * only its own: the other processes learn of it through NCCL's
  * asynchronous error, which a watchdog thread of theirs polls, aborting
- * their communicator in turn (below).
+ * their communicator in turn; the same thread aborts it when a collective
+ * is not complete within the group's timeout, a rank being alive but
+ * stalled (below).
  *
  * Where it runs: in CI on the CUDA emulator's devices over its NCCL
  * (tests/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
@@ -64,8 +66,21 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "comm_file.h"
 #include "cuda_ops.h"
 #include "cuda_tp.h"
+
+/* A collective of a create_rank process, queued on the device and not yet
+ * seen done: when it was queued, and an event recorded after it (once the
+ * call returned).  FLIGHTS of them at most; the host waits for the oldest
+ * beyond (every token's logits read back waits for them all anyway). */
+#define FLIGHTS 64
+typedef struct flight {
+    void *ev;      /* made with the rank, reused */
+    double t0;     /* queued at (ld_comm_now_s) */
+    size_t n;      /* floats a rank */
+    int recorded;  /* ev marks its end */
+} flight;
 
 /* What the ranks of one create_all share: every communicator, so that an
  * abort reaches them all. */
@@ -87,10 +102,17 @@ typedef struct nccl_rank {
     /* a create_rank process's watchdog (below) */
     pthread_t watchdog;
     int watching;
-    pthread_mutex_t wmu;
+    pthread_mutex_t wmu; /* the watchdog's state, the flights, in_call */
     pthread_cond_t wcv;
     int wstop;
     atomic_int async; /* the asynchronous error it saw (ncclSuccess: none) */
+    double timeout_s; /* a collective's time to complete (<= 0: none) */
+    flight fl[FLIGHTS];
+    unsigned head, tail; /* fl[tail % FLIGHTS .. head % FLIGHTS): queued, not seen done */
+    int in_call;         /* this rank's thread is in ncclAllGather, since call_t0 */
+    double call_t0;
+    atomic_int overdue;  /* the watchdog aborted for a collective past timeout_s */
+    size_t overdue_n;    /* its count of floats */
 } nccl_rank;
 
 static ld_status nccl_fail(ld_error *err, const char *what, ncclResult_t r, ncclComm_t comm)
@@ -132,9 +154,17 @@ static ld_status staging(nccl_rank *r, size_t n, ld_error *err)
     return LD_OK;
 }
 
-/* an error once this rank's group is aborted; else the rank's device made current */
-static ld_status enter(nccl_rank *r, ld_error *err)
+static ld_status overdue_error(const nccl_rank *r, ld_error *err)
 {
+    return LD_FAIL(err, LD_ERR_MISMATCH, 0, "a collective (an all-gather of %zu float%s a rank) was not complete %g s "
+                   "after it was queued: a rank of the group is alive but stalled (stopped, hung, or far slower, such "
+                   "as still loading weights); this rank's communicator was aborted", r->overdue_n, r->overdue_n == 1 ? "" : "s", r->timeout_s);
+}
+
+/* LD_OK while this rank's group is whole, else why not */
+static ld_status group_error(const nccl_rank *r, ld_error *err)
+{
+    if (atomic_load(&r->overdue)) return overdue_error(r, err);
     int async = atomic_load(&r->async);
     if (async != ncclSuccess)
         return LD_FAIL(err, LD_ERR_MISMATCH, 0, "NCCL's asynchronous error on this rank's communicator: %s (another "
@@ -142,8 +172,81 @@ static ld_status enter(nccl_rank *r, ld_error *err)
                        ncclGetErrorString((ncclResult_t)async));
     if (atomic_load(&r->aborted) || (r->g && atomic_load(&r->g->aborted)))
         return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
+    return LD_OK;
+}
+
+/* an error once this rank's group is aborted; else the rank's device made current */
+static ld_status enter(nccl_rank *r, ld_error *err)
+{
+    LD_TRY(group_error(r, err));
     CU_TRY("set device", ld_cu_set_device(r->device));
     return LD_OK;
+}
+
+/* ------------------------------------------------------------ flights
+ * A create_rank process's collectives as its watchdog (below) follows
+ * them; a group of create_all has no watchdog, and these do nothing. */
+
+/* Under wmu: the oldest flights seen done are forgotten. */
+static void flights_reap(nccl_rank *r)
+{
+    while (r->tail != r->head) {
+        flight *f = &r->fl[r->tail % FLIGHTS];
+        int done = 0;
+        if (!f->recorded || ld_cu_event_done(f->ev, &done) != 0 || !done) return;
+        r->tail++;
+    }
+}
+
+/* Before ncclAllGather of n floats: the communicator not aborted (checked
+ * under the watchdog's lock, so that it does not abort, freeing the
+ * communicator, between this check and the call: it waits for in_call to
+ * end), the flight queued (the oldest waited for when FLIGHTS are). */
+static ld_status flight_begin(nccl_rank *r, size_t n, ld_error *err)
+{
+    if (!r->watching) return LD_OK;
+    pthread_mutex_lock(&r->wmu);
+    flights_reap(r);
+    while (r->timeout_s > 0 && r->head - r->tail == FLIGHTS && !atomic_load(&r->aborted)) {
+        pthread_mutex_unlock(&r->wmu);
+        nanosleep(&(struct timespec){0, 100000L}, NULL);
+        pthread_mutex_lock(&r->wmu);
+        flights_reap(r);
+    }
+    ld_status st = group_error(r, err);
+    if (st == LD_OK && r->timeout_s > 0) {
+        flight *f = &r->fl[r->head++ % FLIGHTS];
+        f->t0 = ld_comm_now_s();
+        f->n = n;
+        f->recorded = 0;
+    }
+    if (st == LD_OK) {
+        r->in_call = 1;
+        r->call_t0 = ld_comm_now_s();
+    }
+    pthread_mutex_unlock(&r->wmu);
+    return st;
+}
+
+/* After ncclAllGather returned e: the flight's end marked by its event;
+ * the group's error where the watchdog aborted meanwhile (the communicator
+ * is gone: not asked why the call failed). */
+static ld_status flight_end(nccl_rank *r, ncclResult_t e, ld_error *err)
+{
+    if (!r->watching) return LD_OK;
+    pthread_mutex_lock(&r->wmu);
+    r->in_call = 0;
+    ld_status st = group_error(r, err);
+    if (r->timeout_s > 0) {
+        flight *f = &r->fl[(r->head - 1) % FLIGHTS];
+        int queued = st == LD_OK && e == ncclSuccess;
+        int ce = queued ? ld_cu_event_record_legacy(f->ev) : 0;
+        if (queued && !ce) f->recorded = 1;
+        else r->head--; /* not followed: the newest, which the watchdog never passes unrecorded */
+        if (ce) st = cuda_fail(err, "event record", ce);
+    }
+    pthread_mutex_unlock(&r->wmu);
+    return st;
 }
 
 /* NCCL's all-gather of the device buffer `send` [n] into d_recv [size][n],
@@ -153,11 +256,14 @@ static ld_status enter(nccl_rank *r, ld_error *err)
  * being a blocking one) and capture starts again after, the ordered-sum
  * kernel being the next graph's first node.  NCCL's own graph capture of
  * collectives is not used: a capture of ours spans a fixed count of
- * operations, not the collective's boundaries. */
+ * operations, not the collective's boundaries.  A create_rank process's
+ * watchdog follows it (flight_begin, flight_end). */
 static ld_status gather(nccl_rank *r, const float *send, size_t n, ld_error *err)
 {
     CU_TRY("graphs: hold", ld_cu_graphs_hold());
+    LD_TRY(flight_begin(r, n, err));
     ncclResult_t e = ncclAllGather(send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
+    LD_TRY(flight_end(r, e, err));
     if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
     CU_TRY("graphs: release", ld_cu_graphs_release());
     return LD_OK;
@@ -244,6 +350,7 @@ static void group_free(nccl_group *g)
 }
 
 static void watchdog_stop(nccl_rank *r);
+static void flights_free(nccl_rank *r);
 
 static void nc_destroy(ld_comm *c)
 {
@@ -251,6 +358,7 @@ static void nc_destroy(ld_comm *c)
     watchdog_stop(r);
     ld_cu_set_device(r->device);
     free_staging(r);
+    flights_free(r);
     if (r->g) {
         pthread_mutex_lock(&r->g->mu);
         if (!atomic_load(&r->g->aborted)) ncclCommDestroy(r->comm);
@@ -269,18 +377,53 @@ static void nc_destroy(ld_comm *c)
 /* ------------------------------------------------------------ the watchdog
  * A process made by ld_comm_nccl_create_rank has no other rank in reach to
  * abort with it: when another process dies, NCCL's collectives here wait
- * for it, and with them every later wait for the device.  NCCL reports what
- * its transport sees (a peer's connection gone) as the communicator's
- * asynchronous error; a thread polls it every WATCH_MS and aborts the
- * communicator when it is set, which makes NCCL's waiting kernels return,
- * so the replay ends with an error (enter() says which) instead of
- * hanging.  (What NCCL cannot see, a peer stalled but alive, still
- * hangs.) */
+ * for it, and with them every later wait for the device; when another
+ * process is alive but stalled (stopped, hung), NCCL waits for it without
+ * end.  A thread checks every WATCH_MS:
+ *  - NCCL's asynchronous error: what its transport sees (a peer's
+ *    connection gone);
+ *  - the oldest collective queued and not seen done (its event, recorded
+ *    after it on the stream): past timeout_s, a rank is stalled.
+ * Either aborts the communicator, which makes NCCL's waiting kernels
+ * return, so the replay ends with an error (group_error says which)
+ * instead of hanging.  NCCL frees an aborted communicator: the thread does
+ * not abort while this rank's thread is in ncclAllGather (in_call, under
+ * the same lock as the check before the call), unless it has been in it
+ * for IN_CALL_GRACE_S: NCCL queues a collective in microseconds, and a
+ * call that does not return is itself part of the hang (the emulator's
+ * collectives run inside the call). */
 #define WATCH_MS 100
+#define IN_CALL_GRACE_S 1.0
+
+/* Under wmu: the oldest flight is past timeout_s (its size noted). */
+static int flights_overdue(nccl_rank *r)
+{
+    flights_reap(r);
+    if (r->timeout_s <= 0 || r->tail == r->head) return 0;
+    const flight *f = &r->fl[r->tail % FLIGHTS];
+    if (ld_comm_now_s() - f->t0 <= r->timeout_s) return 0;
+    r->overdue_n = f->n;
+    return 1;
+}
+
+/* Under wmu: why the communicator must be aborted now (0: it need not, or
+ * not yet: the rank's thread is in a call, see above). */
+static int watch_tick(nccl_rank *r)
+{
+    ncclResult_t a = ncclSuccess;
+    int async = ncclCommGetAsyncError(r->comm, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress;
+    int overdue = !async && flights_overdue(r);
+    if (!async && !overdue) return 0;
+    if (r->in_call && ld_comm_now_s() - r->call_t0 <= IN_CALL_GRACE_S) return 0;
+    if (async) atomic_store(&r->async, (int)a);
+    else atomic_store(&r->overdue, 1);
+    return 1;
+}
 
 static void *watchdog_main(void *arg)
 {
     nccl_rank *r = arg;
+    ld_cu_set_device(r->device); /* the events' (a failure leaves them unread: never done, never overdue) */
     pthread_mutex_lock(&r->wmu);
     while (!r->wstop) {
         struct timespec t;
@@ -292,9 +435,7 @@ static void *watchdog_main(void *arg)
         }
         pthread_cond_timedwait(&r->wcv, &r->wmu, &t);
         if (r->wstop || atomic_load(&r->aborted)) break;
-        ncclResult_t a = ncclSuccess;
-        if (ncclCommGetAsyncError(r->comm, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress) {
-            atomic_store(&r->async, (int)a);
+        if (watch_tick(r)) {
             if (!atomic_exchange(&r->aborted, 1)) ncclCommAbort(r->comm);
             break;
         }
@@ -323,12 +464,33 @@ static void watchdog_stop(nccl_rank *r)
     r->watching = 0;
 }
 
+/* the flights' events (timeout_s > 0); on failure none, and no timeout */
+static void flights_make(nccl_rank *r)
+{
+    for (int i = 0; r->timeout_s > 0 && i < FLIGHTS; i++)
+        if (ld_cu_event_create(&r->fl[i].ev) != 0) {
+            while (i-- > 0) ld_cu_event_destroy(r->fl[i].ev);
+            r->timeout_s = 0;
+        }
+}
+
+static void flights_free(nccl_rank *r)
+{
+    for (int i = 0; r->timeout_s > 0 && i < FLIGHTS; i++) ld_cu_event_destroy(r->fl[i].ev);
+}
+
+static ld_status nc_check(ld_comm *c, ld_error *err)
+{
+    return group_error((nccl_rank *)c, err);
+}
+
 static const ld_comm_ops nccl_ops = {
     .name = "nccl",
     .all_gather = nc_all_gather,
     .all_reduce_sum = nc_all_reduce_sum,
     .all_reduce_sum_mem = nc_all_reduce_sum_mem,
     .barrier = nc_barrier,
+    .check = nc_check,
     .abort = nc_abort,
     .destroy = nc_destroy,
 };
@@ -392,7 +554,7 @@ ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_err
 }
 
 ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
-                                   ld_comm **out, ld_error *err)
+                                   double timeout_s, ld_comm **out, ld_error *err)
 {
     if (size < 1 || rank < 0 || rank >= size)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "rank %d of %d: give 0 <= rank < size", rank, size);
@@ -414,7 +576,9 @@ ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES]
     r->base = (ld_comm){&nccl_ops, rank, size, 0, 1};
     r->device = device;
     atomic_init(&r->async, ncclSuccess);
-    watchdog_start(r); /* none (not started) leaves the communicator as it was */
+    r->timeout_s = timeout_s;
+    flights_make(r);
+    watchdog_start(r); /* none (not started) leaves the communicator as it was, without a timeout */
     *out = &r->base;
     return LD_OK;
 }
@@ -448,7 +612,7 @@ ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_err
 }
 
 ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
-                                   ld_comm **out, ld_error *err)
+                                   double timeout_s, ld_comm **out, ld_error *err)
 {
     (void)id;
     (void)size;

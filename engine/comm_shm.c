@@ -19,7 +19,10 @@
  * checks that the others' processes are still there (kill(pid, 0), and
  * /proc for a zombie not reaped yet); a
  * rank that died holding the mutex is seen through the robust mutex.
- * Either aborts the group.  (The ranks must share a pid namespace.)
+ * Either aborts the group.  (The ranks must share a pid namespace.)  Nor
+ * when a rank is alive but stalled (stopped, hung, or far slower than the
+ * others): a wait longer than the group's collective timeout aborts it,
+ * naming the ranks that had not arrived (the header's `in` mask).
  *
  * Bootstrap: rank 0 creates the file under a temporary name, sets it up
  * and publishes it with link(2), which fails when the name exists (a
@@ -61,15 +64,20 @@ typedef struct shm_header {
     atomic_int aborted;
     int32_t dead;           /* the rank found gone (-1: none) */
     int32_t arrived, joined;
+    uint64_t in;            /* the ranks arrived at the current barrier (bit k: rank k) */
+    uint64_t stalled;       /* the ranks a timed-out wait found missing (0: none) */
+    double stall_s;         /* that wait's timeout */
     int32_t pid[LD_COMM_SHM_MAX_RANKS];
     uint64_t count[LD_COMM_SHM_MAX_RANKS];
 } shm_header;
 
 _Static_assert(sizeof(shm_header) <= HEADER_BYTES, "the header fits its pages");
+_Static_assert(LD_COMM_SHM_MAX_RANKS <= 64, "a rank a bit of the masks");
 
 typedef struct shm_rank {
     ld_comm base;
     shm_header *h;
+    double wait_s; /* a collective's wait for the others (<= 0: for ever) */
     float *slots; /* [size][slot_floats], after the header */
     size_t map_bytes;
 } shm_rank;
@@ -86,11 +94,33 @@ static float *slot_of(const shm_rank *r, int k)
 
 /* ------------------------------------------------------------ waiting */
 
-static ld_status aborted_error(const shm_header *h, ld_error *err)
+/* "1 (pid 812), 3 (pid 815)": the ranks of `mask` */
+static void ranks_text(const shm_header *h, uint64_t mask, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < h->size && len < cap; k++)
+        if (mask >> k & 1)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%d (pid %d)", len ? ", " : "", k, h->pid[k]);
+}
+
+/* why the group is aborted, as rank `self` tells it */
+static ld_status aborted_error(const shm_header *h, int self, ld_error *err)
 {
     if (h->dead >= 0)
         return LD_FAIL(err, LD_ERR_MISMATCH, 0, "rank %d of the tensor-parallel group (pid %d) exited in the middle "
                        "of the run", h->dead, h->pid[h->dead]);
+    if (h->stalled >> self & 1)
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "this rank (%d) reached a collective more than %g s after the others "
+                       "did: they gave up on it and aborted the group", self, h->stall_s);
+    if (h->stalled) {
+        char who[512];
+        ranks_text(h, h->stalled, who, sizeof who);
+        return LD_FAIL(err, LD_ERR_MISMATCH, 0, "rank%s %s of the tensor-parallel group did not reach a collective "
+                       "within %g s of the others: alive but stalled (stopped, hung, or far slower, such as still "
+                       "loading weights); the group was aborted", h->stalled & (h->stalled - 1) ? "s" : "", who,
+                       h->stall_s);
+    }
     return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
 }
 
@@ -157,31 +187,51 @@ static void sleep_tick(shm_header *h)
     }
 }
 
-/* Every rank at this point, or an error when the group is aborted first.
- * As comm_sim.c's: the last to arrive bumps the generation, the others
- * spin on it briefly and then sleep. */
-static ld_status shm_wait(shm_header *h, ld_error *err)
+/* Under the lock, once a wait has outlived the timeout: the ranks not
+ * arrived yet are stalled, the group aborted. */
+static void give_up_waiting(shm_header *h, double wait_s)
 {
+    uint64_t all = h->size == 64 ? ~(uint64_t)0 : ((uint64_t)1 << h->size) - 1;
+    h->stalled = all & ~h->in;
+    h->stall_s = wait_s;
+    abort_locked(h);
+}
+
+/* Every rank at this point, or an error when the group is aborted first
+ * (or the others do not all arrive within r->wait_s).  As comm_sim.c's:
+ * the last to arrive bumps the generation, the others spin on it briefly
+ * and then sleep. */
+static ld_status shm_wait(shm_rank *r, ld_error *err)
+{
+    shm_header *h = r->h;
+    int self = r->base.rank;
     lock(h);
     if (atomic_load(&h->aborted)) {
         pthread_mutex_unlock(&h->mu);
-        return aborted_error(h, err);
+        return aborted_error(h, self, err);
     }
     unsigned gen = atomic_load(&h->gen);
+    h->in |= (uint64_t)1 << self;
     if (++h->arrived == h->size) {
         h->arrived = 0;
+        h->in = 0;
         atomic_fetch_add(&h->gen, 1);
         pthread_cond_broadcast(&h->cv);
         pthread_mutex_unlock(&h->mu);
         return LD_OK;
     }
     pthread_mutex_unlock(&h->mu);
+    double deadline = r->wait_s > 0 ? ld_comm_now_s() + r->wait_s : 0;
     ld_spin_on_gen(&h->gen, gen, &h->aborted, SPIN_NS);
     lock(h);
-    while (atomic_load(&h->gen) == gen && !atomic_load(&h->aborted)) sleep_tick(h);
+    while (atomic_load(&h->gen) == gen && !atomic_load(&h->aborted)) {
+        sleep_tick(h);
+        if (deadline && atomic_load(&h->gen) == gen && !atomic_load(&h->aborted) && ld_comm_now_s() > deadline)
+            give_up_waiting(h, r->wait_s);
+    }
     int failed = atomic_load(&h->gen) == gen;
     pthread_mutex_unlock(&h->mu);
-    return failed ? aborted_error(h, err) : LD_OK;
+    return failed ? aborted_error(h, self, err) : LD_OK;
 }
 
 /* ------------------------------------------------------------ collectives */
@@ -192,7 +242,7 @@ static ld_status agree_count(shm_rank *r, size_t n, ld_error *err)
 {
     shm_header *h = r->h;
     h->count[r->base.rank] = n;
-    LD_TRY(shm_wait(h, err));
+    LD_TRY(shm_wait(r, err));
     for (int k = 0; k < h->size; k++)
         if (h->count[k] != n) {
             ld_comm_abort(&r->base);
@@ -209,17 +259,17 @@ static ld_status move_chunks(shm_rank *r, const float *send, float *recv, size_t
 {
     LD_TRY(agree_count(r, n, err));
     if (n == 0) /* no chunk's barriers: one so that every rank has read the counts before any writes its next */
-        return shm_wait(r->h, err);
+        return shm_wait(r, err);
     int size = r->base.size;
     for (size_t off = 0; off < n; off += SLOT_FLOATS) {
         size_t m = n - off < SLOT_FLOATS ? n - off : SLOT_FLOATS;
         memcpy(slot_of(r, r->base.rank), send + off, m * sizeof *send);
-        LD_TRY(shm_wait(r->h, err));
+        LD_TRY(shm_wait(r, err));
         if (reduce)
             ld_comm_ordered_sum_strided(r->slots, SLOT_FLOATS, size, m, recv + off);
         else
             for (int k = 0; k < size; k++) memcpy(recv + (size_t)k * n + off, slot_of(r, k), m * sizeof *recv);
-        LD_TRY(shm_wait(r->h, err)); /* every rank has read the slots */
+        LD_TRY(shm_wait(r, err)); /* every rank has read the slots */
     }
     return LD_OK;
 }
@@ -244,7 +294,16 @@ static ld_status shm_all_reduce_sum_mem(ld_comm *c, const ld_mem *m, size_t n, l
 
 static ld_status shm_barrier(ld_comm *c, ld_error *err)
 {
-    return shm_wait(((shm_rank *)c)->h, err);
+    return shm_wait((shm_rank *)c, err);
+}
+
+static ld_status shm_check(ld_comm *c, ld_error *err)
+{
+    shm_header *h = ((shm_rank *)c)->h;
+    lock(h);
+    ld_status st = atomic_load(&h->aborted) ? aborted_error(h, c->rank, err) : LD_OK;
+    pthread_mutex_unlock(&h->mu);
+    return st;
 }
 
 static void shm_abort(ld_comm *c)
@@ -268,6 +327,7 @@ static const ld_comm_ops shm_ops = {
     .all_reduce_sum = shm_all_reduce_sum,
     .all_reduce_sum_mem = shm_all_reduce_sum_mem,
     .barrier = shm_barrier,
+    .check = shm_check,
     .abort = shm_abort,
     .destroy = shm_destroy,
 };
@@ -375,11 +435,12 @@ static ld_status sign_in(shm_header *h, const char *path, int rank, double deadl
     if (joined < h->size) abort_locked(h); /* the ranks in leave too */
     pthread_mutex_unlock(&h->mu);
     if (joined == h->size) return LD_OK;
-    if (aborted) return aborted_error(h, err);
+    if (aborted) return aborted_error(h, rank, err);
     return LD_FAIL(err, LD_ERR_IO, 0, "rendezvous %s: %d of %d ranks joined in time", path, joined, h->size);
 }
 
-ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_s, ld_comm **out, ld_error *err)
+ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_s, double wait_s, ld_comm **out,
+                           ld_error *err)
 {
     *out = NULL;
     if (size < 1 || size > LD_COMM_SHM_MAX_RANKS || rank < 0 || rank >= size)
@@ -396,6 +457,7 @@ ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_
         r->map_bytes = map_bytes_of(size);
         r->slots = (float *)((char *)map + HEADER_BYTES);
         r->base = (ld_comm){&shm_ops, rank, size, 0, 1};
+        r->wait_s = wait_s;
         st = sign_in(r->h, path, rank, deadline, err);
         if (rank == 0) unlink(path); /* all are in, or the group failed: the name is done with */
     }

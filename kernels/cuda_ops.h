@@ -81,6 +81,14 @@ int ld_cu_d2d(void *dst, const void *src, size_t bytes);
 int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows);
 /* waits for all work on the device, returns its first error */
 int ld_cu_sync(void);
+/* Events on the device's legacy default stream (where NCCL's collectives
+ * are queued: engine/comm_nccl.c): made, freed, recorded after the work
+ * queued there so far, and *done = whether that work has run (not
+ * waiting; a pending event is not an error).  Not for graph capture. */
+int ld_cu_event_create(void **ev);
+int ld_cu_event_destroy(void *ev);
+int ld_cu_event_record_legacy(void *ev);
+int ld_cu_event_done(void *ev, int *done);
 
 /* ---------------------------------------------------------------- graphs
  * (cuda_graph.cu) A decode step is hundreds of small kernels, and each

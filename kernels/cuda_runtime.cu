@@ -221,6 +221,35 @@ extern "C" int ld_cu_sync(void)
     return paused ? paused : e != cudaSuccess ? (int)e : l != cudaSuccess ? (int)l : r;
 }
 
+/* ---- events on the legacy default stream, where NCCL's collectives run
+ * (engine/comm_nccl.c's watchdog: how far the stream has got) */
+extern "C" int ld_cu_event_create(void **ev)
+{
+    cudaEvent_t e = NULL;
+    int r = ret(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *ev = r ? NULL : (void *)e;
+    return r;
+}
+
+extern "C" int ld_cu_event_destroy(void *ev)
+{
+    return ev ? ret(cudaEventDestroy((cudaEvent_t)ev)) : 0;
+}
+
+extern "C" int ld_cu_event_record_legacy(void *ev)
+{
+    return ret(cudaEventRecord((cudaEvent_t)ev, cudaStreamLegacy));
+}
+
+extern "C" int ld_cu_event_done(void *ev, int *done)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    *done = e == cudaSuccess;
+    if (e != cudaErrorNotReady) return ret(e);
+    (void)cudaGetLastError(); /* not ready is no error, whatever the runtime keeps of it */
+    return 0;
+}
+
 extern "C" size_t ld_cu_row_bytes(ld_kdt dt, int64_t cols)
 {
     size_t c = (size_t)cols;

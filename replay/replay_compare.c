@@ -279,18 +279,22 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
     return st;
 }
 
-/* the check of the whole model on `other` against `backend` */
+/* the check of the whole model on `other` against `backend`: the split
+ * replay first, so that a group of processes has done its collectives
+ * before rank 0 alone runs the check side (the others would otherwise wait
+ * at their first collective while it does, against the group's timeout,
+ * and a check side that fails would end them before their replay) */
 static ld_status check_whole(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
                              const char *backend, const char *kernels, int tp, const char *other, int n_threads,
                              ld_backend_cmp *out, ld_error *err)
 {
     ld_replay_dump da = {0}, db = {0};
     int side = runs_check_side(e);
-    e->tp = 0; /* the check side: `other` alone, its defaults */
-    ld_status st = side ? replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err) : LD_OK;
-    if (st == LD_OK) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
-    if (st == LD_OK) st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
+    ld_status st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
     if (st == LD_OK) st = planes_alloc(out, &da, 0, da.n_layers + 1, err);
+    e->tp = 0; /* the check side: `other` alone, its defaults */
+    if (st == LD_OK && side) st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
+    if (st == LD_OK && side) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
     if (st == LD_OK && side) {
         compare_planes(&da, db.rows, out);
         for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {

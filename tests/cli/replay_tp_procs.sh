@@ -61,17 +61,21 @@ same_as_threads "deepseek-v4 --check-layers 1-2" 0 2 --model "$MD/deepseek-v4" -
     --check-layers 1-2 --json "$RL"
 check "the split is real: the one-process report says tp 2" grep -q '"tp":2' "$WORK/qwen3___json.threads"
 
-# the check side runs on rank 0 alone (the others' reports go nowhere): with a check backend this
-# build cannot open, rank 0 fails after the split replay (a slice's check runs after it) and rank 1,
-# which never opens it, does not
-procs 2 side --model "$MD/qwen3" --rid rp-greedy --check cuda --check-layers 0-1 --json "$RL"
-if grep -qE "CUDA|cuda" "$WORK/side.0.err"; then
-    check "--check cuda without a GPU: rank 0 fails naming CUDA, rank 1 never opens it" bash -c \
-        "[ \$(cat '$WORK/side.0.rc') = 2 ] && [ \$(cat '$WORK/side.1.rc') = 0 ] && [ ! -s '$WORK/side.1.err' ]"
-else
-    check "--check cuda on a build with a device: both ranks exit 0" bash -c \
-        "[ \$(cat '$WORK/side.0.rc') = 0 ] && [ \$(cat '$WORK/side.1.rc') = 0 ]"
-fi
+# the check side runs on rank 0 alone (the others' reports go nowhere), after the split replay (a
+# slice's, and the whole model's: the others do not wait at a collective while rank 0 checks): with
+# a check backend this build cannot open, rank 0 fails after the split replay and rank 1, which
+# never opens it, does not
+for layers in "--check-layers 0-1" ""; do
+    # shellcheck disable=SC2086 # $layers: no option, or an option and its value
+    procs 2 side --model "$MD/qwen3" --rid rp-greedy --check cuda $layers --json "$RL"
+    if grep -qE "CUDA|cuda" "$WORK/side.0.err"; then
+        check "--check cuda ${layers:-(whole)} without a GPU: rank 0 fails naming CUDA, rank 1 never opens it" \
+            bash -c "[ \$(cat '$WORK/side.0.rc') = 2 ] && [ \$(cat '$WORK/side.1.rc') = 0 ] && [ ! -s '$WORK/side.1.err' ]"
+    else
+        check "--check cuda ${layers:-(whole)} on a build with a device: both ranks exit 0" bash -c \
+            "[ \$(cat '$WORK/side.0.rc') = 0 ] && [ \$(cat '$WORK/side.1.rc') = 0 ]"
+    fi
+done
 
 # from the environment, launcher style: RANK with LD_TP_RENDEZVOUS
 for r in 0 1; do

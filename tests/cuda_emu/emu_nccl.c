@@ -190,7 +190,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
     ncclComm_t c = comm_new(NULL, rank, nranks, device);
     if (!c) return fail(NULL, ncclSystemError, "out of memory");
     ld_error err;
-    if (ld_comm_shm_join(id + strlen(ID_PREFIX), nranks, rank, JOIN_TIMEOUT_S, &c->shm, &err) != LD_OK) {
+    if (ld_comm_shm_join(id + strlen(ID_PREFIX), nranks, rank, JOIN_TIMEOUT_S, 0, &c->shm, &err) != LD_OK) {
         free(c);
         snprintf(last_error, sizeof last_error, "ncclCommInitRank: %.200s", err.msg);
         return err.code == LD_ERR_USAGE ? ncclInvalidUsage : ncclSystemError;

@@ -429,6 +429,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     return cudaSuccess;
 }
 
+/* The emulator's streams have run their work when a call returns (graphs
+ * aside, drained before a collective and at each wait): a recorded event
+ * is done.  Any thread may ask (comm_nccl.c's watchdog does). */
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    (void)event;
+    return cudaSuccess;
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     if (ld_emu_capturing()) return (cudaError_t)ld_emu_capture_refuse("cudaEventSynchronize");

@@ -265,6 +265,34 @@ int ld_cu_sync(void)
     return 0;
 }
 
+/* events: the mock's work is done when a call returns, so a recorded event
+ * is (NCCL's watchdog uses them; the mock has no NCCL, but the archive's
+ * comm_nccl.o names them) */
+int ld_cu_event_create(void **ev)
+{
+    *ev = malloc(1);
+    return *ev ? 0 : E_NOMEM;
+}
+
+int ld_cu_event_destroy(void *ev)
+{
+    free(ev);
+    return 0;
+}
+
+int ld_cu_event_record_legacy(void *ev)
+{
+    (void)ev;
+    return 0;
+}
+
+int ld_cu_event_done(void *ev, int *done)
+{
+    (void)ev;
+    *done = 1;
+    return 0;
+}
+
 /* graph mode: nothing to capture, the mock runs each call at once (the
  * emulator, tests/cuda_emu/emu_graph.c, runs graphs) */
 int ld_cu_graphs_begin(int chunk)

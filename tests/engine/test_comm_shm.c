@@ -4,14 +4,16 @@
  * left-to-right float sum (checked against a sum written here, on values
  * where another order rounds differently), over sizes that cross the
  * slots' chunks; a rank that exits mid-run, an abort, a stale rendezvous
- * file, a missing rank, a group of another size and a count that differs
- * each end every rank with an error instead of a hang. */
+ * file, a missing rank, a group of another size, a count that differs and
+ * a rank alive but stalled past the timeout each end every rank with an
+ * error instead of a hang. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,7 +157,7 @@ static int rank_left_behind(int rank, int size, const char *path, void *arg)
     const leaver *l = arg;
     ld_comm *c;
     ld_error err;
-    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, &c, &err) == LD_OK);
+    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, 30.0, &c, &err) == LD_OK);
     if (rank == l->rank) {
         if (l->by_abort) ld_comm_abort(c);
         _exit(0); /* no destroy: as a crash would */
@@ -189,7 +191,7 @@ static int rank_counts_differ(int rank, int size, const char *path, void *arg)
     (void)arg;
     ld_comm *c;
     ld_error err;
-    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, &c, &err) == LD_OK);
+    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, 30.0, &c, &err) == LD_OK);
     float buf[8] = {0};
     RANK_CHECK(ld_comm_all_reduce_sum(c, buf, rank ? 5 : 4, &err) == LD_ERR_MISMATCH);
     ld_comm_destroy(c);
@@ -202,10 +204,10 @@ static int rank_wrong_size(int rank, int size, const char *path, void *arg)
     ld_comm *c;
     ld_error err;
     if (rank == 1) { /* a stranger of another group size, then the real rank 1 */
-        RANK_CHECK(ld_comm_shm_join(path, 3, 1, 30.0, &c, &err) == LD_ERR_USAGE);
+        RANK_CHECK(ld_comm_shm_join(path, 3, 1, 30.0, 30.0, &c, &err) == LD_ERR_USAGE);
         RANK_CHECK(strstr(err.msg, "a group of 2 ranks, not 3") != NULL);
     }
-    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, &c, &err) == LD_OK);
+    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, 30.0, &c, &err) == LD_OK);
     RANK_CHECK(ld_comm_barrier(c, &err) == LD_OK);
     ld_comm_destroy(c);
     return 0;
@@ -225,6 +227,45 @@ static int test_comm_shm_mismatches(void)
     return 0;
 }
 
+/* Rank 1 stays alive but reaches its first collective 4 s late, the
+ * group's collective timeout being 1 s: the others' reduce fails after the
+ * timeout naming rank 1 as stalled (and ld_comm_check says the same after);
+ * rank 1, when it comes, is told it came too late.  Without the timeout
+ * the others would wait for it (and a stopped rank for ever). */
+static int rank_stalls(int rank, int size, const char *path, void *arg)
+{
+    (void)arg;
+    ld_comm *c;
+    ld_error err;
+    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, 1.0, &c, &err) == LD_OK);
+    if (rank == 1) nanosleep(&(struct timespec){4, 0}, NULL);
+    float buf[8] = {0};
+    ld_status st = ld_comm_all_reduce_sum(c, buf, 8, &err);
+    fprintf(stderr, "  rank %d: %s\n", rank, err.msg);
+    RANK_CHECK(st == LD_ERR_MISMATCH);
+    if (rank == 1) {
+        RANK_CHECK(strstr(err.msg, "this rank (1) reached a collective more than 1 s after the others") != NULL);
+    } else {
+        RANK_CHECK(strstr(err.msg, "1 (pid ") != NULL && strstr(err.msg, "did not reach a collective within 1 s") &&
+                   strstr(err.msg, "stalled"));
+        ld_error again;
+        RANK_CHECK(ld_comm_check(c, &again) == LD_ERR_MISMATCH && strcmp(again.msg, err.msg) == 0);
+    }
+    ld_comm_destroy(c);
+    return 0;
+}
+
+static int test_comm_shm_stalled_rank(void)
+{
+    char path[600];
+    fresh_path(path, sizeof path);
+    int st[3];
+    CHECK(run_ranks(rank_stalls, 3, path, NULL, st) == 0);
+    for (int r = 0; r < 3; r++) CHECK_MSG(st[r] == 0, "rank %d exit %d", r, st[r]);
+    remove_path(path);
+    return 0;
+}
+
 static int test_comm_shm_rendezvous_refusals(void)
 {
     char path[600];
@@ -236,24 +277,24 @@ static int test_comm_shm_rendezvous_refusals(void)
     CHECK(f != NULL);
     fputs("leftover", f);
     fclose(f);
-    CHECK(ld_comm_shm_join(path, 2, 0, 1.0, &c, &err) == LD_ERR_USAGE);
+    CHECK(ld_comm_shm_join(path, 2, 0, 1.0, 30.0, &c, &err) == LD_ERR_USAGE);
     CHECK(strstr(err.msg, "exists") != NULL);
     struct stat sb;
     CHECK(stat(path, &sb) == 0);
     /* and another rank finding it refuses it at once, as not a group's */
-    CHECK(ld_comm_shm_join(path, 2, 1, 30.0, &c, &err) == LD_ERR_USAGE);
+    CHECK(ld_comm_shm_join(path, 2, 1, 30.0, 30.0, &c, &err) == LD_ERR_USAGE);
     CHECK_MSG(strstr(err.msg, "not a logdiff group's file") != NULL, "%s", err.msg);
     unlink(path);
     /* nobody else comes: rank 0 gives up at the timeout and removes the name */
-    CHECK(ld_comm_shm_join(path, 2, 0, 0.3, &c, &err) == LD_ERR_IO);
+    CHECK(ld_comm_shm_join(path, 2, 0, 0.3, 30.0, &c, &err) == LD_ERR_IO);
     CHECK_MSG(strstr(err.msg, "1 of 2 ranks joined") != NULL, "%s", err.msg);
     CHECK(stat(path, &sb) != 0);
     /* no rank 0 */
-    CHECK(ld_comm_shm_join(path, 2, 1, 0.3, &c, &err) == LD_ERR_IO);
+    CHECK(ld_comm_shm_join(path, 2, 1, 0.3, 30.0, &c, &err) == LD_ERR_IO);
     CHECK(strstr(err.msg, "did not create it") != NULL);
     /* usage */
-    CHECK(ld_comm_shm_join(path, 2, 2, 1.0, &c, &err) == LD_ERR_USAGE);
-    CHECK(ld_comm_shm_join(path, LD_COMM_SHM_MAX_RANKS + 1, 0, 1.0, &c, &err) == LD_ERR_USAGE);
+    CHECK(ld_comm_shm_join(path, 2, 2, 1.0, 30.0, &c, &err) == LD_ERR_USAGE);
+    CHECK(ld_comm_shm_join(path, LD_COMM_SHM_MAX_RANKS + 1, 0, 1.0, 30.0, &c, &err) == LD_ERR_USAGE);
     ld_comm_join_opts o = {"tcp", path, 2, 0, 0, 1.0};
     CHECK(ld_comm_join(&o, &c, &err) == LD_ERR_USAGE);
     o = (ld_comm_join_opts){"shm", "", 2, 0, 0, 1.0};
@@ -270,6 +311,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_comm_shm_collectives),
     LD_CASE(test_comm_shm_rank_gone),
     LD_CASE(test_comm_shm_mismatches),
+    LD_CASE(test_comm_shm_stalled_rank),
     LD_CASE(test_comm_shm_rendezvous_refusals),
 };
 

@@ -201,7 +201,7 @@ typedef struct rank_join {
 static void *join_main(void *arg)
 {
     rank_join *j = arg;
-    j->job.st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, &j->job.c, &j->job.err);
+    j->job.st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, 0, &j->job.c, &j->job.err);
     if (j->job.st != LD_OK) return NULL;
     rank_main(&j->job);
     ld_comm_destroy(j->job.c);
@@ -232,56 +232,94 @@ static int nccl_by_rank(float b[2][5], float g[2][10])
     return 0;
 }
 
-/* The watchdog of a process's communicator (comm_nccl.c): rank 1 aborts
+/* The watchdog of a process's communicator (comm_nccl.c).  Rank 1 aborts
  * its own and leaves; rank 0, calling nothing meanwhile, finds its
  * communicator aborted by its watchdog (NCCL's asynchronous error polled)
  * when it next calls a collective.  Without the watchdog the message would
- * be the all-gather's own. */
+ * be the all-gather's own.  Or (stall) rank 1 stays, alive, calling
+ * nothing until rank 0 is done: rank 0's collective, which NCCL would wait
+ * for without end, fails once it is timeout_s old, saying so, and so does
+ * ld_comm_check after it. */
 typedef struct watch_job {
     const unsigned char *id;
-    int rank;
-    atomic_int *left; /* rank 1 has aborted */
-    ld_status st;
-    ld_error err;
+    int rank, stall;
+    double timeout_s;
+    atomic_int *left; /* rank 1 has aborted (stall: rank 0 is done) */
+    ld_status st, check_st;
+    ld_error err, check_err;
+    double took_s;
 } watch_job;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 static void *watch_main(void *arg)
 {
     watch_job *j = arg;
     ld_comm *c = NULL;
-    j->st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, &c, &j->err);
+    j->st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, j->timeout_s, &c, &j->err);
     if (j->st != LD_OK) {
         atomic_store(j->left, 1);
         return NULL;
     }
-    if (j->rank == 1) {
+    float one = 1.0f;
+    if (j->rank == 1 && j->stall) {
+        while (!atomic_load(j->left)) nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    } else if (j->rank == 1) {
         ld_comm_abort(c);
+        atomic_store(j->left, 1);
+    } else if (j->stall) {
+        double t0 = now_s();
+        j->st = ld_comm_all_reduce_sum(c, &one, 1, &j->err);
+        j->took_s = now_s() - t0;
+        j->check_st = ld_comm_check(c, &j->check_err);
         atomic_store(j->left, 1);
     } else {
         while (!atomic_load(j->left)) nanosleep(&(struct timespec){0, 10000000L}, NULL);
         nanosleep(&(struct timespec){0, 500000000L}, NULL); /* five of the watchdog's polls */
-        float one = 1.0f;
         j->st = ld_comm_all_reduce_sum(c, &one, 1, &j->err);
     }
     ld_comm_destroy(c);
     return NULL;
 }
 
-static int nccl_watchdog(void)
+static int watch_pair(watch_job j[2], int stall, double timeout_s)
 {
     unsigned char id[LD_COMM_NCCL_ID_BYTES];
     ld_error err;
     CHECK_MSG(ld_comm_nccl_unique_id(id, &err) == LD_OK, "%s", err.msg);
-    atomic_int left;
+    static atomic_int left;
     atomic_init(&left, 0);
-    watch_job j[2] = {{id, 0, &left, LD_OK, {0}}, {id, 1, &left, LD_OK, {0}}};
     pthread_t th[2];
-    for (int r = 0; r < 2; r++) CHECK(pthread_create(&th[r], NULL, watch_main, &j[r]) == 0);
+    for (int r = 0; r < 2; r++) {
+        j[r] = (watch_job){.id = id, .rank = r, .stall = stall, .timeout_s = timeout_s, .left = &left};
+        CHECK(pthread_create(&th[r], NULL, watch_main, &j[r]) == 0);
+    }
     for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    return 0;
+}
+
+static int nccl_watchdog(void)
+{
+    watch_job j[2];
+    if (watch_pair(j, 0, 0)) return 1;
     CHECK_MSG(j[1].st == LD_OK, "rank 1: %s", j[1].err.msg);
     CHECK_MSG(j[0].st == LD_ERR_MISMATCH && strstr(j[0].err.msg, "NCCL's asynchronous error"),
               "rank 0 after rank 1 left: %d %s", j[0].st, j[0].err.msg);
     fprintf(stderr, "  nccl watchdog: %s\n", j[0].err.msg);
+    /* a stalled peer, timeout 0.5 s: rank 0 fails after it (and the grace
+       its thread is given in a call: the emulator's collectives run there) */
+    if (watch_pair(j, 1, 0.5)) return 1;
+    CHECK_MSG(j[0].st == LD_ERR_MISMATCH && strstr(j[0].err.msg, "not complete 0.5 s after it was queued") &&
+              strstr(j[0].err.msg, "stalled"), "rank 0 with rank 1 stalled: %d %s", j[0].st, j[0].err.msg);
+    CHECK_MSG(j[0].check_st == LD_ERR_MISMATCH && strstr(j[0].check_err.msg, "stalled"), "check after: %d %s",
+              j[0].check_st, j[0].check_err.msg);
+    CHECK_MSG(j[0].took_s >= 0.5 && j[0].took_s < 30, "rank 0 left its collective after %.2f s", j[0].took_s);
+    fprintf(stderr, "  nccl watchdog, a stalled peer: after %.2f s: %s\n", j[0].took_s, j[0].err.msg);
     return 0;
 }
 
@@ -1036,7 +1074,7 @@ static int process_rank(const ld_model *m, const char *backend, int n, int rank,
     ld_comm *c = NULL;
     ld_error err;
     ld_error_clear(&err);
-    if (ld_comm_shm_join(path, n, rank, 30.0, &c, &err) != LD_OK) {
+    if (ld_comm_shm_join(path, n, rank, 30.0, 30.0, &c, &err) != LD_OK) {
         fprintf(stderr, "  rank %d: %s\n", rank, err.msg);
         return 2;
     }
