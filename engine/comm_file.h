@@ -7,11 +7,16 @@
 #define LD_COMM_FILE_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include "ld_error.h"
 
 /* seconds on the monotonic clock */
 double ld_comm_now_s(void);
+
+/* the monotonic clock's time `ns` nanoseconds from now (< 1 s): the
+ * deadline of a timed wait on a condition variable set to that clock */
+struct timespec ld_comm_in_ns(long ns);
 
 /* tmp = a temporary name next to `path`, this process's */
 void ld_comm_tmp_name(char *tmp, size_t cap, const char *path);

@@ -25,6 +25,18 @@ double ld_comm_now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+struct timespec ld_comm_in_ns(long ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_nsec += ns;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 void ld_comm_tmp_name(char *tmp, size_t cap, const char *path)
 {
     snprintf(tmp, cap, "%s.%d.tmp", path, (int)getpid());

@@ -426,13 +426,7 @@ static void *watchdog_main(void *arg)
     ld_cu_set_device(r->device); /* the events' (a failure leaves them unread: never done, never overdue) */
     pthread_mutex_lock(&r->wmu);
     while (!r->wstop) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += WATCH_MS * 1000000L;
-        if (t.tv_nsec >= 1000000000L) {
-            t.tv_sec++;
-            t.tv_nsec -= 1000000000L;
-        }
+        struct timespec t = ld_comm_in_ns(WATCH_MS * 1000000L);
         pthread_cond_timedwait(&r->wcv, &r->wmu, &t);
         if (r->wstop || atomic_load(&r->aborted)) break;
         if (watch_tick(r)) {
@@ -447,7 +441,11 @@ static void *watchdog_main(void *arg)
 static void watchdog_start(nccl_rank *r)
 {
     pthread_mutex_init(&r->wmu, NULL);
-    pthread_cond_init(&r->wcv, NULL);
+    pthread_condattr_t ca; /* the monotonic clock, as ld_comm_in_ns's deadlines */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->wcv, &ca);
+    pthread_condattr_destroy(&ca);
     r->watching = pthread_create(&r->watchdog, NULL, watchdog_main, r) == 0;
 }
 

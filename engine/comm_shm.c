@@ -171,13 +171,7 @@ static void check_alive(shm_header *h)
  * others are alive. */
 static void sleep_tick(shm_header *h)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_nsec += WAIT_TICK_NS;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
+    struct timespec t = ld_comm_in_ns(WAIT_TICK_NS);
     int rc = pthread_cond_timedwait(&h->cv, &h->mu, &t);
     if (rc == EOWNERDEAD) {
         pthread_mutex_consistent(&h->mu);
