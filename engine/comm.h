@@ -183,8 +183,9 @@ void ld_comm_sim_reduces(const ld_comm *c, uint64_t *n_in_place, uint64_t *n_buf
  * such as /dev/shm; the same on every rank): rank 0 creates it, the others
  * wait for it; every call returns once all `size` have joined, and rank 0
  * then removes the name.  Host memory only (all_reduce_sum_mem refuses the
- * other kinds); a rank whose process exits mid-run aborts the group (the
- * ranks must share a pid namespace).  Errors: LD_ERR_USAGE for a bad rank
+ * other kinds); a rank whose process exits mid-run aborts the group (seen
+ * at once from the ranks of its pid namespace; from another, such as
+ * another container's, through the mutex it held or wait_s).  Errors: LD_ERR_USAGE for a bad rank
  * or size, a name that exists already (rank 0: a run that did not finish
  * left it), a group of another size; LD_ERR_IO for file errors and for
  * ranks missing at timeout_s (<= 0: wait for ever); LD_ERR_MISMATCH when

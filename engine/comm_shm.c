@@ -19,7 +19,10 @@
  * checks that the others' processes are still there (kill(pid, 0), and
  * /proc for a zombie not reaped yet); a
  * rank that died holding the mutex is seen through the robust mutex.
- * Either aborts the group.  (The ranks must share a pid namespace.)  Nor
+ * Either aborts the group.  A rank in another pid namespace (another
+ * container sharing the file) has a pid that means nothing here: each
+ * rank notes its namespace, and a rank's pid is looked up only from its
+ * own (the others rely on the robust mutex and the timeout).  Nor
  * when a rank is alive but stalled (stopped, hung, or far slower than the
  * others): a wait longer than the group's collective timeout aborts it,
  * naming the ranks that had not arrived (the header's `in` mask).
@@ -68,6 +71,7 @@ typedef struct shm_header {
     uint64_t stalled;       /* the ranks a timed-out wait found missing (0: none) */
     double stall_s;         /* that wait's timeout */
     int32_t pid[LD_COMM_SHM_MAX_RANKS];
+    uint64_t pidns[LD_COMM_SHM_MAX_RANKS]; /* their pid namespace (0: unknown) */
     uint64_t count[LD_COMM_SHM_MAX_RANKS];
 } shm_header;
 
@@ -78,6 +82,7 @@ typedef struct shm_rank {
     ld_comm base;
     shm_header *h;
     double wait_s; /* a collective's wait for the others (<= 0: for ever) */
+    uint64_t pidns; /* this process's pid namespace */
     float *slots; /* [size][slot_floats], after the header */
     size_t map_bytes;
 } shm_rank;
@@ -156,11 +161,20 @@ static int process_gone(int pid)
     return close_paren && (close_paren[1] == ' ') && (close_paren[2] == 'Z' || close_paren[2] == 'X');
 }
 
-/* Under the lock: a rank whose process is gone aborts the group. */
-static void check_alive(shm_header *h)
+/* the inode of /proc/self/ns/pid, which names this process's pid
+ * namespace (0: no /proc) */
+static uint64_t pid_namespace(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Under the lock: a rank whose process is gone aborts the group (only the
+ * ranks of our pid namespace `ns` can be looked up). */
+static void check_alive(shm_header *h, uint64_t ns)
 {
     for (int k = 0; k < h->size; k++)
-        if (h->pid[k] > 0 && process_gone(h->pid[k])) {
+        if (h->pid[k] > 0 && h->pidns[k] == ns && process_gone(h->pid[k])) {
             if (h->dead < 0) h->dead = k;
             abort_locked(h);
             return;
@@ -169,7 +183,7 @@ static void check_alive(shm_header *h)
 
 /* Sleeps on the condition variable for up to a tick, then checks the
  * others are alive. */
-static void sleep_tick(shm_header *h)
+static void sleep_tick(shm_header *h, uint64_t ns)
 {
     struct timespec t = ld_comm_in_ns(WAIT_TICK_NS);
     int rc = pthread_cond_timedwait(&h->cv, &h->mu, &t);
@@ -177,7 +191,7 @@ static void sleep_tick(shm_header *h)
         pthread_mutex_consistent(&h->mu);
         abort_locked(h);
     } else if (rc == ETIMEDOUT) {
-        check_alive(h);
+        check_alive(h, ns);
     }
 }
 
@@ -219,7 +233,7 @@ static ld_status shm_wait(shm_rank *r, ld_error *err)
     ld_spin_on_gen(&h->gen, gen, &h->aborted, SPIN_NS);
     lock(h);
     while (atomic_load(&h->gen) == gen && !atomic_load(&h->aborted)) {
-        sleep_tick(h);
+        sleep_tick(h, r->pidns);
         if (deadline && atomic_load(&h->gen) == gen && !atomic_load(&h->aborted) && ld_comm_now_s() > deadline)
             give_up_waiting(h, r->wait_s);
     }
@@ -328,9 +342,10 @@ static const ld_comm_ops shm_ops = {
 
 int ld_comm_shm_failed(ld_comm *c)
 {
-    shm_header *h = ((shm_rank *)c)->h;
+    shm_rank *r = (shm_rank *)c;
+    shm_header *h = r->h;
     lock(h);
-    check_alive(h);
+    check_alive(h, r->pidns);
     int failed = atomic_load(&h->aborted);
     pthread_mutex_unlock(&h->mu);
     return failed;
@@ -413,17 +428,18 @@ static ld_status open_file(const char *path, int size, double deadline, void **m
 
 /* Signs `rank` in and waits until all have (or the deadline passes, or a
  * signed-in rank is gone). */
-static ld_status sign_in(shm_header *h, const char *path, int rank, double deadline, ld_error *err)
+static ld_status sign_in(shm_header *h, const char *path, int rank, uint64_t ns, double deadline, ld_error *err)
 {
     lock(h);
     if (h->pid[rank]) {
         pthread_mutex_unlock(&h->mu);
         return LD_FAIL(err, LD_ERR_USAGE, 0, "rendezvous %s: rank %d joined twice", path, rank);
     }
+    h->pidns[rank] = ns;
     h->pid[rank] = (int32_t)getpid();
     h->joined++;
     pthread_cond_broadcast(&h->cv);
-    while (h->joined < h->size && !atomic_load(&h->aborted) && ld_comm_now_s() < deadline) sleep_tick(h);
+    while (h->joined < h->size && !atomic_load(&h->aborted) && ld_comm_now_s() < deadline) sleep_tick(h, ns);
     /* all in is a join, even if one has aborted since: its collectives say so */
     int joined = h->joined, aborted = atomic_load(&h->aborted);
     if (joined < h->size) abort_locked(h); /* the ranks in leave too */
@@ -452,7 +468,8 @@ ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_
         r->slots = (float *)((char *)map + HEADER_BYTES);
         r->base = (ld_comm){&shm_ops, rank, size, 0, 1};
         r->wait_s = wait_s;
-        st = sign_in(r->h, path, rank, deadline, err);
+        r->pidns = pid_namespace();
+        st = sign_in(r->h, path, rank, r->pidns, deadline, err);
         if (rank == 0) unlink(path); /* all are in, or the group failed: the name is done with */
     }
     if (st != LD_OK) {

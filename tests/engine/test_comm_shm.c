@@ -7,7 +7,9 @@
  * file, a missing rank, a group of another size, a count that differs and
  * a rank alive but stalled past the timeout each end every rank with an
  * error instead of a hang. */
+#define _GNU_SOURCE /* unshare(2) */
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,15 +257,65 @@ static int rank_stalls(int rank, int size, const char *path, void *arg)
     return 0;
 }
 
-static int test_comm_shm_stalled_rank(void)
+/* fn as `size` forked ranks at a fresh rendezvous: every rank exits 0 */
+static int every_rank_passes(rank_fn fn, int size)
 {
     char path[600];
     fresh_path(path, sizeof path);
-    int st[3];
-    CHECK(run_ranks(rank_stalls, 3, path, NULL, st) == 0);
-    for (int r = 0; r < 3; r++) CHECK_MSG(st[r] == 0, "rank %d exit %d", r, st[r]);
+    int st[16];
+    CHECK(size <= 16 && run_ranks(fn, size, path, NULL, st) == 0);
+    for (int r = 0; r < size; r++) CHECK_MSG(st[r] == 0, "rank %d exit %d", r, st[r]);
     remove_path(path);
     return 0;
+}
+
+static int test_comm_shm_stalled_rank(void)
+{
+    return every_rank_passes(rank_stalls, 3);
+}
+
+/* A rank in another pid namespace, as in another container sharing the
+ * file: rank 1 runs in a new user and pid namespace (where it is pid 1 and
+ * rank 0's pid names nothing) and waits at a barrier while rank 0 sleeps
+ * half a second, long enough for its liveness ticks; it must not take
+ * rank 0 for gone (it did when every pid was looked up: "rank 0 ... exited
+ * in the middle of the run"). */
+static int pidns_collectives(int rank, int size, const char *path)
+{
+    ld_comm *c;
+    ld_error err;
+    RANK_CHECK(ld_comm_shm_join(path, size, rank, 30.0, 30.0, &c, &err) == LD_OK);
+    if (rank == 0) nanosleep(&(struct timespec){0, 500000000L}, NULL);
+    ld_status st = ld_comm_barrier(c, &err);
+    if (st != LD_OK) fprintf(stderr, "  rank %d: %s\n", rank, err.msg);
+    RANK_CHECK(st == LD_OK);
+    int bad = collectives(c, rank, size, 1000);
+    ld_comm_destroy(c);
+    return bad;
+}
+
+static int rank_in_own_pidns(int rank, int size, const char *path, void *arg)
+{
+    (void)arg;
+    if (rank == 0) return pidns_collectives(rank, size, path);
+    if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) return 90; /* the probe said it could */
+    pid_t child = fork(); /* the namespace's first process */
+    if (child == 0) _exit(pidns_collectives(rank, size, path));
+    int ws = 0;
+    if (child < 0 || waitpid(child, &ws, 0) != child) return 91;
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 92;
+}
+
+static int test_comm_shm_other_pid_namespace(void)
+{
+    pid_t probe = fork();
+    if (probe == 0) _exit(unshare(CLONE_NEWUSER | CLONE_NEWPID) == 0 ? 0 : errno);
+    int ws = 0;
+    CHECK(probe > 0 && waitpid(probe, &ws, 0) == probe && WIFEXITED(ws));
+    if (WEXITSTATUS(ws) != 0)
+        SKIP("this machine does not let a process make its own user and pid namespaces (unshare: %s)",
+             strerror(WEXITSTATUS(ws)));
+    return every_rank_passes(rank_in_own_pidns, 2);
 }
 
 static int test_comm_shm_rendezvous_refusals(void)
@@ -312,6 +364,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_comm_shm_rank_gone),
     LD_CASE(test_comm_shm_mismatches),
     LD_CASE(test_comm_shm_stalled_rank),
+    LD_CASE(test_comm_shm_other_pid_namespace),
     LD_CASE(test_comm_shm_rendezvous_refusals),
 };
 
