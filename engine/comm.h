@@ -80,11 +80,12 @@ typedef struct ld_comm_ops {
      * for a kind this communicator cannot reduce where it is. */
     ld_status (*all_reduce_sum_mem)(ld_comm *c, const ld_mem *m, size_t n, ld_error *err);
     ld_status (*barrier)(ld_comm *c, ld_error *err);
-    /* Optional (NULL: LD_OK): LD_OK while the group is whole, else the
-     * error that ended it (a rank failed, left, or stalled past the
-     * timeout), without waiting for anyone.  After a result read back
-     * from device memory whose collectives ran asynchronously (NCCL): an
-     * aborted collective lets the work after it run on what it left. */
+    /* Optional (NULL: LD_OK, every collective complete when it returns):
+     * where collectives run after their call returns (a process's NCCL
+     * rank), LD_OK unless the group was aborted while one of this rank's
+     * was queued, else why (a rank failed, left, or stalled past the
+     * timeout): the work queued after an aborted collective ran on what it
+     * left, so a result read back since is void.  Without waiting. */
     ld_status (*check)(ld_comm *c, ld_error *err);
     /* wakes the ranks waiting in a collective with an error; any rank may
      * call it, from any thread */

@@ -107,11 +107,13 @@ typedef struct nccl_rank {
     int wstop;
     atomic_int async; /* the asynchronous error it saw (ncclSuccess: none) */
     double timeout_s; /* a collective's time to complete (<= 0: none) */
+    int tracking;     /* the flights are followed (their events made) */
     flight fl[FLIGHTS];
     unsigned head, tail; /* fl[tail % FLIGHTS .. head % FLIGHTS): queued, not seen done */
     int in_call;         /* this rank's thread is in ncclAllGather, since call_t0 */
     double call_t0;
     atomic_int overdue;  /* the watchdog aborted for a collective past timeout_s */
+    atomic_int voided;   /* it aborted while a collective was queued or being called */
     size_t overdue_n;    /* its count of floats */
 } nccl_rank;
 
@@ -158,7 +160,8 @@ static ld_status overdue_error(const nccl_rank *r, ld_error *err)
 {
     return LD_FAIL(err, LD_ERR_MISMATCH, 0, "a collective (an all-gather of %zu float%s a rank) was not complete %g s "
                    "after it was queued: a rank of the group is alive but stalled (stopped, hung, or far slower, such "
-                   "as still loading weights); this rank's communicator was aborted", r->overdue_n, r->overdue_n == 1 ? "" : "s", r->timeout_s);
+                   "as still loading weights); this rank's communicator was aborted", r->overdue_n,
+                   r->overdue_n == 1 ? "" : "s", r->timeout_s);
 }
 
 /* LD_OK while this rank's group is whole, else why not */
@@ -207,14 +210,14 @@ static ld_status flight_begin(nccl_rank *r, size_t n, ld_error *err)
     if (!r->watching) return LD_OK;
     pthread_mutex_lock(&r->wmu);
     flights_reap(r);
-    while (r->timeout_s > 0 && r->head - r->tail == FLIGHTS && !atomic_load(&r->aborted)) {
+    while (r->tracking && r->head - r->tail == FLIGHTS && !atomic_load(&r->aborted)) {
         pthread_mutex_unlock(&r->wmu);
         nanosleep(&(struct timespec){0, 100000L}, NULL);
         pthread_mutex_lock(&r->wmu);
         flights_reap(r);
     }
     ld_status st = group_error(r, err);
-    if (st == LD_OK && r->timeout_s > 0) {
+    if (st == LD_OK && r->tracking) {
         flight *f = &r->fl[r->head++ % FLIGHTS];
         f->t0 = ld_comm_now_s();
         f->n = n;
@@ -237,7 +240,7 @@ static ld_status flight_end(nccl_rank *r, ncclResult_t e, ld_error *err)
     pthread_mutex_lock(&r->wmu);
     r->in_call = 0;
     ld_status st = group_error(r, err);
-    if (r->timeout_s > 0) {
+    if (r->tracking) {
         flight *f = &r->fl[(r->head - 1) % FLIGHTS];
         int queued = st == LD_OK && e == ncclSuccess;
         int ce = queued ? ld_cu_event_record_legacy(f->ev) : 0;
@@ -399,7 +402,7 @@ static void nc_destroy(ld_comm *c)
 static int flights_overdue(nccl_rank *r)
 {
     flights_reap(r);
-    if (r->timeout_s <= 0 || r->tail == r->head) return 0;
+    if (r->timeout_s <= 0 || !r->tracking || r->tail == r->head) return 0;
     const flight *f = &r->fl[r->tail % FLIGHTS];
     if (ld_comm_now_s() - f->t0 <= r->timeout_s) return 0;
     r->overdue_n = f->n;
@@ -417,6 +420,8 @@ static int watch_tick(nccl_rank *r)
     if (r->in_call && ld_comm_now_s() - r->call_t0 <= IN_CALL_GRACE_S) return 0;
     if (async) atomic_store(&r->async, (int)a);
     else atomic_store(&r->overdue, 1);
+    flights_reap(r);
+    if (r->in_call || r->head != r->tail || !r->tracking) atomic_store(&r->voided, 1);
     return 1;
 }
 
@@ -462,24 +467,33 @@ static void watchdog_stop(nccl_rank *r)
     r->watching = 0;
 }
 
-/* the flights' events (timeout_s > 0); on failure none, and no timeout */
+/* the flights' events; on failure none, the flights not followed (and no
+ * timeout) */
 static void flights_make(nccl_rank *r)
 {
-    for (int i = 0; r->timeout_s > 0 && i < FLIGHTS; i++)
+    for (int i = 0; i < FLIGHTS; i++)
         if (ld_cu_event_create(&r->fl[i].ev) != 0) {
             while (i-- > 0) ld_cu_event_destroy(r->fl[i].ev);
-            r->timeout_s = 0;
+            return;
         }
+    r->tracking = 1;
 }
 
 static void flights_free(nccl_rank *r)
 {
-    for (int i = 0; r->timeout_s > 0 && i < FLIGHTS; i++) ld_cu_event_destroy(r->fl[i].ev);
+    for (int i = 0; r->tracking && i < FLIGHTS; i++) ld_cu_event_destroy(r->fl[i].ev);
 }
 
+/* A process's collectives run after their call returns: one the watchdog
+ * aborted while it was queued (or being called) let the work after it run
+ * on what it left, and what this rank computed since is void.  An abort
+ * once every collective had completed (a peer that finished first and left)
+ * voids nothing.  A group of create_all reports its failures through the
+ * rank that failed (tp_forward.c). */
 static ld_status nc_check(ld_comm *c, ld_error *err)
 {
-    return group_error((nccl_rank *)c, err);
+    nccl_rank *r = (nccl_rank *)c;
+    return atomic_load(&r->voided) ? group_error(r, err) : LD_OK;
 }
 
 static const ld_comm_ops nccl_ops = {

@@ -305,15 +305,6 @@ static ld_status shm_barrier(ld_comm *c, ld_error *err)
     return shm_wait((shm_rank *)c, err);
 }
 
-static ld_status shm_check(ld_comm *c, ld_error *err)
-{
-    shm_header *h = ((shm_rank *)c)->h;
-    lock(h);
-    ld_status st = atomic_load(&h->aborted) ? aborted_error(h, c->rank, err) : LD_OK;
-    pthread_mutex_unlock(&h->mu);
-    return st;
-}
-
 static void shm_abort(ld_comm *c)
 {
     shm_header *h = ((shm_rank *)c)->h;
@@ -335,7 +326,6 @@ static const ld_comm_ops shm_ops = {
     .all_reduce_sum = shm_all_reduce_sum,
     .all_reduce_sum_mem = shm_all_reduce_sum_mem,
     .barrier = shm_barrier,
-    .check = shm_check,
     .abort = shm_abort,
     .destroy = shm_destroy,
 };

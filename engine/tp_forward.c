@@ -232,7 +232,7 @@ static void run_rank(tp_rank *r)
     if (r->st == LD_OK) r->st = rank_finish(r);
     if (r->st == LD_OK) r->st = rank_eval(r);
     if (r->st == LD_OK) r->st = rank_finish(r);
-    /* a collective aborted under it (NCCL's run asynchronously: another
+    /* a collective aborted while queued (a process's NCCL rank: another
        process's rank stalled or gone) let the work after it run on what
        it left: the eval is void */
     if (r->st == LD_OK) r->st = ld_comm_check(r->comm, &r->err);

@@ -236,10 +236,11 @@ static int nccl_by_rank(float b[2][5], float g[2][10])
  * its own and leaves; rank 0, calling nothing meanwhile, finds its
  * communicator aborted by its watchdog (NCCL's asynchronous error polled)
  * when it next calls a collective.  Without the watchdog the message would
- * be the all-gather's own.  Or (stall) rank 1 stays, alive, calling
+ * be the all-gather's own; ld_comm_check, asked before, voids nothing (no
+ * collective was queued).  Or (stall) rank 1 stays, alive, calling
  * nothing until rank 0 is done: rank 0's collective, which NCCL would wait
- * for without end, fails once it is timeout_s old, saying so, and so does
- * ld_comm_check after it. */
+ * for without end, fails once it is timeout_s old, saying so, and
+ * ld_comm_check after it says what was queued is void. */
 typedef struct watch_job {
     const unsigned char *id;
     int rank, stall;
@@ -281,6 +282,7 @@ static void *watch_main(void *arg)
     } else {
         while (!atomic_load(j->left)) nanosleep(&(struct timespec){0, 10000000L}, NULL);
         nanosleep(&(struct timespec){0, 500000000L}, NULL); /* five of the watchdog's polls */
+        j->check_st = ld_comm_check(c, &j->check_err); /* nothing was queued: nothing void */
         j->st = ld_comm_all_reduce_sum(c, &one, 1, &j->err);
     }
     ld_comm_destroy(c);
@@ -310,6 +312,7 @@ static int nccl_watchdog(void)
     CHECK_MSG(j[1].st == LD_OK, "rank 1: %s", j[1].err.msg);
     CHECK_MSG(j[0].st == LD_ERR_MISMATCH && strstr(j[0].err.msg, "NCCL's asynchronous error"),
               "rank 0 after rank 1 left: %d %s", j[0].st, j[0].err.msg);
+    CHECK_MSG(j[0].check_st == LD_OK, "aborted with nothing queued, yet void: %s", j[0].check_err.msg);
     fprintf(stderr, "  nccl watchdog: %s\n", j[0].err.msg);
     /* a stalled peer, timeout 0.5 s: rank 0 fails after it (and the grace
        its thread is given in a call: the emulator's collectives run there) */
