@@ -630,6 +630,7 @@ ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES]
     (void)size;
     (void)rank;
     (void)device;
+    (void)timeout_s;
     (void)out;
     return no_nccl(err);
 }
