@@ -14,6 +14,10 @@
 /* seconds on the monotonic clock */
 double ld_comm_now_s(void);
 
+/* the time on that clock timeout_s from now (<= 0: none, a time never
+ * reached) */
+double ld_comm_deadline_s(double timeout_s);
+
 /* the monotonic clock's time `ns` nanoseconds from now (< 1 s): the
  * deadline of a timed wait on a condition variable set to that clock */
 struct timespec ld_comm_in_ns(long ns);

@@ -25,6 +25,11 @@ double ld_comm_now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+double ld_comm_deadline_s(double timeout_s)
+{
+    return timeout_s > 0 ? ld_comm_now_s() + timeout_s : 1e300;
+}
+
 struct timespec ld_comm_in_ns(long ns)
 {
     struct timespec t;
@@ -98,7 +103,7 @@ static ld_status join_nccl(const ld_comm_join_opts *o, ld_comm **out, ld_error *
     if (!ld_comm_nccl_available())
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "this build has no NCCL (configure with CUDA and NCCL found)");
     unsigned char id[LD_COMM_NCCL_ID_BYTES];
-    double deadline = ld_comm_now_s() + (o->timeout_s > 0 ? o->timeout_s : 1e9);
+    double deadline = ld_comm_deadline_s(o->timeout_s);
     if (o->rank == 0) {
         LD_TRY(ld_comm_nccl_unique_id(id, err));
         LD_TRY(write_id(o->path, id, err));

@@ -102,7 +102,7 @@ typedef struct nccl_rank {
     /* a create_rank process's watchdog (below) */
     pthread_t watchdog;
     int watching;
-    pthread_mutex_t wmu; /* the watchdog's state, the flights, in_call */
+    pthread_mutex_t wmu; /* the watchdog's state, the flights, call_t0 */
     pthread_cond_t wcv;
     int wstop;
     atomic_int async; /* the asynchronous error it saw (ncclSuccess: none) */
@@ -110,8 +110,7 @@ typedef struct nccl_rank {
     int tracking;     /* the flights are followed (their events made) */
     flight fl[FLIGHTS];
     unsigned head, tail; /* fl[tail % FLIGHTS .. head % FLIGHTS): queued, not seen done */
-    int in_call;         /* this rank's thread is in ncclAllGather, since call_t0 */
-    double call_t0;
+    double call_t0;      /* this rank's thread is in ncclAllGather since (0: it is not) */
     atomic_int overdue;  /* the watchdog aborted for a collective past timeout_s */
     atomic_int voided;   /* it aborted while a collective was queued or being called */
     size_t overdue_n;    /* its count of floats */
@@ -203,8 +202,8 @@ static void flights_reap(nccl_rank *r)
 
 /* Before ncclAllGather of n floats: the communicator not aborted (checked
  * under the watchdog's lock, so that it does not abort, freeing the
- * communicator, between this check and the call: it waits for in_call to
- * end), the flight queued (the oldest waited for when FLIGHTS are). */
+ * communicator, between this check and the call: it waits for the call
+ * to end), the flight queued (the oldest waited for when FLIGHTS are). */
 static ld_status flight_begin(nccl_rank *r, size_t n, ld_error *err)
 {
     if (!r->watching) return LD_OK;
@@ -223,10 +222,7 @@ static ld_status flight_begin(nccl_rank *r, size_t n, ld_error *err)
         f->n = n;
         f->recorded = 0;
     }
-    if (st == LD_OK) {
-        r->in_call = 1;
-        r->call_t0 = ld_comm_now_s();
-    }
+    if (st == LD_OK) r->call_t0 = ld_comm_now_s();
     pthread_mutex_unlock(&r->wmu);
     return st;
 }
@@ -238,7 +234,7 @@ static ld_status flight_end(nccl_rank *r, ncclResult_t e, ld_error *err)
 {
     if (!r->watching) return LD_OK;
     pthread_mutex_lock(&r->wmu);
-    r->in_call = 0;
+    r->call_t0 = 0;
     ld_status st = group_error(r, err);
     if (r->tracking) {
         flight *f = &r->fl[(r->head - 1) % FLIGHTS];
@@ -390,7 +386,7 @@ static void nc_destroy(ld_comm *c)
  * Either aborts the communicator, which makes NCCL's waiting kernels
  * return, so the replay ends with an error (group_error says which)
  * instead of hanging.  NCCL frees an aborted communicator: the thread does
- * not abort while this rank's thread is in ncclAllGather (in_call, under
+ * not abort while this rank's thread is in ncclAllGather (call_t0, under
  * the same lock as the check before the call), unless it has been in it
  * for IN_CALL_GRACE_S: NCCL queues a collective in microseconds, and a
  * call that does not return is itself part of the hang (the emulator's
@@ -398,10 +394,10 @@ static void nc_destroy(ld_comm *c)
 #define WATCH_MS 100
 #define IN_CALL_GRACE_S 1.0
 
-/* Under wmu: the oldest flight is past timeout_s (its size noted). */
+/* Under wmu, the flights reaped: the oldest is past timeout_s (its size
+ * noted). */
 static int flights_overdue(nccl_rank *r)
 {
-    flights_reap(r);
     if (r->timeout_s <= 0 || !r->tracking || r->tail == r->head) return 0;
     const flight *f = &r->fl[r->tail % FLIGHTS];
     if (ld_comm_now_s() - f->t0 <= r->timeout_s) return 0;
@@ -410,18 +406,19 @@ static int flights_overdue(nccl_rank *r)
 }
 
 /* Under wmu: why the communicator must be aborted now (0: it need not, or
- * not yet: the rank's thread is in a call, see above). */
+ * not yet: the rank's thread is in a call, see above), and whether that
+ * voids what this rank has queued. */
 static int watch_tick(nccl_rank *r)
 {
+    flights_reap(r);
     ncclResult_t a = ncclSuccess;
     int async = ncclCommGetAsyncError(r->comm, &a) == ncclSuccess && a != ncclSuccess && a != ncclInProgress;
     int overdue = !async && flights_overdue(r);
     if (!async && !overdue) return 0;
-    if (r->in_call && ld_comm_now_s() - r->call_t0 <= IN_CALL_GRACE_S) return 0;
+    if (r->call_t0 && ld_comm_now_s() - r->call_t0 <= IN_CALL_GRACE_S) return 0;
     if (async) atomic_store(&r->async, (int)a);
     else atomic_store(&r->overdue, 1);
-    flights_reap(r);
-    if (r->in_call || r->head != r->tail || !r->tracking) atomic_store(&r->voided, 1);
+    if (r->call_t0 || r->head != r->tail || !r->tracking) atomic_store(&r->voided, 1);
     return 1;
 }
 

@@ -17,15 +17,15 @@
  *
  * Nothing hangs when a rank dies: waits are timed, and a waiting rank
  * checks that the others' processes are still there (kill(pid, 0), and
- * /proc for a zombie not reaped yet); a
- * rank that died holding the mutex is seen through the robust mutex.
- * Either aborts the group.  A rank in another pid namespace (another
- * container sharing the file) has a pid that means nothing here: each
- * rank notes its namespace, and a rank's pid is looked up only from its
- * own (the others rely on the robust mutex and the timeout).  Nor
- * when a rank is alive but stalled (stopped, hung, or far slower than the
+ * /proc for a zombie not reaped yet); a rank that died holding the mutex
+ * is seen through the robust mutex.  Either aborts the group.  Nor when a
+ * rank is alive but stalled (stopped, hung, or far slower than the
  * others): a wait longer than the group's collective timeout aborts it,
- * naming the ranks that had not arrived (the header's `in` mask).
+ * naming the ranks that had not arrived (the header's `in` mask).  A rank
+ * in another pid namespace (another container sharing the file) has a pid
+ * that means nothing here: each rank notes its namespace, and a rank's pid
+ * is looked up only from its own (the others rely on the robust mutex and
+ * the timeout).
  *
  * Bootstrap: rank 0 creates the file under a temporary name, sets it up
  * and publishes it with link(2), which fails when the name exists (a
@@ -66,7 +66,7 @@ typedef struct shm_header {
     atomic_uint gen;        /* barrier generation, bumped under mu */
     atomic_int aborted;
     int32_t dead;           /* the rank found gone (-1: none) */
-    int32_t arrived, joined;
+    int32_t joined;
     uint64_t in;            /* the ranks arrived at the current barrier (bit k: rank k) */
     uint64_t stalled;       /* the ranks a timed-out wait found missing (0: none) */
     double stall_s;         /* that wait's timeout */
@@ -195,12 +195,17 @@ static void sleep_tick(shm_header *h, uint64_t ns)
     }
 }
 
+/* the mask of every rank */
+static uint64_t all_ranks(const shm_header *h)
+{
+    return h->size == 64 ? ~(uint64_t)0 : ((uint64_t)1 << h->size) - 1;
+}
+
 /* Under the lock, once a wait has outlived the timeout: the ranks not
  * arrived yet are stalled, the group aborted. */
 static void give_up_waiting(shm_header *h, double wait_s)
 {
-    uint64_t all = h->size == 64 ? ~(uint64_t)0 : ((uint64_t)1 << h->size) - 1;
-    h->stalled = all & ~h->in;
+    h->stalled = all_ranks(h) & ~h->in;
     h->stall_s = wait_s;
     abort_locked(h);
 }
@@ -220,8 +225,7 @@ static ld_status shm_wait(shm_rank *r, ld_error *err)
     }
     unsigned gen = atomic_load(&h->gen);
     h->in |= (uint64_t)1 << self;
-    if (++h->arrived == h->size) {
-        h->arrived = 0;
+    if (h->in == all_ranks(h)) {
         h->in = 0;
         atomic_fetch_add(&h->gen, 1);
         pthread_cond_broadcast(&h->cv);
@@ -229,13 +233,12 @@ static ld_status shm_wait(shm_rank *r, ld_error *err)
         return LD_OK;
     }
     pthread_mutex_unlock(&h->mu);
-    double deadline = r->wait_s > 0 ? ld_comm_now_s() + r->wait_s : 0;
+    double deadline = ld_comm_deadline_s(r->wait_s);
     ld_spin_on_gen(&h->gen, gen, &h->aborted, SPIN_NS);
     lock(h);
     while (atomic_load(&h->gen) == gen && !atomic_load(&h->aborted)) {
-        sleep_tick(h, r->pidns);
-        if (deadline && atomic_load(&h->gen) == gen && !atomic_load(&h->aborted) && ld_comm_now_s() > deadline)
-            give_up_waiting(h, r->wait_s);
+        if (ld_comm_now_s() > deadline) give_up_waiting(h, r->wait_s);
+        else sleep_tick(h, r->pidns);
     }
     int failed = atomic_load(&h->gen) == gen;
     pthread_mutex_unlock(&h->mu);
@@ -449,7 +452,7 @@ ld_status ld_comm_shm_join(const char *path, int size, int rank, double timeout_
     if (!path || !*path || strlen(path) > 4096) return LD_FAIL(err, LD_ERR_USAGE, 0, "a rendezvous path, please");
     shm_rank *r = calloc(1, sizeof *r);
     if (!r) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    double deadline = ld_comm_now_s() + (timeout_s > 0 ? timeout_s : 1e9);
+    double deadline = ld_comm_deadline_s(timeout_s);
     void *map = NULL;
     ld_status st = rank == 0 ? create_file(path, size, &map, err) : open_file(path, size, deadline, &map, err);
     if (st == LD_OK) {

@@ -74,7 +74,6 @@ static ld_status aborted_error(ld_error *err)
     return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");
 }
 
-
 /* Waits until every rank arrives; an error when the group is aborted
  * before that.  The last to arrive bumps the generation; the others spin
  * on it for up to SPIN_NS (a decode step runs two all-reduces per layer,

@@ -439,7 +439,6 @@ ld_backend *ld_tp_session_rank_backend(ld_tp_session *s, int rank)
     return r ? r->be : NULL;
 }
 
-
 static void stop_threads(ld_tp_session *s)
 {
     pthread_mutex_lock(&s->mu);

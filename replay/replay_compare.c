@@ -279,6 +279,28 @@ static ld_status check_slice(ld_replay_engine *e, const ld_request *r, const ld_
     return st;
 }
 
+/* the check side of check_whole: r replayed on `other` alone (its
+ * defaults) and compared with the split replay's planes da and results */
+static ld_status whole_on_other(ld_replay_engine *e, const ld_request *r, const ld_replay_opts *opts,
+                                const char *other, int n_threads, const ld_replay_dump *da, ld_backend_cmp *out,
+                                ld_error *err)
+{
+    ld_replay_dump db = {0};
+    e->tp = 0;
+    ld_status st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
+    if (st == LD_OK) {
+        snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
+        compare_planes(da, db.rows, out);
+        for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
+            double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);
+            if (d > out->max_dlogprob) out->max_dlogprob = d;
+            if (out->b.pos[i].rank != out->a.pos[i].rank) out->rank_changes++;
+        }
+    }
+    ld_replay_dump_free(&db);
+    return st;
+}
+
 /* the check of the whole model on `other` against `backend`: the split
  * replay first, so that a group of processes has done its collectives
  * before rank 0 alone runs the check side (the others would otherwise wait
@@ -288,23 +310,11 @@ static ld_status check_whole(ld_replay_engine *e, const ld_request *r, const ld_
                              const char *backend, const char *kernels, int tp, const char *other, int n_threads,
                              ld_backend_cmp *out, ld_error *err)
 {
-    ld_replay_dump da = {0}, db = {0};
-    int side = runs_check_side(e);
+    ld_replay_dump da = {0};
     ld_status st = replay_primary(e, r, opts, n_threads, backend, kernels, tp, &da, out, err);
     if (st == LD_OK) st = planes_alloc(out, &da, 0, da.n_layers + 1, err);
-    e->tp = 0; /* the check side: `other` alone, its defaults */
-    if (st == LD_OK && side) st = replay_all(e, r, opts, n_threads, other, NULL, &db, &out->b, err);
-    if (st == LD_OK && side) snprintf(out->name_b, sizeof out->name_b, "%s", ld_replay_engine_backend(e));
-    if (st == LD_OK && side) {
-        compare_planes(&da, db.rows, out);
-        for (size_t i = 0; i < out->a.n_output && i < out->b.n_output; i++) {
-            double d = fabs(out->b.pos[i].logprob - out->a.pos[i].logprob);
-            if (d > out->max_dlogprob) out->max_dlogprob = d;
-            if (out->b.pos[i].rank != out->a.pos[i].rank) out->rank_changes++;
-        }
-    }
+    if (st == LD_OK && runs_check_side(e)) st = whole_on_other(e, r, opts, other, n_threads, &da, out, err);
     ld_replay_dump_free(&da);
-    ld_replay_dump_free(&db);
     return st;
 }
 

@@ -23,7 +23,7 @@ static ld_status open_backend(const ld_replay_engine *e, const char *name, const
     if (!name || strcmp(name, "cpu") == 0) return ld_backend_cpu_create_ex(n_threads, 1, kernels, be, err);
     if (strcmp(name, "ref") == 0) return ld_backend_cpu_create_ex(n_threads, 0, kernels, be, err);
     if (strcmp(name, "cuda") == 0) /* op=ref|custom, matmul=tc, graphs=N */
-        return e->tp ? ld_backend_cuda_create_unbound(e->world ? e->world_device : 0, kernels, be, err)
+        return e->tp ? ld_backend_cuda_create_unbound(e->world ? e->tpo.device : 0, kernels, be, err)
                      : ld_backend_cuda_create(0, kernels, be, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
@@ -148,7 +148,7 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     snprintf(e->tp_backend, sizeof e->tp_backend, "%s", b);
     int per = n_threads / n;
     e->tp = n;
-    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per, e->world, e->world_device};
+    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per, e->world, e->tpo.device};
     return ld_replay_engine_set_backend(e, b, kernels, n_threads, err); /* e->tp set: unbound (open_backend) */
 }
 
@@ -159,7 +159,6 @@ ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank 
     ld_comm_join_opts o = {strcmp(e->tp_backend, "cuda") == 0 ? "nccl" : "shm", r->rendezvous, e->tp, r->rank,
                            r->device, r->timeout_s};
     LD_TRY(ld_comm_join(&o, &e->world, err));
-    e->world_device = r->device;
     e->tpo.comm = e->world;
     e->tpo.device = r->device;
     if (strcmp(e->tp_backend, "cuda") != 0) return LD_OK;

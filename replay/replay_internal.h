@@ -14,8 +14,8 @@ struct ld_replay_engine {
     ld_tp_opts tpo;       /* with tp: what each rank runs (tpo.backend / kernels point below) */
     char tp_backend[8];
     char *tp_kernels;     /* owned, NULL when none */
-    ld_comm *world;       /* this process's rank of a group of processes (ld_replay_engine_join_tp), owned; NULL: none */
-    int world_device;
+    ld_comm *world;       /* this process's rank of a group of processes (ld_replay_engine_join_tp), owned; NULL: none;
+                             its GPU is tpo.device */
     ld_tok *tok;          /* NULL when none */
     char tok_error[256];  /* why there is none ("" when no tokenizer.json) */
 };

@@ -80,6 +80,21 @@ static int run_ranks(rank_fn fn, int size, const char *path, void *arg, int *sta
         }                \
     } while (0)
 
+/* fn (given arg) as `size` forked ranks at a fresh rendezvous: every rank
+ * exits 0, and rank 0 has removed the rendezvous name */
+static int every_rank_passes(rank_fn fn, int size, void *arg)
+{
+    char path[600];
+    fresh_path(path, sizeof path);
+    int st[16];
+    CHECK(size <= 16 && run_ranks(fn, size, path, arg, st) == 0);
+    for (int r = 0; r < size; r++) CHECK_MSG(st[r] == 0, "%d ranks: rank %d exit %d", size, r, st[r]);
+    struct stat sb;
+    CHECK_MSG(stat(path, &sb) != 0, "rank 0 removes the rendezvous name");
+    remove_path(path);
+    return 0;
+}
+
 /* one gather and one reduce of n floats, checked */
 static int collectives(ld_comm *c, int rank, int size, size_t n)
 {
@@ -136,16 +151,8 @@ static int test_comm_shm_collectives(void)
         differs += a != b;
     }
     CHECK(differs > 0);
-    for (int size = 1; size <= 4; size++) {
-        char path[600];
-        fresh_path(path, sizeof path);
-        int st[16];
-        CHECK(run_ranks(rank_collectives, size, path, NULL, st) == 0);
-        for (int r = 0; r < size; r++) CHECK_MSG(st[r] == 0, "size %d rank %d exit %d", size, r, st[r]);
-        struct stat sb;
-        CHECK_MSG(stat(path, &sb) != 0, "rank 0 removes the rendezvous name");
-        remove_path(path);
-    }
+    for (int size = 1; size <= 4; size++)
+        if (every_rank_passes(rank_collectives, size, NULL)) return 1;
     return 0;
 }
 
@@ -177,13 +184,8 @@ static int rank_left_behind(int rank, int size, const char *path, void *arg)
 static int test_comm_shm_rank_gone(void)
 {
     for (int by_abort = 0; by_abort <= 1; by_abort++) {
-        char path[600];
-        fresh_path(path, sizeof path);
         leaver l = {2, by_abort};
-        int st[3];
-        CHECK(run_ranks(rank_left_behind, 3, path, &l, st) == 0);
-        for (int r = 0; r < 3; r++) CHECK_MSG(st[r] == 0, "abort %d rank %d exit %d", by_abort, r, st[r]);
-        remove_path(path);
+        CHECK_MSG(every_rank_passes(rank_left_behind, 3, &l) == 0, "by abort: %d", by_abort);
     }
     return 0;
 }
@@ -218,14 +220,7 @@ static int rank_wrong_size(int rank, int size, const char *path, void *arg)
 static int test_comm_shm_mismatches(void)
 {
     rank_fn fns[] = {rank_counts_differ, rank_wrong_size};
-    for (int k = 0; k < 2; k++) {
-        char path[600];
-        fresh_path(path, sizeof path);
-        int st[2];
-        CHECK(run_ranks(fns[k], 2, path, NULL, st) == 0);
-        CHECK_MSG(st[0] == 0 && st[1] == 0, "case %d: exits %d %d", k, st[0], st[1]);
-        remove_path(path);
-    }
+    for (int k = 0; k < 2; k++) CHECK_MSG(every_rank_passes(fns[k], 2, NULL) == 0, "case %d", k);
     return 0;
 }
 
@@ -257,21 +252,9 @@ static int rank_stalls(int rank, int size, const char *path, void *arg)
     return 0;
 }
 
-/* fn as `size` forked ranks at a fresh rendezvous: every rank exits 0 */
-static int every_rank_passes(rank_fn fn, int size)
-{
-    char path[600];
-    fresh_path(path, sizeof path);
-    int st[16];
-    CHECK(size <= 16 && run_ranks(fn, size, path, NULL, st) == 0);
-    for (int r = 0; r < size; r++) CHECK_MSG(st[r] == 0, "rank %d exit %d", r, st[r]);
-    remove_path(path);
-    return 0;
-}
-
 static int test_comm_shm_stalled_rank(void)
 {
-    return every_rank_passes(rank_stalls, 3);
+    return every_rank_passes(rank_stalls, 3, NULL);
 }
 
 /* A rank in another pid namespace, as in another container sharing the
@@ -315,7 +298,7 @@ static int test_comm_shm_other_pid_namespace(void)
     if (WEXITSTATUS(ws) != 0)
         SKIP("this machine does not let a process make its own user and pid namespaces (unshare: %s)",
              strerror(WEXITSTATUS(ws)));
-    return every_rank_passes(rank_in_own_pidns, 2);
+    return every_rank_passes(rank_in_own_pidns, 2, NULL);
 }
 
 static int test_comm_shm_rendezvous_refusals(void)

@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "backend_cuda.h"
 #include "comm.h"
+#include "comm_file.h"
 #include "fixtures.h"
 #include "forward.h"
 #include "ld_test.h"
@@ -251,13 +252,6 @@ typedef struct watch_job {
     double took_s;
 } watch_job;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void *watch_main(void *arg)
 {
     watch_job *j = arg;
@@ -274,9 +268,9 @@ static void *watch_main(void *arg)
         ld_comm_abort(c);
         atomic_store(j->left, 1);
     } else if (j->stall) {
-        double t0 = now_s();
+        double t0 = ld_comm_now_s();
         j->st = ld_comm_all_reduce_sum(c, &one, 1, &j->err);
-        j->took_s = now_s() - t0;
+        j->took_s = ld_comm_now_s() - t0;
         j->check_st = ld_comm_check(c, &j->check_err);
         atomic_store(j->left, 1);
     } else {
@@ -294,7 +288,7 @@ static int watch_pair(watch_job j[2], int stall, double timeout_s)
     unsigned char id[LD_COMM_NCCL_ID_BYTES];
     ld_error err;
     CHECK_MSG(ld_comm_nccl_unique_id(id, &err) == LD_OK, "%s", err.msg);
-    static atomic_int left;
+    atomic_int left;
     atomic_init(&left, 0);
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
