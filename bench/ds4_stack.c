@@ -526,10 +526,11 @@ static ld_status run_batch(ld_ds4_session *lead, const opts *o, int V, double *t
     for (int i = 1; st == LD_OK && i < B; i++)
         st = ld_ds4_session_create_sibling(lead, o->prompt + o->decode + 1, &s[i], err);
     /* the prompts but their last token, then the last with logits */
-    for (int i = 0; st == LD_OK && i < B; i++) parts[i] = (ld_ds4_session_part){s[i], toks, o->prompt - 1, NULL};
+    for (int i = 0; st == LD_OK && i < B; i++) parts[i] = (ld_ds4_session_part){s[i], toks, o->prompt - 1, NULL, NULL};
     if (st == LD_OK && o->prompt > 1) st = ld_ds4_session_eval_batch(parts, B, err);
     for (int i = 0; st == LD_OK && i < B; i++)
-        parts[i] = (ld_ds4_session_part){s[i], toks + o->prompt - 1, 1, logits + (size_t)i * (size_t)V};
+        parts[i] = (ld_ds4_session_part){s[i], toks + o->prompt - 1, 1, logits + (size_t)i * (size_t)V,
+                                              NULL};
     if (st == LD_OK) st = ld_ds4_session_eval_batch(parts, B, err);
     double t0 = ld_bench_now();
     for (int k = 0; st == LD_OK && k <= o->decode; k++) { /* the first untimed, as run()'s */

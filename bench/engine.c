@@ -67,9 +67,9 @@ static double batch_decode(ld_lm_session *lead, int B, int max_seq, const int32_
     s[0] = lead;
     for (int i = 1; i < B && st == LD_OK; i++) st = ld_lm_session_create_sibling(lead, max_seq, &s[i], err);
     /* the prompts but their last token, then the last with logits */
-    for (int i = 0; i < B; i++) parts[i] = (ld_lm_part){s[i], prompt, P - 1, NULL};
+    for (int i = 0; i < B; i++) parts[i] = (ld_lm_part){s[i], prompt, P - 1, NULL, NULL};
     if (st == LD_OK && P > 1) st = ld_lm_eval_batch(parts, B, err);
-    for (int i = 0; i < B; i++) parts[i] = (ld_lm_part){s[i], prompt + P - 1, 1, logits + (size_t)i * (size_t)V};
+    for (int i = 0; i < B; i++) parts[i] = (ld_lm_part){s[i], prompt + P - 1, 1, logits + (size_t)i * (size_t)V, NULL};
     if (st == LD_OK) st = ld_lm_eval_batch(parts, B, err);
     double t0 = ld_bench_now();
     for (int k = 0; st == LD_OK && k < decode; k++) {

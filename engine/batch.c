@@ -46,7 +46,7 @@ static int next_round(const ld_batch_seq *p, int n, int budget, int *done, ld_ba
         if (t > budget - N) t = budget - N;
         if (t <= 0) continue;
         float *lg = p[i].logits ? p[i].logits + (size_t)done[i] * (size_t)p[i].vocab : NULL;
-        rows[(*nrows)++] = (ld_batch_rows){i, N, t, done[i], lg};
+        rows[(*nrows)++] = (ld_batch_rows){i, N, t, done[i], lg, p[i].hidden, p[i].T};
         memcpy(tokens + N, p[i].tokens + done[i], (size_t)t * sizeof *tokens);
         done[i] += t;
         N += t;
@@ -83,6 +83,37 @@ ld_status ld_batch_logits(ld_backend *be, ld_buf *out, const ld_buf *x, const ld
             LD_TRY(be->ops->buf_read(be, out, (size_t)rows[i].row * vocab, rows[i].logits, (size_t)rows[i].n * vocab,
                                      err));
     return LD_OK;
+}
+
+int ld_batch_wants_hidden(const ld_batch_rows *rows, int nrows)
+{
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].hidden) return 1;
+    return 0;
+}
+
+/* where row t0 of plane `plane` of r's hidden planes starts */
+static float *plane_rows(const ld_batch_rows *r, int plane, size_t width)
+{
+    return r->hidden + ((size_t)plane * (size_t)r->T + (size_t)r->t0) * width;
+}
+
+ld_status ld_batch_trace(ld_backend *be, const ld_buf *src, const ld_batch_rows *rows, int nrows, int plane,
+                         size_t width, ld_error *err)
+{
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].hidden)
+            LD_TRY(be->ops->buf_read(be, src, (size_t)rows[i].row * width, plane_rows(&rows[i], plane, width),
+                                     (size_t)rows[i].n * width, err));
+    return LD_OK;
+}
+
+void ld_batch_trace_host(const float *src, const ld_batch_rows *rows, int nrows, int plane, size_t width)
+{
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].hidden)
+            memcpy(plane_rows(&rows[i], plane, width), src + (size_t)rows[i].row * width,
+                   (size_t)rows[i].n * width * sizeof *src);
 }
 
 ld_status ld_batch_bind_rows(ld_backend *be, ld_buf **const *src, ld_buf **const *dst, const size_t *w, int n,

@@ -18,6 +18,7 @@ typedef struct ld_batch_seq {
     const int32_t *tokens;   /* [T] */
     int T;
     float *logits;           /* [T][vocab], NULL: not wanted */
+    float *hidden;           /* [planes][T][width] (the family's planes), NULL: not wanted */
     int cap;                 /* its session's max_batch: its rows a round at most */
     int pos, max_seq, vocab; /* its session's, for the checks */
     int same;                /* 1: of the lead's model, backend and variants */
@@ -33,6 +34,9 @@ typedef struct ld_batch_rows {
     int n;          /* its rows */
     int t0;         /* its first token's index in its tokens */
     float *logits;  /* where its rows' logits go ([n][vocab]), NULL: not wanted */
+    float *hidden;  /* its part's hidden planes [planes][T][width] (from row
+                       t0 of each plane), NULL: not wanted */
+    int T;          /* its part's tokens, the planes' height */
 } ld_batch_rows;
 
 /* Runs one round: rows [nrows], tokens [N] (one part's after another). */
@@ -52,6 +56,16 @@ ld_status ld_batch_run(const ld_batch_seq *parts, int n, int budget, int has_vie
  * each part's rows to its logits. */
 ld_status ld_batch_logits(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *lm_head,
                           const ld_batch_rows *rows, int nrows, int N, size_t vocab, ld_error *err);
+
+/* Whether any of the round's parts wants its hidden planes. */
+int ld_batch_wants_hidden(const ld_batch_rows *rows, int nrows);
+
+/* Plane `plane` of each of the round's parts that wants its hidden
+ * planes: its rows of the round's [N][width] rows, from the backend's
+ * buffer `src` (ld_batch_trace) or the host's (ld_batch_trace_host). */
+ld_status ld_batch_trace(ld_backend *be, const ld_buf *src, const ld_batch_rows *rows, int nrows, int plane,
+                         size_t width, ld_error *err);
+void ld_batch_trace_host(const float *src, const ld_batch_rows *rows, int nrows, int plane, size_t width);
 
 /* A part's row buffers while its core runs on a batch: each of the part's
  * session's fields dst[k] (k < n, at most LD_BATCH_MAX_BUFS) points at a

@@ -63,8 +63,10 @@ struct ld_ds_session {
     ld_ds_reduce_fn reduce;                  /* tensor parallelism: NULL = none */
     void *reduce_ctx;
     /* a batch's chunk, this session leading (its weights and scratch): the
-       sequences whose attention runs on their rows; NULL outside one */
+       sequences whose attention runs on their rows, and the round's rows
+       (batch.h: where each part's rows and hidden planes go); NULL outside one */
     const struct ds_part *parts;
+    const ld_batch_rows *rows;
     int nparts;
     int borrowed; /* 1: the weights are a lead's (ld_ds_session_create_sibling) */
     int first, last; /* the layers it runs: all, or a slice's (ld_ds_session_create_slice) */
@@ -368,12 +370,14 @@ void ld_ds_session_reset(ld_ds_session *s)
     s->pos = 0;
 }
 
-/* rows [t0, t0+n) of plane p of hidden [planes][T][D] */
+/* rows [t0, t0+n) of plane p of hidden [planes][T][D]; in a batch's
+ * chunk, each part's rows into its own planes */
 static ld_status trace(ld_ds_session *s, const ld_buf *b, float *hidden, int plane, int T, int t0, int n,
                        ld_error *err)
 {
-    if (!hidden) return LD_OK;
     size_t D = (size_t)s->m->cfg.hidden;
+    if (s->rows) return ld_batch_trace(s->be, b, s->rows, s->nparts, plane, D, err);
+    if (!hidden) return LD_OK;
     if (s->slice) plane -= s->first + 1; /* a slice's out holds the planes after its layers */
     return OPS(s)->buf_read(s->be, b, 0, hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, (size_t)n * D,
                             err);
@@ -807,9 +811,11 @@ static ld_status batch_chunk(ld_ds_session *s, const ds_part *p, const ld_batch_
                              const int32_t *tokens, int N, ld_error *err)
 {
     s->parts = p;
+    s->rows = rows;
     s->nparts = np;
     ld_status st = rows_forward(s, tokens, N, N, 0, NULL, NULL, NULL, err);
     s->parts = NULL;
+    s->rows = NULL;
     s->nparts = 0;
     LD_TRY(st);
     LD_TRY(ld_batch_logits(s->be, s->logits, s->xb, s->lm_head, rows, np, N, (size_t)s->m->cfg.vocab, err));
@@ -829,7 +835,8 @@ static ld_status batch_round(void *ctx, const ld_batch_rows *rows, int nrows, co
     batch_ctx *b = ctx;
     ld_ds_session *w = b->parts[0].s;
     /* a round of the lead's rows alone is a plain chunk */
-    if (nrows == 1 && rows[0].part == 0) return chunk(w, tokens, N, N, 0, rows[0].logits, NULL, NULL, NULL, err);
+    if (nrows == 1 && rows[0].part == 0)
+        return chunk(w, tokens, N, rows[0].T, rows[0].t0, b->parts[0].logits, b->parts[0].hidden, NULL, NULL, err);
     for (int k = 0; k < nrows; k++) b->p[k] = (ds_part){b->parts[rows[k].part].s, rows[k].row, rows[k].n};
     return batch_chunk(w, b->p, rows, nrows, tokens, N, err);
 }
@@ -858,7 +865,8 @@ ld_status ld_ds_session_eval_batch(const ld_ds_session_part *parts, int n, ld_er
                          "(ld_ds_session_eval_slice), not tokens");
             break;
         }
-        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
+        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, parts[i].hidden,
+                                 s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
                                  s && (s->reduce != w->reduce || s->reduce_ctx != w->reduce_ctx)};
     }

@@ -106,8 +106,10 @@ struct ld_ds4_session {
     ld_ds4_reduce_fn reduce; /* tensor parallelism: NULL = none */
     void *reduce_ctx;
     /* a batch's chunk, this session leading (its weights and scratch): the
-       sequences whose attention runs on their rows; NULL outside one */
+       sequences whose attention runs on their rows, and the round's rows
+       (batch.h: where each part's rows and hidden planes go); NULL outside one */
     const ds4_part *parts;
+    const ld_batch_rows *rows;
     int nparts;
     int borrowed; /* 1: the weights are a lead's (ld_ds4_session_create_sibling) */
     int first, last; /* the layers it runs: all, or a slice's (ld_ds4_session_create_slice) */
@@ -1199,11 +1201,16 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, con
     return LD_OK;
 }
 
-/* plane p of hidden [planes][T][D]: rows [t0, t0+n) from host `src` */
+/* plane p of hidden [planes][T][D]: rows [t0, t0+n) from host `src`; in
+ * a batch's chunk, each part's rows into its own planes */
 static void trace(ld_ds4_session *s, const float *src, float *hidden, int plane, int T, int t0, int n)
 {
-    if (!hidden) return;
     size_t D = (size_t)s->m->cfg.hidden;
+    if (s->rows) {
+        ld_batch_trace_host(src, s->rows, s->nparts, plane, D);
+        return;
+    }
+    if (!hidden) return;
     if (s->slice) plane -= s->first + 1; /* a slice's out holds the planes after its layers */
     memcpy(hidden + ((size_t)plane * (size_t)T + (size_t)t0) * D, src, (size_t)n * D * sizeof *src);
 }
@@ -1423,6 +1430,13 @@ static ld_status hc_head(ld_ds4_session *s, int n, ld_error *err)
     return o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
 }
 
+/* whether the rows being run trace their hidden planes: the call's
+ * `hidden`, or in a batch's chunk any part's */
+static int tracing(const ld_ds4_session *s, const float *hidden)
+{
+    return s->rows ? ld_batch_wants_hidden(s->rows, s->nparts) : hidden != NULL;
+}
+
 /* every stream of the n rows starts as the row's embedding: on the
  * backend when the mixing is there and no plane is traced, each token's
  * row embedded hc_mult times straight into the streams (one embed, the
@@ -1433,7 +1447,7 @@ static ld_status start_streams(ld_ds4_session *s, const int32_t *tokens, int n, 
 {
     const ld_backend_ops *o = OPS(s);
     size_t D = (size_t)s->m->cfg.hidden, N = (size_t)s->m->cfg.hc_mult;
-    if (!hidden && !s->hc_host) {
+    if (!tracing(s, hidden) && !s->hc_host) {
         for (size_t i = 0; i < (size_t)n * N; i++) s->rep[i] = tokens[i / N];
         LD_TRY(o->embed(s->be, s->bst, s->embed, s->rep, n * (int)N, err));
         s->st_dev = 1;
@@ -1483,7 +1497,7 @@ static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, i
         LD_TRY(hc_site(s, l, 0, tokens, n, pk, err));
         LD_TRY(hc_site(s, l, 1, tokens, n, NULL, err));
         if (experts) memcpy(experts + ((size_t)l * (size_t)T + (size_t)t0) * K, s->idx, (size_t)n * K * sizeof *experts);
-        if (hidden) {
+        if (tracing(s, hidden)) {
             LD_TRY(streams_to_host(s, n, err));
             for (int t = 0; t < n; t++)
                 for (size_t d = 0; d < D; d++) {
@@ -1498,7 +1512,7 @@ static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, i
     if (s->slice) return LD_OK;
     LD_TRY(hc_head(s, n, err));
     LD_TRY(o->rmsnorm(be, s->xb, s->u, s->norm, n, c->rms_eps, err));
-    if (hidden) {
+    if (tracing(s, hidden)) {
         LD_TRY(o->buf_read(be, s->xb, 0, s->hu, (size_t)n * D, err));
         trace(s, s->hu, hidden, c->n_layers + 1, T, t0, n);
     }
@@ -1525,9 +1539,11 @@ static ld_status batch_chunk(ld_ds4_session *s, const ds4_part *p, const ld_batc
                              const int32_t *tokens, int N, ld_error *err)
 {
     s->parts = p;
+    s->rows = rows;
     s->nparts = np;
     ld_status st = rows_forward(s, tokens, N, N, 0, NULL, NULL, NULL, err);
     s->parts = NULL;
+    s->rows = NULL;
     s->nparts = 0;
     LD_TRY(st);
     LD_TRY(ld_batch_logits(s->be, s->logits, s->xb, s->lm_head, rows, np, N, (size_t)s->m->cfg.vocab, err));
@@ -1547,7 +1563,8 @@ static ld_status batch_round(void *ctx, const ld_batch_rows *rows, int nrows, co
     batch_ctx *b = ctx;
     ld_ds4_session *w = b->parts[0].s;
     /* a round of the lead's rows alone is a plain chunk */
-    if (nrows == 1 && rows[0].part == 0) return chunk(w, tokens, N, N, 0, rows[0].logits, NULL, NULL, NULL, err);
+    if (nrows == 1 && rows[0].part == 0)
+        return chunk(w, tokens, N, rows[0].T, rows[0].t0, b->parts[0].logits, b->parts[0].hidden, NULL, NULL, err);
     for (int k = 0; k < nrows; k++) b->p[k] = (ds4_part){b->parts[rows[k].part].s, rows[k].row, rows[k].n};
     return batch_chunk(w, b->p, rows, nrows, tokens, N, err);
 }
@@ -1576,7 +1593,8 @@ ld_status ld_ds4_session_eval_batch(const ld_ds4_session_part *parts, int n, ld_
                          "not a batch");
             break;
         }
-        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
+        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, parts[i].hidden,
+                                 s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab, s && batch_mate(s, w),
                                  s && (s->reduce != w->reduce || s->reduce_ctx != w->reduce_ctx)};
     }

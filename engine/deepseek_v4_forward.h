@@ -166,12 +166,13 @@ ld_status ld_ds4_session_create_sibling(const ld_ds4_session *lead, int max_seq,
                                         ld_error *err);
 
 /* One sequence's share of a batch: T tokens appended to s at its position,
- * logits [T][vocab] (NULL: not wanted). */
+ * logits [T][vocab] and hidden [n_layers + 2][T][hidden] as the session's
+ * eval writes them (each NULL: not wanted). */
 typedef struct ld_ds4_session_part {
     ld_ds4_session *s;
     const int32_t *tokens;
     int T;
-    float *logits;
+    float *logits, *hidden;
 } ld_ds4_session_part;
 
 /* Several sequences in one batch (forward.h's ld_session_eval_batch for

@@ -428,7 +428,7 @@ ld_status ld_session_eval_batch(const ld_session_part *parts, int n, ld_error *e
                          "not tokens");
             break;
         }
-        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, s ? s->max_batch : 0,
+        seqs[i] = (ld_batch_seq){s, parts[i].tokens, parts[i].T, parts[i].logits, parts[i].hidden, s ? s->max_batch : 0,
                                  s ? s->pos : 0, s ? s->max_seq : 0, w->m->cfg.vocab,
                                  s && s->m == w->m && s->be == w->be,
                                  s && (s->reduce != w->reduce || s->reduce_ctx != w->reduce_ctx)};

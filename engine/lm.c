@@ -274,9 +274,9 @@ static ld_status batch_family(const ld_lm_part *parts, int n, int f, ld_error *e
                                                                                : p->s->dense != NULL);
         if (!same)
             st = LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a session of the first part's model family", i);
-        else if (vp) vp[i] = (ld_ds4_session_part){p->s->ds4, p->tokens, p->T, p->logits};
-        else if (sp) sp[i] = (ld_ds_session_part){p->s->ds, p->tokens, p->T, p->logits};
-        else dp[i] = (ld_session_part){p->s->dense, p->tokens, p->T, p->logits, NULL};
+        else if (vp) vp[i] = (ld_ds4_session_part){p->s->ds4, p->tokens, p->T, p->logits, p->hidden};
+        else if (sp) sp[i] = (ld_ds_session_part){p->s->ds, p->tokens, p->T, p->logits, p->hidden};
+        else dp[i] = (ld_session_part){p->s->dense, p->tokens, p->T, p->logits, p->hidden};
     }
     if (st == LD_OK)
         st = vp ? ld_ds4_session_eval_batch(vp, n, err)
@@ -296,7 +296,8 @@ static ld_status batch_tp(const ld_lm_part *parts, int n, ld_error *err)
     for (int i = 0; i < n && st == LD_OK; i++) {
         if (!parts[i].s || !parts[i].s->tp)
             st = LD_FAIL(err, LD_ERR_USAGE, 0, "batch part %d: not a tensor-parallel session like the first", i);
-        else tp[i] = (ld_tp_session_part){parts[i].s->tp, parts[i].tokens, parts[i].T, parts[i].logits};
+        else tp[i] = (ld_tp_session_part){parts[i].s->tp, parts[i].tokens, parts[i].T, parts[i].logits,
+                                          parts[i].hidden};
     }
     if (st == LD_OK) st = ld_tp_session_eval_batch(tp, n, err);
     free(tp);
@@ -306,7 +307,7 @@ static ld_status batch_tp(const ld_lm_part *parts, int n, ld_error *err)
 ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err)
 {
     if (n < 1 || !parts[0].s) return LD_FAIL(err, LD_ERR_USAGE, 0, "a batch needs at least one session");
-    if (n == 1) return ld_lm_eval(parts[0].s, parts[0].tokens, parts[0].T, parts[0].logits, NULL, err);
+    if (n == 1) return ld_lm_eval(parts[0].s, parts[0].tokens, parts[0].T, parts[0].logits, parts[0].hidden, err);
     const ld_lm_session *lead = parts[0].s;
     if (lead->tp) return batch_tp(parts, n, err);
     return batch_family(parts, n, lead->ds4 ? FAMILY_DS4 : lead->ds ? FAMILY_DS : FAMILY_DENSE, err);

@@ -90,12 +90,13 @@ ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err);
 
 /* One request's share of a batch: T tokens appended to s, logits [T][vocab]
- * (NULL: not wanted). */
+ * and hidden [n_layers + 2][T][hidden] as ld_lm_eval writes them (each
+ * NULL: not wanted). */
 typedef struct ld_lm_part {
     ld_lm_session *s;
     const int32_t *tokens;
     int T;
-    float *logits;
+    float *logits, *hidden;
 } ld_lm_part;
 
 /* Several requests in one batch, as a server batches them (each family's

@@ -353,7 +353,8 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
     return run_group(g, err);
 }
 
-/* local rank k's family parts of the batch `p` [n] (logits on the first only) */
+/* local rank k's family parts of the batch `p` [n] (logits and hidden
+ * planes on the first only) */
 static void *rank_parts(const ld_tp_session_part *p, int n, int k)
 {
     const tp_model *md = &group_of(p[0].s)->mod;
@@ -361,10 +362,12 @@ static void *rank_parts(const ld_tp_session_part *p, int n, int k)
     void *out = calloc((size_t)n, sz);
     for (int i = 0; out && i < n; i++) {
         const tp_rank *r = &p[i].s->ranks[k];
-        float *lg = k == 0 ? p[i].logits : NULL;
-        if (md->d4) ((ld_ds4_session_part *)out)[i] = (ld_ds4_session_part){r->ds4_sess, p[i].tokens, p[i].T, lg};
-        else if (md->dm) ((ld_ds_session_part *)out)[i] = (ld_ds_session_part){r->ds_sess, p[i].tokens, p[i].T, lg};
-        else ((ld_session_part *)out)[i] = (ld_session_part){r->sess, p[i].tokens, p[i].T, lg, NULL};
+        float *lg = k == 0 ? p[i].logits : NULL, *hid = k == 0 ? p[i].hidden : NULL;
+        if (md->d4)
+            ((ld_ds4_session_part *)out)[i] = (ld_ds4_session_part){r->ds4_sess, p[i].tokens, p[i].T, lg, hid};
+        else if (md->dm)
+            ((ld_ds_session_part *)out)[i] = (ld_ds_session_part){r->ds_sess, p[i].tokens, p[i].T, lg, hid};
+        else ((ld_session_part *)out)[i] = (ld_session_part){r->sess, p[i].tokens, p[i].T, lg, hid};
     }
     return out;
 }

@@ -135,18 +135,19 @@ ld_status ld_tp_session_eval_streams(ld_tp_session *s, const int32_t *tokens, in
 ld_status ld_tp_session_create_sibling(ld_tp_session *lead, int max_seq, ld_tp_session **out, ld_error *err);
 
 /* One request's share of a TP batch: T tokens appended to s, logits
- * [T][vocab] (NULL: not wanted). */
+ * [T][vocab] and hidden [n_layers + 2][T][hidden] as ld_tp_session_eval
+ * writes them (each NULL: not wanted). */
 typedef struct ld_tp_session_part {
     ld_tp_session *s;
     const int32_t *tokens;
     int T;
-    float *logits;
+    float *logits, *hidden;
 } ld_tp_session_part;
 
 /* Several requests of one group (parts[0].s's, each a group or its
  * sibling, each once) in one batch: every rank runs its family's
  * eval_batch on its sessions of the parts, the same chunks on every rank,
- * its reduces on the chunk's rows; logits from rank 0.  A request's logits
+ * its reduces on the chunk's rows; logits and hidden planes from rank 0.  A request's logits
  * are bitwise those it gets alone under the same split. */
 ld_status ld_tp_session_eval_batch(const ld_tp_session_part *parts, int n, ld_error *err);
 

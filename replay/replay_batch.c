@@ -58,52 +58,83 @@ static ld_status sessions(ld_replay_engine *e, const batch_seqs *b, ld_lm_sessio
     return ld_lm_session_create_sibling(s[0], (int)b->len[0], &s[b->n], err);
 }
 
-/* positions [p, p + k) of r: alone (into a) and batched (into c) */
-static ld_status step(ld_lm_session **s, batch_seqs *b, ld_lm_part *parts, size_t p, int k, float *a, float *c,
+/* one step's outputs of both runs: logits [STEP][vocab] and hidden
+ * planes [planes][STEP][width], alone (a, ah) and batched (c, ch) */
+typedef struct step_out {
+    float *a, *c, *ah, *ch;
+} step_out;
+
+/* positions [p, p + k) of r: alone and batched, into o */
+static ld_status step(ld_lm_session **s, batch_seqs *b, ld_lm_part *parts, size_t p, int k, const step_out *o,
                       ld_error *err)
 {
-    LD_TRY(ld_lm_eval(s[b->n], b->ids[0] + p, k, a, NULL, err));
+    LD_TRY(ld_lm_eval(s[b->n], b->ids[0] + p, k, o->a, o->ah, err));
     size_t np = 0;
-    parts[np++] = (ld_lm_part){s[0], b->ids[0] + p, k, c};
+    parts[np++] = (ld_lm_part){s[0], b->ids[0] + p, k, o->c, o->ch};
     for (size_t i = 1; i < b->n; i++) {
         size_t left = b->len[i] - b->done[i], t = left < LD_REPLAY_BATCH_OTHER ? left : LD_REPLAY_BATCH_OTHER;
-        if (t) parts[np++] = (ld_lm_part){s[i], b->ids[i] + b->done[i], (int)t, NULL};
+        if (t) parts[np++] = (ld_lm_part){s[i], b->ids[i] + b->done[i], (int)t, NULL, NULL};
         b->done[i] += t;
     }
     return ld_lm_eval_batch(parts, (int)np, err);
 }
 
-static void compare(const float *a, const float *c, size_t p, int k, int V, ld_replay_batch_report *out)
+/* the largest |x[i] - y[i]| of n values (a NaN's counts as NaN) */
+static double max_abs_diff(const float *x, const float *y, size_t n, double m)
 {
-    for (int t = 0; t < k; t++) {
-        const float *x = a + (size_t)t * (size_t)V, *y = c + (size_t)t * (size_t)V;
-        if (!memcmp(x, y, (size_t)V * sizeof *x)) continue;
-        if (out->first_diff < 0) out->first_diff = (int64_t)(p + (size_t)t);
-        out->n_diff++;
-        for (int v = 0; v < V; v++) {
-            double d = fabs((double)x[v] - (double)y[v]);
-            if (d > out->max_abs || d != d) out->max_abs = d;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (d > m || d != d) m = d;
+    }
+    return m;
+}
+
+void ld_replay_batch_compare(const float *a, const float *c, const float *ah, const float *ch, size_t p, int k,
+                             int vocab, size_t width, ld_replay_batch_report *out)
+{
+    size_t V = (size_t)vocab, K = (size_t)k;
+    int planes = out->n_layers + 2;
+    for (size_t t = 0; t < K; t++) {
+        int first_plane = LD_REPLAY_BATCH_HEAD;
+        for (int q = planes - 1; q >= 0; q--) {
+            const float *x = ah + ((size_t)q * K + t) * width, *y = ch + ((size_t)q * K + t) * width;
+            if (!memcmp(x, y, width * sizeof *x)) continue;
+            first_plane = q;
+            out->max_abs_hidden = max_abs_diff(x, y, width, out->max_abs_hidden);
         }
+        int logits_differ = memcmp(a + t * V, c + t * V, V * sizeof *a) != 0;
+        if (logits_differ) {
+            out->n_diff_logits++;
+            out->max_abs = max_abs_diff(a + t * V, c + t * V, V, out->max_abs);
+        }
+        if (!logits_differ && first_plane == LD_REPLAY_BATCH_HEAD) continue;
+        if (out->first_diff < 0) {
+            out->first_diff = (int64_t)(p + t);
+            out->first_plane = first_plane;
+        }
+        out->n_diff++;
     }
 }
 
 ld_status ld_replay_batch_check(ld_replay_engine *e, const ld_request *r, const ld_request *const *with,
                                 size_t n_with, ld_replay_batch_report *out, ld_error *err)
 {
-    *out = (ld_replay_batch_report){n_with, 0, 0, -1, 0, 0.0, e->tp};
+    const ld_lm_info *in = ld_lm_info_of(e->lm);
+    *out = (ld_replay_batch_report){.n_with = n_with, .first_diff = -1, .first_plane = LD_REPLAY_BATCH_HEAD,
+                                    .n_layers = in->n_layers, .tp = e->tp};
     batch_seqs b;
     ld_status st = seqs_load(e, r, with, n_with, &b, err);
-    int V = ld_replay_engine_vocab(e);
+    size_t V = (size_t)in->vocab, H = ((size_t)in->n_layers + 2) * (size_t)in->hidden, S = LD_REPLAY_BATCH_STEP;
     ld_lm_session **s = calloc(b.n + 1, sizeof *s);
     ld_lm_part *parts = calloc(b.n, sizeof *parts);
-    float *a = malloc((size_t)LD_REPLAY_BATCH_STEP * (size_t)V * sizeof *a);
-    float *c = malloc((size_t)LD_REPLAY_BATCH_STEP * (size_t)V * sizeof *c);
-    if (st == LD_OK && !(s && parts && a && c)) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    step_out o = {malloc(S * V * sizeof *o.a), malloc(S * V * sizeof *o.c), malloc(S * H * sizeof *o.ah),
+                  malloc(S * H * sizeof *o.ch)};
+    if (st == LD_OK && !(s && parts && o.a && o.c && o.ah && o.ch)) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     if (st == LD_OK) st = sessions(e, &b, s, err);
-    for (size_t p = 0; st == LD_OK && p < b.len[0]; p += LD_REPLAY_BATCH_STEP) {
-        int k = b.len[0] - p < LD_REPLAY_BATCH_STEP ? (int)(b.len[0] - p) : LD_REPLAY_BATCH_STEP;
-        st = step(s, &b, parts, p, k, a, c, err);
-        if (st == LD_OK) compare(a, c, p, k, V, out);
+    for (size_t p = 0; st == LD_OK && p < b.len[0]; p += S) {
+        int k = b.len[0] - p < S ? (int)(b.len[0] - p) : (int)S;
+        st = step(s, &b, parts, p, k, &o, err);
+        if (st == LD_OK) ld_replay_batch_compare(o.a, o.c, o.ah, o.ch, p, k, (int)V, (size_t)in->hidden, out);
         out->steps++;
         out->positions = p + (size_t)k;
     }
@@ -112,7 +143,9 @@ ld_status ld_replay_batch_check(ld_replay_engine *e, const ld_request *r, const 
     seqs_free(&b);
     free(s);
     free(parts);
-    free(a);
-    free(c);
+    free(o.a);
+    free(o.c);
+    free(o.ah);
+    free(o.ch);
     return st;
 }

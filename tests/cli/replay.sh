@@ -127,7 +127,8 @@ check "says what to give" grep -q -- "--seed: give an integer" "$WORK/err"
 for bm in qwen3 deepseek-v4; do
     run "--batch-with ($bm)" 0 "$LOGDIFF" replay --model "$LD_SOURCE_DIR/testdata/models/$bm" --rid rp-greedy \
         --batch-with rp-altered,rp-no-output "$LOG"
-    check "$bm: identical" grep -q "^batch.identical: the logits of all 26 positions are bitwise" "$WORK/out"
+    check "$bm: identical" grep -q "^batch.identical: the logits and hidden planes of all 26 positions are bitwise" \
+        "$WORK/out"
 done
 run "plain replay of rp-altered" 1 "$LOGDIFF" replay --json --model "$M" --rid rp-altered "$LOG"
 cp "$WORK/out" "$WORK/plain.json"
@@ -137,6 +138,8 @@ import json, sys; d = json.load(open(sys.argv[1])); ex = json.load(open(sys.argv
 plain = json.load(open(sys.argv[3]))
 assert d["rid"] == "rp-altered" and d["batch_with"] == ["rp-greedy"], d
 assert d["identical"] is True and d["first_difference"] is None and d["max_abs_difference"] == 0, d
+assert d["first_in"] is None and d["first_layer"] is None and d["max_abs_hidden_difference"] == 0, d
+assert d["positions_differing"] == 0 and d["positions_logits_differing"] == 0, d
 # every position of the prompt and the logged output (transformers fixture: its output_ids)
 assert d["positions"] == plain["prompt_tokens"] + len(ex["output_ids"]), (d, plain["prompt_tokens"])' \
     "$WORK/out" "$D/expect.json" "$WORK/plain.json"

@@ -91,11 +91,11 @@ check "qwen3 --kernels graphs=on, the same bytes" cmp -s "$WORK/a" "$WORK/g"
 check "deepseek-v4-fp4 --kernels graphs=16, the same bytes" cmp -s "$WORK/a4" "$WORK/g4"
 check "deepseek-v4-fp4: a replay at all" grep -q '"verdict"' "$WORK/g4"
 
-# batched with other requests on the device: every position's logits bitwise the request's alone
+# batched with other requests on the device: every position's logits and hidden planes bitwise the request's alone
 for m in qwen3 deepseek-v4; do
     run "$m --backend cuda --batch-with" 0 "$LOGDIFF" replay --model "$MD/$m" --rid rp-greedy --backend cuda \
         --batch-with rp-altered,rp-no-output "$RL"
-    check "$m: batch.identical" grep -q "^batch.identical: the logits of all 26 positions" "$WORK/out"
+    check "$m: batch.identical" grep -q "^batch.identical: the logits and hidden planes of all 26 positions" "$WORK/out"
 done
 
 run "qwen3 --backend cuda --compare-kernels" 0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \

@@ -12,7 +12,9 @@
  * as the others' decode rows), chunks of BATCH_ROWS rows so that a prompt
  * spans several.  The batch feeds each request the tokens its alone run
  * chose, so the positions line up; each request's logits at every
- * position must be bitwise its alone run's.  Sessions (lm.h, any family
+ * position must be bitwise its alone run's, and so must its hidden planes
+ * (lm.h's ld_lm_part.hidden: embeddings, each layer's output, the final
+ * norm), which a batch writes for each part as its eval does.  Sessions (lm.h, any family
  * that batches: the dense decoders, DeepSeek-V4): the first created (its
  * weights, its scratch serve the batch), the second a sibling borrowing
  * them, the third created with its own weights and a max_batch of 2.
@@ -42,7 +44,16 @@ typedef struct batch_req {
     int32_t toks[BATCH_MAX_SEQ]; /* the prompt, then the alone run's choices */
     int P, T;                    /* prompt length; P + BATCH_DECODE */
     float *alone, *batched;      /* [T][vocab] */
+    float *alone_h, *batched_h;  /* each call's hidden planes [planes][n][hidden]
+                                    (n its tokens) from planes * pos * hidden */
 } batch_req;
+
+/* where a call from position pos writes its hidden planes */
+static inline float *batch_planes(const ld_lm *m, float *h, int pos)
+{
+    const ld_lm_info *in = ld_lm_info_of(m);
+    return h + ((size_t)in->n_layers + 2) * (size_t)pos * (size_t)in->hidden;
+}
 
 static inline int32_t batch_argmax(const float *v, int n)
 {
@@ -68,10 +79,10 @@ static inline ld_status batch_alone(ld_backend *be, const ld_lm *m, const ld_cpu
     ld_lm_session *s = NULL;
     size_t V = (size_t)ld_lm_info_of(m)->vocab;
     ld_status st = batch_session(be, m, k, tp, r->P, &s, err);
-    if (st == LD_OK) st = ld_lm_eval(s, r->toks, r->P, r->alone, NULL, err);
+    if (st == LD_OK) st = ld_lm_eval(s, r->toks, r->P, r->alone, r->alone_h, err);
     for (int p = r->P; st == LD_OK && p < r->T; p++) {
         r->toks[p] = batch_argmax(r->alone + (size_t)(p - 1) * V, (int)V);
-        st = ld_lm_eval(s, r->toks + p, 1, r->alone + (size_t)p * V, NULL, err);
+        st = ld_lm_eval(s, r->toks + p, 1, r->alone + (size_t)p * V, batch_planes(m, r->alone_h, p), err);
     }
     ld_lm_session_destroy(s);
     return st;
@@ -79,15 +90,16 @@ static inline ld_status batch_alone(ld_backend *be, const ld_lm *m, const ld_cpu
 
 /* step k of the batched run: request i's part (T 0 when it has nothing
  * to run at that step): request 2 starts a step late */
-static inline ld_lm_part batch_step_part(ld_lm_session *s, batch_req *r, int i, int k, size_t V)
+static inline ld_lm_part batch_step_part(const ld_lm *m, ld_lm_session *s, batch_req *r, int i, int k)
 {
     int start = i == 2 ? 1 : 0, j = k - start; /* the request's own step */
-    ld_lm_part p = {s, NULL, 0, NULL};
+    ld_lm_part p = {s, NULL, 0, NULL, NULL};
     if (j < 0 || j > BATCH_DECODE) return p;
     int pos = j == 0 ? 0 : r->P + j - 1, n = j == 0 ? r->P : 1;
     p.tokens = r->toks + pos;
     p.T = n;
-    p.logits = r->batched + (size_t)pos * V;
+    p.logits = r->batched + (size_t)pos * (size_t)ld_lm_info_of(m)->vocab;
+    p.hidden = batch_planes(m, r->batched_h, pos);
     return p;
 }
 
@@ -95,7 +107,6 @@ static inline ld_status batch_run(ld_backend *be, const ld_lm *m, const ld_cpu_k
                                   batch_req *r, ld_error *err)
 {
     ld_lm_session *s[BATCH_SEQS] = {NULL, NULL, NULL};
-    size_t V = (size_t)ld_lm_info_of(m)->vocab;
     ld_status st = batch_session(be, m, k, tp, BATCH_ROWS, &s[0], err);
     if (st == LD_OK) st = ld_lm_session_create_sibling(s[0], BATCH_MAX_SEQ, &s[1], err);
     /* the third: its own weights, or under tp a sibling of the second (one group) */
@@ -105,7 +116,7 @@ static inline ld_status batch_run(ld_backend *be, const ld_lm *m, const ld_cpu_k
         ld_lm_part parts[BATCH_SEQS];
         int n = 0;
         for (int i = 0; i < BATCH_SEQS; i++) {
-            ld_lm_part p = batch_step_part(s[i], &r[i], i, step, V);
+            ld_lm_part p = batch_step_part(m, s[i], &r[i], i, step);
             if (p.T) parts[n++] = p;
         }
         /* the first part leads: s[0] while it runs, then s[2] alone */
@@ -128,6 +139,7 @@ static inline int ld_test_check_batch_tp(ld_backend *be, const char *dir, const 
     CHECK_MSG(ld_lm_open(dir, &m, &err) == LD_OK, "%s: %s", dir, err.msg);
     batch_req r[BATCH_SEQS];
     size_t V = (size_t)ld_lm_info_of(m)->vocab;
+    size_t H = ((size_t)ld_lm_info_of(m)->n_layers + 2) * (size_t)ld_lm_info_of(m)->hidden; /* a position's planes */
     for (int i = 0; i < BATCH_SEQS; i++) {
         const ld_test_seq *src = &q[i == 1];
         r[i].P = src->T;
@@ -137,24 +149,32 @@ static inline int ld_test_check_batch_tp(ld_backend *be, const char *dir, const 
             r[i].toks[t] = i == 2 ? (int32_t)((src->tokens[t] + 7) % (int32_t)V) : src->tokens[t];
         r[i].alone = malloc((size_t)r[i].T * V * sizeof(float));
         r[i].batched = malloc((size_t)r[i].T * V * sizeof(float));
-        CHECK(r[i].alone && r[i].batched);
-        memset(r[i].batched, 0xff, (size_t)r[i].T * V * sizeof(float)); /* NaN: a row never written differs */
+        r[i].alone_h = malloc((size_t)r[i].T * H * sizeof(float));
+        r[i].batched_h = malloc((size_t)r[i].T * H * sizeof(float));
+        CHECK(r[i].alone && r[i].batched && r[i].alone_h && r[i].batched_h);
+        /* NaN: a row never written differs */
+        memset(r[i].batched, 0xff, (size_t)r[i].T * V * sizeof(float));
+        memset(r[i].batched_h, 0xff, (size_t)r[i].T * H * sizeof(float));
     }
     for (int i = 0; i < BATCH_SEQS; i++)
         CHECK_MSG(batch_alone(be, m, k, tp, &r[i], &err) == LD_OK, "%s: request %d alone: %s", label, i, err.msg);
     CHECK_MSG(batch_run(be, m, k, tp, r, &err) == LD_OK, "%s: batched: %s", label, err.msg);
     int bad = 0;
     for (int i = 0; i < BATCH_SEQS; i++) {
-        int first = -1;
-        for (int p = r[i].T - 1; p >= 0; p--)
+        int first = -1, first_h = -1;
+        for (int p = r[i].T - 1; p >= 0; p--) {
             if (memcmp(r[i].alone + (size_t)p * V, r[i].batched + (size_t)p * V, V * sizeof(float))) first = p;
+            if (memcmp(r[i].alone_h + (size_t)p * H, r[i].batched_h + (size_t)p * H, H * sizeof(float))) first_h = p;
+        }
         printf("  %-24s request %d (%2d + %d tokens) batched with %d others: %s", label, i, r[i].P, BATCH_DECODE,
-               BATCH_SEQS - 1, first < 0 ? "bitwise its alone logits" : "differs");
+               BATCH_SEQS - 1, first < 0 ? "bitwise its alone logits" : "logits differ");
         if (first >= 0) printf(" from position %d", first);
-        printf("\n");
-        bad += first >= 0;
+        printf(first_h < 0 ? ", hidden planes too\n" : ", hidden planes differ from position %d\n", first_h);
+        bad += first >= 0 || first_h >= 0;
         free(r[i].alone);
         free(r[i].batched);
+        free(r[i].alone_h);
+        free(r[i].batched_h);
     }
     ld_lm_close(m);
     CHECK_MSG(!bad, "%s: %d requests differ batched", label, bad);

@@ -218,7 +218,7 @@ static int test_batch_tp_groups(void)
     size_t V = (size_t)ld_lm_info_of(m)->vocab;
     float *la = malloc(2 * V * sizeof *la), *ls = malloc(2 * V * sizeof *ls);
     CHECK(la && ls);
-    ld_lm_part p[2] = {{a, t, 2, NULL}, {b, t, 2, NULL}};
+    ld_lm_part p[2] = {{a, t, 2, NULL, NULL}, {b, t, 2, NULL, NULL}};
     CHECK(ld_test_expect_fail(ld_lm_eval_batch(p, 2, &err), LD_ERR_USAGE, &err, "tensor-parallel group") == 0);
     CHECK_EQ_INT(ld_lm_pos(a), 0);
     CHECK_MSG(ld_lm_eval(a, t, 2, la, NULL, &err) == LD_OK, "%s", err.msg);
@@ -227,7 +227,7 @@ static int test_batch_tp_groups(void)
     CHECK_MSG(!memcmp(la, ls, 2 * V * sizeof *la), "a sibling alone: not its group's bits");
     /* refused before any rank runs, the group still usable: the same
        session twice, tokens past a session's positions (8), an id outside */
-    ld_lm_part d[2] = {{a, t, 1, NULL}, {a, t, 1, NULL}};
+    ld_lm_part d[2] = {{a, t, 1, NULL, NULL}, {a, t, 1, NULL, NULL}};
     CHECK(ld_test_expect_fail(ld_lm_eval_batch(d, 2, &err), LD_ERR_USAGE, &err, "the same session") == 0);
     int32_t many[7] = {1, 2, 3, 4, 5, 6, 7}, bad = 100000;
     CHECK(ld_test_expect_fail(ld_lm_eval(sib, many, 7, NULL, NULL, &err), LD_ERR_LIMIT, &err,
@@ -239,7 +239,7 @@ static int test_batch_tp_groups(void)
     ld_backend *be = NULL;
     CHECK_MSG(ld_backend_cpu_create_ex(1, 0, NULL, &be, &err) == LD_OK, "%s", err.msg);
     CHECK_MSG(ld_lm_session_create(m, be, NULL, 8, 4, &plain, &err) == LD_OK, "%s", err.msg);
-    ld_lm_part q[2] = {{a, t, 2, NULL}, {plain, t, 2, NULL}};
+    ld_lm_part q[2] = {{a, t, 2, NULL, NULL}, {plain, t, 2, NULL, NULL}};
     CHECK(ld_test_expect_fail(ld_lm_eval_batch(q, 2, &err), LD_ERR_USAGE, &err, "not a tensor-parallel session") == 0);
     ld_lm_session_destroy(plain);
     ld_backend_destroy(be);

@@ -209,7 +209,7 @@ static int test_v4_slice_refusals(ld_backend *be)
     CHECK(ld_test_expect_fail(ld_lm_eval_slice(ls, NULL, x, 2, out, &err), LD_ERR_USAGE, &err, "tokens") == 0);
     CHECK(ld_test_expect_fail(ld_lm_eval(ls, tok, 2, NULL, NULL, &err), LD_ERR_USAGE, &err, "not a whole pass") == 0);
     CHECK(ld_test_expect_fail(ld_lm_session_create_sibling(ls, 8, &t, &err), LD_ERR_USAGE, &err, "no siblings") == 0);
-    ld_lm_part parts[2] = {{ls, tok, 2, NULL}, {ls, tok, 2, NULL}};
+    ld_lm_part parts[2] = {{ls, tok, 2, NULL, NULL}, {ls, tok, 2, NULL, NULL}};
     CHECK(ld_test_expect_fail(ld_lm_eval_batch(parts, 2, &err), LD_ERR_USAGE, &err, "not a batch") == 0);
     CHECK(ld_lm_eval_slice(ls, tok, x, 2, out, &err) == LD_OK && ld_lm_pos(ls) == 2);
     ld_lm_session_destroy(ls);
