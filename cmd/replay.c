@@ -69,7 +69,10 @@ static const char *const replay_usage[] = {
     "every rank); V4: its query heads with their output groups, and the",
     "experts' rows (N also divides o_groups).  On cpu/ref the",
     "ranks are threads of this process (--threads divided among them); on",
-    "cuda, GPUs 0..N-1 over NCCL (builds with NCCL).  With --check BACKEND",
+    "cuda, GPUs 0..N-1 over NCCL, or where the machine has fewer GPUs than",
+    "ranks (or the build no NCCL) rank k on GPU k mod G and the sums through",
+    "host memory: the same bits, so one card replays a split N ways (said",
+    "in the header: tp N on G GPUs).  With --check BACKEND",
     "the split replay is compared with BACKEND unsplit (--check-layers: a",
     "slice fed the split replay's state: --backend cuda --tp 8 --check cpu",
     "--check-layers 10-12 for a model that needs eight GPUs).",
@@ -372,6 +375,8 @@ static void print_json(struct ld_cli *cli, const ld_request *r, const ld_replay_
     cJSON_AddItemToObject(o, "model", ld_json_cstr(ld_replay_engine_arch(e)));
     cJSON_AddItemToObject(o, "backend", ld_json_cstr(ld_replay_engine_backend(e)));
     if (ld_replay_engine_tp(e)) cJSON_AddItemToObject(o, "tp", ld_json_int(ld_replay_engine_tp(e)));
+    int gpus = ld_replay_engine_tp_gpus(e); /* said only when the ranks share GPUs */
+    if (gpus && gpus < ld_replay_engine_tp(e)) cJSON_AddItemToObject(o, "tp_gpus", ld_json_int(gpus));
     cJSON_AddItemToObject(o, "tokenizer", cJSON_CreateBool(tok != NULL));
     cJSON_AddItemToObject(o, "prompt_source", cJSON_CreateString(res->prompt_source == LD_REPLAY_PROMPT_IDS
                                                                      ? "input_ids" : "tokenized_text"));
@@ -478,8 +483,12 @@ static void print_text(struct ld_cli *cli, const ld_request *r, const ld_replay_
     FILE *f = cli->out;
     const ld_tok *tok = ld_replay_engine_tok(e);
     char where[512], a[96], b[96];
-    char tpn[24] = "";
-    if (ld_replay_engine_tp(e)) snprintf(tpn, sizeof tpn, ", tp %d", ld_replay_engine_tp(e));
+    char tpn[96] = "";
+    int tp = ld_replay_engine_tp(e), gpus = ld_replay_engine_tp_gpus(e);
+    if (tp && gpus && gpus < tp)
+        snprintf(tpn, sizeof tpn, ", tp %d on %d GPU%s (the collectives through host memory)", tp, gpus,
+                 gpus > 1 ? "s" : "");
+    else if (tp) snprintf(tpn, sizeof tpn, ", tp %d", tp);
     fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d, backend %s%s\n", r->rid ? r->rid : "-",
             ld_request_where(r, where, sizeof where, NULL), ld_replay_engine_arch(e), res->n_prompt,
             res->prompt_source == LD_REPLAY_PROMPT_IDS ? "logged input_ids" : "the logged text, tokenized",

@@ -125,6 +125,11 @@ ld_status ld_backend_cuda_graphs_thread(ld_backend *be, int on, ld_error *err)
     return LD_OK;
 }
 
+int ld_backend_cuda_device_count(void)
+{
+    return 0;
+}
+
 #else /* LD_HAVE_CUDA || LD_CUDA_MOCK || LD_CUDA_EMU */
 
 #include <math.h>
@@ -2350,6 +2355,12 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
 ld_status ld_backend_cuda_create_unbound(int device, const char *kernels_spec, ld_backend **out, ld_error *err)
 {
     return cuda_create(device, kernels_spec, 1, out, err);
+}
+
+int ld_backend_cuda_device_count(void)
+{
+    int n = 0;
+    return ld_cu_device_count(&n) ? 0 : n;
 }
 
 ld_status ld_backend_cuda_graphs_thread(ld_backend *be, int on, ld_error *err)

@@ -78,6 +78,10 @@ ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error
  * number out of range (LD_ERR_USAGE), any other CUDA failure (LD_ERR_CUDA). */
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err);
 
+/* The CUDA devices this process sees: 0 in a build without CUDA, without
+ * a device or where the runtime fails. */
+int ld_backend_cuda_device_count(void);
+
 /* As ld_backend_cuda_create, but graphs=N does not put the calling thread
  * in graph mode (graph mode is a thread's, kernels/cuda_ops.h): each
  * thread that runs the backend's ops enters it itself,

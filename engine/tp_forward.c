@@ -88,6 +88,8 @@ struct ld_tp_session {
        processes (ld_tp_opts.comm: ranks[0].rank is its rank) */
     int n_local;
     int comm_borrowed; /* the communicator is the caller's (ld_tp_opts.comm) */
+    int gpus;          /* cuda: the GPUs the local ranks run on (rank k on GPU k % gpus,
+                          or a process's own); 0 on the CPU backends */
     /* every local rank on a thread of its own, the caller's thread only
        waiting: CUDA graphs (graphs=N), graph mode being a thread's */
     int own_threads;
@@ -423,6 +425,11 @@ const char *ld_tp_session_backend(const ld_tp_session *s)
     return s->ranks[0].be->ops->name;
 }
 
+int ld_tp_session_gpus(const ld_tp_session *s)
+{
+    return s->group ? s->group->gpus : s->gpus;
+}
+
 /* rank's entry in ranks[], NULL where this process does not run it */
 static tp_rank *local_rank(const ld_tp_session *s, int rank)
 {
@@ -500,7 +507,8 @@ void ld_tp_session_destroy(ld_tp_session *s)
 
 /* ------------------------------------------------------------ creation */
 
-static ld_status open_backend(const ld_tp_opts *o, int rank, ld_backend **be, ld_error *err)
+/* rank's backend, on GPU `device` for cuda */
+static ld_status open_backend(const ld_tp_opts *o, int device, ld_backend **be, ld_error *err)
 {
     const char *name = o->backend ? o->backend : "cpu";
     if (strcmp(name, "cpu") == 0 || strcmp(name, "ref") == 0) {
@@ -509,7 +517,7 @@ static ld_status open_backend(const ld_tp_opts *o, int rank, ld_backend **be, ld
     }
     /* unbound: graphs=N is entered by the rank's own thread */
     if (strcmp(name, "cuda") == 0)
-        return ld_backend_cuda_create_unbound(o->comm ? o->device : rank, o->kernels, be, err);
+        return ld_backend_cuda_create_unbound(device, o->kernels, be, err);
     return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", name);
 }
 
@@ -527,23 +535,49 @@ static ld_status check_opts(const ld_tp_opts *o, int *graphs, ld_error *err)
     return LD_OK;
 }
 
+/* cuda ranks on threads: s->gpus GPUs as ld_tp_opts.gpus says, and the
+ * communicators c [s->n]: NCCL when every rank has a GPU of its own and
+ * the build has NCCL (which refuses two ranks on one device), else the
+ * simulated ranks' host memory (the reduce then goes through a host copy,
+ * tp_forward.c's via_stage): the same ordered sum, the same bits.  No
+ * device: one, so that the first rank's backend says why there is none. */
+ld_status ld_tp_cuda_placement(const ld_tp_opts *o, int *gpus, int *nccl, ld_error *err)
+{
+    int have = ld_backend_cuda_device_count();
+    if (o->gpus < 0 || (have > 0 && o->gpus > have))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "%d GPUs asked for: this machine has %d", o->gpus, have);
+    int g = o->gpus > 0 ? o->gpus : have;
+    *gpus = g < 1 ? 1 : g > o->n ? o->n : g;
+    *nccl = *gpus == o->n && ld_comm_nccl_available();
+    return LD_OK;
+}
+
+static ld_status cuda_comms(ld_tp_session *s, const ld_tp_opts *o, ld_comm **c, ld_error *err)
+{
+    int nccl;
+    LD_TRY(ld_tp_cuda_placement(o, &s->gpus, &nccl, err));
+    return nccl ? ld_comm_nccl_create_all(s->n, NULL, c, err) : ld_comm_sim_create(s->n, 1, c, err);
+}
+
 /* The group's communicators, one per rank, into the ranks (a process of
  * a group: the caller's). */
 static ld_status open_comms(ld_tp_session *s, const ld_tp_opts *o, ld_error *err)
 {
+    int cuda = o->backend && strcmp(o->backend, "cuda") == 0;
     if (o->comm) {
         s->ranks[0].comm = o->comm;
         s->comm_borrowed = 1;
+        s->gpus = cuda;
         return LD_OK;
     }
     int nodes = o->n_nodes > 1 ? o->n_nodes : 1;
     ld_comm **c = calloc((size_t)s->n, sizeof *c);
     if (!c) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st;
-    if (o->backend && strcmp(o->backend, "cuda") == 0) {
+    if (cuda) {
         st = nodes > 1 ? LD_FAIL(err, LD_ERR_USAGE, 0, "the CUDA tensor-parallel group runs on one machine: "
                                  "several nodes run one process each (engine/README.md, tensor parallelism)")
-                       : ld_comm_nccl_create_all(s->n, NULL, c, err);
+                       : cuda_comms(s, o, c, err);
     } else {
         st = ld_comm_sim_create(s->n, nodes, c, err);
     }
@@ -556,11 +590,11 @@ static ld_status open_comms(ld_tp_session *s, const ld_tp_opts *o, ld_error *err
 static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max_seq, int max_batch, ld_error *err)
 {
     tp_rank *r = &s->ranks[k];
-    int rank = r->rank;
+    int rank = r->rank, device = o->comm ? o->device : s->gpus ? rank % s->gpus : rank;
     const tp_model *md = &s->mod;
     if (md->d4) {
         LD_TRY(ld_tp_ds4_shard_create(md->d4, s->n, rank, &r->ds4_shard, err));
-        LD_TRY(open_backend(o, rank, &r->be, err));
+        LD_TRY(open_backend(o, device, &r->be, err));
         LD_TRY(ld_ds4_session_create(ld_tp_ds4_shard_model(r->ds4_shard), r->be, max_seq, max_batch, &r->ds4_sess,
                                      err));
         ld_ds4_session_set_kernels(r->ds4_sess, &md->k);
@@ -569,7 +603,7 @@ static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max
     }
     if (md->dm) {
         LD_TRY(ld_tp_ds_shard_create(md->dm, s->n, rank, &r->ds_shard, err));
-        LD_TRY(open_backend(o, rank, &r->be, err));
+        LD_TRY(open_backend(o, device, &r->be, err));
         LD_TRY(ld_ds_session_create(ld_tp_ds_shard_model(r->ds_shard), r->be, max_seq, max_batch, md->attn,
                                     &r->ds_sess, err));
         ld_ds_session_set_kernels(r->ds_sess, &md->k);
@@ -577,7 +611,7 @@ static ld_status open_rank(ld_tp_session *s, const ld_tp_opts *o, int k, int max
         return LD_OK;
     }
     LD_TRY(ld_tp_shard_create(md->m, s->n, rank, &r->shard, err));
-    LD_TRY(open_backend(o, rank, &r->be, err));
+    LD_TRY(open_backend(o, device, &r->be, err));
     LD_TRY(ld_session_create(ld_tp_shard_model(r->shard), r->be, max_seq, max_batch, &r->sess, err));
     ld_session_set_reduce(r->sess, tp_reduce, r);
     return LD_OK;

@@ -33,7 +33,8 @@
  *
  * Ranks run as threads of this process: on the CPU backends ("cpu", "ref")
  * over the simulated communicator (comm_sim.c), on "cuda" over NCCL (one
- * GPU per rank, devices 0..N-1; builds with NCCL only).  Or each rank is
+ * GPU per rank, devices 0..N-1) or, where the ranks share GPUs or the
+ * build lacks NCCL, over the simulated communicator too (ld_tp_opts.gpus).  Or each rank is
  * a process (ld_tp_opts.comm, from ld_comm_join: NCCL's bootstrap across
  * machines, a shared mapping between the processes of one), every process
  * making the same calls; the ordered sum makes that the same bits as the
@@ -69,6 +70,14 @@ typedef struct ld_tp_opts {
      * rank holds the whole residual stream, the same bits on each. */
     ld_comm *comm;
     int device;          /* with comm, cuda: this rank's GPU */
+    /* cuda, the ranks on threads (no comm): the GPUs they run on, 0 ..
+     * gpus - 1 (0: one a rank while the machine has them, else all it
+     * has).  One a rank: the collectives over NCCL (where the build has
+     * it).  Fewer (several ranks on a GPU, as a model split N ways on one
+     * card), or a build without NCCL: rank k on GPU k % gpus, the
+     * collectives through host memory (comm_sim.c), the same ordered sum,
+     * so the same bits. */
+    int gpus;
 } ld_tp_opts;
 
 typedef struct ld_tp_session ld_tp_session;
@@ -156,6 +165,15 @@ void ld_tp_session_reset(ld_tp_session *s);
 
 /* The ranks' backend name ("cpu", "ref", "cuda"...). */
 const char *ld_tp_session_backend(const ld_tp_session *s);
+
+/* cuda, the ranks on threads: the GPUs they will run on as o->gpus says
+ * (*gpus, at most o->n) and whether their collectives go over NCCL
+ * (*nccl); LD_ERR_USAGE for more GPUs than the machine has. */
+ld_status ld_tp_cuda_placement(const ld_tp_opts *o, int *gpus, int *nccl, ld_error *err);
+
+/* cuda: the GPUs this process's ranks run on (ld_tp_opts.gpus as
+ * resolved: fewer than its ranks when they share); 0 on the CPU backends. */
+int ld_tp_session_gpus(const ld_tp_session *s);
 
 /* Rank r's communicator (for its counters; comm_sim.h's traffic); NULL
  * for a rank this process does not run. */

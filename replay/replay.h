@@ -129,6 +129,12 @@ int ld_replay_engine_tp_rank(const ld_replay_engine *e);
 /* The ranks set by ld_replay_engine_set_tp (0: none). */
 int ld_replay_engine_tp(const ld_replay_engine *e);
 
+/* The GPUs the split's ranks run on: fewer than the ranks where they
+ * share GPUs, their collectives then through host memory (tp_forward.h's
+ * ld_tp_opts.gpus, as the machine resolves it); 0 on the CPU backends,
+ * without a split or in a process that is one rank of a group. */
+int ld_replay_engine_tp_gpus(const ld_replay_engine *e);
+
 /* The name of the backend the engine runs on ("cpu", "ref",
  * "ref+matmul=bf16"...). */
 const char *ld_replay_engine_backend(const ld_replay_engine *e);

@@ -148,7 +148,7 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     snprintf(e->tp_backend, sizeof e->tp_backend, "%s", b);
     int per = n_threads / n;
     e->tp = n;
-    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per, e->world, e->tpo.device};
+    e->tpo = (ld_tp_opts){n, n_nodes, e->tp_backend, e->tp_kernels, per < 1 ? 1 : per, e->world, e->tpo.device, 0};
     return ld_replay_engine_set_backend(e, b, kernels, n_threads, err); /* e->tp set: unbound (open_backend) */
 }
 
@@ -173,6 +173,14 @@ int ld_replay_engine_tp_rank(const ld_replay_engine *e)
 int ld_replay_engine_tp(const ld_replay_engine *e)
 {
     return e->tp;
+}
+
+int ld_replay_engine_tp_gpus(const ld_replay_engine *e)
+{
+    int gpus = 0, nccl;
+    if (!e->tp || e->world || strcmp(e->tp_backend, "cuda")) return 0;
+    ld_error err;
+    return ld_tp_cuda_placement(&e->tpo, &gpus, &nccl, &err) == LD_OK ? gpus : 0;
 }
 
 const char *ld_replay_engine_backend(const ld_replay_engine *e)

@@ -210,9 +210,11 @@ rc=$?
 if [ $built = 1 ]; then
     step build-all 150 cmake --build "$build" -j "$jobs" -- -k || {
         status=1; grep -E 'error:' "$logs/build-all.log" | head -10 | tee -a "$summary"; }
-    # tensor parallelism over NCCL (test_engine_tp's cuda case: TP=1 over NCCL
-    # bitwise the plain CUDA forward; TP=2 where there are two GPUs); only
-    # when built here, since libnccl (~200 MB) does not travel in gpu-bin
+    # tensor parallelism over NCCL (test_engine_tp's cuda cases: TP=1 over
+    # NCCL bitwise the plain CUDA forward; TP=2 where there are two GPUs;
+    # TP=2 with both ranks on one GPU, bitwise over NCCL where there are
+    # two); only when built here, since libnccl (~200 MB) does not travel
+    # in gpu-bin
     step test-tp-nccl 60 "$build/test_engine_tp" cuda
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
@@ -225,8 +227,9 @@ if [ $built = 1 ]; then
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
     grep -E '^(ok|FAIL|skipped)|worst plane|final-norm|passed,' "$logs/replay-cuda.log" 2>/dev/null | tee -a "$summary"
-    # the CLI split over two GPUs (tests/cli/replay_cuda_tp.sh: skips on a
-    # one-GPU machine; CI runs it on the emulator's two devices and NCCL)
+    # the CLI split over two GPUs (tests/cli/replay_cuda_tp.sh; on a
+    # one-GPU machine both ranks on it; CI runs it on the emulator's two
+    # devices and NCCL)
     step replay-cuda-tp 90 env LOGDIFF="$build/logdiff" LD_SOURCE_DIR="$root" bash "$root/tests/cli/replay_cuda_tp.sh"
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # logdiff replay --backend cuda --tp 2: the model split over two GPUs, the ranks' partial sums
-# gathered over NCCL and summed in rank order (engine/comm_nccl.c). Skips (77) where the build has
-# no NCCL or the machine fewer than two GPUs; runs in CI on the CUDA emulator's two devices and its
-# NCCL (tests/cuda_emu/emu_nccl.c), and on a machine with two GPUs for real (tools/gpu-check.sh).
+# gathered over NCCL and summed in rank order (engine/comm_nccl.c); on a machine with one GPU (or a
+# build without NCCL) both ranks on it, summed through host memory. Skips (77) where there is no
+# CUDA device; runs in CI on the CUDA emulator's two devices and its NCCL
+# (tests/cuda_emu/emu_nccl.c), and on a machine with GPUs for real (tools/gpu-check.sh).
+#   - the ranks sharing one GPU (CUDA_VISIBLE_DEVICES=0, the emulator's LD_CUDA_EMU_DEVICES=1):
+#     said so (JSON tp_gpus, absent where each rank has a GPU), and the same replay as over two,
+#     with graphs too;
 #   - qwen3 on replaylog's rp-greedy: the same bytes run after run (--json); `--check ref`: every
 #     plane within 1e-4 normalised error of the unsplit plain-C reference, no logged token's rank
 #     changed;
@@ -21,7 +25,7 @@ MD="$LD_SOURCE_DIR/testdata/models"
 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 --json "$RL" >"$WORK/out" 2>"$WORK/err"
 rc=$?
 if [ $rc = 2 ] && grep -qE 'CUDA|NCCL' "$WORK/err"; then
-    echo "skipped: no two GPUs with NCCL here: $(head -c 200 "$WORK/err")"
+    echo "skipped: no CUDA device here: $(head -c 200 "$WORK/err")"
     exit 77
 fi
 check "qwen3 --backend cuda --tp 2 runs (exit $rc)" test "$rc" = 0
@@ -89,6 +93,22 @@ import json, sys
 r = json.loads(open(sys.argv[1]).readline())
 assert r["tp"] == 2 and r["identical"] and r["positions"] == 26, r' "$WORK/out"
 done
+# the ranks sharing one GPU: said so, the same replay as over two
+one_gpu() { CUDA_VISIBLE_DEVICES=0 LD_CUDA_EMU_DEVICES=1 "$@"; }
+run "qwen3 --tp 2 on one GPU" 0 one_gpu "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 "$RL"
+check "says the ranks share one GPU" grep -q "backend cuda, tp 2 on 1 GPU (the collectives through host memory)$" \
+    "$WORK/out"
+for k in "" "--kernels graphs=on"; do
+    run "qwen3 --tp 2 on one GPU $k --json" 0 one_gpu "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \
+        --backend cuda --tp 2 $k --json "$RL"
+    check "one GPU $k: the replay over two, all but tp_gpus" python3 - "$WORK/out" "$WORK/tp2.json" <<'PY'
+import json, sys
+one, two = (json.loads(open(p).readline()) for p in sys.argv[1:])
+assert one.pop("tp_gpus") == 1 and two.pop("tp_gpus", 1) == 1, (one, two)  # said where ranks share GPUs
+assert one == two, (one, two)
+PY
+done
+
 # logdiff diff on the split GPU replay: the same kernels findings as on the CPU
 "$LOGDIFF" diff --json --replay "$MD/qwen3" "$RL" >"$WORK/dcpu.jsonl" 2>/dev/null
 run "diff --replay-backend cuda --replay-tp 2" 1 "$LOGDIFF" diff --json --replay "$MD/qwen3" --replay-backend cuda \

@@ -947,7 +947,8 @@ static int test_tp_errors(void)
 
 /* cuda: over NCCL where the build has it and the machine has the GPUs;
  * else a clear refusal.  With a GPU, TP = 1 over NCCL is the plain CUDA
- * forward bit for bit, and TP = 2 (two GPUs) within 1e-5 of transformers;
+ * forward bit for bit, and TP = 2 (two GPUs; one GPU:
+ * test_tp_cuda_shared_gpu) within 1e-5 of transformers;
  * both the same bits with the reduce on the device (the CUDA backend's
  * buf_mem) and through the host (a table without it). */
 #ifdef LD_CUDA_EMU
@@ -1035,7 +1036,11 @@ static int test_tp_cuda_nccl(void)
     if (run_path(m, &o, 1, 0, &q, b, NULL, NULL, NULL)) return 1;
     CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 1: the reduce on the device and through the host differ");
     o.n = 2;
-    st = run_tp(m, &o, 64, 0, q.tokens, q.T, a, NULL, &err);
+    int gpus = 0, nccl = 0;
+    CHECK_MSG(ld_tp_cuda_placement(&o, &gpus, &nccl, &err) == LD_OK, "%s", err.msg);
+    st = nccl ? run_tp(m, &o, 64, 0, q.tokens, q.T, a, NULL, &err) : LD_ERR_UNSUPPORTED;
+    if (!nccl) /* the ranks would share a GPU: test_tp_cuda_shared_gpu */
+        snprintf(err.msg, sizeof err.msg, "not over NCCL here (%d GPU%s)", gpus, gpus > 1 ? "s" : "");
     if (st == LD_OK) {
         float *ref = load_f32(MDIR "qwen3", "ref-a.logits.f32", nl);
         CHECK(ref);
@@ -1052,6 +1057,78 @@ static int test_tp_cuda_nccl(void)
         fprintf(stderr, "  cuda tp 2: %s\n", err.msg);
         CHECK(st == LD_ERR_UNSUPPORTED);
     }
+    free(a);
+    free(b);
+    ld_model_close(m);
+    return 0;
+}
+
+/* Ranks sharing GPUs (ld_tp_opts.gpus below the ranks: a model split N
+ * ways on fewer cards, as on a one-GPU machine, where NCCL refuses two
+ * ranks on a device): rank k on GPU k % gpus, the collectives through host
+ * memory.  TP 2 on one GPU: within 1e-5 of transformers, prefill and token
+ * by token bitwise, with CUDA graphs (of 64 and of 5 operations) bitwise,
+ * the session reporting its placement; where NCCL and two GPUs are there
+ * (the emulator with two devices), bitwise TP 2 over NCCL: the transport
+ * does not change the bits.  More GPUs than the machine has: refused. */
+static int test_tp_cuda_shared_gpu(void)
+{
+    ld_model *m = NULL;
+    if (open_model("qwen3", &m)) return 1;
+    seq q;
+    load_seq(0, &q);
+    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
+    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+    CHECK(a && b);
+    ld_error err;
+    ld_error_clear(&err);
+    ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cuda", .threads = 1, .gpus = 1};
+    ld_tp_session *s = NULL;
+    ld_status st = ld_tp_session_create(m, &o, 64, 64, &s, &err);
+    if (st != LD_OK) {
+        fprintf(stderr, "  cuda tp 2 on one GPU: %s\n", err.msg);
+        CHECK_MSG(st == LD_ERR_UNSUPPORTED && strstr(err.msg, "CUDA"), "%s", err.msg);
+        free(a);
+        free(b);
+        ld_model_close(m);
+        return 0;
+    }
+    CHECK_EQ_INT(ld_tp_session_gpus(s), 1);
+    CHECK_MSG(!strcmp(ld_tp_session_comm(s, 0)->ops->name, "sim"), "%s", ld_tp_session_comm(s, 0)->ops->name);
+    ld_tp_session_destroy(s);
+    CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, a, NULL, &err) == LD_OK, "%s", err.msg);
+    float *ref = load_f32(MDIR "qwen3", "ref-a.logits.f32", nl);
+    CHECK(ref);
+    double mx, e = nerr(a, ref, nl, &mx);
+    fprintf(stderr, "  cuda tp 2 on one GPU: logits nerr %.3g (max|d| %.3g) vs transformers\n", e, mx);
+    CHECK(e < 1e-5);
+    free(ref);
+    CHECK_MSG(run_tp(m, &o, 64, 1, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2 on one GPU: prefill and token by token differ");
+    static const char *const specs[] = {"graphs=on", "graphs=5"};
+    for (int i = 0; i < 2; i++) {
+        ld_tp_opts og = o;
+        og.kernels = specs[i];
+        CHECK_MSG(run_tp(m, &og, 64, 1, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s: %s", specs[i], err.msg);
+        CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2 on one GPU, %s: not the bits without", specs[i]);
+    }
+    fprintf(stderr, "  cuda tp 2 on one GPU: token by token and with graphs bitwise\n");
+    ld_tp_opts on = o;
+    on.gpus = 0; /* one a rank, over NCCL, where there are two */
+    int gpus = 0, nccl = 0;
+    CHECK(ld_tp_cuda_placement(&on, &gpus, &nccl, &err) == LD_OK);
+    if (nccl) {
+        CHECK_MSG(run_tp(m, &on, 64, 0, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s", err.msg);
+        CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: over NCCL and on one GPU through the host differ");
+        fprintf(stderr, "  cuda tp 2 over NCCL (2 GPUs): bitwise the ranks sharing one GPU\n");
+    } else {
+        fprintf(stderr, "  cuda tp 2 over NCCL: not here (%d GPU%s, NCCL %s)\n", gpus, gpus > 1 ? "s" : "",
+                ld_comm_nccl_available() ? "built" : "not built");
+    }
+    ld_tp_opts over = o;
+    over.gpus = ld_backend_cuda_device_count() + 1;
+    CHECK(ld_test_expect_fail(ld_tp_session_create(m, &over, 64, 64, &s, &err), LD_ERR_USAGE, &err,
+                              "GPUs asked for: this machine has") == 0);
     free(a);
     free(b);
     ld_model_close(m);
@@ -1175,7 +1252,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_tp_bitwise_determinism),   LD_CASE(test_tp_one_is_plain_forward),
     LD_CASE(test_tp_gguf_quantized),        LD_CASE(test_tp_errors),
     LD_CASE(test_tp_row_parallel_bias),     LD_CASE(test_tp_reduce_in_place),
-    LD_CASE(test_tp_reduce_in_place_bias), LD_CASE(test_tp_processes),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_nccl_comm), EMU_NCCL_CASES
+    LD_CASE(test_tp_reduce_in_place_bias), LD_CASE(test_tp_processes),  LD_CASE(test_tp_cuda_nccl), LD_CASE(test_tp_cuda_shared_gpu), LD_CASE(test_tp_cuda_nccl_comm), EMU_NCCL_CASES
 };
 
 LD_TEST_MAIN(cases)
