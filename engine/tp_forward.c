@@ -535,12 +535,8 @@ static ld_status check_opts(const ld_tp_opts *o, int *graphs, ld_error *err)
     return LD_OK;
 }
 
-/* cuda ranks on threads: s->gpus GPUs as ld_tp_opts.gpus says, and the
- * communicators c [s->n]: NCCL when every rank has a GPU of its own and
- * the build has NCCL (which refuses two ranks on one device), else the
- * simulated ranks' host memory (the reduce then goes through a host copy,
- * tp_forward.c's via_stage): the same ordered sum, the same bits.  No
- * device: one, so that the first rank's backend says why there is none. */
+/* No device seen: one GPU, so that the first rank's backend (or NCCL's
+ * device check) says why there is none. */
 ld_status ld_tp_cuda_placement(const ld_tp_opts *o, int *gpus, int *nccl, ld_error *err)
 {
     int have = ld_backend_cuda_device_count();
@@ -552,6 +548,11 @@ ld_status ld_tp_cuda_placement(const ld_tp_opts *o, int *gpus, int *nccl, ld_err
     return LD_OK;
 }
 
+/* cuda ranks on threads: s->gpus GPUs as ld_tp_opts.gpus says, and the
+ * communicators c [s->n]: NCCL when every rank has a GPU of its own and
+ * the build has NCCL (which refuses two ranks on one device), else the
+ * simulated ranks' host memory (the reduce then goes through a host copy,
+ * via_stage): the same ordered sum, the same bits. */
 static ld_status cuda_comms(ld_tp_session *s, const ld_tp_opts *o, ld_comm **c, ld_error *err)
 {
     int nccl;

@@ -96,7 +96,7 @@ void ld_replay_batch_compare(const float *a, const float *c, const float *ah, co
     int planes = out->n_layers + 2;
     for (size_t t = 0; t < K; t++) {
         int first_plane = LD_REPLAY_BATCH_HEAD;
-        for (int q = planes - 1; q >= 0; q--) {
+        for (int q = planes - 1; q >= 0; q--) { /* downwards: the lowest plane that differs stays */
             const float *x = ah + ((size_t)q * K + t) * width, *y = ch + ((size_t)q * K + t) * width;
             if (!memcmp(x, y, width * sizeof *x)) continue;
             first_plane = q;
