@@ -437,9 +437,14 @@ typedef struct ld_backend_ops {
      * back, no wait for the device).  Optional (NULL: the session calls
      * ds4_route, then moe); LD_ERR_UNSUPPORTED for a variant moe refuses
      * (checked before anything is written).  The same bits as the two
-     * calls. */
-    ld_status (*ds4_route_moe)(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
-                               const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
+     * calls.  router: NULL when logits holds x's router logits already;
+     * else the entry first computes them into logits, matmul(logits, x,
+     * router, no bias, T)'s bits (CUDA: in the route's own launch where
+     * it can), so that the session hands it the router rather than run
+     * the matmul itself. */
+    ld_status (*ds4_route_moe)(ld_backend *be, ld_buf *y, const ld_buf *x, ld_buf *logits, const ld_weight *router,
+                               const float *bias, const int32_t *hash, int T, int E, int K, float scale,
+                               const ld_moe_expert *experts,
                                const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
                                int32_t *idx, float *w, ld_error *err);
     /* ds4_route_moe whose output y goes straight into the new streams:
@@ -447,8 +452,8 @@ typedef struct ld_backend_ops {
      * written.  Optional (NULL, or LD_ERR_UNSUPPORTED for what it does not
      * fuse, before anything is written: the session calls ds4_route_moe,
      * then hc_post); the bits of those two calls. */
-    ld_status (*ds4_route_moe_post)(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const ld_buf *logits,
-                                    const float *bias, const int32_t *hash, int T, int E, int K, float scale,
+    ld_status (*ds4_route_moe_post)(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, ld_buf *logits,
+                                    const ld_weight *router, const float *bias, const int32_t *hash, int T, int E, int K, float scale,
                                     const ld_moe_expert *experts, const ld_moe_expert *shared, int act, float limit,
                                     int combine, float fused_scale, int32_t *idx, float *w, ld_error *err);
 } ld_backend_ops;

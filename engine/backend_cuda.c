@@ -1571,10 +1571,23 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
 /* the route, plan, tables and the grouped experts on the device; then the
  * fixed-order combine and the shared expert as moe's into y, or with post
  * the mixed launches into the new streams (moe_mixed_post) */
+/* whether the route's one launch can compute the router's logits too:
+ * they are then the custom matmul kernel's (cuda_mm_warp.cuh), as the
+ * matmul op would compute them (not the tensor-core GEMM, FP8 or a GGML
+ * type) */
+static int router_fuses(const cuda_backend *cb, const ld_weight *router)
+{
+    ld_kdt dt = router->dt;
+    int plain = dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
+    int tc = cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(dt, (int)router->cols);
+    return plain && !tc && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM && router->rope_hd <= 0 &&
+           router->cols <= 0x7fffffff;
+}
+
 static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_call *post, const ld_buf *x,
-                               const ld_buf *logits, const float *bias, const int32_t *hash, int T, int E, int K,
-                               float scale, const ld_moe_expert *experts, const ld_moe_expert *shared, int act,
-                               float limit, int fused, float fused_scale, const route_how *h, ld_error *err)
+                               ld_buf *logits, const ld_weight *router, const float *bias, const int32_t *hash, int T,
+                               int E, int K, float scale, const ld_moe_expert *experts, const ld_moe_expert *shared,
+                               int act, float limit, int fused, float fused_scale, const route_how *h, ld_error *err)
 {
     ld_kdt dt = h->dt;
     int64_t D = h->D, I = h->I, Is = h->Is;
@@ -1602,11 +1615,21 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_cal
      * the grouped FP4 kernel picks its 16-byte path by x's alignment */
     int pick = (((uintptr_t)x->d & 15) == 0) == (((uintptr_t)m.xe & 15) == 0);
     const float *xe = pick ? x->d : m.xe;
-    if (vr == LD_CU_CUSTOM && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E) { /* a decode step: one launch */
+    int one = vr == LD_CU_CUSTOM && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E; /* a decode step */
+    if (one && router && router_fuses(cb, router)) { /* the router's matmul in the same launch */
+        int32_t *sync;
+        LD_TRY(sync_ints(cb, 1, &sync, "ds4_route_moe", err));
+        ld_cu_router r = {logits->d, x->d, router->d, router->dt, (int)router->cols, sync};
+        CU("ds4_route_moe", ld_cu_ds4_router_route_plan_tables(&r, idx, m.w, dbias, dhash, diota, T, E, K, scale, off,
+                                                               m.rows, m.row_of, m.tab, G, ptrs, xe, pick, m.g, m.u,
+                                                               m.eo, (int)D, (int)I));
+    } else if (one) {
+        if (router) LD_TRY(matmul(&cb->base, logits, x, router, NULL, T, err));
         CU("ds4_route_moe", ld_cu_ds4_route_plan_tables(idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale, off,
                                                         m.rows, m.row_of, m.tab, G, ptrs, xe, pick, m.g, m.u, m.eo,
                                                         (int)D, (int)I));
     } else {
+        if (router) LD_TRY(matmul(&cb->base, logits, x, router, NULL, T, err));
         CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale));
         CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
         CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, xe, pick ? m.rows : NULL, m.g, m.u, m.eo, (int)D,
@@ -1643,11 +1666,20 @@ static ld_status route_then_moe(ld_backend *be, ld_buf *y, const ld_buf *x, cons
 }
 
 /* ds4_route_moe's checks, and how it runs (*h) */
-static ld_status route_moe_checks(cuda_backend *cb, const ld_buf *x, const ld_buf *logits, const int32_t *hash, int T,
-                                  int E, int K, const ld_moe_expert *experts, const ld_moe_expert *shared, int act,
-                                  int combine, int32_t *idx, float *w, route_how *h, ld_error *err)
+static ld_status route_moe_checks(cuda_backend *cb, const ld_buf *x, const ld_buf *logits, const ld_weight *router,
+                                  const int32_t *hash, int T, int E, int K, const ld_moe_expert *experts,
+                                  const ld_moe_expert *shared, int act, int combine, int32_t *idx, float *w,
+                                  route_how *h, ld_error *err)
 {
     LD_TRY(ld_moe_args(T, K, E, act, combine, err));
+    if (router && router->rows != E)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: a router of %lld rows for %d experts",
+                       (long long)router->rows, E);
+    if (router) { /* what the matmul op checks, before anything is written */
+        LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
+        LD_TRY(range(x, 0, (size_t)T * (size_t)router->cols, err));
+        if (x == logits) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: logits alias x");
+    }
     if (combine == LD_MOE_COMBINE_BF16)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda moe: combine=bf16 (ref and fused only)");
     if (!idx != !w) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: give both idx and w, or neither");
@@ -1663,20 +1695,22 @@ static ld_status route_moe_checks(cuda_backend *cb, const ld_buf *x, const ld_bu
     return range(logits, 0, (size_t)T * (size_t)E, err);
 }
 
-static ld_status ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *logits, const float *bias,
-                               const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *experts,
-                               const ld_moe_expert *shared, int act, float limit, int combine, float fused_scale,
-                               int32_t *idx, float *w, ld_error *err)
+static ld_status ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, ld_buf *logits, const ld_weight *router,
+                               const float *bias, const int32_t *hash, int T, int E, int K, float scale,
+                               const ld_moe_expert *experts, const ld_moe_expert *shared, int act, float limit,
+                               int combine, float fused_scale, int32_t *idx, float *w, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     route_how h;
-    LD_TRY(route_moe_checks(cb, x, logits, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
-    if (!h.dev)
+    LD_TRY(route_moe_checks(cb, x, logits, router, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
+    if (!h.dev) {
+        if (router) LD_TRY(matmul(be, logits, x, router, NULL, T, err));
         return route_then_moe(be, y, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit, combine,
                               fused_scale, idx, w, err);
+    }
     LD_TRY(range(y, 0, (size_t)T * (size_t)h.D, err));
     if (y->d == x->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "moe: y aliases x");
-    return route_moe_dev(cb, y, NULL, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit,
+    return route_moe_dev(cb, y, NULL, x, logits, router, bias, hash, T, E, K, scale, experts, shared, act, limit,
                          combine == LD_MOE_COMBINE_FUSED, fused_scale, &h, err);
 }
 
@@ -1700,19 +1734,20 @@ static int post_kernels(const cuda_backend *cb)
            variant(cb, LD_CUDA_OP_HC) == LD_CU_CUSTOM;
 }
 
-static ld_status ds4_route_moe_post(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, const ld_buf *logits,
-                                    const float *bias, const int32_t *hash, int T, int E, int K, float scale,
-                                    const ld_moe_expert *experts, const ld_moe_expert *shared, int act, float limit,
-                                    int combine, float fused_scale, int32_t *idx, float *w, ld_error *err)
+static ld_status ds4_route_moe_post(ld_backend *be, const ld_hc_post_call *p, const ld_buf *x, ld_buf *logits,
+                                    const ld_weight *router, const float *bias, const int32_t *hash, int T, int E,
+                                    int K, float scale, const ld_moe_expert *experts, const ld_moe_expert *shared,
+                                    int act, float limit, int combine, float fused_scale, int32_t *idx, float *w,
+                                    ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
     route_how h;
-    LD_TRY(route_moe_checks(cb, x, logits, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
+    LD_TRY(route_moe_checks(cb, x, logits, router, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
     if (!h.dev || !T || combine != LD_MOE_COMBINE_REF || !shared || !mixed_ok(cb, shared, act, T) ||
         shared->down->rows != h.D || p->N <= 0 || !post_kernels(cb))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_route_moe_post: not fused here");
     LD_TRY(post_ranges(p, x, T, h.D, err));
-    return route_moe_dev(cb, NULL, p, x, logits, bias, hash, T, E, K, scale, experts, shared, act, limit, 0,
+    return route_moe_dev(cb, NULL, p, x, logits, router, bias, hash, T, E, K, scale, experts, shared, act, limit, 0,
                          fused_scale, &h, err);
 }
 

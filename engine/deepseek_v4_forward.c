@@ -1116,10 +1116,12 @@ static ld_status moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int fused, co
     return moe_entry_done(s, st, &e, n, f, err);
 }
 
-/* The router and the moe entry in one call (ds4_route_moe): the route
+/* The router and the moe entry in one call (ds4_route_moe), the router's
+ * matmul too (the entry computes the logits into s->rl): the route
  * comes back into s->idx / s->wts only when this chunk records its
  * experts, else it may stay where the backend computed it.  *done = 0 when
- * the entry refused the variant (the host loop then routes on its own).
+ * the entry refused the variant, having written nothing (the logits
+ * neither: the caller's matmul then runs, and the host loop routes).
  * With `post` (post_call's), first ds4_route_moe_post: the MoE's output
  * mixed into s->bnst by the same call (*posted = 1), where the backend
  * fuses that. */
@@ -1131,7 +1133,8 @@ static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int has
     ld_error e = {0};
     ld_status st = LD_ERR_UNSUPPORTED;
     if (post && OPS(s)->ds4_route_moe_post)
-        st = OPS(s)->ds4_route_moe_post(s->be, post, s->xb, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed,
+        st = OPS(s)->ds4_route_moe_post(s->be, post, s->xb, s->rl, L->router, bias, hash ? s->hrows : NULL, n,
+                                        c->n_routed,
                                         c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
                                         fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling,
                                         s->want_route ? s->idx : NULL, s->want_route ? s->wts : NULL, &e);
@@ -1140,7 +1143,7 @@ static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int has
         *done = 1;
         return st;
     }
-    st = OPS(s)->ds4_route_moe(s->be, s->bmoe, s->xb, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed,
+    st = OPS(s)->ds4_route_moe(s->be, s->bmoe, s->xb, s->rl, L->router, bias, hash ? s->hrows : NULL, n, c->n_routed,
                                          c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED,
                                          c->swiglu_limit, fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF,
                                          c->routed_scaling, s->want_route ? s->idx : NULL,
@@ -1162,7 +1165,6 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, con
     ds4_layer *L = &s->layers[l];
     const ld_ds4_layer *ml = &s->m->layers[l];
     size_t N = (size_t)n, D = (size_t)c->hidden, E = (size_t)c->n_routed, K = (size_t)c->top_k;
-    LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err));
     int hash = c->mlp_type[l] == LD_DS4_HASH && c->use_hash;
     int fused = s->k.v[LD_KOP_COMBINE] == LD_KV_FUSED; /* the scaling on the routed sum */
     const float *bias = c->use_score_bias ? L->router_bias : NULL;
@@ -1175,6 +1177,7 @@ static ld_status moe(ld_ds4_session *s, int l, const int32_t *tokens, int n, con
         LD_TRY(route_moe_entry(s, L, n, hash, bias, scale, fused, post, f, &done, posted, err));
         if (done) return LD_OK;
     }
+    LD_TRY(o->matmul(be, s->rl, s->xb, L->router, NULL, n, err)); /* the router: no entry took it */
     if (o->ds4_route) {
         LD_TRY(o->ds4_route(be, s->idx, s->wts, s->rl, bias, hash ? s->hrows : NULL, n, c->n_routed, c->top_k, scale,
                             err));

@@ -23,6 +23,7 @@
 
 #include "cuda_blockq.cuh"
 #include "cuda_common.cuh"
+#include "cuda_mm_warp.cuh"
 #include "cuda_ops.h"
 
 #define INVAL ((int)cudaErrorInvalidValue)
@@ -1317,7 +1318,7 @@ __device__ void ds4_route_row(int32_t *idx, float *w, const float *logits, const
     int *shb = sh->shb, tid = threadIdx.x;
     const float *l = logits + (size_t)t * (size_t)E;
     for (int e = tid; e < E; e += ROUTE_THREADS) {
-        s[e] = sqrt_softplus(l[e]);
+        s[e] = sqrt_softplus(__ldcg(l + e)); /* through L2: the fused router's other blocks wrote them */
         sel[e] = bias ? s[e] + bias[e] : s[e];
         elig[e] = 1;
     }
@@ -1364,11 +1365,11 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
  * then the tables, each the bits of its own kernel (integers and
  * comparisons but for the route, whose row is computed by the same code
  * with the same block size) */
-__global__ void __launch_bounds__(ROUTE_THREADS)
-    ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
-                          const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets, int32_t *rows,
-                          int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
-                          int pick, float *g, float *u, float *eo, int D, int I)
+__device__ void route_plan_tables_block(int32_t *idx, float *w, const float *logits, const float *bias,
+                                        const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K, float scale,
+                                        int32_t *offsets, int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G,
+                                        const ld_cu_moe_w *mw, const float *xe, int pick, float *g, float *u,
+                                        float *eo, int D, int I)
 {
     __shared__ ds4_route_sh sh;
     __shared__ int32_t cnt[ROUTE_THREADS + 1];
@@ -1380,6 +1381,55 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
     moe_plan_block(offsets, rows, row_of, idx, T * K, K, E, cnt);
     __syncthreads();
     moe_tables_block(tab, G, offsets, mw, E, xe, pick ? rows : NULL, g, u, eo, D, I, pos);
+}
+
+__global__ void __launch_bounds__(ROUTE_THREADS)
+    ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias, const int32_t *tid2eid,
+                          const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets, int32_t *rows,
+                          int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
+                          int pick, float *g, float *u, float *eo, int D, int I)
+{
+    route_plan_tables_block(idx, w, logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows, row_of, tab, G, mw,
+                            xe, pick, g, u, eo, D, I);
+}
+
+/* The router's logits and ds4_route_plan_tables in one launch: grid E /
+ * MM_WARPS blocks, a warp a column n of r.logits [T][E] = x [T][Kx] times
+ * router row n (matmul_custom's warp, its tokens MM_TT at a time: the bits
+ * of ld_cu_matmul's custom kernel, + 0 as it adds a missing bias), then
+ * the block that finishes last (a count in *r.sync, which it resets)
+ * routes, plans and tables as ds4_route_plan_tables does, reading the
+ * logits through L2 (ds4_route_row's __ldcg). */
+template <int DT, int VEC>
+__global__ void __launch_bounds__(ROUTE_THREADS)
+    ds4_router_route(ld_cu_router r, size_t rb, int32_t *idx, float *w, const float *bias, const int32_t *tid2eid,
+                     const int32_t *tokens, int T, int E, int K, float scale, int32_t *offsets, int32_t *rows,
+                     int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe, int pick,
+                     float *g, float *u, float *eo, int D, int I)
+{
+    __shared__ int last;
+    int lane = threadIdx.x & 31, n = blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    for (int t0 = 0; n < E && t0 < T; t0 += MM_TT) {
+        int nt = T - t0 < MM_TT ? T - t0 : MM_TT;
+        float acc[MM_TT];
+        mm_warp_sums<DT, VEC>(acc, (const uint8_t *)r.w + (size_t)n * rb, r.x + (size_t)t0 * (size_t)r.K, r.K, nt,
+                              lane);
+#pragma unroll
+        for (int tt = 0; tt < MM_TT; tt++)
+            if (lane == 0 && tt < nt) r.logits[(size_t)(t0 + tt) * (size_t)E + n] = acc[tt] + 0.0f;
+    }
+    __threadfence(); /* the logits written, before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(r.sync, 1) == (int)gridDim.x - 1;
+        if (last) *r.sync = 0; /* for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    route_plan_tables_block(idx, w, r.logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows, row_of, tab, G, mw,
+                            xe, pick, g, u, eo, D, I);
 }
 
 extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias,
@@ -1395,6 +1445,38 @@ extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *
         return INVAL;
     ds4_route_plan_tables<<<1, ROUTE_THREADS>>>(idx, w, logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows,
                                                 row_of, tab, G, mw, xe, pick, g, u, eo, D, I);
+    return ld_cu_launched();
+}
+
+extern "C" int ld_cu_ds4_router_route_plan_tables(const ld_cu_router *r, int32_t *idx, float *w, const float *bias,
+                                                  const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K,
+                                                  float scale, int32_t *offsets, int32_t *rows, int32_t *row_of,
+                                                  ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw, const float *xe,
+                                                  int pick, float *g, float *u, float *eo, int D, int I)
+{
+    static_assert(ROUTE_THREADS == MM_WARPS * 32, "the route's block is the matmul's");
+    if (T <= 0) return 0;
+    if (E <= 0 || E > ROUTE_THREADS || K < 1 || K > E || K > MAXG || (tid2eid && !tokens) || T > LD_CU_ROUTE_FUSED_T ||
+        G <= 0 || D <= 0 || I <= 0 || r->K <= 0 || !r->sync ||
+        (r->dt != LD_KDT_F32 && r->dt != LD_KDT_F16 && r->dt != LD_KDT_BF16))
+        return INVAL;
+    unsigned blocks = (unsigned)((E + MM_WARPS - 1) / MM_WARPS);
+    size_t rb = ld_cu_row_bytes(r->dt, r->K);
+    int vec = matmul_vec(r->dt, rb, r->w); /* as ld_cu_matmul picks it for that weight */
+#define RR_LAUNCH(DTY, VEC)                                                                                           \
+    ds4_router_route<DTY, VEC><<<blocks, ROUTE_THREADS>>>(*r, rb, idx, w, bias, tid2eid, tokens, T, E, K, scale,     \
+                                                          offsets, rows, row_of, tab, G, mw, xe, pick, g, u, eo, D, I)
+    if (r->dt == LD_KDT_F32) {
+        if (vec) RR_LAUNCH(LD_KDT_F32, 1);
+        else RR_LAUNCH(LD_KDT_F32, 0);
+    } else if (r->dt == LD_KDT_F16) {
+        if (vec) RR_LAUNCH(LD_KDT_F16, 1);
+        else RR_LAUNCH(LD_KDT_F16, 0);
+    } else {
+        if (vec) RR_LAUNCH(LD_KDT_BF16, 1);
+        else RR_LAUNCH(LD_KDT_BF16, 0);
+    }
+#undef RR_LAUNCH
     return ld_cu_launched();
 }
 

@@ -627,6 +627,30 @@ int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, con
                                 int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G, const ld_cu_moe_w *mw,
                                 const float *xe, int pick, float *g, float *u, float *eo, int D, int I);
 
+/* The router of ld_cu_ds4_router_route_plan_tables: logits [T][E] = x
+ * [T][K] times the rows of w [E][K] (of type dt: F32, F16 or BF16), as
+ * ld_cu_matmul's custom kernel without a bias computes them; sync: an int
+ * of device memory, zero, that the launch leaves zero. */
+typedef struct ld_cu_router {
+    float *logits;
+    const float *x;
+    const void *w;
+    ld_kdt dt;
+    int K;
+    int *sync;
+} ld_cu_router;
+
+/* The router's matmul (r) and ld_cu_ds4_route_plan_tables over its logits
+ * in one launch (E / 8 blocks computing the logits, the last one done then
+ * routing, planning and tabling them): the logits and every output bitwise
+ * those of ld_cu_matmul (custom) then ld_cu_ds4_route_plan_tables, the
+ * same limits (cudaErrorInvalidValue beyond them, or another type). */
+int ld_cu_ds4_router_route_plan_tables(const ld_cu_router *r, int32_t *idx, float *w, const float *bias,
+                                       const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K, float scale,
+                                       int32_t *offsets, int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G,
+                                       const ld_cu_moe_w *mw, const float *xe, int pick, float *g, float *u,
+                                       float *eo, int D, int I);
+
 /* The compressor's pooled entries w0 .. w0 + nw - 1 (ld_ref_ds4_compress,
  * before RMSNorm and RoPE) into out [nw][d]: kv, gate rows of `stride`
  * floats indexed by absolute position (ring 0), or position p at row p %

@@ -1523,6 +1523,24 @@ int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, con
     return e;
 }
 
+int ld_cu_ds4_router_route_plan_tables(const ld_cu_router *r, int32_t *idx, float *w, const float *bias,
+                                       const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K, float scale,
+                                       int32_t *offsets, int32_t *rows, int32_t *row_of, ld_cu_mm_group *tab, int G,
+                                       const ld_cu_moe_w *mw, const float *xe, int pick, float *g, float *u,
+                                       float *eo, int D, int I)
+{
+    count(__func__);
+    if (T <= 0) return 0;
+    if (r->K <= 0 || !r->sync || (r->dt != LD_KDT_F32 && r->dt != LD_KDT_F16 && r->dt != LD_KDT_BF16)) return E_INVAL;
+    dev(__func__, "sync", r->sync, sizeof *r->sync);
+    /* the two launchers it stands for, in order (each counted too) */
+    int e = ld_cu_matmul(LD_CU_CUSTOM, r->logits, r->x, r->w, r->dt, NULL, LD_KDT_F32, T, r->K, E, 0);
+    if (!e)
+        e = ld_cu_ds4_route_plan_tables(idx, w, r->logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows,
+                                        row_of, tab, G, mw, xe, pick, g, u, eo, D, I);
+    return e;
+}
+
 int ld_cu_ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0, int n)
 {
     count(__func__);

@@ -107,7 +107,7 @@ static void fill(float *x, size_t n, float lo, float hi)
 }
 
 /* device buffers of the current case, freed together */
-#define MAXBUF 128
+#define MAXBUF 512
 static void *dbuf[MAXBUF];
 static int ndbuf;
 
@@ -655,12 +655,25 @@ static int same_tables(const ld_cu_mm_group *a, const ld_cu_mm_group *b, int n, 
     return 1;
 }
 
+/* a router for route_fused_same: logits = x [T][k] times w [E][k] of
+ * type dt (F32 or BF16, as the host bytes), on the device */
+typedef struct router_case {
+    ld_kdt dt;
+    int k;
+    const float *x;
+    const void *w;
+    float *logits[2]; /* the matmul's, the fused launch's: [T][E] */
+    int *sync;
+} router_case;
+
 /* ld_cu_ds4_route_plan_tables (one launch) against the custom route,
  * plan and tables it stands for: the route, the plan and the tables
  * equal (the weights bitwise); experts' weights at made-up addresses (the
- * tables copy them, nothing reads them) */
+ * tables copy them, nothing reads them).  With rc: the router's matmul
+ * (ld_cu_matmul custom) then those three launches against
+ * ld_cu_ds4_router_route_plan_tables, the logits bitwise too. */
 static int route_fused_same(const char *shape, const float *dl, const float *db, const int32_t *dtab,
-                            const int32_t *dtok, int T, int E, int K, float scale, int pick)
+                            const int32_t *dtok, int T, int E, int K, float scale, int pick, const router_case *rc)
 {
     int R = T * K, G = E < R ? E : R, D = 64, I = 32;
     ld_cu_moe_w *mw = malloc(sizeof *mw * E);
@@ -687,11 +700,21 @@ static int route_fused_same(const char *shape, const float *dl, const float *db,
         DPUT(drow_of[i], NULL, sizeof(int32_t) * R);
         DPUT(dt[i], NULL, sizeof(ld_cu_mm_group) * 3 * G);
     }
+    if (rc) {
+        CU(ld_cu_matmul(LD_CU_CUSTOM, rc->logits[0], rc->x, rc->w, rc->dt, NULL, LD_KDT_F32, T, rc->k, E, 0));
+        dl = rc->logits[0];
+    }
     CU(ld_cu_ds4_route(LD_CU_CUSTOM, di[0], dw[0], dl, db, dtab, dtok, T, E, K, scale));
     CU(ld_cu_moe_plan(LD_CU_CUSTOM, doff[0], drows[0], drow_of[0], di[0], T, K, E));
     CU(ld_cu_moe_tables(dt[0], G, doff[0], dmw, E, xe, pick ? drows[0] : NULL, g, u, eo, D, I));
-    CU(ld_cu_ds4_route_plan_tables(di[1], dw[1], dl, db, dtab, dtok, T, E, K, scale, doff[1], drows[1], drow_of[1],
-                                   dt[1], G, dmw, xe, pick, g, u, eo, D, I));
+    if (rc) {
+        ld_cu_router r = {rc->logits[1], rc->x, rc->w, rc->dt, rc->k, rc->sync};
+        CU(ld_cu_ds4_router_route_plan_tables(&r, di[1], dw[1], db, dtab, dtok, T, E, K, scale, doff[1], drows[1],
+                                              drow_of[1], dt[1], G, dmw, xe, pick, g, u, eo, D, I));
+    } else {
+        CU(ld_cu_ds4_route_plan_tables(di[1], dw[1], dl, db, dtab, dtok, T, E, K, scale, doff[1], drows[1],
+                                       drow_of[1], dt[1], G, dmw, xe, pick, g, u, eo, D, I));
+    }
     int32_t *hi[2][4];
     float *hw[2];
     ld_cu_mm_group *ht[2];
@@ -716,8 +739,19 @@ static int route_fused_same(const char *shape, const float *dl, const float *db,
                !memcmp(hw[0], hw[1], sizeof(float) * R) && same_tables(ht[0], ht[1], 3 * G, drows[0], drows[1]);
     for (int k = 0; same && k < 3 * G; k++) /* picked: the gates and ups read x by the plan's rows, the downs not */
         same = ht[1][k].rows == 0 || !ht[1][k].xrows == (!pick || k >= 2 * G);
-    printf("  ds4_route+plan+tables one launch %-26s%s vs the three: %s\n", shape, pick ? " picked" : "",
-           same ? "the same" : "DIFFER");
+    if (rc) { /* the logits, and the count left at zero for the next launch */
+        float *l[2] = {malloc(sizeof(float) * T * E), malloc(sizeof(float) * T * E)};
+        int left = -1;
+        CHECK(l[0] && l[1]);
+        for (int i = 0; i < 2; i++) CU(ld_cu_d2h(l[i], rc->logits[i], sizeof(float) * T * E));
+        CU(ld_cu_d2h(&left, rc->sync, sizeof left));
+        same = same && !memcmp(l[0], l[1], sizeof(float) * T * E) && left == 0;
+        free(l[0]);
+        free(l[1]);
+    }
+    printf("  ds4_%s+plan+tables one launch %-26s%s%s vs the %s: %s\n", rc ? "router+route" : "route", shape,
+           pick ? " picked" : "", rc ? (rc->dt == LD_KDT_BF16 ? " bf16" : " f32") : "",
+           rc ? "matmul and three" : "three", same ? "the same" : "DIFFER");
     for (int i = 0; i < 2; i++) {
         for (int j = 0; j < 4; j++) free(hi[i][j]);
         free(hw[i]);
@@ -725,6 +759,49 @@ static int route_fused_same(const char *shape, const float *dl, const float *db,
     }
     free(mw);
     CHECK_MSG(same, "ds4_route_plan_tables %s: differs from the three launches", shape);
+    return 0;
+}
+
+/* the router fused with the route (route_fused_same with a router): F32
+ * and BF16 weights, a hidden width of whole 16-byte chunks (the matmul's
+ * chunked path) and one that is not (its element path) */
+static int router_cases(const char *shape, const float *db, const int32_t *dtab, const int32_t *dtok, int T, int E,
+                        int K, float scale)
+{
+    static const int widths[] = {96, 70};
+    for (int wi = 0; wi < 2; wi++)
+        for (int bf = 0; bf < 2; bf++) {
+            int k = widths[wi];
+            size_t nw = (size_t)E * (size_t)k;
+            float *x = malloc(sizeof(float) * (size_t)T * (size_t)k), *wf = malloc(sizeof(float) * nw);
+            uint16_t *wb = malloc(sizeof(uint16_t) * nw);
+            CHECK(x && wf && wb);
+            fill(x, (size_t)T * (size_t)k, -1, 1);
+            fill(wf, nw, -0.5f, 0.5f);
+            for (size_t i = 0; i < nw; i++) { /* bf16: the top half of the float */
+                uint32_t u;
+                memcpy(&u, &wf[i], sizeof u);
+                wb[i] = (uint16_t)(u >> 16);
+            }
+            router_case rc = {bf ? LD_KDT_BF16 : LD_KDT_F32, k, NULL, NULL, {NULL, NULL}, NULL};
+            float *dx;
+            void *dw;
+            DPUT(dx, x, sizeof(float) * (size_t)T * (size_t)k);
+            if (bf) DPUT(dw, wb, sizeof(uint16_t) * nw);
+            else DPUT(dw, wf, sizeof(float) * nw);
+            DPUT(rc.logits[0], NULL, sizeof(float) * (size_t)T * (size_t)E);
+            DPUT(rc.logits[1], NULL, sizeof(float) * (size_t)T * (size_t)E);
+            DPUT(rc.sync, NULL, sizeof(int)); /* zero */
+            rc.x = dx;
+            rc.w = dw;
+            char sh[96];
+            snprintf(sh, sizeof sh, "%s x%d", shape, k);
+            for (int pick = 0; pick < 2; pick++)
+                if (route_fused_same(sh, NULL, db, dtab, dtok, T, E, K, scale, pick, &rc)) return 1;
+            free(x);
+            free(wf);
+            free(wb);
+        }
     return 0;
 }
 
@@ -777,7 +854,10 @@ static int test_cuda_ds4_route(void)
             if (compare("ds4_route w", v, shape, dw, rw, (size_t)T * K, 1e-12)) return 1;
         }
         for (int pick = 0; pick < 2 && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E; pick++)
-            if (route_fused_same(shape, dl, db, dtab, dtok, T, E, K, sh[ci].scale, pick)) return 1;
+            if (route_fused_same(shape, dl, db, dtab, dtok, T, E, K, sh[ci].scale, pick, NULL)) return 1;
+        if (T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E && router_cases(shape, db, dtab, dtok, T, E, K,
+                                                                               sh[ci].scale))
+            return 1;
         free(lg);
         free(bias);
         free(rw);

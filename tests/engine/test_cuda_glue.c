@@ -197,13 +197,14 @@ static ld_status c_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t
     return inner->moe(be, y, x, idx, w, T, K, ex, E, sh, act, limit, combine, fs, err);
 }
 
-static ld_status c_ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const ld_buf *l, const float *bias,
-                                 const int32_t *hash, int T, int E, int K, float scale, const ld_moe_expert *ex,
-                                 const ld_moe_expert *sh, int act, float limit, int combine, float fs, int32_t *idx,
-                                 float *w, ld_error *err)
+static ld_status c_ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, ld_buf *l, const ld_weight *router,
+                                 const float *bias, const int32_t *hash, int T, int E, int K, float scale,
+                                 const ld_moe_expert *ex, const ld_moe_expert *sh, int act, float limit, int combine,
+                                 float fs, int32_t *idx, float *w, ld_error *err)
 {
     counts[C_DS4_ROUTE_MOE]++;
-    return inner->ds4_route_moe(be, y, x, l, bias, hash, T, E, K, scale, ex, sh, act, limit, combine, fs, idx, w, err);
+    return inner->ds4_route_moe(be, y, x, l, router, bias, hash, T, E, K, scale, ex, sh, act, limit, combine, fs, idx,
+                                w, err);
 }
 
 static ld_status c_ds4_index_attention(ld_backend *be, const ld_ds4_index_call *ix, const ld_ds4_attn_call *at, int T,

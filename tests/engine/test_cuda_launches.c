@@ -62,9 +62,11 @@
  * routed (FP4) and shared (FP8) experts' gate/up in one launch and their
  * downs with the combine and hc_post in another (ld_cu_grouped_glu2,
  * ld_cu_moe_down_post); 72 with q_norm and kv_norm in the wq_a/wkv launch
- * (its row tiles' last blocks norm them: matmul_fanout's norms).  Lower
- * it with each fusion. */
-#define V4_OPS 104
+ * (its row tiles' last blocks norm them: matmul_fanout's norms).
+ * 2026-12-01: 68 with the router's matmul in the route's launch
+ * (ld_cu_ds4_router_route_plan_tables: its blocks compute the logits, the
+ * last one done routes them).  Lower it with each fusion. */
+#define V4_OPS 100
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
