@@ -1945,10 +1945,37 @@ static ld_status ds4_index(ld_backend *be, int32_t *sel, ld_buf *q, ld_buf *w, c
 static ld_status ds4_attention_run(cuda_backend *cb, const ld_ds4_attn_call *a, int T, int pos0, const int32_t *dsel,
                                    int kpick, ld_error *err);
 
-/* the picks of ds4_index for T queries into cb->picks [T][k] on the device
- * (q already rotated): the runs of queries that see the same entries as
- * ds4_index makes them, a run that sees none -1 rows */
-static ld_status ds4_picks_dev(cuda_backend *cb, const ld_ds4_index_call *ix, int T, int pos0, int ratio,
+/* whether the indexer's RoPE, scores and top-k of a run run in one launch
+ * (ld_cu_ds4_index_pick): their kernels custom, shapes it takes */
+static int index_fuses(const cuda_backend *cb, const ld_ds4_index_call *ix)
+{
+    return variant(cb, LD_CUDA_OP_ROPE) == LD_CU_CUSTOM && variant(cb, LD_CUDA_OP_INDEX) == LD_CU_CUSTOM &&
+           ix->dim <= 256 && (size_t)ix->n_heads * (size_t)ix->dim <= LD_CU_INDEX_PICK_QW;
+}
+
+/* ds4_pick_dev of n queries from t0 not yet rotated, in one launch that
+ * rotates them (at pos0 + t0 ...) too */
+static ld_status ds4_pick_fused(cuda_backend *cb, int32_t *dsel, const ld_ds4_index_call *ix, int t0, int n, int nv,
+                                int pos0, ld_error *err)
+{
+    size_t QW = (size_t)ix->n_heads * (size_t)ix->dim;
+    int32_t *sync;
+    LD_TRY(scratch((void **)&cb->ds_f, &cb->ds_f_cap, (size_t)n * (size_t)nv * sizeof(float), "ds4_index", err));
+    LD_TRY(sync_ints(cb, (size_t)n, &sync, "ds4_index", err));
+    const ld_ds4_rot *r = ix->rope;
+    ld_cu_rot rot = {r->inv_freq->d, r->attn_factor, r->dim, r->bf16};
+    CU("ds4_index", ld_cu_ds4_index_pick(dsel, cb->ds_f, ix->q->d + (size_t)t0 * QW,
+                                         ix->w->d + (size_t)t0 * (size_t)ix->n_heads, ix->keys->d, n, ix->n_heads,
+                                         ix->dim, nv, ix->k, 1.0f / sqrtf((float)ix->dim),
+                                         1.0f / sqrtf((float)ix->n_heads), &rot, pos0 + t0, sync));
+    return LD_OK;
+}
+
+/* the picks of ds4_index for T queries into cb->picks [T][k] on the device:
+ * the runs of queries that see the same entries as ds4_index makes them,
+ * a run that sees none -1 rows.  q already rotated, or (fused) rotated
+ * run by run here: by ds4_pick_fused, a run that sees no entry alone */
+static ld_status ds4_picks_dev(cuda_backend *cb, const ld_ds4_index_call *ix, int T, int pos0, int ratio, int fused,
                                ld_error *err)
 {
     size_t k = (size_t)ix->k;
@@ -1956,10 +1983,18 @@ static ld_status ds4_picks_dev(cuda_backend *cb, const ld_ds4_index_call *ix, in
         int nv = (pos0 + t0 + 1) / ratio;
         for (t1 = t0 + 1; t1 < T && (pos0 + t1 + 1) / ratio == nv; t1++) {}
         int32_t *dst = cb->picks + (size_t)t0 * k;
+        if (nv > 0 && fused) {
+            LD_TRY(ds4_pick_fused(cb, dst, ix, t0, t1 - t0, nv, pos0, err));
+            continue;
+        }
         if (nv > 0) {
             LD_TRY(ds4_pick_dev(cb, dst, ix->q, ix->w, ix->keys, t0, t1 - t0, nv, ix->n_heads, ix->dim, ix->k, err));
             continue;
         }
+        size_t QW = (size_t)ix->n_heads * (size_t)ix->dim;
+        if (fused)
+            CU("ds4_index_attention", ds4_rot_rows(cb, ix->q->d + (size_t)t0 * QW, t1 - t0, QW, ix->n_heads, ix->dim,
+                                                   ix->rope, pos0 + t0, 0));
         size_t n = (size_t)(t1 - t0) * k;
         int32_t *none = malloc(n * sizeof *none);
         if (!none) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
@@ -2087,8 +2122,9 @@ static ld_status ds4_index_attention(ld_backend *be, const ld_ds4_index_call *ix
     if (at->out->d == at->q->d) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_attention: out aliases q");
     CU("ds4_index_attention", ld_cu_set_device(cb->device));
     LD_TRY(scratch((void **)&cb->picks, &cb->picks_cap, nk * sizeof(int32_t), "ds4_index_attention", err));
-    CU("ds4_index_attention", ds4_rot_rows(cb, ix->q->d, T, QW, ix->n_heads, ix->dim, ix->rope, pos0, 0));
-    LD_TRY(ds4_picks_dev(cb, ix, T, pos0, at->ratio, err));
+    int fused = index_fuses(cb, ix);
+    if (!fused) CU("ds4_index_attention", ds4_rot_rows(cb, ix->q->d, T, QW, ix->n_heads, ix->dim, ix->rope, pos0, 0));
+    LD_TRY(ds4_picks_dev(cb, ix, T, pos0, at->ratio, fused, err));
     return ds4_attention_run(cb, at, T, pos0, cb->picks, ix->k, err);
 }
 

@@ -84,6 +84,28 @@ __device__ __forceinline__ float ld_cswiglu(float g, float u, float limit)
  * partial sums in shared memory (sh [LD_CU_NORM_THREADS]); every thread
  * gets 1 / sqrt(mean + eps).  One function for every kernel that norms a
  * row (rmsnorm_custom, V4's fused q/kv), so that they agree bitwise. */
+/* The "last block" pattern of the kernels that finish a launch's work in
+ * one of its blocks (no co-resident blocks needed): the block's writes
+ * are fenced and counted in *cnt; it returns 1 in the block whose count
+ * brings it to `blocks` (which resets it to zero, for the next launch,
+ * and may then read the other blocks' writes through L2: __ldcg, an SM's
+ * L1 not being coherent with the others'), 0 in the others.  Every thread
+ * of the block calls it; *last is a __shared__ int of the caller's. */
+__device__ __forceinline__ int ld_cu_last_block(int *cnt, int blocks, int *last)
+{
+    __threadfence(); /* the block's writes, before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
+        *last = atomicAdd(cnt, 1) == blocks - 1;
+        if (*last) *cnt = 0; /* for the next launch */
+    }
+    __syncthreads();
+    int l = *last;
+    if (l) __threadfence();
+    return l;
+}
+
 #define LD_CU_NORM_THREADS 256
 /* the tree and the inverse from each thread's partial sum v (a kernel that
  * computes the row itself sums its own values in ld_norm_inv's order) */

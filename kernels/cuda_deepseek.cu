@@ -23,6 +23,7 @@
 
 #include "cuda_blockq.cuh"
 #include "cuda_common.cuh"
+#include "cuda_index.cuh"
 #include "cuda_mm_warp.cuh"
 #include "cuda_ops.h"
 
@@ -355,16 +356,7 @@ __global__ void __launch_bounds__(32 * F8_WARPS)
     __shared__ float sh[LD_CU_NORM_THREADS];
     __shared__ int last;
     grouped_tile<0, 0>(groups, G, blockIdx.y, K, N, br, bc, 0.0f);
-    __threadfence(); /* the outputs written, before the count says so */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
-        last = atomicAdd(&sync[blockIdx.z], 1) == (int)(gridDim.x * gridDim.y) - 1;
-        if (last) sync[blockIdx.z] = 0; /* for the next launch */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!ld_cu_last_block(&sync[blockIdx.z], (int)(gridDim.x * gridDim.y), &last)) return; /* the outputs written */
     for (int g = 0; g < G; g++) {
         if (!nm.g[g].w) continue;
         const ld_cu_mm_group t = groups[g];
@@ -824,17 +816,7 @@ extern "C" int ld_cu_mla_absorb_out(int v, float *out, const float *o_lat, const
 
 /* ================================================================ indexer */
 
-__device__ __forceinline__ float idx_term(int form, float d, float wh, float qscale, float wscale)
-{
-    if (form == 0) {
-        d *= qscale;
-        if (d < 0.0f) d = 0.0f; /* a NaN stays NaN */
-        return (wh * wscale) * d;
-    }
-    float rl = d > 0.0f ? d : 0.0f;
-    return (rl * qscale) * (wh * wscale);
-}
-
+/* idx_term, index_tile: cuda_index.cuh */
 __global__ void index_ref(float *scores, const float *q, const float *w, const float *keys, int T, int H, int dim,
                           int n, int form, float qscale, float wscale)
 {
@@ -852,41 +834,19 @@ __global__ void index_ref(float *scores, const float *q, const float *w, const f
     scores[idx] = acc;
 }
 
-#define IDX_WARPS 8
-#define IDX_KEYS 64 /* keys per block */
-#define IDX_MAXR 8  /* dim <= 256 */
-
-/* block (key tile, query t): the query's heads in shared memory; a warp per
- * key, the key in registers (lane L holds i = L + 32 r), per head a dot by
- * fmaf over r then the tree; the heads summed in order */
+/* block (key tile, query t): the query's heads in shared memory, then
+ * index_tile */
 __global__ void __launch_bounds__(32 * IDX_WARPS)
     index_custom(float *scores, const float *q, const float *w, const float *keys, int H, int dim, int n, int form,
                  float qscale, float wscale)
 {
     LD_CU_DYN_SMEM(float, qsh); /* H * dim */
-    int t = blockIdx.y, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    int t = blockIdx.y;
     const float *qt = q + (size_t)t * (size_t)H * (size_t)dim;
     for (int i = threadIdx.x; i < H * dim; i += 32 * IDX_WARPS) qsh[i] = qt[i];
     __syncthreads();
-    const float *wt = w + (size_t)t * (size_t)H;
-    int s0 = blockIdx.x * IDX_KEYS;
-    for (int s = s0 + wp; s < s0 + IDX_KEYS && s < n; s += IDX_WARPS) {
-        const float *kr = keys + (size_t)s * (size_t)dim;
-        float kv[IDX_MAXR];
-#pragma unroll
-        for (int r = 0; r < IDX_MAXR; r++) kv[r] = lane + 32 * r < dim ? kr[lane + 32 * r] : 0.0f;
-        float acc = 0.0f;
-        for (int h = 0; h < H; h++) {
-            const float *qh = qsh + h * dim;
-            float d = 0.0f;
-#pragma unroll
-            for (int r = 0; r < IDX_MAXR; r++)
-                if (lane + 32 * r < dim) d = fmaf(qh[lane + 32 * r], kv[r], d);
-            d = ld_warp_sum(d);
-            acc += idx_term(form, d, wt[h], qscale, wscale);
-        }
-        if (lane == 0) scores[(size_t)t * (size_t)n + (size_t)s] = acc;
-    }
+    index_tile(scores, qsh, w + (size_t)t * (size_t)H, keys, H, dim, n, form, qscale, wscale, t,
+               blockIdx.x * IDX_KEYS);
 }
 
 extern "C" int ld_cu_index_scores(int v, int form, float *scores, const float *q, const float *w, const float *keys,
@@ -912,10 +872,7 @@ extern "C" int ld_cu_index_scores(int v, int form, float *scores, const float *q
 
 /* ================================================================ top-k */
 
-__device__ __forceinline__ int topk_n(int n, int pos0, int t)
-{
-    return pos0 < 0 || pos0 + t + 1 > n ? n : pos0 + t + 1;
-}
+/* topk_n, topk_key, topk_row: cuda_index.cuh */
 
 /* a thread per row: ld_ref_ds4_topk's insertion into the output row */
 __global__ void topk_ref(int32_t *idx, const float *scores, int T, int ld, int n, int pos0, int k)
@@ -943,81 +900,18 @@ __global__ void topk_ref(int32_t *idx, const float *scores, int T, int ld, int n
     for (int i = m; i < k; i++) out[i] = -1;
 }
 
-/* the order of ranks_before as a 64-bit key, larger first: the score's
- * bits made monotone (NaN lowest, -0 as +0), then the complemented index */
-__device__ __forceinline__ uint64_t topk_key(float f, int s)
-{
-    uint32_t u;
-    if (f != f) u = 0u;
-    else {
-        u = __float_as_uint(f == 0.0f ? 0.0f : f);
-        u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-    }
-    return ((uint64_t)u << 32) | (uint64_t)(0xffffffffu - (uint32_t)s);
-}
-
 #define TOPK_THREADS 512
 
-/* a block per row: radix select of the m-th largest key (eight passes of 8
- * bits, integer histograms), then the keys >= it written in index order
- * (ballot prefix counts) */
-__global__ void __launch_bounds__(TOPK_THREADS)
-    topk_custom(int32_t *idx, const float *scores, int ld, int n, int pos0, int k)
+/* a block per row: topk_row */
+__global__ void __launch_bounds__(TOPK_THREADS) topk_custom(int32_t *idx, const float *scores, int ld, int n, int pos0,
+                                                            int k)
 {
-    __shared__ unsigned hist[256];
-    __shared__ unsigned long long sh_prefix;
-    __shared__ int sh_need, wtot[TOPK_THREADS / 32];
-    int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    const float *sc = scores + (size_t)t * (size_t)ld;
-    int32_t *out = idx + (size_t)t * (size_t)k;
-    int nt = topk_n(n, pos0, t), m = nt < k ? nt : k;
-    for (int i = m + tid; i < k; i += TOPK_THREADS) out[i] = -1;
-    if (m <= 0) return;
-    if (tid == 0) {
-        sh_prefix = 0;
-        sh_need = m;
-    }
-    uint64_t mask = 0;
-    for (int shift = 56; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += TOPK_THREADS) hist[i] = 0;
-        __syncthreads();
-        uint64_t prefix = sh_prefix;
-        for (int s = tid; s < nt; s += TOPK_THREADS) {
-            uint64_t key = topk_key(sc[s], s);
-            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-        }
-        __syncthreads();
-        if (tid == 0) {
-            unsigned cum = 0, need = (unsigned)sh_need;
-            int d = 255;
-            for (; d > 0; d--) {
-                if (cum + hist[d] >= need) break;
-                cum += hist[d];
-            }
-            sh_need = (int)(need - cum);
-            sh_prefix = prefix | ((uint64_t)d << shift);
-        }
-        mask |= (uint64_t)255 << shift;
-        __syncthreads();
-    }
-    uint64_t thr = sh_prefix;
-    int base = 0;
-    for (int s0 = 0; s0 < nt; s0 += TOPK_THREADS) {
-        int s = s0 + tid;
-        int flag = s < nt && topk_key(sc[s], s) >= thr;
-        unsigned bal = __ballot_sync(LD_CU_FULL, flag);
-        if (lane == 0) wtot[w] = __popc(bal);
-        __syncthreads();
-        int before = 0, total = 0;
-        for (int i = 0; i < TOPK_THREADS / 32; i++) {
-            if (i < w) before += wtot[i];
-            total += wtot[i];
-        }
-        if (flag) out[base + before + __popc(bal & ((1u << lane) - 1u))] = s;
-        base += total;
-        __syncthreads();
-    }
+    __shared__ topk_sh<TOPK_THREADS> sh;
+    int t = blockIdx.x;
+    topk_row<TOPK_THREADS, 0>(idx + (size_t)t * (size_t)k, scores + (size_t)t * (size_t)ld, topk_n(n, pos0, t), k,
+                              &sh);
 }
+
 
 extern "C" int ld_cu_topk(int v, int32_t *idx, const float *scores, int T, int ld, int n, int pos0, int k)
 {
@@ -1418,16 +1312,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
         for (int tt = 0; tt < MM_TT; tt++)
             if (lane == 0 && tt < nt) r.logits[(size_t)(t0 + tt) * (size_t)E + n] = acc[tt] + 0.0f;
     }
-    __threadfence(); /* the logits written, before the count says so */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(r.sync, 1) == (int)gridDim.x - 1;
-        if (last) *r.sync = 0; /* for the next launch */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!ld_cu_last_block(r.sync, (int)gridDim.x, &last)) return; /* the logits written */
     route_plan_tables_block(idx, w, r.logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows, row_of, tab, G, mw,
                             xe, pick, g, u, eo, D, I);
 }
@@ -1784,16 +1669,7 @@ __global__ void __launch_bounds__(HC_THREADS)
     __shared__ int last;
     int t = blockIdx.y, R = (2 + N) * N;
     hc_mix_block(work, ws, X, fn, N * D, R, norm_eps, sh);
-    __threadfence(); /* the mixes written, before the count says so */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
-        last = atomicAdd(&sync[t], 1) == (int)gridDim.x - 1;
-        if (last) sync[t] = 0; /* for the next launch */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!ld_cu_last_block(&sync[t], (int)gridDim.x, &last)) return; /* the mixes written */
     const float *mt = hc_mix(work, ws, t);
     for (int i = threadIdx.x; i < R; i += HC_THREADS) m[i] = __ldcg(mt + i);
     __syncthreads();

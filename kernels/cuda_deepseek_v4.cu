@@ -20,6 +20,7 @@
 
 #include "cuda_blockq.cuh"
 #include "cuda_common.cuh"
+#include "cuda_index.cuh"
 #include "cuda_ops.h"
 
 #define INVAL ((int)cudaErrorInvalidValue)
@@ -471,17 +472,8 @@ __global__ void __launch_bounds__(256)
     __shared__ a4_smem sm;
     __shared__ int last;
     a4_split_block(part, nsplit, q, K, H, pos0, scale, &sm);
-    __threadfence(); /* the parts written, before the count says so */
-    __syncthreads();
     int *cnt = sync + (size_t)blockIdx.z * gridDim.y + blockIdx.y;
-    if (threadIdx.x == 0) {
-        __threadfence(); /* the block's writes, seen at the barrier, released with the count */
-        last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
-        if (last) *cnt = 0; /* for the next launch */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!ld_cu_last_block(cnt, (int)gridDim.x, &last)) return; /* the parts written */
     int h0 = blockIdx.y * A4_HEADS, nh = H - h0 < A4_HEADS ? H - h0 : A4_HEADS, hd = K.hd;
     for (int e = threadIdx.x; e < nh * hd; e += blockDim.x)
         a4_merge_item(out, part, nsplit, K, sinks, H, pos0, (size_t)blockIdx.z * (size_t)H + (size_t)(h0 + e / hd),
@@ -518,6 +510,57 @@ extern "C" int ld_cu_ds_rope(int v, float *x, int T, size_t row_stride, size_t o
     else
         rope_custom<<<(unsigned)T, 256>>>(x, row_stride, off, n_heads, head_stride, dim, inv_freq, attn_factor,
                                           interleave, pos0, inverse, bf16_table);
+    return ld_cu_launched();
+}
+
+/* ---------------------------------------------------------------- the indexer's picks in one launch */
+
+#define PICK_THREADS (32 * IDX_WARPS)
+
+/* grid (key tiles of n, T): a block copies query t's heads into shared
+ * memory and rotates each head's last rot.rd values at pos0 + t there
+ * (rope_custom's table and pairs, interleaved), then scores its tile
+ * (index_tile, form 1); the last of query t's blocks to be done (a count
+ * in sync[t], which it resets to 0) writes the rotated heads back into q
+ * (the in-place rotation of ld_cu_ds_rope: every block has read q by
+ * then) and picks the row's top k (topk_row, the scores read through L2)
+ * into sel [T][k].  The bits of the three launches. */
+__global__ void __launch_bounds__(PICK_THREADS)
+    ds4_index_pick(int32_t *sel, float *scores, float *q, const float *w, const float *keys, int H, int dim, int n,
+                   int k, float qscale, float wscale, ld_cu_rot rot, int pos0, int *sync)
+{
+    LD_CU_DYN_SMEM(float, qsh); /* H * dim */
+    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    __shared__ topk_sh<PICK_THREADS> tsh;
+    __shared__ int last;
+    int t = blockIdx.y, half = rot.rd / 2, QW = H * dim;
+    float *qt = q + (size_t)t * (size_t)QW;
+    for (int i = threadIdx.x; i < QW; i += PICK_THREADS) qsh[i] = qt[i];
+    for (int i = threadIdx.x; i < half; i += PICK_THREADS)
+        rope_cs(&cs[i], &sn[i], pos0 + t, rot.inv_freq[i], rot.af, 0, rot.bf16_table);
+    __syncthreads();
+    for (int e = threadIdx.x; e < H * half; e += PICK_THREADS) {
+        int h = e / half, i = e % half;
+        rope_pair(qsh + h * dim + (dim - rot.rd), i, half, 1, cs[i], sn[i]);
+    }
+    __syncthreads();
+    index_tile(scores, qsh, w + (size_t)t * (size_t)H, keys, H, dim, n, 1, qscale, wscale, t, blockIdx.x * IDX_KEYS);
+    if (!ld_cu_last_block(&sync[t], (int)gridDim.x, &last)) return; /* the scores written */
+    for (int i = threadIdx.x; i < QW; i += PICK_THREADS) qt[i] = qsh[i];
+    topk_row<PICK_THREADS, 1>(sel + (size_t)t * (size_t)k, scores + (size_t)t * (size_t)n, n, k, &tsh);
+}
+
+extern "C" int ld_cu_ds4_index_pick(int32_t *sel, float *scores, float *q, const float *w, const float *keys, int T,
+                                    int H, int dim, int n, int k, float qscale, float wscale, const ld_cu_rot *rot,
+                                    int pos0, int *sync)
+{
+    if (T <= 0 || k <= 0) return 0;
+    if (H <= 0 || dim <= 0 || dim > 32 * IDX_MAXR || (size_t)H * (size_t)dim > LD_CU_INDEX_PICK_QW || n <= 0 ||
+        T > 65535 || rot->rd < 0 || rot->rd % 2 || rot->rd > dim || rot->rd / 2 > ROPE_MAX_HALF || pos0 < 0 || !sync)
+        return INVAL;
+    dim3 grid((unsigned)((n + IDX_KEYS - 1) / IDX_KEYS), (unsigned)T);
+    ds4_index_pick<<<grid, PICK_THREADS, (size_t)H * (size_t)dim * sizeof(float)>>>(sel, scores, q, w, keys, H, dim, n,
+                                                                                   k, qscale, wscale, *rot, pos0, sync);
     return ld_cu_launched();
 }
 

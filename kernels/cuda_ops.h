@@ -450,6 +450,19 @@ typedef struct ld_cu_rot {
     float af; /* the attention factor */
     int rd, bf16_table;
 } ld_cu_rot;
+/* V4's indexer picks of T queries in one launch: each query's heads q
+ * [T][H][dim] rotated in place at pos0 + t (each head's last rot->rd
+ * values, interleaved pairs), its scores [T][n] against keys [n][dim]
+ * (form 1, qscale, wscale) and their top k into sel [T][k]: bitwise
+ * ld_cu_ds_rope(LD_CU_CUSTOM, q, T, H dim, dim - rd, H, dim, rd, inv_freq,
+ * af, 1, pos0, 0, bf16_table), ld_cu_index_scores(LD_CU_CUSTOM, 1, ...)
+ * and ld_cu_topk(LD_CU_CUSTOM, sel, scores, T, n, n, -1, k).  sync: T
+ * zero ints on the device, left zero.  H dim <= LD_CU_INDEX_PICK_QW, dim
+ * <= 256, T <= 65535, else cudaErrorInvalidValue. */
+#define LD_CU_INDEX_PICK_QW 10240
+int ld_cu_ds4_index_pick(int32_t *sel, float *scores, float *q, const float *w, const float *keys, int T, int H,
+                         int dim, int n, int k, float qscale, float wscale, const ld_cu_rot *rot, int pos0, int *sync);
+
 /* ld_cu_ds4_attention (custom) whose merge de-rotates its outputs: one
  * launch fewer, bitwise ld_cu_ds4_attention(LD_CU_CUSTOM, ...) then
  * ld_cu_ds_rope(LD_CU_CUSTOM, out, T, H hd, hd - rd, H, hd, rd, inv_freq,

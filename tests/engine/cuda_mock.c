@@ -1541,6 +1541,24 @@ int ld_cu_ds4_router_route_plan_tables(const ld_cu_router *r, int32_t *idx, floa
     return e;
 }
 
+int ld_cu_ds4_index_pick(int32_t *sel, float *scores, float *q, const float *w, const float *keys, int T, int H,
+                         int dim, int n, int k, float qscale, float wscale, const ld_cu_rot *rot, int pos0, int *sync)
+{
+    count(__func__);
+    if (T <= 0 || k <= 0) return 0;
+    if (H <= 0 || dim <= 0 || dim > 256 || (size_t)H * (size_t)dim > LD_CU_INDEX_PICK_QW || n <= 0 || T > 65535 ||
+        rot->rd < 0 || rot->rd % 2 || rot->rd > dim || pos0 < 0 || !sync)
+        return E_INVAL;
+    dev(__func__, "sync", sync, (size_t)T * sizeof *sync);
+    /* the three launchers it stands for, in order (each counted too) */
+    size_t QW = (size_t)H * (size_t)dim;
+    int e = ld_cu_ds_rope(LD_CU_CUSTOM, q, T, QW, (size_t)(dim - rot->rd), H, (size_t)dim, rot->rd, rot->inv_freq,
+                          rot->af, 1, pos0, 0, rot->bf16_table);
+    if (!e) e = ld_cu_index_scores(LD_CU_CUSTOM, 1, scores, q, w, keys, T, H, dim, n, qscale, wscale);
+    if (!e) e = ld_cu_topk(LD_CU_CUSTOM, sel, scores, T, n, n, -1, k);
+    return e;
+}
+
 int ld_cu_ring_put2(float *ra, float *rb, const float *a, const float *b, size_t W, int ring, int p0, int n)
 {
     count(__func__);

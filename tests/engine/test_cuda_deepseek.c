@@ -599,6 +599,72 @@ static int test_cuda_topk(void)
     return 0;
 }
 
+/* `bytes` of device memory at d and at e bitwise equal */
+static int dev_bytes_same(const void *d, const void *e, size_t bytes)
+{
+    unsigned char *a = malloc(bytes ? bytes : 1), *b = malloc(bytes ? bytes : 1);
+    int same = a && b && !ld_cu_d2h(a, d, bytes) && !ld_cu_d2h(b, e, bytes) && !memcmp(a, b, bytes);
+    free(a);
+    free(b);
+    return same;
+}
+
+/* ld_cu_ds4_index_pick (one launch) against the custom RoPE, scores and
+ * top-k it stands for: the rotated q, the scores and the picks bitwise,
+ * the counts left at zero (a second launch on fresh queries picks the
+ * same) */
+static int test_cuda_ds4_index_pick(void)
+{
+    NEED_GPU();
+    struct { int T, H, dim, rd, n, k, bf16; } sh[] = {
+        {1, 8, 64, 32, 300, 64, 0}, {3, 4, 128, 64, 129, 16, 1}, {2, 16, 128, 64, 5000, 512, 0},
+        {1, 64, 128, 64, 70, 128, 0}, /* k beyond the keys: -1 after them */
+    };
+    for (size_t ci = 0; ci < sizeof sh / sizeof sh[0]; ci++) {
+        int T = sh[ci].T, H = sh[ci].H, dim = sh[ci].dim, rd = sh[ci].rd, n = sh[ci].n, k = sh[ci].k, pos0 = 37;
+        size_t QW = (size_t)H * (size_t)dim, nq = (size_t)T * QW;
+        float *q = malloc(sizeof(float) * nq), *w = malloc(sizeof(float) * T * H);
+        float *keys = malloc(sizeof(float) * (size_t)n * dim), *invf = malloc(sizeof(float) * (size_t)(rd / 2));
+        CHECK(q && w && keys && invf);
+        fill(q, nq, -1, 1);
+        fill(w, (size_t)T * H, -1, 1);
+        fill(keys, (size_t)n * dim, -1, 1);
+        for (int i = 0; i < rd / 2; i++) invf[i] = powf(10000.0f, -2.0f * (float)i / (float)rd);
+        float *dq[3], *dsc[2], *dw, *dk, *dinv;
+        int32_t *dsel[3];
+        int *sync;
+        for (int i = 0; i < 3; i++) DPUT(dq[i], q, sizeof(float) * nq);
+        for (int i = 0; i < 2; i++) DPUT(dsc[i], NULL, sizeof(float) * T * n);
+        for (int i = 0; i < 3; i++) DPUT(dsel[i], NULL, sizeof(int32_t) * T * k);
+        DPUT(dw, w, sizeof(float) * T * H);
+        DPUT(dk, keys, sizeof(float) * (size_t)n * dim);
+        DPUT(dinv, invf, sizeof(float) * (size_t)(rd / 2));
+        DPUT(sync, NULL, sizeof(int) * T);
+        float qs = 1.0f / sqrtf((float)dim), ws = 1.0f / sqrtf((float)H), af = 1.25f;
+        CU(ld_cu_ds_rope(LD_CU_CUSTOM, dq[0], T, QW, (size_t)(dim - rd), H, (size_t)dim, rd, dinv, af, 1, pos0, 0,
+                         sh[ci].bf16));
+        CU(ld_cu_index_scores(LD_CU_CUSTOM, 1, dsc[0], dq[0], dw, dk, T, H, dim, n, qs, ws));
+        CU(ld_cu_topk(LD_CU_CUSTOM, dsel[0], dsc[0], T, n, n, -1, k));
+        ld_cu_rot rot = {dinv, af, rd, sh[ci].bf16};
+        CU(ld_cu_ds4_index_pick(dsel[1], dsc[1], dq[1], dw, dk, T, H, dim, n, k, qs, ws, &rot, pos0, sync));
+        CU(ld_cu_ds4_index_pick(dsel[2], dsc[1], dq[2], dw, dk, T, H, dim, n, k, qs, ws, &rot, pos0, sync));
+        size_t nsel = sizeof(int32_t) * (size_t)T * (size_t)k;
+        int sq = dev_bytes_same(dq[0], dq[1], sizeof(float) * nq);
+        int ss = dev_bytes_same(dsc[0], dsc[1], sizeof(float) * (size_t)T * (size_t)n);
+        int sp = dev_bytes_same(dsel[0], dsel[1], nsel), s2 = dev_bytes_same(dsel[0], dsel[2], nsel);
+        printf("  ds4_index_pick one launch T %d H %d dim %d rd %d n %d k %d%s vs the three: q %s, scores %s, picks %s, "
+               "again %s\n", T, H, dim, rd, n, k, sh[ci].bf16 ? " bf16 table" : "", sq ? "same" : "DIFFER",
+               ss ? "same" : "DIFFER", sp ? "same" : "DIFFER", s2 ? "same" : "DIFFER");
+        CHECK_MSG(sq && ss && sp && s2, "ds4_index_pick: differs from the rope, scores and top-k launches");
+        free(q);
+        free(w);
+        free(keys);
+        free(invf);
+        dfree_all();
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- routers */
 
 static int test_cuda_ds_route(void)
@@ -2320,7 +2386,7 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_fp8_matmul), LD_CASE(test_cuda_moe_grouped), LD_CASE(test_cuda_mla_latent),
     LD_CASE(test_cuda_mla_absorb),
     LD_CASE(test_cuda_index_scores),
-    LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds_route),    LD_CASE(test_cuda_ds4_route),
+    LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds4_index_pick), LD_CASE(test_cuda_ds_route),    LD_CASE(test_cuda_ds4_route),
     LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_hc_bf16),
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),

@@ -65,8 +65,11 @@
  * (its row tiles' last blocks norm them: matmul_fanout's norms).
  * 2026-12-01: 68 with the router's matmul in the route's launch
  * (ld_cu_ds4_router_route_plan_tables: its blocks compute the logits, the
- * last one done routes them).  Lower it with each fusion. */
-#define V4_OPS 100
+ * last one done routes them); 64 with the indexer's RoPE, scores and
+ * top-k in one launch (ld_cu_ds4_index_pick: its blocks rotate their copy
+ * of the query and score their keys, the last one done writes the query
+ * back and picks).  Lower it with each fusion. */
+#define V4_OPS 96
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
