@@ -1134,20 +1134,19 @@ static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int has
     ld_status st = LD_ERR_UNSUPPORTED;
     if (post && OPS(s)->ds4_route_moe_post)
         st = OPS(s)->ds4_route_moe_post(s->be, post, s->xb, s->rl, L->router, bias, hash ? s->hrows : NULL, n,
-                                        c->n_routed,
-                                        c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
-                                        fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling,
-                                        s->want_route ? s->idx : NULL, s->want_route ? s->wts : NULL, &e);
+                                        c->n_routed, c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED,
+                                        c->swiglu_limit, fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF,
+                                        c->routed_scaling, s->want_route ? s->idx : NULL,
+                                        s->want_route ? s->wts : NULL, &e);
     *posted = st == LD_OK;
     if (answered(st, &e, err)) {
         *done = 1;
         return st;
     }
     st = OPS(s)->ds4_route_moe(s->be, s->bmoe, s->xb, s->rl, L->router, bias, hash ? s->hrows : NULL, n, c->n_routed,
-                                         c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED,
-                                         c->swiglu_limit, fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF,
-                                         c->routed_scaling, s->want_route ? s->idx : NULL,
-                                         s->want_route ? s->wts : NULL, &e);
+                               c->top_k, scale, L->experts, &L->shared, LD_MOE_ACT_CLAMPED, c->swiglu_limit,
+                               fused ? LD_MOE_COMBINE_FUSED : LD_MOE_COMBINE_REF, c->routed_scaling,
+                               s->want_route ? s->idx : NULL, s->want_route ? s->wts : NULL, &e);
     LD_TRY(moe_entry_done(s, st, &e, n, f, err));
     *done = !s->moe_host;
     return LD_OK;
