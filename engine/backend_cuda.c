@@ -674,6 +674,15 @@ static int fp8_group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int
     return ws[0]->cols > 0 && ws[0]->rows > 0;
 }
 
+/* whether the matmul op runs w through the tensor-core GEMM (matmul=tc
+ * and a weight it takes): for every T, never by T, since a token's bits
+ * must not depend on its batch; the other plain and GGML weights take
+ * ld_cu_matmul's kernel of the variant, FP8 ones matmul_f8b */
+static int matmul_tc(const cuda_backend *cb, const ld_weight *w)
+{
+    return cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(w->dt, (int)w->cols);
+}
+
 static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias,
                         int T, ld_error *err)
 {
@@ -691,9 +700,7 @@ static ld_status matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_w
     if (ld_ref_kdt_is_scaled(w->dt)) return matmul_f8b(cb, out, x, w, bias, T, err);
     const void *bd = bias ? bias->d : NULL;
     ld_kdt bdt = bias ? bias->dt : LD_KDT_F32;
-    /* tc: the tensor-core GEMM for every T (never by T: a token's bits must
-     * not depend on its batch); other weights the custom kernel */
-    if (cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(w->dt, (int)w->cols))
+    if (matmul_tc(cb, w))
         CU("matmul", ld_cu_matmul_tc(out->d, x->d, w->d, w->dt, bd, bdt, T, (int)w->cols, (int)w->rows, w->rope_hd));
     else
         CU("matmul", ld_cu_matmul(variant(cb, LD_CUDA_OP_MATMUL), out->d, x->d, w->d, w->dt, bd, bdt, T,
@@ -1568,9 +1575,6 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
     return LD_OK;
 }
 
-/* the route, plan, tables and the grouped experts on the device; then the
- * fixed-order combine and the shared expert as moe's into y, or with post
- * the mixed launches into the new streams (moe_mixed_post) */
 /* whether the route's one launch can compute the router's logits too:
  * they are then the custom matmul kernel's (cuda_mm_warp.cuh), as the
  * matmul op would compute them (not the tensor-core GEMM, FP8 or a GGML
@@ -1579,11 +1583,14 @@ static int router_fuses(const cuda_backend *cb, const ld_weight *router)
 {
     ld_kdt dt = router->dt;
     int plain = dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
-    int tc = cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(dt, (int)router->cols);
-    return plain && !tc && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM && router->rope_hd <= 0 &&
+    return plain && !matmul_tc(cb, router) && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM && router->rope_hd <= 0 &&
            router->cols <= 0x7fffffff;
 }
 
+/* the route, plan, tables and the grouped experts on the device (with
+ * router, its logits first: in the route's launch where router_fuses);
+ * then the fixed-order combine and the shared expert as moe's into y, or
+ * with post the mixed launches into the new streams (moe_mixed_post) */
 static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_call *post, const ld_buf *x,
                                ld_buf *logits, const ld_weight *router, const float *bias, const int32_t *hash, int T,
                                int E, int K, float scale, const ld_moe_expert *experts, const ld_moe_expert *shared,
@@ -1616,7 +1623,9 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_cal
     int pick = (((uintptr_t)x->d & 15) == 0) == (((uintptr_t)m.xe & 15) == 0);
     const float *xe = pick ? x->d : m.xe;
     int one = vr == LD_CU_CUSTOM && T <= LD_CU_ROUTE_FUSED_T && E <= LD_CU_ROUTE_FUSED_E; /* a decode step */
-    if (one && router && router_fuses(cb, router)) { /* the router's matmul in the same launch */
+    int fuse = one && router && router_fuses(cb, router); /* the router's matmul in that launch */
+    if (router && !fuse) LD_TRY(matmul(&cb->base, logits, x, router, NULL, T, err));
+    if (fuse) {
         int32_t *sync;
         LD_TRY(sync_ints(cb, 1, &sync, "ds4_route_moe", err));
         ld_cu_router r = {logits->d, x->d, router->d, router->dt, (int)router->cols, sync};
@@ -1624,12 +1633,10 @@ static ld_status route_moe_dev(cuda_backend *cb, ld_buf *y, const ld_hc_post_cal
                                                                m.rows, m.row_of, m.tab, G, ptrs, xe, pick, m.g, m.u,
                                                                m.eo, (int)D, (int)I));
     } else if (one) {
-        if (router) LD_TRY(matmul(&cb->base, logits, x, router, NULL, T, err));
         CU("ds4_route_moe", ld_cu_ds4_route_plan_tables(idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale, off,
                                                         m.rows, m.row_of, m.tab, G, ptrs, xe, pick, m.g, m.u, m.eo,
                                                         (int)D, (int)I));
     } else {
-        if (router) LD_TRY(matmul(&cb->base, logits, x, router, NULL, T, err));
         CU("ds4_route_moe", ld_cu_ds4_route(vr, idx, m.w, logits->d, dbias, dhash, diota, T, E, K, scale));
         CU("ds4_route_moe", ld_cu_moe_plan(vr, off, m.rows, m.row_of, idx, T, K, E));
         CU("ds4_route_moe", ld_cu_moe_tables(m.tab, G, off, ptrs, E, xe, pick ? m.rows : NULL, m.g, m.u, m.eo, (int)D,
@@ -1672,10 +1679,10 @@ static ld_status route_moe_checks(cuda_backend *cb, const ld_buf *x, const ld_bu
                                   route_how *h, ld_error *err)
 {
     LD_TRY(ld_moe_args(T, K, E, act, combine, err));
-    if (router && router->rows != E)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: a router of %lld rows for %d experts",
-                       (long long)router->rows, E);
     if (router) { /* what the matmul op checks, before anything is written */
+        if (router->rows != E)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: a router of %lld rows for %d experts",
+                           (long long)router->rows, E);
         LD_TRY(range(logits, 0, (size_t)T * (size_t)E, err));
         LD_TRY(range(x, 0, (size_t)T * (size_t)router->cols, err));
         if (x == logits) return LD_FAIL(err, LD_ERR_USAGE, 0, "ds4_route_moe: logits alias x");

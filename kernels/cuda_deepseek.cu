@@ -1317,6 +1317,13 @@ __global__ void __launch_bounds__(ROUTE_THREADS)
                             xe, pick, g, u, eo, D, I);
 }
 
+/* the limits of the one-launch route (T > 0 checked before) */
+static int route_plan_args_ok(const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K, int G, int D, int I)
+{
+    return E > 0 && E <= ROUTE_THREADS && K >= 1 && K <= E && K <= MAXG && (!tid2eid || tokens) &&
+           T <= LD_CU_ROUTE_FUSED_T && G > 0 && D > 0 && I > 0;
+}
+
 extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *logits, const float *bias,
                                            const int32_t *tid2eid, const int32_t *tokens, int T, int E, int K,
                                            float scale, int32_t *offsets, int32_t *rows, int32_t *row_of,
@@ -1325,9 +1332,7 @@ extern "C" int ld_cu_ds4_route_plan_tables(int32_t *idx, float *w, const float *
 {
     static_assert(ROUTE_THREADS == LD_CU_ROUTE_FUSED_E, "one thread an expert in the tables");
     if (T <= 0) return 0;
-    if (E <= 0 || E > ROUTE_THREADS || K < 1 || K > E || K > MAXG || (tid2eid && !tokens) || T > LD_CU_ROUTE_FUSED_T ||
-        G <= 0 || D <= 0 || I <= 0)
-        return INVAL;
+    if (!route_plan_args_ok(tid2eid, tokens, T, E, K, G, D, I)) return INVAL;
     ds4_route_plan_tables<<<1, ROUTE_THREADS>>>(idx, w, logits, bias, tid2eid, tokens, T, E, K, scale, offsets, rows,
                                                 row_of, tab, G, mw, xe, pick, g, u, eo, D, I);
     return ld_cu_launched();
@@ -1341,8 +1346,7 @@ extern "C" int ld_cu_ds4_router_route_plan_tables(const ld_cu_router *r, int32_t
 {
     static_assert(ROUTE_THREADS == MM_WARPS * 32, "the route's block is the matmul's");
     if (T <= 0) return 0;
-    if (E <= 0 || E > ROUTE_THREADS || K < 1 || K > E || K > MAXG || (tid2eid && !tokens) || T > LD_CU_ROUTE_FUSED_T ||
-        G <= 0 || D <= 0 || I <= 0 || r->K <= 0 || !r->sync ||
+    if (!route_plan_args_ok(tid2eid, tokens, T, E, K, G, D, I) || r->K <= 0 || !r->sync ||
         (r->dt != LD_KDT_F32 && r->dt != LD_KDT_F16 && r->dt != LD_KDT_BF16))
         return INVAL;
     unsigned blocks = (unsigned)((E + MM_WARPS - 1) / MM_WARPS);

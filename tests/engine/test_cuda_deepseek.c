@@ -652,9 +652,10 @@ static int test_cuda_ds4_index_pick(void)
         int sq = dev_bytes_same(dq[0], dq[1], sizeof(float) * nq);
         int ss = dev_bytes_same(dsc[0], dsc[1], sizeof(float) * (size_t)T * (size_t)n);
         int sp = dev_bytes_same(dsel[0], dsel[1], nsel), s2 = dev_bytes_same(dsel[0], dsel[2], nsel);
-        printf("  ds4_index_pick one launch T %d H %d dim %d rd %d n %d k %d%s vs the three: q %s, scores %s, picks %s, "
-               "again %s\n", T, H, dim, rd, n, k, sh[ci].bf16 ? " bf16 table" : "", sq ? "same" : "DIFFER",
-               ss ? "same" : "DIFFER", sp ? "same" : "DIFFER", s2 ? "same" : "DIFFER");
+        const char *v[2] = {"DIFFER", "same"};
+        printf("  ds4_index_pick one launch T %d H %d dim %d rd %d n %d k %d%s vs the three: q %s, scores %s, "
+               "picks %s, again %s\n", T, H, dim, rd, n, k, sh[ci].bf16 ? " bf16 table" : "", v[sq], v[ss], v[sp],
+               v[s2]);
         CHECK_MSG(sq && ss && sp && s2, "ds4_index_pick: differs from the rope, scores and top-k launches");
         free(q);
         free(w);
@@ -2386,7 +2387,8 @@ static const ld_test_case tests[] = {
     LD_CASE(test_cuda_fp8_matmul), LD_CASE(test_cuda_moe_grouped), LD_CASE(test_cuda_mla_latent),
     LD_CASE(test_cuda_mla_absorb),
     LD_CASE(test_cuda_index_scores),
-    LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds4_index_pick), LD_CASE(test_cuda_ds_route),    LD_CASE(test_cuda_ds4_route),
+    LD_CASE(test_cuda_topk),       LD_CASE(test_cuda_ds4_index_pick),
+    LD_CASE(test_cuda_ds_route),   LD_CASE(test_cuda_ds4_route),
     LD_CASE(test_cuda_moe_combine), LD_CASE(test_cuda_hc),         LD_CASE(test_cuda_hc_bf16),
     LD_CASE(test_cuda_sample_generator),
     LD_CASE(test_cuda_sample),     LD_CASE(test_cuda_ds4_attention), LD_CASE(test_cuda_ds4_swiglu),

@@ -966,13 +966,14 @@ static long graph_launches(void)
 #endif
 
 /* CUDA graphs under tensor parallelism: every rank on a thread of its own
- * in graph mode, the capture held around each collective (comm_nccl.c).
- * The logits of `want` (TP 2 without graphs) bit for bit, in one call and
- * token by token, with graphs of 64 and of 5 operations (a capture's end
- * falling anywhere, next to a collective too).  On the emulator (whose
- * NCCL refuses a collective during capture) both ranks launch graphs: TP
- * 2 launches twice TP 1's. */
-static int check_tp_graphs(const ld_model *m, const seq *q, const float *want)
+ * in graph mode, the capture held around each collective (comm_nccl.c;
+ * with the ranks sharing `gpus` GPUs, around nothing: their reduce waits
+ * on the host).  The logits of `want` (TP 2 without graphs) bit for bit,
+ * in one call and token by token, with graphs of 64 and of 5 operations
+ * (a capture's end falling anywhere, next to a collective too).  On the
+ * emulator (whose NCCL refuses a collective during capture) both ranks
+ * launch graphs: TP 2 launches twice TP 1's. */
+static int check_tp_graphs(const ld_model *m, const seq *q, const float *want, int gpus)
 {
     size_t nl = (size_t)q->T * (size_t)m->cfg.vocab;
     float *g = malloc(nl * sizeof *g);
@@ -980,7 +981,7 @@ static int check_tp_graphs(const ld_model *m, const seq *q, const float *want)
     static const char *const specs[] = {"graphs=on", "graphs=5"};
     for (int i = 0; i < 2; i++)
         for (int call = 0; call <= 1; call++) {
-            ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cuda", .kernels = specs[i], .threads = 1};
+            ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cuda", .kernels = specs[i], .threads = 1, .gpus = gpus};
             ld_error err;
             long before = graph_launches();
             CHECK_MSG(run_tp(m, &o, 64, call, q->tokens, q->T, g, NULL, &err) == LD_OK, "%s: %s", specs[i], err.msg);
@@ -993,22 +994,62 @@ static int check_tp_graphs(const ld_model *m, const seq *q, const float *want)
             long one = graph_launches() - before;
             if (one >= 0)
                 CHECK_MSG(one > 0 && two == 2 * one, "%s: tp 2 launched %ld graphs, tp 1 %ld", specs[i], two, one);
-            fprintf(stderr, "  cuda tp 2 %s, %s: bitwise without graphs (graphs launched: tp 1 %ld, tp 2 %ld)\n",
-                    specs[i], call ? "token by token" : "one call", one, two);
+            fprintf(stderr, "  cuda tp 2%s %s, %s: bitwise without graphs (graphs launched: tp 1 %ld, tp 2 %ld)\n",
+                    gpus == 1 ? " on one GPU" : "", specs[i], call ? "token by token" : "one call", one, two);
         }
     free(g);
     return 0;
 }
 
+/* the CUDA cases' model: qwen3, ref.json's first sequence, room for two
+ * runs' logits [T][vocab] */
+typedef struct qwen3_run {
+    ld_model *m;
+    seq q;
+    size_t nl;
+    float *a, *b;
+} qwen3_run;
+
+static int qwen3_open(qwen3_run *r)
+{
+    memset(r, 0, sizeof *r);
+    if (open_model("qwen3", &r->m)) return 1;
+    load_seq(0, &r->q);
+    r->nl = (size_t)r->q.T * (size_t)r->m->cfg.vocab;
+    r->a = malloc(r->nl * sizeof *r->a);
+    r->b = malloc(r->nl * sizeof *r->b);
+    CHECK(r->a && r->b);
+    return 0;
+}
+
+static int qwen3_close(qwen3_run *r)
+{
+    free(r->a);
+    free(r->b);
+    ld_model_close(r->m);
+    return 0;
+}
+
+/* logits of the sequence within 1e-5 (normalised) of transformers' */
+static int near_transformers(const qwen3_run *r, const float *logits, const char *what)
+{
+    float *ref = load_f32(MDIR "qwen3", "ref-a.logits.f32", r->nl);
+    CHECK(ref);
+    double mx, e = nerr(logits, ref, r->nl, &mx);
+    free(ref);
+    fprintf(stderr, "  %s: logits nerr %.3g (max|d| %.3g) vs transformers\n", what, e, mx);
+    CHECK_MSG(e < 1e-5, "%s: logits nerr %.3g vs transformers", what, e);
+    return 0;
+}
+
 static int test_tp_cuda_nccl(void)
 {
-    ld_model *m = NULL;
-    if (open_model("qwen3", &m)) return 1;
-    seq q;
-    load_seq(0, &q);
-    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
-    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
-    CHECK(a && b);
+    qwen3_run r;
+    if (qwen3_open(&r)) return 1;
+    ld_model *m = r.m;
+    seq q = r.q;
+    size_t nl = r.nl;
+    float *a = r.a, *b = r.b;
     ld_error err;
     ld_error_clear(&err);
     ld_tp_opts o = {.n = 1, .n_nodes = 1, .backend = "cuda", .kernels = NULL, .threads = 1};
@@ -1016,10 +1057,7 @@ static int test_tp_cuda_nccl(void)
     if (st != LD_OK) {
         fprintf(stderr, "  cuda tp 1: %s (nccl in this build: %s)\n", err.msg, ld_comm_nccl_available() ? "yes" : "no");
         CHECK_MSG(st == LD_ERR_UNSUPPORTED && (strstr(err.msg, "CUDA") || strstr(err.msg, "NCCL")), "%s", err.msg);
-        free(a);
-        free(b);
-        ld_model_close(m);
-        return 0;
+        return qwen3_close(&r);
     }
     /* a GPU and NCCL: the plain CUDA forward gives the same bits */
     ld_backend *be = NULL;
@@ -1042,44 +1080,35 @@ static int test_tp_cuda_nccl(void)
     if (!nccl) /* the ranks would share a GPU: test_tp_cuda_shared_gpu */
         snprintf(err.msg, sizeof err.msg, "not over NCCL here (%d GPU%s)", gpus, gpus > 1 ? "s" : "");
     if (st == LD_OK) {
-        float *ref = load_f32(MDIR "qwen3", "ref-a.logits.f32", nl);
-        CHECK(ref);
-        double mx, e = nerr(a, ref, nl, &mx);
-        fprintf(stderr, "  cuda tp 2 over NCCL: logits nerr %.3g (max|d| %.3g) vs transformers\n", e, mx);
-        CHECK(e < 1e-5);
+        if (near_transformers(&r, a, "cuda tp 2 over NCCL")) return 1;
         CHECK(run_tp(m, &o, 64, 1, q.tokens, q.T, b, NULL, &err) == LD_OK);
         CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: prefill and token by token differ");
         if (run_path(m, &o, 1, 0, &q, b, NULL, NULL, NULL)) return 1;
         CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2: the reduce on the device and through the host differ");
-        if (check_tp_graphs(m, &q, a)) return 1;
-        free(ref);
+        if (check_tp_graphs(m, &q, a, 0)) return 1;
     } else {
         fprintf(stderr, "  cuda tp 2: %s\n", err.msg);
         CHECK(st == LD_ERR_UNSUPPORTED);
     }
-    free(a);
-    free(b);
-    ld_model_close(m);
-    return 0;
+    return qwen3_close(&r);
 }
 
 /* Ranks sharing GPUs (ld_tp_opts.gpus below the ranks: a model split N
  * ways on fewer cards, as on a one-GPU machine, where NCCL refuses two
  * ranks on a device): rank k on GPU k % gpus, the collectives through host
  * memory.  TP 2 on one GPU: within 1e-5 of transformers, prefill and token
- * by token bitwise, with CUDA graphs (of 64 and of 5 operations) bitwise,
+ * by token bitwise, with CUDA graphs bitwise (check_tp_graphs),
  * the session reporting its placement; where NCCL and two GPUs are there
  * (the emulator with two devices), bitwise TP 2 over NCCL: the transport
  * does not change the bits.  More GPUs than the machine has: refused. */
 static int test_tp_cuda_shared_gpu(void)
 {
-    ld_model *m = NULL;
-    if (open_model("qwen3", &m)) return 1;
-    seq q;
-    load_seq(0, &q);
-    size_t nl = (size_t)q.T * (size_t)m->cfg.vocab;
-    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
-    CHECK(a && b);
+    qwen3_run r;
+    if (qwen3_open(&r)) return 1;
+    ld_model *m = r.m;
+    seq q = r.q;
+    size_t nl = r.nl;
+    float *a = r.a, *b = r.b;
     ld_error err;
     ld_error_clear(&err);
     ld_tp_opts o = {.n = 2, .n_nodes = 1, .backend = "cuda", .threads = 1, .gpus = 1};
@@ -1088,31 +1117,16 @@ static int test_tp_cuda_shared_gpu(void)
     if (st != LD_OK) {
         fprintf(stderr, "  cuda tp 2 on one GPU: %s\n", err.msg);
         CHECK_MSG(st == LD_ERR_UNSUPPORTED && strstr(err.msg, "CUDA"), "%s", err.msg);
-        free(a);
-        free(b);
-        ld_model_close(m);
-        return 0;
+        return qwen3_close(&r);
     }
     CHECK_EQ_INT(ld_tp_session_gpus(s), 1);
     CHECK_MSG(!strcmp(ld_tp_session_comm(s, 0)->ops->name, "sim"), "%s", ld_tp_session_comm(s, 0)->ops->name);
     ld_tp_session_destroy(s);
     CHECK_MSG(run_tp(m, &o, 64, 0, q.tokens, q.T, a, NULL, &err) == LD_OK, "%s", err.msg);
-    float *ref = load_f32(MDIR "qwen3", "ref-a.logits.f32", nl);
-    CHECK(ref);
-    double mx, e = nerr(a, ref, nl, &mx);
-    fprintf(stderr, "  cuda tp 2 on one GPU: logits nerr %.3g (max|d| %.3g) vs transformers\n", e, mx);
-    CHECK(e < 1e-5);
-    free(ref);
+    if (near_transformers(&r, a, "cuda tp 2 on one GPU")) return 1;
     CHECK_MSG(run_tp(m, &o, 64, 1, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s", err.msg);
     CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2 on one GPU: prefill and token by token differ");
-    static const char *const specs[] = {"graphs=on", "graphs=5"};
-    for (int i = 0; i < 2; i++) {
-        ld_tp_opts og = o;
-        og.kernels = specs[i];
-        CHECK_MSG(run_tp(m, &og, 64, 1, q.tokens, q.T, b, NULL, &err) == LD_OK, "%s: %s", specs[i], err.msg);
-        CHECK_MSG(memcmp(a, b, nl * sizeof *a) == 0, "cuda tp 2 on one GPU, %s: not the bits without", specs[i]);
-    }
-    fprintf(stderr, "  cuda tp 2 on one GPU: token by token and with graphs bitwise\n");
+    if (check_tp_graphs(m, &q, a, 1)) return 1;
     ld_tp_opts on = o;
     on.gpus = 0; /* one a rank, over NCCL, where there are two */
     int gpus = 0, nccl = 0;
@@ -1129,10 +1143,7 @@ static int test_tp_cuda_shared_gpu(void)
     over.gpus = ld_backend_cuda_device_count() + 1;
     CHECK(ld_test_expect_fail(ld_tp_session_create(m, &over, 64, 64, &s, &err), LD_ERR_USAGE, &err,
                               "GPUs asked for: this machine has") == 0);
-    free(a);
-    free(b);
-    ld_model_close(m);
-    return 0;
+    return qwen3_close(&r);
 }
 
 /* ------------------------------------------------------------ processes */
