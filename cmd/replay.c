@@ -84,16 +84,20 @@ static const char *const replay_usage[] = {
     "and refuses one that exists, a run's leftover).  On cuda they join",
     "through NCCL's bootstrap (FILE on storage every machine sees; the rank",
     "on GPU --tp-device D, default LD_TP_DEVICE, LOCAL_RANK, else R); on",
-    "cpu/ref through a mapping of FILE shared by the processes of one",
-    "machine (best under /dev/shm).  Rank 0 prints the report; the others",
-    "compute the same and print nothing; all exit alike.  A rank that fails",
-    "or dies ends the others with an error; so does one alive but stalled:",
+    "cpu/ref, with --tp-transport shm or in a build without NCCL, through a",
+    "mapping of FILE shared by the processes of one machine (best under",
+    "/dev/shm): there CUDA ranks sum through host memory and may share GPUs",
+    "(rank R on GPU R mod G by default; NCCL refuses two ranks on one GPU),",
+    "with the same bits.  Rank 0 prints the report; the others compute the",
+    "same and print nothing; all exit alike.  A rank that fails or dies",
+    "ends the others with an error; so does one alive but stalled:",
     "--tp-timeout S (default 600) bounds the wait for the others to join and",
     "each collective's wait for the slowest rank (the first one also waits",
     "for every rank's weights to load).  From the environment: LD_TP_RANK,",
-    "LD_TP_DEVICE, LD_TP_RENDEZVOUS, or with a rendezvous a launcher's rank",
-    "and local rank (RANK/LOCAL_RANK, Slurm's SLURM_PROCID/SLURM_LOCALID,",
-    "Open MPI's OMPI_COMM_WORLD_RANK/_LOCAL_RANK): e.g. srun -N2",
+    "LD_TP_DEVICE, LD_TP_TRANSPORT, LD_TP_RENDEZVOUS, or with a rendezvous a",
+    "launcher's rank and local rank (RANK/LOCAL_RANK, Slurm's",
+    "SLURM_PROCID/SLURM_LOCALID, Open MPI's OMPI_COMM_WORLD_RANK/_LOCAL_RANK):",
+    "e.g. srun -N2",
     "--ntasks-per-node=8 logdiff replay ... --backend cuda --tp 16",
     "--tp-rendezvous /shared/rdv-$SLURM_JOB_ID.",
     "",
@@ -164,6 +168,7 @@ static const char *const replay_usage[] = {
 typedef struct tp_proc {
     long rank, device, timeout;
     const char *rendezvous;
+    const char *transport; /* NULL: the default (replay.h) */
 } tp_proc;
 
 /* *v from the environment variable `name` when set; a problem when it is
@@ -193,14 +198,16 @@ static const char *env_first(const char *const *names, long *v)
  * a problem to report, or NULL.  Besides our own variables, the rank and
  * the local rank as launchers set them: torchrun-style (RANK, LOCAL_RANK),
  * Slurm's srun, Open MPI's mpirun; those only with a rendezvous given. */
-static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, char *msg, size_t cap)
+static const char *tp_proc_resolve(tp_proc *p, long tp, char *msg, size_t cap)
 {
     static const char *const own_rank[] = {"LD_TP_RANK", NULL}, *const own_device[] = {"LD_TP_DEVICE", NULL};
     static const char *const launcher_rank[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", NULL};
     static const char *const launcher_device[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
     if (!p->rendezvous) p->rendezvous = getenv("LD_TP_RENDEZVOUS");
     if (p->rendezvous && !*p->rendezvous) p->rendezvous = NULL;
-    int device_given = p->device >= 0; /* --tp-device itself, not the environment's */
+    int given = p->device >= 0 || p->transport; /* --tp-device or --tp-transport itself, not the environment's */
+    if (!p->transport) p->transport = getenv("LD_TP_TRANSPORT");
+    if (p->transport && !*p->transport) p->transport = NULL;
     const char *bad = env_first(own_rank, &p->rank);
     if (!bad) bad = env_first(own_device, &p->device);
     if (!bad && p->rendezvous) bad = env_first(launcher_rank, &p->rank);
@@ -210,7 +217,7 @@ static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, cha
         return msg;
     }
     if (p->rank < 0 && !p->rendezvous) /* not a group of processes */
-        return device_given ? "--tp-device: give it with --tp-rank and --tp-rendezvous" : NULL;
+        return given ? "--tp-device, --tp-transport: give them with --tp-rank and --tp-rendezvous" : NULL;
     if (p->rank < 0 || !p->rendezvous) return "--tp-rank and --tp-rendezvous go together";
     if (tp < 1) return "--tp-rank: give --tp N too (the group's size)";
     if (p->rank >= tp) {
@@ -218,8 +225,7 @@ static const char *tp_proc_resolve(tp_proc *p, long tp, const char *backend, cha
         return msg;
     }
     if (p->timeout < 1 || p->timeout > 86400) return "--tp-timeout: give 1 to 86400 seconds";
-    if (p->device < 0) p->device = strcmp(backend, "cuda") == 0 ? p->rank : 0;
-    return NULL;
+    return NULL; /* a device still < 0: the transport's default (replay.h) */
 }
 
 typedef struct pick {
@@ -608,7 +614,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
     const char *check_layers = NULL;
     int json = 0, compare = 0;
     long threads = 0, top_k = LD_REPLAY_TOP_K, max_tokens = LD_REPLAY_MAX_TOKENS, tp = 0;
-    tp_proc proc = { -1, -1, 600, NULL };
+    tp_proc proc = { -1, -1, 600, NULL, NULL };
     const ld_option options[] = {
         { LD_OPT_STRING, 0, "model", &model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "the request to replay (required)" },
@@ -629,6 +635,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "tp-rank", &proc.rank, "R", "with --tp N: this process is rank R of N processes" },
         { LD_OPT_STRING, 0, "tp-rendezvous", &proc.rendezvous, "FILE", "where the processes of the group meet" },
         { LD_OPT_INT, 0, "tp-device", &proc.device, "D", "cuda: this rank's GPU (default LOCAL_RANK, else R)" },
+        { LD_OPT_STRING, 0, "tp-transport", &proc.transport, "T", "nccl (cuda's default) or shm (one machine)" },
         { LD_OPT_INT, 0, "tp-timeout", &proc.timeout, "S", "seconds to wait for the group: to join, at each collective (default 600)" },
         { LD_OPT_STRING, 0, "batch-with", &batch_with, "RID,...", "replay alone and batched with these requests; compare the logits and hidden states" },
         LD_OPTION_END
@@ -677,7 +684,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
                             ? "--batch-with: not with --check, --compare-kernels, --dump-layers or --seed"
                             : NULL;
     char tp_msg[96];
-    if (!problem) problem = tp_proc_resolve(&proc, tp, backend, tp_msg, sizeof tp_msg);
+    if (!problem) problem = tp_proc_resolve(&proc, tp, tp_msg, sizeof tp_msg);
     if (problem) {
         fprintf(cli->err, PFX "%s\n", problem);
         return LD_EXIT_TROUBLE;
@@ -751,7 +758,8 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         goto out;
     }
     if (proc.rendezvous) {
-        ld_replay_tp_rank tr = { (int)proc.rank, proc.rendezvous, (int)proc.device, (double)proc.timeout };
+        ld_replay_tp_rank tr = { (int)proc.rank, proc.rendezvous, (int)proc.device, (double)proc.timeout,
+                                 proc.transport };
         if (ld_replay_engine_join_tp(e, &tr, &err) != LD_OK) {
             fprintf(cli->err, PFX "--tp-rank %ld: %s\n", proc.rank, err.msg);
             goto out;

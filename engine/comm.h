@@ -244,7 +244,10 @@ ld_status ld_comm_nccl_create_all(int size, const int *devices, ld_comm **out, l
  * ld_comm_nccl_unique_id and shares the 128 bytes out of band (a file on
  * shared storage, an environment variable, a TCP rendezvous); every
  * process then calls ld_comm_nccl_create_rank with it, its rank, the group
- * size and its local device.  timeout_s (<= 0: none) bounds each
+ * size and its local device.  timeout_s (<= 0: none) bounds the making of
+ * the group (a rank that never joins: LD_ERR_IO, where NCCL is 2.14 or
+ * newer, whose nonblocking making can be polled and aborted; older ones
+ * wait for it) and each
  * collective: one not complete that long after it was queued (a peer
  * alive but stalled, which NCCL itself waits for without end) aborts the
  * communicator, and this rank's collectives and ld_comm_check fail saying

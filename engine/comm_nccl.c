@@ -39,6 +39,12 @@
  * is not complete within the group's timeout, a rank being alive but
  * stalled (below).
  *
+ * A create_rank communicator is made nonblocking (NCCL 2.14 on), so that
+ * a rank that never joins fails the others at timeout_s instead of
+ * hanging them in NCCL's bootstrap: its making, its collectives and its
+ * finalisation may then return ncclInProgress, and are polled to their
+ * end (init_rank, settle, finish_rank).
+ *
  * Where it runs: in CI on the CUDA emulator's devices over its NCCL
  * (tests/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
  * and copies; this file compiled a second time over it): ctest
@@ -248,6 +254,25 @@ static ld_status flight_end(nccl_rank *r, ncclResult_t e, ld_error *err)
     return st;
 }
 
+/* A create_rank communicator is nonblocking (its making is bounded,
+ * below), so a call on it may return ncclInProgress, its work still being
+ * queued (NCCL connects peers at their first collective): polled until it
+ * is queued or failed.  Under the watchdog's lock, which every abort takes
+ * (NCCL frees an aborted communicator); once aborted, not asked again:
+ * flight_end then says why. */
+static ncclResult_t settle(nccl_rank *r, ncclResult_t e)
+{
+    while (e == ncclInProgress) {
+        nanosleep(&(struct timespec){0, 100000L}, NULL);
+        if (r->watching) pthread_mutex_lock(&r->wmu);
+        ncclResult_t a = ncclRemoteError;
+        if (!atomic_load(&r->aborted) && ncclCommGetAsyncError(r->comm, &a) != ncclSuccess) a = ncclInternalError;
+        if (r->watching) pthread_mutex_unlock(&r->wmu);
+        e = a;
+    }
+    return e;
+}
+
 /* NCCL's all-gather of the device buffer `send` [n] into d_recv [size][n],
  * on the legacy stream.  In graph mode (graphs=N, this thread capturing:
  * kernels/cuda_ops.h) the capture is held around it: what is captured so
@@ -261,7 +286,7 @@ static ld_status gather(nccl_rank *r, const float *send, size_t n, ld_error *err
 {
     CU_TRY("graphs: hold", ld_cu_graphs_hold());
     LD_TRY(flight_begin(r, n, err));
-    ncclResult_t e = ncclAllGather(send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0);
+    ncclResult_t e = settle(r, ncclAllGather(send, r->d_recv, n, ncclFloat, r->comm, (cudaStream_t)0));
     LD_TRY(flight_end(r, e, err));
     if (e != ncclSuccess) return nccl_fail(err, "all-gather", e, r->comm);
     CU_TRY("graphs: release", ld_cu_graphs_release());
@@ -351,6 +376,37 @@ static void group_free(nccl_group *g)
 static void watchdog_stop(nccl_rank *r);
 static void flights_free(nccl_rank *r);
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+/* What a nonblocking call on c that returned e came to: while it is
+ * ncclInProgress, c's asynchronous state polled every millisecond, up to
+ * `deadline` (ld_comm_now_s's clock; still ncclInProgress past it). */
+static ncclResult_t poll_until(ncclComm_t c, ncclResult_t e, double deadline)
+{
+    while (e == ncclInProgress && ld_comm_now_s() <= deadline) {
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+        ncclResult_t a = ncclInternalError;
+        e = ncclCommGetAsyncError(c, &a) == ncclSuccess ? a : ncclInternalError;
+    }
+    return e;
+}
+#endif
+
+/* A create_rank communicator, nonblocking (init_rank, below), ended: its
+ * finalisation (which waits for the collectives queued) polled within
+ * timeout_s, then its resources freed; aborted instead past the bound or
+ * when it fails. */
+static void finish_rank(nccl_rank *r)
+{
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+    ncclResult_t e = poll_until(r->comm, ncclCommFinalize(r->comm), ld_comm_deadline_s(r->timeout_s));
+    if (e != ncclSuccess) {
+        ncclCommAbort(r->comm);
+        return;
+    }
+#endif
+    ncclCommDestroy(r->comm);
+}
+
 static void nc_destroy(ld_comm *c)
 {
     nccl_rank *r = (nccl_rank *)c;
@@ -368,7 +424,7 @@ static void nc_destroy(ld_comm *c)
             group_free(r->g);
         }
     } else if (!atomic_load(&r->aborted)) {
-        ncclCommDestroy(r->comm);
+        finish_rank(r);
     }
     free(r);
 }
@@ -562,6 +618,40 @@ ld_status ld_comm_nccl_unique_id(unsigned char id[LD_COMM_NCCL_ID_BYTES], ld_err
     return LD_OK;
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+/* ncclCommInitRank within timeout_s (<= 0: for ever).  NCCL's bootstrap
+ * waits without end for a rank that never comes (rank 0 for the others to
+ * connect), so the communicator is made nonblocking (config.blocking = 0,
+ * NCCL 2.14 on): the call returns at once and its progress is polled;
+ * past the deadline it is aborted.  The communicator stays nonblocking:
+ * its collectives are settled (above). */
+static ld_status init_rank(ncclComm_t *c, int size, ncclUniqueId u, int rank, double timeout_s, ld_error *err)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    *c = NULL;
+    double deadline = ld_comm_deadline_s(timeout_s);
+    ncclResult_t e = ncclCommInitRankConfig(c, size, u, rank, &config);
+    if (*c) e = poll_until(*c, e, deadline);
+    if (e == ncclSuccess) return LD_OK;
+    ld_status st = e == ncclInProgress
+                       ? LD_FAIL(err, LD_ERR_IO, 0, "NCCL's bootstrap: the group of %d was not made within %g s (a "
+                                 "rank missing: not started, failed before it joined, or on a node that cannot "
+                                 "reach rank 0)", size, timeout_s)
+                       : nccl_fail(err, "ncclCommInitRankConfig", e, *c);
+    if (*c) ncclCommAbort(*c); /* what NCCL asks of a communicator whose making failed */
+    *c = NULL;
+    return st;
+}
+#else
+static ld_status init_rank(ncclComm_t *c, int size, ncclUniqueId u, int rank, double timeout_s, ld_error *err)
+{
+    (void)timeout_s; /* before NCCL 2.14: no nonblocking making, so no bound on it */
+    ncclResult_t e = ncclCommInitRank(c, size, u, rank);
+    return e == ncclSuccess ? LD_OK : nccl_fail(err, "ncclCommInitRank", e, NULL);
+}
+#endif
+
 ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES], int size, int rank, int device,
                                    double timeout_s, ld_comm **out, ld_error *err)
 {
@@ -577,10 +667,10 @@ ld_status ld_comm_nccl_create_rank(const unsigned char id[LD_COMM_NCCL_ID_BYTES]
         free(r);
         return cuda_fail(err, "set device", ce);
     }
-    ncclResult_t e = ncclCommInitRank(&r->comm, size, u, rank);
-    if (e != ncclSuccess) {
+    ld_status st = init_rank(&r->comm, size, u, rank, timeout_s, err);
+    if (st != LD_OK) {
         free(r);
-        return nccl_fail(err, "ncclCommInitRank", e, NULL);
+        return st;
     }
     r->base = (ld_comm){&nccl_ops, rank, size, 0, 1};
     r->device = device;

@@ -106,19 +106,25 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
 /* This process as rank `rank` of a group of processes, one rank each,
  * for the split replays that follow (after ld_replay_engine_set_tp(e, N,
  * ...), N the group's size): they meet at the file `rendezvous` (engine/
- * comm.h's ld_comm_join: over NCCL's bootstrap for "cuda", each on GPU
- * `device`; over a shared mapping on one machine for "cpu" and "ref"),
- * within timeout_s (<= 0: for ever).  Every process must then make the
- * same replays in the same order; each gets the whole results (the
- * residual stream is the same bits on every rank).  Later set_tp calls
- * must keep N and the backend.  A CUDA split's own backend moves to
- * `device`.  Errors: LD_ERR_USAGE without a split or when joined already,
- * ld_comm_join's. */
+ * comm.h's ld_comm_join) within timeout_s (<= 0: for ever), over
+ * `transport`: "nccl", NCCL's bootstrap (CUDA only; the default there
+ * where the build has NCCL), or "shm", a shared mapping for the processes
+ * of one machine (the default otherwise; CUDA ranks then sum through host
+ * memory and may share GPUs, with the same bits).  A CUDA rank runs on
+ * GPU `device`, or by default GPU `rank` over NCCL (a rank past the
+ * machine's GPUs is refused, saying what to give), rank mod the machine's
+ * GPUs over shm.  Every process must then make the same replays in the
+ * same order; each gets the whole results (the residual stream is the
+ * same bits on every rank).  Later set_tp calls must keep N and the
+ * backend.  A CUDA split's own backend moves to the rank's GPU.  Errors:
+ * LD_ERR_USAGE without a split, when joined already, for an unknown
+ * transport or NCCL asked for cpu/ref; ld_comm_join's. */
 typedef struct ld_replay_tp_rank {
     int rank;
     const char *rendezvous;
-    int device;
+    int device;            /* cuda: this rank's GPU, < 0 the default */
     double timeout_s;
+    const char *transport; /* "nccl", "shm"; NULL: the default */
 } ld_replay_tp_rank;
 
 ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank *r, ld_error *err);

@@ -11,7 +11,10 @@
 #     the usage errors;
 #   - --backend cuda (where the build has NCCL and two devices: the CUDA emulator's in CI, its NCCL
 #     joining processes through the same file): each process on its own device 0, or on GPU R,
-#     byte for byte the one-process --backend cuda --tp 2 report.
+#     or both on one GPU over --tp-transport shm, byte for byte the one-process --backend cuda
+#     --tp 2 report; over NCCL a rank past the machine's GPUs refused saying what to give, and a
+#     rank that never comes ending rank 0 at --tp-timeout;
+#   - --tp-transport's usage errors (nccl for cpu ranks, an unknown one, without a rank).
 . "$(dirname "$0")/lib.bash"
 RL="$LD_SOURCE_DIR/testdata/replay/replaylog/server.log"
 SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
@@ -130,7 +133,17 @@ run "--tp-rank without --tp" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-gr
     --tp-rendezvous "$WORK/x" "$RL"
 check "asks for --tp" grep -q -- "give --tp N too" "$WORK/err"
 run "--tp-device alone" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-device 1 "$RL"
-check "says what it goes with" grep -q -- "--tp-device: give it with --tp-rank and --tp-rendezvous" "$WORK/err"
+check "says what it goes with" grep -q -- "--tp-device, --tp-transport: give them with --tp-rank and --tp-rendezvous" \
+    "$WORK/err"
+run "--tp-transport alone" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-transport shm "$RL"
+check "  the same" grep -q -- "--tp-transport: give them with --tp-rank and --tp-rendezvous" "$WORK/err"
+run "--tp-transport nccl on cpu" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-rank 0 \
+    --tp-rendezvous "$WORK/x" --tp-transport nccl "$RL"
+check "says NCCL is for CUDA ranks" grep -q "NCCL carries CUDA ranks" "$WORK/err"
+check "  and made no rendezvous" test ! -e "$WORK/x"
+run "an unknown LD_TP_TRANSPORT" 2 env LD_TP_TRANSPORT=mpi "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \
+    --tp 2 --tp-rank 0 --tp-rendezvous "$WORK/x" "$RL"
+check "names the transports" grep -q "unknown transport 'mpi' (nccl, shm)" "$WORK/err"
 run "a bad LD_TP_RANK" 2 env LD_TP_RANK=one "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 "$RL"
 check "names the variable" grep -q "LD_TP_RANK: give an integer" "$WORK/err"
 run "--help" 0 "$LOGDIFF" replay --help
@@ -156,6 +169,22 @@ else
     check "cuda graphs, 2 processes: the same bytes" bash -c \
         "[ \$(cat '$WORK/cudagraphs.0.rc') = 0 ] && [ \$(cat '$WORK/cudagraphs.1.rc') = 0 ] &&
          cmp -s '$WORK/cuda.threads' '$WORK/cudagraphs.0.out'"
+    # the ranks sharing one GPU: NCCL refuses two ranks on a device, so over shm (host memory)
+    CUDA_VISIBLE_DEVICES=0 LD_CUDA_EMU_DEVICES=1 procs 2 cudashm --model "$MD/qwen3" --rid rp-greedy --backend cuda \
+        --tp-transport shm --json "$RL"
+    check "cuda over shm, 2 processes sharing one GPU: rank 0's report the bytes of ranks on GPUs of their own" \
+        bash -c "[ \$(cat '$WORK/cudashm.0.rc') = 0 ] && [ \$(cat '$WORK/cudashm.1.rc') = 0 ] &&
+         cmp -s '$WORK/cuda.threads' '$WORK/cudashm.0.out' && [ ! -s '$WORK/cudashm.1.out' ]"
+    run "cuda over NCCL, rank 1 on a one-GPU machine" 2 env CUDA_VISIBLE_DEVICES=0 LD_CUDA_EMU_DEVICES=1 "$LOGDIFF" \
+        replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --tp 2 --tp-rank 1 --tp-rendezvous "$WORK/rdv-1gpu" \
+        --tp-timeout 1 "$RL"
+    check "  says what to give instead" grep -q "rank 1 over NCCL takes GPU 1, and this machine has 1: give its GPU" \
+        "$WORK/err"
+    # NCCL's bootstrap waits for ever for a rank that never comes: bounded by --tp-timeout
+    run "cuda over NCCL, rank 1 never comes" 2 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda \
+        --tp 2 --tp-rank 0 --tp-rendezvous "$WORK/rdv-nccl-alone" --tp-timeout 1 "$RL"
+    check "  rank 0 gives up at the timeout, saying so" grep -q "the group of 2 was not made within 1 s" "$WORK/err"
+    check "  and removed the name" test ! -e "$WORK/rdv-nccl-alone"
     same_as_threads "cuda deepseek-v4 --check ref" 0 2 --model "$MD/deepseek-v4" --rid sv-forced --backend cuda \
         --check ref --json "$SV"
 fi

@@ -27,6 +27,16 @@
  *    frees them; here a rank may still be leaving its barrier);
  *  - ncclCommGetAsyncError: ncclRemoteError once the group of a process's
  *    communicator failed (a rank aborted, or its process gone);
+ *  - a nonblocking communicator (ncclCommInitRankConfig, config.blocking
+ *    0): the join runs on a thread of its own and the call returns
+ *    ncclInProgress, ncclCommGetAsyncError saying so until the group is
+ *    made (ncclSuccess) or the join failed (its error).  ncclCommAbort of
+ *    one still joining leaves the thread to free it (NCCL frees an
+ *    aborted communicator) and removes rank 0's rendezvous name, as the
+ *    root of NCCL's bootstrap closes its socket.  Its first collective
+ *    and ncclCommFinalize return ncclInProgress, their work done, and
+ *    the next poll or two say so, as NCCL's connection of peers at a
+ *    first collective may: what comm_nccl.c must poll through;
  *  - ncclGetErrorString, ncclGetLastError (the last failure's reason).
  * Not emulated: other collectives and types, ncclGroupStart/End, streams'
  * asynchrony (a real collective returns before it runs). */
@@ -54,12 +64,19 @@ typedef struct emu_group {
     size_t *count;          /* [size]: their counts (all must agree) */
 } emu_group;
 
+enum { READY, JOINING, JOIN_FAILED };
+
 struct ncclComm {
     emu_group *g;      /* ncclCommInitAll's, or */
     ld_comm *shm;      /* ncclCommInitRank's */
     int rank, size, device;
     char last[256];
     struct ncclComm *next_aborted;
+    /* a nonblocking one's (ncclCommInitRankConfig), under mu */
+    int nonblocking, state, abandoned, collectives, polls_pending;
+    ncclResult_t join_result;
+    pthread_mutex_t mu;
+    char path[NCCL_UNIQUE_ID_BYTES + 1]; /* the rendezvous */
 };
 
 static struct {
@@ -119,7 +136,14 @@ static ncclComm_t comm_new(emu_group *g, int rank, int size, int device)
     c->rank = rank;
     c->size = size;
     c->device = device;
+    pthread_mutex_init(&c->mu, NULL);
     return c;
+}
+
+static void comm_free(ncclComm_t c)
+{
+    pthread_mutex_destroy(&c->mu);
+    free(c);
 }
 
 /* every rank of g at this point (1), or the group aborted (0) */
@@ -168,35 +192,113 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     for (int k = 0; k < ndev; k++) {
         comm[k] = comm_new(g, k, ndev, devlist ? devlist[k] : k);
         if (comm[k]) continue;
-        while (k-- > 0) free(comm[k]);
+        while (k-- > 0) comm_free(comm[k]);
         group_free(g);
         return fail(NULL, ncclSystemError, "out of memory");
     }
     return ncclSuccess;
 }
 
-/* Every rank, in whatever process, joins the file the id names (rank 0
- * creates it); the call returns once all have, as NCCL's does. */
-ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+/* A communicator of rank `rank` of nranks for the id (its rendezvous in
+ * c->path), not joined yet; NULL with the reason in last_error. */
+static ncclComm_t rank_comm(int nranks, ncclUniqueId commId, int rank, ncclResult_t *r)
 {
-    if (nranks < 1 || rank < 0 || rank >= nranks) return fail(NULL, ncclInvalidArgument, "ncclCommInitRank: rank");
-    char id[NCCL_UNIQUE_ID_BYTES + 1];
-    memcpy(id, commId.internal, NCCL_UNIQUE_ID_BYTES);
-    id[NCCL_UNIQUE_ID_BYTES] = 0;
-    if (strncmp(id, ID_PREFIX, strlen(ID_PREFIX)) != 0)
-        return fail(NULL, ncclInvalidArgument, "ncclCommInitRank: not an id of the emulator's ncclGetUniqueId");
+    *r = ncclInvalidArgument;
+    if (nranks < 1 || rank < 0 || rank >= nranks) return fail(NULL, *r, "ncclCommInitRank: rank"), NULL;
+    if (strncmp(commId.internal, ID_PREFIX, strlen(ID_PREFIX)) != 0)
+        return fail(NULL, *r, "ncclCommInitRank: not an id of the emulator's ncclGetUniqueId"), NULL;
     int device = 0;
     cudaGetDevice(&device);
     ncclComm_t c = comm_new(NULL, rank, nranks, device);
-    if (!c) return fail(NULL, ncclSystemError, "out of memory");
+    if (!c) return *r = fail(NULL, ncclSystemError, "out of memory"), NULL;
+    memcpy(c->path, commId.internal + strlen(ID_PREFIX), NCCL_UNIQUE_ID_BYTES - strlen(ID_PREFIX));
+    return c;
+}
+
+/* c joins its group's file (rank 0 creates it); ncclSuccess once all
+ * have, as NCCL's bootstrap returns, else the error, its reason in msg */
+static ncclResult_t join(ncclComm_t c, ld_comm **shm, char *msg, size_t cap)
+{
     ld_error err;
-    if (ld_comm_shm_join(id + strlen(ID_PREFIX), nranks, rank, JOIN_TIMEOUT_S, 0, &c->shm, &err) != LD_OK) {
-        free(c);
-        snprintf(last_error, sizeof last_error, "ncclCommInitRank: %.200s", err.msg);
-        return err.code == LD_ERR_USAGE ? ncclInvalidUsage : ncclSystemError;
+    if (ld_comm_shm_join(c->path, c->size, c->rank, JOIN_TIMEOUT_S, 0, shm, &err) == LD_OK) return ncclSuccess;
+    snprintf(msg, cap, "ncclCommInitRank: %.200s", err.msg);
+    return err.code == LD_ERR_USAGE ? ncclInvalidUsage : ncclSystemError;
+}
+
+/* Every rank, in whatever process, joins the file the id names; the call
+ * returns once all have. */
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    ncclResult_t r;
+    ncclComm_t c = rank_comm(nranks, commId, rank, &r);
+    if (!c) return r;
+    r = join(c, &c->shm, last_error, sizeof last_error);
+    if (r != ncclSuccess) {
+        comm_free(c);
+        return r;
     }
     *comm = c;
     return ncclSuccess;
+}
+
+/* A nonblocking communicator's join (above): the result into c, or, c
+ * abandoned meanwhile (aborted), c freed. */
+static void *join_main(void *arg)
+{
+    ncclComm_t c = arg;
+    ld_comm *shm = NULL;
+    char msg[256];
+    ncclResult_t r = join(c, &shm, msg, sizeof msg);
+    pthread_mutex_lock(&c->mu);
+    int gone = c->abandoned;
+    if (!gone) {
+        c->shm = shm;
+        c->join_result = r;
+        c->state = r == ncclSuccess ? READY : JOIN_FAILED;
+        if (r != ncclSuccess) snprintf(c->last, sizeof c->last, "%s", msg);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (gone) {
+        ld_comm_destroy(shm);
+        comm_free(c);
+    }
+    return NULL;
+}
+
+/* ncclCommInitRank, or with config->blocking == 0 the join on a thread of
+ * its own: ncclInProgress at once (the header's nonblocking communicator) */
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config)
+{
+    if (!config || config->blocking != 0) return ncclCommInitRank(comm, nranks, commId, rank);
+    ncclResult_t r;
+    ncclComm_t c = rank_comm(nranks, commId, rank, &r);
+    if (!c) return r;
+    c->nonblocking = 1;
+    c->state = JOINING;
+    pthread_t t;
+    if (pthread_create(&t, NULL, join_main, c) != 0) {
+        comm_free(c);
+        return fail(NULL, ncclSystemError, "ncclCommInitRankConfig: no thread for the join");
+    }
+    pthread_detach(t);
+    *comm = c;
+    return ncclInProgress;
+}
+
+/* A nonblocking communicator's call done, said to be in progress for the
+ * next `polls` polls */
+static ncclResult_t in_progress(ncclComm_t c, int polls)
+{
+    pthread_mutex_lock(&c->mu);
+    c->polls_pending = polls;
+    pthread_mutex_unlock(&c->mu);
+    return ncclInProgress;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    return comm->nonblocking ? in_progress(comm, 1) : ncclSuccess;
 }
 
 /* what NCCL would refuse of this call, as its message (NULL: none) */
@@ -221,11 +323,13 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
     const char *bad = misuse(comm, sendbuff, recvbuff, sendcount);
     if (bad) return fail(comm, ncclInvalidUsage, bad);
     ld_emu_graphs_drain(); /* the graphs launched before it have run */
+    if (comm->nonblocking && comm->state != READY)
+        return fail(comm, ncclInvalidUsage, "ncclAllGather: the communicator is not made yet");
     if (comm->shm) {
         ld_error err;
         ld_status st = ld_comm_all_gather(comm->shm, sendbuff, recvbuff, sendcount, &err);
-        if (st == LD_OK) return ncclSuccess;
-        return fail(comm, st == LD_ERR_MISMATCH ? ncclRemoteError : ncclSystemError, err.msg);
+        if (st != LD_OK) return fail(comm, st == LD_ERR_MISMATCH ? ncclRemoteError : ncclSystemError, err.msg);
+        return comm->nonblocking && comm->collectives++ == 0 ? in_progress(comm, 2) : ncclSuccess;
     }
     emu_group *g = comm->g;
     pthread_mutex_lock(&g->mu);
@@ -243,9 +347,21 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
     return r;
 }
 
+/* A nonblocking communicator still joining, abandoned to its thread: 1
+ * (rank 0's rendezvous removed), else 0 */
+static int abandon_joining(ncclComm_t c)
+{
+    pthread_mutex_lock(&c->mu);
+    int joining = c->nonblocking && c->state == JOINING;
+    if (joining) c->abandoned = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (joining && c->rank == 0) unlink(c->path);
+    return joining;
+}
+
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    if (!comm) return ncclSuccess;
+    if (!comm || abandon_joining(comm)) return ncclSuccess;
     if (comm->shm) {
         ld_comm_abort(comm->shm);
     } else {
@@ -264,10 +380,10 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
-    if (!comm) return ncclSuccess;
+    if (!comm || abandon_joining(comm)) return ncclSuccess;
     emu_group *g = comm->g;
     ld_comm_destroy(comm->shm);
-    free(comm);
+    comm_free(comm);
     if (g) group_unref(g);
     return ncclSuccess;
 }
@@ -276,7 +392,13 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
  * or gone) as NCCL reports a peer lost: ncclRemoteError. */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
-    *asyncError = comm->shm && ld_comm_shm_failed(comm->shm) ? ncclRemoteError : ncclSuccess;
+    pthread_mutex_lock(&comm->mu);
+    ncclResult_t r = comm->state == JOINING ? ncclInProgress : comm->state == JOIN_FAILED ? comm->join_result
+                   : comm->polls_pending > 0 ? ncclInProgress : ncclSuccess;
+    if (comm->polls_pending > 0 && comm->state == READY) comm->polls_pending--;
+    pthread_mutex_unlock(&comm->mu);
+    if (r == ncclSuccess && comm->shm && ld_comm_shm_failed(comm->shm)) r = ncclRemoteError;
+    *asyncError = r;
     return ncclSuccess;
 }
 
@@ -290,6 +412,7 @@ const char *ncclGetErrorString(ncclResult_t result)
     case ncclInvalidArgument: return "invalid argument";
     case ncclInvalidUsage: return "invalid usage";
     case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
     default: return "unknown result code";
     }
 }

@@ -320,6 +320,25 @@ static int nccl_watchdog(void)
     return 0;
 }
 
+/* A group whose rank 1 never joins: rank 0's making fails at its timeout
+ * (comm_nccl.c's nonblocking making, polled and aborted), where NCCL's
+ * bootstrap would wait for ever, saying so. */
+static int nccl_join_bounded(void)
+{
+    unsigned char id[LD_COMM_NCCL_ID_BYTES];
+    ld_error err;
+    CHECK_MSG(ld_comm_nccl_unique_id(id, &err) == LD_OK, "%s", err.msg);
+    ld_comm *c = NULL;
+    double t0 = ld_comm_now_s();
+    ld_status st = ld_comm_nccl_create_rank(id, 2, 0, 0, 0.5, &c, &err);
+    double took = ld_comm_now_s() - t0;
+    CHECK_MSG(st == LD_ERR_IO && !c && strstr(err.msg, "the group of 2 was not made within 0.5 s"), "%d %s", st,
+              err.msg);
+    CHECK_MSG(took >= 0.5 && took < 30, "rank 0 alone gave up after %.2f s", took);
+    fprintf(stderr, "  nccl, rank 1 never joining: after %.2f s: %s\n", took, err.msg);
+    return 0;
+}
+
 /* The NCCL communicator's collectives on host memory (copied to the
  * device, gathered, summed there in rank order, copied back) on two GPUs,
  * made in one process and by the multi-process bootstrap, and its abort: a rank that aborts releases the other from its
@@ -356,6 +375,7 @@ static int test_tp_cuda_nccl_comm(void)
        then each rank joins on its own thread as a process would */
     if (nccl_by_rank(b, g)) return 1;
     if (nccl_watchdog()) return 1;
+    if (nccl_join_bounded()) return 1;
     CHECK(ld_comm_nccl_create_all(2, NULL, c, &err) == LD_OK);
     for (int r = 0; r < 2; r++) jobs[r] = (rank_job){.buf = b[r], .n = N, .abort_instead = r == 1};
     if (run_group(c, jobs, 2)) return 1;
