@@ -247,6 +247,8 @@ typedef struct watch_job {
     int rank, stall;
     double timeout_s;
     atomic_int *left; /* rank 1 has aborted (stall: rank 0 is done) */
+    atomic_int *made; /* the ranks past their making (rank 1 aborts after both: a making still being polled
+                         may see a peer's abort as its own failure) */
     ld_status st, check_st;
     ld_error err, check_err;
     double took_s;
@@ -257,6 +259,7 @@ static void *watch_main(void *arg)
     watch_job *j = arg;
     ld_comm *c = NULL;
     j->st = ld_comm_nccl_create_rank(j->id, 2, j->rank, j->rank, j->timeout_s, &c, &j->err);
+    atomic_fetch_add(j->made, 1);
     if (j->st != LD_OK) {
         atomic_store(j->left, 1);
         return NULL;
@@ -265,6 +268,7 @@ static void *watch_main(void *arg)
     if (j->rank == 1 && j->stall) {
         while (!atomic_load(j->left)) nanosleep(&(struct timespec){0, 10000000L}, NULL);
     } else if (j->rank == 1) {
+        while (atomic_load(j->made) < 2) nanosleep(&(struct timespec){0, 1000000L}, NULL);
         ld_comm_abort(c);
         atomic_store(j->left, 1);
     } else if (j->stall) {
@@ -288,11 +292,12 @@ static int watch_pair(watch_job j[2], int stall, double timeout_s)
     unsigned char id[LD_COMM_NCCL_ID_BYTES];
     ld_error err;
     CHECK_MSG(ld_comm_nccl_unique_id(id, &err) == LD_OK, "%s", err.msg);
-    atomic_int left;
+    atomic_int left, made;
     atomic_init(&left, 0);
+    atomic_init(&made, 0);
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
-        j[r] = (watch_job){.id = id, .rank = r, .stall = stall, .timeout_s = timeout_s, .left = &left};
+        j[r] = (watch_job){.id = id, .rank = r, .stall = stall, .timeout_s = timeout_s, .left = &left, .made = &made};
         CHECK(pthread_create(&th[r], NULL, watch_main, &j[r]) == 0);
     }
     for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
