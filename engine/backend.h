@@ -392,6 +392,13 @@ typedef struct ld_backend_ops {
      * session collapses on the host). */
     ld_status (*ds4_hc_head)(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
                              float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err);
+    /* ds4_hc_head, then the final rmsnorm of out's rows by w into normed
+     * [T][D] (eps), in fewer launches: optional (NULL, or
+     * LD_ERR_UNSUPPORTED with nothing written, and the session makes the
+     * two calls); the bits of those two calls. */
+    ld_status (*ds4_hc_head_norm)(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
+                                  float scale, int T, int N, int D, float norm_eps, float hc_eps, const ld_weight *w,
+                                  float eps, ld_buf *normed, ld_error *err);
 
     /* ---- The routed experts (DeepSeek V3 / V4 MoE).  Optional as the
      * above: NULL, or LD_ERR_UNSUPPORTED for a variant the backend lacks

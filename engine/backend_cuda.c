@@ -2331,17 +2331,25 @@ static ld_status rmsnorm2(ld_backend *be, ld_buf *out_a, const ld_buf *x_a, cons
     return LD_OK;
 }
 
-static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
-                             float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err)
+/* ds4_hc_head's checks: the shape, N <= 64, the buffers' ranges */
+static ld_status hc_head_checks(const ld_buf *out, const ld_buf *X, const ld_buf *fn, int T, int N, int D,
+                                ld_error *err)
 {
-    cuda_backend *cb = (cuda_backend *)be;
     LD_TRY(ld_ds4_args_hc_head(T, N, D, err));
     if (N > 64) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_hc_head: %d streams (at most 64)", N);
     size_t n = (size_t)N, d = (size_t)D, tt = (size_t)T;
     LD_TRY(range(out, 0, tt * d, err));
     LD_TRY(range(X, 0, tt * n * d, err));
-    LD_TRY(range(fn, 0, n * n * d, err));
+    return range(fn, 0, n * n * d, err);
+}
+
+static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
+                             float scale, int T, int N, int D, float norm_eps, float hc_eps, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    LD_TRY(hc_head_checks(out, X, fn, T, N, D, err));
     if (!T) return LD_OK;
+    size_t n = (size_t)N;
     CU("ds4_hc_head", ld_cu_set_device(cb->device));
     size_t wn = ld_cu_hc_head_work(T, N);
     LD_TRY(scratch((void **)&cb->work, &cb->work_cap, (wn ? wn : 1) * sizeof(float), "ds4_hc_head", err));
@@ -2349,6 +2357,28 @@ static ld_status ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, const
     LD_TRY(const_one(cb, base, n * sizeof(float), (void **)&db, "ds4_hc_head", err));
     CU("ds4_hc_head", ld_cu_ds4_hc_head(variant(cb, LD_CUDA_OP_HC), out->d, X->d, T, N, D, fn->d, db, scale,
                                         norm_eps, hc_eps, cb->work, wn));
+    return LD_OK;
+}
+
+/* ds4_hc_head and rmsnorm in one launch: the custom kernels of both, a
+ * norm weight of F32, F16 or BF16 (else LD_ERR_UNSUPPORTED, nothing
+ * written) */
+static ld_status ds4_hc_head_norm(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn, const float *base,
+                                  float scale, int T, int N, int D, float norm_eps, float hc_eps, const ld_weight *w,
+                                  float eps, ld_buf *normed, ld_error *err)
+{
+    cuda_backend *cb = (cuda_backend *)be;
+    if (variant(cb, LD_CUDA_OP_HC) != LD_CU_CUSTOM || variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM ||
+        (w->dt != LD_KDT_F32 && w->dt != LD_KDT_F16 && w->dt != LD_KDT_BF16) || w->rows * w->cols != D)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_hc_head_norm: not fused here");
+    LD_TRY(hc_head_checks(out, X, fn, T, N, D, err));
+    LD_TRY(range(normed, 0, (size_t)T * (size_t)D, err));
+    if (!T) return LD_OK;
+    CU("ds4_hc_head", ld_cu_set_device(cb->device));
+    float *db;
+    LD_TRY(const_one(cb, base, (size_t)N * sizeof(float), (void **)&db, "ds4_hc_head", err));
+    CU("ds4_hc_head", ld_cu_ds4_hc_head_norm(out->d, X->d, T, N, D, fn->d, db, scale, norm_eps, hc_eps, w->d,
+                                             (int)w->dt, eps, normed->d));
     return LD_OK;
 }
 
@@ -2393,6 +2423,7 @@ static const ld_backend_ops cuda_ops = {
     .rmsnorm2 = rmsnorm2,
     .hc_pre_norm = hc_pre_norm,
     .ds4_hc_head = ds4_hc_head,
+    .ds4_hc_head_norm = ds4_hc_head_norm,
     .moe = moe,
     .ds4_route_moe = ds4_route_moe,
     .ds4_index_attention = ds4_index_attention,

@@ -1406,30 +1406,57 @@ static ld_status hc_site(ld_ds4_session *s, int l, int which, const int32_t *tok
     return LD_OK;
 }
 
-/* the final stream collapse of the n rows' streams into s->u: the
- * backend's ds4_hc_head, or the host leaf (no entry, or one that refuses
- * the shape) */
-static ld_status hc_head(ld_ds4_session *s, int n, ld_error *err)
+/* The final stream collapse of the n rows' streams into s->u and the
+ * final norm into s->xb on the backend (the streams uploaded first where
+ * they are on the host): ds4_hc_head_norm, else ds4_hc_head then rmsnorm.
+ * *done = 0, nothing computed, where the backend refuses the shape. */
+static ld_status hc_head_dev(ld_ds4_session *s, int n, int *done, ld_error *err)
 {
     const ld_ds4_config *c = &s->m->cfg;
     const ld_backend_ops *o = OPS(s);
     size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult;
-    if (s->bhfn) {
-        const ld_buf *X = s->st_dev ? s->bst : s->bhx; /* the streams where they are */
-        if (!s->st_dev) LD_TRY(o->buf_write(s->be, s->bhx, 0, s->streams, (size_t)n * N * D, err));
-        ld_error e = {0};
-        ld_status st = o->ds4_hc_head(s->be, s->u, X, s->bhfn, s->hc_head[1], s->hc_head[2][0], n, c->hc_mult,
-                                      c->hidden, c->rms_eps, c->hc_eps, &e);
-        if (st != LD_ERR_UNSUPPORTED) {
-            if (st != LD_OK && err) *err = e;
-            return st;
-        }
+    const ld_buf *X = s->st_dev ? s->bst : s->bhx; /* the streams where they are */
+    const float *base = s->hc_head[1], scale = s->hc_head[2][0];
+    *done = 0;
+    if (!s->st_dev) LD_TRY(o->buf_write(s->be, s->bhx, 0, s->streams, (size_t)n * N * D, err));
+    ld_error e = {0};
+    ld_status st = LD_ERR_UNSUPPORTED;
+    int fused = 0;
+    if (o->ds4_hc_head_norm) {
+        st = o->ds4_hc_head_norm(s->be, s->u, X, s->bhfn, base, scale, n, c->hc_mult, c->hidden, c->rms_eps,
+                                 c->hc_eps, s->norm, c->rms_eps, s->xb, &e);
+        fused = st != LD_ERR_UNSUPPORTED;
     }
+    if (!fused) {
+        st = o->ds4_hc_head(s->be, s->u, X, s->bhfn, base, scale, n, c->hc_mult, c->hidden, c->rms_eps, c->hc_eps,
+                            &e);
+        if (st == LD_ERR_UNSUPPORTED) return LD_OK;
+    }
+    *done = 1;
+    if (st != LD_OK) {
+        if (err) *err = e;
+        return st;
+    }
+    return fused ? LD_OK : o->rmsnorm(s->be, s->xb, s->u, s->norm, n, c->rms_eps, err);
+}
+
+/* the final stream collapse of the n rows' streams into s->u, then the
+ * final norm into s->xb: on the backend (hc_head_dev), or the host leaf
+ * (no entry, or one that refuses the shape) and rmsnorm */
+static ld_status hc_head_norm(ld_ds4_session *s, int n, ld_error *err)
+{
+    const ld_ds4_config *c = &s->m->cfg;
+    const ld_backend_ops *o = OPS(s);
+    size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult;
+    int done = 0;
+    if (s->bhfn) LD_TRY(hc_head_dev(s, n, &done, err));
+    if (done) return LD_OK;
     LD_TRY(streams_to_host(s, n, err));
     for (int t = 0; t < n; t++)
         ld_ref_ds4_hc_head(s->hu + (size_t)t * D, s->streams + (size_t)t * N * D, c->hc_mult, c->hidden, s->hc_head[0],
                            s->hc_head[1], s->hc_head[2][0], c->rms_eps, c->hc_eps, s->hcs);
-    return o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err);
+    LD_TRY(o->buf_write(s->be, s->u, 0, s->hu, (size_t)n * D, err));
+    return o->rmsnorm(s->be, s->xb, s->u, s->norm, n, c->rms_eps, err);
 }
 
 /* whether the rows being run trace their hidden planes: the call's
@@ -1512,8 +1539,7 @@ static ld_status rows_forward(ld_ds4_session *s, const int32_t *tokens, int n, i
     }
     if (s->last == s->tap_layer) LD_TRY(tap_streams(s, n, t0, err));
     if (s->slice) return LD_OK;
-    LD_TRY(hc_head(s, n, err));
-    LD_TRY(o->rmsnorm(be, s->xb, s->u, s->norm, n, c->rms_eps, err));
+    LD_TRY(hc_head_norm(s, n, err));
     if (tracing(s, hidden)) {
         LD_TRY(o->buf_read(be, s->xb, 0, s->hu, (size_t)n * D, err));
         trace(s, s->hu, hidden, c->n_layers + 1, T, t0, n);

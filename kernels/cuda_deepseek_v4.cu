@@ -654,11 +654,16 @@ __global__ void hh_collapse_ref(float *out, const float *work, const float *X, c
 }
 
 /* custom: a block per token: the block-reduced norm, a warp per mixing row
- * (lanes over N*D, fmaf, the tree), pre in shared memory, a thread per d */
-__global__ void __launch_bounds__(256) hh_custom(float *out, const float *X, const float *fn, const float *base,
-                                                 float scale, float norm_eps, float hc_eps, int N, int D)
+ * (lanes over N*D, fmaf, the tree), pre in shared memory, a thread per d;
+ * with normed (not NULL) the final RMSNorm after it, by w (F32, F16 or
+ * BF16: ld_elem_f) into normed as rmsnorm_custom computes it (thread j
+ * sums the squares of its columns j + 256 m in order, the same tree, the
+ * same products) */
+__global__ void __launch_bounds__(LD_CU_NORM_THREADS)
+    hh_custom(float *out, const float *X, const float *fn, const float *base, float scale, float norm_eps,
+              float hc_eps, int N, int D, const void *w, int wdt, float eps, float *normed)
 {
-    __shared__ float sh[32], pre[HH_MAXN];
+    __shared__ float sh[LD_CU_NORM_THREADS], pre[HH_MAXN];
     int t = blockIdx.x, lane = threadIdx.x & 31, wp = threadIdx.x >> 5, nwp = blockDim.x >> 5, ND = N * D;
     const float *x = X + (size_t)t * (size_t)ND;
     float ss = 0.0f;
@@ -673,11 +678,16 @@ __global__ void __launch_bounds__(256) hh_custom(float *out, const float *X, con
         if (lane == 0) pre[o] = ld_sigmoid(acc * scale + base[o]) + hc_eps;
     }
     __syncthreads();
+    float *u = out + (size_t)t * (size_t)D, v = 0.0f;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
         for (int j = 0; j < N; j++) acc = fmaf(pre[j], x[(size_t)j * (size_t)D + (size_t)d], acc);
-        out[(size_t)t * (size_t)D + (size_t)d] = acc;
+        u[d] = acc;
+        v = fmaf(acc, acc, v);
     }
+    if (!normed) return; /* the block's: no thread is left at the tree's barriers */
+    float ninv = ld_norm_tree(v, D, eps, sh), *o = normed + (size_t)t * (size_t)D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) o[d] = ld_elem_f(w, wdt, (size_t)d) * (u[d] * ninv);
 }
 
 extern "C" int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, const float *fn,
@@ -697,7 +707,19 @@ extern "C" int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N
                                                                             D);
         return ld_cu_launched();
     }
-    hh_custom<<<(unsigned)T, 256>>>(out, X, fn, base, scale, norm_eps, hc_eps, N, D);
+    hh_custom<<<(unsigned)T, LD_CU_NORM_THREADS>>>(out, X, fn, base, scale, norm_eps, hc_eps, N, D, nullptr, 0, 0.0f,
+                                                   nullptr);
+    return ld_cu_launched();
+}
+
+extern "C" int ld_cu_ds4_hc_head_norm(float *out, const float *X, int T, int N, int D, const float *fn,
+                                      const float *base, float scale, float norm_eps, float hc_eps, const void *w,
+                                      int w_dt, float eps, float *normed)
+{
+    if (T <= 0) return 0;
+    if (N <= 0 || N > HH_MAXN || D <= 0 || w_dt < 0 || w_dt > 2 || !normed) return INVAL;
+    hh_custom<<<(unsigned)T, LD_CU_NORM_THREADS>>>(out, X, fn, base, scale, norm_eps, hc_eps, N, D, w, w_dt, eps,
+                                                   normed);
     return ld_cu_launched();
 }
 

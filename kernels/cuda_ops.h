@@ -505,6 +505,14 @@ size_t ld_cu_hc_head_work(int T, int N);
 int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, const float *fn, const float *base,
                       float scale, float norm_eps, float hc_eps, float *work, size_t work_floats);
 
+/* The custom ld_cu_ds4_hc_head and the final RMSNorm the session runs
+ * next, of out's rows by w (D values of w_dt LD_KDT_F32, F16 or BF16)
+ * into normed [T][D], in one launch: bitwise the custom ld_cu_ds4_hc_head,
+ * then the custom ld_cu_rmsnorm (its reduction order and products). */
+int ld_cu_ds4_hc_head_norm(float *out, const float *X, int T, int N, int D, const float *fn, const float *base,
+                           float scale, float norm_eps, float hc_eps, const void *w, int w_dt, float eps,
+                           float *normed);
+
 /* out [T][N] = x [T][K] . W^T with W [N][K] packed FP4 E2M1 (q [N][K/2],
  * byte k/2, low nibble for even k) times its block scale, in
  * ld_ref_ds4_dequant's format: scale [sr][sc] (fp32, or UE8M0 bytes with

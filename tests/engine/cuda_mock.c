@@ -1197,6 +1197,23 @@ size_t ld_cu_hc_head_work(int T, int N)
     return T > 0 && N > 0 ? Z(T, 1 + N) : 0;
 }
 
+/* the head's checks and collapse (T > 0, N and D checked) */
+static int hc_head_body(const char *fn_name, float *out, const float *X, int T, int N, int D, const float *fn,
+                        const float *base, float scale, float norm_eps, float hc_eps)
+{
+    size_t n = (size_t)N, d = (size_t)D;
+    dev(fn_name, "out", out, Z(T, d) * FB);
+    dev(fn_name, "X", X, Z(T, n * d) * FB);
+    dev(fn_name, "fn", fn, n * n * d * FB);
+    dev(fn_name, "base", base, n * FB);
+    float *scratch = malloc((n * d + n) * FB);
+    if (!scratch) return E_NOMEM;
+    for (int t = 0; t < T; t++)
+        ld_ref_ds4_hc_head(out + Z(t, d), X + Z(t, n * d), N, D, fn, base, scale, norm_eps, hc_eps, scratch);
+    free(scratch);
+    return 0;
+}
+
 int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, const float *fn, const float *base,
                       float scale, float norm_eps, float hc_eps, float *work, size_t work_floats)
 {
@@ -1207,16 +1224,19 @@ int ld_cu_ds4_hc_head(int v, float *out, const float *X, int T, int N, int D, co
         if (work_floats < ld_cu_hc_head_work(T, N)) return E_INVAL;
         dev(__func__, "work", work, work_floats * FB);
     }
-    size_t n = (size_t)N, d = (size_t)D;
-    dev(__func__, "out", out, Z(T, d) * FB);
-    dev(__func__, "X", X, Z(T, n * d) * FB);
-    dev(__func__, "fn", fn, n * n * d * FB);
-    dev(__func__, "base", base, n * FB);
-    float *scratch = malloc((n * d + n) * FB);
-    if (!scratch) return E_NOMEM;
-    for (int t = 0; t < T; t++)
-        ld_ref_ds4_hc_head(out + Z(t, d), X + Z(t, n * d), N, D, fn, base, scale, norm_eps, hc_eps, scratch);
-    free(scratch);
+    return hc_head_body(__func__, out, X, T, N, D, fn, base, scale, norm_eps, hc_eps);
+}
+
+int ld_cu_ds4_hc_head_norm(float *out, const float *X, int T, int N, int D, const float *fn, const float *base,
+                           float scale, float norm_eps, float hc_eps, const void *w, int w_dt, float eps,
+                           float *normed)
+{
+    count(__func__);
+    if (T <= 0) return 0;
+    if (N <= 0 || N > 64 || D <= 0 || w_dt < LD_KDT_F32 || w_dt > LD_KDT_BF16 || !normed) return E_INVAL;
+    int e = hc_head_body(__func__, out, X, T, N, D, fn, base, scale, norm_eps, hc_eps);
+    if (e) return e;
+    norm_rows(__func__, normed, out, w, (ld_kdt)w_dt, D, eps, T);
     return 0;
 }
 

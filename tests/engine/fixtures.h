@@ -74,6 +74,7 @@ static inline void ld_test_unfuse(ld_backend_ops *ops)
     ops->rmsnorm2 = NULL;
     ops->matmul_hc_post = NULL;
     ops->ds4_route_moe_post = NULL;
+    ops->ds4_hc_head_norm = NULL;
 }
 
 /* The DeepSeek sessions' host path: `be` (just made, with status st) gets

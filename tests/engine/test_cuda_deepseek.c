@@ -1003,6 +1003,29 @@ static int test_cuda_moe_combine(void)
 
 static float *dget(const float *dev, size_t n);
 
+/* a norm weight of D values on the device as F32, F16 and BF16: dwt[dt]
+ * by ld_kdt (freed by dfree_all) */
+static int norm_weights(int D, const void *dwt[3])
+{
+    float *w = malloc(sizeof(float) * D);
+    uint16_t *wh = malloc(sizeof(uint16_t) * D), *wb = malloc(sizeof(uint16_t) * D);
+    CHECK(w && wh && wb);
+    fill(w, (size_t)D, 0.5f, 1.5f);
+    for (int i = 0; i < D; i++) {
+        uint32_t u;
+        memcpy(&u, &w[i], sizeof u);
+        wb[i] = (uint16_t)(u >> 16);                        /* bf16: w truncated */
+        wh[i] = (uint16_t)(0x3800u + next_u32() % 0x0c00u); /* f16 in [0.5, 2) */
+    }
+    DPUT(dwt[LD_KDT_F32], w, sizeof(float) * D);
+    DPUT(dwt[LD_KDT_F16], wh, sizeof(uint16_t) * D);
+    DPUT(dwt[LD_KDT_BF16], wb, sizeof(uint16_t) * D);
+    free(w);
+    free(wh);
+    free(wb);
+    return 0;
+}
+
 /* ld_cu_hc_pre_norm (the custom hc_pre and the RMSNorm after it in two
  * launches, and in one with its sync counts) against the custom
  * ld_cu_hc_pre and ld_cu_rmsnorm it replaces, with an F32, an F16 and a
@@ -1012,20 +1035,9 @@ static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, in
                             const float *dbase, const float *dscale, int iters, float neps, float heps, float *dwork,
                             size_t wn)
 {
-    float *w = malloc(sizeof(float) * D), *dp[2], *dc[2], *du[2], *dn[2];
-    uint16_t *wh = malloc(sizeof(uint16_t) * D), *wb = malloc(sizeof(uint16_t) * D);
-    CHECK(w && wh && wb);
-    fill(w, (size_t)D, 0.5f, 1.5f);
-    for (int i = 0; i < D; i++) {
-        uint32_t u;
-        memcpy(&u, &w[i], sizeof u);
-        wb[i] = (uint16_t)(u >> 16);                          /* bf16: w truncated */
-        wh[i] = (uint16_t)(0x3800u + next_u32() % 0x0c00u); /* f16 in [0.5, 2) */
-    }
+    float *dp[2], *dc[2], *du[2], *dn[2];
     const void *dwt[3]; /* by ld_kdt: F32, F16, BF16 */
-    DPUT(dwt[LD_KDT_F32], w, sizeof(float) * D);
-    DPUT(dwt[LD_KDT_F16], wh, sizeof(uint16_t) * D);
-    DPUT(dwt[LD_KDT_BF16], wb, sizeof(uint16_t) * D);
+    if (norm_weights(D, dwt)) return 1;
     int32_t *dsync;
     DPUT(dsync, NULL, sizeof(int32_t) * T);
     for (int k = 0; k < 6; k++) {
@@ -1059,9 +1071,6 @@ static int hc_pre_norm_same(const char *shape, const float *dX, int T, int N, in
         for (int t = 0; t < T; t++) CHECK_MSG(counts[t] == 0, "hc_pre_norm %s: count %d left at %d", sh, t, counts[t]);
         free(counts);
     }
-    free(w);
-    free(wh);
-    free(wb);
     return 0;
 }
 
@@ -1606,6 +1615,36 @@ static int test_cuda_ds4_qkv(void)
     return 0;
 }
 
+/* ld_cu_ds4_hc_head_norm against the custom ld_cu_ds4_hc_head and
+ * ld_cu_rmsnorm it replaces, with an F32, an F16 and a BF16 norm weight:
+ * the collapse and the normed rows bitwise */
+static int hc_head_norm_same(const char *shape, const float *dX, int T, int N, int D, const float *dfn,
+                             const float *dbase, float scale, float neps, float heps)
+{
+    float *dout[2], *dn[2];
+    const void *dwt[3]; /* by ld_kdt: F32, F16, BF16 */
+    if (norm_weights(D, dwt)) return 1;
+    for (int dt = LD_KDT_F32; dt <= LD_KDT_BF16; dt++) {
+        for (int i = 0; i < 2; i++) {
+            DPUT(dout[i], NULL, sizeof(float) * T * D);
+            DPUT(dn[i], NULL, sizeof(float) * T * D);
+        }
+        CU(ld_cu_ds4_hc_head(LD_CU_CUSTOM, dout[0], dX, T, N, D, dfn, dbase, scale, neps, heps, NULL, 0));
+        CU(ld_cu_rmsnorm(LD_CU_CUSTOM, dn[0], dout[0], dwt[dt], (ld_kdt)dt, D, 1e-5f, T));
+        CU(ld_cu_ds4_hc_head_norm(dout[1], dX, T, N, D, dfn, dbase, scale, neps, heps, dwt[dt], dt, 1e-5f, dn[1]));
+        float *want[2] = {dget(dout[0], (size_t)T * D), dget(dn[0], (size_t)T * D)};
+        CHECK(want[0] && want[1]);
+        char sh[96];
+        snprintf(sh, sizeof sh, "%s, %s norm", shape, dt == LD_KDT_F32 ? "f32" : dt == LD_KDT_F16 ? "f16" : "bf16");
+        int bad = compare("hc_head_norm head", LD_CU_CUSTOM, sh, dout[1], want[0], (size_t)T * D, -1) ||
+                  compare("hc_head_norm norm", LD_CU_CUSTOM, sh, dn[1], want[1], (size_t)T * D, -1);
+        free(want[0]);
+        free(want[1]);
+        if (bad) return 1;
+    }
+    return 0;
+}
+
 static int test_cuda_ds4_hc_head(void)
 {
     NEED_GPU();
@@ -1636,6 +1675,7 @@ static int test_cuda_ds4_hc_head(void)
             CU(ld_cu_ds4_hc_head(v, dout, dX, T, N, D, dfn, dbase, scale, neps, heps, dwork, wn));
             if (compare("hc_head", v, shape, dout, ref, (size_t)T * D, v ? 1e-10 : 1e-12)) return 1;
         }
+        if (hc_head_norm_same(shape, dX, T, N, D, dfn, dbase, scale, neps, heps)) return 1;
         free(X);
         free(fn);
         free(base);
@@ -2371,6 +2411,7 @@ static int test_cuda_deepseek_errors(void)
     CHECK(ld_cu_ds4_attention(LD_CU_REF, NULL, NULL, 1, 4, 64, NULL, 0, 0, NULL, 4, NULL, 0, NULL, 1.0f, 10, NULL,
                               0) != 0); /* no workspace */
     CHECK(ld_cu_ds4_hc_head(LD_CU_CUSTOM, NULL, NULL, 1, 65, 8, NULL, NULL, 1.0f, 1e-6f, 1e-6f, NULL, 0) != 0);
+    CHECK(ld_cu_ds4_hc_head_norm(NULL, NULL, 1, 4, 8, NULL, NULL, 1.0f, 1e-6f, 1e-6f, NULL, 3, 1e-6f, NULL) != 0);
     CHECK(ld_cu_ds4_fp4_matmul(LD_CU_REF, NULL, NULL, NULL, NULL, 0, 1, 63, 8, 1, 1) != 0); /* K odd */
     CHECK(ld_cu_ds4_fp4_matmul(LD_CU_CUSTOM, NULL, NULL, NULL, NULL, 1, 1, 64, 8, 3, 1) != 0); /* 3 !| 8 */
     CHECK(ld_cu_ds_rope(LD_CU_REF, NULL, 1, 64, 0, 1, 64, 63, NULL, 1.0f, 1, 0, 0, 0) != 0);    /* dim odd */

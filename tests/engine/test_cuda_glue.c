@@ -189,6 +189,16 @@ static ld_status c_ds4_hc_head(ld_backend *be, ld_buf *out, const ld_buf *X, con
     return inner->ds4_hc_head(be, out, X, fn, base, scale, T, N, D, ne, he, err);
 }
 
+/* the head with the final norm: counted as ds4_hc_head when it ran */
+static ld_status c_ds4_hc_head_norm(ld_backend *be, ld_buf *out, const ld_buf *X, const ld_buf *fn,
+                                    const float *base, float scale, int T, int N, int D, float ne, float he,
+                                    const ld_weight *w, float eps, ld_buf *normed, ld_error *err)
+{
+    ld_status st = inner->ds4_hc_head_norm(be, out, X, fn, base, scale, T, N, D, ne, he, w, eps, normed, err);
+    if (st == LD_OK) counts[C_DS4_HC_HEAD]++;
+    return st;
+}
+
 static ld_status c_moe(ld_backend *be, ld_buf *y, const ld_buf *x, const int32_t *idx, const float *w, int T, int K,
                        const ld_moe_expert *ex, int E, const ld_moe_expert *sh, int act, float limit, int combine,
                        float fs, ld_error *err)
@@ -238,6 +248,7 @@ static ld_status open_cuda(int k, ld_backend **be, ld_error *err)
     WRAP(ds4_attention, c_ds4_attention);
     WRAP(copy_cols, c_copy_cols);
     WRAP(ds4_hc_head, c_ds4_hc_head);
+    WRAP(ds4_hc_head_norm, c_ds4_hc_head_norm);
     WRAP(moe, c_moe);
     WRAP(ds4_route_moe, c_ds4_route_moe);
     WRAP(ds4_index_attention, c_ds4_index_attention);

@@ -68,8 +68,9 @@
  * last one done routes them); 64 with the indexer's RoPE, scores and
  * top-k in one launch (ld_cu_ds4_index_pick: its blocks rotate their copy
  * of the query and score their keys, the last one done writes the query
- * back and picks).  Lower it with each fusion. */
-#define V4_OPS 96
+ * back and picks); 63 with the head's collapse and the final norm in one
+ * launch (ld_cu_ds4_hc_head_norm).  Lower it with each fusion. */
+#define V4_OPS 95
 
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
