@@ -15,6 +15,7 @@
  * ld_cu_malloc calls and the copies and memsets); ld_cu_mock_fail_malloc() makes a later allocation
  * fail as out of memory, for the error paths. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +44,11 @@ typedef struct alloc {
 
 static alloc *allocs;
 static size_t n_allocs, cap_allocs;
+/* the registry and the call counts: a split replay's ranks call the mock
+ * from threads of their own */
+static pthread_mutex_t mock_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* the allocation holding [p, p + bytes), or NULL */
+/* the allocation holding [p, p + bytes), or NULL (under mock_mu) */
 static const alloc *find(const void *p, size_t bytes)
 {
     const unsigned char *b = p;
@@ -65,8 +69,11 @@ static void dev(const char *fn, const char *what, const void *p, size_t bytes)
 {
     if (!bytes) return;
     if (!p) die(fn, what, p, bytes, "is NULL");
-    if (!find(p, 1)) die(fn, what, p, bytes, "is not device memory");
-    if (!find(p, bytes)) die(fn, what, p, bytes, "runs past the end of its device allocation");
+    pthread_mutex_lock(&mock_mu);
+    int in = find(p, 1) != NULL, whole = find(p, bytes) != NULL;
+    pthread_mutex_unlock(&mock_mu);
+    if (!in) die(fn, what, p, bytes, "is not device memory");
+    if (!whole) die(fn, what, p, bytes, "runs past the end of its device allocation");
 }
 
 /* `bytes` of host memory at p: never inside a device allocation */
@@ -74,7 +81,10 @@ static void host(const char *fn, const char *what, const void *p, size_t bytes)
 {
     if (!bytes) return;
     if (!p) die(fn, what, p, bytes, "is NULL");
-    if (find(p, 1)) die(fn, what, p, bytes, "is device memory where a host array is expected");
+    pthread_mutex_lock(&mock_mu);
+    int in = find(p, 1) != NULL;
+    pthread_mutex_unlock(&mock_mu);
+    if (in) die(fn, what, p, bytes, "is device memory where a host array is expected");
 }
 
 /* ---------------------------------------------------------------- call counts */
@@ -87,29 +97,37 @@ static struct {
 
 static void count(const char *fn)
 {
+    pthread_mutex_lock(&mock_mu);
     for (int i = 0; i < MAX_NAMES; i++) {
         if (calls[i].name && strcmp(calls[i].name, fn) == 0) {
             calls[i].n++;
-            return;
+            break;
         }
         if (!calls[i].name) {
             calls[i].name = fn;
             calls[i].n = 1;
-            return;
+            break;
         }
     }
+    pthread_mutex_unlock(&mock_mu);
 }
 
 long ld_cu_mock_calls(const char *launcher)
 {
+    long n = 0;
+    pthread_mutex_lock(&mock_mu);
     for (int i = 0; i < MAX_NAMES && calls[i].name; i++)
-        if (strcmp(calls[i].name, launcher) == 0) return calls[i].n;
-    return 0;
+        if (strcmp(calls[i].name, launcher) == 0) n = calls[i].n;
+    pthread_mutex_unlock(&mock_mu);
+    return n;
 }
 
 size_t ld_cu_mock_live(void)
 {
-    return n_allocs;
+    pthread_mutex_lock(&mock_mu);
+    size_t n = n_allocs;
+    pthread_mutex_unlock(&mock_mu);
+    return n;
 }
 
 /* ---------------------------------------------------------------- runtime */
@@ -174,28 +192,34 @@ int ld_cu_malloc(void **p, size_t bytes)
 {
     *p = NULL;
     count(__func__);
-    if (fail_in == 0) {
-        fail_in = -1;
-        return E_NOMEM;
-    }
-    if (fail_in > 0) fail_in--;
+    pthread_mutex_lock(&mock_mu);
+    int fail = fail_in == 0;
+    fail_in = fail ? -1 : fail_in > 0 ? fail_in - 1 : fail_in;
+    pthread_mutex_unlock(&mock_mu);
+    if (fail) return E_NOMEM;
     /* the mock device's memory: what a test asks beyond it is out of memory
      * as on a GPU (not an abort of the sanitizers' allocator) */
     if (bytes > MOCK_DEVICE_BYTES) return E_NOMEM;
-    if (n_allocs == cap_allocs) {
-        size_t nc = cap_allocs ? 2 * cap_allocs : 256;
-        alloc *na = realloc(allocs, nc * sizeof *na);
-        if (!na) return E_NOMEM;
-        allocs = na;
-        cap_allocs = nc;
-    }
     /* 256-byte aligned as cudaMalloc's; filled with NaN-ish garbage so that
      * reading what was never written shows */
     size_t n = bytes ? bytes : 1;
     void *m = aligned_alloc(256, (n + 255) / 256 * 256);
     if (!m) return E_NOMEM;
     memset(m, 0xff, n);
+    pthread_mutex_lock(&mock_mu);
+    if (n_allocs == cap_allocs) {
+        size_t nc = cap_allocs ? 2 * cap_allocs : 256;
+        alloc *na = realloc(allocs, nc * sizeof *na);
+        if (!na) {
+            pthread_mutex_unlock(&mock_mu);
+            free(m);
+            return E_NOMEM;
+        }
+        allocs = na;
+        cap_allocs = nc;
+    }
     allocs[n_allocs++] = (alloc){m, n};
+    pthread_mutex_unlock(&mock_mu);
     *p = m;
     return 0;
 }
@@ -203,12 +227,15 @@ int ld_cu_malloc(void **p, size_t bytes)
 int ld_cu_free(void *p)
 {
     if (!p) return 0;
+    pthread_mutex_lock(&mock_mu);
     for (size_t i = 0; i < n_allocs; i++)
         if (allocs[i].p == p) {
-            free(p);
             allocs[i] = allocs[--n_allocs];
+            pthread_mutex_unlock(&mock_mu);
+            free(p);
             return 0;
         }
+    pthread_mutex_unlock(&mock_mu);
     die("ld_cu_free", "p", p, 0, "is not the start of a device allocation");
     return E_INVAL;
 }
