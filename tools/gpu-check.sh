@@ -234,8 +234,9 @@ if [ $built = 1 ]; then
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
     grep -E '^(FAIL|skipped)|worst plane|passed,' "$logs/replay-cuda-tp.log" 2>/dev/null | tee -a "$summary"
-    # each rank a process (--tp-rank, tests/cli/replay_tp_procs.sh): on real
-    # NCCL's bootstrap where there are two GPUs (the cuda cases skip on one)
+    # each rank a process (--tp-rank, tests/cli/replay_tp_procs.sh): two
+    # processes sharing GPU 0 over shm, rank 0 alone ending at NCCL's bounded
+    # join, and where there are two GPUs the pairs over NCCL's bootstrap
     step replay-tp-procs 60 env LOGDIFF="$build/logdiff" LD_SOURCE_DIR="$root" bash "$root/tests/cli/replay_tp_procs.sh"
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
