@@ -22,7 +22,8 @@
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref|cuda]",
     "               [--top-k K] [--max-tokens N] [--seed N] [--tp N]",
-    "               [--tp-rank R --tp-rendezvous FILE [--tp-device D] [--tp-timeout S]]",
+    "               [--tp-rank R --tp-rendezvous FILE [--tp-device D] [--tp-transport T]",
+    "                [--tp-timeout S]]",
     "               [--dump-layers DIR [--positions LIST]] [--kernels SPEC]",
     "               [--compare-kernels] [--batch-with RID,...] LOG...",
     "",
@@ -634,7 +635,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "tp", &tp, "N", "tensor-parallel ranks (default: no split)" },
         { LD_OPT_INT, 0, "tp-rank", &proc.rank, "R", "with --tp N: this process is rank R of N processes" },
         { LD_OPT_STRING, 0, "tp-rendezvous", &proc.rendezvous, "FILE", "where the processes of the group meet" },
-        { LD_OPT_INT, 0, "tp-device", &proc.device, "D", "cuda: this rank's GPU (default LOCAL_RANK, else R)" },
+        { LD_OPT_INT, 0, "tp-device", &proc.device, "D", "cuda: this rank's GPU (default LOCAL_RANK, else R; over shm R mod the GPUs)" },
         { LD_OPT_STRING, 0, "tp-transport", &proc.transport, "T", "nccl (cuda's default) or shm (one machine)" },
         { LD_OPT_INT, 0, "tp-timeout", &proc.timeout, "S", "seconds to wait for the group: to join, at each collective (default 600)" },
         { LD_OPT_STRING, 0, "batch-with", &batch_with, "RID,...", "replay alone and batched with these requests; compare the logits and hidden states" },

@@ -377,7 +377,8 @@ static ld_status weight_type(const ld_host_tensor *t, ld_kdt *dt, int64_t *block
         case LD_DT_F32: *dt = LD_KDT_F32; return LD_OK;
         case LD_DT_F16: *dt = LD_KDT_F16; return LD_OK;
         case LD_DT_BF16: *dt = LD_KDT_BF16; return LD_OK;
-        default: return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
+        default:
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "weight dtype %s is not supported", ld_dtype_name(t->dtype));
         }
     case LD_WQ_Q4_0: *dt = LD_KDT_Q4_0; *block = 32; return LD_OK;
     case LD_WQ_Q4_1: *dt = LD_KDT_Q4_1; *block = 32; return LD_OK;
@@ -676,8 +677,9 @@ static ld_status attention(ld_backend *be, ld_buf *out, const ld_buf *q, const l
     if (!nq) return LD_OK;
     int v = variant(cb, LD_CUDA_OP_ATTENTION);
     if (v == LD_CU_CUSTOM && head_dim > LD_CU_ATT_MAX_HD)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda attention: head_dim %d > %d (custom kernel; use attention=ref)",
-                       head_dim, LD_CU_ATT_MAX_HD);
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "cuda attention: head_dim %d > %d (custom kernel; use attention=ref)", head_dim,
+                       LD_CU_ATT_MAX_HD);
     CU("attention", ld_cu_set_device(cb->device));
     size_t per_query = ld_cu_attention_work(v, 1, n_heads, head_dim, pos0, T), want = 0;
     if (per_query) {
