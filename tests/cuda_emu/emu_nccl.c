@@ -203,14 +203,21 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
  * c->path), not joined yet; NULL with the reason in last_error. */
 static ncclComm_t rank_comm(int nranks, ncclUniqueId commId, int rank, ncclResult_t *r)
 {
-    *r = ncclInvalidArgument;
-    if (nranks < 1 || rank < 0 || rank >= nranks) return fail(NULL, *r, "ncclCommInitRank: rank"), NULL;
-    if (strncmp(commId.internal, ID_PREFIX, strlen(ID_PREFIX)) != 0)
-        return fail(NULL, *r, "ncclCommInitRank: not an id of the emulator's ncclGetUniqueId"), NULL;
+    const char *bad = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks) bad = "ncclCommInitRank: rank";
+    else if (strncmp(commId.internal, ID_PREFIX, strlen(ID_PREFIX)) != 0)
+        bad = "ncclCommInitRank: not an id of the emulator's ncclGetUniqueId";
+    if (bad) {
+        *r = fail(NULL, ncclInvalidArgument, bad);
+        return NULL;
+    }
     int device = 0;
     cudaGetDevice(&device);
     ncclComm_t c = comm_new(NULL, rank, nranks, device);
-    if (!c) return *r = fail(NULL, ncclSystemError, "out of memory"), NULL;
+    if (!c) {
+        *r = fail(NULL, ncclSystemError, "out of memory");
+        return NULL;
+    }
     memcpy(c->path, commId.internal + strlen(ID_PREFIX), NCCL_UNIQUE_ID_BYTES - strlen(ID_PREFIX));
     return c;
 }
