@@ -181,6 +181,14 @@ ld_status ld_cuda_hc_pre(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *col
     return LD_OK;
 }
 
+/* whether an mHC collapse (hc_pre's, the head's) and the RMSNorm after it
+ * run as one: the custom kernels of both, a norm weight of D whole floats */
+static int hc_norm_fuses(const cuda_backend *cb, const ld_weight *w, int D)
+{
+    return variant(cb, LD_CUDA_OP_HC) == LD_CU_CUSTOM && variant(cb, LD_CUDA_OP_RMSNORM) == LD_CU_CUSTOM &&
+           plain_dt(w->dt) && w->rows * w->cols == D;
+}
+
 /* hc_pre and rmsnorm in two launches: the custom kernels of both, a norm
  * weight of F32, F16 or BF16 (else LD_ERR_UNSUPPORTED, nothing written) */
 ld_status ld_cuda_hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf *collapsed, const ld_buf *X,
@@ -189,9 +197,7 @@ ld_status ld_cuda_hc_pre_norm(ld_backend *be, ld_buf *post, ld_buf *comb, ld_buf
                               ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
-    if (variant(cb, LD_CUDA_OP_HC) != LD_CU_CUSTOM || variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM ||
-        (w->dt != LD_KDT_F32 && w->dt != LD_KDT_F16 && w->dt != LD_KDT_BF16) || w->rows * w->cols != D ||
-        T > 65535)
+    if (!hc_norm_fuses(cb, w, D) || T > 65535)
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda hc_pre_norm: not fused here");
     LD_TRY(range(normed, 0, (size_t)(T > 0 ? T : 0) * (size_t)D, err));
     float *bs = NULL;
@@ -262,8 +268,7 @@ ld_status ld_cuda_ds4_hc_head_norm(ld_backend *be, ld_buf *out, const ld_buf *X,
                                    float eps, ld_buf *normed, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
-    if (variant(cb, LD_CUDA_OP_HC) != LD_CU_CUSTOM || variant(cb, LD_CUDA_OP_RMSNORM) != LD_CU_CUSTOM ||
-        (w->dt != LD_KDT_F32 && w->dt != LD_KDT_F16 && w->dt != LD_KDT_BF16) || w->rows * w->cols != D)
+    if (!hc_norm_fuses(cb, w, D))
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "cuda ds4_hc_head_norm: not fused here");
     LD_TRY(hc_head_checks(out, X, fn, T, N, D, err));
     LD_TRY(range(normed, 0, (size_t)T * (size_t)D, err));

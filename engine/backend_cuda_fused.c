@@ -64,9 +64,7 @@ static int fan_one_ok(const cuda_backend *cb, const ld_weight *w, int64_t K)
 {
     if (w->cols != K || w->rows <= 0 || w->rows > INT_MAX) return 0;
     if (w->dt == LD_KDT_F8B || w->dt == LD_KDT_F4B) return w->br > 0 && w->bc > 0;
-    if (w->dt != LD_KDT_F32 && w->dt != LD_KDT_F16 && w->dt != LD_KDT_BF16) return 0;
-    return !w->rope_hd &&
-           !(cb->k.custom[LD_CUDA_OP_MATMUL] == LD_CUDA_KERNEL_TC && ld_cu_matmul_tc_supported(w->dt, (int)K));
+    return plain_dt(w->dt) && !w->rope_hd && !ld_cuda_matmul_tc(cb, w); /* w->cols is K */
 }
 
 /* the grouped launch's table of the m block-scaled weights ws over T rows
@@ -115,8 +113,7 @@ static int fan_norms_ok(const cuda_backend *cb, ld_weight *const *ws, ld_weight 
     for (int i = 0; i < n; i++) {
         const ld_weight *w = ws[i], *nw = norms[i];
         if (w->dt != LD_KDT_F8B || w->br != ws[0]->br || w->bc != ws[0]->bc) return 0;
-        if (nw && ((nw->dt != LD_KDT_F32 && nw->dt != LD_KDT_F16 && nw->dt != LD_KDT_BF16) ||
-                   nw->rows * nw->cols != w->rows))
+        if (nw && (!plain_dt(nw->dt) || nw->rows * nw->cols != w->rows))
             return 0;
     }
     return 1;
@@ -179,7 +176,7 @@ ld_status ld_cuda_matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_bu
 /* a norm weight rmsnorm2's kernel reads: F32, F16 or BF16, one row */
 static int norm_weight_ok(const ld_weight *w)
 {
-    return (w->dt == LD_KDT_F32 || w->dt == LD_KDT_F16 || w->dt == LD_KDT_BF16) && w->cols > 0 && w->cols <= INT_MAX;
+    return plain_dt(w->dt) && w->cols > 0 && w->cols <= INT_MAX;
 }
 
 ld_status ld_cuda_rmsnorm2(ld_backend *be, ld_buf *out_a, const ld_buf *x_a, const ld_weight *w_a, ld_buf *out_b,

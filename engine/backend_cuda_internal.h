@@ -106,6 +106,13 @@ static inline ld_status scratch(void **p, size_t *cap, size_t bytes, const char 
     return LD_OK;
 }
 
+/* a type of whole floats (F32, F16 or BF16: what ld_elem_f, the norms and
+ * the custom matmul read), not a block or block-scaled one */
+static inline int plain_dt(ld_kdt dt)
+{
+    return dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
+}
+
 /* LD_ERR_USAGE unless floats [off, off + n) lie in b */
 static inline ld_status range(const ld_buf *b, size_t off, size_t n, ld_error *err)
 {

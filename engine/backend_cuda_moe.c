@@ -561,9 +561,7 @@ static ld_status route_uploads(cuda_backend *cb, const route_layout *L, const ld
  * type) */
 static int router_fuses(const cuda_backend *cb, const ld_weight *router)
 {
-    ld_kdt dt = router->dt;
-    int plain = dt == LD_KDT_F32 || dt == LD_KDT_F16 || dt == LD_KDT_BF16;
-    return plain && !ld_cuda_matmul_tc(cb, router) && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM &&
+    return plain_dt(router->dt) && !ld_cuda_matmul_tc(cb, router) && variant(cb, LD_CUDA_OP_MATMUL) == LD_CU_CUSTOM &&
            router->rope_hd <= 0 && router->cols <= 0x7fffffff;
 }
 

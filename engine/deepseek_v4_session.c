@@ -355,8 +355,8 @@ static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_se
 #undef HALLOC
     if (!s->layers || !s->inv_main || !s->inv_comp || !s->streams || !s->nstreams || !s->post || !s->comb || !s->hu ||
         !s->hf || !s->hq || !s->hkv || !s->hatt || !s->hgrp || !s->hog || !s->hiq || !s->hck || !s->hcg || !s->hiw ||
-        !s->hrl || !s->hx || !s->hy || !s->hxe || !s->hg || !s->hup || !s->wts || !s->sel_w || !s->scores || !s->hcs || !s->ent ||
-        !s->keys || !s->idx || !s->hrows || !s->rep || !s->pick || !s->sel_t) {
+        !s->hrl || !s->hx || !s->hy || !s->hxe || !s->hg || !s->hup || !s->wts || !s->sel_w || !s->scores || !s->hcs ||
+        !s->ent || !s->keys || !s->idx || !s->hrows || !s->rep || !s->pick || !s->sel_t) {
         ld_ds4_session_destroy(s);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }

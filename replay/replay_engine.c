@@ -153,46 +153,35 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     return ld_replay_engine_set_backend(e, b, kernels, n_threads, err); /* e->tp set: unbound (open_backend) */
 }
 
-/* A process rank's transport: as asked, else NCCL for CUDA ranks where
- * this build has it, else the shared mapping (host memory: a CUDA rank's
- * reduce then goes through a host copy, tp_forward.c's stage).  Every
- * rank runs the same build with the same options, so all pick alike. */
-static ld_status pick_transport(int cuda, const char *asked, const char **out, ld_error *err)
-{
-    if (!asked) {
-        *out = cuda && ld_comm_nccl_available() ? "nccl" : "shm";
-        return LD_OK;
-    }
-    if (strcmp(asked, "shm") != 0 && strcmp(asked, "nccl") != 0)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown transport '%.40s' (nccl, shm)", asked);
-    if (!cuda && asked[0] == 'n')
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "NCCL carries CUDA ranks: the cpu and ref ranks meet over shm");
-    *out = asked;
-    return LD_OK;
-}
-
 /* A CUDA rank's GPU: as asked, else over NCCL GPU `rank` (NCCL refuses
  * two ranks of a group on one device, so a rank past this machine's GPUs
  * is an error that says what to do), over shm GPU rank mod the GPUs, so
  * that ranks share them as a one-process split does. */
-static ld_status pick_device(int rank, int asked, const char *transport, int *out, ld_error *err)
+static ld_status pick_device(int rank, int asked, int nccl, int *out, ld_error *err)
 {
     int have = ld_backend_cuda_device_count();
-    *out = asked >= 0 ? asked : transport[0] == 's' && have > 0 ? rank % have : rank;
-    if (asked < 0 && transport[0] == 'n' && have > 0 && rank >= have)
+    *out = asked >= 0 ? asked : !nccl && have > 0 ? rank % have : rank;
+    if (asked < 0 && nccl && have > 0 && rank >= have)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "rank %d over NCCL takes GPU %d, and this machine has %d: give its GPU "
                        "(--tp-device, LOCAL_RANK), or the transport shm for ranks that share GPUs", rank, rank, have);
     return LD_OK;
 }
 
+/* The transport is as asked (ld_comm_join refuses a name it does not
+ * know), else NCCL for CUDA ranks where this build has it, else the shared
+ * mapping (host memory: a CUDA rank's reduce then goes through a host
+ * copy, tp_forward.c's stage).  Every rank runs the same build with the
+ * same options, so all pick alike. */
 ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank *r, ld_error *err)
 {
     if (!e->tp) return LD_FAIL(err, LD_ERR_USAGE, 0, "a rank of a group needs the split first (--tp N)");
     if (e->world) return LD_FAIL(err, LD_ERR_USAGE, 0, "this process is a rank of a group already");
     int cuda = strcmp(e->tp_backend, "cuda") == 0, device = 0;
-    const char *transport = NULL;
-    LD_TRY(pick_transport(cuda, r->transport, &transport, err));
-    if (cuda) LD_TRY(pick_device(r->rank, r->device, transport, &device, err));
+    const char *transport = r->transport ? r->transport : cuda && ld_comm_nccl_available() ? "nccl" : "shm";
+    int nccl = strcmp(transport, "nccl") == 0;
+    if (nccl && !cuda)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "NCCL carries CUDA ranks: the cpu and ref ranks meet over shm");
+    if (cuda) LD_TRY(pick_device(r->rank, r->device, nccl, &device, err));
     ld_comm_join_opts o = {transport, r->rendezvous, e->tp, r->rank, device, r->timeout_s};
     LD_TRY(ld_comm_join(&o, &e->world, err));
     e->tpo.comm = e->world;

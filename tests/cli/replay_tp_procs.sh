@@ -144,7 +144,7 @@ check "says NCCL is for CUDA ranks" grep -q "NCCL carries CUDA ranks" "$WORK/err
 check "  and made no rendezvous" test ! -e "$WORK/x"
 run "an unknown LD_TP_TRANSPORT" 2 env LD_TP_TRANSPORT=mpi "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy \
     --tp 2 --tp-rank 0 --tp-rendezvous "$WORK/x" "$RL"
-check "names the transports" grep -q "unknown transport 'mpi' (nccl, shm)" "$WORK/err"
+check "names the transports" grep -q "unknown transport 'mpi' (shm, nccl)" "$WORK/err"
 run "a bad LD_TP_RANK" 2 env LD_TP_RANK=one "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 "$RL"
 check "names the variable" grep -q "LD_TP_RANK: give an integer" "$WORK/err"
 run "--help" 0 "$LOGDIFF" replay --help
