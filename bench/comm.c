@@ -1,5 +1,5 @@
 /* bench/comm.c - the tensor-parallel all-reduce on the CPU communicators
- * (engine/comm.h): ranks as threads of one process (comm_sim.c) and as
+ * (engine/tp/comm.h): ranks as threads of one process (comm_sim.c) and as
  * processes meeting in a shared mapping (comm_shm.c, the multi-process
  * launch), at a decode step's size (one row of the hidden width) and a
  * prefill chunk's (64 rows), against a baseline measured in the same run:
@@ -19,7 +19,7 @@
 
 #include <pthread.h>
 
-#include "comm.h"
+#include "engine/tp/comm.h"
 #include "membw.h"
 
 typedef struct job {

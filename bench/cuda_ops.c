@@ -1,4 +1,4 @@
-/* cuda_ops.c - times the CUDA kernels (kernels/cuda_ops.h) at
+/* cuda_ops.c - times the CUDA kernels (kernels/cuda/cuda_ops.h) at
  * SmolLM2-135M sizes (hidden 576, intermediate 1536, 9 heads of 64 over 3
  * kv heads, vocab 49152) against a device-to-device cudaMemcpy of the
  * same weight bytes, measured in the same run on the same device.
@@ -10,7 +10,7 @@
  * written over its time).  A benchmark: nothing is asserted; exit 0 when
  * everything ran, 2 when something could not (no device, a CUDA error).
  *
- * The DeepSeek section (kernels/cuda_deepseek.cu, cuda_sample.cu) at
+ * The DeepSeek section (kernels/cuda/cuda_deepseek.cu, cuda_sample.cu) at
  * DeepSeek-V3/V3.2/V4 sizes: the FP8 block-scaled GEMV/GEMM, MLA's
  * absorption GEMMs and absorbed decode (dense and sparse), the indexer's
  * scores and top-k, the routers, the expert combine, mHC and sampling over
@@ -19,7 +19,7 @@
  * weight half for each absorption).  The reference kernels are timed only
  * where they finish in a moment (the sampler's is O(V^2), MLA's recomputes
  * the scores per output element): "-" in the us/call column otherwise.
- * Then kernels/cuda_deepseek_v4.cu at DeepSeek-V4-Flash sizes: the
+ * Then kernels/cuda/cuda_deepseek_v4.cu at DeepSeek-V4-Flash sizes: the
  * shared-KV attention with sinks (CSA: window + 512 picked entries; HCA:
  * window + every entry), the clamped SwiGLU, the output's inverse RoPE,
  * hc_head, the FP4 expert GEMV/GEMM (UE8M0 scales per 32), the
@@ -44,7 +44,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_ops.h"
+#include "kernels/cuda/cuda_ops.h"
 
 static int quick;
 static const char *only; /* NULL: every section */

@@ -17,7 +17,7 @@
 # Prints `name  baseline  logdiff  unit  ratio` lines: the reference's
 # prefill and decode tok/s, then per variant its tok/s against the
 # reference's (ratio = variant / reference: > 1 faster).  VARIANTS are the
-# entries of engine/cpu_kernels.c's ld_cpu_kernel_variants that apply to V4
+# entries of engine/backend/cpu_kernels.c's ld_cpu_kernel_variants that apply to V4
 # (ld_cpu_kernel_variant_applies with mHC, no MLA): the op-table ops, then
 # the V4 session's combine, mhc, indexer and rope variants.
 set -u

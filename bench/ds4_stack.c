@@ -49,17 +49,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "cpu_kernels.h"
-#include "deepseek_v4_config.h"
-#include "deepseek_v4_forward.h"
-#include "deepseek_v4_model.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/backend/cpu_kernels.h"
+#include "engine/models/deepseek_v4/deepseek_v4_config.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/deepseek_v4_model.h"
 #include "logdiff_config.h"
 #include "membw.h"
-#include "safetensors.h"
+#include "engine/formats/safetensors.h"
 #if LD_HAVE_CUDA
-#include "cuda_ops.h"
+#include "kernels/cuda/cuda_ops.h"
 #endif
 
 /* ---------------------------------------------------------------- shape */
@@ -551,7 +551,7 @@ static ld_status run_batch(ld_ds4_session *lead, const opts *o, int V, double *t
     return st;
 }
 
-/* --kernels graphs=...: what the CUDA graphs did (kernels/cuda_graph.cu),
+/* --kernels graphs=...: what the CUDA graphs did (kernels/cuda/cuda_graph.cu),
  * the prompt's and the decode's together */
 static void print_graphs(const opts *o)
 {

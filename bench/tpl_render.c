@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat_render.h"
-#include "tpl_source.h"
+#include "replay/template/chat_render.h"
+#include "replay/template/tpl_source.h"
 
 static double now(void)
 {

@@ -4,13 +4,13 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "diff.h"
-#include "difffmt.h"
-#include "judge.h"
-#include "logread.h"
-#include "options.h"
-#include "rerender.h"
-#include "tpl_source.h"
+#include "replay/analysis/diff.h"
+#include "cmd/format/difffmt.h"
+#include "replay/judge.h"
+#include "cmd/common/logread.h"
+#include "cmd/common/options.h"
+#include "replay/analysis/rerender.h"
+#include "replay/template/tpl_source.h"
 
 static const char *const diff_usage[] = {
     "logdiff diff [--json] [--rid RID] [--verbose] [--no-conversations] LOG...",

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "judge.h"
-#include "options.h"
-#include "regress.h"
+#include "replay/judge.h"
+#include "cmd/common/options.h"
+#include "cmd/regress/regress.h"
 
 static const char *const regress_usage[] = {
     "logdiff regress --baseline FILE [--update-baseline] [--junit FILE] [--html FILE]",

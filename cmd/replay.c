@@ -1,7 +1,7 @@
 /* replay.c - `logdiff replay --model DIR --rid RID LOG...`: run a logged
  * request's prompt through the reference engine, teacher-force its logged
  * output and say where (if anywhere) the output leaves what the model would
- * produce (replay/replay.h). */
+ * produce (replay/run/replay.h). */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "jsonout.h"
-#include "logread.h"
-#include "options.h"
-#include "replay.h"
-#include "replay_compare.h"
-#include "replay_batched.h"
-#include "replay_kernels.h"
+#include "cmd/common/jsonout.h"
+#include "cmd/common/logread.h"
+#include "cmd/common/options.h"
+#include "replay/run/replay.h"
+#include "replay/run/replay_compare.h"
+#include "cmd/replay/replay_batched.h"
+#include "cmd/replay/replay_kernels.h"
 
 static const char *const replay_usage[] = {
     "logdiff replay --model DIR --rid RID [--json] [--threads N] [--backend cpu|ref|cuda]",

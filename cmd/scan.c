@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "jsonout.h"
-#include "logread.h"
-#include "options.h"
+#include "cmd/common/jsonout.h"
+#include "cmd/common/logread.h"
+#include "cmd/common/options.h"
 
 static const char *const scan_usage[] = {
     "logdiff scan [--json] [--all] LOG...",

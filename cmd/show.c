@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "jsonout.h"
-#include "logread.h"
-#include "options.h"
-#include "showfmt.h"
+#include "cmd/common/jsonout.h"
+#include "cmd/common/logread.h"
+#include "cmd/common/options.h"
+#include "cmd/format/showfmt.h"
 
 static const char *const show_usage[] = {
     "logdiff show --rid RID [--json] [--full] LOG...",

@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "jsonout.h"
-#include "logread.h"
-#include "options.h"
-#include "slurp.h"
-#include "chat_render.h"
-#include "tpl.h"
-#include "tpl_source.h"
+#include "cmd/common/jsonout.h"
+#include "cmd/common/logread.h"
+#include "cmd/common/options.h"
+#include "parse/input/slurp.h"
+#include "replay/template/chat_render.h"
+#include "replay/template/jinja/tpl.h"
+#include "replay/template/tpl_source.h"
 
 static const char *const template_usage[] = {
     "logdiff template --template SRC [--bos-token S] [--eos-token S] [--no-generation-prompt] REQUEST.json",

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "options.h"
-#include "slurp.h"
-#include "tok.h"
+#include "cmd/common/options.h"
+#include "parse/input/slurp.h"
+#include "replay/tokenizer/tok.h"
 
 static const char *const tokenize_usage[] = {
     "logdiff tokenize --tokenizer SRC [--add-special] [--parse-special] < TEXT",

@@ -1,5 +1,5 @@
 /* arena.c - see arena.h. */
-#include "arena.h"
+#include "ld_arena.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jsonout.h"
-#include "tokcheck.h"
+#include "cmd/common/jsonout.h"
+#include "replay/analysis/tokcheck.h"
 
 int ld_judge_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_path,
                            const char *model_dir, const char *server, ld_rerender *rr,

@@ -1,18 +1,18 @@
 /* judge.h - one request's verdict as `logdiff diff` gives it: the differ's
- * checks (replay/diff.h) and, with --template / --model, the re-render
- * check (replay/rerender.h), with --tokenizer the token check
- * (replay/tokcheck.h), with --replay the kernels check (replay/replay.h:
+ * checks (replay/analysis/diff.h) and, with --template / --model, the re-render
+ * check (replay/analysis/rerender.h), with --tokenizer the token check
+ * (replay/analysis/tokcheck.h), with --replay the kernels check (replay/run/replay.h:
  * ld_replay_check).  Shared by `logdiff diff` and `logdiff regress`
  * so that both judge every request the same way. */
 #ifndef LD_CMD_JUDGE_H
 #define LD_CMD_JUDGE_H
 
-#include "cmd.h"
-#include "diff.h"
-#include "replay.h"
-#include "rerender.h"
-#include "tok.h"
-#include "tpl_source.h"
+#include "cmd/cmd.h"
+#include "replay/analysis/diff.h"
+#include "replay/run/replay.h"
+#include "replay/analysis/rerender.h"
+#include "replay/tokenizer/tok.h"
+#include "replay/template/tpl_source.h"
 
 /* The optional checks; NULL members are off. */
 typedef struct ld_judge_checks {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # gen_align_oracle.py - which parts of which messages each real chat template keeps or drops,
-# decided by jinja2 itself (sentinel substitution), for tests/replay/test_align.c.
+# decided by jinja2 itself (sentinel substitution), for tests/replay/analysis/test_align.c.
 #
 # Usage (developers, not CI; needs jinja2 3.1.x):
 #   python3 tools/gen_align_oracle.py [SHARED_DIR] > testdata/replay/align/oracle.json

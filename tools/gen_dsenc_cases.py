@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_dsenc_cases.py - expected prompts for tests/replay/test_dsenc.c.
+"""gen_dsenc_cases.py - expected prompts for tests/replay/template/deepseek/test_dsenc.c.
 
 DeepSeek-V3.2 and DeepSeek-V4 have no Jinja chat template: SGLang builds
 their prompt with Python encoders (encoding_dsv32.py, encoding_dsv4.py).

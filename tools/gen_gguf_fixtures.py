@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# gen_gguf_fixtures.py - writes the GGUF fixtures of tests/engine/test_gguf.c and
-# tests/replay/test_tpl_source.c, the oracle of what gguf-py's reader reads back
+# gen_gguf_fixtures.py - writes the GGUF fixtures of tests/engine/formats/test_gguf.c and
+# tests/replay/template/test_tpl_source.c, the oracle of what gguf-py's reader reads back
 # from them, and the seed corpus of tests/fuzz/fuzz_gguf.c.
 #
 #   pip install gguf==0.19.0      # the pinned version (pulls numpy)
@@ -14,7 +14,7 @@
 #   testdata/engine/gguf/shared.json    facts GGUFReader reports about the real
 #                                       files ../shared/tokenizers/*.gguf
 #   tests/fuzz/corpus/gguf/*            the fixtures, truncated and damaged copies
-# and with --rope-models (tests/engine/test_gguf_model.c; nothing else):
+# and with --rope-models (tests/engine/models/test_gguf_model.c; nothing else):
 #   testdata/engine/rope/<model>.gguf   tiny HF models of testdata/models/
 #       converted as llama.cpp's convert_hf_to_gguf.py does, weights F32
 #       (Llama's q/k rows reordered), so the oracle is transformers' logits

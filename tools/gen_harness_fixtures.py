@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_harness_fixtures.py - SGLang request logs for the harness / conversation
-checks (replay/harness.c, replay/conv.c) and the findings they must give.
+checks (replay/analysis/harness.c, replay/analysis/conv.c) and the findings they must give.
 
 Each fixture is one or more testdata/replay/harness/<name>*.log files, rendered
 line by line with ../shared/tools/sglang_render.py exactly as SGLang's request

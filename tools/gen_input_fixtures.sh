@@ -2,7 +2,7 @@
 # gen_input_fixtures.sh - regenerates the seed corpus of tests/fuzz/fuzz_input.c
 # (tests/fuzz/corpus/input/) with the standard tools: a plain text file, single
 # gzip/zstd/xz/bzip2 streams, a tar, a tar.gz, a zip with a directory entry,
-# and 300 bytes of junk.  The unit tests (tests/parse/test_input.c) make their
+# and 300 bytes of junk.  The unit tests (tests/parse/input/test_input.c) make their
 # own fixtures at run time with libarchive's write API and need nothing here.
 # Usage: tools/gen_input_fixtures.sh [SOURCE_DIR]
 set -euo pipefail

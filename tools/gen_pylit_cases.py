@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_pylit_cases.py - oracle test cases for parse/pylit.c.
+"""gen_pylit_cases.py - oracle test cases for parse/pylit/pylit.c.
 
 Writes, under testdata/parse/pylit/:
   y_random.txt  repr() of random Python values, one per line:  CANON <TAB> TEXT

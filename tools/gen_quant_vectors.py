@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # gen_quant_vectors.py - writes the dequantization vectors of
-# tests/engine/test_quant.c: random blocks of each GGML type the engine
+# tests/kernels/ref/test_quant.c: random blocks of each GGML type the engine
 # computes with, and what gguf-py's gguf.quants.dequantize makes of them.
 #
 #   pip install gguf==0.19.0      # the pinned version (pulls numpy)
@@ -13,7 +13,7 @@
 #   testdata/engine/quant/<TYPE>.bin   rows of raw blocks, as in a GGUF file
 #   testdata/engine/quant/<TYPE>.f32   their dequantization, little-endian fp32
 #   testdata/engine/quant/index.txt    "<TYPE> <ggml type> <rows> <cols>" lines
-# and with --models (tests/engine/test_gguf_model.c):
+# and with --models (tests/engine/models/test_gguf_model.c):
 #   testdata/engine/quant/<model>.gguf  the tiny HF models of testdata/models/
 #       (llama = smollm, qwen2, qwen3) converted to GGUF with quantized
 #       weights (Q8_0, Q4_0, Q4_1; F16, BF16 for some), Llama's q/k rows

@@ -291,7 +291,7 @@ def deepseek_log(proto, sr):
 
 
 def prep_vectors(proto):
-    """Logged body -> what the template sees, for tests/replay/test_rerender.c."""
+    """Logged body -> what the template sees, for tests/replay/analysis/test_rerender.c."""
     weather = {"type": "function", "function": {"parameters": {"type": "object"},
                "name": "get_weather", "strict": True, "x-extra": 1}}
     plain = {"type": "function", "function": {"name": "plain", "description": None}}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_tiny_models.py - writes the tiny random-weight reference models that
-tests/engine/test_forward.c runs, and transformers' outputs for them.
+tests/engine/models/test_forward.c runs, and transformers' outputs for them.
 
 Run by developers (not by CI), from the repository root, in a venv:
     python3 -m venv /tmp/engvenv

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_tok_cases.py - expected token ids for tests/replay/test_tok.c, from HF `tokenizers`.
+"""gen_tok_cases.py - expected token ids for tests/replay/tokenizer/test_tok.c, from HF `tokenizers`.
 
     pip install tokenizers==0.23.3
     python3 tools/gen_tok_cases.py [--shared ../shared] [--out testdata/replay/tok/cases.json.zst]

@@ -18,7 +18,7 @@ shared goldens.  Output:
                                                    context (tokens set or not,
                                                    tools/documents), for
                                                    tests/cli/template.sh
-tests/replay/test_tpl_corpus.c checks the C output against "out".
+tests/replay/template/jinja/test_tpl_corpus.c checks the C output against "out".
 
 How a request maps onto apply_chat_template (as vLLM's OpenAI server calls
 it): messages -> conversation, tools -> tools, add_generation_prompt (default

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_tpl_unit_cases.py - expected values for tests/replay/test_tpl_unit.c.
+"""gen_tpl_unit_cases.py - expected values for tests/replay/template/jinja/test_tpl_unit.c.
 
 Renders each small template below with Python jinja2 set up as transformers
 sets it up (ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True),

@@ -3,12 +3,12 @@
 #   1. builds with CUDA for the present GPU's architecture (nvidia-smi's
 #      compute capability; LOGDIFF_CUDA_ARCHS overrides), warnings as
 #      errors -- or takes binaries prepared elsewhere (below);
-#   2. runs the GPU tests: test_engine_cuda_ops (ctest engine.cuda_ops,
-#      label gpu), test_engine_backend_ops (every op on cpu, cuda-ref and
+#   2. runs the GPU tests: test_cuda_ops (ctest kernels.cuda.cuda_ops,
+#      label gpu), test_backend_ops (every op on cpu, cuda-ref and
 #      cuda-custom against the reference backend) and
-#      test_engine_cuda_deepseek (ctest engine.cuda_deepseek, label gpu: the
+#      test_cuda_deepseek (ctest kernels.cuda.cuda_deepseek, label gpu: the
 #      DeepSeek ops and the sampler, both kernels, against the C reference)
-#      and test_engine_cuda_determinism (ctest engine.cuda_determinism,
+#      and test_cuda_determinism (ctest engine.backend.cuda_determinism,
 #      label gpu: 100 replays of a request, prefill / chunks / token by
 #      token bitwise, both kernel sets near transformers, on qwen3 and
 #      qwen3-fp8);
@@ -23,10 +23,10 @@
 #      of two layers (FP8 / FP4 weights built in memory) against the copy
 #      roofline (target ratio <= 1.5), with its launches one by one and
 #      captured in CUDA graphs (--kernels graphs=on);
-#   4. (when it built) builds everything else, runs test_engine_tp's NCCL
+#   4. (when it built) builds everything else, runs test_tp's NCCL
 #      case, logdiff replay on the CUDA backend end to end
 #      (tests/cli/replay_cuda.sh: --check ref, --compare-kernels) and the
-#      engine's other CPU tests (ctest -L cpu -R '^engine\.');
+#      engine's and kernels' other CPU tests (ctest -L cpu -R '^(engine|kernels)\.');
 # and prints a short table (step, result, seconds), the tests' summary
 # lines and the benchmark.  A build error outside the GPU targets is
 # reported and fails the run, but the GPU tests and the benchmark still run.
@@ -66,7 +66,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_engine_cuda_ops test_engine_backend_ops test_engine_cuda_deepseek test_engine_cuda_determinism bench_cuda_ops bench_ds4_stack"
+targets="test_cuda_ops test_backend_ops test_cuda_deepseek test_cuda_determinism bench_cuda_ops bench_ds4_stack"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -148,7 +148,7 @@ if [ -z "$bin" ]; then
             grep -E 'error' "$logs/build-gpu.log" | head -20 | tee -a "$summary"; copy_out; exit 2; }
         bin=$build
         built=1
-    elif [ -x "$build/gpu-bin/test_engine_cuda_ops" ]; then
+    elif [ -x "$build/gpu-bin/test_cuda_ops" ]; then
         grep -E 'Could NOT|not found|Error' "$logs/configure.log" | head -5 | tee -a "$summary"
         note "configure failed: using the prepared binaries in $build/gpu-bin"
         bin=$build/gpu-bin
@@ -172,14 +172,14 @@ note ""
 
 # test-cuda-ops: ~10-30 s of it is the C reference of the matmul=tc cases
 # (ld_var_matmul_bf16 at T up to 129, N up to 4100, K up to 1544)
-step test-cuda-ops 180 "$bin/test_engine_cuda_ops"
+step test-cuda-ops 180 "$bin/test_cuda_ops"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
-step test-backend-ops 120 "$bin/test_engine_backend_ops" || status=1
-step test-cuda-deepseek 90 "$bin/test_engine_cuda_deepseek"
+step test-backend-ops 120 "$bin/test_backend_ops" || status=1
+step test-cuda-deepseek 90 "$bin/test_cuda_deepseek"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
-step test-cuda-determinism 60 "$bin/test_engine_cuda_determinism"
+step test-cuda-determinism 60 "$bin/test_cuda_determinism"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 # bench-cuda-ops: the GEMM section adds ~10 s (6 shapes x T 64/512/2048 x
@@ -198,7 +198,7 @@ step bench-ds4-stack 90 "$bin/bench_ds4_stack" --backend cuda --layers 2 --promp
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
 # the same stack and steps with the launches captured in CUDA graphs of 64
-# operations (kernels/cuda_graph.cu): decode_ms against bench-ds4-stack's
+# operations (kernels/cuda/cuda_graph.cu): decode_ms against bench-ds4-stack's
 step bench-ds4-graphs 60 "$bin/bench_ds4_stack" --backend cuda --layers 2 --prompt 256 --decode 16 --kernels graphs=on
 rc=$?
 [ $rc = 0 ] || [ $rc = 2 ] || status=1
@@ -210,12 +210,12 @@ rc=$?
 if [ $built = 1 ]; then
     step build-all 150 cmake --build "$build" -j "$jobs" -- -k || {
         status=1; grep -E 'error:' "$logs/build-all.log" | head -10 | tee -a "$summary"; }
-    # tensor parallelism over NCCL (test_engine_tp's cuda cases: TP=1 over
+    # tensor parallelism over NCCL (test_tp's cuda cases: TP=1 over
     # NCCL bitwise the plain CUDA forward; TP=2 where there are two GPUs;
     # TP=2 with both ranks on one GPU, bitwise over NCCL where there are
     # two); only when built here, since libnccl (~200 MB) does not travel
     # in gpu-bin
-    step test-tp-nccl 60 "$build/test_engine_tp" cuda
+    step test-tp-nccl 60 "$build/test_tp" cuda
     rc=$?
     [ $rc = 0 ] || [ $rc = 77 ] || status=1
     grep -E '^(ok|skip|FAIL) |cuda tp|passed,' "$logs/test-tp-nccl.log" 2>/dev/null | tee -a "$summary"
@@ -243,7 +243,7 @@ if [ $built = 1 ]; then
     grep -E '^(FAIL|skipped)|passed,' "$logs/replay-tp-procs.log" 2>/dev/null | tee -a "$summary"
     # last: the engine's CPU tests (CI runs them too; here they show the GPU
     # machine's build is sound) get what is left of the budget
-    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^engine\.' -E '^engine\.backend_ops$' \
+    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^(engine|kernels)\.' -E '^engine\.backend\.backend_ops$' \
         -j "$jobs" --output-on-failure --timeout 140 || status=1
 fi
 

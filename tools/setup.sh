@@ -16,7 +16,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 need_pkgs() {
     local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev libutf8proc-dev gzip zstd xz-utils bzip2 zip"
     # chromium: the HTML report test (regress_html.sh); g++: the CUDA kernels on the CPU emulator
-    # (tests/cuda_emu, built where the CUDA toolkit's headers are)
+    # (tests/support/cuda_emu, built where the CUDA toolkit's headers are)
     [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++"
     local missing=""
     for p in $pkgs; do

@@ -14,8 +14,8 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
-#include "pylit.h"
-#include "request.h"
+#include "parse/pylit/pylit.h"
+#include "parse/request/request.h"
 
 /* A JSON string item for s[0..len) (NULL s gives null).  Caller owns it
  * (usually by adding it to an object).  NULL on out of memory. */

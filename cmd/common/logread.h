@@ -6,9 +6,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "cmd.h"
-#include "logset.h"
-#include "pair.h"
+#include "cmd/cmd.h"
+#include "parse/input/logset.h"
+#include "parse/pair/pair.h"
 
 typedef struct ld_logread {
     struct ld_cli *cli;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "baseline.h"
+#include "replay/analysis/baseline.h"
 
 static void put_bad(FILE *f, unsigned char c, unsigned flags)
 {

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "jsonout.h"
-#include "judge.h"
+#include "cmd/common/jsonout.h"
+#include "replay/judge.h"
 
 static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",
                                                      "kernels", "sampling", "log" };

@@ -6,10 +6,10 @@
 
 #include <stdint.h>
 
-#include "cmd.h"
-#include "diff.h"
-#include "logread.h"
-#include "judge.h"
+#include "cmd/cmd.h"
+#include "replay/analysis/diff.h"
+#include "cmd/common/logread.h"
+#include "replay/judge.h"
 
 enum { LD_N_VERDICTS = 6 };
 

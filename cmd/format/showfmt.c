@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "jsonout.h"
-#include "logread.h"
+#include "cmd/common/jsonout.h"
+#include "cmd/common/logread.h"
 
 enum { PREVIEW_CHARS = 60, TEXT_KEEP = 2000 };
 

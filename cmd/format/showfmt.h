@@ -5,8 +5,8 @@
 
 #include <stdio.h>
 
-#include "cmd.h"
-#include "request.h"
+#include "cmd/cmd.h"
+#include "parse/request/request.h"
 
 /* Text for a person: sources, parameters, message table, prompt, output.
  * Long texts are cut in the middle unless `full`. */

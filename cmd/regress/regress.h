@@ -13,12 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "baseline.h"
-#include "cmd.h"
-#include "diff.h"
+#include "replay/analysis/baseline.h"
+#include "cmd/cmd.h"
+#include "replay/analysis/diff.h"
 #include "regress_read.h"
-#include "judge.h"
-#include "rerender.h"
+#include "replay/judge.h"
+#include "replay/analysis/rerender.h"
 
 typedef struct rg_item {
     const char *rid;            /* NULL: a line that failed to parse */

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "judge.h"
-#include "logread.h"
+#include "replay/judge.h"
+#include "cmd/common/logread.h"
 #include "regress.h"
 
 static void *grow(void *v, size_t *cap, size_t n, size_t size)

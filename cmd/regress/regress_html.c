@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "markup.h"
+#include "cmd/common/markup.h"
 #include "regress_html.h"
 
 enum { RG_HTML_MAX_OK_ROWS = 2000 };

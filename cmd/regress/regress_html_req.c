@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "markup.h"
+#include "cmd/common/markup.h"
 #include "regress_html.h"
 
 typedef struct conv_ref {

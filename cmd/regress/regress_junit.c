@@ -7,7 +7,7 @@
  * request missing from the inputs. */
 #include <string.h>
 
-#include "markup.h"
+#include "cmd/common/markup.h"
 #include "regress.h"
 
 typedef struct suite_counts { size_t tests, failures, errors, skipped; } suite_counts;

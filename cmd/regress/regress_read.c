@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "input.h"
-#include "logline.h"
+#include "parse/input/input.h"
+#include "parse/line/logline.h"
 
 enum { EV_RECORD, EV_MEMBER, EV_PROBLEM };
 

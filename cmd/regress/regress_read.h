@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "logset.h"
-#include "pair.h"
+#include "parse/input/logset.h"
+#include "parse/pair/pair.h"
 
 enum { LD_RG_QUEUE_CAP = 256 };
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonout.h"
+#include "cmd/common/jsonout.h"
 #include "regress.h"
 
 /* The status word of an item: the change, "recorded" when writing the

@@ -1,12 +1,12 @@
 /* replay_batched.h - `logdiff replay --batch-with RIDS`: the requests to
- * batch with, and the report (replay/replay_batch.h): a line, or one JSON
+ * batch with, and the report (replay/run/replay_batch.h): a line, or one JSON
  * object. */
 #ifndef LD_CMD_REPLAY_BATCHED_H
 #define LD_CMD_REPLAY_BATCHED_H
 
 #include <stdio.h>
 
-#include "replay_batch.h"
+#include "replay/run/replay_batch.h"
 
 /* The comma-separated rids of `list` into *rids [*n] (malloc'd; the
  * strings point into the copy *buf, also malloc'd): 0, or -1 with a

@@ -1,11 +1,11 @@
 /* replay_kernels.h - the output of `logdiff replay --compare-kernels`
- * and --check (replay/replay_compare.h): a table, or one JSON object. */
+ * and --check (replay/run/replay_compare.h): a table, or one JSON object. */
 #ifndef LD_CMD_REPLAY_KERNELS_H
 #define LD_CMD_REPLAY_KERNELS_H
 
 #include <stdio.h>
 
-#include "replay_compare.h"
+#include "replay/run/replay_compare.h"
 
 void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json);
 

@@ -1,8 +1,8 @@
 /* backend.h - the op interface between the forward pass and a compute
  * backend.  The engine calls ops through the table; the backend owns its
  * buffers (fp32 activations, KV caches) and its weights.  The plain-C
- * reference backend (backend_ref.c over kernels/ref_ops.c) is the first,
- * the fast CPU backend (the same with kernels/cpu_ops.c's matmul and
+ * reference backend (backend_ref.c over kernels/ref/ref_ops.c) is the first,
+ * the fast CPU backend (the same with kernels/cpu/cpu_ops.c's matmul and
  * attention) the
  * second; a CUDA backend implements the same table later.
  *
@@ -24,7 +24,7 @@
 
 #include "ld_error.h"
 #include "mem_kind.h" /* ld_mem, LD_MEM_*: buf_mem's answer */
-#include "safetensors.h"
+#include "engine/formats/safetensors.h"
 
 typedef struct ld_backend ld_backend;
 typedef struct ld_buf ld_buf;       /* backend-owned fp32 array */
@@ -187,7 +187,7 @@ typedef struct ld_backend_ops {
 
     /* ---- DeepSeek ops (V3/V3.2).  Optional: NULL in a backend without
      * them; the engine then computes them on host copies with the plain-C
-     * kernels of kernels/ref_deepseek.h, which the reference backend's ops
+     * kernels of kernels/ref/ref_deepseek.h, which the reference backend's ops
      * are, bit for bit.  Host arrays (sel, bias, and the outputs idx, w)
      * are read or written during the call. */
 
@@ -242,7 +242,7 @@ typedef struct ld_backend_ops {
     /* ---- DeepSeek-V4 ops.  Optional as the above: NULL, or
      * LD_ERR_UNSUPPORTED for a variant the backend lacks (checked before
      * anything is written), and the V4 session computes them on host copies
-     * with kernels/ref_deepseek_v4.h's leaves, which the reference
+     * with kernels/ref/ref_deepseek_v4.h's leaves, which the reference
      * backend's ops are, bit for bit (an item per token, per-thread
      * scratch: neither T nor the threads change a token's bits). */
 
@@ -403,7 +403,7 @@ typedef struct ld_backend_ops {
     /* ---- The routed experts (DeepSeek V3 / V4 MoE).  Optional as the
      * above: NULL, or LD_ERR_UNSUPPORTED for a variant the backend lacks
      * (checked before anything is written), and the session runs its host
-     * loop of kernels/ref_deepseek.h's ld_ref_moe_gather / ld_ref_ds_axpy
+     * loop of kernels/ref/ref_deepseek.h's ld_ref_moe_gather / ld_ref_ds_axpy
      * around the backend's matmuls, which the CPU backends' entry is, bit
      * for bit.
      *
@@ -474,13 +474,13 @@ struct ld_backend {
 ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err);
 
 /* The fast CPU backend: the reference's ops but for the matmul and the
- * attention of kernels/cpu_ops.h (eight-lane fma sums, SIMD where the machine has it),
+ * attention of kernels/cpu/cpu_ops.h (eight-lane fma sums, SIMD where the machine has it),
  * with the same contract above; its results agree with the reference to
  * rounding, not bitwise. */
 ld_status ld_backend_cpu_create(int n_threads, ld_backend **out, ld_error *err);
 
 /* Either CPU backend (fast = 0: "ref", 1: "cpu") with ops swapped for
- * other kernels by `kernels`, "OP=VARIANT[,...]" (engine/cpu_kernels.h:
+ * other kernels by `kernels`, "OP=VARIANT[,...]" (engine/backend/cpu_kernels.h:
  * matmul=ref|fast|bf16|splitk|fp8act, attention=ref|fast, rmsnorm=ref|bf16,
  * swiglu=ref|bf16); its ops->name says which ("ref+matmul=bf16").
  * LD_ERR_USAGE for a bad spec, naming the op or variant. */

@@ -1,5 +1,5 @@
-/* backend_ref.c - the plain-C CPU backends: kernels/ref_ops.c behind the op
- * table ("ref"), or the same with kernels/cpu_ops.c's matmul and attention
+/* backend_ref.c - the plain-C CPU backends: kernels/ref/ref_ops.c behind the op
+ * table ("ref"), or the same with kernels/cpu/cpu_ops.c's matmul and attention
  * ("cpu"),
  * spread over a thread pool.  Each op's items (rows, output columns, heads)
  * are cut into one contiguous range per thread; each item is computed by
@@ -20,11 +20,11 @@
  * too little work (SMALL_WORK).
  *
  * The DeepSeek ops (mla_latent, mla_absorb_q / _out, ds_route,
- * index_topk) call kernels/ref_deepseek.h's and ref_ds_variants.h's
+ * index_topk) call kernels/ref/ref_deepseek.h's and ref_ds_variants.h's
  * leaves, an item per (token, head) or per token, with per-thread scratch
  * (scores, split partials, the top-k heap): bitwise what the sessions'
  * host path computes with the same leaves in one call.  So do V4's hc_pre
- * hc_post and ds4_route (kernels/ref_deepseek_v4.h), an item per token,
+ * hc_post and ds4_route (kernels/ref/ref_deepseek_v4.h), an item per token,
  * and V4's attention entries (ds4_qkv, ds4_index, ds4_attention,
  * ds4_hc_head: an item per token; ds4_compress: its positions in order). */
 #include <math.h>
@@ -36,15 +36,15 @@
 
 #include "backend.h"
 #include "cpu_kernels.h"
-#include "cpu_ops.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "ds4_op_args.h"
 #include "ds_op_args.h"
 #include "moe_args.h"
-#include "ref_deepseek.h"
-#include "ref_deepseek_v4.h"
-#include "ref_ds_variants.h"
-#include "ref_ops.h"
-#include "ref_variants.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds_variants.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_variants.h"
 #include "spin.h"
 
 #define SPIN_NS 200000L /* how long an idle thread spins before it sleeps */

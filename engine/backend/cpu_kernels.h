@@ -1,6 +1,6 @@
 /* cpu_kernels.h - which kernel each op of the CPU backends runs: the
- * reference (kernels/ref_ops.h), the fast one (kernels/cpu_ops.h) or a
- * production-style variant (kernels/ref_variants.h), chosen per op with a
+ * reference (kernels/ref/ref_ops.h), the fast one (kernels/cpu/cpu_ops.h) or a
+ * production-style variant (kernels/ref/ref_variants.h), chosen per op with a
  * spec "OP=VARIANT[,OP=VARIANT...]" (`logdiff replay --kernels`).
  *
  *   matmul     ref | fast | bf16 | splitk | fp8act | fp8ue8m0
@@ -11,7 +11,7 @@
  *              per-head k/v expanded from the latent; kv_b_proj absorbed
  *              into q and the output as decode kernels do; or absorbed
  *              with flash-decoding's split-KV over fixed splits of
- *              LD_DSV_MLA_SPLIT positions, kernels/ref_ds_variants.h)
+ *              LD_DSV_MLA_SPLIT positions, kernels/ref/ref_ds_variants.h)
  *   router     ref | bf16       (DeepSeek's gate logits from bf16 operands,
  *              rounded to bf16, as the official V3 code computes them)
  *   combine    ref | bf16 | fused  (bf16: DeepSeek's expert outputs summed
@@ -31,7 +31,7 @@
  *              rounded to bf16: SGLang's cos_sin_cache in the model dtype)
  * mla, router, combine, indexer and rope are read by the DeepSeek V3/V3.2
  * sessions, combine, mhc, indexer and rope by the V4 one; not by the
- * backend: engine/lm.c hands them to the session (set_kernels).
+ * backend: engine/models/lm.c hands them to the session (set_kernels).
  *
  * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
  * attention; a spec changes the ops it names.

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "ld_error.h"
-#include "ref_ops.h"
+#include "kernels/ref/ref_ops.h"
 
 /* the shape of an mla_latent call */
 ld_status ld_ds_args_latent(int T, int pos0, int n_heads, int dn, int dr, int c, const int32_t *sel, int k,

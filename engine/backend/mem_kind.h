@@ -7,7 +7,7 @@
 /* A buffer's memory as buf_mem gives it: its kind says who can touch it
  * (LD_MEM_HOST: this process, LD_MEM_CUDA: kernels and copies on CUDA
  * device `device`, on whose streams the backend's ops run (a thread's
- * default stream, kernels/cuda_ops.h);
+ * default stream, kernels/cuda/cuda_ops.h);
  * `device` means nothing for LD_MEM_HOST). */
 enum { LD_MEM_HOST = 1, LD_MEM_CUDA = 2 };
 typedef struct ld_mem {

@@ -4,7 +4,7 @@
  *    "weight_block_size": [b0, b1], "scale_fmt": "ue8m0",
  *    "modules_to_not_convert": [...]}
  * The linear weights may then be F8_E4M3 with an F32 `<name>_scale_inv`
- * per b0 x b1 block (kernels/ref_ops.h: ld_f8b), read exactly.  Activations
+ * per b0 x b1 block (kernels/ref/ref_ops.h: ld_f8b), read exactly.  Activations
  * are not quantized: the engine computes them in fp32 ("dynamic" is
  * accepted; scale_fmt only rounds activation scales).  Any other method,
  * format or key is LD_ERR_UNSUPPORTED naming it. */

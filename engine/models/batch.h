@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "engine/backend/backend.h"
 #include "ld_error.h"
 
 /* One part of a batch, as its family describes it. */

@@ -5,18 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_json.h"
-#include "deepseek_config.h"
-#include "deepseek_forward.h"
-#include "deepseek_model.h"
-#include "deepseek_v4_config.h"
-#include "deepseek_v4_forward.h"
-#include "deepseek_v4_model.h"
-#include "forward.h"
-#include "model.h"
-#include "tp_deepseek_shard.h"
-#include "tp_ds4_shard.h"
-#include "tp_shard.h"
+#include "engine/formats/config_json.h"
+#include "engine/models/deepseek_v3/deepseek_config.h"
+#include "engine/models/deepseek_v3/deepseek_forward.h"
+#include "engine/models/deepseek_v3/deepseek_model.h"
+#include "engine/models/deepseek_v4/deepseek_v4_config.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/deepseek_v4_model.h"
+#include "engine/models/dense/forward.h"
+#include "engine/models/dense/model.h"
+#include "engine/tp/tp_deepseek_shard.h"
+#include "engine/tp/tp_ds4_shard.h"
+#include "engine/tp/tp_shard.h"
 
 struct ld_lm {
     ld_model *dense;   /* one of the three */

@@ -9,10 +9,10 @@
 
 #include <stdint.h>
 
-#include "backend.h"
-#include "cpu_kernels.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu_kernels.h"
 #include "ld_error.h"
-#include "tp_forward.h"
+#include "engine/tp/tp_forward.h"
 
 typedef struct ld_lm ld_lm;
 typedef struct ld_lm_session ld_lm_session;

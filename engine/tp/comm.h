@@ -64,7 +64,7 @@
 #include <stdint.h>
 
 #include "ld_error.h"
-#include "mem_kind.h"
+#include "engine/backend/mem_kind.h"
 
 typedef struct ld_comm ld_comm;
 

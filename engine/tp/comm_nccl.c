@@ -6,7 +6,7 @@
  * recv [size][n], out [n].  Host memory (all_gather, all_reduce_sum, and
  * all_reduce_sum_mem on LD_MEM_HOST): all_gather copies send to the
  * device, runs ncclAllGather and copies recv back; all_reduce_sum runs the
- * same all-gather and then the ordered-sum kernel (kernels/cuda_tp.cu:
+ * same all-gather and then the ordered-sum kernel (kernels/cuda/cuda_tp.cu:
  * thread i sums recv[0][i] + recv[1][i] + ... left to right in fp32) into
  * out, copied back.  Never ncclAllReduce, whose summation order depends on
  * NCCL's algorithm, protocol and channel choices (comm.h).
@@ -22,7 +22,7 @@
  *
  * NCCL's calls run on the device's legacy default stream.  The CUDA
  * backend's kernels and copies run on the calling thread's per-thread
- * default stream (kernels/cuda_ops.h), a blocking stream: the legacy
+ * default stream (kernels/cuda/cuda_ops.h), a blocking stream: the legacy
  * stream waits for the work queued there before it, and work queued
  * there after waits for the legacy stream's, so the collective is ordered
  * after the kernels that produced the partial and before those that read
@@ -46,7 +46,7 @@
  * end (init_rank, settle, finish_rank).
  *
  * Where it runs: in CI on the CUDA emulator's devices over its NCCL
- * (tests/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
+ * (tests/support/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
  * and copies; this file compiled a second time over it): ctest
  * engine.cuda_emu_tp (`test_tp_cuda_nccl`: TP = 1 over NCCL bitwise the
  * plain CUDA forward, TP = 2 on two devices against transformers, each
@@ -73,8 +73,8 @@
 #include <time.h>
 
 #include "comm_file.h"
-#include "cuda_ops.h"
-#include "cuda_tp.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_tp.h"
 
 /* A collective of a create_rank process, queued on the device and not yet
  * seen done: when it was queued, and an event recorded after it (once the
@@ -275,7 +275,7 @@ static ncclResult_t settle(nccl_rank *r, ncclResult_t e)
 
 /* NCCL's all-gather of the device buffer `send` [n] into d_recv [size][n],
  * on the legacy stream.  In graph mode (graphs=N, this thread capturing:
- * kernels/cuda_ops.h) the capture is held around it: what is captured so
+ * kernels/cuda/cuda_ops.h) the capture is held around it: what is captured so
  * far is launched first (so the gather is ordered after it, the stream
  * being a blocking one) and capture starts again after, the ordered-sum
  * kernel being the next graph's first node.  NCCL's own graph capture of

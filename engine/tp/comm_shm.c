@@ -49,7 +49,7 @@
 
 #include "comm.h"
 #include "comm_file.h"
-#include "spin.h"
+#include "engine/backend/spin.h"
 
 #define SHM_MAGIC 0x31306d6d6f63646cULL /* "ldcomm01" */
 #define SLOT_FLOATS ((size_t)1 << 18)    /* 1 MiB a rank a chunk */

@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "comm.h"
-#include "spin.h"
+#include "engine/backend/spin.h"
 
 #define SPIN_NS 100000L /* how long a rank waiting at a barrier spins before it sleeps */
 

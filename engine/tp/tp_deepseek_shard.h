@@ -52,7 +52,7 @@
 #ifndef LD_TP_DEEPSEEK_SHARD_H
 #define LD_TP_DEEPSEEK_SHARD_H
 
-#include "deepseek_model.h"
+#include "engine/models/deepseek_v3/deepseek_model.h"
 
 typedef struct ld_tp_ds_shard ld_tp_ds_shard;
 

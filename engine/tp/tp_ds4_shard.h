@@ -35,7 +35,7 @@
 #ifndef LD_TP_DS4_SHARD_H
 #define LD_TP_DS4_SHARD_H
 
-#include "deepseek_v4_model.h"
+#include "engine/models/deepseek_v4/deepseek_v4_model.h"
 
 typedef struct ld_tp_ds4_shard ld_tp_ds4_shard;
 

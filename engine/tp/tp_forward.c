@@ -30,11 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "deepseek_v4_forward.h"
-#include "forward.h"
-#include "session_args.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/dense/forward.h"
+#include "engine/models/session_args.h"
 #include "tp_deepseek_shard.h"
 #include "tp_ds4_shard.h"
 #include "tp_shard.h"
@@ -522,7 +522,7 @@ static ld_status open_backend(const ld_tp_opts *o, int device, ld_backend **be, 
 }
 
 /* A bad kernel spec, before anything is made; *graphs: CUDA graphs asked
- * for (graph mode is a thread's, kernels/cuda_ops.h: every rank then runs
+ * for (graph mode is a thread's, kernels/cuda/cuda_ops.h: every rank then runs
  * on a thread of its own, which enters it; the communicator holds the
  * capture around its collectives, comm_nccl.c). */
 static ld_status check_opts(const ld_tp_opts *o, int *graphs, ld_error *err)

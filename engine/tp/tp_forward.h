@@ -50,10 +50,10 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "cpu_kernels.h"
-#include "deepseek_forward.h"
-#include "deepseek_v4_model.h"
-#include "model.h"
+#include "engine/backend/cpu_kernels.h"
+#include "engine/models/deepseek_v3/deepseek_forward.h"
+#include "engine/models/deepseek_v4/deepseek_v4_model.h"
+#include "engine/models/dense/model.h"
 
 typedef struct ld_tp_opts {
     int n;               /* ranks (>= 1) */

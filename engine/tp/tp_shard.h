@@ -29,7 +29,7 @@
 #ifndef LD_TP_SHARD_H
 #define LD_TP_SHARD_H
 
-#include "model.h"
+#include "engine/models/dense/model.h"
 
 typedef struct ld_tp_shard ld_tp_shard;
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_tensor.h"
-#include "ref_ops.h"
+#include "engine/backend/host_tensor.h"
+#include "kernels/ref/ref_ops.h"
 
 /* ------------------------------------------------------------ ownership */
 

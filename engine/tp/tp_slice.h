@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "model.h"
+#include "engine/models/dense/model.h"
 
 /* the buffers a shard owns, freed together; bytes counts them */
 typedef struct ld_tp_owned {

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ref_ops.h"
+#include "kernels/ref/ref_ops.h"
 
 #define LD_CPU_QB 32  /* elements per block of Q4_0 / Q4_1 / Q8_0 */
 #define LD_CPU_TILE 4 /* tokens per pass over a weight row */
@@ -63,7 +63,7 @@ void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1);
 void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn, size_t n, float bias);
 
 /* A run of n codes of one row of a block-scaled matrix (cpu_ops.c walks
- * them) as fp32, bit for bit scaled_to_f32's (kernels/ref_ops.c): the
+ * them) as fp32, bit for bit scaled_to_f32's (kernels/ref/ref_ops.c): the
  * first `first` codes are a scale block's with scale sc[0], then blocks of
  * bc codes with sc[1], sc[2], ...; dst[i] = value(code i) * its scale, one
  * fp32 product.  F8B: q[i] is code i; F4B: q points at the byte of code 0

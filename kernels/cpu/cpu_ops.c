@@ -215,7 +215,7 @@ static int clamp_level(int level)
 /* ---------------------------------------------------------------- conversion */
 
 /* Elements [off, off+n) of the block-scaled matrix f as fp32, in
- * scaled_to_f32's (kernels/ref_ops.c) order: a row at a time (the
+ * scaled_to_f32's (kernels/ref/ref_ops.c) order: a row at a time (the
  * divisions once a row), its scale blocks converted by the vector code's
  * run.  F4B runs start on whole bytes: where a block starts mid-byte (an
  * odd bc or off) the blocks go one at a time, such a block's first element

@@ -36,7 +36,7 @@
  *
  * This is algebraically the reference's sum but rounds differently: results
  * agree with ref_ops to a few ulps of the dot product's magnitude, which
- * tests/engine/test_cpu_ops.c checks op by op, as llama.cpp's backend tests
+ * tests/kernels/cpu/test_cpu_ops.c checks op by op, as llama.cpp's backend tests
  * compare every backend with the CPU one.  Three implementations compute
  * the same arithmetic and give the same bits (the tests check it), so a
  * replay's numbers do not depend on the machine's vector unit: a portable
@@ -50,7 +50,7 @@
 
 #include <stddef.h>
 
-#include "ref_ops.h"
+#include "kernels/ref/ref_ops.h"
 
 /* Floats of per-thread scratch ld_cpu_matmul needs for T rows of K. */
 size_t ld_cpu_matmul_scratch(ld_kdt dt, int T, int K);

@@ -19,7 +19,7 @@
 #define LD_CU_FULL 0xffffffffu
 
 /* a kernel's dynamic shared memory, `extern __shared__ type name[]` (a
- * macro so that tests/cuda_emu/cuda_emu.cuh can give it on the CPU) */
+ * macro so that tests/support/cuda_emu/cuda_emu.cuh can give it on the CPU) */
 #ifndef LD_CU_DYN_SMEM
 #define LD_CU_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif

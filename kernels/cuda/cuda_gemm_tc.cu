@@ -43,7 +43,7 @@
 
 /* ------------------------------------------------------------ PTX */
 
-#ifndef LD_CU_EMU /* tests/cuda_emu/cuda_emu.cuh runs these four on the CPU */
+#ifndef LD_CU_EMU /* tests/support/cuda_emu/cuda_emu.cuh runs these four on the CPU */
 /* 16 bytes global -> shared, asynchronously; `bytes` (0 or 16) are read,
  * the rest of the 16 zero-filled */
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes)

@@ -11,12 +11,12 @@
  * with groupID = lane >> 2 and tig (threadID_in_group) = lane % 4.  In a
  * packed register the lower-indexed element is in the low 16 bits, so two
  * elements adjacent along K are one aligned 32-bit word of a K-contiguous
- * row: the kernel (kernels/cuda_gemm_tc.cu) loads its fragments that way
+ * row: the kernel (kernels/cuda/cuda_gemm_tc.cu) loads its fragments that way
  * from shared-memory tiles stored [row][k] (A: x's rows; B: w's rows, which
  * is the .col layout of B = w^T).
  *
  * Plain functions of (lane, element index) so that C (the CPU check
- * tests/engine/test_mma_layout.c, which simulates a warp's mma with them)
+ * tests/kernels/cuda/test_mma_layout.c, which simulates a warp's mma with them)
  * and CUDA (the kernel) use the same code. */
 #ifndef LD_CUDA_MMA_LAYOUT_H
 #define LD_CUDA_MMA_LAYOUT_H

@@ -41,7 +41,7 @@
 extern "C" {
 #endif
 
-#include "ref_ops.h" /* ld_kdt */
+#include "kernels/ref/ref_ops.h" /* ld_kdt */
 
 typedef enum ld_cu_variant { LD_CU_REF = 0, LD_CU_CUSTOM = 1 } ld_cu_variant;
 
@@ -82,7 +82,7 @@ int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitc
 /* waits for all work on the device, returns its first error */
 int ld_cu_sync(void);
 /* Events on the device's legacy default stream (where NCCL's collectives
- * are queued: engine/comm_nccl.c): made, freed, recorded after the work
+ * are queued: engine/tp/comm_nccl.c): made, freed, recorded after the work
  * queued there so far, and *done = whether that work has run (not
  * waiting; a pending event is not an error).  Not for graph capture. */
 int ld_cu_event_create(void **ev);
@@ -114,7 +114,7 @@ int ld_cu_graphs_begin(int chunk);
 /* launches what is captured, waits for it, ends the mode */
 int ld_cu_graphs_end(void);
 /* Work another library queues on this device outside our wrappers (NCCL's
- * collectives on the legacy stream, engine/comm_nccl.c) must not meet an
+ * collectives on the legacy stream, engine/tp/comm_nccl.c) must not meet an
  * open capture: ld_cu_graphs_hold launches what this thread has captured
  * (without waiting) and stops capturing; ld_cu_graphs_release captures
  * again.  No-ops outside graph mode. */
@@ -205,8 +205,8 @@ int ld_cu_softmax(int v, float *out, const float *x, int rows, int n);
 
 /* ================================================================ DeepSeek
  * The CUDA twins of ref_deepseek.h and ref_deepseek_v4.h
- * (kernels/cuda_deepseek.cu) and of replay_sample.c's sampler
- * (kernels/cuda_sample.cu).  Same conventions as above: device pointers,
+ * (kernels/cuda/cuda_deepseek.cu) and of replay_sample.c's sampler
+ * (kernels/cuda/cuda_sample.cu).  Same conventions as above: device pointers,
  * `v` LD_CU_REF (one thread per output, or per row where the reference's
  * loop is sequential: routers, top-k, Sinkhorn, the sampler's walk) or
  * LD_CU_CUSTOM, a CUDA error code returned (0 = success), every launch
@@ -386,7 +386,7 @@ int ld_cu_hc_post(int v, float *out, const float *X, const float *f, const float
                   int N, int D);
 
 /* ---------------------------------------------------------------- sampling
- * replay_sample.h's sampler on the device (kernels/cuda_sample.cu): the
+ * replay_sample.h's sampler on the device (kernels/cuda/cuda_sample.cu): the
  * same counter-based generator (a pure integer hash of (seed, position),
  * its top 53 bits as a double in [0, 1)) and the same filters: greedy
  * (temperature < 1e-6, NaN, or top_k == 1: the first argmax), else
@@ -409,7 +409,7 @@ int ld_cu_sample(int v, int32_t *tokens, const float *logits, int T, int V, doub
                  double top_p, double min_p, uint64_t seed, uint64_t pos0, void *work, size_t work_bytes);
 
 /* ---------------------------------------------------------------- DeepSeek-V4
- * kernels/cuda_deepseek_v4.cu: the twins of the rest of ref_deepseek_v4.h
+ * kernels/cuda/cuda_deepseek_v4.cu: the twins of the rest of ref_deepseek_v4.h
  * and of V3.2's indexer LayerNorm and RoPE (ref_deepseek.h).  As above: v
  * is LD_CU_REF or LD_CU_CUSTOM, device arrays, T token rows at positions
  * pos0 + t, every row computed the same whatever rows run with it; 0 or a
@@ -706,7 +706,7 @@ int ld_cu_ds_layernorm(int v, float *x, int rows, size_t row_stride, const float
                        float eps);
 
 /* ---------------------------------------------------------------- tensor cores
- * kernels/cuda_gemm_tc.cu: the matmul of BF16 weights on tensor cores
+ * kernels/cuda/cuda_gemm_tc.cu: the matmul of BF16 weights on tensor cores
  * (sm_80+, mma.sync m16n8k16 bf16 x bf16 -> fp32), the CUDA backend's
  * `matmul=tc`.  Not bitwise the reference: it computes what
  * ld_var_matmul_bf16 (ref_variants.h) does up to the order of the fp32

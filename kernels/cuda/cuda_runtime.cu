@@ -222,7 +222,7 @@ extern "C" int ld_cu_sync(void)
 }
 
 /* ---- events on the legacy default stream, where NCCL's collectives run
- * (engine/comm_nccl.c's watchdog: how far the stream has got) */
+ * (engine/tp/comm_nccl.c's watchdog: how far the stream has got) */
 extern "C" int ld_cu_event_create(void **ev)
 {
     cudaEvent_t e = NULL;

@@ -10,7 +10,7 @@
  * The results are exact in the sense of the file format's definition: each
  * element is the fp32 value computed with the same fp32 operations in the
  * same order as the format's reference dequantization (gguf-py's
- * gguf.quants.dequantize gives the same bits; tests/engine/test_quant.c
+ * gguf.quants.dequantize gives the same bits; tests/kernels/ref/test_quant.c
  * checks it).  This file must be compiled without FMA contraction (kernels/
  * is built with -ffp-contract=off): `d * q + m` is two roundings.
  *

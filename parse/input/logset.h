@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "ld_error.h"
-#include "pair.h"
+#include "parse/pair/pair.h"
 
 typedef enum ld_problem_kind {
     LD_PROBLEM_IO = 0,   /* file or member could not be read (err->path names it) */

@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "ld_error.h"
-#include "pylit.h"
+#include "parse/pylit/pylit.h"
 
 #define LD_LOGLINE_MARKER_WINDOW 1024
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logline.h"
+#include "parse/line/logline.h"
 #include "pair_internal.h"
-#include "request_fill.h"
-#include "request_text.h"
+#include "parse/request/request_fill.h"
+#include "parse/request/request_text.h"
 
 static uint64_t hash_str(const char *s)
 {

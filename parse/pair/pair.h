@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "input.h"
+#include "parse/input/input.h"
 #include "ld_error.h"
-#include "request.h"
+#include "parse/request/request.h"
 
 /* ld_pair_options.flags */
 #define LD_PAIR_KEEP_TEXT 0x01u     /* keep prompt/output/message texts (else only counts) */

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logline.h"
+#include "parse/line/logline.h"
 #include "pair_internal.h"
-#include "pylit.h"
-#include "request_fill.h"
-#include "request_text.h"
+#include "parse/pylit/pylit.h"
+#include "parse/request/request_fill.h"
+#include "parse/request/request_text.h"
 
 static int rid_match(const char *a, const char *b)
 {

@@ -4,7 +4,7 @@
 #define LD_PAIR_INTERNAL_H
 
 #include "pair.h"
-#include "request_fill.h"
+#include "parse/request/request_fill.h"
 
 /* An open record.  Owned by the pairer (calloc); `r` too until emitted. */
 typedef struct ld_open {

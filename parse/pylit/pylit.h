@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "ld_error.h"
 
 typedef enum ld_py_kind {

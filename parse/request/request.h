@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "ld_error.h"
-#include "pylit.h"
+#include "parse/pylit/pylit.h"
 
 #define LD_UNSET_INT INT64_MIN
 

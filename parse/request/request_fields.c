@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "logline.h"
+#include "parse/line/logline.h"
 #include "request_fill.h"
 #include "request_text.h"
 

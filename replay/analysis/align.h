@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "finding.h"
 #include "ld_error.h"
 

@@ -1,5 +1,5 @@
-/* align_internal.h - shared between replay/align.c (the alignment) and
- * replay/align_report.c (findings).  Not a public header. */
+/* align_internal.h - shared between replay/analysis/align.c (the alignment) and
+ * replay/analysis/align_report.c (findings).  Not a public header. */
 #ifndef LD_ALIGN_INTERNAL_H
 #define LD_ALIGN_INTERNAL_H
 

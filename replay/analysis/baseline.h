@@ -36,10 +36,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "finding.h"
 #include "ld_error.h"
-#include "request.h"
+#include "parse/request/request.h"
 
 #define LD_BASELINE_FORMAT "logdiff-regress-baseline"
 #define LD_BASELINE_VERSION 1

@@ -63,10 +63,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "finding.h"
 #include "ld_error.h"
-#include "request.h"
+#include "parse/request/request.h"
 
 typedef struct ld_conv_options {
     size_t max_conversations; /* 0 = 65536 */

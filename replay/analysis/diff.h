@@ -1,7 +1,7 @@
 /* diff.h - the verdict on one logged request: which layer lost the
  * conversation, with the evidence.
  *
- * ld_differ_judge() runs, for one request record (parse/request.h, read
+ * ld_differ_judge() runs, for one request record (parse/request/request.h, read
  * with LD_PAIR_KEEP_TEXT):
  *   - the per-request checks of harness.h (empty assistant turns, orphan tool
  *     calls, log truncation, unpaired parts, parse errors, repetition);
@@ -23,7 +23,7 @@
 #include "align.h"
 #include "conv.h"
 #include "finding.h"
-#include "request.h"
+#include "parse/request/request.h"
 
 typedef struct ld_diff_options {
     ld_conv_options conv;  /* zeros: conv.h defaults */

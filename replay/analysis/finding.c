@@ -58,7 +58,7 @@ const char *ld_excerpt(ld_arena *arena, const char *s, size_t s_len, size_t off,
 
 static const char *const categories[] = { "harness", "template", "kernels", "sampling", "log" };
 
-/* Every kind of finding.h (tests/replay/test_baseline.c checks that none is
+/* Every kind of finding.h (tests/replay/analysis/test_baseline.c checks that none is
  * missing). */
 static const char *const kinds[] = {
     LD_K_HARNESS_EMPTY_ASSISTANT, LD_K_HARNESS_STALE_ASSISTANT, LD_K_HARNESS_ORPHAN_TOOL,

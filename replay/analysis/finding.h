@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "ld_error.h"
 
 /* The kinds (issue "logdiff diff"). */

@@ -36,10 +36,10 @@
 #ifndef LD_HARNESS_H
 #define LD_HARNESS_H
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "finding.h"
 #include "ld_error.h"
-#include "request.h"
+#include "parse/request/request.h"
 
 /* Runs every check above on r and appends its findings to *out (in the order
  * parse error, unpaired, truncated, empty assistant, orphan tool, repetition).

@@ -9,7 +9,7 @@
  * more than a few bytes and is not reported.
  *
  * Thresholds (chosen so that normal prose, C code, markdown tables and JSON
- * arrays stay silent while loops fire; see tests/replay/test_repetition.c):
+ * arrays stay silent while loops fire; see tests/replay/analysis/test_repetition.c):
  *   - the unit holds at least LD_REP_MIN_LETTERS letters (ASCII letters or
  *     non-ASCII characters), so runs of spaces, braces, "0, 0, 0", "| --- |"
  *     and "=====" never count;

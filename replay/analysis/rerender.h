@@ -26,10 +26,10 @@
 #ifndef LD_RERENDER_H
 #define LD_RERENDER_H
 
-#include "chat_render.h"
+#include "replay/template/chat_render.h"
 #include "finding.h"
-#include "request.h"
-#include "server_prep.h"
+#include "parse/request/request.h"
+#include "replay/template/server_prep.h"
 
 struct cJSON;
 

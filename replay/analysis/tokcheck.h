@@ -19,8 +19,8 @@
 #define LD_TOKCHECK_H
 
 #include "finding.h"
-#include "request.h"
-#include "tok.h"
+#include "parse/request/request.h"
+#include "replay/tokenizer/tok.h"
 
 /* Checks r (read with LD_PAIR_KEEP_VALUES) with `tok`; appends findings to
  * `out`.  Errors: LD_ERR_NOMEM only. */

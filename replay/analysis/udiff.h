@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 
 typedef struct ld_udiff_opts {
     size_t context;       /* lines of context on each side [3] */

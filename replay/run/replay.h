@@ -43,11 +43,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "finding.h"
+#include "replay/analysis/finding.h"
 #include "ld_error.h"
 #include "replay_sample.h"
-#include "request.h"
-#include "tok.h"
+#include "parse/request/request.h"
+#include "replay/tokenizer/tok.h"
 
 /* Stable verdict kinds (scripts match on them). */
 #define LD_K_REPLAY_CONSISTENT "replay.consistent"
@@ -62,24 +62,24 @@
 typedef struct ld_replay_engine ld_replay_engine;
 
 /* Opens the model at `dir`: an HF model directory (config.json, safetensors;
- * engine/model.h) with its tokenizer.json when there is one, or a GGUF file
+ * engine/models/dense/model.h) with its tokenizer.json when there is one, or a GGUF file
  * (or a directory holding only one) with the tokenizer of its vocabulary; on
  * the CPU backend `backend` ("cpu", the fast one, when NULL; or "ref", the
- * plain reference; see engine/backend.h) with `n_threads` threads.  A
+ * plain reference; see engine/backend/backend.h) with `n_threads` threads.  A
  * tokenizer that cannot be loaded is not an error (tokens are then shown as
  * ids): ld_replay_engine_tok_error says why. */
 ld_status ld_replay_engine_open(const char *dir, const char *backend, int n_threads, ld_replay_engine **out,
                                 ld_error *err);
 
 /* Replaces the engine's backend by `backend` ("cpu", "ref"; "cuda": device
- * 0, `kernels` then being engine/backend_cuda.h's op=ref|custom) with the ops
- * `kernels` names swapped ("OP=VARIANT,...", engine/cpu_kernels.h; NULL:
+ * 0, `kernels` then being engine/backend/cuda/backend_cuda.h's op=ref|custom) with the ops
+ * `kernels` names swapped ("OP=VARIANT,...", engine/backend/cpu_kernels.h; NULL:
  * none).  On error the engine keeps its backend. */
 ld_status ld_replay_engine_set_backend(ld_replay_engine *e, const char *backend, const char *kernels,
                                        int n_threads, ld_error *err);
 
 /* Checks a --kernels spec for `backend` ("cpu" or NULL, "ref": engine/
- * cpu_kernels.h's OP=VARIANT; "cuda": engine/backend_cuda.h's op=ref|custom)
+ * cpu_kernels.h's OP=VARIANT; "cuda": engine/backend/cuda/backend_cuda.h's op=ref|custom)
  * without opening anything, so that a bad spec is named before a model or
  * a log is read, whatever the build has (a build without CUDA still names
  * the spec's error first).  LD_ERR_USAGE naming the op or the variant. */
@@ -281,7 +281,7 @@ ld_status ld_replay_request_seq(ld_replay_engine *e, const ld_request *r, int32_
  * teacher forcing does not otherwise need) is fed too, so that the whole
  * sequence is there.  Planes: 0 the embeddings, 1 + l the residual stream
  * after decoder layer l, n_layers + 1 the final RMSNorm's output
- * (engine/forward.h).  Dumping changes no logit: the engine computes a row
+ * (engine/models/dense/forward.h).  Dumping changes no logit: the engine computes a row
  * the same way whatever the chunking. */
 
 /* Positions as given: ranges [first, last], inclusive; negative numbers

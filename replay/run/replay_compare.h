@@ -1,6 +1,6 @@
 /* replay_compare.h - `logdiff replay --compare-kernels`: the request replayed
  * on the reference backend, then once per kernel variant
- * (engine/cpu_kernels.h: ld_cpu_kernel_variants, each alone; on the CUDA
+ * (engine/backend/cpu_kernels.h: ld_cpu_kernel_variants, each alone; on the CUDA
  * backend each custom kernel alone among reference kernels), every hidden
  * row and every logged token's numbers compared with the reference's.  It
  * shows on a CPU how much each precision choice a production stack makes

@@ -1,16 +1,16 @@
 /* replay_engine.c - the model, backend and tokenizer a replay runs on
  * (replay.h): an HF directory (config.json, safetensors, tokenizer.json) or
- * a GGUF file, or a directory holding one (engine/model_gguf.c), whose
+ * a GGUF file, or a directory holding one (engine/models/dense/model_gguf.c), whose
  * vocabulary is the tokenizer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "comm.h"
-#include "model.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/tp/comm.h"
+#include "engine/models/dense/model.h"
 #include "replay_internal.h"
 
 /* e's own backend.  With a split (e->tp) the ranks compute and this one

@@ -2,8 +2,8 @@
 #ifndef LD_REPLAY_INTERNAL_H
 #define LD_REPLAY_INTERNAL_H
 
-#include "backend.h"
-#include "lm.h"
+#include "engine/backend/backend.h"
+#include "engine/models/lm.h"
 #include "replay.h"
 
 struct ld_replay_engine {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pylit.h"
+#include "parse/pylit/pylit.h"
 
 typedef struct cand {
     double p;

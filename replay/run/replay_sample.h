@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "ld_error.h"
-#include "request.h"
+#include "parse/request/request.h"
 
 #define LD_SAMPLE_EPS 1e-6 /* SGLang's _SAMPLING_EPS */
 

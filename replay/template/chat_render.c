@@ -5,8 +5,8 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-#include "arena.h"
-#include "dsenc.h"
+#include "ld_arena.h"
+#include "replay/template/deepseek/dsenc.h"
 
 static int set_json(ld_arena *a, ld_tpl_value *ctx, const char *key, const cJSON *j)
 {

@@ -19,9 +19,9 @@
 
 #include <stddef.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "ld_error.h"
-#include "tpl.h"
+#include "replay/template/jinja/tpl.h"
 #include "tpl_source.h"
 
 struct cJSON;

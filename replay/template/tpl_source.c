@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "slurp.h"
+#include "parse/input/slurp.h"
 
-#include "gguf.h"
+#include "engine/formats/gguf.h"
 
 static int is_dir(const char *path)
 {

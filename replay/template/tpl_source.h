@@ -31,7 +31,7 @@
 #define LD_TPL_SOURCE_H
 
 #include "ld_error.h"
-#include "tpl.h"
+#include "replay/template/jinja/tpl.h"
 
 typedef enum ld_tpl_kind {
     LD_TPL_JINJA = 0,       /* a Jinja2 chat template: `tpl` */

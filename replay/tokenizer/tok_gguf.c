@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "engine/formats/gguf.h"
 #include "tok_tables.h"
 
 enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "slurp.h"
+#include "parse/input/slurp.h"
 #include "tok_internal.h"
 
 #define JS_MAX_DEPTH 16

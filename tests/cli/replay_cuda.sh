@@ -76,7 +76,7 @@ done
 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --json "$RL" >"$WORK/a" 2>/dev/null
 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --json "$RL" >"$WORK/b" 2>/dev/null
 check "two CUDA replays, the same bytes" cmp -s "$WORK/a" "$WORK/b"
-# on the CPU emulator (tests/cuda_emu) threads and blocks then run last first; a GPU ignores it
+# on the CPU emulator (tests/support/cuda_emu) threads and blocks then run last first; a GPU ignores it
 LD_CUDA_EMU_ORDER=reverse "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --backend cuda --json "$RL" \
     >"$WORK/c" 2>/dev/null
 check "a third replay (threads in reverse order on the emulator), the same bytes" cmp -s "$WORK/a" "$WORK/c"

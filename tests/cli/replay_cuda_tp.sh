@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # logdiff replay --backend cuda --tp 2: the model split over two GPUs, the ranks' partial sums
-# gathered over NCCL and summed in rank order (engine/comm_nccl.c); on a machine with one GPU (or a
+# gathered over NCCL and summed in rank order (engine/tp/comm_nccl.c); on a machine with one GPU (or a
 # build without NCCL) both ranks on it, summed through host memory. Skips (77) where there is no
 # CUDA device; runs in CI on the CUDA emulator's two devices and its NCCL
-# (tests/cuda_emu/emu_nccl.c), and on a machine with GPUs for real (tools/gpu-check.sh).
+# (tests/support/cuda_emu/emu_nccl.c), and on a machine with GPUs for real (tools/gpu-check.sh).
 #   - the ranks sharing one GPU (CUDA_VISIBLE_DEVICES=0, the emulator's LD_CUDA_EMU_DEVICES=1):
 #     said so (JSON tp_gpus, absent where each rank has a GPU), and the same replay as over two,
 #     with graphs too;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # logdiff replay --kernels and --compare-kernels on the log of testdata/replay/replaylog/ and the tiny
 # Qwen3 of testdata/models/qwen3.  The variants' distance to transformers is held to its band in
-# tests/engine/test_forward.c (test_forward_kernel_variants); here: the report names every variant,
+# tests/engine/models/test_forward.c (test_forward_kernel_variants); here: the report names every variant,
 # the fp32 reorderings (fast, splitk) never depart from the reference beyond 1e-5 while the bf16 ones
 # depart from the first layer on, its numbers are consistent, --json and text agree, --kernels runs
 # the request on the swapped backend (named in the output), and bad specs are usage errors (exit 2).

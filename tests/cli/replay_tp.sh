@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # logdiff replay --tp N: the request of testdata/replay/replaylog/ (logged by transformers) on the tiny
-# Qwen3 split over 2 simulated ranks (tensor parallelism, engine/tp_forward.h): the same verdict and
+# Qwen3 split over 2 simulated ranks (tensor parallelism, engine/tp/tp_forward.h): the same verdict and
 # per-position ranks as the unsplit replay, log-probabilities within rounding of it, the same bits
 # (the whole --json report) whatever --threads and run after run, the report saying tp 2, layer dumps
 # (the replicated embeddings the same bytes, the layers rounded differently); DeepSeek-V3 on
@@ -144,7 +144,7 @@ run "deepseek-v3 --tp 3" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3" --rid sv-
 check "deepseek: names the field" grep -q "does not divide the model's num_attention_heads (4)" "$WORK/err"
 run "deepseek-v3-fp8 --tp 2" 2 "$LOGDIFF" replay --model "$DS/deepseek-v3-fp8" --rid sv-forced --tp 2 "$SV"
 check "fp8: the scale blocks" grep -q "q_b_proj.weight' is FP8 with scale blocks of 16x16" "$WORK/err"
-# DeepSeek-V4 (query heads with wo_a's groups, and the experts, split; engine/tp_ds4_shard.h) the same way
+# DeepSeek-V4 (query heads with wo_a's groups, and the experts, split; engine/tp/tp_ds4_shard.h) the same way
 tp_matches deepseek-v4 DeepseekV4ForCausalLM
 run "deepseek-v4 --tp 4" 2 "$LOGDIFF" replay --model "$DS/deepseek-v4" --rid sv-forced --tp 4 "$SV"
 check "v4: names o_groups" grep -q "does not divide the model's o_groups (2)" "$WORK/err"

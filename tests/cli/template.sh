@@ -37,7 +37,7 @@ while read -r tpl bos eos; do
         if [ "$name" = openai-gpt-oss-120b/reasoning_history ]; then
             # the shared goldens were rendered by plain jinja2, without transformers' message
             # normalization, which gives gpt-oss the reasoning as `thinking`; this pair is
-            # checked as transformers renders it in tests/replay/test_tpl_corpus.c
+            # checked as transformers renders it in tests/replay/template/jinja/test_tpl_corpus.c
             echo "skip $name: golden rendered without transformers' reasoning alias"
             continue
         fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # logdiff tokenize: the llama.cpp gpt-2 vectors through ../shared/tokenizers/gpt2-tokenizer.json
-# (less the one merge whose product is not in its vocabulary, as tests/replay/test_tok.c),
+# (less the one merge whose product is not in its vocabulary, as tests/replay/tokenizer/test_tok.c),
 # --add-special/--parse-special, --decode giving the exact bytes back (invalid UTF-8 too),
 # a model directory as SRC, and the errors.
 . "$(dirname "$0")/lib.bash"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsenc.h"
+#include "replay/template/deepseek/dsenc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

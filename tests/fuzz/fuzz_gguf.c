@@ -1,4 +1,4 @@
-/* fuzz_gguf.c - libFuzzer target for engine/gguf.c.  Parses the input as a
+/* fuzz_gguf.c - libFuzzer target for engine/formats/gguf.c.  Parses the input as a
  * GGUF file, then reads every key/value (through the lookups and the array
  * accessors) and every tensor; must never crash, hang, read outside the input
  * or allocate without bound.  The corpus in tests/fuzz/corpus/gguf/ (written
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "engine/formats/gguf.h"
 
 static size_t sink;
 

@@ -1,4 +1,4 @@
-/* fuzz_input.c - libFuzzer target for parse/input.c and parse/linereader.c:
+/* fuzz_input.c - libFuzzer target for parse/input/input.c and parse/input/linereader.c:
  * any bytes, opened from memory, every member and every line read; errors are
  * fine, crashes, leaks and sanitizer reports are not.  A small line limit
  * exercises the skip path too. */
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "input.h"
+#include "parse/input/input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pair.h"
+#include "parse/pair/pair.h"
 
 static int sink(void *ctx, ld_request *r)
 {

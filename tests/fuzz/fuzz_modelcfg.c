@@ -1,4 +1,4 @@
-/* fuzz_modelcfg.c - libFuzzer target for engine/model_config.c.  Parses the
+/* fuzz_modelcfg.c - libFuzzer target for engine/models/dense/model_config.c.  Parses the
  * input as a model's config.json; when it parses, the configuration must be
  * one the engine can size buffers from (positive dimensions, heads that
  * divide, a head_dim the RoPE table can be computed for), and the RoPE
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_config.h"
+#include "engine/models/dense/model_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

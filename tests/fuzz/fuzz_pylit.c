@@ -1,4 +1,4 @@
-/* fuzz_pylit.c - libFuzzer target for parse/pylit.c.  Parses the input as
+/* fuzz_pylit.c - libFuzzer target for parse/pylit/pylit.c.  Parses the input as
  * one value and as a kwargs tail, decodes every string found and counts its
  * characters; must never crash, hang or read outside the input.  The corpus
  * in tests/fuzz/corpus/pylit/ replays as the plain test fuzz.pylit. */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pylit.h"
+#include "parse/pylit/pylit.h"
 
 static void walk(const ld_py_value *v, ld_arena *a, int depth)
 {

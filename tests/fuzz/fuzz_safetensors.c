@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c - libFuzzer target for engine/safetensors.c.  Parses
+/* fuzz_safetensors.c - libFuzzer target for engine/formats/safetensors.c.  Parses
  * the input as a safetensors file, then checks every tensor it accepted:
  * found by its name, its bytes inside the input and of the size its shape
  * and dtype give, no two overlapping.  Must never crash, hang, read outside
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "engine/formats/safetensors.h"
 
 static size_t sink;
 

@@ -1,6 +1,6 @@
 /* fuzz_specs.c - libFuzzer target for the small languages of logdiff
- * replay's options: --positions LIST (replay/replay_dump.c) and --kernels
- * SPEC (engine/cpu_kernels.c for the CPU backends, engine/backend_cuda.c's
+ * replay's options: --positions LIST (replay/run/replay_dump.c) and --kernels
+ * SPEC (engine/backend/cpu_kernels.c for the CPU backends, engine/backend/cuda/backend_cuda.c's
  * parser for the CUDA one, which is built without CUDA too).  The input's
  * first byte picks the parser and a sequence length; a list that parses
  * must resolve to positions that are ascending, distinct and inside the
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_cuda.h"
-#include "cpu_kernels.h"
-#include "replay.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/backend/cpu_kernels.h"
+#include "replay/run/replay.h"
 
 static void positions(const char *s, size_t seq_len)
 {

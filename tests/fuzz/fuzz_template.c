@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpl.h"
+#include "replay/template/jinja/tpl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 
 #include <stdlib.h>
 
-#include "tok.h"
+#include "replay/tokenizer/tok.h"
 
 static const char ld_fuzz_tok_text[] =
     "Hello world! It's 3333333 o'clock;\tdon't   panic\n\n<|endoftext|> <|im_start|>user\n"

@@ -1,4 +1,4 @@
-/* cuda_mock.c - kernels/cuda_ops.h on the CPU: a mock device so that the
+/* cuda_mock.c - kernels/cuda/cuda_ops.h on the CPU: a mock device so that the
  * CUDA backend's host code (engine/backend_cuda*.c, compiled a second time
  * with LD_CUDA_MOCK) runs in CI, under the sanitizers, without a GPU.
  *
@@ -21,12 +21,12 @@
 #include <string.h>
 
 #include "cuda_mock.h"
-#include "cuda_ops.h"
-#include "ref_deepseek.h"
-#include "ref_deepseek_v4.h"
-#include "ref_ops.h"
-#include "ref_variants.h"
-#include "replay_sample.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_variants.h"
+#include "replay/run/replay_sample.h"
 
 /* the CUDA runtime's codes this mock returns */
 #define E_INVAL 1      /* cudaErrorInvalidValue */
@@ -321,7 +321,7 @@ int ld_cu_event_done(void *ev, int *done)
 }
 
 /* graph mode: nothing to capture, the mock runs each call at once (the
- * emulator, tests/cuda_emu/emu_graph.c, runs graphs) */
+ * emulator, tests/support/cuda_emu/emu_graph.c, runs graphs) */
 int ld_cu_graphs_begin(int chunk)
 {
     (void)chunk;

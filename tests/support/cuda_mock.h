@@ -1,4 +1,4 @@
-/* cuda_mock.h - what tests/engine/cuda_mock.c (kernels/cuda_ops.h on the
+/* cuda_mock.h - what tests/support/cuda_mock.c (kernels/cuda/cuda_ops.h on the
  * CPU, for the CUDA backend's host code) adds for its tests. */
 #ifndef LD_TEST_CUDA_MOCK_H
 #define LD_TEST_CUDA_MOCK_H

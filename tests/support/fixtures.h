@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "backend.h"
-#include "tp_forward.h"
+#include "engine/backend/backend.h"
+#include "engine/tp/tp_forward.h"
 #include "ld_test.h"
 
 /* n little-endian floats of dir/file, malloc'd; NULL when unreadable or short */

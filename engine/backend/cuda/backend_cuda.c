@@ -101,9 +101,9 @@ ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error
 }
 
 /* LD_CUDA_MOCK: the backend built without the CUDA toolkit over the CPU
- * mock of cuda_ops.h (tests/engine/cuda_mock.c), so that this file's host
+ * mock of cuda_ops.h (tests/support/cuda_mock.c), so that this file's host
  * code runs in CI; LD_CUDA_EMU: over the kernels themselves, run on the CPU
- * by tests/cuda_emu.  The only place either touches this file. */
+ * by tests/support/cuda_emu.  The only place either touches this file. */
 #if !LD_HAVE_CUDA && !defined(LD_CUDA_MOCK) && !defined(LD_CUDA_EMU)
 
 ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backend **out, ld_error *err)

@@ -1,5 +1,5 @@
 /* backend_cuda.h - the CUDA backend: backend.h's op table on one device,
- * over kernels/cuda_ops.h.
+ * over kernels/cuda/cuda_ops.h.
  *
  * Buffers are plain device allocations (cudaMalloc, zeroed); weight_load
  * copies the host bytes to the device as they are (quantized blocks stay
@@ -23,7 +23,7 @@
 #ifndef LD_BACKEND_CUDA_H
 #define LD_BACKEND_CUDA_H
 
-#include "backend.h"
+#include "engine/backend/backend.h"
 
 /* The ops whose kernel a spec selects, in the table's order. */
 enum {
@@ -56,7 +56,7 @@ typedef struct ld_cuda_kernels {
     int graphs; /* 0: launches go to the GPU one by one; N: captured in CUDA graphs of N operations */
 } ld_cuda_kernels;
 
-/* graphs=on: operations a graph (kernels/cuda_graph.cu's chunk) */
+/* graphs=on: operations a graph (kernels/cuda/cuda_graph.cu's chunk) */
 #define LD_CUDA_GRAPH_CHUNK 64
 
 /* "embed", "rmsnorm"..., "mla", "absorb", "route", "index", "hc"; NULL outside [0, LD_CUDA_N_OPS) */
@@ -67,7 +67,7 @@ const char *ld_cuda_op_name(int op);
  * alone; later items win ("all=ref,matmul=tc").  NULL or "" = every op
  * custom.  One more item is not an op: `graphs=on|off|N` captures the
  * backend's work in CUDA graphs of LD_CUDA_GRAPH_CHUNK (on) or N
- * operations (kernels/cuda_ops.h's ld_cu_graphs_begin), off by default.  Errors (LD_ERR_USAGE) name the unknown op or variant, or `tc`
+ * operations (kernels/cuda/cuda_ops.h's ld_cu_graphs_begin), off by default.  Errors (LD_ERR_USAGE) name the unknown op or variant, or `tc`
  * for another op, and the item's offset.
  * Needs no GPU, and is there in builds without CUDA. */
 ld_status ld_cuda_kernels_parse(const char *spec, ld_cuda_kernels *out, ld_error *err);
@@ -83,7 +83,7 @@ ld_status ld_backend_cuda_create(int device, const char *kernels_spec, ld_backen
 int ld_backend_cuda_device_count(void);
 
 /* As ld_backend_cuda_create, but graphs=N does not put the calling thread
- * in graph mode (graph mode is a thread's, kernels/cuda_ops.h): each
+ * in graph mode (graph mode is a thread's, kernels/cuda/cuda_ops.h): each
  * thread that runs the backend's ops enters it itself,
  * ld_backend_cuda_graphs_thread(be, 1) before its first and (be, 0)
  * after its last, as a tensor-parallel rank's thread does with the

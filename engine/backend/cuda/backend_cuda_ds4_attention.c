@@ -1,6 +1,6 @@
 /* backend_cuda_ds4_attention.c - the CUDA backend's DeepSeek-V4 attention
  * entries: q and kv, the compressors, the indexer, the sparse attention.
- * backend.h's ops over kernels/cuda_ops.h; backend_cuda_internal.h says
+ * backend.h's ops over kernels/cuda/cuda_ops.h; backend_cuda_internal.h says
  * how the backend is cut. */
 #include "backend_cuda_internal.h"
 

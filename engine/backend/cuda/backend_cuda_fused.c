@@ -1,6 +1,6 @@
 /* backend_cuda_fused.c - the CUDA backend's projections run together:
  * copy_cols, matmul_blockdiag, matmul_fanout, rmsnorm2.  backend.h's ops
- * over kernels/cuda_ops.h; backend_cuda_internal.h says how the backend
+ * over kernels/cuda/cuda_ops.h; backend_cuda_internal.h says how the backend
  * is cut. */
 #include "backend_cuda_internal.h"
 

@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_ops.h"
-#include "ds4_op_args.h"
-#include "ds_op_args.h"
-#include "moe_args.h"
-#include "ref_ops.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "engine/backend/ds4_op_args.h"
+#include "engine/backend/ds_op_args.h"
+#include "engine/backend/moe_args.h"
+#include "kernels/ref/ref_ops.h"
 
 struct ld_buf {
     float *d; /* device */

@@ -2,7 +2,7 @@
  * V4's router (ds4_route), the route and the experts on the device
  * (ds4_route_moe), and the epilogues writing the new streams
  * (ds4_route_moe_post, matmul_hc_post).  backend.h's ops over
- * kernels/cuda_ops.h; backend_cuda_internal.h says how the backend is
+ * kernels/cuda/cuda_ops.h; backend_cuda_internal.h says how the backend is
  * cut. */
 #include "backend_cuda_internal.h"
 

@@ -1,7 +1,7 @@
 /* deepseek_config.c - see deepseek_config.h. */
 #include "deepseek_config.h"
-#include "config_json.h"
-#include "fp8_config.h"
+#include "engine/formats/config_json.h"
+#include "engine/formats/fp8_config.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -147,7 +147,7 @@ static ld_status parse_rope(const cJSON *root, ld_ds_config *c, ld_error *err)
     return LD_OK;
 }
 
-/* DeepSeek's FP8 (engine/fp8_config.h) */
+/* DeepSeek's FP8 (engine/formats/fp8_config.h) */
 static ld_status parse_quant(const cJSON *root, ld_ds_config *c, ld_error *err)
 {
     ld_fp8_config f;

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_deepseek.h"
-#include "ref_ds_variants.h"
-#include "ref_ops.h"
-#include "ref_variants.h"
-#include "batch.h"
-#include "session_args.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ds_variants.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_variants.h"
+#include "engine/models/batch.h"
+#include "engine/models/session_args.h"
 
 /* an MLP's three projections, as the backend's moe entry takes them */
 typedef ld_moe_expert ds_mlp;

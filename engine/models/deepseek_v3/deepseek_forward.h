@@ -87,7 +87,7 @@
  * the activations (act_quant, 1x128 blocks, e4m3) before each FP8 GEMM;
  * that is not reproduced here.
  *
- * Production-style variants (engine/cpu_kernels.h, kernels/ref_ds_variants.h;
+ * Production-style variants (engine/backend/cpu_kernels.h, kernels/ref/ref_ds_variants.h;
  * each keeps the determinism below): mla=absorbed and mla=splitk (the
  * absorbed form with flash-decoding's split-KV over fixed splits of
  * LD_DSV_MLA_SPLIT attended positions, V3.2's selected ones included),
@@ -107,7 +107,7 @@
  * path's whatever the thread count.  The rest (RoPE on a sub-range of the
  * head, the naive form's attention, the weighted expert sum, the absorbed
  * products, V3.2's indexer LayerNorm), and the DeepSeek ops a backend
- * lacks, run as plain-C kernels (kernels/ref_deepseek.h) on host copies of
+ * lacks, run as plain-C kernels (kernels/ref/ref_deepseek.h) on host copies of
  * the buffers (buf_read / buf_write), single-threaded, in a fixed order.  Each token's routed
  * experts run as matmuls over the rows routed to that expert, and a
  * matmul's row does not depend on the others, so one prefill, chunks and
@@ -118,22 +118,22 @@
 
 #include <stdint.h>
 
-#include "backend.h"
-#include "cpu_kernels.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu_kernels.h"
 #include "deepseek_model.h"
 
 typedef enum ld_ds_attn {
     LD_DS_ATTN_NAIVE = 0,    /* per-head k/v expanded from the latent */
     LD_DS_ATTN_ABSORBED = 1, /* kv_b_proj absorbed into q and the output */
     LD_DS_ATTN_SPLITK = 2    /* absorbed, the latent attention split-KV
-                                (mla=splitk, kernels/ref_ds_variants.h) */
+                                (mla=splitk, kernels/ref/ref_ds_variants.h) */
 } ld_ds_attn;
 
 typedef struct ld_ds_session ld_ds_session;
 
 /* A session of at most `max_seq` positions (<= max_position_embeddings)
  * over `model` and `be` (both borrowed); at most max_batch tokens per
- * chunk; `attn` is the MLA form (engine/cpu_kernels.h: mla=ref, absorbed,
+ * chunk; `attn` is the MLA form (engine/backend/cpu_kernels.h: mla=ref, absorbed,
  * splitk).  The other session-level variants (router, combine, indexer,
  * rope) start at ref: ld_ds_session_set_kernels. */
 ld_status ld_ds_session_create(const ld_ds_model *model, ld_backend *be, int max_seq, int max_batch,

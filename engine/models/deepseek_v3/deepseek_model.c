@@ -1,8 +1,8 @@
 /* deepseek_model.c - see deepseek_model.h. */
 #include "deepseek_model.h"
-#include "config_json.h"
-#include "model_internal.h"
-#include "ref_deepseek.h"
+#include "engine/formats/config_json.h"
+#include "engine/models/dense/model_internal.h"
+#include "kernels/ref/ref_deepseek.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -40,7 +40,7 @@
  * they are bound as the backends' block-scaled FP8 weights (LD_WQ_F8B:
  * bytes and scales read in place from the mapping, a byte a weight, the
  * backends dequantizing a row at a time; model.c's dense FP8 binding),
- * except kv_b_proj, dequantized exactly (kernels/ref_deepseek.h) into an
+ * except kv_b_proj, dequantized exactly (kernels/ref/ref_deepseek.h) into an
  * fp32 copy the model owns: MLA's absorbed products read its rows as
  * W_UK / W_UV, plain F32/F16/BF16 only (SGLang dequantizes it at load too).
  * A missing tensor or a wrong shape is LD_ERR_MISMATCH naming the tensor and
@@ -52,8 +52,8 @@
 #define LD_DEEPSEEK_MODEL_H
 
 #include "deepseek_config.h"
-#include "model.h"
-#include "safetensors.h"
+#include "engine/models/dense/model.h"
+#include "engine/formats/safetensors.h"
 
 typedef struct ld_ds_expert {
     ld_model_tensor gate, up, down;

@@ -1,6 +1,6 @@
 /* deepseek_v4_config.c - see deepseek_v4_config.h. */
 #include "deepseek_v4_config.h"
-#include "config_json.h"
+#include "engine/formats/config_json.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deepseek_config.h"
+#include "engine/models/deepseek_v3/deepseek_config.h"
 
 
 

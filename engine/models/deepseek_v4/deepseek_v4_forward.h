@@ -80,7 +80,7 @@
  * 2 ratio positions (a ring) and every compressed entry (max_seq / ratio
  * rows of head_dim or index_head_dim).
  *
- * Production-style variants (engine/cpu_kernels.h): combine=fused
+ * Production-style variants (engine/backend/cpu_kernels.h): combine=fused
  * (routed_scaling_factor on the routed sum), mhc=bf16 (post and comb cast
  * to bf16) and mhc=sinkhorn-bf16 (every Sinkhorn iterate in bf16),
  * indexer=bf16|fp8 (the CSA indexer's queries, weights and compressed keys
@@ -95,7 +95,7 @@
  * refusing the session's mhc= variant with LD_ERR_UNSUPPORTED, leaves it
  * on the host); the RoPE, attention with sinks, compressors, indexer,
  * router, clamped SwiGLU and head collapse run as plain-C kernels
- * (kernels/ref_deepseek_v4.h) on host copies, one token at a time,
+ * (kernels/ref/ref_deepseek_v4.h) on host copies, one token at a time,
  * single-threaded, in a fixed order.  A compressed entry is computed once, when its window
  * completes, from the cached per-position projections, so one prefill,
  * chunks and token-by-token give the same bits whatever the thread count.
@@ -105,15 +105,15 @@
 
 #include <stdint.h>
 
-#include "backend.h"
-#include "cpu_kernels.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu_kernels.h"
 #include "deepseek_v4_model.h"
 
 typedef struct ld_ds4_session ld_ds4_session;
 
 /* A session of at most `max_seq` positions (<= max_position_embeddings)
  * over `model` and `be` (both borrowed); at most max_batch tokens per
- * chunk.  The session-level variants (engine/cpu_kernels.h: combine, mhc,
+ * chunk.  The session-level variants (engine/backend/cpu_kernels.h: combine, mhc,
  * indexer, rope) start at ref: ld_ds4_session_set_kernels. */
 ld_status ld_ds4_session_create(const ld_ds4_model *model, ld_backend *be, int max_seq, int max_batch,
                                 ld_ds4_session **out, ld_error *err);

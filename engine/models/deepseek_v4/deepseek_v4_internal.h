@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_tensor.h"
-#include "ref_deepseek.h"
-#include "ref_deepseek_v4.h"
-#include "ref_ds_variants.h"
-#include "ref_ops.h"
-#include "ref_variants.h"
-#include "batch.h"
-#include "session_args.h"
+#include "engine/backend/host_tensor.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds_variants.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_variants.h"
+#include "engine/models/batch.h"
+#include "engine/models/session_args.h"
 
 /* an MLP's gate, up and down weights: the moe entry's expert */
 typedef ld_moe_expert ds4_mlp;

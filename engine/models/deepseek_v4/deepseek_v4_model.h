@@ -63,8 +63,8 @@
 #include <stdint.h>
 
 #include "deepseek_v4_config.h"
-#include "model.h"
-#include "safetensors.h"
+#include "engine/models/dense/model.h"
+#include "engine/formats/safetensors.h"
 
 typedef struct ld_ds4_mlp {
     ld_model_tensor gate, up, down;    /* w1, w3, w2 */

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "batch.h"
-#include "session_args.h"
+#include "engine/models/batch.h"
+#include "engine/models/session_args.h"
 
 typedef struct sess_layer {
     ld_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "backend.h"
+#include "engine/backend/backend.h"
 #include "model.h"
 
 typedef struct ld_session ld_session;

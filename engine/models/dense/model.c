@@ -1,6 +1,6 @@
 /* model.c - see model.h. */
 #include "model.h"
-#include "config_json.h"
+#include "engine/formats/config_json.h"
 #include "model_internal.h"
 
 #include <stdio.h>

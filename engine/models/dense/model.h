@@ -18,10 +18,10 @@
 #ifndef LD_MODEL_H
 #define LD_MODEL_H
 
-#include "backend.h"
-#include "gguf.h"
+#include "engine/backend/backend.h"
+#include "engine/formats/gguf.h"
 #include "model_config.h"
-#include "safetensors.h"
+#include "engine/formats/safetensors.h"
 
 /* One bound weight: rows x cols (a vector: rows = 1). */
 typedef struct ld_model_tensor {

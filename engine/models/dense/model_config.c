@@ -1,6 +1,6 @@
 /* model_config.c - see model_config.h. */
 #include "model_config.h"
-#include "config_json.h"
+#include "engine/formats/config_json.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "fp8_config.h"
+#include "engine/formats/fp8_config.h"
 #include "ld_error.h"
 
 #define LD_MODEL_MAX_LAYERS 1024

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "dsenc.h"
 #include "ld_error.h"
 

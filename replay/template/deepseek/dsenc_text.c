@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "dsenc_internal.h"
-#include "tpl.h"
+#include "replay/template/jinja/tpl.h"
 
 void ds_put(ds_buf *b, const char *s, size_t n)
 {

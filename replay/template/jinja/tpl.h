@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "ld_arena.h"
 #include "ld_error.h"
 
 typedef struct ld_tpl ld_tpl;             /* compiled template (opaque) */

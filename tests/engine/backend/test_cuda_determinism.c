@@ -25,22 +25,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "batch_check.h"
-#include "deepseek_v4_forward.h"
-#include "fixtures.h"
-#include "forward.h"
-#include "ld_test.h"
-#include "lm.h"
-#include "model.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "tests/support/batch_check.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "tests/support/fixtures.h"
+#include "engine/models/dense/forward.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/lm.h"
+#include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define MAX_TOKENS 64
 #define DECODE_STEPS 4
 #define BACKENDS 4 /* instances the replays are spread over */
 #ifdef LD_CUDA_EMU
-/* the emulator (tests/cuda_emu) runs a kernel's threads in one fixed order,
+/* the emulator (tests/support/cuda_emu) runs a kernel's threads in one fixed order,
  * so replays cannot differ by timing there: one a backend instance still
  * checks that a fresh session and a fresh backend start clean */
 #define REPLAYS BACKENDS
@@ -264,7 +264,7 @@ static int check_batched_dir(const char *name)
     return 0;
 }
 
-/* CUDA graphs (graphs=N: kernels/cuda_graph.cu): ref.json's first
+/* CUDA graphs (graphs=N: kernels/cuda/cuda_graph.cu): ref.json's first
  * sequence prefilled but for its last 4 tokens, those decoded one at a
  * time: bitwise the logits of the launches one by one, for two graph
  * sizes (several graphs a token, and one graph cut by the copies to the

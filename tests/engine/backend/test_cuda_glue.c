@@ -1,5 +1,5 @@
 /* test_cuda_glue.c - the CUDA backend's host code (engine/backend_cuda*.c)
- * end to end on the CPU, over tests/engine/cuda_mock.c (kernels/cuda_ops.h
+ * end to end on the CPU, over tests/support/cuda_mock.c (kernels/cuda/cuda_ops.h
  * computed by the plain-C reference leaves, every device range checked):
  * the sessions of the committed tiny models (DeepSeek-V4 and its FP4
  * experts, V3, V3 FP8, V3.2, Qwen3, Qwen3 FP8, Llama 3 BF16) through the
@@ -34,16 +34,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "cuda_mock.h"
-#include "cuda_ops.h"
-#include "deepseek_forward.h"
-#include "deepseek_v4_forward.h"
-#include "fixtures.h"
-#include "forward.h"
-#include "ld_test.h"
-#include "model.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "tests/support/cuda_mock.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "engine/models/deepseek_v3/deepseek_forward.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "tests/support/fixtures.h"
+#include "engine/models/dense/forward.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define MAX_TOKENS 64
@@ -267,7 +267,7 @@ typedef struct runner {
     family fam;
     const void *m; /* ld_model, ld_ds_model or ld_ds4_model */
     ld_ds_attn attn;
-    const char *spec; /* engine/cpu_kernels.h session variants; NULL: ref */
+    const char *spec; /* engine/backend/cpu_kernels.h session variants; NULL: ref */
     int vocab;
 } runner;
 

@@ -3,7 +3,7 @@
  * copy costs the GPU a few microseconds whatever it computes, and a decode
  * step at batch 1 is dozens of small ones a layer, so their count bounds
  * the step from below as much as the weights' bytes do.  Built over the
- * CPU emulator only (tests/cuda_emu, which counts every launch, copy and
+ * CPU emulator only (tests/support/cuda_emu, which counts every launch, copy and
  * memset by name: emu_census.c).
  *
  * DeepSeek-V4 (testdata/models/deepseek-v4-fp4: FP4 experts, FP8 linears,
@@ -22,13 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "cuda_ops.h"
-#include "deepseek_v4_forward.h"
-#include "emu_sched.h"
-#include "fixtures.h"
-#include "ld_test.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "tests/support/cuda_emu/emu_sched.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define DECODE 6
@@ -258,7 +258,7 @@ static int test_v4_decode_ops(void)
 /* Two decode tokens that complete the same compressor windows (the same
  * number of operations) run the same kernels in the same launch shapes:
  * what lets a CUDA graph kept from one token be updated with the next
- * one's arguments instead of instantiated again (kernels/cuda_graph.cu).
+ * one's arguments instead of instantiated again (kernels/cuda/cuda_graph.cu).
  * The arguments that still change from token to token (positions, ring
  * slots, the uploads' host buffers) are printed: those a graph replayed
  * without capture would need read from the device. */
@@ -298,7 +298,7 @@ static int test_v4_decode_steps_alike(void)
 }
 
 /* The same decode with the backend's work captured in CUDA graphs
- * (graphs=N: kernels/cuda_graph.cu): bitwise the logits of the launches
+ * (graphs=N: kernels/cuda/cuda_graph.cu): bitwise the logits of the launches
  * one by one; every operation of a decode token but the logits' copy to
  * the host runs inside a graph; after the first tokens the kept graphs
  * are updated, not instantiated again.  Three chunk sizes: several graphs

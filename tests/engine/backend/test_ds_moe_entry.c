@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "deepseek_v4_forward.h"
-#include "fixtures.h"
-#include "ld_test.h"
-#include "ref_deepseek.h"
-#include "ref_deepseek_v4.h"
-#include "ref_ops.h"
-#include "ref_variants.h"
+#include "engine/backend/backend.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_variants.h"
 
 #define MROOT LD_TESTDATA_DIR "/models/"
 

@@ -1,4 +1,4 @@
-/* test_gguf.c - the GGUF reader (engine/gguf.h) against what gguf-py's
+/* test_gguf.c - the GGUF reader (engine/formats/gguf.h) against what gguf-py's
  * GGUFReader reads from the same files (testdata/engine/gguf/NAME.json, written
  * by tools/gen_gguf_fixtures.py with the pinned gguf package), against the
  * facts it reports about the real vocab files in ../shared/tokenizers (skipped
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "ld_test.h"
+#include "engine/formats/gguf.h"
+#include "tests/support/ld_test.h"
 
 #define GDIR LD_TESTDATA_DIR "/engine/gguf/"
 

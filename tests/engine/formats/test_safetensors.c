@@ -1,4 +1,4 @@
-/* test_safetensors.c - the safetensors reader (engine/safetensors.h): the
+/* test_safetensors.c - the safetensors reader (engine/formats/safetensors.h): the
  * tiny models of testdata/models/, the seed corpus of the fuzz target (each
  * damaged file refused with the error it deserves, naming the tensor), and
  * a sharded checkpoint with its index written to a temporary directory. */
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ld_test.h"
-#include "safetensors.h"
+#include "tests/support/ld_test.h"
+#include "engine/formats/safetensors.h"
 
 #define CORPUS LD_SOURCE_DIR "/tests/fuzz/corpus/safetensors/"
 

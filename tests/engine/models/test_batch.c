@@ -9,14 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
-#include "batch.h"
-#include "batch_check.h"
-#include "fixtures.h"
-#include "forward.h"
-#include "lm.h"
-#include "ld_test.h"
-#include "model.h"
+#include "engine/backend/backend.h"
+#include "engine/models/batch.h"
+#include "tests/support/batch_check.h"
+#include "tests/support/fixtures.h"
+#include "engine/models/dense/forward.h"
+#include "engine/models/lm.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 

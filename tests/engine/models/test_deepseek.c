@@ -1,4 +1,4 @@
-/* test_deepseek.c - DeepSeek-V3 and V3.2 (engine/deepseek_forward.h) over
+/* test_deepseek.c - DeepSeek-V3 and V3.2 (engine/models/deepseek_v3/deepseek_forward.h) over
  * the reference and CPU backends on the tiny HF models in
  * testdata/models/deepseek-v3, deepseek-v3-lite, deepseek-v3-fp8 (written with
  * transformers by tools/gen_tiny_deepseek.py) and deepseek-v32
@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "deepseek_forward.h"
-#include "fixtures.h"
-#include "ld_test.h"
-#include "ref_deepseek.h"
+#include "engine/backend/backend.h"
+#include "engine/models/deepseek_v3/deepseek_forward.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_deepseek.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define MAX_T 64
@@ -108,7 +108,7 @@ static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", 
 
 /* Run `toks` through a fresh session: `threads` threads, calls of `call`
  * tokens (0: all at once), chunks of at most `batch`, the session-level
- * variants of `kspec` (engine/cpu_kernels.h; NULL: ref). */
+ * variants of `kspec` (engine/backend/cpu_kernels.h; NULL: ref). */
 static ld_status run_on_spec(const backend_kind *bk, const ld_ds_model *m, int threads, int batch, int call,
                              ld_ds_attn attn, const char *kspec, const int32_t *toks, int T, float *logits,
                              float *hidden, int32_t *experts, int32_t *selected, ld_error *err)

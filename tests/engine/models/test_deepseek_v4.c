@@ -1,4 +1,4 @@
-/* test_deepseek_v4.c - DeepSeek-V4 (engine/deepseek_v4_forward.h) over the
+/* test_deepseek_v4.c - DeepSeek-V4 (engine/models/deepseek_v4/deepseek_v4_forward.h) over the
  * reference and CPU backends on the tiny HF model in
  * testdata/models/deepseek-v4 (written with transformers by
  * tools/gen_tiny_deepseek_v4.py): logits, per-layer hidden planes and the
@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "deepseek_v4_forward.h"
-#include "fixtures.h"
-#include "ld_test.h"
-#include "ref_deepseek_v4.h"
+#include "engine/backend/backend.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_deepseek_v4.h"
 
 #define MROOT LD_TESTDATA_DIR "/models/"
 /* the fixture the helpers read: testdata/models/<name> */
@@ -93,7 +93,7 @@ static const backend_kind backends[] = {{"ref", ld_backend_ref_create}, {"cpu", 
 
 /* Run `toks` through a fresh session: `threads` threads, calls of `call`
  * tokens (0: all at once), chunks of at most `batch`, the session-level
- * variants of `kspec` (engine/cpu_kernels.h; NULL: ref). */
+ * variants of `kspec` (engine/backend/cpu_kernels.h; NULL: ref). */
 static ld_status run_on_spec(const backend_kind *bk, const ld_ds4_model *m, int threads, int batch, int call,
                              const char *kspec, const int32_t *toks, int T, float *logits, float *hidden,
                              int32_t *experts, ld_error *err)
@@ -939,7 +939,7 @@ static int test_deepseek_v4_entries_ablated(void)
            check_entries_ablated("one rope", one_rope);
 }
 
-/* the attention entries' argument checks (engine/ds4_op_args.c), the same
+/* the attention entries' argument checks (engine/backend/ds4_op_args.c), the same
  * on both backends: LD_ERR_USAGE naming the problem, and a T = 0 probe
  * that writes nothing */
 static int check_entry_args(const backend_kind *bk)

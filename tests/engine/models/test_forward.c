@@ -1,4 +1,4 @@
-/* test_forward.c - the forward pass (engine/forward.h) over the reference
+/* test_forward.c - the forward pass (engine/models/dense/forward.h) over the reference
  * backend on the tiny HF models in testdata/models/ (written with
  * transformers by tools/gen_tiny_models.py): logits and per-layer hidden
  * states against transformers', bitwise determinism over thread counts and
@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "forward.h"
-#include "ref_deepseek.h"
-#include "ref_variants.h"
-#include "fixtures.h"
-#include "ld_test.h"
-#include "model.h"
+#include "engine/backend/backend.h"
+#include "engine/models/dense/forward.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_variants.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 
@@ -495,7 +495,7 @@ static int test_config_errors(void)
     return 0;
 }
 
-/* Op variants (engine/cpu_kernels.h) on the ref backend, one at a time,
+/* Op variants (engine/backend/cpu_kernels.h) on the ref backend, one at a time,
  * against transformers' fp32 logits: the fp32 reorderings stay within the
  * 1e-5 of the reference, the bf16 ones move the logits visibly (>= 1e-4)
  * but stay sane (<= 5e-2), so a replay can show what each choice costs. */

@@ -1,4 +1,4 @@
-/* test_gguf_model.c - GGUF files as model sources (engine/model_gguf.c):
+/* test_gguf_model.c - GGUF files as model sources (engine/models/dense/model_gguf.c):
  * the tiny models of testdata/models/ converted to GGUF with quantized
  * weights (Llama with llama.cpp's q/k row order, Qwen2 with biases, Qwen3
  * with q/k norms and an untied output) against transformers running
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "ld_test.h"
-#include "model.h"
+#include "engine/models/dense/forward.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/dense/model.h"
 
 #define QDIR LD_TESTDATA_DIR "/engine/quant/"
 #define RDIR LD_TESTDATA_DIR "/engine/rope/"

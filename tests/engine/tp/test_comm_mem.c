@@ -1,4 +1,4 @@
-/* test_comm_mem.c - reducing memory where it lives (engine/comm.h's
+/* test_comm_mem.c - reducing memory where it lives (engine/tp/comm.h's
  * all_reduce_sum_mem, backend.h's buf_mem, mem_kind.h): the CPU backends
  * give their buffers' host memory with buf_read's range check; the
  * simulated communicator reduces host memory in place with the ordered
@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
-#include "comm.h"
-#include "ld_test.h"
+#include "engine/backend/backend.h"
+#include "engine/tp/comm.h"
+#include "tests/support/ld_test.h"
 
 enum { MAX_RANKS = 3, MAX_N = 64 };
 

@@ -1,4 +1,4 @@
-/* test_comm_shm.c - the communicator between processes (engine/comm_shm.c,
+/* test_comm_shm.c - the communicator between processes (engine/tp/comm_shm.c,
  * comm_join.c): ranks forked as processes meeting at a rendezvous file.
  * The gather is every rank's data in rank order and the reduce the
  * left-to-right float sum (checked against a sum written here, on values
@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "ld_test.h"
+#include "engine/tp/comm.h"
+#include "tests/support/ld_test.h"
 
 /* a fresh rendezvous name in a directory of its own */
 static void fresh_path(char *buf, size_t cap)

@@ -24,12 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "fixtures.h"
-#include "forward.h"
-#include "ld_test.h"
-#include "lm.h"
-#include "model.h"
+#include "engine/backend/backend.h"
+#include "tests/support/fixtures.h"
+#include "engine/models/dense/forward.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/lm.h"
+#include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define MAX_TOKENS 64

@@ -1,4 +1,4 @@
-/* test_tp.c - tensor parallelism (engine/tp_forward.h, tp_shard.h, comm.h)
+/* test_tp.c - tensor parallelism (engine/tp/tp_forward.h, tp_shard.h, comm.h)
  * on simulated ranks: the ordered all-reduce on values where the order
  * matters, the grouping of ranks into nodes, the abort; the tiny models
  * split over 2 (and 4 where the heads allow) ranks against transformers'
@@ -17,17 +17,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "comm.h"
-#include "comm_file.h"
-#include "fixtures.h"
-#include "forward.h"
-#include "ld_test.h"
-#include "lm.h"
-#include "model.h"
-#include "tp_forward.h"
-#include "tp_shard.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/tp/comm.h"
+#include "engine/tp/comm_file.h"
+#include "tests/support/fixtures.h"
+#include "engine/models/dense/forward.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/lm.h"
+#include "engine/models/dense/model.h"
+#include "engine/tp/tp_forward.h"
+#include "engine/tp/tp_shard.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define QDIR LD_TESTDATA_DIR "/engine/quant/"
@@ -394,7 +394,7 @@ static int test_tp_cuda_nccl_comm(void)
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-/* The emulator's NCCL (tests/cuda_emu/emu_nccl.c) refuses what NCCL
+/* The emulator's NCCL (tests/support/cuda_emu/emu_nccl.c) refuses what NCCL
  * refuses, so that the communicator's passing runs mean it called NCCL as
  * a GPU needs: buffers not in device memory, another device current than
  * the communicator's, a type it does not gather; the last error says why. */
@@ -977,7 +977,7 @@ static int test_tp_errors(void)
  * both the same bits with the reduce on the device (the CUDA backend's
  * buf_mem) and through the host (a table without it). */
 #ifdef LD_CUDA_EMU
-#include "emu_sched.h"
+#include "tests/support/cuda_emu/emu_sched.h"
 /* graphs the emulator launched so far, every thread's */
 static long graph_launches(void)
 {

@@ -1,4 +1,4 @@
-/* test_tp_ds4.c - tensor parallelism for DeepSeek-V4 (engine/tp_ds4_shard.h,
+/* test_tp_ds4.c - tensor parallelism for DeepSeek-V4 (engine/tp/tp_ds4_shard.h,
  * tp_forward.h's ld_tp_ds4_session_create) on simulated ranks over the tiny
  * HF models of testdata/models (written with transformers by
  * tools/gen_tiny_deepseek_v4.py; deepseek-v4-fp4: DeepSeek's released
@@ -16,15 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "deepseek_v4_forward.h"
-#include "fixtures.h"
-#include "host_tensor.h"
-#include "ld_test.h"
-#include "lm.h"
-#include "model.h"
-#include "tp_ds4_shard.h"
-#include "tp_forward.h"
+#include "engine/backend/backend.h"
+#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "tests/support/fixtures.h"
+#include "engine/backend/host_tensor.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/lm.h"
+#include "engine/models/dense/model.h"
+#include "engine/tp/tp_ds4_shard.h"
+#include "engine/tp/tp_forward.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define MAX_T 64

@@ -1,5 +1,5 @@
-/* test_cpu_ops.c - the fast CPU matmul (kernels/cpu_ops.h) against the
- * reference (kernels/ref_ops.h), for every storage type, the way llama.cpp's
+/* test_cpu_ops.c - the fast CPU matmul (kernels/cpu/cpu_ops.h) against the
+ * reference (kernels/ref/ref_ops.h), for every storage type, the way llama.cpp's
  * backend tests hold every backend's ops to the CPU one:
  *  - within the rounding bound of two fp32 summation orders
  *    ((K + 16) * 2^-23 * sum |w x|) of the reference, element by element;
@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_ops.h"
-#include "fixtures.h"
-#include "ld_test.h"
-#include "ref_deepseek.h"    /* ld_ref_fp8_e4m3_to_f32 */
-#include "ref_deepseek_v4.h" /* ld_ref_ds4_e2m1_to_f32 */
-#include "ref_ops.h"
-#include "ref_quant.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_deepseek.h"    /* ld_ref_fp8_e4m3_to_f32 */
+#include "kernels/ref/ref_deepseek_v4.h" /* ld_ref_ds4_e2m1_to_f32 */
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_quant.h"
 
 
 static float uniform(void) /* [-1, 1) */

@@ -1,5 +1,5 @@
 /* test_cuda_deepseek.c - the GPU-only checks of the CUDA DeepSeek ops and
- * sampler (kernels/cuda_deepseek.cu, cuda_deepseek_v4.cu, cuda_sample.cu;
+ * sampler (kernels/cuda/cuda_deepseek.cu, cuda_deepseek_v4.cu, cuda_sample.cu;
  * ctest label gpu): every op, its reference kernel (LD_CU_REF) and its
  * custom kernel (LD_CU_CUSTOM), against the plain-C reference (ref_deepseek.h,
  * ref_deepseek_v4.h, ref_ops.h, replay_sample.h) on random inputs of small
@@ -34,7 +34,7 @@
  *                  of both kernels equal ld_sampler_token's exactly, greedy
  *                  and seeded, with each filter alone and together, ties
  *                  and NaN included
- * kernels/cuda_deepseek_v4.cu:
+ * kernels/cuda/cuda_deepseek_v4.cu:
  *   ds4_attention  ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (split-K
  *                  over 64 keys, fmaf, unnormalised sums merged in order);
  *                  window, compressed entries all / picked (-1 filled),
@@ -57,10 +57,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "fixtures.h"
-#include "ld_test.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
 #include "logdiff_config.h"
 
 /* a skip with the reason the CUDA backend gives (built without CUDA, no
@@ -86,12 +86,12 @@ static int gpu_unavailable(char *why, size_t cap)
 
 #if LD_HAVE_CUDA || defined(LD_CUDA_MOCK) || defined(LD_CUDA_EMU)
 
-#include "cuda_ops.h"
-#include "ref_deepseek.h"
-#include "ref_deepseek_v4.h"
-#include "ref_ops.h"
-#include "ref_variants.h"
-#include "replay_sample.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_variants.h"
+#include "replay/run/replay_sample.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -14,13 +14,13 @@
  *    backend's, and prefill, chunks of 3 and token-by-token bitwise
  *    equal;
  *  - matmul=tc, the tensor-core GEMM (sm_80+; see its section below);
- *  - the TP all-reduce's ordered sum (kernels/cuda_tp.cu) bitwise against
- *    engine/comm_sim.c's (not over the mock, which has no such kernel). */
+ *  - the TP all-reduce's ordered sum (kernels/cuda/cuda_tp.cu) bitwise against
+ *    engine/tp/comm_sim.c's (not over the mock, which has no such kernel). */
 #define LD_BACKEND_OPS_NO_MAIN
-#include "test_backend_ops.c"
+#include "tests/engine/backend/test_backend_ops.c"
 
-#include "forward.h"
-#include "model.h"
+#include "engine/models/dense/forward.h"
+#include "engine/models/dense/model.h"
 
 /* the two CUDA backends (b[1], b[2]) or a skip */
 #define OPEN_CUDA(b, n)                                                    \
@@ -237,7 +237,7 @@ static int test_cuda_forward(void)
 }
 
 /* ---------------------------------------------------------------- matmul=tc
- * The tensor-core GEMM (kernels/cuda_gemm_tc.cu, sm_80+):
+ * The tensor-core GEMM (kernels/cuda/cuda_gemm_tc.cu, sm_80+):
  *  - ld_cu_matmul_tc against the C reference of the bf16 variant
  *    (ld_var_matmul_bf16: x and w rounded to bf16, products summed in fp32
  *    in index order), at T 1, 7, 64, 129, N 1, 40, 576 (rope order, F16
@@ -258,9 +258,9 @@ static int test_cuda_forward(void)
  *    prefill, chunks of 3 and token-by-token bitwise equal. */
 
 #if LD_HAVE_CUDA || defined(LD_CUDA_MOCK) || defined(LD_CUDA_EMU)
-#include "comm.h"
-#include "cuda_ops.h"
-#include "cuda_tp.h"
+#include "engine/tp/comm.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_tp.h"
 
 /* 1 when device 0 runs the tensor-core GEMM; else why not in `why` */
 static int tc_device(char *why, size_t cap)
@@ -542,8 +542,8 @@ static int test_cuda_matmul_tc_backend(void)
 }
 
 /* ---------------------------------------------------------------- TP sum
- * kernels/cuda_tp.cu's ordered sum, the last step of the NCCL all-reduce
- * (engine/comm_nccl.c), against engine/comm_sim.c's ld_comm_ordered_sum:
+ * kernels/cuda/cuda_tp.cu's ordered sum, the last step of the NCCL all-reduce
+ * (engine/tp/comm_nccl.c), against engine/tp/comm_sim.c's ld_comm_ordered_sum:
  * bitwise, 1 to 4 parts, n 1, 257 and 4096, into a separate output and in
  * place (out = parts, as comm_nccl.c's in-place reduce). */
 #ifndef LD_CUDA_MOCK

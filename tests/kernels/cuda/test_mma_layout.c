@@ -1,6 +1,6 @@
 /* test_mma_layout.c - the tensor-core fragment mapping of
- * kernels/cuda_mma_layout.h, checked on the CPU (the GEMM that uses it,
- * kernels/cuda_gemm_tc.cu, needs a GPU to run):
+ * kernels/cuda/cuda_mma_layout.h, checked on the CPU (the GEMM that uses it,
+ * kernels/cuda/cuda_gemm_tc.cu, needs a GPU to run):
  *  - the header's (lane, element) -> (row, col) functions against a second,
  *    independent transcription of the PTX ISA's m16n8k16 fragment figures
  *    (written per register and half, not per element index);
@@ -21,9 +21,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_mma_layout.h"
-#include "ld_test.h"
-#include "ref_variants.h"
+#include "kernels/cuda/cuda_mma_layout.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_variants.h"
 
 /* ------------------------------------------------------------ the PTX figures
  * mma.m16n8k16, .bf16 inputs, f32 accumulators; g = lane / 4, q = lane % 4.

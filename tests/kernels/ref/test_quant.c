@@ -1,4 +1,4 @@
-/* test_quant.c - the GGML block dequantization (kernels/ref_quant.h) against
+/* test_quant.c - the GGML block dequantization (kernels/ref/ref_quant.h) against
  * gguf-py's gguf.quants.dequantize on random blocks (testdata/engine/quant/,
  * written by tools/gen_quant_vectors.py): every value bitwise equal, row by
  * row, all rows at once and from a misaligned copy; the storage types of
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "ref_ops.h"
-#include "ref_quant.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/ref/ref_quant.h"
 
 #define QDIR LD_TESTDATA_DIR "/engine/quant/"
 

@@ -1,4 +1,4 @@
-/* test_ref_ops.c - each plain-C reference kernel (kernels/ref_ops.h)
+/* test_ref_ops.c - each plain-C reference kernel (kernels/ref/ref_ops.h)
  * against the naive formula in double precision on small random inputs,
  * the half-precision conversions on exact values, and the range splitting
  * the threads rely on (any split gives the same bits). */
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "ref_deepseek.h"
-#include "ref_ops.h"
+#include "tests/support/ld_test.h"
+#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ops.h"
 
 static uint32_t rng = 12345;
 

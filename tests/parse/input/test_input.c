@@ -1,4 +1,4 @@
-/* test_input.c - parse/input.c and parse/linereader.c: format sniffing,
+/* test_input.c - parse/input/input.c and parse/input/linereader.c: format sniffing,
  * decompression, archive members, stdin, line cutting, errors.
  *
  * Fixtures are written at test time with libarchive's write API (an
@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "input.h"
-#include "ld_test.h"
+#include "parse/input/input.h"
+#include "tests/support/ld_test.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -3,8 +3,8 @@
  * written by hand from ../shared/docs/log-formats.md. */
 #include <string.h>
 
-#include "ld_test.h"
-#include "logline.h"
+#include "tests/support/ld_test.h"
+#include "parse/line/logline.h"
 
 typedef struct kind_case {
     const char *line;

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "pair.h"
+#include "tests/support/ld_test.h"
+#include "parse/pair/pair.h"
 
 #define MAX_RECS 256
 #define MAX_ERRS 64

@@ -1,4 +1,4 @@
-/* test_pylit.c - tests for parse/pylit.c: differential tests against the
+/* test_pylit.c - tests for parse/pylit/pylit.c: differential tests against the
  * CPython-generated cases in testdata/parse/pylit/ (tools/gen_pylit_cases.py)
  * and unit tests for every construct, escape, marker and error. */
 #include <math.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "pylit.h"
+#include "tests/support/ld_test.h"
+#include "parse/pylit/pylit.h"
 
 /* ------------------------------------------------------------ canonical form
  * Same grammar as tools/gen_pylit_cases.py (see its docstring). */

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv.h"
-#include "harness.h"
-#include "ld_test.h"
-#include "logset.h"
-#include "pair.h"
+#include "replay/analysis/conv.h"
+#include "replay/analysis/harness.h"
+#include "tests/support/ld_test.h"
+#include "parse/input/logset.h"
+#include "parse/pair/pair.h"
 
 #define HF_MAX 64
 

@@ -6,8 +6,8 @@
  * decides, by sentinel substitution, which parts each template keeps).  The
  * other cases are synthetic: each finding fires and does not fire.
  */
-#include "align.h"
-#include "ld_test.h"
+#include "replay/analysis/align.h"
+#include "tests/support/ld_test.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

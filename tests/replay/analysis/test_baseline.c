@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "baseline.h"
-#include "ld_test.h"
+#include "replay/analysis/baseline.h"
+#include "tests/support/ld_test.h"
 
 /* A finding list of the given kinds (severity from the kind's name). */
 static ld_findings findings_of(ld_arena *a, const char *const *kinds, size_t n)
@@ -143,7 +143,7 @@ static int test_baseline_refuses(void)
  * written with it could not be read back. */
 static int test_baseline_knows_every_kind(void)
 {
-    FILE *f = fopen(LD_SOURCE_DIR "/replay/finding.h", "r");
+    FILE *f = fopen(LD_SOURCE_DIR "/replay/analysis/finding.h", "r");
     CHECK(f != NULL);
     char line[512];
     int n = 0;

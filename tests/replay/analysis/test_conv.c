@@ -1,4 +1,4 @@
-/* test_conv.c - conversations across requests (replay/conv.c): fixtures of
+/* test_conv.c - conversations across requests (replay/analysis/conv.c): fixtures of
  * testdata/replay/harness (tools/gen_harness_fixtures.py) through the real
  * reader and pairer, plus evidence, eviction and memory bounds. */
 #include "harness_fixture.h"

@@ -1,4 +1,4 @@
-/* test_harness.c - per-request checks (replay/harness.c) over the SGLang logs
+/* test_harness.c - per-request checks (replay/analysis/harness.c) over the SGLang logs
  * of testdata/replay/harness (tools/gen_harness_fixtures.py decides the
  * expected findings from how each request was built), plus a few records
  * fed line by line to check details and evidence. */

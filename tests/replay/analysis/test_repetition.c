@@ -1,11 +1,11 @@
-/* test_repetition.c - degenerate-repetition detection (replay/repetition.c):
+/* test_repetition.c - degenerate-repetition detection (replay/analysis/repetition.c):
  * loops fire, ordinary prose, code, tables, lists and JSON do not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "repetition.h"
+#include "tests/support/ld_test.h"
+#include "replay/analysis/repetition.h"
 
 static int found_in(const char *s, ld_repetition *r)
 {
@@ -163,7 +163,7 @@ static int test_repetition_code_table_list_json(void)
 
 static int test_repetition_real_sources(void)
 {
-    static const char *const files[] = {"parse/pylit.c", "parse/request_fields.c", "README.md",
+    static const char *const files[] = {"parse/pylit/pylit.c", "parse/request/request_fields.c", "README.md",
                                         "tools/gen_log_fixtures.py", "CMakeLists.txt"};
     int n = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "server_prep.h"
-#include "tpl.h"
-#include "udiff.h"
+#include "tests/support/ld_test.h"
+#include "replay/template/server_prep.h"
+#include "replay/template/jinja/tpl.h"
+#include "replay/analysis/udiff.h"
 
 static cJSON *vectors(const char *key)
 {

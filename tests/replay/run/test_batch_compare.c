@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "replay_batch.h"
+#include "tests/support/ld_test.h"
+#include "replay/run/replay_batch.h"
 
 #define LAYERS 3
 #define PLANES (LAYERS + 2)

@@ -9,10 +9,10 @@
  * (tests/cli/replay_kernels.sh). */
 #include <string.h>
 
-#include "backend_cuda.h"
-#include "cpu_kernels.h"
-#include "ld_test.h"
-#include "replay_compare.h"
+#include "engine/backend/cuda/backend_cuda.h"
+#include "engine/backend/cpu_kernels.h"
+#include "tests/support/ld_test.h"
+#include "replay/run/replay_compare.h"
 
 /* ops of k that differ from the all-reference selection */
 static int cpu_ops_changed(const ld_cpu_kernels *k, int *which)
@@ -27,7 +27,7 @@ static int cpu_ops_changed(const ld_cpu_kernels *k, int *which)
 }
 
 /* the model features (LD_KF_*) a CPU variant needs to act, 0: none (every
- * model's), as engine/cpu_kernels.h states them */
+ * model's), as engine/backend/cpu_kernels.h states them */
 static unsigned needs(const char *v)
 {
     static const struct {

@@ -1,5 +1,5 @@
-/* test_npy.c - the .npy writer (replay/npy.h) and the layer dumps of
- * `logdiff replay --dump-layers` (replay/replay.h): headers byte for byte as
+/* test_npy.c - the .npy writer (replay/run/npy.h) and the layer dumps of
+ * `logdiff replay --dump-layers` (replay/run/replay.h): headers byte for byte as
  * numpy 2.4.6 writes them (the literals below are np.lib.format's
  * write_array_header_1_0 output, which np.save writes, pasted), data
  * little-endian after a 64-aligned header; the writer's errors; the position
@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "forward.h"
-#include "ld_test.h"
-#include "model.h"
-#include "npy.h"
-#include "replay.h"
+#include "engine/backend/backend.h"
+#include "engine/models/dense/forward.h"
+#include "tests/support/ld_test.h"
+#include "engine/models/dense/model.h"
+#include "replay/run/npy.h"
+#include "replay/run/replay.h"
 
 #define MODEL LD_TESTDATA_DIR "/models/qwen3"
 

@@ -1,4 +1,4 @@
-/* test_replay.c - the replay pipeline (replay/replay.h) on the tiny Qwen3 of
+/* test_replay.c - the replay pipeline (replay/run/replay.h) on the tiny Qwen3 of
  * testdata/models/qwen3 and the log of testdata/replay/replaylog/ (written
  * with transformers by tools/gen_replay_fixtures.py): a request whose output
  * is transformers' greedy decoding replays consistent, with every logged
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "pair.h"
-#include "replay.h"
+#include "tests/support/ld_test.h"
+#include "parse/pair/pair.h"
+#include "replay/run/replay.h"
 
 #define MODEL LD_TESTDATA_DIR "/models/qwen3"
 #define FIXDIR LD_TESTDATA_DIR "/replay/replaylog"
@@ -241,7 +241,7 @@ static int test_replay_output_ids_cut_by_the_logger(void)
     return 0;
 }
 
-/* A DeepSeek checkpoint through the replay pipeline (engine/lm.h): sequence
+/* A DeepSeek checkpoint through the replay pipeline (engine/models/lm.h): sequence
  * b of the tiny model `name`, its last 6 tokens teacher-forced; every
  * log-probability is transformers' log-softmax of its logits
  * (ref-b.logits.f32). */

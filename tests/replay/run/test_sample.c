@@ -1,4 +1,4 @@
-/* test_sample.c - seeded sampling (replay/replay_sample.h): the generator is
+/* test_sample.c - seeded sampling (replay/run/replay_sample.h): the generator is
  * a pure function of (seed, position); temperature, top-k, top-p and min-p
  * give SGLang's distributions on small hand-computed examples; temperature 0
  * (or unknown) is the argmax whatever the seed; the token drawn is the
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "replay_sample.h"
+#include "tests/support/ld_test.h"
+#include "replay/run/replay_sample.h"
 
 #define TOL 1e-9
 

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chat_render.h"
-#include "ld_test.h"
-#include "tpl_source.h"
+#include "replay/template/chat_render.h"
+#include "tests/support/ld_test.h"
+#include "replay/template/tpl_source.h"
 
 #define DIR LD_BUILD_DIR "/tpl_source_test"
 

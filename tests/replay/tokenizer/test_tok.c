@@ -17,8 +17,8 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "ld_test.h"
-#include "tok.h"
+#include "tests/support/ld_test.h"
+#include "replay/tokenizer/tok.h"
 
 #define SHARED_TOK LD_SHARED_DIR "/tokenizers/"
 

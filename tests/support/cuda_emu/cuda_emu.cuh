@@ -1,6 +1,6 @@
 /* cuda_emu.cuh - what nvcc gives the kernels' .cu files beyond C++, for a host C++
  * compiler: force-included (-include) into each kernels/cuda_*.cu after
- * tests/cuda_emu/launches.pl has turned its launches (k<<<g, b, s>>>(...))
+ * tests/support/cuda_emu/launches.pl has turned its launches (k<<<g, b, s>>>(...))
  * into ld_emu_launch(k, "k", ld_emu_cfg(g, b, s))(...).  The same kernel
  * source then runs on the CPU (emu_sched.c: a block's threads as fibers)
  * over emu_runtime.c's host memory, so CI executes every kernel against
@@ -29,7 +29,7 @@
 #include <tuple>
 #include <utility>
 
-#include "cuda_mma_layout.h"
+#include "kernels/cuda/cuda_mma_layout.h"
 #include "emu_sched.h"
 
 #define LD_CU_EMU 1

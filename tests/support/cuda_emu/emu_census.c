@@ -4,7 +4,7 @@
  * ld_emu_launches, ld_emu_census).  What it is for: every such operation
  * costs a GPU a few microseconds whatever it moves or computes, so a
  * decode token's count of them bounds its time from below, and no unit
- * test of a kernel shows it; tests/engine/test_cuda_launches.c asserts it
+ * test of a kernel shows it; tests/engine/backend/test_cuda_launches.c asserts it
  * for a V4 decode token, and LD_CUDA_EMU_CENSUS=1 prints the table at
  * exit of any program built over the emulator; LD_CUDA_EMU_TRACE=1 prints
  * each operation's name as it is queued, to see a token's order. */

@@ -14,7 +14,7 @@
  *    practice, __syncthreads after some threads returned;
  *  - stream capture and graphs: when a graph runs, an update, what capture
  *    refuses.
- * Built by tests/cuda_emu/launches.pl like the kernels' .cu files; plain
+ * Built by tests/support/cuda_emu/launches.pl like the kernels' .cu files; plain
  * CUDA, so nvcc could build it for a GPU too. */
 #include <cuda_runtime.h>
 
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* as kernels/cuda_common.cuh */
+/* as kernels/cuda/cuda_common.cuh */
 #ifndef LD_CU_DYN_SMEM
 #define LD_CU_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif

@@ -1,5 +1,5 @@
 /* emu_graph.c - stream capture and CUDA graphs on the CPU, for the
- * emulator: what kernels/cuda_graph.cu does on a GPU runs here with the
+ * emulator: what kernels/cuda/cuda_graph.cu does on a GPU runs here with the
  * same rules, so that its mistakes show without one.  A launched graph
  * runs later, as on a GPU: at the thread's next operation that its stream
  * orders after it (a launch, a copy, a memset), or at a wait

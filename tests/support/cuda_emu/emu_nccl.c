@@ -1,5 +1,5 @@
-/* emu_nccl.c - the NCCL calls engine/comm_nccl.c makes, for the emulator
- * (tests/cuda_emu): the ranks are threads of this process over the
+/* emu_nccl.c - the NCCL calls engine/tp/comm_nccl.c makes, for the emulator
+ * (tests/support/cuda_emu): the ranks are threads of this process over the
  * emulated devices (LD_CUDA_EMU_DEVICES), so that comm_nccl.c's code, its
  * host and device paths, runs in CI without GPUs or libnccl's transport.
  * Linked instead of libnccl; the prototypes are nccl.h's own, so a
@@ -10,7 +10,7 @@
  *    rank a thread) or ncclGetUniqueId + ncclCommInitRank: a rank a
  *    process (or a thread), as NCCL's bootstrap across machines.  The id
  *    names a rendezvous file and the ranks meet there through
- *    engine/comm_shm.c (the processes of one machine sharing a mapping),
+ *    engine/tp/comm_shm.c (the processes of one machine sharing a mapping),
  *    whose all-gather moves the floats between the emulated devices'
  *    memory of each process;
  *  - ncclAllGather of ncclFloat: every rank's send [count] into every
@@ -49,7 +49,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "engine/tp/comm.h"
 #include "emu_sched.h"
 
 #define ID_PREFIX "logdiff-emu-nccl:"

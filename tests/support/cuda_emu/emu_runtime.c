@@ -1,5 +1,5 @@
 /* emu_runtime.c - the CUDA runtime calls of kernels/cuda_*.cu, on the CPU,
- * for the emulator (tests/cuda_emu): device memory is host malloc, a copy
+ * for the emulator (tests/support/cuda_emu): device memory is host malloc, a copy
  * is memcpy, a stream and its events are trivially in order (a launch runs
  * to its end before ld_emu_launch returns).
  *
@@ -56,7 +56,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
     if (device < 0 || device >= device_count()) return cudaErrorInvalidDevice;
     memset(prop, 0, sizeof *prop);
-    snprintf(prop->name, sizeof prop->name, "logdiff CUDA emulator (tests/cuda_emu)");
+    snprintf(prop->name, sizeof prop->name, "logdiff CUDA emulator (tests/support/cuda_emu)");
     prop->major = 9;
     prop->minor = 0;
     prop->totalGlobalMem = (size_t)141 << 30;
@@ -128,7 +128,7 @@ const char *cudaGetErrorString(cudaError_t error)
 
 /* ---------------------------------------------------------------- memory */
 
-/* the emulated device's memory, as tests/engine/cuda_mock.c's: a larger
+/* the emulated device's memory, as tests/support/cuda_mock.c's: a larger
  * allocation fails as out of memory (instead of asking the host) */
 #define DEVICE_BYTES ((size_t)64 << 30)
 

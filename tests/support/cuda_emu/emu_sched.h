@@ -1,5 +1,5 @@
 /* emu_sched.h - the CUDA emulator's thread scheduler (emu_sched.c), the C
- * side of tests/cuda_emu/cuda_emu.cuh.
+ * side of tests/support/cuda_emu/cuda_emu.cuh.
  *
  * A launch runs its blocks one after another on the calling OS thread; a
  * block's threads are fibers, each running the kernel until it
@@ -96,7 +96,7 @@ void ld_emu_census(FILE *f);
  * and size.  What it is for: a step whose operations and arguments are
  * the same token after token can be captured once and replayed as a
  * graph, and a diff of two tokens' journals names every argument that
- * still changes (tests/engine/test_cuda_launches.c). */
+ * still changes (tests/engine/backend/test_cuda_launches.c). */
 #define LD_EMU_OP_ARGS 40
 typedef struct ld_emu_op {
     const char *name; /* the kernel's, or "memcpy HtoD" and the like */

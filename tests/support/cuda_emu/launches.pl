@@ -2,7 +2,7 @@
 # launches.pl IN.cu OUT.cc - kernels/*.cu for a host C++ compiler: each
 # launch kernel<<<grid, block[, smem[, stream]]>>>(args) becomes
 # ld_emu_launch(kernel, "kernel", ld_emu_cfg(grid, block...))(args), the
-# call tests/cuda_emu/cuda_emu.cuh defines, and each static __shared__
+# call tests/support/cuda_emu/cuda_emu.cuh defines, and each static __shared__
 # declaration is followed by the calls that poison its variables at each
 # block (emu_sched.h's ld_emu_shared_poison).  Newlines are kept and a
 # #line names IN, so the compiler's and the sanitizers' positions are IN's.

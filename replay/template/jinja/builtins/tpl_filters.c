@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 #define A (tpl_rt_arena(rt))
 #define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)

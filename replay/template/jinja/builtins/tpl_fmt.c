@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 #define A (tpl_rt_arena(rt))
 #define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)

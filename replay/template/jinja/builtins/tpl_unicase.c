@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 /* pairs laid out upper, lower, upper, lower... from `lo` to `hi` (inclusive);
  * `odd` = the upper case letter is at the odd code points */

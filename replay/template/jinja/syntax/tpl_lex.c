@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 void tpl_line_col(const char *src, size_t off, uint64_t *line, uint64_t *col)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 #define MAX_PARSE_DEPTH 200
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 static void puts_(tv_buf *b, const char *s) { tv_buf_put(b, s, strlen(s)); }
 

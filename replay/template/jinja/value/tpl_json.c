@@ -5,7 +5,7 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 typedef struct scan {
     const char *p, *end;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpl_internal.h"
+#include "replay/template/jinja/tpl_internal.h"
 
 ld_tpl_value *tv_new(ld_arena *a, int kind)
 {

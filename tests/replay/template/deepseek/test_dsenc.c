@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsenc.h"
-#include "ld_test.h"
+#include "replay/template/deepseek/dsenc.h"
+#include "tests/support/ld_test.h"
 
 /* Prints up to 60 bytes of `s` around `off`, escaping control bytes. */
 static void excerpt(const char *label, const char *s, size_t n, size_t off)

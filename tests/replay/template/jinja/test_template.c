@@ -10,9 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "golden_tokens.h"
-#include "ld_test.h"
-#include "tpl.h"
+#include "tests/replay/tokenizer/golden_tokens.h"
+#include "tests/support/ld_test.h"
+#include "replay/template/jinja/tpl.h"
 
 /* (template, case) pairs known to match; keep sorted by template */
 static const char *const must_match[] = {

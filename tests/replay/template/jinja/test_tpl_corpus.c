@@ -17,11 +17,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chat_render.h"
-#include "golden_tokens.h"
-#include "ld_test.h"
-#include "tpl.h"
-#include "tpl_source.h"
+#include "replay/template/chat_render.h"
+#include "tests/replay/tokenizer/golden_tokens.h"
+#include "tests/support/ld_test.h"
+#include "replay/template/jinja/tpl.h"
+#include "replay/template/tpl_source.h"
 
 #define CORPUS_DIR LD_TESTDATA_DIR "/replay/tpl_corpus"
 

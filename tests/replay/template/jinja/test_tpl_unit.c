@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ld_test.h"
-#include "tpl.h"
+#include "tests/support/ld_test.h"
+#include "replay/template/jinja/tpl.h"
 
 static int run_case(const cJSON *c)
 {
