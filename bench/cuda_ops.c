@@ -19,7 +19,7 @@
  * weight half for each absorption).  The reference kernels are timed only
  * where they finish in a moment (the sampler's is O(V^2), MLA's recomputes
  * the scores per output element): "-" in the us/call column otherwise.
- * Then kernels/cuda/cuda_deepseek_v4.cu at DeepSeek-V4-Flash sizes: the
+ * Then kernels/cuda/cuda_ds4.cu at DeepSeek-V4-Flash sizes: the
  * shared-KV attention with sinks (CSA: window + 512 picked entries; HCA:
  * window + every entry), the clamped SwiGLU, the output's inverse RoPE,
  * hc_head, the FP4 expert GEMV/GEMM (UE8M0 scales per 32), the
@@ -262,7 +262,7 @@ static void *dev_zero(size_t bytes)
     return d;
 }
 
-/* ---------------------------------------------------------------- DeepSeek-V4 (cuda_deepseek_v4.cu) */
+/* ---------------------------------------------------------------- DeepSeek-V4 (cuda_ds4.cu) */
 
 /* V4_ATT_ROPE: the attention and its inverse RoPE as the backend runs
  * them, two launches (sync NULL) or one (the split's last blocks merge):

@@ -33,7 +33,7 @@
  *                   [--layers L] [--vocab V] [--prompt P] [--decode N]
  *                   [--batch B] [--small]
  * --batch B (> 1): then B requests of the same prompt (the session and
- * B - 1 siblings sharing its weights, deepseek_v4_forward.h), prefilled in
+ * B - 1 siblings sharing its weights, ds4_forward.h), prefilled in
  * one batch and decoded --decode steps, every step one batch of B tokens
  * (ld_ds4_session_eval_batch): batch_step_ms, batch_tps (tokens of all the
  * requests a second) and batch_gain (batch_tps over the single decode's).
@@ -52,9 +52,9 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/backend_cuda.h"
 #include "engine/backend/cpu_kernels.h"
-#include "engine/models/deepseek_v4/deepseek_v4_config.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
-#include "engine/models/deepseek_v4/deepseek_v4_model.h"
+#include "engine/models/deepseek_v4/ds4_config.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
+#include "engine/models/deepseek_v4/ds4_model.h"
 #include "logdiff_config.h"
 #include "membw.h"
 #include "engine/formats/safetensors.h"

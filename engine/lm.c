@@ -6,15 +6,15 @@
 #include <string.h>
 
 #include "engine/formats/config_json.h"
-#include "engine/models/deepseek_v3/deepseek_config.h"
-#include "engine/models/deepseek_v3/deepseek_forward.h"
-#include "engine/models/deepseek_v3/deepseek_model.h"
-#include "engine/models/deepseek_v4/deepseek_v4_config.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
-#include "engine/models/deepseek_v4/deepseek_v4_model.h"
+#include "engine/models/deepseek_v3/ds_config.h"
+#include "engine/models/deepseek_v3/ds_forward.h"
+#include "engine/models/deepseek_v3/ds_model.h"
+#include "engine/models/deepseek_v4/ds4_config.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
+#include "engine/models/deepseek_v4/ds4_model.h"
 #include "engine/models/dense/forward.h"
 #include "engine/models/dense/model.h"
-#include "engine/tp/tp_deepseek_shard.h"
+#include "engine/tp/tp_ds_shard.h"
 #include "engine/tp/tp_ds4_shard.h"
 #include "engine/tp/tp_shard.h"
 

@@ -1,7 +1,7 @@
 /* lm.h - one interface over the engine's model families, what a caller
  * that only runs tokens needs (replay/): the dense decoders (model.h,
  * forward.h: Llama, Qwen2/3, Mistral, SmolLM, from HF directories or GGUF)
- * DeepSeek-V3 / V3.2 (deepseek_model.h, deepseek_forward.h) and DeepSeek-V4
+ * DeepSeek-V3 / V3.2 (ds_model.h, ds_forward.h) and DeepSeek-V4
  * (deepseek_v4_*.h), from HF directories.  The families keep their own sessions; this dispatches.
  */
 #ifndef LD_LM_H
@@ -47,7 +47,7 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
 
 /* A session whose model is split over tp->n ranks (tensor parallelism,
  * tp_forward.h), each rank on its own backend as `tp` says; the dense
- * decoders, DeepSeek V3 / V3.2 (tp_deepseek_shard.h; the MLA form and the
+ * decoders, DeepSeek V3 / V3.2 (tp_ds_shard.h; the MLA form and the
  * variants from tp->kernels) and DeepSeek-V4 (tp_ds4_shard.h: the query
  * heads with wo_a's groups and the experts' intermediate rows split; the
  * combine, mhc, indexer and rope variants from tp->kernels).  The rest as
@@ -100,8 +100,8 @@ typedef struct ld_lm_part {
 } ld_lm_part;
 
 /* Several requests in one batch, as a server batches them (each family's
- * eval_batch: forward.h's ld_session_eval_batch, deepseek_forward.h's,
- * deepseek_v4_forward.h's): every request's logits bitwise those it gets
+ * eval_batch: forward.h's ld_session_eval_batch, ds_forward.h's,
+ * ds4_forward.h's): every request's logits bitwise those it gets
  * alone.  One part runs on any session; several tensor-parallel sessions
  * batch when they are one group's (the first and its siblings:
  * ld_tp_session_eval_batch), each rank batching its share. */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "input.h"
+#include "parse/input/input.h"
 
 /* ------------------------------------------------------------ paths */
 

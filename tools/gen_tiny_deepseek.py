@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_tiny_deepseek.py - writes the tiny random-weight DeepSeek-V3 models
-that tests/engine/models/test_deepseek.c runs, and transformers' outputs for them.
+that tests/engine/models/test_ds.c runs, and transformers' outputs for them.
 
 Run by developers (not by CI), from the repository root, in the venv of
 tools/gen_tiny_models.py (torch 2.15.0, transformers 5.23.0, numpy 2.4.6):

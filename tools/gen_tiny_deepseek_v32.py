@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_tiny_deepseek_v32.py - writes the tiny random-weight DeepSeek-V3.2
 model (DeepSeek Sparse Attention: the lightning indexer and MLA over its
-top-k tokens) that tests/engine/models/test_deepseek.c runs, and transformers'
+top-k tokens) that tests/engine/models/test_ds.c runs, and transformers'
 outputs for it.
 
 Run by developers (not by CI), from the repository root, in the venv of

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_tiny_deepseek_v4.py - writes the tiny random-weight DeepSeek-V4
-models that tests/engine/models/test_deepseek_v4.c runs, and transformers' outputs
+models that tests/engine/models/test_ds4.c runs, and transformers' outputs
 for them.
 
 Run by developers (not by CI), from the repository root, in the venv of

@@ -6,7 +6,7 @@
 #   2. runs the GPU tests: test_cuda_ops (ctest kernels.cuda.cuda_ops,
 #      label gpu), test_backend_ops (every op on cpu, cuda-ref and
 #      cuda-custom against the reference backend) and
-#      test_cuda_deepseek (ctest kernels.cuda.cuda_deepseek, label gpu: the
+#      test_cuda_ds (ctest kernels.cuda.cuda_ds, label gpu: the
 #      DeepSeek ops and the sampler, both kernels, against the C reference)
 #      and test_cuda_determinism (ctest engine.backend.cuda_determinism,
 #      label gpu: 100 replays of a request, prefill / chunks / token by
@@ -66,7 +66,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_cuda_ops test_backend_ops test_cuda_deepseek test_cuda_determinism bench_cuda_ops bench_ds4_stack"
+targets="test_cuda_ops test_backend_ops test_cuda_ds test_cuda_determinism bench_cuda_ops bench_ds4_stack"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -176,7 +176,7 @@ step test-cuda-ops 180 "$bin/test_cuda_ops"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-backend-ops 120 "$bin/test_backend_ops" || status=1
-step test-cuda-deepseek 90 "$bin/test_cuda_deepseek"
+step test-cuda-deepseek 90 "$bin/test_cuda_ds"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-cuda-determinism 60 "$bin/test_cuda_determinism"

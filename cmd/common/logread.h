@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd/cmd.h"
-#include "parse/input/logset.h"
+#include "parse/logset.h"
 #include "parse/pair/pair.h"
 
 typedef struct ld_logread {

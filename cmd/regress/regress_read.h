@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "parse/input/logset.h"
+#include "parse/logset.h"
 #include "parse/pair/pair.h"
 
 enum { LD_RG_QUEUE_CAP = 256 };

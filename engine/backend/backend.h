@@ -187,7 +187,7 @@ typedef struct ld_backend_ops {
 
     /* ---- DeepSeek ops (V3/V3.2).  Optional: NULL in a backend without
      * them; the engine then computes them on host copies with the plain-C
-     * kernels of kernels/ref/ref_deepseek.h, which the reference backend's ops
+     * kernels of kernels/ref/ref_ds.h, which the reference backend's ops
      * are, bit for bit.  Host arrays (sel, bias, and the outputs idx, w)
      * are read or written during the call. */
 
@@ -242,7 +242,7 @@ typedef struct ld_backend_ops {
     /* ---- DeepSeek-V4 ops.  Optional as the above: NULL, or
      * LD_ERR_UNSUPPORTED for a variant the backend lacks (checked before
      * anything is written), and the V4 session computes them on host copies
-     * with kernels/ref/ref_deepseek_v4.h's leaves, which the reference
+     * with kernels/ref/ref_ds4.h's leaves, which the reference
      * backend's ops are, bit for bit (an item per token, per-thread
      * scratch: neither T nor the threads change a token's bits). */
 
@@ -403,7 +403,7 @@ typedef struct ld_backend_ops {
     /* ---- The routed experts (DeepSeek V3 / V4 MoE).  Optional as the
      * above: NULL, or LD_ERR_UNSUPPORTED for a variant the backend lacks
      * (checked before anything is written), and the session runs its host
-     * loop of kernels/ref/ref_deepseek.h's ld_ref_moe_gather / ld_ref_ds_axpy
+     * loop of kernels/ref/ref_ds.h's ld_ref_moe_gather / ld_ref_ds_axpy
      * around the backend's matmuls, which the CPU backends' entry is, bit
      * for bit.
      *

@@ -20,11 +20,11 @@
  * too little work (SMALL_WORK).
  *
  * The DeepSeek ops (mla_latent, mla_absorb_q / _out, ds_route,
- * index_topk) call kernels/ref/ref_deepseek.h's and ref_ds_variants.h's
+ * index_topk) call kernels/ref/ref_ds.h's and ref_ds_variants.h's
  * leaves, an item per (token, head) or per token, with per-thread scratch
  * (scores, split partials, the top-k heap): bitwise what the sessions'
  * host path computes with the same leaves in one call.  So do V4's hc_pre
- * hc_post and ds4_route (kernels/ref/ref_deepseek_v4.h), an item per token,
+ * hc_post and ds4_route (kernels/ref/ref_ds4.h), an item per token,
  * and V4's attention entries (ds4_qkv, ds4_index, ds4_attention,
  * ds4_hc_head: an item per token; ds4_compress: its positions in order). */
 #include <math.h>
@@ -40,8 +40,8 @@
 #include "ds4_op_args.h"
 #include "ds_op_args.h"
 #include "moe_args.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ds_variants.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_variants.h"
@@ -870,7 +870,7 @@ static ld_status ds4_route(ld_backend *be, int32_t *idx, float *w, const ld_buf 
 }
 
 /* ---------------------------------------------------------------- V4 attention
- * The host path's leaves in its order (deepseek_v4_forward.c), an item per
+ * The host path's leaves in its order (ds4_forward.c), an item per
  * token (the compressor: its positions in order on the calling thread, as
  * its ring is overwritten within a chunk). */
 

@@ -1,6 +1,6 @@
 /* batch.h - several sessions' tokens run together, as a server batches
  * its requests: what each model family's eval_batch (forward.h,
- * deepseek_forward.h, deepseek_v4_forward.h) shares.  The family says
+ * ds_forward.h, ds4_forward.h) shares.  The family says
  * which sessions may share a batch and runs a round's rows; this checks
  * the parts, cuts them into rounds and reads each part's logits. */
 #ifndef LD_BATCH_H

@@ -1,5 +1,5 @@
 /* session_args.h - what every session (dense forward.c, DeepSeek
- * deepseek_forward.c and deepseek_v4_forward.c) checks of an eval call
+ * ds_forward.c and ds4_forward.c) checks of an eval call
  * before it runs anything, with the same errors whichever model it is. */
 #ifndef LD_SESSION_ARGS_H
 #define LD_SESSION_ARGS_H

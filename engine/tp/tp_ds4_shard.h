@@ -1,5 +1,5 @@
 /* tp_ds4_shard.h - one rank's shard of a DeepSeek-V4 model
- * (deepseek_v4_model.h) for tensor parallelism over N ranks (tp_forward.h's
+ * (ds4_model.h) for tensor parallelism over N ranks (tp_forward.h's
  * ld_tp_ds4_session_create runs it): over the query heads, wo_a's output
  * groups and the experts' intermediate rows.
  *
@@ -21,7 +21,7 @@
  *    replicated, so every rank routes every token to the same experts and
  *    computes its partial routed + shared sum in the session's order.
  * The shard's config says H/N heads, G/N groups and I/N; the session's
- * reduce hook (deepseek_v4_forward.h) sums the ranks' partials of wo_b's
+ * reduce hook (ds4_forward.h) sums the ranks' partials of wo_b's
  * output and of the MoE before hc_post: two all-reduces per layer.  V4 has
  * no biases on these projections.
  *
@@ -35,7 +35,7 @@
 #ifndef LD_TP_DS4_SHARD_H
 #define LD_TP_DS4_SHARD_H
 
-#include "engine/models/deepseek_v4/deepseek_v4_model.h"
+#include "engine/models/deepseek_v4/ds4_model.h"
 
 typedef struct ld_tp_ds4_shard ld_tp_ds4_shard;
 

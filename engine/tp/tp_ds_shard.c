@@ -1,5 +1,5 @@
-/* tp_deepseek_shard.c - see tp_deepseek_shard.h. */
-#include "tp_deepseek_shard.h"
+/* tp_ds_shard.c - see tp_ds_shard.h. */
+#include "tp_ds_shard.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ typedef struct split_ctx {
     int n, rank;
 } split_ctx;
 
-/* kv_b_proj is stored FP8 but bound dequantized (deepseek_model.h): its
+/* kv_b_proj is stored FP8 but bound dequantized (ds_model.h): its
  * cuts are still checked against the file's scale blocks, as a server
  * holding the FP8 weights would shard them.  A copy for the check only. */
 static ld_model_tensor as_stored(const split_ctx *x, const ld_model_tensor *t)

@@ -1,5 +1,5 @@
-/* tp_deepseek_shard.h - one rank's shard of a DeepSeek-V3 / V3.2 model
- * (deepseek_model.h) for tensor parallelism over N ranks (tp_forward.h's
+/* tp_ds_shard.h - one rank's shard of a DeepSeek-V3 / V3.2 model
+ * (ds_model.h) for tensor parallelism over N ranks (tp_forward.h's
  * ld_tp_ds_session_create runs it), the split SGLang and vLLM use for MLA
  * under TP: over the attention heads and the FFN's intermediate rows.
  *
@@ -23,12 +23,12 @@
  *  - embeddings, norms, lm_head replicated.
  * The shard's config says H/N heads, intermediate_size/N and
  * moe_intermediate_size/N (the shared experts' width follows: Is/N).  The
- * session's reduce hook (deepseek_forward.h) sums the ranks' partials after
+ * session's reduce hook (ds_forward.h) sums the ranks' partials after
  * o_proj and after the FFN: two all-reduces per layer.  o_proj's bias
  * (attention_bias) is kept out of the shard's matmul and added once after
  * the sum (ld_tp_ds_shard_bias).
  *
- * FP8 checkpoints: the FP8 linears are LD_WQ_F8B (deepseek_model.h), cut
+ * FP8 checkpoints: the FP8 linears are LD_WQ_F8B (ds_model.h), cut
  * by tp_slice.h as the dense shard cuts them (rows: views with their scale
  * rows; K-slices: copies with their scale columns), and a split is refused
  * (LD_ERR_UNSUPPORTED naming the tensor and the block) where a rank's rows
@@ -52,7 +52,7 @@
 #ifndef LD_TP_DEEPSEEK_SHARD_H
 #define LD_TP_DEEPSEEK_SHARD_H
 
-#include "engine/models/deepseek_v3/deepseek_model.h"
+#include "engine/models/deepseek_v3/ds_model.h"
 
 typedef struct ld_tp_ds_shard ld_tp_ds_shard;
 

@@ -32,10 +32,10 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/backend_cuda.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "engine/models/dense/forward.h"
 #include "engine/models/session_args.h"
-#include "tp_deepseek_shard.h"
+#include "tp_ds_shard.h"
 #include "tp_ds4_shard.h"
 #include "tp_shard.h"
 

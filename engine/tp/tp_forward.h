@@ -1,7 +1,7 @@
 /* tp_forward.h - tensor parallelism for the dense decoders (forward.h),
- * DeepSeek-V3 / V3.2 (deepseek_forward.h, ld_tp_ds_session_create) and
- * DeepSeek-V4 (deepseek_v4_forward.h, ld_tp_ds4_session_create):
- * the model split over N ranks (tp_shard.h; DeepSeek: tp_deepseek_shard.h,
+ * DeepSeek-V3 / V3.2 (ds_forward.h, ld_tp_ds_session_create) and
+ * DeepSeek-V4 (ds4_forward.h, ld_tp_ds4_session_create):
+ * the model split over N ranks (tp_shard.h; DeepSeek: tp_ds_shard.h,
  * MLA's heads, the FFN's and every expert's intermediate rows; V4:
  * tp_ds4_shard.h), each rank
  * running the ordinary forward pass on its shard with its own backend
@@ -51,8 +51,8 @@
 
 #include "comm.h"
 #include "engine/backend/cpu_kernels.h"
-#include "engine/models/deepseek_v3/deepseek_forward.h"
-#include "engine/models/deepseek_v4/deepseek_v4_model.h"
+#include "engine/models/deepseek_v3/ds_forward.h"
+#include "engine/models/deepseek_v4/ds4_model.h"
 #include "engine/models/dense/model.h"
 
 typedef struct ld_tp_opts {
@@ -92,7 +92,7 @@ ld_status ld_tp_session_create(const ld_model *m, const ld_tp_opts *o, int max_s
                                ld_tp_session **out, ld_error *err);
 
 /* A TP session of the DeepSeek-V3 / V3.2 model `m` (borrowed), split as
- * tp_deepseek_shard.h says, each rank running deepseek_forward.h's session
+ * tp_ds_shard.h says, each rank running ds_forward.h's session
  * on its shard with MLA's form `attn` and the session-level variants of `k`
  * (NULL: the defaults; router, combine, indexer, rope), the reduce hook
  * summing the ranks' partials after o_proj and after the FFN.  What holds
@@ -109,7 +109,7 @@ ld_status ld_tp_ds_session_create(const ld_ds_model *m, const ld_tp_opts *o, ld_
 
 /* A TP session of the DeepSeek-V4 model `m` (borrowed), split as
  * tp_ds4_shard.h says (the query heads with wo_a's groups, every expert's
- * intermediate rows), each rank running deepseek_v4_forward.h's session on
+ * intermediate rows), each rank running ds4_forward.h's session on
  * its shard with the session-level variants of `k` (NULL: the defaults;
  * combine, mhc, indexer, rope), the reduce hook summing the ranks'
  * partials of wo_b's output and of the MoE before hc_post.  The same

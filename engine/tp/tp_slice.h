@@ -1,6 +1,6 @@
 /* tp_slice.h - the cuts tensor parallelism makes in a bound weight, shared
  * by the dense shard (tp_shard.c) and the DeepSeek one
- * (tp_deepseek_shard.c), for every storage type the backends take: plain
+ * (tp_ds_shard.c), for every storage type the backends take: plain
  * F32/F16/BF16 rows, the GGML blocks (Q4_0 ... Q6_K) and the block-scaled
  * FP8 / FP4 weights (LD_WQ_F8B / LD_WQ_F4B), whose scale grid is cut along.
  *

@@ -190,7 +190,7 @@ __device__ __forceinline__ int ld_ranks_before(float sa, int a, float sb, int b)
     return a < b;
 }
 
-/* ---- DeepSeek-V4 helpers (cuda_deepseek_v4.cu) ---- */
+/* ---- DeepSeek-V4 helpers (cuda_ds4.cu) ---- */
 
 /* max over the warp, every lane gets it (exact whatever the order; NaN
  * ignored as fmaxf does) */

@@ -1,5 +1,5 @@
-/* cuda_deepseek.cu - the CUDA twins of the DeepSeek ops of ref_deepseek.h
- * and ref_deepseek_v4.h (see cuda_ops.h, section DeepSeek).
+/* cuda_deepseek.cu - the CUDA twins of the DeepSeek ops of ref_ds.h
+ * and ref_ds4.h (see cuda_ops.h, section DeepSeek).
  *
  * Each op has a reference kernel (one thread per output element, or per
  * row where the C reference's loop is sequential: routers, top-k,

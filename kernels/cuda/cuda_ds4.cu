@@ -1,9 +1,9 @@
-/* cuda_deepseek_v4.cu - the CUDA twins of DeepSeek-V4's remaining ops of
- * ref_deepseek_v4.h (shared-KV attention with sinks over a sliding window
+/* cuda_ds4.cu - the CUDA twins of DeepSeek-V4's remaining ops of
+ * ref_ds4.h (shared-KV attention with sinks over a sliding window
  * and compressed entries, clamped SwiGLU, RoPE and its inverse, the final
  * hc_head collapse, the FP4 E2M1 block-scaled GEMV, the compressor's
  * softmax pooling) and of DeepSeek-V3.2's indexer LayerNorm and RoPE
- * (ref_deepseek.h); see cuda_ops.h, section DeepSeek-V4.
+ * (ref_ds.h); see cuda_ops.h, section DeepSeek-V4.
  *
  * As cuda_deepseek.cu: each op has a reference kernel (one thread per
  * output element, or per row where the C loop is sequential: LayerNorm,

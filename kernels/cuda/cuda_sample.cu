@@ -4,7 +4,7 @@
  * The generator is the same pure integer function as ld_sample_hash (the
  * same 64-bit finaliser and constants, written again here: kernels/ never
  * includes replay/), so its numbers are the CPU's bit for bit; the test
- * (tests/kernels/cuda/test_cuda_deepseek.c) compares them with replay's.
+ * (tests/kernels/cuda/test_cuda_ds.c) compares them with replay's.
  *
  * ref:    the max and the sum of exp((double)x / t - max) in index order
  *         by a thread per row (the C loop), p = e / sum; the sorted order

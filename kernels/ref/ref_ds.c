@@ -1,5 +1,5 @@
-/* ref_deepseek.c - see ref_deepseek.h. */
-#include "ref_deepseek.h"
+/* ref_ds.c - see ref_ds.h. */
+#include "ref_ds.h"
 
 #include <math.h>
 #include <stdlib.h>

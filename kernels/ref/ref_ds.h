@@ -1,4 +1,4 @@
-/* ref_deepseek.h - plain-C fp32 reference kernels of DeepSeek-V3's layers
+/* ref_ds.h - plain-C fp32 reference kernels of DeepSeek-V3's layers
  * that the backend op table (engine/backend/backend.h) does not have yet: RoPE on a
  * sub-range of each head (interleaved pairs or rotate_half pairs), MLA
  * attention in its naive and absorbed forms, the noaux_tc router and the

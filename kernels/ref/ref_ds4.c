@@ -1,10 +1,10 @@
-/* ref_deepseek_v4.c - see ref_deepseek_v4.h. */
-#include "ref_deepseek_v4.h"
+/* ref_ds4.c - see ref_ds4.h. */
+#include "ref_ds4.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "ref_deepseek.h"
+#include "ref_ds.h"
 #include "ref_variants.h"
 
 static float sigmoidf(float x)

@@ -1,4 +1,4 @@
-/* ref_deepseek_v4.h - plain-C fp32 reference kernels of DeepSeek-V4's
+/* ref_ds4.h - plain-C fp32 reference kernels of DeepSeek-V4's
  * layers that the backend op table (engine/backend/backend.h) does not have: the
  * mHC stream mixing with its Sinkhorn-Knopp projection, the final stream
  * collapse, V4's interleaved partial RoPE (and its inverse on the attention

@@ -1,5 +1,5 @@
 /* ref_ds_variants.h - production-style versions of DeepSeek's attention
- * and indexer kernels (kernels/ref/ref_deepseek.h), for op-by-op A/B in replay
+ * and indexer kernels (kernels/ref/ref_ds.h), for op-by-op A/B in replay
  * (engine/backend/cpu_kernels.h: mla=splitk, indexer=bf16|fp8).  Leaves, as
  * ref_ops.h: arrays in, arrays out; fixed orders that depend on the shapes
  * only, so each is deterministic like the reference.

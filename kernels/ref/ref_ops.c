@@ -1,7 +1,7 @@
 /* ref_ops.c - see ref_ops.h. */
 #include "ref_ops.h"
-#include "ref_deepseek.h" /* ld_ref_fp8_e4m3_to_f32 */
-#include "ref_deepseek_v4.h" /* ld_ref_ds4_e2m1_to_f32 */
+#include "ref_ds.h" /* ld_ref_fp8_e4m3_to_f32 */
+#include "ref_ds4.h" /* ld_ref_ds4_e2m1_to_f32 */
 #include "ref_quant.h"
 
 #include <math.h>

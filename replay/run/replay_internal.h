@@ -3,7 +3,7 @@
 #define LD_REPLAY_INTERNAL_H
 
 #include "engine/backend/backend.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 #include "replay.h"
 
 struct ld_replay_engine {

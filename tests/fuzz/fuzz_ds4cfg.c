@@ -1,4 +1,4 @@
-/* fuzz_ds4cfg.c - libFuzzer target for engine/models/deepseek_v4/deepseek_v4_config.c.  Parses
+/* fuzz_ds4cfg.c - libFuzzer target for engine/models/deepseek_v4/ds4_config.c.  Parses
  * the input as a DeepSeek-V4 config.json; when it parses, the configuration
  * must size every buffer (positive dimensions, a RoPE slice inside the
  * head, at least one expert chosen among those there are, mHC streams) and
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/models/deepseek_v4/deepseek_v4_config.h"
+#include "engine/models/deepseek_v4/ds4_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

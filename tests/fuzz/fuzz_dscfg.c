@@ -1,4 +1,4 @@
-/* fuzz_dscfg.c - libFuzzer target for engine/models/deepseek_v3/deepseek_config.c.  Parses the
+/* fuzz_dscfg.c - libFuzzer target for engine/models/deepseek_v3/ds_config.c.  Parses the
  * input as a DeepSeek model's config.json; when it parses, the
  * configuration must size every buffer (positive dimensions, a router whose
  * groups divide the experts and whose top-k fits in the groups kept) and
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/models/deepseek_v3/deepseek_config.h"
+#include "engine/models/deepseek_v3/ds_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -33,7 +33,7 @@
 
 #include "fixtures.h"
 #include "ld_test.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 
 #define BATCH_SEQS 3
 #define BATCH_DECODE 4

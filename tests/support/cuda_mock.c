@@ -22,8 +22,8 @@
 
 #include "cuda_mock.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_variants.h"
 #include "replay/run/replay_sample.h"
@@ -1067,7 +1067,7 @@ int ld_cu_sample(int v, int32_t *tokens, const float *logits, int T, int V, doub
 
 /* ---------------------------------------------------------------- DeepSeek-V4 */
 
-/* cuda_deepseek_v4.cu's bound of any token's key count */
+/* cuda_ds4.cu's bound of any token's key count */
 static int ds4_nk_max(int T, int pos0, int window, int ratio, int kpick, int has_ent)
 {
     long long last = (long long)pos0 + T;

@@ -1,4 +1,4 @@
-/* backend_cuda_deepseek.c - the CUDA backend's DeepSeek entries: V3 /
+/* backend_cuda_ds.c - the CUDA backend's DeepSeek entries: V3 /
  * V3.2's MLA, router and indexer, and V4's mHC (hc_pre, hc_post, the
  * head).  backend.h's ops over kernels/cuda/cuda_ops.h; backend_cuda_internal.h
  * says how the backend is cut. */

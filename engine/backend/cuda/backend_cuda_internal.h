@@ -1,6 +1,6 @@
 /* backend_cuda_internal.h - what the CUDA backend's files share (the
  * backend is cut by concept: backend_cuda.c the core, buffers, weights,
- * constants and the dense ops; backend_cuda_deepseek.c V3/V3.2's MLA,
+ * constants and the dense ops; backend_cuda_ds.c V3/V3.2's MLA,
  * router and indexer and mHC; backend_cuda_moe.c the routers with the
  * routed experts; backend_cuda_ds4_attention.c V4's attention;
  * backend_cuda_fused.c the projections run together).  Included by those
@@ -135,7 +135,7 @@ ld_status ld_cuda_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
                          int T, ld_error *err);
 
 /* ---- the ops of backend.h by file (the table is backend_cuda.c's) */
-/* backend_cuda_deepseek.c */
+/* backend_cuda_ds.c */
 ld_status ld_cuda_mla_latent(ld_backend *be, ld_buf *o_lat, const ld_buf *q_abs, const ld_buf *q, const ld_buf *ckv,
                              const ld_buf *kpe, int T, int pos0, int n_heads, int dn, int dr, int c, float scale,
                              const int32_t *sel, int k, int split, ld_error *err);

@@ -1,5 +1,5 @@
-/* deepseek_config.c - see deepseek_config.h. */
-#include "deepseek_config.h"
+/* ds_config.c - see ds_config.h. */
+#include "ds_config.h"
 #include "engine/formats/config_json.h"
 #include "engine/formats/fp8_config.h"
 

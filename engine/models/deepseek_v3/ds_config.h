@@ -1,4 +1,4 @@
-/* deepseek_config.h - the description of a DeepSeek-V3 model (HF
+/* ds_config.h - the description of a DeepSeek-V3 model (HF
  * config.json, model_type "deepseek_v3" / DeepseekV3ForCausalLM) or a
  * DeepSeek-V3.2 one ("deepseek_v32" / DeepseekV32ForCausalLM: V3 plus
  * DeepSeek Sparse Attention, a lightning indexer per layer whose top
@@ -30,8 +30,8 @@
  * first_k_dense_replace pattern (["dense"] * k + ["sparse"] * ...) and
  * layer_types all "indexed_attention"; mlp_bias must be false.
  */
-#ifndef LD_DEEPSEEK_CONFIG_H
-#define LD_DEEPSEEK_CONFIG_H
+#ifndef LD_DS_CONFIG_H
+#define LD_DS_CONFIG_H
 
 #include <stddef.h>
 
@@ -133,4 +133,4 @@ static inline int ld_ds_layer_is_moe(const ld_ds_config *c, int l)
     return l >= c->first_k_dense;
 }
 
-#endif /* LD_DEEPSEEK_CONFIG_H */
+#endif /* LD_DS_CONFIG_H */

@@ -1,10 +1,10 @@
-/* deepseek_forward.c - see deepseek_forward.h. */
-#include "deepseek_forward.h"
+/* ds_forward.c - see ds_forward.h. */
+#include "ds_forward.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ds.h"
 #include "kernels/ref/ref_ds_variants.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_variants.h"

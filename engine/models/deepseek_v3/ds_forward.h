@@ -1,4 +1,4 @@
-/* deepseek_forward.h - the forward pass of DeepSeek-V3 and V3.2 (deepseek_model.h)
+/* ds_forward.h - the forward pass of DeepSeek-V3 and V3.2 (ds_model.h)
  * over a backend (backend.h), with a latent KV cache: a session holds the
  * cache and the position, as forward.h's does for the dense models.
  *
@@ -81,7 +81,7 @@
  * fp32 (official V3: bf16); RMSNorm is fp32 (official V3: bf16).
  *
  * FP8 checkpoints (DeepSeek's block-scaled F8_E4M3 weights, see
- * deepseek_model.h) compute with the exact dequantization of the weights,
+ * ds_model.h) compute with the exact dequantization of the weights,
  * activations in fp32: what transformers computes in fp32 on the
  * dequantized weights.  The official code and FP8 servers also quantize
  * the activations (act_quant, 1x128 blocks, e4m3) before each FP8 GEMM;
@@ -107,20 +107,20 @@
  * path's whatever the thread count.  The rest (RoPE on a sub-range of the
  * head, the naive form's attention, the weighted expert sum, the absorbed
  * products, V3.2's indexer LayerNorm), and the DeepSeek ops a backend
- * lacks, run as plain-C kernels (kernels/ref/ref_deepseek.h) on host copies of
+ * lacks, run as plain-C kernels (kernels/ref/ref_ds.h) on host copies of
  * the buffers (buf_read / buf_write), single-threaded, in a fixed order.  Each token's routed
  * experts run as matmuls over the rows routed to that expert, and a
  * matmul's row does not depend on the others, so one prefill, chunks and
  * token-by-token give the same bits, whatever the number of threads.
  */
-#ifndef LD_DEEPSEEK_FORWARD_H
-#define LD_DEEPSEEK_FORWARD_H
+#ifndef LD_DS_FORWARD_H
+#define LD_DS_FORWARD_H
 
 #include <stdint.h>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu_kernels.h"
-#include "deepseek_model.h"
+#include "ds_model.h"
 
 typedef enum ld_ds_attn {
     LD_DS_ATTN_NAIVE = 0,    /* per-head k/v expanded from the latent */
@@ -214,4 +214,4 @@ void ld_ds_session_reset(ld_ds_session *s);
 
 void ld_ds_session_destroy(ld_ds_session *s);
 
-#endif /* LD_DEEPSEEK_FORWARD_H */
+#endif /* LD_DS_FORWARD_H */

@@ -1,8 +1,8 @@
-/* deepseek_model.c - see deepseek_model.h. */
-#include "deepseek_model.h"
+/* ds_model.c - see ds_model.h. */
+#include "ds_model.h"
 #include "engine/formats/config_json.h"
 #include "engine/models/dense/model_internal.h"
-#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ds.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -137,7 +137,7 @@ static ld_status bind_layer(ld_ds_model *m, const ld_safetensors *st, ld_ds_laye
     if (c->attention_bias) LD_TRY(bind(m, st, &L->kv_a_bias, 0, C + dr, err, "%s.self_attn.kv_a_proj_with_mqa.bias", p));
     LD_TRY(bind(m, st, &L->kv_a_norm, 0, C, err, "%s.self_attn.kv_a_layernorm.weight", p));
     /* kv_b_proj: the only FP8 weight kept dequantized (fp32, owned).  MLA's
-     * absorbed forms read it as W_UK / W_UV rows (deepseek_forward.c's
+     * absorbed forms read it as W_UK / W_UV rows (ds_forward.c's
      * absorbed products on the host, the backends' mla_absorb_q /
      * mla_absorb_out entries), which take F32/F16/BF16 only.  SGLang too
      * dequantizes kv_b_proj to bf16 at load for its w_kc / w_vc. */

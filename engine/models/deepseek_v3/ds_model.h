@@ -1,4 +1,4 @@
-/* deepseek_model.h - a DeepSeek-V3 or V3.2 model: its config (deepseek_config.h)
+/* ds_model.h - a DeepSeek-V3 or V3.2 model: its config (ds_config.h)
  * and its weights bound by HF tensor name from a safetensors checkpoint,
  * every shape checked against the config (ld_model_check_shape).  Weights
  * stay in the mapping (nothing copied but FP8 kv_b_proj, below); F32, F16
@@ -32,7 +32,7 @@
  *     wq_b.weight [Hi*di, qr], wk.weight [di, D],
  *     k_norm.weight [di], k_norm.bias [di]     (a LayerNorm)
  *     weights_proj.weight [Hi, D]
- * With a quantization_config (deepseek_config.h: DeepSeek's block FP8) the
+ * With a quantization_config (ds_config.h: DeepSeek's block FP8) the
  * linear weights above (attention projections, the indexer's wq_b and wk,
  * dense MLP, experts, shared experts; not the indexer's weights_proj, the
  * router, embeddings, lm_head, norms or biases) may be
@@ -40,7 +40,7 @@
  * they are bound as the backends' block-scaled FP8 weights (LD_WQ_F8B:
  * bytes and scales read in place from the mapping, a byte a weight, the
  * backends dequantizing a row at a time; model.c's dense FP8 binding),
- * except kv_b_proj, dequantized exactly (kernels/ref/ref_deepseek.h) into an
+ * except kv_b_proj, dequantized exactly (kernels/ref/ref_ds.h) into an
  * fp32 copy the model owns: MLA's absorbed products read its rows as
  * W_UK / W_UV, plain F32/F16/BF16 only (SGLang dequantizes it at load too).
  * A missing tensor or a wrong shape is LD_ERR_MISMATCH naming the tensor and
@@ -48,10 +48,10 @@
  * checkpoint that are not bound (the MTP layer model.layers.<n_layers>...)
  * are ignored.
  */
-#ifndef LD_DEEPSEEK_MODEL_H
-#define LD_DEEPSEEK_MODEL_H
+#ifndef LD_DS_MODEL_H
+#define LD_DS_MODEL_H
 
-#include "deepseek_config.h"
+#include "ds_config.h"
 #include "engine/models/dense/model.h"
 #include "engine/formats/safetensors.h"
 
@@ -98,4 +98,4 @@ ld_status ld_ds_model_open(const char *dir, ld_ds_model **out, ld_error *err);
 
 void ld_ds_model_close(ld_ds_model *m);
 
-#endif /* LD_DEEPSEEK_MODEL_H */
+#endif /* LD_DS_MODEL_H */

@@ -1,8 +1,8 @@
-/* deepseek_v4_attention.c - the DeepSeek-V4 session's attention
- * (deepseek_v4_forward.h): the compressors, the indexer and the sparse
+/* ds4_attention.c - the DeepSeek-V4 session's attention
+ * (ds4_forward.h): the compressors, the indexer and the sparse
  * attention on the host leaves or on the backend's entries, and a batch's
  * attention, each sequence on its own state. */
-#include "deepseek_v4_internal.h"
+#include "ds4_internal.h"
 
 /* rope=bf16 */
 static int rope_bf16(const ld_ds4_session *s)

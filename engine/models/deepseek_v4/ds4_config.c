@@ -1,5 +1,5 @@
-/* deepseek_v4_config.c - see deepseek_v4_config.h. */
-#include "deepseek_v4_config.h"
+/* ds4_config.c - see ds4_config.h. */
+#include "ds4_config.h"
 #include "engine/formats/config_json.h"
 
 #include <cjson/cJSON.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/models/deepseek_v3/deepseek_config.h"
+#include "engine/models/deepseek_v3/ds_config.h"
 
 
 

@@ -1,4 +1,4 @@
-/* deepseek_v4_config.h - the description of a DeepSeek-V4 model (HF
+/* ds4_config.h - the description of a DeepSeek-V4 model (HF
  * config.json, model_type "deepseek_v4" / DeepseekV4ForCausalLM, as
  * transformers 5.23's DeepseekV4Config writes it): mHC residual streams,
  * shared-KV MQA with a sliding window and per-head sinks, CSA / HCA
@@ -23,8 +23,8 @@
  * rope of rope_theta.  A yarn compress rope gets attention_factor 1 unless
  * set (transformers forces it: the official code does not scale cos/sin).
  */
-#ifndef LD_DEEPSEEK_V4_CONFIG_H
-#define LD_DEEPSEEK_V4_CONFIG_H
+#ifndef LD_DS4_CONFIG_H
+#define LD_DS4_CONFIG_H
 
 #include <stddef.h>
 
@@ -70,7 +70,7 @@ typedef struct ld_ds4_config {
      * expert_dtype fp4 | fp8 (top level, or inside quantization_config):
      * the linear weights may be stored F8_E4M3 (block-scaled) or packed
      * FP4 E2M1 (I8 / U8, two values a byte), each with a scale grid
-     * (deepseek_v4_model.h); dequantized exactly when bound.  Activations
+     * (ds4_model.h); dequantized exactly when bound.  Activations
      * are not quantized (the engine computes them in fp32) */
     int quant;
     int fp8_block[2];
@@ -104,4 +104,4 @@ static inline int ld_ds4_layer_ratio(const ld_ds4_config *c, int l)
     return c->layer_type[l] == LD_DS4_CSA ? c->ratio_csa : c->layer_type[l] == LD_DS4_HCA ? c->ratio_hca : 0;
 }
 
-#endif /* LD_DEEPSEEK_V4_CONFIG_H */
+#endif /* LD_DS4_CONFIG_H */

@@ -1,8 +1,8 @@
-/* deepseek_v4_forward.c - the DeepSeek-V4 session (deepseek_v4_forward.h):
+/* ds4_forward.c - the DeepSeek-V4 session (ds4_forward.h):
  * a layer's MoE and mHC sites, the head, a chunk's rows, the evals, the
- * batches and the slices' evals; the attention is deepseek_v4_attention.c's,
- * the making deepseek_v4_session.c's (deepseek_v4_internal.h). */
-#include "deepseek_v4_internal.h"
+ * batches and the slices' evals; the attention is ds4_attention.c's,
+ * the making ds4_session.c's (ds4_internal.h). */
+#include "ds4_internal.h"
 
 /* clamped SwiGLU MLP of n rows of backend `x` into host `out` [n][D] */
 static ld_status mlp(ld_ds4_session *s, const ds4_mlp *w, const ld_buf *x, int n, float *out, ld_error *err)

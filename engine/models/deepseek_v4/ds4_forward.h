@@ -1,8 +1,8 @@
-/* deepseek_v4_forward.h - the forward pass of DeepSeek-V4
- * (deepseek_v4_model.h) over a backend (backend.h), with its caches: a
+/* ds4_forward.h - the forward pass of DeepSeek-V4
+ * (ds4_model.h) over a backend (backend.h), with its caches: a
  * session holds the per-layer KV rows, the compressors' per-position
  * projections and their compressed entries, and the position, as
- * deepseek_forward.h's does for V3.
+ * ds_forward.h's does for V3.
  *
  * What is computed (fp32 throughout; transformers 5.23's
  * modeling_deepseek_v4.py, the test oracle).  N = hc_mult, D = hidden,
@@ -95,19 +95,19 @@
  * refusing the session's mhc= variant with LD_ERR_UNSUPPORTED, leaves it
  * on the host); the RoPE, attention with sinks, compressors, indexer,
  * router, clamped SwiGLU and head collapse run as plain-C kernels
- * (kernels/ref/ref_deepseek_v4.h) on host copies, one token at a time,
+ * (kernels/ref/ref_ds4.h) on host copies, one token at a time,
  * single-threaded, in a fixed order.  A compressed entry is computed once, when its window
  * completes, from the cached per-position projections, so one prefill,
  * chunks and token-by-token give the same bits whatever the thread count.
  */
-#ifndef LD_DEEPSEEK_V4_FORWARD_H
-#define LD_DEEPSEEK_V4_FORWARD_H
+#ifndef LD_DS4_FORWARD_H
+#define LD_DS4_FORWARD_H
 
 #include <stdint.h>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu_kernels.h"
-#include "deepseek_v4_model.h"
+#include "ds4_model.h"
 
 typedef struct ld_ds4_session ld_ds4_session;
 
@@ -207,4 +207,4 @@ void ld_ds4_session_reset(ld_ds4_session *s);
 
 void ld_ds4_session_destroy(ld_ds4_session *s);
 
-#endif /* LD_DEEPSEEK_V4_FORWARD_H */
+#endif /* LD_DS4_FORWARD_H */

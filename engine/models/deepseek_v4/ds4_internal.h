@@ -1,20 +1,20 @@
-/* deepseek_v4_internal.h - what the DeepSeek-V4 session's files share:
+/* ds4_internal.h - what the DeepSeek-V4 session's files share:
  * the session, its layers, compressors and batch parts, and the functions
- * one file calls in another (deepseek_v4_session.c makes sessions,
- * deepseek_v4_attention.c runs the attention, deepseek_v4_forward.c the
+ * one file calls in another (ds4_session.c makes sessions,
+ * ds4_attention.c runs the attention, ds4_forward.c the
  * rest of a layer, the evals and batches).  Included by those files only. */
-#ifndef LD_DEEPSEEK_V4_INTERNAL_H
-#define LD_DEEPSEEK_V4_INTERNAL_H
+#ifndef LD_DS4_INTERNAL_H
+#define LD_DS4_INTERNAL_H
 
-#include "deepseek_v4_forward.h"
+#include "ds4_forward.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend/host_tensor.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ds_variants.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_variants.h"
@@ -144,7 +144,7 @@ static inline int answered(ld_status st, const ld_error *e, ld_error *err)
     return 1;
 }
 
-/* ---- deepseek_v4_attention.c */
+/* ---- ds4_attention.c */
 
 /* attention of the n rows of s->xb (positions s->pos...) into s->ao: on
  * the backend's entries, or the host leaves (where the state is decided
@@ -155,4 +155,4 @@ ld_status ld_ds4_attention(ld_ds4_session *s, int l, int n, int32_t *picks, ld_e
  * sequences) */
 ld_status ld_ds4_attention_parts(ld_ds4_session *s, int l, int n, ld_error *err);
 
-#endif /* LD_DEEPSEEK_V4_INTERNAL_H */
+#endif /* LD_DS4_INTERNAL_H */

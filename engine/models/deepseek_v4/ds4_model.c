@@ -1,8 +1,8 @@
-/* deepseek_v4_model.c - see deepseek_v4_model.h. */
-#include "deepseek_v4_model.h"
+/* ds4_model.c - see ds4_model.h. */
+#include "ds4_model.h"
 #include "engine/formats/config_json.h"
 #include "engine/models/dense/model_internal.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds4.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
-/* deepseek_v4_model.h - a DeepSeek-V4 model: its config
- * (deepseek_v4_config.h) and its weights bound by name from a safetensors
+/* ds4_model.h - a DeepSeek-V4 model: its config
+ * (ds4_config.h) and its weights bound by name from a safetensors
  * checkpoint, every shape checked against the config (ld_model_check_shape).
  * Weights stay in the mapping (nothing copied but tid2eid and dequantized
  * weights); F32, F16 and BF16 are accepted, and with a quantization_config
- * (deepseek_v4_config.h) DeepSeek's FP8 / FP4 linears.
+ * (ds4_config.h) DeepSeek's FP8 / FP4 linears.
  *
  * Names: what transformers 5.23's save_pretrained of DeepseekV4ForCausalLM
  * writes (its conversion mapping turns its module names back into
@@ -57,12 +57,12 @@
  * outside [0, E) is LD_ERR_SYNTAX naming the tensor, row and column.  Other
  * tensors (the MTP layer) are ignored.
  */
-#ifndef LD_DEEPSEEK_V4_MODEL_H
-#define LD_DEEPSEEK_V4_MODEL_H
+#ifndef LD_DS4_MODEL_H
+#define LD_DS4_MODEL_H
 
 #include <stdint.h>
 
-#include "deepseek_v4_config.h"
+#include "ds4_config.h"
 #include "engine/models/dense/model.h"
 #include "engine/formats/safetensors.h"
 
@@ -107,4 +107,4 @@ ld_status ld_ds4_model_open(const char *dir, ld_ds4_model **out, ld_error *err);
 
 void ld_ds4_model_close(ld_ds4_model *m);
 
-#endif /* LD_DEEPSEEK_V4_MODEL_H */
+#endif /* LD_DS4_MODEL_H */

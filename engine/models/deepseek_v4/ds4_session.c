@@ -1,7 +1,7 @@
-/* deepseek_v4_session.c - the DeepSeek-V4 session (deepseek_v4_forward.h):
+/* ds4_session.c - the DeepSeek-V4 session (ds4_forward.h):
  * its making (weights bound or copied, buffers, siblings, slices), its
  * settings and its end. */
-#include "deepseek_v4_internal.h"
+#include "ds4_internal.h"
 
 static ld_status load_view(ld_ds4_session *s, const ld_host_tensor *h, const char *name, ld_weight **w, ld_error *err)
 {

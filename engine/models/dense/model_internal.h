@@ -1,5 +1,5 @@
 /* model_internal.h - what the weight loaders (model.c for safetensors,
- * model_gguf.c for GGUF, deepseek_model.c) share. */
+ * model_gguf.c for GGUF, ds_model.c) share. */
 #ifndef LD_MODEL_INTERNAL_H
 #define LD_MODEL_INTERNAL_H
 

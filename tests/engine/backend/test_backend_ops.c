@@ -27,8 +27,8 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/backend_cuda.h"
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ds_variants.h"
 #include "kernels/ref/ref_variants.h"
 
@@ -925,7 +925,7 @@ static int test_cuda_unavailable(void)
 
 /* The DeepSeek ops (mla_latent, mla_absorb_q / _out, ds_route, index_topk)
  * on random inputs
- * against the plain-C kernels they stand for (kernels/ref/ref_deepseek.h,
+ * against the plain-C kernels they stand for (kernels/ref/ref_ds.h,
  * ref_ds_variants.h), called directly: the CPU backends bitwise, whatever
  * their thread count; CUDA to a tolerance (its expf; the custom kernels'
  * orders), the chosen experts and positions exactly.  Every case also runs
@@ -1413,7 +1413,7 @@ static int test_ds_ops_refusals(void)
 /* ---------------------------------------------------------------- DeepSeek-V4 */
 
 /* V4's mHC mixing (hc_pre, hc_post) on random inputs against
- * kernels/ref/ref_deepseek_v4.h's leaves called a token at a time (the V4
+ * kernels/ref/ref_ds4.h's leaves called a token at a time (the V4
  * session's host path; mhc=bf16: post and comb then rounded to bf16): the
  * CPU backends bitwise whatever their thread count, CUDA to a tolerance
  * (the fp32 mixing 1e-10; the bf16 variants 1e-4, since an expf ulp may

@@ -28,11 +28,11 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/backend_cuda.h"
 #include "tests/support/batch_check.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/fixtures.h"
 #include "engine/models/dense/forward.h"
 #include "tests/support/ld_test.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 #include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"

@@ -25,7 +25,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/cuda_emu/emu_sched.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
@@ -75,7 +75,7 @@
 /* the backend's table without the optional entries that fuse ops
  * (ld_test_unfuse): the session makes the calls they replace (the
  * fusions inside an entry, such as the combine's, are checked kernel by
- * kernel in test_cuda_deepseek.c) */
+ * kernel in test_cuda_ds.c) */
 static void unfuse(ld_backend *be)
 {
     static ld_backend_ops ops;

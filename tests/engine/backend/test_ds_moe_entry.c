@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_variants.h"
 

@@ -14,7 +14,7 @@
 #include "tests/support/batch_check.h"
 #include "tests/support/fixtures.h"
 #include "engine/models/dense/forward.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 #include "tests/support/ld_test.h"
 #include "engine/models/dense/model.h"
 

@@ -1,4 +1,4 @@
-/* test_deepseek.c - DeepSeek-V3 and V3.2 (engine/models/deepseek_v3/deepseek_forward.h) over
+/* test_ds.c - DeepSeek-V3 and V3.2 (engine/models/deepseek_v3/ds_forward.h) over
  * the reference and CPU backends on the tiny HF models in
  * testdata/models/deepseek-v3, deepseek-v3-lite, deepseek-v3-fp8 (written with
  * transformers by tools/gen_tiny_deepseek.py) and deepseek-v32
@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "engine/models/deepseek_v3/deepseek_forward.h"
+#include "engine/models/deepseek_v3/ds_forward.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ds.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"
 #define MAX_T 64

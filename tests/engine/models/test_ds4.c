@@ -1,4 +1,4 @@
-/* test_deepseek_v4.c - DeepSeek-V4 (engine/models/deepseek_v4/deepseek_v4_forward.h) over the
+/* test_ds4.c - DeepSeek-V4 (engine/models/deepseek_v4/ds4_forward.h) over the
  * reference and CPU backends on the tiny HF model in
  * testdata/models/deepseek-v4 (written with transformers by
  * tools/gen_tiny_deepseek_v4.py): logits, per-layer hidden planes and the
@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds4.h"
 
 #define MROOT LD_TESTDATA_DIR "/models/"
 /* the fixture the helpers read: testdata/models/<name> */

@@ -12,7 +12,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/models/dense/forward.h"
-#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ds.h"
 #include "kernels/ref/ref_variants.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
@@ -566,7 +566,7 @@ static int test_kernel_specs(void)
     CHECK(ld_var_bf16_round(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
     CHECK(ld_var_bf16_round(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
     CHECK(ld_var_bf16_round(-2.5f) == -2.5f);
-    /* e4m3 rounding: each of the 254 finite codes (ref_deepseek.h decodes
+    /* e4m3 rounding: each of the 254 finite codes (ref_ds.h decodes
      * them) is a fixed point, the midpoint of two neighbours goes to the
      * even code, past 448 saturates */
     float vals[128];

@@ -24,7 +24,7 @@
 #include "tests/support/fixtures.h"
 #include "engine/models/dense/forward.h"
 #include "tests/support/ld_test.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 #include "engine/models/dense/model.h"
 #include "engine/tp/tp_forward.h"
 #include "engine/tp/tp_shard.h"
@@ -951,7 +951,7 @@ static int test_tp_errors(void)
     ld_model_close(m);
 
     /* DeepSeek-V4 through the lm interface: split where the sizes divide,
-     * else refused naming the field (V3/V3.2: test_tp_deepseek.c; V4:
+     * else refused naming the field (V3/V3.2: test_tp_ds.c; V4:
      * test_tp_ds4.c) */
     ld_lm *lm = NULL;
     CHECK_MSG(ld_lm_open(MDIR "deepseek-v4", &lm, &err) == LD_OK, "%s", err.msg);

@@ -1,5 +1,5 @@
-/* test_tp_deepseek.c - tensor parallelism for DeepSeek-V3 / V3.2
- * (engine/tp/tp_deepseek_shard.h, tp_forward.h's ld_tp_ds_session_create) on
+/* test_tp_ds.c - tensor parallelism for DeepSeek-V3 / V3.2
+ * (engine/tp/tp_ds_shard.h, tp_forward.h's ld_tp_ds_session_create) on
  * simulated ranks over the tiny HF models of testdata/models (written with
  * transformers by tools/gen_tiny_deepseek*.py): TP = 2 and 4 (where the
  * heads and intermediate widths divide) within the same 1e-5 of
@@ -21,13 +21,13 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/backend_cuda.h"
 #include "engine/tp/comm.h"
-#include "engine/models/deepseek_v3/deepseek_forward.h"
+#include "engine/models/deepseek_v3/ds_forward.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
-#include "engine/models/lm.h"
-#include "kernels/ref/ref_deepseek.h"
+#include "engine/lm.h"
+#include "kernels/ref/ref_ds.h"
 #include "kernels/ref/ref_ops.h"
-#include "engine/tp/tp_deepseek_shard.h"
+#include "engine/tp/tp_ds_shard.h"
 #include "engine/tp/tp_forward.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"

@@ -17,11 +17,11 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/fixtures.h"
 #include "engine/backend/host_tensor.h"
 #include "tests/support/ld_test.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 #include "engine/models/dense/model.h"
 #include "engine/tp/tp_ds4_shard.h"
 #include "engine/tp/tp_forward.h"

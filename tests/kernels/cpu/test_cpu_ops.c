@@ -10,7 +10,7 @@
  *  - bias and the rope row order are applied as the reference does;
  *  - the block-scaled FP8 / FP4 rows the matmul converts (ld_cpu_to_f32_at)
  *    are, at every level, bit for bit the reference's, which is the scalar
- *    converters' code * scale (kernels/ref_deepseek*.c). */
+ *    converters' code * scale (kernels/ref/ref_ds*.c). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,8 +20,8 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek.h"    /* ld_ref_fp8_e4m3_to_f32 */
-#include "kernels/ref/ref_deepseek_v4.h" /* ld_ref_ds4_e2m1_to_f32 */
+#include "kernels/ref/ref_ds.h"    /* ld_ref_fp8_e4m3_to_f32 */
+#include "kernels/ref/ref_ds4.h" /* ld_ref_ds4_e2m1_to_f32 */
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_quant.h"
 

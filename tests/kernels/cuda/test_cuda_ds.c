@@ -1,8 +1,8 @@
-/* test_cuda_deepseek.c - the GPU-only checks of the CUDA DeepSeek ops and
- * sampler (kernels/cuda/cuda_deepseek.cu, cuda_deepseek_v4.cu, cuda_sample.cu;
+/* test_cuda_ds.c - the GPU-only checks of the CUDA DeepSeek ops and
+ * sampler (kernels/cuda/cuda_deepseek.cu, cuda_ds4.cu, cuda_sample.cu;
  * ctest label gpu): every op, its reference kernel (LD_CU_REF) and its
- * custom kernel (LD_CU_CUSTOM), against the plain-C reference (ref_deepseek.h,
- * ref_deepseek_v4.h, ref_ops.h, replay_sample.h) on random inputs of small
+ * custom kernel (LD_CU_CUSTOM), against the plain-C reference (ref_ds.h,
+ * ref_ds4.h, ref_ops.h, replay_sample.h) on random inputs of small
  * realistic shapes.  Every case skips (77) with the reason when CUDA is not
  * built or no device is present (the message of ld_backend_cuda_create,
  * as test_cuda_ops.c).
@@ -34,7 +34,7 @@
  *                  of both kernels equal ld_sampler_token's exactly, greedy
  *                  and seeded, with each filter alone and together, ties
  *                  and NaN included
- * kernels/cuda/cuda_deepseek_v4.cu:
+ * kernels/cuda/cuda_ds4.cu:
  *   ds4_attention  ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (split-K
  *                  over 64 keys, fmaf, unnormalised sums merged in order);
  *                  window, compressed entries all / picked (-1 filled),
@@ -87,8 +87,8 @@ static int gpu_unavailable(char *why, size_t cap)
 #if LD_HAVE_CUDA || defined(LD_CUDA_MOCK) || defined(LD_CUDA_EMU)
 
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/ref/ref_variants.h"
 #include "replay/run/replay_sample.h"
@@ -1152,7 +1152,7 @@ static int all_bf16(const float *x, size_t n)
 
 /* hc_pre's bf16 variants (mhc=bf16, mhc=sinkhorn-bf16) against the C
  * leaves the host path runs (ld_ref_ds4_hc_pre_ex, the bf16 cast of
- * deepseek_v4_forward.c's hc_pre_host); the rounded matrices hold bf16
+ * ds4_forward.c's hc_pre_host); the rounded matrices hold bf16
  * values exactly */
 static int test_cuda_hc_bf16(void)
 {
@@ -1320,7 +1320,7 @@ static int test_cuda_sample(void)
     return 0;
 }
 
-/* ---------------------------------------------------------------- DeepSeek-V4 (cuda_deepseek_v4.cu) */
+/* ---------------------------------------------------------------- DeepSeek-V4 (cuda_ds4.cu) */
 
 /* a device result of n floats to a new host array (NULL on failure) */
 static float *dget(const float *dev, size_t n)

@@ -1,7 +1,7 @@
 /* test_ds_variants.c - the production-style variants of DeepSeek's ops
  * (engine/backend/cpu_kernels.h: mla=splitk, indexer=bf16|fp8, combine=fused,
  * rope=bf16, mhc=sinkhorn-bf16; kernels/ref/ref_ds_variants.h and the _ex
- * forms of kernels/ref_deepseek*.h) on the tiny DeepSeek models of
+ * forms of kernels/ref/ref_ds*.h) on the tiny DeepSeek models of
  * testdata/models/ against transformers' fp32 logits (the committed
  * references of tools/gen_tiny_deepseek*.py): each variant's normalised
  * logits error lies in its band, whose lower bound shows that the variant
@@ -9,7 +9,7 @@
  * indexer variants' changed top-k selections are counted; each variant is
  * bitwise deterministic (twice the same bits, 1 or 3 threads, prefill or
  * token by token); mla=splitk folds several splits on a long sequence;
- * the kernels on hand-made cases; specs; engine/models/lm.c hands the variants to
+ * the kernels on hand-made cases; specs; engine/lm.c hands the variants to
  * the sessions. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -19,13 +19,13 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu_kernels.h"
-#include "engine/models/deepseek_v3/deepseek_forward.h"
-#include "engine/models/deepseek_v4/deepseek_v4_forward.h"
+#include "engine/models/deepseek_v3/ds_forward.h"
+#include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/fixtures.h"
-#include "engine/models/lm.h"
+#include "engine/lm.h"
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek.h"
-#include "kernels/ref/ref_deepseek_v4.h"
+#include "kernels/ref/ref_ds.h"
+#include "kernels/ref/ref_ds4.h"
 #include "kernels/ref/ref_ds_variants.h"
 #include "kernels/ref/ref_variants.h"
 
@@ -81,7 +81,7 @@ static void close_dsm(dsm *m)
 }
 
 /* One run of toks on a fresh "ref" backend made with `spec` (the backend's
- * ops), the session given the same spec's variants as engine/models/lm.c gives
+ * ops), the session given the same spec's variants as engine/lm.c gives
  * them (the MLA form at creation, the rest by set_kernels): `threads` threads, calls
  * of `call` tokens (0: all at once); logits [T][V]; sel (NULL: not wanted)
  * [layers][T][topk], the indexer's selections. */
@@ -613,7 +613,7 @@ static int test_ds_variant_specs(void)
     return 0;
 }
 
-/* engine/models/lm.c hands every variant of a spec to the session: the model
+/* engine/lm.c hands every variant of a spec to the session: the model
  * opened through ld_lm_open and run with ld_lm_session_create's kernels
  * gives run_spec's bits, and other bits than the reference's. */
 static int test_ds_lm_hands_variants_to_session(void)
@@ -654,7 +654,7 @@ static int test_ds_lm_hands_variants_to_session(void)
         ld_lm_session_destroy(s);
         ld_backend_destroy(be);
         ld_lm_close(lm);
-        CHECK_MSG(!memcmp(a, b, n * sizeof *a), "%s %s: engine/models/lm.c's session gives other bits", cases_[c].model,
+        CHECK_MSG(!memcmp(a, b, n * sizeof *a), "%s %s: engine/lm.c's session gives other bits", cases_[c].model,
                   cases_[c].spec);
         CHECK_MSG(memcmp(a, r, n * sizeof *a), "%s %s: the reference's bits", cases_[c].model, cases_[c].spec);
         free(a);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "tests/support/ld_test.h"
-#include "kernels/ref/ref_deepseek.h"
+#include "kernels/ref/ref_ds.h"
 #include "kernels/ref/ref_ops.h"
 
 static uint32_t rng = 12345;

@@ -14,7 +14,7 @@
 #include "replay/analysis/conv.h"
 #include "replay/analysis/harness.h"
 #include "tests/support/ld_test.h"
-#include "parse/input/logset.h"
+#include "parse/logset.h"
 #include "parse/pair/pair.h"
 
 #define HF_MAX 64
