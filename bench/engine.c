@@ -39,7 +39,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu_kernels.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "membw.h"
 #include "engine/models/dense/model.h"
 

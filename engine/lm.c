@@ -1,10 +1,14 @@
-/* lm.c - see lm.h. */
-#include "lm.h"
+/* lm.c - the model interface of engine.h (ld_lm_*): opens a model of any
+ * family and dispatches each session call to the family's own session, or
+ * to tp/tp_forward.c's for a split one. */
+#include "engine/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu_kernels.h"
 #include "engine/formats/config_json.h"
 #include "engine/models/deepseek_v3/ds_config.h"
 #include "engine/models/deepseek_v3/ds_forward.h"
@@ -16,6 +20,7 @@
 #include "engine/models/dense/model.h"
 #include "engine/tp/tp_ds_shard.h"
 #include "engine/tp/tp_ds4_shard.h"
+#include "engine/tp/tp_forward.h"
 #include "engine/tp/tp_shard.h"
 
 struct ld_lm {

@@ -16,7 +16,8 @@ report() { echo "layering: $*"; bad=1; }
 # What each folder's files may include besides their own folder and the base
 # (include/, the generated logdiff_config.h).  "X/**" is X and everything
 # below it; "X" alone is that folder (or that one file).  A folder without a
-# line of its own takes its nearest parent's.
+# line of its own takes its nearest parent's.  engine/engine.h is the
+# engine's contract: its folders implement it, and replay/ sees only it.
 rules='
 include
 kernels
@@ -25,13 +26,13 @@ kernels/cpu                 kernels/ref
 kernels/cuda                kernels/ref
 engine                      engine/** kernels/**
 engine/formats
-engine/backend              engine/formats kernels/ref kernels/cpu
-engine/backend/cuda         engine/backend engine/formats kernels/cuda kernels/ref
-engine/models               engine/backend engine/formats kernels/ref
-engine/models/dense         engine/models engine/backend engine/formats kernels/ref
-engine/models/deepseek_v3   engine/models engine/models/dense engine/backend engine/formats kernels/ref
-engine/models/deepseek_v4   engine/models engine/models/dense engine/models/deepseek_v3 engine/backend engine/formats kernels/ref
-engine/tp                   engine/models/** engine/backend/** engine/formats kernels/**
+engine/backend              engine/engine.h engine/formats kernels/ref kernels/cpu
+engine/backend/cuda         engine/engine.h engine/backend engine/formats kernels/cuda kernels/ref
+engine/models               engine/engine.h engine/backend engine/formats kernels/ref
+engine/models/dense         engine/engine.h engine/models engine/backend engine/formats kernels/ref
+engine/models/deepseek_v3   engine/engine.h engine/models engine/models/dense engine/backend engine/formats kernels/ref
+engine/models/deepseek_v4   engine/engine.h engine/models engine/models/dense engine/models/deepseek_v3 engine/backend engine/formats kernels/ref
+engine/tp                   engine/engine.h engine/models/** engine/backend/** engine/formats kernels/**
 parse                       parse/**
 parse/input
 parse/pylit

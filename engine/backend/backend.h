@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine.h"
 #include "ld_error.h"
 #include "mem_kind.h" /* ld_mem, LD_MEM_*: buf_mem's answer */
 #include "engine/formats/safetensors.h"
@@ -469,26 +470,5 @@ struct ld_backend {
     const ld_backend_ops *ops;
 };
 
-/* The plain-C reference backend with `n_threads` threads (>= 1, the caller's
- * thread included). */
-ld_status ld_backend_ref_create(int n_threads, ld_backend **out, ld_error *err);
-
-/* The fast CPU backend: the reference's ops but for the matmul and the
- * attention of kernels/cpu/cpu_ops.h (eight-lane fma sums, SIMD where the machine has it),
- * with the same contract above; its results agree with the reference to
- * rounding, not bitwise. */
-ld_status ld_backend_cpu_create(int n_threads, ld_backend **out, ld_error *err);
-
-/* Either CPU backend (fast = 0: "ref", 1: "cpu") with ops swapped for
- * other kernels by `kernels`, "OP=VARIANT[,...]" (engine/backend/cpu_kernels.h:
- * matmul=ref|fast|bf16|splitk|fp8act, attention=ref|fast, rmsnorm=ref|bf16,
- * swiglu=ref|bf16); its ops->name says which ("ref+matmul=bf16").
- * LD_ERR_USAGE for a bad spec, naming the op or variant. */
-ld_status ld_backend_cpu_create_ex(int n_threads, int fast, const char *kernels, ld_backend **out, ld_error *err);
-
-static inline void ld_backend_destroy(ld_backend *be)
-{
-    if (be) be->ops->destroy(be);
-}
 
 #endif /* LD_BACKEND_H */

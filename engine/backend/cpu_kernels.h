@@ -39,49 +39,8 @@
 #ifndef LD_CPU_KERNELS_H
 #define LD_CPU_KERNELS_H
 
-#include "ld_error.h"
+#include "engine/engine.h"
 
-typedef enum ld_kvar {
-    LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED, LD_KV_FP8ACT, LD_KV_FUSED, LD_KV_FP8,
-    LD_KV_SINKHORN_BF16, LD_KV_FP8UE8M0, LD_KV_COUNT
-} ld_kvar;
 
-typedef enum ld_kop {
-    LD_KOP_MATMUL = 0, LD_KOP_ATTENTION, LD_KOP_RMSNORM, LD_KOP_SWIGLU, LD_KOP_MLA, LD_KOP_ROUTER,
-    LD_KOP_COMBINE, LD_KOP_MHC, LD_KOP_INDEXER, LD_KOP_ROPE, LD_KOP_COUNT
-} ld_kop;
-
-typedef struct ld_cpu_kernels {
-    ld_kvar v[LD_KOP_COUNT];
-} ld_cpu_kernels;
-
-/* The defaults of backend "ref" (fast = 0) or "cpu" (fast = 1). */
-ld_cpu_kernels ld_cpu_kernels_default(int fast);
-
-/* Applies `spec` (NULL or "": nothing) to *k.  LD_ERR_USAGE naming the
- * unknown op or variant, err->offset its byte offset in the spec; *k is
- * unchanged on error. */
-ld_status ld_cpu_kernels_parse(const char *spec, ld_cpu_kernels *k, ld_error *err);
-
-/* "ref", "cpu", or the base name followed by the ops that differ from its
- * defaults, e.g. "ref+matmul=bf16"; into buf (cap bytes). */
-const char *ld_cpu_kernels_label(const ld_cpu_kernels *k, int fast, char *buf, size_t cap);
-
-/* Every "op=variant" that differs from the ref defaults, NULL-terminated
- * (what `--compare-kernels` runs one at a time). */
-extern const char *const ld_cpu_kernel_variants[];
-
-/* What a model has that session-level variants act on (ld_lm_info). */
-enum {
-    LD_KF_MLA = 1,     /* DeepSeek V3/V3.2: mla, router, combine=bf16 */
-    LD_KF_MHC = 2,     /* DeepSeek-V4: mhc */
-    LD_KF_INDEXER = 4, /* V3.2, and V4 with CSA layers: indexer */
-    LD_KF_DEEPSEEK = 8 /* any DeepSeek: combine=fused, rope */
-};
-
-/* Whether variant v ("op=variant") changes anything on a model with
- * `features` (LD_KF_*); the ops of the backend (matmul, attention,
- * rmsnorm, swiglu) act on every model. */
-int ld_cpu_kernel_variant_applies(const char *v, unsigned features);
 
 #endif /* LD_CPU_KERNELS_H */

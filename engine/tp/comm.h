@@ -65,6 +65,7 @@
 
 #include "ld_error.h"
 #include "engine/backend/mem_kind.h"
+#include "engine/engine.h"
 
 typedef struct ld_comm ld_comm;
 
@@ -139,10 +140,6 @@ static inline void ld_comm_abort(ld_comm *c)
     if (c) c->ops->abort(c);
 }
 
-static inline void ld_comm_destroy(ld_comm *c)
-{
-    if (c) c->ops->destroy(c);
-}
 
 /* out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ... for i < n,
  * parts being [n_parts][n] (n_parts >= 1; one part is copied as it is, no
@@ -206,31 +203,11 @@ int ld_comm_shm_failed(ld_comm *c);
 
 /* ---------------------------------------------------------------- join */
 
-/* One process's rank of a group of processes (on one machine or several),
- * by transport: "shm" (ld_comm_shm_join at `path`) or "nccl" (NCCL's
- * bootstrap: rank 0 writes ld_comm_nccl_unique_id's bytes to `path`,
- * published by link(2) so that a leftover is refused, the others read
- * them when they appear, all call ld_comm_nccl_create_rank on `device`;
- * rank 0 removes the file once the group is made).  For "nccl" `path` must
- * be on storage every node sees.  Errors as the transport's, LD_ERR_USAGE
- * for an unknown transport, LD_ERR_IO for a missing or short id file at
- * timeout_s (<= 0: wait for ever).  timeout_s also bounds each collective's
- * wait for the slowest rank (the transports' wait_s / timeout_s): a rank
- * alive but stalled fails the group instead of hanging it. */
-typedef struct ld_comm_join_opts {
-    const char *transport; /* "shm" or "nccl" */
-    const char *path;      /* the rendezvous file */
-    int size, rank;
-    int device;            /* nccl: this rank's GPU */
-    double timeout_s;
-} ld_comm_join_opts;
 
-ld_status ld_comm_join(const ld_comm_join_opts *o, ld_comm **out, ld_error *err);
 
 /* ---------------------------------------------------------------- nccl */
 
-/* 1 when this build has the NCCL communicator. */
-int ld_comm_nccl_available(void);
+
 
 /* One process driving `size` GPUs (devices devices[0..size), NULL: 0..size-1)
  * through ncclCommInitAll: out[r] is rank r's handle, bound to its device;

@@ -55,20 +55,6 @@ typedef struct sim_rank {
     size_t scratch_cap;
 } sim_rank;
 
-void ld_comm_ordered_sum_strided(const float *parts, size_t stride, int n_parts, size_t n, float *out)
-{
-    for (size_t i = 0; i < n; i++) {
-        float acc = parts[i];
-        for (int p = 1; p < n_parts; p++) acc += parts[(size_t)p * stride + i];
-        out[i] = acc;
-    }
-}
-
-void ld_comm_ordered_sum(const float *parts, int n_parts, size_t n, float *out)
-{
-    ld_comm_ordered_sum_strided(parts, n, n_parts, n, out);
-}
-
 static ld_status aborted_error(ld_error *err)
 {
     return LD_FAIL(err, LD_ERR_MISMATCH, 0, "another rank of the tensor-parallel group failed");

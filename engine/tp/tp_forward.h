@@ -50,35 +50,13 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "engine/engine.h"
 #include "engine/backend/cpu_kernels.h"
 #include "engine/models/deepseek_v3/ds_forward.h"
 #include "engine/models/deepseek_v4/ds4_model.h"
 #include "engine/models/dense/model.h"
 
-typedef struct ld_tp_opts {
-    int n;               /* ranks (>= 1) */
-    int n_nodes;         /* sim only: nodes the ranks are grouped in (0 or 1: flat) */
-    const char *backend; /* "cpu" (NULL: this), "ref" or "cuda" */
-    const char *kernels; /* the backend's kernel spec (backend.h / backend_cuda.h), NULL: defaults */
-    int threads;         /* CPU backends: threads per rank (>= 1) */
-    /* A group of processes (NULL: all n ranks in this process, on
-     * threads): this process runs rank comm->rank alone, its collectives
-     * over `comm` (comm->size == n; ld_comm_join), borrowed: it outlives
-     * the sessions made with it, which use it one eval at a time (every
-     * process making the same sessions and evals in the same order).
-     * Its outputs (logits, hidden, streams) come from its own rank: every
-     * rank holds the whole residual stream, the same bits on each. */
-    ld_comm *comm;
-    int device;          /* with comm, cuda: this rank's GPU */
-    /* cuda, the ranks on threads (no comm): the GPUs they run on, 0 ..
-     * gpus - 1 (0: one a rank while the machine has them, else all it
-     * has).  One a rank: the collectives over NCCL (where the build has
-     * it).  Fewer (several ranks on a GPU, as a model split N ways on one
-     * card), or a build without NCCL: rank k on GPU k % gpus, the
-     * collectives through host memory (comm_sim.c), the same ordered sum,
-     * so the same bits. */
-    int gpus;
-} ld_tp_opts;
+
 
 typedef struct ld_tp_session ld_tp_session;
 
@@ -166,10 +144,7 @@ void ld_tp_session_reset(ld_tp_session *s);
 /* The ranks' backend name ("cpu", "ref", "cuda"...). */
 const char *ld_tp_session_backend(const ld_tp_session *s);
 
-/* cuda, the ranks on threads: the GPUs they will run on as o->gpus says
- * (*gpus, at most o->n) and whether their collectives go over NCCL
- * (*nccl); LD_ERR_USAGE for more GPUs than the machine has. */
-ld_status ld_tp_cuda_placement(const ld_tp_opts *o, int *gpus, int *nccl, ld_error *err);
+
 
 /* cuda: the GPUs this process's ranks run on (ld_tp_opts.gpus as
  * resolved: fewer than its ranks when they share); 0 on the CPU backends. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "replay_internal.h"
 
 #define CHUNK 32 /* output rows evaluated per call (bounds the logits buffer) */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "replay_internal.h"
 
 /* the requests' ids (seqs[0] r's, then with's), cut to the context */

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/backend/cuda/backend_cuda.h"
-#include "engine/backend/cpu_kernels.h"
+#include "engine/engine.h"
 #include "replay_internal.h"
 
 void ld_kernel_cmp_report_free(ld_kernel_cmp_report *rep)

@@ -212,7 +212,7 @@ static char *manifest(const ld_replay_dump *d, const ld_replay_engine *e, const 
     cJSON_AddNumberToObject(m, "n_layers", d->n_layers);
     cJSON_AddNumberToObject(m, "hidden", d->hidden);
     cJSON_AddNumberToObject(m, "vocab", ld_lm_info_of(e->lm)->vocab);
-    cJSON_AddStringToObject(o, "backend", e->be->ops->name);
+    cJSON_AddStringToObject(o, "backend", ld_backend_name(e->be));
     cJSON_AddStringToObject(o, "sequence", "prompt ++ output: position p holds token seq[p]; its hidden states are "
                                            "computed from seq[0..p] (causal)");
     cJSON_AddNumberToObject(o, "sequence_length", (double)d->seq_len);

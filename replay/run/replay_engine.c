@@ -7,10 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/backend/backend.h"
-#include "engine/backend/cuda/backend_cuda.h"
-#include "engine/tp/comm.h"
-#include "engine/models/dense/model.h"
+#include "engine/engine.h"
 #include "replay_internal.h"
 
 /* e's own backend.  With a split (e->tp) the ranks compute and this one
@@ -131,9 +128,9 @@ ld_status ld_replay_engine_set_tp(ld_replay_engine *e, int n, int n_nodes, const
     const char *b = backend ? backend : "cpu";
     if (strcmp(b, "cpu") && strcmp(b, "ref") && strcmp(b, "cuda"))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown backend '%.40s' (cpu, ref, cuda)", b);
-    if (e->world && (n != e->world->size || (strcmp(b, "cuda") == 0) != (strcmp(e->tp_backend, "cuda") == 0)))
+    if (e->world && (n != ld_comm_size(e->world) || (strcmp(b, "cuda") == 0) != (strcmp(e->tp_backend, "cuda") == 0)))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "this process is a rank of a group of %d over %s: %d ranks on %s "
-                       "cannot use it", e->world->size, e->world->ops->name, n, b);
+                       "cannot use it", ld_comm_size(e->world), ld_comm_transport(e->world), n, b);
     if (n_nodes < 0 || (n_nodes > 1 && n % n_nodes))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "%d ranks cannot be grouped into %d nodes of equal size", n, n_nodes);
     LD_TRY(ld_lm_tp_check(e->lm, n, err));
@@ -192,7 +189,7 @@ ld_status ld_replay_engine_join_tp(ld_replay_engine *e, const ld_replay_tp_rank 
 
 int ld_replay_engine_tp_rank(const ld_replay_engine *e)
 {
-    return e->world ? e->world->rank : -1;
+    return e->world ? ld_comm_rank(e->world) : -1;
 }
 
 int ld_replay_engine_tp(const ld_replay_engine *e)
@@ -210,7 +207,7 @@ int ld_replay_engine_tp_gpus(const ld_replay_engine *e)
 
 const char *ld_replay_engine_backend(const ld_replay_engine *e)
 {
-    return e->be->ops->name;
+    return ld_backend_name(e->be);
 }
 
 const char *ld_replay_engine_arch(const ld_replay_engine *e)

@@ -2,8 +2,7 @@
 #ifndef LD_REPLAY_INTERNAL_H
 #define LD_REPLAY_INTERNAL_H
 
-#include "engine/backend/backend.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "replay.h"
 
 struct ld_replay_engine {

@@ -33,7 +33,7 @@
 
 #include "fixtures.h"
 #include "ld_test.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 
 #define BATCH_SEQS 3
 #define BATCH_DECODE 4

@@ -62,13 +62,7 @@ ld_status ld_model_open(const char *dir, ld_model **out, ld_error *err);
  * to GGUF reordered for GGML's rope, are read in HF order (rope_hd). */
 ld_status ld_model_open_gguf(const char *path, ld_model **out, ld_error *err);
 
-/* The GGUF file a model path names: `path` itself when it is a regular file,
- * or the only *.gguf of a directory that has no config.json: a malloc'd
- * copy in *gguf (caller frees).  *gguf = NULL for a directory with a
- * config.json (an HF model) or without a *.gguf.  LD_ERR_MISMATCH for a
- * directory with several *.gguf and no config.json; LD_ERR_IO when `path`
- * cannot be read. */
-ld_status ld_model_find_gguf(const char *path, char **gguf, ld_error *err);
+
 
 /* Open `path`: a GGUF file or a directory holding one (as
  * ld_model_find_gguf says), else an HF directory (ld_model_open). */

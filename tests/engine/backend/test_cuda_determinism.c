@@ -32,7 +32,7 @@
 #include "tests/support/fixtures.h"
 #include "engine/models/dense/forward.h"
 #include "tests/support/ld_test.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "engine/models/dense/model.h"
 
 #define MDIR LD_TESTDATA_DIR "/models/"

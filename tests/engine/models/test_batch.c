@@ -14,7 +14,7 @@
 #include "tests/support/batch_check.h"
 #include "tests/support/fixtures.h"
 #include "engine/models/dense/forward.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "tests/support/ld_test.h"
 #include "engine/models/dense/model.h"
 

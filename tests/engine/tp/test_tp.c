@@ -24,7 +24,7 @@
 #include "tests/support/fixtures.h"
 #include "engine/models/dense/forward.h"
 #include "tests/support/ld_test.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "engine/models/dense/model.h"
 #include "engine/tp/tp_forward.h"
 #include "engine/tp/tp_shard.h"

@@ -24,7 +24,7 @@
 #include "engine/models/deepseek_v3/ds_forward.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/ld_test.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "kernels/ref/ref_ds.h"
 #include "kernels/ref/ref_ops.h"
 #include "engine/tp/tp_ds_shard.h"

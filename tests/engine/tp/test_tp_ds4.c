@@ -21,7 +21,7 @@
 #include "tests/support/fixtures.h"
 #include "engine/backend/host_tensor.h"
 #include "tests/support/ld_test.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "engine/models/dense/model.h"
 #include "engine/tp/tp_ds4_shard.h"
 #include "engine/tp/tp_forward.h"

@@ -22,7 +22,7 @@
 #include "engine/models/deepseek_v3/ds_forward.h"
 #include "engine/models/deepseek_v4/ds4_forward.h"
 #include "tests/support/fixtures.h"
-#include "engine/lm.h"
+#include "engine/engine.h"
 #include "tests/support/ld_test.h"
 #include "kernels/ref/ref_ds.h"
 #include "kernels/ref/ref_ds4.h"
