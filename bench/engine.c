@@ -12,7 +12,7 @@
  *
  *   bench_engine --model PATH [--backend cpu|ref] [--kernels SPEC]
  *                [--threads N] [--prompt N] [--decode N] [--batch N]
- *     (any model engine/lm.h opens: dense GGUF or HF, DeepSeek V3/V3.2/V4;
+ *     (any model engine/models/lm.h opens: dense GGUF or HF, DeepSeek V3/V3.2/V4;
  *     --kernels as `logdiff replay --kernels`)
  *     weight_bytes     the bound weights (dense models; 0 otherwise)
  *     decode_bytes     weight bytes one decode step reads (dense; 0 else)

@@ -6,7 +6,7 @@
 #include "cmd.h"
 #include "replay/analysis/diff.h"
 #include "cmd/format/difffmt.h"
-#include "replay/judge.h"
+#include "cmd/common/checks.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
 #include "replay/analysis/rerender.h"
@@ -64,7 +64,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_diff_report_init(&rep, cli);
     int no_conv = 0;
     const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL;
-    ld_judge_replay replay = { NULL, NULL, 0 };
+    ld_cli_replay_opts replay = { NULL, NULL, 0 };
     ld_rerender rr = { 0 };
     const ld_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
@@ -89,7 +89,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
         return LD_EXIT_TROUBLE;
     }
-    const char *problem = ld_judge_replay_problem(&replay);
+    const char *problem = ld_cli_replay_problem(&replay);
     if (problem) {
         fprintf(cli->err, "logdiff diff: %s\n", problem);
         return LD_EXIT_TROUBLE;
@@ -97,9 +97,9 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_tpl_source *src = NULL;
     ld_tok *tok = NULL;
     ld_replay_engine *engine = NULL;
-    if (ld_judge_load_template(cli, "diff", tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
-    if (ld_judge_load_tokenizer(cli, "diff", tok_path, &tok) != 0 ||
-        ld_judge_load_replay(cli, "diff", &replay, &engine) != 0) {
+    if (ld_cli_load_template(cli, "diff", tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
+    if (ld_cli_load_tokenizer(cli, "diff", tok_path, &tok) != 0 ||
+        ld_cli_load_replay(cli, "diff", &replay, &engine) != 0) {
         ld_tpl_source_free(src);
         ld_tok_free(tok);
         return LD_EXIT_TROUBLE;

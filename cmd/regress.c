@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "replay/judge.h"
+#include "cmd/common/checks.h"
 #include "cmd/common/options.h"
 #include "cmd/regress/regress.h"
 
@@ -144,13 +144,13 @@ static int has_weights(const char *dir)
 /* the engine of --replay (or --model's weights) with --replay-backend / --replay-tp */
 static int load_replay(const rg_opts *o, struct ld_cli *cli, const char *dir, ld_replay_engine **e)
 {
-    ld_judge_replay jr = { dir, o->replay_backend, o->replay_tp };
-    const char *problem = ld_judge_replay_problem(&jr);
+    ld_cli_replay_opts jr = { dir, o->replay_backend, o->replay_tp };
+    const char *problem = ld_cli_replay_problem(&jr);
     if (problem) {
         fprintf(cli->err, "logdiff regress: %s\n", problem);
         return -1;
     }
-    return ld_judge_load_replay(cli, "regress", &jr, e);
+    return ld_cli_load_replay(cli, "regress", &jr, e);
 }
 
 static int model_sources(const rg_opts *o, struct ld_cli *cli, const char **tpl_dir, const char **replay_dir)
@@ -278,8 +278,8 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
     const char *tpl_dir = NULL, *replay_dir = NULL;
     rc = (!o.update && load_baseline(&run, cli) != 0) ||
          model_sources(&o, cli, &tpl_dir, &replay_dir) != 0 ||
-         ld_judge_load_template(cli, "regress", o.tpl, tpl_dir, o.server, &rr, &src) != 0 ||
-         ld_judge_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0 ||
+         ld_cli_load_template(cli, "regress", o.tpl, tpl_dir, o.server, &rr, &src) != 0 ||
+         ld_cli_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0 ||
          load_replay(&o, cli, replay_dir, &engine) != 0;
     run.template_desc = o.tpl ? o.tpl : tpl_dir;
     if (!rc) {

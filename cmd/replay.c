@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
 #include "replay/run/replay.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
 #include "parse/input/slurp.h"

@@ -1,7 +1,7 @@
 /* lm.c - the model interface of engine.h (ld_lm_*): opens a model of any
  * family and dispatches each session call to the family's own session, or
  * to tp/tp_forward.c's for a split one. */
-#include "engine/engine.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,88 +2,39 @@
 #include "judge.h"
 
 #include <string.h>
-#include <unistd.h>
 
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "replay/analysis/tokcheck.h"
+#include "replay/template/server_prep.h"
 
-int ld_judge_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_path,
-                           const char *model_dir, const char *server, ld_rerender *rr,
-                           ld_tpl_source **src)
+ld_status ld_judge_open_template(const char *path, const char *server, ld_rerender *rr, ld_tpl_source **src,
+                                 ld_error *err)
 {
     int kind = ld_server_by_name(server);
-    if (kind < 0) {
-        fprintf(cli->err, "logdiff %s: unknown --server '%s' (sglang or hf)\n", cmd, server);
-        return -1;
-    }
-    if (tpl_path && model_dir) {
-        fprintf(cli->err, "logdiff %s: give --template or --model, not both\n", cmd);
-        return -1;
-    }
-    const char *path = tpl_path ? tpl_path : model_dir;
-    if (!path) return 0;
-    ld_error e;
-    ld_error_clear(&e);
-    if (ld_tpl_source_load(path, NULL, src, &e) != LD_OK) {
-        if (e.line)
-            fprintf(cli->err, "logdiff %s: %s:%llu: %s\n", cmd, path, (unsigned long long)e.line, e.msg);
-        else
-            fprintf(cli->err, "logdiff %s: %s\n", cmd, e.msg);
-        return -1;
-    }
+    if (kind < 0) return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown server '%.40s' (sglang or hf)", server);
+    LD_TRY(ld_tpl_source_load(path, NULL, src, err));
     rr->src = *src;
     rr->server = (ld_server_kind)kind;
     rr->content_parts = (*src)->text && ld_server_template_wants_parts((*src)->text, (*src)->text_len);
-    return 0;
+    return LD_OK;
 }
 
-int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *path, ld_tok **tok)
+ld_status ld_judge_open_replay(const char *dir, const char *backend, int tp, int threads, ld_replay_engine **e,
+                               int *in_split, ld_error *err)
 {
-    if (!path) return 0;
-    ld_error e;
-    ld_error_clear(&e);
-    if (ld_tok_load(path, tok, &e) == LD_OK) return 0;
-    fprintf(cli->err, "logdiff %s: --tokenizer %s: %s\n", cmd, path, e.msg);
-    return -1;
-}
-
-const char *ld_judge_replay_problem(const ld_judge_replay *o)
-{
-    const char *b = o->backend;
-    if (b && strcmp(b, "cpu") && strcmp(b, "ref") && strcmp(b, "cuda")) return "--replay-backend: give cpu, ref or cuda";
-    if (o->tp < 0 || o->tp > 64) return "--replay-tp: give 1 to 64";
-    if (!o->dir && (b || o->tp)) return "--replay-backend and --replay-tp go with a model to replay (--replay DIR)";
-    return NULL;
-}
-
-/* the engine of o, split when o->tp; *what names the step that failed */
-static ld_status open_replay(const ld_judge_replay *o, int threads, ld_replay_engine **e, const char **what,
-                             ld_error *err)
-{
-    const char *b = o->backend ? o->backend : "cpu";
-    *what = "";
+    const char *b = backend ? backend : "cpu";
+    *in_split = 0;
     /* split: the engine's own backend is made by the split (replay.h) */
-    LD_TRY(ld_replay_engine_open(o->dir, o->tp ? "cpu" : b, threads, e, err));
-    if (!o->tp) return LD_OK;
-    *what = "--replay-tp: ";
-    return ld_replay_engine_set_tp(*e, (int)o->tp, 1, b, NULL, threads, err);
-}
-
-int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const ld_judge_replay *o, ld_replay_engine **e)
-{
-    *e = NULL;
-    if (!o->dir) return 0;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
-    ld_error err;
-    ld_error_clear(&err);
-    const char *what = "";
-    if (open_replay(o, threads, e, &what, &err) == LD_OK) return 0;
-    ld_replay_engine_close(*e);
-    *e = NULL;
-    if (err.path) fprintf(cli->err, "logdiff %s: --replay %s: %s%s: %s\n", cmd, o->dir, what, err.path, err.msg);
-    else fprintf(cli->err, "logdiff %s: --replay %s: %s%s\n", cmd, o->dir, what, err.msg);
-    return -1;
+    ld_status st = ld_replay_engine_open(dir, tp ? "cpu" : b, threads, e, err);
+    if (st == LD_OK && tp) {
+        *in_split = 1;
+        st = ld_replay_engine_set_tp(*e, tp, 1, b, NULL, threads, err);
+    }
+    if (st != LD_OK) {
+        ld_replay_engine_close(*e);
+        *e = NULL;
+    }
+    return st;
 }
 
 int ld_judge_needs_values(const ld_judge_checks *c)

@@ -1,56 +1,41 @@
-/* judge.h - one request's verdict as `logdiff diff` gives it: the differ's
- * checks (replay/analysis/diff.h) and, with --template / --model, the re-render
- * check (replay/analysis/rerender.h), with --tokenizer the token check
- * (replay/analysis/tokcheck.h), with --replay the kernels check (replay/run/replay.h:
- * ld_replay_check).  Shared by `logdiff diff` and `logdiff regress`
- * so that both judge every request the same way. */
-#ifndef LD_CMD_JUDGE_H
-#define LD_CMD_JUDGE_H
+/* judge.h - one request's verdict: the differ's checks (analysis/diff.h)
+ * and, where they are on, the re-render check (analysis/rerender.h), the
+ * token check (analysis/tokcheck.h) and the kernels check (run/replay.h:
+ * ld_replay_check).  What `logdiff diff` and `logdiff regress` share, so
+ * that both judge every request the same way; cmd/common/checks.c turns
+ * their flags into the checks. */
+#ifndef LD_JUDGE_H
+#define LD_JUDGE_H
 
-#include "cmd/cmd.h"
 #include "replay/analysis/diff.h"
-#include "replay/run/replay.h"
 #include "replay/analysis/rerender.h"
-#include "replay/tokenizer/tok.h"
+#include "replay/run/replay.h"
 #include "replay/template/tpl_source.h"
+#include "replay/tokenizer/tok.h"
 
-/* The optional checks; NULL members are off. */
+/* The optional checks; NULL members are off.  Borrowed. */
 typedef struct ld_judge_checks {
-    const ld_rerender *rerender; /* --template / --model */
-    const ld_tok *tok;           /* --tokenizer */
-    ld_replay_engine *replay;    /* --replay: used by one judge at a time */
+    const ld_rerender *rerender; /* the re-render check */
+    const ld_tok *tok;           /* the token check */
+    ld_replay_engine *replay;    /* the kernels check: used by one judge at a time */
 } ld_judge_checks;
 
-/* --template / --model / --server of command `cmd` ("diff"): loads the
- * template into *src (left NULL when neither is given) and sets up *rr.
- * Returns 0, or -1 with the reason printed on cli->err. */
-int ld_judge_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_path,
-                           const char *model_dir, const char *server, ld_rerender *rr,
-                           ld_tpl_source **src);
+/* The re-render check through the chat template at `path` (tpl_source.h:
+ * a .jinja file, a tokenizer_config.json, a GGUF, a model directory or a
+ * built-in encoder's name) after the preprocessing of server `server`
+ * ("sglang" or "hf"): loads the template into *src (the caller's:
+ * ld_tpl_source_free) and sets *rr to use it.  Errors: LD_ERR_USAGE for an
+ * unknown server, else the loader's (err->line set where the template has
+ * a syntax error). */
+ld_status ld_judge_open_template(const char *path, const char *server, ld_rerender *rr, ld_tpl_source **src,
+                                 ld_error *err);
 
-/* --tokenizer SRC of command `cmd`: loads it into *tok (left NULL when
- * `path` is NULL).  Returns 0, or -1 with the reason printed. */
-int ld_judge_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *path, ld_tok **tok);
-
-/* How --replay replays: the model, the backend (--replay-backend: cpu, the
- * default, ref or cuda) and the tensor-parallel split (--replay-tp N, 0:
- * none), as `logdiff replay --backend NAME --tp N`. */
-typedef struct ld_judge_replay {
-    const char *dir;
-    const char *backend;
-    long tp;
-} ld_judge_replay;
-
-/* The options above as flags of `diff` and `regress`; a problem to report
- * when they are given without a model to replay, or out of range (NULL:
- * fine). */
-const char *ld_judge_replay_problem(const ld_judge_replay *o);
-
-/* --replay DIR of command `cmd`: opens the engine into *e (left NULL when
- * o->dir is NULL) on o's backend, split over o->tp ranks, with as many
- * threads as cores (at most 64).  Returns 0, or -1 with the reason
- * printed. */
-int ld_judge_load_replay(struct ld_cli *cli, const char *cmd, const ld_judge_replay *o, ld_replay_engine **e);
+/* The kernels check's engine: the model at `dir` on `backend` ("cpu",
+ * "ref" or "cuda"; NULL: cpu) with `threads` threads, split over `tp`
+ * tensor-parallel ranks (0: not split).  *in_split is set when the split
+ * is what failed.  On error *e is NULL. */
+ld_status ld_judge_open_replay(const char *dir, const char *backend, int tp, int threads, ld_replay_engine **e,
+                               int *in_split, ld_error *err);
 
 /* 1 when the checks need the logged values (LD_PAIR_KEEP_VALUES). */
 int ld_judge_needs_values(const ld_judge_checks *c);

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "progress.h"
 
 enum { LD_LOGREAD_MAX_OPEN = 1 << 16 };

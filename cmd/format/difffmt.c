@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "replay/judge.h"
 
 static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",

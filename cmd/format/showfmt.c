@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "cmd/common/logread.h"
 
 enum { PREVIEW_CHARS = 60, TEXT_KEEP = 2000 };

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 #include "regress.h"
 
 /* The status word of an item: the change, "recorded" when writing the

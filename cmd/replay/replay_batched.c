@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 
 int ld_batch_rids_parse(const char *list, const char *rid, char **buf, const char ***rids, size_t *n, char *msg,
                         size_t cap)

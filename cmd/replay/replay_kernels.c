@@ -5,7 +5,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "cmd/common/jsonout.h"
+#include "parse/pylit/pylit_json.h"
 
 /* "embeddings", "layer 3", "final norm" */
 static const char *plane_name(int p, int n_layers, char *buf, size_t cap)

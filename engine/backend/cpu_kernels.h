@@ -31,7 +31,7 @@
  *              rounded to bf16: SGLang's cos_sin_cache in the model dtype)
  * mla, router, combine, indexer and rope are read by the DeepSeek V3/V3.2
  * sessions, combine, mhc, indexer and rope by the V4 one; not by the
- * backend: engine/lm.c hands them to the session (set_kernels).
+ * backend: engine/models/lm.c hands them to the session (set_kernels).
  *
  * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
  * attention; a spec changes the ops it names.

@@ -1,5 +1,5 @@
-/* jsonout.c - see jsonout.h. */
-#include "jsonout.h"
+/* pylit_json.c - see pylit_json.h. */
+#include "pylit_json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -74,7 +74,7 @@ cJSON *ld_json_cstr(const char *s)
 
 cJSON *ld_json_int(int64_t v)
 {
-    if (v == LD_UNSET_INT) return cJSON_CreateNull();
+    if (v == INT64_MIN) return cJSON_CreateNull(); /* request.h's LD_UNSET_INT: a field not logged */
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)v);
     return cJSON_CreateRaw(buf); /* exact: cJSON numbers are doubles */

@@ -1,4 +1,5 @@
-/* jsonout.h - JSON output for scripts, built with cJSON.
+/* pylit_json.h - parsed Python values and log text as JSON (cJSON items), for
+ * output and for code that reads a logged request as JSON.
  *
  * Strings go through ld_json_text(): cJSON passes bytes through unchecked,
  * so a log's invalid UTF-8 or lone surrogates (kept losslessly as WTF-8)
@@ -8,21 +9,20 @@
  * json.loads(line) then .encode('utf-8', 'surrogateescape') gives back the
  * exact bytes.  Everything else is raw UTF-8.
  */
-#ifndef LD_CMD_JSONOUT_H
-#define LD_CMD_JSONOUT_H
+#ifndef LD_PYLIT_JSON_H
+#define LD_PYLIT_JSON_H
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
-#include "parse/pylit/pylit.h"
-#include "parse/request/request.h"
+#include "pylit.h"
 
 /* A JSON string item for s[0..len) (NULL s gives null).  Caller owns it
  * (usually by adding it to an object).  NULL on out of memory. */
 cJSON *ld_json_text(const char *s, size_t len);
 cJSON *ld_json_cstr(const char *s); /* NUL-terminated; NULL gives null */
 
-/* Number or null (NAN / LD_UNSET_INT give null). */
+/* Number or null (NAN and INT64_MIN, request.h's LD_UNSET_INT, give null). */
 cJSON *ld_json_int(int64_t v);
 cJSON *ld_json_double(double v);
 

@@ -1,7 +1,7 @@
 /* replay_batch.h - a logged request replayed alone and batched with other
  * logged requests, as the server ran it among others (`logdiff replay
  * --batch-with`).  logdiff's engine computes a token's row the same way
- * whatever else is in its batch (engine/lm.h's ld_lm_eval_batch), so the
+ * whatever else is in its batch (engine/models/lm.h's ld_lm_eval_batch), so the
  * request's logits must come out bitwise the same: the evidence that a
  * replay's verdict does not depend on load, and that an answer which
  * changed with the server's load points at the server's kernels.  A

@@ -9,7 +9,7 @@
  * indexer variants' changed top-k selections are counted; each variant is
  * bitwise deterministic (twice the same bits, 1 or 3 threads, prefill or
  * token by token); mla=splitk folds several splits on a long sequence;
- * the kernels on hand-made cases; specs; engine/lm.c hands the variants to
+ * the kernels on hand-made cases; specs; engine/models/lm.c hands the variants to
  * the sessions. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -81,7 +81,7 @@ static void close_dsm(dsm *m)
 }
 
 /* One run of toks on a fresh "ref" backend made with `spec` (the backend's
- * ops), the session given the same spec's variants as engine/lm.c gives
+ * ops), the session given the same spec's variants as engine/models/lm.c gives
  * them (the MLA form at creation, the rest by set_kernels): `threads` threads, calls
  * of `call` tokens (0: all at once); logits [T][V]; sel (NULL: not wanted)
  * [layers][T][topk], the indexer's selections. */
@@ -613,7 +613,7 @@ static int test_ds_variant_specs(void)
     return 0;
 }
 
-/* engine/lm.c hands every variant of a spec to the session: the model
+/* engine/models/lm.c hands every variant of a spec to the session: the model
  * opened through ld_lm_open and run with ld_lm_session_create's kernels
  * gives run_spec's bits, and other bits than the reference's. */
 static int test_ds_lm_hands_variants_to_session(void)
@@ -654,7 +654,7 @@ static int test_ds_lm_hands_variants_to_session(void)
         ld_lm_session_destroy(s);
         ld_backend_destroy(be);
         ld_lm_close(lm);
-        CHECK_MSG(!memcmp(a, b, n * sizeof *a), "%s %s: engine/lm.c's session gives other bits", cases_[c].model,
+        CHECK_MSG(!memcmp(a, b, n * sizeof *a), "%s %s: engine/models/lm.c's session gives other bits", cases_[c].model,
                   cases_[c].spec);
         CHECK_MSG(memcmp(a, r, n * sizeof *a), "%s %s: the reference's bits", cases_[c].model, cases_[c].spec);
         free(a);

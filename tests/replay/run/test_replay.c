@@ -241,7 +241,7 @@ static int test_replay_output_ids_cut_by_the_logger(void)
     return 0;
 }
 
-/* A DeepSeek checkpoint through the replay pipeline (engine/lm.h): sequence
+/* A DeepSeek checkpoint through the replay pipeline (engine/models/lm.h): sequence
  * b of the tiny model `name`, its last 6 tokens teacher-forced; every
  * log-probability is transformers' log-softmax of its logits
  * (ref-b.logits.f32). */

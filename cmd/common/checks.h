@@ -1,0 +1,40 @@
+/* checks.h - the flags of `diff` and `regress` that turn on a request's
+ * optional checks (replay/judge.h): --template / --model / --server,
+ * --tokenizer, --replay / --replay-backend / --replay-tp.  Each loader
+ * prints its failure on cli->err, naming the command and the flag. */
+#ifndef LD_CLI_CHECKS_H
+#define LD_CLI_CHECKS_H
+
+#include "cmd/cmd.h"
+#include "replay/judge.h"
+
+/* --template / --model / --server of command `cmd` ("diff"): loads the
+ * template into *src (left NULL when neither is given) and sets up *rr.
+ * Returns 0, or -1 with the reason printed on cli->err. */
+int ld_cli_load_template(struct ld_cli *cli, const char *cmd, const char *tpl_path, const char *model_dir,
+                         const char *server, ld_rerender *rr, ld_tpl_source **src);
+
+/* --tokenizer SRC of command `cmd`: loads it into *tok (left NULL when
+ * `path` is NULL).  Returns 0, or -1 with the reason printed. */
+int ld_cli_load_tokenizer(struct ld_cli *cli, const char *cmd, const char *path, ld_tok **tok);
+
+/* How --replay replays: the model, the backend (--replay-backend: cpu, the
+ * default, ref or cuda) and the tensor-parallel split (--replay-tp N, 0:
+ * none), as `logdiff replay --backend NAME --tp N`. */
+typedef struct ld_cli_replay_opts {
+    const char *dir;
+    const char *backend;
+    long tp;
+} ld_cli_replay_opts;
+
+/* A problem to report when the options above are given without a model to
+ * replay, or out of range (NULL: fine). */
+const char *ld_cli_replay_problem(const ld_cli_replay_opts *o);
+
+/* --replay DIR of command `cmd`: opens the engine into *e (left NULL when
+ * o->dir is NULL) on o's backend, split over o->tp ranks, with as many
+ * threads as cores (at most 64).  Returns 0, or -1 with the reason
+ * printed. */
+int ld_cli_load_replay(struct ld_cli *cli, const char *cmd, const ld_cli_replay_opts *o, ld_replay_engine **e);
+
+#endif
