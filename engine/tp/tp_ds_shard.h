@@ -49,8 +49,8 @@
  * With N = 1 the shard is the model (o_proj's bias included).  Ownership:
  * the shard borrows the model (which must outlive it) and owns its layer
  * and expert tables, its K-slice copies and the bias converted to fp32. */
-#ifndef LD_TP_DEEPSEEK_SHARD_H
-#define LD_TP_DEEPSEEK_SHARD_H
+#ifndef LD_TP_DS_SHARD_H
+#define LD_TP_DS_SHARD_H
 
 #include "engine/models/deepseek_v3/ds_model.h"
 
@@ -84,4 +84,4 @@ size_t ld_tp_ds_shard_copied_bytes(const ld_tp_ds_shard *s);
 
 void ld_tp_ds_shard_free(ld_tp_ds_shard *s);
 
-#endif /* LD_TP_DEEPSEEK_SHARD_H */
+#endif /* LD_TP_DS_SHARD_H */

@@ -53,7 +53,12 @@ static inline size_t ld_cpu_src_row(size_t n, int rope_hd)
 }
 
 /* bias[n] as fp32, 0 when none */
-float ld_cpu_bias(const ld_cpu_mm *m, size_t n);
+static inline float ld_cpu_bias(const ld_cpu_mm *m, size_t n)
+{
+    float b = 0.0f;
+    if (m->bias) ld_ref_to_f32(&b, m->bias, m->bias_dt, n, 1);
+    return b;
+}
 
 /* Outputs [i0, i1) of a Q4_0 / Q4_1 / Q8_0 matmul (all T tokens). */
 void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1);

@@ -76,13 +76,6 @@ void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K)
     if (dt == LD_KDT_Q4_1) block_sums(prep + (size_t)T * (size_t)K, x, T, K);
 }
 
-float ld_cpu_bias(const ld_cpu_mm *m, size_t n)
-{
-    float b = 0.0f;
-    if (m->bias) ld_ref_to_f32(&b, m->bias, m->bias_dt, n, 1);
-    return b;
-}
-
 /* ---------------------------------------------------------------- portable */
 
 /* a Q4_0 / Q4_1 / Q8_0 block: its integers as floats (element order), d, m */

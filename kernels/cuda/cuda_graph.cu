@@ -164,12 +164,21 @@ extern "C" int ld_cu_graphs_release(void)
     return G.on && !G.capturing ? capture_begin() : 0;
 }
 
+extern "C" int ld_cu_graph_wait(void)
+{
+    int paused = ld_cu_graph_pause();
+    cudaError_t e = cudaDeviceSynchronize();
+    cudaError_t l = cudaGetLastError();
+    int r = ld_cu_graph_resume(1);
+    return paused ? paused : e != cudaSuccess ? (int)e : l != cudaSuccess ? (int)l : r;
+}
+
 extern "C" int ld_cu_graph_h2d(void *dst, const void *src, size_t bytes, int *done)
 {
     *done = 0;
     if (!G.capturing || bytes > ARENA_BYTES / 4) return 0;
     if (G.arena_used + bytes > ARENA_BYTES) { /* full: wait until the device has read it (a wait empties it) */
-        int e = ld_cu_sync();
+        int e = ld_cu_graph_wait();
         if (e) return e;
     }
     unsigned char *p = G.arena + G.arena_used;

@@ -16,6 +16,9 @@ extern "C" int ld_cu_graph_resume(int waited);
 /* an operation queued (e: its error), counted in graph mode (the graph
  * launched once full) */
 extern "C" int ld_cu_graph_op(int e);
+/* waits for the device (capture paused around the wait: every graph runs
+ * first), as cuda_ops.h's ld_cu_sync */
+extern "C" int ld_cu_graph_wait(void);
 /* a host-to-device copy captured through the pinned arena: *done = 1 when
  * it was (else the caller copies as outside graph mode) */
 extern "C" int ld_cu_graph_h2d(void *dst, const void *src, size_t bytes, int *done);

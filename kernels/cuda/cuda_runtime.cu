@@ -214,11 +214,7 @@ extern "C" int ld_cu_d2d_rows(void *dst, size_t dst_pitch, const void *src, size
 
 extern "C" int ld_cu_sync(void)
 {
-    int paused = ld_cu_graph_pause();
-    cudaError_t e = cudaDeviceSynchronize();
-    cudaError_t l = cudaGetLastError();
-    int r = ld_cu_graph_resume(1);
-    return paused ? paused : e != cudaSuccess ? (int)e : l != cudaSuccess ? (int)l : r;
+    return ld_cu_graph_wait();
 }
 
 /* ---- events on the legacy default stream, where NCCL's collectives run

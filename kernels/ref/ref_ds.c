@@ -357,16 +357,6 @@ void ld_ref_ds_scale(float *y, float w, size_t i0, size_t i1)
     for (size_t i = i0; i < i1; i++) y[i] = y[i] * w;
 }
 
-float ld_ref_fp8_e4m3_to_f32(uint8_t v)
-{
-    int e = (v >> 3) & 15, m = v & 7;
-    float r;
-    if (e == 15 && m == 7) r = NAN;
-    else if (e == 0) r = ldexpf((float)m, -9);
-    else r = ldexpf((float)(8 + m), e - 10);
-    return v & 0x80 ? -r : r;
-}
-
 void ld_ref_fp8_block_dequant(float *out, const uint8_t *q, const float *scale_inv, size_t rows, size_t cols,
                               size_t b0, size_t b1, size_t i0, size_t i1)
 {

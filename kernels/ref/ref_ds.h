@@ -14,8 +14,8 @@
  * split over threads, or the chunking of the prompt.  Weights are read in
  * their storage type (ld_kdt: F32, F16, BF16) and converted exactly.
  */
-#ifndef LD_REF_DEEPSEEK_H
-#define LD_REF_DEEPSEEK_H
+#ifndef LD_REF_DS_H
+#define LD_REF_DS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -137,10 +137,6 @@ void ld_ref_ds_route(int32_t *idx, float *w, const float *logits,
                      const float *bias, int E, int n_group, int topk_group,
                      int top_k, int norm, float scale, size_t i0, size_t i1);
 
-/* FP8 E4M3 ("fn": no infinities, S.1111.111 is NaN) to fp32, exact:
- * exponent bias 7, subnormals m/8 * 2^-6, largest 448. */
-float ld_ref_fp8_e4m3_to_f32(uint8_t v);
-
 /* DeepSeek's block-scaled FP8 weights (weight_dequant): out[r][c] =
  * e4m3(q[r][c]) * scale_inv[r / b0][c / b1] (one fp32 product), q
  * [rows][cols], scale_inv [ceil(rows/b0)][ceil(cols/b1)] (the last blocks
@@ -162,4 +158,4 @@ void ld_ref_ds_scale(float *y, float w, size_t i0, size_t i1);
 int ld_ref_moe_gather(int *rows, float *w, float *xe, const float *x, const int32_t *idx, const float *wts,
                       size_t N, size_t K, size_t D, int e);
 
-#endif /* LD_REF_DEEPSEEK_H */
+#endif /* LD_REF_DS_H */

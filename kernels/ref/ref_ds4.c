@@ -316,19 +316,6 @@ void ld_ref_ds4_clamped_swiglu(float *out, const float *g, const float *u, float
     }
 }
 
-float ld_ref_ds4_e2m1_to_f32(unsigned code)
-{
-    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    float v = mag[code & 7];
-    return code & 8 ? -v : v;
-}
-
-float ld_ref_ds4_e8m0_to_f32(uint8_t v)
-{
-    if (v == 255) return NAN;
-    return ldexpf(1.0f, (int)v - 127);
-}
-
 void ld_ref_ds4_dequant(float *out, const uint8_t *q, int fp4, const float *scale, size_t rows, size_t cols,
                         size_t sr, size_t sc, size_t r0, size_t r1)
 {

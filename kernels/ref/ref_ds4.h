@@ -14,11 +14,13 @@
  * one fp32 accumulator per reduction in index order, so a token's results
  * do not depend on what is computed with it.
  */
-#ifndef LD_REF_DEEPSEEK_V4_H
-#define LD_REF_DEEPSEEK_V4_H
+#ifndef LD_REF_DS4_H
+#define LD_REF_DS4_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ref_dtype.h"
 
 /* x * rsqrt(mean(x^2) + eps) in place over n values (no weight) */
 void ld_ref_ds4_unit_rmsnorm(float *x, int n, float eps);
@@ -114,13 +116,6 @@ void ld_ref_ds4_route(int32_t *idx, float *w, const float *logits, const float *
 /* out[i] = silu(min(g[i], limit)) * clamp(u[i], -limit, limit) */
 void ld_ref_ds4_clamped_swiglu(float *out, const float *g, const float *u, float limit, size_t n);
 
-/* FP4 E2M1 (1 sign, 2 exponent, 1 mantissa bits) to fp32, exact: the
- * values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (code & 8). */
-float ld_ref_ds4_e2m1_to_f32(unsigned code);
-
-/* UE8M0 (an unsigned biased exponent) to fp32: 2^(v - 127); 255 is NaN. */
-float ld_ref_ds4_e8m0_to_f32(uint8_t v);
-
 /* DeepSeek-V4's block-scaled weights, as transformers' Fp8Dequantize:
  * out[r][c] = q[r][c] * scale[r / (rows/sr)][c / (cols/sc)] (one fp32
  * product), q FP8 E4M3 [rows][cols] (fp4 = 0) or packed FP4 E2M1
@@ -130,4 +125,4 @@ float ld_ref_ds4_e8m0_to_f32(uint8_t v);
 void ld_ref_ds4_dequant(float *out, const uint8_t *q, int fp4, const float *scale, size_t rows, size_t cols,
                         size_t sr, size_t sc, size_t r0, size_t r1);
 
-#endif /* LD_REF_DEEPSEEK_V4_H */
+#endif /* LD_REF_DS4_H */

@@ -1,42 +1,10 @@
 /* ref_ops.c - see ref_ops.h. */
 #include "ref_ops.h"
-#include "ref_ds.h" /* ld_ref_fp8_e4m3_to_f32 */
-#include "ref_ds4.h" /* ld_ref_ds4_e2m1_to_f32 */
 #include "ref_quant.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
-
-float ld_ref_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-float ld_ref_f16_to_f32(uint16_t h)
-{
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, u;
-    if (e == 31) {
-        u = s | 0x7f800000u | (m << 13);            /* inf, nan */
-    } else if (e) {
-        u = s | ((e + 112u) << 23) | (m << 13);     /* normal */
-    } else if (!m) {
-        u = s;                                      /* zero */
-    } else {                                        /* subnormal: normalise */
-        e = 113;
-        while (!(m & 1024u)) {
-            m <<= 1;
-            e--;
-        }
-        u = s | (e << 23) | ((m & 1023u) << 13);
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 int ld_ref_kdt_is_block(ld_kdt dt)
 {

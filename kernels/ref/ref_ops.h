@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ref_dtype.h"
+
 /* Storage types.  The block types (ref_quant.h) hold rows that are a whole
  * number of blocks; offsets and counts passed for them (ld_ref_to_f32, the
  * K of ld_ref_matmul) must be multiples of the block, which the caller
@@ -50,9 +52,6 @@ int ld_ref_kdt_is_block(ld_kdt dt);
 
 /* 1 for the types whose data is an ld_f8b (LD_KDT_F8B, LD_KDT_F4B) */
 int ld_ref_kdt_is_scaled(ld_kdt dt);
-
-float ld_ref_bf16_to_f32(uint16_t h);
-float ld_ref_f16_to_f32(uint16_t h);
 
 /* dst[0..n) = src[off .. off+n) of type dt, as fp32 */
 void ld_ref_to_f32(float *dst, const void *src, ld_kdt dt, size_t off, size_t n);

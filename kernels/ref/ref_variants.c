@@ -5,17 +5,6 @@
 #include <stdint.h>
 #include <string.h>
 
-float ld_var_bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return x; /* NaN */
-    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even */
-    u &= 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* the weight row of output n (ld_ref_matmul_ex's rope row order) as fp32 */
 static const float *weight_row(const void *w, ld_kdt dt, int K, int rope_hd, size_t n, float *row)
 {

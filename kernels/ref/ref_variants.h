@@ -33,9 +33,6 @@
 #define LD_VAR_SPLIT_K 256
 #define LD_VAR_ACT_BLOCK 128
 
-/* x rounded to the nearest bf16 (ties to even; NaN stays NaN), as fp32 */
-float ld_var_bf16_round(float x);
-
 void ld_var_matmul_bf16(float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
                         int T, int K, int N, int rope_hd, float *row, size_t i0, size_t i1);
 void ld_var_matmul_splitk(float *out, const float *x, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,

@@ -272,3 +272,11 @@ ld_status ld_request_output_ids_head(const ld_request *r, int32_t **ids, size_t 
 {
     return output_ids(r, 1, ids, n, err);
 }
+
+const ld_py_value *ld_req_get(const ld_py_value *obj, const char *name)
+{
+    if (!obj) return NULL;
+    if (obj->kind == LD_PY_CALL) return ld_py_call_get(obj, name);
+    if (obj->kind == LD_PY_DICT) return ld_py_dict_get(obj, name);
+    return NULL;
+}

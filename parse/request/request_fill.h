@@ -29,6 +29,9 @@ typedef struct ld_fill_ctx {
 /* New empty record (all fields unknown), arena capped at max_bytes (0 = none). */
 ld_request *ld_request_new(size_t max_bytes);
 
+/* Field `name` of a CALL (keyword argument) or DICT; NULL otherwise. */
+const ld_py_value *ld_req_get(const ld_py_value *obj, const char *name);
+
 /* Copies a string into the record; NULL on failure or when s is NULL. */
 const char *ld_request_strdup(ld_request *r, const char *s, size_t n);
 

@@ -7,14 +7,6 @@
 #include "request_fill.h"
 #include "request_text.h"
 
-const ld_py_value *ld_req_get(const ld_py_value *obj, const char *name)
-{
-    if (!obj) return NULL;
-    if (obj->kind == LD_PY_CALL) return ld_py_call_get(obj, name);
-    if (obj->kind == LD_PY_DICT) return ld_py_dict_get(obj, name);
-    return NULL;
-}
-
 /* Decoded head (and tail) of a STR or TRUNC-of-STR value, in ctx->scratch
  * (or borrowed from the value). */
 ld_status ld_req_decode_parts(const ld_fill_ctx *ctx, const ld_py_value *v,

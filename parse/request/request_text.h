@@ -4,9 +4,6 @@
 
 #include "request_fill.h"
 
-/* Field `name` of a CALL (keyword argument) or DICT; NULL otherwise. */
-const ld_py_value *ld_req_get(const ld_py_value *obj, const char *name);
-
 /* 1 if v is a STR or a TRUNC of two STRs. */
 int ld_req_is_text(const ld_py_value *v);
 

@@ -401,9 +401,3 @@ const char *ld_align_how_name(ld_align_how h)
     return (unsigned)h < sizeof names / sizeof names[0] ? names[h] : "?";
 }
 
-const char *ld_align_part_kind_name(ld_align_part_kind k)
-{
-    static const char *const names[] = {"content", "reasoning", "tool_name", "tool_arguments",
-                                        "tool_result"};
-    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
-}

@@ -178,3 +178,10 @@ ld_status ld_align_report(const ld_align_msg *msgs, const ld_align_work *work,
     }
     return LD_OK;
 }
+
+const char *ld_align_part_kind_name(ld_align_part_kind k)
+{
+    static const char *const names[] = {"content", "reasoning", "tool_name", "tool_arguments",
+                                        "tool_result"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
