@@ -10,20 +10,6 @@
 #include "parse/request/request_fill.h"
 #include "parse/request/request_text.h"
 
-static int rid_match(const char *a, const char *b)
-{
-    return a && b && !strcmp(a, b);
-}
-
-static ld_fill_ctx make_ctx(ld_pairer *p, const char *rid, const char *parent)
-{
-    const char *only = p->opts.only_rid;
-    int sel = !only || rid_match(rid, only) || rid_match(parent, only);
-    ld_fill_ctx c = {&p->line_arena, &p->memo, sel && (p->opts.flags & LD_PAIR_KEEP_TEXT),
-                     sel && (p->opts.flags & LD_PAIR_KEEP_VALUES), p->opts.vllm_max_log_len};
-    return c;
-}
-
 static int is_internal(const char *rid)
 {
     return rid && !strncmp(rid, "HEALTH_CHECK_", 13);
@@ -32,14 +18,6 @@ static int is_internal(const char *rid)
 static void set_ts(ld_request *r, const ld_logline *l)
 {
     if (!r->timestamp && l->ts) r->timestamp = ld_request_strdup(r, l->ts, l->ts_len);
-}
-
-static ld_status keep_value(ld_request *r, const ld_fill_ctx *c, const ld_py_value *v,
-                            const ld_py_value **dst, ld_error *err)
-{
-    if (!c->keep_values || !v) return LD_OK;
-    *dst = ld_py_value_clone(&r->arena, v);
-    return *dst ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory copying a value");
 }
 
 /* ---------------------------------------------------------------- OpenAI join */
@@ -98,30 +76,6 @@ static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c)
     }
 }
 
-static void emit_openai_only(ld_pairer *p, ld_pending_openai *q)
-{
-    ld_request *r = q->r;
-    r->missing = LD_PART_BIT(LD_PART_RECEIVE) | LD_PART_BIT(LD_PART_FINISH);
-    r->flags |= LD_REQ_UNPAIRED;
-    if (!(p->opts.flags & LD_PAIR_KEEP_VALUES) || p->opts.only_rid) r->openai_obj = NULL;
-    q->r = NULL;
-    ld_pair_free_openai(q);
-    ld_pair_emit(p, r);
-}
-
-void ld_pair_flush_first(ld_pairer *p)
-{
-    ld_pending_openai *q = p->pending;
-    if (!q) return;
-    p->pending = q->next;
-    emit_openai_only(p, q);
-}
-
-void ld_pair_flush_openai(ld_pairer *p)
-{
-    while (p->pending) ld_pair_flush_first(p);
-}
-
 static ld_status handle_openai(ld_pairer *p, const char *member, const ld_logline *l,
                                const ld_line *line, ld_error *err)
 {
@@ -141,25 +95,12 @@ static ld_status handle_openai(ld_pairer *p, const char *member, const ld_loglin
     set_ts(r, l);
     if (l->json) r->flags |= LD_REQ_JSON;
     r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
-    ld_fill_ctx c = make_ctx(p, NULL, NULL);
+    ld_fill_ctx c = ld_pair_fill_ctx(p, NULL, NULL);
     ld_status st = r->openai_obj ? ld_request_fill_openai(r, &c, r->openai_obj, err)
                                  : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
     if (r->openai_obj) note_user_text(q, &c);
     ld_pair_add_openai(p, q);
     return st;
-}
-
-ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
-                               ld_error *err)
-{
-    ld_request *qr = q->r;
-    const ld_source *s = &qr->src[LD_PART_OPENAI];
-    ld_fill_ctx c = make_ctx(p, r->rid, r->parent_rid);
-    ld_request_set_source(r, LD_PART_OPENAI, s->member, s->line, s->offset);
-    if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
-    if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
-    LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
-    return keep_value(r, &c, qr->openai_obj, &r->openai_obj, err);
 }
 
 /* Checks (and maybe corrects) the OpenAI join against a prompt value. */
@@ -218,7 +159,7 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     if (l->json) r->flags |= LD_REQ_JSON;
     if (is_internal(rid)) r->flags |= LD_REQ_INTERNAL;
     ld_request_set_source(r, part, j->member, j->line->lineno, j->line->offset);
-    ld_fill_ctx c = make_ctx(p, rid, parent ? parent : r->parent_rid);
+    ld_fill_ctx c = ld_pair_fill_ctx(p, rid, parent ? parent : r->parent_rid);
     if (j->q) LD_TRY(ld_pair_apply_openai(p, j->q, r, err));
     else if (part == LD_PART_RECEIVE && !o->q && !(r->seen & LD_PART_BIT(LD_PART_OPENAI)) &&
              !is_internal(rid))
@@ -228,10 +169,10 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     const ld_py_value *text = ld_req_get(l->obj, "text");
     if (sub >= 0 && text && text->kind == LD_PY_LIST) text = (uint32_t)sub < text->n ? &text->u.items[sub] : NULL;
     LD_TRY(check_prompt(p, &c, o, j->q, text, err));
-    LD_TRY(keep_value(r, &c, l->obj, part == LD_PART_RECEIVE ? &r->receive_obj : &r->finish_obj, err));
+    LD_TRY(ld_pair_keep_value(r, &c, l->obj, part == LD_PART_RECEIVE ? &r->receive_obj : &r->finish_obj, err));
     if (l->out) {
         LD_TRY(ld_request_fill_out(r, &c, l->out, err));
-        LD_TRY(keep_value(r, &c, l->out, &r->out, err));
+        LD_TRY(ld_pair_keep_value(r, &c, l->out, &r->out, err));
     }
     if (part != LD_PART_RECEIVE) ld_pair_complete(p, o);
     return LD_OK;
@@ -252,7 +193,7 @@ static ld_status handle_sglang(ld_pairer *p, const char *member, const ld_loglin
     int internal = 0;
     for (j.i = 0; j.i < j.n && st == LD_OK; j.i++) {
         const char *rid, *parent;
-        ld_fill_ctx c = make_ctx(p, NULL, NULL);
+        ld_fill_ctx c = ld_pair_fill_ctx(p, NULL, NULL);
         st = ld_request_sub_rid(&c, l->obj, l->rid, j.n, j.i, &rid, &parent, err);
         if (st != LD_OK) break;
         char synth[64];
@@ -294,7 +235,7 @@ static ld_status handle_vllm(ld_pairer *p, const char *member, const ld_logline 
     ld_request_set_source(r, part, member, line->lineno, line->offset);
     r->flags &= ~LD_REQ_DUPLICATE; /* streaming deltas repeat the Generated line */
     set_ts(r, l);
-    ld_fill_ctx c = make_ctx(p, rid, NULL);
+    ld_fill_ctx c = ld_pair_fill_ctx(p, rid, NULL);
     LD_TRY(ld_request_fill_vllm(r, &c, l, err));
     if (part == LD_PART_VLLM_GENERATED && l->vllm_streaming != 1) ld_pair_complete(p, o);
     ld_pair_evict(p);

@@ -1,5 +1,7 @@
-/* pair_internal.h - internal state of the pairer, shared by pair.c (table,
- * emission, lifecycle) and pair_feed.c (per-line handling).  Not public. */
+/* pair_internal.h - internal state of the pairer, shared by pair_table.c
+ * (the open records), pair_openai.c (joining `Receive OpenAI` lines),
+ * pair.c (completion, lifecycle) and pair_feed.c (per-line handling), each
+ * calling only the ones before it.  Not public. */
 #ifndef LD_PAIR_INTERNAL_H
 #define LD_PAIR_INTERNAL_H
 
@@ -49,13 +51,24 @@ struct ld_pairer {
     int seen_vllm_generated;
 };
 
+/* pair_table.c: the open records and what every step shares. */
+ld_status ld_pair_table_grow(ld_pairer *p);
 ld_open *ld_pair_lookup(ld_pairer *p, const char *rid);
+/* Takes o out of the table and the age list (o itself is the caller's). */
+void ld_pair_unlink(ld_pairer *p, ld_open *o);
+/* The fill context of a line of request `rid` (child of `parent`): kept
+ * text and values as the options say, for the selected rid only. */
+ld_fill_ctx ld_pair_fill_ctx(ld_pairer *p, const char *rid, const char *parent);
+/* *dst = a copy of v in r's arena when the context keeps values. */
+ld_status ld_pair_keep_value(ld_request *r, const ld_fill_ctx *c, const ld_py_value *v,
+                             const ld_py_value **dst, ld_error *err);
 ld_status ld_pair_create(ld_pairer *p, const char *rid, ld_open **out, ld_error *err);
-void ld_pair_complete(ld_pairer *p, ld_open *o);
 void ld_pair_emit(ld_pairer *p, ld_request *r);
+
+/* pair.c: a record handed out (its OpenAI join settled), the oldest ones
+ * past max_open. */
+void ld_pair_complete(ld_pairer *p, ld_open *o);
 void ld_pair_evict(ld_pairer *p);
-/* Emits every pending OpenAI line as an OpenAI-only record. */
-void ld_pair_flush_openai(ld_pairer *p);
 
 /* pair_openai.c: joining `Receive OpenAI` lines (see the comment there). */
 ld_status ld_pair_add_openai(ld_pairer *p, ld_pending_openai *q);
@@ -69,9 +82,11 @@ int ld_pair_openai_fits(const ld_pending_openai *q, const char *h, size_t hn,
                         const char *t, size_t tn);
 /* Emits the first pending OpenAI line as an OpenAI-only record. */
 void ld_pair_flush_first(ld_pairer *p);
+/* Emits every pending OpenAI line as an OpenAI-only record. */
+void ld_pair_flush_openai(ld_pairer *p);
 /* Before emitting o: apply its tentative OpenAI line when nothing contradicts it. */
 ld_status ld_pair_openai_settle(ld_pairer *p, ld_open *o, ld_error *err);
-/* Copies an OpenAI line's fields into record r (pair_feed.c). */
+/* Copies an OpenAI line's fields into record r. */
 ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
                                ld_error *err);
 

@@ -248,3 +248,40 @@ ld_status ld_pair_openai_settle(ld_pairer *p, ld_open *o, ld_error *err)
     if (!o->q) return LD_OK;
     return apply(p, o, err);
 }
+
+static void emit_openai_only(ld_pairer *p, ld_pending_openai *q)
+{
+    ld_request *r = q->r;
+    r->missing = LD_PART_BIT(LD_PART_RECEIVE) | LD_PART_BIT(LD_PART_FINISH);
+    r->flags |= LD_REQ_UNPAIRED;
+    if (!(p->opts.flags & LD_PAIR_KEEP_VALUES) || p->opts.only_rid) r->openai_obj = NULL;
+    q->r = NULL;
+    ld_pair_free_openai(q);
+    ld_pair_emit(p, r);
+}
+
+void ld_pair_flush_first(ld_pairer *p)
+{
+    ld_pending_openai *q = p->pending;
+    if (!q) return;
+    p->pending = q->next;
+    emit_openai_only(p, q);
+}
+
+void ld_pair_flush_openai(ld_pairer *p)
+{
+    while (p->pending) ld_pair_flush_first(p);
+}
+
+ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
+                               ld_error *err)
+{
+    ld_request *qr = q->r;
+    const ld_source *s = &qr->src[LD_PART_OPENAI];
+    ld_fill_ctx c = ld_pair_fill_ctx(p, r->rid, r->parent_rid);
+    ld_request_set_source(r, LD_PART_OPENAI, s->member, s->line, s->offset);
+    if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
+    if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
+    LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
+    return ld_pair_keep_value(r, &c, qr->openai_obj, &r->openai_obj, err);
+}
