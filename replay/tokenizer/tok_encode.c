@@ -7,50 +7,6 @@
 
 #include "tok_internal.h"
 
-ld_status tok_buf_reserve(tok_buf *b, size_t extra)
-{
-    if (extra <= b->cap - b->n) return LD_OK;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->n < extra) {
-        if (cap > SIZE_MAX / 2) return LD_ERR_NOMEM;
-        cap *= 2;
-    }
-    char *v = realloc(b->v, cap);
-    if (!v) return LD_ERR_NOMEM;
-    b->v = v;
-    b->cap = cap;
-    return LD_OK;
-}
-
-ld_status tok_buf_append(tok_buf *b, const char *s, size_t n)
-{
-    if (n == 0) return LD_OK;
-    LD_TRY(tok_buf_reserve(b, n));
-    memcpy(b->v + b->n, s, n);
-    b->n += n;
-    return LD_OK;
-}
-
-ld_status tok_ids_append(tok_ids *a, const int32_t *v, size_t n)
-{
-    if (n > a->cap - a->n) {
-        size_t cap = a->cap ? a->cap : 256;
-        while (cap - a->n < n) {
-            if (cap > SIZE_MAX / 8) return LD_ERR_NOMEM;
-            cap *= 2;
-        }
-        int32_t *nv = realloc(a->v, cap * sizeof *nv);
-        if (!nv) return LD_ERR_NOMEM;
-        a->v = nv;
-        a->cap = cap;
-    }
-    if (n) memcpy(a->v + a->n, v, n * sizeof *v);
-    a->n += n;
-    return LD_OK;
-}
-
-ld_status tok_ids_push(tok_ids *a, int32_t id) { return tok_ids_append(a, &id, 1); }
-
 static ld_status normalized_gap(tok_run *r, const char *s, size_t n)
 {
     return tok_pretokenize(r, 0, s, n);

@@ -14,6 +14,11 @@
 static const char onig_space[] =
     "\\t\\n\\x0b\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}";
 
+/* GPT-2's pre-tokenizer pattern, the default of a ByteLevel step without
+ * its own (tok_tables.h). */
+const char ld_tok_gpt2_regex[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
 static ld_status put(tok_buf *out, const char *s) { return tok_buf_append(out, s, strlen(s)); }
 
 /* Copies a \Q...\E quote starting at p[i] == '\\', p[i+1] == 'Q'; returns

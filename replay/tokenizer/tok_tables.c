@@ -8,30 +8,11 @@
 
 #define TOK_MAX_IDS (1u << 26)
 
-const char ld_tok_gpt2_regex[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-uint64_t tok_hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h ^ (h >> 29);
-}
-
 static size_t pow2_at_least(size_t n)
 {
     size_t p = 16;
     while (p < n) p <<= 1;
     return p;
-}
-
-int32_t tok_vocab_get(const ld_tok *t, const char *s, size_t n)
-{
-    for (size_t i = tok_hash_bytes(s, n) & t->vmask;; i = (i + 1) & t->vmask) {
-        int32_t id = t->vmap[i];
-        if (id < 0) return -1;
-        if (t->model[id].n == n && memcmp(t->model[id].s, s, n) == 0) return id;
-    }
 }
 
 static void vocab_put(ld_tok *t, int32_t id)

@@ -15,72 +15,6 @@
 
 static bool is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
-static ld_tpl_value *kwarg(tpl_args *a, const char *name, size_t pos)
-{
-    for (size_t i = 0; i < a->n_kw; i++) if (is(a->kw[i], name)) return a->kwv[i];
-    return pos < a->n_pos ? a->pos[pos] : NULL;
-}
-
-ld_tpl_value *tpl_kwarg(tpl_args *a, const char *name, size_t pos) { return kwarg(a, name, pos); }
-
-static const char *const str_methods[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
-                                          "upper", "lower", "replace", "title", "capitalize", "find", "count",
-                                          "isdigit", "isspace", "splitlines", "format", "isalpha", "isalnum",
-                                          "isupper", "islower", "join", "rfind", "removeprefix", "removesuffix", NULL};
-static const char *const dict_methods[] = {"get", "items", "keys", "values", NULL};
-static const char *const list_methods[] = {"index", "count", NULL};
-static const char *const unsafe_methods[] = {"append", "pop", "insert", "extend", "remove", "clear", "sort",
-                                             "reverse", "update", "setdefault", "popitem", NULL};
-
-/* name[0..len) is one of set's words (first byte checked before the rest:
- * this runs on every attribute access) */
-static bool in_set(const char *const *set, const char *name, size_t len)
-{
-    if (!len) return false;
-    for (int i = 0; set[i]; i++)
-        if (set[i][0] == name[0] && strncmp(set[i], name, len) == 0 && set[i][len] == 0) return true;
-    return false;
-}
-
-bool tpl_has_method(const ld_tpl_value *v, const char *name)
-{
-    size_t n = strlen(name);
-    return (v->kind == TV_STR && in_set(str_methods, name, n)) || (v->kind == TV_DICT && in_set(dict_methods, name, n)) ||
-           (v->kind == TV_LIST && in_set(list_methods, name, n));
-}
-
-ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, size_t len)
-{
-    char hint[200];
-    bool unsafe = (v->kind == TV_LIST || v->kind == TV_DICT) && in_set(unsafe_methods, name, len);
-    if ((v->flags & TV_F_GROUP) && v->u.list.n == 2 && (len == 7 || len == 4) && memcmp(name, len == 7 ? "grouper" : "list", len) == 0)
-        return v->u.list.items[len == 7 ? 0 : 1];
-    if ((v->flags & TV_F_LOOP) && len == 5 && memcmp(name, "cycle", 5) == 0) {
-        ld_tpl_value *m = tv_new(A, TV_METHOD);
-        if (m) m->u.method.self = v, m->u.method.name = "cycle";
-        return m;
-    }
-    if (v->kind == TV_NS) {
-        ld_tpl_value *x = tv_dict_get(v, name, len);
-        if (x) return x;
-    } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (v->kind == TV_DICT && in_set(dict_methods, name, len)) ||
-               (v->kind == TV_LIST && !(v->flags & TV_F_GEN) && in_set(list_methods, name, len))) {
-        ld_tpl_value *m = tv_new(A, TV_METHOD);
-        if (!m) return NULL;
-        m->u.method.self = v;
-        m->u.method.name = ld_arena_memdup(A, name, len);
-        return m->u.method.name ? m : NULL;
-    } else if (v->kind == TV_DICT && !unsafe) {
-        ld_tpl_value *x = tv_dict_get(v, name, len);
-        if (x) return x;
-    }
-    if (!unsafe) return tv_undef_lazy(A, tv_type_name(v), name, len);
-    snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, tv_type_name(v));
-    ld_tpl_value *u = tv_undef(A, hint);
-    if (u) u->flags |= TV_F_UNSAFE;
-    return u;
-}
-
 /* ---------------------------------------------------------------- strings */
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -99,7 +33,7 @@ static ld_tpl_value *strip(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl_value
 
 static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *sep = kwarg(a, "sep", 0), *mx = kwarg(a, "maxsplit", 1);
+    ld_tpl_value *sep = tpl_kwarg(a, "sep", 0), *mx = tpl_kwarg(a, "maxsplit", 1);
     int64_t max = mx && mx->kind == TV_INT ? mx->u.i : -1;
     ld_tpl_value *l = tv_new(A, TV_LIST);
     const char *p = s->u.str.s;
@@ -321,36 +255,10 @@ ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_valu
 
 /* ---------------------------------------------------------------- filters */
 
-/* attribute path "a.b" of v (jinja's make_attrgetter); undefined if absent */
-static ld_tpl_value *attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path);
-ld_tpl_value *tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path) { return attr_path(rt, v, path); }
-
-static ld_tpl_value *attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path)
-{
-    const char *p = path->u.str.s, *e = p + path->u.str.len;
-    while (v && p <= e) {
-        const char *dot = memchr(p, '.', (size_t)(e - p));
-        size_t n = dot ? (size_t)(dot - p) : (size_t)(e - p);
-        if (v->kind == TV_UNDEF) return v;
-        bool digits = n > 0;
-        for (size_t i = 0; i < n; i++) digits = digits && isdigit((unsigned char)p[i]);
-        if (digits && v->kind == TV_LIST) {
-            size_t idx = (size_t)strtoull(p, NULL, 10);
-            v = idx < v->u.list.n ? v->u.list.items[idx] : tv_undef(A, "index out of range");
-        } else {
-            ld_tpl_value *x = v->kind == TV_DICT ? tv_dict_get(v, p, n) : NULL;
-            v = x ? x : tpl_getattr(rt, v, p, n);
-        }
-        if (!dot) break;
-        p = dot + 1;
-    }
-    return v;
-}
-
 static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *ind = kwarg(a, "indent", 0), *seps = kwarg(a, "separators", 99), *sk = kwarg(a, "sort_keys", 99);
-    ld_tpl_value *asc = kwarg(a, "ensure_ascii", 99);
+    ld_tpl_value *ind = tpl_kwarg(a, "indent", 0), *seps = tpl_kwarg(a, "separators", 99), *sk = tpl_kwarg(a, "sort_keys", 99);
+    ld_tpl_value *asc = tpl_kwarg(a, "ensure_ascii", 99);
     int indent = ind && ind->kind == TV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
     const char *item = indent >= 0 ? "," : ", ", *key = ": ";
     char ib[64], kb[64];
@@ -379,18 +287,18 @@ static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld
     LD_TRY(tpl_iter(rt, at, seq, &items));
     bool attr = is(f, "selectattr") || is(f, "rejectattr"), rej = f[0] == 'r';
     size_t first_arg = attr ? 1 : 0;
-    ld_tpl_value *attr_name = is(f, "map") ? kwarg(a, "attribute", 99) : attr ? kwarg(a, "attribute", 0) : NULL;
+    ld_tpl_value *attr_name = is(f, "map") ? tpl_kwarg(a, "attribute", 99) : attr ? tpl_kwarg(a, "attribute", 0) : NULL;
     if (attr && (!attr_name || attr_name->kind != TV_STR)) return TYPE_ERR("type error: %s needs an attribute name", f);
     for (size_t i = 0; i < items->u.list.n; i++) {
         ld_tpl_value *it = items->u.list.items[i], *x = it;
-        if (attr_name && attr_name->kind == TV_STR) NEWV(x = attr_path(rt, it, attr_name));
+        if (attr_name && attr_name->kind == TV_STR) NEWV(x = tpl_attr_path(rt, it, attr_name));
         if (is(f, "map")) {
             if (!attr_name) {
                 if (!a->n_pos || a->pos[0]->kind != TV_STR) return TYPE_ERR("type error: map needs a filter name or attribute");
                 tpl_args sub = {a->pos + 1, a->n_pos - 1, a->kwv, a->kw, a->n_kw};
                 LD_TRY(tpl_filter(rt, at, a->pos[0]->u.str.s, it, &sub, &x));
             } else if (x->kind == TV_UNDEF) {
-                ld_tpl_value *d = kwarg(a, "default", 99);
+                ld_tpl_value *d = tpl_kwarg(a, "default", 99);
                 if (d) x = d;
             }
             NEWV(tv_push(A, r, x));
@@ -412,13 +320,13 @@ static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld
 
 static ld_status do_join(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *sep = kwarg(a, "d", 0), *attr = kwarg(a, "attribute", 1), *items;
+    ld_tpl_value *sep = tpl_kwarg(a, "d", 0), *attr = tpl_kwarg(a, "attribute", 1), *items;
     LD_TRY(tpl_iter(rt, at, v, &items));
     tv_buf b = {0};
     for (size_t i = 0; i < items->u.list.n; i++) {
         ld_tpl_value *x = items->u.list.items[i];
         if (i && sep && sep->kind == TV_STR) tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
-        if (attr && attr->kind == TV_STR && !(x = attr_path(rt, x, attr))) { free(b.p); return tpl_nomem(rt, at); }
+        if (attr && attr->kind == TV_STR && !(x = tpl_attr_path(rt, x, attr))) { free(b.p); return tpl_nomem(rt, at); }
         if (!tv_print(&b, x, false)) { free(b.p); return TYPE_ERR("type error: cannot join a '%s'", tv_type_name(x)); }
     }
     ld_tpl_value *r = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
@@ -452,10 +360,10 @@ static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
     } else {
         LD_TRY(tpl_iter(rt, at, v, &items));
     }
-    ld_tpl_value *rev = kwarg(a, dict ? "reverse" : "reverse", dict ? 2 : 0), *cs = kwarg(a, "case_sensitive", dict ? 0 : 1);
-    ld_tpl_value *by = dict ? kwarg(a, "by", 1) : NULL;
+    ld_tpl_value *rev = tpl_kwarg(a, dict ? "reverse" : "reverse", dict ? 2 : 0), *cs = tpl_kwarg(a, "case_sensitive", dict ? 0 : 1);
+    ld_tpl_value *by = dict ? tpl_kwarg(a, "by", 1) : NULL;
     int ki = by && by->kind == TV_STR && by->u.str.len == 5 && memcmp(by->u.str.s, "value", 5) == 0; /* sort by item ki */
-    ld_tpl_value *attr = dict ? NULL : kwarg(a, "attribute", 2);
+    ld_tpl_value *attr = dict ? NULL : tpl_kwarg(a, "attribute", 2);
     bool desc = rev && tv_truthy(rev), sens = cs && tv_truthy(cs);
     for (size_t i = 0; i < items->u.list.n; i++) NEWV(tv_push(A, r, items->u.list.items[i]));
     ld_tpl_value **p = r->u.list.items;
@@ -464,7 +372,7 @@ static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
         size_t j = i;
         for (; j > 0; j--) {
             ld_tpl_value *kx = dict ? x->u.list.items[ki] : x, *ky = dict ? p[j - 1]->u.list.items[ki] : p[j - 1];
-            if (attr && attr->kind == TV_STR) kx = attr_path(rt, kx, attr), ky = attr_path(rt, ky, attr);
+            if (attr && attr->kind == TV_STR) kx = tpl_attr_path(rt, kx, attr), ky = tpl_attr_path(rt, ky, attr);
             if (!kx || !ky) return tpl_nomem(rt, at);
             int c = cmp_ci(ky, kx, sens);
             if (desc ? c >= 0 : c <= 0) break;
@@ -585,7 +493,7 @@ ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value
     if (is(f, "__range")) return do_range(rt, at, a, out);
     if (is(f, "__strftime_now")) return do_strftime(rt, at, a, out);
     if (is(f, "default") || is(f, "d")) {
-        ld_tpl_value *d = kwarg(a, "default_value", 0), *b = kwarg(a, "boolean", 1);
+        ld_tpl_value *d = tpl_kwarg(a, "default_value", 0), *b = tpl_kwarg(a, "boolean", 1);
         bool use = v->kind == TV_UNDEF || (b && tv_truthy(b) && !tv_truthy(v));
         if (use) NEWV(*out = d ? d : tv_str(A, "", 0));
         else *out = v;

@@ -16,18 +16,6 @@
 #define A (tpl_rt_arena(rt))
 #define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)
 
-/* length of the line break at s (Python's str.splitlines), 0 if none */
-size_t tv_line_break(const char *s, size_t n)
-{
-    unsigned char c = (unsigned char)s[0];
-    if (c == '\r') return n > 1 && s[1] == '\n' ? 2 : 1;
-    if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1C && c <= 0x1E)) return 1;
-    if (c == 0xC2 && n > 1 && (unsigned char)s[1] == 0x85) return 2;
-    if (c == 0xE2 && n > 2 && (unsigned char)s[1] == 0x80 && ((unsigned char)s[2] == 0xA8 || (unsigned char)s[2] == 0xA9))
-        return 3;
-    return 0;
-}
-
 /* indent(s, width=4, first=False, blank=False) of jinja2 3.1: the text
  * gets a "\n" appended, is split into lines and joined back with "\n" plus
  * the indentation (lines left empty unless blank) */

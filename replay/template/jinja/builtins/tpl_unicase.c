@@ -96,20 +96,6 @@ static size_t map_cp(uint32_t c, int how, uint32_t *out)
     return 1;
 }
 
-size_t tv_utf8_decode(const char *str, size_t n, uint32_t *cp)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    unsigned char c = s[0];
-    size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (k == 0 || k > n) return *cp = 0xFFFFFFFF, 1; /* a stray byte: copied as is */
-    uint32_t v = k == 1 ? c : k == 2 ? (c & 0x1Fu) : k == 3 ? (c & 0x0Fu) : (c & 0x07u);
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return *cp = 0xFFFFFFFF, 1;
-        v = v << 6 | (s[i] & 0x3Fu);
-    }
-    return *cp = v, k;
-}
-
 static void encode(tv_buf *b, uint32_t cp)
 {
     char o[4];

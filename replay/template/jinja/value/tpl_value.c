@@ -335,26 +335,6 @@ size_t tv_utf8_count(const char *s, size_t len)
     return n;
 }
 
-/* ---------------------------------------------------------------- buffers */
-
-void tv_buf_put(tv_buf *b, const char *s, size_t n)
-{
-    if (b->failed || !n) return;
-    if (b->max && b->len + n > b->max) { b->failed = true; return; }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->failed = true; return; }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-void tv_buf_putc(tv_buf *b, char c) { tv_buf_put(b, &c, 1); }
-
 static void puts_(tv_buf *b, const char *s) { tv_buf_put(b, s, strlen(s)); }
 
 /* Python repr(float): the shortest digits that round-trip, fixed notation
