@@ -302,3 +302,10 @@ endforeach()
 add_test(NAME tools.layering
          COMMAND bash ${CMAKE_SOURCE_DIR}/tools/check-layering.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(tools.layering PROPERTIES LABELS cpu)
+
+# No new circle of calls between the library's .c files (from the objects'
+# symbols, against tools/cycles-allowed.txt); runs on the objects this build
+# made, so after the build.
+add_test(NAME tools.cycles
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/check-cycles.py ${CMAKE_BINARY_DIR})
+set_tests_properties(tools.cycles PROPERTIES LABELS cpu)

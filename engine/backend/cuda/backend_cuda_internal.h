@@ -1,10 +1,13 @@
-/* backend_cuda_internal.h - what the CUDA backend's files share (the
- * backend is cut by concept: backend_cuda.c the core, buffers, weights,
- * constants and the dense ops; backend_cuda_ds.c V3/V3.2's MLA,
- * router and indexer and mHC; backend_cuda_moe.c the routers with the
- * routed experts; backend_cuda_ds4_attention.c V4's attention;
- * backend_cuda_fused.c the projections run together).  Included by those
- * files only, and only where the backend is built (LD_CUDA_BACKEND). */
+/* backend_cuda_internal.h - what the CUDA backend's files share.  The
+ * backend is cut by concept, each file calling only those below it:
+ * backend_cuda.c the making, the op table, buffers and weights;
+ * backend_cuda_ds.c V3/V3.2's MLA, router and indexer and mHC;
+ * backend_cuda_moe.c the routers with the routed experts;
+ * backend_cuda_ds4_attention.c V4's attention; backend_cuda_fused.c the
+ * projections run together; backend_cuda_dense.c a dense decoder's ops and
+ * the matmul; backend_cuda_core.c errors, device constants, sync ints.
+ * Included by those files only, and only where the backend is built
+ * (LD_CUDA_BACKEND). */
 #ifndef LD_BACKEND_CUDA_INTERNAL_H
 #define LD_BACKEND_CUDA_INTERNAL_H
 
@@ -121,12 +124,26 @@ static inline ld_status range(const ld_buf *b, size_t off, size_t n, ld_error *e
     return LD_OK;
 }
 
-/* ---- backend_cuda.c: the constants kept on the device, the sync ints,
- * the matmul and its group tables */
+/* ---- backend_cuda_core.c: the constants kept on the device (freed with the
+ * backend), the sync ints */
+void ld_cuda_consts_free(cuda_backend *cb);
 ld_status ld_cuda_const_dev(cuda_backend *cb, const void *key, const void *a, size_t na, const void *b, size_t nb,
                             void **dev, const char *what, ld_error *err);
 ld_status ld_cuda_const_one(cuda_backend *cb, const void *a, size_t na, void **dev, const char *what, ld_error *err);
 ld_status ld_cuda_sync_ints(cuda_backend *cb, size_t n, int32_t **out, const char *what, ld_error *err);
+/* ---- backend_cuda_dense.c: a dense decoder's ops, the matmul and its group
+ * tables */
+ld_status ld_cuda_embed(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err);
+ld_status ld_cuda_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps,
+                         ld_error *err);
+ld_status ld_cuda_rope(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq,
+                      ld_error *err);
+ld_status ld_cuda_kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int T, int pos0, int row, ld_error *err);
+ld_status ld_cuda_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kcache, const ld_buf *vcache,
+                           int T, int pos0, int n_heads, int n_kv, int head_dim, int window, float scale, ld_error *err);
+ld_status ld_cuda_swiglu(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err);
+ld_status ld_cuda_add(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_error *err);
+ld_status ld_cuda_softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows, int n, ld_error *err);
 void ld_cuda_mm_group(ld_cu_mm_group *g, const ld_weight *w, const float *x, float *out, int rows, size_t ldx,
                       size_t ldo);
 int ld_cuda_fp8_group_ok(const cuda_backend *cb, ld_weight *const *ws, int G, int T);
