@@ -284,4 +284,10 @@ __device__ __forceinline__ int ld_cu_grouped_tile(ld_cu_tile *t, const float **x
     return 1;
 }
 
+/* the logistic function, as the routers and mHC compute it */
+__device__ __forceinline__ float sigmoid_f(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
 #endif /* LD_CUDA_COMMON_CUH */
