@@ -28,6 +28,7 @@ engine                      engine/** kernels/**
 engine/formats
 engine/backend              engine/engine.h engine/formats kernels/ref kernels/cpu
 engine/backend/cuda         engine/engine.h engine/backend engine/formats kernels/cuda kernels/ref
+engine/backend/cpu          engine/engine.h engine/backend engine/formats kernels/ref kernels/cpu
 engine/models               engine/engine.h engine/backend engine/formats kernels/ref
 engine/models/dense         engine/engine.h engine/models engine/backend engine/formats kernels/ref
 engine/models/deepseek_v3   engine/engine.h engine/models engine/models/dense engine/backend engine/formats kernels/ref

@@ -1,0 +1,220 @@
+/* backend_ref_dense.c - the CPU backends' ops of a dense decoder: embed, rmsnorm,
+ * matmul (the reference's, the fast one or a variant, cpu_kernels.h), rope,
+ * the KV cache, attention, swiglu, add, softmax. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_ref_internal.h"
+
+/* ---------------------------------------------------------------- ops */
+
+
+
+static void t_embed(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_embed(c->out, c->w->data, c->w->dt, (int)c->w->cols, c->tokens, i0, i1);
+}
+
+ld_status ld_refb_embed(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err)
+{
+    LD_TRY(ld_refb_range(out, 0, (size_t)T * (size_t)table->cols, err));
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= table->rows)
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "token id %d outside the vocabulary of %lld", (int)tokens[t], (long long)table->rows);
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .w = table, .tokens = tokens};
+    ld_refb_run(c.rb, t_embed, &c, (size_t)T);
+    return LD_OK;
+}
+
+static void t_rmsnorm(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    if (c->rb->k.v[LD_KOP_RMSNORM] == LD_KV_BF16) {
+        ld_var_rmsnorm_bf16(c->out, c->a, c->w->data, c->w->dt, (int)c->w->cols, c->eps, i0, i1);
+        return;
+    }
+    ld_ref_rmsnorm(c->out, c->a, c->w->data, c->w->dt, (int)c->w->cols, c->eps, i0, i1);
+}
+
+ld_status ld_refb_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err)
+{
+    size_t n = (size_t)rows * (size_t)w->cols;
+    if (ld_ref_kdt_is_block(w->dt) || ld_ref_kdt_is_scaled(w->dt))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
+    LD_TRY(ld_refb_range(out, 0, n, err));
+    LD_TRY(ld_refb_range(x, 0, n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = x->p, .w = w, .eps = eps};
+    ld_refb_run(c.rb, t_rmsnorm, &c, (size_t)rows);
+    return LD_OK;
+}
+
+static void t_matmul(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    ld_kvar v = c->rb->k.v[LD_KOP_MATMUL];
+    if (v == LD_KV_BF16 || v == LD_KV_SPLITK) {
+        (v == LD_KV_BF16 ? ld_var_matmul_bf16 : ld_var_matmul_splitk)(
+            c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL, c->bias ? c->bias->dt : LD_KDT_F32,
+            c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd, c->rb->scratch[tid], i0, i1);
+        return;
+    }
+    if (v == LD_KV_FP8ACT || v == LD_KV_FP8UE8M0) { /* the activations, quantized once by ld_refb_matmul(), through the reference */
+        ld_ref_matmul_ex(c->out, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                         c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
+                         c->rb->scratch[tid], i0, i1);
+        return;
+    }
+    if (v == LD_KV_FAST) {
+        ld_cpu_matmul(c->out, c->a, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                      c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
+                      c->rb->scratch[tid], i0, i1);
+        return;
+    }
+    ld_ref_matmul_ex(c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                     c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows,
+                     c->w->rope_hd, c->rb->scratch[tid], i0, i1);
+}
+
+ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    LD_TRY(ld_refb_range(out, 0, (size_t)T * (size_t)w->rows, err));
+    LD_TRY(ld_refb_range(x, 0, (size_t)T * (size_t)w->cols, err));
+    if (bias && (ld_ref_kdt_is_block(bias->dt) || ld_ref_kdt_is_scaled(bias->dt)))
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a bias of a block type");
+    if (bias && bias->rows * bias->cols != w->rows)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
+                       (long long)(bias->rows * bias->cols), (long long)w->rows);
+    ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
+    int fast = mv == LD_KV_FAST, fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
+    LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
+    if (fast || fp8) {
+        size_t np = fp8 ? (size_t)T * (size_t)w->cols : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
+        if (np > rb->prep_cap) {
+            float *p = realloc(rb->prep, np * sizeof *p);
+            if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
+            rb->prep = p;
+            rb->prep_cap = np;
+        }
+        if (fp8) (mv == LD_KV_FP8UE8M0 ? ld_var_fp8_act_ue8m0 : ld_var_fp8_act)(rb->prep, x->p, T, (int)w->cols);
+        else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
+    }
+    op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
+    /* about eight pieces per thread, in whole groups of eight rows (the
+     * fast kernels' decode step takes rows eight at a time) */
+    size_t grain = (size_t)w->rows / ((size_t)rb->n_threads * 8);
+    ld_refb_run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 8 ? 8 : (grain + 7) / 8 * 8);
+    return LD_OK;
+}
+
+static void t_rope(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_rope(c->out, c->n_heads, c->hd, c->inv_freq, c->pos0, i0, i1);
+}
+
+ld_status ld_refb_rope(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq, ld_error *err)
+{
+    LD_TRY(ld_refb_range(x, 0, (size_t)T * (size_t)n_heads * (size_t)head_dim, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = x->p, .n_heads = n_heads, .hd = head_dim,
+                .pos0 = pos0, .inv_freq = inv_freq};
+    ld_refb_run(c.rb, t_rope, &c, (size_t)T);
+    return LD_OK;
+}
+
+ld_status ld_refb_kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int T, int pos0, int row, ld_error *err)
+{
+    (void)be;
+    size_t n = (size_t)T * (size_t)row;
+    LD_TRY(ld_refb_range(src, 0, n, err));
+    LD_TRY(ld_refb_range(cache, (size_t)pos0 * (size_t)row, n, err));
+    if (n) memcpy(cache->p + (size_t)pos0 * (size_t)row, src->p, n * sizeof *src->p);
+    return LD_OK;
+}
+
+static void t_attention(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    if (c->rb->k.v[LD_KOP_ATTENTION] == LD_KV_FAST) {
+        ld_cpu_attention(c->out, c->a, c->b, c->c, c->n_heads, c->n_kv, c->hd, c->pos0, c->window, c->scale,
+                         c->rb->scratch[tid], i0, i1);
+        return;
+    }
+    ld_ref_attention(c->out, c->a, c->b, c->c, c->n_heads, c->n_kv, c->hd, c->pos0, c->window,
+                     c->scale, c->rb->scratch[tid], i0, i1);
+}
+
+ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kcache, const ld_buf *vcache,
+                           int T, int pos0, int n_heads, int n_kv, int head_dim, int window, float scale, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    size_t nq = (size_t)T * (size_t)n_heads * (size_t)head_dim;
+    size_t nkv = (size_t)(pos0 + T) * (size_t)n_kv * (size_t)head_dim;
+    if (n_kv <= 0 || n_heads % n_kv) return LD_FAIL(err, LD_ERR_USAGE, 0, "%d heads over %d kv heads", n_heads, n_kv);
+    LD_TRY(ld_refb_range(out, 0, nq, err));
+    LD_TRY(ld_refb_range(q, 0, nq, err));
+    LD_TRY(ld_refb_range(kcache, 0, nkv, err));
+    LD_TRY(ld_refb_range(vcache, 0, nkv, err));
+    LD_TRY(ld_refb_need_scratch(rb, (size_t)(pos0 + T), err));
+    op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
+                .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
+    ld_refb_run_grain(rb, t_attention, &c, (size_t)T * (size_t)n_heads, 1);
+    return LD_OK;
+}
+
+static void t_swiglu(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    if (c->rb->k.v[LD_KOP_SWIGLU] == LD_KV_BF16) ld_var_swiglu_bf16(c->out, c->a, c->b, i0, i1);
+    else ld_ref_swiglu(c->out, c->a, c->b, i0, i1);
+}
+
+ld_status ld_refb_swiglu(ld_backend *be, ld_buf *out, const ld_buf *gate, const ld_buf *up, size_t n, ld_error *err)
+{
+    LD_TRY(ld_refb_range(out, 0, n, err));
+    LD_TRY(ld_refb_range(gate, 0, n, err));
+    LD_TRY(ld_refb_range(up, 0, n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = gate->p, .b = up->p};
+    if (n < SMALL_OP) t_swiglu(&c, 0, 0, n);
+    else ld_refb_run(c.rb, t_swiglu, &c, n);
+    return LD_OK;
+}
+
+static void t_add(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_add(c->out, c->a, i0, i1);
+}
+
+ld_status ld_refb_add(ld_backend *be, ld_buf *x, const ld_buf *y, size_t n, ld_error *err)
+{
+    LD_TRY(ld_refb_range(x, 0, n, err));
+    LD_TRY(ld_refb_range(y, 0, n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = x->p, .a = y->p};
+    if (n < SMALL_OP) t_add(&c, 0, 0, n);
+    else ld_refb_run(c.rb, t_add, &c, n);
+    return LD_OK;
+}
+
+static void t_softmax(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    (void)tid;
+    ld_ref_softmax(c->out, c->a, c->n, i0, i1);
+}
+
+ld_status ld_refb_softmax(ld_backend *be, ld_buf *out, const ld_buf *x, int rows, int n, ld_error *err)
+{
+    LD_TRY(ld_refb_range(out, 0, (size_t)rows * (size_t)n, err));
+    LD_TRY(ld_refb_range(x, 0, (size_t)rows * (size_t)n, err));
+    op_ctx c = {.rb = (ref_backend *)be, .out = out->p, .a = x->p, .n = n};
+    ld_refb_run(c.rb, t_softmax, &c, (size_t)rows);
+    return LD_OK;
+}
