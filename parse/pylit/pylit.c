@@ -11,8 +11,6 @@
  *   dominate request logs).
  * Decoding, lookups and UTF-8 helpers live in pylit_str.c.
  */
-#include "pylit.h"
-
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -21,154 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    PY_DEFAULT_DEPTH = 512,
-    /* Each level costs three recursive frames (up to ~1 KiB of C stack
-     * under sanitizers); a larger caller limit is clamped so that no input
-     * can exhaust an ordinary thread stack. */
-    PY_HARD_DEPTH = 2048,
-    PY_DEFAULT_DIGITS = 4300,
-    PY_MAX_FLOAT_LEN = 512, /* longest float literal handed to strtod */
-    PY_STACK_INIT = 256
-};
-
-typedef struct py_parser {
-    const char *buf;
-    size_t len;
-    size_t pos;
-    ld_arena *arena;
-    ld_error *err;
-    uint32_t depth;
-    uint32_t max_depth;
-    uint32_t max_digits;
-    ld_py_value *stk; /* scratch stack of finished children, malloc'd */
-    size_t sp;
-    size_t cap;
-    size_t n_markers; /* logger markers met so far in this parse */
-    int skim_ints;    /* LD_PYLIT_SKIM_INT_LISTS */
-    int skim_here;    /* the value being parsed may be skimmed (see value_under) */
-} py_parser;
+#include "pylit_internal.h"
 
 static ld_status parse_value(py_parser *p, ld_py_value *out);
-
-/* ------------------------------------------------------------ helpers */
-
-static int is_digit(unsigned char c) { return (unsigned)(c - '0') < 10u; }
-
-static int is_ident_start(unsigned char c)
-{
-    return (unsigned)((c | 0x20) - 'a') < 26u || c == '_';
-}
-
-static int is_ident_char(unsigned char c)
-{
-    return is_ident_start(c) || is_digit(c);
-}
-
-static void skip_ws(py_parser *p)
-{
-    while (p->pos < p->len) {
-        char c = p->buf[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->pos++;
-    }
-}
-
-/* Error for a byte that is not what the grammar wants: shows the byte
- * readably, since it may be a control byte or part of a UTF-8 sequence. */
-static ld_status bad_byte(py_parser *p, size_t at, const char *expected)
-{
-    unsigned char c = (unsigned char)p->buf[at];
-    if (c >= 0x20 && c < 0x7f)
-        return LD_FAIL(p->err, LD_ERR_SYNTAX, at, "expected %s, found '%c'",
-                       expected, c);
-    return LD_FAIL(p->err, LD_ERR_SYNTAX, at, "expected %s, found byte 0x%02x",
-                   expected, c);
-}
-
-/* The input ended where more was needed: the log line was cut. */
-static ld_status eof_err(py_parser *p, const char *expected)
-{
-    return LD_FAIL(p->err, LD_ERR_TRUNCATED, p->len,
-                   "input ends where %s was expected", expected);
-}
-
-static ld_status nomem(py_parser *p, size_t n)
-{
-    return LD_FAIL(p->err, LD_ERR_NOMEM, p->pos,
-                   "cannot allocate %zu bytes for parsed values", n);
-}
-
-static ld_status grow_stack(py_parser *p)
-{
-    size_t cap = p->cap ? p->cap * 2 : PY_STACK_INIT;
-    ld_py_value *s = realloc(p->stk, cap * sizeof *s);
-    if (!s) return nomem(p, cap * sizeof *s);
-    p->stk = s;
-    p->cap = cap;
-    return LD_OK;
-}
-
-static inline ld_status push(py_parser *p, const ld_py_value *v)
-{
-    if (p->sp == p->cap) LD_TRY(grow_stack(p));
-    p->stk[p->sp++] = *v;
-    return LD_OK;
-}
-
-static ld_status enter(py_parser *p, size_t at)
-{
-    if (p->depth >= p->max_depth)
-        return LD_FAIL(p->err, LD_ERR_LIMIT, at, "nesting deeper than %u",
-                       (unsigned)p->max_depth);
-    p->depth++;
-    return LD_OK;
-}
-
-/* Moves the children pushed since `base` into one arena array. */
-static ld_status pop_items(py_parser *p, size_t base, ld_py_value **out_items)
-{
-    size_t n = p->sp - base;
-    *out_items = NULL;
-    if (n) {
-        ld_py_value *items = ld_arena_alloc(p->arena, n * sizeof *items);
-        if (!items) return nomem(p, n * sizeof *items);
-        memcpy(items, p->stk + base, n * sizeof *items);
-        *out_items = items;
-    }
-    p->sp = base;
-    return LD_OK;
-}
-
-/* LD_PY_F_MARKED for a container whose children are stk[base, sp): a scan
- * only in the rare parses that met a logger marker at all. */
-static uint8_t marks_of_children(const py_parser *p, size_t base)
-{
-    if (!p->n_markers) return LD_PY_F_MARKS_KNOWN;
-    for (size_t i = base; i < p->sp; i++) {
-        const ld_py_value *c = &p->stk[i];
-        if ((c->flags & LD_PY_F_MARKED) || c->kind == LD_PY_TRUNC ||
-            c->kind == LD_PY_ABBREV || c->kind == LD_PY_ELLIPSIS)
-            return LD_PY_F_MARKS_KNOWN | LD_PY_F_MARKED;
-    }
-    return LD_PY_F_MARKS_KNOWN;
-}
-
-static ld_status make_container(py_parser *p, ld_py_value *out, ld_py_kind kind,
-                                size_t start, size_t base)
-{
-    size_t n = p->sp - base;
-    if (kind == LD_PY_DICT) n /= 2;
-    if (n > UINT32_MAX)
-        return LD_FAIL(p->err, LD_ERR_LIMIT, start,
-                       "container with more than 2^32 items");
-    out->kind = (uint8_t)kind;
-    out->flags = marks_of_children(p, base);
-    out->n = (uint32_t)n;
-    out->off = start;
-    p->depth--;
-    return pop_items(p, base, &out->u.items);
-}
 
 /* ------------------------------------------------------------ strings */
 
@@ -239,7 +92,7 @@ static ld_status marker_follows(py_parser *p, const char *opens, int *found)
         return LD_OK;
     }
     if (rest >= 2 && rest <= 5 && memcmp(at, " ... ", rest) == 0)
-        return eof_err(p, "the tail after the ' ... ' truncation marker");
+        return ld_pyp_eof_err(p, "the tail after the ' ... ' truncation marker");
     return LD_OK;
 }
 
@@ -247,7 +100,7 @@ static ld_status make_trunc(py_parser *p, ld_py_value *out,
                             const ld_py_value *head, const ld_py_value *tail)
 {
     ld_py_value *items = ld_arena_alloc(p->arena, 2 * sizeof *items);
-    if (!items) return nomem(p, 2 * sizeof *items);
+    if (!items) return ld_pyp_nomem(p, 2 * sizeof *items);
     items[0] = *head;
     items[1] = *tail;
     p->n_markers++;
@@ -273,228 +126,17 @@ static ld_status parse_string(py_parser *p, ld_py_value *out, size_t start,
     return make_trunc(p, out, &head, &tail);
 }
 
-/* ------------------------------------------------------------ numbers */
-
-/* Validates the shape of a decimal literal starting at p->pos (after an
- * optional sign) and leaves p->pos after it. */
-static ld_status scan_decimal(py_parser *p, size_t start, int *is_float)
-{
-    const char *b = p->buf;
-    size_t i = p->pos, ds = i;
-    while (i < p->len && is_digit((unsigned char)b[i])) i++;
-    if (i == ds) {
-        p->pos = i;
-        return bad_byte(p, i, "a digit");
-    }
-    *is_float = 0;
-    if (i < p->len && b[i] == '.') {
-        *is_float = 1;
-        for (i++; i < p->len && is_digit((unsigned char)b[i]); i++) {}
-    }
-    if (i < p->len && (b[i] == 'e' || b[i] == 'E')) {
-        *is_float = 1;
-        if (++i < p->len && (b[i] == '+' || b[i] == '-')) i++;
-        if (i >= p->len) return eof_err(p, "the exponent of a float");
-        if (!is_digit((unsigned char)b[i])) return bad_byte(p, i, "an exponent digit");
-        while (i < p->len && is_digit((unsigned char)b[i])) i++;
-    }
-    p->pos = i;
-    if (i < p->len && (is_ident_char((unsigned char)b[i]) || b[i] == '.'))
-        return bad_byte(p, i, "the end of the number");
-    if (!*is_float && b[ds] == '0' && i - ds > 1) {
-        for (size_t k = ds; k < i; k++)
-            if (b[k] != '0')
-                return LD_FAIL(p->err, LD_ERR_SYNTAX, start,
-                               "leading zeros in an integer literal");
-    }
-    return LD_OK;
-}
-
-static ld_status make_float(py_parser *p, ld_py_value *out, size_t start)
-{
-    char tmp[PY_MAX_FLOAT_LEN + 1];
-    size_t n = p->pos - start;
-    if (n > PY_MAX_FLOAT_LEN)
-        return LD_FAIL(p->err, LD_ERR_LIMIT, start,
-                       "float literal longer than %d bytes", PY_MAX_FLOAT_LEN);
-    /* strtod needs a terminated copy: the buffer is not NUL-terminated. */
-    memcpy(tmp, p->buf + start, n);
-    tmp[n] = '\0';
-    out->kind = LD_PY_FLOAT;
-    out->flags = 0;
-    out->n = 0;
-    out->off = start;
-    out->u.f = strtod(tmp, NULL);
-    return LD_OK;
-}
-
-/* Integer text [start, p->pos): int64 when it fits, else a big integer
- * kept as its digits (CPython's str-digits limit bounds the length). */
-static ld_status make_int(py_parser *p, ld_py_value *out, size_t start)
-{
-    const char *b = p->buf;
-    size_t i = start;
-    int neg = b[i] == '-';
-    if (b[i] == '-' || b[i] == '+') i++;
-    size_t nd = p->pos - i;
-    if (nd > p->max_digits)
-        return LD_FAIL(p->err, LD_ERR_LIMIT, start,
-                       "integer literal of %zu digits exceeds the limit of %u",
-                       nd, (unsigned)p->max_digits);
-    uint64_t lim = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
-    uint64_t v = 0;
-    int big = 0;
-    for (; i < p->pos; i++) {
-        unsigned d = (unsigned)(b[i] - '0');
-        if (v > (lim - d) / 10) { big = 1; break; }
-        v = v * 10 + d;
-    }
-    out->kind = LD_PY_INT;
-    out->off = start;
-    if (big) {
-        out->flags = LD_PY_F_BIGINT;
-        out->n = (uint32_t)(p->pos - start);
-        out->u.raw = b + start;
-        return LD_OK;
-    }
-    out->flags = 0;
-    out->n = 0;
-    out->u.i = neg ? (int64_t)(0u - v) : (int64_t)v;
-    return LD_OK;
-}
-
-/* `inf`/`nan` after a sign. */
-static ld_status parse_signed_word(py_parser *p, ld_py_value *out, size_t start,
-                                   int neg)
-{
-    size_t i = p->pos;
-    while (i < p->len && is_ident_char((unsigned char)p->buf[i])) i++;
-    size_t n = i - p->pos;
-    const char *w = p->buf + p->pos;
-    int is_inf = n == 3 && memcmp(w, "inf", 3) == 0;
-    if (is_inf || (n == 3 && memcmp(w, "nan", 3) == 0)) {
-        p->pos = i;
-        out->kind = LD_PY_FLOAT;
-        out->flags = 0;
-        out->n = 0;
-        out->off = start;
-        out->u.f = is_inf ? (neg ? -INFINITY : INFINITY)
-                          : NAN;
-        return LD_OK;
-    }
-    if (i == p->len && n < 3 &&
-        (memcmp(w, "inf", n) == 0 || memcmp(w, "nan", n) == 0))
-        return eof_err(p, "'inf' or 'nan'");
-    return LD_FAIL(p->err, LD_ERR_SYNTAX, p->pos,
-                   "expected a number after the sign");
-}
-
-static ld_status parse_number(py_parser *p, ld_py_value *out)
-{
-    size_t start = p->pos;
-    char c = p->buf[p->pos];
-    if (c == '-' || c == '+') {
-        p->pos++;
-        if (p->pos >= p->len) return eof_err(p, "a number after the sign");
-        if (is_ident_start((unsigned char)p->buf[p->pos]))
-            return parse_signed_word(p, out, start, c == '-');
-    }
-    int is_float = 0;
-    LD_TRY(scan_decimal(p, start, &is_float));
-    return is_float ? make_float(p, out, start) : make_int(p, out, start);
-}
-
-/* Token-id lists: up to 18 digits followed by ',', ']' or a space are an
- * int64 for sure, so skip the general number scanner.  Returns 0 (and
- * leaves p->pos alone) when the general path must decide. */
-static int try_small_int(py_parser *p, ld_py_value *out)
-{
-    const char *b = p->buf;
-    size_t i = p->pos, lim = p->len - i > 18 ? i + 18 : p->len;
-    if (b[i] == '0') return 0; /* "0", "00", "0.5", "0e1": rare, let the slow path judge */
-    uint64_t v = 0;
-    while (i < lim && is_digit((unsigned char)b[i]))
-        v = v * 10 + (unsigned)(b[i++] - '0');
-    if (i == p->pos || i >= p->len) return 0;
-    char c = b[i];
-    if (c != ',' && c != ']' && c != ' ' && c != ')' && c != '}' && c != ':')
-        return 0;
-    out->kind = LD_PY_INT;
-    out->flags = 0;
-    out->n = 0;
-    out->off = p->pos;
-    out->u.i = (int64_t)v;
-    p->pos = i;
-    return 1;
-}
-
-/* ------------------------------------------------------------ containers */
-
-/* Up to 8 leading ASCII digits of s[0..8) at once (SWAR, as simdjson):
- * returns how many there are (8 = maybe more) and their value in *out.
- * Bytes after the first non-digit may borrow or carry into each other but
- * never into the digits before it, and they are shifted out. */
-static unsigned swar_digits(const unsigned char *s, uint64_t *out)
-{
-    uint64_t x;
-    memcpy(&x, s, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    x = __builtin_bswap64(x);
-#endif
-    x -= 0x3030303030303030ull;
-    uint64_t m = (x | (x + 0x7676767676767676ull)) & 0x8080808080808080ull;
-    unsigned n = m ? (unsigned)__builtin_ctzll(m) >> 3 : 8u;
-    if (n == 0) return 0;
-    x <<= 8 * (8 - n); /* left-pad with zero digits */
-    x = ((x & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
-    x = ((x & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
-    *out = ((x & 0x0000FFFF0000FFFFull) * 42949672960001ull) >> 32;
-    return n;
-}
-
-/* The hot loop of request logs: `, 151644, 8948, 198` inside a token-id
- * list.  Consumes `, <1-7 digits>` items followed by ',' or `close`,
- * writing straight onto the scratch stack with the parser state in locals;
- * anything unusual (sign, leading zero, long number, float, other spacing,
- * the last bytes of the input) stops the run and the general path decides. */
-static ld_status int_run(py_parser *p, char close)
-{
-    const unsigned char *b = (const unsigned char *)p->buf;
-    size_t len = p->len, i = p->pos, sp = p->sp;
-    while (i + 10 <= len && b[i] == ',' && b[i + 1] == ' ') {
-        const unsigned char *s = b + i + 2;
-        uint64_t v = 0;
-        unsigned n = swar_digits(s, &v);
-        if (n == 0 || n == 8 || (s[0] == '0' && n > 1)) break;
-        if (s[n] != ',' && s[n] != (unsigned char)close) break;
-        if (sp == p->cap) {
-            p->sp = sp;
-            LD_TRY(grow_stack(p));
-        }
-        ld_py_value *o = &p->stk[sp++];
-        o->kind = LD_PY_INT;
-        o->flags = 0;
-        o->n = 0;
-        o->off = i + 2;
-        o->u.i = (int64_t)v;
-        i += 2 + n;
-    }
-    p->sp = sp;
-    p->pos = i;
-    return LD_OK;
-}
-
 /* After the first item of a list/tuple/set is pushed: `, item`* then the
  * closing byte, a trailing comma allowed as Python does. */
 static ld_status parse_rest(py_parser *p, char close, const char *what)
 {
     for (;;) {
-        LD_TRY(int_run(p, close));
+        LD_TRY(ld_pyp_int_run(p, close));
         skip_ws(p);
-        if (p->pos >= p->len) return eof_err(p, what);
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, what);
         char c = p->buf[p->pos++];
         if (c == close) return LD_OK;
-        if (c != ',') return bad_byte(p, p->pos - 1, what);
+        if (c != ',') return ld_pyp_bad_byte(p, p->pos - 1, what);
         skip_ws(p);
         if (p->pos < p->len && p->buf[p->pos] == close) {
             p->pos++;
@@ -508,248 +150,11 @@ static ld_status parse_rest(py_parser *p, char close, const char *what)
     }
 }
 
-/* Number of ',' bytes in s[0..n): eight bytes at a time, exactly (a byte
- * is zero after the XOR iff its high bit stays clear in t; the multiply
- * adds the eight flags into the top byte, with no popcount instruction
- * needed on baseline x86-64). */
-static size_t count_commas(const unsigned char *s, size_t n)
-{
-    size_t count = 0, i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, s + i, 8);
-        x ^= 0x2C2C2C2C2C2C2C2Cull;
-        uint64_t t = ((x & 0x7F7F7F7F7F7F7F7Full) + 0x7F7F7F7F7F7F7F7Full) | x;
-        uint64_t hits = (~t & 0x8080808080808080ull) >> 7;
-        count += (size_t)((hits * 0x0101010101010101ull) >> 56);
-    }
-    for (; i < n; i++) count += s[i] == ',';
-    return count;
-}
-
-/* Decimal digits at s (before `end`, at most 18): their count, 0 if none. */
-static unsigned plain_digits(const unsigned char *s, const unsigned char *end,
-                             uint64_t *out)
-{
-    unsigned n = 0;
-    uint64_t v = 0;
-    while (s + n < end && n < 19 && s[n] >= '0' && s[n] <= '9')
-        v = v * 10 + (uint64_t)(s[n++] - '0');
-    *out = v;
-    return n <= 18 ? n : 0;
-}
-
-/* Popcount of a 16-bit mask without a popcount instruction. */
-static unsigned bits16(unsigned m)
-{
-    m = m - ((m >> 1) & 0x5555u);
-    m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
-    m = (m + (m >> 4)) & 0x0F0Fu;
-    return (m + (m >> 8)) & 0x1Fu;
-}
-
-/* Checks that s starts `D, D, ..., D]` (D: decimal digits, exactly one
- * ", " between items, as repr writes) and returns the number of items with
- * *out_close at the ']', or 0 when it is anything else (or has no ']').  One
- * pass, 16 bytes at a time with SSE2 byte classes: a space must follow each
- * comma, a digit each space, a digit come before the ']', and no item may
- * start with 0 and go on (Python has no leading zeros).  Long digit runs
- * are not bounded here (counts only). */
-static size_t skim_tail(const unsigned char *s, size_t n, size_t i, size_t commas,
-                        unsigned carry_c, unsigned carry_s, unsigned carry_z,
-                        const unsigned char **out_close);
-
-static size_t skim_list_sse2(const unsigned char *s, const unsigned char *end,
-                             const unsigned char **out_close)
-{
-    size_t n = (size_t)(end - s), commas = 0, i = 0;
-    unsigned carry_c = 0, carry_s = 1; /* last byte of the previous block; the
-                                          list's first byte starts an item */
-    unsigned carry_z = 0;              /* ... was a 0 starting an item */
-    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;
-#if defined(__SSE2__)
-    const __m128i vc = _mm_set1_epi8(','), vs = _mm_set1_epi8(' '), v0 = _mm_set1_epi8('0');
-    const __m128i lo = _mm_set1_epi8((char)('0' - 128)), hi = _mm_set1_epi8((char)('9' - 128));
-    const __m128i flip = _mm_set1_epi8((char)0x80);
-    for (; i + 16 <= n; i += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        unsigned c = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vc));
-        unsigned sp = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vs));
-        __m128i xs = _mm_xor_si128(x, flip); /* signed compare of unsigned bytes */
-        unsigned nd = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_cmplt_epi8(xs, lo), _mm_cmpgt_epi8(xs, hi)));
-        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, v0));
-        unsigned other = ~(c | sp | (0xFFFFu & ~nd)) & 0xFFFFu, valid = 0xFFFFu;
-        unsigned k = other ? (unsigned)__builtin_ctz(other) : 16;
-        if (other) { /* the first byte outside the classes must be the ']' */
-            if (s[i + k] != ']') return 0;
-            valid = (1u << k) - 1;
-            c &= valid;
-            sp &= valid;
-        }
-        if ((((c << 1) | carry_c) & valid) != sp) return 0;     /* ", " pairs */
-        unsigned starts = ((sp << 1) | carry_s) & valid;        /* item starts */
-        if (starts & nd) return 0;                              /* digit after ", " */
-        unsigned lead0 = z & starts;                            /* an item starting 0 */
-        if ((((lead0 << 1) | carry_z) & valid) & ~nd) return 0; /* ... and going on */
-        commas += bits16(c);
-        if (other) {
-            if (k == 0 ? (carry_c | carry_s) : ((c | sp) >> (k - 1)) & 1) return 0;
-            *out_close = s + i + k;
-            return commas + 1;
-        }
-        carry_c = c >> 15;
-        carry_s = sp >> 15;
-        carry_z = lead0 >> 15;
-    }
-#endif
-    return skim_tail(s, n, i, commas, carry_c, carry_s, carry_z, out_close);
-}
-
-/* The bytes after the last whole vector block, one at a time. */
-static size_t skim_tail(const unsigned char *s, size_t n, size_t i, size_t commas,
-                        unsigned carry_c, unsigned carry_s, unsigned carry_z,
-                        const unsigned char **out_close)
-{
-    for (; i < n; i++) {
-        unsigned char b = s[i];
-        if (b == ']') {
-            if (carry_c || carry_s) return 0; /* ends in ", " */
-            *out_close = s + i;
-            return commas + 1;
-        }
-        int is_c = b == ',', is_s = b == ' ', is_d = b >= '0' && b <= '9';
-        if (!is_c && !is_s && !is_d) return 0;
-        if (is_s != (int)carry_c || (carry_s && !is_d) || (carry_z && is_d)) return 0;
-        carry_z = carry_s && b == '0';
-        carry_c = (unsigned)is_c;
-        carry_s = (unsigned)is_s;
-        commas += (size_t)is_c;
-    }
-    return 0;
-}
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-
-/* Popcount of a 32-bit mask without a popcount instruction. */
-static unsigned bits32(uint32_t m)
-{
-    return bits16(m & 0xFFFFu) + bits16(m >> 16);
-}
-
-/* skim_list_sse2 with 32-byte AVX2 blocks: token ids are half of a request
- * log's bytes, and this pass is the largest single cost of `scan`. */
-__attribute__((target("avx2")))
-static size_t skim_list_avx2(const unsigned char *s, const unsigned char *end,
-                             const unsigned char **out_close)
-{
-    size_t n = (size_t)(end - s), commas = 0, i = 0;
-    uint32_t carry_c = 0, carry_s = 1, carry_z = 0;
-    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;
-    const __m256i vc = _mm256_set1_epi8(','), vs = _mm256_set1_epi8(' ');
-    const __m256i v0 = _mm256_set1_epi8('0');
-    const __m256i lo = _mm256_set1_epi8((char)('0' - 128)), hi = _mm256_set1_epi8((char)('9' - 128));
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (; i + 32 <= n; i += 32) {
-        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
-        uint32_t c = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vc));
-        uint32_t sp = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vs));
-        uint32_t z = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, v0));
-        __m256i xs = _mm256_xor_si256(x, flip);
-        uint32_t nd = (uint32_t)_mm256_movemask_epi8(
-            _mm256_or_si256(_mm256_cmpgt_epi8(lo, xs), _mm256_cmpgt_epi8(xs, hi)));
-        uint32_t other = ~(c | sp | ~nd), valid = 0xFFFFFFFFu;
-        unsigned k = other ? (unsigned)__builtin_ctz(other) : 32;
-        if (other) {
-            if (s[i + k] != ']') return 0;
-            valid = k ? (0xFFFFFFFFu >> (32 - k)) : 0;
-            c &= valid;
-            sp &= valid;
-        }
-        if ((((c << 1) | carry_c) & valid) != sp) return 0;
-        uint32_t starts = ((sp << 1) | carry_s) & valid;
-        if (starts & nd) return 0;
-        uint32_t lead0 = z & starts;
-        if ((((lead0 << 1) | carry_z) & valid) & ~nd) return 0;
-        commas += bits32(c);
-        if (other) {
-            if (k == 0 ? (carry_c | carry_s) : ((c | sp) >> (k - 1)) & 1) return 0;
-            *out_close = s + i + k;
-            return commas + 1;
-        }
-        carry_c = c >> 31;
-        carry_s = sp >> 31;
-        carry_z = lead0 >> 31;
-    }
-    return skim_tail(s, n, i, commas, carry_c, carry_s, carry_z, out_close);
-}
-#endif
-
-static size_t skim_list(const unsigned char *s, const unsigned char *end,
-                        const unsigned char **out_close)
-{
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2")) return skim_list_avx2(s, end, out_close);
-#endif
-    return skim_list_sse2(s, end, out_close);
-}
-
-/* Token-id lists are most of a request log's bytes.  For a list of plain
- * non-negative ints written as repr() writes them, count the items first
- * (the first ']' and the commas before it), allocate the array once in the
- * arena and parse straight into it: no scratch stack, no copy.  Returns 1
- * when done; 0 leaves p untouched for the general path (any other shape). */
-static int int_list_direct(py_parser *p, ld_py_value *out)
-{
-    const unsigned char *buf = (const unsigned char *)p->buf, *end = buf + p->len;
-    const unsigned char *s = buf + p->pos + 1;
-    if (s >= end || *s < '0' || *s > '9') return 0;
-    const unsigned char *close = NULL;
-    if (p->skim_here) {
-        size_t count = skim_list(s, end, &close);
-        if (count == 0 || close - s < 64 || count > UINT32_MAX || p->depth >= p->max_depth)
-            return 0; /* short lists: the general path is fine */
-        out->kind = LD_PY_LIST;
-        out->flags = LD_PY_F_MARKS_KNOWN | LD_PY_F_SKIMMED;
-        out->n = (uint32_t)count;
-        out->off = p->pos;
-        out->u.items = NULL;
-        p->pos = (size_t)(close - buf) + 1;
-        return 1;
-    }
-    close = memchr(s, ']', (size_t)(end - s));
-    if (!close || close - s < 64) return 0; /* short lists: the general path is fine */
-    size_t n = count_commas(s, (size_t)(close - s)) + 1;
-    if (n > UINT32_MAX || p->depth >= p->max_depth) return 0;
-    ld_py_value *items = ld_arena_alloc(p->arena, n * sizeof *items);
-    if (!items) return 0;
-    for (size_t k = 0; k < n; k++) {
-        uint64_t v = 0;
-        unsigned d = s + 8 <= end ? swar_digits(s, &v) : 0;
-        if (d == 0 || d == 8) d = plain_digits(s, close, &v);
-        if (d == 0 || (s[0] == '0' && d > 1)) return 0;
-        items[k] = (ld_py_value){ LD_PY_INT, 0, 0, (uint64_t)(s - buf), { .i = (int64_t)v } };
-        s += d;
-        if (k + 1 == n) break;
-        if (s + 2 > close || s[0] != ',' || s[1] != ' ') return 0;
-        s += 2;
-    }
-    if (s != close) return 0;
-    out->kind = LD_PY_LIST;
-    out->flags = LD_PY_F_MARKS_KNOWN;
-    out->n = (uint32_t)n;
-    out->off = p->pos;
-    out->u.items = items;
-    p->pos = (size_t)(close - buf) + 1;
-    return 1;
-}
-
 static ld_status parse_list_plain(py_parser *p, ld_py_value *out)
 {
-    if (int_list_direct(p, out)) return LD_OK;
+    if (ld_pyp_int_list_direct(p, out)) return LD_OK;
     size_t start = p->pos, base = p->sp;
-    LD_TRY(enter(p, start));
+    LD_TRY(ld_pyp_enter(p, start));
     p->pos++;
     skip_ws(p);
     if (p->pos < p->len && p->buf[p->pos] == ']') {
@@ -760,7 +165,7 @@ static ld_status parse_list_plain(py_parser *p, ld_py_value *out)
         LD_TRY(push(p, &v));
         LD_TRY(parse_rest(p, ']', "',' or ']' after list item"));
     }
-    return make_container(p, out, LD_PY_LIST, start, base);
+    return ld_pyp_make_container(p, out, LD_PY_LIST, start, base);
 }
 
 static ld_status parse_list(py_parser *p, ld_py_value *out)
@@ -779,12 +184,12 @@ static ld_status parse_list(py_parser *p, ld_py_value *out)
 static ld_status parse_paren(py_parser *p, ld_py_value *out)
 {
     size_t start = p->pos, base = p->sp;
-    LD_TRY(enter(p, start));
+    LD_TRY(ld_pyp_enter(p, start));
     p->pos++;
     skip_ws(p);
     if (p->pos < p->len && p->buf[p->pos] == ')') {
         p->pos++;
-        return make_container(p, out, LD_PY_TUPLE, start, base);
+        return ld_pyp_make_container(p, out, LD_PY_TUPLE, start, base);
     }
     ld_py_value v;
     LD_TRY(parse_value(p, &v));
@@ -797,7 +202,7 @@ static ld_status parse_paren(py_parser *p, ld_py_value *out)
     }
     LD_TRY(push(p, &v));
     LD_TRY(parse_rest(p, ')', "',' or ')' after tuple item"));
-    return make_container(p, out, LD_PY_TUPLE, start, base);
+    return ld_pyp_make_container(p, out, LD_PY_TUPLE, start, base);
 }
 
 /* A tuple field longer than the limit is cut like a list: `(..) ... (..)`. */
@@ -857,10 +262,10 @@ static ld_status parse_dict_rest(py_parser *p)
         LD_TRY(dict_value(p, &v));
         LD_TRY(push(p, &v));
         skip_ws(p);
-        if (p->pos >= p->len) return eof_err(p, "',' or '}' after dict value");
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, "',' or '}' after dict value");
         char c = p->buf[p->pos++];
         if (c == '}') return LD_OK;
-        if (c != ',') return bad_byte(p, p->pos - 1, "',' or '}' after dict value");
+        if (c != ',') return ld_pyp_bad_byte(p, p->pos - 1, "',' or '}' after dict value");
         skip_ws(p);
         if (p->pos < p->len && p->buf[p->pos] == '}') {
             p->pos++;
@@ -869,8 +274,8 @@ static ld_status parse_dict_rest(py_parser *p)
         LD_TRY(parse_value(p, &v));
         LD_TRY(push(p, &v));
         skip_ws(p);
-        if (p->pos >= p->len) return eof_err(p, "':' after dict key");
-        if (p->buf[p->pos] != ':') return bad_byte(p, p->pos, "':' after dict key");
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, "':' after dict key");
+        if (p->buf[p->pos] != ':') return ld_pyp_bad_byte(p, p->pos, "':' after dict key");
     }
 }
 
@@ -878,24 +283,24 @@ static ld_status parse_dict_rest(py_parser *p)
 static ld_status parse_brace(py_parser *p, ld_py_value *out)
 {
     size_t start = p->pos, base = p->sp;
-    LD_TRY(enter(p, start));
+    LD_TRY(ld_pyp_enter(p, start));
     p->pos++;
     skip_ws(p);
     if (p->pos < p->len && p->buf[p->pos] == '}') {
         p->pos++;
-        return make_container(p, out, LD_PY_DICT, start, base);
+        return ld_pyp_make_container(p, out, LD_PY_DICT, start, base);
     }
     ld_py_value v;
     LD_TRY(parse_value(p, &v));
     LD_TRY(push(p, &v));
     skip_ws(p);
-    if (p->pos >= p->len) return eof_err(p, "':', ',' or '}' after the first item");
+    if (p->pos >= p->len) return ld_pyp_eof_err(p, "':', ',' or '}' after the first item");
     if (p->buf[p->pos] == ':') {
         LD_TRY(parse_dict_rest(p));
-        return make_container(p, out, LD_PY_DICT, start, base);
+        return ld_pyp_make_container(p, out, LD_PY_DICT, start, base);
     }
     LD_TRY(parse_rest(p, '}', "',' or '}' after set item"));
-    return make_container(p, out, LD_PY_SET, start, base);
+    return ld_pyp_make_container(p, out, LD_PY_SET, start, base);
 }
 
 /* ------------------------------------------------------------ <...> */
@@ -955,7 +360,7 @@ static ld_status parse_angle(py_parser *p, ld_py_value *out)
     ld_py_abbrev ab;
     if (match_abbrev(s, n, &ab)) {
         ld_py_abbrev *a = ld_arena_alloc(p->arena, sizeof *a);
-        if (!a) return nomem(p, sizeof *a);
+        if (!a) return ld_pyp_nomem(p, sizeof *a);
         *a = ab;
         p->n_markers++;
         out->kind = LD_PY_ABBREV;
@@ -983,8 +388,8 @@ static ld_status parse_ellipsis(py_parser *p, ld_py_value *out)
         return LD_OK;
     }
     if (rest < 3 && memcmp(p->buf + p->pos, "...", rest) == 0)
-        return eof_err(p, "'...'");
-    return bad_byte(p, p->pos, "a value");
+        return ld_pyp_eof_err(p, "'...'");
+    return ld_pyp_bad_byte(p, p->pos, "a value");
 }
 
 /* ------------------------------------------------------------ calls */
@@ -1019,11 +424,11 @@ static ld_status parse_arg(py_parser *p, int need_name)
             LD_TRY(value_under(p, name, e - (size_t)(name - p->buf), &v));
             return push(p, &v);
         }
-        if (need_name && i >= p->len) return eof_err(p, "'=' after argument name");
+        if (need_name && i >= p->len) return ld_pyp_eof_err(p, "'=' after argument name");
     }
     if (need_name) {
-        if (p->pos >= p->len) return eof_err(p, "a keyword argument");
-        return bad_byte(p, p->pos, "a keyword argument 'name=value'");
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, "a keyword argument");
+        return ld_pyp_bad_byte(p, p->pos, "a keyword argument 'name=value'");
     }
     LD_TRY(push_arg_name(p, NULL, 0));
     ld_py_value v;
@@ -1040,7 +445,7 @@ static ld_status make_call(py_parser *p, ld_py_value *out, size_t start,
     size_t bytes = sizeof(ld_py_call) + n * (sizeof(ld_py_value) +
                    sizeof(const char *) + sizeof(uint32_t));
     ld_py_call *c = ld_arena_alloc(p->arena, bytes);
-    if (!c) return nomem(p, bytes);
+    if (!c) return ld_pyp_nomem(p, bytes);
     c->name = name;
     c->name_len = (uint32_t)name_len;
     c->n_args = (uint32_t)n;
@@ -1053,7 +458,7 @@ static ld_status make_call(py_parser *p, ld_py_value *out, size_t start,
         c->arg_name_lens[k] = m->n;
         c->args[k] = p->stk[base + 2 * k + 1];
     }
-    out->flags = marks_of_children(p, base);
+    out->flags = ld_pyp_marks_of_children(p, base);
     p->sp = base;
     out->kind = LD_PY_CALL;
     out->n = (uint32_t)n;
@@ -1067,18 +472,18 @@ static ld_status parse_call(py_parser *p, ld_py_value *out, size_t start,
                             size_t name_len)
 {
     size_t base = p->sp;
-    LD_TRY(enter(p, p->pos));
+    LD_TRY(ld_pyp_enter(p, p->pos));
     p->pos++;
     for (;;) {
         skip_ws(p);
-        if (p->pos >= p->len) return eof_err(p, "an argument or ')'");
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, "an argument or ')'");
         if (p->buf[p->pos] == ')') break;
         LD_TRY(parse_arg(p, 0));
         skip_ws(p);
-        if (p->pos >= p->len) return eof_err(p, "',' or ')' after argument");
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, "',' or ')' after argument");
         if (p->buf[p->pos] == ')') break;
         if (p->buf[p->pos] != ',')
-            return bad_byte(p, p->pos, "',' or ')' after argument");
+            return ld_pyp_bad_byte(p, p->pos, "',' or ')' after argument");
         p->pos++;
     }
     p->pos++;
@@ -1146,7 +551,7 @@ static ld_status parse_word(py_parser *p, ld_py_value *out)
     for (;;) {
         while (i < p->len && is_ident_char((unsigned char)b[i])) i++;
         if (i >= p->len || b[i] != '.') break;
-        if (i + 1 >= p->len) return eof_err(p, "a name after '.'");
+        if (i + 1 >= p->len) return ld_pyp_eof_err(p, "a name after '.'");
         if (!is_ident_start((unsigned char)b[i + 1])) break;
         dotted = 1;
         i++;
@@ -1161,7 +566,7 @@ static ld_status parse_word(py_parser *p, ld_py_value *out)
     if (i < p->len && b[i] == '(') return parse_call(p, out, start, n);
     if (!dotted && keyword_value(b + start, n, start, out)) return LD_OK;
     if (i >= p->len && !dotted && is_cut_keyword(b + start, n))
-        return eof_err(p, "a keyword");
+        return ld_pyp_eof_err(p, "a keyword");
     if (n > UINT32_MAX)
         return LD_FAIL(p->err, LD_ERR_LIMIT, start, "name longer than 4 GiB");
     out->kind = LD_PY_NAME;
@@ -1177,7 +582,7 @@ static ld_status parse_word(py_parser *p, ld_py_value *out)
 static ld_status parse_value(py_parser *p, ld_py_value *out)
 {
     skip_ws(p);
-    if (p->pos >= p->len) return eof_err(p, "a value");
+    if (p->pos >= p->len) return ld_pyp_eof_err(p, "a value");
     unsigned char c = (unsigned char)p->buf[p->pos];
     switch (c) {
     case '\'':
@@ -1188,15 +593,15 @@ static ld_status parse_value(py_parser *p, ld_py_value *out)
     case '<': return parse_angle(p, out);
     case '.': return parse_ellipsis(p, out);
     case '-':
-    case '+': return parse_number(p, out);
+    case '+': return ld_pyp_parse_number(p, out);
     default: break;
     }
     if (is_digit(c)) {
         if (try_small_int(p, out)) return LD_OK;
-        return parse_number(p, out);
+        return ld_pyp_parse_number(p, out);
     }
     if (is_ident_start(c)) return parse_word(p, out);
-    return bad_byte(p, p->pos, "a value");
+    return ld_pyp_bad_byte(p, p->pos, "a value");
 }
 
 static void parser_init(py_parser *p, const char *buf, size_t len,
@@ -1222,7 +627,7 @@ static ld_status finish(py_parser *p, ld_status st, const ld_py_value *v,
     p->stk = NULL;
     if (st != LD_OK) return st;
     ld_py_value *r = ld_arena_alloc(p->arena, sizeof *r);
-    if (!r) return nomem(p, sizeof *r);
+    if (!r) return ld_pyp_nomem(p, sizeof *r);
     *r = *v;
     *out = r;
     return LD_OK;
@@ -1242,7 +647,7 @@ ld_status ld_pylit_parse(const char *buf, size_t len, unsigned flags,
     if (st == LD_OK && (flags & LD_PYLIT_WHOLE)) {
         size_t end = p.pos;
         skip_ws(&p);
-        if (p.pos < p.len) st = bad_byte(&p, p.pos, "the end of the input after the value");
+        if (p.pos < p.len) st = ld_pyp_bad_byte(&p, p.pos, "the end of the input after the value");
         p.pos = end;
     }
     if (st == LD_OK && out_end) *out_end = p.pos;
@@ -1260,10 +665,10 @@ static ld_status parse_kwargs_body(py_parser *p, ld_py_value *out)
         skip_ws(p);
         if (p->pos >= p->len) break;
         if (p->buf[p->pos] != ',')
-            return bad_byte(p, p->pos, "',' or the end of the input after keyword argument");
+            return ld_pyp_bad_byte(p, p->pos, "',' or the end of the input after keyword argument");
         p->pos++;
         skip_ws(p);
-        if (p->pos >= p->len) return eof_err(p, "a keyword argument after ','");
+        if (p->pos >= p->len) return ld_pyp_eof_err(p, "a keyword argument after ','");
     }
     return make_call(p, out, 0, base, p->buf, 0);
 }
