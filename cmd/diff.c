@@ -60,13 +60,13 @@ static const char *const diff_usage[] = {
 
 int cmd_diff(int argc, char **argv, struct ld_cli *cli)
 {
-    ld_diff_report rep;
-    ld_diff_report_init(&rep, cli);
+    ld_cli_diff_report rep;
+    ld_cli_diff_report_init(&rep, cli);
     int no_conv = 0;
     const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL;
     ld_cli_replay_opts replay = { NULL, NULL, 0 };
     ld_rerender rr = { 0 };
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
         { LD_OPT_BOOL, 'v', "verbose", &rep.verbose, NULL, "also list info findings and ok requests' findings" },
@@ -83,7 +83,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         LD_OPTION_END
     };
     int n_args = 0;
-    int rc = ld_parse_options(argc, argv, diff_usage, options, &n_args, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, diff_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     if (n_args == 0) {
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
@@ -124,9 +124,9 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
                  (ld_judge_needs_values(&rep.checks) ? LD_PAIR_KEEP_VALUES : 0);
-    ld_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
-    rc = ld_logread_run(&lr, argv + 1, n_args, &opts, ld_diff_report_request, &rep);
-    if (rc == 0) ld_diff_report_summary(&rep, &lr);
+    ld_cli_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
+    rc = ld_cli_logread_run(&lr, argv + 1, n_args, &opts, ld_cli_diff_report_request, &rep);
+    if (rc == 0) ld_cli_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
     ld_tpl_source_free(src);
     ld_tok_free(tok);

@@ -45,13 +45,13 @@ static const char *const regress_usage[] = {
     NULL
 };
 
-typedef struct rg_opts {
+typedef struct ld_cli_regress_opts {
     int json, verbose, update, no_conv;
     long jobs;
     const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server, *replay;
     const char *replay_backend;
     long replay_tp;
-} rg_opts;
+} ld_cli_regress_opts;
 
 /* The whole file into a malloc'd buffer; NULL with errno on failure. */
 static char *slurp(const char *path, size_t *len)
@@ -74,7 +74,7 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-static int load_baseline(rg_run *run, struct ld_cli *cli)
+static int load_baseline(ld_cli_regress_run *run, struct ld_cli *cli)
 {
     size_t len = 0;
     char *text = slurp(run->baseline_path, &len);
@@ -99,7 +99,7 @@ static int load_baseline(rg_run *run, struct ld_cli *cli)
 }
 
 /* Writes with `fn` into path through a temporary file renamed over it. */
-static int write_file(rg_run *run, const char *path, int (*fn)(const rg_run *, FILE *))
+static int write_file(ld_cli_regress_run *run, const char *path, int (*fn)(const ld_cli_regress_run *, FILE *))
 {
     size_t n = strlen(path) + 8;
     char *tmp = malloc(n);
@@ -117,7 +117,7 @@ static int write_file(rg_run *run, const char *path, int (*fn)(const rg_run *, F
     return rc;
 }
 
-static int write_baseline(const rg_run *run, FILE *f)
+static int write_baseline(const ld_cli_regress_run *run, FILE *f)
 {
     ld_error e;
     ld_error_clear(&e);
@@ -142,7 +142,7 @@ static int has_weights(const char *dir)
  * has them) for the replay; --replay DIR: the replay.  Sets *tpl_dir (the
  * directory to take the template from, or NULL) and *replay_dir. */
 /* the engine of --replay (or --model's weights) with --replay-backend / --replay-tp */
-static int load_replay(const rg_opts *o, struct ld_cli *cli, const char *dir, ld_replay_engine **e)
+static int load_replay(const ld_cli_regress_opts *o, struct ld_cli *cli, const char *dir, ld_replay_engine **e)
 {
     ld_cli_replay_opts jr = { dir, o->replay_backend, o->replay_tp };
     const char *problem = ld_cli_replay_problem(&jr);
@@ -153,7 +153,7 @@ static int load_replay(const rg_opts *o, struct ld_cli *cli, const char *dir, ld
     return ld_cli_load_replay(cli, "regress", &jr, e);
 }
 
-static int model_sources(const rg_opts *o, struct ld_cli *cli, const char **tpl_dir, const char **replay_dir)
+static int model_sources(const ld_cli_regress_opts *o, struct ld_cli *cli, const char **tpl_dir, const char **replay_dir)
 {
     *tpl_dir = o->model;
     *replay_dir = o->replay;
@@ -172,7 +172,7 @@ static int model_sources(const rg_opts *o, struct ld_cli *cli, const char **tpl_
 }
 
 /* --jobs. */
-static int check_sources(const rg_opts *o, struct ld_cli *cli)
+static int check_sources(const ld_cli_regress_opts *o, struct ld_cli *cli)
 {
     if (o->jobs < 1 || o->jobs > 1024) {
         fprintf(cli->err, "logdiff regress: --jobs must be between 1 and 1024\n");
@@ -182,7 +182,7 @@ static int check_sources(const rg_opts *o, struct ld_cli *cli)
 }
 
 /* Reads and judges every input, then compares; 0 or -1. */
-static int run_inputs(rg_run *run, const rg_opts *o, const ld_judge_checks *checks)
+static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, const ld_judge_checks *checks)
 {
     ld_diff_options dopts = { { 0 }, o->no_conv };
     ld_error e;
@@ -195,27 +195,27 @@ static int run_inputs(rg_run *run, const rg_opts *o, const ld_judge_checks *chec
     ld_pair_options popts = { 0 };
     popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
                   (ld_judge_needs_values(checks) ? LD_PAIR_KEEP_VALUES : 0);
-    rg_sink sink = { rg_on_record, rg_on_member, rg_on_problem, run };
-    int rc = rg_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, &sink, &e);
+    ld_cli_regress_sink sink = { ld_cli_regress_on_record, ld_cli_regress_on_member, ld_cli_regress_on_problem, run };
+    int rc = ld_cli_regress_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, &sink, &e);
     if (rc != 0) fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
     ld_differ_free(run->differ);
     run->differ = NULL;
     if (rc != 0 || run->failed) return -1;
-    return rg_compare(run);
+    return ld_cli_regress_compare(run);
 }
 
-static int write_outputs(rg_run *run, const rg_opts *o)
+static int write_outputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o)
 {
     int rc = 0;
     if (o->update && write_file(run, o->baseline, write_baseline) != 0) rc = -1;
-    if (o->junit && write_file(run, o->junit, rg_write_junit) != 0) rc = -1;
-    if (o->html && write_file(run, o->html, rg_write_html) != 0) rc = -1;
-    if ((o->json ? rg_write_json(run, run->cli->out)
-                 : rg_write_text(run, run->cli->out, o->verbose)) != 0) rc = -1;
+    if (o->junit && write_file(run, o->junit, ld_cli_regress_write_junit) != 0) rc = -1;
+    if (o->html && write_file(run, o->html, ld_cli_regress_write_html) != 0) rc = -1;
+    if ((o->json ? ld_cli_regress_write_json(run, run->cli->out)
+                 : ld_cli_regress_write_text(run, run->cli->out, o->verbose)) != 0) rc = -1;
     return rc;
 }
 
-static int exit_status(const rg_run *run, int update)
+static int exit_status(const ld_cli_regress_run *run, int update)
 {
     if (run->io_errors) return LD_EXIT_TROUBLE;
     if (update) return LD_EXIT_SAME;
@@ -226,9 +226,9 @@ static int exit_status(const rg_run *run, int update)
 int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    rg_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, 0 };
+    ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, 0 };
     ld_rerender rr = { 0 };
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
         { LD_OPT_BOOL, 0, "update-baseline", &o.update, NULL, "write the verdicts to the baseline FILE" },
         { LD_OPT_STRING, 0, "junit", &o.junit, "FILE", "also write a JUnit XML report" },
@@ -249,7 +249,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         LD_OPTION_END
     };
     int n_args = 0;
-    int rc = ld_parse_options(argc, argv, regress_usage, options, &n_args, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, regress_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     if (!o.baseline || n_args == 0) {
         fprintf(cli->err, "logdiff regress: %s\n", !o.baseline ? "--baseline FILE is required"
@@ -257,7 +257,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         return LD_EXIT_TROUBLE;
     }
     if (check_sources(&o, cli) != 0) return LD_EXIT_TROUBLE;
-    rg_run run;
+    ld_cli_regress_run run;
     memset(&run, 0, sizeof run);
     run.cli = cli;
     run.inputs = argv + 1;
@@ -289,7 +289,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
     }
     rc = rc || run_inputs(&run, &o, &checks) != 0 || write_outputs(&run, &o) != 0
          ? LD_EXIT_TROUBLE : exit_status(&run, o.update);
-    rg_run_free(&run);
+    ld_cli_regress_run_free(&run);
     ld_tpl_source_free(src);
     ld_tok_free(tok);
     ld_replay_engine_close(engine);

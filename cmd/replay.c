@@ -169,7 +169,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     ld_cli_replay_args a = { .backend = "cpu", .top_k = LD_REPLAY_TOP_K, .max_tokens = LD_REPLAY_MAX_TOKENS,
                              .proc = { -1, -1, 600, NULL, NULL } };
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "model", &a.model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &a.rid, "RID", "the request to replay (required)" },
         { LD_OPT_BOOL, 0, "json", &a.json, NULL, "one JSON object" },
@@ -195,7 +195,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         LD_OPTION_END
     };
     int n_logs = 0;
-    int rc = ld_parse_options(argc, argv, replay_usage, options, &n_logs, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, replay_usage, options, &n_logs, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     int status = LD_EXIT_TROUBLE;
     ld_cli_replay_pick s = { 0 };

@@ -30,7 +30,7 @@ static cJSON *request_json(const ld_request *r)
 {
     char where[512];
     const ld_source *src = NULL;
-    ld_request_where(r, where, sizeof where, &src);
+    ld_cli_request_where(r, where, sizeof where, &src);
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
@@ -62,7 +62,7 @@ static cJSON *request_json(const ld_request *r)
             cJSON_AddItemToArray(missing, cJSON_CreateString(ld_part_name((ld_part)p)));
     }
     char words[256];
-    ld_request_flag_words(r, words, sizeof words);
+    ld_cli_request_flag_words(r, words, sizeof words);
     cJSON *flags = cJSON_AddArrayToObject(o, "flags");
     for (char *w = strtok(words, ","); w; w = strtok(NULL, ","))
         cJSON_AddItemToArray(flags, cJSON_CreateString(w));
@@ -85,8 +85,8 @@ static void fmt_count(char *buf, size_t cap, int present, int64_t v)
 static void print_row(scan_state *s, const ld_request *r)
 {
     char where[512], words[256], msgs[24], prompt[24], output[24], temp[16];
-    ld_request_where(r, where, sizeof where, NULL);
-    ld_request_flag_words(r, words, sizeof words);
+    ld_cli_request_where(r, where, sizeof where, NULL);
+    ld_cli_request_flag_words(r, words, sizeof words);
     if (r->flags & LD_REQ_ERROR) {
         const char *red = s->cli->out_is_tty ? "\033[31m" : "", *reset = s->cli->out_is_tty ? "\033[0m" : "";
         fprintf(s->cli->out, "%s%-32s %-19s parse error at byte %llu: %s%s  %s\n", red, "-", "-",
@@ -115,13 +115,13 @@ static int on_request(void *ctx, ld_request *r)
     if (r->flags & (LD_REQ_UNPAIRED | LD_REQ_AMBIGUOUS)) s->unpaired++;
     if (s->rows++ == 0 && !s->json) print_header(s);
     if (s->json) ld_json_print_line(s->cli->out, (r->flags & LD_REQ_ERROR)
-                                    ? ld_error_json("log.parse_error", &r->error)
+                                    ? ld_cli_error_json("log.parse_error", &r->error)
                                     : request_json(r));
     else print_row(s, r);
     return 0;
 }
 
-static void print_summary(scan_state *s, const ld_logread *lr)
+static void print_summary(scan_state *s, const ld_cli_logread *lr)
 {
     const ld_pair_stats *ps = &lr->pair_stats;
     FILE *f = s->json ? s->cli->err : s->cli->out;
@@ -138,13 +138,13 @@ static void print_summary(scan_state *s, const ld_logread *lr)
 int cmd_scan(int argc, char **argv, struct ld_cli *cli)
 {
     scan_state s = { cli, 0, 0, 0, 0, 0 };
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &s.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_BOOL, 0, "all", &s.all, NULL, "include internal requests (HEALTH_CHECK_*)" },
         LD_OPTION_END
     };
     int n_args = 0;
-    int rc = ld_parse_options(argc, argv, scan_usage, options, &n_args, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, scan_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     if (n_args == 0) {
         fprintf(cli->err, "logdiff scan: no log given (use '-' for standard input)\n");
@@ -152,8 +152,8 @@ int cmd_scan(int argc, char **argv, struct ld_cli *cli)
     }
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_ERROR_RECORDS | (s.all ? LD_PAIR_KEEP_INTERNAL : 0);
-    ld_logread lr = { cli, s.json, 1, { 0 }, { 0 } };
-    if (ld_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0)
+    ld_cli_logread lr = { cli, s.json, 1, { 0 }, { 0 } };
+    if (ld_cli_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0)
         return LD_EXIT_TROUBLE;
     print_summary(&s, &lr);
     if (lr.stats.io_errors) return LD_EXIT_TROUBLE;

@@ -52,14 +52,14 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
 {
     show_state s = { 0 };
     int json = 0, full = 0;
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "rid", &s.rid, "RID", "the request id to show (required)" },
         { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object with full texts" },
         { LD_OPT_BOOL, 0, "full", &full, NULL, "print long prompts and outputs whole" },
         LD_OPTION_END
     };
     int n_args = 0;
-    int rc = ld_parse_options(argc, argv, show_usage, options, &n_args, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, show_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     if (!s.rid || n_args == 0) {
         fprintf(cli->err, "logdiff show: %s\n", !s.rid ? "--rid RID is required" : "no log given");
@@ -68,8 +68,8 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = s.rid;
-    ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
-    if (ld_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0 || s.oom) {
+    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    if (ld_cli_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0 || s.oom) {
         for (size_t i = 0; i < s.n_found; i++) ld_request_free(s.found[i]);
         free(s.found);
         return LD_EXIT_TROUBLE;
@@ -81,8 +81,8 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
     }
     for (size_t i = 0; i < s.n_found; i++) {
         ld_request *r = s.found[i];
-        if (json) ld_show_json(cli->out, r);
-        else ld_show_text(cli, r, full);
+        if (json) ld_cli_show_json(cli->out, r);
+        else ld_cli_show_text(cli, r, full);
         if (r->flags & (LD_REQ_UNPAIRED | LD_REQ_AMBIGUOUS | LD_REQ_TRUNCATED)) status = LD_EXIT_DIFF;
         ld_request_free(r);
     }

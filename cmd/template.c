@@ -60,8 +60,8 @@ static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs,
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = rid;
-    ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
-    int rc = ld_logread_run(&lr, logs, n, &opts, on_request, &s);
+    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    int rc = ld_cli_logread_run(&lr, logs, n, &opts, on_request, &s);
     if (rc != 0 || s.oom || lr.stats.io_errors) {
         if (s.oom) fprintf(cli->err, "logdiff template: out of memory\n");
         cJSON_Delete(s.request);
@@ -128,7 +128,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
 {
     const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL;
     int no_gen = 0;
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "template", &tpl_path, "SRC", ".jinja, tokenizer_config.json or model directory (required)" },
         { LD_OPT_STRING, 0, "bos-token", &bos, "S", "bos_token (default: from SRC, else None)" },
         { LD_OPT_STRING, 0, "eos-token", &eos, "S", "eos_token (default: from SRC, else None)" },
@@ -137,7 +137,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
         LD_OPTION_END
     };
     int n_args = 0;
-    int rc = ld_parse_options(argc, argv, template_usage, options, &n_args, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, template_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     const char *problem = !tpl_path ? "--template SRC is required"
                         : rid && n_args == 0 ? "no log given"

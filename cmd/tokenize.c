@@ -110,7 +110,7 @@ int cmd_tokenize(int argc, char **argv, struct ld_cli *cli)
 {
     const char *src = NULL;
     int add_special = 0, parse_special = 0, dec = 0;
-    const ld_option options[] = {
+    const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "tokenizer", &src, "SRC", "tokenizer.json or model directory (required)" },
         { LD_OPT_BOOL, 0, "add-special", &add_special, NULL, "add what the post-processor adds (BOS...)" },
         { LD_OPT_BOOL, 0, "parse-special", &parse_special, NULL, "special tokens in the text are tokens" },
@@ -118,7 +118,7 @@ int cmd_tokenize(int argc, char **argv, struct ld_cli *cli)
         LD_OPTION_END
     };
     int n_args = 0;
-    int rc = ld_parse_options(argc, argv, tokenize_usage, options, &n_args, cli->out, cli->err);
+    int rc = ld_cli_parse_options(argc, argv, tokenize_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     const char *problem = !src ? "--tokenizer SRC is required"
                         : n_args ? "no arguments: the input is standard input"

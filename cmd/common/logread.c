@@ -9,11 +9,11 @@
 enum { LD_LOGREAD_MAX_OPEN = 1 << 16 };
 
 typedef struct read_ctx {
-    ld_logread *lr;
-    ld_progress bar;
+    ld_cli_logread *lr;
+    ld_cli_progress bar;
 } read_ctx;
 
-cJSON *ld_error_json(const char *kind, const ld_error *e)
+cJSON *ld_cli_error_json(const char *kind, const ld_error *e)
 {
     cJSON *row = cJSON_CreateObject();
     cJSON *err = cJSON_CreateObject();
@@ -46,12 +46,12 @@ static void print_problem(FILE *f, const ld_error *e)
 static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)
 {
     read_ctx *c = vctx;
-    ld_logread *lr = c->lr;
+    ld_cli_logread *lr = c->lr;
     if (kind == LD_PROBLEM_LINE && lr->line_errors_as_records) return;
-    ld_progress_done(&c->bar);
+    ld_cli_progress_done(&c->bar);
     if (lr->json)
         ld_json_print_line(lr->cli->out,
-            ld_error_json(kind == LD_PROBLEM_IO ? "log.io_error" : "log.parse_error", e));
+            ld_cli_error_json(kind == LD_PROBLEM_IO ? "log.io_error" : "log.parse_error", e));
     if (!lr->json || kind == LD_PROBLEM_IO) print_problem(lr->cli->err, e);
 }
 
@@ -59,10 +59,10 @@ static void on_progress(void *vctx, uint64_t done, uint64_t total, const char *m
 {
     read_ctx *c = vctx;
     (void)total;
-    ld_progress_update(&c->bar, done, member);
+    ld_cli_progress_update(&c->bar, done, member);
 }
 
-int ld_logread_run(ld_logread *lr, char **inputs, int n,
+int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
                    const ld_pair_options *opts, ld_pair_emit_fn emit, void *ctx)
 {
     char **paths = NULL;
@@ -74,7 +74,7 @@ int ld_logread_run(ld_logread *lr, char **inputs, int n,
         return LD_EXIT_TROUBLE;
     }
     read_ctx c = { lr, { 0 } };
-    ld_progress_init(&c.bar, lr->cli->err, lr->cli->err_is_tty,
+    ld_cli_progress_init(&c.bar, lr->cli->err, lr->cli->err_is_tty,
                      ld_logset_total_bytes(paths, n_paths), 64u << 20);
     /* Memory is bounded by open requests; a log whose requests never finish
      * (vLLM without --enable-log-outputs, SGLang at EXCEEDED_MS) would keep
@@ -89,7 +89,7 @@ int ld_logread_run(ld_logread *lr, char **inputs, int n,
     }
     ld_logset_hooks hooks = { on_problem, on_progress, &c };
     ld_status st = ld_logset_run(paths, n_paths, p, &hooks, &lr->stats, &e);
-    ld_progress_done(&c.bar);
+    ld_cli_progress_done(&c.bar);
     lr->pair_stats = *ld_pairer_stats(p);
     ld_pairer_free(p);
     ld_logset_free_paths(paths, n_paths);
@@ -100,7 +100,7 @@ int ld_logread_run(ld_logread *lr, char **inputs, int n,
     return 0;
 }
 
-const char *ld_request_where(const ld_request *r, char *buf, size_t cap,
+const char *ld_cli_request_where(const ld_request *r, char *buf, size_t cap,
                              const ld_source **out_src)
 {
     /* the earliest part in the order a request is logged */
@@ -119,7 +119,7 @@ const char *ld_request_where(const ld_request *r, char *buf, size_t cap,
     return buf;
 }
 
-const char *ld_request_flag_words(const ld_request *r, char *buf, size_t cap)
+const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap)
 {
     static const struct { unsigned bit; const char *word; } words[] = {
         { LD_REQ_ERROR, "parse-error" },   { LD_REQ_UNPAIRED, "unpaired" },

@@ -10,31 +10,31 @@
 #include "parse/logset.h"
 #include "parse/pair/pair.h"
 
-typedef struct ld_logread {
+typedef struct ld_cli_logread {
     struct ld_cli *cli;
     int json;                   /* problems as JSON lines on stdout too */
     int line_errors_as_records; /* bad lines arrive as LD_REQ_ERROR records */
     ld_logset_stats stats;
     ld_pair_stats pair_stats;
-} ld_logread;
+} ld_cli_logread;
 
 /* Reads inputs[0..n) ("-" = stdin, directories expanded) into a pairer made
  * with `opts` that calls `emit(ctx, req)`.  Returns LD_EXIT_TROUBLE when
  * nothing could be done (no inputs, out of memory), else 0; I/O problems are
  * counted in lr->stats.io_errors and reported as they happen. */
-int ld_logread_run(ld_logread *lr, char **inputs, int n,
+int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
                    const ld_pair_options *opts, ld_pair_emit_fn emit,
                    void *ctx);
 
 /* "file:line" of the earliest part of a request (static buffer per call
  * site is not used: writes into buf). */
-const char *ld_request_where(const ld_request *r, char *buf, size_t cap,
+const char *ld_cli_request_where(const ld_request *r, char *buf, size_t cap,
                              const ld_source **out_src);
 
 /* Comma-separated flag words of a request ("truncated,unpaired"), "" if none. */
-const char *ld_request_flag_words(const ld_request *r, char *buf, size_t cap);
+const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap);
 
 /* JSON for an error record / problem: {"rid": null, "error": {...}}. */
-cJSON *ld_error_json(const char *kind, const ld_error *e);
+cJSON *ld_cli_error_json(const char *kind, const ld_error *e);
 
 #endif

@@ -35,7 +35,7 @@ static void put_ascii(FILE *f, unsigned char c, unsigned flags)
     else fputc(c, f);
 }
 
-void ld_markup_text(FILE *f, const char *s, size_t n, unsigned flags)
+void ld_cli_markup_text(FILE *f, const char *s, size_t n, unsigned flags)
 {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
@@ -47,7 +47,7 @@ void ld_markup_text(FILE *f, const char *s, size_t n, unsigned flags)
     }
 }
 
-void ld_markup_cstr(FILE *f, const char *s, unsigned flags)
+void ld_cli_markup_cstr(FILE *f, const char *s, unsigned flags)
 {
-    if (s) ld_markup_text(f, s, strlen(s), flags);
+    if (s) ld_cli_markup_text(f, s, strlen(s), flags);
 }

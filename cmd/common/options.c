@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ld_print_usage(FILE *f, const char *const *usage, const ld_option *options)
+void ld_cli_print_usage(FILE *f, const char *const *usage, const ld_cli_option *options)
 {
     for (int i = 0; usage[i]; i++)
         fprintf(f, i == 0 ? "usage: %s\n" : "%s\n", usage[i]);
     fputc('\n', f);
-    for (const ld_option *o = options; o->type != LD_OPT_END; o++) {
+    for (const ld_cli_option *o = options; o->type != LD_OPT_END; o++) {
         char left[64];
         int n = 0;
         if (o->short_name)
@@ -24,25 +24,25 @@ void ld_print_usage(FILE *f, const char *const *usage, const ld_option *options)
     fprintf(f, "    %-28s %s\n", "-h, --help", "show this help and exit");
 }
 
-static const ld_option *find_long(const ld_option *options, const char *name,
+static const ld_cli_option *find_long(const ld_cli_option *options, const char *name,
                                   size_t len)
 {
-    for (const ld_option *o = options; o->type != LD_OPT_END; o++)
+    for (const ld_cli_option *o = options; o->type != LD_OPT_END; o++)
         if (o->long_name && strlen(o->long_name) == len &&
             !strncmp(o->long_name, name, len))
             return o;
     return NULL;
 }
 
-static const ld_option *find_short(const ld_option *options, char c)
+static const ld_cli_option *find_short(const ld_cli_option *options, char c)
 {
-    for (const ld_option *o = options; o->type != LD_OPT_END; o++)
+    for (const ld_cli_option *o = options; o->type != LD_OPT_END; o++)
         if (o->short_name == c) return o;
     return NULL;
 }
 
 /* Stores `arg` into the option; returns 0 or -1 with a message. */
-static int store(const ld_option *o, const char *arg, FILE *errout,
+static int store(const ld_cli_option *o, const char *arg, FILE *errout,
                  const char *cmd)
 {
     if (o->type == LD_OPT_BOOL) {
@@ -67,12 +67,12 @@ static int store(const ld_option *o, const char *arg, FILE *errout,
 }
 
 /* Handles argv[*i], an option; may consume the next argument. */
-static int parse_one(int argc, char **argv, int *i, const ld_option *options,
+static int parse_one(int argc, char **argv, int *i, const ld_cli_option *options,
                      FILE *errout)
 {
     const char *a = argv[*i];
     const char *cmd = argv[0];
-    const ld_option *o;
+    const ld_cli_option *o;
     const char *inline_arg = NULL;
     if (a[1] == '-') {
         const char *name = a + 2;
@@ -108,8 +108,8 @@ static int parse_one(int argc, char **argv, int *i, const ld_option *options,
     return store(o, inline_arg, errout, cmd);
 }
 
-int ld_parse_options(int argc, char **argv, const char *const *usage,
-                     const ld_option *options, int *out_n_args, FILE *out,
+int ld_cli_parse_options(int argc, char **argv, const char *const *usage,
+                     const ld_cli_option *options, int *out_n_args, FILE *out,
                      FILE *errout)
 {
     int n_args = 0, only_args = 0;
@@ -124,7 +124,7 @@ int ld_parse_options(int argc, char **argv, const char *const *usage,
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            ld_print_usage(out, usage, options);
+            ld_cli_print_usage(out, usage, options);
             return LD_PARSE_HELP;
         }
         if (parse_one(argc, argv, &i, options, errout) != 0)

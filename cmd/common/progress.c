@@ -4,27 +4,27 @@
 #include <string.h>
 #include <time.h>
 
-double ld_now_seconds(void)
+double ld_cli_now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void ld_progress_init(ld_progress *p, FILE *f, int tty, uint64_t total_bytes,
+void ld_cli_progress_init(ld_cli_progress *p, FILE *f, int tty, uint64_t total_bytes,
                       uint64_t min_bytes)
 {
     memset(p, 0, sizeof *p);
     if (!tty || (total_bytes && total_bytes < min_bytes)) return;
     p->f = f;
     p->total = total_bytes;
-    p->started = p->drawn = ld_now_seconds();
+    p->started = p->drawn = ld_cli_now_seconds();
 }
 
-void ld_progress_update(ld_progress *p, uint64_t done, const char *what)
+void ld_cli_progress_update(ld_cli_progress *p, uint64_t done, const char *what)
 {
     if (!p->f) return;
-    double now = ld_now_seconds();
+    double now = ld_cli_now_seconds();
     if (now - p->drawn < 0.1) return;
     p->drawn = now;
     double mb = done / 1e6, rate = mb / (now - p->started + 1e-9);
@@ -44,7 +44,7 @@ void ld_progress_update(ld_progress *p, uint64_t done, const char *what)
     p->visible = 1;
 }
 
-void ld_progress_done(ld_progress *p)
+void ld_cli_progress_done(ld_cli_progress *p)
 {
     if (p->f && p->visible) {
         fprintf(p->f, "\r\033[K");

@@ -6,21 +6,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct ld_progress {
+typedef struct ld_cli_progress {
     FILE *f;         /* NULL = disabled */
     uint64_t total;  /* bytes expected; 0 if unknown */
     double started;  /* seconds */
     double drawn;    /* time of the last redraw */
     int visible;     /* something is on the line and must be erased */
-} ld_progress;
+} ld_cli_progress;
 
 /* Enables the bar when `tty` and total_bytes >= min_bytes (or unknown). */
-void ld_progress_init(ld_progress *p, FILE *f, int tty, uint64_t total_bytes,
+void ld_cli_progress_init(ld_cli_progress *p, FILE *f, int tty, uint64_t total_bytes,
                       uint64_t min_bytes);
-void ld_progress_update(ld_progress *p, uint64_t done_bytes, const char *what);
+void ld_cli_progress_update(ld_cli_progress *p, uint64_t done_bytes, const char *what);
 /* Erases the bar so that normal output can follow. */
-void ld_progress_done(ld_progress *p);
+void ld_cli_progress_done(ld_cli_progress *p);
 
-double ld_now_seconds(void);
+double ld_cli_now_seconds(void);
 
 #endif

@@ -9,7 +9,7 @@
 static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",
                                                      "kernels", "sampling", "log" };
 
-void ld_diff_report_init(ld_diff_report *rep, struct ld_cli *cli)
+void ld_cli_diff_report_init(ld_cli_diff_report *rep, struct ld_cli *cli)
 {
     memset(rep, 0, sizeof *rep);
     rep->cli = cli;
@@ -48,11 +48,11 @@ static cJSON *finding_json(const ld_finding *f)
     return o;
 }
 
-static void print_json(ld_diff_report *rep, const ld_request *r, const ld_verdict *v)
+static void print_json(ld_cli_diff_report *rep, const ld_request *r, const ld_verdict *v)
 {
     char where[512];
     const ld_source *src = NULL;
-    ld_request_where(r, where, sizeof where, &src);
+    ld_cli_request_where(r, where, sizeof where, &src);
     cJSON *o = cJSON_CreateObject();
     if (!o) return;
     cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
@@ -137,14 +137,14 @@ static void print_unified_diff(FILE *f, const char *d, int tty)
     }
 }
 
-static void print_text(ld_diff_report *rep, const ld_request *r, const ld_verdict *v)
+static void print_text(ld_cli_diff_report *rep, const ld_request *r, const ld_verdict *v)
 {
     FILE *f = rep->cli->out;
     int tty = rep->cli->out_is_tty, ok = !strcmp(v->verdict, "ok");
     const char *col = tty ? (ok ? "\033[32m" : "\033[1;31m") : "", *reset = tty ? "\033[0m" : "";
     const char *dim = tty ? "\033[2m" : "";
     char where[512];
-    ld_request_where(r, where, sizeof where, NULL);
+    ld_cli_request_where(r, where, sizeof where, NULL);
     const ld_finding *why = first_error(v);
     fprintf(f, "%-32s %s%-8s%s %-30s %s\n", r->rid ? r->rid : "-", col, v->verdict, reset,
             where, why ? why->kind : "");
@@ -161,9 +161,9 @@ static void print_text(ld_diff_report *rep, const ld_request *r, const ld_verdic
     }
 }
 
-int ld_diff_report_request(void *ctx, ld_request *r)
+int ld_cli_diff_report_request(void *ctx, ld_request *r)
 {
-    ld_diff_report *rep = ctx;
+    ld_cli_diff_report *rep = ctx;
     ld_verdict v;
     ld_error e;
     ld_error_clear(&e);
@@ -186,7 +186,7 @@ int ld_diff_report_request(void *ctx, ld_request *r)
     return 0;
 }
 
-void ld_diff_report_summary(ld_diff_report *rep, const ld_logread *lr)
+void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *lr)
 {
     FILE *f = rep->json ? rep->cli->err : rep->cli->out;
     if (rep->json && !rep->cli->err_is_tty) return; /* scripts read stdout only */

@@ -13,7 +13,7 @@
 
 enum { LD_N_VERDICTS = 6 };
 
-typedef struct ld_diff_report {
+typedef struct ld_cli_diff_report {
     struct ld_cli *cli;
     int json, verbose;
     const char *only_rid;
@@ -23,14 +23,14 @@ typedef struct ld_diff_report {
     uint64_t n_reported, n_not_ok;
     uint64_t per_verdict[LD_N_VERDICTS];
     int failed;              /* out of memory while judging */
-} ld_diff_report;
+} ld_cli_diff_report;
 
-void ld_diff_report_init(ld_diff_report *rep, struct ld_cli *cli);
+void ld_cli_diff_report_init(ld_cli_diff_report *rep, struct ld_cli *cli);
 
 /* Pairer callback: judges and prints one request. */
-int ld_diff_report_request(void *ctx, ld_request *r);
+int ld_cli_diff_report_request(void *ctx, ld_request *r);
 
 /* Requests per verdict (people: stdout; scripts: stderr on a terminal). */
-void ld_diff_report_summary(ld_diff_report *rep, const ld_logread *lr);
+void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *lr);
 
 #endif

@@ -121,12 +121,12 @@ static void print_outcome(FILE *f, const style *st, const ld_request *r)
     fputc('\n', f);
 }
 
-void ld_show_text(struct ld_cli *cli, const ld_request *r, int full)
+void ld_cli_show_text(struct ld_cli *cli, const ld_request *r, int full)
 {
     FILE *f = cli->out;
     style st = style_for(cli);
     char words[256];
-    ld_request_flag_words(r, words, sizeof words);
+    ld_cli_request_flag_words(r, words, sizeof words);
     fprintf(f, "%srequest %s%s  (%s%s%s)\n", st.bold, r->rid ? r->rid : "(no rid)", st.reset,
             ld_engine_name(r->engine), r->timestamp ? ", " : "", r->timestamp ? r->timestamp : "");
     if (words[0]) fprintf(f, "  %sflags: %s%s\n", st.warn, words, st.reset);
@@ -234,13 +234,13 @@ static cJSON *finish_json(const ld_request *r)
     return o;
 }
 
-void ld_show_json(FILE *f, const ld_request *r)
+void ld_cli_show_json(FILE *f, const ld_request *r)
 {
     ld_arena scratch;
     ld_arena_init(&scratch, 0);
     cJSON *o = cJSON_CreateObject();
     char words[256];
-    ld_request_flag_words(r, words, sizeof words);
+    ld_cli_request_flag_words(r, words, sizeof words);
     cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
     cJSON_AddItemToObject(o, "parent_rid", ld_json_cstr(r->parent_rid));
     cJSON_AddItemToObject(o, "sub_index", r->sub_index >= 0 ? ld_json_int(r->sub_index) : cJSON_CreateNull());

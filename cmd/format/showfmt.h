@@ -10,9 +10,9 @@
 
 /* Text for a person: sources, parameters, message table, prompt, output.
  * Long texts are cut in the middle unless `full`. */
-void ld_show_text(struct ld_cli *cli, const ld_request *r, int full);
+void ld_cli_show_text(struct ld_cli *cli, const ld_request *r, int full);
 
 /* One JSON object on one line, full texts and the parsed log values. */
-void ld_show_json(FILE *f, const ld_request *r);
+void ld_cli_show_json(FILE *f, const ld_request *r);
 
 #endif

@@ -1,7 +1,7 @@
 /* regress.h - what `logdiff regress` knows after a run, shared by its
  * writers (text and JSON on stdout, JUnit XML, HTML).
  *
- * Every request gets an rg_item, in judging order (input order, then the
+ * Every request gets an ld_cli_regress_item, in judging order (input order, then the
  * order the pairer completed them).  Items whose verdict is not ok keep
  * their record and verdict (findings, alignment) for the reports; ok ones
  * keep only what the baseline and the summary need, so memory grows with
@@ -20,7 +20,7 @@
 #include "replay/judge.h"
 #include "replay/analysis/rerender.h"
 
-typedef struct rg_item {
+typedef struct ld_cli_regress_item {
     const char *rid;            /* NULL: a line that failed to parse */
     const char *key;            /* the baseline key: rid, or "(parse error) label:line" */
     const char *label;          /* the member inside its input (JUnit classname) */
@@ -37,31 +37,31 @@ typedef struct rg_item {
     const ld_baseline_entry *before;
     const char *const *new_errors;
     size_t n_new_errors;
-} rg_item;
+} ld_cli_regress_item;
 
-typedef struct rg_member {
+typedef struct ld_cli_regress_member {
     size_t input;
     const char *name, *label;
     uint64_t lines, request_lines;
     int failed;                 /* could not be read (fully): see the problems */
-} rg_member;
+} ld_cli_regress_member;
 
-typedef struct rg_problem {
+typedef struct ld_cli_regress_problem {
     size_t input;
     const char *name;           /* the input or member that could not be read */
     const char *msg;            /* "name: reason" */
-} rg_problem;
+} ld_cli_regress_problem;
 
-typedef struct rg_run {
+typedef struct ld_cli_regress_run {
     struct ld_cli *cli;
     char *const *inputs;
     size_t n_inputs;
     ld_arena strings;           /* every string of items and members */
-    rg_item *items;
+    ld_cli_regress_item *items;
     size_t n_items, cap_items;
-    rg_member *members;
+    ld_cli_regress_member *members;
     size_t n_members, cap_members;
-    rg_problem *problems;       /* inputs or members that could not be read */
+    ld_cli_regress_problem *problems;       /* inputs or members that could not be read */
     size_t n_problems, cap_problems;
     uint64_t io_errors;
     int failed;                 /* out of memory */
@@ -74,32 +74,32 @@ typedef struct rg_run {
     ld_baseline base, cur;
     ld_baseline_diff diff;
     const char *template_desc;  /* --template SRC / --model DIR, for the reports */
-} rg_run;
+} ld_cli_regress_run;
 
-/* Sink callbacks for rg_read_inputs (regress_collect.c). */
-void rg_on_record(void *ctx, size_t input, ld_request *r, const char *label);
-void rg_on_member(void *ctx, size_t input, const rg_member_info *m);
-void rg_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
+/* Sink callbacks for ld_cli_regress_read_inputs (regress_collect.c). */
+void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char *label);
+void ld_cli_regress_on_member(void *ctx, size_t input, const ld_cli_regress_member_info *m);
+void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
 
 /* After reading: the run's baseline, sorted, and (unless updating) the
  * comparison with run->base, copied into the items.  Returns 0 or -1
  * (message printed). */
-int rg_compare(rg_run *run);
+int ld_cli_regress_compare(ld_cli_regress_run *run);
 
-void rg_run_free(rg_run *run);
+void ld_cli_regress_run_free(ld_cli_regress_run *run);
 
 /* The order reports list items in: regressions first, then new failing,
  * other not-ok, fixed, improved, ok; by key within each.  A malloc'd array
  * of item indices (NULL on out of memory). */
-size_t *rg_report_order(const rg_run *run);
+size_t *ld_cli_regress_report_order(const ld_cli_regress_run *run);
 
 /* Members that held no request line (not a log: skipped). */
-int rg_member_is_skipped(const rg_member *m);
+int ld_cli_regress_member_is_skipped(const ld_cli_regress_member *m);
 
 /* Writers.  Each returns 0, or -1 with the reason printed. */
-int rg_write_text(const rg_run *run, FILE *out, int verbose);
-int rg_write_json(const rg_run *run, FILE *out);
-int rg_write_junit(const rg_run *run, FILE *out);
-int rg_write_html(const rg_run *run, FILE *out);
+int ld_cli_regress_write_text(const ld_cli_regress_run *run, FILE *out, int verbose);
+int ld_cli_regress_write_json(const ld_cli_regress_run *run, FILE *out);
+int ld_cli_regress_write_junit(const ld_cli_regress_run *run, FILE *out);
+int ld_cli_regress_write_html(const ld_cli_regress_run *run, FILE *out);
 
 #endif

@@ -17,28 +17,28 @@ static void *grow(void *v, size_t *cap, size_t n, size_t size)
     return nv;
 }
 
-static const char *keep(rg_run *run, const char *s)
+static const char *keep(ld_cli_regress_run *run, const char *s)
 {
     return s ? ld_arena_memdup(&run->strings, s, strlen(s)) : NULL;
 }
 
-static rg_item *new_item(rg_run *run)
+static ld_cli_regress_item *new_item(ld_cli_regress_run *run)
 {
-    rg_item *v = grow(run->items, &run->cap_items, run->n_items, sizeof *v);
+    ld_cli_regress_item *v = grow(run->items, &run->cap_items, run->n_items, sizeof *v);
     if (!v) return NULL;
     run->items = v;
-    rg_item *it = &run->items[run->n_items++];
+    ld_cli_regress_item *it = &run->items[run->n_items++];
     memset(it, 0, sizeof *it);
     return it;
 }
 
 /* Identity and place of the request; 0 or -1 (out of memory). */
-static int describe(rg_run *run, rg_item *it, const ld_request *r, const ld_verdict *v,
+static int describe(ld_cli_regress_run *run, ld_cli_regress_item *it, const ld_request *r, const ld_verdict *v,
                     const char *label, size_t input)
 {
     char where[1024], key[1024];
     const ld_source *src = NULL;
-    ld_request_where(r, where, sizeof where, &src);
+    ld_cli_request_where(r, where, sizeof where, &src);
     uint64_t line = (r->flags & LD_REQ_ERROR) ? r->error.line : src ? src->line : 0;
     snprintf(key, sizeof key, "(no rid) %s:%llu", label, (unsigned long long)line);
     it->rid = keep(run, r->rid);
@@ -51,15 +51,15 @@ static int describe(rg_run *run, rg_item *it, const ld_request *r, const ld_verd
     return it->key && it->label && it->where && (it->conversation || !v->conversation) ? 0 : -1;
 }
 
-static void fail(rg_run *run, const char *what)
+static void fail(ld_cli_regress_run *run, const char *what)
 {
     if (!run->failed) fprintf(run->cli->err, "logdiff regress: %s\n", what);
     run->failed = 1;
 }
 
-void rg_on_record(void *ctx, size_t input, ld_request *r, const char *label)
+void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char *label)
 {
-    rg_run *run = ctx;
+    ld_cli_regress_run *run = ctx;
     ld_arena *a = run->failed ? NULL : malloc(sizeof *a);
     ld_verdict *v = NULL;
     ld_error e;
@@ -67,7 +67,7 @@ void rg_on_record(void *ctx, size_t input, ld_request *r, const char *label)
     if (a) ld_arena_init(a, 0);
     if (a && (v = ld_arena_alloc(a, sizeof *v)) &&
         ld_judge_request(run->differ, &run->checks, r, a, v, &e) == LD_OK) {
-        rg_item *it = new_item(run);
+        ld_cli_regress_item *it = new_item(run);
         if (!it || describe(run, it, r, v, label, input) != 0 ||
             ld_baseline_add(&run->cur, it->rid, it->key, v->verdict, &v->findings,
                             ld_baseline_request_hash(r), run->n_items - 1, &e) != LD_OK) {
@@ -86,13 +86,13 @@ void rg_on_record(void *ctx, size_t input, ld_request *r, const char *label)
     ld_request_free(r);
 }
 
-void rg_on_member(void *ctx, size_t input, const rg_member_info *m)
+void ld_cli_regress_on_member(void *ctx, size_t input, const ld_cli_regress_member_info *m)
 {
-    rg_run *run = ctx;
-    rg_member *v = grow(run->members, &run->cap_members, run->n_members, sizeof *v);
+    ld_cli_regress_run *run = ctx;
+    ld_cli_regress_member *v = grow(run->members, &run->cap_members, run->n_members, sizeof *v);
     if (!v) { fail(run, "out of memory listing members"); return; }
     run->members = v;
-    rg_member *mb = &run->members[run->n_members++];
+    ld_cli_regress_member *mb = &run->members[run->n_members++];
     memset(mb, 0, sizeof *mb);
     mb->input = input;
     mb->name = keep(run, m->name);
@@ -102,9 +102,9 @@ void rg_on_member(void *ctx, size_t input, const rg_member_info *m)
     mb->failed = m->error != NULL;
 }
 
-void rg_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e)
+void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e)
 {
-    rg_run *run = ctx;
+    ld_cli_regress_run *run = ctx;
     char msg[600];
     if (e->line)
         snprintf(msg, sizeof msg, "%s:%llu: %s", e->path ? e->path : "-",
@@ -117,21 +117,21 @@ void rg_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error
     fprintf(run->cli->err, "logdiff regress: %s\n", msg);
     if (kind != LD_PROBLEM_IO) return;
     run->io_errors++;
-    rg_problem *v = grow(run->problems, &run->cap_problems, run->n_problems, sizeof *v);
+    ld_cli_regress_problem *v = grow(run->problems, &run->cap_problems, run->n_problems, sizeof *v);
     if (!v) { fail(run, "out of memory listing problems"); return; }
     run->problems = v;
-    rg_problem *p = &run->problems[run->n_problems++];
+    ld_cli_regress_problem *p = &run->problems[run->n_problems++];
     p->input = input;
     p->name = keep(run, e->path ? e->path : "-");
     p->msg = keep(run, msg);
 }
 
-int rg_member_is_skipped(const rg_member *m)
+int ld_cli_regress_member_is_skipped(const ld_cli_regress_member *m)
 {
     return !m->failed && m->request_lines == 0;
 }
 
-int rg_compare(rg_run *run)
+int ld_cli_regress_compare(ld_cli_regress_run *run)
 {
     ld_error e;
     ld_error_clear(&e);
@@ -142,7 +142,7 @@ int rg_compare(rg_run *run)
         return -1;
     }
     for (size_t j = 0; j < run->cur.n; j++) {
-        rg_item *it = &run->items[run->cur.v[j].tag];
+        ld_cli_regress_item *it = &run->items[run->cur.v[j].tag];
         it->change = run->diff.change[j];
         it->before = run->diff.before[j];
         it->new_errors = run->diff.new_errors[j];
@@ -151,7 +151,7 @@ int rg_compare(rg_run *run)
     return 0;
 }
 
-void rg_run_free(rg_run *run)
+void ld_cli_regress_run_free(ld_cli_regress_run *run)
 {
     for (size_t i = 0; i < run->n_items; i++) {
         ld_request_free(run->items[i].req);
@@ -168,7 +168,7 @@ void rg_run_free(rg_run *run)
 }
 
 /* 0 regressions, 1 other not ok, 2 fixed or improved, 3 the rest. */
-static int report_rank(const rg_item *it)
+static int report_rank(const ld_cli_regress_item *it)
 {
     if (ld_change_is_regression(it->change)) return 0;
     if (strcmp(it->verdict, "ok")) return 1;
@@ -176,7 +176,7 @@ static int report_rank(const rg_item *it)
     return 3;
 }
 
-size_t *rg_report_order(const rg_run *run)
+size_t *ld_cli_regress_report_order(const ld_cli_regress_run *run)
 {
     size_t *order = malloc((run->cur.n ? run->cur.n : 1) * sizeof *order), k = 0;
     if (!order) return NULL;

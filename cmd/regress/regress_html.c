@@ -46,28 +46,28 @@ static const char css[] =
     ".bad{background:#fdd;color:#b71c1c}"
     ".legend span{padding:0 .4em;margin-right:.5em}";
 
-void rg_html_text(FILE *f, const char *s)
+void ld_cli_regress_html_text(FILE *f, const char *s)
 {
-    ld_markup_cstr(f, s, LD_MARKUP_HTML);
+    ld_cli_markup_cstr(f, s, LD_MARKUP_HTML);
 }
 
-void rg_html_anchor(FILE *f, size_t item)
+void ld_cli_regress_html_anchor(FILE *f, size_t item)
 {
     fprintf(f, "r%zu", item);
 }
 
-const char *rg_html_status(const rg_run *run, const rg_item *it)
+const char *ld_cli_regress_html_status(const ld_cli_regress_run *run, const ld_cli_regress_item *it)
 {
     if (run->updating) return "recorded";
     if (it->change == LD_CHANGE_SAME) return strcmp(it->verdict, "ok") ? "not-ok" : "ok";
     return ld_change_name(it->change);
 }
 
-static void summary(const rg_run *run, FILE *f)
+static void summary(const ld_cli_regress_run *run, FILE *f)
 {
     size_t ok = 0, skipped = 0;
     for (size_t i = 0; i < run->n_items; i++) ok += !strcmp(run->items[i].verdict, "ok");
-    for (size_t i = 0; i < run->n_members; i++) skipped += rg_member_is_skipped(&run->members[i]);
+    for (size_t i = 0; i < run->n_members; i++) skipped += ld_cli_regress_member_is_skipped(&run->members[i]);
     size_t reg = run->diff.count[LD_CHANGE_REGRESSED] + run->diff.count[LD_CHANGE_NEW_FAILING];
     fprintf(f, "<p class=\"summary\"><b>%zu requests</b>: %zu ok, %zu not ok. ", run->n_items, ok,
             run->n_items - ok);
@@ -82,13 +82,13 @@ static void summary(const rg_run *run, FILE *f)
             run->n_problems);
     if (run->template_desc) {
         fputs(" Template: ", f);
-        rg_html_text(f, run->template_desc);
+        ld_cli_regress_html_text(f, run->template_desc);
         fputc('.', f);
     }
     fputs("</p>\n", f);
 }
 
-static void kinds_cell(FILE *f, const rg_item *it)
+static void kinds_cell(FILE *f, const ld_cli_regress_item *it)
 {
     fputs("<td>", f);
     for (size_t k = 0; it->v && k < it->v->findings.n; k++) {
@@ -101,30 +101,30 @@ static void kinds_cell(FILE *f, const rg_item *it)
     fputs("</td>", f);
 }
 
-static void table_row(const rg_run *run, FILE *f, size_t idx)
+static void table_row(const ld_cli_regress_run *run, FILE *f, size_t idx)
 {
-    const rg_item *it = &run->items[idx];
-    const char *status = rg_html_status(run, it);
+    const ld_cli_regress_item *it = &run->items[idx];
+    const char *status = ld_cli_regress_html_status(run, it);
     fprintf(f, "<tr class=\"%s\"><td><span class=\"badge %s\">%s</span></td><td>",
             ld_change_is_regression(it->change) && !run->updating ? "regressed" : "", status, status);
-    if (it->v) { fputs("<a href=\"#", f); rg_html_anchor(f, idx); fputs("\">", f); }
-    rg_html_text(f, it->key);
+    if (it->v) { fputs("<a href=\"#", f); ld_cli_regress_html_anchor(f, idx); fputs("\">", f); }
+    ld_cli_regress_html_text(f, it->key);
     fprintf(f, "%s</td><td>%s</td><td>%s</td>", it->v ? "</a>" : "", it->verdict,
             it->before ? it->before->verdict : run->updating ? "" : "(new)");
     kinds_cell(f, it);
     fputs("<td>", f);
-    rg_html_text(f, it->where);
+    ld_cli_regress_html_text(f, it->where);
     fputs("</td></tr>\n", f);
 }
 
-static void table(const rg_run *run, FILE *f, const size_t *order)
+static void table(const ld_cli_regress_run *run, FILE *f, const size_t *order)
 {
     fputs("<h2>Requests</h2>\n<table class=\"requests\"><thead><tr><th>status</th><th>request</th>"
           "<th>verdict</th><th>baseline</th><th>error findings</th><th>logged at</th></tr></thead>"
           "<tbody>\n", f);
     size_t ok_rows = 0, ok_left = 0;
     for (size_t k = 0; k < run->cur.n; k++) {
-        const rg_item *it = &run->items[order[k]];
+        const ld_cli_regress_item *it = &run->items[order[k]];
         int plain = !strcmp(it->verdict, "ok") && !ld_change_is_regression(it->change) &&
                     it->change != LD_CHANGE_FIXED;
         if (plain && ok_rows >= RG_HTML_MAX_OK_ROWS) { ok_left++; continue; }
@@ -135,26 +135,26 @@ static void table(const rg_run *run, FILE *f, const size_t *order)
     if (ok_left) fprintf(f, "<p>and %zu more ok requests.</p>\n", ok_left);
 }
 
-static void lists(const rg_run *run, FILE *f)
+static void lists(const ld_cli_regress_run *run, FILE *f)
 {
     if (run->diff.n_missing) {
         fputs("<h2>In the baseline, missing from the logs</h2>\n<ul class=\"missing\">\n", f);
         for (size_t k = 0; k < run->diff.n_missing; k++) {
             const ld_baseline_entry *e = &run->base.v[run->diff.missing[k]];
             fputs("<li>", f);
-            rg_html_text(f, e->rid);
+            ld_cli_regress_html_text(f, e->rid);
             fprintf(f, " (was %s)</li>\n", e->verdict);
         }
         fputs("</ul>\n", f);
     }
     size_t skipped = 0;
-    for (size_t i = 0; i < run->n_members; i++) skipped += rg_member_is_skipped(&run->members[i]);
+    for (size_t i = 0; i < run->n_members; i++) skipped += ld_cli_regress_member_is_skipped(&run->members[i]);
     if (skipped) {
         fputs("<h2>Skipped: not logs</h2>\n<ul class=\"skipped\">\n", f);
         for (size_t i = 0; i < run->n_members; i++)
-            if (rg_member_is_skipped(&run->members[i])) {
+            if (ld_cli_regress_member_is_skipped(&run->members[i])) {
                 fputs("<li>", f);
-                rg_html_text(f, run->members[i].name);
+                ld_cli_regress_html_text(f, run->members[i].name);
                 fprintf(f, " (no request line in %llu lines)</li>\n",
                         (unsigned long long)run->members[i].lines);
             }
@@ -164,18 +164,18 @@ static void lists(const rg_run *run, FILE *f)
         fputs("<h2>Unreadable</h2>\n<ul class=\"unreadable\">\n", f);
         for (size_t i = 0; i < run->n_problems; i++) {
             fputs("<li>", f);
-            rg_html_text(f, run->problems[i].msg);
+            ld_cli_regress_html_text(f, run->problems[i].msg);
             fputs("</li>\n", f);
         }
         fputs("</ul>\n", f);
     }
 }
 
-int rg_write_html(const rg_run *run, FILE *f)
+int ld_cli_regress_write_html(const ld_cli_regress_run *run, FILE *f)
 {
-    size_t *order = rg_report_order(run);
-    rg_html_convs *convs = rg_html_convs_new(run);
-    if (!order || !convs) { free(order); rg_html_convs_free(convs); return -1; }
+    size_t *order = ld_cli_regress_report_order(run);
+    ld_cli_regress_html_convs *convs = ld_cli_regress_html_convs_new(run);
+    if (!order || !convs) { free(order); ld_cli_regress_html_convs_free(convs); return -1; }
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<title>logdiff regress</title>\n<style>%s</style></head><body>\n"
             "<h1>logdiff regress</h1>\n", css);
@@ -191,10 +191,10 @@ int rg_write_html(const rg_run *run, FILE *f)
                       "</span><span class=\"span role-assistant\">assistant</span><span class=\"span "
                       "role-tool\">tool</span> <span class=\"marker dropped\">dropped</span> <span "
                       "class=\"marker diff\">mangled</span></p>\n", f);
-            rg_html_request(run, f, order[k], convs);
+            ld_cli_regress_html_request(run, f, order[k], convs);
         }
     fputs("</body></html>\n", f);
     free(order);
-    rg_html_convs_free(convs);
+    ld_cli_regress_html_convs_free(convs);
     return ferror(f) ? -1 : 0;
 }

@@ -33,7 +33,7 @@ static int cmp_mark(const void *a, const void *b)
 }
 
 /* The message's state from the findings: "dropped", "mangled" or NULL. */
-static const char *msg_state(const rg_item *it, size_t i)
+static const char *msg_state(const ld_cli_regress_item *it, size_t i)
 {
     for (size_t k = 0; k < it->v->findings.n; k++) {
         const ld_finding *g = &it->v->findings.v[k];
@@ -59,7 +59,7 @@ static void add_parts(layout *l, const ld_align_msg_result *mr, size_t i, size_t
 }
 
 /* Spans and marks over the prompt, sorted, spans not overlapping. */
-static int build_layout(layout *l, const rg_item *it)
+static int build_layout(layout *l, const ld_cli_regress_item *it)
 {
     const ld_align_result *a = it->v->align;
     const ld_request *r = it->req;
@@ -86,7 +86,7 @@ static int build_layout(layout *l, const rg_item *it)
     return 0;
 }
 
-static void put_mark(FILE *f, size_t item, const mark *m, const rg_item *it)
+static void put_mark(FILE *f, size_t item, const mark *m, const ld_cli_regress_item *it)
 {
     const ld_message *msg = m->msg < (size_t)(it->req->n_messages > 0 ? it->req->n_messages : 0)
                             ? &it->req->messages[m->msg] : NULL;
@@ -95,7 +95,7 @@ static void put_mark(FILE *f, size_t item, const mark *m, const rg_item *it)
         fputs("<span class=\"cut\">[the logger cut the prompt here: the middle is not in the log]</span>", f);
     } else if (m->kind == MARK_DROPPED) {
         fprintf(f, "<a class=\"marker dropped\" href=\"#r%zu-m%zu\">&#x27C2; message %zu (", item, m->msg, m->msg);
-        rg_html_text(f, role);
+        ld_cli_regress_html_text(f, role);
         fputs(") dropped: not in the prompt</a>", f);
     } else {
         fprintf(f, "<a class=\"marker diff\" href=\"#r%zu-m%zu\">&#x25B2; message %zu differs here</a>",
@@ -105,20 +105,20 @@ static void put_mark(FILE *f, size_t item, const mark *m, const rg_item *it)
 
 /* prompt[a, b) as text, with the marks that fall inside it (and any left
  * behind) written at their places. */
-static void emit_plain(FILE *f, size_t item, const rg_item *it, const layout *l, size_t *m,
+static void emit_plain(FILE *f, size_t item, const ld_cli_regress_item *it, const layout *l, size_t *m,
                        size_t a, size_t b)
 {
     const char *p = it->req->prompt.bytes;
     while (*m < l->n_m && l->m[*m].pos < b) {
         size_t at = l->m[*m].pos < a ? a : l->m[*m].pos;
-        ld_markup_text(f, p + a, at - a, LD_MARKUP_HTML);
+        ld_cli_markup_text(f, p + a, at - a, LD_MARKUP_HTML);
         put_mark(f, item, &l->m[(*m)++], it);
         a = at;
     }
-    ld_markup_text(f, p + a, b - a, LD_MARKUP_HTML);
+    ld_cli_markup_text(f, p + a, b - a, LD_MARKUP_HTML);
 }
 
-static void prompt_column(FILE *f, size_t item, const rg_item *it, const layout *l)
+static void prompt_column(FILE *f, size_t item, const ld_cli_regress_item *it, const layout *l)
 {
     const ld_request *r = it->req;
     fputs("<div class=\"prompt\"><h4>templated prompt</h4>", f);
@@ -132,9 +132,9 @@ static void prompt_column(FILE *f, size_t item, const rg_item *it, const layout 
         const span *s = &l->s[i];
         const ld_message *msg = &r->messages[s->msg];
         emit_plain(f, item, it, l, &m, pos, s->start);
-        fprintf(f, "<span class=\"span %s%s\" title=\"message %zu (", rg_html_role_class(msg->role),
+        fprintf(f, "<span class=\"span %s%s\" title=\"message %zu (", ld_cli_regress_html_role_class(msg->role),
                 s->mangled ? " mangled" : "", s->msg);
-        ld_markup_cstr(f, msg->role ? msg->role : "?", LD_MARKUP_ATTR);
+        ld_cli_markup_cstr(f, msg->role ? msg->role : "?", LD_MARKUP_ATTR);
         fputs(")\">", f);
         emit_plain(f, item, it, l, &m, s->start, s->end);
         fputs("</span>", f);
@@ -153,34 +153,34 @@ static void field_text(FILE *f, const ld_text *t)
         return;
     }
     size_t cut = (t->flags & LD_TEXT_TRUNCATED) && t->cut <= t->len ? t->cut : t->len;
-    ld_markup_text(f, t->bytes, cut, LD_MARKUP_HTML);
+    ld_cli_markup_text(f, t->bytes, cut, LD_MARKUP_HTML);
     if (cut < t->len || (t->flags & LD_TEXT_TRUNCATED))
         fputs("<span class=\"cut\">[the logger cut this text here]</span>", f);
-    ld_markup_text(f, t->bytes + cut, t->len - cut, LD_MARKUP_HTML);
+    ld_cli_markup_text(f, t->bytes + cut, t->len - cut, LD_MARKUP_HTML);
 }
 
-static void message_box(FILE *f, size_t item, const rg_item *it, size_t i)
+static void message_box(FILE *f, size_t item, const ld_cli_regress_item *it, size_t i)
 {
     const ld_message *m = &it->req->messages[i];
     const char *state = msg_state(it, i);
     fprintf(f, "<div class=\"msg %s%s%s\" id=\"r%zu-m%zu\"><div class=\"mhead\">%zu ",
-            rg_html_role_class(m->role), state ? " " : "", state ? state : "", item, i, i);
-    rg_html_text(f, m->role ? m->role : "(no role)");
-    if (m->tool_call_id) { fputs(" &#8592; ", f); rg_html_text(f, m->tool_call_id); }
+            ld_cli_regress_html_role_class(m->role), state ? " " : "", state ? state : "", item, i, i);
+    ld_cli_regress_html_text(f, m->role ? m->role : "(no role)");
+    if (m->tool_call_id) { fputs(" &#8592; ", f); ld_cli_regress_html_text(f, m->tool_call_id); }
     if (state) fprintf(f, " <span class=\"state %s\">%s</span>", state, state);
     fputs("</div><pre>", f);
     field_text(f, &m->content);
     if (m->reasoning_content.bytes) { fputs("\n<i>reasoning:</i> ", f); field_text(f, &m->reasoning_content); }
     for (uint32_t k = 0; m->tool_calls && k < m->n_tool_calls; k++) {
         fputs("\n<i>tool call</i> ", f);
-        rg_html_text(f, m->tool_calls[k].name ? m->tool_calls[k].name : "?");
+        ld_cli_regress_html_text(f, m->tool_calls[k].name ? m->tool_calls[k].name : "?");
         fputc(' ', f);
         field_text(f, &m->tool_calls[k].arguments);
     }
     fputs("</pre></div>\n", f);
 }
 
-void rg_html_side_by_side(FILE *f, size_t item, const rg_item *it)
+void ld_cli_regress_html_side_by_side(FILE *f, size_t item, const ld_cli_regress_item *it)
 {
     const ld_request *r = it->req;
     if (!r || r->n_messages <= 0 || !r->messages) {

@@ -14,7 +14,7 @@ typedef struct conv_ref {
     size_t item;
 } conv_ref;
 
-struct rg_html_convs {
+struct ld_cli_regress_html_convs {
     conv_ref *v;  /* items with a conversation, by (conversation, item) */
     size_t n;
 };
@@ -27,9 +27,9 @@ static int cmp_conv(const void *pa, const void *pb)
     return a->item < b->item ? -1 : a->item > b->item;
 }
 
-rg_html_convs *rg_html_convs_new(const rg_run *run)
+ld_cli_regress_html_convs *ld_cli_regress_html_convs_new(const ld_cli_regress_run *run)
 {
-    rg_html_convs *c = calloc(1, sizeof *c);
+    ld_cli_regress_html_convs *c = calloc(1, sizeof *c);
     if (!c || !(c->v = malloc((run->n_items ? run->n_items : 1) * sizeof *c->v))) {
         free(c);
         return NULL;
@@ -40,27 +40,27 @@ rg_html_convs *rg_html_convs_new(const rg_run *run)
     return c;
 }
 
-void rg_html_convs_free(rg_html_convs *c)
+void ld_cli_regress_html_convs_free(ld_cli_regress_html_convs *c)
 {
     if (c) free(c->v);
     free(c);
 }
 
 /* A link to the item's section when it has one, else its rid. */
-static void item_ref(const rg_run *run, FILE *f, size_t i)
+static void item_ref(const ld_cli_regress_run *run, FILE *f, size_t i)
 {
-    const rg_item *it = &run->items[i];
-    if (it->v) { fputs("<a href=\"#", f); rg_html_anchor(f, i); fputs("\">", f); }
-    rg_html_text(f, it->key);
+    const ld_cli_regress_item *it = &run->items[i];
+    if (it->v) { fputs("<a href=\"#", f); ld_cli_regress_html_anchor(f, i); fputs("\">", f); }
+    ld_cli_regress_html_text(f, it->key);
     fprintf(f, "%s (%s)", it->v ? "</a>" : "", it->verdict);
 }
 
-static void earlier_requests(const rg_run *run, FILE *f, size_t item, const rg_html_convs *c)
+static void earlier_requests(const ld_cli_regress_run *run, FILE *f, size_t item, const ld_cli_regress_html_convs *c)
 {
     const char *conv = run->items[item].conversation;
     if (!conv) return;
     fputs("<p class=\"conversation\">conversation ", f);
-    rg_html_text(f, conv);
+    ld_cli_regress_html_text(f, conv);
     fputs("; earlier requests: ", f);
     int any = 0;
     size_t lo = 0, hi = c->n; /* the conversation's first entry */
@@ -77,7 +77,7 @@ static void earlier_requests(const rg_run *run, FILE *f, size_t item, const rg_h
 }
 
 /* The item of a related rid, or SIZE_MAX. */
-static size_t item_of_rid(const rg_run *run, const char *rid)
+static size_t item_of_rid(const ld_cli_regress_run *run, const char *rid)
 {
     size_t lo = 0, hi = run->cur.n;
     while (lo < hi) {
@@ -92,11 +92,11 @@ static void excerpt(FILE *f, const char *label, const char *s)
 {
     if (!s) return;
     fprintf(f, "<br><small>%s</small> <code>", label);
-    rg_html_text(f, s);
+    ld_cli_regress_html_text(f, s);
     fputs("</code>", f);
 }
 
-static void findings(const rg_run *run, FILE *f, const rg_item *it)
+static void findings(const ld_cli_regress_run *run, FILE *f, const ld_cli_regress_item *it)
 {
     fputs("<ul class=\"findings\">\n", f);
     for (size_t k = 0; k < it->v->findings.n; k++) {
@@ -105,7 +105,7 @@ static void findings(const rg_run *run, FILE *f, const rg_item *it)
         fprintf(f, "<li class=\"%s\"><b>%s</b> %s", err ? "error" : "info", err ? "error" : "info", g->kind);
         if (g->message >= 0) fprintf(f, " [message %lld]", (long long)g->message);
         fputs(": ", f);
-        rg_html_text(f, g->detail);
+        ld_cli_regress_html_text(f, g->detail);
         int kern = !strcmp(g->kind, LD_K_KERNELS_DIVERGENCE);
         excerpt(f, kern ? "replay" : "array", g->array_excerpt);
         excerpt(f, kern ? "logged" : "prompt", g->prompt_excerpt);
@@ -113,15 +113,15 @@ static void findings(const rg_run *run, FILE *f, const rg_item *it)
             size_t r = item_of_rid(run, g->related_rid);
             fputs("<br><small>related request</small> ", f);
             if (r != (size_t)-1) item_ref(run, f, r);
-            else rg_html_text(f, g->related_rid);
+            else ld_cli_regress_html_text(f, g->related_rid);
         }
-        if (g->unified_diff) { fputs("<pre>", f); rg_html_text(f, g->unified_diff); fputs("</pre>", f); }
+        if (g->unified_diff) { fputs("<pre>", f); ld_cli_regress_html_text(f, g->unified_diff); fputs("</pre>", f); }
         fputs("</li>\n", f);
     }
     fputs("</ul>\n", f);
 }
 
-const char *rg_html_role_class(const char *role)
+const char *ld_cli_regress_html_role_class(const char *role)
 {
     static const char *const roles[] = { "system", "user", "assistant", "tool" };
     static const char *const classes[] = { "role-system", "role-user", "role-assistant", "role-tool" };
@@ -131,23 +131,23 @@ const char *rg_html_role_class(const char *role)
     return "role-other";
 }
 
-void rg_html_request(const rg_run *run, FILE *f, size_t item, const rg_html_convs *convs)
+void ld_cli_regress_html_request(const ld_cli_regress_run *run, FILE *f, size_t item, const ld_cli_regress_html_convs *convs)
 {
-    const rg_item *it = &run->items[item];
+    const ld_cli_regress_item *it = &run->items[item];
     int reg = ld_change_is_regression(it->change) && !run->updating;
-    const char *status = rg_html_status(run, it);
+    const char *status = ld_cli_regress_html_status(run, it);
     fprintf(f, "<section class=\"request%s\" id=\"", reg ? " regression" : "");
-    rg_html_anchor(f, item);
+    ld_cli_regress_html_anchor(f, item);
     fputs("\">\n<h3>", f);
-    rg_html_text(f, it->key);
+    ld_cli_regress_html_text(f, it->key);
     fprintf(f, " <span class=\"badge %s\">%s</span> <span class=\"badge\">%s</span></h3>\n",
             status, status, it->verdict);
     fputs("<p>logged at ", f);
-    rg_html_text(f, it->where);
+    ld_cli_regress_html_text(f, it->where);
     fprintf(f, "; baseline verdict: %s</p>\n",
             it->before ? it->before->verdict : run->updating ? "(writing it)" : "(not in the baseline)");
     earlier_requests(run, f, item, convs);
     findings(run, f, it);
-    rg_html_side_by_side(f, item, it);
+    ld_cli_regress_html_side_by_side(f, item, it);
     fputs("</section>\n", f);
 }

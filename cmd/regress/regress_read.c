@@ -12,8 +12,8 @@
 
 enum { EV_RECORD, EV_MEMBER, EV_PROBLEM };
 
-typedef struct rg_event {
-    struct rg_event *next;
+typedef struct ld_cli_regress_event {
+    struct ld_cli_regress_event *next;
     int kind;
     ld_request *req;            /* EV_RECORD */
     char *label;                /* EV_RECORD, EV_MEMBER */
@@ -22,36 +22,36 @@ typedef struct rg_event {
     int failed;                 /* EV_MEMBER: an I/O problem came before */
     ld_problem_kind pkind;      /* EV_PROBLEM */
     ld_error error;             /* EV_PROBLEM: path = name */
-} rg_event;
+} ld_cli_regress_event;
 
-typedef struct rg_queue {
-    rg_event *head, *tail;
+typedef struct ld_cli_regress_queue {
+    ld_cli_regress_event *head, *tail;
     size_t n_records;
     int done;
-} rg_queue;
+} ld_cli_regress_queue;
 
-typedef struct rg_reader {
+typedef struct ld_cli_regress_reader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char *const *inputs;
     size_t n, next, current;
-    rg_queue *q;
+    ld_cli_regress_queue *q;
     const ld_pair_options *opts;
     int nomem;
-} rg_reader;
+} ld_cli_regress_reader;
 
-typedef struct rg_worker {
-    rg_reader *rd;
+typedef struct ld_cli_regress_worker {
+    ld_cli_regress_reader *rd;
     size_t index;
     char **paths;
     size_t n_paths;
     int arg_is_dir;
-} rg_worker;
+} ld_cli_regress_worker;
 
-static void push(rg_reader *rd, size_t i, rg_event *ev)
+static void push(ld_cli_regress_reader *rd, size_t i, ld_cli_regress_event *ev)
 {
     pthread_mutex_lock(&rd->mu);
-    rg_queue *q = &rd->q[i];
+    ld_cli_regress_queue *q = &rd->q[i];
     while (ev->kind == EV_RECORD && i != rd->current && q->n_records >= LD_RG_QUEUE_CAP)
         pthread_cond_wait(&rd->cv, &rd->mu);
     if (q->tail) q->tail->next = ev;
@@ -62,9 +62,9 @@ static void push(rg_reader *rd, size_t i, rg_event *ev)
     pthread_mutex_unlock(&rd->mu);
 }
 
-static rg_event *new_event(rg_worker *w, int kind)
+static ld_cli_regress_event *new_event(ld_cli_regress_worker *w, int kind)
 {
-    rg_event *ev = calloc(1, sizeof *ev);
+    ld_cli_regress_event *ev = calloc(1, sizeof *ev);
     if (!ev) {
         pthread_mutex_lock(&w->rd->mu);
         w->rd->nomem = 1;
@@ -75,8 +75,8 @@ static rg_event *new_event(rg_worker *w, int kind)
     return ev;
 }
 
-/* The member inside its input (see rg_member_info.label), malloc'd. */
-static char *label_of(const rg_worker *w, const char *member)
+/* The member inside its input (see ld_cli_regress_member_info.label), malloc'd. */
+static char *label_of(const ld_cli_regress_worker *w, const char *member)
 {
     const char *best = NULL;
     size_t best_len = 0;
@@ -103,8 +103,8 @@ static char *label_of(const rg_worker *w, const char *member)
 
 static int emit(void *ctx, ld_request *r)
 {
-    rg_worker *w = ctx;
-    rg_event *ev = new_event(w, EV_RECORD);
+    ld_cli_regress_worker *w = ctx;
+    ld_cli_regress_event *ev = new_event(w, EV_RECORD);
     if (!ev) return 0;
     const char *member = (r->flags & LD_REQ_ERROR) ? r->error.path : NULL;
     for (int p = 0; p < LD_PART_COUNT && !member; p++)
@@ -115,9 +115,9 @@ static int emit(void *ctx, ld_request *r)
     return LD_PAIR_TAKE;
 }
 
-static void problem(rg_worker *w, ld_problem_kind kind, const ld_error *e, const char *name)
+static void problem(ld_cli_regress_worker *w, ld_problem_kind kind, const ld_error *e, const char *name)
 {
-    rg_event *ev = new_event(w, EV_PROBLEM);
+    ld_cli_regress_event *ev = new_event(w, EV_PROBLEM);
     if (!ev) return;
     ev->pkind = kind;
     ev->error = *e;
@@ -126,9 +126,9 @@ static void problem(rg_worker *w, ld_problem_kind kind, const ld_error *e, const
     push(w->rd, w->index, ev);
 }
 
-static void member_end(rg_worker *w, const char *name, uint64_t lines, uint64_t reqs, int failed)
+static void member_end(ld_cli_regress_worker *w, const char *name, uint64_t lines, uint64_t reqs, int failed)
 {
-    rg_event *ev = new_event(w, EV_MEMBER);
+    ld_cli_regress_event *ev = new_event(w, EV_MEMBER);
     if (!ev) return;
     ev->name = strdup(name);
     ev->label = label_of(w, name);
@@ -139,7 +139,7 @@ static void member_end(rg_worker *w, const char *name, uint64_t lines, uint64_t 
 }
 
 /* Reads the current member to its end or its first I/O error. */
-static void read_member(rg_worker *w, ld_input *in, ld_linereader *lr, ld_pairer *p)
+static void read_member(ld_cli_regress_worker *w, ld_input *in, ld_linereader *lr, ld_pairer *p)
 {
     const char *member = ld_input_member_name(in);
     const ld_pair_stats *ps = ld_pairer_stats(p);
@@ -163,7 +163,7 @@ static void read_member(rg_worker *w, ld_input *in, ld_linereader *lr, ld_pairer
 }
 
 /* Every member of one opened file. */
-static void read_file(rg_worker *w, ld_input *in, ld_pairer *p)
+static void read_file(ld_cli_regress_worker *w, ld_input *in, ld_pairer *p)
 {
     ld_linereader *lr = NULL;
     ld_error e;
@@ -186,7 +186,7 @@ static void read_file(rg_worker *w, ld_input *in, ld_pairer *p)
     ld_linereader_free(lr);
 }
 
-static void read_one_input(rg_worker *w)
+static void read_one_input(ld_cli_regress_worker *w)
 {
     const char *arg = w->rd->inputs[w->index];
     struct stat st;
@@ -220,13 +220,13 @@ static void read_one_input(rg_worker *w)
 
 static void *worker_main(void *arg)
 {
-    rg_reader *rd = arg;
+    ld_cli_regress_reader *rd = arg;
     for (;;) {
         pthread_mutex_lock(&rd->mu);
         size_t i = rd->next < rd->n ? rd->next++ : rd->n;
         pthread_mutex_unlock(&rd->mu);
         if (i == rd->n) return NULL;
-        rg_worker w = { rd, i, NULL, 0, 0 };
+        ld_cli_regress_worker w = { rd, i, NULL, 0, 0 };
         read_one_input(&w);
         pthread_mutex_lock(&rd->mu);
         rd->q[i].done = 1;
@@ -235,12 +235,12 @@ static void *worker_main(void *arg)
     }
 }
 
-static void deliver(const rg_sink *sink, size_t i, rg_event *ev)
+static void deliver(const ld_cli_regress_sink *sink, size_t i, ld_cli_regress_event *ev)
 {
     if (ev->kind == EV_RECORD) {
         sink->on_record(sink->ctx, i, ev->req, ev->label);
     } else if (ev->kind == EV_MEMBER) {
-        rg_member_info m = { ev->name, ev->label, ev->lines, ev->request_lines, NULL };
+        ld_cli_regress_member_info m = { ev->name, ev->label, ev->lines, ev->request_lines, NULL };
         ld_error e;
         ld_error_clear(&e);
         if (ev->failed) { e.code = LD_ERR_IO; e.path = ev->name; m.error = &e; }
@@ -254,13 +254,13 @@ static void deliver(const rg_sink *sink, size_t i, rg_event *ev)
 }
 
 /* Drains input i's queue until its worker is done with it. */
-static void drain(rg_reader *rd, size_t i, const rg_sink *sink)
+static void drain(ld_cli_regress_reader *rd, size_t i, const ld_cli_regress_sink *sink)
 {
     for (;;) {
         pthread_mutex_lock(&rd->mu);
-        rg_queue *q = &rd->q[i];
+        ld_cli_regress_queue *q = &rd->q[i];
         while (!q->head && !q->done) pthread_cond_wait(&rd->cv, &rd->mu);
-        rg_event *ev = q->head;
+        ld_cli_regress_event *ev = q->head;
         if (ev) {
             q->head = ev->next;
             if (!q->head) q->tail = NULL;
@@ -273,11 +273,11 @@ static void drain(rg_reader *rd, size_t i, const rg_sink *sink)
     }
 }
 
-int rg_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
-                   const rg_sink *sink, ld_error *err)
+int ld_cli_regress_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
+                   const ld_cli_regress_sink *sink, ld_error *err)
 {
-    rg_reader rd = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, inputs, n, 0, 0,
-                     calloc(n ? n : 1, sizeof(rg_queue)), opts, 0 };
+    ld_cli_regress_reader rd = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, inputs, n, 0, 0,
+                     calloc(n ? n : 1, sizeof(ld_cli_regress_queue)), opts, 0 };
     size_t n_threads = (size_t)(jobs < 1 ? 1 : jobs) < n ? (size_t)(jobs < 1 ? 1 : jobs) : n;
     pthread_t *th = calloc(n_threads ? n_threads : 1, sizeof *th);
     size_t started = 0;

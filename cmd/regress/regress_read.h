@@ -23,30 +23,30 @@
 
 enum { LD_RG_QUEUE_CAP = 256 };
 
-typedef struct rg_member_info {
+typedef struct ld_cli_regress_member_info {
     const char *name;       /* full member name ("archive:member" or the path) */
     const char *label;      /* the member inside its input: archive member name, or
                                the file's path below a directory input / its base name */
     uint64_t lines;         /* lines read */
     uint64_t request_lines; /* request lines (parsed or not) among them */
     const ld_error *error;  /* the member could not be read (fully); NULL if fine */
-} rg_member_info;
+} ld_cli_regress_member_info;
 
-typedef struct rg_sink {
+typedef struct ld_cli_regress_sink {
     /* A record of input `input`; ownership passes to the callee. `label` as in
-     * rg_member_info (valid for the call). */
+     * ld_cli_regress_member_info (valid for the call). */
     void (*on_record)(void *ctx, size_t input, ld_request *r, const char *label);
     /* A member ended (after its records that were complete by then). */
-    void (*on_member)(void *ctx, size_t input, const rg_member_info *m);
+    void (*on_member)(void *ctx, size_t input, const ld_cli_regress_member_info *m);
     /* An input that could not be opened, or a line too long to read. */
     void (*on_problem)(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
     void *ctx;
-} rg_sink;
+} ld_cli_regress_sink;
 
 /* Reads inputs[0..n) with `jobs` worker threads (>= 1), pairers made with
  * `opts`, delivering every event to `sink` on the calling thread in input
  * order.  Returns 0, or -1 when memory or threads ran out (err filled). */
-int rg_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
-                   const rg_sink *sink, ld_error *err);
+int ld_cli_regress_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
+                   const ld_cli_regress_sink *sink, ld_error *err);
 
 #endif

@@ -8,21 +8,21 @@
 
 /* The status word of an item: the change, "recorded" when writing the
  * baseline, "not-ok" for a request that fails as it did before. */
-static const char *status_of(const rg_run *run, const rg_item *it)
+static const char *status_of(const ld_cli_regress_run *run, const ld_cli_regress_item *it)
 {
     if (run->updating) return "recorded";
     if (it->change == LD_CHANGE_SAME && strcmp(it->verdict, "ok")) return "not-ok";
     return ld_change_name(it->change);
 }
 
-static int listed(const rg_run *run, const rg_item *it, int verbose)
+static int listed(const ld_cli_regress_run *run, const ld_cli_regress_item *it, int verbose)
 {
     if (verbose) return 1;
     if (run->updating) return 0;
     return it->change != LD_CHANGE_SAME && it->change != LD_CHANGE_NEW;
 }
 
-static void print_errors(FILE *f, const rg_item *it)
+static void print_errors(FILE *f, const ld_cli_regress_item *it)
 {
     for (size_t i = 0; it->v && i < it->v->findings.n; i++) {
         const ld_finding *g = &it->v->findings.v[i];
@@ -33,7 +33,7 @@ static void print_errors(FILE *f, const rg_item *it)
     }
 }
 
-static void print_item(const rg_run *run, FILE *f, const rg_item *it)
+static void print_item(const ld_cli_regress_run *run, FILE *f, const ld_cli_regress_item *it)
 {
     int up = ld_change_is_regression(it->change) && !run->updating;
     char change[64];
@@ -46,11 +46,11 @@ static void print_item(const rg_run *run, FILE *f, const rg_item *it)
     if (up) print_errors(f, it);
 }
 
-static void print_summary(const rg_run *run, FILE *f)
+static void print_summary(const ld_cli_regress_run *run, FILE *f)
 {
     size_t ok = 0, skipped = 0;
     for (size_t i = 0; i < run->n_items; i++) ok += !strcmp(run->items[i].verdict, "ok");
-    for (size_t i = 0; i < run->n_members; i++) skipped += rg_member_is_skipped(&run->members[i]);
+    for (size_t i = 0; i < run->n_members; i++) skipped += ld_cli_regress_member_is_skipped(&run->members[i]);
     const size_t *c = run->diff.count;
     fprintf(f, "\n%zu requests: %zu ok, %zu not ok", run->n_items, ok, run->n_items - ok);
     if (run->updating)
@@ -63,9 +63,9 @@ static void print_summary(const rg_run *run, FILE *f)
             (unsigned long long)run->io_errors);
 }
 
-int rg_write_text(const rg_run *run, FILE *f, int verbose)
+int ld_cli_regress_write_text(const ld_cli_regress_run *run, FILE *f, int verbose)
 {
-    size_t *order = rg_report_order(run);
+    size_t *order = ld_cli_regress_report_order(run);
     if (!order) return -1;
     for (size_t k = 0; k < run->cur.n; k++)
         if (listed(run, &run->items[order[k]], verbose)) print_item(run, f, &run->items[order[k]]);
@@ -74,7 +74,7 @@ int rg_write_text(const rg_run *run, FILE *f, int verbose)
         fprintf(f, "%-12s %-32s (was %s)\n", "missing", e->rid, e->verdict);
     }
     for (size_t i = 0; i < run->n_members; i++)
-        if (rg_member_is_skipped(&run->members[i]))
+        if (ld_cli_regress_member_is_skipped(&run->members[i]))
             fprintf(f, "%-12s %s: not a log (no request line in %llu lines)\n", "skipped",
                     run->members[i].name, (unsigned long long)run->members[i].lines);
     for (size_t i = 0; i < run->n_problems; i++)
@@ -91,7 +91,7 @@ static cJSON *kinds_json(const char *const *k, size_t n)
     return a;
 }
 
-static cJSON *item_json(const rg_run *run, const rg_item *it, const ld_baseline_entry *now)
+static cJSON *item_json(const ld_cli_regress_run *run, const ld_cli_regress_item *it, const ld_baseline_entry *now)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -122,7 +122,7 @@ static cJSON *other_json(const char *rid, const char *status, const char *before
     return o;
 }
 
-int rg_write_json(const rg_run *run, FILE *f)
+int ld_cli_regress_write_json(const ld_cli_regress_run *run, FILE *f)
 {
     /* the run's entries in key order, so that each item finds its own */
     for (size_t j = 0; j < run->cur.n; j++)
@@ -133,7 +133,7 @@ int rg_write_json(const rg_run *run, FILE *f)
                                          "in the baseline, not in the inputs"));
     }
     for (size_t i = 0; i < run->n_members; i++)
-        if (rg_member_is_skipped(&run->members[i]))
+        if (ld_cli_regress_member_is_skipped(&run->members[i]))
             ld_json_print_line(f, other_json(NULL, "skipped", NULL, run->members[i].name,
                                              "not a log: no request line"));
     for (size_t i = 0; i < run->n_problems; i++)

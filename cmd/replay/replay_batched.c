@@ -7,7 +7,7 @@
 
 #include "parse/pylit/pylit_json.h"
 
-int ld_batch_rids_parse(const char *list, const char *rid, char **buf, const char ***rids, size_t *n, char *msg,
+int ld_cli_batch_rids_parse(const char *list, const char *rid, char **buf, const char ***rids, size_t *n, char *msg,
                         size_t cap)
 {
     *buf = strdup(list);
@@ -52,7 +52,7 @@ static void print_first_in(FILE *f, const ld_replay_batch_report *rep)
     else fprintf(f, "first in the final norm's output (every layer's bitwise the same)");
 }
 
-void ld_print_batch_report(FILE *f, const char *rid, const char *const *with, size_t n_with,
+void ld_cli_print_batch_report(FILE *f, const char *rid, const char *const *with, size_t n_with,
                            const ld_replay_batch_report *rep, int json)
 {
     if (json) {

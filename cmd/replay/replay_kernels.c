@@ -56,7 +56,7 @@ static void print_json(FILE *f, const char *rid, const ld_kernel_cmp_report *rep
     ld_json_print_line(f, o);
 }
 
-void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json)
+void ld_cli_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json)
 {
     if (json) {
         print_json(f, rid, rep);
@@ -90,7 +90,7 @@ void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *r
     }
 }
 
-void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int json)
+void ld_cli_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int json)
 {
     char buf[32];
     int slice = c->last > 0;

@@ -7,10 +7,10 @@
 
 #include "replay/run/replay_compare.h"
 
-void ld_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json);
+void ld_cli_print_kernel_cmp(FILE *f, const char *rid, const ld_kernel_cmp_report *rep, int json);
 
 /* `--check OTHER`: per plane the two backends' largest row error and
  * element difference, and the logged tokens' changes */
-void ld_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int json);
+void ld_cli_print_backend_cmp(FILE *f, const char *rid, const ld_backend_cmp *c, int json);
 
 #endif

@@ -81,7 +81,7 @@ int ld_cli_replay_batch(struct ld_cli *cli, const ld_cli_replay_args *a, ld_repl
         ld_cli_replay_error(cli, a->rid, &err);
         return LD_EXIT_TROUBLE;
     }
-    ld_print_batch_report(cli->out, r->rid ? r->rid : a->rid, s->with, s->n_with, &rep, a->json);
+    ld_cli_print_batch_report(cli->out, r->rid ? r->rid : a->rid, s->with, s->n_with, &rep, a->json);
     return rep.first_diff < 0 ? LD_EXIT_SAME : LD_EXIT_DIFF;
 }
 
@@ -98,7 +98,7 @@ int ld_cli_replay_check_backends(struct ld_cli *cli, const ld_cli_replay_args *a
         ld_cli_replay_error(cli, a->check, &err);
         return LD_EXIT_TROUBLE;
     }
-    ld_print_backend_cmp(cli->out, r->rid ? r->rid : a->rid, &cmp, a->json);
+    ld_cli_print_backend_cmp(cli->out, r->rid ? r->rid : a->rid, &cmp, a->json);
     ld_backend_cmp_free(&cmp);
     return LD_EXIT_SAME;
 }
@@ -114,7 +114,7 @@ int ld_cli_replay_compare(struct ld_cli *cli, const ld_cli_replay_args *a, ld_re
         ld_cli_replay_error(cli, a->rid, &err);
         return LD_EXIT_TROUBLE;
     }
-    ld_print_kernel_cmp(cli->out, r->rid ? r->rid : a->rid, &rep, a->json);
+    ld_cli_print_kernel_cmp(cli->out, r->rid ? r->rid : a->rid, &rep, a->json);
     ld_kernel_cmp_report_free(&rep);
     return LD_EXIT_SAME;
 }

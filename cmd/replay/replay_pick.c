@@ -34,7 +34,7 @@ static int on_request(void *ctx, ld_request *r)
 static int batch_rids(struct ld_cli *cli, const ld_cli_replay_args *a, ld_cli_replay_pick *s)
 {
     char msg[256];
-    if (ld_batch_rids_parse(a->batch_with, a->rid, &s->with_buf, &s->with, &s->n_with, msg, sizeof msg) != 0 ||
+    if (ld_cli_batch_rids_parse(a->batch_with, a->rid, &s->with_buf, &s->with, &s->n_with, msg, sizeof msg) != 0 ||
         !(s->with_r = calloc(s->n_with, sizeof *s->with_r))) {
         fprintf(cli->err, LD_CLI_REPLAY_PFX "%s\n", s->with ? msg : "out of memory");
         return -1;
@@ -51,8 +51,8 @@ int ld_cli_replay_read(struct ld_cli *cli, const ld_cli_replay_args *a, char **l
     ld_pair_options popts = { 0 };
     popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     popts.only_rid = a->batch_with ? NULL : a->rid; /* several requests kept: every record's values */
-    ld_logread lr = { cli, 0, 0, { 0 }, { 0 } };
-    if (ld_logread_run(&lr, logs, n_logs, &popts, on_request, s) != 0 || lr.stats.io_errors) return -1;
+    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    if (ld_cli_logread_run(&lr, logs, n_logs, &popts, on_request, s) != 0 || lr.stats.io_errors) return -1;
     *r = s->exact ? s->exact : s->n_sub == 1 ? s->sub : NULL;
     if (!*r && s->n_sub > 1)
         fprintf(cli->err, LD_CLI_REPLAY_PFX "'%s' is a batch of %zu requests: give the rid of one of them\n", a->rid,

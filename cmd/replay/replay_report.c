@@ -124,7 +124,7 @@ static void json_head(cJSON *o, const ld_request *r, const ld_replay_engine *e, 
 {
     char where[512];
     cJSON_AddItemToObject(o, "rid", ld_json_cstr(r->rid));
-    cJSON_AddItemToObject(o, "where", ld_json_cstr(ld_request_where(r, where, sizeof where, NULL)));
+    cJSON_AddItemToObject(o, "where", ld_json_cstr(ld_cli_request_where(r, where, sizeof where, NULL)));
     cJSON_AddItemToObject(o, "verdict", cJSON_CreateString(ld_replay_verdict_kind(res->verdict)));
     cJSON_AddItemToObject(o, "model", ld_json_cstr(ld_replay_engine_arch(e)));
     cJSON_AddItemToObject(o, "backend", ld_json_cstr(ld_replay_engine_backend(e)));
@@ -274,7 +274,7 @@ void ld_cli_replay_print_text(struct ld_cli *cli, const ld_request *r, const ld_
                  gpus > 1 ? "s" : "");
     else if (tp) snprintf(tpn, sizeof tpn, ", tp %d", tp);
     fprintf(f, "%s  %s  %s, %zu prompt ids (%s), %zu output ids, top-k %d, backend %s%s\n", r->rid ? r->rid : "-",
-            ld_request_where(r, where, sizeof where, NULL), ld_replay_engine_arch(e), res->n_prompt,
+            ld_cli_request_where(r, where, sizeof where, NULL), ld_replay_engine_arch(e), res->n_prompt,
             res->prompt_source == LD_REPLAY_PROMPT_IDS ? "logged input_ids" : "the logged text, tokenized",
             res->n_output, res->top_k, ld_replay_engine_backend(e), tpn);
     if (res->n_output) {

@@ -19,7 +19,7 @@ static int cmp_added(const void *pa, const void *pb)
     return a->s < b->s ? -1 : a->s > b->s; /* same length: the first given first */
 }
 
-ld_status tok_trie_build(tok_trie *tr, const tok_added *tok, size_t n)
+ld_status ld_tok_trie_build(tok_trie *tr, const tok_added *tok, size_t n)
 {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) len += tok[i].n;
@@ -47,7 +47,7 @@ ld_status tok_trie_build(tok_trie *tr, const tok_added *tok, size_t n)
     return LD_OK;
 }
 
-void tok_trie_free(tok_trie *tr)
+void ld_tok_trie_free(tok_trie *tr)
 {
     free(tr->pool);
     free(tr->tok);
@@ -84,7 +84,7 @@ static int32_t last_char(const char *s, size_t n, size_t *start)
     size_t i = n - 1;
     while (i > 0 && n - i < 4 && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
     size_t k;
-    int32_t c = tok_utf8_next((const unsigned char *)s + i, n - i, &k);
+    int32_t c = ld_tok_utf8_next((const unsigned char *)s + i, n - i, &k);
     if (i + k != n) { /* not one whole character: the last byte alone */
         c = -1;
         i = n - 1;
@@ -103,7 +103,7 @@ static size_t space_before(const char *s, size_t n)
 static size_t space_after(const char *s, size_t n)
 {
     size_t i = 0, k;
-    while (i < n && is_space(tok_utf8_next((const unsigned char *)s + i, n - i, &k))) i += k;
+    while (i < n && is_space(ld_tok_utf8_next((const unsigned char *)s + i, n - i, &k))) i += k;
     return i;
 }
 
@@ -126,7 +126,7 @@ static int accept(const tok_run *r, const tok_added *a, const char *s, size_t n,
     if (a->flags & LD_TOK_A_SINGLE_WORD) {
         size_t at, k;
         if (*start > 0 && is_word(last_char(s, *start, &at))) return 0;
-        if (*stop < n && is_word(tok_utf8_next((const unsigned char *)s + *stop, n - *stop, &k))) return 0;
+        if (*stop < n && is_word(ld_tok_utf8_next((const unsigned char *)s + *stop, n - *stop, &k))) return 0;
     }
     if (a->flags & LD_TOK_A_LSTRIP) {
         size_t ns = *start - space_before(s, *start);
@@ -136,7 +136,7 @@ static int accept(const tok_run *r, const tok_added *a, const char *s, size_t n,
     return 1;
 }
 
-ld_status tok_added_split(tok_run *r, const tok_trie *tr, const char *s, size_t n, tok_gap_fn gap)
+ld_status ld_tok_added_split(tok_run *r, const tok_trie *tr, const char *s, size_t n, tok_gap_fn gap)
 {
     size_t done = 0; /* end of the last kept match */
     for (size_t i = 0; tr->n && i < n;) {
@@ -153,7 +153,7 @@ ld_status tok_added_split(tok_run *r, const tok_trie *tr, const char *s, size_t 
         i = stop; /* the scan goes on after the match, kept or not */
         if (!accept(r, a, s, n, done, &start, &stop)) continue;
         if (start > done) LD_TRY(gap(r, s + done, start - done));
-        LD_TRY(tok_ids_push(&r->out, a->id));
+        LD_TRY(ld_tok_ids_push(&r->out, a->id));
         done = stop;
     }
     if (done < n) LD_TRY(gap(r, s + done, n - done));

@@ -118,7 +118,7 @@ static ld_status merge_scan(tok_run *r, const char *s, size_t n)
         if (best + 1 < k && !tok_merge_get(r->tok, id[best], id[best + 1], &rank[best], &made[best]))
             rank[best] = INT32_MAX;
     }
-    return tok_ids_append(&r->out, id, k);
+    return ld_tok_ids_append(&r->out, id, k);
 }
 
 static ld_status merge_all(tok_run *r, const char *s, size_t n)
@@ -143,13 +143,13 @@ static ld_status merge_all(tok_run *r, const char *s, size_t n)
         LD_TRY(queue_pair(r, &hn, a->prev));
         LD_TRY(queue_pair(r, &hn, top.pos));
     }
-    for (int32_t i = k ? 0 : -1; i >= 0; i = r->sym[i].next) LD_TRY(tok_ids_push(&r->out, r->sym[i].id));
+    for (int32_t i = k ? 0 : -1; i >= 0; i = r->sym[i].next) LD_TRY(ld_tok_ids_push(&r->out, r->sym[i].id));
     return LD_OK;
 }
 
 /* ---------------------------------------------------------------- cache */
 
-tok_cache *tok_cache_new(void)
+tok_cache *ld_tok_cache_new(void)
 {
     tok_cache *c = calloc(1, sizeof *c);
     if (c && pthread_mutex_init(&c->lock, NULL) != 0) {
@@ -159,7 +159,7 @@ tok_cache *tok_cache_new(void)
     return c;
 }
 
-void tok_cache_free(tok_cache *c)
+void ld_tok_cache_free(tok_cache *c)
 {
     if (!c) return;
     pthread_mutex_destroy(&c->lock);
@@ -189,7 +189,7 @@ static int cache_get(tok_cache *c, uint64_t h, const char *s, size_t n, tok_ids 
         uint32_t sl = c->slot[cache_find(c, h, s, n)];
         if (sl) {
             const struct tok_cache_entry *e = &c->ent[sl - 1];
-            hit = tok_ids_append(out, c->ids.v + e->ids_off, e->n_ids) == LD_OK;
+            hit = ld_tok_ids_append(out, c->ids.v + e->ids_off, e->n_ids) == LD_OK;
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -222,7 +222,7 @@ static void cache_put(tok_cache *c, uint64_t h, const char *s, size_t n, const i
         if (c->n_ent == TOK_CACHE_ENTRIES || c->keys.n > TOK_CACHE_BYTES) cache_clear(c);
         size_t i = cache_find(c, h, s, n);
         size_t ko = c->keys.n, io = c->ids.n;
-        if (!c->slot[i] && tok_buf_append(&c->keys, s, n) == LD_OK && tok_ids_append(&c->ids, ids, k) == LD_OK) {
+        if (!c->slot[i] && ld_tok_buf_append(&c->keys, s, n) == LD_OK && ld_tok_ids_append(&c->ids, ids, k) == LD_OK) {
             c->ent[c->n_ent] = (struct tok_cache_entry){ h, (uint32_t)ko, (uint32_t)n, (uint32_t)io, (uint32_t)k };
             c->slot[i] = (uint32_t)++c->n_ent;
         } else {
@@ -233,17 +233,17 @@ static void cache_put(tok_cache *c, uint64_t h, const char *s, size_t n, const i
     pthread_mutex_unlock(&c->lock);
 }
 
-ld_status tok_bpe_piece(tok_run *r, const char *s, size_t n)
+ld_status ld_tok_bpe_piece(tok_run *r, const char *s, size_t n)
 {
     const ld_tok *t = r->tok;
     if (n == 1 && t->byte_id[(unsigned char)s[0]] >= 0)
-        return tok_ids_push(&r->out, t->byte_id[(unsigned char)s[0]]);
+        return ld_tok_ids_push(&r->out, t->byte_id[(unsigned char)s[0]]);
     if (t->ignore_merges) {
-        int32_t id = tok_vocab_get(t, s, n);
-        if (id >= 0) return tok_ids_push(&r->out, id);
+        int32_t id = ld_tok_vocab_get(t, s, n);
+        if (id >= 0) return ld_tok_ids_push(&r->out, id);
     }
     if (n > TOK_CACHE_KEY) return merge_all(r, s, n);
-    uint64_t h = tok_hash_bytes(s, n);
+    uint64_t h = ld_tok_hash_bytes(s, n);
     if (cache_get(t->cache, h, s, n, &r->out)) return LD_OK;
     size_t start = r->out.n;
     LD_TRY(merge_all(r, s, n));

@@ -6,7 +6,7 @@
 
 #include "tok_internal.h"
 
-ld_status tok_buf_reserve(tok_buf *b, size_t extra)
+ld_status ld_tok_buf_reserve(tok_buf *b, size_t extra)
 {
     if (extra <= b->cap - b->n) return LD_OK;
     size_t cap = b->cap ? b->cap : 256;
@@ -21,16 +21,16 @@ ld_status tok_buf_reserve(tok_buf *b, size_t extra)
     return LD_OK;
 }
 
-ld_status tok_buf_append(tok_buf *b, const char *s, size_t n)
+ld_status ld_tok_buf_append(tok_buf *b, const char *s, size_t n)
 {
     if (n == 0) return LD_OK;
-    LD_TRY(tok_buf_reserve(b, n));
+    LD_TRY(ld_tok_buf_reserve(b, n));
     memcpy(b->v + b->n, s, n);
     b->n += n;
     return LD_OK;
 }
 
-ld_status tok_ids_append(tok_ids *a, const int32_t *v, size_t n)
+ld_status ld_tok_ids_append(tok_ids *a, const int32_t *v, size_t n)
 {
     if (n > a->cap - a->n) {
         size_t cap = a->cap ? a->cap : 256;
@@ -48,4 +48,4 @@ ld_status tok_ids_append(tok_ids *a, const int32_t *v, size_t n)
     return LD_OK;
 }
 
-ld_status tok_ids_push(tok_ids *a, int32_t id) { return tok_ids_append(a, &id, 1); }
+ld_status ld_tok_ids_push(tok_ids *a, int32_t id) { return ld_tok_ids_append(a, &id, 1); }

@@ -20,7 +20,7 @@ static int cp_to_byte(int32_t cp)
     return i < 33 ? i : i == 33 ? 0x7F : i < 67 ? 0x80 + (i - 34) : 0xAD;
 }
 
-int32_t tok_utf8_next(const unsigned char *s, size_t n, size_t *len)
+int32_t ld_tok_utf8_next(const unsigned char *s, size_t n, size_t *len)
 {
     unsigned c = s[0];
     *len = 1;
@@ -38,12 +38,12 @@ int32_t tok_utf8_next(const unsigned char *s, size_t n, size_t *len)
     return cp;
 }
 
-size_t tok_bytelevel_decode(const char *s, size_t n, char *out)
+size_t ld_tok_bytelevel_decode(const char *s, size_t n, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         size_t k;
-        int32_t cp = tok_utf8_next((const unsigned char *)s + i, n - i, &k);
+        int32_t cp = ld_tok_utf8_next((const unsigned char *)s + i, n - i, &k);
         int b = cp_to_byte(cp);
         if (b < 0) return (size_t)-1;
         out[o++] = (char)b;

@@ -9,17 +9,17 @@
 
 static ld_status normalized_gap(tok_run *r, const char *s, size_t n)
 {
-    return tok_pretokenize(r, 0, s, n);
+    return ld_tok_pretokenize(r, 0, s, n);
 }
 
 static ld_status raw_gap(tok_run *r, const char *s, size_t n)
 {
     const ld_tok *t = r->tok;
-    if (t->n_norm == 0) return tok_pretokenize(r, 0, s, n);
+    if (t->n_norm == 0) return ld_tok_pretokenize(r, 0, s, n);
     r->norm.n = 0;
-    if (tok_normalize(t->norm, t->n_norm, s, n, &r->norm) != LD_OK)
+    if (ld_tok_normalize(t->norm, t->n_norm, s, n, &r->norm) != LD_OK)
         return LD_FAIL(r->err, LD_ERR_NOMEM, 0, "out of memory");
-    return tok_added_split(r, &t->norm_added, r->norm.v, r->norm.n, normalized_gap);
+    return ld_tok_added_split(r, &t->norm_added, r->norm.v, r->norm.n, normalized_gap);
 }
 
 static ld_status run_encode(tok_run *r, const char *text, size_t len)
@@ -28,9 +28,9 @@ static ld_status run_encode(tok_run *r, const char *text, size_t len)
     r->md = pcre2_match_data_create(1, NULL);
     r->mctx = pcre2_match_context_create(NULL);
     if (!r->md || !r->mctx) return LD_FAIL(r->err, LD_ERR_NOMEM, 0, "out of memory");
-    if (r->flags & LD_TOK_ADD_SPECIAL) LD_TRY(tok_ids_append(&r->out, t->prefix, t->n_prefix));
-    LD_TRY(tok_added_split(r, &t->raw_added, text, len, raw_gap));
-    if (r->flags & LD_TOK_ADD_SPECIAL) LD_TRY(tok_ids_append(&r->out, t->suffix, t->n_suffix));
+    if (r->flags & LD_TOK_ADD_SPECIAL) LD_TRY(ld_tok_ids_append(&r->out, t->prefix, t->n_prefix));
+    LD_TRY(ld_tok_added_split(r, &t->raw_added, text, len, raw_gap));
+    if (r->flags & LD_TOK_ADD_SPECIAL) LD_TRY(ld_tok_ids_append(&r->out, t->suffix, t->n_suffix));
     if (!r->out.v && !(r->out.v = malloc(sizeof *r->out.v))) /* never NULL on success */
         return LD_FAIL(r->err, LD_ERR_NOMEM, 0, "out of memory");
     return LD_OK;

@@ -98,22 +98,22 @@ typedef struct tok_run {
     ld_error *err;
 } tok_run;
 
-ld_status tok_ids_push(tok_ids *a, int32_t id);
-ld_status tok_ids_append(tok_ids *a, const int32_t *v, size_t n);
-ld_status tok_buf_append(tok_buf *b, const char *s, size_t n);
-ld_status tok_buf_reserve(tok_buf *b, size_t extra); /* room for b->n + extra */
+ld_status ld_tok_ids_push(tok_ids *a, int32_t id);
+ld_status ld_tok_ids_append(tok_ids *a, const int32_t *v, size_t n);
+ld_status ld_tok_buf_append(tok_buf *b, const char *s, size_t n);
+ld_status ld_tok_buf_reserve(tok_buf *b, size_t extra); /* room for b->n + extra */
 
 /* tok_bytemap.c: GPT-2 bytes_to_unicode.  Converts a token string to its
  * bytes into `out` (room for n bytes); returns the length, or (size_t)-1
  * when a character is not one of the 256. */
-size_t tok_bytelevel_decode(const char *s, size_t n, char *out);
+size_t ld_tok_bytelevel_decode(const char *s, size_t n, char *out);
 /* Decodes one UTF-8 character at s[0..n): its code point and length, or
  * -1 and length 1 for an invalid byte. */
-int32_t tok_utf8_next(const unsigned char *s, size_t n, size_t *len);
+int32_t ld_tok_utf8_next(const unsigned char *s, size_t n, size_t *len);
 
 /* tok_tables.c */
-uint64_t tok_hash_bytes(const char *s, size_t n);
-int32_t tok_vocab_get(const ld_tok *t, const char *s, size_t n);
+uint64_t ld_tok_hash_bytes(const char *s, size_t n);
+int32_t ld_tok_vocab_get(const ld_tok *t, const char *s, size_t n);
 static inline int tok_merge_get(const ld_tok *t, int32_t a, int32_t b, int32_t *rank, int32_t *new_id)
 {
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -130,29 +130,29 @@ static inline int tok_merge_get(const ld_tok *t, int32_t a, int32_t b, int32_t *
 }
 
 /* tok_added.c */
-ld_status tok_trie_build(tok_trie *tr, const tok_added *tok, size_t n);
-void tok_trie_free(tok_trie *tr);
+ld_status ld_tok_trie_build(tok_trie *tr, const tok_added *tok, size_t n);
+void ld_tok_trie_free(tok_trie *tr);
 typedef ld_status (*tok_gap_fn)(tok_run *r, const char *s, size_t n);
 /* Splits s[0..n) by the tokens of `tr`: each match's id goes to r->out,
  * each gap between matches to `gap`. */
-ld_status tok_added_split(tok_run *r, const tok_trie *tr, const char *s, size_t n, tok_gap_fn gap);
+ld_status ld_tok_added_split(tok_run *r, const tok_trie *tr, const char *s, size_t n, tok_gap_fn gap);
 
 /* tok_norm.c: appends the normalized s[0..n) to `out` (invalid UTF-8 is
  * copied as it is). */
-ld_status tok_normalize(const ld_tok_norm *norm, size_t n_norm, const char *s, size_t n, tok_buf *out);
+ld_status ld_tok_normalize(const ld_tok_norm *norm, size_t n_norm, const char *s, size_t n, tok_buf *out);
 
 /* tok_regex.c: the PCRE2 form of an Oniguruma pattern (appended to out). */
-ld_status tok_regex_for_pcre2(const char *p, size_t n, tok_buf *out);
+ld_status ld_tok_regex_for_pcre2(const char *p, size_t n, tok_buf *out);
 
 /* tok_pretok.c */
-ld_status tok_pre_compile(tok_pre *p, const ld_tok_pre_spec *spec, ld_error *err);
+ld_status ld_tok_pre_compile(tok_pre *p, const ld_tok_pre_spec *spec, ld_error *err);
 /* Runs pre-tokenizer steps [step, n_pre) over s[0..n) and BPE on each
  * final piece. */
-ld_status tok_pretokenize(tok_run *r, size_t step, const char *s, size_t n);
+ld_status ld_tok_pretokenize(tok_run *r, size_t step, const char *s, size_t n);
 
 /* tok_bpe.c: appends the ids of one piece to r->out. */
-ld_status tok_bpe_piece(tok_run *r, const char *s, size_t n);
-tok_cache *tok_cache_new(void);
-void tok_cache_free(tok_cache *c);
+ld_status ld_tok_bpe_piece(tok_run *r, const char *s, size_t n);
+tok_cache *ld_tok_cache_new(void);
+void ld_tok_cache_free(tok_cache *c);
 
 #endif /* LD_TOK_INTERNAL_H */

@@ -151,7 +151,7 @@ typedef struct vocab_index {
 
 static int32_t index_get(const vocab_index *x, const char *s, size_t n)
 {
-    for (size_t i = tok_hash_bytes(s, n) & x->mask; x->slot[i] >= 0; i = (i + 1) & x->mask)
+    for (size_t i = ld_tok_hash_bytes(s, n) & x->mask; x->slot[i] >= 0; i = (i + 1) & x->mask)
         if (x->tok[x->slot[i]].n == n && !memcmp(x->tok[x->slot[i]].s, s, n)) return x->slot[i];
     return -1;
 }
@@ -165,7 +165,7 @@ static ld_status index_build(vocab_index *x, const ld_tok_str *tok, size_t n)
     memset(x->slot, 0xff, (x->mask + 1) * sizeof *x->slot);
     for (size_t id = 0; id < n; id++) {
         if (!tok[id].s || index_get(x, tok[id].s, tok[id].n) >= 0) continue;
-        size_t i = tok_hash_bytes(tok[id].s, tok[id].n) & x->mask;
+        size_t i = ld_tok_hash_bytes(tok[id].s, tok[id].n) & x->mask;
         while (x->slot[i] >= 0) i = (i + 1) & x->mask;
         x->slot[i] = (int32_t)id;
     }

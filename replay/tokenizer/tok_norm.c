@@ -28,7 +28,7 @@ static size_t valid_run(const char *s, size_t n, int *ascii)
             i++;
             continue;
         }
-        if (tok_utf8_next((const unsigned char *)s + i, n - i, &k) < 0) break;
+        if (ld_tok_utf8_next((const unsigned char *)s + i, n - i, &k) < 0) break;
         *ascii = 0;
         i += k;
     }
@@ -41,17 +41,17 @@ static ld_status normalize_one(ld_tok_norm k, const char *s, size_t n, tok_buf *
         int ascii;
         size_t run = valid_run(s + i, n - i, &ascii);
         if (run == 0) { /* one invalid byte */
-            LD_TRY(tok_buf_append(out, s + i, 1));
+            LD_TRY(ld_tok_buf_append(out, s + i, 1));
             i++;
             continue;
         }
         if (ascii) {
-            LD_TRY(tok_buf_append(out, s + i, run));
+            LD_TRY(ld_tok_buf_append(out, s + i, run));
         } else {
             utf8proc_uint8_t *dst = NULL;
             utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)run, &dst,
                                               options(k));
-            ld_status st = m < 0 ? LD_ERR_NOMEM : tok_buf_append(out, (const char *)dst, (size_t)m);
+            ld_status st = m < 0 ? LD_ERR_NOMEM : ld_tok_buf_append(out, (const char *)dst, (size_t)m);
             free(dst);
             LD_TRY(st);
         }
@@ -60,11 +60,11 @@ static ld_status normalize_one(ld_tok_norm k, const char *s, size_t n, tok_buf *
     return LD_OK;
 }
 
-ld_status tok_normalize(const ld_tok_norm *norm, size_t n_norm, const char *s, size_t n, tok_buf *out)
+ld_status ld_tok_normalize(const ld_tok_norm *norm, size_t n_norm, const char *s, size_t n, tok_buf *out)
 {
     if (n_norm == 1) return normalize_one(norm[0], s, n, out);
     tok_buf a = { 0 }, b = { 0 };
-    ld_status st = tok_buf_append(&a, s, n);
+    ld_status st = ld_tok_buf_append(&a, s, n);
     for (size_t i = 0; i < n_norm && st == LD_OK; i++) {
         b.n = 0;
         st = normalize_one(norm[i], a.v, a.n, &b);
@@ -72,7 +72,7 @@ ld_status tok_normalize(const ld_tok_norm *norm, size_t n_norm, const char *s, s
         a = b;
         b = t;
     }
-    if (st == LD_OK) st = tok_buf_append(out, a.v, a.n);
+    if (st == LD_OK) st = ld_tok_buf_append(out, a.v, a.n);
     free(a.v);
     free(b.v);
     return st;

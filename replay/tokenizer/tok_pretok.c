@@ -16,7 +16,7 @@
 
 #include "tok_internal.h"
 
-ld_status tok_pre_compile(tok_pre *p, const ld_tok_pre_spec *spec, ld_error *err)
+ld_status ld_tok_pre_compile(tok_pre *p, const ld_tok_pre_spec *spec, ld_error *err)
 {
     memset(p, 0, sizeof *p);
     p->kind = spec->kind;
@@ -37,7 +37,7 @@ ld_status tok_pre_compile(tok_pre *p, const ld_tok_pre_spec *spec, ld_error *err
     }
     if (!pat) return LD_OK; /* an empty literal matches nothing, as in HF */
     tok_buf re = { 0 };
-    if (!(opts & PCRE2_LITERAL) && tok_regex_for_pcre2(pat, len, &re) != LD_OK)
+    if (!(opts & PCRE2_LITERAL) && ld_tok_regex_for_pcre2(pat, len, &re) != LD_OK)
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     int code;
     PCRE2_SIZE at;
@@ -67,7 +67,7 @@ typedef struct combiner {
 
 static ld_status emit(combiner *c, size_t start, size_t end)
 {
-    return end > start ? tok_pretokenize(c->r, c->next_step, c->s + start, end - start) : LD_OK;
+    return end > start ? ld_tok_pretokenize(c->r, c->next_step, c->s + start, end - start) : LD_OK;
 }
 
 static ld_status flush(combiner *c)
@@ -157,7 +157,7 @@ static ld_status split_regex(tok_run *r, const pcre2_code *re, int invert, combi
             continue;
         }
         if (me >= n) break; /* an empty match: step over one character */
-        (void)tok_utf8_next((const unsigned char *)c->s + me, n - me, &k);
+        (void)ld_tok_utf8_next((const unsigned char *)c->s + me, n - me, &k);
         at = me + k;
     }
     if (prev < n) LD_TRY(feed(c, prev, n, invert));
@@ -175,7 +175,7 @@ static ld_status split_digits(combiner *c, size_t n)
 {
     size_t prev = 0, k;
     for (size_t i = 0; i < n; i += k) {
-        int32_t cp = tok_utf8_next((const unsigned char *)c->s + i, n - i, &k);
+        int32_t cp = ld_tok_utf8_next((const unsigned char *)c->s + i, n - i, &k);
         if (cp < 0 || !is_numeric(cp)) continue;
         if (i > prev) LD_TRY(feed(c, prev, i, 0));
         LD_TRY(feed(c, i, i + k, 1));
@@ -197,15 +197,15 @@ static ld_status byte_level(tok_run *r, const tok_pre *p, size_t step, const cha
         n++;
     }
     combiner c = { r, step + 1, s, LD_TOK_ISOLATED, 0, 0, 0, 0 };
-    ld_status st = p->re ? split_regex(r, p->re, 0, &c, n) : tok_pretokenize(r, step + 1, s, n);
+    ld_status st = p->re ? split_regex(r, p->re, 0, &c, n) : ld_tok_pretokenize(r, step + 1, s, n);
     free(big);
     return st;
 }
 
-ld_status tok_pretokenize(tok_run *r, size_t step, const char *s, size_t n)
+ld_status ld_tok_pretokenize(tok_run *r, size_t step, const char *s, size_t n)
 {
     if (n == 0) return LD_OK; /* HF drops empty pieces */
-    if (step == r->tok->n_pre) return tok_bpe_piece(r, s, n);
+    if (step == r->tok->n_pre) return ld_tok_bpe_piece(r, s, n);
     const tok_pre *p = &r->tok->pre[step];
     combiner c = { r, step + 1, s, p->behaviour, 0, 0, 0, 0 };
     switch (p->kind) {

@@ -19,7 +19,7 @@ static const char onig_space[] =
 const char ld_tok_gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-static ld_status put(tok_buf *out, const char *s) { return tok_buf_append(out, s, strlen(s)); }
+static ld_status put(tok_buf *out, const char *s) { return ld_tok_buf_append(out, s, strlen(s)); }
 
 /* Copies a \Q...\E quote starting at p[i] == '\\', p[i+1] == 'Q'; returns
  * the index after it. */
@@ -28,7 +28,7 @@ static ld_status copy_quote(const char *p, size_t n, size_t *i, tok_buf *out)
     size_t j = *i + 2;
     while (j < n && !(p[j] == '\\' && j + 1 < n && p[j + 1] == 'E')) j++;
     j = j < n ? j + 2 : n;
-    LD_TRY(tok_buf_append(out, p + *i, j - *i));
+    LD_TRY(ld_tok_buf_append(out, p + *i, j - *i));
     *i = j;
     return LD_OK;
 }
@@ -38,8 +38,8 @@ static ld_status copy_class(const char *p, size_t n, size_t *i, tok_buf *out)
 {
     size_t j = *i + 1;
     LD_TRY(put(out, "["));
-    if (j < n && p[j] == '^') LD_TRY(tok_buf_append(out, p + j++, 1));
-    if (j < n && p[j] == ']') LD_TRY(tok_buf_append(out, p + j++, 1)); /* a literal ']' first */
+    if (j < n && p[j] == '^') LD_TRY(ld_tok_buf_append(out, p + j++, 1));
+    if (j < n && p[j] == ']') LD_TRY(ld_tok_buf_append(out, p + j++, 1)); /* a literal ']' first */
     while (j < n && p[j] != ']') {
         if (p[j] == '\\' && j + 1 < n) {
             if (p[j + 1] == 'Q') {
@@ -47,25 +47,25 @@ static ld_status copy_class(const char *p, size_t n, size_t *i, tok_buf *out)
                 continue;
             }
             if (p[j + 1] == 's') LD_TRY(put(out, onig_space));
-            else LD_TRY(tok_buf_append(out, p + j, 2));
+            else LD_TRY(ld_tok_buf_append(out, p + j, 2));
             j += 2;
             continue;
         }
         if (p[j] == '[' && j + 1 < n && p[j + 1] == ':') { /* [:posix:] */
             const char *end = memchr(p + j + 2, ']', n - j - 2);
             size_t k = end ? (size_t)(end - p) + 1 : n;
-            LD_TRY(tok_buf_append(out, p + j, k - j));
+            LD_TRY(ld_tok_buf_append(out, p + j, k - j));
             j = k;
             continue;
         }
-        LD_TRY(tok_buf_append(out, p + j++, 1));
+        LD_TRY(ld_tok_buf_append(out, p + j++, 1));
     }
-    if (j < n) LD_TRY(tok_buf_append(out, p + j++, 1));
+    if (j < n) LD_TRY(ld_tok_buf_append(out, p + j++, 1));
     *i = j;
     return LD_OK;
 }
 
-ld_status tok_regex_for_pcre2(const char *p, size_t n, tok_buf *out)
+ld_status ld_tok_regex_for_pcre2(const char *p, size_t n, tok_buf *out)
 {
     for (size_t i = 0; i < n;) {
         if (p[i] == '[') {
@@ -81,11 +81,11 @@ ld_status tok_regex_for_pcre2(const char *p, size_t n, tok_buf *out)
                 LD_TRY(put(out, onig_space));
                 LD_TRY(put(out, "]"));
             } else {
-                LD_TRY(tok_buf_append(out, p + i, 2));
+                LD_TRY(ld_tok_buf_append(out, p + i, 2));
             }
             i += 2;
         } else {
-            LD_TRY(tok_buf_append(out, p + i++, 1));
+            LD_TRY(ld_tok_buf_append(out, p + i++, 1));
         }
     }
     return LD_OK;

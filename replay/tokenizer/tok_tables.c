@@ -18,7 +18,7 @@ static size_t pow2_at_least(size_t n)
 static void vocab_put(ld_tok *t, int32_t id)
 {
     const ld_tok_str *k = &t->model[id];
-    size_t i = tok_hash_bytes(k->s, k->n) & t->vmask;
+    size_t i = ld_tok_hash_bytes(k->s, k->n) & t->vmask;
     for (; t->vmap[i] >= 0; i = (i + 1) & t->vmask)
         if (t->model[t->vmap[i]].n == k->n && memcmp(t->model[t->vmap[i]].s, k->s, k->n) == 0)
             return; /* the same bytes twice: the first id stays */
@@ -43,7 +43,7 @@ static ld_status build_vocab(ld_tok *t, const ld_tok_spec *sp, char **pool, ld_e
     for (size_t id = 0; id < sp->n_tokens; id++) {
         const ld_tok_str *s = &sp->tokens[id];
         if (!s->s) continue;
-        size_t n = tok_bytelevel_decode(s->s, s->n, *pool);
+        size_t n = ld_tok_bytelevel_decode(s->s, s->n, *pool);
         int mappable = n != (size_t)-1;
         if (!mappable) memcpy(*pool, s->s, n = s->n);
         t->model[id] = (ld_tok_str){ *pool, n };
@@ -58,7 +58,7 @@ static ld_status build_vocab(ld_tok *t, const ld_tok_spec *sp, char **pool, ld_e
     }
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
-        t->byte_id[b] = tok_vocab_get(t, &c, 1);
+        t->byte_id[b] = ld_tok_vocab_get(t, &c, 1);
     }
     return LD_OK;
 }
@@ -74,12 +74,12 @@ static ld_status build_merges(ld_tok *t, const ld_tok_spec *sp, ld_error *err)
     for (size_t i = 0; i < sp->n_merges && st == LD_OK; i++) {
         const ld_tok_str *a = &sp->merges[2 * i], *b = &sp->merges[2 * i + 1];
         both.n = 0;
-        if ((st = tok_buf_reserve(&both, a->n + b->n + 1)) != LD_OK) break;
-        size_t na = tok_bytelevel_decode(a->s, a->n, both.v);
-        size_t nb = na == (size_t)-1 ? na : tok_bytelevel_decode(b->s, b->n, both.v + na);
+        if ((st = ld_tok_buf_reserve(&both, a->n + b->n + 1)) != LD_OK) break;
+        size_t na = ld_tok_bytelevel_decode(a->s, a->n, both.v);
+        size_t nb = na == (size_t)-1 ? na : ld_tok_bytelevel_decode(b->s, b->n, both.v + na);
         if (nb == (size_t)-1) continue; /* not byte-level text: can never apply */
-        int32_t ia = tok_vocab_get(t, both.v, na), ib = tok_vocab_get(t, both.v + na, nb);
-        int32_t inew = tok_vocab_get(t, both.v, na + nb);
+        int32_t ia = ld_tok_vocab_get(t, both.v, na), ib = ld_tok_vocab_get(t, both.v + na, nb);
+        int32_t inew = ld_tok_vocab_get(t, both.v, na + nb);
         if (ia < 0 || ib < 0 || inew < 0)
             st = LD_FAIL(err, LD_ERR_MISMATCH, i, "merge %zu '%.*s %.*s': %s not in the vocabulary", i,
                          (int)(a->n > 60 ? 60 : a->n), a->s, (int)(b->n > 60 ? 60 : b->n), b->s,
@@ -100,7 +100,7 @@ static ld_status build_added(ld_tok *t, const ld_tok_spec *sp, char **pool, ld_e
     ld_status st = raw && nrm ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     for (size_t i = 0; i < sp->n_added && st == LD_OK; i++) {
         const ld_tok_added_spec *a = &sp->added[i];
-        size_t n = t->decoder == LD_TOK_DEC_BYTELEVEL ? tok_bytelevel_decode(a->content.s, a->content.n, *pool)
+        size_t n = t->decoder == LD_TOK_DEC_BYTELEVEL ? ld_tok_bytelevel_decode(a->content.s, a->content.n, *pool)
                                                       : (size_t)-1;
         if (n == (size_t)-1) memcpy(*pool, a->content.s, n = a->content.n);
         t->dec[a->id] = (ld_tok_str){ *pool, n };
@@ -113,14 +113,14 @@ static ld_status build_added(ld_tok *t, const ld_tok_spec *sp, char **pool, ld_e
             continue;
         }
         size_t at = normed.n; /* match the normalized content */
-        st = tok_normalize(t->norm, t->n_norm, a->content.s, a->content.n, &normed);
+        st = ld_tok_normalize(t->norm, t->n_norm, a->content.s, a->content.n, &normed);
         e.s = (const char *)(uintptr_t)at; /* offset for now: normed.v may move */
         e.n = normed.n - at;
         if (e.n) nrm[n_nrm++] = e;
     }
     for (size_t i = 0; i < n_nrm; i++) nrm[i].s = normed.v + (uintptr_t)nrm[i].s;
-    if (st == LD_OK && (tok_trie_build(&t->raw_added, raw, n_raw) != LD_OK ||
-                        tok_trie_build(&t->norm_added, nrm, n_nrm) != LD_OK))
+    if (st == LD_OK && (ld_tok_trie_build(&t->raw_added, raw, n_raw) != LD_OK ||
+                        ld_tok_trie_build(&t->norm_added, nrm, n_nrm) != LD_OK))
         st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     free(raw);
     free(nrm);
@@ -178,7 +178,7 @@ static ld_status build(ld_tok *t, const ld_tok_spec *sp, size_t pool_len, ld_err
     t->pre = calloc(sp->n_pre + 1, sizeof *t->pre);
     if (!t->model || !t->dec || !t->is_added || !t->pool || !t->norm || !t->pre ||
         copy_ids(&t->prefix, sp->prefix, sp->n_prefix) != LD_OK ||
-        copy_ids(&t->suffix, sp->suffix, sp->n_suffix) != LD_OK || !(t->cache = tok_cache_new()))
+        copy_ids(&t->suffix, sp->suffix, sp->n_suffix) != LD_OK || !(t->cache = ld_tok_cache_new()))
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     t->n_prefix = sp->n_prefix;
     t->n_suffix = sp->n_suffix;
@@ -189,7 +189,7 @@ static ld_status build(ld_tok *t, const ld_tok_spec *sp, size_t pool_len, ld_err
     LD_TRY(build_merges(t, sp, err));
     LD_TRY(build_added(t, sp, &pool, err));
     for (; t->n_pre < sp->n_pre; t->n_pre++)
-        LD_TRY(tok_pre_compile(&t->pre[t->n_pre], &sp->pre[t->n_pre], err));
+        LD_TRY(ld_tok_pre_compile(&t->pre[t->n_pre], &sp->pre[t->n_pre], err));
     return LD_OK;
 }
 
@@ -219,7 +219,7 @@ int32_t ld_tok_find(const ld_tok *t, const char *s, size_t n)
 {
     for (size_t id = 0; id < t->n_ids; id++)
         if (t->is_added[id] && t->dec[id].n == n && memcmp(t->dec[id].s, s, n) == 0) return (int32_t)id;
-    return tok_vocab_get(t, s, n);
+    return ld_tok_vocab_get(t, s, n);
 }
 
 void ld_tok_free(ld_tok *t)
@@ -231,13 +231,13 @@ void ld_tok_free(ld_tok *t)
     free(t->pool);
     free(t->vmap);
     free(t->merge);
-    tok_trie_free(&t->raw_added);
-    tok_trie_free(&t->norm_added);
+    ld_tok_trie_free(&t->raw_added);
+    ld_tok_trie_free(&t->norm_added);
     free(t->norm);
     for (size_t i = 0; i < t->n_pre; i++) pcre2_code_free(t->pre[i].re);
     free(t->pre);
     free(t->prefix);
     free(t->suffix);
-    tok_cache_free(t->cache);
+    ld_tok_cache_free(t->cache);
     free(t);
 }

@@ -18,13 +18,13 @@ ld_status ld_dsenc_render(ld_dsenc_variant variant, const cJSON *request, int ad
         return LD_FAIL(err, LD_ERR_USAGE, 0, "dsenc: unknown variant %d", (int)variant);
     ds_conv c;
     ds_buf b = { 0 };
-    ld_status s = ds_prepare(request, variant, &c, err);
+    ld_status s = ld_dsenc_prepare(request, variant, &c, err);
     if (s == LD_OK)
-        s = variant == LD_DSENC_V32 ? ds_encode_v32(&c, add_generation_prompt, &b, err)
-                                    : ds_encode_v4(&c, add_generation_prompt, &b, err);
-    if (s == LD_OK && c.prefix) ds_puts(&b, c.prefix);
+        s = variant == LD_DSENC_V32 ? ld_dsenc_encode_v32(&c, add_generation_prompt, &b, err)
+                                    : ld_dsenc_encode_v4(&c, add_generation_prompt, &b, err);
+    if (s == LD_OK && c.prefix) ld_dsenc_puts(&b, c.prefix);
     if (s == LD_OK && b.failed) s = LD_FAIL(err, LD_ERR_NOMEM, 0, "dsenc: out of memory");
-    ds_conv_free(&c);
+    ld_dsenc_conv_free(&c);
     if (s != LD_OK) {
         free(b.p);
         return s;

@@ -85,10 +85,10 @@ typedef struct ds_conv {
 } ds_conv;
 
 /* dsenc_prep.c: SGLang's serving_chat.py steps up to the encoder call.
- * On success the caller releases `c` with ds_conv_free (also after errors). */
-ld_status ds_prepare(const struct cJSON *request, ld_dsenc_variant variant,
+ * On success the caller releases `c` with ld_dsenc_conv_free (also after errors). */
+ld_status ld_dsenc_prepare(const struct cJSON *request, ld_dsenc_variant variant,
                      ds_conv *c, ld_error *err);
-void ds_conv_free(ds_conv *c);
+void ld_dsenc_conv_free(ds_conv *c);
 
 /* dsenc_text.c: an append-only, NUL-terminated text buffer; an allocation
  * failure sets `failed` and later appends are ignored. */
@@ -98,29 +98,29 @@ typedef struct ds_buf {
     bool failed;
 } ds_buf;
 
-void ds_put(ds_buf *b, const char *s, size_t n);
-void ds_puts(ds_buf *b, const char *s);
+void ld_dsenc_put(ds_buf *b, const char *s, size_t n);
+void ld_dsenc_puts(ds_buf *b, const char *s);
 /* Python json.dumps(v, ensure_ascii=False) of `j`. */
-ld_status ds_put_json(ds_buf *b, const struct cJSON *j, ld_error *err);
+ld_status ld_dsenc_put_json(ds_buf *b, const struct cJSON *j, ld_error *err);
 /* json.dumps of tool["function"] as SGLang's Tool.model_dump() gives it. */
-ld_status ds_put_tool_schema(ds_buf *b, const struct cJSON *tool, ld_error *err);
+ld_status ld_dsenc_put_tool_schema(ds_buf *b, const struct cJSON *tool, ld_error *err);
 /* One json.dumps line per tool, joined by "\n". */
-ld_status ds_put_tool_schemas(ds_buf *b, const struct cJSON *tools, ld_error *err);
+ld_status ld_dsenc_put_tool_schemas(ds_buf *b, const struct cJSON *tools, ld_error *err);
 /* The tools section of message m, when it has tools: "\n\n", `head`, one
  * schema line per tool, `tail`. */
-ld_status ds_put_tools_section(ds_buf *b, const ds_msg *m, const char *head, const char *tail,
+ld_status ld_dsenc_put_tools_section(ds_buf *b, const ds_msg *m, const char *head, const char *tail,
                                ld_error *err);
 /* "\n\n<｜DSML｜BLOCK>\n<invoke>...\n</｜DSML｜BLOCK>" for the calls of `m`;
  * refuses arguments that are not an object. */
-ld_status ds_put_tool_calls(ds_buf *b, const ds_msg *m, const char *block,
+ld_status ld_dsenc_put_tool_calls(ds_buf *b, const ds_msg *m, const char *block,
                             ld_error *err);
 /* Python truthiness of a JSON value (NULL = absent = False). */
-bool ds_truthy(const struct cJSON *j);
+bool ld_dsenc_truthy(const struct cJSON *j);
 
 /* dsenc_v32.c / dsenc_v4.c: the encoders (encode_messages). */
-ld_status ds_encode_v32(const ds_conv *c, int add_generation_prompt, ds_buf *out,
+ld_status ld_dsenc_encode_v32(const ds_conv *c, int add_generation_prompt, ds_buf *out,
                         ld_error *err);
-ld_status ds_encode_v4(const ds_conv *c, int add_generation_prompt, ds_buf *out,
+ld_status ld_dsenc_encode_v4(const ds_conv *c, int add_generation_prompt, ds_buf *out,
                        ld_error *err);
 
 #endif

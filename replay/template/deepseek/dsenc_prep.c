@@ -111,8 +111,8 @@ static ld_status read_content(ds_conv *c, const cJSON *j, ds_msg *m, ld_error *e
         const cJSON *ty = field(p, "type");
         const char *t = cJSON_IsString(ty) ? ty->valuestring : "";
         if (strcmp(t, "text") == 0 && cJSON_IsString(field(p, "text"))) {
-            if (!first) ds_puts(&b, " ");
-            ds_puts(&b, field(p, "text")->valuestring);
+            if (!first) ld_dsenc_puts(&b, " ");
+            ld_dsenc_puts(&b, field(p, "text")->valuestring);
             first = false;
         } else if ((strcmp(t, "thinking") == 0 || strcmp(t, "reasoning") == 0) && m->role == DS_ROLE_ASSISTANT) {
             continue;
@@ -246,7 +246,7 @@ static ld_status read_reasoning_object(const cJSON *r, const cJSON **effort, boo
             low[n] = (char)(s[n] >= 'A' && s[n] <= 'Z' ? s[n] + 32 : s[n]);
         *on = end - s < (long)sizeof low && in_list(low, yes);
     } else {
-        *on = ds_truthy(en);
+        *on = ld_dsenc_truthy(en);
     }
     return LD_OK;
 }
@@ -268,7 +268,7 @@ static ld_status read_thinking(const cJSON *req, ds_conv *c, ld_error *err)
         derived = !(cJSON_IsString(effort) && strcmp(effort->valuestring, "none") == 0);
     }
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(ctk, "thinking");
-    c->thinking = th ? ds_truthy(th) : derived;
+    c->thinking = th ? ld_dsenc_truthy(th) : derived;
     const cJSON *kwe = field(ctk, "reasoning_effort");
     const cJSON *final = kwe ? kwe : effort;
     c->effort_max = cJSON_IsString(final) && strcmp(final->valuestring, "max") == 0;
@@ -372,7 +372,7 @@ static ld_status select_tools(const cJSON *req, const ds_conv *c, const cJSON **
 
 /* ---- the whole request ----------------------------------------------- */
 
-void ds_conv_free(ds_conv *c)
+void ld_dsenc_conv_free(ds_conv *c)
 {
     ld_arena_release(&c->arena);
     cJSON_Delete(c->owned);
@@ -429,7 +429,7 @@ static ld_status attach_task(const cJSON *req, ds_conv *c, ld_dsenc_variant vari
     return REFUSE(err, "request: 'task' needs a user or developer message");
 }
 
-ld_status ds_prepare(const cJSON *req, ld_dsenc_variant variant, ds_conv *c, ld_error *err)
+ld_status ld_dsenc_prepare(const cJSON *req, ld_dsenc_variant variant, ds_conv *c, ld_error *err)
 {
     memset(c, 0, sizeof *c);
     ld_arena_init(&c->arena, 0);

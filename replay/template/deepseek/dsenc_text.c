@@ -8,7 +8,7 @@
 #include "dsenc_internal.h"
 #include "replay/template/jinja/tpl.h"
 
-void ds_put(ds_buf *b, const char *s, size_t n)
+void ld_dsenc_put(ds_buf *b, const char *s, size_t n)
 {
     if (b->failed) return;
     if (b->len + n + 1 > b->cap) {
@@ -27,19 +27,19 @@ void ds_put(ds_buf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-void ds_puts(ds_buf *b, const char *s) { ds_put(b, s, strlen(s)); }
+void ld_dsenc_puts(ds_buf *b, const char *s) { ld_dsenc_put(b, s, strlen(s)); }
 
-ld_status ds_put_json(ds_buf *b, const cJSON *j, ld_error *err)
+ld_status ld_dsenc_put_json(ds_buf *b, const cJSON *j, ld_error *err)
 {
     char *s = NULL;
     size_t n = 0;
     LD_TRY(ld_tpl_json_dumps(j, -1, &s, &n, err));
-    ds_put(b, s, n);
+    ld_dsenc_put(b, s, n);
     free(s);
     return LD_OK;
 }
 
-bool ds_truthy(const cJSON *j)
+bool ld_dsenc_truthy(const cJSON *j)
 {
     if (!j || cJSON_IsNull(j) || cJSON_IsFalse(j)) return false;
     if (cJSON_IsNumber(j)) return j->valuedouble != 0;
@@ -52,41 +52,41 @@ bool ds_truthy(const cJSON *j)
 static ld_status put_json_or_null(ds_buf *b, const cJSON *j, ld_error *err)
 {
     if (!j) {
-        ds_puts(b, "null");
+        ld_dsenc_puts(b, "null");
         return LD_OK;
     }
-    return ds_put_json(b, j, err);
+    return ld_dsenc_put_json(b, j, err);
 }
 
 /* SGLang renders tool["function"] of protocol.Tool.model_dump(): the fields
  * of its Function model in declaration order whatever order the client used,
  * absent ones as their defaults, and defer_loading only when set on the
  * function or (propagated) on the tool.  dsenc_prep.c validated the types. */
-ld_status ds_put_tool_schema(ds_buf *b, const cJSON *tool, ld_error *err)
+ld_status ld_dsenc_put_tool_schema(ds_buf *b, const cJSON *tool, ld_error *err)
 {
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
     const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
     const cJSON *defer = cJSON_GetObjectItemCaseSensitive(fn, "defer_loading");
     if (!defer || cJSON_IsNull(defer)) defer = cJSON_GetObjectItemCaseSensitive(tool, "defer_loading");
-    ds_puts(b, "{\"description\": ");
+    ld_dsenc_puts(b, "{\"description\": ");
     LD_TRY(put_json_or_null(b, cJSON_IsNull(desc) ? NULL : desc, err));
-    ds_puts(b, ", \"name\": ");
-    LD_TRY(ds_put_json(b, cJSON_GetObjectItemCaseSensitive(fn, "name"), err));
-    ds_puts(b, ", \"parameters\": ");
+    ld_dsenc_puts(b, ", \"name\": ");
+    LD_TRY(ld_dsenc_put_json(b, cJSON_GetObjectItemCaseSensitive(fn, "name"), err));
+    ld_dsenc_puts(b, ", \"parameters\": ");
     LD_TRY(put_json_or_null(b, params, err));
-    ds_puts(b, ", \"strict\": ");
-    ds_puts(b, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict")) ? "true" : "false");
-    if (defer && !cJSON_IsNull(defer)) ds_puts(b, cJSON_IsTrue(defer) ? ", \"defer_loading\": true" : ", \"defer_loading\": false");
-    ds_puts(b, "}");
+    ld_dsenc_puts(b, ", \"strict\": ");
+    ld_dsenc_puts(b, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict")) ? "true" : "false");
+    if (defer && !cJSON_IsNull(defer)) ld_dsenc_puts(b, cJSON_IsTrue(defer) ? ", \"defer_loading\": true" : ", \"defer_loading\": false");
+    ld_dsenc_puts(b, "}");
     return LD_OK;
 }
 
-ld_status ds_put_tool_schemas(ds_buf *b, const cJSON *tools, ld_error *err)
+ld_status ld_dsenc_put_tool_schemas(ds_buf *b, const cJSON *tools, ld_error *err)
 {
     for (const cJSON *t = tools->child; t; t = t->next) {
-        if (t != tools->child) ds_puts(b, "\n");
-        LD_TRY(ds_put_tool_schema(b, t, err));
+        if (t != tools->child) ld_dsenc_puts(b, "\n");
+        LD_TRY(ld_dsenc_put_tool_schema(b, t, err));
     }
     return LD_OK;
 }
@@ -112,49 +112,49 @@ static ld_status put_parameters(ds_buf *b, const cJSON *args, ld_error *err)
     for (const cJSON *k = args->child; k; k = k->next) {
         const cJSON *a = dict_entry(args, k);
         if (!a) continue;
-        if (!first) ds_puts(b, "\n");
+        if (!first) ld_dsenc_puts(b, "\n");
         first = false;
-        ds_puts(b, "<" DS_DSML "parameter name=\"");
-        ds_puts(b, a->string);
-        ds_puts(b, cJSON_IsString(a) ? "\" string=\"true\">" : "\" string=\"false\">");
-        if (cJSON_IsString(a)) ds_puts(b, a->valuestring);
-        else LD_TRY(ds_put_json(b, a, err));
-        ds_puts(b, "</" DS_DSML "parameter>");
+        ld_dsenc_puts(b, "<" DS_DSML "parameter name=\"");
+        ld_dsenc_puts(b, a->string);
+        ld_dsenc_puts(b, cJSON_IsString(a) ? "\" string=\"true\">" : "\" string=\"false\">");
+        if (cJSON_IsString(a)) ld_dsenc_puts(b, a->valuestring);
+        else LD_TRY(ld_dsenc_put_json(b, a, err));
+        ld_dsenc_puts(b, "</" DS_DSML "parameter>");
     }
     return LD_OK;
 }
 
-ld_status ds_put_tool_calls(ds_buf *b, const ds_msg *m, const char *block, ld_error *err)
+ld_status ld_dsenc_put_tool_calls(ds_buf *b, const ds_msg *m, const char *block, ld_error *err)
 {
-    ds_puts(b, "\n\n<" DS_DSML);
-    ds_puts(b, block);
-    ds_puts(b, ">\n");
+    ld_dsenc_puts(b, "\n\n<" DS_DSML);
+    ld_dsenc_puts(b, block);
+    ld_dsenc_puts(b, ">\n");
     for (size_t i = 0; i < m->n_calls; i++) {
         const ds_call *c = &m->calls[i];
         if (!cJSON_IsObject(c->args))
             return LD_FAIL(err, LD_ERR_MISMATCH, 0,
                            "message %d: tool call %zu: 'function.arguments' must be a JSON object",
                            m->req_index, i);
-        if (i) ds_puts(b, "\n");
-        ds_puts(b, "<" DS_DSML "invoke name=\"");
-        ds_puts(b, c->name ? c->name : "None"); /* str.format of None */
-        ds_puts(b, "\">\n");
+        if (i) ld_dsenc_puts(b, "\n");
+        ld_dsenc_puts(b, "<" DS_DSML "invoke name=\"");
+        ld_dsenc_puts(b, c->name ? c->name : "None"); /* str.format of None */
+        ld_dsenc_puts(b, "\">\n");
         LD_TRY(put_parameters(b, c->args, err));
-        ds_puts(b, "\n</" DS_DSML "invoke>");
+        ld_dsenc_puts(b, "\n</" DS_DSML "invoke>");
     }
-    ds_puts(b, "\n</" DS_DSML);
-    ds_puts(b, block);
-    ds_puts(b, ">");
+    ld_dsenc_puts(b, "\n</" DS_DSML);
+    ld_dsenc_puts(b, block);
+    ld_dsenc_puts(b, ">");
     return LD_OK;
 }
 
-ld_status ds_put_tools_section(ds_buf *b, const ds_msg *m, const char *head, const char *tail,
+ld_status ld_dsenc_put_tools_section(ds_buf *b, const ds_msg *m, const char *head, const char *tail,
                                ld_error *err)
 {
     if (!m->tools) return LD_OK;
-    ds_puts(b, "\n\n");
-    ds_puts(b, head);
-    LD_TRY(ds_put_tool_schemas(b, m->tools, err));
-    ds_puts(b, tail);
+    ld_dsenc_puts(b, "\n\n");
+    ld_dsenc_puts(b, head);
+    LD_TRY(ld_dsenc_put_tool_schemas(b, m->tools, err));
+    ld_dsenc_puts(b, tail);
     return LD_OK;
 }

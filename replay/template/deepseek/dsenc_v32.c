@@ -42,15 +42,15 @@ static const char TOOLS_TAIL[] = "\n</functions>\n";
 
 static ld_status put_tools(ds_buf *b, const ds_msg *m, ld_error *err)
 {
-    return ds_put_tools_section(b, m, TOOLS_HEAD, TOOLS_TAIL, err);
+    return ld_dsenc_put_tools_section(b, m, TOOLS_HEAD, TOOLS_TAIL, err);
 }
 
 /* The closing part of a user turn: the assistant hand-off. */
 static void put_user_end(ds_buf *b, bool open_thinking, bool hand_off)
 {
     if (!hand_off) return;
-    ds_puts(b, DS_ASSISTANT);
-    ds_puts(b, open_thinking ? DS_THINK : DS_THINK_END);
+    ld_dsenc_puts(b, DS_ASSISTANT);
+    ld_dsenc_puts(b, open_thinking ? DS_THINK : DS_THINK_END);
 }
 
 /* A tool result: its place among the calls of the assistant message before
@@ -66,13 +66,13 @@ static ld_status put_tool_result(ds_buf *b, const ds_conv *c, size_t i, long las
     size_t order = i - p + 1;
     if (a->n_calls < order)
         return REFUSE(err, "message %d: tool result without a matching assistant tool call", m->req_index);
-    if (order == 1) ds_puts(b, "\n\n<function_results>");
-    ds_puts(b, "\n<result>");
-    ds_puts(b, m->content);
-    ds_puts(b, "</result>");
+    if (order == 1) ld_dsenc_puts(b, "\n\n<function_results>");
+    ld_dsenc_puts(b, "\n<result>");
+    ld_dsenc_puts(b, m->content);
+    ld_dsenc_puts(b, "</result>");
     if (order == a->n_calls) {
-        ds_puts(b, "\n</function_results>\n\n");
-        ds_puts(b, (long)i >= last_user && c->thinking ? DS_THINK : DS_THINK_END);
+        ld_dsenc_puts(b, "\n</function_results>\n\n");
+        ld_dsenc_puts(b, (long)i >= last_user && c->thinking ? DS_THINK : DS_THINK_END);
     }
     return LD_OK;
 }
@@ -84,12 +84,12 @@ static ld_status put_assistant(ds_buf *b, const ds_conv *c, size_t i, long last_
         if (!(m->reasoning && *m->reasoning) && !m->n_calls)
             return REFUSE(err, "message %d: thinking mode needs reasoning_content or tool_calls on an assistant "
                                "message after the last user message", m->req_index);
-        ds_puts(b, m->reasoning ? m->reasoning : "");
-        ds_puts(b, DS_THINK_END);
+        ld_dsenc_puts(b, m->reasoning ? m->reasoning : "");
+        ld_dsenc_puts(b, DS_THINK_END);
     }
-    ds_puts(b, m->content);
-    if (m->n_calls) LD_TRY(ds_put_tool_calls(b, m, "function_calls", err));
-    ds_puts(b, DS_EOS);
+    ld_dsenc_puts(b, m->content);
+    if (m->n_calls) LD_TRY(ld_dsenc_put_tool_calls(b, m, "function_calls", err));
+    ld_dsenc_puts(b, DS_EOS);
     return LD_OK;
 }
 
@@ -99,19 +99,19 @@ static ld_status put_message(ds_buf *b, const ds_conv *c, size_t i, long last_us
     bool open_thinking = (long)i == last_user && c->thinking;
     switch (m->role) {
     case DS_ROLE_SYSTEM:
-        ds_puts(b, m->content);
+        ld_dsenc_puts(b, m->content);
         return put_tools(b, m, err);
     case DS_ROLE_DEVELOPER:
         if (!*m->content) return REFUSE(err, "message %d: a developer message needs content", m->req_index);
-        ds_puts(b, DS_USER);
+        ld_dsenc_puts(b, DS_USER);
         LD_TRY(put_tools(b, m, err));
-        ds_puts(b, "\n\n# The user's message is: ");
-        ds_puts(b, m->content);
+        ld_dsenc_puts(b, "\n\n# The user's message is: ");
+        ld_dsenc_puts(b, m->content);
         put_user_end(b, open_thinking, hand_off);
         return LD_OK;
     case DS_ROLE_USER:
-        ds_puts(b, DS_USER);
-        ds_puts(b, m->content);
+        ld_dsenc_puts(b, DS_USER);
+        ld_dsenc_puts(b, m->content);
         put_user_end(b, open_thinking, hand_off);
         return LD_OK;
     case DS_ROLE_TOOL: return put_tool_result(b, c, i, last_user, err);
@@ -127,7 +127,7 @@ static long last_user_index(const ds_conv *c)
     return -1;
 }
 
-ld_status ds_encode_v32(const ds_conv *c, int add_generation_prompt, ds_buf *out, ld_error *err)
+ld_status ld_dsenc_encode_v32(const ds_conv *c, int add_generation_prompt, ds_buf *out, ld_error *err)
 {
     long last_user = last_user_index(c);
     /* In thinking mode the encoder drops every message before the last user
@@ -139,7 +139,7 @@ ld_status ds_encode_v32(const ds_conv *c, int add_generation_prompt, ds_buf *out
             return REFUSE(err, "message %d: a developer message before the last user message is dropped in "
                                "thinking mode and the encoder fails", c->msgs[i].req_index);
     }
-    ds_puts(out, DS_BOS);
+    ld_dsenc_puts(out, DS_BOS);
     for (size_t i = 0; i < c->n; i++)
         LD_TRY(put_message(out, c, i, last_user, add_generation_prompt || i + 1 < c->n, err));
     return LD_OK;

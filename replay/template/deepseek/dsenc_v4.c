@@ -196,19 +196,19 @@ static ld_status rewrite(v4_conv *v, const ds_conv *c, ld_error *err)
 
 static ld_status put_tools(ds_buf *b, const ds_msg *m, ld_error *err)
 {
-    return ds_put_tools_section(b, m, TOOLS_HEAD, TOOLS_TAIL, err);
+    return ld_dsenc_put_tools_section(b, m, TOOLS_HEAD, TOOLS_TAIL, err);
 }
 
 static void put_user_blocks(ds_buf *b, const ds_msg *m)
 {
-    ds_puts(b, DS_USER);
+    ld_dsenc_puts(b, DS_USER);
     for (size_t k = 0; k < m->n_blocks; k++) {
-        if (k) ds_puts(b, "\n\n");
-        if (m->blocks[k].is_tool_result) ds_puts(b, "<tool_result>");
-        ds_puts(b, m->blocks[k].text);
-        if (m->blocks[k].is_tool_result) ds_puts(b, "</tool_result>");
+        if (k) ld_dsenc_puts(b, "\n\n");
+        if (m->blocks[k].is_tool_result) ld_dsenc_puts(b, "<tool_result>");
+        ld_dsenc_puts(b, m->blocks[k].text);
+        if (m->blocks[k].is_tool_result) ld_dsenc_puts(b, "</tool_result>");
     }
-    if (!m->blocks) ds_puts(b, m->content);
+    if (!m->blocks) ld_dsenc_puts(b, m->content);
 }
 
 static ld_status put_assistant(ds_buf *b, const v4_conv *v, const ds_conv *c, size_t i, long last_user,
@@ -217,12 +217,12 @@ static ld_status put_assistant(ds_buf *b, const v4_conv *v, const ds_conv *c, si
     const ds_msg *m = &v->msgs[i];
     bool prev_has_task = i > 0 && v->msgs[i - 1].task; /* a task answer has no thinking part */
     if (c->thinking && !prev_has_task && (!v->drop_thinking || (long)i > last_user)) {
-        ds_puts(b, m->reasoning ? m->reasoning : "");
-        ds_puts(b, DS_THINK_END);
+        ld_dsenc_puts(b, m->reasoning ? m->reasoning : "");
+        ld_dsenc_puts(b, DS_THINK_END);
     }
-    ds_puts(b, m->content);
-    if (m->n_calls) LD_TRY(ds_put_tool_calls(b, m, "tool_calls", err));
-    ds_puts(b, DS_EOS);
+    ld_dsenc_puts(b, m->content);
+    if (m->n_calls) LD_TRY(ld_dsenc_put_tool_calls(b, m, "tool_calls", err));
+    ld_dsenc_puts(b, DS_EOS);
     return LD_OK;
 }
 
@@ -231,17 +231,17 @@ static ld_status put_body(ds_buf *b, const v4_conv *v, const ds_conv *c, size_t 
     const ds_msg *m = &v->msgs[i];
     switch (m->role) {
     case DS_ROLE_SYSTEM:
-        ds_puts(b, m->content);
+        ld_dsenc_puts(b, m->content);
         return put_tools(b, m, err);
     case DS_ROLE_DEVELOPER:
         if (!*m->content) return REFUSE(err, "message %d: a developer message needs content", m->req_index);
-        ds_puts(b, DS_USER);
-        ds_puts(b, m->content);
+        ld_dsenc_puts(b, DS_USER);
+        ld_dsenc_puts(b, m->content);
         return put_tools(b, m, err);
     case DS_ROLE_USER: put_user_blocks(b, m); return LD_OK;
     case DS_ROLE_LATEST_REMINDER:
-        ds_puts(b, DS_LATEST_REMINDER);
-        ds_puts(b, m->content);
+        ld_dsenc_puts(b, DS_LATEST_REMINDER);
+        ld_dsenc_puts(b, m->content);
         return LD_OK;
     case DS_ROLE_ASSISTANT: return put_assistant(b, v, c, i, last_user, err);
     default: return REFUSE(err, "message %d: role not supported by the DeepSeek-V4 encoder", m->req_index);
@@ -256,28 +256,28 @@ static void put_transition(ds_buf *b, const v4_conv *v, const ds_conv *c, size_t
     if (i + 1 < v->n && v->msgs[i + 1].role != DS_ROLE_ASSISTANT && v->msgs[i + 1].role != DS_ROLE_LATEST_REMINDER)
         return;
     if (m->task && strcmp(m->task, "action") != 0) {
-        ds_puts(b, "<\xef\xbd\x9c");
-        ds_puts(b, m->task);
-        ds_puts(b, "\xef\xbd\x9c>");
+        ld_dsenc_puts(b, "<\xef\xbd\x9c");
+        ld_dsenc_puts(b, m->task);
+        ld_dsenc_puts(b, "\xef\xbd\x9c>");
     } else if (m->task) {
-        ds_puts(b, DS_ASSISTANT);
-        ds_puts(b, c->thinking ? DS_THINK : DS_THINK_END);
-        ds_puts(b, "<\xef\xbd\x9c" "action\xef\xbd\x9c>");
+        ld_dsenc_puts(b, DS_ASSISTANT);
+        ld_dsenc_puts(b, c->thinking ? DS_THINK : DS_THINK_END);
+        ld_dsenc_puts(b, "<\xef\xbd\x9c" "action\xef\xbd\x9c>");
     } else if (m->role == DS_ROLE_USER || m->role == DS_ROLE_DEVELOPER) {
-        ds_puts(b, DS_ASSISTANT);
+        ld_dsenc_puts(b, DS_ASSISTANT);
         bool open = c->thinking && (!v->drop_thinking || (long)i >= last_user);
-        ds_puts(b, open ? DS_THINK : DS_THINK_END);
+        ld_dsenc_puts(b, open ? DS_THINK : DS_THINK_END);
     }
 }
 
-ld_status ds_encode_v4(const ds_conv *c, int add_generation_prompt, ds_buf *out, ld_error *err)
+ld_status ld_dsenc_encode_v4(const ds_conv *c, int add_generation_prompt, ds_buf *out, ld_error *err)
 {
     v4_conv v;
     ld_status s = rewrite(&v, c, err);
     long last_user = last_user_index(&v);
-    if (s == LD_OK) ds_puts(out, DS_BOS);
+    if (s == LD_OK) ld_dsenc_puts(out, DS_BOS);
     for (size_t i = 0; s == LD_OK && i < v.n; i++) {
-        if (i == 0 && c->thinking && c->effort_max) ds_puts(out, EFFORT_MAX);
+        if (i == 0 && c->thinking && c->effort_max) ld_dsenc_puts(out, EFFORT_MAX);
         s = put_body(out, &v, c, i, last_user, err);
         if (s == LD_OK && (add_generation_prompt || i + 1 < v.n)) put_transition(out, &v, c, i, last_user);
     }

@@ -39,37 +39,37 @@ struct ld_tpl_value {
     } u;
 };
 
-ld_tpl_value *tv_new(ld_arena *a, int kind);
-ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len);
+ld_tpl_value *ld_tv_new(ld_arena *a, int kind);
+ld_tpl_value *ld_tv_str(ld_arena *a, const char *s, size_t len);
 /* A string value that points at s (not copied): s must outlive the value,
  * as the template's own strings outlive a render. */
-ld_tpl_value *tv_str_ref(ld_arena *a, const char *s, size_t len);
+ld_tpl_value *ld_tv_str_ref(ld_arena *a, const char *s, size_t len);
 /* The shared True / False values (never NULL). */
-ld_tpl_value *tv_bool(bool b);
+ld_tpl_value *ld_tv_bool(bool b);
 /* The first occurrence of n[0..nn) in h[0..hn), or NULL (h when nn is 0):
  * memchr to the candidates, memcmp to confirm. */
-const char *tv_memfind(const char *h, size_t hn, const char *n, size_t nn);
-ld_tpl_value *tv_undef(ld_arena *a, const char *hint);
+const char *ld_tv_memfind(const char *h, size_t hn, const char *n, size_t nn);
+ld_tpl_value *ld_tv_undef(ld_arena *a, const char *hint);
 /* An undefined whose hint is formatted only if an error needs it (see
  * u.undef): most undefined values are only tested, never reported. */
-ld_tpl_value *tv_undef_lazy(ld_arena *a, const char *type, const char *name, size_t len);
+ld_tpl_value *ld_tv_undef_lazy(ld_arena *a, const char *type, const char *name, size_t len);
 /* The hint of an undefined value, formatted into buf when lazy. */
-const char *tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size);
-ld_tpl_value *tv_float(ld_arena *a, double f);
-bool tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v);
-bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v);
-ld_tpl_value *tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
-ld_tpl_value *tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k);
-bool tv_truthy(const ld_tpl_value *v);
-bool tv_equal(const ld_tpl_value *a, const ld_tpl_value *b);
+const char *ld_tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size);
+ld_tpl_value *ld_tv_float(ld_arena *a, double f);
+bool ld_tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v);
+bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v);
+ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
+ld_tpl_value *ld_tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k);
+bool ld_tv_truthy(const ld_tpl_value *v);
+bool ld_tv_equal(const ld_tpl_value *a, const ld_tpl_value *b);
 /* <0, 0, >0; *ok false when Python would raise TypeError */
-int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok);
-const char *tv_type_name(const ld_tpl_value *v);
-size_t tv_utf8_count(const char *s, size_t len);
+int ld_tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok);
+const char *ld_tv_type_name(const ld_tpl_value *v);
+size_t ld_tv_utf8_count(const char *s, size_t len);
 /* Python str.lower/upper/title/capitalize and jinja2's `title` filter
  * (words split at [-\s({[<]) on UTF-8 text (tpl_unicase.c); NULL on NOMEM */
 enum { TV_CASE_LOWER, TV_CASE_UPPER, TV_CASE_TITLE, TV_CASE_CAPITALIZE, TV_CASE_TITLE_WORDS };
-ld_tpl_value *tv_case_map(ld_arena *a, const char *s, size_t len, int mode);
+ld_tpl_value *ld_tv_case_map(ld_arena *a, const char *s, size_t len, int mode);
 
 /* growable byte buffer in an arena-free malloc'd block */
 typedef struct tv_buf {
@@ -77,23 +77,23 @@ typedef struct tv_buf {
     size_t len, cap, max; /* max 0 = unlimited */
     bool failed;          /* allocation failed or max reached */
 } tv_buf;
-void tv_buf_put(tv_buf *b, const char *s, size_t n);
-void tv_buf_putc(tv_buf *b, char c);
+void ld_tv_buf_put(tv_buf *b, const char *s, size_t n);
+void ld_tv_buf_putc(tv_buf *b, char c);
 /* Python str(v) / repr(v) appended to b; false when v cannot be printed */
-bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr);
+bool ld_tv_print(tv_buf *b, const ld_tpl_value *v, bool repr);
 /* json.dumps(v, indent, separators, ensure_ascii, sort_keys); indent<0 =
  * None; flags: TV_JSON_* (none = ensure_ascii=False, sort_keys=False) */
 #define TV_JSON_SORT_KEYS 1
 #define TV_JSON_ASCII 2
-bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
+bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
                const char *key_sep, int flags, int depth, const char **why);
 /* a string as Python repr() / json.dumps writes it (tpl_escape.c) */
-void tv_str_repr(tv_buf *b, const char *s, size_t n);
-void tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii);
+void ld_tv_str_repr(tv_buf *b, const char *s, size_t n);
+void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii);
 /* the code point at s (*cp = 0xFFFFFFFF for a byte that is not UTF-8);
  * returns its length in bytes, at least 1 */
-size_t tv_utf8_decode(const char *s, size_t n, uint32_t *cp);
-void tv_float_repr(tv_buf *b, double f);
+size_t ld_tv_utf8_decode(const char *s, size_t n, uint32_t *cp);
+void ld_tv_float_repr(tv_buf *b, double f);
 
 /* ---------------------------------------------------------------- tokens */
 enum {
@@ -116,10 +116,10 @@ typedef struct tpl_tokens {
 
 /* Tokenises the normalised source into toks (malloc'd array, caller frees
  * toks->v); decoded strings are allocated in `a`. */
-ld_status tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *toks,
+ld_status ld_tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *toks,
                   ld_error *err);
 /* line (1-based) and column (1-based) of `off` in src */
-void tpl_line_col(const char *src, size_t off, uint64_t *line, uint64_t *col);
+void ld_tpl_line_col(const char *src, size_t off, uint64_t *line, uint64_t *col);
 
 /* ---------------------------------------------------------------- AST */
 enum {
@@ -166,20 +166,20 @@ struct ld_tpl {
     tpl_nodes body;
 };
 
-ld_status tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err);
+ld_status ld_tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err);
 
 /* ---------------------------------------------------------------- eval */
 typedef struct tpl_rt tpl_rt; /* render state, tpl_eval.c */
 
 /* Raise a runtime error at node `at` (code LD_ERR_MISMATCH etc.) */
-ld_status tpl_rt_fail(tpl_rt *rt, const tpl_node *at, ld_status code,
+ld_status ld_tpl_rt_fail(tpl_rt *rt, const tpl_node *at, ld_status code,
                       const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-ld_arena *tpl_rt_arena(tpl_rt *rt);
-const char *tpl_rt_today(tpl_rt *rt);
+ld_arena *ld_tpl_rt_arena(tpl_rt *rt);
+const char *ld_tpl_rt_today(tpl_rt *rt);
 
 /* Filters, tests, methods and globals (tpl_filters.c).  args/kwargs already
  * evaluated; kw names parallel kwargs. */
@@ -190,57 +190,57 @@ typedef struct tpl_args {
     const char **kw;
     size_t n_kw;
 } tpl_args;
-ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *name,
+ld_status ld_tpl_filter(tpl_rt *rt, const tpl_node *at, const char *name,
                      ld_tpl_value *v, tpl_args *args, ld_tpl_value **out);
-ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name,
+ld_status ld_tpl_test(tpl_rt *rt, const tpl_node *at, const char *name,
                    ld_tpl_value *v, tpl_args *args, bool *out);
-ld_status tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self,
+ld_status ld_tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self,
                      const char *name, tpl_args *args, ld_tpl_value **out);
 /* attribute `name` of v: dict key, method, or undefined */
-ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name,
+ld_tpl_value *ld_tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name,
                           size_t len);
-bool tpl_has_method(const ld_tpl_value *v, const char *name);
+bool ld_tpl_has_method(const ld_tpl_value *v, const char *name);
 enum { TF_RAISE = 1, TF_STRFTIME, TF_NAMESPACE, TF_RANGE, TF_DICT };
 
 /* helpers shared by eval and filters */
-ld_tpl_value *tpl_str_of(tpl_rt *rt, const ld_tpl_value *v); /* NULL on fail */
+ld_tpl_value *ld_tpl_str_of(tpl_rt *rt, const ld_tpl_value *v); /* NULL on fail */
 /* items of an iterable as a list (dict -> keys, str -> chars); NULL + error */
-ld_status tpl_iter(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v,
+ld_status ld_tpl_iter(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v,
                    ld_tpl_value **out);
-ld_status tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
+ld_status ld_tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
                          tpl_args *args, ld_tpl_value **out);
 /* the same with `caller` (a call block's body) visible in the macro */
-ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
+ld_status ld_tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m,
                               tpl_args *args, ld_tpl_value *caller, ld_tpl_value **out);
-ld_status tpl_nomem(tpl_rt *rt, const tpl_node *at);
+ld_status ld_tpl_nomem(tpl_rt *rt, const tpl_node *at);
 /* keyword argument `name`, else positional `pos`, else NULL */
-ld_tpl_value *tpl_kwarg(tpl_args *a, const char *name, size_t pos);
+ld_tpl_value *ld_tpl_kwarg(tpl_args *a, const char *name, size_t pos);
 /* attribute path "a.b.0" of v (jinja's make_attrgetter); undefined if absent */
-ld_tpl_value *tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path);
+ld_tpl_value *ld_tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path);
 /* filters and methods of their own files: tpl_seq.c, tpl_fmt.c */
-ld_status tpl_filter_unique(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_groupby(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_batch(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_slice(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_attr(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
-ld_status tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
+ld_status ld_tpl_filter_unique(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_groupby(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_batch(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_slice(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_attr(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
+ld_status ld_tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
 /* tpl_num.c */
-ld_status tpl_filter_round(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_sum(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
-ld_status tpl_filter_minmax(tpl_rt *rt, const tpl_node *at, bool max, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_round(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_sum(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_minmax(tpl_rt *rt, const tpl_node *at, bool max, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
 /* tpl_strmeth.c: the other str methods; LD_ERR_UNSUPPORTED (no error set)
  * for a name it does not know */
-ld_status tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const char *m, tpl_args *a,
+ld_status ld_tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const char *m, tpl_args *a,
                               ld_tpl_value **out);
 /* str.isupper() (upper) / str.islower() of s */
-bool tpl_str_is_case(tpl_rt *rt, const ld_tpl_value *s, bool upper);
+bool ld_tpl_str_is_case(tpl_rt *rt, const ld_tpl_value *s, bool upper);
 /* length of the line break at s as str.splitlines sees them, 0 if none */
-size_t tv_line_break(const char *s, size_t n);
+size_t ld_tv_line_break(const char *s, size_t n);
 
 #endif

@@ -1,5 +1,5 @@
 /* tpl_attr.c - what a value offers by name: keyword arguments of a call
- * (tpl_kwarg), attributes and methods (tpl_getattr, tpl_has_method; the
+ * (ld_tpl_kwarg), attributes and methods (ld_tpl_getattr, ld_tpl_has_method; the
  * mutating list and dict methods refused as the sandbox refuses them) and
  * attribute paths ("a.b", jinja's make_attrgetter).  The leaf the filters,
  * the methods and the evaluator share. */
@@ -10,9 +10,9 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-#define A (tpl_rt_arena(rt))
+#define A (ld_tpl_rt_arena(rt))
 
-ld_tpl_value *tpl_kwarg(tpl_args *a, const char *name, size_t pos)
+ld_tpl_value *ld_tpl_kwarg(tpl_args *a, const char *name, size_t pos)
 {
     for (size_t i = 0; i < a->n_kw; i++) if (strcmp(a->kw[i], name) == 0) return a->kwv[i];
     return pos < a->n_pos ? a->pos[pos] : NULL;
@@ -37,47 +37,47 @@ static bool in_set(const char *const *set, const char *name, size_t len)
     return false;
 }
 
-bool tpl_has_method(const ld_tpl_value *v, const char *name)
+bool ld_tpl_has_method(const ld_tpl_value *v, const char *name)
 {
     size_t n = strlen(name);
     return (v->kind == TV_STR && in_set(str_methods, name, n)) || (v->kind == TV_DICT && in_set(dict_methods, name, n)) ||
            (v->kind == TV_LIST && in_set(list_methods, name, n));
 }
 
-ld_tpl_value *tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, size_t len)
+ld_tpl_value *ld_tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, size_t len)
 {
     char hint[200];
     bool unsafe = (v->kind == TV_LIST || v->kind == TV_DICT) && in_set(unsafe_methods, name, len);
     if ((v->flags & TV_F_GROUP) && v->u.list.n == 2 && (len == 7 || len == 4) && memcmp(name, len == 7 ? "grouper" : "list", len) == 0)
         return v->u.list.items[len == 7 ? 0 : 1];
     if ((v->flags & TV_F_LOOP) && len == 5 && memcmp(name, "cycle", 5) == 0) {
-        ld_tpl_value *m = tv_new(A, TV_METHOD);
+        ld_tpl_value *m = ld_tv_new(A, TV_METHOD);
         if (m) m->u.method.self = v, m->u.method.name = "cycle";
         return m;
     }
     if (v->kind == TV_NS) {
-        ld_tpl_value *x = tv_dict_get(v, name, len);
+        ld_tpl_value *x = ld_tv_dict_get(v, name, len);
         if (x) return x;
     } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (v->kind == TV_DICT && in_set(dict_methods, name, len)) ||
                (v->kind == TV_LIST && !(v->flags & TV_F_GEN) && in_set(list_methods, name, len))) {
-        ld_tpl_value *m = tv_new(A, TV_METHOD);
+        ld_tpl_value *m = ld_tv_new(A, TV_METHOD);
         if (!m) return NULL;
         m->u.method.self = v;
         m->u.method.name = ld_arena_memdup(A, name, len);
         return m->u.method.name ? m : NULL;
     } else if (v->kind == TV_DICT && !unsafe) {
-        ld_tpl_value *x = tv_dict_get(v, name, len);
+        ld_tpl_value *x = ld_tv_dict_get(v, name, len);
         if (x) return x;
     }
-    if (!unsafe) return tv_undef_lazy(A, tv_type_name(v), name, len);
-    snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, tv_type_name(v));
-    ld_tpl_value *u = tv_undef(A, hint);
+    if (!unsafe) return ld_tv_undef_lazy(A, ld_tv_type_name(v), name, len);
+    snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, ld_tv_type_name(v));
+    ld_tpl_value *u = ld_tv_undef(A, hint);
     if (u) u->flags |= TV_F_UNSAFE;
     return u;
 }
 
 /* attribute path "a.b" of v (jinja's make_attrgetter); undefined if absent */
-ld_tpl_value *tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path)
+ld_tpl_value *ld_tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *path)
 {
     const char *p = path->u.str.s, *e = p + path->u.str.len;
     while (v && p <= e) {
@@ -88,10 +88,10 @@ ld_tpl_value *tpl_attr_path(tpl_rt *rt, ld_tpl_value *v, const ld_tpl_value *pat
         for (size_t i = 0; i < n; i++) digits = digits && isdigit((unsigned char)p[i]);
         if (digits && v->kind == TV_LIST) {
             size_t idx = (size_t)strtoull(p, NULL, 10);
-            v = idx < v->u.list.n ? v->u.list.items[idx] : tv_undef(A, "index out of range");
+            v = idx < v->u.list.n ? v->u.list.items[idx] : ld_tv_undef(A, "index out of range");
         } else {
-            ld_tpl_value *x = v->kind == TV_DICT ? tv_dict_get(v, p, n) : NULL;
-            v = x ? x : tpl_getattr(rt, v, p, n);
+            ld_tpl_value *x = v->kind == TV_DICT ? ld_tv_dict_get(v, p, n) : NULL;
+            v = x ? x : ld_tpl_getattr(rt, v, p, n);
         }
         if (!dot) break;
         p = dot + 1;

@@ -9,9 +9,9 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-#define A (tpl_rt_arena(rt))
-#define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)
-#define TYPE_ERR(...) tpl_rt_fail(rt, at, LD_ERR_MISMATCH, __VA_ARGS__)
+#define A (ld_tpl_rt_arena(rt))
+#define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
+#define TYPE_ERR(...) ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, __VA_ARGS__)
 
 static bool is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
@@ -28,14 +28,14 @@ static ld_tpl_value *strip(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl_value
     if (l) while (b < e && STRIPPABLE(p[b])) b++;
     if (r) while (e > b && STRIPPABLE(p[e - 1])) e--;
 #undef STRIPPABLE
-    return tv_str(A, p + b, e - b);
+    return ld_tv_str(A, p + b, e - b);
 }
 
 static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *sep = tpl_kwarg(a, "sep", 0), *mx = tpl_kwarg(a, "maxsplit", 1);
+    ld_tpl_value *sep = ld_tpl_kwarg(a, "sep", 0), *mx = ld_tpl_kwarg(a, "maxsplit", 1);
     int64_t max = mx && mx->kind == TV_INT ? mx->u.i : -1;
-    ld_tpl_value *l = tv_new(A, TV_LIST);
+    ld_tpl_value *l = ld_tv_new(A, TV_LIST);
     const char *p = s->u.str.s;
     size_t n = s->u.str.len, i = 0;
     NEWV(l);
@@ -47,26 +47,26 @@ static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s
             if (max >= 0 && (int64_t)l->u.list.n >= max) {
                 size_t e = n;
                 while (e > i && is_space(p[e - 1])) e--;
-                NEWV(tv_push(A, l, tv_str(A, p + i, e - i)));
+                NEWV(ld_tv_push(A, l, ld_tv_str(A, p + i, e - i)));
                 break;
             }
             while (j < n && !is_space(p[j])) j++;
-            NEWV(tv_push(A, l, tv_str(A, p + i, j - i)));
+            NEWV(ld_tv_push(A, l, ld_tv_str(A, p + i, j - i)));
             i = j;
         }
         return *out = l, LD_OK;
     }
-    if (sep->kind != TV_STR) return TYPE_ERR("type error: must be str or None, not %s", tv_type_name(sep));
+    if (sep->kind != TV_STR) return TYPE_ERR("type error: must be str or None, not %s", ld_tv_type_name(sep));
     size_t k = sep->u.str.len;
     if (!k) return TYPE_ERR("value error: empty separator");
     size_t start = 0;
     const char *hit;
     while ((max < 0 || (int64_t)l->u.list.n < max) &&
-           (hit = tv_memfind(p + start, n - start, sep->u.str.s, k))) {
-        NEWV(tv_push(A, l, tv_str(A, p + start, (size_t)(hit - p) - start)));
+           (hit = ld_tv_memfind(p + start, n - start, sep->u.str.s, k))) {
+        NEWV(ld_tv_push(A, l, ld_tv_str(A, p + start, (size_t)(hit - p) - start)));
         start = (size_t)(hit - p) + k;
     }
-    NEWV(tv_push(A, l, tv_str(A, p + start, n - start)));
+    NEWV(ld_tv_push(A, l, ld_tv_str(A, p + start, n - start)));
     return *out = l, LD_OK;
 }
 
@@ -78,28 +78,28 @@ static ld_tpl_value *str_replace(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl
     if (k) { /* jump from match to match */
         size_t i = 0;
         const char *hit;
-        while ((count < 0 || done < count) && (hit = tv_memfind(s->u.str.s + i, n - i, o->u.str.s, k))) {
+        while ((count < 0 || done < count) && (hit = ld_tv_memfind(s->u.str.s + i, n - i, o->u.str.s, k))) {
             size_t at = (size_t)(hit - s->u.str.s);
-            tv_buf_put(&b, s->u.str.s + i, at - i);
-            tv_buf_put(&b, r->u.str.s, r->u.str.len);
+            ld_tv_buf_put(&b, s->u.str.s + i, at - i);
+            ld_tv_buf_put(&b, r->u.str.s, r->u.str.len);
             done++;
             i = at + k;
         }
-        tv_buf_put(&b, s->u.str.s + i, n - i);
-        ld_tpl_value *v = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
+        ld_tv_buf_put(&b, s->u.str.s + i, n - i);
+        ld_tpl_value *v = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
         free(b.p);
         return v;
     }
     for (size_t i = 0; i <= n;) {
         if ((count < 0 || done < count) && (k ? i + k <= n && memcmp(s->u.str.s + i, o->u.str.s, k) == 0 : true)) {
-            tv_buf_put(&b, r->u.str.s, r->u.str.len);
+            ld_tv_buf_put(&b, r->u.str.s, r->u.str.len);
             done++;
             if (k) { i += k; continue; }
         }
-        if (i < n) tv_buf_putc(&b, s->u.str.s[i]);
+        if (i < n) ld_tv_buf_putc(&b, s->u.str.s[i]);
         i++;
     }
-    ld_tpl_value *v = b.failed ? NULL : tv_str(A, b.p, b.len);
+    ld_tpl_value *v = b.failed ? NULL : ld_tv_str(A, b.p, b.len);
     free(b.p);
     return v;
 }
@@ -118,19 +118,19 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         if (!x) return TYPE_ERR("type error: %s takes at least 1 argument", m);
         if (x->kind == TV_LIST) for (size_t i = 0; i < x->u.list.n; i++) r = r || affix(s, x->u.list.items[i], m[0] == 'e');
         else if (x->kind == TV_STR) r = affix(s, x, m[0] == 'e');
-        else return TYPE_ERR("type error: %s first arg must be str or a tuple of str, not %s", m, tv_type_name(x));
+        else return TYPE_ERR("type error: %s first arg must be str or a tuple of str, not %s", m, ld_tv_type_name(x));
         NEWV(*out = ld_tpl_value_bool(A, r));
         return LD_OK;
     }
     if (is(m, "split")) return str_split(rt, at, s, a, out);
-    if (is(m, "format")) return tpl_str_format(rt, at, s, a, out);
+    if (is(m, "format")) return ld_tpl_str_format(rt, at, s, a, out);
     if (is(m, "strip") || is(m, "lstrip") || is(m, "rstrip")) {
         NEWV(*out = strip(rt, s, x, m[0] != 'r', m[0] != 'l'));
         return LD_OK;
     }
     if (is(m, "lower") || is(m, "upper") || is(m, "title") || is(m, "capitalize")) {
         int mode = m[0] == 'l' ? TV_CASE_LOWER : m[0] == 'u' ? TV_CASE_UPPER : m[0] == 't' ? TV_CASE_TITLE : TV_CASE_CAPITALIZE;
-        NEWV(*out = tv_case_map(A, s->u.str.s, s->u.str.len, mode));
+        NEWV(*out = ld_tv_case_map(A, s->u.str.s, s->u.str.len, mode));
         return LD_OK;
     }
     if (is(m, "replace")) {
@@ -144,37 +144,37 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         size_t i = 0;
         const char *hit;
         while (i <= s->u.str.len &&
-               (hit = tv_memfind(s->u.str.s + i, s->u.str.len - i, x->u.str.s, x->u.str.len))) {
+               (hit = ld_tv_memfind(s->u.str.s + i, s->u.str.len - i, x->u.str.s, x->u.str.len))) {
             size_t pos = (size_t)(hit - s->u.str.s);
-            if (found < 0) found = (int64_t)tv_utf8_count(s->u.str.s, pos);
+            if (found < 0) found = (int64_t)ld_tv_utf8_count(s->u.str.s, pos);
             cnt++;
             i = pos + (x->u.str.len ? x->u.str.len : 1);
         }
         NEWV(*out = ld_tpl_value_int(A, is(m, "find") ? found : cnt));
         return LD_OK;
     }
-    ld_status st = tpl_str_method_more(rt, at, s, m, a, out);
+    ld_status st = ld_tpl_str_method_more(rt, at, s, m, a, out);
     if (st != LD_ERR_UNSUPPORTED) return st;
-    return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "string method '%s' with these arguments is not supported", m);
+    return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "string method '%s' with these arguments is not supported", m);
 }
 
 static ld_tpl_value *pairs(tpl_rt *rt, const ld_tpl_value *d)
 {
-    ld_tpl_value *l = tv_new(A, TV_LIST);
+    ld_tpl_value *l = ld_tv_new(A, TV_LIST);
     if (!l) return NULL;
     for (size_t i = 0; i < d->u.dict.n; i++) {
-        ld_tpl_value *t = tv_new(A, TV_LIST);
-        if (!t || !tv_push(A, t, d->u.dict.keys[i]) || !tv_push(A, t, d->u.dict.vals[i]) || !tv_push(A, l, t)) return NULL;
+        ld_tpl_value *t = ld_tv_new(A, TV_LIST);
+        if (!t || !ld_tv_push(A, t, d->u.dict.keys[i]) || !ld_tv_push(A, t, d->u.dict.vals[i]) || !ld_tv_push(A, l, t)) return NULL;
         t->flags |= TV_F_TUPLE;
     }
     return l;
 }
 
-ld_status tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self, const char *m, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self, const char *m, tpl_args *a, ld_tpl_value **out)
 {
     if (self->kind == TV_STR) return str_method(rt, at, self, m, a, out);
     if ((self->flags & TV_F_LOOP) && is(m, "cycle")) {
-        ld_tpl_value *i0 = tv_dict_get(self, "index0", 6);
+        ld_tpl_value *i0 = ld_tv_dict_get(self, "index0", 6);
         if (!a->n_pos) return TYPE_ERR("type error: no items for cycling given");
         *out = a->pos[(size_t)(i0 && i0->kind == TV_INT ? i0->u.i : 0) % a->n_pos];
         return LD_OK;
@@ -183,23 +183,23 @@ ld_status tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self, c
         int64_t found = -1, cnt = 0;
         if (a->n_pos != 1) return TYPE_ERR("type error: %s() takes exactly one argument", m);
         for (size_t i = 0; i < self->u.list.n; i++)
-            if (tv_equal(self->u.list.items[i], a->pos[0])) cnt++, found = found < 0 ? (int64_t)i : found;
+            if (ld_tv_equal(self->u.list.items[i], a->pos[0])) cnt++, found = found < 0 ? (int64_t)i : found;
         if (is(m, "index") && found < 0) return TYPE_ERR("value error: value is not in list");
         NEWV(*out = ld_tpl_value_int(A, is(m, "index") ? found : cnt));
         return LD_OK;
     }
     if (is(m, "get")) {
         if (!a->n_pos) return TYPE_ERR("type error: get expected at least 1 argument, got 0");
-        ld_tpl_value *v = tv_dict_getv(self, a->pos[0]);
+        ld_tpl_value *v = ld_tv_dict_getv(self, a->pos[0]);
         if (!v) v = a->n_pos > 1 ? a->pos[1] : ld_tpl_value_none(A);
         NEWV(*out = v);
         return LD_OK;
     }
     if (is(m, "items")) { NEWV(*out = pairs(rt, self)); return LD_OK; }
-    ld_tpl_value *l = tv_new(A, TV_LIST);
+    ld_tpl_value *l = ld_tv_new(A, TV_LIST);
     NEWV(l);
     for (size_t i = 0; i < self->u.dict.n; i++)
-        NEWV(tv_push(A, l, is(m, "keys") ? self->u.dict.keys[i] : self->u.dict.vals[i]));
+        NEWV(ld_tv_push(A, l, is(m, "keys") ? self->u.dict.keys[i] : self->u.dict.vals[i]));
     *out = l;
     return LD_OK;
 }
@@ -225,30 +225,30 @@ static ld_status run_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_t
     else if (is(name, "false")) *out = k == TV_BOOL && !v->u.b;
     else if (is(name, "callable")) *out = k == TV_MACRO || k == TV_METHOD || k == TV_FUNC;
     else if (is(name, "lower") || is(name, "upper")) {
-        ld_tpl_value *s = k == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
+        ld_tpl_value *s = k == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
         NEWV(s);
-        *out = tpl_str_is_case(rt, s, name[0] == 'u');
+        *out = ld_tpl_str_is_case(rt, s, name[0] == 'u');
     } else if (is(name, "odd") || is(name, "even")) {
         if (k != TV_INT) return TYPE_ERR("type error: %s test needs an integer", name);
         *out = ((v->u.i % 2) != 0) == is(name, "odd");
-    } else if (x && (is(name, "eq") || is(name, "equalto") || is(name, "==") || is(name, "sameas"))) *out = tv_equal(v, x);
-    else if (x && (is(name, "ne") || is(name, "!="))) *out = !tv_equal(v, x);
+    } else if (x && (is(name, "eq") || is(name, "equalto") || is(name, "==") || is(name, "sameas"))) *out = ld_tv_equal(v, x);
+    else if (x && (is(name, "ne") || is(name, "!="))) *out = !ld_tv_equal(v, x);
     else if (x && (is(name, "in"))) {
         *out = false;
-        if (x->kind == TV_LIST) for (size_t i = 0; i < x->u.list.n; i++) *out = *out || tv_equal(x->u.list.items[i], v);
-        else if (x->kind == TV_DICT) *out = tv_dict_getv(x, v) != NULL;
+        if (x->kind == TV_LIST) for (size_t i = 0; i < x->u.list.n; i++) *out = *out || ld_tv_equal(x->u.list.items[i], v);
+        else if (x->kind == TV_DICT) *out = ld_tv_dict_getv(x, v) != NULL;
         else if (x->kind == TV_STR && k == TV_STR) *out = v->u.str.len == 0 || (v->u.str.len <= x->u.str.len && strstr(x->u.str.s, v->u.str.s));
     } else if (x && (is(name, "gt") || is(name, "lt") || is(name, "ge") || is(name, "le") || is(name, "greaterthan") || is(name, "lessthan"))) {
         bool ok;
-        int c = tv_compare(v, x, &ok);
-        if (!ok) return TYPE_ERR("type error: cannot compare '%s' and '%s'", tv_type_name(v), tv_type_name(x));
+        int c = ld_tv_compare(v, x, &ok);
+        if (!ok) return TYPE_ERR("type error: cannot compare '%s' and '%s'", ld_tv_type_name(v), ld_tv_type_name(x));
         *out = name[0] == 'g' ? (name[1] == 'e' ? c >= 0 : c > 0) : (name[1] == 'e' ? c <= 0 : c < 0);
     } else if (x && is(name, "divisibleby") && k == TV_INT && x->kind == TV_INT && x->u.i) *out = v->u.i % x->u.i == 0;
-    else return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: no test named '%s'", name);
+    else return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: no test named '%s'", name);
     return LD_OK;
 }
 
-ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v, tpl_args *args, bool *out)
+ld_status ld_tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v, tpl_args *args, bool *out)
 {
     return run_test(rt, at, name, v, args, out);
 }
@@ -257,8 +257,8 @@ ld_status tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_valu
 
 static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *ind = tpl_kwarg(a, "indent", 0), *seps = tpl_kwarg(a, "separators", 99), *sk = tpl_kwarg(a, "sort_keys", 99);
-    ld_tpl_value *asc = tpl_kwarg(a, "ensure_ascii", 99);
+    ld_tpl_value *ind = ld_tpl_kwarg(a, "indent", 0), *seps = ld_tpl_kwarg(a, "separators", 99), *sk = ld_tpl_kwarg(a, "sort_keys", 99);
+    ld_tpl_value *asc = ld_tpl_kwarg(a, "ensure_ascii", 99);
     int indent = ind && ind->kind == TV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
     const char *item = indent >= 0 ? "," : ", ", *key = ": ";
     char ib[64], kb[64];
@@ -270,9 +270,9 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
     }
     tv_buf b = {0};
     const char *why = NULL;
-    int flags = (sk && tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && tv_truthy(asc) ? TV_JSON_ASCII : 0);
-    bool ok = tv_tojson(&b, v, indent, item, key, flags, 0, &why);
-    ld_tpl_value *r = ok && !b.failed ? tv_str(A, b.p ? b.p : "", b.len) : NULL;
+    int flags = (sk && ld_tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && ld_tv_truthy(asc) ? TV_JSON_ASCII : 0);
+    bool ok = ld_tv_tojson(&b, v, indent, item, key, flags, 0, &why);
+    ld_tpl_value *r = ok && !b.failed ? ld_tv_str(A, b.p ? b.p : "", b.len) : NULL;
     free(b.p);
     if (!ok) return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
     NEWV(r);
@@ -281,27 +281,27 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
 
 static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *seq, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *items, *r = tv_new(A, TV_LIST);
+    ld_tpl_value *items, *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
     r->flags |= TV_F_GEN;
-    LD_TRY(tpl_iter(rt, at, seq, &items));
+    LD_TRY(ld_tpl_iter(rt, at, seq, &items));
     bool attr = is(f, "selectattr") || is(f, "rejectattr"), rej = f[0] == 'r';
     size_t first_arg = attr ? 1 : 0;
-    ld_tpl_value *attr_name = is(f, "map") ? tpl_kwarg(a, "attribute", 99) : attr ? tpl_kwarg(a, "attribute", 0) : NULL;
+    ld_tpl_value *attr_name = is(f, "map") ? ld_tpl_kwarg(a, "attribute", 99) : attr ? ld_tpl_kwarg(a, "attribute", 0) : NULL;
     if (attr && (!attr_name || attr_name->kind != TV_STR)) return TYPE_ERR("type error: %s needs an attribute name", f);
     for (size_t i = 0; i < items->u.list.n; i++) {
         ld_tpl_value *it = items->u.list.items[i], *x = it;
-        if (attr_name && attr_name->kind == TV_STR) NEWV(x = tpl_attr_path(rt, it, attr_name));
+        if (attr_name && attr_name->kind == TV_STR) NEWV(x = ld_tpl_attr_path(rt, it, attr_name));
         if (is(f, "map")) {
             if (!attr_name) {
                 if (!a->n_pos || a->pos[0]->kind != TV_STR) return TYPE_ERR("type error: map needs a filter name or attribute");
                 tpl_args sub = {a->pos + 1, a->n_pos - 1, a->kwv, a->kw, a->n_kw};
-                LD_TRY(tpl_filter(rt, at, a->pos[0]->u.str.s, it, &sub, &x));
+                LD_TRY(ld_tpl_filter(rt, at, a->pos[0]->u.str.s, it, &sub, &x));
             } else if (x->kind == TV_UNDEF) {
-                ld_tpl_value *d = tpl_kwarg(a, "default", 99);
+                ld_tpl_value *d = ld_tpl_kwarg(a, "default", 99);
                 if (d) x = d;
             }
-            NEWV(tv_push(A, r, x));
+            NEWV(ld_tv_push(A, r, x));
             continue;
         }
         bool keep;
@@ -310,9 +310,9 @@ static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld
             tpl_args sub = {a->pos + first_arg + 1, a->n_pos - first_arg - 1, NULL, NULL, 0};
             LD_TRY(run_test(rt, at, a->pos[first_arg]->u.str.s, x, &sub, &keep));
         } else {
-            keep = tv_truthy(x);
+            keep = ld_tv_truthy(x);
         }
-        if (keep != rej) NEWV(tv_push(A, r, it));
+        if (keep != rej) NEWV(ld_tv_push(A, r, it));
     }
     *out = r;
     return LD_OK;
@@ -320,16 +320,16 @@ static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld
 
 static ld_status do_join(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *sep = tpl_kwarg(a, "d", 0), *attr = tpl_kwarg(a, "attribute", 1), *items;
-    LD_TRY(tpl_iter(rt, at, v, &items));
+    ld_tpl_value *sep = ld_tpl_kwarg(a, "d", 0), *attr = ld_tpl_kwarg(a, "attribute", 1), *items;
+    LD_TRY(ld_tpl_iter(rt, at, v, &items));
     tv_buf b = {0};
     for (size_t i = 0; i < items->u.list.n; i++) {
         ld_tpl_value *x = items->u.list.items[i];
-        if (i && sep && sep->kind == TV_STR) tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
-        if (attr && attr->kind == TV_STR && !(x = tpl_attr_path(rt, x, attr))) { free(b.p); return tpl_nomem(rt, at); }
-        if (!tv_print(&b, x, false)) { free(b.p); return TYPE_ERR("type error: cannot join a '%s'", tv_type_name(x)); }
+        if (i && sep && sep->kind == TV_STR) ld_tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
+        if (attr && attr->kind == TV_STR && !(x = ld_tpl_attr_path(rt, x, attr))) { free(b.p); return ld_tpl_nomem(rt, at); }
+        if (!ld_tv_print(&b, x, false)) { free(b.p); return TYPE_ERR("type error: cannot join a '%s'", ld_tv_type_name(x)); }
     }
-    ld_tpl_value *r = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
+    ld_tpl_value *r = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
     free(b.p);
     NEWV(r);
     return *out = r, LD_OK;
@@ -346,34 +346,34 @@ static int cmp_ci(const ld_tpl_value *x, const ld_tpl_value *y, bool cs)
         }
         return (x->u.str.len > y->u.str.len) - (x->u.str.len < y->u.str.len);
     }
-    return tv_compare(x, y, &ok);
+    return ld_tv_compare(x, y, &ok);
 }
 
 /* stable insertion sort by key (items are few) */
 static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, bool dict, ld_tpl_value **out)
 {
-    ld_tpl_value *items, *r = tv_new(A, TV_LIST);
+    ld_tpl_value *items, *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
     if (dict) {
         if (v->kind != TV_DICT) return TYPE_ERR("type error: dictsort needs a mapping");
         NEWV(items = pairs(rt, v));
     } else {
-        LD_TRY(tpl_iter(rt, at, v, &items));
+        LD_TRY(ld_tpl_iter(rt, at, v, &items));
     }
-    ld_tpl_value *rev = tpl_kwarg(a, dict ? "reverse" : "reverse", dict ? 2 : 0), *cs = tpl_kwarg(a, "case_sensitive", dict ? 0 : 1);
-    ld_tpl_value *by = dict ? tpl_kwarg(a, "by", 1) : NULL;
+    ld_tpl_value *rev = ld_tpl_kwarg(a, dict ? "reverse" : "reverse", dict ? 2 : 0), *cs = ld_tpl_kwarg(a, "case_sensitive", dict ? 0 : 1);
+    ld_tpl_value *by = dict ? ld_tpl_kwarg(a, "by", 1) : NULL;
     int ki = by && by->kind == TV_STR && by->u.str.len == 5 && memcmp(by->u.str.s, "value", 5) == 0; /* sort by item ki */
-    ld_tpl_value *attr = dict ? NULL : tpl_kwarg(a, "attribute", 2);
-    bool desc = rev && tv_truthy(rev), sens = cs && tv_truthy(cs);
-    for (size_t i = 0; i < items->u.list.n; i++) NEWV(tv_push(A, r, items->u.list.items[i]));
+    ld_tpl_value *attr = dict ? NULL : ld_tpl_kwarg(a, "attribute", 2);
+    bool desc = rev && ld_tv_truthy(rev), sens = cs && ld_tv_truthy(cs);
+    for (size_t i = 0; i < items->u.list.n; i++) NEWV(ld_tv_push(A, r, items->u.list.items[i]));
     ld_tpl_value **p = r->u.list.items;
     for (size_t i = 1; i < r->u.list.n; i++) {
         ld_tpl_value *x = p[i];
         size_t j = i;
         for (; j > 0; j--) {
             ld_tpl_value *kx = dict ? x->u.list.items[ki] : x, *ky = dict ? p[j - 1]->u.list.items[ki] : p[j - 1];
-            if (attr && attr->kind == TV_STR) kx = tpl_attr_path(rt, kx, attr), ky = tpl_attr_path(rt, ky, attr);
-            if (!kx || !ky) return tpl_nomem(rt, at);
+            if (attr && attr->kind == TV_STR) kx = ld_tpl_attr_path(rt, kx, attr), ky = ld_tpl_attr_path(rt, ky, attr);
+            if (!kx || !ky) return ld_tpl_nomem(rt, at);
             int c = cmp_ci(ky, kx, sens);
             if (desc ? c >= 0 : c <= 0) break;
             p[j] = p[j - 1];
@@ -390,7 +390,7 @@ static ld_status do_strftime(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl
     struct tm tm;
     int y = 2024, mo = 7, d = 26;
     memset(&tm, 0, sizeof tm);
-    (void)sscanf(tpl_rt_today(rt), "%d-%d-%d", &y, &mo, &d);
+    (void)sscanf(ld_tpl_rt_today(rt), "%d-%d-%d", &y, &mo, &d);
     tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d, tm.tm_hour = 0, tm.tm_isdst = -1;
     /* derive the weekday and day of the year: timegm-free Zeller */
     static const int cum[] = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
@@ -403,7 +403,7 @@ static ld_status do_strftime(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl
     char fmt[200];
     snprintf(fmt, sizeof fmt, "%.*s", (int)a->pos[0]->u.str.len, a->pos[0]->u.str.s);
     size_t n = fmt[0] ? strftime(buf, sizeof buf, fmt, &tm) : 0;
-    NEWV(*out = tv_str(A, buf, n));
+    NEWV(*out = ld_tv_str(A, buf, n));
     return LD_OK;
 }
 
@@ -416,12 +416,12 @@ static ld_status do_range(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_va
     }
     if (a->n_pos == 1) p[1] = p[0], p[0] = 0;
     if (!a->n_pos || p[2] == 0) return TYPE_ERR("value error: bad range() arguments");
-    ld_tpl_value *r = tv_new(A, TV_LIST);
+    ld_tpl_value *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
     int64_t cnt = 0;
     for (int64_t i = p[0]; p[2] > 0 ? i < p[1] : i > p[1]; i += p[2]) {
-        if (++cnt > 100000) return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "range() longer than 100000 items");
-        NEWV(tv_push(A, r, ld_tpl_value_int(A, i)));
+        if (++cnt > 100000) return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "range() longer than 100000 items");
+        NEWV(ld_tv_push(A, r, ld_tpl_value_int(A, i)));
     }
     *out = r;
     return LD_OK;
@@ -433,33 +433,33 @@ static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld
     (void)a;
     if (is(f, "length") || is(f, "count")) {
         int64_t n;
-        if (v->kind == TV_STR) n = (int64_t)tv_utf8_count(v->u.str.s, v->u.str.len);
+        if (v->kind == TV_STR) n = (int64_t)ld_tv_utf8_count(v->u.str.s, v->u.str.len);
         else if (v->kind == TV_LIST && !(v->flags & TV_F_GEN)) n = (int64_t)v->u.list.n;
         else if (v->kind == TV_DICT || v->kind == TV_NS) n = (int64_t)v->u.dict.n;
         else if (v->kind == TV_UNDEF) n = 0;
-        else return TYPE_ERR("type error: object of type '%s' has no len()", tv_type_name(v));
+        else return TYPE_ERR("type error: object of type '%s' has no len()", ld_tv_type_name(v));
         NEWV(*out = ld_tpl_value_int(A, n));
         return LD_OK;
     }
     if (is(f, "first") || is(f, "last")) {
         if (v->kind == TV_UNDEF) return *out = v, LD_OK;
-        LD_TRY(tpl_iter(rt, at, v, &items));
+        LD_TRY(ld_tpl_iter(rt, at, v, &items));
         size_t n = items->u.list.n;
-        NEWV(*out = n ? items->u.list.items[f[0] == 'f' ? 0 : n - 1] : tv_undef(A, "no first item, sequence was empty"));
+        NEWV(*out = n ? items->u.list.items[f[0] == 'f' ? 0 : n - 1] : ld_tv_undef(A, "no first item, sequence was empty"));
         return LD_OK;
     }
     if (is(f, "list")) {
-        LD_TRY(tpl_iter(rt, at, v, &items));
-        ld_tpl_value *r = tv_new(A, TV_LIST);
+        LD_TRY(ld_tpl_iter(rt, at, v, &items));
+        ld_tpl_value *r = ld_tv_new(A, TV_LIST);
         NEWV(r);
-        for (size_t i = 0; i < items->u.list.n; i++) NEWV(tv_push(A, r, items->u.list.items[i]));
+        for (size_t i = 0; i < items->u.list.n; i++) NEWV(ld_tv_push(A, r, items->u.list.items[i]));
         return *out = r, LD_OK;
     }
     if (is(f, "reverse")) {
-        ld_tpl_value *r = tv_new(A, TV_LIST);
+        ld_tpl_value *r = ld_tv_new(A, TV_LIST);
         NEWV(r);
-        LD_TRY(tpl_iter(rt, at, v, &items));
-        for (size_t i = items->u.list.n; i > 0; i--) NEWV(tv_push(A, r, items->u.list.items[i - 1]));
+        LD_TRY(ld_tpl_iter(rt, at, v, &items));
+        for (size_t i = items->u.list.n; i > 0; i--) NEWV(ld_tv_push(A, r, items->u.list.items[i - 1]));
         if (v->kind == TV_STR) {
             tpl_args none = {0};
             return do_join(rt, at, r, &none, out);
@@ -467,7 +467,7 @@ static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld
         return *out = r, LD_OK;
     }
     if (is(f, "items")) {
-        if (v->kind == TV_UNDEF) NEWV(*out = tv_new(A, TV_LIST));
+        if (v->kind == TV_UNDEF) NEWV(*out = ld_tv_new(A, TV_LIST));
         else if (v->kind != TV_DICT) return TYPE_ERR("type error: Can only get item pairs from a mapping.");
         else NEWV(*out = pairs(rt, v));
         return LD_OK;
@@ -477,25 +477,25 @@ static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld
                  : v->kind == TV_STR ? strtod(v->u.str.s, NULL) : 0;
         if (is(f, "abs")) {
             if (v->kind == TV_INT) NEWV(*out = ld_tpl_value_int(A, v->u.i < 0 ? -v->u.i : v->u.i));
-            else if (v->kind == TV_FLOAT) NEWV(*out = tv_float(A, v->u.f < 0 ? -v->u.f : v->u.f));
-            else return TYPE_ERR("type error: bad operand type for abs(): '%s'", tv_type_name(v));
+            else if (v->kind == TV_FLOAT) NEWV(*out = ld_tv_float(A, v->u.f < 0 ? -v->u.f : v->u.f));
+            else return TYPE_ERR("type error: bad operand type for abs(): '%s'", ld_tv_type_name(v));
             return LD_OK;
         }
         if (f[0] == 'i') NEWV(*out = ld_tpl_value_int(A, v->kind == TV_INT ? v->u.i : (int64_t)d));
-        else NEWV(*out = tv_float(A, d));
+        else NEWV(*out = ld_tv_float(A, d));
         return LD_OK;
     }
-    return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: No filter named '%s' found.", f);
+    return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: No filter named '%s' found.", f);
 }
 
-ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
     if (is(f, "__range")) return do_range(rt, at, a, out);
     if (is(f, "__strftime_now")) return do_strftime(rt, at, a, out);
     if (is(f, "default") || is(f, "d")) {
-        ld_tpl_value *d = tpl_kwarg(a, "default_value", 0), *b = tpl_kwarg(a, "boolean", 1);
-        bool use = v->kind == TV_UNDEF || (b && tv_truthy(b) && !tv_truthy(v));
-        if (use) NEWV(*out = d ? d : tv_str(A, "", 0));
+        ld_tpl_value *d = ld_tpl_kwarg(a, "default_value", 0), *b = ld_tpl_kwarg(a, "boolean", 1);
+        bool use = v->kind == TV_UNDEF || (b && ld_tv_truthy(b) && !ld_tv_truthy(v));
+        if (use) NEWV(*out = d ? d : ld_tv_str(A, "", 0));
         else *out = v;
         return LD_OK;
     }
@@ -504,32 +504,32 @@ ld_status tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value
     if (is(f, "map") || is(f, "select") || is(f, "reject") || is(f, "selectattr") || is(f, "rejectattr"))
         return do_map_select(rt, at, f, v, a, out);
     if (is(f, "join")) return do_join(rt, at, v, a, out);
-    if (is(f, "unique")) return tpl_filter_unique(rt, at, v, a, out);
-    if (is(f, "groupby")) return tpl_filter_groupby(rt, at, v, a, out);
-    if (is(f, "indent")) return tpl_filter_indent(rt, at, v, a, out);
-    if (is(f, "batch")) return tpl_filter_batch(rt, at, v, a, out);
-    if (is(f, "slice")) return tpl_filter_slice(rt, at, v, a, out);
-    if (is(f, "attr")) return tpl_filter_attr(rt, at, v, a, out);
-    if (is(f, "format")) return tpl_filter_format(rt, at, v, a, out);
-    if (is(f, "center")) return tpl_filter_center(rt, at, v, a, out);
-    if (is(f, "truncate")) return tpl_filter_truncate(rt, at, v, a, out);
-    if (is(f, "wordcount")) return tpl_filter_wordcount(rt, at, v, out);
-    if (is(f, "escape") || is(f, "e")) return tpl_filter_escape(rt, at, v, out);
-    if (is(f, "round")) return tpl_filter_round(rt, at, v, a, out);
-    if (is(f, "sum")) return tpl_filter_sum(rt, at, v, a, out);
-    if (is(f, "min") || is(f, "max")) return tpl_filter_minmax(rt, at, f[1] == 'a', v, a, out);
+    if (is(f, "unique")) return ld_tpl_filter_unique(rt, at, v, a, out);
+    if (is(f, "groupby")) return ld_tpl_filter_groupby(rt, at, v, a, out);
+    if (is(f, "indent")) return ld_tpl_filter_indent(rt, at, v, a, out);
+    if (is(f, "batch")) return ld_tpl_filter_batch(rt, at, v, a, out);
+    if (is(f, "slice")) return ld_tpl_filter_slice(rt, at, v, a, out);
+    if (is(f, "attr")) return ld_tpl_filter_attr(rt, at, v, a, out);
+    if (is(f, "format")) return ld_tpl_filter_format(rt, at, v, a, out);
+    if (is(f, "center")) return ld_tpl_filter_center(rt, at, v, a, out);
+    if (is(f, "truncate")) return ld_tpl_filter_truncate(rt, at, v, a, out);
+    if (is(f, "wordcount")) return ld_tpl_filter_wordcount(rt, at, v, out);
+    if (is(f, "escape") || is(f, "e")) return ld_tpl_filter_escape(rt, at, v, out);
+    if (is(f, "round")) return ld_tpl_filter_round(rt, at, v, a, out);
+    if (is(f, "sum")) return ld_tpl_filter_sum(rt, at, v, a, out);
+    if (is(f, "min") || is(f, "max")) return ld_tpl_filter_minmax(rt, at, f[1] == 'a', v, a, out);
     if (is(f, "sort")) return do_sort(rt, at, v, a, false, out);
     if (is(f, "dictsort")) return do_sort(rt, at, v, a, true, out);
     if (is(f, "string")) {
-        if (v->kind == TV_UNDEF) NEWV(*out = tv_str(A, "", 0));
-        else if (!(*out = tpl_str_of(rt, v))) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", tv_type_name(v));
+        if (v->kind == TV_UNDEF) NEWV(*out = ld_tv_str(A, "", 0));
+        else if (!(*out = ld_tpl_str_of(rt, v))) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
         return LD_OK;
     }
     if (is(f, "trim") || is(f, "lower") || is(f, "upper") || is(f, "title") || is(f, "capitalize") || is(f, "replace")) {
-        ld_tpl_value *s = v->kind == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
-        if (!s) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", tv_type_name(v));
+        ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
+        if (!s) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
         if (is(f, "title")) { /* jinja2's own: words split at [-\s({[<], not str.title */
-            NEWV(*out = tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_TITLE_WORDS));
+            NEWV(*out = ld_tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_TITLE_WORDS));
             return LD_OK;
         }
         if (is(f, "trim")) {

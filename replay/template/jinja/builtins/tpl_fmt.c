@@ -13,17 +13,17 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-#define A (tpl_rt_arena(rt))
-#define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)
+#define A (ld_tpl_rt_arena(rt))
+#define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 
 /* indent(s, width=4, first=False, blank=False) of jinja2 3.1: the text
  * gets a "\n" appended, is split into lines and joined back with "\n" plus
  * the indentation (lines left empty unless blank) */
-ld_status tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *w = tpl_kwarg(a, "width", 0), *first = tpl_kwarg(a, "first", 1), *blank = tpl_kwarg(a, "blank", 2);
-    ld_tpl_value *s = v->kind == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
-    if (!s) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", tv_type_name(v));
+    ld_tpl_value *w = ld_tpl_kwarg(a, "width", 0), *first = ld_tpl_kwarg(a, "first", 1), *blank = ld_tpl_kwarg(a, "blank", 2);
+    ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
+    if (!s) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
     char spaces[256];
     const char *ind = spaces;
     size_t il;
@@ -33,27 +33,27 @@ ld_status tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl
         il = k < 0 ? 0 : k > 255 ? 255 : (size_t)k;
         memset(spaces, ' ', il);
     } else {
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: can't multiply sequence by non-int of type '%s'", tv_type_name(w));
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: can't multiply sequence by non-int of type '%s'", ld_tv_type_name(w));
     }
-    bool all = blank && tv_truthy(blank);
+    bool all = blank && ld_tv_truthy(blank);
     tv_buf b = {0};
-    if (first && tv_truthy(first)) tv_buf_put(&b, ind, il);
+    if (first && ld_tv_truthy(first)) ld_tv_buf_put(&b, ind, il);
     const char *p = s->u.str.s;
     size_t n = s->u.str.len;
     /* s + "\n" split into lines: every piece between breaks, the (maybe
      * empty) one after the last break included */
     for (size_t i = 0, line = 0;; line++) {
         size_t e = i, br = 0;
-        while (e < n && !(br = tv_line_break(p + e, n - e))) e++;
+        while (e < n && !(br = ld_tv_line_break(p + e, n - e))) e++;
         if (line > 0) {
-            tv_buf_putc(&b, '\n');
-            if (all || e > i) tv_buf_put(&b, ind, il);
+            ld_tv_buf_putc(&b, '\n');
+            if (all || e > i) ld_tv_buf_put(&b, ind, il);
         }
-        tv_buf_put(&b, p + i, e - i);
+        ld_tv_buf_put(&b, p + i, e - i);
         if (e >= n) break;
         i = e + br;
     }
-    ld_tpl_value *r = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
+    ld_tpl_value *r = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
     free(b.p);
     NEWV(r);
     return *out = r, LD_OK;
@@ -95,15 +95,15 @@ static bool parse_spec(const char *s, size_t n, fspec *f)
 /* body (sign already split off into `sign`) padded to the spec's width */
 static void pad(tv_buf *b, const fspec *f, const char *sign, const char *body, size_t blen, char dflt)
 {
-    size_t len = strlen(sign) + tv_utf8_count(body, blen), w = f->width > 0 ? (size_t)f->width : 0, fl = strlen(f->fill);
+    size_t len = strlen(sign) + ld_tv_utf8_count(body, blen), w = f->width > 0 ? (size_t)f->width : 0, fl = strlen(f->fill);
     size_t gap = w > len ? w - len : 0, left = 0;
     char al = f->align ? f->align : dflt;
     left = al == '>' ? gap : al == '^' ? gap / 2 : 0;
-    if (al == '=') tv_buf_put(b, sign, strlen(sign));
-    for (size_t i = 0; i < (al == '=' ? gap : left); i++) tv_buf_put(b, f->fill, fl);
-    if (al != '=') tv_buf_put(b, sign, strlen(sign));
-    tv_buf_put(b, body, blen);
-    for (size_t i = (al == '=' ? gap : left); i < gap && al != '='; i++) tv_buf_put(b, f->fill, fl);
+    if (al == '=') ld_tv_buf_put(b, sign, strlen(sign));
+    for (size_t i = 0; i < (al == '=' ? gap : left); i++) ld_tv_buf_put(b, f->fill, fl);
+    if (al != '=') ld_tv_buf_put(b, sign, strlen(sign));
+    ld_tv_buf_put(b, body, blen);
+    for (size_t i = (al == '=' ? gap : left); i < gap && al != '='; i++) ld_tv_buf_put(b, f->fill, fl);
 }
 
 /* format(v, spec) of Python for str, int, float and bool values */
@@ -111,10 +111,10 @@ static ld_status format_spec(tpl_rt *rt, const tpl_node *at, tv_buf *b, ld_tpl_v
 {
     fspec f;
     char body[512], pf[32];
-    if (!parse_spec(spec, n, &f)) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format spec '%.*s' is not supported", (int)n, spec);
+    if (!parse_spec(spec, n, &f)) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format spec '%.*s' is not supported", (int)n, spec);
     if (v->kind == TV_STR) {
-        if (f.type && f.type != 's') return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type 'str'", f.type);
-        if (f.align == '=' || f.sign) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: sign or '=' alignment not allowed in string format specifier");
+        if (f.type && f.type != 's') return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type 'str'", f.type);
+        if (f.align == '=' || f.sign) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: sign or '=' alignment not allowed in string format specifier");
         size_t len = v->u.str.len;
         if (f.prec >= 0) /* the first prec code points */
             for (size_t i = 0, c = 0; i < v->u.str.len; i++)
@@ -123,10 +123,10 @@ static ld_status format_spec(tpl_rt *rt, const tpl_node *at, tv_buf *b, ld_tpl_v
         return LD_OK;
     }
     if (v->kind != TV_INT && v->kind != TV_BOOL && v->kind != TV_FLOAT)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: unsupported format string passed to %s.__format__", tv_type_name(v));
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: unsupported format string passed to %s.__format__", ld_tv_type_name(v));
     bool is_int = v->kind != TV_FLOAT && (!f.type || strchr("dxXobc", f.type));
     if (v->kind == TV_FLOAT && f.type && strchr("dxXobc", f.type))
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type 'float'", f.type);
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type 'float'", f.type);
     if (is_int) {
         long long i = v->kind == TV_INT ? (long long)v->u.i : v->u.b;
         unsigned long long m = i < 0 ? 0ULL - (unsigned long long)i : (unsigned long long)i;
@@ -152,7 +152,7 @@ static ld_status format_spec(tpl_rt *rt, const tpl_node *at, tv_buf *b, ld_tpl_v
     char sign[2] = {signbit(d) ? '-' : f.sign == '+' ? '+' : f.sign == ' ' ? ' ' : 0, 0};
     if (!f.type && f.prec < 0) { /* repr */
         tv_buf r = {0};
-        tv_float_repr(&r, m);
+        ld_tv_float_repr(&r, m);
         snprintf(body, sizeof body, "%s", r.p ? r.p : "");
         free(r.p);
     } else if (!isfinite(m)) {
@@ -174,26 +174,26 @@ static ld_status field(tpl_rt *rt, const tpl_node *at, tpl_args *a, const char *
                        ld_tpl_value **out)
 {
     if (len == 0) {
-        if (*auto_ix >= a->n_pos) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "index error: Replacement index %zu out of range for positional args tuple", *auto_ix);
+        if (*auto_ix >= a->n_pos) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "index error: Replacement index %zu out of range for positional args tuple", *auto_ix);
         return *out = a->pos[(*auto_ix)++], LD_OK;
     }
     if (name[0] >= '0' && name[0] <= '9') {
         size_t ix = 0;
         for (size_t i = 0; i < len; i++) {
-            if (name[i] < '0' || name[i] > '9' || ix > 100000) return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format field '%.*s' is not supported", (int)len, name);
+            if (name[i] < '0' || name[i] > '9' || ix > 100000) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format field '%.*s' is not supported", (int)len, name);
             ix = ix * 10 + (size_t)(name[i] - '0');
         }
-        if (ix >= a->n_pos) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "index error: Replacement index %zu out of range for positional args tuple", ix);
+        if (ix >= a->n_pos) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "index error: Replacement index %zu out of range for positional args tuple", ix);
         return *out = a->pos[ix], LD_OK;
     }
     for (size_t i = 0; i < a->n_kw; i++)
         if (strlen(a->kw[i]) == len && memcmp(a->kw[i], name, len) == 0) return *out = a->kwv[i], LD_OK;
     for (size_t i = 0; i < len; i++)
-        if (name[i] == '.' || name[i] == '[') return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format field '%.*s' is not supported", (int)len, name);
-    return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "key error: '%.*s'", (int)len, name);
+        if (name[i] == '.' || name[i] == '[') return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format field '%.*s' is not supported", (int)len, name);
+    return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "key error: '%.*s'", (int)len, name);
 }
 
-ld_status tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out)
 {
     const char *p = s->u.str.s;
     size_t n = s->u.str.len, auto_ix = 0;
@@ -201,14 +201,14 @@ ld_status tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, 
     ld_status st = LD_OK;
     for (size_t i = 0; i < n && st == LD_OK; i++) {
         if (p[i] == '}') {
-            if (i + 1 < n && p[i + 1] == '}') { tv_buf_putc(&b, '}'), i++; continue; }
-            st = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Single '}' encountered in format string");
+            if (i + 1 < n && p[i + 1] == '}') { ld_tv_buf_putc(&b, '}'), i++; continue; }
+            st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Single '}' encountered in format string");
             break;
         }
-        if (p[i] != '{') { tv_buf_putc(&b, p[i]); continue; }
-        if (i + 1 < n && p[i + 1] == '{') { tv_buf_putc(&b, '{'), i++; continue; }
+        if (p[i] != '{') { ld_tv_buf_putc(&b, p[i]); continue; }
+        if (i + 1 < n && p[i + 1] == '{') { ld_tv_buf_putc(&b, '{'), i++; continue; }
         const char *close = memchr(p + i, '}', n - i);
-        if (!close) { st = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Single '{' encountered in format string"); break; }
+        if (!close) { st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Single '{' encountered in format string"); break; }
         const char *f = p + i + 1, *conv = memchr(f, '!', (size_t)(close - f)), *spec = memchr(f, ':', (size_t)(close - f));
         size_t flen = (size_t)((conv && (!spec || conv < spec) ? conv : spec ? spec : close) - f);
         ld_tpl_value *v = NULL;
@@ -218,19 +218,19 @@ ld_status tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, 
         if (spec && spec + 1 < close) {
             if (repr || str) { /* the converted text, then the spec */
                 tv_buf c = {0};
-                bool printed = tv_print(&c, v, repr);
-                ld_tpl_value *x = printed && !c.failed ? tv_str(A, c.p ? c.p : "", c.len) : NULL;
+                bool printed = ld_tv_print(&c, v, repr);
+                ld_tpl_value *x = printed && !c.failed ? ld_tv_str(A, c.p ? c.p : "", c.len) : NULL;
                 free(c.p);
-                if (!x) { st = tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", tv_type_name(v)); break; }
+                if (!x) { st = ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", ld_tv_type_name(v)); break; }
                 v = x;
             }
             st = format_spec(rt, at, &b, v, spec + 1, (size_t)(close - spec - 1));
-        } else if (!tv_print(&b, v, repr)) {
-            st = tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", tv_type_name(v));
+        } else if (!ld_tv_print(&b, v, repr)) {
+            st = ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", ld_tv_type_name(v));
         }
         i = (size_t)(close - p);
     }
-    ld_tpl_value *r = st == LD_OK && !b.failed ? tv_str(A, b.p ? b.p : "", b.len) : NULL;
+    ld_tpl_value *r = st == LD_OK && !b.failed ? ld_tv_str(A, b.p ? b.p : "", b.len) : NULL;
     free(b.p);
     LD_TRY(st);
     NEWV(r);
@@ -239,12 +239,12 @@ ld_status tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, 
 
 static ld_tpl_value *as_str(tpl_rt *rt, ld_tpl_value *v)
 {
-    return v->kind == TV_UNDEF ? tv_str(A, "", 0) : tpl_str_of(rt, v);
+    return v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
 }
 
 static ld_status put_result(tpl_rt *rt, const tpl_node *at, tv_buf *b, ld_tpl_value **out)
 {
-    ld_tpl_value *r = b->failed ? NULL : tv_str(A, b->p ? b->p : "", b->len);
+    ld_tpl_value *r = b->failed ? NULL : ld_tv_str(A, b->p ? b->p : "", b->len);
     free(b->p);
     NEWV(r);
     return *out = r, LD_OK;
@@ -256,9 +256,9 @@ static ld_status printf_one(tpl_rt *rt, const tpl_node *at, tv_buf *b, const cha
     char fmt[64], tmp[512];
     if (conv == 's' || conv == 'r') {
         tv_buf s = {0};
-        if (!tv_print(&s, v, conv == 'r')) {
+        if (!ld_tv_print(&s, v, conv == 'r')) {
             free(s.p);
-            return tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", tv_type_name(v));
+            return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", ld_tv_type_name(v));
         }
         int width = 0, prec = -1;
         bool left = strchr(spec, '-') != NULL;
@@ -267,57 +267,57 @@ static ld_status printf_one(tpl_rt *rt, const tpl_node *at, tv_buf *b, const cha
         width = atoi(p);
         const char *dot = strchr(spec, '.');
         if (dot) prec = atoi(dot + 1);
-        size_t len = s.p ? s.len : 0, chars = tv_utf8_count(s.p ? s.p : "", len), keep = len;
+        size_t len = s.p ? s.len : 0, chars = ld_tv_utf8_count(s.p ? s.p : "", len), keep = len;
         if (prec >= 0 && chars > (size_t)prec) { /* cut to prec code points */
             size_t c = 0;
             for (keep = 0; keep < len && c <= (size_t)prec; keep++)
                 if (((unsigned char)s.p[keep] & 0xC0) != 0x80 && ++c > (size_t)prec) break;
             chars = (size_t)prec;
         }
-        for (size_t i = chars; !left && (int)i < width; i++) tv_buf_putc(b, ' ');
-        tv_buf_put(b, s.p ? s.p : "", keep);
-        for (size_t i = chars; left && (int)i < width; i++) tv_buf_putc(b, ' ');
+        for (size_t i = chars; !left && (int)i < width; i++) ld_tv_buf_putc(b, ' ');
+        ld_tv_buf_put(b, s.p ? s.p : "", keep);
+        for (size_t i = chars; left && (int)i < width; i++) ld_tv_buf_putc(b, ' ');
         free(s.p);
         return LD_OK;
     }
     bool num = v->kind == TV_INT || v->kind == TV_FLOAT || v->kind == TV_BOOL;
-    if (!num) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: %%%c format: a real number is required, not %s", conv, tv_type_name(v));
+    if (!num) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: %%%c format: a real number is required, not %s", conv, ld_tv_type_name(v));
     double d = v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b;
     if (strchr("dixXoc", conv)) {
         long long i = v->kind == TV_INT ? (long long)v->u.i : v->kind == TV_BOOL ? v->u.b : (long long)d;
-        if (conv == 'c') return tv_buf_putc(b, (char)i), LD_OK;
+        if (conv == 'c') return ld_tv_buf_putc(b, (char)i), LD_OK;
         snprintf(fmt, sizeof fmt, "%sll%c", spec, conv == 'i' ? 'd' : conv);
         snprintf(tmp, sizeof tmp, fmt, i);
     } else {
         snprintf(fmt, sizeof fmt, "%s%c", spec, conv);
         snprintf(tmp, sizeof tmp, fmt, d);
     }
-    tv_buf_put(b, tmp, strlen(tmp));
+    ld_tv_buf_put(b, tmp, strlen(tmp));
     return LD_OK;
 }
 
 /* the `format` filter: value % args (or % kwargs) */
-ld_status tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
     ld_tpl_value *s = as_str(rt, v);
     NEWV(s);
     if (a->n_pos && a->n_kw)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "filter argument error: can't handle positional and keyword arguments at the same time");
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "filter argument error: can't handle positional and keyword arguments at the same time");
     const char *p = s->u.str.s, *e = p + s->u.str.len;
     size_t next = 0;
     tv_buf b = {0};
     ld_status st = LD_OK;
     while (p < e && st == LD_OK) {
-        if (*p != '%') { tv_buf_putc(&b, *p++); continue; }
+        if (*p != '%') { ld_tv_buf_putc(&b, *p++); continue; }
         const char *q = p + 1;
-        if (q < e && *q == '%') { tv_buf_putc(&b, '%'), p = q + 1; continue; }
+        if (q < e && *q == '%') { ld_tv_buf_putc(&b, '%'), p = q + 1; continue; }
         ld_tpl_value *arg = NULL;
         if (q < e && *q == '(') {
             const char *c = memchr(q, ')', (size_t)(e - q));
-            if (!c) { st = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: incomplete format key"); break; }
+            if (!c) { st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: incomplete format key"); break; }
             for (size_t i = 0; i < a->n_kw && !arg; i++)
                 if (strlen(a->kw[i]) == (size_t)(c - q - 1) && memcmp(a->kw[i], q + 1, (size_t)(c - q - 1)) == 0) arg = a->kwv[i];
-            if (!arg) { st = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "key error: '%.*s'", (int)(c - q - 1), q + 1); break; }
+            if (!arg) { st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "key error: '%.*s'", (int)(c - q - 1), q + 1); break; }
             q = c + 1;
         }
         char spec[48];
@@ -326,36 +326,36 @@ ld_status tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl
         while (q < e && k < 40 && strchr("-+ #0123456789.", *q)) spec[k++] = *q++;
         spec[k] = 0;
         if (q >= e || !strchr("srdiouxXeEfFgGc", *q)) {
-            st = tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "format: conversion '%%%.1s' is not supported", q < e ? q : "");
+            st = ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "format: conversion '%%%.1s' is not supported", q < e ? q : "");
             break;
         }
         if (!arg) {
-            if (next >= a->n_pos) { st = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: not enough arguments for format string"); break; }
+            if (next >= a->n_pos) { st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: not enough arguments for format string"); break; }
             arg = a->pos[next++];
         }
         st = printf_one(rt, at, &b, spec, *q == 'u' ? 'd' : *q, arg);
         p = q + 1;
     }
     if (st == LD_OK && a->n_pos && next < a->n_pos)
-        st = tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: not all arguments converted during string formatting");
+        st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: not all arguments converted during string formatting");
     if (st != LD_OK) return free(b.p), st;
     return put_result(rt, at, &b, out);
 }
 
 /* center(width=80): str.center, the odd space on the right unless both
  * the margin and the width are odd */
-ld_status tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *s = as_str(rt, v), *w = tpl_kwarg(a, "width", 0);
+    ld_tpl_value *s = as_str(rt, v), *w = ld_tpl_kwarg(a, "width", 0);
     NEWV(s);
-    int64_t width = w && w->kind == TV_INT ? w->u.i : 80, len = (int64_t)tv_utf8_count(s->u.str.s, s->u.str.len);
+    int64_t width = w && w->kind == TV_INT ? w->u.i : 80, len = (int64_t)ld_tv_utf8_count(s->u.str.s, s->u.str.len);
     if (width > 100000) width = 100000;
     if (width <= len) return *out = s, LD_OK;
     int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
     tv_buf b = {0};
-    for (int64_t i = 0; i < left; i++) tv_buf_putc(&b, ' ');
-    tv_buf_put(&b, s->u.str.s, s->u.str.len);
-    for (int64_t i = left + len; i < width; i++) tv_buf_putc(&b, ' ');
+    for (int64_t i = 0; i < left; i++) ld_tv_buf_putc(&b, ' ');
+    ld_tv_buf_put(&b, s->u.str.s, s->u.str.len);
+    for (int64_t i = left + len; i < width; i++) ld_tv_buf_putc(&b, ' ');
     return put_result(rt, at, &b, out);
 }
 
@@ -369,26 +369,26 @@ static size_t cp_offset(const ld_tpl_value *s, size_t n)
 }
 
 /* truncate(length=255, killwords=False, end='...', leeway=5) */
-ld_status tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *s = as_str(rt, v), *lv = tpl_kwarg(a, "length", 0), *kw = tpl_kwarg(a, "killwords", 1);
-    ld_tpl_value *ev = tpl_kwarg(a, "end", 2), *lw = tpl_kwarg(a, "leeway", 3);
+    ld_tpl_value *s = as_str(rt, v), *lv = ld_tpl_kwarg(a, "length", 0), *kw = ld_tpl_kwarg(a, "killwords", 1);
+    ld_tpl_value *ev = ld_tpl_kwarg(a, "end", 2), *lw = ld_tpl_kwarg(a, "leeway", 3);
     NEWV(s);
     int64_t length = lv && lv->kind == TV_INT ? lv->u.i : 255, leeway = lw && lw->kind == TV_INT ? lw->u.i : 5;
     const char *end = ev && ev->kind == TV_STR ? ev->u.str.s : "...";
     size_t end_len = ev && ev->kind == TV_STR ? ev->u.str.len : 3;
-    int64_t n = (int64_t)tv_utf8_count(s->u.str.s, s->u.str.len), el = (int64_t)tv_utf8_count(end, end_len);
-    if (length < el || leeway < 0) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "assertion error: expected length >= len(end) and leeway >= 0");
+    int64_t n = (int64_t)ld_tv_utf8_count(s->u.str.s, s->u.str.len), el = (int64_t)ld_tv_utf8_count(end, end_len);
+    if (length < el || leeway < 0) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "assertion error: expected length >= len(end) and leeway >= 0");
     if (n <= length + leeway) return *out = s, LD_OK;
     size_t cut = cp_offset(s, (size_t)(length - el));
-    if (!(kw && tv_truthy(kw))) { /* rsplit(" ", 1)[0] */
+    if (!(kw && ld_tv_truthy(kw))) { /* rsplit(" ", 1)[0] */
         size_t sp = cut;
         while (sp > 0 && s->u.str.s[sp - 1] != ' ') sp--;
         if (sp > 0) cut = sp - 1;
     }
     tv_buf b = {0};
-    tv_buf_put(&b, s->u.str.s, cut);
-    tv_buf_put(&b, end, end_len);
+    ld_tv_buf_put(&b, s->u.str.s, cut);
+    ld_tv_buf_put(&b, end, end_len);
     return put_result(rt, at, &b, out);
 }
 
@@ -401,7 +401,7 @@ static bool word_cp(uint32_t c)
 }
 
 /* wordcount: the number of \w+ runs */
-ld_status tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
+ld_status ld_tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
 {
     ld_tpl_value *s = as_str(rt, v);
     NEWV(s);
@@ -409,7 +409,7 @@ ld_status tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, 
     bool in = false;
     for (size_t i = 0; i < s->u.str.len;) {
         uint32_t c;
-        i += tv_utf8_decode(s->u.str.s + i, s->u.str.len - i, &c);
+        i += ld_tv_utf8_decode(s->u.str.s + i, s->u.str.len - i, &c);
         bool w = c != 0xFFFFFFFF && word_cp(c);
         n += w && !in;
         in = w;
@@ -419,16 +419,16 @@ ld_status tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, 
 }
 
 /* escape / e: & < > " ' as HTML entities (markupsafe) */
-ld_status tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
+ld_status ld_tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
 {
-    ld_tpl_value *s = v->kind == TV_NONE ? tv_str(A, "None", 4) : as_str(rt, v);
+    ld_tpl_value *s = v->kind == TV_NONE ? ld_tv_str(A, "None", 4) : as_str(rt, v);
     NEWV(s);
     tv_buf b = {0};
     for (size_t i = 0; i < s->u.str.len; i++) {
         char c = s->u.str.s[i];
         const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
-        if (r) tv_buf_put(&b, r, strlen(r));
-        else tv_buf_putc(&b, c);
+        if (r) ld_tv_buf_put(&b, r, strlen(r));
+        else ld_tv_buf_putc(&b, c);
     }
     return put_result(rt, at, &b, out);
 }

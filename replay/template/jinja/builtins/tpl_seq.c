@@ -6,8 +6,8 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-#define A (tpl_rt_arena(rt))
-#define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)
+#define A (ld_tpl_rt_arena(rt))
+#define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 
 /* the key of `item`: its attribute path `attr` (NULL = the item), the
  * default for an undefined one, lowered when `fold` */
@@ -15,9 +15,9 @@ static ld_status key_of(tpl_rt *rt, const tpl_node *at, ld_tpl_value *item, cons
                         ld_tpl_value *dflt, bool fold, ld_tpl_value **out)
 {
     ld_tpl_value *k = item;
-    if (attr) NEWV(k = tpl_attr_path(rt, item, attr));
+    if (attr) NEWV(k = ld_tpl_attr_path(rt, item, attr));
     if (k->kind == TV_UNDEF && dflt) k = dflt;
-    if (fold && k->kind == TV_STR) NEWV(k = tv_case_map(A, k->u.str.s, k->u.str.len, TV_CASE_LOWER));
+    if (fold && k->kind == TV_STR) NEWV(k = ld_tv_case_map(A, k->u.str.s, k->u.str.len, TV_CASE_LOWER));
     return *out = k, LD_OK;
 }
 
@@ -30,27 +30,27 @@ static ld_status attr_arg(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tp
     if (v->kind == TV_INT) {
         char b[32];
         snprintf(b, sizeof b, "%lld", (long long)v->u.i);
-        NEWV(*out = tv_str(A, b, strlen(b)));
+        NEWV(*out = ld_tv_str(A, b, strlen(b)));
         return LD_OK;
     }
-    return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: attribute must be a string or an integer");
+    return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: attribute must be a string or an integer");
 }
 
-ld_status tpl_filter_unique(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_unique(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *items, *attr, *cs = tpl_kwarg(a, "case_sensitive", 0);
-    ld_tpl_value *r = tv_new(A, TV_LIST), *seen = tv_new(A, TV_LIST);
+    ld_tpl_value *items, *attr, *cs = ld_tpl_kwarg(a, "case_sensitive", 0);
+    ld_tpl_value *r = ld_tv_new(A, TV_LIST), *seen = ld_tv_new(A, TV_LIST);
     NEWV(r && seen);
     r->flags |= TV_F_GEN;
-    LD_TRY(attr_arg(rt, at, tpl_kwarg(a, "attribute", 1), &attr));
-    LD_TRY(tpl_iter(rt, at, v, &items));
+    LD_TRY(attr_arg(rt, at, ld_tpl_kwarg(a, "attribute", 1), &attr));
+    LD_TRY(ld_tpl_iter(rt, at, v, &items));
     for (size_t i = 0; i < items->u.list.n; i++) {
         ld_tpl_value *k;
-        LD_TRY(key_of(rt, at, items->u.list.items[i], attr, NULL, !(cs && tv_truthy(cs)), &k));
+        LD_TRY(key_of(rt, at, items->u.list.items[i], attr, NULL, !(cs && ld_tv_truthy(cs)), &k));
         bool dup = false;
-        for (size_t j = 0; j < seen->u.list.n && !dup; j++) dup = tv_equal(seen->u.list.items[j], k);
+        for (size_t j = 0; j < seen->u.list.n && !dup; j++) dup = ld_tv_equal(seen->u.list.items[j], k);
         if (dup) continue;
-        NEWV(tv_push(A, seen, k) && tv_push(A, r, items->u.list.items[i]));
+        NEWV(ld_tv_push(A, seen, k) && ld_tv_push(A, r, items->u.list.items[i]));
     }
     return *out = r, LD_OK;
 }
@@ -58,13 +58,13 @@ ld_status tpl_filter_unique(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl
 /* groupby(attribute, default=None, case_sensitive=False): a list of
  * (grouper, list) tuples sorted by key; without case_sensitive the grouper
  * is the first item's own value */
-ld_status tpl_filter_groupby(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_groupby(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *items, *attr, *dflt = tpl_kwarg(a, "default", 1), *cs = tpl_kwarg(a, "case_sensitive", 2);
-    bool fold = !(cs && tv_truthy(cs));
-    LD_TRY(attr_arg(rt, at, tpl_kwarg(a, "attribute", 0), &attr));
-    if (!attr) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: groupby needs an attribute");
-    LD_TRY(tpl_iter(rt, at, v, &items));
+    ld_tpl_value *items, *attr, *dflt = ld_tpl_kwarg(a, "default", 1), *cs = ld_tpl_kwarg(a, "case_sensitive", 2);
+    bool fold = !(cs && ld_tv_truthy(cs));
+    LD_TRY(attr_arg(rt, at, ld_tpl_kwarg(a, "attribute", 0), &attr));
+    if (!attr) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: groupby needs an attribute");
+    LD_TRY(ld_tpl_iter(rt, at, v, &items));
     size_t n = items->u.list.n;
     ld_tpl_value **it = ld_arena_alloc(A, (n ? n : 1) * sizeof *it), **key = ld_arena_alloc(A, (n ? n : 1) * sizeof *key);
     NEWV(it && key);
@@ -74,84 +74,84 @@ ld_status tpl_filter_groupby(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tp
         size_t j = i;
         for (; j > 0; j--) {
             bool ok;
-            int c = tv_compare(key[j - 1], k, &ok);
+            int c = ld_tv_compare(key[j - 1], k, &ok);
             if (!ok)
-                return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: '<' not supported between instances of '%s' and '%s'",
-                                   tv_type_name(k), tv_type_name(key[j - 1]));
+                return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: '<' not supported between instances of '%s' and '%s'",
+                                   ld_tv_type_name(k), ld_tv_type_name(key[j - 1]));
             if (c <= 0) break;
             it[j] = it[j - 1], key[j] = key[j - 1];
         }
         it[j] = x, key[j] = k;
     }
-    ld_tpl_value *r = tv_new(A, TV_LIST), *group = NULL;
+    ld_tpl_value *r = ld_tv_new(A, TV_LIST), *group = NULL;
     NEWV(r);
     for (size_t i = 0; i < n; i++) {
-        if (!group || !tv_equal(key[i - 1], key[i])) {
-            ld_tpl_value *t = tv_new(A, TV_LIST), *g = key[i];
-            NEWV(t && (group = tv_new(A, TV_LIST)));
+        if (!group || !ld_tv_equal(key[i - 1], key[i])) {
+            ld_tpl_value *t = ld_tv_new(A, TV_LIST), *g = key[i];
+            NEWV(t && (group = ld_tv_new(A, TV_LIST)));
             if (fold) LD_TRY(key_of(rt, at, it[i], attr, dflt, false, &g));
             t->flags |= TV_F_TUPLE | TV_F_GROUP;
-            NEWV(tv_push(A, t, g) && tv_push(A, t, group) && tv_push(A, r, t));
+            NEWV(ld_tv_push(A, t, g) && ld_tv_push(A, t, group) && ld_tv_push(A, r, t));
         }
-        NEWV(tv_push(A, group, it[i]));
+        NEWV(ld_tv_push(A, group, it[i]));
     }
     return *out = r, LD_OK;
 }
 
 /* batch(linecount, fill_with=None): lists of linecount items, the last one
  * filled up when fill_with is given (a generator) */
-ld_status tpl_filter_batch(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_batch(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *cv = tpl_kwarg(a, "linecount", 0), *fill = tpl_kwarg(a, "fill_with", 1), *items, *cur = NULL;
+    ld_tpl_value *cv = ld_tpl_kwarg(a, "linecount", 0), *fill = ld_tpl_kwarg(a, "fill_with", 1), *items, *cur = NULL;
     if (!cv || cv->kind != TV_INT || cv->u.i < 1)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: batch needs a positive line count");
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: batch needs a positive line count");
     size_t per = (size_t)cv->u.i;
-    ld_tpl_value *r = tv_new(A, TV_LIST);
+    ld_tpl_value *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
     r->flags |= TV_F_GEN;
-    LD_TRY(tpl_iter(rt, at, v, &items));
+    LD_TRY(ld_tpl_iter(rt, at, v, &items));
     for (size_t i = 0; i < items->u.list.n; i++) {
-        if (!cur || cur->u.list.n == per) NEWV((cur = tv_new(A, TV_LIST)) && tv_push(A, r, cur));
-        NEWV(tv_push(A, cur, items->u.list.items[i]));
+        if (!cur || cur->u.list.n == per) NEWV((cur = ld_tv_new(A, TV_LIST)) && ld_tv_push(A, r, cur));
+        NEWV(ld_tv_push(A, cur, items->u.list.items[i]));
     }
-    while (cur && fill && fill->kind != TV_NONE && cur->u.list.n < per) NEWV(tv_push(A, cur, fill));
+    while (cur && fill && fill->kind != TV_NONE && cur->u.list.n < per) NEWV(ld_tv_push(A, cur, fill));
     return *out = r, LD_OK;
 }
 
 /* attr(name): Python getattr only, no item lookup: a dict's keys are not
  * attributes (undefined), its methods are */
-ld_status tpl_filter_attr(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_attr(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
     ld_tpl_value *name = a->n_pos ? a->pos[0] : NULL;
-    if (!name || name->kind != TV_STR) NEWV(*out = tv_undef(A, "attr needs a name"));
-    else if (v->kind == TV_NS || tpl_has_method(v, name->u.str.s)) NEWV(*out = tpl_getattr(rt, v, name->u.str.s, name->u.str.len));
+    if (!name || name->kind != TV_STR) NEWV(*out = ld_tv_undef(A, "attr needs a name"));
+    else if (v->kind == TV_NS || ld_tpl_has_method(v, name->u.str.s)) NEWV(*out = ld_tpl_getattr(rt, v, name->u.str.s, name->u.str.len));
     else {
         char hint[160];
-        snprintf(hint, sizeof hint, "'%s object' has no attribute '%.60s'", tv_type_name(v), name->u.str.s);
-        NEWV(*out = tv_undef(A, hint));
+        snprintf(hint, sizeof hint, "'%s object' has no attribute '%.60s'", ld_tv_type_name(v), name->u.str.s);
+        NEWV(*out = ld_tv_undef(A, hint));
     }
     return LD_OK;
 }
 
 /* slice(slices, fill_with=None): the items dealt into `slices` columns,
  * the first len % slices columns one item longer (a generator) */
-ld_status tpl_filter_slice(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_filter_slice(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *sv = tpl_kwarg(a, "slices", 0), *fill = tpl_kwarg(a, "fill_with", 1), *items;
+    ld_tpl_value *sv = ld_tpl_kwarg(a, "slices", 0), *fill = ld_tpl_kwarg(a, "fill_with", 1), *items;
     if (!sv || sv->kind != TV_INT || sv->u.i < 1)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: slice needs a positive number of slices");
-    LD_TRY(tpl_iter(rt, at, v, &items));
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: slice needs a positive number of slices");
+    LD_TRY(ld_tpl_iter(rt, at, v, &items));
     size_t n = items->u.list.n, k = (size_t)sv->u.i, per = n / k, extra = n % k, off = 0;
-    ld_tpl_value *r = tv_new(A, TV_LIST);
+    ld_tpl_value *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
     r->flags |= TV_F_GEN;
     for (size_t i = 0; i < k; i++) {
         size_t len = per + (i < extra);
-        ld_tpl_value *col = tv_new(A, TV_LIST);
-        NEWV(col && tv_push(A, r, col));
-        for (size_t j = 0; j < len; j++) NEWV(tv_push(A, col, items->u.list.items[off + j]));
+        ld_tpl_value *col = ld_tv_new(A, TV_LIST);
+        NEWV(col && ld_tv_push(A, r, col));
+        for (size_t j = 0; j < len; j++) NEWV(ld_tv_push(A, col, items->u.list.items[off + j]));
         off += len;
-        if (fill && fill->kind != TV_NONE && i >= extra) NEWV(tv_push(A, col, fill));
+        if (fill && fill->kind != TV_NONE && i >= extra) NEWV(ld_tv_push(A, col, fill));
     }
     return *out = r, LD_OK;
 }

@@ -7,8 +7,8 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-#define A (tpl_rt_arena(rt))
-#define NEWV(expr) do { if (!(expr)) return tpl_nomem(rt, at); } while (0)
+#define A (ld_tpl_rt_arena(rt))
+#define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 
 static bool is(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
@@ -39,7 +39,7 @@ static bool all_of(const ld_tpl_value *s, bool (*pred)(uint32_t), bool (*pred2)(
     if (!s->u.str.len) return false;
     for (size_t i = 0; i < s->u.str.len;) {
         uint32_t c;
-        i += tv_utf8_decode(s->u.str.s + i, s->u.str.len - i, &c);
+        i += ld_tv_utf8_decode(s->u.str.s + i, s->u.str.len - i, &c);
         if (!pred(c) && !(pred2 && pred2(c))) return false;
     }
     return true;
@@ -49,14 +49,14 @@ static bool all_of(const ld_tpl_value *s, bool (*pred)(uint32_t), bool (*pred2)(
  * cased character, none lower case); islower the other way round */
 static ld_status case_test(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, bool upper, bool *out)
 {
-    ld_tpl_value *u = tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_UPPER);
-    ld_tpl_value *l = tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_LOWER);
+    ld_tpl_value *u = ld_tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_UPPER);
+    ld_tpl_value *l = ld_tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_LOWER);
     NEWV(u && l);
-    *out = tv_equal(upper ? u : l, s) && !tv_equal(upper ? l : u, s);
+    *out = ld_tv_equal(upper ? u : l, s) && !ld_tv_equal(upper ? l : u, s);
     return LD_OK;
 }
 
-bool tpl_str_is_case(tpl_rt *rt, const ld_tpl_value *s, bool upper)
+bool ld_tpl_str_is_case(tpl_rt *rt, const ld_tpl_value *s, bool upper)
 {
     bool r = false;
     return case_test(rt, NULL, s, upper, &r) == LD_OK && r;
@@ -64,14 +64,14 @@ bool tpl_str_is_case(tpl_rt *rt, const ld_tpl_value *s, bool upper)
 
 static ld_status splitlines(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, bool keep, ld_tpl_value **out)
 {
-    ld_tpl_value *l = tv_new(A, TV_LIST);
+    ld_tpl_value *l = ld_tv_new(A, TV_LIST);
     NEWV(l);
     const char *p = s->u.str.s;
     size_t n = s->u.str.len, i = 0;
     while (i < n) {
         size_t e = i, br = 0;
-        while (e < n && !(br = tv_line_break(p + e, n - e))) e++;
-        NEWV(tv_push(A, l, tv_str(A, p + i, e - i + (keep ? br : 0))));
+        while (e < n && !(br = ld_tv_line_break(p + e, n - e))) e++;
+        NEWV(ld_tv_push(A, l, ld_tv_str(A, p + i, e - i + (keep ? br : 0))));
         i = e + br;
     }
     return *out = l, LD_OK;
@@ -80,19 +80,19 @@ static ld_status splitlines(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
 static ld_status join(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *sep, ld_tpl_value *seq, ld_tpl_value **out)
 {
     ld_tpl_value *items;
-    LD_TRY(tpl_iter(rt, at, seq, &items));
+    LD_TRY(ld_tpl_iter(rt, at, seq, &items));
     tv_buf b = {0};
     for (size_t i = 0; i < items->u.list.n; i++) {
         const ld_tpl_value *x = items->u.list.items[i];
         if (x->kind != TV_STR) {
             free(b.p);
-            return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: sequence item %zu: expected str instance, %s found", i,
-                               tv_type_name(x));
+            return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: sequence item %zu: expected str instance, %s found", i,
+                               ld_tv_type_name(x));
         }
-        if (i) tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
-        tv_buf_put(&b, x->u.str.s, x->u.str.len);
+        if (i) ld_tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
+        ld_tv_buf_put(&b, x->u.str.s, x->u.str.len);
     }
-    ld_tpl_value *r = b.failed ? NULL : tv_str(A, b.p ? b.p : "", b.len);
+    ld_tpl_value *r = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
     free(b.p);
     NEWV(r);
     return *out = r, LD_OK;
@@ -102,13 +102,13 @@ static ld_status join(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *sep, l
  * their order */
 static ld_status rsplit(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *sep = tpl_kwarg(a, "sep", 0), *mx = tpl_kwarg(a, "maxsplit", 1), *rev = tv_new(A, TV_LIST);
+    ld_tpl_value *sep = ld_tpl_kwarg(a, "sep", 0), *mx = ld_tpl_kwarg(a, "maxsplit", 1), *rev = ld_tv_new(A, TV_LIST);
     int64_t max = mx && mx->kind == TV_INT ? mx->u.i : -1;
     const char *p = s->u.str.s;
     size_t e = s->u.str.len;
     NEWV(rev);
     if (sep && sep->kind != TV_NONE && sep->kind != TV_STR)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: must be str or None, not %s", tv_type_name(sep));
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: must be str or None, not %s", ld_tv_type_name(sep));
     if (!sep || sep->kind == TV_NONE) {
         while (e > 0) {
             while (e > 0 && cp_space((unsigned char)p[e - 1])) e--;
@@ -116,30 +116,30 @@ static ld_status rsplit(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, t
             size_t b = e;
             if (max >= 0 && (int64_t)rev->u.list.n >= max) b = 0;
             else while (b > 0 && !cp_space((unsigned char)p[b - 1])) b--;
-            NEWV(tv_push(A, rev, tv_str(A, p + b, e - b)));
+            NEWV(ld_tv_push(A, rev, ld_tv_str(A, p + b, e - b)));
             e = b;
         }
     } else {
         size_t k = sep->u.str.len, end = e;
-        if (!k) return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: empty separator");
+        if (!k) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: empty separator");
         while (e >= k) {
             if ((max < 0 || (int64_t)rev->u.list.n < max) && memcmp(p + e - k, sep->u.str.s, k) == 0) {
-                NEWV(tv_push(A, rev, tv_str(A, p + e, end - e)));
+                NEWV(ld_tv_push(A, rev, ld_tv_str(A, p + e, end - e)));
                 e -= k, end = e;
             } else {
                 e--;
             }
         }
-        NEWV(tv_push(A, rev, tv_str(A, p, end)));
+        NEWV(ld_tv_push(A, rev, ld_tv_str(A, p, end)));
     }
-    ld_tpl_value *l = tv_new(A, TV_LIST);
+    ld_tpl_value *l = ld_tv_new(A, TV_LIST);
     NEWV(l);
-    for (size_t i = rev->u.list.n; i > 0; i--) NEWV(tv_push(A, l, rev->u.list.items[i - 1]));
+    for (size_t i = rev->u.list.n; i > 0; i--) NEWV(ld_tv_push(A, l, rev->u.list.items[i - 1]));
     return *out = l, LD_OK;
 }
 
 /* LD_ERR_UNSUPPORTED (without an error set) when m is not one of these */
-ld_status tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const char *m, tpl_args *a,
+ld_status ld_tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const char *m, tpl_args *a,
                               ld_tpl_value **out)
 {
     ld_tpl_value *x = a->n_pos ? a->pos[0] : NULL;
@@ -150,13 +150,13 @@ ld_status tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
     else if (is(m, "isalnum")) r = all_of(s, cp_alpha, cp_digit);
     else if (is(m, "isupper") || is(m, "islower")) LD_TRY(case_test(rt, at, s, m[2] == 'u', &r));
     else if (is(m, "rsplit")) return rsplit(rt, at, s, a, out);
-    else if (is(m, "splitlines")) return splitlines(rt, at, s, x && tv_truthy(x), out);
+    else if (is(m, "splitlines")) return splitlines(rt, at, s, x && ld_tv_truthy(x), out);
     else if (is(m, "join") && x) return join(rt, at, s, x, out);
     else if (is(m, "rfind") && x && x->kind == TV_STR) {
         int64_t found = -1;
         for (size_t i = s->u.str.len + 1; i-- > 0;)
             if (i + x->u.str.len <= s->u.str.len && memcmp(s->u.str.s + i, x->u.str.s, x->u.str.len) == 0) {
-                found = (int64_t)tv_utf8_count(s->u.str.s, i);
+                found = (int64_t)ld_tv_utf8_count(s->u.str.s, i);
                 break;
             }
         NEWV(*out = ld_tpl_value_int(A, found));
@@ -165,7 +165,7 @@ ld_status tpl_str_method_more(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
         bool suf = m[6] == 's', hit = x->u.str.len <= s->u.str.len &&
             memcmp(s->u.str.s + (suf ? s->u.str.len - x->u.str.len : 0), x->u.str.s, x->u.str.len) == 0;
         size_t cut = hit ? x->u.str.len : 0;
-        NEWV(*out = tv_str(A, s->u.str.s + (suf ? 0 : cut), s->u.str.len - cut));
+        NEWV(*out = ld_tv_str(A, s->u.str.s + (suf ? 0 : cut), s->u.str.len - cut));
         return LD_OK;
     } else return LD_ERR_UNSUPPORTED;
     NEWV(*out = ld_tpl_value_bool(A, r));

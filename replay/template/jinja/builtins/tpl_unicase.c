@@ -107,7 +107,7 @@ static void encode(tv_buf *b, uint32_t cp)
     else
         o[0] = (char)(0xF0 | cp >> 18), o[1] = (char)(0x80 | ((cp >> 12) & 63)),
         o[2] = (char)(0x80 | ((cp >> 6) & 63)), o[3] = (char)(0x80 | (cp & 63)), n = 4;
-    tv_buf_put(b, o, n);
+    ld_tv_buf_put(b, o, n);
 }
 
 /* separators of jinja2's title filter: [-\s({\[<] */
@@ -125,11 +125,11 @@ static bool final_sigma(const unsigned char *s, size_t n, size_t at, size_t len,
     if (!cased(prev)) return false;
     if (at + len >= n) return true;
     uint32_t next;
-    tv_utf8_decode((const char *)s + at + len, n - at - len, &next);
+    ld_tv_utf8_decode((const char *)s + at + len, n - at - len, &next);
     return !cased(next);
 }
 
-ld_tpl_value *tv_case_map(ld_arena *a, const char *str, size_t n, int mode)
+ld_tpl_value *ld_tv_case_map(ld_arena *a, const char *str, size_t n, int mode)
 {
     const unsigned char *s = (const unsigned char *)str;
     tv_buf b = {0};
@@ -137,9 +137,9 @@ ld_tpl_value *tv_case_map(ld_arena *a, const char *str, size_t n, int mode)
     uint32_t prev = 0;
     for (size_t i = 0; i < n;) {
         uint32_t c, out[3];
-        size_t k = tv_utf8_decode(str + i, n - i, &c), m;
+        size_t k = ld_tv_utf8_decode(str + i, n - i, &c), m;
         if (c == 0xFFFFFFFF) {
-            tv_buf_put(&b, str + i, 1), i++, prev_cased = false, prev = 0;
+            ld_tv_buf_put(&b, str + i, 1), i++, prev_cased = false, prev = 0;
             continue;
         }
         int how;
@@ -161,7 +161,7 @@ ld_tpl_value *tv_case_map(ld_arena *a, const char *str, size_t n, int mode)
         prev = c;
         i += k;
     }
-    ld_tpl_value *v = b.failed ? NULL : tv_str(a, b.p ? b.p : "", b.len);
+    ld_tpl_value *v = b.failed ? NULL : ld_tv_str(a, b.p ? b.p : "", b.len);
     free(b.p);
     return v;
 }

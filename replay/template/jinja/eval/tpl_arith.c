@@ -1,4 +1,4 @@
-/* tpl_arith.c - the arithmetic operators with Python's semantics: + on
+/* ld_tpl_arith.c - the arithmetic operators with Python's semantics: + on
  * strings and lists, * repeating them, int and float division, floor
  * division and modulo rounding toward negative infinity, ** by squaring;
  * an int result beyond 64 bits is refused rather than wrapped. */
@@ -18,7 +18,7 @@ static ld_status concat(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, ld_tpl_v
     ld_arena *A = rt->arena;
     if (a->kind == TV_STR) {
         char *s = ld_arena_alloc(A, a->u.str.len + b->u.str.len + 1);
-        ld_tpl_value *r = tv_new(A, TV_STR);
+        ld_tpl_value *r = ld_tv_new(A, TV_STR);
         NEW(rt, n, s && r);
         memcpy(s, a->u.str.s, a->u.str.len);
         memcpy(s + a->u.str.len, b->u.str.s, b->u.str.len);
@@ -26,10 +26,10 @@ static ld_status concat(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, ld_tpl_v
         r->u.str.s = s, r->u.str.len = a->u.str.len + b->u.str.len;
         return *out = r, LD_OK;
     }
-    ld_tpl_value *r = tv_new(A, TV_LIST);
+    ld_tpl_value *r = ld_tv_new(A, TV_LIST);
     NEW(rt, n, r);
-    for (size_t i = 0; i < a->u.list.n; i++) NEW(rt, n, tv_push(A, r, a->u.list.items[i]));
-    for (size_t i = 0; i < b->u.list.n; i++) NEW(rt, n, tv_push(A, r, b->u.list.items[i]));
+    for (size_t i = 0; i < a->u.list.n; i++) NEW(rt, n, ld_tv_push(A, r, a->u.list.items[i]));
+    for (size_t i = 0; i < b->u.list.n; i++) NEW(rt, n, ld_tv_push(A, r, b->u.list.items[i]));
     return *out = r, LD_OK;
 }
 
@@ -38,19 +38,19 @@ static ld_status repeat(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, int64_t 
 {
     ld_arena *A = rt->arena;
     if (a->kind == TV_LIST) {
-        ld_tpl_value *r = tv_new(A, TV_LIST);
+        ld_tpl_value *r = ld_tv_new(A, TV_LIST);
         NEW(rt, n, r);
         r->flags = a->flags & TV_F_TUPLE;
         for (int64_t i = 0; i < times; i++) {
-            if (r->u.list.n + a->u.list.n > rt->lim.max_output_bytes) return tpl_nomem(rt, n);
-            for (size_t j = 0; j < a->u.list.n; j++) NEW(rt, n, tv_push(A, r, a->u.list.items[j]));
+            if (r->u.list.n + a->u.list.n > rt->lim.max_output_bytes) return ld_tpl_nomem(rt, n);
+            for (size_t j = 0; j < a->u.list.n; j++) NEW(rt, n, ld_tv_push(A, r, a->u.list.items[j]));
         }
         return *out = r, LD_OK;
     }
     tv_buf s = {0};
     s.max = rt->lim.max_output_bytes;
-    for (int64_t i = 0; i < times && !s.failed; i++) tv_buf_put(&s, a->u.str.s, a->u.str.len);
-    ld_tpl_value *r = s.failed ? NULL : tv_str(A, s.p, s.len);
+    for (int64_t i = 0; i < times && !s.failed; i++) ld_tv_buf_put(&s, a->u.str.s, a->u.str.len);
+    ld_tpl_value *r = s.failed ? NULL : ld_tv_str(A, s.p, s.len);
     free(s.p);
     NEW(rt, n, r);
     return *out = r, LD_OK;
@@ -68,7 +68,7 @@ static ld_status float_op(tpl_rt *rt, const tpl_node *n, char op, double x, doub
     case '%': r = fmod(x, y); if (r != 0 && ((r < 0) != (y < 0))) r += y; break;
     default: r = pow(x, y);
     }
-    NEW(rt, n, *out = tv_float(rt->arena, r));
+    NEW(rt, n, *out = ld_tv_float(rt->arena, r));
     return LD_OK;
 }
 
@@ -102,27 +102,27 @@ static ld_status int_op(tpl_rt *rt, const tpl_node *n, char op, int64_t x, int64
         r = int_pow(x, y, &over);
     }
     if (over) /* Python's ints have no bound: no wrapped-around result */
-        return tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "integer result beyond 64 bits is not supported");
+        return ld_tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "integer result beyond 64 bits is not supported");
     NEW(rt, n, *out = ld_tpl_value_int(rt->arena, r));
     return LD_OK;
 }
 
-ld_status tpl_arith(tpl_rt *rt, const tpl_node *n, char op, ld_tpl_value *a, ld_tpl_value *b, ld_tpl_value **out)
+ld_status ld_tpl_arith(tpl_rt *rt, const tpl_node *n, char op, ld_tpl_value *a, ld_tpl_value *b, ld_tpl_value **out)
 {
-    if (a->kind == TV_UNDEF) return tpl_undefined_use(rt, n, a);
-    if (b->kind == TV_UNDEF) return tpl_undefined_use(rt, n, b);
+    if (a->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n, a);
+    if (b->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n, b);
     if (op == '+' && ((a->kind == TV_STR && b->kind == TV_STR) || (a->kind == TV_LIST && b->kind == TV_LIST)))
         return concat(rt, n, a, b, out);
     if (op == '*' && a->kind == TV_INT && (b->kind == TV_STR || b->kind == TV_LIST)) return repeat(rt, n, b, a->u.i, out);
     if (op == '*' && (a->kind == TV_LIST || a->kind == TV_STR) && b->kind == TV_INT) return repeat(rt, n, a, b->u.i, out);
     if (!tpl_is_number(a) || !tpl_is_number(b)) {
         if (op == '+' && a->kind == TV_STR)
-            return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: can only concatenate str (not \"%s\") to str", tv_type_name(b));
-        return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: unsupported operand type(s) for %c: '%s' and '%s'", op,
-                           tv_type_name(a), tv_type_name(b));
+            return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: can only concatenate str (not \"%s\") to str", ld_tv_type_name(b));
+        return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: unsupported operand type(s) for %c: '%s' and '%s'", op,
+                           ld_tv_type_name(a), ld_tv_type_name(b));
     }
     if ((op == '/' || op == 'f' || op == '%') && fnum(b) == 0)
-        return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "zero division error: division by zero");
+        return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "zero division error: division by zero");
     if (a->kind == TV_FLOAT || b->kind == TV_FLOAT || op == '/') return float_op(rt, n, op, fnum(a), fnum(b), out);
     return int_op(rt, n, op, inum(a), inum(b), out);
 }

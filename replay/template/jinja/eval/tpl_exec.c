@@ -12,14 +12,14 @@
 /* `name` is the template's (or a literal): the key points at it. */
 static ld_status set_var(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v)
 {
-    NEW(rt, at, tv_dict_put(rt->arena, rt->cur->vars, tv_str_ref(rt->arena, name, strlen(name)), v));
+    NEW(rt, at, ld_tv_dict_put(rt->arena, rt->cur->vars, ld_tv_str_ref(rt->arena, name, strlen(name)), v));
     return LD_OK;
 }
 
-ld_status tpl_count_iter(tpl_rt *rt, const tpl_node *at)
+ld_status ld_tpl_count_iter(tpl_rt *rt, const tpl_node *at)
 {
     if (++rt->iters > rt->lim.max_loop_iters)
-        return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "loop iteration limit of %llu exceeded",
+        return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "loop iteration limit of %llu exceeded",
                            (unsigned long long)rt->lim.max_loop_iters);
     return LD_OK;
 }
@@ -29,8 +29,8 @@ static ld_status assign_targets(tpl_rt *rt, const tpl_node *n, ld_tpl_value *ite
     if (!n->b) return set_var(rt, n, n->s, item);
     const tpl_nodes *t = &n->b->list;
     if (item->kind != TV_LIST || item->u.list.n != t->n)
-        return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "value error: cannot unpack %s into %zu names",
-                           tv_type_name(item), t->n);
+        return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "value error: cannot unpack %s into %zu names",
+                           ld_tv_type_name(item), t->n);
     for (size_t i = 0; i < t->n; i++) LD_TRY(set_var(rt, n, t->v[i]->s, item->u.list.items[i]));
     return LD_OK;
 }
@@ -53,7 +53,7 @@ static bool make_loop_keys(ld_arena *a, loop_keys *k)
 {
     for (size_t i = 0; i < LOOP_KEYS; i++) {
         const char *s = loop_key_names[i];
-        if (!(k->all[i] = tv_str_ref(a, s, strlen(s)))) return false;
+        if (!(k->all[i] = ld_tv_str_ref(a, s, strlen(s)))) return false;
         if (i < LOOP_FIXED) k->no_prev[i] = k->all[i];
     }
     k->no_prev[LOOP_FIXED] = k->all[LOOP_KEYS - 1];
@@ -97,45 +97,45 @@ static ld_tpl_value *loop_obj(tpl_rt *rt, loop_keys *keys, const ld_tpl_value *i
  * end of its iteration, as in jinja2. */
 static ld_status run_loop(tpl_rt *rt, const tpl_node *n, ld_tpl_value *seq, int64_t depth, frame *parent)
 {
-    frame *saved = rt->cur, f = {parent, tv_new(rt->arena, TV_DICT)};
+    frame *saved = rt->cur, f = {parent, ld_tv_new(rt->arena, TV_DICT)};
     loop_ctx lc = {n, parent, NULL, rt->loops};
     NEW(rt, n, f.vars);
     rt->cur = &f;
     ld_status s = LD_OK;
     ld_tpl_value *items = seq;
     if (n->c) { /* `for x in xs if cond`: filter first, loop.* counts the kept items */
-        NEW(rt, n, items = tv_new(rt->arena, TV_LIST));
+        NEW(rt, n, items = ld_tv_new(rt->arena, TV_LIST));
         for (size_t i = 0; s == LD_OK && i < seq->u.list.n; i++) {
             ld_tpl_value *c;
-            if ((s = tpl_count_iter(rt, n)) != LD_OK || (s = assign_targets(rt, n, seq->u.list.items[i])) != LD_OK ||
-                (s = tpl_eval_expr(rt, n->c, &c)) != LD_OK) break;
-            if (tv_truthy(c) && !tv_push(rt->arena, items, seq->u.list.items[i])) s = tpl_nomem(rt, n);
+            if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = assign_targets(rt, n, seq->u.list.items[i])) != LD_OK ||
+                (s = ld_tpl_eval_expr(rt, n->c, &c)) != LD_OK) break;
+            if (ld_tv_truthy(c) && !ld_tv_push(rt->arena, items, seq->u.list.items[i])) s = ld_tpl_nomem(rt, n);
         }
     }
     rt->loops = &lc;
     loop_keys keys;
-    if (s == LD_OK && items->u.list.n && !make_loop_keys(rt->arena, &keys)) s = tpl_nomem(rt, n);
+    if (s == LD_OK && items->u.list.n && !make_loop_keys(rt->arena, &keys)) s = ld_tpl_nomem(rt, n);
     for (size_t i = 0; s == LD_OK && i < items->u.list.n; i++) {
         ld_tpl_value *lo = loop_obj(rt, &keys, items, i, depth);
-        if (!lo || !(f.vars = tv_new(rt->arena, TV_DICT))) { s = tpl_nomem(rt, n); break; }
+        if (!lo || !(f.vars = ld_tv_new(rt->arena, TV_DICT))) { s = ld_tpl_nomem(rt, n); break; }
         lc.lo = lo;
-        if ((s = tpl_count_iter(rt, n)) != LD_OK || (s = set_var(rt, n, "loop", lo)) != LD_OK ||
-            (s = assign_targets(rt, n, items->u.list.items[i])) != LD_OK || (s = tpl_exec_body(rt, &n->list)) != LD_OK)
+        if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = set_var(rt, n, "loop", lo)) != LD_OK ||
+            (s = assign_targets(rt, n, items->u.list.items[i])) != LD_OK || (s = ld_tpl_exec_body(rt, &n->list)) != LD_OK)
             break;
         if (rt->ctrl == 1) { rt->ctrl = 0; break; }
         rt->ctrl = 0;
     }
     rt->loops = lc.prev;
     rt->cur = saved;
-    if (s == LD_OK && items->u.list.n == 0) s = tpl_exec_body(rt, &n->list2);
+    if (s == LD_OK && items->u.list.n == 0) s = ld_tpl_exec_body(rt, &n->list2);
     return s;
 }
 
 static ld_status exec_for(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *seq;
-    LD_TRY(tpl_eval_expr(rt, n->a, &seq));
-    LD_TRY(tpl_iter(rt, n->a, seq, &seq));
+    LD_TRY(ld_tpl_eval_expr(rt, n->a, &seq));
+    LD_TRY(ld_tpl_iter(rt, n->a, seq, &seq));
     return run_loop(rt, n, seq, 1, rt->cur);
 }
 
@@ -145,28 +145,28 @@ static ld_status capture(tpl_rt *rt, const tpl_node *at, const tpl_nodes *body, 
     tv_buf b = {0}, *saved = rt->out;
     b.max = rt->lim.max_output_bytes;
     rt->out = &b;
-    ld_status s = tpl_exec_body(rt, body);
+    ld_status s = ld_tpl_exec_body(rt, body);
     rt->out = saved;
-    if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
-    if (s == LD_OK && !(*out = tv_str(rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    if (s == LD_OK && b.failed) s = ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
+    if (s == LD_OK && !(*out = ld_tv_str(rt->arena, b.p, b.len))) s = ld_tpl_nomem(rt, at);
     free(b.p);
     return s;
 }
 
 /* `loop(items)` in a recursive loop: the loop body over items, one level
  * deeper, rendered to a string. */
-ld_status tpl_call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *lo, tpl_args *a, ld_tpl_value **out)
+ld_status ld_tpl_call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *lo, tpl_args *a, ld_tpl_value **out)
 {
     loop_ctx *lc = rt->loops;
     while (lc && lc->lo != lo) lc = lc->prev;
     if (!lc || !lc->n->neg)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: the loop must be marked as recursive to be called");
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: the loop must be marked as recursive to be called");
     if (a->n_pos != 1 || a->n_kw)
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: loop() takes exactly one argument");
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: loop() takes exactly one argument");
     if (rt->macro_depth >= rt->lim.max_depth)
-        return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u calls exceeded", rt->lim.max_depth);
-    ld_tpl_value *seq, *d = tv_dict_get(lo, "depth", 5);
-    LD_TRY(tpl_iter(rt, at, a->pos[0], &seq));
+        return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u calls exceeded", rt->lim.max_depth);
+    ld_tpl_value *seq, *d = ld_tv_dict_get(lo, "depth", 5);
+    LD_TRY(ld_tpl_iter(rt, at, a->pos[0], &seq));
     tv_buf b = {0}, *saved = rt->out;
     b.max = rt->lim.max_output_bytes;
     rt->out = &b;
@@ -174,8 +174,8 @@ ld_status tpl_call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *lo, 
     ld_status s = run_loop(rt, lc->n, seq, (d && d->kind == TV_INT ? d->u.i : 1) + 1, lc->parent);
     rt->macro_depth--;
     rt->out = saved;
-    if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
-    if (s == LD_OK && !(*out = tv_str(rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    if (s == LD_OK && b.failed) s = ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
+    if (s == LD_OK && !(*out = ld_tv_str(rt->arena, b.p, b.len))) s = ld_tpl_nomem(rt, at);
     free(b.p);
     return s;
 }
@@ -187,19 +187,19 @@ static ld_status exec_call_block(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *callee, *caller, *v;
     tpl_args a;
-    LD_TRY(tpl_eval_expr(rt, n->a->a, &callee));
-    if (callee->kind == TV_UNDEF) return tpl_undefined_use(rt, n->a, callee);
+    LD_TRY(ld_tpl_eval_expr(rt, n->a->a, &callee));
+    if (callee->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n->a, callee);
     if (callee->kind != TV_MACRO)
-        return tpl_rt_fail(rt, n->a, LD_ERR_MISMATCH, "type error: a call block needs a macro, not '%s'", tv_type_name(callee));
-    LD_TRY(tpl_eval_args(rt, n->a, &a));
-    NEW(rt, n, caller = tv_new(rt->arena, TV_MACRO));
+        return ld_tpl_rt_fail(rt, n->a, LD_ERR_MISMATCH, "type error: a call block needs a macro, not '%s'", ld_tv_type_name(callee));
+    LD_TRY(ld_tpl_eval_args(rt, n->a, &a));
+    NEW(rt, n, caller = ld_tv_new(rt->arena, TV_MACRO));
     caller->u.macro.node = n;
     call_ctx cc = {n, rt->cur, rt->calls};
     rt->calls = &cc;
-    ld_status s = tpl_call_macro_with(rt, n->a, callee, &a, caller, &v);
+    ld_status s = ld_tpl_call_macro_with(rt, n->a, callee, &a, caller, &v);
     rt->calls = cc.prev;
     LD_TRY(s);
-    tv_buf_put(rt->out, v->u.str.s, v->u.str.len);
+    ld_tv_buf_put(rt->out, v->u.str.s, v->u.str.len);
     return LD_OK;
 }
 
@@ -209,11 +209,11 @@ static ld_status exec_filter_block(tpl_rt *rt, const tpl_node *n)
     ld_tpl_value *body, *v, *saved = rt->block_value;
     LD_TRY(capture(rt, n, &n->list, &body));
     rt->block_value = body;
-    ld_status s = tpl_eval_expr(rt, n->a, &v);
+    ld_status s = ld_tpl_eval_expr(rt, n->a, &v);
     rt->block_value = saved;
     LD_TRY(s);
-    if (!tv_print(rt->out, v, false) && !rt->out->failed)
-        return tpl_rt_fail(rt, n->a, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", tv_type_name(v));
+    if (!ld_tv_print(rt->out, v, false) && !rt->out->failed)
+        return ld_tpl_rt_fail(rt, n->a, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", ld_tv_type_name(v));
     return LD_OK;
 }
 
@@ -222,50 +222,50 @@ static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
     ld_tpl_value *v;
     switch (n->kind) {
     case N_DATA:
-        tv_buf_put(rt->out, n->s, n->s_len);
+        ld_tv_buf_put(rt->out, n->s, n->s_len);
         break;
     case N_OUTPUT:
-        LD_TRY(tpl_eval_expr(rt, n->a, &v));
-        if (!tv_print(rt->out, v, false) && !rt->out->failed)
-            return tpl_rt_fail(rt, n->a, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", tv_type_name(v));
+        LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
+        if (!ld_tv_print(rt->out, v, false) && !rt->out->failed)
+            return ld_tpl_rt_fail(rt, n->a, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", ld_tv_type_name(v));
         break;
     case N_IF:
-        LD_TRY(tpl_eval_expr(rt, n->a, &v));
-        return tpl_exec_body(rt, tv_truthy(v) ? &n->list : &n->list2);
+        LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
+        return ld_tpl_exec_body(rt, ld_tv_truthy(v) ? &n->list : &n->list2);
     case N_FOR: return exec_for(rt, n);
     case N_CALL_BLOCK: LD_TRY(exec_call_block(rt, n)); break;
     case N_FILTER_BLOCK: LD_TRY(exec_filter_block(rt, n)); break;
     case N_SET:
-        LD_TRY(tpl_eval_expr(rt, n->a, &v));
+        LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
         return assign_targets(rt, n, v);
     case N_SET_BLOCK:
         LD_TRY(capture(rt, n, &n->list, &v));
         return set_var(rt, n, n->s, v);
     case N_SET_ATTR: {
-        ld_tpl_value *ns = tpl_lookup(rt, n->s, n->s_len);
+        ld_tpl_value *ns = ld_tpl_lookup(rt, n->s, n->s_len);
         NEW(rt, n, ns);
         if (ns->kind != TV_NS)
-            return tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "template runtime error: cannot assign attribute on non-namespace object");
-        LD_TRY(tpl_eval_expr(rt, n->a, &v));
-        NEW(rt, n, tv_dict_put(rt->arena, ns, tv_str_ref(rt->arena, n->b->s, n->b->s_len), v));
+            return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "template runtime error: cannot assign attribute on non-namespace object");
+        LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
+        NEW(rt, n, ld_tv_dict_put(rt->arena, ns, ld_tv_str_ref(rt->arena, n->b->s, n->b->s_len), v));
         break;
     }
     case N_MACRO:
-        NEW(rt, n, v = tv_new(rt->arena, TV_MACRO));
+        NEW(rt, n, v = ld_tv_new(rt->arena, TV_MACRO));
         v->u.macro.node = n;
         return set_var(rt, n, n->s, v);
     case N_BREAK: rt->ctrl = 1; break;
     case N_CONTINUE: rt->ctrl = 2; break;
-    default: return tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "unknown statement");
+    default: return ld_tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "unknown statement");
     }
     if (rt->out->failed)
-        return tpl_rt_fail(rt, n, LD_ERR_LIMIT, "output size limit of %zu bytes exceeded", rt->lim.max_output_bytes);
+        return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "output size limit of %zu bytes exceeded", rt->lim.max_output_bytes);
     return LD_OK;
 }
 
-ld_status tpl_exec_body(tpl_rt *rt, const tpl_nodes *body)
+ld_status ld_tpl_exec_body(tpl_rt *rt, const tpl_nodes *body)
 {
-    if (++rt->nest > MAX_NEST) return tpl_rt_fail(rt, body->n ? body->v[0] : NULL, LD_ERR_LIMIT, "nesting limit exceeded");
+    if (++rt->nest > MAX_NEST) return ld_tpl_rt_fail(rt, body->n ? body->v[0] : NULL, LD_ERR_LIMIT, "nesting limit exceeded");
     for (size_t i = 0; i < body->n && !rt->ctrl; i++) {
         ld_status s = exec_stmt(rt, body->v[i]);
         if (s != LD_OK) return s;
@@ -279,29 +279,29 @@ ld_status tpl_exec_body(tpl_rt *rt, const tpl_nodes *body)
 static ld_status extra_args(tpl_rt *rt, const tpl_node *at, const tpl_node *def, tpl_args *args)
 {
     size_t np = def->list2.n;
-    ld_tpl_value *va = tv_new(rt->arena, TV_LIST), *kw = tv_new(rt->arena, TV_DICT);
+    ld_tpl_value *va = ld_tv_new(rt->arena, TV_LIST), *kw = ld_tv_new(rt->arena, TV_DICT);
     NEW(rt, at, va && kw);
     va->flags |= TV_F_TUPLE;
-    for (size_t i = np; i < args->n_pos; i++) NEW(rt, at, tv_push(rt->arena, va, args->pos[i]));
+    for (size_t i = np; i < args->n_pos; i++) NEW(rt, at, ld_tv_push(rt->arena, va, args->pos[i]));
     for (size_t k = 0; k < args->n_kw; k++) {
         bool known = false;
         for (size_t i = 0; i < np; i++) known = known || strcmp(args->kw[k], def->kw[i]) == 0;
         if (known) continue;
         if (!(def->neg & 2))
-            return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes no keyword argument '%s'", def->s, args->kw[k]);
-        NEW(rt, at, tv_dict_put(rt->arena, kw, tv_str(rt->arena, args->kw[k], strlen(args->kw[k])), args->kwv[k]));
+            return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes no keyword argument '%s'", def->s, args->kw[k]);
+        NEW(rt, at, ld_tv_dict_put(rt->arena, kw, ld_tv_str(rt->arena, args->kw[k], strlen(args->kw[k])), args->kwv[k]));
     }
     if (def->neg & 1) LD_TRY(set_var(rt, at, "varargs", va));
     if (def->neg & 2) LD_TRY(set_var(rt, at, "kwargs", kw));
     return LD_OK;
 }
 
-ld_status tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, tpl_args *args, ld_tpl_value **out)
+ld_status ld_tpl_call_macro(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, tpl_args *args, ld_tpl_value **out)
 {
-    return tpl_call_macro_with(rt, at, m, args, NULL, out);
+    return ld_tpl_call_macro_with(rt, at, m, args, NULL, out);
 }
 
-ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, tpl_args *args,
+ld_status ld_tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *m, tpl_args *args,
                               ld_tpl_value *caller, ld_tpl_value **out)
 {
     const tpl_node *def = m->u.macro.node;
@@ -313,10 +313,10 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
     }
     size_t np = def->list2.n;
     if (rt->macro_depth >= rt->lim.max_depth)
-        return tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u macro calls exceeded", rt->lim.max_depth);
+        return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u macro calls exceeded", rt->lim.max_depth);
     if (args->n_pos > np && !(def->neg & 1))
-        return tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes not more than %zu argument(s)", def->s, np);
-    frame f = {parent, tv_new(rt->arena, TV_DICT)}, *saved_cur = rt->cur;
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes not more than %zu argument(s)", def->s, np);
+    frame f = {parent, ld_tv_new(rt->arena, TV_DICT)}, *saved_cur = rt->cur;
     NEW(rt, at, f.vars);
     rt->cur = &f;
     ld_status s = caller ? set_var(rt, at, "caller", caller) : LD_OK;
@@ -324,11 +324,11 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
         ld_tpl_value *v = i < args->n_pos ? args->pos[i] : NULL;
         for (size_t k = 0; !v && k < args->n_kw; k++)
             if (strcmp(args->kw[k], def->kw[i]) == 0) v = args->kwv[k];
-        if (!v && def->list2.v[i]) s = tpl_eval_expr(rt, def->list2.v[i], &v);
+        if (!v && def->list2.v[i]) s = ld_tpl_eval_expr(rt, def->list2.v[i], &v);
         else if (!v) {
             char hint[160];
             snprintf(hint, sizeof hint, "parameter '%s' was not provided", def->kw[i]);
-            v = tv_undef(rt->arena, hint);
+            v = ld_tv_undef(rt->arena, hint);
         }
         if (s == LD_OK) s = set_var(rt, at, def->kw[i], v);
     }
@@ -337,13 +337,13 @@ ld_status tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_value
     b.max = rt->lim.max_output_bytes;
     rt->out = &b;
     rt->macro_depth++;
-    if (s == LD_OK) s = tpl_exec_body(rt, &def->list);
+    if (s == LD_OK) s = ld_tpl_exec_body(rt, &def->list);
     rt->macro_depth--;
     rt->ctrl = 0;
     rt->out = saved_out;
     rt->cur = saved_cur;
-    if (s == LD_OK && b.failed) s = tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
-    if (s == LD_OK && !(*out = tv_str(rt->arena, b.p, b.len))) s = tpl_nomem(rt, at);
+    if (s == LD_OK && b.failed) s = ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
+    if (s == LD_OK && !(*out = ld_tv_str(rt->arena, b.p, b.len))) s = ld_tpl_nomem(rt, at);
     free(b.p);
     return s;
 }
@@ -375,10 +375,10 @@ ld_status ld_tpl_render_in(const ld_tpl *t, const ld_tpl_value *ctx, const ld_tp
         ld_arena_init(&rt.own, rt.lim.max_memory_bytes);
         rt.arena = &rt.own;
     }
-    frame root = {NULL, tv_new(rt.arena, TV_DICT)};
+    frame root = {NULL, ld_tv_new(rt.arena, TV_DICT)};
     rt.root = rt.cur = &root;
-    ld_status s = root.vars ? tpl_exec_body(&rt, &t->body) : tpl_nomem(&rt, NULL);
-    if (s == LD_OK && b.failed) s = tpl_rt_fail(&rt, NULL, LD_ERR_LIMIT, "output size limit exceeded");
+    ld_status s = root.vars ? ld_tpl_exec_body(&rt, &t->body) : ld_tpl_nomem(&rt, NULL);
+    if (s == LD_OK && b.failed) s = ld_tpl_rt_fail(&rt, NULL, LD_ERR_LIMIT, "output size limit exceeded");
     if (scratch) scratch->max_bytes = saved_max;
     else ld_arena_release(&rt.own);
     if (s != LD_OK) { free(b.p); return s; }

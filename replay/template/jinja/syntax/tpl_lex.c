@@ -1,4 +1,4 @@
-/* tpl_lex.c - the template lexer: jinja2's whitespace rules with
+/* ld_tpl_lex.c - the template lexer: jinja2's whitespace rules with
  * trim_blocks=True and lstrip_blocks=True ({%- -%} {{- -}} {#- -#} strip all
  * whitespace on their side; a block or comment tag alone on its line takes
  * the line's leading blanks with it; the first newline after %} or #} is
@@ -9,7 +9,7 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-void tpl_line_col(const char *src, size_t off, uint64_t *line, uint64_t *col)
+void ld_tpl_line_col(const char *src, size_t off, uint64_t *line, uint64_t *col)
 {
     uint64_t l = 1;
     size_t ls = 0;
@@ -23,7 +23,7 @@ static ld_status lex_fail(const char *src, size_t off, ld_status code,
                           ld_error *err, const char *what)
 {
     uint64_t line, col;
-    tpl_line_col(src, off, &line, &col);
+    ld_tpl_line_col(src, off, &line, &col);
     LD_FAIL(err, code, off, "%s at column %llu", what, (unsigned long long)col);
     if (err) err->line = line;
     return code;
@@ -293,7 +293,7 @@ static bool at_raw(const tpl_tokens *t)
            t->v[t->n - 2].len == 3 && memcmp(t->v[t->n - 2].s, "raw", 3) == 0 && t->v[t->n - 1].type == TK_BLOCK_END;
 }
 
-ld_status tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *t, ld_error *err)
+ld_status ld_tpl_lex(const char *src, size_t len, ld_arena *a, tpl_tokens *t, ld_error *err)
 {
     size_t p = 0;
     bool line_starting = true;

@@ -1,4 +1,4 @@
-/* tpl_parse.c - recursive-descent parser from tokens to the AST, following
+/* ld_tpl_parse.c - recursive-descent parser from tokens to the AST, following
  * jinja2's grammar (parser.py): statements if/elif/else, for (with tuple
  * targets, `if` filter, else and `recursive`), set (name, tuple, ns.attr,
  * block), macro, call blocks, filter blocks, break/continue ({% raw %} is
@@ -31,7 +31,7 @@ static ld_status pfail(parser *p, const tpl_token *at, ld_status code, const cha
 {
     uint64_t line, col;
     size_t off = at ? at->off : p->t->src_len;
-    tpl_line_col(p->t->src, off, &line, &col);
+    ld_tpl_line_col(p->t->src, off, &line, &col);
     LD_FAIL(p->err, code, off, "%s at column %llu", what, (unsigned long long)col);
     if (p->err) p->err->line = line;
     return code;
@@ -196,7 +196,7 @@ static ld_status parse_primary(parser *p, tpl_node **out)
         if (!(n->lit = ld_tpl_value_str(A, buf, total))) return NOMEM(p);
     } else if (k->type == TK_INT || k->type == TK_FLOAT) {
         if (!(n = node(p, N_CONST, k->off))) return NOMEM(p);
-        n->lit = k->type == TK_INT ? ld_tpl_value_int(A, k->i) : tv_float(A, k->f);
+        n->lit = k->type == TK_INT ? ld_tpl_value_int(A, k->i) : ld_tv_float(A, k->f);
         if (!n->lit) return NOMEM(p);
         p->i++;
     } else if (tok_is(k, TK_OP, "(") && p->i + 1 < p->toks->n && tok_is(&p->toks->v[p->i + 1], TK_OP, ")")) {
@@ -790,7 +790,7 @@ static ld_status parse_body(parser *p, const char *const *stops, tpl_nodes *out)
     return s;
 }
 
-ld_status tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err)
+ld_status ld_tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err)
 {
     parser p = {t, toks, 0, 0, err, 0};
     ld_status s = parse_body(&p, NULL, &t->body);
@@ -830,7 +830,7 @@ ld_status ld_tpl_compile(const char *src, size_t len, ld_tpl **out, ld_error *er
     t->src = normalise(&t->arena, src ? src : "", src ? len : 0, &t->src_len);
     if (!t->src) {
         s = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    } else if ((s = tpl_lex(t->src, t->src_len, &t->arena, &toks, err)) == LD_OK) {
+    } else if ((s = ld_tpl_lex(t->src, t->src_len, &t->arena, &toks, err)) == LD_OK) {
         tpl_token eof = {TK_EOF, (uint32_t)t->src_len, t->src + t->src_len, 0, 0, 0};
         if (toks.n == toks.cap) {
             tpl_token *v = realloc(toks.v, (toks.cap + 1) * sizeof *v);
@@ -838,7 +838,7 @@ ld_status ld_tpl_compile(const char *src, size_t len, ld_tpl **out, ld_error *er
         }
         if (toks.n < toks.cap) {
             toks.v[toks.n++] = eof;
-            s = tpl_parse(t, &toks, err);
+            s = ld_tpl_parse(t, &toks, err);
         } else {
             s = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
         }

@@ -10,7 +10,7 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-static void puts_(tv_buf *b, const char *s) { tv_buf_put(b, s, strlen(s)); }
+static void puts_(tv_buf *b, const char *s) { ld_tv_buf_put(b, s, strlen(s)); }
 
 /* not printable for Python: categories Cc, Cf, Zs (but the space), Zl, Zp,
  * Co, Cs */
@@ -29,16 +29,16 @@ static bool unprintable(uint32_t c)
     return false;
 }
 
-void tv_str_repr(tv_buf *b, const char *s, size_t n)
+void ld_tv_str_repr(tv_buf *b, const char *s, size_t n)
 {
     bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
     char q = sq && !dq ? '"' : '\'';
-    tv_buf_putc(b, q);
+    ld_tv_buf_putc(b, q);
     for (size_t i = 0; i < n;) {
         uint32_t c;
-        size_t k = tv_utf8_decode(s + i, n - i, &c);
+        size_t k = ld_tv_utf8_decode(s + i, n - i, &c);
         char e[16];
-        if (c == '\\' || c == (uint32_t)q) tv_buf_putc(b, '\\'), tv_buf_putc(b, (char)c);
+        if (c == '\\' || c == (uint32_t)q) ld_tv_buf_putc(b, '\\'), ld_tv_buf_putc(b, (char)c);
         else if (c == '\n') puts_(b, "\\n");
         else if (c == '\r') puts_(b, "\\r");
         else if (c == '\t') puts_(b, "\\t");
@@ -47,24 +47,24 @@ void tv_str_repr(tv_buf *b, const char *s, size_t n)
             else if (c < 0x10000) snprintf(e, sizeof e, "\\u%04x", (unsigned)c);
             else snprintf(e, sizeof e, "\\U%08x", (unsigned)c);
             puts_(b, e);
-        } else tv_buf_put(b, s + i, k);
+        } else ld_tv_buf_put(b, s + i, k);
         i += k;
     }
-    tv_buf_putc(b, q);
+    ld_tv_buf_putc(b, q);
 }
 
-void tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
+void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
-    tv_buf_putc(b, '"');
+    ld_tv_buf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         if (!ascii) { /* copy the run that needs no escape in one go */
             size_t j = i;
             while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\') j++;
-            tv_buf_put(b, s + i, j - i);
+            ld_tv_buf_put(b, s + i, j - i);
             if ((i = j) == n) break;
         }
         uint32_t c;
-        size_t k = tv_utf8_decode(s + i, n - i, &c);
+        size_t k = ld_tv_utf8_decode(s + i, n - i, &c);
         char e[16];
         switch (c) {
         case '"': puts_(b, "\\\""); break;
@@ -83,10 +83,10 @@ void tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
                     snprintf(e, sizeof e, "\\u%04x", (unsigned)c);
                 puts_(b, e);
             } else {
-                tv_buf_put(b, s + i, k);
+                ld_tv_buf_put(b, s + i, k);
             }
         }
         i += k;
     }
-    tv_buf_putc(b, '"');
+    ld_tv_buf_putc(b, '"');
 }

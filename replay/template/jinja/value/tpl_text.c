@@ -8,7 +8,7 @@
 
 /* ---------------------------------------------------------------- buffers */
 
-void tv_buf_put(tv_buf *b, const char *s, size_t n)
+void ld_tv_buf_put(tv_buf *b, const char *s, size_t n)
 {
     if (b->failed || !n) return;
     if (b->max && b->len + n > b->max) { b->failed = true; return; }
@@ -24,9 +24,9 @@ void tv_buf_put(tv_buf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-void tv_buf_putc(tv_buf *b, char c) { tv_buf_put(b, &c, 1); }
+void ld_tv_buf_putc(tv_buf *b, char c) { ld_tv_buf_put(b, &c, 1); }
 
-size_t tv_utf8_decode(const char *str, size_t n, uint32_t *cp)
+size_t ld_tv_utf8_decode(const char *str, size_t n, uint32_t *cp)
 {
     const unsigned char *s = (const unsigned char *)str;
     unsigned char c = s[0];
@@ -41,7 +41,7 @@ size_t tv_utf8_decode(const char *str, size_t n, uint32_t *cp)
 }
 
 /* length of the line break at s (Python's str.splitlines), 0 if none */
-size_t tv_line_break(const char *s, size_t n)
+size_t ld_tv_line_break(const char *s, size_t n)
 {
     unsigned char c = (unsigned char)s[0];
     if (c == '\r') return n > 1 && s[1] == '\n' ? 2 : 1;

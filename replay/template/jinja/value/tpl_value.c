@@ -11,16 +11,16 @@
 
 #include "replay/template/jinja/tpl_internal.h"
 
-ld_tpl_value *tv_new(ld_arena *a, int kind)
+ld_tpl_value *ld_tv_new(ld_arena *a, int kind)
 {
     ld_tpl_value *v = ld_arena_alloc(a, sizeof *v);
     if (v) memset(v, 0, sizeof *v), v->kind = (uint8_t)kind;
     return v;
 }
 
-ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len)
+ld_tpl_value *ld_tv_str(ld_arena *a, const char *s, size_t len)
 {
-    ld_tpl_value *v = tv_new(a, TV_STR);
+    ld_tpl_value *v = ld_tv_new(a, TV_STR);
     if (!v) return NULL;
     char *c = ld_arena_memdup(a, s ? s : "", len);
     if (!c) return NULL;
@@ -33,16 +33,16 @@ ld_tpl_value *tv_str(ld_arena *a, const char *s, size_t len)
 static ld_tpl_value true_value = { .kind = TV_BOOL, .u.b = 1 };
 static ld_tpl_value false_value = { .kind = TV_BOOL, .u.b = 0 };
 
-ld_tpl_value *tv_bool(bool b) { return b ? &true_value : &false_value; }
+ld_tpl_value *ld_tv_bool(bool b) { return b ? &true_value : &false_value; }
 
-ld_tpl_value *tv_str_ref(ld_arena *a, const char *s, size_t len)
+ld_tpl_value *ld_tv_str_ref(ld_arena *a, const char *s, size_t len)
 {
-    ld_tpl_value *v = tv_new(a, TV_STR);
+    ld_tpl_value *v = ld_tv_new(a, TV_STR);
     if (v) v->u.str.s = s, v->u.str.len = len;
     return v;
 }
 
-const char *tv_memfind(const char *h, size_t hn, const char *n, size_t nn)
+const char *ld_tv_memfind(const char *h, size_t hn, const char *n, size_t nn)
 {
     if (nn == 0) return h;
     if (nn > hn) return NULL;
@@ -54,9 +54,9 @@ const char *tv_memfind(const char *h, size_t hn, const char *n, size_t nn)
     return NULL;
 }
 
-ld_tpl_value *tv_undef(ld_arena *a, const char *hint)
+ld_tpl_value *ld_tv_undef(ld_arena *a, const char *hint)
 {
-    ld_tpl_value *v = tv_new(a, TV_UNDEF);
+    ld_tpl_value *v = ld_tv_new(a, TV_UNDEF);
     if (v && hint) {
         v->u.str.s = ld_arena_memdup(a, hint, strlen(hint));
         v->u.str.len = v->u.str.s ? strlen(hint) : 0;
@@ -64,9 +64,9 @@ ld_tpl_value *tv_undef(ld_arena *a, const char *hint)
     return v;
 }
 
-ld_tpl_value *tv_undef_lazy(ld_arena *a, const char *type, const char *name, size_t len)
+ld_tpl_value *ld_tv_undef_lazy(ld_arena *a, const char *type, const char *name, size_t len)
 {
-    ld_tpl_value *v = tv_new(a, TV_UNDEF);
+    ld_tpl_value *v = ld_tv_new(a, TV_UNDEF);
     if (v) {
         v->flags = TV_F_LAZY_HINT;
         v->u.undef.name = name, v->u.undef.len = len, v->u.undef.type = type;
@@ -74,7 +74,7 @@ ld_tpl_value *tv_undef_lazy(ld_arena *a, const char *type, const char *name, siz
     return v;
 }
 
-const char *tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size)
+const char *ld_tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size)
 {
     if (!(v->flags & TV_F_LAZY_HINT)) return v->u.str.s ? v->u.str.s : "value is undefined";
     int n = (int)(v->u.undef.len > 100 ? 100 : v->u.undef.len);
@@ -86,29 +86,29 @@ const char *tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size)
     return buf;
 }
 
-ld_tpl_value *tv_float(ld_arena *a, double f)
+ld_tpl_value *ld_tv_float(ld_arena *a, double f)
 {
-    ld_tpl_value *v = tv_new(a, TV_FLOAT);
+    ld_tpl_value *v = ld_tv_new(a, TV_FLOAT);
     if (v) v->u.f = f;
     return v;
 }
 
-ld_tpl_value *ld_tpl_value_none(ld_arena *a) { return tv_new(a, TV_NONE); }
+ld_tpl_value *ld_tpl_value_none(ld_arena *a) { return ld_tv_new(a, TV_NONE); }
 ld_tpl_value *ld_tpl_value_bool(ld_arena *a, int b)
 {
-    ld_tpl_value *v = tv_new(a, TV_BOOL);
+    ld_tpl_value *v = ld_tv_new(a, TV_BOOL);
     if (v) v->u.b = !!b;
     return v;
 }
 ld_tpl_value *ld_tpl_value_int(ld_arena *a, int64_t i)
 {
-    ld_tpl_value *v = tv_new(a, TV_INT);
+    ld_tpl_value *v = ld_tv_new(a, TV_INT);
     if (v) v->u.i = i;
     return v;
 }
-ld_tpl_value *ld_tpl_value_str(ld_arena *a, const char *s, size_t len) { return tv_str(a, s, len); }
-ld_tpl_value *ld_tpl_value_dict(ld_arena *a) { return tv_new(a, TV_DICT); }
-ld_tpl_value *ld_tpl_value_list(ld_arena *a) { return tv_new(a, TV_LIST); }
+ld_tpl_value *ld_tpl_value_str(ld_arena *a, const char *s, size_t len) { return ld_tv_str(a, s, len); }
+ld_tpl_value *ld_tpl_value_dict(ld_arena *a) { return ld_tv_new(a, TV_DICT); }
+ld_tpl_value *ld_tpl_value_list(ld_arena *a) { return ld_tv_new(a, TV_LIST); }
 
 static bool grow(ld_arena *a, ld_tpl_value ***v, size_t n, size_t *cap)
 {
@@ -121,7 +121,7 @@ static bool grow(ld_arena *a, ld_tpl_value ***v, size_t n, size_t *cap)
     return true;
 }
 
-bool tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v)
+bool ld_tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v)
 {
     if (!v || !grow(a, &l->u.list.items, l->u.list.n, &l->u.list.cap)) return false;
     l->u.list.items[l->u.list.n++] = v;
@@ -141,15 +141,15 @@ static size_t str_key_index(const ld_tpl_value *d, const char *k, size_t len)
     return d->u.dict.n;
 }
 
-bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
+bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
 {
     if (!k || !v) return false;
-    if (k->kind == TV_STR) { /* the common case, without tv_equal's dispatch */
+    if (k->kind == TV_STR) { /* the common case, without ld_tv_equal's dispatch */
         size_t i = str_key_index(d, k->u.str.s, k->u.str.len);
         if (i < d->u.dict.n) return d->u.dict.vals[i] = v, true;
     } else {
         for (size_t i = 0; i < d->u.dict.n; i++)
-            if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i] = v, true;
+            if (ld_tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i] = v, true;
     }
     size_t cap = d->u.dict.cap;
     if (!grow(a, &d->u.dict.keys, d->u.dict.n, &cap)) return false;
@@ -160,30 +160,30 @@ bool tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
     return true;
 }
 
-ld_tpl_value *tv_dict_get(const ld_tpl_value *d, const char *k, size_t len)
+ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len)
 {
     size_t i = str_key_index(d, k, len);
     return i < d->u.dict.n ? d->u.dict.vals[i] : NULL;
 }
 
-ld_tpl_value *tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k)
+ld_tpl_value *ld_tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k)
 {
-    if (k->kind == TV_STR) return tv_dict_get(d, k->u.str.s, k->u.str.len);
+    if (k->kind == TV_STR) return ld_tv_dict_get(d, k->u.str.s, k->u.str.len);
     for (size_t i = 0; i < d->u.dict.n; i++)
-        if (tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i];
+        if (ld_tv_equal(d->u.dict.keys[i], k)) return d->u.dict.vals[i];
     return NULL;
 }
 
 ld_status ld_tpl_list_push(ld_arena *a, ld_tpl_value *list, ld_tpl_value *v)
 {
     if (!list || list->kind != TV_LIST) return LD_ERR_USAGE;
-    return tv_push(a, list, v) ? LD_OK : LD_ERR_NOMEM;
+    return ld_tv_push(a, list, v) ? LD_OK : LD_ERR_NOMEM;
 }
 
 ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key, ld_tpl_value *v)
 {
     if (!dict || dict->kind != TV_DICT) return LD_ERR_USAGE;
-    return tv_dict_put(a, dict, tv_str(a, key, strlen(key)), v) ? LD_OK : LD_ERR_NOMEM;
+    return ld_tv_dict_put(a, dict, ld_tv_str(a, key, strlen(key)), v) ? LD_OK : LD_ERR_NOMEM;
 }
 
 /* Room for n items (keys and values for a dict) up front. */
@@ -204,34 +204,34 @@ static bool reserve(ld_arena *a, ld_tpl_value *v, size_t n)
 static ld_tpl_value *json_str(ld_arena *a, const char *s, bool borrow)
 {
     s = s ? s : "";
-    return borrow ? tv_str_ref(a, s, strlen(s)) : tv_str(a, s, strlen(s));
+    return borrow ? ld_tv_str_ref(a, s, strlen(s)) : ld_tv_str(a, s, strlen(s));
 }
 
 static ld_tpl_value *from_json(ld_arena *a, const cJSON *j, bool borrow)
 {
-    if (!j || cJSON_IsNull(j)) return tv_new(a, TV_NONE);
+    if (!j || cJSON_IsNull(j)) return ld_tv_new(a, TV_NONE);
     if (cJSON_IsBool(j)) return ld_tpl_value_bool(a, cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         const char *t = j->valuestring; /* literal, ld_tpl_json_keep_floats */
-        if (t && strpbrk(t, ".eE")) return tv_float(a, d);
+        if (t && strpbrk(t, ".eE")) return ld_tv_float(a, d);
         if (t) {
             errno = 0;
             long long i = strtoll(t, NULL, 10);
             if (errno == 0) return ld_tpl_value_int(a, (int64_t)i);
         }
         if (d == floor(d) && fabs(d) < 9007199254740992.0) return ld_tpl_value_int(a, (int64_t)d);
-        return tv_float(a, d);
+        return ld_tv_float(a, d);
     }
     if (cJSON_IsString(j)) return json_str(a, j->valuestring, borrow);
-    ld_tpl_value *v = tv_new(a, cJSON_IsArray(j) ? TV_LIST : TV_DICT);
+    ld_tpl_value *v = ld_tv_new(a, cJSON_IsArray(j) ? TV_LIST : TV_DICT);
     if (!v) return NULL;
     size_t n = 0;
     for (const cJSON *c = j->child; c; c = c->next) n++;
     if (n && !reserve(a, v, n)) return NULL;
     for (const cJSON *c = j->child; c; c = c->next) {
         ld_tpl_value *x = from_json(a, c, borrow);
-        if (v->kind == TV_LIST ? !tv_push(a, v, x) : !tv_dict_put(a, v, json_str(a, c->string, borrow), x))
+        if (v->kind == TV_LIST ? !ld_tv_push(a, v, x) : !ld_tv_dict_put(a, v, json_str(a, c->string, borrow), x))
             return NULL;
     }
     return v;
@@ -247,7 +247,7 @@ ld_tpl_value *ld_tpl_value_from_json_borrowed(ld_arena *a, const cJSON *j)
     return from_json(a, j, true);
 }
 
-bool tv_truthy(const ld_tpl_value *v)
+bool ld_tv_truthy(const ld_tpl_value *v)
 {
     switch (v->kind) {
     case TV_BOOL: return v->u.b;
@@ -264,7 +264,7 @@ bool tv_truthy(const ld_tpl_value *v)
 static bool is_num(const ld_tpl_value *v) { return v->kind == TV_BOOL || v->kind == TV_INT || v->kind == TV_FLOAT; }
 static double num(const ld_tpl_value *v) { return v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b; }
 
-bool tv_equal(const ld_tpl_value *a, const ld_tpl_value *b)
+bool ld_tv_equal(const ld_tpl_value *a, const ld_tpl_value *b)
 {
     if (is_num(a) && is_num(b)) {
         if (a->kind != TV_FLOAT && b->kind != TV_FLOAT)
@@ -278,20 +278,20 @@ bool tv_equal(const ld_tpl_value *a, const ld_tpl_value *b)
     case TV_LIST:
         if (a->u.list.n != b->u.list.n || (a->flags & TV_F_TUPLE) != (b->flags & TV_F_TUPLE)) return false;
         for (size_t i = 0; i < a->u.list.n; i++)
-            if (!tv_equal(a->u.list.items[i], b->u.list.items[i])) return false;
+            if (!ld_tv_equal(a->u.list.items[i], b->u.list.items[i])) return false;
         return true;
     case TV_DICT:
         if (a->u.dict.n != b->u.dict.n) return false;
         for (size_t i = 0; i < a->u.dict.n; i++) {
-            const ld_tpl_value *o = tv_dict_getv(b, a->u.dict.keys[i]);
-            if (!o || !tv_equal(a->u.dict.vals[i], o)) return false;
+            const ld_tpl_value *o = ld_tv_dict_getv(b, a->u.dict.keys[i]);
+            if (!o || !ld_tv_equal(a->u.dict.vals[i], o)) return false;
         }
         return true;
     default: return a == b;
     }
 }
 
-int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok)
+int ld_tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok)
 {
     *ok = true;
     if (is_num(a) && is_num(b)) {
@@ -310,8 +310,8 @@ int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok)
     }
     if (a->kind == TV_LIST && b->kind == TV_LIST) {
         for (size_t i = 0; i < a->u.list.n && i < b->u.list.n; i++) {
-            if (tv_equal(a->u.list.items[i], b->u.list.items[i])) continue;
-            return tv_compare(a->u.list.items[i], b->u.list.items[i], ok);
+            if (ld_tv_equal(a->u.list.items[i], b->u.list.items[i])) continue;
+            return ld_tv_compare(a->u.list.items[i], b->u.list.items[i], ok);
         }
         return (a->u.list.n > b->u.list.n) - (a->u.list.n < b->u.list.n);
     }
@@ -319,7 +319,7 @@ int tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok)
     return 0;
 }
 
-const char *tv_type_name(const ld_tpl_value *v)
+const char *ld_tv_type_name(const ld_tpl_value *v)
 {
     static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str",
                                         "list", "dict", "Namespace", "Macro", "method", "function"};
@@ -328,18 +328,18 @@ const char *tv_type_name(const ld_tpl_value *v)
     return names[v->kind];
 }
 
-size_t tv_utf8_count(const char *s, size_t len)
+size_t ld_tv_utf8_count(const char *s, size_t len)
 {
     size_t n = 0;
     for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
     return n;
 }
 
-static void puts_(tv_buf *b, const char *s) { tv_buf_put(b, s, strlen(s)); }
+static void puts_(tv_buf *b, const char *s) { ld_tv_buf_put(b, s, strlen(s)); }
 
 /* Python repr(float): the shortest digits that round-trip, fixed notation
  * for exponents -4..15, else d.ddde+XX. */
-void tv_float_repr(tv_buf *b, double f)
+void ld_tv_float_repr(tv_buf *b, double f)
 {
     char tmp[64], out[80];
     if (isnan(f)) { puts_(b, "nan"); return; }
@@ -391,39 +391,39 @@ static void int_print(tv_buf *b, int64_t i)
     puts_(b, t);
 }
 
-bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
+bool ld_tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
 {
     switch (v->kind) {
     case TV_UNDEF: return !repr;
     case TV_NONE: puts_(b, "None"); return true;
     case TV_BOOL: puts_(b, v->u.b ? "True" : "False"); return true;
     case TV_INT: int_print(b, v->u.i); return true;
-    case TV_FLOAT: tv_float_repr(b, v->u.f); return true;
+    case TV_FLOAT: ld_tv_float_repr(b, v->u.f); return true;
     case TV_STR:
-        if (repr) tv_str_repr(b, v->u.str.s, v->u.str.len);
-        else tv_buf_put(b, v->u.str.s, v->u.str.len);
+        if (repr) ld_tv_str_repr(b, v->u.str.s, v->u.str.len);
+        else ld_tv_buf_put(b, v->u.str.s, v->u.str.len);
         return true;
     case TV_LIST: {
         if (v->flags & TV_F_GEN) return false;
         bool tup = v->flags & TV_F_TUPLE;
-        tv_buf_putc(b, tup ? '(' : '[');
+        ld_tv_buf_putc(b, tup ? '(' : '[');
         for (size_t i = 0; i < v->u.list.n; i++) {
             if (i) puts_(b, ", ");
-            if (!tv_print(b, v->u.list.items[i], true)) return false;
+            if (!ld_tv_print(b, v->u.list.items[i], true)) return false;
         }
-        if (tup && v->u.list.n == 1) tv_buf_putc(b, ',');
-        tv_buf_putc(b, tup ? ')' : ']');
+        if (tup && v->u.list.n == 1) ld_tv_buf_putc(b, ',');
+        ld_tv_buf_putc(b, tup ? ')' : ']');
         return true;
     }
     case TV_DICT:
-        tv_buf_putc(b, '{');
+        ld_tv_buf_putc(b, '{');
         for (size_t i = 0; i < v->u.dict.n; i++) {
             if (i) puts_(b, ", ");
-            if (!tv_print(b, v->u.dict.keys[i], true)) return false;
+            if (!ld_tv_print(b, v->u.dict.keys[i], true)) return false;
             puts_(b, ": ");
-            if (!tv_print(b, v->u.dict.vals[i], true)) return false;
+            if (!ld_tv_print(b, v->u.dict.vals[i], true)) return false;
         }
-        tv_buf_putc(b, '}');
+        ld_tv_buf_putc(b, '}');
         return true;
     default: return false;
     }
@@ -431,8 +431,8 @@ bool tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
 
 static void newline_indent(tv_buf *b, int indent, int depth)
 {
-    tv_buf_putc(b, '\n');
-    for (int i = 0; i < indent * depth; i++) tv_buf_putc(b, ' ');
+    ld_tv_buf_putc(b, '\n');
+    for (int i = 0; i < indent * depth; i++) ld_tv_buf_putc(b, ' ');
 }
 
 /* The order json.dumps(sort_keys=True) writes d's items in: a malloc'd
@@ -445,7 +445,7 @@ static size_t *sorted_keys(const ld_tpl_value *d, const char **why)
         size_t j = i;
         for (; j > 0; j--) {
             bool ok;
-            int c = tv_compare(d->u.dict.keys[ix[j - 1]], d->u.dict.keys[i], &ok);
+            int c = ld_tv_compare(d->u.dict.keys[ix[j - 1]], d->u.dict.keys[i], &ok);
             if (!ok) return free(ix), *why = "'<' not supported between the key types", NULL;
             if (c <= 0) break;
             ix[j] = ix[j - 1];
@@ -455,7 +455,7 @@ static size_t *sorted_keys(const ld_tpl_value *d, const char **why)
     return ix;
 }
 
-bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
+bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
                const char *key_sep, int flags, int depth, const char **why)
 {
     if (depth > 200) return *why = "nesting too deep", false;
@@ -466,16 +466,16 @@ bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_se
     case TV_FLOAT:
         if (isnan(v->u.f)) puts_(b, "NaN");
         else if (isinf(v->u.f)) puts_(b, v->u.f < 0 ? "-Infinity" : "Infinity");
-        else tv_float_repr(b, v->u.f);
+        else ld_tv_float_repr(b, v->u.f);
         return true;
-    case TV_STR: tv_json_str(b, v->u.str.s, v->u.str.len, flags & TV_JSON_ASCII); return true;
+    case TV_STR: ld_tv_json_str(b, v->u.str.s, v->u.str.len, flags & TV_JSON_ASCII); return true;
     case TV_LIST:
     case TV_DICT: {
         bool list = v->kind == TV_LIST;
         size_t n = list ? v->u.list.n : v->u.dict.n;
         if (list && (v->flags & TV_F_GEN)) return *why = "Object of type generator is not JSON serializable", false;
-        tv_buf_putc(b, list ? '[' : '{');
-        if (!n) return tv_buf_putc(b, list ? ']' : '}'), true;
+        ld_tv_buf_putc(b, list ? '[' : '{');
+        if (!n) return ld_tv_buf_putc(b, list ? ']' : '}'), true;
         bool sort_keys = !list && (flags & TV_JSON_SORT_KEYS);
         size_t *order = sort_keys ? sorted_keys(v, why) : NULL;
         if (sort_keys && !order) return false;
@@ -486,11 +486,11 @@ bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_se
             if (indent >= 0) newline_indent(b, indent, depth + 1);
             if (!list) {
                 const ld_tpl_value *k = v->u.dict.keys[i];
-                if (k->kind == TV_STR) tv_json_str(b, k->u.str.s, k->u.str.len, flags & TV_JSON_ASCII);
+                if (k->kind == TV_STR) ld_tv_json_str(b, k->u.str.s, k->u.str.len, flags & TV_JSON_ASCII);
                 else if (k->kind == TV_INT || k->kind == TV_FLOAT) {
-                    tv_buf_putc(b, '"');
-                    tv_tojson(b, k, -1, "", "", 0, depth, why);
-                    tv_buf_putc(b, '"');
+                    ld_tv_buf_putc(b, '"');
+                    ld_tv_tojson(b, k, -1, "", "", 0, depth, why);
+                    ld_tv_buf_putc(b, '"');
                 } else if (k->kind == TV_BOOL) puts_(b, k->u.b ? "\"true\"" : "\"false\"");
                 else if (k->kind == TV_NONE) puts_(b, "\"null\"");
                 else {
@@ -499,13 +499,13 @@ bool tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_se
                 }
                 puts_(b, key_sep);
             }
-            ok = tv_tojson(b, list ? v->u.list.items[i] : v->u.dict.vals[i], indent, item_sep, key_sep, flags,
+            ok = ld_tv_tojson(b, list ? v->u.list.items[i] : v->u.dict.vals[i], indent, item_sep, key_sep, flags,
                            depth + 1, why);
         }
         free(order);
         if (!ok) return false;
         if (indent >= 0) newline_indent(b, indent, depth);
-        tv_buf_putc(b, list ? ']' : '}');
+        ld_tv_buf_putc(b, list ? ']' : '}');
         return true;
     }
     default:
@@ -525,7 +525,7 @@ ld_status ld_tpl_json_dumps(const struct cJSON *j, int indent, char **out,
     ld_tpl_value *v = ld_tpl_value_from_json(&a, j);
     tv_buf b = { 0 };
     const char *why = NULL;
-    bool ok = v && tv_tojson(&b, v, indent, ", ", ": ", 0, 0, &why);
+    bool ok = v && ld_tv_tojson(&b, v, indent, ", ", ": ", 0, 0, &why);
     ld_arena_release(&a);
     if (!ok || b.failed) {
         free(b.p);
