@@ -37,6 +37,12 @@ typedef struct ld_error {
     uint64_t line;     /* 1-based input line; 0 if not line-oriented */
     uint64_t offset;   /* byte offset in the file (or buffer) */
     char msg[256];     /* lower-case, no full stop, subject in '...' */
+    /* Where the error arose: LD_FAIL's source file (relative to the
+     * repository root) and line, in builds without NDEBUG (the default and
+     * the tests' builds); NULL and 0 otherwise, or for a record filled by
+     * hand.  For developers: cmd/ shows it with LOGDIFF_DEBUG=1. */
+    const char *origin_file;
+    int origin_line;
 } ld_error;
 
 /* Constant, static description of a status code. */
@@ -63,17 +69,20 @@ static inline void ld_error_clear(ld_error *err)
     if (err) memset(err, 0, sizeof *err);
 }
 
-/* Fill `err` (if not NULL) and return `code`; the message is printf-style. */
+/* Fill `err` (if not NULL) and return `code`; the message is printf-style.
+ * `file` and `line` (NULL and 0: unknown) say where the error arose. */
 #if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
+__attribute__((format(printf, 6, 7)))
 #endif
-static inline ld_status ld_fail(ld_error *err, ld_status code, uint64_t offset,
-                                const char *fmt, ...)
+static inline ld_status ld_fail_at(ld_error *err, const char *file, int line, ld_status code, uint64_t offset,
+                                   const char *fmt, ...)
 {
     if (err) {
         va_list ap;
         err->code = code;
         err->offset = offset;
+        err->origin_file = file;
+        err->origin_line = line;
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
@@ -81,7 +90,14 @@ static inline ld_status ld_fail(ld_error *err, ld_status code, uint64_t offset,
     return code;
 }
 
-#define LD_FAIL(err, code, off, ...) ld_fail((err), (code), (off), __VA_ARGS__)
+/* LD_FAIL(err, code, offset, fmt, ...): the one way library code reports an
+ * error (as zstd's RETURN_ERROR_IF); records its file and line unless
+ * NDEBUG. */
+#ifndef NDEBUG
+#define LD_FAIL(err, code, off, ...) ld_fail_at((err), __FILE__, __LINE__, (code), (off), __VA_ARGS__)
+#else
+#define LD_FAIL(err, code, off, ...) ld_fail_at((err), NULL, 0, (code), (off), __VA_ARGS__)
+#endif
 
 /* Forward a non-OK status from a call to the caller. */
 #define LD_TRY(expr)                         \

@@ -1,6 +1,7 @@
 /* logread.c - see logread.h. */
 #include "logread.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "parse/pylit/pylit_json.h"
@@ -31,16 +32,27 @@ cJSON *ld_cli_error_json(const char *kind, const ld_error *e)
     return row;
 }
 
+const char *ld_cli_error_origin(const ld_error *e, char *buf, size_t cap)
+{
+    const char *debug = getenv("LOGDIFF_DEBUG");
+    buf[0] = 0;
+    if (debug && *debug && strcmp(debug, "0") && e->origin_file)
+        snprintf(buf, cap, " [%s:%d]", e->origin_file, e->origin_line);
+    return buf;
+}
+
 static void print_problem(FILE *f, const ld_error *e)
 {
+    char at[300];
+    ld_cli_error_origin(e, at, sizeof at);
     if (e->line)
-        fprintf(f, "logdiff: %s:%llu: byte %llu: %s\n", e->path ? e->path : "-",
-                (unsigned long long)e->line, (unsigned long long)e->offset, e->msg);
+        fprintf(f, "logdiff: %s:%llu: byte %llu: %s%s\n", e->path ? e->path : "-",
+                (unsigned long long)e->line, (unsigned long long)e->offset, e->msg, at);
     else if (e->offset)
-        fprintf(f, "logdiff: %s: byte %llu: %s\n", e->path ? e->path : "-",
-                (unsigned long long)e->offset, e->msg);
+        fprintf(f, "logdiff: %s: byte %llu: %s%s\n", e->path ? e->path : "-",
+                (unsigned long long)e->offset, e->msg, at);
     else /* failed before any byte was read: opening */
-        fprintf(f, "logdiff: %s: %s\n", e->path ? e->path : "-", e->msg);
+        fprintf(f, "logdiff: %s: %s%s\n", e->path ? e->path : "-", e->msg, at);
 }
 
 static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)

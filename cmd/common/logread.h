@@ -35,6 +35,11 @@ const char *ld_cli_request_where(const ld_request *r, char *buf, size_t cap,
 const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap);
 
 /* JSON for an error record / problem: {"rid": null, "error": {...}}. */
+/* " [file.c:123]", where the error arose, when LOGDIFF_DEBUG is set in the
+ * environment and the build records it (ld_error.h's origin_file); else "".
+ * Into buf. */
+const char *ld_cli_error_origin(const ld_error *e, char *buf, size_t cap);
+
 cJSON *ld_cli_error_json(const char *kind, const ld_error *e);
 
 #endif

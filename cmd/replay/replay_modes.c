@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd/common/logread.h"
 #include "cmd/replay/replay_batched.h"
 #include "cmd/replay/replay_kernels.h"
 #include "replay/run/replay_compare.h"
@@ -15,8 +16,10 @@
 
 void ld_cli_replay_error(struct ld_cli *cli, const char *what, const ld_error *e)
 {
-    if (e->path) fprintf(cli->err, PFX "%s: %s: %s\n", what, e->path, e->msg);
-    else fprintf(cli->err, PFX "%s: %s\n", what, e->msg);
+    char at[300];
+    ld_cli_error_origin(e, at, sizeof at);
+    if (e->path) fprintf(cli->err, PFX "%s: %s: %s%s\n", what, e->path, e->msg, at);
+    else fprintf(cli->err, PFX "%s: %s%s\n", what, e->msg, at);
 }
 
 /* --tp-rank: this process joins its group; a rank but 0 reports to /dev/null */

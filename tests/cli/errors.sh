@@ -4,6 +4,10 @@
 . "$(dirname "$0")/lib.bash"
 run "missing file" 2 "$LOGDIFF" scan "$WORK/no-such.log"
 check "missing file named" grep -q "no-such.log" "$WORK/err"
+check "no origin without LOGDIFF_DEBUG" bash -c "! grep -q '\\[parse/' '$WORK/err'"
+# LOGDIFF_DEBUG=1: the file and line of the library that raised the error (LD_FAIL's record)
+LOGDIFF_DEBUG=1 "$LOGDIFF" scan "$WORK/no-such.log" >/dev/null 2>"$WORK/err-debug"
+check "LOGDIFF_DEBUG: the error's origin" grep -qE "no-such.log: .*\[parse/input/[a-z_]+\.c:[0-9]+\]$" "$WORK/err-debug"
 
 # a log with a request line cut in the middle (a fragment) between good requests
 good="$DEMO/server-0.log"
