@@ -63,23 +63,22 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_cli_diff_report rep;
     ld_cli_diff_report_init(&rep, cli);
     int no_conv = 0;
-    const char *tpl_path = NULL, *model_dir = NULL, *server = "sglang", *tok_path = NULL;
-    ld_cli_replay_opts replay = { NULL, NULL, 0 };
-    ld_rerender rr = { 0 };
+    ld_cli_check_flags f = { .server = "sglang" };
+    ld_cli_checks chk = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
         { LD_OPT_BOOL, 'v', "verbose", &rep.verbose, NULL, "also list info findings and ok requests' findings" },
         { LD_OPT_BOOL, 0, "no-conversations", &no_conv, NULL, "judge each request alone" },
-        { LD_OPT_STRING, 0, "template", &tpl_path, "SRC", "re-render through this chat template and compare" },
-        { LD_OPT_STRING, 0, "model", &model_dir, "DIR", "same, with the template of this model directory" },
-        { LD_OPT_STRING, 0, "server", &server, "NAME", "preprocessing before the template: sglang (default) or hf" },
-        { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
-        { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
-        { LD_OPT_STRING, 0, "tokenizer", &tok_path, "SRC", "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" },
-        { LD_OPT_STRING, 0, "replay", &replay.dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
-        { LD_OPT_STRING, 0, "replay-backend", &replay.backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
-        { LD_OPT_INT, 0, "replay-tp", &replay.tp, "N", "split the replay over N tensor-parallel ranks" },
+        { LD_OPT_STRING, 0, "template", &f.tpl_path, "SRC", "re-render through this chat template and compare" },
+        { LD_OPT_STRING, 0, "model", &f.model_dir, "DIR", "same, with the template of this model directory" },
+        { LD_OPT_STRING, 0, "server", &f.server, "NAME", "preprocessing before the template: sglang (default) or hf" },
+        { LD_OPT_STRING, 0, "bos-token", &chk.rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" },
+        { LD_OPT_STRING, 0, "eos-token", &chk.rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" },
+        { LD_OPT_STRING, 0, "tokenizer", &f.tok_path, "SRC", "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" },
+        { LD_OPT_STRING, 0, "replay", &f.replay.dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
+        { LD_OPT_STRING, 0, "replay-backend", &f.replay.backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
+        { LD_OPT_INT, 0, "replay-tp", &f.replay.tp, "N", "split the replay over N tensor-parallel ranks" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -89,49 +88,20 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
         return LD_EXIT_TROUBLE;
     }
-    const char *problem = ld_cli_replay_problem(&replay);
-    if (problem) {
-        fprintf(cli->err, "logdiff diff: %s\n", problem);
-        return LD_EXIT_TROUBLE;
-    }
-    ld_tpl_source *src = NULL;
-    ld_tok *tok = NULL;
-    ld_replay_engine *engine = NULL;
-    if (ld_cli_load_template(cli, "diff", tpl_path, model_dir, server, &rr, &src) != 0) return LD_EXIT_TROUBLE;
-    if (ld_cli_load_tokenizer(cli, "diff", tok_path, &tok) != 0 ||
-        ld_cli_load_replay(cli, "diff", &replay, &engine) != 0) {
-        ld_tpl_source_free(src);
-        ld_tok_free(tok);
-        return LD_EXIT_TROUBLE;
-    }
-    ld_arena render_scratch; /* reused by every re-render */
-    ld_arena_init(&render_scratch, 0);
-    rr.chat.scratch = &render_scratch;
-    rep.checks.rerender = src ? &rr : NULL;
-    rep.checks.tok = tok;
-    rep.checks.replay = engine;
+    if (ld_cli_checks_load(cli, "diff", &f, &chk) != 0) return LD_EXIT_TROUBLE;
+    rep.checks = chk.judge;
     ld_diff_options dopts = { { 0 }, no_conv };
     ld_error e;
     ld_error_clear(&e);
-    if (ld_differ_new(&dopts, &rep.differ, &e) != LD_OK) {
-        fprintf(cli->err, "logdiff diff: %s\n", e.msg);
-        ld_tpl_source_free(src);
-        ld_tok_free(tok);
-        ld_replay_engine_close(engine);
-        ld_arena_release(&render_scratch);
-        return LD_EXIT_TROUBLE;
-    }
+    rc = ld_differ_new(&dopts, &rep.differ, &e) == LD_OK ? 0 : -1;
+    if (rc != 0) fprintf(cli->err, "logdiff diff: %s\n", e.msg);
     ld_pair_options opts = { 0 };
-    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
-                 (ld_judge_needs_values(&rep.checks) ? LD_PAIR_KEEP_VALUES : 0);
+    opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS | (ld_judge_needs_values(&rep.checks) ? LD_PAIR_KEEP_VALUES : 0);
     ld_cli_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
-    rc = ld_cli_logread_run(&lr, argv + 1, n_args, &opts, ld_cli_diff_report_request, &rep);
+    if (rc == 0) rc = ld_cli_logread_run(&lr, argv + 1, n_args, &opts, ld_cli_diff_report_request, &rep);
     if (rc == 0) ld_cli_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
-    ld_tpl_source_free(src);
-    ld_tok_free(tok);
-    ld_replay_engine_close(engine);
-    ld_arena_release(&render_scratch);
+    ld_cli_checks_free(&chk);
     ld_arena_release(&rep.arena);
     if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;
     if (rep.only_rid && !rep.n_reported) {

@@ -141,18 +141,6 @@ static int has_weights(const char *dir)
 /* --model DIR: its chat template (when it has one) and its weights (when it
  * has them) for the replay; --replay DIR: the replay.  Sets *tpl_dir (the
  * directory to take the template from, or NULL) and *replay_dir. */
-/* the engine of --replay (or --model's weights) with --replay-backend / --replay-tp */
-static int load_replay(const ld_cli_regress_opts *o, struct ld_cli *cli, const char *dir, ld_replay_engine **e)
-{
-    ld_cli_replay_opts jr = { dir, o->replay_backend, o->replay_tp };
-    const char *problem = ld_cli_replay_problem(&jr);
-    if (problem) {
-        fprintf(cli->err, "logdiff regress: %s\n", problem);
-        return -1;
-    }
-    return ld_cli_load_replay(cli, "regress", &jr, e);
-}
-
 static int model_sources(const ld_cli_regress_opts *o, struct ld_cli *cli, const char **tpl_dir, const char **replay_dir)
 {
     *tpl_dir = o->model;
@@ -227,7 +215,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, 0 };
-    ld_rerender rr = { 0 };
+    ld_cli_checks chk = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
         { LD_OPT_BOOL, 0, "update-baseline", &o.update, NULL, "write the verdicts to the baseline FILE" },
@@ -244,8 +232,8 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "replay-tp", &o.replay_tp, "N", "split the replay over N tensor-parallel ranks" },
         { LD_OPT_STRING, 0, "tokenizer", &o.tokenizer, "SRC", "check logged input ids against the prompt text" },
         { LD_OPT_STRING, 0, "server", &o.server, "NAME", "preprocessing before the template: sglang or hf" },
-        { LD_OPT_STRING, 0, "bos-token", &rr.chat.bos_token, "S", "bos_token for the template" },
-        { LD_OPT_STRING, 0, "eos-token", &rr.chat.eos_token, "S", "eos_token for the template" },
+        { LD_OPT_STRING, 0, "bos-token", &chk.rr.chat.bos_token, "S", "bos_token for the template" },
+        { LD_OPT_STRING, 0, "eos-token", &chk.rr.chat.eos_token, "S", "eos_token for the template" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -268,31 +256,14 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
     ld_arena_init(&run.strings, 0);
     ld_baseline_init(&run.base);
     ld_baseline_init(&run.cur);
-    ld_tpl_source *src = NULL;
-    ld_tok *tok = NULL;
-    ld_arena scratch;
-    ld_arena_init(&scratch, 0);
-    rr.chat.scratch = &scratch;
-    ld_judge_checks checks = { NULL, NULL, NULL };
-    ld_replay_engine *engine = NULL;
     const char *tpl_dir = NULL, *replay_dir = NULL;
-    rc = (!o.update && load_baseline(&run, cli) != 0) ||
-         model_sources(&o, cli, &tpl_dir, &replay_dir) != 0 ||
-         ld_cli_load_template(cli, "regress", o.tpl, tpl_dir, o.server, &rr, &src) != 0 ||
-         ld_cli_load_tokenizer(cli, "regress", o.tokenizer, &tok) != 0 ||
-         load_replay(&o, cli, replay_dir, &engine) != 0;
+    rc = (!o.update && load_baseline(&run, cli) != 0) || model_sources(&o, cli, &tpl_dir, &replay_dir) != 0;
+    ld_cli_check_flags f = { o.tpl, tpl_dir, o.server, o.tokenizer, { replay_dir, o.replay_backend, o.replay_tp } };
+    rc = rc || ld_cli_checks_load(cli, "regress", &f, &chk) != 0;
     run.template_desc = o.tpl ? o.tpl : tpl_dir;
-    if (!rc) {
-        checks.rerender = src ? &rr : NULL;
-        checks.tok = tok;
-        checks.replay = engine;
-    }
-    rc = rc || run_inputs(&run, &o, &checks) != 0 || write_outputs(&run, &o) != 0
+    rc = rc || run_inputs(&run, &o, &chk.judge) != 0 || write_outputs(&run, &o) != 0
          ? LD_EXIT_TROUBLE : exit_status(&run, o.update);
     ld_cli_regress_run_free(&run);
-    ld_tpl_source_free(src);
-    ld_tok_free(tok);
-    ld_replay_engine_close(engine);
-    ld_arena_release(&scratch);
+    ld_cli_checks_free(&chk);
     return rc;
 }

@@ -63,3 +63,36 @@ int ld_cli_load_replay(struct ld_cli *cli, const char *cmd, const ld_cli_replay_
     else fprintf(cli->err, "logdiff %s: --replay %s: %s%s\n", cmd, o->dir, what, err.msg);
     return -1;
 }
+
+int ld_cli_checks_load(struct ld_cli *cli, const char *cmd, const ld_cli_check_flags *f, ld_cli_checks *c)
+{
+    c->src = NULL;
+    c->tok = NULL;
+    c->engine = NULL;
+    ld_arena_init(&c->scratch, 0);
+    c->rr.chat.scratch = &c->scratch;
+    c->judge = (ld_judge_checks){ NULL, NULL, NULL };
+    const char *problem = ld_cli_replay_problem(&f->replay);
+    if (problem) fprintf(cli->err, "logdiff %s: %s\n", cmd, problem);
+    if (problem || ld_cli_load_template(cli, cmd, f->tpl_path, f->model_dir, f->server, &c->rr, &c->src) != 0 ||
+        ld_cli_load_tokenizer(cli, cmd, f->tok_path, &c->tok) != 0 ||
+        ld_cli_load_replay(cli, cmd, &f->replay, &c->engine) != 0) {
+        ld_cli_checks_free(c);
+        return -1;
+    }
+    c->judge.rerender = c->src ? &c->rr : NULL;
+    c->judge.tok = c->tok;
+    c->judge.replay = c->engine;
+    return 0;
+}
+
+void ld_cli_checks_free(ld_cli_checks *c)
+{
+    ld_tpl_source_free(c->src);
+    ld_tok_free(c->tok);
+    ld_replay_engine_close(c->engine);
+    ld_arena_release(&c->scratch);
+    c->src = NULL;
+    c->tok = NULL;
+    c->engine = NULL;
+}

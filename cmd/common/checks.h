@@ -37,4 +37,27 @@ const char *ld_cli_replay_problem(const ld_cli_replay_opts *o);
  * printed. */
 int ld_cli_load_replay(struct ld_cli *cli, const char *cmd, const ld_cli_replay_opts *o, ld_replay_engine **e);
 
+/* The checks' flags of a command, as given (NULL / 0: not given). */
+typedef struct ld_cli_check_flags {
+    const char *tpl_path, *model_dir, *server, *tok_path;
+    ld_cli_replay_opts replay;
+} ld_cli_check_flags;
+
+/* What the flags loaded (owned: ld_cli_checks_free) and the judge's view
+ * of it.  rr.chat's bos / eos overrides are the caller's to set before
+ * loading. */
+typedef struct ld_cli_checks {
+    ld_rerender rr;
+    ld_tpl_source *src;
+    ld_tok *tok;
+    ld_replay_engine *engine;
+    ld_arena scratch; /* every re-render's, reused */
+    ld_judge_checks judge;
+} ld_cli_checks;
+
+/* Loads what `f` asks for into *c: 0, or -1 with the reason printed (and
+ * *c freed). */
+int ld_cli_checks_load(struct ld_cli *cli, const char *cmd, const ld_cli_check_flags *f, ld_cli_checks *c);
+void ld_cli_checks_free(ld_cli_checks *c);
+
 #endif

@@ -92,30 +92,111 @@ static int json_u64(const cJSON *j, uint64_t *out)
     return 1;
 }
 
+/* The header of a file: its JSON object parsed (the caller's:
+ * cJSON_Delete), *n its length; the data buffer follows it. */
+static ld_status read_header(const uint8_t *base, size_t len, cJSON **root, uint64_t *n, ld_error *err)
+{
+    *root = NULL;
+    if (len < 8) return LD_FAIL(err, LD_ERR_TRUNCATED, 0, "file shorter than the 8-byte header length");
+    *n = 0;
+    for (int i = 7; i >= 0; i--) *n = (*n << 8) | base[i];
+    if (*n > LD_ST_MAX_HEADER)
+        return LD_FAIL(err, LD_ERR_LIMIT, 0, "header length %llu exceeds %u bytes",
+                       (unsigned long long)*n, LD_ST_MAX_HEADER);
+    if (*n > len - 8)
+        return LD_FAIL(err, LD_ERR_TRUNCATED, 0, "header length %llu runs past the end of the file (%zu bytes)",
+                       (unsigned long long)*n, len);
+    if (*n < 2 || base[8] != '{') return LD_FAIL(err, LD_ERR_SYNTAX, 8, "header is not a JSON object");
+    *root = cJSON_ParseWithLength((const char *)base + 8, (size_t)*n);
+    if (!*root || !cJSON_IsObject(*root)) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        return LD_FAIL(err, LD_ERR_SYNTAX, 8, "header is not a JSON object");
+    }
+    return LD_OK;
+}
+
+/* x's dtype and shape from entry e; *elems their element count */
+static ld_status entry_shape(const cJSON *e, const char *name, ld_st_tensor *x, uint64_t *elems, ld_error *err)
+{
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(of))
+        return LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': needs \"dtype\", \"shape\" and \"data_offsets\"", name);
+    int d;
+    for (d = 0; d < LD_DT_COUNT; d++)
+        if (strcmp(dt->valuestring, dtypes[d].name) == 0) break;
+    if (d == LD_DT_COUNT)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 8, "tensor '%.120s': dtype '%.20s' not supported", name, dt->valuestring);
+    x->dtype = (ld_dtype)d;
+    int nd = cJSON_GetArraySize(sh);
+    if (nd > LD_ST_MAX_DIMS)
+        return LD_FAIL(err, LD_ERR_LIMIT, 8, "tensor '%.120s': %d dimensions (at most %d)", name, nd, LD_ST_MAX_DIMS);
+    x->n_dims = nd;
+    *elems = 1;
+    int k = 0;
+    for (const cJSON *s = sh->child; s; s = s->next, k++) {
+        if (!json_u64(s, &x->shape[k]))
+            return LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': shape is not a list of non-negative integers", name);
+        if (x->shape[k] && *elems > UINT64_MAX / x->shape[k])
+            return LD_FAIL(err, LD_ERR_LIMIT, 8, "tensor '%.120s': element count overflows", name);
+        *elems *= x->shape[k];
+    }
+    return LD_OK;
+}
+
+/* x's data: data_offsets within the buffer buf [buf_len] (at byte
+ * buf_off of the file), as many bytes as the shape and dtype say */
+static ld_status entry_data(const cJSON *e, const char *name, const uint8_t *buf, uint64_t buf_len, uint64_t buf_off,
+                            uint64_t elems, ld_st_tensor *x, ld_error *err)
+{
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    uint64_t b = 0, en = 0;
+    if (cJSON_GetArraySize(of) != 2 || !json_u64(of->child, &b) || !json_u64(of->child->next, &en) || b > en)
+        return LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': data_offsets is not [begin, end] with begin <= end", name);
+    if (en > buf_len)
+        return LD_FAIL(err, LD_ERR_TRUNCATED, buf_off, "tensor '%.120s': data_offsets [%llu, %llu] run past the end of the buffer (%llu bytes)",
+                       name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)buf_len);
+    size_t es = dtypes[x->dtype].size;
+    if (elems > UINT64_MAX / es || elems * es != en - b)
+        return LD_FAIL(err, LD_ERR_MISMATCH, buf_off + b, "tensor '%.120s': shape x %s size is not the %llu bytes of data_offsets",
+                       name, dtypes[x->dtype].name, (unsigned long long)(en - b));
+    x->n_elems = elems;
+    x->data = buf + b;
+    x->n_bytes = en - b;
+    x->name = strdup(name);
+    return x->name ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+}
+
+/* No two of the tensors t[0..m) overlap (zero-size ones never do). */
+static ld_status check_overlap(const uint8_t *base, const ld_st_tensor *t, size_t m, ld_error *err)
+{
+    const ld_st_tensor **by = malloc((m ? m : 1) * sizeof *by);
+    if (!by) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (size_t i = 0; i < m; i++) by[i] = &t[i];
+    qsort(by, m, sizeof *by, cmp_offset);
+    const ld_st_tensor *prev = NULL;
+    ld_status st = LD_OK;
+    for (size_t i = 0; i < m && st == LD_OK; i++) {
+        if (!by[i]->n_bytes) continue;
+        if (prev && by[i]->data < prev->data + prev->n_bytes)
+            st = LD_FAIL(err, LD_ERR_MISMATCH, (uint64_t)(by[i]->data - base),
+                         "tensor '%.100s' overlaps tensor '%.100s'", by[i]->name, prev->name);
+        prev = by[i];
+    }
+    free(by);
+    return st;
+}
+
 /* Parse the tensors of one file into `*out` (appending to the n entries
  * already there).  `base` is the file's first byte. */
 static ld_status parse_file(const uint8_t *base, size_t len, int shard,
                             ld_st_tensor **tens, size_t *n_tens, ld_error *err)
 {
-    if (len < 8) return LD_FAIL(err, LD_ERR_TRUNCATED, 0, "file shorter than the 8-byte header length");
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = (n << 8) | base[i];
-    if (n > LD_ST_MAX_HEADER)
-        return LD_FAIL(err, LD_ERR_LIMIT, 0, "header length %llu exceeds %u bytes",
-                       (unsigned long long)n, LD_ST_MAX_HEADER);
-    if (n > len - 8)
-        return LD_FAIL(err, LD_ERR_TRUNCATED, 0, "header length %llu runs past the end of the file (%zu bytes)",
-                       (unsigned long long)n, len);
-    if (n < 2 || base[8] != '{')
-        return LD_FAIL(err, LD_ERR_SYNTAX, 8, "header is not a JSON object");
-    const uint8_t *buf = base + 8 + n;
-    uint64_t buf_len = len - 8 - n;
-
-    cJSON *root = cJSON_ParseWithLength((const char *)base + 8, (size_t)n);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return LD_FAIL(err, LD_ERR_SYNTAX, 8, "header is not a JSON object");
-    }
+    cJSON *root;
+    uint64_t n;
+    LD_TRY(read_header(base, len, &root, &n, err));
     size_t count = 0;
     for (cJSON *e = root->child; e; e = e->next) count++;
     ld_st_tensor *t = realloc(*tens, (*n_tens + count + 1) * sizeof *t);
@@ -126,104 +207,25 @@ static ld_status parse_file(const uint8_t *base, size_t len, int shard,
     *tens = t;
     ld_status st = LD_OK;
     size_t first = *n_tens;
-    for (cJSON *e = root->child; e; e = e->next) {
+    for (cJSON *e = root->child; e && st == LD_OK; e = e->next) {
         const char *name = e->string ? e->string : "";
-        if (strcmp(name, "__metadata__") == 0) {
-            if (!cJSON_IsObject(e)) {
-                st = LD_FAIL(err, LD_ERR_SYNTAX, 8, "'__metadata__' is not an object");
-                break;
-            }
-            continue;
-        }
+        int meta = strcmp(name, "__metadata__") == 0;
         if (!cJSON_IsObject(e)) {
-            st = LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': entry is not an object", name);
+            st = meta ? LD_FAIL(err, LD_ERR_SYNTAX, 8, "'__metadata__' is not an object")
+                      : LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': entry is not an object", name);
             break;
         }
+        if (meta) continue;
         ld_st_tensor *x = &t[*n_tens];
         memset(x, 0, sizeof *x);
         x->shard = shard;
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(of)) {
-            st = LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': needs \"dtype\", \"shape\" and \"data_offsets\"", name);
-            break;
-        }
-        int d;
-        for (d = 0; d < LD_DT_COUNT; d++)
-            if (strcmp(dt->valuestring, dtypes[d].name) == 0) break;
-        if (d == LD_DT_COUNT) {
-            st = LD_FAIL(err, LD_ERR_UNSUPPORTED, 8, "tensor '%.120s': dtype '%.20s' not supported", name, dt->valuestring);
-            break;
-        }
-        x->dtype = (ld_dtype)d;
-        int nd = cJSON_GetArraySize(sh);
-        if (nd > LD_ST_MAX_DIMS) {
-            st = LD_FAIL(err, LD_ERR_LIMIT, 8, "tensor '%.120s': %d dimensions (at most %d)", name, nd, LD_ST_MAX_DIMS);
-            break;
-        }
-        x->n_dims = nd;
-        uint64_t elems = 1;
-        int bad = 0;
-        int k = 0;
-        for (const cJSON *s = sh->child; s; s = s->next, k++) {
-            if (!json_u64(s, &x->shape[k])) { bad = 1; break; }
-            if (x->shape[k] && elems > UINT64_MAX / x->shape[k]) { bad = 2; break; }
-            elems *= x->shape[k];
-        }
-        if (bad) {
-            st = LD_FAIL(err, bad == 1 ? LD_ERR_SYNTAX : LD_ERR_LIMIT, 8,
-                         "tensor '%.120s': %s", name, bad == 1 ? "shape is not a list of non-negative integers" : "element count overflows");
-            break;
-        }
-        uint64_t b = 0, en = 0;
-        if (cJSON_GetArraySize(of) != 2 || !json_u64(of->child, &b) ||
-            !json_u64(of->child->next, &en) || b > en) {
-            st = LD_FAIL(err, LD_ERR_SYNTAX, 8, "tensor '%.120s': data_offsets is not [begin, end] with begin <= end", name);
-            break;
-        }
-        if (en > buf_len) {
-            st = LD_FAIL(err, LD_ERR_TRUNCATED, 8 + n, "tensor '%.120s': data_offsets [%llu, %llu] run past the end of the buffer (%llu bytes)",
-                         name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)buf_len);
-            break;
-        }
-        size_t es = dtypes[d].size;
-        if (elems > UINT64_MAX / es || elems * es != en - b) {
-            st = LD_FAIL(err, LD_ERR_MISMATCH, 8 + n + b, "tensor '%.120s': shape x %s size is not the %llu bytes of data_offsets",
-                         name, dtypes[d].name, (unsigned long long)(en - b));
-            break;
-        }
-        x->n_elems = elems;
-        x->data = buf + b;
-        x->n_bytes = en - b;
-        x->name = strdup(name);
-        if (!x->name) {
-            st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-            break;
-        }
-        (*n_tens)++;
+        uint64_t elems = 0;
+        st = entry_shape(e, name, x, &elems, err);
+        if (st == LD_OK) st = entry_data(e, name, base + 8 + n, len - 8 - n, 8 + n, elems, x, err);
+        if (st == LD_OK) (*n_tens)++;
     }
     cJSON_Delete(root);
-    if (st != LD_OK) return st;
-
-    /* no two tensors of this file overlap (zero-size ones never do) */
-    size_t m = *n_tens - first;
-    const ld_st_tensor **by = malloc((m ? m : 1) * sizeof *by);
-    if (!by) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    for (size_t i = 0; i < m; i++) by[i] = &t[first + i];
-    qsort(by, m, sizeof *by, cmp_offset);
-    const ld_st_tensor *prev = NULL;
-    for (size_t i = 0; i < m; i++) {
-        if (!by[i]->n_bytes) continue;
-        if (prev && by[i]->data < prev->data + prev->n_bytes) {
-            st = LD_FAIL(err, LD_ERR_MISMATCH, (uint64_t)(by[i]->data - base),
-                         "tensor '%.100s' overlaps tensor '%.100s'", by[i]->name, prev->name);
-            break;
-        }
-        prev = by[i];
-    }
-    free(by);
-    return st;
+    return st == LD_OK ? check_overlap(base, t + first, *n_tens - first, err) : st;
 }
 
 static ld_status finish(ld_safetensors *s, ld_error *err)

@@ -73,47 +73,15 @@ __global__ void mla_ref(float *o_lat, const float *q_abs, const float *q, const 
 #define MLA_RMAX 3    /* c <= MLA_RMAX * MLA_GTHREADS */
 #define MLA_MAXW 704  /* c + dr: (MLA_HG + MLA_KC) * (c + dr) floats of shared memory */
 
-/* block (t, group of MLA_HG heads, split s): the split's keys staged
- * MLA_KC at a time ([ckv | kpe] rows in shared memory), read by every head
- * of the group.  Per (head, key) a warp's dot (lanes over the latent then
- * the rope part, fmaf in order, shuffle tree) * scale; per head the max,
- * exps and their sum in key order; then o[h][i] = sum_j p[h][j] ckv[j][i]
- * (key order, fmaf), the keys staged again.  rec(t, h, s) = (m, l, o[c]). */
-__global__ void __launch_bounds__(MLA_GTHREADS)
-    mla_split(float *work, const float *q_abs, const float *q, const float *ckv, const float *kpe, int H, int dn,
-              int dr, int c, int pos0, float scale, const int32_t *sel, int k, int nsplit)
+/* mla_split's scores: the split's cnt keys (positions ps) staged MLA_KC at
+ * a time as [ckv | kpe] rows in kv, each read by every head of the group;
+ * per (head, key) a warp's dot (lanes over the latent then the rope part,
+ * fmaf in order, shuffle tree) * scale into pe[h][j] */
+static __device__ __forceinline__ void mla_split_scores(float (*pe)[LD_CU_MLA_SPLIT], float *kv, const float *qs,
+                                                        const int *ps, int cnt, int hn, const float *ckv,
+                                                        const float *kpe, int c, int dr, float scale)
 {
-    LD_CU_DYN_SMEM(float, sm); /* qs [MLA_HG][c + dr], kv [MLA_KC][c + dr] */
-    __shared__ float pe[MLA_HG][LD_CU_MLA_SPLIT];
-    __shared__ float ml[MLA_HG][2];
-    __shared__ int ps[LD_CU_MLA_SPLIT];
-    int ng = (H + MLA_HG - 1) / MLA_HG;
-    int t = (int)(blockIdx.x / (unsigned)ng), h0 = (int)(blockIdx.x % (unsigned)ng) * MLA_HG;
-    int s = blockIdx.y, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    int hn = H - h0 < MLA_HG ? H - h0 : MLA_HG, W = c + dr;
-    int n = pos0 + t + 1;
-    const int32_t *st = sel ? sel + (size_t)t * (size_t)k : NULL;
-    if (sel && n > k) n = k;
-    int a = s * LD_CU_MLA_SPLIT, b = a + LD_CU_MLA_SPLIT < n ? a + LD_CU_MLA_SPLIT : n;
-    size_t row0 = (size_t)t * (size_t)H + (size_t)h0;
-    if (a >= b) {
-        for (int h = tid; h < hn; h += MLA_GTHREADS) {
-            float *rec = work + ((row0 + (size_t)h) * (size_t)nsplit + (size_t)s) * (size_t)(c + 2);
-            rec[0] = -INFINITY;
-            rec[1] = 0.0f;
-        }
-        return;
-    }
-    int cnt = b - a;
-    float *qs = sm, *kv = sm + MLA_HG * W;
-    for (int x = tid; x < hn * W; x += MLA_GTHREADS) {
-        int h = x / W, i = x % W;
-        size_t row = row0 + (size_t)h;
-        qs[x] = i < c ? q_abs[row * (size_t)c + (size_t)i] : q[row * (size_t)(dn + dr) + (size_t)(dn + i - c)];
-    }
-    for (int j = tid; j < cnt; j += MLA_GTHREADS) ps[j] = mla_pos(st, a + j);
-    __syncthreads();
-    /* scores */
+    int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, W = c + dr;
     for (int j0 = 0; j0 < cnt; j0 += MLA_KC) {
         int kn = cnt - j0 < MLA_KC ? cnt - j0 : MLA_KC;
         for (int x = tid; x < kn * W; x += MLA_GTHREADS) {
@@ -133,7 +101,14 @@ __global__ void __launch_bounds__(MLA_GTHREADS)
         }
         __syncthreads();
     }
-    /* per head: max, exps, their sum in key order */
+}
+
+/* per head (a thread each): the max of its scores, their exps in place and
+ * the exps' sum, in key order, into ml[h] = (m, l) */
+static __device__ __forceinline__ void mla_split_softmax(float (*pe)[LD_CU_MLA_SPLIT], float (*ml)[2], int cnt,
+                                                         int hn)
+{
+    int tid = threadIdx.x;
     if (tid < hn) {
         float m = -INFINITY, l = 0.0f;
         for (int j = 0; j < cnt; j++) m = fmaxf(m, pe[tid][j]);
@@ -145,8 +120,15 @@ __global__ void __launch_bounds__(MLA_GTHREADS)
         ml[tid][1] = l;
     }
     __syncthreads();
-    /* o[h][i], i = tid + r * MLA_GTHREADS */
-    float o[MLA_HG][MLA_RMAX];
+}
+
+/* o[h][r] = sum_j p[h][j] ckv[j][i], i = tid + r * MLA_GTHREADS (key
+ * order, fmaf), the keys' latent rows staged again in kv */
+static __device__ __forceinline__ void mla_split_values(float (&o)[MLA_HG][MLA_RMAX], float (*pe)[LD_CU_MLA_SPLIT],
+                                                        float *kv, const int *ps, int cnt, int hn, const float *ckv,
+                                                        int c, int W)
+{
+    int tid = threadIdx.x;
 #pragma unroll
     for (int h = 0; h < MLA_HG; h++)
 #pragma unroll
@@ -173,6 +155,50 @@ __global__ void __launch_bounds__(MLA_GTHREADS)
         }
         __syncthreads();
     }
+}
+
+/* block (t, group of MLA_HG heads, split s): the query rows staged in
+ * shared memory, then the split's scores, softmax and weighted latent sum
+ * (the helpers above); each head's record rec(t, h, s) = (m, l, o[c]) for
+ * mla_merge (an empty split: m = -inf, l = 0). */
+__global__ void __launch_bounds__(MLA_GTHREADS)
+    mla_split(float *work, const float *q_abs, const float *q, const float *ckv, const float *kpe, int H, int dn,
+              int dr, int c, int pos0, float scale, const int32_t *sel, int k, int nsplit)
+{
+    LD_CU_DYN_SMEM(float, sm); /* qs [MLA_HG][c + dr], kv [MLA_KC][c + dr] */
+    __shared__ float pe[MLA_HG][LD_CU_MLA_SPLIT];
+    __shared__ float ml[MLA_HG][2];
+    __shared__ int ps[LD_CU_MLA_SPLIT];
+    int ng = (H + MLA_HG - 1) / MLA_HG;
+    int t = (int)(blockIdx.x / (unsigned)ng), h0 = (int)(blockIdx.x % (unsigned)ng) * MLA_HG;
+    int s = blockIdx.y, tid = threadIdx.x;
+    int hn = H - h0 < MLA_HG ? H - h0 : MLA_HG, W = c + dr;
+    int n = pos0 + t + 1;
+    const int32_t *st = sel ? sel + (size_t)t * (size_t)k : NULL;
+    if (sel && n > k) n = k;
+    int a = s * LD_CU_MLA_SPLIT, b = a + LD_CU_MLA_SPLIT < n ? a + LD_CU_MLA_SPLIT : n;
+    size_t row0 = (size_t)t * (size_t)H + (size_t)h0;
+    if (a >= b) {
+        for (int h = tid; h < hn; h += MLA_GTHREADS) {
+            float *rec = work + ((row0 + (size_t)h) * (size_t)nsplit + (size_t)s) * (size_t)(c + 2);
+            rec[0] = -INFINITY;
+            rec[1] = 0.0f;
+        }
+        return;
+    }
+    int cnt = b - a;
+    float *qs = sm, *kv = sm + MLA_HG * W;
+    for (int x = tid; x < hn * W; x += MLA_GTHREADS) {
+        int h = x / W, i = x % W;
+        size_t row = row0 + (size_t)h;
+        qs[x] = i < c ? q_abs[row * (size_t)c + (size_t)i] : q[row * (size_t)(dn + dr) + (size_t)(dn + i - c)];
+    }
+    for (int j = tid; j < cnt; j += MLA_GTHREADS) ps[j] = mla_pos(st, a + j);
+    __syncthreads();
+    mla_split_scores(pe, kv, qs, ps, cnt, hn, ckv, kpe, c, dr, scale);
+    mla_split_softmax(pe, ml, cnt, hn);
+    float o[MLA_HG][MLA_RMAX];
+    mla_split_values(o, pe, kv, ps, cnt, hn, ckv, c, W);
 #pragma unroll
     for (int h = 0; h < MLA_HG; h++) {
         if (h < hn) {

@@ -175,6 +175,65 @@ static ld_status feed(ld_lm_session *s, const int32_t *toks, size_t n, size_t at
     return LD_OK;
 }
 
+/* what output position i's logits row says: its rank, log-probability and
+ * margin; the first positions off the top-k and the top-1; the divergence
+ * (the replay's top k there) */
+static ld_status judge_row(const float *row, int V, size_t i, ld_replay_result *res, ld_error *err)
+{
+    ld_replay_pos *p = &res->pos[i];
+    row_stats(row, V, res->output[i], p);
+    p->outside = p->rank > res->top_k;
+    p->near_tie = p->outside && p->gap < res->near_tie;
+    if (p->near_tie) res->n_near_ties++;
+    if (p->outside && res->first_outside < 0) res->first_outside = (int64_t)i;
+    if (p->rank > 1 && res->first_not_top1 < 0) res->first_not_top1 = (int64_t)i;
+    if (p->outside && !p->near_tie && res->divergence < 0) {
+        res->divergence = (int64_t)i;
+        return top_k(row, V, res->top_k, res, err);
+    }
+    return LD_OK;
+}
+
+/* The logged output teacher-forced: row i of the logits predicts
+ * output[i], fed prompt[np-1] and output[0..no-1); buf holds CHUNK rows */
+static ld_status teacher_force(ld_lm_session *s, ld_replay_result *res, int V, float *buf, dumper *dp, ld_error *err)
+{
+    size_t np = res->n_prompt, no = res->n_output;
+    res->pos = calloc(no, sizeof *res->pos);
+    int32_t *fed = malloc(no * sizeof *fed);
+    ld_status st = res->pos && fed ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (st == LD_OK) {
+        fed[0] = res->prompt[np - 1];
+        for (size_t i = 1; i < no; i++) fed[i] = res->output[i - 1];
+        st = feed(s, res->prompt, np - 1, 0, NULL, dp, err);
+    }
+    for (size_t i0 = 0; st == LD_OK && i0 < no; i0 += CHUNK) {
+        int n = no - i0 < CHUNK ? (int)(no - i0) : CHUNK;
+        st = feed(s, fed + i0, (size_t)n, np - 1 + i0, buf, dp, err);
+        for (int r = 0; st == LD_OK && r < n; r++) st = judge_row(buf + (size_t)r * (size_t)V, V, i0 + (size_t)r, res, err);
+    }
+    /* the last output token, only fed for its hidden states */
+    if (st == LD_OK && dp && dp->next < dp->d->n_pos) st = feed(s, res->output + no - 1, 1, np + no - 1, NULL, dp, err);
+    free(fed);
+    return st;
+}
+
+/* the greedy (or sampled) continuation from output position `from` (0
+ * with no output: the prompt's end) */
+static ld_status continuation(ld_lm_session *s, ld_replay_result *res, int64_t from, int max_tokens, int V,
+                              float *buf, ld_error *err)
+{
+    size_t np = res->n_prompt, n = np + (size_t)from;
+    int32_t *ctx = malloc(n * sizeof *ctx);
+    if (!ctx) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    memcpy(ctx, res->prompt, np * sizeof *ctx);
+    if (from) memcpy(ctx + np, res->output, (size_t)from * sizeof *ctx);
+    res->greedy_from = from;
+    ld_status st = greedy(s, ctx, n, max_tokens, V, buf, res, err);
+    free(ctx);
+    return st;
+}
+
 static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_result *res, int max_tokens,
                      ld_replay_dump *dump, ld_error *err)
 {
@@ -192,65 +251,20 @@ static ld_status run(ld_replay_engine *e, const ld_replay_opts *o, ld_replay_res
     if (e->tp) LD_TRY(ld_lm_session_create_tp(e->lm, &e->tpo, max_seq, CHUNK, &s, err));
     else LD_TRY(ld_lm_session_create(e->lm, e->be, &e->k, max_seq, CHUNK, &s, err));
     float *buf = malloc((size_t)CHUNK * (size_t)V * sizeof *buf);
-    int32_t *fed = NULL;
     dumper dpv = { dump, NULL, NULL, (size_t)c->n_layers + 2, (size_t)c->hidden, 0 }, *dp = dump ? &dpv : NULL;
     if (dp) dpv.hbuf = malloc(dpv.planes * CHUNK * dpv.D * sizeof *dpv.hbuf);
     if (dp && dump->want_state) dpv.sbuf = malloc((size_t)CHUNK * (size_t)c->state_width * sizeof *dpv.sbuf);
     int bufs = buf && (!dp || dpv.hbuf) && (!dp || !dump->want_state || dpv.sbuf);
     ld_status st = bufs ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    if (st == LD_OK && no > 0) {
-        res->pos = calloc(no, sizeof *res->pos);
-        fed = malloc(no * sizeof *fed);
-        if (!res->pos || !fed) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
     if (st == LD_OK && no == 0 && dp) st = feed(s, res->prompt, np, 0, NULL, dp, err);
-    if (st == LD_OK && no > 0) {
-        /* row i of the logits predicts output[i]: fed prompt[np-1], output[0..no-1) */
-        fed[0] = res->prompt[np - 1];
-        for (size_t i = 1; i < no; i++) fed[i] = res->output[i - 1];
-        st = feed(s, res->prompt, np - 1, 0, NULL, dp, err);
-        for (size_t i0 = 0; st == LD_OK && i0 < no; i0 += CHUNK) {
-            int n = no - i0 < CHUNK ? (int)(no - i0) : CHUNK;
-            st = feed(s, fed + i0, (size_t)n, np - 1 + i0, buf, dp, err);
-            for (int r = 0; st == LD_OK && r < n; r++) {
-                size_t i = i0 + (size_t)r;
-                const float *row = buf + (size_t)r * (size_t)V;
-                ld_replay_pos *p = &res->pos[i];
-                row_stats(row, V, res->output[i], p);
-                p->outside = p->rank > res->top_k;
-                p->near_tie = p->outside && p->gap < res->near_tie;
-                if (p->near_tie) res->n_near_ties++;
-                if (p->outside && res->first_outside < 0) res->first_outside = (int64_t)i;
-                if (p->rank > 1 && res->first_not_top1 < 0) res->first_not_top1 = (int64_t)i;
-                if (p->outside && !p->near_tie && res->divergence < 0) {
-                    res->divergence = (int64_t)i;
-                    st = top_k(row, V, res->top_k, res, err);
-                }
-            }
-        }
-        /* the last output token, only fed for its hidden states */
-        if (st == LD_OK && dp && dpv.next < dump->n_pos)
-            st = feed(s, res->output + no - 1, 1, np + no - 1, NULL, dp, err);
-    }
+    if (st == LD_OK && no > 0) st = teacher_force(s, res, V, buf, dp, err);
     if (st == LD_OK) {
         if (no == 0) res->verdict = LD_REPLAY_NO_OUTPUT;
         else res->verdict = res->divergence >= 0 ? LD_REPLAY_DIVERGENT : LD_REPLAY_CONSISTENT;
     }
     /* the greedy continuation: from the divergence, or from the prompt's end */
     int64_t from = res->verdict == LD_REPLAY_DIVERGENT ? res->divergence : no == 0 ? 0 : -1;
-    if (st == LD_OK && from >= 0 && max_tokens > 0) {
-        size_t n = np + (size_t)from;
-        int32_t *ctx = malloc(n * sizeof *ctx);
-        if (!ctx) st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-        else {
-            memcpy(ctx, res->prompt, np * sizeof *ctx);
-            if (from) memcpy(ctx + np, res->output, (size_t)from * sizeof *ctx);
-            res->greedy_from = from;
-            st = greedy(s, ctx, n, max_tokens, V, buf, res, err);
-            free(ctx);
-        }
-    }
-    free(fed);
+    if (st == LD_OK && from >= 0 && max_tokens > 0) st = continuation(s, res, from, max_tokens, V, buf, err);
     free(buf);
     if (dp) free(dpv.hbuf);
     if (dp) free(dpv.sbuf);

@@ -158,30 +158,10 @@ static ld_status parse_quant(const cJSON *root, ld_ds_config *c, ld_error *err)
     return LD_OK;
 }
 
-static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
+/* the widths and MLA: heads, the low-rank query and latent, the nope and
+ * rope parts (the fields transformers derives must agree) */
+static ld_status parse_attention(const cJSON *root, ld_ds_config *c, ld_error *err)
 {
-    memset(c, 0, sizeof *c);
-    if (!cJSON_IsObject(root)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config is not a JSON object");
-    int which = names_deepseek(root);
-    if (!which)
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                       "config names no DeepSeek-V3 or V3.2 model ('architectures' DeepseekV3ForCausalLM /"
-                       " DeepseekV32ForCausalLM or 'model_type' deepseek_v3 / deepseek_v32)");
-    static const char *const silu[] = {"silu", NULL}, *const sigmoid[] = {"sigmoid", NULL},
-                             *const noaux[] = {"noaux_tc", NULL};
-    LD_TRY(get_choice(root, "hidden_act", silu, err));
-    LD_TRY(get_choice(root, "scoring_func", sigmoid, err));
-    LD_TRY(get_choice(root, "topk_method", noaux, err));
-    LD_TRY(parse_quant(root, c, err));
-    static const char *const unsupported[] = {"attn_logit_softcapping",
-                                              "final_logit_softcapping", "partial_rotary_factor"};
-    for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++)
-        if (ld_cfg_get(root, unsupported[k]))
-            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%s' is not supported", unsupported[k]);
-    int tp = 1, freq = 1;
-    LD_TRY(ld_cfg_int(root, "", "pretraining_tp", 1, 1, 1, &tp, err));
-    LD_TRY(ld_cfg_int(root, "", "moe_layer_freq", 1, 1, 1, &freq, err));
-
     LD_TRY(ld_cfg_int(root, "", "vocab_size", 1, 1 << 24, -1, &c->vocab, err));
     LD_TRY(ld_cfg_int(root, "", "hidden_size", 1, 1 << 16, -1, &c->hidden, err));
     LD_TRY(ld_cfg_int(root, "", "intermediate_size", 1, 1 << 20, -1, &c->intermediate, err));
@@ -211,7 +191,12 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
     if (v != c->qk_rope)
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config field 'head_dim' (%d) is not qk_rope_head_dim (%d)", v,
                        c->qk_rope);
+    return LD_OK;
+}
 
+/* the experts and the router's groups */
+static ld_status parse_moe(const cJSON *root, ld_ds_config *c, ld_error *err)
+{
     LD_TRY(ld_cfg_int(root, "", "first_k_dense_replace", 0, LD_DS_MAX_LAYERS, 0, &c->first_k_dense, err));
     LD_TRY(ld_cfg_int(root, "", "n_routed_experts", 1, LD_DS_MAX_EXPERTS, -1, &c->n_routed, err));
     LD_TRY(ld_cfg_int(root, "", "n_shared_experts", 0, 1 << 10, 0, &c->n_shared, err));
@@ -237,7 +222,35 @@ static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
     LD_TRY(ld_cfg_num(root, "", "routed_scaling_factor", 1.0, 0, 0, &rs, err));
     c->routed_scaling = (float)rs;
     c->score_bias = 1;
+    return LD_OK;
+}
 
+static ld_status parse(const cJSON *root, ld_ds_config *c, ld_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (!cJSON_IsObject(root)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config is not a JSON object");
+    int which = names_deepseek(root);
+    if (!which)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "config names no DeepSeek-V3 or V3.2 model ('architectures' DeepseekV3ForCausalLM /"
+                       " DeepseekV32ForCausalLM or 'model_type' deepseek_v3 / deepseek_v32)");
+    static const char *const silu[] = {"silu", NULL}, *const sigmoid[] = {"sigmoid", NULL},
+                             *const noaux[] = {"noaux_tc", NULL};
+    LD_TRY(get_choice(root, "hidden_act", silu, err));
+    LD_TRY(get_choice(root, "scoring_func", sigmoid, err));
+    LD_TRY(get_choice(root, "topk_method", noaux, err));
+    LD_TRY(parse_quant(root, c, err));
+    static const char *const unsupported[] = {"attn_logit_softcapping",
+                                              "final_logit_softcapping", "partial_rotary_factor"};
+    for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++)
+        if (ld_cfg_get(root, unsupported[k]))
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field '%s' is not supported", unsupported[k]);
+    int tp = 1, freq = 1;
+    LD_TRY(ld_cfg_int(root, "", "pretraining_tp", 1, 1, 1, &tp, err));
+    LD_TRY(ld_cfg_int(root, "", "moe_layer_freq", 1, 1, 1, &freq, err));
+
+    LD_TRY(parse_attention(root, c, err));
+    LD_TRY(parse_moe(root, c, err));
     LD_TRY(ld_cfg_int(root, "", "max_position_embeddings", 1, 1 << 30, 1 << 30, &c->max_pos, err));
     double eps;
     LD_TRY(ld_cfg_num(root, "", "rms_norm_eps", 1e-6, 0, 0, &eps, err));

@@ -260,16 +260,9 @@ static ld_status parse_layers(const cJSON *root, ld_ds4_config *c, ld_error *err
     return ld_cfg_int(root, "", "compress_rate_hca", 1, 1 << 16, c->ratio_hca, &c->ratio_hca, err);
 }
 
-static ld_status parse(const cJSON *root, ld_ds4_config *c, ld_error *err)
+/* what the config may ask for that logdiff does not run (biases, soft-capping) */
+static ld_status refuse_unsupported(const cJSON *root, ld_error *err)
 {
-    memset(c, 0, sizeof *c);
-    if (!cJSON_IsObject(root)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config is not a JSON object");
-    if (!names_v4(root))
-        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
-                       "config names no DeepSeek-V4 model ('architectures' DeepseekV4ForCausalLM or 'model_type' deepseek_v4)");
-    LD_TRY(get_choice(root, "hidden_act", "silu", err));
-    LD_TRY(get_choice(root, "scoring_func", "sqrtsoftplus", err));
-    LD_TRY(parse_quant(root, c, err));
     static const char *const unsupported[] = {"attn_logit_softcapping", "final_logit_softcapping"};
     for (size_t k = 0; k < sizeof unsupported / sizeof unsupported[0]; k++)
         if (ld_cfg_get(root, unsupported[k]))
@@ -281,7 +274,13 @@ static ld_status parse(const cJSON *root, ld_ds4_config *c, ld_error *err)
     if (b) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "config field 'mlp_bias' = true is not supported");
     double jitter = 0;
     LD_TRY(ld_cfg_num(root, "", "router_jitter_noise", 0.0, 0, 1, &jitter, err)); /* training only */
+    return LD_OK;
+}
 
+/* the widths and the attention: heads, the low-rank query, the RoPE dim, the
+ * output groups, the window */
+static ld_status parse_attention(const cJSON *root, ld_ds4_config *c, ld_error *err)
+{
     LD_TRY(ld_cfg_int(root, "", "vocab_size", 1, 1 << 24, -1, &c->vocab, err));
     LD_TRY(ld_cfg_int(root, "", "hidden_size", 1, 1 << 16, -1, &c->hidden, err));
     LD_TRY(ld_cfg_int(root, "", "num_hidden_layers", 1, LD_DS4_MAX_LAYERS, -1, &c->n_layers, err));
@@ -313,7 +312,12 @@ static ld_status parse(const cJSON *root, ld_ds4_config *c, ld_error *err)
                        "config field 'o_groups' (%d) does not divide num_attention_heads * head_dim (%d)", c->o_groups,
                        c->n_heads * c->head_dim);
     LD_TRY(ld_cfg_int(root, "", "sliding_window", 1, 1 << 24, 128, &c->sliding_window, err));
+    return LD_OK;
+}
 
+/* the experts and the router */
+static ld_status parse_moe(const cJSON *root, ld_ds4_config *c, ld_error *err)
+{
     LD_TRY(ld_cfg_int(root, "", "moe_intermediate_size", 1, 1 << 20, 2048, &c->moe_intermediate, err));
     LD_TRY(ld_cfg_int(root, "", "n_routed_experts", 1, LD_DS4_MAX_EXPERTS, 256, &c->n_routed, err));
     LD_TRY(ld_cfg_int(root, "", "num_experts_per_tok", 1, LD_DS4_MAX_EXPERTS, 6, &c->top_k, err));
@@ -332,7 +336,23 @@ static ld_status parse(const cJSON *root, ld_ds4_config *c, ld_error *err)
     c->routed_scaling = (float)v;
     LD_TRY(ld_cfg_num(root, "", "swiglu_limit", 10.0, 0, 0, &v, err));
     c->swiglu_limit = (float)v;
+    return LD_OK;
+}
 
+static ld_status parse(const cJSON *root, ld_ds4_config *c, ld_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (!cJSON_IsObject(root)) return LD_FAIL(err, LD_ERR_SYNTAX, 0, "config is not a JSON object");
+    if (!names_v4(root))
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0,
+                       "config names no DeepSeek-V4 model ('architectures' DeepseekV4ForCausalLM or 'model_type' deepseek_v4)");
+    LD_TRY(get_choice(root, "hidden_act", "silu", err));
+    LD_TRY(get_choice(root, "scoring_func", "sqrtsoftplus", err));
+    LD_TRY(parse_quant(root, c, err));
+    LD_TRY(refuse_unsupported(root, err));
+    LD_TRY(parse_attention(root, c, err));
+    LD_TRY(parse_moe(root, c, err));
+    double v = 0;
     LD_TRY(ld_cfg_int(root, "", "hc_mult", 1, LD_DS4_MAX_HC, 4, &c->hc_mult, err));
     LD_TRY(ld_cfg_int(root, "", "hc_sinkhorn_iters", 0, 1 << 10, 20, &c->hc_sinkhorn_iters, err));
     LD_TRY(ld_cfg_num(root, "", "hc_eps", 1e-6, 0, 1, &v, err));

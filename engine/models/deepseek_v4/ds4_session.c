@@ -286,36 +286,15 @@ static ld_status att_alloc(ld_ds4_session *s, ld_error *err)
     return LD_OK;
 }
 
-/* A session's own parts: its host and backend scratch (B = max_batch
- * rows), its RoPE tables, its layers [first, last) (last 0: all of them);
- * the weights are loaded (session_make) or borrowed
- * (ld_ds4_session_create_sibling) after. */
-static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch, int first,
-                               int last, ld_ds4_session **out, ld_error *err)
+/* the host scratch of a session of B rows and S positions; 0 when out of
+ * memory */
+static int alloc_host(ld_ds4_session *s, const ld_ds4_config *c, size_t B, size_t S)
 {
-    *out = NULL;
-    const ld_ds4_config *c = &m->cfg;
-    if (max_seq < 1 || max_batch < 1 || max_seq > c->max_pos)
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d", max_seq,
-                       max_batch, c->max_pos);
-    if (max_batch > max_seq) max_batch = max_seq;
-    ld_ds4_session *s = calloc(1, sizeof *s);
-    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    s->m = m;
-    s->be = be;
-    s->max_seq = max_seq;
-    s->max_batch = max_batch;
-    s->slice = last > 0;
-    s->first = s->slice ? first : 0;
-    s->last = s->slice ? last : c->n_layers;
-    s->k = ld_cpu_kernels_default(0); /* the variants: ld_ds4_session_set_kernels */
-    /* the window of every row of a chunk stays in the KV ring */
-    s->kv_rows = c->sliding_window < max_seq - max_batch ? c->sliding_window + max_batch : max_seq;
-    size_t B = (size_t)max_batch, S = (size_t)max_seq, D = (size_t)c->hidden, N = (size_t)c->hc_mult;
-    size_t H = (size_t)c->n_heads, hd = (size_t)c->head_dim, QR = (size_t)c->q_lora_rank;
-    size_t G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank, E = (size_t)c->n_routed, K = (size_t)c->top_k;
-    size_t I = (size_t)c->moe_intermediate, ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads;
-    size_t HC = (2 + N) * N, R = (size_t)c->rope_dim;
+    size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult;
+    size_t H = (size_t)c->n_heads, hd = (size_t)c->head_dim, G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank;
+    size_t E = (size_t)c->n_routed, K = (size_t)c->top_k, I = (size_t)c->moe_intermediate;
+    size_t ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads;
+    size_t HC = (2 + N) * N, R = (size_t)c->rope_dim, W = (size_t)c->sliding_window;
     s->layers = calloc((size_t)c->n_layers, sizeof *s->layers);
 #define HALLOC(p, n) (p) = halloc((n), sizeof *(p))
     HALLOC(s->inv_main, R / 2);
@@ -343,28 +322,33 @@ static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_se
     HALLOC(s->hup, B * I);
     HALLOC(s->wts, B * K);
     HALLOC(s->sel_w, B);
-    HALLOC(s->scores, S + (size_t)c->sliding_window + 1);
+    HALLOC(s->scores, S + W + 1);
     HALLOC(s->hcs, N * D + HC);
     HALLOC(s->ent, max2(hd, ih));
-    HALLOC(s->keys, S + (size_t)c->sliding_window + 1);
+    HALLOC(s->keys, S + W + 1);
     HALLOC(s->idx, B * K);
     HALLOC(s->hrows, B * K);
     HALLOC(s->rep, B * N);
     HALLOC(s->pick, S + 1);
     HALLOC(s->sel_t, B);
 #undef HALLOC
-    if (!s->layers || !s->inv_main || !s->inv_comp || !s->streams || !s->nstreams || !s->post || !s->comb || !s->hu ||
-        !s->hf || !s->hq || !s->hkv || !s->hatt || !s->hgrp || !s->hog || !s->hiq || !s->hck || !s->hcg || !s->hiw ||
-        !s->hrl || !s->hx || !s->hy || !s->hxe || !s->hg || !s->hup || !s->wts || !s->sel_w || !s->scores || !s->hcs ||
-        !s->ent || !s->keys || !s->idx || !s->hrows || !s->rep || !s->pick || !s->sel_t) {
-        ld_ds4_session_destroy(s);
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
-    ld_ds4_rope_inv_freq(c, &c->rope_main, s->inv_main, &s->af_main);
-    ld_ds4_rope_inv_freq(c, &c->rope_compress, s->inv_comp, &s->af_comp);
+    return s->layers && s->inv_main && s->inv_comp && s->streams && s->nstreams && s->post && s->comb && s->hu &&
+           s->hf && s->hq && s->hkv && s->hatt && s->hgrp && s->hog && s->hiq && s->hck && s->hcg && s->hiw &&
+           s->hrl && s->hx && s->hy && s->hxe && s->hg && s->hup && s->wts && s->sel_w && s->scores && s->hcs &&
+           s->ent && s->keys && s->idx && s->hrows && s->rep && s->pick && s->sel_t;
+}
+
+/* the backend's buffers of B rows; mHC and the MoE on the backend where
+ * it has their entries */
+static ld_status alloc_backend(ld_ds4_session *s, const ld_ds4_config *c, size_t B, ld_error *err)
+{
+    size_t D = (size_t)c->hidden, N = (size_t)c->hc_mult, H = (size_t)c->n_heads, hd = (size_t)c->head_dim;
+    size_t QR = (size_t)c->q_lora_rank, G = (size_t)c->o_groups, OL = (size_t)c->o_lora_rank;
+    size_t E = (size_t)c->n_routed, I = (size_t)c->moe_intermediate;
+    size_t ih = (size_t)c->index_head_dim, nih = (size_t)c->index_n_heads;
     ld_status st = LD_OK;
 #define ALLOC(b, n) \
-    if (st == LD_OK) st = OPS(s)->buf_alloc(be, (n), &(b), err)
+    if (st == LD_OK) st = OPS(s)->buf_alloc(s->be, (n), &(b), err)
     ALLOC(s->x, B * D);
     ALLOC(s->xb, B * D);
     ALLOC(s->qa, B * QR);
@@ -395,6 +379,41 @@ static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_se
     s->moe_host = !OPS(s)->moe;
     if (!s->moe_host) ALLOC(s->bmoe, B * D);
 #undef ALLOC
+    return st;
+}
+
+/* A session's own parts: its host and backend scratch (B = max_batch
+ * rows), its RoPE tables, its layers [first, last) (last 0: all of them);
+ * the weights are loaded (session_make) or borrowed
+ * (ld_ds4_session_create_sibling) after. */
+static ld_status session_alloc(const ld_ds4_model *m, ld_backend *be, int max_seq, int max_batch, int first,
+                               int last, ld_ds4_session **out, ld_error *err)
+{
+    *out = NULL;
+    const ld_ds4_config *c = &m->cfg;
+    if (max_seq < 1 || max_batch < 1 || max_seq > c->max_pos)
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "max_seq %d and max_batch %d must be >= 1 and max_seq <= %d", max_seq,
+                       max_batch, c->max_pos);
+    if (max_batch > max_seq) max_batch = max_seq;
+    ld_ds4_session *s = calloc(1, sizeof *s);
+    if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    s->m = m;
+    s->be = be;
+    s->max_seq = max_seq;
+    s->max_batch = max_batch;
+    s->slice = last > 0;
+    s->first = s->slice ? first : 0;
+    s->last = s->slice ? last : c->n_layers;
+    s->k = ld_cpu_kernels_default(0); /* the variants: ld_ds4_session_set_kernels */
+    /* the window of every row of a chunk stays in the KV ring */
+    s->kv_rows = c->sliding_window < max_seq - max_batch ? c->sliding_window + max_batch : max_seq;
+    ld_status st = alloc_host(s, c, (size_t)max_batch, (size_t)max_seq) ? LD_OK
+                                                                         : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (st == LD_OK) {
+        ld_ds4_rope_inv_freq(c, &c->rope_main, s->inv_main, &s->af_main);
+        ld_ds4_rope_inv_freq(c, &c->rope_compress, s->inv_comp, &s->af_comp);
+        st = alloc_backend(s, c, (size_t)max_batch, err);
+    }
     if (st != LD_OK) {
         ld_ds4_session_destroy(s);
         return st;

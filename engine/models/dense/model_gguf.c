@@ -200,13 +200,11 @@ static ld_status bind_rope_freqs(gctx *c, ld_model_config *cfg, ld_error *err)
     return LD_OK;
 }
 
-static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
+/* general.architecture: one the engine runs */
+static ld_status parse_arch(gctx *c, ld_model_config *cfg, ld_error *err)
 {
-    const ld_gguf *g = c->g;
-    memset(cfg, 0, sizeof *cfg);
-    if (g->big_endian) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "big-endian GGUF models are not supported");
     ld_gguf_str a;
-    LD_TRY(ld_gguf_get_str(g, "general.architecture", &a, err));
+    LD_TRY(ld_gguf_get_str(c->g, "general.architecture", &a, err));
     static const struct {
         const char *name, *cls;
         ld_arch arch;
@@ -224,7 +222,12 @@ static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
     cfg->arch = archs[i].arch;
     snprintf(c->arch, sizeof c->arch, "%s", archs[i].name);
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", archs[i].cls);
+    return LD_OK;
+}
 
+/* the widths, the heads, the context, the norm's eps and RoPE's base */
+static ld_status parse_dims(gctx *c, ld_model_config *cfg, ld_error *err)
+{
     LD_TRY(key_int(c, "block_count", 1, 0, 1, LD_MODEL_MAX_LAYERS, &cfg->n_layers, err));
     LD_TRY(key_int(c, "embedding_length", 1, 0, 1, 1 << 16, &cfg->hidden, err));
     LD_TRY(key_int(c, "feed_forward_length", 1, 0, 1, 1 << 20, &cfg->intermediate, err));
@@ -252,8 +255,13 @@ static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
     LD_TRY(key_float(c, "rope.freq_base", 0, 10000.0, &theta, err));
     cfg->rope_theta = theta;
     cfg->rope_type = LD_ROPE_DEFAULT;
+    return LD_OK;
+}
 
-    LD_TRY(parse_rope_scaling(c, cfg, err));
+/* what a GGUF may hold that the engine does not run (experts, a sliding
+ * window, soft-capping) */
+static ld_status refuse_unsupported(gctx *c, ld_error *err)
+{
     static const char *const refused[] = {"expert_count", "attention.sliding_window", "attn_logit_softcapping",
                                           "final_logit_softcapping"};
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
@@ -265,8 +273,14 @@ static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
         }
         return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "GGUF key '%s.%s' is not supported", c->arch, refused[k]);
     }
+    return LD_OK;
+}
 
-    /* vocabulary: vocab_size, else the tokenizer's count, else the table */
+/* the vocabulary's size: vocab_size, else the tokenizer's count, else the
+ * embeddings' rows */
+static ld_status parse_vocab(gctx *c, ld_model_config *cfg, ld_error *err)
+{
+    const ld_gguf *g = c->g;
     const ld_gguf_tensor *emb = ld_gguf_find_tensor(g, "token_embd.weight");
     if (has_key(c, "vocab_size")) {
         LD_TRY(key_int(c, "vocab_size", 1, 0, 1, 1 << 24, &cfg->vocab, err));
@@ -281,7 +295,19 @@ static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
     } else {
         return LD_FAIL(err, LD_ERR_SYNTAX, 0, "GGUF model has no %s.vocab_size nor tokenizer.ggml.tokens", c->arch);
     }
-    cfg->tie_embeddings = ld_gguf_find_tensor(g, "output.weight") == NULL;
+    return LD_OK;
+}
+
+static ld_status parse_config(gctx *c, ld_model_config *cfg, ld_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (c->g->big_endian) return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "big-endian GGUF models are not supported");
+    LD_TRY(parse_arch(c, cfg, err));
+    LD_TRY(parse_dims(c, cfg, err));
+    LD_TRY(parse_rope_scaling(c, cfg, err));
+    LD_TRY(refuse_unsupported(c, err));
+    LD_TRY(parse_vocab(c, cfg, err));
+    cfg->tie_embeddings = ld_gguf_find_tensor(c->g, "output.weight") == NULL;
     cfg->qkv_bias = cfg->arch == LD_ARCH_QWEN2;
     cfg->qk_norm = cfg->arch == LD_ARCH_QWEN3;
     return LD_OK;

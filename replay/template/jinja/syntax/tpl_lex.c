@@ -121,6 +121,92 @@ static char *unescape(ld_arena *a, const char *s, size_t n, size_t *out_len)
 static const char *const ops2[] = {"//", "**", "==", "!=", "<=", ">=", NULL};
 static const char ops1[] = "+-*/%~<>=()[]{},.:|;";
 
+/* 0x1F, 0o17, 0b101 (underscores allowed between digits) at c (offset p) */
+static ld_status lex_radix(const char *src, size_t p, const char *c, size_t rest, tpl_token *tok, ld_error *err)
+{
+    int base = (c[1] | 32) == 'x' ? 16 : (c[1] | 32) == 'o' ? 8 : 2;
+    size_t n = 2;
+    uint64_t v = 0;
+    for (; n < rest && (c[n] == '_' || (hexval(c[n]) >= 0 && hexval(c[n]) < base)); n++) {
+        if (c[n] == '_') continue;
+        if (v > UINT64_MAX / 16) return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
+        v = v * (uint64_t)base + (uint64_t)hexval(c[n]);
+    }
+    if (v > INT64_MAX) return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
+    tok->type = TK_INT, tok->len = n, tok->i = (int64_t)v;
+    return LD_OK;
+}
+
+/* 12, 1_000, 1.5, 2e-3 at c (offset p): an int or a float */
+static ld_status lex_decimal(const char *src, size_t p, const char *c, size_t rest, tpl_token *tok, ld_error *err)
+{
+    size_t n = 0;
+    bool is_f = false;
+    while (n < rest && ((c[n] >= '0' && c[n] <= '9') || c[n] == '_')) n++;
+    if (n + 1 < rest && c[n] == '.' && c[n + 1] >= '0' && c[n + 1] <= '9') {
+        is_f = true, n++;
+        while (n < rest && ((c[n] >= '0' && c[n] <= '9') || c[n] == '_')) n++;
+    }
+    if (n + 1 < rest && (c[n] | 32) == 'e' && ((c[n + 1] >= '0' && c[n + 1] <= '9') ||
+        ((c[n + 1] == '+' || c[n + 1] == '-') && n + 2 < rest && c[n + 2] >= '0' && c[n + 2] <= '9'))) {
+        is_f = true, n += 2;
+        while (n < rest && c[n] >= '0' && c[n] <= '9') n++;
+    }
+    char buf[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof buf - 1; i++) if (c[i] != '_') buf[k++] = c[i];
+    buf[k] = 0;
+    tok->type = is_f ? TK_FLOAT : TK_INT, tok->len = n;
+    if (is_f) {
+        tok->f = strtod(buf, NULL);
+        return LD_OK;
+    }
+    unsigned long long v = strtoull(buf, NULL, 10);
+    if (n > 18) return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
+    tok->i = (int64_t)v;
+    return LD_OK;
+}
+
+/* An operator at c; *depth follows the brackets (an end marker inside
+ * them is not one) */
+static ld_status lex_op(const char *src, size_t p, const char *c, size_t rest, int *depth, tpl_token *tok,
+                        ld_error *err)
+{
+    unsigned char ch = (unsigned char)*c;
+    tok->type = TK_OP;
+    for (int i = 0; ops2[i]; i++)
+        if (rest >= 2 && c[0] == ops2[i][0] && c[1] == ops2[i][1]) tok->len = 2;
+    if (!tok->len && ch && strchr(ops1, ch)) tok->len = 1;
+    if (!tok->len) return lex_fail(src, p, LD_ERR_SYNTAX, err, "unexpected character");
+    if (strchr("([{", ch)) (*depth)++;
+    if (strchr(")]}", ch) && *depth > 0) (*depth)--;
+    return LD_OK;
+}
+
+/* The tag's end marker at *p (`endc` then `}`, or `-` first): pushed, *p
+ * past it and the whitespace it trims (`-`: all; trim_blocks: a newline);
+ * *nl_end set when what it trimmed ends in \n.  0 when it is not there. */
+static int lex_tag_end(const char *src, size_t len, size_t *p, char endc, bool trim, tpl_tokens *t, bool *nl_end,
+                       ld_status *st)
+{
+    const char *c = src + *p;
+    size_t rest = len - *p;
+    bool dash = rest >= 3 && c[0] == '-' && c[1] == endc && c[2] == '}';
+    bool plain = rest >= 2 && c[0] == endc && c[1] == '}';
+    if (!dash && !plain) return 0;
+    tpl_token tok = {endc == '}' ? TK_VAR_END : TK_BLOCK_END, (uint32_t)*p, c, 0, 0, 0};
+    *st = push(t, tok) ? LD_OK : LD_ERR_NOMEM;
+    *p += dash ? 3 : 2;
+    *nl_end = false;
+    if (dash) {
+        while (*p < len && is_ws(src[*p])) *nl_end = src[*p] == '\n', (*p)++;
+    } else if (trim && *p < len && src[*p] == '\n') {
+        (*p)++;
+        *nl_end = true;
+    }
+    return 1;
+}
+
 /* Lexes the inside of a tag starting at *pos; stops after the end marker
  * (`end` is "}}" or "%}").  Sets *nl_end when the matched end ends in \n. */
 static ld_status lex_tag(const char *src, size_t len, size_t *pos, char endc,
@@ -132,26 +218,13 @@ static ld_status lex_tag(const char *src, size_t len, size_t *pos, char endc,
     for (;;) {
         while (p < len && is_ws(src[p])) p++;
         if (p >= len) return lex_fail(src, *pos, LD_ERR_TRUNCATED, err, "unclosed tag");
+        ld_status st = LD_OK;
+        if (depth == 0 && lex_tag_end(src, len, &p, endc, trim, t, nl_end, &st)) {
+            *pos = p;
+            return st;
+        }
         const char *c = src + p;
         size_t rest = len - p;
-        if (depth == 0) {
-            bool dash = rest >= 3 && c[0] == '-' && c[1] == endc && c[2] == '}';
-            bool plain = rest >= 2 && c[0] == endc && c[1] == '}';
-            if (dash || plain) {
-                tpl_token tok = {endc == '}' ? TK_VAR_END : TK_BLOCK_END, (uint32_t)p, c, 0, 0, 0};
-                if (!push(t, tok)) return LD_ERR_NOMEM;
-                p += dash ? 3 : 2;
-                *nl_end = false;
-                if (dash) {
-                    while (p < len && is_ws(src[p])) *nl_end = src[p] == '\n', p++;
-                } else if (trim && p < len && src[p] == '\n') {
-                    p++;
-                    *nl_end = true;
-                }
-                *pos = p;
-                return LD_OK;
-            }
-        }
         tpl_token tok = {0, (uint32_t)p, c, 0, 0, 0};
         unsigned char ch = (unsigned char)*c;
         if (ch == '_' || ((ch | 32) >= 'a' && (ch | 32) <= 'z')) {
@@ -159,42 +232,9 @@ static ld_status lex_tag(const char *src, size_t len, size_t *pos, char endc,
             while (n < rest && (c[n] == '_' || ((c[n] | 32) >= 'a' && (c[n] | 32) <= 'z') || (c[n] >= '0' && c[n] <= '9'))) n++;
             tok.type = TK_NAME, tok.len = n;
         } else if (ch == '0' && rest > 2 && strchr("xXoObB", c[1]) && hexval(c[2]) >= 0) {
-            /* 0x1F, 0o17, 0b101 (underscores allowed between digits) */
-            int base = (c[1] | 32) == 'x' ? 16 : (c[1] | 32) == 'o' ? 8 : 2;
-            size_t n = 2;
-            uint64_t v = 0;
-            for (; n < rest && (c[n] == '_' || (hexval(c[n]) >= 0 && hexval(c[n]) < base)); n++) {
-                if (c[n] == '_') continue;
-                if (v > UINT64_MAX / 16)
-                    return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
-                v = v * (uint64_t)base + (uint64_t)hexval(c[n]);
-            }
-            if (v > INT64_MAX) return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
-            tok.type = TK_INT, tok.len = n, tok.i = (int64_t)v;
+            LD_TRY(lex_radix(src, p, c, rest, &tok, err));
         } else if (ch >= '0' && ch <= '9') {
-            size_t n = 0;
-            bool is_f = false;
-            while (n < rest && ((c[n] >= '0' && c[n] <= '9') || c[n] == '_')) n++;
-            if (n + 1 < rest && c[n] == '.' && c[n + 1] >= '0' && c[n + 1] <= '9') {
-                is_f = true, n++;
-                while (n < rest && ((c[n] >= '0' && c[n] <= '9') || c[n] == '_')) n++;
-            }
-            if (n + 1 < rest && (c[n] | 32) == 'e' && ((c[n + 1] >= '0' && c[n + 1] <= '9') ||
-                ((c[n + 1] == '+' || c[n + 1] == '-') && n + 2 < rest && c[n + 2] >= '0' && c[n + 2] <= '9'))) {
-                is_f = true, n += 2;
-                while (n < rest && c[n] >= '0' && c[n] <= '9') n++;
-            }
-            char buf[64];
-            size_t k = 0;
-            for (size_t i = 0; i < n && k < sizeof buf - 1; i++) if (c[i] != '_') buf[k++] = c[i];
-            buf[k] = 0;
-            tok.type = is_f ? TK_FLOAT : TK_INT, tok.len = n;
-            if (is_f) tok.f = strtod(buf, NULL);
-            else {
-                unsigned long long v = strtoull(buf, NULL, 10);
-                if (n > 18) return lex_fail(src, p, LD_ERR_UNSUPPORTED, err, "integer literal too large");
-                tok.i = (int64_t)v;
-            }
+            LD_TRY(lex_decimal(src, p, c, rest, &tok, err));
         } else if (ch == '\'' || ch == '"') {
             size_t n = 1;
             while (n < rest && c[n] != (char)ch) n += c[n] == '\\' ? 2 : 1;
@@ -206,13 +246,7 @@ static ld_status lex_tag(const char *src, size_t len, size_t *pos, char endc,
             if (!push(t, tok)) return LD_ERR_NOMEM;
             continue;
         } else {
-            tok.type = TK_OP;
-            for (int i = 0; ops2[i]; i++)
-                if (rest >= 2 && c[0] == ops2[i][0] && c[1] == ops2[i][1]) tok.len = 2;
-            if (!tok.len && ch && strchr(ops1, ch)) tok.len = 1;
-            if (!tok.len) return lex_fail(src, p, LD_ERR_SYNTAX, err, "unexpected character");
-            if (strchr("([{", ch)) depth++;
-            if (strchr(")]}", ch) && depth > 0) depth--;
+            LD_TRY(lex_op(src, p, c, rest, &depth, &tok, err));
         }
         p += tok.len;
         if (!push(t, tok)) return LD_ERR_NOMEM;
