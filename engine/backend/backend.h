@@ -1,10 +1,11 @@
 /* backend.h - the op interface between the forward pass and a compute
  * backend.  The engine calls ops through the table; the backend owns its
- * buffers (fp32 activations, KV caches) and its weights.  The plain-C
- * reference backend (backend_ref.c over kernels/ref/ref_ops.c) is the first,
- * the fast CPU backend (the same with kernels/cpu/cpu_ops.c's matmul and
- * attention) the
- * second; a CUDA backend implements the same table later.
+ * buffers (fp32 activations, KV caches) and its weights.  Three backends
+ * implement it: "ref", the plain-C reference (backend/cpu/, over
+ * kernels/ref/), "cpu", the same with kernels/cpu/'s matmul and attention,
+ * and "cuda" (backend/cuda/, over kernels/cuda/); the optional entries (the
+ * DeepSeek ops, the fused ones) may be NULL, and the sessions then run
+ * those steps on the host.
  *
  * Contract every backend keeps (what makes replay deterministic):
  *  - an op's result for a token row depends only on that row's inputs (and

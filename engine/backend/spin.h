@@ -1,5 +1,5 @@
 /* spin.h - one step of a spin-wait, for the engine's thread pool
- * (backend_ref.c), and a bounded spin on a barrier's generation for the
+ * (backend/cpu/backend_ref_pool.c), and a bounded spin on a barrier's generation for the
  * tensor-parallel communicators (comm_sim.c, comm_shm.c). */
 #ifndef LD_SPIN_H
 #define LD_SPIN_H

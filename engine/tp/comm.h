@@ -11,52 +11,7 @@
  *    NCCL's bootstrap (ncclGetUniqueId / ncclCommInitRank); built only
  *    where CUDA and NCCL are found, else its constructors say so.
  *
- * Determinism.  all_reduce_sum is NOT a library all-reduce: it is an
- * all-gather of every rank's partial buffer followed, on every rank, by a
- * local sum in rank order, out[i] = ((p0[i] + p1[i]) + p2[i]) + ... (fp32,
- * left to right, one rounding per addition; see ld_comm_ordered_sum).  So
- * every rank holds the same bits, and a rerun gives the same bits, whatever
- * the transport did.  NCCL's own ncclAllReduce does not promise that: the
- * order in which it adds the ranks' contributions follows the algorithm
- * (ring, tree, NVLS, CollNet), the protocol (LL, LL128, Simple) and the
- * number of channels it picks, which depend on the message size, the
- * topology and NCCL_* environment variables (NCCL_ALGO, NCCL_PROTO,
- * NCCL_MIN_NCHANNELS...), so two runs on different machines, with other
- * settings or another NCCL version may round differently (a ring also
- * starts each chunk's sum at a different rank, so even the ranks of one
- * call can disagree in the last bit before the all-gather phase copies
- * one result around).  Gathering costs N times the bytes of a
- * reduce-scatter on the wire; for decode-sized messages (a few rows of
- * `hidden` floats) the collective is latency-bound and the difference
- * does not matter.
- *
- * Memory.  all_gather, all_reduce_sum and barrier take host memory (float
- * arrays of the caller); the NCCL communicator stages it through device
- * buffers it owns (see comm_nccl.c).  all_reduce_sum_mem (optional) reduces
- * memory of a kind (mem_kind.h) where it lives, as backend.h's buf_mem
- * gives a backend buffer's: the simulated communicator host memory, the
- * NCCL one a CUDA buffer on its rank's device (no host copy, ordered
- * after the kernels that wrote it and before those that read it, nothing
- * synchronised: see comm_nccl.c) or host memory (its
- * staging path).  A kind it cannot reduce in place it refuses with
- * LD_ERR_UNSUPPORTED having done nothing (no collective started), so the
- * caller can take the host path instead (tp_forward.c: buf_read, reduce,
- * buf_write).  Either way the result is the same ordered sum, bit for bit.
- *
- * Every rank must call the same collectives in the same order with the
- * same sizes (as with MPI or NCCL).  For all_reduce_sum_mem that means the
- * same kind on every rank, so that all refuse or none: a refused rank that
- * falls back to all_reduce_sum while the others reduce in place relies on
- * the two paths running the same collective underneath, which this header
- * does not promise.  The TP forward gets it by giving every rank a backend
- * of the same type.
- *
- * A rank that fails calls ld_comm_abort so that the others, waiting in a
- * collective, return LD_ERR_MISMATCH ("another rank failed") instead of
- * hanging; after an abort the group stays aborted (create a new one).
- *
- * Library code: errors are returned, nothing is printed.
- */
+ * The design: docs/engine.md, "Communicators: determinism, memory, failure". */
 #ifndef LD_COMM_H
 #define LD_COMM_H
 

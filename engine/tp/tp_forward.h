@@ -12,38 +12,7 @@
  * memory (host memory over the simulated ranks, device memory over NCCL),
  * else through a host copy; the same bits either way (tp_forward.c).
  *
- * Per layer and rank: attention over its H/N query heads and KV/N KV heads
- * (its own KV cache of KV/N heads), o_proj over those heads' columns, an
- * all-reduce; the MLP over its I/N intermediate rows, down_proj over
- * those columns, an all-reduce.  Embeddings, norms and the lm_head are
- * replicated: every rank holds the whole residual stream, identical bits
- * on every rank (the all-reduce gives every rank the same sum), and rank 0
- * computes the logits and hidden states the caller asked for.  (A
- * vocab-parallel lm_head, each rank computing V/N rows and an all-gather,
- * would give the same bits, since a logit is one dot product computed whole;
- * it saves memory and time on big vocabularies, not needed at this size.)
- *
- * Determinism: the sum is comm.h's ordered sum (rank 0 + rank 1 + ...,
- * whatever the transport), every rank's ops keep backend.h's contract, so a
- * TP=N run gives the same bits run after run, whatever the threads per rank
- * or the grouping of the ranks into nodes; it differs from the single-rank
- * forward (and from TP=M) by rounding only: the K-slices of o_proj and
- * down_proj sum in another order.  TP=1 through this path is the plain
- * forward's bits.
- *
- * Ranks run as threads of this process: on the CPU backends ("cpu", "ref")
- * over the simulated communicator (comm_sim.c), on "cuda" over NCCL (one
- * GPU per rank, devices 0..N-1) or, where the ranks share GPUs or the
- * build lacks NCCL, over the simulated communicator too (ld_tp_opts.gpus).  Or each rank is
- * a process (ld_tp_opts.comm, from ld_comm_join: NCCL's bootstrap across
- * machines, a shared mapping between the processes of one), every process
- * making the same calls; the ordered sum makes that the same bits as the
- * threads.  With CUDA graphs (graphs=N in the kernel spec) every rank runs
- * on a thread of its own in graph mode (the caller's thread waits; it must
- * not be in graph mode itself while it makes or evaluates a session:
- * weights and caches of every rank are set up from it).  Library code:
- * errors are returned, nothing is printed.
- */
+ * The design: docs/engine.md, "Tensor parallelism: the group's session". */
 #ifndef LD_TP_FORWARD_H
 #define LD_TP_FORWARD_H
 

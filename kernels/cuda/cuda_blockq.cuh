@@ -1,7 +1,7 @@
 /* cuda_blockq.cuh - the warp dot products of the block-scaled weights
  * (FP8 E4M3 with a scale grid, FP4 E2M1 with fp32 or UE8M0 scales) that
  * every kernel computing a column of such a matmul shares: the plain and
- * the grouped GEMMs (cuda_deepseek.cu, cuda_ds4.cu) and the MoE's
+ * the grouped GEMMs (cuda_fp8.cu, cuda_moe.cu, cuda_ds4_moe.cu) and the MoE's
  * mixed launches, so that one column's sums are the same bits whichever
  * kernel computes them. */
 #ifndef LD_CUDA_BLOCKQ_CUH

@@ -1,4 +1,4 @@
-/* cuda_common.cuh - small device helpers of cuda_deepseek.cu and
+/* cuda_common.cuh - small device helpers of the DeepSeek kernels (cuda_moe.cu ... cuda_ds4_*.cu) and
  * cuda_sample.cu (CUDA C++ only; C code includes cuda_ops.h).
  *
  * Every reduction here has a fixed order that depends on the launch shape
@@ -190,7 +190,7 @@ __device__ __forceinline__ int ld_ranks_before(float sa, int a, float sb, int b)
     return a < b;
 }
 
-/* ---- DeepSeek-V4 helpers (cuda_ds4.cu) ---- */
+/* ---- DeepSeek-V4 helpers (cuda_ds4_*.cu) ---- */
 
 /* max over the warp, every lane gets it (exact whatever the order; NaN
  * ignored as fmaxf does) */

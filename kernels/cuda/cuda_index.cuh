@@ -1,8 +1,8 @@
 /* cuda_index.cuh - the lightning indexer's custom kernels as block-level
  * pieces: a tile of key scores (index_custom's) and a row's top-k
- * (topk_custom's), for cuda_deepseek.cu's kernels and for the V4 kernel
+ * (topk_custom's), for cuda_indexer.cu's kernels and for the V4 kernel
  * that runs the indexer's RoPE, scores and top-k in one launch
- * (cuda_ds4.cu's ds4_index_pick).  A piece gives the same values
+ * (cuda_ds4_attention.cu's ds4_index_pick).  A piece gives the same values
  * whichever kernel runs it: a key's score is one warp's, the heads summed
  * in order; a top-k is the exact set, written in index order. */
 #ifndef LD_CUDA_INDEX_CUH

@@ -1,6 +1,6 @@
 /* cuda_mm_warp.cuh - the custom matmul's arithmetic, for the kernels that
  * compute a matmul's columns themselves (cuda_weights.cu's matmul_custom
- * and matmul_fan_custom; cuda_deepseek.cu's router fused with the V4
+ * and matmul_fan_custom; cuda_route.cu's router fused with the V4
  * route): a weight row's elements as ref_quant.c dequantizes them, and a
  * warp's sums over a column for up to MM_TT tokens.  Every kernel that
  * uses mm_warp_sums with the VEC matmul_vec picks for the weight gives a

@@ -205,7 +205,7 @@ int ld_cu_softmax(int v, float *out, const float *x, int rows, int n);
 
 /* ================================================================ DeepSeek
  * The CUDA twins of ref_ds.h and ref_ds4.h
- * (kernels/cuda/cuda_deepseek.cu) and of replay_sample.c's sampler
+ * (kernels/cuda/cuda_fp8.cu, cuda_moe.cu, cuda_mla.cu, cuda_indexer.cu, cuda_route.cu, cuda_hc.cu) and of replay_sample.c's sampler
  * (kernels/cuda/cuda_sample.cu).  Same conventions as above: device pointers,
  * `v` LD_CU_REF (one thread per output, or per row where the reference's
  * loop is sequential: routers, top-k, Sinkhorn, the sampler's walk) or
@@ -409,7 +409,7 @@ int ld_cu_sample(int v, int32_t *tokens, const float *logits, int T, int V, doub
                  double top_p, double min_p, uint64_t seed, uint64_t pos0, void *work, size_t work_bytes);
 
 /* ---------------------------------------------------------------- DeepSeek-V4
- * kernels/cuda/cuda_ds4.cu: the twins of the rest of ref_ds4.h
+ * kernels/cuda/cuda_ds4_*.cu: the twins of the rest of ref_ds4.h
  * and of V3.2's indexer LayerNorm and RoPE (ref_ds.h).  As above: v
  * is LD_CU_REF or LD_CU_CUSTOM, device arrays, T token rows at positions
  * pos0 + t, every row computed the same whatever rows run with it; 0 or a

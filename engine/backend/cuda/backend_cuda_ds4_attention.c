@@ -8,7 +8,7 @@
 
 /* ---------------------------------------------------------------- V4 attention
  * backend.h's V4 attention entries over the twins of kernels/
- * cuda_ds4.cu: the host path's steps in its order, a launch over
+ * cuda_ds4_*.cu: the host path's steps in its order, a launch over
  * the chunk's tokens where the step allows (the compressor: its positions
  * in order, its ring being overwritten within a chunk). */
 

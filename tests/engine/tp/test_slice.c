@@ -1,5 +1,5 @@
 /* test_slice.c - a layer slice of a model (forward.h's
- * ld_session_create_slice, its DeepSeek twins, lm.h's
+ * ld_session_create_slice, its DeepSeek twins, engine.h's
  * ld_lm_session_create_slice): the session logdiff replay --check-layers
  * runs on a CPU for a few layers of a model too large for it.
  *  - bitwise: ref.json's first sequence through a whole forward pass with
@@ -94,7 +94,7 @@ static int check_slice(const char *name, int cpu, ld_lm *m, ld_backend *be, cons
 }
 
 /* every slice of the model of `name` against its whole forward pass
- * (through lm.h: every family alike) */
+ * (through engine.h: every family alike) */
 static int check_model(const char *name, int cpu)
 {
     char dir[512];

@@ -1,5 +1,5 @@
 /* test_cuda_ds.c - the GPU-only checks of the CUDA DeepSeek ops and
- * sampler (kernels/cuda/cuda_deepseek.cu, cuda_ds4.cu, cuda_sample.cu;
+ * sampler (kernels/cuda/cuda_{fp8,moe,mla,indexer,route,hc}.cu, cuda_ds4_*.cu, cuda_sample.cu;
  * ctest label gpu): every op, its reference kernel (LD_CU_REF) and its
  * custom kernel (LD_CU_CUSTOM), against the plain-C reference (ref_ds.h,
  * ref_ds4.h, ref_ops.h, replay_sample.h) on random inputs of small
@@ -34,7 +34,7 @@
  *                  of both kernels equal ld_sampler_token's exactly, greedy
  *                  and seeded, with each filter alone and together, ties
  *                  and NaN included
- * kernels/cuda/cuda_ds4.cu:
+ * kernels/cuda/cuda_ds4_*.cu:
  *   ds4_attention  ref: nmse <= 1e-12 (expf); custom: nmse <= 1e-10 (split-K
  *                  over 64 keys, fmaf, unnormalised sums merged in order);
  *                  window, compressed entries all / picked (-1 filled),
