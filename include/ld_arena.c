@@ -1,4 +1,4 @@
-/* arena.c - see arena.h. */
+/* ld_arena.c - see ld_arena.h. */
 #include "ld_arena.h"
 
 #include <stdlib.h>

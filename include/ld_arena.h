@@ -1,4 +1,4 @@
-/* arena.h - bump allocator for per-line / per-request parse data.
+/* ld_arena.h - bump allocator for per-line / per-request parse data.
  *
  * Ownership: an ld_arena owns every block handed out by ld_arena_alloc();
  * they are all released together by ld_arena_reset() (memory kept for reuse,

@@ -1,26 +1,7 @@
 /* align.h - align a request's message array with the templated prompt text,
  * without knowing the chat template, and derive findings from it.
  *
- * The question answered: which parts of which messages (visible content,
- * reasoning, tool calls, tool results) reached the prompt the model saw, where,
- * and in which order.  Known template normalisations are not damage: strip of
- * whitespace at the content edges, splitting at `</think>`, dropping earlier
- * reasoning, tool results merged into other turns or wrapped in markup, tool
- * arguments printed raw, re-serialised (spacing/key order, compared as JSON),
- * JSON-encoded a second time, or printed key by key, system prompts moved.
- *
- * Cost: linear in the prompt size in the common case (each message is searched
- * forward from the previous one's end).  Messages not found in order get one
- * search of the whole prompt each, up to a total budget of
- * LD_ALIGN_FALLBACK_FACTOR x prompt_len bytes; past it the rest are reported
- * absent with `fallback_skipped` set.
- *
- * Ownership: ld_align_run() borrows the messages and the prompt for the call
- * only; every result object (arrays, detail strings, excerpts) is allocated in
- * the caller's arena and lives until that arena is reset or released.  The
- * result holds no pointer into the inputs.  Thread safety: none shared; one
- * arena per thread.
- */
+ * The design: docs/analysis.md, "Locating each message in the templated prompt". */
 #ifndef LD_ALIGN_H
 #define LD_ALIGN_H
 

@@ -1,4 +1,4 @@
-/* ld_tpl_arith.c - the arithmetic operators with Python's semantics: + on
+/* tpl_arith.c - the arithmetic operators with Python's semantics: + on
  * strings and lists, * repeating them, int and float division, floor
  * division and modulo rounding toward negative infinity, ** by squaring;
  * an int result beyond 64 bits is refused rather than wrapped. */

@@ -1,6 +1,6 @@
 /* tpl_expr.c - expressions: names, literals, attribute and item access,
  * slices, calls (filters, tests, methods, globals, macros), comparisons and
- * boolean operators, with Python's semantics (arithmetic: ld_tpl_arith.c). */
+ * boolean operators, with Python's semantics (arithmetic: tpl_arith.c). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>

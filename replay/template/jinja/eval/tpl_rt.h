@@ -1,6 +1,6 @@
 /* tpl_rt.h - the evaluator's state during one render and what its files
  * share: tpl_runtime.c (errors, limits, iteration), tpl_expr.c
- * (expressions), ld_tpl_arith.c (operators on numbers, strings and lists) and
+ * (expressions), tpl_arith.c (operators on numbers, strings and lists) and
  * tpl_exec.c (statements, loops, macros, the render).  Internal to eval/. */
 #ifndef LD_TPL_RT_H
 #define LD_TPL_RT_H
@@ -71,7 +71,7 @@ static inline bool tpl_is_number(const ld_tpl_value *v)
     return v->kind == TV_INT || v->kind == TV_FLOAT || v->kind == TV_BOOL;
 }
 
-/* ld_tpl_arith.c: a op b for + - * / // (op 'f') % ** with Python's semantics */
+/* tpl_arith.c: a op b for + - * / // (op 'f') % ** with Python's semantics */
 ld_status ld_tpl_arith(tpl_rt *rt, const tpl_node *n, char op, ld_tpl_value *a, ld_tpl_value *b, ld_tpl_value **out);
 
 #endif /* LD_TPL_RT_H */

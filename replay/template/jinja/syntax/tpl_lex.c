@@ -1,4 +1,4 @@
-/* ld_tpl_lex.c - the template lexer: jinja2's whitespace rules with
+/* tpl_lex.c - the template lexer: jinja2's whitespace rules with
  * trim_blocks=True and lstrip_blocks=True ({%- -%} {{- -}} {#- -#} strip all
  * whitespace on their side; a block or comment tag alone on its line takes
  * the line's leading blanks with it; the first newline after %} or #} is

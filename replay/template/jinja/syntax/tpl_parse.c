@@ -1,4 +1,4 @@
-/* ld_tpl_parse.c - recursive-descent parser from tokens to the AST, following
+/* tpl_parse.c - recursive-descent parser from tokens to the AST, following
  * jinja2's grammar (parser.py): statements if/elif/else, for (with tuple
  * targets, `if` filter, else and `recursive`), set (name, tuple, ns.attr,
  * block), macro, call blocks, filter blocks, break/continue ({% raw %} is
