@@ -46,10 +46,13 @@ foreach(src ${LD_TEST_SRC})
   set_tests_properties(${name} PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
 endforeach()
 
+# the CUDA DeepSeek kernels' checks, one op group a test as kernels/cuda/
+set(LD_CUDA_DS_TESTS cuda_moe cuda_mla cuda_route cuda_hc cuda_sample cuda_ds4)
+
 # The GPU-only checks (skip, 77, without a device or without CUDA): label
 # gpu (and cuda, the style guide's name), not cpu, so that `ctest -L cpu`
 # leaves them out and tools/gpu-check.sh runs `ctest -L gpu`.
-foreach(concept cuda_ops cuda_ds cuda_determinism)
+foreach(concept cuda_ops ${LD_CUDA_DS_TESTS} cuda_determinism)
   set_tests_properties(${LD_TEST_NAME_${concept}} PROPERTIES LABELS "gpu;cuda")
 endforeach()
 
@@ -106,7 +109,7 @@ ld_test_variant(cuda_glue "" ld_cuda_mock)
 target_compile_definitions(test_cuda_glue PRIVATE LD_CUDA_MOCK=1)
 add_test(NAME ${LD_TEST_NAME_cuda_glue} COMMAND test_cuda_glue)
 set_tests_properties(${LD_TEST_NAME_cuda_glue} PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
-foreach(concept backend_ops cuda_determinism cuda_ds cuda_ops)
+foreach(concept backend_ops cuda_determinism ${LD_CUDA_DS_TESTS} cuda_ops)
   ld_test_variant(${concept} mock ld_cuda_mock)
   target_compile_definitions(test_${concept}_mock PRIVATE LD_CUDA_MOCK=1)
   if(NOT concept STREQUAL "backend_ops")
@@ -203,10 +206,10 @@ if(CUDAToolkit_FOUND AND LD_PERL AND CMAKE_CXX_COMPILER AND NOT LOGDIFF_FUZZ)
     target_include_directories(${exe} PRIVATE ${LD_EMU_DIR})
     target_compile_definitions(${exe} PRIVATE LD_CUDA_EMU=1)
   endfunction()
-  foreach(concept cuda_ops cuda_ds cuda_determinism backend_ops cuda_launches tp)
+  foreach(concept cuda_ops ${LD_CUDA_DS_TESTS} cuda_determinism backend_ops cuda_launches tp)
     ld_emu_test(${concept})
   endforeach()
-  foreach(concept cuda_ops cuda_ds cuda_determinism)
+  foreach(concept cuda_ops ${LD_CUDA_DS_TESTS} cuda_determinism)
     add_test(NAME ${LD_TEST_NAME_${concept}}.emu COMMAND test_${concept}_emu)
     set_tests_properties(${LD_TEST_NAME_${concept}}.emu PROPERTIES LABELS "cpu;emu" SKIP_RETURN_CODE 77)
   endforeach()
@@ -229,7 +232,7 @@ if(CUDAToolkit_FOUND AND LD_PERL AND CMAKE_CXX_COMPILER AND NOT LOGDIFF_FUZZ)
   # a race between two barriers passes in at most one order), and with expf,
   # sinf, cosf, log1pf and exp as far off as the device's may be
   # (cuda_emu.cuh: a check stricter than the device's maths allow fails)
-  foreach(concept cuda_ops cuda_ds)
+  foreach(concept cuda_ops ${LD_CUDA_DS_TESTS})
     set(name ${LD_TEST_NAME_${concept}}.emu)
     add_test(NAME ${name}_reverse COMMAND test_${concept}_emu)
     set_tests_properties(${name}_reverse PROPERTIES LABELS "cpu;emu;emu_long"

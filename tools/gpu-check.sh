@@ -6,8 +6,9 @@
 #   2. runs the GPU tests: test_cuda_ops (ctest kernels.cuda.cuda_ops,
 #      label gpu), test_backend_ops (every op on cpu, cuda-ref and
 #      cuda-custom against the reference backend) and
-#      test_cuda_ds (ctest kernels.cuda.cuda_ds, label gpu: the
-#      DeepSeek ops and the sampler, both kernels, against the C reference)
+#      test_cuda_{moe,mla,route,hc,sample,ds4} (ctest kernels.cuda.*,
+#      label gpu: the DeepSeek ops and the sampler, both kernels, against
+#      the C reference)
 #      and test_cuda_determinism (ctest engine.backend.cuda_determinism,
 #      label gpu: 100 replays of a request, prefill / chunks / token by
 #      token bitwise, both kernel sets near transformers, on qwen3 and
@@ -66,7 +67,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_cuda_ops test_backend_ops test_cuda_ds test_cuda_determinism bench_cuda_ops bench_ds4_stack"
+targets="test_cuda_ops test_backend_ops test_cuda_moe test_cuda_mla test_cuda_route test_cuda_hc test_cuda_sample test_cuda_ds4 test_cuda_determinism bench_cuda_ops bench_ds4_stack"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -176,7 +177,9 @@ step test-cuda-ops 180 "$bin/test_cuda_ops"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-backend-ops 120 "$bin/test_backend_ops" || status=1
-step test-cuda-deepseek 90 "$bin/test_cuda_ds"
+# the DeepSeek kernels' checks, one op group a binary (the first to skip,
+# 77, stops the loop: no device)
+step test-cuda-deepseek 90 bash -c 'for t in moe mla route hc sample ds4; do "$0/test_cuda_$t" || exit $?; done' "$bin"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-cuda-determinism 60 "$bin/test_cuda_determinism"
