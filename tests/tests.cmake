@@ -102,7 +102,8 @@ endfunction()
 # backend's files and cuda_ops.h, so the archives' versions are never pulled
 # in.  Label cpu.
 file(GLOB LD_CUDA_BACKEND_SRC CONFIGURE_DEPENDS engine/backend/cuda/*.c)
-add_library(ld_cuda_mock OBJECT ${LD_CUDA_BACKEND_SRC} tests/support/cuda_mock.c)
+file(GLOB LD_CUDA_MOCK_SRC CONFIGURE_DEPENDS tests/support/cuda_mock*.c)
+add_library(ld_cuda_mock OBJECT ${LD_CUDA_BACKEND_SRC} ${LD_CUDA_MOCK_SRC})
 target_compile_definitions(ld_cuda_mock PRIVATE LD_CUDA_MOCK=1)
 target_link_libraries(ld_cuda_mock PUBLIC ld_replay ld_parse Threads::Threads)
 ld_test_variant(cuda_glue "" ld_cuda_mock)
