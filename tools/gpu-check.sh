@@ -4,7 +4,7 @@
 #      compute capability; LOGDIFF_CUDA_ARCHS overrides), warnings as
 #      errors -- or takes binaries prepared elsewhere (below);
 #   2. runs the GPU tests: test_cuda_ops (ctest kernels.cuda.cuda_ops,
-#      label gpu), test_backend_ops (every op on cpu, cuda-ref and
+#      label gpu), test_backend_ops and test_backend_ds_ops (every op on cpu, cuda-ref and
 #      cuda-custom against the reference backend) and
 #      test_cuda_{moe,mla,route,hc,sample,ds4} (ctest kernels.cuda.*,
 #      label gpu: the DeepSeek ops and the sampler, both kernels, against
@@ -67,7 +67,7 @@ logs=$build/gpu-check
 mkdir -p "$logs"
 jobs=$(nproc 2>/dev/null || echo 4)
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-targets="test_cuda_ops test_backend_ops test_cuda_moe test_cuda_mla test_cuda_route test_cuda_hc test_cuda_sample test_cuda_ds4 test_cuda_determinism bench_cuda_ops bench_ds4_stack"
+targets="test_cuda_ops test_backend_ops test_backend_ds_ops test_cuda_moe test_cuda_mla test_cuda_route test_cuda_hc test_cuda_sample test_cuda_ds4 test_cuda_determinism bench_cuda_ops bench_ds4_stack"
 
 if [ $prepare = 1 ]; then
     archs=${LOGDIFF_CUDA_ARCHS:-90}
@@ -177,6 +177,7 @@ step test-cuda-ops 180 "$bin/test_cuda_ops"
 rc=$?
 [ $rc = 0 ] || [ $rc = 77 ] || status=1
 step test-backend-ops 120 "$bin/test_backend_ops" || status=1
+step test-backend-ds-ops 120 "$bin/test_backend_ds_ops" || status=1
 # the DeepSeek kernels' checks, one op group a binary (the first to skip,
 # 77, stops the loop: no device)
 step test-cuda-deepseek 90 bash -c 'for t in moe mla route hc sample ds4; do "$0/test_cuda_$t" || exit $?; done' "$bin"
@@ -246,7 +247,7 @@ if [ $built = 1 ]; then
     grep -E '^(FAIL|skipped)|passed,' "$logs/replay-tp-procs.log" 2>/dev/null | tee -a "$summary"
     # last: the engine's CPU tests (CI runs them too; here they show the GPU
     # machine's build is sound) get what is left of the budget
-    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^(engine|kernels)\.' -E '^engine\.backend\.backend_ops$' \
+    step test-engine-cpu 150 ctest --test-dir "$build" -L cpu -R '^(engine|kernels)\.' -E '^engine\.backend\.backend_(ds_)?ops$' \
         -j "$jobs" --output-on-failure --timeout 140 || status=1
 fi
 

@@ -1,7 +1,8 @@
 /* test_cuda_ops.c - the GPU-only checks of the CUDA backend (ctest label
  * gpu; every case skips, 77, with the reason when CUDA is not built or no
  * device is present):
- *  - every op and shape of test_backend_ops.c on cuda-ref and cuda-custom
+ *  - every op and shape of test_backend_ops.c (its checks in
+ *    tests/support/backend_ops_check.h) on cuda-ref and cuda-custom
  *    against the reference backend, and the batch-split invariance;
  *  - the "ref" kernels equal the C reference bitwise where no
  *    transcendental is involved (embed, matmul of every type, rmsnorm,
@@ -16,8 +17,7 @@
  *  - matmul=tc, the tensor-core GEMM (sm_80+; see its section below);
  *  - the TP all-reduce's ordered sum (kernels/cuda/cuda_tp.cu) bitwise against
  *    engine/tp/comm_sim.c's (not over the mock, which has no such kernel). */
-#define LD_BACKEND_OPS_NO_MAIN
-#include "tests/engine/backend/test_backend_ops.c"
+#include "tests/support/backend_ops_check.h"
 
 #include "engine/models/dense/forward.h"
 #include "engine/models/dense/model.h"
