@@ -11,7 +11,7 @@
  *    NCCL's bootstrap (ncclGetUniqueId / ncclCommInitRank); built only
  *    where CUDA and NCCL are found, else its constructors say so.
  *
- * The design: docs/engine.md, "Communicators: determinism, memory, failure". */
+ * The design: docs/engine-tp.md, "Communicators: determinism, memory, failure". */
 #ifndef LD_COMM_H
 #define LD_COMM_H
 

@@ -3,7 +3,7 @@
  * ld_tp_ds_session_create runs it), the split SGLang and vLLM use for MLA
  * under TP: over the attention heads and the FFN's intermediate rows.
  *
- * The design: docs/engine.md, "Tensor parallelism: DeepSeek-V3's shard". */
+ * The design: docs/engine-tp.md, "Tensor parallelism: DeepSeek-V3's shard". */
 #ifndef LD_TP_DS_SHARD_H
 #define LD_TP_DS_SHARD_H
 

@@ -12,7 +12,7 @@
  * memory (host memory over the simulated ranks, device memory over NCCL),
  * else through a host copy; the same bits either way (tp_forward.c).
  *
- * The design: docs/engine.md, "Tensor parallelism: the group's session". */
+ * The design: docs/engine-tp.md, "Tensor parallelism: the group's session". */
 #ifndef LD_TP_FORWARD_H
 #define LD_TP_FORWARD_H
 

@@ -2,7 +2,7 @@
  * over a backend (backend.h), with a latent KV cache: a session holds the
  * cache and the position, as forward.h's does for the dense models.
  *
- * The design: docs/engine.md, "DeepSeek-V3 and V3.2: what the forward pass computes". */
+ * The design: docs/engine-deepseek.md, "DeepSeek-V3 and V3.2: what the forward pass computes". */
 #ifndef LD_DS_FORWARD_H
 #define LD_DS_FORWARD_H
 

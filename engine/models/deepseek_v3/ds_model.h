@@ -4,7 +4,7 @@
  * stay in the mapping (nothing copied but FP8 kv_b_proj, below); F32, F16
  * and BF16 are accepted.
  *
- * The design: docs/engine.md, "DeepSeek-V3 and V3.2: the weights". */
+ * The design: docs/engine-deepseek.md, "DeepSeek-V3 and V3.2: the weights". */
 #ifndef LD_DS_MODEL_H
 #define LD_DS_MODEL_H
 

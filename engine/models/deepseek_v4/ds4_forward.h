@@ -4,7 +4,7 @@
  * projections and their compressed entries, and the position, as
  * ds_forward.h's does for V3.
  *
- * The design: docs/engine.md, "DeepSeek-V4: what the forward pass computes". */
+ * The design: docs/engine-deepseek.md, "DeepSeek-V4: what the forward pass computes". */
 #ifndef LD_DS4_FORWARD_H
 #define LD_DS4_FORWARD_H
 

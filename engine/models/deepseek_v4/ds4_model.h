@@ -5,7 +5,7 @@
  * weights); F32, F16 and BF16 are accepted, and with a quantization_config
  * (ds4_config.h) DeepSeek's FP8 / FP4 linears.
  *
- * The design: docs/engine.md, "DeepSeek-V4: the weights". */
+ * The design: docs/engine-deepseek.md, "DeepSeek-V4: the weights". */
 #ifndef LD_DS4_MODEL_H
 #define LD_DS4_MODEL_H
 
