@@ -316,3 +316,7 @@ set_tests_properties(tools.layering PROPERTIES LABELS cpu)
 add_test(NAME tools.cycles
          COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/check-cycles.py ${CMAKE_BINARY_DIR})
 set_tests_properties(tools.cycles PROPERTIES LABELS cpu)
+
+# the two checks above can fail: each on a small tree or objects made to break it
+add_test(NAME tools.checks COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tools/checks.sh)
+set_tests_properties(tools.checks PROPERTIES LABELS cpu ENVIRONMENT "LD_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
