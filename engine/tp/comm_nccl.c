@@ -48,7 +48,7 @@
  * Where it runs: in CI on the CUDA emulator's devices over its NCCL
  * (tests/support/cuda_emu/emu_nccl.c: the ranks threads, the all-gather a barrier
  * and copies; this file compiled a second time over it): ctest
- * engine.cuda_emu_tp (`test_tp_cuda_nccl`: TP = 1 over NCCL bitwise the
+ * engine.tp.tp.emu (`test_tp_cuda_nccl`: TP = 1 over NCCL bitwise the
  * plain CUDA forward, TP = 2 on two devices against transformers, each
  * with the reduce through the host, the CUDA backend's table without
  * buf_mem, bitwise the device path) and cli.replay_cuda_tp_emu (logdiff

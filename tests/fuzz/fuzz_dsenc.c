@@ -1,5 +1,5 @@
 /* fuzz_dsenc.c - libFuzzer target for the DeepSeek-V3.2 / V4 prompt encoders
- * (replay/dsenc*.c): parses the input as a JSON chat-completions request and
+ * (replay/template/deepseek/dsenc*.c): parses the input as a JSON chat-completions request and
  * renders it with both variants, with and without the generation prompt;
  * must never crash, hang or leak, and a rendered prompt must be as long as
  * reported.  The corpus in tests/fuzz/corpus/dsenc/ replays as the test

@@ -1,5 +1,5 @@
 /* fuzz_template.c - libFuzzer target for the template interpreter
- * (replay/tpl_*.c): compiles the input as a template and renders it with a
+ * (replay/template/jinja/): compiles the input as a template and renders it with a
  * small context under tight sandbox limits; must never crash, hang or leak.
  * The corpus in tests/fuzz/corpus/template/ replays as the test
  * fuzz.template. */

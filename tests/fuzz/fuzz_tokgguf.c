@@ -1,5 +1,5 @@
 /* fuzz_tokgguf.c - libFuzzer target for the GGUF vocabulary loader and encoder
- * (replay/tok_*.c).  Loads the input as a GGUF file with a vocabulary; when it loads,
+ * (replay/tokenizer/tok_*.c).  Loads the input as a GGUF file with a vocabulary; when it loads,
  * encodes a fixed text (code, CJK, emoji, digits, whitespace runs, special
  * token strings, invalid UTF-8) with every flag combination, decodes the ids
  * and requires that every id is in the vocabulary; must never crash, hang or

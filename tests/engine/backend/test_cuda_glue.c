@@ -1,4 +1,4 @@
-/* test_cuda_glue.c - the CUDA backend's host code (engine/backend_cuda*.c)
+/* test_cuda_glue.c - the CUDA backend's host code (engine/backend/cuda/backend_cuda*.c)
  * end to end on the CPU, over tests/support/cuda_mock.c (kernels/cuda/cuda_ops.h
  * computed by the plain-C reference leaves, every device range checked):
  * the sessions of the committed tiny models (DeepSeek-V4 and its FP4

@@ -324,7 +324,7 @@ static int nccl_join_bounded(void)
  * made in one process and by the multi-process bootstrap, and its abort: a rank that aborts releases the other from its
  * collective.  Where there is no NCCL or no two GPUs, a clear refusal.
  * CI runs it on the CUDA emulator's two devices and NCCL (ctest
- * engine.cuda_emu_tp). */
+ * engine.tp.tp.emu). */
 static int test_tp_cuda_nccl_comm(void)
 {
     ld_comm *c[2];
