@@ -1,4 +1,4 @@
-/* align_find.h - internal to replay/align*.c: find one part's text in a window
+/* align_find.h - internal to replay/analysis/align*.c: find one part's text in a window
  * of the prompt, under the known normalisations (see align.h).
  *
  * Ownership: borrows everything; temporaries are malloc'd and freed inside.

@@ -1,5 +1,5 @@
 /* cuda_mock.c - kernels/cuda/cuda_ops.h on the CPU: a mock device so that the
- * CUDA backend's host code (engine/backend_cuda*.c, compiled a second time
+ * CUDA backend's host code (engine/backend/cuda/backend_cuda*.c, compiled a second time
  * with LD_CUDA_MOCK) runs in CI, under the sanitizers, without a GPU.
  *
  * "Device" memory is host malloc, and every live allocation is kept in a

@@ -1,4 +1,4 @@
-/* test_dsenc.c - the DeepSeek-V3.2 / V4 prompt encoders (replay/dsenc*.c)
+/* test_dsenc.c - the DeepSeek-V3.2 / V4 prompt encoders (replay/template/deepseek/dsenc*.c)
  * against SGLang's own encoders: every case of testdata/replay/dsenc/
  * {v32,v4}.json (tools/gen_dsenc_cases.py) must give the same bytes, or be
  * refused when SGLang refuses it; plus hand-written checks of the API.
