@@ -33,6 +33,7 @@ printf '#include "replay/analysis/finding.h"\n' >"$T/replay/tokenizer/tok.c"  # 
 printf '#include "gguf.h"\n' >"$T/replay/tokenizer/tok_gguf.c"                 # a bare non-sibling name
 printf '#include "engine/engine.h"\n' >"$T/cmd/main.c"                         # cmd/ -> engine/
 printf '#include <stdio.h>\nvoid f(void) { printf("x"); }\n' >"$T/parse/input/input.c" # library printing
+printf '#include <stdio.h>\nvoid g(void) { fputs("x", stderr); }\n' >"$T/parse/input/input_log.c" # to stderr
 bash "$LD_SOURCE_DIR/tools/check-layering.sh" "$T" >"$WORK/layer.out" 2>&1
 rc=$?
 [ $rc = 1 ] && ok "layering: a broken tree fails (exit 1)" || not_ok "layering: exit $rc, expected 1"
@@ -41,12 +42,14 @@ expect "layering: the tokenizer including the analysis" "replay/tokenizer/tok.c 
 expect "layering: a bare name for another folder's header" "tok_gguf.c includes \"gguf.h\", which is neither beside it" "$WORK/layer.out"
 expect "layering: cmd/ including the engine" "cmd/main.c includes engine/engine.h" "$WORK/layer.out"
 expect "layering: library code printing" "library code must not exit or print: parse/input/input.c" "$WORK/layer.out"
+expect "layering: library code writing to stderr" "parse/input/input_log.c:2:" "$WORK/layer.out"
 # mended: what the rules allow
 printf '#include "ref_ops.h"\n#include "ld_error.h"\n' >"$T/kernels/ref/ref_ops.c"
 printf '#include "parse/input/input.h"\n' >"$T/replay/tokenizer/tok.c"
 printf '#include "engine/formats/gguf.h"\n' >"$T/replay/tokenizer/tok_gguf.c"
 printf '#include "parse/input/input.h"\n' >"$T/cmd/main.c"
 printf '#include <stdio.h>\nint f(char *b) { return snprintf(b, 2, "x"); }\n' >"$T/parse/input/input.c"
+printf 'const char *g(void) { return "<stdout|stderr> \\" stderr"; }\n' >"$T/parse/input/input_log.c" # named in a message
 if bash "$LD_SOURCE_DIR/tools/check-layering.sh" "$T" >"$WORK/layer2.out" 2>&1; then
     ok "layering: the mended tree passes"
 else
