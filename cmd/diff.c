@@ -65,6 +65,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     int no_conv = 0;
     ld_cli_check_flags f = { .server = "sglang" };
     ld_cli_checks chk = { 0 };
+    const char *capture = NULL;
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
@@ -79,6 +80,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "replay", &f.replay.dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
         { LD_OPT_STRING, 0, "replay-backend", &f.replay.backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
         { LD_OPT_INT, 0, "replay-tp", &f.replay.tp, "N", "split the replay over N tensor-parallel ranks" },
+        LD_CLI_CAPTURE_OPTION(capture),
         LD_OPTION_END
     };
     int n_args = 0;
@@ -97,13 +99,14 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     if (rc != 0) fprintf(cli->err, "logdiff diff: %s\n", e.msg);
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS | (ld_judge_needs_values(&rep.checks) ? LD_PAIR_KEEP_VALUES : 0);
-    ld_cli_logread lr = { cli, rep.json, 1, { 0 }, { 0 } };
+    ld_cli_logread lr = { cli, rep.json, 1, { 0 }, { 0 }, capture };
     if (rc == 0) rc = ld_cli_logread_run(&lr, argv + 1, n_args, &opts, ld_cli_diff_report_request, &rep);
     if (rc == 0) ld_cli_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
     ld_cli_checks_free(&chk);
     ld_arena_release(&rep.arena);
     if (rc != 0 || rep.failed || lr.stats.io_errors) return LD_EXIT_TROUBLE;
+    if (lr.stats.capture_problems) rep.n_not_ok++; /* a line the capture lost or cut: reported above */
     if (rep.only_rid && !rep.n_reported) {
         fprintf(cli->err, "logdiff diff: no request with rid '%s' in the logs given\n", rep.only_rid);
         return LD_EXIT_TROUBLE;

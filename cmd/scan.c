@@ -8,21 +8,24 @@
 #include "cmd/common/options.h"
 
 static const char *const scan_usage[] = {
-    "logdiff scan [--json] [--all] LOG...",
+    "logdiff scan [--json [--summary]] [--all] [--capture NAME] LOG...",
     "",
     "Lists every request in SGLang / vLLM request logs, one row each: rid, time,",
     "file:line, messages, prompt and output characters, finish reason,",
     "temperature and flags (truncated by the logger, unpaired, parse error).",
     "LOG may be a file, a directory, or '-' for standard input; gzip, zstd, xz,",
-    "bzip2, tar and zip are read by content.  Exit status: 0 all requests",
-    "complete and parsed, 1 a line failed to parse or a request misses a part,",
-    "2 usage or I/O error.",
+    "bzip2, tar and zip are read by content, and so are the captures that wrap",
+    "and split long lines (Docker json-file, CRI, kubectl --prefix, log",
+    "shippers' JSON lines): split lines are rejoined, and the summary says how.",
+    "Exit status: 0 all requests complete and parsed, 1 a line failed to parse,",
+    "a request misses a part or a line was lost in its capture, 2 usage or I/O",
+    "error.",
     NULL
 };
 
 typedef struct scan_state {
     struct ld_cli *cli;
-    int json, all;
+    int json, all, summary;
     uint64_t rows, errors, unpaired;
 } scan_state;
 
@@ -121,8 +124,27 @@ static int on_request(void *ctx, ld_request *r)
     return 0;
 }
 
+/* --json --summary's closing object: the counts of the text summary */
+static void print_summary_json(scan_state *s, const ld_cli_logread *lr)
+{
+    const ld_pair_stats *ps = &lr->pair_stats;
+    cJSON *o = cJSON_CreateObject(), *sum = cJSON_AddObjectToObject(o, "summary");
+    cJSON_AddItemToObject(sum, "requests", ld_json_int((int64_t)(s->rows - s->errors)));
+    cJSON_AddItemToObject(sum, "lines", ld_json_int((int64_t)ps->lines));
+    cJSON_AddItemToObject(sum, "request_lines", ld_json_int((int64_t)ps->request_lines));
+    cJSON_AddItemToObject(sum, "skipped_lines", ld_json_int((int64_t)ps->skipped));
+    cJSON_AddItemToObject(sum, "parse_errors", ld_json_int((int64_t)ps->errors));
+    cJSON_AddItemToObject(sum, "health_checks", ld_json_int((int64_t)ps->health_checks));
+    cJSON_AddItemToObject(sum, "unpaired", ld_json_int((int64_t)s->unpaired));
+    cJSON_AddItemToObject(sum, "input_errors", ld_json_int((int64_t)lr->stats.io_errors));
+    cJSON_AddItemToObject(sum, "members", ld_json_int((int64_t)lr->stats.members));
+    cJSON_AddItemToObject(sum, "capture", ld_cli_capture_json(&lr->stats));
+    ld_json_print_line(s->cli->out, o);
+}
+
 static void print_summary(scan_state *s, const ld_cli_logread *lr)
 {
+    if (s->json && s->summary) print_summary_json(s, lr);
     const ld_pair_stats *ps = &lr->pair_stats;
     FILE *f = s->json ? s->cli->err : s->cli->out;
     if (s->json && !s->cli->err_is_tty) return; /* scripts read stdout only */
@@ -133,14 +155,19 @@ static void print_summary(scan_state *s, const ld_cli_logread *lr)
             (unsigned long long)ps->request_lines, (unsigned long long)ps->skipped,
             (unsigned long long)ps->errors, (unsigned long long)ps->health_checks,
             (unsigned long long)s->unpaired, (unsigned long long)lr->stats.io_errors);
+    char cap[512];
+    if (*ld_cli_capture_summary(&lr->stats, cap, sizeof cap)) fprintf(f, "%s\n", cap);
 }
 
 int cmd_scan(int argc, char **argv, struct ld_cli *cli)
 {
-    scan_state s = { cli, 0, 0, 0, 0, 0 };
+    scan_state s = { cli, 0, 0, 0, 0, 0, 0 };
+    const char *capture = NULL;
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &s.json, NULL, "JSON Lines, one object per request" },
+        { LD_OPT_BOOL, 0, "summary", &s.summary, NULL, "with --json: a last object {\"summary\": {...}}, the counts" },
         { LD_OPT_BOOL, 0, "all", &s.all, NULL, "include internal requests (HEALTH_CHECK_*)" },
+        LD_CLI_CAPTURE_OPTION(capture),
         LD_OPTION_END
     };
     int n_args = 0;
@@ -152,10 +179,10 @@ int cmd_scan(int argc, char **argv, struct ld_cli *cli)
     }
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_ERROR_RECORDS | (s.all ? LD_PAIR_KEEP_INTERNAL : 0);
-    ld_cli_logread lr = { cli, s.json, 1, { 0 }, { 0 } };
+    ld_cli_logread lr = { cli, s.json, 1, { 0 }, { 0 }, capture };
     if (ld_cli_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0)
         return LD_EXIT_TROUBLE;
     print_summary(&s, &lr);
     if (lr.stats.io_errors) return LD_EXIT_TROUBLE;
-    return (s.errors || s.unpaired) ? LD_EXIT_DIFF : LD_EXIT_SAME;
+    return (s.errors || s.unpaired || lr.stats.capture_problems) ? LD_EXIT_DIFF : LD_EXIT_SAME;
 }

@@ -52,10 +52,12 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
 {
     show_state s = { 0 };
     int json = 0, full = 0;
+    const char *capture = NULL;
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "rid", &s.rid, "RID", "the request id to show (required)" },
         { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object with full texts" },
         { LD_OPT_BOOL, 0, "full", &full, NULL, "print long prompts and outputs whole" },
+        LD_CLI_CAPTURE_OPTION(capture),
         LD_OPTION_END
     };
     int n_args = 0;
@@ -68,7 +70,7 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = s.rid;
-    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 }, capture };
     if (ld_cli_logread_run(&lr, argv + 1, n_args, &opts, on_request, &s) != 0 || s.oom) {
         for (size_t i = 0; i < s.n_found; i++) ld_request_free(s.found[i]);
         free(s.found);

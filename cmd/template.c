@@ -54,13 +54,13 @@ static int on_request(void *ctx, ld_request *r)
     return 0;
 }
 
-static cJSON *request_from_log(struct ld_cli *cli, const char *rid, char **logs, int n)
+static cJSON *request_from_log(struct ld_cli *cli, const char *rid, const char *capture, char **logs, int n)
 {
     rid_state s = { rid, NULL, 0, 0 };
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     opts.only_rid = rid;
-    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 }, capture };
     int rc = ld_cli_logread_run(&lr, logs, n, &opts, on_request, &s);
     if (rc != 0 || s.oom || lr.stats.io_errors) {
         if (s.oom) fprintf(cli->err, "logdiff template: out of memory\n");
@@ -126,7 +126,7 @@ static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req
 
 int cmd_template(int argc, char **argv, struct ld_cli *cli)
 {
-    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL;
+    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL, *capture = NULL;
     int no_gen = 0;
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "template", &tpl_path, "SRC", ".jinja, tokenizer_config.json or model directory (required)" },
@@ -134,6 +134,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "eos-token", &eos, "S", "eos_token (default: from SRC, else None)" },
         { LD_OPT_BOOL, 0, "no-generation-prompt", &no_gen, NULL, "add_generation_prompt=False" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "render this logged request (LOG... instead of REQUEST.json)" },
+        LD_CLI_CAPTURE_OPTION(capture),
         LD_OPTION_END
     };
     int n_args = 0;
@@ -154,7 +155,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
         print_error(cli, tpl_path, &err);
         return LD_EXIT_TROUBLE;
     }
-    cJSON *req = rid ? request_from_log(cli, rid, argv + 1, n_args)
+    cJSON *req = rid ? request_from_log(cli, rid, capture, argv + 1, n_args)
                      : request_from_file(cli, argv[1]);
     int status = LD_EXIT_TROUBLE;
     if (req)

@@ -111,14 +111,18 @@ typedef struct run_state {
     ld_pairer *pairer;
     const ld_logset_hooks *hooks;
     ld_logset_stats *stats;
+    ld_capture *capture;
+    size_t max_line;      /* 0: the line reader's default */
     uint64_t done_before; /* bytes of inputs finished before this one */
     uint64_t total;
     uint64_t lines_since_progress;
+    ld_logset_hooks counting; /* count_problem over this state */
 } run_state;
 
 static void problem(run_state *s, ld_problem_kind kind, const ld_error *e)
 {
     if (kind == LD_PROBLEM_IO) s->stats->io_errors++;
+    else if (kind == LD_PROBLEM_CAPTURE) s->stats->capture_problems++;
     else s->stats->line_errors++;
     if (s->hooks && s->hooks->on_problem)
         s->hooks->on_problem(s->hooks->ctx, kind, e);
@@ -132,40 +136,89 @@ static void progress(run_state *s, ld_input *in, const char *member)
                           s->total, member);
 }
 
+static void report(const ld_logset_hooks *hooks, ld_problem_kind kind, const char *member, ld_error *e)
+{
+    if (!e->path) e->path = member;
+    if (hooks && hooks->on_problem) hooks->on_problem(hooks->ctx, kind, e);
+}
+
+/* one whole line (unwrapped, rejoined) to the pairer */
+static void feed_whole(ld_pairer *pairer, const char *member, const ld_line *line, const ld_logset_hooks *hooks)
+{
+    ld_line_result res;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_pairer_feed_line(pairer, member, line, &res, &e);
+    if (res == LD_LINE_ERROR) report(hooks, LD_PROBLEM_LINE, member, &e);
+}
+
+ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *line,
+                         const ld_logset_hooks *hooks)
+{
+    ld_line whole;
+    int has = 0;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_status st = ld_capture_push(c, line, &whole, &has, &e);
+    if (st == LD_ERR_NOMEM) return st;
+    if (st != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, member, &e);
+    if (has) feed_whole(pairer, member, &whole, hooks);
+    return LD_OK;
+}
+
+void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks)
+{
+    for (;;) {
+        ld_line whole;
+        int has = 0;
+        ld_error e;
+        ld_error_clear(&e);
+        ld_status st = ld_capture_drain(c, &whole, &has, &e);
+        if (!has) return;
+        if (st != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, member, &e);
+        feed_whole(pairer, member, &whole, hooks);
+    }
+}
+
+/* the problems of a run counted, then passed on */
+static void count_problem(void *ctx, ld_problem_kind kind, const ld_error *e)
+{
+    run_state *s = ctx;
+    problem(s, kind, e);
+}
+
 /* Reads the current member to its end (or its first unrecoverable error). */
 static ld_status read_member(run_state *s, ld_input *in, ld_linereader *r)
 {
     const char *member = ld_input_member_name(in);
+    ld_capture_reset(s->capture);
     for (;;) {
         ld_line line;
         int has = 0;
         ld_error e;
         ld_error_clear(&e);
         ld_status st = ld_linereader_next(r, &line, &has, &e);
-        if (st == LD_ERR_LIMIT) {
+        if (st == LD_ERR_LIMIT) { /* a line lost: as a capture's limit */
             if (!e.path) e.path = member;
-            problem(s, LD_PROBLEM_LINE, &e);
+            problem(s, LD_PROBLEM_CAPTURE, &e);
             continue;
         }
         if (st != LD_OK) {
             if (!e.path) e.path = member;
             problem(s, LD_PROBLEM_IO, &e);
+            ld_logset_drain(s->capture, s->pairer, member, &s->counting);
             return st == LD_ERR_NOMEM ? st : LD_OK;
         }
-        if (!has) return LD_OK;
+        if (!has) break;
         s->stats->bytes += line.len;
-        ld_line_result res;
-        ld_error_clear(&e);
-        st = ld_pairer_feed_line(s->pairer, member, &line, &res, &e);
-        if (res == LD_LINE_ERROR) {
-            if (!e.path) e.path = member;
-            problem(s, LD_PROBLEM_LINE, &e);
-        }
+        LD_TRY(ld_logset_feed(s->capture, s->pairer, member, &line, &s->counting));
         if (++s->lines_since_progress >= 64) {
             s->lines_since_progress = 0;
             progress(s, in, member);
         }
     }
+    ld_logset_drain(s->capture, s->pairer, member, &s->counting);
+    return LD_OK;
 }
 
 /* Every member of one opened input. */
@@ -174,7 +227,7 @@ static ld_status read_input(run_state *s, ld_input *in)
     ld_linereader *r = NULL;
     ld_error e;
     ld_error_clear(&e);
-    if (ld_linereader_new(in, 0, &r, &e) != LD_OK) return LD_ERR_NOMEM;
+    if (ld_linereader_new(in, s->max_line, &r, &e) != LD_OK) return LD_ERR_NOMEM;
     ld_status st = LD_OK;
     int failures = 0;
     for (;;) {
@@ -200,11 +253,14 @@ static ld_status read_input(run_state *s, ld_input *in)
 }
 
 ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
-                        const ld_logset_hooks *hooks, ld_logset_stats *stats,
-                        ld_error *err)
+                        const ld_logset_hooks *hooks, const ld_logset_options *opts,
+                        ld_logset_stats *stats, ld_error *err)
 {
-    run_state s = { pairer, hooks, stats, 0, ld_logset_total_bytes(paths, n), 0 };
+    run_state s = { pairer, hooks, stats, NULL, opts ? opts->max_line : 0, 0, ld_logset_total_bytes(paths, n), 0,
+                    { count_problem, NULL, NULL } };
+    s.counting.ctx = &s;
     memset(stats, 0, sizeof *stats);
+    LD_TRY(ld_capture_new(opts ? opts->capture : LD_CAPTURE_AUTO, opts ? opts->max_line : 0, &s.capture, err));
     for (size_t i = 0; i < n; i++) {
         ld_input *in = NULL;
         ld_error e;
@@ -218,8 +274,12 @@ ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
         ld_status st = read_input(&s, in);
         s.done_before += ld_input_bytes_consumed(in);
         ld_input_close(in);
-        if (st != LD_OK)
+        if (st != LD_OK) {
+            ld_capture_free(s.capture);
             return LD_FAIL(err, st, 0, "out of memory reading '%s'", paths[i]);
+        }
     }
+    stats->capture = *ld_capture_stats_of(s.capture);
+    ld_capture_free(s.capture);
     return ld_pairer_finish(pairer, err);
 }

@@ -15,11 +15,17 @@
 #include <stdint.h>
 
 #include "ld_error.h"
+#include "parse/capture/capture.h"
 #include "parse/pair/pair.h"
 
 typedef enum ld_problem_kind {
-    LD_PROBLEM_IO = 0,   /* file or member could not be read (err->path names it) */
-    LD_PROBLEM_LINE = 1  /* a request line failed to parse (path, line, offset) */
+    LD_PROBLEM_IO = 0,     /* file or member could not be read (err->path names it) */
+    LD_PROBLEM_LINE = 1,   /* a request line failed to parse (path, line, offset) */
+    LD_PROBLEM_CAPTURE = 2 /* a line lost or cut before the pairer saw it:
+                              a record not of its capture, a line past the
+                              limit (the line reader's or the rejoiner's), one
+                              that never got its last piece
+                              (parse/capture/capture.h) */
 } ld_problem_kind;
 
 typedef struct ld_logset_hooks {
@@ -39,7 +45,16 @@ typedef struct ld_logset_stats {
     uint64_t io_errors;    /* inputs/members that could not be read (fully) */
     uint64_t line_errors;  /* request lines that failed to parse */
     size_t peak_line_buffer; /* largest line buffer held, bytes */
+    uint64_t capture_problems; /* LD_PROBLEM_CAPTURE reported */
+    ld_capture_stats capture; /* the captures recognised, the lines rejoined */
 } ld_logset_stats;
+
+/* How the inputs are read. */
+typedef struct ld_logset_options {
+    ld_capture_kind capture; /* every member's, or LD_CAPTURE_AUTO: each
+                                recognised from its first record */
+    size_t max_line;         /* a line (rejoined or not) past this is skipped; 0: 1 GiB */
+} ld_logset_options;
 
 /* Expands directories in paths[0..n) into a new array of paths (files kept
  * in order, each directory replaced by its sorted regular files, recursively).
@@ -52,11 +67,22 @@ void ld_logset_free_paths(char **paths, size_t n);
 /* Sum of the sizes of regular files among paths (0 for stdin/pipes). */
 uint64_t ld_logset_total_bytes(char *const *paths, size_t n);
 
-/* Reads every input (already expanded) into `pairer`, then calls
- * ld_pairer_finish().  Returns LD_OK unless memory ran out; all other
- * problems go to hooks->on_problem and the counters. */
+/* Reads every input (already expanded) into `pairer`, each member's lines
+ * unwrapped from their capture and rejoined (parse/capture/; opts NULL:
+ * recognised by content), then calls ld_pairer_finish().  Returns LD_OK
+ * unless memory ran out; all other problems go to hooks->on_problem and the
+ * counters. */
 ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
-                        const ld_logset_hooks *hooks, ld_logset_stats *stats,
-                        ld_error *err);
+                        const ld_logset_hooks *hooks, const ld_logset_options *opts,
+                        ld_logset_stats *stats, ld_error *err);
+
+/* For readers of their own (logdiff regress's workers): one physical line
+ * of `member` through capture `c` into `pairer`, and at the member's end
+ * the lines still waiting for their last piece.  Capture problems go to
+ * hooks->on_problem as LD_PROBLEM_CAPTURE, a line the pairer cannot parse as
+ * LD_PROBLEM_LINE.  LD_ERR_NOMEM, else LD_OK. */
+ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *line,
+                         const ld_logset_hooks *hooks);
+void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "parse/pylit/pylit_json.h"
+#include "replay/analysis/harness.h"
 #include "replay/analysis/tokcheck.h"
 #include "replay/template/server_prep.h"
 
@@ -66,6 +67,7 @@ ld_status ld_judge_request(ld_differ *d, const ld_judge_checks *checks, const ld
     if (checks && checks->tok && r->rid && !(r->flags & LD_REQ_ERROR))
         LD_TRY(ld_tokcheck(checks->tok, r, arena, &v->findings, e));
     if (checks && checks->replay) LD_TRY(ld_replay_check(checks->replay, r, arena, &v->findings, e));
+    ld_harness_capture_loss(r, &v->findings); /* the re-render's and tokens' too */
     v->verdict = ld_verdict_of(&v->findings);
     return LD_OK;
 }

@@ -61,10 +61,9 @@ static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)
     ld_cli_logread *lr = c->lr;
     if (kind == LD_PROBLEM_LINE && lr->line_errors_as_records) return;
     ld_cli_progress_done(&c->bar);
-    if (lr->json)
-        ld_json_print_line(lr->cli->out,
-            ld_cli_error_json(kind == LD_PROBLEM_IO ? "log.io_error" : "log.parse_error", e));
-    if (!lr->json || kind == LD_PROBLEM_IO) print_problem(lr->cli->err, e);
+    static const char *const kinds[] = {"log.io_error", "log.parse_error", "log.capture_error"};
+    if (lr->json) ld_json_print_line(lr->cli->out, ld_cli_error_json(kinds[kind], e));
+    if (!lr->json || kind != LD_PROBLEM_LINE) print_problem(lr->cli->err, e);
 }
 
 static void on_progress(void *vctx, uint64_t done, uint64_t total, const char *member)
@@ -81,6 +80,8 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
     size_t n_paths = 0;
     ld_error e;
     ld_error_clear(&e);
+    ld_logset_options lo = { LD_CAPTURE_AUTO, 0 };
+    if (ld_cli_capture_kind(lr->cli, lr->capture, &lo.capture) != 0) return LD_EXIT_TROUBLE;
     if (ld_logset_expand((const char *const *)inputs, (size_t)n, &paths, &n_paths, &e) != LD_OK) {
         fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
         return LD_EXIT_TROUBLE;
@@ -100,7 +101,7 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
         return LD_EXIT_TROUBLE;
     }
     ld_logset_hooks hooks = { on_problem, on_progress, &c };
-    ld_status st = ld_logset_run(paths, n_paths, p, &hooks, &lr->stats, &e);
+    ld_status st = ld_logset_run(paths, n_paths, p, &hooks, &lo, &lr->stats, &e);
     ld_cli_progress_done(&c.bar);
     lr->pair_stats = *ld_pairer_stats(p);
     ld_pairer_free(p);
@@ -138,7 +139,7 @@ const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap
         { LD_REQ_AMBIGUOUS, "ambiguous" }, { LD_REQ_UNCONFIRMED, "unconfirmed" },
         { LD_REQ_TRUNCATED, "truncated" }, { LD_REQ_SKIPPED_FIELDS, "fields-skipped" },
         { LD_REQ_BATCH, "batch" },         { LD_REQ_DUPLICATE, "duplicate" },
-        { LD_REQ_INTERNAL, "internal" },
+        { LD_REQ_INTERNAL, "internal" },   { LD_REQ_CAPTURE_LOSS, "capture-loss" },
     };
     size_t used = 0;
     buf[0] = '\0';
@@ -149,4 +150,59 @@ const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap
         used += (size_t)n;
     }
     return buf;
+}
+
+/* ", N what" into buf at *o when n > 0 */
+static void add_count(char *buf, size_t cap, size_t *o, uint64_t n, const char *what)
+{
+    if (n && *o < cap) *o += (size_t)snprintf(buf + *o, cap - *o, ", %llu %s", (unsigned long long)n, what);
+}
+
+const char *ld_cli_capture_summary(const ld_logset_stats *st, char *buf, size_t cap)
+{
+    const ld_capture_stats *c = &st->capture;
+    size_t o = 0;
+    buf[0] = 0;
+    for (int k = LD_CAPTURE_PLAIN + 1; k < LD_CAPTURE_COUNT && o < cap; k++)
+        if (c->members[k])
+            o += (size_t)snprintf(buf + o, cap - o, "%s%s %llu", o ? ", " : "capture: ", ld_capture_name(k),
+                                  (unsigned long long)c->members[k]);
+    if (!o || o >= cap) return buf;
+    o += (size_t)snprintf(buf + o, cap - o, " of %llu members; %llu records, %llu lines rejoined from %llu pieces",
+                          (unsigned long long)st->members, (unsigned long long)c->records,
+                          (unsigned long long)c->rejoined_lines, (unsigned long long)c->joined_records);
+    add_count(buf, cap, &o, c->unfinished_lines, "lines never finished");
+    add_count(buf, cap, &o, c->bad_records, "records not of their capture");
+    add_count(buf, cap, &o, c->damaged_lines, "lines cut inside a character");
+    add_count(buf, cap, &o, c->replaced_bytes, "bytes lost there (U+FFFD)");
+    return buf;
+}
+
+int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *out)
+{
+    int k = name ? ld_capture_by_name(name) : LD_CAPTURE_AUTO;
+    if (k == -2) {
+        fprintf(cli->err, "logdiff: unknown --capture '%s' (auto, plain, docker-json, cri, kubectl-prefix, "
+                          "shipper-json)\n", name);
+        return -1;
+    }
+    *out = (ld_capture_kind)k;
+    return 0;
+}
+
+cJSON *ld_cli_capture_json(const ld_logset_stats *st)
+{
+    const ld_capture_stats *c = &st->capture;
+    cJSON *o = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(o, "members");
+    for (int k = 0; k < LD_CAPTURE_COUNT; k++)
+        if (c->members[k]) cJSON_AddItemToObject(m, ld_capture_name(k), ld_json_int((int64_t)c->members[k]));
+    cJSON_AddItemToObject(o, "records", ld_json_int((int64_t)c->records));
+    cJSON_AddItemToObject(o, "rejoined_lines", ld_json_int((int64_t)c->rejoined_lines));
+    cJSON_AddItemToObject(o, "joined_records", ld_json_int((int64_t)c->joined_records));
+    cJSON_AddItemToObject(o, "unfinished_lines", ld_json_int((int64_t)c->unfinished_lines));
+    cJSON_AddItemToObject(o, "bad_records", ld_json_int((int64_t)c->bad_records));
+    cJSON_AddItemToObject(o, "damaged_lines", ld_json_int((int64_t)c->damaged_lines));
+    cJSON_AddItemToObject(o, "replaced_bytes", ld_json_int((int64_t)c->replaced_bytes));
+    cJSON_AddItemToObject(o, "problems", ld_json_int((int64_t)st->capture_problems));
+    return o;
 }

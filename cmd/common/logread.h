@@ -16,7 +16,26 @@ typedef struct ld_cli_logread {
     int line_errors_as_records; /* bad lines arrive as LD_REQ_ERROR records */
     ld_logset_stats stats;
     ld_pair_stats pair_stats;
+    const char *capture;        /* --capture NAME; NULL: recognised per member */
 } ld_cli_logread;
+
+/* --capture's option line, the same in every command that reads logs */
+#define LD_CLI_CAPTURE_OPTION(var)                                                                      \
+    { LD_OPT_STRING, 0, "capture", &(var), "NAME",                                                     \
+      "how the logs were captured: auto (default), plain, docker-json, cri, kubectl-prefix, shipper-json" }
+
+/* --capture's NAME (NULL: auto) as a kind into *out; -1 with a message
+ * on cli->err when unknown. */
+int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *out);
+
+/* The summary's line of what the captures did ("" when every member was
+ * plain), into buf. */
+const char *ld_cli_capture_summary(const ld_logset_stats *st, char *buf, size_t cap);
+
+/* The same as JSON: {"members": {"docker-json": 1, ...}, "records": N,
+ * "rejoined_lines": N, "joined_records": N, "unfinished_lines": N,
+ * "bad_records": N, "damaged_lines": N, "replaced_bytes": N, "problems": N}. */
+cJSON *ld_cli_capture_json(const ld_logset_stats *st);
 
 /* Reads inputs[0..n) ("-" = stdin, directories expanded) into a pairer made
  * with `opts` that calls `emit(ctx, req)`.  Returns LD_EXIT_TROUBLE when

@@ -3,12 +3,15 @@
 #include "regress_read.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "parse/capture/capture.h"
 #include "parse/input/input.h"
 #include "parse/line/logline.h"
+#include "parse/logset.h"
 
 enum { EV_RECORD, EV_MEMBER, EV_PROBLEM };
 
@@ -37,6 +40,7 @@ typedef struct ld_cli_regress_reader {
     size_t n, next, current;
     ld_cli_regress_queue *q;
     const ld_pair_options *opts;
+    ld_capture_kind capture;
     int nomem;
 } ld_cli_regress_reader;
 
@@ -46,6 +50,7 @@ typedef struct ld_cli_regress_worker {
     char **paths;
     size_t n_paths;
     int arg_is_dir;
+    ld_capture *capture;        /* unwraps and rejoins the current input's lines */
 } ld_cli_regress_worker;
 
 static void push(ld_cli_regress_reader *rd, size_t i, ld_cli_regress_event *ev)
@@ -138,27 +143,41 @@ static void member_end(ld_cli_regress_worker *w, const char *name, uint64_t line
     push(w->rd, w->index, ev);
 }
 
-/* Reads the current member to its end or its first I/O error. */
+/* the logset's problem hook: capture problems become events */
+static void on_capture_problem(void *ctx, ld_problem_kind kind, const ld_error *e)
+{
+    if (kind != LD_PROBLEM_LINE) problem(ctx, kind, e, NULL); /* bad lines become records */
+}
+
+/* Reads the current member to its end or its first I/O error, its lines
+ * unwrapped from their capture and rejoined. */
 static void read_member(ld_cli_regress_worker *w, ld_input *in, ld_linereader *lr, ld_pairer *p)
 {
     const char *member = ld_input_member_name(in);
     const ld_pair_stats *ps = ld_pairer_stats(p);
     uint64_t req0 = ps->request_lines + ps->errors, lines = 0;
     int failed = 0;
+    ld_logset_hooks hooks = { on_capture_problem, NULL, w };
+    ld_capture_reset(w->capture);
     for (;;) {
         ld_line line;
         int has = 0;
         ld_error e;
         ld_error_clear(&e);
         ld_status st = ld_linereader_next(lr, &line, &has, &e);
-        if (st == LD_ERR_LIMIT) { problem(w, LD_PROBLEM_LINE, &e, member); continue; }
+        if (st == LD_ERR_LIMIT) { problem(w, LD_PROBLEM_CAPTURE, &e, member); continue; }
         if (st != LD_OK) { problem(w, LD_PROBLEM_IO, &e, member); failed = 1; break; }
         if (!has) break;
         lines++;
-        ld_line_result res;
-        ld_error_clear(&e);
-        ld_pairer_feed_line(p, member, &line, &res, &e); /* bad lines become records */
+        if (ld_logset_feed(w->capture, p, member, &line, &hooks) != LD_OK) {
+            e.code = LD_ERR_NOMEM;
+            snprintf(e.msg, sizeof e.msg, "out of memory rejoining a line");
+            problem(w, LD_PROBLEM_IO, &e, member);
+            failed = 1;
+            break;
+        }
     }
+    ld_logset_drain(w->capture, p, member, &hooks);
     member_end(w, member, lines, ps->request_lines + ps->errors - req0, failed);
 }
 
@@ -197,8 +216,10 @@ static void read_one_input(ld_cli_regress_worker *w)
     ld_pair_options o = *w->rd->opts;
     if (!o.max_open) o.max_open = 1 << 16; /* as logdiff diff: see logread.c */
     if (ld_logset_expand(&arg, 1, &w->paths, &w->n_paths, &e) != LD_OK ||
-        ld_pairer_new(&o, emit, w, &p, &e) != LD_OK) {
+        ld_pairer_new(&o, emit, w, &p, &e) != LD_OK ||
+        ld_capture_new(w->rd->capture, 0, &w->capture, &e) != LD_OK) {
         problem(w, LD_PROBLEM_IO, &e, arg);
+        ld_pairer_free(p);
         ld_logset_free_paths(w->paths, w->n_paths);
         return;
     }
@@ -215,6 +236,8 @@ static void read_one_input(ld_cli_regress_worker *w)
     ld_error_clear(&e);
     if (ld_pairer_finish(p, &e) != LD_OK) problem(w, LD_PROBLEM_IO, &e, arg);
     ld_pairer_free(p);
+    ld_capture_free(w->capture);
+    w->capture = NULL;
     ld_logset_free_paths(w->paths, w->n_paths);
 }
 
@@ -226,7 +249,7 @@ static void *worker_main(void *arg)
         size_t i = rd->next < rd->n ? rd->next++ : rd->n;
         pthread_mutex_unlock(&rd->mu);
         if (i == rd->n) return NULL;
-        ld_cli_regress_worker w = { rd, i, NULL, 0, 0 };
+        ld_cli_regress_worker w = { rd, i, NULL, 0, 0, NULL };
         read_one_input(&w);
         pthread_mutex_lock(&rd->mu);
         rd->q[i].done = 1;
@@ -274,10 +297,10 @@ static void drain(ld_cli_regress_reader *rd, size_t i, const ld_cli_regress_sink
 }
 
 int ld_cli_regress_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
-                   const ld_cli_regress_sink *sink, ld_error *err)
+                               ld_capture_kind capture, const ld_cli_regress_sink *sink, ld_error *err)
 {
     ld_cli_regress_reader rd = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, inputs, n, 0, 0,
-                     calloc(n ? n : 1, sizeof(ld_cli_regress_queue)), opts, 0 };
+                     calloc(n ? n : 1, sizeof(ld_cli_regress_queue)), opts, capture, 0 };
     size_t n_threads = (size_t)(jobs < 1 ? 1 : jobs) < n ? (size_t)(jobs < 1 ? 1 : jobs) : n;
     pthread_t *th = calloc(n_threads ? n_threads : 1, sizeof *th);
     size_t started = 0;

@@ -38,15 +38,17 @@ typedef struct ld_cli_regress_sink {
     void (*on_record)(void *ctx, size_t input, ld_request *r, const char *label);
     /* A member ended (after its records that were complete by then). */
     void (*on_member)(void *ctx, size_t input, const ld_cli_regress_member_info *m);
-    /* An input that could not be opened, or a line too long to read. */
+    /* An input that could not be opened, a line too long to read, one its
+     * capture cut or never finished. */
     void (*on_problem)(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
     void *ctx;
 } ld_cli_regress_sink;
 
 /* Reads inputs[0..n) with `jobs` worker threads (>= 1), pairers made with
- * `opts`, delivering every event to `sink` on the calling thread in input
+ * `opts`, the lines unwrapped from `capture` (LD_CAPTURE_AUTO: recognised
+ * per member), delivering every event to `sink` on the calling thread in input
  * order.  Returns 0, or -1 when memory or threads ran out (err filled). */
 int ld_cli_regress_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
-                   const ld_cli_regress_sink *sink, ld_error *err);
+                               ld_capture_kind capture, const ld_cli_regress_sink *sink, ld_error *err);
 
 #endif

@@ -21,7 +21,7 @@ typedef struct ld_cli_tp_proc {
 typedef struct ld_cli_replay_args {
     /* as given (NULL / 0: not given) */
     const char *model, *rid, *near_tie, *seed, *backend, *dump_dir, *positions, *kernels, *check, *batch_with,
-        *check_layers;
+        *check_layers, *capture;
     int json, compare;
     long threads, top_k, max_tokens, tp;
     ld_cli_tp_proc proc;

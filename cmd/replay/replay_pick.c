@@ -51,7 +51,7 @@ int ld_cli_replay_read(struct ld_cli *cli, const ld_cli_replay_args *a, char **l
     ld_pair_options popts = { 0 };
     popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_KEEP_INTERNAL;
     popts.only_rid = a->batch_with ? NULL : a->rid; /* several requests kept: every record's values */
-    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 } };
+    ld_cli_logread lr = { cli, 0, 0, { 0 }, { 0 }, a->capture };
     if (ld_cli_logread_run(&lr, logs, n_logs, &popts, on_request, s) != 0 || lr.stats.io_errors) return -1;
     *r = s->exact ? s->exact : s->n_sub == 1 ? s->sub : NULL;
     if (!*r && s->n_sub > 1)

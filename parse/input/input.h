@@ -81,6 +81,8 @@ typedef struct ld_line {
     uint64_t offset;   /* byte offset of data[0] within the (decompressed) member */
     int crlf;          /* 1 if it ended with \r\n */
     int unterminated;  /* 1 if the member ended without a final \n */
+    uint64_t lost_bytes; /* bytes its capture lost inside it (parse/capture: Docker's
+                            U+FFFD at a 16 KiB cut); 0 for a line as written */
 } ld_line;
 
 typedef struct ld_linereader ld_linereader;

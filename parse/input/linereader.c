@@ -163,6 +163,7 @@ static void emit(ld_linereader *r, ld_line *out, size_t stop, int terminated)
     out->crlf = terminated && len > 0 && out->data[len - 1] == '\r';
     out->len = len - (size_t)out->crlf;
     out->unterminated = !terminated;
+    out->lost_bytes = 0;
     r->start = terminated ? stop + 1 : stop;
     r->scan = r->start;
 }

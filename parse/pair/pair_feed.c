@@ -91,7 +91,7 @@ static ld_status handle_openai(ld_pairer *p, const char *member, const ld_loglin
     strcpy(m, member);
     q->member = m;
     q->r = r;
-    ld_request_set_source(r, LD_PART_OPENAI, member, line->lineno, line->offset);
+    ld_request_set_source(r, LD_PART_OPENAI, member, line->lineno, line->offset, line->lost_bytes);
     set_ts(r, l);
     if (l->json) r->flags |= LD_REQ_JSON;
     r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
@@ -158,7 +158,7 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     if (parent && !r->parent_rid) r->parent_rid = ld_request_strdup(r, parent, strlen(parent));
     if (l->json) r->flags |= LD_REQ_JSON;
     if (is_internal(rid)) r->flags |= LD_REQ_INTERNAL;
-    ld_request_set_source(r, part, j->member, j->line->lineno, j->line->offset);
+    ld_request_set_source(r, part, j->member, j->line->lineno, j->line->offset, j->line->lost_bytes);
     ld_fill_ctx c = ld_pair_fill_ctx(p, rid, parent ? parent : r->parent_rid);
     if (j->q) LD_TRY(ld_pair_apply_openai(p, j->q, r, err));
     else if (part == LD_PART_RECEIVE && !o->q && !(r->seen & LD_PART_BIT(LD_PART_OPENAI)) &&
@@ -232,7 +232,7 @@ static ld_status handle_vllm(ld_pairer *p, const char *member, const ld_logline 
     LD_TRY(get_open(p, rid, &o, err));
     ld_request *r = o->r;
     r->engine = LD_ENGINE_VLLM;
-    ld_request_set_source(r, part, member, line->lineno, line->offset);
+    ld_request_set_source(r, part, member, line->lineno, line->offset, line->lost_bytes);
     r->flags &= ~LD_REQ_DUPLICATE; /* streaming deltas repeat the Generated line */
     set_ts(r, l);
     ld_fill_ctx c = ld_pair_fill_ctx(p, rid, NULL);
@@ -269,7 +269,8 @@ static void emit_error(ld_pairer *p, const ld_logline *l, const ld_line *line,
     if (l->kind >= LD_LOGLINE_VLLM_RECEIVED && l->kind <= LD_LOGLINE_VLLM_GENERATED)
         r->engine = LD_ENGINE_VLLM;
     ld_part part = kind_part(l->kind);
-    if (part != LD_PART_COUNT) ld_request_set_source(r, part, e->path, line->lineno, line->offset);
+    if (part != LD_PART_COUNT)
+        ld_request_set_source(r, part, e->path, line->lineno, line->offset, line->lost_bytes);
     set_ts(r, l);
     ld_pair_emit(p, r);
 }

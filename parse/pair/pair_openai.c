@@ -279,7 +279,7 @@ ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r
     ld_request *qr = q->r;
     const ld_source *s = &qr->src[LD_PART_OPENAI];
     ld_fill_ctx c = ld_pair_fill_ctx(p, r->rid, r->parent_rid);
-    ld_request_set_source(r, LD_PART_OPENAI, s->member, s->line, s->offset);
+    ld_request_set_source(r, LD_PART_OPENAI, s->member, s->line, s->offset, s->lost_bytes);
     if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
     if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
     LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));

@@ -52,7 +52,7 @@ const char *ld_request_strdup(ld_request *r, const char *s, size_t n)
 }
 
 void ld_request_set_source(ld_request *r, ld_part part, const char *member,
-                           uint64_t line, uint64_t offset)
+                           uint64_t line, uint64_t offset, uint64_t lost_bytes)
 {
     if ((unsigned)part >= LD_PART_COUNT) return;
     if (r->seen & LD_PART_BIT(part)) r->flags |= LD_REQ_DUPLICATE;
@@ -60,6 +60,8 @@ void ld_request_set_source(ld_request *r, ld_part part, const char *member,
     r->src[part].member = member ? ld_request_strdup(r, member, strlen(member)) : NULL;
     r->src[part].line = line;
     r->src[part].offset = offset;
+    r->src[part].lost_bytes = lost_bytes;
+    if (lost_bytes) r->flags |= LD_REQ_CAPTURE_LOSS;
 }
 
 int ld_py_has_marker(const ld_py_value *v)

@@ -58,6 +58,7 @@ typedef struct ld_source {
     const char *member;  /* file / archive member name; owned by the record's arena */
     uint64_t line;       /* 1-based line within the member; 0 = part not seen */
     uint64_t offset;     /* byte offset of the line's first byte in the member */
+    uint64_t lost_bytes; /* bytes its capture lost inside the line (ld_line.lost_bytes) */
 } ld_source;
 
 /* ld_text.flags */
@@ -130,6 +131,7 @@ typedef struct ld_message {
 #define LD_REQ_DUPLICATE 0x0200u   /* a second line of the same part and rid was merged in */
 #define LD_REQ_IDS_HEAD_ONLY 0x0400u /* vLLM prompt_token_ids of at least --max-log-len ids
                                         (ld_pair_options.vllm_max_log_len): maybe cut */
+#define LD_REQ_CAPTURE_LOSS 0x0800u /* a line's capture lost bytes inside it (src[].lost_bytes) */
 
 typedef enum ld_finish_kind {
     LD_FINISH_UNKNOWN = 0, /* no finish reason seen */

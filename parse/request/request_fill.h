@@ -35,9 +35,10 @@ const ld_py_value *ld_req_get(const ld_py_value *obj, const char *name);
 /* Copies a string into the record; NULL on failure or when s is NULL. */
 const char *ld_request_strdup(ld_request *r, const char *s, size_t n);
 
-/* Records the source of a part and marks it seen. */
+/* Records the source of a part and marks it seen; lost_bytes (the line's
+ * ld_line.lost_bytes) > 0 flags the request LD_REQ_CAPTURE_LOSS. */
 void ld_request_set_source(ld_request *r, ld_part part, const char *member,
-                           uint64_t line, uint64_t offset);
+                           uint64_t line, uint64_t offset, uint64_t lost_bytes);
 
 /* Number of sub-requests of an SGLang obj (1 for a single request) and the
  * rid of sub-request i (written to *out_rid, a decoded copy in scratch; NULL

@@ -121,6 +121,7 @@ ld_status ld_differ_judge(ld_differ *d, const ld_request *r, ld_arena *arena,
     if (d->conv && !(r->flags & LD_REQ_ERROR) && r->n_messages >= 0)
         LD_TRY(ld_conv_check(d->conv, r, arena, &out->findings, &out->conversation, err));
     if (can_align(r)) LD_TRY(align_request(r, arena, out, err));
+    ld_harness_capture_loss(r, &out->findings);
     out->verdict = ld_verdict_of(&out->findings);
     return LD_OK;
 }

@@ -85,6 +85,30 @@ static const char *cut_words(const ld_text *t, int *gone)
     return NULL;
 }
 
+/* A line whose capture lost bytes inside it (Docker's U+FFFD at a cut):
+ * what differs there is the capture's, so template findings are only
+ * evidence (ld_harness_capture_loss). */
+static ld_status capture_loss(const ld_request *r, ld_arena *a, ld_findings *out, ld_error *err)
+{
+    for (int p = 0; p < LD_PART_COUNT; p++) {
+        const ld_source *s = &r->src[p];
+        if (!s->line || !s->lost_bytes) continue;
+        ADD(out, a, err, LD_K_LOG_CAPTURE_LOSS, LD_SEV_ERROR, -1,
+            "the %s line (%s:%llu) lost %llu bytes in its capture (cut inside a character, written as "
+            "U+FFFD): template checks cannot tell its differences from the capture's",
+            ld_part_name((ld_part)p), s->member ? s->member : "-", (unsigned long long)s->line,
+            (unsigned long long)s->lost_bytes);
+    }
+    return LD_OK;
+}
+
+void ld_harness_capture_loss(const ld_request *r, ld_findings *list)
+{
+    if (!(r->flags & LD_REQ_CAPTURE_LOSS)) return;
+    for (size_t i = 0; i < list->n; i++)
+        if (!strncmp(list->v[i].kind, "template.", 9)) list->v[i].severity = LD_SEV_INFO;
+}
+
 static ld_status trunc_levels(const ld_request *r, ld_arena *a, ld_findings *out,
                               ld_error *err)
 {
@@ -287,6 +311,7 @@ ld_status ld_harness_check(const ld_request *r, ld_arena *arena, ld_findings *ou
     if (!r || !arena || !out) return LD_FAIL(err, LD_ERR_USAGE, 0, "ld_harness_check: NULL argument");
     if (r->flags & LD_REQ_ERROR) return parse_error(r, arena, out, err);
     if (r->missing) LD_TRY(unpaired(r, arena, out, err));
+    LD_TRY(capture_loss(r, arena, out, err));
     LD_TRY(trunc_levels(r, arena, out, err));
     LD_TRY(trunc_messages(r, arena, out, err));
     LD_TRY(empty_assistant(r, arena, out, err));

@@ -11,7 +11,8 @@
 #include "parse/request/request.h"
 
 /* Runs every check above on r and appends its findings to *out (in the order
- * parse error, unpaired, truncated, empty assistant, orphan tool, repetition).
+ * parse error, unpaired, capture loss, truncated, empty assistant, orphan
+ * tool, repetition).
  * Returns LD_OK, or LD_ERR_NOMEM when the arena (or the repetition scan's
  * temporary table) runs out; findings added before that stay in *out. */
 ld_status ld_harness_check(const ld_request *r, ld_arena *arena, ld_findings *out,
@@ -22,5 +23,10 @@ ld_status ld_harness_check(const ld_request *r, ld_arena *arena, ld_findings *ou
  * were not kept: when n_chars is 0).  Truncated or abbreviated texts with
  * characters are not blank. */
 int ld_harness_text_blank(const ld_text *t);
+
+/* A request whose capture lost bytes inside a line (LD_REQ_CAPTURE_LOSS,
+ * its log.capture_loss finding): every template.* error in `list` becomes
+ * info, kept as evidence, since the differences may be the capture's. */
+void ld_harness_capture_loss(const ld_request *r, ld_findings *list);
 
 #endif

@@ -368,7 +368,7 @@ static int feed_all(ld_pairer *p, const char *member, const char *const *lines, 
     int errs = 0;
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0};
+        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0, 0};
         ld_line_result res;
         ld_error e;
         if (ld_pairer_feed_line(p, member, &l, &res, &e) != LD_OK) errs++;

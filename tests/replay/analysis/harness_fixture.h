@@ -157,7 +157,7 @@ static hf_run *hf_read(const char *name, cJSON **out_doc, const ld_conv_options 
     ld_logset_stats st;
     memset(&st, 0, sizeof st);
     if (ld_conv_tracker_new(co, &run->conv, &e) || ld_pairer_new(&o, hf_emit, run, &p, &e) ||
-        ld_logset_run(paths, n, p, NULL, &st, &e))
+        ld_logset_run(paths, n, p, NULL, NULL, &st, &e))
         run->failed = 1;
     ld_pairer_free(p);
     for (size_t i = 0; i < n; i++) free(paths[i]);

@@ -41,7 +41,7 @@ static int pair_lines(one *o, const char *const *lines, size_t n)
     int bad = 0;
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0};
+        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0, 0};
         ld_line_result res;
         if (ld_pairer_feed_line(p, "m", &l, &res, &e) != LD_OK) bad++;
         off += l.len + 1;
