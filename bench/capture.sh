@@ -1,0 +1,15 @@
+#!/bin/sh
+# capture.sh - `logdiff scan` through Docker json-file, CRI, kubectl --prefix and
+# shippers' JSON lines against the plain log, same run (bench/capture.py).
+#
+#   bench/capture.sh [SIZE_MB] [capture.py options]     # default 100
+set -u
+cd "$(dirname "$0")/.." || exit 2
+SIZE_MB=${1:-100}
+[ $# -gt 0 ] && shift
+if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+       cmake --build build-bench -j2 --target logdiff; } >&2; then
+    echo "capture.sh: build failed" >&2
+    exit 2
+fi
+exec "${PYTHON:-python3}" bench/capture.py --size-mb "$SIZE_MB" --logdiff build-bench/logdiff "$@"
