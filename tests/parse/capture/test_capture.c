@@ -139,8 +139,8 @@ static int test_capture_recognise_each(void)
 static int test_capture_docker_rejoins_across_streams(void)
 {
     static const char *const recs[] = {
-        "{\"log\":\"[t] Receive: obj={'a': \\\"x\\u003cy\\u003e\\u0026\\u0009\",\"stream\":\"stderr\","
-        "\"time\":\"2026-11-20T09:14:05.1Z\"}",
+        ("{\"log\":\"[t] Receive: obj={'a': \\\"x\\u003cy\\u003e\\u0026\\u0009\",\"stream\":\"stderr\","
+         "\"time\":\"2026-11-20T09:14:05.1Z\"}"),
         "{\"log\":\"INFO: 127.0.0.1 - POST\\n\",\"stream\":\"stdout\",\"time\":\"2026-11-20T09:14:05.2Z\"}",
         "{\"log\":\"\xe6\x97\xa5\\u2028 middle \",\"stream\":\"stderr\",\"time\":\"2026-11-20T09:14:05.3Z\"}",
         "{\"log\":\"end'}\\n\",\"stream\":\"stderr\",\"time\":\"2026-11-20T09:14:05.4Z\"}",
