@@ -1,5 +1,5 @@
 #!/bin/sh
-# capture.sh - `logdiff scan` through Docker json-file, CRI, kubectl --prefix and
+# capture.sh - `logdiff scan` through Docker json-file, CRI, kubectl --prefix, journalctl and
 # shippers' JSON lines against the plain log, same run (bench/capture.py).
 #
 #   bench/capture.sh [SIZE_MB] [capture.py options]     # default 100

@@ -65,7 +65,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     int no_conv = 0;
     ld_cli_check_flags f = { .server = "sglang" };
     ld_cli_checks chk = { 0 };
-    const char *capture = NULL;
+    ld_cli_capture_opts capture = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
@@ -80,7 +80,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "replay", &f.replay.dir, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },
         { LD_OPT_STRING, 0, "replay-backend", &f.replay.backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
         { LD_OPT_INT, 0, "replay-tp", &f.replay.tp, "N", "split the replay over N tensor-parallel ranks" },
-        LD_CLI_CAPTURE_OPTION(capture),
+        LD_CLI_CAPTURE_OPTIONS(capture),
         LD_OPTION_END
     };
     int n_args = 0;

@@ -10,6 +10,7 @@
 
 #include "cmd.h"
 #include "logdiff_config.h"
+#include "parse/capture/journal_file.h"
 
 struct cmd_entry {
     const char *name;
@@ -67,7 +68,8 @@ int main(int argc, char **argv)
         return finish_stdout(LD_EXIT_SAME);
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("logdiff %s\n", LD_VERSION);
+        printf("logdiff %s\njournal files (*.journal): %s\n", LD_VERSION,
+               ld_journal_file_available() ? "read with libsystemd" : "not read (built without libsystemd)");
         return finish_stdout(LD_EXIT_SAME);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -51,7 +51,8 @@ typedef struct ld_cli_regress_opts {
     int json, verbose, update, no_conv;
     long jobs;
     const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server, *replay;
-    const char *replay_backend, *capture;
+    const char *replay_backend;
+    ld_cli_capture_opts capture;
     long replay_tp;
 } ld_cli_regress_opts;
 
@@ -164,8 +165,8 @@ static int model_sources(const ld_cli_regress_opts *o, struct ld_cli *cli, const
 /* --jobs and --capture. */
 static int check_sources(const ld_cli_regress_opts *o, struct ld_cli *cli)
 {
-    ld_capture_kind capture;
-    if (ld_cli_capture_kind(cli, o->capture, &capture) != 0) return -1;
+    ld_logset_options capture;
+    if (ld_cli_capture_options(cli, &o->capture, &capture) != 0) return -1;
     if (o->jobs < 1 || o->jobs > 1024) {
         fprintf(cli->err, "logdiff regress: --jobs must be between 1 and 1024\n");
         return -1;
@@ -188,9 +189,9 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
                   (ld_judge_needs_values(checks) ? LD_PAIR_KEEP_VALUES : 0);
     ld_cli_regress_sink sink = { ld_cli_regress_on_record, ld_cli_regress_on_member, ld_cli_regress_on_problem, run };
-    ld_capture_kind capture = LD_CAPTURE_AUTO;
-    if (ld_cli_capture_kind(run->cli, o->capture, &capture) != 0) return -1;
-    int rc = ld_cli_regress_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, capture, &sink, &e);
+    ld_logset_options capture;
+    if (ld_cli_capture_options(run->cli, &o->capture, &capture) != 0) return -1;
+    int rc = ld_cli_regress_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, &capture, &sink, &e);
     if (rc != 0) fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
     ld_differ_free(run->differ);
     run->differ = NULL;
@@ -220,7 +221,7 @@ static int exit_status(const ld_cli_regress_run *run, int update)
 int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, NULL, 0 };
+    ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, { NULL, NULL }, 0 };
     ld_cli_checks chk = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
@@ -240,7 +241,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "server", &o.server, "NAME", "preprocessing before the template: sglang or hf" },
         { LD_OPT_STRING, 0, "bos-token", &chk.rr.chat.bos_token, "S", "bos_token for the template" },
         { LD_OPT_STRING, 0, "eos-token", &chk.rr.chat.eos_token, "S", "eos_token for the template" },
-        LD_CLI_CAPTURE_OPTION(o.capture),
+        LD_CLI_CAPTURE_OPTIONS(o.capture),
         LD_OPTION_END
     };
     int n_args = 0;

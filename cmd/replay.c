@@ -193,7 +193,7 @@ int cmd_replay(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "tp-transport", &a.proc.transport, "T", "nccl (cuda's default) or shm (one machine)" },
         { LD_OPT_INT, 0, "tp-timeout", &a.proc.timeout, "S", "seconds to wait for the group: to join, at each collective (default 600)" },
         { LD_OPT_STRING, 0, "batch-with", &a.batch_with, "RID,...", "replay alone and batched with these requests; compare the logits and hidden states" },
-        LD_CLI_CAPTURE_OPTION(a.capture),
+        LD_CLI_CAPTURE_OPTIONS(a.capture),
         LD_OPTION_END
     };
     int n_logs = 0;

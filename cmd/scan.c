@@ -16,10 +16,11 @@ static const char *const scan_usage[] = {
     "LOG may be a file, a directory, or '-' for standard input; gzip, zstd, xz,",
     "bzip2, tar and zip are read by content, and so are the captures that wrap",
     "and split long lines (Docker json-file, CRI, kubectl --prefix, log",
-    "shippers' JSON lines): split lines are rejoined, and the summary says how.",
+    "shippers' JSON lines, journalctl's outputs and journal files, syslog):",
+    "split lines are rejoined, and the summary says how.",
     "Exit status: 0 all requests complete and parsed, 1 a line failed to parse,",
-    "a request misses a part or a line was lost in its capture, 2 usage or I/O",
-    "error.",
+    "a request misses a part, a line was lost in its capture or cut for good",
+    "(read up to its cut), 2 usage or I/O error.",
     NULL
 };
 
@@ -134,6 +135,7 @@ static void print_summary_json(scan_state *s, const ld_cli_logread *lr)
     cJSON_AddItemToObject(sum, "request_lines", ld_json_int((int64_t)ps->request_lines));
     cJSON_AddItemToObject(sum, "skipped_lines", ld_json_int((int64_t)ps->skipped));
     cJSON_AddItemToObject(sum, "parse_errors", ld_json_int((int64_t)ps->errors));
+    cJSON_AddItemToObject(sum, "cut_lines", ld_json_int((int64_t)ps->cut_lines));
     cJSON_AddItemToObject(sum, "health_checks", ld_json_int((int64_t)ps->health_checks));
     cJSON_AddItemToObject(sum, "unpaired", ld_json_int((int64_t)s->unpaired));
     cJSON_AddItemToObject(sum, "input_errors", ld_json_int((int64_t)lr->stats.io_errors));
@@ -155,6 +157,9 @@ static void print_summary(scan_state *s, const ld_cli_logread *lr)
             (unsigned long long)ps->request_lines, (unsigned long long)ps->skipped,
             (unsigned long long)ps->errors, (unsigned long long)ps->health_checks,
             (unsigned long long)s->unpaired, (unsigned long long)lr->stats.io_errors);
+    if (ps->cut_lines)
+        fprintf(f, "%llu request lines were cut for good: read up to their last whole field (log.capture_cut)\n",
+                (unsigned long long)ps->cut_lines);
     char cap[512];
     if (*ld_cli_capture_summary(&lr->stats, cap, sizeof cap)) fprintf(f, "%s\n", cap);
 }
@@ -162,12 +167,12 @@ static void print_summary(scan_state *s, const ld_cli_logread *lr)
 int cmd_scan(int argc, char **argv, struct ld_cli *cli)
 {
     scan_state s = { cli, 0, 0, 0, 0, 0, 0 };
-    const char *capture = NULL;
+    ld_cli_capture_opts capture = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &s.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_BOOL, 0, "summary", &s.summary, NULL, "with --json: a last object {\"summary\": {...}}, the counts" },
         { LD_OPT_BOOL, 0, "all", &s.all, NULL, "include internal requests (HEALTH_CHECK_*)" },
-        LD_CLI_CAPTURE_OPTION(capture),
+        LD_CLI_CAPTURE_OPTIONS(capture),
         LD_OPTION_END
     };
     int n_args = 0;
@@ -184,5 +189,6 @@ int cmd_scan(int argc, char **argv, struct ld_cli *cli)
         return LD_EXIT_TROUBLE;
     print_summary(&s, &lr);
     if (lr.stats.io_errors) return LD_EXIT_TROUBLE;
-    return (s.errors || s.unpaired || lr.stats.capture_problems) ? LD_EXIT_DIFF : LD_EXIT_SAME;
+    return (s.errors || s.unpaired || lr.stats.capture_problems || lr.pair_stats.cut_lines) ? LD_EXIT_DIFF
+                                                                                        : LD_EXIT_SAME;
 }

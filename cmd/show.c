@@ -52,12 +52,12 @@ int cmd_show(int argc, char **argv, struct ld_cli *cli)
 {
     show_state s = { 0 };
     int json = 0, full = 0;
-    const char *capture = NULL;
+    ld_cli_capture_opts capture = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "rid", &s.rid, "RID", "the request id to show (required)" },
         { LD_OPT_BOOL, 0, "json", &json, NULL, "one JSON object with full texts" },
         { LD_OPT_BOOL, 0, "full", &full, NULL, "print long prompts and outputs whole" },
-        LD_CLI_CAPTURE_OPTION(capture),
+        LD_CLI_CAPTURE_OPTIONS(capture),
         LD_OPTION_END
     };
     int n_args = 0;

@@ -54,7 +54,8 @@ static int on_request(void *ctx, ld_request *r)
     return 0;
 }
 
-static cJSON *request_from_log(struct ld_cli *cli, const char *rid, const char *capture, char **logs, int n)
+static cJSON *request_from_log(struct ld_cli *cli, const char *rid, ld_cli_capture_opts capture, char **logs,
+                               int n)
 {
     rid_state s = { rid, NULL, 0, 0 };
     ld_pair_options opts = { 0 };
@@ -126,7 +127,8 @@ static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req
 
 int cmd_template(int argc, char **argv, struct ld_cli *cli)
 {
-    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL, *capture = NULL;
+    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL;
+    ld_cli_capture_opts capture = { 0 };
     int no_gen = 0;
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "template", &tpl_path, "SRC", ".jinja, tokenizer_config.json or model directory (required)" },
@@ -134,7 +136,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "eos-token", &eos, "S", "eos_token (default: from SRC, else None)" },
         { LD_OPT_BOOL, 0, "no-generation-prompt", &no_gen, NULL, "add_generation_prompt=False" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "render this logged request (LOG... instead of REQUEST.json)" },
-        LD_CLI_CAPTURE_OPTION(capture),
+        LD_CLI_CAPTURE_OPTIONS(capture),
         LD_OPTION_END
     };
     int n_args = 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "parse/capture/journal_file.h"
 #include "parse/input/input.h"
 
 /* ------------------------------------------------------------ paths */
@@ -163,7 +164,11 @@ ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, c
     if (st == LD_ERR_NOMEM) return st;
     if (st != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, member, &e);
     if (has) feed_whole(pairer, member, &whole, hooks);
-    return LD_OK;
+    for (;;) { /* a second line made whole by the same record */
+        ld_capture_pop(c, &whole, &has, NULL);
+        if (!has) return LD_OK;
+        feed_whole(pairer, member, &whole, hooks);
+    }
 }
 
 void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks)
@@ -252,6 +257,49 @@ static ld_status read_input(run_state *s, ld_input *in)
     return st;
 }
 
+ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *path, const ld_logset_hooks *hooks,
+                                 uint64_t *entries, uint64_t *bytes)
+{
+    ld_journal_file *f = NULL;
+    ld_error e;
+    ld_error_clear(&e);
+    *entries = *bytes = 0;
+    if (ld_journal_file_open(path, &f, &e) != LD_OK) {
+        report(hooks, LD_PROBLEM_IO, path, &e);
+        return LD_ERR_IO;
+    }
+    ld_status st = LD_OK;
+    ld_capture_reset(c);
+    for (;;) {
+        ld_capture_record r;
+        ld_line at = {0}, whole;
+        int has = 0;
+        ld_error_clear(&e);
+        ld_status rs = ld_journal_file_next(f, &r, &at.lineno, &has, &e);
+        if (!has) break;
+        *entries = at.lineno;
+        if (rs != LD_OK) {
+            e.line = at.lineno;
+            report(hooks, LD_PROBLEM_IO, path, &e);
+            continue;
+        }
+        *bytes += r.len;
+        ld_error_clear(&e);
+        rs = ld_capture_push_record(c, LD_CAPTURE_JOURNAL_FILE, &at, &r, &whole, &has, &e);
+        if (rs == LD_ERR_NOMEM) {
+            st = rs;
+            break;
+        }
+        if (rs != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, path, &e);
+        if (has) feed_whole(pairer, path, &whole, hooks);
+        for (ld_capture_pop(c, &whole, &has, NULL); has; ld_capture_pop(c, &whole, &has, NULL))
+            feed_whole(pairer, path, &whole, hooks);
+    }
+    ld_logset_drain(c, pairer, path, hooks);
+    ld_journal_file_close(f);
+    return st;
+}
+
 ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
                         const ld_logset_hooks *hooks, const ld_logset_options *opts,
                         ld_logset_stats *stats, ld_error *err)
@@ -262,6 +310,16 @@ ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
     memset(stats, 0, sizeof *stats);
     LD_TRY(ld_capture_new(opts ? opts->capture : LD_CAPTURE_AUTO, opts ? opts->max_line : 0, &s.capture, err));
     for (size_t i = 0; i < n; i++) {
+        if (ld_journal_file_is(paths[i])) { /* journald's own files: libsystemd reads them */
+            uint64_t entries, bytes;
+            ld_status js = ld_logset_journal_file(s.capture, pairer, paths[i], &s.counting, &entries, &bytes);
+            if (js == LD_ERR_NOMEM) {
+                ld_capture_free(s.capture);
+                return LD_FAIL(err, js, 0, "out of memory reading '%s'", paths[i]);
+            }
+            if (js == LD_OK) stats->inputs++, stats->members++, stats->bytes += bytes;
+            continue;
+        }
         ld_input *in = NULL;
         ld_error e;
         ld_error_clear(&e);

@@ -85,4 +85,12 @@ ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, c
                          const ld_logset_hooks *hooks);
 void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks);
 
+/* For readers of their own: a journal file's entries (journald's own
+ * *.journal, parse/capture/journal_file.h) through capture `c` into
+ * `pairer`, then drained; *entries and *bytes: what was read.  A file that
+ * cannot be opened (or a build without libsystemd) is LD_PROBLEM_IO to the
+ * hooks and LD_ERR_IO; LD_ERR_NOMEM; else LD_OK. */
+ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *path, const ld_logset_hooks *hooks,
+                                 uint64_t *entries, uint64_t *bytes);
+
 #endif

@@ -41,6 +41,7 @@ K_ORPHAN = "harness.orphan_tool"
 K_TRUNC = "log.truncated"
 K_UNPAIRED = "log.unpaired"
 K_PARSE = "log.parse_error"
+K_CUT = "log.capture_cut"
 K_REP = "sampling.repetition"
 K_DROPPED = "template.dropped_message"
 
@@ -400,12 +401,20 @@ def unpaired(R):
 
 
 def parse_errors(R):
+    """A request line cut for good in the middle is read up to its last whole
+    field (log.capture_cut: its rid survives; its Finish never came); one cut
+    inside its rid cannot be told apart: a parse error."""
     fx = Fixture(R, "parse-errors")
     a = Req("pe-1", sys_user("first"), "one")
     fx.both(a)
     b = Req("pe-2", sys_user("second"), "two")
     line = fx.render(b.obj(False, 3))
-    fx.add(line[:len(line) // 2], K_PARSE)          # the line was cut in the middle
+    fx.add(line[:len(line) // 2])                   # the line was cut in the middle
+    b.kinds.add(K_CUT)
+    fx.track(b)
+    d = Req("pe-4", sys_user("fourth"), "four")
+    line = fx.render(d.obj(False, 3))
+    fx.add(line[:line.index("rid=") + 6], K_PARSE)  # cut inside the rid
     c = Req("pe-3", sys_user("third"), "three")
     fx.both(c)
     return fx

@@ -9,7 +9,7 @@ testdata/logs/<name>.expect.json holds the facts a parser must find, computed
 here from the Python objects (never from logdiff's output):
 
   {"file": ..., "lines": N, "request_lines": N, "skipped": N, "errors": N,
-   "health_checks": N, "error_lines": [1-based line numbers],
+   "health_checks": N, "error_lines": [1-based line numbers], "cut_lines": [...],
    "requests": [{"rid", "sub_index", "engine", "n_messages", "prompt_chars",
                  "output_chars", "finish", "temperature", "max_tokens",
                  "n_input_ids", "n_output_ids", "prompt_tokens",
@@ -139,7 +139,8 @@ class Fixture:
         self.R = R
         self.name = name
         self.lines = []
-        self.kinds = []            # "req", "skip", "error", "hc"
+        self.kinds = []            # "req", "skip", "error", "hc", "cut" (a request line cut for
+                                   # good: read up to its last whole field, not an error)
         self.expect = []
 
     def add(self, line, kind):
@@ -174,11 +175,12 @@ class Fixture:
             "file": self.name + ".log",
             "generated_by": "tools/gen_log_fixtures.py",
             "lines": len(self.lines),
-            "request_lines": sum(k in ("req", "hc") for k in self.kinds),
+            "request_lines": sum(k in ("req", "hc", "cut") for k in self.kinds),
             "skipped": self.kinds.count("skip"),
             "errors": self.kinds.count("error"),
             "health_checks": self.kinds.count("hc"),
             "error_lines": [i + 1 for i, k in enumerate(self.kinds) if k == "error"],
+            "cut_lines": [i + 1 for i, k in enumerate(self.kinds) if k == "cut"],
             "requests": self.expect,
         }
         with open(os.path.join(outdir, self.name + ".expect.json"), "w", encoding="utf-8") as fh:
@@ -340,13 +342,15 @@ def sglang_batch(R, rng):
 
 
 def sglang_errors(R, rng):
-    """Request lines cut in the middle (fragments) between good lines."""
+    """Request lines cut in the middle between good lines: one cut for good after its
+    first fields (read up to them), one that starts inside a record and a JSON one
+    cut at its end (errors)."""
     fx = Fixture(R, "sglang-errors")
     pre = "[2025-08-04 11:51:41] "
     a, b, c = (Req(rng, x, chat=True) for x in ("ea", "eb", "ec"))
     fx.add(fx.render(gen_obj(a, "current", False), prefix=pre), "req")
     line = fx.render(gen_obj(b, "current", False), prefix=pre)
-    fx.add(line[:len(line) // 2], "error")                    # cut inside the object
+    fx.add(line[:len(line) // 2], "cut")                      # cut inside the object
     fx.noise(rng, pre)
     fx.add(fx.render(gen_obj(a, "current", True), a.out(), event="finish", prefix=pre), "req")
     fx.add(fx.render(gen_obj(b, "current", True), b.out(), event="finish", prefix=pre), "req")
@@ -355,7 +359,9 @@ def sglang_errors(R, rng):
     json_line = fx.render(gen_obj(c, "current", False), fmt="json", ts="2026-01-01T00:00:00")
     fx.add(json_line[:len(json_line) - 7], "error")           # JSON cut at the end
     fx.expect.append(expect_sglang(a, "current", 2, ts="2025-08-04 11:51:41"))
-    fx.expect.append(expect_sglang(b, "current", 2, receive=False, ts="2025-08-04 11:51:41"))
+    e = expect_sglang(b, "current", 2, ts="2025-08-04 11:51:41")
+    e["cut"] = True
+    fx.expect.append(e)
     return fx
 
 

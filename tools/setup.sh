@@ -14,10 +14,13 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 need_pkgs() {
-    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev libutf8proc-dev gzip zstd xz-utils bzip2 zip"
+    # libsystemd-dev: journald's own *.journal files (optional at build time)
+    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev libutf8proc-dev libsystemd-dev gzip zstd xz-utils bzip2 zip"
     # chromium: the HTML report test (regress_html.sh); g++: the CUDA kernels on the CPU emulator
     # (tests/support/cuda_emu, built where the CUDA toolkit's headers are)
-    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++"
+    # systemd-journal-remote and journalctl: the journald fixtures are a real journal file,
+    # printed by journalctl (tests/cli/journal.sh)
+    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++ systemd systemd-journal-remote"
     local missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

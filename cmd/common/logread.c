@@ -81,7 +81,7 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
     ld_error e;
     ld_error_clear(&e);
     ld_logset_options lo = { LD_CAPTURE_AUTO, 0 };
-    if (ld_cli_capture_kind(lr->cli, lr->capture, &lo.capture) != 0) return LD_EXIT_TROUBLE;
+    if (ld_cli_capture_options(lr->cli, &lr->capture, &lo) != 0) return LD_EXIT_TROUBLE;
     if (ld_logset_expand((const char *const *)inputs, (size_t)n, &paths, &n_paths, &e) != LD_OK) {
         fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
         return LD_EXIT_TROUBLE;
@@ -140,6 +140,7 @@ const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap
         { LD_REQ_TRUNCATED, "truncated" }, { LD_REQ_SKIPPED_FIELDS, "fields-skipped" },
         { LD_REQ_BATCH, "batch" },         { LD_REQ_DUPLICATE, "duplicate" },
         { LD_REQ_INTERNAL, "internal" },   { LD_REQ_CAPTURE_LOSS, "capture-loss" },
+        { LD_REQ_CAPTURE_CUT, "cut" },
     };
     size_t used = 0;
     buf[0] = '\0';
@@ -163,15 +164,24 @@ const char *ld_cli_capture_summary(const ld_logset_stats *st, char *buf, size_t 
     const ld_capture_stats *c = &st->capture;
     size_t o = 0;
     buf[0] = 0;
-    for (int k = LD_CAPTURE_PLAIN + 1; k < LD_CAPTURE_COUNT && o < cap; k++)
-        if (c->members[k])
+    int wrapped = 0;
+    for (int k = LD_CAPTURE_PLAIN + 1; k < LD_CAPTURE_COUNT; k++) wrapped |= c->members[k] != 0;
+    if (!wrapped && !c->rejoined_lines && !c->cut_lines && !c->lost_records) return buf;
+    for (int k = LD_CAPTURE_PLAIN; k < LD_CAPTURE_COUNT && o < cap; k++)
+        if (c->members[k] && (k != LD_CAPTURE_PLAIN || !wrapped))
             o += (size_t)snprintf(buf + o, cap - o, "%s%s %llu", o ? ", " : "capture: ", ld_capture_name(k),
                                   (unsigned long long)c->members[k]);
-    if (!o || o >= cap) return buf;
+    if (!o) o = (size_t)snprintf(buf, cap, "capture: plain");
+    if (o >= cap) return buf;
     o += (size_t)snprintf(buf + o, cap - o, " of %llu members; %llu records, %llu lines rejoined from %llu pieces",
                           (unsigned long long)st->members, (unsigned long long)c->records,
                           (unsigned long long)c->rejoined_lines, (unsigned long long)c->joined_records);
+    if (c->open_joins && o < cap)
+        o += (size_t)snprintf(buf + o, cap - o, " (%llu joined where a literal was left open)",
+                              (unsigned long long)c->open_joins);
     add_count(buf, cap, &o, c->unfinished_lines, "lines never finished");
+    add_count(buf, cap, &o, c->cut_lines, "lines cut for good");
+    add_count(buf, cap, &o, c->lost_records, "records whose text the capture left out");
     add_count(buf, cap, &o, c->bad_records, "records not of their capture");
     add_count(buf, cap, &o, c->damaged_lines, "lines cut inside a character");
     add_count(buf, cap, &o, c->replaced_bytes, "bytes lost there (U+FFFD)");
@@ -182,11 +192,39 @@ int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *o
 {
     int k = name ? ld_capture_by_name(name) : LD_CAPTURE_AUTO;
     if (k == -2) {
-        fprintf(cli->err, "logdiff: unknown --capture '%s' (auto, plain, docker-json, cri, kubectl-prefix, "
-                          "shipper-json)\n", name);
+        fprintf(cli->err, "logdiff: unknown --capture '%s' (auto", name);
+        for (int i = 0; i < LD_CAPTURE_COUNT; i++) fprintf(cli->err, ", %s", ld_capture_name((ld_capture_kind)i));
+        fprintf(cli->err, ")\n");
         return -1;
     }
     *out = (ld_capture_kind)k;
+    return 0;
+}
+
+/* "64M", "1G", "100000": bytes, 0 when not a size of 1 KiB to 64 GiB */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *s == '-') return 0;
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift) end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v > (64ull << 30) >> shift) return 0;
+    v <<= shift;
+    return v >= 1024 ? (size_t)v : 0;
+}
+
+int ld_cli_capture_options(struct ld_cli *cli, const ld_cli_capture_opts *o, ld_logset_options *out)
+{
+    if (ld_cli_capture_kind(cli, o->capture, &out->capture) != 0) return -1;
+    out->max_line = 0;
+    if (!o->max_line) return 0;
+    if (!(out->max_line = parse_size(o->max_line))) {
+        fprintf(cli->err, "logdiff: --max-line '%s' is not a size from 1K to 64G (bytes, or with K, M, G)\n",
+                o->max_line);
+        return -1;
+    }
     return 0;
 }
 
@@ -203,6 +241,10 @@ cJSON *ld_cli_capture_json(const ld_logset_stats *st)
     cJSON_AddItemToObject(o, "bad_records", ld_json_int((int64_t)c->bad_records));
     cJSON_AddItemToObject(o, "damaged_lines", ld_json_int((int64_t)c->damaged_lines));
     cJSON_AddItemToObject(o, "replaced_bytes", ld_json_int((int64_t)c->replaced_bytes));
+    cJSON_AddItemToObject(o, "marked_joins", ld_json_int((int64_t)c->marked_joins));
+    cJSON_AddItemToObject(o, "open_joins", ld_json_int((int64_t)c->open_joins));
+    cJSON_AddItemToObject(o, "cut_lines", ld_json_int((int64_t)c->cut_lines));
+    cJSON_AddItemToObject(o, "lost_records", ld_json_int((int64_t)c->lost_records));
     cJSON_AddItemToObject(o, "problems", ld_json_int((int64_t)st->capture_problems));
     return o;
 }

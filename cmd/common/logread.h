@@ -10,31 +10,46 @@
 #include "parse/logset.h"
 #include "parse/pair/pair.h"
 
+/* --capture NAME and --max-line SIZE as given (NULL: not given) */
+typedef struct ld_cli_capture_opts {
+    const char *capture;
+    const char *max_line;
+} ld_cli_capture_opts;
+
+/* Their option lines, the same in every command that reads logs */
+#define LD_CLI_CAPTURE_OPTIONS(o)                                                                           \
+    { LD_OPT_STRING, 0, "capture", &(o).capture, "NAME",                                                   \
+      "how the logs were captured: auto (default), plain, docker-json, cri, kubectl-prefix, shipper-json, " \
+      "journal-json, journal-export, journal-text, syslog" },                                               \
+    { LD_OPT_STRING, 0, "max-line", &(o).max_line, "SIZE",                                                 \
+      "a line longer than SIZE (rejoined from its capture's pieces or not) is dropped and said, so that "  \
+      "a writer that never ends its line cannot take the memory (default 1G; K, M, G)" }
+
+/* --capture's NAME (NULL: auto) as a kind into *out; -1 with a message
+ * on cli->err when unknown. */
+int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *out);
+
+/* --capture and --max-line into *out; -1 with a message on cli->err when
+ * either is not understood. */
+int ld_cli_capture_options(struct ld_cli *cli, const ld_cli_capture_opts *o, ld_logset_options *out);
+
 typedef struct ld_cli_logread {
     struct ld_cli *cli;
     int json;                   /* problems as JSON lines on stdout too */
     int line_errors_as_records; /* bad lines arrive as LD_REQ_ERROR records */
     ld_logset_stats stats;
     ld_pair_stats pair_stats;
-    const char *capture;        /* --capture NAME; NULL: recognised per member */
+    ld_cli_capture_opts capture; /* --capture, --max-line */
 } ld_cli_logread;
 
-/* --capture's option line, the same in every command that reads logs */
-#define LD_CLI_CAPTURE_OPTION(var)                                                                      \
-    { LD_OPT_STRING, 0, "capture", &(var), "NAME",                                                     \
-      "how the logs were captured: auto (default), plain, docker-json, cri, kubectl-prefix, shipper-json" }
-
-/* --capture's NAME (NULL: auto) as a kind into *out; -1 with a message
- * on cli->err when unknown. */
-int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *out);
-
 /* The summary's line of what the captures did ("" when every member was
- * plain), into buf. */
+ * plain and nothing was rejoined or cut), into buf. */
 const char *ld_cli_capture_summary(const ld_logset_stats *st, char *buf, size_t cap);
 
 /* The same as JSON: {"members": {"docker-json": 1, ...}, "records": N,
  * "rejoined_lines": N, "joined_records": N, "unfinished_lines": N,
- * "bad_records": N, "damaged_lines": N, "replaced_bytes": N, "problems": N}. */
+ * "bad_records": N, "damaged_lines": N, "replaced_bytes": N, "marked_joins": N,
+ * "open_joins": N, "cut_lines": N, "lost_records": N, "problems": N}. */
 cJSON *ld_cli_capture_json(const ld_logset_stats *st);
 
 /* Reads inputs[0..n) ("-" = stdin, directories expanded) into a pairer made

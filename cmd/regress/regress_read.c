@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "parse/capture/capture.h"
+#include "parse/capture/journal_file.h"
 #include "parse/input/input.h"
 #include "parse/line/logline.h"
 #include "parse/logset.h"
@@ -40,7 +41,7 @@ typedef struct ld_cli_regress_reader {
     size_t n, next, current;
     ld_cli_regress_queue *q;
     const ld_pair_options *opts;
-    ld_capture_kind capture;
+    ld_logset_options capture;  /* the capture's kind, the longest line */
     int nomem;
 } ld_cli_regress_reader;
 
@@ -181,13 +182,30 @@ static void read_member(ld_cli_regress_worker *w, ld_input *in, ld_linereader *l
     member_end(w, member, lines, ps->request_lines + ps->errors - req0, failed);
 }
 
+/* a journal file (journald's own *.journal), entry by entry */
+static void read_journal(ld_cli_regress_worker *w, const char *path, ld_pairer *p)
+{
+    const ld_pair_stats *ps = ld_pairer_stats(p);
+    uint64_t req0 = ps->request_lines + ps->errors, entries = 0, bytes = 0;
+    ld_logset_hooks hooks = { on_capture_problem, NULL, w };
+    ld_status st = ld_logset_journal_file(w->capture, p, path, &hooks, &entries, &bytes);
+    if (st == LD_ERR_NOMEM) {
+        ld_error e;
+        ld_error_clear(&e);
+        e.code = LD_ERR_NOMEM;
+        snprintf(e.msg, sizeof e.msg, "out of memory reading a journal file");
+        problem(w, LD_PROBLEM_IO, &e, path);
+    }
+    member_end(w, path, entries, ps->request_lines + ps->errors - req0, st != LD_OK);
+}
+
 /* Every member of one opened file. */
 static void read_file(ld_cli_regress_worker *w, ld_input *in, ld_pairer *p)
 {
     ld_linereader *lr = NULL;
     ld_error e;
     ld_error_clear(&e);
-    if (ld_linereader_new(in, 0, &lr, &e) != LD_OK) { problem(w, LD_PROBLEM_IO, &e, NULL); return; }
+    if (ld_linereader_new(in, w->rd->capture.max_line, &lr, &e) != LD_OK) { problem(w, LD_PROBLEM_IO, &e, NULL); return; }
     int failures = 0;
     for (;;) {
         read_member(w, in, lr, p);
@@ -217,13 +235,17 @@ static void read_one_input(ld_cli_regress_worker *w)
     if (!o.max_open) o.max_open = 1 << 16; /* as logdiff diff: see logread.c */
     if (ld_logset_expand(&arg, 1, &w->paths, &w->n_paths, &e) != LD_OK ||
         ld_pairer_new(&o, emit, w, &p, &e) != LD_OK ||
-        ld_capture_new(w->rd->capture, 0, &w->capture, &e) != LD_OK) {
+        ld_capture_new(w->rd->capture.capture, w->rd->capture.max_line, &w->capture, &e) != LD_OK) {
         problem(w, LD_PROBLEM_IO, &e, arg);
         ld_pairer_free(p);
         ld_logset_free_paths(w->paths, w->n_paths);
         return;
     }
     for (size_t i = 0; i < w->n_paths; i++) {
+        if (ld_journal_file_is(w->paths[i])) {
+            read_journal(w, w->paths[i], p);
+            continue;
+        }
         ld_input *in = NULL;
         ld_error_clear(&e);
         if (ld_input_open(w->paths[i], &in, &e) != LD_OK) {
@@ -297,10 +319,11 @@ static void drain(ld_cli_regress_reader *rd, size_t i, const ld_cli_regress_sink
 }
 
 int ld_cli_regress_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
-                               ld_capture_kind capture, const ld_cli_regress_sink *sink, ld_error *err)
+                               const ld_logset_options *capture, const ld_cli_regress_sink *sink,
+                               ld_error *err)
 {
     ld_cli_regress_reader rd = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, inputs, n, 0, 0,
-                     calloc(n ? n : 1, sizeof(ld_cli_regress_queue)), opts, capture, 0 };
+                     calloc(n ? n : 1, sizeof(ld_cli_regress_queue)), opts, *capture, 0 };
     size_t n_threads = (size_t)(jobs < 1 ? 1 : jobs) < n ? (size_t)(jobs < 1 ? 1 : jobs) : n;
     pthread_t *th = calloc(n_threads ? n_threads : 1, sizeof *th);
     size_t started = 0;

@@ -49,6 +49,7 @@ typedef struct ld_cli_regress_sink {
  * per member), delivering every event to `sink` on the calling thread in input
  * order.  Returns 0, or -1 when memory or threads ran out (err filled). */
 int ld_cli_regress_read_inputs(char *const *inputs, size_t n, int jobs, const ld_pair_options *opts,
-                               ld_capture_kind capture, const ld_cli_regress_sink *sink, ld_error *err);
+                               const ld_logset_options *capture, const ld_cli_regress_sink *sink,
+                               ld_error *err);
 
 #endif

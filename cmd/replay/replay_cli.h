@@ -7,6 +7,7 @@
 #define LD_CLI_REPLAY_H
 
 #include "cmd/cmd.h"
+#include "cmd/common/logread.h"
 #include "replay/run/replay.h"
 
 #define LD_CLI_REPLAY_PFX "logdiff replay: "
@@ -21,7 +22,8 @@ typedef struct ld_cli_tp_proc {
 typedef struct ld_cli_replay_args {
     /* as given (NULL / 0: not given) */
     const char *model, *rid, *near_tie, *seed, *backend, *dump_dir, *positions, *kernels, *check, *batch_with,
-        *check_layers, *capture;
+        *check_layers;
+    ld_cli_capture_opts capture; /* --capture, --max-line */
     int json, compare;
     long threads, top_k, max_tokens, tp;
     ld_cli_tp_proc proc;

@@ -8,6 +8,13 @@
  * piece with more to come, F the last), `kubectl logs --prefix`
  * (`[pod/<pod>/<container>] ` before each line, already joined) and the JSON
  * lines of log shippers (the line in `message`, `log`, `msg` or `line`).
+ * journald, as journalctl prints it (JSON, json-seq, the export format,
+ * the short text formats) and syslog lines with their prefixes: journald
+ * cuts a line at LineMax (48 KiB) and marks the pieces `_LINE_BREAK=
+ * line-max` where its output keeps fields; where it does not (the text
+ * formats, -o cat, a plain file) a request line whose Python or JSON
+ * literal is still open at the end of a record goes on with the next
+ * record of the same source, byte for byte.
  * What each capture does to a line: docs/formats.md, "Captures".
  *
  * Lines go in one physical line at a time (ld_capture_push) and come out
@@ -36,10 +43,17 @@ typedef enum ld_capture_kind {
     LD_CAPTURE_CRI,       /* containerd / CRI-O (Kubernetes' /var/log/pods) */
     LD_CAPTURE_KUBECTL,   /* kubectl logs --prefix */
     LD_CAPTURE_SHIPPER,   /* JSON lines of Vector, Fluent Bit, Loki, Elastic... */
+    LD_CAPTURE_JOURNAL_JSON,   /* journalctl -o json / json-seq */
+    LD_CAPTURE_JOURNAL_EXPORT, /* journalctl -o export (journald's export format) */
+    LD_CAPTURE_JOURNAL_TEXT,   /* journalctl -o short, short-iso, short-precise, short-unix (and
+                                  rsyslog's files, which look the same) */
+    LD_CAPTURE_SYSLOG,         /* syslog lines with their <PRI>: RFC 3164, RFC 5424 */
+    LD_CAPTURE_JOURNAL_FILE,   /* a native *.journal file (journal_file.h), entry by entry */
     LD_CAPTURE_COUNT
 } ld_capture_kind;
 
-/* "plain", "docker-json", "cri", "kubectl-prefix", "shipper-json" */
+/* "plain", "docker-json", "cri", "kubectl-prefix", "shipper-json",
+ * "journal-json", "journal-export", "journal-text", "syslog", "journal-file" */
 const char *ld_capture_name(ld_capture_kind k);
 
 /* The kind of a name above, "auto" for LD_CAPTURE_AUTO; -2 when unknown. */
@@ -55,9 +69,18 @@ typedef struct ld_capture_stats {
     uint64_t bad_records;               /* records that were not what their capture writes */
     uint64_t replaced_bytes;            /* Docker: bytes it wrote as U+FFFD (a cut inside a character) */
     uint64_t damaged_lines;             /* lines that lost those bytes */
+    uint64_t marked_joins;              /* pieces joined by the capture's own mark (_LINE_BREAK=line-max,
+                                           CRI's P, Docker's missing \n) */
+    uint64_t open_joins;                /* pieces joined because the line's literal was still open
+                                           (captures without marks: journalctl's text, -o cat, syslog) */
+    uint64_t cut_lines;                 /* lines cut for good: a piece lost, or a new line before
+                                           the literal closed */
+    uint64_t lost_records;              /* records whose text the capture left out (journalctl's
+                                           "[N blob data]", a MESSAGE printed as null) */
 } ld_capture_stats;
 
 typedef struct ld_capture ld_capture;
+typedef struct ld_capture_record ld_capture_record; /* below */
 
 /* A capture of `kind` (LD_CAPTURE_AUTO: recognised per member); a line
  * rejoined past max_line bytes (0: 1 GiB) is an LD_ERR_LIMIT problem and is
@@ -82,6 +105,18 @@ ld_capture_kind ld_capture_current(const ld_capture *c);
  * err->line and err->offset name the line's first record. */
 ld_status ld_capture_push(ld_capture *c, const ld_line *in, ld_line *out, int *out_has, ld_error *err);
 
+/* A record read by a reader of its own (a journal file's entry:
+ * journal_file.h) through the rejoiner, as ld_capture_push does with a
+ * line's; `at` gives its number (lineno) and offset.  The member's capture
+ * is `kind` unless it was already named. */
+ld_status ld_capture_push_record(ld_capture *c, ld_capture_kind kind, const ld_line *at, const ld_capture_record *r,
+                                 ld_line *out, int *out_has, ld_error *err);
+
+/* After a push, a line that became whole with it besides the one handed
+ * out (a new line that showed an earlier one of its source was cut for
+ * good): *out_has = 1 with it; call until *out_has = 0. */
+ld_status ld_capture_pop(ld_capture *c, ld_line *out, int *out_has, ld_error *err);
+
 /* At the end of a member, the lines still waiting for their last piece, one
  * a call: *out_has = 1 with what arrived of it and an LD_ERR_TRUNCATED
  * problem in err (the caller reports it and may still read the line);
@@ -95,14 +130,17 @@ const ld_capture_stats *ld_capture_stats_of(const ld_capture *c);
 /* One record of a wrapped capture: its text (the piece of the server's
  * line; `owned` when decoded into the caller's buffer `buf`), the source
  * it belongs to (stream, container), whether the line ends with it. */
-typedef struct ld_capture_record {
+struct ld_capture_record {
     const char *text;
     size_t len;
     const char *source;
     size_t source_len;
     int last;              /* the line's last piece */
     uint64_t replaced;     /* Docker: U+FFFD it wrote for bytes cut off a character */
-} ld_capture_record;
+    int skip;              /* not a line of the server's (journalctl's "-- Boot ... --") */
+    const char *lost;      /* the text was left out by the capture: why (journalctl's
+                              "[N blob data]", MESSAGE printed as null); text is empty */
+};
 
 /* The capture a record looks like (LD_CAPTURE_PLAIN when none). */
 ld_capture_kind ld_capture_recognise(const char *line, size_t len);

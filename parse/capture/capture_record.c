@@ -7,7 +7,10 @@
 
 #include "capture_internal.h"
 
-static const char *const names[LD_CAPTURE_COUNT] = {"plain", "docker-json", "cri", "kubectl-prefix", "shipper-json"};
+static const char *const names[LD_CAPTURE_COUNT] = {"plain",        "docker-json",    "cri",
+                                                     "kubectl-prefix", "shipper-json", "journal-json",
+                                                     "journal-export", "journal-text", "syslog",
+                                                     "journal-file"};
 
 const char *ld_capture_name(ld_capture_kind k)
 {
@@ -118,28 +121,29 @@ static ld_capture_kind json_kind(const char *line, size_t len)
     return k;
 }
 
+/* the first line journalctl -o export writes of an entry */
+static int export_like(const char *line, size_t len)
+{
+    static const char *const first[] = {"__CURSOR=", "__REALTIME_TIMESTAMP=", "__MONOTONIC_TIMESTAMP="};
+    for (size_t i = 0; i < sizeof first / sizeof first[0]; i++)
+        if (len >= strlen(first[i]) && !memcmp(line, first[i], strlen(first[i]))) return 1;
+    return 0;
+}
+
 ld_capture_kind ld_capture_recognise(const char *line, size_t len)
 {
     if (!len) return LD_CAPTURE_PLAIN;
-    if (line[0] == '{') return json_kind(line, len);
+    if (line[0] == '\x1e' || line[0] == '{')
+        return ld_capture_journal_json_like(line, len) ? LD_CAPTURE_JOURNAL_JSON
+               : line[0] == '{'                        ? json_kind(line, len)
+                                                       : LD_CAPTURE_PLAIN;
+    if (line[0] == '_' && export_like(line, len)) return LD_CAPTURE_JOURNAL_EXPORT;
     const char *st;
     size_t sl;
     int last;
     if (is_digit(line[0]) && cri_head(line, len, &st, &sl, &last)) return LD_CAPTURE_CRI;
     if (line[0] == '[' && kubectl_head(line, len)) return LD_CAPTURE_KUBECTL;
-    return LD_CAPTURE_PLAIN;
-}
-
-ld_status ld_capture_reserve(size_t n, char **buf, size_t *cap, ld_error *err)
-{
-    if (n <= *cap) return LD_OK;
-    size_t c = *cap ? *cap : 4096;
-    while (c < n) c *= 2;
-    char *b = realloc(*buf, c);
-    if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a record of %zu bytes", n);
-    *buf = b;
-    *cap = c;
-    return LD_OK;
+    return ld_capture_text_kind(line, len);
 }
 
 /* a JSON wrapper's line field, decoded into *buf; its source from `key` */
@@ -178,6 +182,17 @@ ld_status ld_capture_parse_json(ld_capture_kind kind, const char *line, size_t l
     return st;
 }
 
+/* a journal-json record the fast way, its text then its source in buf */
+static int journal_fast(const char *line, size_t len, char *buf, ld_capture_record *rec)
+{
+    ld_journal_spans js;
+    if (ld_capture_journal_spans(line, len, &js) || ld_capture_journal_decode(&js, buf, rec)) return -1;
+    char *src = buf + rec->len + 1;
+    memcpy(src, js.src, js.src_len + 1);
+    rec->source = src;
+    return 0;
+}
+
 ld_status ld_capture_parse(ld_capture_kind kind, const char *line, size_t len, char **buf, size_t *cap,
                            ld_capture_record *rec, ld_error *err)
 {
@@ -185,7 +200,7 @@ ld_status ld_capture_parse(ld_capture_kind kind, const char *line, size_t len, c
     size_t at;
     switch (kind) {
     case LD_CAPTURE_DOCKER:
-        if (ld_capture_reserve(len, buf, cap, err) != LD_OK) return LD_ERR_NOMEM;
+        if (ld_capture_reserve(len + 16, buf, cap, err) != LD_OK) return LD_ERR_NOMEM;
         if (!ld_capture_docker_fast(line, len, *buf, rec)) return LD_OK;
         memset(rec, 0, sizeof *rec);
         return ld_capture_parse_json(kind, line, len, buf, cap, rec, err);
@@ -197,6 +212,14 @@ ld_status ld_capture_parse(ld_capture_kind kind, const char *line, size_t len, c
         rec->text = line + at;
         rec->len = len - at;
         return LD_OK;
+    case LD_CAPTURE_JOURNAL_JSON:
+        if (ld_capture_reserve(len + 16 + LD_CAPTURE_SOURCE_NAME, buf, cap, err) != LD_OK) return LD_ERR_NOMEM;
+        if (!journal_fast(line, len, *buf, rec)) return LD_OK;
+        memset(rec, 0, sizeof *rec);
+        return ld_capture_parse_journal_json(line, len, buf, cap, rec, err);
+    case LD_CAPTURE_JOURNAL_TEXT:
+    case LD_CAPTURE_SYSLOG:
+        return ld_capture_parse_text(line, len, rec, err);
     case LD_CAPTURE_KUBECTL:
         if (!(at = kubectl_head(line, len)))
             return LD_FAIL(err, LD_ERR_SYNTAX, 0, "a line without kubectl's `[pod/<pod>/<container>] ` prefix");
@@ -207,6 +230,6 @@ ld_status ld_capture_parse(ld_capture_kind kind, const char *line, size_t len, c
         rec->last = 1;
         return LD_OK;
     default:
-        return LD_FAIL(err, LD_ERR_USAGE, 0, "capture %d has no records", (int)kind);
+        return LD_FAIL(err, LD_ERR_USAGE, 0, "a %s member is not read one line at a time", ld_capture_name(kind));
     }
 }

@@ -83,6 +83,10 @@ typedef struct ld_line {
     int unterminated;  /* 1 if the member ended without a final \n */
     uint64_t lost_bytes; /* bytes its capture lost inside it (parse/capture: Docker's
                             U+FFFD at a 16 KiB cut); 0 for a line as written */
+    const char *source;  /* the writer its capture names (a journald stream, a container's
+                            stream, host and identifier[pid]), borrowed like data; NULL
+                            for a line as written */
+    size_t source_len;
 } ld_line;
 
 typedef struct ld_linereader ld_linereader;

@@ -164,6 +164,8 @@ static void emit(ld_linereader *r, ld_line *out, size_t stop, int terminated)
     out->len = len - (size_t)out->crlf;
     out->unterminated = !terminated;
     out->lost_bytes = 0;
+    out->source = NULL;
+    out->source_len = 0;
     r->start = terminated ? stop + 1 : stop;
     r->scan = r->start;
 }

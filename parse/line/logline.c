@@ -231,7 +231,7 @@ static ld_status parse_sglang_text(const char *data, size_t len, unsigned pylit_
 {
     ld_py_value *kw = NULL;
     size_t off = out->body_off;
-    ld_pylit_limits lim = { 0, 0, pylit_flags };
+    ld_pylit_limits lim = { 0, 0, pylit_flags & ~LD_LOGLINE_CUT_OK };
     ld_status st = ld_pylit_parse_kwargs(data + off, len - off, &lim, arena, &kw, err);
     if (st != LD_OK) {
         if (err) {
@@ -248,7 +248,7 @@ static ld_status parse_sglang_text(const char *data, size_t len, unsigned pylit_
     out->out = ld_py_call_get(kw, "out");
     if (!out->obj)
         return LD_FAIL(err, LD_ERR_SYNTAX, off, "request line without '%s='", first);
-    if (out->kind == LD_LOGLINE_SG_INOUT && !out->out)
+    if (out->kind == LD_LOGLINE_SG_INOUT && !out->out && !(pylit_flags & LD_LOGLINE_CUT_OK))
         return LD_FAIL(err, LD_ERR_SYNTAX, off, "legacy 'in=' line without 'out='");
     return LD_OK;
 }

@@ -67,7 +67,16 @@ typedef struct ld_logline {
     int vllm_streaming;        /* Generated: 0 plain, 1 "(streaming delta)", 2 "(streaming complete)" */
     const char *vllm_finish;   /* borrowed finish_reason word; NULL */
     size_t vllm_finish_len;
+
+    /* a line cut for good, read up to its last whole field (ld_logline_parse_cut) */
+    size_t cut_at;             /* the bytes the line kept; 0 for a whole line */
+    const char *cut_field;     /* what followed the last whole field (borrowed) */
+    size_t cut_field_len;
 } ld_logline;
+
+/* In the pylit flags of ld_logline_parse_ex: a legacy `in=` line may lack
+ * its `out=` (it was cut away); logline's own bit, never passed to pylit. */
+#define LD_LOGLINE_CUT_OK (1u << 31)
 
 /* Compiles the prefix regexes (idempotent).  LD_ERR_NOMEM on failure. */
 ld_status ld_logline_init(ld_error *err);
@@ -96,5 +105,13 @@ ld_status ld_logline_parse_json(const char *data, size_t len, size_t start,
 void ld_logline_rebase_msg(ld_error *err, size_t off);
 ld_status ld_logline_parse_vllm(const char *data, size_t len, ld_arena *arena,
                                 ld_logline *out, ld_error *err);
+
+/* An SGLang text request line cut for good (its payload ends inside the
+ * record's literal: ld_logline_parse_ex failed with LD_ERR_TRUNCATED at its
+ * end): parsed up to its last whole field, out->cut_at set.  The values
+ * live in `arena`.  LD_ERR_TRUNCATED when nothing whole came before the cut,
+ * or the line is not one this reads. */
+ld_status ld_logline_parse_cut(const char *data, size_t len, unsigned pylit_flags, ld_arena *arena,
+                               ld_logline *out, ld_error *err);
 
 #endif /* LD_LOGLINE_H */

@@ -45,6 +45,7 @@ void ld_pair_complete(ld_pairer *p, ld_open *o)
     ld_pair_openai_settle(p, o, NULL); /* out of memory: the record goes without it */
     set_missing(p, r);
     set_confirmation(r, o);
+    free(o->queue);
     free(o);
     ld_pair_emit(p, r);
 }
@@ -96,6 +97,7 @@ void ld_pairer_free(ld_pairer *p)
         ld_pair_unlink(p, o);
         ld_request_free(o->r);
         ld_pair_free_openai(o->q);
+        free(o->queue);
         free(o);
     }
     for (ld_pending_openai *q = p->pending; q;) {

@@ -77,6 +77,8 @@ typedef struct ld_pair_stats {
     uint64_t emitted;        /* records handed to the callback (errors included) */
     uint64_t open;           /* records currently open */
     uint64_t max_open_seen;  /* high-water mark of `open` */
+    uint64_t cut_lines;      /* request lines cut for good, read up to their last whole field
+                                (also in request_lines) */
     /* invariant: lines == request_lines + skipped + errors */
 } ld_pair_stats;
 

@@ -76,22 +76,39 @@ static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c)
     }
 }
 
-static ld_status handle_openai(ld_pairer *p, const char *member, const ld_logline *l,
+/* Where a line's `Receive OpenAI` lines queue for their Receive: its
+ * member, and the writer its capture names (two services interleaved by
+ * journalctl, a container's two streams), so that one server's OpenAI line
+ * never waits for another server's Receive.  NUL-free: "member\x1fsource". */
+typedef struct queue_key {
+    char buf[512];
+} queue_key;
+
+static const char *make_queue_key(queue_key *k, const char *member, const ld_line *line)
+{
+    if (!line->source || !line->source_len) return member;
+    int n = line->source_len > 255 ? 255 : (int)line->source_len;
+    snprintf(k->buf, sizeof k->buf, "%.250s\x1f%.*s", member, n, line->source);
+    return k->buf;
+}
+
+static ld_status handle_openai(ld_pairer *p, const char *member, const char *queue, const ld_logline *l,
                                const ld_line *line, ld_error *err)
 {
     ld_pending_openai *q = calloc(1, sizeof *q);
     ld_request *r = ld_request_new(p->opts.max_record_bytes);
-    char *m = malloc(strlen(member) + 1);
+    char *m = malloc(strlen(queue) + 1);
     if (!q || !r || !m) {
         free(q);
         free(m);
         ld_request_free(r);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
     }
-    strcpy(m, member);
+    strcpy(m, queue);
     q->member = m;
     q->r = r;
     ld_request_set_source(r, LD_PART_OPENAI, member, line->lineno, line->offset, line->lost_bytes);
+    ld_request_set_cut(r, LD_PART_OPENAI, l->cut_at, l->cut_field, l->cut_field_len);
     set_ts(r, l);
     if (l->json) r->flags |= LD_REQ_JSON;
     r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
@@ -140,6 +157,7 @@ typedef struct sub_job {
     const ld_logline *l;
     const ld_line *line;
     const char *member;
+    const char *queue; /* its OpenAI queue (queue_key) */
     ld_pending_openai *q;
     int n, i;
 } sub_job;
@@ -159,11 +177,14 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     if (l->json) r->flags |= LD_REQ_JSON;
     if (is_internal(rid)) r->flags |= LD_REQ_INTERNAL;
     ld_request_set_source(r, part, j->member, j->line->lineno, j->line->offset, j->line->lost_bytes);
+    ld_request_set_cut(r, part, l->cut_at, l->cut_field, l->cut_field_len);
     ld_fill_ctx c = ld_pair_fill_ctx(p, rid, parent ? parent : r->parent_rid);
+    if (part == LD_PART_RECEIVE && !o->queue && !(o->queue = strdup(j->queue)))
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a request");
     if (j->q) LD_TRY(ld_pair_apply_openai(p, j->q, r, err));
     else if (part == LD_PART_RECEIVE && !o->q && !(r->seen & LD_PART_BIT(LD_PART_OPENAI)) &&
              !is_internal(rid))
-        o->q = ld_pair_take_oldest_openai(p, j->member);
+        o->q = ld_pair_take_oldest_openai(p, j->queue);
     set_ts(r, l);
     LD_TRY(ld_request_fill_obj(r, &c, l->obj, sub, err));
     const ld_py_value *text = ld_req_get(l->obj, "text");
@@ -178,14 +199,14 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     return LD_OK;
 }
 
-static ld_status handle_sglang(ld_pairer *p, const char *member, const ld_logline *l,
+static ld_status handle_sglang(ld_pairer *p, const char *member, const char *queue, const ld_logline *l,
                                const ld_line *line, ld_error *err)
 {
-    sub_job j = {l, line, member, NULL, 1, 0};
+    sub_job j = {l, line, member, queue, NULL, 1, 0};
     const ld_py_value *rv = l->rid ? l->rid : ld_req_get(l->obj, "rid");
     if (l->kind == LD_LOGLINE_SG_RECEIVE) {
         j.n = ld_request_n_subs(l->obj, l->rid);
-        if (j.n > 1) j.q = ld_pair_take_oldest_openai(p, member);
+        if (j.n > 1) j.q = ld_pair_take_oldest_openai(p, queue);
     } else if (rv && rv->kind == LD_PY_LIST && rv->n > 1) {
         j.n = (int)rv->n;
     }
@@ -278,11 +299,13 @@ static void emit_error(ld_pairer *p, const ld_logline *l, const ld_line *line,
 static ld_status dispatch(ld_pairer *p, const char *member, const ld_logline *l,
                           const ld_line *line, ld_error *err)
 {
+    queue_key k;
+    const char *queue = make_queue_key(&k, member, line);
     switch (l->kind) {
-    case LD_LOGLINE_SG_OPENAI: return handle_openai(p, member, l, line, err);
+    case LD_LOGLINE_SG_OPENAI: return handle_openai(p, member, queue, l, line, err);
     case LD_LOGLINE_SG_RECEIVE:
     case LD_LOGLINE_SG_FINISH:
-    case LD_LOGLINE_SG_INOUT: return handle_sglang(p, member, l, line, err);
+    case LD_LOGLINE_SG_INOUT: return handle_sglang(p, member, queue, l, line, err);
     default: return handle_vllm(p, member, l, line, err);
     }
 }
@@ -303,6 +326,14 @@ ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
     unsigned pyflags = (p->opts.flags & LD_PAIR_KEEP_VALUES) ? 0 : LD_PYLIT_SKIM_INT_LISTS;
     ld_status st = ld_logline_parse_ex(line->data, line->len, p->opts.json_trunc_half,
                                        pyflags, &p->line_arena, &l, &e);
+    if (st == LD_ERR_TRUNCATED) { /* cut for good: read up to its last whole field where it can be */
+        ld_error cut_err;
+        ld_error_clear(&cut_err);
+        if (ld_logline_parse_cut(line->data, line->len, pyflags, &p->line_arena, &l, &cut_err) == LD_OK) {
+            st = LD_OK;
+            p->stats.cut_lines++;
+        }
+    }
     if (st == LD_OK && l.kind == LD_LOGLINE_OTHER) {
         p->stats.skipped++;
         if (out_result) *out_result = LD_LINE_SKIPPED;

@@ -18,12 +18,15 @@ typedef struct ld_open {
     int checked;                  /* a prompt text was compared with an OpenAI line */
     int confirmed;                /* the joined OpenAI line's last user message is in it */
     int ambiguous;                /* several OpenAI lines would fit */
+    char *queue;                  /* the OpenAI queue its Receive line was logged in
+                                     (pair_feed.c's queue_key), malloc'd; NULL before */
 } ld_open;
 
 /* A `Receive OpenAI` line waiting for its request.  Owned by the pending
  * list, or by an ld_open (q) once tentatively joined. */
 typedef struct ld_pending_openai {
-    char *member;                 /* malloc'd copy */
+    char *member;                 /* its queue (pair_feed.c's queue_key: the member, and
+                                     the writer where the capture names one), malloc'd */
     ld_request *r;                /* OpenAI-only record; r->openai_obj always kept here */
     const char *user_text;        /* identifying text (see note_user_text), in r->arena */
     size_t user_len;

@@ -145,7 +145,7 @@ static ld_pending_openai *take_fitting(ld_pairer *p, const ld_open *o, const cha
     for (ld_pending_openai **pp = &p->pending; *pp; pp = &(*pp)->next) {
         ld_pending_openai *q = *pp;
         if (strcmp(q->member, member)) continue;
-        if (recv->line && recv->member && !strcmp(recv->member, member) &&
+        if (recv->line && o->queue && !strcmp(o->queue, member) &&
             openai_line(q) > recv->line)
             continue;
         if (!prompt_has_user(q, h, hn, t, tn)) continue;
@@ -201,7 +201,7 @@ ld_status ld_pair_openai_check(ld_pairer *p, ld_open *o, const char *h, size_t h
         o->confirmed = 1;
         return apply(p, o, err);
     }
-    const char *member = o->q ? o->q->member : o->r->src[LD_PART_RECEIVE].member;
+    const char *member = o->q ? o->q->member : o->queue;
     if (!member) return LD_OK;
     int more = 0;
     ld_pending_openai *fit = take_fitting(p, o, member, h, hn, t, tn, &more);
@@ -280,6 +280,7 @@ ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r
     const ld_source *s = &qr->src[LD_PART_OPENAI];
     ld_fill_ctx c = ld_pair_fill_ctx(p, r->rid, r->parent_rid);
     ld_request_set_source(r, LD_PART_OPENAI, s->member, s->line, s->offset, s->lost_bytes);
+    if (s->cut_at) ld_request_set_cut(r, LD_PART_OPENAI, s->cut_at, s->cut_field, strlen(s->cut_field));
     if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
     if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
     LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));

@@ -62,6 +62,23 @@ void ld_request_set_source(ld_request *r, ld_part part, const char *member,
     r->src[part].offset = offset;
     r->src[part].lost_bytes = lost_bytes;
     if (lost_bytes) r->flags |= LD_REQ_CAPTURE_LOSS;
+    /* a later whole copy of the part replaces a cut one (ld_request_set_cut marks it again) */
+    r->src[part].cut_at = 0;
+    r->src[part].cut_field = NULL;
+    r->flags &= ~LD_REQ_CAPTURE_CUT;
+    for (int p = 0; p < LD_PART_COUNT; p++)
+        if (r->src[p].cut_at) r->flags |= LD_REQ_CAPTURE_CUT;
+}
+
+void ld_request_set_cut(ld_request *r, ld_part part, uint64_t cut_at, const char *field, size_t n)
+{
+    if ((unsigned)part >= LD_PART_COUNT || !cut_at) return;
+    size_t k = 0;
+    while (k < n && k < 48 && field[k] != '=' && field[k] != ',' && field[k] != ')') k++;
+    while (k && field[0] == ' ') field++, k--;
+    r->src[part].cut_at = cut_at;
+    r->src[part].cut_field = ld_request_strdup(r, field, k);
+    r->flags |= LD_REQ_CAPTURE_CUT;
 }
 
 int ld_py_has_marker(const ld_py_value *v)

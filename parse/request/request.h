@@ -59,6 +59,9 @@ typedef struct ld_source {
     uint64_t line;       /* 1-based line within the member; 0 = part not seen */
     uint64_t offset;     /* byte offset of the line's first byte in the member */
     uint64_t lost_bytes; /* bytes its capture lost inside the line (ld_line.lost_bytes) */
+    uint64_t cut_at;     /* the line was cut for good and read up to its last whole field:
+                            the bytes it kept (ld_logline.cut_at); 0 for a whole line */
+    const char *cut_field; /* the start of what the cut took (a field's name), in the arena */
 } ld_source;
 
 /* ld_text.flags */
@@ -132,6 +135,7 @@ typedef struct ld_message {
 #define LD_REQ_IDS_HEAD_ONLY 0x0400u /* vLLM prompt_token_ids of at least --max-log-len ids
                                         (ld_pair_options.vllm_max_log_len): maybe cut */
 #define LD_REQ_CAPTURE_LOSS 0x0800u /* a line's capture lost bytes inside it (src[].lost_bytes) */
+#define LD_REQ_CAPTURE_CUT 0x1000u  /* a line was cut for good, read up to the cut (src[].cut_at) */
 
 typedef enum ld_finish_kind {
     LD_FINISH_UNKNOWN = 0, /* no finish reason seen */

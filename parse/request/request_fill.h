@@ -40,6 +40,11 @@ const char *ld_request_strdup(ld_request *r, const char *s, size_t n);
 void ld_request_set_source(ld_request *r, ld_part part, const char *member,
                            uint64_t line, uint64_t offset, uint64_t lost_bytes);
 
+/* Part `part` came from a line cut for good, read up to its last whole
+ * field (ld_logline.cut_at, the text after it in field[0..n)): flags the
+ * request LD_REQ_CAPTURE_CUT.  Nothing when cut_at is 0. */
+void ld_request_set_cut(ld_request *r, ld_part part, uint64_t cut_at, const char *field, size_t n);
+
 /* Number of sub-requests of an SGLang obj (1 for a single request) and the
  * rid of sub-request i (written to *out_rid, a decoded copy in scratch; NULL
  * when the obj has no rid).  *out_expanded = 1 when a string rid was expanded

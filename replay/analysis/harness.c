@@ -102,9 +102,27 @@ static ld_status capture_loss(const ld_request *r, ld_arena *a, ld_findings *out
     return LD_OK;
 }
 
+/* A line cut for good and read up to its last whole field: the request is
+ * judged on what came; what differs may be what the cut took. */
+static ld_status capture_cut(const ld_request *r, ld_arena *a, ld_findings *out, ld_error *err)
+{
+    for (int p = 0; p < LD_PART_COUNT; p++) {
+        const ld_source *s = &r->src[p];
+        if (!s->line || !s->cut_at) continue;
+        ADD(out, a, err, LD_K_LOG_CAPTURE_CUT, LD_SEV_ERROR, -1,
+            "the %s line (%s:%llu) was cut for good after %llu bytes (by its capture, or where it was "
+            "copied from): read up to its last whole field; %s%s%s is missing, and template checks "
+            "cannot tell its differences from the cut's",
+            ld_part_name((ld_part)p), s->member ? s->member : "-", (unsigned long long)s->line,
+            (unsigned long long)s->cut_at, s->cut_field && *s->cut_field ? "from `" : "what came after it",
+            s->cut_field && *s->cut_field ? s->cut_field : "", s->cut_field && *s->cut_field ? "` on" : "");
+    }
+    return LD_OK;
+}
+
 void ld_harness_capture_loss(const ld_request *r, ld_findings *list)
 {
-    if (!(r->flags & LD_REQ_CAPTURE_LOSS)) return;
+    if (!(r->flags & (LD_REQ_CAPTURE_LOSS | LD_REQ_CAPTURE_CUT))) return;
     for (size_t i = 0; i < list->n; i++)
         if (!strncmp(list->v[i].kind, "template.", 9)) list->v[i].severity = LD_SEV_INFO;
 }
@@ -312,6 +330,7 @@ ld_status ld_harness_check(const ld_request *r, ld_arena *arena, ld_findings *ou
     if (r->flags & LD_REQ_ERROR) return parse_error(r, arena, out, err);
     if (r->missing) LD_TRY(unpaired(r, arena, out, err));
     LD_TRY(capture_loss(r, arena, out, err));
+    LD_TRY(capture_cut(r, arena, out, err));
     LD_TRY(trunc_levels(r, arena, out, err));
     LD_TRY(trunc_messages(r, arena, out, err));
     LD_TRY(empty_assistant(r, arena, out, err));

@@ -25,7 +25,8 @@ ld_status ld_harness_check(const ld_request *r, ld_arena *arena, ld_findings *ou
 int ld_harness_text_blank(const ld_text *t);
 
 /* A request whose capture lost bytes inside a line (LD_REQ_CAPTURE_LOSS,
- * its log.capture_loss finding): every template.* error in `list` becomes
+ * its log.capture_loss finding) or cut a line for good (LD_REQ_CAPTURE_CUT,
+ * log.capture_cut): every template.* error in `list` becomes
  * info, kept as evidence, since the differences may be the capture's. */
 void ld_harness_capture_loss(const ld_request *r, ld_findings *list);
 

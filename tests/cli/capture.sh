@@ -8,17 +8,6 @@
 GEN="python3 $LD_SOURCE_DIR/tools/gen_capture_fixtures.py"
 CAPTURES="docker-json.log cri.log kubectl-prefix.log vector.jsonl fluent-bit.jsonl loki.jsonl"
 
-# verdicts FILE: "rid verdict kinds" a line, sorted, from diff --json (the
-# requests only)
-verdicts() {
-    "$LOGDIFF" diff --json "$1" 2>/dev/null | python3 -c '
-import json, sys
-for r in map(json.loads, sys.stdin):
-    if r.get("rid") is None: continue  # a capture problem (scan checks those)
-    kinds = ",".join(sorted(f["kind"] for f in r["findings"] if f["severity"] == "error"))
-    print(r["rid"], r["verdict"], kinds)' | sort
-}
-
 # summary FILE NAME: scan --json --summary's counts against the generator's manifest
 summary_matches() {
     "$LOGDIFF" scan --json --summary "$1" 2>/dev/null | tail -1 >"$WORK/summary.json"

@@ -9,9 +9,10 @@ check "no origin without LOGDIFF_DEBUG" bash -c "! grep -q '\\[parse/' '$WORK/er
 LOGDIFF_DEBUG=1 "$LOGDIFF" scan "$WORK/no-such.log" >/dev/null 2>"$WORK/err-debug"
 check "LOGDIFF_DEBUG: the error's origin" grep -qE "no-such.log: .*\[parse/input/[a-z_]+\.c:[0-9]+\]$" "$WORK/err-debug"
 
-# a log with a request line cut in the middle (a fragment) between good requests
+# a log with a request line cut inside its rid (nothing of it can be told
+# apart: a parse error) between good requests
 good="$DEMO/server-0.log"
-{ head -n 5 "$good"; head -n 7 "$good" | tail -n 1 | head -c 300; echo; tail -n +6 "$good"; } >"$WORK/cut.log"
+{ head -n 5 "$good"; head -n 7 "$good" | tail -n 1 | head -c 64; echo; tail -n +6 "$good"; } >"$WORK/cut.log"
 run "cut line: exit 1" 1 "$LOGDIFF" scan --json "$WORK/cut.log"
 check "cut line: error object" python3 -c "
 import json,sys
@@ -28,6 +29,15 @@ assert {'demo-healthy-1','demo-interrupted-1','demo-empty-assistant-2'} <= rids,
 "
 run "cut line: text mode names line and byte" 1 "$LOGDIFF" scan "$WORK/cut.log"
 check "cut line: text row" grep -q "parse error at byte .*cut.log:6$" "$WORK/out"
+
+# cut for good after its first fields (300 bytes): read up to the cut,
+# the request flagged, log.capture_cut naming what the cut took
+{ head -n 6 "$good"; head -n 7 "$good" | tail -n 1 | head -c 300; echo; tail -n +8 "$good"; } >"$WORK/cut300.log"
+run "cut after its rid: scan exits 1" 1 "$LOGDIFF" scan "$WORK/cut300.log"
+check "cut after its rid: no parse error, the request flagged cut" grep -q "^demo-interrupted-1 .* cut  *.*cut300.log:6$" "$WORK/out"
+check "cut after its rid: the summary counts it" grep -q "^1 request lines were cut for good" "$WORK/out"
+run "cut after its rid: diff exits 1" 1 "$LOGDIFF" diff "$WORK/cut300.log"
+check "cut after its rid: log.capture_cut names the field" grep -q "log.capture_cut: the receive line (.*cut300.log:7) was cut for good after 300 bytes.* from \`input_ids\` on is missing" "$WORK/out"
 
 # binary junk and an empty file are read without crashing; every line accounted for
 head -c 100000 /dev/urandom >"$WORK/junk.bin"; : >"$WORK/empty.log"

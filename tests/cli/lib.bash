@@ -27,6 +27,17 @@ check() {
     if "$@"; then ok "$name"; else not_ok "$name" "command failed: $*"; fi
 }
 
+# verdicts LOG: "rid verdict error-kinds" a line, sorted, from diff --json
+# (the requests only; a capture problem's object has no rid)
+verdicts() {
+    "$LOGDIFF" diff --json "$1" 2>/dev/null | python3 -c '
+import json, sys
+for r in map(json.loads, sys.stdin):
+    if r.get("rid") is None: continue
+    kinds = ",".join(sorted(f["kind"] for f in r["findings"] if f["severity"] == "error"))
+    print(r["rid"], r["verdict"], kinds)' | sort
+}
+
 finish() {
     echo "$passed passed, $failed failed"
     [ "$failed" -eq 0 ]

@@ -1,8 +1,9 @@
 /* fuzz_capture.c - libFuzzer target for parse/capture/: the first byte picks
  * the capture (auto or one forced, as --capture does), the rest is a
- * member's lines pushed one at a time, then drained, with a small line limit
- * so that the drop path runs too; each line is also parsed alone as every
- * wrapper's record, and a Docker record the fast path takes must read the
+ * member's lines pushed one at a time (and the lines a push made whole
+ * besides popped), then drained, with a small line limit so that the drop
+ * path runs too; each line is also parsed alone as every wrapper's record,
+ * and a Docker or journal-json record the fast path takes must read the
  * same through cJSON.  Errors are fine; crashes, leaks and sanitizer reports
  * are not. */
 #include <stddef.h>
@@ -20,6 +21,7 @@ static uint64_t touch(const ld_line *l)
 {
     uint64_t sum = l->lineno + l->offset + l->lost_bytes;
     for (size_t i = 0; i < l->len; i++) sum += (unsigned char)l->data[i];
+    for (size_t i = 0; i < l->source_len; i++) sum += (unsigned char)l->source[i];
     return sum;
 }
 
@@ -40,9 +42,30 @@ static void docker_agrees(const char *s, size_t n)
     free(b);
 }
 
+static int same_record(const ld_capture_record *a, const ld_capture_record *b)
+{
+    return a->len == b->len && !memcmp(a->text, b->text, a->len) && a->last == b->last &&
+           a->source_len == b->source_len && !memcmp(a->source, b->source, a->source_len) && !a->lost == !b->lost;
+}
+
+/* the same for journalctl's JSON */
+static void journal_agrees(const char *s, size_t n)
+{
+    char *a = malloc(n + 16), *b = NULL;
+    size_t cb = 0;
+    ld_journal_spans js;
+    ld_capture_record fast, slow;
+    if (a && !ld_capture_journal_spans(s, n, &js) && !ld_capture_journal_decode(&js, a, &fast) &&
+        (ld_capture_parse_journal_json(s, n, &b, &cb, &slow, NULL) != LD_OK || !same_record(&fast, &slow)))
+        abort();
+    free(a);
+    free(b);
+}
+
 static void parse_alone(const char *s, size_t n, char **buf, size_t *cap)
 {
     docker_agrees(s, n);
+    journal_agrees(s, n);
     for (int k = LD_CAPTURE_PLAIN + 1; k < LD_CAPTURE_COUNT; k++) {
         ld_capture_record r;
         if (ld_capture_parse((ld_capture_kind)k, s, n, buf, cap, &r, NULL) == LD_OK)
@@ -64,10 +87,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        ld_line in = { s, n, ++lineno, (uint64_t)(s - (const char *)data), 0, nl == NULL, 0 }, out;
+        ld_line in = { s, n, ++lineno, (uint64_t)(s - (const char *)data), 0, nl == NULL, 0, NULL, 0}, out;
         int has = 0;
         (void)ld_capture_push(c, &in, &out, &has, NULL);
         if (has) sum += touch(&out);
+        for (ld_capture_pop(c, &out, &has, NULL); has; ld_capture_pop(c, &out, &has, NULL)) sum += touch(&out);
         parse_alone(s, n, &buf, &cap);
         s = nl ? nl + 1 : end;
     }

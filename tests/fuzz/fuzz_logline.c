@@ -29,7 +29,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
-        ld_line l = {s, n, lineno++, (uint64_t)(s - (const char *)data), 0, nl == NULL, 0};
+        /* every third line names a writer, as a capture's do (the OpenAI queue's key) */
+        const char *src = lineno % 3 ? NULL : lineno % 2 ? "h python3[1]" : "h python3[2]";
+        ld_line l = {s, n, lineno, (uint64_t)(s - (const char *)data), 0, nl == NULL, 0, src, src ? 12 : 0};
+        lineno++;
         ld_line_result res;
         ld_pairer_feed_line(p, lineno % 2 ? "a.log" : "b.log", &l, &res, &e);
         s += n + (nl != NULL);

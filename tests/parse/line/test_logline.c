@@ -218,7 +218,55 @@ static int test_logline_long_other_line_is_cheap(void)
     return 0;
 }
 
+/* A line cut for good is read up to its last whole field: cut inside a
+ * nested dict, inside a string, right after a comma, and a Finish line cut
+ * in its out= before out's first field (obj is whole) */
+static int test_logline_cut_for_good(void)
+{
+    static const struct {
+        const char *line;
+        const char *last_field; /* the last field kept in obj (NULL: none checked) */
+        const char *gone;       /* a field the cut took */
+        const char *field;      /* ld_logline.cut_field's start */
+        int has_out;
+    } cases[] = {
+        {"[2026-05-30 18:57:08] Receive: obj=GenerateReqInput(rid='r1', text=None, sampling_params={'a': 1, 'b",
+         "text", "sampling_params", "sampling_params", 0},
+        {"[t] Receive: obj=GenerateReqInput(rid='r2', text='it\\'s, a (cut", "rid", "text", "text", 0},
+        {" in=GenerateReqInput(text=None, rid='r3', return_logprob=False,", "return_logprob", NULL, "", 0},
+        {"[t] Finish: obj=GenerateReqInput(rid='r4', stream=True), out={'text", "stream", NULL, "out", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ld_arena a;
+        ld_arena_init(&a, 0);
+        ld_logline l;
+        ld_error e;
+        const char *line = cases[i].line;
+        CHECK_MSG(ld_logline_parse(line, strlen(line), 0, &a, &l, &e) == LD_ERR_TRUNCATED, "case %zu: whole", i);
+        CHECK_MSG(ld_logline_parse_cut(line, strlen(line), 0, &a, &l, &e) == LD_OK, "case %zu: %s", i, e.msg);
+        CHECK_EQ_INT(l.cut_at, strlen(line));
+        const ld_py_value *rid = ld_py_call_get(l.obj, "rid");
+        CHECK_MSG(rid && rid->kind == LD_PY_STR, "case %zu: rid", i);
+        if (cases[i].last_field) CHECK_MSG(ld_py_call_get(l.obj, cases[i].last_field), "case %zu: kept", i);
+        if (cases[i].gone) CHECK_MSG(!ld_py_call_get(l.obj, cases[i].gone), "case %zu: gone", i);
+        CHECK_MSG(!strncmp(l.cut_field + strspn(l.cut_field, " "), cases[i].field, strlen(cases[i].field)),
+                  "case %zu: cut field '%.*s'", i, (int)l.cut_field_len, l.cut_field);
+        CHECK_MSG(!l.out == !cases[i].has_out, "case %zu: out", i);
+        ld_arena_release(&a);
+    }
+    /* nothing whole before the cut, and a line that is whole */
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_logline l;
+    ld_error e;
+    const char *early = "[t] Receive: obj=GenerateReqInput(rid='r5";
+    CHECK(ld_logline_parse_cut(early, strlen(early), 0, &a, &l, &e) == LD_ERR_TRUNCATED);
+    ld_arena_release(&a);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
+    LD_CASE(test_logline_cut_for_good),
     LD_CASE(test_logline_kinds_and_prefixes),
     LD_CASE(test_logline_sglang_fields),
     LD_CASE(test_logline_json_truncation),

@@ -177,6 +177,7 @@ static int check_request(const run *rn, const cJSON *x)
     bad |= check_flag("openai", name, cJSON_GetObjectItem(x, "openai"), r->seen & LD_PART_BIT(LD_PART_OPENAI));
     bad |= check_flag("unconfirmed", name, cJSON_GetObjectItem(x, "unconfirmed"), r->flags & LD_REQ_UNCONFIRMED);
     bad |= check_flag("ambiguous", name, cJSON_GetObjectItem(x, "ambiguous"), r->flags & LD_REQ_AMBIGUOUS);
+    bad |= check_flag("cut", name, cJSON_GetObjectItem(x, "cut"), r->flags & LD_REQ_CAPTURE_CUT);
     return bad;
 }
 
@@ -195,6 +196,10 @@ static int check_counts(const run *rn, const cJSON *doc)
             bad |= fprintf(stderr, "  error line %d not reported\n", (int)e->valuedouble) > 0;
         k++;
     }
+    const cJSON *cl = cJSON_GetObjectItem(doc, "cut_lines");
+    if (cl && cJSON_GetArraySize(cl) != (int)rn->stats.cut_lines)
+        bad |= fprintf(stderr, "  %llu lines cut, want %d\n", (unsigned long long)rn->stats.cut_lines,
+                       cJSON_GetArraySize(cl)) > 0;
     int n_req = cJSON_GetArraySize(cJSON_GetObjectItem(doc, "requests"));
     if (rn->n_recs != n_req)
         bad |= fprintf(stderr, "  %d records, want %d\n", rn->n_recs, n_req) > 0;
@@ -333,16 +338,16 @@ static int test_pair_corpus_06_health_checks(void)
     return 0;
 }
 
+/* lines that start inside a record, or were cut before their rid: parse
+ * errors at the byte where they stop making sense */
 static int test_pair_corpus_fragments(void)
 {
     static const struct { const char *file; int lines; int skipped; uint64_t offset; } cs[] = {
         {"07-sglang-level1-finish-out-meta_info-fragment.log", 1, 0, 0},
-        {"08-sglang-v05-level1-receive-rid-first-fragment.log", 1, 0, 1306},
         {"09-sglang-level1-receive-tail-then-prefill.log", 3, 2, 0},
         {"10-sglang-pr3699-batch-messages-text-fragment.log", 1, 0, 1357},
         {"11-sglang-v049-receive-input_ids-fragment.log", 1, 0, 1325},
         {"12-sglang-pr3699-patched-receive-text-fragment.log", 1, 0, 534},
-        {"13-sglang-v03-in-out-legacy-fragment.log", 1, 0, 501},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         CORPUS(rn, cs[i].file);
@@ -360,6 +365,32 @@ static int test_pair_corpus_fragments(void)
     return 0;
 }
 
+/* lines cut for good after their rid (the posters cut them): read up to
+ * the cut, the request flagged, its rid and time the server's */
+static int test_pair_corpus_cut_lines(void)
+{
+    static const struct { const char *file, *rid, *ts, *field; uint64_t kept; } cs[] = {
+        {"08-sglang-v05-level1-receive-rid-first-fragment.log", "8eb9f6fd8c2d4d749657d26d20e8fe10",
+         "2026-05-30 18:57:08", "custom", 1306},
+        {"13-sglang-v03-in-out-legacy-fragment.log", "640143780ce94c81a56689020f8a5b09", NULL, "", 501},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        CORPUS(rn, cs[i].file);
+        CHECK_EQ_INT(rn->stats.errors, 0);
+        CHECK_EQ_INT(rn->stats.cut_lines, 1);
+        CHECK_EQ_INT(rn->n_recs, 1);
+        const ld_request *r = rn->recs[0];
+        CHECK_EQ_STR(r->rid, cs[i].rid);
+        CHECK(r->flags & LD_REQ_CAPTURE_CUT);
+        if (cs[i].ts) CHECK_EQ_STR(r->timestamp, cs[i].ts);
+        ld_part part = r->seen & LD_PART_BIT(LD_PART_RECEIVE) ? LD_PART_RECEIVE : LD_PART_INOUT;
+        CHECK_EQ_INT(r->src[part].cut_at, cs[i].kept);
+        CHECK_EQ_STR(r->src[part].cut_field, cs[i].field);
+        run_free(rn);
+    }
+    return 0;
+}
+
 
 /* ------------------------------------------------------------ options */
 
@@ -368,7 +399,7 @@ static int feed_all(ld_pairer *p, const char *member, const char *const *lines, 
     int errs = 0;
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0, 0};
+        ld_line l = {lines[i], strlen(lines[i]), i + 1, off, 0, 0, 0, NULL, 0};
         ld_line_result res;
         ld_error e;
         if (ld_pairer_feed_line(p, member, &l, &res, &e) != LD_OK) errs++;
@@ -398,12 +429,13 @@ static int test_pair_rotated_files_merge(void)
     CHECK(rn && ld_pairer_new(&o, take, rn, &p, &e) == LD_OK);
     CHECK_EQ_INT(feed_all(p, "s.log.2026-01-01_00", ROT_A, 2), 0);
     CHECK_EQ_INT(rn->n_recs, 0); /* nothing complete yet */
-    CHECK_EQ_INT(feed_all(p, "s.log", ROT_B, 3), 1);
+    CHECK_EQ_INT(feed_all(p, "s.log", ROT_B, 3), 0); /* the last line, cut while written: read to its cut */
     ld_pairer_finish(p, &e);
     const ld_pair_stats *st = ld_pairer_stats(p);
     CHECK_EQ_INT(st->lines, 5);
-    CHECK_EQ_INT(st->request_lines, 4);
-    CHECK_EQ_INT(st->errors, 1);
+    CHECK_EQ_INT(st->request_lines, 5);
+    CHECK_EQ_INT(st->errors, 0);
+    CHECK_EQ_INT(st->cut_lines, 1);
     CHECK_EQ_INT(st->open, 0);
     ld_pairer_free(p);
     CHECK_EQ_INT(rn->n_recs, 3);
@@ -418,11 +450,14 @@ static int test_pair_rotated_files_merge(void)
     CHECK_EQ_STR(r2->rid, "r2"); /* only_rid: texts kept for r2 only */
     CHECK(r2->prompt.bytes && !strcmp(r2->prompt.bytes, "second"));
     CHECK(r2->finish_kind == LD_FINISH_ABORT && !strcmp(r2->finish_message, "gone"));
-    CHECK(er->flags & LD_REQ_ERROR);
-    CHECK(!er->rid);
-    CHECK_EQ_STR(er->error.path, "s.log");
-    CHECK_EQ_INT(er->error.line, 3);
-    CHECK(er->error.offset > strlen(ROT_B[0]) + strlen(ROT_B[1]) + 2);
+    CHECK(!(er->flags & LD_REQ_ERROR)); /* r3: its Receive up to `text`, its Finish never came */
+    CHECK_EQ_STR(er->rid, "r3");
+    CHECK(er->flags & LD_REQ_CAPTURE_CUT);
+    CHECK_EQ_STR(er->src[LD_PART_RECEIVE].member, "s.log");
+    CHECK_EQ_INT(er->src[LD_PART_RECEIVE].line, 3);
+    CHECK_EQ_INT(er->src[LD_PART_RECEIVE].cut_at, strlen(ROT_B[2]));
+    CHECK_EQ_STR(er->src[LD_PART_RECEIVE].cut_field, "text");
+    CHECK(er->missing & LD_PART_BIT(LD_PART_FINISH));
     run_free(rn);
     return 0;
 }
@@ -564,6 +599,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pair_vllm_ids),
     LD_CASE(test_pair_corpus_06_health_checks),
     LD_CASE(test_pair_corpus_fragments),
+    LD_CASE(test_pair_corpus_cut_lines),
 };
 
 LD_TEST_MAIN(cases)

@@ -60,7 +60,7 @@ static int seq_run(seq *s, const ld_conv_options *o, char *const *reqs, int n)
     for (int i = 0; i < n; i++) {
         char *save = NULL;
         for (char *l = strtok_r(reqs[i], "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-            ld_line line = {l, strlen(l), ++lineno, 0, 0, 0, 0};
+            ld_line line = {l, strlen(l), ++lineno, 0, 0, 0, 0, NULL, 0};
             ld_line_result res;
             if (ld_pairer_feed_line(p, "m", &line, &res, NULL) != LD_OK) bad++;
         }
@@ -238,7 +238,7 @@ static int test_conv_byte_cap(void)
         CHECK(ld_pairer_new(&po, seq_emit, &s, &p, NULL) == LD_OK);
         char *save = NULL;
         for (char *l = strtok_r(reqs[0], "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-            ld_line line = {l, strlen(l), 1, 0, 0, 0, 0};
+            ld_line line = {l, strlen(l), 1, 0, 0, 0, 0, NULL, 0};
             ld_line_result res;
             ld_pairer_feed_line(p, "m", &line, &res, NULL);
         }

@@ -55,7 +55,7 @@ static int read_log_text(recs *o, char *text)
     for (char *s = text; *s;) {
         char *nl = strchr(s, '\n');
         size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        ld_line l = { s, len, ++lineno, off, 0, nl == NULL, 0 };
+        ld_line l = { s, len, ++lineno, off, 0, nl == NULL, 0, NULL, 0};
         ld_line_result res;
         if (ld_pairer_feed_line(p, "server.log", &l, &res, &e) != LD_OK) ok = 0;
         off += len + 1;
