@@ -101,8 +101,8 @@ static int test_journal_json_fast_and_cjson_agree(void)
     static const char *const recs[] = {
         JREC("a", "", "\"plain\""),
         "{ \"MESSAGE\" : \"sp\\\"a\\\\ced\\n\" , \"__CURSOR\" : \"c\", \"_LINE_BREAK\":\"line-max\" }",
-        "{\"_HOSTNAME\":\"h\",\"_SYSTEMD_UNIT\":\"u.service\",\"SYSLOG_IDENTIFIER\":\"py\",\"_PID\":\"9\","
-        "\"MESSAGE\":\"\\ud83d\\ude00\"}",
+        ("{\"_HOSTNAME\":\"h\",\"_SYSTEMD_UNIT\":\"u.service\",\"SYSLOG_IDENTIFIER\":\"py\",\"_PID\":\"9\","
+         "\"MESSAGE\":\"\\ud83d\\ude00\"}"),
         "{\"MESSAGE\":[],\"__CURSOR\":\"c\"}",
         "{\"MESSAGE\":[ 104 , 105 ],\"__CURSOR\":\"c\"}",
         "{\"MESSAGE\":\"first\",\"MESSAGE\":\"second\",\"__CURSOR\":\"c\"}",
