@@ -153,6 +153,17 @@ static void feed_whole(ld_pairer *pairer, const char *member, const ld_line *lin
     if (res == LD_LINE_ERROR) report(hooks, LD_PROBLEM_LINE, member, &e);
 }
 
+/* What one push made of a record: its problem reported, its line (and a
+ * second one the same record made whole) to the pairer */
+static ld_status push_done(ld_capture *c, ld_pairer *pairer, const char *member, ld_status st, ld_error *e,
+                           ld_line *whole, int has, const ld_logset_hooks *hooks)
+{
+    if (st == LD_ERR_NOMEM) return st;
+    if (st != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, member, e);
+    for (; has; ld_capture_pop(c, whole, &has, NULL)) feed_whole(pairer, member, whole, hooks);
+    return LD_OK;
+}
+
 ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *line,
                          const ld_logset_hooks *hooks)
 {
@@ -161,14 +172,7 @@ ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, c
     ld_error e;
     ld_error_clear(&e);
     ld_status st = ld_capture_push(c, line, &whole, &has, &e);
-    if (st == LD_ERR_NOMEM) return st;
-    if (st != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, member, &e);
-    if (has) feed_whole(pairer, member, &whole, hooks);
-    for (;;) { /* a second line made whole by the same record */
-        ld_capture_pop(c, &whole, &has, NULL);
-        if (!has) return LD_OK;
-        feed_whole(pairer, member, &whole, hooks);
-    }
+    return push_done(c, pairer, member, st, &e, &whole, has, hooks);
 }
 
 void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks)
@@ -286,14 +290,7 @@ ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *p
         *bytes += r.len;
         ld_error_clear(&e);
         rs = ld_capture_push_record(c, LD_CAPTURE_JOURNAL_FILE, &at, &r, &whole, &has, &e);
-        if (rs == LD_ERR_NOMEM) {
-            st = rs;
-            break;
-        }
-        if (rs != LD_OK) report(hooks, LD_PROBLEM_CAPTURE, path, &e);
-        if (has) feed_whole(pairer, path, &whole, hooks);
-        for (ld_capture_pop(c, &whole, &has, NULL); has; ld_capture_pop(c, &whole, &has, NULL))
-            feed_whole(pairer, path, &whole, hooks);
+        if ((st = push_done(c, pairer, path, rs, &e, &whole, has, hooks)) != LD_OK) break;
     }
     ld_logset_drain(c, pairer, path, hooks);
     ld_journal_file_close(f);

@@ -65,7 +65,7 @@ ld_status ld_capture_dispatch(ld_capture *c, const ld_line *in, const ld_capture
 {
     if (r->skip) return LD_OK;
     if (r->lost) return ld_capture_lost_piece(c, in, r, has_marks(c->kind), out, out_has, err);
-    if (!has_marks(c->kind)) return ld_capture_unmarked(c, in, r, out, out_has, err);
+    if (!has_marks(c->kind)) return ld_capture_unmarked(c, in, r, NULL, out, out_has, err);
     return ld_capture_rejoin(c, in, r, out, out_has, err);
 }
 
@@ -74,16 +74,13 @@ static ld_status plain_line(ld_capture *c, const ld_line *in, ld_line *out, int 
 {
     ld_capture_record r = {in->data, in->len, "", 0, 1, 0, 0, NULL};
     ld_capture_pending *p = &c->src[0];
-    if (!p->active && !p->dropping) {
-        ld_open_scan scan;
-        ld_open_begin(&scan, in->data, in->len);
-        if (!ld_open_is_open(&scan)) {
-            *out = *in;
-            *out_has = 1;
-            return LD_OK;
-        }
-    }
-    return ld_capture_unmarked(c, in, &r, out, out_has, err);
+    if (p->active || p->dropping) return ld_capture_unmarked(c, in, &r, NULL, out, out_has, err);
+    ld_literal_scan scan;
+    ld_literal_begin_line(&scan, in->data, in->len);
+    if (ld_literal_open(&scan)) return ld_capture_unmarked(c, in, &r, &scan, out, out_has, err);
+    *out = *in;
+    *out_has = 1;
+    return LD_OK;
 }
 
 /* The fast paths decode a piece where its bytes will stay: at the end of
@@ -188,7 +185,13 @@ ld_status ld_capture_push(ld_capture *c, const ld_line *in, ld_line *out, int *o
     }
     c->stats.records++;
     ld_capture_record r;
-    st = ld_capture_parse(c->kind, in->data, in->len, &c->rec, &c->rec_cap, &r, err);
+    memset(&r, 0, sizeof r);
+    /* a record the fast path did not take goes straight to cJSON (not through
+     * ld_capture_parse, which would try the fast path again) */
+    if (c->kind == LD_CAPTURE_DOCKER) st = ld_capture_parse_json(c->kind, in->data, in->len, &c->rec, &c->rec_cap, &r, err);
+    else if (c->kind == LD_CAPTURE_JOURNAL_JSON)
+        st = ld_capture_parse_journal_json(in->data, in->len, &c->rec, &c->rec_cap, &r, err);
+    else st = ld_capture_parse(c->kind, in->data, in->len, &c->rec, &c->rec_cap, &r, err);
     if (st != LD_OK) {
         if (err) {
             err->line = in->lineno;

@@ -34,6 +34,7 @@ static void put_small(char *dst, size_t cap, const char *s, size_t n)
 static ld_status take_field(ld_export_entry *e, const char *name, size_t nl, const char *v, size_t n, ld_error *err)
 {
 #define IS(lit) (nl == sizeof(lit) - 1 && !memcmp(name, lit, nl))
+#define IS2(s) (nl == strlen(s) && !memcmp(name, s, nl))
     if (IS("MESSAGE")) {
         LD_TRY(ld_capture_reserve(n + 1, &e->msg, &e->msg_cap, err));
         memcpy(e->msg, v, n);
@@ -42,19 +43,13 @@ static ld_status take_field(ld_export_entry *e, const char *name, size_t nl, con
         e->has_msg = 1;
     } else if (IS("_LINE_BREAK")) {
         e->line_max = n == 8 && !memcmp(v, "line-max", 8);
-    } else if (IS("_STREAM_ID")) {
-        put_small(e->stream_id, sizeof e->stream_id, v, n);
-    } else if (IS("_HOSTNAME")) {
-        put_small(e->host, sizeof e->host, v, n);
-    } else if (IS("_SYSTEMD_UNIT")) {
-        put_small(e->unit, sizeof e->unit, v, n);
-    } else if (IS("SYSLOG_IDENTIFIER")) {
-        put_small(e->ident, sizeof e->ident, v, n);
-    } else if (IS("_PID")) {
-        put_small(e->pid, sizeof e->pid, v, n);
+    } else {
+        for (int p = 0; p < 5; p++) /* the writer's fields */
+            if (IS2(ld_journal_field_names[LD_JF_STREAM_ID + p])) put_small(e->who[p], sizeof e->who[p], v, n);
     }
     return LD_OK;
 #undef IS
+#undef IS2
 }
 
 static void begin_entry(ld_export_entry *e, const ld_line *in)
@@ -64,7 +59,7 @@ static void begin_entry(ld_export_entry *e, const ld_line *in)
     e->offset = in->offset;
     e->has_msg = e->line_max = 0;
     e->msg_len = 0;
-    e->stream_id[0] = e->host[0] = e->unit[0] = e->ident[0] = e->pid[0] = 0;
+    for (int p = 0; p < 5; p++) e->who[p][0] = 0;
 }
 
 /* the entry as a record (its text borrowed from the entry) */
@@ -75,16 +70,10 @@ static void entry_record(ld_export_entry *e, ld_capture_record *rec)
     rec->len = e->msg_len;
     rec->last = !e->line_max;
     rec->skip = !e->has_msg; /* an entry without a line (journald's own, a field list) */
-    char *s = e->source;
-    size_t k = 0;
-    if (e->stream_id[0]) k = (size_t)snprintf(s, sizeof e->source, "%s", e->stream_id);
-    else {
-        const char *parts[] = {e->host, e->unit, e->ident, e->pid};
-        for (size_t p = 0; p < 4 && k < sizeof e->source; p++)
-            if (parts[p][0]) k += (size_t)snprintf(s + k, sizeof e->source - k, "%s%s", k ? " " : "", parts[p]);
-    }
-    rec->source = s;
-    rec->source_len = k < sizeof e->source ? k : sizeof e->source - 1;
+    ld_journal_span who[5];
+    for (int p = 0; p < 5; p++) who[p] = (ld_journal_span){e->who[p], strlen(e->who[p]), e->who[p][0] ? 's' : 0};
+    rec->source_len = ld_capture_journal_source(e->source, sizeof e->source, who);
+    rec->source = e->source;
     e->started = 0;
 }
 

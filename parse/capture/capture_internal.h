@@ -10,6 +10,7 @@
 #endif
 
 #include "capture.h"
+#include "parse/line/logline_scan.h"
 
 #define LD_CAPTURE_SOURCE_NAME 128 /* a source's name is cut to this */
 
@@ -76,8 +77,21 @@ typedef struct ld_journal_span {
     size_t len;
     char type;      /* 's', 'a', 'n' (null); 0 absent */
 } ld_journal_span;
+/* the journald fields every journald reader takes, in this order (the
+ * writer's five last: ld_capture_journal_source) */
+enum { LD_JF_MESSAGE, LD_JF_LINE_BREAK, LD_JF_STREAM_ID, LD_JF_HOSTNAME, LD_JF_UNIT, LD_JF_IDENT, LD_JF_PID,
+       LD_JF_COUNT };
+extern const char *const ld_journal_field_names[LD_JF_COUNT];
+
+/* The writer of a journald entry as every journald reader names it: its
+ * _STREAM_ID (one process's stdout), else "host unit identifier pid" of
+ * those it has; who[0..5) are the fields from LD_JF_STREAM_ID on (type 's'
+ * when present).  Into o (cap bytes, its NUL included, cut to fit): the
+ * length. */
+size_t ld_capture_journal_source(char *o, size_t cap, const ld_journal_span *who);
+
 typedef struct ld_journal_spans {
-    ld_journal_span f[7]; /* capture_journal.c's wanted fields */
+    ld_journal_span f[LD_JF_COUNT];
     char src[LD_CAPTURE_SOURCE_NAME];
     size_t src_len;
     int last; /* no _LINE_BREAK=line-max */
@@ -86,7 +100,6 @@ int ld_capture_journal_spans(const char *line, size_t len, ld_journal_spans *js)
 int ld_capture_journal_decode(const ld_journal_spans *js, char *dst, ld_capture_record *rec);
 ld_status ld_capture_parse_journal_json(const char *line, size_t len, char **buf, size_t *cap,
                                         ld_capture_record *rec, ld_error *err);
-int ld_capture_journal_json_like(const char *line, size_t len);
 
 /* one entry of the export format being read */
 typedef struct ld_export_entry {
@@ -97,8 +110,8 @@ typedef struct ld_export_entry {
     char *bin; /* a binary value: its length's 8 bytes, then its bytes */
     size_t bin_len, bin_cap;
     char bin_name[65];
-    char stream_id[64], host[128], unit[128], ident[128], pid[24];
-    char source[512];
+    char who[5][LD_CAPTURE_SOURCE_NAME]; /* the writer's fields (LD_JF_STREAM_ID on) */
+    char source[LD_CAPTURE_SOURCE_NAME];
 } ld_export_entry;
 
 /* One physical line of an export stream; *done = 1 when it ended an entry,
@@ -115,19 +128,9 @@ void ld_export_free(ld_export_entry *e);
 ld_capture_kind ld_capture_text_kind(const char *s, size_t n);
 ld_status ld_capture_parse_text(const char *s, size_t n, ld_capture_record *r, ld_error *err);
 
-/* ---- an open literal (capture_open.c): a record of a capture without
- * marks that a request line's literal runs past */
-typedef struct ld_open_scan {
-    int active;      /* the line holds a literal this scan follows */
-    uint32_t depth;  /* brackets open */
-    char quote;      /* the string the scan is in, or 0 */
-    int escape;      /* the last byte was a backslash inside it */
-} ld_open_scan;
-
-void ld_open_begin(ld_open_scan *o, const char *s, size_t n);
-void ld_open_feed(ld_open_scan *o, const char *s, size_t n);
-int ld_open_is_open(const ld_open_scan *o);
-/* a record that begins as a server's line does (and so begins a new one) */
+/* ---- where a new line begins, for the captures that mark no cuts
+ * (capture_open.c): a record that begins as a server's line does (and so
+ * ends any line of its source whose literal is still open) */
 int ld_open_starts_line(const char *s, size_t n);
 
 /* ---- the rejoiner's state (capture.c, capture_lines.c, capture_rejoin.c,
@@ -148,7 +151,7 @@ typedef struct ld_capture_pending {
     int dropping; /* past max_line, or a piece lost: its pieces are dropped up to its last
                      (captures without marks: up to a record that begins a new line) */
     int open;     /* joined because its literal was open (no marks) */
-    ld_open_scan scan;
+    ld_literal_scan scan; /* its literal, followed piece by piece (no marks) */
 } ld_capture_pending;
 
 struct ld_capture {
@@ -192,9 +195,10 @@ ld_status ld_capture_add_piece(ld_capture *c, ld_capture_pending *p, const ld_li
                                int in_place, ld_line *out, int *out_has, ld_error *err);
 /* p's line has room for n more bytes and a NUL */
 ld_status ld_capture_room(ld_capture_pending *p, size_t n, ld_error *err);
-/* without marks, and lost text (capture_unmarked.c) */
-ld_status ld_capture_unmarked(ld_capture *c, const ld_line *in, const ld_capture_record *r, ld_line *out,
-                              int *out_has, ld_error *err);
+/* without marks, and lost text (capture_unmarked.c); `scanned`: the
+ * record's literal already followed by the caller (NULL: not yet) */
+ld_status ld_capture_unmarked(ld_capture *c, const ld_line *in, const ld_capture_record *r,
+                              const ld_literal_scan *scanned, ld_line *out, int *out_has, ld_error *err);
 ld_status ld_capture_lost_piece(ld_capture *c, const ld_line *in, const ld_capture_record *r, int marks,
                                 ld_line *out, int *out_has, ld_error *err);
 /* a plain member's own unclosed line, passed on quietly */

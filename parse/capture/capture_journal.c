@@ -20,9 +20,8 @@
 
 #include "capture_internal.h"
 
-enum { F_MESSAGE, F_LINE_BREAK, F_STREAM_ID, F_HOSTNAME, F_UNIT, F_IDENT, F_PID, F_COUNT };
-static const char *const field_names[F_COUNT] = {"MESSAGE", "_LINE_BREAK", "_STREAM_ID", "_HOSTNAME",
-                                                  "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID"};
+const char *const ld_journal_field_names[LD_JF_COUNT] = {
+    "MESSAGE", "_LINE_BREAK", "_STREAM_ID", "_HOSTNAME", "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID"};
 
 /* where a wanted field's value lies: a string's body (escapes undecoded),
  * an array's body, or null */
@@ -70,8 +69,8 @@ static size_t skip_bytes(const char *s, size_t i, size_t n)
 
 static int wanted(const char *key, size_t len)
 {
-    for (int f = 0; f < F_COUNT; f++)
-        if (strlen(field_names[f]) == len && !memcmp(field_names[f], key, len)) return f;
+    for (int f = 0; f < LD_JF_COUNT; f++)
+        if (strlen(ld_journal_field_names[f]) == len && !memcmp(ld_journal_field_names[f], key, len)) return f;
     return -1;
 }
 
@@ -79,9 +78,9 @@ static int wanted(const char *key, size_t len)
  * repeated key, as cJSON finds it); -1 when the fast path does not take it.
  * MESSAGE is only passed over here: it is decoded once its source says
  * where its bytes go (ld_capture_journal_decode). */
-static int walk(const char *s, size_t n, span f[F_COUNT])
+static int walk(const char *s, size_t n, span f[LD_JF_COUNT])
 {
-    memset(f, 0, F_COUNT * sizeof *f);
+    memset(f, 0, LD_JF_COUNT * sizeof *f);
     size_t i = ws(s, 0, n);
     if (i >= n || s[i++] != '{') return -1;
     i = ws(s, i, n);
@@ -96,12 +95,12 @@ static int walk(const char *s, size_t n, span f[F_COUNT])
         i = ws(s, i + 1, n);
         size_t v = i, end;
         char type;
-        if (i < n && s[i] == '"') end = skip_string(s, i + 1, n, w == F_MESSAGE && !f[w].type), type = 's';
+        if (i < n && s[i] == '"') end = skip_string(s, i + 1, n, w == LD_JF_MESSAGE && !f[w].type), type = 's';
         else if (i < n && s[i] == '[') end = skip_bytes(s, i + 1, n), type = 'a';
         else if (n - i >= 4 && !memcmp(s + i, "null", 4)) end = i + 4, type = 'n';
         else return -1;
         if (!end) return -1;
-        if (w >= 0 && w != F_MESSAGE && type == 's' && memchr(s + v + 1, '\\', end - v - 2))
+        if (w >= 0 && w != LD_JF_MESSAGE && type == 's' && memchr(s + v + 1, '\\', end - v - 2))
             return -1; /* a source's name is compared as written: cJSON decodes the escapes */
         if (w >= 0 && !f[w].type) {
             f[w].at = s + v + 1;
@@ -128,15 +127,12 @@ static size_t decode_bytes(const char *s, size_t n, char *o)
     }
 }
 
-/* the source into o (room for cap bytes, a NUL included; cut to fit):
- * _STREAM_ID, else host unit ident[pid] */
-static size_t put_source(char *o, size_t cap, const span f[F_COUNT])
+size_t ld_capture_journal_source(char *o, size_t cap, const ld_journal_span *who)
 {
     size_t k = 0;
-    static const int parts[] = {F_HOSTNAME, F_UNIT, F_IDENT, F_PID};
-    int stream = f[F_STREAM_ID].type == 's';
-    for (size_t p = 0; p < (stream ? 1 : sizeof parts / sizeof parts[0]); p++) {
-        const span *x = stream ? &f[F_STREAM_ID] : &f[parts[p]];
+    int stream = who[0].type == 's';
+    for (int p = stream ? 0 : 1; p < (stream ? 1 : 5); p++) {
+        const span *x = &who[p];
         if (x->type != 's') continue;
         if (k && k + 1 < cap) o[k++] = ' ';
         size_t n = x->len < cap - 1 - k ? x->len : cap - 1 - k;
@@ -150,16 +146,16 @@ static size_t put_source(char *o, size_t cap, const span f[F_COUNT])
 int ld_capture_journal_spans(const char *line, size_t len, ld_journal_spans *js)
 {
     if (len && line[0] == '\x1e') line++, len--; /* json-seq */
-    if (walk(line, len, js->f) || !js->f[F_MESSAGE].type) return -1;
-    js->src_len = put_source(js->src, sizeof js->src, js->f);
-    const span *lb = &js->f[F_LINE_BREAK];
+    if (walk(line, len, js->f) || !js->f[LD_JF_MESSAGE].type) return -1;
+    js->src_len = ld_capture_journal_source(js->src, sizeof js->src, &js->f[LD_JF_STREAM_ID]);
+    const span *lb = &js->f[LD_JF_LINE_BREAK];
     js->last = !(lb->type == 's' && lb->len == 8 && !memcmp(lb->at, "line-max", 8));
     return 0;
 }
 
 int ld_capture_journal_decode(const ld_journal_spans *js, char *dst, ld_capture_record *rec)
 {
-    const span *m = &js->f[F_MESSAGE];
+    const span *m = &js->f[LD_JF_MESSAGE];
     size_t text_len = 0, used;
     memset(rec, 0, sizeof *rec);
     if (m->type == 's' && ld_capture_json_unescape(m->at, m->len + 1, dst, &text_len, &used))
@@ -178,7 +174,7 @@ int ld_capture_journal_decode(const ld_journal_spans *js, char *dst, ld_capture_
 /* cJSON's view of a wanted field as a span of decoded text (strings) */
 static void cjson_span(const cJSON *o, int w, span *x)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field_names[w]);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, ld_journal_field_names[w]);
     memset(x, 0, sizeof *x);
     if (cJSON_IsString(v)) x->at = v->valuestring, x->len = strlen(v->valuestring), x->type = 's';
     else if (cJSON_IsNull(v)) x->type = 'n';
@@ -212,9 +208,9 @@ ld_status ld_capture_parse_journal_json(const char *line, size_t len, char **buf
     if (len && line[0] == '\x1e') line++, len--;
     cJSON *o = cJSON_ParseWithLength(line, len);
     ld_status st = LD_OK;
-    span f[F_COUNT];
+    span f[LD_JF_COUNT];
     if (!cJSON_IsObject(o)) st = LD_FAIL(err, LD_ERR_SYNTAX, 0, "a journal-json record that is not a JSON object");
-    for (int w = 0; st == LD_OK && w < F_COUNT; w++) cjson_span(o, w, &f[w]);
+    for (int w = 0; st == LD_OK && w < LD_JF_COUNT; w++) cjson_span(o, w, &f[w]);
     const cJSON *m = o ? cJSON_GetObjectItemCaseSensitive(o, "MESSAGE") : NULL;
     if (st == LD_OK && !cJSON_IsString(m) && !cJSON_IsArray(m) && !cJSON_IsNull(m))
         st = LD_FAIL(err, LD_ERR_SYNTAX, 0, "a journal-json record without MESSAGE (a string, bytes or null)");
@@ -227,24 +223,12 @@ ld_status ld_capture_parse_journal_json(const char *line, size_t len, char **buf
     if (st == LD_OK) {
         (*buf)[text_len] = 0;
         char *src = *buf + text_len + 1;
-        rec->source_len = put_source(src, LD_CAPTURE_SOURCE_NAME, f);
+        rec->source_len = ld_capture_journal_source(src, LD_CAPTURE_SOURCE_NAME, &f[LD_JF_STREAM_ID]);
         rec->text = *buf;
         rec->len = text_len;
         rec->source = src;
-        rec->last = !(f[F_LINE_BREAK].type == 's' && !strcmp(f[F_LINE_BREAK].at, "line-max"));
+        rec->last = !(f[LD_JF_LINE_BREAK].type == 's' && !strcmp(f[LD_JF_LINE_BREAK].at, "line-max"));
     }
     cJSON_Delete(o);
     return st;
-}
-
-/* an object with MESSAGE and journalctl's __CURSOR or __REALTIME_TIMESTAMP */
-int ld_capture_journal_json_like(const char *line, size_t len)
-{
-    if (len && line[0] == '\x1e') line++, len--;
-    cJSON *o = cJSON_ParseWithLength(line, len);
-    int yes = cJSON_IsObject(o) && cJSON_GetObjectItemCaseSensitive(o, "MESSAGE") &&
-              (cJSON_GetObjectItemCaseSensitive(o, "__CURSOR") ||
-               cJSON_GetObjectItemCaseSensitive(o, "__REALTIME_TIMESTAMP"));
-    cJSON_Delete(o);
-    return yes;
 }

@@ -111,11 +111,22 @@ static int docker_json(const cJSON *o)
     return has_log && has_time && n <= 4;
 }
 
+/* journalctl's JSON: MESSAGE, and its __CURSOR or __REALTIME_TIMESTAMP */
+static int journal_json(const cJSON *o)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, "MESSAGE") &&
+           (cJSON_GetObjectItemCaseSensitive(o, "__CURSOR") ||
+            cJSON_GetObjectItemCaseSensitive(o, "__REALTIME_TIMESTAMP"));
+}
+
+/* a JSON line's wrapper (json-seq's RS first or not), read once */
 static ld_capture_kind json_kind(const char *line, size_t len)
 {
-    cJSON *o = cJSON_ParseWithLength(line, len);
+    int seq = line[0] == '\x1e';
+    cJSON *o = cJSON_ParseWithLength(line + seq, len - (size_t)seq);
     ld_capture_kind k = LD_CAPTURE_PLAIN;
-    if (cJSON_IsObject(o) && !sglang_json(o))
+    if (cJSON_IsObject(o) && journal_json(o)) k = LD_CAPTURE_JOURNAL_JSON;
+    else if (cJSON_IsObject(o) && !seq && !sglang_json(o))
         k = docker_json(o) ? LD_CAPTURE_DOCKER : shipper_text(o) ? LD_CAPTURE_SHIPPER : LD_CAPTURE_PLAIN;
     cJSON_Delete(o);
     return k;
@@ -133,10 +144,7 @@ static int export_like(const char *line, size_t len)
 ld_capture_kind ld_capture_recognise(const char *line, size_t len)
 {
     if (!len) return LD_CAPTURE_PLAIN;
-    if (line[0] == '\x1e' || line[0] == '{')
-        return ld_capture_journal_json_like(line, len) ? LD_CAPTURE_JOURNAL_JSON
-               : line[0] == '{'                        ? json_kind(line, len)
-                                                       : LD_CAPTURE_PLAIN;
+    if (line[0] == '\x1e' || line[0] == '{') return json_kind(line, len);
     if (line[0] == '_' && export_like(line, len)) return LD_CAPTURE_JOURNAL_EXPORT;
     const char *st;
     size_t sl;

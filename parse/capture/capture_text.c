@@ -130,7 +130,8 @@ static size_t rfc5424_head(const char *s, size_t i, size_t n, ld_capture_record 
     return i;
 }
 
-/* journalctl's `[48.0K blob data]`: the size it says, or NULL */
+/* 1 when the text is journalctl's `[48.0K blob data]` (what it printed for
+ * a text that is not valid UTF-8) */
 static int blob(const char *s, size_t n)
 {
     static const char tail[] = " blob data]";

@@ -28,12 +28,13 @@ static ld_status cut_for_good(ld_capture *c, ld_capture_pending *p, ld_line *out
 /* a record that begins a line: whole (handed out where it lies, or kept
  * for ld_capture_pop when a cut line went out first), or the first piece
  * of a line whose literal it leaves open */
-static ld_status begin_line(ld_capture *c, ld_capture_pending *p, const ld_line *in, const ld_capture_record *r, ld_line *out,
-                            int *out_has, ld_error *err)
+static ld_status begin_line(ld_capture *c, ld_capture_pending *p, const ld_line *in, const ld_capture_record *r,
+                            const ld_literal_scan *scanned, ld_line *out, int *out_has, ld_error *err)
 {
-    ld_open_scan scan;
-    ld_open_begin(&scan, r->text, r->len);
-    if (!ld_open_is_open(&scan)) {
+    ld_literal_scan scan;
+    if (scanned) scan = *scanned;
+    else ld_literal_begin_line(&scan, r->text, r->len);
+    if (!ld_literal_open(&scan)) {
         if (!*out_has) return ld_capture_whole_record(c, in, r, out, out_has, err);
         ld_status st = ld_capture_whole_record(c, in, r, &c->ready, &c->has_ready, NULL);
         if (st != LD_OK) c->has_ready = 0; /* past max_line: dropped (the cut line's problem is reported) */
@@ -69,8 +70,8 @@ static ld_status go_on(ld_capture *c, ld_capture_pending *p, const ld_line *in, 
     }
     (void)in;
     LD_TRY(ld_capture_append(c, p, r->text, r->len, err));
-    ld_open_feed(&p->scan, r->text, r->len);
-    if (ld_open_is_open(&p->scan)) return LD_OK;
+    ld_literal_feed(&p->scan, r->text, r->len);
+    if (ld_literal_open(&p->scan)) return LD_OK;
     ld_capture_hand_out(c, p, out);
     *out_has = 1;
     return LD_OK;
@@ -84,8 +85,8 @@ int ld_capture_quiet_open(const ld_capture *c, const ld_capture_pending *p)
     return c->kind == LD_CAPTURE_PLAIN && p->pieces == 1;
 }
 
-ld_status ld_capture_unmarked(ld_capture *c, const ld_line *in, const ld_capture_record *r, ld_line *out,
-                            int *out_has, ld_error *err)
+ld_status ld_capture_unmarked(ld_capture *c, const ld_line *in, const ld_capture_record *r,
+                              const ld_literal_scan *scanned, ld_line *out, int *out_has, ld_error *err)
 {
     ld_capture_pending *p = ld_capture_source(c, r->source ? r->source : "", r->source_len);
     if (!p) return LD_FAIL(err, LD_ERR_LIMIT, in->offset, "more than %d sources interleave their split lines",
@@ -104,7 +105,7 @@ ld_status ld_capture_unmarked(ld_capture *c, const ld_line *in, const ld_capture
         st = cut_for_good(c, p, out, in->lineno, "a new line began before its literal closed", err);
         *out_has = 1;
     }
-    ld_status b = begin_line(c, p, in, r, out, out_has, st == LD_OK ? err : NULL);
+    ld_status b = begin_line(c, p, in, r, scanned, out, out_has, st == LD_OK ? err : NULL);
     return st != LD_OK ? st : b;
 }
 

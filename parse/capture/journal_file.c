@@ -23,10 +23,6 @@ int ld_journal_file_is(const char *path)
 
 #include <systemd/sd-journal.h>
 
-enum { F_MESSAGE, F_LINE_BREAK, F_STREAM_ID, F_HOSTNAME, F_UNIT, F_IDENT, F_PID, F_COUNT };
-static const char *const field_names[F_COUNT] = {"MESSAGE", "_LINE_BREAK", "_STREAM_ID", "_HOSTNAME",
-                                                  "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID"};
-
 struct ld_journal_file {
     sd_journal *j;
     uint64_t entry;
@@ -64,23 +60,16 @@ static const char *field(sd_journal *j, const char *name, size_t *len)
     return (const char *)d + k + 1;
 }
 
-/* the entry's source: _STREAM_ID, else host unit ident pid (as the JSON
- * and export readers name it) */
+/* the entry's writer, named as the JSON and export readers name it */
 static void entry_source(ld_journal_file *f, ld_capture_record *rec)
 {
-    size_t k = 0, n, cap = sizeof f->source;
-    const char *v = field(f->j, field_names[F_STREAM_ID], &n);
-    for (int p = v ? F_STREAM_ID : F_HOSTNAME; p <= (v ? F_STREAM_ID : F_PID); p++) {
-        const char *x = p == F_STREAM_ID ? v : field(f->j, field_names[p], &n);
-        if (!x) continue;
-        if (k && k + 1 < cap) f->source[k++] = ' ';
-        size_t m = n < cap - 1 - k ? n : cap - 1 - k;
-        memcpy(f->source + k, x, m);
-        k += m;
+    ld_journal_span who[5] = {{0}};
+    for (int p = 0; p < 5; p++) {
+        who[p].at = field(f->j, ld_journal_field_names[LD_JF_STREAM_ID + p], &who[p].len);
+        who[p].type = who[p].at ? 's' : 0;
     }
-    f->source[k] = 0;
+    rec->source_len = ld_capture_journal_source(f->source, sizeof f->source, who);
     rec->source = f->source;
-    rec->source_len = k;
 }
 
 ld_status ld_journal_file_next(ld_journal_file *f, ld_capture_record *rec, uint64_t *entry, int *has,
@@ -95,10 +84,10 @@ ld_status ld_journal_file_next(ld_journal_file *f, ld_capture_record *rec, uint6
     if (r < 0) return LD_FAIL(err, LD_ERR_IO, 0, "entry %llu cannot be read: %s", (unsigned long long)*entry,
                               strerror(-r));
     size_t n = 0;
-    rec->text = field(f->j, field_names[F_MESSAGE], &n);
+    rec->text = field(f->j, ld_journal_field_names[LD_JF_MESSAGE], &n);
     rec->len = n;
     rec->skip = !rec->text;
-    const char *lb = field(f->j, field_names[F_LINE_BREAK], &n);
+    const char *lb = field(f->j, ld_journal_field_names[LD_JF_LINE_BREAK], &n);
     rec->last = !(lb && n == 8 && !memcmp(lb, "line-max", 8));
     entry_source(f, rec);
     return LD_OK;

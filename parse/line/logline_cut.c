@@ -9,41 +9,21 @@
 #include <string.h>
 
 #include "logline.h"
+#include "logline_scan.h"
 
-/* Where the payload s[0..n) can be closed: the offset of its last comma at
- * depth 1 (inside the outermost bracket of the kwarg being cut), its closer
- * in *closer; else the comma before that kwarg (`, out=` of a Finish line
- * cut before out's first field), *closer 0; 0 when there is none. */
+/* Where the payload s[0..n) can be closed: after its last whole field (the
+ * last comma at depth 1, inside the outermost bracket of the kwarg being
+ * cut), with that bracket's closer in *closer; else before the kwarg (the
+ * `, out=` of a Finish line cut before out's first field), *closer 0; 0
+ * when neither is there. */
 static size_t last_whole_field(const char *s, size_t n, char *closer)
 {
-    char stack[64];
-    int depth = 0, esc = 0;
-    char quote = 0;
-    size_t best = 0, top = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (quote) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == quote) quote = 0;
-            continue;
-        }
-        if (c == '\'' || c == '"') quote = c;
-        else if (c == '(' || c == '[' || c == '{') {
-            if (depth < (int)sizeof stack) stack[depth] = c == '(' ? ')' : c == '[' ? ']' : '}';
-            if (++depth == 1) best = 0; /* a new top-level value: its own fields */
-        } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
-            depth--;
-        } else if (c == ',' && depth == 1) {
-            best = i;
-            *closer = stack[0];
-        } else if (c == ',' && depth == 0) {
-            top = i;
-        }
-    }
-    if (depth < 1) return 0;
-    if (!best) *closer = 0;
-    return best ? best : top;
+    ld_literal_scan o;
+    ld_literal_start(&o);
+    ld_literal_feed(&o, s, n);
+    if (!o.active || !o.depth) return 0;
+    *closer = o.field_end ? o.outer : 0;
+    return (size_t)(o.field_end ? o.field_end : o.value_end);
 }
 
 ld_status ld_logline_parse_cut(const char *data, size_t len, unsigned pylit_flags, ld_arena *arena,

@@ -1,0 +1,99 @@
+/* logline_scan.c - see logline_scan.h. */
+#include "logline_scan.h"
+
+#include <string.h>
+
+#define LITERAL_START_WINDOW 512 /* `obj=` lies within a line's prefix */
+
+void ld_literal_start(ld_literal_scan *o)
+{
+    memset(o, 0, sizeof *o);
+    o->active = 1;
+}
+
+/* The rest of a string from s[i]: its closing quote is the first quote
+ * byte with an even number of backslashes before it (each pair an escaped
+ * backslash).  memchr finds the quotes, so the many escapes of a prompt
+ * (\\n) cost nothing.  A backslash run that ends the piece leaves the next
+ * piece's first byte escaped (o->escape).  `lo`: the first byte a
+ * backslash before the quote may be counted from. */
+static size_t in_string(ld_literal_scan *o, const char *s, size_t i, size_t n)
+{
+    if (o->escape) { /* the byte after a cut's trailing backslash */
+        o->escape = 0;
+        if (++i >= n) return n;
+    }
+    size_t lo = i;
+    for (;;) {
+        const char *q = memchr(s + i, o->quote, n - i);
+        size_t end = q ? (size_t)(q - s) : n, k = end;
+        while (k > lo && s[k - 1] == '\\') k--;
+        int escaped = (end - k) & 1;
+        if (!q) {
+            o->escape = escaped;
+            return n;
+        }
+        if (!escaped) {
+            o->quote = 0;
+            return end + 1;
+        }
+        i = end + 1;
+    }
+}
+
+/* one byte outside strings */
+static void structural(ld_literal_scan *o, char ch, uint64_t at)
+{
+    if (ch == '\'' || ch == '"') {
+        o->quote = ch;
+    } else if (ch == '(' || ch == '[' || ch == '{') {
+        if (!o->depth++) {
+            o->outer = ch == '(' ? ')' : ch == '[' ? ']' : '}';
+            o->field_end = 0; /* a new top-level value: its own fields */
+        }
+    } else if (ch == ')' || ch == ']' || ch == '}') {
+        if (!o->depth) o->active = 0; /* more closed than opened: not a literal this scan follows */
+        else o->depth--;
+    } else if (ch == ',') {
+        if (o->depth == 1) o->field_end = at;
+        else if (!o->depth) o->value_end = at;
+    }
+}
+
+void ld_literal_feed(ld_literal_scan *o, const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && o->active) {
+        if (o->quote) {
+            i = in_string(o, s, i, n);
+            continue;
+        }
+        structural(o, s[i], o->fed + i);
+        i++;
+    }
+    o->fed += n;
+}
+
+/* where a request line's literal begins, or n when the line has none */
+static size_t literal_start(const char *s, size_t n)
+{
+    if (n && s[0] == '{') return 0;
+    size_t w = n < LITERAL_START_WINDOW ? n : LITERAL_START_WINDOW;
+    for (size_t i = 0; i + 4 <= w; i++)
+        if (s[i] == 'o' && !memcmp(s + i, "obj=", 4)) return i + 4;
+    return n;
+}
+
+void ld_literal_begin_line(ld_literal_scan *o, const char *s, size_t n)
+{
+    memset(o, 0, sizeof *o);
+    size_t at = literal_start(s, n);
+    if (at == n) return;
+    o->active = 1;
+    ld_literal_feed(o, s + at, n - at);
+}
+
+int ld_literal_open(const ld_literal_scan *o)
+{
+    return o->active && (o->quote || o->depth);
+}
