@@ -6,6 +6,7 @@
 #include "parse/pylit/pylit_json.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
+#include "cmd/common/pd.h"
 
 static const char *const scan_usage[] = {
     "logdiff scan [--json [--summary]] [--all] [--capture NAME] LOG...",
@@ -17,7 +18,10 @@ static const char *const scan_usage[] = {
     "bzip2, tar and zip are read by content, and so are the captures that wrap",
     "and split long lines (Docker json-file, CRI, kubectl --prefix, log",
     "shippers' JSON lines, journalctl's outputs and journal files, syslog):",
-    "split lines are rejoined, and the summary says how.",
+    "split lines are rejoined, and the summary says how.  A request of a",
+    "prefill/decode deployment, logged by both servers, is one row: the",
+    "decode server's (flag pd; pd-differs when the two servers logged different",
+    "messages, prompts or input ids; pd-alone when the other's is not given).",
     "Exit status: 0 all requests complete and parsed, 1 a line failed to parse,",
     "a request misses a part, a line was lost in its capture or cut for good",
     "(read up to its cut), 2 usage or I/O error.",
@@ -65,6 +69,7 @@ static cJSON *request_json(const ld_request *r)
         if (r->missing & LD_PART_BIT(p))
             cJSON_AddItemToArray(missing, cJSON_CreateString(ld_part_name((ld_part)p)));
     }
+    cJSON_AddItemToObject(o, "pd", ld_cli_pd_json(r));
     char words[256];
     ld_cli_request_flag_words(r, words, sizeof words);
     cJSON *flags = cJSON_AddArrayToObject(o, "flags");
@@ -141,6 +146,7 @@ static void print_summary_json(scan_state *s, const ld_cli_logread *lr)
     cJSON_AddItemToObject(sum, "input_errors", ld_json_int((int64_t)lr->stats.io_errors));
     cJSON_AddItemToObject(sum, "members", ld_json_int((int64_t)lr->stats.members));
     cJSON_AddItemToObject(sum, "capture", ld_cli_capture_json(&lr->stats));
+    cJSON_AddItemToObject(sum, "prefill_decode", ld_cli_pd_summary_json(ps));
     ld_json_print_line(s->cli->out, o);
 }
 
@@ -162,6 +168,7 @@ static void print_summary(scan_state *s, const ld_cli_logread *lr)
                 (unsigned long long)ps->cut_lines);
     char cap[512];
     if (*ld_cli_capture_summary(&lr->stats, cap, sizeof cap)) fprintf(f, "%s\n", cap);
+    if (*ld_cli_pd_summary(ps, cap, sizeof cap)) fprintf(f, "%s\n", cap);
 }
 
 int cmd_scan(int argc, char **argv, struct ld_cli *cli)

@@ -28,9 +28,11 @@ typedef struct show_state {
     int oom;
 } show_state;
 
+/* r is rid's record, or its sub-request, or holds rid's as its prefill peer */
 static int matches(const ld_request *r, const char *rid)
 {
-    return (r->rid && !strcmp(r->rid, rid)) || (r->parent_rid && !strcmp(r->parent_rid, rid));
+    return (r->rid && !strcmp(r->rid, rid)) || (r->parent_rid && !strcmp(r->parent_rid, rid)) ||
+           (r->peer && matches(r->peer, rid));
 }
 
 static int on_request(void *ctx, ld_request *r)

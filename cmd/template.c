@@ -41,6 +41,8 @@ typedef struct rid_state {
 static int on_request(void *ctx, ld_request *r)
 {
     rid_state *s = ctx;
+    if (r->peer && r->peer->rid && !strcmp(r->peer->rid, s->rid) && !(r->rid && !strcmp(r->rid, s->rid)))
+        r = r->peer; /* the prefill server's rid of a prefill/decode pair */
     if (!((r->rid && !strcmp(r->rid, s->rid)) ||
           (r->parent_rid && !strcmp(r->parent_rid, s->rid))))
         return 0;

@@ -1,5 +1,6 @@
 /* logread.c - see logread.h. */
 #include "logread.h"
+#include "pd.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,7 @@ const char *ld_cli_request_flag_words(const ld_request *r, char *buf, size_t cap
         if (n < 0 || (size_t)n >= cap - used) break;
         used += (size_t)n;
     }
+    ld_cli_pd_words(r, buf, cap, &used);
     return buf;
 }
 

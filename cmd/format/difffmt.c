@@ -5,6 +5,7 @@
 
 #include "parse/pylit/pylit_json.h"
 #include "replay/judge.h"
+#include "cmd/common/pd.h"
 
 static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",
                                                      "kernels", "sampling", "log" };
@@ -66,6 +67,7 @@ static void print_json(ld_cli_diff_report *rep, const ld_request *r, const ld_ve
     cJSON_AddItemToObject(o, "messages", r->n_messages >= 0 ? ld_json_int(r->n_messages) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "finish_reason", ld_json_cstr(r->finish_type));
     cJSON_AddBoolToObject(o, "aligned", v->aligned);
+    cJSON_AddItemToObject(o, "pd", ld_cli_pd_json(r));
     cJSON *arr = cJSON_AddArrayToObject(o, "findings");
     for (size_t i = 0; i < v->findings.n; i++)
         cJSON_AddItemToArray(arr, finding_json(&v->findings.v[i]));
@@ -105,19 +107,22 @@ static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const 
     int render = !strcmp(g->kind, LD_K_TEMPLATE_RENDER_MISMATCH);
     int tokens = !strcmp(g->kind, LD_K_TEMPLATE_TOKEN_MISMATCH);
     int kernels = !strcmp(g->kind, LD_K_KERNELS_DIVERGENCE);
-    const char *left = stale ? "sent back" : render ? "rendered" : tokens ? "re-encoded" : kernels ? "replay" : "array";
-    const char *right = stale ? "produced" : render || tokens || kernels ? "logged" : "prompt";
+    int servers = !strcmp(g->kind, LD_K_TEMPLATE_SERVERS_DIFFER); /* the related rid is the left side's */
+    const char *left = stale ? "sent back" : render ? "rendered" : tokens ? "re-encoded" : kernels ? "replay"
+                       : servers ? "prefill" : "array";
+    const char *right = stale ? "produced" : render || tokens || kernels ? "logged" : servers ? "decode" : "prompt";
     if (g->array_excerpt) {
         fprintf(f, "        %s%-9s%s ", dim, left, reset);
         put_excerpt(f, g->array_excerpt);
+        if (servers && g->related_rid) fprintf(f, "  %s(by %s)%s", dim, g->related_rid, reset);
         fputc('\n', f);
     }
     if (g->prompt_excerpt) {
         fprintf(f, "        %s%-9s%s ", dim, right, reset);
         put_excerpt(f, g->prompt_excerpt);
-        if (g->related_rid) fprintf(f, "  %s(by %s)%s", dim, g->related_rid, reset);
+        if (g->related_rid && !servers) fprintf(f, "  %s(by %s)%s", dim, g->related_rid, reset);
         fputc('\n', f);
-    } else if (g->related_rid) {
+    } else if (g->related_rid && !(servers && g->array_excerpt)) {
         fprintf(f, "        %srelated%s   %s\n", dim, reset, g->related_rid);
     }
 }
@@ -161,6 +166,12 @@ static void print_text(ld_cli_diff_report *rep, const ld_request *r, const ld_ve
     }
 }
 
+/* --rid: the request's own rid, or its prefill server's (a prefill/decode pair) */
+static int names(const ld_request *r, const char *rid)
+{
+    return (r->rid && !strcmp(r->rid, rid)) || (r->peer && r->peer->rid && !strcmp(r->peer->rid, rid));
+}
+
 int ld_cli_diff_report_request(void *ctx, ld_request *r)
 {
     ld_cli_diff_report *rep = ctx;
@@ -171,13 +182,13 @@ int ld_cli_diff_report_request(void *ctx, ld_request *r)
     /* the replay is costly: only for the requests reported (the differ still
      * sees every one, for the conversations) */
     ld_judge_checks checks = rep->checks;
-    if (rep->only_rid && !(r->rid && !strcmp(r->rid, rep->only_rid))) checks.replay = NULL;
+    if (rep->only_rid && !names(r, rep->only_rid)) checks.replay = NULL;
     if (ld_judge_request(rep->differ, &checks, r, &rep->arena, &v, &e) != LD_OK) {
         fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
         rep->failed = 1;
         return 0;
     }
-    if (rep->only_rid && !(r->rid && !strcmp(r->rid, rep->only_rid))) return 0;
+    if (rep->only_rid && !names(r, rep->only_rid)) return 0;
     rep->n_reported++;
     rep->per_verdict[verdict_index(v.verdict)]++;
     if (strcmp(v.verdict, "ok")) rep->n_not_ok++;

@@ -6,6 +6,7 @@
 
 #include "parse/pylit/pylit_json.h"
 #include "cmd/common/logread.h"
+#include "cmd/common/pd.h"
 
 enum { PREVIEW_CHARS = 60, TEXT_KEEP = 2000 };
 
@@ -130,6 +131,8 @@ void ld_cli_show_text(struct ld_cli *cli, const ld_request *r, int full)
     fprintf(f, "%srequest %s%s  (%s%s%s)\n", st.bold, r->rid ? r->rid : "(no rid)", st.reset,
             ld_engine_name(r->engine), r->timestamp ? ", " : "", r->timestamp ? r->timestamp : "");
     if (words[0]) fprintf(f, "  %sflags: %s%s\n", st.warn, words, st.reset);
+    char pd[1024];
+    if (*ld_cli_pd_line(r, pd, sizeof pd)) fprintf(f, "  servers: %s\n", pd);
     for (int p = 0; p < LD_PART_COUNT; p++) {
         if (r->seen & LD_PART_BIT(p))
             fprintf(f, "  %-15s %s:%llu\n", ld_part_name((ld_part)p), r->src[p].member,
@@ -263,6 +266,7 @@ void ld_cli_show_json(FILE *f, const ld_request *r)
     cJSON_AddItemToObject(output, "output_ids", r->n_output_ids >= 0 ? ld_json_int(r->n_output_ids) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "output", output);
     cJSON_AddItemToObject(o, "finish", finish_json(r));
+    cJSON_AddItemToObject(o, "pd", ld_cli_pd_json(r));
     cJSON *values = cJSON_AddObjectToObject(o, "values");
     cJSON_AddItemToObject(values, "openai", ld_json_value(r->openai_obj, &scratch));
     cJSON_AddItemToObject(values, "receive", ld_json_value(r->receive_obj, &scratch));

@@ -1,5 +1,6 @@
 /* replay_pick.c - `logdiff replay` reading the logs: the request to replay
- * (its rid, or the only sub-request of a batch with that parent rid) and
+ * (its rid, the only sub-request of a batch with that parent rid, or the
+ * prefill server's record of a prefill/decode pair, by its own rid) and
  * the ones --batch-with names, each kept whole as the pairer emits it. */
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,13 @@ static int on_request(void *ctx, ld_request *r)
             s->with_r[i] = r;
             return LD_PAIR_TAKE;
         }
-    if (r->rid && !strcmp(r->rid, s->rid)) {
+    int own = r->rid && !strcmp(r->rid, s->rid); /* a shared (client's) rid: the decode server's */
+    if (!own && r->peer && r->peer->rid && !strcmp(r->peer->rid, s->rid) && s->n_exact++ == 0) {
+        s->exact = r->peer; /* the prefill server's record of a joined pair: replay what it did */
+        r->peer = NULL;
+        return 0;
+    }
+    if (own) {
         if (s->n_exact++ == 0) {
             s->exact = r;
             return LD_PAIR_TAKE;

@@ -242,6 +242,7 @@ static ld_status parse_sglang_text(const char *data, size_t len, unsigned pylit_
         }
         return st;
     }
+    out->body = data + off;
     const char *first = out->kind == LD_LOGLINE_SG_INOUT ? "in" : "obj";
     out->obj = ld_py_call_get(kw, first);
     out->headers = ld_py_call_get(kw, "headers");

@@ -49,6 +49,9 @@ typedef struct ld_logline {
     const char *ts;            /* timestamp text (borrowed or arena); NULL if none */
     size_t ts_len;
     size_t body_off;           /* offset in the line where the parsed payload starts */
+    const char *body;          /* the buffer the payload was parsed from (SGLang text lines):
+                                  its values' offsets (ld_py_value.off) count from here;
+                                  borrowed, NULL for other lines */
 
     /* SGLang (text and JSON) */
     const ld_py_value *rid;    /* JSON: top-level "rid"; NULL in text mode (inside obj) */

@@ -45,9 +45,11 @@ void ld_pair_complete(ld_pairer *p, ld_open *o)
     ld_pair_openai_settle(p, o, NULL); /* out of memory: the record goes without it */
     set_missing(p, r);
     set_confirmation(r, o);
+    char *key_end = r->rid ? strchr(r->rid, LD_PAIR_KEY_SEP) : NULL;
+    if (key_end) *key_end = '\0'; /* the writer added to a PD line's key (pair_feed.c) */
+    ld_pair_pd_offer(p, r, o->queue);
     free(o->queue);
     free(o);
-    ld_pair_emit(p, r);
 }
 
 void ld_pair_evict(ld_pairer *p)
@@ -85,6 +87,7 @@ ld_status ld_pairer_finish(ld_pairer *p, ld_error *err)
 {
     (void)err;
     while (p->oldest) ld_pair_complete(p, p->oldest);
+    ld_pair_pd_flush(p);
     ld_pair_flush_openai(p);
     return LD_OK;
 }
@@ -105,6 +108,7 @@ void ld_pairer_free(ld_pairer *p)
         ld_pair_free_openai(q);
         q = next;
     }
+    ld_pair_pd_free(p);
     free(p->buckets);
     ld_arena_release(&p->line_arena);
     free(p);

@@ -16,6 +16,13 @@
  * `Finish:` pairs by its own rid.  HEALTH_CHECK_* requests are counted in
  * ld_pair_stats.health_checks and never emitted.
  *
+ * Prefill/decode disaggregation (pair_pd.c): the records of one request
+ * logged by a prefill and a decode server (one bootstrap room) are handed
+ * out as one, the decode server's with the prefill server's as its `peer`;
+ * such records wait for their partner (at most max_open, else 65536, and
+ * 1 GiB) and go alone (LD_PD_ALONE) when it never comes.  Lines of two
+ * servers interleaved in one capture are told apart by their writer.
+ *
  * Emission: a record goes to the callback as soon as it is complete (its
  * Finish / legacy in-out / vLLM Generated line seen); the rest are emitted by
  * ld_pairer_finish() with `missing` and LD_REQ_UNPAIRED set.  So memory is
@@ -79,6 +86,12 @@ typedef struct ld_pair_stats {
     uint64_t max_open_seen;  /* high-water mark of `open` */
     uint64_t cut_lines;      /* request lines cut for good, read up to their last whole field
                                 (also in request_lines) */
+    /* prefill/decode disaggregation (pair_pd.c): records of SGLang's PD router */
+    uint64_t pd_joined;      /* requests whose prefill and decode records became one */
+    uint64_t pd_by_rid;      /* of those, joined where both servers logged one rid */
+    uint64_t pd_differ;      /* of those, the two servers logged different messages,
+                                prompts or input ids */
+    uint64_t pd_alone;       /* records whose other server's record was not found */
     /* invariant: lines == request_lines + skipped + errors */
 } ld_pair_stats;
 

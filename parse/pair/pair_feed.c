@@ -115,6 +115,7 @@ static ld_status handle_openai(ld_pairer *p, const char *member, const char *que
     ld_fill_ctx c = ld_pair_fill_ctx(p, NULL, NULL);
     ld_status st = r->openai_obj ? ld_request_fill_openai(r, &c, r->openai_obj, err)
                                  : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
+    if (st == LD_OK) st = ld_request_fill_pd(r, &c, l->obj, -1, 1, err);
     if (r->openai_obj) note_user_text(q, &c);
     ld_pair_add_openai(p, q);
     return st;
@@ -153,6 +154,27 @@ static ld_status get_open(ld_pairer *p, const char *rid, ld_open **o, ld_error *
     return *o ? LD_OK : ld_pair_create(p, rid, o, err);
 }
 
+/* The key of a line's open record: its rid; for a line of the PD router
+ * whose capture names its writer, the rid and the writer, so that a
+ * prefill and a decode server interleaved in one capture, both logging a
+ * client's rid, stay two records until pair_pd.c joins them (the key is cut
+ * back to the rid when the record is complete).  In the line arena. */
+static const char *record_key(ld_pairer *p, const ld_line *line, const ld_logline *l,
+                              const char *rid, int sub)
+{
+    if (!line->source || !line->source_len || l->kind == LD_LOGLINE_SG_INOUT) return rid;
+    ld_fill_ctx c = ld_pair_fill_ctx(p, NULL, NULL);
+    if (!ld_request_obj_pd_routed(&c, l->obj, sub)) return rid;
+    size_t n = strlen(rid);
+    char *k = ld_arena_alloc(&p->line_arena, n + line->source_len + 2);
+    if (!k) return rid;
+    memcpy(k, rid, n);
+    k[n] = LD_PAIR_KEY_SEP;
+    memcpy(k + n + 1, line->source, line->source_len);
+    k[n + 1 + line->source_len] = '\0';
+    return k;
+}
+
 typedef struct sub_job {
     const ld_logline *l;
     const ld_line *line;
@@ -169,7 +191,7 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     ld_part part = sglang_part(l->kind);
     int sub = j->n > 1 ? j->i : -1;
     ld_open *o;
-    LD_TRY(get_open(p, rid, &o, err));
+    LD_TRY(get_open(p, record_key(p, j->line, l, rid, sub), &o, err));
     ld_request *r = o->r;
     if (sub >= 0) r->flags |= LD_REQ_BATCH;
     if (j->n > 1 || r->sub_index < 0) r->sub_index = sub;
@@ -187,6 +209,7 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
         o->q = ld_pair_take_oldest_openai(p, j->queue);
     set_ts(r, l);
     LD_TRY(ld_request_fill_obj(r, &c, l->obj, sub, err));
+    LD_TRY(ld_request_fill_pd(r, &c, l->obj, sub, 0, err));
     const ld_py_value *text = ld_req_get(l->obj, "text");
     if (sub >= 0 && text && text->kind == LD_PY_LIST) text = (uint32_t)sub < text->n ? &text->u.items[sub] : NULL;
     LD_TRY(check_prompt(p, &c, o, j->q, text, err));
@@ -324,6 +347,7 @@ ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
     /* counts of token ids are all a pairer needs unless values are kept
      * (only token-id fields are skimmed, so kept texts are whole) */
     unsigned pyflags = (p->opts.flags & LD_PAIR_KEEP_VALUES) ? 0 : LD_PYLIT_SKIM_INT_LISTS;
+    p->body = NULL;
     ld_status st = ld_logline_parse_ex(line->data, line->len, p->opts.json_trunc_half,
                                        pyflags, &p->line_arena, &l, &e);
     if (st == LD_ERR_TRUNCATED) { /* cut for good: read up to its last whole field where it can be */
@@ -339,6 +363,7 @@ ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
         if (out_result) *out_result = LD_LINE_SKIPPED;
         return LD_OK;
     }
+    p->body = l.body;
     if (st == LD_OK) st = dispatch(p, member_name, &l, line, &e);
     if (st == LD_OK) {
         p->stats.request_lines++;

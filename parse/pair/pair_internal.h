@@ -1,7 +1,8 @@
 /* pair_internal.h - internal state of the pairer, shared by pair_table.c
  * (the open records), pair_openai.c (joining `Receive OpenAI` lines),
- * pair.c (completion, lifecycle) and pair_feed.c (per-line handling), each
- * calling only the ones before it.  Not public. */
+ * pair_pd.c (one request's prefill and decode records), pair.c (completion,
+ * lifecycle) and pair_feed.c (per-line handling), each calling only the
+ * ones before it.  Not public. */
 #ifndef LD_PAIR_INTERNAL_H
 #define LD_PAIR_INTERNAL_H
 
@@ -40,6 +41,12 @@ typedef struct ld_pending_openai {
     struct ld_pending_openai *next;
 } ld_pending_openai;
 
+typedef struct ld_pd_held ld_pd_held; /* pair_pd.c */
+
+/* An open record's key is its rid, or for a line of the PD router that
+ * names its writer, rid LD_PAIR_KEY_SEP writer (pair_feed.c's record_key). */
+#define LD_PAIR_KEY_SEP '\x1f'
+
 struct ld_pairer {
     ld_pair_options opts;
     ld_pair_emit_fn emit;
@@ -52,6 +59,10 @@ struct ld_pairer {
     ld_open *oldest, *newest;
     ld_pending_openai *pending;
     int seen_vllm_generated;
+    const char *body;             /* ld_logline.body of the line being fed (fill contexts) */
+    ld_pd_held **pd_buckets;      /* pair_pd.c: records of the PD router held by room */
+    ld_pd_held *pd_oldest, *pd_newest;
+    size_t pd_held, pd_held_bytes;
 };
 
 /* pair_table.c: the open records and what every step shares. */
@@ -67,6 +78,15 @@ ld_status ld_pair_keep_value(ld_request *r, const ld_fill_ctx *c, const ld_py_va
                              const ld_py_value **dst, ld_error *err);
 ld_status ld_pair_create(ld_pairer *p, const char *rid, ld_open **out, ld_error *err);
 void ld_pair_emit(ld_pairer *p, ld_request *r);
+
+/* pair_pd.c: one request, two servers (prefill and decode). */
+/* Hands r out, or holds it for the other server's record of its room and
+ * hands out the two as one; `queue` is the writer r came from. */
+void ld_pair_pd_offer(ld_pairer *p, ld_request *r, const char *queue);
+/* Hands out every held record alone. */
+void ld_pair_pd_flush(ld_pairer *p);
+/* Frees the held records without handing them out. */
+void ld_pair_pd_free(ld_pairer *p);
 
 /* pair.c: a record handed out (its OpenAI join settled), the oldest ones
  * past max_open. */

@@ -273,6 +273,19 @@ void ld_pair_flush_openai(ld_pairer *p)
     while (p->pending) ld_pair_flush_first(p);
 }
 
+/* What the OpenAI line said of the PD router: its room and host, and the
+ * digest of its messages (pair_pd.c compares two servers' by it). */
+static void copy_pd(ld_request *r, const ld_request *qr)
+{
+    unsigned bit = 1u << LD_DIGEST_MESSAGES;
+    if (r->bootstrap_room == LD_UNSET_INT) r->bootstrap_room = qr->bootstrap_room;
+    if (!r->bootstrap_host && qr->bootstrap_host)
+        r->bootstrap_host = ld_request_strdup(r, qr->bootstrap_host, strlen(qr->bootstrap_host));
+    if (!qr->digest[LD_DIGEST_MESSAGES]) return;
+    r->digest[LD_DIGEST_MESSAGES] = qr->digest[LD_DIGEST_MESSAGES];
+    r->digest_marked = (r->digest_marked & ~bit) | (qr->digest_marked & bit);
+}
+
 ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
                                ld_error *err)
 {
@@ -284,5 +297,6 @@ ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r
     if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
     if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
     LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
+    copy_pd(r, qr);
     return ld_pair_keep_value(r, &c, qr->openai_obj, &r->openai_obj, err);
 }

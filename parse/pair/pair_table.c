@@ -94,9 +94,12 @@ void ld_pair_emit(ld_pairer *p, ld_request *r)
     if (!p->emit || p->emit(p->ctx, r) != LD_PAIR_TAKE) ld_request_free(r);
 }
 
+/* a (a record's key: its rid, maybe followed by LD_PAIR_KEY_SEP) names rid b */
 static int rid_match(const char *a, const char *b)
 {
-    return a && b && !strcmp(a, b);
+    if (!a || !b) return 0;
+    size_t n = strcspn(a, (const char[]){LD_PAIR_KEY_SEP, 0});
+    return strlen(b) == n && !memcmp(a, b, n);
 }
 
 ld_fill_ctx ld_pair_fill_ctx(ld_pairer *p, const char *rid, const char *parent)
@@ -104,7 +107,8 @@ ld_fill_ctx ld_pair_fill_ctx(ld_pairer *p, const char *rid, const char *parent)
     const char *only = p->opts.only_rid;
     int sel = !only || rid_match(rid, only) || rid_match(parent, only);
     ld_fill_ctx c = {&p->line_arena, &p->memo, sel && (p->opts.flags & LD_PAIR_KEEP_TEXT),
-                     sel && (p->opts.flags & LD_PAIR_KEEP_VALUES), p->opts.vllm_max_log_len};
+                     sel && (p->opts.flags & LD_PAIR_KEEP_VALUES), p->opts.vllm_max_log_len,
+                     p->body};
     return c;
 }
 

@@ -35,12 +35,14 @@ ld_request *ld_request_new(size_t max_bytes)
     r->finish_length = LD_UNSET_INT;
     r->prompt_tokens = r->completion_tokens = r->cached_tokens = LD_UNSET_INT;
     r->e2e_latency = NAN;
+    r->bootstrap_room = LD_UNSET_INT;
     return r;
 }
 
 void ld_request_free(ld_request *r)
 {
     if (!r) return;
+    ld_request_free(r->peer);
     ld_arena_release(&r->arena);
     free(r);
 }

@@ -137,6 +137,30 @@ typedef struct ld_message {
 #define LD_REQ_CAPTURE_LOSS 0x0800u /* a line's capture lost bytes inside it (src[].lost_bytes) */
 #define LD_REQ_CAPTURE_CUT 0x1000u  /* a line was cut for good, read up to the cut (src[].cut_at) */
 
+/* ld_request.pd: one request served by two servers under SGLang's
+ * prefill/decode disaggregation (docs/formats.md, "Prefill and decode
+ * servers").  Set only on records whose lines carry a bootstrap room. */
+#define LD_PD_JOINED 0x001u        /* `peer` holds the prefill server's record; this is the
+                                      decode server's (its output is the answer) */
+#define LD_PD_BY_RID 0x002u        /* both servers logged the same (client's) rid */
+#define LD_PD_ROLES_GUESSED 0x004u /* neither record ends as a prefill server's does (one
+                                      token, finish length 0): the shorter output was taken
+                                      for the prefill's */
+#define LD_PD_ALONE 0x008u         /* the other server's record is not in the logs read */
+#define LD_PD_PREFILL 0x010u       /* this record ends as a prefill server's does */
+#define LD_PD_DIFF_MESSAGES 0x100u /* the two servers logged different message arrays */
+#define LD_PD_DIFF_PROMPT 0x200u   /* ... different templated prompts */
+#define LD_PD_DIFF_IDS 0x400u      /* ... different input ids */
+#define LD_PD_DIFF (LD_PD_DIFF_MESSAGES | LD_PD_DIFF_PROMPT | LD_PD_DIFF_IDS)
+
+/* ld_request.digest[]: fingerprints of values as logged (request_digest.c) */
+typedef enum ld_digest_kind {
+    LD_DIGEST_MESSAGES = 0,  /* the OpenAI payload's `messages` */
+    LD_DIGEST_PROMPT = 1,    /* the templated prompt (`text`) */
+    LD_DIGEST_INPUT_IDS = 2, /* `input_ids` */
+    LD_DIGEST_COUNT = 3
+} ld_digest_kind;
+
 typedef enum ld_finish_kind {
     LD_FINISH_UNKNOWN = 0, /* no finish reason seen */
     LD_FINISH_STOP,
@@ -199,7 +223,25 @@ typedef struct ld_request {
     const ld_py_value *vllm_prompt_ids; /* vLLM prompt_token_ids list */
     const ld_py_value *vllm_output_ids; /* vLLM output_token_ids of the complete (not
                                            streaming delta) response line */
+
+    /* prefill/decode disaggregation (LD_PD_*) */
+    const char *bootstrap_host; /* the PD router's bootstrap_host; NULL if absent */
+    int64_t bootstrap_room;     /* the room both servers share; LD_UNSET_INT if absent */
+    uint64_t digest[LD_DIGEST_COUNT]; /* of a record with a bootstrap room only; 0 = not logged */
+    unsigned digest_marked;     /* bit k: value k held a logger marker (cut or abbreviated) */
+    unsigned pd;                /* LD_PD_* */
+    struct ld_request *peer;    /* LD_PD_JOINED: the prefill server's record, owned (freed
+                                   with this one); its own peer is NULL */
 } ld_request;
+
+/* 1 when the record came through SGLang's PD router: a bootstrap room and
+ * a real bootstrap host (warm-up and health requests use the fake host
+ * 2.2.2.2 on every server: never one request). */
+int ld_request_pd_routed(const ld_request *r);
+
+/* 1 when the record ends as a prefill server's does: finish `length` with
+ * length 0 (its scheduler stops after the first token). */
+int ld_request_pd_prefill_end(const ld_request *r);
 
 /* The prompt's token ids as logged: `input_ids` of the Finish obj, else of
  * the Receive obj (the record's sub-request for a batch), else vLLM's

@@ -24,8 +24,7 @@ static int num_i(const ld_py_value *v, int64_t *out)
     return 1;
 }
 
-/* Element `sub` of a list-valued batch field; the value itself otherwise. */
-static const ld_py_value *at_sub(const ld_py_value *v, int sub)
+const ld_py_value *ld_req_at_sub(const ld_py_value *v, int sub)
 {
     if (!v || sub < 0 || v->kind != LD_PY_LIST) return v;
     if (!v->u.items) return NULL; /* a skimmed int list has no elements to pick */
@@ -84,7 +83,7 @@ ld_status ld_request_sub_rid(const ld_fill_ctx *ctx, const ld_py_value *obj,
     const char *s;
     size_t n;
     *out_rid = *out_parent = NULL;
-    if (rid && rid->kind == LD_PY_LIST) rid = at_sub(rid, i);
+    if (rid && rid->kind == LD_PY_LIST) rid = ld_req_at_sub(rid, i);
     if (!rid || rid->kind != LD_PY_STR) return LD_OK;
     LD_TRY(ld_request_decode(ctx, rid, &s, &n, err));
     char *cp = ld_arena_memdup(ctx->scratch, s, n);
@@ -129,11 +128,11 @@ static int better_text(const ld_text *old, const ld_text *nw)
 ld_status ld_request_fill_obj(ld_request *r, const ld_fill_ctx *ctx,
                               const ld_py_value *obj, int sub, ld_error *err)
 {
-    const ld_py_value *text = at_sub(ld_req_get(obj, "text"), sub);
+    const ld_py_value *text = ld_req_at_sub(ld_req_get(obj, "text"), sub);
     const ld_py_value *ids = ld_req_get(obj, "input_ids");
     if (sub >= 0 && ids && ids->kind == LD_PY_LIST && ids->n > 0 && ids->u.items &&
         ids->u.items[0].kind == LD_PY_LIST)
-        ids = at_sub(ids, sub);
+        ids = ld_req_at_sub(ids, sub);
     if (!ld_req_get(obj, "text") && !ld_req_get(obj, "input_ids"))
         r->flags |= LD_REQ_SKIPPED_FIELDS | LD_REQ_TRUNCATED;
     if (text && text->kind == LD_PY_LIST) { /* patched builds: messages in text= */
@@ -146,8 +145,8 @@ ld_status ld_request_fill_obj(ld_request *r, const ld_fill_ctx *ctx,
     }
     int64_t n = list_len(r, ids);
     if (n >= 0) r->n_input_ids = n;
-    sampling(r, at_sub(ld_req_get(obj, "sampling_params"), sub), 1);
-    const ld_py_value *st = at_sub(ld_req_get(obj, "stream"), sub);
+    sampling(r, ld_req_at_sub(ld_req_get(obj, "sampling_params"), sub), 1);
+    const ld_py_value *st = ld_req_at_sub(ld_req_get(obj, "stream"), sub);
     if (st && st->kind == LD_PY_BOOL) r->stream = (int)st->u.i;
     if (ld_py_has_marker(obj)) r->flags |= LD_REQ_TRUNCATED;
     return LD_OK;

@@ -24,6 +24,8 @@ typedef struct ld_fill_ctx {
     int keep_text;              /* copy texts (else only counts) */
     int keep_values;            /* deep-copy value trees */
     uint64_t vllm_max_log_len;  /* 0 = unknown */
+    const char *body;           /* ld_logline.body of the line (for skimmed id lists'
+                                   digits); NULL when unknown */
 } ld_fill_ctx;
 
 /* New empty record (all fields unknown), arena capped at max_bytes (0 = none). */
@@ -79,6 +81,21 @@ ld_status ld_request_fill_vllm(ld_request *r, const ld_fill_ctx *ctx,
 
 /* 1 if the tree holds a logger truncation / abbreviation marker. */
 int ld_py_has_marker(const ld_py_value *v);
+
+/* Element `sub` of a list-valued batch field; the value itself when sub < 0
+ * or v is not a list; NULL past its end or for a skimmed list. */
+const ld_py_value *ld_req_at_sub(const ld_py_value *v, int sub);
+
+/* A record of SGLang's PD router (request_digest.c): the bootstrap host and
+ * room of an obj (GenerateReqInput or OpenAI payload, sub-request `sub`),
+ * and, when the record is routed (ld_request_pd_routed), the digests of what
+ * it holds: the messages of an OpenAI payload (`openai` 1), the prompt and
+ * the input ids of a GenerateReqInput. */
+ld_status ld_request_fill_pd(ld_request *r, const ld_fill_ctx *ctx, const ld_py_value *obj,
+                             int sub, int openai, ld_error *err);
+
+/* 1 when obj (sub-request `sub`) names a bootstrap room and a real host. */
+int ld_request_obj_pd_routed(const ld_fill_ctx *ctx, const ld_py_value *obj, int sub);
 
 /* Decoded text of a STR value (JSON strings as they are) into scratch. */
 ld_status ld_request_decode(const ld_fill_ctx *ctx, const ld_py_value *v,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "pd.h"
 
 struct ld_differ {
     ld_diff_options opts;
@@ -118,6 +119,7 @@ ld_status ld_differ_judge(ld_differ *d, const ld_request *r, ld_arena *arena,
 {
     memset(out, 0, sizeof *out);
     LD_TRY(ld_harness_check(r, arena, &out->findings, err));
+    LD_TRY(ld_pd_check(r, arena, &out->findings, err));
     if (d->conv && !(r->flags & LD_REQ_ERROR) && r->n_messages >= 0)
         LD_TRY(ld_conv_check(d->conv, r, arena, &out->findings, &out->conversation, err));
     if (can_align(r)) LD_TRY(align_request(r, arena, out, err));

@@ -34,6 +34,7 @@
 #define LD_K_TEMPLATE_TOKENS_FAITHFUL "template.tokens_faithful"
 #define LD_K_TEMPLATE_TOKEN_MISMATCH "template.token_mismatch"
 #define LD_K_TEMPLATE_TOKENS_NOT_CHECKED "template.tokens_not_checked"
+#define LD_K_TEMPLATE_SERVERS_DIFFER "template.servers_differ"
 #define LD_K_LOG_TRUNCATED "log.truncated"
 #define LD_K_LOG_UNPAIRED "log.unpaired"
 #define LD_K_LOG_PARSE_ERROR "log.parse_error"

@@ -1,6 +1,9 @@
 /* fuzz_logline.c - libFuzzer target: the bytes are cut into lines and fed to
- * a pairer (every option on, small max_open so eviction runs too); must not
- * crash or leak.  Records are freed by the pairer after the callback. */
+ * a pairer (every option on, or, when the first byte is odd, counts only so
+ * that token-id lists are skimmed; small max_open so eviction runs too, for
+ * open records and for prefill/decode records waiting for their partner);
+ * must not crash or leak.  Records are freed by the pairer after the
+ * callback. */
 #include <stdint.h>
 #include <string.h>
 
@@ -11,6 +14,7 @@ static int sink(void *ctx, ld_request *r)
     (void)ctx;
     /* touch what a consumer reads */
     volatile size_t n = r->prompt.len + r->output.len + (r->rid ? strlen(r->rid) : 0);
+    if (r->peer) n += r->peer->prompt.len + (r->peer->rid ? strlen(r->peer->rid) : 0);
     (void)n;
     return 0;
 }
@@ -18,7 +22,8 @@ static int sink(void *ctx, ld_request *r)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ld_pair_options o = {0};
-    o.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_ERROR_RECORDS;
+    o.flags = size && (data[0] & 1) ? LD_PAIR_ERROR_RECORDS
+                                    : LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES | LD_PAIR_ERROR_RECORDS;
     o.max_open = 4;
     o.json_trunc_half = 4;
     ld_pairer *p;
