@@ -2,9 +2,13 @@
 #include "logset.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "parse/capture/journal_file.h"
 #include "parse/input/input.h"
@@ -241,7 +245,14 @@ static ld_status read_input(run_state *s, ld_input *in)
     int failures = 0;
     for (;;) {
         s->stats->members++;
-        st = read_member(s, in, r);
+        if (ld_logset_journal_member(in)) { /* journald's own file inside an archive */
+            uint64_t entries, bytes;
+            st = ld_logset_journal_member_read(s->capture, s->pairer, in, &s->counting, &entries, &bytes);
+            s->stats->bytes += bytes;
+            st = st == LD_ERR_NOMEM ? st : LD_OK;
+        } else {
+            st = read_member(s, in, r);
+        }
         if (st != LD_OK) break;
         int has = 0;
         ld_error_clear(&e);
@@ -261,15 +272,17 @@ static ld_status read_input(run_state *s, ld_input *in)
     return st;
 }
 
-ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *path, const ld_logset_hooks *hooks,
-                                 uint64_t *entries, uint64_t *bytes)
+/* The entries of the journal file at `path`, its lines and problems
+ * named `name` (the file, or the archive member it was copied from). */
+static ld_status journal_entries(ld_capture *c, ld_pairer *pairer, const char *path, const char *name,
+                                 const ld_logset_hooks *hooks, uint64_t *entries, uint64_t *bytes)
 {
     ld_journal_file *f = NULL;
     ld_error e;
     ld_error_clear(&e);
     *entries = *bytes = 0;
     if (ld_journal_file_open(path, &f, &e) != LD_OK) {
-        report(hooks, LD_PROBLEM_IO, path, &e);
+        report(hooks, LD_PROBLEM_IO, name, &e);
         return LD_ERR_IO;
     }
     ld_status st = LD_OK;
@@ -284,18 +297,85 @@ ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *p
         *entries = at.lineno;
         if (rs != LD_OK) {
             e.line = at.lineno;
-            report(hooks, LD_PROBLEM_IO, path, &e);
+            report(hooks, LD_PROBLEM_IO, name, &e);
             continue;
         }
         *bytes += r.len;
         ld_error_clear(&e);
         rs = ld_capture_push_record(c, LD_CAPTURE_JOURNAL_FILE, &at, &r, &whole, &has, &e);
-        if ((st = push_done(c, pairer, path, rs, &e, &whole, has, hooks)) != LD_OK) break;
+        if ((st = push_done(c, pairer, name, rs, &e, &whole, has, hooks)) != LD_OK) break;
     }
-    ld_logset_drain(c, pairer, path, hooks);
+    ld_logset_drain(c, pairer, name, hooks);
     ld_journal_file_close(f);
     return st;
 }
+
+ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *path, const ld_logset_hooks *hooks,
+                                 uint64_t *entries, uint64_t *bytes)
+{
+    return journal_entries(c, pairer, path, path, hooks, entries, bytes);
+}
+
+int ld_logset_journal_member(const ld_input *in)
+{
+    const char *name = ld_input_member_name(in), *dot = strstr(name ? name : "", ".journal");
+    if (!dot) return 0;
+    for (const char *next; (next = strstr(dot + 1, ".journal")) != NULL;) dot = next;
+    dot += strlen(".journal");
+    if (*dot == '~') dot++;
+    int compressed = !strcmp(dot, ".gz") || !strcmp(dot, ".zst") || !strcmp(dot, ".xz") || !strcmp(dot, ".bz2");
+    /* a plain file was looked at already (ld_journal_file_is), and one named
+     * so that holds text is read as text */
+    return compressed || (!*dot && ld_input_is_archive(in));
+}
+
+/* The current member of `in` copied into a new temporary file (its path
+ * into tmp, PATH_MAX bytes); *bytes what was copied. */
+static ld_status spool_member(ld_input *in, char *tmp, uint64_t *bytes, ld_error *err)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, PATH_MAX, "%s/logdiff-journal-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(tmp);
+    if (fd < 0) return LD_FAIL(err, LD_ERR_IO, 0, "cannot make a temporary file for it in %s: %s",
+                               dir && *dir ? dir : "/tmp", strerror(errno));
+    char buf[1 << 16];
+    ld_status st = LD_OK;
+    for (size_t n = 1; st == LD_OK && n;) {
+        st = ld_input_read(in, buf, sizeof buf, &n, err);
+        if (st == LD_OK && n && write(fd, buf, n) != (ssize_t)n)
+            st = LD_FAIL(err, LD_ERR_IO, (size_t)*bytes, "cannot copy it to %s: %s", tmp, strerror(errno));
+        *bytes += n;
+    }
+    if (close(fd) != 0 && st == LD_OK) st = LD_FAIL(err, LD_ERR_IO, 0, "cannot write %s: %s", tmp, strerror(errno));
+    if (st != LD_OK) unlink(tmp);
+    return st;
+}
+
+ld_status ld_logset_journal_member_read(ld_capture *c, ld_pairer *pairer, ld_input *in,
+                                        const ld_logset_hooks *hooks, uint64_t *entries, uint64_t *bytes)
+{
+    char tmp[PATH_MAX];
+    const char *name = ld_input_member_name(in);
+    ld_error e;
+    ld_error_clear(&e);
+    *entries = *bytes = 0;
+    ld_status st = spool_member(in, tmp, bytes, &e);
+    if (st == LD_OK && !ld_journal_file_is(tmp)) {
+        unlink(tmp);
+        st = LD_FAIL(&e, LD_ERR_SYNTAX, 0, "named as a journal file, but it does not begin as one "
+                     "(journald's \"LPKSHHRH\"): not read");
+    }
+    if (st != LD_OK) {
+        report(hooks, LD_PROBLEM_IO, name, &e);
+        return st == LD_ERR_NOMEM ? st : LD_ERR_IO;
+    }
+    uint64_t copied = *bytes;
+    st = journal_entries(c, pairer, tmp, name, hooks, entries, bytes);
+    *bytes = copied;
+    unlink(tmp);
+    return st;
+}
+
 
 ld_status ld_logset_run(char *const *paths, size_t n, ld_pairer *pairer,
                         const ld_logset_hooks *hooks, const ld_logset_options *opts,

@@ -93,4 +93,19 @@ void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const
 ld_status ld_logset_journal_file(ld_capture *c, ld_pairer *pairer, const char *path, const ld_logset_hooks *hooks,
                                  uint64_t *entries, uint64_t *bytes);
 
+/* 1 when the current member of `in` is named as journald names its files:
+ * an archive's `*.journal` or `*.journal~` member (a tar of
+ * /var/log/journal), or such a file compressed (`.gz`, `.zst`, `.xz`,
+ * `.bz2`) alone or in an archive. */
+int ld_logset_journal_member(const ld_input *in);
+
+/* Such a member read as ld_logset_journal_file reads a file: sd-journal
+ * reads files, not streams, so the member is copied to a temporary file
+ * (in $TMPDIR, else /tmp) that is removed after; its lines and problems
+ * are named after the member.  *bytes: the member's size.  A member that
+ * does not begin as a journal file, or that cannot be copied, is
+ * LD_PROBLEM_IO to the hooks and LD_ERR_IO. */
+ld_status ld_logset_journal_member_read(ld_capture *c, ld_pairer *pairer, ld_input *in,
+                                        const ld_logset_hooks *hooks, uint64_t *entries, uint64_t *bytes);
+
 #endif

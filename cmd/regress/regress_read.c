@@ -182,21 +182,25 @@ static void read_member(ld_cli_regress_worker *w, ld_input *in, ld_linereader *l
     member_end(w, member, lines, ps->request_lines + ps->errors - req0, failed);
 }
 
-/* a journal file (journald's own *.journal), entry by entry */
-static void read_journal(ld_cli_regress_worker *w, const char *path, ld_pairer *p)
+/* A journal file (journald's own *.journal) entry by entry: the file at
+ * `path`, or when `in` is given, its current member (a tar of
+ * /var/log/journal), named `name`. */
+static void read_journal(ld_cli_regress_worker *w, const char *path, ld_input *in, ld_pairer *p)
 {
     const ld_pair_stats *ps = ld_pairer_stats(p);
     uint64_t req0 = ps->request_lines + ps->errors, entries = 0, bytes = 0;
     ld_logset_hooks hooks = { on_capture_problem, NULL, w };
-    ld_status st = ld_logset_journal_file(w->capture, p, path, &hooks, &entries, &bytes);
+    const char *name = in ? ld_input_member_name(in) : path;
+    ld_status st = in ? ld_logset_journal_member_read(w->capture, p, in, &hooks, &entries, &bytes)
+                      : ld_logset_journal_file(w->capture, p, path, &hooks, &entries, &bytes);
     if (st == LD_ERR_NOMEM) {
         ld_error e;
         ld_error_clear(&e);
         e.code = LD_ERR_NOMEM;
         snprintf(e.msg, sizeof e.msg, "out of memory reading a journal file");
-        problem(w, LD_PROBLEM_IO, &e, path);
+        problem(w, LD_PROBLEM_IO, &e, name);
     }
-    member_end(w, path, entries, ps->request_lines + ps->errors - req0, st != LD_OK);
+    member_end(w, name, entries, ps->request_lines + ps->errors - req0, st != LD_OK);
 }
 
 /* Every member of one opened file. */
@@ -208,7 +212,8 @@ static void read_file(ld_cli_regress_worker *w, ld_input *in, ld_pairer *p)
     if (ld_linereader_new(in, w->rd->capture.max_line, &lr, &e) != LD_OK) { problem(w, LD_PROBLEM_IO, &e, NULL); return; }
     int failures = 0;
     for (;;) {
-        read_member(w, in, lr, p);
+        if (ld_logset_journal_member(in)) read_journal(w, NULL, in, p);
+        else read_member(w, in, lr, p);
         int has = 0;
         ld_error_clear(&e);
         while (ld_input_next_member(in, &has, &e) != LD_OK) {
@@ -243,7 +248,7 @@ static void read_one_input(ld_cli_regress_worker *w)
     }
     for (size_t i = 0; i < w->n_paths; i++) {
         if (ld_journal_file_is(w->paths[i])) {
-            read_journal(w, w->paths[i], p);
+            read_journal(w, w->paths[i], NULL, p);
             continue;
         }
         ld_input *in = NULL;

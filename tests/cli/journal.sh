@@ -64,6 +64,21 @@ if "$LOGDIFF" --version | grep -q "read with libsystemd"; then
     run "regress: journalctl -o json of it has no regression" 0 "$LOGDIFF" regress --baseline "$WORK/base.jsonl" \
         "$WORK/j/json.log"
     check "and says so" grep -q "5 requests: 3 ok, 2 not ok; 0 regressed, 0 new failing" "$WORK/out"
+    # journal files inside archives and compressed: copied out for libsystemd, named as members
+    (cd "$WORK/var/log" && tar cf "$WORK/journal.tar" journal && tar czf "$WORK/journal.tgz" journal)
+    zstd -q -c "$WORK/j/sglang.journal" >"$WORK/system.journal.zst"
+    for a in journal.tar journal.tgz system.journal.zst; do
+        verdicts "$WORK/$a" >"$WORK/$a.v"
+        check "$a: the plain log's verdicts" cmp -s "$WORK/plain.v" "$WORK/$a.v"
+    done
+    run "a tar of /var/log/journal: scan exits 0" 0 "$LOGDIFF" scan "$WORK/journal.tar"
+    check "its lines are named after the member" grep -q "journal.tar:journal/0123/system.journal:[0-9]" "$WORK/out"
+    run "regress reads the tar too" 0 "$LOGDIFF" regress --baseline "$WORK/base.jsonl" "$WORK/journal.tar"
+    check "with no regression" grep -q "5 requests: 3 ok, 2 not ok; 0 regressed, 0 new failing" "$WORK/out"
+    mkdir -p "$WORK/fake" && echo "not a journal" >"$WORK/fake/x.journal"
+    (cd "$WORK/fake" && tar cf "$WORK/fake.tar" x.journal)
+    run "a member named .journal that is not one: exit 2" 2 "$LOGDIFF" scan "$WORK/fake.tar"
+    check "named, with why" grep -q "fake.tar:x.journal: named as a journal file, but it does not begin as one" "$WORK/err"
     head -c 4096 "$WORK/j/sglang.journal" >"$WORK/cut.journal"
     run "a journal file cut short: exit 2" 2 "$LOGDIFF" scan "$WORK/cut.journal"
     check "named as such" grep -q "cut.journal: cannot read it as a journal file" "$WORK/err"
