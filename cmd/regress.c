@@ -212,7 +212,7 @@ static int write_outputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o)
 
 static int exit_status(const ld_cli_regress_run *run, int update)
 {
-    if (run->io_errors) return LD_EXIT_TROUBLE;
+    if (run->io_errors || run->capture_problems) return LD_EXIT_TROUBLE; /* not all of the input was read */
     if (update) return LD_EXIT_SAME;
     size_t regressed = run->diff.count[LD_CHANGE_REGRESSED] + run->diff.count[LD_CHANGE_NEW_FAILING];
     return regressed ? LD_EXIT_DIFF : LD_EXIT_SAME;

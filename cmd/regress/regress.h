@@ -64,6 +64,7 @@ typedef struct ld_cli_regress_run {
     ld_cli_regress_problem *problems;       /* inputs or members that could not be read */
     size_t n_problems, cap_problems;
     uint64_t io_errors;
+    uint64_t capture_problems; /* lines lost or damaged in their capture (also exit 2) */
     int failed;                 /* out of memory */
     /* judging */
     ld_differ *differ;

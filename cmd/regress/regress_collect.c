@@ -116,7 +116,8 @@ void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, co
         snprintf(msg, sizeof msg, "%s: %s", e->path ? e->path : "-", e->msg);
     fprintf(run->cli->err, "logdiff regress: %s\n", msg);
     if (kind == LD_PROBLEM_LINE) return; /* the line is a record too */
-    run->io_errors++;                    /* a line lost in its capture counts as one */
+    if (kind == LD_PROBLEM_CAPTURE) run->capture_problems++; /* a line lost in its capture */
+    else run->io_errors++;
     ld_cli_regress_problem *v = grow(run->problems, &run->cap_problems, run->n_problems, sizeof *v);
     if (!v) { fail(run, "out of memory listing problems"); return; }
     run->problems = v;

@@ -59,8 +59,10 @@ static void print_summary(const ld_cli_regress_run *run, FILE *f)
         fprintf(f, "; %zu regressed, %zu new failing, %zu fixed, %zu improved, %zu new, "
                 "%zu missing", c[LD_CHANGE_REGRESSED], c[LD_CHANGE_NEW_FAILING], c[LD_CHANGE_FIXED],
                 c[LD_CHANGE_IMPROVED], c[LD_CHANGE_NEW], run->diff.n_missing);
-    fprintf(f, "; %zu members skipped, %llu input errors\n", skipped,
-            (unsigned long long)run->io_errors);
+    fprintf(f, "; %zu members skipped, %llu input errors", skipped, (unsigned long long)run->io_errors);
+    if (run->capture_problems)
+        fprintf(f, ", %llu lines lost or damaged in their capture", (unsigned long long)run->capture_problems);
+    fputc('\n', f);
 }
 
 int ld_cli_regress_write_text(const ld_cli_regress_run *run, FILE *f, int verbose)

@@ -74,11 +74,19 @@ void ld_literal_feed(ld_literal_scan *o, const char *s, size_t n)
     o->fed += n;
 }
 
-/* where a request line's literal begins, or n when the line has none */
+/* where a request line's literal begins, or n when the line has none: an
+ * SGLang text line's `obj=`, or a JSON line of SGLang's request events
+ * ("event": "request.received" ...) in the window; any other line that
+ * begins with `{` (a dict printed by something else) is not followed, so
+ * that its unbalanced brackets swallow no line after it */
 static size_t literal_start(const char *s, size_t n)
 {
-    if (n && s[0] == '{') return 0;
     size_t w = n < LITERAL_START_WINDOW ? n : LITERAL_START_WINDOW;
+    if (n && s[0] == '{') {
+        for (size_t i = 1; i + 10 <= w; i++)
+            if (s[i] == '"' && !memcmp(s + i, "\"request.", 9)) return 0;
+        return n;
+    }
     for (size_t i = 0; i + 4 <= w; i++)
         if (s[i] == 'o' && !memcmp(s + i, "obj=", 4)) return i + 4;
     return n;

@@ -268,6 +268,28 @@ static int test_journal_cat_and_plain(void)
     return 0;
 }
 
+/* A line that begins with `{` but is no request event (a dict some other
+ * code printed, binary junk) is not followed: its open bracket swallows
+ * nothing; an SGLang JSON request line cut by -o cat still is. */
+static int test_journal_cat_other_braces(void)
+{
+    static const char *const recs[] = {
+        "{'config': [1, 2, {\"x\": 'unclosed",
+        "[2026-11-20 09:14:02] Receive: obj=GenerateReqInput(rid='a')",
+        "{\"timestamp\": \"2026-11-20T09:14:03\", \"event\": \"request.received\", \"obj\": {\"text\": \"a ",
+        "b\"}}",
+    };
+    result r;
+    CHECK(run(LD_CAPTURE_AUTO, 0, recs, N(recs), &r) == 0);
+    CHECK_EQ_INT(r.n_problems, 0);
+    CHECK_EQ_INT(r.n, 3);
+    CHECK_EQ_STR(r.line[0], recs[0]);
+    CHECK_EQ_STR(r.line[1], recs[1]);
+    CHECK_EQ_STR(r.line[2], "{\"timestamp\": \"2026-11-20T09:14:03\", \"event\": \"request.received\", \"obj\": {\"text\": \"a b\"}}");
+    result_free(&r);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_journal_recognise_each),
     LD_CASE(test_journal_json_rejoins_by_stream),
@@ -278,6 +300,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_journal_text_rejoins_open_literals),
     LD_CASE(test_journal_text_cut_for_good),
     LD_CASE(test_journal_cat_and_plain),
+    LD_CASE(test_journal_cat_other_braces),
 };
 
 LD_TEST_MAIN(cases)
