@@ -187,20 +187,41 @@ static int classify_vllm(const char *d, size_t w, ld_logline *out)
     return 1;
 }
 
+/* 1 when d[0..n) names a field of SGLang's request records
+ * (GenerateReqInput of every era, the Finish line's out) */
+static int request_field(const char *d, size_t n)
+{
+    static const char *const names[] = {
+        "rid", "text", "input_ids", "input_embeds", "image_data", "sampling_params", "return_logprob",
+        "logprob_start_len", "top_logprobs_num", "token_ids_logprob", "return_text_in_logprobs", "stream",
+        "log_metrics", "return_hidden_states", "modalities", "session_params", "lora_path", "lora_id",
+        "custom_logit_processor", "bootstrap_host", "bootstrap_port", "bootstrap_room", "data_parallel_rank",
+        "http_worker_ipc", "out", "audio_data", "video_data", "session_id", "routed_dp_rank"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (strlen(names[k]) == n && !memcmp(d, names[k], n)) return 1;
+    return 0;
+}
+
 /* A line that begins inside a request record (a copied excerpt, a line
  * broken by a log shipper): no marker, no ": " before the first of at least
- * three `, name=value` items of a dataclass repr. */
+ * three `, name=value` items of a dataclass repr, two of them fields of a
+ * request record.  Start-up lines of the same shape are not fragments:
+ * `server_args=ServerArgs(model_path=..., ...)`, a scheduler's
+ * `max_total_num_tokens=..., chunked_prefill_size=..., ...`. */
 static int classify_fragment(const char *d, size_t w)
 {
-    int hits = 0;
-    for (size_t i = 0; i + 3 < w && hits < 3; i++) {
+    int hits = 0, known = 0;
+    for (size_t i = 0; i + 3 < w && (hits < 3 || known < 2); i++) {
         if (d[i] == ':' && d[i + 1] == ' ' && hits == 0) return 0;
         if (d[i] != ',' || d[i + 1] != ' ') continue;
         size_t j = i + 2;
         while (j < w && (d[j] == '_' || (d[j] >= 'a' && d[j] <= 'z'))) j++;
-        if (j > i + 2 && j < w && d[j] == '=' && j + 1 < w && d[j + 1] != '=') hits++;
+        if (j > i + 2 && j < w && d[j] == '=' && j + 1 < w && d[j + 1] != '=') {
+            hits++;
+            known += request_field(d + i + 2, j - i - 2);
+        }
     }
-    return hits >= 3;
+    return hits >= 3 && known >= 2;
 }
 
 void ld_logline_classify(const char *data, size_t len, ld_logline *out)
