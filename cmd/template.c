@@ -12,6 +12,7 @@
 #include "parse/input/slurp.h"
 #include "replay/template/chat_render.h"
 #include "replay/template/jinja/tpl.h"
+#include "replay/template/render_date.h"
 #include "replay/template/tpl_source.h"
 
 static const char *const template_usage[] = {
@@ -25,7 +26,8 @@ static const char *const template_usage[] = {
     "`tools` (only when the request has them), `add_generation_prompt`,",
     "`bos_token`/`eos_token` (from SRC unless given; absent = None) and every key of",
     "`chat_template_kwargs`.  REQUEST.json may be '-' for standard input; with --rid",
-    "the request is the logged `Receive OpenAI` payload of that rid.  Exit status:",
+    "the request is the logged `Receive OpenAI` payload of that rid.  strftime_now()",
+    "prints today's local date, as transformers does (--date pins it).  Exit status:",
     "0 rendered, 2 the template refused (its message on standard error) or",
     "usage/I/O error.",
     NULL
@@ -109,9 +111,11 @@ static void print_error(struct ld_cli *cli, const char *what, const ld_error *e)
 }
 
 static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req,
-                  const char *bos, const char *eos, int gen_prompt)
+                  const char *bos, const char *eos, int gen_prompt, const char *day)
 {
-    ld_chat_opts opts = { bos, eos, !gen_prompt, NULL, NULL };
+    ld_tpl_limits lim = { 0 };
+    lim.today = day;
+    ld_chat_opts opts = { bos, eos, !gen_prompt, &lim, NULL };
     char *out = NULL;
     size_t out_len = 0;
     ld_error err;
@@ -129,7 +133,8 @@ static int render(struct ld_cli *cli, const ld_tpl_source *src, const cJSON *req
 
 int cmd_template(int argc, char **argv, struct ld_cli *cli)
 {
-    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL;
+    const char *tpl_path = NULL, *bos = NULL, *eos = NULL, *rid = NULL, *date = NULL;
+    char today[LD_DATE_LEN + 1];
     ld_cli_capture_opts capture = { 0 };
     int no_gen = 0;
     const ld_cli_option options[] = {
@@ -138,6 +143,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "eos-token", &eos, "S", "eos_token (default: from SRC, else None)" },
         { LD_OPT_BOOL, 0, "no-generation-prompt", &no_gen, NULL, "add_generation_prompt=False" },
         { LD_OPT_STRING, 0, "rid", &rid, "RID", "render this logged request (LOG... instead of REQUEST.json)" },
+        { LD_OPT_STRING, 0, "date", &date, "YYYY-MM-DD", "the date strftime_now() prints (default: today's local date)" },
         LD_CLI_CAPTURE_OPTIONS(capture),
         LD_OPTION_END
     };
@@ -147,6 +153,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
     const char *problem = !tpl_path ? "--template SRC is required"
                         : rid && n_args == 0 ? "no log given"
                         : !rid && n_args != 1 ? "give exactly one REQUEST.json (or --rid RID LOG...)"
+                        : date && !ld_date_valid(date) ? "--date wants a date as YYYY-MM-DD"
                         : NULL;
     if (problem) {
         fprintf(cli->err, "logdiff template: %s\n", problem);
@@ -163,7 +170,7 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli)
                      : request_from_file(cli, argv[1]);
     int status = LD_EXIT_TROUBLE;
     if (req)
-        status = render(cli, src, req, bos, eos, !no_gen);
+        status = render(cli, src, req, bos, eos, !no_gen, date ? date : (ld_date_today(today), today));
     cJSON_Delete(req);
     ld_tpl_source_free(src);
     return status;

@@ -3,9 +3,11 @@
 #include "rerender.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "replay/template/render_date.h"
 #include "udiff.h"
 
 enum { EXCERPT_CHARS = 60 };
@@ -42,21 +44,27 @@ static ld_finding *add_not_rendered(ld_findings *out, ld_arena *arena, const cha
                            "not re-rendered: %s", why);
 }
 
-/* Prepares and renders; SGLang's retry with bare function tools included.
- * Built-in encoders prepare the request themselves. */
-static ld_status render_request(const ld_rerender *rr, const cJSON *request, char **out,
-                                size_t *out_len, ld_error *err)
+/* Prepares and renders with strftime_now dated `day` (*date_used set when
+ * the template printed a date); SGLang's retry with bare function tools
+ * included.  Built-in encoders prepare the request themselves. */
+static ld_status render_request(const ld_rerender *rr, const cJSON *request, const char *day,
+                                int *date_used, char **out, size_t *out_len, ld_error *err)
 {
+    ld_tpl_limits lim = rr->chat.limits ? *rr->chat.limits : (ld_tpl_limits){ 0 };
+    lim.today = day;
+    lim.date_used = date_used;
+    ld_chat_opts chat = rr->chat;
+    chat.limits = &lim;
     if (rr->src->kind != LD_TPL_JINJA)
-        return ld_chat_render(rr->src, request, &rr->chat, out, out_len, err);
+        return ld_chat_render(rr->src, request, &chat, out, out_len, err);
     cJSON *prepared = NULL;
     LD_TRY(ld_server_prepare(rr->server, rr->content_parts, request, &prepared, err));
-    ld_status st = ld_chat_render(rr->src, prepared, &rr->chat, out, out_len, err);
+    ld_status st = ld_chat_render(rr->src, prepared, &chat, out, out_len, err);
     if (st == LD_ERR_MISMATCH && rr->server == LD_SERVER_SGLANG &&
         ld_server_flatten_tools(prepared)) {
         ld_error second;
         ld_error_clear(&second);
-        st = ld_chat_render(rr->src, prepared, &rr->chat, out, out_len, &second);
+        st = ld_chat_render(rr->src, prepared, &chat, out, out_len, &second);
         if (st != LD_ERR_MISMATCH && err) *err = second;
     }
     cJSON_Delete(prepared);
@@ -154,13 +162,13 @@ static comparison compare(const ld_text *prompt, const lineup *l, const char *x,
 }
 
 static ld_status add_mismatch(const ld_rerender *rr, const ld_request *r, const lineup *l,
-                              const comparison *c, const char *x, size_t x_len,
+                              const comparison *c, const char *date_note, const char *x, size_t x_len,
                               ld_arena *arena, ld_findings *out, ld_error *err)
 {
     ld_finding *f = ld_findings_add(out, arena, LD_K_TEMPLATE_RENDER_MISMATCH, LD_SEV_ERROR, -1,
                                     "re-rendering the logged array through %s gives another "
-                                    "prompt: first difference at byte %zu of the logged prompt%s%s",
-                                    rr->src->template_path, c->log_off, c->where, l->note);
+                                    "prompt: first difference at byte %zu of the logged prompt%s%s%s",
+                                    rr->src->template_path, c->log_off, c->where, l->note, date_note);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for findings");
     f->first_diff = (int64_t)c->log_off;
     f->prompt_offset = (int64_t)c->log_off;
@@ -200,6 +208,72 @@ static const char *bos_of(const ld_rerender *rr)
     return rr->chat.bos_token ? rr->chat.bos_token : rr->src->bos_token;
 }
 
+/* The BOS text the logged prompt begins with, when the template prints
+ * `bos_token` but was given none (a bare .jinja without --bos-token) and
+ * the prompt is that text followed by the render: a short special token
+ * (`<...>` or `[...]`, no blank) before the render's first bytes.  Its
+ * length, 0 when it is not so. */
+static size_t missing_bos(const ld_rerender *rr, const ld_request *r, const char *x, size_t x_len)
+{
+    if (bos_of(rr) || !rr->src->text || !strstr(rr->src->text, "bos_token") || !r->prompt.bytes) return 0;
+    const char *p = r->prompt.bytes;
+    size_t n = r->prompt.len, probe = x_len < 32 ? x_len : 32;
+    if (!probe || n == 0 || (p[0] != '<' && p[0] != '[')) return 0;
+    for (size_t t = 1; t <= 48 && t + probe <= n; t++) {
+        if (p[t - 1] == ' ' || p[t - 1] == '\n') return 0;
+        if ((p[t - 1] == '>' || p[t - 1] == ']') && !memcmp(p + t, x, probe)) return t;
+    }
+    return 0;
+}
+
+/* One render compared with the logged prompt. */
+typedef struct attempt {
+    char *x;    /* the render, malloc'd */
+    size_t x_len;
+    lineup l;
+    comparison c;
+} attempt;
+
+/* Renders dated `day` and compares; `bos` (a missing_bos lineup, or NULL)
+ * lines the two texts up when the template was given no BOS. */
+static ld_status attempt_day(const ld_rerender *rr, const ld_request *r, const cJSON *request,
+                             const char *day, int *date_used, const lineup *bos, attempt *a, ld_error *err)
+{
+    a->x = NULL;
+    a->x_len = 0;
+    LD_TRY(render_request(rr, request, day, date_used, &a->x, &a->x_len, err));
+    a->l = bos ? *bos : line_up(bos_of(rr), r->prompt.bytes, r->prompt.len, a->x, a->x_len);
+    a->c = compare(&r->prompt, &a->l, a->x, a->x_len);
+    return LD_OK;
+}
+
+/* A template that prints the date (strftime_now) and differs on the day
+ * the request was logged: the server's clock may keep another time zone
+ * than its logger, so the days either side are tried; *a becomes the one
+ * that gives the logged prompt, and note says which. */
+static void try_days_either_side(const ld_rerender *rr, const ld_request *r, const cJSON *request,
+                                 const char *day, const lineup *bos, attempt *a, char *note, size_t cap)
+{
+    for (int k = -1; k <= 1; k += 2) {
+        char alt[LD_DATE_LEN + 1];
+        ld_date_shift(day, k, alt);
+        attempt b;
+        int used = 0;
+        ld_error e;
+        ld_error_clear(&e);
+        if (attempt_day(rr, r, request, alt, &used, bos, &b, &e) != LD_OK) continue;
+        if (!b.c.same) {
+            free(b.x);
+            continue;
+        }
+        free(a->x);
+        *a = b;
+        snprintf(note, cap, "; strftime_now dated %s, the day %s the logged one (the server's clock keeps "
+                 "another time zone)", alt, k < 0 ? "before" : "after");
+        return;
+    }
+}
+
 ld_status ld_rerender_check(const ld_rerender *rr, const ld_request *r,
                             const cJSON *request, ld_arena *arena, ld_findings *out,
                             ld_error *err)
@@ -208,25 +282,39 @@ ld_status ld_rerender_check(const ld_rerender *rr, const ld_request *r,
     if (why)
         return add_not_rendered(out, arena, why) ? LD_OK
                : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for findings");
-    char *x = NULL;
-    size_t x_len = 0;
+    char day[LD_DATE_LEN + 1], note[200] = "";
+    int logged = ld_date_of_timestamp(r->timestamp, day), used = 0;
+    if (!logged) ld_date_today(day);
+    attempt a;
     ld_error re;
     ld_error_clear(&re);
-    if (render_request(rr, request, &x, &x_len, &re) != LD_OK)
+    if (attempt_day(rr, r, request, day, &used, NULL, &a, &re) != LD_OK)
         return add_render_failure(rr, &re, arena, out, err);
-    lineup l = line_up(bos_of(rr), r->prompt.bytes, r->prompt.len, x, x_len);
-    comparison c = compare(&r->prompt, &l, x, x_len);
+    size_t bos = a.c.same ? 0 : missing_bos(rr, r, a.x, a.x_len);
+    char bos_note[256];
+    lineup bos_l = { bos, 0, bos_note };
+    if (bos) { /* compare what follows it, and say how to give the template its BOS */
+        snprintf(bos_note, sizeof bos_note, " (after the logged prompt's leading \"%.*s\": the template prints "
+                 "bos_token, which a bare template does not give; pass --bos-token '%.*s' or a "
+                 "tokenizer_config.json)", (int)bos, r->prompt.bytes, (int)bos, r->prompt.bytes);
+        a.l = bos_l;
+        a.c = compare(&r->prompt, &a.l, a.x, a.x_len);
+    }
+    if (!a.c.same && used) try_days_either_side(rr, r, request, day, bos ? &bos_l : NULL, &a, note, sizeof note);
+    if (used && !note[0])
+        snprintf(note, sizeof note, "; strftime_now dated %s, %s", day,
+                 logged ? "the day logged" : "today's date: the log gives none");
     ld_status st = LD_OK;
-    if (c.same) {
+    if (a.c.same) {
         ld_finding *f = ld_findings_add(out, arena, LD_K_TEMPLATE_FAITHFUL, LD_SEV_INFO, -1,
                                         "re-rendering the logged array through %s gives the "
-                                        "logged prompt byte for byte%s%s",
-                                        rr->src->template_path, c.where, l.note);
-        if (f) f->expected_len = (int64_t)x_len, f->actual_len = (int64_t)r->prompt.len;
+                                        "logged prompt byte for byte%s%s%s",
+                                        rr->src->template_path, a.c.where, a.l.note, note);
+        if (f) f->expected_len = (int64_t)a.x_len, f->actual_len = (int64_t)r->prompt.len;
         else st = LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for findings");
     } else {
-        st = add_mismatch(rr, r, &l, &c, x, x_len, arena, out, err);
+        st = add_mismatch(rr, r, &a.l, &a.c, note, a.x, a.x_len, arena, out, err);
     }
-    free(x);
+    free(a.x);
     return st;
 }

@@ -18,7 +18,13 @@
  * The logged prompt may begin with the BOS text the tokenizer adds (the
  * Finish text is a decode of the input ids) or lack the template's BOS; both
  * are accepted and said in the detail.  A prompt the logger cut is compared
- * head and tail.
+ * head and tail.  A template given no BOS (a bare .jinja) that prints
+ * bos_token is compared after the logged prompt's leading special token,
+ * and the detail says how to pass it.  strftime_now() prints the day the
+ * request was logged (r->timestamp; today when the log gives no date); when
+ * the template printed a date and the render differs, the days either side
+ * are tried (a server clock in another time zone than its logger's); the
+ * date used is said in the detail.
  *
  * Ownership: everything is borrowed; findings and their strings live in the
  * arena.  Thread-safe for distinct arenas and finding lists.

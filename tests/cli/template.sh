@@ -26,7 +26,7 @@ EOF
 
 # template  bos  eos  ("-" = none)
 while read -r tpl bos eos; do
-    args=()
+    args=(--date 2024-07-26) # the goldens' pinned strftime_now date
     [ "$bos" != - ] && args+=(--bos-token "$bos")
     [ "$eos" != - ] && args+=(--eos-token "$eos")
     for case in basic reasoning_history think_in_content tool_call_args_str tool_call_args_obj; do
@@ -106,6 +106,7 @@ check "--rid: begins with the system turn" bash -c "head -c 18 '$WORK/out' | gre
 check "--rid: holds the user message" grep -qF 'What does `ld_pylit_parse` return when the line is cut?' "$WORK/out"
 check "--rid: ends with the generation prompt" bash -c "tail -c 22 '$WORK/out' | grep -qF '<|im_start|>assistant'"
 run "--rid unknown: exit 2" 2 "$LOGDIFF" template --template "$QWEN" --rid nope "$DEMO/server-0.log"
+
 check "--rid unknown: message" grep -q "no request with rid 'nope'" "$WORK/err"
 grep -v "Receive OpenAI" "$DEMO/server-0.log" >"$WORK/no-openai.log"
 # a logged payload with quotes, a backslash, CJK and an emoji (tools/gen_demo_logs.py) reaches
@@ -114,4 +115,14 @@ run "--rid demo-healthy-2 (rotated .gz log)" 0 "$LOGDIFF" template --template "$
 check "--rid: the user text intact" grep -qF "Summarise: 日志里的请求 — \"quoted\" and 'single' \\ backslash 😀<|im_end|>" "$WORK/out"
 run "--rid without Receive OpenAI: exit 2" 2 "$LOGDIFF" template --template "$QWEN" --rid demo-healthy-1 "$WORK/no-openai.log"
 check "--rid without Receive OpenAI: message" grep -q "has no 'Receive OpenAI' line" "$WORK/err"
+# strftime_now: today's local date, as transformers' apply_chat_template; --date pins it
+LLAMA="$T/meta-llama-Llama-3.2-3B-Instruct.jinja"
+echo '{"messages": [{"role": "user", "content": "hi"}]}' >"$WORK/hi.json"
+run "strftime_now: today by default" 0 "$LOGDIFF" template --template "$LLAMA" "$WORK/hi.json"
+check "strftime_now: today's date, as transformers prints it" grep -q "^Today Date: $(LC_ALL=C date +'%d %b %Y')$" "$WORK/out"
+run "--date 2024-02-29" 0 "$LOGDIFF" template --template "$LLAMA" --date 2024-02-29 "$WORK/hi.json"
+check "--date: that date" grep -q "^Today Date: 29 Feb 2024$" "$WORK/out"
+run "--date 2024-02-30: exit 2" 2 "$LOGDIFF" template --template "$LLAMA" --date 2024-02-30 "$WORK/hi.json"
+check "--date: the format said" grep -q "YYYY-MM-DD" "$WORK/err"
+
 finish

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ld_tpl_dict_set(&a, ctx, "messages", msgs);
         ld_tpl_dict_set(&a, ctx, "add_generation_prompt", ld_tpl_value_bool(&a, 1));
         ld_tpl_dict_set(&a, ctx, "bos_token", ld_tpl_value_str(&a, "<s>", 3));
-        ld_tpl_limits lim = {16, 20000, 1 << 20, 64 << 20, NULL};
+        ld_tpl_limits lim = {16, 20000, 1 << 20, 64 << 20, NULL, NULL};
         char *out = NULL;
         size_t n = 0;
         if (ld_tpl_render(t, ctx, &lim, &out, &n, &err) == LD_OK && strlen(out) > n) abort();

@@ -47,6 +47,8 @@ typedef struct ld_tpl_limits {
     size_t max_memory_bytes;   /* scratch memory of one render [512 MiB] */
     const char *today;         /* "YYYY-MM-DD" for strftime_now; NULL =
                                   the goldens' pinned 2024-07-26 */
+    int *date_used;            /* set to 1 when the render called strftime_now
+                                  (the text depends on `today`); may be NULL */
 } ld_tpl_limits;
 
 /* Compiles `len` bytes of template source.  Returns LD_OK and a new template

@@ -180,6 +180,8 @@ ld_status ld_tpl_rt_fail(tpl_rt *rt, const tpl_node *at, ld_status code,
     ;
 ld_arena *ld_tpl_rt_arena(tpl_rt *rt);
 const char *ld_tpl_rt_today(tpl_rt *rt);
+/* strftime_now ran: the render depends on the date (ld_tpl_limits.date_used) */
+void ld_tpl_rt_date_used(tpl_rt *rt);
 
 /* Filters, tests, methods and globals (tpl_filters.c).  args/kwargs already
  * evaluated; kw names parallel kwargs. */

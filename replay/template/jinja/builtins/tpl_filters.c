@@ -387,6 +387,7 @@ static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
 static ld_status do_strftime(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_value **out)
 {
     if (!a->n_pos || a->pos[0]->kind != TV_STR) return TYPE_ERR("type error: strftime_now needs a format string");
+    ld_tpl_rt_date_used(rt);
     struct tm tm;
     int y = 2024, mo = 7, d = 26;
     memset(&tm, 0, sizeof tm);

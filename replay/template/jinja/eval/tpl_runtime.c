@@ -12,6 +12,11 @@
 ld_arena *ld_tpl_rt_arena(tpl_rt *rt) { return rt->arena; }
 const char *ld_tpl_rt_today(tpl_rt *rt) { return rt->lim.today; }
 
+void ld_tpl_rt_date_used(tpl_rt *rt)
+{
+    if (rt->lim.date_used) *rt->lim.date_used = 1;
+}
+
 ld_status ld_tpl_rt_fail(tpl_rt *rt, const tpl_node *at, ld_status code, const char *fmt, ...)
 {
     if (rt->err && rt->err->code != LD_OK) return rt->err->code; /* keep the first */

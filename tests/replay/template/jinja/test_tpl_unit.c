@@ -92,7 +92,7 @@ static int test_tpl_limits(void)
         "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
         "{% for i in range(10000) %}{{ 'xxxxxxxxxx' * 100 }}{% endfor %}",
     };
-    ld_tpl_limits lim = {8, 10000, 100000, 0, NULL};
+    ld_tpl_limits lim = {8, 10000, 100000, 0, NULL, NULL};
     for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
         ld_tpl *t;
         ld_error err;
