@@ -6,6 +6,7 @@
 #include "parse/pylit/pylit_json.h"
 #include "replay/judge.h"
 #include "cmd/common/pd.h"
+#include "cmd/common/quote.h"
 
 static const char *const verdicts[LD_N_VERDICTS] = { "ok", "harness", "template",
                                                      "kernels", "sampling", "log" };
@@ -85,20 +86,11 @@ static const ld_finding *first_error(const ld_verdict *v)
     return NULL;
 }
 
-/* An excerpt on one line: newlines, tabs and other control bytes shown as
- * escapes (the JSON output keeps the raw bytes). */
+/* An excerpt on one line, quoted by the report's one rule (quote.h; the
+ * JSON output keeps the raw text). */
 static void put_excerpt(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c == '\r') fputs("\\r", f);
-        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
+    ld_cli_put_quoted(f, s);
 }
 
 static void print_excerpts(FILE *f, const ld_finding *g, const char *dim, const char *reset)

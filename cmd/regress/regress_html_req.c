@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd/common/markup.h"
+#include "cmd/common/quote.h"
 #include "regress_html.h"
 
 typedef struct conv_ref {
@@ -91,9 +92,11 @@ static size_t item_of_rid(const ld_cli_regress_run *run, const char *rid)
 static void excerpt(FILE *f, const char *label, const char *s)
 {
     if (!s) return;
+    char *q = ld_cli_quoted(s); /* the report's one quoting rule (quote.h) */
     fprintf(f, "<br><small>%s</small> <code>", label);
-    ld_cli_regress_html_text(f, s);
+    ld_cli_regress_html_text(f, q ? q : s);
     fputs("</code>", f);
+    free(q);
 }
 
 static void findings(const ld_cli_regress_run *run, FILE *f, const ld_cli_regress_item *it)

@@ -5,9 +5,11 @@
  * <error> for each input or member that could not be read, a <skipped> for
  * each member that is not a log and, in a last suite, for each baseline
  * request missing from the inputs. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/common/markup.h"
+#include "cmd/common/quote.h"
 #include "regress.h"
 
 typedef struct suite_counts { size_t tests, failures, errors, skipped; } suite_counts;
@@ -68,8 +70,11 @@ static void finding_text(FILE *f, const ld_finding *g)
     ld_cli_markup_cstr(f, g->detail, 0);
     fputc('\n', f);
     int kern = !strcmp(g->kind, LD_K_KERNELS_DIVERGENCE);
-    if (g->array_excerpt) { fputs(kern ? "    replay: " : "    array:  ", f); ld_cli_markup_cstr(f, g->array_excerpt, 0); fputc('\n', f); }
-    if (g->prompt_excerpt) { fputs(kern ? "    logged: " : "    prompt: ", f); ld_cli_markup_cstr(f, g->prompt_excerpt, 0); fputc('\n', f); }
+    char *a = ld_cli_quoted(g->array_excerpt), *p = ld_cli_quoted(g->prompt_excerpt); /* quote.h */
+    if (g->array_excerpt) { fputs(kern ? "    replay: " : "    array:  ", f); ld_cli_markup_cstr(f, a ? a : g->array_excerpt, 0); fputc('\n', f); }
+    if (g->prompt_excerpt) { fputs(kern ? "    logged: " : "    prompt: ", f); ld_cli_markup_cstr(f, p ? p : g->prompt_excerpt, 0); fputc('\n', f); }
+    free(a);
+    free(p);
     if (g->related_rid) { fputs("    related request: ", f); ld_cli_markup_cstr(f, g->related_rid, 0); fputc('\n', f); }
     if (g->unified_diff) { ld_cli_markup_cstr(f, g->unified_diff, 0); fputc('\n', f); }
 }

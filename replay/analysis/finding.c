@@ -36,16 +36,15 @@ const char *ld_excerpt(ld_arena *arena, const char *s, size_t s_len, size_t off,
     /* start a little before off, on a character boundary */
     size_t start = off > max_chars / 4 ? off - max_chars / 4 : 0;
     while (start > 0 && ((unsigned char)s[start] & 0xC0) == 0x80) start--;
-    char *out = ld_arena_alloc(arena, max_chars * 6 + 8);
+    char *out = ld_arena_alloc(arena, max_chars * 4 + 8);
     if (!out) return NULL;
     size_t o = 0, chars = 0, i = start;
     if (start > 0) { memcpy(out, "...", 3); o = 3; }
     while (i < s_len && chars < max_chars) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\n') { memcpy(out + o, "\\n", 2); o += 2; i++; chars++; continue; }
-        if (c == '\r' || c == '\t') { out[o++] = ' '; i++; chars++; continue; }
-        size_t n = 1;
-        while (i + n < s_len && n < 4 && ((unsigned char)s[i + n] & 0xC0) == 0x80) n++;
+        size_t want = c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4, n = 1;
+        while (i + n < s_len && n < want && ((unsigned char)s[i + n] & 0xC0) == 0x80) n++;
+        if (n < want && i + n == s_len) break; /* the text ends inside a character: not shown */
         memcpy(out + o, s + i, n);
         o += n;
         i += n;

@@ -81,8 +81,10 @@ ld_finding *ld_findings_add(ld_findings *list, ld_arena *arena, const char *kind
                             ld_severity sev, int64_t message, const char *fmt, ...);
 
 /* A short excerpt of s[off, off+len) for evidence: at most `max_chars`
- * characters around it, cut at UTF-8 boundaries, newlines shown as "\n".
- * Copied into the arena; NULL on out of memory. */
+ * characters around it, "..." where the text goes on, cut at UTF-8
+ * boundaries (a character the text itself ends inside, as a token's bytes
+ * may, is left out), the text's bytes as they are (reports quote them:
+ * cmd/common/quote.h).  Copied into the arena; NULL on out of memory. */
 const char *ld_excerpt(ld_arena *arena, const char *s, size_t s_len, size_t off,
                        size_t max_chars);
 
