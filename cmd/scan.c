@@ -12,7 +12,8 @@ static const char *const scan_usage[] = {
     "logdiff scan [--json [--summary]] [--all] [--capture NAME] LOG...",
     "",
     "Lists every request in SGLang / vLLM request logs, one row each: rid, time,",
-    "file:line, messages, prompt and output characters, finish reason,",
+    "file:line, messages, prompt and output characters (N+ where the logger cut",
+    "the text and kept N), finish reason,",
     "temperature and flags (truncated by the logger, unpaired, parse error).",
     "LOG may be a file, a directory, or '-' for standard input; gzip, zstd, xz,",
     "bzip2, tar and zip are read by content, and so are the captures that wrap",
@@ -51,6 +52,9 @@ static cJSON *request_json(const ld_request *r)
                           ? ld_json_int((int64_t)r->prompt.n_chars) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "output_chars", (r->output.flags & LD_TEXT_PRESENT)
                           ? ld_json_int((int64_t)r->output.n_chars) : cJSON_CreateNull());
+    /* prompt_chars / output_chars count what the log shows: at least, when the logger cut it */
+    cJSON_AddBoolToObject(o, "prompt_cut", (r->prompt.flags & (LD_TEXT_TRUNCATED | LD_TEXT_HEAD_ONLY)) != 0);
+    cJSON_AddBoolToObject(o, "output_cut", (r->output.flags & (LD_TEXT_TRUNCATED | LD_TEXT_HEAD_ONLY)) != 0);
     cJSON_AddItemToObject(o, "finish_reason", ld_json_cstr(r->finish_type));
     cJSON_AddItemToObject(o, "temperature", ld_json_double(r->temperature));
     cJSON_AddItemToObject(o, "top_p", ld_json_double(r->top_p));
@@ -91,6 +95,14 @@ static void fmt_count(char *buf, size_t cap, int present, int64_t v)
     else snprintf(buf, cap, "-");
 }
 
+/* a text's characters; "N+" when the logger cut it (N is what it kept) */
+static void fmt_text(char *buf, size_t cap, const ld_text *t)
+{
+    fmt_count(buf, cap, t->flags & LD_TEXT_PRESENT, (int64_t)t->n_chars);
+    if ((t->flags & LD_TEXT_PRESENT) && (t->flags & (LD_TEXT_TRUNCATED | LD_TEXT_HEAD_ONLY)))
+        strncat(buf, "+", cap - strlen(buf) - 1);
+}
+
 static void print_row(scan_state *s, const ld_request *r)
 {
     char where[512], words[256], msgs[24], prompt[24], output[24], temp[16];
@@ -103,8 +115,8 @@ static void print_row(scan_state *s, const ld_request *r)
         return;
     }
     fmt_count(msgs, sizeof msgs, r->n_messages >= 0, r->n_messages);
-    fmt_count(prompt, sizeof prompt, r->prompt.flags & LD_TEXT_PRESENT, (int64_t)r->prompt.n_chars);
-    fmt_count(output, sizeof output, r->output.flags & LD_TEXT_PRESENT, (int64_t)r->output.n_chars);
+    fmt_text(prompt, sizeof prompt, &r->prompt);
+    fmt_text(output, sizeof output, &r->output);
     if (isnan(r->temperature)) snprintf(temp, sizeof temp, "-");
     else snprintf(temp, sizeof temp, "%g", r->temperature);
     const char *warn = "", *reset = "";

@@ -139,8 +139,9 @@ class Fixture:
         self.R = R
         self.name = name
         self.lines = []
-        self.kinds = []            # "req", "skip", "error", "hc", "cut" (a request line cut for
-                                   # good: read up to its last whole field, not an error)
+        self.kinds = []            # "req", "skip", "error", "hc" (a health check's Receive),
+                                   # "hcf" (its Finish), "cut" (a request line cut for good:
+                                   # read up to its last whole field, not an error)
         self.expect = []
 
     def add(self, line, kind):
@@ -175,10 +176,10 @@ class Fixture:
             "file": self.name + ".log",
             "generated_by": "tools/gen_log_fixtures.py",
             "lines": len(self.lines),
-            "request_lines": sum(k in ("req", "hc", "cut") for k in self.kinds),
+            "request_lines": sum(k in ("req", "hc", "hcf", "cut") for k in self.kinds),
             "skipped": self.kinds.count("skip"),
             "errors": self.kinds.count("error"),
-            "health_checks": self.kinds.count("hc"),
+            "health_checks": self.kinds.count("hc"),  # requests, not lines
             "error_lines": [i + 1 for i, k in enumerate(self.kinds) if k == "error"],
             "cut_lines": [i + 1 for i, k in enumerate(self.kinds) if k == "cut"],
             "requests": self.expect,
@@ -278,7 +279,7 @@ def sglang_interleaved(R, rng):
         if kind in ("hr", "hf"):
             fin = kind == "hf"
             fx.add(fx.render(gen_obj(hc, "current", fin), hc.out() if fin else None,
-                             event="finish" if fin else "receive", prefix=pre), "hc")
+                             event="finish" if fin else "receive", prefix=pre), "hcf" if fin else "hc")
             continue
         q = reqs[i]
         fin = kind == "f"

@@ -80,7 +80,8 @@ typedef struct ld_pair_stats {
     uint64_t request_lines;  /* recognised and parsed request lines */
     uint64_t skipped;        /* not request lines */
     uint64_t errors;         /* request lines that failed to parse */
-    uint64_t health_checks;  /* request lines of HEALTH_CHECK_* rids (also in request_lines) */
+    uint64_t health_checks;  /* HEALTH_CHECK_* requests: their Receive (or legacy in/out)
+                                lines, not their Finish lines (all in request_lines) */
     uint64_t emitted;        /* records handed to the callback (errors included) */
     uint64_t open;           /* records currently open */
     uint64_t max_open_seen;  /* high-water mark of `open` */

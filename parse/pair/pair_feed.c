@@ -255,7 +255,7 @@ static ld_status handle_sglang(ld_pairer *p, const char *member, const char *que
         }
         st = sglang_sub(p, &j, rid, parent, err);
     }
-    if (internal) p->stats.health_checks++;
+    if (internal && l->kind != LD_LOGLINE_SG_FINISH) p->stats.health_checks++; /* requests, not lines */
     ld_pair_free_openai(j.q);
     ld_pair_evict(p);
     return st;

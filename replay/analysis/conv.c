@@ -528,7 +528,8 @@ static ld_status annotate_empty(const entry *e, int64_t j, ld_arena *a, ld_findi
         if (strcmp(f->kind, LD_K_HARNESS_EMPTY_ASSISTANT) || f->message != j || f->related_rid)
             continue;
         char buf[512], fw[96], ob[64] = "output not in the log";
-        if (e->out) snprintf(ob, sizeof ob, "%zu bytes of output", e->out_len);
+        /* the count stale_assistant compares: blanks at either end aside */
+        if (e->out) snprintf(ob, sizeof ob, "%zu bytes of output", trim((view){e->out, e->out_len}).n);
         snprintf(buf, sizeof buf, "%s; it stands for the answer of request %s (%s, %s)",
                  f->detail, e->rid, finish_words(e, fw, sizeof fw), ob);
         f->detail = ld_arena_memdup(a, buf, strlen(buf));

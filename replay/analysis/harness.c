@@ -192,6 +192,26 @@ static const char *content_state(const ld_text *t)
     return "content whitespace only";
 }
 
+/* A text's size as the conversation checks count it (conv.c): bytes, the
+ * blanks at either end aside; its characters when the bytes were not kept. */
+static int blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static const char *text_size(const ld_text *t, char *buf, size_t cap)
+{
+    if (!t->bytes) {
+        snprintf(buf, cap, "%llu chars", (unsigned long long)t->n_chars);
+        return buf;
+    }
+    size_t b = 0, e = t->len;
+    while (b < e && blank(t->bytes[b])) b++;
+    while (e > b && blank(t->bytes[e - 1])) e--;
+    snprintf(buf, cap, "%zu bytes", e - b);
+    return buf;
+}
+
 static ld_status empty_assistant(const ld_request *r, ld_arena *a, ld_findings *out,
                                  ld_error *err)
 {
@@ -199,10 +219,10 @@ static ld_status empty_assistant(const ld_request *r, ld_arena *a, ld_findings *
         const ld_message *m = &r->messages[i];
         if (!is_role(m, "assistant") || m->n_tool_calls || !ld_harness_text_blank(&m->content))
             continue;
-        char rs[64] = "";
+        char rs[96] = "", size[48];
         if (m->reasoning_content.n_chars)
-            snprintf(rs, sizeof rs, "; its reasoning_content holds %llu chars",
-                     (unsigned long long)m->reasoning_content.n_chars);
+            snprintf(rs, sizeof rs, "; its reasoning_content holds %s",
+                     text_size(&m->reasoning_content, size, sizeof size));
         ld_finding *f = ld_findings_add(out, a, LD_K_HARNESS_EMPTY_ASSISTANT, LD_SEV_ERROR, i,
             "assistant message %lld is empty (%s) and has no tool calls%s", (long long)i,
             content_state(&m->content), rs);

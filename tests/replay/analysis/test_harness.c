@@ -92,7 +92,7 @@ static int test_harness_empty_assistant_detail(void)
     CHECK_EQ_STR(f.v[0].kind, LD_K_HARNESS_EMPTY_ASSISTANT);
     CHECK_EQ_INT(f.v[0].message, 2);
     CHECK(f.v[0].severity == LD_SEV_ERROR);
-    CHECK(strstr(f.v[0].detail, "whitespace only") && strstr(f.v[0].detail, "14 chars"));
+    CHECK(strstr(f.v[0].detail, "whitespace only") && strstr(f.v[0].detail, "reasoning_content holds 14 bytes"));
     CHECK(!strcmp(ld_verdict_of(&f), "harness"));
     ld_arena_release(&a);
     one_free(&o);
