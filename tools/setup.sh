@@ -46,6 +46,18 @@ build() { # build DIR [cmake args...]
     cmake --build "$dir" -j "$JOBS"
 }
 
+# the demo's build: only the logdiff binary, its progress in a log file, so
+# that what a newcomer sees is the report (the log's tail when it fails)
+build_demo() {
+    mkdir -p "$BUILD_DIR"
+    local log=$BUILD_DIR/demo-build.log
+    echo "setup: building logdiff (progress in $log)" >&2
+    if ! { cmake -S . -B "$BUILD_DIR" -DLOGDIFF_WERROR=ON && cmake --build "$BUILD_DIR" -j "$JOBS" --target logdiff; } >"$log" 2>&1; then
+        tail -40 "$log" >&2
+        exit 1
+    fi
+}
+
 fuzz_smoke() {
     local dir=$BUILD_DIR-fuzz
     build "$dir" -DCMAKE_C_COMPILER=clang -DLOGDIFF_FUZZ=ON -DLOGDIFF_SANITIZE=address,undefined
@@ -69,7 +81,7 @@ fuzz_smoke() {
 install_missing
 case "$mode" in
 demo)
-    build "$BUILD_DIR"
+    build_demo
     # with the model's real chat template (in ../shared) the diff also re-renders every
     # logged array and shows where the server's prompt differs
     qwen=../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja
