@@ -170,9 +170,13 @@ static uint64_t pid_namespace(void)
 }
 
 /* Under the lock: a rank whose process is gone aborts the group (only the
- * ranks of our pid namespace `ns` can be looked up). */
+ * ranks of our pid namespace `ns` can be looked up).  Nothing when the
+ * group is aborted already: the first cause is the one told (a rank that
+ * aborted it for a stalled one may exit before a loaded machine wakes the
+ * others, whose timed wait then ends as timed out and finds it gone). */
 static void check_alive(shm_header *h, uint64_t ns)
 {
+    if (atomic_load(&h->aborted)) return;
     for (int k = 0; k < h->size; k++)
         if (h->pid[k] > 0 && h->pidns[k] == ns && process_gone(h->pid[k])) {
             if (h->dead < 0) h->dead = k;
