@@ -71,11 +71,11 @@ static int partners(const ld_pd_held *h, const ld_request *r, const char *queue)
     return ld_request_pd_prefill_end(h->r) != ld_request_pd_prefill_end(r);
 }
 
-static int output_len(const ld_request *r)
+/* output tokens as logged; -1 unknown */
+static int64_t output_len(const ld_request *r)
 {
-    return r->n_output_ids >= 0 ? (int)(r->n_output_ids > 1 << 30 ? 1 << 30 : r->n_output_ids)
-           : r->completion_tokens != LD_UNSET_INT ? (int)(r->completion_tokens > 1 << 30 ? 1 << 30 : r->completion_tokens)
-                                                  : -1;
+    if (r->n_output_ids >= 0) return r->n_output_ids;
+    return r->completion_tokens != LD_UNSET_INT ? r->completion_tokens : -1;
 }
 
 /* Which of a (held, earlier) and b (later) is the prefill server's. */

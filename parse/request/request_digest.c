@@ -151,7 +151,7 @@ ld_status ld_request_fill_pd(ld_request *r, const ld_fill_ctx *ctx, const ld_py_
     if (host && host->kind == LD_PY_STR && !r->bootstrap_host && ld_request_decode(ctx, host, &s, &n, NULL) == LD_OK &&
         !(r->bootstrap_host = ld_request_strdup(r, s, n)))
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a bootstrap host");
-    if (!ld_request_obj_pd_routed(ctx, obj, sub)) return LD_OK;
+    if (!ld_request_pd_routed(r)) return LD_OK; /* what this line said, now in r */
     if (openai) {
         set_digest(r, ctx, LD_DIGEST_MESSAGES, ld_req_get(obj, "messages"));
         return LD_OK;
