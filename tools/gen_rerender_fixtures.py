@@ -266,8 +266,10 @@ def cases(proto, tpl, log):
             [mismatch], "template")
 
     r, body = req(messages=[{"role": "user", "content": "no array logged"}])
-    log.add("rr-no-array", body, render(tpl, r), ["template.not_rendered"], "ok",
-            log_openai=False)
+    # a templated prompt without its array: neither the array nor the render can be checked,
+    # and the log cannot decide (verdict log, not ok)
+    log.add("rr-no-array", body, render(tpl, r), ["template.not_rendered", "log.no_messages"],
+            "log", log_openai=False)
 
 
 def deepseek_log(proto, sr):

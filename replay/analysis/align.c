@@ -135,7 +135,9 @@ static void hit_to_part(const ld_af_hit *h, ld_align_part *p)
 }
 
 /* The primary text, honouring a logger cut inside it: head and tail are
- * searched separately (both found: FOUND/CUT; one: UNKNOWN). */
+ * searched separately.  Both found: FOUND/CUT.  One, with the prompt's cut
+ * where the other would be: FOUND/CUT; with a whole prompt: PARTLY (the
+ * logged other end is not there); else UNKNOWN. */
 static int find_primary(const ld_af_prompt *pr, size_t lo, size_t hi, const ld_align_work *w,
                         unsigned flags, ld_af_hit *h)
 {
@@ -143,15 +145,31 @@ static int find_primary(const ld_af_prompt *pr, size_t lo, size_t hi, const ld_a
     ld_af_hit a, b;
     if (ld_af_find(pr, lo, hi, w->vis, w->vis_cut_at, 0, &a) < 0) return -1;
     size_t from = a.state == LD_ALIGN_FOUND ? a.end : lo;
-    if (ld_af_find(pr, from, hi, w->vis + w->vis_cut_at, w->vis_len - w->vis_cut_at, 0, &b) < 0)
-        return -1;
+    const char *tail = w->vis + w->vis_cut_at;
+    size_t tail_len = w->vis_len - w->vis_cut_at;
+    if (ld_af_find(pr, from, hi, tail, tail_len, 0, &b) < 0) return -1;
     int fa = a.state == LD_ALIGN_FOUND, fb = b.state == LD_ALIGN_FOUND;
+    /* the middle the logger left out may be long: the tail can lie past the window */
+    if (fa && !fb && hi < pr->len) {
+        if (ld_af_find(pr, from, pr->len, tail, tail_len, 0, &b) < 0) return -1;
+        fb = b.state == LD_ALIGN_FOUND;
+    }
     *h = fa ? a : b;
     if (fa && fb) {
         h->how = LD_ALIGN_HOW_CUT;
         h->end = b.end;
     } else if (fa || fb) {
-        h->state = LD_ALIGN_UNKNOWN;
+        size_t gap_lo = fa ? a.end : lo, gap_hi = fb ? b.start : hi;
+        if (pr->has_cut && gap_lo <= pr->cut && pr->cut <= gap_hi) {
+            h->how = LD_ALIGN_HOW_CUT; /* the other end lies in the prompt's cut */
+        } else if (!pr->has_cut) { /* the logged other end is not in a whole prompt */
+            h->state = LD_ALIGN_PARTLY;
+            h->how = LD_ALIGN_HOW_ANCHORS;
+            h->first_diff = fa ? (size_t)(tail - w->vis) : 0;
+            h->first_diff_prompt = fa ? a.end : b.start;
+        } else {
+            h->state = LD_ALIGN_UNKNOWN;
+        }
     }
     return 0;
 }

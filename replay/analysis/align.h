@@ -61,7 +61,7 @@ typedef enum {
     LD_ALIGN_FOUND = 0,   /* the whole part is in the prompt (maybe normalised) */
     LD_ALIGN_PARTLY,      /* pieces found, the rest altered or missing */
     LD_ALIGN_ABSENT,      /* not in the prompt */
-    LD_ALIGN_UNKNOWN      /* cannot tell: a logger cut hides it */
+    LD_ALIGN_UNKNOWN      /* cannot tell: a logger cut hides it (log.message_hidden) */
 } ld_align_state;
 
 typedef enum {
@@ -72,7 +72,8 @@ typedef enum {
     LD_ALIGN_HOW_JSON,          /* equal as JSON (spacing, key order) */
     LD_ALIGN_HOW_JSON_ESCAPED,  /* equal as JSON after decoding a JSON string */
     LD_ALIGN_HOW_VALUES,        /* every leaf value printed in order (key/value markup) */
-    LD_ALIGN_HOW_CUT,           /* head and tail of a logger-cut part */
+    LD_ALIGN_HOW_CUT,           /* matched on what a logger cut (of the part or of the
+                                   prompt) left visible; the rest hidden by it */
     LD_ALIGN_HOW_ANCHORS        /* PARTLY: head/tail anchors matched around a difference */
 } ld_align_how;
 
@@ -113,6 +114,7 @@ typedef struct ld_align_msg_result {
 #define LD_ALIGN_ORDER              LD_K_TEMPLATE_ORDER               /* error */
 #define LD_ALIGN_DROPPED_TOOL_CALL  LD_K_TEMPLATE_DROPPED_TOOL_CALL   /* error */
 #define LD_ALIGN_REASONING_STRIPPED LD_K_TEMPLATE_REASONING_STRIPPED  /* info */
+#define LD_ALIGN_MESSAGE_HIDDEN     LD_K_LOG_MESSAGE_HIDDEN           /* error: the log cannot tell */
 #define LD_ALIGN_SEV_ERROR "error"
 #define LD_ALIGN_SEV_INFO "info"
 

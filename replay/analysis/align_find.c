@@ -342,6 +342,64 @@ static int try_partial(const ld_af_prompt *pr, size_t lo, size_t hi, const char 
     return 1;
 }
 
+/* The logger's cut of the prompt (a head [0,cut) and a tail [cut,len) with
+ * an unknown middle) may fall inside the text: the head then ends with the
+ * text's first bytes, or the tail begins with its last ones.  Such a text is
+ * matched on what is visible (how CUT), never called changed for what the
+ * cut hides.  At least PARTIAL_MIN bytes (or the whole text) must show. */
+static int runs_into_cut(const ld_af_prompt *pr, size_t lo, const char *s, size_t len,
+                         size_t *start)
+{
+    size_t cut = pr->cut, from = cut > len ? cut - len + 1 : 0;
+    size_t k = len < PARTIAL_MIN ? len : PARTIAL_MIN;
+    if (from < lo) from = lo;
+    while (from + k <= cut) {
+        const char *f = ld_af_mem(pr->p + from, cut - from, s, k);
+        if (!f) return 0;
+        size_t at = (size_t)(f - pr->p);
+        if (memcmp(pr->p + at, s, cut - at) == 0) {
+            *start = at;
+            return 1;
+        }
+        from = at + 1;
+    }
+    return 0;
+}
+
+static int runs_from_cut(const ld_af_prompt *pr, size_t hi, const char *s, size_t len,
+                         size_t *end)
+{
+    size_t cut = pr->cut, k = len < PARTIAL_MIN ? len : PARTIAL_MIN;
+    size_t lim = cut + len - 1 < hi ? cut + len - 1 : hi; /* the whole text would not be cut */
+    if (lim > pr->len) lim = pr->len;
+    if (lim < cut + k) return 0;
+    const char *f = ld_af_mem(pr->p + cut, lim - cut, s + len - k, k);
+    for (size_t from = cut; f; ) {
+        size_t e = (size_t)(f - pr->p) + k, q = e - cut;
+        if (memcmp(pr->p + cut, s + len - q, q) == 0) {
+            *end = e;
+            return 1;
+        }
+        from = (size_t)(f - pr->p) + 1;
+        f = lim > from + k - 1 ? ld_af_mem(pr->p + from, lim - from, s + len - k, k) : NULL;
+    }
+    return 0;
+}
+
+static int try_at_cut(const ld_af_prompt *pr, size_t lo, size_t hi, const char *t,
+                      size_t tlen, ld_af_hit *h)
+{
+    if (!pr->has_cut || pr->cut < lo || pr->cut > hi) return 0;
+    size_t off, len, s = 0, e = 0;
+    ld_af_strip(t, tlen, &off, &len);
+    if (len == 0) return 0;
+    int head = pr->cut > lo && runs_into_cut(pr, lo, t + off, len, &s);
+    int tail = pr->cut < hi && runs_from_cut(pr, hi, t + off, len, &e);
+    if (!head && !tail) return 0;
+    set_found(h, LD_ALIGN_HOW_CUT, head ? s : pr->cut, tail ? e : pr->cut);
+    return 1;
+}
+
 static int find_json(const ld_af_prompt *pr, size_t lo, size_t hi, const char *t,
                      size_t tlen, unsigned flags, ld_af_hit *h)
 {
@@ -365,6 +423,7 @@ int ld_af_find(const ld_af_prompt *pr, size_t lo, size_t hi, const char *t, size
     if (lo >= hi || tlen == 0) return 0;
     int r = try_plain(pr, lo, hi, t, tlen, out);
     if (r == 0) r = try_escaped(pr, lo, hi, t, tlen, LD_ALIGN_HOW_ESCAPED, out);
+    if (r == 0) r = try_at_cut(pr, lo, hi, t, tlen, out);
     if (r == 0 && (flags & LD_AF_JSON)) r = find_json(pr, lo, hi, t, tlen, flags, out);
     if (r == 0 && (flags & LD_AF_PARTIAL)) r = try_partial(pr, lo, hi, t, tlen, out);
     return r < 0 ? -1 : 0;

@@ -32,8 +32,9 @@ typedef struct ld_af_hit {
 #define LD_AF_VALUES 4u   /* leaf values of a JSON object printed in order */
 
 /* Searches text t[0..tlen) in prompt bytes [lo,hi).  Fills *out (state ABSENT
- * when nothing matched; UNKNOWN when a partial match stops at the prompt's
- * cut).  Returns 0, or -1 when a temporary allocation failed. */
+ * when nothing matched; FOUND how CUT when the text runs into or out of the
+ * prompt's cut and what is visible matches; UNKNOWN when a partial match
+ * stops at the cut).  Returns 0, or -1 when a temporary allocation failed. */
 int ld_af_find(const ld_af_prompt *pr, size_t lo, size_t hi, const char *t,
                size_t tlen, unsigned flags, ld_af_hit *out);
 

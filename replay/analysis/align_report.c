@@ -85,6 +85,23 @@ static ld_status add(report *rp, const char *kind, const char *sev, size_t mi, s
 
 static const char *role_of(const ld_align_msg *m) { return m->role ? m->role : "?"; }
 
+/* A part the logger's cut keeps from view: the log cannot say whether the
+ * template kept it, so the request is not ok (verdict log). */
+static ld_status report_hidden(report *rp, size_t mi, size_t pi, size_t expect)
+{
+    const ld_align_part *p = &rp->res->msgs[mi].parts[pi];
+    if (rp->pr->has_cut)
+        return add(rp, LD_ALIGN_MESSAGE_HIDDEN, LD_ALIGN_SEV_ERROR, mi, pi, rp->pr->cut, 0,
+                   "message %zu (%s): %s (%zu bytes) lies where the logger cut the prompt (at "
+                   "byte %zu): whether the template kept it cannot be told from this log", mi,
+                   role_of(&rp->msgs[mi]), ld_align_part_kind_name(p->kind), p->text_len,
+                   rp->pr->cut);
+    return add(rp, LD_ALIGN_MESSAGE_HIDDEN, LD_ALIGN_SEV_ERROR, mi, pi, expect, 0,
+               "message %zu (%s): the logger cut its %s (%zu bytes) in the message array and "
+               "only one end of it is in the prompt: the log cannot tell what became of the rest",
+               mi, role_of(&rp->msgs[mi]), ld_align_part_kind_name(p->kind), p->text_len);
+}
+
 /* dropped / mangled content; reasoning-only turns that lost the reasoning. */
 static ld_status report_primary(report *rp, const ld_align_work *w, size_t mi, size_t expect)
 {
@@ -98,6 +115,7 @@ static ld_status report_primary(report *rp, const ld_align_work *w, size_t mi, s
                        expect, 0, "message %zu (%s): %s (%zu bytes) is not in the prompt%s", mi,
                        role_of(m), what, p->text_len,
                        r->fallback_skipped ? " (search budget exhausted)" : "");
+        if (p->state == LD_ALIGN_UNKNOWN) return report_hidden(rp, mi, (size_t)w->primary, expect);
         if (p->state == LD_ALIGN_PARTLY)
             return add(rp, LD_ALIGN_MANGLED_MESSAGE, LD_ALIGN_SEV_ERROR, mi, (size_t)w->primary,
                        p->first_diff_prompt, 0,
@@ -107,6 +125,7 @@ static ld_status report_primary(report *rp, const ld_align_work *w, size_t mi, s
     }
     if (w->reasoning < 0 || m->n_tool_calls) return LD_OK;
     const ld_align_part *p = &r->parts[w->reasoning];
+    if (p->state == LD_ALIGN_UNKNOWN) return report_hidden(rp, mi, (size_t)w->reasoning, expect);
     if (p->state == LD_ALIGN_ABSENT)
         return add(rp, LD_ALIGN_DROPPED_MESSAGE, LD_ALIGN_SEV_ERROR, mi, (size_t)w->reasoning,
                    expect, 0, "message %zu (%s): its only text, reasoning (%zu bytes), is not in "
@@ -132,18 +151,22 @@ static ld_status report_secondary(report *rp, const ld_align_work *w, size_t mi,
                        "prompt, visible content kept", mi, role_of(m), p->text_len));
         if (p->kind == LD_ALIGN_PART_TOOL_NAME || p->kind == LD_ALIGN_PART_TOOL_ARGS) {
             size_t k = p->tool_index, j = i;
-            int absent = 1;
+            int absent = 1, hidden = 1;
             while (j < r->n_parts && r->parts[j].kind != LD_ALIGN_PART_REASONING &&
                    r->parts[j].tool_index == k &&
                    (r->parts[j].kind == LD_ALIGN_PART_TOOL_NAME ||
                     r->parts[j].kind == LD_ALIGN_PART_TOOL_ARGS)) {
                 if (r->parts[j].state != LD_ALIGN_ABSENT) absent = 0;
+                if (r->parts[j].state != LD_ALIGN_UNKNOWN) hidden = 0;
                 j++;
             }
             if (absent)
                 LD_TRY(add(rp, LD_ALIGN_DROPPED_TOOL_CALL, LD_ALIGN_SEV_ERROR, mi, i, expect, 0,
                            "message %zu (%s): tool call %zu is not in the prompt", mi,
                            role_of(m), k));
+            else if (hidden && (w->primary < 0 ||
+                                r->parts[w->primary].state != LD_ALIGN_UNKNOWN))
+                LD_TRY(report_hidden(rp, mi, i, expect));
             i = j - 1;
         }
     }

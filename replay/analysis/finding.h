@@ -40,6 +40,8 @@
 #define LD_K_LOG_PARSE_ERROR "log.parse_error"
 #define LD_K_LOG_CAPTURE_LOSS "log.capture_loss"
 #define LD_K_LOG_CAPTURE_CUT "log.capture_cut"
+#define LD_K_LOG_MESSAGE_HIDDEN "log.message_hidden"
+#define LD_K_LOG_NO_MESSAGES "log.no_messages"
 #define LD_K_SAMPLING_REPETITION "sampling.repetition"
 #define LD_K_KERNELS_DIVERGENCE "kernels.divergence"
 #define LD_K_KERNELS_CONSISTENT "kernels.consistent"

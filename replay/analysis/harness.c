@@ -1,4 +1,5 @@
 /* harness.c - see harness.h. */
+#define _GNU_SOURCE /* memmem */
 #include "harness.h"
 
 #include <math.h>
@@ -154,6 +155,42 @@ static ld_status trunc_levels(const ld_request *r, ld_arena *a, ld_findings *out
                : ": later turns are compared on what is shown");
         if (!f) return NOMEM(err);
     }
+    return LD_OK;
+}
+
+/* Role markers of the chat templates in common use: a prompt holding one was
+ * built from a conversation, whatever the log kept of it. */
+static int looks_templated(const ld_text *prompt)
+{
+    static const char *const markers[] = {
+        "<|im_start|>", "<|start_header_id|>", "[INST]", "<\xef\xbd\x9c" "User\xef\xbd\x9c>", /* DeepSeek's fullwidth bars */
+        "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>", "<start_of_turn>", "<|user|>", "<|assistant|>",
+        "<|system|>", "<|start|>", "<|User|>", "<|turn>", "[SYSTEM_PROMPT]",
+    };
+    if (!prompt->bytes || !(prompt->flags & LD_TEXT_PRESENT)) return 0;
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++)
+        if (memmem(prompt->bytes, prompt->len, markers[i], strlen(markers[i]))) return 1;
+    return 0;
+}
+
+/* A record with a prompt and no message array (vLLM, SGLang before 0.5 or
+ * below level 2, a native /generate request): no harness or template check
+ * can run.  A templated prompt says a conversation was there: the log cannot
+ * decide (error); a plain prompt had no template to check (info).  An
+ * unpaired record is told by log.unpaired: its array may be in the line that
+ * did not come. */
+static ld_status no_messages(const ld_request *r, ld_arena *a, ld_findings *out, ld_error *err)
+{
+    if (r->n_messages >= 0 || r->missing || !(r->prompt.flags & LD_TEXT_PRESENT) ||
+        (r->prompt.flags & LD_TEXT_SKIPPED))
+        return LD_OK;
+    int chat = looks_templated(&r->prompt);
+    ADD(out, a, err, LD_K_LOG_NO_MESSAGES, chat ? LD_SEV_ERROR : LD_SEV_INFO, -1,
+        chat ? "no message array in the log for a templated prompt (SGLang logs `Receive OpenAI` "
+               "from --log-requests-level 2; vLLM and SGLang before 0.5 never): harness and "
+               "template checks not possible"
+             : "no message array and no chat template in the prompt (a native /generate "
+               "request): no harness or template check applies");
     return LD_OK;
 }
 
@@ -353,6 +390,7 @@ ld_status ld_harness_check(const ld_request *r, ld_arena *arena, ld_findings *ou
     LD_TRY(capture_cut(r, arena, out, err));
     LD_TRY(trunc_levels(r, arena, out, err));
     LD_TRY(trunc_messages(r, arena, out, err));
+    LD_TRY(no_messages(r, arena, out, err));
     LD_TRY(empty_assistant(r, arena, out, err));
     LD_TRY(orphan_tools(r, arena, out, err));
     return repetition(r, arena, out, err);

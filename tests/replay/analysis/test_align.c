@@ -476,23 +476,51 @@ static int test_align_logger_cut(void)
     ld_align_prompt_info info = {1, strlen(head)};
     ld_align_result *r = align(&a, m, 4, p, &info);
     CHECK(r);
+    if (r->n_errors != 1) dump(r);
+    /* message 2 cannot be located: the log cannot decide (never ok, never dropped) */
+    CHECK_EQ_INT(r->n_errors, 1);
+    CHECK_EQ_INT(count_kind(r, LD_ALIGN_MESSAGE_HIDDEN, 2), 1);
+    CHECK_EQ_INT(r->msgs[2].parts[0].state, LD_ALIGN_UNKNOWN);
+    /* message 1 runs into the cut: matched on what is visible */
+    CHECK_EQ_INT(r->msgs[1].parts[0].state, LD_ALIGN_FOUND);
+    CHECK_EQ_INT(r->msgs[1].parts[0].how, LD_ALIGN_HOW_CUT);
+    CHECK_EQ_INT(r->msgs[1].parts[0].end, strlen(head));
+    CHECK_EQ_INT(r->msgs[3].parts[0].state, LD_ALIGN_FOUND);
+    /* the other way round: the tail begins inside the last message, and the
+     * message before it is whole in the head */
+    const char *head2 = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\n"
+                        "Please summarise the attached quarterly report for me.<|im_end|>\n<|im_start|>assistant\n"
+                        "Revenue grew by twelve percent while costs stayed flat overall.<|im_end|>\n";
+    const char *tail2 = "the next two quarters?<|im_end|>\n";
+    char p2[512];
+    snprintf(p2, sizeof p2, "%s%s", head2, tail2);
+    ld_align_prompt_info info2 = {1, strlen(head2)};
+    r = align(&a, m, 4, p2, &info2);
+    CHECK(r);
     if (r->n_errors) dump(r);
     CHECK_EQ_INT(r->n_errors, 0);
-    CHECK_EQ_INT(r->msgs[2].parts[0].state, LD_ALIGN_UNKNOWN);
-    CHECK_EQ_INT(r->msgs[1].parts[0].state, LD_ALIGN_UNKNOWN);
     CHECK_EQ_INT(r->msgs[3].parts[0].state, LD_ALIGN_FOUND);
+    CHECK_EQ_INT(r->msgs[3].parts[0].how, LD_ALIGN_HOW_CUT);
+    CHECK_EQ_INT(r->msgs[3].parts[0].start, strlen(head2));
     /* without the cut information the same prompt is damage */
     r = align(&a, m, 4, p, NULL);
     CHECK(r);
     CHECK_EQ_INT(count_kind(r, LD_ALIGN_DROPPED_MESSAGE, 2), 1);
     CHECK_EQ_INT(count_kind(r, LD_ALIGN_MANGLED_MESSAGE, 1), 1);
     /* a message the logger cut: head and tail found around the hidden middle */
-    ld_align_msg c[1] = {M("user", "Beginning of a long text [..] and its ending part.")};
+    ld_align_msg c[1] = {M("user", "Beginning of a long text and its ending part.")};
     c[0].content_truncated = 1;
     c[0].content_cut = strlen("Beginning of a long text ");
     r = align(&a, c, 1, "<u>Beginning of a long text MIDDLE WE DID NOT LOG and its ending part.</u>", NULL);
     CHECK(r);
+    if (r->n_findings) dump(r);
     CHECK_EQ_INT(r->n_findings, 0);
+    CHECK_EQ_INT(r->msgs[0].parts[0].how, LD_ALIGN_HOW_CUT);
+    /* its logged ending is not in the whole prompt: changed, at the cut */
+    r = align(&a, c, 1, "<u>Beginning of a long text MIDDLE WE DID NOT LOG and another end.</u>", NULL);
+    CHECK(r);
+    CHECK_EQ_INT(count_kind(r, LD_ALIGN_MANGLED_MESSAGE, 0), 1);
+    CHECK_EQ_INT(r->findings[0].text_off, strlen("Beginning of a long text "));
     ld_arena_release(&a);
     return 0;
 }

@@ -263,7 +263,11 @@ static int test_conv_no_messages_no_id(void)
     CHECK_EQ_INT(seq_run(&s, NULL, reqs, 1), 0);
     CHECK_EQ_INT(s.n, 1);
     CHECK(!s.conv[0]);
-    CHECK_EQ_INT(s.f[0].n, 0);
+    /* no conversation finding; only the note that no message array was logged
+     * (info: a plain /generate prompt has no template to check) */
+    CHECK_EQ_INT(s.f[0].n, 1);
+    CHECK_EQ_STR(s.f[0].v[0].kind, LD_K_LOG_NO_MESSAGES);
+    CHECK_EQ_INT(s.f[0].v[0].severity, LD_SEV_INFO);
     seq_free(&s);
     return 0;
 }
