@@ -10,6 +10,7 @@
 #include "cmd/common/checks.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
+#include "cmd/common/outfile.h"
 #include "cmd/regress/regress.h"
 
 static const char *const regress_usage[] = {
@@ -40,6 +41,10 @@ static const char *const regress_usage[] = {
     "Each INPUT is read by its own thread (--jobs, default: the number of cores)",
     "and paired on its own: give the rotated files of one server as one directory",
     "or archive.  Verdicts and every output are the same whatever --jobs is.",
+    "",
+    "The FILEs of --junit, --html and --update-baseline: a regular file (or a new",
+    "one) is replaced whole once written, never left half-written; a symbolic",
+    "link writes its target; a device or FIFO (/dev/stdout) is written into.",
     "",
     "Exit status: 0 nothing regressed (or the baseline was written), 1 something",
     "regressed, 2 usage or I/O error (an unreadable input or member, or a line its",
@@ -101,23 +106,30 @@ static int load_baseline(ld_cli_regress_run *run, struct ld_cli *cli)
     return -1;
 }
 
-/* Writes with `fn` into path through a temporary file renamed over it. */
+/* Writes with `fn` into path (common/outfile.h: a regular file replaced
+ * atomically, anything else written into). */
+static void on_walk_note(void *ctx, size_t input, const char *msg)
+{
+    const ld_cli_regress_run *run = ctx;
+    (void)input;
+    fprintf(run->cli->err, "logdiff regress: note: %s\n", msg);
+}
+
+typedef struct writer {
+    const ld_cli_regress_run *run;
+    int (*fn)(const ld_cli_regress_run *, FILE *);
+} writer;
+
+static int write_with(const void *ctx, FILE *f)
+{
+    const writer *w = ctx;
+    return w->fn(w->run, f);
+}
+
 static int write_file(ld_cli_regress_run *run, const char *path, int (*fn)(const ld_cli_regress_run *, FILE *))
 {
-    size_t n = strlen(path) + 8;
-    char *tmp = malloc(n);
-    if (!tmp) return -1;
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    int rc = f ? fn(run, f) : -1;
-    if (f && (fclose(f) != 0 || rc != 0)) rc = -1;
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1;
-    if (rc != 0) {
-        fprintf(run->cli->err, "logdiff regress: cannot write %s: %s\n", path, strerror(errno));
-        if (f) remove(tmp);
-    }
-    free(tmp);
-    return rc;
+    writer w = {run, fn};
+    return ld_cli_write_output("regress", path, write_with, &w, run->cli->err);
 }
 
 static int write_baseline(const ld_cli_regress_run *run, FILE *f)
@@ -188,7 +200,8 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     ld_pair_options popts = { 0 };
     popts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS |
                   (ld_judge_needs_values(checks) ? LD_PAIR_KEEP_VALUES : 0);
-    ld_cli_regress_sink sink = { ld_cli_regress_on_record, ld_cli_regress_on_member, ld_cli_regress_on_problem, run };
+    ld_cli_regress_sink sink = { ld_cli_regress_on_record, ld_cli_regress_on_member, ld_cli_regress_on_problem, run,
+                                 on_walk_note };
     ld_logset_options capture;
     if (ld_cli_capture_options(run->cli, &o->capture, &capture) != 0) return -1;
     int rc = ld_cli_regress_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, &capture, &sink, &e);

@@ -175,10 +175,12 @@ static void print_summary(scan_state *s, const ld_cli_logread *lr)
             (unsigned long long)ps->request_lines, (unsigned long long)ps->skipped,
             (unsigned long long)ps->errors, (unsigned long long)ps->health_checks,
             (unsigned long long)s->unpaired, (unsigned long long)lr->stats.io_errors);
+    char cap[512];
+    if (lr->stats.over_limit)
+        fprintf(f, "%s\n", ld_cli_over_limit_summary(&lr->stats, lr->capture.max_line, cap, sizeof cap));
     if (ps->cut_lines)
         fprintf(f, "%llu request lines were cut for good: read up to their last whole field (log.capture_cut)\n",
                 (unsigned long long)ps->cut_lines);
-    char cap[512];
     if (*ld_cli_capture_summary(&lr->stats, cap, sizeof cap)) fprintf(f, "%s\n", cap);
     if (*ld_cli_pd_summary(ps, cap, sizeof cap)) fprintf(f, "%s\n", cap);
 }

@@ -39,57 +39,141 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Appends the regular files under `dir`, sorted, depth-first. */
-static int expand_dir(path_list *l, const char *dir, int depth)
+/* A directory walk: the files found, and every file and directory met so
+ * far by device and inode, so that a symlink loop or a second link to the
+ * same place is not followed (linear lookups: log trees hold few entries). */
+typedef struct node_id { dev_t dev; ino_t ino; } node_id;
+
+typedef struct walk {
+    path_list out;
+    node_id *seen;          /* directories walked and files listed */
+    char **seen_path;       /* the path each was first met by */
+    size_t n_seen, cap_seen;
+    ld_logset_note_fn note;
+    void *ctx;
+} walk;
+
+/* The path `id` was first met by, or NULL. */
+static const char *seen_before(const walk *w, const struct stat *st)
 {
-    if (depth > 32) return 0; /* symlink loops */
-    DIR *d = opendir(dir);
-    if (!d) return push_path(l, dir); /* reported when opened */
-    path_list names = { 0 };
+    for (size_t i = 0; i < w->n_seen; i++)
+        if (w->seen[i].dev == st->st_dev && w->seen[i].ino == st->st_ino) return w->seen_path[i];
+    return NULL;
+}
+
+static int remember(walk *w, const struct stat *st, const char *path)
+{
+    if (w->n_seen == w->cap_seen) {
+        size_t cap = w->cap_seen ? w->cap_seen * 2 : 32;
+        node_id *s = realloc(w->seen, cap * sizeof *s);
+        if (s) w->seen = s;
+        char **p = s ? realloc(w->seen_path, cap * sizeof *p) : NULL;
+        if (!p) return -1;
+        w->seen_path = p;
+        w->cap_seen = cap;
+    }
+    if (!(w->seen_path[w->n_seen] = strdup(path))) return -1;
+    w->seen[w->n_seen++] = (node_id){ st->st_dev, st->st_ino };
+    return 0;
+}
+
+static void say(walk *w, const char *fmt, const char *a, const char *b)
+{
+    char msg[1024];
+    if (!w->note) return;
+    snprintf(msg, sizeof msg, fmt, a, b);
+    w->note(w->ctx, msg);
+}
+
+/* The entries of `dir` (hidden ones aside), sorted by name, into *names. */
+static int list_dir(DIR *d, const char *dir, path_list *names)
+{
     struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d)) && rc == 0) {
+    const char *sep = dir[strlen(dir) - 1] == '/' ? "" : "/";
+    while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
         char *full = malloc(len);
-        if (!full) { rc = -1; break; }
-        snprintf(full, len, "%s%s%s", dir,
-                 dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name);
-        rc = push_path(&names, full);
+        if (!full) return -1;
+        snprintf(full, len, "%s%s%s", dir, sep, e->d_name);
+        int rc = push_path(names, full);
         free(full);
+        if (rc) return -1;
     }
+    if (names->n) qsort(names->v, names->n, sizeof *names->v, cmp_str);
+    return 0;
+}
+
+static int walk_dir(walk *w, const char *dir);
+
+/* One entry of a directory: a file listed once, a directory walked once. */
+static int walk_entry(walk *w, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) return 0;
+    const char *first = seen_before(w, &st);
+    if (first && S_ISDIR(st.st_mode)) {
+        say(w, "%s leads back to %s (a symbolic link loop or a second link): not walked again",
+            path, first);
+        return 0;
+    }
+    if (first) {
+        say(w, "%s is the same file as %s: read once", path, first);
+        return 0;
+    }
+    if (remember(w, &st, path)) return -1;
+    return S_ISDIR(st.st_mode) ? walk_dir(w, path) : push_path(&w->out, path);
+}
+
+static int is_link(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* Appends the regular files under `dir`, sorted, depth-first; symbolic links
+ * after the rest, so that what two paths reach is named by the real one. */
+static int walk_dir(walk *w, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return push_path(&w->out, dir); /* reported when opened */
+    path_list names = { 0 };
+    int rc = list_dir(d, dir, &names);
     closedir(d);
-    if (names.n) qsort(names.v, names.n, sizeof *names.v, cmp_str);
-    for (size_t i = 0; i < names.n && rc == 0; i++) {
-        struct stat st;
-        if (stat(names.v[i], &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) rc = expand_dir(l, names.v[i], depth + 1);
-        else if (S_ISREG(st.st_mode)) rc = push_path(l, names.v[i]);
-    }
+    for (int links = 0; links < 2; links++)
+        for (size_t i = 0; i < names.n && rc == 0; i++)
+            if (is_link(names.v[i]) == links) rc = walk_entry(w, names.v[i]);
     ld_logset_free_paths(names.v, names.n);
     return rc;
+}
+
+ld_status ld_logset_expand_noted(const char *const *paths, size_t n, ld_logset_note_fn note,
+                                 void *ctx, char ***out_paths, size_t *out_n, ld_error *err)
+{
+    walk w = { .note = note, .ctx = ctx };
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct stat st;
+        if (strcmp(paths[i], "-") != 0 && stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
+            rc = walk_entry(&w, paths[i]);
+        else
+            rc = push_path(&w.out, paths[i]);
+    }
+    ld_logset_free_paths(w.seen_path, w.n_seen);
+    free(w.seen);
+    if (rc != 0) {
+        ld_logset_free_paths(w.out.v, w.out.n);
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory listing inputs");
+    }
+    *out_paths = w.out.v;
+    *out_n = w.out.n;
+    return LD_OK;
 }
 
 ld_status ld_logset_expand(const char *const *paths, size_t n,
                            char ***out_paths, size_t *out_n, ld_error *err)
 {
-    path_list l = { 0 };
-    for (size_t i = 0; i < n; i++) {
-        struct stat st;
-        int rc;
-        if (strcmp(paths[i], "-") != 0 && stat(paths[i], &st) == 0 &&
-            S_ISDIR(st.st_mode))
-            rc = expand_dir(&l, paths[i], 0);
-        else
-            rc = push_path(&l, paths[i]);
-        if (rc != 0) {
-            ld_logset_free_paths(l.v, l.n);
-            return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory listing inputs");
-        }
-    }
-    *out_paths = l.v;
-    *out_n = l.n;
-    return LD_OK;
+    return ld_logset_expand_noted(paths, n, NULL, NULL, out_paths, out_n, err);
 }
 
 void ld_logset_free_paths(char **paths, size_t n)
@@ -129,6 +213,7 @@ static void problem(run_state *s, ld_problem_kind kind, const ld_error *e)
     if (kind == LD_PROBLEM_IO) s->stats->io_errors++;
     else if (kind == LD_PROBLEM_CAPTURE) s->stats->capture_problems++;
     else s->stats->line_errors++;
+    if (e && e->code == LD_ERR_LIMIT) s->stats->over_limit++;
     if (s->hooks && s->hooks->on_problem)
         s->hooks->on_problem(s->hooks->ctx, kind, e);
 }

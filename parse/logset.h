@@ -46,6 +46,8 @@ typedef struct ld_logset_stats {
     uint64_t line_errors;  /* request lines that failed to parse */
     size_t peak_line_buffer; /* largest line buffer held, bytes */
     uint64_t capture_problems; /* LD_PROBLEM_CAPTURE reported */
+    uint64_t over_limit;   /* of those, lines past a size limit (LD_ERR_LIMIT: the line
+                              reader's or a capture's max_line), skipped */
     ld_capture_stats capture; /* the captures recognised, the lines rejoined */
 } ld_logset_stats;
 
@@ -62,6 +64,14 @@ typedef struct ld_logset_options {
  * A path that does not exist is kept (opening it reports the error later). */
 ld_status ld_logset_expand(const char *const *paths, size_t n,
                            char ***out_paths, size_t *out_n, ld_error *err);
+
+/* The same, telling `note` (may be NULL) one line for each place the walk
+ * did not go twice: a directory met again by device and inode (a symbolic
+ * link loop, or a second link to it: walked once, each loop told once) and a
+ * file met again (a link to a file already listed: read once). */
+typedef void (*ld_logset_note_fn)(void *ctx, const char *msg);
+ld_status ld_logset_expand_noted(const char *const *paths, size_t n, ld_logset_note_fn note,
+                                 void *ctx, char ***out_paths, size_t *out_n, ld_error *err);
 void ld_logset_free_paths(char **paths, size_t n);
 
 /* Sum of the sizes of regular files among paths (0 for stdin/pipes). */

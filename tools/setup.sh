@@ -15,7 +15,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 need_pkgs() {
     # libsystemd-dev: journald's own *.journal files (optional at build time)
-    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev libarchive-dev libutf8proc-dev libsystemd-dev gzip zstd xz-utils bzip2 zip"
+    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev zlib1g-dev libarchive-dev libutf8proc-dev libsystemd-dev gzip zstd xz-utils bzip2 zip"
     # chromium: the HTML report test (regress_html.sh); g++: the CUDA kernels on the CPU emulator
     # (tests/support/cuda_emu, built where the CUDA toolkit's headers are)
     # systemd-journal-remote and journalctl: the journald fixtures are a real journal file,

@@ -74,6 +74,11 @@ static void on_progress(void *vctx, uint64_t done, uint64_t total, const char *m
     ld_cli_progress_update(&c->bar, done, member);
 }
 
+static void on_walk_note(void *ctx, const char *msg)
+{
+    fprintf((FILE *)ctx, "logdiff: note: %s\n", msg);
+}
+
 int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
                    const ld_pair_options *opts, ld_pair_emit_fn emit, void *ctx)
 {
@@ -83,7 +88,8 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
     ld_error_clear(&e);
     ld_logset_options lo = { LD_CAPTURE_AUTO, 0 };
     if (ld_cli_capture_options(lr->cli, &lr->capture, &lo) != 0) return LD_EXIT_TROUBLE;
-    if (ld_logset_expand((const char *const *)inputs, (size_t)n, &paths, &n_paths, &e) != LD_OK) {
+    if (ld_logset_expand_noted((const char *const *)inputs, (size_t)n, on_walk_note, lr->cli->err,
+                               &paths, &n_paths, &e) != LD_OK) {
         fprintf(lr->cli->err, "logdiff: %s\n", e.msg);
         return LD_EXIT_TROUBLE;
     }
@@ -190,6 +196,16 @@ const char *ld_cli_capture_summary(const ld_logset_stats *st, char *buf, size_t 
     return buf;
 }
 
+const char *ld_cli_over_limit_summary(const ld_logset_stats *st, const char *max_line, char *buf,
+                                      size_t cap)
+{
+    snprintf(buf, cap, "%llu line%s longer than the line-size limit (--max-line %s): skipped, each "
+             "reported above with its file, line and offset",
+             (unsigned long long)st->over_limit, st->over_limit == 1 ? "" : "s",
+             max_line ? max_line : "1G, the default");
+    return buf;
+}
+
 int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *out)
 {
     int k = name ? ld_capture_by_name(name) : LD_CAPTURE_AUTO;
@@ -248,5 +264,6 @@ cJSON *ld_cli_capture_json(const ld_logset_stats *st)
     cJSON_AddItemToObject(o, "cut_lines", ld_json_int((int64_t)c->cut_lines));
     cJSON_AddItemToObject(o, "lost_records", ld_json_int((int64_t)c->lost_records));
     cJSON_AddItemToObject(o, "problems", ld_json_int((int64_t)st->capture_problems));
+    cJSON_AddItemToObject(o, "over_limit", ld_json_int((int64_t)st->over_limit));
     return o;
 }

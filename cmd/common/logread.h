@@ -46,10 +46,17 @@ typedef struct ld_cli_logread {
  * plain and nothing was rejoined or cut), into buf. */
 const char *ld_cli_capture_summary(const ld_logset_stats *st, char *buf, size_t cap);
 
+/* The summary's line for lines past the size limit (st->over_limit > 0):
+ * how many, the limit (max_line as given, NULL: the default), what became of
+ * them.  Into buf. */
+const char *ld_cli_over_limit_summary(const ld_logset_stats *st, const char *max_line, char *buf,
+                                      size_t cap);
+
 /* The same as JSON: {"members": {"docker-json": 1, ...}, "records": N,
  * "rejoined_lines": N, "joined_records": N, "unfinished_lines": N,
  * "bad_records": N, "damaged_lines": N, "replaced_bytes": N, "marked_joins": N,
- * "open_joins": N, "cut_lines": N, "lost_records": N, "problems": N}. */
+ * "open_joins": N, "cut_lines": N, "lost_records": N, "problems": N,
+ * "over_limit": N}. */
 cJSON *ld_cli_capture_json(const ld_logset_stats *st);
 
 /* Reads inputs[0..n) ("-" = stdin, directories expanded) into a pairer made

@@ -193,11 +193,15 @@ void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *l
 {
     FILE *f = rep->json ? rep->cli->err : rep->cli->out;
     if (rep->json && !rep->cli->err_is_tty) return; /* scripts read stdout only */
-    fprintf(f, "%s%llu requests:", rep->json ? "" : "\n", (unsigned long long)rep->n_reported);
+    fprintf(f, "%s%llu requests%s", rep->json ? "" : "\n", (unsigned long long)rep->n_reported,
+            rep->n_reported ? ":" : "");
     for (int i = 0; i < LD_N_VERDICTS; i++)
         if (rep->per_verdict[i])
             fprintf(f, " %llu %s", (unsigned long long)rep->per_verdict[i], verdicts[i]);
     fprintf(f, "; %llu lines read, %llu health checks left out, %llu input errors\n",
             (unsigned long long)lr->pair_stats.lines,
             (unsigned long long)lr->pair_stats.health_checks, (unsigned long long)lr->stats.io_errors);
+    char cap[512];
+    if (lr->stats.over_limit)
+        fprintf(f, "%s\n", ld_cli_over_limit_summary(&lr->stats, lr->capture.max_line, cap, sizeof cap));
 }

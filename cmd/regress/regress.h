@@ -65,6 +65,7 @@ typedef struct ld_cli_regress_run {
     size_t n_problems, cap_problems;
     uint64_t io_errors;
     uint64_t capture_problems; /* lines lost or damaged in their capture (also exit 2) */
+    uint64_t over_limit;       /* of those, lines longer than --max-line */
     int failed;                 /* out of memory */
     /* judging */
     ld_differ *differ;

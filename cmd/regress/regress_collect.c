@@ -107,8 +107,8 @@ void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, co
     ld_cli_regress_run *run = ctx;
     char msg[600];
     if (e->line)
-        snprintf(msg, sizeof msg, "%s:%llu: %s", e->path ? e->path : "-",
-                 (unsigned long long)e->line, e->msg);
+        snprintf(msg, sizeof msg, "%s:%llu: byte %llu: %s", e->path ? e->path : "-",
+                 (unsigned long long)e->line, (unsigned long long)e->offset, e->msg);
     else if (e->offset)
         snprintf(msg, sizeof msg, "%s: byte %llu: %s", e->path ? e->path : "-",
                  (unsigned long long)e->offset, e->msg);
@@ -117,6 +117,7 @@ void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, co
     fprintf(run->cli->err, "logdiff regress: %s\n", msg);
     if (kind == LD_PROBLEM_LINE) return; /* the line is a record too */
     if (kind == LD_PROBLEM_CAPTURE) run->capture_problems++; /* a line lost in its capture */
+    if (e->code == LD_ERR_LIMIT) run->over_limit++;
     else run->io_errors++;
     ld_cli_regress_problem *v = grow(run->problems, &run->cap_problems, run->n_problems, sizeof *v);
     if (!v) { fail(run, "out of memory listing problems"); return; }

@@ -14,14 +14,14 @@
 #include "parse/line/logline.h"
 #include "parse/logset.h"
 
-enum { EV_RECORD, EV_MEMBER, EV_PROBLEM };
+enum { EV_RECORD, EV_MEMBER, EV_PROBLEM, EV_NOTE };
 
 typedef struct ld_cli_regress_event {
     struct ld_cli_regress_event *next;
     int kind;
     ld_request *req;            /* EV_RECORD */
     char *label;                /* EV_RECORD, EV_MEMBER */
-    char *name;                 /* EV_MEMBER; EV_PROBLEM: the error's path */
+    char *name;                 /* EV_MEMBER; EV_PROBLEM: the error's path; EV_NOTE: the note */
     uint64_t lines, request_lines;
     int failed;                 /* EV_MEMBER: an I/O problem came before */
     ld_problem_kind pkind;      /* EV_PROBLEM */
@@ -132,6 +132,15 @@ static void problem(ld_cli_regress_worker *w, ld_problem_kind kind, const ld_err
     push(w->rd, w->index, ev);
 }
 
+static void on_walk_note(void *ctx, const char *msg)
+{
+    ld_cli_regress_worker *w = ctx;
+    ld_cli_regress_event *ev = new_event(w, EV_NOTE);
+    if (!ev) return;
+    ev->name = strdup(msg);
+    push(w->rd, w->index, ev);
+}
+
 static void member_end(ld_cli_regress_worker *w, const char *name, uint64_t lines, uint64_t reqs, int failed)
 {
     ld_cli_regress_event *ev = new_event(w, EV_MEMBER);
@@ -238,7 +247,7 @@ static void read_one_input(ld_cli_regress_worker *w)
     ld_pairer *p = NULL;
     ld_pair_options o = *w->rd->opts;
     if (!o.max_open) o.max_open = 1 << 16; /* as logdiff diff: see logread.c */
-    if (ld_logset_expand(&arg, 1, &w->paths, &w->n_paths, &e) != LD_OK ||
+    if (ld_logset_expand_noted(&arg, 1, on_walk_note, w, &w->paths, &w->n_paths, &e) != LD_OK ||
         ld_pairer_new(&o, emit, w, &p, &e) != LD_OK ||
         ld_capture_new(w->rd->capture.capture, w->rd->capture.max_line, &w->capture, &e) != LD_OK) {
         problem(w, LD_PROBLEM_IO, &e, arg);
@@ -295,6 +304,8 @@ static void deliver(const ld_cli_regress_sink *sink, size_t i, ld_cli_regress_ev
         ld_error_clear(&e);
         if (ev->failed) { e.code = LD_ERR_IO; e.path = ev->name; m.error = &e; }
         sink->on_member(sink->ctx, i, &m);
+    } else if (ev->kind == EV_NOTE) {
+        if (sink->on_note && ev->name) sink->on_note(sink->ctx, i, ev->name);
     } else {
         sink->on_problem(sink->ctx, i, ev->pkind, &ev->error);
     }

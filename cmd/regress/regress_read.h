@@ -42,6 +42,9 @@ typedef struct ld_cli_regress_sink {
      * capture cut or never finished. */
     void (*on_problem)(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
     void *ctx;
+    /* A note of the input's directory walk (a symlink loop not followed, a
+     * file met twice read once); NULL: not told. */
+    void (*on_note)(void *ctx, size_t input, const char *msg);
 } ld_cli_regress_sink;
 
 /* Reads inputs[0..n) with `jobs` worker threads (>= 1), pairers made with

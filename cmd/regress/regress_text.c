@@ -62,6 +62,8 @@ static void print_summary(const ld_cli_regress_run *run, FILE *f)
     fprintf(f, "; %zu members skipped, %llu input errors", skipped, (unsigned long long)run->io_errors);
     if (run->capture_problems)
         fprintf(f, ", %llu lines lost or damaged in their capture", (unsigned long long)run->capture_problems);
+    if (run->over_limit)
+        fprintf(f, " (%llu longer than the line-size limit)", (unsigned long long)run->over_limit);
     fputc('\n', f);
 }
 

@@ -6,7 +6,10 @@
  * libarchive, which keeps the hot path to one copy and rules out libarchive
  * mistaking a text log for some exotic format.  Everything else goes through
  * libarchive with a fixed set of filters (gzip, zstd, xz, bzip2, lz4, lzip)
- * and formats (tar, zip, raw, empty); libarchive does all decompression.
+ * and formats (tar, zip, raw, empty); libarchive does the decompression,
+ * except gzip: a gzip stream (a .gz file, a .tar.gz, a .gz member of an
+ * archive) is decoded by gunzip.h, which checks it as gzip(1) does, and
+ * libarchive is handed what it decodes to.
  * After the first header, the "raw" and "empty" formats mean a single stream
  * (one member named like the file); tar and zip mean an archive.
  *
@@ -26,6 +29,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include "gunzip.h"
 
 enum {
     LD_IN_PREFIX_CAP = 64 * 1024,  /* bytes sniffed (at least 512 wanted) */
@@ -66,6 +71,13 @@ struct ld_input {
     int outer_eof;          /* inner decoder: the outer member has ended */
     const void *iblk;       /* pending inner (decompressed) block */
     size_t iblk_len;
+
+    ld_gunzip *gz;          /* the input is a gzip stream: its decoder */
+    unsigned char *gzbuf;   /* its output block, handed to libarchive */
+    ld_gunzip *igz;         /* the same for a gzip member (inner decoder) */
+    unsigned char *igzbuf;
+    char gz_why[320];       /* the gzip decoder's error, kept: libarchive may take a
+                               failed read-ahead for the end of the data */
 
     char *map;              /* plain regular file mapped read-only (ld_input_map) */
     size_t map_len;
@@ -256,6 +268,53 @@ static la_int64_t cb_skip(struct archive *a, void *ud, la_int64_t n)
     return to < 0 ? 0 : to - from;
 }
 
+/* A gzip stream is decoded here (gunzip.h), its raw bytes pulled through
+ * the raw read callback; libarchive sees the decoded bytes. */
+typedef la_ssize_t (*raw_read_fn)(struct archive *a, void *ud, const void **buf);
+
+typedef struct gz_pull {
+    struct archive *a;
+    ld_input *in;
+    raw_read_fn raw;
+} gz_pull;
+
+static long gz_more(void *ctx, const void **buf, const char **why)
+{
+    gz_pull *p = ctx;
+    la_ssize_t n = p->raw(p->a, p->in, buf);
+    if (n < 0) *why = archive_error_string(p->a);
+    return (long)n;
+}
+
+static la_ssize_t gz_read(struct archive *a, ld_input *in, ld_gunzip *g, unsigned char *out,
+                          raw_read_fn raw, const void **buf)
+{
+    gz_pull p = { a, in, raw };
+    size_t n = 0;
+    ld_error e;
+    ld_error_clear(&e);
+    if (ld_gunzip_read(g, gz_more, &p, out, LD_IN_BLOCK, &n, &e) != LD_OK) {
+        /* libarchive's own printf knows no %llu */
+        snprintf(in->gz_why, sizeof in->gz_why, "%s (compressed byte %llu)", e.msg,
+                 (unsigned long long)e.offset);
+        archive_set_error(a, EIO, "%s", in->gz_why);
+        return -1;
+    }
+    *buf = out;
+    return (la_ssize_t)n;
+}
+
+static la_ssize_t cb_read_gz(struct archive *a, void *ud, const void **buf)
+{
+    ld_input *in = ud;
+    return gz_read(a, in, in->gz, in->gzbuf, cb_read, buf);
+}
+
+static int is_gzip(const void *p, size_t n)
+{
+    return n >= 2 && has_magic(p, n, "\x1f\x8b", 2);
+}
+
 /* ---------------------------------------------------------------- members */
 
 static ld_status set_member_name(ld_input *in, const char *entry, ld_error *err)
@@ -279,6 +338,8 @@ static void drop_inner(ld_input *in)
 {
     if (in->inner) archive_read_free(in->inner);
     in->inner = NULL;
+    ld_gunzip_free(in->igz);
+    in->igz = NULL;
     in->inner_checked = in->outer_eof = 0;
     in->iblk = NULL;
     in->iblk_len = 0;
@@ -336,6 +397,10 @@ static ld_status archive_next(ld_input *in, int *out_has, ld_error *err)
         int first = !in->started;
         in->started = 1;
         if (first) classify(in);
+        if (r == ARCHIVE_EOF && in->gz_why[0]) {
+            in->dead = 1;
+            return fail_msg(err, LD_ERR_IO, 0, in->path, NULL, in->gz_why);
+        }
         if (r == ARCHIVE_EOF) {
             in->dead = 1;
             /* an empty single stream is still one (empty) member */
@@ -428,13 +493,14 @@ static ld_status data_block(ld_input *in, struct archive *a, const void **out,
     *out_n = 0;
     *out_off = 0;
     int r = archive_read_data_block(a, out, out_n, out_off);
+    if (r == ARCHIVE_EOF && in->gz_why[0]) r = ARCHIVE_FATAL; /* see gz_why */
     if (r == ARCHIVE_EOF) {
         in->member_done = 1;
         return LD_OK;
     }
     if (r != ARCHIVE_OK) {
         in->member_done = 1;
-        const char *why = archive_error_string(a);
+        const char *why = in->gz_why[0] ? in->gz_why : archive_error_string(a);
         return fail_msg(err, LD_ERR_IO, in->delivered, in->member, NULL, why ? why : why_default);
     }
     return LD_OK;
@@ -487,6 +553,12 @@ static la_ssize_t cb_inner_read(struct archive *a, void *ud, const void **buf)
     return n;
 }
 
+static la_ssize_t cb_inner_read_gz(struct archive *a, void *ud, const void **buf)
+{
+    ld_input *in = ud;
+    return gz_read(a, in, in->igz, in->igzbuf, cb_inner_read, buf);
+}
+
 /* A member whose first bytes are a compression magic number (rotated
  * server-1.log.gz inside logs.tar) is decoded by a second libarchive
  * reader, fed from the outer member; it keeps the outer member's name. */
@@ -503,8 +575,16 @@ static ld_status open_inner(ld_input *in, ld_error *err)
     archive_read_support_format_raw(a);
     archive_read_support_format_empty(a);
     in->inner = a;
+    raw_read_fn rd = cb_inner_read;
+    in->gz_why[0] = 0; /* the outer stream is sound, or this would not be read */
+    if (is_gzip(in->blk, in->blk_len)) {
+        LD_TRY(ld_gunzip_new(&in->igz, err));
+        if (!in->igzbuf && !(in->igzbuf = malloc(LD_IN_BLOCK)))
+            return LD_FAIL(err, LD_ERR_NOMEM, 0, "gzip buffer");
+        rd = cb_inner_read_gz;
+    }
     struct archive_entry *e;
-    if (archive_read_open(a, in, NULL, cb_inner_read, NULL) != ARCHIVE_OK ||
+    if (archive_read_open(a, in, NULL, rd, NULL) != ARCHIVE_OK ||
         archive_read_next_header(a, &e) < ARCHIVE_WARN) {
         in->member_done = 1;
         const char *why = archive_error_string(a);
@@ -589,9 +669,15 @@ static ld_status open_archive(ld_input *in, ld_error *err)
         in->block = malloc(LD_IN_BLOCK);
         if (!in->block) return LD_FAIL(err, LD_ERR_NOMEM, 0, "read buffer");
     }
+    const unsigned char *p = in->kind == LD_SRC_MEM ? in->mem : in->prefix;
+    size_t n = in->kind == LD_SRC_MEM ? in->mem_len : in->prefix_len;
     archive_read_set_callback_data(a, in);
     archive_read_set_read_callback(a, cb_read);
-    if (in->seekable) {
+    if (is_gzip(p, n)) {
+        LD_TRY(ld_gunzip_new(&in->gz, err));
+        if (!(in->gzbuf = malloc(LD_IN_BLOCK))) return LD_FAIL(err, LD_ERR_NOMEM, 0, "gzip buffer");
+        archive_read_set_read_callback(a, cb_read_gz);
+    } else if (in->seekable) {
         archive_read_set_seek_callback(a, cb_seek);
         archive_read_set_skip_callback(a, cb_skip);
     }
@@ -772,6 +858,9 @@ void ld_input_close(ld_input *in)
     if (in->ar) archive_read_free(in->ar);
     if (in->own_fd && in->fd >= 0) close(in->fd);
     free(in->block);
+    ld_gunzip_free(in->gz);
+    free(in->gzbuf);
+    free(in->igzbuf);
     free(in->prefix);
     free(in->member);
     free(in->path);
