@@ -337,6 +337,30 @@ typedef struct ld_lm_part {
  * ld_tp_session_eval_batch), each rank batching its share. */
 ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err);
 
+/* Non-finite values.  A NaN or an infinity spreads to every later value of
+ * its row and, through attention, of the rows after it: the logits end all
+ * NaN, and ranks or a top-1 read from them mean nothing.  The evals above
+ * do not look for them (reading back every op's output costs); a caller
+ * that finds a non-finite logit, a cheap look at what it reads anyway,
+ * runs the same tokens again from position 0 (after ld_lm_reset) with
+ * ld_lm_eval_checked to learn where the first one was computed.
+ *
+ * ld_lm_eval_checked runs T tokens from the current position as ld_lm_eval
+ * does (its outputs computed and dropped), in chunks of the session's
+ * max_batch, checking what it computes in the order it computes it: on the
+ * dense decoders every op's output (forward.h's ld_session_set_check:
+ * "embed", then each layer's "attn_norm", "q_proj" ... "attn_out" ...
+ * "ffn_down", "ffn_residual", then "final_norm" and "logits"); on DeepSeek
+ * and on a split session the hidden planes (the embeddings, each layer's
+ * output, the final norm) and the logits.  LD_OK when every value is
+ * finite; else LD_ERR_NUMERIC at the first, err->offset its position, the
+ * message naming where: "non-finite values: first at layer 3, op attn_out
+ * (NaN at position 7)", "... first at layer 3's output (+inf at position
+ * 7)" where the ops are not checked one by one, "... first at the
+ * embeddings, op embed ..." or "... at the head, op logits ..." (layers
+ * count from 0).  The session has then run part of the tokens. */
+ld_status ld_lm_eval_checked(ld_lm_session *s, const int32_t *tokens, int T, ld_error *err);
+
 int ld_lm_pos(const ld_lm_session *s);
 void ld_lm_reset(ld_lm_session *s);
 void ld_lm_session_destroy(ld_lm_session *s);

@@ -18,6 +18,7 @@
 #include "engine/models/deepseek_v4/ds4_model.h"
 #include "engine/models/dense/forward.h"
 #include "engine/models/dense/model.h"
+#include "engine/models/finite.h"
 #include "engine/tp/tp_ds_shard.h"
 #include "engine/tp/tp_ds4_shard.h"
 #include "engine/tp/tp_forward.h"
@@ -32,6 +33,7 @@ struct ld_lm {
 
 struct ld_lm_session {
     const ld_lm_info *info; /* its model's */
+    int max_batch;          /* tokens a chunk, at most (ld_lm_eval_checked's chunks) */
     ld_session *dense;
     ld_tp_session *tp;
     ld_ds_session *ds;
@@ -106,11 +108,12 @@ void ld_lm_close(ld_lm *lm)
     free(lm);
 }
 
-/* an empty session of the model of `info` (NULL: out of memory) */
-static ld_lm_session *session_new(const ld_lm_info *info)
+/* an empty session of the model of `info`, chunks of max_batch tokens
+ * (NULL: out of memory) */
+static ld_lm_session *session_new(const ld_lm_info *info, int max_batch)
 {
     ld_lm_session *s = calloc(1, sizeof *s);
-    if (s) s->info = info;
+    if (s) s->info = info, s->max_batch = max_batch > 0 ? max_batch : 1;
     return s;
 }
 
@@ -126,7 +129,7 @@ ld_status ld_lm_session_create(const ld_lm *lm, ld_backend *be, const ld_cpu_ker
 {
     ld_ds_attn form = mla_form(k);
     *out = NULL;
-    ld_lm_session *s = session_new(&lm->info);
+    ld_lm_session *s = session_new(&lm->info, max_batch);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lm->ds4 ? ld_ds4_session_create(lm->ds4, be, max_seq, max_batch, &s->ds4, err)
                    : lm->ds ? ld_ds_session_create(lm->ds, be, max_seq, max_batch, form, &s->ds, err)
@@ -169,7 +172,7 @@ ld_status ld_lm_session_create_tp(const ld_lm *lm, const ld_tp_opts *tp, int max
     ld_cpu_kernels k = ld_cpu_kernels_default(0);
     ld_ds_attn form = LD_DS_ATTN_NAIVE;
     if (lm->ds || lm->ds4) LD_TRY(ds_kernels_of(tp, &k, &form, err));
-    ld_lm_session *s = session_new(&lm->info);
+    ld_lm_session *s = session_new(&lm->info, max_batch);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lm->ds4 ? ld_tp_ds4_session_create(lm->ds4, tp, &k, max_seq, max_batch, &s->tp, err)
                    : lm->ds ? ld_tp_ds_session_create(lm->ds, tp, form, &k, max_seq, max_batch, &s->tp, err)
@@ -186,7 +189,7 @@ ld_status ld_lm_session_create_slice(const ld_lm *lm, ld_backend *be, const ld_c
                                      int max_seq, int max_batch, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
-    ld_lm_session *s = session_new(&lm->info);
+    ld_lm_session *s = session_new(&lm->info, max_batch);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lm->ds4 ? ld_ds4_session_create_slice(lm->ds4, be, first, last, max_seq, max_batch, &s->ds4, err)
                    : lm->ds ? ld_ds_session_create_slice(lm->ds, be, first, last, max_seq, max_batch, mla_form(k),
@@ -251,7 +254,7 @@ ld_status ld_lm_eval_state(ld_lm_session *s, const int32_t *tokens, int T, float
 ld_status ld_lm_session_create_sibling(const ld_lm_session *lead, int max_seq, ld_lm_session **out, ld_error *err)
 {
     *out = NULL;
-    ld_lm_session *s = session_new(lead->info);
+    ld_lm_session *s = session_new(lead->info, lead->max_batch);
     if (!s) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     ld_status st = lead->tp    ? ld_tp_session_create_sibling(lead->tp, max_seq, &s->tp, err)
                    : lead->ds4 ? ld_ds4_session_create_sibling(lead->ds4, max_seq, &s->ds4, err)
@@ -316,6 +319,52 @@ ld_status ld_lm_eval_batch(const ld_lm_part *parts, int n, ld_error *err)
     const ld_lm_session *lead = parts[0].s;
     if (lead->tp) return batch_tp(parts, n, err);
     return batch_family(parts, n, lead->ds4 ? FAMILY_DS4 : lead->ds ? FAMILY_DS : FAMILY_DENSE, err);
+}
+
+/* ---------------------------------------------------------------- non-finite values */
+
+/* one chunk of a dense session, every op's output checked (forward.h) */
+static ld_status chunk_checked_dense(ld_lm_session *s, const int32_t *tokens, int k, float *logits, ld_error *err)
+{
+    ld_session_set_check(s->dense, 1);
+    ld_status st = ld_session_eval(s->dense, tokens, k, logits, NULL, err);
+    ld_session_set_check(s->dense, 0);
+    return st;
+}
+
+/* one chunk of another family's session, or a split one: its hidden planes
+ * (the embeddings, each layer's output, the final norm) and its logits
+ * checked in that order, the ops within a layer not one by one */
+static ld_status chunk_checked_planes(ld_lm_session *s, const int32_t *tokens, int k, float *logits, float *hidden,
+                                      ld_error *err)
+{
+    const ld_lm_info *c = s->info;
+    int pos0 = ld_lm_pos(s);
+    LD_TRY(ld_lm_eval(s, tokens, k, logits, hidden, err));
+    size_t plane = (size_t)k * (size_t)c->hidden;
+    for (int p = 0; p < c->n_layers + 2; p++) {
+        ld_finite_site at = {p - 1, c->n_layers, p == 0 ? "embed" : p <= c->n_layers ? NULL : "final_norm", pos0};
+        LD_TRY(ld_finite_check_host(hidden + (size_t)p * plane, k, (size_t)c->hidden, &at, err));
+    }
+    ld_finite_site at = {c->n_layers, c->n_layers, "logits", pos0};
+    return ld_finite_check_host(logits, k, (size_t)c->vocab, &at, err);
+}
+
+ld_status ld_lm_eval_checked(ld_lm_session *s, const int32_t *tokens, int T, ld_error *err)
+{
+    const ld_lm_info *c = s->info;
+    size_t B = (size_t)s->max_batch, planes = s->dense ? 0 : (size_t)c->n_layers + 2;
+    float *logits = malloc(B * (size_t)c->vocab * sizeof *logits);
+    float *hidden = planes ? malloc(planes * B * (size_t)c->hidden * sizeof *hidden) : NULL;
+    ld_status st = logits && (!planes || hidden) ? LD_OK : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    for (int t0 = 0; st == LD_OK && t0 < T; t0 += s->max_batch) {
+        int k = T - t0 < s->max_batch ? T - t0 : s->max_batch;
+        st = s->dense ? chunk_checked_dense(s, tokens + t0, k, logits, err)
+                      : chunk_checked_planes(s, tokens + t0, k, logits, hidden, err);
+    }
+    free(logits);
+    free(hidden);
+    return st;
 }
 
 int ld_lm_pos(const ld_lm_session *s)

@@ -464,6 +464,48 @@ static ld_status rd_tensor(rd *r, ld_gguf_tensor *t)
     return rd_u64(r, "tensor offset", &t->offset);
 }
 
+/* Tensors by where their data starts, then by size, then in file order
+ * (so that which of two equal ranges is named first does not depend on
+ * qsort). */
+static int cmp_data(const void *a, const void *b)
+{
+    const ld_gguf_tensor *x = *(const ld_gguf_tensor *const *)a;
+    const ld_gguf_tensor *y = *(const ld_gguf_tensor *const *)b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    if (x->n_bytes != y->n_bytes) return x->n_bytes < y->n_bytes ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* No two tensors' data overlap (zero-size ones never do), as the
+ * safetensors reader requires: a weight that aliases another's bytes is a
+ * damaged or hostile file, not a layout a writer produces.  Sorted by
+ * offset, each range is checked against the one before it. */
+static ld_status check_overlap(rd *r, const ld_gguf *g)
+{
+    uint64_t n = g->n_tensors;
+    const ld_gguf_tensor **by = malloc((n ? (size_t)n : 1) * sizeof *by);
+    if (!by) return LD_FAIL(r->err, LD_ERR_NOMEM, r->off, "out of memory");
+    for (uint64_t i = 0; i < n; i++) by[i] = &g->tensors[i];
+    qsort(by, (size_t)n, sizeof *by, cmp_data);
+    const ld_gguf_tensor *prev = NULL;
+    ld_status st = LD_OK;
+    for (uint64_t i = 0; i < n && st == LD_OK; i++) {
+        const ld_gguf_tensor *t = by[i];
+        if (!t->n_bytes) continue;
+        if (prev && t->offset < prev->offset + prev->n_bytes)
+            st = LD_FAIL(r->err, LD_ERR_MISMATCH, t->info_offset,
+                         "gguf tensor '%.*s' (info at byte %" PRIu64 "): data at %" PRIu64 " + %" PRIu64
+                         " bytes overlaps tensor '%.*s' (info at byte %" PRIu64 "): data at %" PRIu64
+                         " + %" PRIu64 " bytes",
+                         (int)t->name.len, t->name.ptr, t->info_offset, g->data_offset + t->offset, t->n_bytes,
+                         (int)prev->name.len, prev->name.ptr, prev->info_offset, g->data_offset + prev->offset,
+                         prev->n_bytes);
+        prev = t;
+    }
+    free(by);
+    return st;
+}
+
 static ld_status rd_tensors(rd *r, ld_gguf *g, uint64_t n)
 {
     g->tensors = calloc(n ? (size_t)n : 1, sizeof *g->tensors);
@@ -505,7 +547,7 @@ static ld_status rd_tensors(rd *r, ld_gguf *g, uint64_t n)
                            nl, t->name.ptr, t->info_offset, g->data_offset + t->offset,
                            t->n_bytes, r->len);
     }
-    return LD_OK;
+    return check_overlap(r, g);
 }
 
 ld_status ld_gguf_parse(const void *buf, size_t len, ld_gguf **out, ld_error *err)

@@ -16,7 +16,8 @@
  * (ends inside a value) or LD_ERR_SYNTAX (a value that the format does not
  * allow), LD_ERR_LIMIT (a limit below), LD_ERR_UNSUPPORTED (GGUF v1, a
  * version after 3, an unknown tensor type) or LD_ERR_MISMATCH (duplicate key
- * or tensor name); err->offset is the byte offset of the offending field and
+ * or tensor name; two tensors whose data overlap, both named with their
+ * byte ranges); err->offset is the byte offset of the offending field and
  * err->msg says what was expected there.  Counts and lengths are checked
  * against the bytes left before anything is allocated, so memory use stays
  * within a small multiple of the file size whatever the header claims.

@@ -109,6 +109,8 @@ static ld_status greedy(ld_lm_session *s, const int32_t *ctx, size_t n, int coun
     int32_t next = ctx[n - 1];
     for (int i = 0; st == LD_OK && i < count; i++) {
         st = ld_lm_eval(s, &next, 1, row, NULL, err);
+        if (st == LD_OK && ld_replay_nonfinite_row(row, 1, V) >= 0)
+            st = ld_replay_nonfinite(s, ctx, n, res->greedy, res->n_greedy, res->greedy_from + i, err);
         if (st != LD_OK) break;
         if (smp) {
             next = ld_sampler_token(smp, row, V, &res->params, res->seed, (uint64_t)res->greedy_from + (uint64_t)i);
@@ -210,6 +212,9 @@ static ld_status teacher_force(ld_lm_session *s, ld_replay_result *res, int V, f
     for (size_t i0 = 0; st == LD_OK && i0 < no; i0 += CHUNK) {
         int n = no - i0 < CHUNK ? (int)(no - i0) : CHUNK;
         st = feed(s, fed + i0, (size_t)n, np - 1 + i0, buf, dp, err);
+        int64_t bad = st == LD_OK ? ld_replay_nonfinite_row(buf, (size_t)n, V) : -1;
+        if (bad >= 0) /* the row predicting output[i0 + bad]: after the prompt and the outputs before it */
+            st = ld_replay_nonfinite(s, res->prompt, np, res->output, i0 + (size_t)bad, (int64_t)i0 + bad, err);
         for (int r = 0; st == LD_OK && r < n; r++) st = judge_row(buf + (size_t)r * (size_t)V, V, i0 + (size_t)r, res, err);
     }
     /* the last output token, only fed for its hidden states */

@@ -23,6 +23,15 @@
  * The logit gap (top-1 logit minus the logged token's) is the same number as
  * the log-probability gap, as both sides are normalised by the same sum.
  *
+ * A row of logits holding a NaN or an infinity (NaN weights, an overflow)
+ * gives no verdict: no logit compares larger than a NaN, so every logged
+ * token would rank first and the replay would pass for consistent.  The
+ * replay fails instead (LD_ERR_NUMERIC), after running its ids again with
+ * every value checked to name where the first non-finite one was computed:
+ * "non-finite values: first at layer 3, op attn_out (NaN at position 7)"
+ * (engine/engine.h's ld_lm_eval_checked).  Each row is looked at as it is
+ * read; only a replay that finds one pays for the checked run.
+ *
  * Prompt ids: `input_ids` of the log (ld_request_input_ids); when the log has
  * no id list (or one the logger cut) but the whole prompt text, and the engine
  * has a tokenizer (tokenizer.json in the model directory), the text tokenized
@@ -243,7 +252,10 @@ typedef struct ld_replay_result {
  * outside ...", "output_ids[2] ..."), LD_ERR_LIMIT when the prompt and output
  * (and the continuation, which is then shortened, never refused) exceed the
  * model's context (naming the first output index that does not fit),
- * LD_ERR_MISMATCH for an empty prompt, LD_ERR_NOMEM; the engine's errors. */
+ * LD_ERR_MISMATCH for an empty prompt, LD_ERR_NOMEM; LD_ERR_NUMERIC for a row
+ * of logits (teacher-forced or of the continuation) that is not finite,
+ * the message naming where the first non-finite value was computed and
+ * err->offset the output position of the row; the engine's errors. */
 ld_status ld_replay_ids(ld_replay_engine *e, const int32_t *prompt, size_t n_prompt,
                         const int32_t *output, size_t n_output, const char *no_output_reason,
                         const ld_replay_opts *opts, ld_replay_result *out, ld_error *err);
@@ -386,6 +398,11 @@ const char *ld_replay_dump_file(int k, int n_layers, char *buf, size_t cap);
  *     (the same context, then its greedy continuation): decoded with the
  *     engine's tokenizer when there is one, else ids; the context and what
  *     follows P are separated by " | ";
+ *   - LD_K_KERNELS_DIVERGENCE (error) too when the replay's logits are not
+ *     finite (LD_ERR_NUMERIC of ld_replay_request): first_diff = the output
+ *     position of the first such row, actual_len the output's length, the
+ *     detail the engine's message naming the layer and op where the first
+ *     non-finite value was computed; no excerpts;
  *   - LD_K_KERNELS_CONSISTENT (info) when every logged token is within reach;
  *   - LD_K_KERNELS_NOT_REPLAYED (info) with the reason when the request
  *     cannot be replayed: no output ids (no Finish line, an empty list, a list

@@ -134,6 +134,9 @@ ld_status ld_replay_batch_check(ld_replay_engine *e, const ld_request *r, const 
     for (size_t p = 0; st == LD_OK && p < b.len[0]; p += S) {
         int k = b.len[0] - p < S ? (int)(b.len[0] - p) : (int)S;
         st = step(s, &b, parts, p, k, &o, err);
+        /* NaN logits alone and batched match bit for bit, and say nothing */
+        int64_t bad = st == LD_OK ? ld_replay_nonfinite_row(o.a, (size_t)k, (int)V) : -1;
+        if (bad >= 0) st = ld_replay_nonfinite(s[b.n], b.ids[0], p + (size_t)bad + 1, NULL, 0, (int64_t)p + bad, err);
         if (st == LD_OK) ld_replay_batch_compare(o.a, o.c, o.ah, o.ch, p, k, (int)V, (size_t)in->hidden, out);
         out->steps++;
         out->positions = p + (size_t)k;

@@ -58,7 +58,8 @@ void ld_replay_batch_compare(const float *a, const float *c, const float *ah, co
  * difference names the layer where it starts) of every position bit for
  * bit.  A request's ids beyond the model's context are cut there.  Under
  * tensor parallelism both runs are split alike.  The errors of
- * ld_replay_request_seq and of the engine. */
+ * ld_replay_request_seq and of the engine; LD_ERR_NUMERIC when r's logits
+ * alone are not finite (replay.h), err->offset the position. */
 ld_status ld_replay_batch_check(ld_replay_engine *e, const ld_request *r, const ld_request *const *with,
                                 size_t n_with, ld_replay_batch_report *out, ld_error *err);
 

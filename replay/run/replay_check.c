@@ -150,6 +150,26 @@ static ld_status divergence(ld_replay_engine *e, const ld_replay_result *res, ld
     return LD_OK;
 }
 
+/* The replay's logits at output position P were not finite (rerr: where the
+ * first non-finite value was computed): no logged token can be judged from
+ * there.  An error of the divergence's kind, so that diff's verdict and
+ * exit status are a divergence's, not a pass. */
+static ld_status nonfinite(ld_replay_engine *e, const ld_error *rerr, size_t n_output, ld_arena *arena,
+                           ld_findings *out, ld_error *err)
+{
+    char where[96];
+    int64_t P = (int64_t)rerr->offset;
+    ld_finding *f = ld_findings_add(out, arena, LD_K_KERNELS_DIVERGENCE, LD_SEV_ERROR, -1,
+                                    "the replay on logdiff's engine (%s, %s) judges no logged token from output "
+                                    "position %lld of %zu on, its logits not finite; %.200s",
+                                    ld_replay_engine_arch(e), where_replayed(e, where, sizeof where), (long long)P,
+                                    n_output, rerr->msg);
+    if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    f->first_diff = P;
+    f->actual_len = (int64_t)n_output;
+    return LD_OK;
+}
+
 static ld_status consistent(ld_replay_engine *e, const ld_replay_result *res, ld_arena *arena, ld_findings *out,
                             ld_error *err)
 {
@@ -216,6 +236,8 @@ ld_status ld_replay_check(ld_replay_engine *e, const ld_request *r, ld_arena *ar
     case LD_ERR_MISMATCH: case LD_ERR_LIMIT: case LD_ERR_TRUNCATED: case LD_ERR_SYNTAX:
         snprintf(why, sizeof why, "%.390s", rerr.msg);
         return not_replayed(out, arena, why, err);
+    case LD_ERR_NUMERIC:
+        return nonfinite(e, &rerr, n, arena, out, err);
     default:
         if (err) *err = rerr;
         return st;

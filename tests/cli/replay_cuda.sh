@@ -12,7 +12,9 @@
 #     in CUDA graphs (--kernels graphs=on / graphs=16; qwen3, V4 FP4);
 #   - `--batch-with` on qwen3 and V4: the request batched with two others, bitwise its alone logits;
 #   - `--backend cuda --compare-kernels` on qwen3: all=ref first, each op's custom kernel alone,
-#     then all=custom, each within 1e-4 of all=ref at the final norm, the verdict unchanged.
+#     then all=custom, each within 1e-4 of all=ref at the final norm, the verdict unchanged;
+#   - qwen3 with a NaN planted in layer 1's o_proj: an error (exit 2) naming layer 1, op attn_out,
+#     as on the CPU backends (replay_nonfinite.sh), with the custom kernels and with graphs=on.
 . "$(dirname "$0")/lib.bash"
 RL="$LD_SOURCE_DIR/testdata/replay/replaylog/server.log"
 SV="$LD_SOURCE_DIR/testdata/replay/smallvocab/server.log"
@@ -110,4 +112,22 @@ for v in vs:
     assert v["final_norm_max_nerr"] < 1e-4 and v["rank_changes"] == 0, v
     print("  %-18s final-norm nerr %.3g" % (v["variant"], v["final_norm_max_nerr"]))
 PY
+
+# NaN weights on the device: the replay names where the first non-finite value was computed
+mkdir "$WORK/nan" && cp "$MD/qwen3/config.json" "$WORK/nan/"
+python3 - "$MD/qwen3/model.safetensors" "$WORK/nan/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])["model.layers.1.self_attn.o_proj.weight"]
+at = 8 + n + t["data_offsets"][0] + 4 * 5
+b[at:at + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+for k in all=custom graphs=on; do
+    run "NaN weights --backend cuda --kernels $k" 2 "$LOGDIFF" replay --model "$WORK/nan" --rid rp-greedy \
+        --backend cuda --kernels "$k" "$RL"
+    check "$k: layer 1, op attn_out" \
+        grep -qF "non-finite values: first at layer 1, op attn_out (NaN at position 0)" "$WORK/err"
+done
 finish

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/models/batch.h"
+#include "engine/models/finite.h"
 #include "engine/models/session_args.h"
 
 typedef struct sess_layer {
@@ -30,6 +31,8 @@ struct ld_session {
     int borrowed; /* 1: the weights are a lead session's (ld_session_create_sibling) */
     int first, last; /* the layers it runs: all, or a slice's (ld_session_create_slice) */
     int slice;       /* 1: ld_session_create_slice's (no embeddings, head or logits) */
+    int check;       /* 1: every op's output checked for NaN and infinities (ld_session_set_check) */
+    ld_finite_scratch check_buf;
 };
 
 #define OPS(s) ((s)->be->ops)
@@ -77,6 +80,7 @@ void ld_session_destroy(ld_session *s)
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) OPS(s)->buf_free(s->be, bs[i]);
     free(s->layers);
     free(s->inv_freq);
+    ld_finite_scratch_free(&s->check_buf);
     free(s);
 }
 
@@ -246,6 +250,11 @@ void ld_session_set_reduce(ld_session *s, ld_session_reduce_fn fn, void *ctx)
     s->reduce_ctx = ctx;
 }
 
+void ld_session_set_check(ld_session *s, int on)
+{
+    s->check = on;
+}
+
 int ld_session_pos(const ld_session *s)
 {
     return s->pos;
@@ -302,35 +311,82 @@ static ld_status attention_rows(ld_session *w, const seq_rows *r, int nr, int l,
     return LD_OK;
 }
 
-/* the layers over the chunk's N rows, with w's weights and scratch (x holds
- * the embeddings); every op but attention runs on all rows at once */
-static ld_status layers(ld_session *w, const seq_rows *r, int nr, int N, ld_error *err)
+/* With the checks on (ld_session_set_check): the chunk's rows of b (width
+ * floats a row) after op `op` of layer l (-1: the embeddings, n_layers:
+ * the head), each sequence's rows at its own positions.  Off, nothing is
+ * read: the check costs a branch. */
+static ld_status check(ld_session *w, const ld_buf *b, size_t width, const seq_rows *r, int nr, int l, const char *op,
+                       ld_error *err)
+{
+    if (!w->check) return LD_OK;
+    for (int i = 0; i < nr; i++) {
+        ld_finite_site at = {l, w->m->cfg.n_layers, op, r[i].s->pos};
+        LD_TRY(ld_finite_check_buf(&w->check_buf, w->be, b, (size_t)r[i].row * width, r[i].n, width, &at, err));
+    }
+    return LD_OK;
+}
+
+/* an op of layer l, then its output b (width floats a row) checked */
+#define STEP(call, b, width, op)                                 \
+    do {                                                         \
+        LD_TRY(call);                                            \
+        LD_TRY(check(w, (b), (width), r, nr, l, (op), err));     \
+    } while (0)
+
+/* layer l's attention block over the chunk's N rows (x the residual
+ * stream, to which its output is added) */
+static ld_status attention_block(ld_session *w, const seq_rows *r, int nr, int N, int l, ld_error *err)
 {
     const ld_model_config *c = &w->m->cfg;
     const ld_backend_ops *o = OPS(w);
     ld_backend *be = w->be;
+    sess_layer *L = &w->layers[l];
+    size_t D = (size_t)c->hidden, Q = (size_t)c->n_heads * (size_t)c->head_dim;
+    size_t KV = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    STEP(o->rmsnorm(be, w->xb, w->x, L->attn_norm, N, c->rms_eps, err), w->xb, D, "attn_norm");
+    STEP(o->matmul(be, w->q, w->xb, L->wq, L->bq, N, err), w->q, Q, "q_proj");
+    STEP(o->matmul(be, w->k, w->xb, L->wk, L->bk, N, err), w->k, KV, "k_proj");
+    STEP(o->matmul(be, w->v, w->xb, L->wv, L->bv, N, err), w->v, KV, "v_proj");
+    if (c->qk_norm) {
+        STEP(o->rmsnorm(be, w->q, w->q, L->q_norm, N * c->n_heads, c->rms_eps, err), w->q, Q, "q_norm");
+        STEP(o->rmsnorm(be, w->k, w->k, L->k_norm, N * c->n_kv_heads, c->rms_eps, err), w->k, KV, "k_norm");
+    }
+    STEP(attention_rows(w, r, nr, l, err), w->att, Q, "attention");
+    LD_TRY(o->matmul(be, w->xb, w->att, L->wo, L->bo, N, err));
+    if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 0, err));
+    LD_TRY(check(w, w->xb, D, r, nr, l, "attn_out", err));
+    STEP(o->add(be, w->x, w->xb, (size_t)N * D, err), w->x, D, "attn_residual");
+    return LD_OK;
+}
+
+/* layer l's MLP over the chunk's N rows, its output added to x */
+static ld_status mlp_block(ld_session *w, const seq_rows *r, int nr, int N, int l, ld_error *err)
+{
+    const ld_model_config *c = &w->m->cfg;
+    const ld_backend_ops *o = OPS(w);
+    ld_backend *be = w->be;
+    sess_layer *L = &w->layers[l];
     size_t D = (size_t)c->hidden, I = (size_t)c->intermediate;
+    STEP(o->rmsnorm(be, w->xb, w->x, L->ffn_norm, N, c->rms_eps, err), w->xb, D, "ffn_norm");
+    STEP(o->matmul(be, w->g, w->xb, L->w_gate, L->b_gate, N, err), w->g, I, "ffn_gate");
+    STEP(o->matmul(be, w->u, w->xb, L->w_up, L->b_up, N, err), w->u, I, "ffn_up");
+    STEP(o->swiglu(be, w->g, w->g, w->u, (size_t)N * I, err), w->g, I, "ffn_act");
+    LD_TRY(o->matmul(be, w->xb, w->g, L->w_down, L->b_down, N, err));
+    if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 1, err));
+    LD_TRY(check(w, w->xb, D, r, nr, l, "ffn_down", err));
+    STEP(o->add(be, w->x, w->xb, (size_t)N * D, err), w->x, D, "ffn_residual");
+    return LD_OK;
+}
+
+#undef STEP
+
+/* the layers over the chunk's N rows, with w's weights and scratch (x holds
+ * the embeddings); every op but attention runs on all rows at once */
+static ld_status layers(ld_session *w, const seq_rows *r, int nr, int N, ld_error *err)
+{
     for (int l = w->first; l < w->last; l++) {
-        sess_layer *L = &w->layers[l];
-        LD_TRY(o->rmsnorm(be, w->xb, w->x, L->attn_norm, N, c->rms_eps, err));
-        LD_TRY(o->matmul(be, w->q, w->xb, L->wq, L->bq, N, err));
-        LD_TRY(o->matmul(be, w->k, w->xb, L->wk, L->bk, N, err));
-        LD_TRY(o->matmul(be, w->v, w->xb, L->wv, L->bv, N, err));
-        if (c->qk_norm) {
-            LD_TRY(o->rmsnorm(be, w->q, w->q, L->q_norm, N * c->n_heads, c->rms_eps, err));
-            LD_TRY(o->rmsnorm(be, w->k, w->k, L->k_norm, N * c->n_kv_heads, c->rms_eps, err));
-        }
-        LD_TRY(attention_rows(w, r, nr, l, err));
-        LD_TRY(o->matmul(be, w->xb, w->att, L->wo, L->bo, N, err));
-        if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 0, err));
-        LD_TRY(o->add(be, w->x, w->xb, (size_t)N * D, err));
-        LD_TRY(o->rmsnorm(be, w->xb, w->x, L->ffn_norm, N, c->rms_eps, err));
-        LD_TRY(o->matmul(be, w->g, w->xb, L->w_gate, L->b_gate, N, err));
-        LD_TRY(o->matmul(be, w->u, w->xb, L->w_up, L->b_up, N, err));
-        LD_TRY(o->swiglu(be, w->g, w->g, w->u, (size_t)N * I, err));
-        LD_TRY(o->matmul(be, w->xb, w->g, L->w_down, L->b_down, N, err));
-        if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 1, err));
-        LD_TRY(o->add(be, w->x, w->xb, (size_t)N * D, err));
+        LD_TRY(attention_block(w, r, nr, N, l, err));
+        LD_TRY(mlp_block(w, r, nr, N, l, err));
         LD_TRY(trace(w, w->x, r, nr, 1 + l, err));
     }
     return LD_OK;
@@ -377,8 +433,13 @@ static ld_status head(ld_session *w, seq_rows *r, const ld_batch_rows *rows, int
 {
     const ld_model_config *c = &w->m->cfg;
     LD_TRY(OPS(w)->rmsnorm(w->be, w->xb, w->x, w->norm, N, c->rms_eps, err));
+    LD_TRY(check(w, w->xb, (size_t)c->hidden, r, nr, c->n_layers, "final_norm", err));
     LD_TRY(trace(w, w->xb, r, nr, c->n_layers + 1, err));
     LD_TRY(ld_batch_logits(w->be, w->logits, w->xb, w->lm_head, rows, nr, N, (size_t)c->vocab, err));
+    for (int i = 0; w->check && i < nr; i++) { /* the logits its sequences took */
+        ld_finite_site at = {c->n_layers, c->n_layers, "logits", r[i].s->pos};
+        if (rows[i].logits) LD_TRY(ld_finite_check_host(rows[i].logits, r[i].n, (size_t)c->vocab, &at, err));
+    }
     for (int i = 0; i < nr; i++) r[i].s->pos += r[i].n;
     return LD_OK;
 }
@@ -390,6 +451,7 @@ static ld_status chunk(ld_session *w, seq_rows *r, const ld_batch_rows *rows, in
 {
     ld_status st = make_views(w, r, nr, err);
     if (st == LD_OK) st = OPS(w)->embed(w->be, w->x, w->embed, tokens, N, err);
+    if (st == LD_OK) st = check(w, w->x, (size_t)w->m->cfg.hidden, r, nr, -1, "embed", err);
     if (st == LD_OK) st = trace(w, w->x, r, nr, 0, err);
     if (st == LD_OK) st = layers(w, r, nr, N, err);
     if (st == LD_OK) st = head(w, r, rows, nr, N, err);

@@ -86,6 +86,19 @@ ld_status ld_session_create_slice(const ld_model *model, ld_backend *be, int fir
                                   int max_batch, ld_session **out, ld_error *err);
 ld_status ld_session_eval_slice(ld_session *s, const float *x, int T, float *out, ld_error *err);
 
+/* Checks (on = 1) every op's output in the evals that follow for NaN and
+ * infinities, in the order the ops run: the embeddings ("embed"), each
+ * layer's attn_norm, q_proj, k_proj, v_proj, q_norm, k_norm (Qwen3),
+ * attention (the heads' outputs), attn_out (o_proj), attn_residual,
+ * ffn_norm, ffn_gate, ffn_up, ffn_act (SwiGLU), ffn_down, ffn_residual,
+ * then final_norm and the logits a sequence takes.  The first non-finite
+ * value fails the eval with LD_ERR_NUMERIC naming its layer, op and
+ * position (finite.h's message); the session has then run part of the
+ * chunk.  Each check reads the op's output back: slow, for locating what
+ * a cheaper look found (engine.h's ld_lm_eval_checked).  In a batch the
+ * lead's (parts[0].s's) setting holds. */
+void ld_session_set_check(ld_session *s, int on);
+
 /* Positions done so far. */
 int ld_session_pos(const ld_session *s);
 

@@ -712,6 +712,56 @@ static int test_gguf_tensor_errors(void)
     return 0;
 }
 
+/* A file of n F32 vectors: names[k] of lens[k] floats at data offset
+ * offs[k], then `data_bytes` bytes of data. */
+static void vectors_file(wb *w, int n, const char *const *names, const uint64_t *lens, const uint64_t *offs,
+                         size_t data_bytes)
+{
+    header(w, (uint64_t)n, 0);
+    for (int k = 0; k < n; k++) {
+        str(w, names[k]);
+        u32(w, 1);
+        u64(w, lens[k]);
+        u32(w, 0);
+        u64(w, offs[k]);
+    }
+    pad_to(w, 32);
+    for (size_t k = 0; k < data_bytes; k++) u8(w, (uint8_t)k);
+}
+
+/* Tensors whose data overlap are refused, as the safetensors reader
+ * refuses them, whatever their order in the file; adjacent ranges and
+ * empty tensors are not overlaps. */
+static int test_gguf_overlapping_tensors(void)
+{
+    static const char *const ab[] = { "a", "b" }, *const abc[] = { "a", "b", "c" };
+    wb w;
+    /* two tensors on the same 32 bytes: infos at 24 and 57, data from 96 */
+    vectors_file(&w, 2, ab, (const uint64_t[]){ 8, 8 }, (const uint64_t[]){ 0, 0 }, 32);
+    EXPECT(&w, LD_ERR_MISMATCH, 57, "gguf tensor 'b' (info at byte 57): data at 96 + 32 bytes overlaps tensor 'a' "
+                                    "(info at byte 24): data at 96 + 32 bytes");
+    /* b inside a */
+    vectors_file(&w, 2, ab, (const uint64_t[]){ 16, 8 }, (const uint64_t[]){ 0, 32 }, 64);
+    EXPECT(&w, LD_ERR_MISMATCH, 57, "tensor 'b' (info at byte 57): data at 128 + 32 bytes overlaps tensor 'a' "
+                                    "(info at byte 24): data at 96 + 64 bytes");
+    /* the file's order is not the data's (infos at 24, 57, 90, data from
+     * 128): c, a, b back to back are fine; a (0..64) over c (32..64) is
+     * found though b lies between them in the file */
+    vectors_file(&w, 3, abc, (const uint64_t[]){ 8, 8, 8 }, (const uint64_t[]){ 32, 64, 0 }, 96);
+    EXPECT(&w, LD_OK, 0, "");
+    vectors_file(&w, 3, abc, (const uint64_t[]){ 16, 8, 8 }, (const uint64_t[]){ 0, 64, 32 }, 96);
+    EXPECT(&w, LD_ERR_MISMATCH, 90, "tensor 'c' (info at byte 90): data at 160 + 32 bytes overlaps tensor 'a' "
+                                    "(info at byte 24): data at 128 + 64 bytes");
+    /* a range one float too long: a's last float is b's first */
+    vectors_file(&w, 2, ab, (const uint64_t[]){ 9, 8 }, (const uint64_t[]){ 0, 32 }, 64);
+    EXPECT(&w, LD_ERR_MISMATCH, 57, "tensor 'b' (info at byte 57): data at 128 + 32 bytes overlaps tensor 'a' "
+                                    "(info at byte 24): data at 96 + 36 bytes");
+    /* an empty tensor at another's offset holds no bytes */
+    vectors_file(&w, 2, ab, (const uint64_t[]){ 8, 0 }, (const uint64_t[]){ 0, 0 }, 32);
+    EXPECT(&w, LD_OK, 0, "");
+    return 0;
+}
+
 /* A file without tensors may end right after its key/values (the vocab-only
  * files do): the data section "starts" past the end. */
 static int test_gguf_no_tensors_no_padding(void)
@@ -843,6 +893,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_gguf_kv_errors),
     LD_CASE(test_gguf_nesting_limit),
     LD_CASE(test_gguf_tensor_errors),
+    LD_CASE(test_gguf_overlapping_tensors),
     LD_CASE(test_gguf_no_tensors_no_padding),
     LD_CASE(test_gguf_shared_vocab_files),
 };

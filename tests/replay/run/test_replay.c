@@ -6,16 +6,23 @@
  * altered from P on diverges exactly at P, with transformers' greedy
  * continuation; a request without output gives the greedy continuation of
  * its prompt; ids outside the vocabulary and past the context are errors
- * naming the index. */
+ * naming the index; a copy of the model with a NaN planted in a weight
+ * replays as an error naming the layer and op where it first appeared,
+ * never as consistent. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "tests/support/damaged_model.h"
 #include "tests/support/ld_test.h"
+#include "engine/formats/safetensors.h"
 #include "parse/pair/pair.h"
 #include "replay/run/replay.h"
+#include "replay/run/replay_batch.h"
 
 #define MODEL LD_TESTDATA_DIR "/models/qwen3"
 #define FIXDIR LD_TESTDATA_DIR "/replay/replaylog"
@@ -551,6 +558,88 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------ non-finite weights */
+
+/* A copy of MODEL in a new directory `dir` [64] with a NaN planted in
+ * element 5 of layer 1's o_proj (row 0: every position's attention output
+ * takes it); 0 on success. */
+static int nan_model(char *dir)
+{
+    return ld_test_damaged_model(MODEL, "model.layers.1.self_attn.o_proj.weight", 5, NAN, dir);
+}
+
+#define NAN_AT "non-finite values: first at layer 1, op attn_out (NaN at position 0)"
+
+/* the kernels check of diff --replay on rid: its one finding's kind,
+ * severity, first_diff and whether its detail holds `want` */
+static int check_finding(ld_replay_engine *e, const ld_request *r, const char *kind, ld_severity sev,
+                         int64_t first_diff, const char *want)
+{
+    ld_arena arena;
+    ld_arena_init(&arena, 1 << 20);
+    ld_findings f = {0};
+    ld_error err;
+    ld_error_clear(&err);
+    ld_status st = ld_replay_check(e, r, &arena, &f, &err);
+    int ok = st == LD_OK && f.n == 1 && !strcmp(f.v[0].kind, kind) && f.v[0].severity == sev &&
+             f.v[0].first_diff == first_diff && strstr(f.v[0].detail, want);
+    if (!ok) fprintf(stderr, "  check: status %d, %zu findings: %s\n", (int)st, f.n, f.n ? f.v[0].detail : err.msg);
+    ld_arena_release(&arena);
+    return ok ? 0 : 1;
+}
+
+/* 0 when a replay on the NaN model failed naming layer 1's o_proj, the
+ * row being output position 0 */
+static int named_nan(ld_status st, const ld_error *err, const char *backend, const char *what)
+{
+    if (st == LD_ERR_NUMERIC && strstr(err->msg, NAN_AT) && err->offset == 0) return 0;
+    fprintf(stderr, "  %s, %s: status %d, offset %llu: %s\n", backend, what, (int)st,
+            (unsigned long long)err->offset, err->msg);
+    return 1;
+}
+
+/* the NaN model at dir on `backend`: the teacher-forced replay, the
+ * continuation of a request without output, the batch check and the
+ * kernels check (an error finding, as a divergence) */
+static int nan_replays(const char *dir, const char *backend, const recs *o)
+{
+    const ld_request *greedy = by_rid(o, "rp-greedy"), *none = by_rid(o, "rp-no-output");
+    const ld_request *other = by_rid(o, "rp-altered");
+    CHECK(greedy && none && other);
+    ld_replay_engine *e = NULL;
+    ld_replay_result res;
+    ld_replay_batch_report rep;
+    ld_error err;
+    ld_error_clear(&err);
+    CHECK_MSG(ld_replay_engine_open(dir, backend, 2, &e, &err) == LD_OK, "%s", err.msg);
+    int rc = named_nan(ld_replay_request(e, greedy, NULL, &res, &err), &err, backend, "rp-greedy");
+    rc |= named_nan(ld_replay_request(e, none, NULL, &res, &err), &err, backend, "rp-no-output");
+    rc |= named_nan(ld_replay_batch_check(e, greedy, &other, 1, &rep, &err), &err, backend, "--batch-with");
+    rc |= check_finding(e, greedy, LD_K_KERNELS_DIVERGENCE, LD_SEV_ERROR, 0, NAN_AT);
+    ld_replay_engine_close(e);
+    return rc;
+}
+
+/* NaN weights on either CPU backend fail every replay, naming where; the
+ * intact model's kernels check of the same request stays consistent. */
+static int test_replay_nan_weights_named_not_consistent(void)
+{
+    char dir[64];
+    recs o;
+    CHECK(read_log(&o));
+    CHECK(nan_model(dir) == 0);
+    int rc = nan_replays(dir, "cpu", &o) | nan_replays(dir, "ref", &o);
+    ld_test_remove_model_copy(dir);
+    ld_replay_engine *e = NULL;
+    ld_error err;
+    if (ld_replay_engine_open(MODEL, "ref", 2, &e, &err) != LD_OK) rc = 1;
+    else rc |= check_finding(e, by_rid(&o, "rp-greedy"), LD_K_KERNELS_CONSISTENT, LD_SEV_INFO, LD_NO_VALUE,
+                             "all 12 logged tokens");
+    ld_replay_engine_close(e);
+    recs_free(&o);
+    return rc;
+}
+
 static int test_replay_engine_errors(void)
 {
     ld_replay_engine *e = NULL;
@@ -585,6 +674,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_replay_deterministic_over_threads),
     LD_CASE(test_replay_prompt_text_tokenized),
     LD_CASE(test_replay_engine_errors),
+    LD_CASE(test_replay_nan_weights_named_not_consistent),
 };
 
 LD_TEST_MAIN(cases)
