@@ -71,6 +71,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
         { LD_OPT_BOOL, 'v', "verbose", &rep.verbose, NULL, "also list info findings and ok requests' findings" },
         { LD_OPT_BOOL, 0, "no-conversations", &no_conv, NULL, "judge each request alone" },
+        LD_CLI_CONV_OPTIONS(rep.conv),
         { LD_OPT_STRING, 0, "template", &f.tpl_path, "SRC", "re-render through this chat template and compare" },
         { LD_OPT_STRING, 0, "model", &f.model_dir, "DIR", "same, with the template of this model directory" },
         { LD_OPT_STRING, 0, "server", &f.server, "NAME", "preprocessing before the template: sglang (default) or hf" },
@@ -93,6 +94,10 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     if (ld_cli_checks_load(cli, "diff", &f, &chk) != 0) return LD_EXIT_TROUBLE;
     rep.checks = chk.judge;
     ld_diff_options dopts = { { 0 }, no_conv };
+    if (ld_cli_conv_options(cli, "diff", &rep.conv, &dopts.conv) != 0) {
+        ld_cli_checks_free(&chk);
+        return LD_EXIT_TROUBLE;
+    }
     ld_error e;
     ld_error_clear(&e);
     rc = ld_differ_new(&dopts, &rep.differ, &e) == LD_OK ? 0 : -1;

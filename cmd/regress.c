@@ -59,6 +59,7 @@ typedef struct ld_cli_regress_opts {
     const char *replay_backend;
     ld_cli_capture_opts capture;
     long replay_tp;
+    ld_cli_conv_opts conv;
 } ld_cli_regress_opts;
 
 /* The whole file into a malloc'd buffer; NULL with errno on failure. */
@@ -192,6 +193,8 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     ld_diff_options dopts = { { 0 }, o->no_conv };
     ld_error e;
     ld_error_clear(&e);
+    run->conv_opts = o->conv;
+    if (ld_cli_conv_options(run->cli, "regress", &o->conv, &dopts.conv) != 0) return -1;
     if (ld_differ_new(&dopts, &run->differ, &e) != LD_OK) {
         fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
         return -1;
@@ -206,6 +209,7 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     if (ld_cli_capture_options(run->cli, &o->capture, &capture) != 0) return -1;
     int rc = ld_cli_regress_read_inputs(run->inputs, run->n_inputs, (int)o->jobs, &popts, &capture, &sink, &e);
     if (rc != 0) fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
+    ld_differ_conv_stats(run->differ, &run->conv);
     ld_differ_free(run->differ);
     run->differ = NULL;
     if (rc != 0 || run->failed) return -1;
@@ -234,7 +238,7 @@ static int exit_status(const ld_cli_regress_run *run, int update)
 int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, { NULL, NULL }, 0 };
+    ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, { NULL, NULL }, 0, { NULL, 0 } };
     ld_cli_checks chk = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
@@ -245,6 +249,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_BOOL, 'v', "verbose", &o.verbose, NULL, "also list unchanged requests" },
         { LD_OPT_INT, 'j', "jobs", &o.jobs, "N", "reader threads (default: the number of cores)" },
         { LD_OPT_BOOL, 0, "no-conversations", &o.no_conv, NULL, "judge each request alone" },
+        LD_CLI_CONV_OPTIONS(o.conv),
         { LD_OPT_STRING, 0, "template", &o.tpl, "SRC", "re-render through this chat template too" },
         { LD_OPT_STRING, 0, "model", &o.model, "DIR", "same, with the template of this model directory; replays too when it holds weights" },
         { LD_OPT_STRING, 0, "replay", &o.replay, "DIR", "replay each logged output on logdiff's engine (model dir or GGUF)" },

@@ -71,9 +71,11 @@ fuzz_smoke() {
         if [ "$fmt" = template ] && [ -d ../shared/templates ]; then
             cp ../shared/templates/*.jinja "$work/" 2>/dev/null || true
         fi
+        local dict
+        dict=$(tools/fuzz_dict.sh "$fmt")
         echo "fuzz: $name for ${FUZZ_SECONDS}s" >&2
         "$dir/$name" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=0 \
-            "$work" >"$dir/$name.log" 2>&1 || { tail -40 "$dir/$name.log"; exit 1; }
+            ${dict:+-dict="$dict"} "$work" >"$dir/$name.log" 2>&1 || { tail -40 "$dir/$name.log"; exit 1; }
         rm -rf "$work"
     done
 }

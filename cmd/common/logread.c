@@ -220,7 +220,7 @@ int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *o
 }
 
 /* "64M", "1G", "100000": bytes, 0 when not a size of 1 KiB to 64 GiB */
-static size_t parse_size(const char *s)
+size_t ld_cli_parse_size(const char *s)
 {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
@@ -238,7 +238,7 @@ int ld_cli_capture_options(struct ld_cli *cli, const ld_cli_capture_opts *o, ld_
     if (ld_cli_capture_kind(cli, o->capture, &out->capture) != 0) return -1;
     out->max_line = 0;
     if (!o->max_line) return 0;
-    if (!(out->max_line = parse_size(o->max_line))) {
+    if (!(out->max_line = ld_cli_parse_size(o->max_line))) {
         fprintf(cli->err, "logdiff: --max-line '%s' is not a size from 1K to 64G (bytes, or with K, M, G)\n",
                 o->max_line);
         return -1;

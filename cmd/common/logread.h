@@ -25,6 +25,10 @@ typedef struct ld_cli_capture_opts {
       "a line longer than SIZE (rejoined from its capture's pieces or not) is dropped and said, so that "  \
       "a writer that never ends its line cannot take the memory (default 1G; K, M, G)" }
 
+/* "64M", "1G", "4096": bytes (K, M, G as powers of 1024, an optional B),
+ * from 1K to 64G; 0 when s is not such a size. */
+size_t ld_cli_parse_size(const char *s);
+
 /* --capture's NAME (NULL: auto) as a kind into *out; -1 with a message
  * on cli->err when unknown. */
 int ld_cli_capture_kind(struct ld_cli *cli, const char *name, ld_capture_kind *out);

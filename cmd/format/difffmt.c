@@ -202,6 +202,9 @@ void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *l
             (unsigned long long)lr->pair_stats.lines,
             (unsigned long long)lr->pair_stats.health_checks, (unsigned long long)lr->stats.io_errors);
     char cap[512];
+    ld_conv_stats cs;
+    ld_differ_conv_stats(rep->differ, &cs);
+    if (*ld_cli_conv_summary(&cs, &rep->conv, cap, sizeof cap)) fprintf(f, "%s\n", cap);
     if (lr->stats.over_limit)
         fprintf(f, "%s\n", ld_cli_over_limit_summary(&lr->stats, lr->capture.max_line, cap, sizeof cap));
 }

@@ -8,6 +8,7 @@
 
 #include "cmd/cmd.h"
 #include "replay/analysis/diff.h"
+#include "cmd/common/convopts.h"
 #include "cmd/common/logread.h"
 #include "replay/judge.h"
 
@@ -23,6 +24,7 @@ typedef struct ld_cli_diff_report {
     uint64_t n_reported, n_not_ok;
     uint64_t per_verdict[LD_N_VERDICTS];
     int failed;              /* out of memory while judging */
+    ld_cli_conv_opts conv;   /* --conversation-memory, --max-conversations */
 } ld_cli_diff_report;
 
 void ld_cli_diff_report_init(ld_cli_diff_report *rep, struct ld_cli *cli);

@@ -15,6 +15,7 @@
 
 #include "replay/analysis/baseline.h"
 #include "cmd/cmd.h"
+#include "cmd/common/convopts.h"
 #include "replay/analysis/diff.h"
 #include "regress_read.h"
 #include "replay/judge.h"
@@ -70,6 +71,8 @@ typedef struct ld_cli_regress_run {
     /* judging */
     ld_differ *differ;
     ld_judge_checks checks;     /* --template / --tokenizer (members NULL = off) */
+    ld_cli_conv_opts conv_opts; /* --conversation-memory, --max-conversations */
+    ld_conv_stats conv;         /* the conversation state when judging ended */
     /* the baseline file and the comparison */
     const char *baseline_path;
     int updating;               /* --update-baseline: no comparison */

@@ -65,6 +65,8 @@ static void print_summary(const ld_cli_regress_run *run, FILE *f)
     if (run->over_limit)
         fprintf(f, " (%llu longer than the line-size limit)", (unsigned long long)run->over_limit);
     fputc('\n', f);
+    char conv[512];
+    if (*ld_cli_conv_summary(&run->conv, &run->conv_opts, conv, sizeof conv)) fprintf(f, "%s\n", conv);
 }
 
 int ld_cli_regress_write_text(const ld_cli_regress_run *run, FILE *f, int verbose)

@@ -115,5 +115,20 @@ check "two members: both read" grep -q "13 lines read" <("$LOGDIFF" scan "$WORK/
 run "a damaged .gz member of a tar: exit 2" 2 "$LOGDIFF" scan "$WORK/gz-member.tar"
 check "names the member" grep -q "gz-member.tar:server-0.log.gz.*gzip: invalid compressed data in member 1: incorrect data check" "$WORK/err"
 
+# --- bounded conversation state: said in --help, and in the summary when a
+# conversation was forgotten to stay within it
+run "diff --help names the bounds" 0 "$LOGDIFF" diff --help
+check "--conversation-memory in --help" grep -q -- "--conversation-memory SIZE .*default 256M" "$WORK/out"
+check "--max-conversations in --help" grep -q -- "--max-conversations N .*default 65536" "$WORK/out"
+run "diff with room for one conversation (exit 1)" 1 "$LOGDIFF" diff --max-conversations 1 "$DEMO"
+check "the summary says how many were forgotten" grep -q \
+    "^3 conversations forgotten to stay within --conversation-memory 256M and --max-conversations 1 (the one used longest ago first)" "$WORK/out"
+run "diff with the default room: nothing forgotten (exit 1)" 1 "$LOGDIFF" diff "$DEMO"
+check "no such line" sh -c "! grep -q forgotten '$WORK/out'"
+run "regress says it too" 0 "$LOGDIFF" regress --baseline "$B" --conversation-memory 1K "$WORK/before.tar.gz"
+check "regress: forgotten conversations in the summary" grep -q "conversations forgotten to stay within --conversation-memory 1K" "$WORK/out"
+run "a size that is not one: exit 2" 2 "$LOGDIFF" diff --conversation-memory 12X "$DEMO"
+check "says so" grep -q -- "--conversation-memory '12X' is not a size" "$WORK/err"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
