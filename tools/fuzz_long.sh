@@ -21,7 +21,7 @@ for a in "$@"; do
         *) TARGETS+=("$a") ;;
     esac
 done
-B=build-fuzz
+B=${FUZZ_BUILD:-build-fuzz} # another build folder of the same configuration
 cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DLOGDIFF_FUZZ=ON \
       -DLOGDIFF_SANITIZE=address,undefined -DLOGDIFF_WERROR=ON >/dev/null || exit 2
 if [ ${#TARGETS[@]} -eq 0 ]; then
