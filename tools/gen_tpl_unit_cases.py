@@ -123,7 +123,29 @@ CASES = [
     ("err_format_spec_type", "{{ '{:d}'.format('x') }}"),
     ("m_format", "{{ '{} and {}'.format(1, 'b') }} {{ '{0}-{1}-{0}'.format('x', 'y') }} {{ '{name}!'.format(name='z') }} {{ '{{}}{}'.format(3) }} {{ '{}'.format(none) }} {{ '{}|{}'.format(f, [1]) }}"),
     ("expr_whole_float", "{{ whole }} {{ whole | tojson }} {{ [whole] }} {{ whole * 2 }} {{ whole | int }} {{ {'w': whole} | tojson }}"),
+    # sizes past the old silent caps (center 100000, indent 256, format 511
+    # bytes, tojson indent 64, strftime 255 bytes): the full text; a 300000
+    # wide one summed up by its length and what is not padding
+    ("f_center_wide", "[{{ 'ab' | center(1001) }}]|{% set x = 'ab' | center(300000) %}{{ x | length }}:{{ x.find('ab') }}:{{ x.strip() }}"),
+    ("f_indent_wide", "{{ 'a\nb\n\nc' | indent(300) }}|{% set x = 'a\nb' | indent(300000, true) %}{{ x | length }}:{{ x | replace(' ', '') }}|{{ 'one line' | indent(1000000000) }}"),
+    ("f_format_wide", "{{ '%600d|%-600s|%.600f|%.600d' | format(7, 'x', 1.5, -3) }}|{% set x = '%.300000f' | format(1.5) %}{{ x | length }}:{{ x[:4] }}:{{ x.count('0') }}|{% set y = '%300000s' | format('é') %}{{ y | length }}:{{ y.strip() }}"),
+    ("f_format_flags", "{{ '%.3d|%5.1s|%-4d|%+d|%05d|%#o|%#x|%#05x|%05.3d|%+.3x|% d|%-+5d|%ld' | format(7, 'abc', 3, 4, -5, 8, 255, 7, 7, 7, 3, 7, 9) }}|{{ '%08.3f|%-8.2e|%+08.2f|%#.0f|%010.3g|%#g|%.1000g|%.1000000000g' | format(-2.5, 2.5, 2.5, 7, -2.5, 7, 0.1, 0.1) }}|{{ '%c|%c|%5c|%-3c|' | format(233, 'x', 65, 'é') }}"),
+    ("f_tojson_indent_wide", "{{ {'a': [1, {'b': 2}]} | tojson(indent=100) }}|{{ {'a': 1} | tojson(indent=true) }}|{% set x = {'a': [1]} | tojson(indent=300000) %}{{ x | length }}:{{ x | replace(' ', '') | tojson }}"),
+    ("m_format_wide", "{{ '{:>600}|{:.600f}|{:^601}|{:*<5}'.format('x', 1.5, 'é', 'ab') }}|{% set x = '{:>300000}'.format('x') %}{{ x | length }}:{{ x.strip() }}|{% set y = '{:.300000f}'.format(2.5) %}{{ y | length }}:{{ y.count('0') }}|{{ '{:.1000000000g}|{:c}'.format(0.1, 233) }}"),
+    ("m_replace_sizes", "{{ 'aé'.replace('', '-') }}|{{ 'abc' | replace('', '-', 2) }}|{{ 'aaa' | replace('aa', 'b') }}|{{ 'xyxy'.replace('xy', '', 1) }}|{% set x = ('ab' * 1000) | replace('b', 'x' * 200) %}{{ x | length }}:{{ x.count('a') }}|{% set ns = namespace(s='a') %}{% for i in range(20) %}{% set ns.s = ns.s | replace('a', 'aa') %}{% endfor %}{{ ns.s | length }}"),
+    ("g_strftime_long", "{{ strftime_now('%Y-%m-%d ' * 40) }}|{{ strftime_now('%Y' * 100000) | length }}|{{ strftime_now('%z|%Z|%f|%%z|%') }}"),
+    # conversions to int: Python's syntax, no undefined behaviour at the
+    # 64-bit edges (beyond them: test_tpl_unit.c, Python's ints are unbounded)
+    ("f_int_conversions", "{{ '42.23' | int }} {{ ' 1_000.5 ' | int }} {{ '0x1f' | int }} {{ '0x1f' | int(base=16) }} {{ '0x_1f' | int(base=0) }} {{ '012' | int(base=0) }} {{ '1e3' | int }} {{ '.5' | int }} {{ '1__0' | int }} {{ 'x' | int(5) }} {{ 'inf' | int }} {{ '-1e400' | int(7) }} {{ 'nan' | int }} {{ none | int }} {{ true | int }} {{ 'z' | int(base=36) }} {{ '12' | int(base=1) }}"),
+    ("f_int_edges", "{{ '-9223372036854775808' | int }} {{ '9223372036854775807' | int }} {{ 9.2e18 | int }} {{ -9.2e18 | int }} {{ -2.9 | int }} {{ '%d|%i' | format(-2.9, 9.2e18) }} {{ ((-2) ** 62) | abs }} {{ [2 ** 62 - 1, 2 ** 62] | sum }}"),
+    ("f_float_conversions", "{{ '1_0' | float }} {{ '0x10' | float }} {{ 'x' | float(2) }} {{ ' -Infinity ' | float }} {{ '1e' | float }} {{ 7 | float }} {{ none | float }} {{ true | abs }} {{ -2.5 | abs }}"),
+    ("expr_int_range_edges", "{% set m = (2 ** 62 - 1) * 2 + 1 %}{{ range(m - 7, m, 5) | list }} {{ range(-m, m, 2 ** 62) | list }} {{ range(m, m - 10, -m) | list }} {{ [1, 2, 3][1::m] }} {{ [1, 2, 3][::-m] }} {{ 'abc' | truncate(m) }}"),
     # errors
+    ("err_int_inf", "{% set b = 1e308 %}\n{{ (b * 10) | int }}"),
+    ("err_format_c_range", "{{ '%c' | format(1114112) }}"),
+    ("err_format_x_float", "{{ '%x' | format(1.5) }}"),
+    ("err_format_d_nan", "{% set b = 1e308 %}{{ '%d' | format(b * 10 - b * 10) }}"),
+    ("err_format_precision", "{{ '%.3000000000f' | format(1.0) }}"),
     ("err_raise", "line1\n  {{ raise_exception('boom here') }}"),
     ("err_append", "{% set x = [] %}{{ x.append(1) }}"),
     ("err_syntax", "{% if %}"),

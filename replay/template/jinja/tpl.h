@@ -39,7 +39,13 @@ typedef struct ld_tpl ld_tpl;             /* compiled template (opaque) */
 typedef struct ld_tpl_value ld_tpl_value; /* a template value (opaque) */
 struct cJSON;
 
-/* Sandbox limits; a zero field means "use the default" (in brackets). */
+/* Sandbox limits; a zero field means "use the default" (in brackets).
+ * Past any of them the render fails with LD_ERR_LIMIT, never a cut text.
+ * A filter or operator whose result can be far larger than its input
+ * (format, str.format, center, indent, tojson, replace, join, '*', ...)
+ * charges the result's size against the memory limit before building it,
+ * so an oversized one fails at once with a message naming it and the
+ * limit. */
 typedef struct ld_tpl_limits {
     uint32_t max_depth;        /* macro/call recursion depth [64] */
     uint64_t max_loop_iters;   /* loop iterations in one render [1000000] */

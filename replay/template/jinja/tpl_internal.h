@@ -57,6 +57,10 @@ ld_tpl_value *ld_tv_undef_lazy(ld_arena *a, const char *type, const char *name, 
 const char *ld_tv_undef_hint(const ld_tpl_value *v, char *buf, size_t size);
 ld_tpl_value *ld_tv_float(ld_arena *a, double f);
 bool ld_tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v);
+/* The least size of the list `items` joined with a separator of sep_len
+ * bytes: the separators and the string items (others count 0); SIZE_MAX
+ * past size_t.  What a join charges before it starts. */
+size_t ld_tv_join_size(const ld_tpl_value *items, size_t sep_len);
 bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v);
 ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
 ld_tpl_value *ld_tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k);
@@ -79,13 +83,20 @@ typedef struct tv_buf {
 } tv_buf;
 void ld_tv_buf_put(tv_buf *b, const char *s, size_t n);
 void ld_tv_buf_putc(tv_buf *b, char c);
+/* s[0..n) `times` over; checked against max as a whole before writing, so
+ * a huge count fails at once */
+void ld_tv_buf_repeat(tv_buf *b, const char *s, size_t n, size_t times);
+/* code point cp (at most 0x10FFFF) as UTF-8 */
+void ld_tv_buf_put_cp(tv_buf *b, uint32_t cp);
+/* room for n more bytes (false, and b->failed, past max or without memory) */
+bool ld_tv_buf_reserve(tv_buf *b, size_t n);
 /* Python str(v) / repr(v) appended to b; false when v cannot be printed */
 bool ld_tv_print(tv_buf *b, const ld_tpl_value *v, bool repr);
 /* json.dumps(v, indent, separators, ensure_ascii, sort_keys); indent<0 =
  * None; flags: TV_JSON_* (none = ensure_ascii=False, sort_keys=False) */
 #define TV_JSON_SORT_KEYS 1
 #define TV_JSON_ASCII 2
-bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
+bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int64_t indent, const char *item_sep,
                const char *key_sep, int flags, int depth, const char **why);
 /* a string as Python repr() / json.dumps writes it (tpl_escape.c) */
 void ld_tv_str_repr(tv_buf *b, const char *s, size_t n);
@@ -182,6 +193,33 @@ ld_arena *ld_tpl_rt_arena(tpl_rt *rt);
 const char *ld_tpl_rt_today(tpl_rt *rt);
 /* strftime_now ran: the render depends on the date (ld_tpl_limits.date_used) */
 void ld_tpl_rt_date_used(tpl_rt *rt);
+/* The render's memory limit (ld_tpl_limits.max_memory_bytes) and what is
+ * left of it: the limit less what the render's arena has handed out. */
+size_t ld_tpl_rt_mem_limit(const tpl_rt *rt);
+size_t ld_tpl_rt_mem_left(const tpl_rt *rt);
+/* A result of (at least) `bytes` that `what` (a filter's name) is about to
+ * build, charged before the work: LD_OK when it fits in what is left, else
+ * LD_ERR_LIMIT naming `what` and the limit.  Filters whose result can be
+ * much larger than their input call it first, so that an oversized result
+ * fails at once instead of after seconds of work. */
+ld_status ld_tpl_rt_charge(tpl_rt *rt, const tpl_node *at, const char *what, size_t bytes);
+/* LD_ERR_LIMIT: `what` reached the memory limit while building its result */
+ld_status ld_tpl_rt_over(tpl_rt *rt, const tpl_node *at, const char *what);
+/* An empty scratch buffer for a result, capped at what is left of the
+ * render's memory: it fails as it grows past the limit (the limit is
+ * charged as memory grows, not once the text is made). */
+tv_buf ld_tpl_rt_buf(const tpl_rt *rt);
+/* b's text as a new string in the render's arena; frees b's memory.
+ * LD_ERR_LIMIT naming `what` when b failed. */
+ld_status ld_tpl_rt_buf_value(tpl_rt *rt, const tpl_node *at, const char *what, tv_buf *b, ld_tpl_value **out);
+
+/* Python's ints have no bound, this interpreter's have 64 bits: an integer
+ * beyond them (its decimal digits) is refused with LD_ERR_UNSUPPORTED,
+ * never wrapped or cut. */
+ld_status ld_tpl_int_too_big(tpl_rt *rt, const tpl_node *at, const char *digits);
+/* int(d) of Python: the integer part, or the error Python raises for NaN
+ * and infinities, or the one above past 64 bits */
+ld_status ld_tpl_float_to_int(tpl_rt *rt, const tpl_node *at, double d, int64_t *out);
 
 /* Filters, tests, methods and globals (tpl_filters.c).  args/kwargs already
  * evaluated; kw names parallel kwargs. */
@@ -205,7 +243,9 @@ bool ld_tpl_has_method(const ld_tpl_value *v, const char *name);
 enum { TF_RAISE = 1, TF_STRFTIME, TF_NAMESPACE, TF_RANGE, TF_DICT };
 
 /* helpers shared by eval and filters */
-ld_tpl_value *ld_tpl_str_of(tpl_rt *rt, const ld_tpl_value *v); /* NULL on fail */
+/* str(v); NULL when v has no text, or with the limit's error (at `at`)
+ * recorded when the text would pass the render's memory limit */
+ld_tpl_value *ld_tpl_str_of(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v);
 /* items of an iterable as a list (dict -> keys, str -> chars); NULL + error */
 ld_status ld_tpl_iter(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v,
                    ld_tpl_value **out);
@@ -232,9 +272,10 @@ ld_status ld_tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, 
 ld_status ld_tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
 ld_status ld_tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
 ld_status ld_tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out);
-/* tpl_num.c */
+/* tpl_num.c; ld_tpl_filter_number: int, float or abs (f) */
 ld_status ld_tpl_filter_round(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
 ld_status ld_tpl_filter_sum(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
+ld_status ld_tpl_filter_number(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
 ld_status ld_tpl_filter_minmax(tpl_rt *rt, const tpl_node *at, bool max, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out);
 /* tpl_strmeth.c: the other str methods; LD_ERR_UNSUPPORTED (no error set)
  * for a name it does not know */

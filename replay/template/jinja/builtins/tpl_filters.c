@@ -70,38 +70,64 @@ static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s
     return *out = l, LD_OK;
 }
 
-static ld_tpl_value *str_replace(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl_value *o, const ld_tpl_value *r, int64_t count)
+/* how many times s.replace(o, r, count) replaces: the matches of a
+ * non-empty o left to right, or, for an empty o, the places before every
+ * code point and at the end; at most count of them unless count < 0 */
+static size_t replace_hits(const ld_tpl_value *s, const ld_tpl_value *o, int64_t count)
 {
-    tv_buf b = {0};
-    size_t n = s->u.str.len, k = o->u.str.len;
-    int64_t done = 0;
-    if (k) { /* jump from match to match */
-        size_t i = 0;
-        const char *hit;
-        while ((count < 0 || done < count) && (hit = ld_tv_memfind(s->u.str.s + i, n - i, o->u.str.s, k))) {
-            size_t at = (size_t)(hit - s->u.str.s);
-            ld_tv_buf_put(&b, s->u.str.s + i, at - i);
-            ld_tv_buf_put(&b, r->u.str.s, r->u.str.len);
-            done++;
-            i = at + k;
-        }
-        ld_tv_buf_put(&b, s->u.str.s + i, n - i);
-        ld_tpl_value *v = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
-        free(b.p);
-        return v;
+    size_t n = s->u.str.len, k = o->u.str.len, hits = 0, max = count < 0 ? SIZE_MAX : (size_t)count;
+    const char *p = s->u.str.s, *hit;
+    if (!k) {
+        hits = ld_tv_utf8_count(p, n) + 1;
+        return hits < max ? hits : max;
     }
-    for (size_t i = 0; i <= n;) {
-        if ((count < 0 || done < count) && (k ? i + k <= n && memcmp(s->u.str.s + i, o->u.str.s, k) == 0 : true)) {
-            ld_tv_buf_put(&b, r->u.str.s, r->u.str.len);
-            done++;
-            if (k) { i += k; continue; }
-        }
-        if (i < n) ld_tv_buf_putc(&b, s->u.str.s[i]);
-        i++;
+    if (k == 1) { /* one byte: a plain count the compiler vectorises */
+        for (size_t i = 0; i < n; i++) hits += p[i] == o->u.str.s[0];
+        return hits < max ? hits : max;
     }
-    ld_tpl_value *v = b.failed ? NULL : ld_tv_str(A, b.p, b.len);
-    free(b.p);
-    return v;
+    for (size_t i = 0; hits < max && (hit = ld_tv_memfind(p + i, n - i, o->u.str.s, k)); hits++) i = (size_t)(hit - p) + k;
+    return hits;
+}
+
+/* s with its first `hits` matches of o (as replace_hits counts them)
+ * replaced by r, into d */
+static void replace_into(char *d, const ld_tpl_value *s, const ld_tpl_value *o, const ld_tpl_value *r, size_t hits)
+{
+    const char *p = s->u.str.s, *rs = r->u.str.s;
+    size_t n = s->u.str.len, k = o->u.str.len, rl = r->u.str.len, i = 0, h = 0;
+    for (char x = k ? o->u.str.s[0] : 0; k == 1 && h < hits; i++) { /* one byte: no search call per match */
+        if (p[i] != x) { *d++ = p[i]; continue; }
+        memcpy(d, rs, rl), d += rl, h++;
+    }
+    for (; h < hits; h++) {
+        size_t at = i;
+        if (k) at = (size_t)(ld_tv_memfind(p + i, n - i, o->u.str.s, k) - p);
+        else if (h > 0) /* empty o: after the next code point */
+            for (at = i + 1; at < n && ((unsigned char)p[at] & 0xC0) == 0x80;) at++;
+        memcpy(d, p + i, at - i), d += at - i;
+        memcpy(d, rs, rl), d += rl;
+        i = at + k;
+    }
+    memcpy(d, p + i, n - i);
+    d[n - i] = 0;
+}
+
+/* s.replace(o, r, count): the result's size is counted and charged
+ * against the render's memory first (a string doubled again and again
+ * fails as soon as the next one would not fit), then made in its arena */
+static ld_status str_replace(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s, const ld_tpl_value *o,
+                             const ld_tpl_value *r, int64_t count, ld_tpl_value **out)
+{
+    size_t hits = replace_hits(s, o, count), kept = s->u.str.len - hits * o->u.str.len, size, all;
+    if (__builtin_mul_overflow(hits, r->u.str.len, &size) || __builtin_add_overflow(size, kept, &size) ||
+        __builtin_add_overflow(size, 1, &all))
+        all = SIZE_MAX;
+    LD_TRY(ld_tpl_rt_charge(rt, at, "replace", all));
+    char *d = ld_arena_alloc(A, size + 1);
+    if (!d) return ld_tpl_rt_over(rt, at, "replace");
+    replace_into(d, s, o, r, hits);
+    NEWV(*out = ld_tv_str_ref(A, d, size));
+    return LD_OK;
 }
 
 static bool affix(const ld_tpl_value *s, const ld_tpl_value *x, bool end)
@@ -136,8 +162,7 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
     if (is(m, "replace")) {
         if (a->n_pos < 2 || a->pos[0]->kind != TV_STR || a->pos[1]->kind != TV_STR) return TYPE_ERR("type error: replace expects two strings");
         int64_t c = a->n_pos > 2 && a->pos[2]->kind == TV_INT ? a->pos[2]->u.i : -1;
-        NEWV(*out = str_replace(rt, s, a->pos[0], a->pos[1], c));
-        return LD_OK;
+        return str_replace(rt, at, s, a->pos[0], a->pos[1], c, out);
     }
     if ((is(m, "find") || is(m, "count")) && x && x->kind == TV_STR) {
         int64_t found = -1, cnt = 0;
@@ -225,7 +250,7 @@ static ld_status run_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_t
     else if (is(name, "false")) *out = k == TV_BOOL && !v->u.b;
     else if (is(name, "callable")) *out = k == TV_MACRO || k == TV_METHOD || k == TV_FUNC;
     else if (is(name, "lower") || is(name, "upper")) {
-        ld_tpl_value *s = k == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
+        ld_tpl_value *s = k == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, at, v);
         NEWV(s);
         *out = ld_tpl_str_is_case(rt, s, name[0] == 'u');
     } else if (is(name, "odd") || is(name, "even")) {
@@ -259,7 +284,8 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
 {
     ld_tpl_value *ind = ld_tpl_kwarg(a, "indent", 0), *seps = ld_tpl_kwarg(a, "separators", 99), *sk = ld_tpl_kwarg(a, "sort_keys", 99);
     ld_tpl_value *asc = ld_tpl_kwarg(a, "ensure_ascii", 99);
-    int indent = ind && ind->kind == TV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
+    /* json.dumps: an int indent (a bool is one), below 0 the same as 0 */
+    int64_t indent = !ind ? -1 : ind->kind == TV_INT ? (ind->u.i < 0 ? 0 : ind->u.i) : ind->kind == TV_BOOL ? ind->u.b : -1;
     const char *item = indent >= 0 ? "," : ", ", *key = ": ";
     char ib[64], kb[64];
     if (seps && seps->kind == TV_LIST && seps->u.list.n == 2 && seps->u.list.items[0]->kind == TV_STR &&
@@ -268,15 +294,15 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
         snprintf(kb, sizeof kb, "%.*s", (int)seps->u.list.items[1]->u.str.len, seps->u.list.items[1]->u.str.s);
         item = ib, key = kb;
     }
-    tv_buf b = {0};
+    tv_buf b = ld_tpl_rt_buf(rt); /* an indent's spaces are charged before they are written */
     const char *why = NULL;
     int flags = (sk && ld_tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && ld_tv_truthy(asc) ? TV_JSON_ASCII : 0);
     bool ok = ld_tv_tojson(&b, v, indent, item, key, flags, 0, &why);
-    ld_tpl_value *r = ok && !b.failed ? ld_tv_str(A, b.p ? b.p : "", b.len) : NULL;
-    free(b.p);
-    if (!ok) return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
-    NEWV(r);
-    return *out = r, LD_OK;
+    if (!ok && !b.failed) {
+        free(b.p);
+        return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
+    }
+    return ld_tpl_rt_buf_value(rt, at, "tojson", &b, out);
 }
 
 static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *seq, tpl_args *a, ld_tpl_value **out)
@@ -322,17 +348,15 @@ static ld_status do_join(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
 {
     ld_tpl_value *sep = ld_tpl_kwarg(a, "d", 0), *attr = ld_tpl_kwarg(a, "attribute", 1), *items;
     LD_TRY(ld_tpl_iter(rt, at, v, &items));
-    tv_buf b = {0};
-    for (size_t i = 0; i < items->u.list.n; i++) {
+    LD_TRY(ld_tpl_rt_charge(rt, at, "join", ld_tv_join_size(items, sep && sep->kind == TV_STR ? sep->u.str.len : 0)));
+    tv_buf b = ld_tpl_rt_buf(rt);
+    for (size_t i = 0; i < items->u.list.n && !b.failed; i++) {
         ld_tpl_value *x = items->u.list.items[i];
         if (i && sep && sep->kind == TV_STR) ld_tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
         if (attr && attr->kind == TV_STR && !(x = ld_tpl_attr_path(rt, x, attr))) { free(b.p); return ld_tpl_nomem(rt, at); }
         if (!ld_tv_print(&b, x, false)) { free(b.p); return TYPE_ERR("type error: cannot join a '%s'", ld_tv_type_name(x)); }
     }
-    ld_tpl_value *r = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
-    free(b.p);
-    NEWV(r);
-    return *out = r, LD_OK;
+    return ld_tpl_rt_buf_value(rt, at, "join", &b, out);
 }
 
 static int cmp_ci(const ld_tpl_value *x, const ld_tpl_value *y, bool cs)
@@ -384,6 +408,30 @@ static ld_status do_sort(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_ar
     return LD_OK;
 }
 
+/* The format datetime.strftime hands to time.strftime for a naive
+ * datetime: %z and %Z gone, %f as the microseconds "000000"; a NUL-ended
+ * copy in the render's arena. */
+static char *naive_format(tpl_rt *rt, const ld_tpl_value *f)
+{
+    const char *p = f->u.str.s;
+    size_t n = f->u.str.len, k = 0;
+    char *o = ld_arena_alloc(A, n * 3 + 1); /* %f: 2 bytes become 6 */
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '%' || i + 1 == n) { o[k++] = p[i]; continue; }
+        char c = p[++i];
+        if (c == 'f') memcpy(o + k, "000000", 6), k += 6;
+        else if (c != 'z' && c != 'Z') o[k++] = '%', o[k++] = c;
+    }
+    o[k] = 0;
+    return o;
+}
+
+/* strftime_now(fmt) on the render's pinned day at midnight, as Python's
+ * time.strftime makes it: buffers of 1024, 2048, ... bytes until the text
+ * fits, or until the buffer is 256 times the format's length, when the
+ * text is taken to be empty (so "%5000Y" gives "", as in Python).  Each
+ * buffer is charged before it is made. */
 static ld_status do_strftime(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_value **out)
 {
     if (!a->n_pos || a->pos[0]->kind != TV_STR) return TYPE_ERR("type error: strftime_now needs a format string");
@@ -400,14 +448,24 @@ static ld_status do_strftime(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl
     int yy = mo < 3 ? y - 1 : y;
     static const int t[] = {0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4};
     tm.tm_wday = (yy + yy / 4 - yy / 100 + yy / 400 + t[(mo - 1) % 12] + d) % 7;
-    char buf[256];
-    char fmt[200];
-    snprintf(fmt, sizeof fmt, "%.*s", (int)a->pos[0]->u.str.len, a->pos[0]->u.str.s);
-    size_t n = fmt[0] ? strftime(buf, sizeof buf, fmt, &tm) : 0;
-    NEWV(*out = ld_tv_str(A, buf, n));
+    char *fmt = naive_format(rt, a->pos[0]);
+    NEWV(fmt);
+    size_t fl = strlen(fmt), n = 0;
+    tv_buf b = {0};
+    for (size_t size = 1024;; size *= 2) {
+        ld_status st = ld_tpl_rt_charge(rt, at, "strftime_now", size);
+        if (st != LD_OK || !ld_tv_buf_reserve(&b, size)) return free(b.p), st != LD_OK ? st : ld_tpl_nomem(rt, at);
+        n = fl ? strftime(b.p, size, fmt, &tm) : 0;
+        if (n > 0 || size / 256 >= fl) break;
+    }
+    ld_tpl_value *r = ld_tv_str(A, b.p, n);
+    free(b.p);
+    NEWV(*out = r);
     return LD_OK;
 }
 
+/* range(): its length (as Python's len(range)) first, then the items, so
+ * that no bound or step overflows */
 static ld_status do_range(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_value **out)
 {
     int64_t p[3] = {0, 0, 1};
@@ -417,13 +475,15 @@ static ld_status do_range(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_va
     }
     if (a->n_pos == 1) p[1] = p[0], p[0] = 0;
     if (!a->n_pos || p[2] == 0) return TYPE_ERR("value error: bad range() arguments");
+    uint64_t span = 0, step = p[2] > 0 ? (uint64_t)p[2] : 0 - (uint64_t)p[2], cnt = 0;
+    if (p[2] > 0 && p[0] < p[1]) span = (uint64_t)p[1] - (uint64_t)p[0];
+    if (p[2] < 0 && p[0] > p[1]) span = (uint64_t)p[0] - (uint64_t)p[1];
+    if (span) cnt = (span - 1) / step + 1;
+    if (cnt > 100000) return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "range() longer than 100000 items");
     ld_tpl_value *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
-    int64_t cnt = 0;
-    for (int64_t i = p[0]; p[2] > 0 ? i < p[1] : i > p[1]; i += p[2]) {
-        if (++cnt > 100000) return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "range() longer than 100000 items");
-        NEWV(ld_tv_push(A, r, ld_tpl_value_int(A, i)));
-    }
+    for (uint64_t j = 0; j < cnt; j++) /* start + j * step stays between the bounds: no wrap */
+        NEWV(ld_tv_push(A, r, ld_tpl_value_int(A, (int64_t)((uint64_t)p[0] + j * (uint64_t)p[2]))));
     *out = r;
     return LD_OK;
 }
@@ -473,19 +533,7 @@ static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld
         else NEWV(*out = pairs(rt, v));
         return LD_OK;
     }
-    if (is(f, "int") || is(f, "float") || is(f, "abs")) {
-        double d = v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->kind == TV_BOOL ? v->u.b
-                 : v->kind == TV_STR ? strtod(v->u.str.s, NULL) : 0;
-        if (is(f, "abs")) {
-            if (v->kind == TV_INT) NEWV(*out = ld_tpl_value_int(A, v->u.i < 0 ? -v->u.i : v->u.i));
-            else if (v->kind == TV_FLOAT) NEWV(*out = ld_tv_float(A, v->u.f < 0 ? -v->u.f : v->u.f));
-            else return TYPE_ERR("type error: bad operand type for abs(): '%s'", ld_tv_type_name(v));
-            return LD_OK;
-        }
-        if (f[0] == 'i') NEWV(*out = ld_tpl_value_int(A, v->kind == TV_INT ? v->u.i : (int64_t)d));
-        else NEWV(*out = ld_tv_float(A, d));
-        return LD_OK;
-    }
+    if (is(f, "int") || is(f, "float") || is(f, "abs")) return ld_tpl_filter_number(rt, at, f, v, a, out);
     return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: No filter named '%s' found.", f);
 }
 
@@ -523,11 +571,11 @@ ld_status ld_tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_va
     if (is(f, "dictsort")) return do_sort(rt, at, v, a, true, out);
     if (is(f, "string")) {
         if (v->kind == TV_UNDEF) NEWV(*out = ld_tv_str(A, "", 0));
-        else if (!(*out = ld_tpl_str_of(rt, v))) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
+        else if (!(*out = ld_tpl_str_of(rt, at, v))) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
         return LD_OK;
     }
     if (is(f, "trim") || is(f, "lower") || is(f, "upper") || is(f, "title") || is(f, "capitalize") || is(f, "replace")) {
-        ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
+        ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, at, v);
         if (!s) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
         if (is(f, "title")) { /* jinja2's own: words split at [-\s({[<], not str.title */
             NEWV(*out = ld_tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_TITLE_WORDS));

@@ -6,6 +6,7 @@
  * }} escape braces; the ',' '_' grouping, 'n' and 'z' are not supported).
  * wordcount counts runs of \w, taking every non-ASCII code point outside
  * the punctuation and space blocks as a word character. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,61 +17,96 @@
 #define A (ld_tpl_rt_arena(rt))
 #define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 
-/* indent(s, width=4, first=False, blank=False) of jinja2 3.1: the text
- * gets a "\n" appended, is split into lines and joined back with "\n" plus
- * the indentation (lines left empty unless blank) */
-ld_status ld_tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+/* a + b and a * b, SIZE_MAX when they overflow: sizes charged against the
+ * memory limit, where SIZE_MAX is simply refused */
+static size_t sat_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+static size_t sat_mul(size_t a, size_t b)
 {
-    ld_tpl_value *w = ld_tpl_kwarg(a, "width", 0), *first = ld_tpl_kwarg(a, "first", 1), *blank = ld_tpl_kwarg(a, "blank", 2);
-    ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
-    if (!s) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
-    char spaces[256];
-    const char *ind = spaces;
-    size_t il;
-    if (w && w->kind == TV_STR) ind = w->u.str.s, il = w->u.str.len;
-    else if (!w || w->kind == TV_INT || w->kind == TV_BOOL) {
-        int64_t k = !w ? 4 : w->kind == TV_INT ? w->u.i : w->u.b;
-        il = k < 0 ? 0 : k > 255 ? 255 : (size_t)k;
-        memset(spaces, ' ', il);
-    } else {
-        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: can't multiply sequence by non-int of type '%s'", ld_tv_type_name(w));
-    }
-    bool all = blank && ld_tv_truthy(blank);
-    tv_buf b = {0};
-    if (first && ld_tv_truthy(first)) ld_tv_buf_put(&b, ind, il);
-    const char *p = s->u.str.s;
-    size_t n = s->u.str.len;
-    /* s + "\n" split into lines: every piece between breaks, the (maybe
-     * empty) one after the last break included */
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+/* the indentation: `s` (len bytes) `reps` times over */
+typedef struct indent_unit {
+    const char *s;
+    size_t len, reps;
+} indent_unit;
+
+/* Walks s[0..n) + "\n" split into lines (every piece between breaks, the
+ * maybe empty one after the last break included), joined back with "\n" and
+ * each line after the first indented (unless empty and not `all`).  Counts
+ * the text bytes, the breaks and the indented lines into c[0..3); writes
+ * the lines into b when b is not NULL. */
+static void indent_walk(const char *p, size_t n, bool all, const indent_unit *u, tv_buf *b, size_t c[3])
+{
+    c[0] = c[1] = c[2] = 0;
     for (size_t i = 0, line = 0;; line++) {
         size_t e = i, br = 0;
         while (e < n && !(br = ld_tv_line_break(p + e, n - e))) e++;
         if (line > 0) {
-            ld_tv_buf_putc(&b, '\n');
-            if (all || e > i) ld_tv_buf_put(&b, ind, il);
+            bool ind = all || e > i;
+            c[1]++, c[2] += ind;
+            if (b) ld_tv_buf_putc(b, '\n');
+            if (b && ind) ld_tv_buf_repeat(b, u->s, u->len, u->reps);
         }
-        ld_tv_buf_put(&b, p + i, e - i);
+        c[0] += e - i;
+        if (b) ld_tv_buf_put(b, p + i, e - i);
         if (e >= n) break;
         i = e + br;
     }
-    ld_tpl_value *r = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
-    free(b.p);
-    NEWV(r);
-    return *out = r, LD_OK;
+}
+
+/* indent(s, width=4, first=False, blank=False) of jinja2 3.1: the text
+ * gets a "\n" appended, is split into lines and joined back with "\n" plus
+ * the indentation (lines left empty unless blank).  The result's size is
+ * counted and charged first: a huge width costs nothing unless a line gets
+ * it. */
+ld_status ld_tpl_filter_indent(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *w = ld_tpl_kwarg(a, "width", 0), *first = ld_tpl_kwarg(a, "first", 1), *blank = ld_tpl_kwarg(a, "blank", 2);
+    ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, at, v);
+    if (!s) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
+    indent_unit u = {" ", 1, 4};
+    if (w && w->kind == TV_STR) u.s = w->u.str.s, u.len = w->u.str.len, u.reps = 1;
+    else if (w && (w->kind == TV_INT || w->kind == TV_BOOL)) {
+        int64_t k = w->kind == TV_INT ? w->u.i : w->u.b;
+        u.reps = k < 0 ? 0 : (size_t)k; /* " " * -1 is "" */
+    } else if (w) {
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: can't multiply sequence by non-int of type '%s'", ld_tv_type_name(w));
+    }
+    bool all = blank && ld_tv_truthy(blank), lead = first && ld_tv_truthy(first);
+    size_t c[3];
+    indent_walk(s->u.str.s, s->u.str.len, all, &u, NULL, c);
+    size_t size = sat_add(sat_add(c[0], c[1]), sat_mul(sat_mul(u.len, u.reps), sat_add(c[2], lead)));
+    LD_TRY(ld_tpl_rt_charge(rt, at, "indent", sat_add(size, 1)));
+    tv_buf b = ld_tpl_rt_buf(rt);
+    if (ld_tv_buf_reserve(&b, size)) {
+        if (lead) ld_tv_buf_repeat(&b, u.s, u.len, u.reps);
+        indent_walk(s->u.str.s, s->u.str.len, all, &u, &b, c);
+    }
+    return ld_tpl_rt_buf_value(rt, at, "indent", &b, out);
+}
+
+/* decimal digits at s[*i..n), saturating at SIZE_MAX (a huge width or
+ * precision is refused when its result is charged) */
+static size_t parse_count(const char *s, size_t n, size_t *i)
+{
+    size_t v = 0;
+    for (; *i < n && s[*i] >= '0' && s[*i] <= '9'; (*i)++) v = sat_add(sat_mul(v, 10), (size_t)(s[*i] - '0'));
+    return v;
 }
 
 /* a parsed format spec [[fill]align][sign][#][0][width][.precision][type] */
 typedef struct fspec {
     char fill[5], align, sign, type; /* fill: one UTF-8 character */
-    bool alt;
-    int width, prec; /* -1 = none */
+    bool alt, has_prec;
+    size_t width, prec; /* width 0 = none */
 } fspec;
 
 static bool parse_spec(const char *s, size_t n, fspec *f)
 {
     size_t i = 0, cl = 1;
     memset(f, 0, sizeof *f);
-    f->width = f->prec = -1;
     if (n && ((unsigned char)s[0] & 0xC0) == 0xC0) /* a multibyte fill */
         while (cl < n && cl < 4 && ((unsigned char)s[cl] & 0xC0) == 0x80) cl++;
     if (n > cl && strchr("<>=^", s[cl])) memcpy(f->fill, s, cl), f->align = s[cl], i = cl + 1;
@@ -82,91 +118,136 @@ static bool parse_spec(const char *s, size_t n, fspec *f)
         if (!f->fill[0]) f->fill[0] = '0';
         i++;
     }
-    for (; i < n && s[i] >= '0' && s[i] <= '9' && f->width < 100000; i++) f->width = (f->width < 0 ? 0 : f->width * 10) + (s[i] - '0');
+    f->width = parse_count(s, n, &i);
     if (i < n && s[i] == '.') {
-        f->prec = 0;
-        for (i++; i < n && s[i] >= '0' && s[i] <= '9' && f->prec < 1000; i++) f->prec = f->prec * 10 + (s[i] - '0');
+        i++;
+        f->has_prec = true, f->prec = parse_count(s, n, &i);
     }
     if (i < n && strchr("sdxXobcfFeEgG%", s[i])) f->type = s[i++];
     if (!f->fill[0]) f->fill[0] = ' ';
     return i == n;
 }
 
+/* Python's bound on a width or precision it parses (Py_ssize_t) */
+#define PY_SSIZE_MAX ((size_t)INT64_MAX)
+
 /* body (sign already split off into `sign`) padded to the spec's width */
 static void pad(tv_buf *b, const fspec *f, const char *sign, const char *body, size_t blen, char dflt)
 {
-    size_t len = strlen(sign) + ld_tv_utf8_count(body, blen), w = f->width > 0 ? (size_t)f->width : 0, fl = strlen(f->fill);
-    size_t gap = w > len ? w - len : 0, left = 0;
+    size_t sl = strlen(sign), len = sl + ld_tv_utf8_count(body, blen), fl = strlen(f->fill);
+    size_t gap = f->width > len ? f->width - len : 0;
     char al = f->align ? f->align : dflt;
-    left = al == '>' ? gap : al == '^' ? gap / 2 : 0;
-    if (al == '=') ld_tv_buf_put(b, sign, strlen(sign));
-    for (size_t i = 0; i < (al == '=' ? gap : left); i++) ld_tv_buf_put(b, f->fill, fl);
-    if (al != '=') ld_tv_buf_put(b, sign, strlen(sign));
+    size_t left = al == '>' || al == '=' ? gap : al == '^' ? gap / 2 : 0;
+    if (al == '=') ld_tv_buf_put(b, sign, sl);
+    ld_tv_buf_repeat(b, f->fill, fl, left);
+    if (al != '=') ld_tv_buf_put(b, sign, sl);
     ld_tv_buf_put(b, body, blen);
-    for (size_t i = (al == '=' ? gap : left); i < gap && al != '='; i++) ld_tv_buf_put(b, f->fill, fl);
+    ld_tv_buf_repeat(b, f->fill, fl, gap - left);
 }
 
-/* format(v, spec) of Python for str, int, float and bool values */
+/* The digits a float conversion `t` (e f g % ...) with precision prec
+ * makes: g and G without '#' drop trailing zeros, so beyond the 767
+ * significant digits a double can have a larger precision changes nothing:
+ * it is cut to 1000, where the text is the same, instead of asking snprintf
+ * for a billion zeros it would then drop.  Others keep prec digits. */
+static size_t float_prec(char t, bool alt, size_t prec) { return (t == 'g' || t == 'G') && !alt && prec > 1000 ? 1000 : prec; }
+
+/* the digits of float m with `fmt` (one conversion taking an int
+ * precision, then the double) into b: at most 310 digits before the point,
+ * prec after, an exponent; b->failed past b's cap */
+static void put_float(tv_buf *b, const char *fmt, size_t prec, double m)
+{
+    if (prec > INT_MAX - 400) { b->failed = true; return; } /* only with a limit beyond 2 GiB */
+    if (!ld_tv_buf_reserve(b, prec + 330)) return;
+    int k = snprintf(b->p + b->len, b->cap - b->len, fmt, (int)prec, m);
+    if (k < 0 || (size_t)k >= b->cap - b->len) { b->failed = true; return; }
+    b->len += (size_t)k;
+}
+
+/* the text of float d for spec f (without its sign) into body */
+static ld_status spec_float(tpl_rt *rt, const tpl_node *at, const fspec *f, double d, tv_buf *body)
+{
+    double m = fabs(d);
+    if (!f->type && !f->has_prec) { ld_tv_float_repr(body, m); return LD_OK; } /* repr */
+    if (!isfinite(m)) { ld_tv_buf_put(body, isnan(m) ? "nan" : "inf", 3); return LD_OK; }
+    char t = f->type ? f->type : 'g', fmt[16];
+    size_t prec = float_prec(t, f->alt, f->has_prec ? f->prec : 6);
+    LD_TRY(ld_tpl_rt_charge(rt, at, "str.format", prec));
+    snprintf(fmt, sizeof fmt, "%%%s.*%c", f->alt ? "#" : "", t == '%' ? 'f' : t);
+    put_float(body, fmt, prec, t == '%' ? m * 100 : m);
+    if (t == '%') ld_tv_buf_putc(body, '%');
+    if (!f->type && body->p && !strpbrk(body->p, ".e")) ld_tv_buf_put(body, ".0", 2);
+    return LD_OK;
+}
+
+/* the text of int i for spec f (type one of dxXobc, 0 = d) into body, the
+ * sign and base prefix into sign[] */
+static ld_status spec_int(tpl_rt *rt, const tpl_node *at, const fspec *f, int64_t i, tv_buf *body, char sign[4])
+{
+    uint64_t m = i < 0 ? 0ULL - (uint64_t)i : (uint64_t)i;
+    char t = f->type ? f->type : 'd', tmp[80];
+    if (t == 'c') {
+        if (i < 0 || i > 0x10FFFF) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "overflow error: %%c arg not in range(0x110000)");
+        ld_tv_buf_put_cp(body, (uint32_t)i);
+    } else if (t == 'b') {
+        size_t k = sizeof tmp;
+        do tmp[--k] = (char)('0' + (m & 1)), m >>= 1; while (m);
+        ld_tv_buf_put(body, tmp + k, sizeof tmp - k);
+    } else {
+        char pf[8];
+        snprintf(pf, sizeof pf, "%%ll%c", t == 'd' ? 'u' : t);
+        snprintf(tmp, sizeof tmp, pf, (unsigned long long)m);
+        ld_tv_buf_put(body, tmp, strlen(tmp));
+    }
+    snprintf(sign, 4, "%s%s", i < 0 ? "-" : f->sign == '+' ? "+" : f->sign == ' ' ? " " : "",
+             !f->alt ? "" : t == 'x' ? "0x" : t == 'X' ? "0X" : t == 'o' ? "0o" : t == 'b' ? "0b" : "");
+    return LD_OK;
+}
+
+/* format(v, spec) of Python for str, int, float and bool values; the width
+ * is charged before anything is written */
 static ld_status format_spec(tpl_rt *rt, const tpl_node *at, tv_buf *b, ld_tpl_value *v, const char *spec, size_t n)
 {
     fspec f;
-    char body[512], pf[32];
     if (!parse_spec(spec, n, &f)) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "str.format spec '%.*s' is not supported", (int)n, spec);
+    if (f.width > PY_SSIZE_MAX || f.prec > PY_SSIZE_MAX)
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Too many decimal digits in format string");
+    LD_TRY(ld_tpl_rt_charge(rt, at, "str.format", sat_mul(f.width, strlen(f.fill))));
     if (v->kind == TV_STR) {
         if (f.type && f.type != 's') return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type 'str'", f.type);
         if (f.align == '=' || f.sign) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: sign or '=' alignment not allowed in string format specifier");
         size_t len = v->u.str.len;
-        if (f.prec >= 0) /* the first prec code points */
+        if (f.has_prec) /* the first prec code points */
             for (size_t i = 0, c = 0; i < v->u.str.len; i++)
-                if (((unsigned char)v->u.str.s[i] & 0xC0) != 0x80 && c++ == (size_t)f.prec) { len = i; break; }
+                if (((unsigned char)v->u.str.s[i] & 0xC0) != 0x80 && c++ == f.prec) { len = i; break; }
         pad(b, &f, "", v->u.str.s, len, '<');
         return LD_OK;
     }
     if (v->kind != TV_INT && v->kind != TV_BOOL && v->kind != TV_FLOAT)
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: unsupported format string passed to %s.__format__", ld_tv_type_name(v));
     bool is_int = v->kind != TV_FLOAT && (!f.type || strchr("dxXobc", f.type));
-    if (v->kind == TV_FLOAT && f.type && strchr("dxXobc", f.type))
-        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type 'float'", f.type);
+    if (f.type == 's' || (v->kind == TV_FLOAT && f.type && strchr("dxXobc", f.type)))
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Unknown format code '%c' for object of type '%s'", f.type,
+                              ld_tv_type_name(v));
+    if (is_int && f.has_prec)
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Precision not allowed in integer format specifier");
+    if (is_int && f.type == 'c' && (f.sign || f.alt))
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: %s not allowed with integer format specifier 'c'",
+                              f.sign ? "Sign" : "Alternate form (#)");
+    tv_buf body = ld_tpl_rt_buf(rt);
+    char sign[4] = "";
+    ld_status st;
     if (is_int) {
-        long long i = v->kind == TV_INT ? (long long)v->u.i : v->u.b;
-        unsigned long long m = i < 0 ? 0ULL - (unsigned long long)i : (unsigned long long)i;
-        char t = f.type ? f.type : 'd';
-        if (t == 'c') { body[0] = (char)i, body[1] = 0; }
-        else if (t == 'b') {
-            size_t k = 0;
-            char tmp[80];
-            do tmp[k++] = (char)('0' + (m & 1)), m >>= 1; while (m);
-            for (size_t j = 0; j < k; j++) body[j] = tmp[k - 1 - j];
-            body[k] = 0;
-        } else {
-            snprintf(pf, sizeof pf, "%%ll%c", t == 'd' ? 'u' : t);
-            snprintf(body, sizeof body, pf, m);
-        }
-        char sign[4] = "";
-        snprintf(sign, sizeof sign, "%s%s", i < 0 ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "",
-                 !f.alt ? "" : t == 'x' ? "0x" : t == 'X' ? "0X" : t == 'o' ? "0o" : t == 'b' ? "0b" : "");
-        pad(b, &f, sign, body, strlen(body), '>');
-        return LD_OK;
-    }
-    double d = v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b, m = fabs(d);
-    char sign[2] = {signbit(d) ? '-' : f.sign == '+' ? '+' : f.sign == ' ' ? ' ' : 0, 0};
-    if (!f.type && f.prec < 0) { /* repr */
-        tv_buf r = {0};
-        ld_tv_float_repr(&r, m);
-        snprintf(body, sizeof body, "%s", r.p ? r.p : "");
-        free(r.p);
-    } else if (!isfinite(m)) {
-        snprintf(body, sizeof body, "%s", isnan(m) ? "nan" : "inf");
+        st = spec_int(rt, at, &f, v->kind == TV_INT ? v->u.i : v->u.b, &body, sign);
     } else {
-        char t = f.type ? f.type : 'g';
-        int prec = f.prec >= 0 ? f.prec : 6;
-        snprintf(pf, sizeof pf, "%%%s.%d%c", f.alt ? "#" : "", prec, t == '%' ? 'f' : t);
-        snprintf(body, sizeof body, pf, t == '%' ? m * 100 : m);
-        if (t == '%') strncat(body, "%", sizeof body - strlen(body) - 1);
-        if (!f.type && !strpbrk(body, ".e")) strncat(body, ".0", sizeof body - strlen(body) - 1);
+        double d = v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b;
+        sign[0] = signbit(d) ? '-' : f.sign == '+' ? '+' : f.sign == ' ' ? ' ' : 0;
+        st = spec_float(rt, at, &f, d, &body);
     }
-    pad(b, &f, sign, body, strlen(body), '>');
-    return LD_OK;
+    if (st == LD_OK && body.failed) st = ld_tpl_rt_over(rt, at, "str.format");
+    if (st == LD_OK) pad(b, &f, sign, body.p ? body.p : "", body.len, '>');
+    free(body.p);
+    return st;
 }
 
 /* the value of field `name` (empty = the next positional one) */
@@ -197,9 +278,9 @@ ld_status ld_tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
 {
     const char *p = s->u.str.s;
     size_t n = s->u.str.len, auto_ix = 0;
-    tv_buf b = {0};
+    tv_buf b = ld_tpl_rt_buf(rt);
     ld_status st = LD_OK;
-    for (size_t i = 0; i < n && st == LD_OK; i++) {
+    for (size_t i = 0; i < n && st == LD_OK && !b.failed; i++) {
         if (p[i] == '}') {
             if (i + 1 < n && p[i + 1] == '}') { ld_tv_buf_putc(&b, '}'), i++; continue; }
             st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: Single '}' encountered in format string");
@@ -217,8 +298,9 @@ ld_status ld_tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         if ((st = field(rt, at, a, f, flen, &auto_ix, &v)) != LD_OK) break;
         if (spec && spec + 1 < close) {
             if (repr || str) { /* the converted text, then the spec */
-                tv_buf c = {0};
+                tv_buf c = ld_tpl_rt_buf(rt);
                 bool printed = ld_tv_print(&c, v, repr);
+                if (printed && c.failed) { free(c.p); st = ld_tpl_rt_over(rt, at, "str.format"); break; }
                 ld_tpl_value *x = printed && !c.failed ? ld_tv_str(A, c.p ? c.p : "", c.len) : NULL;
                 free(c.p);
                 if (!x) { st = ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", ld_tv_type_name(v)); break; }
@@ -230,82 +312,174 @@ ld_status ld_tpl_str_format(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         }
         i = (size_t)(close - p);
     }
-    ld_tpl_value *r = st == LD_OK && !b.failed ? ld_tv_str(A, b.p ? b.p : "", b.len) : NULL;
-    free(b.p);
-    LD_TRY(st);
-    NEWV(r);
-    return *out = r, LD_OK;
+    if (st != LD_OK) return free(b.p), st;
+    return ld_tpl_rt_buf_value(rt, at, "str.format", &b, out);
 }
 
-static ld_tpl_value *as_str(tpl_rt *rt, ld_tpl_value *v)
+static ld_tpl_value *as_str(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v)
 {
-    return v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, v);
+    return v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, at, v);
 }
 
-static ld_status put_result(tpl_rt *rt, const tpl_node *at, tv_buf *b, ld_tpl_value **out)
+/* the bytes of the first n code points of s[0..len) */
+static size_t cp_prefix(const char *s, size_t len, size_t n)
 {
-    ld_tpl_value *r = b->failed ? NULL : ld_tv_str(A, b->p ? b->p : "", b->len);
-    free(b->p);
-    NEWV(r);
-    return *out = r, LD_OK;
+    size_t i = 0, c = 0;
+    for (; i < len; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && c++ == n) break;
+    return i;
 }
 
-/* one %-conversion of `v` into b; spec is "%[flags][width][.prec]" */
-static ld_status printf_one(tpl_rt *rt, const tpl_node *at, tv_buf *b, const char *spec, char conv, ld_tpl_value *v)
+/* a %-conversion's flags, width and precision (saturating: a huge one is
+ * refused when charged) */
+typedef struct pspec {
+    bool left, zero, plus, space, alt, has_prec;
+    size_t width, prec;
+} pspec;
+
+/* "[flags][width][.precision][length modifier]" at q: the modifier (h l L)
+ * is ignored, as Python does */
+static const char *parse_pspec(const char *q, const char *e, pspec *ps)
 {
-    char fmt[64], tmp[512];
-    if (conv == 's' || conv == 'r') {
-        tv_buf s = {0};
-        if (!ld_tv_print(&s, v, conv == 'r')) {
-            free(s.p);
-            return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", ld_tv_type_name(v));
-        }
-        int width = 0, prec = -1;
-        bool left = strchr(spec, '-') != NULL;
-        const char *p = spec + 1;
-        while (*p && strchr("-+ #0", *p)) p++;
-        width = atoi(p);
-        const char *dot = strchr(spec, '.');
-        if (dot) prec = atoi(dot + 1);
-        size_t len = s.p ? s.len : 0, chars = ld_tv_utf8_count(s.p ? s.p : "", len), keep = len;
-        if (prec >= 0 && chars > (size_t)prec) { /* cut to prec code points */
-            size_t c = 0;
-            for (keep = 0; keep < len && c <= (size_t)prec; keep++)
-                if (((unsigned char)s.p[keep] & 0xC0) != 0x80 && ++c > (size_t)prec) break;
-            chars = (size_t)prec;
-        }
-        for (size_t i = chars; !left && (int)i < width; i++) ld_tv_buf_putc(b, ' ');
-        ld_tv_buf_put(b, s.p ? s.p : "", keep);
-        for (size_t i = chars; left && (int)i < width; i++) ld_tv_buf_putc(b, ' ');
-        free(s.p);
-        return LD_OK;
+    memset(ps, 0, sizeof *ps);
+    for (; q < e && strchr("-+ #0", *q); q++) {
+        if (*q == '-') ps->left = true;
+        else if (*q == '+') ps->plus = true;
+        else if (*q == ' ') ps->space = true;
+        else if (*q == '#') ps->alt = true;
+        else ps->zero = true;
     }
+    size_t i = 0, n = (size_t)(e - q);
+    ps->width = parse_count(q, n, &i);
+    if (i < n && q[i] == '.') {
+        i++;
+        ps->has_prec = true, ps->prec = parse_count(q, n, &i);
+    }
+    while (i < n && strchr("hlL", q[i])) i++;
+    return q + i;
+}
+
+/* body[0..len) padded to ps->width code points: spaces after it ('-'),
+ * zeros between its first `lead` bytes (sign, base prefix) and the rest
+ * ('0' on a finite number), else spaces before it */
+static void put_padded(tv_buf *b, const pspec *ps, const char *body, size_t len, size_t lead, bool numeric)
+{
+    size_t chars = ld_tv_utf8_count(body, len), gap = ps->width > chars ? ps->width - chars : 0;
+    if (ps->left) {
+        ld_tv_buf_put(b, body, len);
+        ld_tv_buf_repeat(b, " ", 1, gap);
+    } else if (ps->zero && numeric) {
+        ld_tv_buf_put(b, body, lead);
+        ld_tv_buf_repeat(b, "0", 1, gap);
+        ld_tv_buf_put(b, body + lead, len - lead);
+    } else {
+        ld_tv_buf_repeat(b, " ", 1, gap);
+        ld_tv_buf_put(b, body, len);
+    }
+}
+
+/* %s / %r: str() / repr(), cut to the precision in code points */
+static ld_status printf_str(tpl_rt *rt, const tpl_node *at, tv_buf *b, const pspec *ps, char conv, ld_tpl_value *v)
+{
+    tv_buf s = ld_tpl_rt_buf(rt);
+    if (!ld_tv_print(&s, v, conv == 'r')) {
+        free(s.p);
+        return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot format a '%s' value", ld_tv_type_name(v));
+    }
+    if (s.failed) return free(s.p), ld_tpl_rt_over(rt, at, "format");
+    const char *t = s.p ? s.p : "";
+    put_padded(b, ps, t, ps->has_prec ? cp_prefix(t, s.len, ps->prec) : s.len, 0, false);
+    free(s.p);
+    return LD_OK;
+}
+
+/* %c: an int as its code point, or a one-character string */
+static ld_status printf_char(tpl_rt *rt, const tpl_node *at, tv_buf *b, const pspec *ps, ld_tpl_value *v)
+{
+    tv_buf c = {0};
+    if (v->kind == TV_STR && ld_tv_utf8_count(v->u.str.s, v->u.str.len) == 1) {
+        ld_tv_buf_put(&c, v->u.str.s, v->u.str.len);
+    } else if (v->kind == TV_INT || v->kind == TV_BOOL) {
+        int64_t i = v->kind == TV_INT ? v->u.i : v->u.b;
+        if (i < 0 || i > 0x10FFFF) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "overflow error: %%c arg not in range(0x110000)");
+        ld_tv_buf_put_cp(&c, (uint32_t)i);
+    } else {
+        return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: %%c requires int or char");
+    }
+    if (!c.failed) put_padded(b, ps, c.p, c.len, 0, false);
+    free(c.p);
+    return c.failed ? ld_tpl_nomem(rt, at) : LD_OK;
+}
+
+/* %d %i %x %X %o with Python's layout: the digits zero-filled to the
+ * precision after the sign and base prefix, then padded to the width */
+static ld_status printf_int(tpl_rt *rt, const tpl_node *at, tv_buf *b, const pspec *ps, char conv, ld_tpl_value *v)
+{
+    int64_t i = v->kind == TV_INT ? v->u.i : v->u.b;
+    if (v->kind == TV_FLOAT) {
+        if (conv != 'd' && conv != 'i')
+            return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: %%%c format: an integer is required, not float", conv);
+        LD_TRY(ld_tpl_float_to_int(rt, at, v->u.f, &i));
+    }
+    uint64_t m = i < 0 ? 0ULL - (uint64_t)i : (uint64_t)i;
+    char digits[32], head[4];
+    snprintf(digits, sizeof digits, conv == 'x' ? "%llx" : conv == 'X' ? "%llX" : conv == 'o' ? "%llo" : "%llu",
+             (unsigned long long)m);
+    snprintf(head, sizeof head, "%s%s", i < 0 ? "-" : ps->plus ? "+" : ps->space ? " " : "",
+             !ps->alt ? "" : conv == 'x' ? "0x" : conv == 'X' ? "0X" : conv == 'o' ? "0o" : "");
+    size_t nd = strlen(digits), hl = strlen(head), zeros = ps->has_prec && ps->prec > nd ? ps->prec - nd : 0;
+    size_t natural = sat_add(zeros, hl + nd), gap = ps->width > natural ? ps->width - natural : 0;
+    LD_TRY(ld_tpl_rt_charge(rt, at, "format", sat_add(natural, gap)));
+    if (!ps->left && !ps->zero) ld_tv_buf_repeat(b, " ", 1, gap);
+    ld_tv_buf_put(b, head, hl);
+    ld_tv_buf_repeat(b, "0", 1, ps->zero && !ps->left ? sat_add(zeros, gap) : zeros);
+    ld_tv_buf_put(b, digits, nd);
+    if (ps->left) ld_tv_buf_repeat(b, " ", 1, gap);
+    return LD_OK;
+}
+
+/* %e %E %f %F %g %G: C's conversion (Python's for these), padded to the
+ * width by put_padded; the precision is charged before the digits are made */
+static ld_status printf_float(tpl_rt *rt, const tpl_node *at, tv_buf *b, const pspec *ps, char conv, double d)
+{
+    size_t prec = float_prec(conv, ps->alt, ps->has_prec ? ps->prec : 6);
+    LD_TRY(ld_tpl_rt_charge(rt, at, "format", prec));
+    char fmt[16];
+    snprintf(fmt, sizeof fmt, "%%%s%s%s.*%c", ps->plus ? "+" : "", ps->space ? " " : "", ps->alt ? "#" : "", conv);
+    tv_buf body = ld_tpl_rt_buf(rt);
+    put_float(&body, fmt, prec, d);
+    if (body.failed) return free(body.p), ld_tpl_rt_over(rt, at, "format");
+    size_t lead = body.len && strchr("+- ", body.p[0]) ? 1 : 0;
+    put_padded(b, ps, body.p, body.len, lead, isfinite(d));
+    free(body.p);
+    return LD_OK;
+}
+
+/* one %-conversion `conv` of `v` into b; the width is charged first */
+static ld_status printf_one(tpl_rt *rt, const tpl_node *at, tv_buf *b, const pspec *ps, char conv, ld_tpl_value *v)
+{
+    /* Python's own bounds come first (a width up to 2**63 is fine to it) */
+    if (ps->width > PY_SSIZE_MAX) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: width too big");
+    if (ps->has_prec && ps->prec > INT_MAX) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: precision too big");
+    LD_TRY(ld_tpl_rt_charge(rt, at, "format", ps->width));
+    if (conv == 's' || conv == 'r') return printf_str(rt, at, b, ps, conv, v);
+    if (conv == 'c') return printf_char(rt, at, b, ps, v);
     bool num = v->kind == TV_INT || v->kind == TV_FLOAT || v->kind == TV_BOOL;
     if (!num) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: %%%c format: a real number is required, not %s", conv, ld_tv_type_name(v));
-    double d = v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b;
-    if (strchr("dixXoc", conv)) {
-        long long i = v->kind == TV_INT ? (long long)v->u.i : v->kind == TV_BOOL ? v->u.b : (long long)d;
-        if (conv == 'c') return ld_tv_buf_putc(b, (char)i), LD_OK;
-        snprintf(fmt, sizeof fmt, "%sll%c", spec, conv == 'i' ? 'd' : conv);
-        snprintf(tmp, sizeof tmp, fmt, i);
-    } else {
-        snprintf(fmt, sizeof fmt, "%s%c", spec, conv);
-        snprintf(tmp, sizeof tmp, fmt, d);
-    }
-    ld_tv_buf_put(b, tmp, strlen(tmp));
-    return LD_OK;
+    if (strchr("dixXo", conv)) return printf_int(rt, at, b, ps, conv, v);
+    return printf_float(rt, at, b, ps, conv, v->kind == TV_FLOAT ? v->u.f : v->kind == TV_INT ? (double)v->u.i : v->u.b);
 }
 
 /* the `format` filter: value % args (or % kwargs) */
 ld_status ld_tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *s = as_str(rt, v);
+    ld_tpl_value *s = as_str(rt, at, v);
     NEWV(s);
     if (a->n_pos && a->n_kw)
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "filter argument error: can't handle positional and keyword arguments at the same time");
     const char *p = s->u.str.s, *e = p + s->u.str.len;
     size_t next = 0;
-    tv_buf b = {0};
+    tv_buf b = ld_tpl_rt_buf(rt);
     ld_status st = LD_OK;
     while (p < e && st == LD_OK) {
         if (*p != '%') { ld_tv_buf_putc(&b, *p++); continue; }
@@ -320,11 +494,8 @@ ld_status ld_tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, 
             if (!arg) { st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "key error: '%.*s'", (int)(c - q - 1), q + 1); break; }
             q = c + 1;
         }
-        char spec[48];
-        size_t k = 0;
-        spec[k++] = '%';
-        while (q < e && k < 40 && strchr("-+ #0123456789.", *q)) spec[k++] = *q++;
-        spec[k] = 0;
+        pspec ps;
+        q = parse_pspec(q, e, &ps);
         if (q >= e || !strchr("srdiouxXeEfFgGc", *q)) {
             st = ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "format: conversion '%%%.1s' is not supported", q < e ? q : "");
             break;
@@ -333,45 +504,42 @@ ld_status ld_tpl_filter_format(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, 
             if (next >= a->n_pos) { st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: not enough arguments for format string"); break; }
             arg = a->pos[next++];
         }
-        st = printf_one(rt, at, &b, spec, *q == 'u' ? 'd' : *q, arg);
+        st = printf_one(rt, at, &b, &ps, *q == 'u' ? 'd' : *q, arg);
+        if (st == LD_OK && b.failed) st = ld_tpl_rt_over(rt, at, "format");
         p = q + 1;
     }
     if (st == LD_OK && a->n_pos && next < a->n_pos)
         st = ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: not all arguments converted during string formatting");
     if (st != LD_OK) return free(b.p), st;
-    return put_result(rt, at, &b, out);
+    return ld_tpl_rt_buf_value(rt, at, "format", &b, out);
 }
 
 /* center(width=80): str.center, the odd space on the right unless both
- * the margin and the width are odd */
+ * the margin and the width are odd; made in the render's arena once its
+ * size is charged */
 ld_status ld_tpl_filter_center(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *s = as_str(rt, v), *w = ld_tpl_kwarg(a, "width", 0);
+    ld_tpl_value *s = as_str(rt, at, v), *w = ld_tpl_kwarg(a, "width", 0);
     NEWV(s);
     int64_t width = w && w->kind == TV_INT ? w->u.i : 80, len = (int64_t)ld_tv_utf8_count(s->u.str.s, s->u.str.len);
-    if (width > 100000) width = 100000;
     if (width <= len) return *out = s, LD_OK;
-    int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
-    tv_buf b = {0};
-    for (int64_t i = 0; i < left; i++) ld_tv_buf_putc(&b, ' ');
-    ld_tv_buf_put(&b, s->u.str.s, s->u.str.len);
-    for (int64_t i = left + len; i < width; i++) ld_tv_buf_putc(&b, ' ');
-    return put_result(rt, at, &b, out);
-}
-
-/* byte offset of code point `n` of s */
-static size_t cp_offset(const ld_tpl_value *s, size_t n)
-{
-    size_t i = 0, c = 0;
-    for (; i < s->u.str.len; i++)
-        if (((unsigned char)s->u.str.s[i] & 0xC0) != 0x80 && c++ == n) break;
-    return i;
+    uint64_t marg = (uint64_t)width - (uint64_t)len, left = marg / 2 + (marg & (uint64_t)width & 1);
+    size_t size = sat_add(s->u.str.len, (size_t)marg);
+    LD_TRY(ld_tpl_rt_charge(rt, at, "center", sat_add(size, 1)));
+    char *t = ld_arena_alloc(A, size + 1);
+    if (!t) return ld_tpl_rt_over(rt, at, "center");
+    memset(t, ' ', (size_t)left);
+    memcpy(t + left, s->u.str.s, s->u.str.len);
+    memset(t + left + s->u.str.len, ' ', (size_t)(marg - left));
+    t[size] = 0;
+    NEWV(*out = ld_tv_str_ref(A, t, size));
+    return LD_OK;
 }
 
 /* truncate(length=255, killwords=False, end='...', leeway=5) */
 ld_status ld_tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
-    ld_tpl_value *s = as_str(rt, v), *lv = ld_tpl_kwarg(a, "length", 0), *kw = ld_tpl_kwarg(a, "killwords", 1);
+    ld_tpl_value *s = as_str(rt, at, v), *lv = ld_tpl_kwarg(a, "length", 0), *kw = ld_tpl_kwarg(a, "killwords", 1);
     ld_tpl_value *ev = ld_tpl_kwarg(a, "end", 2), *lw = ld_tpl_kwarg(a, "leeway", 3);
     NEWV(s);
     int64_t length = lv && lv->kind == TV_INT ? lv->u.i : 255, leeway = lw && lw->kind == TV_INT ? lw->u.i : 5;
@@ -379,17 +547,17 @@ ld_status ld_tpl_filter_truncate(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v
     size_t end_len = ev && ev->kind == TV_STR ? ev->u.str.len : 3;
     int64_t n = (int64_t)ld_tv_utf8_count(s->u.str.s, s->u.str.len), el = (int64_t)ld_tv_utf8_count(end, end_len);
     if (length < el || leeway < 0) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "assertion error: expected length >= len(end) and leeway >= 0");
-    if (n <= length + leeway) return *out = s, LD_OK;
-    size_t cut = cp_offset(s, (size_t)(length - el));
+    if (n <= length || n - length <= leeway) return *out = s, LD_OK; /* n <= length + leeway, without overflow */
+    size_t cut = cp_prefix(s->u.str.s, s->u.str.len, (size_t)(length - el));
     if (!(kw && ld_tv_truthy(kw))) { /* rsplit(" ", 1)[0] */
         size_t sp = cut;
         while (sp > 0 && s->u.str.s[sp - 1] != ' ') sp--;
         if (sp > 0) cut = sp - 1;
     }
-    tv_buf b = {0};
+    tv_buf b = ld_tpl_rt_buf(rt);
     ld_tv_buf_put(&b, s->u.str.s, cut);
     ld_tv_buf_put(&b, end, end_len);
-    return put_result(rt, at, &b, out);
+    return ld_tpl_rt_buf_value(rt, at, "truncate", &b, out);
 }
 
 static bool word_cp(uint32_t c)
@@ -403,7 +571,7 @@ static bool word_cp(uint32_t c)
 /* wordcount: the number of \w+ runs */
 ld_status ld_tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
 {
-    ld_tpl_value *s = as_str(rt, v);
+    ld_tpl_value *s = as_str(rt, at, v);
     NEWV(s);
     int64_t n = 0;
     bool in = false;
@@ -421,14 +589,14 @@ ld_status ld_tpl_filter_wordcount(tpl_rt *rt, const tpl_node *at, ld_tpl_value *
 /* escape / e: & < > " ' as HTML entities (markupsafe) */
 ld_status ld_tpl_filter_escape(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
 {
-    ld_tpl_value *s = v->kind == TV_NONE ? ld_tv_str(A, "None", 4) : as_str(rt, v);
+    ld_tpl_value *s = v->kind == TV_NONE ? ld_tv_str(A, "None", 4) : as_str(rt, at, v);
     NEWV(s);
-    tv_buf b = {0};
+    tv_buf b = ld_tpl_rt_buf(rt);
     for (size_t i = 0; i < s->u.str.len; i++) {
         char c = s->u.str.s[i];
         const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
         if (r) ld_tv_buf_put(&b, r, strlen(r));
         else ld_tv_buf_putc(&b, c);
     }
-    return put_result(rt, at, &b, out);
+    return ld_tpl_rt_buf_value(rt, at, "escape", &b, out);
 }

@@ -110,7 +110,10 @@ ld_status ld_tpl_filter_batch(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, t
     NEWV(r);
     r->flags |= TV_F_GEN;
     LD_TRY(ld_tpl_iter(rt, at, v, &items));
-    for (size_t i = 0; i < items->u.list.n; i++) {
+    size_t n = items->u.list.n, fills = fill && fill->kind != TV_NONE && n % per ? per - n % per : 0;
+    /* batch(10**9, 'x') fills a billion items: charged before the work */
+    LD_TRY(ld_tpl_rt_charge(rt, at, "batch", fills > SIZE_MAX / sizeof(ld_tpl_value *) ? SIZE_MAX : fills * sizeof(ld_tpl_value *)));
+    for (size_t i = 0; i < n; i++) {
         if (!cur || cur->u.list.n == per) NEWV((cur = ld_tv_new(A, TV_LIST)) && ld_tv_push(A, r, cur));
         NEWV(ld_tv_push(A, cur, items->u.list.items[i]));
     }
@@ -142,6 +145,8 @@ ld_status ld_tpl_filter_slice(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, t
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: slice needs a positive number of slices");
     LD_TRY(ld_tpl_iter(rt, at, v, &items));
     size_t n = items->u.list.n, k = (size_t)sv->u.i, per = n / k, extra = n % k, off = 0;
+    /* slice(10**9) makes a billion lists: charged before the work */
+    LD_TRY(ld_tpl_rt_charge(rt, at, "slice", k > SIZE_MAX / sizeof(ld_tpl_value) ? SIZE_MAX : k * sizeof(ld_tpl_value)));
     ld_tpl_value *r = ld_tv_new(A, TV_LIST);
     NEWV(r);
     r->flags |= TV_F_GEN;

@@ -81,8 +81,9 @@ static ld_status join(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *sep, l
 {
     ld_tpl_value *items;
     LD_TRY(ld_tpl_iter(rt, at, seq, &items));
-    tv_buf b = {0};
-    for (size_t i = 0; i < items->u.list.n; i++) {
+    LD_TRY(ld_tpl_rt_charge(rt, at, "str.join", ld_tv_join_size(items, sep->u.str.len)));
+    tv_buf b = ld_tpl_rt_buf(rt);
+    for (size_t i = 0; i < items->u.list.n && !b.failed; i++) {
         const ld_tpl_value *x = items->u.list.items[i];
         if (x->kind != TV_STR) {
             free(b.p);
@@ -92,10 +93,7 @@ static ld_status join(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *sep, l
         if (i) ld_tv_buf_put(&b, sep->u.str.s, sep->u.str.len);
         ld_tv_buf_put(&b, x->u.str.s, x->u.str.len);
     }
-    ld_tpl_value *r = b.failed ? NULL : ld_tv_str(A, b.p ? b.p : "", b.len);
-    free(b.p);
-    NEWV(r);
-    return *out = r, LD_OK;
+    return ld_tpl_rt_buf_value(rt, at, "str.join", &b, out);
 }
 
 /* s.rsplit(sep=None, maxsplit=-1): pieces found from the right, kept in

@@ -17,9 +17,10 @@ static ld_status concat(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, ld_tpl_v
 {
     ld_arena *A = rt->arena;
     if (a->kind == TV_STR) {
+        LD_TRY(ld_tpl_rt_charge(rt, n, "concatenation", a->u.str.len + b->u.str.len + 1));
         char *s = ld_arena_alloc(A, a->u.str.len + b->u.str.len + 1);
         ld_tpl_value *r = ld_tv_new(A, TV_STR);
-        NEW(rt, n, s && r);
+        if (!s || !r) return ld_tpl_rt_over(rt, n, "concatenation");
         memcpy(s, a->u.str.s, a->u.str.len);
         memcpy(s + a->u.str.len, b->u.str.s, b->u.str.len);
         s[a->u.str.len + b->u.str.len] = 0;
@@ -33,26 +34,35 @@ static ld_status concat(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, ld_tpl_v
     return *out = r, LD_OK;
 }
 
-/* [x] * n, "s" * n (within the output limit) */
+/* [x] * n, "s" * n: the result's size is charged first (a string against
+ * the output limit too: it is text to print), then the result is made in
+ * the render's arena */
 static ld_status repeat(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, int64_t times, ld_tpl_value **out)
 {
     ld_arena *A = rt->arena;
-    if (a->kind == TV_LIST) {
-        ld_tpl_value *r = ld_tv_new(A, TV_LIST);
-        NEW(rt, n, r);
+    bool list = a->kind == TV_LIST;
+    size_t t = times < 0 ? 0 : (size_t)times, unit = list ? a->u.list.n : a->u.str.len, count, bytes;
+    if (__builtin_mul_overflow(unit, t, &count)) count = SIZE_MAX;
+    if (!list && count > rt->lim.max_output_bytes)
+        return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "'*': a string of at least %zu bytes is past the render's output limit of %zu bytes",
+                              count, rt->lim.max_output_bytes);
+    if (__builtin_mul_overflow(count, list ? sizeof(ld_tpl_value *) : 1, &bytes)) bytes = SIZE_MAX;
+    LD_TRY(ld_tpl_rt_charge(rt, n, "'*'", bytes));
+    ld_tpl_value *r = ld_tv_new(A, a->kind);
+    char *p = ld_arena_alloc(A, bytes + !list); /* a string's NUL */
+    if (!r || !p) return ld_tpl_rt_over(rt, n, "'*'");
+    const char *src = list ? (const char *)a->u.list.items : a->u.str.s;
+    size_t ub = bytes / (t ? t : 1), done = bytes ? ub : 0;
+    if (done) memcpy(p, src, ub);
+    for (; done < bytes; done *= 2) /* double what is there */
+        memcpy(p + done, p, done < bytes - done ? done : bytes - done);
+    if (list) {
         r->flags = a->flags & TV_F_TUPLE;
-        for (int64_t i = 0; i < times; i++) {
-            if (r->u.list.n + a->u.list.n > rt->lim.max_output_bytes) return ld_tpl_nomem(rt, n);
-            for (size_t j = 0; j < a->u.list.n; j++) NEW(rt, n, ld_tv_push(A, r, a->u.list.items[j]));
-        }
-        return *out = r, LD_OK;
+        r->u.list.items = (ld_tpl_value **)(void *)p, r->u.list.n = r->u.list.cap = count;
+    } else {
+        p[bytes] = 0;
+        r->u.str.s = p, r->u.str.len = bytes;
     }
-    tv_buf s = {0};
-    s.max = rt->lim.max_output_bytes;
-    for (int64_t i = 0; i < times && !s.failed; i++) ld_tv_buf_put(&s, a->u.str.s, a->u.str.len);
-    ld_tpl_value *r = s.failed ? NULL : ld_tv_str(A, s.p, s.len);
-    free(s.p);
-    NEW(rt, n, r);
     return *out = r, LD_OK;
 }
 

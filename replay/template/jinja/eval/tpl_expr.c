@@ -46,7 +46,7 @@ static ld_status call_func(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *f
     ld_arena *A = rt->arena;
     switch (f->u.func.id) {
     case TF_RAISE: {
-        ld_tpl_value *m = a->n_pos ? ld_tpl_str_of(rt, a->pos[0]) : ld_tv_str(A, "", 0);
+        ld_tpl_value *m = a->n_pos ? ld_tpl_str_of(rt, at, a->pos[0]) : ld_tv_str(A, "", 0);
         NEW(rt, at, m);
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "template error '%.*s'", (int)(m->u.str.len > 150 ? 150 : m->u.str.len), m->u.str.s);
     }
@@ -123,7 +123,10 @@ static ld_status eval_slice(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld
     ld_tpl_value *r = ld_tv_new(rt->arena, TV_LIST);
     NEW(rt, n, r);
     r->flags = obj->flags & TV_F_TUPLE;
-    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) NEW(rt, n, ld_tv_push(rt->arena, r, items->u.list.items[i]));
+    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+        NEW(rt, n, ld_tv_push(rt->arena, r, items->u.list.items[i]));
+        if (st > 0 ? st >= e - i : st <= e - i) break; /* the next one is past the end: stop before i + st overflows */
+    }
     if (obj->kind == TV_STR) {
         tv_buf s = {0};
         for (size_t i = 0; i < r->u.list.n; i++) ld_tv_buf_put(&s, r->u.list.items[i]->u.str.s, r->u.list.items[i]->u.str.len);
@@ -185,8 +188,8 @@ static ld_status eval_binop(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
     LD_TRY(ld_tpl_eval_expr(rt, n->b, &b));
     if (n->neg == '~') {
-        ld_tpl_value *x = a->kind == TV_UNDEF ? ld_tv_str(rt->arena, "", 0) : ld_tpl_str_of(rt, a);
-        ld_tpl_value *y = b->kind == TV_UNDEF ? ld_tv_str(rt->arena, "", 0) : ld_tpl_str_of(rt, b);
+        ld_tpl_value *x = a->kind == TV_UNDEF ? ld_tv_str(rt->arena, "", 0) : ld_tpl_str_of(rt, n, a);
+        ld_tpl_value *y = b->kind == TV_UNDEF ? ld_tv_str(rt->arena, "", 0) : ld_tpl_str_of(rt, n, b);
         if (!x || !y) return ld_tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "cannot convert value to string");
         return ld_tpl_arith(rt, n, '+', x, y, out);
     }

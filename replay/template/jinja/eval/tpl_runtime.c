@@ -4,6 +4,7 @@
  * interpreter's eval/ and builtins/. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,11 +41,78 @@ ld_status ld_tpl_nomem(tpl_rt *rt, const tpl_node *at)
     return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "memory limit of the render exceeded");
 }
 
-ld_tpl_value *ld_tpl_str_of(tpl_rt *rt, const ld_tpl_value *v)
+size_t ld_tpl_rt_mem_limit(const tpl_rt *rt) { return rt->lim.max_memory_bytes; }
+
+/* The arena's cap is the limit plus what it held when the render began
+ * (ld_tpl_render_in); what it has handed out counts against it.  This is
+ * the most a new allocation could get: a result larger than it cannot fit. */
+size_t ld_tpl_rt_mem_left(const tpl_rt *rt)
+{
+    const ld_arena *a = rt->arena;
+    if (!a->max_bytes) return SIZE_MAX;
+    return a->max_bytes > a->used_bytes ? a->max_bytes - a->used_bytes : 0;
+}
+
+ld_status ld_tpl_rt_charge(tpl_rt *rt, const tpl_node *at, const char *what, size_t bytes)
+{
+    size_t left = ld_tpl_rt_mem_left(rt);
+    if (bytes <= left) return LD_OK;
+    return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT,
+                          "%s: a result of at least %zu bytes is past the render's memory limit of %zu bytes (%zu left)", what,
+                          bytes, ld_tpl_rt_mem_limit(rt), left);
+}
+
+ld_status ld_tpl_rt_over(tpl_rt *rt, const tpl_node *at, const char *what)
+{
+    return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "%s: the result is past the render's memory limit of %zu bytes", what,
+                          ld_tpl_rt_mem_limit(rt));
+}
+
+tv_buf ld_tpl_rt_buf(const tpl_rt *rt)
+{
+    size_t left = ld_tpl_rt_mem_left(rt);
+    tv_buf b = {0};
+    b.max = left ? left : 1; /* max 0 would mean unlimited */
+    return b;
+}
+
+ld_status ld_tpl_rt_buf_value(tpl_rt *rt, const tpl_node *at, const char *what, tv_buf *b, ld_tpl_value **out)
+{
+    ld_tpl_value *r = b->failed ? NULL : ld_tv_str(rt->arena, b->p ? b->p : "", b->len);
+    bool over = b->failed;
+    free(b->p);
+    b->p = NULL;
+    if (over || !r) return ld_tpl_rt_over(rt, at, what);
+    return *out = r, LD_OK;
+}
+
+ld_status ld_tpl_int_too_big(tpl_rt *rt, const tpl_node *at, const char *digits)
+{
+    return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "integer beyond 64 bits (not supported): %s", digits);
+}
+
+ld_status ld_tpl_float_to_int(tpl_rt *rt, const tpl_node *at, double d, int64_t *out)
+{
+    if (isnan(d)) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "value error: cannot convert float NaN to integer");
+    if (isinf(d)) return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "overflow error: cannot convert float infinity to integer");
+    double t = trunc(d);
+    /* -2**63 <= t < 2**63, both bounds exact doubles: only then is the
+     * conversion to int64_t defined */
+    if (t >= -9223372036854775808.0 && t < 9223372036854775808.0) return *out = (int64_t)t, LD_OK;
+    char digits[64];
+    snprintf(digits, sizeof digits, fabs(t) < 1e50 ? "%.0f" : "%.17g", t); /* %.0f: the exact value */
+    return ld_tpl_int_too_big(rt, at, digits);
+}
+
+/* the limit's error: a list that holds one long string many times prints
+ * far more than it holds */
+ld_tpl_value *ld_tpl_str_of(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v)
 {
     if (v->kind == TV_STR) return (ld_tpl_value *)v;
-    tv_buf b = {0};
-    if (!ld_tv_print(&b, v, false) || b.failed) { free(b.p); return NULL; }
+    tv_buf b = ld_tpl_rt_buf(rt);
+    bool printed = ld_tv_print(&b, v, false);
+    if (printed && b.failed) ld_tpl_rt_over(rt, at, "str()");
+    if (!printed || b.failed) { free(b.p); return NULL; }
     ld_tpl_value *s = ld_tv_str(rt->arena, b.p, b.len);
     free(b.p);
     return s;

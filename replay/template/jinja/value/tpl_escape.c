@@ -34,7 +34,11 @@ void ld_tv_str_repr(tv_buf *b, const char *s, size_t n)
     bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
     char q = sq && !dq ? '"' : '\'';
     ld_tv_buf_putc(b, q);
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0; i < n && !b->failed;) {
+        size_t j = i; /* copy the run of plain ASCII in one go */
+        while (j < n && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] < 0x7F && s[j] != '\\' && s[j] != q) j++;
+        ld_tv_buf_put(b, s + i, j - i);
+        if ((i = j) == n) break;
         uint32_t c;
         size_t k = ld_tv_utf8_decode(s + i, n - i, &c);
         char e[16];
@@ -56,7 +60,7 @@ void ld_tv_str_repr(tv_buf *b, const char *s, size_t n)
 void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
     ld_tv_buf_putc(b, '"');
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0; i < n && !b->failed;) {
         if (!ascii) { /* copy the run that needs no escape in one go */
             size_t j = i;
             while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\') j++;

@@ -93,6 +93,17 @@ ld_tpl_value *ld_tv_float(ld_arena *a, double f)
     return v;
 }
 
+size_t ld_tv_join_size(const ld_tpl_value *items, size_t sep_len)
+{
+    size_t n = items->u.list.n, size;
+    if (__builtin_mul_overflow(n ? n - 1 : 0, sep_len, &size)) return SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const ld_tpl_value *x = items->u.list.items[i];
+        if (x->kind == TV_STR && __builtin_add_overflow(size, x->u.str.len, &size)) return SIZE_MAX;
+    }
+    return size;
+}
+
 ld_tpl_value *ld_tpl_value_none(ld_arena *a) { return ld_tv_new(a, TV_NONE); }
 ld_tpl_value *ld_tpl_value_bool(ld_arena *a, int b)
 {
@@ -429,10 +440,14 @@ bool ld_tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
     }
 }
 
-static void newline_indent(tv_buf *b, int indent, int depth)
+/* "\n" and indent * depth spaces, checked against b's cap as a whole: a
+ * huge indent fails at once */
+static void newline_indent(tv_buf *b, int64_t indent, int depth)
 {
+    size_t n;
     ld_tv_buf_putc(b, '\n');
-    for (int i = 0; i < indent * depth; i++) ld_tv_buf_putc(b, ' ');
+    if (__builtin_mul_overflow((uint64_t)indent, (uint64_t)depth, &n)) n = SIZE_MAX;
+    ld_tv_buf_repeat(b, " ", 1, n);
 }
 
 /* The order json.dumps(sort_keys=True) writes d's items in: a malloc'd
@@ -455,7 +470,7 @@ static size_t *sorted_keys(const ld_tpl_value *d, const char **why)
     return ix;
 }
 
-bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item_sep,
+bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int64_t indent, const char *item_sep,
                const char *key_sep, int flags, int depth, const char **why)
 {
     if (depth > 200) return *why = "nesting too deep", false;
@@ -480,7 +495,7 @@ bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int indent, const char *item
         size_t *order = sort_keys ? sorted_keys(v, why) : NULL;
         if (sort_keys && !order) return false;
         bool ok = true;
-        for (size_t o = 0; ok && o < n; o++) {
+        for (size_t o = 0; ok && o < n && !b->failed; o++) { /* a failed b stays failed: stop */
             size_t i = order ? order[o] : o;
             if (o) puts_(b, item_sep);
             if (indent >= 0) newline_indent(b, indent, depth + 1);

@@ -138,12 +138,127 @@ static int test_tpl_int_overflow(void)
     return 0;
 }
 
+/* Renders src under lim (NULL: the defaults); the status, the output freed,
+ * the error's message copied into msg */
+static ld_status render_msg(const char *src, const ld_tpl_limits *lim, char *msg, size_t msz, char **out)
+{
+    ld_tpl *t = NULL;
+    ld_error err;
+    size_t n;
+    ld_error_clear(&err);
+    *out = NULL;
+    ld_status s = ld_tpl_compile(src, strlen(src), &t, &err);
+    if (s == LD_OK) s = ld_tpl_render(t, NULL, lim, out, &n, &err);
+    snprintf(msg, msz, "%s", err.msg);
+    ld_tpl_free(t);
+    return s;
+}
+
+/* Each srcs[i][0] must fail with LD_ERR_LIMIT, its message beginning with
+ * srcs[i][1] (the filter) and naming `limit`. */
+static int expect_limit_errors(const char *const (*srcs)[2], size_t n, const ld_tpl_limits *lim,
+                               const char *limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        char msg[256], *out;
+        ld_status s = render_msg(srcs[i][0], lim, msg, sizeof msg, &out);
+        free(out);
+        CHECK_MSG(s == LD_ERR_LIMIT, "%s: status %d (%s)", srcs[i][0], (int)s, msg);
+        CHECK_MSG(strstr(msg, srcs[i][1]) == msg && strstr(msg, limit), "%s: %s", srcs[i][0], msg);
+    }
+    return 0;
+}
+
+/* A result past the memory limit is refused with LD_ERR_LIMIT naming the
+ * filter and the limit, never cut short, and before it is built: these
+ * would take a gigabyte and seconds to minutes each (the test would hang
+ * if the size were found after the work). */
+static int test_tpl_limits_charged_first(void)
+{
+    static const char *const srcs[][2] = {
+        {"{{ '%.1000000000f' | format(1.0) }}", "format: "},
+        {"{{ '%1000000000d' | format(1) }}", "format: "},
+        {"{{ '%-1000000000s|' | format('x') }}", "format: "},
+        {"{{ '%.1000000000d' | format(1) }}", "format: "},
+        {"{{ 'x' | center(1000000000) }}", "center: "},
+        {"{{ '{:1000000000}'.format('x') }}", "str.format: "},
+        {"{{ '{:.1000000000f}'.format(1.0) }}", "str.format: "},
+        {"{{ 'a\nb' | indent(1000000000) }}", "indent: "},
+        {"{{ ('x\n' * 100000) | indent(' ' * 10000) }}", "indent: "},
+        {"{{ {'a': 1} | tojson(indent=1000000000) }}", "tojson: "},
+        {"{{ ('x' * 1000) | replace('', 'y' * 1000000) }}", "replace: "},
+        {"{{ ('x' * 1000) | replace('x', 'y' * 1000000) }}", "replace: "},
+        {"{{ 'x' | batch(1000000000, 'y') | list }}", "batch: "},
+        {"{{ [1] | slice(1000000000) | list }}", "slice: "},
+        {"{{ [1] * 1000000000 }}", "'*': "},
+        {"{{ range(1000) | join('x' * 1000000) }}", "join: "},
+        {"{{ ('x' * 1000000).join(range(1000) | map('string')) }}", "str.join: "},
+    };
+    return expect_limit_errors(srcs, sizeof srcs / sizeof srcs[0], NULL, "memory limit of 536870912 bytes");
+}
+
+/* Under a small memory limit: what fits is made in full, what does not is
+ * refused as the memory grows; a string doubled again and again by
+ * replace stops at the replace that would pass the limit */
+static int test_tpl_limits_memory(void)
+{
+    ld_tpl_limits lim = {0, 0, 0, (size_t)4 << 20, NULL, NULL};
+    char msg[256], *out;
+    CHECK_EQ_INT(render_msg("{{ 'ab' | center(300000) | length }}|{{ '%300000d' | format(7) | length }}", &lim, msg, sizeof msg, &out), LD_OK);
+    CHECK_EQ_STR(out, "300000|300000");
+    free(out);
+    static const char *const srcs[][2] = {
+        {"{{ 'x' | center(5000000) }}", "center: "},
+        {"{{ '%5000000s' | format('x') }}", "format: "},
+        {"{{ '{:>5000000}'.format('x') }}", "str.format: "},
+        {"{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = ns.s | replace('a', 'aa') %}{% endfor %}", "replace: "},
+        {"{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s | replace('b', 'bb') %}{% endfor %}", "replace: "},
+        {"{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s | center(ns.s | length * 2) %}{% endfor %}", "center: "},
+        {"{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ('a\n' ~ ns.s) | indent(ns.s | length) %}{% endfor %}", "indent: "},
+        /* a list holding one string many times prints far more than it holds */
+        {"{% set s = 'x' * 100000 %}{{ ([s] * 100) | string }}", "str(): "},
+        {"{% set s = 'x' * 100000 %}{{ ([s] * 100) | tojson }}", "tojson: "},
+        {"{% set s = 'x' * 100000 %}{{ ([s] * 100) | join }}", "join: "},
+    };
+    return expect_limit_errors(srcs, sizeof srcs / sizeof srcs[0], &lim, "memory limit of 4194304 bytes");
+}
+
+/* Conversions to int whose value Python holds as a big int: refused with
+ * the value in the message (LD_ERR_UNSUPPORTED, as arithmetic beyond 64
+ * bits), never undefined behaviour or a wrapped number.  The digits are
+ * Python's: int(1e30) == 1000000000000000019884624838656. */
+static int test_tpl_int_conversions_beyond_64_bits(void)
+{
+    static const char *const srcs[][2] = {
+        {"{{ '99999999999999999999' | int }}", "99999999999999999999"},
+        {"{{ '-9223372036854775809' | int }}", "-9223372036854775809"},
+        {"{{ '9223372036854775808' | int }}", "9223372036854775808"},
+        {"{{ '0x10000000000000000' | int(base=16) }}", "0x10000000000000000"},
+        {"{{ 1e30 | int }}", "1000000000000000019884624838656"},
+        {"{{ '1e30' | int }}", "1000000000000000019884624838656"},
+        {"{{ 9.3e18 | int }}", "9300000000000000000"},
+        {"{{ '%d' | format(1e30) }}", "1000000000000000019884624838656"},
+        {"{{ '%i' | format(-1e19) }}", "-10000000000000000000"},
+        {"{{ ((-2) ** 63) | abs }}", "9223372036854775808"},
+        {"{{ [2 ** 62, 2 ** 62] | sum }}", "beyond 64 bits"},
+    };
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+        char msg[256], *out;
+        ld_status s = render_msg(srcs[i][0], NULL, msg, sizeof msg, &out);
+        CHECK_MSG(s == LD_ERR_UNSUPPORTED, "%s: status %d, output %s (%s)", srcs[i][0], (int)s, out ? out : "-", msg);
+        free(out);
+        CHECK_MSG(strstr(msg, "beyond 64 bits") && strstr(msg, srcs[i][1]), "%s: %s", srcs[i][0], msg);
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_tpl_whitespace), LD_CASE(test_tpl_loops),   LD_CASE(test_tpl_scoping),
     LD_CASE(test_tpl_macros),     LD_CASE(test_tpl_expressions), LD_CASE(test_tpl_tests),
     LD_CASE(test_tpl_filters),    LD_CASE(test_tpl_methods), LD_CASE(test_tpl_globals),
     LD_CASE(test_tpl_errors),     LD_CASE(test_tpl_statements), LD_CASE(test_tpl_limits),
-    LD_CASE(test_tpl_int_overflow),
+    LD_CASE(test_tpl_int_overflow), LD_CASE(test_tpl_limits_charged_first), LD_CASE(test_tpl_limits_memory),
+    LD_CASE(test_tpl_int_conversions_beyond_64_bits),
 };
 
 LD_TEST_MAIN(cases)
