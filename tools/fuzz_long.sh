@@ -11,6 +11,7 @@
 # input as build-fuzz/crash-* with the target's log; the script then exits 1.
 set -u
 cd "$(dirname "$0")/.." || exit 2
+ROOT=$(pwd)
 MINUTES=10
 KEEP=0
 TARGETS=()
@@ -37,8 +38,9 @@ for t in "${TARGETS[@]}"; do
     [ "$t" = template ] && [ -d ../shared/templates ] && cp -n ../shared/templates/*.jinja "$corpus/" 2>/dev/null
     before=$(ls "$corpus" | wc -l)
     echo "fuzz_long: $t for $MINUTES min (corpus $before files${dict:+, $dict})"
-    if ! "$B/fuzz_$t" -max_total_time=$((MINUTES * 60)) -rss_limit_mb=2048 -jobs=2 -workers=2 \
-            -artifact_prefix="$B/" ${dict:+-dict="$dict"} "$corpus" >"$B/fuzz_$t.log" 2>&1; then
+    # in the build folder: libFuzzer's -jobs writes fuzz-N.log where it runs
+    if ! (cd "$B" && "./fuzz_$t" -max_total_time=$((MINUTES * 60)) -rss_limit_mb=2048 -jobs=2 -workers=2 \
+            -artifact_prefix=./ ${dict:+-dict="$ROOT/$dict"} "$ROOT/$corpus") >"$B/fuzz_$t.log" 2>&1; then
         echo "fuzz_long: $t: a crash or leak; see $B/fuzz_$t.log and $B/crash-*" >&2
         status=1
         continue

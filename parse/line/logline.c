@@ -294,7 +294,8 @@ ld_status ld_logline_parse_ex(const char *data, size_t len, uint32_t json_half,
         return LD_FAIL(err, LD_ERR_TRUNCATED, 0,
                        "line starts inside a request record (its beginning is missing)");
     if (out->json)
-        return ld_logline_parse_json(data, len, out->body_off, json_half, arena, out, err);
+        return ld_logline_parse_json(data, len, out->body_off, json_half,
+                                     pylit_flags & ~LD_LOGLINE_CUT_OK, arena, out, err);
     switch (out->kind) {
     case LD_LOGLINE_VLLM_RECEIVED:
     case LD_LOGLINE_VLLM_DETAILS:

@@ -96,14 +96,14 @@ ld_status ld_logline_parse(const char *data, size_t len, uint32_t json_half,
                            ld_arena *arena, ld_logline *out, ld_error *err);
 
 /* The same, with `pylit_flags` (LD_PYLIT_SKIM_INT_LISTS when the caller
- * needs only the counts of token-id lists) for SGLang text lines. */
+ * needs only the counts of token-id lists) for SGLang text and JSON lines. */
 ld_status ld_logline_parse_ex(const char *data, size_t len, uint32_t json_half,
                               unsigned pylit_flags, ld_arena *arena,
                               ld_logline *out, ld_error *err);
 
 /* Internal helpers shared by the logline_*.c files. */
 ld_status ld_logline_parse_json(const char *data, size_t len, size_t start,
-                                uint32_t json_half, ld_arena *arena,
+                                uint32_t json_half, unsigned pylit_flags, ld_arena *arena,
                                 ld_logline *out, ld_error *err);
 void ld_logline_rebase_msg(ld_error *err, size_t off);
 ld_status ld_logline_parse_vllm(const char *data, size_t len, ld_arena *arena,

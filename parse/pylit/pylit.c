@@ -165,12 +165,14 @@ static ld_status parse_list_plain(py_parser *p, ld_py_value *out)
         LD_TRY(push(p, &v));
         LD_TRY(parse_rest(p, ']', "',' or ']' after list item"));
     }
+    if (p->json) ld_pyp_json_list_marker(p, base);
     return ld_pyp_make_container(p, out, LD_PY_LIST, start, base);
 }
 
 static ld_status parse_list(py_parser *p, ld_py_value *out)
 {
     LD_TRY(parse_list_plain(p, out));
+    if (p->json) return LD_OK; /* JSON marks a cut list inside it */
     int found;
     LD_TRY(marker_follows(p, "[", &found));
     if (!found) return LD_OK;
@@ -299,6 +301,7 @@ static ld_status parse_brace(py_parser *p, ld_py_value *out)
         LD_TRY(parse_dict_rest(p));
         return ld_pyp_make_container(p, out, LD_PY_DICT, start, base);
     }
+    if (p->json) return ld_pyp_bad_byte(p, p->pos, "':' after a JSON object's key");
     LD_TRY(parse_rest(p, '}', "',' or '}' after set item"));
     return ld_pyp_make_container(p, out, LD_PY_SET, start, base);
 }
@@ -579,10 +582,35 @@ static ld_status parse_word(py_parser *p, ld_py_value *out)
 
 /* ------------------------------------------------------------ dispatch */
 
+/* JSON text: strings in double quotes, null/true/false, and no Python-only
+ * syntax (tuples, sets, calls, reprs) */
+static ld_status parse_json_value(py_parser *p, ld_py_value *out)
+{
+    unsigned char c = (unsigned char)p->buf[p->pos];
+    switch (c) {
+    case '"':
+        LD_TRY(parse_quoted(p, out, p->pos, LD_PY_STR, LD_PY_F_JSON));
+        return ld_pyp_json_cut(p, out);
+    case '[': return parse_list(p, out);
+    case '{': return parse_brace(p, out);
+    case '-':
+        if (p->pos + 1 < p->len && p->buf[p->pos + 1] == 'I') return ld_pyp_json_word(p, out);
+        return ld_pyp_parse_number(p, out);
+    default: break;
+    }
+    if (is_digit(c)) {
+        if (try_small_int(p, out)) return LD_OK;
+        return ld_pyp_parse_number(p, out);
+    }
+    if (is_ident_start(c)) return ld_pyp_json_word(p, out);
+    return ld_pyp_bad_byte(p, p->pos, "a JSON value");
+}
+
 static ld_status parse_value(py_parser *p, ld_py_value *out)
 {
     skip_ws(p);
     if (p->pos >= p->len) return ld_pyp_eof_err(p, "a value");
+    if (p->json) return parse_json_value(p, out);
     unsigned char c = (unsigned char)p->buf[p->pos];
     switch (c) {
     case '\'':
@@ -633,9 +661,10 @@ static ld_status finish(py_parser *p, ld_status st, const ld_py_value *v,
     return LD_OK;
 }
 
-ld_status ld_pylit_parse(const char *buf, size_t len, unsigned flags,
-                         const ld_pylit_limits *limits, ld_arena *arena,
-                         ld_py_value **out, size_t *out_end, ld_error *err)
+/* One value from buf: Python-literal syntax, or JSON (json_half > 0). */
+static ld_status parse_one(const char *buf, size_t len, unsigned flags, uint32_t json_half,
+                           const ld_pylit_limits *limits, ld_arena *arena, ld_py_value **out,
+                           size_t *out_end, ld_error *err)
 {
     py_parser p;
     ld_py_value v;
@@ -643,6 +672,8 @@ ld_status ld_pylit_parse(const char *buf, size_t len, unsigned flags,
     if (!out || !arena || (!buf && len))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "ld_pylit_parse: NULL argument");
     parser_init(&p, buf, len, limits, arena, err);
+    p.json = json_half > 0;
+    p.json_half = json_half;
     ld_status st = parse_value(&p, &v);
     if (st == LD_OK && (flags & LD_PYLIT_WHOLE)) {
         size_t end = p.pos;
@@ -652,6 +683,20 @@ ld_status ld_pylit_parse(const char *buf, size_t len, unsigned flags,
     }
     if (st == LD_OK && out_end) *out_end = p.pos;
     return finish(&p, st, &v, out);
+}
+
+ld_status ld_pylit_parse(const char *buf, size_t len, unsigned flags,
+                         const ld_pylit_limits *limits, ld_arena *arena,
+                         ld_py_value **out, size_t *out_end, ld_error *err)
+{
+    return parse_one(buf, len, flags, 0, limits, arena, out, out_end, err);
+}
+
+ld_status ld_pylit_parse_json(const char *buf, size_t len, uint32_t half,
+                              const ld_pylit_limits *limits, ld_arena *arena,
+                              ld_py_value **out, size_t *out_end, ld_error *err)
+{
+    return parse_one(buf, len, 0, half ? half : 1024, limits, arena, out, out_end, err);
 }
 
 /* kwargs body: `name=value (, name=value)*` to the end of the input.  A

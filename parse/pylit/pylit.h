@@ -54,7 +54,8 @@ typedef enum ld_py_kind {
 #define LD_PY_F_BIGINT 0x02u  /* INT: does not fit int64; digits in u.raw/n */
 #define LD_PY_F_DQUOTE 0x04u  /* STR/BYTES: written with double quotes */
 #define LD_PY_F_RAWSTR 0x08u  /* STR/BYTES: r-prefixed (escapes are literal) */
-#define LD_PY_F_JSON 0x10u    /* STR: u.raw/n is already decoded UTF-8 (came from JSON) */
+#define LD_PY_F_JSON 0x10u    /* STR: from JSON text: u.raw/n is the text between the quotes,
+                                 its escapes (LD_PY_F_ESCAPED) decoded by JSON's rules */
 #define LD_PY_F_MARKED 0x40u  /* container: holds a logger marker (TRUNC, ABBREV, ELLIPSIS)
                                  somewhere below; valid when LD_PY_F_MARKS_KNOWN is set */
 #define LD_PY_F_MARKS_KNOWN 0x80u /* container: LD_PY_F_MARKED is authoritative (set by the
@@ -125,6 +126,20 @@ typedef struct ld_pylit_limits {
 ld_status ld_pylit_parse(const char *buf, size_t len, unsigned flags,
                          const ld_pylit_limits *limits, ld_arena *arena,
                          ld_py_value **out, size_t *out_end, ld_error *err);
+
+/* Parses one JSON value at buf[0..len) into the same values (Python's
+ * json.loads gives the same objects as eval of their repr): objects as
+ * DICT with STR keys, arrays as LIST, null/true/false as NONE/BOOL, numbers
+ * as INT (BIGINT past int64) or FLOAT (NaN, Infinity, -Infinity included),
+ * strings as STR with LD_PY_F_JSON (escapes decoded by JSON's rules on
+ * demand).  SGLang's JSON-mode truncation (a string cut to head + "..." +
+ * tail of exactly 2*half+3 code points, a list to head + ["..."] + tail of
+ * exactly 2*half+1 items; half 0 = 1024) becomes LD_PY_TRUNC / an
+ * LD_PY_ELLIPSIS item, as in text mode.  limits as ld_pylit_parse (skimmed
+ * token-id lists included); the value need not end the buffer. */
+ld_status ld_pylit_parse_json(const char *buf, size_t len, uint32_t half,
+                              const ld_pylit_limits *limits, ld_arena *arena,
+                              ld_py_value **out, size_t *out_end, ld_error *err);
 
 /* Parses `name=value, name=value, ...` (the body of a call, without the
  * parentheses) up to the end of buf, into a LD_PY_CALL value with an empty

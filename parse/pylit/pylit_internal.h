@@ -1,7 +1,8 @@
 /* pylit_internal.h - the Python-literal parser's state and what its files
  * share: pylit.c (the grammar: strings, containers, calls, words, the entry
  * points), pylit_intlist.c (the fast paths of token-id lists),
- * pylit_number.c (numbers) and pylit_stack.c (errors, the scratch stack of
+ * pylit_number.c (numbers), pylit_json_read.c (JSON text: its keywords and
+ * SGLang's JSON-mode truncation) and pylit_stack.c (errors, the scratch stack of
  * finished children, containers made from it), each calling only those
  * after it.  The hot helpers are inline here.  Not public. */
 #ifndef LD_PYLIT_INTERNAL_H
@@ -38,6 +39,8 @@ typedef struct py_parser {
     size_t n_markers; /* logger markers met so far in this parse */
     int skim_ints;    /* LD_PYLIT_SKIM_INT_LISTS */
     int skim_here;    /* the value being parsed may be skimmed (see value_under) */
+    int json;         /* JSON text (ld_pylit_parse_json): pylit_json_read.c */
+    uint32_t json_half; /* JSON-mode truncation: head and tail of this many */
 } py_parser;
 
 static inline int is_digit(unsigned char c) { return (unsigned)(c - '0') < 10u; }
@@ -104,6 +107,12 @@ static inline int try_small_int(py_parser *p, ld_py_value *out)
     p->pos = i;
     return 1;
 }
+
+/* ---- pylit_json_read.c: what JSON text adds to the grammar */
+ld_status ld_pyp_json_word(py_parser *p, ld_py_value *out);
+/* a JSON string just parsed: SGLang's cut one becomes LD_PY_TRUNC */
+ld_status ld_pyp_json_cut(py_parser *p, ld_py_value *str);
+void ld_pyp_json_list_marker(py_parser *p, size_t base);
 
 /* ---- pylit_intlist.c */
 int ld_pyp_int_list_direct(py_parser *p, ld_py_value *out);

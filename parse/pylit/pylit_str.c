@@ -89,12 +89,37 @@ static char simple_escape(char c)
     }
 }
 
+/* JSON's escapes where they differ from Python's: \/ is a slash, and a
+ * \uD800-\uDBFF escape followed by a \uDC00-\uDFFF one is one code point
+ * (json.loads pairs them; a lone surrogate stays one, as WTF-8).  Returns
+ * the bytes written, 0 when s[at] is not such an escape. */
+static int json_escape(const char *s, size_t n, size_t *i, char *d)
+{
+    size_t at = *i;
+    if (s[at + 1] == '/') {
+        d[0] = '/';
+        *i = at + 2;
+        return 1;
+    }
+    uint32_t hi, lo;
+    if (s[at + 1] != 'u' || !read_hex(s + at + 2, n - at - 2, 4, &hi) || hi < 0xD800 ||
+        hi > 0xDBFF || at + 12 > n || s[at + 6] != '\\' || s[at + 7] != 'u' ||
+        !read_hex(s + at + 8, n - at - 8, 4, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+        return 0;
+    *i = at + 12;
+    return (int)put_utf8(d, 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
+}
+
 /* One escape at s[i] == '\\'.  Writes its bytes to d and returns how many,
  * advancing *i past it; -1 on a malformed escape.  Unknown escapes keep the
- * backslash, as Python does. */
-static int decode_escape(const char *s, size_t n, size_t *i, int bytes,
+ * backslash, as Python does.  json: JSON's rules (json_escape) first. */
+static int decode_escape(const char *s, size_t n, size_t *i, int bytes, int json,
                          char *d, py_decode_err *e)
 {
+    if (json && *i + 1 < n) {
+        int w = json_escape(s, n, i, d);
+        if (w) return w;
+    }
     size_t at = *i;
     if (at + 1 >= n) { /* cannot happen for parsed literals; be safe */
         *i = n;
@@ -158,7 +183,7 @@ static const char *find_backslash(const char *s, const char *end)
 }
 
 /* Decodes raw[0..n) into dst (room for n bytes: no escape grows). */
-static int decode_into(const char *raw, size_t n, int bytes, char *dst,
+static int decode_into(const char *raw, size_t n, int bytes, int json, char *dst,
                        size_t *out_len, py_decode_err *e)
 {
     size_t i = 0, o = 0;
@@ -169,7 +194,7 @@ static int decode_into(const char *raw, size_t n, int bytes, char *dst,
         o += run;
         i += run;
         if (!bs) break;
-        int w = decode_escape(raw, n, &i, bytes, dst + o, e);
+        int w = decode_escape(raw, n, &i, bytes, json, dst + o, e);
         if (w < 0) return -1;
         o += (size_t)w;
     }
@@ -189,8 +214,7 @@ static uint64_t raw_skip(const ld_py_value *v)
 
 static int zero_copy(const ld_py_value *v)
 {
-    return !(v->flags & LD_PY_F_ESCAPED) ||
-           (v->flags & (LD_PY_F_RAWSTR | LD_PY_F_JSON));
+    return !(v->flags & LD_PY_F_ESCAPED) || (v->flags & LD_PY_F_RAWSTR);
 }
 
 ld_status ld_py_str_decode(const ld_py_value *v, ld_arena *arena,
@@ -210,7 +234,8 @@ ld_status ld_py_str_decode(const ld_py_value *v, ld_arena *arena,
                        "cannot allocate %u bytes for a decoded string", v->n + 1);
     py_decode_err e;
     size_t n;
-    if (decode_into(v->u.raw, v->n, v->kind == LD_PY_BYTES, dst, &n, &e) < 0)
+    if (decode_into(v->u.raw, v->n, v->kind == LD_PY_BYTES, (v->flags & LD_PY_F_JSON) != 0, dst, &n,
+                    &e) < 0)
         return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
     dst[n] = '\0';
     *out = dst;
@@ -282,7 +307,7 @@ static int str_equals(const ld_py_value *k, const char *key, size_t key_len)
     if (!buf) return 0;
     size_t n;
     py_decode_err e;
-    int eq = decode_into(k->u.raw, k->n, 0, buf, &n, &e) == 0 &&
+    int eq = decode_into(k->u.raw, k->n, 0, (k->flags & LD_PY_F_JSON) != 0, buf, &n, &e) == 0 &&
              n == key_len && memcmp(buf, key, key_len) == 0;
     if (buf != small) free(buf);
     return eq;

@@ -118,11 +118,6 @@ int ld_py_has_marker(const ld_py_value *v)
 ld_status ld_request_decode(const ld_fill_ctx *ctx, const ld_py_value *v,
                             const char **out, size_t *out_len, ld_error *err)
 {
-    if (v->flags & LD_PY_F_JSON) {
-        *out = v->u.raw;
-        *out_len = v->n;
-        return LD_OK;
-    }
     ld_decode_memo *m = ctx->memo;
     if (m && m->v == v) {
         *out = m->s;

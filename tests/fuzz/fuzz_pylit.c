@@ -90,6 +90,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ld_pylit_parse_kwargs(buf, size, &lim, &arena, &v, &err) == LD_OK) walk(v, &arena, 0);
     ld_arena_reset(&arena);
     if (ld_pylit_parse_kwargs(buf, size, NULL, &arena, &v, &err) == LD_OK) walk(v, &arena, 0);
+    ld_arena_reset(&arena);
+    /* the same bytes as JSON text (SGLang's JSON mode), half 2 so that the
+     * cut shapes are met often; skimmed and not */
+    for (int k = 0; k < 2; k++) {
+        ld_status st = ld_pylit_parse_json(buf, size, 2, k ? &skim : NULL, &arena, &v, &end, &err);
+        if (st == LD_OK) {
+            if (end > size) abort();
+            walk(v, &arena, 0);
+        } else if (err.offset > size) {
+            abort();
+        }
+        ld_arena_reset(&arena);
+    }
     ld_arena_release(&arena);
     free(buf);
     return 0;

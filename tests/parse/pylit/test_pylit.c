@@ -268,18 +268,10 @@ static int for_each_case(const char *name, line_fn fn, int *n_cases)
     return fails;
 }
 
-static int check_positive(const char *want, size_t want_len, const char *text,
-                          size_t n, int lineno)
+/* v's canonical form against want; 1 (said) when they differ */
+static int canon_differs(const ld_py_value *v, const char *want, size_t want_len, int lineno)
 {
     static sbuf b;
-    ld_py_value *v;
-    ld_error err;
-    ld_status st = parse_whole(text, n, &v, &err);
-    if (st != LD_OK) {
-        fprintf(stderr, "  line %d: error %d at %llu: %s\n", lineno, (int)st,
-                (unsigned long long)err.offset, err.msg);
-        return 1;
-    }
     b.n = 0;
     sb_str(&b, "");
     if (canon(&b, v, &g_arena) || b.n != want_len || memcmp(b.p, want, want_len)) {
@@ -288,6 +280,20 @@ static int check_positive(const char *want, size_t want_len, const char *text,
         return 1;
     }
     return 0;
+}
+
+static int check_positive(const char *want, size_t want_len, const char *text,
+                          size_t n, int lineno)
+{
+    ld_py_value *v;
+    ld_error err;
+    ld_status st = parse_whole(text, n, &v, &err);
+    if (st != LD_OK) {
+        fprintf(stderr, "  line %d: error %d at %llu: %s\n", lineno, (int)st,
+                (unsigned long long)err.offset, err.msg);
+        return 1;
+    }
+    return canon_differs(v, want, want_len, lineno);
 }
 
 static int check_negative(const char *kind, size_t kind_len, const char *text,
@@ -327,6 +333,49 @@ static int test_pylit_sglang_truncation(void)
     int fails = for_each_case("y_trunc.txt", check_positive, &n);
     CHECK_MSG(fails == 0, "%d failing lines", fails);
     CHECK(n >= 500);
+    return 0;
+}
+
+/* JSON text (ld_pylit_parse_json, half 4): json.dumps of random values,
+ * some shortened by SGLang's own JSON-mode logger first; the canonical form
+ * is json.loads's (surrogate pairs joined) with SGLang's cut shapes marked */
+static int check_json(const char *want, size_t want_len, const char *text, size_t n, int lineno)
+{
+    ld_py_value *v;
+    ld_error err;
+    size_t end = 0;
+    ld_arena_reset(&g_arena);
+    ld_error_clear(&err);
+    ld_status st = ld_pylit_parse_json(text, n, 4, NULL, &g_arena, &v, &end, &err);
+    if (st != LD_OK || end != n) {
+        fprintf(stderr, "  line %d: status %d, end %zu of %zu: %s\n", lineno, (int)st, end, n, err.msg);
+        return 1;
+    }
+    return canon_differs(v, want, want_len, lineno);
+}
+
+static int test_pylit_json_dumps(void)
+{
+    int n;
+    int fails = for_each_case("y_json.txt", check_json, &n);
+    CHECK_MSG(fails == 0, "%d failing lines", fails);
+    CHECK(n >= 3000);
+    return 0;
+}
+
+/* What JSON is not: Python's own syntax, single quotes, bare words */
+static int test_pylit_json_rejects_python(void)
+{
+    static const char *const bad[] = {"{'a': 1}", "(1, 2)", "None", "True", "{1, 2}",
+                                      "Call(x=1)", "<object>", "[1] ... [2]", "nul"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ld_py_value *v;
+        ld_error err;
+        size_t end = 0;
+        ld_arena_reset(&g_arena);
+        ld_status st = ld_pylit_parse_json(bad[i], strlen(bad[i]), 4, NULL, &g_arena, &v, &end, &err);
+        CHECK_MSG(st != LD_OK || end < strlen(bad[i]), "accepted %s", bad[i]);
+    }
     return 0;
 }
 
@@ -845,6 +894,8 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pylit_random_reprs),
     LD_CASE(test_pylit_sglang_truncation),
     LD_CASE(test_pylit_rejected),
+    LD_CASE(test_pylit_json_dumps),
+    LD_CASE(test_pylit_json_rejects_python),
     LD_CASE(test_pylit_scalars),
     LD_CASE(test_pylit_containers),
     LD_CASE(test_pylit_calls),
