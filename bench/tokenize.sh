@@ -73,5 +73,38 @@ awk -v kind="$KIND" -v b="$bytes" -v l="$load_s" -v f="$full_s" -v h="$hf_s" -v 
     printf "ratio (logdiff / HF): %.2fx   ids: %s\n", h / e, same
 }'
 echo "hf: $hf"
+
+# Request-sized pieces, what `diff --tokenizer` encodes: the same text cut into 4 KB pieces (at
+# character boundaries), each encoded alone; the anchor is tiktoken (pip install tiktoken), an
+# Encoding from the same GPT-2 vocabulary (bench/baseline_tiktoken.py), one thread.
+if "$PY" -c "import tiktoken" 2>/dev/null; then
+    "$PY" - "$B/text.txt" "$B/pieces.bin" <<'PY' || exit 2
+import sys
+b = open(sys.argv[1], "rb").read()
+out, i = [], 0
+while i < len(b):
+    j = min(len(b), i + 4096)
+    while j < len(b) and (b[j] & 0xC0) == 0x80:
+        j += 1
+    out.append(b[i:j])
+    i = j
+open(sys.argv[2], "wb").write(b"\0".join(out) + b"\0")
+PY
+    zload_s=$(best /dev/null "$B/empty.ids" "$B/logdiff" tokenize --tokenizer "$B/gpt2.json" -z) || exit 2
+    pieces_s=$(best "$B/pieces.bin" "$B/logdiff.pieces.ids" "$B/logdiff" tokenize --tokenizer "$B/gpt2.json" -z) || exit 2
+    tt=$($PIN "$PY" bench/baseline_tiktoken.py "$B/gpt2.json" "$B/pieces.bin" "$RUNS" "$B/tt.ids") || exit 2
+    tt_s=$(echo "$tt" | awk '{print $2}')
+    psame=identical
+    cmp -s "$B/logdiff.pieces.ids" "$B/tt.ids" || psame=DIFFERENT
+    awk -v b="$bytes" -v l="$zload_s" -v f="$pieces_s" -v t="$tt_s" -v same="$psame" 'BEGIN {
+        e = f - l; mb = b / 1e6
+        printf "4 KB pieces: logdiff tokenize -z %.3f s encoding = %.1f MB/s; tiktoken %.3f s = %.1f MB/s\n", e, mb / e, t, mb / t
+        printf "ratio (logdiff / tiktoken, pieces): %.2fx  target>=1x: %s   ids: %s\n", t / e, (t / e >= 1) ? "PASS" : "MISS", same
+    }'
+    echo "tiktoken: $tt"
+    [ "$psame" = identical ] || same=DIFFERENT
+else
+    echo "4 KB pieces: not measured (pip install tiktoken)"
+fi
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg), ${PIN:-unpinned}"
 [ "$same" = identical ]

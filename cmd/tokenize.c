@@ -11,7 +11,7 @@
 #include "replay/tokenizer/tok.h"
 
 static const char *const tokenize_usage[] = {
-    "logdiff tokenize --tokenizer SRC [--add-special] [--parse-special] < TEXT",
+    "logdiff tokenize --tokenizer SRC [--add-special] [--parse-special] [-z] < TEXT",
     "logdiff tokenize --tokenizer SRC --decode < IDS",
     "",
     "Encodes standard input, exact bytes, with a byte-level BPE tokenizer and",
@@ -20,7 +20,10 @@ static const char *const tokenize_usage[] = {
     "added (no BOS) and special tokens written in the text are plain text, as",
     "HF tokenizers' encode(add_special_tokens=False) with encode_special_tokens.",
     "With --decode, standard input holds ids (separated by white space) and their",
-    "bytes are written exactly, special tokens included.  Exit status: 0 done,",
+    "bytes are written exactly, special tokens included.  With -z (--null),",
+    "standard input holds texts separated by NUL bytes (as xargs -0 reads them):",
+    "each is encoded alone and its ids written on a line of their own.",
+    "Exit status: 0 done,",
     "2 usage or I/O error, or a tokenizer that cannot be loaded.",
     NULL
 };
@@ -59,6 +62,20 @@ static int encode(struct ld_cli *cli, const ld_tok *tok, const char *in, size_t 
     fwrite(text, 1, (size_t)(p - text), cli->out);
     free(text);
     free(ids);
+    return LD_EXIT_SAME;
+}
+
+/* -z: each NUL-separated text of in[0..len) encoded alone, a line each (a
+ * NUL that ends the input ends the last text, as xargs -0 reads it). */
+static int encode_each(struct ld_cli *cli, const ld_tok *tok, const char *in, size_t len, unsigned flags)
+{
+    size_t at = 0;
+    while (at < len) {
+        const char *nul = memchr(in + at, '\0', len - at);
+        size_t n = nul ? (size_t)(nul - (in + at)) : len - at;
+        if (encode(cli, tok, in + at, n, flags) != LD_EXIT_SAME) return LD_EXIT_TROUBLE;
+        at += n + 1;
+    }
     return LD_EXIT_SAME;
 }
 
@@ -109,12 +126,13 @@ static int decode(struct ld_cli *cli, const ld_tok *tok, const char *in, size_t 
 int cmd_tokenize(int argc, char **argv, struct ld_cli *cli)
 {
     const char *src = NULL;
-    int add_special = 0, parse_special = 0, dec = 0;
+    int add_special = 0, parse_special = 0, dec = 0, each = 0;
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "tokenizer", &src, "SRC", "tokenizer.json or model directory (required)" },
         { LD_OPT_BOOL, 0, "add-special", &add_special, NULL, "add what the post-processor adds (BOS...)" },
         { LD_OPT_BOOL, 0, "parse-special", &parse_special, NULL, "special tokens in the text are tokens" },
         { LD_OPT_BOOL, 0, "decode", &dec, NULL, "read ids, write their bytes" },
+        { LD_OPT_BOOL, 'z', "null", &each, NULL, "texts separated by NUL bytes, each encoded alone, a line of ids each" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -122,7 +140,7 @@ int cmd_tokenize(int argc, char **argv, struct ld_cli *cli)
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
     const char *problem = !src ? "--tokenizer SRC is required"
                         : n_args ? "no arguments: the input is standard input"
-                        : dec && (add_special || parse_special) ? "--decode takes no encoding option"
+                        : dec && (add_special || parse_special || each) ? "--decode takes no encoding option"
                         : NULL;
     if (problem) {
         fprintf(cli->err, "logdiff tokenize: %s\n", problem);
@@ -143,7 +161,7 @@ int cmd_tokenize(int argc, char **argv, struct ld_cli *cli)
     else if (dec)
         status = decode(cli, tok, in, len);
     else
-        status = encode(cli, tok, in, len,
+        status = (each ? encode_each : encode)(cli, tok, in, len,
                         (add_special ? LD_TOK_ADD_SPECIAL : 0u) | (parse_special ? LD_TOK_PARSE_SPECIAL : 0u));
     free(in);
     ld_tok_free(tok);

@@ -45,6 +45,15 @@ for ((i = 0; i < n; i++)); do
         cmp -s "$WORK/back" "$WORK/case$i.txt" || { bad=$((bad + 1)); echo "     case $i differs"; }
 done
 check "llama.cpp gpt-2 vectors: $n cases, ids and decoded bytes" test "$bad" -eq 0
+# -z: the same cases in one input, NUL-separated: each encoded alone, a line of ids each
+: >"$WORK/all.txt"; : >"$WORK/all.ids"
+for ((i = 0; i < n; i++)); do
+    cat "$WORK/case$i.txt" >>"$WORK/all.txt"; printf '\0' >>"$WORK/all.txt"
+    cat "$WORK/case$i.ids" >>"$WORK/all.ids"
+done
+"$LOGDIFF" tokenize --tokenizer "$T" -z <"$WORK/all.txt" >"$WORK/all.got"
+check "-z: $n NUL-separated cases, a line of ids each" cmp "$WORK/all.got" "$WORK/all.ids"
+run "-z with --decode: exit 2" 2 "$LOGDIFF" tokenize --tokenizer "$T" -z --decode
 
 # expected ids below: HF tokenizers 0.23.3 on the same repaired file
 printf 'Hello world' >"$WORK/hw"
