@@ -91,13 +91,10 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
         return LD_EXIT_TROUBLE;
     }
+    ld_diff_options dopts = { { 0 }, no_conv };
+    if (ld_cli_conv_options(cli, "diff", &rep.conv, &dopts.conv) != 0) return LD_EXIT_TROUBLE;
     if (ld_cli_checks_load(cli, "diff", &f, &chk) != 0) return LD_EXIT_TROUBLE;
     rep.checks = chk.judge;
-    ld_diff_options dopts = { { 0 }, no_conv };
-    if (ld_cli_conv_options(cli, "diff", &rep.conv, &dopts.conv) != 0) {
-        ld_cli_checks_free(&chk);
-        return LD_EXIT_TROUBLE;
-    }
     ld_error e;
     ld_error_clear(&e);
     rc = ld_differ_new(&dopts, &rep.differ, &e) == LD_OK ? 0 : -1;

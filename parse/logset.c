@@ -131,6 +131,27 @@ static int is_link(const char *path)
     return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
+/* Symbolic links after the other entries, each kept in name order. */
+static int links_last(path_list *names)
+{
+    char **v = malloc((names->n ? names->n : 1) * sizeof *v);
+    if (!v) return -1;
+    size_t k = 0, last = names->n;
+    for (size_t i = 0; i < names->n; i++) { /* links fill v from the end, reversed */
+        if (is_link(names->v[i])) v[--last] = names->v[i];
+        else v[k++] = names->v[i];
+    }
+    for (size_t a = last, b = names->n; a + 1 < b; a++, b--) {
+        char *t = v[a];
+        v[a] = v[b - 1];
+        v[b - 1] = t;
+    }
+    free(names->v);
+    names->v = v;
+    names->cap = names->n;
+    return 0;
+}
+
 /* Appends the regular files under `dir`, sorted, depth-first; symbolic links
  * after the rest, so that what two paths reach is named by the real one. */
 static int walk_dir(walk *w, const char *dir)
@@ -140,9 +161,8 @@ static int walk_dir(walk *w, const char *dir)
     path_list names = { 0 };
     int rc = list_dir(d, dir, &names);
     closedir(d);
-    for (int links = 0; links < 2; links++)
-        for (size_t i = 0; i < names.n && rc == 0; i++)
-            if (is_link(names.v[i]) == links) rc = walk_entry(w, names.v[i]);
+    if (rc == 0) rc = links_last(&names);
+    for (size_t i = 0; i < names.n && rc == 0; i++) rc = walk_entry(w, names.v[i]);
     ld_logset_free_paths(names.v, names.n);
     return rc;
 }

@@ -582,6 +582,13 @@ static ld_status parse_word(py_parser *p, ld_py_value *out)
 
 /* ------------------------------------------------------------ dispatch */
 
+/* A number that starts with a digit: the token-id fast path first. */
+static ld_status parse_digits(py_parser *p, ld_py_value *out)
+{
+    if (try_small_int(p, out)) return LD_OK;
+    return ld_pyp_parse_number(p, out);
+}
+
 /* JSON text: strings in double quotes, null/true/false, and no Python-only
  * syntax (tuples, sets, calls, reprs) */
 static ld_status parse_json_value(py_parser *p, ld_py_value *out)
@@ -598,10 +605,7 @@ static ld_status parse_json_value(py_parser *p, ld_py_value *out)
         return ld_pyp_parse_number(p, out);
     default: break;
     }
-    if (is_digit(c)) {
-        if (try_small_int(p, out)) return LD_OK;
-        return ld_pyp_parse_number(p, out);
-    }
+    if (is_digit(c)) return parse_digits(p, out);
     if (is_ident_start(c)) return ld_pyp_json_word(p, out);
     return ld_pyp_bad_byte(p, p->pos, "a JSON value");
 }
@@ -624,10 +628,7 @@ static ld_status parse_value(py_parser *p, ld_py_value *out)
     case '+': return ld_pyp_parse_number(p, out);
     default: break;
     }
-    if (is_digit(c)) {
-        if (try_small_int(p, out)) return LD_OK;
-        return ld_pyp_parse_number(p, out);
-    }
+    if (is_digit(c)) return parse_digits(p, out);
     if (is_ident_start(c)) return parse_word(p, out);
     return ld_pyp_bad_byte(p, p->pos, "a value");
 }

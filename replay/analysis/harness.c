@@ -158,8 +158,8 @@ static ld_status trunc_levels(const ld_request *r, ld_arena *a, ld_findings *out
     return LD_OK;
 }
 
-/* Role markers of the chat templates in common use: a prompt holding one was
- * built from a conversation, whatever the log kept of it. */
+/* Role markers of the chat templates in common use: a prompt opening with
+ * one was built from a conversation, whatever the log kept of it. */
 static int looks_templated(const ld_text *prompt)
 {
     static const char *const markers[] = {
@@ -168,8 +168,11 @@ static int looks_templated(const ld_text *prompt)
         "<|system|>", "<|start|>", "<|User|>", "<|turn>", "[SYSTEM_PROMPT]",
     };
     if (!prompt->bytes || !(prompt->flags & LD_TEXT_PRESENT)) return 0;
+    /* a template opens with its first role marker: the head is enough, and a
+     * long prompt is not read once per marker */
+    size_t head = prompt->len < 4096 ? prompt->len : 4096;
     for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++)
-        if (memmem(prompt->bytes, prompt->len, markers[i], strlen(markers[i]))) return 1;
+        if (memmem(prompt->bytes, head, markers[i], strlen(markers[i]))) return 1;
     return 0;
 }
 
