@@ -27,5 +27,6 @@ int cmd_template(int argc, char **argv, struct ld_cli *cli);
 int cmd_tokenize(int argc, char **argv, struct ld_cli *cli);
 int cmd_regress(int argc, char **argv, struct ld_cli *cli);
 int cmd_replay(int argc, char **argv, struct ld_cli *cli);
+int cmd_watch(int argc, char **argv, struct ld_cli *cli);
 
 #endif

@@ -25,6 +25,7 @@ static const struct cmd_entry commands[] = {
     { "template", cmd_template, "render a request through a chat template, exact bytes" },
     { "tokenize", cmd_tokenize, "text to token ids (or back) with a tokenizer.json, as HF tokenizers" },
     { "regress", cmd_regress, "compare archived logs' verdicts with a baseline, for CI" },
+    { "watch", cmd_watch, "follow a running server's logs: verdicts as requests finish, Prometheus metrics" },
     { "replay", cmd_replay, "replay a logged request on logdiff's engine: where its output diverges" },
 };
 
@@ -68,8 +69,14 @@ int main(int argc, char **argv)
         return finish_stdout(LD_EXIT_SAME);
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("logdiff %s\njournal files (*.journal): %s\n", LD_VERSION,
-               ld_journal_file_available() ? "read with libsystemd" : "not read (built without libsystemd)");
+        printf("logdiff %s\njournal files (*.journal): %s\nwatch --metrics-listen: %s\n", LD_VERSION,
+               ld_journal_file_available() ? "read with libsystemd" : "not read (built without libsystemd)",
+#ifdef LD_HAVE_MICROHTTPD
+               "served with libmicrohttpd"
+#else
+               "not available (built without libmicrohttpd: use --metrics-textfile)"
+#endif
+        );
         return finish_stdout(LD_EXIT_SAME);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

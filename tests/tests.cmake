@@ -46,6 +46,28 @@ foreach(src ${LD_TEST_SRC})
   set_tests_properties(${name} PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
 endforeach()
 
+# logdiff watch's metrics (cmd/watch/metrics*.c) belong to the logdiff
+# executable, in no library: their test compiles them in, with
+# libmicrohttpd where the build has it; metrics_sample prints the render of
+# the test's known calls for the checks of docs/ops/ (tests/docs/ops/).
+file(GLOB LD_WATCH_METRICS_SRC CONFIGURE_DEPENDS cmd/watch/metrics*.c)
+target_sources(test_metrics PRIVATE ${LD_WATCH_METRICS_SRC})
+ld_use_microhttpd(test_metrics)
+add_executable(watch_metrics_sample tests/cmd/watch/metrics_sample.c ${LD_WATCH_METRICS_SRC})
+target_link_libraries(watch_metrics_sample PRIVATE ld_base Threads::Threads)
+ld_use_microhttpd(watch_metrics_sample)
+# docs/ops/: the dashboard's and the alerts' queries against that render,
+# the alerting rules through promtool (check rules, and their unit tests),
+# the systemd unit through systemd-analyze verify; each skips (77) saying
+# which tool is missing
+add_test(NAME docs.ops.dashboard
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/docs/ops/check_dashboard.py
+                 $<TARGET_FILE:watch_metrics_sample> ${CMAKE_SOURCE_DIR}/docs/ops)
+add_test(NAME docs.ops.alerts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/docs/ops/alerts.sh)
+add_test(NAME docs.ops.service COMMAND bash ${CMAKE_SOURCE_DIR}/tests/docs/ops/service.sh)
+set_tests_properties(docs.ops.dashboard docs.ops.alerts docs.ops.service PROPERTIES
+  LABELS cpu SKIP_RETURN_CODE 77 ENVIRONMENT "${LD_CLI_TEST_ENV}")
+
 # the CUDA DeepSeek kernels' checks, one op group a test as kernels/cuda/
 set(LD_CUDA_DS_TESTS cuda_moe cuda_mla cuda_route cuda_hc cuda_sample cuda_ds4)
 
@@ -128,6 +150,7 @@ ld_backend_ops_cases(mock cpu)
 # mock's device or processes over shm, call the mock from several threads.
 add_executable(logdiff_cuda_mock ${LD_CMD_SRC} $<TARGET_OBJECTS:ld_cuda_mock>)
 target_link_libraries(logdiff_cuda_mock PRIVATE ld_replay ld_parse Threads::Threads)
+ld_use_microhttpd(logdiff_cuda_mock)
 foreach(script replay_cuda replay_cuda_tp replay_tp_procs)
   ld_cli_variant(${script} cli.${script}.mock logdiff_cuda_mock)
 endforeach()
@@ -265,6 +288,7 @@ if(CUDAToolkit_FOUND AND LD_PERL AND CMAKE_CXX_COMPILER AND NOT LOGDIFF_FUZZ)
   add_executable(logdiff_cuda_emu ${LD_CMD_SRC} $<TARGET_OBJECTS:ld_cuda_emu>)
   set_target_properties(logdiff_cuda_emu PROPERTIES LINKER_LANGUAGE CXX)
   target_link_libraries(logdiff_cuda_emu PRIVATE ld_replay ld_parse Threads::Threads)
+  ld_use_microhttpd(logdiff_cuda_emu)
   # the CLI on the emulator; the split over two emulated GPUs and the
   # emulator's NCCL, one process or each rank a process (--tp-rank, the
   # emulator's NCCL joining them through the rendezvous file)

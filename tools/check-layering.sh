@@ -36,6 +36,7 @@ engine/models/deepseek_v4   engine/engine.h engine/models engine/models/dense en
 engine/tp                   engine/engine.h engine/models/** engine/backend/** engine/formats kernels/**
 parse                       parse/**
 parse/input
+parse/follow                parse/input
 parse/capture               parse/input parse/line parse/pylit
 parse/pylit
 parse/line                  parse/pylit

@@ -140,7 +140,7 @@ fi
 bin=${GPU_CHECK_BIN:-}
 built=0
 if [ -z "$bin" ]; then
-    archs=${LOGDIFF_CUDA_ARCHS:-${cap:-80;90;90a}}
+    archs=${LOGDIFF_CUDA_ARCHS:-${cap:-80;90;90a;100;120}}
     note "nvcc: $("$nvcc" --version 2>/dev/null | tail -1) ; archs: $archs ; jobs: $jobs"
     if step configure 90 cmake -S "$root" -B "$build" -DLOGDIFF_CUDA=ON -DLOGDIFF_WERROR=ON \
         "-DLOGDIFF_CUDA_ARCHS=$archs" "-DCMAKE_CUDA_COMPILER=$nvcc"; then

@@ -14,13 +14,14 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 need_pkgs() {
-    # libsystemd-dev: journald's own *.journal files (optional at build time)
-    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev zlib1g-dev libarchive-dev libutf8proc-dev libsystemd-dev gzip zstd xz-utils bzip2 zip"
+    # libsystemd-dev: journald's own *.journal files; libmicrohttpd-dev: watch --metrics-listen (both optional at build time)
+    local pkgs="cmake make gcc pkg-config python3 libcjson-dev libpcre2-dev libzstd-dev zlib1g-dev libarchive-dev libutf8proc-dev libsystemd-dev libmicrohttpd-dev gzip zstd xz-utils bzip2 zip"
     # chromium: the HTML report test (regress_html.sh); g++: the CUDA kernels on the CPU emulator
     # (tests/support/cuda_emu, built where the CUDA toolkit's headers are)
     # systemd-journal-remote and journalctl: the journald fixtures are a real journal file,
-    # printed by journalctl (tests/cli/journal.sh)
-    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++ systemd systemd-journal-remote"
+    # printed by journalctl (tests/cli/journal.sh); prometheus (and its promtool) and
+    # python3-prometheus-client: watch's metrics read back, docs/ops/'s rules checked
+    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++ systemd systemd-journal-remote prometheus python3-prometheus-client"
     local missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -56,6 +57,16 @@ build_demo() {
         tail -40 "$log" >&2
         exit 1
     fi
+}
+
+# the CMake argument that hands the plain build's CUDA kernels to another
+# build of this tree (nothing where that build has none: no nvcc)
+prebuilt_cuda_kernels() {
+    local lib dir=$BUILD_DIR
+    case $dir in /*) ;; *) dir=$PWD/$dir ;; esac
+    lib=$(find "$dir" -maxdepth 2 -name libld_kernels_cuda.a 2>/dev/null | head -1)
+    [ -n "$lib" ] && echo "-DLOGDIFF_CUDA_KERNELS_LIB=$lib"
+    return 0
 }
 
 fuzz_smoke() {
@@ -97,11 +108,13 @@ demo)
     [ "$rc" -le 1 ] || exit "$rc"
     ;;
 test)
-    build "$BUILD_DIR-asan" -DLOGDIFF_SANITIZE=address,undefined
+    # the plain build first: it compiles the CUDA kernels (every default
+    # architecture, where nvcc exists) once, and the ASan build links them
+    build "$BUILD_DIR"
+    build "$BUILD_DIR-asan" -DLOGDIFF_SANITIZE=address,undefined $(prebuilt_cuda_kernels)
     # emu_long: the CUDA emulator's whole-session replays, left to the plain build below
     ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$BUILD_DIR-asan" -L cpu -LE emu_long --output-on-failure -j "$JOBS"
     fuzz_smoke
-    build "$BUILD_DIR"
     ctest --test-dir "$BUILD_DIR" -L cpu --output-on-failure -j "$JOBS"
     ;;
 *)

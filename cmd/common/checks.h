@@ -55,6 +55,18 @@ typedef struct ld_cli_checks {
     ld_judge_checks judge;
 } ld_cli_checks;
 
+/* The option lines of the template and tokenizer checks, the same in diff
+ * and watch: f an ld_cli_check_flags, c the ld_cli_checks (its bos/eos). */
+#define LD_CLI_CHECK_OPTIONS(f, c)                                                                               \
+    { LD_OPT_STRING, 0, "template", &(f).tpl_path, "SRC", "re-render through this chat template and compare" }, \
+    { LD_OPT_STRING, 0, "model", &(f).model_dir, "DIR", "same, with the template of this model directory" },    \
+    { LD_OPT_STRING, 0, "server", &(f).server, "NAME",                                                        \
+      "preprocessing before the template: sglang (default) or hf" },                                         \
+    { LD_OPT_STRING, 0, "bos-token", &(c).rr.chat.bos_token, "S", "bos_token for the template (default: from SRC)" }, \
+    { LD_OPT_STRING, 0, "eos-token", &(c).rr.chat.eos_token, "S", "eos_token for the template (default: from SRC)" }, \
+    { LD_OPT_STRING, 0, "tokenizer", &(f).tok_path, "SRC",                                                    \
+      "check the logged input ids against the prompt text (tokenizer.json, GGUF or model dir)" }
+
 /* Loads what `f` asks for into *c: 0, or -1 with the reason printed (and
  * *c freed). */
 int ld_cli_checks_load(struct ld_cli *cli, const char *cmd, const ld_cli_check_flags *f, ld_cli_checks *c);

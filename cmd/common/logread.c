@@ -56,15 +56,20 @@ static void print_problem(FILE *f, const ld_error *e)
         fprintf(f, "logdiff: %s: %s%s\n", e->path ? e->path : "-", e->msg, at);
 }
 
-static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)
+void ld_cli_logread_problem(ld_cli_logread *lr, ld_problem_kind kind, const ld_error *e)
 {
-    read_ctx *c = vctx;
-    ld_cli_logread *lr = c->lr;
     if (kind == LD_PROBLEM_LINE && lr->line_errors_as_records) return;
-    ld_cli_progress_done(&c->bar);
     static const char *const kinds[] = {"log.io_error", "log.parse_error", "log.capture_error"};
     if (lr->json) ld_json_print_line(lr->cli->out, ld_cli_error_json(kinds[kind], e));
     if (!lr->json || kind != LD_PROBLEM_LINE) print_problem(lr->cli->err, e);
+}
+
+static void on_problem(void *vctx, ld_problem_kind kind, const ld_error *e)
+{
+    read_ctx *c = vctx;
+    if (kind == LD_PROBLEM_LINE && c->lr->line_errors_as_records) return;
+    ld_cli_progress_done(&c->bar);
+    ld_cli_logread_problem(c->lr, kind, e);
 }
 
 static void on_progress(void *vctx, uint64_t done, uint64_t total, const char *member)

@@ -71,6 +71,12 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
                    const ld_pair_options *opts, ld_pair_emit_fn emit,
                    void *ctx);
 
+/* One problem reported as every log reader reports it: a JSON record
+ * ({"rid": null, "error": {...}}) on stdout with lr->json, a line on stderr
+ * (not for a bad request line in JSON mode); nothing for a bad request line
+ * when lr->line_errors_as_records (it comes as a record). */
+void ld_cli_logread_problem(ld_cli_logread *lr, ld_problem_kind kind, const ld_error *e);
+
 /* "file:line" of the earliest part of a request (static buffer per call
  * site is not used: writes into buf). */
 const char *ld_cli_request_where(const ld_request *r, char *buf, size_t cap,

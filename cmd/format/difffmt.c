@@ -186,6 +186,7 @@ int ld_cli_diff_report_request(void *ctx, ld_request *r)
     if (strcmp(v.verdict, "ok")) rep->n_not_ok++;
     if (rep->json) print_json(rep, r, &v);
     else print_text(rep, r, &v);
+    if (rep->on_judged) rep->on_judged(rep->on_judged_ctx, r, &v);
     return 0;
 }
 

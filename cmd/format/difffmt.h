@@ -25,6 +25,9 @@ typedef struct ld_cli_diff_report {
     uint64_t per_verdict[LD_N_VERDICTS];
     int failed;              /* out of memory while judging */
     ld_cli_conv_opts conv;   /* --conversation-memory, --max-conversations */
+    /* called once a request is reported (logdiff watch's metrics); NULL: none */
+    void (*on_judged)(void *ctx, const ld_request *r, const ld_verdict *v);
+    void *on_judged_ctx;
 } ld_cli_diff_report;
 
 void ld_cli_diff_report_init(ld_cli_diff_report *rep, struct ld_cli *cli);

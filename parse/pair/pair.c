@@ -92,6 +92,32 @@ ld_status ld_pairer_finish(ld_pairer *p, ld_error *err)
     return LD_OK;
 }
 
+void ld_pairer_set_clock(ld_pairer *p, uint64_t now)
+{
+    p->clock = now;
+}
+
+/* Oldest first in each list (the open records' age list is in the order
+ * they were opened, so the stamps only grow along it). */
+size_t ld_pairer_expire(ld_pairer *p, uint64_t before)
+{
+    size_t n = 0;
+    for (; p->oldest && p->oldest->born < before; n++) ld_pair_complete(p, p->oldest);
+    n += ld_pair_pd_expire(p, before);
+    n += ld_pair_expire_openai(p, before);
+    return n;
+}
+
+void ld_pairer_each_waiting(const ld_pairer *p, void (*fn)(void *ctx, const ld_request *r), void *ctx)
+{
+    for (const ld_open *o = p->oldest; o; o = o->next) {
+        fn(ctx, o->r);
+        if (o->q) fn(ctx, o->q->r); /* its OpenAI line, joined but not applied yet */
+    }
+    ld_pair_pd_each(p, fn, ctx);
+    for (const ld_pending_openai *q = p->pending; q; q = q->next) fn(ctx, q->r);
+}
+
 void ld_pairer_free(ld_pairer *p)
 {
     if (!p) return;

@@ -126,6 +126,24 @@ ld_status ld_pairer_feed_line(ld_pairer *p, const char *member_name,
  * pairer may be fed again afterwards. */
 ld_status ld_pairer_finish(ld_pairer *p, ld_error *err);
 
+/* Watching a log as it is written (logdiff watch): records wait for their
+ * Finish line, but not forever.  The caller keeps a clock of its own (any
+ * unit that only grows, e.g. seconds): ld_pairer_set_clock() sets the time
+ * that records opened from now on are stamped with (open records, held
+ * `Receive OpenAI` lines, prefill/decode records waiting for their
+ * partner), and ld_pairer_expire() emits every one stamped before `before`
+ * as ld_pairer_finish() would (unpaired, `missing` set).  A pairer whose
+ * clock is never set stamps 0 and expire(p, 1) is finish() for the records
+ * alone.  Returns the number emitted. */
+void ld_pairer_set_clock(ld_pairer *p, uint64_t now);
+size_t ld_pairer_expire(ld_pairer *p, uint64_t before);
+
+/* Calls fn for every record still waiting: open, held for its
+ * prefill/decode partner, or a held `Receive OpenAI` line (what a watcher
+ * that stops must read again next time: their src[] say where).  fn must
+ * not call back into the pairer. */
+void ld_pairer_each_waiting(const ld_pairer *p, void (*fn)(void *ctx, const ld_request *r), void *ctx);
+
 /* Counters so far. */
 const ld_pair_stats *ld_pairer_stats(const ld_pairer *p);
 

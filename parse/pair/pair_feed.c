@@ -107,6 +107,7 @@ static ld_status handle_openai(ld_pairer *p, const char *member, const char *que
     strcpy(m, queue);
     q->member = m;
     q->r = r;
+    q->born = p->clock;
     ld_request_set_source(r, LD_PART_OPENAI, member, line->lineno, line->offset, line->lost_bytes);
     ld_request_set_cut(r, LD_PART_OPENAI, l->cut_at, l->cut_field, l->cut_field_len);
     set_ts(r, l);

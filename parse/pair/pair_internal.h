@@ -21,6 +21,7 @@ typedef struct ld_open {
     int ambiguous;                /* several OpenAI lines would fit */
     char *queue;                  /* the OpenAI queue its Receive line was logged in
                                      (pair_feed.c's queue_key), malloc'd; NULL before */
+    uint64_t born;                /* the pairer's clock when it was opened */
 } ld_open;
 
 /* A `Receive OpenAI` line waiting for its request.  Owned by the pending
@@ -38,6 +39,7 @@ typedef struct ld_pending_openai {
                                      prompt that lost its final message; NULL if none */
     size_t earlier_user_len;
     int n_messages;
+    uint64_t born;                /* the pairer's clock when the line was fed */
     struct ld_pending_openai *next;
 } ld_pending_openai;
 
@@ -63,6 +65,7 @@ struct ld_pairer {
     ld_pd_held **pd_buckets;      /* pair_pd.c: records of the PD router held by room */
     ld_pd_held *pd_oldest, *pd_newest;
     size_t pd_held, pd_held_bytes;
+    uint64_t clock;               /* ld_pairer_set_clock(): what new records are stamped with */
 };
 
 /* pair_table.c: the open records and what every step shares. */
@@ -85,6 +88,10 @@ void ld_pair_emit(ld_pairer *p, ld_request *r);
 void ld_pair_pd_offer(ld_pairer *p, ld_request *r, const char *queue);
 /* Hands out every held record alone. */
 void ld_pair_pd_flush(ld_pairer *p);
+/* Hands out alone every held record stamped before `before`; how many. */
+size_t ld_pair_pd_expire(ld_pairer *p, uint64_t before);
+/* Calls fn for every held record. */
+void ld_pair_pd_each(const ld_pairer *p, void (*fn)(void *ctx, const ld_request *r), void *ctx);
 /* Frees the held records without handing them out. */
 void ld_pair_pd_free(ld_pairer *p);
 
@@ -105,6 +112,9 @@ int ld_pair_openai_fits(const ld_pending_openai *q, const char *h, size_t hn,
                         const char *t, size_t tn);
 /* Emits the first pending OpenAI line as an OpenAI-only record. */
 void ld_pair_flush_first(ld_pairer *p);
+/* Emits every pending OpenAI line fed before `before` (the pairer's clock)
+ * as an OpenAI-only record; how many. */
+size_t ld_pair_expire_openai(ld_pairer *p, uint64_t before);
 /* Emits every pending OpenAI line as an OpenAI-only record. */
 void ld_pair_flush_openai(ld_pairer *p);
 /* Before emitting o: apply its tentative OpenAI line when nothing contradicts it. */

@@ -268,6 +268,23 @@ void ld_pair_flush_first(ld_pairer *p)
     emit_openai_only(p, q);
 }
 
+size_t ld_pair_expire_openai(ld_pairer *p, uint64_t before)
+{
+    size_t n = 0;
+    ld_pending_openai **pp = &p->pending;
+    while (*pp) {
+        ld_pending_openai *q = *pp;
+        if (q->born >= before) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        emit_openai_only(p, q);
+        n++;
+    }
+    return n;
+}
+
 void ld_pair_flush_openai(ld_pairer *p)
 {
     while (p->pending) ld_pair_flush_first(p);

@@ -24,6 +24,7 @@ struct ld_pd_held {
     char *queue;                  /* the writer it came from (pair_feed.c's queue_key) */
     struct ld_pd_held *hnext;     /* bucket chain */
     struct ld_pd_held *prev, *next; /* age list, oldest first */
+    uint64_t born;                /* the pairer's clock when it began to wait */
 };
 
 static size_t bucket_of(int64_t room)
@@ -127,6 +128,7 @@ static ld_status hold(ld_pairer *p, ld_request *r, const char *queue)
     }
     h->r = r;
     h->queue = q;
+    h->born = p->clock;
     size_t k = bucket_of(r->bootstrap_room);
     h->hnext = p->pd_buckets[k];
     p->pd_buckets[k] = h;
@@ -169,6 +171,18 @@ void ld_pair_pd_offer(ld_pairer *p, ld_request *r, const char *queue)
 void ld_pair_pd_flush(ld_pairer *p)
 {
     while (p->pd_oldest) release_oldest(p);
+}
+
+void ld_pair_pd_each(const ld_pairer *p, void (*fn)(void *ctx, const ld_request *r), void *ctx)
+{
+    for (const ld_pd_held *h = p->pd_oldest; h; h = h->next) fn(ctx, h->r);
+}
+
+size_t ld_pair_pd_expire(ld_pairer *p, uint64_t before)
+{
+    size_t n = 0;
+    for (; p->pd_oldest && p->pd_oldest->born < before; n++) release_oldest(p);
+    return n;
 }
 
 void ld_pair_pd_free(ld_pairer *p)

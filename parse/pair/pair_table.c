@@ -75,6 +75,7 @@ ld_status ld_pair_create(ld_pairer *p, const char *rid, ld_open **out, ld_error 
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a request");
     }
     o->r = r;
+    o->born = p->clock;
     size_t k = hash_str(rid) & (p->n_buckets - 1);
     o->hnext = p->buckets[k];
     p->buckets[k] = o;

@@ -6,7 +6,7 @@ check "main help lists scan and show" grep -q "scan" "$WORK/out"
 run "logdiff with no arguments" 2 "$LOGDIFF"
 run "unknown command" 2 "$LOGDIFF" frobnicate
 check "unknown command names it" grep -q "'frobnicate' is not a logdiff command" "$WORK/err"
-for cmd in scan show diff template; do
+for cmd in scan show diff template watch; do
     run "$cmd --help" 0 "$LOGDIFF" "$cmd" --help
     check "$cmd --help shows its usage" grep -q "^usage: logdiff $cmd" "$WORK/out"
     run "$cmd -h" 0 "$LOGDIFF" "$cmd" -h

@@ -1,0 +1,51 @@
+/* watch_state.h - logdiff watch's --state FILE: where to go on reading
+ * after a restart, so that no request is judged twice or missed.
+ *
+ * What is saved, per file followed: its identity (device, inode) and a
+ * position to read again from: the first line of the oldest request still
+ * waiting for its Finish (its lines must be read again to pair it), or the
+ * read position when none waits.  Requests judged after that position are
+ * listed by rid: when their lines come again they are not judged twice.
+ * The file is JSON ({"logdiff_watch_state": 1, ...}), written atomically
+ * (a temporary file renamed over it).  One that cannot be read as such, or
+ * of another format version, is an error that names it: it is never
+ * silently reused nor overwritten.
+ *
+ * Limits, said in the README: a rotated file is known by its path while it
+ * is read to its end; a line whose capture pieces (Docker's 16 KiB parts)
+ * straddle the stop is read from its next piece only, and said as cut; the
+ * conversations followed before the restart are not
+ * kept (the first request of each after it starts a conversation anew). */
+#ifndef LD_CMD_WATCH_STATE_H
+#define LD_CMD_WATCH_STATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "parse/follow/follow.h"
+#include "parse/pair/pair.h"
+
+typedef struct ld_watch_state ld_watch_state;
+
+/* Opens the state at `path`: loaded when the file exists, empty when it does
+ * not.  NULL after a line on err ("logdiff watch: state PATH: why") when it
+ * exists but is not a state this version wrote, or cannot be read. */
+ld_watch_state *ld_watch_state_open(const char *path, FILE *err);
+void ld_watch_state_free(ld_watch_state *st);
+
+/* Adds `source` to the follower where the saved state says (ld_follow_add_at),
+ * else from its start (ld_follow_add).  LD_OK or the follower's error. */
+ld_status ld_watch_state_add_source(ld_watch_state *st, ld_follow *f, const char *source, ld_error *err);
+
+/* 1 when r was judged before the restart (its lines are read again). NULL st: 0. */
+int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r);
+/* Remembers that r was judged (for the next save). NULL st: nothing. */
+void ld_watch_state_note_judged(ld_watch_state *st, const ld_request *r);
+
+/* 1 when the last save is older than a second. */
+int ld_watch_state_save_due(const ld_watch_state *st, double now);
+/* Saves the positions of f's files and what `pairer` still waits for.
+ * 0, or -1 after a line on err. */
+int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, FILE *err);
+
+#endif
