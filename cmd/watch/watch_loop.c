@@ -108,7 +108,11 @@ static int one_round(ld_watch *w, uint64_t *out_bytes)
     write_textfile(w, 0);
     if (w->state && ld_watch_state_save_due(w->state, ld_watch_clock(0)))
         ld_watch_state_save(w->state, w->follow, w->pairer, w->cli->err); /* said; going on */
-    if (w->emitted_since_flush || *out_bytes) fflush(w->cli->out);
+    if ((w->emitted_since_flush || *out_bytes) && fflush(w->cli->out) != 0) {
+        /* the reader of the verdicts went away (a closed pipe): nothing to go on for */
+        fprintf(w->cli->err, "logdiff watch: cannot write the verdicts: %s\n", strerror(errno));
+        return -1;
+    }
     w->emitted_since_flush = 0;
     return 0;
 }
