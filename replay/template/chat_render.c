@@ -8,49 +8,58 @@
 #include "ld_arena.h"
 #include "replay/template/deepseek/dsenc.h"
 
+/* ctx[key] = the value of j (None when NULL); the key is borrowed: a
+ * literal, or a key of the request, which outlives the render. */
 static int set_json(ld_arena *a, ld_tpl_value *ctx, const char *key, const cJSON *j)
 {
     ld_tpl_value *val = j ? ld_tpl_value_from_json_borrowed(a, j) : ld_tpl_value_none(a); /* req outlives the render */
-    return val && ld_tpl_dict_set(a, ctx, key, val) == LD_OK;
+    return val && ld_tpl_dict_set_borrowed(a, ctx, key, val) == LD_OK;
 }
 
 static const char *const reasoning_names[] = { "reasoning_content", "thinking", "reasoning" };
 
-/* The reasoning a message carries under any of its names, or NULL. */
-static const cJSON *reasoning_of(const cJSON *m)
+static int same_key(const char *k, const char *name) { return k && k[0] == name[0] && !strcmp(k, name); }
+
+/* What a message holds that transformers normalizes, found in one pass:
+ * the reasoning under the first of its names whose (first) member is not
+ * null, whether it has a `thinking` member, whether any member is null. */
+typedef struct msg_scan {
+    const cJSON *reasoning;
+    int has_thinking, has_null;
+} msg_scan;
+
+static msg_scan scan_message(const cJSON *m)
 {
-    for (size_t i = 0; i < 3; i++) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, reasoning_names[i]);
-        if (r && !cJSON_IsNull(r)) return r;
+    const cJSON *first[3] = { NULL, NULL, NULL };
+    msg_scan r = { NULL, 0, 0 };
+    for (const cJSON *k = m->child; k; k = k->next) {
+        r.has_null |= cJSON_IsNull(k);
+        for (size_t i = 0; i < 3; i++)
+            if (!first[i] && same_key(k->string, reasoning_names[i])) first[i] = k;
     }
-    return NULL;
+    for (size_t i = 0; i < 3 && !r.reasoning; i++)
+        if (first[i] && !cJSON_IsNull(first[i])) r.reasoning = first[i];
+    r.has_thinking = first[1] != NULL;
+    return r;
 }
 
 /* One message as transformers hands it to the template: keys whose value is
  * None dropped; a reasoning under any name also given as `thinking` (first,
  * unless the message has it) and `reasoning_content` (in its place, else
  * last). */
-static int has_null_value(const cJSON *m)
-{
-    for (const cJSON *k = m->child; k; k = k->next)
-        if (cJSON_IsNull(k)) return 1;
-    return 0;
-}
-
 static ld_tpl_value *message_value(ld_arena *a, const cJSON *m)
 {
-    if (!cJSON_IsObject(m) || (!reasoning_of(m) && !has_null_value(m)))
-        return ld_tpl_value_from_json_borrowed(a, m); /* nothing to normalize */
+    if (!cJSON_IsObject(m)) return ld_tpl_value_from_json_borrowed(a, m);
+    msg_scan sc = scan_message(m);
+    const cJSON *reasoning = sc.reasoning;
+    if (!reasoning && !sc.has_null) return ld_tpl_value_from_json_borrowed(a, m); /* nothing to normalize */
     ld_tpl_value *d = ld_tpl_value_dict(a);
-    const cJSON *reasoning = reasoning_of(m);
     int ok = d != NULL;
-    if (ok && reasoning && !cJSON_GetObjectItemCaseSensitive(m, "thinking"))
-        ok = set_json(a, d, "thinking", reasoning);
+    if (ok && reasoning && !sc.has_thinking) ok = set_json(a, d, "thinking", reasoning);
     for (const cJSON *k = m->child; ok && k; k = k->next) {
         if (cJSON_IsNull(k)) continue;
-        int aliased = reasoning && (!strcmp(k->string, "thinking") ||
-                                    !strcmp(k->string, "reasoning_content"));
-        ok = set_json(a, d, k->string, aliased ? reasoning : k);
+        int aliased = reasoning && (same_key(k->string, "thinking") || same_key(k->string, "reasoning_content"));
+        ok = set_json(a, d, k->string ? k->string : "", aliased ? reasoning : k);
     }
     if (ok && reasoning) ok = set_json(a, d, "reasoning_content", reasoning);
     return ok ? d : NULL;
@@ -76,14 +85,14 @@ static ld_tpl_value *build_context(ld_arena *a, const cJSON *req, const char *bo
 {
     ld_tpl_value *ctx = ld_tpl_value_dict(a);
     ld_tpl_value *msgs = ctx ? messages_value(a, cJSON_GetObjectItemCaseSensitive(req, "messages")) : NULL;
-    int ok = msgs && ld_tpl_dict_set(a, ctx, "messages", msgs) == LD_OK;
+    int ok = msgs && ld_tpl_dict_set_borrowed(a, ctx, "messages", msgs) == LD_OK;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(req, "tools");
     ok = ok && set_json(a, ctx, "tools", tools && cJSON_IsArray(tools) && tools->child ? tools : NULL);
     ok = ok && set_json(a, ctx, "documents", NULL);
-    ok = ok && ld_tpl_dict_set(a, ctx, "add_generation_prompt",
-                               ld_tpl_value_bool(a, gen_prompt)) == LD_OK;
-    if (ok && bos) ok = ld_tpl_dict_set(a, ctx, "bos_token", ld_tpl_value_str(a, bos, strlen(bos))) == LD_OK;
-    if (ok && eos) ok = ld_tpl_dict_set(a, ctx, "eos_token", ld_tpl_value_str(a, eos, strlen(eos))) == LD_OK;
+    ok = ok && ld_tpl_dict_set_borrowed(a, ctx, "add_generation_prompt",
+                                        ld_tpl_value_bool(a, gen_prompt)) == LD_OK;
+    if (ok && bos) ok = ld_tpl_dict_set_borrowed(a, ctx, "bos_token", ld_tpl_value_str(a, bos, strlen(bos))) == LD_OK;
+    if (ok && eos) ok = ld_tpl_dict_set_borrowed(a, ctx, "eos_token", ld_tpl_value_str(a, eos, strlen(eos))) == LD_OK;
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(req, "chat_template_kwargs");
     for (const cJSON *k = cJSON_IsObject(kw) ? kw->child : NULL; k && ok; k = k->next)
         ok = set_json(a, ctx, k->string, k);

@@ -105,6 +105,10 @@ ld_tpl_value *ld_tpl_value_list(ld_arena *a);
 ld_status ld_tpl_list_push(ld_arena *a, ld_tpl_value *list, ld_tpl_value *v);
 ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key,
                           ld_tpl_value *v);
+/* The same with the key not copied: `key` must outlive the dict (a literal,
+ * or a string of a request the caller keeps). */
+ld_status ld_tpl_dict_set_borrowed(ld_arena *a, ld_tpl_value *dict, const char *key,
+                                   ld_tpl_value *v);
 /* Converts a cJSON tree (objects keep their key order; numbers that are
  * integral in the JSON text become int, others float).  NULL on NOMEM. */
 ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const struct cJSON *j);

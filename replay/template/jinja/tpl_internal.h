@@ -6,6 +6,7 @@
 #define LD_TPL_INTERNAL_H
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "tpl.h"
 
@@ -62,7 +63,34 @@ bool ld_tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v);
  * past size_t.  What a join charges before it starts. */
 size_t ld_tv_join_size(const ld_tpl_value *items, size_t sep_len);
 bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v);
+/* d[k] = v for the string key k[0..len), which the key value points at
+ * (not copied: k must outlive d, as the template's names and the context's
+ * strings outlive a render); the key value is made only when k is new. */
+bool ld_tv_dict_put_ref(ld_arena *a, ld_tpl_value *d, const char *k, size_t len, ld_tpl_value *v);
 ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
+
+/* a[0..n) == b[0..n): keys are short, a loop is cheaper than a call */
+static inline bool ld_tv_same_bytes(const char *a, const char *b, size_t n)
+{
+    if (n > 16) return memcmp(a, b, n) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+/* The index of the string key k[0..len) in dict d, or d->u.dict.n: inline,
+ * as every name and attribute goes through it.  The same pointer (a name
+ * the parser interned) is the same key; keys mostly differ in length. */
+static inline size_t ld_tv_key_index(const ld_tpl_value *d, const char *k, size_t len)
+{
+    for (size_t i = 0; i < d->u.dict.n; i++) {
+        const ld_tpl_value *key = d->u.dict.keys[i];
+        if (key->kind == TV_STR && key->u.str.len == len &&
+            (key->u.str.s == k || ld_tv_same_bytes(key->u.str.s, k, len)))
+            return i;
+    }
+    return d->u.dict.n;
+}
 ld_tpl_value *ld_tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k);
 bool ld_tv_truthy(const ld_tpl_value *v);
 bool ld_tv_equal(const ld_tpl_value *a, const ld_tpl_value *b);
@@ -81,8 +109,22 @@ typedef struct tv_buf {
     size_t len, cap, max; /* max 0 = unlimited */
     bool failed;          /* allocation failed or max reached */
 } tv_buf;
-void ld_tv_buf_put(tv_buf *b, const char *s, size_t n);
-void ld_tv_buf_putc(tv_buf *b, char c);
+/* s[0..n) appended to b (through ld_tv_buf_reserve when it has no room) */
+void ld_tv_buf_put_grow(tv_buf *b, const char *s, size_t n);
+/* The same, inline when b has room: every piece of output goes through it.
+ * Room within the capacity is room within b->max too (the capacity never
+ * passes max + 1). */
+static inline void ld_tv_buf_put(tv_buf *b, const char *s, size_t n)
+{
+    if (!b->failed && n < b->cap - b->len) {
+        if (n) memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = 0;
+        return;
+    }
+    ld_tv_buf_put_grow(b, s, n);
+}
+static inline void ld_tv_buf_putc(tv_buf *b, char c) { ld_tv_buf_put(b, &c, 1); }
 /* s[0..n) `times` over; checked against max as a whole before writing, so
  * a huge count fails at once */
 void ld_tv_buf_repeat(tv_buf *b, const char *s, size_t n, size_t times);

@@ -18,23 +18,54 @@ ld_tpl_value *ld_tpl_kwarg(tpl_args *a, const char *name, size_t pos)
     return pos < a->n_pos ? a->pos[pos] : NULL;
 }
 
-static const char *const str_methods[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip",
-                                          "upper", "lower", "replace", "title", "capitalize", "find", "count",
-                                          "isdigit", "isspace", "splitlines", "format", "isalpha", "isalnum",
-                                          "isupper", "islower", "join", "rfind", "removeprefix", "removesuffix", NULL};
-static const char *const dict_methods[] = {"get", "items", "keys", "values", NULL};
-static const char *const list_methods[] = {"index", "count", NULL};
-static const char *const unsafe_methods[] = {"append", "pop", "insert", "extend", "remove", "clear", "sort",
-                                             "reverse", "update", "setdefault", "popitem", NULL};
+/* a word and its length, so that most words are told apart by length */
+typedef struct word {
+    const char *s;
+    size_t len;
+} word;
+#define W(s) { s, sizeof s - 1 }
+static const word str_methods[] = {W("startswith"), W("endswith"), W("split"), W("rsplit"), W("strip"), W("lstrip"),
+                                   W("rstrip"), W("upper"), W("lower"), W("replace"), W("title"), W("capitalize"),
+                                   W("find"), W("count"), W("isdigit"), W("isspace"), W("splitlines"), W("format"),
+                                   W("isalpha"), W("isalnum"), W("isupper"), W("islower"), W("join"), W("rfind"),
+                                   W("removeprefix"), W("removesuffix"), {NULL, 0}};
+static const word dict_methods[] = {W("get"), W("items"), W("keys"), W("values"), {NULL, 0}};
+static const word list_methods[] = {W("index"), W("count"), {NULL, 0}};
+/* the mutating methods the sandbox refuses, per type (jinja2's
+ * modifies_known_mutable): a list's on a dict is only a key, as in Python */
+static const word list_unsafe[] = {W("append"), W("pop"), W("insert"), W("extend"), W("remove"), W("clear"),
+                                   W("sort"), W("reverse"), {NULL, 0}};
+static const word dict_unsafe[] = {W("pop"), W("clear"), W("update"), W("setdefault"), W("popitem"), {NULL, 0}};
+#undef W
 
-/* name[0..len) is one of set's words (first byte checked before the rest:
- * this runs on every attribute access) */
-static bool in_set(const char *const *set, const char *name, size_t len)
+/* name[0..len) is one of set's words (length and first byte checked
+ * before the rest: this runs on every attribute access) */
+static bool in_set(const word *set, const char *name, size_t len)
 {
-    if (!len) return false;
-    for (int i = 0; set[i]; i++)
-        if (set[i][0] == name[0] && strncmp(set[i], name, len) == 0 && set[i][len] == 0) return true;
+    for (int i = 0; set[i].s; i++)
+        if (set[i].len == len && set[i].s[0] == name[0] && memcmp(set[i].s, name, len) == 0) return true;
     return false;
+}
+
+/* false when name[0..len) is none of dict_methods, list_methods,
+ * list_unsafe and dict_unsafe, told by its first byte and length alone (true: look in
+ * the sets).  Most attribute accesses are a message's key on a dict, and
+ * this keeps them from scanning three sets.  Kept in step with the sets:
+ * each first byte below lists the lengths of the sets' words that start
+ * with it. */
+static bool maybe_container_word(const char *name, size_t len)
+{
+    switch (name[0]) {
+    case 'a': case 'e': case 'u': case 'v': return len == 6; /* append extend update values */
+    case 'c': return len == 5;                               /* clear count */
+    case 'g': return len == 3;                               /* get */
+    case 'i': return len == 5 || len == 6;                   /* items index insert */
+    case 'k': return len == 4;                               /* keys */
+    case 'p': return len == 3 || len == 7;                   /* pop popitem */
+    case 'r': return len == 6 || len == 7;                   /* remove reverse */
+    case 's': return len == 4 || len == 10;                  /* sort setdefault */
+    default: return false;
+    }
 }
 
 bool ld_tpl_has_method(const ld_tpl_value *v, const char *name)
@@ -47,7 +78,9 @@ bool ld_tpl_has_method(const ld_tpl_value *v, const char *name)
 ld_tpl_value *ld_tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name, size_t len)
 {
     char hint[200];
-    bool unsafe = (v->kind == TV_LIST || v->kind == TV_DICT) && in_set(unsafe_methods, name, len);
+    bool maybe = len && maybe_container_word(name, len);
+    bool unsafe = maybe && ((v->kind == TV_LIST && in_set(list_unsafe, name, len)) ||
+                            (v->kind == TV_DICT && in_set(dict_unsafe, name, len)));
     if ((v->flags & TV_F_GROUP) && v->u.list.n == 2 && (len == 7 || len == 4) && memcmp(name, len == 7 ? "grouper" : "list", len) == 0)
         return v->u.list.items[len == 7 ? 0 : 1];
     if ((v->flags & TV_F_LOOP) && len == 5 && memcmp(name, "cycle", 5) == 0) {
@@ -56,18 +89,18 @@ ld_tpl_value *ld_tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name
         return m;
     }
     if (v->kind == TV_NS) {
-        ld_tpl_value *x = ld_tv_dict_get(v, name, len);
-        if (x) return x;
-    } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (v->kind == TV_DICT && in_set(dict_methods, name, len)) ||
-               (v->kind == TV_LIST && !(v->flags & TV_F_GEN) && in_set(list_methods, name, len))) {
+        size_t i = ld_tv_key_index(v, name, len);
+        if (i < v->u.dict.n) return v->u.dict.vals[i];
+    } else if ((v->kind == TV_STR && in_set(str_methods, name, len)) || (maybe && v->kind == TV_DICT && in_set(dict_methods, name, len)) ||
+               (maybe && v->kind == TV_LIST && !(v->flags & TV_F_GEN) && in_set(list_methods, name, len))) {
         ld_tpl_value *m = ld_tv_new(A, TV_METHOD);
         if (!m) return NULL;
         m->u.method.self = v;
         m->u.method.name = ld_arena_memdup(A, name, len);
         return m->u.method.name ? m : NULL;
     } else if (v->kind == TV_DICT && !unsafe) {
-        ld_tpl_value *x = ld_tv_dict_get(v, name, len);
-        if (x) return x;
+        size_t i = ld_tv_key_index(v, name, len);
+        if (i < v->u.dict.n) return v->u.dict.vals[i];
     }
     if (!unsafe) return ld_tv_undef_lazy(A, ld_tv_type_name(v), name, len);
     snprintf(hint, sizeof hint, "access to attribute '%.*s' of '%s' object is unsafe.", (int)(len > 60 ? 60 : len), name, ld_tv_type_name(v));

@@ -13,7 +13,9 @@
 #define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 #define TYPE_ERR(...) ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, __VA_ARGS__)
 
-static bool is(const char *a, const char *b) { return strcmp(a, b) == 0; }
+/* a == b; the first bytes compared before strcmp: names are dispatched
+ * through long chains of these, and most differ at once */
+static inline bool is(const char *a, const char *b) { return a[0] == b[0] && strcmp(a, b) == 0; }
 
 /* ---------------------------------------------------------------- strings */
 
@@ -28,6 +30,7 @@ static ld_tpl_value *strip(tpl_rt *rt, const ld_tpl_value *s, const ld_tpl_value
     if (l) while (b < e && STRIPPABLE(p[b])) b++;
     if (r) while (e > b && STRIPPABLE(p[e - 1])) e--;
 #undef STRIPPABLE
+    if (b == 0 && e == s->u.str.len) return (ld_tpl_value *)s; /* nothing stripped: values never change, share it */
     return ld_tv_str(A, p + b, e - b);
 }
 
@@ -296,6 +299,8 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
     }
     tv_buf b = ld_tpl_rt_buf(rt); /* an indent's spaces are charged before they are written */
     const char *why = NULL;
+    if (v->kind == TV_STR && v->u.str.len < SIZE_MAX / 2) /* a string's quotes and text at once, not by doubling */
+        ld_tv_buf_reserve(&b, v->u.str.len + 2);
     int flags = (sk && ld_tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && ld_tv_truthy(asc) ? TV_JSON_ASCII : 0);
     bool ok = ld_tv_tojson(&b, v, indent, item, key, flags, 0, &why);
     if (!ok && !b.failed) {

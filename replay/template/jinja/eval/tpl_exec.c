@@ -9,11 +9,17 @@
 
 #include "tpl_rt.h"
 
-/* `name` is the template's (or a literal): the key points at it. */
+/* `name` is the template's (or a literal): the key points at it, and is
+ * made only when the scope does not have the name yet. */
+static ld_status set_var_n(tpl_rt *rt, const tpl_node *at, const char *name, size_t len, ld_tpl_value *v)
+{
+    NEW(rt, at, ld_tv_dict_put_ref(rt->arena, rt->cur->vars, name, len, v));
+    return LD_OK;
+}
+
 static ld_status set_var(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v)
 {
-    NEW(rt, at, ld_tv_dict_put(rt->arena, rt->cur->vars, ld_tv_str_ref(rt->arena, name, strlen(name)), v));
-    return LD_OK;
+    return set_var_n(rt, at, name, strlen(name), v);
 }
 
 ld_status ld_tpl_count_iter(tpl_rt *rt, const tpl_node *at)
@@ -26,12 +32,12 @@ ld_status ld_tpl_count_iter(tpl_rt *rt, const tpl_node *at)
 
 static ld_status assign_targets(tpl_rt *rt, const tpl_node *n, ld_tpl_value *item)
 {
-    if (!n->b) return set_var(rt, n, n->s, item);
+    if (!n->b) return set_var_n(rt, n, n->s, n->s_len, item);
     const tpl_nodes *t = &n->b->list;
     if (item->kind != TV_LIST || item->u.list.n != t->n)
         return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "value error: cannot unpack %s into %zu names",
                            ld_tv_type_name(item), t->n);
-    for (size_t i = 0; i < t->n; i++) LD_TRY(set_var(rt, n, t->v[i]->s, item->u.list.items[i]));
+    for (size_t i = 0; i < t->n; i++) LD_TRY(set_var_n(rt, n, t->v[i]->s, t->v[i]->s_len, item->u.list.items[i]));
     return LD_OK;
 }
 
@@ -92,6 +98,38 @@ static ld_tpl_value *loop_obj(tpl_rt *rt, loop_keys *keys, const ld_tpl_value *i
     return &b->d;
 }
 
+/* The keys of an iteration's scope, made once per loop: `loop`, and the
+ * loop variable when it is a single name other than `loop` (else NULL). */
+typedef struct scope_keys {
+    ld_tpl_value *loop, *target;
+} scope_keys;
+
+static bool make_scope_keys(ld_arena *a, const tpl_node *n, scope_keys *k)
+{
+    bool single = !n->b && !(n->s_len == 4 && memcmp(n->s, "loop", 4) == 0);
+    k->loop = ld_tv_str_ref(a, "loop", 4);
+    k->target = single ? ld_tv_str_ref(a, n->s, n->s_len) : NULL;
+    return k->loop && (!single || k->target);
+}
+
+/* An iteration's fresh scope in `vars`, emptied (nothing outlives an
+ * iteration's scope: a macro sees the globals, a call block's body its site
+ * only during the call, so its arrays are kept), with `loop` = lo and the
+ * loop variable(s) = item. */
+static ld_status enter_iteration(tpl_rt *rt, const tpl_node *n, ld_tpl_value *vars, const scope_keys *k,
+                                 ld_tpl_value *lo, ld_tpl_value *item)
+{
+    vars->u.dict.n = 0;
+    if (k->target && vars->u.dict.cap >= 2) {
+        vars->u.dict.keys[0] = k->loop, vars->u.dict.vals[0] = lo;
+        vars->u.dict.keys[1] = k->target, vars->u.dict.vals[1] = item;
+        vars->u.dict.n = 2;
+        return LD_OK;
+    }
+    LD_TRY(set_var_n(rt, n, "loop", 4, lo));
+    return assign_targets(rt, n, item);
+}
+
 /* Runs loop `n` over the list `seq` at recursion `depth` in scope `parent`.
  * Every iteration gets a fresh scope: a `set` in the body lasts until the
  * end of its iteration, as in jinja2. */
@@ -114,13 +152,15 @@ static ld_status run_loop(tpl_rt *rt, const tpl_node *n, ld_tpl_value *seq, int6
     }
     rt->loops = &lc;
     loop_keys keys;
-    if (s == LD_OK && items->u.list.n && !make_loop_keys(rt->arena, &keys)) s = ld_tpl_nomem(rt, n);
+    scope_keys sk = {NULL, NULL};
+    if (s == LD_OK && items->u.list.n && (!make_loop_keys(rt->arena, &keys) || !make_scope_keys(rt->arena, n, &sk)))
+        s = ld_tpl_nomem(rt, n);
     for (size_t i = 0; s == LD_OK && i < items->u.list.n; i++) {
         ld_tpl_value *lo = loop_obj(rt, &keys, items, i, depth);
-        if (!lo || !(f.vars = ld_tv_new(rt->arena, TV_DICT))) { s = ld_tpl_nomem(rt, n); break; }
+        if (!lo) { s = ld_tpl_nomem(rt, n); break; }
         lc.lo = lo;
-        if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = set_var(rt, n, "loop", lo)) != LD_OK ||
-            (s = assign_targets(rt, n, items->u.list.items[i])) != LD_OK || (s = ld_tpl_exec_body(rt, &n->list)) != LD_OK)
+        if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = enter_iteration(rt, n, f.vars, &sk, lo, items->u.list.items[i])) != LD_OK ||
+            (s = ld_tpl_exec_body(rt, &n->list)) != LD_OK)
             break;
         if (rt->ctrl == 1) { rt->ctrl = 0; break; }
         rt->ctrl = 0;
@@ -217,6 +257,63 @@ static ld_status exec_filter_block(tpl_rt *rt, const tpl_node *n)
     return LD_OK;
 }
 
+/* str(v) to the output; `at` names the expression when v cannot be printed */
+static ld_status print_value(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *v)
+{
+    if (!ld_tv_print(rt->out, v, false) && !rt->out->failed)
+        return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", ld_tv_type_name(v));
+    return LD_OK;
+}
+
+enum { CONCAT_MAX = 16 };
+
+/* {{ a + b + ... }} (n: the outermost `+`): the operands written to the
+ * output one by one while they are strings, without the sums between (a
+ * message's text is copied once, not once per `+`).  From the first operand
+ * that is not a string on, the rest is summed as the evaluator sums it: the
+ * same order of evaluation, the same errors.  *done false (nothing
+ * evaluated) for a chain longer than CONCAT_MAX. */
+static ld_status output_concat(tpl_rt *rt, const tpl_node *n, bool *done)
+{
+    const tpl_node *plus[CONCAT_MAX], *x = n; /* plus[0]: the outermost `+` */
+    size_t m = 0, j;
+    for (; x->kind == N_BINOP && x->neg == '+'; x = x->a) {
+        if (m == CONCAT_MAX) return *done = false, LD_OK;
+        plus[m++] = x;
+    }
+    *done = true;
+    /* operand 0 is x; operand j (1..m) is plus[m - j]->b, added at plus[m - j] */
+    ld_tpl_value *vals[CONCAT_MAX + 1], *v = NULL;
+    for (j = 0; j <= m; j++) {
+        LD_TRY(ld_tpl_eval_expr(rt, j ? plus[m - j]->b : x, &v));
+        if (v->kind != TV_STR) break;
+        vals[j] = v;
+    }
+    if (j > m) {
+        for (j = 0; j <= m; j++) ld_tv_buf_put(rt->out, vals[j]->u.str.s, vals[j]->u.str.len);
+        return LD_OK;
+    }
+    ld_tpl_value *acc = j ? vals[0] : v;
+    for (size_t i = 1; i <= j; i++) LD_TRY(ld_tpl_arith(rt, plus[m - i], '+', acc, i < j ? vals[i] : v, &acc));
+    for (j++; j <= m; j++) {
+        LD_TRY(ld_tpl_eval_expr(rt, plus[m - j]->b, &v));
+        LD_TRY(ld_tpl_arith(rt, plus[m - j], '+', acc, v, &acc));
+    }
+    return print_value(rt, n, acc);
+}
+
+static ld_status exec_output(tpl_rt *rt, const tpl_node *n)
+{
+    ld_tpl_value *v;
+    if (n->a->kind == N_BINOP && n->a->neg == '+') {
+        bool done;
+        LD_TRY(output_concat(rt, n->a, &done));
+        if (done) return LD_OK;
+    }
+    LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
+    return print_value(rt, n->a, v);
+}
+
 static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *v;
@@ -224,11 +321,7 @@ static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
     case N_DATA:
         ld_tv_buf_put(rt->out, n->s, n->s_len);
         break;
-    case N_OUTPUT:
-        LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
-        if (!ld_tv_print(rt->out, v, false) && !rt->out->failed)
-            return ld_tpl_rt_fail(rt, n->a, LD_ERR_UNSUPPORTED, "cannot print a '%s' value", ld_tv_type_name(v));
-        break;
+    case N_OUTPUT: LD_TRY(exec_output(rt, n)); break;
     case N_IF:
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
         return ld_tpl_exec_body(rt, ld_tv_truthy(v) ? &n->list : &n->list2);
@@ -240,14 +333,14 @@ static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
         return assign_targets(rt, n, v);
     case N_SET_BLOCK:
         LD_TRY(capture(rt, n, &n->list, &v));
-        return set_var(rt, n, n->s, v);
+        return set_var_n(rt, n, n->s, n->s_len, v);
     case N_SET_ATTR: {
         ld_tpl_value *ns = ld_tpl_lookup(rt, n->s, n->s_len);
         NEW(rt, n, ns);
         if (ns->kind != TV_NS)
             return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "template runtime error: cannot assign attribute on non-namespace object");
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
-        NEW(rt, n, ld_tv_dict_put(rt->arena, ns, ld_tv_str_ref(rt->arena, n->b->s, n->b->s_len), v));
+        NEW(rt, n, ld_tv_dict_put_ref(rt->arena, ns, n->b->s, n->b->s_len, v));
         break;
     }
     case N_MACRO:

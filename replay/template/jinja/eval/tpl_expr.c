@@ -14,12 +14,12 @@ ld_tpl_value *ld_tpl_lookup(tpl_rt *rt, const char *name, size_t len)
         {"raise_exception", TF_RAISE}, {"strftime_now", TF_STRFTIME},
         {"namespace", TF_NAMESPACE}, {"range", TF_RANGE}, {"dict", TF_DICT}};
     for (frame *f = rt->cur; f; f = f->parent) {
-        ld_tpl_value *v = ld_tv_dict_get(f->vars, name, len);
-        if (v) return v;
+        size_t i = ld_tv_key_index(f->vars, name, len);
+        if (i < f->vars->u.dict.n) return f->vars->u.dict.vals[i];
     }
     if (rt->ctx) {
-        ld_tpl_value *v = ld_tv_dict_get(rt->ctx, name, len);
-        if (v) return v;
+        size_t i = ld_tv_key_index(rt->ctx, name, len);
+        if (i < rt->ctx->u.dict.n) return rt->ctx->u.dict.vals[i];
     }
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (strlen(globals[i].n) == len && memcmp(globals[i].n, name, len) == 0) {
@@ -58,14 +58,14 @@ static ld_status call_func(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *f
             for (size_t k = 0; k < a->pos[i]->u.dict.n; k++)
                 NEW(rt, at, ld_tv_dict_put(A, ns, a->pos[i]->u.dict.keys[k], a->pos[i]->u.dict.vals[k]));
         }
-        for (size_t i = 0; i < a->n_kw; i++) NEW(rt, at, ld_tv_dict_put(A, ns, ld_tv_str(A, a->kw[i], strlen(a->kw[i])), a->kwv[i]));
+        for (size_t i = 0; i < a->n_kw; i++) NEW(rt, at, ld_tv_dict_put(A, ns, ld_tv_str_ref(A, a->kw[i], strlen(a->kw[i])), a->kwv[i])); /* the template's name */
         *out = ns;
         return LD_OK;
     }
     case TF_DICT: {
         ld_tpl_value *d = ld_tv_new(A, TV_DICT);
         NEW(rt, at, d);
-        for (size_t i = 0; i < a->n_kw; i++) NEW(rt, at, ld_tv_dict_put(A, d, ld_tv_str(A, a->kw[i], strlen(a->kw[i])), a->kwv[i]));
+        for (size_t i = 0; i < a->n_kw; i++) NEW(rt, at, ld_tv_dict_put(A, d, ld_tv_str_ref(A, a->kw[i], strlen(a->kw[i])), a->kwv[i]));
         *out = d;
         return LD_OK;
     }
@@ -150,7 +150,10 @@ static ld_status getitem(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld_tp
         NEW(rt, n, *out = ld_tv_undef(rt->arena, "index out of range"));
         return LD_OK;
     }
-    if (obj->kind == TV_DICT || obj->kind == TV_NS) {
+    if ((obj->kind == TV_DICT || obj->kind == TV_NS) && key->kind == TV_STR) { /* x['key'], the common case */
+        size_t i = ld_tv_key_index(obj, key->u.str.s, key->u.str.len);
+        if (i < obj->u.dict.n) return *out = obj->u.dict.vals[i], LD_OK;
+    } else if (obj->kind == TV_DICT || obj->kind == TV_NS) {
         ld_tpl_value *v = ld_tv_dict_getv(obj, key);
         if (v) return *out = v, LD_OK;
     }
@@ -207,8 +210,13 @@ static ld_status eval_compare(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
     LD_TRY(ld_tpl_eval_expr(rt, n->b, &b));
     switch (n->neg) {
-    case 1: r = ld_tv_equal(a, b); break;
-    case 2: r = !ld_tv_equal(a, b); break;
+    case 1: case 2: /* == and !=; two strings (a message's role against a literal) without a call */
+        if (a->kind == TV_STR && b->kind == TV_STR)
+            r = a->u.str.len == b->u.str.len && ld_tv_same_bytes(a->u.str.s, b->u.str.s, a->u.str.len);
+        else
+            r = ld_tv_equal(a, b);
+        if (n->neg == 2) r = !r;
+        break;
     case 7: case 8: LD_TRY(contains(rt, n, a, b, &r)); if (n->neg == 8) r = !r; break;
     default: {
         if (a->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n, a);
@@ -251,7 +259,7 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     case N_GETATTR:
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
         if (a->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n, a);
-        NEW(rt, n, *out = ld_tpl_getattr(rt, a, n->s, strlen(n->s)));
+        NEW(rt, n, *out = ld_tpl_getattr(rt, a, n->s, n->s_len));
         return LD_OK;
     case N_GETITEM:
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
@@ -304,10 +312,26 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     }
 }
 
-ld_status ld_tpl_eval_expr(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+/* A name's value; NOMEM at n when an undefined could not be made. */
+static TPL_NOINLINE ld_status eval_name(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+{
+    NEW(rt, n, *out = ld_tpl_lookup(rt, n->s, n->s_len));
+    return LD_OK;
+}
+
+/* Any other expression, one level deeper. */
+static TPL_NOINLINE ld_status eval_nested(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
     if (++rt->nest > MAX_NEST) return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "nesting limit exceeded");
     ld_status s = eval_node(rt, n, out);
     rt->nest--;
     return s;
+}
+
+ld_status ld_tpl_eval_expr(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+{
+    /* the leaves, which nest nothing, without eval_node's frame */
+    if (n->kind == N_CONST) return *out = (ld_tpl_value *)n->lit, LD_OK;
+    if (n->kind == N_NAME) return eval_name(rt, n, out);
+    return eval_nested(rt, n, out);
 }

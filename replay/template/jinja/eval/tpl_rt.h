@@ -9,6 +9,14 @@
 
 #define MAX_NEST 1500 /* statement + expression nesting in one render */
 
+/* A function kept out of its callers: their fast paths then need no frame
+ * for its registers. */
+#if defined(__GNUC__)
+#define TPL_NOINLINE __attribute__((noinline))
+#else
+#define TPL_NOINLINE
+#endif
+
 typedef struct frame {
     struct frame *parent;
     ld_tpl_value *vars; /* dict */

@@ -18,6 +18,8 @@ typedef struct parser {
     int depth;
     ld_error *err;
     uint8_t refs; /* names `varargs` (1) / `kwargs` (2) seen in the macro being parsed */
+    const char **names; /* every distinct name so far, once (tok_str); malloc'd */
+    size_t n_names, cap_names;
 } parser;
 
 typedef struct nvec {
@@ -89,9 +91,22 @@ static bool vfinish(parser *p, nvec *v, tpl_nodes *out)
     return !out->n || out->v;
 }
 
+/* The token's text, interned: every use of a name points at one copy, so
+ * that the render finds a variable set under a name (its key points at the
+ * name) by comparing pointers before bytes. */
 static const char *tok_str(parser *p, const tpl_token *k)
 {
-    return ld_arena_memdup(&p->t->arena, k->s, k->len);
+    for (size_t i = 0; i < p->n_names; i++)
+        if (strncmp(p->names[i], k->s, k->len) == 0 && p->names[i][k->len] == 0) return p->names[i];
+    if (p->n_names == p->cap_names) {
+        size_t cap = p->cap_names ? 2 * p->cap_names : 64;
+        const char **v = realloc(p->names, cap * sizeof *v);
+        if (!v) return NULL;
+        p->names = v, p->cap_names = cap;
+    }
+    const char *s = ld_arena_memdup(&p->t->arena, k->s, k->len);
+    if (s) p->names[p->n_names++] = s;
+    return s;
 }
 
 static ld_status parse_expr(parser *p, tpl_node **out);
@@ -792,9 +807,10 @@ static ld_status parse_body(parser *p, const char *const *stops, tpl_nodes *out)
 
 ld_status ld_tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err)
 {
-    parser p = {t, toks, 0, 0, err, 0};
+    parser p = {t, toks, 0, 0, err, 0, NULL, 0, 0};
     ld_status s = parse_body(&p, NULL, &t->body);
     if (s == LD_OK && cur(&p)->type != TK_EOF) s = pfail(&p, cur(&p), LD_ERR_SYNTAX, "unexpected end tag");
+    free(p.names);
     return s;
 }
 

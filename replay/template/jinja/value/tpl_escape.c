@@ -57,13 +57,34 @@ void ld_tv_str_repr(tv_buf *b, const char *s, size_t n)
     ld_tv_buf_putc(b, q);
 }
 
+/* Whether any of the 8 bytes of x is below 0x20, '"' or '\\' (the bytes
+ * json.dumps escapes when ensure_ascii is off): the usual "has a zero byte"
+ * and "has a byte below n" word tricks, exact for the question "any". */
+static inline bool json_special8(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high;
+}
+
+/* The length of the run at s[0..n) that json.dumps copies as it is. */
+static size_t json_plain_run(const char *s, size_t n)
+{
+    size_t j = 0;
+    for (uint64_t x; j + 8 <= n; j += 8) {
+        memcpy(&x, s + j, 8);
+        if (json_special8(x)) break;
+    }
+    while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\') j++;
+    return j;
+}
+
 void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
     ld_tv_buf_putc(b, '"');
     for (size_t i = 0; i < n && !b->failed;) {
         if (!ascii) { /* copy the run that needs no escape in one go */
-            size_t j = i;
-            while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\') j++;
+            size_t j = i + json_plain_run(s + i, n - i);
             ld_tv_buf_put(b, s + i, j - i);
             if ((i = j) == n) break;
         }

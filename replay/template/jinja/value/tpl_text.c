@@ -26,7 +26,7 @@ bool ld_tv_buf_reserve(tv_buf *b, size_t n)
     return true;
 }
 
-void ld_tv_buf_put(tv_buf *b, const char *s, size_t n)
+void ld_tv_buf_put_grow(tv_buf *b, const char *s, size_t n)
 {
     if (!n || !ld_tv_buf_reserve(b, n)) return;
     memcpy(b->p + b->len, s, n);
@@ -34,7 +34,6 @@ void ld_tv_buf_put(tv_buf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-void ld_tv_buf_putc(tv_buf *b, char c) { ld_tv_buf_put(b, &c, 1); }
 
 void ld_tv_buf_repeat(tv_buf *b, const char *s, size_t n, size_t times)
 {

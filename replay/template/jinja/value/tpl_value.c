@@ -139,17 +139,9 @@ bool ld_tv_push(ld_arena *a, ld_tpl_value *l, ld_tpl_value *v)
     return true;
 }
 
-/* The index of string key k in dict d, or d->u.dict.n.  The first byte is
- * compared before memcmp: keys are short and mostly differ there. */
 static size_t str_key_index(const ld_tpl_value *d, const char *k, size_t len)
 {
-    for (size_t i = 0; i < d->u.dict.n; i++) {
-        const ld_tpl_value *key = d->u.dict.keys[i];
-        if (key->kind == TV_STR && key->u.str.len == len &&
-            (len == 0 || (key->u.str.s[0] == k[0] && memcmp(key->u.str.s, k, len) == 0)))
-            return i;
-    }
-    return d->u.dict.n;
+    return ld_tv_key_index(d, k, len);
 }
 
 bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value *v)
@@ -169,6 +161,14 @@ bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value 
     d->u.dict.cap = cap;
     d->u.dict.keys[d->u.dict.n] = k, d->u.dict.vals[d->u.dict.n++] = v;
     return true;
+}
+
+bool ld_tv_dict_put_ref(ld_arena *a, ld_tpl_value *d, const char *k, size_t len, ld_tpl_value *v)
+{
+    if (!v) return false;
+    size_t i = str_key_index(d, k, len);
+    if (i < d->u.dict.n) return d->u.dict.vals[i] = v, true;
+    return ld_tv_dict_put(a, d, ld_tv_str_ref(a, k, len), v);
 }
 
 ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len)
@@ -197,55 +197,98 @@ ld_status ld_tpl_dict_set(ld_arena *a, ld_tpl_value *dict, const char *key, ld_t
     return ld_tv_dict_put(a, dict, ld_tv_str(a, key, strlen(key)), v) ? LD_OK : LD_ERR_NOMEM;
 }
 
-/* Room for n items (keys and values for a dict) up front. */
-static bool reserve(ld_arena *a, ld_tpl_value *v, size_t n)
+ld_status ld_tpl_dict_set_borrowed(ld_arena *a, ld_tpl_value *dict, const char *key, ld_tpl_value *v)
 {
-    if (v->kind == TV_LIST) {
-        v->u.list.items = ld_arena_alloc(a, n * sizeof *v->u.list.items);
-        v->u.list.cap = v->u.list.items ? n : 0;
-        return v->u.list.items != NULL;
-    }
-    v->u.dict.keys = ld_arena_alloc(a, n * sizeof *v->u.dict.keys);
-    v->u.dict.vals = ld_arena_alloc(a, n * sizeof *v->u.dict.vals);
-    v->u.dict.cap = v->u.dict.keys && v->u.dict.vals ? n : 0;
-    return v->u.dict.cap == n;
+    if (!dict || dict->kind != TV_DICT) return LD_ERR_USAGE;
+    return ld_tv_dict_put_ref(a, dict, key, strlen(key), v) ? LD_OK : LD_ERR_NOMEM;
 }
 
-/* A JSON string as a value: copied, or pointing into the cJSON tree. */
-static ld_tpl_value *json_str(ld_arena *a, const char *s, bool borrow)
+/* A JSON string as the text of a value: copied, or pointing into the cJSON
+ * tree. */
+static bool json_text(ld_arena *a, ld_tpl_value *v, const char *s, bool borrow)
 {
     s = s ? s : "";
-    return borrow ? ld_tv_str_ref(a, s, strlen(s)) : ld_tv_str(a, s, strlen(s));
+    size_t len = strlen(s);
+    v->kind = TV_STR;
+    v->u.str.s = borrow ? s : ld_arena_memdup(a, s, len);
+    v->u.str.len = len;
+    return v->u.str.s != NULL;
+}
+
+/* A JSON number as Python's json module reads it: a float when its literal
+ * (ld_tpl_json_keep_floats) has a point or an exponent, else an int. */
+static void json_number(ld_tpl_value *v, const cJSON *j)
+{
+    double d = j->valuedouble;
+    const char *t = j->valuestring;
+    v->kind = TV_FLOAT, v->u.f = d;
+    if (t && strpbrk(t, ".eE")) return;
+    if (t) {
+        errno = 0;
+        long long i = strtoll(t, NULL, 10);
+        if (errno == 0) {
+            v->kind = TV_INT, v->u.i = (int64_t)i;
+            return;
+        }
+    }
+    if (d == floor(d) && fabs(d) < 9007199254740992.0) v->kind = TV_INT, v->u.i = (int64_t)d;
+}
+
+static bool json_into(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_value *v);
+
+/* An array or object's n members, made in three allocations (the values,
+ * the item or key/value pointer arrays, an object's keys) instead of a few
+ * per member; a key given twice keeps its first place and its last value,
+ * as json.loads does. */
+static bool json_container(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_value *v)
+{
+    bool list = cJSON_IsArray(j);
+    size_t n = 0;
+    v->kind = list ? TV_LIST : TV_DICT;
+    for (const cJSON *c = j->child; c; c = c->next) n++;
+    if (!n) return true;
+    ld_tpl_value *kids = ld_arena_alloc(a, n * (list ? 1 : 2) * sizeof *kids);
+    ld_tpl_value **ptrs = ld_arena_alloc(a, n * (list ? 1 : 2) * sizeof *ptrs);
+    if (!kids || !ptrs) return false;
+    memset(kids, 0, n * (list ? 1 : 2) * sizeof *kids);
+    if (list) {
+        v->u.list.items = ptrs, v->u.list.cap = n;
+        for (const cJSON *c = j->child; c; c = c->next, kids++) {
+            if (!json_into(a, c, borrow, kids)) return false;
+            v->u.list.items[v->u.list.n++] = kids;
+        }
+        return true;
+    }
+    ld_tpl_value *keys = kids + n;
+    v->u.dict.keys = ptrs, v->u.dict.vals = ptrs + n, v->u.dict.cap = n;
+    for (const cJSON *c = j->child; c; c = c->next, kids++, keys++) {
+        if (!json_text(a, keys, c->string, borrow) || !json_into(a, c, borrow, kids)) return false;
+        size_t i = str_key_index(v, keys->u.str.s, keys->u.str.len);
+        if (i < v->u.dict.n) {
+            v->u.dict.vals[i] = kids;
+            continue;
+        }
+        v->u.dict.keys[v->u.dict.n] = keys, v->u.dict.vals[v->u.dict.n++] = kids;
+    }
+    return true;
+}
+
+/* *v (zeroed) made the value of j */
+static bool json_into(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_value *v)
+{
+    switch (j ? j->type & 0xFF : cJSON_NULL) { /* cJSON_Is*, without a call each */
+    case cJSON_NULL: return v->kind = TV_NONE, true;
+    case cJSON_False: case cJSON_True: return v->kind = TV_BOOL, v->u.b = (j->type & 0xFF) == cJSON_True, true;
+    case cJSON_Number: return json_number(v, j), true;
+    case cJSON_String: return json_text(a, v, j->valuestring, borrow);
+    default: return json_container(a, j, borrow, v);
+    }
 }
 
 static ld_tpl_value *from_json(ld_arena *a, const cJSON *j, bool borrow)
 {
-    if (!j || cJSON_IsNull(j)) return ld_tv_new(a, TV_NONE);
-    if (cJSON_IsBool(j)) return ld_tpl_value_bool(a, cJSON_IsTrue(j));
-    if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        const char *t = j->valuestring; /* literal, ld_tpl_json_keep_floats */
-        if (t && strpbrk(t, ".eE")) return ld_tv_float(a, d);
-        if (t) {
-            errno = 0;
-            long long i = strtoll(t, NULL, 10);
-            if (errno == 0) return ld_tpl_value_int(a, (int64_t)i);
-        }
-        if (d == floor(d) && fabs(d) < 9007199254740992.0) return ld_tpl_value_int(a, (int64_t)d);
-        return ld_tv_float(a, d);
-    }
-    if (cJSON_IsString(j)) return json_str(a, j->valuestring, borrow);
-    ld_tpl_value *v = ld_tv_new(a, cJSON_IsArray(j) ? TV_LIST : TV_DICT);
-    if (!v) return NULL;
-    size_t n = 0;
-    for (const cJSON *c = j->child; c; c = c->next) n++;
-    if (n && !reserve(a, v, n)) return NULL;
-    for (const cJSON *c = j->child; c; c = c->next) {
-        ld_tpl_value *x = from_json(a, c, borrow);
-        if (v->kind == TV_LIST ? !ld_tv_push(a, v, x) : !ld_tv_dict_put(a, v, json_str(a, c->string, borrow), x))
-            return NULL;
-    }
-    return v;
+    ld_tpl_value *v = ld_tv_new(a, TV_NONE);
+    return v && json_into(a, j, borrow, v) ? v : NULL;
 }
 
 ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const cJSON *j)
