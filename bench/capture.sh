@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 SIZE_MB=${1:-100}
 [ $# -gt 0 ] && shift
-if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
        cmake --build build-bench -j2 --target logdiff; } >&2; then
     echo "capture.sh: build failed" >&2
     exit 2

@@ -32,7 +32,7 @@ M=$BUILD/models/ds4-bench
 
 die() { echo "deepseek.sh: $*" >&2; exit 2; }
 
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "cmake failed"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null || die "cmake failed"
 cmake --build "$BUILD" --target bench_engine -j "$THREADS" >/dev/null || die "build failed"
 if [ ! -f "$M/model.safetensors" ]; then
     if ! "$PY" -c 'import torch, transformers' 2>/dev/null; then

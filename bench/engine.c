@@ -5,10 +5,11 @@
  * the bandwidth buffer does not count in the engine's peak memory:
  *
  *   bench_engine --bandwidth MB [--threads N]
- *     bandwidth_gbs    best of 5 reads of an MB MiB buffer (far above any
- *                      cache) by N threads, each summing its share in eight
- *                      fp32 lanes (the read pattern of a matmul over a
- *                      weight matrix); GB = 10^9 bytes
+ *     bandwidth_gbs    the best read of an MB MiB buffer (far above any
+ *                      cache) by N threads, one a CPU (membw.h: AVX-512 /
+ *                      AVX2 / plain loads, 1, 2 or 4 streams a thread, best
+ *                      of 5 each); GB = 10^9 bytes
+ *     bandwidth_kernel, bandwidth_streams  the read that gave it
  *
  *   bench_engine --model PATH [--backend cpu|ref] [--kernels SPEC]
  *                [--threads N] [--prompt N] [--decode N] [--batch N]
@@ -108,12 +109,13 @@ int main(int argc, char **argv)
         }
     }
     if (threads >= 1 && bw_mb > 0) {
-        double bw = ld_bench_read_bandwidth((size_t)bw_mb, threads);
-        if (bw <= 0) {
+        ld_bench_bw bw;
+        if (ld_bench_read_bandwidth_ex((size_t)bw_mb, threads, &bw) <= 0) {
             fprintf(stderr, "bench_engine: cannot map %ld MiB\n", bw_mb);
             return 2;
         }
-        printf("bandwidth_gbs %.3f\nthreads %d\n", bw, threads);
+        printf("bandwidth_gbs %.3f\nbandwidth_kernel %s\nbandwidth_streams %d\nthreads %d\n", bw.gbs, bw.kernel,
+               bw.streams, threads);
         return 0;
     }
     if (!model || threads < 1 || prompt < 1 || decode < 1 || batch < 1 || batch > 1024) {

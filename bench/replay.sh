@@ -14,7 +14,11 @@
 # issue 6's targets, then the setup:
 #   decode_tps   roofline = bandwidth / weight bytes per token, and the fast
 #                backend's decode speed (best of RUNS); ratio = the fraction
-#                of the roofline reached (target >= 0.5)
+#                of the roofline reached (target >= 0.8, issue 31; issue 6's
+#                was 0.5).  The bandwidth is the best read the machine can do
+#                on THREADS threads, one a CPU (bench/membw.c: AVX-512 / AVX2
+#                loads into independent accumulators, 1-4 streams a thread),
+#                measured in the same run
 #   prefill_tps  the reference backend and the fast one, same prompt
 #   decode_ref   the reference backend's decode speed next to the fast one's
 #   rss_engine   weights + KV cache + 64 MiB (the limit) and bench_engine's
@@ -42,7 +46,7 @@ LOG=testdata/replay/smollm2/server.log
 
 die() { echo "replay.sh: $*" >&2; exit 2; }
 
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "cmake failed"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null || die "cmake failed"
 cmake --build "$BUILD" --target bench_engine logdiff -j "$THREADS" >/dev/null || die "build failed"
 if [ ! -f "$G" ]; then
     [ -n "${LD_SMOLLM2_GGUF:-}" ] && die "$G not found"
@@ -99,9 +103,10 @@ row rss_engine "$limit" "$rss" MiB "$(calc "$rss / $limit")"
 row rss_replay "$rep_limit" "$rep_mb" MiB "$(calc "$rep_mb / $rep_limit")"
 row decode_batch "$bat_decode_tps" "$bat_batch_decode_tps" tok/s "$(calc "$bat_batch_decode_tps / $bat_decode_tps")"
 verdict() { if [ "$(calc "int($1)")" = 1 ]; then echo PASS; else echo MISS; fi; }
-echo "decode at $(calc "round(100 * $cpu_decode / $roof, 1)")% of the bandwidth roofline  target>=50%: $(verdict "$cpu_decode >= 0.5 * $roof")"
+echo "decode at $(calc "round(100 * $cpu_decode / $roof, 1)")% of the bandwidth roofline  target>=80%: $(verdict "$cpu_decode >= 0.8 * $roof") (issue 6's >=50%: $(verdict "$cpu_decode >= 0.5 * $roof"))"
 echo "peak memory $(calc "round($rss, 1)") MiB (engine), $(calc "round($rep_mb, 1)") MiB (replay)  target<=weights+KV+64MiB: $(verdict "$rss <= $limit and $rep_mb <= $rep_limit")"
-echo "setup: $THREADS threads, bandwidth $bw_bandwidth_gbs GB/s (read of $BW_MB MiB), $(basename "$G")" \
+echo "setup: $THREADS threads, bandwidth $bw_bandwidth_gbs GB/s (best read of $BW_MB MiB: $bw_bandwidth_kernel," \
+     "$bw_bandwidth_streams stream(s) a thread), load $(cut -d' ' -f1-3 /proc/loadavg), $(basename "$G")" \
      "(weights $cpu_weight_bytes B, $cpu_decode_bytes B read per decode token), prompt $PROMPT, decode $DECODE," \
      "best of $RUNS; logdiff replay of $LOG in $(calc "round($rep_s, 2)") s; $(nproc) cores:" \
      "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

@@ -19,7 +19,7 @@ if ! command -v "$PY" >/dev/null 2>&1; then
 fi
 # Always a Release build of the current tree: timing a stale or -O0 binary
 # would mislead.
-if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
        cmake --build build-bench -j2 --target logdiff; } >&2; then
     echo "scan.sh: build failed; measuring the baseline only" >&2
 fi

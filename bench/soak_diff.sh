@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.." || exit 2
 SIZE_MB=${1:-1000}
 TIME=/usr/bin/time
 [ -x "$TIME" ] || { echo "soak_diff.sh: GNU time (/usr/bin/time, Debian package time) is needed" >&2; exit 2; }
-if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
        cmake --build build-bench -j2 --target logdiff; } >&2; then
     echo "soak_diff.sh: build failed" >&2; exit 2
 fi

@@ -53,7 +53,7 @@ if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import jinja2' 2>/dev/null;
 fi
 HAVE_MJ=yes
 "$PY" -c 'import minijinja' 2>/dev/null || HAVE_MJ=no
-if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
        cmake --build "$BUILD" -j2 --target bench_tpl_render >/dev/null; }; then
     echo "template.sh: build of bench_tpl_render failed" >&2
     exit 2

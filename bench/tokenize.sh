@@ -22,7 +22,7 @@ KIND=${3:-mixed}
 PY=${PYTHON:-python3}
 B=build-bench-tok
 SHARED=${LD_SHARED_DIR:-../shared}
-if ! { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
        cmake --build "$B" -j2 --target logdiff >"$B/build.log" 2>&1; }; then
     echo "tokenize.sh: Release build failed (see $B/build.log)" >&2
     exit 2

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.." || exit 2
 SIZE_MB=${1:-100}
 BUILD=${BENCH_BUILD_DIR:-build-bench}
 PY=${PYTHON:-python3}
-if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
        cmake --build "$BUILD" -j2 --target logdiff >/dev/null; }; then
     echo "watch.sh: build failed" >&2
     exit 2

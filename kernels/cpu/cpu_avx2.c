@@ -22,32 +22,49 @@ AVX2_INLINE float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* d of a block in every lane: the f16 broadcast, then widened (exact) */
-AVX2_INLINE __m256 block_scale(const unsigned char *b)
+/* [d, m, 0, 0] of a block (m = 0 but for Q4_1): its f16 header in one
+ * load and one conversion (exact); d goes to every lane by a broadcast,
+ * m into Q4_1's offset sums */
+AVX2_INLINE __m128 block_dm(const unsigned char *b, const ld_kdt dt)
 {
-    short h;
-    memcpy(&h, b, sizeof h);
-    return _mm256_cvtph_ps(_mm_set1_epi16(h));
+    int h = 0;
+    memcpy(&h, b, dt == LD_KDT_Q4_1 ? 4 : 2); /* little-endian: d low, m high */
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(h));
+}
+
+/* Q4's lane shifts (decode_group), then the nibble mask */
+static const int32_t q4_consts[16] __attribute__((aligned(32))) = {0, 0, 4, 4, 8, 8, 12, 12,
+                                                                   15, 15, 15, 15, 15, 15, 15, 15};
+
+/* q4_consts as decode_group's sh and m15; reload: read from memory at each
+ * call (the empty asm hides that the pointer is the same), so that they
+ * hold no register across the loop where the accumulators need them all */
+AVX2_INLINE void q4_consts_get(__m256i *sh, __m256i *m15, int reload)
+{
+    const int32_t *c = q4_consts;
+    if (reload) __asm__("" : "+r"(c));
+    *sh = _mm256_load_si256((const __m256i *)c);
+    *m15 = _mm256_load_si256((const __m256i *)(c + 8));
 }
 
 /* group g (16 elements) of a block in lane order: q[0] lanes 0-7, q[1] 8-15 */
-AVX2_INLINE void decode_group(const unsigned char *b, const ld_kdt dt, int g, __m256 q[2])
+AVX2_INLINE void decode_group(const unsigned char *b, const ld_kdt dt, int g, __m256 q[2], int reload)
 {
     if (dt == LD_KDT_Q8_0) {
         for (int h = 0; h < 2; h++)
             q[h] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 16 * g + 8 * h))));
         return;
     }
-    /* a broadcast 64-bit word: lane j takes 32-bit half j % 2 shifted
-     * by 4 (j / 2), so no cross-lane shuffle */
-    const __m256i sh_lo = _mm256_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12);
-    const __m256i sh_hi = _mm256_setr_epi32(16, 16, 20, 20, 24, 24, 28, 28);
-    const __m256i m15 = _mm256_set1_epi32(15);
+    /* a broadcast 64-bit word: lane j takes 32-bit half j % 2 shifted by
+     * 4 (j / 2), so no cross-lane shuffle; lanes 8-15 the same shifted by
+     * 16 more (one constant: the registers are the scarce thing here) */
+    __m256i sh, m15;
+    q4_consts_get(&sh, &m15, reload);
     long long word;
     memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
-    __m256i v = _mm256_set1_epi64x(word);
-    __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(v, sh_lo), m15);
-    __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(v, sh_hi), m15);
+    __m256i t = _mm256_srlv_epi32(_mm256_set1_epi64x(word), sh);
+    __m256i lo = _mm256_and_si256(t, m15);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi32(t, 16), m15);
     if (dt == LD_KDT_Q4_0) {
         lo = _mm256_sub_epi32(lo, _mm256_set1_epi32(8));
         hi = _mm256_sub_epi32(hi, _mm256_set1_epi32(8));
@@ -56,54 +73,70 @@ AVX2_INLINE void decode_group(const unsigned char *b, const ld_kdt dt, int g, __
     q[1] = _mm256_cvtepi32_ps(hi);
 }
 
-/* tokens [t0, t0+tn) of output n; dt and tn constant at each call site */
+/* a block's sixteen lane sums for one token, x in lane order (xv: the
+ * block's 32 values): s[j] = fma(q1[j], x1[j], fma(q0[j], x0[j], 0)).
+ * The inner fma with 0 is a multiply here (one register less): the two
+ * differ only in the sign of a zero product (fma gives +0), which can
+ * reach s only as s = -0 where the twin has +0, and then d * s is a zero
+ * added to an accumulator that is never -0 (it starts at +0, and x + y
+ * rounds to -0 only when both are -0), so the outputs are the same bits. */
+AVX2_INLINE void block_sums16(const __m256 q[4], const float *xv, __m256 s[2])
+{
+    s[0] = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xv + 16), _mm256_mul_ps(q[0], _mm256_loadu_ps(xv)));
+    s[1] = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xv + 24), _mm256_mul_ps(q[1], _mm256_loadu_ps(xv + 8)));
+}
+
+/* tokens [t0, t0+tn) of output n; dt and tn constant at each call site.
+ * A block is decoded once for the tile; the tokens' offset sums (Q4_1)
+ * run side by side in the lanes of one register, each lane the scalar
+ * chain macc = fma(m, xs, macc) of the portable twin. */
 AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const ld_kdt dt, int t0, const int tn,
                           size_t n, float bias)
 {
     __m256 acc[LD_CPU_TILE][2];
-    float macc[LD_CPU_TILE];
-    for (int tt = 0; tt < tn; tt++) {
-        acc[tt][0] = acc[tt][1] = _mm256_setzero_ps();
-        macc[tt] = 0.0f;
-    }
+    __m128 macc = _mm_setzero_ps();
+    for (int tt = 0; tt < tn; tt++) acc[tt][0] = acc[tt][1] = _mm256_setzero_ps();
     int nb = m->K / LD_CPU_QB;
     size_t bytes = ld_cpu_q32_bytes(dt);
+    const float *x0 = m->xq + (size_t)t0 * (size_t)m->K;
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = wrow + (size_t)b * bytes;
-        __m256 s[LD_CPU_TILE][2];
-        for (int tt = 0; tt < tn; tt++) s[tt][0] = s[tt][1] = _mm256_setzero_ps();
-        for (int g = 0; g < 2; g++) {
-            __m256 q[2];
-            decode_group(blk, dt, g, q);
-            for (int tt = 0; tt < tn; tt++) {
-                const float *xv = m->xq + (size_t)(t0 + tt) * (size_t)m->K + (size_t)b * LD_CPU_QB + 16 * g;
-                s[tt][0] = _mm256_fmadd_ps(q[0], _mm256_loadu_ps(xv), s[tt][0]);
-                s[tt][1] = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xv + 8), s[tt][1]);
-            }
-        }
-        __m256 d = block_scale(blk);
+        __m256 q[4];
+        decode_group(blk, dt, 0, q, 1);
+        decode_group(blk, dt, 1, q + 2, 1);
+        __m128 dm = block_dm(blk, dt);
+        __m256 d = _mm256_broadcastss_ps(dm);
         for (int tt = 0; tt < tn; tt++) {
-            acc[tt][0] = _mm256_fmadd_ps(d, s[tt][0], acc[tt][0]);
-            acc[tt][1] = _mm256_fmadd_ps(d, s[tt][1], acc[tt][1]);
+            __m256 s[2];
+            block_sums16(q, x0 + (size_t)tt * (size_t)m->K + (size_t)b * LD_CPU_QB, s);
+            acc[tt][0] = _mm256_fmadd_ps(d, s[0], acc[tt][0]);
+            acc[tt][1] = _mm256_fmadd_ps(d, s[1], acc[tt][1]);
         }
         if (dt == LD_KDT_Q4_1) {
-            float mn = _cvtsh_ss(ld_cpu_le16(blk + 2));
-            for (int tt = 0; tt < tn; tt++)
-                macc[tt] = fmaf(mn, m->xs[(size_t)(t0 + tt) * (size_t)nb + (size_t)b], macc[tt]);
+            const float *xs = m->xs + (size_t)t0 * (size_t)nb + (size_t)b;
+            float v[4] = {0};
+            for (int tt = 0; tt < tn; tt++) v[tt] = xs[(size_t)tt * (size_t)nb];
+            macc = _mm_fmadd_ps(_mm_permute_ps(dm, 0x55), _mm_loadu_ps(v), macc);
         }
     }
+    float mv[4];
+    _mm_storeu_ps(mv, macc);
     for (int tt = 0; tt < tn; tt++)
-        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(_mm256_add_ps(acc[tt][0], acc[tt][1])) + macc[tt]) + bias;
+        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(_mm256_add_ps(acc[tt][0], acc[tt][1])) + mv[tt]) + bias;
 }
 
-/* one token, outputs n0 and n0 + 1 at once (decode): the rows share the
- * loads of x, their chains interleave; each row's arithmetic is q32_tile's */
+/* one token, outputs n0 and n0 + 1 at once (decode): each row's arithmetic
+ * is q32_tile's.  A row's block is summed and folded before the other's
+ * (x read again from L1), so that the live registers stay under sixteen:
+ * accumulators spilled to the stack put a store and a load into every
+ * loop-carried chain.  The two rows' offset sums (Q4_1) share one fma:
+ * lanes 2 and 3 of [d0, d1, m0, m1] * xs. */
 AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
 {
     const unsigned char *w0 = (const unsigned char *)m->w + ld_cpu_src_row(n0, m->rope_hd) * m->row_bytes;
     const unsigned char *w1 = (const unsigned char *)m->w + ld_cpu_src_row(n0 + 1, m->rope_hd) * m->row_bytes;
     __m256 a0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, a1[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    float macc0 = 0.0f, macc1 = 0.0f;
+    __m128 macc = _mm_setzero_ps();
     int nb = m->K / LD_CPU_QB;
     size_t bytes = ld_cpu_q32_bytes(dt);
     /* the same block of the rows eight ahead (where rows are in order): the
@@ -113,30 +146,30 @@ AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
     for (int b = 0; b < nb; b++, pf += 2 * bytes) {
         if (pf < pf_end) _mm_prefetch((const char *)m->w + pf, _MM_HINT_T0);
         const unsigned char *b0 = w0 + (size_t)b * bytes, *b1 = w1 + (size_t)b * bytes;
-        __m256 s0[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, s1[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int g = 0; g < 2; g++) {
-            __m256 q0[2], q1[2];
-            decode_group(b0, dt, g, q0);
-            decode_group(b1, dt, g, q1);
-            const float *xv = m->xq + (size_t)b * LD_CPU_QB + 16 * g;
-            __m256 xlo = _mm256_loadu_ps(xv), xhi = _mm256_loadu_ps(xv + 8);
-            s0[0] = _mm256_fmadd_ps(q0[0], xlo, s0[0]);
-            s0[1] = _mm256_fmadd_ps(q0[1], xhi, s0[1]);
-            s1[0] = _mm256_fmadd_ps(q1[0], xlo, s1[0]);
-            s1[1] = _mm256_fmadd_ps(q1[1], xhi, s1[1]);
-        }
-        __m256 d0 = block_scale(b0), d1 = block_scale(b1);
-        a0[0] = _mm256_fmadd_ps(d0, s0[0], a0[0]);
-        a0[1] = _mm256_fmadd_ps(d0, s0[1], a0[1]);
-        a1[0] = _mm256_fmadd_ps(d1, s1[0], a1[0]);
-        a1[1] = _mm256_fmadd_ps(d1, s1[1], a1[1]);
-        if (dt == LD_KDT_Q4_1) {
-            macc0 = fmaf(_cvtsh_ss(ld_cpu_le16(b0 + 2)), m->xs[b], macc0);
-            macc1 = fmaf(_cvtsh_ss(ld_cpu_le16(b1 + 2)), m->xs[b], macc1);
-        }
+        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
+        __m256 q[4], s[2];
+        __m128 dm0 = block_dm(b0, dt), dm1 = block_dm(b1, dt);
+        decode_group(b0, dt, 0, q, 0);
+        decode_group(b0, dt, 1, q + 2, 0);
+        block_sums16(q, xv, s);
+        __m256 d = _mm256_broadcastss_ps(dm0);
+        a0[0] = _mm256_fmadd_ps(d, s[0], a0[0]);
+        a0[1] = _mm256_fmadd_ps(d, s[1], a0[1]);
+        /* x again from memory (L1), not kept in four registers across the
+         * rows: the empty asm hides that the pointer is the same */
+        __asm__("" : "+r"(xv));
+        decode_group(b1, dt, 0, q, 0);
+        decode_group(b1, dt, 1, q + 2, 0);
+        block_sums16(q, xv, s);
+        d = _mm256_broadcastss_ps(dm1);
+        a1[0] = _mm256_fmadd_ps(d, s[0], a1[0]);
+        a1[1] = _mm256_fmadd_ps(d, s[1], a1[1]);
+        if (dt == LD_KDT_Q4_1) macc = _mm_fmadd_ps(_mm_unpacklo_ps(dm0, dm1), _mm_broadcast_ss(m->xs + b), macc);
     }
-    m->out[n0] = (hsum8(_mm256_add_ps(a0[0], a0[1])) + macc0) + ld_cpu_bias(m, n0);
-    m->out[n0 + 1] = (hsum8(_mm256_add_ps(a1[0], a1[1])) + macc1) + ld_cpu_bias(m, n0 + 1);
+    float mv[4];
+    _mm_storeu_ps(mv, macc);
+    m->out[n0] = (hsum8(_mm256_add_ps(a0[0], a0[1])) + mv[2]) + ld_cpu_bias(m, n0);
+    m->out[n0 + 1] = (hsum8(_mm256_add_ps(a1[0], a1[1])) + mv[3]) + ld_cpu_bias(m, n0 + 1);
 }
 
 AVX2_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
