@@ -25,12 +25,12 @@
 # \u003c, \u003e and \u0026 are read back as ' < > &) or `differs-at-<byte>`;
 # --out writes the prompt (UTF-8).  Exit 2 when minijinja is missing or
 # refuses the template.
-import argparse
-import json
 import sys
 import time
 from datetime import datetime
 from importlib import metadata
+
+from baseline_template import arguments, best_of, request_context, write_prompt  # the same context and clock
 
 try:
     import minijinja
@@ -76,19 +76,10 @@ def compare(ours, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("template")
-    ap.add_argument("request")
-    ap.add_argument("n", type=int)
-    ap.add_argument("--bos")
-    ap.add_argument("--eos")
-    ap.add_argument("--out")
-    ap.add_argument("--compare")
-    args = ap.parse_args()
+    args = arguments(extra=("--compare",))
     with open(args.template, encoding="utf-8") as f:
         source = f.read()
-    with open(args.request, encoding="utf-8") as f:
-        req = json.load(f)
+    ctx = request_context(args.request, args.bos, args.eos)
     t0 = time.thread_time()
     try:
         env = compile_template(source)
@@ -96,29 +87,15 @@ def main():
         print("baseline_minijinja.py: minijinja refuses the template: %s" % e, file=sys.stderr)
         return 2
     compile_s = time.thread_time() - t0
-    ctx = {"messages": req["messages"], "add_generation_prompt": True,
-           "bos_token": args.bos, "eos_token": args.eos}
-    if req.get("tools") is not None:
-        ctx["tools"] = req["tools"]
-    ctx.update(req.get("chat_template_kwargs") or {})
     try:
         out = env.render_template("chat", **ctx)  # untimed: the output, and warm caches
     except minijinja.TemplateError as e:
         print("baseline_minijinja.py: render failed: %s" % e, file=sys.stderr)
         return 2
-    if args.out:
-        with open(args.out, "wb") as f:
-            f.write(out.encode("utf-8"))
-    best, total = float("inf"), 0.0
-    n = max(1, args.n)
-    for _ in range(n):
-        t0 = time.thread_time()
-        env.render_template("chat", **ctx)
-        dt = time.thread_time() - t0
-        total += dt
-        best = min(best, dt)
+    write_prompt(args.out, out)
+    best, mean, n = best_of(args.n, lambda: env.render_template("chat", **ctx))
     line = ("render_s %.9f  mean_s %.9f  bytes %d  n %d  compile_s %.6f  version %s"
-            % (best, total / n, len(out.encode("utf-8")), n, compile_s, metadata.version("minijinja")))
+            % (best, mean, len(out.encode("utf-8")), n, compile_s, metadata.version("minijinja")))
     if args.compare:
         line += "  vs_jinja2 " + compare(out, args.compare)
     print(line)

@@ -49,41 +49,60 @@ def compile_template(source):
     return env.from_string(source)
 
 
-def main():
+def arguments(extra=()):
+    """The command line both baselines take (bench/template.sh passes the same)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("template")
-    ap.add_argument("request")
+    for name in ("template", "request"):
+        ap.add_argument(name)
     ap.add_argument("n", type=int)
-    ap.add_argument("--bos")
-    ap.add_argument("--eos")
-    ap.add_argument("--out")
-    args = ap.parse_args()
-    with open(args.template, encoding="utf-8") as f:
-        source = f.read()
-    with open(args.request, encoding="utf-8") as f:
+    for name in ("--bos", "--eos", "--out") + tuple(extra):
+        ap.add_argument(name)
+    return ap.parse_args()
+
+
+def request_context(path, bos, eos):
+    """The template's context from the request JSON at path, as transformers builds it."""
+    with open(path, encoding="utf-8") as f:
         req = json.load(f)
-    t0 = time.thread_time()
-    tpl = compile_template(source)
-    compile_s = time.thread_time() - t0
-    ctx = {"messages": req["messages"], "add_generation_prompt": True,
-           "bos_token": args.bos, "eos_token": args.eos}
+    ctx = {"messages": req["messages"], "add_generation_prompt": True, "bos_token": bos, "eos_token": eos}
     if req.get("tools") is not None:
         ctx["tools"] = req["tools"]
     ctx.update(req.get("chat_template_kwargs") or {})
-    out = tpl.render(**ctx)  # untimed: the output, and warm caches
-    if args.out:
-        with open(args.out, "wb") as f:
-            f.write(out.encode("utf-8"))
+    return ctx
+
+
+def best_of(n, render):
+    """(best, mean) thread CPU seconds of n calls of render()."""
     best, total = float("inf"), 0.0
-    n = max(1, args.n)
+    n = max(1, n)
     for _ in range(n):
         t0 = time.thread_time()
-        tpl.render(**ctx)
+        render()
         dt = time.thread_time() - t0
         total += dt
         best = min(best, dt)
+    return best, total / n, n
+
+
+def write_prompt(path, out):
+    if path:
+        with open(path, "wb") as f:
+            f.write(out.encode("utf-8"))
+
+
+def main():
+    args = arguments()
+    with open(args.template, encoding="utf-8") as f:
+        source = f.read()
+    ctx = request_context(args.request, args.bos, args.eos)
+    t0 = time.thread_time()
+    tpl = compile_template(source)
+    compile_s = time.thread_time() - t0
+    out = tpl.render(**ctx)  # untimed: the output, and warm caches
+    write_prompt(args.out, out)
+    best, mean, n = best_of(args.n, lambda: tpl.render(**ctx))
     print("render_s %.9f  mean_s %.9f  bytes %d  n %d  compile_s %.6f"
-          % (best, total / n, len(out.encode("utf-8")), n, compile_s))
+          % (best, mean, len(out.encode("utf-8")), n, compile_s))
     return 0
 
 

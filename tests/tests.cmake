@@ -296,8 +296,11 @@ if(CUDAToolkit_FOUND AND LD_PERL AND CMAKE_CXX_COMPILER AND NOT LOGDIFF_FUZZ)
   foreach(script replay_cuda_tp replay_tp_procs)
     ld_cli_variant(${script} cli.${script}.emu logdiff_cuda_emu LD_CUDA_EMU_DEVICES=2)
   endforeach()
+  # whole replays through the emulated kernels: 1.5-4.5 minutes each under
+  # the sanitizers, whose kernels the suites above check there and whose
+  # host side the .mock variants do; tools/setup.sh leaves them to the plain build
   foreach(script replay_cuda replay_cuda_tp replay_tp_procs)
-    set_tests_properties(cli.${script}.emu PROPERTIES LABELS "cpu;emu")
+    set_tests_properties(cli.${script}.emu PROPERTIES LABELS "cpu;emu;emu_long")
   endforeach()
 else()
   message(STATUS "CUDA emulator tests off: they need the CUDA toolkit's headers, perl and a C++ compiler")

@@ -125,13 +125,17 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
     return 0;
 }
 
+const ld_source *ld_cli_request_first_part(const ld_request *r)
+{
+    for (int p = 0; p < LD_PART_COUNT; p++)
+        if (r->src[p].line) return &r->src[p];
+    return NULL;
+}
+
 const char *ld_cli_request_where(const ld_request *r, char *buf, size_t cap,
                              const ld_source **out_src)
 {
-    /* the earliest part in the order a request is logged */
-    const ld_source *best = NULL;
-    for (int p = 0; p < LD_PART_COUNT && !best; p++)
-        if (r->src[p].line) best = &r->src[p];
+    const ld_source *best = ld_cli_request_first_part(r);
     if (out_src) *out_src = best;
     if (r->flags & LD_REQ_ERROR)
         snprintf(buf, cap, "%s:%llu", r->error.path ? r->error.path : "-",

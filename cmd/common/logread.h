@@ -77,6 +77,10 @@ int ld_cli_logread_run(ld_cli_logread *lr, char **inputs, int n,
  * when lr->line_errors_as_records (it comes as a record). */
 void ld_cli_logread_problem(ld_cli_logread *lr, ld_problem_kind kind, const ld_error *e);
 
+/* Where a request's earliest part was logged (parts in the order a request
+ * is logged: OpenAI line, Receive, Finish...); NULL when none was seen. */
+const ld_source *ld_cli_request_first_part(const ld_request *r);
+
 /* "file:line" of the earliest part of a request (static buffer per call
  * site is not used: writes into buf). */
 const char *ld_cli_request_where(const ld_request *r, char *buf, size_t cap,

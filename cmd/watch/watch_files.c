@@ -70,11 +70,9 @@ static void on_event(void *ctx, ld_follow_event ev, ld_follow_file *file, const 
     else if (ev == LD_FOLLOW_CLOSED) closed(w, file);
     const char *name = event_name(ev);
     if (name && w->metrics) ld_metrics_event(w->metrics, name);
-    if (ev == LD_FOLLOW_PROBLEM && err) {
-        ld_cli_logread_problem(w->lr, err->code == LD_ERR_LIMIT ? LD_PROBLEM_CAPTURE : LD_PROBLEM_IO, err);
-        if (err->code != LD_ERR_LIMIT) w->lr->stats.io_errors++;
-        else w->lr->stats.capture_problems++, w->lr->stats.over_limit++;
-    } else if ((name || ev == LD_FOLLOW_OPENED || ev == LD_FOLLOW_NOTE) && msg) {
+    if (ev == LD_FOLLOW_PROBLEM && err) /* counted and said as the captures' and the pairer's are */
+        w->hooks.on_problem(w->hooks.ctx, err->code == LD_ERR_LIMIT ? LD_PROBLEM_CAPTURE : LD_PROBLEM_IO, err);
+    else if ((name || ev == LD_FOLLOW_OPENED || ev == LD_FOLLOW_NOTE) && msg) {
         fprintf(w->cli->err, "logdiff watch: %s\n", msg); /* the follower's sentence names the path */
     }
 }

@@ -37,7 +37,7 @@ typedef struct ld_watch {
 } ld_watch;
 
 /* watch_loop.c */
-double ld_watch_clock(int realtime); /* seconds: monotonic (0) or wall (1) */
+double ld_watch_monotonic(void); /* seconds (wall time: ld_metrics_now) */
 void ld_watch_hook_init(ld_watch *w);
 int ld_watch_loop(ld_watch *w, volatile sig_atomic_t *stop);
 

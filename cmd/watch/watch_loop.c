@@ -10,17 +10,17 @@
 #include "cmd/watch/watch_internal.h"
 #include "cmd/watch/watch_state.h"
 
-double ld_watch_clock(int realtime)
+double ld_watch_monotonic(void)
 {
     struct timespec ts;
-    clock_gettime(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* the pairer's clock: milliseconds since the loop began */
 static uint64_t clock_ms(const ld_watch *w)
 {
-    return (uint64_t)((ld_watch_clock(0) - w->t0) * 1000.0);
+    return (uint64_t)((ld_watch_monotonic() - w->t0) * 1000.0);
 }
 
 /* a request out of the pairer: judged and reported unless the saved state
@@ -44,7 +44,7 @@ static void on_judged(void *ctx, const ld_request *r, const ld_verdict *v)
     if (!w->metrics) return;
     uint64_t bytes = r->prompt.bytes ? r->prompt.len : 0;
     uint64_t msgs = r->n_messages > 0 ? (uint64_t)r->n_messages : 0;
-    ld_metrics_judged(w->metrics, v->verdict, bytes, msgs, ld_watch_clock(1));
+    ld_metrics_judged(w->metrics, v->verdict, bytes, msgs, ld_metrics_now());
     static const char *const sev[] = { "info", "error" };
     for (size_t i = 0; i < v->findings.n; i++)
         ld_metrics_finding(w->metrics, v->findings.v[i].kind, sev[v->findings.v[i].severity == LD_SEV_ERROR]);
@@ -75,12 +75,12 @@ static void update_gauges(ld_watch *w)
 static void write_textfile(ld_watch *w, int force)
 {
     if (!w->metrics || !w->opts.metrics_textfile) return;
-    double now = ld_watch_clock(0);
+    double now = ld_watch_monotonic();
     if (!force && now - w->textfile_at < w->opts.textfile_interval) return;
     w->textfile_at = now;
     ld_error e;
     ld_error_clear(&e);
-    if (ld_metrics_write_textfile(w->metrics, w->opts.metrics_textfile, ld_watch_clock(1), &e) != 0 &&
+    if (ld_metrics_write_textfile(w->metrics, w->opts.metrics_textfile, ld_metrics_now(), &e) != 0 &&
         !w->textfile_failed) {
         fprintf(w->cli->err, "logdiff watch: %s (the metrics textfile; going on)\n", e.msg);
         w->textfile_failed = 1; /* said once; tried again each time */
@@ -106,8 +106,9 @@ static int one_round(ld_watch *w, uint64_t *out_bytes)
     count_lines(w);
     update_gauges(w);
     write_textfile(w, 0);
-    if (w->state && ld_watch_state_save_due(w->state, ld_watch_clock(0)))
-        ld_watch_state_save(w->state, w->follow, w->pairer, w->cli->err); /* said; going on */
+    double now_s = ld_watch_monotonic();
+    if (w->state && ld_watch_state_save_due(w->state, now_s))
+        ld_watch_state_save(w->state, w->follow, w->pairer, now_s, w->cli->err); /* said; going on */
     if ((w->emitted_since_flush || *out_bytes) && fflush(w->cli->out) != 0) {
         /* the reader of the verdicts went away (a closed pipe): nothing to go on for */
         fprintf(w->cli->err, "logdiff watch: cannot write the verdicts: %s\n", strerror(errno));
@@ -131,7 +132,8 @@ static int finish(ld_watch *w, int sources_ended)
     ld_error e;
     ld_error_clear(&e);
     int rc = 0;
-    if (w->state && ld_watch_state_save(w->state, w->follow, w->pairer, w->cli->err) != 0) rc = -1;
+    if (w->state && ld_watch_state_save(w->state, w->follow, w->pairer, ld_watch_monotonic(), w->cli->err) != 0)
+        rc = -1;
     if (!w->state || sources_ended) {
         /* the files closed first: their captures' last lines into the pairer */
         ld_follow_free(w->follow);

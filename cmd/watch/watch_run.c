@@ -77,7 +77,7 @@ int ld_watch_run(ld_cli_diff_report *rep, ld_cli_logread *lr, ld_metrics *metric
     w.lr = lr;
     w.metrics = metrics;
     w.opts = *opts;
-    w.t0 = ld_watch_clock(0);
+    w.t0 = ld_watch_monotonic();
     w.hooks = (ld_logset_hooks){ on_problem, NULL, &w };
     ld_logset_options lo = { LD_CAPTURE_AUTO, 0 };
     if (ld_cli_capture_options(lr->cli, &lr->capture, &lo) != 0) return LD_EXIT_TROUBLE;

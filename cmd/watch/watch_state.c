@@ -2,17 +2,17 @@
  * the start, saved every second and at the end. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmd/common/logread.h"
 #include "cmd/watch/watch_state.h"
 #include "cmd/watch/watch_state_internal.h"
 
-/* the earliest part of r in the order a request is logged */
+/* where r's first line is: its lines from there on are read again after a
+ * restart (NULL: a record with no line, an error record) */
 static const ld_source *first_part(const ld_request *r)
 {
-    for (int p = 0; p < LD_PART_COUNT; p++)
-        if (r->src[p].line && r->src[p].member) return &r->src[p];
-    return NULL;
+    const ld_source *s = ld_cli_request_first_part(r);
+    return s && s->member ? s : NULL;
 }
 
 int ld_watch_judged_add(judged_list *l, const char *path, uint64_t offset, const char *rid)
@@ -63,8 +63,13 @@ int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r)
     const ld_source *s = st && r->rid ? first_part(r) : NULL;
     if (!s) return 0;
     for (size_t i = 0; i < st->before.n; i++) {
-        const judged *j = &st->before.v[i];
-        if (j->offset == s->offset && !strcmp(j->rid, r->rid) && !strcmp(j->path, s->member)) return 1;
+        judged *j = &st->before.v[i];
+        if (j->offset != s->offset || strcmp(j->rid, r->rid) || strcmp(j->path, s->member)) continue;
+        /* each comes again once: the list shrinks as the restart's lines are read */
+        free(j->path);
+        free(j->rid);
+        *j = st->before.v[--st->before.n];
+        return 1;
     }
     return 0;
 }
@@ -168,7 +173,7 @@ static void positions_free(positions *p)
     free(p->v);
 }
 
-int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, FILE *err)
+int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, double now, FILE *err)
 {
     positions p = { 0 };
     ld_follow_each(f, add_position, &p);
@@ -177,11 +182,10 @@ int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *paire
     if (p.nomem) fprintf(err, "logdiff watch: out of memory for the state\n");
     else {
         prune_judged(&st->now, &p);
+        prune_judged(&st->before, &p); /* those read past without coming again */
         rc = ld_watch_state_write(st, p.v, p.n, err);
     }
     positions_free(&p);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    st->saved_at = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    st->saved_at = now;
     return rc;
 }

@@ -42,10 +42,11 @@ int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r);
 /* Remembers that r was judged (for the next save). NULL st: nothing. */
 void ld_watch_state_note_judged(ld_watch_state *st, const ld_request *r);
 
-/* 1 when the last save is older than a second. */
+/* 1 when the last save is a second or more before `now` (the caller's
+ * monotonic seconds, as given to ld_watch_state_save). */
 int ld_watch_state_save_due(const ld_watch_state *st, double now);
-/* Saves the positions of f's files and what `pairer` still waits for.
- * 0, or -1 after a line on err. */
-int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, FILE *err);
+/* Saves the positions of f's files and what `pairer` still waits for, at
+ * time `now`.  0, or -1 after a line on err. */
+int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, double now, FILE *err);
 
 #endif

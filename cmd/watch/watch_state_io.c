@@ -12,6 +12,7 @@
 
 #include "logdiff_config.h"
 #include "cmd/common/outfile.h"
+#include "parse/input/slurp.h"
 #include "cmd/watch/watch_state.h"
 #include "cmd/watch/watch_state_internal.h"
 
@@ -76,29 +77,6 @@ static const char *load_doc(ld_watch_state *st, const cJSON *doc)
     return NULL;
 }
 
-static char *read_all(FILE *f, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *b = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-        if (!b) {
-            free(buf);
-            return NULL;
-        }
-        buf = b;
-        cap *= 2;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 ld_watch_state *ld_watch_state_open(const char *path, FILE *err)
 {
     ld_watch_state *st = calloc(1, sizeof *st);
@@ -115,11 +93,14 @@ ld_watch_state *ld_watch_state_open(const char *path, FILE *err)
         return NULL;
     }
     size_t len = 0;
-    char *text = read_all(f, &len);
+    char *text = NULL;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_status rs = ld_slurp_stream(f, &text, &len, &e);
     fclose(f);
     const char *end = NULL;
-    cJSON *doc = text ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
-    const char *why = !text ? "cannot read it" : !doc ? NULL : load_doc(st, doc);
+    cJSON *doc = rs == LD_OK ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
+    const char *why = rs != LD_OK ? e.msg : !doc ? NULL : load_doc(st, doc);
     if (text && !doc)
         fprintf(err, "logdiff watch: state %s: byte %llu: not JSON: not reused; move it away to start afresh\n",
                 path, (unsigned long long)(end ? (size_t)(end - text) : 0));

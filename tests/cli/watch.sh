@@ -48,9 +48,14 @@ stop_watch() {
     wait "$WATCH_PID"
     WATCH_RC=$?
 }
-same_as_diff() { # NAME OUT
-    if diff <(rows "$2") "$WORK/expect" >"$WORK/rows.diff"; then ok "$1"; else
-        not_ok "$1" "$(head -20 "$WORK/rows.diff")"; fi
+same_as_diff() { # NAME OUT [VERDICTS_ONLY]: each request once, with diff's verdict (and error kinds)
+    local fields=1-
+    [ $# -ge 3 ] && fields=1,2
+    if diff <(rows "$2" | cut -d' ' -f"$fields") <(cut -d' ' -f"$fields" "$WORK/expect") >"$WORK/rows.diff"; then
+        ok "$1"
+    else
+        not_ok "$1" "$(head -20 "$WORK/rows.diff")"
+    fi
 }
 
 # 1. standard input, then its end: diff's verdicts and exit status
@@ -120,12 +125,42 @@ cat "$WORK/s1.out" "$WORK/s2.out" >"$WORK/s.out"
 # the verdicts, each request once; the conversations followed before the
 # restart are not in the state, so an error finding that needs an earlier
 # turn (harness.stale_assistant) may be missing after it (README)
-if diff <(rows "$WORK/s.out" | cut -d' ' -f1,2) <(cut -d' ' -f1,2 "$WORK/expect") >"$WORK/rows.diff"; then
-    ok "state: both runs together give diff's verdicts, each request once"
-else
-    not_ok "state: both runs together give diff's verdicts, each request once" "$(head -20 "$WORK/rows.diff")"
-fi
+same_as_diff "state: both runs together give diff's verdicts, each request once" "$WORK/s.out" verdicts
 
+
+# 4a. a request judged in the first run whose lines come after the open one's:
+#     read again after the restart, not reported again
+python3 - "$LOG" "$WORK/cross" <<'PY'
+import re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+rid_of = lambda l: (re.search(r"rid='([^']+)'", l) or [None, None])[1]
+rids = [rid_of(l) for l in lines if "Receive: obj=" in l and "HEALTH_CHECK" not in l]
+x, y = rids[0], rids[1]
+def parts(rid):
+    i = next(i for i, l in enumerate(lines) if "Receive: obj=" in l and rid_of(l) == rid)
+    openai = [lines[i - 1]] if "Receive OpenAI:" in lines[i - 1] else []
+    fin = [l for l in lines if "Finish: obj=" in l and rid_of(l) == rid]
+    return openai + [lines[i]], fin
+xs, xf = parts(x)
+ys, yf = parts(y)
+open(sys.argv[2] + ".1", "w", encoding="utf-8").write("\n".join(xs + ys + yf) + "\n")
+open(sys.argv[2] + ".2", "w", encoding="utf-8").write("\n".join(xf) + "\n")
+open(sys.argv[2] + ".rids", "w").write(x + "\n" + y + "\n")
+PY
+rm -rf "$WORK/live" && mkdir -p "$WORK/live" && rm -f "$WORK/cross.state"
+cp "$WORK/cross.1" "$LIVE"
+start_watch "$WORK/c1.out" "$WORK/c1.err" --state "$WORK/cross.state" "$LIVE"
+check "state, crossing: the later request judged first" wait_for 20 has_rows "$WORK/c1.out" 1
+sleep 0.3
+stop_watch
+cat "$WORK/cross.2" >>"$LIVE"
+start_watch "$WORK/c2.out" "$WORK/c2.err" --state "$WORK/cross.state" "$LIVE"
+check "state, crossing: the open request judged after the restart" wait_for 20 has_rows "$WORK/c2.out" 1
+sleep 0.3
+stop_watch
+check "state, crossing: each request reported once" \
+    diff <(cat "$WORK/c1.out" "$WORK/c2.out" | rows /dev/stdin | cut -d' ' -f1 | sort) <(sort "$WORK/cross.rids")
+check "state, crossing: the one read again was said" grep -q "1 requests read again after the restart" "$WORK/c2.err"
 
 # 4b. a directory: each of its files resumes where it was, a file new since is read whole
 mkdir -p "$WORK/dir"
@@ -140,11 +175,7 @@ check "state, directory: the new file judged after the restart" wait_for 20 has_
 sleep 0.3
 stop_watch
 cat "$WORK/d1.out" "$WORK/d2.out" >"$WORK/d.out"
-if diff <(rows "$WORK/d.out" | cut -d' ' -f1,2) <(cut -d' ' -f1,2 "$WORK/expect") >"$WORK/rows.diff"; then
-    ok "state, directory: diff's verdicts, each request once"
-else
-    not_ok "state, directory: diff's verdicts, each request once" "$(head -20 "$WORK/rows.diff")"
-fi
+same_as_diff "state, directory: diff's verdicts, each request once" "$WORK/d.out" verdicts
 
 # 5. a corrupt state file is never reused
 echo 'not json {' >"$WORK/bad.state"

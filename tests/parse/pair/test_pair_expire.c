@@ -32,21 +32,23 @@ static uint64_t first_line_of(const ld_request *r)
     return first;
 }
 
+static void note(seen *s, const ld_request *r)
+{
+    if (s->n >= MAX_RECS) return;
+    snprintf(s->rids[s->n], sizeof s->rids[0], "%s", r->rid ? r->rid : "(openai)");
+    s->first_line[s->n] = first_line_of(r);
+    s->flags[s->n] = r->flags;
+    s->n++;
+}
+
 static int keep(void *ctx, ld_request *r)
 {
-    seen *s = ctx;
-    if (s->n < MAX_RECS) {
-        snprintf(s->rids[s->n], sizeof s->rids[0], "%s", r->rid ? r->rid : "(openai)");
-        s->first_line[s->n] = first_line_of(r);
-        s->flags[s->n] = r->flags;
-        s->n++;
-    }
+    note(ctx, r);
     return 0;
 }
 
-/* Feeds every line of `path` with the clock at its line number; calls
- * expire(before) once the line `at` has been fed. */
-static int feed_file(const char *path, ld_pairer *p, uint64_t at, uint64_t before, size_t *expired)
+/* Feeds every line of `path`, the pairer's clock at the line's number. */
+static int feed_file(const char *path, ld_pairer *p)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
@@ -63,7 +65,6 @@ static int feed_file(const char *path, ld_pairer *p, uint64_t at, uint64_t befor
         ld_pairer_set_clock(p, lineno);
         ld_pairer_feed_line(p, path, &l, &res, &e);
         offset += (uint64_t)n;
-        if (lineno == at) *expired = ld_pairer_expire(p, before);
     }
     free(buf);
     fclose(f);
@@ -87,9 +88,8 @@ static int expire_hands_out_the_old_unfinished(void)
     seen all = { 0 }, aged = { 0 };
     ld_pairer *p = NULL;
     ld_error e;
-    size_t dummy = 0;
     CHECK(ld_pairer_new(NULL, keep, &all, &p, &e) == LD_OK);
-    CHECK(feed_file(path, p, 0, 0, &dummy) == 0);
+    CHECK(feed_file(path, p) == 0);
     ld_pairer_finish(p, &e);
     ld_pairer_free(p);
     uint64_t last = 0;
@@ -104,10 +104,9 @@ static int expire_hands_out_the_old_unfinished(void)
               (unsigned long long)before);
 
     CHECK(ld_pairer_new(NULL, keep, &aged, &p, &e) == LD_OK);
-    size_t expired = 0;
-    CHECK(feed_file(path, p, UINT64_MAX - 1, 0, &expired) == 0); /* no expiry while feeding */
+    CHECK(feed_file(path, p) == 0);
     int n_before = aged.n;
-    expired = ld_pairer_expire(p, before);
+    size_t expired = ld_pairer_expire(p, before);
     CHECK_EQ_INT(expired, aged.n - n_before);
     CHECK_EQ_INT(expired, old_unfinished);
     for (int i = n_before; i < aged.n; i++) {
@@ -162,8 +161,7 @@ static int expire_hands_out_a_lone_openai_line(void)
 
 static void count_waiting(void *ctx, const ld_request *r)
 {
-    seen *s = ctx;
-    keep(s, (ld_request *)r); /* copies what it needs; the record stays the pairer's */
+    note(ctx, r); /* copies what it needs; the record stays the pairer's */
 }
 
 /* What a stopping watcher saves: every record still waiting, with where its
@@ -175,9 +173,8 @@ static int each_waiting_lists_what_is_open(void)
     seen out = { 0 }, waiting = { 0 };
     ld_pairer *p = NULL;
     ld_error e;
-    size_t dummy = 0;
     CHECK(ld_pairer_new(NULL, keep, &out, &p, &e) == LD_OK);
-    CHECK(feed_file(path, p, 0, 0, &dummy) == 0);
+    CHECK(feed_file(path, p) == 0);
     ld_pairer_each_waiting(p, count_waiting, &waiting);
     CHECK_EQ_INT(waiting.n, ld_pairer_stats(p)->open);
     CHECK(waiting.n > 0);
