@@ -9,6 +9,7 @@
 #include "cmd/common/checks.h"
 #include "cmd/common/logread.h"
 #include "cmd/common/options.h"
+#include "cmd/common/shard.h"
 #include "replay/analysis/rerender.h"
 #include "replay/template/tpl_source.h"
 
@@ -53,10 +54,32 @@ static const char *const diff_usage[] = {
     "its custom kernels, as `logdiff replay --backend cuda`), --replay-tp N",
     "splits each replay over N tensor-parallel ranks (GPUs 0..N-1 on cuda).",
     "",
+    "--shard I/N reads only the I-th of N shares of the LOGs (0 <= I < N; whole",
+    "LOGs, a run of them, the same on every node for the same list; auto: from a",
+    "Slurm job array or, with auto/N, a Kubernetes Indexed Job), so that N",
+    "machines split one run: the shares' outputs in share order are the run's.",
+    "Give a server's rotated files as one directory so that a share pairs them.",
+    "",
     "Exit status: 0 every verdict ok, 1 some request is not ok, 2 usage or I/O",
     "error.",
     NULL
 };
+
+/* --shard: the share of *logs[0..*n) this process reads; 0 or -1. */
+static int pick_share(struct ld_cli *cli, const char *spec, char ***logs, int *n)
+{
+    ld_cli_shard shard;
+    char msg[400];
+    if (ld_cli_shard_parse(spec, getenv, &shard, msg, sizeof msg) != 0) {
+        fprintf(cli->err, "logdiff diff: %s\n", msg);
+        return -1;
+    }
+    size_t first, end;
+    ld_cli_shard_range(&shard, (size_t)*n, &first, &end);
+    *logs += first;
+    *n = (int)(end - first);
+    return 0;
+}
 
 int cmd_diff(int argc, char **argv, struct ld_cli *cli)
 {
@@ -66,6 +89,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_cli_check_flags f = { .server = "sglang" };
     ld_cli_checks chk = { 0 };
     ld_cli_capture_opts capture = { 0 };
+    const char *shard_spec = NULL;
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request" },
         { LD_OPT_STRING, 0, "rid", &rep.only_rid, "RID", "report only this request (all are read)" },
@@ -77,6 +101,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_STRING, 0, "replay-backend", &f.replay.backend, "NAME", "the replay's backend: cpu (default), ref or cuda" },
         { LD_OPT_INT, 0, "replay-tp", &f.replay.tp, "N", "split the replay over N tensor-parallel ranks" },
         LD_CLI_CAPTURE_OPTIONS(capture),
+        { LD_OPT_STRING, 0, "shard", &shard_spec, "I/N", "read only share I of N of the LOGs (auto: from Slurm or Kubernetes)" },
         LD_OPTION_END
     };
     int n_args = 0;
@@ -86,6 +111,8 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
         fprintf(cli->err, "logdiff diff: no log given (use '-' for standard input)\n");
         return LD_EXIT_TROUBLE;
     }
+    char **logs = argv + 1;
+    if (shard_spec && pick_share(cli, shard_spec, &logs, &n_args) != 0) return LD_EXIT_TROUBLE;
     ld_diff_options dopts = { { 0 }, no_conv };
     if (ld_cli_conv_options(cli, "diff", &rep.conv, &dopts.conv) != 0) return LD_EXIT_TROUBLE;
     if (ld_cli_checks_load(cli, "diff", &f, &chk) != 0) return LD_EXIT_TROUBLE;
@@ -97,7 +124,7 @@ int cmd_diff(int argc, char **argv, struct ld_cli *cli)
     ld_pair_options opts = { 0 };
     opts.flags = LD_PAIR_KEEP_TEXT | LD_PAIR_ERROR_RECORDS | (ld_judge_needs_values(&rep.checks) ? LD_PAIR_KEEP_VALUES : 0);
     ld_cli_logread lr = { cli, rep.json, 1, { 0 }, { 0 }, capture };
-    if (rc == 0) rc = ld_cli_logread_run(&lr, argv + 1, n_args, &opts, ld_cli_diff_report_request, &rep);
+    if (rc == 0) rc = ld_cli_logread_run(&lr, logs, n_args, &opts, ld_cli_diff_report_request, &rep);
     if (rc == 0) ld_cli_diff_report_summary(&rep, &lr);
     ld_differ_free(rep.differ);
     ld_cli_checks_free(&chk);

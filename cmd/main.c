@@ -11,6 +11,7 @@
 #include "cmd.h"
 #include "logdiff_config.h"
 #include "parse/capture/journal_file.h"
+#include "parse/capture/journal_follow.h"
 
 struct cmd_entry {
     const char *name;
@@ -69,8 +70,10 @@ int main(int argc, char **argv)
         return finish_stdout(LD_EXIT_SAME);
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("logdiff %s\njournal files (*.journal): %s\nwatch --metrics-listen: %s\n", LD_VERSION,
-               ld_journal_file_available() ? "read with libsystemd" : "not read (built without libsystemd)",
+        printf("logdiff %s\njournal files (*.journal): %s\nwatch journal:UNIT: %s\nwatch --metrics-listen: %s\n",
+               LD_VERSION, ld_journal_file_available() ? "read with libsystemd" : "not read (built without libsystemd)",
+               ld_journal_follow_available() ? "followed with libsystemd"
+                                             : "not available (built without libsystemd: use journalctl -f -o json -u UNIT | logdiff watch -)",
 #ifdef LD_HAVE_MICROHTTPD
                "served with libmicrohttpd"
 #else

@@ -12,11 +12,15 @@
 #include "cmd/common/options.h"
 #include "cmd/common/outfile.h"
 #include "cmd/regress/regress.h"
+#include "cmd/regress/regress_opts.h"
 
 static const char *const regress_usage[] = {
     "logdiff regress --baseline FILE [--update-baseline] [--junit FILE] [--html FILE]",
     "                [--json] [--template SRC | --model DIR] [--replay DIR] [--tokenizer SRC]",
     "                [--jobs N] INPUT...",
+    "   or: logdiff regress --shard I/N|auto[/N] --partial FILE [judging options] INPUT...",
+    "   or: logdiff regress --merge --baseline FILE [--update-baseline] [--junit FILE]",
+    "                [--html FILE] [--json] PARTIAL...",
     "",
     "Judges every request of the INPUTs (logs, compressed logs, archives: tar in",
     "any compression, zip; directories) as `logdiff diff` does, with --template",
@@ -42,6 +46,16 @@ static const char *const regress_usage[] = {
     "and paired on its own: give the rotated files of one server as one directory",
     "or archive.  Verdicts and every output are the same whatever --jobs is.",
     "",
+    "Past one machine: --shard I/N judges only the I-th of N shares of the INPUTs",
+    "(0 <= I < N; a share is a run of whole INPUTs, the same on every node for the",
+    "same list) and --partial FILE writes its result (versioned JSON Lines).",
+    "--shard auto takes I and N from a Slurm job array (SLURM_ARRAY_TASK_ID ...)",
+    "or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with N given: auto/N).",
+    "--merge reads every share's partial and writes the comparison and the",
+    "reports exactly as one process over all the INPUTs would; a share missing",
+    "or given twice is an error that names it.  Conversations are followed",
+    "within a share: give a conversation's servers to one share (docs/cluster/).",
+    "",
     "The FILEs of --junit, --html and --update-baseline: a regular file (or a new",
     "one) is replaced whole once written, never left half-written; a symbolic",
     "link writes its target; a device or FIFO (/dev/stdout) is written into.",
@@ -51,16 +65,6 @@ static const char *const regress_usage[] = {
     "capture cut or lost, included).",
     NULL
 };
-
-typedef struct ld_cli_regress_opts {
-    int json, verbose, update, no_conv;
-    long jobs;
-    const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server, *replay;
-    const char *replay_backend;
-    ld_cli_capture_opts capture;
-    long replay_tp;
-    ld_cli_conv_opts conv;
-} ld_cli_regress_opts;
 
 /* The whole file into a malloc'd buffer; NULL with errno on failure. */
 static char *slurp(const char *path, size_t *len)
@@ -213,7 +217,7 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     ld_differ_free(run->differ);
     run->differ = NULL;
     if (rc != 0 || run->failed) return -1;
-    return ld_cli_regress_compare(run);
+    return o->partial ? ld_cli_regress_write_share(run, o) : ld_cli_regress_compare(run);
 }
 
 static int write_outputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o)
@@ -235,10 +239,47 @@ static int exit_status(const ld_cli_regress_run *run, int update)
     return regressed ? LD_EXIT_DIFF : LD_EXIT_SAME;
 }
 
+/* One process over the inputs (or, with --partial, one share of them). */
+static int judge_inputs(ld_cli_regress_run *run, ld_cli_regress_opts *o, ld_cli_checks *chk, char *const *inputs,
+                        size_t n)
+{
+    struct ld_cli *cli = run->cli;
+    run->inputs = inputs;
+    run->n_inputs = n;
+    if (o->partial && ld_cli_regress_pick_share(run, o, inputs, n) != 0) return LD_EXIT_TROUBLE;
+    const char *tpl_dir = NULL, *replay_dir = NULL;
+    int rc = (!o->update && !o->partial && load_baseline(run, cli) != 0) ||
+             model_sources(o, cli, &tpl_dir, &replay_dir) != 0;
+    ld_cli_check_flags f = { o->tpl, tpl_dir, o->server, o->tokenizer, { replay_dir, o->replay_backend, o->replay_tp } };
+    chk->rr.chat.bos_token = o->bos;
+    chk->rr.chat.eos_token = o->eos;
+    rc = rc || ld_cli_checks_load(cli, "regress", &f, chk) != 0;
+    run->template_desc = o->tpl ? o->tpl : tpl_dir;
+    if (rc || run_inputs(run, o, &chk->judge) != 0) return LD_EXIT_TROUBLE;
+    if (o->partial) return run->io_errors || run->capture_problems ? LD_EXIT_TROUBLE : LD_EXIT_SAME;
+    return write_outputs(run, o) != 0 ? LD_EXIT_TROUBLE : exit_status(run, o->update);
+}
+
+/* --merge: the shares' partials instead of the inputs. */
+static int merge_partials(ld_cli_regress_run *run, ld_cli_regress_opts *o, char *const *paths, size_t n)
+{
+    ld_cli_partial_head head;
+    memset(&head, 0, sizeof head);
+    int rc = (!o->update && load_baseline(run, run->cli) != 0) ||
+             ld_cli_regress_read_merge(run, paths, n, &head) != 0 || write_outputs(run, o) != 0
+                 ? LD_EXIT_TROUBLE : exit_status(run, o->update);
+    ld_cli_regress_run_free(run);
+    ld_cli_partial_head_free(&head);
+    return rc;
+}
+
 int cmd_regress(int argc, char **argv, struct ld_cli *cli)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ld_cli_regress_opts o = { 0, 0, 0, 0, cores > 0 ? cores : 1, NULL, NULL, NULL, NULL, NULL, NULL, "sglang", NULL, NULL, { NULL, NULL }, 0, { NULL, 0 } };
+    ld_cli_regress_opts o;
+    memset(&o, 0, sizeof o);
+    o.jobs = cores > 0 ? cores : 1;
+    o.server = "sglang";
     ld_cli_checks chk = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "baseline", &o.baseline, "FILE", "the verdicts to compare with (required)" },
@@ -248,6 +289,9 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_BOOL, 0, "json", &o.json, NULL, "JSON Lines on stdout, one object per request" },
         { LD_OPT_BOOL, 'v', "verbose", &o.verbose, NULL, "also list unchanged requests" },
         { LD_OPT_INT, 'j', "jobs", &o.jobs, "N", "reader threads (default: the number of cores)" },
+        { LD_OPT_STRING, 0, "shard", &o.shard, "I/N", "judge only share I of N of the inputs (auto: from Slurm or Kubernetes)" },
+        { LD_OPT_STRING, 0, "partial", &o.partial, "FILE", "write the share's result to FILE, for --merge" },
+        { LD_OPT_BOOL, 0, "merge", &o.merge, NULL, "compare and report from the shares' partial FILEs" },
         { LD_OPT_BOOL, 0, "no-conversations", &o.no_conv, NULL, "judge each request alone" },
         LD_CLI_CONV_OPTIONS(o.conv),
         { LD_OPT_STRING, 0, "template", &o.tpl, "SRC", "re-render through this chat template too" },
@@ -257,38 +301,25 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 0, "replay-tp", &o.replay_tp, "N", "split the replay over N tensor-parallel ranks" },
         { LD_OPT_STRING, 0, "tokenizer", &o.tokenizer, "SRC", "check logged input ids against the prompt text" },
         { LD_OPT_STRING, 0, "server", &o.server, "NAME", "preprocessing before the template: sglang or hf" },
-        { LD_OPT_STRING, 0, "bos-token", &chk.rr.chat.bos_token, "S", "bos_token for the template" },
-        { LD_OPT_STRING, 0, "eos-token", &chk.rr.chat.eos_token, "S", "eos_token for the template" },
+        { LD_OPT_STRING, 0, "bos-token", &o.bos, "S", "bos_token for the template" },
+        { LD_OPT_STRING, 0, "eos-token", &o.eos, "S", "eos_token for the template" },
         LD_CLI_CAPTURE_OPTIONS(o.capture),
         LD_OPTION_END
     };
     int n_args = 0;
     int rc = ld_cli_parse_options(argc, argv, regress_usage, options, &n_args, cli->out, cli->err);
     if (rc != LD_PARSE_OK) return rc == LD_PARSE_HELP ? LD_EXIT_SAME : LD_EXIT_TROUBLE;
-    if (!o.baseline || n_args == 0) {
-        fprintf(cli->err, "logdiff regress: %s\n", !o.baseline ? "--baseline FILE is required"
-                : "no input given (use '-' for standard input)");
-        return LD_EXIT_TROUBLE;
-    }
-    if (check_sources(&o, cli) != 0) return LD_EXIT_TROUBLE;
+    if (ld_cli_regress_check_modes(&o, n_args, cli) != 0 || check_sources(&o, cli) != 0) return LD_EXIT_TROUBLE;
     ld_cli_regress_run run;
     memset(&run, 0, sizeof run);
     run.cli = cli;
-    run.inputs = argv + 1;
-    run.n_inputs = (size_t)n_args;
     run.baseline_path = o.baseline;
     run.updating = o.update;
-    run.template_desc = o.tpl ? o.tpl : o.model;
     ld_arena_init(&run.strings, 0);
     ld_baseline_init(&run.base);
     ld_baseline_init(&run.cur);
-    const char *tpl_dir = NULL, *replay_dir = NULL;
-    rc = (!o.update && load_baseline(&run, cli) != 0) || model_sources(&o, cli, &tpl_dir, &replay_dir) != 0;
-    ld_cli_check_flags f = { o.tpl, tpl_dir, o.server, o.tokenizer, { replay_dir, o.replay_backend, o.replay_tp } };
-    rc = rc || ld_cli_checks_load(cli, "regress", &f, &chk) != 0;
-    run.template_desc = o.tpl ? o.tpl : tpl_dir;
-    rc = rc || run_inputs(&run, &o, &chk.judge) != 0 || write_outputs(&run, &o) != 0
-         ? LD_EXIT_TROUBLE : exit_status(&run, o.update);
+    if (o.merge) return merge_partials(&run, &o, argv + 1, (size_t)n_args);
+    rc = judge_inputs(&run, &o, &chk, argv + 1, (size_t)n_args);
     ld_cli_regress_run_free(&run);
     ld_cli_checks_free(&chk);
     return rc;

@@ -93,7 +93,10 @@ static const char *const replay_usage[] = {
     "SLURM_PROCID/SLURM_LOCALID, Open MPI's OMPI_COMM_WORLD_RANK/_LOCAL_RANK):",
     "e.g. srun -N2",
     "--ntasks-per-node=8 logdiff replay ... --backend cuda --tp 16",
-    "--tp-rendezvous /shared/rdv-$SLURM_JOB_ID.",
+    "--tp-rendezvous /shared/rdv-$SLURM_JOB_ID.  In a step srun started",
+    "with N tasks, --tp N alone is enough: the tasks are the group (srun's",
+    "task count must be N) and meet, unless told otherwise, at",
+    "$SLURM_SUBMIT_DIR/.logdiff-tp-$SLURM_JOB_ID.$SLURM_STEP_ID.",
     "",
     "--dump-layers DIR writes the hidden states of the replayed sequence (the",
     "prompt ids, then the logged output ids; position p holds token p) as NumPy",
@@ -169,7 +172,7 @@ static int run_mode(struct ld_cli *cli, const ld_cli_replay_args *a, ld_replay_e
 int cmd_replay(int argc, char **argv, struct ld_cli *cli)
 {
     ld_cli_replay_args a = { .backend = "cpu", .top_k = LD_REPLAY_TOP_K, .max_tokens = LD_REPLAY_MAX_TOKENS,
-                             .proc = { -1, -1, 600, NULL, NULL } };
+                             .proc = { .rank = -1, .device = -1, .timeout = 600 } };
     const ld_cli_option options[] = {
         { LD_OPT_STRING, 0, "model", &a.model, "DIR", "HF model directory (config.json, *.safetensors) or a GGUF file (required)" },
         { LD_OPT_STRING, 0, "rid", &a.rid, "RID", "the request to replay (required)" },

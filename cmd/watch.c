@@ -24,12 +24,16 @@ static const char *const watch_usage[] = {
     "",
     "A SOURCE is a file (followed through rename-and-create rotation and",
     "copytruncate, and waited for when it does not exist yet), a directory (every",
-    "file in it, now and later; compressed rotations are left out) or '-'",
+    "file in it, now and later; compressed rotations are left out), '-'",
     "(standard input: journalctl -f -o json, kubectl logs -f, docker logs -f), in",
-    "any capture diff reads.  Files are read from their start (--from-end: from",
-    "their end), or from where --state FILE says the last run stopped: the",
-    "positions and the requests judged are saved there every second and at the",
-    "end, so that a restart neither judges a request twice nor misses one.",
+    "any capture diff reads, or journal:UNIT, a systemd unit's entries followed in",
+    "the system journal (--journal-dir DIR: in the journal files of DIR), where",
+    "logdiff was built with libsystemd (logdiff --version says); the lines",
+    "journald splits at 48 KiB are rejoined.  Files and journals are read from",
+    "their start (--from-end: from their end), or from where --state FILE says",
+    "the last run stopped (a file's offset, a journal's cursor): the positions",
+    "and the requests judged are saved there every second and at the end, so",
+    "that a restart neither judges a request twice nor misses one.",
     "",
     "Metrics (Prometheus text format): --metrics-listen serves /metrics,",
     "--metrics-textfile rewrites a file for node_exporter's textfile collector.",
@@ -104,14 +108,15 @@ int cmd_watch(int argc, char **argv, struct ld_cli *cli)
     ld_cli_check_flags f = { .server = "sglang" };
     ld_cli_checks chk = { 0 };
     ld_cli_capture_opts capture = { 0 };
-    ld_watch_opts o = { 600, 0.2, 1.0, 0, NULL, NULL };
+    ld_watch_opts o = { 600, 0.2, 1.0, 0, NULL, NULL, NULL };
     watch_args a = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request (as diff --json)" },
         { LD_OPT_BOOL, 'v', "verbose", &rep.verbose, NULL, "also list info findings and ok requests' findings" },
         { LD_OPT_STRING, 0, "unpaired-after", &a.unpaired_after, "TIME", "judge a request without its Finish line after TIME (default 10m)" },
         { LD_OPT_STRING, 0, "state", &o.state_path, "FILE", "keep the read positions in FILE; resume from them" },
-        { LD_OPT_BOOL, 0, "from-end", &o.from_end, NULL, "files that exist at the start: from their end" },
+        { LD_OPT_BOOL, 0, "from-end", &o.from_end, NULL, "files that exist at the start: from their end; journald units: from the entries written after the start" },
+        { LD_OPT_STRING, 0, "journal-dir", &o.journal_dir, "DIR", "journal:UNIT reads the journal files in DIR (as journalctl -D), not the system journal" },
         { LD_OPT_STRING, 0, "metrics-listen", &a.listen, "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics" },
         { LD_OPT_STRING, 0, "metrics-textfile", &o.metrics_textfile, "PATH", "rewrite PATH with the metrics every second (node_exporter)" },
         { LD_OPT_STRING, 0, "poll", &a.poll, "SECONDS", "how often quiet sources are looked at (default 0.2)" },

@@ -284,6 +284,17 @@ ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, c
     return push_done(c, pairer, member, st, &e, &whole, has, hooks);
 }
 
+ld_status ld_logset_feed_record(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *at,
+                                const ld_capture_record *rec, const ld_logset_hooks *hooks)
+{
+    ld_line whole;
+    int has = 0;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_status st = ld_capture_push_record(c, LD_CAPTURE_JOURNAL_FILE, at, rec, &whole, &has, &e);
+    return push_done(c, pairer, member, st, &e, &whole, has, hooks);
+}
+
 void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks)
 {
     for (;;) {
@@ -394,7 +405,7 @@ static ld_status journal_entries(ld_capture *c, ld_pairer *pairer, const char *p
     ld_capture_reset(c);
     for (;;) {
         ld_capture_record r;
-        ld_line at = {0}, whole;
+        ld_line at = {0};
         int has = 0;
         ld_error_clear(&e);
         ld_status rs = ld_journal_file_next(f, &r, &at.lineno, &has, &e);
@@ -406,9 +417,7 @@ static ld_status journal_entries(ld_capture *c, ld_pairer *pairer, const char *p
             continue;
         }
         *bytes += r.len;
-        ld_error_clear(&e);
-        rs = ld_capture_push_record(c, LD_CAPTURE_JOURNAL_FILE, &at, &r, &whole, &has, &e);
-        if ((st = push_done(c, pairer, name, rs, &e, &whole, has, hooks)) != LD_OK) break;
+        if ((st = ld_logset_feed_record(c, pairer, name, &at, &r, hooks)) != LD_OK) break;
     }
     ld_logset_drain(c, pairer, name, hooks);
     ld_journal_file_close(f);

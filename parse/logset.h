@@ -95,6 +95,12 @@ ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, c
                          const ld_logset_hooks *hooks);
 void ld_logset_drain(ld_capture *c, ld_pairer *pairer, const char *member, const ld_logset_hooks *hooks);
 
+/* The same for a journald entry read by a reader of its own (a journal
+ * file's, a followed unit's: parse/capture/journal_follow.h): one record
+ * of the journal-file capture, `at` its entry number (lineno) and offset. */
+ld_status ld_logset_feed_record(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *at,
+                                const ld_capture_record *rec, const ld_logset_hooks *hooks);
+
 /* For readers of their own: a journal file's entries (journald's own
  * *.journal, parse/capture/journal_file.h) through capture `c` into
  * `pairer`, then drained; *entries and *bytes: what was read.  A file that

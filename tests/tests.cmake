@@ -52,6 +52,8 @@ endforeach()
 # the test's known calls for the checks of docs/ops/ (tests/docs/ops/).
 file(GLOB LD_WATCH_METRICS_SRC CONFIGURE_DEPENDS cmd/watch/metrics*.c)
 target_sources(test_metrics PRIVATE ${LD_WATCH_METRICS_SRC})
+# --shard (cmd/common/shard.c) belongs to the logdiff executable likewise
+target_sources(test_shard PRIVATE ${CMAKE_SOURCE_DIR}/cmd/common/shard.c)
 ld_use_microhttpd(test_metrics)
 add_executable(watch_metrics_sample tests/cmd/watch/metrics_sample.c ${LD_WATCH_METRICS_SRC})
 target_link_libraries(watch_metrics_sample PRIVATE ld_base Threads::Threads)
@@ -66,6 +68,16 @@ add_test(NAME docs.ops.dashboard
 add_test(NAME docs.ops.alerts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/docs/ops/alerts.sh)
 add_test(NAME docs.ops.service COMMAND bash ${CMAKE_SOURCE_DIR}/tests/docs/ops/service.sh)
 set_tests_properties(docs.ops.dashboard docs.ops.alerts docs.ops.service PROPERTIES
+  LABELS cpu SKIP_RETURN_CODE 77 ENVIRONMENT "${LD_CLI_TEST_ENV}")
+# docs/cluster/ (issue 33's recipes; tests/cli/regress_slurm.sh runs the Slurm one on a real
+# cluster): the Slurm scripts parse and their #SBATCH lines are sbatch's, the Kubernetes
+# manifests through kubernetes-validate, the GitHub workflow through check-jsonschema, the
+# fields each recipe rests on; each also made to fail on broken copies; each skips (77)
+# saying which tool is missing
+add_test(NAME docs.cluster.slurm COMMAND bash ${CMAKE_SOURCE_DIR}/tests/docs/cluster/slurm_scripts.sh)
+add_test(NAME docs.cluster.kubernetes COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/docs/cluster/check_kubernetes.py)
+add_test(NAME docs.cluster.github COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/docs/cluster/check_github.py)
+set_tests_properties(docs.cluster.slurm docs.cluster.kubernetes docs.cluster.github PROPERTIES
   LABELS cpu SKIP_RETURN_CODE 77 ENVIRONMENT "${LD_CLI_TEST_ENV}")
 
 # the CUDA DeepSeek kernels' checks, one op group a test as kernels/cuda/
@@ -325,6 +337,21 @@ foreach(src ${LD_FUZZ_SRC})
     target_link_libraries(${name} PRIVATE ld_replay ld_parse)
   endif()
 endforeach()
+# logdiff watch's state file (cmd/watch/watch_state_io.c) belongs to the
+# logdiff executable, in no library: its target compiles the files it needs in
+set(LD_WATCH_STATE_SRC cmd/watch/watch_state_io.c cmd/watch/watch_state_records.c cmd/common/outfile.c)
+target_sources(replay_fuzz_watchstate PRIVATE ${LD_WATCH_STATE_SRC})
+if(LOGDIFF_FUZZ)
+  target_sources(fuzz_watchstate PRIVATE ${LD_WATCH_STATE_SRC})
+endif()
+# the partials of logdiff regress are read by code of the executable
+# (cmd/regress/): their target compiles it in
+set(LD_PARTIAL_SRC ${CMAKE_SOURCE_DIR}/cmd/regress/regress_partial.c
+    ${CMAKE_SOURCE_DIR}/cmd/regress/regress_partial_read.c ${CMAKE_SOURCE_DIR}/cmd/regress/regress_run.c)
+target_sources(replay_fuzz_partial PRIVATE ${LD_PARTIAL_SRC})
+if(LOGDIFF_FUZZ)
+  target_sources(fuzz_partial PRIVATE ${LD_PARTIAL_SRC})
+endif()
 
 # CLI tests: tests/cli/<case>.sh run with $LOGDIFF pointing at the binary.
 file(GLOB LD_CLI_TESTS CONFIGURE_DEPENDS tests/cli/*.sh)

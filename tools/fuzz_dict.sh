@@ -7,7 +7,8 @@ case $1 in
     capture) d=capture ;;
     input) d=input ;;
     gguf|tokgguf) d=gguf ;;
-    tokjson|modelcfg|dscfg|ds4cfg|safetensors|specs|dsenc) d=json ;;
+    watchstate) d=watchstate ;;
+    tokjson|modelcfg|dscfg|ds4cfg|safetensors|specs|dsenc|partial) d=json ;;
     *) exit 0 ;;
 esac
 cd "$(dirname "$0")/.." && [ -f "tests/fuzz/dict/$d.dict" ] && echo "tests/fuzz/dict/$d.dict"

@@ -20,8 +20,10 @@ need_pkgs() {
     # (tests/support/cuda_emu, built where the CUDA toolkit's headers are)
     # systemd-journal-remote and journalctl: the journald fixtures are a real journal file,
     # printed by journalctl (tests/cli/journal.sh); prometheus (and its promtool) and
-    # python3-prometheus-client: watch's metrics read back, docs/ops/'s rules checked
-    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++ systemd systemd-journal-remote prometheus python3-prometheus-client"
+    # python3-prometheus-client: watch's metrics read back, docs/ops/'s rules checked;
+    # slurm-wlm and munge: the single-node Slurm cluster tests/cli/regress_slurm.sh starts;
+    # python3-pip: the PyPI checkers below
+    [ "$mode" = test ] && pkgs="$pkgs clang libclang-rt-14-dev chromium g++ systemd systemd-journal-remote prometheus python3-prometheus-client slurm-wlm munge python3-pip"
     local missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -39,6 +41,22 @@ install_missing() {
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >&2
+}
+
+# kubernetes-validate and check-jsonschema (PyPI, pinned): docs/cluster/'s Kubernetes manifests
+# and GitHub workflow checked against the schemas they ship (tests/docs/cluster/; they skip
+# without them)
+PIP_PKGS="kubernetes-validate==1.37.0 check-jsonschema==0.39.0"
+install_pip_missing() {
+    [ "$mode" = test ] || return 0
+    local missing="" p
+    for p in $PIP_PKGS; do
+        python3 -m pip show -q "${p%%==*}" >/dev/null 2>&1 || missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    echo "setup: pip installing$missing" >&2
+    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check $missing >&2 ||
+        echo "setup: pip could not install$missing: the tests needing them will skip" >&2
 }
 
 build() { # build DIR [cmake args...]
@@ -92,6 +110,7 @@ fuzz_smoke() {
 }
 
 install_missing
+install_pip_missing
 case "$mode" in
 demo)
     build_demo

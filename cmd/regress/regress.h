@@ -79,12 +79,25 @@ typedef struct ld_cli_regress_run {
     ld_baseline base, cur;
     ld_baseline_diff diff;
     const char *template_desc;  /* --template SRC / --model DIR, for the reports */
+    /* --partial: this share (shard_index of shard_count) of all the inputs,
+     * whose inputs [share_first, ...) are `inputs` */
+    char *const *all_inputs;
+    size_t n_all_inputs, share_first;
+    long shard_index, shard_count;
 } ld_cli_regress_run;
 
 /* Sink callbacks for ld_cli_regress_read_inputs (regress_collect.c). */
 void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char *label);
 void ld_cli_regress_on_member(void *ctx, size_t input, const ld_cli_regress_member_info *m);
 void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, const ld_error *e);
+
+/* Room for one more item, member or problem at the end of its list,
+ * zeroed; NULL on out of memory.  ld_cli_regress_keep: a copy of s in
+ * run->strings (NULL for NULL, or on out of memory). */
+ld_cli_regress_item *ld_cli_regress_new_item(ld_cli_regress_run *run);
+ld_cli_regress_member *ld_cli_regress_new_member(ld_cli_regress_run *run);
+ld_cli_regress_problem *ld_cli_regress_new_problem(ld_cli_regress_run *run);
+const char *ld_cli_regress_keep(ld_cli_regress_run *run, const char *s);
 
 /* After reading: the run's baseline, sorted, and (unless updating) the
  * comparison with run->base, copied into the items.  Returns 0 or -1

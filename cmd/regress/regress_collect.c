@@ -8,30 +8,6 @@
 #include "cmd/common/logread.h"
 #include "regress.h"
 
-static void *grow(void *v, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap) return v;
-    size_t c = *cap ? *cap * 2 : 256;
-    void *nv = realloc(v, c * size);
-    if (nv) *cap = c;
-    return nv;
-}
-
-static const char *keep(ld_cli_regress_run *run, const char *s)
-{
-    return s ? ld_arena_memdup(&run->strings, s, strlen(s)) : NULL;
-}
-
-static ld_cli_regress_item *new_item(ld_cli_regress_run *run)
-{
-    ld_cli_regress_item *v = grow(run->items, &run->cap_items, run->n_items, sizeof *v);
-    if (!v) return NULL;
-    run->items = v;
-    ld_cli_regress_item *it = &run->items[run->n_items++];
-    memset(it, 0, sizeof *it);
-    return it;
-}
-
 /* Identity and place of the request; 0 or -1 (out of memory). */
 static int describe(ld_cli_regress_run *run, ld_cli_regress_item *it, const ld_request *r, const ld_verdict *v,
                     const char *label, size_t input)
@@ -41,11 +17,11 @@ static int describe(ld_cli_regress_run *run, ld_cli_regress_item *it, const ld_r
     ld_cli_request_where(r, where, sizeof where, &src);
     uint64_t line = (r->flags & LD_REQ_ERROR) ? r->error.line : src ? src->line : 0;
     snprintf(key, sizeof key, "(no rid) %s:%llu", label, (unsigned long long)line);
-    it->rid = keep(run, r->rid);
-    it->key = r->rid ? it->rid : keep(run, key);
-    it->label = keep(run, label);
-    it->where = keep(run, where);
-    it->conversation = keep(run, v->conversation);
+    it->rid = ld_cli_regress_keep(run, r->rid);
+    it->key = r->rid ? it->rid : ld_cli_regress_keep(run, key);
+    it->label = ld_cli_regress_keep(run, label);
+    it->where = ld_cli_regress_keep(run, where);
+    it->conversation = ld_cli_regress_keep(run, v->conversation);
     it->verdict = v->verdict;
     it->input = input;
     return it->key && it->label && it->where && (it->conversation || !v->conversation) ? 0 : -1;
@@ -67,7 +43,7 @@ void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char
     if (a) ld_arena_init(a, 0);
     if (a && (v = ld_arena_alloc(a, sizeof *v)) &&
         ld_judge_request(run->differ, &run->checks, r, a, v, &e) == LD_OK) {
-        ld_cli_regress_item *it = new_item(run);
+        ld_cli_regress_item *it = ld_cli_regress_new_item(run);
         if (!it || describe(run, it, r, v, label, input) != 0 ||
             ld_baseline_add(&run->cur, it->rid, it->key, v->verdict, &v->findings,
                             ld_baseline_request_hash(r), run->n_items - 1, &e) != LD_OK) {
@@ -89,14 +65,11 @@ void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char
 void ld_cli_regress_on_member(void *ctx, size_t input, const ld_cli_regress_member_info *m)
 {
     ld_cli_regress_run *run = ctx;
-    ld_cli_regress_member *v = grow(run->members, &run->cap_members, run->n_members, sizeof *v);
-    if (!v) { fail(run, "out of memory listing members"); return; }
-    run->members = v;
-    ld_cli_regress_member *mb = &run->members[run->n_members++];
-    memset(mb, 0, sizeof *mb);
+    ld_cli_regress_member *mb = ld_cli_regress_new_member(run);
+    if (!mb) { fail(run, "out of memory listing members"); return; }
     mb->input = input;
-    mb->name = keep(run, m->name);
-    mb->label = keep(run, m->label);
+    mb->name = ld_cli_regress_keep(run, m->name);
+    mb->label = ld_cli_regress_keep(run, m->label);
     mb->lines = m->lines;
     mb->request_lines = m->request_lines;
     mb->failed = m->error != NULL;
@@ -119,13 +92,11 @@ void ld_cli_regress_on_problem(void *ctx, size_t input, ld_problem_kind kind, co
     if (kind == LD_PROBLEM_CAPTURE) run->capture_problems++; /* a line lost in its capture */
     if (e->code == LD_ERR_LIMIT) run->over_limit++;
     else run->io_errors++;
-    ld_cli_regress_problem *v = grow(run->problems, &run->cap_problems, run->n_problems, sizeof *v);
-    if (!v) { fail(run, "out of memory listing problems"); return; }
-    run->problems = v;
-    ld_cli_regress_problem *p = &run->problems[run->n_problems++];
+    ld_cli_regress_problem *p = ld_cli_regress_new_problem(run);
+    if (!p) { fail(run, "out of memory listing problems"); return; }
     p->input = input;
-    p->name = keep(run, e->path ? e->path : "-");
-    p->msg = keep(run, msg);
+    p->name = ld_cli_regress_keep(run, e->path ? e->path : "-");
+    p->msg = ld_cli_regress_keep(run, msg);
 }
 
 int ld_cli_regress_member_is_skipped(const ld_cli_regress_member *m)
@@ -151,22 +122,6 @@ int ld_cli_regress_compare(ld_cli_regress_run *run)
         it->n_new_errors = run->diff.n_new_errors[j];
     }
     return 0;
-}
-
-void ld_cli_regress_run_free(ld_cli_regress_run *run)
-{
-    for (size_t i = 0; i < run->n_items; i++) {
-        ld_request_free(run->items[i].req);
-        if (run->items[i].arena) ld_arena_release(run->items[i].arena);
-        free(run->items[i].arena);
-    }
-    free(run->items);
-    free(run->members);
-    free(run->problems);
-    ld_baseline_diff_free(&run->diff);
-    ld_baseline_free(&run->base);
-    ld_baseline_free(&run->cur);
-    ld_arena_release(&run->strings);
 }
 
 /* 0 regressions, 1 other not ok, 2 fixed or improved, 3 the rest. */

@@ -68,6 +68,39 @@ static const char *tp_proc_resolve(ld_cli_tp_proc *p, long tp, char *msg, size_t
     return NULL; /* a device still < 0: the transport's default (replay.h) */
 }
 
+/* --tp N in a step that srun started with several tasks: the group is
+ * the step's tasks (SLURM_STEP_NUM_TASKS, else SLURM_NTASKS, must be N;
+ * each task's rank and local rank come from SLURM_PROCID / SLURM_LOCALID
+ * above) and, unless one is given, they meet at a file named after the job
+ * and step in the directory the job was submitted from (SLURM_SUBMIT_DIR:
+ * on a cluster, storage every node sees), as torchrun-style launchers
+ * derive theirs.  A problem to report, or NULL. */
+static const char *srun_group(ld_cli_replay_args *a, char *msg, size_t cap)
+{
+    const char *step = getenv("SLURM_STEP_ID"), *job = getenv("SLURM_JOB_ID");
+    long tasks = -1;
+    if (a->tp < 1 || !step || !*step || !job || !*job || getenv("LD_TP_RANK")) return NULL;
+    const char *bad = env_first((const char *const[]){ "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", NULL }, &tasks);
+    if (bad) {
+        snprintf(msg, cap, "%s: not a task count", bad);
+        return msg;
+    }
+    if (tasks <= 1) return NULL; /* one task: a process on its own, as without srun */
+    if (tasks != a->tp) {
+        snprintf(msg, cap, "--tp %ld, but srun started %ld tasks: give --tp %ld or srun -n %ld", a->tp, tasks,
+                 tasks, a->tp);
+        return msg;
+    }
+    const char *rdv = getenv("LD_TP_RENDEZVOUS");
+    if (a->proc.rendezvous || (rdv && *rdv)) return NULL;
+    const char *dir = getenv("SLURM_SUBMIT_DIR");
+    int n = snprintf(a->proc.srun_rendezvous, sizeof a->proc.srun_rendezvous, "%s/.logdiff-tp-%s.%s",
+                     dir && *dir ? dir : ".", job, step);
+    if (n < 0 || (size_t)n >= sizeof a->proc.srun_rendezvous) return "SLURM_SUBMIT_DIR: too long a path";
+    a->proc.rendezvous = a->proc.srun_rendezvous;
+    return NULL;
+}
+
 /* "A-B" or "A" (layer numbers from 0, A <= B): the slice [A, B + 1); 0 or -1 */
 static int parse_layers(const char *s, int *first, int *last)
 {
@@ -143,10 +176,11 @@ static const char *parse_problem(ld_cli_replay_args *a)
 int ld_cli_replay_check(struct ld_cli *cli, ld_cli_replay_args *a, int n_logs)
 {
     a->sampling = (ld_replay_sampling){ 0, { NAN, 0, NAN, NAN } };
-    char tp_msg[96];
+    char tp_msg[160];
     const char *problem = value_problem(a, n_logs);
     if (!problem) problem = mode_problem(a);
     if (!problem) problem = parse_problem(a);
+    if (!problem) problem = srun_group(a, tp_msg, sizeof tp_msg);
     if (!problem) problem = tp_proc_resolve(&a->proc, a->tp, tp_msg, sizeof tp_msg);
     if (problem) {
         fprintf(cli->err, LD_CLI_REPLAY_PFX "%s\n", problem);

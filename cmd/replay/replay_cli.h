@@ -16,6 +16,7 @@
 typedef struct ld_cli_tp_proc {
     long rank, device, timeout;
     const char *rendezvous;
+    char srun_rendezvous[4096]; /* the one an srun step meets at (replay_args.c) */
     const char *transport; /* NULL: the default (replay.h) */
 } ld_cli_tp_proc;
 

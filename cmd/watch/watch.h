@@ -25,6 +25,7 @@ typedef struct ld_watch_opts {
     int from_end;                 /* files that exist at the start: from their end */
     const char *state_path;       /* --state FILE; NULL: none */
     const char *metrics_textfile; /* --metrics-textfile PATH; NULL: none */
+    const char *journal_dir;      /* --journal-dir DIR: journal:UNIT read there; NULL: the system journal */
 } ld_watch_opts;
 
 /* Follows sources[0..n) until they end or *stop becomes nonzero.  `rep`

@@ -1,6 +1,7 @@
 /* watch_internal.h - the state of one `logdiff watch` run, shared by
  * watch_run.c (set-up and tear-down), watch_files.c (the follower's hooks:
- * a capture per file) and watch_loop.c (the rounds).  Not public. */
+ * a capture per file), watch_journal.c (the journald units) and
+ * watch_loop.c (the rounds).  Not public. */
 #ifndef LD_CMD_WATCH_INTERNAL_H
 #define LD_CMD_WATCH_INTERNAL_H
 
@@ -10,6 +11,7 @@
 #include "parse/pair/pair.h"
 
 typedef struct ld_watch_state ld_watch_state; /* watch_state.h */
+typedef struct ld_watch_journal ld_watch_journal; /* watch_journal.h */
 
 typedef struct ld_watch {
     struct ld_cli *cli;
@@ -21,6 +23,8 @@ typedef struct ld_watch {
     size_t max_line;              /* --max-line */
     ld_pairer *pairer;            /* owned */
     ld_follow *follow;            /* owned */
+    ld_watch_journal **journals;  /* owned: the journald units followed (watch_journal.h) */
+    size_t n_journals;
     ld_watch_state *state;        /* owned; NULL without --state */
     ld_pair_emit_fn emit;         /* the pairer's callback (watch_loop.c) */
     ld_logset_hooks hooks;        /* problems of the captures and the pairer */

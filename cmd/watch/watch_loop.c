@@ -8,6 +8,7 @@
 
 #include "cmd/watch/watch.h"
 #include "cmd/watch/watch_internal.h"
+#include "cmd/watch/watch_journal.h"
 #include "cmd/watch/watch_state.h"
 
 double ld_watch_monotonic(void)
@@ -99,6 +100,7 @@ static int one_round(ld_watch *w, uint64_t *out_bytes)
         fprintf(w->cli->err, "logdiff watch: %s\n", e.msg);
         return -1;
     }
+    if (ld_watch_journals_poll(w, out_bytes) != 0) return -1;
     uint64_t wait_ms = (uint64_t)(w->opts.unpaired_after * 1000.0);
     uint64_t now = clock_ms(w);
     if (now > wait_ms) ld_pairer_expire(w->pairer, now - wait_ms);
@@ -108,7 +110,8 @@ static int one_round(ld_watch *w, uint64_t *out_bytes)
     write_textfile(w, 0);
     double now_s = ld_watch_monotonic();
     if (w->state && ld_watch_state_save_due(w->state, now_s))
-        ld_watch_state_save(w->state, w->follow, w->pairer, now_s, w->cli->err); /* said; going on */
+        ld_watch_state_save(w->state, w->follow, w->journals, w->n_journals, w->pairer, now_s,
+                            w->cli->err); /* said; going on */
     if ((w->emitted_since_flush || *out_bytes) && fflush(w->cli->out) != 0) {
         /* the reader of the verdicts went away (a closed pipe): nothing to go on for */
         fprintf(w->cli->err, "logdiff watch: cannot write the verdicts: %s\n", strerror(errno));
@@ -116,12 +119,6 @@ static int one_round(ld_watch *w, uint64_t *out_bytes)
     }
     w->emitted_since_flush = 0;
     return 0;
-}
-
-static void sleep_for(double seconds)
-{
-    struct timespec ts = { (time_t)seconds, (long)((seconds - floor(seconds)) * 1e9) };
-    nanosleep(&ts, NULL); /* a signal ends it early: the loop then looks at *stop */
 }
 
 /* The end: with a state file the open requests wait for the next run (their
@@ -132,12 +129,14 @@ static int finish(ld_watch *w, int sources_ended)
     ld_error e;
     ld_error_clear(&e);
     int rc = 0;
-    if (w->state && ld_watch_state_save(w->state, w->follow, w->pairer, ld_watch_monotonic(), w->cli->err) != 0)
+    if (w->state && ld_watch_state_save(w->state, w->follow, w->journals, w->n_journals, w->pairer,
+                                        ld_watch_monotonic(), w->cli->err) != 0)
         rc = -1;
     if (!w->state || sources_ended) {
-        /* the files closed first: their captures' last lines into the pairer */
+        /* the sources closed first: their captures' last lines into the pairer */
         ld_follow_free(w->follow);
         w->follow = NULL;
+        ld_watch_journals_close(w);
         ld_pairer_finish(w->pairer, &e);
     }
     count_lines(w);
@@ -153,11 +152,12 @@ int ld_watch_loop(ld_watch *w, volatile sig_atomic_t *stop)
     while (!*stop) {
         uint64_t bytes = 0;
         if (one_round(w, &bytes) != 0) return -1;
-        if (!ld_follow_live(w->follow)) {
+        if (!ld_follow_live(w->follow) && !w->n_journals) { /* a journal never ends */
             ended = 1;
             break;
         }
-        if (!bytes && !*stop) sleep_for(w->opts.poll_interval);
+        /* quiet: the poll interval, or less when a journal changes */
+        if (!bytes && !*stop) ld_watch_journals_wait(w, w->opts.poll_interval);
     }
     return finish(w, ended);
 }

@@ -1,9 +1,10 @@
-/* watch_run.c - ld_watch_run(): the pairer, the state and the follower set
- * up around watch_loop.c's rounds, and taken down after. */
+/* watch_run.c - ld_watch_run(): the pairer, the state, the follower and the
+ * journald units set up around watch_loop.c's rounds, and taken down after. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd/watch/watch_internal.h"
+#include "cmd/watch/watch_journal.h"
 #include "cmd/watch/watch_state.h"
 
 /* a problem of a capture or of the pairer (a line that does not parse) */
@@ -34,6 +35,10 @@ static int make_pairer(ld_watch *w, unsigned flags)
 static int add_sources(ld_watch *w, char **sources, int n)
 {
     for (int i = 0; i < n; i++) {
+        if (ld_watch_journal_is(sources[i])) {
+            if (ld_watch_journal_add(w, sources[i], ld_watch_state_journal(w->state, sources[i])) != 0) return -1;
+            continue;
+        }
         ld_error e;
         ld_error_clear(&e);
         if (ld_watch_state_add_source(w->state, w->follow, sources[i], &e) != LD_OK) {
@@ -64,6 +69,7 @@ static void take_down(ld_watch *w)
     w->closing = w->state != NULL;
     ld_follow_free(w->follow);
     w->follow = NULL;
+    ld_watch_journals_close(w);
     ld_pairer_free(w->pairer);
     ld_watch_state_free(w->state);
 }

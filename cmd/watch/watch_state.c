@@ -15,47 +15,10 @@ static const ld_source *first_part(const ld_request *r)
     return s && s->member ? s : NULL;
 }
 
-int ld_watch_judged_add(judged_list *l, const char *path, uint64_t offset, const char *rid)
+/* a line's position in its source: a file's byte offset, a journal's entry */
+static uint64_t position(const ld_source *s)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        judged *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return -1;
-        l->v = v;
-        l->cap = cap;
-    }
-    judged j = { strdup(path), offset, strdup(rid) };
-    if (!j.path || !j.rid) {
-        free(j.path);
-        free(j.rid);
-        return -1;
-    }
-    l->v[l->n++] = j;
-    return 0;
-}
-
-static void judged_clear(judged_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].path);
-        free(l->v[i].rid);
-    }
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-void ld_watch_state_free(ld_watch_state *st)
-{
-    if (!st) return;
-    for (size_t i = 0; i < st->n_files; i++) {
-        free(st->files[i].source);
-        free(st->files[i].path);
-    }
-    free(st->files);
-    judged_clear(&st->before);
-    judged_clear(&st->now);
-    free(st->path);
-    free(st);
+    return ld_watch_journal_is(s->member) ? s->line : s->offset;
 }
 
 int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r)
@@ -64,7 +27,7 @@ int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r)
     if (!s) return 0;
     for (size_t i = 0; i < st->before.n; i++) {
         judged *j = &st->before.v[i];
-        if (j->offset != s->offset || strcmp(j->rid, r->rid) || strcmp(j->path, s->member)) continue;
+        if (j->offset != position(s) || strcmp(j->rid, r->rid) || strcmp(j->path, s->member)) continue;
         /* each comes again once: the list shrinks as the restart's lines are read */
         free(j->path);
         free(j->rid);
@@ -77,7 +40,7 @@ int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r)
 void ld_watch_state_note_judged(ld_watch_state *st, const ld_request *r)
 {
     const ld_source *s = st && r->rid ? first_part(r) : NULL;
-    if (s) ld_watch_judged_add(&st->now, s->member, s->offset, r->rid); /* out of memory: it may be judged again */
+    if (s) ld_watch_judged_add(&st->now, s->member, position(s), r->rid); /* out of memory: it may be judged again */
 }
 
 int ld_watch_state_save_due(const ld_watch_state *st, double now)
@@ -108,6 +71,20 @@ typedef struct positions {
     int nomem;
 } positions;
 
+/* a journal source being saved: the first entry a restart reads */
+typedef struct journal_pos {
+    ld_watch_journal *j;
+    uint64_t from;    /* the first entry needed */
+    uint64_t start;   /* the first entry the mark reads (at most `from`) */
+    saved_journal out; /* the mark (its cursor malloc'd, its source borrowed) */
+} journal_pos;
+
+typedef struct saving {
+    positions files;
+    journal_pos *journals;
+    size_t n_journals;
+} saving;
+
 static void add_position(void *ctx, const ld_follow_file *file, const char *source)
 {
     positions *p = ctx;
@@ -132,30 +109,50 @@ static void add_position(void *ctx, const ld_follow_file *file, const char *sour
     p->v[p->n++] = s;
 }
 
-/* a request still waiting: its file must be read again from its first line */
+static journal_pos *journal_of(const saving *sv, const char *name)
+{
+    for (size_t i = 0; i < sv->n_journals; i++)
+        if (!strcmp(ld_watch_journal_name(sv->journals[i].j), name)) return &sv->journals[i];
+    return NULL;
+}
+
+/* a request still waiting: its source must be read again from its first line */
 static void pull_back(void *ctx, const ld_request *r)
 {
-    positions *p = ctx;
+    saving *sv = ctx;
     const ld_source *s = first_part(r);
     if (!s) return;
-    for (size_t i = 0; i < p->n; i++) {
-        saved_file *f = &p->v[i];
+    journal_pos *jp = ld_watch_journal_is(s->member) ? journal_of(sv, s->member) : NULL;
+    if (jp) {
+        ld_watch_journal_keep(jp->j, s->line);
+        if (s->line < jp->from) jp->from = s->line;
+        return;
+    }
+    for (size_t i = 0; i < sv->files.n; i++) {
+        saved_file *f = &sv->files.v[i];
         if (strcmp(f->path, s->member) || s->offset >= f->offset) continue;
         f->offset = s->offset;
         f->line = s->line ? s->line - 1 : 0;
     }
 }
 
+/* 1 when the lines of the request judged j will be read again */
+static int read_again(const judged *j, const saving *sv)
+{
+    const journal_pos *jp = ld_watch_journal_is(j->path) ? journal_of(sv, j->path) : NULL;
+    if (jp) return jp->out.mark.cursor && j->offset >= jp->start;
+    for (size_t k = 0; k < sv->files.n; k++)
+        if (!strcmp(sv->files.v[k].path, j->path) && j->offset >= sv->files.v[k].offset) return 1;
+    return 0;
+}
+
 /* keeps the judged requests whose lines will be read again */
-static void prune_judged(judged_list *l, const positions *p)
+static void prune_judged(judged_list *l, const saving *sv)
 {
     size_t kept = 0;
     for (size_t i = 0; i < l->n; i++) {
         judged *j = &l->v[i];
-        int again = 0;
-        for (size_t k = 0; k < p->n && !again; k++)
-            again = !strcmp(p->v[k].path, j->path) && j->offset >= p->v[k].offset;
-        if (again) l->v[kept++] = *j;
+        if (read_again(j, sv)) l->v[kept++] = *j;
         else {
             free(j->path);
             free(j->rid);
@@ -164,28 +161,61 @@ static void prune_judged(judged_list *l, const positions *p)
     l->n = kept;
 }
 
-static void positions_free(positions *p)
+/* each journal's mark: at the first entry a restart must read */
+static int mark_journals(saving *sv)
 {
-    for (size_t i = 0; i < p->n; i++) {
-        free(p->v[i].source);
-        free(p->v[i].path);
+    int rc = 0;
+    for (size_t i = 0; i < sv->n_journals; i++) {
+        journal_pos *jp = &sv->journals[i];
+        jp->out.source = (char *)ld_watch_journal_name(jp->j);
+        if (ld_watch_journal_mark_at(jp->j, jp->from, &jp->out.mark, &jp->start) != 0) rc = -1;
     }
-    free(p->v);
+    return rc;
 }
 
-int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, double now, FILE *err)
+static void saving_free(saving *sv)
 {
-    positions p = { 0 };
-    ld_follow_each(f, add_position, &p);
-    ld_pairer_each_waiting(pairer, pull_back, &p);
-    int rc = -1;
-    if (p.nomem) fprintf(err, "logdiff watch: out of memory for the state\n");
-    else {
-        prune_judged(&st->now, &p);
-        prune_judged(&st->before, &p); /* those read past without coming again */
-        rc = ld_watch_state_write(st, p.v, p.n, err);
+    for (size_t i = 0; i < sv->files.n; i++) {
+        free(sv->files.v[i].source);
+        free(sv->files.v[i].path);
     }
-    positions_free(&p);
+    free(sv->files.v);
+    for (size_t i = 0; i < sv->n_journals; i++) free(sv->journals[i].out.mark.cursor);
+    free(sv->journals);
+}
+
+/* the positions of every source, pulled back to what the pairer and the
+ * captures still wait for */
+static int gather(saving *sv, ld_follow *f, ld_watch_journal **journals, size_t n, const ld_pairer *pairer)
+{
+    sv->journals = n ? calloc(n, sizeof *sv->journals) : NULL;
+    if (n && !sv->journals) return -1;
+    sv->n_journals = n;
+    for (size_t i = 0; i < n; i++) {
+        sv->journals[i].j = journals[i];
+        sv->journals[i].from = ld_watch_journal_first_needed(journals[i]);
+    }
+    ld_follow_each(f, add_position, &sv->files);
+    ld_pairer_each_waiting(pairer, pull_back, sv);
+    return sv->files.nomem || mark_journals(sv) != 0 ? -1 : 0;
+}
+
+int ld_watch_state_save(ld_watch_state *st, ld_follow *f, ld_watch_journal **journals, size_t n_journals,
+                        const ld_pairer *pairer, double now, FILE *err)
+{
+    saving sv = { { 0 }, NULL, 0 };
+    int rc = -1;
+    if (gather(&sv, f, journals, n_journals, pairer) != 0) fprintf(err, "logdiff watch: out of memory for the state\n");
+    else {
+        prune_judged(&st->now, &sv);
+        prune_judged(&st->before, &sv); /* those read past without coming again */
+        saved_journal *sj = sv.n_journals ? malloc(sv.n_journals * sizeof *sj) : NULL;
+        for (size_t i = 0; sj && i < sv.n_journals; i++) sj[i] = sv.journals[i].out;
+        if (sv.n_journals && !sj) fprintf(err, "logdiff watch: out of memory for the state\n");
+        else rc = ld_watch_state_write(st, sv.files.v, sv.files.n, sj, sv.n_journals, err);
+        free(sj);
+    }
+    saving_free(&sv);
     st->saved_at = now;
     return rc;
 }

@@ -4,16 +4,22 @@
  * What is saved, per file followed: its identity (device, inode) and a
  * position to read again from: the first line of the oldest request still
  * waiting for its Finish (its lines must be read again to pair it), or the
- * read position when none waits.  Requests judged after that position are
- * listed by rid: when their lines come again they are not judged twice.
+ * read position when none waits.  Per journald unit followed
+ * (watch_journal.h): the cursor of the entry holding that first line (or
+ * of a line journald split whose last piece has not come), or of the last
+ * entry read, and its number.  Requests judged after that position are
+ * listed by rid (with their first line's offset, or entry for a journal):
+ * when their lines come again they are not judged twice.
  * The file is JSON ({"logdiff_watch_state": 1, ...}), written atomically
  * (a temporary file renamed over it).  One that cannot be read as such, or
  * of another format version, is an error that names it: it is never
  * silently reused nor overwritten.
  *
  * Limits, said in the README: a rotated file is known by its path while it
- * is read to its end; a line whose capture pieces (Docker's 16 KiB parts)
- * straddle the stop is read from its next piece only, and said as cut; the
+ * is read to its end; a line of a file whose capture pieces (Docker's 16
+ * KiB parts) straddle the stop is read from its next piece only, and said
+ * as cut (a journal's is read again from its first piece); a journal entry
+ * whose cursor is gone (vacuumed) is said, and reading goes on after it; the
  * conversations followed before the restart are not
  * kept (the first request of each after it starts a conversation anew). */
 #ifndef LD_CMD_WATCH_STATE_H
@@ -22,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cmd/watch/watch_journal.h"
 #include "parse/follow/follow.h"
 #include "parse/pair/pair.h"
 
@@ -37,6 +44,10 @@ void ld_watch_state_free(ld_watch_state *st);
  * else from its start (ld_follow_add).  LD_OK or the follower's error. */
 ld_status ld_watch_state_add_source(ld_watch_state *st, ld_follow *f, const char *source, ld_error *err);
 
+/* The saved mark of journal source `source` (borrowed from st), NULL when
+ * none (or st NULL). */
+const ld_watch_journal_mark *ld_watch_state_journal(const ld_watch_state *st, const char *source);
+
 /* 1 when r was judged before the restart (its lines are read again). NULL st: 0. */
 int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r);
 /* Remembers that r was judged (for the next save). NULL st: nothing. */
@@ -45,8 +56,10 @@ void ld_watch_state_note_judged(ld_watch_state *st, const ld_request *r);
 /* 1 when the last save is a second or more before `now` (the caller's
  * monotonic seconds, as given to ld_watch_state_save). */
 int ld_watch_state_save_due(const ld_watch_state *st, double now);
-/* Saves the positions of f's files and what `pairer` still waits for, at
- * time `now`.  0, or -1 after a line on err. */
-int ld_watch_state_save(ld_watch_state *st, ld_follow *f, const ld_pairer *pairer, double now, FILE *err);
+/* Saves the positions of f's files and of the journal sources
+ * journals[0..n_journals) and what `pairer` still waits for, at time
+ * `now`.  0, or -1 after a line on err. */
+int ld_watch_state_save(ld_watch_state *st, ld_follow *f, ld_watch_journal **journals, size_t n_journals,
+                        const ld_pairer *pairer, double now, FILE *err);
 
 #endif

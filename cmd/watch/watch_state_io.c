@@ -3,7 +3,13 @@
  *
  *   {"logdiff_watch_state": 1, "logdiff": "0.x",
  *    "files": [{"source": S, "path": P, "dev": N, "ino": N, "offset": N, "line": N}],
+ *    "journals": [{"source": S, "cursor": C, "entry": N, "after": B}],
  *    "judged": [{"path": P, "offset": N, "rid": R}]}
+ *
+ * "journals" came later in format 1: a state without it is read as having
+ * none (and a logdiff before it reads this one's files and judged alike).
+ * A judged request's "offset" is its journal entry's number when "path"
+ * names a journal source.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -53,6 +59,39 @@ static int load_file_entry(ld_watch_state *st, const cJSON *o)
     return 0;
 }
 
+/* a cursor as sd-journal writes them: printable ASCII, no quote, bounded */
+static int cursor_ok(const char *c)
+{
+    size_t n = strlen(c);
+    if (!n || n > 1024) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] < 0x21 || c[i] > 0x7e) return 0;
+    return 1;
+}
+
+static int load_journal_entry(ld_watch_state *st, const cJSON *o)
+{
+    saved_journal s = { 0 };
+    const char *source = get_str(o, "source"), *cursor = get_str(o, "cursor");
+    const cJSON *after = cJSON_GetObjectItemCaseSensitive(o, "after");
+    if (!source || !ld_watch_journal_is(source) || !cursor || !cursor_ok(cursor) || !cJSON_IsBool(after) ||
+        get_u64(o, "entry", &s.mark.entry) || ld_watch_state_journal(st, source))
+        return -1;
+    s.mark.after = cJSON_IsTrue(after);
+    saved_journal *v = realloc(st->journals, (st->n_journals + 1) * sizeof *v);
+    if (!v) return -1;
+    st->journals = v;
+    s.source = strdup(source);
+    s.mark.cursor = strdup(cursor);
+    if (!s.source || !s.mark.cursor) {
+        free(s.source);
+        free(s.mark.cursor);
+        return -1;
+    }
+    st->journals[st->n_journals++] = s;
+    return 0;
+}
+
 static int load_judged_entry(ld_watch_state *st, const cJSON *o)
 {
     const char *path = get_str(o, "path"), *rid = get_str(o, "rid");
@@ -71,10 +110,27 @@ static const char *load_doc(ld_watch_state *st, const cJSON *doc)
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(doc, "files");
     const cJSON *jd = cJSON_GetObjectItemCaseSensitive(doc, "judged");
     if (!cJSON_IsArray(files) || !cJSON_IsArray(jd)) return "\"files\" or \"judged\" is missing";
+    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(doc, "journals"); /* may be absent */
+    if (jn && !cJSON_IsArray(jn)) return "\"journals\" is not an array";
     const cJSON *o;
     cJSON_ArrayForEach(o, files) if (load_file_entry(st, o) != 0) return "a \"files\" entry is not understood";
+    cJSON_ArrayForEach(o, jn) if (load_journal_entry(st, o) != 0) return "a \"journals\" entry is not understood";
     cJSON_ArrayForEach(o, jd) if (load_judged_entry(st, o) != 0) return "a \"judged\" entry is not understood";
     return NULL;
+}
+
+const char *ld_watch_state_parse(ld_watch_state *st, const char *text, size_t len, char *why, size_t cap)
+{
+    const char *end = NULL;
+    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    const char *bad = NULL;
+    if (!doc) {
+        snprintf(why, cap, "byte %llu: not JSON", (unsigned long long)(end ? (size_t)(end - text) : 0));
+        bad = why;
+    } else bad = load_doc(st, doc);
+    cJSON_Delete(doc);
+    if (bad) ld_watch_state_clear(st);
+    return bad;
 }
 
 ld_watch_state *ld_watch_state_open(const char *path, FILE *err)
@@ -93,22 +149,15 @@ ld_watch_state *ld_watch_state_open(const char *path, FILE *err)
         return NULL;
     }
     size_t len = 0;
-    char *text = NULL;
+    char *text = NULL, buf[64];
     ld_error e;
     ld_error_clear(&e);
     ld_status rs = ld_slurp_stream(f, &text, &len, &e);
     fclose(f);
-    const char *end = NULL;
-    cJSON *doc = rs == LD_OK ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
-    const char *why = rs != LD_OK ? e.msg : !doc ? NULL : load_doc(st, doc);
-    if (text && !doc)
-        fprintf(err, "logdiff watch: state %s: byte %llu: not JSON: not reused; move it away to start afresh\n",
-                path, (unsigned long long)(end ? (size_t)(end - text) : 0));
-    else if (why)
-        fprintf(err, "logdiff watch: state %s: %s: not reused; move it away to start afresh\n", path, why);
-    cJSON_Delete(doc);
+    const char *why = rs != LD_OK ? e.msg : ld_watch_state_parse(st, text, len, buf, sizeof buf);
     free(text);
-    if (!doc || why) {
+    if (why) {
+        fprintf(err, "logdiff watch: state %s: %s: not reused; move it away to start afresh\n", path, why);
         ld_watch_state_free(st);
         return NULL;
     }
@@ -117,13 +166,17 @@ ld_watch_state *ld_watch_state_open(const char *path, FILE *err)
 
 /* ------------------------------------------------------------ writing */
 
-static int print_doc(const void *ctx, FILE *f)
+static int print_text(const void *ctx, FILE *f)
 {
-    char *text = cJSON_PrintUnformatted((const cJSON *)ctx);
-    if (!text) return -1;
-    int rc = fputs(text, f) < 0 || fputc('\n', f) == EOF ? -1 : 0;
-    free(text);
-    return rc;
+    return fputs((const char *)ctx, f) < 0 || fputc('\n', f) == EOF ? -1 : 0;
+}
+
+/* a count or position exactly (cJSON's own numbers keep 15 digits) */
+static void add_u64(cJSON *o, const char *key, uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%llu", (unsigned long long)v);
+    cJSON_AddRawToObject(o, key, text);
 }
 
 static cJSON *file_json(const saved_file *s)
@@ -132,10 +185,21 @@ static cJSON *file_json(const saved_file *s)
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "source", s->source);
     cJSON_AddStringToObject(o, "path", s->path);
-    cJSON_AddNumberToObject(o, "dev", (double)s->dev);
-    cJSON_AddNumberToObject(o, "ino", (double)s->ino);
-    cJSON_AddNumberToObject(o, "offset", (double)s->offset);
-    cJSON_AddNumberToObject(o, "line", (double)s->line);
+    add_u64(o, "dev", s->dev);
+    add_u64(o, "ino", s->ino);
+    add_u64(o, "offset", s->offset);
+    add_u64(o, "line", s->line);
+    return o;
+}
+
+static cJSON *journal_json(const saved_journal *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "source", s->source);
+    cJSON_AddStringToObject(o, "cursor", s->mark.cursor);
+    add_u64(o, "entry", s->mark.entry);
+    cJSON_AddBoolToObject(o, "after", s->mark.after);
     return o;
 }
 
@@ -144,29 +208,46 @@ static cJSON *judged_json(const judged *j)
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "path", j->path);
-    cJSON_AddNumberToObject(o, "offset", (double)j->offset);
+    add_u64(o, "offset", j->offset);
     cJSON_AddStringToObject(o, "rid", j->rid);
     return o;
 }
 
-int ld_watch_state_write(const ld_watch_state *st, const saved_file *files, size_t n_files, FILE *err)
+char *ld_watch_state_text(const ld_watch_state *st, const saved_file *files, size_t n_files,
+                          const saved_journal *journals, size_t n_journals)
 {
     cJSON *doc = cJSON_CreateObject();
-    cJSON *fa = cJSON_CreateArray(), *ja = cJSON_CreateArray();
-    if (!doc || !fa || !ja) {
+    cJSON *fa = cJSON_CreateArray(), *jn = cJSON_CreateArray(), *ja = cJSON_CreateArray();
+    if (!doc || !fa || !jn || !ja) {
         cJSON_Delete(doc);
         cJSON_Delete(fa);
+        cJSON_Delete(jn);
         cJSON_Delete(ja);
-        fprintf(err, "logdiff watch: out of memory for the state\n");
-        return -1;
+        return NULL;
     }
     cJSON_AddNumberToObject(doc, "logdiff_watch_state", LD_WATCH_STATE_FORMAT);
     cJSON_AddStringToObject(doc, "logdiff", LD_VERSION);
     cJSON_AddItemToObject(doc, "files", fa);
+    cJSON_AddItemToObject(doc, "journals", jn);
     cJSON_AddItemToObject(doc, "judged", ja);
     for (size_t i = 0; i < n_files; i++) cJSON_AddItemToArray(fa, file_json(&files[i]));
+    for (size_t i = 0; i < n_journals; i++)
+        if (journals[i].mark.cursor) cJSON_AddItemToArray(jn, journal_json(&journals[i]));
     for (size_t i = 0; i < st->now.n; i++) cJSON_AddItemToArray(ja, judged_json(&st->now.v[i]));
-    int rc = ld_cli_write_output("watch", st->path, print_doc, doc, err);
+    char *text = cJSON_PrintUnformatted(doc);
     cJSON_Delete(doc);
+    return text;
+}
+
+int ld_watch_state_write(const ld_watch_state *st, const saved_file *files, size_t n_files,
+                         const saved_journal *journals, size_t n_journals, FILE *err)
+{
+    char *text = ld_watch_state_text(st, files, n_files, journals, n_journals);
+    if (!text) {
+        fprintf(err, "logdiff watch: out of memory for the state\n");
+        return -1;
+    }
+    int rc = ld_cli_write_output("watch", st->path, print_text, text, err);
+    free(text);
     return rc;
 }

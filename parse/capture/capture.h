@@ -125,6 +125,12 @@ ld_status ld_capture_drain(ld_capture *c, ld_line *out, int *out_has, ld_error *
 
 const ld_capture_stats *ld_capture_stats_of(const ld_capture *c);
 
+/* Each line still waiting for its last piece: where its first piece was
+ * (the lineno and offset the push gave it), for a reader that must read
+ * again from there after a restart (logdiff watch's state). */
+void ld_capture_each_pending(const ld_capture *c, void (*fn)(void *ctx, uint64_t lineno, uint64_t offset),
+                             void *ctx);
+
 /* ---- the record parsers (capture_record.c), for the rejoiner and tests */
 
 /* One record of a wrapped capture: its text (the piece of the server's

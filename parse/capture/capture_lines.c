@@ -95,3 +95,10 @@ ld_status ld_capture_whole_record(const ld_capture *c, const ld_line *in, const 
     *out_has = 1;
     return LD_OK;
 }
+
+void ld_capture_each_pending(const ld_capture *c, void (*fn)(void *ctx, uint64_t lineno, uint64_t offset),
+                             void *ctx)
+{
+    for (int i = 0; i < LD_CAPTURE_MAX_SOURCES; i++)
+        if (c->src[i].active) fn(ctx, c->src[i].lineno, c->src[i].offset);
+}

@@ -2,6 +2,7 @@
 #include "journal_file.h"
 
 #include "capture_internal.h"
+#include "journal_entry.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,28 +51,6 @@ ld_status ld_journal_file_open(const char *path, ld_journal_file **out, ld_error
     return LD_OK;
 }
 
-/* field `name`'s value in the current entry (borrowed), or NULL */
-static const char *field(sd_journal *j, const char *name, size_t *len)
-{
-    const void *d;
-    size_t n, k = strlen(name);
-    if (sd_journal_get_data(j, name, &d, &n) < 0 || n < k + 1) return NULL;
-    *len = n - k - 1; /* the data is "NAME=value" */
-    return (const char *)d + k + 1;
-}
-
-/* the entry's writer, named as the JSON and export readers name it */
-static void entry_source(ld_journal_file *f, ld_capture_record *rec)
-{
-    ld_journal_span who[5] = {{0}};
-    for (int p = 0; p < 5; p++) {
-        who[p].at = field(f->j, ld_journal_field_names[LD_JF_STREAM_ID + p], &who[p].len);
-        who[p].type = who[p].at ? 's' : 0;
-    }
-    rec->source_len = ld_capture_journal_source(f->source, sizeof f->source, who);
-    rec->source = f->source;
-}
-
 ld_status ld_journal_file_next(ld_journal_file *f, ld_capture_record *rec, uint64_t *entry, int *has,
                                ld_error *err)
 {
@@ -83,13 +62,7 @@ ld_status ld_journal_file_next(ld_journal_file *f, ld_capture_record *rec, uint6
     *has = 1;
     if (r < 0) return LD_FAIL(err, LD_ERR_IO, 0, "entry %llu cannot be read: %s", (unsigned long long)*entry,
                               strerror(-r));
-    size_t n = 0;
-    rec->text = field(f->j, ld_journal_field_names[LD_JF_MESSAGE], &n);
-    rec->len = n;
-    rec->skip = !rec->text;
-    const char *lb = field(f->j, ld_journal_field_names[LD_JF_LINE_BREAK], &n);
-    rec->last = !(lb && n == 8 && !memcmp(lb, "line-max", 8));
-    entry_source(f, rec);
+    ld_journal_entry_record(f->j, f->source, sizeof f->source, rec);
     return LD_OK;
 }
 

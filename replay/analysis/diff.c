@@ -99,7 +99,8 @@ static ld_status add_align_findings(const ld_align_result *res, ld_arena *arena,
     return LD_OK;
 }
 
-static ld_status align_request(const ld_request *r, ld_arena *arena, ld_verdict *out,
+/* The alignment into out->align; its findings appended when `findings`. */
+static ld_status align_request(const ld_request *r, ld_arena *arena, ld_verdict *out, int findings,
                                ld_error *err)
 {
     size_t n = (size_t)r->n_messages;
@@ -111,7 +112,14 @@ static ld_status align_request(const ld_request *r, ld_arena *arena, ld_verdict 
     LD_TRY(ld_align_run(msgs, n, r->prompt.bytes, r->prompt.len, &info, arena, &res, err));
     out->align = res;
     out->aligned = 1;
-    return add_align_findings(res, arena, &out->findings, err);
+    return findings ? add_align_findings(res, arena, &out->findings, err) : LD_OK;
+}
+
+ld_status ld_differ_align_only(const ld_request *r, ld_arena *arena, ld_verdict *out, ld_error *err)
+{
+    out->align = NULL;
+    out->aligned = 0;
+    return can_align(r) ? align_request(r, arena, out, 0, err) : LD_OK;
 }
 
 ld_status ld_differ_judge(ld_differ *d, const ld_request *r, ld_arena *arena,
@@ -122,7 +130,7 @@ ld_status ld_differ_judge(ld_differ *d, const ld_request *r, ld_arena *arena,
     LD_TRY(ld_pd_check(r, arena, &out->findings, err));
     if (d->conv && !(r->flags & LD_REQ_ERROR) && r->n_messages >= 0)
         LD_TRY(ld_conv_check(d->conv, r, arena, &out->findings, &out->conversation, err));
-    if (can_align(r)) LD_TRY(align_request(r, arena, out, err));
+    if (can_align(r)) LD_TRY(align_request(r, arena, out, 1, err));
     ld_harness_capture_loss(r, &out->findings);
     out->verdict = ld_verdict_of(&out->findings);
     return LD_OK;

@@ -47,6 +47,12 @@ ld_status ld_differ_new(const ld_diff_options *opts, ld_differ **out, ld_error *
 ld_status ld_differ_judge(ld_differ *d, const ld_request *r, ld_arena *arena,
                           ld_verdict *out, ld_error *err);
 
+/* Only the alignment of ld_differ_judge (out->align, out->aligned; no
+ * findings, no conversation): a pure function of r's messages and prompt,
+ * for a verdict read back from elsewhere (`regress --merge`) whose
+ * findings came with it.  Errors: LD_ERR_NOMEM. */
+ld_status ld_differ_align_only(const ld_request *r, ld_arena *arena, ld_verdict *out, ld_error *err);
+
 /* Conversation counters (for the summary and memory accounting). */
 void ld_differ_conv_stats(const ld_differ *d, ld_conv_stats *out);
 

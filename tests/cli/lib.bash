@@ -27,15 +27,30 @@ check() {
     if "$@"; then ok "$name"; else not_ok "$name" "command failed: $*"; fi
 }
 
-# verdicts LOG: "rid verdict error-kinds" a line, sorted, from diff --json
-# (the requests only; a capture problem's object has no rid)
-verdicts() {
-    "$LOGDIFF" diff --json "$1" 2>/dev/null | python3 -c '
+# rows OUT: "rid verdict error-kinds" a line, sorted, from a file of diff's or watch's --json
+# records (the requests only; a capture problem's object has no rid); n_rows OUT: how many
+rows() {
+    python3 -c '
 import json, sys
-for r in map(json.loads, sys.stdin):
+for line in open(sys.argv[1]):
+    r = json.loads(line)
     if r.get("rid") is None: continue
     kinds = ",".join(sorted(f["kind"] for f in r["findings"] if f["severity"] == "error"))
-    print(r["rid"], r["verdict"], kinds)' | sort
+    print(r["rid"], r["verdict"], kinds)' "$1" | sort
+}
+n_rows() { rows "$1" | wc -l; }
+has_rows() { [ "$(n_rows "$1")" -ge "$2" ]; } # OUT N: at least N rows
+
+# wait_for SECONDS CMD...: until CMD succeeds (polled every 0.1 s); 1 when time ran out
+wait_for() {
+    local end=$((SECONDS + $1)); shift
+    until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done
+}
+
+# verdicts LOG: the rows of diff --json LOG
+verdicts() {
+    "$LOGDIFF" diff --json "$1" 2>/dev/null >"$WORK/.verdicts.jsonl"
+    rows "$WORK/.verdicts.jsonl"
 }
 
 finish() {

@@ -101,6 +101,27 @@ wait
 check "SLURM_PROCID: both exit 0, rank 0 the same report" bash -c \
     "[ \$(cat '$WORK/slurm.0.rc') = 0 ] && [ \$(cat '$WORK/slurm.1.rc') = 0 ] && [ ! -s '$WORK/slurm.1.out' ] &&
      cmp -s '$WORK/slurm.0.out' '$WORK/qwen3___json.threads'"
+# a step srun started with 2 tasks, --tp 2 alone: the tasks meet in the submit directory under
+# the job's and step's ids (the variables as srun sets them for each task)
+mkdir -p "$WORK/submit"
+for r in 0 1; do
+    (SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 SLURM_NTASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r \
+        SLURM_SUBMIT_DIR="$WORK/submit" "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --threads 2 --json \
+        --tp 2 "$RL" >"$WORK/srun.$r.out" 2>"$WORK/srun.$r.err"
+     echo $? >"$WORK/srun.$r.rc") &
+done
+wait
+check "srun step, --tp 2 alone: both exit 0, rank 0 the same report" bash -c \
+    "[ \$(cat '$WORK/srun.0.rc') = 0 ] && [ \$(cat '$WORK/srun.1.rc') = 0 ] && [ ! -s '$WORK/srun.1.out' ] &&
+     cmp -s '$WORK/srun.0.out' '$WORK/qwen3___json.threads'"
+check "  (rank 0 removed the rendezvous once both were in)" bash -c "[ -z \"\$(ls -A '$WORK/submit')\" ]"
+run "srun started 3 tasks for --tp 2: exit 2" 2 env SLURM_JOB_ID=4242 SLURM_STEP_ID=1 SLURM_STEP_NUM_TASKS=3 \
+    SLURM_PROCID=0 "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 "$RL"
+check "  it says so" grep -q "srun started 3 tasks" "$WORK/err"
+run "rank 0 alone in a step of 2 (the other never comes): exit 2, naming the submit directory's file" 2 \
+    env SLURM_JOB_ID=4242 SLURM_STEP_ID=2 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 SLURM_SUBMIT_DIR="$WORK/submit" \
+    "$LOGDIFF" replay --model "$MD/qwen3" --rid rp-greedy --tp 2 --tp-timeout 1 "$RL"
+check "  it names the rendezvous" grep -q "logdiff-tp-4242.2" "$WORK/err"
 run "a launcher's RANK without a rendezvous: no group" 0 env RANK=1 "$LOGDIFF" replay --model "$MD/qwen3" \
     --rid rp-greedy --threads 2 --json --tp 2 "$RL"
 check "  (the one-process report)" cmp -s "$WORK/out" "$WORK/qwen3___json.threads"

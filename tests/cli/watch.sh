@@ -13,23 +13,6 @@ N=$(wc -l <"$LOG")
 verdicts "$LOG" >"$WORK/expect"
 n_expect=$(wc -l <"$WORK/expect")
 
-# rows OUT: the same "rid verdict kinds" lines from a watch's --json output
-rows() {
-    python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("rid") is None: continue
-    kinds = ",".join(sorted(f["kind"] for f in r["findings"] if f["severity"] == "error"))
-    print(r["rid"], r["verdict"], kinds)' "$1" | sort
-}
-n_rows() { rows "$1" | wc -l; }
-# wait_for SECONDS CMD...: until CMD succeeds (polled every 0.1 s)
-wait_for() {
-    local end=$((SECONDS + $1)); shift
-    until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done
-}
-has_rows() { [ "$(n_rows "$1")" -ge "$2" ]; }
 # the line number after which no request is open (after a Finish line), near the middle
 split_at() {
     python3 -c '

@@ -139,6 +139,63 @@ static int test_baseline_refuses(void)
     return 0;
 }
 
+/* The layout ld_baseline_write gives is read a line at a time; any other
+ * layout of the same JSON reads the same, and a damaged line is reported
+ * at its line whichever reader met it. */
+static int test_baseline_layouts(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    ld_baseline b, back;
+    ld_baseline_init(&b);
+    const char *const tpl[] = { LD_K_TEMPLATE_DROPPED, LD_K_TEMPLATE_FAITHFUL };
+    for (int i = 0; i < 5; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "r%d", 4 - i);
+        CHECK(add(&b, &a, rid, i % 2 ? "template" : "ok", i % 2 ? tpl : NULL, i % 2 ? 2 : 0, (uint64_t)i, (size_t)i) == 0);
+    }
+    ld_baseline_sort(&b);
+    char *text = NULL;
+    CHECK(round_trip(&b, &back, &text) == 0);
+    ld_baseline_free(&back);
+    size_t len = strlen(text);
+    char *one_line = strdup(text), *spaced = malloc(2 * len + 1);
+    for (char *p = one_line; *p; p++) if (*p == '\n') *p = ' ';
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) { if (text[i] == ',') spaced[k++] = '\n'; spaced[k++] = text[i]; }
+    spaced[k] = 0;
+    const char *variants[] = { text, one_line, spaced };
+    for (int v = 0; v < 3; v++) {
+        ld_baseline_init(&back);
+        ld_error e;
+        ld_error_clear(&e);
+        CHECK_MSG(ld_baseline_parse(variants[v], strlen(variants[v]), &back, &e) == LD_OK, "layout %d: %s", v, e.msg);
+        CHECK_EQ_INT(back.n, b.n);
+        for (size_t i = 0; i < b.n; i++) {
+            CHECK_EQ_STR(back.v[i].rid, b.v[i].rid);
+            CHECK_EQ_STR(back.v[i].verdict, b.v[i].verdict);
+            CHECK(back.v[i].hash == b.v[i].hash && back.v[i].n_errors == b.v[i].n_errors &&
+                  back.v[i].n_info == b.v[i].n_info);
+        }
+        ld_baseline_free(&back);
+    }
+    /* line 3 (the second request) damaged: a syntax error at line 3 */
+    char *line3 = strchr(strchr(text, '\n') + 1, '\n') + 1;
+    memcpy(line3, "{\"rid\": [", 10);
+    ld_baseline_init(&back);
+    ld_error e;
+    ld_error_clear(&e);
+    CHECK(ld_baseline_parse(text, len, &back, &e) == LD_ERR_SYNTAX);
+    CHECK_MSG(e.line == 3, "line %llu: %s", (unsigned long long)e.line, e.msg);
+    ld_baseline_free(&back);
+    free(text);
+    free(one_line);
+    free(spaced);
+    ld_baseline_free(&b);
+    ld_arena_release(&a);
+    return 0;
+}
+
 /* Every kind finding.h defines is one a baseline may hold: else a baseline
  * written with it could not be read back. */
 static int test_baseline_knows_every_kind(void)
@@ -227,6 +284,7 @@ static int test_baseline_utf8(void)
 static const ld_test_case cases[] = {
     LD_CASE(test_baseline_round_trip),
     LD_CASE(test_baseline_refuses),
+    LD_CASE(test_baseline_layouts),
     LD_CASE(test_baseline_knows_every_kind),
     LD_CASE(test_baseline_compare),
     LD_CASE(test_baseline_utf8),
