@@ -22,11 +22,11 @@ static int utf8_seq(const unsigned char *s, size_t left, int *surrogate)
     return n;
 }
 
-static char *escape_text(const char *s, size_t len)
+/* s[0..len) as a JSON string literal into out (room for len * 6 + 3
+ * bytes: every byte as \udcXX, the quotes, the NUL); returns its length. */
+static size_t escape_into(char *out, const char *s, size_t len)
 {
-    size_t cap = len * 6 + 3; /* worst case: every byte as \udcXX */
-    char *out = malloc(cap), *o = out;
-    if (!out) return NULL;
+    char *o = out;
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     *o++ = '"';
     while (p < end) {
@@ -54,7 +54,30 @@ static char *escape_text(const char *s, size_t len)
     }
     *o++ = '"';
     *o = '\0';
+    return (size_t)(o - out);
+}
+
+static char *escape_text(const char *s, size_t len)
+{
+    char *out = malloc(len * 6 + 3);
+    if (out) escape_into(out, s, len);
     return out;
+}
+
+int ld_json_write_text(FILE *f, const char *s, size_t len)
+{
+    if (!s) return fputs("null", f) < 0 ? -1 : 0;
+    char stack[1024], *buf = len * 6 + 3 <= sizeof stack ? stack : malloc(len * 6 + 3);
+    if (!buf) return -1;
+    size_t n = escape_into(buf, s, len);
+    int rc = fwrite(buf, 1, n, f) == n ? 0 : -1;
+    if (buf != stack) free(buf);
+    return rc;
+}
+
+int ld_json_write_cstr(FILE *f, const char *s)
+{
+    return ld_json_write_text(f, s, s ? strlen(s) : 0);
 }
 
 cJSON *ld_json_text(const char *s, size_t len)

@@ -22,6 +22,12 @@
 cJSON *ld_json_text(const char *s, size_t len);
 cJSON *ld_json_cstr(const char *s); /* NUL-terminated; NULL gives null */
 
+/* The same string literal written straight to f (no item: for writers of
+ * many lines that print their objects themselves); "null" for NULL s.
+ * 0, or -1 when writing failed. */
+int ld_json_write_text(FILE *f, const char *s, size_t len);
+int ld_json_write_cstr(FILE *f, const char *s);
+
 /* Number or null (NAN and INT64_MIN, request.h's LD_UNSET_INT, give null). */
 cJSON *ld_json_int(int64_t v);
 cJSON *ld_json_double(double v);
