@@ -42,7 +42,7 @@ static int test_finding_json_round_trip(void)
     CHECK(out.n == 2);
     for (size_t i = 0; i < 2; i++) {
         const ld_finding *x = &in.v[i], *y = &out.v[i];
-        CHECK(x->kind == y->kind && x->severity == y->severity && x->message == y->message);
+        CHECK(!strcmp(x->kind, y->kind) && x->severity == y->severity && x->message == y->message);
         CHECK(same(x->detail, y->detail) && same(x->array_excerpt, y->array_excerpt) &&
               same(x->prompt_excerpt, y->prompt_excerpt) && same(x->related_rid, y->related_rid) &&
               same(x->unified_diff, y->unified_diff));
