@@ -9,7 +9,9 @@
  *   {"problem": {...}} ...  the inputs or members that could not be read
  *   {"item": {...}} ...     every request in judging order: identity, verdict,
  *                           baseline kinds and hash; a request that is not
- *                           ok also its findings and its record (request_json.h)
+ *                           ok also its findings and its record (request_json.h);
+ *                           left out when so: "rid" (none), "key" (the rid),
+ *                           "conversation" (none), "errors" / "info" (empty)
  *   {"end": {counts}}       what was written, so that a cut file is caught
  * Everything a report shows is in it, so `--merge` writes byte for byte
  * what one process over all INPUTs writes; the alignment the HTML report

@@ -222,6 +222,7 @@ static ld_status kinds_as_findings(body *b, const cJSON *const arrays[2], ld_fin
     out->n = out->cap = 0;
     for (int s = 0; s < 2; s++) {
         const cJSON *a = arrays[s];
+        if (!a) continue; /* none */
         if (!cJSON_IsArray(a)) return syntax(b->e, "not an array of kinds", names[s]);
         for (const cJSON *k = a->child; k; k = k->next) {
             const char *kind = cJSON_IsString(k) ? ld_kind_static(k->valuestring) : NULL;
@@ -283,7 +284,8 @@ static ld_status read_item(body *b, const cJSON *o)
     if (!it->verdict) return syntax(b->e, "not a verdict this logdiff knows", "verdict");
     LD_TRY(get_input(b, f[F_INPUT], &it->input));
     LD_TRY(get_str(b, f[F_RID], "rid", 1, &it->rid));
-    LD_TRY(get_str(b, f[F_KEY], "key", 0, &it->key));
+    if (f[F_KEY] || !it->rid) LD_TRY(get_str(b, f[F_KEY], "key", 0, &it->key));
+    else it->key = it->rid; /* left out: the rid */
     LD_TRY(get_str(b, f[F_LABEL], "label", 0, &it->label));
     LD_TRY(get_str(b, f[F_WHERE], "where", 0, &it->where));
     LD_TRY(get_str(b, f[F_CONV], "conversation", 1, &it->conversation));
