@@ -62,7 +62,9 @@ static const char *const regress_usage[] = {
     "",
     "Exit status: 0 nothing regressed (or the baseline was written), 1 something",
     "regressed, 2 usage or I/O error (an unreadable input or member, or a line its",
-    "capture cut or lost, included).",
+    "capture cut or lost, included).  With --partial: 0 the partial was written,",
+    "2 it was not, or an input could not be read fully (the partial is written",
+    "all the same, and the merge reports the input as one process would).",
     NULL
 };
 
