@@ -11,6 +11,7 @@
 #include "cmd/format/difffmt.h"
 #include "cmd/watch/metrics_http.h"
 #include "cmd/watch/watch.h"
+#include "cmd/watch/watch_warmup.h"
 
 static const char *const watch_usage[] = {
     "logdiff watch [--json] [--template SRC | --model DIR] [--tokenizer SRC] SOURCE...",
@@ -33,7 +34,12 @@ static const char *const watch_usage[] = {
     "their start (--from-end: from their end), or from where --state FILE says",
     "the last run stopped (a file's offset, a journal's cursor): the positions",
     "and the requests judged are saved there every second and at the end, so",
-    "that a restart neither judges a request twice nor misses one.",
+    "that a restart neither judges a request twice nor misses one.  The",
+    "conversations are not saved: after a restart each file is read again in",
+    "silence from up to --state-warmup SIZE (default 64M, 0: off) before where",
+    "it resumes, its requests judged before given to the conversations only",
+    "(not printed nor counted), so that a later turn is judged with its earlier",
+    "ones; that costs reading and judging those bytes again at the start.",
     "",
     "Metrics (Prometheus text format): --metrics-listen serves /metrics,",
     "--metrics-textfile rewrites a file for node_exporter's textfile collector.",
@@ -67,6 +73,7 @@ static void catch_stop_signals(void)
 typedef struct watch_args {
     const char *unpaired_after, *poll;
     const char *listen;
+    const char *warmup;
 } watch_args;
 
 static int parse_durations(struct ld_cli *cli, const watch_args *a, ld_watch_opts *o)
@@ -77,6 +84,13 @@ static int parse_durations(struct ld_cli *cli, const watch_args *a, ld_watch_opt
     }
     if (a->poll && ld_watch_parse_duration(a->poll, &o->poll_interval) != 0) {
         fprintf(cli->err, "logdiff watch: --poll '%s' is not a duration (200ms as 0.2)\n", a->poll);
+        return -1;
+    }
+    const char *warm = a->warmup ? a->warmup : LD_WATCH_WARMUP_DEFAULT;
+    o->state_warmup = strcmp(warm, "0") ? ld_cli_parse_size(warm) : 0;
+    if (!o->state_warmup && strcmp(warm, "0")) {
+        fprintf(cli->err, "logdiff watch: --state-warmup '%s' is not 0 or a size from 1K to 64G (bytes, or with K, M, G)\n",
+                warm);
         return -1;
     }
     return 0;
@@ -108,13 +122,14 @@ int cmd_watch(int argc, char **argv, struct ld_cli *cli)
     ld_cli_check_flags f = { .server = "sglang" };
     ld_cli_checks chk = { 0 };
     ld_cli_capture_opts capture = { 0 };
-    ld_watch_opts o = { 600, 0.2, 1.0, 0, NULL, NULL, NULL };
+    ld_watch_opts o = { 600, 0.2, 1.0, 0, NULL, NULL, NULL, 0 };
     watch_args a = { 0 };
     const ld_cli_option options[] = {
         { LD_OPT_BOOL, 0, "json", &rep.json, NULL, "JSON Lines, one object per request (as diff --json)" },
         { LD_OPT_BOOL, 'v', "verbose", &rep.verbose, NULL, "also list info findings and ok requests' findings" },
         { LD_OPT_STRING, 0, "unpaired-after", &a.unpaired_after, "TIME", "judge a request without its Finish line after TIME (default 10m)" },
         { LD_OPT_STRING, 0, "state", &o.state_path, "FILE", "keep the read positions in FILE; resume from them" },
+        { LD_OPT_STRING, 0, "state-warmup", &a.warmup, "SIZE", "after a restart, read up to SIZE again in silence for the conversations (default 64M; 0: off)" },
         { LD_OPT_BOOL, 0, "from-end", &o.from_end, NULL, "files that exist at the start: from their end; journald units: from the entries written after the start" },
         { LD_OPT_STRING, 0, "journal-dir", &o.journal_dir, "DIR", "journal:UNIT reads the journal files in DIR (as journalctl -D), not the system journal" },
         { LD_OPT_STRING, 0, "metrics-listen", &a.listen, "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics" },

@@ -190,6 +190,20 @@ int ld_cli_diff_report_request(void *ctx, ld_request *r)
     return 0;
 }
 
+int ld_cli_diff_report_feed(void *ctx, ld_request *r)
+{
+    ld_cli_diff_report *rep = ctx;
+    ld_verdict v;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_arena_reset(&rep->arena);
+    if (ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) != LD_OK) {
+        fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
+        rep->failed = 1;
+    }
+    return 0;
+}
+
 void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *lr)
 {
     FILE *f = rep->json ? rep->cli->err : rep->cli->out;

@@ -35,6 +35,11 @@ void ld_cli_diff_report_init(ld_cli_diff_report *rep, struct ld_cli *cli);
 /* Pairer callback: judges and prints one request. */
 int ld_cli_diff_report_request(void *ctx, ld_request *r);
 
+/* Pairer callback: r given to the differ for its conversations only (a
+ * request judged and reported earlier: logdiff watch's warm-up); nothing
+ * printed or counted. */
+int ld_cli_diff_report_feed(void *ctx, ld_request *r);
+
 /* Requests per verdict (people: stdout; scripts: stderr on a terminal). */
 void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *lr);
 

@@ -26,6 +26,7 @@ typedef struct ld_watch_opts {
     const char *state_path;       /* --state FILE; NULL: none */
     const char *metrics_textfile; /* --metrics-textfile PATH; NULL: none */
     const char *journal_dir;      /* --journal-dir DIR: journal:UNIT read there; NULL: the system journal */
+    uint64_t state_warmup;        /* --state-warmup: bytes read again in silence after a restart (0: none) */
 } ld_watch_opts;
 
 /* Follows sources[0..n) until they end or *stop becomes nonzero.  `rep`

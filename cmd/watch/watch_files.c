@@ -8,17 +8,16 @@
 
 #include "cmd/watch/watch_internal.h"
 
-/* a file's capture, and how many lines it had rejoined when last counted */
-typedef struct watch_file {
-    ld_capture *capture;
-    uint64_t rejoined;
-} watch_file;
+#include "cmd/watch/watch_state.h"
+
+typedef ld_watch_file watch_file;
 
 static ld_status on_line(void *ctx, ld_follow_file *file, const ld_line *line)
 {
     ld_watch *w = ctx;
     watch_file *wf = file->user;
     if (!wf || w->closing) return LD_OK; /* no capture: said at OPENED */
+    if (w->state) ld_watch_marks_line(&wf->marks, w->opts.state_warmup, line->offset, line->lineno);
     ld_status st = ld_logset_feed(wf->capture, w->pairer, file->path, line, &w->hooks);
     uint64_t now = ld_capture_stats_of(wf->capture)->rejoined_lines;
     w->rejoined += now - wf->rejoined;
@@ -37,6 +36,7 @@ static void opened(ld_watch *w, ld_follow_file *file)
         return;
     }
     file->user = wf;
+    ld_watch_warmup_opened(w->state, file);
 }
 
 static void closed(ld_watch *w, ld_follow_file *file)
@@ -46,6 +46,7 @@ static void closed(ld_watch *w, ld_follow_file *file)
     if (!w->closing) ld_logset_drain(wf->capture, w->pairer, file->path, &w->hooks);
     w->rejoined += ld_capture_stats_of(wf->capture)->rejoined_lines - wf->rejoined;
     ld_capture_free(wf->capture);
+    ld_watch_marks_release(&wf->marks);
     free(wf);
     file->user = NULL;
 }
@@ -67,6 +68,7 @@ static void on_event(void *ctx, ld_follow_event ev, ld_follow_file *file, const 
 {
     ld_watch *w = ctx;
     if (ev == LD_FOLLOW_OPENED) opened(w, file);
+    else if (ev == LD_FOLLOW_TRUNCATED) ld_watch_warmup_truncated(w->state, file);
     else if (ev == LD_FOLLOW_CLOSED) closed(w, file);
     const char *name = event_name(ev);
     if (name && w->metrics) ld_metrics_event(w->metrics, name);

@@ -6,6 +6,7 @@
 #define LD_CMD_WATCH_INTERNAL_H
 
 #include "cmd/watch/watch.h"
+#include "cmd/watch/watch_warmup.h"
 #include "parse/follow/follow.h"
 #include "parse/logset.h"
 #include "parse/pair/pair.h"
@@ -33,12 +34,22 @@ typedef struct ld_watch {
     int textfile_failed;          /* its failure was said */
     uint64_t emitted_since_flush; /* requests printed since stdout was flushed */
     uint64_t skipped_again;       /* requests the state says were judged before */
+    uint64_t warmed;              /* requests read again in the warm-up, for the conversations */
     int closing;                  /* the state is saved: what the follower still hands
                                      over (held partial lines) waits for the next run */
     uint64_t rejoined;            /* lines the captures rejoined so far */
     uint64_t rejoined_counted;    /* of those, in the metrics */
     ld_pair_stats counted;        /* the pairer's counters in the metrics */
 } ld_watch;
+
+/* a followed file's: its capture, how many lines it had rejoined when last
+ * counted, its line marks for the warm-up (watch_files.c; read by
+ * watch_state.c at a save through ld_follow_file's user) */
+typedef struct ld_watch_file {
+    ld_capture *capture;
+    uint64_t rejoined;
+    ld_watch_marks marks;
+} ld_watch_file;
 
 /* watch_loop.c */
 double ld_watch_monotonic(void); /* seconds (wall time: ld_metrics_now) */

@@ -29,6 +29,10 @@ static uint64_t clock_ms(const ld_watch *w)
 static int on_request(void *ctx, ld_request *r)
 {
     ld_watch *w = ctx;
+    ld_warm_kind warm = ld_watch_warmup_kind(w->state, r);
+    if (warm == LD_WARM_FEED) w->warmed++;
+    if (warm == LD_WARM_FEED) return ld_cli_diff_report_feed(w->rep, r); /* judged before the restart */
+    if (warm == LD_WARM_DROP) return 0;
     int before = ld_watch_state_was_judged(w->state, r);
     ld_watch_state_note_judged(w->state, r); /* kept until its lines are behind the saved positions */
     if (before) {

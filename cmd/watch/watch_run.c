@@ -11,6 +11,7 @@
 static void on_problem(void *ctx, ld_problem_kind kind, const ld_error *e)
 {
     ld_watch *w = ctx;
+    if (ld_watch_warmup_covers(w->state, e->path, e->offset)) return; /* said before the restart */
     if (kind == LD_PROBLEM_CAPTURE) w->lr->stats.capture_problems++;
     if (kind == LD_PROBLEM_CAPTURE && e->code == LD_ERR_LIMIT) w->lr->stats.over_limit++;
     if (kind == LD_PROBLEM_LINE) w->lr->stats.line_errors++;
@@ -94,6 +95,7 @@ int ld_watch_run(ld_cli_diff_report *rep, ld_cli_logread *lr, ld_metrics *metric
                      (ld_judge_needs_values(&rep->checks) ? LD_PAIR_KEEP_VALUES : 0);
     int rc = 0;
     if (opts->state_path && !(w.state = ld_watch_state_open(opts->state_path, w.cli->err))) rc = -1;
+    ld_watch_state_set_warmup(w.state, opts->state_warmup);
     if (rc == 0) rc = make_pairer(&w, flags);
     if (rc == 0) rc = make_follower(&w, sources, n);
     if (rc == 0) rc = ld_watch_loop(&w, stop);
@@ -101,6 +103,9 @@ int ld_watch_run(ld_cli_diff_report *rep, ld_cli_logread *lr, ld_metrics *metric
     if (w.skipped_again)
         fprintf(w.cli->err, "logdiff watch: %llu requests read again after the restart were judged before it: not reported twice\n",
                 (unsigned long long)w.skipped_again);
+    if (w.warmed)
+        fprintf(w.cli->err, "logdiff watch: %llu requests judged before the restart read again for their conversations (--state-warmup)\n",
+                (unsigned long long)w.warmed);
     take_down(&w);
     return rc == 0 ? 0 : LD_EXIT_TROUBLE;
 }

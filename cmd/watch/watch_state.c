@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd/common/logread.h"
+#include "cmd/watch/watch_internal.h"
 #include "cmd/watch/watch_state.h"
 #include "cmd/watch/watch_state_internal.h"
 
@@ -43,6 +44,11 @@ void ld_watch_state_note_judged(ld_watch_state *st, const ld_request *r)
     if (s) ld_watch_judged_add(&st->now, s->member, position(s), r->rid); /* out of memory: it may be judged again */
 }
 
+void ld_watch_state_set_warmup(ld_watch_state *st, uint64_t bytes)
+{
+    if (st) st->warmup = bytes;
+}
+
 int ld_watch_state_save_due(const ld_watch_state *st, double now)
 {
     return now - st->saved_at >= 1.0;
@@ -57,7 +63,9 @@ ld_status ld_watch_state_add_source(ld_watch_state *st, ld_follow *f, const char
     for (size_t i = 0; st && i < st->n_files; i++) {
         const saved_file *s = &st->files[i];
         if (strcmp(s->source, source)) continue;
-        LD_TRY(ld_follow_add_at(f, source, s->dev, s->ino, s->offset, s->line, err));
+        int warm = st->warmup && s->warmup < s->offset; /* read again in silence from there (watch_warmup.h) */
+        LD_TRY(ld_follow_add_at(f, source, s->dev, s->ino, warm ? s->warmup : s->offset,
+                                warm ? s->warmup_line : s->line, err));
         resumed = 1;
     }
     return resumed ? LD_OK : ld_follow_add(f, source, err);
@@ -80,6 +88,7 @@ typedef struct journal_pos {
 } journal_pos;
 
 typedef struct saving {
+    const ld_watch_state *st;
     positions files;
     journal_pos *journals;
     size_t n_journals;
@@ -99,7 +108,9 @@ static void add_position(void *ctx, const ld_follow_file *file, const char *sour
         p->v = v;
         p->cap = cap;
     }
-    saved_file s = { strdup(source), strdup(file->path), file->dev, file->ino, file->offset, file->lineno };
+    const ld_watch_file *wf = file->user;
+    saved_file s = { strdup(source), strdup(file->path), file->dev, file->ino, file->offset, file->lineno,
+                     0, 0, wf ? (ld_watch_marks *)&wf->marks : NULL };
     if (!s.source || !s.path) {
         free(s.source);
         free(s.path);
@@ -121,7 +132,7 @@ static void pull_back(void *ctx, const ld_request *r)
 {
     saving *sv = ctx;
     const ld_source *s = first_part(r);
-    if (!s) return;
+    if (!s || ld_watch_warmup_kind(sv->st, r) != LD_WARM_NO) return; /* a warm-up's: dropped when it goes */
     journal_pos *jp = ld_watch_journal_is(s->member) ? journal_of(sv, s->member) : NULL;
     if (jp) {
         ld_watch_journal_keep(jp->j, s->line);
@@ -133,6 +144,25 @@ static void pull_back(void *ctx, const ld_request *r)
         if (strcmp(f->path, s->member) || s->offset >= f->offset) continue;
         f->offset = s->offset;
         f->line = s->line ? s->line - 1 : 0;
+    }
+}
+
+/* each file's position, not before the end of its warm-up window (a save
+ * while it is read), and where the next restart's warm-up starts */
+static void place_files(saving *sv, uint64_t window)
+{
+    for (size_t i = 0; i < sv->files.n; i++) {
+        saved_file *f = &sv->files.v[i];
+        uint64_t end, end_line;
+        if (ld_watch_warmup_end(sv->st, f->path, f->dev, f->ino, &end, &end_line) && f->offset < end) {
+            f->offset = end;
+            f->line = end_line;
+        }
+        f->warmup = f->offset;
+        f->warmup_line = f->line;
+        if (f->marks && ld_watch_marks_start(f->marks, window, f->offset, &f->warmup, &f->warmup_line) &&
+            f->warmup_line > f->line)
+            f->warmup = f->offset, f->warmup_line = f->line; /* not a line start we know */
     }
 }
 
@@ -197,13 +227,14 @@ static int gather(saving *sv, ld_follow *f, ld_watch_journal **journals, size_t 
     }
     ld_follow_each(f, add_position, &sv->files);
     ld_pairer_each_waiting(pairer, pull_back, sv);
+    place_files(sv, sv->st->warmup);
     return sv->files.nomem || mark_journals(sv) != 0 ? -1 : 0;
 }
 
 int ld_watch_state_save(ld_watch_state *st, ld_follow *f, ld_watch_journal **journals, size_t n_journals,
                         const ld_pairer *pairer, double now, FILE *err)
 {
-    saving sv = { { 0 }, NULL, 0 };
+    saving sv = { st, { 0 }, NULL, 0 };
     int rc = -1;
     if (gather(&sv, f, journals, n_journals, pairer) != 0) fprintf(err, "logdiff watch: out of memory for the state\n");
     else {

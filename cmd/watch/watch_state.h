@@ -20,8 +20,10 @@
  * KiB parts) straddle the stop is read from its next piece only, and said
  * as cut (a journal's is read again from its first piece); a journal entry
  * whose cursor is gone (vacuumed) is said, and reading goes on after it; the
- * conversations followed before the restart are not
- * kept (the first request of each after it starts a conversation anew). */
+ * conversations followed before the restart are not saved: a file's
+ * warm-up offset (watch_warmup.h, up to --state-warmup bytes before its
+ * position) is, and the restart reads from there in silence to rebuild
+ * them (a journal has none: its conversations start anew). */
 #ifndef LD_CMD_WATCH_STATE_H
 #define LD_CMD_WATCH_STATE_H
 
@@ -52,6 +54,11 @@ const ld_watch_journal_mark *ld_watch_state_journal(const ld_watch_state *st, co
 int ld_watch_state_was_judged(ld_watch_state *st, const ld_request *r);
 /* Remembers that r was judged (for the next save). NULL st: nothing. */
 void ld_watch_state_note_judged(ld_watch_state *st, const ld_request *r);
+
+/* --state-warmup: bytes before each file's resume offset read again in
+ * silence after the next restart, for the conversations (watch_warmup.h);
+ * 0: none, and a saved warm-up is not used either. */
+void ld_watch_state_set_warmup(ld_watch_state *st, uint64_t bytes);
 
 /* 1 when the last save is a second or more before `now` (the caller's
  * monotonic seconds, as given to ld_watch_state_save). */

@@ -8,14 +8,24 @@
 #include <stdio.h>
 
 #include "cmd/watch/watch_journal.h"
+#include "cmd/watch/watch_warmup.h"
 
 #define LD_WATCH_STATE_FORMAT 1
 
-/* a file's saved position (strings malloc'd) */
+/* a file's saved position (strings malloc'd); where its warm-up starts
+ * (warmup == offset: none); while saving, its open file's marks */
 typedef struct saved_file {
     char *source, *path;
     uint64_t dev, ino, offset, line;
+    uint64_t warmup, warmup_line;
+    ld_watch_marks *marks;
 } saved_file;
+
+/* a file read in silence after the restart up to `end` (path malloc'd) */
+typedef struct warm_window {
+    char *path;
+    uint64_t dev, ino, end, end_line;
+} warm_window;
 
 /* a journal source's saved mark (strings malloc'd) */
 typedef struct saved_journal {
@@ -45,6 +55,9 @@ struct ld_watch_state {
     judged_list before; /* judged before the restart (loaded) */
     judged_list now;    /* judged in this run, not yet behind the saved positions */
     double saved_at;    /* monotonic seconds of the last save */
+    uint64_t warmup;    /* --state-warmup: bytes read again in silence (0: none) */
+    warm_window *windows; /* files being warmed up (watch_warmup.c) */
+    size_t n_windows;
 };
 
 /* watch_state_records.c: 0, or -1 out of memory */

@@ -2,14 +2,18 @@
  * atomically (cmd/common/outfile.c) at each save.
  *
  *   {"logdiff_watch_state": 1, "logdiff": "0.x",
- *    "files": [{"source": S, "path": P, "dev": N, "ino": N, "offset": N, "line": N}],
+ *    "files": [{"source": S, "path": P, "dev": N, "ino": N, "offset": N, "line": N,
+ *               "warmup": N, "warmup_line": N}],
  *    "journals": [{"source": S, "cursor": C, "entry": N, "after": B}],
  *    "judged": [{"path": P, "offset": N, "rid": R}]}
  *
  * "journals" came later in format 1: a state without it is read as having
  * none (and a logdiff before it reads this one's files and judged alike).
  * A judged request's "offset" is its journal entry's number when "path"
- * names a journal source.
+ * names a journal source.  A file's "warmup" and "warmup_line" (both or
+ * neither; at most "offset" and "line") came later too: where the restart
+ * reads again in silence for the conversations (watch_warmup.h); a state
+ * without them has no warm-up, and a logdiff before them ignores them.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -38,12 +42,27 @@ static const char *get_str(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* a file's warm-up start: absent, none (at the resume offset) */
+static int load_warmup(const cJSON *o, saved_file *s)
+{
+    int has = cJSON_GetObjectItemCaseSensitive(o, "warmup") != NULL;
+    int has_line = cJSON_GetObjectItemCaseSensitive(o, "warmup_line") != NULL;
+    s->warmup = s->offset;
+    s->warmup_line = s->line;
+    if (!has && !has_line) return 0;
+    if (has != has_line || get_u64(o, "warmup", &s->warmup) || get_u64(o, "warmup_line", &s->warmup_line))
+        return -1;
+    if (s->warmup > s->offset || s->warmup_line > s->line) return -1;
+    if (s->warmup == s->offset) s->warmup_line = s->line; /* none */
+    return 0;
+}
+
 static int load_file_entry(ld_watch_state *st, const cJSON *o)
 {
     saved_file s = { 0 };
     const char *source = get_str(o, "source"), *path = get_str(o, "path");
     if (!source || !path || get_u64(o, "dev", &s.dev) || get_u64(o, "ino", &s.ino) ||
-        get_u64(o, "offset", &s.offset) || get_u64(o, "line", &s.line))
+        get_u64(o, "offset", &s.offset) || get_u64(o, "line", &s.line) || load_warmup(o, &s) != 0)
         return -1;
     saved_file *v = realloc(st->files, (st->n_files + 1) * sizeof *v);
     if (!v) return -1;
@@ -189,6 +208,10 @@ static cJSON *file_json(const saved_file *s)
     add_u64(o, "ino", s->ino);
     add_u64(o, "offset", s->offset);
     add_u64(o, "line", s->line);
+    if (s->warmup < s->offset) {
+        add_u64(o, "warmup", s->warmup);
+        add_u64(o, "warmup_line", s->warmup_line);
+    }
     return o;
 }
 

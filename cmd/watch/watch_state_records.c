@@ -61,6 +61,8 @@ void ld_watch_state_free(ld_watch_state *st)
     if (!st) return;
     ld_watch_state_clear(st);
     ld_watch_judged_clear(&st->now);
+    for (size_t i = 0; i < st->n_windows; i++) free(st->windows[i].path);
+    free(st->windows);
     free(st->path);
     free(st);
 }

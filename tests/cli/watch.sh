@@ -105,9 +105,8 @@ check "state: the rest judged after the restart" wait_for 20 has_rows "$WORK/s2.
 sleep 0.3
 stop_watch
 cat "$WORK/s1.out" "$WORK/s2.out" >"$WORK/s.out"
-# the verdicts, each request once; the conversations followed before the
-# restart are not in the state, so an error finding that needs an earlier
-# turn (harness.stale_assistant) may be missing after it (README)
+# the verdicts, each request once (the findings that need an earlier turn
+# across the restart: tests/cli/watch_restart_conv.sh)
 same_as_diff "state: both runs together give diff's verdicts, each request once" "$WORK/s.out" verdicts
 
 

@@ -20,7 +20,8 @@ static int same_files(const ld_watch_state *a, const ld_watch_state *b)
     for (size_t i = 0; i < a->n_files; i++) {
         const saved_file *x = &a->files[i], *y = &b->files[i];
         if (strcmp(x->source, y->source) || strcmp(x->path, y->path) || x->dev != y->dev || x->ino != y->ino ||
-            x->offset != y->offset || x->line != y->line)
+            x->offset != y->offset || x->line != y->line || x->warmup != y->warmup ||
+            x->warmup_line != y->warmup_line)
             return 0;
     }
     return 1;
