@@ -335,11 +335,16 @@ static ld_status read_body_line(body *b, const cJSON *line, size_t read[3], int 
     const cJSON *o = line && cJSON_IsObject(line) && line->child && !line->child->next ? line->child : NULL;
     if (!o || !cJSON_IsObject(o)) return syntax(b->e, "not an object of one member", NULL);
     if (*ended) return syntax(b->e, "a line after the end line", NULL);
-    if (!strcmp(o->string, "item")) return read[0]++, read_item(b, o);
-    if (!strcmp(o->string, "member")) return read[1]++, read_member(b, o);
-    if (!strcmp(o->string, "problem")) return read[2]++, read_problem(b, o);
-    if (!strcmp(o->string, "end")) return *ended = 1, read_end(b, o, read);
-    return syntax(b->e, "an unknown line", o->string);
+    static const char *const kinds[] = { "item", "member", "problem" };
+    static ld_status (*const readers[])(body *, const cJSON *) = { read_item, read_member, read_problem };
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(o->string, kinds[k])) {
+            read[k]++;
+            return readers[k](b, o);
+        }
+    if (strcmp(o->string, "end")) return syntax(b->e, "an unknown line", o->string);
+    *ended = 1;
+    return read_end(b, o, read);
 }
 
 ld_status ld_cli_partial_read_body(const char *text, size_t len, const ld_cli_partial_head *h,
