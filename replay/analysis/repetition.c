@@ -7,16 +7,19 @@
 
 #define W 8 /* window bytes */
 
-static uint64_t win_hash(const char *p)
+/* The window's 8 bytes as one word (what the table compares), and its slot:
+ * Fibonacci hashing, the product's top bits, which every input bit reaches
+ * (one multiply: this runs at every byte of every output). */
+static uint64_t win_word(const char *p)
 {
     uint64_t x;
     memcpy(&x, p, sizeof x);
-    /* murmur3's finaliser: every input bit reaches the low bits used as slot */
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
+    return x;
+}
+
+static size_t win_slot(uint64_t x, unsigned shift)
+{
+    return (size_t)((x * 0x9E3779B97F4A7C15ull) >> shift);
 }
 
 static int is_space(unsigned char c)
@@ -63,13 +66,17 @@ static void consider(const char *s, size_t start, size_t end, size_t p, ld_repet
 }
 
 /* Position of the previous window equal to s[i..i+W) (or SIZE_MAX); the
- * table then remembers i for it.  tbl holds positions + 1, 0 = empty. */
-static size_t last_seen(const char *s, uint32_t *tbl, size_t mask, size_t i)
+ * table (2^bits slots) then remembers i for it.  tbl holds positions + 1,
+ * 0 = empty.  Which slot a window lands in does not change the answer: the
+ * probe compares the windows themselves. */
+static size_t last_seen(const char *s, uint32_t *tbl, unsigned bits, size_t i)
 {
-    size_t slot = (size_t)win_hash(s + i) & mask;
+    size_t mask = ((size_t)1 << bits) - 1;
+    uint64_t w = win_word(s + i);
+    size_t slot = win_slot(w, 64 - bits);
     while (tbl[slot]) {
         size_t j = tbl[slot] - 1;
-        if (!memcmp(s + j, s + i, W)) {
+        if (win_word(s + j) == w) {
             tbl[slot] = (uint32_t)(i + 1);
             return j;
         }
@@ -88,19 +95,20 @@ ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *o
     n -= base;
     if (n < LD_REP_MIN_BYTES) return LD_OK;
     size_t size = 64;
-    while (size < 2 * n) size *= 2;
+    unsigned bits = 6;
+    while (size < 2 * n) size *= 2, bits++;
     uint32_t *tbl = calloc(size, sizeof *tbl);
     if (!tbl) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory scanning %zu bytes for repetition", n);
     size_t p = 0, start = 0, end = 0;
     for (size_t i = 0; i + W <= n; i++) {
         if (p && s[i + W - 1] == s[i + W - 1 - p]) { /* the run goes on */
             end = i + W;
-            last_seen(s, tbl, size - 1, i);
+            last_seen(s, tbl, bits, i);
             continue;
         }
         if (p) consider(s, start, end, p, out, out_found);
         p = 0;
-        size_t j = last_seen(s, tbl, size - 1, i);
+        size_t j = last_seen(s, tbl, bits, i);
         if (j != SIZE_MAX) {
             p = i - j;
             start = j;
