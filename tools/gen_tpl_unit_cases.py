@@ -105,6 +105,9 @@ CASES = [
     ("stmt_raw_ws", "a\n  {% raw %}  {{ x }}\n  {% endraw %}\nb|{% raw -%}   y   {%- endraw %}|{%- raw %}z{% endraw +%}\n"),
     ("m_format_more", "{{ '{!r} {!s} {k!r}'.format('a', 'b', k=none) }} {{ '{0}{0}{1}'.format(1, 2) }} {{ '}}{{'.format() }} {{ '{}'.format(d) }}"),
     ("expr_repr_unprintable", "{{ ['nbsp\u00a0', 'zwj\u200d', '\x85', 'id\u3000', 'é', 'ls\u2028', 'bom\ufeff', 'pua\ue000', 'tab\t', 'x\x7f', 'emoji👍', \"it's\", 'a\\b'] }}"),
+    # json.dumps' escapes at every place of strings around the 8- and
+    # 16-byte steps tpl_escape.c scans in (and two in a row, and a tail)
+    ("f_tojson_escape_places", "{% for n in [7, 8, 9, 15, 16, 17, 31, 33] %}{% for i in range(n) %}{% for c in ['\"', '\\n', '\x01', '\\\\'] %}{{ ('a' * i ~ c ~ 'é' * ((n - i - 1) // 2) ~ 'b' * ((n - i - 1) % 2)) | tojson }}{% endfor %}{% endfor %}{% endfor %}|{{ ('x' * 20 ~ '\"\\n\x1f' ~ 'y' * 13) | tojson }}"),
     ("f_tojson_ensure_ascii", "{{ ['é', '👍', 'x\x7f', 'ok', 'ß\n'] | tojson(ensure_ascii=true) }}|{{ {'ключ': 'é'} | tojson(ensure_ascii=false) }}"),
     ("f_format_printf", "{{ '%s-%d|%r|%%|%i' | format('a', 7, 'q', 3) }} {{ '%s' | format(none) }} {{ '%.2f' | format(f) }} {{ '%(x)s' | format(x=1) if false else 'ok' }}"),
     ("f_numbers", "{{ [3, 1, 2] | sum }} {{ l | sum(start=10) }} {{ people | sum(attribute='n', start=0) if false else '' }}{{ l | min }} {{ l | max }} {{ ['b', 'A', 'c'] | max }} {{ ['b', 'A', 'c'] | min(case_sensitive=true) }} {{ people | max(attribute='name') }} {{ [] | max }}|{{ 2.5 | round }} {{ 3.14159 | round(2) }} {{ 2.5 | round(0, 'floor') }} {{ 2.1 | round(0, 'ceil') }} {{ 7 | round }} {{ -0.5 | round }}"),
@@ -139,13 +142,38 @@ CASES = [
     ("f_int_conversions", "{{ '42.23' | int }} {{ ' 1_000.5 ' | int }} {{ '0x1f' | int }} {{ '0x1f' | int(base=16) }} {{ '0x_1f' | int(base=0) }} {{ '012' | int(base=0) }} {{ '1e3' | int }} {{ '.5' | int }} {{ '1__0' | int }} {{ 'x' | int(5) }} {{ 'inf' | int }} {{ '-1e400' | int(7) }} {{ 'nan' | int }} {{ none | int }} {{ true | int }} {{ 'z' | int(base=36) }} {{ '12' | int(base=1) }}"),
     ("f_int_edges", "{{ '-9223372036854775808' | int }} {{ '9223372036854775807' | int }} {{ 9.2e18 | int }} {{ -9.2e18 | int }} {{ -2.9 | int }} {{ '%d|%i' | format(-2.9, 9.2e18) }} {{ ((-2) ** 62) | abs }} {{ [2 ** 62 - 1, 2 ** 62] | sum }}"),
     ("f_float_conversions", "{{ '1_0' | float }} {{ '0x10' | float }} {{ 'x' | float(2) }} {{ ' -Infinity ' | float }} {{ '1e' | float }} {{ 7 | float }} {{ none | float }} {{ true | abs }} {{ -2.5 | abs }}"),
+    # keys a dict or a namespace lacks: undefined at once when the key names
+    # no method, a method when it does (x['items'])
+    ("expr_missing_keys", "{% set ns = namespace(a=1) %}{{ d.zz is defined }}{{ d['zz'] is defined }}{{ d['items'] is defined }}{{ d.get is defined }}{{ ns.zz is defined }}{{ d.zz | default('D') }}{{ messages[0].tool_calls is defined }}{{ messages[2]['tool_calls'][0]['function'].name }}{{ loop is defined }}"),
+    ("expr_slice_grid", "{% set l5 = [0, 1, 2, 3, 4] %}{% for st in [1, 2, 3, -1, -2, -4] %}{% for b in [none, -7, -1, 0, 2, 5, 9] %}{% for e in [none, -7, -2, 0, 3, 5, 9] %}{{ l5[b:e:st] | join(',') }}/{{ 'abcde'[b:e:st] }};{% endfor %}{% endfor %}{% endfor %}"),
     ("expr_int_range_edges", "{% set m = (2 ** 62 - 1) * 2 + 1 %}{{ range(m - 7, m, 5) | list }} {{ range(-m, m, 2 ** 62) | list }} {{ range(m, m - 10, -m) | list }} {{ [1, 2, 3][1::m] }} {{ [1, 2, 3][::-m] }} {{ 'abc' | truncate(m) }}"),
+    # scopes as names bound by slot (eval/tpl_scope.c): what a macro, a
+    # caller body, a recursive loop and nested loops see, and what comes back
+    # when their scope ends
+    ("scope_loop_var_restored", "{% set x = 'out' %}{% for x in [1, 2] %}{{ x }}{% endfor %}{{ x }}|{% for a, b in [(1, 2)] %}{{ a }}{{ b }}{% endfor %}{{ a is defined }}|{% for messages in [1] %}{{ messages }}{% endfor %}{{ messages | length }}"),
+    ("scope_nested_same_name", "{% for x in [1, 2] %}{% for x in ['a', 'b'] %}{{ x }}{% endfor %}{{ x }}{% endfor %}|{% for i in [1, 2] %}{% for j in [5] %}{{ loop.index }}{{ j }}{% endfor %}{{ loop.index }}{% endfor %}"),
+    ("scope_macro_sees_no_loop", "{% macro m() %}[{{ x is defined }}{{ i is defined }}{{ loop is defined }}{{ g }}]{% endmacro %}{% set g = 'G' %}{% for i in [1] %}{% set x = 'in' %}{{ m() }}{{ x }}{% endfor %}{{ m() }}"),
+    ("scope_macro_set_no_leak", "{% macro m(a) %}{% set z = a %}{% set g = 'm' %}{{ z }}{{ g }}{% endmacro %}{% set g = 'top' %}{{ m(1) }}[{{ z is defined }}{{ g }}]{% for i in [1, 2] %}{{ m(i) }}{{ g }}{% endfor %}"),
+    ("scope_macro_param_shadows", "{% macro m(messages, range=3) %}{{ messages }}{{ range }}{% endmacro %}{{ m(1) }}{{ messages | length }}{{ range(2) | list }}|{% set n = 99 %}{% macro k() %}{{ n }}{% endmacro %}{{ k() }}"),
+    ("scope_macro_recursion", "{% macro f(k) %}{% if k > 0 %}{% set mine = k %}{{ k }}({{ f(k - 1) }}){{ mine }}{% endif %}{% endmacro %}{% for k in [3] %}{{ f(k) }}{{ k }}{% endfor %}"),
+    ("scope_caller_sees_site", "{% macro w() %}{% for i in ['m'] %}{% set y = 'macro' %}<{{ caller() }}{{ i }}{{ y }}>{% endfor %}{% endmacro %}{% for i in [1, 2] %}{% set y = i * 2 %}{% call w() %}{{ i }}{{ y }}{{ loop.index }}{% endcall %}{% endfor %}"),
+    ("scope_caller_sets_no_leak", "{% macro w() %}{% set y = 'macro' %}{{ caller() }}{{ y }}{% endmacro %}{% set y = 'top' %}{% call w() %}{% set y = 'body' %}{{ y }}{% endcall %}{{ y }}"),
+    ("scope_recursive_loop", "{% set top = 'T' %}{% for x in tree recursive %}{% set seen = x.name %}{{ x.name }}{{ top }}{{ loop.depth }}{% if x.children %}({{ loop(x.children) }}){% endif %}{{ seen }};{% endfor %}"),
+    ("scope_loop_of_nested", "{% for a in ['x', 'y'] %}{% for b in [1] %}{{ b }}{% endfor %}{{ loop.index }}{% for c in [loop.index * 10] %}{{ c }}{% endfor %}{% for d in [] %}{% else %}<{{ loop.index }}>{% endfor %}{% for e in [1, 2, 3] if e > loop.index %}{{ e }}{% endfor %};{% endfor %}"),
+    ("scope_loop_iteration_rebind", "{% for x in [1, 2, 3] %}{{ x }}{% if x == 2 %}{% set y = 'Y' %}{% endif %}{{ y is defined }}{% set x = 9 %}{{ x }}{% endfor %}|{% for x in [7, 8] if x > 0 %}{{ x }}{{ loop.index }}{% endfor %}|{% for m in messages %}{% set r = m.role %}{% for x in [m.role] %}{{ x == r }}{% endfor %}{% endfor %}"),
+    ("scope_undefined_then_set", "{{ u is defined }}{% set u = 1 %}{{ u is defined }}{% for i in [1] %}{{ v is defined }}{% set v = 2 %}{{ v }}{% endfor %}{{ v is defined }}|{% set range = 5 %}{{ range }}"),
+    ("scope_set_block_in_loop", "{% for i in [1, 2] %}{% set b %}x{{ i }}{% endset %}{{ b }}{% endfor %}{{ b is defined }}|{% set ns = namespace(n=0) %}{% macro add(k) %}{% set ns.n = ns.n + k %}{% endmacro %}{% for i in [1, 2, 3] %}{{ add(i) }}{% endfor %}{{ ns.n }}"),
     # errors
     ("err_int_inf", "{% set b = 1e308 %}\n{{ (b * 10) | int }}"),
     ("err_format_c_range", "{{ '%c' | format(1114112) }}"),
     ("err_format_x_float", "{{ '%x' | format(1.5) }}"),
     ("err_format_d_nan", "{% set b = 1e308 %}{{ '%d' | format(b * 10 - b * 10) }}"),
     ("err_format_precision", "{{ '%.3000000000f' | format(1.0) }}"),
+    ("err_missing_key_chain", "{{ d.b }}\n{{ d.zz.yy }}"),
+    ("err_missing_ns_chain", "{% set ns = namespace(a=1) %}{{ ns.b.c }}"),
+    ("err_missing_item_chain", "{{ messages[0]['zz']['yy'] }}"),
+    ("err_tojson_undefined", "{{ 'a' }}\n{{ [1, nothing] | tojson }}"),
+    ("err_for_loop_target", "{% for x in [1] %}{% endfor %}\n{% for a, loop in [[1, 2]] %}{% endfor %}"),
     ("err_raise", "line1\n  {{ raise_exception('boom here') }}"),
     ("err_append", "{% set x = [] %}{{ x.append(1) }}"),
     ("err_syntax", "{% if %}"),

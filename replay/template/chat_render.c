@@ -3,6 +3,7 @@
 #include "chat_render.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ld_arena.h"
@@ -16,29 +17,60 @@ static int set_json(ld_arena *a, ld_tpl_value *ctx, const char *key, const cJSON
     return val && ld_tpl_dict_set_borrowed(a, ctx, key, val) == LD_OK;
 }
 
-static const char *const reasoning_names[] = { "reasoning_content", "thinking", "reasoning" };
+/* k == name: the first byte at once (keys mostly differ there), the rest
+ * inline, without a call per key */
+static int same_key(const char *k, const char *name)
+{
+    if (!k || k[0] != name[0]) return 0;
+    while (*k && *k == *name) k++, name++;
+    return *k == *name;
+}
 
-static int same_key(const char *k, const char *name) { return k && k[0] == name[0] && !strcmp(k, name); }
+static int json_null(const cJSON *j) { return (j->type & 0xFF) == cJSON_NULL; }
+
+/* Which of the names a message's reasoning goes by the key k is: 0
+ * "reasoning_content", 1 "thinking", 2 "reasoning" (the order transformers
+ * looks for them in), or -1; most keys are told apart by their first
+ * bytes. */
+static int reasoning_name(const char *k)
+{
+    if (!k) return -1;
+    if (k[0] == 't') return same_key(k, "thinking") ? 1 : -1;
+    if (k[0] != 'r' || k[1] != 'e') return -1;
+    return same_key(k, "reasoning_content") ? 0 : same_key(k, "reasoning") ? 2 : -1;
+}
+
+/* k is `thinking` or `reasoning_content`: a member a reasoning replaces */
+static int reasoning_alias(const char *k)
+{
+    int i = reasoning_name(k);
+    return i == 0 || i == 1;
+}
 
 /* What a message holds that transformers normalizes, found in one pass:
  * the reasoning under the first of its names whose (first) member is not
- * null, whether it has a `thinking` member, whether any member is null. */
+ * null, whether it has a `thinking` member, whether any member is null, and
+ * which of its first 64 members are named `thinking` or
+ * `reasoning_content` (bit i: member i). */
 typedef struct msg_scan {
     const cJSON *reasoning;
     int has_thinking, has_null;
+    uint64_t aliases;
 } msg_scan;
 
 static msg_scan scan_message(const cJSON *m)
 {
     const cJSON *first[3] = { NULL, NULL, NULL };
-    msg_scan r = { NULL, 0, 0 };
-    for (const cJSON *k = m->child; k; k = k->next) {
-        r.has_null |= cJSON_IsNull(k);
-        for (size_t i = 0; i < 3; i++)
-            if (!first[i] && same_key(k->string, reasoning_names[i])) first[i] = k;
+    msg_scan r = { NULL, 0, 0, 0 };
+    size_t at = 0;
+    for (const cJSON *k = m->child; k; k = k->next, at++) {
+        int i = reasoning_name(k->string);
+        r.has_null |= json_null(k);
+        if (i >= 0 && !first[i]) first[i] = k;
+        if ((i == 0 || i == 1) && at < 64) r.aliases |= (uint64_t)1 << at; /* reasoning_alias */
     }
     for (size_t i = 0; i < 3 && !r.reasoning; i++)
-        if (first[i] && !cJSON_IsNull(first[i])) r.reasoning = first[i];
+        if (first[i] && !json_null(first[i])) r.reasoning = first[i];
     r.has_thinking = first[1] != NULL;
     return r;
 }
@@ -46,23 +78,28 @@ static msg_scan scan_message(const cJSON *m)
 /* One message as transformers hands it to the template: keys whose value is
  * None dropped; a reasoning under any name also given as `thinking` (first,
  * unless the message has it) and `reasoning_content` (in its place, else
- * last). */
+ * last).  The members are listed, then made into a dict at once. */
 static ld_tpl_value *message_value(ld_arena *a, const cJSON *m)
 {
-    if (!cJSON_IsObject(m)) return ld_tpl_value_from_json_borrowed(a, m);
+    if ((m->type & 0xFF) != cJSON_Object) return ld_tpl_value_from_json_borrowed(a, m);
     msg_scan sc = scan_message(m);
     const cJSON *reasoning = sc.reasoning;
     if (!reasoning && !sc.has_null) return ld_tpl_value_from_json_borrowed(a, m); /* nothing to normalize */
-    ld_tpl_value *d = ld_tpl_value_dict(a);
-    int ok = d != NULL;
-    if (ok && reasoning && !sc.has_thinking) ok = set_json(a, d, "thinking", reasoning);
-    for (const cJSON *k = m->child; ok && k; k = k->next) {
-        if (cJSON_IsNull(k)) continue;
-        int aliased = reasoning && (same_key(k->string, "thinking") || same_key(k->string, "reasoning_content"));
-        ok = set_json(a, d, k->string ? k->string : "", aliased ? reasoning : k);
+    size_t n = 2;
+    for (const cJSON *k = m->child; k; k = k->next) n++;
+    const char **keys = ld_arena_alloc(a, n * (sizeof *keys + sizeof(const cJSON *)));
+    if (!keys) return NULL;
+    const cJSON **vals = (const cJSON **)(keys + n);
+    n = 0;
+    if (reasoning && !sc.has_thinking) keys[n] = "thinking", vals[n++] = reasoning;
+    size_t at = 0;
+    for (const cJSON *k = m->child; k; k = k->next, at++) {
+        if (json_null(k)) continue;
+        int aliased = reasoning && (at < 64 ? (int)((sc.aliases >> at) & 1) : reasoning_alias(k->string));
+        keys[n] = k->string ? k->string : "", vals[n++] = aliased ? reasoning : k;
     }
-    if (ok && reasoning) ok = set_json(a, d, "reasoning_content", reasoning);
-    return ok ? d : NULL;
+    if (reasoning) keys[n] = "reasoning_content", vals[n++] = reasoning;
+    return ld_tpl_value_dict_of_json(a, n, keys, vals);
 }
 
 static ld_tpl_value *messages_value(ld_arena *a, const cJSON *msgs)

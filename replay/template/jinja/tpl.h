@@ -116,6 +116,12 @@ ld_tpl_value *ld_tpl_value_from_json(ld_arena *a, const struct cJSON *j);
  * must outlive the value and stay unchanged (a render's context built from
  * a request the caller keeps). */
 ld_tpl_value *ld_tpl_value_from_json_borrowed(ld_arena *a, const struct cJSON *j);
+/* A dict of n members made at once: keys[i] (NUL-terminated, borrowed as
+ * above) = the value of vals[i] (borrowed as above; NULL = None).  A key
+ * given twice keeps its first place and its last value, as setting the
+ * members one by one would.  NULL on NOMEM. */
+ld_tpl_value *ld_tpl_value_dict_of_json(ld_arena *a, size_t n, const char *const *keys,
+                                        const struct cJSON *const *vals);
 
 /* Re-scans `text`, the JSON that `root` was parsed from (cJSON_Parse), and
  * stores the literal of every number on its node (valuestring, allocated

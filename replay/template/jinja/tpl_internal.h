@@ -45,8 +45,10 @@ ld_tpl_value *ld_tv_str(ld_arena *a, const char *s, size_t len);
 /* A string value that points at s (not copied): s must outlive the value,
  * as the template's own strings outlive a render. */
 ld_tpl_value *ld_tv_str_ref(ld_arena *a, const char *s, size_t len);
-/* The shared True / False values (never NULL). */
-ld_tpl_value *ld_tv_bool(bool b);
+/* The shared False / True values (never NULL), inline: every comparison
+ * and test returns one. */
+extern ld_tpl_value ld_tv_bools[2];
+static inline ld_tpl_value *ld_tv_bool(bool b) { return &ld_tv_bools[b]; }
 /* The first occurrence of n[0..nn) in h[0..hn), or NULL (h when nn is 0):
  * memchr to the candidates, memcmp to confirm. */
 const char *ld_tv_memfind(const char *h, size_t hn, const char *n, size_t nn);
@@ -69,13 +71,23 @@ bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value 
 bool ld_tv_dict_put_ref(ld_arena *a, ld_tpl_value *d, const char *k, size_t len, ld_tpl_value *v);
 ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
 
-/* a[0..n) == b[0..n): keys are short, a loop is cheaper than a call */
+/* a[0..n) == b[0..n): keys are short, and a key of 4 to 16 bytes is two
+ * overlapping words (its first and its last) compared without a call or a
+ * loop; 1 to 3 bytes are their first, middle and last byte. */
 static inline bool ld_tv_same_bytes(const char *a, const char *b, size_t n)
 {
     if (n > 16) return memcmp(a, b, n) == 0;
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i]) return false;
-    return true;
+    if (n >= 8) {
+        uint64_t x, y, u, w;
+        memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&u, a + n - 8, 8), memcpy(&w, b + n - 8, 8);
+        return ((x ^ y) | (u ^ w)) == 0;
+    }
+    if (n >= 4) {
+        uint32_t x, y, u, w;
+        memcpy(&x, a, 4), memcpy(&y, b, 4), memcpy(&u, a + n - 4, 4), memcpy(&w, b + n - 4, 4);
+        return ((x ^ y) | (u ^ w)) == 0;
+    }
+    return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
 }
 
 /* The index of the string key k[0..len) in dict d, or d->u.dict.n: inline,
@@ -92,7 +104,20 @@ static inline size_t ld_tv_key_index(const ld_tpl_value *d, const char *k, size_
     return d->u.dict.n;
 }
 ld_tpl_value *ld_tv_dict_getv(const ld_tpl_value *d, const ld_tpl_value *k);
-bool ld_tv_truthy(const ld_tpl_value *v);
+/* Python's bool(v), inline: every `if`, `and`, `or` and `not` asks it */
+static inline bool ld_tv_truthy(const ld_tpl_value *v)
+{
+    switch (v->kind) {
+    case TV_BOOL: return v->u.b;
+    case TV_INT: return v->u.i != 0;
+    case TV_FLOAT: return v->u.f != 0;
+    case TV_STR: return v->u.str.len != 0;
+    case TV_LIST: return v->u.list.n != 0;
+    case TV_DICT: return v->u.dict.n != 0;
+    case TV_UNDEF: case TV_NONE: return false;
+    default: return true;
+    }
+}
 bool ld_tv_equal(const ld_tpl_value *a, const ld_tpl_value *b);
 /* <0, 0, >0; *ok false when Python would raise TypeError */
 int ld_tv_compare(const ld_tpl_value *a, const ld_tpl_value *b, bool *ok);
@@ -102,6 +127,25 @@ size_t ld_tv_utf8_count(const char *s, size_t len);
  * (words split at [-\s({[<]) on UTF-8 text (tpl_unicase.c); NULL on NOMEM */
 enum { TV_CASE_LOWER, TV_CASE_UPPER, TV_CASE_TITLE, TV_CASE_CAPITALIZE, TV_CASE_TITLE_WORDS };
 ld_tpl_value *ld_tv_case_map(ld_arena *a, const char *s, size_t len, int mode);
+
+/* s[0..n) copied to d: up to 16 bytes inline, as two overlapping words
+ * (most pieces of output are short), more with memcpy */
+static inline void ld_tv_copy(char *d, const char *s, size_t n)
+{
+    if (n > 16) {
+        memcpy(d, s, n);
+    } else if (n >= 8) {
+        uint64_t x, y;
+        memcpy(&x, s, 8), memcpy(&y, s + n - 8, 8);
+        memcpy(d, &x, 8), memcpy(d + n - 8, &y, 8);
+    } else if (n >= 4) {
+        uint32_t x, y;
+        memcpy(&x, s, 4), memcpy(&y, s + n - 4, 4);
+        memcpy(d, &x, 4), memcpy(d + n - 4, &y, 4);
+    } else if (n) {
+        d[0] = s[0], d[n / 2] = s[n / 2], d[n - 1] = s[n - 1];
+    }
+}
 
 /* growable byte buffer in an arena-free malloc'd block */
 typedef struct tv_buf {
@@ -117,7 +161,7 @@ void ld_tv_buf_put_grow(tv_buf *b, const char *s, size_t n);
 static inline void ld_tv_buf_put(tv_buf *b, const char *s, size_t n)
 {
     if (!b->failed && n < b->cap - b->len) {
-        if (n) memcpy(b->p + b->len, s, n);
+        ld_tv_copy(b->p + b->len, s, n);
         b->len += n;
         b->p[b->len] = 0;
         return;
@@ -190,8 +234,24 @@ enum {
     N_BLOCK_VALUE   /* the rendered body inside a filter block's chain */
 };
 /* N_MACRO, N_CALL_BLOCK: neg bit 1 / 2 = the body uses varargs / kwargs.
- * N_FOR: neg = 1 for `recursive`.  N_COMPARE: c = the comparison before it
- * in a chain (`a < b < c` is `a < b and b < c`) */
+ * N_FOR: neg bit 1 for `recursive`, bit 2 when the body names `loop` (else
+ * no `loop` object is made).  N_COMPARE: c = the comparison before it in a
+ * chain (`a < b < c` is `a < b and b < c`) */
+#define TPL_FOR_RECURSIVE 1
+#define TPL_FOR_USES_LOOP 2
+/* N_GETATTR, N_GETITEM: neg has TPL_FAST_KEY when the key is a constant
+ * string (s, s_len), which a dict or a namespace holding it answers at once
+ * (tpl_expr.c; an attribute only when its name can name no method), and
+ * TPL_KEY_PLAIN when the key names no method (ld_tpl_attr_plain): one they
+ * lack is then undefined at once too */
+#define TPL_FAST_KEY 1
+#define TPL_KEY_PLAIN 2
+
+/* Every distinct name of a template has a slot, its index among the names
+ * the parser interned: the render finds a variable by its slot, never by
+ * its text (eval/tpl_scope.c).  These names come first, as the evaluator
+ * binds them itself. */
+enum { TPL_SLOT_LOOP, TPL_SLOT_CALLER, TPL_SLOT_VARARGS, TPL_SLOT_KWARGS, TPL_SLOTS_RESERVED };
 
 typedef struct tpl_node tpl_node;
 typedef struct tpl_nodes {
@@ -203,12 +263,18 @@ struct tpl_node {
     uint8_t kind;
     uint8_t neg;        /* N_TEST: `is not`; N_COMPARE: op code */
     uint32_t off;       /* where it starts in the source (errors) */
+    uint32_t slot;      /* the slot of the name: N_NAME; the target of N_SET,
+                           N_SET_BLOCK, N_FOR (one name); N_SET_ATTR's
+                           namespace; N_MACRO's name.  N_FILTER: the
+                           filter's TPL_FILTER_* (0: found by name); N_TEST:
+                           its TPL_TEST_* (0: found by name) */
     const char *s;      /* name / attr / op / filter / test; data text */
     size_t s_len;
     tpl_node *a, *b, *c;   /* operands, condition, iterable, ... */
     tpl_nodes list;        /* args / items / body / targets */
     tpl_nodes list2;       /* kwarg values / dict values / else body */
     const char **kw;       /* kwarg names (list2.n of them) */
+    const uint32_t *kw_slot; /* N_MACRO, N_CALL_BLOCK: the slots of the kw names (parameters) */
     const ld_tpl_value *lit; /* N_CONST */
 };
 
@@ -217,6 +283,7 @@ struct ld_tpl {
     const char *src;    /* normalised source */
     size_t src_len;
     tpl_nodes body;
+    size_t n_slots;     /* distinct names: a render's variables are slots 0..n_slots-1 */
 };
 
 ld_status ld_tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err);
@@ -272,8 +339,36 @@ typedef struct tpl_args {
     const char **kw;
     size_t n_kw;
 } tpl_args;
+/* a == b for the names filters, tests and methods are dispatched by, in
+ * long chains of these: the first byte compared at once (most differ
+ * there), the rest inline, a byte at a time, without strcmp's call */
+static inline bool ld_tpl_name_is(const char *a, const char *b)
+{
+    if (a[0] != b[0]) return false;
+    while (*a && *a == *b) a++, b++;
+    return *a == *b;
+}
 ld_status ld_tpl_filter(tpl_rt *rt, const tpl_node *at, const char *name,
                      ld_tpl_value *v, tpl_args *args, ld_tpl_value **out);
+/* Filters the parser tells by name once (N_FILTER's slot), called without
+ * the search by name: ld_tpl_filter_id(name), 0 for the others; filter
+ * node n applied to v. */
+enum { TPL_FILTER_BY_NAME, TPL_FILTER_TRIM, TPL_FILTER_TOJSON, TPL_FILTER_LENGTH };
+uint32_t ld_tpl_filter_id(const char *name);
+ld_status ld_tpl_filter_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value *v, tpl_args *args, ld_tpl_value **out);
+/* The tests of a value's kind alone, told by name once (N_TEST's slot):
+ * ld_tpl_test_id(name), 0 for the others; the test of id on v. */
+enum {
+    TPL_TEST_BY_NAME, TPL_TEST_DEFINED, TPL_TEST_UNDEFINED, TPL_TEST_NONE, TPL_TEST_STRING,
+    TPL_TEST_MAPPING, TPL_TEST_ITERABLE, TPL_TEST_SEQUENCE, TPL_TEST_NUMBER, TPL_TEST_INTEGER,
+    TPL_TEST_FLOAT, TPL_TEST_BOOLEAN, TPL_TEST_TRUE, TPL_TEST_FALSE, TPL_TEST_CALLABLE
+};
+uint32_t ld_tpl_test_id(const char *name);
+bool ld_tpl_kind_test(uint32_t id, const ld_tpl_value *v);
+/* {{ v | tojson(args) }}: the filter's text appended to out, as
+ * ld_tpl_filter's "tojson" then a print would append it, with the same
+ * errors */
+ld_status ld_tpl_tojson_print(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *args, tv_buf *out);
 ld_status ld_tpl_test(tpl_rt *rt, const tpl_node *at, const char *name,
                    ld_tpl_value *v, tpl_args *args, bool *out);
 ld_status ld_tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self,
@@ -282,6 +377,9 @@ ld_status ld_tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self
 ld_tpl_value *ld_tpl_getattr(tpl_rt *rt, const ld_tpl_value *v, const char *name,
                           size_t len);
 bool ld_tpl_has_method(const ld_tpl_value *v, const char *name);
+/* x.name of a dict or namespace is its key `name` (when it has it): name is
+ * none of the dict methods, the sandbox's refused ones or `loop.cycle` */
+bool ld_tpl_attr_plain(const char *name, size_t len);
 enum { TF_RAISE = 1, TF_STRFTIME, TF_NAMESPACE, TF_RANGE, TF_DICT };
 
 /* helpers shared by eval and filters */

@@ -68,6 +68,11 @@ static bool maybe_container_word(const char *name, size_t len)
     }
 }
 
+bool ld_tpl_attr_plain(const char *name, size_t len)
+{
+    return !(len && maybe_container_word(name, len)) && !(len == 5 && memcmp(name, "cycle", 5) == 0);
+}
+
 bool ld_tpl_has_method(const ld_tpl_value *v, const char *name)
 {
     size_t n = strlen(name);

@@ -13,9 +13,7 @@
 #define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 #define TYPE_ERR(...) ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, __VA_ARGS__)
 
-/* a == b; the first bytes compared before strcmp: names are dispatched
- * through long chains of these, and most differ at once */
-static inline bool is(const char *a, const char *b) { return a[0] == b[0] && strcmp(a, b) == 0; }
+static inline bool is(const char *a, const char *b) { return ld_tpl_name_is(a, b); }
 
 /* ---------------------------------------------------------------- strings */
 
@@ -234,24 +232,46 @@ ld_status ld_tpl_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *self
 
 /* ---------------------------------------------------------------- tests */
 
+/* the names of the tests of a value's kind, in the order of TPL_TEST_* */
+static const char *const kind_tests[] = {
+    NULL, "defined", "undefined", "none", "string", "mapping", "iterable", "sequence", "number", "integer",
+    "float", "boolean", "true", "false", "callable"
+};
+
+uint32_t ld_tpl_test_id(const char *name)
+{
+    for (uint32_t i = 1; i < sizeof kind_tests / sizeof kind_tests[0]; i++)
+        if (is(name, kind_tests[i])) return i;
+    return TPL_TEST_BY_NAME;
+}
+
+bool ld_tpl_kind_test(uint32_t id, const ld_tpl_value *v)
+{
+    int k = v->kind;
+    switch (id) {
+    case TPL_TEST_DEFINED: return k != TV_UNDEF;
+    case TPL_TEST_UNDEFINED: return k == TV_UNDEF;
+    case TPL_TEST_NONE: return k == TV_NONE;
+    case TPL_TEST_STRING: return k == TV_STR;
+    case TPL_TEST_MAPPING: return k == TV_DICT;
+    case TPL_TEST_ITERABLE: return k == TV_STR || k == TV_LIST || k == TV_DICT || k == TV_UNDEF;
+    case TPL_TEST_SEQUENCE: return k == TV_STR || k == TV_LIST || k == TV_DICT;
+    case TPL_TEST_NUMBER: return k == TV_INT || k == TV_FLOAT || k == TV_BOOL;
+    case TPL_TEST_INTEGER: return k == TV_INT;
+    case TPL_TEST_FLOAT: return k == TV_FLOAT;
+    case TPL_TEST_BOOLEAN: return k == TV_BOOL;
+    case TPL_TEST_TRUE: return k == TV_BOOL && v->u.b;
+    case TPL_TEST_FALSE: return k == TV_BOOL && !v->u.b;
+    default: return k == TV_MACRO || k == TV_METHOD || k == TV_FUNC; /* callable */
+    }
+}
+
 static ld_status run_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v, tpl_args *a, bool *out)
 {
     int k = v->kind;
     ld_tpl_value *x = a->n_pos ? a->pos[0] : NULL;
-    if (is(name, "defined")) *out = k != TV_UNDEF;
-    else if (is(name, "undefined")) *out = k == TV_UNDEF;
-    else if (is(name, "none")) *out = k == TV_NONE;
-    else if (is(name, "string")) *out = k == TV_STR;
-    else if (is(name, "mapping")) *out = k == TV_DICT;
-    else if (is(name, "iterable")) *out = k == TV_STR || k == TV_LIST || k == TV_DICT || k == TV_UNDEF;
-    else if (is(name, "sequence")) *out = k == TV_STR || k == TV_LIST || k == TV_DICT;
-    else if (is(name, "number")) *out = k == TV_INT || k == TV_FLOAT || k == TV_BOOL;
-    else if (is(name, "integer")) *out = k == TV_INT;
-    else if (is(name, "float")) *out = k == TV_FLOAT;
-    else if (is(name, "boolean")) *out = k == TV_BOOL;
-    else if (is(name, "true")) *out = k == TV_BOOL && v->u.b;
-    else if (is(name, "false")) *out = k == TV_BOOL && !v->u.b;
-    else if (is(name, "callable")) *out = k == TV_MACRO || k == TV_METHOD || k == TV_FUNC;
+    uint32_t id = ld_tpl_test_id(name);
+    if (id != TPL_TEST_BY_NAME) *out = ld_tpl_kind_test(id, v);
     else if (is(name, "lower") || is(name, "upper")) {
         ld_tpl_value *s = k == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, at, v);
         NEWV(s);
@@ -283,7 +303,10 @@ ld_status ld_tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_v
 
 /* ---------------------------------------------------------------- filters */
 
-static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+/* json.dumps(v) with tojson's arguments a, appended to b: LD_OK (b may
+ * have failed: past its cap or without memory), or the TypeError of a
+ * value JSON cannot hold. */
+static ld_status tojson_into(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, tv_buf *b)
 {
     ld_tpl_value *ind = ld_tpl_kwarg(a, "indent", 0), *seps = ld_tpl_kwarg(a, "separators", 99), *sk = ld_tpl_kwarg(a, "sort_keys", 99);
     ld_tpl_value *asc = ld_tpl_kwarg(a, "ensure_ascii", 99);
@@ -297,17 +320,43 @@ static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_
         snprintf(kb, sizeof kb, "%.*s", (int)seps->u.list.items[1]->u.str.len, seps->u.list.items[1]->u.str.s);
         item = ib, key = kb;
     }
-    tv_buf b = ld_tpl_rt_buf(rt); /* an indent's spaces are charged before they are written */
     const char *why = NULL;
     if (v->kind == TV_STR && v->u.str.len < SIZE_MAX / 2) /* a string's quotes and text at once, not by doubling */
-        ld_tv_buf_reserve(&b, v->u.str.len + 2);
+        ld_tv_buf_reserve(b, v->u.str.len + 2);
     int flags = (sk && ld_tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && ld_tv_truthy(asc) ? TV_JSON_ASCII : 0);
-    bool ok = ld_tv_tojson(&b, v, indent, item, key, flags, 0, &why);
-    if (!ok && !b.failed) {
+    bool ok = ld_tv_tojson(b, v, indent, item, key, flags, 0, &why);
+    if (!ok && !b->failed) return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
+    return LD_OK;
+}
+
+static ld_status do_tojson(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    tv_buf b = ld_tpl_rt_buf(rt); /* an indent's spaces are charged before they are written */
+    ld_status s = tojson_into(rt, at, v, a, &b);
+    if (s != LD_OK) {
         free(b.p);
-        return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");
+        return s;
     }
     return ld_tpl_rt_buf_value(rt, at, "tojson", &b, out);
+}
+
+/* The text is written where it goes, capped at what the render's memory
+ * has left as the filter's own buffer is: no buffer, no copy into the
+ * arena, no copy out.  Past a cap, the output is put back and the filter
+ * and the print run as they would have, for the same error. */
+ld_status ld_tpl_tojson_print(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, tv_buf *out)
+{
+    size_t len0 = out->len, max0 = out->max, left = ld_tpl_rt_mem_left(rt);
+    if (!out->failed && left < (max0 ? max0 - len0 : SIZE_MAX)) out->max = len0 + left;
+    ld_status s = tojson_into(rt, at, v, a, out);
+    out->max = max0;
+    if (s != LD_OK || !out->failed) return s;
+    out->len = len0, out->failed = false;
+    if (out->p) out->p[len0] = 0;
+    ld_tpl_value *r;
+    LD_TRY(do_tojson(rt, at, v, a, &r));
+    ld_tv_buf_put(out, r->u.str.s, r->u.str.len);
+    return LD_OK;
 }
 
 static ld_status do_map_select(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *seq, tpl_args *a, ld_tpl_value **out)
@@ -493,20 +542,24 @@ static ld_status do_range(tpl_rt *rt, const tpl_node *at, tpl_args *a, ld_tpl_va
     return LD_OK;
 }
 
+/* `length` / `count`: len(v) */
+static ld_status do_length(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, ld_tpl_value **out)
+{
+    int64_t n;
+    if (v->kind == TV_STR) n = (int64_t)ld_tv_utf8_count(v->u.str.s, v->u.str.len);
+    else if (v->kind == TV_LIST && !(v->flags & TV_F_GEN)) n = (int64_t)v->u.list.n;
+    else if (v->kind == TV_DICT || v->kind == TV_NS) n = (int64_t)v->u.dict.n;
+    else if (v->kind == TV_UNDEF) n = 0;
+    else return TYPE_ERR("type error: object of type '%s' has no len()", ld_tv_type_name(v));
+    NEWV(*out = ld_tpl_value_int(A, n));
+    return LD_OK;
+}
+
 static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
 {
     ld_tpl_value *items;
     (void)a;
-    if (is(f, "length") || is(f, "count")) {
-        int64_t n;
-        if (v->kind == TV_STR) n = (int64_t)ld_tv_utf8_count(v->u.str.s, v->u.str.len);
-        else if (v->kind == TV_LIST && !(v->flags & TV_F_GEN)) n = (int64_t)v->u.list.n;
-        else if (v->kind == TV_DICT || v->kind == TV_NS) n = (int64_t)v->u.dict.n;
-        else if (v->kind == TV_UNDEF) n = 0;
-        else return TYPE_ERR("type error: object of type '%s' has no len()", ld_tv_type_name(v));
-        NEWV(*out = ld_tpl_value_int(A, n));
-        return LD_OK;
-    }
+    if (is(f, "length") || is(f, "count")) return do_length(rt, at, v, out);
     if (is(f, "first") || is(f, "last")) {
         if (v->kind == TV_UNDEF) return *out = v, LD_OK;
         LD_TRY(ld_tpl_iter(rt, at, v, &items));
@@ -540,6 +593,33 @@ static ld_status simple_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld
     }
     if (is(f, "int") || is(f, "float") || is(f, "abs")) return ld_tpl_filter_number(rt, at, f, v, a, out);
     return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "template runtime error: No filter named '%s' found.", f);
+}
+
+/* `trim`: str(v) stripped (of the characters of its argument when given) */
+static ld_status do_trim(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    ld_tpl_value *s = v->kind == TV_UNDEF ? ld_tv_str(A, "", 0) : ld_tpl_str_of(rt, at, v);
+    if (!s) return ld_tpl_rt_fail(rt, at, LD_ERR_UNSUPPORTED, "cannot convert a '%s' to string", ld_tv_type_name(v));
+    NEWV(*out = strip(rt, s, a->n_pos ? a->pos[0] : NULL, true, true));
+    return LD_OK;
+}
+
+uint32_t ld_tpl_filter_id(const char *name)
+{
+    if (is(name, "trim")) return TPL_FILTER_TRIM;
+    if (is(name, "tojson")) return TPL_FILTER_TOJSON;
+    if (is(name, "length") || is(name, "count")) return TPL_FILTER_LENGTH;
+    return TPL_FILTER_BY_NAME;
+}
+
+ld_status ld_tpl_filter_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
+{
+    switch (n->slot) {
+    case TPL_FILTER_TRIM: return do_trim(rt, n, v, a, out);
+    case TPL_FILTER_TOJSON: return do_tojson(rt, n, v, a, out);
+    case TPL_FILTER_LENGTH: return do_length(rt, n, v, out);
+    default: return ld_tpl_filter(rt, n, n->s, v, a, out);
+    }
 }
 
 ld_status ld_tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_value *v, tpl_args *a, ld_tpl_value **out)
@@ -586,10 +666,7 @@ ld_status ld_tpl_filter(tpl_rt *rt, const tpl_node *at, const char *f, ld_tpl_va
             NEWV(*out = ld_tv_case_map(A, s->u.str.s, s->u.str.len, TV_CASE_TITLE_WORDS));
             return LD_OK;
         }
-        if (is(f, "trim")) {
-            tpl_args sub = {a->pos, a->n_pos, NULL, NULL, 0};
-            return str_method(rt, at, s, "strip", &sub, out);
-        }
+        if (is(f, "trim")) return do_trim(rt, at, s, a, out);
         return str_method(rt, at, s, f, a, out);
     }
     return simple_filter(rt, at, f, v, a, out);

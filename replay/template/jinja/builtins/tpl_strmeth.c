@@ -10,9 +10,7 @@
 #define A (ld_tpl_rt_arena(rt))
 #define NEWV(expr) do { if (!(expr)) return ld_tpl_nomem(rt, at); } while (0)
 
-/* a == b; the first bytes compared before strcmp: names are dispatched
- * through long chains of these, and most differ at once */
-static inline bool is(const char *a, const char *b) { return a[0] == b[0] && strcmp(a, b) == 0; }
+static inline bool is(const char *a, const char *b) { return ld_tpl_name_is(a, b); }
 
 static bool cp_space(uint32_t c)
 {

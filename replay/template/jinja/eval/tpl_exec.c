@@ -9,17 +9,11 @@
 
 #include "tpl_rt.h"
 
-/* `name` is the template's (or a literal): the key points at it, and is
- * made only when the scope does not have the name yet. */
-static ld_status set_var_n(tpl_rt *rt, const tpl_node *at, const char *name, size_t len, ld_tpl_value *v)
+/* the name of slot `id` = v in the current scope */
+static ld_status set_var(tpl_rt *rt, const tpl_node *at, uint32_t id, ld_tpl_value *v)
 {
-    NEW(rt, at, ld_tv_dict_put_ref(rt->arena, rt->cur->vars, name, len, v));
+    NEW(rt, at, ld_tpl_scope_set(rt, id, v));
     return LD_OK;
-}
-
-static ld_status set_var(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_value *v)
-{
-    return set_var_n(rt, at, name, strlen(name), v);
 }
 
 ld_status ld_tpl_count_iter(tpl_rt *rt, const tpl_node *at)
@@ -32,12 +26,12 @@ ld_status ld_tpl_count_iter(tpl_rt *rt, const tpl_node *at)
 
 static ld_status assign_targets(tpl_rt *rt, const tpl_node *n, ld_tpl_value *item)
 {
-    if (!n->b) return set_var_n(rt, n, n->s, n->s_len, item);
+    if (!n->b) return set_var(rt, n, n->slot, item);
     const tpl_nodes *t = &n->b->list;
     if (item->kind != TV_LIST || item->u.list.n != t->n)
         return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "value error: cannot unpack %s into %zu names",
                            ld_tv_type_name(item), t->n);
-    for (size_t i = 0; i < t->n; i++) LD_TRY(set_var_n(rt, n, t->v[i]->s, t->v[i]->s_len, item->u.list.items[i]));
+    for (size_t i = 0; i < t->n; i++) LD_TRY(set_var(rt, n, t->v[i]->slot, item->u.list.items[i]));
     return LD_OK;
 }
 
@@ -79,10 +73,11 @@ static ld_tpl_value *loop_obj(tpl_rt *rt, loop_keys *keys, const ld_tpl_value *i
     size_t n = items->u.list.n;
     int64_t fixed[LOOP_FIXED] = { (int64_t)i + 1, (int64_t)i, (int64_t)(n - i), (int64_t)(n - i - 1),
                                   i == 0, i + 1 == n, (int64_t)n, depth, depth - 1 };
-    memset(b, 0, sizeof *b);
+    /* each field an int or a bool reads is set: no need to clear the block */
     for (size_t k = 0; k < LOOP_FIXED; k++) {
         bool is_bool = k == 4 || k == 5;
         b->num[k].kind = is_bool ? TV_BOOL : TV_INT;
+        b->num[k].flags = 0;
         if (is_bool) b->num[k].u.b = (int)fixed[k];
         else b->num[k].u.i = fixed[k];
         b->vals[k] = &b->num[k];
@@ -98,80 +93,65 @@ static ld_tpl_value *loop_obj(tpl_rt *rt, loop_keys *keys, const ld_tpl_value *i
     return &b->d;
 }
 
-/* The keys of an iteration's scope, made once per loop: `loop`, and the
- * loop variable when it is a single name other than `loop` (else NULL). */
-typedef struct scope_keys {
-    ld_tpl_value *loop, *target;
-} scope_keys;
-
-static bool make_scope_keys(ld_arena *a, const tpl_node *n, scope_keys *k)
-{
-    bool single = !n->b && !(n->s_len == 4 && memcmp(n->s, "loop", 4) == 0);
-    k->loop = ld_tv_str_ref(a, "loop", 4);
-    k->target = single ? ld_tv_str_ref(a, n->s, n->s_len) : NULL;
-    return k->loop && (!single || k->target);
-}
-
-/* An iteration's fresh scope in `vars`, emptied (nothing outlives an
- * iteration's scope: a macro sees the globals, a call block's body its site
- * only during the call, so its arrays are kept), with `loop` = lo and the
+/* An iteration's fresh scope (the loop's scope, emptied: nothing outlives
+ * an iteration's scope), with `loop` = lo (when the body names it) and the
  * loop variable(s) = item. */
-static ld_status enter_iteration(tpl_rt *rt, const tpl_node *n, ld_tpl_value *vars, const scope_keys *k,
-                                 ld_tpl_value *lo, ld_tpl_value *item)
+static ld_status enter_iteration(tpl_rt *rt, const tpl_node *n, ld_tpl_value *lo, ld_tpl_value *item)
 {
-    vars->u.dict.n = 0;
-    if (k->target && vars->u.dict.cap >= 2) {
-        vars->u.dict.keys[0] = k->loop, vars->u.dict.vals[0] = lo;
-        vars->u.dict.keys[1] = k->target, vars->u.dict.vals[1] = item;
-        vars->u.dict.n = 2;
+    /* The usual: one loop variable, and the last iteration set nothing
+     * else, so that the scope holds just what the last one bound (the
+     * loop variable, `loop`): their slots take the new values. */
+    if (!n->b && rt->cur->n == (lo ? 2u : 1u)) { /* (no target is named `loop`: the parser says so) */
+        if (lo) rt->slots[TPL_SLOT_LOOP].v = lo;
+        rt->slots[n->slot].v = item;
         return LD_OK;
     }
-    LD_TRY(set_var_n(rt, n, "loop", 4, lo));
+    ld_tpl_scope_clear(rt);
+    if (lo) LD_TRY(set_var(rt, n, TPL_SLOT_LOOP, lo));
     return assign_targets(rt, n, item);
 }
 
 /* Runs loop `n` over the list `seq` at recursion `depth` in scope `parent`.
  * Every iteration gets a fresh scope: a `set` in the body lasts until the
- * end of its iteration, as in jinja2. */
+ * end of its iteration, as in jinja2.  A body that never names `loop` gets
+ * no `loop` object: nothing could see it. */
 static ld_status run_loop(tpl_rt *rt, const tpl_node *n, ld_tpl_value *seq, int64_t depth, frame *parent)
 {
-    frame *saved = rt->cur, f = {parent, ld_tv_new(rt->arena, TV_DICT)};
+    frame *saved = rt->cur, f = {0};
     loop_ctx lc = {n, parent, NULL, rt->loops};
-    NEW(rt, n, f.vars);
-    rt->cur = &f;
+    bool uses_loop = n->neg & TPL_FOR_USES_LOOP;
+    ld_tpl_scope_push(rt, &f, parent);
     ld_status s = LD_OK;
     ld_tpl_value *items = seq;
     if (n->c) { /* `for x in xs if cond`: filter first, loop.* counts the kept items */
         NEW(rt, n, items = ld_tv_new(rt->arena, TV_LIST));
         for (size_t i = 0; s == LD_OK && i < seq->u.list.n; i++) {
-            ld_tpl_value *c;
+            bool c;
             if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = assign_targets(rt, n, seq->u.list.items[i])) != LD_OK ||
-                (s = ld_tpl_eval_expr(rt, n->c, &c)) != LD_OK) break;
-            if (ld_tv_truthy(c) && !ld_tv_push(rt->arena, items, seq->u.list.items[i])) s = ld_tpl_nomem(rt, n);
+                (s = ld_tpl_eval_cond(rt, n->c, &c)) != LD_OK) break;
+            if (c && !ld_tv_push(rt->arena, items, seq->u.list.items[i])) s = ld_tpl_nomem(rt, n);
         }
     }
     rt->loops = &lc;
     loop_keys keys;
-    scope_keys sk = {NULL, NULL};
-    if (s == LD_OK && items->u.list.n && (!make_loop_keys(rt->arena, &keys) || !make_scope_keys(rt->arena, n, &sk)))
-        s = ld_tpl_nomem(rt, n);
+    if (s == LD_OK && uses_loop && items->u.list.n && !make_loop_keys(rt->arena, &keys)) s = ld_tpl_nomem(rt, n);
     for (size_t i = 0; s == LD_OK && i < items->u.list.n; i++) {
-        ld_tpl_value *lo = loop_obj(rt, &keys, items, i, depth);
-        if (!lo) { s = ld_tpl_nomem(rt, n); break; }
+        ld_tpl_value *lo = uses_loop ? loop_obj(rt, &keys, items, i, depth) : NULL;
+        if (uses_loop && !lo) { s = ld_tpl_nomem(rt, n); break; }
         lc.lo = lo;
-        if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = enter_iteration(rt, n, f.vars, &sk, lo, items->u.list.items[i])) != LD_OK ||
+        if ((s = ld_tpl_count_iter(rt, n)) != LD_OK || (s = enter_iteration(rt, n, lo, items->u.list.items[i])) != LD_OK ||
             (s = ld_tpl_exec_body(rt, &n->list)) != LD_OK)
             break;
         if (rt->ctrl == 1) { rt->ctrl = 0; break; }
         rt->ctrl = 0;
     }
     rt->loops = lc.prev;
-    rt->cur = saved;
+    ld_tpl_scope_pop(rt, &f, saved);
     if (s == LD_OK && items->u.list.n == 0) s = ld_tpl_exec_body(rt, &n->list2);
     return s;
 }
 
-static ld_status exec_for(tpl_rt *rt, const tpl_node *n)
+static TPL_NOINLINE ld_status exec_for(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *seq;
     LD_TRY(ld_tpl_eval_expr(rt, n->a, &seq));
@@ -199,7 +179,7 @@ ld_status ld_tpl_call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *l
 {
     loop_ctx *lc = rt->loops;
     while (lc && lc->lo != lo) lc = lc->prev;
-    if (!lc || !lc->n->neg)
+    if (!lc || !(lc->n->neg & TPL_FOR_RECURSIVE))
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: the loop must be marked as recursive to be called");
     if (a->n_pos != 1 || a->n_kw)
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: loop() takes exactly one argument");
@@ -223,7 +203,7 @@ ld_status ld_tpl_call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *l
 
 /* {% call(params) m(args) %}body{% endcall %}: m(args) with `caller` =
  * the body as a macro that sees the scope of the call site. */
-static ld_status exec_call_block(tpl_rt *rt, const tpl_node *n)
+static TPL_NOINLINE ld_status exec_call_block(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *callee, *caller, *v;
     tpl_args a;
@@ -244,7 +224,7 @@ static ld_status exec_call_block(tpl_rt *rt, const tpl_node *n)
 }
 
 /* {% filter chain %}body{% endfilter %} */
-static ld_status exec_filter_block(tpl_rt *rt, const tpl_node *n)
+static TPL_NOINLINE ld_status exec_filter_block(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *body, *v, *saved = rt->block_value;
     LD_TRY(capture(rt, n, &n->list, &body));
@@ -302,7 +282,7 @@ static ld_status output_concat(tpl_rt *rt, const tpl_node *n, bool *done)
     return print_value(rt, n, acc);
 }
 
-static ld_status exec_output(tpl_rt *rt, const tpl_node *n)
+static TPL_NOINLINE ld_status exec_output(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *v;
     if (n->a->kind == N_BINOP && n->a->neg == '+') {
@@ -310,50 +290,75 @@ static ld_status exec_output(tpl_rt *rt, const tpl_node *n)
         LD_TRY(output_concat(rt, n->a, &done));
         if (done) return LD_OK;
     }
+    if (n->a->kind == N_FILTER && n->a->slot == TPL_FILTER_TOJSON) { /* written where it goes */
+        tpl_args args;
+        LD_TRY(ld_tpl_eval_expr(rt, n->a->a, &v));
+        LD_TRY(ld_tpl_eval_args(rt, n->a, &args));
+        return ld_tpl_tojson_print(rt, n->a, v, &args, rt->out);
+    }
     LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
     return print_value(rt, n->a, v);
 }
 
-static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
+/* the output's limit, checked after a statement that writes */
+static ld_status output_check(tpl_rt *rt, const tpl_node *n)
+{
+    if (rt->out->failed)
+        return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "output size limit of %zu bytes exceeded", rt->lim.max_output_bytes);
+    return LD_OK;
+}
+
+/* set, set blocks, set ns.attr, macro: a name (or an attribute) bound */
+static TPL_NOINLINE ld_status exec_set(tpl_rt *rt, const tpl_node *n)
 {
     ld_tpl_value *v;
     switch (n->kind) {
-    case N_DATA:
-        ld_tv_buf_put(rt->out, n->s, n->s_len);
-        break;
-    case N_OUTPUT: LD_TRY(exec_output(rt, n)); break;
-    case N_IF:
-        LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
-        return ld_tpl_exec_body(rt, ld_tv_truthy(v) ? &n->list : &n->list2);
-    case N_FOR: return exec_for(rt, n);
-    case N_CALL_BLOCK: LD_TRY(exec_call_block(rt, n)); break;
-    case N_FILTER_BLOCK: LD_TRY(exec_filter_block(rt, n)); break;
     case N_SET:
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
         return assign_targets(rt, n, v);
     case N_SET_BLOCK:
         LD_TRY(capture(rt, n, &n->list, &v));
-        return set_var_n(rt, n, n->s, n->s_len, v);
+        return set_var(rt, n, n->slot, v);
     case N_SET_ATTR: {
-        ld_tpl_value *ns = ld_tpl_lookup(rt, n->s, n->s_len);
+        ld_tpl_value *ns = tpl_lookup(rt, n);
         NEW(rt, n, ns);
         if (ns->kind != TV_NS)
             return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "template runtime error: cannot assign attribute on non-namespace object");
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &v));
-        NEW(rt, n, ld_tv_dict_put_ref(rt->arena, ns, n->b->s, n->b->s_len, v));
-        break;
+        size_t i = ld_tv_key_index(ns, n->b->s, n->b->s_len);
+        if (i < ns->u.dict.n) ns->u.dict.vals[i] = v; /* the usual: the attribute is there */
+        else NEW(rt, n, ld_tv_dict_put_ref(rt->arena, ns, n->b->s, n->b->s_len, v));
+        return output_check(rt, n);
     }
-    case N_MACRO:
+    default: /* N_MACRO */
         NEW(rt, n, v = ld_tv_new(rt->arena, TV_MACRO));
         v->u.macro.node = n;
-        return set_var(rt, n, n->s, v);
+        return set_var(rt, n, n->slot, v);
+    }
+}
+
+static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
+{
+    switch (n->kind) {
+    case N_DATA:
+        ld_tv_buf_put(rt->out, n->s, n->s_len);
+        break;
+    case N_OUTPUT: LD_TRY(exec_output(rt, n)); break;
+    case N_IF: {
+        bool r;
+        LD_TRY(ld_tpl_eval_cond(rt, n->a, &r));
+        const tpl_nodes *body = r ? &n->list : &n->list2;
+        return body->n ? ld_tpl_exec_body(rt, body) : LD_OK; /* most ifs have no else */
+    }
+    case N_FOR: return exec_for(rt, n);
+    case N_CALL_BLOCK: LD_TRY(exec_call_block(rt, n)); break;
+    case N_FILTER_BLOCK: LD_TRY(exec_filter_block(rt, n)); break;
+    case N_SET: case N_SET_BLOCK: case N_SET_ATTR: case N_MACRO: return exec_set(rt, n);
     case N_BREAK: rt->ctrl = 1; break;
     case N_CONTINUE: rt->ctrl = 2; break;
     default: return ld_tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "unknown statement");
     }
-    if (rt->out->failed)
-        return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "output size limit of %zu bytes exceeded", rt->lim.max_output_bytes);
-    return LD_OK;
+    return output_check(rt, n);
 }
 
 ld_status ld_tpl_exec_body(tpl_rt *rt, const tpl_nodes *body)
@@ -384,8 +389,8 @@ static ld_status extra_args(tpl_rt *rt, const tpl_node *at, const tpl_node *def,
             return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes no keyword argument '%s'", def->s, args->kw[k]);
         NEW(rt, at, ld_tv_dict_put(rt->arena, kw, ld_tv_str(rt->arena, args->kw[k], strlen(args->kw[k])), args->kwv[k]));
     }
-    if (def->neg & 1) LD_TRY(set_var(rt, at, "varargs", va));
-    if (def->neg & 2) LD_TRY(set_var(rt, at, "kwargs", kw));
+    if (def->neg & 1) LD_TRY(set_var(rt, at, TPL_SLOT_VARARGS, va));
+    if (def->neg & 2) LD_TRY(set_var(rt, at, TPL_SLOT_KWARGS, kw));
     return LD_OK;
 }
 
@@ -409,10 +414,9 @@ ld_status ld_tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_va
         return ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "recursion limit of %u macro calls exceeded", rt->lim.max_depth);
     if (args->n_pos > np && !(def->neg & 1))
         return ld_tpl_rt_fail(rt, at, LD_ERR_MISMATCH, "type error: macro '%s' takes not more than %zu argument(s)", def->s, np);
-    frame f = {parent, ld_tv_new(rt->arena, TV_DICT)}, *saved_cur = rt->cur;
-    NEW(rt, at, f.vars);
-    rt->cur = &f;
-    ld_status s = caller ? set_var(rt, at, "caller", caller) : LD_OK;
+    frame f = {0}, *saved_cur = rt->cur;
+    ld_tpl_scope_push(rt, &f, parent);
+    ld_status s = caller ? set_var(rt, at, TPL_SLOT_CALLER, caller) : LD_OK;
     for (size_t i = 0; s == LD_OK && i < np; i++) {
         ld_tpl_value *v = i < args->n_pos ? args->pos[i] : NULL;
         for (size_t k = 0; !v && k < args->n_kw; k++)
@@ -423,7 +427,7 @@ ld_status ld_tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_va
             snprintf(hint, sizeof hint, "parameter '%s' was not provided", def->kw[i]);
             v = ld_tv_undef(rt->arena, hint);
         }
-        if (s == LD_OK) s = set_var(rt, at, def->kw[i], v);
+        if (s == LD_OK) s = set_var(rt, at, def->kw_slot[i], v);
     }
     s = s == LD_OK ? extra_args(rt, at, def, args) : s;
     tv_buf b = {0}, *saved_out = rt->out;
@@ -434,7 +438,7 @@ ld_status ld_tpl_call_macro_with(tpl_rt *rt, const tpl_node *at, const ld_tpl_va
     rt->macro_depth--;
     rt->ctrl = 0;
     rt->out = saved_out;
-    rt->cur = saved_cur;
+    ld_tpl_scope_pop(rt, &f, saved_cur);
     if (s == LD_OK && b.failed) s = ld_tpl_rt_fail(rt, at, LD_ERR_LIMIT, "output size limit exceeded");
     if (s == LD_OK && !(*out = ld_tv_str(rt->arena, b.p, b.len))) s = ld_tpl_nomem(rt, at);
     free(b.p);
@@ -468,9 +472,11 @@ ld_status ld_tpl_render_in(const ld_tpl *t, const ld_tpl_value *ctx, const ld_tp
         ld_arena_init(&rt.own, rt.lim.max_memory_bytes);
         rt.arena = &rt.own;
     }
-    frame root = {NULL, ld_tv_new(rt.arena, TV_DICT)};
+    frame root = {0};
     rt.root = rt.cur = &root;
-    ld_status s = root.vars ? ld_tpl_exec_body(&rt, &t->body) : ld_tpl_nomem(&rt, NULL);
+    rt.slots = ld_arena_alloc(rt.arena, (t->n_slots ? t->n_slots : 1) * sizeof *rt.slots);
+    if (rt.slots) memset(rt.slots, 0, t->n_slots * sizeof *rt.slots);
+    ld_status s = rt.slots ? ld_tpl_exec_body(&rt, &t->body) : ld_tpl_nomem(&rt, NULL);
     if (s == LD_OK && b.failed) s = ld_tpl_rt_fail(&rt, NULL, LD_ERR_LIMIT, "output size limit exceeded");
     if (scratch) scratch->max_bytes = saved_max;
     else ld_arena_release(&rt.own);

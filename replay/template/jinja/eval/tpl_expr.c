@@ -8,28 +8,6 @@
 
 #include "tpl_rt.h"
 
-ld_tpl_value *ld_tpl_lookup(tpl_rt *rt, const char *name, size_t len)
-{
-    static const struct { const char *n; int id; } globals[] = {
-        {"raise_exception", TF_RAISE}, {"strftime_now", TF_STRFTIME},
-        {"namespace", TF_NAMESPACE}, {"range", TF_RANGE}, {"dict", TF_DICT}};
-    for (frame *f = rt->cur; f; f = f->parent) {
-        size_t i = ld_tv_key_index(f->vars, name, len);
-        if (i < f->vars->u.dict.n) return f->vars->u.dict.vals[i];
-    }
-    if (rt->ctx) {
-        size_t i = ld_tv_key_index(rt->ctx, name, len);
-        if (i < rt->ctx->u.dict.n) return rt->ctx->u.dict.vals[i];
-    }
-    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
-        if (strlen(globals[i].n) == len && memcmp(globals[i].n, name, len) == 0) {
-            ld_tpl_value *v = ld_tv_new(rt->arena, TV_FUNC);
-            if (v) v->u.func.id = globals[i].id;
-            return v;
-        }
-    return ld_tv_undef_lazy(rt->arena, NULL, name, len); /* name: the template's */
-}
-
 ld_status ld_tpl_eval_args(tpl_rt *rt, const tpl_node *n, tpl_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -74,11 +52,31 @@ static ld_status call_func(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *f
     }
 }
 
+/* The callee of n: x.name as N_GETATTR makes it, except that a string's
+ * method (s.startswith(...), s.split(...)) is not made: *self = the string,
+ * *f NULL, and the caller calls it by the template's name. */
+static ld_status callee(tpl_rt *rt, const tpl_node *n, ld_tpl_value **f, ld_tpl_value **self)
+{
+    const tpl_node *g = n->a;
+    *self = NULL;
+    if (g->kind != N_GETATTR) return ld_tpl_eval_expr(rt, g, f);
+    ld_tpl_value *obj;
+    LD_TRY(ld_tpl_eval_expr(rt, g->a, &obj));
+    if (obj->kind == TV_STR && ld_tpl_has_method(obj, g->s)) return *self = obj, *f = NULL, LD_OK;
+    if (obj->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, g, obj);
+    NEW(rt, g, *f = ld_tpl_getattr(rt, obj, g->s, g->s_len));
+    return LD_OK;
+}
+
 static ld_status eval_call(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
-    ld_tpl_value *f;
+    ld_tpl_value *f, *self;
     tpl_args a;
-    LD_TRY(ld_tpl_eval_expr(rt, n->a, &f));
+    LD_TRY(callee(rt, n, &f, &self));
+    if (self) {
+        LD_TRY(ld_tpl_eval_args(rt, n, &a));
+        return ld_tpl_method(rt, n, self, n->a->s, &a, out);
+    }
     if (f->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n, f);
     LD_TRY(ld_tpl_eval_args(rt, n, &a));
     switch (f->kind) {
@@ -123,9 +121,16 @@ static ld_status eval_slice(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld
     ld_tpl_value *r = ld_tv_new(rt->arena, TV_LIST);
     NEW(rt, n, r);
     r->flags = obj->flags & TV_F_TUPLE;
-    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
-        NEW(rt, n, ld_tv_push(rt->arena, r, items->u.list.items[i]));
-        if (st > 0 ? st >= e - i : st <= e - i) break; /* the next one is past the end: stop before i + st overflows */
+    /* b, b + st, ... short of e: counted first (k * |st| stays within the
+     * span, so nothing overflows), then copied into one array */
+    uint64_t mag = st > 0 ? (uint64_t)st : 0 - (uint64_t)st;
+    int64_t span = st > 0 ? e - b : b - e;
+    size_t count = span > 0 ? (size_t)(((uint64_t)span - 1) / mag + 1) : 0;
+    if (count) {
+        NEW(rt, n, r->u.list.items = ld_arena_alloc(rt->arena, count * sizeof *r->u.list.items));
+        for (size_t k = 0; k < count; k++)
+            r->u.list.items[k] = items->u.list.items[st > 0 ? b + (int64_t)(k * mag) : b - (int64_t)(k * mag)];
+        r->u.list.n = r->u.list.cap = count;
     }
     if (obj->kind == TV_STR) {
         tv_buf s = {0};
@@ -199,16 +204,10 @@ static ld_status eval_binop(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     return ld_tpl_arith(rt, n, (char)n->neg, a, b, out);
 }
 
-static ld_status eval_compare(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+/* a `op` b for comparison n (its own link of a chain) */
+static ld_status compare_values(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, ld_tpl_value *b, bool *out)
 {
-    ld_tpl_value *a, *b;
     bool r, ok = true;
-    if (n->c) { /* a chain: false as soon as one link is */
-        LD_TRY(ld_tpl_eval_expr(rt, n->c, &a));
-        if (!ld_tv_truthy(a)) return *out = a, LD_OK;
-    }
-    LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
-    LD_TRY(ld_tpl_eval_expr(rt, n->b, &b));
     switch (n->neg) {
     case 1: case 2: /* == and !=; two strings (a message's role against a literal) without a call */
         if (a->kind == TV_STR && b->kind == TV_STR)
@@ -227,7 +226,39 @@ static ld_status eval_compare(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     }
     if (!ok) return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: '<' not supported between instances of '%s' and '%s'",
                                 ld_tv_type_name(a), ld_tv_type_name(b));
+    *out = r;
+    return LD_OK;
+}
+
+static ld_status eval_compare(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+{
+    ld_tpl_value *a, *b;
+    bool r;
+    if (n->c) { /* a chain: false as soon as one link is */
+        LD_TRY(ld_tpl_eval_expr(rt, n->c, &a));
+        if (!ld_tv_truthy(a)) return *out = a, LD_OK;
+    }
+    LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
+    LD_TRY(ld_tpl_eval_expr(rt, n->b, &b));
+    LD_TRY(compare_values(rt, n, a, b, &r));
     *out = ld_tv_bool(r);
+    return LD_OK;
+}
+
+/* `x is test(args)` / `x is not test(args)`; a test of x's kind alone,
+ * without arguments, without looking it up by name */
+static ld_status eval_test(tpl_rt *rt, const tpl_node *n, bool *out)
+{
+    ld_tpl_value *a;
+    tpl_args args;
+    LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
+    if (n->slot != TPL_TEST_BY_NAME && !n->list.n && !n->list2.n) {
+        *out = ld_tpl_kind_test(n->slot, a) != (n->neg != 0);
+        return LD_OK;
+    }
+    LD_TRY(ld_tpl_eval_args(rt, n, &args));
+    LD_TRY(ld_tpl_test(rt, n, n->s, a, &args, out));
+    if (n->neg) *out = !*out;
     return LD_OK;
 }
 
@@ -255,7 +286,7 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     tpl_args args;
     switch (n->kind) {
     case N_CONST: *out = (ld_tpl_value *)n->lit; return LD_OK;
-    case N_NAME: NEW(rt, n, *out = ld_tpl_lookup(rt, n->s, n->s_len)); return LD_OK;
+    case N_NAME: NEW(rt, n, *out = tpl_lookup(rt, n)); return LD_OK;
     case N_GETATTR:
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
         if (a->kind == TV_UNDEF) return ld_tpl_undefined_use(rt, n, a);
@@ -272,13 +303,11 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     case N_FILTER:
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
         LD_TRY(ld_tpl_eval_args(rt, n, &args));
-        return ld_tpl_filter(rt, n, n->s, a, &args, out);
+        return ld_tpl_filter_node(rt, n, a, &args, out);
     case N_TEST: {
         bool r;
-        LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
-        LD_TRY(ld_tpl_eval_args(rt, n, &args));
-        LD_TRY(ld_tpl_test(rt, n, n->s, a, &args, &r));
-        *out = ld_tv_bool(n->neg ? !r : r);
+        LD_TRY(eval_test(rt, n, &r));
+        *out = ld_tv_bool(r);
         return LD_OK;
     }
     case N_BINOP: return eval_binop(rt, n, out);
@@ -295,27 +324,32 @@ static ld_status eval_node(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
         LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
         if (ld_tv_truthy(a) == (n->kind == N_OR)) return *out = a, LD_OK;
         return ld_tpl_eval_expr(rt, n->b, out);
-    case N_NOT:
-        LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
-        *out = ld_tv_bool(!ld_tv_truthy(a));
+    case N_NOT: {
+        bool r;
+        LD_TRY(ld_tpl_eval_cond(rt, n->a, &r));
+        *out = ld_tv_bool(!r);
         return LD_OK;
+    }
     case N_COMPARE: return eval_compare(rt, n, out);
-    case N_COND:
-        LD_TRY(ld_tpl_eval_expr(rt, n->b, &a));
-        if (ld_tv_truthy(a)) return ld_tpl_eval_expr(rt, n->a, out);
+    case N_COND: {
+        bool r;
+        LD_TRY(ld_tpl_eval_cond(rt, n->b, &r));
+        if (r) return ld_tpl_eval_expr(rt, n->a, out);
         if (n->c) return ld_tpl_eval_expr(rt, n->c, out);
         NEW(rt, n, *out = ld_tv_undef(rt->arena, "the inline if-expression evaluated to false and no else section was defined"));
         return LD_OK;
+    }
     case N_LIST: case N_DICT: case N_TUPLE: return eval_seq(rt, n, out);
     case N_BLOCK_VALUE: NEW(rt, n, *out = rt->block_value); return LD_OK;
     default: return ld_tpl_rt_fail(rt, n, LD_ERR_UNSUPPORTED, "unknown expression");
     }
 }
 
-/* A name's value; NOMEM at n when an undefined could not be made. */
+/* A name not bound in any scope (nor looked up yet); NOMEM at n when an
+ * undefined could not be made. */
 static TPL_NOINLINE ld_status eval_name(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
-    NEW(rt, n, *out = ld_tpl_lookup(rt, n->s, n->s_len));
+    NEW(rt, n, *out = ld_tpl_scope_resolve(rt, n->slot, n->s, n->s_len));
     return LD_OK;
 }
 
@@ -328,10 +362,105 @@ static TPL_NOINLINE ld_status eval_nested(tpl_rt *rt, const tpl_node *n, ld_tpl_
     return s;
 }
 
+enum { FAST_PATH_MAX = 8 };
+
+/* v[key of node n] for a dict or namespace v, a step of fast_keys: the
+ * last step's key, when v lacks it and it names no method, is undefined as
+ * getattr makes it; NULL when v is neither, or lacks the key otherwise. */
+static inline ld_tpl_value *key_step(tpl_rt *rt, ld_tpl_value *v, const tpl_node *n, bool last)
+{
+    if (!v || (v->kind != TV_DICT && v->kind != TV_NS)) return NULL;
+    size_t i = ld_tv_key_index(v, n->s, n->s_len);
+    if (i < v->u.dict.n) return v->u.dict.vals[i];
+    if (last && (n->neg & TPL_KEY_PLAIN)) return ld_tv_undef_lazy(rt->arena, ld_tv_type_name(v), n->s, n->s_len);
+    return NULL;
+}
+
+/* fast_keys for a chain of two keys or more */
+static TPL_NOINLINE bool fast_key_chain(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+{
+    const tpl_node *path[FAST_PATH_MAX];
+    size_t k = 0;
+    for (; n->kind != N_NAME; n = n->a) {
+        if (k == FAST_PATH_MAX || !(n->neg & TPL_FAST_KEY) || (n->kind != N_GETATTR && n->kind != N_GETITEM)) return false;
+        path[k++] = n;
+    }
+    ld_tpl_value *v = rt->slots[n->slot].v;
+    while (v && k--) v = key_step(rt, v, path[k], k == 0);
+    return v ? (*out = v, true) : false;
+}
+
+/* name.key.key['key']...: a chain of up to FAST_PATH_MAX constant keys
+ * (TPL_FAST_KEY, n's included) on a bound name, each found in a dict or
+ * namespace (the last maybe missing, see key_step): *out, true; else false
+ * (nothing evaluated that the general path would not evaluate again: names
+ * and keys have no effects).  name.key, the usual, without the chain. */
+static TPL_NOINLINE bool fast_keys(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
+{
+    if (n->a->kind != N_NAME) return fast_key_chain(rt, n, out);
+    ld_tpl_value *v = key_step(rt, rt->slots[n->a->slot].v, n, true);
+    return v ? (*out = v, true) : false;
+}
+
 ld_status ld_tpl_eval_expr(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
     /* the leaves, which nest nothing, without eval_node's frame */
-    if (n->kind == N_CONST) return *out = (ld_tpl_value *)n->lit, LD_OK;
-    if (n->kind == N_NAME) return eval_name(rt, n, out);
+    switch (n->kind) {
+    case N_CONST: return *out = (ld_tpl_value *)n->lit, LD_OK;
+    case N_NAME: {
+        ld_tpl_value *v = rt->slots[n->slot].v;
+        return v ? (*out = v, LD_OK) : eval_name(rt, n, out);
+    }
+    case N_GETATTR: case N_GETITEM:
+        if ((n->neg & TPL_FAST_KEY) && fast_keys(rt, n, out)) return LD_OK;
+        break;
+    default: break;
+    }
     return eval_nested(rt, n, out);
+}
+
+/* A condition's node: `not`, `and`, `or` and an unchained comparison,
+ * whose operands are conditions or values, without the bool values in
+ * between. */
+static ld_status cond_node(tpl_rt *rt, const tpl_node *n, bool *out)
+{
+    ld_tpl_value *a, *b;
+    switch (n->kind) {
+    case N_NOT:
+        LD_TRY(ld_tpl_eval_cond(rt, n->a, out));
+        *out = !*out;
+        return LD_OK;
+    case N_AND: case N_OR:
+        LD_TRY(ld_tpl_eval_cond(rt, n->a, out));
+        if (*out == (n->kind == N_OR)) return LD_OK;
+        return ld_tpl_eval_cond(rt, n->b, out);
+    case N_TEST: return eval_test(rt, n, out);
+    default: /* N_COMPARE, not chained */
+        LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
+        LD_TRY(ld_tpl_eval_expr(rt, n->b, &b));
+        if ((n->neg == 1 || n->neg == 2) && a->kind == TV_STR && b->kind == TV_STR) { /* a role against a literal */
+            bool eq = a->u.str.len == b->u.str.len && ld_tv_same_bytes(a->u.str.s, b->u.str.s, a->u.str.len);
+            return *out = eq != (n->neg == 2), LD_OK;
+        }
+        return compare_values(rt, n, a, b, out);
+    }
+}
+
+/* the kinds of node ld_tpl_eval_cond takes apart itself (a comparison when
+ * it is not chained), as bits */
+#define COND_KINDS ((1u << N_NOT) | (1u << N_AND) | (1u << N_OR) | (1u << N_TEST) | (1u << N_COMPARE))
+_Static_assert(N_BLOCK_VALUE < 32, "node kinds fit in COND_KINDS");
+
+ld_status ld_tpl_eval_cond(tpl_rt *rt, const tpl_node *n, bool *out)
+{
+    if (((1u << n->kind) & COND_KINDS) && !(n->kind == N_COMPARE && n->c)) {
+        if (++rt->nest > MAX_NEST) return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "nesting limit exceeded");
+        ld_status s = cond_node(rt, n, out);
+        rt->nest--;
+        return s;
+    }
+    ld_tpl_value *v;
+    LD_TRY(ld_tpl_eval_expr(rt, n, &v));
+    *out = ld_tv_truthy(v);
+    return LD_OK;
 }

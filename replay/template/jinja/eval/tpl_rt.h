@@ -1,7 +1,8 @@
 /* tpl_rt.h - the evaluator's state during one render and what its files
- * share: tpl_runtime.c (errors, limits, iteration), tpl_expr.c
- * (expressions), tpl_arith.c (operators on numbers, strings and lists) and
- * tpl_exec.c (statements, loops, macros, the render).  Internal to eval/. */
+ * share: tpl_runtime.c (errors, limits, iteration), tpl_scope.c (variables),
+ * tpl_expr.c (expressions), tpl_arith.c (operators on numbers, strings and
+ * lists) and tpl_exec.c (statements, loops, macros, the render).  Internal
+ * to eval/. */
 #ifndef LD_TPL_RT_H
 #define LD_TPL_RT_H
 
@@ -17,9 +18,32 @@
 #define TPL_NOINLINE
 #endif
 
+struct frame;
+
+/* What a name is bound to now: its value in the innermost scope that sets
+ * it (owner), or, with owner NULL, its value in the render's context or
+ * the globals, filled in when first looked up; v NULL: not looked up yet. */
+typedef struct tpl_slot {
+    ld_tpl_value *v;
+    struct frame *owner;
+} tpl_slot;
+
+/* A name a scope binds: the binding it hides (restored when the scope
+ * ends or is left for another, see tpl_scope.c) and, while the scope is
+ * left, its own value. */
+typedef struct tpl_bind {
+    uint32_t id;
+    tpl_slot hidden;
+    ld_tpl_value *own;
+} tpl_bind;
+
+/* A scope: the template's top level (the root), a loop's iteration, a
+ * macro's call.  Lookups see the current scope's chain of parents. */
 typedef struct frame {
     struct frame *parent;
-    ld_tpl_value *vars; /* dict */
+    uint32_t depth;  /* the root's is 0 */
+    uint32_t n, cap; /* binds[0..n): the names set in this scope, in order */
+    tpl_bind *binds;
 } frame;
 
 /* a for loop being run: what `loop(...)` of a recursive loop calls */
@@ -49,6 +73,7 @@ struct tpl_rt {
     int ctrl; /* 1 = break, 2 = continue */
     frame *root;
     frame *cur;
+    tpl_slot *slots; /* per name of the template: what it is bound to in cur's chain */
     const ld_tpl_value *ctx;
     loop_ctx *loops;
     call_ctx *calls;
@@ -67,11 +92,38 @@ ld_status ld_tpl_count_iter(tpl_rt *rt, const tpl_node *at);
 ld_status ld_tpl_exec_body(tpl_rt *rt, const tpl_nodes *body);
 ld_status ld_tpl_call_loop(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *lo, tpl_args *a, ld_tpl_value **out);
 
-/* tpl_expr.c: an expression's value; a call's arguments; a name in scope
- * (the innermost first, then the render's context, then the globals) */
+/* tpl_scope.c: scopes and the names in them.  The slots hold, for every
+ * name, its binding in the chain of scopes from rt->cur to the root, so
+ * that a lookup is one load; entering a scope whose parent is not rt->cur
+ * (a macro's, which sees the root; a caller body's, which sees its call
+ * site) moves the slots from one chain to the other. */
+/* f (zeroed by the caller, or a frame popped before) becomes rt->cur, a
+ * child of parent */
+void ld_tpl_scope_push(tpl_rt *rt, frame *f, frame *parent);
+/* f (rt->cur) ends; `back` becomes rt->cur again */
+void ld_tpl_scope_pop(tpl_rt *rt, frame *f, frame *back);
+/* forgets what rt->cur set (a loop's next iteration) */
+void ld_tpl_scope_clear(tpl_rt *rt);
+/* name `id` = v in rt->cur; false without memory */
+bool ld_tpl_scope_set(tpl_rt *rt, uint32_t id, ld_tpl_value *v);
+/* the value of a name not bound in any scope: the render's context's, a
+ * global's, or an undefined (NULL without memory); remembered in its slot */
+ld_tpl_value *ld_tpl_scope_resolve(tpl_rt *rt, uint32_t id, const char *name, size_t len);
+
+/* The value of name node n (N_NAME, or a statement's name with its slot);
+ * NULL without memory. */
+static inline ld_tpl_value *tpl_lookup(tpl_rt *rt, const tpl_node *n)
+{
+    ld_tpl_value *v = rt->slots[n->slot].v;
+    return v ? v : ld_tpl_scope_resolve(rt, n->slot, n->s, n->s_len);
+}
+
+/* tpl_expr.c: an expression's value; its truth, as `if` asks it (jinja2's
+ * `and` and `or` return an operand: only its truth counts there); a
+ * call's arguments */
 ld_status ld_tpl_eval_expr(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out);
+ld_status ld_tpl_eval_cond(tpl_rt *rt, const tpl_node *n, bool *out);
 ld_status ld_tpl_eval_args(tpl_rt *rt, const tpl_node *n, tpl_args *a);
-ld_tpl_value *ld_tpl_lookup(tpl_rt *rt, const char *name, size_t len);
 
 /* an int, a float or a bool: what arithmetic takes */
 static inline bool tpl_is_number(const ld_tpl_value *v)

@@ -18,7 +18,8 @@ typedef struct parser {
     int depth;
     ld_error *err;
     uint8_t refs; /* names `varargs` (1) / `kwargs` (2) seen in the macro being parsed */
-    const char **names; /* every distinct name so far, once (tok_str); malloc'd */
+    size_t loop_refs; /* names `loop` seen so far (a for loop's body that adds none needs no `loop`) */
+    const char **names; /* every distinct name so far, once (intern); malloc'd; index = slot */
     size_t n_names, cap_names;
 } parser;
 
@@ -91,22 +92,49 @@ static bool vfinish(parser *p, nvec *v, tpl_nodes *out)
     return !out->n || out->v;
 }
 
-/* The token's text, interned: every use of a name points at one copy, so
- * that the render finds a variable set under a name (its key points at the
- * name) by comparing pointers before bytes. */
-static const char *tok_str(parser *p, const tpl_token *k)
+/* The index of the name s[0..len) among the template's names, added when
+ * new (-1 without memory): every use of a name points at one copy, so that
+ * keys made from names compare by pointer first, and the index is the
+ * name's slot, by which the render finds a variable (eval/tpl_scope.c). */
+static long intern(parser *p, const char *s, size_t len)
 {
     for (size_t i = 0; i < p->n_names; i++)
-        if (strncmp(p->names[i], k->s, k->len) == 0 && p->names[i][k->len] == 0) return p->names[i];
+        if (strncmp(p->names[i], s, len) == 0 && p->names[i][len] == 0) return (long)i;
     if (p->n_names == p->cap_names) {
         size_t cap = p->cap_names ? 2 * p->cap_names : 64;
         const char **v = realloc(p->names, cap * sizeof *v);
-        if (!v) return NULL;
+        if (!v) return -1;
         p->names = v, p->cap_names = cap;
     }
-    const char *s = ld_arena_memdup(&p->t->arena, k->s, k->len);
-    if (s) p->names[p->n_names++] = s;
-    return s;
+    const char *c = ld_arena_memdup(&p->t->arena, s, len);
+    if (!c) return -1;
+    p->names[p->n_names] = c;
+    return (long)p->n_names++;
+}
+
+/* The token's text, interned. */
+static const char *tok_str(parser *p, const tpl_token *k)
+{
+    long i = intern(p, k->s, k->len);
+    return i < 0 ? NULL : p->names[i];
+}
+
+/* n names the token k: its text, interned, and its slot; false without
+ * memory. */
+static bool set_name(parser *p, tpl_node *n, const tpl_token *k)
+{
+    long i = intern(p, k->s, k->len);
+    if (i < 0) return false;
+    n->s = p->names[i], n->s_len = k->len, n->slot = (uint32_t)i;
+    return true;
+}
+
+/* The slot of a name tok_str returned. */
+static uint32_t slot_of(const parser *p, const char *name)
+{
+    size_t i = 0;
+    while (i + 1 < p->n_names && p->names[i] != name) i++;
+    return (uint32_t)i;
 }
 
 static ld_status parse_expr(parser *p, tpl_node **out);
@@ -194,8 +222,8 @@ static ld_status parse_primary(parser *p, tpl_node **out)
                 p->i++;
                 return *out = n, LD_OK;
             }
-        if (!(n = node(p, N_NAME, k->off)) || !(n->s = tok_str(p, k))) return NOMEM(p);
-        n->s_len = k->len;
+        if (!(n = node(p, N_NAME, k->off)) || !set_name(p, n, k)) return NOMEM(p);
+        if (n->slot == TPL_SLOT_LOOP) p->loop_refs++;
         if (tok_is(k, TK_NAME, "varargs")) p->refs |= 1;
         if (tok_is(k, TK_NAME, "kwargs")) p->refs |= 2;
         p->i++;
@@ -283,6 +311,10 @@ static ld_status parse_subscript(parser *p, tpl_node *obj, tpl_node **out)
         memcpy(n->list.v, parts, sizeof parts);
     } else {
         n->b = parts[0];
+        if (n->b->kind == N_CONST && n->b->lit->kind == TV_STR) { /* x['key'] */
+            n->s = n->b->lit->u.str.s, n->s_len = n->b->lit->u.str.len;
+            n->neg = TPL_FAST_KEY | (ld_tpl_attr_plain(n->s, n->s_len) ? TPL_KEY_PLAIN : 0);
+        }
     }
     *out = n;
     return LD_OK;
@@ -299,6 +331,7 @@ static ld_status parse_postfix(parser *p, tpl_node *n, tpl_node **out)
             if (a->type == TK_NAME) {
                 if (!(g = node(p, N_GETATTR, a->off)) || !(g->s = tok_str(p, a))) return NOMEM(p);
                 g->s_len = a->len;
+                if (ld_tpl_attr_plain(g->s, g->s_len)) g->neg = TPL_FAST_KEY | TPL_KEY_PLAIN;
             } else if (a->type == TK_INT) {
                 if (!(g = node(p, N_GETITEM, a->off)) || !(g->b = node(p, N_CONST, a->off))) return NOMEM(p);
                 if (!(g->b->lit = ld_tpl_value_int(&p->t->arena, a->i))) return NOMEM(p);
@@ -333,6 +366,7 @@ static ld_status parse_filters(parser *p, tpl_node *n, tpl_node **out)
             const tpl_token *nm = cur(p);
             if (nm->type != TK_NAME) return pfail(p, nm, LD_ERR_SYNTAX, is_test ? "expected test name" : "expected filter name");
             if (!(f->s = tok_str(p, nm))) return NOMEM(p);
+            f->slot = is_test ? ld_tpl_test_id(f->s) : ld_tpl_filter_id(f->s);
             p->i++;
             /* dotted filter names (jinja allows foo.bar) */
             f->a = n;
@@ -583,14 +617,13 @@ static ld_status parse_targets(parser *p, tpl_node *n)
         const tpl_token *k = cur(p);
         if (k->type != TK_NAME) return free(v.v), pfail(p, k, LD_ERR_SYNTAX, "expected a name");
         tpl_node *t = node(p, N_NAME, k->off);
-        if (!t || !(t->s = tok_str(p, k)) || !vpush(&v, t)) return free(v.v), NOMEM(p);
-        t->s_len = k->len;
+        if (!t || !set_name(p, t, k) || !vpush(&v, t)) return free(v.v), NOMEM(p);
         p->i++;
         if (!at_op(p, ",")) break;
         p->i++;
     }
     if (v.n == 1) {
-        n->s = v.v[0]->s, n->s_len = v.v[0]->s_len;
+        n->s = v.v[0]->s, n->s_len = v.v[0]->s_len, n->slot = v.v[0]->slot;
         free(v.v);
         return LD_OK;
     }
@@ -601,7 +634,12 @@ static ld_status parse_targets(parser *p, tpl_node *n)
 static ld_status parse_for(parser *p, tpl_node *n)
 {
     static const char *const stops[] = {"else", "endfor", NULL};
+    const tpl_token *first = cur(p);
     LD_TRY(parse_targets(p, n));
+    /* jinja2 refuses it when compiling: the loop binds `loop` itself */
+    bool loop_target = n->b ? false : n->slot == TPL_SLOT_LOOP;
+    for (size_t i = 0; n->b && i < n->b->list.n; i++) loop_target = loop_target || n->b->list.v[i]->slot == TPL_SLOT_LOOP;
+    if (loop_target) return pfail(p, first, LD_ERR_SYNTAX, "can't assign to special loop variable in for-loop target");
     if (!at_name(p, "in")) return pfail(p, cur(p), LD_ERR_SYNTAX, "expected 'in'");
     p->i++;
     LD_TRY(parse_or(p, &n->a)); /* no ternary here: `if` starts the filter */
@@ -609,9 +647,14 @@ static ld_status parse_for(parser *p, tpl_node *n)
         p->i++;
         LD_TRY(parse_expr(p, &n->c));
     }
-    if (at_name(p, "recursive")) n->neg = 1, p->i++;
+    if (at_name(p, "recursive")) n->neg = TPL_FOR_RECURSIVE, p->i++;
     LD_TRY(block_end(p));
+    /* `loop` in the body is this loop's: the loops around it see only the
+     * names in its iterable, its filter and its else block */
+    size_t loop_refs = p->loop_refs;
     LD_TRY(parse_body(p, stops, &n->list));
+    if (p->loop_refs != loop_refs) n->neg |= TPL_FOR_USES_LOOP;
+    p->loop_refs = loop_refs;
     if (cur(p)->type == TK_EOF) return pfail(p, NULL, LD_ERR_TRUNCATED, "missing endfor");
     if (tok_is(&p->toks->v[p->i + 1], TK_NAME, "else")) {
         static const char *const st2[] = {"endfor", NULL};
@@ -628,8 +671,7 @@ static ld_status parse_set(parser *p, tpl_node *n)
     const tpl_token *k = cur(p);
     if (k->type == TK_NAME && p->i + 2 < p->toks->n && tok_is(&p->toks->v[p->i + 1], TK_OP, ".")) {
         n->kind = N_SET_ATTR;
-        if (!(n->s = tok_str(p, k)) || !(n->b = node(p, N_NAME, p->toks->v[p->i + 2].off))) return NOMEM(p);
-        n->s_len = k->len;
+        if (!set_name(p, n, k) || !(n->b = node(p, N_NAME, p->toks->v[p->i + 2].off))) return NOMEM(p);
         if (p->toks->v[p->i + 2].type != TK_NAME) return pfail(p, &p->toks->v[p->i + 2], LD_ERR_SYNTAX, "expected attribute name");
         if (!(n->b->s = tok_str(p, &p->toks->v[p->i + 2]))) return NOMEM(p);
         n->b->s_len = p->toks->v[p->i + 2].len;
@@ -671,8 +713,7 @@ static ld_status parse_macro(parser *p, tpl_node *n)
     static const char *const stops[] = {"endmacro", NULL};
     const tpl_token *k = cur(p);
     if (k->type != TK_NAME) return pfail(p, k, LD_ERR_SYNTAX, "expected macro name");
-    if (!(n->s = tok_str(p, k))) return NOMEM(p);
-    n->s_len = k->len;
+    if (!set_name(p, n, k)) return NOMEM(p);
     p->i++;
     LD_TRY(parse_params(p, k, n));
     LD_TRY(block_end(p));
@@ -685,7 +726,8 @@ static ld_status parse_macro(parser *p, tpl_node *n)
     return expect_end_tag(p, "endmacro");
 }
 
-/* (a, b=1): names in n->kw, defaults in n->list2 (NULL = none) */
+/* (a, b=1): names in n->kw (their slots in n->kw_slot), defaults in
+ * n->list2 (NULL = none) */
 static ld_status parse_params(parser *p, const tpl_token *k, tpl_node *n)
 {
     /* reuse the call-argument parser, then check the shapes */
@@ -693,16 +735,20 @@ static ld_status parse_params(parser *p, const tpl_token *k, tpl_node *n)
     memset(&tmp, 0, sizeof tmp);
     LD_TRY(parse_call_args(p, &tmp));
     size_t np = tmp.list.n + tmp.list2.n;
+    uint32_t *slots = ld_arena_alloc(&p->t->arena, (np ? np : 1) * sizeof *slots);
     n->kw = ld_arena_alloc(&p->t->arena, (np ? np : 1) * sizeof *n->kw);
     n->list2.v = ld_arena_alloc(&p->t->arena, (np ? np : 1) * sizeof *n->list2.v);
-    if (!n->kw || !n->list2.v) return NOMEM(p);
+    if (!slots || !n->kw || !n->list2.v) return NOMEM(p);
     n->list2.n = np;
+    n->kw_slot = slots;
     for (size_t j = 0; j < tmp.list.n; j++) {
         if (tmp.list.v[j]->kind != N_NAME) return pfail(p, k, LD_ERR_SYNTAX, "bad macro parameter");
-        n->kw[j] = tmp.list.v[j]->s, n->list2.v[j] = NULL;
+        n->kw[j] = tmp.list.v[j]->s, slots[j] = tmp.list.v[j]->slot, n->list2.v[j] = NULL;
     }
-    for (size_t j = 0; j < tmp.list2.n; j++)
+    for (size_t j = 0; j < tmp.list2.n; j++) {
         n->kw[tmp.list.n + j] = tmp.kw[j], n->list2.v[tmp.list.n + j] = tmp.list2.v[j];
+        slots[tmp.list.n + j] = slot_of(p, tmp.kw[j]);
+    }
     return LD_OK;
 }
 
@@ -791,6 +837,8 @@ static ld_status parse_body(parser *p, const char *const *stops, tpl_nodes *out)
             if ((s = parse_expr(p, &n->a)) != LD_OK) break;
             if (cur(p)->type != TK_VAR_END) { s = pfail(p, cur(p), cur(p)->type == TK_EOF ? LD_ERR_TRUNCATED : LD_ERR_SYNTAX, "expected '}}'"); break; }
             p->i++;
+            if (n->a->kind == N_CONST && n->a->lit->kind == TV_STR) /* {{ 'text' }} prints the text: data */
+                n->kind = N_DATA, n->s = n->a->lit->u.str.s, n->s_len = n->a->lit->u.str.len;
         } else if (k->type == TK_BLOCK_BEGIN) {
             p->i++;
             s = parse_block(p, &n);
@@ -807,9 +855,15 @@ static ld_status parse_body(parser *p, const char *const *stops, tpl_nodes *out)
 
 ld_status ld_tpl_parse(ld_tpl *t, const tpl_tokens *toks, ld_error *err)
 {
-    parser p = {t, toks, 0, 0, err, 0, NULL, 0, 0};
-    ld_status s = parse_body(&p, NULL, &t->body);
+    /* the names the evaluator binds itself, in the order of TPL_SLOT_* */
+    static const char *const reserved[TPL_SLOTS_RESERVED] = {"loop", "caller", "varargs", "kwargs"};
+    parser p = {t, toks, 0, 0, err, 0, 0, NULL, 0, 0};
+    ld_status s = LD_OK;
+    for (size_t i = 0; i < TPL_SLOTS_RESERVED && s == LD_OK; i++)
+        if (intern(&p, reserved[i], strlen(reserved[i])) != (long)i) s = NOMEM(&p);
+    if (s == LD_OK) s = parse_body(&p, NULL, &t->body);
     if (s == LD_OK && cur(&p)->type != TK_EOF) s = pfail(&p, cur(&p), LD_ERR_SYNTAX, "unexpected end tag");
+    t->n_slots = p.n_names;
     free(p.names);
     return s;
 }

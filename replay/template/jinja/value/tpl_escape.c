@@ -7,6 +7,9 @@
  * escapes, are printed as they are. */
 #include <stdio.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "replay/template/jinja/tpl_internal.h"
 
@@ -57,37 +60,120 @@ void ld_tv_str_repr(tv_buf *b, const char *s, size_t n)
     ld_tv_buf_putc(b, q);
 }
 
-/* Whether any of the 8 bytes of x is below 0x20, '"' or '\\' (the bytes
- * json.dumps escapes when ensure_ascii is off): the usual "has a zero byte"
- * and "has a byte below n" word tricks, exact for the question "any". */
-static inline bool json_special8(uint64_t x)
+/* The bytes of x (8 of them) that are below 0x20, '"' or '\\' (the bytes
+ * json.dumps escapes when ensure_ascii is off), as their high bits: the
+ * usual "has a zero byte" and "has a byte below n" word tricks.  A byte
+ * above a flagged one may be flagged wrongly (a borrow), never a byte
+ * below it: the lowest flag is exact, and no flag means none. */
+static inline uint64_t json_special8(uint64_t x)
 {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
     return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high;
 }
 
+static inline bool json_special(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
+#if defined(__SSE2__)
+/* The bits of the 16 bytes at s that json.dumps escapes (bit i: s[i]) */
+static inline unsigned json_special16(const char *s)
+{
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1F);
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i low = _mm_cmpeq_epi8(_mm_max_epu8(x, ctl), ctl); /* x <= 0x1F */
+    __m128i m = _mm_or_si128(low, _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
+    return (unsigned)_mm_movemask_epi8(m);
+}
+
+/* The length of the run at s[0..n) (n >= 16) that needs no escape, 16 bytes
+ * a step (SSE2 is part of x86-64); the last step reads the last 16 bytes,
+ * over some it has seen, rather than a byte at a time. */
+static size_t json_plain_run16(const char *s, size_t n)
+{
+    size_t j = 0;
+    unsigned bits;
+    for (; j + 16 <= n; j += 16)
+        if ((bits = json_special16(s + j)) != 0) return j + (size_t)__builtin_ctz(bits);
+    if (j == n) return n;
+    bits = json_special16(s + n - 16) >> (j - (n - 16)); /* the bytes from j on */
+    return bits ? j + (size_t)__builtin_ctz(bits) : n;
+}
+#endif
+
 /* The length of the run at s[0..n) that json.dumps copies as it is. */
 static size_t json_plain_run(const char *s, size_t n)
 {
     size_t j = 0;
-    for (uint64_t x; j + 8 <= n; j += 8) {
+#if defined(__SSE2__)
+    if (n >= 16) return json_plain_run16(s, n);
+#endif
+    for (uint64_t x, m; j + 8 <= n; j += 8) {
         memcpy(&x, s + j, 8);
-        if (json_special8(x)) break;
+        if ((m = json_special8(x)) != 0) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return j + (size_t)__builtin_ctzll(m) / 8; /* the first byte is the lowest */
+#else
+            break;
+#endif
+        }
     }
-    while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\') j++;
+    while (j < n && !json_special((unsigned char)s[j])) j++;
     return j;
+}
+
+/* The escape json.dumps writes for the byte c (json_special): \" \\ \n
+ * \r \t \b \f, or \u00XX; its length (6 at most). */
+static size_t json_escape(unsigned char c, char *e)
+{
+    static const char hex[] = "0123456789abcdef";
+    static const char short_esc[32] = {['\b'] = 'b', ['\t'] = 't', ['\n'] = 'n', ['\f'] = 'f', ['\r'] = 'r'};
+    e[0] = '\\';
+    if (c == '"' || c == '\\') return e[1] = (char)c, 2;
+    if (short_esc[c]) return e[1] = short_esc[c], 2;
+    memcpy(e + 1, "u00", 3);
+    e[4] = hex[c >> 4], e[5] = hex[c & 15];
+    return 6;
+}
+
+/* json.dumps(s, ensure_ascii=False): everything but json_special's bytes
+ * copied as it is, in runs, straight into b.  Room is made for the text and
+ * its quotes at once; before an escape, b keeps room for what is left and
+ * the escape (which writes up to 5 bytes more than it reads), so that
+ * nothing in between checks. */
+static void json_str_utf8(tv_buf *b, const char *s, size_t n)
+{
+    if (n > SIZE_MAX / 2 || !ld_tv_buf_reserve(b, n + 2)) {
+        b->failed = true;
+        return;
+    }
+    char *d = b->p + b->len;
+    *d++ = '"';
+    for (size_t i = 0;;) {
+        size_t j = i + json_plain_run(s + i, n - i);
+        ld_tv_copy(d, s + i, j - i);
+        d += j - i;
+        if (j == n) break;
+        b->len = (size_t)(d - b->p);
+        if (b->cap - b->len < (n - j) + 7) { /* the escape, the rest, the quote, the NUL */
+            if (!ld_tv_buf_reserve(b, (n - j) + 6)) return;
+            d = b->p + b->len;
+        }
+        d += json_escape((unsigned char)s[j], d);
+        i = j + 1;
+    }
+    *d++ = '"';
+    *d = 0;
+    b->len = (size_t)(d - b->p);
 }
 
 void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
+    if (!ascii) {
+        json_str_utf8(b, s, n);
+        return;
+    }
     ld_tv_buf_putc(b, '"');
     for (size_t i = 0; i < n && !b->failed;) {
-        if (!ascii) { /* copy the run that needs no escape in one go */
-            size_t j = i + json_plain_run(s + i, n - i);
-            ld_tv_buf_put(b, s + i, j - i);
-            if ((i = j) == n) break;
-        }
         uint32_t c;
         size_t k = ld_tv_utf8_decode(s + i, n - i, &c);
         char e[16];

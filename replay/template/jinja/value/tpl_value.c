@@ -28,12 +28,9 @@ ld_tpl_value *ld_tv_str(ld_arena *a, const char *s, size_t len)
     return v;
 }
 
-/* Shared True and False: comparisons and tests return these instead of
+/* Shared False and True: comparisons and tests return these instead of
  * allocating (values are never modified once made). */
-static ld_tpl_value true_value = { .kind = TV_BOOL, .u.b = 1 };
-static ld_tpl_value false_value = { .kind = TV_BOOL, .u.b = 0 };
-
-ld_tpl_value *ld_tv_bool(bool b) { return b ? &true_value : &false_value; }
+ld_tpl_value ld_tv_bools[2] = { { .kind = TV_BOOL, .u.b = 0 }, { .kind = TV_BOOL, .u.b = 1 } };
 
 ld_tpl_value *ld_tv_str_ref(ld_arena *a, const char *s, size_t len)
 {
@@ -236,10 +233,28 @@ static void json_number(ld_tpl_value *v, const cJSON *j)
 
 static bool json_into(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_value *v);
 
+/* json_into for a member, a string (most are) without the call */
+static inline bool json_member(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_value *v)
+{
+    if (j && (j->type & 0xFF) == cJSON_String) return json_text(a, v, j->valuestring, borrow);
+    return json_into(a, j, borrow, v);
+}
+
+/* key = val in dict d, whose arrays have room: a key given twice keeps its
+ * first place and its last value, as json.loads does */
+static void add_member(ld_tpl_value *d, ld_tpl_value *key, ld_tpl_value *val)
+{
+    size_t i = str_key_index(d, key->u.str.s, key->u.str.len);
+    if (i < d->u.dict.n) {
+        d->u.dict.vals[i] = val;
+        return;
+    }
+    d->u.dict.keys[d->u.dict.n] = key, d->u.dict.vals[d->u.dict.n++] = val;
+}
+
 /* An array or object's n members, made in three allocations (the values,
  * the item or key/value pointer arrays, an object's keys) instead of a few
- * per member; a key given twice keeps its first place and its last value,
- * as json.loads does. */
+ * per member. */
 static bool json_container(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_value *v)
 {
     bool list = cJSON_IsArray(j);
@@ -247,14 +262,15 @@ static bool json_container(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_valu
     v->kind = list ? TV_LIST : TV_DICT;
     for (const cJSON *c = j->child; c; c = c->next) n++;
     if (!n) return true;
-    ld_tpl_value *kids = ld_arena_alloc(a, n * (list ? 1 : 2) * sizeof *kids);
-    ld_tpl_value **ptrs = ld_arena_alloc(a, n * (list ? 1 : 2) * sizeof *ptrs);
-    if (!kids || !ptrs) return false;
-    memset(kids, 0, n * (list ? 1 : 2) * sizeof *kids);
+    size_t m = n * (list ? 1 : 2); /* the values (and keys), then their pointers, in one block */
+    ld_tpl_value *kids = ld_arena_alloc(a, m * (sizeof *kids + sizeof(ld_tpl_value *)));
+    if (!kids) return false;
+    ld_tpl_value **ptrs = (ld_tpl_value **)(kids + m);
+    memset(kids, 0, m * sizeof *kids);
     if (list) {
         v->u.list.items = ptrs, v->u.list.cap = n;
         for (const cJSON *c = j->child; c; c = c->next, kids++) {
-            if (!json_into(a, c, borrow, kids)) return false;
+            if (!json_member(a, c, borrow, kids)) return false;
             v->u.list.items[v->u.list.n++] = kids;
         }
         return true;
@@ -262,13 +278,8 @@ static bool json_container(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_valu
     ld_tpl_value *keys = kids + n;
     v->u.dict.keys = ptrs, v->u.dict.vals = ptrs + n, v->u.dict.cap = n;
     for (const cJSON *c = j->child; c; c = c->next, kids++, keys++) {
-        if (!json_text(a, keys, c->string, borrow) || !json_into(a, c, borrow, kids)) return false;
-        size_t i = str_key_index(v, keys->u.str.s, keys->u.str.len);
-        if (i < v->u.dict.n) {
-            v->u.dict.vals[i] = kids;
-            continue;
-        }
-        v->u.dict.keys[v->u.dict.n] = keys, v->u.dict.vals[v->u.dict.n++] = kids;
+        if (!json_text(a, keys, c->string, borrow) || !json_member(a, c, borrow, kids)) return false;
+        add_member(v, keys, kids);
     }
     return true;
 }
@@ -301,18 +312,22 @@ ld_tpl_value *ld_tpl_value_from_json_borrowed(ld_arena *a, const cJSON *j)
     return from_json(a, j, true);
 }
 
-bool ld_tv_truthy(const ld_tpl_value *v)
+ld_tpl_value *ld_tpl_value_dict_of_json(ld_arena *a, size_t n, const char *const *keys, const cJSON *const *vals)
 {
-    switch (v->kind) {
-    case TV_BOOL: return v->u.b;
-    case TV_INT: return v->u.i != 0;
-    case TV_FLOAT: return v->u.f != 0;
-    case TV_STR: return v->u.str.len != 0;
-    case TV_LIST: return v->u.list.n != 0;
-    case TV_DICT: return v->u.dict.n != 0;
-    case TV_UNDEF: case TV_NONE: return false;
-    default: return true;
+    if (!n) return ld_tv_new(a, TV_DICT);
+    /* the dict, its values and keys, their pointers: one block */
+    ld_tpl_value *d = ld_arena_alloc(a, (2 * n + 1) * sizeof *d + 2 * n * sizeof(ld_tpl_value *));
+    if (!d) return NULL;
+    ld_tpl_value *kids = d + 1, **ptrs = (ld_tpl_value **)(kids + 2 * n);
+    memset(d, 0, (2 * n + 1) * sizeof *d);
+    d->kind = TV_DICT;
+    d->u.dict.keys = ptrs, d->u.dict.vals = ptrs + n, d->u.dict.cap = n;
+    for (size_t i = 0; i < n; i++) {
+        ld_tpl_value *key = kids + n + i, *val = kids + i;
+        if (!json_text(a, key, keys[i], true) || !json_member(a, vals[i], true, val)) return NULL;
+        add_member(d, key, val);
     }
+    return d;
 }
 
 static bool is_num(const ld_tpl_value *v) { return v->kind == TV_BOOL || v->kind == TV_INT || v->kind == TV_FLOAT; }
@@ -487,9 +502,14 @@ bool ld_tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
  * huge indent fails at once */
 static void newline_indent(tv_buf *b, int64_t indent, int depth)
 {
+    static const char nl_spaces[] = "\n                                                                "; /* 64 */
     size_t n;
-    ld_tv_buf_putc(b, '\n');
     if (__builtin_mul_overflow((uint64_t)indent, (uint64_t)depth, &n)) n = SIZE_MAX;
+    if (n < sizeof nl_spaces - 1) { /* the usual: one piece */
+        ld_tv_buf_put(b, nl_spaces, n + 1);
+        return;
+    }
+    ld_tv_buf_putc(b, '\n');
     ld_tv_buf_repeat(b, " ", 1, n);
 }
 

@@ -91,6 +91,8 @@ static int test_tpl_limits(void)
         "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
         "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
         "{% for i in range(10000) %}{{ 'xxxxxxxxxx' * 100 }}{% endfor %}",
+        /* tojson written straight into the output: still capped by it */
+        "{% set s = 'x' * 60000 %}{{ s | tojson }}{{ s | tojson }}",
     };
     ld_tpl_limits lim = {8, 10000, 100000, 0, NULL, NULL};
     for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
