@@ -37,7 +37,8 @@ static inline void ld_test_remove_model_copy(const char *dir)
  * `elem` of `tensor` set to v; 0 on success (nothing left behind else). */
 static inline int ld_test_damaged_model(const char *model, const char *tensor, size_t elem, float v, char *dir)
 {
-    char src[256], dst[256];
+    char src[4096 + 32], dst[64 + 32];
+    if (strlen(model) > 4096) return -1;
     snprintf(dir, 64, "/tmp/ld_test_damaged.XXXXXX");
     if (!mkdtemp(dir)) return -1;
     snprintf(src, sizeof src, "%s/config.json", model);
