@@ -28,6 +28,7 @@ typedef struct ld_cli_regress_item {
     const char *where;          /* "member:line" as logdiff diff prints it */
     const char *verdict;        /* static */
     const char *conversation;   /* conversation id, NULL if none */
+    uint64_t conv_key;          /* its key (replay/analysis/conv.h ld_conv_key), 0 if none */
     size_t input;
     /* kept when the verdict is not ok, else NULL */
     ld_request *req;

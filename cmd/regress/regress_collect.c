@@ -22,6 +22,7 @@ static int describe(ld_cli_regress_run *run, ld_cli_regress_item *it, const ld_r
     it->label = ld_cli_regress_keep(run, label);
     it->where = ld_cli_regress_keep(run, where);
     it->conversation = ld_cli_regress_keep(run, v->conversation);
+    it->conv_key = v->conversation ? ld_conv_key(r) : 0;
     it->verdict = v->verdict;
     it->input = input;
     return it->key && it->label && it->where && (it->conversation || !v->conversation) ? 0 : -1;

@@ -149,17 +149,10 @@ static int read_bodies(ld_cli_regress_run *run, char *const *paths, const ld_cli
 }
 
 typedef struct conv_at {
-    uint64_t id;      /* the conversation id's hash */
+    uint64_t id;      /* the conversation's key (ld_conv_key) */
     uint32_t share;
     uint32_t item;    /* for an example */
 } conv_at;
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 static int cmp_conv(const void *pa, const void *pb)
 {
@@ -170,8 +163,9 @@ static int cmp_conv(const void *pa, const void *pb)
 
 /* Conversations with requests in several shares: each share followed them
  * alone, so a turn was not checked against an earlier turn in another
- * share.  Said on stderr (the reports are the shares' verdicts).  Ids are
- * compared by a 64-bit hash: a note, where a collision costs nothing. */
+ * share.  Said on stderr (the reports are the shares' verdicts).  Grouped
+ * by their key, the hash of the first turn (the ids are the first rid each
+ * share saw, so differ between shares). */
 static void note_split_conversations(ld_cli_regress_run *run, const size_t *share_end, size_t count)
 {
     conv_at *v = malloc((run->n_items ? run->n_items : 1) * sizeof *v);
@@ -179,21 +173,20 @@ static void note_split_conversations(ld_cli_regress_run *run, const size_t *shar
     size_t n = 0, s = 0, split = 0;
     for (size_t i = 0; i < run->n_items; i++) {
         while (s < count && i >= share_end[s]) s++;
-        if (run->items[i].conversation)
-            v[n++] = (conv_at){ fnv1a(run->items[i].conversation), (uint32_t)s, (uint32_t)i };
+        if (run->items[i].conv_key) v[n++] = (conv_at){ run->items[i].conv_key, (uint32_t)s, (uint32_t)i };
     }
     qsort(v, n, sizeof *v, cmp_conv);
     const char *example = NULL;
     for (size_t i = 0, j; i < n; i = j) { /* a group of one conversation's requests */
         int several = 0;
         for (j = i + 1; j < n && v[j].id == v[i].id; j++) several |= v[j].share != v[i].share;
-        if (several && !split++) example = run->items[v[i].item].conversation;
+        if (several && !split++) example = run->items[v[i].item].key;
     }
     if (split)
-        fprintf(run->cli->err, "logdiff regress: note: %zu conversation%s (e.g. %s) had requests in more than one "
-                "share; each share checked a turn against the earlier turns it read itself: give the logs "
-                "of a conversation's servers to one share to check them together\n",
-                split, split == 1 ? "" : "s", example);
+        fprintf(run->cli->err, "logdiff regress: note: %zu conversation%s (e.g. the one of request %s) "
+                "had requests in more than one share; each share checked a turn against the earlier turns "
+                "it read itself: give the logs of a conversation's servers to one share to check them "
+                "together\n", split, split == 1 ? "" : "s", example);
     free(v);
 }
 

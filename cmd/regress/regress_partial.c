@@ -119,6 +119,11 @@ static int write_item(const ld_cli_regress_item *it, const ld_baseline_entry *e,
     put(o, "where", text(it->where), &ok);
     put(o, "verdict", cJSON_CreateString(it->verdict), &ok);
     if (it->conversation) put(o, "conversation", text(it->conversation), &ok);
+    if (it->conv_key) {
+        char key[17];
+        snprintf(key, sizeof key, "%016llx", (unsigned long long)it->conv_key);
+        put(o, "conv_key", cJSON_CreateString(key), &ok);
+    }
     put(o, "hash", cJSON_CreateString(hash), &ok);
     if (e->n_errors) put(o, "errors", kinds(e->errors, e->n_errors), &ok);
     if (e->n_info) put(o, "info", kinds(e->info, e->n_info), &ok);

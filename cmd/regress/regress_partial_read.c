@@ -236,12 +236,12 @@ static ld_status kinds_as_findings(body *b, const cJSON *const arrays[2], ld_fin
     return LD_OK;
 }
 
-static ld_status get_hash(body *b, const cJSON *h, uint64_t *out)
+static ld_status get_hash(body *b, const cJSON *h, const char *name, uint64_t *out)
 {
     char *end = NULL;
-    if (!cJSON_IsString(h) || strlen(h->valuestring) != 16) return syntax(b->e, "not 16 hex digits", "hash");
+    if (!cJSON_IsString(h) || strlen(h->valuestring) != 16) return syntax(b->e, "not 16 hex digits", name);
     *out = strtoull(h->valuestring, &end, 16);
-    return *end || h->valuestring[0] == '-' || h->valuestring[0] == '+' ? syntax(b->e, "not 16 hex digits", "hash")
+    return *end || h->valuestring[0] == '-' || h->valuestring[0] == '+' ? syntax(b->e, "not 16 hex digits", name)
                                                                         : LD_OK;
 }
 
@@ -268,13 +268,14 @@ static ld_status read_evidence(body *b, const cJSON *findings, const cJSON *requ
     return ld_differ_align_only(it->req, a, v, b->e);
 }
 
-enum { F_INPUT, F_RID, F_KEY, F_LABEL, F_WHERE, F_VERDICT, F_CONV, F_HASH, F_ERRORS, F_INFO, F_FINDINGS,
-       F_REQUEST, F_COUNT };
+enum { F_INPUT, F_RID, F_KEY, F_LABEL, F_WHERE, F_VERDICT, F_CONV, F_CONV_KEY, F_HASH, F_ERRORS, F_INFO,
+       F_FINDINGS, F_REQUEST, F_COUNT };
 
 static ld_status read_item(body *b, const cJSON *o)
 {
     static const char *const names[F_COUNT] = { "input", "rid", "key", "label", "where", "verdict",
-                                                "conversation", "hash", "errors", "info", "findings", "request" };
+                                                "conversation", "conv_key", "hash", "errors", "info", "findings",
+                                                "request" };
     const cJSON *f[F_COUNT];
     collect(o, names, F_COUNT, f);
     ld_cli_regress_run *run = b->run;
@@ -292,7 +293,8 @@ static ld_status read_item(body *b, const cJSON *o)
     uint64_t hash = 0;
     ld_finding kinds[MAX_KINDS];
     ld_findings list;
-    LD_TRY(get_hash(b, f[F_HASH], &hash));
+    LD_TRY(get_hash(b, f[F_HASH], "hash", &hash));
+    if (f[F_CONV_KEY]) LD_TRY(get_hash(b, f[F_CONV_KEY], "conv_key", &it->conv_key));
     LD_TRY(kinds_as_findings(b, f + F_ERRORS, kinds, &list));
     LD_TRY(ld_baseline_add(&run->cur, it->rid, it->key, it->verdict, &list, hash, run->n_items - 1, b->e));
     return strcmp(it->verdict, "ok") ? read_evidence(b, f[F_FINDINGS], f[F_REQUEST], it) : LD_OK;

@@ -583,12 +583,28 @@ static int texts_kept(const ld_request *r)
     return 1;
 }
 
+/* Whether ld_conv_check looks at r at all. */
+static int checkable(const ld_request *r)
+{
+    return !(r->flags & LD_REQ_ERROR) && r->n_messages > 0 && r->rid && texts_kept(r);
+}
+
+uint64_t ld_conv_key(const ld_request *r)
+{
+    if (!r || !checkable(r)) return 0;
+    size_t n = (size_t)r->n_messages, u = 0;
+    while (u < n && !(r->messages[u].role && !strcmp(r->messages[u].role, "user"))) u++;
+    uint64_t h = 0x636f6e76ull;
+    for (size_t k = 0; k < (u < n ? u + 1 : 1); k++) h = mix(h ^ message_hash(&r->messages[k])) + k;
+    return h ? h : 1;
+}
+
 ld_status ld_conv_check(ld_conv_tracker *t, const ld_request *r, ld_arena *arena,
                         ld_findings *out, const char **out_conversation_id, ld_error *err)
 {
     if (out_conversation_id) *out_conversation_id = NULL;
     if (!t || !r || !arena || !out) return LD_FAIL(err, LD_ERR_USAGE, 0, "ld_conv_check: NULL argument");
-    if ((r->flags & LD_REQ_ERROR) || r->n_messages <= 0 || !r->rid || !texts_kept(r)) return LD_OK;
+    if (!checkable(r)) return LD_OK;
     size_t n = (size_t)r->n_messages, u = 0;
     uint64_t *h = ld_arena_alloc(arena, (n + 1) * sizeof *h);
     if (!h) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory hashing %zu messages", n);

@@ -45,6 +45,12 @@ ld_status ld_conv_tracker_new(const ld_conv_options *opts, ld_conv_tracker **out
 ld_status ld_conv_check(ld_conv_tracker *t, const ld_request *r, ld_arena *arena,
                         ld_findings *out, const char **out_conversation_id, ld_error *err);
 
+/* The key ld_conv_check groups r into a conversation by: the chained hash
+ * of its messages through the first user message (not the conversation's
+ * id, which is the rid of the first request the tracker saw in it, so
+ * depends on what it was fed).  0 when ld_conv_check would not check r. */
+uint64_t ld_conv_key(const ld_request *r);
+
 /* Counters so far. */
 void ld_conv_tracker_stats(const ld_conv_tracker *t, ld_conv_stats *out);
 

@@ -64,6 +64,22 @@ check "8 shares of 5 inputs: the empty shares were written too" test -s s8/part-
 check "shares split conversations: the merge says so" grep -q "conversations.*more than one share" s3/merge-err
 check "one share: no such note" test ! -s s1/merge-err
 
+# a conversation really split: turn 1 (the interrupted answer) in one input, turn 2 (sent back
+# empty) in the next; one process finds harness.stale_assistant, two shares cannot, and the merge
+# says why (the conversation's ids differ between the shares: it goes by the first turn's hash)
+mkdir -p split
+head -n 9 "$DEMO/server-0.log" >split/turn-1.log
+tail -n +10 "$DEMO/server-0.log" >split/turn-2.log
+for i in 0 1; do "$LOGDIFF" regress --shard $i/2 --partial split/p$i.json split/turn-1.log split/turn-2.log >/dev/null 2>&1; done
+"$LOGDIFF" regress --merge --baseline $B --json split/p0.json split/p1.json >split/merged 2>split/merge-err
+"$LOGDIFF" regress --baseline $B --json split/turn-1.log split/turn-2.log >split/one 2>/dev/null
+check "a split conversation: one process finds the stale assistant turn" grep -q '"harness.stale_assistant"' split/one
+check "  two shares do not" bash -c "! grep -q '\"harness.stale_assistant\"' split/merged"
+check "  and the merge says that 1 conversation crossed shares" grep -q "note: 1 conversation (e.g. the one of request demo-interrupted-1) had requests in more than one share" split/merge-err
+"$LOGDIFF" regress --partial split/whole.json split/turn-1.log split/turn-2.log >/dev/null 2>&1
+"$LOGDIFF" regress --merge --baseline $B --json split/whole.json >split/merged1 2>split/merge1-err
+check "  one share of both: the same as one process, no note" bash -c "cmp -s split/one split/merged1 && [ ! -s split/merge1-err ]"
+
 # --update-baseline from the merge = from one process
 "$LOGDIFF" regress --baseline one/new.json --update-baseline "${INPUTS[@]}" >/dev/null 2>&1
 run "merge --update-baseline" 0 "$LOGDIFF" regress --merge --baseline s3/new.json --update-baseline s3/part-*.json

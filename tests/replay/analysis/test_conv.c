@@ -17,6 +17,7 @@ typedef struct seq {
     ld_arena arena;
     ld_findings f[16];
     const char *conv[16];
+    uint64_t key[16];  /* ld_conv_key */
     char rid[16][32];
     int n;
 } seq;
@@ -28,6 +29,7 @@ static int seq_emit(void *ctx, ld_request *r)
     int i = s->n++;
     snprintf(s->rid[i], sizeof s->rid[i], "%s", r->rid ? r->rid : "-");
     memset(&s->f[i], 0, sizeof s->f[i]);
+    s->key[i] = ld_conv_key(r);
     if (ld_harness_check(r, &s->arena, &s->f[i], NULL) ||
         ld_conv_check(s->t, r, &s->arena, &s->f[i], &s->conv[i], NULL))
         s->rid[i][0] = '!';
@@ -254,6 +256,27 @@ static int test_conv_byte_cap(void)
     return 0;
 }
 
+/* The key groups what the tracker groups, whatever was seen first: the
+ * id is the first rid seen, the key the first turn's hash. */
+static int test_conv_key(void)
+{
+    static char a[1024], b[1024], c[1024];
+    req_lines(a, sizeof a, "k1", SU, "'done'", STOP);
+    req_lines(b, sizeof b, "k2", SU ", {'role': 'assistant', 'content': 'done'}, "
+              "{'role': 'user', 'content': 'and the tests?'}", "'ok'", STOP);
+    req_lines(c, sizeof c, "k3", "{'role': 'system', 'content': 'T'}, {'role': 'user', 'content': 'fix the bug'}",
+              "'ok'", STOP);
+    char *reqs[] = {b, a, c}; /* the later turn first: it gives the id */
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, 3), 0);
+    CHECK_EQ_INT(s.n, 3);
+    CHECK(s.key[0] != 0 && s.key[0] == s.key[1] && s.key[2] != s.key[0]);
+    CHECK(s.conv[0] && s.conv[1] && !strcmp(s.conv[0], "k2") && !strcmp(s.conv[1], "k2"));
+    CHECK(s.conv[2] && !strcmp(s.conv[2], "k3"));
+    seq_free(&s);
+    return 0;
+}
+
 static int test_conv_no_messages_no_id(void)
 {
     static char a[512] = "Receive: obj=G(rid='z', text='hi', input_ids=[1])\n"
@@ -262,7 +285,7 @@ static int test_conv_no_messages_no_id(void)
     seq s;
     CHECK_EQ_INT(seq_run(&s, NULL, reqs, 1), 0);
     CHECK_EQ_INT(s.n, 1);
-    CHECK(!s.conv[0]);
+    CHECK(!s.conv[0] && s.key[0] == 0);
     /* no conversation finding; only the note that no message array was logged
      * (info: a plain /generate prompt has no template to check) */
     CHECK_EQ_INT(s.f[0].n, 1);
@@ -284,6 +307,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_conv_benign_forms),
     LD_CASE(test_conv_reasoning_changed),
     LD_CASE(test_conv_lru_eviction),
+    LD_CASE(test_conv_key),
     LD_CASE(test_conv_byte_cap),
     LD_CASE(test_conv_no_messages_no_id),
 };
