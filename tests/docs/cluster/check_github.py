@@ -16,7 +16,8 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+
+import recipe_check
 
 try:
     import yaml
@@ -130,38 +131,8 @@ BROKEN = [
 
 
 def main():
-    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.environ.get("LD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..")),
-        "docs", "cluster")
-    passed = failed = 0
-    problems = check(folder)
-    if problems:
-        failed += 1
-        print(f"FAIL {WORKFLOW}:")
-        for x in problems:
-            print("     " + x)
-    else:
-        passed += 1
-        print(f"ok   {WORKFLOW}: valid against the GitHub workflow schema, the fields as the recipe needs")
-    with open(os.path.join(folder, WORKFLOW)) as f:
-        text = f.read()
-    for what, old, new in BROKEN:
-        if old not in text:
-            failed += 1
-            print(f"FAIL broken copy '{what}': {WORKFLOW} no longer has {old!r}")
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, WORKFLOW), "w") as f:
-                f.write(text.replace(old, new, 1))
-            found = check(tmp)
-        if found:
-            passed += 1
-            print(f"ok   broken copy fails: {what} ({found[0]})")
-        else:
-            failed += 1
-            print(f"FAIL broken copy passes: {what}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return recipe_check.run(f"{WORKFLOW}: valid against the GitHub workflow schema, the fields as the recipe "
+                            "needs", [WORKFLOW], check, [(what, WORKFLOW, old, new) for what, old, new in BROKEN])
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ usage: check_kubernetes.py [DOCS_CLUSTER_DIR]
 """
 import os
 import sys
-import tempfile
+
+import recipe_check
 
 try:
     import yaml
@@ -159,46 +160,8 @@ BROKEN = [
 
 
 def main():
-    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.environ.get("LD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "..")),
-        "docs", "cluster")
-    passed = failed = 0
-    problems = check(folder)
-    if problems:
-        failed += 1
-        print("FAIL docs/cluster's Kubernetes recipe:")
-        for x in problems:
-            print("     " + x)
-    else:
-        passed += 1
-        print(f"ok   {SHARDS} and {MERGE}: valid against Kubernetes {K8S_VERSION}, the fields as the recipe needs")
-    for what, name, old, new in BROKEN:
-        with tempfile.TemporaryDirectory() as tmp:
-            for f in (SHARDS, MERGE):
-                with open(os.path.join(folder, f)) as src:
-                    text = src.read()
-                if f == name:
-                    if old not in text:
-                        text = None
-                    else:
-                        text = text.replace(old, new, 1)
-                if text is None:
-                    break
-                with open(os.path.join(tmp, f), "w") as dst:
-                    dst.write(text)
-            if text is None:
-                failed += 1
-                print(f"FAIL broken copy '{what}': {name} no longer has {old!r}")
-                continue
-            found = check(tmp)
-        if found:
-            passed += 1
-            print(f"ok   broken copy fails: {what} ({found[0]})")
-        else:
-            failed += 1
-            print(f"FAIL broken copy passes: {what}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return recipe_check.run(f"{SHARDS} and {MERGE}: valid against Kubernetes {K8S_VERSION}, the fields as the "
+                            "recipe needs", [SHARDS, MERGE], check, BROKEN)
 
 
 if __name__ == "__main__":
