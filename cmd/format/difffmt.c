@@ -164,6 +164,14 @@ static int names(const ld_request *r, const char *rid)
     return (r->rid && !strcmp(r->rid, rid)) || (r->peer && r->peer->rid && !strcmp(r->peer->rid, rid));
 }
 
+/* A request that could not be judged: said, and the run marked failed. */
+static int judge_failed(ld_cli_diff_report *rep, const ld_error *e)
+{
+    fprintf(rep->cli->err, "logdiff diff: %s\n", e->msg);
+    rep->failed = 1;
+    return 0;
+}
+
 int ld_cli_diff_report_request(void *ctx, ld_request *r)
 {
     ld_cli_diff_report *rep = ctx;
@@ -175,11 +183,7 @@ int ld_cli_diff_report_request(void *ctx, ld_request *r)
      * sees every one, for the conversations) */
     ld_judge_checks checks = rep->checks;
     if (rep->only_rid && !names(r, rep->only_rid)) checks.replay = NULL;
-    if (ld_judge_request(rep->differ, &checks, r, &rep->arena, &v, &e) != LD_OK) {
-        fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
-        rep->failed = 1;
-        return 0;
-    }
+    if (ld_judge_request(rep->differ, &checks, r, &rep->arena, &v, &e) != LD_OK) return judge_failed(rep, &e);
     if (rep->only_rid && !names(r, rep->only_rid)) return 0;
     rep->n_reported++;
     rep->per_verdict[verdict_index(v.verdict)]++;
@@ -197,11 +201,7 @@ int ld_cli_diff_report_feed(void *ctx, ld_request *r)
     ld_error e;
     ld_error_clear(&e);
     ld_arena_reset(&rep->arena);
-    if (ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) != LD_OK) {
-        fprintf(rep->cli->err, "logdiff diff: %s\n", e.msg);
-        rep->failed = 1;
-    }
-    return 0;
+    return ld_differ_judge(rep->differ, r, &rep->arena, &v, &e) == LD_OK ? 0 : judge_failed(rep, &e);
 }
 
 void ld_cli_diff_report_summary(ld_cli_diff_report *rep, const ld_cli_logread *lr)

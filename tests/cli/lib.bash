@@ -58,3 +58,12 @@ finish() {
     [ "$failed" -eq 0 ]
     exit $?
 }
+
+# start_watch OUT ERR ARGS...: `logdiff watch --json --poll 0.05 ARGS` in the background, its
+# pid in WATCH_PID; stop_watch: SIGTERM to it, its exit status in WATCH_RC (the watch tests)
+start_watch() {
+    local out=$1 err=$2; shift 2
+    "$LOGDIFF" watch --json --poll 0.05 "$@" >"$out" 2>"$err" &
+    WATCH_PID=$!
+}
+stop_watch() { kill -TERM "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID"; WATCH_RC=$?; WATCH_PID=; }

@@ -21,16 +21,6 @@ lines = open(sys.argv[1], encoding="utf-8", errors="replace").read().split("\n")
 fin = [i + 1 for i, l in enumerate(lines) if "Finish: obj=" in l]
 print(min(fin, key=lambda n: abs(n - len(lines) // 2)))' "$1"
 }
-start_watch() { # OUT ERR ARGS...
-    local out=$1 err=$2; shift 2
-    "$LOGDIFF" watch --json --poll 0.05 "$@" >"$out" 2>"$err" &
-    WATCH_PID=$!
-}
-stop_watch() {
-    kill -TERM "$WATCH_PID" 2>/dev/null
-    wait "$WATCH_PID"
-    WATCH_RC=$?
-}
 same_as_diff() { # NAME OUT [VERDICTS_ONLY]: each request once, with diff's verdict (and error kinds)
     local fields=1-
     [ $# -ge 3 ] && fields=1,2

@@ -46,12 +46,6 @@ feed() { cat "$G/part$1.export" >&3; }
 stop_journal() { exec 3>&-; wait "$REMOTE_PID"; REMOTE_PID=; }
 WATCH_PID=
 trap '[ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null; [ -n "$REMOTE_PID" ] && kill "$REMOTE_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-start_watch() { # OUT ERR ARGS...
-    local out=$1 err=$2; shift 2
-    "$LOGDIFF" watch --json --poll 0.05 "$@" >"$out" 2>"$err" &
-    WATCH_PID=$!
-}
-stop_watch() { kill -TERM "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID"; WATCH_RC=$?; WATCH_PID=; }
 same_rows() { # NAME GOT WANT [FIELDS]
     if diff <(cut -d' ' -f"${4:-1-}" "$2") <(cut -d' ' -f"${4:-1-}" "$3") >"$WORK/rows.diff"; then ok "$1"
     else not_ok "$1" "$(head -20 "$WORK/rows.diff")"; fi

@@ -15,15 +15,6 @@ n_expect=$(wc -l <"$WORK/expect")
 # the stop: after turn 2's Receive, before its Finish (its lines read again after the restart)
 cut_at=$(grep -n "Receive: obj=GenerateReqInput(rid='demo-empty-assistant-2'" "$LOG" | cut -d: -f1)
 
-start_watch() { # OUT ERR ARGS...
-    local out=$1 err=$2; shift 2
-    "$LOGDIFF" watch --json --poll 0.05 "$@" >"$out" 2>"$err" &
-    WATCH_PID=$!
-}
-stop_watch() {
-    kill -TERM "$WATCH_PID" 2>/dev/null
-    wait "$WATCH_PID"
-}
 has_rid() { grep -q "\"rid\":\"$2\"" "$1"; } # OUT RID
 # record RID FILE: the request's verdict and findings, as JSON text
 record() {
