@@ -7,13 +7,21 @@
 
 #include "regress.h"
 
-static void *grow(void *v, size_t *cap, size_t n, size_t size)
+/* A zeroed element appended to the list at *v (*n elements of `size`
+ * bytes, room for *cap; *v may move); NULL on out of memory (the list
+ * unchanged). */
+static void *push(void **v, size_t *n, size_t *cap, size_t size)
 {
-    if (n < *cap) return v;
-    size_t c = *cap ? *cap * 2 : 256;
-    void *nv = realloc(v, c * size);
-    if (nv) *cap = c;
-    return nv;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        void *nv = realloc(*v, c * size);
+        if (!nv) return NULL;
+        *v = nv;
+        *cap = c;
+    }
+    char *slot = (char *)*v + (*n)++ * size;
+    memset(slot, 0, size);
+    return slot;
 }
 
 const char *ld_cli_regress_keep(ld_cli_regress_run *run, const char *s)
@@ -23,32 +31,26 @@ const char *ld_cli_regress_keep(ld_cli_regress_run *run, const char *s)
 
 ld_cli_regress_item *ld_cli_regress_new_item(ld_cli_regress_run *run)
 {
-    ld_cli_regress_item *v = grow(run->items, &run->cap_items, run->n_items, sizeof *v);
-    if (!v) return NULL;
-    run->items = v;
-    ld_cli_regress_item *it = &run->items[run->n_items++];
-    memset(it, 0, sizeof *it);
-    return it;
+    void *base = run->items;
+    ld_cli_regress_item *slot = push(&base, &run->n_items, &run->cap_items, sizeof *slot);
+    run->items = base;
+    return slot;
 }
 
 ld_cli_regress_member *ld_cli_regress_new_member(ld_cli_regress_run *run)
 {
-    ld_cli_regress_member *v = grow(run->members, &run->cap_members, run->n_members, sizeof *v);
-    if (!v) return NULL;
-    run->members = v;
-    ld_cli_regress_member *mb = &run->members[run->n_members++];
-    memset(mb, 0, sizeof *mb);
-    return mb;
+    void *base = run->members;
+    ld_cli_regress_member *slot = push(&base, &run->n_members, &run->cap_members, sizeof *slot);
+    run->members = base;
+    return slot;
 }
 
 ld_cli_regress_problem *ld_cli_regress_new_problem(ld_cli_regress_run *run)
 {
-    ld_cli_regress_problem *v = grow(run->problems, &run->cap_problems, run->n_problems, sizeof *v);
-    if (!v) return NULL;
-    run->problems = v;
-    ld_cli_regress_problem *p = &run->problems[run->n_problems++];
-    memset(p, 0, sizeof *p);
-    return p;
+    void *base = run->problems;
+    ld_cli_regress_problem *slot = push(&base, &run->n_problems, &run->cap_problems, sizeof *slot);
+    run->problems = base;
+    return slot;
 }
 
 void ld_cli_regress_run_free(ld_cli_regress_run *run)
