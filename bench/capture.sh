@@ -6,10 +6,11 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 SIZE_MB=${1:-100}
+BUILD=${BENCH_BUILD_DIR:-build-bench}
 [ $# -gt 0 ] && shift
-if ! { cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
-       cmake --build build-bench -j2 --target logdiff; } >&2; then
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOGDIFF_CUDA=OFF >/dev/null &&
+       cmake --build "$BUILD" -j2 --target logdiff; } >&2; then
     echo "capture.sh: build failed" >&2
     exit 2
 fi
-exec "${PYTHON:-python3}" bench/capture.py --size-mb "$SIZE_MB" --logdiff build-bench/logdiff "$@"
+exec "${PYTHON:-python3}" bench/capture.py --size-mb "$SIZE_MB" --logdiff "$BUILD/logdiff" "$@"
