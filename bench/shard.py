@@ -6,6 +6,8 @@
    input layer then does with it: read or mmap); the bytes of the inputs each
    share opened, summed over the shares, against the inputs' total size
    (ratio 1.00: every input read once, by one share).
+   The two passes that follow conversations across shares (--conv-journal,
+   then --conv-from) read every input twice (ratio 2.00), once a pass.
 2. The merge of 1,000 partials of 1,000 requests each (1 % not ok, with their
    findings and records), generated here in the partial format
    (cmd/regress/regress_partial.h): `logdiff regress --merge` writing the
@@ -50,13 +52,20 @@ def opened_inputs(trace, inputs):
     return seen
 
 
-def bytes_read(logdiff, inputs, shares, work):
+def bytes_read(logdiff, inputs, shares, work, mode="partial"):
+    """mode: "partial" (one pass), "journal" (the first of two passes: --conv-journal), "from"
+    (the second: --conv-from the journals, --partial)."""
     total = sum(os.path.getsize(p) for p in inputs)
     per_share, opened_by = [], {}
+    journals = os.path.join(work, "journals")
+    os.makedirs(journals, exist_ok=True)
     for i in range(shares):
         trace = os.path.join(work, f"trace-{i}")
+        out = {"partial": ["--partial", os.path.join(work, f"p{i}.json")],
+               "journal": ["--conv-journal", os.path.join(journals, f"j{i}.jsonl")],
+               "from": ["--conv-from", journals, "--partial", os.path.join(work, f"q{i}.json")]}[mode]
         cmd = ["strace", "-f", "-qq", "-e", "trace=openat", "-o", trace, logdiff, "regress",
-               "--shard", f"{i}/{shares}", "--partial", os.path.join(work, f"p{i}.json")] + inputs
+               "--shard", f"{i}/{shares}"] + out + inputs
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         seen = opened_inputs(trace, inputs)
         for p in seen:
@@ -109,9 +118,10 @@ def make_partials(work, shares, per_share):
     paths, baseline = [], []
     for s in range(shares):
         path = os.path.join(work, f"part-{s:04d}.json")
-        head = {"format": "logdiff-regress-partial", "version": 1, "shard": {"index": s, "count": shares},
+        head = {"format": "logdiff-regress-partial", "version": 2, "shard": {"index": s, "count": shares},
                 "share": {"first": s, "end": s + 1}, "inputs": inputs,
-                "settings": {"report_template": None, "no_conversations": False}}
+                "settings": {"report_template": None, "no_conversations": False},
+                "conv": {"digest": "%016x" % rng.getrandbits(64)}}
         lines = [json.dumps(head, separators=(",", ":")),
                  json.dumps({"member": {"input": s, "name": inputs[s] + ":server.log", "label": "server.log",
                                         "lines": per_share * 3, "request_lines": per_share * 3,
@@ -151,6 +161,20 @@ def main():
     print(f"{'inputs read by shares':40s} {total:>14d} {sum(per_share):>14d} bytes  "
           f"ratio {sum(per_share) / total:.3f}  ({shares} shares: {', '.join(map(str, per_share))})")
     print(f"  inputs opened by more than one share: {len(twice)}; by none: {len(missed)}")
+    # the two passes that follow conversations across shares: each reads the inputs once more
+    t1 = time.perf_counter()
+    _, per_journal, twice_j, missed_j = bytes_read(logdiff, inputs, shares, work, "journal")
+    t2 = time.perf_counter()
+    _, per_from, twice_f, missed_f = bytes_read(logdiff, inputs, shares, work, "from")
+    t3 = time.perf_counter()
+    jdir = os.path.join(work, "journals")
+    jsize = sum(os.path.getsize(os.path.join(jdir, f)) for f in os.listdir(jdir))
+    two = sum(per_journal) + sum(per_from)
+    print(f"{'inputs read by two passes':40s} {total:>14d} {two:>14d} bytes  ratio {two / total:.3f}  "
+          f"(journals {sum(per_journal)}, judging {sum(per_from)}; twice within a pass: "
+          f"{len(twice_j) + len(twice_f)}, missed: {len(missed_j) + len(missed_f)})")
+    print(f"  journals written: {jsize} bytes ({jsize / total:.3f} of the inputs, compressed); wall under strace: "
+          f"journal pass {t2 - t1:.2f} s, judging pass {t3 - t2:.2f} s")
     parts = make_partials(work, 1000, 1000)
     size = sum(os.path.getsize(p) for p in parts)
     base = os.path.join(work, "baseline.json")

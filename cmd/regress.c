@@ -18,7 +18,9 @@ static const char *const regress_usage[] = {
     "logdiff regress --baseline FILE [--update-baseline] [--junit FILE] [--html FILE]",
     "                [--json] [--template SRC | --model DIR] [--replay DIR] [--tokenizer SRC]",
     "                [--jobs N] INPUT...",
-    "   or: logdiff regress --shard I/N|auto[/N] --partial FILE [judging options] INPUT...",
+    "   or: logdiff regress --shard I/N|auto[/N] --partial FILE [--conv-from DIR]",
+    "                [--conv-journal FILE] [judging options] INPUT...",
+    "   or: logdiff regress --shard I/N|auto[/N] --conv-journal FILE [judging options] INPUT...",
     "   or: logdiff regress --merge --baseline FILE [--update-baseline] [--junit FILE]",
     "                [--html FILE] [--json] PARTIAL...",
     "",
@@ -53,8 +55,15 @@ static const char *const regress_usage[] = {
     "or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with N given: auto/N).",
     "--merge reads every share's partial and writes the comparison and the",
     "reports exactly as one process over all the INPUTs would; a share missing",
-    "or given twice is an error that names it.  Conversations are followed",
-    "within a share: give a conversation's servers to one share (docs/cluster/).",
+    "or given twice is an error that names it.",
+    "",
+    "Conversations across shares: a share follows the conversations of its own",
+    "inputs.  For the verdicts of one process when a conversation's turns are in",
+    "several shares, run the shares twice: first with --conv-journal FILE alone",
+    "(what each share's conversation tracker keeps, written to FILE), then with",
+    "--partial FILE --conv-from DIR, DIR holding the first run's journals: each",
+    "share starts from the journals of the shares before it, as one process would",
+    "have after their inputs.  --merge checks that every share did (docs/cluster/).",
     "",
     "The FILEs of --junit, --html and --update-baseline: a regular file (or a new",
     "one) is replaced whole once written, never left half-written; a symbolic",
@@ -200,9 +209,16 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     ld_error e;
     ld_error_clear(&e);
     run->conv_opts = o->conv;
-    if (ld_cli_conv_options(run->cli, "regress", &o->conv, &dopts.conv) != 0) return -1;
+    if (ld_cli_conv_options(run->cli, "regress", &o->conv, &dopts.conv) != 0 ||
+        ld_cli_regress_conv_begin(run, o, &dopts) != 0)
+        return -1;
     if (ld_differ_new(&dopts, &run->differ, &e) != LD_OK) {
         fprintf(run->cli->err, "logdiff regress: %s\n", e.msg);
+        return -1;
+    }
+    if (ld_cli_regress_conv_preload(run, o) != 0) {
+        ld_differ_free(run->differ);
+        run->differ = NULL;
         return -1;
     }
     run->checks = *checks;
@@ -218,8 +234,9 @@ static int run_inputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o, con
     ld_differ_conv_stats(run->differ, &run->conv);
     ld_differ_free(run->differ);
     run->differ = NULL;
-    if (rc != 0 || run->failed) return -1;
-    return o->partial ? ld_cli_regress_write_share(run, o) : ld_cli_regress_compare(run);
+    if (rc != 0 || run->failed || ld_cli_regress_conv_end(run, o) != 0) return -1;
+    if (o->partial) return ld_cli_regress_write_share(run, o);
+    return o->conv_journal ? 0 : ld_cli_regress_compare(run);
 }
 
 static int write_outputs(ld_cli_regress_run *run, const ld_cli_regress_opts *o)
@@ -248,9 +265,10 @@ static int judge_inputs(ld_cli_regress_run *run, ld_cli_regress_opts *o, ld_cli_
     struct ld_cli *cli = run->cli;
     run->inputs = inputs;
     run->n_inputs = n;
-    if (o->partial && ld_cli_regress_pick_share(run, o, inputs, n) != 0) return LD_EXIT_TROUBLE;
+    int share = o->partial || o->conv_journal;
+    if (share && ld_cli_regress_pick_share(run, o, inputs, n) != 0) return LD_EXIT_TROUBLE;
     const char *tpl_dir = NULL, *replay_dir = NULL;
-    int rc = (!o->update && !o->partial && load_baseline(run, cli) != 0) ||
+    int rc = (!o->update && !share && load_baseline(run, cli) != 0) ||
              model_sources(o, cli, &tpl_dir, &replay_dir) != 0;
     ld_cli_check_flags f = { o->tpl, tpl_dir, o->server, o->tokenizer, { replay_dir, o->replay_backend, o->replay_tp } };
     chk->rr.chat.bos_token = o->bos;
@@ -258,7 +276,7 @@ static int judge_inputs(ld_cli_regress_run *run, ld_cli_regress_opts *o, ld_cli_
     rc = rc || ld_cli_checks_load(cli, "regress", &f, chk) != 0;
     run->template_desc = o->tpl ? o->tpl : tpl_dir;
     if (rc || run_inputs(run, o, &chk->judge) != 0) return LD_EXIT_TROUBLE;
-    if (o->partial) return run->io_errors || run->capture_problems ? LD_EXIT_TROUBLE : LD_EXIT_SAME;
+    if (share) return run->io_errors || run->capture_problems ? LD_EXIT_TROUBLE : LD_EXIT_SAME;
     return write_outputs(run, o) != 0 ? LD_EXIT_TROUBLE : exit_status(run, o->update);
 }
 
@@ -293,6 +311,8 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
         { LD_OPT_INT, 'j', "jobs", &o.jobs, "N", "reader threads (default: the number of cores)" },
         { LD_OPT_STRING, 0, "shard", &o.shard, "I/N", "judge only share I of N of the inputs (auto: from Slurm or Kubernetes)" },
         { LD_OPT_STRING, 0, "partial", &o.partial, "FILE", "write the share's result to FILE, for --merge" },
+        { LD_OPT_STRING, 0, "conv-journal", &o.conv_journal, "FILE", "write the share's conversation journal to FILE" },
+        { LD_OPT_STRING, 0, "conv-from", &o.conv_from, "DIR", "start from the journals in DIR of the shares before this one" },
         { LD_OPT_BOOL, 0, "merge", &o.merge, NULL, "compare and report from the shares' partial FILEs" },
         { LD_OPT_BOOL, 0, "no-conversations", &o.no_conv, NULL, "judge each request alone" },
         LD_CLI_CONV_OPTIONS(o.conv),
@@ -322,6 +342,7 @@ int cmd_regress(int argc, char **argv, struct ld_cli *cli)
     ld_baseline_init(&run.cur);
     if (o.merge) return merge_partials(&run, &o, argv + 1, (size_t)n_args);
     rc = judge_inputs(&run, &o, &chk, argv + 1, (size_t)n_args);
+    ld_cli_regress_conv_free(&run);
     ld_cli_regress_run_free(&run);
     ld_cli_checks_free(&chk);
     return rc;

@@ -347,10 +347,13 @@ endif()
 # the partials of logdiff regress are read by code of the executable
 # (cmd/regress/): their target compiles it in
 set(LD_PARTIAL_SRC ${CMAKE_SOURCE_DIR}/cmd/regress/regress_partial.c
-    ${CMAKE_SOURCE_DIR}/cmd/regress/regress_partial_read.c ${CMAKE_SOURCE_DIR}/cmd/regress/regress_run.c)
+    ${CMAKE_SOURCE_DIR}/cmd/regress/regress_partial_read.c ${CMAKE_SOURCE_DIR}/cmd/regress/regress_run.c
+    ${CMAKE_SOURCE_DIR}/cmd/regress/regress_lines.c)
 target_sources(replay_fuzz_partial PRIVATE ${LD_PARTIAL_SRC})
+target_sources(replay_fuzz_journal PRIVATE ${LD_PARTIAL_SRC} ${CMAKE_SOURCE_DIR}/cmd/regress/regress_journal.c)
 if(LOGDIFF_FUZZ)
   target_sources(fuzz_partial PRIVATE ${LD_PARTIAL_SRC})
+  target_sources(fuzz_journal PRIVATE ${LD_PARTIAL_SRC} ${CMAKE_SOURCE_DIR}/cmd/regress/regress_journal.c)
 endif()
 
 # CLI tests: tests/cli/<case>.sh run with $LOGDIFF pointing at the binary.

@@ -8,7 +8,7 @@ case $1 in
     input) d=input ;;
     gguf|tokgguf) d=gguf ;;
     watchstate) d=watchstate ;;
-    tokjson|modelcfg|dscfg|ds4cfg|safetensors|specs|dsenc|partial) d=json ;;
+    tokjson|modelcfg|dscfg|ds4cfg|safetensors|specs|dsenc|partial|journal) d=json ;;
     *) exit 0 ;;
 esac
 cd "$(dirname "$0")/.." && [ -f "tests/fuzz/dict/$d.dict" ] && echo "tests/fuzz/dict/$d.dict"

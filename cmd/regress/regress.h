@@ -85,6 +85,13 @@ typedef struct ld_cli_regress_run {
     char *const *all_inputs;
     size_t n_all_inputs, share_first;
     long shard_index, shard_count;
+    /* conversations across shares (regress_convshare.c): the share's ops,
+     * and the digests of the journals it started from (--conv-from) */
+    struct ld_cli_journal *journal;
+    uint64_t *conv_from;
+    int conv_preloaded;
+    uint64_t preload_evicted;   /* evictions while starting from them */
+    int track_only;             /* --conv-journal alone: follow conversations, judge nothing */
 } ld_cli_regress_run;
 
 /* Sink callbacks for ld_cli_regress_read_inputs (regress_collect.c). */

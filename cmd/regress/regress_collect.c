@@ -34,9 +34,23 @@ static void fail(ld_cli_regress_run *run, const char *what)
     run->failed = 1;
 }
 
+/* A share's first pass (--conv-journal alone): the conversation tracker
+ * only, which writes the journal. */
+static void track_only(ld_cli_regress_run *run, ld_request *r)
+{
+    ld_arena a;
+    ld_error e;
+    ld_error_clear(&e);
+    ld_arena_init(&a, 0);
+    if (!run->failed && ld_differ_track(run->differ, r, &a, &e) != LD_OK) fail(run, e.msg);
+    ld_arena_release(&a);
+    ld_request_free(r);
+}
+
 void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char *label)
 {
     ld_cli_regress_run *run = ctx;
+    if (run->track_only) { track_only(run, r); return; }
     ld_arena *a = run->failed ? NULL : malloc(sizeof *a);
     ld_verdict *v = NULL;
     ld_error e;

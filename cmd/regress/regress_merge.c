@@ -9,26 +9,8 @@
 #include <string.h>
 
 #include "parse/input/slurp.h"
+#include "regress_lines.h"
 #include "regress_merge.h"
-
-/* The first line of the file at path (malloc'd, with its newline). */
-static char *first_line(const char *path, size_t *len, ld_error *e)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) { LD_FAIL(e, LD_ERR_IO, 0, "cannot open it: %s", strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t n = getline(&buf, &cap, f);
-    int bad = n < 0 && ferror(f);
-    fclose(f);
-    if (n < 0) {
-        free(buf);
-        LD_FAIL(e, bad ? LD_ERR_IO : LD_ERR_SYNTAX, 0, bad ? "cannot read it" : "an empty file, not a partial");
-        return NULL;
-    }
-    *len = (size_t)n;
-    return buf;
-}
 
 static int say(ld_cli_regress_run *run, const char *path, const ld_error *e)
 {
@@ -47,7 +29,7 @@ static int read_heads(ld_cli_regress_run *run, char *const *paths, size_t n, ld_
         ld_error e;
         ld_error_clear(&e);
         size_t len = 0;
-        char *line = first_line(paths[i], &len, &e);
+        char *line = ld_cli_first_line(paths[i], &len, &e);
         if (!line || ld_cli_partial_read_head(line, len, &heads[i], &e) != LD_OK) rc = say(run, paths[i], &e);
         free(line);
     }
@@ -161,12 +143,35 @@ static int cmp_conv(const void *pa, const void *pb)
     return (a->share > b->share) - (a->share < b->share);
 }
 
-/* Conversations with requests in several shares: each share followed them
- * alone, so a turn was not checked against an earlier turn in another
- * share.  Said on stderr (the reports are the shares' verdicts).  Grouped
- * by their key, the hash of the first turn (the ids are the first rid each
- * share saw, so differ between shares). */
-static void note_split_conversations(ld_cli_regress_run *run, const size_t *share_end, size_t count)
+/* Shares that started from the journals of the shares before them
+ * (--conv-from) must have started from these shares' (their ops' digests):
+ * 0, or -1 naming the first that did not.  preloaded[s] = 1 for those. */
+static int check_conv_from(ld_cli_regress_run *run, char *const *paths, const ld_cli_partial_head *h,
+                           const size_t *order, size_t count, char *preloaded)
+{
+    for (size_t s = 0; s < count; s++) {
+        const ld_cli_partial_head *p = &h[order[s]];
+        preloaded[s] = s == 0 || p->conv_preloaded;
+        for (size_t j = 0; p->conv_preloaded && j < s; j++)
+            if (p->conv_from[j] != h[order[j]].conv_digest) {
+                fprintf(run->cli->err, "logdiff regress: %s: share %zu/%zu started from a conversation journal "
+                        "of share %zu/%zu other than the one its partial %s stands for: run the share again "
+                        "with --conv-from the journals of this run\n", paths[order[s]], s, count, j, count,
+                        paths[order[j]]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+/* Conversations with requests in several shares, the later ones judged
+ * without the earlier shares' turns (no --conv-from): a turn was not
+ * checked against an earlier turn in another share.  Said on stderr (the
+ * reports are the shares' verdicts).  Grouped by their key, the hash of the
+ * first turn (the ids are the first rid each share saw, so differ between
+ * shares). */
+static void note_split_conversations(ld_cli_regress_run *run, const size_t *share_end, size_t count,
+                                     const char *preloaded)
 {
     conv_at *v = malloc((run->n_items ? run->n_items : 1) * sizeof *v);
     if (!v) return;
@@ -179,14 +184,15 @@ static void note_split_conversations(ld_cli_regress_run *run, const size_t *shar
     const char *example = NULL;
     for (size_t i = 0, j; i < n; i = j) { /* a group of one conversation's requests */
         int several = 0;
-        for (j = i + 1; j < n && v[j].id == v[i].id; j++) several |= v[j].share != v[i].share;
+        for (j = i + 1; j < n && v[j].id == v[i].id; j++)
+            several |= v[j].share != v[i].share && !preloaded[v[j].share]; /* sorted: v[i] the first share */
         if (several && !split++) example = run->items[v[i].item].key;
     }
     if (split)
         fprintf(run->cli->err, "logdiff regress: note: %zu conversation%s (e.g. the one of request %s) "
                 "had requests in more than one share; each share checked a turn against the earlier turns "
-                "it read itself: give the logs of a conversation's servers to one share to check them "
-                "together\n", split, split == 1 ? "" : "s", example);
+                "it read itself: run the shares with --conv-journal, then --conv-from (docs/cluster/), or give "
+                "the logs of a conversation's servers to one share\n", split, split == 1 ? "" : "s", example);
     free(v);
 }
 
@@ -194,18 +200,20 @@ int ld_cli_regress_merge(ld_cli_regress_run *run, char *const *paths, size_t n, 
 {
     ld_cli_partial_head *h = calloc(n, sizeof *h);
     size_t *order = NULL, *share_end = NULL;
+    char *preloaded = NULL;
     int rc = h ? read_heads(run, paths, n, h) : -1;
     rc = rc || check_alike(run, paths, n, h);
     size_t count = rc ? 0 : (size_t)h[0].count;
-    if (!rc && (!(order = malloc(count * sizeof *order)) || !(share_end = malloc(count * sizeof *share_end))))
+    if (!rc && (!(order = malloc(count * sizeof *order)) || !(share_end = malloc(count * sizeof *share_end)) ||
+                !(preloaded = malloc(count))))
         rc = -1;
-    rc = rc || order_shares(run, paths, n, h, order);
+    rc = rc || order_shares(run, paths, n, h, order) || check_conv_from(run, paths, h, order, count, preloaded);
     for (size_t s = 0; !rc && s < count; s++) {
         rc = read_bodies(run, paths, h, order + s, 1);
         share_end[s] = run->n_items;
     }
     if (!rc) {
-        note_split_conversations(run, share_end, count);
+        note_split_conversations(run, share_end, count, preloaded);
         *first = h[0];
         memset(&h[0], 0, sizeof h[0]);
         run->inputs = first->inputs;
@@ -215,5 +223,6 @@ int ld_cli_regress_merge(ld_cli_regress_run *run, char *const *paths, size_t n, 
     free(h);
     free(order);
     free(share_end);
+    free(preloaded);
     return rc ? -1 : 0;
 }

@@ -14,7 +14,7 @@ typedef struct ld_cli_regress_opts {
     int json, verbose, update, no_conv, merge;
     long jobs;
     const char *baseline, *junit, *html, *tpl, *model, *tokenizer, *server, *replay;
-    const char *replay_backend, *shard, *partial;
+    const char *replay_backend, *shard, *partial, *conv_journal, *conv_from;
     ld_cli_capture_opts capture;
     long replay_tp;
     ld_cli_conv_opts conv;
@@ -31,6 +31,20 @@ int ld_cli_regress_check_modes(const ld_cli_regress_opts *o, int n_args, struct 
 int ld_cli_regress_pick_share(ld_cli_regress_run *run, const ld_cli_regress_opts *o, char *const *inputs,
                               size_t n);
 int ld_cli_regress_write_share(ld_cli_regress_run *run, const ld_cli_regress_opts *o);
+
+/* What the verdicts depend on besides the inputs (the head's "settings"):
+ * a new cJSON object, NULL on out of memory. */
+cJSON *ld_cli_regress_settings(const ld_cli_regress_run *run, const ld_cli_regress_opts *o);
+
+/* Conversations across shares (regress_convshare.c), each 0, or -1 with the
+ * reason printed: _begin before the differ is made (its tracker's ops
+ * digested, and kept for --conv-journal), _preload once it is (--conv-from
+ * DIR: the journals of the shares before this one replayed), _end after
+ * judging (--conv-journal written); _free at the end of the run. */
+int ld_cli_regress_conv_begin(ld_cli_regress_run *run, const ld_cli_regress_opts *o, ld_diff_options *dopts);
+int ld_cli_regress_conv_preload(ld_cli_regress_run *run, const ld_cli_regress_opts *o);
+int ld_cli_regress_conv_end(ld_cli_regress_run *run, const ld_cli_regress_opts *o);
+void ld_cli_regress_conv_free(ld_cli_regress_run *run);
 
 /* --merge: the partials read into run, template description and
  * conversation options from their settings (0, or -1 with the reason

@@ -5,6 +5,7 @@
 
 #include "parse/pylit/pylit_json.h"
 #include "parse/request/request_json.h"
+#include "regress_journal.h"
 #include "regress_partial.h"
 #include "replay/analysis/finding_json.h"
 
@@ -12,6 +13,7 @@ void ld_cli_partial_head_free(ld_cli_partial_head *h)
 {
     if (!h) return;
     free(h->inputs);
+    free(h->conv_from);
     cJSON_Delete(h->settings);
     memset(h, 0, sizeof *h);
 }
@@ -42,7 +44,27 @@ static int print_wrapped(FILE *f, const char *name, cJSON *inner, int ok)
     return ld_json_print_line(f, line);
 }
 
-static int write_head(const ld_cli_partial_head *h, FILE *f)
+static cJSON *hex_json(uint64_t v)
+{
+    char s[17];
+    snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+    return cJSON_CreateString(s);
+}
+
+/* "conv": the share's digest, and those it started from. */
+static cJSON *conv_json(const ld_cli_partial_head *h)
+{
+    cJSON *o = cJSON_CreateObject(), *from = h->conv_preloaded ? cJSON_CreateArray() : NULL;
+    int ok = 1;
+    put(o, "digest", hex_json(h->conv_digest), &ok);
+    for (long i = 0; from && i < h->index; i++)
+        if (!cJSON_AddItemToArray(from, hex_json(h->conv_from[i]))) ok = 0;
+    if (h->conv_preloaded) put(o, "from", from, &ok);
+    if (!ok) { cJSON_Delete(o); return NULL; }
+    return o;
+}
+
+int ld_cli_partial_write_head(const ld_cli_partial_head *h, FILE *f)
 {
     cJSON *o = cJSON_CreateObject(), *shard = cJSON_CreateObject(), *share = cJSON_CreateObject();
     cJSON *inputs = cJSON_CreateArray();
@@ -53,12 +75,13 @@ static int write_head(const ld_cli_partial_head *h, FILE *f)
     put(share, "end", ld_json_int((int64_t)(h->end)), &ok);
     for (size_t i = 0; ok && inputs && i < h->n_inputs; i++)
         if (!cJSON_AddItemToArray(inputs, text(h->inputs[i]))) ok = 0;
-    put(o, "format", cJSON_CreateString(LD_PARTIAL_FORMAT), &ok);
-    put(o, "version", cJSON_CreateNumber(LD_PARTIAL_VERSION), &ok);
+    put(o, "format", cJSON_CreateString(h->journal ? LD_JOURNAL_FORMAT : LD_PARTIAL_FORMAT), &ok);
+    put(o, "version", cJSON_CreateNumber(h->journal ? LD_JOURNAL_VERSION : LD_PARTIAL_VERSION), &ok);
     put(o, "shard", shard, &ok);
     put(o, "share", share, &ok);
     put(o, "inputs", inputs, &ok);
     put(o, "settings", cJSON_Duplicate(h->settings, 1), &ok);
+    if (!h->journal) put(o, "conv", conv_json(h), &ok);
     if (!ok) { cJSON_Delete(o); return -1; }
     return ld_json_print_line(f, o);
 }
@@ -149,7 +172,7 @@ static int write_end(const ld_cli_regress_run *run, FILE *f)
 
 int ld_cli_regress_write_partial(const ld_cli_regress_run *run, const ld_cli_partial_head *h, FILE *f)
 {
-    if (write_head(h, f) != 0) return -1;
+    if (ld_cli_partial_write_head(h, f) != 0) return -1;
     for (size_t i = 0; i < run->n_members; i++)
         if (write_member(&run->members[i], h->first, f) != 0) return -1;
     for (size_t i = 0; i < run->n_problems; i++)

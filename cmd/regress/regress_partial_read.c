@@ -6,36 +6,14 @@
 #include <string.h>
 
 #include "parse/request/request_json.h"
+#include "regress_journal.h"
+#include "regress_lines.h"
 #include "regress_partial.h"
 #include "replay/analysis/finding_json.h"
-
-/* One line of the file, parsed. */
-typedef struct line_reader {
-    const char *text;
-    size_t len, pos;
-    uint64_t line;        /* of the line last read */
-    uint64_t line_offset; /* its first byte */
-} line_reader;
 
 static ld_status syntax(ld_error *e, const char *what, const char *name)
 {
     return LD_FAIL(e, LD_ERR_SYNTAX, 0, "%s%s%s", what, name ? ": " : "", name ? name : "");
-}
-
-/* The next line as JSON (*out NULL at the end of the text). */
-static ld_status next_line(line_reader *lr, cJSON **out, ld_error *e)
-{
-    *out = NULL;
-    if (lr->pos >= lr->len) return LD_OK;
-    const char *start = lr->text + lr->pos;
-    const char *nl = memchr(start, '\n', lr->len - lr->pos);
-    size_t n = nl ? (size_t)(nl - start) : lr->len - lr->pos;
-    lr->line++;
-    lr->line_offset = lr->pos;
-    lr->pos += n + (nl != NULL);
-    if (!nl) return LD_FAIL(e, LD_ERR_TRUNCATED, 0, "the last line has no end: the file was cut");
-    *out = cJSON_ParseWithLength(start, n);
-    return *out ? LD_OK : syntax(e, "not a JSON line", NULL);
 }
 
 static int whole(const cJSON *j, double max, double *out)
@@ -106,14 +84,44 @@ static ld_status head_inputs(const cJSON *a, ld_cli_partial_head *h, ld_error *e
     return st;
 }
 
+static ld_status hex_value(const cJSON *v, const char *name, uint64_t *out, ld_error *e)
+{
+    char *end = NULL;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 16 || v->valuestring[0] == '-' ||
+        v->valuestring[0] == '+')
+        return syntax(e, "not 16 hex digits", name);
+    *out = strtoull(v->valuestring, &end, 16);
+    return *end ? syntax(e, "not 16 hex digits", name) : LD_OK;
+}
+
+/* "conv": {"digest", "from"}; h->index is read. */
+static ld_status head_conv(const cJSON *c, ld_cli_partial_head *h, ld_error *e)
+{
+    if (!cJSON_IsObject(c)) return syntax(e, "not an object", "conv");
+    LD_TRY(hex_value(get(c, "digest"), "conv.digest", &h->conv_digest, e));
+    const cJSON *from = get(c, "from");
+    if (!from) return LD_OK;
+    if (!cJSON_IsArray(from) || cJSON_GetArraySize(from) != h->index)
+        return syntax(e, "not the digests of the shares before this one", "conv.from");
+    h->conv_preloaded = 1;
+    h->conv_from = malloc((h->index ? (size_t)h->index : 1) * sizeof *h->conv_from);
+    if (!h->conv_from) return LD_FAIL(e, LD_ERR_NOMEM, 0, "out of memory for the digests");
+    size_t i = 0;
+    for (const cJSON *d = from->child; d; d = d->next) LD_TRY(hex_value(d, "conv.from", &h->conv_from[i++], e));
+    return LD_OK;
+}
+
 static ld_status head_fields(const cJSON *o, ld_cli_partial_head *h, ld_error *e)
 {
     const cJSON *format = get(o, "format"), *version = get(o, "version");
-    if (!cJSON_IsString(format) || strcmp(format->valuestring, LD_PARTIAL_FORMAT))
+    h->journal = cJSON_IsString(format) && !strcmp(format->valuestring, LD_JOURNAL_FORMAT);
+    if (!h->journal && (!cJSON_IsString(format) || strcmp(format->valuestring, LD_PARTIAL_FORMAT)))
         return syntax(e, "not a partial of logdiff regress (no \"format\": \"" LD_PARTIAL_FORMAT "\")", NULL);
-    if (!cJSON_IsNumber(version) || version->valuedouble != LD_PARTIAL_VERSION)
-        return LD_FAIL(e, LD_ERR_UNSUPPORTED, 0, "a partial of format version %g; this logdiff reads version %d",
-                       cJSON_IsNumber(version) ? version->valuedouble : -1.0, LD_PARTIAL_VERSION);
+    int want = h->journal ? LD_JOURNAL_VERSION : LD_PARTIAL_VERSION;
+    if (!cJSON_IsNumber(version) || version->valuedouble != want)
+        return LD_FAIL(e, LD_ERR_UNSUPPORTED, 0, "a %s of format version %g; this logdiff reads version %d",
+                       h->journal ? "conversation journal" : "partial",
+                       cJSON_IsNumber(version) ? version->valuedouble : -1.0, want);
     const cJSON *shard = get(o, "shard"), *share = get(o, "share");
     double index, count, first, end;
     if (whole(get(shard, "index"), 1e6, &index) || whole(get(shard, "count"), 1e6, &count) ||
@@ -129,15 +137,16 @@ static ld_status head_fields(const cJSON *o, ld_cli_partial_head *h, ld_error *e
     h->first = (size_t)first;
     h->end = (size_t)end;
     h->settings = cJSON_Duplicate(get(o, "settings"), 1);
-    return h->settings ? LD_OK : LD_FAIL(e, LD_ERR_NOMEM, 0, "out of memory for the settings");
+    if (!h->settings) return LD_FAIL(e, LD_ERR_NOMEM, 0, "out of memory for the settings");
+    return h->journal ? LD_OK : head_conv(get(o, "conv"), h, e);
 }
 
 ld_status ld_cli_partial_read_head(const char *text, size_t len, ld_cli_partial_head *h, ld_error *e)
 {
     memset(h, 0, sizeof *h);
-    line_reader lr = { text, len, 0, 0, 0 };
+    ld_cli_lines lr = { text, len, 0, 0, 0, NULL, 0 };
     cJSON *o = NULL;
-    ld_status st = next_line(&lr, &o, e);
+    ld_status st = ld_cli_lines_next(&lr, &o, e);
     if (st != LD_OK || !o)
         st = syntax(e, o || st == LD_OK ? "an empty file, not a partial"
                                         : "not a partial of logdiff regress: its first line is not a JSON object",
@@ -238,11 +247,7 @@ static ld_status kinds_as_findings(body *b, const cJSON *const arrays[2], ld_fin
 
 static ld_status get_hash(body *b, const cJSON *h, const char *name, uint64_t *out)
 {
-    char *end = NULL;
-    if (!cJSON_IsString(h) || strlen(h->valuestring) != 16) return syntax(b->e, "not 16 hex digits", name);
-    *out = strtoull(h->valuestring, &end, 16);
-    return *end || h->valuestring[0] == '-' || h->valuestring[0] == '+' ? syntax(b->e, "not 16 hex digits", name)
-                                                                        : LD_OK;
+    return hex_value(h, name, out, b->e);
 }
 
 /* A request that is not ok: its findings and record, kept for the reports,
@@ -352,15 +357,15 @@ static ld_status read_body_line(body *b, const cJSON *line, size_t read[3], int 
 ld_status ld_cli_partial_read_body(const char *text, size_t len, const ld_cli_partial_head *h,
                                    ld_cli_regress_run *run, ld_error *e)
 {
-    line_reader lr = { text, len, 0, 0, 0 };
+    ld_cli_lines lr = { text, len, 0, 0, 0, NULL, 0 };
     cJSON *line = NULL;
     body b = { run, h, e };
     size_t read[3] = { 0, 0, 0 };
     int ended = 0;
-    ld_status st = next_line(&lr, &line, e); /* the head, read before */
+    ld_status st = ld_cli_lines_next(&lr, &line, e); /* the head, read before */
     while (st == LD_OK && line) {
         cJSON_Delete(line);
-        st = next_line(&lr, &line, e);
+        st = ld_cli_lines_next(&lr, &line, e);
         if (st == LD_OK && line) st = read_body_line(&b, line, read, &ended);
     }
     cJSON_Delete(line);

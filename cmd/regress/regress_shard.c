@@ -8,6 +8,7 @@
 #include "cmd/common/outfile.h"
 #include "cmd/common/shard.h"
 #include "parse/request/request_json.h"
+#include "regress_journal.h"
 #include "regress_merge.h"
 #include "regress_opts.h"
 
@@ -38,17 +39,25 @@ int ld_cli_regress_check_modes(const ld_cli_regress_opts *o, int n_args, struct 
         const char *j = judging_option(o);
         char msg[200];
         snprintf(msg, sizeof msg, "--merge takes the judging settings from the partials: leave out %s", j ? j : "");
-        if (o->shard || o->partial) return refuse(cli, "--merge reads partials: it takes no --shard or --partial");
+        if (o->shard || o->partial || o->conv_journal || o->conv_from)
+            return refuse(cli, "--merge reads partials: it takes no --shard, --partial, --conv-journal or --conv-from");
         if (j) return refuse(cli, msg);
         if (!o->baseline) return refuse(cli, "--baseline FILE is required");
         return n_args ? 0 : refuse(cli, "--merge needs the partial files of every share");
     }
-    if (o->shard && !o->partial)
-        return refuse(cli, "--shard needs --partial FILE for its result (--merge puts the shares together)");
-    if (o->partial && (o->update || o->junit || o->html || o->json))
-        return refuse(cli, "--partial writes one share's result: the baseline comparison and the reports come "
-                      "from --merge");
-    if (!o->partial && !o->baseline) return refuse(cli, "--baseline FILE is required");
+    if ((o->conv_journal || o->conv_from) && !o->shard)
+        return refuse(cli, o->conv_journal ? "--conv-journal is a share's: give --shard too"
+                                           : "--conv-from is for a share: give --shard too");
+    if (o->conv_from && !o->partial)
+        return refuse(cli, "--conv-from starts a share's judging: give --partial FILE for its result");
+    if (o->shard && !o->partial && !o->conv_journal)
+        return refuse(cli, "--shard needs --partial FILE for its result (--merge puts the shares together), "
+                      "or --conv-journal FILE");
+    int share = o->partial || o->conv_journal;
+    if (share && (o->update || o->junit || o->html || o->json))
+        return refuse(cli, "a share writes its result (--partial, --conv-journal): the baseline comparison and "
+                      "the reports come from --merge");
+    if (!share && !o->baseline) return refuse(cli, "--baseline FILE is required");
     return n_args ? 0 : refuse(cli, "no input given (use '-' for standard input)");
 }
 
@@ -71,9 +80,9 @@ int ld_cli_regress_pick_share(ld_cli_regress_run *run, const ld_cli_regress_opts
     return 0;
 }
 
-/* What the verdicts depend on besides the inputs, so that --merge refuses
- * shares judged differently; "report_template" is what the reports name. */
-static cJSON *settings_of(const ld_cli_regress_run *run, const ld_cli_regress_opts *o)
+/* So that --merge refuses shares judged differently; "report_template" is
+ * what the reports name. */
+cJSON *ld_cli_regress_settings(const ld_cli_regress_run *run, const ld_cli_regress_opts *o)
 {
     const char *names[] = { "report_template", "template", "model", "replay", "replay_backend", "tokenizer",
                             "server", "bos_token", "eos_token", "capture", "max_line", "conversation_memory" };
@@ -105,10 +114,12 @@ int ld_cli_regress_write_share(ld_cli_regress_run *run, const ld_cli_regress_opt
 {
     ld_cli_partial_head h = { run->shard_index, run->shard_count, run->share_first,
                               run->share_first + run->n_inputs, (char **)run->all_inputs,
-                              run->n_all_inputs, settings_of(run, o) };
+                              run->n_all_inputs, ld_cli_regress_settings(run, o), 0,
+                              run->journal->digest, run->conv_preloaded, run->conv_from };
     if (!h.settings) return refuse(run->cli, "out of memory writing the partial");
     share_writer w = { run, &h };
     int rc = ld_cli_write_output("regress", o->partial, write_share_to, &w, run->cli->err);
+    h.conv_from = NULL; /* the run's */
     cJSON_Delete(h.settings);
     if (rc != 0) return -1;
     size_t ok = 0;

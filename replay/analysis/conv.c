@@ -95,21 +95,35 @@ static uint64_t mix(uint64_t h)
     return h ^ (h >> 33);
 }
 
+static uint64_t word_at(const char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+/* 16 bytes into a lane with one 64x64->128-bit multiply, its halves xored,
+ * and the lane's old value rotated in (so no word makes it forget). */
+static uint64_t fold16(uint64_t lane, uint64_t w0, uint64_t w1)
+{
+    __extension__ typedef unsigned __int128 u128;
+    u128 m = (u128)(w0 ^ lane) * (w1 ^ 0xA4093822299F31D0ull);
+    return ((uint64_t)m ^ (uint64_t)(m >> 64)) ^ (lane << 23 | lane >> 41);
+}
+
 static uint64_t hash_bytes(uint64_t h, const char *p, size_t n)
 {
     size_t i = 0;
-    /* four independent lanes: a serial multiply chain would cap this at
-     * about 1 GB/s, and every request re-hashes its whole history */
+    /* two independent lanes of one multiply per 16 bytes: every request
+     * re-hashes its whole history, so this runs over most message bytes of
+     * a log again and again (the fmix per 8 bytes it replaced cost 4x) */
     if (n >= 64) {
-        uint64_t l[4] = { h, h ^ 0x243F6A8885A308D3ull, h ^ 0x13198A2E03707344ull,
-                          h ^ 0xA4093822299F31D0ull };
-        for (; i + 32 <= n; i += 32)
-            for (int k = 0; k < 4; k++) {
-                uint64_t x;
-                memcpy(&x, p + i + 8 * k, 8);
-                l[k] = mix(l[k] ^ x) + 0x9E3779B97F4A7C15ull;
-            }
-        h = mix(l[0] ^ mix(l[1] ^ mix(l[2] ^ mix(l[3]))));
+        uint64_t a = h ^ 0x243F6A8885A308D3ull, b = h ^ 0x13198A2E03707344ull;
+        for (; i + 32 <= n; i += 32) {
+            a = fold16(a, word_at(p + i), word_at(p + i + 8));
+            b = fold16(b, word_at(p + i + 16), word_at(p + i + 24));
+        }
+        h = mix(a ^ mix(b ^ h));
     }
     for (; i + 8 <= n; i += 8) {
         uint64_t x;
@@ -343,8 +357,10 @@ static int numeric(const char *s)
     return 1;
 }
 
-/* Copies what later turns need of r: rid, output (maybe head + tail), finish. */
-static ld_status record(ld_conv_tracker *t, conv *c, uint64_t key, const ld_request *r)
+/* What later turns need of r (rid, output maybe as head + tail, finish)
+ * as the op that keeps it: views into r, nothing copied. */
+static void op_of(const ld_conv_tracker *t, const ld_request *r, uint64_t conv_key, uint64_t key,
+                  ld_conv_op *op)
 {
     const ld_text *o = &r->output;
     size_t on = o->bytes ? o->len : 0, cut = on, keep = on;
@@ -354,29 +370,44 @@ static ld_status record(ld_conv_tracker *t, conv *c, uint64_t key, const ld_requ
         if (cut_set) on = keep = 0, cut_set = 0; /* one cut only: not kept */
         else keep = t->o.max_entry_bytes, cut = keep / 2, cut_set = 1;
     }
-    const char *stop = r->finish_kind == LD_FINISH_STOP && !numeric(r->finish_matched)
-                           ? r->finish_matched : NULL;
-    size_t rn = strlen(r->rid), sn = stop ? strlen(stop) : 0;
-    size_t ft = r->finish_type ? strlen(r->finish_type) : 0;
+    memset(op, 0, sizeof *op);
+    op->conv_key = conv_key, op->key = key, op->rid = r->rid;
+    if (o->bytes && (on || !(o->flags & LD_TEXT_TRUNCATED))) {
+        op->out_head = o->bytes, op->head_len = cut;
+        op->out_tail = o->bytes + on - (keep - cut), op->tail_len = keep - cut;
+        op->out_cut = cut_set;
+    }
+    op->finish = r->finish_kind;
+    op->finish_type = r->finish_type;
+    op->stop_str = r->finish_kind == LD_FINISH_STOP && !numeric(r->finish_matched) ? r->finish_matched : NULL;
+    op->completion_tokens = r->completion_tokens;
+}
+
+/* Copies op's entry into the tracker (conversation c). */
+static ld_status record(ld_conv_tracker *t, conv *c, const ld_conv_op *op)
+{
+    size_t keep = op->out_head ? op->head_len + op->tail_len : 0;
+    size_t rn = strlen(op->rid), sn = op->stop_str ? strlen(op->stop_str) : 0;
+    size_t ft = op->finish_type ? strlen(op->finish_type) : 0;
     size_t bytes = sizeof(entry) + rn + 1 + keep + 1 + sn + 1 + ft + 1;
     entry *e = calloc(1, bytes);
     if (!e) return LD_ERR_NOMEM;
     char *p = (char *)(e + 1);
-    e->rid = memcpy(p, r->rid, rn + 1), p += rn + 1;
-    if (o->bytes && (on || !(o->flags & LD_TEXT_TRUNCATED))) {
-        memcpy(p, o->bytes, cut);
-        memcpy(p + cut, o->bytes + on - (keep - cut), keep - cut);
+    e->rid = memcpy(p, op->rid, rn + 1), p += rn + 1;
+    if (op->out_head) {
+        memcpy(p, op->out_head, op->head_len);
+        memcpy(p + op->head_len, op->out_tail, op->tail_len);
         p[keep] = 0;
-        e->out = p, e->out_len = keep, e->out_cut = cut, e->out_cut_set = cut_set;
+        e->out = p, e->out_len = keep, e->out_cut = op->head_len, e->out_cut_set = op->out_cut;
     }
     p += keep + 1;
-    if (stop) e->stop_str = memcpy(p, stop, sn + 1);
+    if (op->stop_str) e->stop_str = memcpy(p, op->stop_str, sn + 1);
     p += sn + 1;
-    e->finish_type = r->finish_type ? memcpy(p, r->finish_type, ft + 1) : NULL;
-    e->key = key, e->cv = c, e->finish = r->finish_kind, e->bytes = bytes;
-    e->completion_tokens = r->completion_tokens;
-    e->next_bucket = t->ebuckets[key & (t->n_ebuckets - 1)];
-    t->ebuckets[key & (t->n_ebuckets - 1)] = e;
+    e->finish_type = op->finish_type ? memcpy(p, op->finish_type, ft + 1) : NULL;
+    e->key = op->key, e->cv = c, e->finish = op->finish, e->bytes = bytes;
+    e->completion_tokens = op->completion_tokens;
+    e->next_bucket = t->ebuckets[op->key & (t->n_ebuckets - 1)];
+    t->ebuckets[op->key & (t->n_ebuckets - 1)] = e;
     e->older = c->newest;
     if (c->newest) c->newest->newer = e; else c->oldest = e;
     c->newest = e;
@@ -384,6 +415,27 @@ static ld_status record(ld_conv_tracker *t, conv *c, uint64_t key, const ld_requ
     t->st.entries++, t->st.bytes += bytes;
     if (t->st.bytes > t->st.peak_bytes) t->st.peak_bytes = t->st.bytes;
     return LD_OK;
+}
+
+/* The change ld_conv_check makes after its checks (c: op's conversation,
+ * already made the most recently used): op's entry kept unless the same
+ * request was kept already, then the memory bounds. */
+static ld_status keep_op(ld_conv_tracker *t, conv *c, const ld_conv_op *op, ld_error *err)
+{
+    for (entry *e = t->ebuckets[op->key & (t->n_ebuckets - 1)]; e; e = e->next_bucket)
+        if (e->key == op->key && !strcmp(e->rid, op->rid)) return LD_OK; /* seen already */
+    if (grow_tables(t) != LD_OK || record(t, c, op) != LD_OK)
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory recording request '%s'", op->rid);
+    enforce_caps(t, c);
+    return LD_OK;
+}
+
+ld_status ld_conv_replay(ld_conv_tracker *t, const ld_conv_op *op, ld_error *err)
+{
+    if (!t || !op || !op->rid) return LD_FAIL(err, LD_ERR_USAGE, 0, "ld_conv_replay: NULL argument");
+    conv *c = get_conv(t, op->conv_key, op->rid);
+    if (!c) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a conversation");
+    return keep_op(t, c, op, err);
 }
 
 /* ------------------------------------------------------------ comparison */
@@ -620,10 +672,10 @@ ld_status ld_conv_check(ld_conv_tracker *t, const ld_request *r, ld_arena *arena
     for (size_t j = 1; j + 1 < n; j++) /* the last message is a prefill, not history */
         if (r->messages[j].role && !strcmp(r->messages[j].role, "assistant"))
             LD_TRY(check_message(t, r, (int64_t)j, h[j], arena, out, err));
-    for (entry *e = t->ebuckets[h[n] & (t->n_ebuckets - 1)]; e; e = e->next_bucket)
-        if (e->key == h[n] && !strcmp(e->rid, r->rid)) return LD_OK; /* seen already */
-    if (grow_tables(t) != LD_OK || record(t, c, h[n], r) != LD_OK)
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory recording request '%s'", r->rid);
-    enforce_caps(t, c);
-    return LD_OK;
+    ld_conv_op op;
+    op_of(t, r, c->key, h[n], &op);
+    if (t->o.journal && t->o.journal(t->o.journal_ctx, &op) != 0)
+        return LD_FAIL(err, LD_ERR_IO, 0, "the conversation journal could not be written (request '%s')",
+                       r->rid);
+    return keep_op(t, c, &op, err);
 }

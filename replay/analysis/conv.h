@@ -13,12 +13,40 @@
 #include "ld_error.h"
 #include "parse/request/request.h"
 
+/* What the tracker keeps of one request, in the order it keeps them: the
+ * only change ld_conv_check makes to a tracker (its checks read it).  Fed
+ * through ld_conv_replay in the same order, the ops of a stretch of
+ * requests bring any tracker to the state ld_conv_check of those requests
+ * would have left it in (the ids, evictions and memory included, given the
+ * same options): how a share of a sharded run starts where one process
+ * over the earlier shares' inputs would be.  The strings are views, owned
+ * by whoever made the op. */
+typedef struct ld_conv_op {
+    uint64_t conv_key;          /* the conversation's key (see ld_conv_key) */
+    uint64_t key;               /* chained hash of the request's whole array */
+    const char *rid;            /* the request; also the id of a conversation it opens */
+    const char *out_head;       /* the output as kept: head bytes, then tail bytes; */
+    const char *out_tail;       /*   out_head NULL when the output is not known */
+    size_t head_len, tail_len;
+    int out_cut;                /* 1: the output's middle is missing between head and tail */
+    ld_finish_kind finish;
+    const char *finish_type;    /* NULL when none */
+    const char *stop_str;       /* the matched stop string (not a token id); NULL */
+    int64_t completion_tokens;
+} ld_conv_op;
+
+/* Told each op as ld_conv_check makes it; nonzero fails that check
+ * (LD_ERR_IO). */
+typedef int (*ld_conv_journal_fn)(void *ctx, const ld_conv_op *op);
+
 typedef struct ld_conv_options {
     size_t max_conversations; /* 0 = 65536 */
     size_t max_bytes;         /* bytes of entries held (outputs, rids, bookkeeping);
                                  0 = 256 MiB */
     size_t max_entries;       /* entries per conversation; 0 = 4096 */
     size_t max_entry_bytes;   /* output bytes kept per entry; 0 = 1 MiB */
+    ld_conv_journal_fn journal; /* NULL = none */
+    void *journal_ctx;
 } ld_conv_options;
 
 typedef struct ld_conv_stats {
@@ -44,6 +72,13 @@ ld_status ld_conv_tracker_new(const ld_conv_options *opts, ld_conv_tracker **out
  * LD_OK or LD_ERR_NOMEM (arena or tracker memory). */
 ld_status ld_conv_check(ld_conv_tracker *t, const ld_request *r, ld_arena *arena,
                         ld_findings *out, const char **out_conversation_id, ld_error *err);
+
+/* Applies op (made by a tracker with the same options) as ld_conv_check of
+ * its request would: the conversation made the most recently used (opened
+ * under op->rid if new), the entry kept unless the same request was, the
+ * memory bounds kept.  No checks, no `matched`.  LD_OK, LD_ERR_NOMEM,
+ * LD_ERR_USAGE (NULL t, op or rid). */
+ld_status ld_conv_replay(ld_conv_tracker *t, const ld_conv_op *op, ld_error *err);
 
 /* The key ld_conv_check groups r into a conversation by: the chained hash
  * of its messages through the first user message (not the conversation's

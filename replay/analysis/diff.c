@@ -41,6 +41,11 @@ void ld_differ_conv_stats(const ld_differ *d, ld_conv_stats *out)
     if (d->conv) ld_conv_tracker_stats(d->conv, out);
 }
 
+ld_status ld_differ_conv_replay(ld_differ *d, const ld_conv_op *op, ld_error *err)
+{
+    return d->conv ? ld_conv_replay(d->conv, op, err) : LD_OK;
+}
+
 /* The aligner's view of one message: borrowed pointers into the record. */
 static ld_status align_msg_of(const ld_message *m, ld_arena *arena, ld_align_msg *a,
                               ld_error *err)
@@ -122,14 +127,26 @@ ld_status ld_differ_align_only(const ld_request *r, ld_arena *arena, ld_verdict 
     return can_align(r) ? align_request(r, arena, out, 0, err) : LD_OK;
 }
 
+/* Whether ld_differ_judge follows r's conversation. */
+static int tracks(const ld_differ *d, const ld_request *r)
+{
+    return d->conv && !(r->flags & LD_REQ_ERROR) && r->n_messages >= 0;
+}
+
+ld_status ld_differ_track(ld_differ *d, const ld_request *r, ld_arena *arena, ld_error *err)
+{
+    ld_findings scratch;
+    memset(&scratch, 0, sizeof scratch);
+    return tracks(d, r) ? ld_conv_check(d->conv, r, arena, &scratch, NULL, err) : LD_OK;
+}
+
 ld_status ld_differ_judge(ld_differ *d, const ld_request *r, ld_arena *arena,
                           ld_verdict *out, ld_error *err)
 {
     memset(out, 0, sizeof *out);
     LD_TRY(ld_harness_check(r, arena, &out->findings, err));
     LD_TRY(ld_pd_check(r, arena, &out->findings, err));
-    if (d->conv && !(r->flags & LD_REQ_ERROR) && r->n_messages >= 0)
-        LD_TRY(ld_conv_check(d->conv, r, arena, &out->findings, &out->conversation, err));
+    if (tracks(d, r)) LD_TRY(ld_conv_check(d->conv, r, arena, &out->findings, &out->conversation, err));
     if (can_align(r)) LD_TRY(align_request(r, arena, out, 1, err));
     ld_harness_capture_loss(r, &out->findings);
     out->verdict = ld_verdict_of(&out->findings);

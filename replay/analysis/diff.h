@@ -56,6 +56,18 @@ ld_status ld_differ_align_only(const ld_request *r, ld_arena *arena, ld_verdict 
 /* Conversation counters (for the summary and memory accounting). */
 void ld_differ_conv_stats(const ld_differ *d, ld_conv_stats *out);
 
+/* Only what ld_differ_judge does to the conversation tracker for r (its
+ * checks' findings dropped): a share's first pass of a sharded run, which
+ * writes what the tracker keeps and judges nothing.  LD_OK, LD_ERR_NOMEM,
+ * or the journal's LD_ERR_IO. */
+ld_status ld_differ_track(ld_differ *d, const ld_request *r, ld_arena *arena, ld_error *err);
+
+/* Brings the conversation tracker forward by op (conv.h ld_conv_replay),
+ * as if op's request had been judged: how a share of a sharded run starts
+ * from the shares before it.  LD_OK (nothing to do when conversations are
+ * off), LD_ERR_NOMEM. */
+ld_status ld_differ_conv_replay(ld_differ *d, const ld_conv_op *op, ld_error *err);
+
 void ld_differ_free(ld_differ *d);
 
 #endif

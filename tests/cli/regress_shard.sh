@@ -48,6 +48,26 @@ sharded() {
     "$LOGDIFF" regress --merge "$@" --json "$dir"/part-*.json >"$dir/json" 2>/dev/null
 }
 
+# sharded2 DIR N ARGS...: the two passes that follow conversations across shares: every share's
+# conversation journal, then every share from the journals of the shares before it; the merge's
+# reports into DIR.  $SHARE_ARGS go to the shares.
+sharded2() {
+    local dir=$1 n=$2 i; shift 2
+    mkdir -p "$dir/journals"
+    for ((i = 0; i < n; i++)); do
+        "$LOGDIFF" regress --shard "$i/$n" ${SHARE_ARGS:-} --conv-journal "$dir/journals/$i.jsonl" "${INPUTS[@]}" \
+            >>"$dir/shares" 2>&1 || echo "journal $i exit $?" >>"$dir/shares"
+    done
+    for ((i = 0; i < n; i++)); do
+        "$LOGDIFF" regress --shard "$i/$n" ${SHARE_ARGS:-} --conv-from "$dir/journals" --partial "$dir/part-$i.json" \
+            "${INPUTS[@]}" >>"$dir/shares" 2>&1 || echo "share $i exit $?" >>"$dir/shares"
+    done
+    "$LOGDIFF" regress --merge "$@" --junit "$dir/junit.xml" --html "$dir/report.html" "$dir"/part-*.json \
+        >"$dir/text" 2>"$dir/merge-err"
+    echo $? >"$dir/rc"
+    "$LOGDIFF" regress --merge "$@" --json "$dir"/part-*.json >"$dir/json" 2>/dev/null
+}
+
 same_reports() {
     local a=$1 b=$2 f
     for f in rc text json junit.xml report.html; do cmp -s "$a/$f" "$b/$f" || { echo "differs: $f"; return 1; }; done
@@ -62,6 +82,16 @@ done
 check "the partial carries the odd bytes as hex" grep -q '"hex"' s1/part-0.json
 check "8 shares of 5 inputs: the empty shares were written too" test -s s8/part-7.json
 check "shares split conversations: the merge says so" grep -q "conversations.*more than one share" s3/merge-err
+for n in 2 3 5; do
+    sharded2 "t$n" $n --baseline $B
+    check "$n shares in two passes merged = one process" same_reports one "t$n"
+    check "  and no note" test ! -s "t$n/merge-err"
+done
+# the memory bounds: what one process forgot, the shares started from forget too
+one_process onemax --baseline $B --max-conversations 1
+SHARE_ARGS="--max-conversations 1" sharded2 tmax 3 --baseline $B
+check "--max-conversations 1: three shares in two passes = one process" same_reports onemax tmax
+check "  which forgot conversations" grep -q "conversations\? forgotten" onemax/text
 check "one share: no such note" test ! -s s1/merge-err
 
 # a conversation really split: turn 1 (the interrupted answer) in one input, turn 2 (sent back
@@ -79,6 +109,42 @@ check "  and the merge says that 1 conversation crossed shares" grep -q "note: 1
 "$LOGDIFF" regress --partial split/whole.json split/turn-1.log split/turn-2.log >/dev/null 2>&1
 "$LOGDIFF" regress --merge --baseline $B --json split/whole.json >split/merged1 2>split/merge1-err
 check "  one share of both: the same as one process, no note" bash -c "cmp -s split/one split/merged1 && [ ! -s split/merge1-err ]"
+# the two passes: journals, then each share from the journals before it: one process's verdicts
+SAVED=("${INPUTS[@]}")
+INPUTS=(split/turn-1.log split/turn-2.log)
+one_process split/one2 --baseline $B
+sharded2 split/two 2 --baseline $B
+check "  two passes (--conv-journal, --conv-from): merged = one process" same_reports split/one2 split/two
+check "  the stale assistant turn found" grep -q '"harness.stale_assistant"' split/two/json
+check "  and no note" test ! -s split/two/merge-err
+check "  a share's journal run says what it wrote" grep -q "share 0/2: [0-9]* conversation ops; journal split/two/journals/0.jsonl written" split/two/shares
+mkdir -p split/empty
+run "--conv-from a directory without the earlier share's journal: exit 2" 2 "$LOGDIFF" regress --shard 1/2 \
+    --conv-from split/empty --partial split/x.json "${INPUTS[@]}"
+check "  it names the share" grep -q "no journal of share 0/2, which this share starts from" "$WORK/err"
+run "share 0 needs none" 0 "$LOGDIFF" regress --shard 0/2 --conv-from split/empty --partial split/x.json "${INPUTS[@]}"
+"$LOGDIFF" regress --shard 0/3 --conv-journal split/empty/other.jsonl "${INPUTS[@]}" >/dev/null 2>&1
+run "a journal of another run (3 shares): exit 2" 2 "$LOGDIFF" regress --shard 1/2 --conv-from split/empty \
+    --partial split/x.json "${INPUTS[@]}"
+check "  it names it" grep -q "split/empty/other.jsonl is a journal of another run" "$WORK/err"
+mkdir -p split/cut && head -c -20 split/two/journals/0.jsonl >split/cut/0.jsonl
+run "a cut journal: exit 2" 2 "$LOGDIFF" regress --shard 1/2 --conv-from split/cut --partial split/x.json "${INPUTS[@]}"
+check "  it names the file and line" grep -q "split/cut/0.jsonl:[0-9]*: byte [0-9]*: the last line has no end" "$WORK/err"
+mkdir -p split/edited && sed 's/Here is the plan/Here is a plan/' split/two/journals/0.jsonl >split/edited/0.jsonl
+run "an edited journal: exit 2" 2 "$LOGDIFF" regress --shard 1/2 --conv-from split/edited --partial split/x.json "${INPUTS[@]}"
+check "  the digest says so" grep -q "another digest: an op was changed" "$WORK/err"
+# the logs changed between the passes: share 1 started from a journal that is not share 0's
+cp split/turn-1.log split/turn-1.orig
+sed -i 's/Here is the plan/Here is a plan/' split/turn-1.log
+"$LOGDIFF" regress --shard 0/2 --partial split/two/part-0.json "${INPUTS[@]}" >/dev/null 2>&1
+run "a share started from another journal than the merged share's: exit 2" 2 "$LOGDIFF" regress --merge \
+    --baseline $B split/two/part-0.json split/two/part-1.json
+check "  it names the share" grep -q "share 1/2 started from a conversation journal of share 0/2 other than" "$WORK/err"
+mv split/turn-1.orig split/turn-1.log
+run "--conv-from without --partial: exit 2" 2 "$LOGDIFF" regress --shard 1/2 --conv-from split/empty "${INPUTS[@]}"
+run "--conv-journal without --shard: exit 2" 2 "$LOGDIFF" regress --conv-journal x "${INPUTS[@]}"
+run "--merge with --conv-from: exit 2" 2 "$LOGDIFF" regress --merge --baseline $B --conv-from split/two split/two/part-0.json
+INPUTS=("${SAVED[@]}")
 
 # --update-baseline from the merge = from one process
 "$LOGDIFF" regress --baseline one/new.json --update-baseline "${INPUTS[@]}" >/dev/null 2>&1
@@ -113,9 +179,9 @@ check "it says so" grep -q "another list of inputs" "$WORK/err"
 head -c 2000 s1/part-0.json >cut.json
 run "a cut partial: exit 2" 2 "$LOGDIFF" regress --merge --baseline $B cut.json
 check "file, line and byte named, and why" grep -Eq "cut.json:[0-9]+: byte [0-9]+: .*cut" "$WORK/err"
-sed '1s/"version":1/"version":2/' s1/part-0.json >v2.json
-run "another format version: exit 2" 2 "$LOGDIFF" regress --merge --baseline $B v2.json
-check "it names the version" grep -q "format version 2" "$WORK/err"
+sed '1s/"version":2/"version":3/' s1/part-0.json >v3.json
+run "another format version: exit 2" 2 "$LOGDIFF" regress --merge --baseline $B v3.json
+check "it names the version" grep -q "format version 3" "$WORK/err"
 sed '$s/"items":[0-9]*/"items":999/' s1/part-0.json >count.json
 run "an end line that does not match: exit 2" 2 "$LOGDIFF" regress --merge --baseline $B count.json
 check "it says what it holds" grep -q "the file holds .* items" "$WORK/err"

@@ -3,8 +3,11 @@
 
 The workflow is validated against the GitHub workflow schema that check-jsonschema ships
 (--builtin-schema vendor.github-workflows, no network), then the fields the recipe rests on
-are checked: a matrix of shards 0..N-1 each running `regress --shard I/N --partial FILE` with I
-the matrix value and N the matrix size, uploading FILE as an artifact of its own; a merge job
+are checked: a matrix of journal jobs 0..N-1 each running `regress --shard I/N --conv-journal
+FILE` and uploading FILE; a matrix of shards 0..N-1 that needs them, runs when one failed,
+downloads every journal into one folder and runs `regress --shard I/N --conv-from FOLDER
+--partial FILE` with I the matrix value and N the matrix size (the same N as the journals'),
+uploading FILE as an artifact of its own; a merge job
 that needs the shards, runs when one failed (`!cancelled()` or `always()`), downloads every
 partial into one folder and merges them with `regress --merge --baseline`.  Then the same
 checks must fail on copies of the file each broken in one way (the check can fail).
@@ -29,6 +32,7 @@ except ImportError as e:
 WORKFLOW = "github-regress.yml"
 SHARD_ARG = "--shard ${{ matrix.shard }}/${{ strategy.job-total }}"
 PARTIAL = "partial-${{ matrix.shard }}.json"
+JOURNAL = "journal-${{ matrix.shard }}.jsonl"
 
 
 def schema_problems(path):
@@ -49,12 +53,42 @@ def runs_on_failure(cond):
     return isinstance(cond, str) and ("!cancelled()" in cond or "always()" in cond)
 
 
+def journal_problems(journal, shard):
+    """the journal jobs, and the shards' use of their journals"""
+    p = []
+    if journal.get("strategy", {}).get("matrix") != shard.get("strategy", {}).get("matrix"):
+        p.append(f"{WORKFLOW}: the journal jobs' matrix is not the shards'")
+    if journal.get("strategy", {}).get("fail-fast", True):
+        p.append(f"{WORKFLOW}: the journal jobs' fail-fast must be false: one failed journal must not cancel the others")
+    runs = [s for s in journal.get("steps", []) if "regress --shard" in str(s.get("run", ""))]
+    if len(runs) != 1 or SHARD_ARG not in runs[0]["run"] or f"--conv-journal {JOURNAL}" not in runs[0]["run"]:
+        p.append(f"{WORKFLOW}: the journal job must run regress {SHARD_ARG} --conv-journal {JOURNAL}")
+    up = step_using(journal.get("steps", []), "actions/upload-artifact")
+    if len(up) != 1 or up[0].get("with", {}).get("path") != JOURNAL or \
+            up[0].get("with", {}).get("name") != "journal-${{ matrix.shard }}":
+        p.append(f"{WORKFLOW}: the journal job must upload its journal as journal-<shard>")
+    needs = shard.get("needs")
+    if needs != "journal" and not (isinstance(needs, list) and "journal" in needs):
+        p.append(f"{WORKFLOW}: the shard jobs do not need the journal jobs: needs {needs!r}")
+    if not runs_on_failure(shard.get("if")):
+        p.append(f"{WORKFLOW}: the shard jobs do not run when a journal job failed: if {shard.get('if')!r}")
+    down = step_using(shard.get("steps", []), "actions/download-artifact")
+    d = down[0].get("with", {}) if len(down) == 1 else {}
+    if d.get("pattern") != "journal-*" or d.get("merge-multiple") is not True:
+        p.append(f"{WORKFLOW}: the shard job must download every journal-* artifact into one folder: {d}")
+    runs = [s for s in shard.get("steps", []) if "regress --shard" in str(s.get("run", ""))]
+    if len(runs) == 1 and f"--conv-from {d.get('path', '.')} " not in runs[0]["run"]:
+        p.append(f"{WORKFLOW}: the shard step does not start from the journals (--conv-from {d.get('path', '.')})")
+    return p
+
+
 def field_problems(wf):
     p = []
     jobs = wf.get("jobs", {})
-    shard, merge = jobs.get("shard"), jobs.get("merge")
-    if not shard or not merge:
-        return [f"{WORKFLOW}: jobs shard and merge expected, found {sorted(jobs)}"]
+    journal, shard, merge = jobs.get("journal"), jobs.get("shard"), jobs.get("merge")
+    if not journal or not shard or not merge:
+        return [f"{WORKFLOW}: jobs journal, shard and merge expected, found {sorted(jobs)}"]
+    p += journal_problems(journal, shard)
     strategy = shard.get("strategy", {})
     matrix = strategy.get("matrix", {})
     if set(matrix) != {"shard"}:
@@ -124,7 +158,14 @@ BROKEN = [
     ("a shard missing from the matrix", "shard: [0, 1, 2, 3]", "shard: [0, 1, 3]"),
     ("N not the matrix size", "/${{ strategy.job-total }}", "/4"),
     ("fail-fast", "fail-fast: false", "fail-fast: true"),
-    ("the merge skipped when a shard failed", "    if: ${{ !cancelled() }}\n    runs-on", "    runs-on"),
+    ("the merge skipped when a shard failed", "    needs: shard\n    # after every shard, failed ones included (Slurm's afterany): a missing share is named\n    if: ${{ !cancelled() }}\n",
+     "    needs: shard\n"),
+    ("the shards skipped when a journal job failed", "    needs: journal\n    # also when a journal job failed: the shards after it fail naming it, and the merge names them\n    if: ${{ !cancelled() }}\n",
+     "    needs: journal\n"),
+    ("the shards not from the journals", " --conv-from journals --partial", " --partial"),
+    ("the journals downloaded elsewhere", "          path: journals\n", "          path: other\n"),
+    ("the journal not uploaded", "          name: journal-${{ matrix.shard }}\n", "          name: journal\n"),
+    ("the journal jobs on another matrix", "shard: [0, 1, 2, 3]", "shard: [0, 1, 2]"),
     ("the partials downloaded into one folder each", "merge-multiple: true", "merge-multiple: false"),
     ("no merge", "regress --merge --baseline", "regress --baseline"),
 ]

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""check_kubernetes.py - docs/cluster/'s Kubernetes recipe: k8s-regress-shards.yaml (a
-PersistentVolumeClaim and an Indexed Job) and k8s-regress-merge.yaml (the merge Job).
+"""check_kubernetes.py - docs/cluster/'s Kubernetes recipe: k8s-regress-journals.yaml (a
+PersistentVolumeClaim and the Indexed Job of the conversation journals), k8s-regress-shards.yaml
+(the Indexed Job of the shards) and k8s-regress-merge.yaml (the merge Job).
 
 Each document is validated against the Kubernetes API schema (kubernetes-validate, strict: an
 unknown or misspelt field fails), then the fields the recipe rests on are checked: the Job is
 Indexed, `--shard auto/N` with N its completions, each pod's partial named by its
-JOB_COMPLETION_INDEX (from the job-completion-index annotation where declared) on a volume that the merge Job mounts from the same claim, where the merge
-reads the partials.  Then the same checks must fail on copies of the files each broken in one
+JOB_COMPLETION_INDEX (from the job-completion-index annotation where declared) on a volume that
+the merge Job mounts from the same claim, where the merge reads the partials; the journals' Job
+alike (the same N and inputs), each pod's journal named by its index in the folder the shards
+start from (--conv-from), on the same claim.  Then the same checks must fail on copies of the files each broken in one
 way (the check can fail).  Exit 0 passed, 1 failed, 77 kubernetes-validate (PyPI) missing.
 
 usage: check_kubernetes.py [DOCS_CLUSTER_DIR]
@@ -24,6 +27,7 @@ except ImportError as e:
     sys.exit(77)
 
 K8S_VERSION = "1.37.0"
+JOURNALS = "k8s-regress-journals.yaml"
 SHARDS = "k8s-regress-shards.yaml"
 MERGE = "k8s-regress-merge.yaml"
 
@@ -73,9 +77,40 @@ def mount_claim(pod, container, path, problems, where):
     return claims[best[1]["name"]]
 
 
-def field_problems(shard_docs, merge_docs):
+def journal_problems(journal_docs, n, inputs, conv_from, claim, pvc):
+    """the journals' Job against the shards' (n shards, their inputs, --conv-from, claim)"""
     p = []
-    pvc = one(shard_docs, "PersistentVolumeClaim", p, SHARDS)
+    job = one(journal_docs, "Job", p, JOURNALS)
+    if not job:
+        return p
+    spec = job["spec"]
+    if spec.get("completionMode") != "Indexed" or spec.get("completions") != n:
+        p.append(f"{JOURNALS}: not an Indexed Job of {n} completions, as the shards")
+    pod = spec["template"]["spec"]
+    c = pod["containers"][0]
+    argv = c.get("command", []) + c.get("args", [])
+    if "regress" not in argv or "--shard" not in argv or "--conv-journal" not in argv:
+        return p + [f"{JOURNALS}: the container does not run regress --shard ... --conv-journal ...: {argv}"]
+    if argv[argv.index("--shard") + 1] != f"auto/{n}":
+        p.append(f"{JOURNALS}: --shard {argv[argv.index('--shard') + 1]}, expected auto/{n}")
+    journal = argv[argv.index("--conv-journal") + 1]
+    if "$(JOB_COMPLETION_INDEX)" not in journal:
+        p.append(f"{JOURNALS}: --conv-journal {journal} is not named by $(JOB_COMPLETION_INDEX)")
+    if conv_from is None or os.path.dirname(journal) != conv_from.rstrip("/"):
+        p.append(f"{JOURNALS}: journals written to {os.path.dirname(journal)}, the shards start from {conv_from}")
+    if argv[argv.index("--conv-journal") + 2:] != inputs:
+        p.append(f"{JOURNALS}: other inputs than the shards'")
+    jclaim = mount_claim(pod, c, journal, p, JOURNALS)
+    if jclaim is not None and claim is not None and jclaim != claim:
+        p.append(f"{JOURNALS}: writes the journals to claim {jclaim}, the shards read {claim}")
+    if pvc and jclaim is not None and jclaim != pvc["metadata"]["name"]:
+        p.append(f"{JOURNALS}: the journals' claim {jclaim} is not the claim {pvc['metadata']['name']} defined here")
+    return p
+
+
+def field_problems(journal_docs, shard_docs, merge_docs):
+    p = []
+    pvc = one(journal_docs, "PersistentVolumeClaim", p, JOURNALS)
     job = one(shard_docs, "Job", p, SHARDS)
     merge = one(merge_docs, "Job", p, MERGE)
     if not (job and merge and pvc):
@@ -115,6 +150,12 @@ def field_problems(shard_docs, merge_docs):
     inputs = argv[argv.index("--partial") + 2:]
     if len(inputs) < n:
         p.append(f"{SHARDS}: {len(inputs)} inputs for {n} shards")
+    conv_from = argv[argv.index("--conv-from") + 1] if "--conv-from" in argv else None
+    if conv_from is None:
+        p.append(f"{SHARDS}: the shards do not start from the journals (--conv-from)")
+    else:
+        mount_claim(pod, c, conv_from.rstrip("/") + "/journal-0.jsonl", p, SHARDS)
+    p += journal_problems(journal_docs, n, inputs, conv_from, claim, pvc)
 
     mspec = merge["spec"]
     mpod = mspec["template"]["spec"]
@@ -134,11 +175,12 @@ def field_problems(shard_docs, merge_docs):
 
 
 def check(folder):
+    p0, journal_docs = schema_problems(os.path.join(folder, JOURNALS))
     p1, shard_docs = schema_problems(os.path.join(folder, SHARDS))
     p2, merge_docs = schema_problems(os.path.join(folder, MERGE))
-    problems = p1 + p2
+    problems = p0 + p1 + p2
     try:
-        problems += field_problems(shard_docs, merge_docs)
+        problems += field_problems(journal_docs, shard_docs, merge_docs)
     except (KeyError, IndexError, TypeError, AttributeError) as e:
         problems.append(f"a field the recipe needs is missing or malformed: {e!r}")
     return problems
@@ -156,12 +198,19 @@ BROKEN = [
     ("the merge reads another claim", MERGE, "claimName: logdiff-partials", "claimName: other"),
     ("the merge reads another folder", MERGE, "    /partials/partial-*.json", "    /data/partial-*.json"),
     ("no --merge", MERGE, "regress --merge", "regress"),
+    ("the shards not from the journals", SHARDS, "            - --conv-from\n            - /partials\n", ""),
+    ("the journals written elsewhere", JOURNALS, "/partials/journal-$(JOB_COMPLETION_INDEX).jsonl",
+     "/tmp/journal-$(JOB_COMPLETION_INDEX).jsonl"),
+    ("the journal not named by the index", JOURNALS, "journal-$(JOB_COMPLETION_INDEX).jsonl", "journal.jsonl"),
+    ("the journals of other inputs", JOURNALS, "            - /logs/server-7.tar.gz\n", ""),
+    ("the journals' N is not the shards'", JOURNALS, "  completions: 4", "  completions: 3"),
+    ("a misspelt field in the journals' Job (schema)", JOURNALS, "backoffLimitPerIndex", "backoffLimitPerIdx"),
 ]
 
 
 def main():
-    return recipe_check.run(f"{SHARDS} and {MERGE}: valid against Kubernetes {K8S_VERSION}, the fields as the "
-                            "recipe needs", [SHARDS, MERGE], check, BROKEN)
+    return recipe_check.run(f"{JOURNALS}, {SHARDS} and {MERGE}: valid against Kubernetes {K8S_VERSION}, the "
+                            "fields as the recipe needs", [JOURNALS, SHARDS, MERGE], check, BROKEN)
 
 
 if __name__ == "__main__":

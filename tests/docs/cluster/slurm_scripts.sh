@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # slurm_scripts.sh - docs/cluster/'s Slurm recipe without a cluster: regress-submit.sh and the
-# two batch scripts parse (bash -n); every #SBATCH line stands before the first command (sbatch
+# three batch scripts parse (bash -n); every #SBATCH line stands before the first command (sbatch
 # ignores the later ones) and names an option sbatch has (its --help, read with a throwaway
 # slurm.conf); the scripts run what the recipe says (regress --shard auto with the task's
-# partial, regress --merge over the folder's partials, the merge after the array with afterany).
+# partial, from the journals of the first array, regress --merge over the folder's partials, each
+# step after the one before with afterany).
 # Then the same checks must fail on copies each broken in one way.  tests/cli/regress_slurm.sh
 # runs the recipe on a real cluster.  Skips (77) without sbatch, after the checks that need none.
 set -u
@@ -12,7 +13,7 @@ docs=$src/docs/cluster
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
-SCRIPTS="regress-submit.sh regress-shard.sbatch regress-merge.sbatch"
+SCRIPTS="regress-submit.sh regress-journal.sbatch regress-shard.sbatch regress-merge.sbatch"
 
 # sbatch_options: sbatch's long and short option names, one a line (empty without sbatch)
 sbatch_options() {
@@ -57,6 +58,10 @@ problems() {
     done
     needs "$d/regress-shard.sbatch" 'regress --shard auto' "I and N from the job array"
     needs "$d/regress-shard.sbatch" '--partial "$LOGDIFF_OUT/partial-$SLURM_ARRAY_TASK_ID.json"' "a partial per task"
+    needs "$d/regress-journal.sbatch" '--conv-journal "$LOGDIFF_OUT/journals/journal-$SLURM_ARRAY_TASK_ID.jsonl"' "a journal per task"
+    needs "$d/regress-shard.sbatch" '(--conv-from "$LOGDIFF_OUT/journals")' "each task from the journals"
+    needs "$d/regress-submit.sh" '"$here/regress-journal.sbatch" "$@"' "the first array writes the journals"
+    needs "$d/regress-submit.sh" 'after=(--dependency="afterany:$journal")' "the shards run when a journal task failed"
     needs "$d/regress-merge.sbatch" 'regress --merge --baseline "$LOGDIFF_BASELINE"' "the merge"
     needs "$d/regress-merge.sbatch" '"$LOGDIFF_OUT"/partial-*.json' "every task's partial"
     needs "$d/regress-submit.sh" '--array="0-$((tasks - 1))"' "the array of LOGDIFF_TASKS tasks"
@@ -93,8 +98,11 @@ regress-submit.sh|-gt 0 ]; then|-gt 0 ]; than|a syntax error
 regress-shard.sbatch|--cpus-per-task=1|--cpus-per-tsk=1|a misspelt option|sbatch
 regress-merge.sbatch|#SBATCH --time=00:30:00|#SBATCH time=00:30:00|an #SBATCH line without an option
 regress-merge.sbatch|set -uo pipefail|set -uo pipefail\n#SBATCH --mem=1G|an #SBATCH line after a command
-regress-submit.sh|--dependency="afterany:|--dependency="afterok:|the merge skipped when a task failed
+regress-submit.sh|--dependency="afterany:$array"|--dependency="afterok:$array"|the merge skipped when a task failed
 regress-shard.sbatch|partial-$SLURM_ARRAY_TASK_ID.json" "$@"|partial.json" "$@"|every task writing one partial
+regress-submit.sh|after=(--dependency="afterany:$journal")|after=(--dependency="afterok:$journal")|the shards skipped when a journal task failed
+regress-shard.sbatch|(--conv-from "$LOGDIFF_OUT/journals")|()|the shards not starting from the journals
+regress-journal.sbatch|#SBATCH --ntasks=1|#SBATCH --ntask=1|a misspelt option in the journal script|sbatch
 EOF
 
 echo "$passed passed, $failed failed"

@@ -48,11 +48,13 @@ static void req_lines(char *buf, size_t n, const char *rid, const char *msgs, co
              msgs, rid, rid, msgs /* the prompt contains every user message */, out, fin);
 }
 
-static int seq_run(seq *s, const ld_conv_options *o, char *const *reqs, int n)
+/* Feeds reqs (cut into lines in place) through a pairer into tracker t,
+ * which s then owns. */
+static int seq_run_on(seq *s, ld_conv_tracker *t, char *const *reqs, int n)
 {
     memset(s, 0, sizeof *s);
     ld_arena_init(&s->arena, 0);
-    if (ld_conv_tracker_new(o, &s->t, NULL)) return -1;
+    s->t = t;
     ld_pair_options po = {0};
     po.flags = LD_PAIR_KEEP_TEXT;
     ld_pairer *p;
@@ -70,6 +72,13 @@ static int seq_run(seq *s, const ld_conv_options *o, char *const *reqs, int n)
     ld_pairer_finish(p, NULL);
     ld_pairer_free(p);
     return bad;
+}
+
+static int seq_run(seq *s, const ld_conv_options *o, char *const *reqs, int n)
+{
+    ld_conv_tracker *t;
+    if (ld_conv_tracker_new(o, &t, NULL)) return -1;
+    return seq_run_on(s, t, reqs, n);
 }
 
 static void seq_free(seq *s)
@@ -295,6 +304,134 @@ static int test_conv_no_messages_no_id(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ replay */
+
+typedef struct journal {
+    ld_arena arena;
+    ld_conv_op op[32];
+    int n;
+} journal;
+
+static const char *dup_or_null(ld_arena *a, const char *p, size_t n)
+{
+    return p ? ld_arena_memdup(a, p, n) : NULL;
+}
+
+static int journal_op(void *ctx, const ld_conv_op *op)
+{
+    journal *j = ctx;
+    if (j->n >= 32) return -1;
+    ld_conv_op *c = &j->op[j->n++];
+    *c = *op;
+    c->rid = dup_or_null(&j->arena, op->rid, strlen(op->rid));
+    c->out_head = dup_or_null(&j->arena, op->out_head, op->head_len);
+    c->out_tail = dup_or_null(&j->arena, op->out_tail, op->tail_len);
+    c->finish_type = dup_or_null(&j->arena, op->finish_type, op->finish_type ? strlen(op->finish_type) : 0);
+    c->stop_str = dup_or_null(&j->arena, op->stop_str, op->stop_str ? strlen(op->stop_str) : 0);
+    return 0;
+}
+
+/* Findings of one request as one comparable string. */
+static void findings_text(const ld_findings *f, const char *conv, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "conv=%s;", conv ? conv : "-");
+    for (size_t i = 0; i < f->n && k > 0 && (size_t)k < n; i++)
+        k += snprintf(buf + k, n - (size_t)k, "%s|%s|%s;", f->v[i].kind, f->v[i].detail,
+                      f->v[i].related_rid ? f->v[i].related_rid : "-");
+}
+
+/* One tracker over every request, its ops journalled; then, for every
+ * split k, a tracker fed the first k requests' ops and ld_conv_check of
+ * the rest must judge the rest as the one tracker did (ids, findings,
+ * evictions). */
+static int replay_equals_checks(const ld_conv_options *base, const char *const *src, int n)
+{
+    static char copy[16][1024];
+    journal j;
+    memset(&j, 0, sizeof j);
+    ld_arena_init(&j.arena, 0);
+    ld_conv_options o = base ? *base : (ld_conv_options){0};
+    o.journal = journal_op, o.journal_ctx = &j;
+    char *reqs[16];
+    for (int i = 0; i < n; i++) reqs[i] = strcpy(copy[i], src[i]);
+    seq all;
+    CHECK_EQ_INT(seq_run(&all, &o, reqs, n), 0);
+    CHECK_EQ_INT(all.n, n);
+    CHECK_EQ_INT(j.n, n); /* one op a checkable request, kept or not */
+    ld_conv_stats want;
+    ld_conv_tracker_stats(all.t, &want);
+    for (int k = 0; k <= n; k++) {
+        ld_conv_tracker *t;
+        CHECK(ld_conv_tracker_new(base, &t, NULL) == LD_OK);
+        for (int i = 0; i < k; i++) CHECK(ld_conv_replay(t, &j.op[i], NULL) == LD_OK);
+        for (int i = k; i < n; i++) reqs[i - k] = strcpy(copy[i], src[i]);
+        seq rest;
+        CHECK_EQ_INT(seq_run_on(&rest, t, reqs, n - k), 0);
+        CHECK_EQ_INT(rest.n, n - k);
+        for (int i = k; i < n; i++) {
+            char a[2048], b[2048];
+            findings_text(&all.f[i], all.conv[i], a, sizeof a);
+            findings_text(&rest.f[i - k], rest.conv[i - k], b, sizeof b);
+            CHECK_MSG(!strcmp(a, b), "split %d, request %d: %s vs %s", k, i, a, b);
+        }
+        ld_conv_stats got;
+        ld_conv_tracker_stats(t, &got);
+        CHECK_EQ_INT(got.conversations, want.conversations);
+        CHECK_EQ_INT(got.entries, want.entries);
+        CHECK_EQ_INT(got.bytes, want.bytes);
+        CHECK_EQ_INT(got.evicted, want.evicted);
+        seq_free(&rest);
+    }
+    seq_free(&all);
+    ld_arena_release(&j.arena);
+    return 0;
+}
+
+static int test_conv_replay_stale_and_benign(void)
+{
+    static char r[7][1024];
+    req_lines(r[0], 1024, "p1", SU, "'Let me open main.c and look at'", ABORT);
+    req_lines(r[1], 1024, "b1r", SU, "'<think>R1</think>\\n\\nAnswer one. DONE'",
+              "{'type': 'stop', 'matched': 'DONE'}");
+    req_lines(r[2], 1024, "p2", SU ", {'role': 'assistant', 'content': ''}, "
+              "{'role': 'user', 'content': 'go on'}", "'ok'", STOP);
+    req_lines(r[3], 1024, "b2", SU ", {'role': 'assistant', 'content': 'Answer one.', "
+              "'reasoning_content': 'R1'}, {'role': 'user', 'content': 'q2'}", "'R2</think>Two.'", STOP);
+    req_lines(r[4], 1024, "b2", SU ", {'role': 'assistant', 'content': 'Answer one.', "
+              "'reasoning_content': 'R1'}, {'role': 'user', 'content': 'q2'}", "'R2</think>Two.'", STOP);
+    req_lines(r[5], 1024, "b3", SU ", {'role': 'assistant', 'content': 'Answer one.'}, "
+              "{'role': 'user', 'content': 'q2'}, {'role': 'assistant', 'content': 'Two, edited'}, "
+              "{'role': 'user', 'content': 'q3'}", "'Three.'", STOP);
+    req_lines(r[6], 1024, "o1", "{'role': 'user', 'content': 'other'}", "'x'", STOP);
+    const char *src[] = {r[0], r[1], r[2], r[3], r[4], r[5], r[6]};
+    return replay_equals_checks(NULL, src, 7);
+}
+
+/* Evictions by count and by bytes come out the same after a replay. */
+static int test_conv_replay_evictions(void)
+{
+    static char r[6][1024];
+    req_lines(r[0], 1024, "A1", "{'role': 'user', 'content': 'conv A'}", "'alpha'", STOP);
+    req_lines(r[1], 1024, "B1", "{'role': 'user', 'content': 'conv B'}", "'beta'", STOP);
+    req_lines(r[2], 1024, "C1", "{'role': 'user', 'content': 'conv C'}", "'gamma'", STOP);
+    req_lines(r[3], 1024, "A2", "{'role': 'user', 'content': 'conv A'}, {'role': 'assistant', "
+              "'content': 'EDITED'}, {'role': 'user', 'content': 'more A'}", "'x'", STOP);
+    req_lines(r[4], 1024, "C2", "{'role': 'user', 'content': 'conv C'}, {'role': 'assistant', "
+              "'content': 'EDITED'}, {'role': 'user', 'content': 'more C'}", "'x'", STOP);
+    req_lines(r[5], 1024, "B2", "{'role': 'user', 'content': 'conv B'}, {'role': 'assistant', "
+              "'content': 'beta'}, {'role': 'user', 'content': 'more B'}", "'y'", STOP);
+    const char *src[] = {r[0], r[1], r[2], r[3], r[4], r[5]};
+    ld_conv_options o = {0};
+    o.max_conversations = 2;
+    CHECK_EQ_INT(replay_equals_checks(&o, src, 6), 0);
+    o.max_conversations = 0;
+    o.max_bytes = 700; /* about three entries */
+    CHECK_EQ_INT(replay_equals_checks(&o, src, 6), 0);
+    o.max_bytes = 0;
+    o.max_entry_bytes = 3; /* outputs kept as head + tail */
+    return replay_equals_checks(&o, src, 6);
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_conv_fixture_classic_interrupt),
     LD_CASE(test_conv_fixture_healthy_no_findings),
@@ -310,6 +447,8 @@ static const ld_test_case cases[] = {
     LD_CASE(test_conv_key),
     LD_CASE(test_conv_byte_cap),
     LD_CASE(test_conv_no_messages_no_id),
+    LD_CASE(test_conv_replay_stale_and_benign),
+    LD_CASE(test_conv_replay_evictions),
 };
 
 LD_TEST_MAIN(cases)
