@@ -24,19 +24,6 @@ static int role_is(const char *role, const char *name)
     return role && strcmp(role, name) == 0;
 }
 
-static const char *last_mem(const char *h, size_t hlen, const char *n, size_t nlen)
-{
-    const char *last = NULL, *p = h;
-    size_t left = hlen;
-    const char *f;
-    while ((f = ld_af_mem(p, left, n, nlen)) != NULL) {
-        last = f;
-        left -= (size_t)(f + nlen - p);
-        p = f + nlen;
-    }
-    return last;
-}
-
 static int nonblank(const char *t, size_t len)
 {
     size_t off, l;
@@ -56,7 +43,7 @@ static void split_msg(const ld_align_msg *m, ld_align_work *w)
     w->vis = c;
     w->vis_len = len;
     const char *close = c && !role_is(m->role, "tool")
-                            ? last_mem(c, len, THINK_CLOSE, sizeof THINK_CLOSE - 1) : NULL;
+                            ? ld_af_last(c, len, THINK_CLOSE, sizeof THINK_CLOSE - 1) : NULL;
     if (close) {
         size_t k = (size_t)(close - c);
         const char *open = ld_af_mem(c, k, THINK_OPEN, sizeof THINK_OPEN - 1);

@@ -1,7 +1,6 @@
 /* align_find.c - locate one part's text in a window of the prompt: verbatim,
  * edge-stripped, JSON-string-escaped, as equal JSON, by leaf values, or
  * partly by head/tail anchors (see align_find.h). */
-#define _GNU_SOURCE /* memmem: linear two-way search in glibc */
 #include "align_find.h"
 
 #include <cjson/cJSON.h>
@@ -15,29 +14,6 @@
 #define JSON_ATTEMPTS 64   /* parse attempts of the JSON scan per window */
 #define JSON_SCAN_MAX (64u * 1024u)
 #define MAX_LEAVES 256
-
-#define PREFIX_PROBE 16    /* bytes of a long needle looked for first */
-#define PROBE_MISSES 32    /* failed full compares before the two-way search */
-
-/* First occurrence of n in h.  A message usually sits right where the
- * search starts, and glibc's two-way memmem pays a setup over the whole of a
- * long needle on every call; so candidates for a short prefix are checked
- * with memcmp first, and after PROBE_MISSES false candidates (repetitive
- * text) the two-way search takes the rest, keeping the bound linear. */
-const char *ld_af_mem(const char *h, size_t hlen, const char *n, size_t nlen)
-{
-    if (nlen == 0 || nlen > hlen) return NULL;
-    if (nlen <= 4 * PREFIX_PROBE) return memmem(h, hlen, n, nlen);
-    const char *p = h, *last = h + (hlen - nlen); /* last possible start */
-    for (int misses = 0; misses < PROBE_MISSES && p <= last; misses++) {
-        const char *c = memmem(p, (size_t)(last - p) + PREFIX_PROBE, n, PREFIX_PROBE);
-        if (!c) return NULL;
-        if (memcmp(c + PREFIX_PROBE, n + PREFIX_PROBE, nlen - PREFIX_PROBE) == 0) return c;
-        p = c + 1;
-    }
-    if (p > last) return NULL;
-    return memmem(p, (size_t)(h + hlen - p), n, nlen);
-}
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -70,13 +46,21 @@ static void put(buf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-/* Body of a JSON string literal as json.dumps(ensure_ascii=False) writes it. */
+static int needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
+/* Body of a JSON string literal as json.dumps(ensure_ascii=False) writes it.
+ * Runs of bytes that stay as they are go in with one put (most of a text). */
 static void put_escaped(buf *b, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    size_t i = 0;
+    while (i < n) {
+        size_t k = i;
+        while (k < n && !needs_escape((unsigned char)s[k])) k++;
+        if (k > i) put(b, s + i, k - i);
+        if (k == n) break;
+        unsigned char c = (unsigned char)s[k];
         char e[8];
-        const char *r = NULL;
+        const char *r = e;
         switch (c) {
         case '"': r = "\\\""; break;
         case '\\': r = "\\\\"; break;
@@ -85,14 +69,10 @@ static void put_escaped(buf *b, const char *s, size_t n)
         case '\t': r = "\\t"; break;
         case '\b': r = "\\b"; break;
         case '\f': r = "\\f"; break;
-        default:
-            if (c < 0x20) {
-                snprintf(e, sizeof e, "\\u%04x", c);
-                r = e;
-            }
+        default: snprintf(e, sizeof e, "\\u%04x", c);
         }
-        if (r) put(b, r, strlen(r));
-        else put(b, s + i, 1);
+        put(b, r, strlen(r));
+        i = k + 1;
     }
 }
 
@@ -183,6 +163,9 @@ static int try_escaped(const ld_af_prompt *pr, size_t lo, size_t hi, const char 
     buf b = {0};
     size_t off, len, at;
     ld_af_strip(t, tlen, &off, &len);
+    size_t k = 0;
+    while (k < len && !needs_escape((unsigned char)t[off + k])) k++;
+    if (k == len) return 0; /* escaping would change nothing: the verbatim search had it */
     put_escaped(&b, t + off, len);
     if (b.bad) { free(b.p); return -1; }
     int ok = b.len != len && find_in(pr, lo, hi, b.p, b.len, &at);

@@ -354,10 +354,10 @@ static ld_status repetition(const ld_request *r, ld_arena *a, ld_findings *out, 
     size_t cut = (t->flags & LD_TEXT_TRUNCATED) ? t->cut : t->len;
     ld_repetition best = {0}, rp;
     int found = 0, f;
-    LD_TRY(ld_repetition_find(t->bytes, cut, &rp, &f, err)); /* a loop never spans the cut */
+    LD_TRY(ld_repetition_find(t->bytes, cut, a, &rp, &f, err)); /* a loop never spans the cut */
     if (f) best = rp, found = 1;
     if (cut < t->len) {
-        LD_TRY(ld_repetition_find(t->bytes + cut, t->len - cut, &rp, &f, err));
+        LD_TRY(ld_repetition_find(t->bytes + cut, t->len - cut, a, &rp, &f, err));
         if (f && (!found || rp.len > best.len)) {
             rp.start += cut;
             rp.unit_off += cut;

@@ -86,8 +86,20 @@ static size_t last_seen(const char *s, uint32_t *tbl, unsigned bits, size_t i)
     return SIZE_MAX;
 }
 
-ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *out_found,
-                             ld_error *err)
+/* The zeroed table: from the scratch arena when it is small (the arena
+ * keeps its memory across requests: no allocation, no fresh pages, one
+ * memset; *lent = 1), else calloc'd (*lent = 0: the caller frees it). */
+static uint32_t *table_new(ld_arena *scratch, size_t size, int *lent)
+{
+    uint32_t *tbl = scratch && size <= LD_REP_ARENA_SLOTS ? ld_arena_alloc(scratch, size * sizeof *tbl)
+                                                          : NULL;
+    *lent = tbl != NULL;
+    if (tbl) return memset(tbl, 0, size * sizeof *tbl);
+    return calloc(size, sizeof *tbl);
+}
+
+ld_status ld_repetition_find(const char *s, size_t n, ld_arena *scratch, ld_repetition *out,
+                             int *out_found, ld_error *err)
 {
     *out_found = 0;
     size_t base = n > LD_REP_MAX_SCAN ? n - LD_REP_MAX_SCAN : 0;
@@ -97,7 +109,8 @@ ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *o
     size_t size = 64;
     unsigned bits = 6;
     while (size < 2 * n) size *= 2, bits++;
-    uint32_t *tbl = calloc(size, sizeof *tbl);
+    int lent;
+    uint32_t *tbl = table_new(scratch, size, &lent);
     if (!tbl) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory scanning %zu bytes for repetition", n);
     size_t p = 0, start = 0, end = 0;
     for (size_t i = 0; i + W <= n; i++) {
@@ -116,7 +129,7 @@ ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *o
         }
     }
     if (p) consider(s, start, end, p, out, out_found);
-    free(tbl);
+    if (!lent) free(tbl);
     if (*out_found) {
         out->start += base;
         out->unit_off += base;

@@ -23,8 +23,10 @@
  *     LD_REP_LONG_COUNT times (twice can be a legitimate quote).
  *
  * Cost: linear in the length: one pass over 8-byte windows with a hash table
- * of the last position of each window (2 x n slots, malloc'd and freed in the
- * call); a run is extended byte by byte against its period.  Only the last
+ * of the last position of each window (2 x n slots, from the caller's
+ * scratch arena when given and the table is at most LD_REP_ARENA_SLOTS slots,
+ * else malloc'd and freed in the call); a run is extended byte by byte
+ * against its period.  Only the last
  * LD_REP_MAX_SCAN bytes of a longer text are looked at (a loop runs to the
  * end of the output).  Thread safety: none shared; no global state.
  */
@@ -33,6 +35,7 @@
 
 #include <stddef.h>
 
+#include "ld_arena.h"
 #include "ld_error.h"
 
 #define LD_REP_MIN_LETTERS 2
@@ -43,6 +46,7 @@
 #define LD_REP_MID_COUNT 6
 #define LD_REP_LONG_COUNT 3
 #define LD_REP_MAX_SCAN ((size_t)4 << 20)
+#define LD_REP_ARENA_SLOTS ((size_t)1 << 18) /* 1 MiB of table; larger ones are malloc'd */
 
 typedef struct ld_repetition {
     size_t start;     /* byte offset of the periodic stretch in the text */
@@ -53,9 +57,11 @@ typedef struct ld_repetition {
 } ld_repetition;
 
 /* Looks for the longest stretch of s[0..n) that passes the thresholds above.
- * *out_found = 1 and *out filled when there is one, else 0.  Returns LD_OK,
- * or LD_ERR_NOMEM when the temporary table cannot be allocated. */
-ld_status ld_repetition_find(const char *s, size_t n, ld_repetition *out, int *out_found,
-                             ld_error *err);
+ * *out_found = 1 and *out filled when there is one, else 0.  scratch (may be
+ * NULL) lends the table's memory: it stays allocated there until the
+ * caller's next reset.  The answer does not depend on scratch.  Returns
+ * LD_OK, or LD_ERR_NOMEM when the temporary table cannot be allocated. */
+ld_status ld_repetition_find(const char *s, size_t n, ld_arena *scratch, ld_repetition *out,
+                             int *out_found, ld_error *err);
 
 #endif

@@ -10,7 +10,7 @@
 static int found_in(const char *s, ld_repetition *r)
 {
     int f = 0;
-    if (ld_repetition_find(s, strlen(s), r, &f, NULL) != LD_OK) return -1;
+    if (ld_repetition_find(s, strlen(s), NULL, r, &f, NULL) != LD_OK) return -1;
     return f;
 }
 
@@ -191,8 +191,8 @@ static int test_repetition_short_and_empty_inputs(void)
 {
     ld_repetition r;
     int f = 1;
-    CHECK(ld_repetition_find("", 0, &r, &f, NULL) == LD_OK && !f);
-    CHECK(ld_repetition_find("abcabcabc", 9, &r, &f, NULL) == LD_OK && !f);
+    CHECK(ld_repetition_find("", 0, NULL, &r, &f, NULL) == LD_OK && !f);
+    CHECK(ld_repetition_find("abcabcabc", 9, NULL, &r, &f, NULL) == LD_OK && !f);
     char *s = repeat("", "the ", 19, ""); /* under the count for short units */
     CHECK(none(s));
     free(s);
@@ -219,11 +219,57 @@ static int test_repetition_large_input_tail_loop(void)
     for (int i = 0; i < 30; i++) at += (size_t)sprintf(s + at, "Retrying the request. ");
     ld_repetition r;
     int f = 0;
-    CHECK(ld_repetition_find(s, at, &r, &f, NULL) == LD_OK);
+    CHECK(ld_repetition_find(s, at, NULL, &r, &f, NULL) == LD_OK);
     CHECK_EQ_INT(f, 1);
     CHECK_EQ_INT(r.unit_len, 22);
     CHECK(r.start >= n - 16 && r.start + r.len == at);
     free(s);
+    return 0;
+}
+
+/* The table from a scratch arena (reused, never reset between texts: stale
+ * slots must not leak into the next text) gives what a calloc'd one gives,
+ * on loops and non-loops, small tables, one too large for the arena, and
+ * with an arena whose cap refuses the table. */
+static int test_repetition_scratch_same_answer(void)
+{
+    char *texts[6];
+    texts[0] = repeat("Sure, let me look. ", "I will now check the file. ", 50, "I will now");
+    texts[1] = repeat("", "The function returns early when the buffer is empty.\n", 2, "");
+    texts[2] = repeat("intro ", "the ", 40, " outro");
+    texts[3] = repeat("", "I will now check the file. ", 5, "");
+    size_t big = LD_REP_ARENA_SLOTS; /* its table needs 2 x big slots: past the arena's share */
+    texts[4] = malloc(big + 4096);
+    unsigned x = 7;
+    size_t at = 0;
+    while (at < big) {
+        x = x * 1103515245u + 12345u;
+        at += (size_t)sprintf(texts[4] + at, "w%u ", (x >> 8) % 100000);
+    }
+    for (int i = 0; i < 30; i++) at += (size_t)sprintf(texts[4] + at, "Retrying the request. ");
+    texts[5] = repeat("", "no no no ", 3, "and a plain ending of the answer here");
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    for (int round = 0; round < 4; round++) {
+        if (round == 3) { /* an arena too small for any table: calloc'd, and freed */
+            ld_arena_release(&a);
+            ld_arena_init(&a, 1024);
+        }
+        for (int i = 0; i < 6; i++) {
+            ld_repetition want, got;
+            int fw = -1, fg = -1;
+            memset(&want, 0, sizeof want);
+            memset(&got, 0, sizeof got);
+            size_t n = strlen(texts[i]);
+            CHECK(ld_repetition_find(texts[i], n, NULL, &want, &fw, NULL) == LD_OK);
+            CHECK(ld_repetition_find(texts[i], n, &a, &got, &fg, NULL) == LD_OK);
+            CHECK_EQ_INT(fg, fw);
+            CHECK(!memcmp(&got, &want, sizeof got));
+        }
+        if (round == 1) ld_arena_reset(&a);
+    }
+    ld_arena_release(&a);
+    for (int i = 0; i < 6; i++) free(texts[i]);
     return 0;
 }
 
@@ -239,6 +285,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_repetition_real_sources),
     LD_CASE(test_repetition_short_and_empty_inputs),
     LD_CASE(test_repetition_large_input_tail_loop),
+    LD_CASE(test_repetition_scratch_same_answer),
 };
 
 LD_TEST_MAIN(cases)
