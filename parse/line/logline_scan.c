@@ -65,10 +65,10 @@ static void structural(ld_literal_scan *o, char ch, uint64_t at)
 
 /* The next byte from s[i] that structural() must see: a quote or a bracket,
  * and a comma at depth 0 or 1 (deeper ones change nothing).  Token-id lists
- * are almost all digits, commas and spaces: sixteen bytes a step. */
-static size_t next_structural(const ld_literal_scan *o, const char *s, size_t i, size_t n)
+ * are almost all digits, commas and spaces: sixteen bytes a step here, 32
+ * in next_structural_avx2. */
+static size_t next_structural_sse2(int commas, const char *s, size_t i, size_t n)
 {
-    int commas = o->depth <= 1;
 #if defined(__SSE2__)
     const __m128i q1 = _mm_set1_epi8('\''), q2 = _mm_set1_epi8('"'), c = _mm_set1_epi8(',');
     const __m128i po = _mm_set1_epi8('('), pc = _mm_set1_epi8(')'), so = _mm_set1_epi8('[');
@@ -91,6 +91,47 @@ static size_t next_structural(const ld_literal_scan *o, const char *s, size_t i,
             return i;
     }
     return n;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+/* next_structural_sse2 32 bytes a step, the byte classes looked up by
+ * nibble (one shuffle for the low four bits, one for the high four, a class
+ * is a bit both agree on): quotes and brackets in QB, the comma in COMMA.
+ *   " ' ( ) ,  are 0x22 0x27 0x28 0x29 0x2C;  [ ] { }  are 0x5B 0x5D 0x7B 0x7D */
+enum { CLASS_QB1 = 1, CLASS_COMMA = 2, CLASS_QB2 = 4 };
+
+__attribute__((target("avx2")))
+static size_t next_structural_avx2(int commas, const char *s, size_t i, size_t n)
+{
+    const __m256i lo_tbl = _mm256_setr_epi8(
+        0, 0, CLASS_QB1, 0, 0, 0, 0, CLASS_QB1, CLASS_QB1, CLASS_QB1, 0, CLASS_QB2, CLASS_COMMA, CLASS_QB2, 0, 0,
+        0, 0, CLASS_QB1, 0, 0, 0, 0, CLASS_QB1, CLASS_QB1, CLASS_QB1, 0, CLASS_QB2, CLASS_COMMA, CLASS_QB2, 0, 0);
+    const __m256i hi_tbl = _mm256_setr_epi8(
+        0, 0, CLASS_QB1 | CLASS_COMMA, 0, 0, CLASS_QB2, 0, CLASS_QB2, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, CLASS_QB1 | CLASS_COMMA, 0, 0, CLASS_QB2, 0, CLASS_QB2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i nib = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    const __m256i want = _mm256_set1_epi8((char)(CLASS_QB1 | CLASS_QB2 | (commas ? CLASS_COMMA : 0)));
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        __m256i lo = _mm256_shuffle_epi8(lo_tbl, _mm256_and_si256(x, nib));
+        __m256i hi = _mm256_shuffle_epi8(hi_tbl, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib));
+        __m256i cls = _mm256_and_si256(_mm256_and_si256(lo, hi), want);
+        unsigned bits = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, zero));
+        if (bits) return i + (size_t)__builtin_ctz(bits);
+    }
+    return next_structural_sse2(commas, s, i, n);
+}
+#endif
+
+static size_t next_structural(const ld_literal_scan *o, const char *s, size_t i, size_t n)
+{
+    int commas = o->depth <= 1;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (n - i >= 32 && __builtin_cpu_supports("avx2")) return next_structural_avx2(commas, s, i, n);
+#endif
+    return next_structural_sse2(commas, s, i, n);
 }
 
 void ld_literal_feed(ld_literal_scan *o, const char *s, size_t n)

@@ -4,7 +4,8 @@
  * pylit_number.c (numbers), pylit_json_read.c (JSON text: its keywords and
  * SGLang's JSON-mode truncation) and pylit_stack.c (errors, the scratch stack of
  * finished children, containers made from it), each calling only those
- * after it.  The hot helpers are inline here.  Not public. */
+ * after it; and pylit_str.c's byte-wise UTF-8 count, for the tests of its
+ * SIMD path.  The hot helpers are inline here.  Not public. */
 #ifndef LD_PYLIT_INTERNAL_H
 #define LD_PYLIT_INTERNAL_H
 
@@ -113,6 +114,14 @@ ld_status ld_pyp_json_word(py_parser *p, ld_py_value *out);
 /* a JSON string just parsed: SGLang's cut one becomes LD_PY_TRUNC */
 ld_status ld_pyp_json_cut(py_parser *p, ld_py_value *str);
 void ld_pyp_json_list_marker(py_parser *p, size_t base);
+/* whether s[0..n) holds "..." (SIMD; the same answer as memmem) */
+int ld_pyp_has_dots(const char *s, size_t n);
+
+/* ---- pylit_str.c: ld_utf8_count_chars's byte-wise path, which the SIMD
+ * one must always agree with (tests) */
+size_t ld_utf8_count_chars_scalar(const char *s, size_t len);
+/* ... and its SSE2 path (ld_utf8_count_chars takes AVX2 where it can) */
+size_t ld_utf8_count_chars_sse2(const char *s, size_t len);
 
 /* ---- pylit_intlist.c */
 int ld_pyp_int_list_direct(py_parser *p, ld_py_value *out);

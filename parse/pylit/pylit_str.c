@@ -1,7 +1,7 @@
 /* pylit_str.c - lazy string decoding, UTF-8 counting, lookups and kind
  * names for the Python-literal parser (pylit.h).  The parser only finds
  * where a literal ends; escapes are validated and decoded here, on demand. */
-#include "pylit.h"
+#include "pylit_internal.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -72,21 +72,15 @@ static int set_derr(py_decode_err *e, size_t at, ld_status code, const char *wha
     return -1;
 }
 
+/* The one-byte escapes, by the byte after the backslash; 0: not one. */
+static const char simple_escapes[256] = {
+    ['\\'] = '\\', ['\''] = '\'', ['"'] = '"', ['a'] = '\a', ['b'] = '\b',
+    ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t', ['v'] = '\v',
+};
+
 static char simple_escape(char c)
 {
-    switch (c) {
-    case '\\': return '\\';
-    case '\'': return '\'';
-    case '"': return '"';
-    case 'a': return '\a';
-    case 'b': return '\b';
-    case 'f': return '\f';
-    case 'n': return '\n';
-    case 'r': return '\r';
-    case 't': return '\t';
-    case 'v': return '\v';
-    default: return 0;
-    }
+    return simple_escapes[(unsigned char)c];
 }
 
 /* JSON's escapes where they differ from Python's: \/ is a slash, and a
@@ -164,36 +158,43 @@ static int decode_escape(const char *s, size_t n, size_t *i, int bytes, int json
     return 1;
 }
 
-/* First backslash in [s, end), or NULL.  Inline 16-byte steps: prompts
- * carry an escape every line, and a libc call per escape costs more than
- * the scan itself. */
-static const char *find_backslash(const char *s, const char *end)
+/* Copies s[0..n) to d up to its first backslash and returns how many bytes
+ * that is (n when none).  Sixteen bytes a step, each stored whole before it
+ * is looked at: prompts carry an escape every line, and a libc call per
+ * run costs more than the run.  d must have room for n bytes. */
+static size_t copy_run(const char *s, size_t n, char *d)
 {
+    size_t k = 0;
 #if defined(__SSE2__)
     const __m128i vb = _mm_set1_epi8('\\');
-    for (; end - s >= 16; s += 16) {
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)s), vb));
-        if (m) return s + __builtin_ctz(m);
+    for (; k + 16 <= n; k += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + k));
+        _mm_storeu_si128((__m128i *)(void *)(d + k), x);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vb));
+        if (m) return k + (size_t)__builtin_ctz(m);
     }
 #endif
-    for (; s < end; s++)
-        if (*s == '\\') return s;
-    return NULL;
+    for (; k < n && s[k] != '\\'; k++) d[k] = s[k];
+    return k;
 }
 
-/* Decodes raw[0..n) into dst (room for n bytes: no escape grows). */
+/* Decodes raw[0..n) into dst (room for n bytes: no escape grows, so the
+ * output never passes the input and copy_run's whole stores fit). */
 static int decode_into(const char *raw, size_t n, int bytes, int json, char *dst,
                        size_t *out_len, py_decode_err *e)
 {
     size_t i = 0, o = 0;
-    while (i < n) {
-        const char *bs = find_backslash(raw + i, raw + n);
-        size_t run = bs ? (size_t)(bs - raw) - i : n - i;
-        memcpy(dst + o, raw + i, run);
+    for (;;) {
+        size_t run = copy_run(raw + i, n - i, dst + o);
         o += run;
         i += run;
-        if (!bs) break;
+        if (i >= n) break;
+        char sc = i + 1 < n ? simple_escape(raw[i + 1]) : 0;
+        if (sc) { /* \n \' \\ ...: the common ones, decoded here */
+            dst[o++] = sc;
+            i += 2;
+            continue;
+        }
         int w = decode_escape(raw, n, &i, bytes, json, dst + o, e);
         if (w < 0) return -1;
         o += (size_t)w;
@@ -263,19 +264,12 @@ static size_t seq_len(const unsigned char *s, size_t avail)
     return n;
 }
 
-size_t ld_utf8_count_chars(const char *s, size_t len)
+size_t ld_utf8_count_chars_scalar(const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, count = 0;
     while (i < len) {
-        /* ASCII runs dominate prompts: sixteen, then eight bytes at a time. */
-#if defined(__SSE2__)
-        while (i + 16 <= len &&
-               !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)(u + i)))) {
-            i += 16;
-            count += 16;
-        }
-#endif
+        /* ASCII runs dominate prompts: eight bytes at a time. */
         while (i + 8 <= len) {
             uint64_t w;
             memcpy(&w, u + i, 8);
@@ -293,6 +287,147 @@ size_t ld_utf8_count_chars(const char *s, size_t len)
         count++;
     }
     return count;
+}
+
+#if defined(__SSE2__)
+/* Popcount of a 16-bit mask without a popcount instruction. */
+static unsigned mask_bits16(unsigned m)
+{
+    m = m - ((m >> 1) & 0x5555u);
+    m = (m & 0x3333u) + ((m >> 2) & 0x3333u);
+    m = (m + (m >> 4)) & 0x0F0Fu;
+    return (m + (m >> 8)) & 0x1Fu;
+}
+
+static __m128i lt8(__m128i x, int v) { return _mm_cmplt_epi8(x, _mm_set1_epi8((char)v)); }
+static __m128i gt8(__m128i x, int v) { return _mm_cmpgt_epi8(x, _mm_set1_epi8((char)v)); }
+static __m128i eq8(__m128i x, int v) { return _mm_cmpeq_epi8(x, _mm_set1_epi8((char)v)); }
+/* x >= v, bytes unsigned */
+static __m128i geu8(__m128i x, int v) { return _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8((char)v)), x); }
+
+/* The bytes of x (p1, p2, p3: the bytes one, two, three before each) that
+ * break seq_len's rules, as a mask: a continuation byte where none is due
+ * or none where one is (after a lead, the third byte after E0-EF, the
+ * fourth after F0-F4), leads C0 C1 F5-FF, and the second-byte limits of
+ * E0 (A0-BF), F0 (90-BF) and F4 (80-8F).  Signed compares where only
+ * continuation bytes matter (0x80-0xBF are -128..-65). */
+static __m128i utf8_errors(__m128i x, __m128i p1, __m128i p2, __m128i p3)
+{
+    __m128i cont = lt8(x, -64);
+    __m128i due = _mm_or_si128(geu8(p1, 0xC0), _mm_or_si128(geu8(p2, 0xE0), geu8(p3, 0xF0)));
+    __m128i bad = _mm_or_si128(_mm_xor_si128(cont, due), geu8(x, 0xF5));
+    bad = _mm_or_si128(bad, _mm_or_si128(eq8(x, -64), eq8(x, -63)));     /* C0 C1 */
+    bad = _mm_or_si128(bad, _mm_and_si128(eq8(p1, -32), lt8(x, -96)));  /* E0 then 80-9F */
+    bad = _mm_or_si128(bad, _mm_and_si128(eq8(p1, -16), lt8(x, -112))); /* F0 then 80-8F */
+    /* F4 then 90-BF (or a byte that is no continuation: an error already) */
+    return _mm_or_si128(bad, _mm_and_si128(eq8(p1, -12), gt8(x, -113)));
+}
+
+/* The first sixteen bytes of a text (nothing before them): 1 when they
+ * break a rule, else their continuation bytes added to *cont. */
+static int first_block_bad(const unsigned char *u, size_t *cont)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)u);
+    __m128i errs = utf8_errors(x, _mm_slli_si128(x, 1), _mm_slli_si128(x, 2), _mm_slli_si128(x, 3));
+    *cont += mask_bits16((unsigned)_mm_movemask_epi8(lt8(x, -64)));
+    return _mm_movemask_epi8(errs) != 0;
+}
+
+/* a sequence the text ends inside */
+static int ends_inside(const unsigned char *u, size_t len)
+{
+    return u[len - 1] >= 0xC0 || u[len - 2] >= 0xE0 || u[len - 3] >= 0xF0;
+}
+
+/* ld_utf8_count_chars for text that is valid UTF-8 (WTF-8 surrogates
+ * allowed), sixteen bytes a step: there every character is one byte that is
+ * not a continuation byte.  Returns 0 when the text breaks a rule anywhere
+ * (the byte-wise count decides then).  len >= 32, so that the last block
+ * and the three bytes before it lie in the text. */
+static int count_valid_sse2(const unsigned char *u, size_t len, size_t *out)
+{
+    __m128i errs = _mm_setzero_si128();
+    size_t cont = 0;
+    if (first_block_bad(u, &cont)) return 0;
+    for (size_t i = 16; i < len; i += 16) {
+        size_t at = i + 16 <= len ? i : len - 16; /* the last block overlaps */
+        unsigned fresh = 0xFFFFu << (i - at);     /* bytes not counted yet */
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(u + at));
+        __m128i p3 = _mm_loadu_si128((const __m128i *)(const void *)(u + at - 3));
+        if (!_mm_movemask_epi8(_mm_or_si128(x, p3))) continue; /* ASCII, and so the 3 before */
+        __m128i p1 = _mm_loadu_si128((const __m128i *)(const void *)(u + at - 1));
+        __m128i p2 = _mm_loadu_si128((const __m128i *)(const void *)(u + at - 2));
+        errs = _mm_or_si128(errs, utf8_errors(x, p1, p2, p3));
+        cont += mask_bits16((unsigned)_mm_movemask_epi8(lt8(x, -64)) & fresh & 0xFFFFu);
+    }
+    if (_mm_movemask_epi8(errs) || ends_inside(u, len)) return 0;
+    *out = len - cont;
+    return 1;
+}
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#define LT8_256(x, v) _mm256_cmpgt_epi8(_mm256_set1_epi8((char)(v)), (x))
+#define GT8_256(x, v) _mm256_cmpgt_epi8((x), _mm256_set1_epi8((char)(v)))
+#define EQ8_256(x, v) _mm256_cmpeq_epi8((x), _mm256_set1_epi8((char)(v)))
+#define GEU8_256(x, v) _mm256_cmpeq_epi8(_mm256_max_epu8((x), _mm256_set1_epi8((char)(v))), (x))
+
+/* utf8_errors, 32 bytes */
+__attribute__((target("avx2")))
+static __m256i utf8_errors_avx2(__m256i x, __m256i p1, __m256i p2, __m256i p3)
+{
+    __m256i cont = LT8_256(x, -64);
+    __m256i due = _mm256_or_si256(GEU8_256(p1, 0xC0), _mm256_or_si256(GEU8_256(p2, 0xE0), GEU8_256(p3, 0xF0)));
+    __m256i bad = _mm256_or_si256(_mm256_xor_si256(cont, due), GEU8_256(x, 0xF5));
+    bad = _mm256_or_si256(bad, _mm256_or_si256(EQ8_256(x, -64), EQ8_256(x, -63)));
+    bad = _mm256_or_si256(bad, _mm256_and_si256(EQ8_256(p1, -32), LT8_256(x, -96)));
+    bad = _mm256_or_si256(bad, _mm256_and_si256(EQ8_256(p1, -16), LT8_256(x, -112)));
+    return _mm256_or_si256(bad, _mm256_and_si256(EQ8_256(p1, -12), GT8_256(x, -113)));
+}
+
+/* count_valid_sse2 32 bytes a step after the first sixteen; len >= 48 */
+__attribute__((target("avx2,popcnt")))
+static int count_valid_avx2(const unsigned char *u, size_t len, size_t *out)
+{
+    __m256i errs = _mm256_setzero_si256();
+    size_t cont = 0;
+    if (first_block_bad(u, &cont)) return 0;
+    for (size_t i = 16; i < len; i += 32) {
+        size_t at = i + 32 <= len ? i : len - 32;  /* the last block overlaps */
+        uint32_t fresh = 0xFFFFFFFFu << (i - at); /* bytes not counted yet */
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(u + at));
+        __m256i p3 = _mm256_loadu_si256((const __m256i *)(const void *)(u + at - 3));
+        if (!_mm256_movemask_epi8(_mm256_or_si256(x, p3))) continue;
+        __m256i p1 = _mm256_loadu_si256((const __m256i *)(const void *)(u + at - 1));
+        __m256i p2 = _mm256_loadu_si256((const __m256i *)(const void *)(u + at - 2));
+        errs = _mm256_or_si256(errs, utf8_errors_avx2(x, p1, p2, p3));
+        cont += (size_t)__builtin_popcount((uint32_t)_mm256_movemask_epi8(LT8_256(x, -64)) & fresh);
+    }
+    if (_mm256_movemask_epi8(errs) || ends_inside(u, len)) return 0;
+    *out = len - cont;
+    return 1;
+}
+#endif
+
+size_t ld_utf8_count_chars_sse2(const char *s, size_t len)
+{
+#if defined(__SSE2__)
+    size_t n;
+    if (len >= 32 && count_valid_sse2((const unsigned char *)s, len, &n)) return n;
+#endif
+    return ld_utf8_count_chars_scalar(s, len);
+}
+
+size_t ld_utf8_count_chars(const char *s, size_t len)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    size_t n;
+    if (len >= 48 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+        return count_valid_avx2((const unsigned char *)s, len, &n) ? n : ld_utf8_count_chars_scalar(s, len);
+#endif
+    return ld_utf8_count_chars_sse2(s, len);
 }
 
 /* Does string value k decode to key[0..key_len)? */

@@ -5,6 +5,7 @@
 
 #include "tests/support/ld_test.h"
 #include "parse/line/logline.h"
+#include "parse/line/logline_scan.h"
 
 typedef struct kind_case {
     const char *line;
@@ -300,6 +301,87 @@ static int test_logline_cut_for_good(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ literal scan
+ * ld_literal_feed (SIMD, 16 or 32 bytes a step) against the rules applied
+ * one byte at a time, with every structural byte at every block offset and
+ * the text fed in pieces. */
+
+static void ref_structural(ld_literal_scan *o, char ch, uint64_t at)
+{
+    if (ch == '\'' || ch == '"') {
+        o->quote = ch;
+    } else if (ch == '(' || ch == '[' || ch == '{') {
+        if (!o->depth++) {
+            o->outer = ch == '(' ? ')' : ch == '[' ? ']' : '}';
+            o->field_end = 0;
+        }
+    } else if (ch == ')' || ch == ']' || ch == '}') {
+        if (!o->depth) o->active = 0;
+        else o->depth--;
+    } else if (ch == ',') {
+        if (o->depth == 1) o->field_end = at;
+        else if (!o->depth) o->value_end = at;
+    }
+}
+
+static void ref_feed(ld_literal_scan *o, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && o->active; i++) {
+        if (!o->quote) ref_structural(o, s[i], o->fed + i);
+        else if (o->escape) o->escape = 0;
+        else if (s[i] == '\\') o->escape = 1;
+        else if (s[i] == o->quote) o->quote = 0;
+    }
+    o->fed += n;
+}
+
+static int same_scan(const ld_literal_scan *a, const ld_literal_scan *b)
+{
+    CHECK_EQ_INT(a->active, b->active);
+    CHECK_EQ_INT(a->depth, b->depth);
+    CHECK_EQ_INT(a->quote, b->quote);
+    CHECK_EQ_INT(a->escape, b->escape);
+    CHECK_EQ_INT(a->fed, b->fed);
+    if (!a->active) return 0; /* where it stopped: the rest is not looked at */
+    CHECK_EQ_INT(a->outer, b->outer);
+    CHECK_EQ_INT(a->field_end, b->field_end);
+    CHECK_EQ_INT(a->value_end, b->value_end);
+    return 0;
+}
+
+static int test_logline_literal_scan_blocks(void)
+{
+    static const char base[] =
+        "{'ids': [151644, 8948, 198, 2610, 525, 1207, 2, 33, 444, 5555, 66666, 7, 88, 999, 1010, 11, "
+        "12, 131313, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25], 'text': 'it\\'s \\\\ a \"q\" "
+        "(not) [a] {bracket}, ok', \"d\": \"x'y\\\"z\", 'n': (1, 2), 'e': {}}, 7, {'k': [1]}";
+    static const char subst[] = { '\'', '"', '(', ')', '[', ']', '{', '}', ',', '\\', 'x', '7' };
+    char buf[sizeof base];
+    size_t n = sizeof base - 1;
+    uint32_t r = 77;
+    for (size_t at = 0; at <= n; at++)
+        for (size_t k = 0; k < sizeof subst; k++) {
+            memcpy(buf, base, n);
+            if (at < n) buf[at] = subst[k];
+            ld_literal_scan a, b;
+            ld_literal_start(&a);
+            ld_literal_start(&b);
+            for (size_t i = 0; i < n;) { /* pieces of 1 to 100 bytes */
+                r = r * 1103515245u + 12345u;
+                size_t piece = 1 + (r >> 16) % 100;
+                if (piece > n - i) piece = n - i;
+                ld_literal_feed(&a, buf + i, piece);
+                ref_feed(&b, buf + i, piece);
+                i += piece;
+            }
+            if (same_scan(&a, &b)) {
+                fprintf(stderr, "  byte %zu set to '%c'\n", at, subst[k]);
+                return 1;
+            }
+        }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_logline_cut_for_good),
     LD_CASE(test_logline_kinds_and_prefixes),
@@ -308,6 +390,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_logline_vllm_fields),
     LD_CASE(test_logline_error_offsets),
     LD_CASE(test_logline_long_other_line_is_cheap),
+    LD_CASE(test_logline_literal_scan_blocks),
 };
 
 LD_TEST_MAIN(cases)

@@ -9,6 +9,7 @@
 
 #include "tests/support/ld_test.h"
 #include "parse/pylit/pylit.h"
+#include "parse/pylit/pylit_internal.h"
 
 /* ------------------------------------------------------------ canonical form
  * Same grammar as tools/gen_pylit_cases.py (see its docstring). */
@@ -890,6 +891,204 @@ static int test_pylit_skim_int_lists(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ SIMD paths
+ * Each must give its portable path's answer; the inputs put every kind of
+ * byte at every offset across the 16/32/64-byte blocks. */
+
+static uint32_t g_rand = 2463534242u;
+static uint32_t next_rand(void)
+{
+    g_rand ^= g_rand << 13;
+    g_rand ^= g_rand >> 17;
+    g_rand ^= g_rand << 5;
+    return g_rand;
+}
+
+/* code point cp as UTF-8 (surrogates as 3-byte WTF-8) */
+static size_t put_cp(char *d, uint32_t cp)
+{
+    if (cp < 0x80) { d[0] = (char)cp; return 1; }
+    if (cp < 0x800) { d[0] = (char)(0xC0 | cp >> 6); d[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        d[0] = (char)(0xE0 | cp >> 12);
+        d[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        d[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    d[0] = (char)(0xF0 | cp >> 18);
+    d[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    d[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    d[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* a code point of every UTF-8 length and edge, surrogates included */
+static uint32_t some_cp(void)
+{
+    static const uint32_t edges[] = { 0x0, 0x7F, 0x80, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xD800,
+                                      0xDBFF, 0xDC00, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x3FFFF,
+                                      0x40000, 0xFFFFF, 0x100000, 0x10FFFF, 0xE9, 0x4F60, 0x1F600 };
+    uint32_t r = next_rand();
+    if (r % 3) return 0x20 + r % 95; /* mostly ASCII, as prompts are */
+    return edges[(r >> 8) % (sizeof edges / sizeof edges[0])];
+}
+
+static int count_both(const char *s, size_t n)
+{
+    size_t a = ld_utf8_count_chars(s, n), b = ld_utf8_count_chars_scalar(s, n);
+    if (a != b || ld_utf8_count_chars_sse2(s, n) != b) {
+        fprintf(stderr, "  count %zu vs scalar %zu for %zu bytes:", a, b, n);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %02x", (unsigned char)s[i]);
+        fprintf(stderr, "\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int test_pylit_count_chars_simd(void)
+{
+    static char buf[512];
+    /* valid text: one character a code point, whatever the offsets */
+    for (int round = 0; round < 3000; round++) {
+        size_t n = 0, cps = 0, want = next_rand() % 200;
+        while (n < want) n += put_cp(buf + n, some_cp()), cps++;
+        CHECK_EQ_INT(ld_utf8_count_chars(buf, n), cps);
+        CHECK_EQ_INT(ld_utf8_count_chars_sse2(buf, n), cps);
+        if (count_both(buf, n)) return 1;
+    }
+    /* one multi-byte character at every offset of ASCII text */
+    static const uint32_t one[] = { 0xE9, 0x4F60, 0xD800, 0x1F600, 0x10FFFF };
+    for (size_t c = 0; c < sizeof one / sizeof one[0]; c++)
+        for (size_t len = 16; len < 140; len += 13)
+            for (size_t at = 0; at + 4 <= len; at++) {
+                memset(buf, 'a', len);
+                size_t w = put_cp(buf + at, one[c]);
+                CHECK_EQ_INT(ld_utf8_count_chars(buf, len), len - w + 1);
+                CHECK_EQ_INT(ld_utf8_count_chars_sse2(buf, len), len - w + 1);
+            }
+    /* each byte that breaks a rule, and every cut sequence, at every offset */
+    static const unsigned char odd[] = { 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
+                                         0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xF8, 0xFF };
+    for (size_t len = 16; len < 130; len += 7)
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k < sizeof odd; k++) {
+                size_t n = 0;
+                while (n < len) n += put_cp(buf + n, some_cp());
+                buf[at] = (char)odd[k];
+                if (count_both(buf, n)) return 1;
+                if (at + 1 < n) buf[at + 1] = (char)odd[(k * 7 + 3) % sizeof odd];
+                if (count_both(buf, n)) return 1;
+            }
+    /* byte soup from the bytes that matter */
+    for (int round = 0; round < 20000; round++) {
+        size_t n = 16 + next_rand() % 180;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = next_rand();
+            buf[i] = (char)(r % 4 ? odd[(r >> 4) % sizeof odd] : 'a' + (r >> 4) % 26);
+        }
+        if (count_both(buf, n)) return 1;
+    }
+    return 0;
+}
+
+/* Decoding copies the text between escapes sixteen bytes a step: an
+ * escape at every offset of a string, decoded to what it stands for. */
+static int test_pylit_decode_every_offset(void)
+{
+    static const struct { const char *raw, *dec; } esc[] = {
+        { "\\n", "\n" }, { "\\\\", "\\" }, { "\\'", "'" }, { "\\x41", "A" },
+        { "\\u00e9", "\xc3\xa9" }, { "\\U0001F600", "\xf0\x9f\x98\x80" }, { "\\101", "A" },
+    };
+    char raw[200], want[200];
+    for (size_t e = 0; e < sizeof esc / sizeof esc[0]; e++)
+        for (size_t len = 0; len < 90; len++)
+            for (size_t at = 0; at <= len; at++) {
+                size_t er = strlen(esc[e].raw), ed = strlen(esc[e].dec), r = 0, w = 0;
+                raw[r++] = '\'';
+                for (size_t i = 0; i < len; i++) {
+                    if (i == at) {
+                        memcpy(raw + r, esc[e].raw, er), r += er;
+                        memcpy(want + w, esc[e].dec, ed), w += ed;
+                    }
+                    raw[r++] = want[w++] = (char)('a' + i % 26);
+                }
+                if (at == len) {
+                    memcpy(raw + r, esc[e].raw, er), r += er;
+                    memcpy(want + w, esc[e].dec, ed), w += ed;
+                }
+                raw[r++] = '\'';
+                ld_py_value *v;
+                ld_error err;
+                const char *s;
+                size_t n;
+                CHECK_EQ_INT(parse_whole(raw, r, &v, &err), LD_OK);
+                CHECK_EQ_INT(ld_py_str_decode(v, &g_arena, &s, &n, &err), LD_OK);
+                CHECK_EQ_INT(n, w);
+                CHECK(memcmp(s, want, w) == 0);
+            }
+    return 0;
+}
+
+/* "..." found as memmem finds it */
+static int test_pylit_has_dots(void)
+{
+    char buf[160];
+    for (size_t n = 0; n < sizeof buf; n++)
+        for (size_t at = 0; at <= n; at++)
+            for (int w = 1; w <= 3; w++) {
+                for (size_t i = 0; i < n; i++) buf[i] = (char)(i % 2 ? '.' : 'a');
+                for (int k = 0; k < w && at + (size_t)k < n; k++) buf[at + (size_t)k] = '.';
+                int want = 0;
+                for (size_t i = 0; i + 3 <= n; i++)
+                    if (buf[i] == '.' && buf[i + 1] == '.' && buf[i + 2] == '.') want = 1;
+                CHECK_EQ_INT(ld_pyp_has_dots(buf, n), want);
+            }
+    return 0;
+}
+
+/* A skimmed list and the full parse accept the same lists with the same
+ * counts, and reject the same ones at the same byte, whatever byte breaks
+ * the shape and wherever it stands in the blocks. */
+static int skim_same(const char *s, size_t n)
+{
+    ld_pylit_limits skim = { 0, 0, LD_PYLIT_SKIM_INT_LISTS };
+    ld_py_value *a = NULL, *b = NULL;
+    ld_error ea, eb;
+    size_t end;
+    ld_status sa = ld_pylit_parse(s, n, LD_PYLIT_WHOLE, NULL, &g_arena, &a, &end, &ea);
+    ld_status sb = ld_pylit_parse(s, n, LD_PYLIT_WHOLE, &skim, &g_arena, &b, &end, &eb);
+    CHECK_EQ_INT(sa, sb);
+    if (sa != LD_OK) {
+        CHECK_EQ_INT(ea.offset, eb.offset);
+        return 0;
+    }
+    CHECK_EQ_INT(a->kind, b->kind);
+    CHECK_EQ_INT(a->n, b->n);
+    return 0;
+}
+
+static int test_pylit_skim_every_offset(void)
+{
+    static const char subst[] = { 'x', ' ', ',', ']', '0', '5', '-', '.', '[' };
+    char list[300], buf[300];
+    size_t n = 0;
+    list[n++] = '[';
+    for (int i = 0; n < 260; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", i ? ", " : "", (i * 7919) % 100003);
+    list[n++] = ']';
+    for (size_t at = 1; at < n; at++)
+        for (size_t k = 0; k < sizeof subst; k++) {
+            memcpy(buf, list, n);
+            buf[at] = subst[k];
+            if (skim_same(buf, n)) {
+                fprintf(stderr, "  byte %zu set to '%c'\n", at, subst[k]);
+                return 1;
+            }
+            if (skim_same(buf, at + 1)) return 1; /* and the list cut right after it */
+        }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_pylit_random_reprs),
     LD_CASE(test_pylit_sglang_truncation),
@@ -913,6 +1112,10 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pylit_count_chars),
     LD_CASE(test_pylit_not_nul_terminated),
     LD_CASE(test_pylit_skim_int_lists),
+    LD_CASE(test_pylit_count_chars_simd),
+    LD_CASE(test_pylit_has_dots),
+    LD_CASE(test_pylit_decode_every_offset),
+    LD_CASE(test_pylit_skim_every_offset),
 };
 
 LD_TEST_MAIN(cases)
