@@ -112,6 +112,9 @@ CASES = [
     ("f_format_printf", "{{ '%s-%d|%r|%%|%i' | format('a', 7, 'q', 3) }} {{ '%s' | format(none) }} {{ '%.2f' | format(f) }} {{ '%(x)s' | format(x=1) if false else 'ok' }}"),
     ("f_numbers", "{{ [3, 1, 2] | sum }} {{ l | sum(start=10) }} {{ people | sum(attribute='n', start=0) if false else '' }}{{ l | min }} {{ l | max }} {{ ['b', 'A', 'c'] | max }} {{ ['b', 'A', 'c'] | min(case_sensitive=true) }} {{ people | max(attribute='name') }} {{ [] | max }}|{{ 2.5 | round }} {{ 3.14159 | round(2) }} {{ 2.5 | round(0, 'floor') }} {{ 2.1 | round(0, 'ceil') }} {{ 7 | round }} {{ -0.5 | round }}"),
     ("f_seq_more", "{{ l | batch(2) | list }} {{ l | batch(2, 'x') | list }} {{ people | map(attribute='name') | list | batch(2) | map('join', '+') | join(' ') }} {{ messages[0] | attr('role') }}"),
+    # the same past the 16-byte steps that copy as they scan, and for the
+    # 1-15 bytes after them (the last 16 bytes read at once, or words)
+    ("f_tojson_escape_places_more", "{% for n in [1, 2, 3, 5, 6, 10, 12, 14, 18, 23, 32, 48, 49] %}{% for i in range(n) %}{% for c in ['\"', '\x01'] %}{{ ('a' * i ~ c ~ 'b' * (n - i - 1)) | tojson }}{% endfor %}{% endfor %}{% endfor %}|{% for k in range(40) %}{{ ('\"' ~ 'x' * k ~ '\\\\\"') | tojson }}{{ ('\n' * (k % 3) ~ 'y' * k ~ '\t') | tojson }}{% endfor %}|{{ ('é' * 20 ~ '\"' ~ 'é' * 20) | tojson }}"),
     ("f_text_more", "{{ 'a b  c\nd' | wordcount }} [{{ 'ab' | center(6) }}] {{ '<a href=\"x\">&' | e }} {{ '<b>' | escape }} {{ 'hello world foo bar' | truncate(11) }} {{ 'hello' | truncate(3, true, '..', 0) }}"),
     ("m_string_more", "{{ ', '.join(['a', 'b']) }} {{ ''.join(l | map('string')) }} {{ 'abcabc'.rfind('b') }} {{ 'ab1'.isalnum() }} {{ 'ab'.isalpha() }} {{ 'AB'.isupper() }} {{ 'ab'.islower() }} {{ 'prefix_x'.removeprefix('prefix_') }} {{ 'x.txt'.removesuffix('.txt') }}"),
     ("expr_tuple_literals", "{{ () }} {{ (1,) }} {{ ('a', 1) }} {{ [('a', 1)] }} {{ {'a': (1,)} }} {{ () | length }}"),
@@ -145,6 +148,13 @@ CASES = [
     # keys a dict or a namespace lacks: undefined at once when the key names
     # no method, a method when it does (x['items'])
     ("expr_missing_keys", "{% set ns = namespace(a=1) %}{{ d.zz is defined }}{{ d['zz'] is defined }}{{ d['items'] is defined }}{{ d.get is defined }}{{ ns.zz is defined }}{{ d.zz | default('D') }}{{ messages[0].tool_calls is defined }}{{ messages[2]['tool_calls'][0]['function'].name }}{{ loop is defined }}"),
+    # constant indexes in key chains (x[0].key, x.0), answered at once from
+    # a list that has the item; the rest (out of range, negative, not a
+    # list, a dict with int keys, an undefined in the chain) as jinja2 says
+    ("expr_index_chain", "{{ messages[0].role }}{{ messages[-1].role }}{{ messages.1.content }}{{ messages[2].tool_calls[0].function.arguments.x }}{{ messages[2].tool_calls[-1]['function']['name'] }}|{{ messages[3] is defined }}{{ messages[-4] is defined }}{{ messages[2].tool_calls[1] is defined }}{{ l[0] }}{{ l[-3] }}{{ l[3] is defined }}|{{ s[2] }}{{ s[-3] }}{{ d.a[4] }}{{ d.a[4][1] }}{{ d.a.1 }}{{ d[0] is defined }}|{% set dd = {0: 'z', 1: {'k': 'v'}} %}{{ dd[0] }}{{ dd[1].k }}{{ dd.1.k }}{% set tt = (['p', 'q'], 2) %}{{ tt[0][1] }}{{ tt[-1] }}|{% for m in messages %}{{ m.tool_calls[0].function.name if m.tool_calls is defined else m.role[0] }}{% endfor %}"),
+    ("err_index_chain_undefined", "{{ messages[2].tool_calls[0].function.name }}\n{{ messages[0].tool_calls[0] is defined }}"),
+    # `'key' in dict` and == of two ints, without the general calls
+    ("expr_in_dict_int_eq", "{{ 'role' in messages[0] }}{{ 'tool_calls' in messages[0] }}{{ 'tool_calls' in messages[2] }}{{ 'a' in d }}{{ 'zz' in d }}{{ 1 in d }}{{ 'b' in {'b': 1} }}{{ 0 in {0: 1} }}|{{ l | length == 3 }}{{ l | length != 3 }}{{ n == 7 }}{{ n == 7.0 }}{{ t == 1 }}{{ 0 == false }}{{ 2 ** 62 == 2 ** 61 * 2 }}{{ 2 ** 62 == 2 ** 62 + 1 }}{{ -1 == -1 }}"),
     ("expr_slice_grid", "{% set l5 = [0, 1, 2, 3, 4] %}{% for st in [1, 2, 3, -1, -2, -4] %}{% for b in [none, -7, -1, 0, 2, 5, 9] %}{% for e in [none, -7, -2, 0, 3, 5, 9] %}{{ l5[b:e:st] | join(',') }}/{{ 'abcde'[b:e:st] }};{% endfor %}{% endfor %}{% endfor %}"),
     ("expr_int_range_edges", "{% set m = (2 ** 62 - 1) * 2 + 1 %}{{ range(m - 7, m, 5) | list }} {{ range(-m, m, 2 ** 62) | list }} {{ range(m, m - 10, -m) | list }} {{ [1, 2, 3][1::m] }} {{ [1, 2, 3][::-m] }} {{ 'abc' | truncate(m) }}"),
     # scopes as names bound by slot (eval/tpl_scope.c): what a macro, a

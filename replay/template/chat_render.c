@@ -36,8 +36,10 @@ static int reasoning_name(const char *k)
 {
     if (!k) return -1;
     if (k[0] == 't') return same_key(k, "thinking") ? 1 : -1;
-    if (k[0] != 'r' || k[1] != 'e') return -1;
-    return same_key(k, "reasoning_content") ? 0 : same_key(k, "reasoning") ? 2 : -1;
+    if (k[0] != 'r' || k[1] != 'e' || k[2] != 'a') return -1;
+    /* "rea...": most are the long "reasoning_content", compared by strcmp's
+     * words rather than a byte at a time */
+    return !strcmp(k, "reasoning_content") ? 0 : !strcmp(k, "reasoning") ? 2 : -1;
 }
 
 /* k is `thinking` or `reasoning_content`: a member a reasoning replaces */
@@ -104,7 +106,9 @@ static ld_tpl_value *message_value(ld_arena *a, const cJSON *m)
 
 static ld_tpl_value *messages_value(ld_arena *a, const cJSON *msgs)
 {
-    ld_tpl_value *list = ld_tpl_value_list(a);
+    size_t n = 0;
+    for (const cJSON *m = msgs->child; m; m = m->next) n++;
+    ld_tpl_value *list = ld_tpl_value_list_sized(a, n); /* one array, not a doubling one */
     for (const cJSON *m = msgs->child; list && m; m = m->next) {
         ld_tpl_value *v = message_value(a, m);
         if (!v || ld_tpl_list_push(a, list, v) != LD_OK) return NULL;

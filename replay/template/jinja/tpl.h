@@ -99,6 +99,9 @@ ld_tpl_value *ld_tpl_value_int(ld_arena *a, int64_t i);
 ld_tpl_value *ld_tpl_value_str(ld_arena *a, const char *s, size_t len);
 ld_tpl_value *ld_tpl_value_dict(ld_arena *a);
 ld_tpl_value *ld_tpl_value_list(ld_arena *a);
+/* An empty list with room for `cap` items: pushing up to that many makes
+ * no new array.  NULL on NOMEM. */
+ld_tpl_value *ld_tpl_value_list_sized(ld_arena *a, size_t cap);
 /* Appends to a list / sets key (replacing an existing key) in a dict.
  * Returns LD_ERR_NOMEM when the arena is exhausted, LD_ERR_USAGE on a wrong
  * kind. */

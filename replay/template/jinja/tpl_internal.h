@@ -246,6 +246,10 @@ enum {
  * lack is then undefined at once too */
 #define TPL_FAST_KEY 1
 #define TPL_KEY_PLAIN 2
+/* N_GETITEM: neg has TPL_FAST_INDEX when the key is a constant int (b's
+ * lit), which a list answers at once when it has the item (tpl_expr.c's
+ * key chains: `message.tool_calls[0].function`) */
+#define TPL_FAST_INDEX 4
 
 /* Every distinct name of a template has a slot, its index among the names
  * the parser interned: the render finds a variable by its slot, never by

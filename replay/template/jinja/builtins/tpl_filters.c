@@ -308,8 +308,11 @@ ld_status ld_tpl_test(tpl_rt *rt, const tpl_node *at, const char *name, ld_tpl_v
  * value JSON cannot hold. */
 static ld_status tojson_into(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tpl_args *a, tv_buf *b)
 {
-    ld_tpl_value *ind = ld_tpl_kwarg(a, "indent", 0), *seps = ld_tpl_kwarg(a, "separators", 99), *sk = ld_tpl_kwarg(a, "sort_keys", 99);
-    ld_tpl_value *asc = ld_tpl_kwarg(a, "ensure_ascii", 99);
+    bool no_args = !a->n_kw && !a->n_pos; /* the usual `x | tojson`: no argument to look for */
+    ld_tpl_value *ind = no_args ? NULL : ld_tpl_kwarg(a, "indent", 0);
+    ld_tpl_value *seps = no_args ? NULL : ld_tpl_kwarg(a, "separators", 99);
+    ld_tpl_value *sk = no_args ? NULL : ld_tpl_kwarg(a, "sort_keys", 99);
+    ld_tpl_value *asc = no_args ? NULL : ld_tpl_kwarg(a, "ensure_ascii", 99);
     /* json.dumps: an int indent (a bool is one), below 0 the same as 0 */
     int64_t indent = !ind ? -1 : ind->kind == TV_INT ? (ind->u.i < 0 ? 0 : ind->u.i) : ind->kind == TV_BOOL ? ind->u.b : -1;
     const char *item = indent >= 0 ? "," : ", ", *key = ": ";

@@ -172,6 +172,14 @@ static ld_status getitem(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld_tp
     return LD_OK;
 }
 
+/* x in dict (or namespace) d: a string key, the usual (`'tool_calls' in
+ * message`), found in one call, not inlined into the conditions */
+static TPL_NOINLINE bool dict_has(const ld_tpl_value *d, const ld_tpl_value *x)
+{
+    if (x->kind == TV_STR) return ld_tv_key_index(d, x->u.str.s, x->u.str.len) < d->u.dict.n;
+    return ld_tv_dict_getv(d, x) != NULL;
+}
+
 static ld_status contains(tpl_rt *rt, const tpl_node *n, ld_tpl_value *x, ld_tpl_value *c, bool *out)
 {
     *out = false;
@@ -181,7 +189,7 @@ static ld_status contains(tpl_rt *rt, const tpl_node *n, ld_tpl_value *x, ld_tpl
         *out = ld_tv_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
         return LD_OK;
     }
-    if (c->kind == TV_DICT || c->kind == TV_NS) return *out = ld_tv_dict_getv(c, x) != NULL, LD_OK;
+    if (c->kind == TV_DICT || c->kind == TV_NS) return *out = dict_has(c, x), LD_OK;
     if (c->kind == TV_LIST) {
         for (size_t i = 0; i < c->u.list.n; i++) if (ld_tv_equal(c->u.list.items[i], x)) return *out = true, LD_OK;
         return LD_OK;
@@ -212,6 +220,8 @@ static ld_status compare_values(tpl_rt *rt, const tpl_node *n, ld_tpl_value *a, 
     case 1: case 2: /* == and !=; two strings (a message's role against a literal) without a call */
         if (a->kind == TV_STR && b->kind == TV_STR)
             r = a->u.str.len == b->u.str.len && ld_tv_same_bytes(a->u.str.s, b->u.str.s, a->u.str.len);
+        else if (a->kind == TV_INT && b->kind == TV_INT) /* `x | length == 1` */
+            r = a->u.i == b->u.i;
         else
             r = ld_tv_equal(a, b);
         if (n->neg == 2) r = !r;
@@ -376,17 +386,31 @@ static inline ld_tpl_value *key_step(tpl_rt *rt, ld_tpl_value *v, const tpl_node
     return NULL;
 }
 
-/* fast_keys for a chain of two keys or more */
+/* v[i] for a list v and node n's constant int i (TPL_FAST_INDEX), a step
+ * of fast_keys; NULL when v is no list or has no item i (the general path
+ * then says what jinja2 says) */
+static inline ld_tpl_value *index_step(ld_tpl_value *v, const tpl_node *n)
+{
+    if (!v || v->kind != TV_LIST) return NULL;
+    int64_t i = n->b->lit->u.i, len = (int64_t)v->u.list.n;
+    if (i < 0) i += len;
+    return i >= 0 && i < len ? v->u.list.items[i] : NULL;
+}
+
+/* fast_keys for a chain of two steps or more: constant keys and, on
+ * lists, constant indexes (x[0]) */
 static TPL_NOINLINE bool fast_key_chain(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
     const tpl_node *path[FAST_PATH_MAX];
     size_t k = 0;
     for (; n->kind != N_NAME; n = n->a) {
-        if (k == FAST_PATH_MAX || !(n->neg & TPL_FAST_KEY) || (n->kind != N_GETATTR && n->kind != N_GETITEM)) return false;
+        if (k == FAST_PATH_MAX || !(n->neg & (TPL_FAST_KEY | TPL_FAST_INDEX)) ||
+            (n->kind != N_GETATTR && n->kind != N_GETITEM))
+            return false;
         path[k++] = n;
     }
     ld_tpl_value *v = rt->slots[n->slot].v;
-    while (v && k--) v = key_step(rt, v, path[k], k == 0);
+    while (v && k--) v = path[k]->neg & TPL_FAST_INDEX ? index_step(v, path[k]) : key_step(rt, v, path[k], k == 0);
     return v ? (*out = v, true) : false;
 }
 
@@ -397,7 +421,7 @@ static TPL_NOINLINE bool fast_key_chain(tpl_rt *rt, const tpl_node *n, ld_tpl_va
  * and keys have no effects).  name.key, the usual, without the chain. */
 static TPL_NOINLINE bool fast_keys(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
 {
-    if (n->a->kind != N_NAME) return fast_key_chain(rt, n, out);
+    if (n->a->kind != N_NAME || !(n->neg & TPL_FAST_KEY)) return fast_key_chain(rt, n, out);
     ld_tpl_value *v = key_step(rt, rt->slots[n->a->slot].v, n, true);
     return v ? (*out = v, true) : false;
 }
@@ -412,7 +436,7 @@ ld_status ld_tpl_eval_expr(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
         return v ? (*out = v, LD_OK) : eval_name(rt, n, out);
     }
     case N_GETATTR: case N_GETITEM:
-        if ((n->neg & TPL_FAST_KEY) && fast_keys(rt, n, out)) return LD_OK;
+        if ((n->neg & (TPL_FAST_KEY | TPL_FAST_INDEX)) && fast_keys(rt, n, out)) return LD_OK;
         break;
     default: break;
     }

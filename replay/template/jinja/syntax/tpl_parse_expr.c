@@ -173,6 +173,8 @@ static ld_status parse_subscript(parser *p, tpl_node *obj, tpl_node **out)
         if (n->b->kind == N_CONST && n->b->lit->kind == TV_STR) { /* x['key'] */
             n->s = n->b->lit->u.str.s, n->s_len = n->b->lit->u.str.len;
             n->neg = TPL_FAST_KEY | (ld_tpl_attr_plain(n->s, n->s_len) ? TPL_KEY_PLAIN : 0);
+        } else if (n->b->kind == N_CONST && n->b->lit->kind == TV_INT) { /* x[0] */
+            n->neg = TPL_FAST_INDEX;
         }
     }
     *out = n;
@@ -194,6 +196,7 @@ static ld_status parse_postfix(parser *p, tpl_node *n, tpl_node **out)
             } else if (a->type == TK_INT) {
                 if (!(g = tpl_p_node(p, N_GETITEM, a->off)) || !(g->b = tpl_p_node(p, N_CONST, a->off))) return TPL_P_NOMEM(p);
                 if (!(g->b->lit = ld_tpl_value_int(&p->t->arena, a->i))) return TPL_P_NOMEM(p);
+                g->neg = TPL_FAST_INDEX; /* x.0, as x[0] */
             } else {
                 return tpl_p_pfail(p, a, LD_ERR_SYNTAX, "expected attribute name");
             }

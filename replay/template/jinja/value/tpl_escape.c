@@ -101,7 +101,7 @@ static size_t json_plain_run16(const char *s, size_t n)
 #endif
 
 /* The length of the run at s[0..n) that json.dumps copies as it is. */
-static size_t json_plain_run(const char *s, size_t n)
+static inline size_t json_plain_run(const char *s, size_t n)
 {
     size_t j = 0;
 #if defined(__SSE2__)
@@ -117,6 +117,14 @@ static size_t json_plain_run(const char *s, size_t n)
 #endif
         }
     }
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n >= 8 && j < n) { /* the last 1-7 bytes: the last word, less the bytes before j (plain: no borrow) */
+        uint64_t x, m;
+        memcpy(&x, s + n - 8, 8);
+        m = json_special8(x) >> (8 * (8 - (n - j)));
+        return m ? j + (size_t)__builtin_ctzll(m) / 8 : n;
+    }
+#endif
     while (j < n && !json_special((unsigned char)s[j])) j++;
     return j;
 }
@@ -135,31 +143,105 @@ static size_t json_escape(unsigned char c, char *e)
     return 6;
 }
 
+#if defined(__SSE2__)
+/* The plain bytes of s from i on copied to *d 16 at a time, while 16 bytes
+ * of s are left and 16 bytes of room before `room`: each step stores the
+ * 16 bytes it read, then keeps them up to the first byte to escape.  The
+ * index where it stopped; *special when s[i] there is to be escaped. */
+static inline size_t json_copy_plain16(const char *s, size_t i, size_t n, char **d, const char *room,
+                                       bool *special)
+{
+    char *o = *d;
+    while (i + 16 <= n && o + 16 <= room) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        _mm_storeu_si128((__m128i *)(void *)o, x);
+        unsigned bits = json_special16(s + i);
+        if (bits) {
+            size_t k = (size_t)__builtin_ctz(bits);
+            *d = o + k, *special = true;
+            return i + k;
+        }
+        i += 16, o += 16;
+    }
+    *d = o;
+    return i;
+}
+#endif
+
+/* The length of the run at s[i..n) that json.dumps copies as it is; when
+ * fewer than 16 bytes are left of a string of 16 or more, its last 16 are
+ * read at once (those before i are known plain). */
+static inline size_t json_plain_tail(const char *s, size_t i, size_t n)
+{
+#if defined(__SSE2__)
+    if (n >= 16 && n - i < 16) {
+        unsigned bits = json_special16(s + n - 16) >> (16 - (n - i));
+        return bits ? (size_t)__builtin_ctz(bits) : n - i;
+    }
+#endif
+    return json_plain_run(s + i, n - i);
+}
+
+/* One step of json_str_utf8 from s[i] (i < n): the plain bytes up to the
+ * next byte to escape copied to *d (json_copy_plain16 while `room` allows,
+ * then json_plain_tail); the index of that byte, or n. */
+static inline size_t json_copy_run(const char *s, size_t i, size_t n, char **d, const char *room)
+{
+    bool special = false;
+#if defined(__SSE2__)
+    i = json_copy_plain16(s, i, n, d, room, &special);
+#else
+    (void)room;
+#endif
+    if (special) return i;
+    size_t j = i + json_plain_tail(s, i, n);
+    ld_tv_copy(*d, s + i, j - i);
+    *d += j - i;
+    return j;
+}
+
+/* json.dumps(s, ensure_ascii=False) of s[0..n) written at d, which has room
+ * for the worst (every byte a 6-byte escape, the quotes, the NUL) and 16
+ * bytes more: no check for room anywhere.  Where it ends. */
+static char *json_str_roomy(char *d, const char *s, size_t n)
+{
+    const char *room = d + 6 * n + 3 + 16; /* json_copy_plain16's bound, never reached */
+    *d++ = '"';
+    for (size_t i = 0; (i = json_copy_run(s, i, n, &d, room)) < n; i++)
+        d += json_escape((unsigned char)s[i], d);
+    *d++ = '"';
+    *d = 0;
+    return d;
+}
+
 /* json.dumps(s, ensure_ascii=False): everything but json_special's bytes
- * copied as it is, in runs, straight into b.  Room is made for the text and
- * its quotes at once; before an escape, b keeps room for what is left and
- * the escape (which writes up to 5 bytes more than it reads), so that
- * nothing in between checks. */
+ * copied as it is, in runs, straight into b.  When b has room for the worst
+ * within its capacity and its max, json_str_roomy writes it without a
+ * check.  Else room is made for the text and its quotes at once; before an
+ * escape, b keeps room for what is left and the escape (which writes up to
+ * 5 bytes more than it reads), so that nothing in between checks.  Where b
+ * has 16 bytes of slack, the text is scanned and copied in the same 16-byte
+ * steps (json_copy_plain16): read once, without a call per run. */
 static void json_str_utf8(tv_buf *b, const char *s, size_t n)
 {
+    size_t worst = 6 * n + 2;
+    if (!b->failed && n < SIZE_MAX / 8 && worst + 16 < b->cap - b->len && (!b->max || b->len + worst <= b->max)) {
+        b->len = (size_t)(json_str_roomy(b->p + b->len, s, n) - b->p); /* the checks below could not fail */
+        return;
+    }
     if (n > SIZE_MAX / 2 || !ld_tv_buf_reserve(b, n + 2)) {
         b->failed = true;
         return;
     }
     char *d = b->p + b->len;
     *d++ = '"';
-    for (size_t i = 0;;) {
-        size_t j = i + json_plain_run(s + i, n - i);
-        ld_tv_copy(d, s + i, j - i);
-        d += j - i;
-        if (j == n) break;
+    for (size_t i = 0; (i = json_copy_run(s, i, n, &d, b->p + b->cap - 1)) < n; i++) { /* the NUL's byte stays free */
         b->len = (size_t)(d - b->p);
-        if (b->cap - b->len < (n - j) + 7) { /* the escape, the rest, the quote, the NUL */
-            if (!ld_tv_buf_reserve(b, (n - j) + 6)) return;
+        if (b->cap - b->len < (n - i) + 7) { /* the escape, the rest, the quote, the NUL */
+            if (!ld_tv_buf_reserve(b, (n - i) + 6)) return;
             d = b->p + b->len;
         }
-        d += json_escape((unsigned char)s[j], d);
-        i = j + 1;
+        d += json_escape((unsigned char)s[i], d);
     }
     *d++ = '"';
     *d = 0;

@@ -117,6 +117,15 @@ ld_tpl_value *ld_tpl_value_int(ld_arena *a, int64_t i)
 ld_tpl_value *ld_tpl_value_str(ld_arena *a, const char *s, size_t len) { return ld_tv_str(a, s, len); }
 ld_tpl_value *ld_tpl_value_dict(ld_arena *a) { return ld_tv_new(a, TV_DICT); }
 ld_tpl_value *ld_tpl_value_list(ld_arena *a) { return ld_tv_new(a, TV_LIST); }
+ld_tpl_value *ld_tpl_value_list_sized(ld_arena *a, size_t cap)
+{
+    ld_tpl_value *l = ld_tv_new(a, TV_LIST);
+    if (!l || !cap) return l;
+    if (cap > SIZE_MAX / sizeof *l->u.list.items || !(l->u.list.items = ld_arena_alloc(a, cap * sizeof *l->u.list.items)))
+        return NULL;
+    l->u.list.cap = cap;
+    return l;
+}
 
 static bool grow(ld_arena *a, ld_tpl_value ***v, size_t n, size_t *cap)
 {
