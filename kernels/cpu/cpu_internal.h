@@ -108,4 +108,28 @@ void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kd
 float ld_cpu_dot_avx2(const float *a, const float *b, int n);
 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
 
+/* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
+typedef struct ld_cpu_q8mm {
+    float *out;          /* [T][N] */
+    const int8_t *xq;    /* [T][K] the quantized activations */
+    const float *xd;     /* [T][K/32] their scales dx */
+    const float *xs;     /* [T][K/32] the blocks' sums of x */
+    const void *w;
+    ld_kdt dt;
+    const void *bias;    /* NULL: none */
+    ld_kdt bias_dt;
+    int T, K, N, rope_hd;
+    size_t row_bytes;
+} ld_cpu_q8mm;
+
+/* Output n of token t of a q8 matmul (cpu_q8.c, the portable arithmetic). */
+void ld_cpu_q8_out_portable(const ld_cpu_q8mm *m, size_t n, int t);
+
+/* Outputs [i0, i1) of all T tokens with AVX-512 VNNI (cpu_q8_avx512.c). */
+void ld_cpu_q8_rows_avx512(const ld_cpu_q8mm *m, size_t i0, size_t i1);
+
+/* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same
+ * bits as cpu_q8.c's): q [nblk][32], dx and xs [nblk]. */
+void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *x, size_t nblk);
+
 #endif /* LD_CPU_INTERNAL_H */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend_ref_internal.h"
+#include "kernels/cpu/cpu_q8.h"
 
 /* ---------------------------------------------------------------- ops */
 
@@ -68,7 +69,13 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
                          c->rb->scratch[tid], i0, i1);
         return;
     }
-    if (v == LD_KV_FAST) {
+    if (v == LD_KV_Q8 && ld_cpu_q8_supports(c->w->dt)) {
+        ld_cpu_matmul_q8(c->out, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
+                         c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
+                         i0, i1);
+        return;
+    }
+    if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */
         ld_cpu_matmul(c->out, c->a, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
                       c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
                       c->rb->scratch[tid], i0, i1);
@@ -90,10 +97,13 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
     ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
-    int fast = mv == LD_KV_FAST, fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
+    int q8 = mv == LD_KV_Q8 && ld_cpu_q8_supports(w->dt);
+    int fast = mv == LD_KV_FAST || (mv == LD_KV_Q8 && !q8), fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
     LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
-    if (fast || fp8) {
-        size_t np = fp8 ? (size_t)T * (size_t)w->cols : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
+    if (fast || fp8 || q8) {
+        size_t np = fp8  ? (size_t)T * (size_t)w->cols
+                    : q8 ? ld_cpu_q8_prep_size(T, (int)w->cols)
+                         : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
         if (np > rb->prep_cap) {
             float *p = realloc(rb->prep, np * sizeof *p);
             if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
@@ -101,6 +111,7 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
             rb->prep_cap = np;
         }
         if (fp8) (mv == LD_KV_FP8UE8M0 ? ld_var_fp8_act_ue8m0 : ld_var_fp8_act)(rb->prep, x->p, T, (int)w->cols);
+        else if (q8) ld_cpu_q8_prep(rb->prep, x->p, T, (int)w->cols);
         else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
     }
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};

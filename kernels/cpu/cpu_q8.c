@@ -1,0 +1,119 @@
+/* cpu_q8.c - see cpu_q8.h: the prep step (the activations quantized), the
+ * dispatch to the portable twin (cpu_q8_portable.c) or cpu_q8_avx512.c. */
+#include "cpu_q8.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cpu_internal.h"
+#include "cpu_ops.h"
+
+#define QB LD_CPU_QB
+
+int ld_cpu_q8_supports(ld_kdt dt)
+{
+    return ld_cpu_is_q32(dt);
+}
+
+size_t ld_cpu_q8_prep_size(int T, int K)
+{
+    size_t tk = (size_t)T * (size_t)K;
+    return tk / 4 + 2 * (tk / QB); /* the int8s four a float, dx, xs */
+}
+
+/* one block of 32: its int8s, scale and sum (cpu_q8.h).  roundf is a
+ * libm call without SSE4.1, so |y| <= 127 is rounded here, to roundf's
+ * value: its integer part r by conversion, up one where |y| - r (exact) is
+ * at least 1/2 (not trunc(|y| + 1/2): that sum rounds, 0.49999997 + 0.5
+ * is 1 in fp32) */
+static void quantize_block(int8_t *q, float *dx, float *xs, const float *x)
+{
+    float amax = 0.0f, lane[8];
+    for (int e = 0; e < QB; e++) {
+        float a = fabsf(x[e]);
+        amax = a > amax ? a : amax; /* a NaN is passed over, as fmaxf does */
+    }
+    float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int e = 0; e < QB; e++) {
+        float y = x[e] * id, a = fabsf(y);
+        /* |y| <= 127 but for rounding (x * 127 / amax of the largest x can
+         * be above 127 by an ulp); NaN (an infinite or NaN x): 0 */
+        int ok = a < 127.5f, r = ok ? (int)a : 0;
+        r += ok && a - (float)r >= 0.5f;
+        q[e] = (int8_t)(y < 0.0f ? -r : r);
+    }
+    *dx = amax / 127.0f;
+    for (int l = 0; l < 8; l++) lane[l] = ((x[l] + x[8 + l]) + x[16 + l]) + x[24 + l];
+    *xs = ld_cpu_q8_hsum8(lane);
+}
+
+void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K)
+{
+    size_t nblk = (size_t)T * (size_t)(K / QB);
+    int8_t *q = (int8_t *)prep;
+    float *dx = prep + (size_t)T * (size_t)K / 4, *xs = dx + nblk;
+    if (level >= LD_CPU_AVX512 && ld_cpu_q8_simd() == LD_CPU_AVX512) {
+        ld_cpu_q8_quantize_avx512(q, dx, xs, x, nblk);
+        return;
+    }
+    for (size_t b = 0; b < nblk; b++) quantize_block(q + b * QB, dx + b, xs + b, x + b * QB);
+}
+
+void ld_cpu_q8_prep(float *prep, const float *x, int T, int K)
+{
+    ld_cpu_q8_prep_at(ld_cpu_q8_simd(), prep, x, T, K);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+/* AVX-512 BW and VNNI besides what ld_cpu_simd's AVX-512 level has */
+static int has_vnni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b >> 30) & 1 && (c >> 11) & 1;
+}
+#else
+static int has_vnni(void)
+{
+    return 0;
+}
+#endif
+
+int ld_cpu_q8_simd(void)
+{
+    static atomic_int state = -1; /* -1 unknown; racing first calls agree */
+    int s = atomic_load_explicit(&state, memory_order_relaxed);
+    if (s < 0) {
+        s = ld_cpu_simd() == LD_CPU_AVX512 && has_vnni() ? LD_CPU_AVX512 : LD_CPU_PORTABLE;
+        atomic_store_explicit(&state, s, memory_order_relaxed);
+    }
+    return s;
+}
+
+void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w, ld_kdt dt, const void *bias,
+                         ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1)
+{
+    size_t tk = (size_t)T * (size_t)K;
+    ld_cpu_q8mm m = {
+        .out = out, .xq = (const int8_t *)prep, .xd = prep + tk / 4, .xs = prep + tk / 4 + tk / QB,
+        .w = w, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
+        .row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt),
+    };
+    if (level >= LD_CPU_AVX512 && ld_cpu_q8_simd() == LD_CPU_AVX512) {
+        ld_cpu_q8_rows_avx512(&m, i0, i1);
+        return;
+    }
+    for (size_t n = i0; n < i1; n++)
+        for (int t = 0; t < T; t++) ld_cpu_q8_out_portable(&m, n, t);
+}
+
+void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
+                      int T, int K, int N, int rope_hd, size_t i0, size_t i1)
+{
+    ld_cpu_matmul_q8_at(ld_cpu_q8_simd(), out, prep, w, dt, bias, bias_dt, T, K, N, rope_hd, i0, i1);
+}

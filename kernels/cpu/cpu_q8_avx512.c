@@ -1,0 +1,160 @@
+/* cpu_q8_avx512.c - the q8 matmul of cpu_q8.h with AVX-512 VNNI: a weight
+ * block's 32 integers as bytes against the block's 32 quantized
+ * activations in one vpdpbusd (unsigned bytes times signed ones, four
+ * products a 32-bit lane: lane l is p_l of cpu_q8.h, exact), eight rows of
+ * one token at a time.  Compiled with target attributes, called only when
+ * the machine has AVX-512 F, BW, VL and VNNI (ld_cpu_q8_simd). */
+#include "cpu_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <limits.h>
+
+#define Q8_TARGET "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"
+#define Q8 __attribute__((target(Q8_TARGET)))
+#define Q8_INLINE static inline __attribute__((always_inline, target(Q8_TARGET)))
+
+/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), cpu_ops.h's hsum8 */
+Q8_INLINE float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* p_0 .. p_7 of one row's block against x (32 int8s).  Q4: the sixteen
+ * bytes in both halves, the low nibbles (elements 0-15) kept in the low
+ * half and the high ones (16-31) shifted down in the high half; Q4_0's
+ * offset 8 comes off as 8 * the lane's sum of x (x8, once a block for all
+ * rows).  Q8_0: |w| against x with w's signs, vpdpbusd's bytes being
+ * unsigned on one side. */
+Q8_INLINE __m256i block_dot(const unsigned char *blk, const ld_kdt dt, __m256i x, __m256i x8)
+{
+    if (dt == LD_KDT_Q8_0) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    }
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + (dt == LD_KDT_Q4_1 ? 4 : 2))));
+    __m256i v = _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
+    __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, x);
+    return dt == LD_KDT_Q4_0 ? _mm256_sub_epi32(p, x8) : p;
+}
+
+#define ROW(r)                                                                                          \
+    a[r] = _mm256_fmadd_ps(_mm256_set1_ps(sc[2 * (r)]), _mm256_cvtepi32_ps(block_dot(wb + off[r], dt, x, x8)), \
+                           a[r])
+
+/* Rows [n0, n0+8) of token t.  The rows' block headers come in one gather
+ * and one conversion: lane 2r is row r's d, lane 2r+1 the next 16 bits
+ * (Q4_1's m; unused otherwise), so s = d * dx of the eight rows is one
+ * multiply and Q4_1's offset sums run in the odd lanes of one register
+ * (lane 2r+1: row r's macc, same order).  prefetch: the next eight rows'
+ * bytes, a block's worth per row and step (the first token's pass). */
+Q8_INLINE void rows8(const ld_cpu_q8mm *m, const ld_kdt dt, size_t n0, int t, const int off[8], int prefetch)
+{
+    __m256 a[8];
+    for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+    __m512 macc = _mm512_setzero_ps();
+    const __m256i voff = _mm256_loadu_si256((const __m256i *)off);
+    float sc[16];
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt);
+    const unsigned char *wb = (const unsigned char *)m->w;
+    const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
+    const float *xd = m->xd + (size_t)t * (size_t)nb, *xs = m->xs + (size_t)t * (size_t)nb;
+    const char *w0 = (const char *)m->w;
+    size_t pf = (n0 + 8) * m->row_bytes, pf_end = prefetch ? (size_t)m->N * m->row_bytes : 0, pf_step = 8 * bytes;
+    for (int b = 0; b < nb; b++, wb += bytes, pf += pf_step) {
+        for (size_t o = pf; o < pf + pf_step && o < pf_end; o += 64) _mm_prefetch(w0 + o, _MM_HINT_T0);
+        __m512 dm = _mm512_cvtph_ps(_mm256_i32gather_epi32((const int *)wb, voff, 1));
+        _mm512_storeu_ps(sc, _mm512_mul_ps(dm, _mm512_set1_ps(xd[b])));
+        /* read the scales back as broadcasts from memory (free on the load
+         * ports) rather than shuffled out of a register */
+        __asm__("" : "+m"(sc));
+        if (dt == LD_KDT_Q4_1) macc = _mm512_fmadd_ps(dm, _mm512_set1_ps(xs[b]), macc);
+        __m256i x = _mm256_loadu_si256((const __m256i *)(xq + (size_t)b * LD_CPU_QB));
+        __m256i x8 = dt == LD_KDT_Q4_0 ? _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), x)
+                                       : _mm256_setzero_si256();
+        ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5); ROW(6); ROW(7);
+    }
+    float mc[16];
+    _mm512_storeu_ps(mc, macc);
+    for (int r = 0; r < 8; r++) {
+        size_t n = n0 + (size_t)r;
+        float bias = 0.0f;
+        if (m->bias) ld_ref_to_f32(&bias, m->bias, m->bias_dt, n, 1);
+        m->out[(size_t)t * (size_t)m->N + n] = (hsum8(a[r]) + (dt == LD_KDT_Q4_1 ? mc[2 * r + 1] : 0.0f)) + bias;
+    }
+}
+#undef ROW
+
+Q8_INLINE void q8_rows(const ld_cpu_q8mm *m, const ld_kdt dt, size_t i0, size_t i1)
+{
+    if ((size_t)m->N * m->row_bytes <= INT_MAX) /* the gathers' offsets are ints */
+        for (; i0 + 8 <= i1; i0 += 8) {
+            int off[8];
+            for (int r = 0; r < 8; r++) off[r] = (int)(ld_cpu_src_row(i0 + (size_t)r, m->rope_hd) * m->row_bytes);
+            for (int t = 0; t < m->T; t++) rows8(m, dt, i0, t, off, t == 0);
+        }
+    for (size_t n = i0; n < i1; n++) /* the last rows: the same arithmetic in C */
+        for (int t = 0; t < m->T; t++) ld_cpu_q8_out_portable(m, n, t);
+}
+
+Q8 void ld_cpu_q8_rows_avx512(const ld_cpu_q8mm *m, size_t i0, size_t i1)
+{
+    if (m->dt == LD_KDT_Q4_0) q8_rows(m, LD_KDT_Q4_0, i0, i1);
+    else if (m->dt == LD_KDT_Q4_1) q8_rows(m, LD_KDT_Q4_1, i0, i1);
+    else q8_rows(m, LD_KDT_Q8_0, i0, i1);
+}
+
+/* The prep of cpu_q8.h for n blocks, as cpu_q8.c's quantize_block computes
+ * it: amax by vmaxps (a NaN |x| loses to the running max, as there; max is
+ * exact, so the lanes' order does not matter), id and dx the same scalar
+ * divisions, y = x * id, |y| < 127.5 (else 0) truncated and raised by one
+ * where |y| - r >= 1/2, the sign put back; xs by the same adds in the same
+ * order (lane l: ((x_l + x_8+l) + x_16+l) + x_24+l, then hsum8). */
+Q8 void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *x, size_t nblk)
+{
+    for (size_t b = 0; b < nblk; b++, x += LD_CPU_QB, q += LD_CPU_QB) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+        __m512 mx = _mm512_max_ps(a1, _mm512_max_ps(a0, _mm512_setzero_ps()));
+        float amax = _mm512_reduce_max_ps(mx);
+        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        dx[b] = amax / 127.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        for (int g = 0; g < 2; g++) {
+            __m512 y = _mm512_mul_ps(g ? v1 : v0, vid), a = _mm512_abs_ps(y);
+            __mmask16 ok = _mm512_cmp_ps_mask(a, _mm512_set1_ps(127.5f), _CMP_LT_OQ); /* NaN: false */
+            __m512i r = _mm512_maskz_cvttps_epi32(ok, a);
+            __mmask16 up = _mm512_mask_cmp_ps_mask(ok, _mm512_sub_ps(a, _mm512_cvtepi32_ps(r)),
+                                                   _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+            r = _mm512_mask_add_epi32(r, up, r, _mm512_set1_epi32(1));
+            __mmask16 neg = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ);
+            r = _mm512_mask_sub_epi32(r, neg, _mm512_setzero_si512(), r);
+            _mm_storeu_si128((__m128i *)(q + 16 * g), _mm512_cvtepi32_epi8(r));
+        }
+        __m256 l = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(v0), _mm256_castpd_ps(
+                                     _mm512_extractf64x4_pd(_mm512_castps_pd(v0), 1))), _mm512_castps512_ps256(v1)),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v1), 1)));
+        xs[b] = hsum8(l);
+    }
+}
+
+#else /* not x86-64: never called (ld_cpu_q8_simd() is portable) */
+void ld_cpu_q8_rows_avx512(const ld_cpu_q8mm *m, size_t i0, size_t i1)
+{
+    (void)m;
+    (void)i0;
+    (void)i1;
+}
+void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *x, size_t nblk)
+{
+    (void)q;
+    (void)dx;
+    (void)xs;
+    (void)x;
+    (void)nblk;
+}
+#endif

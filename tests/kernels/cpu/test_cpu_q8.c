@@ -1,0 +1,210 @@
+/* test_cpu_q8.c - the q8 matmul variant (kernels/cpu/cpu_q8.h):
+ *  - the prep step's int8s are libm's roundf(x * (127 / amax)), its scales
+ *    amax / 127 (ties, zero blocks, NaN and the largest element included),
+ *    the same bits at every level;
+ *  - the matmul is within the quantization's bound of the reference
+ *    (ld_ref_matmul_ex): each x_e is off by at most dx / 2, so a result by
+ *    sum |w_e| dx / 2 over its blocks, plus fp32 rounding;
+ *  - every level the machine has (portable C, AVX-512 VNNI) gives the same
+ *    bits, at row counts around the vector code's groups of eight, with
+ *    bias, the rope row order, any split of the outputs, and a token alone
+ *    as in a batch. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/cpu_q8.h"
+#include "kernels/ref/ref_ops.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/ld_test.h"
+
+enum { QB = 32 };
+
+static float uniform(void) /* [-1, 1) */
+{
+    return (float)((double)next_u32() / 2147483648.0 - 1.0);
+}
+
+/* an f16 of magnitude in [2^lo, 2^(hi+1)) with a random sign and mantissa */
+static uint16_t rand_f16(int lo, int hi)
+{
+    int e = lo + (int)(next_u32() % (uint32_t)(hi - lo + 1)) + 15;
+    return (uint16_t)((next_u32() & 1u) << 15 | (unsigned)e << 10 | (next_u32() & 1023u));
+}
+
+static size_t block_bytes(ld_kdt dt)
+{
+    return dt == LD_KDT_Q4_0 ? 18 : dt == LD_KDT_Q4_1 ? 20 : 34;
+}
+
+/* N rows of K of type dt, random bytes with sane scales */
+static unsigned char *rand_weights(ld_kdt dt, int N, int K)
+{
+    size_t bytes = block_bytes(dt), nb = (size_t)N * (size_t)K / QB;
+    unsigned char *w = malloc(nb * bytes);
+    if (!w) return NULL;
+    for (size_t i = 0; i < nb * bytes; i++) w[i] = (unsigned char)next_u32();
+    for (size_t b = 0; b < nb; b++) {
+        uint16_t d = rand_f16(-9, -5), m = rand_f16(-6, -3);
+        unsigned char *p = w + b * bytes;
+        p[0] = (unsigned char)d;
+        p[1] = (unsigned char)(d >> 8);
+        if (dt == LD_KDT_Q4_1) {
+            p[2] = (unsigned char)m;
+            p[3] = (unsigned char)(m >> 8);
+        }
+    }
+    return w;
+}
+
+/* out [T][N] at `level`, the outputs in two calls split at `split` */
+static int run_q8(int level, float *out, const float *x, const unsigned char *w, ld_kdt dt, const float *bias,
+                  int T, int K, int N, int rope_hd, size_t split)
+{
+    float *prep = malloc(ld_cpu_q8_prep_size(T, K) * sizeof *prep);
+    if (!prep) return 1;
+    ld_cpu_q8_prep(prep, x, T, K);
+    ld_cpu_matmul_q8_at(level, out, prep, w, dt, bias, LD_KDT_F32, T, K, N, rope_hd, 0, split);
+    ld_cpu_matmul_q8_at(level, out, prep, w, dt, bias, LD_KDT_F32, T, K, N, rope_hd, split, (size_t)N);
+    free(prep);
+    return 0;
+}
+
+static size_t src_row(int n, int rope_hd)
+{
+    if (!rope_hd) return (size_t)n;
+    int h = n / rope_hd, r = n % rope_hd;
+    return (size_t)(h * rope_hd + 2 * (r % (rope_hd / 2)) + r / (rope_hd / 2));
+}
+
+/* the bound on |q8 - ref| of output o of token t (see the top) */
+static double q8_bound(const float *deq, const float *x, int K, int o, int rope_hd)
+{
+    const float *wr = deq + src_row(o, rope_hd) * (size_t)K;
+    double quant = 0, mag = 0;
+    for (int b = 0; b < K / QB; b++) {
+        double amax = 0, wsum = 0;
+        for (int e = b * QB; e < (b + 1) * QB; e++) {
+            amax = fmax(amax, fabs((double)x[e]));
+            wsum += fabs((double)wr[e]);
+        }
+        double dx = amax / 127;
+        quant += wsum * dx * 0.5 * (1 + 1e-5); /* the scale's own rounding: far below 1e-5 of it */
+        for (int e = b * QB; e < (b + 1) * QB; e++) mag += fabs((double)wr[e]) * (fabs((double)x[e]) + dx);
+    }
+    return quant + 2 * (K + 16) * ldexp(1.0, -23) * mag + 1e-30;
+}
+
+static int check_case(ld_kdt dt, int T, int K, int N, int rope_hd, int with_bias)
+{
+    size_t n = (size_t)T * (size_t)N;
+    unsigned char *w = rand_weights(dt, N, K);
+    float *x = malloc((size_t)T * (size_t)K * sizeof *x), *bias = malloc((size_t)N * sizeof *bias);
+    float *deq = malloc((size_t)N * (size_t)K * sizeof *deq), *row = malloc((size_t)K * sizeof *row);
+    float *ref = malloc(n * sizeof *ref), *best = malloc(n * sizeof *best), *lv = malloc(n * sizeof *lv);
+    CHECK(w && x && bias && deq && row && ref && best && lv);
+    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) x[i] = uniform() * (i % 7 ? 1.0f : 8.0f);
+    for (int i = 0; i < N; i++) bias[i] = uniform();
+    const float *b = with_bias ? bias : NULL;
+    ld_ref_to_f32(deq, w, dt, 0, (size_t)N * (size_t)K);
+    ld_ref_matmul_ex(ref, x, w, dt, b, LD_KDT_F32, T, K, N, rope_hd, row, 0, (size_t)N);
+    CHECK(run_q8(ld_cpu_q8_simd(), best, x, w, dt, b, T, K, N, rope_hd, (size_t)N) == 0);
+    for (int level = LD_CPU_PORTABLE; level <= LD_CPU_AVX512; level++)
+        for (size_t split = 0; split <= (size_t)N; split += (size_t)N / 2 + 3) {
+            memset(lv, 0, n * sizeof *lv);
+            CHECK(run_q8(level, lv, x, w, dt, b, T, K, N, rope_hd, split) == 0);
+            CHECK_MSG(memcmp(lv, best, n * sizeof *lv) == 0, "dt %d T=%d K=%d N=%d: level %d split %zu differs",
+                      (int)dt, T, K, N, level, split);
+        }
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * (size_t)K;
+        CHECK(run_q8(ld_cpu_q8_simd(), lv, xt, w, dt, b, 1, K, N, rope_hd, (size_t)N) == 0);
+        CHECK_MSG(memcmp(lv, best + (size_t)t * (size_t)N, (size_t)N * sizeof *lv) == 0,
+                  "dt %d T=%d K=%d: token %d alone differs from the batch", (int)dt, T, K, t);
+        for (int o = 0; o < N; o++) {
+            double d = fabs((double)best[(size_t)t * (size_t)N + (size_t)o] - ref[(size_t)t * (size_t)N + (size_t)o]);
+            double bound = q8_bound(deq, xt, K, o, rope_hd);
+            CHECK_MSG(d <= bound, "dt %d T=%d K=%d: output [%d][%d]: q8 %.9g ref %.9g, |d| %.3g > bound %.3g",
+                      (int)dt, T, K, t, o, best[(size_t)t * (size_t)N + (size_t)o],
+                      ref[(size_t)t * (size_t)N + (size_t)o], d, bound);
+            if (d / bound > worst) worst = d / bound;
+        }
+    }
+    fprintf(stderr, "  dt %d T=%d K=%4d N=%2d%s%s: worst |q8 - ref| = %.2f of the bound\n", (int)dt, T, K, N,
+            rope_hd ? " rope" : "", with_bias ? " bias" : "", worst);
+    free(w);
+    free(x);
+    free(bias);
+    free(deq);
+    free(row);
+    free(ref);
+    free(best);
+    free(lv);
+    return 0;
+}
+
+static int test_q8_matmul_levels_and_bound(void)
+{
+    static const char *const level_name[] = {"portable C only", "AVX2", "AVX-512 VNNI"};
+    fprintf(stderr, "  (levels compared: up to %s on this machine)\n", level_name[ld_cpu_q8_simd()]);
+    static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        ld_kdt dt = types[i];
+        CHECK(check_case(dt, 1, 32, 1, 0, 0) == 0);   /* one block, one row: no group of eight */
+        CHECK(check_case(dt, 1, 96, 8, 0, 1) == 0);   /* one group */
+        CHECK(check_case(dt, 1, 576, 43, 0, 0) == 0); /* groups and a tail of three */
+        CHECK(check_case(dt, 1, 64, 16, 8, 1) == 0);  /* the rope row order */
+        CHECK(check_case(dt, 5, 96, 17, 0, 1) == 0);  /* a batch */
+        CHECK(check_case(dt, 2, 1536, 9, 0, 0) == 0);
+    }
+    CHECK(ld_cpu_q8_supports(LD_KDT_Q4_1) && !ld_cpu_q8_supports(LD_KDT_F32) && !ld_cpu_q8_supports(LD_KDT_Q4_K));
+    CHECK(ld_cpu_q8_simd() <= ld_cpu_simd());
+    return 0;
+}
+
+/* The prep's int8s and scales against libm's roundf, on blocks made to hit
+ * the edges: exact halves (amax 127: x * 1 = k + 0.5), a zero block, a NaN,
+ * and random blocks. */
+static int test_q8_prep_rounding(void)
+{
+    enum { T = 1, K = 4 * QB };
+    float x[K], prep[K / 4 + 2 * (K / QB)];
+    CHECK(ld_cpu_q8_prep_size(T, K) == sizeof prep / sizeof prep[0]);
+    for (int e = 0; e < QB; e++) x[e] = e == 0 ? 127.0f : (float)(e - 16) + 0.5f; /* ties away from zero */
+    for (int e = QB; e < 2 * QB; e++) x[e] = 0.0f;
+    for (int e = 2 * QB; e < 3 * QB; e++) x[e] = uniform();
+    x[2 * QB + 5] = NAN;
+    for (int e = 3 * QB; e < K; e++) x[e] = uniform() * 1e-3f;
+    ld_cpu_q8_prep(prep, x, T, K);
+    const int8_t *q = (const int8_t *)prep;
+    const float *dx = prep + K / 4;
+    for (int b = 0; b < K / QB; b++) {
+        float amax = 0.0f;
+        for (int e = b * QB; e < (b + 1) * QB; e++)
+            if (!isnan(x[e])) amax = fmaxf(amax, fabsf(x[e]));
+        CHECK_MSG(dx[b] == amax / 127.0f, "block %d: dx %g, amax / 127 = %g", b, dx[b], amax / 127.0f);
+        for (int e = b * QB; e < (b + 1) * QB; e++) {
+            float want = amax > 0.0f && !isnan(x[e]) ? roundf(x[e] * (127.0f / amax)) : 0.0f;
+            CHECK_MSG(q[e] == (int)want, "element %d (x %.9g): q %d, roundf gives %g", e, x[e], q[e], want);
+        }
+    }
+    CHECK(q[1] == -15 && q[16] == 1 && q[15] == -1 && q[0] == 127); /* -14.5, 0.5, -0.5: away from zero */
+    float port[sizeof prep / sizeof prep[0]];
+    for (int level = LD_CPU_PORTABLE; level <= LD_CPU_AVX512; level++) {
+        memset(port, 0, sizeof port);
+        ld_cpu_q8_prep_at(level, port, x, T, K);
+        CHECK_MSG(memcmp(port, prep, sizeof port) == 0, "the prep at level %d differs", level);
+    }
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_q8_prep_rounding),
+    LD_CASE(test_q8_matmul_levels_and_bound),
+};
+
+LD_TEST_MAIN(cases)
