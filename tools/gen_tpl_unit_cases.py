@@ -123,6 +123,25 @@ CASES = [
     ("expr_neg_zero", "{{ -0.0 }} {{ -(0.0) }} {{ 0.0 * -1 }} {{ -f }} {{ -n }} {{ [-0.0] | tojson }}"),
     ("macro_varargs_kwargs", "{% macro f(a, b=2) %}{{ a }}{{ b }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1) }}|{{ f(1, 3, 4, 5) }}|{{ f(1, c=9, b=0) }}"),
     ("m_rsplit", "{{ 'a b c'.rsplit(' ', 1) }} {{ '  a  b c  '.rsplit(none, 1) }} {{ 'a,b,,c'.rsplit(',') }} {{ 'a::b::c'.rsplit('::', 1) }} {{ 'abc'.rsplit('x') }}"),
+    # json.dumps' escapes around the 32-byte steps (AVX2) and the 16-byte
+    # and tail steps after them, every byte that is escaped (each control
+    # byte, a quote, a backslash), and strings long enough to be written
+    # into a filter's own buffer (a concatenation) or straight into the output
+    ("f_tojson_escape_places_wide", "{% for n in [32, 33, 47, 48, 63, 64, 65, 95, 96, 97] %}{% for i in range(0, n, 3) %}{% for c in ['\"', '\\n', '\x1f'] %}{{ ('a' * i ~ c ~ 'b' * (n - i - 1)) | tojson }}{% endfor %}{% endfor %}{% endfor %}|{% for k in range(1, 70, 5) %}{{ ('x' * k ~ '\\\\' ~ 'é' * k ~ '\t\"') | tojson }}{{ '<' ~ (('y' * k ~ '\r') * 3) | tojson ~ '>' }}{% endfor %}"),
+    ("f_tojson_every_escape", "{{ ('\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08\\t\\n\\x0b\\x0c\\r\\x0e\\x0f\\x10\\x11\\x12\\x13\\x14\\x15\\x16\\x17\\x18\\x19\\x1a\\x1b\\x1c\\x1d\\x1e\\x1f\\\"\\\\ok' * 3) | tojson }}|{{ 'x' ~ ('\\x1f\\r\\x01' * 40) | tojson }}|{{ ('\\x7f\\x20~\\r' * 12) | tojson }}"),
+    # numbers and keys of every kind through json.dumps (with and without
+    # indent and separators), and str() of ints at the ends of 64 bits
+    ("f_tojson_scalars_keys", "{{ [0, -1, 7, -10, 100, 922337203685477580 * 10 + 7, -922337203685477580 * 10 - 8, true, false, none, 2.5, -0.0] | tojson }}|{{ {1: 'a', 2.5: 'b', true: 'c', none: 'd', 'e': [1, {'f': none}]} | tojson }}|{{ {'a': [1, 2], 'b': {}, 'c': []} | tojson(indent=3) }}|{{ {'a': [1, true], 'b': 'x'} | tojson(separators=('', '=')) }}|{{ {'a': [1, true]} | tojson(indent=0, separators=(';', ' -> ')) }}|{{ 922337203685477580 * 10 + 7 }} {{ -922337203685477580 * 10 - 8 }} {{ -42 }} {{ [-1, 0, 12345678901] }}"),
+    # the comparisons a condition takes in one step (a key of a name against
+    # a string, a string in a name) on every kind of value, and where the
+    # key or the name is missing
+    ("expr_cond_key_shapes", "{% set m = {'role': 'user', 'n': 3, 'z': none, 'l': ['user'], 'e': ''} %}{% set s = 'a tool_calls b' %}{% set ns = namespace(role='user', k=1) %}{% if m.role == 'user' %}1{% endif %}{% if m['role'] != 'user' %}2{% endif %}{% if m.n == 'user' %}3{% endif %}{% if m.n != '3' %}4{% endif %}{% if m.z == 'user' %}5{% endif %}{% if m.l == 'user' %}6{% endif %}{% if m.e == '' %}7{% endif %}{% if m.missing == 'user' %}8{% endif %}{% if m.missing != 'user' %}9{% endif %}{% if l.role == 'user' %}B{% endif %}{% if s.role != 'x' %}C{% endif %}{% if ns.role == 'user' %}D{% endif %}{% if m.role == 'use' %}E{% endif %}{% if m.items == 'x' %}F{% endif %}|{% if 'role' in m %}1{% endif %}{% if 'nope' in m %}2{% endif %}{% if 'nope' not in m %}3{% endif %}{% if 'tool' in s %}4{% endif %}{% if 'xyz' in s %}5{% endif %}{% if 'xyz' not in s %}6{% endif %}{% if 'user' in l %}8{% endif %}{% if '' in s %}A{% endif %}{% for message in messages %}{% if message.role == 'assistant' %}[{{ loop.index }}]{% endif %}{% if 'tool_calls' in message %}<{{ loop.index }}>{% endif %}{% endfor %}"),
+    ("err_cond_in_none", "{% if 'x' in none %}y{% endif %}"),
+    ("err_cond_in_namespace", "{% set ns = namespace(k=1) %}{% if 'k' in ns %}y{% endif %}"),
+    ("err_in_namespace", "{% set ns = namespace(k=1) %}{{ 'k' in ns }}"),
+    ("err_cond_key_of_undefined", "{% if nothing.role == 'user' %}y{% endif %}"),
+    ("expr_cond_in_undefined", "{% if 'x' in nothing %}y{% else %}n{% endif %}{% if 'x' not in nothing %}y{% endif %}"),
+    ("err_cond_in_int", "{% set m = {'a': 1} %}{% if 'x' in n %}y{% endif %}"),
     ("m_list_index_count", "{{ l.index(1) }} {{ [1, 2, 1].count(1) }} {{ messages.index(messages[1]) }}"),
     ("f_slice_dictsort_by", "{{ l | slice(2) | list }} {{ [1, 2, 3, 4] | slice(2, 0) | list }} {{ [1, 2, 3] | slice(2, 'x') | list }}|{{ {'b': 1, 'a': 2} | dictsort(by='value') }} {{ {'b': 1, 'a': 2} | dictsort(false, 'value', true) }}"),
     ("m_format_spec", "{{ '{:>5}|{:<5}|{:^6}|{:*^7}|{:5}|{:.2}'.format('a', 'b', 'c', 'd', 'e', 'xyz') }}|{{ '{:5d}|{:+d}|{: d}|{:05d}|{:#x}|{:X}|{:o}|{:#b}|{:c}|{:=+6d}'.format(42, 42, 42, -42, 255, 255, 8, 5, 65, 7) }}|{{ '{:.2f}|{:8.3f}|{:e}|{:.1e}|{:g}|{:.3g}|{:%}|{:.1%}|{:f}|{:10}|{:.3}|{}'.format(3.14159, 2.5, 12345.678, 0.000123, 0.0001, 1234567.0, 0.25, 0.125, 1, 2.5, 2.0, 1e20) }}|{{ '{!r:>6}|{!s:<4}|{:ñ>3}'.format('a', 1, 'b') }}"),

@@ -71,10 +71,18 @@ bool ld_tv_dict_put(ld_arena *a, ld_tpl_value *d, ld_tpl_value *k, ld_tpl_value 
 bool ld_tv_dict_put_ref(ld_arena *a, ld_tpl_value *d, const char *k, size_t len, ld_tpl_value *v);
 ld_tpl_value *ld_tv_dict_get(const ld_tpl_value *d, const char *k, size_t len);
 
+/* Inline in every caller (a key lookup is a handful of instructions that
+ * a call would double), whatever the compiler's count of them */
+#if defined(__GNUC__)
+#define TPL_INLINE inline __attribute__((always_inline))
+#else
+#define TPL_INLINE inline
+#endif
+
 /* a[0..n) == b[0..n): keys are short, and a key of 4 to 16 bytes is two
  * overlapping words (its first and its last) compared without a call or a
  * loop; 1 to 3 bytes are their first, middle and last byte. */
-static inline bool ld_tv_same_bytes(const char *a, const char *b, size_t n)
+static TPL_INLINE bool ld_tv_same_bytes(const char *a, const char *b, size_t n)
 {
     if (n > 16) return memcmp(a, b, n) == 0;
     if (n >= 8) {
@@ -93,7 +101,7 @@ static inline bool ld_tv_same_bytes(const char *a, const char *b, size_t n)
 /* The index of the string key k[0..len) in dict d, or d->u.dict.n: inline,
  * as every name and attribute goes through it.  The same pointer (a name
  * the parser interned) is the same key; keys mostly differ in length. */
-static inline size_t ld_tv_key_index(const ld_tpl_value *d, const char *k, size_t len)
+static TPL_INLINE size_t ld_tv_key_index(const ld_tpl_value *d, const char *k, size_t len)
 {
     for (size_t i = 0; i < d->u.dict.n; i++) {
         const ld_tpl_value *key = d->u.dict.keys[i];
@@ -251,6 +259,13 @@ enum {
  * key chains: `message.tool_calls[0].function`) */
 #define TPL_FAST_INDEX 4
 
+/* N_COMPARE without a chain: its slot names the shape the parser saw,
+ * which a condition (tpl_expr.c's ld_tpl_eval_cond) evaluates without the
+ * evaluator's calls, falling back to them when the values are not the
+ * usual kinds: `name.key == 'text'` / `name['key'] != 'text'` (a key
+ * TPL_FAST_KEY can take), and `'text' in name` / `not in`. */
+enum { TPL_CMP_ANY, TPL_CMP_KEY_EQ_STR, TPL_CMP_STR_IN_NAME };
+
 /* Every distinct name of a template has a slot, its index among the names
  * the parser interned: the render finds a variable by its slot, never by
  * its text (eval/tpl_scope.c).  These names come first, as the evaluator
@@ -271,7 +286,8 @@ struct tpl_node {
                            N_SET_BLOCK, N_FOR (one name); N_SET_ATTR's
                            namespace; N_MACRO's name.  N_FILTER: the
                            filter's TPL_FILTER_* (0: found by name); N_TEST:
-                           its TPL_TEST_* (0: found by name) */
+                           its TPL_TEST_* (0: found by name); N_COMPARE:
+                           its TPL_CMP_* */
     const char *s;      /* name / attr / op / filter / test; data text */
     size_t s_len;
     tpl_node *a, *b, *c;   /* operands, condition, iterable, ... */

@@ -172,8 +172,8 @@ static ld_status getitem(tpl_rt *rt, const tpl_node *n, ld_tpl_value *obj, ld_tp
     return LD_OK;
 }
 
-/* x in dict (or namespace) d: a string key, the usual (`'tool_calls' in
- * message`), found in one call, not inlined into the conditions */
+/* x in dict d: a string key, the usual (`'tool_calls' in message`),
+ * found in one call, not inlined into the conditions */
 static TPL_NOINLINE bool dict_has(const ld_tpl_value *d, const ld_tpl_value *x)
 {
     if (x->kind == TV_STR) return ld_tv_key_index(d, x->u.str.s, x->u.str.len) < d->u.dict.n;
@@ -189,7 +189,7 @@ static ld_status contains(tpl_rt *rt, const tpl_node *n, ld_tpl_value *x, ld_tpl
         *out = ld_tv_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
         return LD_OK;
     }
-    if (c->kind == TV_DICT || c->kind == TV_NS) return *out = dict_has(c, x), LD_OK;
+    if (c->kind == TV_DICT) return *out = dict_has(c, x), LD_OK; /* a namespace is not iterable: refused below */
     if (c->kind == TV_LIST) {
         for (size_t i = 0; i < c->u.list.n; i++) if (ld_tv_equal(c->u.list.items[i], x)) return *out = true, LD_OK;
         return LD_OK;
@@ -443,6 +443,34 @@ ld_status ld_tpl_eval_expr(tpl_rt *rt, const tpl_node *n, ld_tpl_value **out)
     return eval_nested(rt, n, out);
 }
 
+/* The comparison n of a shape the parser marked (TPL_CMP_*) on the values
+ * at hand, without evaluating its operands as expressions: true and *out
+ * set, or false when they are not the usual kinds (nothing evaluated: the
+ * general path then does it all). */
+static inline bool cond_shape(tpl_rt *rt, const tpl_node *n, bool *out)
+{
+    if (n->slot == TPL_CMP_KEY_EQ_STR) { /* message.role == 'user' */
+        const ld_tpl_value *d = rt->slots[n->a->a->slot].v, *b = n->b->lit;
+        if (!d || (d->kind != TV_DICT && d->kind != TV_NS)) return false;
+        size_t i = ld_tv_key_index(d, n->a->s, n->a->s_len);
+        if (i == d->u.dict.n) return false;
+        const ld_tpl_value *a = d->u.dict.vals[i];
+        if (a->kind != TV_STR) return false;
+        bool eq = a->u.str.len == b->u.str.len && ld_tv_same_bytes(a->u.str.s, b->u.str.s, a->u.str.len);
+        return *out = eq != (n->neg == 2), true;
+    }
+    if (n->slot == TPL_CMP_STR_IN_NAME) { /* 'tool_calls' in message */
+        const ld_tpl_value *x = n->a->lit, *c = rt->slots[n->b->slot].v;
+        bool in;
+        if (!c) return false;
+        if (c->kind == TV_DICT) in = ld_tv_key_index(c, x->u.str.s, x->u.str.len) < c->u.dict.n;
+        else if (c->kind == TV_STR) in = ld_tv_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
+        else return false;
+        return *out = in != (n->neg == 8), true;
+    }
+    return false;
+}
+
 /* A condition's node: `not`, `and`, `or` and an unchained comparison,
  * whose operands are conditions or values, without the bool values in
  * between. */
@@ -460,7 +488,7 @@ static ld_status cond_node(tpl_rt *rt, const tpl_node *n, bool *out)
         return ld_tpl_eval_cond(rt, n->b, out);
     case N_TEST: return eval_test(rt, n, out);
     default: /* N_COMPARE, not chained */
-        LD_TRY(ld_tpl_eval_expr(rt, n->a, &a));
+        LD_TRY(ld_tpl_eval_expr(rt, n->a, &a)); /* a marked shape's values were not the usual: in full */
         LD_TRY(ld_tpl_eval_expr(rt, n->b, &b));
         if ((n->neg == 1 || n->neg == 2) && a->kind == TV_STR && b->kind == TV_STR) { /* a role against a literal */
             bool eq = a->u.str.len == b->u.str.len && ld_tv_same_bytes(a->u.str.s, b->u.str.s, a->u.str.len);
@@ -477,6 +505,8 @@ _Static_assert(N_BLOCK_VALUE < 32, "node kinds fit in COND_KINDS");
 
 ld_status ld_tpl_eval_cond(tpl_rt *rt, const tpl_node *n, bool *out)
 {
+    /* a comparison of a marked shape nests nothing: no frame, no count */
+    if (n->kind == N_COMPARE && n->slot != TPL_CMP_ANY && cond_shape(rt, n, out)) return LD_OK;
     if (((1u << n->kind) & COND_KINDS) && !(n->kind == N_COMPARE && n->c)) {
         if (++rt->nest > MAX_NEST) return ld_tpl_rt_fail(rt, n, LD_ERR_LIMIT, "nesting limit exceeded");
         ld_status s = cond_node(rt, n, out);

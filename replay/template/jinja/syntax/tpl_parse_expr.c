@@ -343,6 +343,19 @@ static ld_status parse_math1(parser *p, tpl_node **out)
     }
 }
 
+/* The shape of the unchained comparison n (TPL_CMP_*) */
+static uint32_t compare_shape(const tpl_node *n)
+{
+    const tpl_node *a = n->a, *b = n->b;
+    bool str_b = b->kind == N_CONST && b->lit->kind == TV_STR;
+    if ((n->neg == 1 || n->neg == 2) && str_b && (a->kind == N_GETATTR || a->kind == N_GETITEM) &&
+        (a->neg & TPL_FAST_KEY) && a->a->kind == N_NAME)
+        return TPL_CMP_KEY_EQ_STR;
+    if ((n->neg == 7 || n->neg == 8) && a->kind == N_CONST && a->lit->kind == TV_STR && b->kind == N_NAME)
+        return TPL_CMP_STR_IN_NAME;
+    return TPL_CMP_ANY;
+}
+
 static ld_status parse_compare(parser *p, tpl_node **out)
 {
     static const char *const ops[] = {"==", "!=", "<", "<=", ">", ">="};
@@ -359,6 +372,7 @@ static ld_status parse_compare(parser *p, tpl_node **out)
         if (!n) return TPL_P_NOMEM(p);
         n->neg = (uint8_t)op, n->a = prev ? prev->b : *out, n->c = prev;
         LD_TRY(parse_math1(p, &n->b));
+        if (!prev) n->slot = compare_shape(n);
         *out = prev = n;
     }
 }

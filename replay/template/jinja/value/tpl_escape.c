@@ -143,6 +143,33 @@ static size_t json_escape(unsigned char c, char *e)
     return 6;
 }
 
+/* json_escape's escapes by byte (c < 0x60: the control bytes, '"' and
+ * '\\'), each padded to 8 bytes with its length in the last: written as
+ * one 8-byte word, without json_escape's branches on its kind (a tool
+ * result has an escape every few dozen bytes, of mixed kinds). */
+#define JSON_HEX(d) ((d) < 10 ? '0' + (d) : 'a' + (d) - 10)
+#define JSON_ESC_U(c) {'\\', 'u', '0', '0', JSON_HEX((c) >> 4), JSON_HEX((c) & 15), 0, 6}
+#define JSON_ESC_2(x) {'\\', (x), 0, 0, 0, 0, 0, 2}
+static const char json_esc8[0x60][8] = {
+    JSON_ESC_U(0x00), JSON_ESC_U(0x01), JSON_ESC_U(0x02), JSON_ESC_U(0x03), JSON_ESC_U(0x04), JSON_ESC_U(0x05),
+    JSON_ESC_U(0x06), JSON_ESC_U(0x07), JSON_ESC_2('b'),  JSON_ESC_2('t'),  JSON_ESC_2('n'),  JSON_ESC_U(0x0B),
+    JSON_ESC_2('f'),  JSON_ESC_2('r'),  JSON_ESC_U(0x0E), JSON_ESC_U(0x0F), JSON_ESC_U(0x10), JSON_ESC_U(0x11),
+    JSON_ESC_U(0x12), JSON_ESC_U(0x13), JSON_ESC_U(0x14), JSON_ESC_U(0x15), JSON_ESC_U(0x16), JSON_ESC_U(0x17),
+    JSON_ESC_U(0x18), JSON_ESC_U(0x19), JSON_ESC_U(0x1A), JSON_ESC_U(0x1B), JSON_ESC_U(0x1C), JSON_ESC_U(0x1D),
+    JSON_ESC_U(0x1E), JSON_ESC_U(0x1F), ['"'] = JSON_ESC_2('"'), ['\\'] = JSON_ESC_2('\\'),
+};
+#undef JSON_HEX
+#undef JSON_ESC_U
+#undef JSON_ESC_2
+
+/* json_escape of c written at d as a whole 8-byte word (d has room for
+ * 8); where the escape ends */
+static inline char *json_escape8(unsigned char c, char *d)
+{
+    memcpy(d, json_esc8[c], 8);
+    return d + json_esc8[c][7];
+}
+
 #if defined(__SSE2__)
 /* The plain bytes of s from i on copied to *d 16 at a time, while 16 bytes
  * of s are left and 16 bytes of room before `room`: each step stores the
@@ -208,10 +235,67 @@ static char *json_str_roomy(char *d, const char *s, size_t n)
     const char *room = d + 6 * n + 3 + 16; /* json_copy_plain16's bound, never reached */
     *d++ = '"';
     for (size_t i = 0; (i = json_copy_run(s, i, n, &d, room)) < n; i++)
-        d += json_escape((unsigned char)s[i], d);
+        d = json_escape8((unsigned char)s[i], d); /* its 8 bytes fit: 6 * i + 9 <= 6 * n + 3 */
     *d++ = '"';
     *d = 0;
     return d;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define LD_JSON_AVX2 1
+#include <immintrin.h>
+
+/* json_copy_plain16, 32 bytes a step (AVX2) */
+__attribute__((target("avx2")))
+static inline size_t json_copy_plain32(const char *s, size_t i, size_t n, char **d, const char *room,
+                                       bool *special)
+{
+    const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), ctl = _mm256_set1_epi8(0x1F);
+    char *o = *d;
+    while (i + 32 <= n && o + 32 <= room) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        _mm256_storeu_si256((__m256i *)(void *)o, x);
+        __m256i low = _mm256_cmpeq_epi8(_mm256_max_epu8(x, ctl), ctl); /* x <= 0x1F */
+        __m256i m = _mm256_or_si256(low, _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)));
+        unsigned bits = (unsigned)_mm256_movemask_epi8(m);
+        if (bits) {
+            size_t k = (size_t)__builtin_ctz(bits);
+            *d = o + k, *special = true;
+            return i + k;
+        }
+        i += 32, o += 32;
+    }
+    *d = o;
+    return i;
+}
+
+/* json_str_roomy with the runs copied 32 bytes a step while 32 are left,
+ * then as json_copy_run copies them (16, then the tail) */
+__attribute__((target("avx2")))
+static char *json_str_roomy_avx2(char *d, const char *s, size_t n)
+{
+    const char *room = d + 6 * n + 3 + 16; /* as json_str_roomy's, never reached */
+    *d++ = '"';
+    for (size_t i = 0;; i++) {
+        bool special = false;
+        i = json_copy_plain32(s, i, n, &d, room, &special);
+        if (!special && (i = json_copy_run(s, i, n, &d, room)) == n) break;
+        d = json_escape8((unsigned char)s[i], d);
+    }
+    *d++ = '"';
+    *d = 0;
+    return d;
+}
+#endif
+
+/* json_str_roomy, 32 bytes a step where the CPU has AVX2 and the string
+ * is long enough for one */
+static char *json_str_roomy_any(char *d, const char *s, size_t n)
+{
+#if defined(LD_JSON_AVX2)
+    if (n >= 32 && __builtin_cpu_supports("avx2")) return json_str_roomy_avx2(d, s, n);
+#endif
+    return json_str_roomy(d, s, n);
 }
 
 /* json.dumps(s, ensure_ascii=False): everything but json_special's bytes
@@ -226,7 +310,7 @@ static void json_str_utf8(tv_buf *b, const char *s, size_t n)
 {
     size_t worst = 6 * n + 2;
     if (!b->failed && n < SIZE_MAX / 8 && worst + 16 < b->cap - b->len && (!b->max || b->len + worst <= b->max)) {
-        b->len = (size_t)(json_str_roomy(b->p + b->len, s, n) - b->p); /* the checks below could not fail */
+        b->len = (size_t)(json_str_roomy_any(b->p + b->len, s, n) - b->p); /* the checks below could not fail */
         return;
     }
     if (n > SIZE_MAX / 2 || !ld_tv_buf_reserve(b, n + 2)) {

@@ -250,10 +250,14 @@ static inline bool json_member(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_
 }
 
 /* key = val in dict d, whose arrays have room: a key given twice keeps its
- * first place and its last value, as json.loads does */
-static void add_member(ld_tpl_value *d, ld_tpl_value *key, ld_tpl_value *val)
+ * first place and its last value, as json.loads does.  *seen has bit
+ * (length % 64) of each key d has: d is searched for the key only when one
+ * of its length may be there (keys mostly differ in length). */
+static void add_member(ld_tpl_value *d, ld_tpl_value *key, ld_tpl_value *val, uint64_t *seen)
 {
-    size_t i = str_key_index(d, key->u.str.s, key->u.str.len);
+    uint64_t bit = (uint64_t)1 << (key->u.str.len & 63);
+    size_t i = (*seen & bit) ? str_key_index(d, key->u.str.s, key->u.str.len) : d->u.dict.n;
+    *seen |= bit;
     if (i < d->u.dict.n) {
         d->u.dict.vals[i] = val;
         return;
@@ -285,10 +289,11 @@ static bool json_container(ld_arena *a, const cJSON *j, bool borrow, ld_tpl_valu
         return true;
     }
     ld_tpl_value *keys = kids + n;
+    uint64_t seen = 0;
     v->u.dict.keys = ptrs, v->u.dict.vals = ptrs + n, v->u.dict.cap = n;
     for (const cJSON *c = j->child; c; c = c->next, kids++, keys++) {
         if (!json_text(a, keys, c->string, borrow) || !json_member(a, c, borrow, kids)) return false;
-        add_member(v, keys, kids);
+        add_member(v, keys, kids, &seen);
     }
     return true;
 }
@@ -331,10 +336,11 @@ ld_tpl_value *ld_tpl_value_dict_of_json(ld_arena *a, size_t n, const char *const
     memset(d, 0, (2 * n + 1) * sizeof *d);
     d->kind = TV_DICT;
     d->u.dict.keys = ptrs, d->u.dict.vals = ptrs + n, d->u.dict.cap = n;
+    uint64_t seen = 0;
     for (size_t i = 0; i < n; i++) {
         ld_tpl_value *key = kids + n + i, *val = kids + i;
         if (!json_text(a, key, keys[i], true) || !json_member(a, vals[i], true, val)) return NULL;
-        add_member(d, key, val);
+        add_member(d, key, val, &seen);
     }
     return d;
 }
@@ -462,11 +468,14 @@ void ld_tv_float_repr(tv_buf *b, double f)
     puts_(b, out);
 }
 
+/* Python str(int) of i: its decimal digits, without printf's call */
 static void int_print(tv_buf *b, int64_t i)
 {
-    char t[32];
-    snprintf(t, sizeof t, "%lld", (long long)i);
-    puts_(b, t);
+    char t[24], *p = t + sizeof t;
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i; /* INT64_MIN too */
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (i < 0) *--p = '-';
+    ld_tv_buf_put(b, p, (size_t)(t + sizeof t - p));
 }
 
 bool ld_tv_print(tv_buf *b, const ld_tpl_value *v, bool repr)
@@ -542,64 +551,101 @@ static size_t *sorted_keys(const ld_tpl_value *d, const char **why)
     return ix;
 }
 
-bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int64_t indent, const char *item_sep,
-               const char *key_sep, int flags, int depth, const char **why)
+/* One json.dumps call's settings, its separators measured once rather
+ * than at every item */
+typedef struct json_fmt {
+    int64_t indent;
+    const char *item_sep, *key_sep;
+    size_t item_len, key_len;
+    int flags;
+    const char **why;
+} json_fmt;
+
+static bool tojson_value(tv_buf *b, const ld_tpl_value *v, const json_fmt *f, int depth);
+
+/* A dict key as json.dumps writes it (str, or a number, bool or None
+ * quoted), then the key separator; false (*why set) for another kind */
+static bool tojson_key(tv_buf *b, const ld_tpl_value *k, const json_fmt *f, int depth)
 {
-    if (depth > 200) return *why = "nesting too deep", false;
+    if (k->kind == TV_STR) ld_tv_json_str(b, k->u.str.s, k->u.str.len, f->flags & TV_JSON_ASCII);
+    else if (k->kind == TV_INT || k->kind == TV_FLOAT) {
+        ld_tv_buf_putc(b, '"');
+        tojson_value(b, k, f, depth); /* a number uses none of f's settings */
+        ld_tv_buf_putc(b, '"');
+    } else if (k->kind == TV_BOOL) {
+        if (k->u.b) ld_tv_buf_put(b, "\"true\"", 6);
+        else ld_tv_buf_put(b, "\"false\"", 7);
+    } else if (k->kind == TV_NONE) ld_tv_buf_put(b, "\"null\"", 6);
+    else return *f->why = "keys must be str, int, float, bool or None", false;
+    ld_tv_buf_put(b, f->key_sep, f->key_len);
+    return true;
+}
+
+/* The items of the non-empty list or dict v between its brackets */
+static bool tojson_items(tv_buf *b, const ld_tpl_value *v, const json_fmt *f, int depth)
+{
+    bool list = v->kind == TV_LIST;
+    size_t n = list ? v->u.list.n : v->u.dict.n;
+    bool sort_keys = !list && (f->flags & TV_JSON_SORT_KEYS);
+    size_t *order = sort_keys ? sorted_keys(v, f->why) : NULL;
+    if (sort_keys && !order) return false;
+    bool ok = true;
+    for (size_t o = 0; ok && o < n && !b->failed; o++) { /* a failed b stays failed: stop */
+        size_t i = order ? order[o] : o;
+        if (o) ld_tv_buf_put(b, f->item_sep, f->item_len);
+        if (f->indent >= 0) newline_indent(b, f->indent, depth + 1);
+        if (!list && !tojson_key(b, v->u.dict.keys[i], f, depth)) {
+            ok = false;
+            break;
+        }
+        ok = tojson_value(b, list ? v->u.list.items[i] : v->u.dict.vals[i], f, depth + 1);
+    }
+    free(order);
+    if (ok && f->indent >= 0) newline_indent(b, f->indent, depth);
+    return ok;
+}
+
+static bool tojson_value(tv_buf *b, const ld_tpl_value *v, const json_fmt *f, int depth)
+{
+    if (depth > 200) return *f->why = "nesting too deep", false;
     switch (v->kind) {
-    case TV_NONE: puts_(b, "null"); return true;
-    case TV_BOOL: puts_(b, v->u.b ? "true" : "false"); return true;
+    case TV_NONE: ld_tv_buf_put(b, "null", 4); return true;
+    case TV_BOOL:
+        if (v->u.b) ld_tv_buf_put(b, "true", 4);
+        else ld_tv_buf_put(b, "false", 5);
+        return true;
     case TV_INT: int_print(b, v->u.i); return true;
     case TV_FLOAT:
         if (isnan(v->u.f)) puts_(b, "NaN");
         else if (isinf(v->u.f)) puts_(b, v->u.f < 0 ? "-Infinity" : "Infinity");
         else ld_tv_float_repr(b, v->u.f);
         return true;
-    case TV_STR: ld_tv_json_str(b, v->u.str.s, v->u.str.len, flags & TV_JSON_ASCII); return true;
+    case TV_STR: ld_tv_json_str(b, v->u.str.s, v->u.str.len, f->flags & TV_JSON_ASCII); return true;
     case TV_LIST:
     case TV_DICT: {
         bool list = v->kind == TV_LIST;
-        size_t n = list ? v->u.list.n : v->u.dict.n;
-        if (list && (v->flags & TV_F_GEN)) return *why = "Object of type generator is not JSON serializable", false;
+        if (list && (v->flags & TV_F_GEN)) return *f->why = "Object of type generator is not JSON serializable", false;
         ld_tv_buf_putc(b, list ? '[' : '{');
-        if (!n) return ld_tv_buf_putc(b, list ? ']' : '}'), true;
-        bool sort_keys = !list && (flags & TV_JSON_SORT_KEYS);
-        size_t *order = sort_keys ? sorted_keys(v, why) : NULL;
-        if (sort_keys && !order) return false;
-        bool ok = true;
-        for (size_t o = 0; ok && o < n && !b->failed; o++) { /* a failed b stays failed: stop */
-            size_t i = order ? order[o] : o;
-            if (o) puts_(b, item_sep);
-            if (indent >= 0) newline_indent(b, indent, depth + 1);
-            if (!list) {
-                const ld_tpl_value *k = v->u.dict.keys[i];
-                if (k->kind == TV_STR) ld_tv_json_str(b, k->u.str.s, k->u.str.len, flags & TV_JSON_ASCII);
-                else if (k->kind == TV_INT || k->kind == TV_FLOAT) {
-                    ld_tv_buf_putc(b, '"');
-                    ld_tv_tojson(b, k, -1, "", "", 0, depth, why);
-                    ld_tv_buf_putc(b, '"');
-                } else if (k->kind == TV_BOOL) puts_(b, k->u.b ? "\"true\"" : "\"false\"");
-                else if (k->kind == TV_NONE) puts_(b, "\"null\"");
-                else {
-                    *why = "keys must be str, int, float, bool or None", ok = false;
-                    break;
-                }
-                puts_(b, key_sep);
-            }
-            ok = ld_tv_tojson(b, list ? v->u.list.items[i] : v->u.dict.vals[i], indent, item_sep, key_sep, flags,
-                           depth + 1, why);
-        }
-        free(order);
-        if (!ok) return false;
-        if (indent >= 0) newline_indent(b, indent, depth);
+        if ((list ? v->u.list.n : v->u.dict.n) && !tojson_items(b, v, f, depth)) return false;
         ld_tv_buf_putc(b, list ? ']' : '}');
         return true;
     }
     default:
-        *why = v->kind == TV_UNDEF ? "Object of type Undefined is not JSON serializable"
-                                   : "object is not JSON serializable";
+        *f->why = v->kind == TV_UNDEF ? "Object of type Undefined is not JSON serializable"
+                                      : "object is not JSON serializable";
         return false;
     }
+}
+
+bool ld_tv_tojson(tv_buf *b, const ld_tpl_value *v, int64_t indent, const char *item_sep,
+               const char *key_sep, int flags, int depth, const char **why)
+{
+    if (v->kind == TV_STR && depth <= 200) { /* the usual (a tool call's arguments): no settings to measure */
+        ld_tv_json_str(b, v->u.str.s, v->u.str.len, flags & TV_JSON_ASCII);
+        return true;
+    }
+    json_fmt f = {indent, item_sep, key_sep, strlen(item_sep), strlen(key_sep), flags, why};
+    return tojson_value(b, v, &f, depth);
 }
 
 ld_status ld_tpl_json_dumps(const struct cJSON *j, int indent, char **out,
