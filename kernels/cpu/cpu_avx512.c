@@ -1,6 +1,9 @@
 /* cpu_avx512.c - the Q4_0 / Q4_1 / Q8_0 matmul of cpu_ops.h with AVX-512F:
  * a block's sixteen lanes in one register, half the instructions of the
- * AVX2 code (which holds them in two) for the same bits.  Compiled with
+ * AVX2 code (which holds them in two) for the same bits.  Decode (one
+ * token) takes sixteen or eight rows a pass; prefill four rows against a
+ * tile of four tokens, so that a decoded block serves four tokens and a
+ * token's x of a block four rows (q32_rt).  Compiled with
  * target attributes, called only when the machine has AVX-512F and VL (and AVX2,
  * FMA, F16C); see ld_cpu_simd. */
 #include "cpu_internal.h"
@@ -24,6 +27,24 @@ AVX512_INLINE float hsum16(__m512 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
+}
+
+/* hsum16 of sixteen registers at once, the same additions (operands in
+ * the same order) by shuffles that pair the registers' halves: lane 4k + i
+ * of the result is hsum16(a[4i + k]). */
+AVX512_INLINE __m512 hsum16x16(const __m512 a[16])
+{
+    __m512 v[8], u[4], w[2];
+    for (int i = 0; i < 8; i++) /* [a[2i][l] + a[2i][8+l] | a[2i+1]'s], l = 0..7 */
+        v[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xee));
+    for (int j = 0; j < 4; j++) /* 128-bit chunk c: v[l] + v[4+l] (l = 0..3) of a[4j + c] */
+        u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0x88),
+                             _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0xdd));
+    for (int n = 0; n < 2; n++) /* chunk c: u0 + u2, u1 + u3 of a[8n + c], then of a[8n + 4 + c] */
+        w[n] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * n], u[2 * n + 1], 0x44),
+                             _mm512_shuffle_ps(u[2 * n], u[2 * n + 1], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
 }
 
 /* d of a block in every lane: the f16 broadcast, then widened (exact) */
@@ -164,13 +185,56 @@ AVX512_INLINE void q32_rows8(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
     for (int r = 0; r < 8; r++)
         m->out[n0 + (size_t)r] = (h[r] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
+
+/* q32_rows8 with sixteen rows a pass: the gather, the conversions and the
+ * offsets' fma of a block shared by twice the rows (sixteen accumulators
+ * and the decode's registers still fit in the thirty-two); the same
+ * arithmetic per row, so the same bits. */
+AVX512_INLINE void q32_rows16(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
+{
+    int off[16];
+    for (int r = 0; r < 16; r++) off[r] = (int)(ld_cpu_src_row(n0 + (size_t)r, m->rope_hd) * m->row_bytes);
+    const __m512i voff = _mm512_loadu_si512(off);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    __m512 a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0, macc = a0;
+    float dsc[16];
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt);
+    const unsigned char *wb = (const unsigned char *)m->w;
+    const char *w0 = (const char *)m->w;
+    size_t pf = (n0 + 16) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes, pf_step = 16 * bytes;
+    for (int b = 0; b < nb; b++, wb += bytes, pf += pf_step) {
+        for (size_t o = pf; o < pf + pf_step && o < pf_end; o += 64) _mm_prefetch(w0 + o, _MM_HINT_T0);
+        __m512i dm = _mm512_i32gather_epi32(voff, (const int *)wb, 1);
+        _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+        __asm__("" : "+m"(dsc));
+        if (dt == LD_KDT_Q4_1) {
+            __m512 mn = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+            macc = _mm512_fmadd_ps(mn, _mm512_set1_ps(m->xs[b]), macc);
+        }
+        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
+        __m512 x0 = _mm512_loadu_ps(xv), x1 = _mm512_loadu_ps(xv + 16);
+        Q32_ROW(0, a0); Q32_ROW(1, a1); Q32_ROW(2, a2); Q32_ROW(3, a3);
+        Q32_ROW(4, a4); Q32_ROW(5, a5); Q32_ROW(6, a6); Q32_ROW(7, a7);
+        Q32_ROW(8, a8); Q32_ROW(9, a9); Q32_ROW(10, a10); Q32_ROW(11, a11);
+        Q32_ROW(12, a12); Q32_ROW(13, a13); Q32_ROW(14, a14); Q32_ROW(15, a15);
+    }
+    const __m512 a[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
+    float h[16], mc[16];
+    _mm512_storeu_ps(h, hsum16x16(a)); /* lane 4k + i: row 4i + k */
+    _mm512_storeu_ps(mc, macc);
+    for (int r = 0; r < 16; r++)
+        m->out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
+}
 #undef Q32_ROW
 
 AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
 {
     if (m->T == 1) {
-        if ((size_t)m->N * m->row_bytes <= INT_MAX) /* the gathers' offsets are ints */
+        if ((size_t)m->N * m->row_bytes <= INT_MAX) { /* the gathers' offsets are ints */
+            for (; i0 + 15 < i1; i0 += 16) q32_rows16(m, dt, i0);
             for (; i0 + 7 < i1; i0 += 8) q32_rows8(m, dt, i0);
+        }
         for (; i0 + 1 < i1; i0 += 2) q32_pair(m, dt, i0);
     }
     for (size_t n = i0; n < i1; n++) {
@@ -192,6 +256,132 @@ AVX512 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1)
     if (m->dt == LD_KDT_Q4_0) q32_rows(m, LD_KDT_Q4_0, i0, i1);
     else if (m->dt == LD_KDT_Q4_1) q32_rows(m, LD_KDT_Q4_1, i0, i1);
     else q32_rows(m, LD_KDT_Q8_0, i0, i1);
+}
+
+/* ---------------------------------------------------------------- prefill tiles */
+
+/* Prefill: R rows (R <= 4) against a tile of TN tokens (TN <= 4), each
+ * (row, token) with q32_tile's arithmetic, so the same bits.  A row's two
+ * groups are decoded once for the tile, a token's x of the block loaded
+ * once for the rows: three fmas a block and (row, token) and one decode
+ * per row and token, where q32_tile loads x again for every row.  The
+ * scales come as fp32 from the panel's table (d of row r in dm[8b + r], m
+ * in dm[8b + 4 + r]) as broadcasts from memory; Q4_1's offset sums of the
+ * sixteen (row, token) pairs run in the lanes of one register (lane
+ * 4t + r: the chain macc = fma(m_r, xs_t, macc) of q32_tile), against the
+ * tile's block sums xs16. */
+AVX512_INLINE void q32_rt(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *const w[4], const float *dm,
+                          const int R, int t0, const int TN, size_t n0)
+{
+    __m512 acc[4][4], macc = _mm512_setzero_ps();
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TN; t++) acc[r][t] = _mm512_setzero_ps();
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt), K = (size_t)m->K;
+    const float *x = m->xq + (size_t)t0 * K;
+    const float *xs16 = dt == LD_KDT_Q4_1 ? m->xs16 + (size_t)(t0 / LD_CPU_TILE) * (size_t)nb * 16 : NULL;
+    for (int b = 0; b < nb; b++, x += LD_CPU_QB, dm += 8) {
+        __m512 x0[4], x1[4];
+        for (int t = 0; t < TN; t++) {
+            x0[t] = _mm512_loadu_ps(x + (size_t)t * K);
+            x1[t] = _mm512_loadu_ps(x + (size_t)t * K + 16);
+        }
+        for (int r = 0; r < R; r++) {
+            const unsigned char *blk = w[r] + (size_t)b * bytes;
+            __m512 q0 = decode_group(blk, dt, 0), q1 = decode_group(blk, dt, 1);
+            for (int t = 0; t < TN; t++) {
+                __m512 s = _mm512_fmadd_ps(q1, x1[t], _mm512_mul_ps(q0, x0[t]));
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(dm[r]), s, acc[r][t]);
+            }
+        }
+        if (dt == LD_KDT_Q4_1)
+            macc = _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_loadu_ps(dm + 4)), _mm512_loadu_ps(xs16 + 16 * b), macc);
+    }
+    __m512 a[16];
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 4; t++) a[4 * r + t] = r < R && t < TN ? acc[r][t] : _mm512_setzero_ps();
+    float bias[4] = {0};
+    for (int r = 0; r < R; r++) bias[r] = ld_cpu_bias(m, n0 + (size_t)r);
+    /* lane 4t + r: (hsum16 + macc) + bias of (row r, token t) */
+    __m512 o = _mm512_add_ps(_mm512_add_ps(hsum16x16(a), macc), _mm512_broadcast_f32x4(_mm_loadu_ps(bias)));
+    for (int t = 0; t < TN; t++) {
+        float *dst = m->out + (size_t)(t0 + t) * (size_t)m->N + n0;
+        __m128 v = _mm512_extractf32x4_ps(o, 0);
+        if (t == 1) v = _mm512_extractf32x4_ps(o, 1);
+        if (t == 2) v = _mm512_extractf32x4_ps(o, 2);
+        if (t == 3) v = _mm512_extractf32x4_ps(o, 3);
+        if (R == 4) _mm_storeu_ps(dst, v);
+        else _mm_mask_storeu_ps(dst, (__mmask8)((1u << R) - 1), v);
+    }
+}
+
+AVX512_INLINE void q32_rt_rows(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *const w[4],
+                               const float *dm, const int R, int t0, size_t n0)
+{
+    switch (m->T - t0) {
+    case 1: q32_rt(m, dt, w, dm, R, t0, 1, n0); break;
+    case 2: q32_rt(m, dt, w, dm, R, t0, 2, n0); break;
+    case 3: q32_rt(m, dt, w, dm, R, t0, 3, n0); break;
+    default: q32_rt(m, dt, w, dm, R, t0, 4, n0); break;
+    }
+}
+
+/* the weight rows n .. n+3 of a panel ending at p1 (in place of those at or
+ * past p1 row n again: their sums are never stored) */
+AVX512_INLINE void group_rows(const ld_cpu_mm *m, size_t n, size_t p1, const unsigned char *w[4])
+{
+    for (size_t r = 0; r < 4; r++)
+        w[r] = (const unsigned char *)m->w + ld_cpu_src_row(n + r < p1 ? n + r : n, m->rope_hd) * m->row_bytes;
+}
+
+/* the scales and offsets of the rows w as fp32 into dm (q32_rt's table):
+ * a block's four headers in one conversion */
+AVX512_INLINE void group_scales(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *const w[4], float *dm)
+{
+    int nb = m->K / LD_CPU_QB;
+    size_t bytes = ld_cpu_q32_bytes(dt);
+    /* [d0, m0, d1, m1, ...] to [d0, d1, d2, d3, m0, m1, m2, m3]; m = 0 but for Q4_1 */
+    const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m128i keep = _mm_set1_epi32(dt == LD_KDT_Q4_1 ? -1 : 0xffff);
+    for (int b = 0; b < nb; b++, dm += 8) {
+        int h[4];
+        for (int r = 0; r < 4; r++) memcpy(&h[r], w[r] + (size_t)b * bytes, sizeof h[r]);
+        __m128i v = _mm_and_si128(_mm_loadu_si128((const __m128i *)h), keep);
+        _mm256_storeu_ps(dm, _mm256_permutevar8x32_ps(_mm256_cvtph_ps(v), order));
+    }
+}
+
+/* Outputs [i0, i1) of all T tokens: panels of rows (in L2) swept by one
+ * tile of tokens after the other (in L1), four rows at a time. */
+AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch, size_t i0, size_t i1)
+{
+    size_t P = ld_cpu_q32_panel_rows(dt, m->K), group = (size_t)(m->K / LD_CPU_QB) * 8;
+    for (size_t p0 = i0; p0 < i1; p0 += P) {
+        size_t p1 = i1 - p0 < P ? i1 : p0 + P;
+        const unsigned char *w[4];
+        for (size_t n = p0; n < p1; n += 4) {
+            group_rows(m, n, p1, w);
+            group_scales(m, dt, w, scratch + (n - p0) / 4 * group);
+        }
+        for (int t0 = 0; t0 < m->T; t0 += LD_CPU_TILE)
+            for (size_t n = p0; n < p1; n += 4) {
+                const float *dm = scratch + (n - p0) / 4 * group;
+                group_rows(m, n, p1, w);
+                switch (p1 - n) {
+                case 1: q32_rt_rows(m, dt, w, dm, 1, t0, n); break;
+                case 2: q32_rt_rows(m, dt, w, dm, 2, t0, n); break;
+                case 3: q32_rt_rows(m, dt, w, dm, 3, t0, n); break;
+                default: q32_rt_rows(m, dt, w, dm, 4, t0, n); break;
+                }
+            }
+    }
+}
+
+AVX512 void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i0, size_t i1)
+{
+    if (m->dt == LD_KDT_Q4_0) q32_tiles(m, LD_KDT_Q4_0, scratch, i0, i1);
+    else if (m->dt == LD_KDT_Q4_1) q32_tiles(m, LD_KDT_Q4_1, scratch, i0, i1);
+    else q32_tiles(m, LD_KDT_Q8_0, scratch, i0, i1);
 }
 
 /* ---------------------------------------------------------------- block-scaled rows */
@@ -308,6 +498,10 @@ AVX512 void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f
 
 #else /* not x86-64: never called (ld_cpu_simd() is 0) */
 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1) { (void)m; (void)i0; (void)i1; }
+void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i0, size_t i1)
+{
+    (void)m; (void)scratch; (void)i0; (void)i1;
+}
 void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kdt dt,
                                const size_t src[LD_CPU_ROWS], const float *x)
 {

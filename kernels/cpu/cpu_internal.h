@@ -14,6 +14,7 @@
 #define LD_CPU_TILE 4 /* tokens per pass over a weight row */
 #define LD_CPU_ROWS 4 /* plain rows per pass over x of one token (decode) */
 #define LD_CPU_PIECE 512 /* columns of those rows converted at a time (in L1; whole Q4_K / Q6_K blocks) */
+#define LD_CPU_PANEL (256 * 1024) /* prefill: bytes of weight rows a tile of tokens sweeps at a time (in L2) */
 
 /* One matmul as the kernels see it. */
 typedef struct ld_cpu_mm {
@@ -21,6 +22,8 @@ typedef struct ld_cpu_mm {
     const float *x;    /* [T][K], in element order */
     const float *xq;   /* [T][K] in lane order (cpu_ops.h) for the blocks */
     const float *xs;   /* Q4_1: [T][K/32] block sums of x; else NULL */
+    const float *xs16; /* Q4_1: the same per tile of four tokens, [T/4 up][K/32][16], lane 4t + r
+                        * token t's (r = 0..3; 0 past T); else NULL */
     const void *w;
     ld_kdt dt;
     const void *bias;  /* NULL: none */
@@ -52,6 +55,16 @@ static inline size_t ld_cpu_src_row(size_t n, int rope_hd)
     return h * hd + 2 * (r % (hd / 2)) + r / (hd / 2);
 }
 
+/* Prefill (T > 1) at AVX-512 sweeps panels of this many rows (a multiple
+ * of four), a tile of tokens at a time, with the rows' scales (and
+ * offsets) as fp32 in the scratch: ld_cpu_q32_panel_rows(K) * (K/32) * 2
+ * floats. */
+static inline size_t ld_cpu_q32_panel_rows(ld_kdt dt, int K)
+{
+    size_t row = (size_t)(K / LD_CPU_QB) * ld_cpu_q32_bytes(dt), p = row ? LD_CPU_PANEL / row : 4;
+    return p < 4 ? 4 : p / 4 * 4;
+}
+
 /* bias[n] as fp32, 0 when none */
 static inline float ld_cpu_bias(const ld_cpu_mm *m, size_t n)
 {
@@ -63,6 +76,9 @@ static inline float ld_cpu_bias(const ld_cpu_mm *m, size_t n)
 /* Outputs [i0, i1) of a Q4_0 / Q4_1 / Q8_0 matmul (all T tokens). */
 void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1);
 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1);
+/* The same for T > 1 (prefill), rows four at a time against tiles of four
+ * tokens; scratch: the floats above ld_cpu_q32_panel_rows. */
+void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i0, size_t i1);
 
 /* Tokens [t0, t0+tn) (tn <= LD_CPU_TILE) of output n from the fp32 row wr. */
 void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn, size_t n, float bias);

@@ -23,15 +23,21 @@ static int is_q4(ld_kdt dt)
 
 size_t ld_cpu_matmul_scratch(ld_kdt dt, int T, int K)
 {
-    if (ld_cpu_is_q32(dt)) return 1;
+    if (ld_cpu_is_q32(dt)) return T > 1 ? ld_cpu_q32_panel_rows(dt, K) * (size_t)(K / QB) * 2 : 1;
     size_t rows = (size_t)LD_CPU_ROWS * LD_CPU_PIECE; /* decode: plain_rows' pieces */
     return T == 1 && rows > (size_t)K ? rows : (size_t)K;
+}
+
+/* Q4_1's xs16 (cpu_internal.h): floats of it */
+static size_t xs16_size(int T, int K)
+{
+    return (size_t)(T + TILE - 1) / TILE * (size_t)(K / QB) * 16;
 }
 
 size_t ld_cpu_matmul_prep_size(ld_kdt dt, int T, int K)
 {
     size_t tk = (size_t)T * (size_t)K;
-    return dt == LD_KDT_Q4_1 ? tk + tk / QB : dt == LD_KDT_Q4_0 ? tk : 0;
+    return dt == LD_KDT_Q4_1 ? tk + tk / QB + xs16_size(T, K) : dt == LD_KDT_Q4_0 ? tk : 0;
 }
 
 /* The element of a block of 32 in lane j of group g (cpu_ops.h). */
@@ -66,6 +72,15 @@ static void block_sums(float *xs, const float *x, int T, int K)
     }
 }
 
+/* xs16[i][b][4t + r] = xs[4i + t][b] (0 past T) */
+static void block_sums16(float *xs16, const float *xs, int T, int K)
+{
+    size_t nb = (size_t)(K / QB);
+    for (int t0 = 0; t0 < T; t0 += TILE)
+        for (size_t b = 0; b < nb; b++, xs16 += 16)
+            for (int l = 0; l < 16; l++) xs16[l] = t0 + l / 4 < T ? xs[(size_t)(t0 + l / 4) * nb + b] : 0.0f;
+}
+
 void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K)
 {
     if (!is_q4(dt)) return;
@@ -73,7 +88,10 @@ void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K)
     for (size_t b = 0; b < nblk; b++)
         for (int g = 0; g < 2; g++)
             for (int j = 0; j < 16; j++) prep[b * QB + (size_t)(16 * g + j)] = x[b * QB + (size_t)lane_elem(dt, g, j)];
-    if (dt == LD_KDT_Q4_1) block_sums(prep + (size_t)T * (size_t)K, x, T, K);
+    if (dt != LD_KDT_Q4_1) return;
+    float *xs = prep + (size_t)T * (size_t)K;
+    block_sums(xs, x, T, K);
+    block_sums16(xs + nblk, xs, T, K);
 }
 
 /* ---------------------------------------------------------------- portable */
@@ -315,11 +333,13 @@ void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, 
     ld_cpu_mm m = {
         .out = out, .x = x, .xq = is_q4(dt) ? prep : x,
         .xs = dt == LD_KDT_Q4_1 ? prep + (size_t)T * (size_t)K : NULL,
+        .xs16 = dt == LD_KDT_Q4_1 ? prep + (size_t)T * (size_t)K + (size_t)T * (size_t)(K / QB) : NULL,
         .w = w, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
         .row_bytes = q32 ? (size_t)(K / QB) * ld_cpu_q32_bytes(dt) : 0,
     };
     if (q32 && level == LD_CPU_AVX512) {
-        ld_cpu_q32_rows_avx512(&m, i0, i1);
+        if (T > 1) ld_cpu_q32_tiles_avx512(&m, scratch, i0, i1);
+        else ld_cpu_q32_rows_avx512(&m, i0, i1);
         return;
     }
     if (q32 && level == LD_CPU_AVX2) {

@@ -280,6 +280,11 @@ static int test_matmul_every_type(void)
         CHECK(check_case(k, 5, k->block <= 2 ? 576 : K, 12, 0, 1) == 0);
         if (k->block <= 2) CHECK(check_case(k, 2, 1030, 9, 0, 1) == 0); /* decode: rows in pieces, a tail */
         if (k->bc % 16 == 0 && k->bc) CHECK(check_case(k, 1, 1152, 9, 0, 1) == 0); /* codes converted in registers */
+        if (k->block == 32) { /* prefill tiles: rows by four, tokens by four, panels of rows */
+            for (int T = 2; T <= 9; T++) CHECK(check_case(k, T, K, 27, 0, T % 2) == 0);
+            CHECK(check_case(k, 6, K, 16, 8, 1) == 0);
+            CHECK(check_case(k, 5, 32 * 1024, 30, 0, 1) == 0); /* panels of 12 rows: 12, 12, 6 */
+        }
     }
     return 0;
 }
