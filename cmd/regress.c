@@ -12,6 +12,7 @@
 #include "cmd/common/options.h"
 #include "cmd/common/outfile.h"
 #include "cmd/regress/regress.h"
+#include "cmd/regress/regress_lines.h"
 #include "cmd/regress/regress_opts.h"
 
 static const char *const regress_usage[] = {
@@ -101,7 +102,9 @@ static char *slurp(const char *path, size_t *len)
 static int load_baseline(ld_cli_regress_run *run, struct ld_cli *cli)
 {
     size_t len = 0;
-    char *text = slurp(run->baseline_path, &len);
+    char *text = NULL;
+    int mapped = ld_cli_map_file(run->baseline_path, &text, &len) == 0;
+    if (!mapped) text = slurp(run->baseline_path, &len);
     if (!text) {
         fprintf(cli->err, "logdiff regress: cannot read the baseline %s: %s "
                 "(write one with --update-baseline)\n", run->baseline_path, strerror(errno));
@@ -110,7 +113,8 @@ static int load_baseline(ld_cli_regress_run *run, struct ld_cli *cli)
     ld_error e;
     ld_error_clear(&e);
     ld_status st = ld_baseline_parse(text, len, &run->base, &e);
-    free(text);
+    if (mapped) ld_cli_unmap_file(text, len);
+    else free(text);
     if (st == LD_OK) return 0;
     if (e.line)
         fprintf(cli->err, "logdiff regress: %s:%llu: %s\n", run->baseline_path,

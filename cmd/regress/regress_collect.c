@@ -60,8 +60,8 @@ void ld_cli_regress_on_record(void *ctx, size_t input, ld_request *r, const char
         ld_judge_request(run->differ, &run->checks, r, a, v, &e) == LD_OK) {
         ld_cli_regress_item *it = ld_cli_regress_new_item(run);
         if (!it || describe(run, it, r, v, label, input) != 0 ||
-            ld_baseline_add(&run->cur, it->rid, it->key, v->verdict, &v->findings,
-                            ld_baseline_request_hash(r), run->n_items - 1, &e) != LD_OK) {
+            ld_baseline_add_kept(&run->cur, it->rid, it->key, v->verdict, &v->findings,
+                                 ld_baseline_request_hash(r), run->n_items - 1, &e) != LD_OK) {
             fail(run, "out of memory keeping the verdicts");
         } else if (strcmp(v->verdict, "ok")) {
             it->req = r;
@@ -150,10 +150,17 @@ static int report_rank(const ld_cli_regress_item *it)
 
 size_t *ld_cli_regress_report_order(const ld_cli_regress_run *run)
 {
-    size_t *order = malloc((run->cur.n ? run->cur.n : 1) * sizeof *order), k = 0;
-    if (!order) return NULL;
-    for (int rank = 0; rank < 4; rank++) /* the baseline's order (by key) within each */
-        for (size_t j = 0; j < run->cur.n; j++)
-            if (report_rank(&run->items[run->cur.v[j].tag]) == rank) order[k++] = run->cur.v[j].tag;
+    size_t n = run->cur.n, at[4] = { 0, 0, 0, 0 };
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    unsigned char *rank = malloc(n ? n : 1);
+    if (!order || !rank) { free(order); free(rank); return NULL; }
+    for (size_t j = 0; j < n; j++) at[rank[j] = (unsigned char)report_rank(&run->items[run->cur.v[j].tag])]++;
+    for (size_t r = 0, sum = 0; r < 4; r++) { /* where each rank starts */
+        size_t c = at[r];
+        at[r] = sum;
+        sum += c;
+    }
+    for (size_t j = 0; j < n; j++) order[at[rank[j]]++] = run->cur.v[j].tag; /* the baseline's order (by key) within each */
+    free(rank);
     return order;
 }

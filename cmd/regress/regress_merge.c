@@ -122,9 +122,11 @@ static int read_bodies(ld_cli_regress_run *run, char *const *paths, const ld_cli
         ld_error_clear(&e);
         char *text = NULL;
         size_t len = 0;
-        ld_status st = ld_slurp_file(path, &text, &len, &e);
+        int mapped = ld_cli_map_file(path, &text, &len) == 0;
+        ld_status st = mapped ? LD_OK : ld_slurp_file(path, &text, &len, &e);
         if (st == LD_OK) st = ld_cli_partial_read_body(text, len, &h[order[s]], run, &e);
-        free(text);
+        if (mapped) ld_cli_unmap_file(text, len);
+        else free(text);
         if (st != LD_OK) return say(run, path, &e);
     }
     return 0;

@@ -10,6 +10,7 @@
 #include "regress_lines.h"
 #include "regress_partial.h"
 #include "replay/analysis/finding_json.h"
+#include "replay/analysis/jsonline.h"
 
 static ld_status syntax(ld_error *e, const char *what, const char *name)
 {
@@ -301,8 +302,123 @@ static ld_status read_item(body *b, const cJSON *o)
     LD_TRY(get_hash(b, f[F_HASH], "hash", &hash));
     if (f[F_CONV_KEY]) LD_TRY(get_hash(b, f[F_CONV_KEY], "conv_key", &it->conv_key));
     LD_TRY(kinds_as_findings(b, f + F_ERRORS, kinds, &list));
-    LD_TRY(ld_baseline_add(&run->cur, it->rid, it->key, it->verdict, &list, hash, run->n_items - 1, b->e));
+    LD_TRY(ld_baseline_add_kept(&run->cur, it->rid, it->key, it->verdict, &list, hash, run->n_items - 1, b->e));
     return strcmp(it->verdict, "ok") ? read_evidence(b, f[F_FINDINGS], f[F_REQUEST], it) : LD_OK;
+}
+
+/* ------------------------------------------------ an ok item, in place */
+
+/* A value taken by ld_jl_object as a text of get_str: NULL for null or
+ * absent (when nullable); 0 when get_str would not read it so. */
+static int flat_text(const ld_jl_value *v, int nullable)
+{
+    return v->type == LD_JL_STRING || (nullable && (v->type == LD_JL_ABSENT || v->type == LD_JL_NULL));
+}
+
+static ld_status keep_text(body *b, const ld_jl_value *v, const char *name, const char **out)
+{
+    *out = NULL;
+    if (v->type != LD_JL_STRING) return LD_OK;
+    *out = ld_arena_memdup(&b->run->strings, v->s, v->len);
+    return *out ? LD_OK : syntax(b->e, "not a text", name); /* as get_str says it */
+}
+
+/* Kinds of a STRINGS value (or none) into v[*n...]; 0 when one is not a
+ * kind this logdiff knows or there are too many (read_item's errors). */
+static int flat_kinds(const ld_jl_value *a, ld_severity sev, ld_finding *v, size_t *n)
+{
+    if (a->type == LD_JL_ABSENT) return 1;
+    if (a->type != LD_JL_STRINGS) return 0;
+    const char *s;
+    size_t len, pos = 0;
+    char name[64];
+    while (ld_jl_next_string(a, &pos, &s, &len)) {
+        if (len >= sizeof name || *n == MAX_KINDS) return 0;
+        memcpy(name, s, len);
+        name[len] = '\0';
+        const char *kind = ld_kind_static(name);
+        if (!kind) return 0;
+        memset(&v[*n], 0, sizeof v[*n]);
+        v[*n].kind = kind;
+        v[(*n)++].severity = sev;
+    }
+    return 1;
+}
+
+/* An ok item line's values, checked. */
+typedef struct flat_item {
+    ld_jl_value f[F_COUNT];
+    uint64_t hash, conv_key;
+    ld_finding kinds[MAX_KINDS];
+    ld_findings list;
+} flat_item;
+
+/* Whether the item line's values in t->f are an ok request's that
+ * read_item reads without an error: the input the share's, a key (given
+ * or the rid), the texts texts, the hashes hex, known kinds. */
+static int flat_item_checked(const body *b, flat_item *t)
+{
+    const ld_jl_value *f = t->f;
+    const ld_jl_value *v = &f[F_VERDICT], *in = &f[F_INPUT];
+    if (v->type != LD_JL_STRING || v->len != 2 || memcmp(v->s, "ok", 2)) return 0; /* others have their evidence */
+    if (in->type != LD_JL_NUMBER || in->num > (uint64_t)1e12 || in->num < b->h->first || in->num >= b->h->end)
+        return 0;
+    int rid = f[F_RID].type == LD_JL_STRING;
+    if (!flat_text(&f[F_RID], 1) || !flat_text(&f[F_LABEL], 0) || !flat_text(&f[F_WHERE], 0) ||
+        !flat_text(&f[F_CONV], 1) || !(f[F_KEY].type == LD_JL_STRING || (f[F_KEY].type == LD_JL_ABSENT && rid)))
+        return 0;
+    t->conv_key = 0;
+    if (f[F_HASH].type != LD_JL_STRING || !ld_jl_hex16(f[F_HASH].s, f[F_HASH].len, 0, &t->hash)) return 0;
+    if (f[F_CONV_KEY].type != LD_JL_ABSENT &&
+        (f[F_CONV_KEY].type != LD_JL_STRING || !ld_jl_hex16(f[F_CONV_KEY].s, f[F_CONV_KEY].len, 0, &t->conv_key)))
+        return 0;
+    t->list = (ld_findings){ t->kinds, 0, 0 };
+    return flat_kinds(&f[F_ERRORS], LD_SEV_ERROR, t->kinds, &t->list.n) &&
+           flat_kinds(&f[F_INFO], LD_SEV_INFO, t->kinds, &t->list.n);
+}
+
+/* A checked ok item kept as read_item keeps it. */
+static ld_status flat_item_keep(body *b, const flat_item *t)
+{
+    ld_cli_regress_run *run = b->run;
+    const ld_jl_value *f = t->f;
+    ld_cli_regress_item *it = ld_cli_regress_new_item(run);
+    if (!it) return LD_FAIL(b->e, LD_ERR_NOMEM, 0, "out of memory for the verdicts");
+    it->verdict = ld_verdict_static("ok");
+    it->input = (size_t)f[F_INPUT].num;
+    it->conv_key = t->conv_key;
+    LD_TRY(keep_text(b, &f[F_RID], "rid", &it->rid));
+    if (f[F_KEY].type == LD_JL_STRING) LD_TRY(keep_text(b, &f[F_KEY], "key", &it->key));
+    else it->key = it->rid; /* left out: the rid */
+    const char *label = run->n_items > 1 ? run->items[run->n_items - 2].label : NULL;
+    if (label && strlen(label) == f[F_LABEL].len && !memcmp(label, f[F_LABEL].s, f[F_LABEL].len))
+        it->label = label; /* a member's requests: one copy of its label */
+    else
+        LD_TRY(keep_text(b, &f[F_LABEL], "label", &it->label));
+    LD_TRY(keep_text(b, &f[F_WHERE], "where", &it->where));
+    LD_TRY(keep_text(b, &f[F_CONV], "conversation", &it->conversation));
+    return ld_baseline_add_kept(&run->cur, it->rid, it->key, it->verdict, &t->list, t->hash, run->n_items - 1,
+                                b->e);
+}
+
+/* An item line of an ok request whose values ld_jl_object takes (all but
+ * a few: their texts have no escapes), read in place; 0 (nothing done)
+ * for any other line, which read_item reads.  Checked whole before
+ * anything is kept, so a line reads the same either way (*st: how
+ * keeping it went). */
+static int item_in_place(body *b, const char *line, size_t n, ld_status *st)
+{
+    static const char prefix[] = "{\"item\":";
+    static const ld_jl_name names[F_COUNT] = {
+        LD_JL_NAME("input"), LD_JL_NAME("rid"), LD_JL_NAME("key"), LD_JL_NAME("label"), LD_JL_NAME("where"),
+        LD_JL_NAME("verdict"), LD_JL_NAME("conversation"), LD_JL_NAME("conv_key"), LD_JL_NAME("hash"),
+        LD_JL_NAME("errors"), LD_JL_NAME("info"), LD_JL_NAME("findings"), LD_JL_NAME("request") };
+    flat_item t;
+    if (n < sizeof prefix || memcmp(line, prefix, sizeof prefix - 1)) return 0;
+    const char *after = ld_jl_object(line + sizeof prefix - 1, line + n, names, F_COUNT, t.f);
+    if (!after || after + 1 != line + n || *after != '}' || !flat_item_checked(b, &t)) return 0;
+    *st = flat_item_keep(b, &t);
+    return 1;
 }
 
 /* The "end" line: the counts the writer wrote, checked against what was
@@ -358,17 +474,21 @@ ld_status ld_cli_partial_read_body(const char *text, size_t len, const ld_cli_pa
                                    ld_cli_regress_run *run, ld_error *e)
 {
     ld_cli_lines lr = { text, len, 0, 0, 0, NULL, 0 };
-    cJSON *line = NULL;
     body b = { run, h, e };
     size_t read[3] = { 0, 0, 0 };
-    int ended = 0;
-    ld_status st = ld_cli_lines_next(&lr, &line, e); /* the head, read before */
-    while (st == LD_OK && line) {
+    int ended = 0, more = 1;
+    ld_status st = ld_cli_lines_next_raw(&lr, &more, e); /* the head, read before */
+    while (st == LD_OK && more) {
+        st = ld_cli_lines_next_raw(&lr, &more, e);
+        if (st != LD_OK || !more) break;
+        if (!ended && item_in_place(&b, lr.raw, lr.raw_len, &st)) { /* most lines */
+            read[0]++;
+            continue;
+        }
+        cJSON *line = cJSON_ParseWithLength(lr.raw, lr.raw_len);
+        st = line ? read_body_line(&b, line, read, &ended) : LD_FAIL(e, LD_ERR_SYNTAX, 0, "not a JSON line");
         cJSON_Delete(line);
-        st = ld_cli_lines_next(&lr, &line, e);
-        if (st == LD_OK && line) st = read_body_line(&b, line, read, &ended);
     }
-    cJSON_Delete(line);
     if (st == LD_OK && !ended)
         st = LD_FAIL(e, LD_ERR_TRUNCATED, 0, "the file ends before its end line: it was cut");
     if (st != LD_OK && lr.line) {

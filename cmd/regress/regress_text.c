@@ -90,14 +90,57 @@ int ld_cli_regress_write_text(const ld_cli_regress_run *run, FILE *f, int verbos
     return 0;
 }
 
-static void kinds_line(FILE *f, const char *const *k, size_t n)
+/* A line being put together, written with one fwrite (a million of them
+ * from a merge: a write and an escape call per value took most of it). */
+typedef struct line_buf {
+    FILE *f;
+    size_t n;
+    char b[1024];
+} line_buf;
+
+static void lb_flush(line_buf *l)
 {
-    fputc('[', f);
-    for (size_t i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        ld_json_write_cstr(f, k[i]);
+    if (l->n) fwrite(l->b, 1, l->n, l->f);
+    l->n = 0;
+}
+
+static void lb_put(line_buf *l, const char *s, size_t n)
+{
+    if (l->n + n > sizeof l->b) lb_flush(l);
+    if (n > sizeof l->b) { fwrite(s, 1, n, l->f); return; }
+    memcpy(l->b + l->n, s, n);
+    l->n += n;
+}
+
+#define LB_LIT(l, lit) lb_put((l), lit, sizeof lit - 1)
+
+/* s as ld_json_write_cstr writes it: printable ASCII but for a quote and
+ * a backslash as it is, anything else through it. */
+static void lb_text(line_buf *l, const char *s)
+{
+    size_t n = 0;
+    if (s)
+        for (; (unsigned char)s[n] >= 0x20 && (unsigned char)s[n] < 0x80 && s[n] != '"' && s[n] != '\\'; n++) {}
+    if (!s || s[n] || n + 2 > sizeof l->b) {
+        lb_flush(l);
+        ld_json_write_cstr(l->f, s);
+        return;
     }
-    fputc(']', f);
+    if (l->n + n + 2 > sizeof l->b) lb_flush(l);
+    l->b[l->n++] = '"';
+    memcpy(l->b + l->n, s, n);
+    l->n += n;
+    l->b[l->n++] = '"';
+}
+
+static void kinds_line(line_buf *l, const char *const *k, size_t n)
+{
+    LB_LIT(l, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i) LB_LIT(l, ",");
+        lb_text(l, k[i]);
+    }
+    LB_LIT(l, "]");
 }
 
 /* One request's object, printed as cJSON prints it unformatted (a million
@@ -106,26 +149,30 @@ static void kinds_line(FILE *f, const char *const *k, size_t n)
 static void item_line(FILE *f, const ld_cli_regress_run *run, const ld_cli_regress_item *it,
                       const ld_baseline_entry *now)
 {
-    fputs("{\"rid\":", f);
-    ld_json_write_cstr(f, it->rid);
-    fputs(",\"key\":", f);
-    ld_json_write_cstr(f, it->key);
-    fputs(",\"status\":", f);
-    ld_json_write_cstr(f, status_of(run, it));
-    fprintf(f, ",\"regression\":%s,\"verdict\":",
-            !run->updating && ld_change_is_regression(it->change) ? "true" : "false");
-    ld_json_write_cstr(f, it->verdict);
-    fputs(",\"before\":", f);
-    ld_json_write_cstr(f, it->before ? it->before->verdict : NULL);
-    fputs(",\"errors\":", f);
-    kinds_line(f, now->errors, now->n_errors);
-    fputs(",\"new_errors\":", f);
-    kinds_line(f, it->new_errors, it->n_new_errors);
-    fputs(",\"member\":", f);
-    ld_json_write_cstr(f, it->label);
-    fputs(",\"where\":", f);
-    ld_json_write_cstr(f, it->where);
-    fputs("}\n", f);
+    line_buf l;
+    l.f = f;
+    l.n = 0;
+    LB_LIT(&l, "{\"rid\":");
+    lb_text(&l, it->rid);
+    LB_LIT(&l, ",\"key\":");
+    lb_text(&l, it->key);
+    LB_LIT(&l, ",\"status\":");
+    lb_text(&l, status_of(run, it));
+    if (!run->updating && ld_change_is_regression(it->change)) LB_LIT(&l, ",\"regression\":true,\"verdict\":");
+    else LB_LIT(&l, ",\"regression\":false,\"verdict\":");
+    lb_text(&l, it->verdict);
+    LB_LIT(&l, ",\"before\":");
+    lb_text(&l, it->before ? it->before->verdict : NULL);
+    LB_LIT(&l, ",\"errors\":");
+    kinds_line(&l, now->errors, now->n_errors);
+    LB_LIT(&l, ",\"new_errors\":");
+    kinds_line(&l, it->new_errors, it->n_new_errors);
+    LB_LIT(&l, ",\"member\":");
+    lb_text(&l, it->label);
+    LB_LIT(&l, ",\"where\":");
+    lb_text(&l, it->where);
+    LB_LIT(&l, "}\n");
+    lb_flush(&l);
 }
 
 static cJSON *other_json(const char *rid, const char *status, const char *before,

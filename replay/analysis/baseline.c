@@ -82,14 +82,13 @@ static ld_status kinds_of(ld_arena *a, const ld_findings *f, ld_severity sev,
     return LD_OK;
 }
 
-ld_status ld_baseline_add(ld_baseline *b, const char *rid, const char *fallback_key,
-                          const char *verdict, const ld_findings *findings,
-                          uint64_t hash, size_t tag, ld_error *err)
+static ld_status add(ld_baseline *b, const char *rid, const char *fallback_key, const char *verdict,
+                     const ld_findings *findings, uint64_t hash, size_t tag, int kept, ld_error *err)
 {
     const char *v = ld_baseline_static_verdict(verdict ? verdict : "");
     if (!v) return LD_FAIL(err, LD_ERR_USAGE, 0, "unknown verdict '%s'", verdict ? verdict : "");
     const char *key = rid ? rid : fallback_key ? fallback_key : "";
-    char *copy = ld_arena_memdup(&b->arena, key, strlen(key));
+    const char *copy = kept ? key : ld_arena_memdup(&b->arena, key, strlen(key));
     if (!copy) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a rid");
     ld_baseline_entry *e = ld_baseline_push(b, err);
     if (!e) return LD_ERR_NOMEM;
@@ -99,6 +98,20 @@ ld_status ld_baseline_add(ld_baseline *b, const char *rid, const char *fallback_
     e->tag = tag;
     LD_TRY(kinds_of(&b->arena, findings, LD_SEV_ERROR, &e->errors, &e->n_errors, err));
     return kinds_of(&b->arena, findings, LD_SEV_INFO, &e->info, &e->n_info, err);
+}
+
+ld_status ld_baseline_add(ld_baseline *b, const char *rid, const char *fallback_key,
+                          const char *verdict, const ld_findings *findings,
+                          uint64_t hash, size_t tag, ld_error *err)
+{
+    return add(b, rid, fallback_key, verdict, findings, hash, tag, 0, err);
+}
+
+ld_status ld_baseline_add_kept(ld_baseline *b, const char *rid, const char *fallback_key,
+                               const char *verdict, const ld_findings *findings,
+                               uint64_t hash, size_t tag, ld_error *err)
+{
+    return add(b, rid, fallback_key, verdict, findings, hash, tag, 1, err);
 }
 
 /* Order: rid bytes, then occurrence, then tag (the judging order). */
@@ -113,7 +126,9 @@ static int cmp_entry(const void *pa, const void *pb)
 
 void ld_baseline_sort(ld_baseline *b)
 {
-    if (b->n > 1) qsort(b->v, b->n, sizeof *b->v, cmp_entry);
+    size_t k = 1;
+    while (k < b->n && cmp_entry(&b->v[k - 1], &b->v[k]) <= 0) k++; /* often in order already */
+    if (k < b->n) qsort(b->v, b->n, sizeof *b->v, cmp_entry);
     for (size_t i = 1; i < b->n; i++)
         if (!strcmp(b->v[i].rid, b->v[i - 1].rid))
             b->v[i].occurrence = b->v[i - 1].occurrence + 1;

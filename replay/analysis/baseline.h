@@ -74,6 +74,13 @@ ld_status ld_baseline_add(ld_baseline *b, const char *rid, const char *fallback_
                           const char *verdict, const ld_findings *findings,
                           uint64_t hash, size_t tag, ld_error *err);
 
+/* The same, the key's bytes (rid or fallback_key) not copied: the caller
+ * keeps them as long as b is used (a run's own copy of each rid: a merge
+ * of a million requests keeps one). */
+ld_status ld_baseline_add_kept(ld_baseline *b, const char *rid, const char *fallback_key,
+                               const char *verdict, const ld_findings *findings,
+                               uint64_t hash, size_t tag, ld_error *err);
+
 /* Sorts by (rid bytes, occurrence) and numbers repeated rids: call once
  * after the last ld_baseline_add(). */
 void ld_baseline_sort(ld_baseline *b);

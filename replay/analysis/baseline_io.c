@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "baseline_internal.h"
+#include "jsonline.h"
 
 /* ------------------------------------------------------------ writing */
 
@@ -42,6 +43,87 @@ static void put_kinds(FILE *out, const char *name, const char *const *k, size_t 
     fputc(']', out);
 }
 
+/* ------------------------------------------- an entry's line, in memory */
+
+static char *put_str(char *o, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(o, s, n);
+    return o + n;
+}
+
+/* What put_json_string writes, into o (room for 6 bytes a byte + 2). */
+static char *json_string_into(char *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { *o++ = '\\'; *o++ = (char)c; }
+        else if (c == '\n') { *o++ = '\\'; *o++ = 'n'; }
+        else if (c == '\t') { *o++ = '\\'; *o++ = 't'; }
+        else if (c < 0x20 || c == 0x7f) { o = put_str(o, "\\u00"); *o++ = hex[c >> 4]; *o++ = hex[c & 15]; }
+        else *o++ = (char)c;
+    }
+    *o++ = '"';
+    return o;
+}
+
+static char *kinds_into(char *o, const char *name, const char *const *k, size_t n)
+{
+    o = put_str(o, ", \"");
+    o = put_str(o, name);
+    o = put_str(o, "\": [");
+    for (size_t i = 0; i < n; i++) {
+        if (i) o = put_str(o, ", ");
+        *o++ = '"';
+        o = put_str(o, k[i]);
+        *o++ = '"';
+    }
+    *o++ = ']';
+    return o;
+}
+
+/* The bytes put_entry writes for e: at most room_of(e). */
+static size_t room_of(const ld_baseline_entry *e)
+{
+    size_t n = 6 * strlen(e->rid) + 160;
+    for (size_t i = 0; i < e->n_errors; i++) n += strlen(e->errors[i]) + 4;
+    for (size_t i = 0; i < e->n_info; i++) n += strlen(e->info[i]) + 4;
+    return n;
+}
+
+static char *entry_into(char *o, const ld_baseline_entry *e, int utf8, int last)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (utf8) {
+        o = json_string_into(put_str(o, "{\"rid\": "), e->rid);
+    } else {
+        o = put_str(o, "{\"rid_hex\": \"");
+        for (const unsigned char *p = (const unsigned char *)e->rid; *p; p++) { *o++ = hex[*p >> 4]; *o++ = hex[*p & 15]; }
+        *o++ = '"';
+    }
+    if (e->occurrence) o += sprintf(o, ", \"occurrence\": %" PRIu32, e->occurrence);
+    o = put_str(put_str(put_str(o, ", \"verdict\": \""), e->verdict), "\"");
+    o = kinds_into(o, "errors", e->errors, e->n_errors);
+    o = kinds_into(o, "info", e->info, e->n_info);
+    o = put_str(o, ", \"hash\": \"");
+    for (int i = 60; i >= 0; i -= 4) *o++ = hex[(e->hash >> i) & 15];
+    o = put_str(o, last ? "\"}\n" : "\"},\n");
+    return o;
+}
+
+/* put_entry with one write (a merge writes a million). */
+static void put_entry(FILE *out, const ld_baseline_entry *e, int last);
+
+static void put_entry_line(FILE *out, const ld_baseline_entry *e, int last)
+{
+    char buf[1024];
+    if (room_of(e) > sizeof buf) { put_entry(out, e, last); return; }
+    size_t n = (size_t)(entry_into(buf, e, valid_utf8(e->rid), last) - buf);
+    fwrite(buf, 1, n, out);
+}
+
 static void put_entry(FILE *out, const ld_baseline_entry *e, int last)
 {
     if (valid_utf8(e->rid)) {
@@ -63,7 +145,7 @@ ld_status ld_baseline_write(const ld_baseline *b, FILE *out, ld_error *err)
 {
     fprintf(out, "{\"format\": \"%s\", \"version\": %d, \"requests\": [\n",
             LD_BASELINE_FORMAT, LD_BASELINE_VERSION);
-    for (size_t i = 0; i < b->n; i++) put_entry(out, &b->v[i], i + 1 == b->n);
+    for (size_t i = 0; i < b->n; i++) put_entry_line(out, &b->v[i], i + 1 == b->n);
     fputs("]}\n", out);
     if (fflush(out) != 0 || ferror(out))
         return LD_FAIL(err, LD_ERR_IO, 0, "cannot write the baseline");
@@ -216,6 +298,102 @@ static ld_status read_entry(ld_baseline *b, const cJSON *o, size_t index, ld_err
     return read_hash(o, &c, e, err);
 }
 
+/* A known kind or verdict of a taken text (no NUL in it); NULL when not. */
+static const char *static_of(const char *s, size_t len, const char *(*known)(const char *))
+{
+    char name[64];
+    if (len >= sizeof name) return NULL;
+    memcpy(name, s, len);
+    name[len] = '\0';
+    return known(name);
+}
+
+/* The kinds of a STRINGS value into list[0..*n) (at most max), sorted and
+ * distinct; 0 when one is not known. */
+static int kinds_in_place(const ld_jl_value *a, const char **list, size_t max, size_t *n)
+{
+    const char *s;
+    size_t len, pos = 0;
+    *n = 0;
+    while (ld_jl_next_string(a, &pos, &s, &len)) {
+        if (*n == max || !(list[*n] = static_of(s, len, ld_baseline_static_kind))) return 0;
+        ++*n;
+    }
+    ld_baseline_sort_kinds(list, n);
+    return 1;
+}
+
+/* A copy of k[0..n) in the arena (NULL for none, as ld_baseline_add
+ * leaves an empty list); *ok 0 when out of memory. */
+static const char **copy_kinds(ld_baseline *b, const char *const *k, size_t n, int *ok)
+{
+    if (!n) return NULL;
+    const char **list = ld_arena_alloc(&b->arena, n * sizeof *list);
+    if (list) memcpy(list, k, n * sizeof *list);
+    else *ok = 0;
+    return list;
+}
+
+enum { IP_RID, IP_RID_HEX, IP_OCC, IP_VERDICT, IP_ERRORS, IP_INFO, IP_HASH, IP_COUNT, IP_KINDS = 32 };
+
+/* An entry line's values, checked as read_entry checks them. */
+typedef struct flat_entry {
+    ld_jl_value f[IP_COUNT];
+    ld_baseline_entry e;
+    const char *errors[IP_KINDS], *info[IP_KINDS];
+} flat_entry;
+
+/* Whether t->f holds an entry read_entry reads without an error (its
+ * fields into t->e, but for its rid); 0 also for one with a "rid_hex". */
+static int entry_checked(flat_entry *t, size_t index)
+{
+    const ld_jl_value *f = t->f;
+    ld_baseline_entry *e = &t->e;
+    memset(e, 0, sizeof *e);
+    if (f[IP_RID].type != LD_JL_STRING || !f[IP_RID].len || f[IP_RID_HEX].type != LD_JL_ABSENT) return 0;
+    if (f[IP_OCC].type != LD_JL_ABSENT &&
+        (f[IP_OCC].type != LD_JL_NUMBER || f[IP_OCC].num < 1 || f[IP_OCC].num > 1000000000))
+        return 0;
+    e->occurrence = f[IP_OCC].type == LD_JL_NUMBER ? (uint32_t)f[IP_OCC].num : 0;
+    if (f[IP_VERDICT].type != LD_JL_STRING ||
+        !(e->verdict = static_of(f[IP_VERDICT].s, f[IP_VERDICT].len, ld_baseline_static_verdict)))
+        return 0;
+    if (f[IP_ERRORS].type != LD_JL_STRINGS || f[IP_INFO].type != LD_JL_STRINGS ||
+        !kinds_in_place(&f[IP_ERRORS], t->errors, IP_KINDS, &e->n_errors) ||
+        !kinds_in_place(&f[IP_INFO], t->info, IP_KINDS, &e->n_info))
+        return 0;
+    e->errors = t->errors;
+    entry_ctx c = { index, NULL };
+    if ((e->n_errors || strcmp(e->verdict, "ok")) && check_verdict(e, &c, NULL) != LD_OK) return 0; /* none: ok */
+    e->tag = index - 1;
+    return f[IP_HASH].type == LD_JL_STRING && ld_jl_hex16(f[IP_HASH].s, f[IP_HASH].len, 1, &e->hash);
+}
+
+/* An entry line whose values ld_jl_object takes (ld_baseline_write's
+ * lines, but for a rid with escapes or not UTF-8), read in place with
+ * every check of read_entry; 0 (nothing done) for any other line and for
+ * one read_entry would refuse, which read_entry then reads with its
+ * message.  1: read (*st LD_OK, or LD_ERR_NOMEM). */
+static int entry_in_place(ld_baseline *b, const char *line, size_t n, size_t index, ld_status *st, ld_error *err)
+{
+    static const ld_jl_name names[IP_COUNT] = {
+        LD_JL_NAME("rid"), LD_JL_NAME("rid_hex"), LD_JL_NAME("occurrence"), LD_JL_NAME("verdict"),
+        LD_JL_NAME("errors"), LD_JL_NAME("info"), LD_JL_NAME("hash") };
+    flat_entry t;
+    const char *after = ld_jl_object(line, line + n, names, IP_COUNT, t.f);
+    while (after && after < line + n && *after == ' ') after++;
+    if (after != line + n || !entry_checked(&t, index)) return 0;
+    int ok = 1;
+    t.e.rid = ld_arena_memdup(&b->arena, t.f[IP_RID].s, t.f[IP_RID].len);
+    t.e.errors = copy_kinds(b, t.errors, t.e.n_errors, &ok);
+    t.e.info = copy_kinds(b, t.info, t.e.n_info, &ok);
+    ld_baseline_entry *slot = t.e.rid && ok ? ld_baseline_push(b, err) : NULL;
+    if (slot) *slot = t.e;
+    *st = slot ? LD_OK : !t.e.rid || !ok ? LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory reading the baseline")
+                                         : LD_ERR_NOMEM;
+    return 1;
+}
+
 static ld_status parse_whole(const char *text, size_t len, ld_baseline *out, ld_error *err);
 
 static ld_status check_header(const cJSON *root, ld_error *err)
@@ -289,6 +467,11 @@ static int parse_entry_lines(const char *text, size_t len, size_t pos, ld_baseli
             return pos == len ? 0 : -1;
         }
         int comma = n > 0 && line[n - 1] == ',';
+        if (entry_in_place(out, line, n - (size_t)comma, index + 1, st, err)) { /* most lines */
+            index++;
+            if (*st != LD_OK) return 0;
+            continue;
+        }
         cJSON *o = cJSON_ParseWithLength(line, n - (size_t)comma);
         if (!o) return -1;
         *st = read_entry(out, o, ++index, err);
@@ -323,7 +506,9 @@ ld_status ld_baseline_parse(const char *text, size_t len, ld_baseline *out, ld_e
     ld_baseline_init(&lines);
     ld_status st = LD_OK;
     if (out->n == 0 && parse_by_lines(text, len, &lines, &st, err) == 0) {
-        if (st == LD_OK && lines.n > 1) qsort(lines.v, lines.n, sizeof *lines.v, cmp_key);
+        size_t i = 1; /* as ld_baseline_write wrote it: in order already */
+        while (st == LD_OK && i < lines.n && cmp_key(&lines.v[i - 1], &lines.v[i]) <= 0) i++;
+        if (st == LD_OK && i < lines.n) qsort(lines.v, lines.n, sizeof *lines.v, cmp_key);
         if (st == LD_OK) st = check_repeats(&lines, err);
         if (st == LD_OK) {
             ld_baseline_free(out);

@@ -281,6 +281,40 @@ static int test_baseline_utf8(void)
     return 0;
 }
 
+/* Lines read in place and lines left to cJSON (an escape in a rid, an
+ * upper-case hash refused with its message) in one file, out of order:
+ * the entries sorted as ever, the tags their places in the file. */
+static int test_baseline_lines_either_way(void)
+{
+    ld_baseline b;
+    ld_baseline_init(&b);
+    ld_error e;
+    ld_error_clear(&e);
+    const char *text = HEAD ENTRY("\"verdict\": \"ok\", \"errors\": [], \"info\": [], \"hash\": \"0000000000000001\"") ",\n"
+                       "{\"rid\": \"\\u0040q\\\"\", \"occurrence\": 2, \"verdict\": \"harness\", "
+                       "\"errors\": [\"harness.empty_assistant\"], \"info\": [], \"hash\": \"00000000000000ff\"},\n"
+                       "{\"rid\": \"@q\", \"verdict\": \"template\", \"errors\": [\"template.order\", "
+                       "\"template.dropped_message\", \"template.order\"], \"info\": [\"template.faithful\"], "
+                       "\"hash\": \"00000000000000fe\"}\n]}\n";
+    CHECK_MSG(ld_baseline_parse(text, strlen(text), &b, &e) == LD_OK, "%s", e.msg);
+    CHECK_EQ_INT(b.n, 3);
+    CHECK_EQ_STR(b.v[0].rid, "@q");
+    CHECK_EQ_INT(b.v[0].tag, 2);
+    CHECK_EQ_INT(b.v[0].n_errors, 2);
+    CHECK_EQ_STR(b.v[0].errors[0], "template.dropped_message");
+    CHECK_EQ_INT(b.v[0].n_info, 1);
+    CHECK_EQ_STR(b.v[1].rid, "@q\"");
+    CHECK_EQ_INT(b.v[1].occurrence, 2);
+    CHECK(b.v[1].hash == 0xff);
+    CHECK_EQ_STR(b.v[2].rid, "a");
+    ld_baseline_free(&b);
+    char msg[256];
+    CHECK_EQ_INT(parse(HEAD ENTRY("\"verdict\": \"ok\", \"errors\": [], \"info\": [], "
+                                  "\"hash\": \"00000000000000FF\"") "]}", msg, sizeof msg), LD_ERR_SYNTAX);
+    CHECK(strstr(msg, "\"hash\" is not 16 lower-case hex digits"));
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_baseline_round_trip),
     LD_CASE(test_baseline_refuses),
@@ -288,6 +322,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_baseline_knows_every_kind),
     LD_CASE(test_baseline_compare),
     LD_CASE(test_baseline_utf8),
+    LD_CASE(test_baseline_lines_either_way),
 };
 
 LD_TEST_MAIN(cases)
