@@ -273,15 +273,23 @@ static ld_status push_done(ld_capture *c, ld_pairer *pairer, const char *member,
     return LD_OK;
 }
 
-ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *line,
-                         const ld_logset_hooks *hooks)
+/* a line, and the first bytes of the next one when the reader holds them
+ * (ld_capture_push_ahead) */
+static ld_status feed_ahead(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *line,
+                            const char *next, size_t next_len, const ld_logset_hooks *hooks)
 {
     ld_line whole;
     int has = 0;
     ld_error e;
     ld_error_clear(&e);
-    ld_status st = ld_capture_push(c, line, &whole, &has, &e);
+    ld_status st = ld_capture_push_ahead(c, line, next, next_len, &whole, &has, &e);
     return push_done(c, pairer, member, st, &e, &whole, has, hooks);
+}
+
+ld_status ld_logset_feed(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *line,
+                         const ld_logset_hooks *hooks)
+{
+    return feed_ahead(c, pairer, member, line, NULL, 0, hooks);
 }
 
 ld_status ld_logset_feed_record(ld_capture *c, ld_pairer *pairer, const char *member, const ld_line *at,
@@ -340,7 +348,10 @@ static ld_status read_member(run_state *s, ld_input *in, ld_linereader *r)
         }
         if (!has) break;
         s->stats->bytes += line.len;
-        LD_TRY(ld_logset_feed(s->capture, s->pairer, member, &line, &s->counting));
+        const char *next = NULL;
+        size_t next_len = 0;
+        if (!ld_linereader_peek(r, 16, &next, &next_len)) next = NULL;
+        LD_TRY(feed_ahead(s->capture, s->pairer, member, &line, next, next_len, &s->counting));
         if (++s->lines_since_progress >= 64) {
             s->lines_since_progress = 0;
             progress(s, in, member);

@@ -69,12 +69,20 @@ ld_status ld_capture_dispatch(ld_capture *c, const ld_line *in, const ld_capture
     return ld_capture_rejoin(c, in, r, out, out_has, err);
 }
 
-/* a plain line: passed on as it is unless a literal runs past it */
-static ld_status plain_line(ld_capture *c, const ld_line *in, ld_line *out, int *out_has, ld_error *err)
+/* a plain line: passed on as it is unless a literal runs past it (not
+ * followed when the next line, which would end it, is known to begin a
+ * line: ld_capture_push_ahead) */
+static ld_status plain_line(ld_capture *c, const ld_line *in, int next_starts, ld_line *out, int *out_has,
+                            ld_error *err)
 {
     ld_capture_record r = {in->data, in->len, "", 0, 1, 0, 0, NULL};
     ld_capture_pending *p = &c->src[0];
     if (p->active || p->dropping) return ld_capture_unmarked(c, in, &r, NULL, out, out_has, err);
+    if (next_starts) {
+        *out = *in;
+        *out_has = 1;
+        return LD_OK;
+    }
     ld_literal_scan scan;
     ld_literal_begin_line(&scan, in->data, in->len);
     if (ld_literal_open(&scan)) return ld_capture_unmarked(c, in, &r, &scan, out, out_has, err);
@@ -167,6 +175,12 @@ static int journal_banner(const ld_line *in)
 
 ld_status ld_capture_push(ld_capture *c, const ld_line *in, ld_line *out, int *out_has, ld_error *err)
 {
+    return ld_capture_push_ahead(c, in, NULL, 0, out, out_has, err);
+}
+
+ld_status ld_capture_push_ahead(ld_capture *c, const ld_line *in, const char *next, size_t next_len,
+                                ld_line *out, int *out_has, ld_error *err)
+{
     *out_has = 0;
     c->has_ready = 0;
     if (!c->recognised && journal_banner(in)) return LD_OK; /* journalctl's, before its first record */
@@ -175,7 +189,9 @@ ld_status ld_capture_push(ld_capture *c, const ld_line *in, ld_line *out, int *o
         c->recognised = 1;
         c->stats.members[c->kind]++;
     }
-    if (c->kind == LD_CAPTURE_PLAIN) return plain_line(c, in, out, out_has, err);
+    if (c->kind == LD_CAPTURE_PLAIN)
+        return plain_line(c, in, next && !in->unterminated && ld_open_starts_by_prefix(next, next_len), out,
+                          out_has, err);
     if (c->kind == LD_CAPTURE_JOURNAL_EXPORT) return export_line(c, in, out, out_has, err);
     ld_status st;
     if ((c->kind == LD_CAPTURE_DOCKER && !push_fast_docker(c, in, out, out_has, &st, err)) ||

@@ -105,6 +105,17 @@ ld_capture_kind ld_capture_current(const ld_capture *c);
  * err->line and err->offset name the line's first record. */
 ld_status ld_capture_push(ld_capture *c, const ld_line *in, ld_line *out, int *out_has, ld_error *err);
 
+/* ld_capture_push for a reader that holds what follows the line: `next`,
+ * the first next_len bytes of the member's next line, which is pushed right
+ * after this one (NULL when unknown).  A plain line whose next line begins
+ * as a server's line does (by its prefix, capture_open.c) is handed out
+ * without following its literal: had the literal stayed open, the line
+ * would wait for that next line, which ends it unchanged (a plain file's
+ * quiet open line), so the pairer gets the same lines in the same order;
+ * the caller vouches that the next line fits in max_line. */
+ld_status ld_capture_push_ahead(ld_capture *c, const ld_line *in, const char *next, size_t next_len,
+                                ld_line *out, int *out_has, ld_error *err);
+
 /* A record read by a reader of its own (a journal file's entry:
  * journal_file.h) through the rejoiner, as ld_capture_push does with a
  * line's; `at` gives its number (lineno) and offset.  The member's capture

@@ -132,6 +132,9 @@ ld_status ld_capture_parse_text(const char *s, size_t n, ld_capture_record *r, l
  * (capture_open.c): a record that begins as a server's line does (and so
  * ends any line of its source whose literal is still open) */
 int ld_open_starts_line(const char *s, size_t n);
+/* 1 when a line whose first n bytes are s (its newline, if any, among them)
+ * surely begins as ld_open_starts_line says, by its prefix alone */
+int ld_open_starts_by_prefix(const char *s, size_t n);
 
 /* ---- the rejoiner's state (capture.c, capture_lines.c, capture_rejoin.c,
  * capture_unmarked.c) */

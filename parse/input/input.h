@@ -106,6 +106,13 @@ ld_status ld_linereader_new(ld_input *in, size_t max_line_bytes,
 ld_status ld_linereader_next(ld_linereader *r, ld_line *out, int *out_has,
                              ld_error *err);
 
+/* What follows the last line handed out, when the reader holds the rest of
+ * the member (a mapped file) and no line in it can be too long: 1 with
+ * *s pointing at the next line's first bytes (borrowed like a line), *n of
+ * them (at most `want`); 0 otherwise (the next line is unknown, or there is
+ * none). */
+int ld_linereader_peek(const ld_linereader *r, size_t want, const char **s, size_t *n);
+
 /* Restart line numbering for the new current member after
  * ld_input_next_member(). */
 void ld_linereader_reset(ld_linereader *r);

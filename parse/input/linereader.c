@@ -221,6 +221,16 @@ ld_status ld_linereader_next(ld_linereader *r, ld_line *out, int *out_has,
     }
 }
 
+int ld_linereader_peek(const ld_linereader *r, size_t want, const char **s, size_t *n)
+{
+    if (!r->mapped || r->skipping || r->failed || r->start >= r->end) return 0;
+    size_t rest = r->end - r->start;
+    if (rest > r->max_line) return 0; /* a line there might be too long */
+    *s = r->data + r->start;
+    *n = rest < want ? rest : want;
+    return 1;
+}
+
 void ld_linereader_reset(ld_linereader *r)
 {
     r->data = r->buf;

@@ -1,5 +1,6 @@
 /* logline_scan.c - see logline_scan.h. */
 #include "logline_scan.h"
+#include "parse/pylit/pylit_scan.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -15,33 +16,19 @@ void ld_literal_start(ld_literal_scan *o)
 }
 
 /* The rest of a string from s[i]: its closing quote is the first quote
- * byte with an even number of backslashes before it (each pair an escaped
- * backslash).  memchr finds the quotes, so the many escapes of a prompt
- * (\\n) cost nothing.  A backslash run that ends the piece leaves the next
- * piece's first byte escaped (o->escape).  `lo`: the first byte a
- * backslash before the quote may be counted from. */
-static size_t in_string(ld_literal_scan *o, const char *s, size_t i, size_t n)
+ * byte that no backslash escapes (each backslash escapes the byte after
+ * it, so a run of them pairs up), found 64 bytes a step with no branch per
+ * escape (parse/pylit/pylit_scan.c): a prompt's many "\\n" cost
+ * nothing.  A backslash that ends the piece escaping leaves the next
+ * piece's first byte escaped (o->escape). */
+static size_t in_string(int level, ld_literal_scan *o, const char *s, size_t i, size_t n)
 {
-    if (o->escape) { /* the byte after a cut's trailing backslash */
-        o->escape = 0;
-        if (++i >= n) return n;
-    }
-    size_t lo = i;
-    for (;;) {
-        const char *q = memchr(s + i, o->quote, n - i);
-        size_t end = q ? (size_t)(q - s) : n, k = end;
-        while (k > lo && s[k - 1] == '\\') k--;
-        int escaped = (end - k) & 1;
-        if (!q) {
-            o->escape = escaped;
-            return n;
-        }
-        if (!escaped) {
-            o->quote = 0;
-            return end + 1;
-        }
-        i = end + 1;
-    }
+    int esc = o->escape, backslash = 0;
+    size_t k = ld_pyp_string_end_at(level, s + i, n - i, o->quote, &esc, &backslash);
+    o->escape = esc;
+    if (k >= n - i) return n;
+    o->quote = 0;
+    return i + k + 1;
 }
 
 /* one byte outside strings */
@@ -61,6 +48,18 @@ static void structural(ld_literal_scan *o, char ch, uint64_t at)
         if (o->depth == 1) o->field_end = at;
         else if (!o->depth) o->value_end = at;
     }
+}
+
+/* next_structural's byte-by-byte form: the tails, and where there is no SIMD */
+static size_t next_structural_bytes(int commas, const char *s, size_t i, size_t n)
+{
+    for (; i < n; i++) {
+        char ch = s[i];
+        if (ch == '\'' || ch == '"' || ch == '(' || ch == ')' || ch == '[' || ch == ']' ||
+            ch == '{' || ch == '}' || (commas && ch == ','))
+            return i;
+    }
+    return n;
 }
 
 /* The next byte from s[i] that structural() must see: a quote or a bracket,
@@ -84,13 +83,7 @@ static size_t next_structural_sse2(int commas, const char *s, size_t i, size_t n
         if (bits) return i + (size_t)__builtin_ctz(bits);
     }
 #endif
-    for (; i < n; i++) {
-        char ch = s[i];
-        if (ch == '\'' || ch == '"' || ch == '(' || ch == ')' || ch == '[' || ch == ']' ||
-            ch == '{' || ch == '}' || (commas && ch == ','))
-            return i;
-    }
-    return n;
+    return next_structural_bytes(commas, s, i, n);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -123,26 +116,56 @@ static size_t next_structural_avx2(int commas, const char *s, size_t i, size_t n
     }
     return next_structural_sse2(commas, s, i, n);
 }
+
+/* next_structural_avx2 64 bytes a step (AVX-512BW), the same classes */
+__attribute__((target("avx512f,avx512bw")))
+static size_t next_structural_avx512(int commas, const char *s, size_t i, size_t n)
+{
+    const __m512i lo_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0, 0, CLASS_QB1, 0, 0, 0, 0, CLASS_QB1, CLASS_QB1, CLASS_QB1, 0, CLASS_QB2, CLASS_COMMA, CLASS_QB2, 0, 0));
+    const __m512i hi_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        0, 0, CLASS_QB1 | CLASS_COMMA, 0, 0, CLASS_QB2, 0, CLASS_QB2, 0, 0, 0, 0, 0, 0, 0, 0));
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i want = _mm512_set1_epi8((char)(CLASS_QB1 | CLASS_QB2 | (commas ? CLASS_COMMA : 0)));
+    for (; i + 64 <= n; i += 64) {
+        __m512i x = _mm512_loadu_si512((const void *)(s + i));
+        __m512i lo = _mm512_shuffle_epi8(lo_tbl, _mm512_and_si512(x, nib));
+        __m512i hi = _mm512_shuffle_epi8(hi_tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+        uint64_t bits = _mm512_test_epi8_mask(_mm512_and_si512(lo, hi), want);
+        if (bits) return i + (size_t)__builtin_ctzll(bits);
+    }
+    return next_structural_avx2(commas, s, i, n);
+}
 #endif
 
-static size_t next_structural(const ld_literal_scan *o, const char *s, size_t i, size_t n)
+/* level as parse/pylit/pylit_scan.h's: 0 byte by byte, 1 SSE2, 2 AVX2, 3
+ * and up AVX-512BW, each where the machine has it */
+static size_t next_structural(int level, const ld_literal_scan *o, const char *s, size_t i, size_t n)
 {
     int commas = o->depth <= 1;
+    if (level > ld_pyp_scan_level()) level = ld_pyp_scan_level();
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (n - i >= 32 && __builtin_cpu_supports("avx2")) return next_structural_avx2(commas, s, i, n);
+    if (level >= 3 && n - i >= 64) return next_structural_avx512(commas, s, i, n);
+    if (level >= 2 && n - i >= 32) return next_structural_avx2(commas, s, i, n);
 #endif
-    return next_structural_sse2(commas, s, i, n);
+    if (level >= 1) return next_structural_sse2(commas, s, i, n);
+    return next_structural_bytes(commas, s, i, n);
 }
 
 void ld_literal_feed(ld_literal_scan *o, const char *s, size_t n)
 {
+    ld_literal_feed_at(4, o, s, n);
+}
+
+void ld_literal_feed_at(int level, ld_literal_scan *o, const char *s, size_t n)
+{
     size_t i = 0;
     while (i < n && o->active) {
         if (o->quote) {
-            i = in_string(o, s, i, n);
+            i = in_string(level, o, s, i, n);
             continue;
         }
-        i = next_structural(o, s, i, n);
+        i = next_structural(level, o, s, i, n);
         if (i >= n) break;
         structural(o, s[i], o->fed + i);
         i++;

@@ -36,6 +36,11 @@ void ld_literal_begin_line(ld_literal_scan *o, const char *s, size_t n);
 /* The next piece; more closers than openers make the scan inactive. */
 void ld_literal_feed(ld_literal_scan *o, const char *s, size_t n);
 
+/* ld_literal_feed with its block scans capped at `level` (as
+ * parse/pylit/pylit_scan.h's: 0 byte by byte ... 3 AVX-512BW), for the
+ * tests of every path; ld_literal_feed takes the best the machine has. */
+void ld_literal_feed_at(int level, ld_literal_scan *o, const char *s, size_t n);
+
 /* 1 when the literal is still open (inside a string or a bracket). */
 int ld_literal_open(const ld_literal_scan *o);
 

@@ -25,13 +25,22 @@ static void set_ts(ld_request *r, const ld_logline *l)
 /* The text of message `m` for identifying it in a prompt (the tail of a cut
  * message, the last part of a part list, trailing blanks off as templates
  * strip them); 0 when it has none. */
-static int message_text(const ld_fill_ctx *c, const ld_py_value *m, const char **s, size_t *n)
+static int message_text(const ld_fill_ctx *c, const ld_py_value *m, const ld_text *kept, const char **s,
+                        size_t *n)
 {
     const ld_py_value *ct = ld_req_get(m, "content");
-    const char *t;
-    size_t tn;
-    if (ct && ct->kind == LD_PY_LIST && ct->n > 0) ct = ld_req_get(&ct->u.items[ct->n - 1], "text");
+    const char *t = NULL;
+    size_t tn = 0;
+    if (ct && ct->kind == LD_PY_LIST && ct->n > 0) {
+        ct = ld_req_get(&ct->u.items[ct->n - 1], "text");
+    } else if (ld_req_is_text(ct) && kept && kept->bytes) { /* the record kept this text, decoded */
+        *s = kept->bytes;
+        *n = kept->cut;
+        if (kept->flags & LD_TEXT_TRUNCATED) t = kept->bytes + kept->cut, tn = kept->len - kept->cut;
+        goto got;
+    }
     if (!ld_req_is_text(ct) || ld_req_decode_parts(c, ct, s, n, &t, &tn, NULL)) return 0;
+got:
     if (t) *s = t, *n = tn; /* a cut message: its tail */
     while (*n && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\n')) (*n)--;
     return *n > 0;
@@ -53,16 +62,22 @@ static int is_user(const ld_fill_ctx *c, const ld_py_value *m)
  * message, which may then be anywhere.  With a final message, the last user
  * message before it is noted too, for a prompt that lost its final message.
  * Copied into q's record. */
-static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c)
+static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c, const ld_py_value *obj)
 {
-    const ld_py_value *ms = ld_req_get(q->r->openai_obj, "messages");
+    const ld_py_value *ms = ld_req_get(obj, "messages");
     if (!ms || ms->kind != LD_PY_LIST) return;
     q->n_messages = (int)ms->n;
+    /* the messages q's record kept, decoded, when it was filled from obj
+     * (its k-th message is the list's k-th dict) */
+    const ld_message *kept = c->keep_text && q->filled ? q->r->messages : NULL;
+    int64_t k = kept ? q->r->n_messages : 0;
     for (uint32_t i = ms->n; i-- > 0;) {
         int final = i + 1 == ms->n;
         const char *s;
         size_t n;
-        if ((!final && !is_user(c, &ms->u.items[i])) || !message_text(c, &ms->u.items[i], &s, &n))
+        const ld_text *kt = NULL;
+        if (kept && ms->u.items[i].kind == LD_PY_DICT && --k >= 0) kt = &kept[k].content;
+        if ((!final && !is_user(c, &ms->u.items[i])) || !message_text(c, &ms->u.items[i], kt, &s, &n))
             continue;
         if (q->user_text) { /* the earlier user message of an anchored payload */
             q->earlier_user = ld_request_strdup(q->r, s, n);
@@ -112,25 +127,44 @@ static ld_status handle_openai(ld_pairer *p, const char *member, const char *que
     ld_request_set_cut(r, LD_PART_OPENAI, l->cut_at, l->cut_field, l->cut_field_len);
     set_ts(r, l);
     if (l->json) r->flags |= LD_REQ_JSON;
-    r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
+    /* The payload is filled into r once, here, and its request copies the
+     * fields (ld_request_copy_openai).  A copy of the value tree is kept
+     * only where something reads it later: the values are kept, the
+     * context of the request differs from this one (only_rid), or the
+     * fill failed and the request must meet the same failure. */
+    int keep_tree = (p->opts.flags & LD_PAIR_KEEP_VALUES) || p->opts.only_rid;
+    const ld_py_value *obj = l->obj;
+    if (keep_tree) obj = r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
     ld_fill_ctx c = ld_pair_fill_ctx(p, NULL, NULL);
-    ld_status st = r->openai_obj ? ld_request_fill_openai(r, &c, r->openai_obj, err)
-                                 : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
+    unsigned before = r->flags;
+    ld_status st = obj ? ld_request_fill_openai(r, &c, obj, err)
+                       : LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for an OpenAI line");
+    q->fill_flags = r->flags & ~before;
+    q->filled = st == LD_OK && !p->opts.only_rid;
+    if (!q->filled && obj && !r->openai_obj) r->openai_obj = ld_py_value_clone(&r->arena, l->obj);
     if (st == LD_OK) st = ld_request_fill_pd(r, &c, l->obj, -1, 1, err);
-    if (r->openai_obj) note_user_text(q, &c);
+    if (obj) note_user_text(q, &c, obj);
     ld_pair_add_openai(p, q);
     return st;
 }
 
-/* Checks (and maybe corrects) the OpenAI join against a prompt value. */
+/* Checks (and maybe corrects) the OpenAI join against a prompt value:
+ * r's prompt, just filled from it, when its bytes were kept (decoded once). */
 static ld_status check_prompt(ld_pairer *p, const ld_fill_ctx *c, ld_open *o,
                               const ld_pending_openai *batch_q, const ld_py_value *text,
                               ld_error *err)
 {
-    const char *h, *t;
-    size_t hn, tn;
+    const char *h, *t = NULL;
+    size_t hn, tn = 0;
+    const ld_text *kept = &o->r->prompt;
     if (!ld_req_is_text(text)) return LD_OK;
-    if (ld_req_decode_parts(c, text, &h, &hn, &t, &tn, NULL) != LD_OK) return LD_OK;
+    if (kept->bytes && c->keep_text) { /* ld_request_fill_obj kept this very text */
+        h = kept->bytes;
+        hn = kept->cut;
+        if (kept->flags & LD_TEXT_TRUNCATED) t = kept->bytes + kept->cut, tn = kept->len - kept->cut;
+    } else if (ld_req_decode_parts(c, text, &h, &hn, &t, &tn, NULL) != LD_OK) {
+        return LD_OK;
+    }
     if (batch_q) { /* one OpenAI line for every sub-request of a batch */
         if (!batch_q->user_text) return LD_OK;
         o->checked = 1;

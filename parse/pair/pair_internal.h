@@ -29,7 +29,12 @@ typedef struct ld_open {
 typedef struct ld_pending_openai {
     char *member;                 /* its queue (pair_feed.c's queue_key: the member, and
                                      the writer where the capture names one), malloc'd */
-    ld_request *r;                /* OpenAI-only record; r->openai_obj always kept here */
+    ld_request *r;                /* OpenAI-only record, filled from the payload; its
+                                     openai_obj is kept when the values are, with only_rid,
+                                     or when filling failed (!filled) */
+    int filled;                   /* r holds what filling a request from the payload gives:
+                                     ld_pair_apply_openai copies it (ld_request_copy_openai) */
+    unsigned fill_flags;          /* the LD_REQ_* flags that filling set on r */
     const char *user_text;        /* identifying text (see note_user_text), in r->arena */
     size_t user_len;
     int anchored;                 /* user_text is the final message: it must end near

@@ -21,6 +21,12 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "pair_internal.h"
 
@@ -32,13 +38,57 @@ enum {
     END_SLACK = 2048
 };
 
+/* The first place in h[0..hn) where n[0..nn) occurs.  Candidates are the
+ * places whose first and last bytes are the needle's, 16 (SSE2) or 32
+ * (AVX2) places a step; only they are compared whole (a prompt is long, a
+ * message's text starts with a common byte). */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2,bmi")))
+static const char *find_avx2(const char *h, const char *end, const char *n, size_t nn)
+{
+    const __m256i f = _mm256_set1_epi8(n[0]), l = _mm256_set1_epi8(n[nn - 1]);
+    for (; end - h >= 32; h += 32) { /* places h..h+31, all <= the last place */
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)h);
+        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(h + nn - 1));
+        unsigned m = (unsigned)_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi8(a, f), _mm256_cmpeq_epi8(b, l)));
+        for (; m; m &= m - 1) {
+            const char *q = h + __builtin_ctz(m);
+            if (memcmp(q + 1, n + 1, nn - 2) == 0) return q;
+        }
+    }
+    return h;
+}
+#endif
+
 static const char *mem_find(const char *h, size_t hn, const char *n, size_t nn)
 {
     if (nn == 0) return h;
     if (nn > hn) return NULL;
-    const char *end = h + hn - nn;
-    for (const char *q = h; q <= end; q++) {
-        q = memchr(q, n[0], (size_t)(end - q) + 1);
+    const char *end = h + hn - nn + 1; /* one past the last place */
+    const char *q = h;
+    if (nn >= 2) {
+#if defined(__GNUC__) && defined(__x86_64__)
+        if (end - q >= 32 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi")) {
+            const char *r = find_avx2(q, end, n, nn);
+            if (r < q + ((end - q) / 32) * 32) return r; /* found inside the blocks */
+            q = r;
+        }
+#endif
+#if defined(__SSE2__)
+        const __m128i f = _mm_set1_epi8(n[0]), l = _mm_set1_epi8(n[nn - 1]);
+        for (; end - q >= 16; q += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)q);
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(q + nn - 1));
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, f), _mm_cmpeq_epi8(b, l)));
+            for (; m; m &= m - 1) {
+                const char *c = q + __builtin_ctz(m);
+                if (memcmp(c + 1, n + 1, nn - 2) == 0) return c;
+            }
+        }
+#endif
+    }
+    for (; q < end; q++) {
+        q = memchr(q, n[0], (size_t)(end - q));
         if (!q) return NULL;
         if (memcmp(q, n, nn) == 0) return q;
     }
@@ -313,7 +363,8 @@ ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r
     if (s->cut_at) ld_request_set_cut(r, LD_PART_OPENAI, s->cut_at, s->cut_field, strlen(s->cut_field));
     if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
     if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
-    LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
+    if (q->filled) LD_TRY(ld_request_copy_openai(r, qr, q->fill_flags, err));
+    else LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
     copy_pd(r, qr);
     return ld_pair_keep_value(r, &c, qr->openai_obj, &r->openai_obj, err);
 }

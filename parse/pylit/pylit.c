@@ -20,61 +20,50 @@
 #include <string.h>
 
 #include "pylit_internal.h"
+#include "pylit_scan.h"
 
 static ld_status parse_value(py_parser *p, ld_py_value *out);
 
 /* ------------------------------------------------------------ strings */
 
-/* Scans a quoted literal whose opening quote is at p->pos.  Only the end
- * is found here (memchr for the quote, then for backslashes before it);
- * the quote position is searched again only when a backslash escapes it,
- * which keeps long strings with many escapes linear. */
-/* First byte in [s, end) equal to q or '\\', or NULL: one pass for both
- * (SSE2 is part of x86-64; elsewhere a plain loop), where two memchr
- * passes plus a call per escape cost more on prompts full of "\n". */
-static const char *find_quote_or_backslash(const char *s, const char *end, char q)
-{
-#if defined(__SSE2__)
-    const __m128i vq = _mm_set1_epi8(q), vb = _mm_set1_epi8('\\');
-    while (end - s >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_cmpeq_epi8(x, vq), _mm_cmpeq_epi8(x, vb)));
-        if (m) return s + __builtin_ctz(m);
-        s += 16;
-    }
-#endif
-    for (; s < end; s++)
-        if (*s == q || *s == '\\') return s;
-    return NULL;
-}
-
+/* Scans a quoted literal whose opening quote is at p->pos: only its end is
+ * found here (escapes are validated and decoded by ld_py_str_decode).  A
+ * short string without escapes (a key, a role) ends in the first sixteen
+ * bytes; the rest go 64 bytes a step, each block's escaped bytes found at
+ * once (pylit_scan.c), so a prompt's many "\n" cost no branch each. */
 static ld_status parse_quoted(py_parser *p, ld_py_value *out, size_t start,
                               ld_py_kind kind, unsigned flags)
 {
-    const char *end = p->buf + p->len;
     char q = p->buf[p->pos];
-    const char *s = p->buf + p->pos + 1, *cur = s, *qp;
-    for (;;) {
-        qp = find_quote_or_backslash(cur, end, q);
-        if (!qp || (qp + 1 >= end && *qp == '\\'))
+    const char *s = p->buf + p->pos + 1;
+    size_t avail = p->len - p->pos - 1, k = avail;
+#if defined(__SSE2__)
+    if (avail >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_cmpeq_epi8(x, _mm_set1_epi8(q)), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+        if (m && s[__builtin_ctz(m)] == q) k = (size_t)__builtin_ctz(m);
+    }
+#endif
+    if (k == avail) {
+        int esc = 0, backslash = 0;
+        k = ld_pyp_string_end(s, avail, q, &esc, &backslash);
+        if (k >= avail)
             return LD_FAIL(p->err, LD_ERR_TRUNCATED, p->len,
                            "unterminated string literal starting at byte %zu",
                            start);
-        if (*qp == q) break;
-        flags |= LD_PY_F_ESCAPED;
-        cur = qp + 2; /* the escaped byte, whatever it is, is skipped */
+        if (backslash) flags |= LD_PY_F_ESCAPED;
     }
-    if ((uint64_t)(qp - s) > UINT32_MAX)
+    if ((uint64_t)k > UINT32_MAX)
         return LD_FAIL(p->err, LD_ERR_LIMIT, start,
                        "string literal longer than 4 GiB");
     if (q == '"') flags |= LD_PY_F_DQUOTE;
     out->kind = (uint8_t)kind;
     out->flags = (uint8_t)flags;
-    out->n = (uint32_t)(qp - s);
+    out->n = (uint32_t)k;
     out->off = start;
     out->u.raw = s;
-    p->pos = (size_t)(qp + 1 - p->buf);
+    p->pos = (size_t)(s + k + 1 - p->buf);
     return LD_OK;
 }
 
@@ -87,6 +76,7 @@ static ld_status marker_follows(py_parser *p, const char *opens, int *found)
     size_t rest = p->len - p->pos;
     const char *at = p->buf + p->pos;
     *found = 0;
+    if (rest < 2 || at[0] != ' ' || at[1] != '.') return LD_OK; /* the common answer, at once */
     if (rest >= 6 && memcmp(at, " ... ", 5) == 0 && at[5] && strchr(opens, at[5])) {
         *found = 1;
         return LD_OK;
@@ -230,11 +220,12 @@ static ld_status parse_paren_or_trunc(py_parser *p, ld_py_value *out)
  * whole, since callers may print it back. */
 static int is_token_id_key(const char *k, size_t n)
 {
-    static const char *const names[] = { "input_ids", "output_ids", "prompt_token_ids",
-                                         "output_token_ids", "token_ids" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == n && memcmp(names[i], k, n) == 0) return 1;
-    return 0;
+    switch (n) { /* asked for every key: by length first */
+    case 9: return memcmp(k, "input_ids", 9) == 0 || memcmp(k, "token_ids", 9) == 0;
+    case 10: return memcmp(k, "output_ids", 10) == 0;
+    case 16: return memcmp(k, "prompt_token_ids", 16) == 0 || memcmp(k, "output_token_ids", 16) == 0;
+    default: return 0;
+    }
 }
 
 /* Parses the value of key / argument k[0..n): skimming allowed only below
@@ -635,9 +626,11 @@ static ld_status parse_value(py_parser *p, ld_py_value *out)
 
 static void parser_init(py_parser *p, const char *buf, size_t len,
                         const ld_pylit_limits *limits, ld_arena *arena,
-                        ld_error *err)
+                        ld_error *err, ld_py_value *local)
 {
     memset(p, 0, sizeof *p);
+    p->stk = p->local = local;
+    p->cap = PY_STACK_LOCAL;
     p->buf = buf;
     p->len = buf ? len : 0;
     p->arena = arena;
@@ -652,7 +645,7 @@ static void parser_init(py_parser *p, const char *buf, size_t len,
 static ld_status finish(py_parser *p, ld_status st, const ld_py_value *v,
                         ld_py_value **out)
 {
-    free(p->stk);
+    if (p->stk != p->local) free(p->stk);
     p->stk = NULL;
     if (st != LD_OK) return st;
     ld_py_value *r = ld_arena_alloc(p->arena, sizeof *r);
@@ -668,11 +661,11 @@ static ld_status parse_one(const char *buf, size_t len, unsigned flags, uint32_t
                            size_t *out_end, ld_error *err)
 {
     py_parser p;
-    ld_py_value v;
+    ld_py_value v, local[PY_STACK_LOCAL];
     if (out) *out = NULL;
     if (!out || !arena || (!buf && len))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "ld_pylit_parse: NULL argument");
-    parser_init(&p, buf, len, limits, arena, err);
+    parser_init(&p, buf, len, limits, arena, err, local);
     p.json = json_half > 0;
     p.json_half = json_half;
     ld_status st = parse_value(&p, &v);
@@ -724,11 +717,11 @@ ld_status ld_pylit_parse_kwargs(const char *buf, size_t len,
                                 ld_py_value **out, ld_error *err)
 {
     py_parser p;
-    ld_py_value v;
+    ld_py_value v, local[PY_STACK_LOCAL];
     if (out) *out = NULL;
     if (!out || !arena || (!buf && len))
         return LD_FAIL(err, LD_ERR_USAGE, 0, "ld_pylit_parse_kwargs: NULL argument");
-    parser_init(&p, buf, len, limits, arena, err);
+    parser_init(&p, buf, len, limits, arena, err, local);
     ld_status st = parse_kwargs_body(&p, &v);
     return finish(&p, st, &v, out);
 }

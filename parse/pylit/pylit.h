@@ -156,6 +156,17 @@ ld_status ld_pylit_parse_kwargs(const char *buf, size_t len,
 ld_status ld_py_str_decode(const ld_py_value *v, ld_arena *arena,
                            const char **out, size_t *out_len, ld_error *err);
 
+/* ld_py_str_decode() into the caller's dst, which has room for v->n bytes
+ * (decoding never grows); no NUL is added.  The same text and errors. */
+ld_status ld_py_str_decode_into(const ld_py_value *v, char *dst, size_t *out_len, ld_error *err);
+
+/* What ld_py_str_decode() then ld_utf8_count_chars() would give for a STR
+ * value (its decoded byte length and characters, or the same error for a
+ * malformed escape), without writing the decoded text: for a caller that
+ * only counts. */
+ld_status ld_py_str_measure(const ld_py_value *v, size_t *out_len, uint64_t *out_chars,
+                            ld_error *err);
+
 /* Number of Python characters (code points) of a decoded string: UTF-8
  * sequences and WTF-8 surrogates count one each, every invalid byte one. */
 size_t ld_utf8_count_chars(const char *s, size_t len);

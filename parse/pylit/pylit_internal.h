@@ -22,7 +22,8 @@ enum {
     PY_HARD_DEPTH = 2048,
     PY_DEFAULT_DIGITS = 4300,
     PY_MAX_FLOAT_LEN = 512, /* longest float literal handed to strtod */
-    PY_STACK_INIT = 256
+    PY_STACK_INIT = 256,
+    PY_STACK_LOCAL = 128    /* children the entry point holds on the C stack before the first malloc */
 };
 
 typedef struct py_parser {
@@ -34,7 +35,9 @@ typedef struct py_parser {
     uint32_t depth;
     uint32_t max_depth;
     uint32_t max_digits;
-    ld_py_value *stk; /* scratch stack of finished children, malloc'd */
+    ld_py_value *stk; /* scratch stack of finished children: `local` at first, malloc'd
+                         once it outgrows it (a request line's values mostly fit) */
+    ld_py_value *local; /* the entry point's array of PY_STACK_LOCAL on the C stack */
     size_t sp;
     size_t cap;
     size_t n_markers; /* logger markers met so far in this parse */
@@ -64,6 +67,45 @@ static inline void skip_ws(py_parser *p)
         p->pos++;
     }
 }
+
+/* ---- string blocks (pylit_scan.c, pylit_str.c): what 64-byte block scans share */
+
+/* Keeps a mask in a general register: the carry from block to block runs
+ * through integer adds, and a compiler that keeps the masks in AVX-512
+ * mask registers moves them to and fro on that chain (3 cycles a move). */
+#if defined(__GNUC__)
+#define IN_GPR(m) __asm__("" : "+r"(m))
+#else
+#define IN_GPR(m) ((void)0)
+#endif
+
+/* The escaped bytes of a 64-byte block whose backslashes are `bs` (bit k
+ * for byte k): the byte after each backslash that is not itself escaped.
+ * *carry: on entry, whether the block's first byte is escaped; on return,
+ * whether the next block's is.  A run of backslashes that starts on an even
+ * bit escapes the odd bits after it and one that starts on an odd bit the
+ * even ones: adding each odd-started run's first bit to the runs carries
+ * past them, which tells the two apart without a branch (simdjson's
+ * find_escaped_branchless). */
+static inline uint64_t escaped_bytes(uint64_t bs, uint64_t *carry)
+{
+    const uint64_t even = 0x5555555555555555ull;
+    bs &= ~*carry; /* an escaped backslash escapes nothing */
+    uint64_t follows = bs << 1 | *carry;
+    uint64_t odd_starts = bs & ~even & ~follows;
+    uint64_t even_runs;
+    IN_GPR(odd_starts);
+    *carry = __builtin_add_overflow(odd_starts, bs, &even_runs);
+    uint64_t esc = (even ^ (even_runs << 1)) & follows;
+    IN_GPR(esc);
+    return esc;
+}
+
+/* The one-byte escapes' second bytes (\\ ' " a b f n r t v), by nibbles:
+ * the high nibble picks a bit (2: 1, 5: 2, 6: 4, 7: 8), the low nibble's
+ * entry holds the bits of the set's bytes that end in it. */
+#define SIMPLE_HI 0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0
+#define SIMPLE_LO 0, 4, 1 | 4 | 8, 0, 8, 0, 4 | 8, 1, 0, 0, 0, 0, 2, 0, 4, 0
 
 /* ---- pylit_stack.c */
 uint8_t ld_pyp_marks_of_children(const py_parser *p, size_t base);
@@ -116,15 +158,25 @@ ld_status ld_pyp_json_cut(py_parser *p, ld_py_value *str);
 void ld_pyp_json_list_marker(py_parser *p, size_t base);
 /* whether s[0..n) holds "..." (SIMD; the same answer as memmem) */
 int ld_pyp_has_dots(const char *s, size_t n);
+/* ... with its block reader capped at `level` (pylit_scan.h's), for the tests */
+int ld_pyp_has_dots_at(int level, const char *s, size_t n);
 
 /* ---- pylit_str.c: ld_utf8_count_chars's byte-wise path, which the SIMD
  * one must always agree with (tests) */
 size_t ld_utf8_count_chars_scalar(const char *s, size_t len);
 /* ... and its SSE2 path (ld_utf8_count_chars takes AVX2 where it can) */
 size_t ld_utf8_count_chars_sse2(const char *s, size_t len);
+/* ... and every path: level as pylit_scan.h's (0 byte by byte, 1 SSE2, 2
+ * AVX2, 3 AVX-512BW), each where the machine has it */
+size_t ld_utf8_count_chars_at(int level, const char *s, size_t len);
 
 /* ---- pylit_intlist.c */
 int ld_pyp_int_list_direct(py_parser *p, ld_py_value *out);
+/* A skimmed token-id list from s (just after its '['): the item count with
+ * *out_close at its ']', 0 for any other shape; with the block reader capped
+ * at `level` (pylit_scan.h's levels), for the tests of every path. */
+size_t ld_pyp_skim_list_at(int level, const unsigned char *s, const unsigned char *end,
+                           const unsigned char **out_close);
 ld_status ld_pyp_int_run(py_parser *p, char close);
 
 #endif /* LD_PYLIT_INTERNAL_H */

@@ -215,54 +215,109 @@ static skim_masks skim_classify64(const unsigned char *s)
     return m;
 }
 
+/* The block that holds the first byte outside the classes (`other`, at k):
+ * it must be the ']', after a digit; the checks of skim_list_sse2 on the
+ * bytes before it.  The count of the list, or 0. */
+static inline size_t skim_last(const unsigned char *s, size_t i, uint64_t c, uint64_t sp, uint64_t z,
+                               uint64_t nd, uint64_t other, uint64_t carry_c, uint64_t carry_s,
+                               uint64_t carry_z, size_t commas, const unsigned char **out_close)
+{
+    unsigned k = (unsigned)__builtin_ctzll(other);
+    if (s[i + k] != ']') return 0;
+    uint64_t valid = k ? (~0ull >> (64 - k)) : 0;
+    c &= valid;
+    sp &= valid;
+    if ((((c << 1) | carry_c) & valid) != sp) return 0;
+    uint64_t starts = ((sp << 1) | carry_s) & valid;
+    if (starts & nd) return 0;
+    uint64_t lead0 = z & starts;
+    if ((((lead0 << 1) | carry_z) & valid) & ~nd) return 0;
+    commas += (size_t)__builtin_popcountll(c);
+    if (k == 0 ? (carry_c | carry_s) : ((c | sp) >> (k - 1)) & 1) return 0;
+    *out_close = s + i + k;
+    return commas + 1;
+}
+
+/* skim_list_sse2's checks on 64-bit masks (CLASSIFY sets c, sp, z and nd
+ * for the 64 bytes at s + i): the blocks inside a list gather what breaks
+ * its shape into one word, looked at once at its end, so that a block
+ * costs no branch but the one that finds the end. */
+#define SKIM_BLOCKS(CLASSIFY)                                                                     \
+    size_t n = (size_t)(end - s), commas = 0, i = 0;                                              \
+    uint64_t carry_c = 0, carry_s = 1, carry_z = 0, bad = 0;                                      \
+    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;                                             \
+    for (; i + 64 <= n; i += 64) {                                                                \
+        uint64_t c, sp, z, nd;                                                                    \
+        CLASSIFY;                                                                                 \
+        uint64_t other = nd & ~(c | sp);                                                          \
+        if (other)                                                                                \
+            return bad ? 0 : skim_last(s, i, c, sp, z, nd, other, carry_c, carry_s, carry_z,      \
+                                       commas, out_close);                                        \
+        uint64_t starts = (sp << 1) | carry_s, lead0 = z & starts;                                \
+        bad |= (((c << 1) | carry_c) ^ sp) | (starts & nd) | (((lead0 << 1) | carry_z) & ~nd);    \
+        commas += (size_t)__builtin_popcountll(c);                                                \
+        carry_c = c >> 63;                                                                        \
+        carry_s = sp >> 63;                                                                       \
+        carry_z = lead0 >> 63;                                                                    \
+    }                                                                                             \
+    if (bad) return 0;                                                                            \
+    return skim_tail(s, n, i, commas, (unsigned)carry_c, (unsigned)carry_s, (unsigned)carry_z, out_close)
+
 /* skim_list_sse2 with 64-byte blocks (two AVX2 loads each) and the popcount
  * instruction: token ids are most of a request log's bytes, and this pass
- * was the largest single cost of `scan`.  The same checks on 64-bit masks. */
-__attribute__((target("avx2,popcnt")))
+ * was the largest single cost of `scan`. */
+__attribute__((target("avx2,bmi,popcnt")))
 static size_t skim_list_avx2(const unsigned char *s, const unsigned char *end,
                              const unsigned char **out_close)
 {
-    size_t n = (size_t)(end - s), commas = 0, i = 0;
-    uint64_t carry_c = 0, carry_s = 1, carry_z = 0;
-    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;
-    for (; i + 64 <= n; i += 64) {
+    SKIM_BLOCKS({
         skim_masks m = skim_classify64(s + i);
-        uint64_t c = m.c, sp = m.sp, nd = m.nd;
-        uint64_t other = ~(c | sp | ~nd), valid = ~0ull;
-        unsigned k = other ? (unsigned)__builtin_ctzll(other) : 64;
-        if (other) {
-            if (s[i + k] != ']') return 0;
-            valid = k ? (~0ull >> (64 - k)) : 0;
-            c &= valid;
-            sp &= valid;
-        }
-        if ((((c << 1) | carry_c) & valid) != sp) return 0;
-        uint64_t starts = ((sp << 1) | carry_s) & valid;
-        if (starts & nd) return 0;
-        uint64_t lead0 = m.z & starts;
-        if ((((lead0 << 1) | carry_z) & valid) & ~nd) return 0;
-        commas += (size_t)__builtin_popcountll(c);
-        if (other) {
-            if (k == 0 ? (carry_c | carry_s) : ((c | sp) >> (k - 1)) & 1) return 0;
-            *out_close = s + i + k;
-            return commas + 1;
-        }
-        carry_c = c >> 63;
-        carry_s = sp >> 63;
-        carry_z = lead0 >> 63;
-    }
-    return skim_tail(s, n, i, commas, (unsigned)carry_c, (unsigned)carry_s, (unsigned)carry_z, out_close);
+        c = m.c;
+        sp = m.sp;
+        z = m.z;
+        nd = m.nd;
+    });
+}
+
+/* ... one AVX-512BW load a block: byte classes straight into mask registers */
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static size_t skim_list_avx512(const unsigned char *s, const unsigned char *end,
+                               const unsigned char **out_close)
+{
+    const __m512i vc = _mm512_set1_epi8(','), vs = _mm512_set1_epi8(' ');
+    const __m512i v0 = _mm512_set1_epi8('0'), nine = _mm512_set1_epi8(9);
+    SKIM_BLOCKS({
+        __m512i x = _mm512_loadu_si512((const void *)(s + i));
+        c = _mm512_cmpeq_epi8_mask(x, vc);
+        sp = _mm512_cmpeq_epi8_mask(x, vs);
+        z = _mm512_cmpeq_epi8_mask(x, v0);
+        nd = _mm512_cmpgt_epu8_mask(_mm512_sub_epi8(x, v0), nine);
+    });
 }
 #endif
+
+/* level as pylit_scan.h's (0 byte by byte, 1 SSE2, 2 AVX2, 3 and up
+ * AVX-512BW), each where the machine has it */
+size_t ld_pyp_skim_list_at(int level, const unsigned char *s, const unsigned char *end,
+                           const unsigned char **out_close)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (level >= 3 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2"))
+        return skim_list_avx512(s, end, out_close);
+    if (level >= 2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+        return skim_list_avx2(s, end, out_close);
+#endif
+    if (level >= 1) return skim_list_sse2(s, end, out_close);
+    size_t n = (size_t)(end - s);
+    if (n == 0 || s[0] < '0' || s[0] > '9') return 0;
+    return skim_tail(s, n, 0, 0, 0, 1, 0, out_close);
+}
 
 static size_t skim_list(const unsigned char *s, const unsigned char *end,
                         const unsigned char **out_close)
 {
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
-        return skim_list_avx2(s, end, out_close);
-#endif
-    return skim_list_sse2(s, end, out_close);
+    return ld_pyp_skim_list_at(3, s, end, out_close);
 }
 
 /* Token-id lists are most of a request log's bytes.  For a list of plain

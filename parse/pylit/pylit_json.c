@@ -2,6 +2,7 @@
 #include "pylit_json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,17 +104,60 @@ cJSON *ld_json_int(int64_t v)
     return cJSON_CreateRaw(buf); /* exact: cJSON numbers are doubles */
 }
 
+/* The fewest significant digits p (1 to 17) whose "%.*g" reads back as v.
+ * printf is asked once for v's 17 digits, and each shorter p's digits are
+ * rounded from them here, which is printf's own rounding unless the digits
+ * dropped are exactly 5 then zeros (v itself may lie on either side of that
+ * tie): printf decides those.  Only strtod is asked per p. */
+static int shortest_digits(double v)
+{
+    char e17[48], num[48];
+    snprintf(e17, sizeof e17, "%.16e", v); /* [-]d.dddddddddddddddde[+-]x */
+    const char *q = e17;
+    int neg = *q == '-';
+    if (neg) q++;
+    char dig[17];
+    int nd = 0;
+    for (; *q && *q != 'e' && nd < 17; q++)
+        if (*q >= '0' && *q <= '9') dig[nd++] = *q;
+    if (nd != 17 || *q != 'e') return 17;
+    int exp = atoi(q + 1);
+    for (int p = 1; p < 17; p++) {
+        int tie = dig[p] == '5';
+        for (int k = p + 1; tie && k < 17; k++) tie = dig[k] == '0';
+        if (tie) {
+            snprintf(num, sizeof num, "%.*e", p - 1, v);
+        } else {
+            char r[18];
+            int e = exp;
+            memcpy(r, dig, (size_t)p);
+            if (dig[p] >= '5') { /* round up, carrying */
+                int k = p - 1;
+                while (k >= 0 && r[k] == '9') r[k--] = '0';
+                if (k >= 0) r[k]++;
+                else r[0] = '1', e++; /* 9.99 -> 1.00e+1: the zeros after stay zeros */
+            }
+            int o = 0;
+            if (neg) num[o++] = '-';
+            num[o++] = r[0];
+            if (p > 1) {
+                num[o++] = '.';
+                memcpy(num + o, r + 1, (size_t)(p - 1));
+                o += p - 1;
+            }
+            snprintf(num + o, sizeof num - (size_t)o, "e%d", e);
+        }
+        if (strtod(num, NULL) == v) return p;
+    }
+    return 17;
+}
+
 cJSON *ld_json_double(double v)
 {
     if (isnan(v) || isinf(v)) return cJSON_CreateNull();
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.17g", v);
     /* shortest form that reads back the same, like Python's repr */
-    for (int prec = 1; prec <= 17; prec++) {
-        char tmp[40];
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v) { memcpy(buf, tmp, sizeof tmp); break; }
-    }
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.*g", shortest_digits(v), v);
     return cJSON_CreateRaw(buf);
 }
 

@@ -35,8 +35,10 @@ ld_status ld_pyp_nomem(py_parser *p, size_t n)
 ld_status ld_pyp_grow_stack(py_parser *p)
 {
     size_t cap = p->cap ? p->cap * 2 : PY_STACK_INIT;
-    ld_py_value *s = realloc(p->stk, cap * sizeof *s);
+    int local = p->stk && p->stk == p->local;
+    ld_py_value *s = local ? malloc(cap * sizeof *s) : realloc(p->stk, cap * sizeof *s);
     if (!s) return ld_pyp_nomem(p, cap * sizeof *s);
+    if (local) memcpy(s, p->local, p->sp * sizeof *s);
     p->stk = s;
     p->cap = cap;
     return LD_OK;

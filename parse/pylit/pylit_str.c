@@ -2,6 +2,7 @@
  * names for the Python-literal parser (pylit.h).  The parser only finds
  * where a literal ends; escapes are validated and decoded here, on demand. */
 #include "pylit_internal.h"
+#include "pylit_scan.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -179,28 +180,39 @@ static size_t copy_run(const char *s, size_t n, char *d)
 }
 
 /* Decodes raw[0..n) into dst (room for n bytes: no escape grows, so the
- * output never passes the input and copy_run's whole stores fit). */
+ * output never passes the input and the whole stores fit): 64 bytes a step
+ * where the machine can (ld_pyp_decode_simple), else and from an escape of
+ * another kind on, byte by byte up to the next such escape. */
 static int decode_into(const char *raw, size_t n, int bytes, int json, char *dst,
                        size_t *out_len, py_decode_err *e)
 {
     size_t i = 0, o = 0;
     for (;;) {
-        size_t run = copy_run(raw + i, n - i, dst + o);
-        o += run;
-        i += run;
-        if (i >= n) break;
-        char sc = i + 1 < n ? simple_escape(raw[i + 1]) : 0;
-        if (sc) { /* \n \' \\ ...: the common ones, decoded here */
-            dst[o++] = sc;
-            i += 2;
-            continue;
+        if (!bytes) {
+            size_t stop;
+            o += ld_pyp_decode_simple(raw + i, n - i, dst + o, &stop);
+            i += stop;
         }
-        int w = decode_escape(raw, n, &i, bytes, json, dst + o, e);
-        if (w < 0) return -1;
-        o += (size_t)w;
+        for (;;) {
+            size_t run = copy_run(raw + i, n - i, dst + o);
+            o += run;
+            i += run;
+            if (i >= n) {
+                *out_len = o;
+                return 0;
+            }
+            char sc = i + 1 < n ? simple_escape(raw[i + 1]) : 0;
+            if (sc) { /* \n \' \\ ...: the common ones, decoded here */
+                dst[o++] = sc;
+                i += 2;
+                continue;
+            }
+            int w = decode_escape(raw, n, &i, bytes, json, dst + o, e);
+            if (w < 0) return -1;
+            o += (size_t)w;
+            break; /* back to whole blocks */
+        }
     }
-    *out_len = o;
-    return 0;
 }
 
 /* Bytes between the value's first byte and its raw text: prefix + quote. */
@@ -216,6 +228,23 @@ static uint64_t raw_skip(const ld_py_value *v)
 static int zero_copy(const ld_py_value *v)
 {
     return !(v->flags & LD_PY_F_ESCAPED) || (v->flags & LD_PY_F_RAWSTR);
+}
+
+ld_status ld_py_str_decode_into(const ld_py_value *v, char *dst, size_t *out_len, ld_error *err)
+{
+    if (!v || (v->kind != LD_PY_STR && v->kind != LD_PY_BYTES))
+        return LD_FAIL(err, LD_ERR_USAGE, v ? v->off : 0,
+                       "ld_py_str_decode: value is not a string");
+    if (zero_copy(v)) {
+        if (v->n) memcpy(dst, v->u.raw, v->n);
+        *out_len = v->n;
+        return LD_OK;
+    }
+    py_decode_err e;
+    if (decode_into(v->u.raw, v->n, v->kind == LD_PY_BYTES, (v->flags & LD_PY_F_JSON) != 0, dst, out_len,
+                    &e) < 0)
+        return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
+    return LD_OK;
 }
 
 ld_status ld_py_str_decode(const ld_py_value *v, ld_arena *arena,
@@ -241,6 +270,128 @@ ld_status ld_py_str_decode(const ld_py_value *v, ld_arena *arena,
     dst[n] = '\0';
     *out = dst;
     *out_len = n;
+    return LD_OK;
+}
+
+/* The first backslash in s[i..n), or n. */
+static size_t next_backslash(const char *s, size_t i, size_t n)
+{
+#if defined(__SSE2__)
+    const __m128i vb = _mm_set1_epi8('\\');
+    for (; i + 16 <= n; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vb));
+        if (m) return i + (size_t)__builtin_ctz(m);
+    }
+#endif
+    const char *b = memchr(s + i, '\\', n - i);
+    return b ? (size_t)(b - s) : n;
+}
+
+/* What the escapes of raw[0..n) take away when decoded: *less_bytes bytes
+ * and *less_chars characters.  Each escape's raw bytes are ASCII and count
+ * one character each in the raw text, and it decodes to one whole code
+ * point, which starts with no continuation byte: the characters around it
+ * stay as they were.  -1 on the first malformed escape, as decode_into
+ * finds it; 1 for a backslash-newline, which decodes to nothing, so that
+ * the bytes on its two sides meet (and may make one character): the caller
+ * decodes and counts then. */
+static int escape_walk(const char *raw, size_t n, int json, size_t i, size_t lb, size_t lc,
+                       size_t *less_bytes, size_t *less_chars, py_decode_err *e);
+
+static int escape_shrink(const char *raw, size_t n, int json, size_t *less_bytes,
+                         size_t *less_chars, py_decode_err *e)
+{
+    size_t i, k = ld_pyp_simple_escapes(raw, n, &i); /* whole blocks of one-byte escapes */
+    return escape_walk(raw, n, json, i, k, k, less_bytes, less_chars, e);
+}
+
+/* escape_shrink's byte-wise part, from raw[i] (no escape inside it), lb and
+ * lc taken away already */
+static int escape_walk(const char *raw, size_t n, int json, size_t i, size_t lb, size_t lc,
+                       size_t *less_bytes, size_t *less_chars, py_decode_err *e)
+{
+    char tmp[8];
+    for (;;) {
+        i = next_backslash(raw, i, n);
+        if (i >= n) break;
+        if (i + 1 < n && simple_escape(raw[i + 1])) { /* \n \' \\ ...: two bytes, one character */
+            lb++;
+            lc++;
+            i += 2;
+            continue;
+        }
+        size_t at = i;
+        int w = decode_escape(raw, n, &i, 0, json, tmp, e);
+        if (w < 0) return -1;
+        if (w == 0) return 1; /* a backslash-newline: the bytes around it meet */
+        lb += (i - at) - (size_t)w;
+        lc += (i - at) - 1;
+    }
+    *less_bytes = lb;
+    *less_chars = lc;
+    return 0;
+}
+
+/* ld_py_str_measure the long way, for a text whose escapes do not stand
+ * alone (escape_walk's 1): decoded, then counted. */
+static ld_status measure_decoded(const ld_py_value *v, size_t *out_len, uint64_t *out_chars, ld_error *err)
+{
+    char *buf = malloc(v->n ? v->n : 1);
+    if (!buf)
+        return LD_FAIL(err, LD_ERR_NOMEM, v->off, "cannot allocate %u bytes for a decoded string", v->n);
+    py_decode_err e;
+    size_t n;
+    if (decode_into(v->u.raw, v->n, 0, (v->flags & LD_PY_F_JSON) != 0, buf, &n, &e) < 0) {
+        free(buf);
+        return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
+    }
+    *out_len = n;
+    *out_chars = ld_utf8_count_chars(buf, n);
+    free(buf);
+    return LD_OK;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static void measure_avx512(const unsigned char *u, size_t n, size_t *cont_out, int *valid,
+                           size_t *simple_out, size_t *stop);
+#endif
+
+ld_status ld_py_str_measure(const ld_py_value *v, size_t *out_len, uint64_t *out_chars,
+                            ld_error *err)
+{
+    if (!v || v->kind != LD_PY_STR)
+        return LD_FAIL(err, LD_ERR_USAGE, v ? v->off : 0,
+                       "ld_py_str_measure: value is not a str");
+    py_decode_err e;
+    size_t lb, lc, chars;
+    int json = (v->flags & LD_PY_F_JSON) != 0;
+    if (zero_copy(v)) {
+        *out_len = v->n;
+        *out_chars = ld_utf8_count_chars(v->u.raw, v->n);
+        return LD_OK;
+    }
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (v->n >= 64 && ld_pyp_scan_level() >= 3) { /* one pass: characters and escapes */
+        size_t cont, simple, stop;
+        int valid;
+        measure_avx512((const unsigned char *)v->u.raw, v->n, &cont, &valid, &simple, &stop);
+        chars = valid ? v->n - cont : ld_utf8_count_chars_scalar(v->u.raw, v->n);
+        int rc = escape_walk(v->u.raw, v->n, json, stop, simple, simple, &lb, &lc, &e);
+        if (rc < 0) return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
+        if (rc > 0) return measure_decoded(v, out_len, out_chars, err);
+        *out_len = v->n - lb;
+        *out_chars = chars - lc;
+        return LD_OK;
+    }
+#endif
+    chars = ld_utf8_count_chars(v->u.raw, v->n);
+    int rc = escape_shrink(v->u.raw, v->n, json, &lb, &lc, &e);
+    if (rc < 0) return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
+    if (rc > 0) return measure_decoded(v, out_len, out_chars, err);
+    *out_len = v->n - lb;
+    *out_chars = chars - lc;
     return LD_OK;
 }
 
@@ -411,6 +562,118 @@ static int count_valid_avx2(const unsigned char *u, size_t len, size_t *out)
 }
 #endif
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#define LT8_512(x, v) _mm512_cmplt_epi8_mask((x), _mm512_set1_epi8((char)(v)))
+#define GT8_512(x, v) _mm512_cmpgt_epi8_mask((x), _mm512_set1_epi8((char)(v)))
+#define EQ8_512(x, v) _mm512_cmpeq_epi8_mask((x), _mm512_set1_epi8((char)(v)))
+#define GEU8_512(x, v) _mm512_cmpge_epu8_mask((x), _mm512_set1_epi8((char)(v)))
+
+/* utf8_errors, 64 bytes into a mask */
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static uint64_t utf8_errors_avx512(__m512i x, __m512i p1, __m512i p2, __m512i p3)
+{
+    uint64_t cont = LT8_512(x, -64);
+    uint64_t due = GEU8_512(p1, 0xC0) | GEU8_512(p2, 0xE0) | GEU8_512(p3, 0xF0);
+    uint64_t bad = (cont ^ due) | GEU8_512(x, 0xF5) | EQ8_512(x, -64) | EQ8_512(x, -63);
+    bad |= EQ8_512(p1, -32) & LT8_512(x, -96);
+    bad |= EQ8_512(p1, -16) & LT8_512(x, -112);
+    return bad | (EQ8_512(p1, -12) & GT8_512(x, -113));
+}
+
+/* count_valid_avx2 64 bytes a step (AVX-512BW); len >= 80 */
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static int count_valid_avx512(const unsigned char *u, size_t len, size_t *out)
+{
+    uint64_t errs = 0;
+    size_t cont = 0;
+    if (first_block_bad(u, &cont)) return 0;
+    for (size_t i = 16; i < len; i += 64) {
+        size_t at = i + 64 <= len ? i : len - 64; /* the last block overlaps */
+        uint64_t fresh = ~0ull << (i - at);       /* bytes not counted yet */
+        __m512i x = _mm512_loadu_si512((const void *)(u + at));
+        __m512i p3 = _mm512_loadu_si512((const void *)(u + at - 3));
+        if (!_mm512_movepi8_mask(_mm512_or_si512(x, p3))) continue; /* ASCII, and so the 3 before */
+        __m512i p1 = _mm512_loadu_si512((const void *)(u + at - 1));
+        __m512i p2 = _mm512_loadu_si512((const void *)(u + at - 2));
+        errs |= utf8_errors_avx512(x, p1, p2, p3);
+        cont += (size_t)__builtin_popcountll(LT8_512(x, -64) & fresh);
+    }
+    if (errs || ends_inside(u, len)) return 0;
+    *out = len - cont;
+    return 1;
+}
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__)
+/* ld_py_str_measure's one pass over an escaped string of n >= 64 bytes
+ * (AVX-512BW): its continuation bytes and whether it is valid UTF-8
+ * (count_valid_avx512's rules: *valid 0 sends the count to the byte-wise
+ * one), and its one-byte escapes up to the first of another kind (*stop,
+ * as ld_pyp_simple_escapes gives it; n when there is none).  The first
+ * block reads the three bytes before it as zeros from a copy, the last one
+ * through a mask. */
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static void measure_avx512(const unsigned char *u, size_t n, size_t *cont_out, int *valid,
+                           size_t *simple_out, size_t *stop)
+{
+    const __m512i vb = _mm512_set1_epi8('\\'), nib = _mm512_set1_epi8(0x0F);
+    const __m512i hi_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_HI));
+    const __m512i lo_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_LO));
+    unsigned char first[3 + 64] = { 0 };
+    memcpy(first + 3, u, 64);
+    uint64_t carry = 0, errs = 0;
+    size_t cont = 0, simple = 0;
+    int counting = 1;
+    *stop = n;
+    for (size_t i = 0; i < n; i += 64) {
+        uint64_t m = n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
+        const unsigned char *at = i ? u + i : first + 3; /* the first block: zeros before it */
+        __m512i x = _mm512_maskz_loadu_epi8(m, at);
+        if (counting) {
+            uint64_t bs = _mm512_cmpeq_epi8_mask(x, vb);
+            __m512i hi = _mm512_shuffle_epi8(hi_tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+            __m512i lo = _mm512_shuffle_epi8(lo_tbl, _mm512_and_si512(x, nib));
+            uint64_t sm = _mm512_test_epi8_mask(hi, lo);
+            IN_GPR(bs);
+            IN_GPR(sm);
+            uint64_t esc = escaped_bytes(bs, &carry) & m, other = esc & ~sm;
+            if (other) {
+                unsigned k = (unsigned)__builtin_ctzll(other);
+                simple += (size_t)__builtin_popcountll(esc & ((1ull << k) - 1));
+                *stop = i + k - 1;
+                counting = 0;
+            } else {
+                simple += (size_t)__builtin_popcountll(esc);
+            }
+        }
+        __m512i p3 = _mm512_maskz_loadu_epi8(m, at - 3);
+        if (!_mm512_movepi8_mask(_mm512_or_si512(x, p3))) continue; /* ASCII, and so the 3 before */
+        __m512i p1 = _mm512_maskz_loadu_epi8(m, at - 1);
+        __m512i p2 = _mm512_maskz_loadu_epi8(m, at - 2);
+        errs |= utf8_errors_avx512(x, p1, p2, p3) & m;
+        cont += (size_t)__builtin_popcountll(LT8_512(x, -64) & m);
+    }
+    *cont_out = cont;
+    *valid = !errs && !ends_inside(u, n);
+    *simple_out = simple;
+}
+#endif
+
+size_t ld_utf8_count_chars_at(int level, const char *s, size_t len)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    size_t n;
+    const unsigned char *u = (const unsigned char *)s;
+    if (level >= 3 && len >= 80 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2"))
+        return count_valid_avx512(u, len, &n) ? n : ld_utf8_count_chars_scalar(s, len);
+    if (level >= 2 && len >= 48 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+        return count_valid_avx2(u, len, &n) ? n : ld_utf8_count_chars_scalar(s, len);
+#endif
+    if (level >= 1) return ld_utf8_count_chars_sse2(s, len);
+    return ld_utf8_count_chars_scalar(s, len);
+}
+
 size_t ld_utf8_count_chars_sse2(const char *s, size_t len)
 {
 #if defined(__SSE2__)
@@ -422,12 +685,7 @@ size_t ld_utf8_count_chars_sse2(const char *s, size_t len)
 
 size_t ld_utf8_count_chars(const char *s, size_t len)
 {
-#if defined(__GNUC__) && defined(__x86_64__)
-    size_t n;
-    if (len >= 48 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
-        return count_valid_avx2((const unsigned char *)s, len, &n) ? n : ld_utf8_count_chars_scalar(s, len);
-#endif
-    return ld_utf8_count_chars_sse2(s, len);
+    return ld_utf8_count_chars_at(3, s, len);
 }
 
 /* Does string value k decode to key[0..key_len)? */

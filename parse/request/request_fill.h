@@ -70,6 +70,17 @@ ld_status ld_request_fill_out(ld_request *r, const ld_fill_ctx *ctx,
 ld_status ld_request_fill_openai(ld_request *r, const ld_fill_ctx *ctx,
                                  const ld_py_value *obj, ld_error *err);
 
+/* What ld_request_fill_openai(r, ctx, obj) gives, taken from q, a fresh
+ * record that it filled from the same obj with the same context (q_flags:
+ * q's flags after that fill): r's own model, sampling and stream kept,
+ * messages, tool count and chat_template_kwargs copied.  The Receive
+ * OpenAI line is filled once, when it is read, not again for its request. */
+ld_status ld_request_copy_openai(ld_request *r, const ld_request *q, unsigned q_flags, ld_error *err);
+
+/* Copies n messages of another record (texts, tool calls) into r as its
+ * message array. */
+ld_status ld_request_copy_messages(ld_request *r, const ld_message *ms, int64_t n, ld_error *err);
+
 /* Messages from a list of message dicts (also batch text=[[{...}]]). */
 ld_status ld_request_fill_messages(ld_request *r, const ld_fill_ctx *ctx,
                                    const ld_py_value *list, ld_error *err);

@@ -62,6 +62,33 @@ static ld_status text_fill(ld_arena *dst, int keep, const ld_fill_ctx *ctx,
         return LD_OK;
     }
     if (!ld_req_is_text(v)) return LD_OK;
+    if (!keep) { /* counted, not kept: measured where it lies, nothing decoded */
+        const ld_py_value *hv = v->kind == LD_PY_TRUNC ? &v->u.items[0] : v;
+        size_t hn, tn = 0;
+        uint64_t hc, tc = 0;
+        LD_TRY(ld_py_str_measure(hv, &hn, &hc, err));
+        if (v->kind == LD_PY_TRUNC) LD_TRY(ld_py_str_measure(&v->u.items[1], &tn, &tc, err));
+        t->flags = LD_TEXT_PRESENT | (v->kind == LD_PY_TRUNC ? LD_TEXT_TRUNCATED : 0);
+        t->n_chars = hc + tc;
+        return keep_bytes(dst, 0, t, NULL, hn, NULL, tn, err);
+    }
+    if (!dst->max_bytes) { /* kept: decoded straight into the record (room for the raw text,
+                              which decoding never outgrows; with a cap, the exact size below) */
+        const ld_py_value *hv = v->kind == LD_PY_TRUNC ? &v->u.items[0] : v;
+        const ld_py_value *tv = v->kind == LD_PY_TRUNC ? &v->u.items[1] : NULL;
+        char *b = ld_arena_alloc(dst, (size_t)hv->n + (tv ? tv->n : 0) + 1);
+        if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory keeping a text");
+        size_t hn, tn = 0;
+        LD_TRY(ld_py_str_decode_into(hv, b, &hn, err));
+        if (tv) LD_TRY(ld_py_str_decode_into(tv, b + hn, &tn, err));
+        b[hn + tn] = 0;
+        t->flags = LD_TEXT_PRESENT | (tv ? LD_TEXT_TRUNCATED : 0);
+        t->n_chars = ld_utf8_count_chars(b, hn) + (tv ? ld_utf8_count_chars(b + hn, tn) : 0);
+        t->bytes = b;
+        t->len = hn + tn;
+        t->cut = hn;
+        return LD_OK;
+    }
     const char *h, *tl;
     size_t hn, tn;
     LD_TRY(ld_req_decode_parts(ctx, v, &h, &hn, &tl, &tn, err));
@@ -351,6 +378,54 @@ static ld_status one_message(ld_request *r, const ld_fill_ctx *ctx, const ld_py_
     if (tc && tc->kind == LD_PY_LIST) LD_TRY(tool_calls(r, ctx, tc, m, err));
     m->tool_call_id = dup_str(r, ctx, ld_req_get(d, "tool_call_id"));
     m->name = dup_str(r, ctx, ld_req_get(d, "name"));
+    return LD_OK;
+}
+
+/* ---------------------------------------------------------------- copies */
+
+/* A C string of the record's (as dup_str made it) copied into r. */
+static int copy_cstr(ld_request *r, const char **dst, const char *s)
+{
+    *dst = s ? ld_request_strdup(r, s, strlen(s)) : NULL;
+    return !s || *dst;
+}
+
+/* A text of another record's copied into r: its bytes, when kept, with
+ * their length (NULs inside included). */
+static int copy_text(ld_request *r, ld_text *dst, const ld_text *src)
+{
+    *dst = *src;
+    if (!src->bytes) return 1;
+    dst->bytes = ld_request_strdup(r, src->bytes, src->len);
+    return dst->bytes != NULL;
+}
+
+ld_status ld_request_copy_messages(ld_request *r, const ld_message *ms, int64_t n, ld_error *err)
+{
+    ld_message *out = ld_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *out);
+    if (!out) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for messages");
+    for (int64_t i = 0; i < n; i++) {
+        const ld_message *m = &ms[i];
+        ld_message *d = &out[i];
+        *d = *m;
+        int ok = copy_cstr(r, &d->role, m->role) && copy_text(r, &d->content, &m->content) &&
+                 copy_text(r, &d->reasoning_content, &m->reasoning_content) &&
+                 copy_cstr(r, &d->tool_call_id, m->tool_call_id) && copy_cstr(r, &d->name, m->name);
+        if (ok && m->tool_calls) {
+            d->tool_calls = ld_arena_alloc(&r->arena, m->n_tool_calls * sizeof *d->tool_calls);
+            ok = d->tool_calls != NULL;
+            for (uint32_t k = 0; ok && k < m->n_tool_calls; k++) {
+                const ld_tool_call *tc = &m->tool_calls[k];
+                d->tool_calls[k] = *tc;
+                ok = copy_cstr(r, &d->tool_calls[k].id, tc->id) &&
+                     copy_cstr(r, &d->tool_calls[k].name, tc->name) &&
+                     copy_text(r, &d->tool_calls[k].arguments, &tc->arguments);
+            }
+        }
+        if (!ok) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for messages");
+    }
+    r->messages = out;
+    r->n_messages = n;
     return LD_OK;
 }
 

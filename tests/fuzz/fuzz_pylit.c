@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "parse/pylit/pylit.h"
+#include "parse/pylit/pylit_internal.h"
+#include "parse/pylit/pylit_scan.h"
 
 static void walk(const ld_py_value *v, ld_arena *a, int depth)
 {
@@ -15,13 +17,22 @@ static void walk(const ld_py_value *v, ld_arena *a, int depth)
     if (depth > 4096) abort(); /* the parser's depth limit must hold */
     switch (v->kind) {
     case LD_PY_STR:
-    case LD_PY_BYTES:
-        if (ld_py_str_decode(v, a, &s, &n, NULL) == LD_OK) {
-            (void)ld_utf8_count_chars(s, n);
+    case LD_PY_BYTES: {
+        ld_status st = ld_py_str_decode(v, a, &s, &n, NULL);
+        size_t chars = 0;
+        if (st == LD_OK) {
+            chars = ld_utf8_count_chars(s, n);
             if (v->flags & LD_PY_F_ESCAPED && !(v->flags & LD_PY_F_RAWSTR) && s[n] != '\0')
                 abort(); /* decoded copies are NUL-terminated */
         }
+        if (v->kind == LD_PY_STR) { /* measuring gives what decoding then counting gives */
+            size_t mn;
+            uint64_t mc;
+            ld_status mst = ld_py_str_measure(v, &mn, &mc, NULL);
+            if ((mst == LD_OK) != (st == LD_OK) || (st == LD_OK && (mn != n || mc != chars))) abort();
+        }
         break;
+    }
     case LD_PY_LIST:
     case LD_PY_TUPLE:
     case LD_PY_SET:
@@ -46,6 +57,40 @@ static void walk(const ld_py_value *v, ld_arena *a, int depth)
         (void)ld_utf8_count_chars(v->u.raw, v->n);
         break;
     default: break;
+    }
+}
+
+/* Every block reader of the string scans (pylit_scan.h), the UTF-8 count,
+ * the "..." search and the list skim answer as their byte-by-byte forms do,
+ * over the input taken as a string's text or a list's items. */
+static void same_at_every_level(const char *buf, size_t size)
+{
+    for (int q = 0; q < 2; q++)
+        for (int in = 0; in < 2; in++) {
+            int e0 = in, b0 = 0;
+            size_t want = ld_pyp_string_end_at(0, buf, size, q ? '"' : '\'', &e0, &b0);
+            for (int level = 1; level <= 3; level++) {
+                int e = in, b = 0;
+                size_t got = ld_pyp_string_end_at(level, buf, size, q ? '"' : '\'', &e, &b);
+                if (got != want || b != b0 || (got == size && e != e0)) abort();
+            }
+        }
+    size_t stop1 = 0, count1 = ld_pyp_simple_escapes_at(1, buf, size, &stop1);
+    for (int level = 2; level <= 3; level++) {
+        size_t stop, count = ld_pyp_simple_escapes_at(level, buf, size, &stop);
+        if (ld_pyp_scan_level() >= level && (stop != stop1 || count != count1)) abort();
+    }
+    size_t chars = ld_utf8_count_chars_scalar(buf, size);
+    for (int level = 1; level <= 3; level++)
+        if (ld_utf8_count_chars_at(level, buf, size) != chars) abort();
+    int dots = ld_pyp_has_dots_at(0, buf, size);
+    for (int level = 1; level <= 3; level++)
+        if (ld_pyp_has_dots_at(level, buf, size) != dots) abort();
+    const unsigned char *u = (const unsigned char *)buf, *c0 = NULL;
+    size_t items = ld_pyp_skim_list_at(0, u, u + size, &c0);
+    for (int level = 1; level <= 3; level++) {
+        const unsigned char *c = NULL;
+        if (ld_pyp_skim_list_at(level, u, u + size, &c) != items || (items && c != c0)) abort();
     }
 }
 
@@ -104,6 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ld_arena_reset(&arena);
     }
     ld_arena_release(&arena);
+    same_at_every_level(buf, size);
     free(buf);
     return 0;
 }

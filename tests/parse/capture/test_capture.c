@@ -326,6 +326,99 @@ static int test_capture_too_many_sources(void)
     return 0;
 }
 
+/* A plain member fed with what follows each line (ld_capture_push_ahead,
+ * as the log-set reader does over a mapped file) hands out the same lines,
+ * numbers, offsets and problems as one fed line by line: open literals
+ * rejoined with the pieces that go on with them, left alone before a line
+ * that begins one, cut for good before a request line. */
+static int test_capture_plain_lookahead(void)
+{
+    static const char *const pieces[] = {
+        "[2026-11-20 09:14:05] Receive: obj=GenerateReqInput(rid='a', text='open",
+        " still inside', input_ids=[1, 2])",
+        "[2026-11-20 09:14:06] Finish: obj=GenerateReqInput(rid='a'), out={'text': 'x'}",
+        "[2026-11-20 09:14:07] Receive: obj=GenerateReqInput(rid='b', text='cut for good",
+        "[2026-11-20 09:14:08] INFO: a line of its own",
+        "{\"event\": \"request.received\", \"rid\": \"c\", \"obj\": {\"text\": \"open",
+        "{\"event\": \"request.finished\", \"rid\": \"c\"}",
+        "2026-11-20 09:14:09,123 python logging",
+        "[2026-11",
+        "x",
+        "",
+        "Receive: obj=GenerateReqInput(rid='d', text='x')",
+        "[2026-11-20 09:14:10] Receive OpenAI: obj={'messages': [{'content': 'it\\'s",
+        "'}]}",
+        "[2026-11-20 09:14:11] Receive: obj=GenerateReqInput(rid='e', text='crlf\r",
+        "[2026-11-20 09:14:12] Finish: obj=GenerateReqInput(rid='e'), out={}",
+    };
+    enum { NP = sizeof pieces / sizeof pieces[0] };
+    uint32_t rnd = 12345;
+    ld_capture *c1, *c2;
+    CHECK_EQ_INT(ld_capture_new(LD_CAPTURE_AUTO, 0, &c1, NULL), LD_OK);
+    CHECK_EQ_INT(ld_capture_new(LD_CAPTURE_AUTO, 0, &c2, NULL), LD_OK);
+    for (int round = 0; round < 400; round++) {
+        const char *recs[24];
+        int n = 1 + round % 20;
+        static char file[8192];
+        size_t at[25], len = 0;
+        for (int i = 0; i < n; i++) {
+            rnd = rnd * 1103515245u + 12345u;
+            recs[i] = i == 0 ? pieces[0] : pieces[(rnd >> 16) % NP];
+            at[i] = len;
+            size_t k = strlen(recs[i]);
+            memcpy(file + len, recs[i], k);
+            len += k;
+            file[len++] = '\n';
+        }
+        at[n] = len;
+        result a = {0}, b = {0};
+        feed_n(c1, recs, NULL, n, &a);
+        uint64_t off = 0;
+        ld_capture_reset(c2);
+        for (int i = 0; i < n; i++) {
+            size_t k = strlen(recs[i]);
+            ld_line in = { file + at[i], k, (uint64_t)i + 1, off, 0, 0, 0, NULL, 0}, out;
+            off += k + 1;
+            size_t rest = len - at[i + 1];
+            int has = 0;
+            ld_error e;
+            ld_error_clear(&e);
+            ld_status st = ld_capture_push_ahead(c2, &in, rest ? file + at[i + 1] : NULL, rest < 16 ? rest : 16,
+                                                 &out, &has, &e);
+            keep_problem(&b, st, &e);
+            if (has) keep_line(&b, &out);
+            for (ld_capture_pop(c2, &out, &has, NULL); has; ld_capture_pop(c2, &out, &has, NULL)) keep_line(&b, &out);
+        }
+        for (;;) {
+            ld_line out;
+            int has = 0;
+            ld_error e;
+            ld_error_clear(&e);
+            ld_status st = ld_capture_drain(c2, &out, &has, &e);
+            if (!has) break;
+            keep_problem(&b, st, &e);
+            keep_line(&b, &out);
+        }
+        CHECK_EQ_INT(a.n, b.n);
+        for (int i = 0; i < a.n; i++) {
+            CHECK_EQ_STR(a.line[i], b.line[i]);
+            CHECK_EQ_INT(a.lineno[i], b.lineno[i]);
+            CHECK_EQ_INT(a.offset[i], b.offset[i]);
+            CHECK_EQ_INT(a.lost[i], b.lost[i]);
+        }
+        CHECK_EQ_INT(a.n_problems, b.n_problems);
+        for (int i = 0; i < a.n_problems; i++) {
+            CHECK_EQ_INT(a.problem[i], b.problem[i]);
+            CHECK_EQ_INT(a.problem_line[i], b.problem_line[i]);
+        }
+        result_free(&a);
+        result_free(&b);
+    }
+    ld_capture_free(c1);
+    ld_capture_free(c2);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_capture_names_round_trip),
     LD_CASE(test_capture_recognise_each),
@@ -340,6 +433,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_capture_members_recognised_each),
     LD_CASE(test_capture_line_past_the_limit),
     LD_CASE(test_capture_too_many_sources),
+    LD_CASE(test_capture_plain_lookahead),
 };
 
 LD_TEST_MAIN(cases)

@@ -6,6 +6,7 @@
 #include "tests/support/ld_test.h"
 #include "parse/line/logline.h"
 #include "parse/line/logline_scan.h"
+#include "parse/pylit/pylit_scan.h"
 
 typedef struct kind_case {
     const char *line;
@@ -302,7 +303,8 @@ static int test_logline_cut_for_good(void)
 }
 
 /* ------------------------------------------------------------ literal scan
- * ld_literal_feed (SIMD, 16 or 32 bytes a step) against the rules applied
+ * ld_literal_feed (SIMD, 16, 32 or 64 bytes a step, at every level the
+ * machine has) against the rules applied
  * one byte at a time, with every structural byte at every block offset and
  * the text fed in pieces. */
 
@@ -359,6 +361,7 @@ static int test_logline_literal_scan_blocks(void)
     char buf[sizeof base];
     size_t n = sizeof base - 1;
     uint32_t r = 77;
+    for (int level = 0; level <= ld_pyp_scan_level(); level++) /* every block reader here */
     for (size_t at = 0; at <= n; at++)
         for (size_t k = 0; k < sizeof subst; k++) {
             memcpy(buf, base, n);
@@ -366,16 +369,16 @@ static int test_logline_literal_scan_blocks(void)
             ld_literal_scan a, b;
             ld_literal_start(&a);
             ld_literal_start(&b);
-            for (size_t i = 0; i < n;) { /* pieces of 1 to 100 bytes */
+            for (size_t i = 0; i < n;) { /* pieces of 1 to 200 bytes */
                 r = r * 1103515245u + 12345u;
-                size_t piece = 1 + (r >> 16) % 100;
+                size_t piece = 1 + (r >> 16) % 200;
                 if (piece > n - i) piece = n - i;
-                ld_literal_feed(&a, buf + i, piece);
+                ld_literal_feed_at(level, &a, buf + i, piece);
                 ref_feed(&b, buf + i, piece);
                 i += piece;
             }
             if (same_scan(&a, &b)) {
-                fprintf(stderr, "  byte %zu set to '%c'\n", at, subst[k]);
+                fprintf(stderr, "  level %d, byte %zu set to '%c'\n", level, at, subst[k]);
                 return 1;
             }
         }

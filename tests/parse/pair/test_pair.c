@@ -257,6 +257,106 @@ static int test_pair_fixtures_keep_text(void)
     return all_fixtures(LD_PAIR_KEEP_TEXT | LD_PAIR_KEEP_VALUES);
 }
 
+/* An OpenAI payload is filled into its own record once and its request
+ * copies the fields (ld_request_copy_openai); with only_rid the request is
+ * filled again from the payload (the old way).  Both must give each record
+ * the same model, messages, sampling and flags, for every fixture. */
+static int same_text(const char *what, const ld_text *a, const ld_text *b)
+{
+    if (a->flags != b->flags || a->n_chars != b->n_chars || a->len != b->len || a->cut != b->cut ||
+        !a->bytes != !b->bytes || (a->bytes && memcmp(a->bytes, b->bytes, a->len))) {
+        fprintf(stderr, "  %s differs\n", what);
+        return 1;
+    }
+    return 0;
+}
+
+static int same_str(const char *what, const char *a, const char *b)
+{
+    if (!a != !b || (a && strcmp(a, b))) {
+        fprintf(stderr, "  %s differs: %s / %s\n", what, a ? a : "(null)", b ? b : "(null)");
+        return 1;
+    }
+    return 0;
+}
+
+static int same_openai_fields(const ld_request *a, const ld_request *b)
+{
+    int bad = same_str("model", a->model, b->model);
+    bad |= a->n_messages != b->n_messages || a->n_tools != b->n_tools || a->stream != b->stream;
+    bad |= a->flags != b->flags || a->max_tokens != b->max_tokens || a->top_k != b->top_k || a->n != b->n;
+    bad |= memcmp(&a->temperature, &b->temperature, sizeof a->temperature) != 0;
+    bad |= memcmp(&a->top_p, &b->top_p, sizeof a->top_p) != 0;
+    bad |= !a->chat_template_kwargs != !b->chat_template_kwargs;
+    for (int64_t i = 0; !bad && i < a->n_messages; i++) {
+        const ld_message *x = &a->messages[i], *y = &b->messages[i];
+        bad |= same_str("role", x->role, y->role) | same_str("name", x->name, y->name);
+        bad |= same_str("tool_call_id", x->tool_call_id, y->tool_call_id);
+        bad |= same_text("content", &x->content, &y->content);
+        bad |= same_text("reasoning_content", &x->reasoning_content, &y->reasoning_content);
+        bad |= x->n_tool_calls != y->n_tool_calls || !x->tool_calls != !y->tool_calls;
+        for (uint32_t k = 0; !bad && x->tool_calls && k < x->n_tool_calls; k++) {
+            bad |= same_str("tool id", x->tool_calls[k].id, y->tool_calls[k].id);
+            bad |= same_str("tool name", x->tool_calls[k].name, y->tool_calls[k].name);
+            bad |= x->tool_calls[k].flags != y->tool_calls[k].flags;
+            bad |= same_text("arguments", &x->tool_calls[k].arguments, &y->tool_calls[k].arguments);
+        }
+    }
+    return bad;
+}
+
+static int copy_same_in_dir(const char *dir, int *joined)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int bad = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && !bad) {
+        size_t len = strlen(de->d_name);
+        if (len < 5 || strcmp(de->d_name + len - 4, ".log")) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        run *all = run_file(path, LD_PAIR_KEEP_TEXT);
+        if (!all) continue;
+        for (int i = 0; i < all->n_recs && !bad; i++) {
+            const ld_request *a = all->recs[i];
+            if (!a->rid || !(a->seen & LD_PART_BIT(LD_PART_OPENAI)) || (a->flags & LD_REQ_BATCH)) continue;
+            ld_pair_options o = {0};
+            o.flags = LD_PAIR_KEEP_TEXT;
+            o.only_rid = a->rid;
+            run *one = run_file_opts(path, o);
+            const ld_request *b = NULL;
+            for (int k = 0; one && k < one->n_recs; k++)
+                if (one->recs[k]->rid && !strcmp(one->recs[k]->rid, a->rid) &&
+                    one->recs[k]->sub_index == a->sub_index)
+                    b = one->recs[k];
+            if (!b || same_openai_fields(a, b)) {
+                fprintf(stderr, "  rid %s of %s\n", a->rid, path);
+                bad = 1;
+            }
+            (*joined)++;
+            if (one) run_free(one);
+        }
+        run_free(all);
+    }
+    closedir(d);
+    return bad;
+}
+
+static int test_pair_openai_copy_same_as_refill(void)
+{
+    static const char *const dirs[] = { "logs", "replay/harness", "pd" };
+    int bad = 0, joined = 0;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/%s", LD_TESTDATA_DIR, dirs[i]);
+        bad |= copy_same_in_dir(dir, &joined);
+    }
+    if (!joined) SKIP("no fixtures with Receive OpenAI lines in %s", LD_TESTDATA_DIR);
+    CHECK(joined >= 20);
+    return bad;
+}
+
 /* ------------------------------------------------------------ real samples */
 
 static run *corpus(const char *name)
@@ -589,6 +689,7 @@ static int test_pair_vllm_ids(void)
 }
 
 static const ld_test_case cases[] = {
+    LD_CASE(test_pair_openai_copy_same_as_refill),
     LD_CASE(test_pair_rotated_files_merge),
     LD_CASE(test_pair_max_open_evicts_oldest),
     LD_CASE(test_pair_openai_join_confirmed),

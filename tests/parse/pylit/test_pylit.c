@@ -10,6 +10,8 @@
 #include "tests/support/ld_test.h"
 #include "parse/pylit/pylit.h"
 #include "parse/pylit/pylit_internal.h"
+#include "parse/pylit/pylit_scan.h"
+#include "parse/pylit/pylit_json.h"
 
 /* ------------------------------------------------------------ canonical form
  * Same grammar as tools/gen_pylit_cases.py (see its docstring). */
@@ -936,7 +938,8 @@ static uint32_t some_cp(void)
 static int count_both(const char *s, size_t n)
 {
     size_t a = ld_utf8_count_chars(s, n), b = ld_utf8_count_chars_scalar(s, n);
-    if (a != b || ld_utf8_count_chars_sse2(s, n) != b) {
+    if (a != b || ld_utf8_count_chars_sse2(s, n) != b || ld_utf8_count_chars_at(2, s, n) != b ||
+        ld_utf8_count_chars_at(3, s, n) != b) {
         fprintf(stderr, "  count %zu vs scalar %zu for %zu bytes:", a, b, n);
         for (size_t i = 0; i < n; i++) fprintf(stderr, " %02x", (unsigned char)s[i]);
         fprintf(stderr, "\n");
@@ -950,26 +953,28 @@ static int test_pylit_count_chars_simd(void)
     static char buf[512];
     /* valid text: one character a code point, whatever the offsets */
     for (int round = 0; round < 3000; round++) {
-        size_t n = 0, cps = 0, want = next_rand() % 200;
+        size_t n = 0, cps = 0, want = next_rand() % 300;
         while (n < want) n += put_cp(buf + n, some_cp()), cps++;
         CHECK_EQ_INT(ld_utf8_count_chars(buf, n), cps);
         CHECK_EQ_INT(ld_utf8_count_chars_sse2(buf, n), cps);
+        CHECK_EQ_INT(ld_utf8_count_chars_at(2, buf, n), cps);
         if (count_both(buf, n)) return 1;
     }
     /* one multi-byte character at every offset of ASCII text */
     static const uint32_t one[] = { 0xE9, 0x4F60, 0xD800, 0x1F600, 0x10FFFF };
     for (size_t c = 0; c < sizeof one / sizeof one[0]; c++)
-        for (size_t len = 16; len < 140; len += 13)
+        for (size_t len = 16; len < 270; len += 13)
             for (size_t at = 0; at + 4 <= len; at++) {
                 memset(buf, 'a', len);
                 size_t w = put_cp(buf + at, one[c]);
                 CHECK_EQ_INT(ld_utf8_count_chars(buf, len), len - w + 1);
                 CHECK_EQ_INT(ld_utf8_count_chars_sse2(buf, len), len - w + 1);
+                CHECK_EQ_INT(ld_utf8_count_chars_at(2, buf, len), len - w + 1);
             }
     /* each byte that breaks a rule, and every cut sequence, at every offset */
     static const unsigned char odd[] = { 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
                                          0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xF8, 0xFF };
-    for (size_t len = 16; len < 130; len += 7)
+    for (size_t len = 16; len < 200; len += 7)
         for (size_t at = 0; at < len; at++)
             for (size_t k = 0; k < sizeof odd; k++) {
                 size_t n = 0;
@@ -981,7 +986,7 @@ static int test_pylit_count_chars_simd(void)
             }
     /* byte soup from the bytes that matter */
     for (int round = 0; round < 20000; round++) {
-        size_t n = 16 + next_rand() % 180;
+        size_t n = 16 + next_rand() % 280;
         for (size_t i = 0; i < n; i++) {
             uint32_t r = next_rand();
             buf[i] = (char)(r % 4 ? odd[(r >> 4) % sizeof odd] : 'a' + (r >> 4) % 26);
@@ -1032,7 +1037,7 @@ static int test_pylit_decode_every_offset(void)
 /* "..." found as memmem finds it */
 static int test_pylit_has_dots(void)
 {
-    char buf[160];
+    char buf[200];
     for (size_t n = 0; n < sizeof buf; n++)
         for (size_t at = 0; at <= n; at++)
             for (int w = 1; w <= 3; w++) {
@@ -1042,6 +1047,7 @@ static int test_pylit_has_dots(void)
                 for (size_t i = 0; i + 3 <= n; i++)
                     if (buf[i] == '.' && buf[i + 1] == '.' && buf[i + 2] == '.') want = 1;
                 CHECK_EQ_INT(ld_pyp_has_dots(buf, n), want);
+                for (int level = 0; level <= 3; level++) CHECK_EQ_INT(ld_pyp_has_dots_at(level, buf, n), want);
             }
     return 0;
 }
@@ -1067,6 +1073,20 @@ static int skim_same(const char *s, size_t n)
     return 0;
 }
 
+/* every block reader skims as the byte-by-byte one does */
+static int skim_levels(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s + 1, *end = (const unsigned char *)s + n;
+    const unsigned char *c0 = NULL;
+    size_t want = ld_pyp_skim_list_at(0, u, end, &c0);
+    for (int level = 1; level <= 3; level++) {
+        const unsigned char *c = NULL;
+        CHECK_EQ_INT(ld_pyp_skim_list_at(level, u, end, &c), want);
+        if (want) CHECK(c == c0);
+    }
+    return 0;
+}
+
 static int test_pylit_skim_every_offset(void)
 {
     static const char subst[] = { 'x', ' ', ',', ']', '0', '5', '-', '.', '[' };
@@ -1085,7 +1105,220 @@ static int test_pylit_skim_every_offset(void)
                 return 1;
             }
             if (skim_same(buf, at + 1)) return 1; /* and the list cut right after it */
+            if (skim_levels(buf, n) || skim_levels(buf, at + 1)) {
+                fprintf(stderr, "  byte %zu set to '%c'\n", at, subst[k]);
+                return 1;
+            }
         }
+    return 0;
+}
+
+/* ------------------------------------------------------------ block scans
+ * The 64-byte block kernels of pylit_scan.c at every level the machine
+ * has, against byte-by-byte references written here. */
+
+/* A string's text made of tokens: plain bytes (quotes, letters, UTF-8) and
+ * escapes of every kind; tok[i] = 1 where a token starts, kind[i] its kind
+ * (0 plain, 1 one-byte escape, 2 another escape), dec/dn what it decodes
+ * to.  Backslashes are frequent, so that runs of them cross blocks. */
+typedef struct esc_text {
+    char raw[700], dec[700];
+    unsigned char tok[701], kind[701];
+    size_t dpos[701]; /* at a token's start: the bytes decoded before it */
+    size_t n, dn;
+} esc_text;
+
+static void esc_text_make(esc_text *t, size_t want)
+{
+    static const struct { const char *raw, *dec; size_t dl; int kind; } toks[] = {
+        { "a", "a", 1, 0 }, { "'", "'", 1, 0 }, { "\"", "\"", 1, 0 }, { " ", " ", 1, 0 },
+        { "\xc3\xa9", "\xc3\xa9", 2, 0 }, { "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", 4, 0 }, { "z", "z", 1, 0 },
+        { "\\n", "\n", 1, 1 }, { "\\\\", "\\", 1, 1 }, { "\\'", "'", 1, 1 }, { "\\\"", "\"", 1, 1 },
+        { "\\t", "\t", 1, 1 }, { "\\a", "\a", 1, 1 }, { "\\b", "\b", 1, 1 }, { "\\f", "\f", 1, 1 },
+        { "\\r", "\r", 1, 1 }, { "\\v", "\v", 1, 1 },
+        { "\\x41", "A", 1, 2 }, { "\\u00e9", "\xc3\xa9", 2, 2 }, { "\\101", "A", 1, 2 }, { "\\\n", "", 0, 2 },
+        { "\\q", "\\q", 2, 2 }, { "\\0", "\0", 1, 2 }, { "\\U0001F600", "\xf0\x9f\x98\x80", 4, 2 },
+        /* halves of a character, which a backslash-newline between them joins */
+        { "\xc3", "\xc3", 1, 0 }, { "\xa9", "\xa9", 1, 0 }, { "\\\n", "", 0, 2 },
+    };
+    size_t nt = sizeof toks / sizeof toks[0];
+    uint32_t mix = next_rand();
+    t->n = t->dn = 0;
+    memset(t->tok, 0, sizeof t->tok);
+    while (t->n < want) {
+        uint32_t r = next_rand();
+        size_t k = (mix & 1) && r % 8 ? (r >> 3) % 17 : (r >> 3) % nt; /* some texts one-byte escapes only */
+        size_t rl = strlen(toks[k].raw);
+        if (t->n + rl > sizeof t->raw - 1) break;
+        t->tok[t->n] = 1;
+        t->kind[t->n] = (unsigned char)toks[k].kind;
+        t->dpos[t->n] = t->dn;
+        memcpy(t->raw + t->n, toks[k].raw, rl);
+        memcpy(t->dec + t->dn, toks[k].dec, toks[k].dl);
+        for (size_t b = 1; toks[k].kind == 0 && b < rl; b++) { /* no escape: every byte a boundary */
+            t->tok[t->n + b] = 1;
+            t->kind[t->n + b] = 0;
+            t->dpos[t->n + b] = t->dn + b;
+        }
+        t->n += rl;
+        t->dn += toks[k].dl;
+    }
+    t->tok[t->n] = 1;
+    t->kind[t->n] = 0;
+    t->dpos[t->n] = t->dn;
+}
+
+static int test_pylit_string_end_levels(void)
+{
+    char buf[400];
+    static const char bytes[] = { '\\', '\\', '\\', '\'', '"', 'a', 'b', '\n' };
+    for (int round = 0; round < 20000; round++) {
+        size_t n = next_rand() % 300;
+        for (size_t i = 0; i < n; i++) buf[i] = bytes[next_rand() % sizeof bytes];
+        char q = next_rand() % 2 ? '\'' : '"';
+        int in = (int)(next_rand() % 2), e0 = in, b0 = 0;
+        size_t want = ld_pyp_string_end_at(0, buf, n, q, &e0, &b0);
+        for (int level = 1; level <= ld_pyp_scan_level(); level++) {
+            int e = in, b = 0;
+            size_t got = ld_pyp_string_end_at(level, buf, n, q, &e, &b);
+            CHECK_EQ_INT(got, want);
+            CHECK_EQ_INT(b, b0);
+            if (got == n) CHECK_EQ_INT(e, e0);
+        }
+        /* the reference: escapes pair up from the first byte */
+        size_t i = in ? 1 : 0;
+        while (i < n && buf[i] != q) i += buf[i] == '\\' ? 2 : 1;
+        CHECK_EQ_INT(want, i < n ? i : n);
+    }
+    return 0;
+}
+
+static int test_pylit_escape_blocks_levels(void)
+{
+    static esc_text t;
+    static char out[800];
+    for (int round = 0; round < 20000; round++) {
+        esc_text_make(&t, next_rand() % 600);
+        size_t stop1 = 0, count1 = 0;
+        for (int level = 1; level <= ld_pyp_scan_level(); level++) {
+            size_t stop, count = ld_pyp_simple_escapes_at(level, t.raw, t.n, &stop);
+            if (level > 1) {
+                CHECK_EQ_INT(stop, stop1);
+                CHECK_EQ_INT(count, count1);
+            }
+            stop1 = stop;
+            count1 = count;
+        }
+        if (ld_pyp_scan_level() < 1) continue;
+        /* a token starts at stop; the tokens before it are plain or one-byte
+         * escapes, as many as counted; stop is past every whole block before
+         * the first escape of another kind */
+        CHECK(stop1 <= t.n && t.tok[stop1]);
+        size_t simple = 0, first_other = t.n;
+        for (size_t i = 0; i < t.n; i++)
+            if (t.tok[i] && t.kind[i] == 2 && first_other == t.n) first_other = i;
+        for (size_t i = 0; i < stop1; i++) {
+            CHECK(!(t.tok[i] && t.kind[i] == 2));
+            simple += t.tok[i] && t.kind[i] == 1;
+        }
+        CHECK_EQ_INT(count1, simple);
+        size_t limit = first_other < t.n ? (first_other + 1) / 64 * 64 : t.n / 64 * 64;
+        CHECK(stop1 + 1 >= limit);
+        /* the decoder (AVX-512 VBMI2): what raw[0..stop) decodes to, up to
+         * the same escape */
+        if (ld_pyp_scan_level() < 4) continue;
+        size_t stopd, o = ld_pyp_decode_simple_at(4, t.raw, t.n, out, &stopd);
+        CHECK_EQ_INT(stopd, stop1);
+        CHECK_EQ_INT(o, t.dpos[stopd]);
+        CHECK(memcmp(out, t.dec, o) == 0);
+    }
+    return 0;
+}
+
+/* ld_py_str_measure gives what decoding then counting gives, the same
+ * error included */
+static int test_pylit_measure(void)
+{
+    static esc_text t;
+    static char lit[800];
+    for (int round = 0; round < 20000; round++) {
+        esc_text_make(&t, next_rand() % 600);
+        size_t n = 0;
+        lit[n++] = '\'';
+        memcpy(lit + n, t.raw, t.n);
+        n += t.n;
+        int broken = next_rand() % 8 == 0 && t.n > 4;
+        if (broken) { /* a malformed escape somewhere (or a harmless one) */
+            size_t at = 1 + next_rand() % (t.n - 3);
+            memcpy(lit + at, next_rand() % 2 ? "\\xZ" : "\\N{", 3);
+        }
+        if (next_rand() % 6 == 0 && t.n > 2) { /* bytes that are not UTF-8 */
+            static const unsigned char odd[] = { 0x80, 0xBF, 0xC0, 0xC3, 0xE0, 0xED, 0xF0, 0xF4, 0xF8, 0xFF };
+            for (int k = 0; k < 3; k++) lit[1 + next_rand() % t.n] = (char)odd[next_rand() % sizeof odd];
+            broken = 1;
+        }
+        lit[n++] = '\'';
+        ld_py_value *v;
+        ld_error e1, e2;
+        if (parse_whole(lit, n, &v, &e1) != LD_OK) continue; /* a broken quote */
+        const char *s;
+        size_t dn, mn;
+        uint64_t chars;
+        ld_status a = ld_py_str_decode(v, &g_arena, &s, &dn, &e1);
+        ld_status b = ld_py_str_measure(v, &mn, &chars, &e2);
+        CHECK_EQ_INT(a, b);
+        if (a != LD_OK) {
+            CHECK_EQ_INT(e1.offset, e2.offset);
+            CHECK(strcmp(e1.msg, e2.msg) == 0);
+            continue;
+        }
+        CHECK_EQ_INT(mn, dn);
+        CHECK_EQ_INT(chars, ld_utf8_count_chars(s, dn));
+        if (broken) continue;
+        CHECK_EQ_INT(dn, t.dn);
+        CHECK(memcmp(s, t.dec, dn) == 0);
+    }
+    return 0;
+}
+
+/* ld_json_double writes the fewest digits that read back (as printf's
+ * "%.*g"): the same text as trying every precision from 1 up, for floats
+ * of every magnitude, ties of the rounding and the edges of the format */
+static int test_pylit_json_double_shortest(void)
+{
+    static const double edges[] = { 0.0, -0.0, 5e-324, -5e-324, 1.7976931348623157e308, 2.2250738585072014e-308,
+                                     0.1, 0.7, 1.0, 9.5, 0.95, 0.05, 1e16, 1e15, 123456789012345678.0,
+                                     9.999999999999999e22, 1e23, 0.3, 2.675, 5e-5, 1e-4, 0.00012345, 6.964129,
+                                     1772366407.053804, 0.125, 2.5, 1e21, 999999.5 };
+    for (int round = 0; round < 20000 + (int)(sizeof edges / sizeof edges[0]); round++) {
+        double v;
+        if (round < (int)(sizeof edges / sizeof edges[0])) {
+            v = edges[round];
+        } else {
+            uint64_t r = (uint64_t)next_rand() << 32 | next_rand();
+            switch (round % 4) {
+            case 0: memcpy(&v, &r, sizeof v); break;
+            case 1: v = (double)(r % 10000000) / 1e6; break;
+            case 2: v = ldexp((double)(r >> 11), (int)(next_rand() % 200) - 150); break;
+            default: v = (double)(r % 1000) * 0.5 + (double)(r % 7) * 1e16; break;
+            }
+        }
+        if (isnan(v) || isinf(v)) continue;
+        char want[40];
+        snprintf(want, sizeof want, "%.17g", v);
+        for (int prec = 1; prec <= 17; prec++) {
+            char tmp[40];
+            snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+            if (strtod(tmp, NULL) == v) {
+                memcpy(want, tmp, sizeof tmp);
+                break;
+            }
+        }
+        cJSON *j = ld_json_double(v);
+        CHECK(j && j->valuestring);
+        CHECK_EQ_STR(j->valuestring, want);
+        cJSON_Delete(j);
+    }
     return 0;
 }
 
@@ -1116,6 +1349,10 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pylit_has_dots),
     LD_CASE(test_pylit_decode_every_offset),
     LD_CASE(test_pylit_skim_every_offset),
+    LD_CASE(test_pylit_string_end_levels),
+    LD_CASE(test_pylit_escape_blocks_levels),
+    LD_CASE(test_pylit_measure),
+    LD_CASE(test_pylit_json_double_shortest),
 };
 
 LD_TEST_MAIN(cases)
