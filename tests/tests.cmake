@@ -46,6 +46,10 @@ foreach(src ${LD_TEST_SRC})
   set_tests_properties(${name} PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
 endforeach()
 
+# test_input writes compressed inputs and archives with libarchive itself
+# (ld_parse opens it on first use, without linking it)
+target_link_libraries(test_input PRIVATE PkgConfig::ARCHIVE)
+
 # logdiff watch's metrics (cmd/watch/metrics*.c) belong to the logdiff
 # executable, in no library: their test compiles them in, with
 # libmicrohttpd where the build has it; metrics_sample prints the render of

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ld_dynlib.h"
+#include "logdiff_config.h"
 #include "metrics_listen.h"
 
 #if MHD_VERSION >= 0x00097002
@@ -16,6 +18,22 @@ typedef enum MHD_Result ld_mhd_result;
 #else
 typedef int ld_mhd_result;
 #endif
+
+/* libmicrohttpd is opened on the first --metrics-listen, not linked
+ * (include/ld_dynlib.h says why); it is called through mhd, whose members
+ * have the library's own names and types. */
+#define MHD_FUNCS(X, t)                                                                    \
+    X(t, MHD_start_daemon) X(t, MHD_stop_daemon) X(t, MHD_create_response_from_buffer)     \
+    X(t, MHD_create_response_from_buffer_with_free_callback) X(t, MHD_add_response_header) \
+    X(t, MHD_queue_response) X(t, MHD_destroy_response)
+
+static struct {
+    MHD_FUNCS(LD_DYNLIB_SLOT, _)
+} mhd;
+
+LD_DYNLIB_BINDER(bind_mhd, mhd, MHD_FUNCS)
+
+static ld_dynlib mhd_lib = LD_DYNLIB_INIT(LD_MHD_SONAME, "--metrics-listen", bind_mhd);
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -29,12 +47,12 @@ struct ld_metrics_http {
 static ld_mhd_result answer_text(struct MHD_Connection *c, unsigned status, const char *text)
 {
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+        mhd.MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    ld_mhd_result rc = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
+    mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    ld_mhd_result rc = mhd.MHD_queue_response(c, status, r);
+    mhd.MHD_destroy_response(r);
     return rc;
 }
 
@@ -43,14 +61,14 @@ static ld_mhd_result answer_metrics(struct MHD_Connection *c, ld_metrics *m)
     size_t len = 0;
     char *text = ld_metrics_render(m, ld_metrics_now(), &len);
     if (!text) return answer_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, text, free);
+    struct MHD_Response *r = mhd.MHD_create_response_from_buffer_with_free_callback(len, text, free);
     if (!r) {
         free(text);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
-    ld_mhd_result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
+    mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+    ld_mhd_result rc = mhd.MHD_queue_response(c, MHD_HTTP_OK, r);
+    mhd.MHD_destroy_response(r);
     return rc;
 }
 
@@ -81,6 +99,7 @@ static void close_if_open(int fd)
 
 ld_metrics_http *ld_metrics_http_start(ld_metrics *m, const char *addr, ld_error *err)
 {
+    if (ld_dynlib_need(&mhd_lib, err) != LD_OK) return NULL;
     ld_metrics_http *h = calloc(1, sizeof *h);
     if (!h) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory"), NULL;
     int fd = ld_metrics_listen(addr, err);
@@ -90,7 +109,7 @@ ld_metrics_http *ld_metrics_http_start(ld_metrics *m, const char *addr, ld_error
     }
     h->metrics = m;
     h->port = ld_metrics_listen_port(fd);
-    h->daemon = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, m,
+    h->daemon = mhd.MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL, on_request, m,
                                  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 32u,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
     if (!h->daemon) {
@@ -109,7 +128,7 @@ int ld_metrics_http_port(const ld_metrics_http *h)
 void ld_metrics_http_stop(ld_metrics_http *h)
 {
     if (!h) return;
-    MHD_stop_daemon(h->daemon); /* closes the listening socket */
+    mhd.MHD_stop_daemon(h->daemon); /* closes the listening socket */
     free(h);
 }
 

@@ -5,14 +5,14 @@
 
 #ifdef LD_HAVE_LIBSYSTEMD
 
-#include <systemd/sd-journal.h>
+#include "journal_lib.h"
 
 /* field `name`'s value in the current entry (borrowed), or NULL */
 static const char *field(sd_journal *j, const char *name, size_t *len)
 {
     const void *d;
     size_t n, k = strlen(name);
-    if (sd_journal_get_data(j, name, &d, &n) < 0 || n < k + 1) return NULL;
+    if (ld_sdj.sd_journal_get_data(j, name, &d, &n) < 0 || n < k + 1) return NULL;
     *len = n - k - 1; /* the data is "NAME=value" */
     return (const char *)d + k + 1;
 }

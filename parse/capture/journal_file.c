@@ -22,7 +22,7 @@ int ld_journal_file_is(const char *path)
 
 #ifdef LD_HAVE_LIBSYSTEMD
 
-#include <systemd/sd-journal.h>
+#include "journal_lib.h"
 
 struct ld_journal_file {
     sd_journal *j;
@@ -38,15 +38,16 @@ int ld_journal_file_available(void)
 ld_status ld_journal_file_open(const char *path, ld_journal_file **out, ld_error *err)
 {
     *out = NULL;
+    LD_TRY(ld_journal_lib_need(err));
     ld_journal_file *f = calloc(1, sizeof *f);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a journal file");
     const char *paths[] = {path, NULL};
-    int r = sd_journal_open_files(&f->j, paths, 0);
+    int r = ld_sdj.sd_journal_open_files(&f->j, paths, 0);
     if (r < 0) {
         free(f);
         return LD_FAIL(err, LD_ERR_IO, 0, "cannot read it as a journal file: %s", strerror(-r));
     }
-    sd_journal_set_data_threshold(f->j, 0); /* whole fields: the default keeps 64 KiB of each */
+    ld_sdj.sd_journal_set_data_threshold(f->j, 0); /* whole fields: the default keeps 64 KiB of each */
     *out = f;
     return LD_OK;
 }
@@ -56,7 +57,7 @@ ld_status ld_journal_file_next(ld_journal_file *f, ld_capture_record *rec, uint6
 {
     memset(rec, 0, sizeof *rec);
     *has = 0;
-    int r = sd_journal_next(f->j);
+    int r = ld_sdj.sd_journal_next(f->j);
     if (r == 0) return LD_OK;
     *entry = ++f->entry;
     *has = 1;
@@ -69,7 +70,7 @@ ld_status ld_journal_file_next(ld_journal_file *f, ld_capture_record *rec, uint6
 void ld_journal_file_close(ld_journal_file *f)
 {
     if (!f) return;
-    sd_journal_close(f->j);
+    ld_sdj.sd_journal_close(f->j);
     free(f);
 }
 

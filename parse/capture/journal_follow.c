@@ -26,8 +26,9 @@ static int unit_name(const char *unit, char *out, size_t cap)
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
-#include <systemd/sd-journal.h>
 #include <unistd.h>
+
+#include "journal_lib.h"
 
 struct ld_journal_follow {
     sd_journal *j;
@@ -47,16 +48,16 @@ int ld_journal_follow_available(void)
 
 static ld_status open_journal(ld_journal_follow *f, const char *dir, ld_error *err)
 {
-    int r = dir ? sd_journal_open_directory(&f->j, dir, 0) : sd_journal_open(&f->j, SD_JOURNAL_LOCAL_ONLY);
+    int r = dir ? ld_sdj.sd_journal_open_directory(&f->j, dir, 0) : ld_sdj.sd_journal_open(&f->j, SD_JOURNAL_LOCAL_ONLY);
     if (r < 0)
         return LD_FAIL(err, LD_ERR_IO, 0, "cannot open the journal%s%s: %s", dir ? " in " : "", dir ? dir : "",
                        strerror(-r));
     char match[sizeof f->unit + 16];
     snprintf(match, sizeof match, "_SYSTEMD_UNIT=%s", f->unit);
-    sd_journal_set_data_threshold(f->j, 0); /* whole fields: the default keeps 64 KiB of each */
-    if ((r = sd_journal_add_match(f->j, match, 0)) < 0 || (r = sd_journal_seek_head(f->j)) < 0)
+    ld_sdj.sd_journal_set_data_threshold(f->j, 0); /* whole fields: the default keeps 64 KiB of each */
+    if ((r = ld_sdj.sd_journal_add_match(f->j, match, 0)) < 0 || (r = ld_sdj.sd_journal_seek_head(f->j)) < 0)
         return LD_FAIL(err, LD_ERR_IO, 0, "the journal: '%s': %s", f->unit, strerror(-r));
-    f->fd = sd_journal_get_fd(f->j); /* < 0 (no inotify left): the caller polls */
+    f->fd = ld_sdj.sd_journal_get_fd(f->j); /* < 0 (no inotify left): the caller polls */
     if (f->fd < 0) f->fd = -1;
     return LD_OK;
 }
@@ -64,6 +65,7 @@ static ld_status open_journal(ld_journal_follow *f, const char *dir, ld_error *e
 ld_status ld_journal_follow_open(const char *unit, const char *dir, ld_journal_follow **out, ld_error *err)
 {
     *out = NULL;
+    LD_TRY(ld_journal_lib_need(err));
     ld_journal_follow *f = calloc(1, sizeof *f);
     if (!f) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a journal");
     if (unit_name(unit, f->unit, sizeof f->unit) != 0) {
@@ -108,15 +110,15 @@ static int dir_has_journal(const char *dir)
 int ld_journal_follow_has_files(const ld_journal_follow *j)
 {
     if (j->dir) return dir_has_journal(j->dir);
-    return sd_journal_has_runtime_files(j->j) > 0 || sd_journal_has_persistent_files(j->j) > 0;
+    return ld_sdj.sd_journal_has_runtime_files(j->j) > 0 || ld_sdj.sd_journal_has_persistent_files(j->j) > 0;
 }
 
 /* the tail: after the last entry there is (sd_journal_next after
  * sd_journal_seek_tail alone gives the last entry again) */
 static int seek_tail(ld_journal_follow *f)
 {
-    int r = sd_journal_seek_tail(f->j);
-    if (r >= 0 && (r = sd_journal_previous(f->j)) > 0) f->has_entry = 1;
+    int r = ld_sdj.sd_journal_seek_tail(f->j);
+    if (r >= 0 && (r = ld_sdj.sd_journal_previous(f->j)) > 0) f->has_entry = 1;
     return r < 0 ? r : 0;
 }
 
@@ -128,9 +130,9 @@ ld_status ld_journal_follow_seek(ld_journal_follow *j, ld_journal_from from, con
     j->cursor = NULL;
     j->has_entry = 0;
     j->from = from;
-    int r = from == LD_JOURNAL_HEAD ? sd_journal_seek_head(j->j)
+    int r = from == LD_JOURNAL_HEAD ? ld_sdj.sd_journal_seek_head(j->j)
             : from == LD_JOURNAL_TAIL ? seek_tail(j)
-                                      : sd_journal_seek_cursor(j->j, cursor);
+                                      : ld_sdj.sd_journal_seek_cursor(j->j, cursor);
     if (r == -EINVAL) return LD_FAIL(err, LD_ERR_USAGE, 0, "'%s' is not a journal cursor", cursor);
     if (r < 0) return LD_FAIL(err, LD_ERR_IO, 0, "the journal of '%s': cannot seek: %s", j->unit, strerror(-r));
     if (cur && !(j->cursor = strdup(cursor))) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a cursor");
@@ -141,9 +143,9 @@ ld_status ld_journal_follow_seek(ld_journal_follow *j, ld_journal_from from, con
  * reading after it; *found: it was there. */
 static int first_after_seek(ld_journal_follow *f, int *found)
 {
-    *found = sd_journal_test_cursor(f->j, f->cursor) > 0;
+    *found = ld_sdj.sd_journal_test_cursor(f->j, f->cursor) > 0;
     int r = 1;
-    if (*found && f->from == LD_JOURNAL_AFTER_CURSOR) r = sd_journal_next(f->j);
+    if (*found && f->from == LD_JOURNAL_AFTER_CURSOR) r = ld_sdj.sd_journal_next(f->j);
     free(f->cursor);
     f->cursor = NULL;
     return r;
@@ -153,7 +155,7 @@ ld_status ld_journal_follow_next(ld_journal_follow *j, ld_capture_record *rec, i
 {
     memset(rec, 0, sizeof *rec);
     *has = 0;
-    int found = 1, r = sd_journal_next(j->j);
+    int found = 1, r = ld_sdj.sd_journal_next(j->j);
     if (r > 0 && j->cursor) r = first_after_seek(j, &found);
     if (r == 0) return LD_OK;
     *has = 1;
@@ -175,7 +177,7 @@ ld_status ld_journal_follow_cursor(ld_journal_follow *j, char **out, ld_error *e
 {
     *out = NULL;
     if (!j->has_entry) return LD_FAIL(err, LD_ERR_USAGE, 0, "no entry read yet");
-    int r = sd_journal_get_cursor(j->j, out);
+    int r = ld_sdj.sd_journal_get_cursor(j->j, out);
     if (r == -ENOMEM) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a journal cursor");
     if (r < 0) return LD_FAIL(err, LD_ERR_IO, 0, "the journal of '%s': no cursor: %s", j->unit, strerror(-r));
     return LD_OK;
@@ -188,7 +190,7 @@ int ld_journal_follow_fd(const ld_journal_follow *j)
 
 ld_status ld_journal_follow_process(ld_journal_follow *j, ld_error *err)
 {
-    int r = sd_journal_process(j->j);
+    int r = ld_sdj.sd_journal_process(j->j);
     if (r < 0) return LD_FAIL(err, LD_ERR_IO, 0, "the journal of '%s': %s", j->unit, strerror(-r));
     return LD_OK;
 }
@@ -196,7 +198,7 @@ ld_status ld_journal_follow_process(ld_journal_follow *j, ld_error *err)
 void ld_journal_follow_close(ld_journal_follow *j)
 {
     if (!j) return;
-    sd_journal_close(j->j);
+    ld_sdj.sd_journal_close(j->j);
     free(j->cursor);
     free(j->dir);
     free(j);

@@ -18,8 +18,6 @@
  */
 #include "input.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +28,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "archive_lib.h"
 #include "gunzip.h"
 
 enum {
@@ -227,7 +226,7 @@ static la_ssize_t cb_read(struct archive *a, void *ud, const void **buf)
     } else {
         ssize_t r = read_full(in->fd, in->block, LD_IN_BLOCK);
         if (r < 0) {
-            archive_set_error(a, errno, "read error: %s", strerror(errno));
+            ld_la.archive_set_error(a, errno, "read error: %s", strerror(errno));
             return -1;
         }
         n = (size_t)r;
@@ -252,7 +251,7 @@ static la_int64_t cb_seek(struct archive *a, void *ud, la_int64_t off,
         off_t fdpos = (off_t)(to < (int64_t)in->prefix_len
                                   ? (int64_t)in->prefix_len : to);
         if (lseek(in->fd, fdpos, SEEK_SET) < 0) {
-            archive_set_error(a, errno, "seek error: %s", strerror(errno));
+            ld_la.archive_set_error(a, errno, "seek error: %s", strerror(errno));
             return ARCHIVE_FATAL;
         }
     }
@@ -282,7 +281,7 @@ static long gz_more(void *ctx, const void **buf, const char **why)
 {
     gz_pull *p = ctx;
     la_ssize_t n = p->raw(p->a, p->in, buf);
-    if (n < 0) *why = archive_error_string(p->a);
+    if (n < 0) *why = ld_la.archive_error_string(p->a);
     return (long)n;
 }
 
@@ -297,7 +296,7 @@ static la_ssize_t gz_read(struct archive *a, ld_input *in, ld_gunzip *g, unsigne
         /* libarchive's own printf knows no %llu */
         snprintf(in->gz_why, sizeof in->gz_why, "%s (compressed byte %llu)", e.msg,
                  (unsigned long long)e.offset);
-        archive_set_error(a, EIO, "%s", in->gz_why);
+        ld_la.archive_set_error(a, EIO, "%s", in->gz_why);
         return -1;
     }
     *buf = out;
@@ -336,7 +335,7 @@ static ld_status set_member_name(ld_input *in, const char *entry, ld_error *err)
 
 static void drop_inner(ld_input *in)
 {
-    if (in->inner) archive_read_free(in->inner);
+    if (in->inner) ld_la.archive_read_free(in->inner);
     in->inner = NULL;
     ld_gunzip_free(in->igz);
     in->igz = NULL;
@@ -358,23 +357,23 @@ static void start_member(ld_input *in)
 
 static int entry_is_log(struct archive_entry *e)
 {
-    if (archive_entry_filetype(e) != AE_IFREG) return 0;
+    if (ld_la.archive_entry_filetype(e) != AE_IFREG) return 0;
     /* a tar hard link carries no data of its own */
-    if (archive_entry_hardlink(e) && archive_entry_size(e) == 0) return 0;
+    if (ld_la.archive_entry_hardlink(e) && ld_la.archive_entry_size(e) == 0) return 0;
     return 1;
 }
 
 static const char *entry_name(struct archive_entry *e)
 {
-    const char *s = archive_entry_pathname(e);
-    if (!s) s = archive_entry_pathname_utf8(e);
+    const char *s = ld_la.archive_entry_pathname(e);
+    if (!s) s = ld_la.archive_entry_pathname_utf8(e);
     return s ? s : "?";
 }
 
 /* The first header decides single stream vs archive. */
 static void classify(ld_input *in)
 {
-    int base = archive_format(in->ar) & ARCHIVE_FORMAT_BASE_MASK;
+    int base = ld_la.archive_format(in->ar) & ARCHIVE_FORMAT_BASE_MASK;
     in->is_archive = !(base == ARCHIVE_FORMAT_RAW || base == ARCHIVE_FORMAT_EMPTY
                        || base == 0);
 }
@@ -382,7 +381,7 @@ static void classify(ld_input *in)
 static ld_status header_failed(ld_input *in, int r, int *fails, ld_error *err)
 {
     ld_status st = fail_msg(err, LD_ERR_IO, 0, in->path, "bad archive header",
-                            archive_error_string(in->ar));
+                            ld_la.archive_error_string(in->ar));
     if (r == ARCHIVE_FATAL || ++*fails >= LD_IN_MAX_HDR_FAILS) in->dead = 1;
     return st;
 }
@@ -393,7 +392,7 @@ static ld_status archive_next(ld_input *in, int *out_has, ld_error *err)
     int nfails = 0;
     for (;;) {
         struct archive_entry *e;
-        int r = archive_read_next_header(in->ar, &e);
+        int r = ld_la.archive_read_next_header(in->ar, &e);
         int first = !in->started;
         in->started = 1;
         if (first) classify(in);
@@ -492,7 +491,7 @@ static ld_status data_block(ld_input *in, struct archive *a, const void **out,
 {
     *out_n = 0;
     *out_off = 0;
-    int r = archive_read_data_block(a, out, out_n, out_off);
+    int r = ld_la.archive_read_data_block(a, out, out_n, out_off);
     if (r == ARCHIVE_EOF && in->gz_why[0]) r = ARCHIVE_FATAL; /* see gz_why */
     if (r == ARCHIVE_EOF) {
         in->member_done = 1;
@@ -500,7 +499,7 @@ static ld_status data_block(ld_input *in, struct archive *a, const void **out,
     }
     if (r != ARCHIVE_OK) {
         in->member_done = 1;
-        const char *why = in->gz_why[0] ? in->gz_why : archive_error_string(a);
+        const char *why = in->gz_why[0] ? in->gz_why : ld_la.archive_error_string(a);
         return fail_msg(err, LD_ERR_IO, in->delivered, in->member, NULL, why ? why : why_default);
     }
     return LD_OK;
@@ -534,12 +533,12 @@ static la_ssize_t cb_inner_read(struct archive *a, void *ud, const void **buf)
         const void *b;
         size_t n = 0;
         la_int64_t off = 0;
-        int r = archive_read_data_block(in->ar, &b, &n, &off);
+        int r = ld_la.archive_read_data_block(in->ar, &b, &n, &off);
         if (r == ARCHIVE_EOF) {
             in->outer_eof = 1;
         } else if (r != ARCHIVE_OK) {
-            const char *why = archive_error_string(in->ar);
-            archive_set_error(a, EIO, "%s", why ? why : "corrupt archive member");
+            const char *why = ld_la.archive_error_string(in->ar);
+            ld_la.archive_set_error(a, EIO, "%s", why ? why : "corrupt archive member");
             return -1;
         } else {
             in->blk = b;
@@ -559,21 +558,27 @@ static la_ssize_t cb_inner_read_gz(struct archive *a, void *ud, const void **buf
     return gz_read(a, in, in->igz, in->igzbuf, cb_inner_read, buf);
 }
 
+/* The compressions libarchive recognises, for an input and an archive member alike. */
+static void support_filters(struct archive *a)
+{
+    ld_la.archive_read_support_filter_gzip(a);
+    ld_la.archive_read_support_filter_zstd(a);
+    ld_la.archive_read_support_filter_xz(a);
+    ld_la.archive_read_support_filter_bzip2(a);
+    ld_la.archive_read_support_filter_lz4(a);
+    ld_la.archive_read_support_filter_lzip(a);
+}
+
 /* A member whose first bytes are a compression magic number (rotated
  * server-1.log.gz inside logs.tar) is decoded by a second libarchive
  * reader, fed from the outer member; it keeps the outer member's name. */
 static ld_status open_inner(ld_input *in, ld_error *err)
 {
-    struct archive *a = archive_read_new();
+    struct archive *a = ld_la.archive_read_new();
     if (!a) return LD_FAIL(err, LD_ERR_NOMEM, 0, "libarchive handle");
-    archive_read_support_filter_gzip(a);
-    archive_read_support_filter_zstd(a);
-    archive_read_support_filter_xz(a);
-    archive_read_support_filter_bzip2(a);
-    archive_read_support_filter_lz4(a);
-    archive_read_support_filter_lzip(a);
-    archive_read_support_format_raw(a);
-    archive_read_support_format_empty(a);
+    support_filters(a);
+    ld_la.archive_read_support_format_raw(a);
+    ld_la.archive_read_support_format_empty(a);
     in->inner = a;
     raw_read_fn rd = cb_inner_read;
     in->gz_why[0] = 0; /* the outer stream is sound, or this would not be read */
@@ -584,10 +589,10 @@ static ld_status open_inner(ld_input *in, ld_error *err)
         rd = cb_inner_read_gz;
     }
     struct archive_entry *e;
-    if (archive_read_open(a, in, NULL, rd, NULL) != ARCHIVE_OK ||
-        archive_read_next_header(a, &e) < ARCHIVE_WARN) {
+    if (ld_la.archive_read_open(a, in, NULL, rd, NULL) != ARCHIVE_OK ||
+        ld_la.archive_read_next_header(a, &e) < ARCHIVE_WARN) {
         in->member_done = 1;
-        const char *why = archive_error_string(a);
+        const char *why = ld_la.archive_error_string(a);
         return fail_msg(err, LD_ERR_IO, 0, in->member, "cannot decompress member",
                         why ? why : "unknown format");
     }
@@ -652,38 +657,36 @@ ld_status ld_input_read(ld_input *in, void *buf, size_t cap, size_t *out_n,
 
 static ld_status open_archive(ld_input *in, ld_error *err)
 {
-    in->ar = archive_read_new();
+    ld_error why = {0};
+    if (ld_archive_lib_need(&why) != LD_OK)
+        return fail_msg(err, LD_ERR_UNSUPPORTED, 0, in->path, "cannot read", why.msg);
+    in->ar = ld_la.archive_read_new();
     if (!in->ar) return LD_FAIL(err, LD_ERR_NOMEM, 0, "libarchive handle");
     struct archive *a = in->ar;
-    archive_read_support_filter_gzip(a);
-    archive_read_support_filter_zstd(a);
-    archive_read_support_filter_xz(a);
-    archive_read_support_filter_bzip2(a);
-    archive_read_support_filter_lz4(a);
-    archive_read_support_filter_lzip(a);
-    archive_read_support_format_tar(a);
-    archive_read_support_format_zip(a);
-    archive_read_support_format_raw(a);
-    archive_read_support_format_empty(a);
+    support_filters(a);
+    ld_la.archive_read_support_format_tar(a);
+    ld_la.archive_read_support_format_zip(a);
+    ld_la.archive_read_support_format_raw(a);
+    ld_la.archive_read_support_format_empty(a);
     if (in->kind == LD_SRC_FD) {
         in->block = malloc(LD_IN_BLOCK);
         if (!in->block) return LD_FAIL(err, LD_ERR_NOMEM, 0, "read buffer");
     }
     const unsigned char *p = in->kind == LD_SRC_MEM ? in->mem : in->prefix;
     size_t n = in->kind == LD_SRC_MEM ? in->mem_len : in->prefix_len;
-    archive_read_set_callback_data(a, in);
-    archive_read_set_read_callback(a, cb_read);
+    ld_la.archive_read_set_callback_data(a, in);
+    ld_la.archive_read_set_read_callback(a, cb_read);
     if (is_gzip(p, n)) {
         LD_TRY(ld_gunzip_new(&in->gz, err));
         if (!(in->gzbuf = malloc(LD_IN_BLOCK))) return LD_FAIL(err, LD_ERR_NOMEM, 0, "gzip buffer");
-        archive_read_set_read_callback(a, cb_read_gz);
+        ld_la.archive_read_set_read_callback(a, cb_read_gz);
     } else if (in->seekable) {
-        archive_read_set_seek_callback(a, cb_seek);
-        archive_read_set_skip_callback(a, cb_skip);
+        ld_la.archive_read_set_seek_callback(a, cb_seek);
+        ld_la.archive_read_set_skip_callback(a, cb_skip);
     }
-    if (archive_read_open1(a) != ARCHIVE_OK)
+    if (ld_la.archive_read_open1(a) != ARCHIVE_OK)
         return fail_msg(err, LD_ERR_IO, 0, in->path, "cannot open",
-                        archive_error_string(a));
+                        ld_la.archive_error_string(a));
     return LD_OK;
 }
 
@@ -855,7 +858,7 @@ void ld_input_close(ld_input *in)
     if (!in) return;
     drop_inner(in);
     unmap(in);
-    if (in->ar) archive_read_free(in->ar);
+    if (in->ar) ld_la.archive_read_free(in->ar);
     if (in->own_fd && in->fd >= 0) close(in->fd);
     free(in->block);
     ld_gunzip_free(in->gz);
