@@ -20,6 +20,11 @@
  *     prefill_tps      --prompt random token ids (seed 1) in one call
  *     decode_tps       --decode tokens one at a time after the prompt, each
  *                      with its logits and the greedy choice fed back
+ *     decode_cpu_ms    CPU time of the process (all its threads) per
+ *                      decode token: with one thread, a figure that a busy
+ *                      machine's other work inflates far less than the
+ *                      wall time above (waiting threads spin, so with more
+ *                      it counts their waits too)
  *     batch_decode_tps with --batch N (N > 1; the dense models and V4):
  *                      N requests of the same prompt, each a session (the
  *                      first's weights shared), prefilled in one batch,
@@ -37,12 +42,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu_kernels.h"
 #include "engine/engine.h"
 #include "membw.h"
 #include "engine/models/dense/model.h"
+
+/* CPU seconds of the process, all its threads */
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static int argmax(const float *x, int n)
 {
@@ -155,12 +169,13 @@ int main(int argc, char **argv)
     if (st == LD_OK) st = ld_lm_eval(s, toks + prompt - 1, 1, logits, NULL, &err);
     double t_prefill = ld_bench_now() - t0;
     int n_dec = 0;
+    double c0 = cpu_seconds();
     t0 = ld_bench_now();
     for (; st == LD_OK && n_dec < decode && ld_lm_pos(s) < max_seq; n_dec++) {
         int32_t next = argmax(logits, V);
         st = ld_lm_eval(s, &next, 1, logits, NULL, &err);
     }
-    double t_decode = ld_bench_now() - t0;
+    double t_decode = ld_bench_now() - t0, c_decode = cpu_seconds() - c0;
     if (st != LD_OK) {
         fprintf(stderr, "bench_engine: %s\n", err.msg);
         return 2;
@@ -190,6 +205,7 @@ int main(int argc, char **argv)
     printf("decode_bytes %llu\n", (unsigned long long)dec_bytes);
     printf("prompt_tokens %d\nprefill_tps %.2f\n", prompt, prompt / t_prefill);
     printf("decode_tokens %d\ndecode_tps %.2f\n", n_dec, n_dec / t_decode);
+    printf("decode_cpu_ms %.3f\n", n_dec ? 1e3 * c_decode / n_dec : 0.0);
     if (batch > 1) printf("batch %d\nbatch_decode_tps %.2f\n", batch, (double)batch * n_dec / t_batch);
     printf("kv_bytes %llu\n", (unsigned long long)kv);
     printf("rss_peak_bytes %lld\n", (long long)ru.ru_maxrss * 1024);

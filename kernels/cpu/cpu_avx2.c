@@ -427,6 +427,58 @@ AVX2 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n)
     for (int i = n8; i < n; i++) o[i] = fmaf(p, v[i], o[i]);
 }
 
+/* ---------------------------------------------------------------- attention of one head */
+
+/* sc[j] = ld_cpu_dot_avx2(q, k + j * kvrow, hd) * scale, j in [0, n), for
+ * hd a multiple of 8: four positions' dot products side by side (each its
+ * own chain of fmas, as ld_cpu_dot_avx2 sums it, then hsum8), so that the
+ * chains fill the pipeline where one position alone waits on its fma
+ * latency; q's vectors loaded once for the four. */
+AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
+{
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = k + (size_t)j * kvrow;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < hd; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + kvrow + i), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * kvrow + i), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * kvrow + i), a3);
+        }
+        /* ld_cpu_dot_avx2's "hsum8(acc) + tail" with no tail: + 0.0f */
+        sc[j] = (hsum8(a0) + 0.0f) * scale;
+        sc[j + 1] = (hsum8(a1) + 0.0f) * scale;
+        sc[j + 2] = (hsum8(a2) + 0.0f) * scale;
+        sc[j + 3] = (hsum8(a3) + 0.0f) * scale;
+    }
+    for (; j < n; j++) sc[j] = ld_cpu_dot_avx2(q, k + (size_t)j * kvrow, hd) * scale;
+}
+
+/* o[c, c + 8 NV) of the output: for j in order o[i] = fma(p[j], v_j[i],
+ * o[i]) as ld_cpu_axpy_avx2 does it, with the NV vectors of o held in
+ * registers over all the positions instead of stored and reloaded for each */
+AVX2_INLINE void attn_cols(float *o, const float *p, const float *v, size_t kvrow, int n, const int NV)
+{
+    __m256 acc[8];
+    for (int u = 0; u < NV; u++) acc[u] = _mm256_loadu_ps(o + 8 * u);
+    for (int j = 0; j < n; j++, v += kvrow) {
+        __m256 pv = _mm256_set1_ps(p[j]);
+        for (int u = 0; u < NV; u++) acc[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8 * u), acc[u]);
+    }
+    for (int u = 0; u < NV; u++) _mm256_storeu_ps(o + 8 * u, acc[u]);
+}
+
+/* o[0, hd) += p[j] v_j for j in [0, n), the sums of ld_cpu_axpy_avx2 over
+ * the positions in order (hd a multiple of 8): 64 columns at a time */
+AVX2 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+{
+    int c = 0;
+    for (; c + 64 <= hd; c += 64) attn_cols(o + c, p, v + c, kvrow, n, 8);
+    for (; c + 8 <= hd; c += 8) attn_cols(o + c, p, v + c, kvrow, n, 1);
+}
+
 #else /* not x86-64: never called (ld_cpu_simd() is 0) */
 void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1) { (void)m; (void)i0; (void)i1; }
 void ld_cpu_plain_tile_avx2(const ld_cpu_mm *m, const float *wr, int t0, int tn, size_t n, float bias)
@@ -453,4 +505,12 @@ void ld_cpu_f4_run_avx2(float *dst, const uint8_t *q, size_t n, const float *sc,
     (void)dst; (void)q; (void)n; (void)sc; (void)first; (void)bc;
 }
 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n) { (void)o; (void)p; (void)v; (void)n; }
+void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
+{
+    (void)sc; (void)q; (void)k; (void)kvrow; (void)n; (void)hd; (void)scale;
+}
+void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+{
+    (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
+}
 #endif

@@ -131,109 +131,73 @@ AVX512_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
     m->out[n0 + 1] = (hsum16(a1) + macc1) + ld_cpu_bias(m, n0 + 1);
 }
 
-/* Eight rows of one token (decode) in one pass over their blocks: the
- * rows' scales (and Q4_1 offsets) of a block come with one gather and one
- * conversion, the offset sums of the eight rows run in the lanes of one
- * register (lane r: row r's sequential macc, same order), and the x of a
- * block is loaded once for all rows.  The same arithmetic per row as
- * q32_pair, so the same bits. */
-#define Q32_ROW(r, a)                                                            \
-    do {                                                                         \
-        const unsigned char *blk_ = wb + off[r];                                 \
-        __m512 s_ = _mm512_fmadd_ps(decode_group(blk_, dt, 0), x0, _mm512_setzero_ps()); \
-        s_ = _mm512_fmadd_ps(decode_group(blk_, dt, 1), x1, s_);                 \
-        a = _mm512_fmadd_ps(_mm512_set1_ps(dsc[r]), s_, a);                      \
-    } while (0)
-
-AVX512_INLINE void q32_rows8(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
+/* R rows (8 or 16, a compile-time constant: every loop over the rows is
+ * unrolled and the accumulators live in registers) of one token (decode)
+ * in one pass over their blocks: the rows' scales (and Q4_1 offsets) of a
+ * block come with one gather and one conversion, the offset sums of the
+ * rows run in the lanes of one register (lane r: row r's sequential macc,
+ * same order), and the x of a block is loaded once for all rows.  Sixteen
+ * accumulators and the decode's registers still fit in the thirty-two.
+ * The same arithmetic per row as q32_pair, so the same bits. */
+AVX512_INLINE void q32_rows_r(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, const int R)
 {
-    int off[8];
-    for (int r = 0; r < 8; r++) off[r] = (int)(ld_cpu_src_row(n0 + (size_t)r, m->rope_hd) * m->row_bytes);
-    const __m256i voff = _mm256_loadu_si256((const __m256i *)off);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    __m256 macc = _mm256_setzero_ps();
-    float dsc[8];
-    int nb = m->K / LD_CPU_QB;
-    size_t bytes = ld_cpu_q32_bytes(dt);
-    const unsigned char *wb = (const unsigned char *)m->w;
-    /* the bytes of the next eight rows (where the rows are in order), a
-     * block's worth per row and step: the hardware prefetcher alone does
-     * not keep a core's loads ahead of this loop */
-    const char *w0 = (const char *)m->w;
-    size_t pf = (n0 + 8) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes, pf_step = 8 * bytes;
-    for (int b = 0; b < nb; b++, wb += bytes, pf += pf_step) {
-        for (size_t o = pf; o < pf + pf_step && o < pf_end; o += 64) _mm_prefetch(w0 + o, _MM_HINT_T0);
-        /* lane r: the first 32 bits of row r's block b, d (and m above it) */
-        __m256i dm = _mm256_i32gather_epi32((const int *)wb, voff, 1);
-        _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
-        /* make the compiler read the scales back as broadcasts from memory
-         * (free on the load ports) rather than shuffle them out of a register */
-        __asm__("" : "+m"(dsc));
-        if (dt == LD_KDT_Q4_1) {
-            __m256 mn = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)));
-            macc = _mm256_fmadd_ps(mn, _mm256_set1_ps(m->xs[b]), macc);
-        }
-        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
-        __m512 x0 = _mm512_loadu_ps(xv), x1 = _mm512_loadu_ps(xv + 16);
-        Q32_ROW(0, a0); Q32_ROW(1, a1); Q32_ROW(2, a2); Q32_ROW(3, a3);
-        Q32_ROW(4, a4); Q32_ROW(5, a5); Q32_ROW(6, a6); Q32_ROW(7, a7);
-    }
-    float h[8], mc[8];
-    h[0] = hsum16(a0); h[1] = hsum16(a1); h[2] = hsum16(a2); h[3] = hsum16(a3);
-    h[4] = hsum16(a4); h[5] = hsum16(a5); h[6] = hsum16(a6); h[7] = hsum16(a7);
-    _mm256_storeu_ps(mc, macc);
-    for (int r = 0; r < 8; r++)
-        m->out[n0 + (size_t)r] = (h[r] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
-}
-
-/* q32_rows8 with sixteen rows a pass: the gather, the conversions and the
- * offsets' fma of a block shared by twice the rows (sixteen accumulators
- * and the decode's registers still fit in the thirty-two); the same
- * arithmetic per row, so the same bits. */
-AVX512_INLINE void q32_rows16(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
-{
-    int off[16];
-    for (int r = 0; r < 16; r++) off[r] = (int)(ld_cpu_src_row(n0 + (size_t)r, m->rope_hd) * m->row_bytes);
+    int off[16] = {0};
+    for (int r = 0; r < R; r++) off[r] = (int)(ld_cpu_src_row(n0 + (size_t)r, m->rope_hd) * m->row_bytes);
     const __m512i voff = _mm512_loadu_si512(off);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    __m512 a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0, macc = a0;
+    __m512 a[16], macc = _mm512_setzero_ps(); /* R = 8: macc8 */
+    __m256 macc8 = _mm256_setzero_ps();
+    for (int r = 0; r < 16; r++) a[r] = _mm512_setzero_ps();
     float dsc[16];
     int nb = m->K / LD_CPU_QB;
     size_t bytes = ld_cpu_q32_bytes(dt);
     const unsigned char *wb = (const unsigned char *)m->w;
+    /* the bytes of the next R rows (where the rows are in order), a
+     * block's worth per row and step: the hardware prefetcher alone does
+     * not keep a core's loads ahead of this loop */
     const char *w0 = (const char *)m->w;
-    size_t pf = (n0 + 16) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes, pf_step = 16 * bytes;
+    size_t pf = (n0 + (size_t)R) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes, pf_step = (size_t)R * bytes;
     for (int b = 0; b < nb; b++, wb += bytes, pf += pf_step) {
         for (size_t o = pf; o < pf + pf_step && o < pf_end; o += 64) _mm_prefetch(w0 + o, _MM_HINT_T0);
-        __m512i dm = _mm512_i32gather_epi32(voff, (const int *)wb, 1);
-        _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
-        __asm__("" : "+m"(dsc));
-        if (dt == LD_KDT_Q4_1) {
-            __m512 mn = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-            macc = _mm512_fmadd_ps(mn, _mm512_set1_ps(m->xs[b]), macc);
+        /* lane r: the first 32 bits of row r's block b, d (and m above it) */
+        if (R == 16) {
+            __m512i dm = _mm512_i32gather_epi32(voff, (const int *)wb, 1);
+            _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+            if (dt == LD_KDT_Q4_1)
+                macc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))),
+                                       _mm512_set1_ps(m->xs[b]), macc);
+        } else {
+            __m256i dm = _mm256_i32gather_epi32((const int *)wb, _mm512_castsi512_si256(voff), 1);
+            _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
+            if (dt == LD_KDT_Q4_1)
+                macc8 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))),
+                                        _mm256_set1_ps(m->xs[b]), macc8);
         }
+        /* make the compiler read the scales back as broadcasts from memory
+         * (free on the load ports) rather than shuffle them out of a register */
+        __asm__("" : "+m"(dsc));
         const float *xv = m->xq + (size_t)b * LD_CPU_QB;
         __m512 x0 = _mm512_loadu_ps(xv), x1 = _mm512_loadu_ps(xv + 16);
-        Q32_ROW(0, a0); Q32_ROW(1, a1); Q32_ROW(2, a2); Q32_ROW(3, a3);
-        Q32_ROW(4, a4); Q32_ROW(5, a5); Q32_ROW(6, a6); Q32_ROW(7, a7);
-        Q32_ROW(8, a8); Q32_ROW(9, a9); Q32_ROW(10, a10); Q32_ROW(11, a11);
-        Q32_ROW(12, a12); Q32_ROW(13, a13); Q32_ROW(14, a14); Q32_ROW(15, a15);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const unsigned char *blk = wb + off[r];
+            __m512 s = _mm512_fmadd_ps(decode_group(blk, dt, 0), x0, _mm512_setzero_ps());
+            s = _mm512_fmadd_ps(decode_group(blk, dt, 1), x1, s);
+            a[r] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[r]), s, a[r]);
+        }
     }
-    const __m512 a[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
     float h[16], mc[16];
-    _mm512_storeu_ps(h, hsum16x16(a)); /* lane 4k + i: row 4i + k */
-    _mm512_storeu_ps(mc, macc);
-    for (int r = 0; r < 16; r++)
+    _mm512_storeu_ps(h, hsum16x16(a)); /* lane 4k + i: row 4i + k (rows past R: zeros, unused) */
+    _mm512_storeu_ps(mc, R == 16 ? macc : _mm512_castps256_ps512(macc8));
+    for (int r = 0; r < R; r++)
         m->out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
-#undef Q32_ROW
 
 AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
 {
     if (m->T == 1) {
         if ((size_t)m->N * m->row_bytes <= INT_MAX) { /* the gathers' offsets are ints */
-            for (; i0 + 15 < i1; i0 += 16) q32_rows16(m, dt, i0);
-            for (; i0 + 7 < i1; i0 += 8) q32_rows8(m, dt, i0);
+            for (; i0 + 15 < i1; i0 += 16) q32_rows_r(m, dt, i0, 16);
+            for (; i0 + 7 < i1; i0 += 8) q32_rows_r(m, dt, i0, 8);
         }
         for (; i0 + 1 < i1; i0 += 2) q32_pair(m, dt, i0);
     }

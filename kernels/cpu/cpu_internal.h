@@ -124,6 +124,13 @@ void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kd
 float ld_cpu_dot_avx2(const float *a, const float *b, int n);
 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
 
+/* Attention of one head, hd a multiple of 8 (cpu_avx2.c), the bits of the
+ * two above: sc[j] = ld_cpu_dot_avx2(q, k + j kvrow, hd) * scale for j in
+ * [0, n); and o = ld_cpu_axpy_avx2(o, p[j], v + j kvrow, hd) for j = 0 ..
+ * n-1 in order (o's vectors in registers over the positions). */
+void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
+void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
+
 /* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
 typedef struct ld_cpu_q8mm {
     float *out;          /* [T][N] */

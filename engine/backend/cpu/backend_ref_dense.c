@@ -115,10 +115,11 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
         else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
     }
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
-    /* about eight pieces per thread, in whole groups of eight rows (the
-     * fast kernels' decode step takes rows eight at a time) */
+    /* about eight pieces per thread, in whole groups of sixteen rows (the
+     * fast kernels' decode step takes rows sixteen at a time, eight where
+     * fewer are left) */
     size_t grain = (size_t)w->rows / ((size_t)rb->n_threads * 8);
-    ld_refb_run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 8 ? 8 : (grain + 7) / 8 * 8);
+    ld_refb_run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 16 ? 16 : (grain + 15) / 16 * 16);
     return LD_OK;
 }
 

@@ -474,11 +474,55 @@ static int test_attention_levels(void)
     return 0;
 }
 
+/* Attention with head sizes a multiple of 8 (the AVX2 path's positions
+ * four at a time, the output in registers 64 columns at a time, then 8),
+ * decode and prefill, from 1 to 45 positions (not a multiple of four):
+ * every level the bits of the portable one (ld_attention_with over the
+ * plain dot product and axpy). */
+static int test_attention_head_sizes(void)
+{
+    static const int hds[] = {8, 64, 72, 136};
+    enum { T = 3, H = 6, KV = 2, P0 = 42, POS = P0 + T };
+    for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++) {
+        int hd = hds[c];
+        size_t nq = (size_t)T * H * (size_t)hd, nkv = (size_t)POS * KV * (size_t)hd;
+        float *q = malloc(nq * sizeof *q), *kc = malloc(nkv * sizeof *kc), *vc = malloc(nkv * sizeof *vc);
+        float *port = malloc(nq * sizeof *port), *lv = malloc(nq * sizeof *lv), *scores = malloc(POS * sizeof *scores);
+        CHECK(q && kc && vc && port && lv && scores);
+        for (size_t i = 0; i < nq; i++) q[i] = uniform();
+        for (size_t i = 0; i < nkv; i++) {
+            kc[i] = uniform();
+            vc[i] = uniform();
+        }
+        for (int window = 0; window <= 5; window += 5)
+            for (int pos0 = 0; pos0 <= P0; pos0 += P0) { /* the first positions (1 to 3 of them), then 43 to 45 */
+                ld_cpu_attention_at(LD_CPU_PORTABLE, port, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0,
+                                    T * H);
+                for (int level = 1; level <= ld_cpu_simd(); level++) {
+                    memset(lv, 0, nq * sizeof *lv);
+                    ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0, 5);
+                    ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 5, T * H);
+                    CHECK_MSG(memcmp(lv, port, nq * sizeof *lv) == 0,
+                              "attention hd %d pos0 %d window %d: level %d differs from the portable code", hd, pos0,
+                              window, level);
+                }
+            }
+        free(q);
+        free(kc);
+        free(vc);
+        free(port);
+        free(lv);
+        free(scores);
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
     LD_CASE(test_matmul_cancellation),
     LD_CASE(test_attention_levels),
+    LD_CASE(test_attention_head_sizes),
 };
 
 LD_TEST_MAIN(cases)
