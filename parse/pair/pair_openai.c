@@ -21,13 +21,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
+#include "ld_memfind.h"
 #include "pair_internal.h"
 
 enum {
@@ -37,63 +32,6 @@ enum {
      * the generation prompt, a thinking preamble */
     END_SLACK = 2048
 };
-
-/* The first place in h[0..hn) where n[0..nn) occurs.  Candidates are the
- * places whose first and last bytes are the needle's, 16 (SSE2) or 32
- * (AVX2) places a step; only they are compared whole (a prompt is long, a
- * message's text starts with a common byte). */
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,bmi")))
-static const char *find_avx2(const char *h, const char *end, const char *n, size_t nn)
-{
-    const __m256i f = _mm256_set1_epi8(n[0]), l = _mm256_set1_epi8(n[nn - 1]);
-    for (; end - h >= 32; h += 32) { /* places h..h+31, all <= the last place */
-        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)h);
-        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(h + nn - 1));
-        unsigned m = (unsigned)_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi8(a, f), _mm256_cmpeq_epi8(b, l)));
-        for (; m; m &= m - 1) {
-            const char *q = h + __builtin_ctz(m);
-            if (memcmp(q + 1, n + 1, nn - 2) == 0) return q;
-        }
-    }
-    return h;
-}
-#endif
-
-static const char *mem_find(const char *h, size_t hn, const char *n, size_t nn)
-{
-    if (nn == 0) return h;
-    if (nn > hn) return NULL;
-    const char *end = h + hn - nn + 1; /* one past the last place */
-    const char *q = h;
-    if (nn >= 2) {
-#if defined(__GNUC__) && defined(__x86_64__)
-        if (end - q >= 32 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi")) {
-            const char *r = find_avx2(q, end, n, nn);
-            if (r < q + ((end - q) / 32) * 32) return r; /* found inside the blocks */
-            q = r;
-        }
-#endif
-#if defined(__SSE2__)
-        const __m128i f = _mm_set1_epi8(n[0]), l = _mm_set1_epi8(n[nn - 1]);
-        for (; end - q >= 16; q += 16) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)q);
-            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(q + nn - 1));
-            unsigned m = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, f), _mm_cmpeq_epi8(b, l)));
-            for (; m; m &= m - 1) {
-                const char *c = q + __builtin_ctz(m);
-                if (memcmp(c + 1, n + 1, nn - 2) == 0) return c;
-            }
-        }
-#endif
-    }
-    for (; q < end; q++) {
-        q = memchr(q, n[0], (size_t)(end - q));
-        if (!q) return NULL;
-        if (memcmp(q, n, nn) == 0) return q;
-    }
-    return NULL;
-}
 
 /* The last `window` bytes of a text (all of it when shorter). */
 static const char *last_bytes(const char *s, size_t n, size_t window, size_t *out_n)
@@ -115,17 +53,17 @@ static int prompt_has_user(const ld_pending_openai *q, const char *h, size_t hn,
     size_t end_n = t ? tn : hn, wn;
     if (q->anchored) {
         const char *w = last_bytes(end_part, end_n, q->user_len + END_SLACK, &wn);
-        if (mem_find(w, wn, q->user_text, q->user_len)) return 1;
+        if (ld_memfind(w, wn, q->user_text, q->user_len)) return 1;
         if (!t || q->user_len <= TAIL_PROBE) return 0;
         w = last_bytes(t, tn, TAIL_PROBE + END_SLACK, &wn);
-        return mem_find(w, wn, q->user_text + q->user_len - TAIL_PROBE, TAIL_PROBE) != NULL;
+        return ld_memfind(w, wn, q->user_text + q->user_len - TAIL_PROBE, TAIL_PROBE) != NULL;
     }
-    if (mem_find(h, hn, q->user_text, q->user_len)) return 1;
+    if (ld_memfind(h, hn, q->user_text, q->user_len)) return 1;
     if (!t) return 0;
-    if (mem_find(t, tn, q->user_text, q->user_len)) return 1;
+    if (ld_memfind(t, tn, q->user_text, q->user_len)) return 1;
     if (q->user_len <= TAIL_PROBE) return 0;
-    return mem_find(t, tn, q->user_text + q->user_len - TAIL_PROBE, TAIL_PROBE) ||
-           mem_find(h, hn, q->user_text, TAIL_PROBE);
+    return ld_memfind(t, tn, q->user_text + q->user_len - TAIL_PROBE, TAIL_PROBE) ||
+           ld_memfind(h, hn, q->user_text, TAIL_PROBE);
 }
 
 void ld_pair_free_openai(ld_pending_openai *q)
@@ -271,8 +209,8 @@ ld_status ld_pair_openai_check(ld_pairer *p, ld_open *o, const char *h, size_t h
         return apply(p, o, err);
     }
     if (o->q && o->q->anchored && o->q->earlier_user &&
-        (mem_find(h, hn, o->q->earlier_user, o->q->earlier_user_len) ||
-         (t && mem_find(t, tn, o->q->earlier_user, o->q->earlier_user_len)))) {
+        (ld_memfind(h, hn, o->q->earlier_user, o->q->earlier_user_len) ||
+         (t && ld_memfind(t, tn, o->q->earlier_user, o->q->earlier_user_len)))) {
         o->ambiguous = other_candidates(p, o, member);
         o->confirmed = !o->ambiguous; /* by its earlier turn, and no rival */
         return apply(p, o, err);

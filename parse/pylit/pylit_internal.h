@@ -107,6 +107,38 @@ static inline uint64_t escaped_bytes(uint64_t bs, uint64_t *carry)
 #define SIMPLE_HI 0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0
 #define SIMPLE_LO 0, 4, 1 | 4 | 8, 0, 8, 0, 4 | 8, 1, 0, 0, 0, 0, 2, 0, 4, 0
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+/* What a 64-byte block is compared with to classify its bytes (AVX-512BW):
+ * set once before a block loop (block_classes_avx512). */
+typedef struct {
+    __m512i backslash, nib, hi_tbl, lo_tbl; /* nibble tables: SIMPLE_HI, SIMPLE_LO */
+} block_classes;
+
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static inline block_classes block_classes_avx512(void)
+{
+    return (block_classes){ _mm512_set1_epi8('\\'), _mm512_set1_epi8(0x0F),
+                            _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_HI)),
+                            _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_LO)) };
+}
+
+/* Block x's classes, bit k for byte k: *bs its backslashes, *simple the
+ * bytes that end a one-byte escape (looked up by nibble).  Inline in each
+ * block loop, whose target must include this one's. */
+__attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
+static inline void classify_block_avx512(__m512i x, const block_classes *c, uint64_t *bs, uint64_t *simple)
+{
+    *bs = _mm512_cmpeq_epi8_mask(x, c->backslash);
+    __m512i hi = _mm512_shuffle_epi8(c->hi_tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), c->nib));
+    __m512i lo = _mm512_shuffle_epi8(c->lo_tbl, _mm512_and_si512(x, c->nib));
+    *simple = _mm512_test_epi8_mask(hi, lo);
+    IN_GPR(*bs);
+    IN_GPR(*simple);
+}
+#endif
+
 /* ---- pylit_stack.c */
 uint8_t ld_pyp_marks_of_children(const py_parser *p, size_t base);
 ld_status ld_pyp_bad_byte(py_parser *p, size_t at, const char *expected);

@@ -194,18 +194,8 @@ static size_t simple_avx2(const char *s, size_t n, size_t *stop)
 TARGET_AVX512
 static size_t simple_avx512(const char *s, size_t n, size_t *stop)
 {
-    const __m512i vb = _mm512_set1_epi8('\\'), nib = _mm512_set1_epi8(0x0F);
-    const __m512i hi_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_HI));
-    const __m512i lo_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_LO));
-    SIMPLE_ESCAPES_BLOCKS({
-        __m512i x = _mm512_loadu_si512((const void *)(s + i));
-        bs = _mm512_cmpeq_epi8_mask(x, vb);
-        __m512i hi = _mm512_shuffle_epi8(hi_tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
-        __m512i lo = _mm512_shuffle_epi8(lo_tbl, _mm512_and_si512(x, nib));
-        simple = _mm512_test_epi8_mask(hi, lo);
-        IN_GPR(bs);
-        IN_GPR(simple);
-    });
+    const block_classes c = block_classes_avx512();
+    SIMPLE_ESCAPES_BLOCKS(classify_block_avx512(_mm512_loadu_si512((const void *)(s + i)), &c, &bs, &simple));
 }
 #endif
 
@@ -228,21 +218,15 @@ static const unsigned char unescape_tbl[128] = {
 TARGET_VBMI2
 static size_t decode_vbmi2(const char *s, size_t n, char *d, size_t *stop)
 {
-    const __m512i vb = _mm512_set1_epi8('\\'), nib = _mm512_set1_epi8(0x0F);
-    const __m512i hi_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_HI));
-    const __m512i lo_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_LO));
+    const block_classes c = block_classes_avx512();
     const __m512i un_lo = _mm512_loadu_si512((const void *)unescape_tbl);
     const __m512i un_hi = _mm512_loadu_si512((const void *)(unescape_tbl + 64));
     uint64_t carry = 0;
     size_t i = 0, o = 0;
     for (; i + 64 <= n; i += 64) {
         __m512i x = _mm512_loadu_si512((const void *)(s + i));
-        uint64_t bs = _mm512_cmpeq_epi8_mask(x, vb);
-        __m512i hi = _mm512_shuffle_epi8(hi_tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
-        __m512i lo = _mm512_shuffle_epi8(lo_tbl, _mm512_and_si512(x, nib));
-        uint64_t simple = _mm512_test_epi8_mask(hi, lo);
-        IN_GPR(bs);
-        IN_GPR(simple);
+        uint64_t bs, simple;
+        classify_block_avx512(x, &c, &bs, &simple);
         uint64_t esc = escaped_bytes(bs, &carry), other = esc & ~simple;
         uint64_t keep = ~(bs & ~esc); /* all but the backslashes that escape */
         if (other) { /* another kind: the caller's, from its backslash */

@@ -616,9 +616,7 @@ __attribute__((target("avx512f,avx512bw,bmi,bmi2,popcnt")))
 static void measure_avx512(const unsigned char *u, size_t n, size_t *cont_out, int *valid,
                            size_t *simple_out, size_t *stop)
 {
-    const __m512i vb = _mm512_set1_epi8('\\'), nib = _mm512_set1_epi8(0x0F);
-    const __m512i hi_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_HI));
-    const __m512i lo_tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(SIMPLE_LO));
+    const block_classes c = block_classes_avx512();
     unsigned char first[3 + 64] = { 0 };
     memcpy(first + 3, u, 64);
     uint64_t carry = 0, errs = 0;
@@ -630,12 +628,8 @@ static void measure_avx512(const unsigned char *u, size_t n, size_t *cont_out, i
         const unsigned char *at = i ? u + i : first + 3; /* the first block: zeros before it */
         __m512i x = _mm512_maskz_loadu_epi8(m, at);
         if (counting) {
-            uint64_t bs = _mm512_cmpeq_epi8_mask(x, vb);
-            __m512i hi = _mm512_shuffle_epi8(hi_tbl, _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
-            __m512i lo = _mm512_shuffle_epi8(lo_tbl, _mm512_and_si512(x, nib));
-            uint64_t sm = _mm512_test_epi8_mask(hi, lo);
-            IN_GPR(bs);
-            IN_GPR(sm);
+            uint64_t bs, sm;
+            classify_block_avx512(x, &c, &bs, &sm);
             uint64_t esc = escaped_bytes(bs, &carry) & m, other = esc & ~sm;
             if (other) {
                 unsigned k = (unsigned)__builtin_ctzll(other);

@@ -38,8 +38,8 @@ typedef struct ld_af_hit {
 int ld_af_find(const ld_af_prompt *pr, size_t lo, size_t hi, const char *t,
                size_t tlen, unsigned flags, ld_af_hit *out);
 
-/* First occurrence of n[0..nlen) in h[0..hlen), or NULL (nlen > 0).
- * Linear in hlen + nlen (align_mem.c). */
+/* First occurrence of n[0..nlen) in h[0..hlen), or NULL (also when nlen
+ * is 0): the base's ld_memfind, linear in hlen + nlen (align_mem.c). */
 const char *ld_af_mem(const char *h, size_t hlen, const char *n, size_t nlen);
 
 /* Last occurrence of n[0..nlen) in h[0..hlen) (the greatest start), or NULL.

@@ -32,15 +32,26 @@ static int read_partial(const char *text, size_t len, ld_cli_regress_run *run, l
     return -1;
 }
 
-/* The partial written back into a malloc'd buffer. */
-static char *write_partial(const ld_cli_regress_run *run, const ld_cli_partial_head *h, size_t *len)
+/* The partial written back into a malloc'd buffer.  h's first input goes
+ * to 0: the run read numbers its inputs in the whole list already. */
+static char *write_partial(const ld_cli_regress_run *run, ld_cli_partial_head *h, size_t *len)
 {
     char *buf = NULL;
+    h->first = 0;
     FILE *f = open_memstream(&buf, len);
     if (!f) abort();
     int rc = ld_cli_regress_write_partial(run, h, f);
     if (fclose(f) != 0 || rc != 0) abort(); /* what was read can be written */
     return buf;
+}
+
+/* The run read (with its head h) written back: aborts unless it is t[0..tlen). */
+static void writes_back(const ld_cli_regress_run *run, ld_cli_partial_head *h, const char *t, size_t tlen)
+{
+    size_t len = 0;
+    char *again = write_partial(run, h, &len);
+    if (tlen != len || memcmp(t, again, tlen)) abort();
+    free(again);
 }
 
 /* data with a space before every line that starts {"item": (malloc'd). */
@@ -70,7 +81,7 @@ static char *items_spaced(const uint8_t *data, size_t size, size_t *len)
  * the error e when it did not read). */
 static void same_as_cjson(const uint8_t *data, size_t size, int rc, const char *t, size_t tlen, const ld_error *e)
 {
-    size_t slen = 0, len2 = 0;
+    size_t slen = 0;
     char *spaced = items_spaced(data, size, &slen);
     ld_cli_regress_run run;
     ld_cli_partial_head h;
@@ -81,10 +92,7 @@ static void same_as_cjson(const uint8_t *data, size_t size, int rc, const char *
         /* offsets move with the spaces: the line and what was said */
         if (e->code != e2.code || e->line != e2.line || strcmp(e->msg, e2.msg)) abort();
     } else {
-        h.first = 0;
-        char *t2 = write_partial(&run, &h, &len2);
-        if (tlen != len2 || memcmp(t, t2, tlen)) abort();
-        free(t2);
+        writes_back(&run, &h, t, tlen);
         ld_cli_partial_head_free(&h);
     }
     ld_cli_regress_run_free(&run);
@@ -100,14 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0;
     int rc = read_partial((const char *)data, size, &run, &h, &e);
     if (rc == 0) {
-        size_t len2 = 0;
-        h.first = 0; /* the run read numbers its inputs in the whole list already */
         text = write_partial(&run, &h, &len);
         if (read_partial(text, len, &again, &h2, &e2) != 0) abort();
-        h2.first = 0;
-        char *text2 = write_partial(&again, &h2, &len2);
-        if (len != len2 || memcmp(text, text2, len)) abort();
-        free(text2);
+        writes_back(&again, &h2, text, len);
         ld_cli_regress_run_free(&again);
         ld_cli_partial_head_free(&h2);
         ld_cli_partial_head_free(&h);

@@ -49,9 +49,6 @@ ld_tpl_value *ld_tv_str_ref(ld_arena *a, const char *s, size_t len);
  * and test returns one. */
 extern ld_tpl_value ld_tv_bools[2];
 static inline ld_tpl_value *ld_tv_bool(bool b) { return &ld_tv_bools[b]; }
-/* The first occurrence of n[0..nn) in h[0..hn), or NULL (h when nn is 0):
- * memchr to the candidates, memcmp to confirm. */
-const char *ld_tv_memfind(const char *h, size_t hn, const char *n, size_t nn);
 ld_tpl_value *ld_tv_undef(ld_arena *a, const char *hint);
 /* An undefined whose hint is formatted only if an error needs it (see
  * u.undef): most undefined values are only tested, never reported. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ld_memfind.h"
 #include "replay/template/jinja/tpl_internal.h"
 
 #define A (ld_tpl_rt_arena(rt))
@@ -63,7 +64,7 @@ static ld_status str_split(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *s
     size_t start = 0;
     const char *hit;
     while ((max < 0 || (int64_t)l->u.list.n < max) &&
-           (hit = ld_tv_memfind(p + start, n - start, sep->u.str.s, k))) {
+           (hit = ld_memfind(p + start, n - start, sep->u.str.s, k))) {
         NEWV(ld_tv_push(A, l, ld_tv_str(A, p + start, (size_t)(hit - p) - start)));
         start = (size_t)(hit - p) + k;
     }
@@ -86,7 +87,7 @@ static size_t replace_hits(const ld_tpl_value *s, const ld_tpl_value *o, int64_t
         for (size_t i = 0; i < n; i++) hits += p[i] == o->u.str.s[0];
         return hits < max ? hits : max;
     }
-    for (size_t i = 0; hits < max && (hit = ld_tv_memfind(p + i, n - i, o->u.str.s, k)); hits++) i = (size_t)(hit - p) + k;
+    for (size_t i = 0; hits < max && (hit = ld_memfind(p + i, n - i, o->u.str.s, k)); hits++) i = (size_t)(hit - p) + k;
     return hits;
 }
 
@@ -102,7 +103,7 @@ static void replace_into(char *d, const ld_tpl_value *s, const ld_tpl_value *o, 
     }
     for (; h < hits; h++) {
         size_t at = i;
-        if (k) at = (size_t)(ld_tv_memfind(p + i, n - i, o->u.str.s, k) - p);
+        if (k) at = (size_t)(ld_memfind(p + i, n - i, o->u.str.s, k) - p);
         else if (h > 0) /* empty o: after the next code point */
             for (at = i + 1; at < n && ((unsigned char)p[at] & 0xC0) == 0x80;) at++;
         memcpy(d, p + i, at - i), d += at - i;
@@ -170,7 +171,7 @@ static ld_status str_method(tpl_rt *rt, const tpl_node *at, const ld_tpl_value *
         size_t i = 0;
         const char *hit;
         while (i <= s->u.str.len &&
-               (hit = ld_tv_memfind(s->u.str.s + i, s->u.str.len - i, x->u.str.s, x->u.str.len))) {
+               (hit = ld_memfind(s->u.str.s + i, s->u.str.len - i, x->u.str.s, x->u.str.len))) {
             size_t pos = (size_t)(hit - s->u.str.s);
             if (found < 0) found = (int64_t)ld_tv_utf8_count(s->u.str.s, pos);
             cnt++;

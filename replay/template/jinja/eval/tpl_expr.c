@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ld_memfind.h"
 #include "tpl_rt.h"
 
 ld_status ld_tpl_eval_args(tpl_rt *rt, const tpl_node *n, tpl_args *a)
@@ -186,7 +187,7 @@ static ld_status contains(tpl_rt *rt, const tpl_node *n, ld_tpl_value *x, ld_tpl
     if (c->kind == TV_STR) {
         if (x->kind != TV_STR)
             return ld_tpl_rt_fail(rt, n, LD_ERR_MISMATCH, "type error: 'in <string>' requires string as left operand, not %s", ld_tv_type_name(x));
-        *out = ld_tv_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
+        *out = ld_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
         return LD_OK;
     }
     if (c->kind == TV_DICT) return *out = dict_has(c, x), LD_OK; /* a namespace is not iterable: refused below */
@@ -464,7 +465,7 @@ static inline bool cond_shape(tpl_rt *rt, const tpl_node *n, bool *out)
         bool in;
         if (!c) return false;
         if (c->kind == TV_DICT) in = ld_tv_key_index(c, x->u.str.s, x->u.str.len) < c->u.dict.n;
-        else if (c->kind == TV_STR) in = ld_tv_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
+        else if (c->kind == TV_STR) in = ld_memfind(c->u.str.s, c->u.str.len, x->u.str.s, x->u.str.len) != NULL;
         else return false;
         return *out = in != (n->neg == 8), true;
     }

@@ -39,18 +39,6 @@ ld_tpl_value *ld_tv_str_ref(ld_arena *a, const char *s, size_t len)
     return v;
 }
 
-const char *ld_tv_memfind(const char *h, size_t hn, const char *n, size_t nn)
-{
-    if (nn == 0) return h;
-    if (nn > hn) return NULL;
-    const char *end = h + (hn - nn) + 1; /* one past the last possible start */
-    for (const char *p = h; p < end; p++) {
-        if (!(p = memchr(p, (unsigned char)n[0], (size_t)(end - p)))) return NULL;
-        if (memcmp(p + 1, n + 1, nn - 1) == 0) return p;
-    }
-    return NULL;
-}
-
 ld_tpl_value *ld_tv_undef(ld_arena *a, const char *hint)
 {
     ld_tpl_value *v = ld_tv_new(a, TV_UNDEF);
