@@ -390,8 +390,11 @@ static ld_status record(ld_conv_tracker *t, conv *c, const ld_conv_op *op)
     size_t rn = strlen(op->rid), sn = op->stop_str ? strlen(op->stop_str) : 0;
     size_t ft = op->finish_type ? strlen(op->finish_type) : 0;
     size_t bytes = sizeof(entry) + rn + 1 + keep + 1 + sn + 1 + ft + 1;
-    entry *e = calloc(1, bytes);
+    /* malloc, not calloc: the strings after the entry are all copied in (a
+     * byte left unwritten is one nothing points at), only the entry is zeroed */
+    entry *e = malloc(bytes);
     if (!e) return LD_ERR_NOMEM;
+    memset(e, 0, sizeof *e);
     char *p = (char *)(e + 1);
     e->rid = memcpy(p, op->rid, rn + 1), p += rn + 1;
     if (op->out_head) {

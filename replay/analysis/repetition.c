@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "repetition_screen.h"
+
 #define W 8 /* window bytes */
 
 /* The window's 8 bytes as one word (what the table compares), and its slot:
@@ -106,6 +108,9 @@ ld_status ld_repetition_find(const char *s, size_t n, ld_arena *scratch, ld_repe
     s += base;
     n -= base;
     if (n < LD_REP_MIN_BYTES) return LD_OK;
+    /* most outputs do not loop: the screen proves it for them at a fraction
+     * of the cost of the search below (an exact answer either way) */
+    if (!ld_rep_screen(s, n, scratch)) return LD_OK;
     size_t size = 64;
     unsigned bits = 6;
     while (size < 2 * n) size *= 2, bits++;

@@ -22,11 +22,13 @@
  *   - a longer unit (a long sentence, a paragraph) repeats at least
  *     LD_REP_LONG_COUNT times (twice can be a legitimate quote).
  *
- * Cost: linear in the length: one pass over 8-byte windows with a hash table
- * of the last position of each window (2 x n slots, from the caller's
- * scratch arena when given and the table is at most LD_REP_ARENA_SLOTS slots,
- * else malloc'd and freed in the call); a run is extended byte by byte
- * against its period.  Only the last
+ * Cost: linear in the length.  A screen (repetition_screen.h: a pass of
+ * 64-byte blocks and a hash-table step per start of a longer word) rules out
+ * every reportable stretch for most texts; only where one may be, one pass over
+ * 8-byte windows with a hash table of the last position of each window (2 x n
+ * slots, from the caller's scratch arena when given and the table is at most
+ * LD_REP_ARENA_SLOTS slots, else malloc'd and freed in the call); a run is
+ * extended byte by byte against its period.  Only the last
  * LD_REP_MAX_SCAN bytes of a longer text are looked at (a loop runs to the
  * end of the output).  Thread safety: none shared; no global state.
  */

@@ -1,0 +1,493 @@
+/* test_repetition_screen.c - ld_repetition_find with its screen
+ * (replay/analysis/repetition_screen.c) against the search it had before the
+ * screen, kept below as the oracle: the same answer, field for field, on
+ * random, periodic (periods 1..300), near-periodic, corpus and long texts;
+ * and the screen's SSE2 and byte-by-byte classifications agree. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/ld_test.h"
+#include "replay/analysis/repetition.h"
+#include "replay/analysis/repetition_screen.h"
+
+/* ------------------------------------------------------------ the oracle:
+ * repetition.c's search as it was before the screen (calloc'd table). */
+
+#define OW 8
+
+static uint64_t o_word(const char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+static int o_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static size_t o_letters(const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c >= 0xC0) k++;
+    }
+    return k;
+}
+
+static void o_consider(const char *s, size_t start, size_t end, size_t p, ld_repetition *best,
+                       int *found)
+{
+    size_t len = end - start, count = len / p;
+    if (len < LD_REP_MIN_BYTES) return;
+    if (count < (p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT
+                 : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT : LD_REP_LONG_COUNT))
+        return;
+    if (o_letters(s + start, p) < LD_REP_MIN_LETTERS) return;
+    if (*found && len <= best->len) return;
+    size_t u = start;
+    int at_word = start == 0 || o_space((unsigned char)s[start - 1]);
+    for (size_t k = start + 1; !at_word && k < start + p; k++)
+        if (o_space((unsigned char)s[k - 1]) && !o_space((unsigned char)s[k])) { u = k; break; }
+    *best = (ld_repetition){start, len, u, p, count};
+    *found = 1;
+}
+
+static size_t o_last_seen(const char *s, uint32_t *tbl, unsigned bits, size_t i)
+{
+    size_t mask = ((size_t)1 << bits) - 1;
+    uint64_t w = o_word(s + i);
+    size_t slot = (size_t)((w * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+    while (tbl[slot]) {
+        size_t j = tbl[slot] - 1;
+        if (o_word(s + j) == w) {
+            tbl[slot] = (uint32_t)(i + 1);
+            return j;
+        }
+        slot = (slot + 1) & mask;
+    }
+    tbl[slot] = (uint32_t)(i + 1);
+    return SIZE_MAX;
+}
+
+static int oracle(const char *s, size_t n, ld_repetition *out)
+{
+    int found = 0;
+    memset(out, 0, sizeof *out);
+    size_t base = n > LD_REP_MAX_SCAN ? n - LD_REP_MAX_SCAN : 0;
+    s += base;
+    n -= base;
+    if (n < LD_REP_MIN_BYTES) return 0;
+    size_t size = 64;
+    unsigned bits = 6;
+    while (size < 2 * n) size *= 2, bits++;
+    uint32_t *tbl = calloc(size, sizeof *tbl);
+    if (!tbl) abort();
+    size_t p = 0, start = 0, end = 0;
+    for (size_t i = 0; i + OW <= n; i++) {
+        if (p && s[i + OW - 1] == s[i + OW - 1 - p]) {
+            end = i + OW;
+            o_last_seen(s, tbl, bits, i);
+            continue;
+        }
+        if (p) o_consider(s, start, end, p, out, &found);
+        p = 0;
+        size_t j = o_last_seen(s, tbl, bits, i);
+        if (j != SIZE_MAX) {
+            p = i - j;
+            start = j;
+            end = i + OW;
+        }
+    }
+    if (p) o_consider(s, start, end, p, out, &found);
+    free(tbl);
+    if (found) {
+        out->start += base;
+        out->unit_off += base;
+    }
+    return found;
+}
+
+/* ------------------------------------------------------------ comparing */
+
+static long g_texts, g_loops, g_screened_out;
+
+/* The library's answer (without and with a scratch arena) is the oracle's;
+ * the screen's two classifications agree; a text the screen lets through
+ * ends with the oracle's answer all the same. */
+static int same_answer(const char *s, size_t n, ld_arena *arena)
+{
+    ld_repetition want, got, got_a;
+    memset(&got, 0, sizeof got);
+    memset(&got_a, 0, sizeof got_a);
+    int fw = oracle(s, n, &want), fg = -1, fa = -1;
+    if (ld_repetition_find(s, n, NULL, &got, &fg, NULL) != LD_OK) return 0;
+    if (ld_repetition_find(s, n, arena, &got_a, &fa, NULL) != LD_OK) return 0;
+    if (fg != fw || fa != fw) {
+        fprintf(stderr, "  n=%zu: found %d/%d, oracle %d (start %zu len %zu unit %zu)\n", n, fg,
+                fa, fw, want.start, want.len, want.unit_len);
+        return 0;
+    }
+    if (fw && (memcmp(&got, &want, sizeof got) || memcmp(&got_a, &want, sizeof got))) {
+        fprintf(stderr, "  n=%zu: got %zu+%zu unit %zu, oracle %zu+%zu unit %zu\n", n, got.start,
+                got.len, got.unit_len, want.start, want.len, want.unit_len);
+        return 0;
+    }
+    size_t base = n > LD_REP_MAX_SCAN ? n - LD_REP_MAX_SCAN : 0;
+    int sc = ld_rep_screen(s + base, n - base, NULL);
+    if (sc != ld_rep_screen_bytes(s + base, n - base, NULL)) {
+        fprintf(stderr, "  n=%zu: SSE2 and byte screens differ\n", n);
+        return 0;
+    }
+    if (fw && !sc) {
+        fprintf(stderr, "  n=%zu: the screen ruled out a loop\n", n);
+        return 0;
+    }
+    g_texts++;
+    g_loops += fw;
+    g_screened_out += !sc;
+    ld_arena_reset(arena);
+    return 1;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+
+static uint32_t rnd(uint32_t m)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)((rng >> 16) % m);
+}
+
+static const char *const WORDS[] = {"the", "file", "is", "open", "and", "we", "check", "it",
+                                    "again", "now", "ok", "x", "i", "a", "ha", "no", "value",
+                                    "returns", "error", "\xe6\x88\x91", "\xe4\xbb\xac",
+                                    "\xe6\x96\x87\xe4\xbb\xb6", "0", "42", "--", "|", "{}",
+                                    "\"k\":", "abcdefghijklmnopqrstuvwxyz0123456789"};
+static const char *const SEPS[] = {" ", " ", " ", ", ", ". ", "\n", "\n\n", "\t", "", "-", "/"};
+
+/* n bytes of words and separators drawn from small sets (many short
+ * repeats), blanks at the end. */
+static size_t prose(char *b, size_t n)
+{
+    size_t at = 0;
+    while (at < n) {
+        const char *w = WORDS[rnd(sizeof WORDS / sizeof WORDS[0])];
+        const char *sp = SEPS[rnd(sizeof SEPS / sizeof SEPS[0])];
+        size_t lw = strlen(w), ls = strlen(sp);
+        if (at + lw + ls > n) break;
+        memcpy(b + at, w, lw);
+        memcpy(b + at + lw, sp, ls);
+        at += lw + ls;
+    }
+    memset(b + at, ' ', n - at);
+    return n;
+}
+
+/* Bytes from an alphabet of k symbols (letters, spaces, punctuation, UTF-8). */
+static void bytes_of(char *b, size_t n, unsigned k)
+{
+    static const char alpha[] = "ab ,.\n\xe6\x88" "cdefXYZ01{}\"\xc3\xa9\xff\x80";
+    for (size_t i = 0; i < n; i++) b[i] = alpha[rnd(k < sizeof alpha - 1 ? k : sizeof alpha - 1)];
+}
+
+/* A unit of p bytes (from prose or bytes) written over [at, at+len), then
+ * maybe a few bytes changed. */
+static void periodic(char *b, size_t at, size_t len, size_t p, int mutations)
+{
+    char unit[512];
+    if (rnd(2)) {
+        prose(unit, p);
+    } else {
+        bytes_of(unit, p, 2 + rnd(20));
+    }
+    for (size_t i = 0; i < len; i++) b[at + i] = unit[i % p];
+    for (int m = 0; m < mutations; m++) b[at + rnd((uint32_t)len)] = (char)('A' + rnd(26));
+}
+
+static int test_repetition_screen_random_texts(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char *b = malloc(20000);
+    for (int t = 0; t < 3000; t++) {
+        size_t n = 1 + rnd(t < 2000 ? 600 : 8000);
+        if (rnd(2)) n = prose(b, n);
+        else bytes_of(b, n, 1 + rnd(24));
+        CHECK_MSG(same_answer(b, n, &a), "random text %d", t);
+    }
+    free(b);
+    ld_arena_release(&a);
+    return 0;
+}
+
+/* Every period 1..300, the stretch at the start, the middle or the end of
+ * the text, from a little under to well over the thresholds, whole or with
+ * a byte or two changed. */
+static int test_repetition_screen_periods(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    size_t cap = 4096 + 300 * 24;
+    char *b = malloc(cap);
+    for (size_t p = 1; p <= 300; p++) {
+        for (int round = 0; round < 12; round++) {
+            size_t need = p < 16 ? 20 * p : p < 64 ? 6 * p : 3 * p;
+            if (need < 64) need = 64;
+            size_t len = need - 3 + rnd((uint32_t)(need / 2 + 8));
+            size_t before = round % 3 == 0 ? 0 : rnd(800), after = round % 3 == 2 ? 0 : rnd(800);
+            size_t n = before + len + after;
+            if (rnd(2)) prose(b, n); else bytes_of(b, n, 3 + rnd(20));
+            periodic(b, before, len, p, round >= 8 ? 1 + rnd(2) : 0);
+            CHECK_MSG(same_answer(b, n, &a), "period %zu round %d", p, round);
+        }
+    }
+    free(b);
+    ld_arena_release(&a);
+    return 0;
+}
+
+/* Several stretches of different periods in one text, and texts made of a
+ * few sentences said again and again in changing order (repeats that are
+ * not loops, the screen's costly case). */
+static int test_repetition_screen_mixed(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char *b = malloc(60000);
+    for (int t = 0; t < 400; t++) {
+        size_t n = prose(b, 2000 + rnd(20000));
+        for (int k = rnd(4); k > 0; k--) {
+            size_t p = 1 + rnd(200), len = 40 + rnd(900);
+            if (len + 1 >= n) continue;
+            periodic(b, rnd((uint32_t)(n - len)), len, p, rnd(3) == 0);
+        }
+        CHECK_MSG(same_answer(b, n, &a), "mixed text %d", t);
+    }
+    static const char *const sent[] = {
+        "The service started returning 502 errors shortly after the deploy. ",
+        "Could you explain why the retry policy did not kick in here? ",
+        "We are seeing p99 latency climb whenever the batch size exceeds 64.\n",
+        "Refactor the function so that it streams the file. ",
+        "ok. "};
+    for (int t = 0; t < 300; t++) {
+        size_t n = 0, want = 500 + rnd(30000);
+        while (n < want) {
+            const char *s = sent[rnd(t % 2 ? 5 : 3)];
+            memcpy(b + n, s, strlen(s));
+            n += strlen(s);
+        }
+        CHECK_MSG(same_answer(b, n, &a), "sentences %d", t);
+    }
+    free(b);
+    ld_arena_release(&a);
+    return 0;
+}
+
+static int test_repetition_screen_corpus(void)
+{
+    static const char *const files[] = {"parse/pylit/pylit.c", "README.md", "CMakeLists.txt",
+                                        "replay/analysis/repetition.c", "tools/gen_bench_log.py",
+                                        "docs/README.md"};
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    int n = 0;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", LD_SOURCE_DIR, files[i]);
+        char *s = ld_test_slurp(path);
+        if (!s) continue;
+        size_t len = strlen(s);
+        CHECK_MSG(same_answer(s, len, &a), "%s", files[i]);
+        for (int k = 0; k < 20; k++) { /* pieces, and pieces with a loop pasted in */
+            size_t from = rnd((uint32_t)len), m = rnd((uint32_t)(len - from) + 1);
+            CHECK_MSG(same_answer(s + from, m, &a), "%s [%zu, +%zu)", files[i], from, m);
+            if (m > 400) {
+                char *c = malloc(m);
+                memcpy(c, s + from, m);
+                size_t p = 1 + rnd(120), l = 64 + rnd(300);
+                if (l < m) {
+                    size_t at = rnd((uint32_t)(m - l));
+                    for (size_t j = 0; j < l; j++) c[at + j] = c[at + j % p];
+                }
+                CHECK_MSG(same_answer(c, m, &a), "%s with a loop", files[i]);
+                free(c);
+            }
+        }
+        free(s);
+        n++;
+    }
+    ld_arena_release(&a);
+    if (!n) SKIP("no source files found under %s", LD_SOURCE_DIR);
+    return 0;
+}
+
+/* Past the arena's share (the screen's and the search's tables malloc'd),
+ * and past LD_REP_MAX_SCAN (only the tail looked at). */
+static int test_repetition_screen_long_texts(void)
+{
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    size_t sizes[] = {LD_REP_ARENA_SLOTS / 2 + 1000, LD_REP_ARENA_SLOTS * 2, LD_REP_MAX_SCAN + 5000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        char *b = malloc(n);
+        for (int v = 0; v < 3; v++) {
+            prose(b, n);
+            if (v == 1) periodic(b, n - 3000, 3000, 1 + rnd(250), 0);    /* a loop at the end */
+            if (v == 2) periodic(b, 100, 5000, 1 + rnd(250), 0);         /* at the start: cut off past the max */
+            CHECK_MSG(same_answer(b, n, &a), "n=%zu variant %d", n, v);
+        }
+        free(b);
+    }
+    ld_arena_release(&a);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the screen's own claim */
+
+/* Whether s[0..n) holds a stretch the search could report, by brute force:
+ * every period, every longest stretch of it, the thresholds of
+ * repetition.h.  What the screen must let through. */
+static int has_reportable(const char *s, size_t n)
+{
+    for (size_t p = 1; 3 * p <= n; p++) {
+        size_t need = p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT * p
+                      : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT * p : LD_REP_LONG_COUNT * p;
+        if (need < LD_REP_MIN_BYTES) need = LD_REP_MIN_BYTES;
+        for (size_t i = 0; i + p < n;) {
+            if (s[i] != s[i + p]) { i++; continue; }
+            size_t from = i;
+            while (i + p < n && s[i] == s[i + p]) i++;
+            if (i - from + p >= need && o_letters(s + from, p) >= LD_REP_MIN_LETTERS) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A unit T T' where T' is T with one byte more in a long word: every key of
+ * the unit comes back within it (at |T| or |T'|), so the anchor one period
+ * back is not the newest of its bucket; the screen must still find it. */
+static size_t twin_unit(char *u, size_t words, size_t run)
+{
+    size_t at = 0;
+    for (int half = 0; half < 2; half++) {
+        uint64_t save = rng;
+        rng = 12345 + words;
+        for (size_t w = 0; w < words; w++) {
+            const char *x = WORDS[rnd(19)];
+            memcpy(u + at, x, strlen(x));
+            at += strlen(x);
+            u[at++] = ' ';
+        }
+        rng = save;
+        memset(u + at, 'a', run + (size_t)half);
+        at += run + (size_t)half;
+        u[at++] = ' ';
+    }
+    return at;
+}
+
+static int test_repetition_screen_lets_through_every_stretch(void)
+{
+    char *b = malloc(8192);
+    int checked = 0;
+    for (int t = 0; t < 600; t++) {
+        size_t n;
+        if (t % 3 == 0) { /* the T T' unit, three times and a bit, in prose */
+            char u[1024];
+            size_t p = twin_unit(u, 2 + rnd(8), 16 + rnd(30)), before = rnd(200);
+            n = before + 3 * p + rnd((uint32_t)p) + rnd(200);
+            prose(b, n);
+            for (size_t i = 0; i + before < n && i < 3 * p + p / 2; i++) b[before + i] = u[i % p];
+        } else {
+            n = 100 + rnd(1500);
+            if (rnd(2)) prose(b, n); else bytes_of(b, n, 2 + rnd(20));
+            size_t p = 1 + rnd(160), len = 40 + rnd(700);
+            if (len < n) periodic(b, rnd((uint32_t)(n - len)), len, p, rnd(4) == 0);
+        }
+        if (!has_reportable(b, n)) continue;
+        checked++;
+        CHECK_MSG(ld_rep_screen(b, n, NULL) == 1, "text %d (n=%zu)", t, n);
+        CHECK_MSG(ld_rep_screen_bytes(b, n, NULL) == 1, "text %d (n=%zu)", t, n);
+    }
+    free(b);
+    CHECK(checked > 200);
+    return 0;
+}
+
+/* Loops of short words (no anchor in them) just long enough to report, at
+ * every offset of the screen's 64-byte blocks, amid long words (anchors
+ * every few bytes): the run of positions without an anchor is all that
+ * shows them. */
+static int test_repetition_screen_short_word_loops(void)
+{
+    static const char *const units[] = {"ha ", "no ", "ab", "a b ", "xy-", "ok, "};
+    static const char filler[] = "elephant giraffes mountains ";
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char b[512];
+    int checked = 0;
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+        size_t p = strlen(units[u]);
+        for (size_t len = 60; len <= 72; len++) {
+            for (size_t off = 0; off < 130; off++) {
+                size_t n = 0;
+                for (size_t i = 0; i < off; i++) b[n++] = filler[i % (sizeof filler - 1)];
+                for (size_t i = 0; i < len; i++) b[n++] = units[u][i % p];
+                for (size_t i = 0; i < 100; i++) b[n++] = filler[i % (sizeof filler - 1)];
+                CHECK_MSG(same_answer(b, n, &a), "unit \"%s\" len %zu off %zu", units[u], len, off);
+                if (!has_reportable(b, n)) continue;
+                checked++;
+                CHECK_MSG(ld_rep_screen(b, n, NULL) == 1, "unit \"%s\" len %zu off %zu", units[u],
+                          len, off);
+                CHECK_MSG(ld_rep_screen_bytes(b, n, NULL) == 1, "unit \"%s\" len %zu off %zu",
+                          units[u], len, off);
+            }
+        }
+    }
+    ld_arena_release(&a);
+    CHECK(checked > 1000);
+    return 0;
+}
+
+/* The screen lets through what it must, and rules out ordinary text (what
+ * makes it pay): most of the texts above had no loop and were ruled out. */
+static int test_repetition_screen_rules_out_prose(void)
+{
+    static const char text[] =
+        "logdiff reads the request logs of SGLang and vLLM servers and tells, for every "
+        "request, whether the agent harness sent a broken message array, whether the chat "
+        "template dropped something, or whether the log itself is incomplete. The tests run "
+        "with ctest; the build needs libcjson, pcre2, zstd and libarchive.\n";
+    CHECK_EQ_INT(ld_rep_screen(text, sizeof text - 1, NULL), 0);
+    CHECK_EQ_INT(ld_rep_screen_bytes(text, sizeof text - 1, NULL), 0);
+    char loop[2048] = "";
+    for (int i = 0; i < 30; i++) strcat(loop, "I will now check the file. ");
+    CHECK_EQ_INT(ld_rep_screen(loop, strlen(loop), NULL), 1);
+    char hex[200];
+    for (int i = 0; i < 80; i++) hex[i] = "0123456789abcdef"[rnd(16)];
+    hex[80] = 0; /* 80 word bytes and no word start: let through */
+    CHECK_EQ_INT(ld_rep_screen(hex, 80, NULL), 1);
+    fprintf(stderr, "  %ld texts compared, %ld loops, %ld ruled out by the screen\n", g_texts,
+            g_loops, g_screened_out);
+    return 0;
+}
+
+static const ld_test_case cases[] = {
+    LD_CASE(test_repetition_screen_random_texts),
+    LD_CASE(test_repetition_screen_periods),
+    LD_CASE(test_repetition_screen_mixed),
+    LD_CASE(test_repetition_screen_corpus),
+    LD_CASE(test_repetition_screen_long_texts),
+    LD_CASE(test_repetition_screen_lets_through_every_stretch),
+    LD_CASE(test_repetition_screen_short_word_loops),
+    LD_CASE(test_repetition_screen_rules_out_prose),
+};
+
+LD_TEST_MAIN(cases)
