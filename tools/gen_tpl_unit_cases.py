@@ -128,6 +128,15 @@ CASES = [
     # byte, a quote, a backslash), and strings long enough to be written
     # into a filter's own buffer (a concatenation) or straight into the output
     ("f_tojson_escape_places_wide", "{% for n in [32, 33, 47, 48, 63, 64, 65, 95, 96, 97] %}{% for i in range(0, n, 3) %}{% for c in ['\"', '\\n', '\x1f'] %}{{ ('a' * i ~ c ~ 'b' * (n - i - 1)) | tojson }}{% endfor %}{% endfor %}{% endfor %}|{% for k in range(1, 70, 5) %}{{ ('x' * k ~ '\\\\' ~ 'é' * k ~ '\t\"') | tojson }}{{ '<' ~ (('y' * k ~ '\r') * 3) | tojson ~ '>' }}{% endfor %}"),
+    # several escapes in one 32-byte step (all found from its one mask), at
+    # every spacing, the plain bytes after them stored 32 at a time or, near
+    # the string's end, copied exactly; strings of 0-16 bytes (one 16-byte
+    # test) with an escape at every place; an elif chain (its conditions
+    # followed in turn), and pieces of output of 14-35 bytes
+    ("f_tojson_escapes_per_block", "{% for n in [32, 33, 40, 63, 64, 65, 70, 96, 100] %}{% for gap in [0, 1, 2, 5, 13, 31] %}{{ (('a' * gap ~ '\"') * 40)[:n] | tojson }}{{ (('\\n' ~ 'b' * gap ~ '\\\\') * 40)[:n] | tojson }}{{ (('é' * gap ~ '\\x01') * 40)[1:n] | tojson }}{% endfor %}{% endfor %}|{% for k in range(0, 40, 3) %}{{ ('x\"\\x01\\\\\\t' * 30)[k:k + 64 + k] | tojson }}{% endfor %}"),
+    ("f_tojson_short_strings", "{% for n in range(17) %}{% for i in range(n) %}{{ ('a' * i ~ '\"' ~ 'b' * (n - i - 1)) | tojson }}{{ ('c' * i ~ '\\x1f' ~ 'é' * ((n - i - 1) // 2)) | tojson }}{% endfor %}{{ ('d' * n) | tojson }}{% endfor %}|{{ '' | tojson }}|{{ {'k' * 15: 'v' * 16, 'q\"': 'x\\ny', 'é': ['a' * 16, 'b' * 17]} | tojson(indent=2) }}"),
+    ("stmt_elif_chain", "{% for x in range(7) %}{% if x == 0 %}a{% elif x == 1 %}b{% elif x == 2 %}{% if true %}c{% endif %}{% elif x == 3 %}d{% elif x == 5 %}{% else %}{% if x == 4 %}e{% else %}f{% endif %}{% endif %}{% endfor %}|{% for x in range(6) %}{% if x == 1 %}{% continue %}{% elif x == 4 %}{% break %}{% elif x == 2 %}[{{ x }}]{% endif %}{{ x }}{% endfor %}|{% if none %}1{% elif 0 %}2{% elif '' %}3{% endif %}."),
+    ("out_pieces_17_32", "{% for k in range(14, 36) %}{{ 'x' * k }}|{{ 'y' * (k - 1) ~ 'z' }}|{% set s = 'w' * k %}{{ s + '!' }}{% endfor %}"),
     ("f_tojson_every_escape", "{{ ('\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08\\t\\n\\x0b\\x0c\\r\\x0e\\x0f\\x10\\x11\\x12\\x13\\x14\\x15\\x16\\x17\\x18\\x19\\x1a\\x1b\\x1c\\x1d\\x1e\\x1f\\\"\\\\ok' * 3) | tojson }}|{{ 'x' ~ ('\\x1f\\r\\x01' * 40) | tojson }}|{{ ('\\x7f\\x20~\\r' * 12) | tojson }}"),
     # numbers and keys of every kind through json.dumps (with and without
     # indent and separators), and str() of ints at the ends of 64 bits

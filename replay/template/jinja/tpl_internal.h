@@ -133,12 +133,17 @@ size_t ld_tv_utf8_count(const char *s, size_t len);
 enum { TV_CASE_LOWER, TV_CASE_UPPER, TV_CASE_TITLE, TV_CASE_CAPITALIZE, TV_CASE_TITLE_WORDS };
 ld_tpl_value *ld_tv_case_map(ld_arena *a, const char *s, size_t len, int mode);
 
-/* s[0..n) copied to d: up to 16 bytes inline, as two overlapping words
- * (most pieces of output are short), more with memcpy */
+/* s[0..n) copied to d: up to 32 bytes inline, as two overlapping words or
+ * pairs of words (most pieces of output are short: a template's
+ * `<|start_header_id|>`), more with memcpy */
 static inline void ld_tv_copy(char *d, const char *s, size_t n)
 {
-    if (n > 16) {
+    if (n > 32) {
         memcpy(d, s, n);
+    } else if (n > 16) {
+        uint64_t w[4];
+        memcpy(w, s, 16), memcpy(w + 2, s + n - 16, 16);
+        memcpy(d, w, 16), memcpy(d + n - 16, w + 2, 16);
     } else if (n >= 8) {
         uint64_t x, y;
         memcpy(&x, s, 8), memcpy(&y, s + n - 8, 8);

@@ -344,12 +344,19 @@ static ld_status exec_stmt(tpl_rt *rt, const tpl_node *n)
         ld_tv_buf_put(rt->out, n->s, n->s_len);
         break;
     case N_OUTPUT: LD_TRY(exec_output(rt, n)); break;
-    case N_IF: {
-        bool r;
-        LD_TRY(ld_tpl_eval_cond(rt, n->a, &r));
-        const tpl_nodes *body = r ? &n->list : &n->list2;
-        return body->n ? ld_tpl_exec_body(rt, body) : LD_OK; /* most ifs have no else */
-    }
+    case N_IF:
+        for (;;) {
+            bool r;
+            LD_TRY(ld_tpl_eval_cond(rt, n->a, &r));
+            const tpl_nodes *body = r ? &n->list : &n->list2;
+            /* an `elif` (an else body that is one `if`, as the parser makes
+             * it): its condition next, without a body around it */
+            if (!r && body->n == 1 && body->v[0]->kind == N_IF) {
+                n = body->v[0];
+                continue;
+            }
+            return body->n ? ld_tpl_exec_body(rt, body) : LD_OK; /* most ifs have no else */
+        }
     case N_FOR: return exec_for(rt, n);
     case N_CALL_BLOCK: LD_TRY(exec_call_block(rt, n)); break;
     case N_FILTER_BLOCK: LD_TRY(exec_filter_block(rt, n)); break;

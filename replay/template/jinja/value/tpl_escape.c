@@ -234,6 +234,19 @@ static char *json_str_roomy(char *d, const char *s, size_t n)
 {
     const char *room = d + 6 * n + 3 + 16; /* json_copy_plain16's bound, never reached */
     *d++ = '"';
+#if defined(__SSE2__)
+    if (n <= 16) { /* a key or a short value (a tool's schema has dozens): one test, one store */
+        char t[16] = {0};
+        ld_tv_copy(t, s, n);
+        if ((json_special16(t) & ((1u << n) - 1)) == 0) { /* the bytes of s only, not the zeros after them */
+            memcpy(d, t, 16); /* 17 <= 6 * n + 19 bytes of room */
+            d += n;
+            *d++ = '"';
+            *d = 0;
+            return d;
+        }
+    }
+#endif
     for (size_t i = 0; (i = json_copy_run(s, i, n, &d, room)) < n; i++)
         d = json_escape8((unsigned char)s[i], d); /* its 8 bytes fit: 6 * i + 9 <= 6 * n + 3 */
     *d++ = '"';
@@ -245,43 +258,72 @@ static char *json_str_roomy(char *d, const char *s, size_t n)
 #define LD_JSON_AVX2 1
 #include <immintrin.h>
 
-/* json_copy_plain16, 32 bytes a step (AVX2) */
+/* The 32 bytes at s stored at d */
 __attribute__((target("avx2")))
-static inline size_t json_copy_plain32(const char *s, size_t i, size_t n, char **d, const char *room,
-                                       bool *special)
+static inline void json_store32(char *d, const char *s)
 {
-    const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), ctl = _mm256_set1_epi8(0x1F);
-    char *o = *d;
-    while (i + 32 <= n && o + 32 <= room) {
-        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
-        _mm256_storeu_si256((__m256i *)(void *)o, x);
-        __m256i low = _mm256_cmpeq_epi8(_mm256_max_epu8(x, ctl), ctl); /* x <= 0x1F */
-        __m256i m = _mm256_or_si256(low, _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)));
-        unsigned bits = (unsigned)_mm256_movemask_epi8(m);
-        if (bits) {
-            size_t k = (size_t)__builtin_ctz(bits);
-            *d = o + k, *special = true;
-            return i + k;
-        }
-        i += 32, o += 32;
-    }
-    *d = o;
-    return i;
+    _mm256_storeu_si256((__m256i *)(void *)d, _mm256_loadu_si256((const __m256i *)(const void *)s));
 }
 
-/* json_str_roomy with the runs copied 32 bytes a step while 32 are left,
- * then as json_copy_run copies them (16, then the tail) */
+/* The bits of the 32 bytes x that json.dumps escapes (bit i: byte i) */
+__attribute__((target("avx2")))
+static inline unsigned json_special32(__m256i x)
+{
+    const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), ctl = _mm256_set1_epi8(0x1F);
+    __m256i low = _mm256_cmpeq_epi8(_mm256_max_epu8(x, ctl), ctl); /* x <= 0x1F */
+    __m256i m = _mm256_or_si256(low, _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)));
+    return (unsigned)_mm256_movemask_epi8(m);
+}
+
+/* s[0..m) copied to d, m < 32 (the mask says so to the compiler, which
+ * cannot tell on its own: else it warns of a memcpy of more) */
+static inline void json_copy_short(char *d, const char *s, size_t m) { ld_tv_copy(d, s, m & 31); }
+
+/* The 32 bytes s[i..i+32) (i + 32 <= n) written at d, whose bytes to
+ * escape are `bits` (not 0): every escape of the block from its one mask,
+ * the plain bytes between them stored 32 at a time where 32 bytes of s are
+ * left to read (d has room: the roomy bound), else copied exactly.  Where
+ * the block ends in d. */
+__attribute__((target("avx2")))
+static inline char *json_block32_escapes(char *d, const char *s, size_t i, size_t n, unsigned bits)
+{
+    size_t k = (size_t)__builtin_ctz(bits), at; /* the block's bytes before `at` are written */
+    d = json_escape8((unsigned char)s[i + k], d + k); /* the bytes before the first escape are in place */
+    for (at = k + 1, bits &= bits - 1; bits; at = k + 1, bits &= bits - 1) {
+        k = (size_t)__builtin_ctz(bits);
+        if (k > at) { /* the plain bytes s[i+at .. i+k) */
+            if (i + at + 32 <= n) json_store32(d, s + i + at);
+            else json_copy_short(d, s + i + at, k - at);
+            d += k - at;
+        }
+        d = json_escape8((unsigned char)s[i + k], d);
+    }
+    if (at < 32) { /* the plain bytes after the last escape */
+        if (i + at + 32 <= n) json_store32(d, s + i + at);
+        else json_copy_short(d, s + i + at, 32 - at);
+        d += 32 - at;
+    }
+    return d;
+}
+
+/* json_str_roomy 32 bytes a step while 32 are left (a block's escapes all
+ * found from its one mask: a tool result has one every few dozen bytes),
+ * then as json_copy_run copies them (16, then the tail).  Writes stay
+ * within the roomy bound: at s[j] the output has at most 1 + 6 * j bytes,
+ * and a 32-byte store at s[j] happens only while j + 32 <= n. */
 __attribute__((target("avx2")))
 static char *json_str_roomy_avx2(char *d, const char *s, size_t n)
 {
     const char *room = d + 6 * n + 3 + 16; /* as json_str_roomy's, never reached */
     *d++ = '"';
-    for (size_t i = 0;; i++) {
-        bool special = false;
-        i = json_copy_plain32(s, i, n, &d, room, &special);
-        if (!special && (i = json_copy_run(s, i, n, &d, room)) == n) break;
-        d = json_escape8((unsigned char)s[i], d);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        unsigned bits = json_special32(x);
+        _mm256_storeu_si256((__m256i *)(void *)d, x);
+        d = bits ? json_block32_escapes(d, s, i, n, bits) : d + 32;
     }
+    for (; (i = json_copy_run(s, i, n, &d, room)) < n; i++) d = json_escape8((unsigned char)s[i], d);
     *d++ = '"';
     *d = 0;
     return d;
@@ -298,21 +340,29 @@ static char *json_str_roomy_any(char *d, const char *s, size_t n)
     return json_str_roomy(d, s, n);
 }
 
-/* json.dumps(s, ensure_ascii=False): everything but json_special's bytes
- * copied as it is, in runs, straight into b.  When b has room for the worst
- * within its capacity and its max, json_str_roomy writes it without a
- * check.  Else room is made for the text and its quotes at once; before an
+/* b has room for json_str_roomy's worst within its capacity and its max */
+static inline bool json_str_roomy_fits(const tv_buf *b, size_t n)
+{
+    size_t worst = 6 * n + 2;
+    return !b->failed && n < SIZE_MAX / 8 && worst + 16 < b->cap - b->len && (!b->max || b->len + worst <= b->max);
+}
+
+/* Out of line (the ensure_ascii form too), so that ld_tv_json_str's
+ * usual path, the roomy one, is a call without a frame of its own */
+#if defined(__GNUC__)
+#define JSON_COLD __attribute__((noinline))
+#else
+#define JSON_COLD
+#endif
+
+/* json.dumps(s, ensure_ascii=False) where b has not the room for the
+ * worst: room is made for the text and its quotes at once; before an
  * escape, b keeps room for what is left and the escape (which writes up to
  * 5 bytes more than it reads), so that nothing in between checks.  Where b
  * has 16 bytes of slack, the text is scanned and copied in the same 16-byte
  * steps (json_copy_plain16): read once, without a call per run. */
-static void json_str_utf8(tv_buf *b, const char *s, size_t n)
+static JSON_COLD void json_str_checked(tv_buf *b, const char *s, size_t n)
 {
-    size_t worst = 6 * n + 2;
-    if (!b->failed && n < SIZE_MAX / 8 && worst + 16 < b->cap - b->len && (!b->max || b->len + worst <= b->max)) {
-        b->len = (size_t)(json_str_roomy_any(b->p + b->len, s, n) - b->p); /* the checks below could not fail */
-        return;
-    }
     if (n > SIZE_MAX / 2 || !ld_tv_buf_reserve(b, n + 2)) {
         b->failed = true;
         return;
@@ -332,12 +382,21 @@ static void json_str_utf8(tv_buf *b, const char *s, size_t n)
     b->len = (size_t)(d - b->p);
 }
 
+static JSON_COLD void json_str_ascii(tv_buf *b, const char *s, size_t n);
+
+/* json.dumps(s, ensure_ascii): everything but json_special's bytes copied
+ * as it is, in runs, straight into b; when b has room for the worst within
+ * its capacity and its max, json_str_roomy writes it without a check. */
 void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
-    if (!ascii) {
-        json_str_utf8(b, s, n);
-        return;
-    }
+    if (ascii) json_str_ascii(b, s, n);
+    else if (json_str_roomy_fits(b, n)) b->len = (size_t)(json_str_roomy_any(b->p + b->len, s, n) - b->p);
+    else json_str_checked(b, s, n);
+}
+
+/* json.dumps(s, ensure_ascii=True): a code point at a time */
+static JSON_COLD void json_str_ascii(tv_buf *b, const char *s, size_t n)
+{
     ld_tv_buf_putc(b, '"');
     for (size_t i = 0; i < n && !b->failed;) {
         uint32_t c;
@@ -352,7 +411,7 @@ void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
         case '\b': puts_(b, "\\b"); break;
         case '\f': puts_(b, "\\f"); break;
         default:
-            if (c < 0x20 || (ascii && c >= 0x7F && c != 0xFFFFFFFF)) {
+            if (c < 0x20 || (c >= 0x7F && c != 0xFFFFFFFF)) {
                 if (c > 0xFFFF)
                     snprintf(e, sizeof e, "\\u%04x\\u%04x", (unsigned)(0xD800 + ((c - 0x10000) >> 10)),
                              (unsigned)(0xDC00 + ((c - 0x10000) & 0x3FF)));
