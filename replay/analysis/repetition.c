@@ -47,9 +47,7 @@ static int passes(const char *s, size_t start, size_t end, size_t p)
 {
     size_t len = end - start, count = len / p;
     if (len < LD_REP_MIN_BYTES) return 0;
-    if (count < (p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT
-                 : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT : LD_REP_LONG_COUNT))
-        return 0;
+    if (count < ld_rep_min_count(p)) return 0;
     return letters(s + start, p) >= LD_REP_MIN_LETTERS;
 }
 

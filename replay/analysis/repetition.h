@@ -50,6 +50,13 @@
 #define LD_REP_MAX_SCAN ((size_t)4 << 20)
 #define LD_REP_ARENA_SLOTS ((size_t)1 << 18) /* 1 MiB of table; larger ones are malloc'd */
 
+/* The copies of a unit of p bytes a stretch must hold to be reported (the
+ * thresholds above; the search and its screen both ask). */
+static inline size_t ld_rep_min_count(size_t p)
+{
+    return p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT : LD_REP_LONG_COUNT;
+}
+
 typedef struct ld_repetition {
     size_t start;     /* byte offset of the periodic stretch in the text */
     size_t len;       /* bytes it covers */

@@ -167,8 +167,7 @@ static int long_bare_run(screen *sc, uint64_t bare)
 
 static size_t need_bytes(size_t d)
 {
-    size_t c = d < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT
-               : d < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT : LD_REP_LONG_COUNT;
+    size_t c = ld_rep_min_count(d);
     return c * d > LD_REP_MIN_BYTES ? c * d : LD_REP_MIN_BYTES;
 }
 
