@@ -325,15 +325,6 @@ static ld_status tojson_into(tpl_rt *rt, const tpl_node *at, ld_tpl_value *v, tp
         item = ib, key = kb;
     }
     const char *why = NULL;
-    if (v->kind == TV_STR && v->u.str.len < SIZE_MAX / 2) { /* a string's quotes and text at once, not by doubling */
-        /* up to 64 KiB of text (a tool result), room for the worst (every
-         * byte a 6-byte escape) and the 16 bytes ld_tv_json_str wants past
-         * it, where the cap allows: it then writes without a check for
-         * room (else it checks as it goes) */
-        size_t len = v->u.str.len, worst = 6 * len + 2 + 17;
-        bool roomy = len <= 65536 && !b->failed && (!b->max || b->len + worst <= b->max);
-        ld_tv_buf_reserve(b, roomy ? worst : len + 2);
-    }
     int flags = (sk && ld_tv_truthy(sk) ? TV_JSON_SORT_KEYS : 0) | (asc && ld_tv_truthy(asc) ? TV_JSON_ASCII : 0);
     bool ok = ld_tv_tojson(b, v, indent, item, key, flags, 0, &why);
     if (!ok && !b->failed) return TYPE_ERR("type error: %s", why ? why : "not JSON serializable");

@@ -347,6 +347,20 @@ static inline bool json_str_roomy_fits(const tv_buf *b, size_t n)
     return !b->failed && n < SIZE_MAX / 8 && worst + 16 < b->cap - b->len && (!b->max || b->len + worst <= b->max);
 }
 
+/* Strings up to this long (a tool result) get room for their worst made
+ * when b lacks it, so that they too take the roomy path */
+#define JSON_ROOMY_RESERVE_MAX 65536
+
+/* json_str_roomy_fits, after growing b to the worst where it may grow
+ * (within its max; the growth doubles, as any put's would) */
+static inline bool json_str_make_room(tv_buf *b, size_t n)
+{
+    if (json_str_roomy_fits(b, n)) return true;
+    size_t room = 6 * n + 2 + 17; /* the worst, the 16 bytes of slack, the NUL */
+    if (b->failed || n > JSON_ROOMY_RESERVE_MAX || (b->max && b->len + room > b->max)) return false;
+    return ld_tv_buf_reserve(b, room) && json_str_roomy_fits(b, n);
+}
+
 /* Out of line (the ensure_ascii form too), so that ld_tv_json_str's
  * usual path, the roomy one, is a call without a frame of its own */
 #if defined(__GNUC__)
@@ -384,13 +398,14 @@ static JSON_COLD void json_str_checked(tv_buf *b, const char *s, size_t n)
 
 static JSON_COLD void json_str_ascii(tv_buf *b, const char *s, size_t n);
 
-/* json.dumps(s, ensure_ascii): everything but json_special's bytes copied
- * as it is, in runs, straight into b; when b has room for the worst within
- * its capacity and its max, json_str_roomy writes it without a check. */
+/* json.dumps(s, ensure_ascii=ascii).  Without ensure_ascii everything but
+ * json_special's bytes is copied as it is, in runs, straight into b; when b
+ * has (or can be given) room for the worst within its max, json_str_roomy
+ * writes it without a check. */
 void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
 {
     if (ascii) json_str_ascii(b, s, n);
-    else if (json_str_roomy_fits(b, n)) b->len = (size_t)(json_str_roomy_any(b->p + b->len, s, n) - b->p);
+    else if (json_str_make_room(b, n)) b->len = (size_t)(json_str_roomy_any(b->p + b->len, s, n) - b->p);
     else json_str_checked(b, s, n);
 }
 
