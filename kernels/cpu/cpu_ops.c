@@ -397,15 +397,7 @@ static void attention_avx2(float *out, const float *q, const float *kcache, cons
         size_t kv0 = (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
         ld_cpu_scores_avx2(scores + lo, q + (size_t)t * qrow + (size_t)h * (size_t)hd, kcache + kv0, kvrow, n, hd,
                            scale);
-        float mx = -INFINITY;
-        for (int j = lo; j <= pos; j++)
-            if (scores[j] > mx) mx = scores[j];
-        float sum = 0.0f;
-        for (int j = lo; j <= pos; j++) {
-            scores[j] = expf(scores[j] - mx);
-            sum += scores[j];
-        }
-        for (int j = lo; j <= pos; j++) scores[j] = scores[j] / sum; /* the weights the reference's axpy gets */
+        ld_attn_softmax(scores + lo, n);
         float *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
         for (int i = 0; i < hd; i++) o[i] = 0.0f;
         ld_cpu_attn_out_avx2(o, scores + lo, vcache + kv0, kvrow, n, hd);

@@ -186,6 +186,19 @@ void ld_ref_attention(float *out, const float *q, const float *kcache,
                       i0, i1);
 }
 
+void ld_attn_softmax(float *sc, int n)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++)
+        if (sc[j] > mx) mx = sc[j];
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    for (int j = 0; j < n; j++) sc[j] = sc[j] / sum;
+}
+
 void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out, const float *q, const float *kcache,
                        const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
                        float *scores, size_t i0, size_t i1)
@@ -197,21 +210,13 @@ void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out, const float *
         int pos = pos0 + t, kvh = h / group;
         int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
         const float *qv = q + (size_t)t * qrow + (size_t)h * (size_t)hd;
-        float mx = -INFINITY;
-        for (int j = lo; j <= pos; j++) {
-            float d = dot(qv, kcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd, hd) * scale;
-            scores[j] = d;
-            if (d > mx) mx = d;
-        }
-        float sum = 0.0f;
-        for (int j = lo; j <= pos; j++) {
-            scores[j] = expf(scores[j] - mx);
-            sum += scores[j];
-        }
+        for (int j = lo; j <= pos; j++)
+            scores[j] = dot(qv, kcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd, hd) * scale;
+        ld_attn_softmax(scores + lo, pos - lo + 1);
         float *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
         for (int i = 0; i < hd; i++) o[i] = 0.0f;
         for (int j = lo; j <= pos; j++)
-            axpy(o, scores[j] / sum, vcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd, hd);
+            axpy(o, scores[j], vcache + (size_t)j * kvrow + (size_t)kvh * (size_t)hd, hd);
     }
 }
 

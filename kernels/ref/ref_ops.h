@@ -98,6 +98,11 @@ void ld_ref_attention(float *out, const float *q, const float *kcache,
                       int pos0, int window, float scale, float *scores,
                       size_t i0, size_t i1);
 
+/* One head's scores sc[0..n) made its weights, in place: the max, the
+ * exponentials of sc[j] - max and their sum in index order, each divided
+ * by the sum (the reference's softmax; the fast attention shares it). */
+void ld_attn_softmax(float *sc, int n);
+
 /* ld_ref_attention with its two inner loops given: dot(q, k, hd) for the
  * scores (the reference: one accumulator in index order) and
  * axpy(o, p, v, hd) for o += p * v (the reference: o[i] += p * v[i], two
