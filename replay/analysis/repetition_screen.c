@@ -23,26 +23,41 @@
  * in I: u <= a+p (else u-p in I would be one too), so u+p <= a+2p < b-3 is
  * an anchor, and s[u+k] == s[u+p+k] for 0 <= k < b-u-p, where b-u-p >=
  * L-2p >= KEY: u and u+p both have keys (u+p+KEY <= b <= n) and they are
- * equal.  At the anchor x = u+p the screen walks every earlier anchor of x's
- * table bucket (a hash of the key), newest first; u is among them.  Each y is tested with d = x - y: is the longest
- * stretch with period d around y and x (the bytes before y agreeing with
- * those before x, and after) at least need(d) = max(64, c(d) * d) long?  For
- * y = u that stretch holds [a,b), of length L >= need(p): the test passes
- * and the screen answers 1.  Skipped are only anchors that cannot be u: one
- * whose first 8 bytes differ from x's (u's key equals x's), and one inside a
- * stretch of period d that failed the test already (its own test would see
- * the same stretch and fail).  A walk cut after WALK_MAX steps, and
- * comparisons past their budget, answer 1 too.
+ * equal.  At the anchor x = u+p the screen walks every earlier anchor of
+ * x's table bucket (a hash of the key), newest first; u is among them.
+ * Each y is tested with d = x - y: is the longest stretch with period d
+ * around y and x (the bytes before y agreeing with those before x, and
+ * after) at least need(d) = max(64, c(d) * d) long?  In other words: do the
+ * positions k with s[k] == s[k+d] (k+d < n) around y form an interval of at
+ * least w(d) = need(d) - d that holds y?  For y = u that interval holds
+ * [a, b-p) and u, of length L - p >= need(p) - p: the test passes and the
+ * screen answers 1.  Skipped are only anchors that cannot be u: one whose
+ * first 8 bytes differ from x's (u's key equals x's), and one in a range of
+ * anchors known to fail the test with period d (the memo of d):
+ *   - the longest such interval of a pair that failed the test: every y'
+ *     in it has the same one around it, too short;
+ *   - the range (y - h, y + h), h = w(d)/2, of a pair y, x = y + d whose
+ *     positions y - h and y + h both fail s[k] == s[k+d] (or lie outside
+ *     [0, n-d)): an interval that holds some y' of the range holds neither
+ *     of them, so it lies between them, shorter than 2h <= w(d).  The test
+ *     of y reads those two bytes first (could_pass), as an interval of w(d)
+ *     or more that holds y holds y - h, or else y + h.
+ * A walk cut after WALK_MAX steps, and comparisons past their budget,
+ * answer 1 too.
  *
  * Case B, no anchor in I: that is L-4 >= 60 positions in a row none of
  * which is an anchor, and the screen answers 1 when it meets RUN_MAX = 60
  * such positions.
  *
  * Cost: anchors are starts of longer words (a tenth of prose's bytes); most
- * keys are new and most walks stop at once.  A repeated block tests one distance again and
- * again: the last stretch found per distance is remembered (a memo), and the
- * comparisons have a budget of 4n + 4096 bytes, so the screen stays linear
- * whatever the text; past the budget it answers 1.
+ * keys are new and most walks stop at once.  A repeated block tests one
+ * distance again and again: most pairs fail the two-byte probe, and the
+ * last range known to fail per distance is remembered (a memo), so that
+ * the next anchors of the block skip at once; the comparisons have a budget
+ * of 4n + 4096 bytes, so the screen stays linear whatever the text; past
+ * the budget it answers 1.  The blocks' bytes are classified with
+ * AVX-512BW, AVX2 or SSE2, whichever the machine has (byte by byte
+ * elsewhere), CHUNK blocks a call.
  */
 #include "repetition_screen.h"
 
@@ -53,6 +68,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define SCREEN_X86 1 /* the AVX2 and AVX-512BW classifications, chosen at run time */
+#endif
 
 #include "repetition.h"
 
@@ -62,15 +81,18 @@
 #define POS_BITS 23 /* table entries: position + 1 below, a tag of the key above */
 #define POS_MASK ((1u << POS_BITS) - 1)
 #define TAG_BITS (32 - POS_BITS)
+#define TAG_AT 32 /* the tag's bits of the key's hash: below the bucket's, a fixed shift */
 #define MEMOS 64 /* distances remembered: a sentence said many times has many */
 
 _Static_assert(LD_REP_MIN_BYTES == 64 && LD_REP_SHORT_UNIT == 16 && LD_REP_SHORT_COUNT == 20 &&
                    LD_REP_LONG_UNIT == 64 && LD_REP_MID_COUNT == 6 && LD_REP_LONG_COUNT == 3,
                "repetition_screen.c's proof (KEY, RUN_MAX) assumes these thresholds");
 _Static_assert(LD_REP_MAX_SCAN < POS_MASK, "positions + 1 fit in POS_BITS");
+_Static_assert(LD_REP_MAX_SCAN / 8 <= (size_t)1 << (64 - TAG_AT - TAG_BITS),
+               "the bucket's bits (the hash's top ones) stay above the tag's");
 
 typedef struct memo {
-    size_t d, from, end; /* s[k] == s[k+d] for from <= k < end, and not at end */
+    size_t d, from, end; /* the test of y and y + d fails for every y in [from, end) */
 } memo;
 
 typedef struct screen {
@@ -145,6 +167,46 @@ static masks classify_sse2(const unsigned char *p)
 }
 #endif
 
+#if defined(SCREEN_X86)
+/* classify_sse2 on 32 bytes at a time. */
+__attribute__((target("avx2"))) static masks classify_avx2(const unsigned char *p)
+{
+    const __m256i dig_off = _mm256_set1_epi8((char)(0x80 - '0'));
+    const __m256i dig_lim = _mm256_set1_epi8((char)(0x80 + 10));
+    const __m256i low_bit = _mm256_set1_epi8(0x20);
+    const __m256i let_off = _mm256_set1_epi8((char)(0x80 - 'a'));
+    const __m256i let_lim = _mm256_set1_epi8((char)(0x80 + 26));
+    const __m256i lead_min = _mm256_set1_epi8((char)(0xC0 - 1));
+    masks m = {0, 0, 0};
+    for (unsigned k = 0; k < 2; k++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * k));
+        __m256i dig = _mm256_cmpgt_epi8(dig_lim, _mm256_add_epi8(v, dig_off));
+        __m256i let = _mm256_cmpgt_epi8(let_lim, _mm256_add_epi8(_mm256_or_si256(v, low_bit), let_off));
+        __m256i word = _mm256_or_si256(_mm256_or_si256(dig, let), v);
+        uint64_t high = (uint32_t)_mm256_movemask_epi8(v);
+        uint64_t lead = (uint32_t)_mm256_movemask_epi8(_mm256_cmpgt_epi8(v, lead_min)) & high;
+        m.word |= (uint64_t)(uint32_t)_mm256_movemask_epi8(word) << (32 * k);
+        m.high |= high << (32 * k);
+        m.lead |= lead << (32 * k);
+    }
+    return m;
+}
+
+/* The same on 64 bytes at once (AVX-512BW: unsigned compares to masks);
+ * the bytes outside valid read as zeros, unread. */
+__attribute__((target("avx512f,avx512bw"))) static masks classify_avx512(const unsigned char *p,
+                                                                          uint64_t valid)
+{
+    __m512i v = _mm512_maskz_loadu_epi8(valid, p);
+    __m512i low = _mm512_or_si512(v, _mm512_set1_epi8(0x20));
+    uint64_t dig = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, _mm512_set1_epi8('0')), _mm512_set1_epi8(10));
+    uint64_t let = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(low, _mm512_set1_epi8('a')), _mm512_set1_epi8(26));
+    uint64_t high = _mm512_movepi8_mask(v);
+    uint64_t lead = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)0xC0));
+    return (masks){dig | let | high, high, lead};
+}
+#endif
+
 /* 1 when RUN_MAX positions in a row are not anchors. */
 static int long_bare_run(screen *sc, uint64_t bare)
 {
@@ -171,11 +233,34 @@ static size_t need_bytes(size_t d)
     return c * d > LD_REP_MIN_BYTES ? c * d : LD_REP_MIN_BYTES;
 }
 
+/* Of two 8-byte words that differ (diff: their xor), the bytes equal before
+ * the first byte that differs, and after the last one, in memory order. */
+static size_t first_differing(uint64_t diff)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (size_t)__builtin_ctzll(diff) / 8;
+#else
+    return (size_t)__builtin_clzll(diff) / 8;
+#endif
+}
+
+static size_t last_differing(uint64_t diff)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (size_t)__builtin_clzll(diff) / 8;
+#else
+    return (size_t)__builtin_ctzll(diff) / 8;
+#endif
+}
+
 /* How many bytes from x on agree with those from y on (y < x), from k
  * (known to agree before it) up to lim. */
 static size_t agree_after(const char *s, size_t y, size_t x, size_t k, size_t lim)
 {
-    while (k + 8 <= lim && word_at(s + y + k) == word_at(s + x + k)) k += 8;
+    for (; k + 8 <= lim; k += 8) {
+        uint64_t diff = word_at(s + y + k) ^ word_at(s + x + k);
+        if (diff) return k + first_differing(diff);
+    }
     while (k < lim && s[y + k] == s[x + k]) k++;
     return k;
 }
@@ -184,14 +269,34 @@ static size_t agree_after(const char *s, size_t y, size_t x, size_t k, size_t li
 static size_t agree_before(const char *s, size_t y, size_t x, size_t lim)
 {
     size_t k = 0;
-    while (k + 8 <= lim && word_at(s + y - k - 8) == word_at(s + x - k - 8)) k += 8;
+    for (; k + 8 <= lim; k += 8) {
+        uint64_t diff = word_at(s + y - k - 8) ^ word_at(s + x - k - 8);
+        if (diff) return k + last_differing(diff);
+    }
     while (k < lim && s[y - k - 1] == s[x - k - 1]) k++;
     return k;
 }
 
 static memo *memo_of(screen *sc, size_t d)
 {
-    return &sc->memos[(d * 0x9E3779B97F4A7C15ull) >> 58 & (MEMOS - 1)];
+    return &sc->memos[d & (MEMOS - 1)]; /* the distances of one text spread over the slots */
+}
+
+/* A necessary condition for long_enough(y, x), read in two bytes: the
+ * positions k with s[k] == s[k + d] around y must form an interval of
+ * w = need(d) - d or more holding y; such an interval holds y - w/2 (if it
+ * starts there or before) or else y + w/2 (it ends past y - w/2 + w).  When
+ * neither agrees (or lies outside the text), no such interval holds y, nor
+ * any y' between them: its interval would hold neither, and fit between
+ * them, shorter than w.  That range is kept in *m as a failed test.  Most
+ * pairs of a sentence said twice fail here, at no scan's cost. */
+static int could_pass(const char *s, size_t n, size_t y, size_t x, memo *m)
+{
+    size_t d = x - y, half = (need_bytes(d) - d) / 2;
+    if ((y >= half && s[y - half] == s[x - half]) || (x + half < n && s[y + half] == s[x + half]))
+        return 1;
+    *m = (memo){d, y >= half ? y - half + 1 : 0, y + half};
+    return 0;
 }
 
 /* The test of the proof for anchors y < x, d = x - y: is the longest
@@ -215,44 +320,55 @@ __attribute__((noinline)) static int long_enough(screen *sc, size_t y, size_t x,
 
 /* ------------------------------------------------------------ the pass */
 
-/* Enters the anchors of one block (bit j: position at + j) in the table and
- * walks each one's bucket: a table entry is the anchor's position + 1 with
- * TAG_BITS more bits of its key's hash above it.  1 when a pair passes the
- * test (or a walk is cut), else 0.  Skipped without a test, as they cannot be
- * the u of the proof: an earlier anchor y whose tag or first 8 bytes differ
- * from x's (its key does too), and y inside a stretch of period x - y that
- * failed the test already. */
+/* The walk of x's bucket from its entry e (the anchors before x in it,
+ * newest first): a table entry is the anchor's position + 1 with TAG_BITS
+ * more bits of its key's hash above it.  1 when a pair passes the test (or
+ * the walk is cut), else 0.  Skipped without a test, as they cannot be the u
+ * of the proof: an earlier anchor y whose tag or first 8 bytes differ from
+ * x's (its key does too), and y in a range known to fail the test with
+ * period x - y (the memo, asked first: in a repeated block most anchors
+ * are; could_pass and long_enough fill it). */
+static int walk_bucket(screen *sc, size_t x, uint64_t w0, uint32_t tag, uint32_t e)
+{
+    const char *s = sc->s;
+    const uint32_t *prev = sc->prev;
+    for (unsigned steps = 0; e; steps++) {
+        if (steps == WALK_MAX) return 1;
+        size_t y = (e & POS_MASK) - 1;
+        if (e >> POS_BITS == tag) {
+            size_t d = x - y;
+            memo *m = memo_of(sc, d);
+            if (!(m->d == d && m->from <= y && y < m->end) && could_pass(s, sc->n, y, x, m) &&
+                word_at(s + y) == w0 && long_enough(sc, y, x, m))
+                return 1;
+        }
+        e = prev[y];
+    }
+    return 0;
+}
+
+/* Enters the anchors of one block (bit j: position at + j; all with a key)
+ * in the table and walks each one's bucket: 1 when a walk says so. */
 static int enter_anchors(screen *sc, size_t at, uint64_t anchors)
 {
     const char *s = sc->s;
     uint32_t *head = sc->head, *prev = sc->prev;
     unsigned shift = sc->shift;
-    size_t last = sc->n - KEY; /* anchors past it have no key: neither u nor u+p */
     for (; anchors; anchors &= anchors - 1) {
         size_t x = at + (size_t)__builtin_ctzll(anchors);
-        if (x > last) break;
         uint64_t w0 = word_at(s + x), w1 = word_at(s + x + 8);
         uint64_t h = (w0 ^ (w1 << 29 | w1 >> 35)) * 0x9E3779B97F4A7C15ull;
-        uint32_t tag = (uint32_t)(h >> (shift - TAG_BITS)) & ((1u << TAG_BITS) - 1);
+        uint32_t tag = (uint32_t)(h >> TAG_AT) & ((1u << TAG_BITS) - 1);
         uint32_t e = head[h >> shift];
         head[h >> shift] = tag << POS_BITS | (uint32_t)(x + 1);
         prev[x] = e;
-        for (unsigned steps = 0; e; steps++) {
-            if (steps == WALK_MAX) return 1;
-            size_t y = (e & POS_MASK) - 1;
-            if (e >> POS_BITS == tag && word_at(s + y) == w0) {
-                size_t d = x - y;
-                memo *m = memo_of(sc, d);
-                if (!(m->d == d && m->from <= y && y < m->end) && long_enough(sc, y, x, m))
-                    return 1;
-            }
-            e = prev[y];
-        }
+        if (e && walk_bucket(sc, x, w0, tag, e)) return 1;
     }
     return 0;
 }
 
-/* The masks of the 64 bytes from at (zeros past n: not word bytes). */
+/* The masks of the 64 bytes from at (zeros past n: not word bytes), byte by
+ * byte or with SSE2. */
 static masks block_masks(const char *s, size_t n, size_t at, int simd)
 {
     unsigned char tail[64];
@@ -271,25 +387,100 @@ static masks block_masks(const char *s, size_t n, size_t at, int simd)
 #endif
 }
 
-static int run_blocks(screen *sc, int simd)
+#define CHUNK 16 /* blocks classified per call: the dispatch once per kilobyte */
+
+#if defined(SCREEN_X86)
+__attribute__((target("avx2"))) static void chunk_avx2(const char *s, size_t n, size_t at,
+                                                       size_t count, masks *out)
+{
+    for (size_t k = 0; k < count; k++, at += 64) {
+        if (at + 64 <= n) {
+            out[k] = classify_avx2((const unsigned char *)s + at);
+            continue;
+        }
+        out[k] = block_masks(s, n, at, 1); /* the text's last block, or past it */
+    }
+}
+
+__attribute__((target("avx512f,avx512bw"))) static void chunk_avx512(const char *s, size_t n,
+                                                                     size_t at, size_t count,
+                                                                     masks *out)
+{
+    for (size_t k = 0; k < count; k++, at += 64) {
+        uint64_t valid = at >= n ? 0 : n - at < 64 ? ((uint64_t)1 << (n - at)) - 1 : ~(uint64_t)0;
+        out[k] = classify_avx512((const unsigned char *)s + (valid ? at : 0), valid);
+    }
+}
+#endif
+
+/* How the blocks are classified: the level asked for, or the best below it
+ * that this machine and build have (all give the same masks). */
+enum { BY_BYTES, BY_SSE2, BY_AVX2, BY_AVX512 };
+
+static int classify_kind(int level)
+{
+    (void)level; /* a build without SSE2 has only the one */
+#if defined(SCREEN_X86)
+    if (level >= BY_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        return BY_AVX512;
+    if (level >= BY_AVX2 && __builtin_cpu_supports("avx2")) return BY_AVX2;
+#endif
+#if defined(__SSE2__)
+    if (level >= BY_SSE2) return BY_SSE2;
+#endif
+    return BY_BYTES;
+}
+
+/* The masks of count blocks from at into out. */
+static void classify_chunk(int kind, const char *s, size_t n, size_t at, size_t count, masks *out)
+{
+#if defined(SCREEN_X86)
+    if (kind == BY_AVX512) {
+        chunk_avx512(s, n, at, count, out);
+        return;
+    }
+    if (kind == BY_AVX2) {
+        chunk_avx2(s, n, at, count, out);
+        return;
+    }
+#endif
+    for (size_t k = 0; k < count; k++) out[k] = block_masks(s, n, at + 64 * k, kind == BY_SSE2);
+}
+
+/* The anchors of the block m (next: the block after it; *word_before and
+ * *high_before: the last byte's bits of the one before, then of m). */
+static uint64_t block_anchors(masks m, masks next, uint64_t *word_before, uint64_t *high_before)
+{
+    uint64_t w = m.word, wn = next.word;
+    uint64_t starts = w & ~(w << 1 | *word_before);
+    uint64_t long_words = w & (w >> 1 | wn << 63) & (w >> 2 | wn << 62) & (w >> 3 | wn << 61);
+    *word_before = w >> 63;
+    uint64_t anchors = (starts & long_words) | (m.lead & (m.high << 1 | *high_before));
+    *high_before = m.high >> 63;
+    return anchors;
+}
+
+static int run_blocks(screen *sc, int kind)
 {
     const char *s = sc->s;
-    size_t n = sc->n;
+    size_t n = sc->n, blocks = (n + 63) / 64;
+    size_t last = n - KEY; /* anchors past it have no key: neither u nor u+p */
     uint64_t word_before = 1, high_before = 0; /* position 0 is never an anchor */
-    masks m = block_masks(s, n, 0, simd);
-    for (size_t at = 0; at < n; at += 64) {
-        masks next = block_masks(s, n, at + 64, simd);
-        uint64_t w = m.word, wn = next.word;
-        uint64_t starts = w & ~(w << 1 | word_before);
-        uint64_t long_words = w & (w >> 1 | wn << 63) & (w >> 2 | wn << 62) & (w >> 3 | wn << 61);
-        uint64_t anchors = (starts & long_words) | (m.lead & (m.high << 1 | high_before));
-        uint64_t valid = n - at < 64 ? ((uint64_t)1 << (n - at)) - 1 : ~(uint64_t)0;
-        anchors &= valid;
-        word_before = w >> 63;
-        high_before = m.high >> 63;
-        if (long_bare_run(sc, ~anchors & valid)) return 1;
-        if (enter_anchors(sc, at, anchors)) return 1;
-        m = next;
+    masks m[CHUNK + 1];
+    classify_chunk(kind, s, n, 0, 1, m);
+    for (size_t b0 = 0; b0 < blocks; b0 += CHUNK) {
+        size_t count = blocks - b0 < CHUNK ? blocks - b0 : CHUNK;
+        classify_chunk(kind, s, n, 64 * (b0 + 1), count, m + 1);
+        for (size_t j = 0; j < count; j++) {
+            size_t at = 64 * (b0 + j);
+            uint64_t anchors = block_anchors(m[j], m[j + 1], &word_before, &high_before);
+            uint64_t valid = n - at < 64 ? ((uint64_t)1 << (n - at)) - 1 : ~(uint64_t)0;
+            anchors &= valid;
+            if (long_bare_run(sc, ~anchors & valid)) return 1;
+            if (at + 63 > last) anchors &= last >= at ? ~(uint64_t)0 >> (63 - (last - at)) : 0;
+            if (enter_anchors(sc, at, anchors)) return 1;
+        }
+        m[0] = m[count];
     }
     return 0;
 }
@@ -317,22 +508,36 @@ static int screen_init(screen *sc, const char *s, size_t n, ld_arena *scratch)
     return 1;
 }
 
-static int screen_text(const char *s, size_t n, ld_arena *scratch, int simd)
+static int screen_text(const char *s, size_t n, ld_arena *scratch, int level)
 {
     screen sc;
     if (n < LD_REP_MIN_BYTES) return 0;
     if (!screen_init(&sc, s, n, scratch)) return 1; /* the full search decides */
-    int maybe = run_blocks(&sc, simd);
+    int maybe = run_blocks(&sc, classify_kind(level));
     if (!sc.lent) free(sc.head);
     return maybe;
 }
 
 int ld_rep_screen(const char *s, size_t n, ld_arena *scratch)
 {
-    return screen_text(s, n, scratch, 1);
+    return screen_text(s, n, scratch, LD_REP_SCREEN_BEST);
+}
+
+int ld_rep_screen_at(int level, const char *s, size_t n, ld_arena *scratch)
+{
+    return screen_text(s, n, scratch, level);
 }
 
 int ld_rep_screen_bytes(const char *s, size_t n, ld_arena *scratch)
 {
     return screen_text(s, n, scratch, 0);
+}
+
+void ld_rep_screen_masks(int level, const char *s, size_t n, size_t at, uint64_t out[3])
+{
+    masks m;
+    classify_chunk(classify_kind(level), s, n, at, 1, &m);
+    out[0] = m.word;
+    out[1] = m.high;
+    out[2] = m.lead;
 }

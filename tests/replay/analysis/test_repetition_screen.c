@@ -2,7 +2,9 @@
  * (replay/analysis/repetition_screen.c) against the search it had before the
  * screen, kept below as the oracle: the same answer, field for field, on
  * random, periodic (periods 1..300), near-periodic, corpus and long texts;
- * and the screen's SSE2 and byte-by-byte classifications agree. */
+ * and the screen's classifications (byte by byte, SSE2, AVX2, AVX-512BW, as
+ * far as the machine has them) agree, with each other and with a byte
+ * oracle. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +144,12 @@ static int same_answer(const char *s, size_t n, ld_arena *arena)
     if (sc != ld_rep_screen_bytes(s + base, n - base, NULL)) {
         fprintf(stderr, "  n=%zu: SSE2 and byte screens differ\n", n);
         return 0;
+    }
+    for (int level = 1; level < LD_REP_SCREEN_BEST; level++) {
+        if (ld_rep_screen_at(level, s + base, n - base, NULL) != sc) {
+            fprintf(stderr, "  n=%zu: the screen at level %d differs\n", n, level);
+            return 0;
+        }
     }
     if (fw && !sc) {
         fprintf(stderr, "  n=%zu: the screen ruled out a loop\n", n);
@@ -415,6 +423,8 @@ static int test_repetition_screen_lets_through_every_stretch(void)
         checked++;
         CHECK_MSG(ld_rep_screen(b, n, NULL) == 1, "text %d (n=%zu)", t, n);
         CHECK_MSG(ld_rep_screen_bytes(b, n, NULL) == 1, "text %d (n=%zu)", t, n);
+        for (int level = 1; level < LD_REP_SCREEN_BEST; level++)
+            CHECK_MSG(ld_rep_screen_at(level, b, n, NULL) == 1, "text %d (n=%zu) level %d", t, n, level);
     }
     free(b);
     CHECK(checked > 200);
@@ -448,11 +458,142 @@ static int test_repetition_screen_short_word_loops(void)
                           len, off);
                 CHECK_MSG(ld_rep_screen_bytes(b, n, NULL) == 1, "unit \"%s\" len %zu off %zu",
                           units[u], len, off);
+                for (int level = 1; level < LD_REP_SCREEN_BEST; level++)
+                    CHECK_MSG(ld_rep_screen_at(level, b, n, NULL) == 1, "unit \"%s\" len %zu off %zu level %d",
+                              units[u], len, off, level);
             }
         }
     }
     ld_arena_release(&a);
     CHECK(checked > 1000);
+    return 0;
+}
+
+/* A key said twice at distance p with different words around it (a pair
+ * that fails the test, and whose range of failures the screen remembers),
+ * then a loop of period p whose unit starts with the same key, a few bytes
+ * to a few units later: the remembered range must not reach the loop (the
+ * screen's own claim: the search itself may miss such a loop, as its
+ * windows' last sighting can be the pair's). */
+static int test_repetition_screen_failed_pair_before_loop(void)
+{
+    static const char key[] = "elephantine giraffes ";
+    size_t lk = sizeof key - 1;
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char *b = malloc(8192), unit[512];
+    int checked = 0;
+    for (size_t p = 24; p <= 220; p += 7) {
+        for (size_t gap = 1; gap < 4 * p; gap += 1 + p / 5) {
+            size_t n = prose(b, 40 + rnd(60)), y0 = n;
+            memcpy(b + n, key, lk);
+            n += lk;
+            n += prose(b + n, p - lk);
+            b[y0 + lk] = 'Q'; /* no word of prose starts so: after y0 + p the text differs */
+            memcpy(b + n, key, lk);
+            n += lk;
+            n += prose(b + n, gap);
+            memcpy(unit, key, lk);
+            prose(unit + lk, p - lk);
+            size_t need = p < 16 ? 20 * p : p < 64 ? 6 * p : 3 * p;
+            for (size_t i = 0; i < need + p / 2; i++) b[n + i] = unit[i % p];
+            n += need + p / 2;
+            n += prose(b + n, 30);
+            CHECK_MSG(same_answer(b, n, &a), "p %zu gap %zu", p, gap);
+            if (!has_reportable(b, n)) continue;
+            for (int level = 0; level <= LD_REP_SCREEN_BEST; level++)
+                CHECK_MSG(ld_rep_screen_at(level, b, n, NULL) == 1, "p %zu gap %zu level %d", p, gap, level);
+            checked++;
+        }
+    }
+    free(b);
+    ld_arena_release(&a);
+    CHECK(checked > 100);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the levels */
+
+static int o_word_byte(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
+}
+
+/* Every level's masks of the block at at of s[0..n) are the byte oracle's. */
+static int masks_right(const char *s, size_t n, size_t at)
+{
+    uint64_t want[3] = {0, 0, 0};
+    for (size_t j = 0; j < 64 && at + j < n; j++) {
+        unsigned char c = (unsigned char)s[at + j];
+        want[0] |= (uint64_t)o_word_byte(c) << j;
+        want[1] |= (uint64_t)(c >= 0x80) << j;
+        want[2] |= (uint64_t)(c >= 0xC0) << j;
+    }
+    for (int level = 0; level <= LD_REP_SCREEN_BEST; level++) {
+        uint64_t got[3];
+        ld_rep_screen_masks(level, s, n, at, got);
+        if (memcmp(got, want, sizeof got)) {
+            fprintf(stderr, "  level %d, n=%zu at %zu: %016llx %016llx %016llx, want %016llx %016llx %016llx\n",
+                    level, n, at, (unsigned long long)got[0], (unsigned long long)got[1],
+                    (unsigned long long)got[2], (unsigned long long)want[0],
+                    (unsigned long long)want[1], (unsigned long long)want[2]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Every byte value at every offset of a block, and texts ending at every
+ * offset of their last block (the bytes past the end are not word bytes):
+ * the classifications of all levels against the byte oracle. */
+static int test_repetition_screen_masks_every_level(void)
+{
+    unsigned char all[256 + 64];
+    for (int i = 0; i < 256 + 64; i++) all[i] = (unsigned char)(i * 7 + 3); /* each value, shifted */
+    for (size_t at = 0; at < 256; at += 64)
+        for (size_t shift = 0; shift < 64; shift++)
+            CHECK_MSG(masks_right((const char *)all + shift, 256, at), "all bytes, shift %zu", shift);
+    char *b = malloc(300);
+    for (int t = 0; t < 400; t++) {
+        size_t n = (size_t)t % 200 + 1;
+        for (size_t i = 0; i < n; i++) b[i] = (char)rnd(256);
+        for (size_t at = 0; at < n + 64; at += 64)
+            CHECK_MSG(masks_right(b, n, at), "random bytes %d, n=%zu, at %zu", t, n, at);
+    }
+    free(b);
+    return 0;
+}
+
+/* Texts of 64..260 bytes (one to five blocks, every length around the
+ * blocks' edges) of prose, UTF-8 and bytes next to the classes' edges ('/',
+ * ':', '@', '[', '`', '{', 0x7F, 0x80, 0xBF, 0xC0, 0xFF), with and without a
+ * loop: every level gives the byte-by-byte screen's answer, and the
+ * oracle's where it must. */
+static int test_repetition_screen_levels_at_block_edges(void)
+{
+    static const char edge[] = "/0:9@aA[zZ`{\x7f\x80\xbf\xc0\xff \xe6\x88\x91,.";
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char b[512];
+    for (int t = 0; t < 3000; t++) {
+        size_t n = 64 + (size_t)t % 197;
+        switch (t % 3) {
+        case 0: prose(b, n); break;
+        case 1: for (size_t i = 0; i < n; i++) b[i] = edge[rnd(sizeof edge - 1)]; break;
+        default: bytes_of(b, n, 2 + rnd(22)); break;
+        }
+        if (rnd(2)) {
+            size_t p = 1 + rnd(40), len = 60 + rnd((uint32_t)(n - 59));
+            periodic(b, rnd((uint32_t)(n - len + 1)), len, p, rnd(4) == 0);
+        }
+        CHECK_MSG(same_answer(b, n, &a), "edge text %d (n=%zu)", t, n);
+        int want = ld_rep_screen_bytes(b, n, NULL);
+        for (int level = 1; level <= LD_REP_SCREEN_BEST; level++)
+            CHECK_MSG(ld_rep_screen_at(level, b, n, NULL) == want, "edge text %d (n=%zu) level %d", t,
+                      n, level);
+        if (has_reportable(b, n)) CHECK_MSG(want == 1, "edge text %d (n=%zu)", t, n);
+    }
+    ld_arena_release(&a);
     return 0;
 }
 
@@ -487,6 +628,9 @@ static const ld_test_case cases[] = {
     LD_CASE(test_repetition_screen_long_texts),
     LD_CASE(test_repetition_screen_lets_through_every_stretch),
     LD_CASE(test_repetition_screen_short_word_loops),
+    LD_CASE(test_repetition_screen_failed_pair_before_loop),
+    LD_CASE(test_repetition_screen_masks_every_level),
+    LD_CASE(test_repetition_screen_levels_at_block_edges),
     LD_CASE(test_repetition_screen_rules_out_prose),
 };
 
