@@ -62,6 +62,13 @@ typedef struct ld_host_tensor {
      * LD_WQ_F4B the same with e2m1 of [r][c]'s nibble (cols even) */
     const float *scale;
     int scale_br, scale_bc;
+    /* the private read-only file mapping (a GGUF's) the data came from,
+     * and its size (NULL, 0: none).  A backend that copies data lying
+     * inside it may drop those pages from the resident set: they read
+     * back the same from the file.  Data moved elsewhere (a copy of some
+     * columns) is simply no longer inside. */
+    const void *map;
+    size_t map_size;
 } ld_host_tensor;
 
 /* the mHC variant of hc_pre (the session's mhc= kernel choice) */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend_ref_internal.h"
+#include "engine/backend/host_tensor.h"
 
 static void destroy(ld_backend *be)
 {
@@ -26,6 +27,7 @@ static void destroy(ld_backend *be)
     for (int i = 0; i < rb->n_threads && rb->iscratch; i++) free(rb->iscratch[i]);
     free(rb->iscratch);
     free(rb->prep);
+    ld_warena_free(&rb->weights);
     free(rb->threads);
     free(rb);
 }
@@ -95,9 +97,29 @@ static ld_status buf_mem(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem
     return LD_OK;
 }
 
+/* w->data moved to the backend's arena (backend_ref_arena.c) where the
+ * matmul is the fast one or q8, whose decode streams the weights, and the
+ * host data lies in a file mapping (t->map; a copy of other memory would
+ * add to the resident size); the reference's stays on the host data.
+ * Past the arena's budget or out of memory: the host data, as before. */
+static void weight_copy(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
+{
+    ld_kvar mm = rb->k.v[LD_KOP_MATMUL];
+    if ((mm != LD_KV_FAST && mm != LD_KV_Q8) || !t->map || ld_ref_kdt_is_scaled(w->dt)) return;
+    size_t elems, bytes;
+    ld_host_block(t, &elems, &bytes);
+    if (!elems || !bytes) return;
+    size_t n = (size_t)t->rows * ((size_t)t->cols / elems) * bytes;
+    uintptr_t lo = (uintptr_t)t->map, at = (uintptr_t)t->data;
+    if (at < lo || at - lo > t->map_size || n > t->map_size - (at - lo)) return; /* not inside the mapping */
+    const void *p = n ? ld_warena_copy(&rb->weights, t->data, n) : NULL;
+    if (!p) return;
+    w->data = p;
+    w->in_arena = 1;
+}
+
 static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight **out, ld_error *err)
 {
-    (void)be;
     *out = NULL;
     ld_kdt dt;
     int64_t block = 1;
@@ -140,17 +162,19 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     w->rows = t->rows;
     w->cols = t->cols;
     w->rope_hd = t->rope_hd;
+    w->in_arena = 0;
     if (ld_ref_kdt_is_scaled(dt)) {
         w->f8 = (ld_f8b){t->data, t->scale, t->rows, t->cols, t->scale_br, t->scale_bc};
         w->data = &w->f8;
     }
+    weight_copy((ref_backend *)be, w, t);
     *out = w;
     return LD_OK;
 }
 
 static void weight_free(ld_backend *be, ld_weight *w)
 {
-    (void)be;
+    if (w && w->in_arena) ld_warena_release(&((ref_backend *)be)->weights);
     free(w);
 }
 

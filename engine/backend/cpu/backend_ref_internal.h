@@ -7,7 +7,9 @@
  * exactly one thread with the same code, so the results are bitwise
  * identical whatever the number of threads.  Weights are used in place from
  * the host mapping (f32) or converted row by row (f16, bf16, and the GGML
- * block types, dequantized exactly into a per-thread row).
+ * block types, dequantized exactly into a per-thread row); where the matmul
+ * is the fast one and the weights lie in a file mapping, from the backend's
+ * copy of them in 2 MiB pages (backend_ref_arena.c), the same bytes.
  *
  * The pool: a decode step runs some ten ops per layer, each a few
  * microseconds of work, so waking workers through a condition variable
@@ -33,7 +35,8 @@
  * op table, buffers, weights); backend_ref_dense.c (a dense decoder's ops),
  * backend_ref_ds.c (DeepSeek V3 / V3.2 and V4's mHC and router),
  * backend_ref_ds4.c (V4's attention entries), backend_ref_moe.c (the routed
- * experts); backend_ref_pool.c (the thread pool, per-thread scratch). */
+ * experts); backend_ref_pool.c (the thread pool, per-thread scratch);
+ * backend_ref_arena.c (the fast matmul's copy of the weights). */
 #ifndef LD_BACKEND_REF_INTERNAL_H
 #define LD_BACKEND_REF_INTERNAL_H
 
@@ -69,11 +72,33 @@ struct ld_buf {
 
 struct ld_weight {
     ld_kdt dt;
-    const void *data;   /* the host data, or &f8 for LD_KDT_F8B / F4B */
+    const void *data;   /* the host data (or the backend's copy of it,
+                         * in_arena), or &f8 for LD_KDT_F8B / F4B */
     int64_t rows, cols;
     int rope_hd;
+    int in_arena;       /* 1: data is in the backend's weight arena */
     ld_f8b f8;
 };
+
+/* The "cpu" backend's copy of its weights in 2 MiB pages
+ * (backend_ref_arena.c says why): chunks the weights are packed in, and
+ * how many weights are in them. */
+struct ld_warena_chunk;
+typedef struct ld_warena {
+    struct ld_warena_chunk *chunks;
+    size_t live;  /* weights in the chunks */
+    size_t bytes; /* bytes of the chunks */
+} ld_warena;
+
+/* a copy of src[0, n) in the arena, one weight more in it (NULL: out of
+ * memory or past the budget, a quarter of the machine's memory; nothing
+ * changed).  src must lie in a private read-only file mapping
+ * (ld_host_tensor.map): its pages are dropped from the resident set. */
+const void *ld_warena_copy(ld_warena *a, const void *src, size_t n);
+/* one weight fewer; the last one frees the chunks */
+void ld_warena_release(ld_warena *a);
+/* the chunks freed, whatever is still in them */
+void ld_warena_free(ld_warena *a);
 
 typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
 
@@ -104,6 +129,7 @@ typedef struct ref_backend {
     /* the "cpu" matmul's prepared activations, shared by the threads */
     float *prep;
     size_t prep_cap;
+    ld_warena weights; /* the weights' copy where the matmul is fast or q8 */
 } ref_backend;
 
 typedef struct op_ctx {

@@ -361,6 +361,8 @@ static ld_status bind(gctx *c, ld_model_tensor *mt, int optional, int64_t rows, 
     mt->host.dtype = dt;
     mt->host.quant = q;
     mt->host.data = ld_gguf_tensor_data(c->g, t);
+    mt->host.map = c->g->base; /* ld_gguf_open's mapping (ld_model_open_gguf) */
+    mt->host.map_size = c->g->size;
     mt->host.rows = rows ? rows : 1;
     mt->host.cols = cols;
     mt->host.rope_hd = rope_hd;
