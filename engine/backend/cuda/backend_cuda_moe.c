@@ -687,7 +687,7 @@ ld_status ld_cuda_ds4_route_moe(ld_backend *be, ld_buf *y, const ld_buf *x, ld_b
                                 int combine, float fused_scale, int32_t *idx, float *w, ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
-    route_how h;
+    route_how h = {0}; /* set by the checks; -O3 cannot see that an error returns first */
     LD_TRY(route_moe_checks(cb, x, logits, router, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
     if (!h.dev) {
         if (router) LD_TRY(ld_cuda_matmul(be, logits, x, router, NULL, T, err));
@@ -727,7 +727,7 @@ ld_status ld_cuda_ds4_route_moe_post(ld_backend *be, const ld_hc_post_call *p, c
                                      ld_error *err)
 {
     cuda_backend *cb = (cuda_backend *)be;
-    route_how h;
+    route_how h = {0}; /* set by the checks; -O3 cannot see that an error returns first */
     LD_TRY(route_moe_checks(cb, x, logits, router, hash, T, E, K, experts, shared, act, combine, idx, w, &h, err));
     if (!h.dev || !T || combine != LD_MOE_COMBINE_REF || !shared || !mixed_ok(cb, shared, act, T) ||
         shared->down->rows != h.D || p->N <= 0 || !post_kernels(cb))
