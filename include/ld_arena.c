@@ -61,6 +61,25 @@ char *ld_arena_memdup(ld_arena *a, const void *p, size_t n)
     return q;
 }
 
+int ld_arena_adopt(ld_arena *dst, ld_arena *src)
+{
+    if (!src->head) return 1;
+    if (dst->max_bytes && dst->held_bytes + src->held_bytes > dst->max_bytes) return 0;
+    ld_arena_block *last = src->head;
+    while (last->next) last = last->next;
+    if (dst->head) { /* behind dst's current block: its free room stays the one used */
+        last->next = dst->head->next;
+        dst->head->next = src->head;
+    } else {
+        dst->head = src->head;
+    }
+    dst->held_bytes += src->held_bytes;
+    dst->used_bytes += src->used_bytes;
+    src->head = NULL;
+    src->held_bytes = src->used_bytes = 0;
+    return 1;
+}
+
 void ld_arena_reset(ld_arena *a)
 {
     ld_arena_block *keep = NULL;

@@ -30,6 +30,12 @@ void *ld_arena_alloc(ld_arena *a, size_t n);
 /* Copies n bytes into the arena (NUL added after them); NULL on failure. */
 char *ld_arena_memdup(ld_arena *a, const void *p, size_t n);
 
+/* Moves every block of src into dst, which frees them from then on: what
+ * src handed out stays valid, now as dst's, and src is left empty (its cap
+ * kept).  dst's current block stays current.  0, and nothing moved, when
+ * dst's cap would be passed (the caller copies what it needs instead). */
+int ld_arena_adopt(ld_arena *dst, ld_arena *src);
+
 /* Forgets every allocation.  Keeps the largest block, frees the others, so a
  * long line does not pin memory for the rest of the run beyond one block. */
 void ld_arena_reset(ld_arena *a);

@@ -24,10 +24,11 @@ static void set_ts(ld_request *r, const ld_logline *l)
 
 /* The text of message `m` for identifying it in a prompt (the tail of a cut
  * message, the last part of a part list, trailing blanks off as templates
- * strip them); 0 when it has none. */
+ * strip them); 0 when it has none.  *in_kept: *s points into kept's bytes. */
 static int message_text(const ld_fill_ctx *c, const ld_py_value *m, const ld_text *kept, const char **s,
-                        size_t *n)
+                        size_t *n, int *in_kept)
 {
+    *in_kept = 0;
     const ld_py_value *ct = ld_req_get(m, "content");
     const char *t = NULL;
     size_t tn = 0;
@@ -37,6 +38,7 @@ static int message_text(const ld_fill_ctx *c, const ld_py_value *m, const ld_tex
         *s = kept->bytes;
         *n = kept->cut;
         if (kept->flags & LD_TEXT_TRUNCATED) t = kept->bytes + kept->cut, tn = kept->len - kept->cut;
+        *in_kept = 1;
         goto got;
     }
     if (!ld_req_is_text(ct) || ld_req_decode_parts(c, ct, s, n, &t, &tn, NULL)) return 0;
@@ -61,7 +63,7 @@ static int is_user(const ld_fill_ctx *c, const ld_py_value *m)
  * has no text (an assistant turn with only tool calls), the last user
  * message, which may then be anywhere.  With a final message, the last user
  * message before it is noted too, for a prompt that lost its final message.
- * Copied into q's record. */
+ * In q's record: the bytes it kept of that message, else a copy. */
 static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c, const ld_py_value *obj)
 {
     const ld_py_value *ms = ld_req_get(obj, "messages");
@@ -75,16 +77,19 @@ static void note_user_text(ld_pending_openai *q, const ld_fill_ctx *c, const ld_
         int final = i + 1 == ms->n;
         const char *s;
         size_t n;
+        int in_kept;
         const ld_text *kt = NULL;
         if (kept && ms->u.items[i].kind == LD_PY_DICT && --k >= 0) kt = &kept[k].content;
-        if ((!final && !is_user(c, &ms->u.items[i])) || !message_text(c, &ms->u.items[i], kt, &s, &n))
+        if ((!final && !is_user(c, &ms->u.items[i])) ||
+            !message_text(c, &ms->u.items[i], kt, &s, &n, &in_kept))
             continue;
+        if (!in_kept) s = ld_request_strdup(q->r, s, n);
         if (q->user_text) { /* the earlier user message of an anchored payload */
-            q->earlier_user = ld_request_strdup(q->r, s, n);
+            q->earlier_user = s;
             q->earlier_user_len = q->earlier_user ? n : 0;
             return;
         }
-        q->user_text = ld_request_strdup(q->r, s, n);
+        q->user_text = s;
         q->user_len = q->user_text ? n : 0;
         q->anchored = final;
         if (!final || !q->user_text) return;
@@ -238,7 +243,7 @@ static ld_status sglang_sub(ld_pairer *p, const sub_job *j, const char *rid,
     ld_fill_ctx c = ld_pair_fill_ctx(p, rid, parent ? parent : r->parent_rid);
     if (part == LD_PART_RECEIVE && !o->queue && !(o->queue = strdup(j->queue)))
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for a request");
-    if (j->q) LD_TRY(ld_pair_apply_openai(p, j->q, r, err));
+    if (j->q) LD_TRY(ld_pair_apply_openai(p, j->q, r, 0, err)); /* every sub-request's */
     else if (part == LD_PART_RECEIVE && !o->q && !(r->seen & LD_PART_BIT(LD_PART_OPENAI)) &&
              !is_internal(rid))
         o->q = ld_pair_take_oldest_openai(p, j->queue);

@@ -33,7 +33,8 @@ typedef struct ld_pending_openai {
                                      openai_obj is kept when the values are, with only_rid,
                                      or when filling failed (!filled) */
     int filled;                   /* r holds what filling a request from the payload gives:
-                                     ld_pair_apply_openai copies it (ld_request_copy_openai) */
+                                     ld_pair_apply_openai copies it (ld_request_copy_openai)
+                                     or takes it (ld_request_move_openai) */
     unsigned fill_flags;          /* the LD_REQ_* flags that filling set on r */
     const char *user_text;        /* identifying text (see note_user_text), in r->arena */
     size_t user_len;
@@ -124,8 +125,9 @@ size_t ld_pair_expire_openai(ld_pairer *p, uint64_t before);
 void ld_pair_flush_openai(ld_pairer *p);
 /* Before emitting o: apply its tentative OpenAI line when nothing contradicts it. */
 ld_status ld_pair_openai_settle(ld_pairer *p, ld_open *o, ld_error *err);
-/* Copies an OpenAI line's fields into record r. */
-ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
+/* Copies an OpenAI line's fields into record r; last_use: q is freed next,
+ * so r may take q's memory instead of copies (ld_request_move_openai). */
+ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r, int last_use,
                                ld_error *err);
 
 #endif

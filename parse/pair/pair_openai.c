@@ -173,7 +173,7 @@ static ld_status apply(ld_pairer *p, ld_open *o, ld_error *err)
 {
     ld_pending_openai *q = o->q;
     o->q = NULL;
-    ld_status st = ld_pair_apply_openai(p, q, o->r, err);
+    ld_status st = ld_pair_apply_openai(p, q, o->r, 1, err);
     ld_pair_free_openai(q);
     return st;
 }
@@ -291,7 +291,7 @@ static void copy_pd(ld_request *r, const ld_request *qr)
     r->digest_marked = (r->digest_marked & ~bit) | (qr->digest_marked & bit);
 }
 
-ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r,
+ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r, int last_use,
                                ld_error *err)
 {
     ld_request *qr = q->r;
@@ -301,8 +301,14 @@ ld_status ld_pair_apply_openai(ld_pairer *p, ld_pending_openai *q, ld_request *r
     if (s->cut_at) ld_request_set_cut(r, LD_PART_OPENAI, s->cut_at, s->cut_field, strlen(s->cut_field));
     if (qr->timestamp) r->timestamp = ld_request_strdup(r, qr->timestamp, strlen(qr->timestamp));
     if (qr->flags & LD_REQ_JSON) r->flags |= LD_REQ_JSON;
-    if (q->filled) LD_TRY(ld_request_copy_openai(r, qr, q->fill_flags, err));
-    else LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
+    /* q's last request takes its memory rather than a copy of its messages */
+    int moved = q->filled && last_use && ld_request_move_openai(r, qr, q->fill_flags);
+    if (q->filled && !moved) LD_TRY(ld_request_copy_openai(r, qr, q->fill_flags, err));
+    else if (!q->filled) LD_TRY(ld_request_fill_openai(r, &c, qr->openai_obj, err));
     copy_pd(r, qr);
+    if (moved && qr->openai_obj) { /* the kept tree is r's now */
+        if (c.keep_values) r->openai_obj = qr->openai_obj;
+        return LD_OK;
+    }
     return ld_pair_keep_value(r, &c, qr->openai_obj, &r->openai_obj, err);
 }

@@ -230,25 +230,44 @@ ld_status ld_request_fill_openai(ld_request *r, const ld_fill_ctx *ctx,
     return LD_OK;
 }
 
-ld_status ld_request_copy_openai(ld_request *r, const ld_request *q, unsigned q_flags, ld_error *err)
+/* What r does not know yet of q's sampling and stream (sampling(r, obj, 0)),
+ * and q's truncation. */
+static void take_openai_scalars(ld_request *r, const ld_request *q, unsigned q_flags)
 {
-    if (!r->model && q->model && !(r->model = ld_request_strdup(r, q->model, strlen(q->model))))
-        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    if (q->n_messages >= 0) LD_TRY(ld_request_copy_messages(r, q->messages, q->n_messages, err));
-    if (q->n_tools >= 0) r->n_tools = q->n_tools;
-    if (q->chat_template_kwargs && !r->chat_template_kwargs) {
-        r->chat_template_kwargs = ld_py_value_clone(&r->arena, q->chat_template_kwargs);
-        if (!r->chat_template_kwargs) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
-    }
-    /* sampling(r, obj, 0): what r does not know yet */
     if (isnan(r->temperature)) r->temperature = q->temperature;
     if (isnan(r->top_p)) r->top_p = q->top_p;
     if (r->top_k == LD_UNSET_INT) r->top_k = q->top_k;
     if (r->max_tokens == LD_UNSET_INT) r->max_tokens = q->max_tokens;
     if (r->n == LD_UNSET_INT) r->n = q->n;
     if (q->stream >= 0 && r->stream < 0) r->stream = q->stream;
+    if (q->n_tools >= 0) r->n_tools = q->n_tools;
     r->flags |= q_flags & LD_REQ_TRUNCATED;
+}
+
+ld_status ld_request_copy_openai(ld_request *r, const ld_request *q, unsigned q_flags, ld_error *err)
+{
+    if (!r->model && q->model && !(r->model = ld_request_strdup(r, q->model, strlen(q->model))))
+        return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    if (q->n_messages >= 0) LD_TRY(ld_request_copy_messages(r, q->messages, q->n_messages, err));
+    if (q->chat_template_kwargs && !r->chat_template_kwargs) {
+        r->chat_template_kwargs = ld_py_value_clone(&r->arena, q->chat_template_kwargs);
+        if (!r->chat_template_kwargs) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
+    }
+    take_openai_scalars(r, q, q_flags);
     return LD_OK;
+}
+
+int ld_request_move_openai(ld_request *r, ld_request *q, unsigned q_flags)
+{
+    if (!ld_arena_adopt(&r->arena, &q->arena)) return 0;
+    if (!r->model) r->model = q->model;
+    if (q->n_messages >= 0) {
+        r->messages = q->messages;
+        r->n_messages = q->n_messages;
+    }
+    if (!r->chat_template_kwargs) r->chat_template_kwargs = q->chat_template_kwargs;
+    take_openai_scalars(r, q, q_flags);
+    return 1;
 }
 
 /* an owned copy of an id list in the record */

@@ -77,6 +77,12 @@ ld_status ld_request_fill_openai(ld_request *r, const ld_fill_ctx *ctx,
  * OpenAI line is filled once, when it is read, not again for its request. */
 ld_status ld_request_copy_openai(ld_request *r, const ld_request *q, unsigned q_flags, ld_error *err);
 
+/* ld_request_copy_openai without the copies, for a q that is freed next:
+ * q's arena becomes r's (ld_arena_adopt) and r points at q's fields, so
+ * every byte of q's stays valid for as long as r lives.  0, and nothing
+ * taken, when r's cap refuses q's memory (then copy). */
+int ld_request_move_openai(ld_request *r, ld_request *q, unsigned q_flags);
+
 /* Copies n messages of another record (texts, tool calls) into r as its
  * message array. */
 ld_status ld_request_copy_messages(ld_request *r, const ld_message *ms, int64_t n, ld_error *err);
