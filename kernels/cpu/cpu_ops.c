@@ -379,29 +379,23 @@ void ld_cpu_matmul(float *out, const float *x, const float *prep, const void *w,
 
 /* ---------------------------------------------------------------- attention */
 
-/* ld_attention_with (kernels/ref/ref_ops.c) with ld_cpu_dot_avx2 and
- * ld_cpu_axpy_avx2, for hd a multiple of 8: the same arithmetic in the same
- * order (each score a dot product times scale, the max and the sum of the
- * exponentials in position order, each output element's fmas over the
- * positions in order), with the positions' dot products side by side and
- * the output held in registers (cpu_internal.h) */
-static void attention_avx2(float *out, const float *q, const float *kcache, const float *vcache, int n_heads,
-                           int n_kv, int hd, int pos0, int window, float scale, float *scores, size_t i0, size_t i1)
+/* ld_attention_steps (kernels/ref/ref_ops.c) with the AVX2 steps, for hd a
+ * multiple of 8: the same arithmetic in the same order as ld_attention_with
+ * over ld_cpu_dot_avx2 and ld_cpu_axpy_avx2 (each score a dot product times
+ * scale, each output element's fmas over the positions in order), with the
+ * positions' dot products side by side and the output held in registers
+ * (cpu_internal.h) */
+static void scores_avx2(const ld_attn_steps *st, float *sc, const float *q, const float *k, size_t kvrow, int n,
+                        int hd, float scale)
 {
-    int group = n_heads / n_kv;
-    size_t qrow = (size_t)n_heads * (size_t)hd, kvrow = (size_t)n_kv * (size_t)hd;
-    for (size_t it = i0; it < i1; it++) {
-        int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
-        int pos = pos0 + t, kvh = h / group;
-        int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0, n = pos - lo + 1;
-        size_t kv0 = (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
-        ld_cpu_scores_avx2(scores + lo, q + (size_t)t * qrow + (size_t)h * (size_t)hd, kcache + kv0, kvrow, n, hd,
-                           scale);
-        ld_attn_softmax(scores + lo, n);
-        float *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
-        for (int i = 0; i < hd; i++) o[i] = 0.0f;
-        ld_cpu_attn_out_avx2(o, scores + lo, vcache + kv0, kvrow, n, hd);
-    }
+    (void)st;
+    ld_cpu_scores_avx2(sc, q, k, kvrow, n, hd, scale);
+}
+
+static void out_avx2(const ld_attn_steps *st, float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+{
+    (void)st;
+    ld_cpu_attn_out_avx2(o, p, v, kvrow, n, hd);
 }
 
 void ld_cpu_attention_at(int level, float *out, const float *q, const float *kcache, const float *vcache,
@@ -410,7 +404,8 @@ void ld_cpu_attention_at(int level, float *out, const float *q, const float *kca
 {
     int simd = clamp_level(level) >= LD_CPU_AVX2;
     if (simd && hd % 8 == 0 && n_kv > 0 && n_heads % n_kv == 0) {
-        attention_avx2(out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
+        const ld_attn_steps st = {scores_avx2, out_avx2, NULL, NULL};
+        ld_attention_steps(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
         return;
     }
     ld_attention_with(simd ? ld_cpu_dot_avx2 : dot_portable, simd ? ld_cpu_axpy_avx2 : axpy_portable, out, q,
