@@ -202,6 +202,11 @@ size_t ld_utf8_count_chars_sse2(const char *s, size_t len);
  * AVX2, 3 AVX-512BW), each where the machine has it */
 size_t ld_utf8_count_chars_at(int level, const char *s, size_t len);
 
+/* ... and ld_py_str_decode_count with the decoder capped at `level`
+ * (pylit_scan.h's): below 4, decoded then counted */
+ld_status ld_py_str_decode_count_at(int level, const ld_py_value *v, char *dst, size_t *out_len,
+                                    uint64_t *out_chars, ld_error *err);
+
 /* ---- pylit_intlist.c */
 int ld_pyp_int_list_direct(py_parser *p, ld_py_value *out);
 /* A skimmed token-id list from s (just after its '['): the item count with

@@ -243,7 +243,171 @@ static size_t decode_vbmi2(const char *s, size_t n, char *d, size_t *stop)
     *stop = carry ? i - 1 : i;
     return o;
 }
+
+/* The counted decode's state from block to block. */
+typedef struct count_state {
+    uint64_t carry;     /* the next block's first byte is escaped */
+    uint64_t tail;      /* the last block's last three bytes: one is not ASCII */
+    __m512i bad;        /* not zero: a byte broke a UTF-8 rule */
+    size_t cont;        /* continuation bytes kept */
+    size_t o;           /* bytes written */
+} count_state;
+
+/* The bytes of `at` (64 through mask m; at[-3..-1] readable) */
+#define LOAD_MASKED(m, at) ((m) == ~0ull ? _mm512_loadu_si512((const void *)(at)) \
+                                         : _mm512_maskz_loadu_epi8((m), (const void *)(at)))
+
+/* Where permutex2var takes the bytes one, two, three before each byte of a
+ * block (before_idx + 3 - k): 61-63 from the vector before it */
+static const unsigned char before_idx[67] = {
+    61,  62,  63,  64,  65,  66,  67,  68,  69,  70,  71,  72,  73,  74,  75,  76,  77,
+    78,  79,  80,  81,  82,  83,  84,  85,  86,  87,  88,  89,  90,  91,  92,  93,  94,
+    95,  96,  97,  98,  99,  100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111,
+    112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127,
+};
+
+/* The k bytes before each byte of block x: from `before` (its bytes 61-63)
+ * when given, else read at at - k */
+#define BYTES_BEFORE(k, at, m, x, before)                                                          \
+    ((before) ? _mm512_permutex2var_epi8(*(before), _mm512_loadu_si512((const void *)(before_idx + 3 - (k))), (x)) \
+              : LOAD_MASKED((m), (at) - (k)))
+
+/* UTF-8 judged by tables rather than by compares (the compares of
+ * count_valid_avx512 are a dozen a block on the port that the decoder's
+ * shuffles and compress use too).  What a byte and the one before it may
+ * be, as three nibbles (the one before's high and low, the byte's high),
+ * each looked up in a table of the errors it allows; a pair is wrong when
+ * a bit survives in all three:
+ *   0x01 a lead (C0-FF) not followed by a continuation byte (80-BF)
+ *   0x02 a continuation byte after ASCII
+ *   0x04 E0 then 80-9F (overlong)        0x08 F5-FF then a continuation
+ *   0x10 C0 or C1 then a continuation    0x20 F4 then 90-BF (past U+10FFFF)
+ *   0x40 F0 then 80-8F (overlong)        0x80 a continuation after one
+ * (ED A0-BF, the WTF-8 surrogates, is allowed, as ld_utf8_count_chars
+ * allows it).  0x80 is right where the byte is a third or fourth one (two
+ * or three bytes after E0-FF or F0-FF) and wrong where it is missing
+ * there: xor with that.  Whatever breaks count_valid_avx512's rules gives
+ * a byte that is not zero here, at that byte or at the one after it (C0,
+ * C1 and F5-FF are judged with their next byte, and a text ending on a
+ * lead is the caller's to catch). */
+static const unsigned char utf8_tables[3][16] = {
+    { 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x80, 0x80, 0x80, 0x80, 0x11, 0x01, 0x05, 0x69 },
+    { 0xD7, 0x93, 0x83, 0x83, 0xA3, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B },
+    { 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0xDE, 0xBE, 0xBA, 0xBA, 0x01, 0x01, 0x01, 0x01 },
+};
+
+/* A table of utf8_tables in each 16-byte lane, for vpshufb */
+#define UTF8_TABLE(k) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)utf8_tables[k]))
+
+TARGET_VBMI2
+static inline __attribute__((always_inline)) __m512i utf8_table_errors(__m512i x, __m512i p1, __m512i p2, __m512i p3)
+{
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    __m512i t1 = _mm512_shuffle_epi8(UTF8_TABLE(0), _mm512_and_si512(_mm512_srli_epi16(p1, 4), nib));
+    __m512i t2 = _mm512_shuffle_epi8(UTF8_TABLE(1), _mm512_and_si512(p1, nib));
+    __m512i t3 = _mm512_shuffle_epi8(UTF8_TABLE(2), _mm512_and_si512(_mm512_srli_epi16(x, 4), nib));
+    __m512i third = _mm512_subs_epu8(p2, _mm512_set1_epi8(0x60));  /* >= 0x80 where p2 >= E0 */
+    __m512i fourth = _mm512_subs_epu8(p3, _mm512_set1_epi8(0x70)); /* >= 0x80 where p3 >= F0 */
+    __m512i due = _mm512_and_si512(_mm512_or_si512(third, fourth), _mm512_set1_epi8((char)0x80));
+    return _mm512_xor_si512(_mm512_ternarylogic_epi32(t1, t2, t3, 0x80), due); /* t1 & t2 & t3 */
+}
+
+/* One block of decode_count_vbmi2, its bytes at `at` through mask m (zeros
+ * past the text's end), the three bytes before them at at[-3..-1] or, for a
+ * text's first block, in bytes 61-63 of *before:
+ * decoded into d + st->o as decode_vbmi2 decodes, judged as UTF-8
+ * (utf8_table_errors; an ASCII block after ASCII not looked at),
+ * its kept continuation bytes counted.  Returns the index of the first
+ * escaped byte of another kind, 64 when there is none. */
+TARGET_VBMI2
+static inline __attribute__((always_inline)) unsigned count_block(const char *at, uint64_t m, const __m512i *before,
+                                                                  char *d, count_state *st, const block_classes *c,
+                                                                  __m512i un_lo, __m512i un_hi)
+{
+    __m512i x = LOAD_MASKED(m, at);
+    uint64_t bs, simple;
+    classify_block_avx512(x, c, &bs, &simple);
+    uint64_t esc = escaped_bytes(bs, &st->carry), other = esc & ~simple;
+    uint64_t keep = ~(bs & ~esc) & m;
+    unsigned k = other ? (unsigned)__builtin_ctzll(other) : 64;
+    if (other) keep &= k ? (1ull << (k - 1)) - 1 : 0; /* another kind: the caller's */
+    uint64_t hi = _mm512_movepi8_mask(x);
+    if (hi | st->tail) { /* UTF-8 here, or a character of the block before may reach in */
+        __m512i p1 = BYTES_BEFORE(1, at, m, x, before), p2 = BYTES_BEFORE(2, at, m, x, before);
+        __m512i p3 = BYTES_BEFORE(3, at, m, x, before);
+        st->bad = _mm512_or_si512(st->bad, _mm512_maskz_mov_epi8(m, utf8_table_errors(x, p1, p2, p3)));
+        /* continuation bytes: bit 7 set and bit 6 clear (movepi8_mask takes bit 7
+         * off another port than compares) */
+        uint64_t lead = _mm512_movepi8_mask(_mm512_and_si512(x, _mm512_add_epi8(x, x)));
+        st->cont += (size_t)__builtin_popcountll(hi & ~lead & keep);
+    }
+    st->tail = hi >> 61;
+    __m512i y = _mm512_mask_blend_epi8(esc, x, _mm512_permutex2var_epi8(un_lo, x, un_hi));
+    __m512i packed = _mm512_maskz_compress_epi8(keep, y);
+    size_t kept = (size_t)__builtin_popcountll(keep);
+    if (m == ~0ull) _mm512_storeu_si512((void *)(d + st->o), packed); /* room: o <= the raw bytes read */
+    else _mm512_mask_storeu_epi8((void *)(d + st->o), (1ull << kept) - 1, packed);
+    st->o += kept;
+    return k;
+}
+
+/* decode_vbmi2 to the end of the text (the last block through masks) that
+ * also judges the raw bytes as UTF-8 and counts the continuation bytes it
+ * keeps (count_block).  Bytes past an escape of another kind are judged
+ * too: they are the raw text's own, with the right bytes before them, so a
+ * byte judged twice is judged the same.  A first block with fewer than
+ * three bytes before it in raw takes them from a vector (zeros before
+ * raw[0]). */
+TARGET_VBMI2
+static size_t decode_count_vbmi2(const char *raw, size_t n, size_t from, char *d, size_t *stop, size_t *cont_out,
+                                 uint64_t *bad_out)
+{
+    const block_classes c = block_classes_avx512();
+    const __m512i un_lo = _mm512_loadu_si512((const void *)unescape_tbl);
+    const __m512i un_hi = _mm512_loadu_si512((const void *)(unescape_tbl + 64));
+    count_state st = { 0, 0, _mm512_setzero_si512(), 0, 0 };
+    size_t i = from;
+    unsigned k = 64;
+    if (i < 3 && i < n) { /* fewer than three bytes before: the first block alone */
+        uint32_t w = 0;   /* raw[i-1] in its byte 3, raw[i-2] in 2, raw[i-3] in 1 */
+        for (size_t b = 1; b <= i; b++) w |= (uint32_t)(unsigned char)raw[i - b] << (8 * (4 - b));
+        __m512i before = _mm512_maskz_set1_epi32(0x8000, (int)w); /* its bytes 60-63 */
+        size_t len = n - i < 64 ? n - i : 64;
+        st.tail = (w & 0x80808080u) != 0;
+        k = count_block(raw + i, len == 64 ? ~0ull : (1ull << len) - 1, &before, d, &st, &c, un_lo, un_hi);
+        i += k < 64 ? k : len;
+    } else if (i < n) {
+        st.tail = ((unsigned char)raw[i - 1] | (unsigned char)raw[i - 2] | (unsigned char)raw[i - 3]) >> 7;
+    }
+    while (k == 64 && i + 64 <= n) {
+        k = count_block(raw + i, ~0ull, NULL, d, &st, &c, un_lo, un_hi);
+        i += k;
+    }
+    if (k == 64 && i < n) { /* the last bytes, through masks */
+        k = count_block(raw + i, (1ull << (n - i)) - 1, NULL, d, &st, &c, un_lo, un_hi);
+        i += k < 64 ? k : n - i;
+    }
+    *stop = k < 64 || st.carry ? i - 1 : i; /* the backslash of another kind's escape */
+    *cont_out += st.cont;
+    *bad_out |= _mm512_test_epi8_mask(st.bad, st.bad);
+    return st.o;
+}
 #endif
+
+size_t ld_pyp_decode_count(const char *raw, size_t n, size_t from, char *dst, size_t *stop, size_t *cont,
+                           uint64_t *bad)
+{
+#if defined(LD_SCAN_X86)
+    if (ld_pyp_scan_level() >= 4) return decode_count_vbmi2(raw, n, from, dst, stop, cont, bad);
+#endif
+    (void)raw;
+    (void)n;
+    (void)dst;
+    (void)cont;
+    (void)bad;
+    *stop = from;
+    return 0;
+}
 
 size_t ld_pyp_decode_simple_at(int level, const char *raw, size_t n, char *dst, size_t *stop)
 {

@@ -11,6 +11,7 @@
 #define LD_PYLIT_SCAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The index in s[0..n) of the first byte equal to q that no backslash
  * escapes, or n when there is none.  *escape: on entry, whether s[0] is
@@ -43,6 +44,19 @@ size_t ld_pyp_simple_escapes_at(int level, const char *s, size_t n, size_t *stop
  * it returns 0 with *stop 0, and the caller decodes byte by byte. */
 size_t ld_pyp_decode_simple(const char *raw, size_t n, char *dst, size_t *stop);
 size_t ld_pyp_decode_simple_at(int level, const char *raw, size_t n, char *dst, size_t *stop);
+
+/* ld_pyp_decode_simple for a counted decode (ld_py_str_decode_count), from
+ * raw[from] (not escaped) to the end of raw[0..n), the last block read and
+ * stored through a mask: decodes raw[from..*stop) into dst and returns the
+ * bytes written, *stop the backslash of the first escape of another kind,
+ * or n.  Adds to *cont the continuation bytes (10xxxxxx) written, and sets
+ * *bad nonzero when a byte of raw it read breaks a UTF-8 rule as
+ * ld_utf8_count_chars judges them (read with the three bytes before it,
+ * zeros before raw[0]; the text cut inside a character is the caller's
+ * to check).  dst has room for n - from bytes.  Level 4 (AVX-512 VBMI2)
+ * only: elsewhere it returns 0 with *stop = from. */
+size_t ld_pyp_decode_count(const char *raw, size_t n, size_t from, char *dst, size_t *stop, size_t *cont,
+                           uint64_t *bad);
 
 /* The highest level the functions above can run here: 0 byte by byte, 1
  * SSE2, 2 AVX2, 3 AVX-512BW, 4 AVX-512 VBMI2 (for ld_pyp_decode_simple; the

@@ -215,6 +215,52 @@ static int decode_into(const char *raw, size_t n, int bytes, int json, char *dst
     }
 }
 
+/* A text cut inside a character: its last bytes start a sequence they do
+ * not finish (count_valid's test, for any length). */
+static int ends_in_sequence(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    return (n >= 1 && u[n - 1] >= 0xC0) || (n >= 2 && u[n - 2] >= 0xE0) || (n >= 3 && u[n - 3] >= 0xF0);
+}
+
+/* decode_into for a str (level 4: AVX-512 VBMI2) that also gives
+ * ld_utf8_count_chars of the decoded text, counted in the same pass.
+ *
+ * Why the raw text's bytes may decide: the raw text is V0 E1 V1 E2 ... Vk,
+ * the Vi copied as they are and each escape's text Ei ASCII (a backslash
+ * and ASCII after it; an unknown escape is its backslash alone, the byte
+ * after it ordinary text); the decoded text is V0 O1 V1 ... Vk, each Oi
+ * what put_utf8 or a one-byte escape writes: whole valid sequences (WTF-8
+ * surrogates included), or nothing for a backslash-newline.  In UTF-8 no
+ * character spans a byte that is not a continuation byte.  When the raw
+ * text is valid, each Vi is: it starts with no continuation byte (ASCII
+ * before it) and ends on a whole character (ASCII after it).  The decoded
+ * text is then valid too: valid pieces, each starting with no continuation
+ * byte, and a valid text has as many characters as bytes that are not
+ * continuation bytes: the Vi's (counted in the blocks that copy them) and
+ * each Oi's (all its bytes but the first).  When the raw text is not
+ * valid, the decoded text is counted as before (it may be valid: a
+ * backslash-newline can join a character's halves). */
+static int decode_counted(const char *raw, size_t n, int json, char *dst, size_t *out_len, uint64_t *chars,
+                          py_decode_err *e)
+{
+    size_t i = 0, o = 0, cont = 0;
+    uint64_t bad = 0;
+    for (;;) {
+        size_t stop;
+        o += ld_pyp_decode_count(raw, n, i, dst + o, &stop, &cont, &bad);
+        i = stop;
+        if (i >= n) break;
+        int w = decode_escape(raw, n, &i, 0, json, dst + o, e); /* one of another kind */
+        if (w < 0) return -1;
+        cont += w ? (size_t)w - 1 : 0; /* put_utf8's bytes after the first */
+        o += (size_t)w;
+    }
+    *out_len = o;
+    *chars = bad || ends_in_sequence(raw, n) ? ld_utf8_count_chars(dst, o) : o - cont;
+    return 0;
+}
+
 /* Bytes between the value's first byte and its raw text: prefix + quote. */
 static uint64_t raw_skip(const ld_py_value *v)
 {
@@ -245,6 +291,27 @@ ld_status ld_py_str_decode_into(const ld_py_value *v, char *dst, size_t *out_len
                     &e) < 0)
         return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
     return LD_OK;
+}
+
+ld_status ld_py_str_decode_count_at(int level, const ld_py_value *v, char *dst, size_t *out_len,
+                                    uint64_t *out_chars, ld_error *err)
+{
+    if (level < 4 || ld_pyp_scan_level() < 4 || !v || v->kind != LD_PY_STR || zero_copy(v)) {
+        /* copied then counted (a copy costs less than decoding) */
+        LD_TRY(ld_py_str_decode_into(v, dst, out_len, err));
+        *out_chars = ld_utf8_count_chars(dst, *out_len);
+        return LD_OK;
+    }
+    py_decode_err e;
+    if (decode_counted(v->u.raw, v->n, (v->flags & LD_PY_F_JSON) != 0, dst, out_len, out_chars, &e) < 0)
+        return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
+    return LD_OK;
+}
+
+ld_status ld_py_str_decode_count(const ld_py_value *v, char *dst, size_t *out_len, uint64_t *out_chars,
+                                 ld_error *err)
+{
+    return ld_py_str_decode_count_at(4, v, dst, out_len, out_chars, err);
 }
 
 ld_status ld_py_str_decode(const ld_py_value *v, ld_arena *arena,
@@ -340,16 +407,9 @@ static ld_status measure_decoded(const ld_py_value *v, size_t *out_len, uint64_t
     char *buf = malloc(v->n ? v->n : 1);
     if (!buf)
         return LD_FAIL(err, LD_ERR_NOMEM, v->off, "cannot allocate %u bytes for a decoded string", v->n);
-    py_decode_err e;
-    size_t n;
-    if (decode_into(v->u.raw, v->n, 0, (v->flags & LD_PY_F_JSON) != 0, buf, &n, &e) < 0) {
-        free(buf);
-        return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
-    }
-    *out_len = n;
-    *out_chars = ld_utf8_count_chars(buf, n);
+    ld_status st = ld_py_str_decode_count(v, buf, out_len, out_chars, err);
     free(buf);
-    return LD_OK;
+    return st;
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -79,11 +79,12 @@ static ld_status text_fill(ld_arena *dst, int keep, const ld_fill_ctx *ctx,
         char *b = ld_arena_alloc(dst, (size_t)hv->n + (tv ? tv->n : 0) + 1);
         if (!b) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory keeping a text");
         size_t hn, tn = 0;
-        LD_TRY(ld_py_str_decode_into(hv, b, &hn, err));
-        if (tv) LD_TRY(ld_py_str_decode_into(tv, b + hn, &tn, err));
+        uint64_t hc, tc = 0; /* characters counted as they are decoded */
+        LD_TRY(ld_py_str_decode_count(hv, b, &hn, &hc, err));
+        if (tv) LD_TRY(ld_py_str_decode_count(tv, b + hn, &tn, &tc, err));
         b[hn + tn] = 0;
         t->flags = LD_TEXT_PRESENT | (tv ? LD_TEXT_TRUNCATED : 0);
-        t->n_chars = ld_utf8_count_chars(b, hn) + (tv ? ld_utf8_count_chars(b + hn, tn) : 0);
+        t->n_chars = hc + tc;
         t->bytes = b;
         t->len = hn + tn;
         t->cut = hn;

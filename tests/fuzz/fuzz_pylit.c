@@ -25,6 +25,17 @@ static void walk(const ld_py_value *v, ld_arena *a, int depth)
             if (v->flags & LD_PY_F_ESCAPED && !(v->flags & LD_PY_F_RAWSTR) && s[n] != '\0')
                 abort(); /* decoded copies are NUL-terminated */
         }
+        for (int level = 0; level <= 4; level++) { /* counted while decoded: the same bytes and count */
+            char *d = malloc(v->n ? v->n : 1);
+            size_t dn;
+            uint64_t dc;
+            if (!d) abort();
+            ld_status dst = ld_py_str_decode_count_at(level, v, d, &dn, &dc, NULL);
+            if ((dst == LD_OK) != (st == LD_OK) ||
+                (st == LD_OK && (dn != n || (n && memcmp(d, s, n) != 0) || dc != chars)))
+                abort();
+            free(d);
+        }
         if (v->kind == LD_PY_STR) { /* measuring gives what decoding then counting gives */
             size_t mn;
             uint64_t mc;

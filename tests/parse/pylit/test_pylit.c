@@ -1281,6 +1281,216 @@ static int test_pylit_measure(void)
     return 0;
 }
 
+/* ld_py_str_decode_count at every level: the bytes, length and error of
+ * ld_py_str_decode_into, and as many characters as ld_utf8_count_chars
+ * counts in those bytes (the decode-then-count path is the oracle). */
+static int count_same(const ld_py_value *v, const char *lit, size_t lit_n)
+{
+    static char want[1600], got[1600];
+    size_t wn = 0, gn = 0;
+    ld_error e1, e2;
+    ld_status a = ld_py_str_decode_into(v, want, &wn, &e1);
+    for (int level = 0; level <= 4; level++) {
+        uint64_t chars = 0;
+        ld_status b = ld_py_str_decode_count_at(level, v, got, &gn, &chars, &e2);
+        int same = a == b && (a != LD_OK ? e1.offset == e2.offset && strcmp(e1.msg, e2.msg) == 0
+                                         : gn == wn && memcmp(got, want, wn) == 0 &&
+                                               chars == ld_utf8_count_chars(want, wn));
+        if (!same) {
+            fprintf(stderr, "  level %d: status %d/%d, %zu/%zu bytes, %llu chars (want %zu) for:", level, (int)b,
+                    (int)a, gn, wn, (unsigned long long)chars, a == LD_OK ? ld_utf8_count_chars(want, wn) : 0);
+            for (size_t i = 0; i < lit_n; i++) fprintf(stderr, " %02x", (unsigned char)lit[i]);
+            fprintf(stderr, "\n");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* a Python literal: random escape texts (every escape kind, backslash-
+ * newlines between the halves of a character), bytes that are not UTF-8,
+ * lone surrogates */
+static int decode_count_python(void)
+{
+    static esc_text t;
+    static char lit[800];
+    static const unsigned char odd[] = { 0x80, 0xBF, 0xC0, 0xC3, 0xE0, 0xED, 0xF0, 0xF4, 0xF8, 0xFF };
+    static const char *const extra[] = { "\\ud800", "\\udfff", "\\U0010ffff", "\\777", "\\x80", "\\N{", "\\xZ" };
+    for (int round = 0; round < 30000; round++) {
+        esc_text_make(&t, next_rand() % 600);
+        size_t n = 0;
+        lit[n++] = '\'';
+        memcpy(lit + n, t.raw, t.n);
+        n += t.n;
+        if (next_rand() % 4 == 0 && t.n > 12) { /* a lone surrogate, a big escape or a bad one */
+            const char *x = extra[next_rand() % (sizeof extra / sizeof extra[0])];
+            memcpy(lit + 1 + next_rand() % (t.n - 11), x, strlen(x));
+        }
+        if (next_rand() % 5 == 0 && t.n > 2) /* bytes that are not UTF-8 */
+            for (int k = 0; k < 2; k++) lit[1 + next_rand() % t.n] = (char)odd[next_rand() % sizeof odd];
+        lit[n++] = '\'';
+        ld_py_value *v;
+        ld_error err;
+        if (parse_whole(lit, n, &v, &err) != LD_OK || v->kind != LD_PY_STR) continue; /* a broken quote */
+        if (count_same(v, lit, n)) return 1;
+    }
+    return 0;
+}
+
+/* JSON strings: surrogate pairs (one character), lone halves, \/ */
+static int decode_count_json(void)
+{
+    static const char *const toks[] = { "a", " ", "'", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\\n",
+                                        "\\\"", "\\\\", "\\/", "\\t", "\\u00e9", "\\u4e2d", "\\ud83d\\ude00",
+                                        "\\ud800", "\\udc00", "\\ud83dx", "\\u0000", "\xed\xa0\x80", "\x80" };
+    static char lit[900];
+    for (int round = 0; round < 20000; round++) {
+        size_t n = 0, want = next_rand() % 600;
+        lit[n++] = '"';
+        while (n < want) {
+            const char *x = toks[next_rand() % (sizeof toks / sizeof toks[0])];
+            memcpy(lit + n, x, strlen(x));
+            n += strlen(x);
+        }
+        lit[n++] = '"';
+        ld_py_value *v;
+        ld_error err;
+        size_t end;
+        ld_arena_reset(&g_arena);
+        if (ld_pylit_parse_json(lit, n, 0, NULL, &g_arena, &v, &end, &err) != LD_OK || v->kind != LD_PY_STR)
+            continue;
+        CHECK(v->flags & LD_PY_F_JSON);
+        if (count_same(v, lit, n)) return 1;
+    }
+    return 0;
+}
+
+/* an escape and a character of every length at every offset of ASCII text,
+ * across the 64-byte blocks: the character cut by a block edge, the escape
+ * on one */
+static int decode_count_offsets(void)
+{
+    static const char *const escs[] = { "\\n", "\\x41", "\\u00e9", "\\U0001F600", "\\q", "\\\n", "\\ud800" };
+    static const uint32_t cps[] = { 0xE9, 0x4F60, 0x1F600, 0xD800 };
+    char lit[300];
+    for (size_t e = 0; e < sizeof escs / sizeof escs[0]; e++)
+        for (size_t c = 0; c < sizeof cps / sizeof cps[0]; c++)
+            for (size_t len = 1; len < 200; len += 11)
+                for (size_t at = 0; at < len; at++) {
+                    size_t n = 0, el = strlen(escs[e]);
+                    lit[n++] = '\'';
+                    for (size_t i = 0; i < len; i++) lit[n++] = (char)('a' + i % 26);
+                    size_t cat = 1 + (at * 7 + c) % len, w = put_cp(lit + cat, cps[c]);
+                    (void)w;
+                    memmove(lit + 1 + at + el, lit + 1 + at, n - 1 - at);
+                    memcpy(lit + 1 + at, escs[e], el);
+                    n += el;
+                    lit[n++] = '\'';
+                    ld_py_value *v;
+                    ld_error err;
+                    if (parse_whole(lit, n, &v, &err) != LD_OK) continue;
+                    if (count_same(v, lit, n)) return 1;
+                }
+    return 0;
+}
+
+/* a character cut short (its lead and fewer continuation bytes than it
+ * needs) at every offset of ASCII text with escapes: at a block's end, before
+ * an ASCII block, at the text's end */
+static int decode_count_cut(void)
+{
+    static const char *const cuts[] = { "\xc3", "\xe4", "\xe4\xb8", "\xf0", "\xf0\x9f", "\xf0\x9f\x98", "\xb8" };
+    char lit[300];
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++)
+        for (size_t len = 1; len < 200; len += 3)
+            for (size_t at = 0; at <= len; at++) {
+                size_t n = 0, cl = strlen(cuts[c]);
+                lit[n++] = '\'';
+                for (size_t i = 0; i < len; i++) {
+                    if (i == at) memcpy(lit + n, cuts[c], cl), n += cl;
+                    const char *esc = i % 37 != 36 ? NULL : i % 2 ? "\\n" : "\\x41";
+                    if (esc) memcpy(lit + n, esc, strlen(esc)), n += strlen(esc);
+                    else lit[n++] = (char)('a' + i % 26);
+                }
+                if (at == len) memcpy(lit + n, cuts[c], cl), n += cl;
+                lit[n++] = '\'';
+                ld_py_value *v;
+                ld_error err;
+                if (parse_whole(lit, n, &v, &err) != LD_OK) continue;
+                if (count_same(v, lit, n)) return 1;
+            }
+    return 0;
+}
+
+/* byte soup: the bytes that matter to UTF-8 (every lead, continuation
+ * bytes at each limit of a second byte, bytes no text holds) among ASCII
+ * and escapes of each kind */
+static int decode_count_soup(void)
+{
+    static const char *const bits[] = { "\x80", "\x8f", "\x90", "\x9f", "\xa0", "\xbf", "\xc0", "\xc1", "\xc2",
+                                         "\xdf", "\xe0", "\xe1", "\xed", "\xef", "\xf0", "\xf1", "\xf4", "\xf5",
+                                         "\xf8", "\xff", "a", "b ", "\\n", "\\x41", "\\u00e9", "\\q", "\\\n" };
+    char lit[900];
+    for (int round = 0; round < 30000; round++) {
+        size_t n = 0, want = next_rand() % 400, nb = sizeof bits / sizeof bits[0];
+        lit[n++] = '\'';
+        while (n < want) {
+            uint32_t r = next_rand();
+            const char *b = bits[r % 3 ? (r >> 4) % 20 : 20 + (r >> 4) % (nb - 20)];
+            memcpy(lit + n, b, strlen(b));
+            n += strlen(b);
+        }
+        lit[n++] = '\'';
+        ld_py_value *v;
+        ld_error err;
+        if (parse_whole(lit, n, &v, &err) != LD_OK) continue;
+        if (count_same(v, lit, n)) return 1;
+    }
+    return 0;
+}
+
+/* one sequence that breaks a rule (every lead, second bytes at each limit,
+ * zero to three continuation bytes after) in valid text with escapes, at
+ * offsets across a block's edge: nothing else there to give it away */
+static int decode_count_one_bad(void)
+{
+    static const unsigned char seconds[] = { 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF };
+    static const char valid[] = "ab\\n\xc3\xa9" "cd\\x41\xe4\xb8\xad" "ef\xf0\x9f\x98\x80gh";
+    char lit[300];
+    for (unsigned lead = 0xC0; lead <= 0xFF; lead++)
+        for (size_t s2 = 0; s2 < sizeof seconds; s2++)
+            for (size_t conts = 0; conts <= 3; conts++)
+                for (size_t at = 50; at < 80; at += 1 + (lead + at) % 3) {
+                    size_t n = 0;
+                    lit[n++] = '\'';
+                    for (; n + sizeof valid - 1 <= at; n += sizeof valid - 1) /* valid text, then ASCII */
+                        memcpy(lit + n, valid, sizeof valid - 1);
+                    while (n < at) lit[n++] = 'z';
+                    lit[n++] = (char)lead;
+                    lit[n++] = (char)seconds[s2];
+                    for (size_t k = 0; k < conts; k++) lit[n++] = (char)0x80;
+                    memcpy(lit + n, valid, sizeof valid - 1);
+                    n += sizeof valid - 1;
+                    lit[n++] = '\'';
+                    ld_py_value *v;
+                    ld_error err;
+                    if (parse_whole(lit, n, &v, &err) != LD_OK) continue;
+                    if (count_same(v, lit, n)) return 1;
+                }
+    return 0;
+}
+
+static int test_pylit_decode_count(void)
+{
+    CHECK(!decode_count_one_bad());
+    CHECK(!decode_count_soup());
+    CHECK(!decode_count_cut());
+    CHECK(!decode_count_offsets());
+    CHECK(!decode_count_python());
+    CHECK(!decode_count_json());
+    return 0;
+}
+
 /* ld_json_double writes the fewest digits that read back (as printf's
  * "%.*g"): the same text as trying every precision from 1 up, for floats
  * of every magnitude, ties of the rounding and the edges of the format */
@@ -1352,6 +1562,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_pylit_string_end_levels),
     LD_CASE(test_pylit_escape_blocks_levels),
     LD_CASE(test_pylit_measure),
+    LD_CASE(test_pylit_decode_count),
     LD_CASE(test_pylit_json_double_shortest),
 };
 
