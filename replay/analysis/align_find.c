@@ -2,16 +2,13 @@
  * edge-stripped, JSON-string-escaped, as equal JSON, by leaf values, or
  * partly by head/tail anchors (see align_find.h). */
 #include "align_find.h"
+#include "ld_json_escape.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #define ANCHOR_MAX 32      /* bytes of a head/tail anchor */
 #define PARTIAL_MIN 16     /* shorter texts are found whole or not at all */
@@ -50,35 +47,14 @@ static void put(buf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-static int needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
-
-/* The first k in [i, n) where s[k] needs_escape, else n: 16 bytes a step
- * with SSE2 (a message's text is mostly bytes that stay as they are). */
-static size_t next_escape(const char *s, size_t i, size_t n)
-{
-#if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
-    const __m128i ctl_max = _mm_set1_epi8(0x1F);
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, ctl_max), v); /* v <= 0x1F */
-        __m128i hit = _mm_or_si128(ctl, _mm_or_si128(_mm_cmpeq_epi8(v, quote),
-                                                     _mm_cmpeq_epi8(v, bslash)));
-        unsigned m = (unsigned)_mm_movemask_epi8(hit);
-        if (m) return i + (size_t)__builtin_ctz(m);
-    }
-#endif
-    while (i < n && !needs_escape((unsigned char)s[i])) i++;
-    return i;
-}
-
 /* Body of a JSON string literal as json.dumps(ensure_ascii=False) writes it.
- * Runs of bytes that stay as they are go in with one put (most of a text). */
+ * Runs of bytes that stay as they are go in with one put (most of a text),
+ * found 32 or 16 bytes a step (include/ld_json_escape.h). */
 static void put_escaped(buf *b, const char *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        size_t k = next_escape(s, i, n);
+        size_t k = ld_json_next_escape(s, i, n);
         if (k > i) put(b, s + i, k - i);
         if (k == n) break;
         unsigned char c = (unsigned char)s[k];
@@ -186,7 +162,7 @@ static int try_escaped(const ld_af_prompt *pr, size_t lo, size_t hi, const char 
     buf b = {0};
     size_t off, len, at;
     ld_af_strip(t, tlen, &off, &len);
-    if (next_escape(t + off, 0, len) == len)
+    if (ld_json_next_escape(t + off, 0, len) == len)
         return 0; /* escaping would change nothing: the verbatim search had it */
     put_escaped(&b, t + off, len);
     if (b.bad) { free(b.p); return -1; }

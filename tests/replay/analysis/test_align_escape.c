@@ -1,9 +1,12 @@
 /* test_align_escape.c - the aligner's JSON-escaped search (align_find.c: the
- * bytes that need escaping found 16 at a time): a text whose escaped form is
- * in the prompt is found there, at the place an escaper written here (as
- * json.dumps writes a string's body) says, with the bytes to escape at every
- * offset around the 16-byte steps, none, or all. */
+ * bytes that need escaping found by include/ld_json_escape.h's scan): a text
+ * whose escaped form is in the prompt is found there, at the place CPython's
+ * json.dumps says (tests/include/json_escape_oracle.h, written by
+ * tools/gen_json_escape_oracle.py: what json.dumps writes for each byte),
+ * with the bytes to escape at every offset around the 16- and 32-byte
+ * steps, none, or all. */
 #include "replay/analysis/align_find.h"
+#include "tests/include/json_escape_oracle.h"
 #include "tests/support/ld_test.h"
 
 #include <stdint.h>
@@ -21,30 +24,15 @@ static unsigned rnd(unsigned m)
     return (unsigned)((rng >> 11) % m);
 }
 
-/* json.dumps(ensure_ascii=False)'s body of a string (the oracle). */
+/* json.dumps(ensure_ascii=False)'s body of a string: CPython's, byte by
+ * byte (the oracle). */
 static size_t escape(const char *s, size_t n, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        const char *r = NULL;
-        switch (c) {
-        case '"': r = "\\\""; break;
-        case '\\': r = "\\\\"; break;
-        case '\n': r = "\\n"; break;
-        case '\r': r = "\\r"; break;
-        case '\t': r = "\\t"; break;
-        case '\b': r = "\\b"; break;
-        case '\f': r = "\\f"; break;
-        }
-        if (r) {
-            memcpy(out + o, r, strlen(r));
-            o += strlen(r);
-        } else if (c < 0x20) {
-            o += (size_t)sprintf(out + o, "\\u%04x", c);
-        } else {
-            out[o++] = (char)c;
-        }
+        memcpy(out + o, json_escape_oracle[c].body, json_escape_oracle[c].len);
+        o += json_escape_oracle[c].len;
     }
     return o;
 }
@@ -52,16 +40,19 @@ static size_t escape(const char *s, size_t n, char *out)
 static int test_align_escape_found_at_every_offset(void)
 {
     static const char plain[] = "abcdefghijklmnopqrstuvwxyz ,.:{}[]\xc3\xa9\xe6\x88\x91\x7f\xff";
-    static const char esc[] = "\"\\\n\r\t\b\f\x01\x1f";
-    char t[300], prompt[2048];
+    char esc[256], t[300], prompt[2048];
+    unsigned n_esc = 0;
+    for (unsigned b = 0; b < 256; b++) /* every byte json.dumps escapes */
+        if (json_escape_oracle[b].escapes) esc[n_esc++] = (char)b;
+    CHECK(n_esc == 34);
     int escaped_seen = 0;
     for (int round = 0; round < 4000; round++) {
         size_t n = 3 + rnd(round < 2000 ? 40 : 200);
         unsigned mode = rnd(4); /* 0: none to escape, 1: one, 2: a few, 3: many */
         for (size_t i = 0; i < n; i++) t[i] = plain[rnd(sizeof plain - 1)];
-        if (mode == 1) t[1 + rnd((unsigned)n - 2)] = esc[rnd(sizeof esc - 1)];
+        if (mode == 1) t[1 + rnd((unsigned)n - 2)] = esc[rnd(n_esc)];
         for (unsigned k = mode >= 2 ? 1 + rnd(mode == 2 ? 3 : 60) : 0; k > 0; k--)
-            t[1 + rnd((unsigned)n - 2)] = esc[rnd(sizeof esc - 1)];
+            t[1 + rnd((unsigned)n - 2)] = esc[rnd(n_esc)];
         t[0] = t[n - 1] = 'q'; /* no blanks at the edges: the whole text is searched */
         size_t lead = rnd(40), at = lead;
         memset(prompt, 'x', lead);

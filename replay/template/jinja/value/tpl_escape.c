@@ -7,10 +7,8 @@
  * escapes, are printed as they are. */
 #include <stdio.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
+#include "ld_json_escape.h"
 #include "replay/template/jinja/tpl_internal.h"
 
 static void puts_(tv_buf *b, const char *s) { ld_tv_buf_put(b, s, strlen(s)); }
@@ -60,76 +58,15 @@ void ld_tv_str_repr(tv_buf *b, const char *s, size_t n)
     ld_tv_buf_putc(b, q);
 }
 
-/* The bytes of x (8 of them) that are below 0x20, '"' or '\\' (the bytes
- * json.dumps escapes when ensure_ascii is off), as their high bits: the
- * usual "has a zero byte" and "has a byte below n" word tricks.  A byte
- * above a flagged one may be flagged wrongly (a borrow), never a byte
- * below it: the lowest flag is exact, and no flag means none. */
-static inline uint64_t json_special8(uint64_t x)
-{
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
-    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high;
-}
-
-static inline bool json_special(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
-
 #if defined(__SSE2__)
 /* The bits of the 16 bytes at s that json.dumps escapes (bit i: s[i]) */
 static inline unsigned json_special16(const char *s)
 {
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1F);
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
-    __m128i low = _mm_cmpeq_epi8(_mm_max_epu8(x, ctl), ctl); /* x <= 0x1F */
-    __m128i m = _mm_or_si128(low, _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
-    return (unsigned)_mm_movemask_epi8(m);
-}
-
-/* The length of the run at s[0..n) (n >= 16) that needs no escape, 16 bytes
- * a step (SSE2 is part of x86-64); the last step reads the last 16 bytes,
- * over some it has seen, rather than a byte at a time. */
-static size_t json_plain_run16(const char *s, size_t n)
-{
-    size_t j = 0;
-    unsigned bits;
-    for (; j + 16 <= n; j += 16)
-        if ((bits = json_special16(s + j)) != 0) return j + (size_t)__builtin_ctz(bits);
-    if (j == n) return n;
-    bits = json_special16(s + n - 16) >> (j - (n - 16)); /* the bytes from j on */
-    return bits ? j + (size_t)__builtin_ctz(bits) : n;
+    return ld_json_escape_mask16(_mm_loadu_si128((const __m128i *)(const void *)s));
 }
 #endif
 
-/* The length of the run at s[0..n) that json.dumps copies as it is. */
-static inline size_t json_plain_run(const char *s, size_t n)
-{
-    size_t j = 0;
-#if defined(__SSE2__)
-    if (n >= 16) return json_plain_run16(s, n);
-#endif
-    for (uint64_t x, m; j + 8 <= n; j += 8) {
-        memcpy(&x, s + j, 8);
-        if ((m = json_special8(x)) != 0) {
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            return j + (size_t)__builtin_ctzll(m) / 8; /* the first byte is the lowest */
-#else
-            break;
-#endif
-        }
-    }
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (n >= 8 && j < n) { /* the last 1-7 bytes: the last word, less the bytes before j (plain: no borrow) */
-        uint64_t x, m;
-        memcpy(&x, s + n - 8, 8);
-        m = json_special8(x) >> (8 * (8 - (n - j)));
-        return m ? j + (size_t)__builtin_ctzll(m) / 8 : n;
-    }
-#endif
-    while (j < n && !json_special((unsigned char)s[j])) j++;
-    return j;
-}
-
-/* The escape json.dumps writes for the byte c (json_special): \" \\ \n
+/* The escape json.dumps writes for the byte c (ld_json_escapes): \" \\ \n
  * \r \t \b \f, or \u00XX; its length (6 at most). */
 static size_t json_escape(unsigned char c, char *e)
 {
@@ -195,23 +132,24 @@ static inline size_t json_copy_plain16(const char *s, size_t i, size_t n, char *
 }
 #endif
 
-/* The length of the run at s[i..n) that json.dumps copies as it is; when
- * fewer than 16 bytes are left of a string of 16 or more, its last 16 are
- * read at once (those before i are known plain). */
-static inline size_t json_plain_tail(const char *s, size_t i, size_t n)
+/* The first k in [i, n) where s[k] is to be escaped, else n: when fewer
+ * than 16 bytes are left of a string of 16 or more (the tail of a string
+ * the 32- or 16-byte copy steps went over), its last 16 are read at once,
+ * inline; else ld_json_next_escape's steps. */
+static inline size_t json_next_escape(const char *s, size_t i, size_t n)
 {
 #if defined(__SSE2__)
     if (n >= 16 && n - i < 16) {
         unsigned bits = json_special16(s + n - 16) >> (16 - (n - i));
-        return bits ? (size_t)__builtin_ctz(bits) : n - i;
+        return bits ? i + (size_t)__builtin_ctz(bits) : n;
     }
 #endif
-    return json_plain_run(s + i, n - i);
+    return ld_json_next_escape(s, i, n);
 }
 
 /* One step of json_str_utf8 from s[i] (i < n): the plain bytes up to the
  * next byte to escape copied to *d (json_copy_plain16 while `room` allows,
- * then json_plain_tail); the index of that byte, or n. */
+ * then json_next_escape); the index of that byte, or n. */
 static inline size_t json_copy_run(const char *s, size_t i, size_t n, char **d, const char *room)
 {
     bool special = false;
@@ -221,7 +159,7 @@ static inline size_t json_copy_run(const char *s, size_t i, size_t n, char **d, 
     (void)room;
 #endif
     if (special) return i;
-    size_t j = i + json_plain_tail(s, i, n);
+    size_t j = json_next_escape(s, i, n);
     ld_tv_copy(*d, s + i, j - i);
     *d += j - i;
     return j;
@@ -254,9 +192,8 @@ static char *json_str_roomy(char *d, const char *s, size_t n)
     return d;
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(LD_JSON_ESCAPE_X86)
 #define LD_JSON_AVX2 1
-#include <immintrin.h>
 
 /* The 32 bytes at s stored at d */
 __attribute__((target("avx2")))
@@ -267,13 +204,7 @@ static inline void json_store32(char *d, const char *s)
 
 /* The bits of the 32 bytes x that json.dumps escapes (bit i: byte i) */
 __attribute__((target("avx2")))
-static inline unsigned json_special32(__m256i x)
-{
-    const __m256i quote = _mm256_set1_epi8('"'), bslash = _mm256_set1_epi8('\\'), ctl = _mm256_set1_epi8(0x1F);
-    __m256i low = _mm256_cmpeq_epi8(_mm256_max_epu8(x, ctl), ctl); /* x <= 0x1F */
-    __m256i m = _mm256_or_si256(low, _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bslash)));
-    return (unsigned)_mm256_movemask_epi8(m);
-}
+static inline unsigned json_special32(__m256i x) { return ld_json_escape_mask32(x); }
 
 /* s[0..m) copied to d, m < 32 (the mask says so to the compiler, which
  * cannot tell on its own: else it warns of a memcpy of more) */
@@ -399,7 +330,7 @@ static JSON_COLD void json_str_checked(tv_buf *b, const char *s, size_t n)
 static JSON_COLD void json_str_ascii(tv_buf *b, const char *s, size_t n);
 
 /* json.dumps(s, ensure_ascii=ascii).  Without ensure_ascii everything but
- * json_special's bytes is copied as it is, in runs, straight into b; when b
+ * ld_json_escapes' bytes is copied as it is, in runs, straight into b; when b
  * has (or can be given) room for the worst within its max, json_str_roomy
  * writes it without a check. */
 void ld_tv_json_str(tv_buf *b, const char *s, size_t n, bool ascii)
