@@ -21,14 +21,21 @@
  *     LD_REP_MID_COUNT times;
  *   - a longer unit (a long sentence, a paragraph) repeats at least
  *     LD_REP_LONG_COUNT times (twice can be a legitimate quote).
+ * A unit may be several copies of the stretch's shortest one (18 copies of
+ * 6 bytes pass as 6 of 18), the letters being those of the shortest (64
+ * "a" are no loop of "aa").
  *
  * Cost: linear in the length.  A screen (repetition_screen.h: a pass of
  * 64-byte blocks and a hash-table step per start of a longer word) rules out
  * every reportable stretch for most texts; only where one may be, one pass over
- * 8-byte windows with a hash table of the last position of each window (2 x n
- * slots, from the caller's scratch arena when given and the table is at most
- * LD_REP_ARENA_SLOTS slots, else malloc'd and freed in the call); a run is
- * extended byte by byte against its period.  Only the last
+ * 8-byte windows with a hash table of the last position of each window and
+ * a chain of the earlier ones (2 x n slots and n links, from the caller's
+ * scratch arena when given and they are at most LD_REP_ARENA_SLOTS slots in
+ * all, else malloc'd and freed in the call); a run is extended byte by byte
+ * against its period (the nearest sighting's distance), and at every
+ * multiple i of 2^z the earlier sightings less than 2^(z+1) back are tried
+ * as periods too (what makes the search miss none: the proof in
+ * repetition.c).  Only the last
  * LD_REP_MAX_SCAN bytes of a longer text are looked at (a loop runs to the
  * end of the output).  Thread safety: none shared; no global state.
  */
@@ -65,12 +72,19 @@ typedef struct ld_repetition {
     size_t count;     /* whole copies of the unit in the stretch */
 } ld_repetition;
 
-/* Looks for the longest stretch of s[0..n) that passes the thresholds above.
+/* Looks for the longest stretch of s[0..n) that passes the thresholds above
+ * (each stretch as long as its period holds; among equally long ones the
+ * first the scan meets, with its shortest passing unit).
  * *out_found = 1 and *out filled when there is one, else 0.  scratch (may be
  * NULL) lends the table's memory: it stays allocated there until the
  * caller's next reset.  The answer does not depend on scratch.  Returns
  * LD_OK, or LD_ERR_NOMEM when the temporary table cannot be allocated. */
 ld_status ld_repetition_find(const char *s, size_t n, ld_arena *scratch, ld_repetition *out,
                              int *out_found, ld_error *err);
+
+/* The same search without its screen (the tests' reference: the screen
+ * must never change the answer, only save the search). */
+ld_status ld_repetition_find_unscreened(const char *s, size_t n, ld_arena *scratch, ld_repetition *out,
+                                        int *out_found, ld_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* test_repetition.c - degenerate-repetition detection (replay/analysis/repetition.c):
  * loops fire, ordinary prose, code, tables, lists and JSON do not. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +274,241 @@ static int test_repetition_scratch_same_answer(void)
     return 0;
 }
 
+/* ------------------------------------------------------------ against a brute force */
+
+static size_t b_letters(const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c >= 0xC0) k++;
+    }
+    return k;
+}
+
+/* The bytes a stretch of period p must cover, from repetition.h's words. */
+static size_t b_need(size_t p)
+{
+    size_t copies = p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT
+                                                                                      : LD_REP_LONG_COUNT;
+    return copies * p < LD_REP_MIN_BYTES ? LD_REP_MIN_BYTES : copies * p;
+}
+
+/* The letters of the shortest unit of the p-periodic s[0..p): those of its
+ * shortest period (64 "a" are a unit of one letter, not "aa" twice). */
+static size_t b_unit_letters(const char *s, size_t p)
+{
+    size_t q = 1;
+    for (;; q++) {
+        if (p % q) continue;
+        size_t k = q;
+        while (k < p && s[k] == s[k - q]) k++;
+        if (k == p) break;
+    }
+    return b_letters(s, q);
+}
+
+/* The length of the longest reportable stretch of s[0..n) (0: none), by
+ * brute force: every period p, every longest stretch where s[k] == s[k+p]
+ * holds, its length against the thresholds, its unit's letters. */
+static size_t brute_longest(const char *s, size_t n)
+{
+    size_t best = 0;
+    for (size_t p = 1; 3 * p <= n; p++) {
+        for (size_t i = 0; i + p < n;) {
+            if (s[i] != s[i + p]) { i++; continue; }
+            size_t from = i;
+            while (i + p < n && s[i] == s[i + p]) i++;
+            size_t len = i - from + p;
+            if (len >= b_need(p) && len > best && b_unit_letters(s + from, p) >= LD_REP_MIN_LETTERS)
+                best = len;
+        }
+    }
+    return best;
+}
+
+/* What the search reports is a reportable stretch: periodic with its unit,
+ * long enough, letters in the unit, the count and the unit's copy right. */
+static int valid_report(const char *s, const ld_repetition *r)
+{
+    size_t u = r->unit_len;
+    if (!u || r->len < b_need(u) || r->count != r->len / u) return 0;
+    for (size_t k = r->start + u; k < r->start + r->len; k++)
+        if (s[k] != s[k - u]) return 0;
+    if (r->unit_off < r->start || r->unit_off >= r->start + u) return 0;
+    return b_unit_letters(s + r->start, u) >= LD_REP_MIN_LETTERS;
+}
+
+static uint64_t b_rng = 0x9E3779B97F4A7C15ull;
+
+static size_t b_rnd(size_t m)
+{
+    b_rng ^= b_rng << 13;
+    b_rng ^= b_rng >> 7;
+    b_rng ^= b_rng << 17;
+    return (size_t)(b_rng % m);
+}
+
+/* Random bytes of one of a few alphabets: prose-like words, two letters
+ * (windows come back often), UTF-8 characters, letters and punctuation. */
+static void fill(char *b, size_t n, int kind)
+{
+    static const char *const words[] = {"the ", "file ", "is ", "open ", "and ", "we ", "check ",
+                                        "it ", "again ", "elephantine ", "giraffes ", ", ", ".\n"};
+    static const char *const cjk[] = {"\xe6\x88\x91", "\xe4\xbb\xac", "\xe9\x9c\x80", "\xe8\xa6\x81", "\xc3\xa9", " "};
+    size_t at = 0;
+    while (at < n) {
+        const char *w = kind == 0 ? words[b_rnd(13)] : kind == 2 ? cjk[b_rnd(6)] : NULL;
+        char one[2] = {kind == 1 ? "ab"[b_rnd(2)] : "ab .,x"[b_rnd(6)], 0};
+        if (!w) w = one;
+        for (size_t k = 0; w[k] && at < n; k++) b[at++] = w[k];
+    }
+}
+
+/* A text likely to hold a loop the nearest sighting does not show: a unit
+ * of 1..200 bytes (some with a window twice in it, some with every window
+ * twice: the nearest sighting is never a unit back), copies of it around
+ * the thresholds, before it copies of its windows at other distances (the
+ * unit's start twice, a few bytes apart or a unit apart), between filler. */
+static size_t tricky_text(char *b, size_t cap)
+{
+    int kind = (int)b_rnd(4);
+    size_t p = 1 + (b_rnd(3) ? b_rnd(64) : b_rnd(200)), n = 0;
+    char unit[256];
+    fill(unit, p, kind);
+    if (p > 24 && b_rnd(2)) { /* a window twice in the unit */
+        size_t len = 8 + b_rnd(p / 2 - 7), to = len + b_rnd(p - 2 * len + 1);
+        memcpy(unit + to, unit, len);
+    } else if (b_rnd(3) == 0) { /* every window twice: (x F)(x F)(y F)(y F)..., |F| >= 7 */
+        size_t m = 2 + b_rnd(3), f = 7 + b_rnd(14);
+        char filler[24];
+        fill(filler, f, kind);
+        p = 0;
+        for (size_t k = 0; k < 2 * m; k++) {
+            unit[p++] = "xyzq"[k / 2];
+            memcpy(unit + p, filler, f);
+            p += f;
+        }
+    }
+    size_t copies = (b_need(p) + p - 1) / p, lead = b_rnd(80);
+    copies = copies + b_rnd(3) - (copies > 1 ? 1 : 0);
+    fill(b, lead, kind);
+    n = lead;
+    for (int e = (int)b_rnd(4); e > 0; e--) { /* earlier sightings of the unit's windows */
+        size_t len = 8 + b_rnd(16), gap = b_rnd(2 * p + 40);
+        if (len > p) len = p;
+        memcpy(b + n, unit + b_rnd(p - len + 1), len);
+        n += len;
+        fill(b + n, gap, kind);
+        n += gap;
+    }
+    for (size_t i = 0; i < copies * p + b_rnd(p) && n < cap - 100; i++) b[n++] = unit[i % p];
+    size_t tail = b_rnd(60);
+    fill(b + n, tail, kind);
+    return n + tail;
+}
+
+static int check_against_brute(const char *b, size_t n, const char *what, int t)
+{
+    ld_repetition r;
+    int f = -1;
+    CHECK(ld_repetition_find(b, n, NULL, &r, &f, NULL) == LD_OK);
+    size_t want = brute_longest(b, n);
+    CHECK_MSG(f == (want > 0), "%s %d (n=%zu): found %d, brute force %zu", what, t, n, f, want);
+    if (f) {
+        CHECK_MSG(valid_report(b, &r), "%s %d: %zu+%zu unit %zu", what, t, r.start, r.len, r.unit_len);
+        CHECK_MSG(r.len == want, "%s %d: reported %zu bytes, the longest is %zu", what, t, r.len, want);
+    }
+    return 0;
+}
+
+static int test_repetition_matches_brute_force(void)
+{
+    char *b = malloc(4096);
+    int loops = 0;
+    for (int t = 0; t < 1500; t++) {
+        size_t n = tricky_text(b, 4096 - 100);
+        if (check_against_brute(b, n, "text", t)) return 1;
+        loops += brute_longest(b, n) > 0;
+    }
+    free(b);
+    CHECK(loops > 500);
+    return 0;
+}
+
+/* Loops of exactly the bytes they need, whose every window comes back
+ * within the unit (the nearest sighting is never a unit back), at every
+ * offset over two units: the walks must reach a unit back from some
+ * position of each, however the loop falls on the multiples of 2^z. */
+static int test_repetition_shortest_loops_at_every_offset(void)
+{
+    static const size_t fillers[] = {7, 15, 16, 17, 8, 31};
+    char *b = malloc(4096), unit[512];
+    for (size_t u = 0; u < sizeof fillers / sizeof fillers[0]; u++) {
+        size_t f = fillers[u], m = u < 4 ? 2 : 3, p = 0;
+        for (size_t k = 0; k < 2 * m; k++) { /* (x F)(x F)(y F)(y F)... */
+            unit[p++] = "xyz"[k / 2];
+            for (size_t i = 0; i < f; i++) unit[p++] = "elephantine giraffes, wide awake"[i];
+        }
+        for (size_t off = 0; off < 2 * p; off++) {
+            fill(b, off, 0);
+            size_t n = off;
+            for (size_t i = 0; i < b_need(p); i++) b[n++] = unit[(i + off) % p];
+            n += (size_t)sprintf(b + n, "... and no more.");
+            if (check_against_brute(b, n, "shortest loop", (int)(p * 1000 + off))) return 1;
+            CHECK(brute_longest(b, n) >= b_need(p));
+        }
+    }
+    free(b);
+    return 0;
+}
+
+/* Loops the nearest sighting never follows: a de Bruijn unit (every 8-byte
+ * window twice in it), a unit of a few bytes that passes only as a multiple
+ * (18 copies of 6 bytes are 6 of 18; but 70 "z" are no loop of "zz"), and the pair of
+ * the screen's test (a key twice, then its loop). */
+static int test_repetition_loops_the_nearest_sighting_hides(void)
+{
+    char *b = malloc(4096);
+    char db[520];
+    unsigned char seen[512] = {1}; /* B(2,9) by the prefer-one rule, from 9 zeros */
+    unsigned v = 0;
+    size_t k = 9;
+    memset(db, 'a', 9);
+    for (; k < 520; k++) {
+        unsigned one = ((v << 1) | 1) & 511, zero = (v << 1) & 511;
+        v = !seen[one] ? one : zero;
+        if (seen[v]) break;
+        seen[v] = 1;
+        db[k] = "ab"[v & 1];
+    }
+    CHECK_EQ_INT(k, 520); /* every 9 bits once: every 8 twice in the 512 of a turn */
+    size_t n = 0;
+    for (size_t i = 0; i < 3 * 512 + 7; i++) b[n++] = db[i % 512];
+    if (check_against_brute(b, n, "de Bruijn", 0)) return 1;
+    char *s = repeat("Then: ", "abcde ", 18, " done.");
+    if (check_against_brute(s, strlen(s), "18 x 6 bytes", 0)) return 1;
+    ld_repetition r;
+    CHECK_EQ_INT(found_in(s, &r), 1);
+    CHECK_EQ_INT(r.unit_len, 18);
+    free(s);
+    s = repeat("Zz", "z", 70, " said the dog");
+    if (check_against_brute(s, strlen(s), "70 z", 0)) return 1;
+    CHECK_EQ_INT(found_in(s, &r), 0); /* a unit of one letter, however many */
+    free(s);
+    s = repeat("Zz", "z ", 70, " said the dog");
+    if (check_against_brute(s, strlen(s), "70 z", 0)) return 1;
+    CHECK_EQ_INT(found_in(s, &r), 0);
+    free(s);
+    /* the gate's case: a key at distance 24 twice, then a loop of 24 */
+    n = (size_t)sprintf(b, "we check the file. elephantine giraQfes and more. elephantine giraffes wide ");
+    for (int i = 0; i < 6 * 24 + 12; i++) b[n++] = "elephantine giraffes ok "[i % 24];
+    n += (size_t)sprintf(b + n, " and that was all.");
+    if (check_against_brute(b, n, "pair before loop", 0)) return 1;
+    free(b);
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_repetition_sentence_loop),
     LD_CASE(test_repetition_token_loop),
@@ -286,6 +522,9 @@ static const ld_test_case cases[] = {
     LD_CASE(test_repetition_short_and_empty_inputs),
     LD_CASE(test_repetition_large_input_tail_loop),
     LD_CASE(test_repetition_scratch_same_answer),
+    LD_CASE(test_repetition_matches_brute_force),
+    LD_CASE(test_repetition_shortest_loops_at_every_offset),
+    LD_CASE(test_repetition_loops_the_nearest_sighting_hides),
 };
 
 LD_TEST_MAIN(cases)
