@@ -54,13 +54,6 @@ typedef struct search {
     int *found;
 } search;
 
-/* The bytes a stretch of period u must cover (repetition.h's thresholds). */
-static size_t need(size_t u)
-{
-    size_t b = ld_rep_min_count(u) * u;
-    return b < LD_REP_MIN_BYTES ? LD_REP_MIN_BYTES : b;
-}
-
 /* The stretch's shortest period: the least q dividing p with the unit
  * s[start..start+p) q-periodic (then the whole stretch is).  A main run's
  * p is one already; a walk's pair may be several units apart.  Costs
@@ -84,7 +77,7 @@ static size_t passing_unit(const char *s, size_t start, size_t len, size_t q)
 {
     if (len < LD_REP_MIN_BYTES || letters(s + start, q) < LD_REP_MIN_LETTERS) return 0;
     for (size_t u = q; 3 * u <= len; u += q)
-        if (len >= need(u)) return u;
+        if (len >= ld_rep_need_bytes(u)) return u;
     return 0;
 }
 

@@ -64,6 +64,14 @@ static inline size_t ld_rep_min_count(size_t p)
     return p < LD_REP_SHORT_UNIT ? LD_REP_SHORT_COUNT : p < LD_REP_LONG_UNIT ? LD_REP_MID_COUNT : LD_REP_LONG_COUNT;
 }
 
+/* The bytes a stretch of period p must cover: its copies, and at least
+ * LD_REP_MIN_BYTES. */
+static inline size_t ld_rep_need_bytes(size_t p)
+{
+    size_t b = ld_rep_min_count(p) * p;
+    return b < LD_REP_MIN_BYTES ? LD_REP_MIN_BYTES : b;
+}
+
 typedef struct ld_repetition {
     size_t start;     /* byte offset of the periodic stretch in the text */
     size_t len;       /* bytes it covers */

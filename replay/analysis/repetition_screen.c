@@ -227,12 +227,6 @@ static int long_bare_run(screen *sc, uint64_t bare)
 
 /* ------------------------------------------------------------ anchors */
 
-static size_t need_bytes(size_t d)
-{
-    size_t c = ld_rep_min_count(d);
-    return c * d > LD_REP_MIN_BYTES ? c * d : LD_REP_MIN_BYTES;
-}
-
 /* Of two 8-byte words that differ (diff: their xor), the bytes equal before
  * the first byte that differs, and after the last one, in memory order. */
 static size_t first_differing(uint64_t diff)
@@ -292,7 +286,7 @@ static memo *memo_of(screen *sc, size_t d)
  * pairs of a sentence said twice fail here, at no scan's cost. */
 static int could_pass(const char *s, size_t n, size_t y, size_t x, memo *m)
 {
-    size_t d = x - y, half = (need_bytes(d) - d) / 2;
+    size_t d = x - y, half = (ld_rep_need_bytes(d) - d) / 2;
     if ((y >= half && s[y - half] == s[x - half]) || (x + half < n && s[y + half] == s[x + half]))
         return 1;
     *m = (memo){d, y >= half ? y - half + 1 : 0, y + half};
@@ -306,7 +300,7 @@ static int could_pass(const char *s, size_t n, size_t y, size_t x, memo *m)
  * Out of line: the walks that call it run at every anchor and stay small. */
 __attribute__((noinline)) static int long_enough(screen *sc, size_t y, size_t x, memo *m)
 {
-    size_t d = x - y, need = need_bytes(d); /* need >= 3d > d */
+    size_t d = x - y, need = ld_rep_need_bytes(d); /* need >= 3d > d */
     size_t back = agree_before(sc->s, y, x, y < need - d ? y : need - d);
     size_t room = sc->n - x, want = need - d - back;
     size_t ahead = want ? agree_after(sc->s, y, x, 0, want < room ? want : room) : 0;
