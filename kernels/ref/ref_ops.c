@@ -255,17 +255,9 @@ void ld_ref_add(float *x, const float *y, size_t i0, size_t i1)
 
 void ld_ref_softmax(float *out, const float *x, int n, size_t i0, size_t i1)
 {
-    for (size_t r = i0; r < i1; r++) {
-        const float *xr = x + r * (size_t)n;
+    for (size_t r = i0; r < i1; r++) { /* each row as attention's: the same operations in order */
         float *o = out + r * (size_t)n;
-        float mx = -INFINITY;
-        for (int i = 0; i < n; i++)
-            if (xr[i] > mx) mx = xr[i];
-        float sum = 0.0f;
-        for (int i = 0; i < n; i++) {
-            o[i] = expf(xr[i] - mx);
-            sum += o[i];
-        }
-        for (int i = 0; i < n; i++) o[i] /= sum;
+        memmove(o, x + r * (size_t)n, (size_t)n * sizeof *o);
+        ld_attn_softmax(o, n);
     }
 }
