@@ -107,8 +107,18 @@ static inline uint64_t escaped_bytes(uint64_t bs, uint64_t *carry)
 #define SIMPLE_HI 0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0
 #define SIMPLE_LO 0, 4, 1 | 4 | 8, 0, 8, 0, 4 | 8, 1, 0, 0, 0, 0, 2, 0, 4, 0
 
+/* What a one-byte escape decodes to, by the byte after its backslash; 0:
+ * not a one-byte escape (defined in pylit_scan.c, read by the decoders) */
+extern const char ld_pyp_one_byte_escapes[256];
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+/* UTF-8 judged by three nibble tables for vpshufb, a pair of bytes at a
+ * time: the tables, and what their bits mean, in pylit_scan.c
+ * (utf8_table_errors); read by the counted decodes of pylit_scan.c and
+ * pylit_decode_avx2.c */
+extern const unsigned char ld_pyp_utf8_tables[3][16];
 
 /* What a 64-byte block is compared with to classify its bytes (AVX-512BW):
  * set once before a block loop (block_classes_avx512). */
@@ -203,7 +213,8 @@ size_t ld_utf8_count_chars_sse2(const char *s, size_t len);
 size_t ld_utf8_count_chars_at(int level, const char *s, size_t len);
 
 /* ... and ld_py_str_decode_count with the decoder capped at `level`
- * (pylit_scan.h's): below 4, decoded then counted */
+ * (pylit_scan.h's): 4 AVX-512 VBMI2's counted decode, 2 and 3 AVX2's, below
+ * 2 decoded then counted */
 ld_status ld_py_str_decode_count_at(int level, const ld_py_value *v, char *dst, size_t *out_len,
                                     uint64_t *out_chars, ld_error *err);
 

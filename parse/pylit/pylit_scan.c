@@ -18,6 +18,13 @@
 #define TARGET_VBMI2 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,bmi,bmi2,popcnt")))
 #endif
 
+/* The one-byte escapes, by the byte after the backslash; 0: not one (the
+ * decoders of pylit_str.c and pylit_decode_avx2.c share it). */
+const char ld_pyp_one_byte_escapes[256] = {
+    ['\\'] = '\\', ['\''] = '\'', ['"'] = '"', ['a'] = '\a', ['b'] = '\b',
+    ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t', ['v'] = '\v',
+};
+
 /* From s[i] (escaped when esc) byte by byte. */
 static size_t end_bytewise(const char *s, size_t i, size_t n, char q, int esc, int *escape,
                            int *backslash)
@@ -272,6 +279,7 @@ static const unsigned char before_idx[67] = {
     ((before) ? _mm512_permutex2var_epi8(*(before), _mm512_loadu_si512((const void *)(before_idx + 3 - (k))), (x)) \
               : LOAD_MASKED((m), (at) - (k)))
 
+
 /* UTF-8 judged by tables rather than by compares (the compares of
  * count_valid_avx512 are a dozen a block on the port that the decoder's
  * shuffles and compress use too).  What a byte and the one before it may
@@ -290,14 +298,14 @@ static const unsigned char before_idx[67] = {
  * a byte that is not zero here, at that byte or at the one after it (C0,
  * C1 and F5-FF are judged with their next byte, and a text ending on a
  * lead is the caller's to catch). */
-static const unsigned char utf8_tables[3][16] = {
+const unsigned char ld_pyp_utf8_tables[3][16] = {
     { 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x02, 0x80, 0x80, 0x80, 0x80, 0x11, 0x01, 0x05, 0x69 },
     { 0xD7, 0x93, 0x83, 0x83, 0xA3, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B, 0x8B },
     { 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0xDE, 0xBE, 0xBA, 0xBA, 0x01, 0x01, 0x01, 0x01 },
 };
 
-/* A table of utf8_tables in each 16-byte lane, for vpshufb */
-#define UTF8_TABLE(k) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)utf8_tables[k]))
+/* A table of ld_pyp_utf8_tables in each 16-byte lane, for vpshufb */
+#define UTF8_TABLE(k) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)ld_pyp_utf8_tables[k]))
 
 TARGET_VBMI2
 static inline __attribute__((always_inline)) __m512i utf8_table_errors(__m512i x, __m512i p1, __m512i p2, __m512i p3)

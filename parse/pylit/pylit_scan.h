@@ -58,6 +58,13 @@ size_t ld_pyp_decode_simple_at(int level, const char *raw, size_t n, char *dst, 
 size_t ld_pyp_decode_count(const char *raw, size_t n, size_t from, char *dst, size_t *stop, size_t *cont,
                            uint64_t *bad);
 
+/* ld_pyp_decode_count for machines with AVX2 (levels 2 and 3: no byte
+ * compress), pylit_decode_avx2.c: the same contract and answers, 32 bytes a
+ * step.  Call it only where ld_pyp_scan_level() >= 2 (elsewhere it returns 0
+ * with *stop = from). */
+size_t ld_pyp_decode_count_avx2(const char *raw, size_t n, size_t from, char *dst, size_t *stop, size_t *cont,
+                                uint64_t *bad);
+
 /* The highest level the functions above can run here: 0 byte by byte, 1
  * SSE2, 2 AVX2, 3 AVX-512BW, 4 AVX-512 VBMI2 (for ld_pyp_decode_simple; the
  * others read blocks as at 3). */

@@ -73,15 +73,9 @@ static int set_derr(py_decode_err *e, size_t at, ld_status code, const char *wha
     return -1;
 }
 
-/* The one-byte escapes, by the byte after the backslash; 0: not one. */
-static const char simple_escapes[256] = {
-    ['\\'] = '\\', ['\''] = '\'', ['"'] = '"', ['a'] = '\a', ['b'] = '\b',
-    ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t', ['v'] = '\v',
-};
-
 static char simple_escape(char c)
 {
-    return simple_escapes[(unsigned char)c];
+    return ld_pyp_one_byte_escapes[(unsigned char)c];
 }
 
 /* JSON's escapes where they differ from Python's: \/ is a slash, and a
@@ -223,8 +217,10 @@ static int ends_in_sequence(const char *s, size_t n)
     return (n >= 1 && u[n - 1] >= 0xC0) || (n >= 2 && u[n - 2] >= 0xE0) || (n >= 3 && u[n - 3] >= 0xF0);
 }
 
-/* decode_into for a str (level 4: AVX-512 VBMI2) that also gives
- * ld_utf8_count_chars of the decoded text, counted in the same pass.
+/* decode_into for a str that also gives ld_utf8_count_chars of the decoded
+ * text, counted in the same pass: 64-byte blocks at level 4 (AVX-512 VBMI2,
+ * ld_pyp_decode_count), 32-byte ones at levels 2 and 3 (AVX2,
+ * ld_pyp_decode_count_avx2), the same answers.
  *
  * Why the raw text's bytes may decide: the raw text is V0 E1 V1 E2 ... Vk,
  * the Vi copied as they are and each escape's text Ei ASCII (a backslash
@@ -241,14 +237,15 @@ static int ends_in_sequence(const char *s, size_t n)
  * each Oi's (all its bytes but the first).  When the raw text is not
  * valid, the decoded text is counted as before (it may be valid: a
  * backslash-newline can join a character's halves). */
-static int decode_counted(const char *raw, size_t n, int json, char *dst, size_t *out_len, uint64_t *chars,
-                          py_decode_err *e)
+static int decode_counted(int level, const char *raw, size_t n, int json, char *dst, size_t *out_len,
+                          uint64_t *chars, py_decode_err *e)
 {
     size_t i = 0, o = 0, cont = 0;
     uint64_t bad = 0;
     for (;;) {
         size_t stop;
-        o += ld_pyp_decode_count(raw, n, i, dst + o, &stop, &cont, &bad);
+        o += level >= 4 ? ld_pyp_decode_count(raw, n, i, dst + o, &stop, &cont, &bad)
+                        : ld_pyp_decode_count_avx2(raw, n, i, dst + o, &stop, &cont, &bad);
         i = stop;
         if (i >= n) break;
         int w = decode_escape(raw, n, &i, 0, json, dst + o, e); /* one of another kind */
@@ -296,14 +293,15 @@ ld_status ld_py_str_decode_into(const ld_py_value *v, char *dst, size_t *out_len
 ld_status ld_py_str_decode_count_at(int level, const ld_py_value *v, char *dst, size_t *out_len,
                                     uint64_t *out_chars, ld_error *err)
 {
-    if (level < 4 || ld_pyp_scan_level() < 4 || !v || v->kind != LD_PY_STR || zero_copy(v)) {
+    if (level > ld_pyp_scan_level()) level = ld_pyp_scan_level();
+    if (level < 2 || !v || v->kind != LD_PY_STR || zero_copy(v)) {
         /* copied then counted (a copy costs less than decoding) */
         LD_TRY(ld_py_str_decode_into(v, dst, out_len, err));
         *out_chars = ld_utf8_count_chars(dst, *out_len);
         return LD_OK;
     }
     py_decode_err e;
-    if (decode_counted(v->u.raw, v->n, (v->flags & LD_PY_F_JSON) != 0, dst, out_len, out_chars, &e) < 0)
+    if (decode_counted(level, v->u.raw, v->n, (v->flags & LD_PY_F_JSON) != 0, dst, out_len, out_chars, &e) < 0)
         return LD_FAIL(err, e.code, v->off + raw_skip(v) + e.at, "%s", e.what);
     return LD_OK;
 }

@@ -1460,7 +1460,7 @@ static int decode_count_one_bad(void)
     for (unsigned lead = 0xC0; lead <= 0xFF; lead++)
         for (size_t s2 = 0; s2 < sizeof seconds; s2++)
             for (size_t conts = 0; conts <= 3; conts++)
-                for (size_t at = 50; at < 80; at += 1 + (lead + at) % 3) {
+                for (size_t at = 20; at < 80; at += 1 + (lead + at) % 3) { /* 32- and 64-byte edges */
                     size_t n = 0;
                     lit[n++] = '\'';
                     for (; n + sizeof valid - 1 <= at; n += sizeof valid - 1) /* valid text, then ASCII */
@@ -1480,8 +1480,94 @@ static int decode_count_one_bad(void)
     return 0;
 }
 
+/* 0: s[0..n) is UTF-8 (WTF-8 surrogates allowed), 2: it is up to a
+ * character its end cuts, 1: a byte breaks a rule */
+static int utf8_state(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], lo = 0x80, hi = 0xBF;
+        size_t len;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80;
+        else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else return 1;
+        for (size_t k = 1; k < len; k++) {
+            if (i + k >= n) return 2;
+            unsigned b = s[i + k];
+            if (k == 1 ? b < lo || b > hi : (b & 0xC0) != 0x80) return 1;
+        }
+        i += len;
+    }
+    return 0;
+}
+
+/* One call of a counted decode's blocks (AVX2's or AVX-512 VBMI2's) from
+ * raw[from] against esc_text's reference: the text decoded up to the first
+ * escape of another kind, its continuation bytes counted, and its UTF-8
+ * judged: a byte before the stop that breaks a rule (the stop's backslash
+ * after a cut character included) sets *bad, a valid text leaves it
+ * clear.  The text's end is the caller's (ends_in_sequence): a character
+ * it cuts, or a lead as its last byte, may leave *bad clear.  dst has the
+ * exact room the contract gives, for the sanitizers. */
+static int decode_count_call(int level, const esc_text *t, size_t from)
+{
+    size_t to = from;
+    while (to < t->n && !(t->tok[to] && t->kind[to] == 2)) to++;
+    const char *want = t->dec + t->dpos[from];
+    size_t wn = t->dpos[to] - t->dpos[from], want_cont = 0;
+    for (size_t k = 0; k < wn; k++) want_cont += ((unsigned char)want[k] & 0xC0) == 0x80;
+    size_t judged = to == t->n && to > from && (unsigned char)t->raw[to - 1] >= 0xC0 ? to - 1 : to;
+    int seg = utf8_state((const unsigned char *)t->raw + from, judged - from);
+    int whole = utf8_state((const unsigned char *)t->raw, t->n);
+    char *d = malloc(t->n - from ? t->n - from : 1);
+    size_t stop = 0, cont = 0;
+    uint64_t bad = 0;
+    if (!d) return 1;
+    size_t o = level >= 4 ? ld_pyp_decode_count(t->raw, t->n, from, d, &stop, &cont, &bad)
+                          : ld_pyp_decode_count_avx2(t->raw, t->n, from, d, &stop, &cont, &bad);
+    int same = stop == to && o == wn && memcmp(d, want, wn) == 0 && cont == want_cont &&
+               (bad || !(seg == 1 || (seg == 2 && to < t->n))) && (!bad || whole != 0);
+    free(d);
+    if (!same) {
+        fprintf(stderr, "  level %d from %zu: stop %zu/%zu, %zu/%zu bytes, cont %zu/%zu, bad %d (%d %d) for:", level,
+                from, stop, to, o, wn, cont, want_cont, bad != 0, seg, whole);
+        for (size_t i = 0; i < t->n; i++) fprintf(stderr, " %02x", (unsigned char)t->raw[i]);
+        fprintf(stderr, "\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* ld_pyp_decode_count_avx2 and ld_pyp_decode_count where the machine has
+ * them, from a token's start after ASCII (where the caller starts: after
+ * an escape), often one of the first three bytes, in escape texts with
+ * bytes that break UTF-8 now and then */
+static int decode_count_blocks(void)
+{
+    static esc_text t;
+    static const unsigned char odd[] = { 0x80, 0xBF, 0xC0, 0xC1, 0xC3, 0xE0, 0xED, 0xF0, 0xF4, 0xF5, 0xFF };
+    for (int round = 0; round < 30000; round++) {
+        esc_text_make(&t, next_rand() % 600);
+        for (int k = 0; k < 2 && t.n && next_rand() % 3 == 0; k++) { /* a plain byte made odd */
+            size_t i = next_rand() % t.n;
+            if (t.tok[i] && t.kind[i] == 0) t.raw[i] = t.dec[t.dpos[i]] = (char)odd[next_rand() % sizeof odd];
+        }
+        size_t from = next_rand() % 2 ? next_rand() % 4 : next_rand() % (t.n + 1);
+        while (from < t.n && (!t.tok[from] || (from && (unsigned char)t.raw[from - 1] >= 0x80))) from++;
+        if (from > t.n) from = t.n;
+        for (int level = 2; level <= 4; level += 2)
+            if (ld_pyp_scan_level() >= level && decode_count_call(level, &t, from)) return 1;
+    }
+    return 0;
+}
+
 static int test_pylit_decode_count(void)
 {
+    CHECK(!decode_count_blocks());
     CHECK(!decode_count_one_bad());
     CHECK(!decode_count_soup());
     CHECK(!decode_count_cut());
