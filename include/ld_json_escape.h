@@ -12,6 +12,11 @@
  * word (portable), 16 bytes (SSE2, part of x86-64), 32 bytes (AVX2, for
  * code compiled or marked for it); and the scan that uses the widest the
  * machine has.
+ *
+ * The second class, ensure_ascii=True's (the "_ascii" names below), is the
+ * bytes a writer of JSON strings that has more to do with non-ASCII bytes
+ * stops at: parse/pylit/pylit_json.c copies the runs between them and looks
+ * at each one (its UTF-8 checked, a surrogate or an invalid byte escaped).
  */
 #ifndef LD_JSON_ESCAPE_H
 #define LD_JSON_ESCAPE_H
@@ -82,5 +87,44 @@ enum { LD_JSON_ESCAPE_WORDS = 0, LD_JSON_ESCAPE_SSE2 = 1, LD_JSON_ESCAPE_AVX2 = 
 /* ld_json_next_escape with the widest step capped at `level`: the same
  * answer at every level. */
 size_t ld_json_next_escape_level(int level, const char *s, size_t i, size_t n);
+
+/* Whether json.dumps with its default ensure_ascii=True escapes the byte c:
+ * the class above, DEL and every byte >= 0x80 */
+static inline int ld_json_escapes_ascii(unsigned char c) { return ld_json_escapes(c) || c >= 0x7F; }
+
+/* ld_json_escape_word for ensure_ascii=True's class: (b & 0x7F) + 1 has bit
+ * 7 set when the low 7 bits are all ones (0x7F, 0xFF), b itself when b >= 0x80 */
+static inline uint64_t ld_json_escape_ascii_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, low7 = ones * 0x7F;
+    uint64_t high = ((x & low7) + ones) | x;
+    return ld_json_escape_word(x) | (high & (ones * 0x80));
+}
+
+#if defined(__SSE2__)
+/* ld_json_escape_mask16 for ensure_ascii=True's class; max(x, 0x7F) == x
+ * being x >= 0x7F */
+static inline unsigned ld_json_escape_ascii_mask16(__m128i x)
+{
+    __m128i high = _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(0x7F)), x);
+    return ld_json_escape_mask16(x) | (unsigned)_mm_movemask_epi8(high);
+}
+#endif
+
+#if defined(LD_JSON_ESCAPE_X86)
+/* ld_json_escape_ascii_mask16 for 32 bytes (AVX2, as ld_json_escape_mask32) */
+__attribute__((target("avx2")))
+static inline unsigned ld_json_escape_ascii_mask32(__m256i x)
+{
+    __m256i high = _mm256_cmpeq_epi8(_mm256_max_epu8(x, _mm256_set1_epi8(0x7F)), x);
+    return ld_json_escape_mask32(x) | (unsigned)_mm256_movemask_epi8(high);
+}
+#endif
+
+/* ld_json_next_escape and ld_json_next_escape_level for ensure_ascii=True's
+ * class: the first k in [i, n) where ld_json_escapes_ascii(s[k]), else n;
+ * the same reads and the same levels */
+size_t ld_json_next_escape_ascii(const char *s, size_t i, size_t n);
+size_t ld_json_next_escape_ascii_level(int level, const char *s, size_t i, size_t n);
 
 #endif

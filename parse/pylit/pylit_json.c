@@ -1,5 +1,6 @@
 /* pylit_json.c - see pylit_json.h. */
 #include "pylit_json.h"
+#include "ld_json_escape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,35 +24,97 @@ static int utf8_seq(const unsigned char *s, size_t left, int *surrogate)
     return n;
 }
 
+/* "\u" and cp's 4 hex digits, lower case as json.dumps writes them */
+static char *put_u_escape(char *o, unsigned cp)
+{
+    static const char hex[] = "0123456789abcdef";
+    o[0] = '\\';
+    o[1] = 'u';
+    for (int k = 0; k < 4; k++) o[2 + k] = hex[(cp >> (12 - 4 * k)) & 0xF];
+    return o + 6;
+}
+
+/* An ASCII byte that ended a run (ld_json_escapes_ascii): its escape, or
+ * DEL as it is (ensure_ascii=False keeps it; the scan stops there all the
+ * same) */
+static char *put_ascii(char *o, unsigned c)
+{
+    const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
+                    : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+    if (esc) {
+        memcpy(o, esc, 2);
+        return o + 2;
+    }
+    if (c == 0x7F) {
+        *o = (char)c;
+        return o + 1;
+    }
+    return put_u_escape(o, c);
+}
+
+/* The non-ASCII byte at *pp: its UTF-8 sequence as it is, a lone surrogate
+ * as \udXXX, an invalid byte as \udcXX; *pp moved past what was written */
+static char *put_non_ascii(char *o, const unsigned char **pp, const unsigned char *end)
+{
+    const unsigned char *p = *pp;
+    int surrogate, n = utf8_seq(p, (size_t)(end - p), &surrogate);
+    if (n == 0) {
+        *pp = p + 1;
+        return put_u_escape(o, 0xDC00u | p[0]);
+    }
+    *pp = p + n;
+    if (surrogate) return put_u_escape(o, ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu));
+    memcpy(o, p, (size_t)n);
+    return o + n;
+}
+
+/* Whether the 8 bytes at p hold a byte the scan below stops at */
+static int stop_in_word(const unsigned char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return ld_json_escape_ascii_word(x) != 0;
+}
+
+/* The bytes from *pp on, one at a time: those the scan below stops at as
+ * put_ascii or put_non_ascii writes them, the plain ones as they are, up
+ * to a plain byte that starts 8 plain ones or end; *pp moved there.  In
+ * mostly non-ASCII text (a space between CJK words) a scan and a memcpy
+ * for each short run would cost more than its bytes. */
+static char *put_stops(char *o, const unsigned char **pp, const unsigned char *end)
+{
+    const unsigned char *p = *pp;
+    while (p < end) {
+        if (*p >= 0x80) {
+            o = put_non_ascii(o, &p, end);
+        } else if (ld_json_escapes_ascii(*p)) {
+            o = put_ascii(o, *p++);
+        } else {
+            if (end - p >= 8 && !stop_in_word(p)) break;
+            *o++ = (char)*p++;
+        }
+    }
+    *pp = p;
+    return o;
+}
+
 /* s[0..len) as a JSON string literal into out (room for len * 6 + 3
- * bytes: every byte as \udcXX, the quotes, the NUL); returns its length. */
+ * bytes: every byte as \udcXX, the quotes, the NUL); returns its length.
+ * The runs of printable ASCII, which are copied as they are, end at the
+ * bytes of ensure_ascii=True's class (include/ld_json_escape.h's scan, 32
+ * bytes a step with AVX2): each run is one memcpy, and the bytes between
+ * runs (and short runs) go through put_stops. */
 static size_t escape_into(char *out, const char *s, size_t len)
 {
     char *o = out;
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    const unsigned char *u = (const unsigned char *)s, *p = u, *end = u + len;
     *o++ = '"';
     while (p < end) {
-        unsigned c = *p;
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') { *o++ = (char)c; p++; continue; }
-        if (c < 0x80) {
-            const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
-                            : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-            if (esc) { memcpy(o, esc, 2); o += 2; }
-            else o += sprintf(o, "\\u%04x", c);
-            p++;
-            continue;
-        }
-        int surrogate;
-        int n = utf8_seq(p, (size_t)(end - p), &surrogate);
-        if (n == 0) { o += sprintf(o, "\\udc%02x", c); p++; continue; }
-        if (surrogate) {
-            unsigned cp = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
-            o += sprintf(o, "\\u%04x", cp);
-        } else {
-            memcpy(o, p, n);
-            o += n;
-        }
-        p += n;
+        size_t i = (size_t)(p - u), stop = ld_json_next_escape_ascii(s, i, len); /* from s: it may reread before i */
+        memcpy(o, p, stop - i);
+        o += stop - i;
+        p = u + stop;
+        o = put_stops(o, &p, end);
     }
     *o++ = '"';
     *o = '\0';

@@ -8,6 +8,8 @@
  * strings of every length up to past two 32-byte steps, from every start,
  * the bytes before the start random (the last step rereads them), each
  * string at the end of its own allocation (ASan sees a read past it).
+ * All of it twice: for json.dumps' class (ensure_ascii=False) and for the
+ * _ascii class (ensure_ascii=True: the oracle's escapes_ascii).
  */
 #include "ld_json_escape.h"
 #include "tests/include/json_escape_oracle.h"
@@ -30,7 +32,13 @@ static unsigned rnd(unsigned m)
     return (unsigned)((rng >> 11) % m);
 }
 
-static int escapes(unsigned char b) { return json_escape_oracle[b].escapes; }
+/* The class under test: 0 json.dumps' (ensure_ascii=False), 1 ensure_ascii=True's */
+static int ascii_class;
+
+static int escapes(unsigned char b)
+{
+    return ascii_class ? json_escape_oracle[b].escapes_ascii : json_escape_oracle[b].escapes;
+}
 
 /* A random byte json.dumps keeps as it is */
 static unsigned char plain_byte(void)
@@ -49,9 +57,10 @@ static void fill(unsigned char *p, size_t w, int any)
 static int test_class_is_cpythons(void)
 {
     for (unsigned b = 0; b < 256; b++) {
-        CHECK_MSG(ld_json_escapes((unsigned char)b) == escapes((unsigned char)b), "byte %#x", b);
+        CHECK_MSG(ld_json_escapes((unsigned char)b) == json_escape_oracle[b].escapes, "byte %#x", b);
+        CHECK_MSG(ld_json_escapes_ascii((unsigned char)b) == json_escape_oracle[b].escapes_ascii, "byte %#x", b);
         /* ensure_ascii=True is another class: DEL and every byte >= 0x80 more */
-        CHECK_MSG(json_escape_oracle[b].escapes_ascii == (escapes((unsigned char)b) || b >= 0x7F), "byte %#x", b);
+        CHECK_MSG(json_escape_oracle[b].escapes_ascii == (json_escape_oracle[b].escapes || b >= 0x7F), "byte %#x", b);
     }
     return 0;
 }
@@ -72,7 +81,7 @@ static uint64_t word_bits(const unsigned char *p)
     uint64_t x, f, bits = 0;
     unsigned char flags[8];
     memcpy(&x, p, 8);
-    f = ld_json_escape_word(x);
+    f = ascii_class ? ld_json_escape_ascii_word(x) : ld_json_escape_word(x);
     memcpy(flags, &f, 8);
     for (size_t k = 0; k < 8; k++) {
         if (flags[k] & ~0x80u) return UINT64_MAX;
@@ -85,7 +94,8 @@ static uint64_t word_bits(const unsigned char *p)
 __attribute__((target("avx2")))
 static uint64_t mask32_bits(const unsigned char *p)
 {
-    return ld_json_escape_mask32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    return ascii_class ? ld_json_escape_ascii_mask32(x) : ld_json_escape_mask32(x);
 }
 #endif
 
@@ -95,7 +105,10 @@ static uint64_t block_bits(size_t w, const unsigned char *p)
 {
     if (w == 8) return word_bits(p);
 #if defined(__SSE2__)
-    if (w == 16) return ld_json_escape_mask16(_mm_loadu_si128((const __m128i *)(const void *)p));
+    if (w == 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        return ascii_class ? ld_json_escape_ascii_mask16(x) : ld_json_escape_mask16(x);
+    }
 #endif
 #if defined(LD_JSON_ESCAPE_X86)
     if (w == 32 && __builtin_cpu_supports("avx2")) return mask32_bits(p);
@@ -116,8 +129,9 @@ static int test_every_byte_at_every_place_of_a_block(void)
                         fill(blk, w, any);
                         blk[at] = (unsigned char)b;
                         uint64_t got = block_bits(w, blk), want = want_bits(blk, w);
-                        CHECK_MSG(got == want, "width %zu, byte %#x at %zu (%s): %#llx, want %#llx", w, b, at,
-                                  any ? "random" : "plain", (unsigned long long)got, (unsigned long long)want);
+                        CHECK_MSG(got == want, "class %d, width %zu, byte %#x at %zu (%s): %#llx, want %#llx",
+                                  ascii_class, w, b, at, any ? "random" : "plain", (unsigned long long)got,
+                                  (unsigned long long)want);
                     }
     }
     return 0;
@@ -130,14 +144,23 @@ static size_t want_next(const unsigned char *s, size_t i, size_t n)
     return i < n ? i : n;
 }
 
+/* The scan of the class under test */
+static size_t next_at(int level, const unsigned char *s, size_t i, size_t n)
+{
+    return ascii_class ? ld_json_next_escape_ascii_level(level, (const char *)s, i, n)
+                       : ld_json_next_escape_level(level, (const char *)s, i, n);
+}
+
 static int levels_agree(const unsigned char *s, size_t i, size_t n)
 {
     size_t want = want_next(s, i, n);
     for (size_t k = 0; k < N_LEVELS; k++) {
-        size_t got = ld_json_next_escape_level(levels[k], (const char *)s, i, n);
-        CHECK_MSG(got == want, "level %d, n %zu, from %zu: %zu, want %zu", levels[k], n, i, got, want);
+        size_t got = next_at(levels[k], s, i, n);
+        CHECK_MSG(got == want, "class %d, level %d, n %zu, from %zu: %zu, want %zu", ascii_class, levels[k], n, i,
+                  got, want);
     }
-    CHECK(ld_json_next_escape((const char *)s, i, n) == want);
+    CHECK(ascii_class ? ld_json_next_escape_ascii((const char *)s, i, n) == want
+                      : ld_json_next_escape((const char *)s, i, n) == want);
     return 0;
 }
 
@@ -191,11 +214,35 @@ static int test_next_escape_long(void)
     return 0;
 }
 
+/* The tests above for ensure_ascii=True's class */
+static int in_ascii_class(int (*test)(void))
+{
+    ascii_class = 1;
+    int rc = test();
+    ascii_class = 0;
+    return rc;
+}
+
+static int test_ascii_every_byte_at_every_place_of_a_block(void)
+{
+    return in_ascii_class(test_every_byte_at_every_place_of_a_block);
+}
+
+static int test_ascii_next_escape_every_byte_every_place(void)
+{
+    return in_ascii_class(test_next_escape_every_byte_every_place);
+}
+
+static int test_ascii_next_escape_long(void) { return in_ascii_class(test_next_escape_long); }
+
 static const ld_test_case cases[] = {
     LD_CASE(test_class_is_cpythons),
     LD_CASE(test_every_byte_at_every_place_of_a_block),
     LD_CASE(test_next_escape_every_byte_every_place),
     LD_CASE(test_next_escape_long),
+    LD_CASE(test_ascii_every_byte_at_every_place_of_a_block),
+    LD_CASE(test_ascii_next_escape_every_byte_every_place),
+    LD_CASE(test_ascii_next_escape_long),
 };
 
 LD_TEST_MAIN(cases)

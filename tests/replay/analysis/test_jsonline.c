@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "replay/analysis/jsonline.h"
+#include "tests/include/json_escape_oracle.h"
 #include "tests/support/ld_test.h"
 
 enum { A, B, C, N };
@@ -95,6 +96,33 @@ static int test_jsonline_leaves(void)
     return 0;
 }
 
+/* A string value's end is found by include/ld_json_escape.h's scan, 32
+ * bytes a step: every byte value at every place of strings past two steps
+ * (plain bytes around it) is taken exactly when json.dumps does not escape
+ * it (CPython's table, tests/include/json_escape_oracle.h), its bytes then
+ * the value, as cJSON reads them (checked for some). */
+static int test_jsonline_every_byte_in_a_string(void)
+{
+    static const char plain[] = "abc xyz-0123:{}[],'/~\x7f";
+    char s[96];
+    for (size_t n = 1; n <= 72; n++)
+        for (size_t at = 0; at < n; at++)
+            for (unsigned b = 0; b < 256; b++) {
+                memcpy(s, "{\"a\":\"", 6);
+                for (size_t k = 0; k < n; k++) s[6 + k] = plain[(k * 7 + n) % (sizeof plain - 1)];
+                s[6 + at] = (char)b;
+                memcpy(s + 6 + n, "\"}", 3);
+                const char *end = s + 6 + n + 2;
+                ld_jl_value v[N];
+                int taken = ld_jl_object(s, end, names, N, v) == end, plain_byte = !json_escape_oracle[b].escapes;
+                CHECK_MSG(taken == plain_byte, "byte %#x at %zu of %zu", b, at, n);
+                if (!taken) continue;
+                CHECK(v[A].type == LD_JL_STRING && v[A].s == s + 6 && v[A].len == n);
+                if (at % 8 == 0) CHECK_MSG(same_as_cjson(s), "byte %#x at %zu of %zu", b, at, n);
+            }
+    return 0;
+}
+
 static int test_jsonline_hex(void)
 {
     uint64_t h = 0;
@@ -110,6 +138,7 @@ static int test_jsonline_hex(void)
 static const ld_test_case cases[] = {
     LD_CASE(test_jsonline_takes),
     LD_CASE(test_jsonline_leaves),
+    LD_CASE(test_jsonline_every_byte_in_a_string),
     LD_CASE(test_jsonline_hex),
 };
 
