@@ -57,7 +57,9 @@
  * of 4n + 4096 bytes, so the screen stays linear whatever the text; past
  * the budget it answers 1.  The blocks' bytes are classified with
  * AVX-512BW, AVX2 or SSE2, whichever the machine has (byte by byte
- * elsewhere), CHUNK blocks a call.
+ * elsewhere), CHUNK blocks a call; the anchors of a chunk are all entered
+ * first, then the walks of those whose bucket was not empty run, in order
+ * (the same walks, with the same answers: see walk_seen).
  */
 #include "repetition_screen.h"
 
@@ -342,12 +344,17 @@ static int walk_bucket(screen *sc, size_t x, uint64_t w0, uint32_t tag, uint32_t
 }
 
 /* Enters the anchors of one block (bit j: position at + j; all with a key)
- * in the table and walks each one's bucket: 1 when a walk says so. */
-static int enter_anchors(screen *sc, size_t at, uint64_t anchors)
+ * in the table, and keeps in seen those whose bucket held an earlier anchor
+ * (position below POS_BITS, the key's tag above): how many.  Their walks
+ * come later (walk_seen), so that no branch here asks whether the bucket was
+ * empty: about half are, in an order no predictor learns, and that branch
+ * cost more than the rest of the entry. */
+static unsigned enter_anchors(screen *sc, size_t at, uint64_t anchors, uint32_t *seen)
 {
     const char *s = sc->s;
     uint32_t *head = sc->head, *prev = sc->prev;
     unsigned shift = sc->shift;
+    unsigned k = 0;
     for (; anchors; anchors &= anchors - 1) {
         size_t x = at + (size_t)__builtin_ctzll(anchors);
         uint64_t w0 = word_at(s + x), w1 = word_at(s + x + 8);
@@ -356,7 +363,22 @@ static int enter_anchors(screen *sc, size_t at, uint64_t anchors)
         uint32_t e = head[h >> shift];
         head[h >> shift] = tag << POS_BITS | (uint32_t)(x + 1);
         prev[x] = e;
-        if (e && walk_bucket(sc, x, w0, tag, e)) return 1;
+        seen[k] = tag << POS_BITS | (uint32_t)x;
+        k += e != 0;
+    }
+    return k;
+}
+
+/* The walks of the k anchors kept in seen, in order: 1 when one says so.
+ * The same answer as walking each anchor as it is entered: a walk starts
+ * from the entry its bucket held before x (kept in prev[x]), so the anchors
+ * entered after x are not in it, and the walks, which alone change the memo
+ * and the budget, go in the same order. */
+static int walk_seen(screen *sc, const uint32_t *seen, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        size_t x = seen[i] & POS_MASK;
+        if (walk_bucket(sc, x, word_at(sc->s + x), seen[i] >> POS_BITS, sc->prev[x])) return 1;
     }
     return 0;
 }
@@ -461,10 +483,12 @@ static int run_blocks(screen *sc, int kind)
     size_t last = n - KEY; /* anchors past it have no key: neither u nor u+p */
     uint64_t word_before = 1, high_before = 0; /* position 0 is never an anchor */
     masks m[CHUNK + 1];
+    uint32_t seen[64 * CHUNK]; /* the chunk's anchors to walk (enter_anchors) */
     classify_chunk(kind, s, n, 0, 1, m);
     for (size_t b0 = 0; b0 < blocks; b0 += CHUNK) {
         size_t count = blocks - b0 < CHUNK ? blocks - b0 : CHUNK;
         classify_chunk(kind, s, n, 64 * (b0 + 1), count, m + 1);
+        size_t k = 0;
         for (size_t j = 0; j < count; j++) {
             size_t at = 64 * (b0 + j);
             uint64_t anchors = block_anchors(m[j], m[j + 1], &word_before, &high_before);
@@ -472,8 +496,9 @@ static int run_blocks(screen *sc, int kind)
             anchors &= valid;
             if (long_bare_run(sc, ~anchors & valid)) return 1;
             if (at + 63 > last) anchors &= last >= at ? ~(uint64_t)0 >> (63 - (last - at)) : 0;
-            if (enter_anchors(sc, at, anchors)) return 1;
+            k += enter_anchors(sc, at, anchors, seen + k);
         }
+        if (walk_seen(sc, seen, k)) return 1;
         m[0] = m[count];
     }
     return 0;

@@ -436,6 +436,75 @@ static int test_repetition_screen_failed_pair_before_loop(void)
     return 0;
 }
 
+/* A unit of p bytes of short words (no anchor in them) with the bytes of
+ * cluster (its anchors: long words, or characters after non-ASCII ones)
+ * from offset o, wrapping past the unit's end, blanks around it. */
+static void cluster_unit(char *u, size_t p, size_t o, const char *cluster)
+{
+    static const char *const shorts[] = {"ab", "is", "no", "x", "it", "a", "cd", "ok"};
+    size_t at = 0, lc = strlen(cluster);
+    while (at < p) {
+        const char *w = shorts[rnd(sizeof shorts / sizeof shorts[0])];
+        for (size_t i = 0; w[i] && at < p; i++) u[at++] = w[i];
+        if (at < p) u[at++] = rnd(3) ? ' ' : ',';
+    }
+    u[(o + p - 1) % p] = ' ';
+    for (size_t i = 0; i < lc; i++) u[(o + i) % p] = cluster[i];
+    u[(o + lc) % p] = ' ';
+}
+
+/* Loops of periods around 64 just long enough to report (or a few bytes
+ * longer), whose unit holds its anchors in one cluster, at every offset,
+ * after a long word, a letter or a non-ASCII character: at 64 and more,
+ * the test of a pair needs a stretch of 2p around it and could_pass probes
+ * p before and after the anchor, so that with the cluster at the unit's end
+ * the only pairs one period apart sit at the probes' reach, fewer than
+ * RUN_MAX positions apart.  A probe placed 5 bytes or more farther out (or
+ * a range of failures remembered that much too wide) rules such a loop out
+ * (p 64, the cluster from offset 59, a letter before the loop); 4 bytes or
+ * fewer cannot: the anchors of one period would then stand RUN_MAX apart,
+ * or the loop's first byte pair with the one a period on.  The answers:
+ * the brute force's and the unscreened search's. */
+static int test_repetition_screen_probe_edges(void)
+{
+    static const char *const clusters[] = {
+        "wxyz", "wxyzwxyzwx", "wxyz wxyz", "\xc3\xa9", "\xc3\xa9\xc3\xa9", "\xc3\xa9\xc3\xa9\xc3\xa9",
+        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", "\xe6\x88\x91\xe4\xbb\xac",
+        "\xc3\xa9\xe6\x88\x91\xc3\xa9q"};
+    /* around the loop: no byte of the units, so that no probe agrees by chance */
+    static const char filler[] = "ELEPHANT_GIRAFFES_MOUNTAINS_CARAVANS_";
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char *b = malloc(1024), unit[128];
+    int checked = 0;
+    for (size_t p = 60; p <= 72; p++) {
+        size_t need = p < 64 ? 6 * p : 3 * p;
+        for (size_t c = 0; c < sizeof clusters / sizeof clusters[0]; c++) {
+            for (size_t o = 0; o < 3 * p; o++) { /* before the loop: "\n", "_Q", then 0xD0 0xB6 */
+                cluster_unit(unit, p, o % p, clusters[c]);
+                size_t len = need + (rnd(3) ? 0 : 1 + rnd(4)), n = 0;
+                for (size_t i = 0; i < 40; i++) b[n++] = filler[i % (sizeof filler - 1)];
+                if (o < p) b[n - 1] = '\n'; /* differs from the unit's last byte: the loop starts here */
+                else if (o < 2 * p) memcpy(b + n - 2, "_Q", 2);
+                else memcpy(b + n - 1, "\xd0\xb6", 2), n++;
+                for (size_t i = 0; i < len; i++) b[n++] = unit[i % p];
+                b[n++] = '|'; /* and ends here */
+                for (size_t i = 0; i < 40; i++) b[n++] = filler[i % (sizeof filler - 1)];
+                CHECK_MSG(same_answer(b, n, &a), "p %zu cluster %zu at %zu", p, c, o);
+                if (!has_reportable(b, n)) continue;
+                checked++;
+                for (int level = 0; level <= LD_REP_SCREEN_BEST; level++)
+                    CHECK_MSG(ld_rep_screen_at(level, b, n, NULL) == 1,
+                              "p %zu cluster %zu at %zu level %d", p, c, o, level);
+            }
+        }
+    }
+    free(b);
+    ld_arena_release(&a);
+    CHECK(checked > 10000);
+    return 0;
+}
+
 /* ------------------------------------------------------------ the levels */
 
 static int o_word_byte(unsigned char c)
@@ -553,6 +622,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_repetition_screen_lets_through_every_stretch),
     LD_CASE(test_repetition_screen_short_word_loops),
     LD_CASE(test_repetition_screen_failed_pair_before_loop),
+    LD_CASE(test_repetition_screen_probe_edges),
     LD_CASE(test_repetition_screen_masks_every_level),
     LD_CASE(test_repetition_screen_levels_at_block_edges),
     LD_CASE(test_repetition_screen_rules_out_prose),
