@@ -434,26 +434,90 @@ AVX2 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n)
  * own chain of fmas, as ld_cpu_dot_avx2 sums it, then hsum8), so that the
  * chains fill the pipeline where one position alone waits on its fma
  * latency; q's vectors loaded once for the four. */
+/* hsum8 of eight registers at once, the same additions (operands in the
+ * same order) by shuffles that pair the registers' halves: lane p of the
+ * result is hsum8(a[p]) */
+AVX2_INLINE __m256 hsum8x8(const __m256 a[8])
+{
+    __m256 b[4], c[2];
+    for (int i = 0; i < 4; i++) /* [a[2i][l] + a[2i][4+l] | a[2i+1]'s], l = 0..3 */
+        b[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+    for (int i = 0; i < 2; i++) /* half h: (02), (13) of a[4i + h], then of a[4i + 2 + h] */
+        c[i] = _mm256_add_ps(_mm256_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
+    /* half h: (02) + (13) of a[h], a[2 + h], a[4 + h], a[6 + h] */
+    __m256 s = _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], 0x88), _mm256_shuffle_ps(c[0], c[1], 0xdd));
+    return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* the scores of positions [j, j + P) (P = 4 or 8): their dot products side
+ * by side, eight lanes each as ld_cpu_dot_avx2 sums them */
+AVX2_INLINE void scores_p(float *sc, const float *q, const float *k0, size_t kvrow, int hd, float scale, const int P)
+{
+    __m256 a[8];
+    for (int p = 0; p < 8; p++) a[p] = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+        __m256 qv = _mm256_loadu_ps(q + i);
+        for (int p = 0; p < P; p++) a[p] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + (size_t)p * kvrow + i), a[p]);
+    }
+    /* ld_cpu_dot_avx2's "hsum8(acc) + tail" with no tail: + 0.0f */
+    __m256 s = _mm256_mul_ps(_mm256_add_ps(hsum8x8(a), _mm256_setzero_ps()), _mm256_set1_ps(scale));
+    if (P == 8) _mm256_storeu_ps(sc, s);
+    else _mm_storeu_ps(sc, _mm256_castps256_ps128(s));
+}
+
+/* eight positions at a time: eight independent chains keep both fma
+ * units busy where four wait on the fma latency, and their sums come in
+ * one register */
 AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
 {
     int j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float *k0 = k + (size_t)j * kvrow;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < hd; i += 8) {
-            __m256 qv = _mm256_loadu_ps(q + i);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + kvrow + i), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * kvrow + i), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * kvrow + i), a3);
-        }
-        /* ld_cpu_dot_avx2's "hsum8(acc) + tail" with no tail: + 0.0f */
-        sc[j] = (hsum8(a0) + 0.0f) * scale;
-        sc[j + 1] = (hsum8(a1) + 0.0f) * scale;
-        sc[j + 2] = (hsum8(a2) + 0.0f) * scale;
-        sc[j + 3] = (hsum8(a3) + 0.0f) * scale;
-    }
+    for (; j + 8 <= n; j += 8) scores_p(sc + j, q, k + (size_t)j * kvrow, kvrow, hd, scale, 8);
+    for (; j + 4 <= n; j += 4) scores_p(sc + j, q, k + (size_t)j * kvrow, kvrow, hd, scale, 4);
     for (; j < n; j++) sc[j] = ld_cpu_dot_avx2(q, k + (size_t)j * kvrow, hd) * scale;
+}
+
+/* positions j, j + 1 of G heads (G <= 4): eight chains at most, summed
+ * as ld_cpu_dot_avx2 sums each, reduced in one hsum8x8 */
+AVX2_INLINE void scores_group_pair(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
+                                   const float *k0, size_t kvrow, int j, int hd, float scale, const int G)
+{
+    __m256 a[8];
+    for (int u = 0; u < 8; u++) a[u] = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+        __m256 k0v = _mm256_loadu_ps(k0 + i), k1v = _mm256_loadu_ps(k0 + kvrow + i);
+        for (int g = 0; g < G; g++) {
+            __m256 qv = _mm256_loadu_ps(q[g] + i);
+            a[2 * g] = _mm256_fmadd_ps(qv, k0v, a[2 * g]);
+            a[2 * g + 1] = _mm256_fmadd_ps(qv, k1v, a[2 * g + 1]);
+        }
+    }
+    float s[8]; /* "hsum8(acc) + tail" with no tail: + 0.0f */
+    _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_add_ps(hsum8x8(a), _mm256_setzero_ps()), _mm256_set1_ps(scale)));
+    for (int g = 0; g < G; g++) {
+        sc[g][j] = s[2 * g];
+        sc[g][j + 1] = s[2 * g + 1];
+    }
+}
+
+AVX2_INLINE void scores_group(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
+                              const float *k, size_t kvrow, int n, int hd, float scale, const int G)
+{
+    int j = 0;
+    for (; j + 2 <= n; j += 2) scores_group_pair(sc, q, k + (size_t)j * kvrow, kvrow, j, hd, scale, G);
+    for (; j < n; j++)
+        for (int g = 0; g < G; g++) sc[g][j] = ld_cpu_dot_avx2(q[g], k + (size_t)j * kvrow, hd) * scale;
+}
+
+AVX2 void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
+                                   const float *k, size_t kvrow, int n, int hd, float scale, int G)
+{
+    switch (G) {
+    case 2: scores_group(sc, q, k, kvrow, n, hd, scale, 2); break;
+    case 3: scores_group(sc, q, k, kvrow, n, hd, scale, 3); break;
+    default: scores_group(sc, q, k, kvrow, n, hd, scale, 4); break;
+    }
 }
 
 /* o[c, c + 8 NV) of the output: for j in order o[i] = fma(p[j], v_j[i],
@@ -512,5 +576,10 @@ void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow,
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
 {
     (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
+}
+void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
+                              const float *k, size_t kvrow, int n, int hd, float scale, int G)
+{
+    (void)sc; (void)q; (void)k; (void)kvrow; (void)n; (void)hd; (void)scale; (void)G;
 }
 #endif

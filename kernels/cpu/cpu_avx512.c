@@ -348,6 +348,49 @@ AVX512 void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i
     else q32_tiles(m, LD_KDT_Q8_0, scratch, i0, i1);
 }
 
+/* ---------------------------------------------------------------- attention */
+
+/* o[g][c, c + 16 NV) of G heads: for j in order o[i] = fma(p[g][j], v_j[i],
+ * o[i]) as ld_cpu_attn_out_avx2 does it (each element's chain the same,
+ * sixteen lanes a register instead of eight), v_j read once for the G
+ * heads; the G NV accumulators in registers over all the positions */
+AVX512_INLINE void attn_cols_group(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
+                                   const float *v, size_t c, size_t kvrow, int n, const int G, const int NV)
+{
+    __m512 acc[LD_CPU_ATT_GROUP][4];
+    for (int g = 0; g < G; g++)
+        for (int u = 0; u < NV; u++) acc[g][u] = _mm512_loadu_ps(o[g] + c + 16 * u);
+    v += c;
+    for (int j = 0; j < n; j++, v += kvrow) {
+        __m512 vv[4];
+        for (int u = 0; u < NV; u++) vv[u] = _mm512_loadu_ps(v + 16 * u);
+        for (int g = 0; g < G; g++) {
+            __m512 pv = _mm512_set1_ps(p[g][j]);
+            for (int u = 0; u < NV; u++) acc[g][u] = _mm512_fmadd_ps(pv, vv[u], acc[g][u]);
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int u = 0; u < NV; u++) _mm512_storeu_ps(o[g] + c + 16 * u, acc[g][u]);
+}
+
+AVX512_INLINE void attn_out_group(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
+                                  const float *v, size_t kvrow, int n, int hd, const int G)
+{
+    int c = 0;
+    for (; c + 64 <= hd; c += 64) attn_cols_group(o, p, v, (size_t)c, kvrow, n, G, 4);
+    for (; c + 16 <= hd; c += 16) attn_cols_group(o, p, v, (size_t)c, kvrow, n, G, 1);
+}
+
+AVX512 void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
+                                         const float *v, size_t kvrow, int n, int hd, int G)
+{
+    switch (G) {
+    case 2: attn_out_group(o, p, v, kvrow, n, hd, 2); break;
+    case 3: attn_out_group(o, p, v, kvrow, n, hd, 3); break;
+    default: attn_out_group(o, p, v, kvrow, n, hd, 4); break;
+    }
+}
+
 /* ---------------------------------------------------------------- block-scaled rows */
 
 /* Sixteen E4M3 codes times sc: as cpu_avx2.c's e4m3_halves (the codes'
@@ -470,6 +513,11 @@ void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f, ld_kd
                                const size_t src[LD_CPU_ROWS], const float *x)
 {
     (void)acc; (void)f; (void)dt; (void)src; (void)x;
+}
+void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
+                                  const float *v, size_t kvrow, int n, int hd, int G)
+{
+    (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd; (void)G;
 }
 void ld_cpu_f8_run_avx512(float *dst, const uint8_t *q, size_t n, const float *sc, size_t first, size_t bc)
 {

@@ -131,6 +131,18 @@ void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
 
+/* The same for G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv head,
+ * each head's scores and output elements with the arithmetic of the two
+ * above (so the same bits): the scores of a position for all G heads from
+ * one read of its k (cpu_avx2.c), the outputs from one read of its v
+ * (cpu_avx512.c: hd a multiple of 16).  A group's k and v rows are read
+ * once, not G times. */
+#define LD_CPU_ATT_GROUP 4
+void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
+                              const float *k, size_t kvrow, int n, int hd, float scale, int G);
+void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
+                                  const float *v, size_t kvrow, int n, int hd, int G);
+
 /* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
 typedef struct ld_cpu_q8mm {
     float *out;          /* [T][N] */

@@ -398,11 +398,77 @@ static void out_avx2(const ld_attn_steps *st, float *o, const float *p, const fl
     ld_cpu_attn_out_avx2(o, p, v, kvrow, n, hd);
 }
 
+/* heads of one kv head taken together (at most LD_CPU_ATT_GROUP) */
+static int att_group(int n_heads, int n_kv)
+{
+    int g = n_kv > 0 && n_heads % n_kv == 0 ? n_heads / n_kv : 1;
+    return g < 1 ? 1 : g > LD_CPU_ATT_GROUP ? LD_CPU_ATT_GROUP : g;
+}
+
+size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions)
+{
+    return (size_t)positions * (size_t)att_group(n_heads, n_kv);
+}
+
+/* G heads [h, h + G) of token t (one kv head's): ld_attention_steps'
+ * steps for each (scores, softmax, output), the scores of the heads in
+ * rows of `stride` floats, their k and v rows read once for all */
+static void attention_group(float *out, const float *q, const float *kcache, const float *vcache, int n_heads,
+                            int n_kv, int hd, int pos0, int window, float scale, float *scores, size_t stride, int t,
+                            int h, int G)
+{
+    size_t qrow = (size_t)n_heads * (size_t)hd, kvrow = (size_t)n_kv * (size_t)hd;
+    int pos = pos0 + t, kvh = h / (n_heads / n_kv);
+    int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0, n = pos - lo + 1;
+    size_t kv0 = (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
+    float *sc[LD_CPU_ATT_GROUP], *o[LD_CPU_ATT_GROUP];
+    const float *qh[LD_CPU_ATT_GROUP], *p[LD_CPU_ATT_GROUP];
+    for (int g = 0; g < G; g++) {
+        sc[g] = scores + (size_t)g * stride + (size_t)lo;
+        p[g] = sc[g];
+        qh[g] = q + (size_t)t * qrow + (size_t)(h + g) * (size_t)hd;
+        o[g] = out + (size_t)t * qrow + (size_t)(h + g) * (size_t)hd;
+    }
+    ld_cpu_scores_group_avx2(sc, qh, kcache + kv0, kvrow, n, hd, scale, G);
+    for (int g = 0; g < G; g++) {
+        ld_attn_softmax(sc[g], n);
+        memset(o[g], 0, (size_t)hd * sizeof *o[g]);
+    }
+    ld_cpu_attn_out_group_avx512(o, p, vcache + kv0, kvrow, n, hd, G);
+}
+
+/* items [i0, i1) with AVX-512 (hd a multiple of 16): each run of heads of
+ * one kv head together, a head alone with the AVX2 steps */
+static void attention_groups(const ld_attn_steps *st, float *out, const float *q, const float *kcache,
+                             const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
+                             float *scores, size_t i0, size_t i1)
+{
+    int group = n_heads / n_kv;
+    size_t stride = (size_t)pos0 + (i1 - 1) / (size_t)n_heads + 1; /* the range's last position + 1 */
+    for (size_t it = i0; it < i1;) {
+        int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
+        int G = group - h % group; /* the kv head's heads from h on */
+        if (G > LD_CPU_ATT_GROUP) G = LD_CPU_ATT_GROUP;
+        if ((size_t)G > i1 - it) G = (int)(i1 - it);
+        if (G == 1)
+            ld_attention_steps(st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, it, it + 1);
+        else
+            attention_group(out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, stride, t, h, G);
+        it += (size_t)G;
+    }
+}
+
 void ld_cpu_attention_at(int level, float *out, const float *q, const float *kcache, const float *vcache,
                          int n_heads, int n_kv, int hd, int pos0, int window, float scale, float *scores, size_t i0,
                          size_t i1)
 {
-    int simd = clamp_level(level) >= LD_CPU_AVX2;
+    level = clamp_level(level);
+    int simd = level >= LD_CPU_AVX2;
+    if (level == LD_CPU_AVX512 && hd % 16 == 0 && n_kv > 0 && n_heads % n_kv == 0 && i0 < i1) {
+        const ld_attn_steps st = {scores_avx2, out_avx2, NULL, NULL};
+        attention_groups(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
+        return;
+    }
     if (simd && hd % 8 == 0 && n_kv > 0 && n_heads % n_kv == 0) {
         const ld_attn_steps st = {scores_avx2, out_avx2, NULL, NULL};
         ld_attention_steps(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);

@@ -44,10 +44,12 @@ void ld_cpu_matmul_at(int level, float *out, const float *x,
 void ld_cpu_to_f32_at(int level, float *dst, const void *w, ld_kdt dt,
                       size_t off, size_t n);
 
-/* Causal attention as ld_ref_attention (same arguments), its dot products
- * q . k summed as plain rows above, and the output accumulated as
- * o[i] = fma(p_j, v_j[i], o[i]) over positions j in order; the softmax as
- * the reference's (expf, one sequential sum). */
+/* Causal attention as ld_ref_attention (same arguments, but scores: room
+ * for ld_cpu_attention_scratch floats), its dot products q . k summed as
+ * plain rows above, and the output accumulated as o[i] = fma(p_j, v_j[i],
+ * o[i]) over positions j in order; the softmax as the reference's (expf,
+ * one sequential sum).  With AVX-512 the heads of the range that share a
+ * kv head go together (their k and v rows read once; the same bits). */
 void ld_cpu_attention(float *out, const float *q, const float *kcache,
                       const float *vcache, int n_heads, int n_kv, int hd,
                       int pos0, int window, float scale, float *scores,
@@ -56,6 +58,10 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
                          const float *kcache, const float *vcache,
                          int n_heads, int n_kv, int hd, int pos0, int window,
                          float scale, float *scores, size_t i0, size_t i1);
+/* The floats of ld_cpu_attention's scores for positions pos0 + T: a
+ * row of them for each head it takes together (the heads of a kv head,
+ * at most four). */
+size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions);
 
 /* The level the kernels above run at on this machine (LD_CPU_*). */
 int ld_cpu_simd(void);

@@ -53,37 +53,74 @@ ld_status ld_refb_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld
     return LD_OK;
 }
 
-static void t_matmul(void *p, int tid, size_t i0, size_t i1)
+/* rows [i0, i1) of out [T][w->rows] = a [T][K] . w^T (+ bias), with the
+ * kernel the backend's matmul runs (rb->prep holds what matmul_prepare
+ * made of a for w's type) */
+static void matmul_rows(ref_backend *rb, int tid, float *out, const float *a, const ld_weight *w,
+                        const ld_weight *bias, int T, size_t i0, size_t i1)
 {
-    op_ctx *c = p;
-    ld_kvar v = c->rb->k.v[LD_KOP_MATMUL];
+    ld_kvar v = rb->k.v[LD_KOP_MATMUL];
+    const void *bd = bias ? bias->data : NULL;
+    ld_kdt bdt = bias ? bias->dt : LD_KDT_F32;
+    int K = (int)w->cols, N = (int)w->rows;
     if (v == LD_KV_BF16 || v == LD_KV_SPLITK) {
-        (v == LD_KV_BF16 ? ld_var_matmul_bf16 : ld_var_matmul_splitk)(
-            c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL, c->bias ? c->bias->dt : LD_KDT_F32,
-            c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd, c->rb->scratch[tid], i0, i1);
+        (v == LD_KV_BF16 ? ld_var_matmul_bf16 : ld_var_matmul_splitk)(out, a, w->data, w->dt, bd, bdt, T, K, N,
+                                                                       w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
-    if (v == LD_KV_FP8ACT || v == LD_KV_FP8UE8M0) { /* the activations, quantized once by ld_refb_matmul(), through the reference */
-        ld_ref_matmul_ex(c->out, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
-                         c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
-                         c->rb->scratch[tid], i0, i1);
+    if (v == LD_KV_FP8ACT || v == LD_KV_FP8UE8M0) { /* the activations, quantized once by matmul_prepare(), through the reference */
+        ld_ref_matmul_ex(out, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
-    if (v == LD_KV_Q8 && ld_cpu_q8_supports(c->w->dt)) {
-        ld_cpu_matmul_q8(c->out, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
-                         c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
-                         i0, i1);
+    if (v == LD_KV_Q8 && ld_cpu_q8_supports(w->dt)) {
+        ld_cpu_matmul_q8(out, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, i0, i1);
         return;
     }
     if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */
-        ld_cpu_matmul(c->out, c->a, c->rb->prep, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
-                      c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows, c->w->rope_hd,
-                      c->rb->scratch[tid], i0, i1);
+        ld_cpu_matmul(out, a, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
-    ld_ref_matmul_ex(c->out, c->a, c->w->data, c->w->dt, c->bias ? c->bias->data : NULL,
-                     c->bias ? c->bias->dt : LD_KDT_F32, c->T, (int)c->w->cols, (int)c->w->rows,
-                     c->w->rope_hd, c->rb->scratch[tid], i0, i1);
+    ld_ref_matmul_ex(out, a, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
+}
+
+static void t_matmul(void *p, int tid, size_t i0, size_t i1)
+{
+    op_ctx *c = p;
+    matmul_rows(c->rb, tid, c->out, c->a, c->w, c->bias, c->T, i0, i1);
+}
+
+/* the per-thread scratch and the prepared activations (rb->prep) of the
+ * matmul of x [T][w->cols] by w: the same for every weight of w's type and
+ * columns */
+static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight *w, int T, ld_error *err)
+{
+    ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
+    int q8 = mv == LD_KV_Q8 && ld_cpu_q8_supports(w->dt);
+    int fast = mv == LD_KV_FAST || (mv == LD_KV_Q8 && !q8), fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
+    LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
+    if (!fast && !fp8 && !q8) return LD_OK;
+    size_t np = fp8  ? (size_t)T * (size_t)w->cols
+                : q8 ? ld_cpu_q8_prep_size(T, (int)w->cols)
+                     : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
+    if (np > rb->prep_cap) {
+        float *p = realloc(rb->prep, np * sizeof *p);
+        if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
+        rb->prep = p;
+        rb->prep_cap = np;
+    }
+    if (fp8) (mv == LD_KV_FP8UE8M0 ? ld_var_fp8_act_ue8m0 : ld_var_fp8_act)(rb->prep, x, T, (int)w->cols);
+    else if (q8) ld_cpu_q8_prep(rb->prep, x, T, (int)w->cols);
+    else ld_cpu_matmul_prep(rb->prep, x, w->dt, T, (int)w->cols);
+    return LD_OK;
+}
+
+/* the pieces the pool hands out of a matmul's `rows` output rows: about
+ * eight per thread, in whole groups of sixteen rows (the fast kernels'
+ * decode step takes rows sixteen at a time, eight where fewer are left) */
+static size_t matmul_grain(const ref_backend *rb, size_t rows)
+{
+    size_t grain = rows / ((size_t)rb->n_threads * 8);
+    return grain < 16 ? 16 : (grain + 15) / 16 * 16;
 }
 
 ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err)
@@ -96,30 +133,9 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
     if (bias && bias->rows * bias->cols != w->rows)
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
-    ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
-    int q8 = mv == LD_KV_Q8 && ld_cpu_q8_supports(w->dt);
-    int fast = mv == LD_KV_FAST || (mv == LD_KV_Q8 && !q8), fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
-    LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
-    if (fast || fp8 || q8) {
-        size_t np = fp8  ? (size_t)T * (size_t)w->cols
-                    : q8 ? ld_cpu_q8_prep_size(T, (int)w->cols)
-                         : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
-        if (np > rb->prep_cap) {
-            float *p = realloc(rb->prep, np * sizeof *p);
-            if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
-            rb->prep = p;
-            rb->prep_cap = np;
-        }
-        if (fp8) (mv == LD_KV_FP8UE8M0 ? ld_var_fp8_act_ue8m0 : ld_var_fp8_act)(rb->prep, x->p, T, (int)w->cols);
-        else if (q8) ld_cpu_q8_prep(rb->prep, x->p, T, (int)w->cols);
-        else ld_cpu_matmul_prep(rb->prep, x->p, w->dt, T, (int)w->cols);
-    }
+    LD_TRY(matmul_prepare(rb, x->p, w, T, err));
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
-    /* about eight pieces per thread, in whole groups of sixteen rows (the
-     * fast kernels' decode step takes rows sixteen at a time, eight where
-     * fewer are left) */
-    size_t grain = (size_t)w->rows / ((size_t)rb->n_threads * 8);
-    ld_refb_run_grain(rb, t_matmul, &c, (size_t)w->rows, grain < 16 ? 16 : (grain + 15) / 16 * 16);
+    ld_refb_run_grain(rb, t_matmul, &c, (size_t)w->rows, matmul_grain(rb, (size_t)w->rows));
     return LD_OK;
 }
 
@@ -172,10 +188,14 @@ ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const 
     LD_TRY(ld_refb_range(q, 0, nq, err));
     LD_TRY(ld_refb_range(kcache, 0, nkv, err));
     LD_TRY(ld_refb_range(vcache, 0, nkv, err));
-    LD_TRY(ld_refb_need_scratch(rb, (size_t)(pos0 + T), err));
+    int fast = rb->k.v[LD_KOP_ATTENTION] == LD_KV_FAST;
+    LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_attention_scratch(n_heads, n_kv, pos0 + T) : (size_t)(pos0 + T), err));
     op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
                 .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
-    ld_refb_run_grain(rb, t_attention, &c, (size_t)T * (size_t)n_heads, 1);
+    /* the fast kernel takes the heads of a kv head together: pieces of as
+     * many heads as it takes (ld_cpu_attention_scratch's rows) */
+    size_t grain = fast ? ld_cpu_attention_scratch(n_heads, n_kv, 1) : 1;
+    ld_refb_run_grain(rb, t_attention, &c, (size_t)T * (size_t)n_heads, grain);
     return LD_OK;
 }
 

@@ -449,7 +449,8 @@ static int test_attention_levels(void)
 {
     enum { T = 5, H = 4, KV = 2, HD = 20, P0 = 7, POS = P0 + T };
     static float q[T * H * HD], kc[POS * KV * HD], vc[POS * KV * HD];
-    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS];
+    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS * H / KV]; /* the cpu kernel's rows */
+    CHECK(ld_cpu_attention_scratch(H, KV, POS) <= sizeof scores / sizeof scores[0]);
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) q[i] = uniform();
     for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
         kc[i] = uniform();
@@ -474,46 +475,59 @@ static int test_attention_levels(void)
     return 0;
 }
 
-/* Attention with head sizes a multiple of 8 (the AVX2 path's positions
- * four at a time, the output in registers 64 columns at a time, then 8),
- * decode and prefill, from 1 to 45 positions (not a multiple of four):
- * every level the bits of the portable one (ld_attention_with over the
- * plain dot product and axpy). */
+/* Attention of H heads over KV kv heads of size hd, decode and prefill,
+ * from 1 to 45 positions (not a multiple of four or eight): every level
+ * the bits of the portable one (ld_attention_with over the plain dot
+ * product and axpy), the items cut at 5 (a kv head's heads split between
+ * two calls, and a head alone). */
+static int attention_case(int hd, int H, int KV)
+{
+    enum { T = 3, P0 = 42, POS = P0 + T };
+    size_t nq = (size_t)T * (size_t)H * (size_t)hd, nkv = (size_t)POS * (size_t)KV * (size_t)hd;
+    float *q = malloc(nq * sizeof *q), *kc = malloc(nkv * sizeof *kc), *vc = malloc(nkv * sizeof *vc);
+    float *port = malloc(nq * sizeof *port), *lv = malloc(nq * sizeof *lv);
+    float *scores = malloc(ld_cpu_attention_scratch(H, KV, POS) * sizeof *scores);
+    CHECK(q && kc && vc && port && lv && scores);
+    for (size_t i = 0; i < nq; i++) q[i] = uniform();
+    for (size_t i = 0; i < nkv; i++) {
+        kc[i] = uniform();
+        vc[i] = uniform();
+    }
+    for (int window = 0; window <= 5; window += 5)
+        for (int pos0 = 0; pos0 <= P0; pos0 += P0) { /* the first positions (1 to 3 of them), then 43 to 45 */
+            ld_cpu_attention_at(LD_CPU_PORTABLE, port, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0,
+                                (size_t)(T * H));
+            for (int level = 1; level <= ld_cpu_simd(); level++) {
+                memset(lv, 0, nq * sizeof *lv);
+                ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0, 5);
+                ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 5,
+                                    (size_t)(T * H));
+                CHECK_MSG(memcmp(lv, port, nq * sizeof *lv) == 0,
+                          "attention hd %d, %d heads over %d, pos0 %d window %d: level %d differs from the portable "
+                          "code", hd, H, KV, pos0, window, level);
+            }
+        }
+    free(q);
+    free(kc);
+    free(vc);
+    free(port);
+    free(lv);
+    free(scores);
+    return 0;
+}
+
+/* Attention with head sizes a multiple of 8: the AVX2 steps' positions
+ * eight, then four at a time, the output in registers 64 columns at a
+ * time, then 8; with AVX-512 and sizes a multiple of 16, the heads of a
+ * kv head together (2, 3, 4 of them; 5 as 4 and 1), their outputs 64 then
+ * 16 columns at a time. */
 static int test_attention_head_sizes(void)
 {
-    static const int hds[] = {8, 64, 72, 136};
-    enum { T = 3, H = 6, KV = 2, P0 = 42, POS = P0 + T };
-    for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++) {
-        int hd = hds[c];
-        size_t nq = (size_t)T * H * (size_t)hd, nkv = (size_t)POS * KV * (size_t)hd;
-        float *q = malloc(nq * sizeof *q), *kc = malloc(nkv * sizeof *kc), *vc = malloc(nkv * sizeof *vc);
-        float *port = malloc(nq * sizeof *port), *lv = malloc(nq * sizeof *lv), *scores = malloc(POS * sizeof *scores);
-        CHECK(q && kc && vc && port && lv && scores);
-        for (size_t i = 0; i < nq; i++) q[i] = uniform();
-        for (size_t i = 0; i < nkv; i++) {
-            kc[i] = uniform();
-            vc[i] = uniform();
-        }
-        for (int window = 0; window <= 5; window += 5)
-            for (int pos0 = 0; pos0 <= P0; pos0 += P0) { /* the first positions (1 to 3 of them), then 43 to 45 */
-                ld_cpu_attention_at(LD_CPU_PORTABLE, port, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0,
-                                    T * H);
-                for (int level = 1; level <= ld_cpu_simd(); level++) {
-                    memset(lv, 0, nq * sizeof *lv);
-                    ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0, 5);
-                    ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 5, T * H);
-                    CHECK_MSG(memcmp(lv, port, nq * sizeof *lv) == 0,
-                              "attention hd %d pos0 %d window %d: level %d differs from the portable code", hd, pos0,
-                              window, level);
-                }
-            }
-        free(q);
-        free(kc);
-        free(vc);
-        free(port);
-        free(lv);
-        free(scores);
-    }
+    static const int hds[] = {8, 16, 48, 64, 72, 80, 136};
+    static const int heads[][2] = {{6, 2}, {4, 2}, {8, 2}, {10, 2}, {3, 3}};
+    for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++)
+        for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+            CHECK(attention_case(hds[c], heads[h][0], heads[h][1]) == 0);
     return 0;
 }
 
