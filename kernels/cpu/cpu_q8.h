@@ -20,8 +20,8 @@
  *     Q4_1: macc = fma(m, xs, macc).
  *   out = (hsum8(acc) + macc) + bias, hsum8 as cpu_ops.h's.
  *
- * Levels: the portable C one and AVX-512 (F, BW, VL and VNNI: a block's 32
- * products in one vpdpbusd); the others run the portable one. */
+ * Levels: the portable C one and AVX-512 (F, BW, VL and VNNI: two rows'
+ * blocks, 64 products, in one vpdpbusd); the others run the portable one. */
 #ifndef LD_CPU_Q8_H
 #define LD_CPU_Q8_H
 

@@ -160,6 +160,7 @@ static int test_q8_matmul_levels_and_bound(void)
         CHECK(check_case(dt, 1, 64, 16, 8, 1) == 0);  /* the rope row order */
         CHECK(check_case(dt, 5, 96, 17, 0, 1) == 0);  /* a batch */
         CHECK(check_case(dt, 2, 1536, 9, 0, 0) == 0);
+        CHECK(check_case(dt, 3, 160, 40, 8, 1) == 0); /* two groups of sixteen, one of eight, rope, batch */
     }
     CHECK(ld_cpu_q8_supports(LD_KDT_Q4_1) && !ld_cpu_q8_supports(LD_KDT_F32) && !ld_cpu_q8_supports(LD_KDT_Q4_K));
     CHECK(ld_cpu_q8_simd() <= ld_cpu_simd());
