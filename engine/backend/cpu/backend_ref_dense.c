@@ -56,19 +56,23 @@ ld_status ld_refb_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld
 /* rows [i0, i1) of out [T][w->rows] = a [T][K] . w^T (+ bias), with the
  * kernel the backend's matmul runs (rb->prep holds what matmul_prepare
  * made of a for w's type) */
-static void matmul_rows(ref_backend *rb, int tid, float *out, const float *a, const ld_weight *w,
-                        const ld_weight *bias, int T, size_t i0, size_t i1)
+static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 {
+    op_ctx *c = p;
+    ref_backend *rb = c->rb;
+    const ld_weight *w = c->w;
+    float *out = c->out;
     ld_kvar v = rb->k.v[LD_KOP_MATMUL];
-    const void *bd = bias ? bias->data : NULL;
-    ld_kdt bdt = bias ? bias->dt : LD_KDT_F32;
-    int K = (int)w->cols, N = (int)w->rows;
+    const void *bd = c->bias ? c->bias->data : NULL;
+    ld_kdt bdt = c->bias ? c->bias->dt : LD_KDT_F32;
+    int T = c->T, K = (int)w->cols, N = (int)w->rows;
     if (v == LD_KV_BF16 || v == LD_KV_SPLITK) {
-        (v == LD_KV_BF16 ? ld_var_matmul_bf16 : ld_var_matmul_splitk)(out, a, w->data, w->dt, bd, bdt, T, K, N,
+        (v == LD_KV_BF16 ? ld_var_matmul_bf16 : ld_var_matmul_splitk)(out, c->a, w->data, w->dt, bd, bdt, T, K, N,
                                                                        w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
-    if (v == LD_KV_FP8ACT || v == LD_KV_FP8UE8M0) { /* the activations, quantized once by matmul_prepare(), through the reference */
+    /* FP8 activations: quantized once by matmul_prepare, then the reference */
+    if (v == LD_KV_FP8ACT || v == LD_KV_FP8UE8M0) {
         ld_ref_matmul_ex(out, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
@@ -77,16 +81,10 @@ static void matmul_rows(ref_backend *rb, int tid, float *out, const float *a, co
         return;
     }
     if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */
-        ld_cpu_matmul(out, a, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
+        ld_cpu_matmul(out, c->a, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
-    ld_ref_matmul_ex(out, a, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
-}
-
-static void t_matmul(void *p, int tid, size_t i0, size_t i1)
-{
-    op_ctx *c = p;
-    matmul_rows(c->rb, tid, c->out, c->a, c->w, c->bias, c->T, i0, i1);
+    ld_ref_matmul_ex(out, c->a, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
 }
 
 /* the per-thread scratch and the prepared activations (rb->prep) of the
@@ -189,7 +187,8 @@ ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const 
     LD_TRY(ld_refb_range(kcache, 0, nkv, err));
     LD_TRY(ld_refb_range(vcache, 0, nkv, err));
     int fast = rb->k.v[LD_KOP_ATTENTION] == LD_KV_FAST;
-    LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_attention_scratch(n_heads, n_kv, pos0 + T) : (size_t)(pos0 + T), err));
+    size_t scratch = fast ? ld_cpu_attention_scratch(n_heads, n_kv, pos0 + T) : (size_t)(pos0 + T);
+    LD_TRY(ld_refb_need_scratch(rb, scratch, err));
     op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
                 .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
     /* the fast kernel takes the heads of a kv head together: pieces of as
