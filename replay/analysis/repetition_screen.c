@@ -47,7 +47,10 @@
  *
  * Case B, no anchor in I: that is L-4 >= 60 positions in a row none of
  * which is an anchor, and the screen answers 1 when it meets RUN_MAX = 60
- * such positions.
+ * such positions.  (61 would do: L = 64 only for p <= 3, and then b-3 is
+ * no anchor either, as b-3-p in I would be one, both reading the same
+ * bytes but s[b] against s[b-p], a word byte of the loop when p <= 3; so
+ * the run is 61 long.  60 keeps a position of slack; the tests catch 62.)
  *
  * Cost: anchors are starts of longer words (a tenth of prose's bytes); most
  * keys are new and most walks stop at once.  A repeated block tests one

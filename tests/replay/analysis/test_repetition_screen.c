@@ -391,6 +391,39 @@ static int test_repetition_screen_short_word_loops(void)
     return 0;
 }
 
+/* Loops of one to three bytes a period, 64 to 67 bytes long (64 is the
+ * shortest stretch to report only for periods of 3 or less), between a few
+ * bytes of letters, separators and UTF-8 bytes: the shortest runs without
+ * an anchor that hide a loop.  Case B of the screen's proof: at 64 bytes
+ * such a run holds I's 60 positions and b-3 (which is no anchor, or b-3-p
+ * in I would be one), 61 in all; a RUN_MAX of 62 rules some of these loops
+ * out, where the other tests first notice 64. */
+static int test_repetition_screen_tightest_bare_runs(void)
+{
+    static const unsigned char alphabet[] = {'a', 'b', 'Z', '0', ' ', '-', '\n', 0xC3, 0xA9, 0xE6, 0x88};
+    ld_arena a;
+    ld_arena_init(&a, 0);
+    char b[128];
+    int checked = 0;
+    for (int t = 0; t < 200000; t++) {
+        size_t p = 1 + rnd(3), len = 64 + rnd(4), before = rnd(10), after = rnd(10), n = 0;
+        unsigned char unit[3];
+        for (size_t i = 0; i < p; i++) unit[i] = alphabet[rnd(sizeof alphabet)];
+        for (size_t i = 0; i < before; i++) b[n++] = (char)alphabet[rnd(sizeof alphabet)];
+        for (size_t i = 0; i < len; i++) b[n++] = (char)unit[i % p];
+        for (size_t i = 0; i < after; i++) b[n++] = (char)alphabet[rnd(sizeof alphabet)];
+        if (!has_reportable(b, n)) continue;
+        checked++;
+        if (t % 16 == 0) CHECK_MSG(same_answer(b, n, &a), "text %d (p %zu, %zu bytes)", t, p, len);
+        for (int level = 0; level <= LD_REP_SCREEN_BEST; level++)
+            CHECK_MSG(ld_rep_screen_at(level, b, n, NULL) == 1, "text %d (p %zu, %zu bytes) level %d", t, p, len,
+                      level);
+    }
+    ld_arena_release(&a);
+    CHECK(checked > 50000);
+    return 0;
+}
+
 /* A key said twice at distance p with different words around it (a pair
  * that fails the test, and whose range of failures the screen remembers),
  * then a loop of period p whose unit starts with the same key, a few bytes
@@ -621,6 +654,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_repetition_screen_long_texts),
     LD_CASE(test_repetition_screen_lets_through_every_stretch),
     LD_CASE(test_repetition_screen_short_word_loops),
+    LD_CASE(test_repetition_screen_tightest_bare_runs),
     LD_CASE(test_repetition_screen_failed_pair_before_loop),
     LD_CASE(test_repetition_screen_probe_edges),
     LD_CASE(test_repetition_screen_masks_every_level),
