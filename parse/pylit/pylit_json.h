@@ -3,11 +3,15 @@
  *
  * Strings go through ld_json_text(): cJSON passes bytes through unchecked,
  * so a log's invalid UTF-8 or lone surrogates (kept losslessly as WTF-8)
- * would make invalid JSON.  We escape them the way Python's
- * json.dumps(..., ensure_ascii=False) of a surrogateescape'd string does:
- * a lone surrogate as "\udXXX", an invalid byte 0xXY as "\udcXY"; so
- * json.loads(line) then .encode('utf-8', 'surrogateescape') gives back the
- * exact bytes.  Everything else is raw UTF-8.
+ * would make invalid JSON.  We escape them as Python's
+ * json.dumps(..., ensure_ascii=False) of a surrogateescape'd string would,
+ * but for two choices of ours: surrogates are escaped, a lone one as
+ * "\udXXX" and an invalid byte 0xXY as "\udcXY" (json.dumps writes them
+ * raw, and raw surrogates are not UTF-8), and backspace and form feed as
+ * "\u0008" and "\u000c" (json.dumps: "\b", "\f"; json.loads reads both
+ * alike).  So json.loads(line) then .encode('utf-8', 'surrogateescape')
+ * gives back the exact bytes.  Everything else is raw UTF-8.  The oracle:
+ * tools/gen_pylit_json_oracle.py.
  */
 #ifndef LD_PYLIT_JSON_H
 #define LD_PYLIT_JSON_H
