@@ -162,6 +162,8 @@ void ld_cpu_q8_out_portable(const ld_cpu_q8mm *m, size_t n, int t);
 
 /* Outputs [i0, i1) of all T tokens with AVX-512 VNNI (cpu_q8_avx512.c). */
 void ld_cpu_q8_rows_avx512(const ld_cpu_q8mm *m, size_t i0, size_t i1);
+/* The same with AVX2, FMA and F16C (cpu_q8_avx2.c). */
+void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1);
 
 /* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same
  * bits as cpu_q8.c's): q [nblk][32], dx and xs [nblk]. */

@@ -1,5 +1,6 @@
 /* cpu_q8.c - see cpu_q8.h: the prep step (the activations quantized), the
- * dispatch to the portable twin (cpu_q8_portable.c) or cpu_q8_avx512.c. */
+ * dispatch to the portable twin (cpu_q8_portable.c), cpu_q8_avx2.c or
+ * cpu_q8_avx512.c. */
 #include "cpu_q8.h"
 
 #include <math.h>
@@ -89,7 +90,9 @@ int ld_cpu_q8_simd(void)
     static atomic_int state = -1; /* -1 unknown; racing first calls agree */
     int s = atomic_load_explicit(&state, memory_order_relaxed);
     if (s < 0) {
-        s = ld_cpu_simd() == LD_CPU_AVX512 && has_vnni() ? LD_CPU_AVX512 : LD_CPU_PORTABLE;
+        s = ld_cpu_simd() == LD_CPU_AVX512 && has_vnni() ? LD_CPU_AVX512
+            : ld_cpu_simd() >= LD_CPU_AVX2                ? LD_CPU_AVX2
+                                                          : LD_CPU_PORTABLE;
         atomic_store_explicit(&state, s, memory_order_relaxed);
     }
     return s;
@@ -106,6 +109,10 @@ void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w
     };
     if (level >= LD_CPU_AVX512 && ld_cpu_q8_simd() == LD_CPU_AVX512) {
         ld_cpu_q8_rows_avx512(&m, i0, i1);
+        return;
+    }
+    if (level >= LD_CPU_AVX2 && ld_cpu_q8_simd() >= LD_CPU_AVX2) {
+        ld_cpu_q8_rows_avx2(&m, i0, i1);
         return;
     }
     for (size_t n = i0; n < i1; n++)

@@ -20,8 +20,9 @@
  *     Q4_1: macc = fma(m, xs, macc).
  *   out = (hsum8(acc) + macc) + bias, hsum8 as cpu_ops.h's.
  *
- * Levels: the portable C one and AVX-512 (F, BW, VL and VNNI: two rows'
- * blocks, 64 products, in one vpdpbusd); the others run the portable one. */
+ * Levels: the portable C one, AVX2 (with FMA and F16C: a block's 32
+ * products by vpmaddubsw and vpmaddwd) and AVX-512 (F, BW, VL and VNNI: two
+ * rows' blocks, 64 products, in one vpdpbusd). */
 #ifndef LD_CPU_Q8_H
 #define LD_CPU_Q8_H
 

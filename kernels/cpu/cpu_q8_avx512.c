@@ -11,18 +11,11 @@
 #include <immintrin.h>
 #include <limits.h>
 
+#include "cpu_q8_x86.h"
+
 #define Q8_TARGET "avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"
 #define Q8 __attribute__((target(Q8_TARGET)))
 #define Q8_INLINE static inline __attribute__((always_inline, target(Q8_TARGET)))
-
-/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), cpu_ops.h's hsum8 */
-Q8_INLINE float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
 
 /* p_0 .. p_7 of one row's block against x (32 int8s).  Q4: the sixteen
  * bytes in both halves, the low nibbles (elements 0-15) kept in the low
@@ -36,8 +29,7 @@ Q8_INLINE __m256i block_dot(const unsigned char *blk, const ld_kdt dt, __m256i x
         __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
         return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
     }
-    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + (dt == LD_KDT_Q4_1 ? 4 : 2))));
-    __m256i v = _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
+    __m256i v = ld_q8_nibbles(blk + (dt == LD_KDT_Q4_1 ? 4 : 2));
     __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), v, x);
     return dt == LD_KDT_Q4_0 ? _mm256_sub_epi32(p, x8) : p;
 }
@@ -105,7 +97,7 @@ Q8_INLINE void rows8(const ld_cpu_q8mm *m, const ld_kdt dt, size_t n0, int t, co
         size_t n = n0 + (size_t)r;
         float bias = 0.0f;
         if (m->bias) ld_ref_to_f32(&bias, m->bias, m->bias_dt, n, 1);
-        m->out[(size_t)t * (size_t)m->N + n] = (hsum8(a[r]) + (dt == LD_KDT_Q4_1 ? mc[2 * r + 1] : 0.0f)) + bias;
+        m->out[(size_t)t * (size_t)m->N + n] = (ld_q8_hsum8(a[r]) + (dt == LD_KDT_Q4_1 ? mc[2 * r + 1] : 0.0f)) + bias;
     }
 }
 #undef ROW
@@ -181,8 +173,8 @@ Q8_INLINE void rows16(const ld_cpu_q8mm *m, const ld_kdt dt, size_t n0, int t, c
     _mm512_storeu_ps(mc, macc);
 #pragma GCC unroll 8
     for (int p = 0; p < 8; p++) { /* rows 2p and 2p + 1: hsum8 of each half */
-        h[2 * p] = hsum8(_mm512_castps512_ps256(acc[p]));
-        h[2 * p + 1] = hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+        h[2 * p] = ld_q8_hsum8(_mm512_castps512_ps256(acc[p]));
+        h[2 * p + 1] = ld_q8_hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
     }
     for (int r = 0; r < 16; r++) {
         size_t n = n0 + (size_t)r;
@@ -247,7 +239,7 @@ Q8 void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *
         __m256 l = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(v0), _mm256_castpd_ps(
                                      _mm512_extractf64x4_pd(_mm512_castps_pd(v0), 1))), _mm512_castps512_ps256(v1)),
                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v1), 1)));
-        xs[b] = hsum8(l);
+        xs[b] = ld_q8_hsum8(l);
     }
 }
 

@@ -5,8 +5,8 @@
  *  - the matmul is within the quantization's bound of the reference
  *    (ld_ref_matmul_ex): each x_e is off by at most dx / 2, so a result by
  *    sum |w_e| dx / 2 over its blocks, plus fp32 rounding;
- *  - every level the machine has (portable C, AVX-512 VNNI) gives the same
- *    bits, at row counts around the vector code's groups of eight, with
+ *  - every level the machine has (portable C, AVX2, AVX-512 VNNI) gives the same
+ *    bits, at row counts around the vector code's groups (16, 8, 4), with
  *    bias, the rope row order, any split of the outputs, and a token alone
  *    as in a batch. */
 #include <math.h>
@@ -161,6 +161,7 @@ static int test_q8_matmul_levels_and_bound(void)
         CHECK(check_case(dt, 5, 96, 17, 0, 1) == 0);  /* a batch */
         CHECK(check_case(dt, 2, 1536, 9, 0, 0) == 0);
         CHECK(check_case(dt, 3, 160, 40, 8, 1) == 0); /* two groups of sixteen, one of eight, rope, batch */
+        CHECK(check_case(dt, 2, 64, 13, 0, 1) == 0);  /* AVX2: eight rows, four, one */
     }
     CHECK(ld_cpu_q8_supports(LD_KDT_Q4_1) && !ld_cpu_q8_supports(LD_KDT_F32) && !ld_cpu_q8_supports(LD_KDT_Q4_K));
     CHECK(ld_cpu_q8_simd() <= ld_cpu_simd());

@@ -1,0 +1,29 @@
+/* cpu_q8_x86.h - what the x86-64 q8 kernels (cpu_q8_avx2.c,
+ * cpu_q8_avx512.c) share: AVX2-level helpers, which the AVX-512 code inlines
+ * too (its target holds AVX2's).  Include inside their x86-64 sections. */
+#ifndef LD_CPU_Q8_X86_H
+#define LD_CPU_Q8_X86_H
+
+#include <immintrin.h>
+
+#define LD_Q8_X86_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), cpu_q8.h's hsum8 */
+LD_Q8_X86_INLINE float ld_q8_hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* A Q4 block's sixteen bytes qs as 32 nibbles in element order: the low
+ * nibbles (elements 0-15) in the low half, the high ones (16-31) in the
+ * high half. */
+LD_Q8_X86_INLINE __m256i ld_q8_nibbles(const unsigned char *qs)
+{
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
+}
+
+#endif /* LD_CPU_Q8_X86_H */
