@@ -3,8 +3,9 @@
  * vpdpbusd (unsigned bytes times signed ones, four products a 32-bit lane:
  * lane l is p_l of cpu_q8.h, exact), sixteen rows of one token at a time,
  * two rows' blocks a 512-bit register (rows16), eight rows for a tail of
- * eight (rows8, a block a 256-bit register).  Compiled with target attributes, called only when
- * the machine has AVX-512 F, BW, VL and VNNI (ld_cpu_q8_simd). */
+ * eight (rows8, a block a 256-bit register).  Compiled with target
+ * attributes, called only when the machine has AVX-512 F, BW, VL and VNNI
+ * (ld_cpu_q8_simd). */
 #include "cpu_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -59,7 +60,7 @@ Q8_INLINE void prefetch_span(const ld_cpu_q8mm *m, size_t from, size_t len)
     for (size_t o = from; o < from + len && o < end; o += 64) _mm_prefetch((const char *)m->w + o, _MM_HINT_T0);
 }
 
-#define ROW(r)                                                                                          \
+#define ROW(r)                                                                                            \
     a[r] = _mm256_fmadd_ps(_mm256_set1_ps(sc[2 * (r)]), _mm256_cvtepi32_ps(block_dot(k.wb + off[r], dt, x, x8)), \
                            a[r])
 
