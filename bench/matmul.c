@@ -1,0 +1,137 @@
+/* matmul.c - bench_matmul: the decode matvec (one token) of the fast CPU
+ * kernels and of the `matmul=q8` variant, alone, in GB/s of weight bytes:
+ * from a matrix that stays in L2 (what the kernels compute) and from one
+ * far larger than the caches (what they stream), next to the machine's best
+ * read of the same size (bench/membw.c).  What bench/RESULTS-cpu.md's
+ * decode notes cite; see bench/README.md.
+ *
+ *   bench_matmul [--mem-mb N] [--runs N]
+ *
+ * Prints `matvec TYPE K=.. PLACE KERNEL LEVEL  GB/s` lines, then the
+ * read probe's.  The weights are random blocks with small f16 scales, on
+ * 2 MiB pages where the kernel gives them (as the engine's weight arena). */
+#define _DEFAULT_SOURCE /* madvise */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/cpu_q8.h"
+#include "membw.h"
+
+typedef struct matrix {
+    unsigned char *w;
+    size_t bytes, cap;
+    int K, N;
+    ld_kdt dt;
+} matrix;
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+/* about `mb` MB of dt rows of K, a whole number of 16-row groups */
+static int matrix_make(matrix *m, ld_kdt dt, int K, double mb)
+{
+    size_t block = dt == LD_KDT_Q8_0 ? 34 : 20, row = (size_t)(K / 32) * block;
+    size_t n = (size_t)(mb * 1e6) / row / 16 * 16;
+    m->dt = dt, m->K = K, m->N = (int)(n ? n : 16), m->bytes = (size_t)m->N * row;
+    m->cap = (m->bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    m->w = aligned_alloc(2u << 20, m->cap);
+    if (!m->w) return -1;
+#ifdef MADV_HUGEPAGE
+    madvise(m->w, m->cap, MADV_HUGEPAGE);
+#endif
+    for (size_t i = 0; i < m->bytes; i++) m->w[i] = (unsigned char)rnd();
+    for (size_t b = 0; b < m->bytes / block; b++) { /* d (and Q4_1's m): small normal f16s */
+        uint16_t d = (uint16_t)(0x2000 + (rnd() & 0xff)), mn = (uint16_t)(0xa000 + (rnd() & 0xff));
+        memcpy(m->w + b * block, &d, 2);
+        if (dt == LD_KDT_Q4_1) memcpy(m->w + b * block + 2, &mn, 2);
+    }
+    return 0;
+}
+
+/* the best time of `runs` matvecs of m by x at `level`, q8 or the fast kernels */
+static double matvec_best(const matrix *m, const float *x, float *out, float *prep, float *scratch, int q8,
+                          int level, int runs, int inner)
+{
+    double best = 1e30;
+    for (int r = 0; r < runs; r++) {
+        double t0 = ld_bench_now();
+        for (int i = 0; i < inner; i++) {
+            if (q8) {
+                ld_cpu_q8_prep_at(level, prep, x, 1, m->K);
+                ld_cpu_matmul_q8_at(level, out, prep, m->w, m->dt, NULL, LD_KDT_F32, 1, m->K, m->N, 0, 0,
+                                    (size_t)m->N);
+            } else {
+                ld_cpu_matmul_prep(prep, x, m->dt, 1, m->K);
+                ld_cpu_matmul_at(level, out, x, prep, m->w, m->dt, NULL, LD_KDT_F32, 1, m->K, m->N, 0, scratch, 0,
+                                 (size_t)m->N);
+            }
+        }
+        double t = (ld_bench_now() - t0) / inner;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static void bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
+{
+    static const char *const level_name[] = {"portable", "avx2", "avx512"};
+    matrix m;
+    if (matrix_make(&m, dt, K, mb)) {
+        fprintf(stderr, "bench_matmul: out of memory for %.0f MB\n", mb);
+        return;
+    }
+    float *x = malloc((size_t)K * sizeof *x), *out = malloc((size_t)m.N * sizeof *out);
+    size_t np = ld_cpu_q8_prep_size(1, K) + ld_cpu_matmul_prep_size(dt, 1, K) + 64;
+    size_t ns = ld_cpu_matmul_scratch(dt, 1, K) + 64;
+    float *prep = malloc(np * sizeof *prep), *scratch = malloc(ns * sizeof *scratch);
+    if (x && out && prep && scratch) {
+        for (int i = 0; i < K; i++) x[i] = (float)(rnd() % 2001) / 1000.0f - 1.0f;
+        int inner = mb < 8 ? (int)(20 / mb) + 1 : 1;
+        for (int q8 = 0; q8 <= 1; q8++)
+            for (int level = q8 ? ld_cpu_q8_simd() : ld_cpu_simd(); level >= LD_CPU_AVX2; level--) {
+                double t = matvec_best(&m, x, out, prep, scratch, q8, level, runs, inner);
+                printf("matvec %s K=%d %-6s %-5s %-8s %7.2f GB/s\n", dt == LD_KDT_Q8_0 ? "q8_0" : "q4_1", K, place,
+                       q8 ? "q8" : "fast", level_name[level], (double)m.bytes / t / 1e9);
+            }
+    }
+    free(x);
+    free(out);
+    free(prep);
+    free(scratch);
+    free(m.w);
+}
+
+int main(int argc, char **argv)
+{
+    long mem_mb = 256;
+    int runs = 5;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mem-mb")) mem_mb = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
+        else break;
+    }
+    if (argc % 2 == 0 || mem_mb < 16 || runs < 1) {
+        fprintf(stderr, "usage: bench_matmul [--mem-mb N (>= 16, default 256)] [--runs N (default 5)]\n");
+        return 2;
+    }
+    static const struct { ld_kdt dt; int K; } shapes[] = {
+        {LD_KDT_Q4_1, 576}, {LD_KDT_Q4_1, 1536}, {LD_KDT_Q8_0, 576}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        bench_one(shapes[s].dt, shapes[s].K, 1.0, "l2", runs);
+        bench_one(shapes[s].dt, shapes[s].K, (double)mem_mb, "memory", runs);
+    }
+    ld_bench_bw bw;
+    ld_bench_read_bandwidth_ex((size_t)mem_mb, 1, &bw);
+    printf("read probe, %ld MiB, 1 thread: %.2f GB/s (%s, %d stream(s))\n", mem_mb, bw.gbs, bw.kernel, bw.streams);
+    return 0;
+}
