@@ -168,5 +168,7 @@ void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1);
 /* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same
  * bits as cpu_q8.c's): q [nblk][32], dx and xs [nblk]. */
 void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *x, size_t nblk);
+/* The same with AVX2 (cpu_q8_avx2.c). */
+void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x, size_t nblk);
 
 #endif /* LD_CPU_INTERNAL_H */

@@ -58,6 +58,10 @@ void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K)
         ld_cpu_q8_quantize_avx512(q, dx, xs, x, nblk);
         return;
     }
+    if (level >= LD_CPU_AVX2 && ld_cpu_q8_simd() >= LD_CPU_AVX2) {
+        ld_cpu_q8_quantize_avx2(q, dx, xs, x, nblk);
+        return;
+    }
     for (size_t b = 0; b < nblk; b++) quantize_block(q + b * QB, dx + b, xs + b, x + b * QB);
 }
 

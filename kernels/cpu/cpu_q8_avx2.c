@@ -100,11 +100,61 @@ Q8A void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1)
     else q8_rows(m, LD_KDT_Q8_0, i0, i1);
 }
 
+/* the prep of cpu_q8.h, nblk blocks of 32, the portable code's arithmetic
+ * (quantize_block in cpu_q8.c) lane for lane: amax by vmaxps (a NaN |x|
+ * loses to the running max, as there; max is exact, so the order of the
+ * lanes does not matter), id and dx by the same scalar divisions,
+ * y = x * id, |y| < 127.5 (else 0) truncated and raised by one where
+ * |y| - r >= 1/2, y's sign put back (vpsignd: r is 0 where y is +-0); xs by
+ * the same adds in the same order (lane l: ((x_l + x_8+l) + x_16+l) +
+ * x_24+l, then hsum8). */
+Q8A void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x, size_t nblk)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(127.5f), half = _mm256_set1_ps(0.5f);
+    for (size_t b = 0; b < nblk; b++, x += LD_CPU_QB, q += LD_CPU_QB) {
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int g = 0; g < 4; g++) {
+            v[g] = _mm256_loadu_ps(x + 8 * g);
+            mx = _mm256_max_ps(_mm256_andnot_ps(sign, v[g]), mx); /* NaN first: mx */
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        dx[b] = amax / 127.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i r[4];
+        for (int g = 0; g < 4; g++) {
+            __m256 y = _mm256_mul_ps(v[g], vid), a = _mm256_andnot_ps(sign, y);
+            __m256i ok = _mm256_castps_si256(_mm256_cmp_ps(a, lim, _CMP_LT_OQ)); /* NaN: false */
+            __m256i t = _mm256_and_si256(_mm256_cvttps_epi32(a), ok);
+            __m256i up = _mm256_and_si256(
+                _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(a, _mm256_cvtepi32_ps(t)), half, _CMP_GE_OQ)), ok);
+            r[g] = _mm256_sign_epi32(_mm256_sub_epi32(t, up), _mm256_castps_si256(y));
+        }
+        /* 32 int32s (|r| <= 127) to bytes: the packs interleave the
+         * registers by 128-bit halves and dwords; the permute puts the
+         * dwords back in element order */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)q, p);
+        xs[b] = ld_q8_hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), v[2]), v[3]));
+    }
+}
+
 #else /* not x86-64: never called (ld_cpu_q8_simd() is portable) */
 void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1)
 {
     (void)m;
     (void)i0;
     (void)i1;
+}
+void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x, size_t nblk)
+{
+    (void)q;
+    (void)dx;
+    (void)xs;
+    (void)x;
+    (void)nblk;
 }
 #endif
