@@ -410,6 +410,11 @@ size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions)
     return (size_t)positions * (size_t)att_group(n_heads, n_kv);
 }
 
+int ld_cpu_attention_heads(int n_heads, int n_kv, int hd)
+{
+    return ld_cpu_simd() == LD_CPU_AVX512 && hd % 16 == 0 ? att_group(n_heads, n_kv) : 1;
+}
+
 /* G heads [h, h + G) of token t (one kv head's): ld_attention_steps'
  * steps for each (scores, softmax, output), the scores of the heads in
  * rows of `stride` floats, their k and v rows read once for all */

@@ -62,6 +62,11 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
  * row of them for each head it takes together (the heads of a kv head,
  * at most four). */
 size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions);
+/* The heads ld_cpu_attention takes together on this machine, for head
+ * size hd: the heads of a kv head with AVX-512 (a range that splits them
+ * reads their k and v rows once more), else 1 (each head alone: a thread
+ * pool's pieces of single heads balance better). */
+int ld_cpu_attention_heads(int n_heads, int n_kv, int hd);
 
 /* The level the kernels above run at on this machine (LD_CPU_*). */
 int ld_cpu_simd(void);
