@@ -410,9 +410,17 @@ size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions)
     return (size_t)positions * (size_t)att_group(n_heads, n_kv);
 }
 
+/* whether the kernel at `level` takes a kv head's heads together
+ * (attention_groups): ld_cpu_attention_at's choice and the pieces
+ * ld_cpu_attention_heads tells the caller to hand out */
+static int groups_heads(int level, int n_heads, int n_kv, int hd)
+{
+    return level == LD_CPU_AVX512 && hd % 16 == 0 && n_kv > 0 && n_heads % n_kv == 0;
+}
+
 int ld_cpu_attention_heads(int n_heads, int n_kv, int hd)
 {
-    return ld_cpu_simd() == LD_CPU_AVX512 && hd % 16 == 0 ? att_group(n_heads, n_kv) : 1;
+    return groups_heads(ld_cpu_simd(), n_heads, n_kv, hd) ? att_group(n_heads, n_kv) : 1;
 }
 
 /* G heads [h, h + G) of token t (one kv head's): ld_attention_steps'
@@ -469,7 +477,7 @@ void ld_cpu_attention_at(int level, float *out, const float *q, const float *kca
 {
     level = clamp_level(level);
     int simd = level >= LD_CPU_AVX2;
-    if (level == LD_CPU_AVX512 && hd % 16 == 0 && n_kv > 0 && n_heads % n_kv == 0 && i0 < i1) {
+    if (groups_heads(level, n_heads, n_kv, hd) && i0 < i1) {
         const ld_attn_steps st = {scores_avx2, out_avx2, NULL, NULL};
         attention_groups(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
         return;

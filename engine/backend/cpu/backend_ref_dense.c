@@ -192,8 +192,9 @@ ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const 
     op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
                 .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
     /* pieces of as many heads as the fast kernel takes together (with
-     * AVX-512 the heads of a kv head; else single heads: a decode step's
-     * nine heads go 5:4 to two threads, where three pieces of three went 2:1) */
+     * AVX-512 the heads of a kv head; else single heads: SmolLM2's nine
+     * heads of a decode step go 5:4 to two threads, not 2:1 in pieces of
+     * three) */
     size_t grain = fast ? (size_t)ld_cpu_attention_heads(n_heads, n_kv, head_dim) : 1;
     ld_refb_run_grain(rb, t_attention, &c, (size_t)T * (size_t)n_heads, grain);
     return LD_OK;
