@@ -49,20 +49,25 @@ static void quantize_block(int8_t *q, float *dx, float *xs, const float *x)
     *xs = ld_cpu_q8_hsum8(lane);
 }
 
+/* the level the prep and the matmul run at when asked for `level`: at
+ * most what the machine has (ld_cpu_q8_simd) */
+static int q8_level(int level)
+{
+    int have = ld_cpu_q8_simd();
+    return level < have ? level : have;
+}
+
 void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K)
 {
     size_t nblk = (size_t)T * (size_t)(K / QB);
     int8_t *q = (int8_t *)prep;
     float *dx = prep + (size_t)T * (size_t)K / 4, *xs = dx + nblk;
-    if (level >= LD_CPU_AVX512 && ld_cpu_q8_simd() == LD_CPU_AVX512) {
-        ld_cpu_q8_quantize_avx512(q, dx, xs, x, nblk);
-        return;
+    switch (q8_level(level)) {
+    case LD_CPU_AVX512: ld_cpu_q8_quantize_avx512(q, dx, xs, x, nblk); break;
+    case LD_CPU_AVX2: ld_cpu_q8_quantize_avx2(q, dx, xs, x, nblk); break;
+    default:
+        for (size_t b = 0; b < nblk; b++) quantize_block(q + b * QB, dx + b, xs + b, x + b * QB);
     }
-    if (level >= LD_CPU_AVX2 && ld_cpu_q8_simd() >= LD_CPU_AVX2) {
-        ld_cpu_q8_quantize_avx2(q, dx, xs, x, nblk);
-        return;
-    }
-    for (size_t b = 0; b < nblk; b++) quantize_block(q + b * QB, dx + b, xs + b, x + b * QB);
 }
 
 void ld_cpu_q8_prep(float *prep, const float *x, int T, int K)
@@ -111,16 +116,13 @@ void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w
         .w = w, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
         .row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt),
     };
-    if (level >= LD_CPU_AVX512 && ld_cpu_q8_simd() == LD_CPU_AVX512) {
-        ld_cpu_q8_rows_avx512(&m, i0, i1);
-        return;
+    switch (q8_level(level)) {
+    case LD_CPU_AVX512: ld_cpu_q8_rows_avx512(&m, i0, i1); break;
+    case LD_CPU_AVX2: ld_cpu_q8_rows_avx2(&m, i0, i1); break;
+    default:
+        for (size_t n = i0; n < i1; n++)
+            for (int t = 0; t < T; t++) ld_cpu_q8_out_portable(&m, n, t);
     }
-    if (level >= LD_CPU_AVX2 && ld_cpu_q8_simd() >= LD_CPU_AVX2) {
-        ld_cpu_q8_rows_avx2(&m, i0, i1);
-        return;
-    }
-    for (size_t n = i0; n < i1; n++)
-        for (int t = 0; t < T; t++) ld_cpu_q8_out_portable(&m, n, t);
 }
 
 void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
