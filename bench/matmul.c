@@ -85,19 +85,22 @@ static double matvec_best(const matrix *m, const float *x, float *out, float *pr
     return best;
 }
 
-static void bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
+/* 0, or -1 (said on stderr) when the memory is not there */
+static int bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
 {
     static const char *const level_name[] = {"portable", "avx2", "avx512"};
     matrix m;
     if (matrix_make(&m, dt, K, mb)) {
         fprintf(stderr, "bench_matmul: out of memory for %.0f MB\n", mb);
-        return;
+        return -1;
     }
     float *x = malloc((size_t)K * sizeof *x), *out = malloc((size_t)m.N * sizeof *out);
     size_t np = ld_cpu_q8_prep_size(1, K) + ld_cpu_matmul_prep_size(dt, 1, K) + 64;
     size_t ns = ld_cpu_matmul_scratch(dt, 1, K) + 64;
     float *prep = malloc(np * sizeof *prep), *scratch = malloc(ns * sizeof *scratch);
-    if (x && out && prep && scratch) {
+    int ok = x && out && prep && scratch;
+    if (!ok) fprintf(stderr, "bench_matmul: out of memory for the activations of K=%d\n", K);
+    else {
         for (int i = 0; i < K; i++) x[i] = (float)(rnd() % 2001) / 1000.0f - 1.0f;
         int inner = mb < 8 ? (int)(20 / mb) + 1 : 1;
         for (int q8 = 0; q8 <= 1; q8++)
@@ -112,29 +115,32 @@ static void bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
     free(prep);
     free(scratch);
     free(m.w);
+    return ok ? 0 : -1;
 }
 
 int main(int argc, char **argv)
 {
     long mem_mb = 256;
     int runs = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int bad = argc % 2 == 0;
+    for (int i = 1; i + 1 < argc && !bad; i += 2) {
         if (!strcmp(argv[i], "--mem-mb")) mem_mb = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
-        else break;
+        else bad = 1;
     }
-    if (argc % 2 == 0 || mem_mb < 16 || runs < 1) {
+    if (bad || mem_mb < 16 || runs < 1) {
         fprintf(stderr, "usage: bench_matmul [--mem-mb N (>= 16, default 256)] [--runs N (default 5)]\n");
         return 2;
     }
     static const struct { ld_kdt dt; int K; } shapes[] = {
         {LD_KDT_Q4_1, 576}, {LD_KDT_Q4_1, 1536}, {LD_KDT_Q8_0, 576}};
+    int failed = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        bench_one(shapes[s].dt, shapes[s].K, 1.0, "l2", runs);
-        bench_one(shapes[s].dt, shapes[s].K, (double)mem_mb, "memory", runs);
+        failed |= bench_one(shapes[s].dt, shapes[s].K, 1.0, "l2", runs);
+        failed |= bench_one(shapes[s].dt, shapes[s].K, (double)mem_mb, "memory", runs);
     }
     ld_bench_bw bw;
     ld_bench_read_bandwidth_ex((size_t)mem_mb, 1, &bw);
     printf("read probe, %ld MiB, 1 thread: %.2f GB/s (%s, %d stream(s))\n", mem_mb, bw.gbs, bw.kernel, bw.streams);
-    return 0;
+    return failed ? 1 : 0;
 }
