@@ -73,6 +73,55 @@ AVX2_INLINE void decode_group(const unsigned char *b, const ld_kdt dt, int g, __
     q[1] = _mm256_cvtepi32_ps(hi);
 }
 
+/* the scaled decode's constants: lane j of either register keeps nibble
+ * j / 2 of its 32-bit half where it lies (q 2^e, e = 4 (j / 2)), then
+ * Q4_0's 8 at the same place */
+static const int32_t q4e_consts[16] __attribute__((aligned(32))) = {
+    0xF, 0xF, 0xF0, 0xF0, 0xF00, 0xF00, 0xF000, 0xF000, 8, 8, 0x80, 0x80, 0x800, 0x800, 0x8000, 0x8000};
+
+/* decode_group's lanes as q 2^e for x 2^-e (ld_cpu_mm's xe): the same
+ * products with no shift.  lo masks the broadcast word; hi, nibbles 4-7 of
+ * each half, masks the word two bytes on (hi_load: a broadcast load, which
+ * reads two bytes past the group, so never at the end of the weights) or
+ * the word shifted down sixteen bits; the same integers either way. */
+AVX2_INLINE void decode_group_e(const unsigned char *b, const ld_kdt dt, int g, __m256 q[2], int reload, int hi_load)
+{
+    const unsigned char *qs = b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g;
+    const int32_t *c = q4e_consts;
+    if (reload) __asm__("" : "+r"(c)); /* as q4_consts_get's */
+    long long word;
+    memcpy(&word, qs, sizeof word);
+    __m256i v = _mm256_set1_epi64x(word), mask = _mm256_load_si256((const __m256i *)c);
+    __m256i lo = _mm256_and_si256(v, mask), hi;
+    if (hi_load) {
+        memcpy(&word, qs + 2, sizeof word);
+        hi = _mm256_and_si256(_mm256_set1_epi64x(word), mask);
+    } else {
+        hi = _mm256_and_si256(_mm256_srli_epi32(v, 16), mask);
+    }
+    if (dt == LD_KDT_Q4_0) {
+        __m256i eight = _mm256_load_si256((const __m256i *)(c + 8));
+        lo = _mm256_sub_epi32(lo, eight);
+        hi = _mm256_sub_epi32(hi, eight);
+    }
+    q[0] = _mm256_cvtepi32_ps(lo);
+    q[1] = _mm256_cvtepi32_ps(hi);
+}
+
+/* a block's two groups in lane order (q[0..1] group 0, q[2..3] group 1):
+ * scaled (m->xe) or not; hi_load as decode_group_e's, for group 1 */
+AVX2_INLINE void decode_block(const unsigned char *b, const ld_kdt dt, __m256 q[4], int reload, int scaled,
+                              int hi_load)
+{
+    if (scaled && dt != LD_KDT_Q8_0) {
+        decode_group_e(b, dt, 0, q, reload, 1);
+        decode_group_e(b, dt, 1, q + 2, reload, hi_load);
+        return;
+    }
+    decode_group(b, dt, 0, q, reload);
+    decode_group(b, dt, 1, q + 2, reload);
+}
+
 /* a block's sixteen lane sums for one token, x in lane order (xv: the
  * block's 32 values): s[j] = fma(q1[j], x1[j], fma(q0[j], x0[j], 0)).
  * The inner fma with 0 is a multiply here (one register less): the two
@@ -86,43 +135,74 @@ AVX2_INLINE void block_sums16(const __m256 q[4], const float *xv, __m256 s[2])
     s[1] = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xv + 24), _mm256_mul_ps(q[1], _mm256_loadu_ps(xv + 8)));
 }
 
+/* block b of a tile of tokens: their sums folded into acc, the offsets
+ * (Q4_1) into macc; x0 is token t0's row of xq (or xe: scaled) */
+AVX2_INLINE void tile_block(const ld_cpu_mm *m, const unsigned char *blk, const ld_kdt dt, const float *x0, int b,
+                            const float *xs, const int tn, __m256 acc[LD_CPU_TILE][2], __m128 *macc, int scaled,
+                            int hi_load)
+{
+    __m256 q[4];
+    decode_block(blk, dt, q, 1, scaled, hi_load);
+    __m128 dm = block_dm(blk, dt);
+    __m256 d = _mm256_broadcastss_ps(dm);
+    for (int tt = 0; tt < tn; tt++) {
+        __m256 s[2];
+        block_sums16(q, x0 + (size_t)tt * (size_t)m->K + (size_t)b * LD_CPU_QB, s);
+        acc[tt][0] = _mm256_fmadd_ps(d, s[0], acc[tt][0]);
+        acc[tt][1] = _mm256_fmadd_ps(d, s[1], acc[tt][1]);
+    }
+    if (dt == LD_KDT_Q4_1) {
+        int nb = m->K / LD_CPU_QB;
+        float v[4] = {0};
+        for (int tt = 0; tt < tn; tt++) v[tt] = xs[(size_t)tt * (size_t)nb + (size_t)b];
+        *macc = _mm_fmadd_ps(_mm_permute_ps(dm, 0x55), _mm_loadu_ps(v), *macc);
+    }
+}
+
 /* tokens [t0, t0+tn) of output n; dt and tn constant at each call site.
  * A block is decoded once for the tile; the tokens' offset sums (Q4_1)
  * run side by side in the lanes of one register, each lane the scalar
- * chain macc = fma(m, xs, macc) of the portable twin. */
+ * chain macc = fma(m, xs, macc) of the portable twin.  The last block
+ * decodes without reading past itself. */
 AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const ld_kdt dt, int t0, const int tn,
-                          size_t n, float bias)
+                          size_t n, float bias, int scaled)
 {
     __m256 acc[LD_CPU_TILE][2];
     __m128 macc = _mm_setzero_ps();
     for (int tt = 0; tt < tn; tt++) acc[tt][0] = acc[tt][1] = _mm256_setzero_ps();
     int nb = m->K / LD_CPU_QB;
     size_t bytes = ld_cpu_q32_bytes(dt);
-    const float *x0 = m->xq + (size_t)t0 * (size_t)m->K;
-    for (int b = 0; b < nb; b++) {
-        const unsigned char *blk = wrow + (size_t)b * bytes;
-        __m256 q[4];
-        decode_group(blk, dt, 0, q, 1);
-        decode_group(blk, dt, 1, q + 2, 1);
-        __m128 dm = block_dm(blk, dt);
-        __m256 d = _mm256_broadcastss_ps(dm);
-        for (int tt = 0; tt < tn; tt++) {
-            __m256 s[2];
-            block_sums16(q, x0 + (size_t)tt * (size_t)m->K + (size_t)b * LD_CPU_QB, s);
-            acc[tt][0] = _mm256_fmadd_ps(d, s[0], acc[tt][0]);
-            acc[tt][1] = _mm256_fmadd_ps(d, s[1], acc[tt][1]);
-        }
-        if (dt == LD_KDT_Q4_1) {
-            const float *xs = m->xs + (size_t)t0 * (size_t)nb + (size_t)b;
-            float v[4] = {0};
-            for (int tt = 0; tt < tn; tt++) v[tt] = xs[(size_t)tt * (size_t)nb];
-            macc = _mm_fmadd_ps(_mm_permute_ps(dm, 0x55), _mm_loadu_ps(v), macc);
-        }
-    }
+    const float *x0 = (scaled ? m->xe : m->xq) + (size_t)t0 * (size_t)m->K;
+    const float *xs = dt == LD_KDT_Q4_1 ? m->xs + (size_t)t0 * (size_t)nb : NULL;
+    for (int b = 0; b + 1 < nb; b++)
+        tile_block(m, wrow + (size_t)b * bytes, dt, x0, b, xs, tn, acc, &macc, scaled, 1);
+    if (nb > 0) tile_block(m, wrow + (size_t)(nb - 1) * bytes, dt, x0, nb - 1, xs, tn, acc, &macc, scaled, 0);
     float mv[4];
     _mm_storeu_ps(mv, macc);
     for (int tt = 0; tt < tn; tt++)
         m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(_mm256_add_ps(acc[tt][0], acc[tt][1])) + mv[tt]) + bias;
+}
+
+/* block b of q32_pair's two rows */
+AVX2_INLINE void pair_block(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *b0, const unsigned char *b1,
+                            const float *xv, int b, __m256 a0[2], __m256 a1[2], __m128 *macc, int scaled, int hi_load)
+{
+    __m256 q[4], s[2];
+    __m128 dm0 = block_dm(b0, dt), dm1 = block_dm(b1, dt);
+    decode_block(b0, dt, q, 0, scaled, hi_load);
+    block_sums16(q, xv, s);
+    __m256 d = _mm256_broadcastss_ps(dm0);
+    a0[0] = _mm256_fmadd_ps(d, s[0], a0[0]);
+    a0[1] = _mm256_fmadd_ps(d, s[1], a0[1]);
+    /* x again from memory (L1), not kept in four registers across the
+     * rows: the empty asm hides that the pointer is the same */
+    __asm__("" : "+r"(xv));
+    decode_block(b1, dt, q, 0, scaled, hi_load);
+    block_sums16(q, xv, s);
+    d = _mm256_broadcastss_ps(dm1);
+    a1[0] = _mm256_fmadd_ps(d, s[0], a1[0]);
+    a1[1] = _mm256_fmadd_ps(d, s[1], a1[1]);
+    if (dt == LD_KDT_Q4_1) *macc = _mm_fmadd_ps(_mm_unpacklo_ps(dm0, dm1), _mm_broadcast_ss(m->xs + b), *macc);
 }
 
 /* one token, outputs n0 and n0 + 1 at once (decode): each row's arithmetic
@@ -131,7 +211,7 @@ AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const l
  * accumulators spilled to the stack put a store and a load into every
  * loop-carried chain.  The two rows' offset sums (Q4_1) share one fma:
  * lanes 2 and 3 of [d0, d1, m0, m1] * xs. */
-AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
+AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, int scaled)
 {
     const unsigned char *w0 = (const unsigned char *)m->w + ld_cpu_src_row(n0, m->rope_hd) * m->row_bytes;
     const unsigned char *w1 = (const unsigned char *)m->w + ld_cpu_src_row(n0 + 1, m->rope_hd) * m->row_bytes;
@@ -139,52 +219,39 @@ AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0)
     __m128 macc = _mm_setzero_ps();
     int nb = m->K / LD_CPU_QB;
     size_t bytes = ld_cpu_q32_bytes(dt);
+    const float *x = scaled ? m->xe : m->xq;
     /* the same block of the rows eight ahead (where rows are in order): the
      * hardware prefetcher alone does not keep a core's loads ahead of the
      * arithmetic (bench/README.md) */
     size_t pf = (n0 + 8) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes;
-    for (int b = 0; b < nb; b++, pf += 2 * bytes) {
+    for (int b = 0; b + 1 < nb; b++, pf += 2 * bytes) {
         if (pf < pf_end) _mm_prefetch((const char *)m->w + pf, _MM_HINT_T0);
-        const unsigned char *b0 = w0 + (size_t)b * bytes, *b1 = w1 + (size_t)b * bytes;
-        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
-        __m256 q[4], s[2];
-        __m128 dm0 = block_dm(b0, dt), dm1 = block_dm(b1, dt);
-        decode_group(b0, dt, 0, q, 0);
-        decode_group(b0, dt, 1, q + 2, 0);
-        block_sums16(q, xv, s);
-        __m256 d = _mm256_broadcastss_ps(dm0);
-        a0[0] = _mm256_fmadd_ps(d, s[0], a0[0]);
-        a0[1] = _mm256_fmadd_ps(d, s[1], a0[1]);
-        /* x again from memory (L1), not kept in four registers across the
-         * rows: the empty asm hides that the pointer is the same */
-        __asm__("" : "+r"(xv));
-        decode_group(b1, dt, 0, q, 0);
-        decode_group(b1, dt, 1, q + 2, 0);
-        block_sums16(q, xv, s);
-        d = _mm256_broadcastss_ps(dm1);
-        a1[0] = _mm256_fmadd_ps(d, s[0], a1[0]);
-        a1[1] = _mm256_fmadd_ps(d, s[1], a1[1]);
-        if (dt == LD_KDT_Q4_1) macc = _mm_fmadd_ps(_mm_unpacklo_ps(dm0, dm1), _mm_broadcast_ss(m->xs + b), macc);
+        pair_block(m, dt, w0 + (size_t)b * bytes, w1 + (size_t)b * bytes, x + (size_t)b * LD_CPU_QB, b, a0, a1,
+                   &macc, scaled, 1);
     }
+    size_t last = (size_t)(nb - 1);
+    if (nb > 0)
+        pair_block(m, dt, w0 + last * bytes, w1 + last * bytes, x + last * LD_CPU_QB, nb - 1, a0, a1, &macc, scaled,
+                   0);
     float mv[4];
     _mm_storeu_ps(mv, macc);
     m->out[n0] = (hsum8(_mm256_add_ps(a0[0], a0[1])) + mv[2]) + ld_cpu_bias(m, n0);
     m->out[n0 + 1] = (hsum8(_mm256_add_ps(a1[0], a1[1])) + mv[3]) + ld_cpu_bias(m, n0 + 1);
 }
 
-AVX2_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
+AVX2_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1, int scaled)
 {
     if (m->T == 1)
-        for (; i0 + 1 < i1; i0 += 2) q32_pair(m, dt, i0);
+        for (; i0 + 1 < i1; i0 += 2) q32_pair(m, dt, i0, scaled);
     for (size_t n = i0; n < i1; n++) {
         const unsigned char *wrow = (const unsigned char *)m->w + ld_cpu_src_row(n, m->rope_hd) * m->row_bytes;
         float bias = ld_cpu_bias(m, n);
         for (int t0 = 0; t0 < m->T; t0 += LD_CPU_TILE) {
             switch (m->T - t0) {
-            case 1: q32_tile(m, wrow, dt, t0, 1, n, bias); break;
-            case 2: q32_tile(m, wrow, dt, t0, 2, n, bias); break;
-            case 3: q32_tile(m, wrow, dt, t0, 3, n, bias); break;
-            default: q32_tile(m, wrow, dt, t0, 4, n, bias); break;
+            case 1: q32_tile(m, wrow, dt, t0, 1, n, bias, scaled); break;
+            case 2: q32_tile(m, wrow, dt, t0, 2, n, bias, scaled); break;
+            case 3: q32_tile(m, wrow, dt, t0, 3, n, bias, scaled); break;
+            default: q32_tile(m, wrow, dt, t0, 4, n, bias, scaled); break;
             }
         }
     }
@@ -192,9 +259,11 @@ AVX2_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t
 
 AVX2 void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1)
 {
-    if (m->dt == LD_KDT_Q4_0) q32_rows(m, LD_KDT_Q4_0, i0, i1);
-    else if (m->dt == LD_KDT_Q4_1) q32_rows(m, LD_KDT_Q4_1, i0, i1);
-    else q32_rows(m, LD_KDT_Q8_0, i0, i1);
+    if (m->dt == LD_KDT_Q4_0 && m->xe) q32_rows(m, LD_KDT_Q4_0, i0, i1, 1);
+    else if (m->dt == LD_KDT_Q4_0) q32_rows(m, LD_KDT_Q4_0, i0, i1, 0);
+    else if (m->dt == LD_KDT_Q4_1 && m->xe) q32_rows(m, LD_KDT_Q4_1, i0, i1, 1);
+    else if (m->dt == LD_KDT_Q4_1) q32_rows(m, LD_KDT_Q4_1, i0, i1, 0);
+    else q32_rows(m, LD_KDT_Q8_0, i0, i1, 0);
 }
 
 AVX2_INLINE void plain_tile(const ld_cpu_mm *m, const float *wr, int t0, const int tn, size_t n, float bias)

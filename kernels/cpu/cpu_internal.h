@@ -24,6 +24,9 @@ typedef struct ld_cpu_mm {
     const float *xs;   /* Q4_1: [T][K/32] block sums of x; else NULL */
     const float *xs16; /* Q4_1: the same per tile of four tokens, [T/4 up][K/32][16], lane 4t + r
                         * token t's (r = 0..3; 0 past T); else NULL */
+    const float *xe;   /* Q4_0 / Q4_1: xq with lane j of each group of sixteen scaled by 2^-4((j % 8) / 2),
+                        * each x 2^-e exact (else NULL): what AVX2 multiplies the nibbles q 2^e by where they lie
+                        * in the byte, unshifted, for the same products q x */
     const void *w;
     ld_kdt dt;
     const void *bias;  /* NULL: none */

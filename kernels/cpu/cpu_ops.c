@@ -34,10 +34,16 @@ static size_t xs16_size(int T, int K)
     return (size_t)(T + TILE - 1) / TILE * (size_t)(K / QB) * 16;
 }
 
-size_t ld_cpu_matmul_prep_size(ld_kdt dt, int T, int K)
+/* where Q4's xe (cpu_internal.h) starts in the prep; its flag follows it */
+static size_t xe_offset(ld_kdt dt, int T, int K)
 {
     size_t tk = (size_t)T * (size_t)K;
-    return dt == LD_KDT_Q4_1 ? tk + tk / QB + xs16_size(T, K) : dt == LD_KDT_Q4_0 ? tk : 0;
+    return dt == LD_KDT_Q4_1 ? tk + tk / QB + xs16_size(T, K) : tk;
+}
+
+size_t ld_cpu_matmul_prep_size(ld_kdt dt, int T, int K)
+{
+    return is_q4(dt) ? xe_offset(dt, T, K) + (size_t)T * (size_t)K + 1 : 0;
 }
 
 /* The element of a block of 32 in lane j of group g (cpu_ops.h). */
@@ -81,15 +87,37 @@ static void block_sums16(float *xs16, const float *xs, int T, int K)
             for (int l = 0; l < 16; l++) xs16[l] = t0 + l / 4 < T ? xs[(size_t)(t0 + l / 4) * nb + b] : 0.0f;
 }
 
+/* xe = xq with lane j of each group scaled by 2^-4((j % 8) / 2), and the
+ * flag after it: 1 when every such product is exact, so that q 2^e times
+ * x 2^-e is q times x to the bit (x 0, not finite, or at least 2^-114: no
+ * bits lost below the normal range); else 0, and the kernels do without */
+static void scaled_lanes(float *xe, const float *xq, size_t tk)
+{
+    static const float scale[8] = {1.0f, 1.0f, 0x1p-4f, 0x1p-4f, 0x1p-8f, 0x1p-8f, 0x1p-12f, 0x1p-12f};
+    uint32_t inexact = 0;
+    for (size_t i = 0; i < tk; i += 8) /* tk a multiple of 32 */
+        for (int l = 0; l < 8; l++) {
+            float v = xq[i + (size_t)l];
+            uint32_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            /* 0 < |v| < 2^-114 (whose bits are 0x06800000), in integers so that it vectorizes */
+            inexact |= (bits & 0x7fffffffu) - 1u < 0x067fffffu;
+            xe[i + (size_t)l] = v * scale[l];
+        }
+    xe[tk] = inexact ? 0.0f : 1.0f;
+}
+
 void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K)
 {
     if (!is_q4(dt)) return;
-    size_t nblk = (size_t)T * (size_t)(K / QB);
+    size_t nblk = (size_t)T * (size_t)(K / QB), tk = (size_t)T * (size_t)K;
+    int elem[QB]; /* lane l's element */
+    for (int l = 0; l < QB; l++) elem[l] = lane_elem(dt, l / 16, l % 16);
     for (size_t b = 0; b < nblk; b++)
-        for (int g = 0; g < 2; g++)
-            for (int j = 0; j < 16; j++) prep[b * QB + (size_t)(16 * g + j)] = x[b * QB + (size_t)lane_elem(dt, g, j)];
+        for (int l = 0; l < QB; l++) prep[b * QB + (size_t)l] = x[b * QB + (size_t)elem[l]];
+    scaled_lanes(prep + xe_offset(dt, T, K), prep, tk);
     if (dt != LD_KDT_Q4_1) return;
-    float *xs = prep + (size_t)T * (size_t)K;
+    float *xs = prep + tk;
     block_sums(xs, x, T, K);
     block_sums16(xs + nblk, xs, T, K);
 }
@@ -334,6 +362,8 @@ void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, 
         .out = out, .x = x, .xq = is_q4(dt) ? prep : x,
         .xs = dt == LD_KDT_Q4_1 ? prep + (size_t)T * (size_t)K : NULL,
         .xs16 = dt == LD_KDT_Q4_1 ? prep + (size_t)T * (size_t)K + (size_t)T * (size_t)(K / QB) : NULL,
+        .xe = is_q4(dt) && prep[xe_offset(dt, T, K) + (size_t)T * (size_t)K] != 0.0f ? prep + xe_offset(dt, T, K)
+                                                                                    : NULL,
         .w = w, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
         .row_bytes = q32 ? (size_t)(K / QB) * ld_cpu_q32_bytes(dt) : 0,
     };

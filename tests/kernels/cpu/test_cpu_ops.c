@@ -69,6 +69,18 @@ static const kind kinds[] = {
 
 /* A random block-scaled matrix (LD_KDT_F8B / F4B): codes, scales of a few
  * powers of two either side of 2^-6 with random mantissas and signs. */
+/* The activations' magnitude (0: uniform(); else |x| in [2^e, 2^(e+1))
+ * with random mantissas and signs): near the bottom of fp32's normal range
+ * the AVX2 Q4 decode's x 2^-e (cpu_internal.h, xe) would lose bits. */
+static int g_x_exp;
+
+static float activation(void)
+{
+    float u = uniform();
+    if (!g_x_exp) return u;
+    return copysignf(ldexpf(1.0f + fabsf(u), g_x_exp), u);
+}
+
 typedef struct scaled {
     ld_f8b f;
     uint8_t *q;
@@ -163,7 +175,7 @@ static int mm_make(mm *m, const kind *k, int T, int K, int N, int rope_hd, int w
     m->bias = malloc((size_t)N * sizeof *m->bias);
     m->deq = malloc((size_t)N * (size_t)K * sizeof *m->deq);
     if (!m->w || !m->x || !m->bias || !m->deq) return 1;
-    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) m->x[i] = uniform();
+    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) m->x[i] = activation();
     for (int i = 0; i < N; i++) m->bias[i] = uniform();
     ld_ref_to_f32(m->deq, m->w, k->dt, 0, (size_t)N * (size_t)K);
     return 0;
@@ -286,6 +298,24 @@ static int test_matmul_every_type(void)
             CHECK(check_case(k, 5, 32 * 1024, 30, 0, 1) == 0); /* panels of 12 rows: 12, 12, 6 */
         }
     }
+    return 0;
+}
+
+/* Q4 with activations where x 2^-12 is still normal (the AVX2 code's
+ * scaled decode) and where it is not (its fallback): every level's bits the
+ * same, within the bound of the reference. */
+static int test_matmul_tiny_activations(void)
+{
+    static const int exps[] = {-114, -120, -126};
+    for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++) {
+        g_x_exp = exps[e];
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            if (kinds[i].dt != LD_KDT_Q4_0 && kinds[i].dt != LD_KDT_Q4_1) continue;
+            CHECK(check_case(&kinds[i], 1, 96, 43, 0, 0) == 0);
+            CHECK(check_case(&kinds[i], 5, 96, 27, 0, 0) == 0);
+        }
+    }
+    g_x_exp = 0;
     return 0;
 }
 
@@ -535,6 +565,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
     LD_CASE(test_matmul_cancellation),
+    LD_CASE(test_matmul_tiny_activations),
     LD_CASE(test_attention_levels),
     LD_CASE(test_attention_head_sizes),
 };
