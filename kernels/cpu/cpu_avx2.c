@@ -80,25 +80,16 @@ static const int32_t q4e_consts[16] __attribute__((aligned(32))) = {
     0xF, 0xF, 0xF0, 0xF0, 0xF00, 0xF00, 0xF000, 0xF000, 8, 8, 0x80, 0x80, 0x800, 0x800, 0x8000, 0x8000};
 
 /* decode_group's lanes as q 2^e for x 2^-e (ld_cpu_mm's xe): the same
- * products with no shift.  lo masks the broadcast word; hi, nibbles 4-7 of
- * each half, masks the word two bytes on (hi_load: a broadcast load, which
- * reads two bytes past the group, so never at the end of the weights) or
- * the word shifted down sixteen bits; the same integers either way. */
-AVX2_INLINE void decode_group_e(const unsigned char *b, const ld_kdt dt, int g, __m256 q[2], int reload, int hi_load)
+ * products with one shift, not three.  lo masks the broadcast word; hi,
+ * nibbles 4-7 of each half, masks it shifted down sixteen bits. */
+AVX2_INLINE void decode_group_e(const unsigned char *b, const ld_kdt dt, int g, __m256 q[2], int reload)
 {
-    const unsigned char *qs = b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g;
     const int32_t *c = q4e_consts;
     if (reload) __asm__("" : "+r"(c)); /* as q4_consts_get's */
     long long word;
-    memcpy(&word, qs, sizeof word);
+    memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
     __m256i v = _mm256_set1_epi64x(word), mask = _mm256_load_si256((const __m256i *)c);
-    __m256i lo = _mm256_and_si256(v, mask), hi;
-    if (hi_load) {
-        memcpy(&word, qs + 2, sizeof word);
-        hi = _mm256_and_si256(_mm256_set1_epi64x(word), mask);
-    } else {
-        hi = _mm256_and_si256(_mm256_srli_epi32(v, 16), mask);
-    }
+    __m256i lo = _mm256_and_si256(v, mask), hi = _mm256_and_si256(_mm256_srli_epi32(v, 16), mask);
     if (dt == LD_KDT_Q4_0) {
         __m256i eight = _mm256_load_si256((const __m256i *)(c + 8));
         lo = _mm256_sub_epi32(lo, eight);
@@ -109,13 +100,12 @@ AVX2_INLINE void decode_group_e(const unsigned char *b, const ld_kdt dt, int g, 
 }
 
 /* a block's two groups in lane order (q[0..1] group 0, q[2..3] group 1):
- * scaled (m->xe) or not; hi_load as decode_group_e's, for group 1 */
-AVX2_INLINE void decode_block(const unsigned char *b, const ld_kdt dt, __m256 q[4], int reload, int scaled,
-                              int hi_load)
+ * scaled (m->xe) or not */
+AVX2_INLINE void decode_block(const unsigned char *b, const ld_kdt dt, __m256 q[4], int reload, int scaled)
 {
     if (scaled && dt != LD_KDT_Q8_0) {
-        decode_group_e(b, dt, 0, q, reload, 1);
-        decode_group_e(b, dt, 1, q + 2, reload, hi_load);
+        decode_group_e(b, dt, 0, q, reload);
+        decode_group_e(b, dt, 1, q + 2, reload);
         return;
     }
     decode_group(b, dt, 0, q, reload);
@@ -138,11 +128,10 @@ AVX2_INLINE void block_sums16(const __m256 q[4], const float *xv, __m256 s[2])
 /* block b of a tile of tokens: their sums folded into acc, the offsets
  * (Q4_1) into macc; x0 is token t0's row of xq (or xe: scaled) */
 AVX2_INLINE void tile_block(const ld_cpu_mm *m, const unsigned char *blk, const ld_kdt dt, const float *x0, int b,
-                            const float *xs, const int tn, __m256 acc[LD_CPU_TILE][2], __m128 *macc, int scaled,
-                            int hi_load)
+                            const float *xs, const int tn, __m256 acc[LD_CPU_TILE][2], __m128 *macc, int scaled)
 {
     __m256 q[4];
-    decode_block(blk, dt, q, 1, scaled, hi_load);
+    decode_block(blk, dt, q, 1, scaled);
     __m128 dm = block_dm(blk, dt);
     __m256 d = _mm256_broadcastss_ps(dm);
     for (int tt = 0; tt < tn; tt++) {
@@ -162,8 +151,7 @@ AVX2_INLINE void tile_block(const ld_cpu_mm *m, const unsigned char *blk, const 
 /* tokens [t0, t0+tn) of output n; dt and tn constant at each call site.
  * A block is decoded once for the tile; the tokens' offset sums (Q4_1)
  * run side by side in the lanes of one register, each lane the scalar
- * chain macc = fma(m, xs, macc) of the portable twin.  The last block
- * decodes without reading past itself. */
+ * chain macc = fma(m, xs, macc) of the portable twin. */
 AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const ld_kdt dt, int t0, const int tn,
                           size_t n, float bias, int scaled)
 {
@@ -174,9 +162,7 @@ AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const l
     size_t bytes = ld_cpu_q32_bytes(dt);
     const float *x0 = (scaled ? m->xe : m->xq) + (size_t)t0 * (size_t)m->K;
     const float *xs = dt == LD_KDT_Q4_1 ? m->xs + (size_t)t0 * (size_t)nb : NULL;
-    for (int b = 0; b + 1 < nb; b++)
-        tile_block(m, wrow + (size_t)b * bytes, dt, x0, b, xs, tn, acc, &macc, scaled, 1);
-    if (nb > 0) tile_block(m, wrow + (size_t)(nb - 1) * bytes, dt, x0, nb - 1, xs, tn, acc, &macc, scaled, 0);
+    for (int b = 0; b < nb; b++) tile_block(m, wrow + (size_t)b * bytes, dt, x0, b, xs, tn, acc, &macc, scaled);
     float mv[4];
     _mm_storeu_ps(mv, macc);
     for (int tt = 0; tt < tn; tt++)
@@ -185,11 +171,11 @@ AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const l
 
 /* block b of q32_pair's two rows */
 AVX2_INLINE void pair_block(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *b0, const unsigned char *b1,
-                            const float *xv, int b, __m256 a0[2], __m256 a1[2], __m128 *macc, int scaled, int hi_load)
+                            const float *xv, int b, __m256 a0[2], __m256 a1[2], __m128 *macc, int scaled)
 {
     __m256 q[4], s[2];
     __m128 dm0 = block_dm(b0, dt), dm1 = block_dm(b1, dt);
-    decode_block(b0, dt, q, 0, scaled, hi_load);
+    decode_block(b0, dt, q, 0, scaled);
     block_sums16(q, xv, s);
     __m256 d = _mm256_broadcastss_ps(dm0);
     a0[0] = _mm256_fmadd_ps(d, s[0], a0[0]);
@@ -197,7 +183,7 @@ AVX2_INLINE void pair_block(const ld_cpu_mm *m, const ld_kdt dt, const unsigned 
     /* x again from memory (L1), not kept in four registers across the
      * rows: the empty asm hides that the pointer is the same */
     __asm__("" : "+r"(xv));
-    decode_block(b1, dt, q, 0, scaled, hi_load);
+    decode_block(b1, dt, q, 0, scaled);
     block_sums16(q, xv, s);
     d = _mm256_broadcastss_ps(dm1);
     a1[0] = _mm256_fmadd_ps(d, s[0], a1[0]);
@@ -224,15 +210,11 @@ AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, int sc
      * hardware prefetcher alone does not keep a core's loads ahead of the
      * arithmetic (bench/README.md) */
     size_t pf = (n0 + 8) * m->row_bytes, pf_end = (size_t)m->N * m->row_bytes;
-    for (int b = 0; b + 1 < nb; b++, pf += 2 * bytes) {
+    for (int b = 0; b < nb; b++, pf += 2 * bytes) {
         if (pf < pf_end) _mm_prefetch((const char *)m->w + pf, _MM_HINT_T0);
         pair_block(m, dt, w0 + (size_t)b * bytes, w1 + (size_t)b * bytes, x + (size_t)b * LD_CPU_QB, b, a0, a1,
-                   &macc, scaled, 1);
+                   &macc, scaled);
     }
-    size_t last = (size_t)(nb - 1);
-    if (nb > 0)
-        pair_block(m, dt, w0 + last * bytes, w1 + last * bytes, x + last * LD_CPU_QB, nb - 1, a0, a1, &macc, scaled,
-                   0);
     float mv[4];
     _mm_storeu_ps(mv, macc);
     m->out[n0] = (hsum8(_mm256_add_ps(a0[0], a0[1])) + mv[2]) + ld_cpu_bias(m, n0);
