@@ -152,7 +152,9 @@ typedef struct ld_cpu_q8mm {
     const int8_t *xq;    /* [T][K] the quantized activations */
     const float *xd;     /* [T][K/32] their scales dx */
     const float *xs;     /* [T][K/32] the blocks' sums of x */
-    const void *w;
+    const int32_t *xi;   /* [T][K/32] the blocks' sums of xq (qsum) */
+    const void *w;       /* the rows */
+    const unsigned char *packed; /* their packed layout (cpu_q8.h), or NULL */
     ld_kdt dt;
     const void *bias;    /* NULL: none */
     ld_kdt bias_dt;
@@ -160,13 +162,13 @@ typedef struct ld_cpu_q8mm {
     size_t row_bytes;
 } ld_cpu_q8mm;
 
-/* Output n of token t of a q8 matmul (cpu_q8.c, the portable arithmetic). */
+/* Output n of token t of a q8 matmul from the rows (cpu_q8_portable.c, the
+ * portable arithmetic). */
 void ld_cpu_q8_out_portable(const ld_cpu_q8mm *m, size_t n, int t);
 
-/* Outputs [i0, i1) of all T tokens with AVX-512 VNNI (cpu_q8_avx512.c). */
-void ld_cpu_q8_rows_avx512(const ld_cpu_q8mm *m, size_t i0, size_t i1);
-/* The same with AVX2, FMA and F16C (cpu_q8_avx2.c). */
-void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1);
+/* Outputs [8 g0, 8 g1) of all T tokens from the packed layout's groups
+ * [g0, g1), with AVX2, FMA and F16C (cpu_q8_avx2.c). */
+void ld_cpu_q8_groups_avx2(const ld_cpu_q8mm *m, size_t g0, size_t g1);
 
 /* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same
  * bits as cpu_q8.c's): q [nblk][32], dx and xs [nblk]. */

@@ -1,6 +1,7 @@
-/* cpu_q8.c - see cpu_q8.h: the prep step (the activations quantized), the
- * dispatch to the portable twin (cpu_q8_portable.c), cpu_q8_avx2.c or
- * cpu_q8_avx512.c. */
+/* cpu_q8.c - see cpu_q8.h: the prep step (the activations quantized, by
+ * the portable code here, cpu_q8_avx2.c or cpu_q8_avx512.c), the dispatch
+ * of the matmul to the portable twin (cpu_q8_portable.c) or the packed
+ * layout's AVX2 kernel (cpu_q8_avx2.c). */
 #include "cpu_q8.h"
 
 #include <math.h>
@@ -20,7 +21,7 @@ int ld_cpu_q8_supports(ld_kdt dt)
 size_t ld_cpu_q8_prep_size(int T, int K)
 {
     size_t tk = (size_t)T * (size_t)K;
-    return tk / 4 + 2 * (tk / QB); /* the int8s four a float, dx, xs */
+    return tk / 4 + 3 * (tk / QB); /* the int8s four a float, dx, xs, qsum */
 }
 
 /* one block of 32: its int8s, scale and sum (cpu_q8.h).  roundf is a
@@ -57,6 +58,17 @@ static int q8_level(int level)
     return level < have ? level : have;
 }
 
+/* the blocks' sums of their int8s: the same integers at every level, so
+ * one plain loop (the compiler vectorizes it) */
+static void block_qsums(int32_t *qsum, const int8_t *q, size_t nblk)
+{
+    for (size_t b = 0; b < nblk; b++) {
+        int32_t s = 0;
+        for (int e = 0; e < QB; e++) s += q[b * QB + (size_t)e];
+        qsum[b] = s;
+    }
+}
+
 void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K)
 {
     size_t nblk = (size_t)T * (size_t)(K / QB);
@@ -68,6 +80,7 @@ void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K)
     default:
         for (size_t b = 0; b < nblk; b++) quantize_block(q + b * QB, dx + b, xs + b, x + b * QB);
     }
+    block_qsums((int32_t *)(xs + nblk), q, nblk);
 }
 
 void ld_cpu_q8_prep(float *prep, const float *x, int T, int K)
@@ -107,26 +120,35 @@ int ld_cpu_q8_simd(void)
     return s;
 }
 
-void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w, ld_kdt dt, const void *bias,
-                         ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1)
+static void portable_rows(const ld_cpu_q8mm *m, size_t from, size_t to)
 {
-    size_t tk = (size_t)T * (size_t)K;
-    ld_cpu_q8mm m = {
-        .out = out, .xq = (const int8_t *)prep, .xd = prep + tk / 4, .xs = prep + tk / 4 + tk / QB,
-        .w = w, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
-        .row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt),
-    };
-    switch (q8_level(level)) {
-    case LD_CPU_AVX512: ld_cpu_q8_rows_avx512(&m, i0, i1); break;
-    case LD_CPU_AVX2: ld_cpu_q8_rows_avx2(&m, i0, i1); break;
-    default:
-        for (size_t n = i0; n < i1; n++)
-            for (int t = 0; t < T; t++) ld_cpu_q8_out_portable(&m, n, t);
-    }
+    for (size_t n = from; n < to; n++)
+        for (int t = 0; t < m->T; t++) ld_cpu_q8_out_portable(m, n, t);
 }
 
-void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
-                      int T, int K, int N, int rope_hd, size_t i0, size_t i1)
+void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w, const void *packed, ld_kdt dt,
+                         const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1)
 {
-    ld_cpu_matmul_q8_at(ld_cpu_q8_simd(), out, prep, w, dt, bias, bias_dt, T, K, N, rope_hd, i0, i1);
+    size_t tk = (size_t)T * (size_t)K, nblk = tk / QB;
+    ld_cpu_q8mm m = {
+        .out = out, .xq = (const int8_t *)prep, .xd = prep + tk / 4, .xs = prep + tk / 4 + nblk,
+        .xi = (const int32_t *)(prep + tk / 4 + 2 * nblk), .w = w, .packed = packed, .dt = dt, .bias = bias,
+        .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
+        .row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt),
+    };
+    /* the whole packed groups inside [i0, i1) to the AVX2 kernel, the
+     * rows around them (and every row without a packed copy) to the twin */
+    size_t g0 = (i0 + 7) / 8, g1 = i1 / 8;
+    if (g1 > (size_t)N / 8) g1 = (size_t)N / 8;
+    int simd = packed && q8_level(level) >= LD_CPU_AVX2 && g0 < g1;
+    size_t a = simd ? g0 * 8 : i1, b = simd ? g1 * 8 : i1;
+    portable_rows(&m, i0, a);
+    if (simd) ld_cpu_q8_groups_avx2(&m, g0, g1);
+    portable_rows(&m, b, i1);
+}
+
+void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, const void *packed, ld_kdt dt, const void *bias,
+                      ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1)
+{
+    ld_cpu_matmul_q8_at(ld_cpu_q8_simd(), out, prep, w, packed, dt, bias, bias_dt, T, K, N, rope_hd, i0, i1);
 }

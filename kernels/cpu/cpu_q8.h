@@ -11,18 +11,32 @@
  *   prep, per token and block of 32 elements x_e of x:
  *     amax = max |x_e|; dx = amax / 127 (fp32); q_e = 0 when amax is 0,
  *     else roundf(x_e * (127 / amax)) (|q_e| <= 127);
- *     xs = the block's sum, in the fast kernels' order (cpu_ops.h).
+ *     xs = the block's sum, in the fast kernels' order (cpu_ops.h);
+ *     qsum = the sum of the q_e (an integer).
  *   a weight row's dot product: its blocks in order, a block's integer
  *   weights v_e (q - 8 for Q4_0, q for Q4_1, the int8 for Q8_0) and scale
  *   d (and Q4_1's offset m):
- *     p_l = sum of v_e q_e over e = 4l .. 4l+3, in integers (exact);
- *     s = d * dx (fp32); acc[l] = fma(s, p_l, acc[l]) for l = 0..7;
+ *     p = sum of v_e q_e over the block's 32 elements, in integers (exact,
+ *     and exact as a float: |p| <= 32 * 128 * 127 < 2^24);
+ *     s = d * dx (fp32); acc = fma(s, p, acc);
  *     Q4_1: macc = fma(m, xs, macc).
- *   out = (hsum8(acc) + macc) + bias, hsum8 as cpu_ops.h's.
+ *   out = (acc + macc) + bias.
  *
- * Levels: the portable C one, AVX2 (with FMA and F16C: a block's 32
- * products by vpmaddubsw and vpmaddwd) and AVX-512 (F, BW, VL and VNNI: two
- * rows' blocks, 64 products, in one vpdpbusd). */
+ * The packed layout (ld_cpu_q8_pack): what the SIMD level reads.  Rows in
+ * groups of eight (the rope row order applied), a group's blocks in order,
+ * a block of the group the eight rows' d (f16), then Q4_1's eight m, then
+ * the integers in chunks of 32 bytes: chunk c holds each row's four bytes
+ * 4c .. 4c+3 of its block (row r at bytes 4r .. 4r+3), so that a 32-bit
+ * lane is a row: Q4 blocks have four chunks (a byte: elements j and j+16),
+ * Q8_0 blocks eight.  The same bytes as the rows', moved: a matrix's packed
+ * size is its size (rows past the last group of eight are not packed, and
+ * are read where they are).
+ *
+ * Levels: the portable C one (reads the rows where they are) and AVX2 (with
+ * FMA and F16C; reads the packed copy: eight rows a pass, a chunk's bytes
+ * against the block's activations four at a time by vpmaddubsw, every
+ * pass's p in the lanes of one register).  Without a packed copy every
+ * level runs the portable one. */
 #ifndef LD_CPU_Q8_H
 #define LD_CPU_Q8_H
 
@@ -40,20 +54,29 @@ size_t ld_cpu_q8_prep_size(int T, int K);
 void ld_cpu_q8_prep(float *prep, const float *x, int T, int K);
 void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K); /* level as below */
 
+/* Bytes of the packed layout of N rows of K of type dt (one that
+ * ld_cpu_q8_supports): those of the whole groups of eight rows, 0 for
+ * fewer than eight.  ld_cpu_q8_pack writes it to dst from the rows at w
+ * (rope_hd as the matmul's). */
+size_t ld_cpu_q8_packed_size(ld_kdt dt, int K, int N);
+void ld_cpu_q8_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd);
+
 /* out[t][n] = x[t] . w[rope_row(n)] (+ bias[n]) for t in [0, T), n in
  * [i0, i1), as ld_ref_matmul_ex's arguments, from x's prep; dt one that
- * ld_cpu_q8_supports.  _at: at `level` (LD_CPU_* of cpu_ops.h), capped
- * at what the machine has; every level gives the same bits. */
-void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, ld_kdt dt, const void *bias, ld_kdt bias_dt,
-                      int T, int K, int N, int rope_hd, size_t i0, size_t i1);
-void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w, ld_kdt dt, const void *bias,
-                         ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1);
+ * ld_cpu_q8_supports; packed: w's packed layout, or NULL (the portable
+ * level).  _at: at `level` (LD_CPU_* of cpu_ops.h), capped at what the
+ * machine has; every level gives the same bits. */
+void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, const void *packed, ld_kdt dt, const void *bias,
+                      ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1);
+void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w, const void *packed, ld_kdt dt,
+                         const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1);
 
-/* The level ld_cpu_matmul_q8 runs at on this machine. */
+/* The level ld_cpu_q8_prep runs at on this machine (AVX-512 where it has
+ * AVX-512 F, BW, VL and VNNI); ld_cpu_matmul_q8's is at most AVX2. */
 int ld_cpu_q8_simd(void);
 
 /* The sum of 8 lanes, pairwise in the order every level reduces in (the
- * prep's block sums and the twin's accumulators). */
+ * prep's block sums). */
 static inline float ld_cpu_q8_hsum8(const float *a)
 {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));

@@ -1,103 +1,104 @@
-/* cpu_q8_avx2.c - the q8 matmul of cpu_q8.h with AVX2, for machines without
- * AVX-512 VNNI (the AMD EPYC of some sessions): a weight block's 32 integers
- * as bytes against the block's 32 quantized activations in vpmaddubsw (pairs
- * of unsigned times signed bytes into 16 bits) and vpmaddwd by ones (pairs
- * of those into 32 bits), so lane l holds p_l of cpu_q8.h, exact: no sum
- * saturates 16 bits (Q4: 2 * 15 * 127; Q8_0 as |w| against x with w's
- * signs: 2 * 128 * 127 = 32512).  Eight rows of one token a pass (four
- * for a tail), sharing the block's activations.  Compiled with target attributes, called only
- * when the machine has AVX2, FMA and F16C (ld_cpu_q8_simd). */
+/* cpu_q8_avx2.c - the q8 matmul of cpu_q8.h with AVX2, from the packed
+ * layout: eight rows of one token a pass, row r in 32-bit lane r.  A
+ * chunk's four bytes a row against the four activations they meet,
+ * broadcast to every lane, in vpmaddubsw (unsigned times signed bytes,
+ * pairs summed into 16 bits); a Q4 block's eight such products summed in
+ * 16 bits (none is over 2 * 15 * 127 = 3810 in size, so their sum fits)
+ * and into 32 by vpmaddwd; Q8_0's as |w| against x with w's signs, each
+ * into 32 bits at once (2 * 128 * 127 leaves no room to add).  Lane r is
+ * then row r's p, exact, and its scale, offset and output arithmetic are
+ * the twin's, lane for lane.  And the prep's quantizer.  Compiled with
+ * target attributes, called only when the machine has AVX2, FMA and F16C
+ * (ld_cpu_q8_simd). */
 #include "cpu_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "cpu_q8_x86.h"
 
+/* bytes ahead of a block that a pass asks the cache for: the hardware
+ * prefetcher alone falls behind the stream (bench_matmul, 256 MB of Q4_1 on
+ * the 2-core AMD EPYC: 13-14 GB/s without, 15-16.6 with 1 KiB, less
+ * with 4 KiB) */
+#define PREFETCH_AHEAD 1024
 #define Q8A_TARGET "avx2,fma,f16c"
 #define Q8A __attribute__((target(Q8A_TARGET)))
 #define Q8A_INLINE static inline __attribute__((always_inline, target(Q8A_TARGET)))
 
-/* lane l: the sum of the four 16-bit pairs' products of u and x, 32 bits */
-Q8A_INLINE __m256i quad_dot(__m256i u, __m256i x)
+/* activations x[0..3] in every 32-bit lane */
+Q8A_INLINE __m256i x4_all(const int8_t *x)
 {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+    int32_t v;
+    memcpy(&v, x, sizeof v);
+    return _mm256_set1_epi32(v);
 }
 
-/* p_0 .. p_7 of one row's block against x (32 int8s, element order).  Q4:
- * the sixteen bytes in both halves, the low nibbles (elements 0-15) kept in
- * the low half, the high ones (16-31) shifted down in the high half; Q4_0's
- * offset 8 comes off as 8 * the lane's sum of x (x8, once a block for all
- * rows). */
-Q8A_INLINE __m256i block_dot(const unsigned char *blk, const ld_kdt dt, __m256i x, __m256i x8)
+/* the eight rows' p of one block (ints: its chunks) against x (its 32
+ * activations); Q4_0's before the offset comes off */
+Q8A_INLINE __m256i group_block_dot(const unsigned char *ints, const ld_kdt dt, const int8_t *x)
 {
+    const __m256i ones = _mm256_set1_epi16(1);
     if (dt == LD_KDT_Q8_0) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        return quad_dot(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-    }
-    __m256i v = ld_q8_nibbles(blk + (dt == LD_KDT_Q4_1 ? 4 : 2));
-    __m256i p = quad_dot(v, x);
-    return dt == LD_KDT_Q4_0 ? _mm256_sub_epi32(p, x8) : p;
-}
-
-/* Rows [n0, n0+R) of token t (R = 8 or 4, a constant once inlined: the
- * accumulators stay in registers), each row's arithmetic the portable twin's:
- * s = d * dx, acc[l] = fma(s, p_l, acc[l]), Q4_1's macc = fma(m, xs, macc)
- * in block order, out = (hsum8(acc) + macc) + bias. */
-Q8A_INLINE void rows_r(const ld_cpu_q8mm *m, const ld_kdt dt, size_t n0, int t, const int R, int prefetch)
-{
-    const unsigned char *w[8];
-    for (int r = 0; r < R; r++)
-        w[r] = (const unsigned char *)m->w + ld_cpu_src_row(n0 + (size_t)r, m->rope_hd) * m->row_bytes;
-    __m256 acc[8];
-    float macc[8];
-    for (int r = 0; r < R; r++) {
-        acc[r] = _mm256_setzero_ps();
-        macc[r] = 0.0f;
-    }
-    int nb = m->K / LD_CPU_QB;
-    size_t bytes = ld_cpu_q32_bytes(dt);
-    const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
-    const float *xd = m->xd + (size_t)t * (size_t)nb, *xs = m->xs + (size_t)t * (size_t)nb;
-    /* the bytes of the next R rows (where the rows are in order), a block's
-     * worth per row and step: the hardware prefetcher alone falls behind */
-    size_t pf = (n0 + R) * m->row_bytes, pf_end = prefetch ? (size_t)m->N * m->row_bytes : 0, pf_step = R * bytes;
-    for (int b = 0; b < nb; b++, pf += pf_step) {
-        for (size_t o = pf; o < pf + pf_step && o < pf_end; o += 64) _mm_prefetch((const char *)m->w + o, _MM_HINT_T0);
-        __m256i x = _mm256_loadu_si256((const __m256i *)(xq + (size_t)b * LD_CPU_QB));
-        __m256i x8 = dt == LD_KDT_Q4_0 ? quad_dot(_mm256_set1_epi8(8), x) : _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const unsigned char *blk = w[r] + (size_t)b * bytes;
-            float s = _cvtsh_ss(ld_cpu_le16(blk)) * xd[b];
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(block_dot(blk, dt, x, x8)), acc[r]);
-            if (dt == LD_KDT_Q4_1) macc[r] = fmaf(_cvtsh_ss(ld_cpu_le16(blk + 2)), xs[b], macc[r]);
+        __m256i p = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(ints + 32 * c));
+            __m256i u = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x4_all(x + 4 * c), w));
+            p = _mm256_add_epi32(p, _mm256_madd_epi16(u, ones));
         }
+        return p;
     }
-    for (int r = 0; r < R; r++) {
-        size_t n = n0 + (size_t)r;
-        float bias = 0.0f;
-        if (m->bias) ld_ref_to_f32(&bias, m->bias, m->bias_dt, n, 1);
-        m->out[(size_t)t * (size_t)m->N + n] = (ld_q8_hsum8(acc[r]) + macc[r]) + bias;
+    const __m256i m15 = _mm256_set1_epi8(15);
+    __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256(); /* elements 0-15, 16-31 */
+    for (int c = 0; c < 4; c++) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(ints + 32 * c));
+        lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(w, m15), x4_all(x + 4 * c)));
+        hi = _mm256_add_epi16(
+            hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4), m15), x4_all(x + 16 + 4 * c)));
     }
+    return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
 }
 
-Q8A_INLINE void q8_rows(const ld_cpu_q8mm *m, const ld_kdt dt, size_t i0, size_t i1)
+/* outputs [8g, 8g+8) of token t (dt a constant once inlined) */
+Q8A_INLINE void group_pass(const ld_cpu_q8mm *m, const ld_kdt dt, size_t g, int t)
 {
-    for (; i0 + 8 <= i1; i0 += 8)
-        for (int t = 0; t < m->T; t++) rows_r(m, dt, i0, t, 8, t == 0);
-    for (; i0 + 4 <= i1; i0 += 4)
-        for (int t = 0; t < m->T; t++) rows_r(m, dt, i0, t, 4, t == 0);
-    for (size_t n = i0; n < i1; n++) /* the last rows: the same arithmetic in C */
-        for (int t = 0; t < m->T; t++) ld_cpu_q8_out_portable(m, n, t);
+    size_t nb = (size_t)(m->K / LD_CPU_QB), step = 8 * ld_cpu_q32_bytes(dt), head = dt == LD_KDT_Q4_1 ? 32 : 16;
+    const unsigned char *blk = m->packed + g * nb * step;
+    const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
+    const float *xd = m->xd + (size_t)t * nb, *xs = m->xs + (size_t)t * nb;
+    const int32_t *xi = m->xi + (size_t)t * nb;
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++, blk += step) {
+        for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PREFETCH_AHEAD + o, _MM_HINT_T0);
+        __m256i p = group_block_dot(blk + head, dt, xq + b * LD_CPU_QB);
+        if (dt == LD_KDT_Q4_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(8 * xi[b]));
+        __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)), _mm256_broadcast_ss(xd + b));
+        acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc);
+        if (dt == LD_KDT_Q4_1)
+            macc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16))),
+                                   _mm256_broadcast_ss(xs + b), macc);
+    }
+    float bias[8] = {0};
+    if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, 8 * g, 8);
+    _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + 8 * g,
+                     _mm256_add_ps(_mm256_add_ps(acc, macc), _mm256_loadu_ps(bias)));
 }
 
-Q8A void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1)
+/* every token of a group before the next group: its bytes are read from
+ * memory once, then from L1 */
+Q8A_INLINE void groups(const ld_cpu_q8mm *m, const ld_kdt dt, size_t g0, size_t g1)
 {
-    if (m->dt == LD_KDT_Q4_0) q8_rows(m, LD_KDT_Q4_0, i0, i1);
-    else if (m->dt == LD_KDT_Q4_1) q8_rows(m, LD_KDT_Q4_1, i0, i1);
-    else q8_rows(m, LD_KDT_Q8_0, i0, i1);
+    for (size_t g = g0; g < g1; g++)
+        for (int t = 0; t < m->T; t++) group_pass(m, dt, g, t);
+}
+
+Q8A void ld_cpu_q8_groups_avx2(const ld_cpu_q8mm *m, size_t g0, size_t g1)
+{
+    if (m->dt == LD_KDT_Q4_0) groups(m, LD_KDT_Q4_0, g0, g1);
+    else if (m->dt == LD_KDT_Q4_1) groups(m, LD_KDT_Q4_1, g0, g1);
+    else groups(m, LD_KDT_Q8_0, g0, g1);
 }
 
 /* the prep of cpu_q8.h, nblk blocks of 32, the portable code's arithmetic
@@ -143,11 +144,11 @@ Q8A void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x
 }
 
 #else /* not x86-64: never called (ld_cpu_q8_simd() is portable) */
-void ld_cpu_q8_rows_avx2(const ld_cpu_q8mm *m, size_t i0, size_t i1)
+void ld_cpu_q8_groups_avx2(const ld_cpu_q8mm *m, size_t g0, size_t g1)
 {
     (void)m;
-    (void)i0;
-    (void)i1;
+    (void)g0;
+    (void)g1;
 }
 void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x, size_t nblk)
 {

@@ -1,7 +1,7 @@
 /* cpu_q8_portable.c - the portable twin of the q8 matmul's output (cpu_q8.h):
  * one output row of one token, the reference every SIMD level matches bit for
- * bit.  A file of its own, a leaf both the dispatch (cpu_q8.c) and the
- * AVX-512 kernel's tail (cpu_q8_avx512.c) call. */
+ * bit.  It reads the rows where they are, not their packed copy: the
+ * tests' comparison of the levels checks the packing too. */
 #include "cpu_q8.h"
 
 #include <math.h>
@@ -37,20 +37,17 @@ void ld_cpu_q8_out_portable(const ld_cpu_q8mm *m, size_t n, int t)
     const unsigned char *wr = (const unsigned char *)m->w + ld_cpu_src_row(n, m->rope_hd) * m->row_bytes;
     const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
     const float *xd = m->xd + (size_t)t * (size_t)nb, *xs = m->xs + (size_t)t * (size_t)nb;
-    float acc[8] = {0}, macc = 0.0f;
+    float acc = 0.0f, macc = 0.0f;
     for (int b = 0; b < nb; b++) {
         int v[QB];
         float d, mn;
         block_ints(wr + (size_t)b * bytes, m->dt, v, &d, &mn);
-        float s = d * xd[b];
-        for (int l = 0; l < 8; l++) {
-            int32_t p = 0;
-            for (int i = 4 * l; i < 4 * l + 4; i++) p += v[i] * xq[(size_t)b * QB + (size_t)i];
-            acc[l] = fmaf(s, (float)p, acc[l]);
-        }
+        int32_t p = 0;
+        for (int e = 0; e < QB; e++) p += v[e] * xq[(size_t)b * QB + (size_t)e];
+        acc = fmaf(d * xd[b], (float)p, acc);
         if (m->dt == LD_KDT_Q4_1) macc = fmaf(mn, xs[b], macc);
     }
     float bias = 0.0f;
     if (m->bias) ld_ref_to_f32(&bias, m->bias, m->bias_dt, n, 1);
-    m->out[(size_t)t * (size_t)m->N + n] = (ld_cpu_q8_hsum8(acc) + macc) + bias;
+    m->out[(size_t)t * (size_t)m->N + n] = (acc + macc) + bias;
 }

@@ -17,13 +17,4 @@ LD_Q8_X86_INLINE float ld_q8_hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* A Q4 block's sixteen bytes qs as 32 nibbles in element order: the low
- * nibbles (elements 0-15) in the low half, the high ones (16-31) in the
- * high half. */
-LD_Q8_X86_INLINE __m256i ld_q8_nibbles(const unsigned char *qs)
-{
-    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    return _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
-}
-
 #endif /* LD_CPU_Q8_X86_H */

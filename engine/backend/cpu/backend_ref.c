@@ -10,6 +10,7 @@
 
 #include "backend_ref_internal.h"
 #include "engine/backend/host_tensor.h"
+#include "kernels/cpu/cpu_q8.h"
 
 static void destroy(ld_backend *be)
 {
@@ -97,11 +98,40 @@ static ld_status buf_mem(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem
     return LD_OK;
 }
 
+/* whether t's data lies wholly inside its file mapping (t->map), n bytes */
+static int in_mapping(const ld_host_tensor *t, size_t n)
+{
+    uintptr_t lo = (uintptr_t)t->map, at = (uintptr_t)t->data;
+    return t->map && at >= lo && at - lo <= t->map_size && n <= t->map_size - (at - lo);
+}
+
+/* the q8 matmul's packed copy of w (kernels/cpu/cpu_q8.h) in the arena,
+ * where the matmul is q8's and has a kernel for w's type; w->data stays
+ * the host data (the rows past the last group of eight, embed and the
+ * other ops read it there), whose pages leave the resident set when it is
+ * a file mapping's.  0: not packed (fewer than eight rows, or no room). */
+static int weight_pack_q8(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
+{
+    if (rb->k.v[LD_KOP_MATMUL] != LD_KV_Q8 || !ld_cpu_q8_supports(w->dt)) return 0;
+    size_t n = ld_cpu_q8_packed_size(w->dt, (int)w->cols, (int)w->rows);
+    void *p = n ? ld_warena_alloc(&rb->weights, n) : NULL;
+    if (!p) return 0;
+    ld_cpu_q8_pack(p, w->data, w->dt, (int)w->cols, (int)w->rows, w->rope_hd);
+    size_t elems, bytes;
+    ld_host_block(t, &elems, &bytes);
+    size_t all = (size_t)t->rows * ((size_t)t->cols / elems) * bytes;
+    if (in_mapping(t, all)) ld_warena_drop_resident(t->data, all);
+    w->q8 = p;
+    w->in_arena = 1;
+    return 1;
+}
+
 /* w->data moved to the backend's arena (backend_ref_arena.c) where the
- * matmul is the fast one or q8, whose decode streams the weights, and the
- * host data lies in a file mapping (t->map; a copy of other memory would
- * add to the resident size); the reference's stays on the host data.
- * Past the arena's budget or out of memory: the host data, as before. */
+ * matmul is the fast one or q8 (and not packed for it), whose decode
+ * streams the weights, and the host data lies in a file mapping (t->map; a
+ * copy of other memory would add to the resident size); the reference's
+ * stays on the host data.  Past the arena's budget or out of memory: the
+ * host data, as before. */
 static void weight_copy(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
 {
     ld_kvar mm = rb->k.v[LD_KOP_MATMUL];
@@ -110,8 +140,7 @@ static void weight_copy(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
     ld_host_block(t, &elems, &bytes);
     if (!elems || !bytes) return;
     size_t n = (size_t)t->rows * ((size_t)t->cols / elems) * bytes;
-    uintptr_t lo = (uintptr_t)t->map, at = (uintptr_t)t->data;
-    if (at < lo || at - lo > t->map_size || n > t->map_size - (at - lo)) return; /* not inside the mapping */
+    if (!in_mapping(t, n)) return;
     const void *p = n ? ld_warena_copy(&rb->weights, t->data, n) : NULL;
     if (!p) return;
     w->data = p;
@@ -163,11 +192,12 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     w->cols = t->cols;
     w->rope_hd = t->rope_hd;
     w->in_arena = 0;
+    w->q8 = NULL;
     if (ld_ref_kdt_is_scaled(dt)) {
         w->f8 = (ld_f8b){t->data, t->scale, t->rows, t->cols, t->scale_br, t->scale_bc};
         w->data = &w->f8;
     }
-    weight_copy((ref_backend *)be, w, t);
+    if (!weight_pack_q8((ref_backend *)be, w, t)) weight_copy((ref_backend *)be, w, t);
     *out = w;
     return LD_OK;
 }

@@ -62,7 +62,7 @@ static struct ld_warena_chunk *chunk_new(size_t need)
 /* the pages wholly inside [p, p + n) out of the resident set: a private
  * read-only file mapping (the caller's promise) reads the same bytes back
  * from the file on the next touch */
-static void drop_resident(const void *p, size_t n)
+void ld_warena_drop_resident(const void *p, size_t n)
 {
     long ps = sysconf(_SC_PAGESIZE);
     if (ps <= 0) return;
@@ -78,7 +78,7 @@ static size_t budget(void)
     return pages > 0 && ps > 0 ? (size_t)pages / 4 * (size_t)ps : 0;
 }
 
-const void *ld_warena_copy(ld_warena *a, const void *src, size_t n)
+void *ld_warena_alloc(ld_warena *a, size_t n)
 {
     struct ld_warena_chunk *c = a->chunks;
     if (!c || c->cap - c->used < n) {
@@ -90,11 +90,18 @@ const void *ld_warena_copy(ld_warena *a, const void *src, size_t n)
         a->bytes += c->cap;
     }
     unsigned char *dst = c->p + c->used;
-    memcpy(dst, src, n);
     c->used = round_up(c->used + n, ALIGN);
     if (c->used > c->cap) c->used = c->cap;
     a->live++;
-    drop_resident(src, n);
+    return dst;
+}
+
+const void *ld_warena_copy(ld_warena *a, const void *src, size_t n)
+{
+    void *dst = ld_warena_alloc(a, n);
+    if (!dst) return NULL;
+    memcpy(dst, src, n);
+    ld_warena_drop_resident(src, n);
     return dst;
 }
 

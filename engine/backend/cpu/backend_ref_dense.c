@@ -77,7 +77,7 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
         return;
     }
     if (v == LD_KV_Q8 && ld_cpu_q8_supports(w->dt)) {
-        ld_cpu_matmul_q8(out, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, i0, i1);
+        ld_cpu_matmul_q8(out, rb->prep, w->data, w->q8, w->dt, bd, bdt, T, K, N, w->rope_hd, i0, i1);
         return;
     }
     if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */

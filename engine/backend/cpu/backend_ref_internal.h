@@ -76,7 +76,9 @@ struct ld_weight {
                          * in_arena), or &f8 for LD_KDT_F8B / F4B */
     int64_t rows, cols;
     int rope_hd;
-    int in_arena;       /* 1: data is in the backend's weight arena */
+    int in_arena;       /* 1: data, or q8, is in the backend's weight arena */
+    const void *q8;     /* the q8 matmul's packed layout of data (in the
+                         * arena; kernels/cpu/cpu_q8.h), or NULL */
     ld_f8b f8;
 };
 
@@ -95,6 +97,12 @@ typedef struct ld_warena {
  * changed).  src must lie in a private read-only file mapping
  * (ld_host_tensor.map): its pages are dropped from the resident set. */
 const void *ld_warena_copy(ld_warena *a, const void *src, size_t n);
+/* n bytes of the arena for the caller to fill, one weight more in it
+ * (NULL as ld_warena_copy's) */
+void *ld_warena_alloc(ld_warena *a, size_t n);
+/* the pages wholly inside src[0, n) out of the resident set; src in a
+ * private read-only file mapping, as ld_warena_copy's */
+void ld_warena_drop_resident(const void *src, size_t n);
 /* one weight fewer; the last one frees the chunks */
 void ld_warena_release(ld_warena *a);
 /* the chunks freed, whatever is still in them */

@@ -5,10 +5,11 @@
  *  - the matmul is within the quantization's bound of the reference
  *    (ld_ref_matmul_ex): each x_e is off by at most dx / 2, so a result by
  *    sum |w_e| dx / 2 over its blocks, plus fp32 rounding;
- *  - every level the machine has (portable C, AVX2, AVX-512 VNNI) gives the same
- *    bits, at row counts around the vector code's groups (16, 8, 4), with
- *    bias, the rope row order, any split of the outputs, and a token alone
- *    as in a batch. */
+ *  - every level the machine has (portable C on the rows, AVX2 on their
+ *    packed copy) gives the same bits, and so does a matmul without the
+ *    packed copy, at row counts around the packed groups of eight, with
+ *    bias, the rope row order, any split of the outputs (one inside a
+ *    group included), and a token alone as in a batch. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,15 +61,16 @@ static unsigned char *rand_weights(ld_kdt dt, int N, int K)
     return w;
 }
 
-/* out [T][N] at `level`, the outputs in two calls split at `split` */
-static int run_q8(int level, float *out, const float *x, const unsigned char *w, ld_kdt dt, const float *bias,
-                  int T, int K, int N, int rope_hd, size_t split)
+/* out [T][N] at `level`, the outputs in two calls split at `split`, from
+ * the packed copy (packed: w's, or NULL) */
+static int run_q8(int level, float *out, const float *x, const unsigned char *w, const void *packed, ld_kdt dt,
+                  const float *bias, int T, int K, int N, int rope_hd, size_t split)
 {
     float *prep = malloc(ld_cpu_q8_prep_size(T, K) * sizeof *prep);
     if (!prep) return 1;
     ld_cpu_q8_prep(prep, x, T, K);
-    ld_cpu_matmul_q8_at(level, out, prep, w, dt, bias, LD_KDT_F32, T, K, N, rope_hd, 0, split);
-    ld_cpu_matmul_q8_at(level, out, prep, w, dt, bias, LD_KDT_F32, T, K, N, rope_hd, split, (size_t)N);
+    ld_cpu_matmul_q8_at(level, out, prep, w, packed, dt, bias, LD_KDT_F32, T, K, N, rope_hd, 0, split);
+    ld_cpu_matmul_q8_at(level, out, prep, w, packed, dt, bias, LD_KDT_F32, T, K, N, rope_hd, split, (size_t)N);
     free(prep);
     return 0;
 }
@@ -105,24 +107,30 @@ static int check_case(ld_kdt dt, int T, int K, int N, int rope_hd, int with_bias
     float *x = malloc((size_t)T * (size_t)K * sizeof *x), *bias = malloc((size_t)N * sizeof *bias);
     float *deq = malloc((size_t)N * (size_t)K * sizeof *deq), *row = malloc((size_t)K * sizeof *row);
     float *ref = malloc(n * sizeof *ref), *best = malloc(n * sizeof *best), *lv = malloc(n * sizeof *lv);
-    CHECK(w && x && bias && deq && row && ref && best && lv);
+    size_t np = ld_cpu_q8_packed_size(dt, K, N);
+    unsigned char *packed = malloc(np + 1);
+    CHECK(w && x && bias && deq && row && ref && best && lv && packed);
+    CHECK(np == (size_t)(N / 8) * 8 * (size_t)(K / QB) * block_bytes(dt));
+    ld_cpu_q8_pack(packed, w, dt, K, N, rope_hd);
     for (size_t i = 0; i < (size_t)T * (size_t)K; i++) x[i] = uniform() * (i % 7 ? 1.0f : 8.0f);
     for (int i = 0; i < N; i++) bias[i] = uniform();
     const float *b = with_bias ? bias : NULL;
     ld_ref_to_f32(deq, w, dt, 0, (size_t)N * (size_t)K);
     ld_ref_matmul_ex(ref, x, w, dt, b, LD_KDT_F32, T, K, N, rope_hd, row, 0, (size_t)N);
-    CHECK(run_q8(ld_cpu_q8_simd(), best, x, w, dt, b, T, K, N, rope_hd, (size_t)N) == 0);
+    CHECK(run_q8(ld_cpu_q8_simd(), best, x, w, packed, dt, b, T, K, N, rope_hd, (size_t)N) == 0);
     for (int level = LD_CPU_PORTABLE; level <= LD_CPU_AVX512; level++)
-        for (size_t split = 0; split <= (size_t)N; split += (size_t)N / 2 + 3) {
-            memset(lv, 0, n * sizeof *lv);
-            CHECK(run_q8(level, lv, x, w, dt, b, T, K, N, rope_hd, split) == 0);
-            CHECK_MSG(memcmp(lv, best, n * sizeof *lv) == 0, "dt %d T=%d K=%d N=%d: level %d split %zu differs",
-                      (int)dt, T, K, N, level, split);
-        }
+        for (int with_packed = 0; with_packed <= 1; with_packed++)
+            for (size_t split = 0; split <= (size_t)N; split += (size_t)N / 2 + 3) {
+                memset(lv, 0, n * sizeof *lv);
+                CHECK(run_q8(level, lv, x, w, with_packed ? packed : NULL, dt, b, T, K, N, rope_hd, split) == 0);
+                CHECK_MSG(memcmp(lv, best, n * sizeof *lv) == 0,
+                          "dt %d T=%d K=%d N=%d: level %d split %zu%s differs", (int)dt, T, K, N, level, split,
+                          with_packed ? "" : " (no packed copy)");
+            }
     double worst = 0;
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * (size_t)K;
-        CHECK(run_q8(ld_cpu_q8_simd(), lv, xt, w, dt, b, 1, K, N, rope_hd, (size_t)N) == 0);
+        CHECK(run_q8(ld_cpu_q8_simd(), lv, xt, w, packed, dt, b, 1, K, N, rope_hd, (size_t)N) == 0);
         CHECK_MSG(memcmp(lv, best + (size_t)t * (size_t)N, (size_t)N * sizeof *lv) == 0,
                   "dt %d T=%d K=%d: token %d alone differs from the batch", (int)dt, T, K, t);
         for (int o = 0; o < N; o++) {
@@ -144,12 +152,13 @@ static int check_case(ld_kdt dt, int T, int K, int N, int rope_hd, int with_bias
     free(ref);
     free(best);
     free(lv);
+    free(packed);
     return 0;
 }
 
 static int test_q8_matmul_levels_and_bound(void)
 {
-    static const char *const level_name[] = {"portable C only", "AVX2", "AVX-512 VNNI"};
+    static const char *const level_name[] = {"portable C only", "AVX2", "AVX2, the prep AVX-512"};
     fprintf(stderr, "  (levels compared: up to %s on this machine)\n", level_name[ld_cpu_q8_simd()]);
     static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -160,8 +169,8 @@ static int test_q8_matmul_levels_and_bound(void)
         CHECK(check_case(dt, 1, 64, 16, 8, 1) == 0);  /* the rope row order */
         CHECK(check_case(dt, 5, 96, 17, 0, 1) == 0);  /* a batch */
         CHECK(check_case(dt, 2, 1536, 9, 0, 0) == 0);
-        CHECK(check_case(dt, 3, 160, 40, 8, 1) == 0); /* two groups of sixteen, one of eight, rope, batch */
-        CHECK(check_case(dt, 2, 64, 13, 0, 1) == 0);  /* AVX2: eight rows, four, one */
+        CHECK(check_case(dt, 3, 160, 40, 8, 1) == 0); /* five groups of eight, rope, batch */
+        CHECK(check_case(dt, 2, 64, 13, 0, 1) == 0);  /* a group and a tail of five */
     }
     CHECK(ld_cpu_q8_supports(LD_KDT_Q4_1) && !ld_cpu_q8_supports(LD_KDT_F32) && !ld_cpu_q8_supports(LD_KDT_Q4_K));
     CHECK(ld_cpu_q8_simd() <= ld_cpu_simd());
@@ -170,11 +179,11 @@ static int test_q8_matmul_levels_and_bound(void)
 
 /* The prep's int8s and scales against libm's roundf, on blocks made to hit
  * the edges: exact halves (amax 127: x * 1 = k + 0.5), a zero block, a NaN,
- * and random blocks. */
+ * and random blocks; its qsums the int8s' sums. */
 static int test_q8_prep_rounding(void)
 {
     enum { T = 1, K = 4 * QB };
-    float x[K], prep[K / 4 + 2 * (K / QB)];
+    float x[K], prep[K / 4 + 3 * (K / QB)];
     CHECK(ld_cpu_q8_prep_size(T, K) == sizeof prep / sizeof prep[0]);
     for (int e = 0; e < QB; e++) x[e] = e == 0 ? 127.0f : (float)(e - 16) + 0.5f; /* ties away from zero */
     for (int e = QB; e < 2 * QB; e++) x[e] = 0.0f;
@@ -184,7 +193,11 @@ static int test_q8_prep_rounding(void)
     ld_cpu_q8_prep(prep, x, T, K);
     const int8_t *q = (const int8_t *)prep;
     const float *dx = prep + K / 4;
+    const int32_t *qsum = (const int32_t *)(dx + 2 * (K / QB));
     for (int b = 0; b < K / QB; b++) {
+        int32_t sum = 0;
+        for (int e = b * QB; e < (b + 1) * QB; e++) sum += q[e];
+        CHECK_MSG(qsum[b] == sum, "block %d: qsum %d, the int8s sum to %d", b, (int)qsum[b], (int)sum);
         float amax = 0.0f;
         for (int e = b * QB; e < (b + 1) * QB; e++)
             if (!isnan(x[e])) amax = fmaxf(amax, fabsf(x[e]));

@@ -1,0 +1,41 @@
+/* cpu_q8_pack.c - the q8 matmul's packed layout (cpu_q8.h): the rows of a
+ * Q4_0 / Q4_1 / Q8_0 matrix regrouped eight at a time so that the AVX2
+ * kernel reads a 32-bit lane per row, the eight rows' scales side by side,
+ * and a pass's bytes in one stream.  Done once, when a backend loads the
+ * weight. */
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "cpu_q8.h"
+
+#define QB LD_CPU_QB
+#define ROWS 8 /* rows of a group: the lanes of a 256-bit register of int32s */
+
+size_t ld_cpu_q8_packed_size(ld_kdt dt, int K, int N)
+{
+    return (size_t)(N / ROWS) * ROWS * (size_t)(K / QB) * ld_cpu_q32_bytes(dt);
+}
+
+/* block b of the group whose rows start at src[0..7]: d, Q4_1's m, then
+ * the integers' chunks of four bytes a row */
+static unsigned char *pack_block(unsigned char *o, const unsigned char *const src[ROWS], size_t off, ld_kdt dt)
+{
+    size_t head = dt == LD_KDT_Q4_1 ? 4 : 2, ints = ld_cpu_q32_bytes(dt) - head;
+    for (size_t h = 0; h < head; h += 2) /* d, then m */
+        for (int r = 0; r < ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
+    for (size_t c = 0; c < ints; c += 4)
+        for (int r = 0; r < ROWS; r++, o += 4) memcpy(o, src[r] + off + head + c, 4);
+    return o;
+}
+
+void ld_cpu_q8_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
+{
+    size_t bytes = ld_cpu_q32_bytes(dt), nb = (size_t)(K / QB), row_bytes = nb * bytes;
+    unsigned char *o = dst;
+    for (size_t g = 0; g < (size_t)(N / ROWS); g++) {
+        const unsigned char *src[ROWS];
+        for (int r = 0; r < ROWS; r++)
+            src[r] = (const unsigned char *)w + ld_cpu_src_row(g * ROWS + (size_t)r, rope_hd) * row_bytes;
+        for (size_t b = 0; b < nb; b++) o = pack_block(o, src, b * bytes, dt);
+    }
+}
