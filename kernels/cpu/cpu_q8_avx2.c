@@ -20,10 +20,10 @@
 #include "cpu_q8_x86.h"
 
 /* bytes ahead of a block that a pass asks the cache for: the hardware
- * prefetcher alone falls behind the stream (bench_matmul, 256 MB of Q4_1 on
- * the 2-core AMD EPYC: 13-14 GB/s without, 15-16.6 with 1 KiB, less
- * with 4 KiB) */
-#define PREFETCH_AHEAD 1024
+ * prefetcher alone falls behind the stream (bench_matmul, 256 MB on the
+ * 2-core AMD EPYC, three interleaved runs each: 13-14 GB/s without;
+ * 14.3-17.3 with 1 KiB, 15.8-18.5 with 1.5 KiB, 12.9-17.6 with 2 KiB) */
+#define PREFETCH_AHEAD 1536
 #define Q8A_TARGET "avx2,fma,f16c"
 #define Q8A __attribute__((target(Q8A_TARGET)))
 #define Q8A_INLINE static inline __attribute__((always_inline, target(Q8A_TARGET)))
