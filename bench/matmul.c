@@ -111,12 +111,15 @@ static int bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
     else {
         for (int i = 0; i < K; i++) x[i] = (float)(rnd() % 2001) / 1000.0f - 1.0f;
         int inner = mb < 8 ? (int)(20 / mb) + 1 : 1;
-        for (int q8 = 0; q8 <= 1; q8++)
-            for (int level = q8 ? (ld_cpu_q8_simd() >= LD_CPU_AVX2 ? LD_CPU_AVX2 : LD_CPU_PORTABLE) : ld_cpu_simd();
+        /* kernel 0: the fast one; 1: q8 from the packed copy; 2: q8
+         * without it (packing each group as it runs) */
+        static const char *const kernel_name[] = {"fast", "q8", "q8row"};
+        for (int k = 0; k <= 2; k++)
+            for (int level = k ? (ld_cpu_q8_simd() >= LD_CPU_AVX2 ? LD_CPU_AVX2 : LD_CPU_PORTABLE) : ld_cpu_simd();
                  level >= LD_CPU_AVX2; level--) { /* q8's matmul: AVX2 at most */
-                double t = matvec_best(&m, packed, x, out, prep, scratch, q8, level, runs, inner);
+                double t = matvec_best(&m, k == 1 ? packed : NULL, x, out, prep, scratch, k > 0, level, runs, inner);
                 printf("matvec %s K=%d %-6s %-5s %-8s %7.2f GB/s\n", dt == LD_KDT_Q8_0 ? "q8_0" : "q4_1", K, place,
-                       q8 ? "q8" : "fast", level_name[level], (double)m.bytes / t / 1e9);
+                       kernel_name[k], level_name[level], (double)m.bytes / t / 1e9);
             }
     }
     free(x);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cpu_internal.h"
 #include "cpu_ops.h"
@@ -126,6 +127,22 @@ static void portable_rows(const ld_cpu_q8mm *m, size_t from, size_t to)
         for (int t = 0; t < m->T; t++) ld_cpu_q8_out_portable(m, n, t);
 }
 
+/* groups [g0, g1) with AVX2: from the packed copy, or without one (a
+ * weight the backend had no room to pack) packed here a group at a time.
+ * 0: no memory for that group, nothing computed. */
+static int avx2_groups(const ld_cpu_q8mm *m, size_t g0, size_t g1)
+{
+    size_t gbytes = ld_cpu_q8_packed_size(m->dt, m->K, 8);
+    unsigned char *buf = NULL;
+    if (!m->packed && !(buf = malloc(gbytes))) return 0;
+    for (size_t g = g0; g < g1; g++) {
+        if (buf) ld_cpu_q8_pack_group(buf, m->w, m->dt, m->K, g, m->rope_hd);
+        ld_cpu_q8_group_avx2(m, buf ? buf : m->packed + g * gbytes, g);
+    }
+    free(buf);
+    return 1;
+}
+
 void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w, const void *packed, ld_kdt dt,
                          const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1)
 {
@@ -136,14 +153,14 @@ void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w
         .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
         .row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt),
     };
-    /* the whole packed groups inside [i0, i1) to the AVX2 kernel, the
-     * rows around them (and every row without a packed copy) to the twin */
+    /* the whole groups of eight inside [i0, i1) to the AVX2 kernel, the
+     * rows around them to the twin */
     size_t g0 = (i0 + 7) / 8, g1 = i1 / 8;
     if (g1 > (size_t)N / 8) g1 = (size_t)N / 8;
-    int simd = packed && q8_level(level) >= LD_CPU_AVX2 && g0 < g1;
+    int simd = q8_level(level) >= LD_CPU_AVX2 && g0 < g1;
     size_t a = simd ? g0 * 8 : i1, b = simd ? g1 * 8 : i1;
     portable_rows(&m, i0, a);
-    if (simd) ld_cpu_q8_groups_avx2(&m, g0, g1);
+    if (simd && !avx2_groups(&m, g0, g1)) portable_rows(&m, a, b);
     portable_rows(&m, b, i1);
 }
 

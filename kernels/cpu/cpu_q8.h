@@ -35,8 +35,8 @@
  * Levels: the portable C one (reads the rows where they are) and AVX2 (with
  * FMA and F16C; reads the packed copy: eight rows a pass, a chunk's bytes
  * against the block's activations four at a time by vpmaddubsw, every
- * pass's p in the lanes of one register).  Without a packed copy every
- * level runs the portable one. */
+ * pass's p in the lanes of one register; without a packed copy it packs
+ * each group as it goes, slower). */
 #ifndef LD_CPU_Q8_H
 #define LD_CPU_Q8_H
 
@@ -60,11 +60,12 @@ void ld_cpu_q8_prep_at(int level, float *prep, const float *x, int T, int K); /*
  * (rope_hd as the matmul's). */
 size_t ld_cpu_q8_packed_size(ld_kdt dt, int K, int N);
 void ld_cpu_q8_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd);
+void ld_cpu_q8_pack_at(int level, void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd); /* the same bytes */
 
 /* out[t][n] = x[t] . w[rope_row(n)] (+ bias[n]) for t in [0, T), n in
  * [i0, i1), as ld_ref_matmul_ex's arguments, from x's prep; dt one that
- * ld_cpu_q8_supports; packed: w's packed layout, or NULL (the portable
- * level).  _at: at `level` (LD_CPU_* of cpu_ops.h), capped at what the
+ * ld_cpu_q8_supports; packed: w's packed layout, or NULL (packed a group
+ * at a time as the matmul runs).  _at: at `level` (LD_CPU_* of cpu_ops.h), capped at what the
  * machine has; every level gives the same bits. */
 void ld_cpu_matmul_q8(float *out, const float *prep, const void *w, const void *packed, ld_kdt dt, const void *bias,
                       ld_kdt bias_dt, int T, int K, int N, int rope_hd, size_t i0, size_t i1);

@@ -61,11 +61,11 @@ Q8A_INLINE __m256i group_block_dot(const unsigned char *ints, const ld_kdt dt, c
     return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
 }
 
-/* outputs [8g, 8g+8) of token t (dt a constant once inlined) */
-Q8A_INLINE void group_pass(const ld_cpu_q8mm *m, const ld_kdt dt, size_t g, int t)
+/* outputs [8g, 8g+8) of token t from the group's bytes at blk (dt a
+ * constant once inlined) */
+Q8A_INLINE void group_pass(const ld_cpu_q8mm *m, const ld_kdt dt, const unsigned char *blk, size_t g, int t)
 {
     size_t nb = (size_t)(m->K / LD_CPU_QB), step = 8 * ld_cpu_q32_bytes(dt), head = dt == LD_KDT_Q4_1 ? 32 : 16;
-    const unsigned char *blk = m->packed + g * nb * step;
     const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
     const float *xd = m->xd + (size_t)t * nb, *xs = m->xs + (size_t)t * nb;
     const int32_t *xi = m->xi + (size_t)t * nb;
@@ -86,19 +86,38 @@ Q8A_INLINE void group_pass(const ld_cpu_q8mm *m, const ld_kdt dt, size_t g, int 
                      _mm256_add_ps(_mm256_add_ps(acc, macc), _mm256_loadu_ps(bias)));
 }
 
-/* every token of a group before the next group: its bytes are read from
+/* every token of the group before the next group: its bytes are read from
  * memory once, then from L1 */
-Q8A_INLINE void groups(const ld_cpu_q8mm *m, const ld_kdt dt, size_t g0, size_t g1)
+Q8A void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g)
 {
-    for (size_t g = g0; g < g1; g++)
-        for (int t = 0; t < m->T; t++) group_pass(m, dt, g, t);
+    for (int t = 0; t < m->T; t++) {
+        if (m->dt == LD_KDT_Q4_0) group_pass(m, LD_KDT_Q4_0, gp, g, t);
+        else if (m->dt == LD_KDT_Q4_1) group_pass(m, LD_KDT_Q4_1, gp, g, t);
+        else group_pass(m, LD_KDT_Q8_0, gp, g, t);
+    }
 }
 
-Q8A void ld_cpu_q8_groups_avx2(const ld_cpu_q8mm *m, size_t g0, size_t g1)
+/* chunks c = 0..3 of the eight rows' sixteen bytes at s[r] + off (row r's
+ * dword c to lane r of chunk c): two 4x4 transposes of dwords, by float
+ * shuffles (they move bits, they compute nothing) */
+Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[8], size_t off)
 {
-    if (m->dt == LD_KDT_Q4_0) groups(m, LD_KDT_Q4_0, g0, g1);
-    else if (m->dt == LD_KDT_Q4_1) groups(m, LD_KDT_Q4_1, g0, g1);
-    else groups(m, LD_KDT_Q8_0, g0, g1);
+    __m128 r[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(s[i] + off)));
+    _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+    _MM_TRANSPOSE4_PS(r[4], r[5], r[6], r[7]);
+    for (int c = 0; c < 4; c++)
+        _mm256_storeu_ps((float *)(void *)(o + 32 * c), _mm256_set_m128(r[4 + c], r[c]));
+}
+
+Q8A void ld_cpu_q8_pack_blocks_avx2(unsigned char *o, const unsigned char *const src[8], ld_kdt dt, size_t nb)
+{
+    size_t bytes = ld_cpu_q32_bytes(dt), head = dt == LD_KDT_Q4_1 ? 4 : 2;
+    for (size_t b = 0, off = 0; b < nb; b++, off += bytes) {
+        for (size_t h = 0; h < head; h += 2) /* d, then m */
+            for (int r = 0; r < 8; r++, o += 2) memcpy(o, src[r] + off + h, 2);
+        for (size_t c = 0; c < bytes - head; c += 16, o += 128) pack_chunks4(o, src, off + head + c);
+    }
 }
 
 /* the prep of cpu_q8.h, nblk blocks of 32, the portable code's arithmetic
@@ -144,11 +163,18 @@ Q8A void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x
 }
 
 #else /* not x86-64: never called (ld_cpu_q8_simd() is portable) */
-void ld_cpu_q8_groups_avx2(const ld_cpu_q8mm *m, size_t g0, size_t g1)
+void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g)
 {
     (void)m;
-    (void)g0;
-    (void)g1;
+    (void)gp;
+    (void)g;
+}
+void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[8], ld_kdt dt, size_t nb)
+{
+    (void)dst;
+    (void)src;
+    (void)dt;
+    (void)nb;
 }
 void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x, size_t nblk)
 {

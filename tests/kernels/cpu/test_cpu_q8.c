@@ -5,9 +5,10 @@
  *  - the matmul is within the quantization's bound of the reference
  *    (ld_ref_matmul_ex): each x_e is off by at most dx / 2, so a result by
  *    sum |w_e| dx / 2 over its blocks, plus fp32 rounding;
+ *  - the packed layout is cpu_q8.h's, byte by byte, at every level;
  *  - every level the machine has (portable C on the rows, AVX2 on their
  *    packed copy) gives the same bits, and so does a matmul without the
- *    packed copy, at row counts around the packed groups of eight, with
+ *    packed copy (AVX2 packs each group as it runs), at row counts around the packed groups of eight, with
  *    bias, the rope row order, any split of the outputs (one inside a
  *    group included), and a token alone as in a batch. */
 #include <math.h>
@@ -217,8 +218,43 @@ static int test_q8_prep_rounding(void)
     return 0;
 }
 
+/* The packed layout as cpu_q8.h states it, byte by byte, at every level
+ * (portable C, AVX2's transposes): group g, block b of K = 96 and rope rows
+ * of 8; head byte i of row r at i / 2 * 16 + 2 r + i % 2, integer byte j at
+ * head + j / 4 * 32 + 4 r + j % 4. */
+static int test_q8_pack_layout(void)
+{
+    static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0};
+    enum { K = 96, N = 27, HD = 8, NB = K / QB };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        ld_kdt dt = types[i];
+        size_t bytes = block_bytes(dt), head = dt == LD_KDT_Q4_1 ? 4 : 2, n = ld_cpu_q8_packed_size(dt, K, N);
+        unsigned char *w = rand_weights(dt, N, K), *want = malloc(n), *got = malloc(n);
+        CHECK(w && want && got && n == 24 * NB * bytes);
+        for (size_t g = 0; g < N / 8; g++)
+            for (size_t b = 0; b < NB; b++)
+                for (int r = 0; r < 8; r++) {
+                    const unsigned char *blk = w + (src_row((int)(8 * g) + r, HD) * NB + b) * bytes;
+                    unsigned char *o = want + (g * NB + b) * 8 * bytes;
+                    for (size_t k = 0; k < head; k++) o[k / 2 * 16 + 2 * (size_t)r + k % 2] = blk[k];
+                    for (size_t j = 0; j < bytes - head; j++) o[8 * head + j / 4 * 32 + 4 * (size_t)r + j % 4] = blk[head + j];
+                }
+        for (int level = LD_CPU_PORTABLE; level <= LD_CPU_AVX512; level++) {
+            memset(got, 0xA5, n);
+            ld_cpu_q8_pack_at(level, got, w, dt, K, N, HD);
+            CHECK_MSG(memcmp(got, want, n) == 0, "dt %d: the packing at level %d differs from the layout", (int)dt,
+                      level);
+        }
+        free(w);
+        free(want);
+        free(got);
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_q8_prep_rounding),
+    LD_CASE(test_q8_pack_layout),
     LD_CASE(test_q8_matmul_levels_and_bound),
 };
 
