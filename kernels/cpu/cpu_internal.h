@@ -170,11 +170,13 @@ void ld_cpu_q8_out_portable(const ld_cpu_q8mm *m, size_t n, int t);
  * at gp, with AVX2, FMA and F16C (cpu_q8_avx2.c). */
 void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g);
 
-/* Group g (rows 8g .. 8g+7) of the packed layout (cpu_q8.h) of the rows
- * at w, to dst: ld_cpu_q8_packed_size(dt, K, 8) bytes (cpu_q8_pack.c). */
-void ld_cpu_q8_pack_group(unsigned char *dst, const void *w, ld_kdt dt, int K, size_t g, int rope_hd);
+/* The starts of the eight rows of group g (rows 8g .. 8g+7 in the rope
+ * order) of the rows at w (cpu_q8_pack.c). */
+void ld_cpu_q8_group_rows(const unsigned char *src[8], const void *w, ld_kdt dt, int K, size_t g, int rope_hd);
 /* The nb blocks of the group whose eight rows start at src[], packed to
- * dst with AVX2 (cpu_q8_avx2.c; the same bytes as cpu_q8_pack.c's). */
+ * dst (ld_cpu_q8_packed_size(dt, K, 8) bytes for a whole group): in
+ * portable C (cpu_q8_pack.c) or with AVX2 (cpu_q8_avx2.c), the same bytes. */
+void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[8], ld_kdt dt, size_t nb);
 void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[8], ld_kdt dt, size_t nb);
 
 /* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same

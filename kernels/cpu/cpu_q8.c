@@ -1,7 +1,8 @@
 /* cpu_q8.c - see cpu_q8.h: the prep step (the activations quantized, by
  * the portable code here, cpu_q8_avx2.c or cpu_q8_avx512.c), the dispatch
- * of the matmul to the portable twin (cpu_q8_portable.c) or the packed
- * layout's AVX2 kernel (cpu_q8_avx2.c). */
+ * of the packing (cpu_q8_pack.c or cpu_q8_avx2.c) and of the matmul to the
+ * portable twin (cpu_q8_portable.c) or the packed layout's AVX2 kernel
+ * (cpu_q8_avx2.c). */
 #include "cpu_q8.h"
 
 #include <math.h>
@@ -127,6 +128,28 @@ static void portable_rows(const ld_cpu_q8mm *m, size_t from, size_t to)
         for (int t = 0; t < m->T; t++) ld_cpu_q8_out_portable(m, n, t);
 }
 
+/* group g of the rows at w, packed to dst at `level` (capped at what the
+ * machine has) */
+static void pack_group_at(int level, unsigned char *dst, const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
+{
+    const unsigned char *src[8];
+    ld_cpu_q8_group_rows(src, w, dt, K, g, rope_hd);
+    if (q8_level(level) >= LD_CPU_AVX2) ld_cpu_q8_pack_blocks_avx2(dst, src, dt, (size_t)(K / QB));
+    else ld_cpu_q8_pack_blocks_portable(dst, src, dt, (size_t)(K / QB));
+}
+
+void ld_cpu_q8_pack_at(int level, void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
+{
+    size_t group = ld_cpu_q8_packed_size(dt, K, 8);
+    for (size_t g = 0; g < (size_t)(N / 8); g++)
+        pack_group_at(level, (unsigned char *)dst + g * group, w, dt, K, g, rope_hd);
+}
+
+void ld_cpu_q8_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
+{
+    ld_cpu_q8_pack_at(ld_cpu_q8_simd(), dst, w, dt, K, N, rope_hd);
+}
+
 /* groups [g0, g1) with AVX2: from the packed copy, or without one (a
  * weight the backend had no room to pack) packed here a group at a time.
  * 0: no memory for that group, nothing computed. */
@@ -136,7 +159,7 @@ static int avx2_groups(const ld_cpu_q8mm *m, size_t g0, size_t g1)
     unsigned char *buf = NULL;
     if (!m->packed && !(buf = malloc(gbytes))) return 0;
     for (size_t g = g0; g < g1; g++) {
-        if (buf) ld_cpu_q8_pack_group(buf, m->w, m->dt, m->K, g, m->rope_hd);
+        if (buf) pack_group_at(LD_CPU_AVX2, buf, m->w, m->dt, m->K, g, m->rope_hd);
         ld_cpu_q8_group_avx2(m, buf ? buf : m->packed + g * gbytes, g);
     }
     free(buf);

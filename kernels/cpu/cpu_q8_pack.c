@@ -1,12 +1,11 @@
 /* cpu_q8_pack.c - the q8 matmul's packed layout (cpu_q8.h): the rows of a
  * Q4_0 / Q4_1 / Q8_0 matrix regrouped eight at a time so that the AVX2
  * kernel reads a 32-bit lane per row, the eight rows' scales side by side,
- * and a pass's bytes in one stream.  Done once, when a backend loads the
- * weight. */
+ * and a pass's bytes in one stream.  Its size, a group's rows, and the
+ * portable packing (cpu_q8_avx2.c has the AVX2 one; cpu_q8.c chooses). */
 #include <string.h>
 
 #include "cpu_internal.h"
-#include "cpu_ops.h"
 #include "cpu_q8.h"
 
 #define QB LD_CPU_QB
@@ -29,34 +28,15 @@ static unsigned char *pack_block(unsigned char *o, const unsigned char *const sr
     return o;
 }
 
-/* group g at `level` (capped at what the machine has): the blocks by
- * cpu_q8_avx2.c's transposes, or one by one here; the same bytes */
-static void pack_group_at(int level, unsigned char *dst, const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
+void ld_cpu_q8_group_rows(const unsigned char *src[ROWS], const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
 {
-    size_t bytes = ld_cpu_q32_bytes(dt), nb = (size_t)(K / QB), row_bytes = nb * bytes;
-    const unsigned char *src[ROWS];
+    size_t row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt);
     for (int r = 0; r < ROWS; r++)
         src[r] = (const unsigned char *)w + ld_cpu_src_row(g * ROWS + (size_t)r, rope_hd) * row_bytes;
-    if (level >= LD_CPU_AVX2 && ld_cpu_q8_simd() >= LD_CPU_AVX2) {
-        ld_cpu_q8_pack_blocks_avx2(dst, src, dt, nb);
-        return;
-    }
+}
+
+void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[ROWS], ld_kdt dt, size_t nb)
+{
+    size_t bytes = ld_cpu_q32_bytes(dt);
     for (size_t b = 0; b < nb; b++) dst = pack_block(dst, src, b * bytes, dt);
-}
-
-void ld_cpu_q8_pack_group(unsigned char *dst, const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
-{
-    pack_group_at(ld_cpu_q8_simd(), dst, w, dt, K, g, rope_hd);
-}
-
-void ld_cpu_q8_pack_at(int level, void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
-{
-    size_t group = ld_cpu_q8_packed_size(dt, K, ROWS);
-    for (size_t g = 0; g < (size_t)(N / ROWS); g++)
-        pack_group_at(level, (unsigned char *)dst + g * group, w, dt, K, g, rope_hd);
-}
-
-void ld_cpu_q8_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
-{
-    ld_cpu_q8_pack_at(ld_cpu_q8_simd(), dst, w, dt, K, N, rope_hd);
 }
