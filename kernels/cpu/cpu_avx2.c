@@ -28,7 +28,7 @@ AVX2_INLINE float hsum8(__m256 v)
 AVX2_INLINE __m128 block_dm(const unsigned char *b, const ld_kdt dt)
 {
     int h = 0;
-    memcpy(&h, b, dt == LD_KDT_Q4_1 ? 4 : 2); /* little-endian: d low, m high */
+    memcpy(&h, b, ld_cpu_q32_head(dt)); /* little-endian: d low, m high */
     return _mm_cvtph_ps(_mm_cvtsi32_si128(h));
 }
 
@@ -61,7 +61,7 @@ AVX2_INLINE void decode_group(const unsigned char *b, const ld_kdt dt, int g, __
     __m256i sh, m15;
     q4_consts_get(&sh, &m15, reload);
     long long word;
-    memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
+    memcpy(&word, b + ld_cpu_q32_head(dt) + 8 * g, sizeof word);
     __m256i t = _mm256_srlv_epi32(_mm256_set1_epi64x(word), sh);
     __m256i lo = _mm256_and_si256(t, m15);
     __m256i hi = _mm256_and_si256(_mm256_srli_epi32(t, 16), m15);
@@ -87,7 +87,7 @@ AVX2_INLINE void decode_group_e(const unsigned char *b, const ld_kdt dt, int g, 
     const int32_t *c = q4e_consts;
     if (reload) __asm__("" : "+r"(c)); /* as q4_consts_get's */
     long long word;
-    memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
+    memcpy(&word, b + ld_cpu_q32_head(dt) + 8 * g, sizeof word);
     __m256i v = _mm256_set1_epi64x(word), mask = _mm256_load_si256((const __m256i *)c);
     __m256i lo = _mm256_and_si256(v, mask), hi = _mm256_and_si256(_mm256_srli_epi32(v, 16), mask);
     if (dt == LD_KDT_Q4_0) {

@@ -63,7 +63,7 @@ AVX512_INLINE __m512 decode_group(const unsigned char *b, const ld_kdt dt, int g
     /* lane j: 32-bit half j % 2 of the word, shifted by 4 (j / 2) */
     const __m512i sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
     long long word;
-    memcpy(&word, b + (dt == LD_KDT_Q4_1 ? 4 : 2) + 8 * g, sizeof word);
+    memcpy(&word, b + ld_cpu_q32_head(dt) + 8 * g, sizeof word);
     /* vpermps reads only the low four bits of each index: the nibble
      * selects its value (q, or q - 8 for Q4_0) from a table, which is the
      * mask and the conversion in one instruction */

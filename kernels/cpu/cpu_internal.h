@@ -45,6 +45,12 @@ static inline size_t ld_cpu_q32_bytes(ld_kdt dt)
     return dt == LD_KDT_Q4_0 ? 18 : dt == LD_KDT_Q4_1 ? 20 : 34;
 }
 
+/* bytes of a block's f16 header before its integers: d, and Q4_1's m */
+static inline size_t ld_cpu_q32_head(ld_kdt dt)
+{
+    return dt == LD_KDT_Q4_1 ? 4 : 2;
+}
+
 static inline uint16_t ld_cpu_le16(const unsigned char *p)
 {
     return (uint16_t)(p[0] | (unsigned)p[1] << 8);
@@ -146,13 +152,17 @@ void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *co
 void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
                                   const float *v, size_t kvrow, int n, int hd, int G);
 
+/* Rows of a group of the q8 matmul's packed layout (cpu_q8.h): the 32-bit
+ * lanes of a 256-bit register. */
+#define LD_CPU_Q8_ROWS 8
+
 /* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
 typedef struct ld_cpu_q8mm {
     float *out;          /* [T][N] */
     const int8_t *xq;    /* [T][K] the quantized activations */
     const float *xd;     /* [T][K/32] their scales dx */
     const float *xs;     /* [T][K/32] the blocks' sums of x */
-    const int32_t *xi;   /* [T][K/32] the blocks' sums of xq (qsum) */
+    const int32_t *qsum; /* [T][K/32] the blocks' sums of xq */
     const void *w;       /* the rows */
     const unsigned char *packed; /* their packed layout (cpu_q8.h), or NULL */
     ld_kdt dt;
@@ -172,12 +182,15 @@ void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t 
 
 /* The starts of the eight rows of group g (rows 8g .. 8g+7 in the rope
  * order) of the rows at w (cpu_q8_pack.c). */
-void ld_cpu_q8_group_rows(const unsigned char *src[8], const void *w, ld_kdt dt, int K, size_t g, int rope_hd);
+void ld_cpu_q8_group_rows(const unsigned char *src[LD_CPU_Q8_ROWS], const void *w, ld_kdt dt, int K, size_t g,
+                          int rope_hd);
 /* The nb blocks of the group whose eight rows start at src[], packed to
  * dst (ld_cpu_q8_packed_size(dt, K, 8) bytes for a whole group): in
  * portable C (cpu_q8_pack.c) or with AVX2 (cpu_q8_avx2.c), the same bytes. */
-void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[8], ld_kdt dt, size_t nb);
-void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[8], ld_kdt dt, size_t nb);
+void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+                                    size_t nb);
+void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+                                size_t nb);
 
 /* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same
  * bits as cpu_q8.c's): q [nblk][32], dx and xs [nblk]. */

@@ -62,27 +62,29 @@ Q8A_INLINE __m256i group_block_dot(const unsigned char *ints, const ld_kdt dt, c
 }
 
 /* outputs [8g, 8g+8) of token t from the group's bytes at blk (dt a
- * constant once inlined) */
+ * constant once inlined).  Every token's pass prefetches: skipping it for
+ * all but the first made no difference to prefill (5 interleaved pairs) */
 Q8A_INLINE void group_pass(const ld_cpu_q8mm *m, const ld_kdt dt, const unsigned char *blk, size_t g, int t)
 {
-    size_t nb = (size_t)(m->K / LD_CPU_QB), step = 8 * ld_cpu_q32_bytes(dt), head = dt == LD_KDT_Q4_1 ? 32 : 16;
+    size_t nb = (size_t)(m->K / LD_CPU_QB), step = LD_CPU_Q8_ROWS * ld_cpu_q32_bytes(dt);
+    size_t head = LD_CPU_Q8_ROWS * ld_cpu_q32_head(dt); /* the eight d, then Q4_1's eight m */
     const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
     const float *xd = m->xd + (size_t)t * nb, *xs = m->xs + (size_t)t * nb;
-    const int32_t *xi = m->xi + (size_t)t * nb;
+    const int32_t *qsum = m->qsum + (size_t)t * nb;
     __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++, blk += step) {
         for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PREFETCH_AHEAD + o, _MM_HINT_T0);
         __m256i p = group_block_dot(blk + head, dt, xq + b * LD_CPU_QB);
-        if (dt == LD_KDT_Q4_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(8 * xi[b]));
+        if (dt == LD_KDT_Q4_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(8 * qsum[b]));
         __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)), _mm256_broadcast_ss(xd + b));
         acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc);
         if (dt == LD_KDT_Q4_1)
             macc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16))),
                                    _mm256_broadcast_ss(xs + b), macc);
     }
-    float bias[8] = {0};
-    if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, 8 * g, 8);
-    _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + 8 * g,
+    float bias[LD_CPU_Q8_ROWS] = {0};
+    if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, LD_CPU_Q8_ROWS * g, LD_CPU_Q8_ROWS);
+    _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + LD_CPU_Q8_ROWS * g,
                      _mm256_add_ps(_mm256_add_ps(acc, macc), _mm256_loadu_ps(bias)));
 }
 
@@ -100,7 +102,7 @@ Q8A void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, siz
 /* chunks c = 0..3 of the eight rows' sixteen bytes at s[r] + off (row r's
  * dword c to lane r of chunk c): two 4x4 transposes of dwords, by float
  * shuffles (they move bits, they compute nothing) */
-Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[8], size_t off)
+Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[LD_CPU_Q8_ROWS], size_t off)
 {
     __m128 r[8];
     for (int i = 0; i < 8; i++) r[i] = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(s[i] + off)));
@@ -110,12 +112,13 @@ Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[8], 
         _mm256_storeu_ps((float *)(void *)(o + 32 * c), _mm256_set_m128(r[4 + c], r[c]));
 }
 
-Q8A void ld_cpu_q8_pack_blocks_avx2(unsigned char *o, const unsigned char *const src[8], ld_kdt dt, size_t nb)
+Q8A void ld_cpu_q8_pack_blocks_avx2(unsigned char *o, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+                                    size_t nb)
 {
-    size_t bytes = ld_cpu_q32_bytes(dt), head = dt == LD_KDT_Q4_1 ? 4 : 2;
+    size_t bytes = ld_cpu_q32_bytes(dt), head = ld_cpu_q32_head(dt);
     for (size_t b = 0, off = 0; b < nb; b++, off += bytes) {
         for (size_t h = 0; h < head; h += 2) /* d, then m */
-            for (int r = 0; r < 8; r++, o += 2) memcpy(o, src[r] + off + h, 2);
+            for (int r = 0; r < LD_CPU_Q8_ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
         for (size_t c = 0; c < bytes - head; c += 16, o += 128) pack_chunks4(o, src, off + head + c);
     }
 }
@@ -169,7 +172,8 @@ void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t 
     (void)gp;
     (void)g;
 }
-void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[8], ld_kdt dt, size_t nb)
+void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+                                size_t nb)
 {
     (void)dst;
     (void)src;

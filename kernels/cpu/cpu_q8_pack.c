@@ -9,7 +9,7 @@
 #include "cpu_q8.h"
 
 #define QB LD_CPU_QB
-#define ROWS 8 /* rows of a group: the lanes of a 256-bit register of int32s */
+#define ROWS LD_CPU_Q8_ROWS
 
 size_t ld_cpu_q8_packed_size(ld_kdt dt, int K, int N)
 {
@@ -20,7 +20,7 @@ size_t ld_cpu_q8_packed_size(ld_kdt dt, int K, int N)
  * the integers' chunks of four bytes a row */
 static unsigned char *pack_block(unsigned char *o, const unsigned char *const src[ROWS], size_t off, ld_kdt dt)
 {
-    size_t head = dt == LD_KDT_Q4_1 ? 4 : 2, ints = ld_cpu_q32_bytes(dt) - head;
+    size_t head = ld_cpu_q32_head(dt), ints = ld_cpu_q32_bytes(dt) - head;
     for (size_t h = 0; h < head; h += 2) /* d, then m */
         for (int r = 0; r < ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
     for (size_t c = 0; c < ints; c += 4)

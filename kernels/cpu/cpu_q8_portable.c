@@ -21,7 +21,7 @@ static void block_ints(const unsigned char *b, ld_kdt dt, int v[QB], float *d, f
         for (int e = 0; e < QB; e++) v[e] = (int8_t)b[2 + e];
         return;
     }
-    const unsigned char *qs = b + (dt == LD_KDT_Q4_1 ? 4 : 2);
+    const unsigned char *qs = b + ld_cpu_q32_head(dt);
     int off = dt == LD_KDT_Q4_1 ? 0 : 8;
     if (dt == LD_KDT_Q4_1) *m = ld_ref_f16_to_f32(ld_cpu_le16(b + 2));
     for (int e = 0; e < 16; e++) {

@@ -98,6 +98,14 @@ static ld_status buf_mem(ld_backend *be, ld_buf *b, size_t off, size_t n, ld_mem
     return LD_OK;
 }
 
+/* bytes of t's data, 0 for a type without a block size */
+static size_t host_bytes(const ld_host_tensor *t)
+{
+    size_t elems, bytes;
+    ld_host_block(t, &elems, &bytes);
+    return elems ? (size_t)t->rows * ((size_t)t->cols / elems) * bytes : 0;
+}
+
 /* whether t's data lies wholly inside its file mapping (t->map), n bytes */
 static int in_mapping(const ld_host_tensor *t, size_t n)
 {
@@ -117,9 +125,7 @@ static int weight_pack_q8(ref_backend *rb, ld_weight *w, const ld_host_tensor *t
     void *p = n ? ld_warena_alloc(&rb->weights, n) : NULL;
     if (!p) return 0;
     ld_cpu_q8_pack(p, w->data, w->dt, (int)w->cols, (int)w->rows, w->rope_hd);
-    size_t elems, bytes;
-    ld_host_block(t, &elems, &bytes);
-    size_t all = (size_t)t->rows * ((size_t)t->cols / elems) * bytes;
+    size_t all = host_bytes(t);
     if (in_mapping(t, all)) ld_warena_drop_resident(t->data, all);
     w->q8 = p;
     w->in_arena = 1;
@@ -135,13 +141,10 @@ static int weight_pack_q8(ref_backend *rb, ld_weight *w, const ld_host_tensor *t
 static void weight_copy(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
 {
     ld_kvar mm = rb->k.v[LD_KOP_MATMUL];
-    if ((mm != LD_KV_FAST && mm != LD_KV_Q8) || !t->map || ld_ref_kdt_is_scaled(w->dt)) return;
-    size_t elems, bytes;
-    ld_host_block(t, &elems, &bytes);
-    if (!elems || !bytes) return;
-    size_t n = (size_t)t->rows * ((size_t)t->cols / elems) * bytes;
-    if (!in_mapping(t, n)) return;
-    const void *p = n ? ld_warena_copy(&rb->weights, t->data, n) : NULL;
+    if ((mm != LD_KV_FAST && mm != LD_KV_Q8) || ld_ref_kdt_is_scaled(w->dt)) return;
+    size_t n = host_bytes(t);
+    if (!n || !in_mapping(t, n)) return;
+    const void *p = ld_warena_copy(&rb->weights, t->data, n);
     if (!p) return;
     w->data = p;
     w->in_arena = 1;

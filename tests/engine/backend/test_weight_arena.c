@@ -140,7 +140,6 @@ static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
     ld_host_tensor moved = mapped;
     moved.data = w;
     CHECK(!matmul(be, &moved, x, T, o2, 0, packed));
-    CHECK(memcmp(o1, o2, sizeof(float) * (size_t)T * (size_t)N) == 0);
     CHECK_MSG(memcmp(o1, o2, sizeof(float) * (size_t)T * (size_t)N) == 0, "%s q%d N %d K %d T %d: bits differ",
               spec ? spec : "cpu", (int)q, N, K, T);
     CHECK(memcmp(map, w, n) == 0);
@@ -157,7 +156,8 @@ static int test_weight_arena_matmul_bits(void)
 {
     const ld_wquant qs[] = {LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0};
     const char *specs[] = {NULL, "matmul=q8"};
-    const int shapes[][3] = {{37, 96, 1}, {37, 96, 5}, {16, 32, 1}, {131, 576, 1}, {131, 576, 3}, {5, 64, 2}}; /* N K T */
+    /* N K T; five rows: fewer than q8 packs */
+    const int shapes[][3] = {{37, 96, 1}, {37, 96, 5}, {16, 32, 1}, {131, 576, 1}, {131, 576, 3}, {5, 64, 2}};
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < 3; i++)
             for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)

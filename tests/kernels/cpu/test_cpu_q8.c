@@ -8,9 +8,10 @@
  *  - the packed layout is cpu_q8.h's, byte by byte, at every level;
  *  - every level the machine has (portable C on the rows, AVX2 on their
  *    packed copy) gives the same bits, and so does a matmul without the
- *    packed copy (AVX2 packs each group as it runs), at row counts around the packed groups of eight, with
- *    bias, the rope row order, any split of the outputs (one inside a
- *    group included), and a token alone as in a batch. */
+ *    packed copy (AVX2 packs each group as it runs), at row counts around
+ *    the packed groups of eight, with bias, the rope row order, any split
+ *    of the outputs (one inside a group included), and a token alone as in
+ *    a batch. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -228,7 +229,8 @@ static int test_q8_pack_layout(void)
     enum { K = 96, N = 27, HD = 8, NB = K / QB };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         ld_kdt dt = types[i];
-        size_t bytes = block_bytes(dt), head = dt == LD_KDT_Q4_1 ? 4 : 2, n = ld_cpu_q8_packed_size(dt, K, N);
+        size_t bytes = block_bytes(dt), head = bytes - (dt == LD_KDT_Q8_0 ? 32 : 16); /* d, and Q4_1's m */
+        size_t n = ld_cpu_q8_packed_size(dt, K, N);
         unsigned char *w = rand_weights(dt, N, K), *want = malloc(n), *got = malloc(n);
         CHECK(w && want && got && n == 24 * NB * bytes);
         for (size_t g = 0; g < N / 8; g++)
@@ -237,7 +239,8 @@ static int test_q8_pack_layout(void)
                     const unsigned char *blk = w + (src_row((int)(8 * g) + r, HD) * NB + b) * bytes;
                     unsigned char *o = want + (g * NB + b) * 8 * bytes;
                     for (size_t k = 0; k < head; k++) o[k / 2 * 16 + 2 * (size_t)r + k % 2] = blk[k];
-                    for (size_t j = 0; j < bytes - head; j++) o[8 * head + j / 4 * 32 + 4 * (size_t)r + j % 4] = blk[head + j];
+                    for (size_t j = 0; j < bytes - head; j++)
+                        o[8 * head + j / 4 * 32 + 4 * (size_t)r + j % 4] = blk[head + j];
                 }
         for (int level = LD_CPU_PORTABLE; level <= LD_CPU_AVX512; level++) {
             memset(got, 0xA5, n);
