@@ -529,48 +529,6 @@ AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t k
     for (; j < n; j++) sc[j] = ld_cpu_dot_avx2(q, k + (size_t)j * kvrow, hd) * scale;
 }
 
-/* positions j, j + 1 of G heads (G <= 4): eight chains at most, summed
- * as ld_cpu_dot_avx2 sums each, reduced in one hsum8x8 */
-AVX2_INLINE void scores_group_pair(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
-                                   const float *k0, size_t kvrow, int j, int hd, float scale, const int G)
-{
-    __m256 a[8];
-    for (int u = 0; u < 8; u++) a[u] = _mm256_setzero_ps();
-    for (int i = 0; i < hd; i += 8) {
-        __m256 k0v = _mm256_loadu_ps(k0 + i), k1v = _mm256_loadu_ps(k0 + kvrow + i);
-        for (int g = 0; g < G; g++) {
-            __m256 qv = _mm256_loadu_ps(q[g] + i);
-            a[2 * g] = _mm256_fmadd_ps(qv, k0v, a[2 * g]);
-            a[2 * g + 1] = _mm256_fmadd_ps(qv, k1v, a[2 * g + 1]);
-        }
-    }
-    float s[8]; /* "hsum8(acc) + tail" with no tail: + 0.0f */
-    _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_add_ps(hsum8x8(a), _mm256_setzero_ps()), _mm256_set1_ps(scale)));
-    for (int g = 0; g < G; g++) {
-        sc[g][j] = s[2 * g];
-        sc[g][j + 1] = s[2 * g + 1];
-    }
-}
-
-AVX2_INLINE void scores_group(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
-                              const float *k, size_t kvrow, int n, int hd, float scale, const int G)
-{
-    int j = 0;
-    for (; j + 2 <= n; j += 2) scores_group_pair(sc, q, k + (size_t)j * kvrow, kvrow, j, hd, scale, G);
-    for (; j < n; j++)
-        for (int g = 0; g < G; g++) sc[g][j] = ld_cpu_dot_avx2(q[g], k + (size_t)j * kvrow, hd) * scale;
-}
-
-AVX2 void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
-                                   const float *k, size_t kvrow, int n, int hd, float scale, int G)
-{
-    switch (G) {
-    case 2: scores_group(sc, q, k, kvrow, n, hd, scale, 2); break;
-    case 3: scores_group(sc, q, k, kvrow, n, hd, scale, 3); break;
-    default: scores_group(sc, q, k, kvrow, n, hd, scale, 4); break;
-    }
-}
-
 /* o[c, c + 8 NV) of the output: for j in order o[i] = fma(p[j], v_j[i],
  * o[i]) as ld_cpu_axpy_avx2 does it, with the NV vectors of o held in
  * registers over all the positions instead of stored and reloaded for each */
@@ -627,10 +585,5 @@ void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow,
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
 {
     (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
-}
-void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
-                              const float *k, size_t kvrow, int n, int hd, float scale, int G)
-{
-    (void)sc; (void)q; (void)k; (void)kvrow; (void)n; (void)hd; (void)scale; (void)G;
 }
 #endif

@@ -140,15 +140,12 @@ void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
 
-/* The same for G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv head,
- * each head's scores and output elements with the arithmetic of the two
- * above (so the same bits): the scores of a position for all G heads from
- * one read of its k (cpu_avx2.c), the outputs from one read of its v
- * (cpu_avx512.c: hd a multiple of 16).  A group's k and v rows are read
- * once, not G times. */
+/* The outputs of G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv
+ * head, hd a multiple of 16 (cpu_avx512.c), each element's chain that of
+ * ld_cpu_attn_out_avx2 (so the same bits), from one read of each v row
+ * for the G heads.  Like ld_cpu_attn_out_avx2 it loads o and stores it
+ * back, so a run of positions may be cut into blocks taken in order. */
 #define LD_CPU_ATT_GROUP 4
-void ld_cpu_scores_group_avx2(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
-                              const float *k, size_t kvrow, int n, int hd, float scale, int G);
 void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
                                   const float *v, size_t kvrow, int n, int hd, int G);
 

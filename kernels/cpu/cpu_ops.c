@@ -409,95 +409,135 @@ void ld_cpu_matmul(float *out, const float *x, const float *prep, const void *w,
 
 /* ---------------------------------------------------------------- attention */
 
-/* ld_attention_steps (kernels/ref/ref_ops.c) with the AVX2 steps, for hd a
- * multiple of 8: the same arithmetic in the same order as ld_attention_with
- * over ld_cpu_dot_avx2 and ld_cpu_axpy_avx2 (each score a dot product times
- * scale, each output element's fmas over the positions in order), with the
- * positions' dot products side by side and the output held in registers
- * (cpu_internal.h) */
-static void scores_avx2(const ld_attn_steps *st, float *sc, const float *q, const float *k, size_t kvrow, int n,
-                        int hd, float scale)
-{
-    (void)st;
-    ld_cpu_scores_avx2(sc, q, k, kvrow, n, hd, scale);
-}
-
-static void out_avx2(const ld_attn_steps *st, float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
-{
-    (void)st;
-    ld_cpu_attn_out_avx2(o, p, v, kvrow, n, hd);
-}
-
-/* heads of one kv head taken together (at most LD_CPU_ATT_GROUP) */
-static int att_group(int n_heads, int n_kv)
-{
-    int g = n_kv > 0 && n_heads % n_kv == 0 ? n_heads / n_kv : 1;
-    return g < 1 ? 1 : g > LD_CPU_ATT_GROUP ? LD_CPU_ATT_GROUP : g;
-}
+/* The grouped kernel below takes a token's heads a chunk at a time: whole
+ * runs of one kv head's heads, at most ATT_CHUNK heads (a row of scores
+ * each), and the positions ATT_BLOCK at a time: a block's k rows (every kv
+ * head of the chunk, side by side in the cache) go through the scores of
+ * all the chunk's runs before the next block's, so the cache is read as
+ * one forward stream, not once a kv head at a stride of a whole row. */
+#define ATT_CHUNK (3 * LD_CPU_ATT_GROUP)
+#define ATT_BLOCK 32
 
 size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions)
 {
-    return (size_t)positions * (size_t)att_group(n_heads, n_kv);
+    (void)n_kv;
+    return (size_t)positions * (size_t)(n_heads < ATT_CHUNK ? n_heads : ATT_CHUNK);
 }
 
-/* whether the kernel at `level` takes a kv head's heads together
+/* whether the kernel at `level` takes a token's heads together
  * (attention_groups): ld_cpu_attention_at's choice and the pieces
  * ld_cpu_attention_heads tells the caller to hand out */
 static int groups_heads(int level, int n_heads, int n_kv, int hd)
 {
-    return level == LD_CPU_AVX512 && hd % 16 == 0 && n_kv > 0 && n_heads % n_kv == 0;
+    return level >= LD_CPU_AVX2 && hd % 8 == 0 && n_kv > 0 && n_heads % n_kv == 0;
 }
 
 int ld_cpu_attention_heads(int n_heads, int n_kv, int hd)
 {
-    return groups_heads(ld_cpu_simd(), n_heads, n_kv, hd) ? att_group(n_heads, n_kv) : 1;
+    return groups_heads(ld_cpu_simd(), n_heads, n_kv, hd) ? n_heads : 1;
 }
 
-/* G heads [h, h + G) of token t (one kv head's): ld_attention_steps'
- * steps for each (scores, softmax, output), the scores of the heads in
- * rows of `stride` floats, their k and v rows read once for all */
-static void attention_group(float *out, const float *q, const float *kcache, const float *vcache, int n_heads,
-                            int n_kv, int hd, int pos0, int window, float scale, float *scores, size_t stride, int t,
-                            int h, int G)
-{
-    size_t qrow = (size_t)n_heads * (size_t)hd, kvrow = (size_t)n_kv * (size_t)hd;
-    int pos = pos0 + t, kvh = h / (n_heads / n_kv);
-    int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0, n = pos - lo + 1;
-    size_t kv0 = (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
+/* One call's attention as the grouped kernel sees it. */
+typedef struct att_job {
+    int level;
+    float *out, *scores;
+    const float *q, *kcache, *vcache;
+    int n_heads, n_kv, hd, pos0, window;
+    float scale;
+    size_t stride; /* floats of a head's row of scores */
+} att_job;
+
+/* a run: G heads [h, h + G) of one kv head, their scores rows, queries
+ * and outputs; lo and n: the positions [lo, lo + n) of its token */
+typedef struct att_run {
+    int G, lo, n;
+    size_t kv0; /* the run's kv head's first row, lo's */
     float *sc[LD_CPU_ATT_GROUP], *o[LD_CPU_ATT_GROUP];
-    const float *qh[LD_CPU_ATT_GROUP], *p[LD_CPU_ATT_GROUP];
+    const float *q[LD_CPU_ATT_GROUP];
+} att_run;
+
+static void run_init(const att_job *j, att_run *r, float *rows, int t, int h, int G)
+{
+    size_t qrow = (size_t)j->n_heads * (size_t)j->hd, kvrow = (size_t)j->n_kv * (size_t)j->hd;
+    int pos = j->pos0 + t, lo = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+    r->G = G;
+    r->lo = lo;
+    r->n = pos - lo + 1;
+    r->kv0 = (size_t)lo * kvrow + (size_t)(h / (j->n_heads / j->n_kv)) * (size_t)j->hd;
     for (int g = 0; g < G; g++) {
-        sc[g] = scores + (size_t)g * stride + (size_t)lo;
-        p[g] = sc[g];
-        qh[g] = q + (size_t)t * qrow + (size_t)(h + g) * (size_t)hd;
-        o[g] = out + (size_t)t * qrow + (size_t)(h + g) * (size_t)hd;
+        r->sc[g] = rows + (size_t)g * j->stride + (size_t)lo;
+        r->q[g] = j->q + (size_t)t * qrow + (size_t)(h + g) * (size_t)j->hd;
+        r->o[g] = j->out + (size_t)t * qrow + (size_t)(h + g) * (size_t)j->hd;
     }
-    ld_cpu_scores_group_avx2(sc, qh, kcache + kv0, kvrow, n, hd, scale, G);
-    for (int g = 0; g < G; g++) {
-        ld_attn_softmax(sc[g], n);
-        memset(o[g], 0, (size_t)hd * sizeof *o[g]);
-    }
-    ld_cpu_attn_out_group_avx512(o, p, vcache + kv0, kvrow, n, hd, G);
 }
 
-/* items [i0, i1) with AVX-512 (hd a multiple of 16): each run of heads of
- * one kv head together, a head alone with the AVX2 steps */
-static void attention_groups(const ld_attn_steps *st, float *out, const float *q, const float *kcache,
-                             const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
-                             float *scores, size_t i0, size_t i1)
+/* positions [b, b + n) of the run (b relative to lo): scores, each as
+ * ld_cpu_dot_avx2 sums it (the kernels' contract, cpu_internal.h), so a
+ * block's are those of the whole */
+static void run_scores(const att_job *j, const att_run *r, int b, int n)
 {
-    int group = n_heads / n_kv;
-    size_t stride = (size_t)pos0 + (i1 - 1) / (size_t)n_heads + 1; /* the range's last position + 1 */
+    size_t kvrow = (size_t)j->n_kv * (size_t)j->hd;
+    const float *k = j->kcache + r->kv0 + (size_t)b * kvrow;
+    for (int g = 0; g < r->G; g++) ld_cpu_scores_avx2(r->sc[g] + b, r->q[g], k, kvrow, n, j->hd, j->scale);
+}
+
+/* positions [b, b + n): o += p_j v_j in order, the outputs loaded and
+ * stored around the block, so that the blocks in order are the sums of
+ * the whole */
+static void run_out(const att_job *j, const att_run *r, int b, int n)
+{
+    size_t kvrow = (size_t)j->n_kv * (size_t)j->hd;
+    const float *v = j->vcache + r->kv0 + (size_t)b * kvrow;
+    const float *p[LD_CPU_ATT_GROUP];
+    for (int g = 0; g < r->G; g++) p[g] = r->sc[g] + b;
+    if (r->G > 1 && j->level == LD_CPU_AVX512 && j->hd % 16 == 0) {
+        ld_cpu_attn_out_group_avx512(r->o, p, v, kvrow, n, j->hd, r->G);
+        return;
+    }
+    /* with AVX2 a head at a time, 64 columns in registers: the run's
+     * heads together, 32 columns a pass, measured slower (bench_attention
+     * on the AMD EPYC, 2026-12-04); the block's v rows are in L1 for the
+     * run's other heads */
+    for (int g = 0; g < r->G; g++) ld_cpu_attn_out_avx2(r->o[g], p[g], v, kvrow, n, j->hd);
+}
+
+/* a token's runs (all of the same positions): scores block by block over
+ * every run, each head's softmax, then the outputs block by block */
+static void attention_chunk(const att_job *j, att_run *runs, int nr)
+{
+    int n = runs[0].n;
+    for (int b = 0; b < n; b += ATT_BLOCK)
+        for (int i = 0; i < nr; i++) run_scores(j, &runs[i], b, n - b < ATT_BLOCK ? n - b : ATT_BLOCK);
+    for (int i = 0; i < nr; i++)
+        for (int g = 0; g < runs[i].G; g++) {
+            ld_attn_softmax(runs[i].sc[g], n);
+            memset(runs[i].o[g], 0, (size_t)j->hd * sizeof *runs[i].o[g]);
+        }
+    for (int b = 0; b < n; b += ATT_BLOCK)
+        for (int i = 0; i < nr; i++) run_out(j, &runs[i], b, n - b < ATT_BLOCK ? n - b : ATT_BLOCK);
+}
+
+/* items [i0, i1) (token t's head h is item t n_heads + h): each token's
+ * heads in the range in chunks of whole runs (a run: the heads of one kv
+ * head from h on, at most LD_CPU_ATT_GROUP, within the range) */
+static void attention_groups(const att_job *j, size_t i0, size_t i1)
+{
+    int group = j->n_heads / j->n_kv;
+    att_run runs[ATT_CHUNK];
     for (size_t it = i0; it < i1;) {
-        int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
-        int G = group - h % group; /* the kv head's heads from h on */
-        if (G > LD_CPU_ATT_GROUP) G = LD_CPU_ATT_GROUP;
-        if ((size_t)G > i1 - it) G = (int)(i1 - it);
-        if (G == 1)
-            ld_attention_steps(st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, it, it + 1);
-        else
-            attention_group(out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, stride, t, h, G);
-        it += (size_t)G;
+        int t = (int)(it / (size_t)j->n_heads), nr = 0, rows = 0;
+        size_t end = ((size_t)t + 1) * (size_t)j->n_heads; /* the token's last item + 1 */
+        if (end > i1) end = i1;
+        while (it < end) {
+            int h = (int)(it % (size_t)j->n_heads), G = group - h % group;
+            if (G > LD_CPU_ATT_GROUP) G = LD_CPU_ATT_GROUP;
+            if ((size_t)G > end - it) G = (int)(end - it);
+            if (rows + G > ATT_CHUNK) break;
+            run_init(j, &runs[nr++], j->scores + (size_t)rows * j->stride, t, h, G);
+            rows += G;
+            it += (size_t)G;
+        }
+        attention_chunk(j, runs, nr);
     }
 }
 
@@ -508,13 +548,10 @@ void ld_cpu_attention_at(int level, float *out, const float *q, const float *kca
     level = clamp_level(level);
     int simd = level >= LD_CPU_AVX2;
     if (groups_heads(level, n_heads, n_kv, hd) && i0 < i1) {
-        const ld_attn_steps st = {scores_avx2, out_avx2, NULL, NULL};
-        attention_groups(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
-        return;
-    }
-    if (simd && hd % 8 == 0 && n_kv > 0 && n_heads % n_kv == 0) {
-        const ld_attn_steps st = {scores_avx2, out_avx2, NULL, NULL};
-        ld_attention_steps(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
+        /* a row of scores: up to the range's last position */
+        size_t stride = (size_t)pos0 + (i1 - 1) / (size_t)n_heads + 1;
+        const att_job j = {level, out, scores, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, stride};
+        attention_groups(&j, i0, i1);
         return;
     }
     ld_attention_with(simd ? ld_cpu_dot_avx2 : dot_portable, simd ? ld_cpu_axpy_avx2 : axpy_portable, out, q,

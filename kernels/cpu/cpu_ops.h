@@ -48,8 +48,9 @@ void ld_cpu_to_f32_at(int level, float *dst, const void *w, ld_kdt dt,
  * for ld_cpu_attention_scratch floats), its dot products q . k summed as
  * plain rows above, and the output accumulated as o[i] = fma(p_j, v_j[i],
  * o[i]) over positions j in order; the softmax as the reference's (expf,
- * one sequential sum).  With AVX-512 the heads of the range that share a
- * kv head go together (their k and v rows read once; the same bits). */
+ * one sequential sum).  With AVX2 and AVX-512 a token's heads in the range
+ * go together, the positions in blocks: each block's k rows (then its v
+ * rows) read once for all of them, in the cache's order (the same bits). */
 void ld_cpu_attention(float *out, const float *q, const float *kcache,
                       const float *vcache, int n_heads, int n_kv, int hd,
                       int pos0, int window, float scale, float *scores,
@@ -59,13 +60,11 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
                          int n_heads, int n_kv, int hd, int pos0, int window,
                          float scale, float *scores, size_t i0, size_t i1);
 /* The floats of ld_cpu_attention's scores for positions pos0 + T: a
- * row of them for each head it takes together (the heads of a kv head,
- * at most four). */
+ * row of them for each head it takes together (at most twelve). */
 size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions);
 /* The heads ld_cpu_attention takes together on this machine, for head
- * size hd: the heads of a kv head with AVX-512 (a range that splits them
- * reads their k and v rows once more), else 1 (each head alone: a thread
- * pool's pieces of single heads balance better). */
+ * size hd: a token's (n_heads) with AVX2 or AVX-512 (a range that splits
+ * them reads some of their k and v rows once more), else 1. */
 int ld_cpu_attention_heads(int n_heads, int n_kv, int hd);
 
 /* The level the kernels above run at on this machine (LD_CPU_*). */

@@ -199,9 +199,9 @@ void ld_attn_softmax(float *sc, int n)
     for (int j = 0; j < n; j++) sc[j] = sc[j] / sum;
 }
 
-void ld_attention_steps(const ld_attn_steps *st, float *out, const float *q, const float *kcache,
-                        const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
-                        float *scores, size_t i0, size_t i1)
+void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out, const float *q, const float *kcache,
+                       const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
+                       float *scores, size_t i0, size_t i1)
 {
     int group = n_heads / n_kv;
     size_t qrow = (size_t)n_heads * (size_t)hd, kvrow = (size_t)n_kv * (size_t)hd;
@@ -209,35 +209,15 @@ void ld_attention_steps(const ld_attn_steps *st, float *out, const float *q, con
         int t = (int)(it / (size_t)n_heads), h = (int)(it % (size_t)n_heads);
         int pos = pos0 + t, kvh = h / group;
         int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0, n = pos - lo + 1;
-        size_t kv0 = (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
-        st->scores(st, scores + lo, q + (size_t)t * qrow + (size_t)h * (size_t)hd, kcache + kv0, kvrow, n, hd,
-                   scale);
-        ld_attn_softmax(scores + lo, n);
-        float *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
+        const float *k = kcache + (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
+        const float *v = vcache + (size_t)lo * kvrow + (size_t)kvh * (size_t)hd;
+        const float *qh = q + (size_t)t * qrow + (size_t)h * (size_t)hd;
+        float *sc = scores + lo, *o = out + (size_t)t * qrow + (size_t)h * (size_t)hd;
+        for (int j = 0; j < n; j++) sc[j] = dot(qh, k + (size_t)j * kvrow, hd) * scale;
+        ld_attn_softmax(sc, n);
         for (int i = 0; i < hd; i++) o[i] = 0.0f;
-        st->out(st, o, scores + lo, vcache + kv0, kvrow, n, hd);
+        for (int j = 0; j < n; j++) axpy(o, sc[j], v + (size_t)j * kvrow, hd);
     }
-}
-
-/* ld_attention_with's steps: one dot product, one axpy a position */
-static void scores_by_dot(const ld_attn_steps *st, float *sc, const float *q, const float *k, size_t kvrow, int n,
-                          int hd, float scale)
-{
-    for (int j = 0; j < n; j++) sc[j] = st->dot(q, k + (size_t)j * kvrow, hd) * scale;
-}
-
-static void out_by_axpy(const ld_attn_steps *st, float *o, const float *p, const float *v, size_t kvrow, int n,
-                        int hd)
-{
-    for (int j = 0; j < n; j++) st->axpy(o, p[j], v + (size_t)j * kvrow, hd);
-}
-
-void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out, const float *q, const float *kcache,
-                       const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
-                       float *scores, size_t i0, size_t i1)
-{
-    const ld_attn_steps st = {scores_by_dot, out_by_axpy, dot, axpy};
-    ld_attention_steps(&st, out, q, kcache, vcache, n_heads, n_kv, hd, pos0, window, scale, scores, i0, i1);
 }
 
 void ld_ref_swiglu(float *out, const float *gate, const float *up, size_t i0, size_t i1)

@@ -106,7 +106,8 @@ void ld_attn_softmax(float *sc, int n);
 /* ld_ref_attention with its two inner loops given: dot(q, k, hd) for the
  * scores (the reference: one accumulator in index order) and
  * axpy(o, p, v, hd) for o += p * v (the reference: o[i] += p * v[i], two
- * roundings); the fast kernels (cpu_ops.h) pass theirs. */
+ * roundings); the fast kernels (cpu_ops.h) pass theirs where they take
+ * a head at a time. */
 typedef float (*ld_dot_fn)(const float *a, const float *b, int n);
 typedef void (*ld_axpy_fn)(float *o, float p, const float *v, int n);
 void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out,
@@ -114,25 +115,6 @@ void ld_attention_with(ld_dot_fn dot, ld_axpy_fn axpy, float *out,
                        const float *vcache, int n_heads, int n_kv, int hd,
                        int pos0, int window, float scale, float *scores,
                        size_t i0, size_t i1);
-
-/* The attention loop itself (each (token, head) of [i0, i1): its window of
- * positions, the scores, ld_attn_softmax, the output) with its two steps
- * over a head's n positions given whole, for kernels that do several
- * positions at once: scores(st, sc, q, k, kvrow, n, hd, scale) sets sc[j]
- * to dot(q, k + j * kvrow) * scale; out(st, o, p, v, kvrow, n, hd) adds
- * p[j] * (v + j * kvrow) to o (zeroed first), j in order.  dot and axpy
- * are there for steps made of them (ld_attention_with's). */
-typedef struct ld_attn_steps ld_attn_steps;
-struct ld_attn_steps {
-    void (*scores)(const ld_attn_steps *st, float *sc, const float *q, const float *k, size_t kvrow, int n,
-                   int hd, float scale);
-    void (*out)(const ld_attn_steps *st, float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
-    ld_dot_fn dot;
-    ld_axpy_fn axpy;
-};
-void ld_attention_steps(const ld_attn_steps *st, float *out, const float *q, const float *kcache,
-                        const float *vcache, int n_heads, int n_kv, int hd, int pos0, int window, float scale,
-                        float *scores, size_t i0, size_t i1);
 
 /* out[i] = silu(gate[i]) * up[i], i in [i0, i1) */
 void ld_ref_swiglu(float *out, const float *gate, const float *up, size_t i0,

@@ -479,7 +479,7 @@ static int test_attention_levels(void)
 {
     enum { T = 5, H = 4, KV = 2, HD = 20, P0 = 7, POS = P0 + T };
     static float q[T * H * HD], kc[POS * KV * HD], vc[POS * KV * HD];
-    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS * H / KV]; /* the cpu kernel's rows */
+    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS * H]; /* the cpu kernel's rows: a head's each */
     CHECK(ld_cpu_attention_scratch(H, KV, POS) <= sizeof scores / sizeof scores[0]);
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) q[i] = uniform();
     for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
@@ -546,15 +546,17 @@ static int attention_case(int hd, int H, int KV)
     return 0;
 }
 
-/* Attention with head sizes a multiple of 8: the AVX2 steps' positions
- * eight, then four at a time, the output in registers 64 columns at a
- * time, then 8; with AVX-512 and sizes a multiple of 16, the heads of a
- * kv head together (2, 3, 4 of them; 5 as 4 and 1), their outputs 64 then
- * 16 columns at a time. */
+/* Attention with head sizes a multiple of 8: with AVX2 and AVX-512 the
+ * heads of a kv head together (2, 3, 4 of them; 5 as 4 and 1), a token's
+ * runs of them in chunks of at most 12 heads (24 heads over 6: two chunks;
+ * 9 over 3, SmolLM2's, one), the positions in blocks of 32 (45 positions:
+ * a block and a part); the scores eight, then four positions at a time;
+ * the outputs of a head 64 then 8 columns at a time (AVX2), of a kv
+ * head's heads 64 then 16 (AVX-512). */
 static int test_attention_head_sizes(void)
 {
     static const int hds[] = {8, 16, 48, 64, 72, 80, 136};
-    static const int heads[][2] = {{6, 2}, {4, 2}, {8, 2}, {10, 2}, {3, 3}};
+    static const int heads[][2] = {{6, 2}, {4, 2}, {8, 2}, {10, 2}, {3, 3}, {9, 3}, {24, 6}};
     for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++)
         for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
             CHECK(attention_case(hds[c], heads[h][0], heads[h][1]) == 0);
