@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_q8.h"
 #include "kernels/ref/ref_ops.h"
 
 #define LD_CPU_QB 32  /* elements per block of Q4_0 / Q4_1 / Q8_0 */
@@ -151,7 +152,7 @@ void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float 
 
 /* Rows of a group of the q8 matmul's packed layout (cpu_q8.h): the 32-bit
  * lanes of a 256-bit register. */
-#define LD_CPU_Q8_ROWS 8
+#define LD_CPU_Q8_ROWS LD_CPU_Q8_GROUP_ROWS
 
 /* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
 typedef struct ld_cpu_q8mm {
@@ -174,8 +175,13 @@ typedef struct ld_cpu_q8mm {
 void ld_cpu_q8_out_portable(const ld_cpu_q8mm *m, size_t n, int t);
 
 /* Outputs [8g, 8g+8) of all T tokens from group g of the packed layout,
- * at gp, with AVX2, FMA and F16C (cpu_q8_avx2.c). */
+ * at gp, with AVX2, FMA and F16C (cpu_q8_avx2.c); _streams: those of the
+ * LD_CPU_Q8_STREAMS groups g[s] at gp[s] together, a block of each in turn
+ * (each group's arithmetic is the single group's). */
+#define LD_CPU_Q8_STREAMS 4
 void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g);
+void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[LD_CPU_Q8_STREAMS],
+                            const size_t g[LD_CPU_Q8_STREAMS]);
 
 /* The starts of the eight rows of group g (rows 8g .. 8g+7 in the rope
  * order) of the rows at w (cpu_q8_pack.c). */

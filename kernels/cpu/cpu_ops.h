@@ -27,6 +27,11 @@ void ld_cpu_matmul(float *out, const float *x, const float *prep,
                    ld_kdt bias_dt, int T, int K, int N, int rope_hd,
                    float *scratch, size_t i0, size_t i1);
 
+/* Rows a decode step (T = 1) of the block types takes in one pass at most
+ * (the AVX-512 kernels: sixteen; AVX2 fewer): a range of whole passes
+ * wastes none. */
+#define LD_CPU_DECODE_ROWS 16
+
 /* Implementation levels (ld_cpu_simd). */
 enum { LD_CPU_PORTABLE = 0, LD_CPU_AVX2 = 1, LD_CPU_AVX512 = 2 };
 

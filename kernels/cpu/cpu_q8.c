@@ -150,17 +150,44 @@ void ld_cpu_q8_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_
     ld_cpu_q8_pack_at(ld_cpu_q8_simd(), dst, w, dt, K, N, rope_hd);
 }
 
+/* groups [g0, g1) of the packed copy with AVX2 as four streams: the
+ * range cut in four equal parts, walked side by side (group j of each part
+ * together), then the groups past the four parts one at a time.  One core
+ * reads memory faster in several streams far apart than in one: on a
+ * 2-core Xeon, the q8 matvec of 96 MB went from 19-23 to 27-28 GB/s and a
+ * 1-thread decode from 150 to 210 tok/s (bench_matmul, bench_engine);
+ * groups side by side in the same stretch of memory were slower than one
+ * stream (each group's prefetch lands in the next one's bytes). */
+static void avx2_streams(const ld_cpu_q8mm *m, size_t gbytes, size_t g0, size_t g1)
+{
+    const size_t S = LD_CPU_Q8_STREAMS, part = (g1 - g0) / S;
+    for (size_t j = 0; j < part; j++) {
+        const unsigned char *gp[LD_CPU_Q8_STREAMS];
+        size_t g[LD_CPU_Q8_STREAMS];
+        for (size_t s = 0; s < S; s++) {
+            g[s] = g0 + s * part + j;
+            gp[s] = m->packed + g[s] * gbytes;
+        }
+        ld_cpu_q8_streams_avx2(m, gp, g);
+    }
+    for (size_t g = g0 + S * part; g < g1; g++) ld_cpu_q8_group_avx2(m, m->packed + g * gbytes, g);
+}
+
 /* groups [g0, g1) with AVX2: from the packed copy, or without one (a
  * weight the backend had no room to pack) packed here a group at a time.
  * 0: no memory for that group, nothing computed. */
 static int avx2_groups(const ld_cpu_q8mm *m, size_t g0, size_t g1)
 {
     size_t gbytes = ld_cpu_q8_packed_size(m->dt, m->K, LD_CPU_Q8_ROWS);
-    unsigned char *buf = NULL;
-    if (!m->packed && !(buf = malloc(gbytes))) return 0;
+    if (m->packed) {
+        avx2_streams(m, gbytes, g0, g1);
+        return 1;
+    }
+    unsigned char *buf = malloc(gbytes);
+    if (!buf) return 0;
     for (size_t g = g0; g < g1; g++) {
-        if (buf) pack_group_at(LD_CPU_AVX2, buf, m->w, m->dt, m->K, g, m->rope_hd);
-        ld_cpu_q8_group_avx2(m, buf ? buf : m->packed + g * gbytes, g);
+        pack_group_at(LD_CPU_AVX2, buf, m->w, m->dt, m->K, g, m->rope_hd);
+        ld_cpu_q8_group_avx2(m, buf, g);
     }
     free(buf);
     return 1;

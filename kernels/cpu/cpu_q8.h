@@ -35,14 +35,20 @@
  * Levels: the portable C one (reads the rows where they are) and AVX2 (with
  * FMA and F16C; reads the packed copy: eight rows a pass, a chunk's bytes
  * against the block's activations four at a time by vpmaddubsw, every
- * pass's p in the lanes of one register; without a packed copy it packs
- * each group as it goes, slower). */
+ * pass's p in the lanes of one register; a range of rows as four streams,
+ * a group of each quarter of the range in turn, which one core reads
+ * faster than one stream; without a packed copy it packs each group as it
+ * goes, slower).  Neither the streams nor the thread split change a row's
+ * arithmetic. */
 #ifndef LD_CPU_Q8_H
 #define LD_CPU_Q8_H
 
 #include <stddef.h>
 
 #include "kernels/ref/ref_ops.h"
+
+/* The packed layout's rows a group. */
+#define LD_CPU_Q8_GROUP_ROWS 8
 
 /* Whether the variant has a kernel for weights of type dt (else the
  * caller runs the fast matmul of cpu_ops.h). */

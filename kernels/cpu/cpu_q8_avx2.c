@@ -1,5 +1,7 @@
 /* cpu_q8_avx2.c - the q8 matmul of cpu_q8.h with AVX2, from the packed
- * layout: eight rows of one token a pass, row r in 32-bit lane r.  A
+ * layout: eight rows of one token a pass, row r in 32-bit lane r, or the
+ * eight rows of each of four groups far apart, a block of each in turn (four
+ * streams from memory: cpu_q8.c says why).  A
  * chunk's four bytes a row against the four activations they meet,
  * broadcast to every lane, in vpmaddubsw (unsigned times signed bytes,
  * pairs summed into 16 bits); a Q4 block's eight such products summed in
@@ -61,42 +63,65 @@ Q8A_INLINE __m256i group_block_dot(const unsigned char *ints, const ld_kdt dt, c
     return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
 }
 
-/* outputs [8g, 8g+8) of token t from the group's bytes at blk (dt a
- * constant once inlined).  Every token's pass prefetches: skipping it for
- * all but the first made no difference to prefill (5 interleaved pairs) */
-Q8A_INLINE void group_pass(const ld_cpu_q8mm *m, const ld_kdt dt, const unsigned char *blk, size_t g, int t)
+/* outputs [8g[s], 8g[s]+8) of token t from each of the ns groups whose
+ * bytes start at gp[s] (dt and ns constants once inlined), a block of each
+ * group in turn: ns streams from memory.  Every token's pass prefetches:
+ * skipping it for all but the first made no difference to prefill (5
+ * interleaved pairs) */
+Q8A_INLINE void groups_pass(const ld_cpu_q8mm *m, const ld_kdt dt, const int ns, const unsigned char *const gp[],
+                            const size_t g[], int t)
 {
     size_t nb = (size_t)(m->K / LD_CPU_QB), step = LD_CPU_Q8_ROWS * ld_cpu_q32_bytes(dt);
     size_t head = LD_CPU_Q8_ROWS * ld_cpu_q32_head(dt); /* the eight d, then Q4_1's eight m */
     const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
     const float *xd = m->xd + (size_t)t * nb, *xs = m->xs + (size_t)t * nb;
     const int32_t *qsum = m->qsum + (size_t)t * nb;
-    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++, blk += step) {
-        for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PREFETCH_AHEAD + o, _MM_HINT_T0);
-        __m256i p = group_block_dot(blk + head, dt, xq + b * LD_CPU_QB);
-        if (dt == LD_KDT_Q4_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(8 * qsum[b]));
-        __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)), _mm256_broadcast_ss(xd + b));
-        acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc);
-        if (dt == LD_KDT_Q4_1)
-            macc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16))),
-                                   _mm256_broadcast_ss(xs + b), macc);
+    __m256 acc[LD_CPU_Q8_STREAMS], macc[LD_CPU_Q8_STREAMS];
+#pragma GCC unroll 4
+    for (int s = 0; s < ns; s++) acc[s] = macc[s] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+        for (int s = 0; s < ns; s++) {
+            const unsigned char *blk = gp[s] + b * step;
+            for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PREFETCH_AHEAD + o, _MM_HINT_T0);
+            __m256i p = group_block_dot(blk + head, dt, xq + b * LD_CPU_QB);
+            if (dt == LD_KDT_Q4_0) p = _mm256_sub_epi32(p, _mm256_set1_epi32(8 * qsum[b]));
+            __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)), _mm256_broadcast_ss(xd + b));
+            acc[s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[s]);
+            if (dt == LD_KDT_Q4_1)
+                macc[s] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16))),
+                                          _mm256_broadcast_ss(xs + b), macc[s]);
+        }
     }
-    float bias[LD_CPU_Q8_ROWS] = {0};
-    if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, LD_CPU_Q8_ROWS * g, LD_CPU_Q8_ROWS);
-    _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + LD_CPU_Q8_ROWS * g,
-                     _mm256_add_ps(_mm256_add_ps(acc, macc), _mm256_loadu_ps(bias)));
+    for (int s = 0; s < ns; s++) {
+        float bias[LD_CPU_Q8_ROWS] = {0};
+        if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, LD_CPU_Q8_ROWS * g[s], LD_CPU_Q8_ROWS);
+        _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + LD_CPU_Q8_ROWS * g[s],
+                         _mm256_add_ps(_mm256_add_ps(acc[s], macc[s]), _mm256_loadu_ps(bias)));
+    }
 }
 
-/* every token of the group before the next group: its bytes are read from
- * memory once, then from L1 */
-Q8A void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g)
+/* every token of the groups before the next groups: their bytes are read
+ * from memory once, then from L1 */
+Q8A_INLINE void groups_all_tokens(const ld_cpu_q8mm *m, const int ns, const unsigned char *const gp[],
+                                  const size_t g[])
 {
     for (int t = 0; t < m->T; t++) {
-        if (m->dt == LD_KDT_Q4_0) group_pass(m, LD_KDT_Q4_0, gp, g, t);
-        else if (m->dt == LD_KDT_Q4_1) group_pass(m, LD_KDT_Q4_1, gp, g, t);
-        else group_pass(m, LD_KDT_Q8_0, gp, g, t);
+        if (m->dt == LD_KDT_Q4_0) groups_pass(m, LD_KDT_Q4_0, ns, gp, g, t);
+        else if (m->dt == LD_KDT_Q4_1) groups_pass(m, LD_KDT_Q4_1, ns, gp, g, t);
+        else groups_pass(m, LD_KDT_Q8_0, ns, gp, g, t);
     }
+}
+
+Q8A void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g)
+{
+    groups_all_tokens(m, 1, &gp, &g);
+}
+
+Q8A void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[LD_CPU_Q8_STREAMS],
+                                const size_t g[LD_CPU_Q8_STREAMS])
+{
+    groups_all_tokens(m, LD_CPU_Q8_STREAMS, gp, g);
 }
 
 /* chunks c = 0..3 of the eight rows' sixteen bytes at s[r] + off (row r's
@@ -167,6 +192,13 @@ Q8A void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x
 
 #else /* not x86-64: never called (ld_cpu_q8_simd() is portable) */
 void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t g)
+{
+    (void)m;
+    (void)gp;
+    (void)g;
+}
+void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[LD_CPU_Q8_STREAMS],
+                            const size_t g[LD_CPU_Q8_STREAMS])
 {
     (void)m;
     (void)gp;

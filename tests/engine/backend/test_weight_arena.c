@@ -6,8 +6,9 @@
  * last weight; and the matmul of a copied weight (a file mapping's) the
  * same bits as of the same weight read in place (the path before the copy
  * existed), Q4_0 / Q4_1 / Q8_0, rows not a multiple of sixteen, decode and
- * prefill, the fast matmul and q8's; q8's weights of eight rows or more
- * packed for its kernel (and not copied), fewer copied as the fast one's. */
+ * prefill, the fast matmul and q8's, on 1, 2 and 3 threads; q8's weights
+ * of eight rows or more packed for its kernel (and not copied), fewer
+ * copied as the fast one's. */
 #define _DEFAULT_SOURCE /* mkstemp */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,28 @@ static int matmul(ld_backend *be, const ld_host_tensor *t, const float *x, int T
     return 0;
 }
 
+/* the matmul on 1 and 3 threads gives out's bits (2 threads' result): a
+ * decode step's q8 matmul goes to the threads in one range each, read as
+ * streams (cpu_q8.c), a prompt's in pieces */
+static int same_bits_any_threads(const char *spec, const ld_host_tensor *t, const float *x, int T, const float *out,
+                                 int packed)
+{
+    size_t no = (size_t)T * (size_t)t->rows;
+    float *o = malloc(sizeof(float) * no);
+    CHECK(o);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        ld_backend *be = NULL;
+        ld_error err = {0};
+        CHECK_MSG(ld_backend_cpu_create_ex(threads, 1, spec, &be, &err) == LD_OK, "%s", err.msg);
+        CHECK(!matmul(be, t, x, T, o, 0, packed));
+        CHECK_MSG(memcmp(o, out, sizeof(float) * no) == 0, "%s q%d N %d K %d T %d: %d threads' bits differ",
+                  spec ? spec : "cpu", (int)t->quant, (int)t->rows, (int)t->cols, T, threads);
+        ld_backend_destroy(be);
+    }
+    free(o);
+    return 0;
+}
+
 static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
 {
     ld_backend *be = NULL;
@@ -134,6 +157,7 @@ static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
      * arena) and copies none; the fast matmul copies a mapping's */
     int q8 = spec != NULL, packed = q8 && N >= 8;
     CHECK(!matmul(be, &in_place, x, T, o1, 0, packed));
+    CHECK(!same_bits_any_threads(spec, &in_place, x, T, o1, packed));
     CHECK(!matmul(be, &mapped, x, T, o2, !packed, packed));
     /* a mapping's tensor whose data was moved out of it (tp_slice.c's
      * columns): read in place, the data untouched */
@@ -157,7 +181,8 @@ static int test_weight_arena_matmul_bits(void)
     const ld_wquant qs[] = {LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0};
     const char *specs[] = {NULL, "matmul=q8"};
     /* N K T; five rows: fewer than q8 packs */
-    const int shapes[][3] = {{37, 96, 1}, {37, 96, 5}, {16, 32, 1}, {131, 576, 1}, {131, 576, 3}, {5, 64, 2}};
+    const int shapes[][3] = {{37, 96, 1}, {37, 96, 5}, {16, 32, 1}, {131, 576, 1}, {131, 576, 3}, {5, 64, 2},
+                             {397, 64, 1}}; /* 49 groups: streams on each of 3 threads */
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < 3; i++)
             for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)

@@ -173,6 +173,10 @@ static int test_q8_matmul_levels_and_bound(void)
         CHECK(check_case(dt, 2, 1536, 9, 0, 0) == 0);
         CHECK(check_case(dt, 3, 160, 40, 8, 1) == 0); /* five groups of eight, rope, batch */
         CHECK(check_case(dt, 2, 64, 13, 0, 1) == 0);  /* a group and a tail of five */
+        /* eleven groups and a tail: two groups from each of four streams,
+         * then three alone; the splits cut the streams short */
+        CHECK(check_case(dt, 1, 64, 93, 0, 1) == 0);
+        CHECK(check_case(dt, 3, 96, 72, 8, 1) == 0); /* nine groups as streams, rope, batch */
     }
     CHECK(ld_cpu_q8_supports(LD_KDT_Q4_1) && !ld_cpu_q8_supports(LD_KDT_F32) && !ld_cpu_q8_supports(LD_KDT_Q4_K));
     CHECK(ld_cpu_q8_simd() <= ld_cpu_simd());
