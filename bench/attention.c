@@ -51,7 +51,7 @@ static int caches_init(caches *c, const shape *sh, int ctx)
     c->v = calloc((size_t)sh->layers, sizeof *c->v);
     c->q = malloc(nq * sizeof *c->q);
     c->out = malloc(nq * sizeof *c->out);
-    c->scores = malloc(ld_cpu_attention_scratch(sh->heads, sh->kv, ctx) * sizeof *c->scores);
+    c->scores = malloc(ld_cpu_attention_scratch(sh->heads, ctx) * sizeof *c->scores);
     c->flush_bytes = (size_t)64 << 20;
     c->flush = malloc(c->flush_bytes);
     if (!c->k || !c->v || !c->q || !c->out || !c->scores || !c->flush) return -1;

@@ -150,10 +150,6 @@ void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow
 void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
                                   const float *v, size_t kvrow, int n, int hd, int G);
 
-/* Rows of a group of the q8 matmul's packed layout (cpu_q8.h): the 32-bit
- * lanes of a 256-bit register. */
-#define LD_CPU_Q8_ROWS LD_CPU_Q8_GROUP_ROWS
-
 /* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
 typedef struct ld_cpu_q8mm {
     float *out;          /* [T][N] */
@@ -185,14 +181,14 @@ void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[
 
 /* The starts of the eight rows of group g (rows 8g .. 8g+7 in the rope
  * order) of the rows at w (cpu_q8_pack.c). */
-void ld_cpu_q8_group_rows(const unsigned char *src[LD_CPU_Q8_ROWS], const void *w, ld_kdt dt, int K, size_t g,
+void ld_cpu_q8_group_rows(const unsigned char *src[LD_CPU_Q8_GROUP_ROWS], const void *w, ld_kdt dt, int K, size_t g,
                           int rope_hd);
 /* The nb blocks of the group whose eight rows start at src[], packed to
  * dst (ld_cpu_q8_packed_size(dt, K, 8) bytes for a whole group): in
  * portable C (cpu_q8_pack.c) or with AVX2 (cpu_q8_avx2.c), the same bytes. */
-void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_GROUP_ROWS], ld_kdt dt,
                                     size_t nb);
-void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_GROUP_ROWS], ld_kdt dt,
                                 size_t nb);
 
 /* The prep of cpu_q8.h for nblk blocks of 32 at x with AVX-512 (the same

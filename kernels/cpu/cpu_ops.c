@@ -418,9 +418,8 @@ void ld_cpu_matmul(float *out, const float *x, const float *prep, const void *w,
 #define ATT_CHUNK (3 * LD_CPU_ATT_GROUP)
 #define ATT_BLOCK 32
 
-size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions)
+size_t ld_cpu_attention_scratch(int n_heads, int positions)
 {
-    (void)n_kv;
     return (size_t)positions * (size_t)(n_heads < ATT_CHUNK ? n_heads : ATT_CHUNK);
 }
 

@@ -66,7 +66,7 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
                          float scale, float *scores, size_t i0, size_t i1);
 /* The floats of ld_cpu_attention's scores for positions pos0 + T: a
  * row of them for each head it takes together (at most twelve). */
-size_t ld_cpu_attention_scratch(int n_heads, int n_kv, int positions);
+size_t ld_cpu_attention_scratch(int n_heads, int positions);
 /* The heads ld_cpu_attention takes together on this machine, for head
  * size hd: a token's (n_heads) with AVX2 or AVX-512 (a range that splits
  * them reads some of their k and v rows once more), else 1. */

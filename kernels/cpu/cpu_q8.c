@@ -132,7 +132,7 @@ static void portable_rows(const ld_cpu_q8mm *m, size_t from, size_t to)
  * machine has) */
 static void pack_group_at(int level, unsigned char *dst, const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
 {
-    const unsigned char *src[LD_CPU_Q8_ROWS];
+    const unsigned char *src[LD_CPU_Q8_GROUP_ROWS];
     ld_cpu_q8_group_rows(src, w, dt, K, g, rope_hd);
     if (q8_level(level) >= LD_CPU_AVX2) ld_cpu_q8_pack_blocks_avx2(dst, src, dt, (size_t)(K / QB));
     else ld_cpu_q8_pack_blocks_portable(dst, src, dt, (size_t)(K / QB));
@@ -140,8 +140,8 @@ static void pack_group_at(int level, unsigned char *dst, const void *w, ld_kdt d
 
 void ld_cpu_q8_pack_at(int level, void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
 {
-    size_t group = ld_cpu_q8_packed_size(dt, K, LD_CPU_Q8_ROWS);
-    for (size_t g = 0; g < (size_t)(N / LD_CPU_Q8_ROWS); g++)
+    size_t group = ld_cpu_q8_packed_size(dt, K, LD_CPU_Q8_GROUP_ROWS);
+    for (size_t g = 0; g < (size_t)(N / LD_CPU_Q8_GROUP_ROWS); g++)
         pack_group_at(level, (unsigned char *)dst + g * group, w, dt, K, g, rope_hd);
 }
 
@@ -178,7 +178,7 @@ static void avx2_streams(const ld_cpu_q8mm *m, size_t gbytes, size_t g0, size_t 
  * 0: no memory for that group, nothing computed. */
 static int avx2_groups(const ld_cpu_q8mm *m, size_t g0, size_t g1)
 {
-    size_t gbytes = ld_cpu_q8_packed_size(m->dt, m->K, LD_CPU_Q8_ROWS);
+    size_t gbytes = ld_cpu_q8_packed_size(m->dt, m->K, LD_CPU_Q8_GROUP_ROWS);
     if (m->packed) {
         avx2_streams(m, gbytes, g0, g1);
         return 1;
@@ -205,7 +205,7 @@ void ld_cpu_matmul_q8_at(int level, float *out, const float *prep, const void *w
     };
     /* the whole groups inside [i0, i1) to the AVX2 kernel, the rows around
      * them to the twin */
-    const size_t R = LD_CPU_Q8_ROWS;
+    const size_t R = LD_CPU_Q8_GROUP_ROWS;
     size_t g0 = (i0 + R - 1) / R, g1 = (i1 < (size_t)N ? i1 : (size_t)N) / R;
     int simd = q8_level(level) >= LD_CPU_AVX2 && g0 < g1;
     size_t a = simd ? g0 * R : i1, b = simd ? g1 * R : i1;

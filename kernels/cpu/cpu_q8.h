@@ -47,7 +47,8 @@
 
 #include "kernels/ref/ref_ops.h"
 
-/* The packed layout's rows a group. */
+/* The packed layout's rows a group: the 32-bit lanes of a 256-bit
+ * register. */
 #define LD_CPU_Q8_GROUP_ROWS 8
 
 /* Whether the variant has a kernel for weights of type dt (else the

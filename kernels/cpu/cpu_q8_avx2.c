@@ -71,8 +71,8 @@ Q8A_INLINE __m256i group_block_dot(const unsigned char *ints, const ld_kdt dt, c
 Q8A_INLINE void groups_pass(const ld_cpu_q8mm *m, const ld_kdt dt, const int ns, const unsigned char *const gp[],
                             const size_t g[], int t)
 {
-    size_t nb = (size_t)(m->K / LD_CPU_QB), step = LD_CPU_Q8_ROWS * ld_cpu_q32_bytes(dt);
-    size_t head = LD_CPU_Q8_ROWS * ld_cpu_q32_head(dt); /* the eight d, then Q4_1's eight m */
+    size_t nb = (size_t)(m->K / LD_CPU_QB), step = LD_CPU_Q8_GROUP_ROWS * ld_cpu_q32_bytes(dt);
+    size_t head = LD_CPU_Q8_GROUP_ROWS * ld_cpu_q32_head(dt); /* the eight d, then Q4_1's eight m */
     const int8_t *xq = m->xq + (size_t)t * (size_t)m->K;
     const float *xd = m->xd + (size_t)t * nb, *xs = m->xs + (size_t)t * nb;
     const int32_t *qsum = m->qsum + (size_t)t * nb;
@@ -94,9 +94,9 @@ Q8A_INLINE void groups_pass(const ld_cpu_q8mm *m, const ld_kdt dt, const int ns,
         }
     }
     for (int s = 0; s < ns; s++) {
-        float bias[LD_CPU_Q8_ROWS] = {0};
-        if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, LD_CPU_Q8_ROWS * g[s], LD_CPU_Q8_ROWS);
-        _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + LD_CPU_Q8_ROWS * g[s],
+        float bias[LD_CPU_Q8_GROUP_ROWS] = {0};
+        if (m->bias) ld_ref_to_f32(bias, m->bias, m->bias_dt, LD_CPU_Q8_GROUP_ROWS * g[s], LD_CPU_Q8_GROUP_ROWS);
+        _mm256_storeu_ps(m->out + (size_t)t * (size_t)m->N + LD_CPU_Q8_GROUP_ROWS * g[s],
                          _mm256_add_ps(_mm256_add_ps(acc[s], macc[s]), _mm256_loadu_ps(bias)));
     }
 }
@@ -127,7 +127,7 @@ Q8A void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const
 /* chunks c = 0..3 of the eight rows' sixteen bytes at s[r] + off (row r's
  * dword c to lane r of chunk c): two 4x4 transposes of dwords, by float
  * shuffles (they move bits, they compute nothing) */
-Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[LD_CPU_Q8_ROWS], size_t off)
+Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[LD_CPU_Q8_GROUP_ROWS], size_t off)
 {
     __m128 r[8];
     for (int i = 0; i < 8; i++) r[i] = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(s[i] + off)));
@@ -137,13 +137,13 @@ Q8A_INLINE void pack_chunks4(unsigned char *o, const unsigned char *const s[LD_C
         _mm256_storeu_ps((float *)(void *)(o + 32 * c), _mm256_set_m128(r[4 + c], r[c]));
 }
 
-Q8A void ld_cpu_q8_pack_blocks_avx2(unsigned char *o, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+Q8A void ld_cpu_q8_pack_blocks_avx2(unsigned char *o, const unsigned char *const src[LD_CPU_Q8_GROUP_ROWS], ld_kdt dt,
                                     size_t nb)
 {
     size_t bytes = ld_cpu_q32_bytes(dt), head = ld_cpu_q32_head(dt);
     for (size_t b = 0, off = 0; b < nb; b++, off += bytes) {
         for (size_t h = 0; h < head; h += 2) /* d, then m */
-            for (int r = 0; r < LD_CPU_Q8_ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
+            for (int r = 0; r < LD_CPU_Q8_GROUP_ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
         for (size_t c = 0; c < bytes - head; c += 16, o += 128) pack_chunks4(o, src, off + head + c);
     }
 }
@@ -204,7 +204,7 @@ void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[
     (void)gp;
     (void)g;
 }
-void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_ROWS], ld_kdt dt,
+void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const src[LD_CPU_Q8_GROUP_ROWS], ld_kdt dt,
                                 size_t nb)
 {
     (void)dst;

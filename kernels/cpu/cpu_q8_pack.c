@@ -9,7 +9,7 @@
 #include "cpu_q8.h"
 
 #define QB LD_CPU_QB
-#define ROWS LD_CPU_Q8_ROWS
+#define ROWS LD_CPU_Q8_GROUP_ROWS
 
 size_t ld_cpu_q8_packed_size(ld_kdt dt, int K, int N)
 {

@@ -112,12 +112,12 @@ static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight
     return LD_OK;
 }
 
-/* rows [u i0, u i1) of t_matmul's, u = c->n rows an item (the last item
- * may be short) */
+/* rows [u i0, u i1) of t_matmul's, u = c->unit rows an item (the last
+ * item may be short) */
 static void t_matmul_units(void *p, int tid, size_t i0, size_t i1)
 {
     const op_ctx *c = p;
-    size_t u = (size_t)c->n, rows = (size_t)c->w->rows, r1 = u * i1;
+    size_t u = c->unit, rows = (size_t)c->w->rows, r1 = u * i1;
     t_matmul(p, tid, u * i0, r1 < rows ? r1 : rows);
 }
 
@@ -159,9 +159,9 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
     LD_TRY(matmul_prepare(rb, x->p, w, T, err));
     op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
-    size_t rows = (size_t)w->rows, unit = matmul_range_unit(rb, w, T);
-    c.n = (int)unit;
-    if (unit) ld_refb_run(rb, t_matmul_units, &c, (rows + unit - 1) / unit);
+    size_t rows = (size_t)w->rows;
+    c.unit = matmul_range_unit(rb, w, T);
+    if (c.unit) ld_refb_run(rb, t_matmul_units, &c, (rows + c.unit - 1) / c.unit);
     else ld_refb_run_grain(rb, t_matmul, &c, rows, matmul_grain(rb, rows));
     return LD_OK;
 }
@@ -216,7 +216,7 @@ ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const 
     LD_TRY(ld_refb_range(kcache, 0, nkv, err));
     LD_TRY(ld_refb_range(vcache, 0, nkv, err));
     int fast = rb->k.v[LD_KOP_ATTENTION] == LD_KV_FAST;
-    size_t scratch = fast ? ld_cpu_attention_scratch(n_heads, n_kv, pos0 + T) : (size_t)(pos0 + T);
+    size_t scratch = fast ? ld_cpu_attention_scratch(n_heads, pos0 + T) : (size_t)(pos0 + T);
     LD_TRY(ld_refb_need_scratch(rb, scratch, err));
     op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
                 .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};

@@ -149,6 +149,7 @@ typedef struct op_ctx {
     const float *inv_freq;
     int T, n_heads, n_kv, hd, pos0, window, n;
     float eps, scale;
+    size_t unit; /* the matmul's rows an item, where it goes out in ranges */
 } op_ctx;
 
 /* what the mHC entries (backend_ref_ds.c) and V4's head (backend_ref_ds4.c) pass their items */

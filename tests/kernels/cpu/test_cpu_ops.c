@@ -480,7 +480,7 @@ static int test_attention_levels(void)
     enum { T = 5, H = 4, KV = 2, HD = 20, P0 = 7, POS = P0 + T };
     static float q[T * H * HD], kc[POS * KV * HD], vc[POS * KV * HD];
     static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS * H]; /* the cpu kernel's rows: a head's each */
-    CHECK(ld_cpu_attention_scratch(H, KV, POS) <= sizeof scores / sizeof scores[0]);
+    CHECK(ld_cpu_attention_scratch(H, POS) <= sizeof scores / sizeof scores[0]);
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) q[i] = uniform();
     for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
         kc[i] = uniform();
@@ -516,7 +516,7 @@ static int attention_case(int hd, int H, int KV)
     size_t nq = (size_t)T * (size_t)H * (size_t)hd, nkv = (size_t)POS * (size_t)KV * (size_t)hd;
     float *q = malloc(nq * sizeof *q), *kc = malloc(nkv * sizeof *kc), *vc = malloc(nkv * sizeof *vc);
     float *port = malloc(nq * sizeof *port), *lv = malloc(nq * sizeof *lv);
-    float *scores = malloc(ld_cpu_attention_scratch(H, KV, POS) * sizeof *scores);
+    float *scores = malloc(ld_cpu_attention_scratch(H, POS) * sizeof *scores);
     CHECK(q && kc && vc && port && lv && scores);
     for (size_t i = 0; i < nq; i++) q[i] = uniform();
     for (size_t i = 0; i < nkv; i++) {
