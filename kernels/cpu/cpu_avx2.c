@@ -529,6 +529,35 @@ AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t k
     for (; j < n; j++) sc[j] = ld_cpu_dot_avx2(q, k + (size_t)j * kvrow, hd) * scale;
 }
 
+/* ld_attn_softmax (kernels/ref/ref_ops.c) with its bits.  The maximum is
+ * taken in eight lanes: vmaxps(x, m) is (x > m ? x : m), the reference's
+ * test, NaNs never taken; the lanes' maxima then give the same value (only
+ * the sign of a zero maximum could differ, and x - 0 is x - (-0) for every
+ * x but a zero, whose exponential is 1 either way).  The exponentials
+ * (libm's expf, as the reference calls it) and their sum stay in order; the
+ * divisions go eight at a time, each the same IEEE division.  The scalar
+ * maximum was a chain of dependent maxss: half the softmax's time. */
+AVX2 void ld_cpu_softmax_avx2(float *sc, int n)
+{
+    int n8 = n - n % 8, j;
+    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    for (j = 0; j < n8; j += 8) m8 = _mm256_max_ps(_mm256_loadu_ps(sc + j), m8);
+    float lanes[8], mx = -INFINITY;
+    _mm256_storeu_ps(lanes, m8);
+    for (int l = 0; l < 8; l++)
+        if (lanes[l] > mx) mx = lanes[l];
+    for (; j < n; j++)
+        if (sc[j] > mx) mx = sc[j];
+    float sum = 0.0f;
+    for (j = 0; j < n; j++) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    __m256 s8 = _mm256_set1_ps(sum);
+    for (j = 0; j < n8; j += 8) _mm256_storeu_ps(sc + j, _mm256_div_ps(_mm256_loadu_ps(sc + j), s8));
+    for (; j < n; j++) sc[j] = sc[j] / sum;
+}
+
 /* o[c, c + 8 NV) of the output: for j in order o[i] = fma(p[j], v_j[i],
  * o[i]) as ld_cpu_axpy_avx2 does it, with the NV vectors of o held in
  * registers over all the positions instead of stored and reloaded for each */
@@ -586,4 +615,5 @@ void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow
 {
     (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
 }
+void ld_cpu_softmax_avx2(float *sc, int n) { (void)sc; (void)n; }
 #endif

@@ -140,6 +140,8 @@ void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
  * n-1 in order (o's vectors in registers over the positions). */
 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
+/* ld_attn_softmax(sc, n) with its bits (cpu_avx2.c) */
+void ld_cpu_softmax_avx2(float *sc, int n);
 
 /* The outputs of G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv
  * head, hd a multiple of 16 (cpu_avx512.c), each element's chain that of

@@ -500,6 +500,12 @@ static void run_out(const att_job *j, const att_run *r, int b, int n)
     for (int g = 0; g < r->G; g++) ld_cpu_attn_out_avx2(r->o[g], p[g], v, kvrow, n, j->hd);
 }
 
+void ld_cpu_attn_softmax_at(int level, float *sc, int n)
+{
+    if (clamp_level(level) >= LD_CPU_AVX2) ld_cpu_softmax_avx2(sc, n);
+    else ld_attn_softmax(sc, n);
+}
+
 /* a token's runs (all of the same positions): scores block by block over
  * every run, each head's softmax, then the outputs block by block */
 static void attention_chunk(const att_job *j, att_run *runs, int nr)
@@ -509,7 +515,7 @@ static void attention_chunk(const att_job *j, att_run *runs, int nr)
         for (int i = 0; i < nr; i++) run_scores(j, &runs[i], b, n - b < ATT_BLOCK ? n - b : ATT_BLOCK);
     for (int i = 0; i < nr; i++)
         for (int g = 0; g < runs[i].G; g++) {
-            ld_attn_softmax(runs[i].sc[g], n);
+            ld_cpu_attn_softmax_at(j->level, runs[i].sc[g], n);
             memset(runs[i].o[g], 0, (size_t)j->hd * sizeof *runs[i].o[g]);
         }
     for (int b = 0; b < n; b += ATT_BLOCK)

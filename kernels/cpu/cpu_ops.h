@@ -64,6 +64,10 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
                          const float *kcache, const float *vcache,
                          int n_heads, int n_kv, int hd, int pos0, int window,
                          float scale, float *scores, size_t i0, size_t i1);
+/* The attention's softmax of a row of n scores (ld_attn_softmax, with its
+ * bits) at a level: with AVX2 the maximum and the divisions eight at a
+ * time. */
+void ld_cpu_attn_softmax_at(int level, float *sc, int n);
 /* The floats of ld_cpu_attention's scores for positions pos0 + T: a
  * row of them for each head it takes together (at most twelve). */
 size_t ld_cpu_attention_scratch(int n_heads, int positions);

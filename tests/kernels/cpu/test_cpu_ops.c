@@ -563,6 +563,46 @@ static int test_attention_head_sizes(void)
     return 0;
 }
 
+/* The attention's softmax at every level: the reference's bits on rows
+ * of 0 to 40 and 100 scores (the eight-lane maximum's tail), random, then
+ * with a NaN, an infinity of either sign, every score -inf, zeros of both
+ * signs as the maximum, scores near expf's overflow, and every score
+ * negative. */
+static void softmax_row(float *row, int n, int variant)
+{
+    for (int j = 0; j < n; j++) row[j] = 8.0f * uniform();
+    if (n == 0) return;
+    int at = (int)(next_u32() % (uint32_t)n);
+    switch (variant) {
+    case 1: row[at] = NAN; break; /* every output the sum's NaN */
+    case 2: row[at] = INFINITY; break;
+    case 3: row[at] = -INFINITY; break;
+    case 4: for (int j = 0; j < n; j++) row[j] = -INFINITY; break;
+    case 5: for (int j = 0; j < n; j++) row[j] = j % 3 == 0 ? 0.0f : j % 3 == 1 ? -0.0f : -1.0f - uniform(); break;
+    case 6: for (int j = 0; j < n; j++) row[j] = 88.0f + uniform(); break;
+    case 7: for (int j = 0; j < n; j++) row[j] = -2.0f - 8.0f * fabsf(uniform()); break;
+    }
+}
+
+static int test_attention_softmax(void)
+{
+    enum { MAXN = 100, KINDS = 8 };
+    float row[MAXN] = {0}, ref[MAXN], lv[MAXN];
+    for (int variant = 0; variant < KINDS; variant++)
+        for (int n = 0; n <= MAXN; n = n < 40 ? n + 1 : MAXN + (n == MAXN)) {
+            softmax_row(row, n, variant);
+            memcpy(ref, row, sizeof row);
+            ld_attn_softmax(ref, n);
+            for (int level = 0; level <= ld_cpu_simd(); level++) {
+                memcpy(lv, row, sizeof row);
+                ld_cpu_attn_softmax_at(level, lv, n);
+                CHECK_MSG(memcmp(lv, ref, sizeof lv) == 0, "softmax of %d scores (variant %d): level %d differs", n,
+                          variant, level);
+            }
+        }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
@@ -570,6 +610,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_matmul_tiny_activations),
     LD_CASE(test_attention_levels),
     LD_CASE(test_attention_head_sizes),
+    LD_CASE(test_attention_softmax),
 };
 
 LD_TEST_MAIN(cases)
