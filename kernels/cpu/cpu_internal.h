@@ -151,6 +151,12 @@ void ld_cpu_softmax_avx2(float *sc, int n);
 #define LD_CPU_ATT_GROUP 4
 void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
                                   const float *v, size_t kvrow, int n, int hd, int G);
+/* The scores of G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv
+ * head (cpu_avx512.c): sc[g][j] of ld_cpu_scores_avx2(sc[g], q[g], k,
+ * kvrow, n, hd, scale), the same bits, each k vector read once for the G
+ * heads, two heads' q to a register. */
+void ld_cpu_scores_group_avx512(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
+                                const float *k, size_t kvrow, int n, int hd, float scale, int G);
 
 /* One matmul of the q8 variant (cpu_q8.h) as its kernels see it. */
 typedef struct ld_cpu_q8mm {

@@ -417,10 +417,14 @@ void ld_cpu_matmul(float *out, const float *x, const float *prep, const void *w,
  * one forward stream, not once a kv head at a stride of a whole row. */
 #define ATT_CHUNK (3 * LD_CPU_ATT_GROUP)
 #define ATT_BLOCK 32
+/* A prompt's tokens whose heads fit one chunk go ATT_TILE at a time: a
+ * block's k (then v) rows, in L1, serve the tile's tokens in turn, where a
+ * token alone reads the whole cache again from L2 or beyond. */
+#define ATT_TILE 4
 
 size_t ld_cpu_attention_scratch(int n_heads, int positions)
 {
-    return (size_t)positions * (size_t)(n_heads < ATT_CHUNK ? n_heads : ATT_CHUNK);
+    return (size_t)positions * (size_t)(n_heads <= ATT_CHUNK ? ATT_TILE * n_heads : ATT_CHUNK);
 }
 
 /* whether the kernel at `level` takes a token's heads together
@@ -434,6 +438,11 @@ static int groups_heads(int level, int n_heads, int n_kv, int hd)
 int ld_cpu_attention_heads(int n_heads, int n_kv, int hd)
 {
     return groups_heads(ld_cpu_simd(), n_heads, n_kv, hd) ? n_heads : 1;
+}
+
+int ld_cpu_attention_tokens(int n_heads, int n_kv, int hd)
+{
+    return groups_heads(ld_cpu_simd(), n_heads, n_kv, hd) && n_heads <= ATT_CHUNK ? ATT_TILE : 1;
 }
 
 /* One call's attention as the grouped kernel sees it. */
@@ -477,6 +486,12 @@ static void run_scores(const att_job *j, const att_run *r, int b, int n)
 {
     size_t kvrow = (size_t)j->n_kv * (size_t)j->hd;
     const float *k = j->kcache + r->kv0 + (size_t)b * kvrow;
+    if (r->G > 1 && j->level == LD_CPU_AVX512) {
+        float *sc[LD_CPU_ATT_GROUP];
+        for (int g = 0; g < r->G; g++) sc[g] = r->sc[g] + b;
+        ld_cpu_scores_group_avx512(sc, r->q, k, kvrow, n, j->hd, j->scale, r->G);
+        return;
+    }
     for (int g = 0; g < r->G; g++) ld_cpu_scores_avx2(r->sc[g] + b, r->q[g], k, kvrow, n, j->hd, j->scale);
 }
 
@@ -506,43 +521,68 @@ void ld_cpu_attn_softmax_at(int level, float *sc, int n)
     else ld_attn_softmax(sc, n);
 }
 
-/* a token's runs (all of the same positions): scores block by block over
- * every run, each head's softmax, then the outputs block by block */
-static void attention_chunk(const att_job *j, att_run *runs, int nr)
+/* the positions [b, b + ATT_BLOCK) of run r, those of its token: through
+ * fn (run_scores or run_out) */
+static void run_block(const att_job *j, const att_run *r, int b,
+                      void (*fn)(const att_job *, const att_run *, int, int))
 {
-    int n = runs[0].n;
+    if (b < r->n) fn(j, r, b, r->n - b < ATT_BLOCK ? r->n - b : ATT_BLOCK);
+}
+
+/* the runs of nt tokens (nr each, runs[k nr ..] token k's): scores block
+ * by block over every run of every token, each head's softmax, then the
+ * outputs block by block.  Each (token, head) gets its blocks in order, so
+ * its sums are those of the token alone. */
+static void attention_chunk(const att_job *j, att_run *runs, int nr, int nt)
+{
+    int n = 0;
+    for (int i = 0; i < nr * nt; i++) n = runs[i].n > n ? runs[i].n : n;
     for (int b = 0; b < n; b += ATT_BLOCK)
-        for (int i = 0; i < nr; i++) run_scores(j, &runs[i], b, n - b < ATT_BLOCK ? n - b : ATT_BLOCK);
-    for (int i = 0; i < nr; i++)
+        for (int i = 0; i < nr * nt; i++) run_block(j, &runs[i], b, run_scores);
+    for (int i = 0; i < nr * nt; i++)
         for (int g = 0; g < runs[i].G; g++) {
-            ld_cpu_attn_softmax_at(j->level, runs[i].sc[g], n);
+            ld_cpu_attn_softmax_at(j->level, runs[i].sc[g], runs[i].n);
             memset(runs[i].o[g], 0, (size_t)j->hd * sizeof *runs[i].o[g]);
         }
     for (int b = 0; b < n; b += ATT_BLOCK)
-        for (int i = 0; i < nr; i++) run_out(j, &runs[i], b, n - b < ATT_BLOCK ? n - b : ATT_BLOCK);
+        for (int i = 0; i < nr * nt; i++) run_block(j, &runs[i], b, run_out);
+}
+
+/* token t's items from *it on, up to i1, in whole runs (a run: the heads
+ * of one kv head from h on, at most LD_CPU_ATT_GROUP) while they fit a
+ * chunk; their rows of scores from `rows` on.  Returns the runs. */
+static int token_runs(const att_job *j, att_run *runs, size_t *it, size_t i1, int t, int rows)
+{
+    int group = j->n_heads / j->n_kv, nr = 0, used = 0;
+    size_t end = ((size_t)t + 1) * (size_t)j->n_heads; /* the token's last item + 1 */
+    if (end > i1) end = i1;
+    while (*it < end) {
+        int h = (int)(*it % (size_t)j->n_heads), G = group - h % group;
+        if (G > LD_CPU_ATT_GROUP) G = LD_CPU_ATT_GROUP;
+        if ((size_t)G > end - *it) G = (int)(end - *it);
+        if (used + G > ATT_CHUNK) break;
+        run_init(j, &runs[nr++], j->scores + (size_t)(rows + used) * j->stride, t, h, G);
+        used += G;
+        *it += (size_t)G;
+    }
+    return nr;
 }
 
 /* items [i0, i1) (token t's head h is item t n_heads + h): each token's
- * heads in the range in chunks of whole runs (a run: the heads of one kv
- * head from h on, at most LD_CPU_ATT_GROUP, within the range) */
+ * heads in the range in chunks of whole runs; where a chunk holds a whole
+ * token, up to ATT_TILE whole tokens together */
 static void attention_groups(const att_job *j, size_t i0, size_t i1)
 {
-    int group = j->n_heads / j->n_kv;
-    att_run runs[ATT_CHUNK];
+    size_t H = (size_t)j->n_heads;
+    att_run runs[ATT_TILE * ATT_CHUNK];
     for (size_t it = i0; it < i1;) {
-        int t = (int)(it / (size_t)j->n_heads), nr = 0, rows = 0;
-        size_t end = ((size_t)t + 1) * (size_t)j->n_heads; /* the token's last item + 1 */
-        if (end > i1) end = i1;
-        while (it < end) {
-            int h = (int)(it % (size_t)j->n_heads), G = group - h % group;
-            if (G > LD_CPU_ATT_GROUP) G = LD_CPU_ATT_GROUP;
-            if ((size_t)G > end - it) G = (int)(end - it);
-            if (rows + G > ATT_CHUNK) break;
-            run_init(j, &runs[nr++], j->scores + (size_t)rows * j->stride, t, h, G);
-            rows += G;
-            it += (size_t)G;
+        int t = (int)(it / H), whole = it % H == 0 && it + H <= i1 && j->n_heads <= ATT_CHUNK;
+        int nr = token_runs(j, runs, &it, i1, t, 0), nt = 1;
+        while (whole && nt < ATT_TILE && it + H <= i1) {
+            token_runs(j, runs + nt * nr, &it, i1, t + nt, nt * j->n_heads);
+            nt++;
         }
-        attention_chunk(j, runs, nr);
+        attention_chunk(j, runs, nr, nt);
     }
 }
 

@@ -54,8 +54,10 @@ void ld_cpu_to_f32_at(int level, float *dst, const void *w, ld_kdt dt,
  * plain rows above, and the output accumulated as o[i] = fma(p_j, v_j[i],
  * o[i]) over positions j in order; the softmax as the reference's (expf,
  * one sequential sum).  With AVX2 and AVX-512 a token's heads in the range
- * go together, the positions in blocks: each block's k rows (then its v
- * rows) read once for all of them, in the cache's order (the same bits). */
+ * go together (with AVX-512 the scores of a kv head's heads in one pass),
+ * and a prompt's whole tokens four at a time, the positions in blocks: each
+ * block's k rows (then its v rows) read once for all of them, in the
+ * cache's order (the same bits). */
 void ld_cpu_attention(float *out, const float *q, const float *kcache,
                       const float *vcache, int n_heads, int n_kv, int hd,
                       int pos0, int window, float scale, float *scores,
@@ -69,12 +71,18 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
  * time. */
 void ld_cpu_attn_softmax_at(int level, float *sc, int n);
 /* The floats of ld_cpu_attention's scores for positions pos0 + T: a
- * row of them for each head it takes together (at most twelve). */
+ * row of them for each head it takes together (at most twelve; a prompt's
+ * four tokens' where a token has at most twelve). */
 size_t ld_cpu_attention_scratch(int n_heads, int positions);
 /* The heads ld_cpu_attention takes together on this machine, for head
  * size hd: a token's (n_heads) with AVX2 or AVX-512 (a range that splits
  * them reads some of their k and v rows once more), else 1. */
 int ld_cpu_attention_heads(int n_heads, int n_kv, int hd);
+/* The tokens of a prompt that it takes together where a range holds them
+ * whole (their heads at most twelve: each block of k and v rows read once
+ * for all of them), else 1: a prompt's pieces are best this many tokens'
+ * heads. */
+int ld_cpu_attention_tokens(int n_heads, int n_kv, int hd);
 
 /* The level the kernels above run at on this machine (LD_CPU_*). */
 int ld_cpu_simd(void);

@@ -479,7 +479,8 @@ static int test_attention_levels(void)
 {
     enum { T = 5, H = 4, KV = 2, HD = 20, P0 = 7, POS = P0 + T };
     static float q[T * H * HD], kc[POS * KV * HD], vc[POS * KV * HD];
-    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[POS * H]; /* the cpu kernel's rows: a head's each */
+    /* scores: the cpu kernel's rows, a head's each, of up to four tokens */
+    static float ref[T * H * HD], best[T * H * HD], lv[T * H * HD], scores[4 * POS * H];
     CHECK(ld_cpu_attention_scratch(H, POS) <= sizeof scores / sizeof scores[0]);
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) q[i] = uniform();
     for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
@@ -506,13 +507,14 @@ static int test_attention_levels(void)
 }
 
 /* Attention of H heads over KV kv heads of size hd, decode and prefill,
- * from 1 to 45 positions (not a multiple of four or eight): every level
+ * from 1 to 48 positions (not a multiple of four or eight): every level
  * the bits of the portable one (ld_attention_with over the plain dot
- * product and axpy), the items cut at 5 (a kv head's heads split between
- * two calls, and a head alone). */
+ * product and axpy), the items in one call (tiles of four tokens and of
+ * two where a token's heads fit one chunk) and cut at 5 (a kv head's
+ * heads split between two calls, and a head alone). */
 static int attention_case(int hd, int H, int KV)
 {
-    enum { T = 3, P0 = 42, POS = P0 + T };
+    enum { T = 6, P0 = 42, POS = P0 + T };
     size_t nq = (size_t)T * (size_t)H * (size_t)hd, nkv = (size_t)POS * (size_t)KV * (size_t)hd;
     float *q = malloc(nq * sizeof *q), *kc = malloc(nkv * sizeof *kc), *vc = malloc(nkv * sizeof *vc);
     float *port = malloc(nq * sizeof *port), *lv = malloc(nq * sizeof *lv);
@@ -524,10 +526,16 @@ static int attention_case(int hd, int H, int KV)
         vc[i] = uniform();
     }
     for (int window = 0; window <= 5; window += 5)
-        for (int pos0 = 0; pos0 <= P0; pos0 += P0) { /* the first positions (1 to 3 of them), then 43 to 45 */
+        for (int pos0 = 0; pos0 <= P0; pos0 += P0) { /* the first positions (1 to 6 of them), then 43 to 48 */
             ld_cpu_attention_at(LD_CPU_PORTABLE, port, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0,
                                 (size_t)(T * H));
             for (int level = 1; level <= ld_cpu_simd(); level++) {
+                memset(lv, 0, nq * sizeof *lv);
+                ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0,
+                                    (size_t)(T * H));
+                CHECK_MSG(memcmp(lv, port, nq * sizeof *lv) == 0,
+                          "attention hd %d, %d heads over %d, pos0 %d window %d: level %d in one call differs from "
+                          "the portable code", hd, H, KV, pos0, window, level);
                 memset(lv, 0, nq * sizeof *lv);
                 ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 0, 5);
                 ld_cpu_attention_at(level, lv, q, kc, vc, H, KV, hd, pos0, window, 0.125f, scores, 5,
@@ -549,7 +557,7 @@ static int attention_case(int hd, int H, int KV)
 /* Attention with head sizes a multiple of 8: with AVX2 and AVX-512 the
  * heads of a kv head together (2, 3, 4 of them; 5 as 4 and 1), a token's
  * runs of them in chunks of at most 12 heads (24 heads over 6: two chunks;
- * 9 over 3, SmolLM2's, one), the positions in blocks of 32 (45 positions:
+ * 9 over 3, SmolLM2's, one), the positions in blocks of 32 (48 positions:
  * a block and a part); the scores eight, then four positions at a time;
  * the outputs of a head 64 then 8 columns at a time (AVX2), of a kv
  * head's heads 64 then 16 (AVX-512). */
