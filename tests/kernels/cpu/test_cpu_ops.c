@@ -558,9 +558,10 @@ static int attention_case(int hd, int H, int KV)
  * heads of a kv head together (2, 3, 4 of them; 5 as 4 and 1), a token's
  * runs of them in chunks of at most 12 heads (24 heads over 6: two chunks;
  * 9 over 3, SmolLM2's, one), the positions in blocks of 32 (48 positions:
- * a block and a part); the scores eight, then four positions at a time;
- * the outputs of a head 64 then 8 columns at a time (AVX2), of a kv
- * head's heads 64 then 16 (AVX-512). */
+ * a block and a part); the scores eight, then four positions at a time
+ * (with AVX-512 a kv head's heads eight positions at a time together, the
+ * rest a head at a time); the outputs of a head 64 then 8 columns at a
+ * time (AVX2), of a kv head's heads 64 then 16 (AVX-512). */
 static int test_attention_head_sizes(void)
 {
     static const int hds[] = {8, 16, 48, 64, 72, 80, 136};
