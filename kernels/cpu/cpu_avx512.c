@@ -17,12 +17,17 @@
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512vl,avx2,fma,f16c")))
 
+/* lanes 8..15 of v (vextractf64x4: AVX-512F has no f32x8 form) */
+AVX512_INLINE __m256 upper_half(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
 /* hsum16(a) = hsum8(a[l] + a[8 + l]) (cpu_ops.h) */
 AVX512_INLINE float hsum16(__m512 v)
 {
     __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 a = _mm256_add_ps(lo, hi);
+    __m256 a = _mm256_add_ps(lo, upper_half(v));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
@@ -382,11 +387,6 @@ AVX512_INLINE __m512 halves_same(const float *a)
     return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(const void *)a)));
 }
 
-AVX512_INLINE __m256 upper_half(__m512 v)
-{
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-}
-
 /* The scores of positions [j, j + 8) of G heads (2 <= G <= 4) sharing a kv
  * head, q[g]'s vectors two heads to a register: a k vector read once,
  * broadcast to both halves, for all of them; each (head, position) the
@@ -575,7 +575,7 @@ AVX512_INLINE void scaled_rows(float acc[LD_CPU_ROWS][8], const ld_f8b *f, const
                 __m512 v = fp4 ? e2m1_scaled(_mm_loadl_epi64((const __m128i *)(q[r] + k / 2)), sc[r])
                                : e4m3_scaled(_mm_loadu_si128((const __m128i *)(q[r] + k)), sc[r]);
                 a[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(v), x0, a[r]);
-                a[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), x1, a[r]);
+                a[r] = _mm256_fmadd_ps(upper_half(v), x1, a[r]);
             }
         }
     }

@@ -223,11 +223,12 @@ ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const 
     /* a decode step's heads in one range a thread (SmolLM2's nine go 5:4
      * to two threads, not 2:1 in pieces of three; the fast kernel reads a
      * range's k and v rows as one stream); a prompt's in pieces of as
-     * many heads as that kernel takes together (a token's, or four
-     * tokens': ld_cpu_attention_tokens), taken as the threads come free: a
-     * late token's attention is longer than an early one's */
-    size_t grain = !fast ? 1 : T == 1 ? 0 : (size_t)ld_cpu_attention_heads(n_heads, n_kv, head_dim);
-    if (fast && T > 1 && (int)grain == n_heads) grain *= (size_t)ld_cpu_attention_tokens(n_heads, n_kv, head_dim);
+     * many heads as that kernel takes together (a token's times the
+     * tokens it tiles; both 1 where it takes none together), taken as the
+     * threads come free: a late token's attention is longer than an early
+     * one's */
+    size_t grain = !fast ? 1 : T == 1 ? 0 : (size_t)ld_cpu_attention_heads(n_heads, n_kv, head_dim) *
+                                             (size_t)ld_cpu_attention_tokens(n_heads, n_kv, head_dim);
     ld_refb_run_grain(rb, t_attention, &c, (size_t)T * (size_t)n_heads, grain);
     return LD_OK;
 }
