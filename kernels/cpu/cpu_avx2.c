@@ -5,6 +5,7 @@
  * same arithmetic as the portable twin and the AVX-512 code, so all three
  * give the same bits. */
 #include "cpu_internal.h"
+#include "cpu_ops.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -533,11 +534,12 @@ AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t k
  * taken in eight lanes: vmaxps(x, m) is (x > m ? x : m), the reference's
  * test, NaNs never taken; the lanes' maxima then give the same value (only
  * the sign of a zero maximum could differ, and x - 0 is x - (-0) for every
- * x but a zero, whose exponential is 1 either way).  The exponentials
- * (libm's expf, as the reference calls it) and their sum stay in order; the
- * divisions go eight at a time, each the same IEEE division.  The scalar
- * maximum was a chain of dependent maxss: half the softmax's time. */
-AVX2 void ld_cpu_softmax_avx2(float *sc, int n)
+ * x but a zero, whose exponential is 1 either way).  The exponentials are
+ * libm's expf, as the reference calls it, eight or sixteen at a time
+ * (cpu_expf.c); their sum stays in order; the divisions go eight at a time,
+ * each the same IEEE division.  The scalar maximum was a chain of
+ * dependent maxss, and libm's calls then most of what was left. */
+AVX2 void ld_cpu_softmax_avx2(float *sc, int n, int exp_level)
 {
     int n8 = n - n % 8, j;
     __m256 m8 = _mm256_set1_ps(-INFINITY);
@@ -548,11 +550,12 @@ AVX2 void ld_cpu_softmax_avx2(float *sc, int n)
         if (lanes[l] > mx) mx = lanes[l];
     for (; j < n; j++)
         if (sc[j] > mx) mx = sc[j];
+    if (exp_level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(sc, n, mx);
+    else if (exp_level >= LD_CPU_AVX2) ld_cpu_exp_shifted_avx2(sc, n, mx);
+    else
+        for (j = 0; j < n; j++) sc[j] = expf(sc[j] - mx);
     float sum = 0.0f;
-    for (j = 0; j < n; j++) {
-        sc[j] = expf(sc[j] - mx);
-        sum += sc[j];
-    }
+    for (j = 0; j < n; j++) sum += sc[j];
     __m256 s8 = _mm256_set1_ps(sum);
     for (j = 0; j < n8; j += 8) _mm256_storeu_ps(sc + j, _mm256_div_ps(_mm256_loadu_ps(sc + j), s8));
     for (; j < n; j++) sc[j] = sc[j] / sum;
@@ -615,5 +618,5 @@ void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow
 {
     (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
 }
-void ld_cpu_softmax_avx2(float *sc, int n) { (void)sc; (void)n; }
+void ld_cpu_softmax_avx2(float *sc, int n, int exp_level) { (void)sc; (void)n; (void)exp_level; }
 #endif

@@ -6,6 +6,7 @@
 #include "cpu_ops.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -515,9 +516,35 @@ static void run_out(const att_job *j, const att_run *r, int b, int n)
     for (int g = 0; g < r->G; g++) ld_cpu_attn_out_avx2(r->o[g], p[g], v, kvrow, n, j->hd);
 }
 
+void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx)
+{
+    level = clamp_level(level);
+    if (level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(v, n, mx);
+    else if (level >= LD_CPU_AVX2) ld_cpu_exp_shifted_avx2(v, n, mx);
+    else
+        for (int j = 0; j < n; j++) v[j] = expf(v[j] - mx);
+}
+
+static int expf_best; /* ld_cpu_expf_level's answer for the machine */
+
+static void expf_probe(void)
+{
+    int best = ld_cpu_simd();
+    while (best > LD_CPU_PORTABLE && !ld_cpu_expf_agrees(best)) best--;
+    expf_best = best;
+}
+
+int ld_cpu_expf_level(int level)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, expf_probe);
+    return level < 0 ? 0 : level < expf_best ? level : expf_best;
+}
+
 void ld_cpu_attn_softmax_at(int level, float *sc, int n)
 {
-    if (clamp_level(level) >= LD_CPU_AVX2) ld_cpu_softmax_avx2(sc, n);
+    level = clamp_level(level);
+    if (level >= LD_CPU_AVX2) ld_cpu_softmax_avx2(sc, n, ld_cpu_expf_level(level));
     else ld_attn_softmax(sc, n);
 }
 

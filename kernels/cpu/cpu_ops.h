@@ -66,6 +66,15 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
                          const float *kcache, const float *vcache,
                          int n_heads, int n_kv, int hd, int pos0, int window,
                          float scale, float *scores, size_t i0, size_t i1);
+/* libm's expf with its bits, many at a time (cpu_expf.c): v[j] =
+ * expf(v[j] - mx) for j in [0, n) by the vector code of `level` (capped
+ * at what the machine has; libm's calls at LD_CPU_PORTABLE).
+ * ld_cpu_expf_level(level): the highest level up to `level` whose vector
+ * code gives the bits of the libm at hand (compared once, on floats where
+ * other builds of expf round otherwise); what the softmax uses. */
+int ld_cpu_expf_level(int level);
+void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx);
+
 /* The attention's softmax of a row of n scores (ld_attn_softmax, with its
  * bits) at a level: with AVX2 the maximum and the divisions eight at a
  * time. */

@@ -13,6 +13,9 @@
  *    converters' code * scale (kernels/ref/ref_ds*.c). */
 #include <math.h>
 #include <stdint.h>
+#ifdef __GLIBC__
+#include <gnu/libc-version.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,12 +593,16 @@ static void softmax_row(float *row, int n, int variant)
     case 5: for (int j = 0; j < n; j++) row[j] = j % 3 == 0 ? 0.0f : j % 3 == 1 ? -0.0f : -1.0f - uniform(); break;
     case 6: for (int j = 0; j < n; j++) row[j] = 88.0f + uniform(); break;
     case 7: for (int j = 0; j < n; j++) row[j] = -2.0f - 8.0f * fabsf(uniform()); break;
+    case 8: /* differences from the maximum past -88 (libm's own calls) and into expf's subnormals */
+        for (int j = 0; j < n; j++) row[j] = -120.0f * fabsf(uniform());
+        row[at] = 0.0f;
+        break;
     }
 }
 
 static int test_attention_softmax(void)
 {
-    enum { MAXN = 100, KINDS = 8 };
+    enum { MAXN = 100, KINDS = 9 };
     float row[MAXN] = {0}, ref[MAXN], lv[MAXN];
     for (int variant = 0; variant < KINDS; variant++)
         for (int n = 0; n <= MAXN; n = n < 40 ? n + 1 : MAXN + (n == MAXN)) {
@@ -612,6 +619,56 @@ static int test_attention_softmax(void)
     return 0;
 }
 
+/* floats [at, ...) of the sweep, `step` apart in their bits, into x (n of
+ * them at most); returns how many, 0 past the last float */
+static int sweep_floats(float *x, int n, uint64_t *at, uint64_t step)
+{
+    int k = 0;
+    for (; k < n && *at <= UINT32_MAX; *at += step) {
+        uint32_t u = (uint32_t)*at;
+        memcpy(&x[k++], &u, sizeof u);
+    }
+    return k;
+}
+
+/* ld_cpu_exp_shifted_at against libm's expf of x - mx at every level the
+ * probe keeps: every 61st float (every float with LD_TEST_EXPF_ALL=1, about
+ * a minute), NaNs and infinities among them, through mx = 0 and 1.5 */
+static int test_expf_levels(void)
+{
+    enum { N = 4096 };
+    static float x[N], y[N];
+    int top = ld_cpu_expf_level(LD_CPU_AVX512);
+#ifdef __GLIBC__
+    /* glibc 2.27 on has the expf the vector code reproduces: there the
+     * probe must keep it (a broken vector code would fall back unseen) */
+    int major = 0, minor = 0;
+    if (sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) == 2 && (major > 2 || minor >= 27))
+        CHECK_MSG(top == ld_cpu_simd(), "glibc %s: the probe keeps the vector expf up to level %d, not %d",
+                  gnu_get_libc_version(), top, ld_cpu_simd());
+#endif
+    if (top < ld_cpu_simd())
+        printf("# the vector expf above level %d not used: this libm's expf rounds otherwise\n", top);
+    const char *all = getenv("LD_TEST_EXPF_ALL");
+    uint64_t step = all && *all == '1' ? 1 : 61;
+    for (int level = LD_CPU_AVX2; level <= top; level++)
+        for (int pass = 0; pass < 2; pass++) {
+            float mx = pass ? 1.5f : 0.0f;
+            uint64_t at = pass ? 7 : 0, stride = pass ? step * 97 : step;
+            int n;
+            while ((n = sweep_floats(x, N - (int)(at % 5), &at, stride)) > 0) { /* lengths not all multiples of 16 */
+                memcpy(y, x, (size_t)n * sizeof *y);
+                ld_cpu_exp_shifted_at(level, y, n, mx);
+                for (int i = 0; i < n; i++) {
+                    float e = expf(x[i] - mx);
+                    CHECK_MSG(memcmp(&e, &y[i], sizeof e) == 0 || (isnan(e) && isnan(y[i])),
+                              "level %d: expf(%a - %g) is %a, the vector code says %a", level, x[i], mx, e, y[i]);
+                }
+            }
+        }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
@@ -620,6 +677,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_attention_levels),
     LD_CASE(test_attention_head_sizes),
     LD_CASE(test_attention_softmax),
+    LD_CASE(test_expf_levels),
 };
 
 LD_TEST_MAIN(cases)
