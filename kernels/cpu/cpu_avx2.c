@@ -530,16 +530,12 @@ AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t k
     for (; j < n; j++) sc[j] = ld_cpu_dot_avx2(q, k + (size_t)j * kvrow, hd) * scale;
 }
 
-/* ld_attn_softmax (kernels/ref/ref_ops.c) with its bits.  The maximum is
- * taken in eight lanes: vmaxps(x, m) is (x > m ? x : m), the reference's
- * test, NaNs never taken; the lanes' maxima then give the same value (only
- * the sign of a zero maximum could differ, and x - 0 is x - (-0) for every
- * x but a zero, whose exponential is 1 either way).  The exponentials are
- * libm's expf, as the reference calls it, eight or sixteen at a time
- * (cpu_expf.c); their sum stays in order; the divisions go eight at a time,
- * each the same IEEE division.  The scalar maximum was a chain of
- * dependent maxss, and libm's calls then most of what was left. */
-AVX2 void ld_cpu_softmax_avx2(float *sc, int n, int exp_level)
+/* the maximum of sc[0..n) as ld_attn_softmax takes it: in eight lanes,
+ * vmaxps(x, m) being (x > m ? x : m), the reference's test, NaNs never
+ * taken; the lanes' maxima then give the same value (only the sign of a
+ * zero maximum could differ, and x - 0 is x - (-0) for every x but a zero,
+ * whose exponential is 1 either way) */
+AVX2_INLINE float softmax_max(const float *sc, int n)
 {
     int n8 = n - n % 8, j;
     __m256 m8 = _mm256_set1_ps(-INFINITY);
@@ -550,15 +546,57 @@ AVX2 void ld_cpu_softmax_avx2(float *sc, int n, int exp_level)
         if (lanes[l] > mx) mx = lanes[l];
     for (; j < n; j++)
         if (sc[j] > mx) mx = sc[j];
-    if (exp_level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(sc, n, mx);
-    else if (exp_level >= LD_CPU_AVX2) ld_cpu_exp_shifted_avx2(sc, n, mx);
-    else
-        for (j = 0; j < n; j++) sc[j] = expf(sc[j] - mx);
-    float sum = 0.0f;
-    for (j = 0; j < n; j++) sum += sc[j];
-    __m256 s8 = _mm256_set1_ps(sum);
-    for (j = 0; j < n8; j += 8) _mm256_storeu_ps(sc + j, _mm256_div_ps(_mm256_loadu_ps(sc + j), s8));
-    for (; j < n; j++) sc[j] = sc[j] / sum;
+    return mx;
+}
+
+/* sum[r] = the sequential sum of rows[r][0..n[r]) for four rows, their
+ * chains side by side (each in its own order: the reference's) */
+AVX2_INLINE void sums4(float sum[4], float *const *rows, const int *n)
+{
+    int m = n[0];
+    for (int r = 1; r < 4; r++) m = n[r] < m ? n[r] : m;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    const float *a = rows[0], *b = rows[1], *c = rows[2], *d = rows[3];
+    for (int j = 0; j < m; j++) s0 += a[j], s1 += b[j], s2 += c[j], s3 += d[j];
+    sum[0] = s0, sum[1] = s1, sum[2] = s2, sum[3] = s3;
+    for (int r = 0; r < 4; r++)
+        for (int j = m; j < n[r]; j++) sum[r] += rows[r][j];
+}
+
+/* ld_attn_softmax (kernels/ref/ref_ops.c) of `count` rows, each with its
+ * bits: the maximum in eight lanes (softmax_max); the exponentials libm's
+ * expf, as the reference calls it, eight or sixteen at a time (cpu_expf.c,
+ * the vector code of exp_level; libm's calls at LD_CPU_PORTABLE); each
+ * row's sum in order, four rows' chains side by side (one chain waits on
+ * each addition); the divisions eight at a time, each the same IEEE
+ * division.  The scalar maximum was a chain of dependent maxss, libm's
+ * calls most of what was left, then the sums' chains. */
+AVX2 void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, int exp_level)
+{
+    float sum[4];
+    for (int r0 = 0; r0 < count; r0 += 4) {
+        int k = count - r0 < 4 ? count - r0 : 4;
+        for (int r = r0; r < r0 + k; r++) {
+            float mx = softmax_max(rows[r], n[r]);
+            if (exp_level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(rows[r], n[r], mx);
+            else if (exp_level >= LD_CPU_AVX2) ld_cpu_exp_shifted_avx2(rows[r], n[r], mx);
+            else
+                for (int j = 0; j < n[r]; j++) rows[r][j] = expf(rows[r][j] - mx);
+        }
+        if (k == 4) sums4(sum, rows + r0, n + r0);
+        else
+            for (int r = 0; r < k; r++) {
+                sum[r] = 0.0f;
+                for (int j = 0; j < n[r0 + r]; j++) sum[r] += rows[r0 + r][j];
+            }
+        for (int r = 0; r < k; r++) {
+            float *sc = rows[r0 + r];
+            int len = n[r0 + r], n8 = len - len % 8, j;
+            __m256 s8 = _mm256_set1_ps(sum[r]);
+            for (j = 0; j < n8; j += 8) _mm256_storeu_ps(sc + j, _mm256_div_ps(_mm256_loadu_ps(sc + j), s8));
+            for (; j < len; j++) sc[j] = sc[j] / sum[r];
+        }
+    }
 }
 
 /* o[c, c + 8 NV) of the output: for j in order o[i] = fma(p[j], v_j[i],
@@ -618,5 +656,8 @@ void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow
 {
     (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
 }
-void ld_cpu_softmax_avx2(float *sc, int n, int exp_level) { (void)sc; (void)n; (void)exp_level; }
+void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, int exp_level)
+{
+    (void)rows; (void)n; (void)count; (void)exp_level;
+}
 #endif

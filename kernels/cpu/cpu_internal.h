@@ -140,10 +140,10 @@ void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
  * n-1 in order (o's vectors in registers over the positions). */
 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
-/* ld_attn_softmax(sc, n) with its bits (cpu_avx2.c), the exponentials
- * by the vector code of exp_level (cpu_expf.c; libm's calls at
- * LD_CPU_PORTABLE) */
-void ld_cpu_softmax_avx2(float *sc, int n, int exp_level);
+/* ld_attn_softmax(rows[r], n[r]) for r in [0, count), each with its bits
+ * (cpu_avx2.c), the exponentials by the vector code of exp_level
+ * (cpu_expf.c; libm's calls at LD_CPU_PORTABLE) */
+void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, int exp_level);
 
 /* the vector code of ld_cpu_exp_shifted_at (cpu_ops.h, cpu_expf.c), and
  * whether that of a level gives the bits of the libm at hand on the

@@ -541,11 +541,17 @@ int ld_cpu_expf_level(int level)
     return level < 0 ? 0 : level < expf_best ? level : expf_best;
 }
 
-void ld_cpu_attn_softmax_at(int level, float *sc, int n)
+void ld_cpu_attn_softmax_rows_at(int level, float *const *rows, const int *n, int count)
 {
     level = clamp_level(level);
-    if (level >= LD_CPU_AVX2) ld_cpu_softmax_avx2(sc, n, ld_cpu_expf_level(level));
-    else ld_attn_softmax(sc, n);
+    if (level >= LD_CPU_AVX2) ld_cpu_softmax_rows_avx2(rows, n, count, ld_cpu_expf_level(level));
+    else
+        for (int r = 0; r < count; r++) ld_attn_softmax(rows[r], n[r]);
+}
+
+void ld_cpu_attn_softmax_at(int level, float *sc, int n)
+{
+    ld_cpu_attn_softmax_rows_at(level, &sc, &n, 1);
 }
 
 /* the positions [b, b + ATT_BLOCK) of run r, those of its token: through
@@ -566,11 +572,14 @@ static void attention_chunk(const att_job *j, att_run *runs, int nr, int nt)
     for (int i = 0; i < nr * nt; i++) n = runs[i].n > n ? runs[i].n : n;
     for (int b = 0; b < n; b += ATT_BLOCK)
         for (int i = 0; i < nr * nt; i++) run_block(j, &runs[i], b, run_scores);
+    float *rows[ATT_TILE * ATT_CHUNK];
+    int lens[ATT_TILE * ATT_CHUNK], k = 0;
     for (int i = 0; i < nr * nt; i++)
         for (int g = 0; g < runs[i].G; g++) {
-            ld_cpu_attn_softmax_at(j->level, runs[i].sc[g], runs[i].n);
+            rows[k] = runs[i].sc[g], lens[k++] = runs[i].n;
             memset(runs[i].o[g], 0, (size_t)j->hd * sizeof *runs[i].o[g]);
         }
+    ld_cpu_attn_softmax_rows_at(j->level, rows, lens, k);
     for (int b = 0; b < n; b += ATT_BLOCK)
         for (int i = 0; i < nr * nt; i++) run_block(j, &runs[i], b, run_out);
 }

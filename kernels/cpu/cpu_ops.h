@@ -77,8 +77,11 @@ void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx);
 
 /* The attention's softmax of a row of n scores (ld_attn_softmax, with its
  * bits) at a level: with AVX2 the maximum and the divisions eight at a
- * time. */
+ * time, the exponentials by ld_cpu_exp_shifted_at; and of `count` rows at
+ * once (rows[r] of n[r] scores), each with the same bits, with AVX2 four
+ * rows' sums side by side. */
 void ld_cpu_attn_softmax_at(int level, float *sc, int n);
+void ld_cpu_attn_softmax_rows_at(int level, float *const *rows, const int *n, int count);
 /* The floats of ld_cpu_attention's scores for positions pos0 + T: a
  * row of them for each head it takes together (at most twelve; a prompt's
  * four tokens' where a token has at most twelve). */

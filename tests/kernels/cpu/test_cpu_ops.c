@@ -669,6 +669,35 @@ static int test_expf_levels(void)
     return 0;
 }
 
+/* rows of several lengths at once (ld_cpu_attn_softmax_rows_at): each row
+ * the reference's bits, whichever rows share its call and whatever their
+ * lengths (the four-row sums run to the shortest, then each alone) */
+static int test_attention_softmax_rows(void)
+{
+    enum { ROWS = 11, MAXN = 70 };
+    static float in[ROWS][MAXN], ref[ROWS][MAXN], lv[ROWS][MAXN];
+    float *rows[ROWS];
+    int n[ROWS];
+    for (int round = 0; round < 40; round++) {
+        int count = 1 + round % ROWS;
+        for (int r = 0; r < count; r++) {
+            n[r] = round % 3 == 0 ? 37 + r % 2 : (int)(next_u32() % MAXN); /* a tile's lengths, or any */
+            softmax_row(in[r], n[r], (round + r) % 9);
+            memcpy(ref[r], in[r], sizeof in[r]);
+            ld_attn_softmax(ref[r], n[r]);
+        }
+        for (int level = 0; level <= ld_cpu_simd(); level++) {
+            memcpy(lv, in, sizeof in);
+            for (int r = 0; r < count; r++) rows[r] = lv[r];
+            ld_cpu_attn_softmax_rows_at(level, rows, n, count);
+            for (int r = 0; r < count; r++)
+                CHECK_MSG(memcmp(lv[r], ref[r], (size_t)n[r] * sizeof(float)) == 0,
+                          "round %d: row %d of %d (%d scores), level %d differs", round, r, count, n[r], level);
+        }
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
@@ -677,6 +706,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_attention_levels),
     LD_CASE(test_attention_head_sizes),
     LD_CASE(test_attention_softmax),
+    LD_CASE(test_attention_softmax_rows),
     LD_CASE(test_expf_levels),
 };
 
