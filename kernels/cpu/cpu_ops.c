@@ -525,6 +525,27 @@ void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx)
         for (int j = 0; j < n; j++) v[j] = expf(v[j] - mx);
 }
 
+void ld_cpu_swiglu_at(int level, float *out, const float *gate, const float *up, size_t i0, size_t i1)
+{
+    enum { PIECE = 256 };
+    float e[PIECE];
+    level = ld_cpu_expf_level(clamp_level(level));
+    for (size_t i = i0; i < i1; i += PIECE) {
+        int n = i1 - i < PIECE ? (int)(i1 - i) : PIECE;
+        for (int k = 0; k < n; k++) e[k] = -gate[i + k];
+        ld_cpu_exp_shifted_at(level, e, n, 0.0f); /* -g - 0 is -g, but for a zero's sign: expf 1 either way */
+        for (int k = 0; k < n; k++) {
+            float g = gate[i + k];
+            out[i + k] = g / (1.0f + e[k]) * up[i + k];
+        }
+    }
+}
+
+void ld_cpu_swiglu(float *out, const float *gate, const float *up, size_t i0, size_t i1)
+{
+    ld_cpu_swiglu_at(ld_cpu_simd(), out, gate, up, i0, i1);
+}
+
 static int expf_best; /* ld_cpu_expf_level's answer for the machine */
 
 static void expf_probe(void)

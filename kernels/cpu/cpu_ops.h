@@ -75,6 +75,12 @@ void ld_cpu_attention_at(int level, float *out, const float *q,
 int ld_cpu_expf_level(int level);
 void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx);
 
+/* out[i] = g / (1 + expf(-g)) * up[i], g = gate[i], for i in [i0, i1):
+ * ld_ref_swiglu with its bits, the exponentials by ld_cpu_exp_shifted_at
+ * (out may be gate); at the machine's level, or at most `level`. */
+void ld_cpu_swiglu(float *out, const float *gate, const float *up, size_t i0, size_t i1);
+void ld_cpu_swiglu_at(int level, float *out, const float *gate, const float *up, size_t i0, size_t i1);
+
 /* The attention's softmax of a row of n scores (ld_attn_softmax, with its
  * bits) at a level: with AVX2 the maximum and the divisions eight at a
  * time, the exponentials by ld_cpu_exp_shifted_at; and of `count` rows at

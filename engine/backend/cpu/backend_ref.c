@@ -263,6 +263,7 @@ static ld_status create(int n_threads, int fast, const char *kernels, ld_backend
     rb->ops.name = ld_cpu_kernels_label(&k, fast, rb->label, sizeof rb->label);
     rb->base.ops = &rb->ops;
     rb->k = k;
+    rb->fast = fast;
     rb->n_threads = n_threads;
     rb->threads = calloc((size_t)n_threads, sizeof *rb->threads);
     rb->scratch = calloc((size_t)n_threads, sizeof *rb->scratch);

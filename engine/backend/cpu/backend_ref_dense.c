@@ -238,6 +238,7 @@ static void t_swiglu(void *p, int tid, size_t i0, size_t i1)
     op_ctx *c = p;
     (void)tid;
     if (c->rb->k.v[LD_KOP_SWIGLU] == LD_KV_BF16) ld_var_swiglu_bf16(c->out, c->a, c->b, i0, i1);
+    else if (c->rb->fast) ld_cpu_swiglu(c->out, c->a, c->b, i0, i1); /* the reference's bits, expf vectorized */
     else ld_ref_swiglu(c->out, c->a, c->b, i0, i1);
 }
 

@@ -113,6 +113,8 @@ typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
 typedef struct ref_backend {
     ld_backend base;
     int n_threads;
+    int fast;          /* the "cpu" backend: where an op has fast code of the reference's bits
+                          (swiglu), that code */
     ld_cpu_kernels k;  /* the kernel each op runs (cpu_kernels.h) */
     ld_backend_ops ops; /* the op table with this instance's name */
     char label[96];     /* "ref", "cpu", "ref+matmul=bf16", ... */

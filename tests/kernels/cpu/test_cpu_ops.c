@@ -698,6 +698,39 @@ static int test_attention_softmax_rows(void)
     return 0;
 }
 
+/* ld_cpu_swiglu_at against ld_ref_swiglu at every level: gates of
+ * every size the exponential meets (past expf's +-88 both ways, zeros,
+ * infinities, a NaN), ranges not a whole piece, out the gate itself (as
+ * the MoE calls it) */
+static int test_swiglu_levels(void)
+{
+    enum { N = 700 };
+    static float gate[N], up[N], ref[N], lv[N];
+    for (int i = 0; i < N; i++) {
+        gate[i] = i % 7 == 0 ? 120.0f * uniform() : 12.0f * uniform();
+        up[i] = 4.0f * uniform();
+    }
+    gate[3] = 0.0f, gate[4] = -0.0f, gate[5] = INFINITY, gate[6] = -INFINITY, gate[8] = NAN;
+    gate[9] = 88.5f, gate[10] = -88.5f, gate[11] = -104.0f, gate[12] = 104.0f;
+    const size_t ranges[][2] = { { 0, N }, { 5, 261 }, { 256, 513 }, { N - 1, N }, { 7, 7 } };
+    for (size_t c = 0; c < sizeof ranges / sizeof ranges[0]; c++) {
+        size_t i0 = ranges[c][0], i1 = ranges[c][1];
+        memset(ref, 0, sizeof ref);
+        ld_ref_swiglu(ref, gate, up, i0, i1);
+        for (int level = 0; level <= ld_cpu_simd(); level++) {
+            memset(lv, 0, sizeof lv);
+            ld_cpu_swiglu_at(level, lv, gate, up, i0, i1);
+            CHECK_MSG(memcmp(lv, ref, sizeof lv) == 0, "swiglu [%zu, %zu): level %d differs", i0, i1, level);
+            memcpy(lv, gate, sizeof lv); /* in place */
+            ld_cpu_swiglu_at(level, lv, lv, up, i0, i1);
+            for (size_t i = i0; i < i1; i++)
+                CHECK_MSG(memcmp(&lv[i], &ref[i], sizeof lv[i]) == 0, "swiglu in place: element %zu, level %d", i,
+                          level);
+        }
+    }
+    return 0;
+}
+
 static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
@@ -708,6 +741,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_attention_softmax),
     LD_CASE(test_attention_softmax_rows),
     LD_CASE(test_expf_levels),
+    LD_CASE(test_swiglu_levels),
 };
 
 LD_TEST_MAIN(cases)
