@@ -12,17 +12,17 @@
  *   2^(r/32) by a cubic in r,
  * their product rounded once to float.  The fused operations are the ones
  * glibc's build has (x 32/ln2 fused into both of its uses, three in the
- * cubic): checked over every float on glibc 2.36, the
- * same bits for all 2^32 (tests/kernels/cpu, LD_TEST_EXPF_ALL=1).  Inputs of magnitude 88 or more, infinities and
- * NaNs go to libm's expf itself.
+ * cubic): on glibc 2.36 the same bits for all 2^32 floats (the test
+ * with LD_TEST_EXPF_ALL=1).  Inputs of magnitude 88 or more, infinities
+ * and NaNs go to libm's expf itself.
  *
- * Another libm may round differently (a build without FMA differs on two
- * floats of the 2^32, a correctly rounded expf on a few hundred): before
- * the vector code is first used, the probe compares it with the
- * libm at hand on those floats and a spread of others, and keeps to libm
- * where any differs (ld_cpu_expf_level in cpu_ops.c).  The table is
- * computed (2^(i/32) from exp2l); the cubic's coefficients are the
- * algorithm's. */
+ * Another libm may round differently (the algorithm built without fused
+ * operations differs on 2 floats of the 2^32, a correctly rounded expf on
+ * 170554): before the vector code is first used, a probe compares it with
+ * the libm at hand on those floats (some of the latter) and a spread of
+ * others, and keeps to libm where any differs (ld_cpu_expf_level in
+ * cpu_ops.c).  The table is computed (2^(i/32) from exp2l); the cubic's
+ * coefficients are the algorithm's. */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -70,8 +70,8 @@ static void fill_table(void)
 #define EXP_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
 #define EXP_AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512vl,avx2,fma")))
 
-/* libm's expf of the lanes that are not ordinary, over the vector's
- * results (mask: bit l for lane l) */
+/* libm's expf of the lanes of magnitude 88 or more, infinities and NaNs,
+ * over the vector's results (mask: bit l for lane l) */
 static void exp_patch(float *y, const float *x, unsigned mask)
 {
     for (int l = 0; mask; l++, mask >>= 1)
