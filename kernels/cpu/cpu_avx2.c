@@ -5,7 +5,6 @@
  * same arithmetic as the portable twin and the AVX-512 code, so all three
  * give the same bits. */
 #include "cpu_internal.h"
-#include "cpu_ops.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -549,8 +548,15 @@ AVX2_INLINE float softmax_max(const float *sc, int n)
     return mx;
 }
 
+/* s + row[from] + ... + row[n - 1], in that order (the reference's) */
+static inline float sum_from(float s, const float *row, int from, int n)
+{
+    for (int j = from; j < n; j++) s += row[j];
+    return s;
+}
+
 /* sum[r] = the sequential sum of rows[r][0..n[r]) for four rows, their
- * chains side by side (each in its own order: the reference's) */
+ * chains side by side up to the shortest row, then each alone */
 AVX2_INLINE void sums4(float sum[4], float *const *rows, const int *n)
 {
     int m = n[0];
@@ -559,14 +565,13 @@ AVX2_INLINE void sums4(float sum[4], float *const *rows, const int *n)
     const float *a = rows[0], *b = rows[1], *c = rows[2], *d = rows[3];
     for (int j = 0; j < m; j++) s0 += a[j], s1 += b[j], s2 += c[j], s3 += d[j];
     sum[0] = s0, sum[1] = s1, sum[2] = s2, sum[3] = s3;
-    for (int r = 0; r < 4; r++)
-        for (int j = m; j < n[r]; j++) sum[r] += rows[r][j];
+    for (int r = 0; r < 4; r++) sum[r] = sum_from(sum[r], rows[r], m, n[r]);
 }
 
 /* ld_attn_softmax (kernels/ref/ref_ops.c) of `count` rows, each with its
  * bits: the maximum in eight lanes (softmax_max); the exponentials libm's
- * expf, as the reference calls it, eight or sixteen at a time (cpu_expf.c,
- * the vector code of exp_level; libm's calls at LD_CPU_PORTABLE); each
+ * expf, as the reference calls it, eight or sixteen at a time
+ * (ld_cpu_exp_shifted at exp_level, cpu_expf.c); each
  * row's sum in order, four rows' chains side by side (one chain waits on
  * each addition); the divisions eight at a time, each the same IEEE
  * division.  The scalar maximum was a chain of dependent maxss, libm's
@@ -576,19 +581,10 @@ AVX2 void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, 
     float sum[4];
     for (int r0 = 0; r0 < count; r0 += 4) {
         int k = count - r0 < 4 ? count - r0 : 4;
-        for (int r = r0; r < r0 + k; r++) {
-            float mx = softmax_max(rows[r], n[r]);
-            if (exp_level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(rows[r], n[r], mx);
-            else if (exp_level >= LD_CPU_AVX2) ld_cpu_exp_shifted_avx2(rows[r], n[r], mx);
-            else
-                for (int j = 0; j < n[r]; j++) rows[r][j] = expf(rows[r][j] - mx);
-        }
+        for (int r = r0; r < r0 + k; r++) ld_cpu_exp_shifted(exp_level, rows[r], n[r], softmax_max(rows[r], n[r]));
         if (k == 4) sums4(sum, rows + r0, n + r0);
         else
-            for (int r = 0; r < k; r++) {
-                sum[r] = 0.0f;
-                for (int j = 0; j < n[r0 + r]; j++) sum[r] += rows[r0 + r][j];
-            }
+            for (int r = 0; r < k; r++) sum[r] = sum_from(0.0f, rows[r0 + r], 0, n[r0 + r]);
         for (int r = 0; r < k; r++) {
             float *sc = rows[r0 + r];
             int len = n[r0 + r], n8 = len - len % 8, j;

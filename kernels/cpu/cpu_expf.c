@@ -95,7 +95,7 @@ EXP_AVX2_INLINE __m128 exp4_avx2(__m128 x)
 }
 
 /* v[j] = expf(v[j] - mx), j in [0, n) */
-EXP_AVX2 void ld_cpu_exp_shifted_avx2(float *v, int n, float mx)
+static EXP_AVX2 void exp_shifted_avx2(float *v, int n, float mx)
 {
     fill_table();
     const __m256 m = _mm256_set1_ps(mx);
@@ -105,11 +105,13 @@ EXP_AVX2 void ld_cpu_exp_shifted_avx2(float *v, int n, float mx)
         /* |x| >= 88 or NaN: the integer compare of the magnitude's bits */
         __m256i mag = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
         unsigned odd = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x42afffff))));
-        float xs[8];
-        _mm256_storeu_ps(xs, x);
         __m256 y = _mm256_set_m128(exp4_avx2(_mm256_extractf128_ps(x, 1)), exp4_avx2(_mm256_castps256_ps128(x)));
         _mm256_storeu_ps(v + j, y);
-        if (odd) exp_patch(v + j, xs, odd);
+        if (odd) {
+            float xs[8];
+            _mm256_storeu_ps(xs, x);
+            exp_patch(v + j, xs, odd);
+        }
     }
     for (; j < n; j++) v[j] = expf(v[j] - mx);
 }
@@ -132,7 +134,7 @@ EXP_AVX512_INLINE __m256 exp8_avx512(__m256 x, const __m512i tab[4])
     return _mm512_cvtpd_ps(_mm512_mul_pd(y, _mm512_castsi512_pd(t)));
 }
 
-EXP_AVX512 void ld_cpu_exp_shifted_avx512(float *v, int n, float mx)
+static EXP_AVX512 void exp_shifted_avx512(float *v, int n, float mx)
 {
     fill_table();
     const __m512i tab[4] = { _mm512_loadu_si512(exp_tab), _mm512_loadu_si512(exp_tab + 8),
@@ -143,21 +145,31 @@ EXP_AVX512 void ld_cpu_exp_shifted_avx512(float *v, int n, float mx)
         __m512 x = _mm512_sub_ps(_mm512_loadu_ps(v + j), m);
         __m512i mag = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
         unsigned odd = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x42b00000));
-        float xs[16];
-        _mm512_storeu_ps(xs, x);
         __m256 lo = exp8_avx512(_mm512_castps512_ps256(x), tab);
         __m256 hi = exp8_avx512(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)), tab);
         _mm256_storeu_ps(v + j, lo);
         _mm256_storeu_ps(v + j + 8, hi);
-        if (odd) exp_patch(v + j, xs, odd);
+        if (odd) {
+            float xs[16];
+            _mm512_storeu_ps(xs, x);
+            exp_patch(v + j, xs, odd);
+        }
     }
-    if (j < n) ld_cpu_exp_shifted_avx2(v + j, n - j, mx);
+    if (j < n) exp_shifted_avx2(v + j, n - j, mx);
 }
 
 #else /* not x86-64: never called (ld_cpu_simd() is 0) */
-void ld_cpu_exp_shifted_avx2(float *v, int n, float mx) { (void)v; (void)n; (void)mx; }
-void ld_cpu_exp_shifted_avx512(float *v, int n, float mx) { (void)v; (void)n; (void)mx; }
+static void exp_shifted_avx2(float *v, int n, float mx) { (void)v; (void)n; (void)mx; }
+static void exp_shifted_avx512(float *v, int n, float mx) { (void)v; (void)n; (void)mx; }
 #endif
+
+void ld_cpu_exp_shifted(int level, float *v, int n, float mx)
+{
+    if (level >= LD_CPU_AVX512) exp_shifted_avx512(v, n, mx);
+    else if (level >= LD_CPU_AVX2) exp_shifted_avx2(v, n, mx);
+    else
+        for (int j = 0; j < n; j++) v[j] = expf(v[j] - mx);
+}
 
 /* ---------------------------------------------------------------- the probe */
 
@@ -183,8 +195,7 @@ int ld_cpu_expf_agrees(int level)
     x[n++] = 0.0f;
     x[n++] = -0.0f;
     memcpy(y, x, (size_t)n * sizeof *y);
-    if (level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(y, n, 0.0f);
-    else ld_cpu_exp_shifted_avx2(y, n, 0.0f);
+    ld_cpu_exp_shifted(level, y, n, 0.0f);
     int same = 1;
     for (int i = 0; i < n && same; i++) {
         float e = expf(x[i]);

@@ -141,15 +141,14 @@ void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
 /* ld_attn_softmax(rows[r], n[r]) for r in [0, count), each with its bits
- * (cpu_avx2.c), the exponentials by the vector code of exp_level
- * (cpu_expf.c; libm's calls at LD_CPU_PORTABLE) */
+ * (cpu_avx2.c), the exponentials by ld_cpu_exp_shifted(exp_level, ...) */
 void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, int exp_level);
 
-/* the vector code of ld_cpu_exp_shifted_at (cpu_ops.h, cpu_expf.c), and
- * whether that of a level gives the bits of the libm at hand on the
- * probe's floats (ld_cpu_expf_level asks once) */
-void ld_cpu_exp_shifted_avx2(float *v, int n, float mx);
-void ld_cpu_exp_shifted_avx512(float *v, int n, float mx);
+/* ld_cpu_exp_shifted_at (cpu_ops.h) at a level the machine has, not
+ * capped (cpu_expf.c): the vector code of LD_CPU_AVX2 or LD_CPU_AVX512,
+ * else libm's calls; and whether the vector code of a level gives the bits
+ * of the libm at hand on the probe's floats (ld_cpu_expf_level asks once) */
+void ld_cpu_exp_shifted(int level, float *v, int n, float mx);
 int ld_cpu_expf_agrees(int level);
 
 /* The outputs of G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv

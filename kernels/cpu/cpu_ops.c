@@ -518,22 +518,18 @@ static void run_out(const att_job *j, const att_run *r, int b, int n)
 
 void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx)
 {
-    level = clamp_level(level);
-    if (level >= LD_CPU_AVX512) ld_cpu_exp_shifted_avx512(v, n, mx);
-    else if (level >= LD_CPU_AVX2) ld_cpu_exp_shifted_avx2(v, n, mx);
-    else
-        for (int j = 0; j < n; j++) v[j] = expf(v[j] - mx);
+    ld_cpu_exp_shifted(clamp_level(level), v, n, mx);
 }
 
 void ld_cpu_swiglu_at(int level, float *out, const float *gate, const float *up, size_t i0, size_t i1)
 {
     enum { PIECE = 256 };
     float e[PIECE];
-    level = ld_cpu_expf_level(clamp_level(level));
+    level = ld_cpu_expf_level(level); /* the machine's at most */
     for (size_t i = i0; i < i1; i += PIECE) {
         int n = i1 - i < PIECE ? (int)(i1 - i) : PIECE;
         for (int k = 0; k < n; k++) e[k] = -gate[i + k];
-        ld_cpu_exp_shifted_at(level, e, n, 0.0f); /* -g - 0 is -g, but for a zero's sign: expf 1 either way */
+        ld_cpu_exp_shifted(level, e, n, 0.0f); /* -g - 0 is -g, but for a zero's sign: expf 1 either way */
         for (int k = 0; k < n; k++) {
             float g = gate[i + k];
             out[i + k] = g / (1.0f + e[k]) * up[i + k];
