@@ -61,7 +61,8 @@ static int matrix_make(matrix *m, ld_kdt dt, int K, double mb)
     return 0;
 }
 
-/* the best time of `runs` matvecs of m by x at `level`, q8 or the fast kernels */
+/* the best time of `runs` matvecs of m by x at `level`, q8 or the fast
+ * kernels (packed: the kernel's packed copy, or NULL) */
 static double matvec_best(const matrix *m, const void *packed, const float *x, float *out, float *prep,
                           float *scratch, int q8, int level, int runs, int inner)
 {
@@ -75,7 +76,7 @@ static double matvec_best(const matrix *m, const void *packed, const float *x, f
                                     (size_t)m->N);
             } else {
                 ld_cpu_matmul_prep(prep, x, m->dt, 1, m->K);
-                ld_cpu_matmul_at(level, out, x, prep, m->w, m->dt, NULL, LD_KDT_F32, 1, m->K, m->N, 0, scratch, 0,
+                ld_cpu_matmul_at(level, out, x, prep, m->w, packed, m->dt, NULL, LD_KDT_F32, 1, m->K, m->N, 0, scratch, 0,
                                  (size_t)m->N);
             }
         }
@@ -83,6 +84,18 @@ static double matvec_best(const matrix *m, const void *packed, const float *x, f
         if (t < best) best = t;
     }
     return best;
+}
+
+/* n bytes on 2 MiB pages, as the backend's weight arena gives them; NULL
+ * when the memory is not there (n = 0 included) */
+static void *huge_alloc(size_t n)
+{
+    size_t cap = (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    void *p = cap ? aligned_alloc(2u << 20, cap) : NULL;
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, cap, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 /* 0, or -1 (said on stderr) when the memory is not there */
@@ -98,26 +111,28 @@ static int bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
     size_t np = ld_cpu_q8_prep_size(1, K) + ld_cpu_matmul_prep_size(dt, 1, K) + 64;
     size_t ns = ld_cpu_matmul_scratch(dt, 1, K) + 64;
     float *prep = malloc(np * sizeof *prep), *scratch = malloc(ns * sizeof *scratch);
-    /* the q8 kernel's packed copy, on 2 MiB pages as the backend's arena
-     * gives it */
-    size_t pn = ld_cpu_q8_packed_size(dt, K, m.N), pcap = (pn + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-    void *packed = aligned_alloc(2u << 20, pcap);
-#ifdef MADV_HUGEPAGE
-    if (packed) madvise(packed, pcap, MADV_HUGEPAGE);
-#endif
+    /* the kernels' packed copies: q8's, and the fast one's where the
+     * machine's kernels read it (AVX-512), as the backend makes them */
+    void *packed = huge_alloc(ld_cpu_q8_packed_size(dt, K, m.N));
+    void *fpacked = ld_cpu_fast_reads_packed(dt) ? huge_alloc(ld_cpu_fast_packed_size(dt, K, m.N)) : NULL;
     if (packed) ld_cpu_q8_pack(packed, m.w, dt, K, m.N, 0);
+    if (fpacked) ld_cpu_fast_pack(fpacked, m.w, dt, K, m.N, 0);
     int ok = x && out && prep && scratch && packed;
     if (!ok) fprintf(stderr, "bench_matmul: out of memory for the activations of K=%d\n", K);
     else {
         for (int i = 0; i < K; i++) x[i] = (float)(rnd() % 2001) / 1000.0f - 1.0f;
         int inner = mb < 8 ? (int)(20 / mb) + 1 : 1;
-        /* kernel 0: the fast one; 1: q8 from the packed copy; 2: q8
-         * without it (packing each group as it runs) */
-        static const char *const kernel_name[] = {"fast", "q8", "q8row"};
-        for (int k = 0; k <= 2; k++)
-            for (int level = k ? (ld_cpu_q8_simd() >= LD_CPU_AVX2 ? LD_CPU_AVX2 : LD_CPU_PORTABLE) : ld_cpu_simd();
-                 level >= LD_CPU_AVX2; level--) { /* q8's matmul: AVX2 at most */
-                double t = matvec_best(&m, k == 1 ? packed : NULL, x, out, prep, scratch, k > 0, level, runs, inner);
+        /* kernel 0: the fast one from the rows as they lie; 1: q8 from its
+         * packed copy; 2: q8 without it (packing each group as it runs);
+         * 3: the fast one from its packed copy (what the backend runs on
+         * AVX-512) */
+        static const char *const kernel_name[] = {"fast", "q8", "q8row", "fastpk"};
+        for (int k = 0; k <= 3; k++)
+            for (int level = k == 1 || k == 2 ? (ld_cpu_q8_simd() >= LD_CPU_AVX2 ? LD_CPU_AVX2 : LD_CPU_PORTABLE)
+                             : k == 3 && !fpacked ? -1 : k == 3 ? LD_CPU_AVX512 : ld_cpu_simd();
+                 level >= (k == 3 ? LD_CPU_AVX512 : LD_CPU_AVX2); level--) { /* q8's matmul: AVX2 at most */
+                const void *pk = k == 1 ? packed : k == 3 ? fpacked : NULL;
+                double t = matvec_best(&m, pk, x, out, prep, scratch, k == 1 || k == 2, level, runs, inner);
                 printf("matvec %s K=%d %-6s %-5s %-8s %7.2f GB/s\n", dt == LD_KDT_Q8_0 ? "q8_0" : "q4_1", K, place,
                        kernel_name[k], level_name[level], (double)m.bytes / t / 1e9);
             }
@@ -127,6 +142,7 @@ static int bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
     free(prep);
     free(scratch);
     free(packed);
+    free(fpacked);
     free(m.w);
     return ok ? 0 : -1;
 }

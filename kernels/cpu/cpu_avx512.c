@@ -1,9 +1,11 @@
 /* cpu_avx512.c - the Q4_0 / Q4_1 / Q8_0 matmul of cpu_ops.h with AVX-512F:
  * a block's sixteen lanes in one register, half the instructions of the
  * AVX2 code (which holds them in two) for the same bits.  Decode (one
- * token) takes sixteen or eight rows a pass; prefill four rows against a
- * tile of four tokens, so that a decoded block serves four tokens and a
- * token's x of a block four rows (q32_rt).  Compiled with
+ * token) takes sixteen or eight rows a pass (a group of the packed copy,
+ * cpu_pack16.c, where there is one); prefill four rows against a tile of
+ * four tokens, so that a decoded block serves four tokens and a token's x
+ * of a block four rows (q32_rt), the rows read where they lie in the
+ * packed copy or in w.  Compiled with
  * target attributes, called only when the machine has AVX-512F and VL (and AVX2,
  * FMA, F16C); see ld_cpu_simd. */
 #include "cpu_internal.h"
@@ -197,7 +199,51 @@ AVX512_INLINE void q32_rows_r(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, co
         m->out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
 
-AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
+/* bytes ahead of a packed group's block that a decode pass asks L1 for
+ * (bench_matmul, 256 MB from memory on the 2-core Xeon: 768 and 3072 no
+ * better; into L2 alone, or four groups far apart in turn, worse) */
+#define PACK_AHEAD 1536
+
+/* Sixteen outputs [n0, n0 + 16) of one token (decode) from their packed
+ * group gp (cpu_internal.h): q32_rows_r's arithmetic lane for lane (the
+ * same bits), but a block's sixteen scales (and offsets) in one load and
+ * conversion, not a gather, and the group's bytes read in order, one
+ * stream: from memory 12-13 GB/s where the rows as they lie gave 8-11
+ * (bench_matmul, Q4_1 K=576 and 1536). */
+AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *gp, size_t n0)
+{
+    const size_t hd = ld_cpu_q32_head(dt), ib = ld_cpu_q32_bytes(dt) - hd, step = ld_cpu_pack16_step(dt);
+    __m512 a[16], macc = _mm512_setzero_ps();
+    for (int r = 0; r < 16; r++) a[r] = _mm512_setzero_ps();
+    float dsc[16];
+    int nb = m->K / LD_CPU_QB;
+    for (int b = 0; b < nb; b++) {
+        const unsigned char *blk = gp + (size_t)b * step;
+        for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
+        _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk)));
+        if (dt == LD_KDT_Q4_1)
+            macc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32))),
+                                   _mm512_set1_ps(m->xs[b]), macc);
+        __asm__("" : "+m"(dsc)); /* the scales back as broadcasts from memory, as q32_rows_r's */
+        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
+        __m512 x0 = _mm512_loadu_ps(xv), x1 = _mm512_loadu_ps(xv + 16);
+        const unsigned char *ints = blk + LD_CPU_PACK_ROWS * hd - hd; /* decode_group skips a head */
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) {
+            const unsigned char *rb = ints + (size_t)r * ib;
+            __m512 s = _mm512_fmadd_ps(decode_group(rb, dt, 0), x0, _mm512_setzero_ps());
+            s = _mm512_fmadd_ps(decode_group(rb, dt, 1), x1, s);
+            a[r] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[r]), s, a[r]);
+        }
+    }
+    float h[16], mc[16];
+    _mm512_storeu_ps(h, hsum16x16(a)); /* lane 4k + i: row 4i + k */
+    _mm512_storeu_ps(mc, macc);
+    for (int r = 0; r < 16; r++)
+        m->out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
+}
+
+AVX512_INLINE void q32_rows_plain(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
 {
     if (m->T == 1) {
         if ((size_t)m->N * m->row_bytes <= INT_MAX) { /* the gathers' offsets are ints */
@@ -220,6 +266,22 @@ AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size
     }
 }
 
+/* Outputs [i0, i1): a decode's whole packed groups from the packed copy,
+ * the rest from the rows as they lie */
+AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
+{
+    size_t g0 = (i0 + LD_CPU_PACK_ROWS - 1) / LD_CPU_PACK_ROWS, whole = (size_t)m->N / LD_CPU_PACK_ROWS;
+    size_t g1 = (i1 < whole * LD_CPU_PACK_ROWS ? i1 : whole * LD_CPU_PACK_ROWS) / LD_CPU_PACK_ROWS;
+    if (m->T != 1 || !m->packed || g0 >= g1) {
+        q32_rows_plain(m, dt, i0, i1);
+        return;
+    }
+    size_t gb = ld_cpu_pack16_group_bytes(dt, m->K);
+    q32_rows_plain(m, dt, i0, g0 * LD_CPU_PACK_ROWS);
+    for (size_t g = g0; g < g1; g++) q32_group(m, dt, m->packed + g * gb, g * LD_CPU_PACK_ROWS);
+    q32_rows_plain(m, dt, g1 * LD_CPU_PACK_ROWS, i1);
+}
+
 AVX512 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1)
 {
     if (m->dt == LD_KDT_Q4_0) q32_rows(m, LD_KDT_Q4_0, i0, i1);
@@ -228,6 +290,27 @@ AVX512 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1)
 }
 
 /* ---------------------------------------------------------------- prefill tiles */
+
+/* Where a prefill reads row n (output n's weight row): block b's integers
+ * at blk + b * stride (a block pointer, as decode_group takes), its d at
+ * sc + b * stride and Q4_1's m moff bytes after it.  In the packed copy
+ * where it holds the row (rows of whole groups), else in w. */
+typedef struct q32_row {
+    const unsigned char *blk, *sc;
+    size_t stride, moff;
+} q32_row;
+
+AVX512_INLINE q32_row row_at(const ld_cpu_mm *m, const ld_kdt dt, size_t n)
+{
+    size_t g = n / LD_CPU_PACK_ROWS, r = n % LD_CPU_PACK_ROWS, hd = ld_cpu_q32_head(dt);
+    if (m->packed && g < (size_t)m->N / LD_CPU_PACK_ROWS) {
+        const unsigned char *gp = m->packed + g * ld_cpu_pack16_group_bytes(dt, m->K);
+        return (q32_row){gp + LD_CPU_PACK_ROWS * hd + r * (ld_cpu_q32_bytes(dt) - hd) - hd, gp + 2 * r,
+                         ld_cpu_pack16_step(dt), 2 * LD_CPU_PACK_ROWS};
+    }
+    const unsigned char *w = (const unsigned char *)m->w + ld_cpu_src_row(n, m->rope_hd) * m->row_bytes;
+    return (q32_row){w, w, ld_cpu_q32_bytes(dt), 2};
+}
 
 /* Prefill: R rows (R <= 4) against a tile of TN tokens (TN <= 4), each
  * (row, token) with q32_tile's arithmetic, so the same bits.  A row's two
@@ -239,14 +322,14 @@ AVX512 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1)
  * sixteen (row, token) pairs run in the lanes of one register (lane
  * 4t + r: the chain macc = fma(m_r, xs_t, macc) of q32_tile), against the
  * tile's block sums xs16. */
-AVX512_INLINE void q32_rt(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *const w[4], const float *dm,
-                          const int R, int t0, const int TN, size_t n0)
+AVX512_INLINE void q32_rt(const ld_cpu_mm *m, const ld_kdt dt, const q32_row w[4], const float *dm, const int R,
+                          int t0, const int TN, size_t n0)
 {
     __m512 acc[4][4], macc = _mm512_setzero_ps();
     for (int r = 0; r < R; r++)
         for (int t = 0; t < TN; t++) acc[r][t] = _mm512_setzero_ps();
     int nb = m->K / LD_CPU_QB;
-    size_t bytes = ld_cpu_q32_bytes(dt), K = (size_t)m->K;
+    size_t K = (size_t)m->K;
     const float *x = m->xq + (size_t)t0 * K;
     const float *xs16 = dt == LD_KDT_Q4_1 ? m->xs16 + (size_t)(t0 / LD_CPU_TILE) * (size_t)nb * 16 : NULL;
     for (int b = 0; b < nb; b++, x += LD_CPU_QB, dm += 8) {
@@ -256,7 +339,7 @@ AVX512_INLINE void q32_rt(const ld_cpu_mm *m, const ld_kdt dt, const unsigned ch
             x1[t] = _mm512_loadu_ps(x + (size_t)t * K + 16);
         }
         for (int r = 0; r < R; r++) {
-            const unsigned char *blk = w[r] + (size_t)b * bytes;
+            const unsigned char *blk = w[r].blk + (size_t)b * w[r].stride;
             __m512 q0 = decode_group(blk, dt, 0), q1 = decode_group(blk, dt, 1);
             for (int t = 0; t < TN; t++) {
                 __m512 s = _mm512_fmadd_ps(q1, x1[t], _mm512_mul_ps(q0, x0[t]));
@@ -284,8 +367,8 @@ AVX512_INLINE void q32_rt(const ld_cpu_mm *m, const ld_kdt dt, const unsigned ch
     }
 }
 
-AVX512_INLINE void q32_rt_rows(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *const w[4],
-                               const float *dm, const int R, int t0, size_t n0)
+AVX512_INLINE void q32_rt_rows(const ld_cpu_mm *m, const ld_kdt dt, const q32_row w[4], const float *dm,
+                               const int R, int t0, size_t n0)
 {
     switch (m->T - t0) {
     case 1: q32_rt(m, dt, w, dm, R, t0, 1, n0); break;
@@ -297,25 +380,25 @@ AVX512_INLINE void q32_rt_rows(const ld_cpu_mm *m, const ld_kdt dt, const unsign
 
 /* the weight rows n .. n+3 of a panel ending at p1 (in place of those at or
  * past p1 row n again: their sums are never stored) */
-AVX512_INLINE void group_rows(const ld_cpu_mm *m, size_t n, size_t p1, const unsigned char *w[4])
+AVX512_INLINE void group_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t n, size_t p1, q32_row w[4])
 {
-    for (size_t r = 0; r < 4; r++)
-        w[r] = (const unsigned char *)m->w + ld_cpu_src_row(n + r < p1 ? n + r : n, m->rope_hd) * m->row_bytes;
+    for (size_t r = 0; r < 4; r++) w[r] = row_at(m, dt, n + r < p1 ? n + r : n);
 }
 
 /* the scales and offsets of the rows w as fp32 into dm (q32_rt's table):
  * a block's four headers in one conversion */
-AVX512_INLINE void group_scales(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *const w[4], float *dm)
+AVX512_INLINE void group_scales(const ld_cpu_mm *m, const ld_kdt dt, const q32_row w[4], float *dm)
 {
     int nb = m->K / LD_CPU_QB;
-    size_t bytes = ld_cpu_q32_bytes(dt);
     /* [d0, m0, d1, m1, ...] to [d0, d1, d2, d3, m0, m1, m2, m3]; m = 0 but for Q4_1 */
     const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    const __m128i keep = _mm_set1_epi32(dt == LD_KDT_Q4_1 ? -1 : 0xffff);
     for (int b = 0; b < nb; b++, dm += 8) {
-        int h[4];
-        for (int r = 0; r < 4; r++) memcpy(&h[r], w[r] + (size_t)b * bytes, sizeof h[r]);
-        __m128i v = _mm_and_si128(_mm_loadu_si128((const __m128i *)h), keep);
+        uint32_t h[4];
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *d = w[r].sc + (size_t)b * w[r].stride;
+            h[r] = ld_cpu_le16(d) | (dt == LD_KDT_Q4_1 ? (uint32_t)ld_cpu_le16(d + w[r].moff) << 16 : 0);
+        }
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)h);
         _mm256_storeu_ps(dm, _mm256_permutevar8x32_ps(_mm256_cvtph_ps(v), order));
     }
 }
@@ -327,15 +410,15 @@ AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch
     size_t P = ld_cpu_q32_panel_rows(dt, m->K), group = (size_t)(m->K / LD_CPU_QB) * 8;
     for (size_t p0 = i0; p0 < i1; p0 += P) {
         size_t p1 = i1 - p0 < P ? i1 : p0 + P;
-        const unsigned char *w[4];
+        q32_row w[4];
         for (size_t n = p0; n < p1; n += 4) {
-            group_rows(m, n, p1, w);
+            group_rows(m, dt, n, p1, w);
             group_scales(m, dt, w, scratch + (n - p0) / 4 * group);
         }
         for (int t0 = 0; t0 < m->T; t0 += LD_CPU_TILE)
             for (size_t n = p0; n < p1; n += 4) {
                 const float *dm = scratch + (n - p0) / 4 * group;
-                group_rows(m, n, p1, w);
+                group_rows(m, dt, n, p1, w);
                 switch (p1 - n) {
                 case 1: q32_rt_rows(m, dt, w, dm, 1, t0, n); break;
                 case 2: q32_rt_rows(m, dt, w, dm, 2, t0, n); break;

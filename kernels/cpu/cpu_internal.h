@@ -29,6 +29,8 @@ typedef struct ld_cpu_mm {
                         * each x 2^-e exact (else NULL): what AVX2 multiplies the nibbles q 2^e by where they lie
                         * in the byte, unshifted, for the same products q x */
     const void *w;
+    const unsigned char *packed; /* w's packed copy (ld_cpu_fast_pack), or NULL: read by the AVX-512
+                                  * kernels for the rows of its whole groups */
     ld_kdt dt;
     const void *bias;  /* NULL: none */
     ld_kdt bias_dt;
@@ -55,6 +57,24 @@ static inline size_t ld_cpu_q32_head(ld_kdt dt)
 static inline uint16_t ld_cpu_le16(const unsigned char *p)
 {
     return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+}
+
+/* The packed copy (cpu_pack16.c): outputs in groups of LD_CPU_PACK_ROWS,
+ * group g holding outputs [16g, 16g + 16) (their weight rows by
+ * ld_cpu_src_row); a group's blocks in order, each as the sixteen rows'
+ * f16 d, then (Q4_1) their sixteen f16 m, then each row's integers (16
+ * bytes of nibbles, or Q8_0's 32 bytes) in the row's own order. */
+#define LD_CPU_PACK_ROWS 16
+
+/* bytes of one block of a packed group: the same as its rows' blocks */
+static inline size_t ld_cpu_pack16_step(ld_kdt dt)
+{
+    return LD_CPU_PACK_ROWS * ld_cpu_q32_bytes(dt);
+}
+
+static inline size_t ld_cpu_pack16_group_bytes(ld_kdt dt, int K)
+{
+    return (size_t)(K / LD_CPU_QB) * ld_cpu_pack16_step(dt);
 }
 
 /* the weight row holding output n (see ld_ref_matmul_ex) */

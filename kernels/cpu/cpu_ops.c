@@ -353,9 +353,9 @@ static void plain_rows(int level, const ld_cpu_mm *m, float *scratch, size_t n0)
         m->out[n0 + (size_t)r] = (hsum8(acc[r]) + tail[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
 
-void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, const void *w, ld_kdt dt,
-                      const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0,
-                      size_t i1)
+void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, const void *w, const void *packed,
+                      ld_kdt dt, const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch,
+                      size_t i0, size_t i1)
 {
     level = clamp_level(level);
     int q32 = ld_cpu_is_q32(dt);
@@ -365,7 +365,8 @@ void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, 
         .xs16 = dt == LD_KDT_Q4_1 ? prep + (size_t)T * (size_t)K + (size_t)T * (size_t)(K / QB) : NULL,
         .xe = is_q4(dt) && prep[xe_offset(dt, T, K) + (size_t)T * (size_t)K] != 0.0f ? prep + xe_offset(dt, T, K)
                                                                                     : NULL,
-        .w = w, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N, .rope_hd = rope_hd,
+        .w = w, .packed = packed, .dt = dt, .bias = bias, .bias_dt = bias_dt, .T = T, .K = K, .N = N,
+        .rope_hd = rope_hd,
         .row_bytes = q32 ? (size_t)(K / QB) * ld_cpu_q32_bytes(dt) : 0,
     };
     if (q32 && level == LD_CPU_AVX512) {
@@ -402,10 +403,16 @@ void ld_cpu_matmul_at(int level, float *out, const float *x, const float *prep, 
     }
 }
 
-void ld_cpu_matmul(float *out, const float *x, const float *prep, const void *w, ld_kdt dt, const void *bias,
-                   ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0, size_t i1)
+void ld_cpu_matmul(float *out, const float *x, const float *prep, const void *w, const void *packed, ld_kdt dt,
+                   const void *bias, ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0,
+                   size_t i1)
 {
-    ld_cpu_matmul_at(ld_cpu_simd(), out, x, prep, w, dt, bias, bias_dt, T, K, N, rope_hd, scratch, i0, i1);
+    ld_cpu_matmul_at(ld_cpu_simd(), out, x, prep, w, packed, dt, bias, bias_dt, T, K, N, rope_hd, scratch, i0, i1);
+}
+
+int ld_cpu_fast_reads_packed(ld_kdt dt)
+{
+    return ld_cpu_is_q32(dt) && ld_cpu_simd() == LD_CPU_AVX512;
 }
 
 /* ---------------------------------------------------------------- attention */

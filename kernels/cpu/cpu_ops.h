@@ -21,11 +21,25 @@ void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K);
 /* out[t][n] = x[t] . w[rope_row(n)] (+ bias[n]), t in [0, T), n in
  * [i0, i1): as ld_ref_matmul_ex (same arguments and row order), with the
  * summation order above; `prep` from ld_cpu_matmul_prep on this x;
- * `scratch` holds ld_cpu_matmul_scratch floats. */
+ * `scratch` holds ld_cpu_matmul_scratch floats; `packed` is NULL or w's
+ * packed copy (ld_cpu_fast_pack: the same bits, read faster). */
 void ld_cpu_matmul(float *out, const float *x, const float *prep,
-                   const void *w, ld_kdt dt, const void *bias,
-                   ld_kdt bias_dt, int T, int K, int N, int rope_hd,
-                   float *scratch, size_t i0, size_t i1);
+                   const void *w, const void *packed, ld_kdt dt,
+                   const void *bias, ld_kdt bias_dt, int T, int K, int N,
+                   int rope_hd, float *scratch, size_t i0, size_t i1);
+
+/* The packed copy of a Q4_0 / Q4_1 / Q8_0 weight [N][K] (rows in the
+ * order of rope_hd as ld_ref_matmul_ex's): its rows sixteen to a group,
+ * each group's blocks one after another with the sixteen rows' scales
+ * together (cpu_internal.h), so that the AVX-512 kernels read a group as
+ * one stream and no scale by a gather.  The rows past the last whole group
+ * are not in it: the kernels read them (and the other levels all rows)
+ * from w.  Size in bytes, 0 where there is none (another type, N < 16). */
+size_t ld_cpu_fast_packed_size(ld_kdt dt, int K, int N);
+void ld_cpu_fast_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd);
+/* Whether this machine's kernels read a packed copy of dt (AVX-512): where
+ * not, making one would only cost memory. */
+int ld_cpu_fast_reads_packed(ld_kdt dt);
 
 /* Rows a decode step (T = 1) of the block types takes in one pass at most
  * (the AVX-512 kernels: sixteen; AVX2 fewer): a range of whole passes
@@ -38,9 +52,10 @@ enum { LD_CPU_PORTABLE = 0, LD_CPU_AVX2 = 1, LD_CPU_AVX512 = 2 };
 /* ld_cpu_matmul at `level`, capped at what the machine has (for tests:
  * every level gives the same bits). */
 void ld_cpu_matmul_at(int level, float *out, const float *x,
-                      const float *prep, const void *w, ld_kdt dt,
-                      const void *bias, ld_kdt bias_dt, int T, int K, int N,
-                      int rope_hd, float *scratch, size_t i0, size_t i1);
+                      const float *prep, const void *w, const void *packed,
+                      ld_kdt dt, const void *bias, ld_kdt bias_dt, int T,
+                      int K, int N, int rope_hd, float *scratch, size_t i0,
+                      size_t i1);
 
 /* dst[0..n) = elements [off, off+n) of w (type dt) as fp32, the bits of
  * ld_ref_to_f32, at `level` (capped as above): what ld_cpu_matmul_at

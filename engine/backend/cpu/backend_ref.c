@@ -113,23 +113,42 @@ static int in_mapping(const ld_host_tensor *t, size_t n)
     return t->map && at >= lo && at - lo <= t->map_size && n <= t->map_size - (at - lo);
 }
 
-/* the q8 matmul's packed copy of w (kernels/cpu/cpu_q8.h) in the arena,
- * where the matmul is q8's and has a kernel for w's type; w->data stays
- * the host data (the rows past the last group of eight, embed and the
- * other ops read it there), whose pages leave the resident set when it is
- * a file mapping's.  0: not packed (fewer than eight rows, or no room). */
+/* A matmul kernel's packed layout of w (n bytes, made by `pack`) in the
+ * arena; w->data stays the host data (the embedding, the rows the layout
+ * leaves out and the other ops read it), whose pages leave the resident
+ * set when it is a file mapping's.  NULL: no room (or n = 0). */
+static const void *weight_packed(ref_backend *rb, ld_weight *w, const ld_host_tensor *t, size_t n,
+                                 void (*pack)(void *, const void *, ld_kdt, int, int, int))
+{
+    void *p = n ? ld_warena_alloc(&rb->weights, n) : NULL;
+    if (!p) return NULL;
+    pack(p, w->data, w->dt, (int)w->cols, (int)w->rows, w->rope_hd);
+    size_t all = host_bytes(t);
+    if (in_mapping(t, all)) ld_warena_drop_resident(t->data, all);
+    w->in_arena = 1;
+    return p;
+}
+
+/* the q8 matmul's packed copy of w (kernels/cpu/cpu_q8.h), where the
+ * matmul is q8's and has a kernel for w's type.  0: not packed (fewer than
+ * eight rows, or no room). */
 static int weight_pack_q8(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
 {
     if (rb->k.v[LD_KOP_MATMUL] != LD_KV_Q8 || !ld_cpu_q8_supports(w->dt)) return 0;
-    size_t n = ld_cpu_q8_packed_size(w->dt, (int)w->cols, (int)w->rows);
-    void *p = n ? ld_warena_alloc(&rb->weights, n) : NULL;
-    if (!p) return 0;
-    ld_cpu_q8_pack(p, w->data, w->dt, (int)w->cols, (int)w->rows, w->rope_hd);
-    size_t all = host_bytes(t);
-    if (in_mapping(t, all)) ld_warena_drop_resident(t->data, all);
-    w->q8 = p;
-    w->in_arena = 1;
-    return 1;
+    w->q8 = weight_packed(rb, w, t, ld_cpu_q8_packed_size(w->dt, (int)w->cols, (int)w->rows), ld_cpu_q8_pack);
+    return w->q8 != NULL;
+}
+
+/* the fast matmul's packed copy of w (ld_cpu_fast_pack), where the matmul
+ * is the fast one and this machine's kernels read one (AVX-512: a decode
+ * reads a group of sixteen rows as one stream, the scales without a
+ * gather).  0: not packed (fewer than sixteen rows, or no room). */
+static int weight_pack_fast(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
+{
+    if (rb->k.v[LD_KOP_MATMUL] != LD_KV_FAST || !ld_cpu_fast_reads_packed(w->dt)) return 0;
+    w->fast16 = weight_packed(rb, w, t, ld_cpu_fast_packed_size(w->dt, (int)w->cols, (int)w->rows),
+                              ld_cpu_fast_pack);
+    return w->fast16 != NULL;
 }
 
 /* w->data moved to the backend's arena (backend_ref_arena.c) where the
@@ -196,11 +215,13 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     w->rope_hd = t->rope_hd;
     w->in_arena = 0;
     w->q8 = NULL;
+    w->fast16 = NULL;
     if (ld_ref_kdt_is_scaled(dt)) {
         w->f8 = (ld_f8b){t->data, t->scale, t->rows, t->cols, t->scale_br, t->scale_bc};
         w->data = &w->f8;
     }
-    if (!weight_pack_q8((ref_backend *)be, w, t)) weight_copy((ref_backend *)be, w, t);
+    if (!weight_pack_q8((ref_backend *)be, w, t) && !weight_pack_fast((ref_backend *)be, w, t))
+        weight_copy((ref_backend *)be, w, t);
     *out = w;
     return LD_OK;
 }

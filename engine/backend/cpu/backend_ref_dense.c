@@ -81,7 +81,8 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
         return;
     }
     if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */
-        ld_cpu_matmul(out, c->a, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
+        ld_cpu_matmul(out, c->a, rb->prep, w->data, w->fast16, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid],
+                      i0, i1);
         return;
     }
     ld_ref_matmul_ex(out, c->a, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);

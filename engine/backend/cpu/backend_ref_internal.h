@@ -76,9 +76,11 @@ struct ld_weight {
                          * in_arena), or &f8 for LD_KDT_F8B / F4B */
     int64_t rows, cols;
     int rope_hd;
-    int in_arena;       /* 1: data, or q8, is in the backend's weight arena */
+    int in_arena;       /* 1: data, q8 or fast16 is in the backend's weight arena */
     const void *q8;     /* the q8 matmul's packed layout of data (in the
                          * arena; kernels/cpu/cpu_q8.h), or NULL */
+    const void *fast16; /* the fast matmul's packed copy of data (in the
+                         * arena; ld_cpu_fast_pack), or NULL */
     ld_f8b f8;
 };
 

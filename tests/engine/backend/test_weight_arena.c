@@ -8,7 +8,8 @@
  * existed), Q4_0 / Q4_1 / Q8_0, rows not a multiple of sixteen, decode and
  * prefill, the fast matmul and q8's, on 1, 2 and 3 threads; q8's weights
  * of eight rows or more packed for its kernel (and not copied), fewer
- * copied as the fast one's. */
+ * copied as the fast one's; the fast one's of sixteen rows or more packed
+ * for its kernels where they read a packed copy (AVX-512). */
 #define _DEFAULT_SOURCE /* mkstemp */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,9 @@ static unsigned char *rand_blocks(ld_wquant q, int N, int K, size_t *bytes)
     return w;
 }
 
+/* what the backend made of a weight besides its data */
+enum { NOT_PACKED, PACKED_Q8, PACKED_FAST };
+
 /* out[T][N] of w (host tensor t) against x[T][K] on backend be */
 static int matmul(ld_backend *be, const ld_host_tensor *t, const float *x, int T, float *out, int copied, int packed)
 {
@@ -103,7 +107,8 @@ static int matmul(ld_backend *be, const ld_host_tensor *t, const float *x, int T
     ld_buf *bx = NULL, *bo = NULL;
     CHECK_MSG(o->weight_load(be, t, &w, &err) == LD_OK, "%s", err.msg);
     CHECK_MSG((w->data != t->data) == copied, "%s: copied %d", be->ops->name, copied);
-    CHECK_MSG((w->q8 != NULL) == packed, "%s: packed %d", be->ops->name, packed);
+    CHECK_MSG((w->q8 != NULL) == (packed == PACKED_Q8), "%s: packed %d", be->ops->name, packed);
+    CHECK_MSG((w->fast16 != NULL) == (packed == PACKED_FAST), "%s: packed %d", be->ops->name, packed);
     size_t nx = (size_t)T * (size_t)t->cols, no = (size_t)T * (size_t)t->rows;
     CHECK(o->buf_alloc(be, nx, &bx, &err) == LD_OK && o->buf_alloc(be, no, &bo, &err) == LD_OK);
     CHECK(o->buf_write(be, bx, 0, x, nx, &err) == LD_OK);
@@ -154,8 +159,12 @@ static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
     mapped.map = map;
     mapped.map_size = n;
     /* q8 packs every weight of eight rows or more (its own layout, in the
-     * arena) and copies none; the fast matmul copies a mapping's */
-    int q8 = spec != NULL, packed = q8 && N >= 8;
+     * arena) and copies none; the fast matmul packs one of sixteen rows or
+     * more where its kernels read the packed copy (AVX-512), else copies
+     * a mapping's */
+    ld_kdt dt = q == LD_WQ_Q4_0 ? LD_KDT_Q4_0 : q == LD_WQ_Q4_1 ? LD_KDT_Q4_1 : LD_KDT_Q8_0;
+    int packed = spec ? (N >= 8 ? PACKED_Q8 : NOT_PACKED)
+                      : (N >= 16 && ld_cpu_fast_reads_packed(dt) ? PACKED_FAST : NOT_PACKED);
     CHECK(!matmul(be, &in_place, x, T, o1, 0, packed));
     CHECK(!same_bits_any_threads(spec, &in_place, x, T, o1, packed));
     CHECK(!matmul(be, &mapped, x, T, o2, !packed, packed));

@@ -204,11 +204,19 @@ static void ref_fn(float *out, const float *x, const float *prep, const void *w,
 }
 
 static int g_level; /* the level cpu_fn runs at */
+static const void *g_packed; /* the packed copy cpu_fn passes, or NULL */
+
+/* the fast kernels at the machine's best level, from w alone */
+static void best_fn(float *out, const float *x, const float *prep, const void *w, ld_kdt dt, const void *bias,
+                    ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0, size_t i1)
+{
+    ld_cpu_matmul(out, x, prep, w, NULL, dt, bias, bias_dt, T, K, N, rope_hd, scratch, i0, i1);
+}
 
 static void cpu_fn(float *out, const float *x, const float *prep, const void *w, ld_kdt dt, const void *bias,
                    ld_kdt bias_dt, int T, int K, int N, int rope_hd, float *scratch, size_t i0, size_t i1)
 {
-    ld_cpu_matmul_at(g_level, out, x, prep, w, dt, bias, bias_dt, T, K, N, rope_hd, scratch, i0, i1);
+    ld_cpu_matmul_at(g_level, out, x, prep, w, g_packed, dt, bias, bias_dt, T, K, N, rope_hd, scratch, i0, i1);
 }
 
 /* out = the whole matmul by `fn`, output columns split at `split` */
@@ -234,6 +242,34 @@ static size_t src_row(int n, int rope_hd)
     return (size_t)(h * rope_hd + 2 * (r % (rope_hd / 2)) + r / (rope_hd / 2));
 }
 
+/* From the packed copy (where the type has one): at every level, whole
+ * and with the columns split inside a group, the bits of `cpu` (the fast
+ * kernels from w alone). */
+static int check_packed(const mm *m, int T, const float *cpu)
+{
+    size_t size = ld_cpu_fast_packed_size(m->k->dt, m->K, m->N), n = (size_t)T * (size_t)m->N;
+    if (!size) return 0;
+    void *packed = malloc(size);
+    float *out = malloc(n * sizeof *out);
+    CHECK(packed && out);
+    ld_cpu_fast_pack(packed, m->w, m->k->dt, m->K, m->N, m->rope_hd);
+    g_packed = packed;
+    const size_t splits[2] = {(size_t)m->N / 3, (size_t)m->N};
+    for (g_level = 0; g_level <= ld_cpu_simd(); g_level++)
+        for (int i = 0; i < 2; i++) {
+            size_t split = splits[i];
+            memset(out, 0, n * sizeof *out);
+            CHECK(mm_run(m, cpu_fn, T, m->x, split, out) == 0);
+            CHECK_MSG(memcmp(cpu, out, n * sizeof *cpu) == 0,
+                      "%s T=%d K=%d N=%d: from the packed copy at level %d (split at %zu) the bits differ",
+                      m->k->name, T, m->K, m->N, g_level, split);
+        }
+    g_packed = NULL;
+    free(packed);
+    free(out);
+    return 0;
+}
+
 static int check_case(const kind *k, int T, int K, int N, int rope_hd, int with_bias)
 {
     mm m;
@@ -244,19 +280,20 @@ static int check_case(const kind *k, int T, int K, int N, int rope_hd, int with_
     float *split = malloc(n * sizeof *split), *alone = malloc((size_t)N * sizeof *alone);
     CHECK(ref && cpu && port && split && alone);
     CHECK(mm_run(&m, ref_fn, T, m.x, (size_t)N, ref) == 0);
-    CHECK(mm_run(&m, ld_cpu_matmul, T, m.x, (size_t)N, cpu) == 0);
+    CHECK(mm_run(&m, best_fn, T, m.x, (size_t)N, cpu) == 0);
     for (g_level = 0; g_level <= ld_cpu_simd(); g_level++) {
         memset(port, 0, n * sizeof *port);
         CHECK(mm_run(&m, cpu_fn, T, m.x, (size_t)N, port) == 0);
         CHECK_MSG(memcmp(cpu, port, n * sizeof *cpu) == 0, "%s T=%d K=%d: the %s code differs from the best level's",
                   k->name, T, K, level_name[g_level]);
     }
-    CHECK(mm_run(&m, ld_cpu_matmul, T, m.x, (size_t)N / 3, split) == 0);
+    CHECK(mm_run(&m, best_fn, T, m.x, (size_t)N / 3, split) == 0);
     CHECK_MSG(memcmp(cpu, split, n * sizeof *cpu) == 0, "%s T=%d K=%d: a column split changes the bits", k->name,
               T, K);
+    CHECK(check_packed(&m, T, cpu) == 0);
     double worst = 0;
     for (int t = 0; t < T; t++) {
-        CHECK(mm_run(&m, ld_cpu_matmul, 1, m.x + (size_t)t * (size_t)K, (size_t)N, alone) == 0);
+        CHECK(mm_run(&m, best_fn, 1, m.x + (size_t)t * (size_t)K, (size_t)N, alone) == 0);
         CHECK_MSG(memcmp(alone, cpu + (size_t)t * (size_t)N, (size_t)N * sizeof *alone) == 0,
                   "%s T=%d K=%d: token %d alone differs from the batch", k->name, T, K, t);
         for (int o = 0; o < N; o++) {
@@ -295,6 +332,10 @@ static int test_matmul_every_type(void)
         CHECK(check_case(k, 5, k->block <= 2 ? 576 : K, 12, 0, 1) == 0);
         if (k->block <= 2) CHECK(check_case(k, 2, 1030, 9, 0, 1) == 0); /* decode: rows in pieces, a tail */
         if (k->bc % 16 == 0 && k->bc) CHECK(check_case(k, 1, 1152, 9, 0, 1) == 0); /* codes converted in registers */
+        if (k->block == 32) { /* the packed copy's groups of sixteen, rope order, a tail; prefill from it */
+            CHECK(check_case(k, 1, K, 72, 8, 1) == 0);
+            CHECK(check_case(k, 6, K, 56, 8, 1) == 0);
+        }
         if (k->block == 32) { /* prefill tiles: rows by four, tokens by four, panels of rows */
             for (int T = 2; T <= 9; T++) CHECK(check_case(k, T, K, 27, 0, T % 2) == 0);
             CHECK(check_case(k, 6, K, 16, 8, 1) == 0);
@@ -468,7 +509,7 @@ static int test_matmul_cancellation(void)
     }
     float ref[8], cpu[8];
     CHECK(mm_run(&m, ref_fn, 2, m.x, 4, ref) == 0);
-    CHECK(mm_run(&m, ld_cpu_matmul, 2, m.x, 4, cpu) == 0);
+    CHECK(mm_run(&m, best_fn, 2, m.x, 4, cpu) == 0);
     /* exact: sum of 32 pairs 1e4 * (x_odd - x_even) = 32 * 1e4 * 1e-7 */
     CHECK(fabs(cpu[0] - 32 * 1e4 * 1e-7) < 0.05);
     CHECK(fabs(ref[0] - 32 * 1e4 * 1e-7) < 0.05);
