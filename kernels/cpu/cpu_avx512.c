@@ -210,22 +210,24 @@ AVX512_INLINE void q32_rows_r(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, co
  * conversion, not a gather, and the group's bytes read in order, one
  * stream: from memory 12-13 GB/s where the rows as they lie gave 8-11
  * (bench_matmul, Q4_1 K=576 and 1536). */
-AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *gp, size_t n0)
+AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *gp, size_t n0, int t)
 {
     const size_t hd = ld_cpu_q32_head(dt), ib = ld_cpu_q32_bytes(dt) - hd, step = ld_cpu_pack16_step(dt);
     __m512 a[16], macc = _mm512_setzero_ps();
     for (int r = 0; r < 16; r++) a[r] = _mm512_setzero_ps();
     float dsc[16];
     int nb = m->K / LD_CPU_QB;
+    const float *xq = m->xq + (size_t)t * (size_t)m->K, *xs = dt == LD_KDT_Q4_1 ? m->xs + (size_t)t * (size_t)nb : NULL;
+    float *out = m->out + (size_t)t * (size_t)m->N;
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = gp + (size_t)b * step;
         for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
         _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk)));
         if (dt == LD_KDT_Q4_1)
             macc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32))),
-                                   _mm512_set1_ps(m->xs[b]), macc);
+                                   _mm512_set1_ps(xs[b]), macc);
         __asm__("" : "+m"(dsc)); /* the scales back as broadcasts from memory, as q32_rows_r's */
-        const float *xv = m->xq + (size_t)b * LD_CPU_QB;
+        const float *xv = xq + (size_t)b * LD_CPU_QB;
         __m512 x0 = _mm512_loadu_ps(xv), x1 = _mm512_loadu_ps(xv + 16);
         const unsigned char *ints = blk + LD_CPU_PACK_ROWS * hd - hd; /* decode_group skips a head */
 #pragma GCC unroll 16
@@ -240,7 +242,17 @@ AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned
     _mm512_storeu_ps(h, hsum16x16(a)); /* lane 4k + i: row 4i + k */
     _mm512_storeu_ps(mc, macc);
     for (int r = 0; r < 16; r++)
-        m->out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
+        out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
+}
+
+/* The whole packed groups [*g0, *g1) among outputs [i0, i1): 0 when there
+ * are none (no packed copy, or no whole group in the range). */
+static inline int packed_groups(const ld_cpu_mm *m, size_t i0, size_t i1, size_t *g0, size_t *g1)
+{
+    size_t whole = m->packed ? (size_t)m->N / LD_CPU_PACK_ROWS * LD_CPU_PACK_ROWS : 0;
+    *g0 = (i0 + LD_CPU_PACK_ROWS - 1) / LD_CPU_PACK_ROWS;
+    *g1 = (i1 < whole ? i1 : whole) / LD_CPU_PACK_ROWS;
+    return *g0 < *g1;
 }
 
 AVX512_INLINE void q32_rows_plain(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
@@ -266,19 +278,18 @@ AVX512_INLINE void q32_rows_plain(const ld_cpu_mm *m, const ld_kdt dt, size_t i0
     }
 }
 
-/* Outputs [i0, i1): a decode's whole packed groups from the packed copy,
- * the rest from the rows as they lie */
+/* Outputs [i0, i1) of a decode (T = 1): the whole packed groups from the
+ * packed copy, the rest from the rows as they lie */
 AVX512_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1)
 {
-    size_t g0 = (i0 + LD_CPU_PACK_ROWS - 1) / LD_CPU_PACK_ROWS, whole = (size_t)m->N / LD_CPU_PACK_ROWS;
-    size_t g1 = (i1 < whole * LD_CPU_PACK_ROWS ? i1 : whole * LD_CPU_PACK_ROWS) / LD_CPU_PACK_ROWS;
-    if (m->T != 1 || !m->packed || g0 >= g1) {
+    size_t g0, g1;
+    if (!packed_groups(m, i0, i1, &g0, &g1)) {
         q32_rows_plain(m, dt, i0, i1);
         return;
     }
     size_t gb = ld_cpu_pack16_group_bytes(dt, m->K);
     q32_rows_plain(m, dt, i0, g0 * LD_CPU_PACK_ROWS);
-    for (size_t g = g0; g < g1; g++) q32_group(m, dt, m->packed + g * gb, g * LD_CPU_PACK_ROWS);
+    for (size_t g = g0; g < g1; g++) q32_group(m, dt, m->packed + g * gb, g * LD_CPU_PACK_ROWS, 0);
     q32_rows_plain(m, dt, g1 * LD_CPU_PACK_ROWS, i1);
 }
 
@@ -405,7 +416,7 @@ AVX512_INLINE void group_scales(const ld_cpu_mm *m, const ld_kdt dt, const q32_r
 
 /* Outputs [i0, i1) of all T tokens: panels of rows (in L2) swept by one
  * tile of tokens after the other (in L1), four rows at a time. */
-AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch, size_t i0, size_t i1)
+AVX512_INLINE void q32_tiles_plain(const ld_cpu_mm *m, const ld_kdt dt, float *scratch, size_t i0, size_t i1)
 {
     size_t P = ld_cpu_q32_panel_rows(dt, m->K), group = (size_t)(m->K / LD_CPU_QB) * 8;
     for (size_t p0 = i0; p0 < i1; p0 += P) {
@@ -427,6 +438,29 @@ AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch
                 }
             }
     }
+}
+
+/* Outputs [i0, i1) of T > 1 tokens.  A batch of a few (one tile) takes a
+ * packed group a token at a time, as decode does: its bytes come from
+ * memory once, as one stream, then from L1 for the other tokens, where the
+ * tiles would walk each group four times at the stride of a block
+ * (SmolLM2 at 1 thread, bench_engine --batch 4: 152-156 tok/s by tiles
+ * from the rows as they lie, 103 by tiles from the packed copy, 148-149 a
+ * token at a time; --batch 2: 106-109 by tiles, 140-142 a token at a
+ * time).  The same bits: each (row, token) is q32_tile's arithmetic
+ * either way. */
+AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch, size_t i0, size_t i1)
+{
+    size_t g0, g1;
+    if (m->T > LD_CPU_TILE || !packed_groups(m, i0, i1, &g0, &g1)) {
+        q32_tiles_plain(m, dt, scratch, i0, i1);
+        return;
+    }
+    size_t gb = ld_cpu_pack16_group_bytes(dt, m->K);
+    q32_tiles_plain(m, dt, scratch, i0, g0 * LD_CPU_PACK_ROWS);
+    for (size_t g = g0; g < g1; g++)
+        for (int t = 0; t < m->T; t++) q32_group(m, dt, m->packed + g * gb, g * LD_CPU_PACK_ROWS, t);
+    q32_tiles_plain(m, dt, scratch, g1 * LD_CPU_PACK_ROWS, i1);
 }
 
 AVX512 void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i0, size_t i1)
