@@ -245,6 +245,56 @@ AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned
         out[n0 + (size_t)r] = (h[4 * (r % 4) + r / 4] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
 
+/* Half h of a packed group (outputs n0 + 8h .. n0 + 8h + 7) for two tokens,
+ * t and t + 1: q32_group's arithmetic for each (row, token), a row's
+ * block decoded once for both.  Half 0 reads the group from memory (and
+ * prefetches), half 1 again from L1. */
+AVX512_INLINE void q32_half_pair(const ld_cpu_mm *m, const ld_kdt dt, const unsigned char *gp, size_t n0, int h, int t)
+{
+    const size_t hd = ld_cpu_q32_head(dt), ib = ld_cpu_q32_bytes(dt) - hd, step = ld_cpu_pack16_step(dt);
+    const size_t K = (size_t)m->K;
+    __m512 a[16]; /* a[2r + u]: row 8h + r, token t + u */
+    __m256 macc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+    float dsc[8];
+    int nb = m->K / LD_CPU_QB;
+    const float *xq = m->xq + (size_t)t * K, *xs = dt == LD_KDT_Q4_1 ? m->xs + (size_t)t * (size_t)nb : NULL;
+    for (int b = 0; b < nb; b++) {
+        const unsigned char *blk = gp + (size_t)b * step;
+        if (h == 0)
+            for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
+        _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16 * h))));
+        if (dt == LD_KDT_Q4_1) {
+            __m256 mo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
+            macc[0] = _mm256_fmadd_ps(mo, _mm256_set1_ps(xs[b]), macc[0]);
+            macc[1] = _mm256_fmadd_ps(mo, _mm256_set1_ps(xs[(size_t)nb + (size_t)b]), macc[1]);
+        }
+        __asm__("" : "+m"(dsc));
+        const float *xv = xq + (size_t)b * LD_CPU_QB;
+        __m512 x00 = _mm512_loadu_ps(xv), x01 = _mm512_loadu_ps(xv + 16);
+        __m512 x10 = _mm512_loadu_ps(xv + K), x11 = _mm512_loadu_ps(xv + K + 16);
+        const unsigned char *ints = blk + LD_CPU_PACK_ROWS * hd - hd + (size_t)(8 * h) * ib;
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            const unsigned char *rb = ints + (size_t)r * ib;
+            __m512 q0 = decode_group(rb, dt, 0), q1 = decode_group(rb, dt, 1), d = _mm512_set1_ps(dsc[r]);
+            __m512 s0 = _mm512_fmadd_ps(q1, x01, _mm512_fmadd_ps(q0, x00, _mm512_setzero_ps()));
+            __m512 s1 = _mm512_fmadd_ps(q1, x11, _mm512_fmadd_ps(q0, x10, _mm512_setzero_ps()));
+            a[2 * r] = _mm512_fmadd_ps(d, s0, a[2 * r]);
+            a[2 * r + 1] = _mm512_fmadd_ps(d, s1, a[2 * r + 1]);
+        }
+    }
+    float hs[16], mc[2][8];
+    _mm512_storeu_ps(hs, hsum16x16(a)); /* lane 4k + i: a[4i + k] */
+    _mm256_storeu_ps(mc[0], macc[0]);
+    _mm256_storeu_ps(mc[1], macc[1]);
+    for (int j = 0; j < 16; j++) {
+        int r = j / 2, u = j % 2;
+        size_t n = n0 + (size_t)(8 * h + r);
+        m->out[(size_t)(t + u) * (size_t)m->N + n] = (hs[4 * (j % 4) + j / 4] + mc[u][r]) + ld_cpu_bias(m, n);
+    }
+}
+
 /* The whole packed groups [*g0, *g1) among outputs [i0, i1): 0 when there
  * are none (no packed copy, or no whole group in the range). */
 static inline int packed_groups(const ld_cpu_mm *m, size_t i0, size_t i1, size_t *g0, size_t *g1)
@@ -441,14 +491,14 @@ AVX512_INLINE void q32_tiles_plain(const ld_cpu_mm *m, const ld_kdt dt, float *s
 }
 
 /* Outputs [i0, i1) of T > 1 tokens.  A batch of a few (one tile) takes a
- * packed group a token at a time, as decode does: its bytes come from
- * memory once, as one stream, then from L1 for the other tokens, where the
- * tiles would walk each group four times at the stride of a block
- * (SmolLM2 at 1 thread, bench_engine --batch 4: 152-156 tok/s by tiles
- * from the rows as they lie, 103 by tiles from the packed copy, 148-149 a
- * token at a time; --batch 2: 106-109 by tiles, 140-142 a token at a
- * time).  The same bits: each (row, token) is q32_tile's arithmetic
- * either way. */
+ * packed group two tokens at a time (q32_half_pair; a token left over as
+ * decode does): its bytes come from memory once, as one stream, then from
+ * L1, where the tiles would walk each group four times at the stride of a
+ * block.  SmolLM2 at 1 thread (bench_engine --batch B, interleaved): B = 4
+ * 152-156 tok/s by tiles from the rows as they lie, 103 by tiles from the
+ * packed copy, 148-149 a token at a time, 171-173 two at a time; B = 2
+ * 106-124 by tiles, 140-149 a token at a time, 155-161 two at a time.  The
+ * same bits: each (row, token) is q32_tile's arithmetic either way. */
 AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch, size_t i0, size_t i1)
 {
     size_t g0, g1;
@@ -458,8 +508,15 @@ AVX512_INLINE void q32_tiles(const ld_cpu_mm *m, const ld_kdt dt, float *scratch
     }
     size_t gb = ld_cpu_pack16_group_bytes(dt, m->K);
     q32_tiles_plain(m, dt, scratch, i0, g0 * LD_CPU_PACK_ROWS);
-    for (size_t g = g0; g < g1; g++)
-        for (int t = 0; t < m->T; t++) q32_group(m, dt, m->packed + g * gb, g * LD_CPU_PACK_ROWS, t);
+    for (size_t g = g0; g < g1; g++) {
+        const unsigned char *gp = m->packed + g * gb;
+        int t = 0;
+        for (; t + 1 < m->T; t += 2) {
+            q32_half_pair(m, dt, gp, g * LD_CPU_PACK_ROWS, 0, t);
+            q32_half_pair(m, dt, gp, g * LD_CPU_PACK_ROWS, 1, t);
+        }
+        if (t < m->T) q32_group(m, dt, gp, g * LD_CPU_PACK_ROWS, t);
+    }
     q32_tiles_plain(m, dt, scratch, g1 * LD_CPU_PACK_ROWS, i1);
 }
 
