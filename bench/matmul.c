@@ -127,15 +127,17 @@ static int bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
          * 3: the fast one from its packed copy (what the backend runs on
          * AVX-512) */
         static const char *const kernel_name[] = {"fast", "q8", "q8row", "fastpk"};
-        for (int k = 0; k <= 3; k++)
-            for (int level = k == 1 || k == 2 ? (ld_cpu_q8_simd() >= LD_CPU_AVX2 ? LD_CPU_AVX2 : LD_CPU_PORTABLE)
-                             : k == 3 && !fpacked ? -1 : k == 3 ? LD_CPU_AVX512 : ld_cpu_simd();
-                 level >= (k == 3 ? LD_CPU_AVX512 : LD_CPU_AVX2); level--) { /* q8's matmul: AVX2 at most */
-                const void *pk = k == 1 ? packed : k == 3 ? fpacked : NULL;
-                double t = matvec_best(&m, pk, x, out, prep, scratch, k == 1 || k == 2, level, runs, inner);
+        const void *const kernel_packed[] = {NULL, packed, NULL, fpacked};
+        int q8_best = ld_cpu_q8_simd() >= LD_CPU_AVX2 ? LD_CPU_AVX2 : LD_CPU_PORTABLE; /* q8's matmul: AVX2 at most */
+        for (int k = 0; k <= 3; k++) {
+            int q8 = k == 1 || k == 2, best = q8 ? q8_best : ld_cpu_simd(), lowest = LD_CPU_AVX2;
+            if (k == 3) lowest = fpacked ? LD_CPU_AVX512 : best + 1; /* only AVX-512 reads the packed copy */
+            for (int level = best; level >= lowest; level--) {
+                double t = matvec_best(&m, kernel_packed[k], x, out, prep, scratch, q8, level, runs, inner);
                 printf("matvec %s K=%d %-6s %-5s %-8s %7.2f GB/s\n", dt == LD_KDT_Q8_0 ? "q8_0" : "q4_1", K, place,
                        kernel_name[k], level_name[level], (double)m.bytes / t / 1e9);
             }
+        }
     }
     free(x);
     free(out);

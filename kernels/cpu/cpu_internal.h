@@ -215,10 +215,11 @@ void ld_cpu_q8_group_avx2(const ld_cpu_q8mm *m, const unsigned char *gp, size_t 
 void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[LD_CPU_Q8_STREAMS],
                             const size_t g[LD_CPU_Q8_STREAMS]);
 
-/* The starts of the eight rows of group g (rows 8g .. 8g+7 in the rope
- * order) of the rows at w (cpu_q8_pack.c). */
-void ld_cpu_q8_group_rows(const unsigned char *src[LD_CPU_Q8_GROUP_ROWS], const void *w, ld_kdt dt, int K, size_t g,
-                          int rope_hd);
+/* The starts of the `rows` weight rows of outputs [n0, n0 + rows) of the
+ * Q4_0 / Q4_1 / Q8_0 rows at w (rope order: ld_cpu_src_row): a packed
+ * group's sources, q8's (cpu_q8_pack.c) and the fast kernels'
+ * (cpu_pack16.c). */
+void ld_cpu_group_rows(const unsigned char **src, int rows, const void *w, ld_kdt dt, int K, size_t n0, int rope_hd);
 /* The nb blocks of the group whose eight rows start at src[], packed to
  * dst (ld_cpu_q8_packed_size(dt, K, 8) bytes for a whole group): in
  * portable C (cpu_q8_pack.c) or with AVX2 (cpu_q8_avx2.c), the same bytes. */

@@ -133,7 +133,7 @@ static void portable_rows(const ld_cpu_q8mm *m, size_t from, size_t to)
 static void pack_group_at(int level, unsigned char *dst, const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
 {
     const unsigned char *src[LD_CPU_Q8_GROUP_ROWS];
-    ld_cpu_q8_group_rows(src, w, dt, K, g, rope_hd);
+    ld_cpu_group_rows(src, LD_CPU_Q8_GROUP_ROWS, w, dt, K, g * LD_CPU_Q8_GROUP_ROWS, rope_hd);
     if (q8_level(level) >= LD_CPU_AVX2) ld_cpu_q8_pack_blocks_avx2(dst, src, dt, (size_t)(K / QB));
     else ld_cpu_q8_pack_blocks_portable(dst, src, dt, (size_t)(K / QB));
 }

@@ -1,8 +1,9 @@
 /* cpu_q8_pack.c - the q8 matmul's packed layout (cpu_q8.h): the rows of a
  * Q4_0 / Q4_1 / Q8_0 matrix regrouped eight at a time so that the AVX2
  * kernel reads a 32-bit lane per row, the eight rows' scales side by side,
- * and a pass's bytes in one stream.  Its size, a group's rows, and the
- * portable packing (cpu_q8_avx2.c has the AVX2 one; cpu_q8.c chooses). */
+ * and a pass's bytes in one stream.  Its size, where a packed group's rows
+ * start (ld_cpu_group_rows: cpu_pack16.c's groups too), and the portable
+ * packing (cpu_q8_avx2.c has the AVX2 one; cpu_q8.c chooses). */
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -28,11 +29,11 @@ static unsigned char *pack_block(unsigned char *o, const unsigned char *const sr
     return o;
 }
 
-void ld_cpu_q8_group_rows(const unsigned char *src[ROWS], const void *w, ld_kdt dt, int K, size_t g, int rope_hd)
+void ld_cpu_group_rows(const unsigned char **src, int rows, const void *w, ld_kdt dt, int K, size_t n0, int rope_hd)
 {
     size_t row_bytes = (size_t)(K / QB) * ld_cpu_q32_bytes(dt);
-    for (int r = 0; r < ROWS; r++)
-        src[r] = (const unsigned char *)w + ld_cpu_src_row(g * ROWS + (size_t)r, rope_hd) * row_bytes;
+    for (int r = 0; r < rows; r++)
+        src[r] = (const unsigned char *)w + ld_cpu_src_row(n0 + (size_t)r, rope_hd) * row_bytes;
 }
 
 void ld_cpu_q8_pack_blocks_portable(unsigned char *dst, const unsigned char *const src[ROWS], ld_kdt dt, size_t nb)

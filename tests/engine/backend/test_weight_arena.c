@@ -9,7 +9,8 @@
  * prefill, the fast matmul and q8's, on 1, 2 and 3 threads; q8's weights
  * of eight rows or more packed for its kernel (and not copied), fewer
  * copied as the fast one's; the fast one's of sixteen rows or more packed
- * for its kernels where they read a packed copy (AVX-512). */
+ * for its kernels where they read a packed copy (AVX-512); and every
+ * result the bits of the kernel called alone on the rows as they lie. */
 #define _DEFAULT_SOURCE /* mkstemp */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "engine/backend/cpu/backend_ref_internal.h"
+#include "kernels/cpu/cpu_q8.h"
 #include "tests/support/ld_test.h"
 
 static uint32_t rng = 1;
@@ -142,6 +144,27 @@ static int same_bits_any_threads(const char *spec, const ld_host_tensor *t, cons
     return 0;
 }
 
+/* out[T][N] by the matmul's kernel called on the rows as they lie, without
+ * a backend or a packed copy (q8's packs a group at a time as it runs):
+ * what the backend's result, from its arena, must equal */
+static int kernel_alone(const char *spec, ld_kdt dt, const void *w, const float *x, int T, int K, int N, float *out)
+{
+    size_t np = spec ? ld_cpu_q8_prep_size(T, K) : ld_cpu_matmul_prep_size(dt, T, K);
+    float *prep = malloc(sizeof(float) * (np ? np : 1));
+    float *scratch = malloc(sizeof(float) * ld_cpu_matmul_scratch(dt, T, K));
+    CHECK(prep && scratch);
+    if (spec) {
+        ld_cpu_q8_prep(prep, x, T, K);
+        ld_cpu_matmul_q8(out, prep, w, NULL, dt, NULL, LD_KDT_F32, T, K, N, 0, 0, (size_t)N);
+    } else {
+        ld_cpu_matmul_prep(prep, x, dt, T, K);
+        ld_cpu_matmul(out, x, prep, w, NULL, dt, NULL, LD_KDT_F32, T, K, N, 0, scratch, 0, (size_t)N);
+    }
+    free(prep);
+    free(scratch);
+    return 0;
+}
+
 static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
 {
     ld_backend *be = NULL;
@@ -166,6 +189,10 @@ static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
     int packed = spec ? (N >= 8 ? PACKED_Q8 : NOT_PACKED)
                       : (N >= 16 && ld_cpu_fast_reads_packed(dt) ? PACKED_FAST : NOT_PACKED);
     CHECK(!matmul(be, &in_place, x, T, o1, 0, packed));
+    CHECK(!kernel_alone(spec, dt, w, x, T, K, N, o2));
+    CHECK_MSG(memcmp(o1, o2, sizeof(float) * (size_t)T * (size_t)N) == 0,
+              "%s q%d N %d K %d T %d: the backend's bits differ from its kernel's on the rows as they lie",
+              spec ? spec : "cpu", (int)q, N, K, T);
     CHECK(!same_bits_any_threads(spec, &in_place, x, T, o1, packed));
     CHECK(!matmul(be, &mapped, x, T, o2, !packed, packed));
     /* a mapping's tensor whose data was moved out of it (tp_slice.c's

@@ -286,6 +286,37 @@ static int test_conv_key(void)
     return 0;
 }
 
+/* A first turn of 300 bytes with one byte changed, wherever it lies (in
+ * the hash's lanes of 128 bytes, its steps of 16, its tail), or one byte
+ * shorter: another conversation's key; the same text again: the same key. */
+static int test_conv_key_every_byte(void)
+{
+    enum { LEN = 300 };
+    static const int at[] = {0, 17, 64, 127, 128, 200, 255, 299};
+    enum { NV = sizeof at / sizeof at[0], NR = NV + 3 };
+    static char lines[NR][2048];
+    char *reqs[NR];
+    for (int i = 0; i < NR; i++) {
+        char text[LEN + 1], msgs[LEN + 64], rid[16];
+        for (int j = 0; j < LEN; j++) text[j] = (char)('a' + (j * 7) % 26);
+        text[i == NV ? LEN - 1 : LEN] = 0; /* request NV: one byte shorter; the last two: unchanged */
+        if (i < NV) text[at[i]] = text[at[i]] == 'z' ? 'y' : 'z';
+        snprintf(msgs, sizeof msgs, "{'role': 'user', 'content': '%s'}", text);
+        snprintf(rid, sizeof rid, "b%d", i);
+        req_lines(lines[i], sizeof lines[i], rid, msgs, "'ok'", STOP);
+        reqs[i] = lines[i];
+    }
+    seq s;
+    CHECK_EQ_INT(seq_run(&s, NULL, reqs, NR), 0);
+    CHECK_EQ_INT(s.n, NR);
+    CHECK(s.key[NV + 1] == s.key[NV + 2]); /* the unchanged text, twice */
+    for (int i = 0; i <= NV; i++)
+        for (int j = i + 1; j < NR; j++)
+            CHECK_MSG(s.key[i] != s.key[j], "requests %d and %d: the same key for different first turns", i, j);
+    seq_free(&s);
+    return 0;
+}
+
 static int test_conv_no_messages_no_id(void)
 {
     static char a[512] = "Receive: obj=G(rid='z', text='hi', input_ids=[1])\n"
@@ -445,6 +476,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_conv_reasoning_changed),
     LD_CASE(test_conv_lru_eviction),
     LD_CASE(test_conv_key),
+    LD_CASE(test_conv_key_every_byte),
     LD_CASE(test_conv_byte_cap),
     LD_CASE(test_conv_no_messages_no_id),
     LD_CASE(test_conv_replay_stale_and_benign),
