@@ -210,10 +210,19 @@ AVX512_INLINE void q32_rows_r(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, co
     for (int r = 0; r < R; r++) m->out[n0 + (size_t)r] = (h[r] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
 
-/* bytes ahead of a packed group's block that a decode pass asks L1 for
- * (bench_matmul, 256 MB from memory on the 2-core Xeon: 768 and 3072 no
- * better; into L2 alone, or four groups far apart in turn, worse) */
-#define PACK_AHEAD 1536
+/* bytes ahead of a packed group's block that a decode pass asks L1 for.
+ * Tuned in the engine, whose outputs stay in cache (bench_engine, SmolLM2
+ * Q4_1 decode on the 2-core Xeon, 3 interleaved rounds): 1 thread 1536
+ * 124-127 tok/s, 2048 125-127, 3072 128-131, 4096 120-124, 6144 108-116;
+ * 2 threads 1536 198-222, 3072 234-243.  (bench_matmul's 256 MB matvec had
+ * put 1536 first: its 3 MB of outputs miss the caches and hold fill
+ * buffers the engine's do not.)  Into L2 alone, or four groups far apart
+ * in turn: worse. */
+#define PACK_AHEAD 3072
+/* the same for a batch's first half-group pass (q32_half_pair), which
+ * computes twice as much a byte: a batch of 4 at 1 thread 180-183 tok/s
+ * at 1536, 179 at 3072 */
+#define PAIR_AHEAD 1536
 
 /* Sixteen outputs [n0, n0 + 16) of one token (decode) from their packed
  * group gp (cpu_internal.h): q32_rows_r's arithmetic lane for lane (the
@@ -267,7 +276,7 @@ AVX512_INLINE void q32_half_pair(const ld_cpu_mm *m, const ld_kdt dt, const unsi
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = gp + (size_t)b * step;
         if (h == 0)
-            for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
+            for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PAIR_AHEAD + o, _MM_HINT_T0);
         _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16 * h))));
         if (dt == LD_KDT_Q4_1) {
             __m256 mo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
