@@ -8,7 +8,10 @@
  *   bench_matmul [--mem-mb N] [--runs N]
  *
  * Prints `matvec TYPE K=.. PLACE KERNEL LEVEL  GB/s` lines, then the
- * read probe's.  The weights are random blocks with small f16 scales, on
+ * read probe's, then the overlap table: a synthetic stream with F fmas of
+ * arithmetic per 64 bytes, from L1 and from memory, for F = 0 .. 32 (how
+ * fast a kernel that computes at a given rate can read this machine's
+ * memory, one thread).  The weights are random blocks with small f16 scales, on
  * 2 MiB pages where the kernel gives them (as the engine's weight arena). */
 #define _DEFAULT_SOURCE /* madvise */
 #include <stdint.h>
@@ -98,6 +101,106 @@ static void *huge_alloc(size_t n)
     return p;
 }
 
+/* ---------------------------------------------------------------- overlap */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define OVERLAP_X86 1
+#define OVERLAP_AHEAD 1536 /* the fast kernels' prefetch distance (PACK_AHEAD) */
+
+/* A stand-in for a decode kernel with F fused multiply-adds of arithmetic
+ * per 64 bytes of weights: n bytes at p read in order, each 64-byte line
+ * loaded as two 32-byte halves (added into two accumulators, so that F = 0
+ * is a plain read), then fed to F fmas spread over eight accumulators (as
+ * many independent chains as two FMA units need); the line `ahead` bytes
+ * on asked for as the kernels ask (prefetcht0; 0: not asked).  What the
+ * overlap table measures: how fast a stream of that arithmetic reads
+ * memory against how fast it computes from L1. */
+#define OVERLAP_PASS(F)                                                                                  \
+    __attribute__((target("avx2,fma"))) static float overlap_pass_##F(const unsigned char *p, size_t n,   \
+                                                                      size_t ahead)                       \
+    {                                                                                                     \
+        __m256 acc[8], k = _mm256_set1_ps(0.999f);                                                        \
+        for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();                                         \
+        for (size_t o = 0; o < n; o += 64) {                                                              \
+            if (ahead) _mm_prefetch((const char *)p + o + ahead, _MM_HINT_T0);                           \
+            __m256 h0 = _mm256_load_ps((const float *)(const void *)(p + o));                            \
+            __m256 h1 = _mm256_load_ps((const float *)(const void *)(p + o + 32));                       \
+            acc[0] = _mm256_add_ps(acc[0], h0);                                                           \
+            acc[1] = _mm256_add_ps(acc[1], h1);                                                           \
+            _Pragma("GCC unroll 32") for (int f = 0; f < F; f++)                                          \
+                acc[(f + 2) % 8] = _mm256_fmadd_ps(acc[(f + 2) % 8], k, f % 2 ? h1 : h0);                 \
+        }                                                                                                 \
+        for (int i = 1; i < 8; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);                               \
+        float v[8];                                                                                       \
+        _mm256_storeu_ps(v, acc[0]);                                                                      \
+        return v[0];                                                                                      \
+    }
+OVERLAP_PASS(0)
+OVERLAP_PASS(4)
+OVERLAP_PASS(8)
+OVERLAP_PASS(12)
+OVERLAP_PASS(16)
+OVERLAP_PASS(24)
+OVERLAP_PASS(32)
+
+typedef float (*overlap_fn)(const unsigned char *p, size_t n, size_t ahead);
+
+static volatile float overlap_sink; /* the passes' results, so that they stay */
+
+/* the best GB/s of `runs` rounds of `reps` passes of fn over n bytes at p */
+static double overlap_rate(overlap_fn fn, const unsigned char *p, size_t n, size_t ahead, int reps, int runs)
+{
+    double best = 1e30;
+    for (int r = 0; r < runs; r++) {
+        double t0 = ld_bench_now();
+        for (int i = 0; i < reps; i++) overlap_sink += fn(p, n, ahead);
+        double t = (ld_bench_now() - t0) / reps;
+        if (t < best) best = t;
+    }
+    return (double)n / best / 1e9;
+}
+
+/* The overlap table: for each F, the stand-in's rate from a 16 KiB buffer
+ * in L1 (its arithmetic alone) and from an mb MiB one (prefetched as the
+ * kernels prefetch, and not): the memory rate a kernel that computes at a
+ * given rate can expect on this machine.  0, or -1 without AVX2 or the
+ * memory. */
+static int overlap_table(size_t mb, int runs)
+{
+    static const struct { int f; overlap_fn fn; } passes[] = {
+        {0, overlap_pass_0}, {4, overlap_pass_4}, {8, overlap_pass_8}, {12, overlap_pass_12},
+        {16, overlap_pass_16}, {24, overlap_pass_24}, {32, overlap_pass_32}};
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        printf("overlap: skipped (no AVX2 and FMA)\n");
+        return 0;
+    }
+    size_t small = 16u << 10, big = mb << 20;
+    unsigned char *p = huge_alloc(big + OVERLAP_AHEAD);
+    if (!p) {
+        fprintf(stderr, "bench_matmul: out of memory for %zu MiB\n", mb);
+        return -1;
+    }
+    memset(p, 0x3f, big + OVERLAP_AHEAD); /* every float 0.747: no denormals, no overflow */
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+        double l1 = overlap_rate(passes[i].fn, p, small, 0, (int)(big / small / 4), runs);
+        double pf = overlap_rate(passes[i].fn, p, big, OVERLAP_AHEAD, 1, runs);
+        double none = overlap_rate(passes[i].fn, p, big, 0, 1, runs);
+        printf("overlap fma/64B %2d  l1 %7.2f GB/s  memory %6.2f GB/s (prefetch %d), %6.2f (none)\n",
+               passes[i].f, l1, pf, OVERLAP_AHEAD, none);
+    }
+    free(p);
+    return 0;
+}
+#else
+static int overlap_table(size_t mb, int runs)
+{
+    (void)mb, (void)runs;
+    printf("overlap: skipped (x86-64 only)\n");
+    return 0;
+}
+#endif
+
 /* 0, or -1 (said on stderr) when the memory is not there */
 static int bench_one(ld_kdt dt, int K, double mb, const char *place, int runs)
 {
@@ -173,5 +276,6 @@ int main(int argc, char **argv)
     ld_bench_bw bw;
     ld_bench_read_bandwidth_ex((size_t)mem_mb, 1, &bw);
     printf("read probe, %ld MiB, 1 thread: %.2f GB/s (%s, %d stream(s))\n", mem_mb, bw.gbs, bw.kernel, bw.streams);
+    failed |= overlap_table((size_t)mem_mb, runs);
     return failed ? 1 : 0;
 }
