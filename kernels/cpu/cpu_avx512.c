@@ -210,18 +210,26 @@ AVX512_INLINE void q32_rows_r(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, co
     for (int r = 0; r < R; r++) m->out[n0 + (size_t)r] = (h[r] + mc[r]) + ld_cpu_bias(m, n0 + (size_t)r);
 }
 
-/* bytes ahead of a packed group's block that a decode pass asks L1 for.
- * Tuned in the engine, whose outputs stay in cache (bench_engine, SmolLM2
- * Q4_1 decode on the 2-core Xeon, 3 interleaved rounds): 1 thread 1536
- * 124-127 tok/s, 2048 125-127, 3072 128-131, 4096 120-124, 6144 108-116;
- * 2 threads 1536 198-222, 3072 234-243.  (bench_matmul's 256 MB matvec had
- * put 1536 first: its 3 MB of outputs miss the caches and hold fill
- * buffers the engine's do not.)  Into L2 alone, or four groups far apart
- * in turn: worse. */
+/* How far ahead of a packed group's block a decode pass asks for its
+ * bytes: into L1 (PACK_AHEAD), and, further on, into L2 (PACK_FAR), which
+ * keeps more lines on their way than L1's fill buffers alone.  Tuned in
+ * the engine, whose outputs stay in cache (bench_engine, SmolLM2 Q4_1
+ * decode on the 2-core Xeon, interleaved rounds).  Into L1 alone: 1536
+ * 124-127 tok/s at 1 thread, 2048 125-127, 3072 128-131, 4096 120-124, 6144
+ * 108-116; 2 threads 1536 198-222, 3072 234-243.  With L2 as well, 16 KiB
+ * ahead, against L1 alone at 3072 (4 rounds): 1 thread 126.7-142.3 against
+ * 126.4-130.5, 2 threads 261.6-278.5 against 228.5-245.8 (6 KiB to 24 KiB
+ * alike, 32 KiB less; into L2 alone, at 3072: no better); after a prompt
+ * of 128 (7 rounds), 1 thread 113.2-130.0 against 118.7-127.4 (the host's
+ * noise), 2 threads 233.8-248.7 against 209.5-227.6.  bench_matmul's
+ * 256 MB matvec had put 1536 alone first: its 3 MB of outputs miss the
+ * caches and hold fill buffers that the engine's do not. */
 #define PACK_AHEAD 3072
-/* the same for a batch's first half-group pass (q32_half_pair), which
- * computes twice as much a byte: a batch of 4 at 1 thread 180-183 tok/s
- * at 1536, 179 at 3072 */
+#define PACK_FAR 16384
+/* into L1 for a batch's first half-group pass (q32_half_pair), which
+ * computes twice as much a byte (L2 as the decode's): a batch of 4 at 1
+ * thread 180-183 tok/s at 1536, 179 at 3072; with L2, 181-184 against
+ * 176-180 (3 rounds) */
 #define PAIR_AHEAD 1536
 
 /* Sixteen outputs [n0, n0 + 16) of one token (decode) from their packed
@@ -241,7 +249,10 @@ AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned
     float *out = m->out + (size_t)t * (size_t)m->N;
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = gp + (size_t)b * step;
-        for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
+        for (size_t o = 0; o < step; o += 64) {
+            _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + PACK_FAR + o, _MM_HINT_T1);
+        }
         _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk)));
         if (dt == LD_KDT_Q4_1)
             macc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32))),
@@ -276,7 +287,10 @@ AVX512_INLINE void q32_half_pair(const ld_cpu_mm *m, const ld_kdt dt, const unsi
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = gp + (size_t)b * step;
         if (h == 0)
-            for (size_t o = 0; o < step; o += 64) _mm_prefetch((const char *)blk + PAIR_AHEAD + o, _MM_HINT_T0);
+            for (size_t o = 0; o < step; o += 64) {
+                _mm_prefetch((const char *)blk + PAIR_AHEAD + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + PACK_FAR + o, _MM_HINT_T1);
+            }
         _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16 * h))));
         if (dt == LD_KDT_Q4_1) {
             __m256 mo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
