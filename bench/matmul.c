@@ -106,35 +106,49 @@ static void *huge_alloc(size_t n)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define OVERLAP_X86 1
-#define OVERLAP_AHEAD 1536 /* the fast kernels' prefetch distance (PACK_AHEAD) */
+/* the packed decode's prefetches (kernels/cpu/cpu_avx512.c: PACK_AHEAD
+ * into L1, PACK_FAR into L2), which the stand-in makes as the kernel does */
+#define OVERLAP_AHEAD 3072
+#define OVERLAP_FAR 16384
 
 /* A stand-in for a decode kernel with F fused multiply-adds of arithmetic
  * per 64 bytes of weights: n bytes at p read in order, each 64-byte line
  * loaded as two 32-byte halves (added into two accumulators, so that F = 0
  * is a plain read), then fed to F fmas spread over eight accumulators (as
- * many independent chains as two FMA units need); the line `ahead` bytes
- * on asked for as the kernels ask (prefetcht0; 0: not asked).  What the
- * overlap table measures: how fast a stream of that arithmetic reads
- * memory against how fast it computes from L1. */
-#define OVERLAP_PASS(F)                                                                                  \
-    __attribute__((target("avx2,fma"))) static float overlap_pass_##F(const unsigned char *p, size_t n,   \
-                                                                      size_t ahead)                       \
-    {                                                                                                     \
-        __m256 acc[8], k = _mm256_set1_ps(0.999f);                                                        \
-        for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();                                         \
-        for (size_t o = 0; o < n; o += 64) {                                                              \
-            if (ahead) _mm_prefetch((const char *)p + o + ahead, _MM_HINT_T0);                           \
-            __m256 h0 = _mm256_load_ps((const float *)(const void *)(p + o));                            \
-            __m256 h1 = _mm256_load_ps((const float *)(const void *)(p + o + 32));                       \
-            acc[0] = _mm256_add_ps(acc[0], h0);                                                           \
-            acc[1] = _mm256_add_ps(acc[1], h1);                                                           \
-            _Pragma("GCC unroll 32") for (int f = 0; f < F; f++)                                          \
-                acc[(f + 2) % 8] = _mm256_fmadd_ps(acc[(f + 2) % 8], k, f % 2 ? h1 : h0);                 \
-        }                                                                                                 \
-        for (int i = 1; i < 8; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);                               \
-        float v[8];                                                                                       \
-        _mm256_storeu_ps(v, acc[0]);                                                                      \
-        return v[0];                                                                                      \
+ * many independent chains as two FMA units need); when `prefetch`, each
+ * line asked for as the packed decode asks (OVERLAP_AHEAD on into L1,
+ * OVERLAP_FAR on into L2).  Inlined into one function per F (a constant:
+ * the accumulators stay in registers).  What the overlap table measures:
+ * how fast a stream of that arithmetic reads memory against how fast it
+ * computes from L1. */
+__attribute__((target("avx2,fma"), always_inline)) static inline float overlap_pass(const unsigned char *p, size_t n,
+                                                                                  int prefetch, const int F)
+{
+    __m256 acc[8], k = _mm256_set1_ps(0.999f);
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    for (size_t o = 0; o < n; o += 64) {
+        if (prefetch) {
+            _mm_prefetch((const char *)p + o + OVERLAP_AHEAD, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + o + OVERLAP_FAR, _MM_HINT_T1);
+        }
+        __m256 h0 = _mm256_load_ps((const float *)(const void *)(p + o));
+        __m256 h1 = _mm256_load_ps((const float *)(const void *)(p + o + 32));
+        acc[0] = _mm256_add_ps(acc[0], h0);
+        acc[1] = _mm256_add_ps(acc[1], h1);
+#pragma GCC unroll 32
+        for (int f = 0; f < F; f++) acc[(f + 2) % 8] = _mm256_fmadd_ps(acc[(f + 2) % 8], k, f % 2 ? h1 : h0);
+    }
+    for (int i = 1; i < 8; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+    float v[8];
+    _mm256_storeu_ps(v, acc[0]);
+    return v[0];
+}
+
+#define OVERLAP_PASS(F)                                                                               \
+    __attribute__((target("avx2,fma"))) static float overlap_pass_##F(const unsigned char *p, size_t n, \
+                                                                      int prefetch)                     \
+    {                                                                                                  \
+        return overlap_pass(p, n, prefetch, F);                                                        \
     }
 OVERLAP_PASS(0)
 OVERLAP_PASS(4)
@@ -144,17 +158,17 @@ OVERLAP_PASS(16)
 OVERLAP_PASS(24)
 OVERLAP_PASS(32)
 
-typedef float (*overlap_fn)(const unsigned char *p, size_t n, size_t ahead);
+typedef float (*overlap_fn)(const unsigned char *p, size_t n, int prefetch);
 
 static volatile float overlap_sink; /* the passes' results, so that they stay */
 
 /* the best GB/s of `runs` rounds of `reps` passes of fn over n bytes at p */
-static double overlap_rate(overlap_fn fn, const unsigned char *p, size_t n, size_t ahead, int reps, int runs)
+static double overlap_rate(overlap_fn fn, const unsigned char *p, size_t n, int prefetch, int reps, int runs)
 {
     double best = 1e30;
     for (int r = 0; r < runs; r++) {
         double t0 = ld_bench_now();
-        for (int i = 0; i < reps; i++) overlap_sink += fn(p, n, ahead);
+        for (int i = 0; i < reps; i++) overlap_sink += fn(p, n, prefetch);
         double t = (ld_bench_now() - t0) / reps;
         if (t < best) best = t;
     }
@@ -163,7 +177,7 @@ static double overlap_rate(overlap_fn fn, const unsigned char *p, size_t n, size
 
 /* The overlap table: for each F, the stand-in's rate from a 16 KiB buffer
  * in L1 (its arithmetic alone) and from an mb MiB one (prefetched as the
- * kernels prefetch, and not): the memory rate a kernel that computes at a
+ * packed decode prefetches, and not): the memory rate a kernel that computes at a
  * given rate can expect on this machine.  0, or -1 without AVX2 or the
  * memory. */
 static int overlap_table(size_t mb, int runs)
@@ -176,18 +190,18 @@ static int overlap_table(size_t mb, int runs)
         return 0;
     }
     size_t small = 16u << 10, big = mb << 20;
-    unsigned char *p = huge_alloc(big + OVERLAP_AHEAD);
+    unsigned char *p = huge_alloc(big); /* prefetches past its end do not fault */
     if (!p) {
         fprintf(stderr, "bench_matmul: out of memory for %zu MiB\n", mb);
         return -1;
     }
-    memset(p, 0x3f, big + OVERLAP_AHEAD); /* every float 0.747: no denormals, no overflow */
+    memset(p, 0x3f, big); /* every float 0.747: no denormals, no overflow */
     for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
         double l1 = overlap_rate(passes[i].fn, p, small, 0, (int)(big / small / 4), runs);
-        double pf = overlap_rate(passes[i].fn, p, big, OVERLAP_AHEAD, 1, runs);
+        double pf = overlap_rate(passes[i].fn, p, big, 1, 1, runs);
         double none = overlap_rate(passes[i].fn, p, big, 0, 1, runs);
-        printf("overlap fma/64B %2d  l1 %7.2f GB/s  memory %6.2f GB/s (prefetch %d), %6.2f (none)\n",
-               passes[i].f, l1, pf, OVERLAP_AHEAD, none);
+        printf("overlap fma/64B %2d  l1 %7.2f GB/s  memory %6.2f GB/s (prefetched %d / %d), %6.2f (not)\n",
+               passes[i].f, l1, pf, OVERLAP_AHEAD, OVERLAP_FAR, none);
     }
     free(p);
     return 0;

@@ -232,6 +232,16 @@ AVX512_INLINE void q32_rows_r(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, co
  * 176-180 (3 rounds) */
 #define PAIR_AHEAD 1536
 
+/* The prefetches of a decode pass for the packed block at blk (step bytes):
+ * its bytes `near` on into L1, PACK_FAR on into L2 */
+AVX512_INLINE void prefetch_block(const unsigned char *blk, size_t step, size_t near)
+{
+    for (size_t o = 0; o < step; o += 64) {
+        _mm_prefetch((const char *)blk + near + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)blk + PACK_FAR + o, _MM_HINT_T1);
+    }
+}
+
 /* Sixteen outputs [n0, n0 + 16) of one token (decode) from their packed
  * group gp (cpu_internal.h): q32_rows_r's arithmetic lane for lane (the
  * same bits), but a block's sixteen scales (and offsets) in one load and
@@ -249,10 +259,7 @@ AVX512_INLINE void q32_group(const ld_cpu_mm *m, const ld_kdt dt, const unsigned
     float *out = m->out + (size_t)t * (size_t)m->N;
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = gp + (size_t)b * step;
-        for (size_t o = 0; o < step; o += 64) {
-            _mm_prefetch((const char *)blk + PACK_AHEAD + o, _MM_HINT_T0);
-            _mm_prefetch((const char *)blk + PACK_FAR + o, _MM_HINT_T1);
-        }
+        prefetch_block(blk, step, PACK_AHEAD);
         _mm512_storeu_ps(dsc, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)blk)));
         if (dt == LD_KDT_Q4_1)
             macc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 32))),
@@ -286,11 +293,7 @@ AVX512_INLINE void q32_half_pair(const ld_cpu_mm *m, const ld_kdt dt, const unsi
     const float *xq = m->xq + (size_t)t * K, *xs = dt == LD_KDT_Q4_1 ? m->xs + (size_t)t * (size_t)nb : NULL;
     for (int b = 0; b < nb; b++) {
         const unsigned char *blk = gp + (size_t)b * step;
-        if (h == 0)
-            for (size_t o = 0; o < step; o += 64) {
-                _mm_prefetch((const char *)blk + PAIR_AHEAD + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)blk + PACK_FAR + o, _MM_HINT_T1);
-            }
+        if (h == 0) prefetch_block(blk, step, PAIR_AHEAD);
         _mm256_storeu_ps(dsc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 16 * h))));
         if (dt == LD_KDT_Q4_1) {
             __m256 mo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
