@@ -374,7 +374,9 @@ typedef struct ld_backend_ops {
     /* n products of one input: outs[i] [T][ws[i]->rows] = x [T][K] . ws[i]^T,
      * no bias, every ws[i] of K = ws[0]->cols columns and its own rows
      * (projections that share an input: V4's wq_a and wkv, then wq_b and
-     * the indexer's wq_b; one launch, not n).  x is none of outs.  With
+     * the indexer's wq_b, a dense decoder's q, k and v, and its gate and
+     * up; one launch, or one hand-off to the CPU backends' threads, not
+     * n).  x is none of outs.  With
      * norms (else NULL; an array the caller keeps): each outs[i] whose
      * norms[i] is set then rmsnorm'd in place by it (eps), as the rmsnorm
      * entry does.  Optional (NULL, or LD_ERR_UNSUPPORTED for weights,

@@ -245,6 +245,7 @@ static void weight_free(ld_backend *be, ld_weight *w)
     .embed = ld_refb_embed,               \
     .rmsnorm = ld_refb_rmsnorm,           \
     .matmul = ld_refb_matmul,             \
+    .matmul_fanout = ld_refb_matmul_fanout, \
     .rope = ld_refb_rope,                 \
     .kv_store = ld_refb_kv_store,         \
     .attention = ld_refb_attention,       \

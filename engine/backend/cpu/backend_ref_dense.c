@@ -167,6 +167,74 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
     return LD_OK;
 }
 
+/* matmul_fanout's items: each weight's (ranges' units or rows, as its
+ * matmul would go out), one after the other, in one run of the pool */
+#define FANOUT_MAX 8
+typedef struct fanout_ctx {
+    op_ctx part[FANOUT_MAX];      /* weight i's matmul, as ld_refb_matmul would run it */
+    size_t first[FANOUT_MAX + 1]; /* the item where weight i's begin; first[n]: all */
+    int n;
+} fanout_ctx;
+
+/* items [i0, i1) of the fanout: each weight's share by its own matmul */
+static void t_fanout(void *p, int tid, size_t i0, size_t i1)
+{
+    fanout_ctx *f = p;
+    for (int i = 0; i < f->n && i0 < i1; i++) {
+        size_t a = f->first[i], b = f->first[i + 1], e = i1 < b ? i1 : b;
+        if (i0 >= b) continue;
+        (f->part[i].unit ? t_matmul_units : t_matmul)(&f->part[i], tid, i0 - a, e - a);
+        i0 = e;
+    }
+}
+
+/* LD_ERR_UNSUPPORTED unless the fanout's weights go out alike: one type
+ * and K (one prepared x), one way of cutting (ranges of one unit or
+ * pieces); LD_ERR_USAGE for what ld_refb_matmul and ld_refb_rmsnorm
+ * would refuse.  Nothing written. */
+static ld_status fanout_check(const ref_backend *rb, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws,
+                              int n, int T, ld_weight *const *norms, ld_error *err)
+{
+    if (n < 1 || n > FANOUT_MAX || T < 0)
+        return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "matmul_fanout of %d weights, %d tokens", n, T);
+    for (int i = 0; i < n; i++) {
+        const ld_weight *w = ws[i], *nw = norms ? norms[i] : NULL;
+        if (w->dt != ws[0]->dt || w->cols != ws[0]->cols || matmul_range_unit(rb, w, T) != matmul_range_unit(rb, ws[0], T))
+            return LD_FAIL(err, LD_ERR_UNSUPPORTED, 0, "matmul_fanout: weight %d goes out unlike weight 0", i);
+        if (outs[i] == x) return LD_FAIL(err, LD_ERR_USAGE, 0, "matmul_fanout in place");
+        LD_TRY(ld_refb_range(outs[i], 0, (size_t)T * (size_t)w->rows, err));
+        if (nw && (ld_ref_kdt_is_block(nw->dt) || ld_ref_kdt_is_scaled(nw->dt)))
+            return LD_FAIL(err, LD_ERR_USAGE, 0, "a norm weight of a block type");
+        if (nw) LD_TRY(ld_refb_range(outs[i], 0, (size_t)T * (size_t)nw->cols, err));
+    }
+    return ld_refb_range(x, 0, (size_t)T * (size_t)ws[0]->cols, err);
+}
+
+/* n products of x (matmul_fanout, backend.h) in one run of the pool
+ * rather than n: a decode step's projections of one input pay one
+ * hand-off and one wait, and x is prepared once.  Each output row is
+ * computed as its weight's matmul computes it: the bits of n calls. */
+ld_status ld_refb_matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
+                                int T, ld_weight *const *norms, float eps, ld_error *err)
+{
+    ref_backend *rb = (ref_backend *)be;
+    LD_TRY(fanout_check(rb, outs, x, ws, n, T, norms, err));
+    LD_TRY(matmul_prepare(rb, x->p, ws[0], T, err));
+    fanout_ctx f = {.n = n};
+    size_t unit = matmul_range_unit(rb, ws[0], T), rows = 0;
+    for (int i = 0; i < n; i++) {
+        f.part[i] = (op_ctx){.rb = rb, .out = outs[i]->p, .a = x->p, .w = ws[i], .T = T, .unit = unit};
+        size_t r = (size_t)ws[i]->rows;
+        f.first[i + 1] = f.first[i] + (unit ? (r + unit - 1) / unit : r);
+        rows += r;
+    }
+    if (unit) ld_refb_run(rb, t_fanout, &f, f.first[n]);
+    else ld_refb_run_grain(rb, t_fanout, &f, f.first[n], matmul_grain(rb, rows));
+    for (int i = 0; norms && i < n; i++)
+        if (norms[i]) LD_TRY(ld_refb_rmsnorm(be, outs[i], outs[i], norms[i], T, eps, err));
+    return LD_OK;
+}
+
 static void t_rope(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;

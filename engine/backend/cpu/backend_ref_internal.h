@@ -190,6 +190,8 @@ static inline ld_status ld_refb_range(const ld_buf *b, size_t off, size_t n, ld_
 ld_status ld_refb_embed(ld_backend *be, ld_buf *out, const ld_weight *table, const int32_t *tokens, int T, ld_error *err);
 ld_status ld_refb_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, int rows, float eps, ld_error *err);
 ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err);
+ld_status ld_refb_matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_buf *x, ld_weight *const *ws, int n,
+                                int T, ld_weight *const *norms, float eps, ld_error *err);
 ld_status ld_refb_rope(ld_backend *be, ld_buf *x, int T, int n_heads, int head_dim, int pos0, const float *inv_freq, ld_error *err);
 ld_status ld_refb_kv_store(ld_backend *be, ld_buf *cache, const ld_buf *src, int T, int pos0, int row, ld_error *err);
 ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const ld_buf *kcache, const ld_buf *vcache, int T, int pos0, int n_heads, int n_kv, int head_dim, int window, float scale, ld_error *err);

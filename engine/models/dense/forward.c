@@ -14,6 +14,7 @@
 typedef struct sess_layer {
     ld_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
     ld_weight *ffn_norm, *w_gate, *w_up, *w_down, *b_gate, *b_up, *b_down;
+    ld_weight *qkv[3], *gate_up[2]; /* what project() hands matmul_fanout: arrays it keeps */
     ld_buf *kc, *vc;
 } sess_layer;
 
@@ -333,6 +334,28 @@ static ld_status check(ld_session *w, const ld_buf *b, size_t width, const seq_r
         LD_TRY(check(w, (b), (width), r, nr, l, (op), err));     \
     } while (0)
 
+/* outs[i] = w->xb . ws[i] (+ bs[i]) over the chunk's N rows, i < n:
+ * one matmul_fanout where the backend groups them (one hand-off to its
+ * threads, not n) and none has a bias, else a matmul each; the bits of
+ * the n calls either way.  ws: an array of the layer's (the CUDA backend
+ * keys what it keeps on the device by it). */
+static ld_status project(ld_session *w, ld_buf *const *outs, ld_weight *const *ws, ld_weight *const *bs, int n, int N,
+                         ld_error *err)
+{
+    const ld_backend_ops *o = OPS(w);
+    int biased = 0;
+    for (int i = 0; i < n; i++) biased |= bs[i] != NULL;
+    ld_error e = {0};
+    ld_status st = o->matmul_fanout && !biased ? o->matmul_fanout(w->be, outs, w->xb, ws, n, N, NULL, 0.0f, &e)
+                                               : LD_ERR_UNSUPPORTED;
+    if (st != LD_ERR_UNSUPPORTED) {
+        if (st != LD_OK && err) *err = e;
+        return st;
+    }
+    for (int i = 0; i < n; i++) LD_TRY(o->matmul(w->be, outs[i], w->xb, ws[i], bs[i], N, err));
+    return LD_OK;
+}
+
 /* layer l's attention block over the chunk's N rows (x the residual
  * stream, to which its output is added) */
 static ld_status attention_block(ld_session *w, const seq_rows *r, int nr, int N, int l, ld_error *err)
@@ -344,9 +367,13 @@ static ld_status attention_block(ld_session *w, const seq_rows *r, int nr, int N
     size_t D = (size_t)c->hidden, Q = (size_t)c->n_heads * (size_t)c->head_dim;
     size_t KV = (size_t)c->n_kv_heads * (size_t)c->head_dim;
     STEP(o->rmsnorm(be, w->xb, w->x, L->attn_norm, N, c->rms_eps, err), w->xb, D, "attn_norm");
-    STEP(o->matmul(be, w->q, w->xb, L->wq, L->bq, N, err), w->q, Q, "q_proj");
-    STEP(o->matmul(be, w->k, w->xb, L->wk, L->bk, N, err), w->k, KV, "k_proj");
-    STEP(o->matmul(be, w->v, w->xb, L->wv, L->bv, N, err), w->v, KV, "v_proj");
+    ld_buf *qkv[3] = {w->q, w->k, w->v};
+    ld_weight *b_qkv[3] = {L->bq, L->bk, L->bv};
+    L->qkv[0] = L->wq, L->qkv[1] = L->wk, L->qkv[2] = L->wv;
+    LD_TRY(project(w, qkv, L->qkv, b_qkv, 3, N, err));
+    LD_TRY(check(w, w->q, Q, r, nr, l, "q_proj", err));
+    LD_TRY(check(w, w->k, KV, r, nr, l, "k_proj", err));
+    LD_TRY(check(w, w->v, KV, r, nr, l, "v_proj", err));
     if (c->qk_norm) {
         STEP(o->rmsnorm(be, w->q, w->q, L->q_norm, N * c->n_heads, c->rms_eps, err), w->q, Q, "q_norm");
         STEP(o->rmsnorm(be, w->k, w->k, L->k_norm, N * c->n_kv_heads, c->rms_eps, err), w->k, KV, "k_norm");
@@ -368,8 +395,12 @@ static ld_status mlp_block(ld_session *w, const seq_rows *r, int nr, int N, int 
     sess_layer *L = &w->layers[l];
     size_t D = (size_t)c->hidden, I = (size_t)c->intermediate;
     STEP(o->rmsnorm(be, w->xb, w->x, L->ffn_norm, N, c->rms_eps, err), w->xb, D, "ffn_norm");
-    STEP(o->matmul(be, w->g, w->xb, L->w_gate, L->b_gate, N, err), w->g, I, "ffn_gate");
-    STEP(o->matmul(be, w->u, w->xb, L->w_up, L->b_up, N, err), w->u, I, "ffn_up");
+    ld_buf *gu[2] = {w->g, w->u};
+    ld_weight *b_gu[2] = {L->b_gate, L->b_up};
+    L->gate_up[0] = L->w_gate, L->gate_up[1] = L->w_up;
+    LD_TRY(project(w, gu, L->gate_up, b_gu, 2, N, err));
+    LD_TRY(check(w, w->g, I, r, nr, l, "ffn_gate", err));
+    LD_TRY(check(w, w->u, I, r, nr, l, "ffn_up", err));
     STEP(o->swiglu(be, w->g, w->g, w->u, (size_t)N * I, err), w->g, I, "ffn_act");
     LD_TRY(o->matmul(be, w->xb, w->g, L->w_down, L->b_down, N, err));
     if (w->reduce) LD_TRY(w->reduce(w->reduce_ctx, be, w->xb, N, l, 1, err));

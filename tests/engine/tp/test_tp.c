@@ -419,7 +419,11 @@ static long graph_launches(void)
  * in one call and token by token, with graphs of 64 and of 5 operations
  * (a capture's end falling anywhere, next to a collective too).  On the
  * emulator (whose NCCL refuses a collective during capture) both ranks
- * launch graphs: TP 2 launches twice TP 1's. */
+ * launch graphs: TP 2 launches twice TP 1's with graphs of 64.  Graphs of
+ * 5 also end at each collective (what is captured is launched there and
+ * the count starts again, cuda_ops.h), so TP 2 launches at least twice
+ * TP 1's: exactly twice only where the operations between two
+ * collectives come in fives. */
 static int check_tp_graphs(const ld_model *m, const seq *q, const float *want, int gpus)
 {
     size_t nl = (size_t)q->T * (size_t)m->cfg.vocab;
@@ -439,8 +443,10 @@ static int check_tp_graphs(const ld_model *m, const seq *q, const float *want, i
             before = graph_launches();
             CHECK_MSG(run_tp(m, &o, 64, call, q->tokens, q->T, g, NULL, &err) == LD_OK, "%s", err.msg);
             long one = graph_launches() - before;
+            int small = strcmp(specs[i], "graphs=on") != 0;
             if (one >= 0)
-                CHECK_MSG(one > 0 && two == 2 * one, "%s: tp 2 launched %ld graphs, tp 1 %ld", specs[i], two, one);
+                CHECK_MSG(one > 0 && (small ? two >= 2 * one : two == 2 * one),
+                          "%s: tp 2 launched %ld graphs, tp 1 %ld", specs[i], two, one);
             fprintf(stderr, "  cuda tp 2%s %s, %s: bitwise without graphs (graphs launched: tp 1 %ld, tp 2 %ld)\n",
                     gpus == 1 ? " on one GPU" : "", specs[i], call ? "token by token" : "one call", one, two);
         }
