@@ -575,6 +575,43 @@ AVX512 void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i
     else q32_tiles(m, LD_KDT_Q8_0, scratch, i0, i1);
 }
 
+/* ---------------------------------------------------------------- activations */
+
+/* block_sums' sum of 32 floats: lane l of ((v[l] + v[8 + l]) + v[16 + l]) +
+ * v[24 + l], then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+AVX512_INLINE float block_sum(const float *v)
+{
+    __m256 a = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8)),
+                                           _mm256_loadu_ps(v + 16)),
+                             _mm256_loadu_ps(v + 24));
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* a0+a4, a1+a5, a2+a6, a3+a7 */
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t)); /* (a0+a4)+(a2+a6), (a1+a5)+(a3+a7) */
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+AVX512 int ld_cpu_prep_avx512(float *xq, float *xe, float *xs, const float *x, size_t nblk, const int elem[32])
+{
+    const __m512i e0 = _mm512_loadu_si512(elem), e1 = _mm512_loadu_si512(elem + 16);
+    const __m512 scale = _mm512_setr_ps(1.0f, 1.0f, 0x1p-4f, 0x1p-4f, 0x1p-8f, 0x1p-8f, 0x1p-12f, 0x1p-12f, 1.0f, 1.0f,
+                                        0x1p-4f, 0x1p-4f, 0x1p-8f, 0x1p-8f, 0x1p-12f, 0x1p-12f);
+    const __m512i mag = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+    const __m512i tiny = _mm512_set1_epi32(0x067fffff);
+    __mmask16 inexact = 0;
+    for (size_t b = 0; b < nblk; b++, x += LD_CPU_QB, xq += LD_CPU_QB, xe += LD_CPU_QB) {
+        __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+        __m512 l[2] = {_mm512_permutex2var_ps(lo, e0, hi), _mm512_permutex2var_ps(lo, e1, hi)};
+        for (int h = 0; h < 2; h++) {
+            _mm512_storeu_ps(xq + 16 * h, l[h]);
+            _mm512_storeu_ps(xe + 16 * h, _mm512_mul_ps(l[h], scale));
+            /* scaled_lanes' test, 0 < |v| < 2^-114, in unsigned integers */
+            __m512i m = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(l[h]), mag), one);
+            inexact |= _mm512_cmplt_epu32_mask(m, tiny);
+        }
+        if (xs) xs[b] = block_sum(x);
+    }
+    return inexact != 0;
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /* hsum8 (cpu_avx2.c: ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)), operands
@@ -826,6 +863,11 @@ AVX512 void ld_cpu_scaled_rows_avx512(float acc[LD_CPU_ROWS][8], const ld_f8b *f
 }
 
 #else /* not x86-64: never called (ld_cpu_simd() is 0) */
+int ld_cpu_prep_avx512(float *xq, float *xe, float *xs, const float *x, size_t nblk, const int elem[32])
+{
+    (void)xq; (void)xe; (void)xs; (void)x; (void)nblk; (void)elem;
+    return 1;
+}
 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1) { (void)m; (void)i0; (void)i1; }
 void ld_cpu_q32_tiles_avx512(const ld_cpu_mm *m, float *scratch, size_t i0, size_t i1)
 {

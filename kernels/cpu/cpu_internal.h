@@ -105,6 +105,12 @@ static inline float ld_cpu_bias(const ld_cpu_mm *m, size_t n)
 
 /* Outputs [i0, i1) of a Q4_0 / Q4_1 / Q8_0 matmul (all T tokens). */
 void ld_cpu_q32_rows_avx2(const ld_cpu_mm *m, size_t i0, size_t i1);
+/* ld_cpu_matmul_prep's Q4 activations with AVX-512 (cpu_avx512.c), the
+ * same floats as cpu_ops.c's loops: xq [nblk][32] the blocks of x in lane
+ * order (lane l holds element elem[l]), xe their scaled_lanes, xs (NULL
+ * but for Q4_1) the blocks' sums in block_sums' order; returns
+ * scaled_lanes' inexact. */
+int ld_cpu_prep_avx512(float *xq, float *xe, float *xs, const float *x, size_t nblk, const int elem[32]);
 void ld_cpu_q32_rows_avx512(const ld_cpu_mm *m, size_t i0, size_t i1);
 /* The same for T > 1 (prefill), rows four at a time against tiles of four
  * tokens; scratch: the floats above ld_cpu_q32_panel_rows. */

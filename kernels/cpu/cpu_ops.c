@@ -17,6 +17,8 @@
 #define QB LD_CPU_QB
 #define TILE LD_CPU_TILE
 
+static int clamp_level(int level);
+
 static int is_q4(ld_kdt dt)
 {
     return dt == LD_KDT_Q4_0 || dt == LD_KDT_Q4_1;
@@ -92,7 +94,7 @@ static void block_sums16(float *xs16, const float *xs, int T, int K)
  * flag after it: 1 when every such product is exact, so that q 2^e times
  * x 2^-e is q times x to the bit (x 0, not finite, or at least 2^-114: no
  * bits lost below the normal range); else 0, and the kernels do without */
-static void scaled_lanes(float *xe, const float *xq, size_t tk)
+static int scaled_lanes(float *xe, const float *xq, size_t tk)
 {
     static const float scale[8] = {1.0f, 1.0f, 0x1p-4f, 0x1p-4f, 0x1p-8f, 0x1p-8f, 0x1p-12f, 0x1p-12f};
     uint32_t inexact = 0;
@@ -105,22 +107,32 @@ static void scaled_lanes(float *xe, const float *xq, size_t tk)
             inexact |= (bits & 0x7fffffffu) - 1u < 0x067fffffu;
             xe[i + (size_t)l] = v * scale[l];
         }
-    xe[tk] = inexact ? 0.0f : 1.0f;
+    return inexact != 0;
 }
 
-void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K)
+void ld_cpu_matmul_prep_at(int level, float *prep, const float *x, ld_kdt dt, int T, int K)
 {
     if (!is_q4(dt)) return;
     size_t nblk = (size_t)T * (size_t)(K / QB), tk = (size_t)T * (size_t)K;
     int elem[QB]; /* lane l's element */
     for (int l = 0; l < QB; l++) elem[l] = lane_elem(dt, l / 16, l % 16);
-    for (size_t b = 0; b < nblk; b++)
-        for (int l = 0; l < QB; l++) prep[b * QB + (size_t)l] = x[b * QB + (size_t)elem[l]];
-    scaled_lanes(prep + xe_offset(dt, T, K), prep, tk);
-    if (dt != LD_KDT_Q4_1) return;
-    float *xs = prep + tk;
-    block_sums(xs, x, T, K);
-    block_sums16(xs + nblk, xs, T, K);
+    float *xe = prep + xe_offset(dt, T, K), *xs = dt == LD_KDT_Q4_1 ? prep + tk : NULL;
+    int inexact;
+    if (clamp_level(level) == LD_CPU_AVX512) {
+        inexact = ld_cpu_prep_avx512(prep, xe, xs, x, nblk, elem);
+    } else {
+        for (size_t b = 0; b < nblk; b++)
+            for (int l = 0; l < QB; l++) prep[b * QB + (size_t)l] = x[b * QB + (size_t)elem[l]];
+        inexact = scaled_lanes(xe, prep, tk);
+        if (xs) block_sums(xs, x, T, K);
+    }
+    xe[tk] = inexact ? 0.0f : 1.0f;
+    if (xs) block_sums16(xs + nblk, xs, T, K);
+}
+
+void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K)
+{
+    ld_cpu_matmul_prep_at(ld_cpu_simd(), prep, x, dt, T, K);
 }
 
 /* ---------------------------------------------------------------- portable */

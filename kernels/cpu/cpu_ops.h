@@ -17,6 +17,8 @@ size_t ld_cpu_matmul_scratch(ld_kdt dt, int T, int K);
  * type needs none, and prep may be NULL). */
 size_t ld_cpu_matmul_prep_size(ld_kdt dt, int T, int K);
 void ld_cpu_matmul_prep(float *prep, const float *x, ld_kdt dt, int T, int K);
+/* the same with a level's code (the same floats at every level) */
+void ld_cpu_matmul_prep_at(int level, float *prep, const float *x, ld_kdt dt, int T, int K);
 
 /* out[t][n] = x[t] . w[rope_row(n)] (+ bias[n]), t in [0, T), n in
  * [i0, i1): as ld_ref_matmul_ex (same arguments and row order), with the

@@ -345,22 +345,73 @@ static int test_matmul_every_type(void)
     return 0;
 }
 
+/* The Q4 types' prepared activations (ld_cpu_matmul_prep: x in lane order,
+ * its scaled copy and flag, Q4_1's block sums) the same floats at every
+ * level: ordinary activations, and some near the bottom of the range
+ * (the flag down), one to many tokens. */
+static int test_matmul_prep_levels(void)
+{
+    static const ld_kdt dts[] = {LD_KDT_Q4_0, LD_KDT_Q4_1};
+    static const int Ts[] = {1, 3, 6}, Ks[] = {96, 576, 1536};
+    for (int d = 0; d < 2; d++)
+        for (int t = 0; t < 3; t++)
+            for (int k = 0; k < 3; k++)
+                for (int tiny = 0; tiny <= 1; tiny++) {
+                    int T = Ts[t], K = Ks[k];
+                    size_t n = ld_cpu_matmul_prep_size(dts[d], T, K), nx = (size_t)T * (size_t)K;
+                    float *x = malloc(nx * sizeof *x), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+                    CHECK(x && want && got);
+                    g_x_exp = 0;
+                    for (size_t i = 0; i < nx; i++) x[i] = activation();
+                    if (tiny) x[nx / 2] = ldexpf(1.5f, -120);
+                    memset(want, 0xa5, n * sizeof *want);
+                    ld_cpu_matmul_prep_at(LD_CPU_PORTABLE, want, x, dts[d], T, K);
+                    for (int level = 1; level <= ld_cpu_simd(); level++) {
+                        memset(got, 0x5a, n * sizeof *got);
+                        ld_cpu_matmul_prep_at(level, got, x, dts[d], T, K);
+                        CHECK_MSG(memcmp(want, got, n * sizeof *got) == 0, "%s T=%d K=%d%s: level %d's prep differs",
+                                  dts[d] == LD_KDT_Q4_0 ? "q4_0" : "q4_1", T, K, tiny ? " (tiny)" : "", level);
+                    }
+                    free(x);
+                    free(want);
+                    free(got);
+                }
+    fprintf(stderr, "  q4_0, q4_1: T 1-6, K 96-1536: every level's prep the portable one's\n");
+    return 0;
+}
+
+/* Q4_0 and Q4_1, K = 96, with activations of magnitudes 2^exps[i]
+ * (activation()), in two shapes {T, N, rope_hd}: check_case's every check */
+static int q4_at_magnitudes(const int *exps, size_t ne, const int shapes[2][3])
+{
+    for (size_t e = 0; e < ne; e++) {
+        g_x_exp = exps[e];
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            if (kinds[i].dt != LD_KDT_Q4_0 && kinds[i].dt != LD_KDT_Q4_1) continue;
+            for (int c = 0; c < 2; c++) CHECK(check_case(&kinds[i], shapes[c][0], 96, shapes[c][1], shapes[c][2], 0) == 0);
+        }
+    }
+    g_x_exp = 0;
+    return 0;
+}
+
+/* Q4 with activations near the top of fp32's range (|x| from 2^100 to
+ * 2^111, where a decode that scaled x up by 2^23 to take the nibbles
+ * unshifted would overflow): every level's bits the same, from the packed
+ * copy and from the rows as they lie, within the bound of the reference. */
+static int test_matmul_large_activations(void)
+{
+    static const int exps[] = {100, 103, 104, 110}, shapes[2][3] = {{1, 48, 8}, {3, 32, 0}};
+    return q4_at_magnitudes(exps, sizeof exps / sizeof exps[0], shapes);
+}
+
 /* Q4 with activations where x 2^-12 is still normal (the AVX2 code's
  * scaled decode) and where it is not (its fallback): every level's bits the
  * same, within the bound of the reference. */
 static int test_matmul_tiny_activations(void)
 {
-    static const int exps[] = {-114, -120, -126};
-    for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++) {
-        g_x_exp = exps[e];
-        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-            if (kinds[i].dt != LD_KDT_Q4_0 && kinds[i].dt != LD_KDT_Q4_1) continue;
-            CHECK(check_case(&kinds[i], 1, 96, 43, 0, 0) == 0);
-            CHECK(check_case(&kinds[i], 5, 96, 27, 0, 0) == 0);
-        }
-    }
-    g_x_exp = 0;
-    return 0;
+    static const int exps[] = {-114, -120, -126}, shapes[2][3] = {{1, 43, 0}, {5, 27, 0}};
+    return q4_at_magnitudes(exps, sizeof exps / sizeof exps[0], shapes);
 }
 
 /* Element i of the block-scaled matrix f by the scalar converters, the
@@ -776,7 +827,7 @@ static const ld_test_case cases[] = {
     LD_CASE(test_scaled_rows), LD_CASE(test_half_rows),
     LD_CASE(test_matmul_every_type),
     LD_CASE(test_matmul_cancellation),
-    LD_CASE(test_matmul_tiny_activations),
+    LD_CASE(test_matmul_tiny_activations), LD_CASE(test_matmul_large_activations), LD_CASE(test_matmul_prep_levels),
     LD_CASE(test_attention_levels),
     LD_CASE(test_attention_head_sizes),
     LD_CASE(test_attention_softmax),
