@@ -1,7 +1,8 @@
 /* cpu_internal.h - what the fast CPU kernels share (cpu_ops.c, the
- * portable twin and the dispatch; cpu_avx2.c; cpu_avx512.c): the block
- * layout, the lane order of cpu_ops.h, and the per-instruction-set entry
- * points.  Not for use outside kernels/. */
+ * portable twin and the dispatch; cpu_avx2.c; cpu_avx512.c,
+ * cpu_attention_avx512.c): the block layout, the lane order of
+ * cpu_ops.h, and the per-instruction-set entry points.  Not for use
+ * outside kernels/. */
 #ifndef LD_CPU_INTERNAL_H
 #define LD_CPU_INTERNAL_H
 
@@ -178,16 +179,16 @@ void ld_cpu_exp_shifted(int level, float *v, int n, float mx);
 int ld_cpu_expf_agrees(int level);
 
 /* The outputs of G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv
- * head, hd a multiple of 16 (cpu_avx512.c), each element's chain that of
- * ld_cpu_attn_out_avx2 (so the same bits), from one read of each v row
+ * head, hd a multiple of 16 (cpu_attention_avx512.c), each element's
+ * chain that of ld_cpu_attn_out_avx2 (so the same bits), from one read of each v row
  * for the G heads.  Like ld_cpu_attn_out_avx2 it loads o and stores it
  * back, so a run of positions may be cut into blocks taken in order. */
 #define LD_CPU_ATT_GROUP 4
 void ld_cpu_attn_out_group_avx512(float *const o[LD_CPU_ATT_GROUP], const float *const p[LD_CPU_ATT_GROUP],
                                   const float *v, size_t kvrow, int n, int hd, int G);
 /* The scores of G heads (2 <= G <= LD_CPU_ATT_GROUP) that share a kv
- * head (cpu_avx512.c): sc[g][j] of ld_cpu_scores_avx2(sc[g], q[g], k,
- * kvrow, n, hd, scale), the same bits, each k vector read once for the G
+ * head (cpu_attention_avx512.c): sc[g][j] of ld_cpu_scores_avx2(sc[g],
+ * q[g], k, kvrow, n, hd, scale), the same bits, each k vector read once for the G
  * heads, two heads' q to a register. */
 void ld_cpu_scores_group_avx512(float *const sc[LD_CPU_ATT_GROUP], const float *const q[LD_CPU_ATT_GROUP],
                                 const float *k, size_t kvrow, int n, int hd, float scale, int G);

@@ -1,8 +1,9 @@
 /* cpu_ops.c - see cpu_ops.h: the portable C twin, the prep step and the
- * dispatch to the vector code (cpu_avx2.c, cpu_avx512.c).  Each kernel
- * works on a tile of up to LD_CPU_TILE tokens per pass over a weight row,
- * so a prefill reads and decodes each weight block once per tile; a
- * token's result does not depend on the tile it is in. */
+ * dispatch to the vector code (cpu_avx2.c, cpu_avx512.c,
+ * cpu_attention_avx512.c).  Each kernel works on a tile of up to
+ * LD_CPU_TILE tokens per pass over a weight row, so a prefill reads and
+ * decodes each weight block once per tile; a token's result does not
+ * depend on the tile it is in. */
 #include "cpu_ops.h"
 
 #include <math.h>

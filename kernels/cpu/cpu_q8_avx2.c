@@ -186,7 +186,7 @@ Q8A void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)q, p);
-        xs[b] = ld_q8_hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), v[2]), v[3]));
+        xs[b] = ld_x86_hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), v[2]), v[3]));
     }
 }
 

@@ -42,7 +42,7 @@ Q8 void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *
         __m256 l = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(v0), _mm256_castpd_ps(
                                      _mm512_extractf64x4_pd(_mm512_castps_pd(v0), 1))), _mm512_castps512_ps256(v1)),
                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v1), 1)));
-        xs[b] = ld_q8_hsum8(l);
+        xs[b] = ld_x86_hsum8(l);
     }
 }
 
