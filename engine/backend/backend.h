@@ -481,4 +481,14 @@ struct ld_backend {
 };
 
 
+/* An optional entry's answer st (its error in *e): 0 when it refused
+ * (LD_ERR_UNSUPPORTED, nothing written: the caller makes the calls it
+ * stands for), else 1 with a failure's error copied to *err. */
+static inline int ld_backend_answered(ld_status st, const ld_error *e, ld_error *err)
+{
+    if (st == LD_ERR_UNSUPPORTED) return 0;
+    if (st != LD_OK && err) *err = *e;
+    return 1;
+}
+
 #endif /* LD_BACKEND_H */

@@ -148,6 +148,43 @@ static size_t matmul_grain(const ref_backend *rb, size_t rows)
     return grain < u ? u : (grain + u - 1) / u * u;
 }
 
+/* One run of the pool over the matmuls of one x (a matmul is one; a
+ * fanout n): each weight's items (ranges' units or rows, as
+ * matmul_range_unit cuts it) one after the other. */
+#define FANOUT_MAX 8
+typedef struct matmul_set {
+    op_ctx part[FANOUT_MAX];      /* weight i's matmul, as ld_refb_matmul would run it */
+    size_t first[FANOUT_MAX + 1]; /* the item where weight i's begin; first[n]: all */
+    int n;
+} matmul_set;
+
+/* items [i0, i1) of a set of matmuls: each weight's share by its own matmul */
+static void t_matmul_set(void *p, int tid, size_t i0, size_t i1)
+{
+    matmul_set *f = p;
+    for (int i = 0; i < f->n && i0 < i1; i++) {
+        size_t a = f->first[i], b = f->first[i + 1], e = i1 < b ? i1 : b;
+        if (i0 >= b) continue;
+        (f->part[i].unit ? t_matmul_units : t_matmul)(&f->part[i], tid, i0 - a, e - a);
+        i0 = e;
+    }
+}
+
+/* the matmuls of f (f->n parts set, each weight's op_ctx with one unit)
+ * in one run of the pool: ranges of units or pieces of rows */
+static void run_matmuls(ref_backend *rb, matmul_set *f)
+{
+    size_t unit = f->part[0].unit, rows = 0;
+    f->first[0] = 0;
+    for (int i = 0; i < f->n; i++) {
+        size_t r = (size_t)f->part[i].w->rows;
+        f->first[i + 1] = f->first[i] + (unit ? (r + unit - 1) / unit : r);
+        rows += r;
+    }
+    if (unit) ld_refb_run(rb, t_matmul_set, f, f->first[f->n]);
+    else ld_refb_run_grain(rb, t_matmul_set, f, f->first[f->n], matmul_grain(rb, rows));
+}
+
 ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_weight *w, const ld_weight *bias, int T, ld_error *err)
 {
     ref_backend *rb = (ref_backend *)be;
@@ -159,33 +196,11 @@ ld_status ld_refb_matmul(ld_backend *be, ld_buf *out, const ld_buf *x, const ld_
         return LD_FAIL(err, LD_ERR_USAGE, 0, "bias of %lld values for %lld outputs",
                        (long long)(bias->rows * bias->cols), (long long)w->rows);
     LD_TRY(matmul_prepare(rb, x->p, w, T, err));
-    op_ctx c = {.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T};
-    size_t rows = (size_t)w->rows;
-    c.unit = matmul_range_unit(rb, w, T);
-    if (c.unit) ld_refb_run(rb, t_matmul_units, &c, (rows + c.unit - 1) / c.unit);
-    else ld_refb_run_grain(rb, t_matmul, &c, rows, matmul_grain(rb, rows));
+    matmul_set f = {.n = 1};
+    f.part[0] = (op_ctx){.rb = rb, .out = out->p, .a = x->p, .w = w, .bias = bias, .T = T,
+                         .unit = matmul_range_unit(rb, w, T)};
+    run_matmuls(rb, &f);
     return LD_OK;
-}
-
-/* matmul_fanout's items: each weight's (ranges' units or rows, as its
- * matmul would go out), one after the other, in one run of the pool */
-#define FANOUT_MAX 8
-typedef struct fanout_ctx {
-    op_ctx part[FANOUT_MAX];      /* weight i's matmul, as ld_refb_matmul would run it */
-    size_t first[FANOUT_MAX + 1]; /* the item where weight i's begin; first[n]: all */
-    int n;
-} fanout_ctx;
-
-/* items [i0, i1) of the fanout: each weight's share by its own matmul */
-static void t_fanout(void *p, int tid, size_t i0, size_t i1)
-{
-    fanout_ctx *f = p;
-    for (int i = 0; i < f->n && i0 < i1; i++) {
-        size_t a = f->first[i], b = f->first[i + 1], e = i1 < b ? i1 : b;
-        if (i0 >= b) continue;
-        (f->part[i].unit ? t_matmul_units : t_matmul)(&f->part[i], tid, i0 - a, e - a);
-        i0 = e;
-    }
 }
 
 /* LD_ERR_UNSUPPORTED unless the fanout's weights go out alike: one type
@@ -220,16 +235,11 @@ ld_status ld_refb_matmul_fanout(ld_backend *be, ld_buf *const *outs, const ld_bu
     ref_backend *rb = (ref_backend *)be;
     LD_TRY(fanout_check(rb, outs, x, ws, n, T, norms, err));
     LD_TRY(matmul_prepare(rb, x->p, ws[0], T, err));
-    fanout_ctx f = {.n = n};
-    size_t unit = matmul_range_unit(rb, ws[0], T), rows = 0;
-    for (int i = 0; i < n; i++) {
+    matmul_set f = {.n = n};
+    size_t unit = matmul_range_unit(rb, ws[0], T);
+    for (int i = 0; i < n; i++)
         f.part[i] = (op_ctx){.rb = rb, .out = outs[i]->p, .a = x->p, .w = ws[i], .T = T, .unit = unit};
-        size_t r = (size_t)ws[i]->rows;
-        f.first[i + 1] = f.first[i] + (unit ? (r + unit - 1) / unit : r);
-        rows += r;
-    }
-    if (unit) ld_refb_run(rb, t_fanout, &f, f.first[n]);
-    else ld_refb_run_grain(rb, t_fanout, &f, f.first[n], matmul_grain(rb, rows));
+    run_matmuls(rb, &f);
     for (int i = 0; norms && i < n; i++)
         if (norms[i]) LD_TRY(ld_refb_rmsnorm(be, outs[i], outs[i], norms[i], T, eps, err));
     return LD_OK;

@@ -258,7 +258,7 @@ static ld_status out_proj_be(ld_ds4_session *s, const ds4_layer *L, int n, ld_er
     ld_status st = LD_ERR_UNSUPPORTED;
     ld_error e = {0};
     if (o->matmul_blockdiag) st = o->matmul_blockdiag(s->be, s->ogall, s->bao, L->wo_a, (int)G, n, &e);
-    if (answered(st, &e, err)) return st;
+    if (ld_backend_answered(st, &e, err)) return st;
     for (size_t g = 0; g < G; g++) {
         LD_TRY(o->copy_cols(s->be, s->att, GW, 0, s->bao, QH, g * GW, n, GW, err));
         LD_TRY(o->matmul(s->be, s->og, s->att, L->wo_a[g], NULL, n, err));
@@ -275,7 +275,7 @@ static ld_status fanout(ld_ds4_session *s, ld_buf *const *outs, const ld_buf *x,
     const ld_backend_ops *o = OPS(s);
     ld_error e = {0};
     ld_status st = o->matmul_fanout ? o->matmul_fanout(s->be, outs, x, ws, nw, n, NULL, 0.0f, &e) : LD_ERR_UNSUPPORTED;
-    if (answered(st, &e, err)) return st;
+    if (ld_backend_answered(st, &e, err)) return st;
     for (int i = 0; i < nw; i++) LD_TRY(o->matmul(s->be, outs[i], x, ws[i], NULL, n, err));
     return LD_OK;
 }
@@ -292,11 +292,11 @@ static ld_status q_and_kv(ld_ds4_session *s, ds4_layer *L, int n, ld_error *err)
     ld_error e = {0};
     ld_status st = LD_ERR_UNSUPPORTED; /* the projections and their norms in one call */
     if (o->matmul_fanout) st = o->matmul_fanout(s->be, down, s->xb, L->down, 2, n, L->down_norm, eps, &e);
-    if (!answered(st, &e, err)) { /* the projections, then the norms together or one by one */
+    if (!ld_backend_answered(st, &e, err)) { /* the projections, then the norms together or one by one */
         LD_TRY(fanout(s, down, s->xb, L->down, 2, n, err));
         st = LD_ERR_UNSUPPORTED;
         if (o->rmsnorm2) st = o->rmsnorm2(s->be, s->qa, s->qa, L->q_norm, s->kv, s->kv, L->kv_norm, n, eps, &e);
-        if (!answered(st, &e, err)) {
+        if (!ld_backend_answered(st, &e, err)) {
             LD_TRY(o->rmsnorm(s->be, s->qa, s->qa, L->q_norm, n, eps, err));
             st = o->rmsnorm(s->be, s->kv, s->kv, L->kv_norm, n, eps, err);
         }

@@ -79,7 +79,7 @@ static ld_status route_moe_entry(ld_ds4_session *s, ds4_layer *L, int n, int has
                                         c->routed_scaling, s->want_route ? s->idx : NULL,
                                         s->want_route ? s->wts : NULL, &e);
     *posted = st == LD_OK;
-    if (answered(st, &e, err)) {
+    if (ld_backend_answered(st, &e, err)) {
         *done = 1;
         return st;
     }
@@ -264,7 +264,7 @@ static ld_status attention_out(ld_ds4_session *s, const ds4_layer *L, int n, con
         ld_error e = {0};
         ld_status st = o->matmul_hc_post(s->be, post, s->ogall, L->wo_b, n, &e);
         *posted = st == LD_OK;
-        if (answered(st, &e, err)) return st;
+        if (ld_backend_answered(st, &e, err)) return st;
     }
     return o->matmul(s->be, s->ao, s->ogall, L->wo_b, NULL, n, err);
 }

@@ -134,16 +134,6 @@ static inline size_t max2(size_t a, size_t b)
     return a > b ? a : b;
 }
 
-/* an optional entry's answer st (its error in *e): 0 when it refused
- * (LD_ERR_UNSUPPORTED, nothing written: the caller makes the calls it
- * stands for), else 1 with a failure's error copied to *err */
-static inline int answered(ld_status st, const ld_error *e, ld_error *err)
-{
-    if (st == LD_ERR_UNSUPPORTED) return 0;
-    if (st != LD_OK && err) *err = *e;
-    return 1;
-}
-
 /* ---- ds4_attention.c */
 
 /* attention of the n rows of s->xb (positions s->pos...) into s->ao: on

@@ -348,10 +348,7 @@ static ld_status project(ld_session *w, ld_buf *const *outs, ld_weight *const *w
     ld_error e = {0};
     ld_status st = o->matmul_fanout && !biased ? o->matmul_fanout(w->be, outs, w->xb, ws, n, N, NULL, 0.0f, &e)
                                                : LD_ERR_UNSUPPORTED;
-    if (st != LD_ERR_UNSUPPORTED) {
-        if (st != LD_OK && err) *err = e;
-        return st;
-    }
+    if (ld_backend_answered(st, &e, err)) return st;
     for (int i = 0; i < n; i++) LD_TRY(o->matmul(w->be, outs[i], w->xb, ws[i], bs[i], N, err));
     return LD_OK;
 }
