@@ -1,8 +1,8 @@
 /* cpu_attention_avx512.c - the grouped attention of cpu_ops.c
  * (attention_groups) with AVX-512F: the scores and outputs of the heads
  * that share a kv head, each k and v row read once for them and asked for
- * ATT_AHEAD positions ahead; each (head, position) the chains of the AVX2
- * code, so the same bits.  Compiled with target attributes, called only
+ * LD_CPU_ATT_AHEAD positions ahead; each (head, position) the chains of
+ * the AVX2 code, so the same bits.  Compiled with target attributes, called only
  * when the machine has AVX-512F and VL; see ld_cpu_simd. */
 #include "cpu_internal.h"
 
@@ -41,16 +41,14 @@ AVX512_INLINE __m512 halves_same(const float *a)
     return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(const void *)a)));
 }
 
-/* How many positions ahead the grouped scores and outputs ask for a kv
- * head's rows of k and v (a prefetch a cache line of a row): a kv head's
- * rows lie kvrow floats apart (768 bytes in SmolLM2), a stride the
- * hardware's prefetchers follow poorly.  bench_attention on the 2-core
- * Xeon (30 layers of SmolLM2's 9 heads over 3 kv heads of 64, context 256,
- * 1 thread, 3 interleaved rounds): 1192-1234 us a step without, 839-942
- * 16 ahead, 718-758 32, 689-784 48, 775-898 64, 743-965 96; in the engine
- * (bench_engine, a 128-token prompt, 128 decoded) 2 threads 1.05-1.06x.
- * Prefetches past the cache's end are hints and never fault. */
-#define ATT_AHEAD 32
+/* How far ahead the grouped scores and outputs ask for a kv head's rows
+ * of k and v, LD_CPU_ATT_AHEAD (cpu_internal.h), was chosen here:
+ * bench_attention on the 2-core Xeon (30 layers of SmolLM2's 9 heads over
+ * 3 kv heads of 64, context 256, 1 thread, 3 interleaved rounds):
+ * 1192-1234 us a step without, 839-942 16 ahead, 718-758 32, 689-784 48,
+ * 775-898 64, 743-965 96; in the engine (bench_engine, a 128-token prompt,
+ * 128 decoded) 2 threads 1.05-1.06x.  Prefetches past the cache's end are
+ * hints and never fault. */
 
 /* The scores of positions [j, j + 8) of G heads (2 <= G <= 4) sharing a kv
  * head, q[g]'s vectors two heads to a register: a k vector read once,
@@ -65,7 +63,8 @@ AVX512_INLINE void scores_group8(float *const sc[LD_CPU_ATT_GROUP], const float 
     for (int i = 0; i < hd; i += 8) {
         __m512 q01 = halves(q[0] + i, q[1] + i), q23 = G > 2 ? halves(q[2] + i, q[G > 3 ? 3 : 2] + i) : q01;
         if (i % 16 == 0) /* a cache line of each row */
-            for (int p = 0; p < 8; p++) _mm_prefetch((const char *)(k + (size_t)(p + ATT_AHEAD) * kvrow + i), _MM_HINT_T0);
+            for (int p = 0; p < 8; p++)
+                _mm_prefetch((const char *)(k + (size_t)(p + LD_CPU_ATT_AHEAD) * kvrow + i), _MM_HINT_T0);
         for (int p = 0; p < 8; p++) {
             __m512 kb = halves_same(k + (size_t)p * kvrow + i);
             a[0][p] = _mm512_fmadd_ps(q01, kb, a[0][p]);
@@ -115,7 +114,8 @@ AVX512_INLINE void attn_cols_group(float *const o[LD_CPU_ATT_GROUP], const float
         for (int u = 0; u < NV; u++) acc[g][u] = _mm512_loadu_ps(o[g] + c + 16 * u);
     v += c;
     for (int j = 0; j < n; j++, v += kvrow) {
-        for (int u = 0; u < NV; u++) _mm_prefetch((const char *)(v + (size_t)ATT_AHEAD * kvrow + 16 * u), _MM_HINT_T0);
+        for (int u = 0; u < NV; u++)
+            _mm_prefetch((const char *)(v + (size_t)LD_CPU_ATT_AHEAD * kvrow + 16 * u), _MM_HINT_T0);
         __m512 vv[4];
         for (int u = 0; u < NV; u++) vv[u] = _mm512_loadu_ps(v + 16 * u);
         for (int g = 0; g < G; g++) {

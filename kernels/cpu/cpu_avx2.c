@@ -504,11 +504,15 @@ AVX2_INLINE __m256 hsum8x8(const __m256 a[8])
 
 /* the scores of positions [j, j + P) (P = 4 or 8): their dot products side
  * by side, eight lanes each as ld_cpu_dot_avx2 sums them */
-AVX2_INLINE void scores_p(float *sc, const float *q, const float *k0, size_t kvrow, int hd, float scale, const int P)
+AVX2_INLINE void scores_p(float *sc, const float *q, const float *k0, size_t kvrow, int hd, float scale, const int P,
+                          const int ahead)
 {
     __m256 a[8];
     for (int p = 0; p < 8; p++) a[p] = _mm256_setzero_ps();
     for (int i = 0; i < hd; i += 8) {
+        if (ahead && i % 16 == 0) /* a cache line of each row */
+            for (int p = 0; p < P; p++)
+                _mm_prefetch((const char *)(k0 + (size_t)(p + LD_CPU_ATT_AHEAD) * kvrow + i), _MM_HINT_T0);
         __m256 qv = _mm256_loadu_ps(q + i);
         for (int p = 0; p < P; p++) a[p] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + (size_t)p * kvrow + i), a[p]);
     }
@@ -521,12 +525,23 @@ AVX2_INLINE void scores_p(float *sc, const float *q, const float *k0, size_t kvr
 /* eight positions at a time: eight independent chains keep both fma
  * units busy where four wait on the fma latency, and their sums come in
  * one register */
-AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
+AVX2_INLINE void scores(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale,
+                        const int ahead)
 {
     int j = 0;
-    for (; j + 8 <= n; j += 8) scores_p(sc + j, q, k + (size_t)j * kvrow, kvrow, hd, scale, 8);
-    for (; j + 4 <= n; j += 4) scores_p(sc + j, q, k + (size_t)j * kvrow, kvrow, hd, scale, 4);
+    for (; j + 8 <= n; j += 8) scores_p(sc + j, q, k + (size_t)j * kvrow, kvrow, hd, scale, 8, ahead);
+    for (; j + 4 <= n; j += 4) scores_p(sc + j, q, k + (size_t)j * kvrow, kvrow, hd, scale, 4, ahead);
     for (; j < n; j++) sc[j] = ld_cpu_dot_avx2(q, k + (size_t)j * kvrow, hd) * scale;
+}
+
+AVX2 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
+{
+    scores(sc, q, k, kvrow, n, hd, scale, 0);
+}
+
+AVX2 void ld_cpu_scores_ahead_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
+{
+    scores(sc, q, k, kvrow, n, hd, scale, 1);
 }
 
 /* the maximum of sc[0..n) as ld_attn_softmax takes it: in eight lanes,
@@ -598,11 +613,15 @@ AVX2 void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, 
 /* o[c, c + 8 NV) of the output: for j in order o[i] = fma(p[j], v_j[i],
  * o[i]) as ld_cpu_axpy_avx2 does it, with the NV vectors of o held in
  * registers over all the positions instead of stored and reloaded for each */
-AVX2_INLINE void attn_cols(float *o, const float *p, const float *v, size_t kvrow, int n, const int NV)
+AVX2_INLINE void attn_cols(float *o, const float *p, const float *v, size_t kvrow, int n, const int NV,
+                           const int ahead)
 {
     __m256 acc[8];
     for (int u = 0; u < NV; u++) acc[u] = _mm256_loadu_ps(o + 8 * u);
     for (int j = 0; j < n; j++, v += kvrow) {
+        if (ahead) /* a cache line: two vectors */
+            for (int u = 0; u < NV; u += 2)
+                _mm_prefetch((const char *)(v + (size_t)LD_CPU_ATT_AHEAD * kvrow + 8 * u), _MM_HINT_T0);
         __m256 pv = _mm256_set1_ps(p[j]);
         for (int u = 0; u < NV; u++) acc[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8 * u), acc[u]);
     }
@@ -611,11 +630,21 @@ AVX2_INLINE void attn_cols(float *o, const float *p, const float *v, size_t kvro
 
 /* o[0, hd) += p[j] v_j for j in [0, n), the sums of ld_cpu_axpy_avx2 over
  * the positions in order (hd a multiple of 8): 64 columns at a time */
-AVX2 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+AVX2_INLINE void attn_out(float *o, const float *p, const float *v, size_t kvrow, int n, int hd, const int ahead)
 {
     int c = 0;
-    for (; c + 64 <= hd; c += 64) attn_cols(o + c, p, v + c, kvrow, n, 8);
-    for (; c + 8 <= hd; c += 8) attn_cols(o + c, p, v + c, kvrow, n, 1);
+    for (; c + 64 <= hd; c += 64) attn_cols(o + c, p, v + c, kvrow, n, 8, ahead);
+    for (; c + 8 <= hd; c += 8) attn_cols(o + c, p, v + c, kvrow, n, 1, ahead);
+}
+
+AVX2 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+{
+    attn_out(o, p, v, kvrow, n, hd, 0);
+}
+
+AVX2 void ld_cpu_attn_out_ahead_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+{
+    attn_out(o, p, v, kvrow, n, hd, 1);
 }
 
 #else /* not x86-64: never called (ld_cpu_simd() is 0) */
@@ -649,6 +678,14 @@ void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow,
     (void)sc; (void)q; (void)k; (void)kvrow; (void)n; (void)hd; (void)scale;
 }
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
+{
+    (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
+}
+void ld_cpu_scores_ahead_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale)
+{
+    (void)sc; (void)q; (void)k; (void)kvrow; (void)n; (void)hd; (void)scale;
+}
+void ld_cpu_attn_out_ahead_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd)
 {
     (void)o; (void)p; (void)v; (void)kvrow; (void)n; (void)hd;
 }

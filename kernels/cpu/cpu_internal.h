@@ -167,6 +167,18 @@ void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n);
  * n-1 in order (o's vectors in registers over the positions). */
 void ld_cpu_scores_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
 void ld_cpu_attn_out_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
+/* How many positions ahead the attention kernels ask for the k and v rows
+ * they read next (a prefetch a cache line of a row): a kv head's rows lie
+ * a whole cache row apart (768 bytes in SmolLM2), a stride the hardware's
+ * prefetchers follow poorly.  The AVX-512 grouped kernels ask for them
+ * always (cpu_attention_avx512.c); the AVX2 ones below for the first head
+ * of a run, whose pass reads the rows from memory (the run's other heads
+ * find them in L1). */
+#define LD_CPU_ATT_AHEAD 32
+/* The same bits as the two above, asking for the rows LD_CPU_ATT_AHEAD
+ * positions ahead as they go */
+void ld_cpu_scores_ahead_avx2(float *sc, const float *q, const float *k, size_t kvrow, int n, int hd, float scale);
+void ld_cpu_attn_out_ahead_avx2(float *o, const float *p, const float *v, size_t kvrow, int n, int hd);
 /* ld_attn_softmax(rows[r], n[r]) for r in [0, count), each with its bits
  * (cpu_avx2.c), the exponentials by ld_cpu_exp_shifted(exp_level, ...) */
 void ld_cpu_softmax_rows_avx2(float *const *rows, const int *n, int count, int exp_level);

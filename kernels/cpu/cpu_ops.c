@@ -513,7 +513,8 @@ static void run_scores(const att_job *j, const att_run *r, int b, int n)
         ld_cpu_scores_group_avx512(sc, r->q, k, kvrow, n, j->hd, j->scale, r->G);
         return;
     }
-    for (int g = 0; g < r->G; g++) ld_cpu_scores_avx2(r->sc[g] + b, r->q[g], k, kvrow, n, j->hd, j->scale);
+    ld_cpu_scores_ahead_avx2(r->sc[0] + b, r->q[0], k, kvrow, n, j->hd, j->scale);
+    for (int g = 1; g < r->G; g++) ld_cpu_scores_avx2(r->sc[g] + b, r->q[g], k, kvrow, n, j->hd, j->scale);
 }
 
 /* positions [b, b + n): o += p_j v_j in order, the outputs loaded and
@@ -533,7 +534,8 @@ static void run_out(const att_job *j, const att_run *r, int b, int n)
      * heads together, 32 columns a pass, measured slower (bench_attention
      * on the AMD EPYC, 2026-12-04); the block's v rows are in L1 for the
      * run's other heads */
-    for (int g = 0; g < r->G; g++) ld_cpu_attn_out_avx2(r->o[g], p[g], v, kvrow, n, j->hd);
+    ld_cpu_attn_out_ahead_avx2(r->o[0], p[0], v, kvrow, n, j->hd);
+    for (int g = 1; g < r->G; g++) ld_cpu_attn_out_avx2(r->o[g], p[g], v, kvrow, n, j->hd);
 }
 
 void ld_cpu_exp_shifted_at(int level, float *v, int n, float mx)
