@@ -46,6 +46,10 @@ foreach(src ${LD_TEST_SRC})
   set_tests_properties(${name} PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
 endforeach()
 
+# a lost wake-up in the thread pool hangs test_thread_pool: a minute (its
+# run takes under a second) fails it rather than ctest's default 1500 s
+set_tests_properties(${LD_TEST_NAME_thread_pool} PROPERTIES TIMEOUT 60)
+
 # test_input writes compressed inputs and archives with libarchive itself
 # (ld_parse opens it on first use, without linking it)
 target_link_libraries(test_input PRIVATE PkgConfig::ARCHIVE)

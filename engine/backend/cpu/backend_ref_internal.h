@@ -15,7 +15,8 @@
  * microseconds of work, so waking workers through a condition variable
  * (tens of microseconds) would cost more than the work.  Workers spin on
  * the generation counter for a while (SPIN_NS) before they sleep on `go`;
- * the caller spins on `pending` likewise before sleeping on `done`.  The
+ * the caller spins on `pending` likewise before sleeping on `done`, and
+ * each side signals the other's condition only when it sleeps.  The
  * spin yields the core now and then, so that on a machine busy with other
  * work a descheduled thread of the pool gets to run instead of being
  * waited for.  Element-wise ops too small to be worth a hand-off
@@ -126,6 +127,9 @@ typedef struct ref_backend {
     pthread_cond_t go, done;
     atomic_uint gen;
     atomic_int pending, quit;
+    /* who is asleep (under mu): workers on `go`, the caller on `done`; a
+     * run wakes them only then, so that the spinning case takes no lock */
+    atomic_int sleepers, caller_asleep;
     /* the task of generation `gen`, written before gen is bumped */
     task_fn fn;
     void *ctx;

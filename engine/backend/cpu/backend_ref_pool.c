@@ -39,6 +39,13 @@ static long elapsed_ns(const struct timespec *t0)
 }
 
 
+/* The sleeps on both sides follow one rule: the sleeper announces itself
+ * (sleepers, caller_asleep) before its last look at the condition, the
+ * waker changes the condition before it looks for a sleeper, both with
+ * sequentially consistent atomics.  So either the waker sees the sleeper
+ * and signals under the mutex (which the sleeper holds until it waits), or
+ * the sleeper's last look sees the change and it does not wait. */
+
 /* spins until gen != seen or quit, then sleeps until then */
 static unsigned wait_for_work(ref_backend *rb, unsigned seen)
 {
@@ -51,11 +58,21 @@ static unsigned wait_for_work(ref_backend *rb, unsigned seen)
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
     pthread_mutex_lock(&rb->mu);
+    atomic_fetch_add(&rb->sleepers, 1);
     unsigned g;
-    while ((g = atomic_load_explicit(&rb->gen, memory_order_acquire)) == seen && !atomic_load(&rb->quit))
-        pthread_cond_wait(&rb->go, &rb->mu);
+    while ((g = atomic_load(&rb->gen)) == seen && !atomic_load(&rb->quit)) pthread_cond_wait(&rb->go, &rb->mu);
+    atomic_fetch_sub(&rb->sleepers, 1);
     pthread_mutex_unlock(&rb->mu);
     return g;
+}
+
+/* the last worker of a run: wakes the caller if it sleeps */
+static void run_done(ref_backend *rb)
+{
+    if (!atomic_load(&rb->caller_asleep)) return;
+    pthread_mutex_lock(&rb->mu);
+    pthread_cond_signal(&rb->done);
+    pthread_mutex_unlock(&rb->mu);
 }
 
 void *ld_refb_worker(void *arg)
@@ -68,11 +85,7 @@ void *ld_refb_worker(void *arg)
         seen = wait_for_work(rb, seen);
         if (atomic_load(&rb->quit)) break;
         run_chunk(rb, rb->fn, rb->ctx, rb->n_items, tid);
-        if (atomic_fetch_sub_explicit(&rb->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&rb->mu);
-            pthread_cond_signal(&rb->done);
-            pthread_mutex_unlock(&rb->mu);
-        }
+        if (atomic_fetch_sub(&rb->pending, 1) == 1) run_done(rb);
     }
     return NULL;
 }
@@ -89,10 +102,12 @@ void ld_refb_run_grain(ref_backend *rb, task_fn fn, void *ctx, size_t n, size_t 
     rb->grain = grain;
     atomic_store_explicit(&rb->next, 0, memory_order_relaxed);
     atomic_store_explicit(&rb->pending, rb->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&rb->gen, 1, memory_order_release);
-    pthread_mutex_lock(&rb->mu); /* wakes the workers that went to sleep */
-    pthread_cond_broadcast(&rb->go);
-    pthread_mutex_unlock(&rb->mu);
+    atomic_fetch_add(&rb->gen, 1);
+    if (atomic_load(&rb->sleepers)) { /* wakes the workers that went to sleep */
+        pthread_mutex_lock(&rb->mu);
+        pthread_cond_broadcast(&rb->go);
+        pthread_mutex_unlock(&rb->mu);
+    }
     run_chunk(rb, fn, ctx, n, 0);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -101,7 +116,9 @@ void ld_refb_run_grain(ref_backend *rb, task_fn fn, void *ctx, size_t n, size_t 
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
     pthread_mutex_lock(&rb->mu);
-    while (atomic_load_explicit(&rb->pending, memory_order_acquire)) pthread_cond_wait(&rb->done, &rb->mu);
+    atomic_store(&rb->caller_asleep, 1);
+    while (atomic_load(&rb->pending)) pthread_cond_wait(&rb->done, &rb->mu);
+    atomic_store(&rb->caller_asleep, 0);
     pthread_mutex_unlock(&rb->mu);
 }
 
