@@ -299,7 +299,7 @@ ld_status ld_refb_attention(ld_backend *be, ld_buf *out, const ld_buf *q, const 
     LD_TRY(ld_refb_need_scratch(rb, scratch, err));
     op_ctx c = {.rb = rb, .out = out->p, .a = q->p, .b = kcache->p, .c = vcache->p, .n_heads = n_heads,
                 .n_kv = n_kv, .hd = head_dim, .pos0 = pos0, .window = window, .scale = scale};
-    /* a decode step's heads in one range a thread (SmolLM2's nine go 5:4
+    /* a decode step's heads in one range a thread (SmolLM2's nine go 4:5
      * to two threads, not 2:1 in pieces of three; the fast kernel reads a
      * range's k and v rows as one stream); a prompt's in pieces of as
      * many heads as that kernel takes together (a token's times the
