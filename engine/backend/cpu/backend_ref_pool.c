@@ -115,6 +115,7 @@ void ld_refb_run_grain(ref_backend *rb, task_fn fn, void *ctx, size_t n, size_t 
         ld_spin_relax(i);
         if ((i & 255) == 255 && elapsed_ns(&t0) > SPIN_NS) break;
     }
+    if (!atomic_load(&rb->pending)) return; /* the spin saw them finish */
     pthread_mutex_lock(&rb->mu);
     atomic_store(&rb->caller_asleep, 1);
     while (atomic_load(&rb->pending)) pthread_cond_wait(&rb->done, &rb->mu);
