@@ -28,6 +28,7 @@ static void destroy(ld_backend *be)
     for (int i = 0; i < rb->n_threads && rb->iscratch; i++) free(rb->iscratch[i]);
     free(rb->iscratch);
     free(rb->prep);
+    free(rb->prep_done);
     ld_warena_free(&rb->weights);
     free(rb->threads);
     free(rb);
@@ -290,10 +291,12 @@ static ld_status create(int n_threads, int fast, const char *kernels, ld_backend
     rb->threads = calloc((size_t)n_threads, sizeof *rb->threads);
     rb->scratch = calloc((size_t)n_threads, sizeof *rb->scratch);
     rb->iscratch = calloc((size_t)n_threads, sizeof *rb->iscratch);
-    if (!rb->threads || !rb->scratch || !rb->iscratch) {
+    rb->prep_done = calloc((size_t)n_threads, sizeof *rb->prep_done);
+    if (!rb->threads || !rb->scratch || !rb->iscratch || !rb->prep_done) {
         free(rb->threads);
         free(rb->scratch);
         free(rb->iscratch);
+        free(rb->prep_done);
         free(rb);
         return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory");
     }

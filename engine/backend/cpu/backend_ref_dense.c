@@ -56,6 +56,19 @@ ld_status ld_refb_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld
 /* rows [i0, i1) of out [T][w->rows] = a [T][K] . w^T (+ bias), with the
  * kernel the backend's matmul runs (rb->prep holds what matmul_prepare
  * made of a for w's type) */
+/* the prepared x the fast kernel of op c reads on thread tid: rb->prep,
+ * or the thread's own (matmul_prepare), made at its first piece of the call */
+static const float *thread_prep(ref_backend *rb, const op_ctx *c, int tid)
+{
+    if (!rb->prep_at) return rb->prep;
+    float *own = rb->scratch[tid] + rb->prep_at;
+    if (rb->prep_done[tid] != rb->prep_call) {
+        ld_cpu_matmul_prep(own, c->a, c->w->dt, c->T, (int)c->w->cols);
+        rb->prep_done[tid] = rb->prep_call;
+    }
+    return own;
+}
+
 static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
@@ -81,8 +94,8 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
         return;
     }
     if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */
-        ld_cpu_matmul(out, c->a, rb->prep, w->data, w->fast16, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid],
-                      i0, i1);
+        ld_cpu_matmul(out, c->a, thread_prep(rb, c, tid), w->data, w->fast16, w->dt, bd, bdt, T, K, N, w->rope_hd,
+                      rb->scratch[tid], i0, i1);
         return;
     }
     ld_ref_matmul_ex(out, c->a, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
@@ -90,13 +103,26 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 
 /* the per-thread scratch and the prepared activations (rb->prep) of the
  * matmul of x [T][w->cols] by w: the same for every weight of w's type and
- * columns */
+ * columns.  A decode step's fast matmul on several threads leaves x to
+ * each thread to prepare in its own scratch (thread_prep): the prep is a
+ * few hundred nanoseconds, and the caller's writing the shared copy that
+ * the other cores had read made it wait on their copies (at 2 threads,
+ * 1-1.5 us before each of a step's matmuls, the other thread idle). */
 static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight *w, int T, ld_error *err)
 {
     ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
     int q8 = mv == LD_KV_Q8 && ld_cpu_q8_supports(w->dt);
     int fast = mv == LD_KV_FAST || (mv == LD_KV_Q8 && !q8), fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
-    LD_TRY(ld_refb_need_scratch(rb, fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols, err));
+    size_t ks = fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols;
+    rb->prep_at = 0;
+    if (fast && T == 1 && rb->n_threads > 1) {
+        size_t at = (ks + 15) / 16 * 16; /* ks >= 1: at >= 16, a cache line on */
+        LD_TRY(ld_refb_need_scratch(rb, at + ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols), err));
+        rb->prep_at = at;
+        rb->prep_call++;
+        return LD_OK;
+    }
+    LD_TRY(ld_refb_need_scratch(rb, ks, err));
     if (!fast && !fp8 && !q8) return LD_OK;
     size_t np = fp8  ? (size_t)T * (size_t)w->cols
                 : q8 ? ld_cpu_q8_prep_size(T, (int)w->cols)

@@ -145,6 +145,13 @@ typedef struct ref_backend {
     /* the "cpu" matmul's prepared activations, shared by the threads */
     float *prep;
     size_t prep_cap;
+    /* a decode step's fast matmul on several threads prepares its x on
+     * each thread instead (backend_ref_dense.c, matmul_prepare): into the
+     * thread's scratch from float prep_at on, once a call (prep_call,
+     * counted by the caller; prep_done[tid]: the call thread tid last
+     * prepared for); prep_at 0: rb->prep as above */
+    size_t prep_at;
+    unsigned prep_call, *prep_done;
     ld_warena weights; /* the weights' copy where the matmul is fast or q8 */
 } ref_backend;
 

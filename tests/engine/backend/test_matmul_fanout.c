@@ -7,7 +7,9 @@
  * are and are not multiples of the fast kernels' groups of sixteen.  What
  * it does not group (weights of two types or two widths, more weights
  * than it takes) refused with LD_ERR_UNSUPPORTED and what matmul refuses
- * with LD_ERR_USAGE, nothing written either way.
+ * with LD_ERR_USAGE, nothing written either way.  And a decode step's
+ * matmuls on 2 and 3 threads, each thread preparing x for itself, the bits
+ * of 1 thread's.
  *
  *   test_matmul_fanout [case-filter] */
 #include "tests/support/backend_ops_check.h"
@@ -201,9 +203,84 @@ static int test_fanout_refusals(void)
     return 0;
 }
 
+/* A decode step's matmuls on threads threads of the fast kernels, kind k,
+ * one after the other, x rewritten in place between two of them (a
+ * thread that kept its prepared x for the same buffer would be caught):
+ * wa by x1, wa by x2, the fanout of wa and wb by x2, wb by x2, each
+ * output downloaded into out[0..4] (malloc'd) */
+enum { DEC_K = 256, DEC_A = 48, DEC_B = 40, DEC_OUTS = 5 };
+
+static int decode_steps(int threads, int k, const void *da, const void *db, const float *x1, const float *x2,
+                        float *out[DEC_OUTS])
+{
+    ld_backend *be = NULL;
+    ld_error err = {0};
+    CHECK_MSG(ld_backend_cpu_create_ex(threads, 1, NULL, &be, &err) == LD_OK, "%s", err.msg);
+    const ld_backend_ops *o = be->ops;
+    ld_weight *wa = load_weight(be, &kinds[k], da, DEC_A, DEC_K, 0), *wb = load_weight(be, &kinds[k], db, DEC_B, DEC_K, 0);
+    ld_buf *bx = upload(be, x1, DEC_K), *ob[DEC_OUTS];
+    CHECK(wa && wb && bx);
+    const int rows[DEC_OUTS] = {DEC_A, DEC_A, DEC_A, DEC_B, DEC_B};
+    for (int i = 0; i < DEC_OUTS; i++) CHECK((ob[i] = upload(be, NULL, (size_t)rows[i])));
+    CHECK(o->matmul(be, ob[0], bx, wa, NULL, 1, &err) == LD_OK);
+    CHECK(o->buf_write(be, bx, 0, x2, DEC_K, &err) == LD_OK);
+    CHECK(o->matmul(be, ob[1], bx, wa, NULL, 1, &err) == LD_OK);
+    ld_buf *fo[2] = {ob[2], ob[3]};
+    ld_weight *fw[2] = {wa, wb};
+    CHECK_MSG(o->matmul_fanout(be, fo, bx, fw, 2, 1, NULL, 0.0f, &err) == LD_OK, "%s", err.msg);
+    CHECK(o->matmul(be, ob[4], bx, wb, NULL, 1, &err) == LD_OK);
+    for (int i = 0; i < DEC_OUTS; i++) {
+        CHECK((out[i] = download(be, ob[i], (size_t)rows[i])));
+        o->buf_free(be, ob[i]);
+    }
+    o->buf_free(be, bx);
+    o->weight_free(be, wa);
+    o->weight_free(be, wb);
+    ld_backend_destroy(be);
+    return 0;
+}
+
+/* A decode step's matmul on 2 and 3 threads, where each thread prepares x
+ * for itself (backend_ref_dense.c, matmul_prepare), gives the bits of 1
+ * thread, where the caller prepares it once: every weight type of the fast
+ * kernels, call after call, x rewritten in place between them. */
+static int test_decode_threads_bits(void)
+{
+    static const int ks[] = {0, 1, 3, 4, 5, 6};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        int k = ks[i];
+        rng = 0xdec0de00u + (uint64_t)k;
+        void *da = rand_weights(&kinds[k], DEC_A, DEC_K), *db = rand_weights(&kinds[k], DEC_B, DEC_K);
+        float x1[DEC_K], x2[DEC_K];
+        fill(x1, DEC_K, 1.0f);
+        fill(x2, DEC_K, 1.0f);
+        CHECK(da && db);
+        float *want[DEC_OUTS] = {0};
+        CHECK(decode_steps(1, k, da, db, x1, x2, want) == 0);
+        CHECK_MSG(memcmp(want[0], want[1], DEC_A * sizeof *want[0]) != 0, "%s: x2 gave x1's outputs",
+                  kinds[k].name);
+        for (int threads = 2; threads <= 3; threads++) {
+            float *got[DEC_OUTS] = {0};
+            CHECK(decode_steps(threads, k, da, db, x1, x2, got) == 0);
+            const int rows[DEC_OUTS] = {DEC_A, DEC_A, DEC_A, DEC_B, DEC_B};
+            for (int j = 0; j < DEC_OUTS; j++) {
+                CHECK_MSG(memcmp(want[j], got[j], (size_t)rows[j] * sizeof *got[j]) == 0,
+                          "%s, %d threads: step %d differs from 1 thread", kinds[k].name, threads, j);
+                free(got[j]);
+            }
+        }
+        for (int j = 0; j < DEC_OUTS; j++) free(want[j]);
+        free(da);
+        free(db);
+    }
+    printf("  f32, f16, q4_0, q4_1, q8_0, q4_k: decode matmuls on 2 and 3 threads the bits of 1, x rewritten between\n");
+    return 0;
+}
+
 static const ld_test_case tests[] = {
     LD_CASE(test_fanout_bits_of_matmuls),
     LD_CASE(test_fanout_refusals),
+    LD_CASE(test_decode_threads_bits),
 };
 
 LD_TEST_MAIN(tests)
