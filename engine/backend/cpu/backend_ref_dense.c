@@ -53,9 +53,6 @@ ld_status ld_refb_rmsnorm(ld_backend *be, ld_buf *out, const ld_buf *x, const ld
     return LD_OK;
 }
 
-/* rows [i0, i1) of out [T][w->rows] = a [T][K] . w^T (+ bias), with the
- * kernel the backend's matmul runs (rb->prep holds what matmul_prepare
- * made of a for w's type) */
 /* the prepared x the fast kernel of op c reads on thread tid: rb->prep,
  * or the thread's own (matmul_prepare), made at its first piece of the call */
 static const float *thread_prep(ref_backend *rb, const op_ctx *c, int tid)
@@ -69,6 +66,9 @@ static const float *thread_prep(ref_backend *rb, const op_ctx *c, int tid)
     return own;
 }
 
+/* rows [i0, i1) of out [T][w->rows] = a [T][K] . w^T (+ bias), with the
+ * kernel the backend's matmul runs (what matmul_prepare made of a for w's
+ * type: rb->prep, or each thread's own, thread_prep) */
 static void t_matmul(void *p, int tid, size_t i0, size_t i1)
 {
     op_ctx *c = p;
@@ -116,7 +116,7 @@ static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight
     size_t ks = fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols;
     rb->prep_at = 0;
     if (fast && T == 1 && rb->n_threads > 1) {
-        size_t at = (ks + 15) / 16 * 16; /* ks >= 1: at >= 16, a cache line on */
+        size_t at = (ks / 16 + 1) * 16; /* past the kernel's scratch, a whole cache line; never 0 */
         LD_TRY(ld_refb_need_scratch(rb, at + ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols), err));
         rb->prep_at = at;
         rb->prep_call++;
