@@ -58,12 +58,24 @@ static double cpu_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The first index of the largest logit (NaNs never win, as in a loop of
+ * `x[i] > x[best]`), in two passes the compiler vectorizes: the largest
+ * value lane by lane, then the first index holding it.  The one-pass loop
+ * took 55 us on SmolLM2's 49152 logits, counted in a decode step's time
+ * (1.5% of one at 2 threads); this takes a few. */
 static int argmax(const float *x, int n)
 {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
+    enum { L = 16 };
+    if (n < 1 || x[0] != x[0]) return 0;
+    float lane[L], m = x[0];
+    for (int l = 0; l < L; l++) lane[l] = x[0];
+    int i = 0;
+    for (; i + L <= n; i += L)
+        for (int l = 0; l < L; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int l = 0; l < L; l++) m = lane[l] > m ? lane[l] : m;
+    for (i = 0; i < n && x[i] != m; i++) {}
+    return i;
 }
 
 /* --batch: B sessions over lead's weights (the lead among them, reset),
