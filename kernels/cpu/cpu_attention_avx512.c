@@ -9,7 +9,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include "cpu_avx512.h"
 
-/* hsum8 (cpu_avx2.c: ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)), operands
+/* hsum8 (cpu_q8_x86.h: ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)), operands
  * in that order) of the sixteen eight-lane vectors z[p] = [A_p | B_p],
  * p = 0..7: the same additions by shuffles, four 128-bit chunks at a
  * time.  Lane p of the result: A_p's sum; lane 8 + p: B_p's. */

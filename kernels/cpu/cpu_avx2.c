@@ -11,16 +11,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_q8_x86.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
-
-AVX2_INLINE float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* a0+a4 .. a3+a7 */
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         /* (02)(13) */
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
 
 /* [d, m, 0, 0] of a block (m = 0 but for Q4_1): its f16 header in one
  * load and one conversion (exact); d goes to every lane by a broadcast,
@@ -166,7 +160,7 @@ AVX2_INLINE void q32_tile(const ld_cpu_mm *m, const unsigned char *wrow, const l
     float mv[4];
     _mm_storeu_ps(mv, macc);
     for (int tt = 0; tt < tn; tt++)
-        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(_mm256_add_ps(acc[tt][0], acc[tt][1])) + mv[tt]) + bias;
+        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (ld_x86_hsum8(_mm256_add_ps(acc[tt][0], acc[tt][1])) + mv[tt]) + bias;
 }
 
 /* block b of q32_pair's two rows */
@@ -217,8 +211,8 @@ AVX2_INLINE void q32_pair(const ld_cpu_mm *m, const ld_kdt dt, size_t n0, int sc
     }
     float mv[4];
     _mm_storeu_ps(mv, macc);
-    m->out[n0] = (hsum8(_mm256_add_ps(a0[0], a0[1])) + mv[2]) + ld_cpu_bias(m, n0);
-    m->out[n0 + 1] = (hsum8(_mm256_add_ps(a1[0], a1[1])) + mv[3]) + ld_cpu_bias(m, n0 + 1);
+    m->out[n0] = (ld_x86_hsum8(_mm256_add_ps(a0[0], a0[1])) + mv[2]) + ld_cpu_bias(m, n0);
+    m->out[n0 + 1] = (ld_x86_hsum8(_mm256_add_ps(a1[0], a1[1])) + mv[3]) + ld_cpu_bias(m, n0 + 1);
 }
 
 AVX2_INLINE void q32_rows(const ld_cpu_mm *m, const ld_kdt dt, size_t i0, size_t i1, int scaled)
@@ -265,7 +259,7 @@ AVX2_INLINE void plain_tile(const ld_cpu_mm *m, const float *wr, int t0, const i
     for (int tt = 0; tt < tn; tt++) {
         const float *xr = m->x + (size_t)(t0 + tt) * (size_t)K;
         for (int k = k8; k < K; k++) tail[tt] = fmaf(wr[k], xr[k], tail[tt]);
-        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (hsum8(acc[tt]) + tail[tt]) + bias;
+        m->out[(size_t)(t0 + tt) * (size_t)m->N + n] = (ld_x86_hsum8(acc[tt]) + tail[tt]) + bias;
     }
 }
 
@@ -466,7 +460,7 @@ AVX2 float ld_cpu_dot_avx2(const float *a, const float *b, int n)
     for (int k = 0; k < n8; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
     float tail = 0.0f;
     for (int k = n8; k < n; k++) tail = fmaf(a[k], b[k], tail);
-    return hsum8(acc) + tail;
+    return ld_x86_hsum8(acc) + tail;
 }
 
 AVX2 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n)
@@ -487,7 +481,7 @@ AVX2 void ld_cpu_axpy_avx2(float *o, float p, const float *v, int n)
  * latency; q's vectors loaded once for the four. */
 /* hsum8 of eight registers at once, the same additions (operands in the
  * same order) by shuffles that pair the registers' halves: lane p of the
- * result is hsum8(a[p]) */
+ * result is ld_x86_hsum8(a[p]) */
 AVX2_INLINE __m256 hsum8x8(const __m256 a[8])
 {
     __m256 b[4], c[2];
@@ -516,7 +510,7 @@ AVX2_INLINE void scores_p(float *sc, const float *q, const float *k0, size_t kvr
         __m256 qv = _mm256_loadu_ps(q + i);
         for (int p = 0; p < P; p++) a[p] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + (size_t)p * kvrow + i), a[p]);
     }
-    /* ld_cpu_dot_avx2's "hsum8(acc) + tail" with no tail: + 0.0f */
+    /* ld_cpu_dot_avx2's "ld_x86_hsum8(acc) + tail" with no tail: + 0.0f */
     __m256 s = _mm256_mul_ps(_mm256_add_ps(hsum8x8(a), _mm256_setzero_ps()), _mm256_set1_ps(scale));
     if (P == 8) _mm256_storeu_ps(sc, s);
     else _mm_storeu_ps(sc, _mm256_castps256_ps128(s));

@@ -1,7 +1,8 @@
 /* cpu_q8_x86.h - what the x86-64 q8 kernels (cpu_q8_avx2.c,
  * cpu_q8_avx512.c) share: AVX2-level helpers, which the AVX-512 code inlines
- * too (its target holds AVX2's); the fast AVX-512 kernels take the hsum8
- * from here as well (cpu_avx512.h).  Include inside their x86-64 sections. */
+ * too (its target holds AVX2's); the fast kernels, AVX2 (cpu_avx2.c) and
+ * AVX-512 (cpu_avx512.h), take the hsum8 from here as well.  Include
+ * inside their x86-64 sections. */
 #ifndef LD_CPU_Q8_X86_H
 #define LD_CPU_Q8_X86_H
 
