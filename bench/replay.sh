@@ -19,7 +19,10 @@
 #                was 0.5).  The bandwidth is the best read the machine can do
 #                on THREADS threads, one a CPU (bench/membw.c: AVX-512 / AVX2
 #                loads into independent accumulators, 1-4 streams a thread),
-#                measured in the same run; then, for information, the same
+#                measured in the same run (before the first run and after
+#                each, the best of them); then, for information, each run
+#                against the probes on either side of it (paired rounds,
+#                their median and range), and the same
 #                fraction of the best read of a buffer of the weights' size
 #                (on a machine whose last-level cache holds much of them,
 #                above the memory's rate)
@@ -70,13 +73,30 @@ best() { "$PY" -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$@";
 calc() { "$PY" -c "import sys; print($1)"; }
 
 kv bw --bandwidth "$BW_MB" --threads "$THREADS"
-dec=() pre=()
+dec=() pre=() probes=("$bw_bandwidth_gbs")
 for _ in $(seq "$RUNS"); do
     kv cpu --model "$G" --backend cpu ${KERNELS:+--kernels "$KERNELS"} --threads "$THREADS" --prompt "$PROMPT" --decode "$DECODE"
     dec+=("$cpu_decode_tps") pre+=("$cpu_prefill_tps")
+    kv bwr --bandwidth "$BW_MB" --threads "$THREADS" # the probe again after each run: paired rounds
+    probes+=("$bwr_bandwidth_gbs")
+    if [ "$(calc "int($bwr_bandwidth_gbs > $bw_bandwidth_gbs)")" = 1 ]; then # the roofline's: the best read of the run
+        bw_bandwidth_gbs=$bwr_bandwidth_gbs bw_bandwidth_kernel=$bwr_bandwidth_kernel
+        bw_bandwidth_streams=$bwr_bandwidth_streams
+    fi
 done
 cpu_decode=$(best "${dec[@]}")
 cpu_prefill=$(best "${pre[@]}")
+# each run against the mean of the probes on either side of it: on a host
+# whose memory speed drifts from minute to minute (this one's moved 20-30%
+# within an hour) the fraction moves less than a best against a best
+paired=$("$PY" - "$cpu_decode_bytes" "${#dec[@]}" "${dec[@]}" "${probes[@]}" <<'PY'
+import statistics, sys
+nbytes, n = float(sys.argv[1]), int(sys.argv[2])
+dec, bw = [float(x) for x in sys.argv[3:3 + n]], [float(x) for x in sys.argv[3 + n:]]
+r = sorted(100 * d / ((bw[i] + bw[i + 1]) / 2 * 1e9 / nbytes) for i, d in enumerate(dec))
+print(f"median {statistics.median(r):.1f}% (rounds {r[0]:.1f}-{r[-1]:.1f}%)")
+PY
+) || die "cannot pair the rounds"
 kv ref --model "$G" --backend ref --threads "$THREADS" --prompt "$PROMPT" --decode 16
 kv bat --model "$G" --backend cpu ${KERNELS:+--kernels "$KERNELS"} --threads "$THREADS" --prompt "$PROMPT" --decode 32 --batch "$BATCH"
 
@@ -115,6 +135,7 @@ row rss_replay "$rep_limit" "$rep_mb" MiB "$(calc "$rep_mb / $rep_limit")"
 row decode_batch "$bat_decode_tps" "$bat_batch_decode_tps" tok/s "$(calc "$bat_batch_decode_tps / $bat_decode_tps")"
 verdict() { if [ "$(calc "int($1)")" = 1 ]; then echo PASS; else echo MISS; fi; }
 echo "decode at $(calc "round(100 * $cpu_decode / $roof, 1)")% of the bandwidth roofline  target>=80%: $(verdict "$cpu_decode >= 0.8 * $roof") (issue 6's >=50%: $(verdict "$cpu_decode >= 0.5 * $roof"))"
+echo "decode against the roofline in paired rounds (each run against the probes just before and after it): $paired  info only"
 echo "decode at $(calc "round(100 * $cpu_decode / $roof_ws, 1)")% of the best read of $ws_mb MiB (the weights' size: $bws_bandwidth_gbs GB/s, $bws_bandwidth_kernel, $bws_bandwidth_streams stream(s) a thread)  info only"
 echo "peak memory $(calc "round($rss, 1)") MiB (engine), $(calc "round($rep_mb, 1)") MiB (replay)  target<=weights+KV+64MiB: $(verdict "$rss <= $limit and $rep_mb <= $rep_limit")"
 echo "setup: $THREADS threads, bandwidth $bw_bandwidth_gbs GB/s (best read of $BW_MB MiB: $bw_bandwidth_kernel," \
