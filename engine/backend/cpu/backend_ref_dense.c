@@ -59,9 +59,9 @@ static const float *thread_prep(ref_backend *rb, const op_ctx *c, int tid)
 {
     if (!rb->prep_at) return rb->prep;
     float *own = rb->scratch[tid] + rb->prep_at;
-    if (rb->prep_done[tid] != rb->prep_call) {
+    if (rb->prep_done[tid].call != rb->prep_call) {
         ld_cpu_matmul_prep(own, c->a, c->w->dt, c->T, (int)c->w->cols);
-        rb->prep_done[tid] = rb->prep_call;
+        rb->prep_done[tid].call = rb->prep_call;
     }
     return own;
 }

@@ -113,6 +113,15 @@ void ld_warena_free(ld_warena *a);
 
 typedef void (*task_fn)(void *ctx, int tid, size_t i0, size_t i1);
 
+/* thread tid's mark of the call it last prepared x for (ref_backend's
+ * prep_done), a cache line apart from the others': each thread writes its
+ * own at every decode matmul, and marks side by side would pass the line
+ * between the cores each time */
+struct prep_mark {
+    uint64_t call;
+    unsigned char pad[56];
+};
+
 typedef struct ref_backend {
     ld_backend base;
     int n_threads;
@@ -148,10 +157,11 @@ typedef struct ref_backend {
     /* a decode step's fast matmul on several threads prepares its x on
      * each thread instead (backend_ref_dense.c, matmul_prepare): into the
      * thread's scratch from float prep_at on, once a call (prep_call,
-     * counted by the caller; prep_done[tid]: the call thread tid last
+     * counted by the caller; prep_done[tid].call: the call thread tid last
      * prepared for); prep_at 0: rb->prep as above */
     size_t prep_at;
-    unsigned prep_call, *prep_done;
+    uint64_t prep_call; /* 64 bits: never wraps round to a mark left stale */
+    struct prep_mark *prep_done;
     ld_warena weights; /* the weights' copy where the matmul is fast or q8 */
 } ref_backend;
 
