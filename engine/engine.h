@@ -32,7 +32,7 @@ typedef struct ld_comm ld_comm;       /* a rank of a tensor-parallel group (tp/c
  * variants: backend/cpu_kernels.h). */
 typedef enum ld_kvar {
     LD_KV_REF = 0, LD_KV_FAST, LD_KV_BF16, LD_KV_SPLITK, LD_KV_ABSORBED, LD_KV_FP8ACT, LD_KV_FUSED, LD_KV_FP8,
-    LD_KV_SINKHORN_BF16, LD_KV_FP8UE8M0, LD_KV_Q8, LD_KV_COUNT
+    LD_KV_SINKHORN_BF16, LD_KV_FP8UE8M0, LD_KV_Q8, LD_KV_I24, LD_KV_COUNT
 } ld_kvar;
 
 typedef enum ld_kop {

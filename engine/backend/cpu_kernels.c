@@ -8,12 +8,12 @@ static const char *const op_names[LD_KOP_COUNT] = {"matmul", "attention", "rmsno
                                                    "router", "combine",   "mhc",     "indexer", "rope"};
 static const char *const var_names[LD_KV_COUNT] = {"ref",    "fast",  "bf16", "splitk",       "absorbed",
                                                    "fp8act", "fused", "fp8",  "sinkhorn-bf16", "fp8ue8m0",
-                                                   "q8"};
+                                                   "q8",     "i24"};
 
 /* which variants each op has (bit per ld_kvar) */
 static const unsigned op_allows[LD_KOP_COUNT] = {
     1u << LD_KV_REF | 1u << LD_KV_FAST | 1u << LD_KV_BF16 | 1u << LD_KV_SPLITK | 1u << LD_KV_FP8ACT |
-        1u << LD_KV_FP8UE8M0 | 1u << LD_KV_Q8,
+        1u << LD_KV_FP8UE8M0 | 1u << LD_KV_Q8 | 1u << LD_KV_I24,
     1u << LD_KV_REF | 1u << LD_KV_FAST,
     1u << LD_KV_REF | 1u << LD_KV_BF16,
     1u << LD_KV_REF | 1u << LD_KV_BF16,

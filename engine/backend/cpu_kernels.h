@@ -3,12 +3,17 @@
  * production-style variant (kernels/ref/ref_variants.h), chosen per op with a
  * spec "OP=VARIANT[,OP=VARIANT...]" (`logdiff replay --kernels`).
  *
- *   matmul     ref | fast | bf16 | splitk | fp8act | fp8ue8m0 | q8
+ *   matmul     ref | fast | bf16 | splitk | fp8act | fp8ue8m0 | q8 | i24
  *              (q8: the activations quantized to int8 per block of 32 and
  *              dotted with Q4_0 / Q4_1 / Q8_0 weights in integers, as
- *              llama.cpp's CPU backend, kernels/cpu/cpu_q8.h; other weight
- *              types as fast.  Not in ld_cpu_kernel_variants: a speed
- *              option, not a production stack's numbers to compare)
+ *              llama.cpp's CPU backend, kernels/cpu/cpu_q8.h; i24: each
+ *              block of 32 activations as 24-bit integers under a
+ *              power-of-two scale, dotted with Q4_0 / Q4_1 weights exactly
+ *              in integers, kernels/cpu/cpu_i24.h: at most 2^-23 of a
+ *              block's largest |x| off, an error no larger than fp32's;
+ *              other weight types as fast.  Neither is in
+ *              ld_cpu_kernel_variants: speed options, not a production
+ *              stack's numbers to compare)
  *   attention  ref | fast
  *   rmsnorm    ref | bf16
  *   swiglu     ref | bf16

@@ -6,9 +6,12 @@
 #ifndef LD_CPU_INTERNAL_H
 #define LD_CPU_INTERNAL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "cpu_i24.h"
 #include "cpu_q8.h"
 #include "kernels/ref/ref_ops.h"
 
@@ -252,5 +255,69 @@ void ld_cpu_q8_pack_blocks_avx2(unsigned char *dst, const unsigned char *const s
 void ld_cpu_q8_quantize_avx512(int8_t *q, float *dx, float *xs, const float *x, size_t nblk);
 /* The same with AVX2 (cpu_q8_avx2.c). */
 void ld_cpu_q8_quantize_avx2(int8_t *q, float *dx, float *xs, const float *x, size_t nblk);
+
+/* One matmul of the i24 variant (cpu_i24.h) as its kernels see it. */
+typedef struct ld_cpu_i24mm {
+    float *out;          /* [T][N] */
+    const int8_t *dig;   /* [T][K/32][3][32] each block's digits c0, c1, c2 */
+    const float *scale;  /* [T][K/32] the blocks' 2^E */
+    const float *xs;     /* [T][K/32] their sums, (float)sum X * 2^E */
+    const int32_t *dsum; /* [T][K/32][3] the sums of their digits c0, c1, c2 */
+    const void *w;       /* the rows */
+    const unsigned char *packed; /* their packed layout (cpu_i24.h), or NULL */
+    ld_kdt dt;
+    const void *bias;    /* NULL: none */
+    ld_kdt bias_dt;
+    int T, K, N, rope_hd;
+    size_t row_bytes;
+} ld_cpu_i24mm;
+
+/* Output n of token t of an i24 matmul from the rows (cpu_i24_portable.c,
+ * the portable arithmetic). */
+void ld_cpu_i24_out_portable(const ld_cpu_i24mm *m, size_t n, int t);
+
+/* Outputs [16g, 16g+16) of all T tokens from group g of the packed layout
+ * at gp, with AVX-512 and VNNI (cpu_i24_avx512.c); _streams: those of the
+ * LD_CPU_I24_STREAMS groups g[s] at gp[s] together, a block of each in turn
+ * (each group's arithmetic is the single group's). */
+#define LD_CPU_I24_STREAMS 4
+void ld_cpu_i24_group_avx512(const ld_cpu_i24mm *m, const unsigned char *gp, size_t g);
+void ld_cpu_i24_streams_avx512(const ld_cpu_i24mm *m, const unsigned char *const gp[LD_CPU_I24_STREAMS],
+                               const size_t g[LD_CPU_I24_STREAMS]);
+/* A block's E of cpu_i24.h for its amax (finite, > 0): frexpf's e - 23,
+ * and one more where amax 2^-E would need a fourth digit (8355711 = 65536 *
+ * 127 + 256 * 127 + 127).  A normal amax by its bits: no libm call a block
+ * on the decode's path.  Every level's prep. */
+static inline int ld_cpu_i24_block_exp(float amax)
+{
+    uint32_t bits;
+    memcpy(&bits, &amax, sizeof bits);
+    uint32_t field = (bits >> 23) & 255u;
+    int e;
+    if (field) e = (int)field - 126;
+    else (void)frexpf(amax, &e); /* subnormal */
+    int E = e - 23;
+    return ldexpf(amax, -E) > 8355711.0f ? E + 1 : E;
+}
+
+/* 2^e as a float, ldexpf's value (0 below 2^-149) */
+static inline float ld_cpu_i24_pow2(int e)
+{
+    if (e < -126 || e > 127) return ldexpf(1.0f, e);
+    uint32_t bits = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+/* The prep of cpu_i24.h for nblk blocks of 32 at x with AVX-512 (the same
+ * bits as cpu_i24.c's): dig [nblk][3][32], scale, xs [nblk], dsum
+ * [nblk][3]. */
+void ld_cpu_i24_prep_avx512(int8_t *dig, float *scale, float *xs, int32_t *dsum, const float *x, size_t nblk);
+/* The same with AVX2 (cpu_i24_avx2.c), and its kernels: as the AVX-512
+ * ones, each group as two halves of eight rows. */
+void ld_cpu_i24_prep_avx2(int8_t *dig, float *scale, float *xs, int32_t *dsum, const float *x, size_t nblk);
+void ld_cpu_i24_group_avx2(const ld_cpu_i24mm *m, const unsigned char *gp, size_t g);
+void ld_cpu_i24_streams_avx2(const ld_cpu_i24mm *m, const unsigned char *const gp[LD_CPU_I24_STREAMS],
+                             const size_t g[LD_CPU_I24_STREAMS]);
 
 #endif /* LD_CPU_INTERNAL_H */

@@ -130,14 +130,21 @@ static const void *weight_packed(ref_backend *rb, ld_weight *w, const ld_host_te
     return p;
 }
 
-/* the q8 matmul's packed copy of w (kernels/cpu/cpu_q8.h), where the
- * matmul is q8's and has a kernel for w's type.  0: not packed (fewer than
- * eight rows, or no room). */
-static int weight_pack_q8(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
+/* the integer matmuls' packed copy of w, where the matmul of w's type is
+ * q8's (kernels/cpu/cpu_q8.h) or i24's (cpu_i24.h).  0: not packed (fewer
+ * rows than a group, or no room). */
+static int weight_pack_int(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
 {
-    if (rb->k.v[LD_KOP_MATMUL] != LD_KV_Q8 || !ld_cpu_q8_supports(w->dt)) return 0;
-    w->q8 = weight_packed(rb, w, t, ld_cpu_q8_packed_size(w->dt, (int)w->cols, (int)w->rows), ld_cpu_q8_pack);
-    return w->q8 != NULL;
+    int K = (int)w->cols, N = (int)w->rows;
+    switch (ld_refb_matmul_kind(rb, w->dt)) {
+    case LD_KV_Q8:
+        w->q8 = weight_packed(rb, w, t, ld_cpu_q8_packed_size(w->dt, K, N), ld_cpu_q8_pack);
+        return w->q8 != NULL;
+    case LD_KV_I24:
+        w->i24 = weight_packed(rb, w, t, ld_cpu_i24_packed_size(w->dt, K, N), ld_cpu_i24_pack);
+        return w->i24 != NULL;
+    default: return 0;
+    }
 }
 
 /* the fast matmul's packed copy of w (ld_cpu_fast_pack), where the matmul
@@ -146,7 +153,7 @@ static int weight_pack_q8(ref_backend *rb, ld_weight *w, const ld_host_tensor *t
  * gather).  0: not packed (fewer than sixteen rows, or no room). */
 static int weight_pack_fast(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
 {
-    if (rb->k.v[LD_KOP_MATMUL] != LD_KV_FAST || !ld_cpu_fast_reads_packed(w->dt)) return 0;
+    if (ld_refb_matmul_kind(rb, w->dt) != LD_KV_FAST || !ld_cpu_fast_reads_packed(w->dt)) return 0;
     w->fast16 = weight_packed(rb, w, t, ld_cpu_fast_packed_size(w->dt, (int)w->cols, (int)w->rows),
                               ld_cpu_fast_pack);
     return w->fast16 != NULL;
@@ -160,8 +167,8 @@ static int weight_pack_fast(ref_backend *rb, ld_weight *w, const ld_host_tensor 
  * host data, as before. */
 static void weight_copy(ref_backend *rb, ld_weight *w, const ld_host_tensor *t)
 {
-    ld_kvar mm = rb->k.v[LD_KOP_MATMUL];
-    if ((mm != LD_KV_FAST && mm != LD_KV_Q8) || ld_ref_kdt_is_scaled(w->dt)) return;
+    ld_kvar mm = ld_refb_matmul_kind(rb, w->dt);
+    if ((mm != LD_KV_FAST && mm != LD_KV_Q8 && mm != LD_KV_I24) || ld_ref_kdt_is_scaled(w->dt)) return;
     size_t n = host_bytes(t);
     if (!n || !in_mapping(t, n)) return;
     const void *p = ld_warena_copy(&rb->weights, t->data, n);
@@ -216,12 +223,13 @@ static ld_status weight_load(ld_backend *be, const ld_host_tensor *t, ld_weight 
     w->rope_hd = t->rope_hd;
     w->in_arena = 0;
     w->q8 = NULL;
+    w->i24 = NULL;
     w->fast16 = NULL;
     if (ld_ref_kdt_is_scaled(dt)) {
         w->f8 = (ld_f8b){t->data, t->scale, t->rows, t->cols, t->scale_br, t->scale_bc};
         w->data = &w->f8;
     }
-    if (!weight_pack_q8((ref_backend *)be, w, t) && !weight_pack_fast((ref_backend *)be, w, t))
+    if (!weight_pack_int((ref_backend *)be, w, t) && !weight_pack_fast((ref_backend *)be, w, t))
         weight_copy((ref_backend *)be, w, t);
     *out = w;
     return LD_OK;

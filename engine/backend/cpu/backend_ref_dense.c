@@ -75,7 +75,7 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
     ref_backend *rb = c->rb;
     const ld_weight *w = c->w;
     float *out = c->out;
-    ld_kvar v = rb->k.v[LD_KOP_MATMUL];
+    ld_kvar v = ld_refb_matmul_kind(rb, w->dt);
     const void *bd = c->bias ? c->bias->data : NULL;
     ld_kdt bdt = c->bias ? c->bias->dt : LD_KDT_F32;
     int T = c->T, K = (int)w->cols, N = (int)w->rows;
@@ -89,11 +89,15 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
         ld_ref_matmul_ex(out, rb->prep, w->data, w->dt, bd, bdt, T, K, N, w->rope_hd, rb->scratch[tid], i0, i1);
         return;
     }
-    if (v == LD_KV_Q8 && ld_cpu_q8_supports(w->dt)) {
+    if (v == LD_KV_Q8) {
         ld_cpu_matmul_q8(out, rb->prep, w->data, w->q8, w->dt, bd, bdt, T, K, N, w->rope_hd, i0, i1);
         return;
     }
-    if (v == LD_KV_FAST || v == LD_KV_Q8) { /* q8 on weights it has no kernel for: the fast one */
+    if (v == LD_KV_I24) {
+        ld_cpu_matmul_i24(out, rb->prep, w->data, w->i24, w->dt, bd, bdt, T, K, N, w->rope_hd, i0, i1);
+        return;
+    }
+    if (v == LD_KV_FAST) {
         ld_cpu_matmul(out, c->a, thread_prep(rb, c, tid), w->data, w->fast16, w->dt, bd, bdt, T, K, N, w->rope_hd,
                       rb->scratch[tid], i0, i1);
         return;
@@ -110,9 +114,9 @@ static void t_matmul(void *p, int tid, size_t i0, size_t i1)
  * 1-1.5 us before each of a step's matmuls, the other thread idle). */
 static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight *w, int T, ld_error *err)
 {
-    ld_kvar mv = rb->k.v[LD_KOP_MATMUL];
-    int q8 = mv == LD_KV_Q8 && ld_cpu_q8_supports(w->dt);
-    int fast = mv == LD_KV_FAST || (mv == LD_KV_Q8 && !q8), fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
+    ld_kvar mv = ld_refb_matmul_kind(rb, w->dt);
+    int q8 = mv == LD_KV_Q8, i24 = mv == LD_KV_I24;
+    int fast = mv == LD_KV_FAST, fp8 = mv == LD_KV_FP8ACT || mv == LD_KV_FP8UE8M0;
     size_t ks = fast ? ld_cpu_matmul_scratch(w->dt, T, (int)w->cols) : (size_t)w->cols;
     rb->prep_at = 0;
     if (fast && T == 1 && rb->n_threads > 1) {
@@ -123,10 +127,11 @@ static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight
         return LD_OK;
     }
     LD_TRY(ld_refb_need_scratch(rb, ks, err));
-    if (!fast && !fp8 && !q8) return LD_OK;
-    size_t np = fp8  ? (size_t)T * (size_t)w->cols
-                : q8 ? ld_cpu_q8_prep_size(T, (int)w->cols)
-                     : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
+    if (!fast && !fp8 && !q8 && !i24) return LD_OK;
+    size_t np = fp8   ? (size_t)T * (size_t)w->cols
+                : q8  ? ld_cpu_q8_prep_size(T, (int)w->cols)
+                : i24 ? ld_cpu_i24_prep_size(T, (int)w->cols)
+                      : ld_cpu_matmul_prep_size(w->dt, T, (int)w->cols);
     if (np > rb->prep_cap) {
         float *p = realloc(rb->prep, np * sizeof *p);
         if (!p) return LD_FAIL(err, LD_ERR_NOMEM, 0, "out of memory for %zu floats of activations", np);
@@ -135,6 +140,7 @@ static ld_status matmul_prepare(ref_backend *rb, const float *x, const ld_weight
     }
     if (fp8) (mv == LD_KV_FP8UE8M0 ? ld_var_fp8_act_ue8m0 : ld_var_fp8_act)(rb->prep, x, T, (int)w->cols);
     else if (q8) ld_cpu_q8_prep(rb->prep, x, T, (int)w->cols);
+    else if (i24) ld_cpu_i24_prep(rb->prep, x, T, (int)w->cols);
     else ld_cpu_matmul_prep(rb->prep, x, w->dt, T, (int)w->cols);
     return LD_OK;
 }
@@ -159,9 +165,10 @@ static void t_matmul_units(void *p, int tid, size_t i0, size_t i1)
  * kernels 1.09x in ranges (5 rounds), a batch of 4 the same either way. */
 static size_t matmul_range_unit(const ref_backend *rb, const ld_weight *w, int T)
 {
-    ld_kvar v = rb->k.v[LD_KOP_MATMUL];
-    if (v == LD_KV_Q8 && ld_cpu_q8_supports(w->dt)) return T <= 4 && w->q8 ? LD_CPU_Q8_GROUP_ROWS : 0;
-    return (v == LD_KV_FAST || v == LD_KV_Q8) && T == 1 ? LD_CPU_DECODE_ROWS : 0;
+    ld_kvar v = ld_refb_matmul_kind(rb, w->dt);
+    if (v == LD_KV_Q8) return T <= 4 && w->q8 ? LD_CPU_Q8_GROUP_ROWS : 0;
+    if (v == LD_KV_I24) return T <= 4 && w->i24 ? LD_CPU_I24_GROUP_ROWS : 0;
+    return v == LD_KV_FAST && T == 1 ? LD_CPU_DECODE_ROWS : 0;
 }
 
 /* the pieces the pool hands out of a matmul's `rows` output rows (where

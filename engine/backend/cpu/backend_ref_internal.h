@@ -50,7 +50,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu_kernels.h"
+#include "kernels/cpu/cpu_i24.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/cpu_q8.h"
 #include "engine/backend/ds4_op_args.h"
 #include "engine/backend/ds_op_args.h"
 #include "engine/backend/moe_args.h"
@@ -77,9 +79,10 @@ struct ld_weight {
                          * in_arena), or &f8 for LD_KDT_F8B / F4B */
     int64_t rows, cols;
     int rope_hd;
-    int in_arena;       /* 1: data, q8 or fast16 is in the backend's weight arena */
+    int in_arena;       /* 1: data, q8, i24 or fast16 is in the backend's weight arena */
     const void *q8;     /* the q8 matmul's packed layout of data (in the
                          * arena; kernels/cpu/cpu_q8.h), or NULL */
+    const void *i24;    /* the i24 matmul's (kernels/cpu/cpu_i24.h), or NULL */
     const void *fast16; /* the fast matmul's packed copy of data (in the
                          * arena; ld_cpu_fast_pack), or NULL */
     ld_f8b f8;
@@ -164,6 +167,15 @@ typedef struct ref_backend {
     struct prep_mark *prep_done;
     ld_warena weights; /* the weights' copy where the matmul is fast or q8 */
 } ref_backend;
+
+/* The matmul kernel that runs on weights of type dt: the backend's, or the
+ * fast one where its q8 or i24 has no kernel for dt. */
+static inline ld_kvar ld_refb_matmul_kind(const ref_backend *rb, ld_kdt dt)
+{
+    ld_kvar v = rb->k.v[LD_KOP_MATMUL];
+    if ((v == LD_KV_Q8 && !ld_cpu_q8_supports(dt)) || (v == LD_KV_I24 && !ld_cpu_i24_supports(dt))) return LD_KV_FAST;
+    return v;
+}
 
 typedef struct op_ctx {
     ref_backend *rb;

@@ -1,7 +1,7 @@
 /* test_matmul_fanout.c - the CPU backends' matmul_fanout (backend.h): n
  * products of one input in one run of the pool, the bits of the n matmul
  * calls (and, with norms, of rmsnorm after each) on the same backend:
- * the reference and the fast kernels, q8's, on 1, 2 and 3 threads;
+ * the reference and the fast kernels, q8's and i24's, on 1, 2 and 3 threads;
  * decode (a step's ranges) and prefill (pieces); F32, F16, Q4_0, Q4_1,
  * Q8_0 and Q4_K weights, a rope-ordered one among them, row counts that
  * are and are not multiples of the fast kernels' groups of sixteen.  What
@@ -25,7 +25,7 @@ typedef struct cpu_run {
 static const cpu_run runs[] = {
     {1, 0, NULL, "ref-1t"},        {3, 0, NULL, "ref-3t"}, {1, 1, NULL, "cpu-1t"},
     {2, 1, NULL, "cpu-2t"},        {3, 1, NULL, "cpu-3t"}, {2, 1, "matmul=q8", "cpu+q8-2t"},
-    {3, 1, "matmul=q8", "cpu+q8-3t"},
+    {3, 1, "matmul=q8", "cpu+q8-3t"},  {2, 1, "matmul=i24", "cpu+i24-2t"}, {3, 1, "matmul=i24", "cpu+i24-3t"},
 };
 
 /* one fanout: n weights of kind k, K columns, rows[i] rows (rope_hd on

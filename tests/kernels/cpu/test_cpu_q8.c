@@ -22,46 +22,10 @@
 #include "kernels/cpu/cpu_q8.h"
 #include "kernels/ref/ref_ops.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/q32_weights.h"
 #include "tests/support/ld_test.h"
 
 enum { QB = 32 };
-
-static float uniform(void) /* [-1, 1) */
-{
-    return (float)((double)next_u32() / 2147483648.0 - 1.0);
-}
-
-/* an f16 of magnitude in [2^lo, 2^(hi+1)) with a random sign and mantissa */
-static uint16_t rand_f16(int lo, int hi)
-{
-    int e = lo + (int)(next_u32() % (uint32_t)(hi - lo + 1)) + 15;
-    return (uint16_t)((next_u32() & 1u) << 15 | (unsigned)e << 10 | (next_u32() & 1023u));
-}
-
-static size_t block_bytes(ld_kdt dt)
-{
-    return dt == LD_KDT_Q4_0 ? 18 : dt == LD_KDT_Q4_1 ? 20 : 34;
-}
-
-/* N rows of K of type dt, random bytes with sane scales */
-static unsigned char *rand_weights(ld_kdt dt, int N, int K)
-{
-    size_t bytes = block_bytes(dt), nb = (size_t)N * (size_t)K / QB;
-    unsigned char *w = malloc(nb * bytes);
-    if (!w) return NULL;
-    for (size_t i = 0; i < nb * bytes; i++) w[i] = (unsigned char)next_u32();
-    for (size_t b = 0; b < nb; b++) {
-        uint16_t d = rand_f16(-9, -5), m = rand_f16(-6, -3);
-        unsigned char *p = w + b * bytes;
-        p[0] = (unsigned char)d;
-        p[1] = (unsigned char)(d >> 8);
-        if (dt == LD_KDT_Q4_1) {
-            p[2] = (unsigned char)m;
-            p[3] = (unsigned char)(m >> 8);
-        }
-    }
-    return w;
-}
 
 /* out [T][N] at `level`, the outputs in two calls split at `split`, from
  * the packed copy (packed: w's, or NULL) */
@@ -77,17 +41,10 @@ static int run_q8(int level, float *out, const float *x, const unsigned char *w,
     return 0;
 }
 
-static size_t src_row(int n, int rope_hd)
-{
-    if (!rope_hd) return (size_t)n;
-    int h = n / rope_hd, r = n % rope_hd;
-    return (size_t)(h * rope_hd + 2 * (r % (rope_hd / 2)) + r / (rope_hd / 2));
-}
-
 /* the bound on |q8 - ref| of output o of token t (see the top) */
 static double q8_bound(const float *deq, const float *x, int K, int o, int rope_hd)
 {
-    const float *wr = deq + src_row(o, rope_hd) * (size_t)K;
+    const float *wr = deq + q32_src_row(o, rope_hd) * (size_t)K;
     double quant = 0, mag = 0;
     for (int b = 0; b < K / QB; b++) {
         double amax = 0, wsum = 0;
@@ -105,17 +62,17 @@ static double q8_bound(const float *deq, const float *x, int K, int o, int rope_
 static int check_case(ld_kdt dt, int T, int K, int N, int rope_hd, int with_bias)
 {
     size_t n = (size_t)T * (size_t)N;
-    unsigned char *w = rand_weights(dt, N, K);
+    unsigned char *w = q32_rand_weights(dt, N, K);
     float *x = malloc((size_t)T * (size_t)K * sizeof *x), *bias = malloc((size_t)N * sizeof *bias);
     float *deq = malloc((size_t)N * (size_t)K * sizeof *deq), *row = malloc((size_t)K * sizeof *row);
     float *ref = malloc(n * sizeof *ref), *best = malloc(n * sizeof *best), *lv = malloc(n * sizeof *lv);
     size_t np = ld_cpu_q8_packed_size(dt, K, N);
     unsigned char *packed = malloc(np + 1);
     CHECK(w && x && bias && deq && row && ref && best && lv && packed);
-    CHECK(np == (size_t)(N / 8) * 8 * (size_t)(K / QB) * block_bytes(dt));
+    CHECK(np == (size_t)(N / 8) * 8 * (size_t)(K / QB) * q32_block_bytes(dt));
     ld_cpu_q8_pack(packed, w, dt, K, N, rope_hd);
-    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) x[i] = uniform() * (i % 7 ? 1.0f : 8.0f);
-    for (int i = 0; i < N; i++) bias[i] = uniform();
+    for (size_t i = 0; i < (size_t)T * (size_t)K; i++) x[i] = q32_uniform() * (i % 7 ? 1.0f : 8.0f);
+    for (int i = 0; i < N; i++) bias[i] = q32_uniform();
     const float *b = with_bias ? bias : NULL;
     ld_ref_to_f32(deq, w, dt, 0, (size_t)N * (size_t)K);
     ld_ref_matmul_ex(ref, x, w, dt, b, LD_KDT_F32, T, K, N, rope_hd, row, 0, (size_t)N);
@@ -193,9 +150,9 @@ static int test_q8_prep_rounding(void)
     CHECK(ld_cpu_q8_prep_size(T, K) == sizeof prep / sizeof prep[0]);
     for (int e = 0; e < QB; e++) x[e] = e == 0 ? 127.0f : (float)(e - 16) + 0.5f; /* ties away from zero */
     for (int e = QB; e < 2 * QB; e++) x[e] = 0.0f;
-    for (int e = 2 * QB; e < 3 * QB; e++) x[e] = uniform();
+    for (int e = 2 * QB; e < 3 * QB; e++) x[e] = q32_uniform();
     x[2 * QB + 5] = NAN;
-    for (int e = 3 * QB; e < K; e++) x[e] = uniform() * 1e-3f;
+    for (int e = 3 * QB; e < K; e++) x[e] = q32_uniform() * 1e-3f;
     ld_cpu_q8_prep(prep, x, T, K);
     const int8_t *q = (const int8_t *)prep;
     const float *dx = prep + K / 4;
@@ -233,14 +190,14 @@ static int test_q8_pack_layout(void)
     enum { K = 96, N = 27, HD = 8, NB = K / QB };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         ld_kdt dt = types[i];
-        size_t bytes = block_bytes(dt), head = bytes - (dt == LD_KDT_Q8_0 ? 32 : 16); /* d, and Q4_1's m */
+        size_t bytes = q32_block_bytes(dt), head = bytes - (dt == LD_KDT_Q8_0 ? 32 : 16); /* d, and Q4_1's m */
         size_t n = ld_cpu_q8_packed_size(dt, K, N);
-        unsigned char *w = rand_weights(dt, N, K), *want = malloc(n), *got = malloc(n);
+        unsigned char *w = q32_rand_weights(dt, N, K), *want = malloc(n), *got = malloc(n);
         CHECK(w && want && got && n == 24 * NB * bytes);
         for (size_t g = 0; g < N / 8; g++)
             for (size_t b = 0; b < NB; b++)
                 for (int r = 0; r < 8; r++) {
-                    const unsigned char *blk = w + (src_row((int)(8 * g) + r, HD) * NB + b) * bytes;
+                    const unsigned char *blk = w + (q32_src_row((int)(8 * g) + r, HD) * NB + b) * bytes;
                     unsigned char *o = want + (g * NB + b) * 8 * bytes;
                     for (size_t k = 0; k < head; k++) o[k / 2 * 16 + 2 * (size_t)r + k % 2] = blk[k];
                     for (size_t j = 0; j < bytes - head; j++)
