@@ -6,6 +6,7 @@
 #   THREADS=1 RUNS=5 bench/replay.sh
 #   LD_SMOLLM2_GGUF=/path/model.gguf bench/replay.sh
 #   KERNELS=matmul=q8 bench/replay.sh   # the fast backend's runs with --kernels
+#   KERNELS=matmul=fast bench/replay.sh # the fp32 kernels (the default: i24 on Q4 / Q8_0)
 #
 # Builds bench_engine and logdiff in Release into build-bench/
 # (BENCH_BUILD_DIR to change it).  The model is the one of

@@ -35,7 +35,10 @@ const char *const ld_cpu_kernel_variants[] = {"matmul=fast", "matmul=bf16", "mat
 ld_cpu_kernels ld_cpu_kernels_default(int fast)
 {
     ld_cpu_kernels k = {{LD_KV_REF}};
-    if (fast) k.v[LD_KOP_MATMUL] = k.v[LD_KOP_ATTENTION] = LD_KV_FAST;
+    if (fast) { /* i24 on Q4_0 / Q4_1 / Q8_0 weights, the fast kernels on the others */
+        k.v[LD_KOP_MATMUL] = LD_KV_I24;
+        k.v[LD_KOP_ATTENTION] = LD_KV_FAST;
+    }
     return k;
 }
 

@@ -8,11 +8,11 @@
  *              dotted with Q4_0 / Q4_1 / Q8_0 weights in integers, as
  *              llama.cpp's CPU backend, kernels/cpu/cpu_q8.h; i24: each
  *              block of 32 activations as 24-bit integers under a
- *              power-of-two scale, dotted with Q4_0 / Q4_1 weights exactly
+ *              power-of-two scale, dotted with Q4_0 / Q4_1 / Q8_0 weights exactly
  *              in integers, kernels/cpu/cpu_i24.h: at most 2^-23 of a
  *              block's largest |x| off, an error no larger than fp32's;
- *              other weight types as fast.  Neither is in
- *              ld_cpu_kernel_variants: speed options, not a production
+ *              other weight types as fast; the "cpu" backend's default.
+ *              Neither is in ld_cpu_kernel_variants: not a production
  *              stack's numbers to compare)
  *   attention  ref | fast
  *   rmsnorm    ref | bf16
@@ -43,8 +43,10 @@
  * sessions, combine, mhc, indexer and rope by the V4 one; not by the
  * backend: engine/models/lm.c hands them to the session (set_kernels).
  *
- * The "ref" backend starts from ref everywhere, "cpu" from fast matmul and
- * attention; a spec changes the ops it names.
+ * The "ref" backend starts from ref everywhere, "cpu" from i24's matmul
+ * (the fast one on the weight types i24 has no kernel for) and the fast
+ * attention; a spec changes the ops it names (`matmul=fast`: the fast
+ * kernels' fp32 order on every type).
  */
 #ifndef LD_CPU_KERNELS_H
 #define LD_CPU_KERNELS_H

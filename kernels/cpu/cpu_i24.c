@@ -17,7 +17,7 @@
 
 int ld_cpu_i24_supports(ld_kdt dt)
 {
-    return dt == LD_KDT_Q4_0 || dt == LD_KDT_Q4_1;
+    return ld_cpu_is_q32(dt);
 }
 
 size_t ld_cpu_i24_prep_size(int T, int K)
@@ -107,10 +107,10 @@ size_t ld_cpu_i24_packed_size(ld_kdt dt, int K, int N)
 /* block `off` of the sixteen rows at src[]: d, Q4_1's m, the chunks */
 static unsigned char *pack_block(unsigned char *o, const unsigned char *const src[ROWS], size_t off, ld_kdt dt)
 {
-    size_t head = ld_cpu_q32_head(dt);
+    size_t head = ld_cpu_q32_head(dt), ints = ld_cpu_q32_bytes(dt) - head;
     for (size_t h = 0; h < head; h += 2) /* d, then m */
         for (int r = 0; r < ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
-    for (size_t c = 0; c < QB / 2; c += 4)
+    for (size_t c = 0; c < ints; c += 4)
         for (int r = 0; r < ROWS; r++, o += 4) memcpy(o, src[r] + off + head + c, 4);
     return o;
 }

@@ -1,6 +1,6 @@
 /* cpu_i24.h - the matmul of the "i24" variant (`--kernels matmul=i24`):
  * each block of 32 activations held as 24-bit integers under a power-of-two
- * scale (three signed bytes a value), and the Q4_0 / Q4_1 weights' dot
+ * scale (three signed bytes a value), and the Q4_0 / Q4_1 / Q8_0 weights' dot
  * products with them computed exactly in integers, as vpdpbusd computes
  * them.  Not the fast kernels' contract (cpu_ops.h), nor q8's (cpu_q8.h):
  * an activation moves by at most 2^-23 of its block's largest |x| (x
@@ -8,9 +8,8 @@
  * 32 products and their sum are exact where fp32 rounds each, so a row's
  * error against exact arithmetic is about fp32's or below (the tests hold
  * it to a bound against the reference); one fixed arithmetic, the same bits
- * at every level and for any thread split.  Q8_0 and the other types run
- * the fast kernels (its 34 bytes a block are read at the memory's rate by
- * those).
+ * at every level and for any thread split.  Q4_0, Q4_1 and Q8_0; the other
+ * types run the fast kernels.
  *
  *   prep, per token and block of 32 elements x_e:
  *     amax = max |x_e|.  A block with a NaN or infinite x: scale NaN, every
@@ -23,12 +22,14 @@
  *     whose amax is under about 2^-126 counts for nothing);
  *     xs = (float)(sum of the X_e) * scale (Q4_1's offsets);
  *     s_k = the sum of the c_k (Q4_0's -8).
- *   a weight row's dot product: its blocks in order, a block's nibbles
- *   q_e (0..15), scale d (and Q4_1's offset m):
+ *   a weight row's dot product: its blocks in order, a block's integers
+ *   q_e (Q4's nibbles 0..15, Q8_0's int8), scale d (and Q4_1's offset m):
  *     p_k = sum of q_e c_k,e over the block, in integers, minus 8 s_k for
  *     Q4_0 (exact);
- *     P = fmaf((float)p_2, 65536, (float)(256 p_1 + p_0)) (one rounding:
- *     both operands are exact floats, |256 p_1 + p_0| < 2^24);
+ *     P = fmaf((float)p_2, 65536, (float)(256 p_1 + p_0)) (for Q4 one
+ *     rounding: both operands are exact floats, |256 p_1 + p_0| < 2^24;
+ *     for Q8_0 the second conversion may round too, at most 2^-24 of a
+ *     part under 2^-7 of P's size);
  *     acc = fmaf(d * scale, P, acc);
  *     Q4_1: macc = fmaf(m, xs, macc).
  *   out = (acc + macc) + bias.
@@ -37,14 +38,14 @@
  * that a 32-bit lane of a 512-bit register is a row.  Rows in groups of
  * sixteen (the rope row order applied), a group's blocks in order, a block
  * of the group the sixteen rows' d (f16), then Q4_1's sixteen m, then the
- * nibbles in four chunks of 64 bytes: chunk c holds each row's bytes 4c ..
- * 4c+3 of its block (row r at bytes 4r .. 4r+3; a byte: elements j and
- * j+16).  A matrix's packed size is its size (rows past the last group of
+ * integers in chunks of 64 bytes (four for Q4, eight for Q8_0): chunk c
+ * holds each row's bytes 4c .. 4c+3 of its block (row r at bytes 4r ..
+ * 4r+3; a Q4 byte: elements j and j+16).  A matrix's packed size is its size (rows past the last group of
  * sixteen are not packed, and are read where they are).
  *
  * Levels: the portable C one (reads the rows where they are; also the
  * prep), AVX-512 with VNNI (reads the packed copy: sixteen rows a pass, a
- * chunk's nibbles against four activations' digits by vpdpbusd; a range of
+ * chunk's integers against four activations' digits by vpdpbusd; a range of
  * rows as four streams, a group of each quarter of the range in turn) and
  * AVX2 (the same from the packed copy, each group as two halves of eight
  * rows, by vpmaddubsw as q8's AVX2 kernel).
@@ -60,8 +61,8 @@
  * register. */
 #define LD_CPU_I24_GROUP_ROWS 16
 
-/* Whether the variant has a kernel for weights of type dt (Q4_0, Q4_1;
- * else the caller runs the fast matmul of cpu_ops.h). */
+/* Whether the variant has a kernel for weights of type dt (Q4_0, Q4_1,
+ * Q8_0; else the caller runs the fast matmul of cpu_ops.h). */
 int ld_cpu_i24_supports(ld_kdt dt);
 
 /* Floats of `prep` for T tokens of K (a multiple of 32) activations, and

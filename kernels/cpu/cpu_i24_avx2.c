@@ -2,7 +2,8 @@
  * layout, for machines without AVX-512 VNNI: a group of sixteen rows as two
  * halves of eight (a chunk's first and second 32 bytes), row r of a half in
  * 32-bit lane r; four groups far apart a block of each in turn, as the
- * AVX-512 kernel.  A chunk's nibbles against four activations' digits by
+ * AVX-512 kernel.  A chunk's nibbles (Q8_0's bytes split in two nibbles,
+ * the high one offset by 8) against four activations' digits by
  * vpmaddubsw (unsigned times signed bytes, pairs summed into 16 bits: none
  * over 2 * 15 * 128 = 3840 in size), a block's eight such sums a digit
  * added in 16 bits (at most 30720: no wrap), then into 32 by vpmaddwd:
@@ -33,10 +34,40 @@ I24A_INLINE __m256i digits4(const int8_t *c)
 }
 
 /* half h's eight rows' P of one block (ints: its four chunks of 64 bytes) */
+/* Q8_0's p_k of half h: each byte w as 16 (hi - 8) + lo, its nibbles
+ * lo and hi = ((w >> 4) & 15) ^ 8 unsigned, each set of products summed in
+ * 16 bits as the Q4 nibbles' (at most 8 * 3840), then p_k = 16 (sum hi c -
+ * 8 s_k) + sum lo c */
+I24A_INLINE void q8_0_half_dots(const unsigned char *ints, int h, const int8_t *dig, const int32_t *dsum, __m256i p[3])
+{
+    const __m256i m15 = _mm256_set1_epi8(15), eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    __m256i lo[3], hi[3];
+    for (int k = 0; k < 3; k++) lo[k] = hi[k] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(ints + 64 * c + 32 * h));
+        __m256i l = _mm256_and_si256(w, m15), u = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m15), eight);
+        for (int k = 0; k < 3; k++) {
+            __m256i d = digits4(dig + k * QB + 4 * c);
+            lo[k] = _mm256_add_epi16(lo[k], _mm256_maddubs_epi16(l, d));
+            hi[k] = _mm256_add_epi16(hi[k], _mm256_maddubs_epi16(u, d));
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        __m256i hk = _mm256_sub_epi32(_mm256_madd_epi16(hi[k], ones), _mm256_set1_epi32(8 * dsum[k]));
+        p[k] = _mm256_add_epi32(_mm256_slli_epi32(hk, 4), _mm256_madd_epi16(lo[k], ones));
+    }
+}
+
 I24A_INLINE __m256 half_block_dot(const unsigned char *ints, int h, const ld_kdt dt, const int8_t *dig,
                                   const int32_t *dsum)
 {
     const __m256i m15 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    if (dt == LD_KDT_Q8_0) {
+        __m256i p[3];
+        q8_0_half_dots(ints, h, dig, dsum, p);
+        __m256 low = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(p[1], 8), p[0]));
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[2]), _mm256_set1_ps(65536.0f), low);
+    }
     __m256i s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int c = 0; c < 4; c++) {
         __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(ints + 64 * c + 32 * h));
@@ -99,7 +130,8 @@ I24A_INLINE void groups_all_tokens(const ld_cpu_i24mm *m, const int ns, const un
 {
     for (int t = 0; t < m->T; t++) {
         if (m->dt == LD_KDT_Q4_0) groups_pass(m, LD_KDT_Q4_0, ns, gp, g, t);
-        else groups_pass(m, LD_KDT_Q4_1, ns, gp, g, t);
+        else if (m->dt == LD_KDT_Q4_1) groups_pass(m, LD_KDT_Q4_1, ns, gp, g, t);
+        else groups_pass(m, LD_KDT_Q8_0, ns, gp, g, t);
     }
 }
 

@@ -3,9 +3,9 @@
  * 32-bit lane r, or the sixteen rows of each of four groups far apart, a
  * block of each in turn (four streams from memory, as q8's).  A chunk's
  * nibbles, the low ones (elements 4c .. 4c+3 of each row) and the high
- * (4c+16 ..), against the four activations' digits they meet, broadcast to
- * every lane, by vpdpbusd (unsigned times signed bytes, four products
- * summed into 32 bits: exact, none over 4 * 15 * 128); lane r is then row
+ * (4c+16 ..), or Q8_0's bytes plus 128, against the four activations'
+ * digits they meet, broadcast to every lane, by vpdpbusd (unsigned times
+ * signed bytes, four products summed into 32 bits: exact); lane r is then row
  * r's p_0, p_1, p_2, and its P, scale, offset and output arithmetic are the
  * twin's (cpu_i24_portable.c), lane for lane.  And the prep.  Compiled with
  * target attributes, called only when the machine has AVX-512 F, BW, VL
@@ -40,7 +40,19 @@ I24_INLINE __m512 group_block_dot(const unsigned char *ints, const ld_kdt dt, co
 {
     const __m512i m15 = _mm512_set1_epi8(15);
     __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0;
-    for (int c = 0; c < 4; c++) {
+    if (dt == LD_KDT_Q8_0) { /* w + 128 unsigned against the digits, then 128 times their sums off */
+        const __m512i bias = _mm512_set1_epi8(-128);
+        for (int c = 0; c < 8; c++) {
+            __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(ints + 64 * c)), bias);
+            p0 = _mm512_dpbusd_epi32(p0, u, digits4(dig + 4 * c));
+            p1 = _mm512_dpbusd_epi32(p1, u, digits4(dig + QB + 4 * c));
+            p2 = _mm512_dpbusd_epi32(p2, u, digits4(dig + 2 * QB + 4 * c));
+        }
+        p0 = _mm512_sub_epi32(p0, _mm512_set1_epi32(128 * dsum[0]));
+        p1 = _mm512_sub_epi32(p1, _mm512_set1_epi32(128 * dsum[1]));
+        p2 = _mm512_sub_epi32(p2, _mm512_set1_epi32(128 * dsum[2]));
+    }
+    for (int c = 0; c < 4 && dt != LD_KDT_Q8_0; c++) {
         __m512i w = _mm512_loadu_si512((const void *)(ints + 64 * c));
         __m512i lo = _mm512_and_si512(w, m15), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m15);
         p0 = _mm512_dpbusd_epi32(p0, lo, digits4(dig + 4 * c));
@@ -102,7 +114,8 @@ I24_INLINE void groups_all_tokens(const ld_cpu_i24mm *m, const int ns, const uns
 {
     for (int t = 0; t < m->T; t++) {
         if (m->dt == LD_KDT_Q4_0) groups_pass(m, LD_KDT_Q4_0, ns, gp, g, t);
-        else groups_pass(m, LD_KDT_Q4_1, ns, gp, g, t);
+        else if (m->dt == LD_KDT_Q4_1) groups_pass(m, LD_KDT_Q4_1, ns, gp, g, t);
+        else groups_pass(m, LD_KDT_Q8_0, ns, gp, g, t);
     }
 }
 

@@ -9,15 +9,18 @@
 
 #define QB LD_CPU_QB
 
-/* the block's P of cpu_i24.h: its three digit dot products, exact, in one
- * rounding */
+/* the block's P of cpu_i24.h: its three digit dot products, exact, then
+ * combined (one rounding for Q4_0 / Q4_1) */
 static float block_dot(const unsigned char *qs, const int8_t *dig, const int32_t *dsum, ld_kdt dt)
 {
     int32_t p[3];
     for (int k = 0; k < 3; k++) {
         const int8_t *c = dig + k * QB;
         int32_t s = 0;
-        for (int e = 0; e < QB / 2; e++) s += (qs[e] & 15) * c[e] + (qs[e] >> 4) * c[e + QB / 2];
+        if (dt == LD_KDT_Q8_0)
+            for (int e = 0; e < QB; e++) s += (int8_t)qs[e] * c[e];
+        else
+            for (int e = 0; e < QB / 2; e++) s += (qs[e] & 15) * c[e] + (qs[e] >> 4) * c[e + QB / 2];
         p[k] = dt == LD_KDT_Q4_0 ? s - 8 * dsum[k] : s;
     }
     return fmaf((float)p[2], 65536.0f, (float)(256 * p[1] + p[0]));

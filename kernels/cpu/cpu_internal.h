@@ -293,9 +293,12 @@ static inline int ld_cpu_i24_block_exp(float amax)
     uint32_t bits;
     memcpy(&bits, &amax, sizeof bits);
     uint32_t field = (bits >> 23) & 255u;
+    if (field) { /* normal: amax 2^-E is its 24-bit significand / 2 */
+        int E = (int)field - 149;
+        return ((bits & 0x7FFFFFu) | 0x800000u) > 2u * 8355711u ? E + 1 : E;
+    }
     int e;
-    if (field) e = (int)field - 126;
-    else (void)frexpf(amax, &e); /* subnormal */
+    (void)frexpf(amax, &e); /* subnormal */
     int E = e - 23;
     return ldexpf(amax, -E) > 8355711.0f ? E + 1 : E;
 }

@@ -1,7 +1,9 @@
 /* test_matmul_fanout.c - the CPU backends' matmul_fanout (backend.h): n
  * products of one input in one run of the pool, the bits of the n matmul
  * calls (and, with norms, of rmsnorm after each) on the same backend:
- * the reference and the fast kernels, q8's and i24's, on 1, 2 and 3 threads;
+ * the reference, the "cpu" backend's default (i24 on Q4_0 / Q4_1 / Q8_0, the
+ * fast kernels on the others), the fast kernels, q8's and i24's, on 1, 2
+ * and 3 threads;
  * decode (a step's ranges) and prefill (pieces); F32, F16, Q4_0, Q4_1,
  * Q8_0 and Q4_K weights, a rope-ordered one among them, row counts that
  * are and are not multiples of the fast kernels' groups of sixteen.  What
@@ -24,7 +26,8 @@ typedef struct cpu_run {
 
 static const cpu_run runs[] = {
     {1, 0, NULL, "ref-1t"},        {3, 0, NULL, "ref-3t"}, {1, 1, NULL, "cpu-1t"},
-    {2, 1, NULL, "cpu-2t"},        {3, 1, NULL, "cpu-3t"}, {2, 1, "matmul=q8", "cpu+q8-2t"},
+    {2, 1, NULL, "cpu-2t"},        {3, 1, NULL, "cpu-3t"}, {1, 1, "matmul=fast", "cpu+fast-1t"},
+    {2, 1, "matmul=fast", "cpu+fast-2t"}, {3, 1, "matmul=fast", "cpu+fast-3t"}, {2, 1, "matmul=q8", "cpu+q8-2t"},
     {3, 1, "matmul=q8", "cpu+q8-3t"},  {2, 1, "matmul=i24", "cpu+i24-2t"}, {3, 1, "matmul=i24", "cpu+i24-3t"},
 };
 
@@ -215,7 +218,7 @@ static int decode_steps(int threads, int k, const void *da, const void *db, cons
 {
     ld_backend *be = NULL;
     ld_error err = {0};
-    CHECK_MSG(ld_backend_cpu_create_ex(threads, 1, NULL, &be, &err) == LD_OK, "%s", err.msg);
+    CHECK_MSG(ld_backend_cpu_create_ex(threads, 1, "matmul=fast", &be, &err) == LD_OK, "%s", err.msg);
     const ld_backend_ops *o = be->ops;
     ld_weight *wa = load_weight(be, &kinds[k], da, DEC_A, DEC_K, 0), *wb = load_weight(be, &kinds[k], db, DEC_B, DEC_K, 0);
     ld_buf *bx = upload(be, x1, DEC_K), *ob[DEC_OUTS];

@@ -6,9 +6,11 @@
  * last weight; and the matmul of a copied weight (a file mapping's) the
  * same bits as of the same weight read in place (the path before the copy
  * existed), Q4_0 / Q4_1 / Q8_0, rows not a multiple of sixteen, decode and
- * prefill, the fast matmul and q8's, on 1, 2 and 3 threads; q8's weights
- * of eight rows or more packed for its kernel (and not copied), fewer
- * copied as the fast one's; the fast one's of sixteen rows or more packed
+ * prefill, the fast matmul, q8's, i24's and the backend's default (i24's
+ * on these types), on 1, 2 and 3 threads; q8's
+ * weights of eight rows or more packed for its kernel (and not copied),
+ * fewer copied as the fast one's; i24's of sixteen rows or more packed for
+ * its kernels, fewer copied; the fast one's of sixteen rows or more packed
  * for its kernels where they read a packed copy (AVX-512); and every
  * result the bits of the kernel called alone on the rows as they lie. */
 #define _DEFAULT_SOURCE /* mkstemp */
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "engine/backend/cpu/backend_ref_internal.h"
+#include "kernels/cpu/cpu_i24.h"
 #include "kernels/cpu/cpu_q8.h"
 #include "tests/support/ld_test.h"
 
@@ -98,7 +101,17 @@ static unsigned char *rand_blocks(ld_wquant q, int N, int K, size_t *bytes)
 }
 
 /* what the backend made of a weight besides its data */
-enum { NOT_PACKED, PACKED_Q8, PACKED_FAST };
+enum { NOT_PACKED, PACKED_Q8, PACKED_FAST, PACKED_I24 };
+
+/* the kernel a backend of kernel spec `spec` (NULL: its default) runs on
+ * weights of type dt */
+enum { KIND_FAST, KIND_Q8, KIND_I24 };
+static int kind_of(const char *spec, ld_kdt dt)
+{
+    if (spec && !strcmp(spec, "matmul=q8")) return KIND_Q8;
+    if (spec && !strcmp(spec, "matmul=fast")) return KIND_FAST;
+    return ld_cpu_i24_supports(dt) ? KIND_I24 : KIND_FAST;
+}
 
 /* out[T][N] of w (host tensor t) against x[T][K] on backend be */
 static int matmul(ld_backend *be, const ld_host_tensor *t, const float *x, int T, float *out, int copied, int packed)
@@ -111,6 +124,7 @@ static int matmul(ld_backend *be, const ld_host_tensor *t, const float *x, int T
     CHECK_MSG((w->data != t->data) == copied, "%s: copied %d", be->ops->name, copied);
     CHECK_MSG((w->q8 != NULL) == (packed == PACKED_Q8), "%s: packed %d", be->ops->name, packed);
     CHECK_MSG((w->fast16 != NULL) == (packed == PACKED_FAST), "%s: packed %d", be->ops->name, packed);
+    CHECK_MSG((w->i24 != NULL) == (packed == PACKED_I24), "%s: packed %d", be->ops->name, packed);
     size_t nx = (size_t)T * (size_t)t->cols, no = (size_t)T * (size_t)t->rows;
     CHECK(o->buf_alloc(be, nx, &bx, &err) == LD_OK && o->buf_alloc(be, no, &bo, &err) == LD_OK);
     CHECK(o->buf_write(be, bx, 0, x, nx, &err) == LD_OK);
@@ -149,13 +163,19 @@ static int same_bits_any_threads(const char *spec, const ld_host_tensor *t, cons
  * what the backend's result, from its arena, must equal */
 static int kernel_alone(const char *spec, ld_kdt dt, const void *w, const float *x, int T, int K, int N, float *out)
 {
-    size_t np = spec ? ld_cpu_q8_prep_size(T, K) : ld_cpu_matmul_prep_size(dt, T, K);
+    int kind = kind_of(spec, dt);
+    size_t np = kind == KIND_Q8    ? ld_cpu_q8_prep_size(T, K)
+                : kind == KIND_I24 ? ld_cpu_i24_prep_size(T, K)
+                                   : ld_cpu_matmul_prep_size(dt, T, K);
     float *prep = malloc(sizeof(float) * (np ? np : 1));
     float *scratch = malloc(sizeof(float) * ld_cpu_matmul_scratch(dt, T, K));
     CHECK(prep && scratch);
-    if (spec) {
+    if (kind == KIND_Q8) {
         ld_cpu_q8_prep(prep, x, T, K);
         ld_cpu_matmul_q8(out, prep, w, NULL, dt, NULL, LD_KDT_F32, T, K, N, 0, 0, (size_t)N);
+    } else if (kind == KIND_I24) {
+        ld_cpu_i24_prep(prep, x, T, K);
+        ld_cpu_matmul_i24(out, prep, w, NULL, dt, NULL, LD_KDT_F32, T, K, N, 0, 0, (size_t)N);
     } else {
         ld_cpu_matmul_prep(prep, x, dt, T, K);
         ld_cpu_matmul(out, x, prep, w, NULL, dt, NULL, LD_KDT_F32, T, K, N, 0, scratch, 0, (size_t)N);
@@ -182,12 +202,15 @@ static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
     mapped.map = map;
     mapped.map_size = n;
     /* q8 packs every weight of eight rows or more (its own layout, in the
-     * arena) and copies none; the fast matmul packs one of sixteen rows or
-     * more where its kernels read the packed copy (AVX-512), else copies
+     * arena) and copies none, i24 every one of sixteen rows or more; the
+     * fast matmul packs one of sixteen rows or more where its kernels read
+     * the packed copy (AVX-512); a weight not packed is copied where it is
      * a mapping's */
     ld_kdt dt = q == LD_WQ_Q4_0 ? LD_KDT_Q4_0 : q == LD_WQ_Q4_1 ? LD_KDT_Q4_1 : LD_KDT_Q8_0;
-    int packed = spec ? (N >= 8 ? PACKED_Q8 : NOT_PACKED)
-                      : (N >= 16 && ld_cpu_fast_reads_packed(dt) ? PACKED_FAST : NOT_PACKED);
+    int kind = kind_of(spec, dt);
+    int packed = kind == KIND_Q8    ? (N >= 8 ? PACKED_Q8 : NOT_PACKED)
+                 : kind == KIND_I24 ? (N >= 16 ? PACKED_I24 : NOT_PACKED)
+                                    : (N >= 16 && ld_cpu_fast_reads_packed(dt) ? PACKED_FAST : NOT_PACKED);
     CHECK(!matmul(be, &in_place, x, T, o1, 0, packed));
     CHECK(!kernel_alone(spec, dt, w, x, T, K, N, o2));
     CHECK_MSG(memcmp(o1, o2, sizeof(float) * (size_t)T * (size_t)N) == 0,
@@ -215,11 +238,11 @@ static int same_bits(const char *spec, ld_wquant q, int N, int K, int T)
 static int test_weight_arena_matmul_bits(void)
 {
     const ld_wquant qs[] = {LD_WQ_Q4_0, LD_WQ_Q4_1, LD_WQ_Q8_0};
-    const char *specs[] = {NULL, "matmul=q8"};
+    const char *specs[] = {NULL, "matmul=fast", "matmul=q8", "matmul=i24"};
     /* N K T; five rows: fewer than q8 packs */
     const int shapes[][3] = {{37, 96, 1}, {37, 96, 5}, {16, 32, 1}, {131, 576, 1}, {131, 576, 3}, {5, 64, 2},
                              {397, 64, 1}}; /* 49 groups: streams on each of 3 threads */
-    for (int s = 0; s < 2; s++)
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
         for (int i = 0; i < 3; i++)
             for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
                 CHECK(!same_bits(specs[s], qs[i], shapes[k][0], shapes[k][1], shapes[k][2]));

@@ -68,7 +68,7 @@ static int check_prep_block(const float *x, const int8_t *dig, float scale, floa
 
 static int test_i24_prep(void)
 {
-    enum { T = 1, NBLK = 8, K = NBLK * QB };
+    enum { T = 1, NBLK = 10, K = NBLK * QB };
     static float x[K];
     float prep[3 * K / 4 + 5 * NBLK];
     CHECK(ld_cpu_i24_prep_size(T, K) == sizeof prep / sizeof prep[0]);
@@ -83,6 +83,9 @@ static int test_i24_prep(void)
     for (int e = 5 * QB; e < 6 * QB; e++) x[e] = q32_uniform() * 1e-40f; /* subnormal */
     for (int e = 6 * QB; e < 7 * QB; e++) x[e] = q32_uniform() * 1e30f;
     for (int e = 7 * QB; e < 8 * QB; e++) x[e] = q32_uniform() * (e % 3 ? 1e-6f : 50.0f);
+    for (int e = 8 * QB; e < 10 * QB; e++) x[e] = q32_uniform();
+    x[8 * QB + 9] = -8355711.0f / 1024; /* amax 2^-E on the three digits' most: E stays */
+    x[9 * QB + 30] = 8355711.5f / 1024; /* just past it: E one more */
     ld_cpu_i24_prep(prep, x, T, K);
     const int8_t *dig = (const int8_t *)prep;
     const float *scale = prep + 3 * K / 4, *xs = scale + NBLK;
@@ -106,11 +109,11 @@ static int test_i24_prep(void)
  * head * 16 + j / 4 * 64 + 4 r + j % 4 */
 static int test_i24_pack_layout(void)
 {
-    static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1};
+    static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0};
     enum { K = 96, N = 37, HD = 8, NB = K / QB };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         ld_kdt dt = types[i];
-        size_t bytes = q32_block_bytes(dt), head = bytes - 16;
+        size_t bytes = q32_block_bytes(dt), head = dt == LD_KDT_Q8_0 ? 2 : bytes - 16;
         size_t n = ld_cpu_i24_packed_size(dt, K, N);
         unsigned char *w = q32_rand_weights(dt, N, K), *want = malloc(n), *got = malloc(n);
         CHECK(w && want && got && n == 32 * NB * bytes);
@@ -120,7 +123,8 @@ static int test_i24_pack_layout(void)
                     const unsigned char *blk = w + (q32_src_row((int)(ROWS * g) + r, HD) * NB + b) * bytes;
                     unsigned char *o = want + (g * NB + b) * ROWS * bytes;
                     for (size_t k = 0; k < head; k++) o[k / 2 * 32 + 2 * (size_t)r + k % 2] = blk[k];
-                    for (size_t j = 0; j < 16; j++) o[ROWS * head + j / 4 * 64 + 4 * (size_t)r + j % 4] = blk[head + j];
+                    for (size_t j = 0; j < bytes - head; j++)
+                        o[ROWS * head + j / 4 * 64 + 4 * (size_t)r + j % 4] = blk[head + j];
                 }
         memset(got, 0xA5, n);
         ld_cpu_i24_pack(got, w, dt, K, N, HD);
@@ -231,7 +235,7 @@ static int test_i24_matmul_levels_and_bound(void)
 {
     static const char *const level_name[] = {"portable C only", "portable C and AVX2", "portable C, AVX2, AVX-512 VNNI"};
     fprintf(stderr, "  (levels compared: %s on this machine)\n", level_name[ld_cpu_i24_simd()]);
-    static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1};
+    static const ld_kdt types[] = {LD_KDT_Q4_0, LD_KDT_Q4_1, LD_KDT_Q8_0};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         ld_kdt dt = types[i];
         errsum es = {0, 0};
@@ -251,7 +255,8 @@ static int test_i24_matmul_levels_and_bound(void)
         CHECK_MSG(es.i24 <= es.ref, "dt %d: i24's error (%.3g) is larger than fp32's (%.3g)", (int)dt, sqrt(es.i24),
                   sqrt(es.ref));
     }
-    CHECK(ld_cpu_i24_supports(LD_KDT_Q4_1) && ld_cpu_i24_supports(LD_KDT_Q4_0) && !ld_cpu_i24_supports(LD_KDT_Q8_0));
+    CHECK(ld_cpu_i24_supports(LD_KDT_Q4_1) && ld_cpu_i24_supports(LD_KDT_Q4_0) && ld_cpu_i24_supports(LD_KDT_Q8_0));
+    CHECK(!ld_cpu_i24_supports(LD_KDT_Q4_K) && !ld_cpu_i24_supports(LD_KDT_F32));
     return 0;
 }
 
