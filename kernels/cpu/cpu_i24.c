@@ -1,7 +1,7 @@
 /* cpu_i24.c - see cpu_i24.h: the prep step (the activations as digits, in
- * portable C here or by cpu_i24_avx512.c), the packing, and the dispatch of
- * the matmul to the portable twin (cpu_i24_portable.c) or the packed
- * layout's AVX-512 kernel (cpu_i24_avx512.c). */
+ * portable C here or by cpu_i24_avx512.c / cpu_i24_avx2.c), the packing,
+ * and the dispatch of the matmul to the portable twin (cpu_i24_portable.c)
+ * or the packed layout's kernels (cpu_i24_avx512.c, cpu_i24_avx2.c). */
 #include "cpu_i24.h"
 
 #include <math.h>
