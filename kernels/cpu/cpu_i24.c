@@ -104,17 +104,6 @@ size_t ld_cpu_i24_packed_size(ld_kdt dt, int K, int N)
     return (size_t)(N / ROWS) * ROWS * (size_t)(K / QB) * ld_cpu_q32_bytes(dt);
 }
 
-/* block `off` of the sixteen rows at src[]: d, Q4_1's m, the chunks */
-static unsigned char *pack_block(unsigned char *o, const unsigned char *const src[ROWS], size_t off, ld_kdt dt)
-{
-    size_t head = ld_cpu_q32_head(dt), ints = ld_cpu_q32_bytes(dt) - head;
-    for (size_t h = 0; h < head; h += 2) /* d, then m */
-        for (int r = 0; r < ROWS; r++, o += 2) memcpy(o, src[r] + off + h, 2);
-    for (size_t c = 0; c < ints; c += 4)
-        for (int r = 0; r < ROWS; r++, o += 4) memcpy(o, src[r] + off + head + c, 4);
-    return o;
-}
-
 void ld_cpu_i24_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope_hd)
 {
     unsigned char *o = dst;
@@ -122,7 +111,7 @@ void ld_cpu_i24_pack(void *dst, const void *w, ld_kdt dt, int K, int N, int rope
     for (size_t g = 0; g < (size_t)(N / ROWS); g++) {
         const unsigned char *src[ROWS];
         ld_cpu_group_rows(src, ROWS, w, dt, K, g * ROWS, rope_hd);
-        for (size_t b = 0; b < (size_t)(K / QB); b++) o = pack_block(o, src, b * bytes, dt);
+        for (size_t b = 0; b < (size_t)(K / QB); b++) o = ld_cpu_pack_lanes_block(o, src, ROWS, b * bytes, dt);
     }
 }
 

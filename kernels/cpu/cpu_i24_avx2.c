@@ -58,16 +58,13 @@ I24A_INLINE void q8_0_half_dots(const unsigned char *ints, int h, const int8_t *
     }
 }
 
-I24A_INLINE __m256 half_block_dot(const unsigned char *ints, int h, const ld_kdt dt, const int8_t *dig,
-                                  const int32_t *dsum)
+/* a Q4 block's p_k of half h: the low nibbles against the digits of
+ * elements 4c .., the high ones against those of 4c + 16 .., Q4_0's 8 times
+ * the digit sums taken off */
+I24A_INLINE void q4_half_dots(const unsigned char *ints, int h, const ld_kdt dt, const int8_t *dig,
+                              const int32_t *dsum, __m256i p[3])
 {
     const __m256i m15 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    if (dt == LD_KDT_Q8_0) {
-        __m256i p[3];
-        q8_0_half_dots(ints, h, dig, dsum, p);
-        __m256 low = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(p[1], 8), p[0]));
-        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[2]), _mm256_set1_ps(65536.0f), low);
-    }
     __m256i s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int c = 0; c < 4; c++) {
         __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(ints + 64 * c + 32 * h));
@@ -77,11 +74,19 @@ I24A_INLINE __m256 half_block_dot(const unsigned char *ints, int h, const ld_kdt
             s[k] = _mm256_add_epi16(s[k], _mm256_maddubs_epi16(hi, digits4(dig + k * QB + 16 + 4 * c)));
         }
     }
-    __m256i p[3];
     for (int k = 0; k < 3; k++) {
         p[k] = _mm256_madd_epi16(s[k], ones);
         if (dt == LD_KDT_Q4_0) p[k] = _mm256_sub_epi32(p[k], _mm256_set1_epi32(8 * dsum[k]));
     }
+}
+
+/* half h's eight rows' P of one block (ints: its chunks of 64 bytes) */
+I24A_INLINE __m256 half_block_dot(const unsigned char *ints, int h, const ld_kdt dt, const int8_t *dig,
+                                  const int32_t *dsum)
+{
+    __m256i p[3];
+    if (dt == LD_KDT_Q8_0) q8_0_half_dots(ints, h, dig, dsum, p);
+    else q4_half_dots(ints, h, dt, dig, dsum, p);
     __m256 low = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_slli_epi32(p[1], 8), p[0]));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[2]), _mm256_set1_ps(65536.0f), low);
 }

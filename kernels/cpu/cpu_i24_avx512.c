@@ -34,41 +34,35 @@ I24_INLINE __m512i digits4(const int8_t *c)
     return _mm512_set1_epi32(v);
 }
 
-/* the sixteen rows' P of one block (ints: its four chunks) against the
- * block's digits dig [3][32] */
+/* p[k] += the unsigned bytes u against digits k of the elements e .. e+3
+ * they meet, for k = 0, 1, 2 */
+I24_INLINE void dot3(__m512i p[3], __m512i u, const int8_t *dig, int e)
+{
+    for (int k = 0; k < 3; k++) p[k] = _mm512_dpbusd_epi32(p[k], u, digits4(dig + k * QB + e));
+}
+
+/* the sixteen rows' P of one block (ints: its chunks) against the block's
+ * digits dig [3][32]: each chunk's integers made unsigned (Q4's nibbles as
+ * they are, Q8_0's bytes plus 128), that offset times the digit sums taken
+ * off after (Q4_0's 8, Q8_0's 128) */
 I24_INLINE __m512 group_block_dot(const unsigned char *ints, const ld_kdt dt, const int8_t *dig, const int32_t *dsum)
 {
-    const __m512i m15 = _mm512_set1_epi8(15);
-    __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0;
-    if (dt == LD_KDT_Q8_0) { /* w + 128 unsigned against the digits, then 128 times their sums off */
-        const __m512i bias = _mm512_set1_epi8(-128);
-        for (int c = 0; c < 8; c++) {
-            __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(ints + 64 * c)), bias);
-            p0 = _mm512_dpbusd_epi32(p0, u, digits4(dig + 4 * c));
-            p1 = _mm512_dpbusd_epi32(p1, u, digits4(dig + QB + 4 * c));
-            p2 = _mm512_dpbusd_epi32(p2, u, digits4(dig + 2 * QB + 4 * c));
+    const __m512i m15 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8(-128);
+    __m512i p[3] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    if (dt == LD_KDT_Q8_0) {
+        for (int c = 0; c < 8; c++)
+            dot3(p, _mm512_xor_si512(_mm512_loadu_si512((const void *)(ints + 64 * c)), flip), dig, 4 * c);
+    } else {
+        for (int c = 0; c < 4; c++) {
+            __m512i w = _mm512_loadu_si512((const void *)(ints + 64 * c));
+            dot3(p, _mm512_and_si512(w, m15), dig, 4 * c);
+            dot3(p, _mm512_and_si512(_mm512_srli_epi16(w, 4), m15), dig, 16 + 4 * c);
         }
-        p0 = _mm512_sub_epi32(p0, _mm512_set1_epi32(128 * dsum[0]));
-        p1 = _mm512_sub_epi32(p1, _mm512_set1_epi32(128 * dsum[1]));
-        p2 = _mm512_sub_epi32(p2, _mm512_set1_epi32(128 * dsum[2]));
     }
-    for (int c = 0; c < 4 && dt != LD_KDT_Q8_0; c++) {
-        __m512i w = _mm512_loadu_si512((const void *)(ints + 64 * c));
-        __m512i lo = _mm512_and_si512(w, m15), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m15);
-        p0 = _mm512_dpbusd_epi32(p0, lo, digits4(dig + 4 * c));
-        p1 = _mm512_dpbusd_epi32(p1, lo, digits4(dig + QB + 4 * c));
-        p2 = _mm512_dpbusd_epi32(p2, lo, digits4(dig + 2 * QB + 4 * c));
-        p0 = _mm512_dpbusd_epi32(p0, hi, digits4(dig + 16 + 4 * c));
-        p1 = _mm512_dpbusd_epi32(p1, hi, digits4(dig + QB + 16 + 4 * c));
-        p2 = _mm512_dpbusd_epi32(p2, hi, digits4(dig + 2 * QB + 16 + 4 * c));
-    }
-    if (dt == LD_KDT_Q4_0) {
-        p0 = _mm512_sub_epi32(p0, _mm512_set1_epi32(8 * dsum[0]));
-        p1 = _mm512_sub_epi32(p1, _mm512_set1_epi32(8 * dsum[1]));
-        p2 = _mm512_sub_epi32(p2, _mm512_set1_epi32(8 * dsum[2]));
-    }
-    __m512 low = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(p1, 8), p0));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p2), _mm512_set1_ps(65536.0f), low);
+    const int off = dt == LD_KDT_Q8_0 ? 128 : dt == LD_KDT_Q4_0 ? 8 : 0;
+    for (int k = 0; k < 3 && off; k++) p[k] = _mm512_sub_epi32(p[k], _mm512_set1_epi32(off * dsum[k]));
+    __m512 low = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(p[1], 8), p[0]));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[2]), _mm512_set1_ps(65536.0f), low);
 }
 
 /* outputs [16g[s], 16g[s]+16) of token t from each of the ns groups whose

@@ -242,6 +242,12 @@ void ld_cpu_q8_streams_avx2(const ld_cpu_q8mm *m, const unsigned char *const gp[
  * group's sources, q8's (cpu_q8_pack.c) and the fast kernels'
  * (cpu_pack16.c). */
 void ld_cpu_group_rows(const unsigned char **src, int rows, const void *w, ld_kdt dt, int K, size_t n0, int rope_hd);
+/* One block (at byte off of each row) of the `rows` rows that start at
+ * src[], packed as q8's and i24's layouts hold it: the rows' d side by side
+ * (then Q4_1's m), then the integers in chunks of four bytes a row, row r
+ * at bytes 4r .. 4r+3 of each; returns the end (cpu_q8_pack.c). */
+unsigned char *ld_cpu_pack_lanes_block(unsigned char *o, const unsigned char *const *src, int rows, size_t off,
+                                       ld_kdt dt);
 /* The nb blocks of the group whose eight rows start at src[], packed to
  * dst (ld_cpu_q8_packed_size(dt, K, 8) bytes for a whole group): in
  * portable C (cpu_q8_pack.c) or with AVX2 (cpu_q8_avx2.c), the same bytes. */

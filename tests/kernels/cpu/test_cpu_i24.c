@@ -93,7 +93,10 @@ static int test_i24_prep(void)
     for (int b = 0; b < NBLK; b++)
         CHECK(check_prep_block(x + b * QB, dig + 3 * QB * b, scale[b], xs[b], dsum + 3 * b, b) == 0);
     CHECK(dig[1] == -14 && dig[16] == 0 && dig[15] == 0 && dig[17] == 2); /* -14.5, 0.5, -0.5, 1.5: to even */
-    CHECK(scale[4] == 2.0f * (float)ldexp(1.0, least_exp(65535.99) - 1)); /* the E + 1 case */
+    /* the exponents by hand: amax 2^22 (frexp's e 23): E 0; 65535.996 (e 16)
+     * times 2^7 is 8388607.5, past three digits: E -6, not -7; 8355711 / 1024
+     * times 2^10 is the digits' most: E -10; half a unit more: E -9 */
+    CHECK(scale[0] == 1.0f && scale[4] == 0x1p-6f && scale[8] == 0x1p-10f && scale[9] == 0x1p-9f);
     float port[sizeof prep / sizeof prep[0]];
     for (int level = LD_CPU_PORTABLE; level <= LD_CPU_AVX512; level++) {
         memset(port, 0, sizeof port);
